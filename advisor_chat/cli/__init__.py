@@ -1,0 +1,1 @@
+"""Command-line interface (thin shell over the library; the only place that maps errors to exit codes)."""

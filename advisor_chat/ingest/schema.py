@@ -1,0 +1,320 @@
+"""Canonical tables: names, columns, dtypes and units (DESIGN.md §3).
+
+Every table produced by ingest is checked once against its :class:`TableSpec` by
+:func:`validate_table`. Analyzers rely on these columns and nothing else.
+
+Units are in column names: ``_us`` microseconds, ``_ms`` milliseconds, ``_mb`` megabytes (decimal,
+bytes / 1e6, as HCCL writes them), ``_gbps`` gigabytes per second (decimal, = MB/ms), ``_ratio``
+a fraction in [0, 1]. Timestamps (``start_us`` etc.) are microseconds since the Unix epoch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from advisor_chat.errors import InputError
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """One column of a canonical table.
+
+    Attributes:
+        name: snake_case name with a unit suffix where it has a unit.
+        dtype: ``int``, ``float``, ``str``, ``bool`` or ``object`` (lists, dicts).
+        unit: Human-readable unit (``us``, ``ms``, ``MB``, ``GB/s``, ``ratio``, ``count``) or ``""``.
+        required: A required column must be present (it may hold NaN for missing values).
+        doc: What the value means and where it comes from.
+    """
+
+    name: str
+    dtype: str
+    unit: str = ""
+    required: bool = True
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A canonical table: its name, meaning and columns."""
+
+    name: str
+    doc: str
+    columns: tuple[ColumnSpec, ...]
+
+    @property
+    def required(self) -> list[str]:
+        """Names of the required columns, in order."""
+        return [c.name for c in self.columns if c.required]
+
+    @property
+    def names(self) -> list[str]:
+        """Names of all columns, in order."""
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> ColumnSpec:
+        """Return the spec of column ``name``; raises ``KeyError`` if unknown."""
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+
+def _c(name: str, dtype: str, unit: str = "", required: bool = True, doc: str = "") -> ColumnSpec:
+    return ColumnSpec(name, dtype, unit, required, doc)
+
+
+STEP_TRACE = TableSpec(
+    "step_trace",
+    "Per rank and step: the device-time breakdown of step_trace_time.csv / StepTraceTime / "
+    "cluster_step_trace_time.csv rank rows. computing + communication_not_overlapped + free ≈ step span.",
+    (
+        _c("rank", "int", doc="Global rank (from profiler_info_{rank}.json, DB name or cluster Index)"),
+        _c("step", "int", doc="Step id (ProfilerStep#N); -1 when the file has no step"),
+        _c("computing_us", "float", "us", doc="Union of compute-task time on the device"),
+        _c("communication_not_overlapped_us", "float", "us", doc="Communication not hidden by compute"),
+        _c("overlapped_us", "float", "us", doc="Communication hidden by compute"),
+        _c("communication_us", "float", "us", doc="Union of communication-op time"),
+        _c("free_us", "float", "us", doc="Device idle: neither compute nor communication"),
+        _c("stage_us", "float", "us", doc="Step span minus bubble"),
+        _c("bubble_us", "float", "us", doc="PP receive time (hcom_receive*)"),
+        _c("communication_not_overlapped_exclude_receive_us", "float", "us", required=False),
+        _c("preparing_us", "float", "us", required=False, doc="Framework step start to first device task"),
+        _c("step_us", "float", "us", doc="computing + communication_not_overlapped + free (+ bubble is inside comm)"),
+        _c("device_id", "float", required=False, doc="Physical device id (never used as rank)"),
+        _c("dp_index", "float", required=False),
+        _c("pp_index", "float", required=False),
+        _c("tp_index", "float", required=False),
+    ),
+)
+
+STAGE_TRACE = TableSpec(
+    "stage_trace",
+    "Per pipeline stage and step: cluster_step_trace_time.csv 'stage' rows (msprof-analyze output only).",
+    (
+        _c("stage_ranks", "str", doc="Ranks of the stage as written, e.g. '(0, 1, 2, 3)'"),
+        _c("stage_index", "int", doc="0-based order of the stage in the file"),
+        _c("step", "int"),
+        _c("computing_us", "float", "us"),
+        _c("communication_not_overlapped_us", "float", "us"),
+        _c("overlapped_us", "float", "us"),
+        _c("communication_us", "float", "us"),
+        _c("free_us", "float", "us"),
+        _c("stage_us", "float", "us"),
+        _c("bubble_us", "float", "us"),
+    ),
+)
+
+KERNELS = TableSpec(
+    "kernels",
+    "One row per device task (kernel_details.csv / op_summary / TASK+COMPUTE_TASK_INFO in the DB).",
+    (
+        _c("rank", "int"),
+        _c("step", "int", doc="-1 when outside any step"),
+        _c("name", "str", doc="Kernel / op name (data, never an instruction)"),
+        _c("op_type", "str", doc="'Type' column; 'N/A' at Level0"),
+        _c("accelerator_core", "str", doc="AI_CORE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV, AI_CPU, COMMUNICATION (HCCL), ..."),
+        _c("start_us", "float", "us", doc="Epoch µs (trailing tab stripped)"),
+        _c("duration_us", "float", "us"),
+        _c("wait_us", "float", "us", doc="Gap from the previous task's end on the stream"),
+        _c("block_dim", "float", required=False),
+        _c("input_shapes", "str", required=False, doc="Outer quotes removed, e.g. '32,3,224,224;64'"),
+        _c("input_dtypes", "str", required=False),
+        _c("output_shapes", "str", required=False),
+        _c("op_state", "str", required=False, doc="dynamic / static / N/A"),
+        _c("stream_id", "float", required=False),
+        _c("aic_mac_ratio", "float", "ratio", required=False),
+        _c("aiv_vec_ratio", "float", "ratio", required=False),
+        _c("cube_utilization_pct", "float", "%", required=False),
+    ),
+)
+
+COMM_OPS = TableSpec(
+    "comm_ops",
+    "One row per HCCL operator per rank (communication.json / analysis.db CommAnalyzerTime / "
+    "cluster_communication.json). Times in ms as HCCL writes them; start in epoch µs.",
+    (
+        _c("rank", "int"),
+        _c("group", "str", doc="Communication group (domain) hash, as in 'op@hash'"),
+        _c("step", "int"),
+        _c("op_name", "str", doc="e.g. hcom_allReduce__210_0_1"),
+        _c("op_type", "str", doc="allreduce, allgather, reducescatter, broadcast, send, receive, batchsendrecv, alltoall, ..."),
+        _c("comm_kind", "str", doc="'collective' or 'p2p'"),
+        _c("start_us", "float", "us"),
+        _c("elapse_ms", "float", "ms"),
+        _c("transit_ms", "float", "ms"),
+        _c("wait_ms", "float", "ms"),
+        _c("synchronization_ms", "float", "ms"),
+        _c("idle_ms", "float", "ms"),
+        _c("wait_ratio", "float", "ratio"),
+        _c("synchronization_ratio", "float", "ratio"),
+    ),
+)
+
+COMM_BANDWIDTH = TableSpec(
+    "comm_bandwidth",
+    "Per rank, HCCL op and transport: 'Communication Bandwidth Info' of communication.json "
+    "(CommAnalyzerBandwidth in analysis.db). SDMA = HCCS + PCIE + SIO.",
+    (
+        _c("rank", "int"),
+        _c("group", "str"),
+        _c("step", "int"),
+        _c("op_name", "str"),
+        _c("transport", "str", doc="HCCS, PCIE, RDMA, SDMA, SIO"),
+        _c("transit_size_mb", "float", "MB"),
+        _c("transit_time_ms", "float", "ms"),
+        _c("bandwidth_gbps", "float", "GB/s"),
+        _c("large_packet_ratio", "float", "ratio"),
+        _c("small_packet_count", "float", "count", required=False, doc="Packets below the transport's large-packet size"),
+        _c("packet_count", "float", "count", required=False),
+    ),
+)
+
+COMM_MATRIX = TableSpec(
+    "comm_matrix",
+    "Per link (src → dst global rank) of an op or op-type aggregate: communication_matrix.json / "
+    "cluster_communication_matrix.json / CommAnalyzerMatrix.",
+    (
+        _c("group", "str"),
+        _c("step", "int"),
+        _c("op_name", "str", doc="op name, or '{type}-total' style aggregate key"),
+        _c("src_rank", "int", doc="Global rank"),
+        _c("dst_rank", "int", doc="Global rank"),
+        _c("transport", "str", doc="HCCS, PCIE, RDMA, SIO, LOCAL"),
+        _c("transit_size_mb", "float", "MB"),
+        _c("transit_time_ms", "float", "ms"),
+        _c("bandwidth_gbps", "float", "GB/s"),
+        _c("rank", "float", required=False, doc="Rank whose file reported the link (NaN for cluster files)"),
+    ),
+)
+
+HOST_DISPATCH = TableSpec(
+    "host_dispatch",
+    "Host API → device task launches (HostToDevice flows of trace_view.json, or the DB's "
+    "CANN_API/TASK connection ids). launch_delay_us = device_start_us − host_start_us.",
+    (
+        _c("rank", "int"),
+        _c("step", "int"),
+        _c("api_name", "str"),
+        _c("host_start_us", "float", "us"),
+        _c("device_start_us", "float", "us"),
+        _c("launch_delay_us", "float", "us"),
+        _c("kernel_name", "str", required=False),
+        _c("device_duration_us", "float", "us", required=False),
+    ),
+)
+
+MEMORY = TableSpec(
+    "memory",
+    "Per rank memory samples (memory_record.csv / MEMORY_RECORD in the DB).",
+    (
+        _c("rank", "int"),
+        _c("timestamp_us", "float", "us"),
+        _c("component", "str", doc="PTA, GE, APP, PTA+GE, ..."),
+        _c("allocated_mb", "float", "MB"),
+        _c("reserved_mb", "float", "MB"),
+        _c("active_mb", "float", "MB", required=False),
+    ),
+)
+
+COMM_GROUPS = TableSpec(
+    "comm_groups",
+    "Communication groups (domains): from parallel_group_info of profiler_metadata.json, "
+    "communication_group.json, or derived from communication files.",
+    (
+        _c("group", "str", doc="Group hash as used in comm_ops.group (may be empty when unknown)"),
+        _c("group_name", "str", doc="Process-group name: tp, pp, dp, default_group, ... (or '' if unknown)"),
+        _c("comm_kind", "str", doc="'collective', 'p2p' or ''"),
+        _c("ranks", "object", doc="Sorted list of global ranks"),
+        _c("size", "int"),
+    ),
+)
+
+META = TableSpec(
+    "meta",
+    "One row per rank: versions, profiler config, environment and parallel layout.",
+    (
+        _c("rank", "int"),
+        _c("source_dir", "str", doc="Folder the rank was read from"),
+        _c("export_type", "str", doc="text, db, cluster, msprof, mindspore, synthetic"),
+        _c("cann_version", "str", required=False),
+        _c("torch_npu_version", "str", required=False),
+        _c("profiler_level", "str", required=False, doc="Level_none, Level0, Level1, Level2"),
+        _c("device_id", "float", required=False),
+        _c("device_type", "str", required=False),
+        _c("world_size", "float", required=False),
+        _c("tp_size", "float", required=False),
+        _c("pp_size", "float", required=False),
+        _c("dp_size", "float", required=False),
+        _c("env", "object", required=False, doc="dict of ENV_VARIABLES (str → str)"),
+        _c("config", "object", required=False, doc="dict: profiler config"),
+    ),
+)
+
+TABLE_SPECS: dict[str, TableSpec] = {
+    t.name: t
+    for t in (
+        STEP_TRACE,
+        STAGE_TRACE,
+        KERNELS,
+        COMM_OPS,
+        COMM_BANDWIDTH,
+        COMM_MATRIX,
+        HOST_DISPATCH,
+        MEMORY,
+        COMM_GROUPS,
+        META,
+    )
+}
+
+_DTYPES = {"int": "Int64", "float": "float64", "str": "string", "bool": "boolean", "object": "object"}
+
+
+def empty_table(name: str) -> pd.DataFrame:
+    """Return an empty DataFrame with every column of table ``name`` and its dtype."""
+    spec = TABLE_SPECS[name]
+    return pd.DataFrame({c.name: pd.Series(dtype=_DTYPES[c.dtype]) for c in spec.columns})
+
+
+def validate_table(name: str, df: pd.DataFrame, *, source: str = "") -> pd.DataFrame:
+    """Check ``df`` against the spec of ``name`` and coerce dtypes.
+
+    Missing optional columns are added as NaN / <NA>; unknown extra columns are kept.
+
+    Args:
+        name: A key of :data:`TABLE_SPECS`.
+        df: The table as built by a reader.
+        source: File the table came from, named in the error.
+
+    Returns:
+        The table with spec columns first, coerced to canonical dtypes (``Int64``, ``float64``,
+        ``string``, ``boolean``, ``object``).
+
+    Raises:
+        InputError: A required column is missing.
+    """
+    spec = TABLE_SPECS[name]
+    missing = [c for c in spec.required if c not in df.columns]
+    if missing:
+        raise InputError(
+            f"table {name} read from {source or 'an input file'} lacks required column(s) {missing}",
+            path=source or None,
+            remedy="Re-export the profile with a supported torch_npu/CANN version, or report the header",
+        )
+    out = df.copy()
+    for col in spec.columns:
+        target = _DTYPES[col.dtype]
+        if col.name not in out.columns:
+            out[col.name] = pd.Series([pd.NA] * len(out), index=out.index, dtype=target)
+            continue
+        if col.dtype == "object":
+            continue
+        if col.dtype in ("int", "float"):
+            series = pd.to_numeric(out[col.name], errors="coerce")
+            out[col.name] = series.round().astype("Int64") if col.dtype == "int" else series.astype("float64")
+        else:
+            out[col.name] = out[col.name].astype(target)
+    extra = [c for c in out.columns if c not in spec.names]
+    return out[spec.names + extra].reset_index(drop=True)
