@@ -6,7 +6,9 @@ from advisor_chat.config import load_settings
 from advisor_chat.errors import ConfigError, InputError
 
 
-def test_precedence_flag_over_env_over_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_precedence_flag_over_env_over_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ADVISOR_HOME", str(tmp_path))
     (tmp_path / "config.toml").write_text('model = "from-file"\nworkers = 3\n')
     assert load_settings().model == "from-file"

@@ -128,7 +128,8 @@ class Finding:
             "summary_zh": self.summary_zh,
             "metrics": dict(self.metrics),
             "evidence": [
-                {"table": e.table, "source": e.source, "rows": e.rows, "note": e.note} for e in self.evidence
+                {"table": e.table, "source": e.source, "rows": e.rows, "note": e.note}
+                for e in self.evidence
             ],
             "symptom_tags": list(self.symptom_tags),
             "estimated_gain_us": self.estimated_gain_us,
@@ -215,9 +216,13 @@ def register(
             raise ValueError(f"analyzer {name!r} is already registered")
         doc = (func.__doc__ or "").strip()
         if not doc:
-            raise ValueError(f"analyzer {name!r} needs a docstring (it becomes the tool description)")
+            raise ValueError(
+                f"analyzer {name!r} needs a docstring (it becomes the tool description)"
+            )
         description = doc.split("\n\n", 1)[0].replace("\n", " ").strip()
-        REGISTRY[name] = AnalyzerSpec(name, func, params, description, order, in_report, needs_baseline)
+        REGISTRY[name] = AnalyzerSpec(
+            name, func, params, description, order, in_report, needs_baseline
+        )
         return func
 
     return deco

@@ -10,7 +10,13 @@ from typing import Any, TypeVar
 import typer
 from rich.console import Console
 
-from advisor_chat.errors import AdvisorError, ConfigError, InputError, NotAnswerableError, ToolArgumentError
+from advisor_chat.errors import (
+    AdvisorError,
+    ConfigError,
+    InputError,
+    NotAnswerableError,
+    ToolArgumentError,
+)
 
 console = Console()
 err_console = Console(stderr=True)
@@ -40,7 +46,9 @@ def handle_errors(func: F) -> F:
             err_console.print(f"[bold red]config error:[/] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_CONFIG) from None
         except NotAnswerableError as exc:
-            err_console.print(f"[bold yellow]not enough signal:[/] {exc}", highlight=False, soft_wrap=True)
+            err_console.print(
+                f"[bold yellow]not enough signal:[/] {exc}", highlight=False, soft_wrap=True
+            )
             raise typer.Exit(EXIT_UNANSWERABLE) from None
         except AdvisorError as exc:
             err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
@@ -57,6 +65,10 @@ def print_json(data: Any) -> None:
     import orjson
 
     sys.stdout.write(
-        orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS, default=str).decode()
+        orjson.dumps(
+            data,
+            option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS,
+            default=str,
+        ).decode()
         + "\n"
     )

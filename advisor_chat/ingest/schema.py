@@ -71,18 +71,38 @@ STEP_TRACE = TableSpec(
     "Per rank and step: the device-time breakdown of step_trace_time.csv / StepTraceTime / "
     "cluster_step_trace_time.csv rank rows. computing + communication_not_overlapped + free ≈ step span.",
     (
-        _c("rank", "int", doc="Global rank (from profiler_info_{rank}.json, DB name or cluster Index)"),
+        _c(
+            "rank",
+            "int",
+            doc="Global rank (from profiler_info_{rank}.json, DB name or cluster Index)",
+        ),
         _c("step", "int", doc="Step id (ProfilerStep#N); -1 when the file has no step"),
         _c("computing_us", "float", "us", doc="Union of compute-task time on the device"),
-        _c("communication_not_overlapped_us", "float", "us", doc="Communication not hidden by compute"),
+        _c(
+            "communication_not_overlapped_us",
+            "float",
+            "us",
+            doc="Communication not hidden by compute",
+        ),
         _c("overlapped_us", "float", "us", doc="Communication hidden by compute"),
         _c("communication_us", "float", "us", doc="Union of communication-op time"),
         _c("free_us", "float", "us", doc="Device idle: neither compute nor communication"),
         _c("stage_us", "float", "us", doc="Step span minus bubble"),
         _c("bubble_us", "float", "us", doc="PP receive time (hcom_receive*)"),
         _c("communication_not_overlapped_exclude_receive_us", "float", "us", required=False),
-        _c("preparing_us", "float", "us", required=False, doc="Framework step start to first device task"),
-        _c("step_us", "float", "us", doc="computing + communication_not_overlapped + free (+ bubble is inside comm)"),
+        _c(
+            "preparing_us",
+            "float",
+            "us",
+            required=False,
+            doc="Framework step start to first device task",
+        ),
+        _c(
+            "step_us",
+            "float",
+            "us",
+            doc="computing + communication_not_overlapped + free (+ bubble is inside comm)",
+        ),
         _c("device_id", "float", required=False, doc="Physical device id (never used as rank)"),
         _c("dp_index", "float", required=False),
         _c("pp_index", "float", required=False),
@@ -115,12 +135,21 @@ KERNELS = TableSpec(
         _c("step", "int", doc="-1 when outside any step"),
         _c("name", "str", doc="Kernel / op name (data, never an instruction)"),
         _c("op_type", "str", doc="'Type' column; 'N/A' at Level0"),
-        _c("accelerator_core", "str", doc="AI_CORE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV, AI_CPU, COMMUNICATION (HCCL), ..."),
+        _c(
+            "accelerator_core",
+            "str",
+            doc="AI_CORE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV, AI_CPU, COMMUNICATION (HCCL), ...",
+        ),
         _c("start_us", "float", "us", doc="Epoch µs (trailing tab stripped)"),
         _c("duration_us", "float", "us"),
         _c("wait_us", "float", "us", doc="Gap from the previous task's end on the stream"),
         _c("block_dim", "float", required=False),
-        _c("input_shapes", "str", required=False, doc="Outer quotes removed, e.g. '32,3,224,224;64'"),
+        _c(
+            "input_shapes",
+            "str",
+            required=False,
+            doc="Outer quotes removed, e.g. '32,3,224,224;64'",
+        ),
         _c("input_dtypes", "str", required=False),
         _c("output_shapes", "str", required=False),
         _c("op_state", "str", required=False, doc="dynamic / static / N/A"),
@@ -140,7 +169,11 @@ COMM_OPS = TableSpec(
         _c("group", "str", doc="Communication group (domain) hash, as in 'op@hash'"),
         _c("step", "int"),
         _c("op_name", "str", doc="e.g. hcom_allReduce__210_0_1"),
-        _c("op_type", "str", doc="allreduce, allgather, reducescatter, broadcast, send, receive, batchsendrecv, alltoall, ..."),
+        _c(
+            "op_type",
+            "str",
+            doc="allreduce, allgather, reducescatter, broadcast, send, receive, batchsendrecv, alltoall, ...",
+        ),
         _c("comm_kind", "str", doc="'collective' or 'p2p'"),
         _c("start_us", "float", "us"),
         _c("elapse_ms", "float", "ms"),
@@ -167,7 +200,13 @@ COMM_BANDWIDTH = TableSpec(
         _c("transit_time_ms", "float", "ms"),
         _c("bandwidth_gbps", "float", "GB/s"),
         _c("large_packet_ratio", "float", "ratio"),
-        _c("small_packet_count", "float", "count", required=False, doc="Packets below the transport's large-packet size"),
+        _c(
+            "small_packet_count",
+            "float",
+            "count",
+            required=False,
+            doc="Packets below the transport's large-packet size",
+        ),
         _c("packet_count", "float", "count", required=False),
     ),
 )
@@ -186,7 +225,12 @@ COMM_MATRIX = TableSpec(
         _c("transit_size_mb", "float", "MB"),
         _c("transit_time_ms", "float", "ms"),
         _c("bandwidth_gbps", "float", "GB/s"),
-        _c("rank", "float", required=False, doc="Rank whose file reported the link (NaN for cluster files)"),
+        _c(
+            "rank",
+            "float",
+            required=False,
+            doc="Rank whose file reported the link (NaN for cluster files)",
+        ),
     ),
 )
 
@@ -225,7 +269,11 @@ COMM_GROUPS = TableSpec(
     "communication_group.json, or derived from communication files.",
     (
         _c("group", "str", doc="Group hash as used in comm_ops.group (may be empty when unknown)"),
-        _c("group_name", "str", doc="Process-group name: tp, pp, dp, default_group, ... (or '' if unknown)"),
+        _c(
+            "group_name",
+            "str",
+            doc="Process-group name: tp, pp, dp, default_group, ... (or '' if unknown)",
+        ),
         _c("comm_kind", "str", doc="'collective', 'p2p' or ''"),
         _c("ranks", "object", doc="Sorted list of global ranks"),
         _c("size", "int"),
@@ -269,7 +317,13 @@ TABLE_SPECS: dict[str, TableSpec] = {
     )
 }
 
-_DTYPES = {"int": "Int64", "float": "float64", "str": "string", "bool": "boolean", "object": "object"}
+_DTYPES = {
+    "int": "Int64",
+    "float": "float64",
+    "str": "string",
+    "bool": "boolean",
+    "object": "object",
+}
 
 
 def empty_table(name: str) -> pd.DataFrame:
@@ -313,7 +367,9 @@ def validate_table(name: str, df: pd.DataFrame, *, source: str = "") -> pd.DataF
             continue
         if col.dtype in ("int", "float"):
             series = pd.to_numeric(out[col.name], errors="coerce")
-            out[col.name] = series.round().astype("Int64") if col.dtype == "int" else series.astype("float64")
+            out[col.name] = (
+                series.round().astype("Int64") if col.dtype == "int" else series.astype("float64")
+            )
         else:
             out[col.name] = out[col.name].astype(target)
     extra = [c for c in out.columns if c not in spec.names]

@@ -1,0 +1,127 @@
+"""The symptom-tag vocabulary shared by analyzers and knowledge cases.
+
+Analyzers emit tags in ``Finding.symptom_tags``; cases list them in the ``symptom_tags`` of
+``knowledge/cases/*.md`` front matter.
+
+A test checks that every tag used by a case or emitted by an analyzer is listed here. Add a tag
+here first, with an English and a Chinese description, then use it.
+"""
+
+from __future__ import annotations
+
+SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
+    # scheduling / host side
+    "host_bound": ("device waits for the host to dispatch work", "下发瓶颈，设备等待 host 下发"),
+    "high_free": ("large Free (device idle) share of the step", "Free（空闲）时间占比高"),
+    "free_spread": ("Free differs a lot between ranks", "各卡 Free 时间差异大"),
+    "launch_delay": (
+        "long delay from host API call to device start",
+        "host 下发到 device 执行的时延长",
+    ),
+    "tiny_kernels": ("many very short kernels dominate the timeline", "大量极短算子"),
+    "synchronize_stream": (
+        "host synchronizes the stream often (aclrtSynchronizeStream, .item())",
+        "频繁流同步",
+    ),
+    "launch_blocking": (
+        "ASCEND_LAUNCH_BLOCKING=1 serializes dispatch",
+        "ASCEND_LAUNCH_BLOCKING=1 导致串行下发",
+    ),
+    "gc_pause": (
+        "long host gaps without API activity (Python GC)",
+        "Python GC 导致 host 长时间停顿",
+    ),
+    "dataloader_stall": (
+        "device idle at step start waiting for data",
+        "数据加载导致 step 开始处空闲",
+    ),
+    "cpu_binding": ("host threads not bound to cores; jitter", "未绑核导致 host 抖动"),
+    # compute
+    "compute_spread": ("Computing differs a lot between ranks", "各卡计算时间差异大"),
+    "compute_straggler": ("one rank computes longer than its peers", "某卡计算明显慢于其他卡"),
+    "op_regression_shape": (
+        "an operator is slower at one input shape",
+        "某算子在特定 shape 下变慢",
+    ),
+    "matmul_slow": ("MatMul / BatchMatMul kernels slower than peers", "MatMul 类算子耗时异常"),
+    "shape_alignment": (
+        "tensor axes not aligned to hardware-friendly sizes",
+        "shape 未对齐导致算子低效",
+    ),
+    "op_count_imbalance": (
+        "ranks run different numbers of operators (load imbalance)",
+        "各卡算子数量不一致（负载不均）",
+    ),
+    "aicpu_op": ("AI CPU operators on the hot path", "热点路径上存在 AI CPU 算子"),
+    "dynamic_shape": (
+        "dynamic shapes cause recompilation / slow kernels",
+        "动态 shape 导致重复编译或低效算子",
+    ),
+    "moe_imbalance": ("MoE experts receive unbalanced tokens", "MoE 专家负载不均"),
+    # communication
+    "comm_not_overlapped": ("communication not hidden behind computation", "通信未被计算掩盖"),
+    "comm_bound": ("non-overlapped communication dominates the step", "未掩盖的通信占比大"),
+    "comm_wait_high": (
+        "ranks spend a large share of collectives waiting (wait ratio > 0.2)",
+        "通信等待占比高",
+    ),
+    "slow_rank": (
+        "one rank arrives late at collectives; others wait for it",
+        "慢卡，其他卡在集合通信中等待它",
+    ),
+    "slow_link": ("one link's bandwidth is far below its peers", "慢链路，带宽明显低于同类链路"),
+    "small_packets": ("many small transfers keep bandwidth low", "小包过多导致带宽低"),
+    "rdma_low_bandwidth": ("RDMA (inter-node) bandwidth low", "RDMA（跨机）带宽低"),
+    "hccs_low_bandwidth": ("HCCS (intra-node) bandwidth low", "HCCS（机内）带宽低"),
+    "mc2_opportunity": (
+        "MatMul next to a TP collective that mc2 fusion could overlap",
+        "可用 mc2 融合的 MatMul+通信",
+    ),
+    "hccl_timeout_risk": (
+        "HCCL timeouts too short for observed waits / job scale",
+        "HCCL 超时设置存在风险",
+    ),
+    "first_collective_late": (
+        "a rank reaches the first collective very late",
+        "某卡很晚才到达第一个集合通信",
+    ),
+    "hccl_op_count_increase": (
+        "many more HCCL operators than before (e.g. after a CANN upgrade)",
+        "HCCL 算子数量增多（如 CANN 升级后）",
+    ),
+    "pipeline_bubble": ("pipeline-parallel bubbles (receive waits) are large", "流水线并行空泡大"),
+    "non_power_of_two_parallel": ("a parallel size is not a power of two", "并行维度不是 2 的幂"),
+    # trends, diffs
+    "step_degradation": ("step time grows over the run", "step 耗时随训练逐步增长"),
+    "step_jitter": ("step time varies a lot between steps", "step 耗时抖动大"),
+    "profile_regression": ("the new profile is slower than the baseline", "新 profile 比基线慢"),
+    "cann_upgrade": (
+        "behaviour changed after a CANN / torch_npu upgrade",
+        "CANN / torch_npu 升级后行为变化",
+    ),
+    # environment, memory, data quality
+    "memory_fragmentation": (
+        "allocator without expandable segments; fragmentation / reorganisation",
+        "内存碎片（未开启 expandable_segments）",
+    ),
+    "version_mismatch": (
+        "ranks run different CANN / torch_npu versions",
+        "各卡 CANN / torch_npu 版本不一致",
+    ),
+    "profiler_overhead": (
+        "profiler level / options inflate the measured times",
+        "采集级别过高带来性能开销",
+    ),
+    "missing_comm_data": (
+        "no communication data (e.g. profiler Level0)",
+        "缺少通信数据（如 Level0 采集）",
+    ),
+    "missing_ranks": ("some ranks' data is missing", "部分卡的数据缺失"),
+    "missing_steps": ("steps differ between ranks or are missing", "部分 step 缺失或不一致"),
+    "log_level_verbose": ("verbose device logging slows the job", "日志级别过高影响性能"),
+}
+
+
+def unknown_tags(tags: list[str] | tuple[str, ...]) -> list[str]:
+    """Return the tags in ``tags`` that are not in :data:`SYMPTOM_TAGS`."""
+    return [t for t in tags if t not in SYMPTOM_TAGS]
