@@ -58,6 +58,8 @@ class FindingKind(str, Enum):
     PROFILE_DIFF = "profile_diff"
     ENV = "env"
     DATA_QUALITY = "data_quality"
+    AICPU_OP = "aicpu_op"
+    DYNAMIC_SHAPE = "dynamic_shape"
 
 
 class Category(str, Enum):
