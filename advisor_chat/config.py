@@ -50,6 +50,11 @@ class Settings(BaseModel):
         max_tool_tokens: Token cap of one tool result shown to a model.
         guarded: Guarded mode for weak models (planner fixes the facts; the model writes prose).
         timeout_s: Request timeout for LLM endpoints, seconds.
+        upload_max_mb: Largest zip the web UI accepts, MB (compressed size). Env ``ADVISOR_UPLOAD_MAX_MB``.
+        upload_max_uncompressed_mb: Cap on the total uncompressed size of an uploaded zip, MB.
+        upload_max_ratio: Cap on the uncompressed/compressed size ratio of an uploaded zip (and of
+            each member larger than 1 MB); zip bombs exceed it by orders of magnitude.
+        upload_max_files: Cap on the number of members of an uploaded zip.
     """
 
     home: Path = Field(default_factory=default_home)
@@ -61,6 +66,10 @@ class Settings(BaseModel):
     max_tool_tokens: int = 1200
     guarded: bool | None = None
     timeout_s: float = 120.0
+    upload_max_mb: float = 2048.0
+    upload_max_uncompressed_mb: float = 20480.0
+    upload_max_ratio: float = 200.0
+    upload_max_files: int = 200_000
 
     @property
     def cache_dir(self) -> Path:
