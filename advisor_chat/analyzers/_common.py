@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from advisor_chat.analyzers.base import Severity
 from advisor_chat.errors import ToolArgumentError
 from advisor_chat.ingest.profile import Profile
 
@@ -92,3 +94,347 @@ def median_step_us(profile: Profile) -> float | None:
     )
     val = float((span["e"] - span["s"]).median())
     return val if np.isfinite(val) and val > 0 else None
+
+
+# ---- shared by breakdown, slow_rank, explain_rank, slow_link, communication ----
+
+#: Step-trace components (canonical ``step_trace`` columns) in display order.
+COMPONENTS: tuple[str, ...] = (
+    "computing_us",
+    "communication_not_overlapped_us",
+    "overlapped_us",
+    "free_us",
+    "bubble_us",
+)
+
+#: Spread threshold of msprof-analyze advisor's slow-rank check: (max − min) / mean step > 5 %
+#: (``advisor/analyzer/cluster/slow_rank_analyzer.py`` RATIO_THRESHOLD, see
+#: ``shared/reference/ascend-formats.md`` §4.1).
+SPREAD_RATIO: float = 0.05
+
+#: Free share of the step above which the device is idle too long (host-bound), issue 4 item 1.
+FREE_SHARE_HOST_BOUND: float = 0.10
+
+#: CANN msprof cluster analysis: a collective whose Wait Time Ratio > 0.2 is a bottleneck
+#: (``WAIT_TIME_THRESHOLD = 0.2``, ascend-formats.md §4.1).
+WAIT_RATIO_THRESHOLD: float = 0.2
+
+
+def severity(share: float) -> Severity:
+    """Severity from a share of step time (NaN → LOW). See :meth:`Severity.from_share`."""
+    if share is None or not np.isfinite(share):
+        return Severity.LOW
+    return Severity.from_share(float(share))
+
+
+def ms(us: float) -> str:
+    """Format microseconds as milliseconds for summaries, e.g. ``'20.0 ms'``."""
+    if us is None or not np.isfinite(us):
+        return "n/a"
+    return f"{us / 1000.0:.1f} ms"
+
+
+def pct(share: float) -> str:
+    """Format a 0..1 share as a percentage string, e.g. ``'12.5%'``."""
+    if share is None or not np.isfinite(share):
+        return "n/a"
+    return f"{share * 100.0:.1f}%"
+
+
+def filter_step(df: pd.DataFrame, step: int | None, *, table: str = "step_trace") -> pd.DataFrame:
+    """Rows of ``df`` for ``step`` (all rows when ``None``).
+
+    Raises:
+        ToolArgumentError: ``step`` is not in ``df`` (the message lists the valid steps).
+    """
+    if step is None or df.empty:
+        return df
+    out = df[df["step"] == int(step)]
+    if out.empty:
+        steps = sorted(int(s) for s in df["step"].dropna().unique())
+        raise ToolArgumentError(f"step {step} is not in {table}; steps are {steps}")
+    return out
+
+
+def step_frame(profile: Profile, step: int | None = None) -> pd.DataFrame:
+    """The ``step_trace`` rows (rank × step) for ``step`` with ``step_us`` filled.
+
+    ``step_us`` falls back to computing + communication_not_overlapped + free when NaN (the
+    msprof-analyze advisor's step total, ascend-formats.md §4.1). Non-finite components → 0.
+
+    Returns:
+        Columns ``rank, step`` + :data:`COMPONENTS` + ``communication_us, step_us,
+        communication_not_overlapped_exclude_receive_us`` (float, µs).
+    """
+    st = filter_step(profile.get("step_trace"), step)
+    cols = [
+        "rank",
+        "step",
+        *COMPONENTS,
+        "communication_us",
+        "step_us",
+        "communication_not_overlapped_exclude_receive_us",
+    ]
+    st = st[cols].copy()
+    for c in cols[2:]:
+        st[c] = st[c].astype("float64")
+    for c in COMPONENTS:
+        st[c] = st[c].fillna(0.0)
+    total = st["computing_us"] + st["communication_not_overlapped_us"] + st["free_us"]
+    st["step_us"] = st["step_us"].where(st["step_us"] > 0, total)
+    excl = st["communication_not_overlapped_exclude_receive_us"]
+    st["communication_not_overlapped_exclude_receive_us"] = excl.fillna(
+        (st["communication_not_overlapped_us"] - st["bubble_us"]).clip(lower=0.0)
+    )
+    st["rank"] = st["rank"].astype("int64")
+    st["step"] = st["step"].fillna(-1).astype("int64")
+    return st.reset_index(drop=True)
+
+
+def per_rank_mean(frame: pd.DataFrame) -> pd.DataFrame:
+    """Mean per step of every numeric column of a :func:`step_frame`, indexed by rank.
+
+    Adds ``n_steps`` (count of steps averaged).
+    """
+    num = [c for c in frame.columns if c not in ("rank", "step")]
+    g = frame.groupby("rank")
+    out = g[num].mean()
+    out["n_steps"] = g.size()
+    return out
+
+
+def pipeline_stages(profile: Profile) -> list[tuple[int, ...]]:
+    """Pipeline stages as tuples of ranks, first stage first; ``[]`` when unknown.
+
+    Sources, in order: ``stage_trace.stage_ranks`` (msprof-analyze stage rows), then
+    ``step_trace.pp_index``, then ``comm_groups`` rows whose ``group_name`` starts with ``pp`` are
+    not stages (they link stages) and are not used.
+    """
+    stage = profile.get("stage_trace")
+    if not stage.empty:
+        seen: dict[int, tuple[int, ...]] = {}
+        for idx, txt in zip(stage["stage_index"], stage["stage_ranks"], strict=False):
+            ranks = tuple(sorted(int(x) for x in re.findall(r"\d+", str(txt))))
+            if ranks and int(idx) not in seen:
+                seen[int(idx)] = ranks
+        stages = [seen[k] for k in sorted(seen)]
+        if len(stages) > 1:
+            return stages
+    st = profile.get("step_trace")
+    if not st.empty and st["pp_index"].notna().any():
+        pp = st.dropna(subset=["pp_index"]).groupby("pp_index")["rank"].unique()
+        stages = [tuple(sorted(int(r) for r in v)) for _, v in sorted(pp.items())]
+        if len(stages) > 1:
+            return stages
+    return []
+
+
+def stage_of(stages: Sequence[tuple[int, ...]]) -> dict[int, int]:
+    """Map rank → stage index for :func:`pipeline_stages` output."""
+    return {r: i for i, s in enumerate(stages) for r in s}
+
+
+def groups_table(profile: Profile) -> pd.DataFrame:
+    """Communication groups: ``group, group_name, comm_kind, ranks (tuple), size``.
+
+    From ``comm_groups``; when absent, derived from ``comm_ops`` (ranks that reported each group).
+    """
+    cg = profile.get("comm_groups")
+    if not cg.empty:
+        out = cg[["group", "group_name", "comm_kind", "ranks", "size"]].copy()
+        out["ranks"] = [tuple(sorted(int(r) for r in (x or ()))) for x in out["ranks"]]
+        out["group"] = out["group"].fillna("").astype(str)
+        out["group_name"] = out["group_name"].fillna("").astype(str)
+        return out.reset_index(drop=True)
+    ops = profile.get("comm_ops")
+    if ops.empty:
+        return pd.DataFrame(columns=["group", "group_name", "comm_kind", "ranks", "size"])
+    g = ops.groupby("group")
+    rows = []
+    for name, sub in g:
+        ranks = tuple(sorted(int(r) for r in sub["rank"].dropna().unique()))
+        kinds = sub["comm_kind"].dropna().unique()
+        rows.append(
+            {
+                "group": str(name),
+                "group_name": "",
+                "comm_kind": str(kinds[0]) if len(kinds) == 1 else "",
+                "ranks": ranks,
+                "size": len(ranks),
+            }
+        )
+    return pd.DataFrame(rows, columns=["group", "group_name", "comm_kind", "ranks", "size"])
+
+
+def is_p2p(op_type: pd.Series) -> pd.Series:
+    """Boolean mask of point-to-point op types (send, receive, batchsendrecv)."""
+    t = op_type.fillna("").astype(str).str.lower()
+    return t.str.contains("send") | t.str.contains("receive") | t.str.contains("recv")
+
+
+# ---------------------------------------------------------------------------------------------
+# Dixon's Q test (one-sided, on the smallest value)
+#
+# Statistics (Dixon, W. J. (1950) "Analysis of extreme values", Ann. Math. Stat. 21(4), 488-506;
+# the choice by n is the one of msprof-analyze's slow_rank recipe, ascend-formats.md §4.1), with
+# x1 ≤ x2 ≤ ... ≤ xn:
+#   n ≤ 7:  r10 = (x2 − x1) / (xn − x1)
+#   n ≤ 10: r11 = (x2 − x1) / (x(n−1) − x1)
+#   n ≤ 13: r21 = (x3 − x1) / (x(n−1) − x1)
+#   n ≥ 14: r22 = (x3 − x1) / (x(n−2) − x1)
+# Critical values: the 0.995 quantile (99.5 % confidence, one-sided α = 0.005, as in the
+# msprof-analyze recipe) of each statistic under normal samples, computed by Monte Carlo
+# (numpy default_rng(0), 200 000 samples per n; Monte Carlo noise about ±0.003). They reproduce the published r10 values of
+# Rorabacher, D. B. (1991) Anal. Chem. 63(2), 139-146 (α = 0.005: n=3 0.994, n=4 0.926,
+# n=5 0.821, n=6 0.740, n=7 0.680) within ±0.005; tests/test_analyzers_slow_rank.py checks this.
+# ---------------------------------------------------------------------------------------------
+DIXON_CRITICAL_995: dict[int, float] = {
+    3: 0.994,
+    4: 0.920,
+    5: 0.823,
+    6: 0.741,
+    7: 0.680,
+    8: 0.721,
+    9: 0.674,
+    10: 0.635,
+    11: 0.705,
+    12: 0.676,
+    13: 0.652,
+    14: 0.671,
+    15: 0.649,
+    16: 0.632,
+    17: 0.611,
+    18: 0.596,
+    19: 0.581,
+    20: 0.567,
+    21: 0.554,
+    22: 0.546,
+    23: 0.535,
+    24: 0.529,
+    25: 0.516,
+    26: 0.510,
+    27: 0.503,
+    28: 0.496,
+    29: 0.490,
+    30: 0.481,
+    31: 0.479,
+    32: 0.472,
+    33: 0.469,
+    34: 0.462,
+    35: 0.459,
+    36: 0.454,
+    37: 0.449,
+    38: 0.446,
+    39: 0.443,
+    40: 0.438,
+    41: 0.434,
+    42: 0.433,
+    43: 0.430,
+    44: 0.424,
+    45: 0.424,
+    46: 0.420,
+    47: 0.416,
+    48: 0.416,
+    49: 0.412,
+    50: 0.410,
+    51: 0.407,
+    52: 0.405,
+    53: 0.401,
+    54: 0.400,
+    55: 0.397,
+    56: 0.395,
+    57: 0.393,
+    58: 0.392,
+    59: 0.389,
+    60: 0.389,
+    61: 0.388,
+    62: 0.384,
+    63: 0.383,
+    64: 0.383,
+    65: 0.382,
+    66: 0.379,
+    67: 0.376,
+    68: 0.377,
+    69: 0.376,
+    70: 0.373,
+    71: 0.371,
+    72: 0.370,
+    73: 0.371,
+    74: 0.367,
+    75: 0.366,
+    76: 0.364,
+    77: 0.363,
+    78: 0.362,
+    79: 0.361,
+    80: 0.360,
+    81: 0.358,
+    82: 0.359,
+    83: 0.356,
+    84: 0.356,
+    85: 0.355,
+    86: 0.353,
+    87: 0.351,
+    88: 0.352,
+    89: 0.349,
+    90: 0.350,
+    91: 0.349,
+    92: 0.347,
+    93: 0.348,
+    94: 0.344,
+    95: 0.343,
+    96: 0.345,
+    97: 0.343,
+    98: 0.342,
+    99: 0.342,
+    100: 0.341,
+}
+
+
+def dixon_statistic(sorted_values: np.ndarray) -> float:
+    """Dixon's ratio for the smallest of ``sorted_values`` (ascending, n ≥ 3); NaN if degenerate."""
+    x = sorted_values
+    n = len(x)
+    if n < 3:
+        return float("nan")
+    if n <= 7:
+        num, den = x[1] - x[0], x[n - 1] - x[0]
+    elif n <= 10:
+        num, den = x[1] - x[0], x[n - 2] - x[0]
+    elif n <= 13:
+        num, den = x[2] - x[0], x[n - 2] - x[0]
+    else:
+        num, den = x[2] - x[0], x[n - 3] - x[0]
+    if den <= 0:
+        return float("nan")
+    return float(num / den)
+
+
+def low_outlier(values: np.ndarray) -> int | None:
+    """Index (into ``values``) of the smallest value if it is a low outlier, else ``None``.
+
+    n ≤ 100: one-sided Dixon Q test at 99.5 % (skipped for n ≤ 3 or fewer than 3 distinct values,
+    as msprof-analyze does). n > 100: 3-sigma rule — the minimum if it lies below mean − 3σ.
+    """
+    v = np.asarray(values, dtype="float64")
+    ok = np.isfinite(v)
+    if ok.sum() < 4:
+        return None
+    idx = np.flatnonzero(ok)
+    vv = v[ok]
+    if len(np.unique(vv)) < 3:
+        # Two levels: the minimum is an outlier only if it is alone and clearly apart.
+        lo = vv.min()
+        if (vv == lo).sum() == 1 and (np.sort(vv)[1] - lo) > 0:
+            return int(idx[int(np.argmin(vv))])
+        return None
+    order = np.argsort(vv, kind="stable")
+    if len(vv) <= 100:
+        q = dixon_statistic(vv[order])
+        crit = DIXON_CRITICAL_995.get(len(vv))
+        if crit is not None and np.isfinite(q) and q > crit:
+            return int(idx[order[0]])
+        return None
+    mean, sd = float(vv.mean()), float(vv.std())
+    if sd > 0 and vv[order[0]] < mean - 3 * sd:
+        return int(idx[order[0]])
+    return None
