@@ -361,7 +361,8 @@ def validate_table(name: str, df: pd.DataFrame, *, source: str = "") -> pd.DataF
     for col in spec.columns:
         target = _DTYPES[col.dtype]
         if col.name not in out.columns:
-            out[col.name] = pd.Series([pd.NA] * len(out), index=out.index, dtype=target)
+            fill = float("nan") if target == "float64" else pd.NA
+            out[col.name] = pd.Series([fill] * len(out), index=out.index, dtype=target)
             continue
         if col.dtype == "object":
             continue
