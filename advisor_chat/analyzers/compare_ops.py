@@ -1,0 +1,538 @@
+"""Rank-vs-rank operator comparison (the "compute problem" drill-down of the seeds' workflow)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import Field
+
+from advisor_chat.analyzers._common import (
+    check_rank,
+    format_ranks,
+    is_comm_kernel,
+    median_step_us,
+    step_us_by_rank,
+)
+from advisor_chat.analyzers.base import (
+    AnalyzerResult,
+    Evidence,
+    Finding,
+    FindingKind,
+    Params,
+    Severity,
+    register,
+)
+from advisor_chat.errors import NotAnswerableError, ToolArgumentError
+from advisor_chat.ingest.profile import Profile
+
+#: "Same count, slower": the slower rank's average is at least this many times the other's.
+REGRESSION_RATIO = 1.2
+#: Ignore differences worth less than this share of the step (noise).
+MIN_SHARE = 0.005
+#: "Different count": op counts differ by at least this fraction of the larger count.
+COUNT_DIFF_RATIO = 0.05
+#: AI CPU time share of the step that makes AI CPU ops worth a finding.
+AICPU_MIN_SHARE = 0.01
+#: Findings of one kind kept (largest first).
+MAX_FINDINGS = 3
+
+_MATMUL_TYPES = ("matmul", "batchmatmul", "gemm")
+
+
+class CompareOpsParams(Params):
+    """Parameters of :func:`compare_ops`."""
+
+    rank_a: int | None = Field(
+        default=None,
+        description="Reference (fast) rank. Default: the rank with the shortest median step time "
+        "(step_trace), or the least compute-kernel time when there is no step trace.",
+    )
+    rank_b: int | None = Field(
+        default=None,
+        description="Rank to explain (usually the slow one). Default: the rank with the longest "
+        "median step time (or the most compute-kernel time).",
+    )
+    by: Literal["type", "shape"] = Field(
+        default="shape",
+        description="Grouping of the main table: 'type' = by op type; 'shape' = by op name + input "
+        "shapes. Both are always computed (tables 'by_type' and 'by_shape').",
+    )
+    top: int = Field(
+        default=20,
+        ge=1,
+        le=1000,
+        description="Rows kept in the main table (largest |delta_total_us| first); the full "
+        "tables stay in 'by_type' / 'by_shape'.",
+    )
+
+
+def _type_key(k: pd.DataFrame) -> pd.Series:
+    """Op type, or the kernel name where the type is missing / ``N/A`` (Level0 exports)."""
+    t = k["op_type"].astype("string")
+    bad = t.isna() | t.str.upper().isin(["N/A", "", "NAN"])
+    return t.mask(bad, k["name"].astype("string")).fillna("")
+
+
+def _rank_order(profile: Profile, comp: pd.DataFrame) -> pd.Series:
+    """Per-rank ordering value: median step time (µs), else total compute-kernel time (µs)."""
+    per_rank = step_us_by_rank(profile)
+    if not per_rank.empty:
+        return per_rank
+    return comp.groupby("rank")["duration_us"].sum().astype("float64")
+
+
+def _aggregate(k: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    return (
+        k.groupby(keys, dropna=False, observed=True)
+        .agg(
+            count=("duration_us", "size"),
+            total_us=("duration_us", "sum"),
+            accelerator_core=("accelerator_core", "first"),
+        )
+        .reset_index()
+    )
+
+
+def _compare(ka: pd.DataFrame, kb: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    a = _aggregate(ka, keys)
+    b = _aggregate(kb, keys)
+    m = a.merge(b, on=keys, how="outer", suffixes=("_a", "_b"))
+    for side in ("a", "b"):
+        m[f"count_{side}"] = m[f"count_{side}"].fillna(0).astype("int64")
+        m[f"total_us_{side}"] = m[f"total_us_{side}"].fillna(0.0).astype("float64")
+        m[f"avg_us_{side}"] = (
+            m[f"total_us_{side}"] / m[f"count_{side}"].where(m[f"count_{side}"] > 0)
+        ).astype("float64")
+    m["accelerator_core"] = m["accelerator_core_b"].fillna(m["accelerator_core_a"])
+    m["delta_count"] = m["count_b"] - m["count_a"]
+    m["delta_total_us"] = m["total_us_b"] - m["total_us_a"]
+    m["delta_avg_us"] = m["avg_us_b"] - m["avg_us_a"]
+    m["avg_ratio"] = m["avg_us_b"] / m["avg_us_a"]
+    m = m.drop(columns=["accelerator_core_a", "accelerator_core_b"])
+    order = m["delta_total_us"].abs().sort_values(ascending=False, kind="stable").index
+    cols = [
+        *keys,
+        "accelerator_core",
+        "count_a",
+        "count_b",
+        "delta_count",
+        "total_us_a",
+        "total_us_b",
+        "delta_total_us",
+        "avg_us_a",
+        "avg_us_b",
+        "delta_avg_us",
+        "avg_ratio",
+    ]
+    return m.loc[order, cols].reset_index(drop=True)
+
+
+def _unaligned(shapes: str) -> bool:
+    """Whether a MatMul input has one of its last two axes not a multiple of 16."""
+    for tensor in str(shapes).split(";"):
+        dims = [d.strip() for d in tensor.split(",") if d.strip()]
+        for d in dims[-2:]:
+            if d.isdigit() and int(d) % 16 != 0:
+                return True
+    return False
+
+
+def _pick_ranks(a: int | None, b: int | None, fastest: int, slowest: int) -> tuple[int, int]:
+    """Fill missing ranks: A defaults to the fastest, B to the slowest (never equal if avoidable)."""
+    if a is None and b is None:
+        return fastest, slowest
+    if a is None:
+        return (fastest if b != fastest else slowest), int(b)  # type: ignore[arg-type]
+    if b is None:
+        return int(a), (slowest if a != slowest else fastest)
+    return int(a), int(b)
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_," else "_" for c in text)[:80]
+
+
+@register("compare_ops", CompareOpsParams, order=40)
+def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> AnalyzerResult:
+    """Compare the operators of two ranks by op type and by op name + input shape.
+
+    For rank A (default: fastest) and rank B (default: slowest) over the steps both ranks have,
+    counts and times of compute kernels (``kernels`` table, communication tasks excluded) are
+    grouped by op type and by (op type, name, input shapes) and differenced (B − A). Flags
+    "same count, slower" at a shape (``op_regression``: avg ratio ≥ 1.2 and ≥ 0.5% of the step),
+    "different count" (``load_imbalance``: counts differ by ≥ 5%), AI CPU operators taking
+    ≥ 1% of the step on any rank (``aicpu_op``) and ops whose input shapes change between steps
+    (``dynamic_shape``).
+
+    Args:
+        profile: Loaded profile; uses ``kernels`` (and ``step_trace`` for step times).
+        params: ``rank_a``, ``rank_b`` (global ranks), ``by`` ('type' | 'shape'), ``top`` (rows).
+
+    Returns:
+        AnalyzerResult whose ``table`` (top rows of ``by_type`` or ``by_shape``) has columns:
+        op_type (or op_type, name, input_shapes for 'shape'), accelerator_core, count_a, count_b,
+        delta_count (count), total_us_a, total_us_b, delta_total_us (µs, B − A, summed over the
+        common steps), avg_us_a, avg_us_b, delta_avg_us (µs per call), avg_ratio (B / A).
+        ``tables``: ``by_type``, ``by_shape`` (full), ``aicpu`` (rank, op_type, count, total_us,
+        share_of_step_ratio), ``dynamic`` (rank, name, shapes_total, shapes_max_per_step,
+        total_us). Metrics: rank_a, rank_b, steps_compared, step_us (median step of B),
+        compute_us_a / compute_us_b (per step), dynamic_time_ratio (time share of kernels whose
+        ``op_state`` is ``dynamic``).
+
+    Raises:
+        ToolArgumentError: ``rank_a`` / ``rank_b`` is not in the profile (message lists ranks).
+        NotAnswerableError: The profile has no kernel data (kernel_details / op_summary / DB TASK).
+    """
+    k_all = profile.get("kernels")
+    if k_all.empty:
+        raise NotAnswerableError(
+            "no per-kernel data (kernel_details.csv / op_summary / DB TASK table) in this profile; "
+            "collect with the Ascend PyTorch Profiler at Level0 or above to compare operators"
+        )
+    for r in (params.rank_a, params.rank_b):
+        if r is not None:
+            check_rank(profile, r)
+    kernel_ranks = sorted(int(r) for r in k_all["rank"].dropna().unique())
+    for r in (params.rank_a, params.rank_b):
+        if r is not None and int(r) not in kernel_ranks:
+            raise ToolArgumentError(
+                f"rank {r} has no kernel data; ranks with kernels are {format_ranks(kernel_ranks)}"
+            )
+
+    comm = is_comm_kernel(k_all)
+    comp = k_all.loc[~comm].copy()
+    comp["op_type"] = _type_key(comp)
+    comp["input_shapes"] = comp["input_shapes"].astype("string").fillna("")
+    notes: list[str] = ["Communication (HCCL) tasks are excluded: their time includes waits."]
+
+    order = _rank_order(profile, comp).reindex(kernel_ranks).dropna()
+    if order.empty:
+        order = pd.Series(0.0, index=kernel_ranks)
+    fastest, slowest = int(order.idxmin()), int(order.idxmax())
+    rank_a, rank_b = _pick_ranks(params.rank_a, params.rank_b, fastest, slowest)
+    if rank_a == rank_b:
+        notes.append(
+            f"only rank {rank_a} is available for comparison; rank-vs-rank deltas are zero "
+            "(AI CPU and dynamic-shape checks still apply)"
+        )
+
+    ka = comp[comp["rank"] == rank_a]
+    kb = comp[comp["rank"] == rank_b]
+    steps_a = set(ka["step"].dropna().astype(int))
+    steps_b = set(kb["step"].dropna().astype(int))
+    common = sorted(steps_a & steps_b)
+    if common and (steps_a != steps_b):
+        notes.append(f"compared on the {len(common)} step(s) both ranks have: {common[:10]}")
+        ka = ka[ka["step"].isin(common)]
+        kb = kb[kb["step"].isin(common)]
+    elif not common:
+        notes.append("the two ranks share no step id; all their kernels are compared")
+    n_steps = max(len(common) if common else max(len(steps_a), len(steps_b)), 1)
+
+    by_type = _compare(ka, kb, ["op_type"])
+    by_shape = _compare(ka, kb, ["op_type", "name", "input_shapes"])
+
+    per_rank_step = step_us_by_rank(profile)
+    step_us = float(per_rank_step.get(rank_b, np.nan)) if not per_rank_step.empty else np.nan
+    if not np.isfinite(step_us) or step_us <= 0:
+        step_us = median_step_us(profile) or float("nan")
+    step_src = "step_trace" if not per_rank_step.empty else "kernels"
+
+    def share(delta_total: float) -> float:
+        if not np.isfinite(step_us) or step_us <= 0:
+            return 0.0
+        return abs(delta_total) / n_steps / step_us
+
+    cite_k = f"{profile.cite('kernels', rank_a)}; {profile.cite('kernels', rank_b)}"
+    findings: list[Finding] = []
+
+    # "same count, slower" at a shape -> op_regression
+    if rank_a != rank_b:
+        same = by_shape[(by_shape["count_a"] == by_shape["count_b"]) & (by_shape["count_a"] > 0)]
+        ratio = np.maximum(same["avg_ratio"], 1.0 / same["avg_ratio"])
+        shares = same["delta_total_us"].abs() / n_steps / step_us if step_us > 0 else 0.0
+        reg = same[(ratio >= REGRESSION_RATIO) & (shares >= MIN_SHARE)]
+        for row in reg.head(MAX_FINDINGS).itertuples(index=False):
+            slow, fast = (rank_b, rank_a) if row.delta_total_us > 0 else (rank_a, rank_b)
+            avg_slow = row.avg_us_b if slow == rank_b else row.avg_us_a
+            avg_fast = row.avg_us_a if slow == rank_b else row.avg_us_b
+            r = float(avg_slow / avg_fast)
+            per_step = abs(float(row.delta_total_us)) / n_steps
+            sh = share(row.delta_total_us)
+            tags = ["op_regression_shape", "compute_straggler"]
+            is_mm = any(t in str(row.op_type).lower() for t in _MATMUL_TYPES)
+            if is_mm:
+                tags.append("matmul_slow")
+                if _unaligned(row.input_shapes):
+                    tags.append("shape_alignment")
+            shape_txt = row.input_shapes or "(no shape recorded)"
+            findings.append(
+                Finding(
+                    id=f"compare_ops.op_regression.r{slow}.{_slug(str(row.op_type))}.{_slug(shape_txt)}",
+                    kind=FindingKind.OP_REGRESSION,
+                    severity=Severity.from_share(sh),
+                    summary=(
+                        f"Rank {slow} runs {row.op_type} ({row.name}) at input shape {shape_txt} "
+                        f"{r:.2f}x slower than rank {fast} with the same count ({int(row.count_a)}): "
+                        f"avg {avg_slow:.1f} us vs {avg_fast:.1f} us, {per_step:.0f} us more per step "
+                        f"({sh:.1%} of the {step_us:.0f} us step)."
+                    ),
+                    summary_zh=(
+                        f"rank {slow} 上的 {row.op_type}（{row.name}）在输入 shape {shape_txt} 下比 "
+                        f"rank {fast} 慢 {r:.2f} 倍，调用次数相同（{int(row.count_a)}）：平均 "
+                        f"{avg_slow:.1f} us 对比 {avg_fast:.1f} us，每个 step 多 {per_step:.0f} us"
+                        f"（占 step {sh:.1%}）。"
+                    ),
+                    ranks=(slow,),
+                    metrics={
+                        "count": float(row.count_a),
+                        "avg_us_slow": float(avg_slow),
+                        "avg_us_fast": float(avg_fast),
+                        "avg_ratio": r,
+                        "delta_total_us": abs(float(row.delta_total_us)),
+                        "delta_us_per_step": per_step,
+                        "share_of_step_ratio": sh,
+                        "step_us": step_us,
+                        "steps_compared": float(n_steps),
+                    },
+                    evidence=(
+                        Evidence(
+                            "kernels",
+                            cite_k,
+                            {
+                                "ranks": [rank_a, rank_b],
+                                "op_type": str(row.op_type),
+                                "name": str(row.name),
+                                "input_shapes": str(row.input_shapes),
+                            },
+                            "avg = sum(duration_us) / count per rank; delta per step = "
+                            "|total_b - total_a| / steps; share = delta per step / median step_us "
+                            f"({step_src})",
+                        ),
+                    ),
+                    symptom_tags=tuple(tags),
+                    estimated_gain_us=per_step,
+                )
+            )
+
+        # "different count" by op type -> load_imbalance
+        bt = by_type[(by_type["delta_count"] != 0)]
+        mx = np.maximum(bt["count_a"], bt["count_b"]).astype("float64")
+        cdiff = bt["delta_count"].abs() / mx
+        shares_t = bt["delta_total_us"].abs() / n_steps / step_us if step_us > 0 else 0.0
+        imb = bt[(cdiff >= COUNT_DIFF_RATIO) & (shares_t >= MIN_SHARE)]
+        for row in imb.head(MAX_FINDINGS).itertuples(index=False):
+            heavy = rank_b if row.count_b > row.count_a else rank_a
+            light = rank_a if heavy == rank_b else rank_b
+            c_heavy = max(int(row.count_a), int(row.count_b))
+            c_light = min(int(row.count_a), int(row.count_b))
+            per_step = abs(float(row.delta_total_us)) / n_steps
+            sh = share(row.delta_total_us)
+            findings.append(
+                Finding(
+                    id=f"compare_ops.load_imbalance.r{heavy}.{_slug(str(row.op_type))}",
+                    kind=FindingKind.LOAD_IMBALANCE,
+                    severity=Severity.from_share(sh),
+                    summary=(
+                        f"Rank {heavy} runs {c_heavy} {row.op_type} ops vs {c_light} on rank {light} "
+                        f"over {n_steps} step(s): different work, not slower kernels; "
+                        f"{per_step:.0f} us per step difference ({sh:.1%} of the step)."
+                    ),
+                    summary_zh=(
+                        f"rank {heavy} 执行了 {c_heavy} 个 {row.op_type} 算子，rank {light} 为 {c_light} 个"
+                        f"（{n_steps} 个 step）：属于负载不均而非算子变慢；每个 step 相差 {per_step:.0f} us"
+                        f"（占 step {sh:.1%}）。"
+                    ),
+                    ranks=(heavy,),
+                    metrics={
+                        "count_heavy": float(c_heavy),
+                        "count_light": float(c_light),
+                        "delta_count": float(c_heavy - c_light),
+                        "delta_us_per_step": per_step,
+                        "share_of_step_ratio": sh,
+                        "step_us": step_us,
+                        "steps_compared": float(n_steps),
+                    },
+                    evidence=(
+                        Evidence(
+                            "kernels",
+                            cite_k,
+                            {"ranks": [rank_a, rank_b], "op_type": str(row.op_type)},
+                            "count and sum(duration_us) per op type per rank over the common steps",
+                        ),
+                    ),
+                    symptom_tags=("op_count_imbalance", "compute_spread"),
+                    estimated_gain_us=per_step / 2.0,
+                )
+            )
+
+    # AI CPU on the hot path (all ranks)
+    core = comp["accelerator_core"].astype("string").str.upper()
+    aic = comp[core == "AI_CPU"]
+    aicpu_tbl = pd.DataFrame(
+        columns=["rank", "op_type", "count", "total_us", "share_of_step_ratio"]
+    )
+    steps_per_rank = comp.groupby("rank")["step"].nunique().clip(lower=1)
+    step_ref = per_rank_step if not per_rank_step.empty else None
+    if not aic.empty:
+        aicpu_tbl = (
+            aic.groupby(["rank", "op_type"], observed=True)["duration_us"]
+            .agg(count="size", total_us="sum")
+            .reset_index()
+        )
+        denom_steps = aicpu_tbl["rank"].map(steps_per_rank).astype("float64")
+        if step_ref is not None:
+            denom = aicpu_tbl["rank"].map(step_ref).astype("float64")
+        else:
+            denom = pd.Series(median_step_us(profile) or np.nan, index=aicpu_tbl.index)
+        aicpu_tbl["share_of_step_ratio"] = aicpu_tbl["total_us"] / denom_steps / denom
+        aicpu_tbl = aicpu_tbl.sort_values("total_us", ascending=False, kind="stable")
+        per_rank_share = aicpu_tbl.groupby("rank")["share_of_step_ratio"].sum()
+        hot = per_rank_share[per_rank_share >= AICPU_MIN_SHARE]
+        if not hot.empty:
+            top_types = (
+                aicpu_tbl[aicpu_tbl["rank"].isin(hot.index)]
+                .groupby("op_type")["total_us"]
+                .sum()
+                .sort_values(ascending=False)
+            )
+            names = ", ".join(str(t) for t in top_types.index[:3])
+            worst = int(hot.idxmax())
+            sh = float(hot.max())
+            us_per_step = float(
+                aicpu_tbl.loc[aicpu_tbl["rank"] == worst, "total_us"].sum()
+                / steps_per_rank.get(worst, 1)
+            )
+            findings.append(
+                Finding(
+                    id="compare_ops.aicpu_op.hot",
+                    kind=FindingKind.AICPU_OP,
+                    severity=Severity.from_share(sh),
+                    summary=(
+                        f"AI CPU operators ({names}) take {sh:.1%} of the step on rank {worst} "
+                        f"({us_per_step:.0f} us per step); {len(hot)} rank(s) above "
+                        f"{AICPU_MIN_SHARE:.0%}."
+                    ),
+                    summary_zh=(
+                        f"AI CPU 算子（{names}）在 rank {worst} 上占 step 的 {sh:.1%}"
+                        f"（每个 step {us_per_step:.0f} us）；共 {len(hot)} 张卡超过 {AICPU_MIN_SHARE:.0%}。"
+                    ),
+                    ranks=tuple(int(r) for r in hot.index),
+                    metrics={
+                        "aicpu_share_of_step_ratio": sh,
+                        "aicpu_us_per_step": us_per_step,
+                        "ranks_affected": float(len(hot)),
+                    },
+                    evidence=(
+                        Evidence(
+                            "kernels",
+                            profile.cite("kernels", worst),
+                            {"accelerator_core": "AI_CPU", "rank": worst},
+                            "sum(duration_us) of AI_CPU tasks / steps / median step_us; "
+                            "overlap with other streams is not subtracted",
+                        ),
+                    ),
+                    symptom_tags=("aicpu_op",),
+                    estimated_gain_us=None,
+                )
+            )
+
+    # dynamic shapes: shapes of one op name change between steps
+    dyn_tbl = pd.DataFrame(
+        columns=["rank", "name", "shapes_total", "shapes_max_per_step", "total_us"]
+    )
+    state = comp["op_state"].astype("string").str.lower()
+    total_comp = float(comp["duration_us"].sum())
+    dyn_time_ratio = (
+        float(comp.loc[state == "dynamic", "duration_us"].sum()) / total_comp
+        if total_comp > 0
+        else 0.0
+    )
+    has_shapes = bool((comp["input_shapes"] != "").any())
+    if has_shapes and comp["step"].nunique() > 1:
+        sub = comp[comp["input_shapes"] != ""]
+        tot = sub.groupby(["rank", "name"], observed=True).agg(
+            shapes_total=("input_shapes", "nunique"), total_us=("duration_us", "sum")
+        )
+        per_step = (
+            sub.groupby(["rank", "name", "step"], observed=True)["input_shapes"]
+            .nunique()
+            .groupby(level=[0, 1])
+            .max()
+            .rename("shapes_max_per_step")
+        )
+        dyn_tbl = tot.join(per_step).reset_index()
+        dyn_tbl = dyn_tbl[dyn_tbl["shapes_total"] > dyn_tbl["shapes_max_per_step"]]
+        dyn_tbl = dyn_tbl.sort_values("total_us", ascending=False, kind="stable")[
+            ["rank", "name", "shapes_total", "shapes_max_per_step", "total_us"]
+        ].reset_index(drop=True)
+        if not dyn_tbl.empty:
+            names = dyn_tbl["name"].drop_duplicates().tolist()
+            ranks_dyn = sorted(int(r) for r in dyn_tbl["rank"].unique())
+            top = dyn_tbl.iloc[0]
+            findings.append(
+                Finding(
+                    id="compare_ops.dynamic_shape.varying",
+                    kind=FindingKind.DYNAMIC_SHAPE,
+                    severity=Severity.LOW,
+                    summary=(
+                        f"{len(names)} operator(s) change input shape between steps (e.g. "
+                        f"{top['name']}: {int(top['shapes_total'])} shapes in total vs at most "
+                        f"{int(top['shapes_max_per_step'])} per step) on ranks {format_ranks(ranks_dyn)}; "
+                        "each new shape can trigger a compile and slower kernels."
+                    ),
+                    summary_zh=(
+                        f"{len(names)} 个算子的输入 shape 在不同 step 间变化（如 {top['name']}：共 "
+                        f"{int(top['shapes_total'])} 种 shape，单个 step 最多 "
+                        f"{int(top['shapes_max_per_step'])} 种），涉及 rank {format_ranks(ranks_dyn)}；"
+                        "每个新 shape 都可能触发编译。"
+                    ),
+                    ranks=tuple(ranks_dyn),
+                    metrics={
+                        "ops_with_varying_shapes": float(len(names)),
+                        "shapes_total": float(top["shapes_total"]),
+                        "shapes_max_per_step": float(top["shapes_max_per_step"]),
+                        "dynamic_time_ratio": dyn_time_ratio,
+                    },
+                    evidence=(
+                        Evidence(
+                            "kernels",
+                            profile.cite("kernels"),
+                            {"names": names[:10]},
+                            "per (rank, name): distinct input_shapes over all steps > the most "
+                            "distinct input_shapes within one step",
+                        ),
+                    ),
+                    symptom_tags=("dynamic_shape",),
+                )
+            )
+    elif not has_shapes:
+        notes.append(
+            "no input shapes recorded (record_shapes off or Level0): grouped by op name only"
+        )
+
+    metrics = {
+        "rank_a": float(rank_a),
+        "rank_b": float(rank_b),
+        "steps_compared": float(n_steps),
+        "step_us": step_us,
+        "compute_us_a": float(ka["duration_us"].sum()) / n_steps,
+        "compute_us_b": float(kb["duration_us"].sum()) / n_steps,
+        "dynamic_time_ratio": dyn_time_ratio,
+    }
+    main = by_type if params.by == "type" else by_shape
+    return AnalyzerResult(
+        name="compare_ops",
+        table=main.head(params.top).reset_index(drop=True),
+        metrics=metrics,
+        findings=tuple(findings),
+        notes=tuple(notes),
+        tables={
+            "by_type": by_type,
+            "by_shape": by_shape,
+            "aicpu": aicpu_tbl.reset_index(drop=True),
+            "dynamic": dyn_tbl,
+        },
+    )

@@ -1,0 +1,146 @@
+"""Known-answer tests for compare_ops: answers true by construction of tiny profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from advisor_chat.analyzers import FindingKind, Severity, get_analyzer
+from advisor_chat.analyzers.compare_ops import CompareOpsParams, compare_ops
+from advisor_chat.errors import NotAnswerableError, ToolArgumentError
+from advisor_chat.ingest.profile import Profile
+from advisor_chat.ingest.schema import validate_table
+
+S1 = "4096,4096;4096,11008"
+S2 = "4096,1024;1024,4096"
+STEP_US = 10_000.0
+
+
+def _kernels(ranks=(0, 1, 2, 3), steps=(1, 2), slow_rank=3, extra=None) -> pd.DataFrame:
+    rows = []
+    for r in ranks:
+        for s in steps:
+            t = 1e6 * s
+            ops = [("MatMul", "aclnnMatmul_MatMulCommon_MatMul", S1, 10, 200.0 if r == slow_rank else 100.0)]
+            ops += [("MatMul", "aclnnMatmul_MatMulCommon_MatMul", S2, 5, 50.0)]
+            ops += [("Add", "aclnnAdd_AddAiCore_Add", "4096,4096;4096,4096", 20, 10.0)]
+            ops += [("hcom_allReduce_", "hcom_allReduce__1_0_1", "", 2, 300.0)]
+            if extra:
+                ops += extra(r, s)
+            for op_type, name, shape, n, dur in ops:
+                core = "COMMUNICATION" if op_type.startswith("hcom") else "AI_CORE"
+                if op_type == "NonZero":
+                    core = "AI_CPU"
+                for _ in range(n):
+                    rows.append(
+                        dict(rank=r, step=s, name=name, op_type=op_type, accelerator_core=core,
+                             start_us=t, duration_us=dur, wait_us=0.0, input_shapes=shape,
+                             op_state="dynamic")
+                    )
+                    t += dur + 1.0
+    return validate_table("kernels", pd.DataFrame(rows))
+
+
+def _step_trace(ranks=(0, 1, 2, 3), steps=(1, 2), slow_rank=3) -> pd.DataFrame:
+    rows = []
+    for r in ranks:
+        for s in steps:
+            step = STEP_US + (1000.0 if r == slow_rank else 0.0)
+            rows.append(dict(rank=r, step=s, computing_us=step * 0.8,
+                             communication_not_overlapped_us=step * 0.1, overlapped_us=0.0,
+                             communication_us=step * 0.1, free_us=step * 0.1, stage_us=step,
+                             bubble_us=0.0, step_us=step))
+    return validate_table("step_trace", pd.DataFrame(rows))
+
+
+def _profile(kernels: pd.DataFrame | None, step_trace: pd.DataFrame | None = None) -> Profile:
+    tables = {}
+    if kernels is not None:
+        tables["kernels"] = kernels
+    if step_trace is not None:
+        tables["step_trace"] = step_trace
+    return Profile(root=Path("."), layout="synthetic", tables=tables)
+
+
+def test_registered_with_params() -> None:
+    spec = get_analyzer("compare_ops")
+    assert spec.params is CompareOpsParams
+    assert "op" in spec.description.lower()
+
+
+def test_same_count_slower_at_one_shape_is_op_regression() -> None:
+    prof = _profile(_kernels(), _step_trace())
+    res = compare_ops(prof, CompareOpsParams())
+    assert res.metrics["rank_a"] == 0 and res.metrics["rank_b"] == 3
+    regs = [f for f in res.findings if f.kind is FindingKind.OP_REGRESSION]
+    assert len(regs) == 1  # only S1 differs; S2 and Add are equal
+    f = regs[0]
+    assert f.ranks == (3,)
+    assert S1 in f.summary
+    assert f.metrics["avg_ratio"] == pytest.approx(2.0)
+    assert f.metrics["delta_us_per_step"] == pytest.approx(10 * 100.0)  # 10 calls x +100 us
+    assert f.metrics["share_of_step_ratio"] == pytest.approx(1000.0 / 11000.0)
+    assert f.severity is Severity.HIGH
+    assert "matmul_slow" in f.symptom_tags and "op_regression_shape" in f.symptom_tags
+    assert f.estimated_gain_us == pytest.approx(1000.0)
+    assert f.evidence and f.evidence[0].table == "kernels"
+    assert not [x for x in res.findings if x.kind is FindingKind.LOAD_IMBALANCE]
+    # table sorted by |delta_total_us| with S1 first, communication excluded
+    bs = res.tables["by_shape"]
+    assert bs.iloc[0]["input_shapes"] == S1
+    assert bs.iloc[0]["delta_total_us"] == pytest.approx(2 * 10 * 100.0)
+    assert not bs["op_type"].str.startswith("hcom").any()
+    bt = res.tables["by_type"].set_index("op_type")
+    assert bt.loc["MatMul", "count_a"] == bt.loc["MatMul", "count_b"] == 30
+    assert bt.loc["Add", "delta_total_us"] == 0
+
+
+def test_different_count_is_load_imbalance() -> None:
+    def extra(r, s):
+        return [("Add", "aclnnAdd_AddAiCore_Add", "4096,4096;4096,4096", 30 if r == 2 else 0, 10.0)]
+
+    prof = _profile(_kernels(extra=extra), _step_trace())
+    res = compare_ops(prof, CompareOpsParams(rank_a=0, rank_b=2, by="type"))
+    imb = [f for f in res.findings if f.kind is FindingKind.LOAD_IMBALANCE]
+    assert len(imb) == 1
+    assert imb[0].ranks == (2,)
+    assert imb[0].metrics["count_heavy"] == 2 * 50 and imb[0].metrics["count_light"] == 2 * 20
+    assert imb[0].metrics["delta_us_per_step"] == pytest.approx(300.0)
+    assert not [f for f in res.findings if f.kind is FindingKind.OP_REGRESSION]
+    assert list(res.table.columns[:2]) == ["op_type", "accelerator_core"]
+
+
+def test_aicpu_and_dynamic_shapes() -> None:
+    def extra(r, s):
+        return [("NonZero", "NonZero", f"{s * 7},4", 5, 100.0)]  # 500 us/step AI CPU, shape varies
+
+    prof = _profile(_kernels(extra=extra), _step_trace())
+    res = compare_ops(prof, CompareOpsParams())
+    aic = [f for f in res.findings if f.kind is FindingKind.AICPU_OP]
+    assert len(aic) == 1
+    assert aic[0].metrics["aicpu_us_per_step"] == pytest.approx(500.0)
+    assert set(aic[0].ranks) == {0, 1, 2, 3}
+    dyn = [f for f in res.findings if f.kind is FindingKind.DYNAMIC_SHAPE]
+    assert len(dyn) == 1 and "NonZero" in dyn[0].summary
+    assert dyn[0].metrics["shapes_total"] == 2 and dyn[0].metrics["shapes_max_per_step"] == 1
+
+
+def test_unknown_rank_names_valid_ranks() -> None:
+    prof = _profile(_kernels(), _step_trace())
+    with pytest.raises(ToolArgumentError, match="0-3"):
+        compare_ops(prof, CompareOpsParams(rank_b=16))
+
+
+def test_no_kernels_not_answerable() -> None:
+    with pytest.raises(NotAnswerableError, match="kernel"):
+        compare_ops(_profile(None, _step_trace()), CompareOpsParams())
+
+
+def test_one_rank_and_one_step() -> None:
+    prof = _profile(_kernels(ranks=(0,), steps=(1,)), None)
+    res = compare_ops(prof, CompareOpsParams())
+    assert res.metrics["rank_a"] == res.metrics["rank_b"] == 0
+    assert not [f for f in res.findings if f.kind is FindingKind.OP_REGRESSION]
+    assert any("only rank 0" in n for n in res.notes)
