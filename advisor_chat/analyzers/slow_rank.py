@@ -1,0 +1,337 @@
+"""Slow-rank detection: cross-rank spreads plus who arrives last at collectives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from pydantic import Field
+
+from advisor_chat.analyzers._common import (
+    SPREAD_RATIO,
+    is_p2p,
+    low_outlier,
+    ms,
+    pct,
+    per_rank_mean,
+    pipeline_stages,
+    severity,
+    stage_of,
+    step_frame,
+)
+from advisor_chat.analyzers.base import (
+    AnalyzerResult,
+    Category,
+    Evidence,
+    Finding,
+    FindingKind,
+    Params,
+    register,
+)
+from advisor_chat.errors import ToolArgumentError
+from advisor_chat.ingest.profile import Profile
+
+#: A rank is a communication-evidence slow rank when it is the late arriver of at least this
+#: share of the tested collectives (and of at least 2 of them).
+VOTE_SHARE = 0.3
+
+
+class SlowRankParams(Params):
+    """Parameters of :func:`slow_rank`."""
+
+    group: str | None = Field(
+        default=None,
+        description="Communication group (hash as in comm_ops.group) to test; default: all groups.",
+    )
+    step: int | None = Field(
+        default=None, description="Step id to analyse; default: all steps (mean per step)."
+    )
+
+
+@register("slow_rank", SlowRankParams, order=20)
+def slow_rank(profile: Profile, params: SlowRankParams) -> AnalyzerResult:
+    """Find slow ranks (stragglers): ranks whose Computing or Free exceeds their peers' and that arrive last at collectives, so that the other ranks wait for them.
+
+    Two kinds of evidence are combined. (a) step_trace spreads: per rank, Computing and Free
+    minus the median of its pipeline stage (or of all ranks); a rank above the median by more
+    than 5 % of the mean step (msprof-analyze advisor threshold) is a candidate. (b)
+    communication: for every collective op (same group and op_name on all ranks; send/receive
+    excluded) the rank with the smallest Wait Time (elapse when wait is missing) arrived last;
+    it gets a vote when it is a low outlier — one-sided Dixon Q test at 99.5 % for 4-100 ranks,
+    3-sigma rule beyond, the CANN rule (peer wait ratio > 0.2, own < 0.2) for 2-3 ranks. Phase
+    wall time is never used: collectives make every rank's step equally long.
+
+    Args:
+        profile: Canonical profile; uses ``step_trace`` (µs) and ``comm_ops`` (ms).
+        params: ``group`` restricts the communication evidence to one group; ``step`` to one step.
+
+    Returns:
+        AnalyzerResult whose ``table`` has one row per rank with ``rank``, ``stage``,
+        ``computing_us``, ``free_us`` (µs per step, step_trace), ``computing_delta_us`` and
+        ``free_delta_us`` (µs, minus the peer median), ``votes`` (count of collectives where the
+        rank was the late-arriving outlier), ``ops_tested`` (collectives tested that include the
+        rank), ``vote_share`` (ratio), ``wait_ms`` and ``synchronization_ms`` (mean per op, from
+        communication.json), ``slow`` (bool). Extra table ``votes_by_op``: ``group``, ``op_name``,
+        ``step``, ``ranks``, ``late_rank``, ``late_wait_ms``, ``median_wait_ms``, ``method``.
+
+    Raises:
+        ToolArgumentError: ``step`` or ``group`` is not in the profile.
+    """
+    st = step_frame(profile, params.step)
+    stages = pipeline_stages(profile)
+    smap = stage_of(stages)
+    notes: list[str] = []
+    if st.empty:
+        pr = pd.DataFrame(columns=["computing_us", "free_us", "step_us"], dtype="float64")
+        notes.append("no step trace: Computing/Free spreads unavailable")
+    else:
+        pr = per_rank_mean(st)
+    pr = pr.copy()
+    pr["stage"] = [smap.get(int(r), -1) for r in pr.index]
+    for c in ("computing_us", "free_us"):
+        med = pr.groupby("stage")[c].transform("median")
+        pr[c.replace("_us", "_delta_us")] = pr[c] - med
+    mean_step = float(pr["step_us"].mean()) if not pr.empty else float("nan")
+
+    votes_by_op, comm_stats = _comm_votes(profile, params)
+    if votes_by_op is None:
+        notes.append(
+            "communication evidence missing: no comm_ops (communication.json) — profiler Level0 "
+            "or no HCCL ops; judged from step_trace spreads only"
+        )
+    all_ranks = sorted(set(pr.index.astype(int)) | set(comm_stats.index.astype(int)))
+    table = pd.DataFrame({"rank": all_ranks}).set_index("rank")
+    table = table.join(
+        pr[["stage", "computing_us", "free_us", "computing_delta_us", "free_delta_us"]]
+    )
+    table = table.join(comm_stats)
+    table["votes"] = table["votes"].fillna(0).astype("int64")
+    table["ops_tested"] = table["ops_tested"].fillna(0).astype("int64")
+    table["vote_share"] = table["votes"] / table["ops_tested"].where(table["ops_tested"] > 0)
+    table["stage"] = table["stage"].fillna(-1).astype("int64")
+
+    thr = SPREAD_RATIO * mean_step if np.isfinite(mean_step) else np.inf
+    spread_slow = (table["computing_delta_us"] > thr) | (table["free_delta_us"] > thr)
+    vote_slow = (table["votes"] >= 2) & (table["vote_share"] >= VOTE_SHARE)
+    if votes_by_op is not None and not votes_by_op.empty:
+        # keep only the most-voted ranks (ties allowed) among the vote-slow ones
+        top = table.loc[vote_slow, "votes"].max() if vote_slow.any() else 0
+        vote_slow &= table["votes"] >= 0.5 * top
+    table["slow"] = (spread_slow | vote_slow).fillna(False).astype(bool)
+    table = table.reset_index()
+
+    findings = _findings(profile, table, votes_by_op, mean_step, thr, params)
+    if not findings:
+        gap = (
+            float(np.nanmax(table[["computing_delta_us", "free_delta_us"]].to_numpy()))
+            if len(table) > 1 and table["computing_delta_us"].notna().any()
+            else float("nan")
+        )
+        notes.append(
+            f"no slow rank: the largest Computing/Free excess over the peer median is {ms(gap)} "
+            f"({pct(gap / mean_step if mean_step else float('nan'))} of the step, threshold 5%)"
+            + ("" if votes_by_op is None else "; no rank is the late arriver of most collectives")
+        )
+    metrics = {
+        "ranks_count": float(len(table)),
+        "slow_ranks_count": float(table["slow"].sum()),
+        "ops_tested": float(0 if votes_by_op is None else len(votes_by_op)),
+        "mean_step_us": mean_step,
+    }
+    tables = {} if votes_by_op is None else {"votes_by_op": votes_by_op}
+    return AnalyzerResult(
+        "slow_rank",
+        table,
+        metrics=metrics,
+        findings=tuple(findings),
+        notes=tuple(notes),
+        tables=tables,
+    )
+
+
+def _comm_votes(
+    profile: Profile, params: SlowRankParams
+) -> tuple[pd.DataFrame | None, pd.DataFrame]:
+    """Per collective op: the late-arriving outlier rank; per rank: votes, tested, wait, sync."""
+    ops = profile.get("comm_ops")
+    empty_stats = pd.DataFrame(
+        columns=["votes", "ops_tested", "wait_ms", "synchronization_ms"], dtype="float64"
+    )
+    if ops.empty:
+        return None, empty_stats
+    if params.group is not None:
+        groups = sorted(ops["group"].dropna().astype(str).unique())
+        if params.group not in groups:
+            raise ToolArgumentError(
+                f"group {params.group!r} is not in comm_ops; groups are {groups}"
+            )
+        ops = ops[ops["group"] == params.group]
+    if params.step is not None:
+        ops = ops[ops["step"] == params.step]
+    ops = ops[~is_p2p(ops["op_type"]) & (ops["comm_kind"].fillna("collective") != "p2p")]
+    if ops.empty:
+        return pd.DataFrame(), empty_stats
+    ops = ops.copy()
+    ops["stat"] = ops["wait_ms"].where(ops["wait_ms"].notna(), ops["elapse_ms"])
+    key = ["group", "op_name", "step"]
+    rows = []
+    for (grp, op, step), sub in ops.groupby(key, sort=False, dropna=False):
+        sub = sub.drop_duplicates("rank")
+        n = len(sub)
+        if n < 2:
+            continue
+        vals = sub["stat"].to_numpy(float)
+        ranks = sub["rank"].to_numpy()
+        late: int | None
+        method = "dixon" if n <= 100 else "3sigma"
+        if n <= 3:
+            method = "wait_ratio"
+            wr = (sub["wait_ms"] / sub["elapse_ms"].where(sub["elapse_ms"] > 0)).to_numpy(float)
+            i = int(np.nanargmin(vals)) if np.isfinite(vals).any() else None
+            others = np.delete(wr, i) if i is not None else wr
+            late = i if i is not None and np.nanmin(others) > 0.2 and not (wr[i] > 0.2) else None
+        else:
+            late = low_outlier(vals)
+        rows.append(
+            {
+                "group": str(grp),
+                "op_name": str(op),
+                "step": int(step) if pd.notna(step) else -1,
+                "ranks": n,
+                "late_rank": int(ranks[late]) if late is not None else -1,
+                "late_wait_ms": float(vals[late]) if late is not None else np.nan,
+                "median_wait_ms": float(np.nanmedian(vals)),
+                "method": method,
+                "_ranks": ranks,
+            }
+        )
+    if not rows:
+        return pd.DataFrame(), empty_stats
+    by_op = pd.DataFrame(rows)
+    tested = pd.Series(np.concatenate(by_op["_ranks"].to_numpy())).astype(int).value_counts()
+    by_op = by_op.drop(columns=["_ranks"])
+    votes = by_op.loc[by_op["late_rank"] >= 0, "late_rank"].value_counts()
+    g = ops.groupby("rank")
+    stats = pd.DataFrame(
+        {
+            "votes": votes,
+            "ops_tested": tested,
+            "wait_ms": g["wait_ms"].mean(),
+            "synchronization_ms": g["synchronization_ms"].mean(),
+        }
+    )
+    stats.index = stats.index.astype(int)
+    stats.index.name = "rank"
+    return by_op, stats
+
+
+def _findings(
+    profile: Profile,
+    table: pd.DataFrame,
+    by_op: pd.DataFrame | None,
+    mean_step: float,
+    thr: float,
+    params: SlowRankParams,
+) -> list[Finding]:
+    out: list[Finding] = []
+    slow = table[table["slow"]]
+    if slow.empty:
+        return out
+    waiters = table[~table["slow"]].sort_values("wait_ms", ascending=False)
+    waiters = waiters[waiters["wait_ms"].notna()].head(3)
+    waiter_txt = (
+        ", ".join(
+            f"rank {int(r)} ({w:.1f} ms)"
+            for r, w in zip(waiters["rank"], waiters["wait_ms"], strict=False)
+        )
+        if not waiters.empty
+        else ""
+    )
+    for _, row in slow.iterrows():
+        r = int(row["rank"])
+        cd = float(row["computing_delta_us"]) if pd.notna(row["computing_delta_us"]) else 0.0
+        fd = float(row["free_delta_us"]) if pd.notna(row["free_delta_us"]) else 0.0
+        if cd > thr and cd >= fd:
+            cat, cause, cause_zh = (
+                Category.COMPUTE,
+                f"Computing is {ms(cd)} above the median",
+                f"计算时间比中位数多 {ms(cd)}",
+            )
+            tags = ["slow_rank", "compute_straggler"]
+        elif fd > thr:
+            cat, cause, cause_zh = (
+                Category.SCHEDULING,
+                f"Free (device idle) is {ms(fd)} above the median",
+                f"Free（空闲）比中位数多 {ms(fd)}",
+            )
+            tags = ["slow_rank", "free_spread", "host_bound"]
+        else:
+            cat, cause, cause_zh = (
+                Category.UNKNOWN,
+                "its Computing and Free are close to the median (cause not in step_trace)",
+                "计算与空闲接近中位数（原因不在 step_trace 中）",
+            )
+            tags = ["slow_rank"]
+        gain = max(cd, 0.0) + max(fd, 0.0)
+        share = gain / mean_step if mean_step and np.isfinite(mean_step) else float("nan")
+        votes, tested = int(row["votes"]), int(row["ops_tested"])
+        comm_txt = ""
+        comm_zh = ""
+        if by_op is not None and tested:
+            comm_txt = (
+                f"; it arrived last at {votes} of {tested} collectives (its mean wait "
+                f"{row['wait_ms']:.2f} ms per op)"
+            )
+            comm_zh = f"；在 {tested} 个集合通信中有 {votes} 个是最后到达（平均等待 {row['wait_ms']:.2f} ms/算子）"
+            if waiter_txt:
+                comm_txt += f"; the ranks that wait most for it: {waiter_txt}"
+                comm_zh += f"；等待它最多的卡：{waiter_txt}"
+        elif by_op is None:
+            comm_txt = "; communication evidence missing (no comm_ops)"
+            comm_zh = "；缺少通信数据（无 comm_ops）"
+        if votes and tested and share != share:  # no step trace: severity from vote share
+            share = 0.05 if votes / tested >= VOTE_SHARE else 0.0
+        evidence = [
+            Evidence(
+                "step_trace",
+                profile.cite("step_trace"),
+                {"rank": r, "step": params.step if params.step is not None else "all"},
+                "delta = rank value − median of its stage (or all ranks), mean per step",
+            )
+        ]
+        if by_op is not None and tested:
+            evidence.append(
+                Evidence(
+                    "comm_ops",
+                    profile.cite("comm_ops"),
+                    {
+                        "rank": r,
+                        "ops": by_op.loc[by_op["late_rank"] == r, "op_name"].head(10).tolist(),
+                    },
+                    "per collective: smallest Wait Time = last to arrive; outlier by Dixon Q (99.5%) / 3-sigma",
+                )
+            )
+        out.append(
+            Finding(
+                id=f"slow_rank.slow_rank.r{r}",
+                kind=FindingKind.SLOW_RANK,
+                severity=severity(share),
+                summary=f"Rank {r} is a slow rank: {cause}{comm_txt}; the other ranks wait for it (estimated {ms(gain)} per step)",
+                summary_zh=f"rank {r} 是慢卡：{cause_zh}{comm_zh}；其他卡在等待它（每步约 {ms(gain)}）",
+                ranks=(r,),
+                metrics={
+                    "computing_delta_us": cd,
+                    "free_delta_us": fd,
+                    "votes": float(votes),
+                    "ops_tested": float(tested),
+                    "wait_ms": float(row["wait_ms"]) if pd.notna(row["wait_ms"]) else float("nan"),
+                    "gap_us": gain,
+                    "gap_share": share,
+                },
+                evidence=tuple(evidence),
+                symptom_tags=tuple(tags),
+                estimated_gain_us=gain if gain > 0 else None,
+                category=cat,
+            )
+        )
+    out.sort(key=lambda f: (f.severity.rank, -f.metrics["gap_us"], -f.metrics["votes"]))
+    return out
