@@ -1,0 +1,642 @@
+"""Host dispatch (scheduling) analysis: launch delays, device-idle gaps, tiny kernels, stalls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pydantic import Field
+
+from advisor_chat.analyzers._common import check_rank, format_ranks, is_comm_kernel
+from advisor_chat.analyzers.base import (
+    AnalyzerResult,
+    Evidence,
+    Finding,
+    FindingKind,
+    Params,
+    Severity,
+    register,
+)
+from advisor_chat.errors import NotAnswerableError
+from advisor_chat.ingest.profile import Profile
+
+#: Kernels shorter than this are "tiny" (µs); their launch cost rivals their run time.
+TINY_KERNEL_US = 10.0
+#: Tiny kernels matter when they are at least this share of the compute kernels (count).
+TINY_COUNT_RATIO = 0.5
+#: Free share of the step above which the device is considered under-fed (advisor rule).
+FREE_RATIO = 0.10
+#: A rank's launch-delay quantile this many times the cluster median is an outlier ...
+LAUNCH_RATIO = 2.0
+#: ... when it is also at least this much above the median (µs; HTA flags launch delay > 100 µs).
+LAUNCH_ABS_US = 100.0
+#: Share of the device idle time during which the host had not launched the next task yet.
+HOST_WAIT_RATIO = 0.5
+#: Device gap regarded as a possible GC pause (µs; advisor conjectured-GC rule: 200 ms).
+GC_GAP_US = 200_000.0
+#: At most this many host launches per ms inside such a gap (advisor: < 1 per 10 ms).
+GC_MAX_LAUNCH_PER_MS = 0.1
+#: Idle at step start above this is a dataloader stall (µs; advisor dataloader rule: 10 ms).
+DATALOADER_US = 10_000.0
+#: Share of launches directly followed by a Synchronize call (advisor synchronize rule).
+SYNC_SHARE = 0.5
+
+_MISSING_HD = (
+    "no host-to-device launch data (host_dispatch is empty): launch delays, host-wait "
+    "attribution of idle gaps, synchronize and GC checks need trace_view.json with HostToDevice "
+    "flows (torch_npu profiler Level1, text export) or the DB export with CANN_API connection ids"
+)
+
+
+class HostDispatchParams(Params):
+    """Parameters of :func:`host_dispatch`."""
+
+    rank: int | None = Field(
+        default=None,
+        description="Global rank to report on; default all ranks. Cluster medians always use "
+        "every rank.",
+    )
+
+
+def _kernel_gaps(k: pd.DataFrame) -> pd.DataFrame:
+    """Device timeline per rank: gap before each task (µs) and whether it starts its step."""
+    df = pd.DataFrame(
+        {
+            "rank": k["rank"].astype("int64"),
+            "step": k["step"].fillna(-1).astype("int64"),
+            "start_us": k["start_us"].astype("float64"),
+            "end_us": (k["start_us"] + k["duration_us"]).astype("float64"),
+        }
+    ).sort_values(["rank", "start_us"], kind="stable")
+    g = df.groupby("rank", sort=False)
+    prev_end = g["end_us"].cummax().groupby(df["rank"], sort=False).shift(1)
+    df["prev_end_us"] = prev_end
+    df["gap_us"] = (df["start_us"] - prev_end).clip(lower=0.0)
+    prev_step = g["step"].shift(1)
+    df["step_start"] = prev_end.notna() & (df["step"] != prev_step)
+    return df.reset_index(drop=True)
+
+
+def _host_wait(gaps: pd.DataFrame, hd: pd.DataFrame) -> pd.DataFrame:
+    """Attach the host launch time of each device task (matched on device start within 1 µs)."""
+    left = gaps.sort_values("start_us", kind="stable")
+    right = (
+        pd.DataFrame(
+            {
+                "rank": hd["rank"].astype("int64"),
+                "start_us": hd["device_start_us"].astype("float64"),
+                "host_start_us": hd["host_start_us"].astype("float64"),
+            }
+        )
+        .dropna()
+        .sort_values("start_us", kind="stable")
+    )
+    m = pd.merge_asof(left, right, on="start_us", by="rank", tolerance=1.0, direction="nearest")
+    late = (m["host_start_us"] - m["prev_end_us"]).clip(lower=0.0)
+    m["host_wait_us"] = np.minimum(late, m["gap_us"]).where(m["host_start_us"].notna())
+    return m
+
+
+def _cluster_finding_ranks(flagged: list[int], ranks: list[int]) -> str:
+    return "all ranks" if set(flagged) >= set(ranks) else f"ranks {format_ranks(flagged)}"
+
+
+@register("host_dispatch", HostDispatchParams, order=45)
+def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> AnalyzerResult:
+    """Check whether the host keeps the device fed: launch delays, idle gaps, tiny kernels, stalls.
+
+    Per rank: the distribution of launch delay (host API start → device task start, from the
+    HostToDevice flows), device-idle gaps between consecutive tasks (kernels timeline), the part
+    of that idle during which the host had not launched the next task yet (host-wait), the share
+    of tiny kernels (< 10 µs), idle at step start (dataloader), device gaps > 200 ms with almost
+    no host launches (GC-like) and launches directly followed by a Synchronize call.
+    Thresholds: launch-delay outlier ≥ 2× the cluster median and ≥ 100 µs above it; host-bound
+    when Free > 10% of the step and host-wait ≥ 50% of idle; tiny kernels ≥ 50% of compute
+    kernels; dataloader > 10 ms idle at step start on every rank; synchronize share > 0.5.
+
+    Args:
+        profile: Loaded profile; uses ``host_dispatch``, ``kernels``, ``step_trace``, ``meta``.
+        params: ``rank`` (global rank) to restrict the table and findings to.
+
+    Returns:
+        AnalyzerResult whose ``table`` has one row per rank: rank, steps (count), launch_count
+        (count), launch_delay_p50_us / _p90_us / _p99_us / _max_us (µs, host_dispatch
+        launch_delay_us), launch_delay_p90_vs_median_ratio (rank p90 / median of ranks' p90),
+        sync_api_count (count of api_name containing 'Synchronize'), launch_then_sync_ratio,
+        device_idle_us_per_step (µs, sum of gaps between consecutive kernels inside steps / steps),
+        host_wait_us_per_step (µs, part of those gaps before the host launched the next task),
+        host_wait_ratio (host_wait / idle), step_start_idle_us (µs, median gap before a step's
+        first kernel, or step_trace preparing_us), tiny_kernel_count_ratio and
+        tiny_kernel_time_ratio (compute kernels < 10 µs), median_kernel_us (µs), long_gap_count
+        (gaps > 200 ms), gc_like_gap_count, free_us (µs, median step_trace free_us), free_ratio
+        (free / step), step_us (µs). ``tables['long_gaps']``: rank, step, start_us, gap_us,
+        host_launches (count), gc_like. Metrics: cluster medians of the launch-delay quantiles.
+
+    Raises:
+        ToolArgumentError: ``rank`` is not in the profile.
+        NotAnswerableError: No host_dispatch, kernels or step_trace data at all.
+    """
+    if params.rank is not None:
+        check_rank(profile, params.rank)
+    hd = profile.get("host_dispatch")
+    k = profile.get("kernels")
+    st = profile.get("step_trace")
+    if hd.empty and k.empty and st.empty:
+        raise NotAnswerableError(
+            "no host dispatch, kernel or step-trace data; " + _MISSING_HD.split(": ", 1)[1]
+        )
+    notes: list[str] = []
+    ranks = profile.ranks
+    table = pd.DataFrame(index=pd.Index(ranks, name="rank", dtype="int64"))
+
+    # step trace: Free and step per rank (medians over steps)
+    if not st.empty:
+        s = st[st["step"] != -1] if (st["step"] != -1).any() else st
+        agg = s.groupby("rank").agg(
+            free_us=("free_us", "median"),
+            step_us=("step_us", "median"),
+            steps=("step", "nunique"),
+            preparing_us=("preparing_us", "median"),
+        )
+        agg.index = agg.index.astype("int64")
+        table = table.join(agg)
+        table["free_ratio"] = table["free_us"] / table["step_us"]
+    else:
+        notes.append("no step_trace: Free and step time come from the kernels timeline only")
+
+    # launch delays
+    if not hd.empty:
+        h = hd.dropna(subset=["launch_delay_us"])
+        g = h.groupby("rank")["launch_delay_us"]
+        ld = pd.DataFrame(
+            {
+                "launch_count": g.size(),
+                "launch_delay_p50_us": g.quantile(0.5),
+                "launch_delay_p90_us": g.quantile(0.9),
+                "launch_delay_p99_us": g.quantile(0.99),
+                "launch_delay_max_us": g.max(),
+            }
+        )
+        ld.index = ld.index.astype("int64")
+        table = table.join(ld)
+        table["launch_delay_p90_vs_median_ratio"] = (
+            table["launch_delay_p90_us"] / table["launch_delay_p90_us"].median()
+        )
+        hs = hd.sort_values(["rank", "host_start_us"], kind="stable")
+        is_sync = hs["api_name"].astype("string").str.contains("Synchronize", case=False)
+        is_sync = is_sync.fillna(False).astype(bool)
+        next_sync = is_sync.groupby(hs["rank"]).shift(-1).fillna(False).astype(bool)
+        sync_df = (
+            pd.DataFrame(
+                {
+                    "rank": hs["rank"].astype("int64"),
+                    "sync": is_sync,
+                    "launch": ~is_sync,
+                    "launch_then_sync": (~is_sync) & next_sync,
+                }
+            )
+            .groupby("rank")[["sync", "launch", "launch_then_sync"]]
+            .sum()
+        )
+        table["sync_api_count"] = sync_df["sync"]
+        table["launch_then_sync_ratio"] = sync_df["launch_then_sync"] / sync_df["launch"].where(
+            sync_df["launch"] > 0
+        )
+    else:
+        notes.append(_MISSING_HD)
+
+    # kernels timeline: idle gaps, tiny kernels, step-start idle, long gaps
+    long_gaps = pd.DataFrame(
+        columns=["rank", "step", "start_us", "gap_us", "host_launches", "gc_like"]
+    )
+    if not k.empty:
+        gaps = _kernel_gaps(k)
+        if not hd.empty:
+            gaps = _host_wait(gaps, hd)
+        else:
+            gaps["host_wait_us"] = np.nan
+        inner = gaps[~gaps["step_start"] & gaps["prev_end_us"].notna()]
+        n_steps = gaps.groupby("rank")["step"].nunique().clip(lower=1)
+        idle = inner.groupby("rank")["gap_us"].sum() / n_steps
+        table["device_idle_us_per_step"] = idle.reindex(table.index)
+        if not hd.empty:
+            hw = inner.groupby("rank")["host_wait_us"].sum(min_count=1) / n_steps
+            table["host_wait_us_per_step"] = hw.reindex(table.index)
+            table["host_wait_ratio"] = table["host_wait_us_per_step"] / table[
+                "device_idle_us_per_step"
+            ].where(table["device_idle_us_per_step"] > 0)
+        starts = gaps[gaps["step_start"]]
+        if not starts.empty:
+            table["step_start_idle_us"] = (
+                starts.groupby("rank")["gap_us"].median().reindex(table.index)
+            )
+        comp = k[~is_comm_kernel(k)]
+        if not comp.empty:
+            tiny = comp["duration_us"] < TINY_KERNEL_US
+            tk = pd.DataFrame(
+                {
+                    "rank": comp["rank"].astype("int64"),
+                    "tiny_n": tiny.astype("float64"),
+                    "tiny_t": comp["duration_us"].where(tiny, 0.0),
+                    "dur": comp["duration_us"],
+                }
+            ).groupby("rank")
+            table["tiny_kernel_count_ratio"] = tk["tiny_n"].mean()
+            table["tiny_kernel_time_ratio"] = tk["tiny_t"].sum() / tk["dur"].sum()
+            table["median_kernel_us"] = tk["dur"].median()
+        lg = gaps[gaps["gap_us"] > GC_GAP_US]
+        if not lg.empty:
+            rows = []
+            host_by_rank = (
+                {
+                    int(r): np.sort(v.to_numpy(dtype="float64"))
+                    for r, v in hd.groupby("rank")["host_start_us"]
+                }
+                if not hd.empty
+                else {}
+            )
+            for r, sub in lg.groupby("rank"):
+                hs_arr = host_by_rank.get(int(r))
+                lo = sub["prev_end_us"].to_numpy()
+                hi = sub["start_us"].to_numpy()
+                if hs_arr is not None:
+                    cnt = np.searchsorted(hs_arr, hi, "left") - np.searchsorted(hs_arr, lo, "right")
+                else:
+                    cnt = np.full(len(sub), np.nan)
+                rows.append(
+                    pd.DataFrame(
+                        {
+                            "rank": int(r),
+                            "step": sub["step"].to_numpy(),
+                            "start_us": lo,
+                            "gap_us": sub["gap_us"].to_numpy(),
+                            "host_launches": cnt,
+                        }
+                    )
+                )
+            long_gaps = pd.concat(rows, ignore_index=True)
+            long_gaps["gc_like"] = long_gaps["host_launches"] <= (
+                long_gaps["gap_us"] / 1000.0 * GC_MAX_LAUNCH_PER_MS
+            )
+            table["long_gap_count"] = long_gaps.groupby("rank").size().reindex(table.index)
+            table["gc_like_gap_count"] = (
+                long_gaps.groupby("rank")["gc_like"].sum().reindex(table.index)
+            )
+    else:
+        notes.append(
+            "no kernels table: device idle gaps and tiny-kernel share cannot be computed "
+            "(kernel_details.csv / DB TASK needed)"
+        )
+    if "steps" not in table.columns and not k.empty:
+        table["steps"] = k.groupby("rank")["step"].nunique().reindex(table.index)
+    table = table.reset_index()
+
+    metrics: dict[str, float] = {"ranks": float(len(ranks))}
+    for col in ("launch_delay_p50_us", "launch_delay_p90_us", "launch_delay_p99_us"):
+        if col in table.columns:
+            metrics[f"median_{col}"] = float(table[col].median())
+    for col in ("free_ratio", "tiny_kernel_count_ratio", "host_wait_ratio"):
+        if col in table.columns:
+            metrics[f"median_{col}"] = float(table[col].median())
+
+    findings = _findings(profile, table, long_gaps, metrics, hd.empty)
+    out_table = table
+    if params.rank is not None:
+        out_table = table[table["rank"] == params.rank].reset_index(drop=True)
+        findings = [f for f in findings if params.rank in f.ranks]
+    return AnalyzerResult(
+        name="host_dispatch",
+        table=out_table,
+        metrics=metrics,
+        findings=tuple(findings),
+        notes=tuple(notes),
+        tables={"long_gaps": long_gaps},
+    )
+
+
+def _col(t: pd.DataFrame, name: str) -> pd.Series:
+    return t[name] if name in t.columns else pd.Series(np.nan, index=t.index)
+
+
+def _findings(
+    profile: Profile,
+    t: pd.DataFrame,
+    long_gaps: pd.DataFrame,
+    metrics: dict[str, float],
+    no_hd: bool,
+) -> list[Finding]:
+    out: list[Finding] = []
+    ranks = [int(r) for r in t["rank"]]
+    step = _col(t, "step_us")
+    free = _col(t, "free_us")
+    med_step = float(step.median()) if step.notna().any() else float("nan")
+    med_free = float(free.median()) if free.notna().any() else float("nan")
+    free_ratio = _col(t, "free_ratio")
+    cite_hd = profile.cite("host_dispatch")
+    cite_k = profile.cite("kernels")
+    cite_st = profile.cite("step_trace")
+
+    # 1. launch-delay outliers
+    if not no_hd:
+        for q in ("p50", "p90"):
+            col = f"launch_delay_{q}_us"
+            med = float(t[col].median())
+            bad = t[(t[col] >= LAUNCH_RATIO * med) & (t[col] - med >= LAUNCH_ABS_US)]
+            if bad.empty:
+                continue
+            for row in bad.sort_values(col, ascending=False).head(5).itertuples(index=False):
+                r = int(row.rank)
+                val = float(getattr(row, col))
+                fr = float(getattr(row, "free_us", np.nan))
+                gain = fr - med_free if np.isfinite(fr) and np.isfinite(med_free) else np.nan
+                stp = float(getattr(row, "step_us", np.nan))
+                share = gain / stp if np.isfinite(gain) and stp > 0 else 0.0
+                m = {
+                    f"launch_delay_{q}_us": val,
+                    f"median_launch_delay_{q}_us": med,
+                    "launch_delay_ratio": val / med if med > 0 else float("inf"),
+                    "launch_count": float(row.launch_count),
+                    "launch_delay_max_us": float(row.launch_delay_max_us),
+                }
+                text_free = ""
+                text_free_zh = ""
+                if np.isfinite(gain):
+                    m["free_us"] = fr
+                    m["median_free_us"] = med_free
+                    m["free_excess_us"] = gain
+                    text_free = f"; its Free is {fr:.0f} us per step vs {med_free:.0f} us median"
+                    text_free_zh = f"；其 Free 为每 step {fr:.0f} us，中位数为 {med_free:.0f} us"
+                out.append(
+                    Finding(
+                        id=f"host_dispatch.host_bound.launch_delay.r{r}",
+                        kind=FindingKind.HOST_BOUND,
+                        severity=Severity.from_share(max(share, 0.0)),
+                        summary=(
+                            f"Rank {r}: launch delay (host API to device start) {q} is {val:.0f} us, "
+                            f"{m['launch_delay_ratio']:.1f}x the cluster median of {med:.0f} us over "
+                            f"{int(row.launch_count)} launches{text_free}."
+                        ),
+                        summary_zh=(
+                            f"rank {r} 的下发时延（host API 到 device 开始）{q} 为 {val:.0f} us，是集群中位数 "
+                            f"{med:.0f} us 的 {m['launch_delay_ratio']:.1f} 倍（{int(row.launch_count)} 次下发）"
+                            f"{text_free_zh}。"
+                        ),
+                        ranks=(r,),
+                        metrics=m,
+                        evidence=(
+                            Evidence(
+                                "host_dispatch",
+                                profile.cite("host_dispatch", r),
+                                {"rank": r},
+                                f"launch_delay_us = device_start_us - host_start_us; {q} per rank vs "
+                                "median over ranks",
+                            ),
+                        ),
+                        symptom_tags=("launch_delay", "host_bound"),
+                        estimated_gain_us=float(gain) if np.isfinite(gain) and gain > 0 else None,
+                    )
+                )
+            break  # p50 outliers already explain the p90 ones
+
+    # 2. host-bound idle: high Free and the host launched after the device went idle
+    if "host_wait_ratio" in t.columns:
+        hb = t[(free_ratio > FREE_RATIO) & (t["host_wait_ratio"] >= HOST_WAIT_RATIO)]
+        if not hb.empty:
+            flagged = [int(r) for r in hb["rank"]]
+            worst = hb.sort_values("host_wait_us_per_step", ascending=False).iloc[0]
+            hw = float(worst["host_wait_us_per_step"])
+            share = hw / float(worst["step_us"]) if worst["step_us"] > 0 else 0.0
+            tags = ["host_bound", "high_free"]
+            tiny = float(worst.get("tiny_kernel_count_ratio", np.nan))
+            if np.isfinite(tiny) and tiny >= TINY_COUNT_RATIO:
+                tags.append("tiny_kernels")
+            out.append(
+                Finding(
+                    id="host_dispatch.host_bound.host_wait",
+                    kind=FindingKind.HOST_BOUND,
+                    severity=Severity.from_share(share),
+                    summary=(
+                        f"Host-bound on {_cluster_finding_ranks(flagged, ranks)}: on rank "
+                        f"{int(worst['rank'])} the device idles {hw:.0f} us per step waiting for the "
+                        f"host to launch the next task ({float(worst['host_wait_ratio']):.0%} of its "
+                        f"idle time; Free {float(worst['free_ratio']):.1%} of the step)."
+                    ),
+                    summary_zh=(
+                        f"{_cluster_finding_ranks(flagged, ranks)} 存在下发瓶颈：rank {int(worst['rank'])} "
+                        f"每个 step 有 {hw:.0f} us 设备空闲在等待 host 下发（占空闲的 "
+                        f"{float(worst['host_wait_ratio']):.0%}，Free 占 step {float(worst['free_ratio']):.1%}）。"
+                    ),
+                    ranks=tuple(flagged),
+                    metrics={
+                        "host_wait_us_per_step": hw,
+                        "host_wait_ratio": float(worst["host_wait_ratio"]),
+                        "free_ratio": float(worst["free_ratio"]),
+                        "device_idle_us_per_step": float(worst["device_idle_us_per_step"]),
+                        "ranks_affected": float(len(flagged)),
+                    },
+                    evidence=(
+                        Evidence(
+                            "kernels",
+                            cite_k,
+                            {"rank": int(worst["rank"])},
+                            "gap = start - running max of previous ends; host-wait = min(gap, "
+                            "host_start of next task - previous end) when the host launched late",
+                        ),
+                        Evidence("host_dispatch", cite_hd, {"rank": int(worst["rank"])}),
+                        Evidence("step_trace", cite_st, {"rank": int(worst["rank"])}),
+                    ),
+                    symptom_tags=tuple(tags),
+                    estimated_gain_us=hw,
+                )
+            )
+
+    # 3. tiny kernels dominate while the device is under-fed
+    if "tiny_kernel_count_ratio" in t.columns:
+        tk = t[(t["tiny_kernel_count_ratio"] >= TINY_COUNT_RATIO) & (free_ratio > FREE_RATIO)]
+        if not tk.empty:
+            flagged = [int(r) for r in tk["rank"]]
+            worst = tk.sort_values("free_ratio", ascending=False).iloc[0]
+            out.append(
+                Finding(
+                    id="host_dispatch.host_bound.tiny_kernels",
+                    kind=FindingKind.HOST_BOUND,
+                    severity=Severity.from_share(float(worst["free_ratio"]) - FREE_RATIO),
+                    summary=(
+                        f"Tiny kernels on {_cluster_finding_ranks(flagged, ranks)}: "
+                        f"{float(worst['tiny_kernel_count_ratio']):.0%} of compute kernels on rank "
+                        f"{int(worst['rank'])} run < {TINY_KERNEL_US:.0f} us (median "
+                        f"{float(worst['median_kernel_us']):.1f} us) while Free is "
+                        f"{float(worst['free_ratio']):.1%} of the step; launch cost dominates."
+                    ),
+                    summary_zh=(
+                        f"{_cluster_finding_ranks(flagged, ranks)} 存在大量极短算子：rank {int(worst['rank'])} "
+                        f"上 {float(worst['tiny_kernel_count_ratio']):.0%} 的计算算子短于 {TINY_KERNEL_US:.0f} us"
+                        f"（中位数 {float(worst['median_kernel_us']):.1f} us），Free 占 step "
+                        f"{float(worst['free_ratio']):.1%}。"
+                    ),
+                    ranks=tuple(flagged),
+                    metrics={
+                        "tiny_kernel_count_ratio": float(worst["tiny_kernel_count_ratio"]),
+                        "tiny_kernel_time_ratio": float(worst["tiny_kernel_time_ratio"]),
+                        "median_kernel_us": float(worst["median_kernel_us"]),
+                        "free_ratio": float(worst["free_ratio"]),
+                        "tiny_kernel_threshold_us": TINY_KERNEL_US,
+                    },
+                    evidence=(
+                        Evidence(
+                            "kernels",
+                            cite_k,
+                            {"rank": int(worst["rank"])},
+                            f"share of compute kernels with duration_us < {TINY_KERNEL_US:.0f}",
+                        ),
+                        Evidence("step_trace", cite_st, {"rank": int(worst["rank"])}),
+                    ),
+                    symptom_tags=("tiny_kernels", "host_bound"),
+                )
+            )
+
+    # 4. dataloader: idle at step start on every rank
+    prep = _col(t, "preparing_us")
+    ssi = _col(t, "step_start_idle_us")
+    start_idle, src = (prep, "step_trace preparing_us") if prep.notna().all() else (ssi, "kernels")
+    if start_idle.notna().all() and len(t) and (start_idle > DATALOADER_US).all():
+        med_idle = float(start_idle.median())
+        share = med_idle / med_step if np.isfinite(med_step) and med_step > 0 else 0.0
+        out.append(
+            Finding(
+                id="host_dispatch.dataloader.step_start",
+                kind=FindingKind.DATALOADER,
+                severity=Severity.from_share(share),
+                summary=(
+                    f"Every rank idles {med_idle / 1000:.1f} ms (median) at the start of each step "
+                    f"before its first device task, above the {DATALOADER_US / 1000:.0f} ms "
+                    "dataloader threshold: the input pipeline is on the critical path."
+                ),
+                summary_zh=(
+                    f"所有 rank 在每个 step 开始处空闲约 {med_idle / 1000:.1f} ms（中位数）才执行第一个设备任务，"
+                    f"超过 {DATALOADER_US / 1000:.0f} ms 的数据加载阈值：数据加载位于关键路径上。"
+                ),
+                ranks=tuple(ranks),
+                metrics={
+                    "step_start_idle_us": med_idle,
+                    "step_start_idle_min_us": float(start_idle.min()),
+                    "dataloader_threshold_us": DATALOADER_US,
+                    "share_of_step_ratio": share,
+                },
+                evidence=(
+                    Evidence(
+                        "step_trace" if src.startswith("step_trace") else "kernels",
+                        cite_st if src.startswith("step_trace") else cite_k,
+                        {"ranks": "all"},
+                        f"idle at step start from {src}: median over steps per rank, then over ranks",
+                    ),
+                ),
+                symptom_tags=("dataloader_stall", "high_free"),
+                estimated_gain_us=med_idle,
+            )
+        )
+
+    # 5. GC-like long gaps
+    if not long_gaps.empty:
+        gc = long_gaps[long_gaps["gc_like"]] if not no_hd else long_gaps.iloc[0:0]
+        if not gc.empty:
+            flagged = sorted(int(r) for r in gc["rank"].unique())
+            n_steps = _col(t, "steps").fillna(1).clip(lower=1)
+            steps_map = dict(zip(t["rank"].astype(int), n_steps, strict=False))
+            per_rank = gc.groupby("rank")["gap_us"].sum()
+            per_step = per_rank / per_rank.index.map(lambda r: steps_map.get(int(r), 1.0))
+            worst = int(per_step.idxmax())
+            g = float(per_step.max())
+            share = g / med_step if np.isfinite(med_step) and med_step > 0 else 0.0
+            longest = float(gc["gap_us"].max())
+            out.append(
+                Finding(
+                    id="host_dispatch.host_bound.gc_pause",
+                    kind=FindingKind.HOST_BOUND,
+                    severity=Severity.from_share(share),
+                    summary=(
+                        f"{len(gc)} device gap(s) longer than {GC_GAP_US / 1000:.0f} ms with almost no "
+                        f"host launches on ranks {format_ranks(flagged)} (longest {longest / 1000:.0f} ms; "
+                        f"{g / 1000:.1f} ms per step on rank {worst}): looks like Python GC pauses."
+                    ),
+                    summary_zh=(
+                        f"rank {format_ranks(flagged)} 上有 {len(gc)} 段超过 {GC_GAP_US / 1000:.0f} ms 的设备空闲且"
+                        f"几乎没有 host 下发（最长 {longest / 1000:.0f} ms；rank {worst} 每 step {g / 1000:.1f} ms），"
+                        "疑似 Python GC 停顿。"
+                    ),
+                    ranks=tuple(flagged),
+                    metrics={
+                        "gc_like_gaps": float(len(gc)),
+                        "longest_gap_us": longest,
+                        "gc_gap_us_per_step": g,
+                        "gap_threshold_us": GC_GAP_US,
+                    },
+                    evidence=(
+                        Evidence(
+                            "kernels",
+                            cite_k,
+                            {"ranks": flagged},
+                            "device gap > 200 ms with host launches per ms <= 0.1 "
+                            "(only launches with a HostToDevice flow are visible)",
+                        ),
+                        Evidence("host_dispatch", cite_hd, {"ranks": flagged}),
+                    ),
+                    symptom_tags=("gc_pause", "host_bound"),
+                    estimated_gain_us=g,
+                )
+            )
+
+    # 6. synchronize after launches
+    if "launch_then_sync_ratio" in t.columns:
+        sy = t[t["launch_then_sync_ratio"] > SYNC_SHARE]
+        if not sy.empty:
+            flagged = [int(r) for r in sy["rank"]]
+            worst = sy.sort_values("launch_then_sync_ratio", ascending=False).iloc[0]
+            tags = ["synchronize_stream", "host_bound"]
+            meta = profile.get("meta")
+            blocking = False
+            if not meta.empty and "env" in meta.columns:
+                blocking = any(
+                    isinstance(e, dict) and str(e.get("ASCEND_LAUNCH_BLOCKING", "")) == "1"
+                    for e in meta["env"]
+                )
+            if blocking:
+                tags.append("launch_blocking")
+            out.append(
+                Finding(
+                    id="host_dispatch.host_bound.synchronize",
+                    kind=FindingKind.HOST_BOUND,
+                    severity=Severity.from_share(float(worst.get("free_ratio", 0.0) or 0.0)),
+                    summary=(
+                        f"{float(worst['launch_then_sync_ratio']):.0%} of launches on rank "
+                        f"{int(worst['rank'])} are directly followed by a Synchronize call "
+                        f"({int(worst['sync_api_count'])} calls)"
+                        + ("; ASCEND_LAUNCH_BLOCKING=1 is set" if blocking else "")
+                        + "."
+                    ),
+                    summary_zh=(
+                        f"rank {int(worst['rank'])} 上 {float(worst['launch_then_sync_ratio']):.0%} 的下发后紧跟"
+                        f"同步调用（共 {int(worst['sync_api_count'])} 次）"
+                        + ("；设置了 ASCEND_LAUNCH_BLOCKING=1" if blocking else "")
+                        + "。"
+                    ),
+                    ranks=tuple(flagged),
+                    metrics={
+                        "launch_then_sync_ratio": float(worst["launch_then_sync_ratio"]),
+                        "sync_api_count": float(worst["sync_api_count"]),
+                        "sync_share_threshold_ratio": SYNC_SHARE,
+                    },
+                    evidence=(
+                        Evidence(
+                            "host_dispatch",
+                            cite_hd,
+                            {"rank": int(worst["rank"])},
+                            "share of non-Synchronize launches whose next host call (by "
+                            "host_start_us) has 'Synchronize' in api_name",
+                        ),
+                    ),
+                    symptom_tags=tuple(tags),
+                )
+            )
+    return out
