@@ -1,0 +1,421 @@
+"""Explain why one rank is slow (or say that it is not), component by component."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from pydantic import Field
+
+from advisor_chat.analyzers._common import (
+    SPREAD_RATIO,
+    check_rank,
+    format_ranks,
+    is_comm_kernel,
+    is_p2p,
+    ms,
+    pct,
+    per_rank_mean,
+    pipeline_stages,
+    severity,
+    step_frame,
+)
+from advisor_chat.analyzers.base import (
+    AnalyzerResult,
+    Category,
+    Evidence,
+    Finding,
+    FindingKind,
+    Params,
+    Severity,
+    register,
+)
+from advisor_chat.errors import NotAnswerableError
+from advisor_chat.ingest.profile import Profile
+
+_COMPONENTS = (
+    ("computing_us", "Computing", "计算"),
+    ("free_us", "Free", "空闲(Free)"),
+    ("communication_not_overlapped_us", "Communication (Not Overlapped)", "未掩盖通信"),
+    ("overlapped_us", "Overlapped", "被掩盖通信"),
+    ("bubble_us", "Bubble", "空泡(Bubble)"),
+    ("step_us", "Step", "step"),
+    ("comm_wait_us", "Collective wait", "集合通信等待"),
+    ("comm_transit_us", "Collective transit", "集合通信传输"),
+    ("comm_synchronization_us", "Collective synchronization", "集合通信同步"),
+)
+
+
+class ExplainRankParams(Params):
+    """Parameters of :func:`explain_rank`."""
+
+    rank: int = Field(description="Global rank to explain (required), e.g. 12.")
+    step: int | None = Field(
+        default=None, description="Step id to analyse; default: all steps (mean per step)."
+    )
+
+
+@register("explain_rank", ExplainRankParams, order=25)
+def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
+    """Explain why rank N is slow: compare it with the median of its peers and with the fastest peer, component by component (Computing, Free, communication wait vs transit), and show the evidence behind the largest gap (operator deltas, launch delays, step trend).
+
+    Peers are the ranks of its pipeline stage when stages are known, else all ranks. The
+    fastest peer is the one with the least own work (Computing + Free). Evidence: for Computing,
+    kernel time per op type (kernels, per step) minus the peer median; for Free, launch-delay
+    percentiles (host_dispatch) vs the peers' medians; always, the per-step trend of the gap.
+    Collective wait is per step from communication.json (ms → µs): a slow rank waits least
+    because it arrives last and the others wait for it.
+
+    Args:
+        profile: Canonical profile; uses ``step_trace``, ``comm_ops``, ``kernels``,
+            ``host_dispatch``.
+        params: ``rank`` (required), ``step`` (default all steps).
+
+    Returns:
+        AnalyzerResult whose ``table`` has one row per component with ``component`` (column
+        name), ``label``, ``rank_us`` (the rank, µs per step), ``median_us`` (peer median),
+        ``fastest_us`` (fastest peer), ``delta_us`` (rank − median), ``delta_fastest_us``
+        (rank − fastest), ``delta_share`` (delta / median step). Extra tables: ``op_deltas``
+        (``op_type``, ``rank_us``, ``median_us``, ``delta_us``, ``rank_count``,
+        ``median_count`` per step), ``launch_delay`` (per rank ``p50_us``, ``p90_us``,
+        ``max_us``), ``trend`` (per step ``computing_delta_us``, ``free_delta_us``).
+
+    Raises:
+        ToolArgumentError: The rank is not in the profile (the message names the valid ranks),
+            or the step is not in the step trace.
+        NotAnswerableError: The profile has no step trace and no kernels for the rank.
+    """
+    rank = int(params.rank)
+    check_rank(profile, rank)
+    st = step_frame(profile, params.step)
+    if st.empty or rank not in set(st["rank"]):
+        raise NotAnswerableError(
+            f"no step trace for rank {rank}: step_trace_time.csv (or the DB's StepTraceTime) is "
+            "needed to compare Computing/Free/Communication across ranks"
+        )
+    stages = pipeline_stages(profile)
+    peers_all = next((list(s) for s in stages if rank in s), sorted(set(st["rank"])))
+    pr = per_rank_mean(st)
+    pr = pr[pr.index.isin(peers_all)].copy()
+    comm = _comm_per_rank(profile, params.step)
+    pr = pr.join(comm)
+    peers = pr.drop(index=rank)
+    if peers.empty:
+        return AnalyzerResult(
+            "explain_rank",
+            pd.DataFrame(),
+            notes=(f"rank {rank} has no peers to compare with (single rank)",),
+        )
+    work = peers["computing_us"] + peers["free_us"]
+    fastest = int(work.idxmin())
+    med_step = float(pr["step_us"].median())
+    rows = []
+    for col, label, _zh in _COMPONENTS:
+        if col not in pr.columns or pr[col].isna().all():
+            continue
+        r_val = float(pr.at[rank, col])
+        med = float(peers[col].median())
+        fast = float(pr.at[fastest, col])
+        rows.append(
+            {
+                "component": col,
+                "label": label,
+                "rank_us": r_val,
+                "median_us": med,
+                "fastest_us": fast,
+                "delta_us": r_val - med,
+                "delta_fastest_us": r_val - fast,
+                "delta_share": (r_val - med) / med_step if med_step > 0 else np.nan,
+            }
+        )
+    table = pd.DataFrame(rows)
+    comp = table.set_index("component")
+
+    cd = float(comp.at["computing_us", "delta_us"])
+    fd = float(comp.at["free_us", "delta_us"])
+    wait_d = float(comp.at["comm_wait_us", "delta_us"]) if "comm_wait_us" in comp.index else np.nan
+    thr = SPREAD_RATIO * med_step
+    tables: dict[str, pd.DataFrame] = {"trend": _trend(st, rank, peers_all)}
+    evidence = [
+        Evidence(
+            "step_trace",
+            profile.cite("step_trace", rank),
+            {
+                "rank": rank,
+                "peers": format_ranks(peers.index),
+                "step": params.step if params.step is not None else "all",
+            },
+            "delta = rank − median of peers (mean per step); fastest = peer with least Computing + Free",
+        )
+    ]
+    waits_less = bool(np.isfinite(wait_d) and wait_d < 0 and pr["comm_wait_us"].idxmin() == rank)
+    wait_txt, wait_zh = "", ""
+    if np.isfinite(wait_d):
+        wait_txt = (
+            f"; in collectives it waits {ms(comp.at['comm_wait_us', 'rank_us'])} per step vs the "
+            f"peers' median {ms(comp.at['comm_wait_us', 'median_us'])}"
+            + (
+                " — the least of all: it arrives last and the other ranks wait for it"
+                if waits_less
+                else ""
+            )
+        )
+        wait_zh = (
+            f"；集合通信中它每步等待 {ms(comp.at['comm_wait_us', 'rank_us'])}，同组中位数 "
+            f"{ms(comp.at['comm_wait_us', 'median_us'])}"
+            + ("——最少，说明它最后到达，其他卡在等它" if waits_less else "")
+        )
+        evidence.append(
+            Evidence(
+                "comm_ops",
+                profile.cite("comm_ops", rank),
+                {"rank": rank},
+                "wait_ms summed per step, ms → µs",
+            )
+        )
+    trend = tables["trend"]
+    consistent = (
+        float((trend["free_delta_us" if fd >= cd else "computing_delta_us"] > 0).mean())
+        if not trend.empty
+        else np.nan
+    )
+    trend_txt = (
+        f"; the gap is present in {pct(consistent)} of {len(trend)} steps" if len(trend) > 1 else ""
+    )
+    trend_zh = f"；{len(trend)} 个 step 中 {pct(consistent)} 存在该差距" if len(trend) > 1 else ""
+
+    findings: list[Finding] = []
+    metrics = {
+        "computing_delta_us": cd,
+        "free_delta_us": fd,
+        "comm_wait_delta_us": wait_d,
+        "median_step_us": med_step,
+        "fastest_rank": float(fastest),
+        "peers_count": float(len(peers)),
+    }
+    if max(cd, fd) > thr:
+        if fd >= cd:
+            cat = Category.SCHEDULING
+            detail, detail_zh, ev, lt = _launch_evidence(profile, rank, peers_all, params.step)
+            if lt is not None:
+                tables["launch_delay"] = lt
+            if ev is not None:
+                evidence.append(ev)
+            gap = fd
+            cause = (
+                f"scheduling (host dispatch): rank {rank}'s Free is {ms(fd)} per step above the "
+                f"peers' median ({ms(comp.at['free_us', 'median_us'])}; fastest rank {fastest}: "
+                f"{ms(comp.at['free_us', 'fastest_us'])})"
+            )
+            cause_zh = (
+                f"调度（host 下发）问题：rank {rank} 的 Free 每步比同组中位数多 {ms(fd)}"
+                f"（中位数 {ms(comp.at['free_us', 'median_us'])}，最快 rank {fastest} 为 "
+                f"{ms(comp.at['free_us', 'fastest_us'])}）"
+            )
+            tags = ("slow_rank", "free_spread", "host_bound", "launch_delay")
+        else:
+            cat = Category.COMPUTE
+            detail, detail_zh, ev, od = _op_evidence(profile, rank, peers_all, params.step)
+            if od is not None:
+                tables["op_deltas"] = od
+            if ev is not None:
+                evidence.append(ev)
+            gap = cd
+            cause = (
+                f"compute: rank {rank}'s Computing is {ms(cd)} per step above the peers' median "
+                f"({ms(comp.at['computing_us', 'median_us'])}; fastest rank {fastest}: "
+                f"{ms(comp.at['computing_us', 'fastest_us'])})"
+            )
+            cause_zh = (
+                f"计算问题：rank {rank} 的计算时间每步比同组中位数多 {ms(cd)}"
+                f"（中位数 {ms(comp.at['computing_us', 'median_us'])}）"
+            )
+            tags = ("slow_rank", "compute_straggler", "compute_spread")
+        share = gap / med_step
+        metrics["gap_us"] = gap
+        metrics["gap_share"] = share
+        findings.append(
+            Finding(
+                id=f"explain_rank.slow_rank.r{rank}",
+                kind=FindingKind.SLOW_RANK,
+                severity=severity(share),
+                summary=(
+                    f"Rank {rank} is slow because of {cause}, {pct(share)} of the step"
+                    f"{detail}{wait_txt}{trend_txt}. Fixing it would save about {ms(gap)} per step "
+                    "on every rank that waits for it"
+                ),
+                summary_zh=(
+                    f"rank {rank} 慢的原因是{cause_zh}，占 step 的 {pct(share)}{detail_zh}{wait_zh}{trend_zh}。"
+                    f"修复后每步约可节省 {ms(gap)}"
+                ),
+                ranks=(rank,),
+                metrics=metrics,
+                evidence=tuple(evidence),
+                symptom_tags=tags,
+                estimated_gain_us=gap,
+                category=cat,
+            )
+        )
+    else:
+        big = max(cd, fd)
+        findings.append(
+            Finding(
+                id=f"explain_rank.slow_rank.r{rank}",
+                kind=FindingKind.SLOW_RANK,
+                severity=Severity.INFO,
+                summary=(
+                    f"Rank {rank} is not slow: its Computing is {ms(cd)} and its Free {ms(fd)} "
+                    f"away from the peers' median ({pct(big / med_step)} of the "
+                    f"{ms(med_step)} step at most; threshold 5%){wait_txt}"
+                ),
+                summary_zh=(
+                    f"rank {rank} 并不慢：计算与同组中位数相差 {ms(cd)}，Free 相差 {ms(fd)}"
+                    f"（最多占 step {ms(med_step)} 的 {pct(big / med_step)}，阈值 5%）{wait_zh}"
+                ),
+                ranks=(rank,),
+                metrics=metrics,
+                evidence=tuple(evidence),
+                symptom_tags=(),
+                category=Category.NONE,
+            )
+        )
+    return AnalyzerResult(
+        "explain_rank", table, metrics=metrics, findings=tuple(findings), tables=tables
+    )
+
+
+def _comm_per_rank(profile: Profile, step: int | None) -> pd.DataFrame:
+    ops = profile.get("comm_ops")
+    cols = ["comm_wait_us", "comm_transit_us", "comm_synchronization_us"]
+    if ops.empty:
+        return pd.DataFrame(columns=cols, dtype="float64")
+    if step is not None:
+        ops = ops[ops["step"] == step]
+    ops = ops[~is_p2p(ops["op_type"])]
+    per_step = ops.groupby(["rank", "step"])[["wait_ms", "transit_ms", "synchronization_ms"]].sum(
+        min_count=1
+    )
+    out = per_step.groupby("rank").mean() * 1000.0
+    out.columns = cols
+    out.index = out.index.astype(int)
+    return out
+
+
+def _trend(st: pd.DataFrame, rank: int, peers: list[int]) -> pd.DataFrame:
+    sub = st[st["rank"].isin(peers)]
+    med = sub[sub["rank"] != rank].groupby("step")[["computing_us", "free_us"]].median()
+    mine = sub[sub["rank"] == rank].set_index("step")[["computing_us", "free_us"]]
+    d = (mine - med).dropna()
+    d.columns = ["computing_delta_us", "free_delta_us"]
+    return d.reset_index()
+
+
+def _launch_evidence(
+    profile: Profile, rank: int, peers: list[int], step: int | None
+) -> tuple[str, str, Evidence | None, pd.DataFrame | None]:
+    hd = profile.get("host_dispatch")
+    if step is not None and not hd.empty:
+        hd = hd[hd["step"] == step]
+    hd = hd[hd["rank"].isin(peers)]
+    if hd.empty or rank not in set(hd["rank"]):
+        return (
+            " (no host_dispatch data to show launch delays: collect with the CPU activity / "
+            "Level1 trace_view.json)",
+            "（缺少 host_dispatch 数据，无法给出下发时延）",
+            None,
+            None,
+        )
+    g = hd.groupby("rank")["launch_delay_us"]
+    lt = pd.DataFrame(
+        {
+            "p50_us": g.quantile(0.5),
+            "p90_us": g.quantile(0.9),
+            "max_us": g.max(),
+            "launches": g.size(),
+        }
+    )
+    lt.index = lt.index.astype(int)
+    others = lt.drop(index=rank, errors="ignore")
+    p90, p50, mx = (float(lt.at[rank, c]) for c in ("p90_us", "p50_us", "max_us"))
+    peer_p90 = float(others["p90_us"].median()) if not others.empty else np.nan
+    ev = Evidence(
+        "host_dispatch",
+        profile.cite("host_dispatch", rank),
+        {"rank": rank},
+        "launch_delay_us = device start − host API start; percentiles per rank",
+    )
+    return (
+        f"; its launch delays are p50 {p50:.0f} us, p90 {p90:.0f} us, max {mx:.0f} us vs the "
+        f"peers' median p90 {peer_p90:.0f} us",
+        f"；下发时延 p50 {p50:.0f} us、p90 {p90:.0f} us、最大 {mx:.0f} us，同组 p90 中位数 {peer_p90:.0f} us",
+        ev,
+        lt.reset_index(),
+    )
+
+
+def _op_evidence(
+    profile: Profile, rank: int, peers: list[int], step: int | None
+) -> tuple[str, str, Evidence | None, pd.DataFrame | None]:
+    k = profile.get("kernels")
+    if step is not None and not k.empty:
+        k = k[k["step"] == step]
+    k = k[k["rank"].isin(peers)]
+    if k.empty or rank not in set(k["rank"]):
+        return (
+            " (no kernel data to name the operators: kernel_details.csv is needed)",
+            "（缺少 kernel 数据，无法定位算子）",
+            None,
+            None,
+        )
+    k = k[~is_comm_kernel(k)]
+    nsteps = k.groupby("rank")["step"].nunique().clip(lower=1)
+    agg = k.groupby(["rank", "op_type"])["duration_us"].agg(["sum", "size"]).reset_index()
+    agg["per_step_us"] = agg["sum"] / agg["rank"].map(nsteps)
+    agg["per_step_count"] = agg["size"] / agg["rank"].map(nsteps)
+    mine = agg[agg["rank"] == rank].set_index("op_type")
+    peer = agg[agg["rank"] != rank]
+    all_types = agg["op_type"].unique()
+    n_peers = max(peer["rank"].nunique(), 1)
+    piv = peer.pivot_table(index="op_type", columns="rank", values="per_step_us", fill_value=0.0)
+    pivc = peer.pivot_table(
+        index="op_type", columns="rank", values="per_step_count", fill_value=0.0
+    )
+    med = (
+        piv.reindex(all_types, fill_value=0.0).median(axis=1)
+        if n_peers
+        else pd.Series(0.0, index=all_types)
+    )
+    medc = pivc.reindex(all_types, fill_value=0.0).median(axis=1)
+    od = pd.DataFrame(
+        {
+            "rank_us": mine["per_step_us"].reindex(all_types, fill_value=0.0),
+            "median_us": med,
+            "rank_count": mine["per_step_count"].reindex(all_types, fill_value=0.0),
+            "median_count": medc,
+        }
+    )
+    od["delta_us"] = od["rank_us"] - od["median_us"]
+    od = od.sort_values("delta_us", ascending=False)
+    od.index.name = "op_type"
+    od = od.reset_index()[
+        ["op_type", "rank_us", "median_us", "delta_us", "rank_count", "median_count"]
+    ]
+    top = od.head(3)
+    parts = ", ".join(
+        f"{t} +{ms(d)} ({c:.0f} vs {mc:.0f} calls)"
+        for t, d, c, mc in zip(
+            top["op_type"], top["delta_us"], top["rank_count"], top["median_count"], strict=False
+        )
+        if d > 0
+    )
+    ev = Evidence(
+        "kernels",
+        profile.cite("kernels", rank),
+        {"rank": rank, "op_types": top["op_type"].tolist()},
+        "per op type: kernel time per step on the rank − median over peers",
+    )
+    return (
+        f"; largest operator deltas: {parts}" if parts else "",
+        f"；算子差异最大：{parts}" if parts else "",
+        ev,
+        od,
+    )
