@@ -1,0 +1,103 @@
+"""Known-answer tests for step_trend: series built with a known slope, jump, or outlier."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from advisor_chat.analyzers import FindingKind
+from advisor_chat.analyzers.step_trend import StepTrendParams, step_trend
+from advisor_chat.errors import NotAnswerableError, ToolArgumentError
+from advisor_chat.ingest.profile import Profile
+from advisor_chat.ingest.schema import validate_table
+
+
+def _profile(series: dict[int, list[float]], first_step: int = 10) -> Profile:
+    rows = []
+    for r, ys in series.items():
+        for i, y in enumerate(ys):
+            rows.append(
+                dict(
+                    rank=r,
+                    step=first_step + i,
+                    computing_us=y * 0.8,
+                    communication_not_overlapped_us=y * 0.1,
+                    overlapped_us=0.0,
+                    communication_us=y * 0.1,
+                    free_us=y * 0.1,
+                    stage_us=y,
+                    bubble_us=0.0,
+                    step_us=y,
+                )
+            )
+    return Profile(
+        root=Path("."),
+        layout="synthetic",
+        tables={"step_trace": validate_table("step_trace", pd.DataFrame(rows))},
+    )
+
+
+FLAT = [10_000.0] * 10
+
+
+def test_linear_growth_on_one_rank_is_degradation() -> None:
+    grow = [10_000.0 + 200.0 * i for i in range(10)]  # +18% over the run, zero noise
+    res = step_trend(_profile({0: FLAT, 1: FLAT, 2: grow, 3: FLAT}), StepTrendParams())
+    pr = res.tables["per_rank"].set_index("rank")
+    assert pr.loc[2, "slope_us_per_step"] == pytest.approx(200.0)
+    assert pr.loc[2, "growth_ratio"] == pytest.approx(1800.0 / 10_000.0)
+    assert pr.loc[0, "slope_us_per_step"] == pytest.approx(0.0)
+    deg = [f for f in res.findings if f.kind is FindingKind.DEGRADATION]
+    assert len(deg) == 1 and deg[0].ranks == (2,)
+    assert deg[0].id == "step_trend.degradation.r2"
+    assert deg[0].metrics["slope_us_per_step"] == pytest.approx(200.0)
+    # per-step excess over the start of the run: mean(grow) - 10000 = 900
+    assert deg[0].estimated_gain_us == pytest.approx(900.0)
+    assert not [f for f in res.findings if f.kind is FindingKind.JITTER]
+    assert len(res.table) == 40
+
+
+def test_step_change_point_found() -> None:
+    jump = [10_000.0] * 6 + [12_000.0] * 6
+    res = step_trend(_profile({r: jump for r in range(4)}, first_step=0), StepTrendParams())
+    pr = res.tables["per_rank"]
+    assert (pr["change_point_step"] == 6).all()
+    assert pr["mean_before_us"].iloc[0] == pytest.approx(10_000.0)
+    assert pr["mean_after_us"].iloc[0] == pytest.approx(12_000.0)
+    deg = [f for f in res.findings if f.kind is FindingKind.DEGRADATION]
+    assert len(deg) == 1 and deg[0].id == "step_trend.degradation.cluster"
+    assert deg[0].ranks == (0, 1, 2, 3)
+    assert deg[0].metrics["change_point_step"] == 6
+
+
+def test_noise_without_trend_is_not_degradation_but_outlier_found() -> None:
+    rng = np.random.default_rng(0)
+    ys = list(10_000.0 + rng.normal(0, 50.0, 20))
+    ys[7] = 16_000.0  # one slow step
+    res = step_trend(_profile({0: ys, 1: FLAT * 2}), StepTrendParams())
+    rows = res.table[res.table["rank"] == 0].set_index("step")
+    assert bool(rows.loc[17, "is_outlier"])
+    assert int(rows["is_outlier"].sum()) == 1
+    assert not [f for f in res.findings if f.kind is FindingKind.DEGRADATION]
+    jit = [f for f in res.findings if f.kind is FindingKind.JITTER]
+    assert len(jit) == 1 and jit[0].ranks == (0,)
+    assert "17" in jit[0].summary
+
+
+def test_fewer_than_three_steps_no_finding() -> None:
+    res = step_trend(_profile({0: [10_000.0, 20_000.0]}), StepTrendParams())
+    assert not res.findings
+    assert any("not enough steps" in n for n in res.notes)
+
+
+def test_errors_and_rank_filter() -> None:
+    with pytest.raises(NotAnswerableError):
+        step_trend(Profile(root=Path("."), layout="synthetic"), StepTrendParams())
+    prof = _profile({0: FLAT, 1: FLAT})
+    with pytest.raises(ToolArgumentError, match="0-1"):
+        step_trend(prof, StepTrendParams(rank=5))
+    res = step_trend(prof, StepTrendParams(rank=1))
+    assert set(res.table["rank"]) == {1}
