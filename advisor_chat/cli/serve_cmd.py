@@ -1,0 +1,92 @@
+"""``advisor-chat serve``: the Gradio chat on 127.0.0.1."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from advisor_chat.cli.common import console, err_console, handle_errors
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve_app(
+    path: Path | None,
+    *,
+    host: str,
+    port: int,
+    model: str | None,
+    base_url: str | None,
+    baseline: Path | None,
+) -> None:
+    """Build the app, launch it and block until Ctrl-C; uploads are deleted on exit."""
+    from advisor_chat.config import load_settings
+    from advisor_chat.ui.app import build_app, launch
+
+    settings = load_settings(model=model, base_url=base_url)
+    if path is not None and not path.exists():
+        from advisor_chat.errors import InputError
+
+        raise InputError("no such profiling folder", path=path, remedy="Check the path")
+    if not _is_loopback(host):
+        err_console.print(
+            f"[bold yellow]warning:[/] binding {host}: anyone who can reach this port can read "
+            "profiling folders on this machine through the path field. Prefer 127.0.0.1 with "
+            "`ssh -L 7860:127.0.0.1:7860 host`."
+        )
+    app = build_app(settings, profile_path=path, baseline_path=baseline)
+    console.print(
+        f"advisor-chat on http://{host}:{port}/ (backend {settings.model}); Ctrl-C to stop",
+        highlight=False,
+    )
+    try:
+        launch(app, host=host, port=port, settings=settings, block=True)
+    finally:
+        app.close()
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``serve`` command to ``app``."""
+
+    @app.command("serve")
+    @handle_errors
+    def serve(
+        path: Annotated[
+            Path | None,
+            typer.Argument(help="Profiling folder to open (can be changed in the page)."),
+        ] = None,
+        host: Annotated[
+            str, typer.Option("--host", help="Interface to bind (loopback by default).")
+        ] = "127.0.0.1",
+        port: Annotated[int, typer.Option("--port", help="TCP port.")] = 7860,
+        model: Annotated[
+            str | None,
+            typer.Option(
+                "--model", help="Backend: offline (default), openai:<name>, <name> with --base-url."
+            ),
+        ] = None,
+        base_url: Annotated[
+            str | None,
+            typer.Option(
+                "--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."
+            ),
+        ] = None,
+        baseline: Annotated[
+            Path | None,
+            typer.Option(
+                "--baseline", help="Baseline profiling folder for before/after comparisons."
+            ),
+        ] = None,
+    ) -> None:
+        """Open the chat in a browser: ask about a profiling folder, see tool steps and plots."""
+        serve_app(path, host=host, port=port, model=model, base_url=base_url, baseline=baseline)

@@ -1,0 +1,264 @@
+"""The Gradio app: pick a profiling folder, ask, see tool steps, cited evidence and plots.
+
+A thin shell (STYLE.md §13): every action calls :class:`~advisor_chat.ui.session.UIController`,
+which calls the library. Per-session data lives in ``gr.State`` (a
+:class:`~advisor_chat.ui.session.Session`), never in module globals. Offline: analytics are off,
+the default theme uses bundled fonts, and nothing is fetched from the internet.
+
+Usage::
+
+    from advisor_chat.config import load_settings
+    from advisor_chat.ui.app import build_app
+
+    app = build_app(load_settings(), profile_path="./prof")
+    app.launch(server_name="127.0.0.1", server_port=7860)
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from advisor_chat.config import Settings, load_settings
+from advisor_chat.offline import ensure_offline_env
+from advisor_chat.ui.plots import PLOT_TITLES
+from advisor_chat.ui.session import Session, UIController, close_session
+
+if TYPE_CHECKING:
+    import gradio as gr
+
+PLOT_NAMES = tuple(PLOT_TITLES)
+
+EXAMPLES_EN = [
+    "why is rank 12 slow?",
+    "Is this job compute, communication or host bound?",
+    "Which link is slow?",
+    "Compare the operators of the slowest and the fastest rank",
+]
+EXAMPLES_ZH = ["为什么12号卡慢？", "通信有没有瓶颈？"]
+
+_CSS = """
+#plots-col { min-width: 360px; }
+footer { display: none !important; }
+"""
+
+
+def _session(state: Any) -> Session:
+    return state if isinstance(state, Session) else Session()
+
+
+def build_app(
+    settings: Settings | None = None,
+    *,
+    profile_path: Path | str | None = None,
+    baseline_path: Path | str | None = None,
+) -> gr.Blocks:
+    """Build (not launch) the advisor-chat web app.
+
+    Args:
+        settings: Settings; ``load_settings()`` when ``None``. ``settings.model`` picks the backend,
+            ``settings.upload_*`` cap uploads, uploads go under ``settings.uploads_dir``.
+        profile_path: Profiling folder every new session starts with (optional; users can
+            change it in the page).
+        baseline_path: Baseline profile for ``compare_profiles`` (optional).
+
+    Returns:
+        The ``gr.Blocks``; launch it with ``server_name="127.0.0.1"`` and ``share=False``.
+        Closing it (``.close()``) deletes every upload folder the app created.
+    """
+    ensure_offline_env()
+    import gradio as gr
+
+    settings = settings or load_settings()
+    ctl = UIController(settings, profile_path=profile_path, baseline_path=baseline_path)
+
+    with gr.Blocks(title="advisor-chat", analytics_enabled=False, fill_width=True) as app:
+        state = gr.State(None, delete_callback=close_session)
+        gr.Markdown(
+            "## advisor-chat · why is my Ascend training job slow?\n"
+            "Point it at a profiling folder, ask in English or Chinese; every number comes from "
+            "a tool call shown below the question."
+        )
+        with gr.Tabs():
+            with gr.Tab("Chat", id="chat-tab"), gr.Row(equal_height=False):
+                with gr.Column(scale=3, min_width=420):
+                    with gr.Accordion("Profiling folder", open=profile_path is None):
+                        with gr.Row():
+                            path_box = gr.Textbox(
+                                label="Folder on the server",
+                                placeholder="/data/prof/job_42  (a *_ascend_pt, PROF_*, *_ascend_ms "
+                                "or cluster_analysis_output folder)",
+                                value=str(profile_path) if profile_path else "",
+                                scale=5,
+                                elem_id="path-box",
+                            )
+                            load_btn = gr.Button("Load", scale=1, elem_id="load-btn")
+                        with gr.Row():
+                            upload = gr.File(
+                                label="…or upload a zipped folder (.zip)",
+                                file_types=[".zip"],
+                                type="filepath",
+                                height=90,
+                                elem_id="upload",
+                            )
+                            demo_btn = gr.Button(
+                                "Load the demo profile (16 ranks, rank 12 slow)",
+                                elem_id="demo-btn",
+                            )
+                    status = gr.Markdown("No profile loaded.", elem_id="status")
+                    chatbot = gr.Chatbot(
+                        label="advisor",
+                        height=600,
+                        elem_id="chat",
+                        buttons=["copy"],
+                        feedback_options=None,
+                        placeholder="Ask about the loaded profile, e.g. *why is rank 12 slow?* "
+                        "or *为什么12号卡慢？*",
+                    )
+                    with gr.Row():
+                        box = gr.Textbox(
+                            show_label=False,
+                            placeholder="why is rank 12 slow? / 为什么12号卡慢？",
+                            scale=6,
+                            elem_id="question",
+                            autofocus=True,
+                        )
+                        send = gr.Button("Ask", variant="primary", scale=1, elem_id="ask-btn")
+                    with gr.Row():
+                        gr.Examples(EXAMPLES_EN + EXAMPLES_ZH, inputs=box, label="Examples")
+                        new_btn = gr.Button("New conversation", size="sm", scale=0)
+                with gr.Column(scale=2, min_width=360, elem_id="plots-col"):
+                    plot_note = gr.Markdown(
+                        "### Evidence plots\nThe plots that support an answer appear here.",
+                        elem_id="plot-note",
+                    )
+                    plots = [
+                        gr.Plot(label=PLOT_TITLES[n], visible=False, elem_id=f"plot-{n}")
+                        for n in PLOT_NAMES
+                    ]
+            with gr.Tab("Overview", id="overview-tab"):
+                overview = gr.Markdown("Load a profile to see its inspect summary and report.")
+
+        view = [state, chatbot, status, overview, plot_note, *plots]
+
+        def render_view(s: Session, *, with_plots: bool = True) -> list[Any]:
+            status_md = (
+                f"**Loaded:** `{s.label}` · {len(s.profile.ranks)} ranks · backend "
+                f"`{settings.model}`"
+                if s.profile is not None
+                else "No profile loaded."
+            )
+            out: list[Any] = [
+                s,
+                copy.deepcopy(s.messages),
+                status_md,
+                s.overview_md or "Load a profile to see its inspect summary and report.",
+            ]
+            if not with_plots:
+                return out + [gr.skip()] * (1 + len(PLOT_NAMES))
+            shown = [n for n in PLOT_NAMES if s.plots.get(n) is not None]
+            missing = [n for n in s.plots if s.plots[n] is None]
+            note = "### Evidence plots\n"
+            if shown:
+                note += "Chosen by the last answer: " + ", ".join(PLOT_TITLES[n] for n in shown)
+                if s.last_answer is not None and s.last_answer.plot_ranks:
+                    note += " · highlighted ranks ★ " + ", ".join(
+                        map(str, s.last_answer.plot_ranks)
+                    )
+            else:
+                note += "The plots that support an answer appear here."
+            if missing:
+                note += "\n\nNo data in this profile for: " + ", ".join(
+                    PLOT_TITLES[n] for n in missing
+                )
+            out.append(note)
+            for n in PLOT_NAMES:
+                fig = s.plots.get(n)
+                out.append(
+                    gr.Plot(value=fig, visible=True)
+                    if fig is not None
+                    else gr.Plot(value=None, visible=False)
+                )
+            return out
+
+        def on_open(state_v: Any) -> list[Any]:
+            s = _session(state_v)
+            ctl.ensure_default(s)
+            return render_view(s)
+
+        def on_load_path(state_v: Any, path_text: str) -> list[Any]:
+            s = _session(state_v)
+            ctl.load_path(s, path_text)
+            return render_view(s)
+
+        def on_upload(state_v: Any, file_path: str | None) -> list[Any]:
+            s = _session(state_v)
+            ctl.load_upload(s, file_path)
+            return render_view(s)
+
+        def on_demo(state_v: Any) -> list[Any]:
+            s = _session(state_v)
+            ctl.load_demo(s)
+            return render_view(s)
+
+        def on_new(state_v: Any) -> list[Any]:
+            s = _session(state_v)
+            ctl.reset(s)
+            return render_view(s)
+
+        def on_ask(state_v: Any, question: str) -> Iterator[list[Any]]:
+            s = _session(state_v)
+            for _ in ctl.ask(s, question):
+                yield [*render_view(s, with_plots=False), ""]
+            yield [*render_view(s), ""]
+
+        app.load(on_open, inputs=[state], outputs=view, api_visibility="private")
+        load_btn.click(on_load_path, [state, path_box], view, api_name="load_path")
+        path_box.submit(on_load_path, [state, path_box], view, api_visibility="private")
+        upload.upload(on_upload, [state, upload], view, api_name="upload_zip")
+        demo_btn.click(on_demo, [state], view, api_name="load_demo")
+        new_btn.click(on_new, [state], view, api_name="new_conversation")
+        send.click(on_ask, [state, box], [*view, box], api_name="chat")
+        box.submit(on_ask, [state, box], [*view, box], api_visibility="private")
+
+    app.queue(default_concurrency_limit=2)
+    _close = app.close
+
+    def close(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return _close(*args, **kwargs)
+        finally:
+            ctl.close()
+
+    app.close = close  # type: ignore[method-assign]
+    app.advisor_controller = ctl  # type: ignore[attr-defined]
+    return app
+
+
+def launch(
+    app: gr.Blocks,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 7860,
+    settings: Settings | None = None,
+    block: bool = True,
+) -> tuple[Any, str]:
+    """Launch ``app`` locally (``share=False``), with the upload size cap from ``settings``.
+
+    Returns:
+        ``(fastapi_app, local_url)``.
+    """
+    settings = settings or load_settings()
+    fast, url, _ = app.launch(
+        server_name=host,
+        server_port=port,
+        share=False,
+        prevent_thread_lock=not block,
+        quiet=not block,
+        max_file_size=int(settings.upload_max_mb * 1_000_000),
+        footer_links=[],
+        show_error=False,
+    )
+    return fast, url

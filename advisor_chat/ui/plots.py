@@ -1,0 +1,279 @@
+"""Plotly figures for the chat's side panel, one per :data:`~advisor_chat.agent.answer.PlotName`.
+
+Each figure is drawn from canonical tables (:mod:`advisor_chat.ingest.schema`) or from an
+analyzer's result table; the only computation here is display aggregation (mean per step,
+quantiles, pivots) and unit conversion µs → ms. Every builder returns ``None`` when the profile
+lacks the data, so the UI can say so instead of drawing an empty chart.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from pydantic import ValidationError
+
+from advisor_chat.errors import AdvisorError
+from advisor_chat.ingest.profile import Profile
+
+log = logging.getLogger(__name__)
+
+PLOT_TITLES: dict[str, str] = {
+    "rank_breakdown": "Per-rank step breakdown",
+    "bandwidth_heatmap": "Communication matrix bandwidth",
+    "step_trend": "Step time trend",
+    "op_compare": "Operator compare",
+    "launch_delay": "Launch delay distribution",
+}
+
+_COLORS = {
+    "computing": "#4C78A8",
+    "communication": "#F58518",
+    "free": "#B8B8B8",
+    "highlight": "#D62728",
+    "other": "#9DB4CF",
+}
+
+
+def _layout(fig: go.Figure, title: str, *, height: int = 340) -> go.Figure:
+    fig.update_layout(
+        title={"text": title, "font": {"size": 14}},
+        height=height,
+        margin={"l": 50, "r": 20, "t": 50, "b": 45},
+        legend={"orientation": "h", "y": -0.2},
+        template="plotly_white",
+    )
+    return fig
+
+
+def _rank_label(rank: int, highlight: set[int]) -> str:
+    return f"<b>{rank}★</b>" if rank in highlight else str(rank)
+
+
+def rank_breakdown(profile: Profile, highlight: Sequence[int] = ()) -> go.Figure | None:
+    """Stacked bars per rank: Computing, Communication (Not Overlapped), Free; mean per step, ms.
+
+    Source: ``step_trace`` (``computing_us``, ``communication_not_overlapped_us``, ``free_us``).
+    Highlighted ranks are drawn opaque and starred; the others faded.
+    """
+    st = profile.get("step_trace")
+    cols = ["computing_us", "communication_not_overlapped_us", "free_us"]
+    if st.empty or st[cols].isna().all().all():
+        return None
+    per_rank = st.groupby("rank")[cols].mean().sort_index() / 1000.0
+    hl = set(int(r) for r in highlight)
+    ranks = [int(r) for r in per_rank.index]
+    labels = [_rank_label(r, hl) for r in ranks]
+    opacity = [1.0 if (not hl or r in hl) else 0.55 for r in ranks]
+    fig = go.Figure()
+    for col, name, color in (
+        ("computing_us", "Computing", _COLORS["computing"]),
+        (
+            "communication_not_overlapped_us",
+            "Communication (Not Overlapped)",
+            _COLORS["communication"],
+        ),
+        ("free_us", "Free", _COLORS["free"]),
+    ):
+        fig.add_bar(
+            x=labels,
+            y=per_rank[col].to_numpy(),
+            name=name,
+            marker={"color": color, "opacity": opacity},
+            hovertemplate="rank %{x}<br>" + name + ": %{y:.2f} ms<extra></extra>",
+        )
+    fig.update_layout(barmode="stack", xaxis_title="rank (★ = slow)", yaxis_title="ms per step")
+    return _layout(fig, "Per-rank step breakdown (mean per step, step_trace)")
+
+
+def bandwidth_heatmap(profile: Profile, highlight: Sequence[int] = ()) -> go.Figure | None:
+    """Heatmap of the median link bandwidth, GB/s, source rank × destination rank.
+
+    Source: ``comm_matrix`` (``src_rank``, ``dst_rank``, ``bandwidth_gbps``), LOCAL links and
+    ``src == dst`` dropped; the median is over ops and steps of each link.
+    """
+    cm = profile.get("comm_matrix")
+    if cm.empty:
+        return None
+    cm = cm[(cm["transport"].astype("string") != "LOCAL") & (cm["src_rank"] != cm["dst_rank"])]
+    cm = cm.dropna(subset=["bandwidth_gbps", "src_rank", "dst_rank"])
+    if cm.empty:
+        return None
+    pivot = (
+        cm.pivot_table(
+            index="src_rank", columns="dst_rank", values="bandwidth_gbps", aggfunc="median"
+        )
+        .sort_index(axis=0)
+        .sort_index(axis=1)
+    )
+    hl = set(int(r) for r in highlight)
+    fig = go.Figure(
+        go.Heatmap(
+            z=pivot.to_numpy(),
+            x=[_rank_label(int(r), hl) for r in pivot.columns],
+            y=[_rank_label(int(r), hl) for r in pivot.index],
+            colorscale="Viridis",
+            colorbar={"title": "GB/s"},
+            hovertemplate="src %{y} → dst %{x}<br>%{z:.2f} GB/s<extra></extra>",
+        )
+    )
+    fig.update_layout(xaxis_title="destination rank", yaxis_title="source rank")
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, "Link bandwidth, median GB/s (comm_matrix)", height=380)
+
+
+def step_trend(profile: Profile, highlight: Sequence[int] = ()) -> go.Figure | None:
+    """Step time per step, ms, one line per rank; highlighted ranks in colour, others grey.
+
+    Source: ``step_trace.step_us``.
+    """
+    st = profile.get("step_trace").dropna(subset=["step_us"])
+    st = st[st["step"] >= 0]
+    if st.empty:
+        return None
+    hl = set(int(r) for r in highlight)
+    fig = go.Figure()
+    for rank, grp in st.sort_values("step").groupby("rank"):
+        r = int(rank)  # type: ignore[call-overload]
+        on = r in hl
+        fig.add_scatter(
+            x=grp["step"].to_numpy(),
+            y=(grp["step_us"] / 1000.0).to_numpy(),
+            mode="lines+markers",
+            name=f"rank {r}" + (" ★" if on else ""),
+            line={"color": _COLORS["highlight"] if on else "#C7C7C7", "width": 3 if on else 1},
+            marker={"size": 6 if on else 3},
+            showlegend=on or len(hl) == 0,
+            hovertemplate=f"rank {r}<br>step %{{x}}: %{{y:.2f}} ms<extra></extra>",
+        )
+    fig.update_layout(xaxis_title="step", yaxis_title="step time (ms)")
+    return _layout(fig, "Step time per step (step_trace)")
+
+
+def _compare_ops_table(profile: Profile, rank_b: int | None) -> tuple[pd.DataFrame, str] | None:
+    """Top per-op-type deltas from the ``compare_ops`` analyzer (``None`` if it is unavailable)."""
+    try:
+        from advisor_chat.analyzers import get_analyzer
+
+        spec = get_analyzer("compare_ops")
+        kwargs: dict[str, Any] = {}
+        if rank_b is not None:
+            kwargs["rank_b"] = rank_b
+        result = spec.run(profile, spec.params(**kwargs))
+    except (KeyError, AdvisorError, ValidationError) as exc:  # missing or not applicable
+        log.info("compare_ops unavailable for the plot: %s", exc)
+        return None
+    df = result.table
+    delta_col = next(
+        (c for c in ("delta_total_us", "total_delta_us", "delta_us") if c in df.columns), None
+    )
+    label_col = next((c for c in ("op_type", "name", "key", "op") if c in df.columns), None)
+    if df.empty or delta_col is None or label_col is None:
+        return None
+    label = str(result.metrics.get("rank_a", "")), str(result.metrics.get("rank_b", ""))
+    sub = f"rank {label[1]} − rank {label[0]}" if all(label) else "slowest − fastest rank"
+    return df[[label_col, delta_col]].rename(
+        columns={label_col: "label", delta_col: "delta_us"}
+    ), sub
+
+
+def op_compare(profile: Profile, highlight: Sequence[int] = (), top: int = 10) -> go.Figure | None:
+    """Horizontal bars of the largest per-op time differences between two ranks, ms.
+
+    Source: the ``compare_ops`` analyzer (rank_b = first highlighted rank, rank_a = its default:
+    the fastest rank). Positive = the highlighted rank spends more time.
+    """
+    got = _compare_ops_table(profile, int(highlight[0]) if highlight else None)
+    if got is None:
+        return None
+    df, sub = got
+    df = df.dropna(subset=["delta_us"])
+    df = df.reindex(df["delta_us"].abs().sort_values(ascending=False).index).head(top)
+    if df.empty:
+        return None
+    df = df.iloc[::-1]
+    colors = [_COLORS["highlight"] if v > 0 else _COLORS["computing"] for v in df["delta_us"]]
+    fig = go.Figure(
+        go.Bar(
+            x=(df["delta_us"] / 1000.0).to_numpy(),
+            y=df["label"].astype(str).to_numpy(),
+            orientation="h",
+            marker={"color": colors},
+            hovertemplate="%{y}: %{x:+.3f} ms<extra></extra>",
+        )
+    )
+    fig.update_layout(xaxis_title=f"time difference (ms), {sub}")
+    return _layout(fig, f"Operator compare: top {len(df)} deltas (compare_ops)", height=380)
+
+
+def launch_delay(profile: Profile, highlight: Sequence[int] = ()) -> go.Figure | None:
+    """Box per rank of host→device launch delay, µs (whiskers p1/p99, box p25/p50/p75).
+
+    Source: ``host_dispatch.launch_delay_us``. Quantiles are precomputed so the figure stays small
+    for millions of launches.
+    """
+    hd = profile.get("host_dispatch").dropna(subset=["launch_delay_us"])
+    if hd.empty:
+        return None
+    q = (
+        hd.groupby("rank")["launch_delay_us"]
+        .quantile([0.01, 0.25, 0.5, 0.75, 0.99])
+        .unstack()
+        .sort_index()
+    )
+    hl = set(int(r) for r in highlight)
+    ranks = [int(r) for r in q.index]
+    fig = go.Figure()
+    for on in (False, True):
+        idx = [i for i, r in enumerate(ranks) if (r in hl) == on]
+        if not idx:
+            continue
+        sel = q.iloc[idx]
+        fig.add_trace(
+            go.Box(
+                x=[_rank_label(ranks[i], hl) for i in idx],
+                lowerfence=sel[0.01].to_numpy(),
+                q1=sel[0.25].to_numpy(),
+                median=sel[0.5].to_numpy(),
+                q3=sel[0.75].to_numpy(),
+                upperfence=sel[0.99].to_numpy(),
+                name="highlighted" if on else "ranks",
+                marker={"color": _COLORS["highlight"] if on else _COLORS["other"]},
+                showlegend=False,
+            )
+        )
+    fig.update_layout(
+        xaxis_title="rank (★ = highlighted)",
+        yaxis_title="launch delay (µs)",
+        xaxis={"categoryorder": "array", "categoryarray": [_rank_label(r, hl) for r in ranks]},
+    )
+    return _layout(fig, "Launch delay per rank, p1–p99 (host_dispatch)")
+
+
+BUILDERS: dict[str, Callable[[Profile, Sequence[int]], go.Figure | None]] = {
+    "rank_breakdown": rank_breakdown,
+    "bandwidth_heatmap": bandwidth_heatmap,
+    "step_trend": step_trend,
+    "op_compare": op_compare,
+    "launch_delay": launch_delay,
+}
+
+
+def build_plots(
+    profile: Profile, names: Sequence[str], ranks: Sequence[int] = ()
+) -> dict[str, go.Figure | None]:
+    """Build the named figures (unknown names are ignored) with ``ranks`` highlighted.
+
+    Returns:
+        ``{name: figure or None}`` in the order of ``names``; ``None`` means the profile lacks the
+        data for that plot.
+    """
+    out: dict[str, go.Figure | None] = {}
+    for name in names:
+        builder = BUILDERS.get(name)
+        if builder is not None and name not in out:
+            out[name] = builder(profile, list(ranks))
+    return out

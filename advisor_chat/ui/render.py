@@ -1,0 +1,174 @@
+"""Turn the agent's events and :class:`Answer` into chat messages (openai-style dicts).
+
+A message is ``{"role": "user"|"assistant", "content": str, "metadata": {...}}``; a message with
+``metadata.title`` is drawn by Gradio as a collapsible step (``status`` ``pending`` shows a
+spinner, ``done`` collapses it). Only display formatting happens here (rounding included).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from advisor_chat.agent.answer import Answer, CitedCase, CitedFinding, Grounding
+
+Message = dict[str, Any]
+
+TOOL_PREFIX = "🛠️ tool: "
+_MAX_RESULT_CHARS = 4000
+
+_LABELS = {
+    "en": {
+        "findings": "📌 cited findings",
+        "cases": "📚 cited cases",
+        "suggestions": "Suggestions",
+        "cases_inline": "Cases",
+        "grounding": "Grounding",
+        "no_numbers": "no numbers in this answer",
+        "grounded": "{g}/{t} numbers match this turn's tool results",
+        "ungrounded": "not found in tool results",
+        "gain": "est. gain",
+        "sources": "sources",
+        "expand": "expand the blocks below for evidence",
+    },
+    "zh": {
+        "findings": "📌 引用的发现",
+        "cases": "📚 引用的案例",
+        "suggestions": "建议",
+        "cases_inline": "案例",
+        "grounding": "数据核对",
+        "no_numbers": "回答中没有数字",
+        "grounded": "{g}/{t} 个数字与本轮工具结果一致",
+        "ungrounded": "未在工具结果中找到",
+        "gain": "预计收益",
+        "sources": "来源",
+        "expand": "展开下方内容查看证据",
+    },
+}
+
+
+def user_message(text: str) -> Message:
+    """A user bubble."""
+    return {"role": "user", "content": text}
+
+
+def assistant_message(text: str) -> Message:
+    """A plain assistant bubble."""
+    return {"role": "assistant", "content": text}
+
+
+def notice(text: str) -> Message:
+    """An assistant bubble for a problem the user can fix (bad path, no profile, ...)."""
+    return {"role": "assistant", "content": f"⚠️ {text}"}
+
+
+def _fmt_args(args: dict[str, Any]) -> str:
+    if not args:
+        return "(no arguments)"
+    return json.dumps(args, ensure_ascii=False, default=str)
+
+
+def tool_step(call_id: str, name: str, args: dict[str, Any]) -> Message:
+    """A pending collapsible step for one tool call."""
+    return {
+        "role": "assistant",
+        "content": f"**arguments:** `{_fmt_args(args)}`",
+        "metadata": {"title": f"{TOOL_PREFIX}{name}", "status": "pending", "id": call_id},
+    }
+
+
+def finish_tool_step(msg: Message, summary: str, error: str | None = None) -> None:
+    """Add the result (or the error) to a tool step and mark it done, in place."""
+    text = summary if len(summary) <= _MAX_RESULT_CHARS else summary[:_MAX_RESULT_CHARS] + " …"
+    body = f"**error:** {error}" if error else f"**result:**\n\n```text\n{text.strip()}\n```"
+    msg["content"] = f"{msg['content']}\n\n{body}"
+    msg["metadata"] = {**msg.get("metadata", {}), "status": "done"}
+
+
+def _num(v: float) -> str:
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    if abs(v) >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
+def _finding_md(f: CitedFinding, lang: str) -> str:
+    ranks = f" — ranks {', '.join(map(str, f.ranks))}" if f.ranks else ""
+    lines = [f"**`{f.id}`** ({f.severity}){ranks}", "", f.summary]
+    if f.metrics:
+        lines.append("")
+        lines.append("; ".join(f"`{k}` = {_num(v)}" for k, v in list(f.metrics.items())[:12]))
+    if f.estimated_gain_us is not None:
+        lines.append(f"\n{_LABELS[lang]['gain']}: {_num(f.estimated_gain_us / 1000.0)} ms/step")
+    if f.sources:
+        shown = ", ".join(f"`{s}`" for s in f.sources[:4])
+        more = f" (+{len(f.sources) - 4})" if len(f.sources) > 4 else ""
+        lines.append(f"\n{_LABELS[lang]['sources']}: {shown}{more}")
+    return "\n".join(lines)
+
+
+def _case_md(c: CitedCase) -> str:
+    return f"**`{c.id}`** — {c.title}  \n{c.source}"
+
+
+def grounding_line(g: Grounding, lang: str = "en") -> str:
+    """One line saying how many numbers of the answer were found in the tool results."""
+    lab = _LABELS[lang]
+    if g.numbers_total == 0:
+        return f"ℹ️ {lab['grounding']}: {lab['no_numbers']}"
+    ok = g.numbers_grounded == g.numbers_total
+    line = (
+        ("✅ " if ok else "⚠️ ")
+        + f"{lab['grounding']}: "
+        + lab["grounded"].format(g=g.numbers_grounded, t=g.numbers_total)
+    )
+    if g.ungrounded:
+        line += f"; {lab['ungrounded']}: " + ", ".join(f"`{u}`" for u in g.ungrounded[:8])
+    return line
+
+
+def answer_messages(answer: Answer) -> list[Message]:
+    """The answer bubble (text, suggestions, case titles, grounding) plus collapsible evidence."""
+    lang = answer.language if answer.language in _LABELS else "en"
+    lab = _LABELS[lang]
+    parts = [answer.answer.strip()]
+    if answer.suggestions:
+        items = []
+        for s in answer.suggestions:
+            tail = []
+            if s.case_id:
+                tail.append(f"case `{s.case_id}`")
+            if s.finding_id:
+                tail.append(f"finding `{s.finding_id}`")
+            items.append(f"- {s.text}" + (f" ({', '.join(tail)})" if tail else ""))
+        parts.append(f"**{lab['suggestions']}**\n" + "\n".join(items))
+    if answer.cases:
+        parts.append(
+            f"**{lab['cases_inline']}:** " + "; ".join(f"`{c.id}` {c.title}" for c in answer.cases)
+        )
+    footer = grounding_line(answer.grounding, lang)
+    if answer.findings or answer.cases:
+        footer += f" · {lab['expand']}"
+    parts.append(f"<sub>{footer}</sub>")
+    out: list[Message] = [assistant_message("\n\n".join(parts))]
+    if answer.findings:
+        out.append(
+            {
+                "role": "assistant",
+                "content": "\n\n---\n\n".join(_finding_md(f, lang) for f in answer.findings),
+                "metadata": {
+                    "title": f"{lab['findings']} ({len(answer.findings)})",
+                    "status": "done",
+                },
+            }
+        )
+    if answer.cases:
+        out.append(
+            {
+                "role": "assistant",
+                "content": "\n\n".join(_case_md(c) for c in answer.cases),
+                "metadata": {"title": f"{lab['cases']} ({len(answer.cases)})", "status": "done"},
+            }
+        )
+    return out

@@ -1,0 +1,334 @@
+"""Per-browser-session state and the actions of the web UI, without any Gradio import.
+
+:class:`UIController` is created once per app (it holds settings and the server-configured
+paths); :class:`Session` is created once per browser session and stored in ``gr.State``, so each
+session has its own profile, :class:`~advisor_chat.agent.Advisor`, chat history and upload folder.
+Every action turns the package's typed errors into a chat message (never a traceback); anything
+else is a bug, logged with its traceback on the server and reported as an internal error.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from advisor_chat.agent.answer import (
+    Answer,
+    AnswerEvent,
+    TextEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from advisor_chat.config import Settings
+from advisor_chat.errors import AdvisorError, InputError
+from advisor_chat.ingest.profile import Profile
+from advisor_chat.ui import render
+from advisor_chat.ui.plots import build_plots
+from advisor_chat.ui.uploads import UploadLimits, extract_zip, private_dir, remove_upload_dir
+
+log = logging.getLogger(__name__)
+
+NO_PROFILE = (
+    "No profiling folder is loaded yet. Type the folder's path on this server in the "
+    "'Profiling folder' field and press Load, upload a zipped folder, or load the demo profile."
+)
+INTERNAL = "Internal error while {what} ({kind}); the details are in the server log. The app is still usable."
+
+
+@dataclass
+class Session:
+    """What one browser session owns.
+
+    Attributes:
+        profile: The loaded profile, or ``None``.
+        label: Human-readable name of the loaded folder.
+        advisor: The session's :class:`~advisor_chat.agent.Advisor` (conversation memory).
+        messages: Chat history (openai-style dicts, see :mod:`advisor_chat.ui.render`).
+        upload_dir: Private extraction folder of the last upload (deleted with the session).
+        overview_md: Markdown of ``inspect`` + ``report`` for the loaded profile.
+        last_answer: The last :class:`Answer`.
+        plots: Figures chosen by the last answer, ``{plot name: figure or None}``.
+    """
+
+    profile: Profile | None = None
+    label: str = ""
+    advisor: Any = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    upload_dir: Path | None = None
+    overview_md: str = ""
+    last_answer: Answer | None = None
+    plots: dict[str, Any] = field(default_factory=dict)
+
+    def close(self) -> None:
+        """Delete the session's upload folder (called when the session ends)."""
+        remove_upload_dir(self.upload_dir)
+        self.upload_dir = None
+
+
+def close_session(session: Session | None) -> None:
+    """``gr.State`` delete callback: release what the session holds."""
+    if isinstance(session, Session):
+        session.close()
+
+
+class UIController:
+    """The app-wide part of the UI: settings, server-configured paths, upload root.
+
+    Args:
+        settings: Settings (model, home, upload limits).
+        profile_path: Folder every new session starts with (``serve PATH``), optional.
+        baseline_path: Baseline profile for comparisons (``serve --baseline``), optional.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        profile_path: Path | str | None = None,
+        baseline_path: Path | str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.profile_path = Path(profile_path).expanduser() if profile_path else None
+        self.baseline_path = Path(baseline_path).expanduser() if baseline_path else None
+        self.limits = UploadLimits.from_settings(settings)
+        self._lock = threading.Lock()
+        self._shared: dict[str, Profile] = {}  # server-configured profiles only (read-only)
+        self._upload_root: Path | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    # ----- app-wide resources -------------------------------------------------------------
+    @property
+    def upload_root(self) -> Path:
+        """This app's private folder under ``settings.uploads_dir`` (created on first use)."""
+        with self._lock:
+            if self._upload_root is None:
+                self._upload_root = private_dir(self.settings.uploads_dir, prefix="app-")
+                self._finalizer = weakref.finalize(self, remove_upload_dir, self._upload_root)
+            return self._upload_root
+
+    def close(self) -> None:
+        """Delete every upload of this app (called when the app closes)."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self._upload_root = None
+
+    def _server_profile(self, path: Path) -> Profile:
+        """Load a server-configured profile once per app; sessions share it read-only."""
+        key = str(path.resolve())
+        with self._lock:
+            prof = self._shared.get(key)
+            if prof is None:
+                prof = self._load(path)
+                self._shared[key] = prof
+            return prof
+
+    def _load(self, path: Path) -> Profile:
+        from advisor_chat.ingest import load_profile
+
+        return load_profile(path, settings=self.settings)
+
+    def _baseline(self) -> Profile | None:
+        return self._server_profile(self.baseline_path) if self.baseline_path else None
+
+    # ----- actions --------------------------------------------------------------------
+    def _guard(self, session: Session, what: str, exc: BaseException) -> None:
+        if isinstance(exc, AdvisorError):
+            session.messages.append(render.notice(str(exc)))
+        else:
+            log.exception("UI action failed while %s", what, exc_info=exc)
+            session.messages.append(
+                render.notice(INTERNAL.format(what=what, kind=type(exc).__name__))
+            )
+
+    def _install(self, session: Session, profile: Profile, label: str) -> None:
+        from advisor_chat.agent import Advisor
+
+        advisor = Advisor(profile, settings=self.settings, baseline=self._baseline())
+        session.profile = profile
+        session.label = label
+        session.advisor = advisor
+        session.last_answer = None
+        session.plots = {}
+        session.overview_md = self.overview(profile)
+        ranks = profile.ranks
+        span = f"ranks {ranks[0]}–{ranks[-1]}" if ranks else "no ranks"
+        session.messages.append(
+            render.assistant_message(
+                f"📂 Loaded **{label}**: {len(ranks)} ranks ({span}), {len(profile.steps)} steps, "
+                f"layout `{profile.layout}`. Ask a question, e.g. *why is rank "
+                f"{ranks[-1] if ranks else 0} slow?*"
+            )
+        )
+
+    def ensure_default(self, session: Session) -> None:
+        """Load the server-configured profile into a session that has none yet."""
+        if session.profile is not None or self.profile_path is None:
+            return
+        try:
+            profile = self._server_profile(self.profile_path)
+            self._install(session, profile, str(self.profile_path))
+        except Exception as exc:
+            self._guard(session, f"loading {self.profile_path}", exc)
+
+    def load_path(self, session: Session, path_text: str) -> None:
+        """Load the folder at ``path_text`` (a path on the server) into the session."""
+        text = (path_text or "").strip().strip("'\"")
+        if not text:
+            session.messages.append(render.notice("Type a folder path first, then press Load."))
+            return
+        path = Path(text).expanduser()
+        try:
+            if not path.exists():
+                raise InputError(
+                    "no such file or folder on the server",
+                    path=path,
+                    remedy="Check the path (it is read on the machine running advisor-chat)",
+                )
+            profile = self._load(path)
+            self._install(session, profile, str(path))
+        except Exception as exc:
+            self._guard(session, f"loading {path}", exc)
+
+    def load_upload(self, session: Session, file_path: str | Path | None) -> None:
+        """Extract an uploaded zip safely into a private folder and load it."""
+        if not file_path:
+            session.messages.append(render.notice("No file received; choose a .zip to upload."))
+            return
+        name = Path(file_path).name
+        try:
+            root = extract_zip(file_path, self.upload_root, self.limits)
+        except Exception as exc:
+            self._guard(session, f"extracting {name}", exc)
+            return
+        old = session.upload_dir
+        new_dir = root if root.parent == self.upload_root else root.parent
+        try:
+            profile = self._load(root)
+            self._install(session, profile, f"{name} (uploaded)")
+        except Exception as exc:
+            remove_upload_dir(new_dir)
+            self._guard(session, f"loading {name}", exc)
+            return
+        session.upload_dir = new_dir
+        if old is not None and old != new_dir:
+            remove_upload_dir(old)
+
+    def load_demo(self, session: Session) -> None:
+        """Generate (once) and load the 16-rank demo profile where rank 12 is slow."""
+        try:
+            from advisor_chat.synth import demo_profile
+
+            path = demo_profile(self.settings)
+            self._install(session, self._server_profile(Path(path)), f"demo profile ({path})")
+        except Exception as exc:
+            self._guard(session, "loading the demo profile", exc)
+
+    def reset(self, session: Session) -> None:
+        """Start a new conversation on the same profile."""
+        session.messages = []
+        session.last_answer = None
+        session.plots = {}
+        if session.advisor is not None:
+            session.advisor.reset()
+
+    def ask(self, session: Session, question: str) -> Iterator[None]:
+        """Answer ``question`` in the session, yielding after each change to ``session.messages``."""
+        question = (question or "").strip()
+        if not question:
+            return
+        self.ensure_default(session)
+        session.messages.append(render.user_message(question))
+        yield
+        if session.advisor is None:
+            session.messages.append(render.notice(NO_PROFILE))
+            yield
+            return
+        steps: dict[str, dict[str, Any]] = {}
+        text_msg: dict[str, Any] | None = None
+        try:
+            for event in session.advisor.stream(question):
+                if isinstance(event, ToolCallEvent):
+                    steps[event.id] = render.tool_step(event.id, event.name, event.args)
+                    session.messages.append(steps[event.id])
+                elif isinstance(event, ToolResultEvent):
+                    msg = steps.get(event.id)
+                    if msg is None:
+                        msg = render.tool_step(event.id, event.name, {})
+                        session.messages.append(msg)
+                    render.finish_tool_step(msg, event.summary, event.error)
+                elif isinstance(event, TextEvent):
+                    if text_msg is None:
+                        text_msg = render.assistant_message("")
+                        session.messages.append(text_msg)
+                    text_msg["content"] += event.text
+                elif isinstance(event, AnswerEvent):
+                    if text_msg is not None:
+                        session.messages.remove(text_msg)
+                        text_msg = None
+                    self._show_answer(session, event.answer)
+                yield
+        except Exception as exc:
+            self._guard(session, "answering", exc)
+            yield
+        finally:
+            for msg in steps.values():
+                if msg.get("metadata", {}).get("status") == "pending":
+                    render.finish_tool_step(msg, "", error="interrupted")
+
+    def _show_answer(self, session: Session, answer: Answer) -> None:
+        session.messages.extend(render.answer_messages(answer))
+        session.last_answer = answer
+        if answer.plots and session.profile is not None:
+            session.plots = build_plots(session.profile, answer.plots, answer.plot_ranks)
+
+    # ----- overview -------------------------------------------------------------------
+    def overview(self, profile: Profile) -> str:
+        """Markdown of the ``inspect`` summary and the full ``report`` of ``profile``."""
+        parts = ["## Inspect"]
+        try:
+            from advisor_chat.ingest import inspect_profile
+
+            parts.append(_inspect_md(inspect_profile(profile)))
+        except Exception as exc:
+            parts.append(_overview_error("inspect", exc))
+        parts.append("## Report")
+        try:
+            from advisor_chat.reporting import render_markdown, run_report
+
+            parts.append(render_markdown(run_report(profile, baseline=self._baseline())))
+        except Exception as exc:
+            parts.append(_overview_error("report", exc))
+        return "\n\n".join(parts)
+
+
+def _overview_error(what: str, exc: BaseException) -> str:
+    if isinstance(exc, AdvisorError):
+        return f"⚠️ {exc}"
+    log.exception("overview: %s failed", what, exc_info=exc)
+    return f"⚠️ Internal error in {what} ({type(exc).__name__}); see the server log."
+
+
+def _inspect_md(info: dict[str, Any]) -> str:
+    """Render the ``inspect --json`` dict: scalars as a table, the rest as JSON blocks."""
+    import json
+
+    rows = [(k, v) for k, v in info.items() if isinstance(v, (str, int, float, bool)) or v is None]
+    scalar_keys = {k for k, _ in rows}
+    out: list[str] = []
+    if rows:
+        out.append("| field | value |\n|---|---|")
+        out.extend(f"| {k} | {v} |" for k, v in rows)
+        out = ["\n".join(out)]
+    for k, v in info.items():
+        if k in scalar_keys:
+            continue
+        text = json.dumps(v, ensure_ascii=False, indent=1, default=str)
+        if len(text) > 6000:
+            text = text[:6000] + "\n…"
+        out.append(f"**{k}**\n\n```json\n{text}\n```")
+    return "\n\n".join(out)
