@@ -1,0 +1,245 @@
+"""Data-quality checks, run first: is the profile complete and comparable across ranks?"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from advisor_chat.analyzers._common import format_ranks
+from advisor_chat.analyzers.base import (
+    AnalyzerResult,
+    Evidence,
+    Finding,
+    FindingKind,
+    Params,
+    Severity,
+    register,
+)
+from advisor_chat.ingest.profile import Profile
+
+#: Load-time warning code → (symptom tag, severity).
+_WARNING_TAGS: dict[str, tuple[str | None, Severity]] = {
+    "missing_ranks": ("missing_ranks", Severity.MEDIUM),
+    "missing_steps": ("missing_steps", Severity.LOW),
+    "mixed_versions": ("version_mismatch", Severity.MEDIUM),
+    "profiler_level2": ("profiler_overhead", Severity.LOW),
+    "no_communication_level0": ("missing_comm_data", Severity.LOW),
+}
+
+
+class DataQualityParams(Params):
+    """Parameters of :func:`data_quality` (none)."""
+
+
+@register("data_quality", DataQualityParams, order=0)
+def data_quality(profile: Profile, params: DataQualityParams) -> AnalyzerResult:
+    """Check that the profile can be trusted before diagnosing it: missing ranks or steps, mixed CANN/torch_npu versions, profiler Level2 overhead, missing communication data (Level0), files skipped at load.
+
+    Combines the load-time warnings (``profile.warnings``) with checks on the tables: ranks
+    present vs ``meta.world_size`` and vs a contiguous 0..max range; the step set of every rank
+    vs the union (step_trace); distinct ``meta.cann_version`` / ``torch_npu_version``;
+    ``meta.profiler_level`` = Level2; step_trace shows communication but ``comm_ops`` is empty.
+
+    Args:
+        profile: Canonical profile (any tables).
+        params: None.
+
+    Returns:
+        AnalyzerResult whose ``table`` has one row per check: ``check`` (name), ``status``
+        (``ok``, ``warn`` or ``n/a``), ``detail`` (one sentence), ``ranks`` (compact text of the
+        ranks concerned). Metrics: ``ranks_count``, ``steps_count``, ``warnings_count``.
+
+    Raises:
+        Nothing: missing tables are reported as ``n/a`` checks.
+    """
+    rows: list[dict[str, str]] = []
+    findings: list[Finding] = []
+    seen_codes: set[str] = set()
+
+    def add(check: str, status: str, detail: str, ranks: list[int] | tuple[int, ...] = ()) -> None:
+        rows.append(
+            {
+                "check": check,
+                "status": status,
+                "detail": detail,
+                "ranks": format_ranks(ranks) if ranks else "",
+            }
+        )
+
+    def finding(
+        code: str,
+        summary: str,
+        summary_zh: str,
+        ranks: tuple[int, ...],
+        table: str,
+        metrics: dict[str, float] | None = None,
+        note: str = "",
+    ) -> None:
+        if code in seen_codes:
+            return
+        seen_codes.add(code)
+        tag, sev = _WARNING_TAGS.get(code, (None, Severity.LOW))
+        findings.append(
+            Finding(
+                id=f"data_quality.data_quality.{code}",
+                kind=FindingKind.DATA_QUALITY,
+                severity=sev,
+                summary=summary,
+                summary_zh=summary_zh,
+                ranks=tuple(sorted(ranks)),
+                metrics=metrics or {},
+                evidence=(Evidence(table, profile.cite(table), {}, note),),
+                symptom_tags=(tag,) if tag else (),
+            )
+        )
+
+    ranks = profile.ranks
+    meta = profile.get("meta")
+    st = profile.get("step_trace")
+
+    # --- ranks ---
+    world = meta["world_size"].dropna() if not meta.empty else pd.Series(dtype="float64")
+    expected: set[int] = set()
+    if not world.empty:
+        expected = set(range(int(world.max())))
+    elif ranks:
+        expected = set(range(max(ranks) + 1))
+    missing = sorted(expected - set(ranks))
+    if missing and ranks:
+        src = "meta.world_size" if not world.empty else "the rank range 0..max"
+        add("ranks", "warn", f"{len(missing)} rank(s) missing vs {src}", missing)
+        finding(
+            "missing_ranks",
+            f"{len(missing)} of {len(expected)} ranks have no data (ranks {format_ranks(missing)}); "
+            "cross-rank comparisons cover only the ranks present",
+            f"{len(expected)} 张卡中有 {len(missing)} 张缺少数据（rank {format_ranks(missing)}）；跨卡比较仅覆盖现有数据",
+            tuple(missing),
+            "meta" if not world.empty else "step_trace",
+            {
+                "missing_ranks_count": float(len(missing)),
+                "expected_ranks_count": float(len(expected)),
+            },
+        )
+    else:
+        add("ranks", "ok" if ranks else "n/a", f"{len(ranks)} rank(s) present")
+
+    # --- steps ---
+    if not st.empty:
+        per_rank = st.groupby("rank")["step"].apply(lambda s: frozenset(int(x) for x in s.dropna()))
+        union = frozenset().union(*per_rank.to_list())
+        short = [int(r) for r, s in per_rank.items() if s != union]
+        if short:
+            add("steps", "warn", f"{len(short)} rank(s) lack some of the {len(union)} steps", short)
+            finding(
+                "missing_steps",
+                f"{len(short)} rank(s) lack some of the {len(union)} steps seen on other ranks "
+                f"(ranks {format_ranks(short)}); per-step comparisons use the common steps only",
+                f"{len(short)} 张卡缺少部分 step（共 {len(union)} 个），逐 step 比较仅用共有 step",
+                tuple(short),
+                "step_trace",
+                {"ranks_with_missing_steps": float(len(short)), "steps_count": float(len(union))},
+            )
+        else:
+            add("steps", "ok", f"all ranks have the same {len(union)} step(s)")
+    else:
+        add("steps", "n/a", "no step trace")
+
+    # --- versions ---
+    for col in ("cann_version", "torch_npu_version"):
+        vals = meta[col].dropna().astype(str) if not meta.empty else pd.Series(dtype="string")
+        vals = vals[vals.str.strip() != ""]
+        uniq = sorted(vals.unique())
+        if len(uniq) > 1:
+            odd = meta.loc[vals.index][vals != vals.mode().iloc[0]]["rank"].astype(int).tolist()
+            add(col, "warn", f"{len(uniq)} different values: {', '.join(uniq)}", odd)
+            finding(
+                "mixed_versions",
+                f"Ranks run different {col.replace('_', ' ')}s ({', '.join(uniq)}; minority on ranks "
+                f"{format_ranks(odd)}): mixed software makes ranks behave differently",
+                f"各卡 {col} 不一致（{', '.join(uniq)}；少数派 rank {format_ranks(odd)}）",
+                tuple(odd),
+                "meta",
+                {"distinct_versions": float(len(uniq))},
+            )
+        else:
+            add(col, "ok" if uniq else "n/a", uniq[0] if uniq else "unknown")
+
+    # --- profiler level ---
+    levels = (
+        meta["profiler_level"].dropna().astype(str) if not meta.empty else pd.Series(dtype="string")
+    )
+    lvl2 = (
+        meta.loc[levels[levels.str.lower() == "level2"].index, "rank"].astype(int).tolist()
+        if not levels.empty
+        else []
+    )
+    if lvl2:
+        add("profiler_level", "warn", "Level2 collection adds overhead to every kernel", lvl2)
+        finding(
+            "profiler_level2",
+            f"Profiled at Level2 on {len(lvl2)} rank(s): its extra counters slow kernels and inflate "
+            "measured times; use Level1 for timing questions",
+            f"{len(lvl2)} 张卡使用 Level2 采集：额外开销会放大算子耗时，分析耗时请用 Level1",
+            tuple(lvl2),
+            "meta",
+        )
+    else:
+        add(
+            "profiler_level",
+            "ok" if not levels.empty else "n/a",
+            ", ".join(sorted(levels.unique())) or "unknown",
+        )
+
+    # --- communication data ---
+    has_comm_time = not st.empty and float(st["communication_us"].fillna(0).sum()) > 0
+    if has_comm_time and not profile.has("comm_ops"):
+        add("communication_data", "warn", "step trace shows communication but comm_ops is empty")
+        lvl0 = levels.str.lower().eq("level0").any() if not levels.empty else False
+        finding(
+            "no_communication_level0",
+            "No per-operator communication data (communication.json) although the step trace shows "
+            "communication"
+            + (" — collected at Level0" if lvl0 else "")
+            + ": wait/transit per collective and slow-link checks are unavailable; collect at Level1",
+            "缺少通信算子数据（communication.json），无法分析等待/传输与慢链路；请用 Level1 采集",
+            (),
+            "step_trace",
+        )
+    else:
+        add(
+            "communication_data",
+            "ok" if profile.has("comm_ops") else "n/a",
+            "comm_ops present" if profile.has("comm_ops") else "no communication in this profile",
+        )
+
+    # --- load-time warnings ---
+    for w in profile.warnings:
+        add(f"load:{w.code}", "warn", w.message, w.ranks)
+        tag, _sev = _WARNING_TAGS.get(w.code, (None, Severity.LOW))
+        if w.code in seen_codes:
+            continue
+        seen_codes.add(w.code)
+        findings.append(
+            Finding(
+                id=f"data_quality.data_quality.{w.code}",
+                kind=FindingKind.DATA_QUALITY,
+                severity=_WARNING_TAGS.get(w.code, (None, Severity.LOW))[1],
+                summary=w.message,
+                summary_zh=f"数据质量提示（{w.code}）：{w.message}",
+                ranks=tuple(sorted(w.ranks)),
+                evidence=(
+                    Evidence(
+                        "meta", w.path or str(profile.root), {"code": w.code}, "load-time warning"
+                    ),
+                ),
+                symptom_tags=(tag,) if tag else (),
+            )
+        )
+
+    findings.sort(key=lambda f: f.severity.rank)
+    table = pd.DataFrame(rows, columns=["check", "status", "detail", "ranks"])
+    metrics = {
+        "ranks_count": float(len(ranks)),
+        "steps_count": float(len(profile.steps)),
+        "warnings_count": float(len(profile.warnings)),
+    }
+    return AnalyzerResult("data_quality", table, metrics=metrics, findings=tuple(findings))

@@ -1,0 +1,347 @@
+"""Environment checks: HCCL timeouts, launch blocking, allocator, log level, parallel sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from advisor_chat.analyzers._common import format_ranks, pct, severity
+from advisor_chat.analyzers.base import (
+    AnalyzerResult,
+    Category,
+    Evidence,
+    Finding,
+    FindingKind,
+    Params,
+    Severity,
+    register,
+)
+from advisor_chat.ingest.profile import Profile
+
+#: Documented defaults (CANN environment-variable reference, "HCCL_CONNECT_TIMEOUT": 120 s;
+#: "HCCL_EXEC_TIMEOUT": 1836 s), see knowledge case ``hccl-timeouts``.
+HCCL_CONNECT_TIMEOUT_DEFAULT_S = 120.0
+HCCL_EXEC_TIMEOUT_DEFAULT_S = 1836.0
+#: An observed wait above this fraction of a timeout is a risk of hitting it.
+TIMEOUT_RISK_FRACTION = 0.5
+
+_SETTINGS = (
+    "HCCL_CONNECT_TIMEOUT",
+    "HCCL_EXEC_TIMEOUT",
+    "ASCEND_LAUNCH_BLOCKING",
+    "PYTORCH_NPU_ALLOC_CONF",
+    "ASCEND_GLOBAL_LOG_LEVEL",
+)
+
+
+class EnvCheckParams(Params):
+    """Parameters of :func:`env_check` (none)."""
+
+
+@register("env_check", EnvCheckParams, order=5)
+def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
+    """Check the job's environment: HCCL_CONNECT_TIMEOUT / HCCL_EXEC_TIMEOUT against the observed first-collective and longest waits, ASCEND_LAUNCH_BLOCKING=1, PYTORCH_NPU_ALLOC_CONF without expandable_segments:True, verbose ASCEND_GLOBAL_LOG_LEVEL, non-power-of-two parallel sizes, settings that differ across ranks.
+
+    Environment values come from ``meta.env`` (ENV_VARIABLES of profiler_info / profiler
+    metadata). Timeout defaults when unset: 120 s connect, 1836 s execution (CANN environment
+    variable reference). Observed waits come from ``comm_ops``: the first collective of each rank
+    (earliest ``start_us``) and its Wait Time (ms), and the longest single Wait Time.
+
+    Args:
+        profile: Canonical profile; uses ``meta`` (env, tp/pp/dp sizes), ``comm_ops``,
+            ``step_trace`` (Free share, to size the launch-blocking cost).
+        params: None.
+
+    Returns:
+        AnalyzerResult whose ``table`` has one row per rank × setting: ``rank``, ``setting``
+        (variable name or ``tp_size``/``pp_size``/``dp_size``), ``value`` (as written, '' if
+        unset), ``status`` (``ok``, ``warn``, ``unset``, ``unknown`` when the rank recorded no environment), ``note``. Metrics:
+        ``first_collective_wait_max_s`` (s), ``max_wait_s`` (s), ``world_size``.
+
+    Raises:
+        Nothing: a profile without ``meta.env`` yields ``unset`` rows and a note.
+    """
+    meta = profile.get("meta")
+    rows: list[dict[str, object]] = []
+    findings: list[Finding] = []
+    notes: list[str] = []
+    envs: dict[int, dict[str, str]] = {}
+    for r, env in zip(meta["rank"], meta["env"], strict=False):
+        if pd.isna(r):
+            continue
+        envs[int(r)] = {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
+    if not any(envs.values()):
+        notes.append("no environment variables recorded (meta.env empty): env checks limited")
+    src = profile.cite("meta")
+    ranks = sorted(envs) or profile.ranks
+    world = (
+        float(meta["world_size"].max())
+        if not meta.empty and meta["world_size"].notna().any()
+        else float(len(ranks))
+    )
+
+    # observed waits
+    ops = profile.get("comm_ops")
+    first_wait_s = max_wait_s = float("nan")
+    first_rank = -1
+    if not ops.empty and ops["start_us"].notna().any():
+        first = ops.sort_values("start_us").groupby("rank").head(1)
+        if first["wait_ms"].notna().any():
+            i = first["wait_ms"].idxmax()
+            first_wait_s = float(first.at[i, "wait_ms"]) / 1000.0
+            first_rank = int(first.at[i, "rank"])
+        if ops["wait_ms"].notna().any():
+            max_wait_s = float(ops["wait_ms"].max()) / 1000.0
+
+    st = profile.get("step_trace")
+    free_share = (
+        float((st["free_us"] / st["step_us"].where(st["step_us"] > 0)).mean())
+        if not st.empty
+        else float("nan")
+    )
+
+    flagged: dict[str, list[int]] = {}
+    values: dict[str, dict[int, str]] = {s: {} for s in _SETTINGS}
+    for r in ranks:
+        env = envs.get(r, {})
+        for s in _SETTINGS:
+            v = env.get(s, "").strip()
+            values[s][r] = v
+            if env:
+                status, note = _judge(s, v, first_wait_s, max_wait_s)
+            else:
+                status, note = "unknown", "no environment recorded for this rank"
+            rows.append({"rank": r, "setting": s, "value": v, "status": status, "note": note})
+            if status == "warn":
+                flagged.setdefault(s, []).append(r)
+
+    # timeouts
+    for s, default, observed, label in (
+        (
+            "HCCL_CONNECT_TIMEOUT",
+            HCCL_CONNECT_TIMEOUT_DEFAULT_S,
+            first_wait_s,
+            "first-collective wait",
+        ),
+        ("HCCL_EXEC_TIMEOUT", HCCL_EXEC_TIMEOUT_DEFAULT_S, max_wait_s, "longest collective wait"),
+    ):
+        if s not in flagged:
+            continue
+        vals = [_num(values[s][r]) for r in flagged[s]]
+        eff = min(v if v is not None else default for v in vals)
+        obs_txt = (
+            f"; observed {label} {observed:.1f} s (rank {first_rank})"
+            if np.isfinite(observed)
+            else ""
+        )
+        risky = np.isfinite(observed) and observed >= TIMEOUT_RISK_FRACTION * eff
+        findings.append(
+            Finding(
+                id=f"env_check.env.{s.lower()}",
+                kind=FindingKind.ENV,
+                severity=Severity.HIGH if risky else Severity.LOW,
+                summary=(
+                    f"{s} is {eff:g} s on ranks {format_ranks(flagged[s])} (documented default "
+                    f"{default:g} s){obs_txt}"
+                    + (
+                        ": the job can time out; raise it"
+                        if risky
+                        else ": below the default; keep it at least at the default for a "
+                        f"{world:g}-rank job"
+                    )
+                ),
+                summary_zh=(
+                    f"{s} 在 rank {format_ranks(flagged[s])} 上为 {eff:g} s（文档默认 {default:g} s）"
+                    + (
+                        f"；观测到的等待 {observed:.1f} s，存在超时风险，建议调大"
+                        if risky
+                        else "；低于默认值"
+                    )
+                ),
+                ranks=tuple(flagged[s]),
+                metrics={
+                    "timeout_s": eff,
+                    "default_s": default,
+                    "observed_wait_s": observed,
+                    "world_size": world,
+                },
+                evidence=(
+                    Evidence(
+                        "meta",
+                        src,
+                        {"setting": s},
+                        "meta.env value, default from the CANN env-var reference",
+                    ),
+                    *(
+                        (
+                            Evidence(
+                                "comm_ops",
+                                profile.cite("comm_ops"),
+                                {"rank": first_rank},
+                                f"{label}: Wait Time(ms) / 1000",
+                            ),
+                        )
+                        if np.isfinite(observed)
+                        else ()
+                    ),
+                ),
+                symptom_tags=("hccl_timeout_risk", "first_collective_late")
+                if s == "HCCL_CONNECT_TIMEOUT" and risky
+                else ("hccl_timeout_risk",),
+            )
+        )
+
+    if "ASCEND_LAUNCH_BLOCKING" in flagged:
+        rs = flagged["ASCEND_LAUNCH_BLOCKING"]
+        sev = severity(free_share) if np.isfinite(free_share) else Severity.MEDIUM
+        sev = sev if sev is not Severity.LOW else Severity.MEDIUM
+        findings.append(
+            Finding(
+                id="env_check.env.ascend_launch_blocking",
+                kind=FindingKind.ENV,
+                severity=sev,
+                summary=(
+                    f"ASCEND_LAUNCH_BLOCKING=1 on ranks {format_ranks(rs)}: every operator launch waits "
+                    f"for the previous one to finish (serial dispatch); Free is {pct(free_share)} of the step. "
+                    "Unset it outside debugging"
+                ),
+                summary_zh=f"rank {format_ranks(rs)} 设置了 ASCEND_LAUNCH_BLOCKING=1：算子串行下发；Free 占 step 的 {pct(free_share)}。调试之外请取消",
+                ranks=tuple(rs),
+                metrics={"free_share": free_share},
+                evidence=(
+                    Evidence("meta", src, {"setting": "ASCEND_LAUNCH_BLOCKING"}, "meta.env"),
+                ),
+                symptom_tags=("launch_blocking", "host_bound"),
+                category=Category.SCHEDULING,
+            )
+        )
+    if "PYTORCH_NPU_ALLOC_CONF" in flagged:
+        rs = flagged["PYTORCH_NPU_ALLOC_CONF"]
+        findings.append(
+            Finding(
+                id="env_check.env.pytorch_npu_alloc_conf",
+                kind=FindingKind.ENV,
+                severity=Severity.LOW,
+                summary=(
+                    f"PYTORCH_NPU_ALLOC_CONF lacks expandable_segments:True on ranks {format_ranks(rs)}: "
+                    "the caching allocator can fragment memory and reorganize it at high watermarks"
+                ),
+                summary_zh=f"rank {format_ranks(rs)} 的 PYTORCH_NPU_ALLOC_CONF 未开启 expandable_segments:True，可能出现内存碎片",
+                ranks=tuple(rs),
+                evidence=(
+                    Evidence("meta", src, {"setting": "PYTORCH_NPU_ALLOC_CONF"}, "meta.env"),
+                ),
+                symptom_tags=("memory_fragmentation",),
+            )
+        )
+    if "ASCEND_GLOBAL_LOG_LEVEL" in flagged:
+        rs = flagged["ASCEND_GLOBAL_LOG_LEVEL"]
+        lv = min(int(_num(values["ASCEND_GLOBAL_LOG_LEVEL"][r]) or 0) for r in rs)
+        findings.append(
+            Finding(
+                id="env_check.env.ascend_global_log_level",
+                kind=FindingKind.ENV,
+                severity=Severity.MEDIUM if lv == 0 else Severity.LOW,
+                summary=(
+                    f"ASCEND_GLOBAL_LOG_LEVEL={lv} on ranks {format_ranks(rs)} (below 3 = WARNING): "
+                    "verbose device logging slows the job; use 3 for training"
+                ),
+                summary_zh=f"rank {format_ranks(rs)} 的 ASCEND_GLOBAL_LOG_LEVEL={lv}（低于 3）：日志过多拖慢训练，建议设为 3",
+                ranks=tuple(rs),
+                metrics={"log_level": float(lv)},
+                evidence=(
+                    Evidence("meta", src, {"setting": "ASCEND_GLOBAL_LOG_LEVEL"}, "meta.env"),
+                ),
+                symptom_tags=("log_level_verbose",),
+            )
+        )
+
+    # parallel sizes
+    for col in ("tp_size", "pp_size", "dp_size"):
+        if meta.empty or meta[col].isna().all():
+            continue
+        sizes = sorted({int(v) for v in meta[col].dropna()})
+        for sz in sizes:
+            ok = sz > 0 and (sz & (sz - 1)) == 0
+            rows.append(
+                {
+                    "rank": -1,
+                    "setting": col,
+                    "value": str(sz),
+                    "status": "ok" if ok else "warn",
+                    "note": "" if ok else "not a power of two",
+                }
+            )
+            if not ok:
+                findings.append(
+                    Finding(
+                        id=f"env_check.env.{col}_not_power_of_two",
+                        kind=FindingKind.ENV,
+                        severity=Severity.LOW,
+                        summary=(
+                            f"{col.split('_')[0].upper()} size is {sz}, not a power of two: HCCL "
+                            "algorithms and tensor shapes split unevenly; prefer 2, 4, 8, ..."
+                        ),
+                        summary_zh=f"{col.split('_')[0].upper()} 并行维度为 {sz}，不是 2 的幂，通信算法与切分效率可能下降",
+                        metrics={col: float(sz)},
+                        evidence=(
+                            Evidence(
+                                "meta", src, {col: sz}, "profiler_metadata.json parallel layout"
+                            ),
+                        ),
+                        symptom_tags=("non_power_of_two_parallel",),
+                    )
+                )
+
+    # settings that differ across ranks
+    for s in _SETTINGS:
+        distinct = {v for v in values[s].values()}
+        if len(distinct) > 1:
+            notes.append(f"{s} differs across ranks: {sorted(distinct)}")
+
+    findings.sort(key=lambda f: f.severity.rank)
+    table = pd.DataFrame(rows, columns=["rank", "setting", "value", "status", "note"])
+    metrics = {
+        "first_collective_wait_max_s": first_wait_s,
+        "max_wait_s": max_wait_s,
+        "world_size": world,
+    }
+    return AnalyzerResult(
+        "env_check", table, metrics=metrics, findings=tuple(findings), notes=tuple(notes)
+    )
+
+
+def _num(v: str) -> float | None:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _judge(setting: str, value: str, first_wait_s: float, max_wait_s: float) -> tuple[str, str]:
+    """Status and note of one setting on one rank."""
+    if setting in ("HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT"):
+        default, observed = (
+            (HCCL_CONNECT_TIMEOUT_DEFAULT_S, first_wait_s)
+            if setting == "HCCL_CONNECT_TIMEOUT"
+            else (HCCL_EXEC_TIMEOUT_DEFAULT_S, max_wait_s)
+        )
+        t = _num(value)
+        eff = t if t is not None else default
+        if np.isfinite(observed) and observed >= TIMEOUT_RISK_FRACTION * eff:
+            return "warn", f"observed wait {observed:.1f} s vs timeout {eff:g} s"
+        if t is not None and t < default:
+            return "warn", f"below the documented default {default:g} s"
+        return ("ok" if value else "unset"), f"default {default:g} s" if not value else ""
+    if setting == "ASCEND_LAUNCH_BLOCKING":
+        return ("warn", "serial dispatch") if value == "1" else ("ok" if value else "unset", "")
+    if setting == "PYTORCH_NPU_ALLOC_CONF":
+        if "expandable_segments:true" in value.replace(" ", "").lower():
+            return "ok", ""
+        return "warn", "expandable_segments:True not set"
+    if setting == "ASCEND_GLOBAL_LOG_LEVEL":
+        lv = _num(value)
+        if lv is not None and lv < 3:
+            return "warn", "verbose logging (< 3)"
+        return ("ok" if value else "unset"), ""
+    return "ok", ""

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from _analyzers_a_helpers import make_profile, step_rows
+
+from advisor_chat.analyzers import get_analyzer
+from advisor_chat.ingest.profile import DataWarning
+
+
+def run(p):
+    return get_analyzer("data_quality").run(p)
+
+
+def test_missing_ranks_steps_versions_level2_level0():
+    st = [r for r in step_rows(8) if not (r["rank"] == 6 and r["step"] == 3)]
+    st = [r for r in st if r["rank"] != 7]
+    meta = [
+        {
+            "rank": r,
+            "source_dir": "/x",
+            "export_type": "text",
+            "world_size": 8,
+            "cann_version": "8.0.RC2" if r != 2 else "7.0.0",
+            "profiler_level": "Level2" if r == 1 else "Level1",
+        }
+        for r in range(7)
+    ]
+    p = make_profile({"step_trace": st, "meta": meta})
+    res = run(p)
+    by_id = {f.id: f for f in res.findings}
+    assert by_id["data_quality.data_quality.missing_ranks"].ranks == (7,)
+    assert by_id["data_quality.data_quality.missing_steps"].ranks == (6,)
+    assert by_id["data_quality.data_quality.mixed_versions"].ranks == (2,)
+    assert by_id["data_quality.data_quality.profiler_level2"].ranks == (1,)
+    # step trace has communication but no comm_ops
+    assert "data_quality.data_quality.no_communication_level0" in by_id
+    assert set(res.table["check"]) >= {
+        "ranks",
+        "steps",
+        "cann_version",
+        "profiler_level",
+        "communication_data",
+    }
+
+
+def test_clean_profile_and_load_warnings():
+    p = make_profile({"step_trace": step_rows(4)})
+    p.warnings.append(
+        DataWarning("file_skipped", "trace_view.json of rank 3 is truncated; re-export", "/x", (3,))
+    )
+    res = run(p)
+    ids = [f.id for f in res.findings]
+    assert "data_quality.data_quality.file_skipped" in ids
+    assert "data_quality.data_quality.missing_ranks" not in ids
+    assert res.metrics["warnings_count"] == 1
+
+
+def test_empty_profile_does_not_fail():
+    res = run(make_profile({}))
+    assert (res.table["status"] == "n/a").any()

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import pytest
+from _analyzers_a_helpers import make_profile, step_rows
+
+from advisor_chat.analyzers import get_analyzer
+from advisor_chat.analyzers.base import Severity
+from advisor_chat.symptoms import unknown_tags
+
+
+def meta_rows(n: int, env: dict[str, str], **kw):
+    return [
+        {
+            "rank": r,
+            "source_dir": f"/p/r{r}",
+            "export_type": "text",
+            "env": dict(env),
+            "world_size": n,
+            **kw,
+        }
+        for r in range(n)
+    ]
+
+
+def first_ops(n: int, late_wait_ms: float):
+    return [
+        {
+            "rank": r,
+            "group": "g",
+            "step": 1,
+            "op_name": "hcom_broadcast__1_0",
+            "op_type": "broadcast",
+            "comm_kind": "collective",
+            "start_us": 1e15 + r,
+            "elapse_ms": late_wait_ms + 1,
+            "transit_ms": 1.0,
+            "wait_ms": late_wait_ms if r == 0 else 0.1,
+            "synchronization_ms": 0.0,
+            "idle_ms": 0.0,
+            "wait_ratio": 0.5,
+            "synchronization_ratio": 0.0,
+        }
+        for r in range(n)
+    ]
+
+
+def run(p):
+    return get_analyzer("env_check").run(p)
+
+
+def test_known_answer_settings():
+    env = {
+        "ASCEND_LAUNCH_BLOCKING": "1",
+        "PYTORCH_NPU_ALLOC_CONF": "max_split_size_mb:128",
+        "ASCEND_GLOBAL_LOG_LEVEL": "1",
+        "HCCL_CONNECT_TIMEOUT": "60",
+    }
+    p = make_profile(
+        {
+            "meta": meta_rows(4, env, tp_size=3, pp_size=2),
+            "step_trace": step_rows(4, free=50_000.0),
+            "comm_ops": first_ops(4, late_wait_ms=45_000.0),
+        }
+    )
+    res = run(p)
+    ids = {f.id for f in res.findings}
+    assert {
+        "env_check.env.ascend_launch_blocking",
+        "env_check.env.pytorch_npu_alloc_conf",
+        "env_check.env.ascend_global_log_level",
+        "env_check.env.hccl_connect_timeout",
+        "env_check.env.tp_size_not_power_of_two",
+    } <= ids
+    assert "env_check.env.pp_size_not_power_of_two" not in ids
+    hc = next(f for f in res.findings if f.id == "env_check.env.hccl_connect_timeout")
+    # 45 s observed first-collective wait >= 0.5 × 60 s -> risk
+    assert hc.severity is Severity.HIGH
+    assert hc.metrics["observed_wait_s"] == pytest.approx(45.0)
+    assert hc.metrics["timeout_s"] == 60.0
+    lb = next(f for f in res.findings if f.id == "env_check.env.ascend_launch_blocking")
+    assert lb.severity is Severity.HIGH  # Free 50/175 ms of the step
+    assert res.metrics["first_collective_wait_max_s"] == pytest.approx(45.0)
+    for f in res.findings:
+        assert not unknown_tags(f.symptom_tags)
+    assert len(res.table[res.table["rank"] >= 0]) == 4 * 5
+
+
+def test_defaults_are_quiet_and_no_env_is_unknown():
+    env = {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True", "ASCEND_GLOBAL_LOG_LEVEL": "3"}
+    res = run(make_profile({"meta": meta_rows(2, env, tp_size=2)}))
+    assert not res.findings
+    res2 = run(make_profile({"meta": meta_rows(2, {})}))
+    assert not res2.findings
+    assert set(res2.table["status"]) == {"unknown"}
+    assert any("no environment" in n for n in res2.notes)
+
+
+def test_empty_profile():
+    res = run(make_profile({}))
+    assert not res.findings
