@@ -1,0 +1,361 @@
+"""``Advisor``: ask questions about one profile; offline planner, LLM tool calling, guarded mode.
+
+One Advisor = one session: a :class:`~advisor_chat.tools.ToolSession` (analyzer results cached
+per (analyzer, params), a :class:`~advisor_chat.tools.TableStore`), and the conversation (the
+last understood question for offline follow-ups, the message history for LLM backends).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from advisor_chat.agent.answer import (
+    AgentEvent,
+    Answer,
+    AnswerEvent,
+    Suggestion,
+    TextEvent,
+    ToolCallEvent,
+    ToolCallRecord,
+    ToolResultEvent,
+)
+from advisor_chat.agent.grounding import check_grounding, pool_from_outputs
+from advisor_chat.agent.llm import (
+    GUARDED_PROMPT,
+    SYSTEM_PROMPT,
+    backend_name,
+    make_chat_model,
+    use_guarded,
+)
+from advisor_chat.agent.parse import Query, detect_language, parse_question
+from advisor_chat.agent.planner import (
+    Planner,
+    PlanResult,
+    _suggestions,
+    cited_cases,
+    cited_findings,
+)
+from advisor_chat.analyzers.base import AnalyzerSpec, Finding
+from advisor_chat.config import Settings, load_settings
+from advisor_chat.ingest.profile import Profile
+from advisor_chat.kb.types import CaseHit
+from advisor_chat.tools.core import CaseSearch, ToolOutput, ToolSession, build_tools
+from advisor_chat.tools.store import TableStore
+
+
+class Advisor:
+    """Answers questions about a profile.
+
+    Args:
+        profile: The loaded profile.
+        settings: Backend (``settings.model``), endpoint, token cap, guarded mode.
+        baseline: An earlier run, for "what changed" questions.
+        chat_model: A LangChain chat model to use instead of the one ``settings.model`` selects
+            (tests pass scripted fakes; it must implement ``bind_tools`` unless guarded).
+        registry: Analyzer registry (default: all registered analyzers).
+        case_search: Case search function (default: ``advisor_chat.kb.search_cases``).
+
+    Example:
+        >>> adv = Advisor(load_profile("./prof"))            # doctest: +SKIP
+        >>> print(adv.ask("why is rank 12 slow?").answer)     # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        settings: Settings | None = None,
+        baseline: Profile | None = None,
+        chat_model: Any = None,
+        registry: dict[str, AnalyzerSpec[Any]] | None = None,
+        case_search: CaseSearch | None = None,
+    ) -> None:
+        self.profile = profile
+        self.baseline = baseline
+        self.settings = settings if settings is not None else load_settings()
+        self.session = ToolSession(
+            profile,
+            baseline=baseline,
+            settings=self.settings,
+            registry=registry,
+            case_search=case_search,
+        )
+        self.tools = build_tools(profile, session=self.session)
+        self.planner = Planner(self.tools, self.session)
+        self._chat_model = chat_model
+        self._model_built = chat_model is not None
+        self._injected = chat_model is not None
+        self._last: Query | None = None
+        self._history: list[Any] = []
+        self._lock = threading.Lock()
+        self._op_types: list[str] | None = None
+        self._ids = itertools.count(1)
+
+    # -- public API ------------------------------------------------------------------------
+    @property
+    def store(self) -> TableStore:
+        """The session's table store (``store.get(ref)`` for a ``table_ref``)."""
+        return self.session.store
+
+    @property
+    def backend(self) -> str:
+        """Backend label: ``offline``, the model spec, or ``custom:<class>`` for an injected model."""
+        if self._injected:
+            return f"custom:{type(self._chat_model).__name__}"
+        return backend_name(self.settings)
+
+    @property
+    def chat_model(self) -> Any:
+        """The chat model (``None`` offline), built on first use."""
+        if not self._model_built:
+            self._chat_model = make_chat_model(self.settings)
+            self._model_built = True
+        return self._chat_model
+
+    def ask(self, question: str) -> Answer:
+        """Answer ``question`` (multi-turn: follow-ups reuse the previous intent)."""
+        answer: Answer | None = None
+        for ev in self.stream(question):
+            if isinstance(ev, AnswerEvent):
+                answer = ev.answer
+        assert answer is not None  # stream always ends with an AnswerEvent
+        return answer
+
+    def stream(self, question: str) -> Iterator[AgentEvent]:
+        """Answer ``question`` as events: tool calls, tool results, text, then the answer."""
+        with self._lock:
+            model = self.chat_model
+            if model is None:
+                yield from self._stream_offline(question)
+            elif use_guarded(self.settings):
+                yield from self._stream_guarded(question, model)
+            else:
+                yield from self._stream_llm(question, model)
+
+    def reset(self) -> None:
+        """Forget the conversation (analyzer results stay cached)."""
+        with self._lock:
+            self._last = None
+            self._history = []
+
+    # -- offline -----------------------------------------------------------------------------
+    def _parse(self, question: str) -> Query:
+        if self._op_types is None:
+            k = self.profile.tables.get("kernels")
+            self._op_types = (
+                sorted({str(v) for v in k["op_type"].dropna().unique()})
+                if k is not None and not k.empty and "op_type" in k.columns
+                else []
+            )
+        return parse_question(
+            question,
+            groups=self.session.groups,
+            op_types=self._op_types,
+            previous=self._last,
+        )
+
+    def _plan(self, question: str) -> tuple[Query, PlanResult]:
+        q = self._parse(question)
+        outputs: list[ToolOutput] = []
+        plan = self.planner.run(q, outputs)
+        if q.intent not in ("help", "unsupported"):
+            self._last = q
+        return q, plan
+
+    def _stream_offline(self, question: str) -> Iterator[AgentEvent]:
+        q, plan = self._plan(question)
+        yield from self._tool_events(plan.outputs)
+        for para in plan.text.split("\n"):
+            yield TextEvent(text=para + "\n")
+        yield AnswerEvent(
+            answer=self._answer(
+                question,
+                plan.text,
+                q.language,
+                plan.findings,
+                plan.cases,
+                plan.suggestions,
+                plan.outputs,
+                intent=q.intent,
+                mode="planner",
+                plots=plan.plots,
+                plot_ranks=plan.plot_ranks,
+            )
+        )
+
+    def _tool_events(self, outputs: Sequence[ToolOutput]) -> Iterator[AgentEvent]:
+        for o in outputs:
+            cid = f"call_{next(self._ids)}"
+            yield ToolCallEvent(id=cid, name=o.name, args=o.args)
+            yield ToolResultEvent(id=cid, name=o.name, summary=o.text, error=o.error)
+
+    # -- guarded -----------------------------------------------------------------------------
+    def _stream_guarded(self, question: str, model: Any) -> Iterator[AgentEvent]:
+        from langchain_core.messages import HumanMessage, SystemMessage
+
+        q, plan = self._plan(question)
+        yield from self._tool_events(plan.outputs)
+        language = "Chinese" if q.language == "zh" else "English"
+        mode = "guarded-fallback"
+        text = plan.text
+        if q.intent not in ("help", "unsupported"):
+            try:
+                msg = model.invoke(
+                    [
+                        SystemMessage(GUARDED_PROMPT.format(language=language)),
+                        HumanMessage(f"Question: {question}\n\nFacts:\n{plan.text}"),
+                    ]
+                )
+                prose = _content(msg).strip()
+            except Exception:  # a broken local model must not lose the verified answer
+                prose = ""
+            pool = pool_from_outputs(plan.outputs, [question])
+            g = check_grounding(prose, pool)
+            template_nums = check_grounding(plan.text, pool).numbers_total
+            if prose and not g.ungrounded and (g.numbers_total > 0 or template_nums == 0):
+                text, mode = prose, "guarded"
+        for para in text.split("\n"):
+            yield TextEvent(text=para + "\n")
+        yield AnswerEvent(
+            answer=self._answer(
+                question,
+                text,
+                q.language,
+                plan.findings,
+                plan.cases,
+                plan.suggestions,
+                plan.outputs,
+                intent=q.intent,
+                mode=mode,
+                plots=plan.plots,
+                plot_ranks=plan.plot_ranks,
+            )
+        )
+
+    # -- LLM tool calling ------------------------------------------------------------------
+    def _stream_llm(self, question: str, model: Any) -> Iterator[AgentEvent]:
+        from langchain.agents import create_agent
+        from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+        agent = create_agent(
+            model,
+            tools=[t.as_langchain() for t in self.tools],
+            system_prompt=SYSTEM_PROMPT,
+        )
+        start = len(self.session.calls)
+        new: list[Any] = [HumanMessage(question)]
+        final = ""
+        names: dict[str, str] = {}
+        for chunk in agent.stream({"messages": [*self._history, *new]}, stream_mode="updates"):
+            for _node, upd in (chunk or {}).items():
+                for m in (upd or {}).get("messages", []) if isinstance(upd, dict) else []:
+                    new.append(m)
+                    if isinstance(m, AIMessage) and m.tool_calls:
+                        for tc in m.tool_calls:
+                            names[tc.get("id") or ""] = tc["name"]
+                            yield ToolCallEvent(
+                                id=tc.get("id") or "", name=tc["name"], args=tc.get("args") or {}
+                            )
+                    elif isinstance(m, ToolMessage):
+                        yield ToolResultEvent(
+                            id=m.tool_call_id,
+                            name=names.get(m.tool_call_id, m.name or ""),
+                            summary=_content(m),
+                            error=_content(m) if m.status == "error" else None,
+                        )
+                    elif isinstance(m, AIMessage):
+                        final = _content(m)
+                        if final:
+                            yield TextEvent(text=final)
+        self._history.extend(new)
+        outputs = list(self.session.calls[start:])
+        findings_all = [f for o in outputs for f in o.findings]
+        hits_all = _unique_hits(h for o in outputs for h in o.cases)
+        cited = [f for f in _unique_findings(findings_all) if f.id in final]
+        if not cited:
+            cited = _unique_findings(findings_all)[:5]
+        cases = [h for h in hits_all if h.id in final]
+        suggestions: list[Suggestion] = _suggestions(
+            cited, cases, detect_language(question) == "zh"
+        )
+        q = self._parse(question)
+        if q.intent not in ("help", "unsupported"):
+            self._last = q
+        yield AnswerEvent(
+            answer=self._answer(
+                question,
+                final,
+                detect_language(question),
+                cited,
+                cases,
+                suggestions,
+                outputs,
+                intent=q.intent,
+                mode="tools",
+                plots=[],
+                plot_ranks=sorted({r for f in cited for r in f.ranks})[:8],
+            )
+        )
+
+    # -- common ------------------------------------------------------------------------------
+    def _answer(
+        self,
+        question: str,
+        text: str,
+        language: str,
+        findings: Sequence[Finding],
+        cases: Sequence[CaseHit],
+        suggestions: Sequence[Suggestion],
+        outputs: Sequence[ToolOutput],
+        *,
+        intent: str,
+        mode: str,
+        plots: Sequence[str],
+        plot_ranks: Sequence[int],
+    ) -> Answer:
+        pool = pool_from_outputs(outputs, [question])
+        return Answer(
+            answer=text,
+            language="zh" if language == "zh" else "en",
+            findings=cited_findings(findings),
+            cases=cited_cases(cases),
+            suggestions=list(suggestions),
+            grounding=check_grounding(text, pool),
+            tool_calls=[
+                ToolCallRecord(
+                    name=o.name, args=o.args, summary=o.text, table_ref=o.table_ref, error=o.error
+                )
+                for o in outputs
+            ],
+            plots=list(plots),  # type: ignore[arg-type]
+            plot_ranks=list(plot_ranks),
+            backend=self.backend,
+            mode=mode,
+            intent=intent,
+        )
+
+
+def _content(msg: Any) -> str:
+    c = getattr(msg, "content", msg)
+    if isinstance(c, str):
+        return c
+    if isinstance(c, list):
+        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in c)
+    return str(c or "")
+
+
+def _unique_findings(fs: Sequence[Finding]) -> list[Finding]:
+    seen: dict[str, Finding] = {}
+    for f in fs:
+        seen.setdefault(f.id, f)
+    return list(seen.values())
+
+
+def _unique_hits(hs: Any) -> list[CaseHit]:
+    seen: dict[str, CaseHit] = {}
+    for h in hs:
+        seen.setdefault(h.id, h)
+    return list(seen.values())

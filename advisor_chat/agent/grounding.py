@@ -1,0 +1,222 @@
+"""Grounding check: every number in an answer must come from that turn's tool results.
+
+Numbers are extracted from the answer text (English and Chinese) with their unit and displayed
+precision, and compared with a pool of numbers collected from the tool results (text shown to
+the model, analyzer metrics, finding metrics, result tables, case hits) plus the numbers the user
+wrote in the question. A number is grounded when some pool value of a compatible dimension rounds
+to it at the precision it was written with. Allowed conversions: us ↔ ms ↔ s (and 微秒/毫秒/秒),
+ratio ↔ percent.
+
+Text inside backticks (identifiers such as case ids, env settings, file names) is not checked,
+nor are digits that are part of a word (``rank12``, ``Level1``, ``o200k``, ``8.0.RC2``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from advisor_chat.agent.answer import Grounding
+
+Dim = str  # "time" (value in us), "pct", "bw" (GB/s), "size" (MB), "none"
+
+_UNITS: dict[str, tuple[Dim, float]] = {
+    "us": ("time", 1.0),
+    "µs": ("time", 1.0),
+    "μs": ("time", 1.0),
+    "微秒": ("time", 1.0),
+    "ms": ("time", 1000.0),
+    "毫秒": ("time", 1000.0),
+    "s": ("time", 1e6),
+    "秒": ("time", 1e6),
+    "%": ("pct", 1.0),
+    "％": ("pct", 1.0),
+    "gb/s": ("bw", 1.0),
+    "gbps": ("bw", 1.0),
+    "mb": ("size", 1.0),
+    "gb": ("size", 1000.0),
+}
+
+_NUM_RE = re.compile(
+    r"(?<![A-Za-z0-9_.\-/#])"
+    r"(?P<sign>[-+−])?(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
+    r"(?:\s?(?P<unit>GB/s|GBps|µs|μs|us|ms|MB|GB|毫秒|微秒|秒|s|%|％))?"
+    r"(?!\.?[A-Za-z0-9_])"
+)
+_CODE_RE = re.compile(r"`[^`\n]*`")
+
+
+@dataclass(frozen=True)
+class Num:
+    """A number found in text.
+
+    Attributes:
+        text: As written (with unit).
+        value: Absolute value in the written unit.
+        decimals: Decimals written (the displayed precision).
+        dim: Dimension (``time``, ``pct``, ``bw``, ``size``, ``none``).
+        scale: Factor to the dimension's base unit (ms -> 1000 for time in us).
+    """
+
+    text: str
+    value: float
+    decimals: int
+    dim: Dim
+    scale: float
+
+
+def extract_numbers(text: str) -> list[Num]:
+    """Numbers in ``text`` (outside backticks), with unit and displayed precision."""
+    out: list[Num] = []
+    stripped = _CODE_RE.sub(" ", text)
+    for m in _NUM_RE.finditer(stripped):
+        raw = m.group("num").replace(",", "")
+        unit = (m.group("unit") or "").lower()
+        # "12 s" is seconds, but "12 steps"/"rank 12 slow" are not: the lookahead rejects letters
+        # after a unit, so "s" only matches when followed by a non-word character.
+        dim, scale = _UNITS.get(unit, ("none", 1.0))
+        decimals = len(raw.split(".", 1)[1]) if "." in raw else 0
+        out.append(Num(m.group(0).strip(), abs(float(raw)), decimals, dim, scale))
+    return out
+
+
+class NumberPool:
+    """Numbers available to ground an answer, by dimension (times in us, ratios as percent)."""
+
+    def __init__(self) -> None:
+        self._by_dim: dict[Dim, list[float]] = {
+            "time": [],
+            "pct": [],
+            "bw": [],
+            "size": [],
+            "none": [],
+        }
+
+    def add(self, value: float, dim: Dim = "none") -> None:
+        """Add ``value`` of dimension ``dim`` (time in us; pct in percent)."""
+        try:
+            v = abs(float(value))
+        except (TypeError, ValueError):
+            return
+        if math.isnan(v) or math.isinf(v):
+            return
+        self._by_dim[dim].append(v)
+
+    def add_named(self, name: str, value: float) -> None:
+        """Add a unit-suffixed metric (``free_us``, ``wait_ratio``, ``bandwidth_gbps``...)."""
+        n = name.lower()
+        if n.endswith("_us"):
+            self.add(value, "time")
+        elif n.endswith("_ms"):
+            self.add(_f(value) * 1000.0, "time")
+        elif n.endswith("_s"):
+            self.add(_f(value) * 1e6, "time")
+        elif n.endswith(("_ratio", "_share", "_frac", "_fraction")):
+            self.add(_f(value) * 100.0, "pct")
+            self.add(value, "none")
+        elif n.endswith("_pct") or n.endswith("_percent"):
+            self.add(value, "pct")
+        elif n.endswith("_gbps"):
+            self.add(value, "bw")
+        elif n.endswith("_mb"):
+            self.add(value, "size")
+        else:
+            self.add(value, "none")
+
+    def add_text(self, text: str) -> None:
+        """Add every number written in ``text`` (with its unit)."""
+        for n in extract_numbers(text):
+            self.add(n.value * n.scale, n.dim)
+            if n.dim == "none":
+                continue
+            self.add(n.value, "none")
+
+    def add_table(self, df: pd.DataFrame, max_rows: int = 5000) -> None:
+        """Add the numeric cells of ``df`` (unit from the column name)."""
+        if df is None or df.empty:
+            return
+        sub = df.head(max_rows)
+        for col in sub.columns:
+            s = sub[col]
+            if not pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
+                continue
+            for v in s.dropna().unique().tolist():
+                self.add_named(str(col), v)
+
+    def matches(self, n: Num) -> bool:
+        """Whether some pool value rounds to ``n`` at its displayed precision."""
+        tol = 0.5 * 10 ** (-n.decimals) * (1 + 1e-9) + 1e-12
+        dims: Sequence[Dim]
+        if n.dim == "none":
+            dims = ("none", "time", "pct", "bw", "size")
+        else:
+            dims = (n.dim, "none") if n.dim != "time" else ("time",)
+        for d in dims:
+            for v in self._by_dim[d]:
+                conv = v / n.scale if d == n.dim else v
+                if abs(conv - n.value) <= tol:
+                    return True
+        return False
+
+
+def _f(v: float) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def check_grounding(text: str, pool: NumberPool) -> Grounding:
+    """Check every number of ``text`` against ``pool``.
+
+    Returns:
+        :class:`Grounding` with totals and the ungrounded numbers as written.
+    """
+    nums = extract_numbers(text)
+    bad = [n.text for n in nums if not pool.matches(n)]
+    return Grounding(numbers_total=len(nums), numbers_grounded=len(nums) - len(bad), ungrounded=bad)
+
+
+def pool_from_outputs(outputs: Iterable[object], extra_text: Iterable[str] = ()) -> NumberPool:
+    """Build the pool from a turn's :class:`~advisor_chat.tools.ToolOutput` objects.
+
+    Args:
+        outputs: Tool outputs of the turn.
+        extra_text: Other text whose numbers count as given (the user's question).
+    """
+    pool = NumberPool()
+    for out in outputs:
+        pool.add_text(getattr(out, "text", ""))
+        for v in (getattr(out, "args", {}) or {}).values():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                pool.add(v)
+        res = getattr(out, "result", None)
+        if res is not None:
+            for k, v in res.metrics.items():
+                pool.add_named(k, v)
+            for f in res.findings:
+                for k, v in f.metrics.items():
+                    pool.add_named(k, v)
+                for r in f.ranks:
+                    pool.add(r)
+                if f.estimated_gain_us is not None:
+                    pool.add(f.estimated_gain_us, "time")
+                pool.add_text(f.summary)
+                pool.add_text(f.summary_zh)
+            pool.add_table(res.table)
+            for t in res.tables.values():
+                pool.add_table(t)
+        page = getattr(out, "page", None)
+        if page is not None:
+            pool.add_table(page)
+        for hit in getattr(out, "cases", []) or []:
+            pool.add_text(hit.expected_effect)
+            for r in hit.remedies:
+                pool.add_text(r)
+    for t in extra_text:
+        pool.add_text(t)
+    return pool

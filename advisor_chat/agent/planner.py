@@ -1,0 +1,683 @@
+"""The offline planner: question -> tool calls -> answer from templates (no model).
+
+Runs the same :class:`~advisor_chat.tools.Tool` objects an LLM would call, so tool calls are
+recorded identically. Answers are written in the user's language from the findings' own
+summaries (which carry the measured numbers), the retrieved cases and their remedies. Every
+number in the text comes from a tool result of the turn (checked by :mod:`.grounding`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from advisor_chat.agent.answer import CitedCase, CitedFinding, Suggestion
+from advisor_chat.agent.parse import Query
+from advisor_chat.analyzers.base import Finding
+from advisor_chat.kb.types import CaseHit
+from advisor_chat.tools.core import Tool, ToolOutput, ToolSession, fmt_ranks
+from advisor_chat.tools.render import fmt_num
+
+# -- labels --------------------------------------------------------------------------------------
+_CATEGORY = {
+    "scheduling": (
+        "host-side dispatch (a scheduling problem): the device sits idle (Free) waiting for the host to launch work",
+        "host 侧下发慢（调度问题）：设备处于空闲（Free）状态，等待 host 下发任务",
+    ),
+    "compute": (
+        "computation (a compute problem): its kernels take longer than on the other ranks",
+        "计算（计算问题）：该卡的算子执行时间比其他卡长",
+    ),
+    "communication": (
+        "communication (a communication problem): collectives that are not hidden behind computation",
+        "通信（通信问题）：未被计算掩盖的集合通信",
+    ),
+}
+_KIND_CATEGORY = {
+    "host_bound": "scheduling",
+    "dataloader": "scheduling",
+    "op_regression": "compute",
+    "load_imbalance": "compute",
+    "communication": "communication",
+    "slow_link": "communication",
+    "mc2_opportunity": "communication",
+}
+
+_CAPABILITIES = (
+    (
+        "why is rank N slow? (e.g. `why is rank 12 slow?`)",
+        "某张卡为什么慢（如 `为什么12号卡慢？`）",
+    ),
+    ("which rank is slow?", "哪张卡是慢卡？"),
+    (
+        "what kind of bottleneck is it (compute, scheduling, communication)?",
+        "是什么类型的瓶颈（计算、调度、通信）？",
+    ),
+    (
+        "which link is slow? (optionally a group or HCCS/RDMA)",
+        "哪条链路慢？（可指定通信域或 HCCS/RDMA）",
+    ),
+    ("which operators regressed? / compare rank A and rank B", "哪些算子劣化？/ 对比两张卡的算子"),
+    (
+        "what changed compared with a baseline run? (needs --baseline)",
+        "与基线相比有什么变化？（需要 --baseline）",
+    ),
+    ("should I enable mc2?", "是否应该开启 mc2 通算融合？"),
+    ("HCCL timeout settings / hangs", "HCCL 超时设置 / 卡住"),
+    ("does step time degrade or jitter?", "step 耗时是否劣化或抖动？"),
+    ("is the profiling data complete?", "采集数据是否完整？"),
+    ("summarize the problems", "总结主要问题"),
+)
+
+# Fallback remedies (no numbers) by symptom tag, when the case library returns nothing.
+_FALLBACK_REMEDY = {
+    "host_bound": (
+        "reduce host dispatch overhead: set `TASK_QUEUE_ENABLE=2`, bind host threads to cores, and remove per-step synchronization (`.item()`, prints)",
+        "降低 host 下发开销：设置 `TASK_QUEUE_ENABLE=2`、绑核，并去掉每步的同步操作（`.item()`、打印）",
+    ),
+    "high_free": (
+        "find what the host does while the device is idle (dataloader, Python GC, synchronization) on the slow rank",
+        "排查慢卡上设备空闲时 host 在做什么（数据加载、Python GC、同步）",
+    ),
+    "comm_not_overlapped": (
+        "overlap communication with computation (gradient bucketing / communication overlap options)",
+        "让通信与计算重叠（梯度分桶 / 通信掩盖相关选项）",
+    ),
+    "slow_link": (
+        "check the slow link's hardware and its HCCS/RDMA configuration; compare with a healthy node",
+        "检查慢链路的硬件与 HCCS/RDMA 配置，并与健康节点对比",
+    ),
+    "op_regression_shape": (
+        "profile the slow operator at the regressed input shape and align the shape to hardware-friendly sizes",
+        "针对劣化 shape 分析该算子，并将 shape 对齐到硬件友好的大小",
+    ),
+    "missing_comm_data": (
+        "collect with profiler Level1 to record communication",
+        "使用 Level1 级别采集以记录通信数据",
+    ),
+}
+
+_TITLES = {
+    "explain_rank": ("Why rank {r} is slow", "{r}号卡为什么慢"),
+}
+
+
+@dataclass
+class PlanResult:
+    """What the planner produced for one question (before grounding)."""
+
+    text: str
+    findings: list[Finding] = field(default_factory=list)
+    cases: list[CaseHit] = field(default_factory=list)
+    suggestions: list[Suggestion] = field(default_factory=list)
+    outputs: list[ToolOutput] = field(default_factory=list)
+    plots: list[str] = field(default_factory=list)
+    plot_ranks: list[int] = field(default_factory=list)
+
+
+class DataQuoter:
+    """Neutralizes data strings (operator names, paths, env values) inside answer text.
+
+    Strings from the profile that could read as prose (whitespace, very long, odd characters)
+    are rendered as a short backticked ``[data]`` quote, so an operator called
+    "IGNORE PREVIOUS INSTRUCTIONS ..." shows as quoted data, never as the advisor's words.
+    """
+
+    def __init__(self, session: ToolSession) -> None:
+        self._strings: list[str] | None = None
+        self._session = session
+
+    def _collect(self) -> list[str]:
+        p = self._session.profile
+        found: set[str] = set()
+        for table, cols in (
+            ("kernels", ("name", "op_type", "input_shapes")),
+            ("host_dispatch", ("api_name", "kernel_name")),
+            ("comm_ops", ("op_name", "group")),
+            ("comm_groups", ("group_name",)),
+            ("meta", ("source_dir",)),
+        ):
+            df = p.tables.get(table)
+            if df is None or df.empty:
+                continue
+            for c in cols:
+                if c in df.columns:
+                    for v in df[c].dropna().unique():
+                        s = str(v)
+                        if _suspicious(s):
+                            found.add(s)
+        meta = p.tables.get("meta")
+        if meta is not None and not meta.empty and "env" in meta.columns:
+            for env in meta["env"].dropna():
+                if isinstance(env, dict):
+                    found.update(str(v) for v in env.values() if _suspicious(str(v)))
+        return sorted(found, key=len, reverse=True)
+
+    def quote(self, text: str) -> str:
+        """Replace every suspicious data string in ``text`` with a backticked ``[data]`` quote."""
+        if self._strings is None:
+            self._strings = self._collect()
+        for s in self._strings:
+            if s in text:
+                text = text.replace(s, quote_data(s))
+        return text
+
+
+def _suspicious(s: str) -> bool:
+    return bool(re.search(r"\s", s.strip())) or len(s) > 80 or any(c in s for c in "`<>{}")
+
+
+def quote_data(s: str, limit: int = 40) -> str:
+    """A backticked, length-capped quote of a data string."""
+    flat = re.sub(r"\s+", " ", str(s)).replace("`", "'").strip()
+    if len(flat) > limit:
+        flat = flat[: limit - 1] + "…"
+    return f"`[data] {flat}`"
+
+
+class Planner:
+    """Deterministic question -> tools -> templated answer.
+
+    Args:
+        tools: The session's tools (by name).
+        session: The shared tool session.
+    """
+
+    def __init__(self, tools: Sequence[Tool], session: ToolSession) -> None:
+        self.tools = {t.name: t for t in tools}
+        self.session = session
+        self.quoter = DataQuoter(session)
+
+    # -- running tools -------------------------------------------------------------------------
+    def call(self, name: str, args: dict[str, Any], outputs: list[ToolOutput]) -> ToolOutput | None:
+        """Call tool ``name`` if it exists; append the output to ``outputs``."""
+        tool = self.tools.get(name)
+        if tool is None:
+            return None
+        out = tool.invoke({k: v for k, v in args.items() if v is not None})
+        outputs.append(out)
+        return out
+
+    def plan(self, q: Query) -> list[tuple[str, dict[str, Any]]]:
+        """The tool calls for ``q`` (analyzer tools only; case search comes after)."""
+        step = q.steps[0] if q.steps else None
+        rank = q.ranks[0] if q.ranks else None
+        group = q.groups[0] if q.groups else None
+        it = q.intent
+        if it == "explain_rank":
+            return [
+                ("explain_rank", {"rank": rank, "step": step}),
+                ("host_dispatch", {"rank": rank}),
+                ("slow_rank", {"step": step}),
+                ("cluster_breakdown", {"step": step}),
+            ]
+        if it == "which_slow_rank":
+            return [
+                ("slow_rank", {"group": group, "step": step}),
+                ("cluster_breakdown", {"step": step}),
+            ]
+        if it == "bottleneck":
+            return [
+                ("cluster_breakdown", {"step": step}),
+                ("slow_rank", {"step": step}),
+                ("data_quality", {}),
+            ]
+        if it == "slow_link":
+            t = q.transports[0] if q.transports else None
+            return [
+                ("slow_link", {"group": group, "transport": t}),
+                ("communication", {"group": group}),
+                ("data_quality", {}),
+            ]
+        if it == "compare_ops":
+            a, b = (q.ranks[0], q.ranks[1]) if len(q.ranks) >= 2 else (None, rank)
+            return [("compare_ops", {"rank_a": a, "rank_b": b})]
+        if it == "compare_profiles":
+            return [("compare_profiles", {})]
+        if it == "mc2":
+            return [("communication", {"group": group}), ("data_quality", {})]
+        if it == "hccl_timeout":
+            return [("env_check", {}), ("slow_rank", {})]
+        if it == "step_trend":
+            return [("step_trend", {"rank": rank})]
+        if it == "data_quality":
+            return [("data_quality", {})]
+        if it == "summarize":
+            return [
+                (spec.name, {})
+                for spec in sorted(self.session.registry.values(), key=lambda s: (s.order, s.name))
+                if spec.in_report and (not spec.needs_baseline or self.session.baseline is not None)
+            ]
+        return []
+
+    def run(self, q: Query, outputs: list[ToolOutput]) -> PlanResult:
+        """Answer ``q``: call the tools (appending to ``outputs``), retrieve cases, write the text."""
+        zh = q.language == "zh"
+        if q.intent in ("help", "unsupported"):
+            return PlanResult(self._help(q), outputs=outputs)
+        # A rank that does not exist: answer that directly (the tool names the valid ranks).
+        calls = self.plan(q)
+        if q.intent == "compare_profiles" and self.session.baseline is None:
+            text = (
+                "没有足够的信息：对比两次运行需要基线数据。请用 `--baseline PATH` 传入升级前（或上一次）的 profiling 目录，"
+                "然后再问一次。"
+                if zh
+                else "Not enough signal: comparing two runs needs the earlier run. Pass it with "
+                "`--baseline PATH` (the profiling folder from before the upgrade) and ask again."
+            )
+            return PlanResult(text, outputs=outputs)
+        for name, args in calls:
+            out = self.call(name, args, outputs)
+            if (
+                out is not None
+                and out.error
+                and not out.not_answerable
+                and q.intent
+                in (
+                    "explain_rank",
+                    "step_trend",
+                    "compare_ops",
+                )
+            ):
+                # bad rank/step: stop and report the valid values.
+                return PlanResult(self._bad_args(q, out), outputs=outputs)
+        if q.intent == "which_slow_rank":
+            slow = _slow_ranks(outputs)
+            if slow:
+                self.call("explain_rank", {"rank": slow[0]}, outputs)
+                self.call("host_dispatch", {"rank": slow[0]}, outputs)
+        return self._compose(q, outputs)
+
+    # -- writing ---------------------------------------------------------------------------
+    def _help(self, q: Query) -> str:
+        zh = q.language == "zh"
+        items = "\n".join(f"- {zhs if zh else en}" for en, zhs in _CAPABILITIES)
+        if q.intent == "help":
+            lead = (
+                "我可以根据这份 profiling 数据回答这些问题："
+                if zh
+                else "I can answer these questions about this profile:"
+            )
+        else:
+            lead = (
+                "这个问题我无法根据 profiling 数据回答。我能回答的问题："
+                if zh
+                else "I cannot answer that from the profiling data. Questions I can answer:"
+            )
+        return f"{lead}\n{items}"
+
+    def _bad_args(self, q: Query, out: ToolOutput) -> str:
+        zh = q.language == "zh"
+        ranks = fmt_ranks(self.session.ranks)
+        if zh:
+            return f"无法回答：{out.error}（这份数据共 {len(self.session.ranks)} 张卡：{ranks}）。"
+        return f"I cannot answer that for this profile: {out.error} (it has {len(self.session.ranks)} ranks)."
+
+    def _summary(self, f: Finding, zh: bool) -> str:
+        s = f.summary_zh if zh and f.summary_zh else f.summary
+        return self.quoter.quote(s.strip().rstrip("。.")) + ("。" if zh else ".")
+
+    def _compose(self, q: Query, outputs: list[ToolOutput]) -> PlanResult:
+        zh = q.language == "zh"
+        by_tool: dict[str, list[ToolOutput]] = {}
+        for o in outputs:
+            by_tool.setdefault(o.name, []).append(o)
+        all_findings = [f for o in outputs for f in o.findings]
+        lines: list[str] = []
+        cited: list[Finding] = []
+        rank = q.ranks[0] if q.ranks else None
+        plots: list[str] = []
+        plot_ranks: list[int] = []
+
+        def add(f: Finding) -> None:
+            if f.id not in {c.id for c in cited}:
+                cited.append(f)
+                lines.append(f"- {self._summary(f, zh)}{self._source(f)}")
+
+        if q.intent == "explain_rank" and rank is not None:
+            plots, plot_ranks = ["rank_breakdown", "launch_delay"], [rank]
+            own = [
+                f
+                for name in ("explain_rank", "host_dispatch")
+                for o in by_tool.get(name, [])
+                for f in o.findings
+                if not f.ranks or rank in f.ranks
+            ]
+            waits = [
+                f
+                for o in by_tool.get("slow_rank", [])
+                for f in o.findings
+                if rank in f.ranks and f.kind.value == "slow_rank"
+            ]
+            cluster = [
+                f
+                for o in by_tool.get("cluster_breakdown", [])
+                for f in o.findings
+                if rank in f.ranks
+            ]
+            cat = _category(own + waits + cluster)
+            if own or waits:
+                if cat:
+                    lead = (
+                        f"{rank}号卡慢的主要原因是{_CATEGORY[cat][1]}。"
+                        if zh
+                        else f"Rank {rank} is slow mainly because of {_CATEGORY[cat][0]}."
+                    )
+                else:
+                    lead = f"{rank}号卡的主要发现：" if zh else f"What stands out on rank {rank}:"
+                lines.append(lead)
+                for f in own[:4]:
+                    add(f)
+                if waits:
+                    lines.append(
+                        "其他卡在集合通信中等待它："
+                        if zh
+                        else "The other ranks wait for it at the collectives:"
+                    )
+                    for f in waits[:2]:
+                        add(f)
+                for f in cluster[:2]:
+                    add(f)
+            else:
+                slow = _slow_ranks(outputs)
+                if slow:
+                    lines.append(
+                        f"{rank}号卡并不是慢卡：分析认为慢卡是 {fmt_ranks(slow)}。"
+                        if zh
+                        else f"Rank {rank} does not stand out as slow; the slow rank(s): {fmt_ranks(slow)}."
+                    )
+                    for f in [f for o in by_tool.get("slow_rank", []) for f in o.findings][:2]:
+                        add(f)
+                else:
+                    lines.append(self._no_signal(q, outputs))
+        elif q.intent == "which_slow_rank":
+            slow = _slow_ranks(outputs)
+            plots, plot_ranks = ["rank_breakdown"], slow
+            if slow:
+                lines.append(
+                    f"慢卡是 {fmt_ranks(slow)}，其他卡在集合通信中等待它。"
+                    if zh
+                    else f"The slow rank is {fmt_ranks(slow)}; the other ranks wait for it at the collectives."
+                )
+                for f in [f for o in by_tool.get("slow_rank", []) for f in o.findings][:2]:
+                    add(f)
+                cat = _category([f for f in all_findings if slow[0] in f.ranks])
+                if cat:
+                    lines.append(
+                        f"原因：{_CATEGORY[cat][1]}。" if zh else f"Cause: {_CATEGORY[cat][0]}."
+                    )
+                for name in ("explain_rank", "host_dispatch"):
+                    for o in by_tool.get(name, []):
+                        for f in o.findings[:2]:
+                            add(f)
+            else:
+                lines.append(self._no_signal(q, outputs))
+        elif q.intent == "bottleneck":
+            plots = ["rank_breakdown"]
+            cb = [f for o in by_tool.get("cluster_breakdown", []) for f in o.findings]
+            cat = _category(cb)
+            if cat:
+                lines.append(
+                    f"主要瓶颈类型：{_CATEGORY[cat][1]}。"
+                    if zh
+                    else f"The main bottleneck is {_CATEGORY[cat][0]}."
+                )
+                for f in cb[:3]:
+                    add(f)
+            else:
+                lines.append(self._no_signal(q, outputs))
+            for f in [f for o in by_tool.get("data_quality", []) for f in o.findings][:1]:
+                if "missing_comm_data" in f.symptom_tags:
+                    add(f)
+        else:
+            main = {
+                "slow_link": ("slow_link", "communication"),
+                "compare_ops": ("compare_ops",),
+                "compare_profiles": ("compare_profiles",),
+                "mc2": ("communication",),
+                "hccl_timeout": ("env_check", "slow_rank"),
+                "step_trend": ("step_trend",),
+                "data_quality": ("data_quality",),
+                "summarize": tuple(by_tool),
+            }.get(q.intent, tuple(by_tool))
+            plots = {
+                "slow_link": ["bandwidth_heatmap"],
+                "compare_ops": ["op_compare"],
+                "step_trend": ["step_trend"],
+                "summarize": ["rank_breakdown"],
+            }.get(q.intent, [])
+            found = [f for name in main for o in by_tool.get(name, []) for f in o.findings]
+            if q.intent == "mc2":
+                mc2 = [f for f in found if f.kind.value == "mc2_opportunity"]
+                found = mc2 or found
+                if not mc2:
+                    lines.append(
+                        "没有发现适合 mc2 的 MatMul + 通信组合的证据，因此不建议仅凭这份数据开启 mc2。"
+                        if zh
+                        else "No evidence of a MatMul next to a TP collective that mc2 could overlap, so this data does not support enabling mc2."
+                    )
+                else:
+                    lines.append(
+                        "有证据表明开启 mc2 可以掩盖部分通信："
+                        if zh
+                        else "Yes, mc2 looks worth trying:"
+                    )
+            if q.intent == "summarize":
+                found.sort(key=lambda f: (f.severity.rank, -(f.estimated_gain_us or 0.0)))
+            if found:
+                if q.intent != "mc2":
+                    lines.append(_lead(q.intent, zh))
+                for f in found[: (5 if q.intent == "summarize" else 3)]:
+                    add(f)
+                plot_ranks = sorted({r for f in cited for r in f.ranks})[:8]
+            elif q.intent != "mc2":
+                lines.append(self._no_signal(q, outputs))
+        # notes that say the data cannot decide
+        for o in outputs:
+            if o.not_answerable and o.error:
+                lines.append(
+                    f"没有足够的信息（{o.name}）：{self.quoter.quote(o.error)}"
+                    if zh
+                    else f"Not enough signal ({o.name}): {self.quoter.quote(o.error)}"
+                )
+        # cases: the question plus the cited findings' symptom tags
+        tags = sorted({t for f in cited for t in f.symptom_tags})
+        cases: list[CaseHit] = []
+        search = self.call(
+            "search_cases", {"query": q.text, "symptom_tags": tags or None, "k": 3}, outputs
+        )
+        if search is not None and not search.error:
+            cases = [h for h in search.cases if _relevant(h, tags)][:3]
+        if cases:
+            lines.append("相关案例：" if zh else "Matching cases:")
+            for h in cases:
+                title = h.title_zh if zh and h.title_zh else h.title
+                lines.append(f"- `{h.id}`：{title}" if zh else f"- `{h.id}`: {title}")
+        suggestions = _suggestions(cited, cases, zh)
+        if suggestions:
+            lines.append("建议：" if zh else "Suggestions:")
+            for s in suggestions:
+                lines.append("- " + _suggestion_text(s, zh))
+        return PlanResult(
+            "\n".join(lines),
+            findings=cited,
+            cases=cases,
+            suggestions=suggestions,
+            outputs=outputs,
+            plots=plots,
+            plot_ranks=list(plot_ranks),
+        )
+
+    def _source(self, f: Finding) -> str:
+        srcs = sorted({e.source for e in f.evidence if e.source})
+        if not srcs:
+            return ""
+        return " (" + ", ".join(quote_source(s) for s in srcs[:2]) + ")"
+
+    def _no_signal(self, q: Query, outputs: list[ToolOutput]) -> str:
+        zh = q.language == "zh"
+        notes = [n for o in outputs if o.result is not None for n in o.result.notes]
+        need = _needed_data(q.intent, self.session)
+        if zh:
+            text = "没有足够的信息得出结论：相关分析没有发现明显问题。"
+            if need:
+                text += f"需要的数据：{need[1]}。"
+        else:
+            text = "Not enough signal to decide: the analysis found nothing that stands out."
+            if need:
+                text += f" The data that would decide it: {need[0]}."
+        if notes:
+            text += " " + " ".join(self.quoter.quote(n.rstrip(".")) + "." for n in notes[:2])
+        return text
+
+
+def quote_source(path: str) -> str:
+    """A source citation in backticks (file name only for long absolute paths)."""
+    s = str(path).replace("`", "'")
+    if len(s) > 60 and "/" in s:
+        s = "…/" + s.rsplit("/", 1)[-1]
+    return f"`{s}`"
+
+
+def _lead(intent: str, zh: bool) -> str:
+    en, zhs = {
+        "slow_link": ("What the link analysis found:", "链路分析的发现："),
+        "compare_ops": ("What the operator comparison found:", "算子对比的发现："),
+        "compare_profiles": (
+            "What changed compared with the baseline run:",
+            "与基线相比的变化：",
+        ),
+        "hccl_timeout": ("HCCL timeout and wait findings:", "HCCL 超时与等待相关的发现："),
+        "step_trend": ("Step time over the run:", "step 耗时趋势："),
+        "data_quality": ("Data quality:", "数据质量："),
+        "summarize": ("The main problems, most important first:", "主要问题（按重要性排序）："),
+    }.get(intent, ("Findings:", "发现："))
+    return zhs if zh else en
+
+
+def _needed_data(intent: str, session: ToolSession) -> tuple[str, str] | None:
+    p = session.profile
+    if intent in ("slow_link", "mc2", "hccl_timeout") and not p.has("comm_ops"):
+        return (
+            "communication data (collect with profiler Level1 to record communication)",
+            "通信数据（用 Level1 级别采集以记录通信）",
+        )
+    if intent == "explain_rank" and not p.has("host_dispatch"):
+        return (
+            "host-to-device dispatch flows (trace_view.json or the profiler DB) to see launch delays",
+            "host 到 device 的下发连线（trace_view.json 或 profiler DB）以查看下发时延",
+        )
+    if intent in ("compare_ops",) and not p.has("kernels"):
+        return ("kernel_details.csv (operator details)", "kernel_details.csv（算子明细）")
+    if intent == "step_trend" and len(session.steps) < 3:
+        return ("more profiled steps", "更多采集的 step")
+    return None
+
+
+def _category(findings: Sequence[Finding]) -> str | None:
+    for f in findings:
+        if f.category is not None and f.category.value in _CATEGORY:
+            return f.category.value
+    for f in findings:
+        c = _KIND_CATEGORY.get(f.kind.value)
+        if c:
+            return c
+    return None
+
+
+def _slow_ranks(outputs: Sequence[ToolOutput]) -> list[int]:
+    out: list[int] = []
+    for o in outputs:
+        if o.name != "slow_rank":
+            continue
+        for f in o.findings:
+            if f.kind.value == "slow_rank":
+                out.extend(r for r in f.ranks if r not in out)
+    return out
+
+
+def _relevant(hit: CaseHit, tags: Sequence[str]) -> bool:
+    return bool(hit.matched_tags) or not tags or hit.score > 0
+
+
+def _suggestions(cited: Sequence[Finding], cases: Sequence[CaseHit], zh: bool) -> list[Suggestion]:
+    out: list[Suggestion] = []
+    seen: set[str] = set()
+    for h in cases:
+        f = _best_finding(cited, h.symptom_tags)
+        for r in h.remedies[:2]:
+            if r in seen:
+                continue
+            seen.add(r)
+            out.append(
+                Suggestion(
+                    text=r,
+                    finding_id=f.id if f else None,
+                    case_id=h.id,
+                    estimated_gain_us=f.estimated_gain_us if f else None,
+                )
+            )
+    if not out:
+        for f in cited:
+            for t in f.symptom_tags:
+                if t in _FALLBACK_REMEDY and _FALLBACK_REMEDY[t][0] not in seen:
+                    seen.add(_FALLBACK_REMEDY[t][0])
+                    out.append(
+                        Suggestion(
+                            text=_FALLBACK_REMEDY[t][1 if zh else 0],
+                            finding_id=f.id,
+                            estimated_gain_us=f.estimated_gain_us,
+                        )
+                    )
+    return out[:4]
+
+
+def _best_finding(cited: Sequence[Finding], tags: Sequence[str]) -> Finding | None:
+    best, score = None, 0
+    for f in cited:
+        s = len(set(f.symptom_tags) & set(tags))
+        if s > score:
+            best, score = f, s
+    return best
+
+
+def _suggestion_text(s: Suggestion, zh: bool) -> str:
+    text = s.text.strip().rstrip("。.")
+    parts = [text]
+    ref = []
+    if s.case_id:
+        ref.append(f"{'案例' if zh else 'case'} `{s.case_id}`")
+    if s.estimated_gain_us is not None and s.estimated_gain_us > 0:
+        gain = fmt_num(s.estimated_gain_us, "us")
+        ref.append(
+            f"预计每步最多节省 {gain}（来自 `{s.finding_id}`）"
+            if zh
+            else f"estimated gain up to {gain} per step (from `{s.finding_id}`)"
+        )
+    if ref:
+        parts.append(("（" + "；".join(ref) + "）") if zh else (" (" + "; ".join(ref) + ")"))
+    return "".join(parts) if zh else parts[0] + (parts[1] if len(parts) > 1 else "")
+
+
+def cited_findings(findings: Sequence[Finding]) -> list[CitedFinding]:
+    """Answer-model view of findings (id, numbers, sources)."""
+    return [
+        CitedFinding(
+            id=f.id,
+            kind=f.kind.value,
+            severity=f.severity.value,
+            summary=f.summary,
+            ranks=list(f.ranks),
+            metrics={k: float(v) for k, v in f.metrics.items()},
+            sources=sorted({e.source for e in f.evidence if e.source}),
+            estimated_gain_us=f.estimated_gain_us,
+        )
+        for f in findings
+    ]
+
+
+def cited_cases(hits: Sequence[CaseHit]) -> list[CitedCase]:
+    """Answer-model view of case hits."""
+    return [CitedCase(id=h.id, title=h.title, source=h.source) for h in hits]
