@@ -66,8 +66,8 @@ def slow_rank(profile: Profile, params: SlowRankParams) -> AnalyzerResult:
 
     Returns:
         AnalyzerResult whose ``table`` has one row per rank with ``rank``, ``stage``,
-        ``computing_us``, ``free_us`` (µs per step, step_trace), ``computing_delta_us`` and
-        ``free_delta_us`` (µs, minus the peer median), ``votes`` (count of collectives where the
+        ``computing_us``, ``free_us`` (µs per step, step_trace), ``computing_delta_us``,
+        ``free_delta_us`` and ``communication_not_overlapped_delta_us`` (µs, minus the peer median), ``votes`` (count of collectives where the
         rank was the late-arriving outlier), ``ops_tested`` (collectives tested that include the
         rank), ``vote_share`` (ratio), ``wait_ms`` and ``synchronization_ms`` (mean per op, from
         communication.json), ``slow`` (bool). Extra table ``votes_by_op``: ``group``, ``op_name``,
@@ -87,7 +87,7 @@ def slow_rank(profile: Profile, params: SlowRankParams) -> AnalyzerResult:
         pr = per_rank_mean(st)
     pr = pr.copy()
     pr["stage"] = [smap.get(int(r), -1) for r in pr.index]
-    for c in ("computing_us", "free_us"):
+    for c in ("computing_us", "free_us", "communication_not_overlapped_us"):
         med = pr.groupby("stage")[c].transform("median")
         pr[c.replace("_us", "_delta_us")] = pr[c] - med
     mean_step = float(pr["step_us"].mean()) if not pr.empty else float("nan")
@@ -101,7 +101,16 @@ def slow_rank(profile: Profile, params: SlowRankParams) -> AnalyzerResult:
     all_ranks = sorted(set(pr.index.astype(int)) | set(comm_stats.index.astype(int)))
     table = pd.DataFrame({"rank": all_ranks}).set_index("rank")
     table = table.join(
-        pr[["stage", "computing_us", "free_us", "computing_delta_us", "free_delta_us"]]
+        pr[
+            [
+                "stage",
+                "computing_us",
+                "free_us",
+                "computing_delta_us",
+                "free_delta_us",
+                "communication_not_overlapped_delta_us",
+            ]
+        ]
     )
     table = table.join(comm_stats)
     table["votes"] = table["votes"].fillna(0).astype("int64")
@@ -288,6 +297,21 @@ def _findings(
         elif by_op is None:
             comm_txt = "; communication evidence missing (no comm_ops)"
             comm_zh = "；缺少通信数据（无 comm_ops）"
+        else:
+            comm_txt = "; no collective data for this rank"
+            comm_zh = "；该卡没有集合通信数据"
+        cn = row.get("communication_not_overlapped_delta_us")
+        others_wait = votes > 0 or (pd.notna(cn) and cn < 0)
+        wait_txt = (
+            f"; the other ranks wait for it (estimated {ms(gain)} per step)"
+            if others_wait
+            else f" (estimated {ms(gain)} per step)"
+        )
+        if pd.notna(cn) and cn < 0 and not votes:
+            comm_txt += (
+                f"; its non-overlapped communication is {ms(-cn)} below the median (it waits less)"
+            )
+            comm_zh += f"；其未掩盖通信比中位数少 {ms(-cn)}（等待更少）"
         if votes and tested and share != share:  # no step trace: severity from vote share
             share = 0.05 if votes / tested >= VOTE_SHARE else 0.0
         evidence = [
@@ -315,8 +339,9 @@ def _findings(
                 id=f"slow_rank.slow_rank.r{r}",
                 kind=FindingKind.SLOW_RANK,
                 severity=severity(share),
-                summary=f"Rank {r} is a slow rank: {cause}{comm_txt}; the other ranks wait for it (estimated {ms(gain)} per step)",
-                summary_zh=f"rank {r} 是慢卡：{cause_zh}{comm_zh}；其他卡在等待它（每步约 {ms(gain)}）",
+                summary=f"Rank {r} is a slow rank: {cause}{comm_txt}{wait_txt}",
+                summary_zh=f"rank {r} 是慢卡：{cause_zh}{comm_zh}；每步约 {ms(gain)}"
+                + ("，其他卡在等待它" if others_wait else ""),
                 ranks=(r,),
                 metrics={
                     "computing_delta_us": cd,
