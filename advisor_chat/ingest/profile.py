@@ -65,6 +65,10 @@ class Profile:
         sources: For each table, the files it was read from.
         warnings: Data-quality warnings found while loading.
         profile_id: Stable id derived from the input files' identities (path, size, mtime).
+        cache_hit: True when the tables came from the Parquet cache (nothing was parsed).
+        extra_sources: Inputs found but not used for the tables (e.g. a cluster_analysis_output/
+            next to per-rank folders), with the reason.
+        stats: Load statistics: ``files_parsed``, ``ranks_read``, ``seconds``.
     """
 
     root: Path
@@ -73,6 +77,9 @@ class Profile:
     sources: dict[str, list[TableSource]] = field(default_factory=dict)
     warnings: list[DataWarning] = field(default_factory=list)
     profile_id: str = ""
+    cache_hit: bool = False
+    extra_sources: list[str] = field(default_factory=list)
+    stats: dict[str, float] = field(default_factory=dict)
 
     def get(self, name: str) -> pd.DataFrame:
         """Return table ``name``, or an empty table with its columns if the data lacks it.

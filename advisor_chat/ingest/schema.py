@@ -301,6 +301,23 @@ META = TableSpec(
     ),
 )
 
+OP_STATISTIC = TableSpec(
+    "op_statistic",
+    "Per rank and op type: op_statistic.csv (CANN op_statistic_*.csv), plus communication_statistic "
+    "rows of msprof output (core_type 'COMMUNICATION'). Added by ingest; optional for analyzers.",
+    (
+        _c("rank", "int"),
+        _c("op_type", "str"),
+        _c("core_type", "str", doc="AI_CORE, AI_VECTOR_CORE, MIX_AIC, AI_CPU, COMMUNICATION, ..."),
+        _c("count", "float", "count"),
+        _c("total_us", "float", "us"),
+        _c("min_us", "float", "us", required=False),
+        _c("avg_us", "float", "us", required=False),
+        _c("max_us", "float", "us", required=False),
+        _c("ratio_pct", "float", "%", required=False),
+    ),
+)
+
 TABLE_SPECS: dict[str, TableSpec] = {
     t.name: t
     for t in (
@@ -314,6 +331,7 @@ TABLE_SPECS: dict[str, TableSpec] = {
         MEMORY,
         COMM_GROUPS,
         META,
+        OP_STATISTIC,
     )
 }
 

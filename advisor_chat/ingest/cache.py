@@ -1,0 +1,115 @@
+"""Columnar Parquet cache of loaded profiles, under ``settings.cache_dir`` (never the input folder).
+
+Key: SHA-256 of the cache format version, the absolute input path and the identity
+``(relative path, size, mtime_ns)`` of every file a reader may open. Touching, replacing or adding
+one of those files changes the key, so stale data is never served. One folder per key holds one
+``{table}.parquet`` per canonical table and ``profile.json`` (layout, sources, warnings). Columns
+holding Python objects (dicts, lists) are stored as JSON strings and decoded on load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from advisor_chat.ingest.profile import DataWarning, Profile, TableSource
+
+CACHE_VERSION = "ingest-v1"
+
+
+def cache_key(root: Path, files: list[Path]) -> str:
+    """Key from the identity of ``files`` (path relative to ``root``, size, mtime_ns)."""
+    h = hashlib.sha256()
+    h.update(CACHE_VERSION.encode())
+    h.update(str(root).encode())
+    for f in files:
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        h.update(f"{os.path.relpath(f, root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:32]
+
+
+def _is_object(s: pd.Series) -> bool:
+    if s.dtype != object:
+        return False
+    for v in s:
+        if v is None or (isinstance(v, float) and v != v):
+            continue
+        return isinstance(v, (dict, list, tuple))
+    return False
+
+
+def save(cache_dir: Path, key: str, profile: Profile) -> Path | None:
+    """Write ``profile`` under ``cache_dir/profiles/key`` atomically; returns the folder (or None on error)."""
+    base = cache_dir / "profiles"
+    target = base / key
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=base))
+        encoded: dict[str, list[str]] = {}
+        for name, df in profile.tables.items():
+            out = df.copy()
+            cols = [c for c in out.columns if _is_object(out[c])]
+            for c in cols:
+                out[c] = [json.dumps(v, default=str) if v is not None else None for v in out[c]]
+            encoded[name] = cols
+            out.to_parquet(tmp / f"{name}.parquet", index=False)
+        doc = {
+            "root": str(profile.root),
+            "layout": profile.layout,
+            "profile_id": profile.profile_id,
+            "sources": {t: [asdict(s) for s in ss] for t, ss in profile.sources.items()},
+            "warnings": [asdict(w) for w in profile.warnings],
+            "extra_sources": profile.extra_sources,
+            "encoded": encoded,
+        }
+        (tmp / "profile.json").write_text(json.dumps(doc), encoding="utf-8")
+        if target.exists():
+            shutil.rmtree(target, ignore_errors=True)
+        os.replace(tmp, target)
+        return target
+    except OSError:
+        return None
+
+
+def load(cache_dir: Path, key: str) -> Profile | None:
+    """Return the cached profile for ``key`` or ``None`` (missing or unreadable cache)."""
+    folder = cache_dir / "profiles" / key
+    meta_path = folder / "profile.json"
+    if not meta_path.is_file():
+        return None
+    try:
+        doc: dict[str, Any] = json.loads(meta_path.read_text(encoding="utf-8"))
+        tables = {}
+        for name, cols in doc["encoded"].items():
+            df = pd.read_parquet(folder / f"{name}.parquet")
+            for c in cols:
+                df[c] = [json.loads(v) if isinstance(v, str) else None for v in df[c]]
+            tables[name] = df
+    except (OSError, ValueError, KeyError):
+        return None
+    sources = {
+        t: [TableSource(**{**s, "export": s["export"]}) for s in ss]
+        for t, ss in doc["sources"].items()
+    }
+    warnings = [DataWarning(**{**w, "ranks": tuple(w.get("ranks", ()))}) for w in doc["warnings"]]
+    return Profile(
+        root=Path(doc["root"]),
+        layout=doc["layout"],
+        tables=tables,
+        sources=sources,
+        warnings=warnings,
+        profile_id=doc.get("profile_id", key),
+        cache_hit=True,
+        extra_sources=list(doc.get("extra_sources", [])),
+    )

@@ -1,0 +1,367 @@
+"""Reader of ``msprof-analyze cluster`` output (``cluster_analysis_output/``, reference §2).
+
+- ``cluster_step_trace_time.csv``: ``Type == rank`` rows → ``step_trace`` (rank = ``Index``),
+  ``Type == stage`` rows → ``stage_trace`` (``Index`` = ``"(0, 1, ...)"``); µs; optional
+  ``DP/PP/TP Index`` columns; empty ``Step`` → -1.
+- ``cluster_communication.json``: ``{group tuple | "p2p": {step: {op@hash: {rank: OPINFO}}}}`` →
+  ``comm_ops`` + ``comm_bandwidth`` (``Total Op Info`` entries skipped).
+- ``cluster_communication_matrix.json``: link keys are already *global* ranks → ``comm_matrix``.
+- ``communication_group.json``: collective / p2p rank lists (+ ``comm_group_parallel_info`` in newer
+  files) → ``comm_groups``.
+- ``cluster_analysis.db`` (DB mode): ``ClusterStepTraceTime``, ``CommunicationGroupMapping``,
+  ``ClusterCommunicationTime``, ``ClusterCommunicationBandwidth``, ``ClusterCommunicationMatrix``;
+  used for the tables the text files did not give.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor_chat.ingest import db as dbr
+from advisor_chat.ingest.common import (
+    RankData,
+    comm_kind_of,
+    comm_op_type,
+    num,
+    read_csv,
+    read_json,
+    step_from_key,
+)
+from advisor_chat.ingest.text import STEP_TRACE_COLUMNS, matrix_rows, opinfo_rows, step_trace_frame
+
+
+def parse_rank_tuple(text: str) -> list[int]:
+    """``"(0, 1, 2)"`` / ``"(0,1,2)"`` / ``"(0,)"`` → ``[0, 1, 2]``; anything else → ``[]``."""
+    return (
+        sorted(int(x) for x in re.findall(r"-?\d+", str(text)))
+        if str(text).strip().startswith("(")
+        else []
+    )
+
+
+def _step_trace(path: Path, rd: RankData) -> None:
+    df = read_csv(
+        path, required=["Type", "Index", "Computing", "Communication(Not Overlapped)", "Free"]
+    )
+    typ = df["Type"].astype("string").str.strip().str.lower()
+    ranks = df[typ == "rank"]
+    stages = df[typ == "stage"]
+    if not ranks.empty:
+        st = step_trace_frame(ranks.reset_index(drop=True), None)
+        st["rank"] = num(ranks["Index"].reset_index(drop=True)).round().astype("Int64")
+        for col, dst in (
+            ("DP Index", "dp_index"),
+            ("PP Index", "pp_index"),
+            ("TP Index", "tp_index"),
+        ):
+            if col in ranks:
+                st[dst] = num(ranks[col].reset_index(drop=True))
+        rd.add("step_trace", st, path)
+    if not stages.empty:
+        s = stages.reset_index(drop=True)
+        out = pd.DataFrame(index=s.index)
+        out["stage_ranks"] = s["Index"].astype("string").str.strip()
+        order = {k: i for i, k in enumerate(dict.fromkeys(out["stage_ranks"].tolist()))}
+        out["stage_index"] = out["stage_ranks"].map(order).astype("Int64")
+        out["step"] = num(s.get("Step"), s.index).fillna(-1).round().astype("Int64")
+        for src, dst in STEP_TRACE_COLUMNS.items():
+            if dst in ("preparing_us", "communication_not_overlapped_exclude_receive_us"):
+                continue
+            out[dst] = num(s.get(src), s.index)
+        out["stage_rank_list"] = [parse_rank_tuple(x) for x in out["stage_ranks"]]
+        rd.add("stage_trace", out, path)
+
+
+def _communication(path: Path, rd: RankData, group_ranks: dict[str, list[int]]) -> None:
+    data = read_json(path)
+    ops: list[dict[str, Any]] = []
+    bws: list[dict[str, Any]] = []
+    for gkey, steps in (data or {}).items():
+        ranks_of_key = parse_rank_tuple(gkey)
+        kind_hint = "p2p" if str(gkey).strip().lower() == "p2p" else None
+        if not isinstance(steps, dict):
+            continue
+        for step_key, entries in steps.items():
+            step = step_from_key(step_key)
+            if not isinstance(entries, dict):
+                continue
+            for op_key, per_rank in entries.items():
+                if op_key.startswith("Total") or not isinstance(per_rank, dict):
+                    continue
+                group = op_key.partition("@")[2]
+                seen = group_ranks.setdefault(group, [])
+                for rank_s, info in per_rank.items():
+                    try:
+                        r = int(rank_s)
+                    except ValueError:
+                        continue
+                    o, b = opinfo_rows(op_key, info, r, step, kind_hint or comm_kind_of(op_key))
+                    ops.append(o)
+                    bws.extend(b)
+                    if r not in seen:
+                        seen.append(r)
+                if ranks_of_key:
+                    group_ranks[group] = sorted(set(seen) | set(ranks_of_key))
+    rd.add("comm_ops", pd.DataFrame(ops), path)
+    rd.add("comm_bandwidth", pd.DataFrame(bws), path)
+
+
+def _matrix(path: Path, rd: RankData) -> None:
+    data = read_json(path)
+    rows: list[dict[str, Any]] = []
+    for _gkey, steps in (data or {}).items():
+        if not isinstance(steps, dict):
+            continue
+        for step_key, entries in steps.items():
+            if not isinstance(entries, dict):
+                continue
+            step = step_from_key(step_key)
+            for op_key, links in entries.items():
+                if op_key.startswith("Total") or not isinstance(links, dict):
+                    continue
+                rows.extend(matrix_rows(links, op_key, step, None))
+    df = pd.DataFrame(rows)
+    if not df.empty:
+        df = df.rename(columns={"src_local": "src_rank", "dst_local": "dst_rank"})
+        df["rank"] = np.nan
+    rd.add("comm_matrix", df, path)
+
+
+def _groups_json(path: Path, rd: RankData, group_ranks: dict[str, list[int]]) -> None:
+    data = read_json(path) or {}
+    rows: list[dict[str, Any]] = []
+    known: set[tuple[str, tuple[int, ...]]] = set()
+    for info in data.get("comm_group_parallel_info", []) or []:
+        ranks = sorted(int(r) for r in info.get("rank_set", []) or [])
+        kind = str(info.get("type", ""))
+        rows.append(
+            {
+                "group": str(info.get("group_name", "")),
+                "group_name": str(info.get("pg_name", "") or ""),
+                "comm_kind": kind,
+                "ranks": ranks,
+                "size": len(ranks),
+            }
+        )
+        known.add((kind, tuple(ranks)))
+    for kind in ("collective", "p2p"):
+        for ranks_l in data.get(kind, []) or []:
+            ranks = sorted(int(r) for r in ranks_l)
+            if (kind, tuple(ranks)) in known:
+                continue
+            known.add((kind, tuple(ranks)))
+            # attach the hash when communication data names a group with exactly these ranks
+            hashes = [g for g, rs in group_ranks.items() if sorted(rs) == ranks]
+            rows.append(
+                {
+                    "group": hashes[0] if len(hashes) == 1 else "",
+                    "group_name": "",
+                    "comm_kind": kind,
+                    "ranks": ranks,
+                    "size": len(ranks),
+                }
+            )
+    rd.add("comm_groups", pd.DataFrame(rows), path)
+
+
+def _cluster_db(path: Path, rd: RankData) -> None:
+    con = dbr.connect(path)
+    try:
+        tabs = dbr.tables_of(con)
+        if "ClusterStepTraceTime" in tabs and "step_trace" not in rd.tables:
+            df = pd.read_sql_query("SELECT * FROM ClusterStepTraceTime", con)
+            ren = {
+                "step": "Step",
+                "type": "Type",
+                "index": "Index",
+                "computing": "Computing",
+                "communication_not_overlapped": "Communication(Not Overlapped)",
+                "overlapped": "Overlapped",
+                "communication": "Communication",
+                "free": "Free",
+                "stage": "Stage",
+                "bubble": "Bubble",
+                "communication_not_overlapped_and_exclude_receive": "Communication(Not Overlapped and Exclude Receive)",
+                "preparing": "Preparing",
+                "dp_index": "DP Index",
+                "pp_index": "PP Index",
+                "tp_index": "TP Index",
+            }
+            tmp = path.parent / "ClusterStepTraceTime"
+            df = df.rename(columns=ren).astype(str).replace({"None": "", "nan": ""})
+            sub = RankData(rank=None, source_dir=rd.source_dir, export="cluster")
+            typ = df["Type"].str.lower()
+            ranks = df[typ == "rank"].reset_index(drop=True)
+            if not ranks.empty:
+                st = step_trace_frame(ranks, None)
+                st["rank"] = num(ranks["Index"]).round().astype("Int64")
+                rd.add("step_trace", st, f"{path}#ClusterStepTraceTime")
+            stages = df[typ == "stage"].reset_index(drop=True)
+            if not stages.empty and "stage_trace" not in rd.tables:
+                out = pd.DataFrame(index=stages.index)
+                out["stage_ranks"] = stages["Index"]
+                order = {k: i for i, k in enumerate(dict.fromkeys(stages["Index"].tolist()))}
+                out["stage_index"] = stages["Index"].map(order)
+                out["step"] = num(stages["Step"]).fillna(-1)
+                for src, dst in STEP_TRACE_COLUMNS.items():
+                    if dst not in (
+                        "preparing_us",
+                        "communication_not_overlapped_exclude_receive_us",
+                    ):
+                        out[dst] = num(stages.get(src), stages.index)
+                out["stage_rank_list"] = [parse_rank_tuple(x) for x in stages["Index"]]
+                rd.add("stage_trace", out, f"{path}#ClusterStepTraceTime")
+            del sub, tmp
+        if "ClusterCommunicationTime" in tabs and "comm_ops" not in rd.tables:
+            t = pd.read_sql_query("SELECT * FROM ClusterCommunicationTime", con)
+            t = t[~t["hccl_op_name"].astype(str).str.startswith("Total")]
+            wait = pd.to_numeric(t["wait_time"], errors="coerce")
+            transit = pd.to_numeric(t["transit_time"], errors="coerce")
+            sync = pd.to_numeric(t["synchronization_time"], errors="coerce")
+            ops = pd.DataFrame(
+                {
+                    "rank": pd.to_numeric(t["rank_id"], errors="coerce"),
+                    "group": t["group_name"].astype(str),
+                    "step": [step_from_key(x) for x in t["step"]],
+                    "op_name": t["hccl_op_name"],
+                    "op_type": t["hccl_op_name"].map(comm_op_type),
+                    "comm_kind": t["hccl_op_name"].map(comm_kind_of),
+                    "start_us": pd.to_numeric(t["start_timestamp"], errors="coerce"),
+                    "elapse_ms": pd.to_numeric(t["elapsed_time"], errors="coerce"),
+                    "transit_ms": transit,
+                    "wait_ms": wait,
+                    "synchronization_ms": sync,
+                    "idle_ms": pd.to_numeric(t["idle_time"], errors="coerce"),
+                    # ratios are forced to 0 in this table by msprof-analyze: recompute them
+                    "wait_ratio": np.where(
+                        wait + transit > 1e-15, (wait / (wait + transit)).round(4), 0.0
+                    ),
+                    "synchronization_ratio": np.where(
+                        sync + transit > 1e-15, (sync / (sync + transit)).round(4), 0.0
+                    ),
+                }
+            )
+            rd.add("comm_ops", ops, f"{path}#ClusterCommunicationTime")
+        if "ClusterCommunicationBandwidth" in tabs and "comm_bandwidth" not in rd.tables:
+            b = pd.read_sql_query("SELECT * FROM ClusterCommunicationBandwidth", con)
+            b = b[~b["hccl_op_name"].astype(str).str.startswith("Total")]
+            frames = []
+            for rank_id, part in b.groupby("rank_id", sort=True):
+                agg = dbr._band_rows(part.rename(columns={"band_type": "transport_type"}))
+                agg["rank"] = rank_id
+                frames.append(agg)
+            if frames:
+                agg = pd.concat(frames, ignore_index=True)
+                rd.add(
+                    "comm_bandwidth",
+                    pd.DataFrame(
+                        {
+                            "rank": pd.to_numeric(agg["rank"], errors="coerce"),
+                            "group": agg["group_name"].astype(str),
+                            "step": [step_from_key(x) for x in agg["step"]],
+                            "op_name": agg["hccl_op_name"],
+                            "transport": agg["transport_type"],
+                            "transit_size_mb": agg["transit_size_mb"],
+                            "transit_time_ms": agg["transit_time_ms"],
+                            "bandwidth_gbps": agg["bandwidth_gbps"],
+                            "large_packet_ratio": agg["large_packet_ratio"],
+                            "small_packet_count": agg["small_packet_count"],
+                            "packet_count": agg["packet_count"],
+                        }
+                    ),
+                    f"{path}#ClusterCommunicationBandwidth",
+                )
+        if "ClusterCommunicationMatrix" in tabs and "comm_matrix" not in rd.tables:
+            m = pd.read_sql_query("SELECT * FROM ClusterCommunicationMatrix", con)
+            m = m[~m["hccl_op_name"].astype(str).str.startswith("Total")]
+            rd.add(
+                "comm_matrix",
+                pd.DataFrame(
+                    {
+                        "group": m["group_name"].astype(str),
+                        "step": [step_from_key(x) for x in m["step"]],
+                        "op_name": m["hccl_op_name"],
+                        "src_rank": pd.to_numeric(m["src_rank"], errors="coerce"),
+                        "dst_rank": pd.to_numeric(m["dst_rank"], errors="coerce"),
+                        "transport": m["transport_type"],
+                        "transit_size_mb": pd.to_numeric(m["transit_size"], errors="coerce"),
+                        "transit_time_ms": pd.to_numeric(m["transit_time"], errors="coerce"),
+                        "bandwidth_gbps": pd.to_numeric(m["bandwidth"], errors="coerce"),
+                        "rank": np.nan,
+                    }
+                ),
+                f"{path}#ClusterCommunicationMatrix",
+            )
+        if "CommunicationGroupMapping" in tabs and "comm_groups" not in rd.tables:
+            g = pd.read_sql_query("SELECT * FROM CommunicationGroupMapping", con)
+            ranks = [parse_rank_tuple(x) for x in g["rank_set"]]
+            rd.add(
+                "comm_groups",
+                pd.DataFrame(
+                    {
+                        "group": g["group_name"].astype(str),
+                        "group_name": g.get("pg_name", pd.Series("", index=g.index))
+                        .fillna("")
+                        .astype(str),
+                        "comm_kind": g["type"].astype(str),
+                        "ranks": ranks,
+                        "size": [len(r) for r in ranks],
+                    }
+                ),
+                f"{path}#CommunicationGroupMapping",
+            )
+    finally:
+        con.close()
+
+
+def read_cluster_dir(path: str | Path) -> RankData:
+    """Parse one ``cluster_analysis_output/`` folder.
+
+    Returns:
+        A :class:`RankData` with ``rank=None`` and export ``cluster``; ``comm_matrix`` has global
+        ``src_rank``/``dst_rank``.
+
+    Raises:
+        InputError: A file is unreadable, invalid JSON, or a CSV lacks required columns.
+    """
+    folder = Path(path).resolve()
+    rd = RankData(rank=None, source_dir=str(folder), export="cluster")
+    group_ranks: dict[str, list[int]] = {}
+    p = folder / "cluster_step_trace_time.csv"
+    if p.is_file():
+        _step_trace(p, rd)
+        rd.parsed_files += 1
+    p = folder / "cluster_communication.json"
+    if p.is_file():
+        _communication(p, rd, group_ranks)
+        rd.parsed_files += 1
+    p = folder / "cluster_communication_matrix.json"
+    if p.is_file():
+        _matrix(p, rd)
+        rd.parsed_files += 1
+    p = folder / "communication_group.json"
+    if p.is_file():
+        _groups_json(p, rd, group_ranks)
+        rd.parsed_files += 1
+    p = folder / "cluster_analysis.db"
+    if p.is_file():
+        _cluster_db(p, rd)
+        rd.parsed_files += 1
+    # groups seen in communication data but absent from communication_group.json
+    have = set()
+    if "comm_groups" in rd.tables:
+        have = set(rd.tables["comm_groups"]["group"].astype(str))
+    extra = [
+        {"group": g, "group_name": "", "comm_kind": "", "ranks": sorted(rs), "size": len(rs)}
+        for g, rs in group_ranks.items()
+        if g and g not in have
+    ]
+    if extra:
+        rd.add("comm_groups", pd.DataFrame(extra), folder / "cluster_communication.json")
+    rd.meta["group_ranks"] = group_ranks
+    return rd

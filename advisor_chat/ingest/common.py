@@ -1,0 +1,281 @@
+"""Helpers shared by the format readers: CSV reading, value cleaning, HCCL naming, RankData.
+
+Everything here knows the quirks listed in ``shared/reference/ascend-formats.md`` §0:
+CRLF or LF line ends, absolute µs timestamps written as strings with a trailing TAB (quoted or
+not), ``N/A`` for "not collected", shapes with embedded quotes (three double quotes around ``32,3,224,224`` in the
+CSV text), header
+generations that rename columns (``Block Dim``/``Block Num``, ``Step Id``/``Step ID``) and files
+without ``Device_id``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from advisor_chat.errors import InputError
+from advisor_chat.ingest.profile import DataWarning, TableSource
+
+#: Header aliases: every variant seen in real files → the name the readers use.
+HEADER_ALIASES: dict[str, str] = {
+    "Step ID": "Step Id",
+    "Block Num": "Block Dim",
+    "Mix Block Num": "Mix Block Dim",
+    "Device_Id": "Device_id",
+    "Device ID": "Device_id",
+}
+
+NA_VALUES = ["N/A", "NA", "n/a", ""]
+
+
+@dataclass
+class RankData:
+    """What one rank folder (or one msprof ``PROF_*`` device) contributes. Picklable.
+
+    Attributes:
+        rank: Global rank id (``None`` if the folder does not say; the loader then fails or assigns).
+        source_dir: Folder read (absolute).
+        export: ``text``, ``db``, ``msprof`` or ``mindspore``.
+        tables: Canonical tables (partial columns allowed; validated by the loader). ``comm_matrix``
+            still holds *local* ranks in ``src_local``/``dst_local``; the loader maps them to global.
+        sources: Files that contributed rows.
+        warnings: Data-quality observations.
+        meta: Flat dict for the ``meta`` table row (versions, level, env, config, sizes).
+        groups: ``parallel_group_info`` entries: dicts ``{comm_name, group_name, group_rank, global_ranks}``.
+        parsed_files: Number of files parsed (a cache hit parses none).
+    """
+
+    rank: int | None
+    source_dir: str
+    export: str
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    sources: list[TableSource] = field(default_factory=list)
+    warnings: list[DataWarning] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    groups: list[dict[str, Any]] = field(default_factory=list)
+    parsed_files: int = 0
+
+    def add(
+        self, table: str, df: pd.DataFrame, path: Path | str, version: str | None = None
+    ) -> None:
+        """Add ``df`` as (part of) ``table`` and record its source file."""
+        if df is None or df.empty:
+            return
+        if table in self.tables and not self.tables[table].empty:
+            self.tables[table] = pd.concat([self.tables[table], df], ignore_index=True)
+        else:
+            self.tables[table] = df
+        self.sources.append(
+            TableSource(
+                table=table,
+                path=str(path),
+                export=self.export,  # type: ignore[arg-type]
+                rank=self.rank,
+                rows=len(df),
+                version=version,
+            )
+        )
+
+
+def read_text(path: Path) -> str:
+    """Read a text file as UTF-8 (BOM tolerated).
+
+    Raises:
+        InputError: The file cannot be read (permissions, I/O error).
+    """
+    try:
+        return path.read_text(encoding="utf-8-sig", errors="replace")
+    except PermissionError as exc:
+        raise unreadable(path) from exc
+    except OSError as exc:
+        raise InputError(
+            f"cannot read {path}: {exc.strerror or exc}",
+            path=path,
+            remedy="Check that the file is a complete, readable copy of the profiling output",
+        ) from exc
+
+
+def unreadable(path: Path) -> InputError:
+    """The :class:`InputError` for a file we are not allowed to read."""
+    return InputError(
+        f"permission denied reading {path}",
+        path=path,
+        remedy=f"Make the profiling folder readable (e.g. `chmod -R a+rX {path.parent}`) or copy it "
+        "to a folder you own, then load it again",
+    )
+
+
+def read_json(path: Path) -> Any:
+    """Parse a (small) JSON file.
+
+    Raises:
+        InputError: The file is unreadable or not valid JSON.
+    """
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}); the file looks truncated or corrupted",
+            path=path,
+            remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
+        ) from exc
+
+
+def read_csv(path: Path, required: list[str] | None = None) -> pd.DataFrame:
+    """Read an Ascend CSV with every column as string, header aliases applied.
+
+    All values stay strings (``N/A`` and empty become NaN) so that timestamps with a trailing
+    TAB and quoted shapes survive; call :func:`num` / :func:`clean_str` per column.
+
+    Args:
+        path: CSV file (CRLF or LF; UTF-8 with or without BOM).
+        required: Columns (after aliasing) that must be present.
+
+    Raises:
+        InputError: Unreadable file, or a required column is missing (the message names the file,
+            the missing columns and the columns found).
+    """
+    try:
+        df = pd.read_csv(
+            path,
+            dtype=str,
+            keep_default_na=False,
+            na_values=NA_VALUES,
+            encoding="utf-8-sig",
+            engine="c",
+        )
+    except PermissionError as exc:
+        raise unreadable(path) from exc
+    except pd.errors.EmptyDataError:
+        df = pd.DataFrame()
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
+        raise InputError(
+            f"cannot parse CSV {path}: {exc}",
+            path=path,
+            remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
+        ) from exc
+    df.columns = [HEADER_ALIASES.get(c.strip(), c.strip()) for c in df.columns]
+    if required:
+        missing = [c for c in required if c not in df.columns]
+        if missing:
+            raise InputError(
+                f"{path} lacks required column(s) {missing} (found: {list(df.columns)[:12]})",
+                path=path,
+                remedy="This header version is not supported; re-export with the offline parse of "
+                "torch_npu (`torch_npu.profiler.profiler.analyse(<folder>)`) or report the header",
+            )
+    return df
+
+
+def num(series: pd.Series | None, index: pd.Index | None = None) -> pd.Series:
+    """Strings → float64: strips whitespace, trailing TABs and quotes; ``N/A``/empty → NaN."""
+    if series is None:
+        return pd.Series(float("nan"), index=index, dtype="float64")
+    if series.dtype.kind in "fiu":
+        return series.astype("float64")
+    s = series.astype("string").str.strip().str.strip('"').str.strip()
+    return pd.to_numeric(s, errors="coerce").astype("float64")
+
+
+def clean_str(series: pd.Series | None, index: pd.Index | None = None) -> pd.Series:
+    """Strings with outer quote characters removed (``'"32,3,224,224"'`` → ``'32,3,224,224'``)."""
+    if series is None:
+        return pd.Series(pd.NA, index=index, dtype="string")
+    return series.astype("string").str.strip().str.strip('"')
+
+
+def step_from_key(key: str) -> int:
+    """``'step50'`` → 50, ``'step'``/``''`` → -1 (communication json step keys)."""
+    m = re.search(r"(-?\d+)$", str(key).strip())
+    return int(m.group(1)) if m else -1
+
+
+def step_col(series: pd.Series | None, index: pd.Index) -> pd.Series:
+    """Step column: digits → int, empty → -1."""
+    if series is None:
+        return pd.Series(-1, index=index, dtype="Int64")
+    s = num(series)
+    return s.fillna(-1).round().astype("Int64")
+
+
+_OP_TYPES = (
+    "batchsendrecv",
+    "reducescatter",
+    "allreduce",
+    "allgather",
+    "alltoallvc",
+    "alltoallv",
+    "alltoall",
+    "broadcast",
+    "receive",
+    "recv",
+    "send",
+    "scatter",
+    "reduce",
+    "gather",
+)
+
+
+def comm_op_type(op_name: str) -> str:
+    """Normalized HCCL op type from an op name.
+
+    ``hcom_allReduce__586_0_1`` → ``allreduce``, ``hcom_batchSendRecv__128_3_1`` →
+    ``batchsendrecv``, ``hcom_alltoallv_…`` → ``alltoallv``, ``hcom_receive_…`` → ``receive``.
+    Unknown names give the lower-cased first word.
+    """
+    low = str(op_name).lower()
+    m = re.match(r"hcom_([a-z]+)_", low)
+    word = m.group(1) if m else re.sub(r"[^a-z]", "", low.split("@")[0].split("-")[0])
+    for t in _OP_TYPES:
+        if word.startswith(t) or (not m and t in word):
+            return "receive" if t == "recv" else t
+    return word or "unknown"
+
+
+def comm_kind_of(op_name: str) -> str:
+    """``p2p`` for send/receive/batchsendrecv (torch_npu rule), else ``collective``."""
+    low = str(op_name).lower()
+    if low.startswith(("hcom_send", "hcom_receive", "hcom_batchsendrecv")):
+        return "p2p"
+    return "collective"
+
+
+def double_hash(name: str) -> str:
+    """HCCL group hash of a communicator name (mstt ``double_hash``), as a decimal string."""
+    h29 = 0
+    h131 = 0
+    for ch in name:
+        h29 = (h29 * 29 + ord(ch)) & 0xFFFFFFFF
+        h131 = (h131 * 131 + ord(ch)) & 0xFFFFFFFF
+    return str((h29 << 32) | h131)
+
+
+#: Packet size above which a packet counts as "large" (MB), per transport (§1.12).
+LARGE_PACKET_MB = {"RDMA": 0.5, "HCCS": 32.0, "PCIE": 32.0, "SIO": 32.0}
+
+
+def file_identity(root: Path) -> list[tuple[str, int, int]]:
+    """(relative path, size, mtime_ns) of every file under ``root``, sorted; used for cache keys."""
+    out: list[tuple[str, int, int]] = []
+    stack = [root]
+    while stack:
+        d = stack.pop()
+        try:
+            entries = list(os.scandir(d))
+        except PermissionError:
+            continue
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                stack.append(Path(e.path))
+            elif e.is_file():
+                st = e.stat()
+                out.append((os.path.relpath(e.path, root), st.st_size, st.st_mtime_ns))
+    out.sort()
+    return out

@@ -1,0 +1,163 @@
+"""Layout detection: which profiling units a folder holds.
+
+A *unit* is something one reader handles:
+
+- ``rank``: an Ascend PyTorch Profiler ``*_ascend_pt`` folder (text or DB export) or a MindSpore
+  ``*_ascend_ms`` folder. Recognised by the name suffix, or by holding ``ASCEND_PROFILER_OUTPUT/``
+  or a ``profiler_info*.json`` (renamed folders such as ``rank0_ascend_pt`` or ``rank_3``).
+- ``cluster``: a ``cluster_analysis_output/`` folder of ``msprof-analyze cluster`` (or any folder
+  holding ``cluster_step_trace_time.csv`` / ``cluster_analysis.db``).
+- ``msprof``: a ``PROF_*`` folder with ``mindstudio_profiler_output/`` that is not inside a rank folder.
+- ``loose``: a plain folder holding copies of ``ASCEND_PROFILER_OUTPUT`` files (``kernel_details*.csv``,
+  ``step_trace_time*.csv``, ``communication*.json``, ``trace_view*.json``) without the rank folder
+  around them, e.g. a single kernel_details.csv someone sent; read as one rank of unknown id.
+
+The search goes at most 10 levels deep (like msprof-analyze) and never descends into a unit.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_DEPTH = 10
+_SKIP_DIRS = {"FRAMEWORK", "logs", "log", "__pycache__", ".git", "host"}
+_PROF_RE = re.compile(r"^PROF_\d+_\d+_[A-Za-z0-9]+$|^PROF_")
+
+
+@dataclass
+class Layout:
+    """Units found under a root folder (absolute paths, sorted)."""
+
+    root: Path
+    rank_dirs: list[Path] = field(default_factory=list)
+    cluster_dirs: list[Path] = field(default_factory=list)
+    msprof_dirs: list[Path] = field(default_factory=list)
+    loose_dirs: list[Path] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing recognizable was found."""
+        return not (self.rank_dirs or self.cluster_dirs or self.msprof_dirs or self.loose_dirs)
+
+
+def is_rank_dir(path: Path, names: set[str] | None = None) -> bool:
+    """Whether ``path`` looks like one rank's profiler output folder."""
+    if names is None:
+        try:
+            names = set(os.listdir(path))
+        except OSError:
+            return False
+    if path.name.endswith(("ascend_pt", "ascend_ms")):
+        return True
+    if "ASCEND_PROFILER_OUTPUT" in names:
+        return True
+    return any(n.startswith("profiler_info") and n.endswith(".json") for n in names)
+
+
+def is_cluster_dir(path: Path, names: set[str]) -> bool:
+    """Whether ``path`` is an msprof-analyze cluster output folder."""
+    return path.name == "cluster_analysis_output" or bool(
+        names & {"cluster_step_trace_time.csv", "cluster_analysis.db", "cluster_communication.json"}
+    )
+
+
+def is_msprof_dir(path: Path, names: set[str]) -> bool:
+    """Whether ``path`` is a CANN ``PROF_*`` folder with text output."""
+    return path.name.startswith("PROF_") and "mindstudio_profiler_output" in names
+
+
+LOOSE_PREFIXES = (
+    "kernel_details",
+    "step_trace_time",
+    "communication",
+    "trace_view",
+    "op_statistic",
+)
+
+
+def loose_name(name: str) -> str | None:
+    """Canonical ASCEND_PROFILER_OUTPUT name of a loose copy, or ``None``.
+
+    Example: ``kernel_details_2025.csv`` → ``kernel_details.csv``.
+    """
+    if name.startswith("communication_matrix") and name.endswith(".json"):
+        return "communication_matrix.json"
+    for pre in LOOSE_PREFIXES:
+        if name.startswith(pre):
+            ext = ".csv" if name.endswith(".csv") else ".json" if name.endswith(".json") else None
+            if ext is None:
+                return None
+            canon = pre + ext
+            if canon in (
+                "kernel_details.csv",
+                "step_trace_time.csv",
+                "communication.json",
+                "trace_view.json",
+                "op_statistic.csv",
+            ):
+                return canon
+    return None
+
+
+def detect(root: Path) -> Layout:
+    """Find every unit under ``root`` (``root`` itself may be a unit)."""
+    layout = Layout(root=root)
+    stack: list[tuple[Path, int]] = [(root, 0)]
+    while stack:
+        d, depth = stack.pop()
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        names = {e.name for e in entries}
+        if is_rank_dir(d, names):
+            layout.rank_dirs.append(d)
+            continue
+        if is_cluster_dir(d, names):
+            layout.cluster_dirs.append(d)
+            continue
+        if is_msprof_dir(d, names):
+            layout.msprof_dirs.append(d)
+            continue
+        if any(e.is_file() and loose_name(e.name) for e in entries):
+            layout.loose_dirs.append(d)
+        if depth >= MAX_DEPTH:
+            continue
+        for e in entries:
+            if e.is_dir(follow_symlinks=True) and e.name not in _SKIP_DIRS:
+                stack.append((Path(e.path), depth + 1))
+    layout.rank_dirs.sort()
+    layout.cluster_dirs.sort()
+    layout.msprof_dirs.sort()
+    layout.loose_dirs.sort()
+    return layout
+
+
+def unit_files(unit: Path, kind: str) -> list[Path]:
+    """Files a reader of ``unit`` may read (used for cache keys; not the raw binary data)."""
+    out: list[Path] = []
+
+    def files(d: Path) -> None:
+        try:
+            for e in os.scandir(d):
+                if e.is_file():
+                    out.append(Path(e.path))
+        except OSError:
+            pass
+
+    files(unit)
+    if kind == "rank":
+        files(unit / "ASCEND_PROFILER_OUTPUT")
+    elif kind == "msprof":
+        files(unit / "mindstudio_profiler_output")
+        files(unit / "analyze")
+        try:
+            for e in os.scandir(unit):
+                if e.is_dir() and e.name.startswith("device_"):
+                    files(Path(e.path))
+        except OSError:
+            pass
+    return sorted(out)

@@ -1,0 +1,97 @@
+"""``inspect_profile``: what a load found (the ``advisor-chat inspect --json`` shape)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from advisor_chat.ingest.profile import Profile
+
+
+def _versions(meta: pd.DataFrame) -> dict[str, dict[str, list[int]]]:
+    out: dict[str, dict[str, list[int]]] = {}
+    if meta.empty:
+        return out
+    for col, label in (("cann_version", "cann"), ("torch_npu_version", "torch_npu")):
+        if col not in meta:
+            continue
+        sub = meta.dropna(subset=[col])
+        if sub.empty:
+            continue
+        out[label] = {
+            str(v): sorted(int(r) for r in g["rank"].dropna())
+            for v, g in sub.groupby(col, sort=True)
+        }
+    return out
+
+
+def inspect_profile(profile: Profile) -> dict[str, Any]:
+    """Summarize a loaded profile as plain JSON-serializable data.
+
+    Returns:
+        ``{"root", "layout", "ranks": [int], "steps": [int], "groups": [{"group", "group_name",
+        "comm_kind", "ranks", "size"}], "stages": [{"index", "ranks"}], "versions": {"cann":
+        {version: [ranks]}, "torch_npu": {...}}, "profiler_level": {level: [ranks]}, "tables":
+        {name: {"rows", "source", "files"}}, "warnings": [{"code", "message", "path", "ranks"}],
+        "extra_sources": [str], "cache_hit": bool}``. ``source`` is a short citation
+        (:meth:`Profile.cite`).
+    """
+    meta = profile.get("meta")
+    groups = []
+    cg = profile.get("comm_groups")
+    for rec in cg.to_dict("records"):
+        groups.append(
+            {
+                "group": str(rec.get("group") or ""),
+                "group_name": str(rec.get("group_name") or ""),
+                "comm_kind": str(rec.get("comm_kind") or ""),
+                "ranks": [int(r) for r in (rec.get("ranks") or [])],
+                "size": int(rec.get("size") or 0),
+            }
+        )
+    stages = []
+    st = profile.get("stage_trace")
+    if not st.empty:
+        seen = st.drop_duplicates("stage_index")
+        for rec in seen.to_dict("records"):
+            ranks = rec.get("stage_rank_list")
+            stages.append(
+                {
+                    "index": int(rec["stage_index"]),
+                    "ranks": [int(r) for r in ranks] if ranks is not None else [],
+                    "label": str(rec["stage_ranks"]),
+                }
+            )
+    levels: dict[str, list[int]] = {}
+    if not meta.empty and "profiler_level" in meta:
+        for lv, g in meta.dropna(subset=["profiler_level"]).groupby("profiler_level"):
+            levels[str(lv)] = sorted(int(r) for r in g["rank"].dropna())
+    tables = {}
+    for name, df in sorted(profile.tables.items()):
+        files = profile.source_files(name)
+        tables[name] = {
+            "rows": len(df),
+            "source": profile.cite(name),
+            "files": len(files),
+            "file_types": dict(Counter(Path(f.split("#")[0]).name for f in files)),
+        }
+    return {
+        "root": str(profile.root),
+        "layout": profile.layout,
+        "ranks": profile.ranks,
+        "steps": profile.steps,
+        "groups": groups,
+        "stages": stages,
+        "versions": _versions(meta),
+        "profiler_level": levels,
+        "tables": tables,
+        "warnings": [
+            {"code": w.code, "message": w.message, "path": w.path, "ranks": list(w.ranks)}
+            for w in profile.warnings
+        ],
+        "extra_sources": list(profile.extra_sources),
+        "cache_hit": profile.cache_hit,
+    }

@@ -1,0 +1,381 @@
+"""Readers for the text export of one Ascend PyTorch Profiler rank folder (``*_ascend_pt``).
+
+Files read (``ASCEND_PROFILER_OUTPUT/`` unless noted; reference §1):
+
+- ``step_trace_time.csv`` → ``step_trace`` (µs; 2023 header without ``Preparing``, 2024/25 with it,
+  newest with a leading ``Device_id``).
+- ``kernel_details.csv`` → ``kernels`` (µs; ``Start Time(us)`` with trailing TAB, quoted or not;
+  ``Block Dim``/``Block Num``; ``Step Id``/``Step ID``; Level0 keeps only a few columns).
+- ``op_statistic.csv`` → ``op_statistic``.
+- ``communication.json`` → ``comm_ops`` (ms) and ``comm_bandwidth`` (MB, ms, GB/s); ``Total Op Info``
+  entries skipped; step keys ``step{N}`` or ``step``.
+- ``communication_matrix.json`` → ``comm_matrix`` with *local* ranks (mapped to global by the loader).
+- ``memory_record.csv`` → ``memory`` (MB).
+- ``trace_view.json`` → ``host_dispatch`` (streamed, :mod:`advisor_chat.ingest.trace`).
+- ``profiler_info_{rank}.json``, ``profiler_metadata.json`` (folder root) → ``meta`` and groups.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from advisor_chat.ingest.common import (
+    LARGE_PACKET_MB,
+    clean_str,
+    comm_kind_of,
+    comm_op_type,
+    num,
+    read_csv,
+    read_json,
+    step_col,
+    step_from_key,
+)
+
+STEP_TRACE_COLUMNS = {
+    "Computing": "computing_us",
+    "Communication(Not Overlapped)": "communication_not_overlapped_us",
+    "Overlapped": "overlapped_us",
+    "Communication": "communication_us",
+    "Free": "free_us",
+    "Stage": "stage_us",
+    "Bubble": "bubble_us",
+    "Communication(Not Overlapped and Exclude Receive)": "communication_not_overlapped_exclude_receive_us",
+    "Preparing": "preparing_us",
+}
+
+
+def step_trace_frame(df: pd.DataFrame, rank: int | None) -> pd.DataFrame:
+    """Map a step_trace_time-style frame (string values) to canonical ``step_trace`` columns."""
+    out = pd.DataFrame(index=df.index)
+    out["rank"] = rank
+    out["step"] = step_col(df.get("Step"), df.index)
+    for src, dst in STEP_TRACE_COLUMNS.items():
+        out[dst] = num(df.get(src), df.index)
+    out["step_us"] = (
+        out["computing_us"].fillna(0)
+        + out["communication_not_overlapped_us"].fillna(0)
+        + out["free_us"].fillna(0)
+    )
+    out["device_id"] = num(df.get("Device_id"), df.index)
+    return out
+
+
+def read_step_trace(path: Path, rank: int | None) -> pd.DataFrame:
+    """``step_trace_time.csv`` → ``step_trace`` rows (µs)."""
+    df = read_csv(path, required=["Computing", "Communication(Not Overlapped)", "Free"])
+    return step_trace_frame(df, rank)
+
+
+def kernels_frame(df: pd.DataFrame, rank: int | None) -> pd.DataFrame:
+    """kernel_details / op_summary columns (after renaming to kernel_details names) → ``kernels``."""
+    idx = df.index
+    out = pd.DataFrame(index=idx)
+    out["rank"] = rank
+    out["step"] = step_col(df.get("Step Id"), idx)
+    out["name"] = clean_str(df.get("Name"), idx)
+    out["op_type"] = clean_str(df.get("Type"), idx).fillna("N/A")
+    out["accelerator_core"] = clean_str(df.get("Accelerator Core"), idx).fillna("N/A")
+    out["start_us"] = num(df.get("Start Time(us)"), idx)
+    out["duration_us"] = num(df.get("Duration(us)"), idx)
+    out["wait_us"] = num(df.get("Wait Time(us)"), idx)
+    out["block_dim"] = num(df.get("Block Dim"), idx)
+    out["input_shapes"] = clean_str(df.get("Input Shapes"), idx)
+    out["input_dtypes"] = clean_str(df.get("Input Data Types"), idx)
+    out["output_shapes"] = clean_str(df.get("Output Shapes"), idx)
+    out["op_state"] = clean_str(df.get("OP State"), idx)
+    out["stream_id"] = num(df.get("Stream ID"), idx)
+    out["aic_mac_ratio"] = num(df.get("aic_mac_ratio"), idx)
+    out["aiv_vec_ratio"] = num(df.get("aiv_vec_ratio"), idx)
+    out["cube_utilization_pct"] = num(df.get("cube_utilization(%)"), idx)
+    out["device_id"] = num(df.get("Device_id"), idx)
+    return out
+
+
+def kernel_header_version(columns: list[str]) -> str:
+    """A tag naming the kernel_details header generation (reference §1.6)."""
+    cols = set(columns)
+    if "cube_utilization(%)" in cols:
+        return "2025-pipe-util" + ("+device_id" if "Device_id" in cols else "")
+    if "Model ID" not in cols:
+        return "level0"
+    if "OP State" not in cols:
+        return "2023"
+    return "2025"
+
+
+def read_kernels(path: Path, rank: int | None) -> tuple[pd.DataFrame, str]:
+    """``kernel_details.csv`` → (``kernels`` rows, header version tag)."""
+    df = read_csv(path, required=["Name", "Start Time(us)", "Duration(us)"])
+    return kernels_frame(df, rank), kernel_header_version(list(df.columns))
+
+
+def read_op_statistic(path: Path, rank: int | None) -> pd.DataFrame:
+    """``op_statistic.csv`` (or CANN ``op_statistic_*.csv``) → ``op_statistic`` rows."""
+    df = read_csv(path, required=["OP Type", "Count", "Total Time(us)"])
+    idx = df.index
+    out = pd.DataFrame(index=idx)
+    out["rank"] = rank
+    out["op_type"] = clean_str(df.get("OP Type"), idx)
+    out["core_type"] = clean_str(df.get("Core Type"), idx)
+    out["count"] = num(df.get("Count"), idx)
+    out["total_us"] = num(df.get("Total Time(us)"), idx)
+    out["min_us"] = num(df.get("Min Time(us)"), idx)
+    out["avg_us"] = num(df.get("Avg Time(us)"), idx)
+    out["max_us"] = num(df.get("Max Time(us)"), idx)
+    out["ratio_pct"] = num(df.get("Ratio(%)"), idx)
+    return out
+
+
+def read_memory(path: Path, rank: int | None) -> pd.DataFrame:
+    """``memory_record.csv`` → ``memory`` rows (MB as written, 1024-based)."""
+    df = read_csv(path, required=["Component", "Timestamp(us)"])
+    idx = df.index
+    out = pd.DataFrame(index=idx)
+    out["rank"] = rank
+    out["timestamp_us"] = num(df.get("Timestamp(us)"), idx)
+    out["component"] = clean_str(df.get("Component"), idx)
+    out["allocated_mb"] = num(df.get("Total Allocated(MB)"), idx)
+    out["reserved_mb"] = num(df.get("Total Reserved(MB)"), idx)
+    out["active_mb"] = num(df.get("Total Active(MB)"), idx)
+    return out
+
+
+def _f(d: dict[str, Any], key: str) -> float:
+    v = d.get(key)
+    try:
+        return float(v) if v is not None else float("nan")
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _ratio(a: float, b: float) -> float:
+    den = a + b
+    return round(a / den, 4) if den > 1e-15 else 0.0
+
+
+def opinfo_rows(
+    op_key: str, info: dict[str, Any], rank: int | None, step: int, kind: str | None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One OPINFO dict of communication.json → (comm_ops row, comm_bandwidth rows)."""
+    op_name, _, group = op_key.partition("@")
+    t = info.get("Communication Time Info", {}) or {}
+    elapse, transit, wait = (
+        _f(t, "Elapse Time(ms)"),
+        _f(t, "Transit Time(ms)"),
+        _f(t, "Wait Time(ms)"),
+    )
+    sync = _f(t, "Synchronization Time(ms)")
+    wr = t.get("Wait Time Ratio")
+    sr = t.get("Synchronization Time Ratio")
+    op_row = {
+        "rank": rank,
+        "group": group,
+        "step": step,
+        "op_name": op_name,
+        "op_type": comm_op_type(op_name),
+        "comm_kind": kind or comm_kind_of(op_name),
+        "start_us": _f(t, "Start Timestamp(us)"),
+        "elapse_ms": elapse,
+        "transit_ms": transit,
+        "wait_ms": wait,
+        "synchronization_ms": sync,
+        "idle_ms": _f(t, "Idle Time(ms)"),
+        "wait_ratio": float(wr) if wr is not None else _ratio(wait, transit),
+        "synchronization_ratio": float(sr) if sr is not None else _ratio(sync, transit),
+    }
+    bw_rows = []
+    for transport, b in (info.get("Communication Bandwidth Info", {}) or {}).items():
+        if not isinstance(b, dict):
+            continue
+        dist = b.get("Size Distribution") or {}
+        packets = 0.0
+        small = 0.0
+        limit = LARGE_PACKET_MB.get(transport)
+        for size, val in dist.items():
+            try:
+                cnt = float(val[0])
+                sz = float(size)
+            except (TypeError, ValueError, IndexError):
+                continue
+            packets += cnt
+            if limit is not None and sz <= limit:
+                small += cnt
+        size_mb, time_ms = _f(b, "Transit Size(MB)"), _f(b, "Transit Time(ms)")
+        bw = b.get("Bandwidth(GB/s)")
+        bw_rows.append(
+            {
+                "rank": rank,
+                "group": group,
+                "step": step,
+                "op_name": op_name,
+                "transport": transport,
+                "transit_size_mb": size_mb,
+                "transit_time_ms": time_ms,
+                "bandwidth_gbps": float(bw)
+                if bw is not None
+                else (round(size_mb / time_ms, 4) if time_ms > 1e-15 else 0.0),
+                "large_packet_ratio": _f(b, "Large Packet Ratio"),
+                "small_packet_count": small if dist else float("nan"),
+                "packet_count": packets if dist else float("nan"),
+            }
+        )
+    return op_row, bw_rows
+
+
+def comm_frames(data: dict[str, Any], rank: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """communication.json content → (``comm_ops``, ``comm_bandwidth``); ``Total Op Info`` skipped."""
+    ops: list[dict[str, Any]] = []
+    bws: list[dict[str, Any]] = []
+    for step_key, sections in data.items():
+        if not isinstance(sections, dict):
+            continue
+        step = step_from_key(step_key)
+        for kind, entries in sections.items():
+            if not isinstance(entries, dict):
+                continue
+            if kind not in ("p2p", "collective"):
+                # msprof analyze/communication.json is flat: {"op@hash": OPINFO}
+                if kind.startswith("Total") or "Communication Time Info" not in entries:
+                    continue
+                o, b = opinfo_rows(kind, entries, rank, step, None)
+                ops.append(o)
+                bws.extend(b)
+                continue
+            for op_key, info in entries.items():
+                if op_key.startswith("Total") or not isinstance(info, dict):
+                    continue
+                o, b = opinfo_rows(op_key, info, rank, step, kind)
+                ops.append(o)
+                bws.extend(b)
+    return pd.DataFrame(ops), pd.DataFrame(bws)
+
+
+def read_communication(path: Path, rank: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``communication.json`` → (``comm_ops``, ``comm_bandwidth``)."""
+    return comm_frames(read_json(path), rank)
+
+
+def matrix_rows(
+    links: dict[str, Any], op_key: str, step: int, rank: int | None
+) -> list[dict[str, Any]]:
+    """LINKS dict of a matrix entry → rows with local ranks (``src_local``/``dst_local``)."""
+    op_name, _, group = op_key.partition("@")
+    rows = []
+    for link, v in links.items():
+        if not isinstance(v, dict):
+            continue
+        a, _, b = str(link).partition("-")
+        try:
+            src, dst = int(a), int(b)
+        except ValueError:
+            continue
+        size_mb, time_ms = _f(v, "Transit Size(MB)"), _f(v, "Transit Time(ms)")
+        bw = v.get("Bandwidth(GB/s)")
+        rows.append(
+            {
+                "group": group,
+                "step": step,
+                "op_name": op_name,
+                "src_local": src,
+                "dst_local": dst,
+                "transport": v.get("Transport Type", ""),
+                "transit_size_mb": size_mb,
+                "transit_time_ms": time_ms,
+                "bandwidth_gbps": float(bw)
+                if bw is not None
+                else (round(size_mb / time_ms, 4) if time_ms > 1e-15 else 0.0),
+                "link_op_name": v.get("Op Name", ""),
+                "rank": rank,
+            }
+        )
+    return rows
+
+
+def read_matrix(path: Path, rank: int | None) -> pd.DataFrame:
+    """``communication_matrix.json`` (2023 or 2024+ format) → link rows with local ranks."""
+    data = read_json(path)
+    rows: list[dict[str, Any]] = []
+    for step_key, sections in data.items():
+        if not isinstance(sections, dict):
+            continue
+        step = step_from_key(step_key)
+        for _kind, entries in sections.items():
+            if not isinstance(entries, dict):
+                continue
+            for op_key, links in entries.items():
+                if op_key.startswith("Total") or not isinstance(links, dict):
+                    continue
+                rows.extend(matrix_rows(links, op_key, step, rank))
+    return pd.DataFrame(rows)
+
+
+def parse_profiler_info(info: dict[str, Any]) -> dict[str, Any]:
+    """profiler_info json → meta fields (versions, level, config)."""
+    cfg = info.get("config") or {}
+    exp = cfg.get("experimental_config") or {}
+    export = exp.get("_export_type")
+    if isinstance(export, list):
+        export = ",".join(str(x) for x in export)
+    return {
+        "cann_version": info.get("cann_version"),
+        "torch_npu_version": info.get("torch_npu_version"),
+        "profiler_level": exp.get("_profiler_level"),
+        "export_setting": export,
+        "config": cfg,
+        "rank_id_in_file": info.get("rank_id"),
+    }
+
+
+def parse_metadata(md: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """profiler_metadata.json → (meta fields, group entries)."""
+    meta: dict[str, Any] = {}
+    env = md.get("ENV_VARIABLES")
+    if isinstance(env, str):
+        try:
+            import json
+
+            env = json.loads(env)
+        except ValueError:
+            env = None
+    if isinstance(env, dict):
+        meta["env"] = {str(k): str(v) for k, v in env.items()}
+    dist = md.get("distributed_args")
+    if isinstance(dist, str):
+        try:
+            import json
+
+            dist = json.loads(dist)
+        except ValueError:
+            dist = None
+    if isinstance(dist, dict):
+        meta["world_size"] = dist.get("world_size")
+        meta["tp_size"] = dist.get("tensor_model_parallel_size")
+        meta["pp_size"] = dist.get("pipeline_model_parallel_size")
+        meta["dp_size"] = dist.get("data_parallel_size")
+        meta["distributed_args"] = dist
+    groups: list[dict[str, Any]] = []
+    pgi = md.get("parallel_group_info")
+    if isinstance(pgi, str):
+        try:
+            import json
+
+            pgi = json.loads(pgi)
+        except ValueError:
+            pgi = None
+    if isinstance(pgi, dict):
+        for comm_name, g in pgi.items():
+            if not isinstance(g, dict):
+                continue
+            ranks = sorted(int(r) for r in g.get("global_ranks", []) or [])
+            groups.append(
+                {
+                    "comm_name": str(comm_name),
+                    "group_name": str(g.get("group_name", "")),
+                    "group_rank": g.get("group_rank"),
+                    "global_ranks": ranks,
+                }
+            )
+    return meta, groups
