@@ -121,7 +121,9 @@ def test_host_wait_on_one_rank_is_host_bound() -> None:
     assert t.loc[0, "host_wait_us_per_step"] == pytest.approx(0.0)
     hb = [f for f in res.findings if f.id == "host_dispatch.host_bound.host_wait"]
     assert len(hb) == 1 and hb[0].ranks == (2,)
-    assert hb[0].estimated_gain_us == pytest.approx(19 * 195.0)
+    # gain = rank 2's Free minus the median rank's Free (19 gaps of 200 us vs 10 us)
+    assert hb[0].estimated_gain_us == pytest.approx(19 * 200.0 - 19 * 10.0)
+    assert hb[0].metrics["free_excess_us"] == pytest.approx(19 * 190.0)
     # idle from kernels matches step_trace Free by construction
     assert t.loc[2, "free_us"] == pytest.approx(t.loc[2, "device_idle_us_per_step"])
     # the rank filter keeps only rank 2

@@ -101,3 +101,42 @@ def test_errors_and_rank_filter() -> None:
         step_trend(prof, StepTrendParams(rank=5))
     res = step_trend(prof, StepTrendParams(rank=1))
     assert set(res.table["rank"]) == {1}
+
+
+def test_cluster_degradation_names_the_driving_rank() -> None:
+    # every rank's step grows 300 us/step; only rank 2's Computing + Free grows, the others'
+    # growth sits in communication (they wait for rank 2 at the collective)
+    rows = []
+    for r in range(4):
+        for i in range(8):
+            step = 10_000.0 + 300.0 * i
+            own_growth = 300.0 * i if r == 2 else 0.0
+            comp, free = 7_000.0, 1_000.0 + own_growth
+            comm = step - comp - free
+            rows.append(
+                dict(
+                    rank=r,
+                    step=i,
+                    computing_us=comp,
+                    communication_not_overlapped_us=comm,
+                    overlapped_us=0.0,
+                    communication_us=comm,
+                    free_us=free,
+                    stage_us=step,
+                    bubble_us=0.0,
+                    step_us=step,
+                )
+            )
+    prof = Profile(
+        root=Path("."),
+        layout="synthetic",
+        tables={"step_trace": validate_table("step_trace", pd.DataFrame(rows))},
+    )
+    res = step_trend(prof, StepTrendParams())
+    deg = [f for f in res.findings if f.kind is FindingKind.DEGRADATION]
+    assert len(deg) == 1 and deg[0].ranks == (2,)
+    assert deg[0].metrics["ranks_degrading"] == 4
+    assert "rank 2" in deg[0].summary
+    pr = res.tables["per_rank"].set_index("rank")
+    assert pr.loc[2, "own_slope_us_per_step"] == pytest.approx(300.0)
+    assert pr.loc[0, "own_slope_us_per_step"] == pytest.approx(0.0)

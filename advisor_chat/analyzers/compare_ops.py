@@ -46,13 +46,13 @@ class CompareOpsParams(Params):
 
     rank_a: int | None = Field(
         default=None,
-        description="Reference (fast) rank. Default: the rank with the shortest median step time "
-        "(step_trace), or the least compute-kernel time when there is no step trace.",
+        description="Reference (fast) rank. Default: the rank with the least median Computing "
+        "time (step_trace), or the least compute-kernel time per step without a step trace.",
     )
     rank_b: int | None = Field(
         default=None,
-        description="Rank to explain (usually the slow one). Default: the rank with the longest "
-        "median step time (or the most compute-kernel time).",
+        description="Rank to explain (usually the slow one). Default: the rank with the most "
+        "median Computing time (or compute-kernel time per step).",
     )
     by: Literal["type", "shape"] = Field(
         default="shape",
@@ -76,11 +76,17 @@ def _type_key(k: pd.DataFrame) -> pd.Series:
 
 
 def _rank_order(profile: Profile, comp: pd.DataFrame) -> pd.Series:
-    """Per-rank ordering value: median step time (µs), else total compute-kernel time (µs)."""
-    per_rank = step_us_by_rank(profile)
-    if not per_rank.empty:
-        return per_rank
-    return comp.groupby("rank")["duration_us"].sum().astype("float64")
+    """Per-rank ordering value (µs): median step_trace Computing, else compute-kernel time per step.
+
+    Computing, not step time: collectives equalize step time across ranks, so the rank that
+    computes longest is the one whose operators explain a compute problem.
+    """
+    st = profile.get("step_trace")
+    if not st.empty and st["computing_us"].notna().any():
+        s = st[st["step"] != -1] if (st["step"] != -1).any() else st
+        return s.groupby("rank")["computing_us"].median().astype("float64")
+    steps = comp.groupby("rank")["step"].nunique().clip(lower=1)
+    return (comp.groupby("rank")["duration_us"].sum() / steps).astype("float64")
 
 
 def _aggregate(k: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -158,7 +164,8 @@ def _slug(text: str) -> str:
 def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> AnalyzerResult:
     """Compare the operators of two ranks by op type and by op name + input shape.
 
-    For rank A (default: fastest) and rank B (default: slowest) over the steps both ranks have,
+    For rank A (default: least Computing) and rank B (default: most Computing; step time is not
+    used because collectives equalize it) over the steps both ranks have,
     counts and times of compute kernels (``kernels`` table, communication tasks excluded) are
     grouped by op type and by (op type, name, input shapes) and differenced (B − A). Flags
     "same count, slower" at a shape (``op_regression``: avg ratio ≥ 1.2 and ≥ 0.5% of the step),

@@ -99,7 +99,9 @@ def _host_wait(gaps: pd.DataFrame, hd: pd.DataFrame) -> pd.DataFrame:
 
 
 def _cluster_finding_ranks(flagged: list[int], ranks: list[int]) -> str:
-    return "all ranks" if set(flagged) >= set(ranks) else f"ranks {format_ranks(flagged)}"
+    if len(ranks) > 1 and set(flagged) >= set(ranks):
+        return "all ranks"
+    return f"rank {flagged[0]}" if len(flagged) == 1 else f"ranks {format_ranks(flagged)}"
 
 
 @register("host_dispatch", HostDispatchParams, order=45)
@@ -126,11 +128,11 @@ def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> Ana
         sync_api_count (count of api_name containing 'Synchronize'), launch_then_sync_ratio,
         device_idle_us_per_step (µs, sum of gaps between consecutive kernels inside steps / steps),
         host_wait_us_per_step (µs, part of those gaps before the host launched the next task),
-        host_wait_ratio (host_wait / idle), step_start_idle_us (µs, median gap before a step's
-        first kernel, or step_trace preparing_us), tiny_kernel_count_ratio and
+        host_wait_ratio (host_wait / idle), step_start_idle_us (µs, gap before a step's
+        first kernel, mean over steps), tiny_kernel_count_ratio and
         tiny_kernel_time_ratio (compute kernels < 10 µs), median_kernel_us (µs), long_gap_count
         (gaps > 200 ms), gc_like_gap_count, free_us (µs, median step_trace free_us), free_ratio
-        (free / step), step_us (µs). ``tables['long_gaps']``: rank, step, start_us, gap_us,
+        (free / step), step_us (µs), preparing_us (µs, mean step_trace Preparing). ``tables['long_gaps']``: rank, step, start_us, gap_us,
         host_launches (count), gc_like. Metrics: cluster medians of the launch-delay quantiles.
 
     Raises:
@@ -148,6 +150,7 @@ def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> Ana
         )
     notes: list[str] = []
     ranks = profile.ranks
+    stall_steps: list[int] = []
     table = pd.DataFrame(index=pd.Index(ranks, name="rank", dtype="int64"))
 
     # step trace: Free and step per rank (medians over steps)
@@ -157,11 +160,13 @@ def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> Ana
             free_us=("free_us", "median"),
             step_us=("step_us", "median"),
             steps=("step", "nunique"),
-            preparing_us=("preparing_us", "median"),
+            preparing_us=("preparing_us", "mean"),
         )
         agg.index = agg.index.astype("int64")
         table = table.join(agg)
         table["free_ratio"] = table["free_us"] / table["step_us"]
+        prep_hit = s[s["preparing_us"] > DATALOADER_US].groupby("step")["rank"].nunique()
+        stall_steps = sorted(int(x) for x in prep_hit[prep_hit >= len(ranks) / 2].index)
     else:
         notes.append("no step_trace: Free and step time come from the kernels timeline only")
 
@@ -229,7 +234,12 @@ def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> Ana
         starts = gaps[gaps["step_start"]]
         if not starts.empty:
             table["step_start_idle_us"] = (
-                starts.groupby("rank")["gap_us"].median().reindex(table.index)
+                starts.groupby("rank")["gap_us"].mean().reindex(table.index)
+            )
+            hit = starts[starts["gap_us"] > DATALOADER_US]
+            by_step = hit.groupby("step")["rank"].nunique()
+            stall_steps = sorted(
+                set(stall_steps) | {int(x) for x in by_step[by_step >= len(ranks) / 2].index}
             )
         comp = k[~is_comm_kernel(k)]
         if not comp.empty:
@@ -300,7 +310,7 @@ def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> Ana
         if col in table.columns:
             metrics[f"median_{col}"] = float(table[col].median())
 
-    findings = _findings(profile, table, long_gaps, metrics, hd.empty)
+    findings = _findings(profile, table, long_gaps, metrics, hd.empty, stall_steps)
     out_table = table
     if params.rank is not None:
         out_table = table[table["rank"] == params.rank].reset_index(drop=True)
@@ -325,6 +335,7 @@ def _findings(
     long_gaps: pd.DataFrame,
     metrics: dict[str, float],
     no_hd: bool,
+    stall_steps: list[int],
 ) -> list[Finding]:
     out: list[Finding] = []
     ranks = [int(r) for r in t["rank"]]
@@ -406,8 +417,31 @@ def _findings(
             flagged = [int(r) for r in hb["rank"]]
             worst = hb.sort_values("host_wait_us_per_step", ascending=False).iloc[0]
             hw = float(worst["host_wait_us_per_step"])
-            share = hw / float(worst["step_us"]) if worst["step_us"] > 0 else 0.0
+            fr = float(worst["free_us"])
+            excess = fr - med_free if len(flagged) < len(ranks) else hw
+            gain = excess if np.isfinite(excess) and excess > 0 else hw
+            share = gain / float(worst["step_us"]) if worst["step_us"] > 0 else 0.0
             tags = ["host_bound", "high_free"]
+            ld = float(worst.get("launch_delay_p50_us", np.nan))
+            med_ld = (
+                float(t["launch_delay_p50_us"].median()) if "launch_delay_p50_us" in t else np.nan
+            )
+            vertical = bool(np.isfinite(ld) and np.isfinite(med_ld) and ld <= 0.5 * med_ld)
+            if vertical:
+                tags.append("launch_delay")
+            ld_txt = (
+                f" Its median launch delay is {ld:.0f} us vs {med_ld:.0f} us on the median rank: "
+                "the device starts each task as soon as the host launches it (vertical "
+                "HostToDevice lines)."
+                if vertical
+                else ""
+            )
+            ld_zh = (
+                f"其下发时延中位数为 {ld:.0f} us（集群中位数 {med_ld:.0f} us）：任务一下发设备就立即执行"
+                "（HostToDevice 连线呈竖直状）。"
+                if vertical
+                else ""
+            )
             tiny = float(worst.get("tiny_kernel_count_ratio", np.nan))
             if np.isfinite(tiny) and tiny >= TINY_COUNT_RATIO:
                 tags.append("tiny_kernels")
@@ -420,12 +454,14 @@ def _findings(
                         f"Host-bound on {_cluster_finding_ranks(flagged, ranks)}: on rank "
                         f"{int(worst['rank'])} the device idles {hw:.0f} us per step waiting for the "
                         f"host to launch the next task ({float(worst['host_wait_ratio']):.0%} of its "
-                        f"idle time; Free {float(worst['free_ratio']):.1%} of the step)."
+                        f"idle time); Free is {fr:.0f} us per step ({float(worst['free_ratio']):.1%} "
+                        f"of the step) vs {med_free:.0f} us on the median rank.{ld_txt}"
                     ),
                     summary_zh=(
                         f"{_cluster_finding_ranks(flagged, ranks)} 存在下发瓶颈：rank {int(worst['rank'])} "
                         f"每个 step 有 {hw:.0f} us 设备空闲在等待 host 下发（占空闲的 "
-                        f"{float(worst['host_wait_ratio']):.0%}，Free 占 step {float(worst['free_ratio']):.1%}）。"
+                        f"{float(worst['host_wait_ratio']):.0%}）；Free 为每 step {fr:.0f} us（占 step "
+                        f"{float(worst['free_ratio']):.1%}），中位数 rank 为 {med_free:.0f} us。{ld_zh}"
                     ),
                     ranks=tuple(flagged),
                     metrics={
@@ -433,7 +469,15 @@ def _findings(
                         "host_wait_ratio": float(worst["host_wait_ratio"]),
                         "free_ratio": float(worst["free_ratio"]),
                         "device_idle_us_per_step": float(worst["device_idle_us_per_step"]),
+                        "free_us": fr,
+                        "median_free_us": med_free,
+                        "free_excess_us": fr - med_free,
                         "ranks_affected": float(len(flagged)),
+                        **(
+                            {"launch_delay_p50_us": ld, "median_launch_delay_p50_us": med_ld}
+                            if np.isfinite(ld)
+                            else {}
+                        ),
                     },
                     evidence=(
                         Evidence(
@@ -447,7 +491,7 @@ def _findings(
                         Evidence("step_trace", cite_st, {"rank": int(worst["rank"])}),
                     ),
                     symptom_tags=tuple(tags),
-                    estimated_gain_us=hw,
+                    estimated_gain_us=gain,
                 )
             )
 
@@ -499,9 +543,15 @@ def _findings(
     # 4. dataloader: idle at step start on every rank
     prep = _col(t, "preparing_us")
     ssi = _col(t, "step_start_idle_us")
-    start_idle, src = (prep, "step_trace preparing_us") if prep.notna().all() else (ssi, "kernels")
+    start_idle = np.fmax(prep, ssi)
+    src = (
+        "max(step_trace preparing_us, gap before the step's first kernel)"
+        if prep.notna().any()
+        else "gap before the step's first kernel (kernels)"
+    )
     if start_idle.notna().all() and len(t) and (start_idle > DATALOADER_US).all():
         med_idle = float(start_idle.median())
+        steps_txt = f" Stalled steps: {stall_steps[:10]}." if stall_steps else ""
         share = med_idle / med_step if np.isfinite(med_step) and med_step > 0 else 0.0
         out.append(
             Finding(
@@ -509,12 +559,13 @@ def _findings(
                 kind=FindingKind.DATALOADER,
                 severity=Severity.from_share(share),
                 summary=(
-                    f"Every rank idles {med_idle / 1000:.1f} ms (median) at the start of each step "
-                    f"before its first device task, above the {DATALOADER_US / 1000:.0f} ms "
-                    "dataloader threshold: the input pipeline is on the critical path."
+                    f"Every rank idles {med_idle / 1000:.1f} ms per step on average (median over "
+                    f"ranks) at step start before its first device task, above the "
+                    f"{DATALOADER_US / 1000:.0f} ms dataloader threshold: the input pipeline is on "
+                    f"the critical path.{steps_txt}"
                 ),
                 summary_zh=(
-                    f"所有 rank 在每个 step 开始处空闲约 {med_idle / 1000:.1f} ms（中位数）才执行第一个设备任务，"
+                    f"所有 rank 在 step 开始处平均每个 step 空闲 {med_idle / 1000:.1f} ms（各 rank 中位数）才执行第一个设备任务，"
                     f"超过 {DATALOADER_US / 1000:.0f} ms 的数据加载阈值：数据加载位于关键路径上。"
                 ),
                 ranks=tuple(ranks),
@@ -523,13 +574,14 @@ def _findings(
                     "step_start_idle_min_us": float(start_idle.min()),
                     "dataloader_threshold_us": DATALOADER_US,
                     "share_of_step_ratio": share,
+                    "stalled_steps": float(len(stall_steps)),
                 },
                 evidence=(
                     Evidence(
-                        "step_trace" if src.startswith("step_trace") else "kernels",
-                        cite_st if src.startswith("step_trace") else cite_k,
-                        {"ranks": "all"},
-                        f"idle at step start from {src}: median over steps per rank, then over ranks",
+                        "kernels",
+                        cite_k,
+                        {"ranks": "all", "stalled_steps": stall_steps[:20]},
+                        f"idle at step start = {src}, mean over steps per rank, median over ranks",
                     ),
                 ),
                 symptom_tags=("dataloader_stall", "high_free"),

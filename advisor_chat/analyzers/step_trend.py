@@ -33,6 +33,9 @@ JITTER_CV = 0.05
 OUTLIER_Z = 3.5
 #: When at least this share of ranks shows the same kind, report one cluster-wide finding.
 CLUSTER_SHARE = 0.5
+#: In a cluster-wide degradation, a rank drives it when its Computing + Free grows by at least
+#: this share of its step growth (the others' growth is then communication wait).
+DRIVER_SHARE = 0.5
 #: Per-rank findings kept per kind (largest first).
 MAX_FINDINGS = 5
 
@@ -45,14 +48,23 @@ class StepTrendParams(Params):
     )
 
 
+def _ranks_word(ranks: list[int]) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {format_ranks(ranks)}"
+
+
 def _series(profile: Profile) -> tuple[pd.DataFrame, str]:
     """(rank, step, step_us) rows, from step_trace or, failing that, kernel spans per step."""
     st = profile.get("step_trace")
     if not st.empty:
-        df = st[["rank", "step", "step_us"]].dropna()
+        df = st[["rank", "step", "step_us"]].copy()
+        df["own_us"] = st["computing_us"] + st["free_us"]
+        df = df.dropna(subset=["rank", "step", "step_us"])
         df = df[df["step"] != -1]
         if not df.empty:
-            return df.groupby(["rank", "step"], as_index=False)["step_us"].sum(), "step_trace"
+            agg = df.groupby(["rank", "step"], as_index=False)[["step_us", "own_us"]].sum(
+                min_count=1
+            )
+            return agg, "step_trace"
     k = profile.get("kernels")
     if not k.empty:
         k = k[k["step"].notna() & (k["step"] != -1)]
@@ -89,6 +101,13 @@ def _per_rank(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     sxy = (dx * (y - ym)).groupby(df["rank"]).transform("sum")
     sxx = (dx * dx).groupby(df["rank"]).transform("sum")
     slope = (sxy / sxx.where(sxx > 0)).fillna(0.0)
+    if "own_us" in df.columns:
+        own = df["own_us"].astype("float64")
+        om = own.groupby(df["rank"]).transform("mean")
+        oxy = (dx * (own - om)).groupby(df["rank"]).transform("sum")
+        own_slope = oxy / sxx.where(sxx > 0)
+    else:
+        own_slope = pd.Series(np.nan, index=df.index)
     intercept = ym - slope * xm
     fit = intercept + slope * df["i"]
     resid = y - fit
@@ -127,6 +146,7 @@ def _per_rank(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             "first_step_us": first["step_us"],
             "last_step_us": last["step_us"],
             "slope_us_per_step": slope.groupby(df["rank"]).first(),
+            "own_slope_us_per_step": own_slope.groupby(df["rank"]).first(),
             "fit_first_us": first["fit_us"],
             "fit_last_us": last["fit_us"],
             "residual_std_us": resid_std.groupby(df["rank"]).first(),
@@ -166,7 +186,9 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
     (change point), coefficient of variation (raw and of the residuals around the line) and
     outlier steps (robust z on the MAD > 3.5). Degradation = fitted growth ≥ 5% of the first
     fitted step and ≥ 2 residual standard deviations; jitter = residual CV ≥ 0.05. With fewer
-    than 3 steps no trend is judged.
+    than 3 steps no trend is judged. When most ranks degrade together (collectives spread one
+    rank's delay to all), the ranks whose Computing + Free grows by ≥ 50% of their step growth
+    are named as the drivers and become the finding's ranks.
 
     Args:
         profile: Loaded profile; uses ``step_trace`` (``step_us``), else ``kernels``.
@@ -177,6 +199,7 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
         fit_us (µs, least-squares line), robust_z (0.6745·(x − median)/MAD), is_outlier,
         slope_us_per_step (µs per step), cv (std/mean). ``tables['per_rank']``: rank, n_steps,
         mean_step_us, median_step_us, first_step_us, last_step_us, slope_us_per_step,
+        own_slope_us_per_step (µs per step, slope of computing_us + free_us),
         fit_first_us, fit_last_us, residual_std_us (µs), outlier_steps (count),
         change_point_step (first step after the split), mean_before_us, mean_after_us (µs),
         growth_ratio (fitted last/first − 1), raw_growth_ratio, cv, residual_cv, degrading,
@@ -216,16 +239,35 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
         for part in picks:
             row = part.iloc[0] if not cluster else part.median(numeric_only=True)
             flagged = [int(r) for r in part["rank"]]
+            degrading = flagged
+            drivers_txt = drivers_zh = ""
+            if cluster:
+                own = part["own_slope_us_per_step"]
+                drv = part[own >= DRIVER_SHARE * part["slope_us_per_step"]]
+                if 0 < len(drv) < len(part) / 2:
+                    flagged = [int(r) for r in drv["rank"]]
+                    d0 = drv.sort_values("own_slope_us_per_step", ascending=False).iloc[0]
+                    drivers_txt = (
+                        f" The growth comes from {_ranks_word(flagged)}: Computing + Free grows "
+                        f"{float(d0['own_slope_us_per_step']):.0f} us/step on rank {int(d0['rank'])} "
+                        f"vs {float(own.median()):.0f} us/step on the median rank, whose growth is "
+                        "communication (waiting for it)."
+                    )
+                    drivers_zh = (
+                        f"增长来源于 {_ranks_word(flagged)}：rank {int(d0['rank'])} 的 Computing + Free 每 step 增长 "
+                        f"{float(d0['own_slope_us_per_step']):.0f} us，中位数 rank 仅 {float(own.median()):.0f} us，"
+                        "其余 rank 的增长在通信（等待）中。"
+                    )
             growth = float(row["growth_ratio"])
             excess = float(row["mean_step_us"] - row["fit_first_us"])
             share = float(row["fit_last_us"] - row["fit_first_us"]) / float(row["median_step_us"])
             who = (
-                f"{len(flagged)} of {len(summ)} ranks ({format_ranks(flagged)})"
+                f"{len(degrading)} of {len(summ)} ranks ({format_ranks(degrading)})"
                 if cluster
                 else f"Rank {flagged[0]}"
             )
             who_zh = (
-                f"{len(summ)} 个 rank 中的 {len(flagged)} 个（{format_ranks(flagged)}）"
+                f"{len(summ)} 个 rank 中的 {len(degrading)} 个（{format_ranks(degrading)}）"
                 if cluster
                 else f"rank {flagged[0]}"
             )
@@ -241,11 +283,13 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
                         f"{who}: step time grows {growth:.1%} over {int(row['n_steps'])} steps "
                         f"(slope {float(row['slope_us_per_step']):.0f} us/step, fitted "
                         f"{float(row['fit_first_us']):.0f} -> {float(row['fit_last_us']):.0f} us){cp_txt}."
+                        f"{drivers_txt}"
                     ),
                     summary_zh=(
                         f"{who_zh}：step 耗时在 {int(row['n_steps'])} 个 step 内增长 {growth:.1%}"
                         f"（斜率 {float(row['slope_us_per_step']):.0f} us/step，拟合值 "
                         f"{float(row['fit_first_us']):.0f} -> {float(row['fit_last_us']):.0f} us）{cp_zh}。"
+                        f"{drivers_zh}"
                     ),
                     ranks=tuple(sorted(flagged)),
                     metrics={
@@ -256,6 +300,7 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
                         "residual_std_us": float(row["residual_std_us"]),
                         "n_steps": float(row["n_steps"]),
                         "growth_threshold_ratio": GROWTH_RATIO,
+                        "ranks_degrading": float(len(degrading)),
                         **(
                             {
                                 "change_point_step": float(cp),
@@ -270,7 +315,7 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
                         Evidence(
                             src,
                             cite,
-                            {"ranks": flagged},
+                            {"ranks": degrading},
                             "least-squares line of step_us over step position; degradation when "
                             f"growth >= {GROWTH_RATIO:.0%} of the first fitted value and >= "
                             f"{GROWTH_NOISE_FACTOR:.0f} residual std",
