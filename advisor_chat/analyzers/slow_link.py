@@ -1,0 +1,502 @@
+"""Slow links: links and ranks whose bandwidth is far below peers of the same transport."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import Field
+
+from advisor_chat.analyzers._common import (
+    WAIT_RATIO_THRESHOLD,
+    format_ranks,
+    is_p2p,
+    median_step_us,
+    ms,
+    pct,
+    severity,
+)
+from advisor_chat.analyzers.base import (
+    AnalyzerResult,
+    Category,
+    Evidence,
+    Finding,
+    FindingKind,
+    Params,
+    register,
+)
+from advisor_chat.errors import ToolArgumentError
+from advisor_chat.ingest.profile import Profile
+
+#: A link (or rank) whose bandwidth is below this fraction of the median of its peers of the
+#: same transport is slow. Peers must be comparable: the link's transfer per op must be at least
+#: half of the peers' median (small transfers are latency-bound, not bandwidth-bound).
+SLOW_RATIO = 0.6
+#: Small-packet rule of msprof-analyze advisor (rules/en/packet.yaml, public-cases.md App. A):
+#: > 20 % of SDMA transfers under 16 MB or of RDMA transfers under 1 MB.
+SMALL_SHARE = 0.2
+SMALL_MB = {"SDMA": 16.0, "RDMA": 1.0}
+#: Small transfers that take less than this share of the step are not worth a finding.
+MIN_SMALL_TIME_SHARE = 0.005
+_SDMA_FAMILY = ("HCCS", "PCIE", "SIO", "SDMA")
+_AGG = r"(?i)total|-top\d*@?|-middle|-bottom"
+
+Transport = Literal["HCCS", "PCIE", "RDMA", "SDMA", "SIO"]
+
+
+class SlowLinkParams(Params):
+    """Parameters of :func:`slow_link`."""
+
+    group: str | None = Field(
+        default=None, description="Communication group hash to check; default: all groups."
+    )
+    transport: Transport | None = Field(
+        default=None,
+        description="Transport to check: HCCS, PCIE, RDMA, SDMA or SIO; default: all.",
+    )
+
+
+@register("slow_link", SlowLinkParams, order=30)
+def slow_link(profile: Profile, params: SlowLinkParams) -> AnalyzerResult:
+    """Find slow links: src → dst links (communication matrix) and ranks (per-transport bandwidth) far below the median of their peers of the same transport (HCCS, PCIE, RDMA, SDMA, SIO), small-packet transfers, and the wait-ratio > 0.2 rule.
+
+    Link bandwidth = Σ transit size / Σ transit time over the link's ops (MB/ms = GB/s), LOCAL
+    and self links excluded, op-type aggregate rows ('total', 'top') skipped when per-op rows
+    exist. A link is slow when its bandwidth < 0.6 × the median of links of the same transport
+    with comparable transfer sizes. Small packets: share of transfers under 16 MB (SDMA family)
+    or 1 MB (RDMA), from packet counts when the ingest provides them, else per op transit size;
+    > 20 % is a finding when those transfers take ≥ 0.5 % of the step. Wait-ratio rule (CANN msprof cluster analysis): the rank with the
+    largest Σ wait / Σ elapse > 0.2 either also has synchronization ratio > 0.2 (ranks arrive
+    at different times: a slow rank, not a link) or not (probable slow link).
+
+    Args:
+        profile: Canonical profile; uses ``comm_matrix``, ``comm_bandwidth``, ``comm_ops`` (ms,
+            MB, GB/s) and the step time (µs) for severity.
+        params: ``group`` and ``transport`` filters.
+
+    Returns:
+        AnalyzerResult whose ``table`` has one row per link: ``group``, ``src_rank``,
+        ``dst_rank``, ``transport``, ``ops`` (count), ``transit_size_mb`` (MB, sum),
+        ``transit_time_ms`` (ms, sum), ``bandwidth_gbps`` (GB/s), ``median_gbps`` (GB/s, peers of
+        the same transport), ``ratio`` (bandwidth / median), ``slow`` (bool). Extra tables:
+        ``rank_bandwidth`` (per rank × transport: ``rank``, ``transport``, ``transit_size_mb``,
+        ``transit_time_ms``, ``bandwidth_gbps``, ``median_gbps``, ``ratio``, ``slow``),
+        ``small_packets`` (per transport family: ``transport``, ``threshold_mb``,
+        ``small_share``, ``small_volume_share``, ``basis``), ``wait_ratio`` (per rank:
+        ``wait_ratio``, ``synchronization_ratio``, ``wait_ms``).
+
+    Raises:
+        ToolArgumentError: ``group`` is not in the communication data.
+    """
+    mx = profile.get("comm_matrix")
+    bw = profile.get("comm_bandwidth")
+    ops = profile.get("comm_ops")
+    if params.group is not None:
+        groups = sorted(
+            {str(g) for df in (mx, bw, ops) if not df.empty for g in df["group"].dropna().unique()}
+        )
+        if params.group not in groups:
+            raise ToolArgumentError(
+                f"group {params.group!r} is not in the communication data; groups are {groups}"
+            )
+        mx, bw, ops = (
+            df[df["group"] == params.group] if not df.empty else df for df in (mx, bw, ops)
+        )
+    if params.transport is not None:
+        mx = mx[mx["transport"].str.upper() == params.transport] if not mx.empty else mx
+        bw = bw[bw["transport"].str.upper() == params.transport] if not bw.empty else bw
+    step_us = median_step_us(profile) or float("nan")
+    n_steps = max(len(profile.steps), 1)
+    notes: list[str] = []
+    findings: list[Finding] = []
+
+    links = _links(mx)
+    findings += _link_findings(profile, links, step_us, n_steps)
+    rank_bw = _rank_bandwidth(bw)
+    findings += _rank_findings(
+        profile,
+        rank_bw,
+        step_us,
+        n_steps,
+        have_links=bool(links["slow"].any()) if not links.empty else False,
+    )
+    small = _small_packets(bw)
+    findings += _small_findings(profile, bw, small, step_us, n_steps)
+    wr = _wait_ratio(ops)
+    findings += _wait_findings(profile, wr, ops, step_us, n_steps)
+    if mx.empty:
+        notes.append(
+            "no communication matrix (communication_matrix.json): link-level check unavailable"
+        )
+    if bw.empty:
+        notes.append("no per-transport bandwidth (communication.json bandwidth info)")
+    if ops.empty:
+        notes.append("no comm_ops: wait-ratio rule unavailable (profiler Level0?)")
+    findings.sort(key=lambda f: (f.severity.rank, -f.metrics.get("extra_us", 0.0)))
+    metrics = {
+        "links_count": float(len(links)),
+        "slow_links_count": float(links["slow"].sum()) if not links.empty else 0.0,
+        "median_step_us": step_us,
+    }
+    return AnalyzerResult(
+        "slow_link",
+        links,
+        metrics=metrics,
+        findings=tuple(findings),
+        notes=tuple(notes),
+        tables={"rank_bandwidth": rank_bw, "small_packets": small, "wait_ratio": wr},
+    )
+
+
+def _peer_ratio(df: pd.DataFrame, key: str) -> pd.DataFrame:
+    """Add ``median_gbps``, ``ratio`` and ``slow`` comparing rows within each ``key`` group."""
+    df = df.copy()
+    size_per_op = df["transit_size_mb"] / df["ops"].clip(lower=1)
+    med_bw = df.groupby(key)["bandwidth_gbps"].transform("median")
+    med_size = size_per_op.groupby(df[key]).transform("median")
+    count = df.groupby(key)["bandwidth_gbps"].transform("size")
+    df["median_gbps"] = med_bw
+    df["ratio"] = df["bandwidth_gbps"] / med_bw.where(med_bw > 0)
+    df["slow"] = (df["ratio"] < SLOW_RATIO) & (count >= 3) & (size_per_op >= 0.5 * med_size)
+    df["slow"] = df["slow"].fillna(False).astype(bool)
+    return df
+
+
+def _links(mx: pd.DataFrame) -> pd.DataFrame:
+    cols = [
+        "group",
+        "src_rank",
+        "dst_rank",
+        "transport",
+        "ops",
+        "transit_size_mb",
+        "transit_time_ms",
+        "bandwidth_gbps",
+        "median_gbps",
+        "ratio",
+        "slow",
+    ]
+    if mx.empty:
+        return pd.DataFrame(columns=cols)
+    m = mx[(mx["transport"].str.upper() != "LOCAL") & (mx["src_rank"] != mx["dst_rank"])]
+    agg_mask = m["op_name"].astype(str).str.contains(_AGG, regex=True)
+    if (~agg_mask).any():
+        m = m[~agg_mask]
+    m = m[m["transit_time_ms"] > 0]
+    if m.empty:
+        return pd.DataFrame(columns=cols)
+    g = m.groupby(["group", "src_rank", "dst_rank", "transport"], dropna=False)
+    links = g.agg(
+        ops=("op_name", "size"),
+        transit_size_mb=("transit_size_mb", "sum"),
+        transit_time_ms=("transit_time_ms", "sum"),
+    ).reset_index()
+    links["bandwidth_gbps"] = links["transit_size_mb"] / links["transit_time_ms"]
+    links["transport"] = links["transport"].astype(str).str.upper()
+    return _peer_ratio(links, "transport")[cols].sort_values("ratio").reset_index(drop=True)
+
+
+def _rank_bandwidth(bw: pd.DataFrame) -> pd.DataFrame:
+    cols = [
+        "rank",
+        "transport",
+        "ops",
+        "transit_size_mb",
+        "transit_time_ms",
+        "bandwidth_gbps",
+        "median_gbps",
+        "ratio",
+        "slow",
+    ]
+    if bw.empty:
+        return pd.DataFrame(columns=cols)
+    b = bw[bw["transit_time_ms"] > 0]
+    if b.empty:
+        return pd.DataFrame(columns=cols)
+    g = b.groupby(["rank", b["transport"].astype(str).str.upper()])
+    out = g.agg(
+        ops=("op_name", "size"),
+        transit_size_mb=("transit_size_mb", "sum"),
+        transit_time_ms=("transit_time_ms", "sum"),
+    ).reset_index()
+    out["bandwidth_gbps"] = out["transit_size_mb"] / out["transit_time_ms"]
+    return (
+        _peer_ratio(out, "transport")[cols]
+        .sort_values(["transport", "ratio"])
+        .reset_index(drop=True)
+    )
+
+
+def _extra_us(time_ms: float, size_mb: float, median_gbps: float, n_steps: int) -> float:
+    """Per-step µs the transfer would save at the peers' median bandwidth."""
+    if not (median_gbps > 0):
+        return 0.0
+    return max(time_ms - size_mb / median_gbps, 0.0) * 1000.0 / n_steps
+
+
+def _link_findings(
+    profile: Profile, links: pd.DataFrame, step_us: float, n_steps: int
+) -> list[Finding]:
+    out = []
+    for _, lk in links[links["slow"]].iterrows() if not links.empty else []:
+        extra = _extra_us(lk["transit_time_ms"], lk["transit_size_mb"], lk["median_gbps"], n_steps)
+        share = extra / step_us if step_us > 0 else float("nan")
+        src, dst, tr = int(lk["src_rank"]), int(lk["dst_rank"]), str(lk["transport"])
+        tag = {"RDMA": "rdma_low_bandwidth", "HCCS": "hccs_low_bandwidth"}.get(tr)
+        out.append(
+            Finding(
+                id=f"slow_link.slow_link.{src}_{dst}_{tr.lower()}",
+                kind=FindingKind.SLOW_LINK,
+                severity=severity(share),
+                summary=(
+                    f"Slow link {src} -> {dst} ({tr}, group {lk['group']}): {lk['bandwidth_gbps']:.2f} GB/s vs the "
+                    f"median {lk['median_gbps']:.2f} GB/s of {tr} links (ratio {lk['ratio']:.2f}); at the median "
+                    f"bandwidth its transfers would take {ms(extra)} less per step"
+                ),
+                summary_zh=(
+                    f"慢链路 {src} -> {dst}（{tr}）：带宽 {lk['bandwidth_gbps']:.2f} GB/s，同类链路中位数 "
+                    f"{lk['median_gbps']:.2f} GB/s（比值 {lk['ratio']:.2f}）；按中位数带宽每步可少 {ms(extra)}"
+                ),
+                ranks=tuple(sorted({src, dst})),
+                metrics={
+                    "bandwidth_gbps": float(lk["bandwidth_gbps"]),
+                    "median_gbps": float(lk["median_gbps"]),
+                    "ratio": float(lk["ratio"]),
+                    "transit_size_mb": float(lk["transit_size_mb"]),
+                    "transit_time_ms": float(lk["transit_time_ms"]),
+                    "extra_us": extra,
+                    "src_rank": float(src),
+                    "dst_rank": float(dst),
+                },
+                evidence=(
+                    Evidence(
+                        "comm_matrix",
+                        profile.cite("comm_matrix"),
+                        {
+                            "group": str(lk["group"]),
+                            "src_rank": src,
+                            "dst_rank": dst,
+                            "transport": tr,
+                        },
+                        "bandwidth = Σ Transit Size(MB) / Σ Transit Time(ms); median over links of the same transport",
+                    ),
+                ),
+                symptom_tags=("slow_link", tag) if tag else ("slow_link",),
+                estimated_gain_us=extra,
+                category=Category.COMMUNICATION,
+            )
+        )
+    return out
+
+
+def _rank_findings(
+    profile: Profile, rb: pd.DataFrame, step_us: float, n_steps: int, *, have_links: bool
+) -> list[Finding]:
+    out = []
+    if rb.empty:
+        return out
+    for _, r in rb[rb["slow"]].iterrows():
+        if have_links:
+            continue  # the link-level finding names the link; the rank view would repeat it
+        extra = _extra_us(r["transit_time_ms"], r["transit_size_mb"], r["median_gbps"], n_steps)
+        share = extra / step_us if step_us > 0 else float("nan")
+        rk, tr = int(r["rank"]), str(r["transport"])
+        tag = {"RDMA": "rdma_low_bandwidth", "HCCS": "hccs_low_bandwidth"}.get(tr)
+        out.append(
+            Finding(
+                id=f"slow_link.slow_link.rank{rk}_{tr.lower()}",
+                kind=FindingKind.SLOW_LINK,
+                severity=severity(share),
+                summary=(
+                    f"Rank {rk}'s {tr} bandwidth is {r['bandwidth_gbps']:.2f} GB/s vs the median "
+                    f"{r['median_gbps']:.2f} GB/s of the other ranks (ratio {r['ratio']:.2f}); one of its {tr} "
+                    f"links is probably degraded ({ms(extra)} per step at stake)"
+                ),
+                summary_zh=f"rank {rk} 的 {tr} 带宽 {r['bandwidth_gbps']:.2f} GB/s，其他卡中位数 {r['median_gbps']:.2f} GB/s（比值 {r['ratio']:.2f}），其链路可能劣化",
+                ranks=(rk,),
+                metrics={
+                    "bandwidth_gbps": float(r["bandwidth_gbps"]),
+                    "median_gbps": float(r["median_gbps"]),
+                    "ratio": float(r["ratio"]),
+                    "extra_us": extra,
+                },
+                evidence=(
+                    Evidence(
+                        "comm_bandwidth",
+                        profile.cite("comm_bandwidth", rk),
+                        {"rank": rk, "transport": tr},
+                        "Σ size / Σ time per rank and transport",
+                    ),
+                ),
+                symptom_tags=("slow_link", tag) if tag else ("slow_link",),
+                estimated_gain_us=extra,
+                category=Category.COMMUNICATION,
+            )
+        )
+    return out
+
+
+def _small_packets(bw: pd.DataFrame) -> pd.DataFrame:
+    cols = [
+        "transport",
+        "threshold_mb",
+        "small_share",
+        "small_volume_share",
+        "small_time_ms",
+        "transfers",
+        "basis",
+    ]
+    if bw.empty:
+        return pd.DataFrame(columns=cols)
+    b = bw[bw["transit_size_mb"] > 0].copy()
+    b["tr"] = b["transport"].astype(str).str.upper()
+    rows = []
+    for fam, members in (("SDMA", _SDMA_FAMILY), ("RDMA", ("RDMA",))):
+        sub = b[b["tr"].isin(members)]
+        if fam == "SDMA" and (sub["tr"] != "SDMA").any():
+            sub = sub[sub["tr"] != "SDMA"]  # SDMA = HCCS + PCIE + SIO: avoid counting twice
+        if sub.empty:
+            continue
+        thr = SMALL_MB[fam]
+        if sub["packet_count"].notna().any() and sub["small_packet_count"].notna().any():
+            pc = sub["packet_count"].fillna(0).sum()
+            share = float(sub["small_packet_count"].fillna(0).sum() / pc) if pc > 0 else np.nan
+            basis = "packet counts (Size Distribution)"
+        else:
+            share = float((sub["transit_size_mb"] < thr).mean())
+            basis = "transit size per op"
+        small = sub["transit_size_mb"] < thr
+        rows.append(
+            {
+                "transport": fam,
+                "threshold_mb": thr,
+                "small_share": share,
+                "small_volume_share": float(
+                    sub.loc[small, "transit_size_mb"].sum() / sub["transit_size_mb"].sum()
+                ),
+                "small_time_ms": float(sub.loc[small, "transit_time_ms"].sum()),
+                "transfers": float(len(sub)),
+                "basis": basis,
+            }
+        )
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _small_findings(
+    profile: Profile, bw: pd.DataFrame, small: pd.DataFrame, step_us: float, n_steps: int
+) -> list[Finding]:
+    out = []
+    n_ranks = max(bw["rank"].nunique(), 1) if not bw.empty else 1
+    for _, s in small.iterrows():
+        if not (s["small_share"] > SMALL_SHARE):
+            continue
+        per_step = s["small_time_ms"] * 1000.0 / n_steps / n_ranks
+        share = per_step / step_us if step_us > 0 else float("nan")
+        if share < MIN_SMALL_TIME_SHARE:
+            continue  # many small transfers, but they cost nothing measurable
+        out.append(
+            Finding(
+                id=f"slow_link.communication.small_packets_{s['transport'].lower()}",
+                kind=FindingKind.COMMUNICATION,
+                severity=severity(share),
+                summary=(
+                    f"Small transfers: {pct(s['small_share'])} of {s['transport']} transfers are under "
+                    f"{s['threshold_mb']:g} MB (rule: > 20%; basis: {s['basis']}), "
+                    f"{pct(s['small_volume_share'])} of the volume; they take {ms(per_step)} per rank per step. "
+                    "Bucket or fuse small collectives to reach full bandwidth"
+                ),
+                summary_zh=(
+                    f"小包过多：{s['transport']} 传输中 {pct(s['small_share'])} 小于 {s['threshold_mb']:g} MB"
+                    f"（阈值 20%），每卡每步耗时 {ms(per_step)}；建议合并小通信"
+                ),
+                metrics={
+                    "small_share": float(s["small_share"]),
+                    "small_volume_share": float(s["small_volume_share"]),
+                    "small_time_us_per_step": per_step,
+                    "extra_us": 0.0,
+                },
+                evidence=(
+                    Evidence(
+                        "comm_bandwidth",
+                        profile.cite("comm_bandwidth"),
+                        {"transport": s["transport"]},
+                        f"share of transfers < {s['threshold_mb']:g} MB ({s['basis']})",
+                    ),
+                ),
+                symptom_tags=("small_packets",),
+                category=Category.COMMUNICATION,
+            )
+        )
+    return out
+
+
+def _wait_ratio(ops: pd.DataFrame) -> pd.DataFrame:
+    cols = ["rank", "wait_ratio", "synchronization_ratio", "wait_ms", "elapse_ms"]
+    if ops.empty:
+        return pd.DataFrame(columns=cols)
+    o = ops[~is_p2p(ops["op_type"])]
+    if o.empty:
+        return pd.DataFrame(columns=cols)
+    g = o.groupby("rank")[["wait_ms", "synchronization_ms", "elapse_ms"]].sum(min_count=1)
+    g["wait_ratio"] = g["wait_ms"] / g["elapse_ms"].where(g["elapse_ms"] > 0)
+    g["synchronization_ratio"] = g["synchronization_ms"] / g["elapse_ms"].where(g["elapse_ms"] > 0)
+    return g.reset_index()[cols]
+
+
+def _wait_findings(
+    profile: Profile, wr: pd.DataFrame, ops: pd.DataFrame, step_us: float, n_steps: int
+) -> list[Finding]:
+    if wr.empty or not wr["wait_ratio"].notna().any():
+        return []
+    top = wr.loc[wr["wait_ratio"].idxmax()]
+    if not (top["wait_ratio"] > WAIT_RATIO_THRESHOLD):
+        return []
+    rk = int(top["rank"])
+    low = wr.loc[wr["wait_ratio"].idxmin()]
+    per_step = float(top["wait_ms"]) * 1000.0 / n_steps
+    share = per_step / step_us if step_us > 0 else float("nan")
+    sync = float(top["synchronization_ratio"])
+    high_ranks = wr.loc[wr["wait_ratio"] > WAIT_RATIO_THRESHOLD, "rank"].astype(int).tolist()
+    if sync > WAIT_RATIO_THRESHOLD:
+        verdict = (
+            f"its synchronization ratio is {sync:.2f} (> 0.2): ranks reach the collectives at different times, "
+            f"so this is a slow rank rather than a slow link — rank {int(low['rank'])} waits least "
+            f"(wait ratio {low['wait_ratio']:.2f})"
+        )
+        verdict_zh = f"同步占比 {sync:.2f}（> 0.2）：各卡到达时间不一致，属于慢卡而非慢链路；等待最少的是 rank {int(low['rank'])}"
+        tags: tuple[str, ...] = ("comm_wait_high", "slow_rank")
+    else:
+        verdict = f"its synchronization ratio is only {sync:.2f}: the wait is inside the transfer, a probable slow link or bandwidth problem"
+        verdict_zh = f"同步占比仅 {sync:.2f}：等待发生在传输中，可能是慢链路或带宽问题"
+        tags = ("comm_wait_high", "slow_link")
+    return [
+        Finding(
+            id="slow_link.communication.wait_ratio",
+            kind=FindingKind.COMMUNICATION,
+            severity=severity(share),
+            summary=(
+                f"Rank {rk} spends {pct(top['wait_ratio'])} of its collective time waiting (wait ratio "
+                f"{top['wait_ratio']:.2f} > 0.2; {ms(per_step)} per step; ranks over 0.2: "
+                f"{format_ranks(high_ranks)}); {verdict}"
+            ),
+            summary_zh=f"rank {rk} 集合通信中 {pct(top['wait_ratio'])} 的时间在等待（等待占比 > 0.2，每步 {ms(per_step)}）；{verdict_zh}",
+            ranks=tuple(high_ranks),
+            metrics={
+                "wait_ratio": float(top["wait_ratio"]),
+                "synchronization_ratio": sync,
+                "wait_us_per_step": per_step,
+                "extra_us": per_step,
+            },
+            evidence=(
+                Evidence(
+                    "comm_ops",
+                    profile.cite("comm_ops", rk),
+                    {"rank": rk},
+                    "wait ratio = Σ Wait Time / Σ Elapse Time over collectives (CANN rule: > 0.2)",
+                ),
+            ),
+            symptom_tags=tags,
+            category=Category.COMMUNICATION,
+        )
+    ]

@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from _analyzers_a_helpers import make_profile, step_rows
+from test_analyzers_slow_rank import comm_rows
+
+from advisor_chat.analyzers import get_analyzer
+from advisor_chat.analyzers.base import Severity
+from advisor_chat.errors import ToolArgumentError
+
+
+def matrix_rows(slow=(2, 3), ranks=8, steps=3, size=64.0):
+    """Ring links r -> r+1 over HCCS at 20 GB/s; link ``slow`` at 5 GB/s; plus LOCAL self links."""
+    rows = []
+    for s in range(1, steps + 1):
+        for r in range(ranks):
+            dst = (r + 1) % ranks
+            bw = 5.0 if (r, dst) == slow else 20.0
+            rows.append(
+                {
+                    "group": "g",
+                    "step": s,
+                    "op_name": f"hcom_allReduce__1_{s}",
+                    "src_rank": r,
+                    "dst_rank": dst,
+                    "transport": "HCCS",
+                    "transit_size_mb": size,
+                    "transit_time_ms": size / bw,
+                    "bandwidth_gbps": bw,
+                }
+            )
+            rows.append(
+                {
+                    "group": "g",
+                    "step": s,
+                    "op_name": f"hcom_allReduce__1_{s}",
+                    "src_rank": r,
+                    "dst_rank": r,
+                    "transport": "LOCAL",
+                    "transit_size_mb": size,
+                    "transit_time_ms": 0.01,
+                    "bandwidth_gbps": size / 0.01,
+                }
+            )
+    return rows
+
+
+def bw_rows(ranks=8, size=0.5, transport="RDMA", n=10):
+    rows = []
+    for r in range(ranks):
+        for i in range(n):
+            rows.append(
+                {
+                    "rank": r,
+                    "group": "g",
+                    "step": 1,
+                    "op_name": f"op{i}",
+                    "transport": transport,
+                    "transit_size_mb": size,
+                    "transit_time_ms": size / 10.0,
+                    "bandwidth_gbps": 10.0,
+                    "large_packet_ratio": 0.0,
+                }
+            )
+    return rows
+
+
+def run(p, **kw):
+    spec = get_analyzer("slow_link")
+    return spec.run(p, spec.params(**kw))
+
+
+def test_known_answer_slow_hccs_link():
+    p = make_profile({"step_trace": step_rows(8), "comm_matrix": matrix_rows()})
+    res = run(p)
+    slow = res.table[res.table["slow"]]
+    assert list(zip(slow["src_rank"], slow["dst_rank"], slow["transport"], strict=True)) == [
+        (2, 3, "HCCS")
+    ]
+    f = res.findings[0]
+    assert f.id == "slow_link.slow_link.2_3_hccs"
+    assert f.metrics["bandwidth_gbps"] == pytest.approx(5.0)
+    assert f.metrics["median_gbps"] == pytest.approx(20.0)
+    assert f.metrics["ratio"] == pytest.approx(0.25)
+    # per step: 64/5 - 64/20 = 9.6 ms extra on a 125 ms step -> 7.7 % -> High
+    assert f.estimated_gain_us == pytest.approx(9600.0)
+    assert f.severity is Severity.HIGH
+    assert "2 -> 3" in f.summary and "HCCS" in f.summary
+    assert "LOCAL" not in set(res.table["transport"])
+
+
+def test_filters_and_bad_group():
+    p = make_profile({"comm_matrix": matrix_rows()})
+    assert run(p, transport="RDMA").table.empty
+    with pytest.raises(ToolArgumentError, match="groups are"):
+        run(p, group="zzz")
+
+
+def test_small_packets_rdma_by_transit_size():
+    p = make_profile({"step_trace": step_rows(8), "comm_bandwidth": bw_rows()})
+    res = run(p)
+    sp = res.tables["small_packets"].set_index("transport")
+    assert sp.at["RDMA", "small_share"] == 1.0
+    assert any(f.id == "slow_link.communication.small_packets_rdma" for f in res.findings)
+    big = run(make_profile({"comm_bandwidth": bw_rows(size=64.0)}))
+    assert not any("small_packets" in f.id for f in big.findings)
+
+
+def test_wait_ratio_rule_points_to_slow_rank():
+    p = make_profile({"step_trace": step_rows(8), "comm_ops": comm_rows(8, late=5)})
+    res = run(p)
+    f = next(f for f in res.findings if f.id == "slow_link.communication.wait_ratio")
+    assert "slow_rank" in f.symptom_tags and "rank 5 waits least" in f.summary
+
+
+def test_no_data():
+    res = run(make_profile({"step_trace": step_rows(2)}))
+    assert not res.findings and res.table.empty
+    assert any("no communication matrix" in n for n in res.notes)
+
+
+def test_real_16rank_rdma_link(real_samples):
+    path = (
+        real_samples
+        / "cluster-16rank-pp2/cluster_analysis_output/cluster_communication_matrix.json"
+    )
+    data = json.loads(path.read_text())
+    link = data["p2p"]["step2"]["hcom_send__822_0@13337953553061386822"]["0-8"]
+    from advisor_chat.ingest import load_profile
+
+    res = run(load_profile(real_samples / "cluster-16rank-pp2", use_cache=False))
+    row = res.table[(res.table["src_rank"] == 0) & (res.table["dst_rank"] == 8)].iloc[0]
+    assert row["transport"] == link["Transport Type"] == "RDMA"
+    assert row["bandwidth_gbps"] == pytest.approx(
+        link["Transit Size(MB)"] / link["Transit Time(ms)"]
+    )
+    # only one RDMA link and two HCCS links: not enough peers to call anything slow
+    assert not res.table["slow"].any()
