@@ -47,7 +47,7 @@ def matrix_rows(slow=(2, 3), ranks=8, steps=3, size=64.0):
     return rows
 
 
-def bw_rows(ranks=8, size=0.5, transport="RDMA", n=10):
+def bw_rows(ranks=8, size=0.9, transport="RDMA", n=20):
     rows = []
     for r in range(ranks):
         for i in range(n):
