@@ -112,19 +112,19 @@ def slow_link(profile: Profile, params: SlowLinkParams) -> AnalyzerResult:
     findings: list[Finding] = []
 
     links = _links(mx)
-    findings += _link_findings(profile, links, step_us, n_steps)
+    findings += _link_findings(profile, links, step_us, _nsteps(mx, n_steps))
     rank_bw = _rank_bandwidth(bw)
     findings += _rank_findings(
         profile,
         rank_bw,
         step_us,
-        n_steps,
+        _nsteps(bw, n_steps),
         have_links=bool(links["slow"].any()) if not links.empty else False,
     )
     small = _small_packets(bw)
-    findings += _small_findings(profile, bw, small, step_us, n_steps)
+    findings += _small_findings(profile, bw, small, step_us, _nsteps(bw, n_steps))
     wr = _wait_ratio(ops)
-    findings += _wait_findings(profile, wr, ops, step_us, n_steps)
+    findings += _wait_findings(profile, wr, ops, step_us, _nsteps(ops, n_steps))
     if mx.empty:
         notes.append(
             "no communication matrix (communication_matrix.json): link-level check unavailable"
@@ -147,6 +147,12 @@ def slow_link(profile: Profile, params: SlowLinkParams) -> AnalyzerResult:
         notes=tuple(notes),
         tables={"rank_bandwidth": rank_bw, "small_packets": small, "wait_ratio": wr},
     )
+
+
+def _nsteps(df: pd.DataFrame, default: int) -> int:
+    """Number of steps a communication table covers (``default`` when empty)."""
+    n = int(df["step"].nunique()) if not df.empty else 0
+    return n if n > 0 else default
 
 
 def _peer_ratio(df: pd.DataFrame, key: str) -> pd.DataFrame:
