@@ -1,0 +1,151 @@
+"""Synthetic Ascend PyTorch Profiler clusters with planted faults and answer keys.
+
+``generate(scenario, out)`` writes one ``{host}_{pid}_{17-digit ts}_ascend_pt`` folder per rank
+(text export: profiler_info_{rank}.json, profiler_metadata.json, ASCEND_PROFILER_OUTPUT/ with
+step_trace_time.csv, kernel_details.csv, op_statistic.csv, memory_record.csv, communication.json,
+communication_matrix.json, trace_view.json) and ``answer_key.json`` under ``out``. Formats and
+cross-file rules: ``shared/reference/ascend-formats.md`` §1 and §6.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Literal
+
+from advisor_chat.errors import InputError
+from advisor_chat.synth.model import Cluster, double_hash, simulate
+from advisor_chat.synth.scenarios import SCENARIOS, T0_NS, Plan, ScenarioSpec
+from advisor_chat.synth.writer import RunInfo, write_rank
+
+__all__ = ["SCENARIOS", "ScenarioSpec", "demo_profile", "double_hash", "generate"]
+
+MIN_RANKS, MAX_RANKS = 2, 4096
+FIRST_STEP = 10
+DEMO_SCENARIO = "seed-rank12"
+
+# set before forking workers (fork start method shares them without pickling)
+_JOB: dict[str, Any] = {}
+
+
+def _work(chunk: list[int]) -> list[dict[str, Any]]:
+    cl: Cluster = _JOB["cluster"]
+    return [write_rank(cl, r, _JOB["out"], _JOB["info"]) for r in chunk]
+
+
+def _write_all(cl: Cluster, out: Path, info: RunInfo, workers: int) -> list[dict[str, Any]]:
+    ranks = list(range(cl.ranks))
+    if workers <= 1 or cl.ranks < 32 or "fork" not in mp.get_all_start_methods():
+        return [write_rank(cl, r, out, info) for r in ranks]
+    _JOB.update(cluster=cl, out=out, info=info)
+    try:
+        n = max(1, cl.ranks // (workers * 8))
+        chunks = [ranks[i : i + n] for i in range(0, cl.ranks, n)]
+        with mp.get_context("fork").Pool(workers) as pool:
+            parts = pool.map(_work, chunks)
+    finally:
+        _JOB.clear()
+    return [x for p in parts for x in p]
+
+
+def generate(
+    scenario: str,
+    out: Path | str,
+    *,
+    ranks: int | None = None,
+    steps: int | None = None,
+    seed: int = 0,
+    export: Literal["text", "db"] = "text",
+    workers: int | None = None,
+) -> Path:
+    """Write a synthetic cluster profile for a named scenario.
+
+    Args:
+        scenario: a key of `SCENARIOS`.
+        out: output folder; created. Existing rank folders in it are replaced.
+        ranks: world size (2..4096); default per scenario.
+        steps: captured steps (>= 1); default per scenario.
+        seed: jitter seed; the same arguments give byte-identical files.
+        export: ``"text"`` (csv/json). ``"db"`` is not implemented yet.
+        workers: processes writing rank folders (default: CPU count, capped at 4).
+
+    Returns:
+        ``out``. For ``cann-upgrade-pair`` the profiles are ``out/before`` and ``out/after``;
+        ``out/answer_key.json`` always.
+
+    Raises:
+        InputError: unknown scenario, size out of range, or ``export="db"``.
+    """
+    if scenario not in SCENARIOS:
+        raise InputError(f"unknown scenario {scenario!r}; choose one of: {', '.join(SCENARIOS)}")
+    if export != "text":
+        raise InputError("export='db' is not implemented yet; use export='text'")
+    spec = SCENARIOS[scenario]
+    n = spec.default_ranks if ranks is None else int(ranks)
+    k = spec.default_steps if steps is None else int(steps)
+    if not (max(MIN_RANKS, spec.min_ranks) <= n <= MAX_RANKS):
+        raise InputError(
+            f"ranks must be between {max(MIN_RANKS, spec.min_ranks)} and {MAX_RANKS}, got {n}"
+        )
+    if not 1 <= k <= 1000:
+        raise InputError(f"steps must be between 1 and 1000, got {k}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    w = workers if workers is not None else min(4, os.cpu_count() or 1)
+    plans: dict[str, Plan] = spec.plans(n, k, seed)
+    measured: dict[str, Any] = {}
+    for sub, plan in plans.items():
+        dest = out / sub if sub else out
+        dest.mkdir(parents=True, exist_ok=True)
+        for old in dest.glob("*_ascend_pt"):
+            shutil.rmtree(old)
+        cl = simulate(plan.program, plan.kinds, plan.perturb, n, k, seed, FIRST_STEP, T0_NS)
+        res = sorted(_write_all(cl, dest, plan.info, w), key=lambda x: x["rank"])
+        measured[sub] = {
+            "cluster": cl,
+            "ranks": [x["steps"] for x in res],
+            "folders": [x["folder"] for x in res],
+        }
+    key: dict[str, Any] = {"scenario": scenario, "ranks": n, "steps": k}
+    key.update(spec.answer(n, k, measured))
+    key["seed"] = seed
+    key["step_ids"] = [s["step"] for s in measured[next(iter(measured))]["ranks"][0]]
+    key["profiles"] = {sub or ".": {"folders": m["folders"]} for sub, m in measured.items()}
+    (out / "answer_key.json").write_text(
+        json.dumps(key, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    return out
+
+
+def demo_profile(settings: Any = None) -> Path:
+    """The 16-rank ``seed-rank12`` demo under ``settings.home / "demo"``, generated once.
+
+    Reused when ``answer_key.json`` and all 16 rank folders are already there.
+    """
+    if settings is None:
+        from advisor_chat.config import load_settings
+
+        settings = load_settings()
+    dest = Path(settings.home) / "demo"
+    key = dest / "answer_key.json"
+    if key.is_file():
+        try:
+            meta = json.loads(key.read_text(encoding="utf-8"))
+            folders = meta["profiles"]["."]["folders"]
+            if meta.get("scenario") == DEMO_SCENARIO and all(
+                (dest / f / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").is_file() for f in folders
+            ):
+                return dest
+        except (KeyError, ValueError, TypeError):
+            pass
+    tmp = dest.with_name("demo.tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    generate(DEMO_SCENARIO, tmp, ranks=16, steps=3, seed=0)
+    if dest.exists():
+        shutil.rmtree(dest)
+    tmp.rename(dest)
+    return dest

@@ -1,0 +1,381 @@
+"""Workload model and cluster simulation for the synthetic profile generator.
+
+All times are integer nanoseconds on one epoch clock, so that every derived number (step
+breakdown, Overlap Analysis events, communication times) is an exact sum of the same intervals
+and the files agree with each other to the last digit.
+
+The simulation runs one *program* (a list of kernels and collectives, identical on every rank)
+for every rank and step at once (numpy arrays over ranks). A collective starts on a rank when it
+arrives (launches it) and ends on every rank of its communication group at the same time:
+``max(arrival over the group) + transfer time``. Early ranks therefore spend the head start in
+``Notify_Wait`` (Synchronization Time), the last rank to arrive waits the least (ascend-formats.md
+§2.6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+RANKS_PER_NODE = 8
+HCCS_GBPS = 18.0  # Atlas A2 HCCS per-link reference bandwidth (ascend-formats.md §4.2)
+RDMA_GBPS = 12.0  # RoCE per-link reference bandwidth
+LOCAL_GBPS = 450.0  # on-chip copy
+MIB = 1.048576  # payloads are given in MiB; files report decimal MB
+TRANSIT_SHARE = 0.9  # transit / transfer-phase length of the slowest rank of a group
+NOTIFY_SHARE = 0.03  # Notify_Wait inside the transfer phase, share of the transfer phase
+
+
+def double_hash(data: str) -> int:
+    """Group hash used by msprof-analyze and CANN for HCCL communicator names.
+
+    Two 32-bit polynomial rolling hashes (multipliers 29 and 131) over the code points, each
+    reduced modulo 2**32 at every step; result ``(h29 << 32) | h131``
+    (mstt ``cluster_analyse/common_func/utils.py:89-99``).
+    """
+    uint32_bits = 32
+    uint32_max = 0xFFFFFFFF
+    prime = [29, 131]
+    hash_values = [0, 0]
+    for d in data:
+        hash_values[0] = (hash_values[0] * prime[0] + ord(d)) & uint32_max
+        hash_values[1] = (hash_values[1] * prime[1] + ord(d)) & uint32_max
+    return (hash_values[0] << uint32_bits) | hash_values[1]
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A device kernel template (one row of kernel_details.csv per launch)."""
+
+    name: str
+    op_type: str
+    core: str  # AI_CORE, AI_VECTOR_CORE, MIX_AIC, ...
+    in_shapes: str  # logical value without the CANN quotes, ';' between inputs
+    in_dtypes: str
+    in_formats: str
+    out_shapes: str
+    out_dtypes: str
+    out_formats: str
+    dur_us: float
+    block_dim: int
+    api: str  # CANN API that launches it, e.g. aclnnMatmul
+    tag: str = ""  # free label for scenario perturbations (e.g. "qkv")
+
+
+@dataclass(frozen=True)
+class Collective:
+    """An HCCL collective on one kind of communication group."""
+
+    op_type: str  # CANN op type ending in '_', e.g. 'hcom_allReduce_'
+    group: str  # group kind: 'world', 'tp', 'dp'
+    size_mb: float  # payload per rank (MB, decimal)
+    overlap: int = 0  # number of following kernels that run on the compute stream meanwhile
+    dtype: str = "BFP16"
+    tag: str = ""
+
+
+Item = Kernel | Collective
+
+
+@dataclass
+class GroupKind:
+    """One kind of communication group, partitioning the ranks.
+
+    Attributes:
+        kind: key used by `Collective.group`.
+        pg_name: process-group name written to ``parallel_group_info``.
+        members: list of sorted global-rank lists, one per group.
+        gidx: group index per global rank (shape [R]).
+        local: local rank (index in its group) per global rank.
+    """
+
+    kind: str
+    pg_name: str
+    members: list[list[int]]
+    gidx: np.ndarray
+    local: np.ndarray
+    comm_names: list[str] = field(default_factory=list)
+    hashes: list[str] = field(default_factory=list)
+    # link structure per rank (padded with -1): peer global rank, transport 0=HCCS 1=RDMA 2=LOCAL
+    peer: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    transport: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int8))
+    frac: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+
+
+def node_ip(node: int) -> str:
+    """IPv4 address of a synthetic node."""
+    return f"90.91.{105 + node // 200}.{46 + node % 200}"
+
+
+def make_group_kind(
+    kind: str, pg_name: str, members: list[list[int]], ranks: int, base_us: int, serial: int
+) -> GroupKind:
+    """Build a group kind with communicator names, hashes and the link structure."""
+    gidx = np.full(ranks, -1, dtype=np.int64)
+    local = np.full(ranks, -1, dtype=np.int64)
+    comm_names: list[str] = []
+    hashes: list[str] = []
+    for g, mem in enumerate(members):
+        for i, r in enumerate(mem):
+            gidx[r] = g
+            local[r] = i
+        first = mem[0]
+        name = f"{node_ip(first // RANKS_PER_NODE)}%enp189s0f0_60000_{first % RANKS_PER_NODE}_{base_us + serial * 1000 + g}"
+        comm_names.append(name)
+        hashes.append(str(double_hash(name)))
+    # links: HCCS mesh to same-node members (max 7), one RDMA ring link to the same device on the
+    # next node of the group, LOCAL self copy.
+    max_links = 9
+    peer = np.full((ranks, max_links), -1, dtype=np.int64)
+    transport = np.full((ranks, max_links), -1, dtype=np.int8)
+    frac = np.zeros((ranks, max_links))
+    for mem in members:
+        by_node: dict[int, list[int]] = {}
+        for r in mem:
+            by_node.setdefault(r // RANKS_PER_NODE, []).append(r)
+        nodes = sorted(by_node)
+        for r in mem:
+            nd = r // RANKS_PER_NODE
+            same = by_node[nd]
+            n_loc = len(same)
+            j = 0
+            peer[r, j] = r
+            transport[r, j] = 2
+            frac[r, j] = 0.1 / n_loc
+            j += 1
+            for p in same:
+                if p != r and j < 8:
+                    peer[r, j] = p
+                    transport[r, j] = 0
+                    frac[r, j] = 1.0 / n_loc
+                    j += 1
+            if len(nodes) > 1:
+                nxt = nodes[(nodes.index(nd) + 1) % len(nodes)]
+                cand = by_node[nxt]
+                pos = same.index(r)
+                peer[r, j] = cand[pos % len(cand)]
+                transport[r, j] = 1
+                frac[r, j] = 2.0 * (len(nodes) - 1) / len(nodes) / n_loc
+    return GroupKind(kind, pg_name, members, gidx, local, comm_names, hashes, peer, transport, frac)
+
+
+@dataclass
+class Perturb:
+    """Per-rank knobs a scenario sets (all arrays are over global ranks).
+
+    Attributes:
+        dur_scale: compute-duration factor per rank, shape [R].
+        tag_scale: {(rank, kernel tag): factor} for single-shape regressions.
+        gap_us: mean device gap between consecutive kernels (host dispatch) per rank.
+        api_us: duration of the CANN launch API per rank.
+        lead_us: how far the host runs ahead of the device (HostToDevice flow length) per rank;
+            None means "host-bound" (flow length = api duration + a few us).
+        step_stall_us: function (step_index) -> array [R] of Free at step start.
+        coll_delay_us: function (step_index, collective_index) -> array [R] of extra delay
+            before launching that collective (host stall), or None.
+        link_factor: {(src_global, dst_global): bandwidth factor}.
+        dispatch_stalls: {rank: (every_n_kernels, stall_us)} long host stalls between kernels.
+    """
+
+    dur_scale: np.ndarray
+    gap_us: np.ndarray
+    api_us: np.ndarray
+    lead_us: np.ndarray
+    host_bound: np.ndarray
+    tag_scale: dict[tuple[int, str], float] = field(default_factory=dict)
+    step_stall_us: object = None
+    coll_delay_us: object = None
+    link_factor: dict[tuple[int, int], float] = field(default_factory=dict)
+    dispatch_stalls: dict[int, tuple[int, float]] = field(default_factory=dict)
+
+
+def default_perturb(ranks: int) -> Perturb:
+    """Balanced cluster: no rank differs except for jitter."""
+    return Perturb(
+        dur_scale=np.ones(ranks),
+        gap_us=np.full(ranks, 14.0),
+        api_us=np.full(ranks, 11.0),
+        lead_us=np.full(ranks, 1800.0),
+        host_bound=np.zeros(ranks, dtype=bool),
+    )
+
+
+@dataclass
+class OpRec:
+    """One collective launch in one step, arrays over ranks."""
+
+    item: Collective
+    kind: GroupKind
+    index: int  # per (group kind, op type) counter -> op name index
+    start: np.ndarray  # ns
+    end: np.ndarray  # ns
+    sync_ns: np.ndarray
+    wait_extra_ms: np.ndarray  # Notify_Wait during the transfer phase
+    link_mb: np.ndarray  # [R, L]
+    link_ms: np.ndarray  # [R, L]
+    api_start: np.ndarray  # ns
+
+
+@dataclass
+class StepRec:
+    """One captured step for all ranks."""
+
+    step_id: int
+    start: int  # ns, identical on all ranks (wall-clock aligned steps)
+    end: int
+    k_start: np.ndarray  # [R, K] ns
+    k_dur: np.ndarray  # [R, K] ns
+    k_api_start: np.ndarray  # [R, K] ns
+    k_api_dur: np.ndarray  # [R, K] ns
+    ops: list[OpRec]
+
+
+@dataclass
+class Cluster:
+    """A simulated cluster run: what the writer turns into files."""
+
+    ranks: int
+    program: list[Item]
+    kernels: list[Kernel]
+    kinds: dict[str, GroupKind]
+    steps: list[StepRec]
+    perturb: Perturb
+    t0_ns: int
+
+
+def simulate(
+    program: list[Item],
+    kinds: dict[str, GroupKind],
+    perturb: Perturb,
+    ranks: int,
+    steps: int,
+    seed: int,
+    first_step: int,
+    t0_ns: int,
+) -> Cluster:
+    """Run the program on every rank for ``steps`` steps.
+
+    Returns:
+        Cluster with per-step arrays; times are integer ns.
+    """
+    rng = np.random.default_rng(seed)
+    kernels = [it for it in program if isinstance(it, Kernel)]
+    nk = len(kernels)
+    base = np.array([k.dur_us for k in kernels])
+    tag_mult = np.ones((ranks, nk))
+    for (r, tag), f in perturb.tag_scale.items():
+        for j, k in enumerate(kernels):
+            if k.tag == tag:
+                tag_mult[r, j] *= f
+    # static per-link bandwidth (seeded, +-3%) and scenario factors
+    link_bw: dict[str, np.ndarray] = {}
+    for kind in kinds.values():
+        ref = np.where(
+            kind.transport == 0, HCCS_GBPS, np.where(kind.transport == 1, RDMA_GBPS, LOCAL_GBPS)
+        )
+        bw = ref * (1.0 + 0.03 * np.clip(rng.standard_normal(ref.shape), -2, 2))
+        for (src, dst), f in perturb.link_factor.items():
+            hit = kind.peer[src] == dst
+            bw[src, hit] *= f
+        link_bw[kind.kind] = bw
+    counters: dict[tuple[str, str], int] = {}
+    out_steps: list[StepRec] = []
+    s_start = t0_ns
+    for si in range(steps):
+        t = np.full(ranks, s_start, dtype=np.int64)
+        if perturb.step_stall_us is not None:
+            t += (np.asarray(perturb.step_stall_us(si)) * 1000).astype(np.int64)
+        jit = 1.0 + 0.01 * np.clip(rng.standard_normal((ranks, nk)), -3, 3)
+        k_dur = np.maximum(
+            (base[None, :] * perturb.dur_scale[:, None] * tag_mult * jit * 1000).astype(np.int64),
+            1000,
+        )
+        gj = 1.0 + 0.2 * np.clip(rng.standard_normal((ranks, nk)), -3, 3)
+        k_gap = (perturb.gap_us[:, None] * gj * 1000).astype(np.int64)
+        for r, (every, stall_us) in perturb.dispatch_stalls.items():
+            idx = np.arange(nk)
+            k_gap[r, (idx % every) == every - 1] += int(stall_us * 1000)
+        aj = 1.0 + 0.1 * np.clip(rng.standard_normal((ranks, nk)), -3, 3)
+        k_api_dur = (perturb.api_us[:, None] * aj * 1000).astype(np.int64)
+        k_start = np.zeros((ranks, nk), dtype=np.int64)
+        ops: list[OpRec] = []
+        pending_end = t.copy()
+        overlap_left = 0
+        ki = 0
+        ci = 0
+        for it in program:
+            if isinstance(it, Kernel):
+                start = t + k_gap[:, ki]
+                k_start[:, ki] = start
+                t = start + k_dur[:, ki]
+                ki += 1
+                if overlap_left > 0:
+                    overlap_left -= 1
+                    if overlap_left == 0:
+                        t = np.maximum(t, pending_end)
+                continue
+            kind = kinds[it.group]
+            arrival = np.maximum(t + (perturb.gap_us * 1000).astype(np.int64), pending_end)
+            if perturb.coll_delay_us is not None:
+                extra = perturb.coll_delay_us(si, ci)
+                if extra is not None:
+                    arrival = arrival + (np.asarray(extra) * 1000).astype(np.int64)
+            ngroups = len(kind.members)
+            amax = np.full(ngroups, np.iinfo(np.int64).min, dtype=np.int64)
+            np.maximum.at(amax, kind.gidx, arrival)
+            a_g = amax[kind.gidx]
+            valid = kind.transport >= 0
+            oj = 1.0 + 0.01 * np.clip(rng.standard_normal(kind.frac.shape), -3, 3)
+            link_mb = np.where(valid, it.size_mb * MIB * kind.frac, 0.0)
+            link_ms = np.where(valid, link_mb / (link_bw[kind.kind] * oj), 0.0)
+            # time info transit = SDMA (HCCS) + RDMA; LOCAL copies are on-chip and excluded
+            transit = np.where(kind.transport == 2, 0.0, link_ms).sum(axis=1)
+            tmax = np.zeros(ngroups)
+            np.maximum.at(tmax, kind.gidx, transit)
+            t_g_ms = tmax / TRANSIT_SHARE
+            t_g_ns = (t_g_ms * 1e6).astype(np.int64)[kind.gidx]
+            end = a_g + t_g_ns
+            wait_extra = tmax[kind.gidx] - transit + NOTIFY_SHARE * t_g_ms[kind.gidx]
+            key = (kind.kind, it.op_type)
+            idx = counters.get(key, 0)
+            counters[key] = idx + 1
+            lead = np.where(perturb.host_bound, perturb.api_us + 8.0, perturb.lead_us)
+            api_start = arrival - (lead * 1000).astype(np.int64)
+            ops.append(
+                OpRec(
+                    it,
+                    kind,
+                    idx,
+                    arrival,
+                    end,
+                    a_g - arrival,
+                    wait_extra,
+                    link_mb,
+                    link_ms,
+                    api_start,
+                )
+            )
+            ci += 1
+            if it.overlap > 0:
+                pending_end = end
+                overlap_left = it.overlap
+                t = arrival
+            else:
+                t = end
+                pending_end = end
+        t = np.maximum(t, pending_end)
+        s_end = int(t.max()) + 25_000
+        lead = np.where(perturb.host_bound, perturb.api_us + 8.0, perturb.lead_us)
+        k_api_start = k_start - (
+            lead[:, None] * 1000 * (1.0 + 0.05 * np.clip(rng.standard_normal((ranks, nk)), -3, 3))
+        ).astype(np.int64)
+        # host-bound ranks: the launch call ends just before the kernel starts (vertical flows)
+        hb = perturb.host_bound
+        if hb.any():
+            k_api_start[hb] = k_start[hb] - k_api_dur[hb] - 8_000
+        out_steps.append(
+            StepRec(first_step + si, s_start, s_end, k_start, k_dur, k_api_start, k_api_dur, ops)
+        )
+        s_start = s_end
+    return Cluster(ranks, program, kernels, kinds, out_steps, perturb, t0_ns)

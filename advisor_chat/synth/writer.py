@@ -1,0 +1,681 @@
+"""Write a simulated `Cluster` as Ascend PyTorch Profiler text-export folders (one per rank).
+
+Formats follow ``shared/reference/ascend-formats.md`` §1 and the real Jan-2025 Level1 sample
+(``pt-text-level1-2rank``): CRLF csv with minimal quoting, trailing TAB in absolute timestamps,
+quoted CANN shapes, ``json.dumps`` default separators for the communication files and
+``indent=4`` for profiler_info / profiler_metadata.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from advisor_chat.synth.model import RANKS_PER_NODE, Cluster, Kernel
+
+KERNEL_HEADER = (
+    "Step Id,Model ID,Task ID,Stream ID,Name,Type,OP State,Accelerator Core,Start Time(us),"
+    "Duration(us),Wait Time(us),Block Dim,Mix Block Dim,HF32 Eligible,Input Shapes,Input Data Types,"
+    "Input Formats,Output Shapes,Output Data Types,Output Formats,Context ID,aicore_time(us),"
+    "aic_total_cycles,aic_mac_time(us),aic_mac_ratio,aic_scalar_time(us),aic_scalar_ratio,"
+    "aic_mte1_time(us),aic_mte1_ratio,aic_mte2_time(us),aic_mte2_ratio,aic_fixpipe_time(us),"
+    "aic_fixpipe_ratio,aic_icache_miss_rate,aiv_time(us),aiv_total_cycles,aiv_vec_time(us),"
+    "aiv_vec_ratio,aiv_scalar_time(us),aiv_scalar_ratio,aiv_mte2_time(us),aiv_mte2_ratio,"
+    "aiv_mte3_time(us),aiv_mte3_ratio,aiv_icache_miss_rate,cube_utilization(%)"
+)
+N_KERNEL_COLS = KERNEL_HEADER.count(",") + 1
+STEP_HEADER = (
+    "Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
+    "Communication(Not Overlapped and Exclude Receive),Preparing"
+)
+OPSTAT_HEADER = (
+    "OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)"
+)
+MEM_HEADER = "Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB),Total Active(MB),Stream Ptr,Device Type"
+ENV_KEYS = (
+    "ASCEND_GLOBAL_LOG_LEVEL",
+    "HCCL_RDMA_TC",
+    "HCCL_RDMA_SL",
+    "ACLNN_CACHE_LIMIT",
+    "HOST_CACHE_CAPACITY",
+    "ASCEND_ENHANCE_ENABLE",
+    "PYTORCH_NPU_ALLOC_CONF",
+    "ASCEND_LAUNCH_BLOCKING",
+    "HCCL_ALGO",
+)
+TRANSPORTS = ("HCCS", "RDMA", "LOCAL")
+_MATRIX_TYPE = re.compile(
+    r"send|reduce|invalid|broadcast|allreduce|receive|allgather|reducescatter|scatter|alltoall|alltoallv|alltoallvc|batchsendrecv"
+)
+HW_SORT, CANN_SORT, HCCL_SORT, OVERLAP_SORT = 13, 7, 15, 23
+COMPUTE_STREAM = 2
+FLOW_ID_BASE = 5046586572799  # HCCL launch flow ids are large numbers in real files
+
+
+@dataclass
+class RunInfo:
+    """Installation-level settings shared by every rank of one profile."""
+
+    cann_version: str = "8.0.RC2"
+    torch_npu_version: str = "2.1.0.post6"
+    env: dict[str, str] | None = None
+    user_metadata: dict[str, Any] | None = None  # extra top-level keys of profiler_metadata.json
+
+
+def ts_str(ns: int) -> str:
+    """µs epoch timestamp with 3 decimals from integer ns (CANN ``convert_ns2us_str``)."""
+    return f"{ns // 1000}.{ns % 1000:03d}"
+
+
+def us(ns: int) -> float:
+    """Duration in µs as a float (``53.741``)."""
+    return ns / 1000
+
+
+def _csv_text(rows: list[list[Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\r\n")
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def _q(shape: str) -> str:
+    """CANN shape value (with its own double quotes) as a minimal-quoted CSV field."""
+    return '"""' + shape + '"""'
+
+
+def _kernel_static(k: Kernel) -> tuple[str, str]:
+    """Parts of a kernel_details row that never change between launches."""
+    mid = f"{k.name},{k.op_type},dynamic,{k.core}"
+    shapes = (
+        f"{k.block_dim},0,NO,{_q(k.in_shapes)},{k.in_dtypes},{k.in_formats},"
+        f"{_q(k.out_shapes)},{k.out_dtypes},{k.out_formats},N/A"
+    )
+    return mid, shapes
+
+
+def _pmu(k: Kernel, dur_us: float) -> str:
+    """PMU columns (PipeUtilization) consistent with the duration and block dim (1.8 GHz)."""
+    t = round(dur_us * 0.985, 3)
+    cyc = int(t * 1800 * k.block_dim)
+    if k.core in ("AI_CORE", "MIX_AIC"):
+        aic = (
+            f"{t},{cyc},{round(t * 0.62, 3)},0.62,{round(t * 0.18, 3)},0.18,{round(t * 0.45, 3)},0.45,"
+            f"{round(t * 0.71, 3)},0.71,{round(t * 0.12, 3)},0.12,0.001"
+        )
+        aiv = "0.0,0,0.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0"
+        cube = "71.3"
+    else:
+        aic = "0.0,0,0.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0"
+        aiv = (
+            f"{t},{cyc},{round(t * 0.41, 3)},0.41,{round(t * 0.2, 3)},0.2,{round(t * 0.55, 3)},0.55,"
+            f"{round(t * 0.38, 3)},0.38,0.002"
+        )
+        cube = "0"
+    return f"{aic},{aiv},{cube}"
+
+
+def _merge(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(iv):
+        if out and a <= out[-1][1]:
+            if b > out[-1][1]:
+                out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+def _subtract(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """A minus b (both merged, sorted)."""
+    out: list[tuple[int, int]] = []
+    j = 0
+    for s, e in a:
+        cur = s
+        while j < len(b) and b[j][1] <= cur:
+            j += 1
+        k = j
+        while k < len(b) and b[k][0] < e:
+            if b[k][0] > cur:
+                out.append((cur, b[k][0]))
+            cur = max(cur, b[k][1])
+            k += 1
+        if cur < e:
+            out.append((cur, e))
+    return out
+
+
+def overlap_intervals(
+    comp: list[tuple[int, int]], comm: list[tuple[int, int]], s: int, e: int
+) -> dict[str, list[tuple[int, int]]]:
+    """Overlap Analysis intervals of one step (msprof overlap_analysis_processor semantics).
+
+    Computing = union of compute tasks; Communication = union of communication ops;
+    Communication(Not Overlapped) = Communication minus Computing; Free = the rest of [s, e).
+    """
+    c = _merge(comp)
+    m = _merge(comm)
+    busy = _merge(c + m)
+    return {
+        "Computing": c,
+        "Communication": m,
+        "Communication(Not Overlapped)": _subtract(m, c),
+        "Free": _subtract([(s, e)], busy),
+    }
+
+
+def _block(
+    mb: float, ms: float, packets: dict[float, list[Any]], large_mb: float
+) -> dict[str, Any]:
+    if ms <= 0:
+        return {
+            "Transit Size(MB)": 0,
+            "Transit Time(ms)": 0,
+            "Bandwidth(GB/s)": 0,
+            "Large Packet Ratio": 0,
+            "Size Distribution": {},
+        }
+    n = sum(v[0] for v in packets.values())
+    large = sum(v[0] for k, v in packets.items() if k > large_mb)
+    return {
+        "Transit Size(MB)": mb,
+        "Transit Time(ms)": ms,
+        "Bandwidth(GB/s)": round(mb / ms, 4),
+        "Large Packet Ratio": round(large / n, 4) if n else 0,
+        "Size Distribution": {str(k): v for k, v in packets.items()},
+    }
+
+
+def _ratio(a: float, b: float) -> float | int:
+    return round(a / (a + b), 4) if (a + b) > 0 else 0
+
+
+def rank_folder_name(rank: int, pid: int, end_ns: int) -> str:
+    """``{hostname}_{pid}_{17-digit ms clock}_ascend_pt``."""
+    sec = end_ns // 1_000_000_000
+    ms = (end_ns // 1_000_000) % 1000
+    stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(sec)) + f"{ms:03d}"
+    return f"devserver-{rank // RANKS_PER_NODE:04d}_{pid}_{stamp}_ascend_pt"
+
+
+def rank_pid(rank: int) -> int:
+    """OS pid of the training process of a rank."""
+    return 3096504 + rank * 7919 % 900000
+
+
+def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
+    """Write one rank's ``*_ascend_pt`` folder.
+
+    Returns:
+        Per-step breakdown in µs (``computing_us``, ``comm_not_overlapped_us``, ``overlapped_us``,
+        ``communication_us``, ``free_us``, ``step_us``) and the folder name.
+    """
+    pid = rank_pid(r)
+    dev = r % RANKS_PER_NODE
+    hw_pid = (pid << 10) | (HW_SORT << 5) | dev
+    cann_pid = (pid << 10) | (CANN_SORT << 5) | dev
+    hccl_pid = (pid << 10) | (HCCL_SORT << 5) | dev
+    ov_pid = (pid << 10) | (OVERLAP_SORT << 5) | dev
+    host_tid = pid + 3198
+    last_end = cl.steps[-1].end
+    folder = out / rank_folder_name(r, pid, last_end + 350_000_000 + r * 1_000_000)
+    po = folder / "ASCEND_PROFILER_OUTPUT"
+    po.mkdir(parents=True, exist_ok=True)
+    kstatic = [_kernel_static(k) for k in cl.kernels]
+
+    k_lines = [KERNEL_HEADER]
+    step_lines = [STEP_HEADER]
+    ev: list[str] = []
+    comm_json: dict[str, Any] = {}
+    matrix_json: dict[str, Any] = {}
+    op_stat: dict[tuple[str, str], list[float]] = {}
+    breakdown: list[dict[str, float]] = []
+    na_tail = ",".join(["N/A"] * (N_KERNEL_COLS - 12))
+    task_id = 11051
+    conn = 900
+    mem_lines = [MEM_HEADER]
+
+    # metadata events
+    ev.append(
+        f'{{"ph": "M", "name": "process_name", "pid": {pid}, "tid": 0, "args": {{"name": "Python"}}}}'
+    )
+    ev.append(
+        f'{{"ph": "M", "name": "process_labels", "pid": {pid}, "tid": 0, "args": {{"labels": "CPU"}}}}'
+    )
+    ev.append(
+        f'{{"ph": "M", "name": "process_sort_index", "pid": {pid}, "tid": 0, "args": {{"sort_index": 0}}}}'
+    )
+    ev.append(
+        f'{{"ph": "M", "name": "thread_name", "pid": {pid}, "tid": {pid}, "args": {{"name": "Thread {pid}"}}}}'
+    )
+    ev.append(
+        f'{{"ph": "M", "name": "thread_sort_index", "pid": {pid}, "tid": {pid}, "args": {{"sort_index": {pid}}}}}'
+    )
+    for p, pname, label, sort, threads in (
+        (hw_pid, "Ascend Hardware", "NPU", HW_SORT, [(COMPUTE_STREAM, f"Stream {COMPUTE_STREAM}")]),
+        (hccl_pid, "HCCL", "NPU", HCCL_SORT, [(0, "Group 0 Communication")]),
+        (cann_pid, "CANN", "CPU", CANN_SORT, [(host_tid, f"Thread {host_tid}")]),
+        (
+            ov_pid,
+            "Overlap Analysis",
+            "NPU",
+            OVERLAP_SORT,
+            [
+                (0, "Computing"),
+                (1, "Communication"),
+                (2, "Communication(Not Overlapped)"),
+                (3, "Free"),
+            ],
+        ),
+    ):
+        ev.append(
+            f'{{"name": "process_name", "pid": {p}, "tid": 0, "args": {{"name": "{pname}"}}, "ph": "M"}}'
+        )
+        for tid, tname in threads:
+            ev.append(
+                f'{{"name": "thread_name", "pid": {p}, "tid": {tid}, "args": {{"name": "{tname}"}}, "ph": "M"}}'
+            )
+            ev.append(
+                f'{{"name": "thread_sort_index", "pid": {p}, "tid": {tid}, "args": {{"sort_index": {tid}}}, "ph": "M"}}'
+            )
+        ev.append(
+            f'{{"name": "process_labels", "pid": {p}, "tid": 0, "args": {{"labels": "{label}"}}, "ph": "M"}}'
+        )
+        ev.append(
+            f'{{"name": "process_sort_index", "pid": {p}, "tid": 0, "args": {{"sort_index": {sort}}}, "ph": "M"}}'
+        )
+
+    for st in cl.steps:
+        sid = st.step_id
+        rows: list[tuple[int, str]] = []
+        comp_iv: list[tuple[int, int]] = []
+        comm_iv: list[tuple[int, int]] = []
+        ev.append(
+            f'{{"ph": "X", "name": "ProfilerStep#{sid}", "pid": {pid}, "tid": {pid}, "ts": "{ts_str(st.start)}", '
+            f'"dur": {us(st.end - st.start)}, "cat": "cpu_op", "args": {{"Sequence number": -1, "Fwd thread id": 0}}}}'
+        )
+        prev_end = None
+        ks = st.k_start[r]
+        kd = st.k_dur[r]
+        ka = st.k_api_start[r]
+        kad = st.k_api_dur[r]
+        for j, k in enumerate(cl.kernels):
+            s0 = int(ks[j])
+            d = int(kd[j])
+            wait = 0 if prev_end is None else us(s0 - prev_end)
+            prev_end = s0 + d
+            comp_iv.append((s0, s0 + d))
+            du = us(d)
+            mid, shp = kstatic[j]
+            rows.append(
+                (
+                    s0,
+                    f"{sid},4294967295,{task_id},{COMPUTE_STREAM},{mid},{ts_str(s0)}\t,{du},{wait},{shp},{_pmu(k, du)}",
+                )
+            )
+            a0 = int(ka[j])
+            ev.append(
+                f'{{"name": "AscendCL@{k.api}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a0)}", "dur": {us(int(kad[j]))}, '
+                f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_OP", "level": "acl", "id": "{k.api}", "item_id": "0", "connection_id": {conn}}}, "ph": "X"}}'
+            )
+            ev.append(
+                f'{{"name": "HostToDevice{conn}", "ph": "s", "cat": "HostToDevice", "id": "{conn}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a0)}"}}'
+            )
+            ev.append(
+                f'{{"name": "{k.name}", "pid": {hw_pid}, "tid": {COMPUTE_STREAM}, "ts": "{ts_str(s0)}", "dur": {du}, '
+                f'"args": {{"Model Id": 4294967295, "Task Type": "{k.core}", "Physic Stream Id": {COMPUTE_STREAM}, "Task Id": {task_id}, '
+                f'"Batch Id": 0, "Subtask Id": 4294967295, "connection_id": {conn}}}, "ph": "X"}}'
+            )
+            ev.append(
+                f'{{"name": "HostToDevice{conn}", "ph": "f", "id": "{conn}", "ts": "{ts_str(s0)}", "cat": "HostToDevice", "pid": {hw_pid}, "tid": {COMPUTE_STREAM}, "bp": "e"}}'
+            )
+            acc = op_stat.setdefault((k.op_type, k.core), [])
+            acc.append(du)
+            task_id += 1
+            conn += 1
+
+        coll: dict[str, Any] = {}
+        tot = {
+            "Elapse Time(ms)": 0.0,
+            "Transit Time(ms)": 0.0,
+            "Wait Time(ms)": 0.0,
+            "Synchronization Time(ms)": 0.0,
+            "Idle Time(ms)": 0.0,
+        }
+        tot_bw: dict[str, dict[str, Any]] = {
+            t: {"Transit Time(ms)": 0, "Transit Size(MB)": 0, "Size Distribution": {}}
+            for t in ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
+        }
+        links_by_key: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
+        prev_op_end = None
+        for op in st.ops:
+            kind = op.kind
+            g = int(kind.gidx[r])
+            h = kind.hashes[g]
+            name = f"{op.item.op_type}_{h[-3:]}_{op.index}_1"
+            s0 = int(op.start[r])
+            e0 = int(op.end[r])
+            comm_iv.append((s0, e0))
+            dur = us(e0 - s0)
+            wait_k = 0 if prev_op_end is None else us(max(s0 - prev_op_end, 0))
+            prev_op_end = e0
+            rows.append(
+                (
+                    s0,
+                    f"{sid},4294967295,N/A,N/A,{name},{op.item.op_type},N/A,HCCL,{ts_str(s0)}\t,{dur},{wait_k},0,{na_tail}",
+                )
+            )
+            fid = FLOW_ID_BASE + conn
+            a0 = int(op.api_start[r])
+            api = "Hccl" + op.item.op_type[5:-1][:1].upper() + op.item.op_type[6:-1]
+            ev.append(
+                f'{{"name": "AscendCL@{api}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a0)}", "dur": {us(int(kad[0]))}, '
+                f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_OP", "level": "acl", "id": "{api}", "item_id": "0", "connection_id": {conn}}}, "ph": "X"}}'
+            )
+            ev.append(
+                f'{{"name": "HostToDevice{fid}", "ph": "s", "cat": "HostToDevice", "id": "{fid}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a0)}"}}'
+            )
+            count = int(op.item.size_mb * 1e6 / 2)
+            ev.append(
+                f'{{"name": "{name}", "pid": {hccl_pid}, "tid": 0, "ts": "{ts_str(s0)}", "dur": {dur}, '
+                f'"args": {{"connection_id": {conn}, "model id": 4294967295, "data_type": "{op.item.dtype}", "alg_type": "MESH-RING", "count": {count}}}, "ph": "X"}}'
+            )
+            ev.append(
+                f'{{"name": "HostToDevice{fid}", "ph": "f", "id": "{fid}", "ts": "{ts_str(s0)}", "cat": "HostToDevice", "pid": {hccl_pid}, "tid": 0, "bp": "e"}}'
+            )
+            conn += 1
+            # bandwidth per transport (master plane, one packet per link)
+            mb = {"HCCS": 0.0, "RDMA": 0.0}
+            ms = {"HCCS": 0.0, "RDMA": 0.0}
+            pk: dict[str, dict[float, list[Any]]] = {"HCCS": {}, "RDMA": {}}
+            lk = links_by_key.setdefault((name, h), {})
+            loc = int(kind.local[r])
+            for jj in range(kind.peer.shape[1]):
+                tr = int(kind.transport[r, jj])
+                if tr < 0:
+                    continue
+                lmb = float(op.link_mb[r, jj])
+                lms = float(op.link_ms[r, jj])
+                tname = TRANSPORTS[tr]
+                peer_local = int(kind.local[int(kind.peer[r, jj])])
+                lk.setdefault(f"{loc}-{peer_local}", []).append(
+                    {
+                        "Transport Type": tname,
+                        "Transit Size(MB)": lmb,
+                        "Transit Time(ms)": lms,
+                        "Bandwidth(GB/s)": round(lmb / lms, 4),
+                        "Op Name": name,
+                    }
+                )
+                if tr == 2:
+                    continue
+                mb[tname] += lmb
+                ms[tname] += lms
+                key = round(lmb, 6)
+                ent = pk[tname].setdefault(key, [0, 0.0])
+                ent[0] += 1
+                ent[1] += lms
+            transit = ms["HCCS"] + ms["RDMA"]
+            sync = int(op.sync_ns[r]) / 1e6
+            wait = sync + float(op.wait_extra_ms[r])
+            elapse = (e0 - s0) / 1e6
+            idle = elapse - transit - wait
+            hccs = _block(mb["HCCS"], ms["HCCS"], pk["HCCS"], 32.0)
+            rdma = _block(mb["RDMA"], ms["RDMA"], pk["RDMA"], 0.5)
+            empty = _block(0, 0, {}, 0)
+            sdma = dict(empty)
+            if ms["HCCS"] > 0:
+                sdma = {
+                    "Transit Size(MB)": mb["HCCS"],
+                    "Transit Time(ms)": ms["HCCS"],
+                    "Bandwidth(GB/s)": round(mb["HCCS"] / ms["HCCS"], 4),
+                    "Large Packet Ratio": 0,
+                    "Size Distribution": {},
+                }
+            coll[f"{name}@{h}"] = {
+                "Communication Time Info": {
+                    "Start Timestamp(us)": s0 / 1000,
+                    "Elapse Time(ms)": elapse,
+                    "Transit Time(ms)": transit,
+                    "Wait Time(ms)": wait,
+                    "Synchronization Time(ms)": sync,
+                    "Idle Time(ms)": idle,
+                    "Wait Time Ratio": _ratio(wait, transit),
+                    "Synchronization Time Ratio": _ratio(sync, transit),
+                },
+                "Communication Bandwidth Info": {
+                    "RDMA": rdma,
+                    "HCCS": hccs,
+                    "PCIE": dict(empty),
+                    "SDMA": sdma,
+                    "SIO": dict(empty),
+                },
+            }
+            for kk, vv in (
+                ("Elapse Time(ms)", elapse),
+                ("Transit Time(ms)", transit),
+                ("Wait Time(ms)", wait),
+                ("Synchronization Time(ms)", sync),
+                ("Idle Time(ms)", idle),
+            ):
+                tot[kk] += vv
+            for tname, blk in (("RDMA", rdma), ("HCCS", hccs), ("SDMA", sdma)):
+                tb = tot_bw[tname]
+                tb["Transit Time(ms)"] += blk["Transit Time(ms)"]
+                tb["Transit Size(MB)"] += blk["Transit Size(MB)"]
+                for pkey, (cnt, tms) in blk["Size Distribution"].items():
+                    ent = tb["Size Distribution"].setdefault(pkey, [0, 0.0])
+                    ent[0] += cnt
+                    ent[1] += tms
+        if coll:
+            tinfo: dict[str, Any] = dict(tot)
+            tinfo["Wait Time Ratio"] = _ratio(tot["Wait Time(ms)"], tot["Transit Time(ms)"])
+            tinfo["Synchronization Time Ratio"] = _ratio(
+                tot["Synchronization Time(ms)"], tot["Transit Time(ms)"]
+            )
+            coll["Total Op Info"] = {
+                "Communication Time Info": tinfo,
+                "Communication Bandwidth Info": tot_bw,
+            }
+        comm_json[f"step{sid}"] = {"p2p": {}, "collective": coll}
+        matrix_json[f"step{sid}"] = {"p2p": {}, "collective": _matrix(links_by_key)}
+
+        # Overlap Analysis + step breakdown
+        iv = overlap_intervals(comp_iv, comm_iv, st.start, st.end)
+        sums = {n: sum(b - a for a, b in v) for n, v in iv.items()}
+        tid_of = {"Computing": 0, "Communication": 1, "Communication(Not Overlapped)": 2, "Free": 3}
+        ov = sorted((a, tid_of[n], n, b) for n, v in iv.items() for a, b in v)
+        for a, tid, n, b in ov:
+            ev.append(
+                f'{{"name": "{n}", "pid": {ov_pid}, "tid": {tid}, "ts": "{ts_str(a)}", "dur": {us(b - a)}, "ph": "X"}}'
+            )
+        first_busy = min(
+            iv["Computing"][0][0] if iv["Computing"] else st.end,
+            iv["Communication"][0][0] if iv["Communication"] else st.end,
+        )
+        comp_us = us(sums["Computing"])
+        notov_us = us(sums["Communication(Not Overlapped)"])
+        comm_us = us(sums["Communication"])
+        free_us = us(sums["Free"])
+        overl = us(sums["Communication"] - sums["Communication(Not Overlapped)"])
+        stage = us(st.end - st.start)
+        prep = us(first_busy - st.start)
+        step_lines.append(
+            f"{sid},{comp_us},{notov_us},{overl},{comm_us},{free_us},{stage},0,{notov_us},{prep}"
+        )
+        breakdown.append(
+            {
+                "step": sid,
+                "computing_us": comp_us,
+                "comm_not_overlapped_us": notov_us,
+                "overlapped_us": overl,
+                "communication_us": comm_us,
+                "free_us": free_us,
+                "step_us": stage,
+                "preparing_us": prep,
+            }
+        )
+        rows.sort(key=lambda x: x[0])
+        k_lines.extend(line for _, line in rows)
+        base_mb = 20000.0 + 37.5 * (r % 8)
+        for q in range(4):
+            t = st.start + (st.end - st.start) * q // 4
+            mem_lines.append(f"APP,{ts_str(t)}\t,,{base_mb + q * 2.0},,,NPU:{dev}")
+
+    # op_statistic: sorted by total time desc, ratio over all compute kernels
+    total_all = sum(sum(v) for v in op_stat.values())
+    stat_rows = []
+    for (ot, core), vals in op_stat.items():
+        tt = sum(vals)
+        stat_rows.append(
+            (
+                tt,
+                [
+                    ot,
+                    core,
+                    len(vals),
+                    round(tt, 3),
+                    round(min(vals), 3),
+                    round(tt / len(vals), 3),
+                    round(max(vals), 3),
+                    round(tt / total_all * 100, 3),
+                ],
+            )
+        )
+    stat_rows.sort(key=lambda x: -x[0])
+
+    (po / "kernel_details.csv").write_bytes(("\r\n".join(k_lines) + "\r\n").encode())
+    (po / "step_trace_time.csv").write_bytes(("\r\n".join(step_lines) + "\r\n").encode())
+    (po / "op_statistic.csv").write_bytes(
+        (OPSTAT_HEADER + "\r\n" + _csv_text([x[1] for x in stat_rows])).encode()
+    )
+    (po / "memory_record.csv").write_bytes(("\r\n".join(mem_lines) + "\r\n").encode())
+    (po / "communication.json").write_text(json.dumps(comm_json), encoding="utf-8")
+    (po / "communication_matrix.json").write_text(json.dumps(matrix_json), encoding="utf-8")
+    (po / "trace_view.json").write_text("[" + ", ".join(ev) + "]", encoding="utf-8")
+    (folder / f"profiler_info_{r}.json").write_text(
+        json.dumps(_profiler_info(cl, r, info), indent=4), encoding="utf-8"
+    )
+    (folder / "profiler_metadata.json").write_text(
+        json.dumps(_metadata(cl, r, info), indent=4), encoding="utf-8"
+    )
+    return {"rank": r, "folder": folder.name, "steps": breakdown}
+
+
+def _matrix(links_by_key: dict[tuple[str, str], dict[str, list[dict[str, Any]]]]) -> dict[str, Any]:
+    """top1/middle/bottom1/total/bottom2/bottom3 aggregation per (op type, group) and link."""
+    grouped: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
+    for (name, h), links in links_by_key.items():
+        m = _MATRIX_TYPE.search(name.lower())
+        typ = m.group(0) if m else "invalid"
+        dst = grouped.setdefault((typ, h), {})
+        for lk, recs in links.items():
+            dst.setdefault(lk, []).extend(recs)
+    out: dict[str, Any] = {}
+    for (typ, h), links in grouped.items():
+        parts: dict[str, dict[str, Any]] = {
+            p: {} for p in ("top1", "middle", "bottom1", "total", "bottom2", "bottom3")
+        }
+        for lk, recs in links.items():
+            srt = sorted(recs, key=lambda x: -x["Bandwidth(GB/s)"])
+            parts["top1"][lk] = srt[0]
+            parts["middle"][lk] = srt[len(srt) // 2]
+            parts["bottom1"][lk] = srt[-1]
+            if len(srt) >= 2:
+                parts["bottom2"][lk] = srt[-2]
+            if len(srt) >= 3:
+                parts["bottom3"][lk] = srt[-3]
+            size = sum(x["Transit Size(MB)"] for x in srt)
+            tms = sum(x["Transit Time(ms)"] for x in srt)
+            parts["total"][lk] = {
+                "Transport Type": srt[0]["Transport Type"],
+                "Transit Size(MB)": size,
+                "Transit Time(ms)": tms,
+                "Bandwidth(GB/s)": round(size / tms, 4) if tms else 0,
+            }
+        for p, v in parts.items():
+            if v:
+                out[f"{typ}-{p}@{h}"] = v
+    return out
+
+
+def _profiler_info(cl: Cluster, r: int, info: RunInfo) -> dict[str, Any]:
+    end = cl.steps[-1].end + 300_000_000
+    return {
+        "config": {
+            "common_config": {
+                "activities": ["ProfilerActivity.CPU", "ProfilerActivity.NPU"],
+                "schedule": {
+                    "wait": 0,
+                    "active": len(cl.steps),
+                    "warmup": 1,
+                    "repeat": 1,
+                    "skip_first": cl.steps[0].step_id - 1,
+                },
+                "record_shapes": True,
+                "profile_memory": True,
+                "with_stack": False,
+                "with_flops": False,
+                "with_modules": False,
+            },
+            "experimental_config": {
+                "_profiler_level": "Level1",
+                "_aic_metrics": "ACL_AICORE_PIPE_UTILIZATION",
+                "_l2_cache": False,
+                "_msprof_tx": False,
+                "_data_simplification": True,
+                "record_op_args": False,
+                "_export_type": "text",
+                "_op_attr": False,
+                "_gc_detect_threshold": None,
+            },
+        },
+        "start_info": {
+            "syscnt_enable": True,
+            "freq": 100,
+            "start_cnt": 17238197612056 + r * 1013,
+            "start_monotonic": 172163581670080 + r * 977,
+        },
+        "end_info": {
+            "collectionTimeEnd": end,
+            "MonotonicTimeEnd": 172164265133640 + (end - cl.t0_ns),
+        },
+        "torch_npu_version": info.torch_npu_version,
+        "cann_version": info.cann_version,
+        "rank_id": str(r),
+    }
+
+
+def _metadata(cl: Cluster, r: int, info: RunInfo) -> dict[str, Any]:
+    md: dict[str, Any] = {}
+    if info.user_metadata:
+        for k, v in info.user_metadata.items():
+            md[k] = dict(v, rank=r) if k == "distributed_args" else v
+    env = {k: "" for k in ENV_KEYS}
+    env.update(info.env or {})
+    md["ENV_VARIABLES"] = env
+    pgi: dict[str, Any] = {}
+    for kind in cl.kinds.values():
+        g = int(kind.gidx[r])
+        if g < 0:
+            continue
+        pgi[kind.comm_names[g]] = {
+            "group_name": kind.pg_name,
+            "group_rank": int(kind.local[r]),
+            "global_ranks": list(kind.members[g]),
+        }
+    md["parallel_group_info"] = pgi
+    return md
+
+
+def ranks_of(cl: Cluster) -> np.ndarray:
+    """All global ranks."""
+    return np.arange(cl.ranks)
