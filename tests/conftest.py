@@ -41,3 +41,26 @@ def real_samples() -> Path:
             pytest.fail("shared/samples/real not found next to the repository (set ADVISOR_SHARED)")
         pytest.skip("shared/samples/real not found (set ADVISOR_SHARED to the shared folder)")
     return SHARED / "samples" / "real"
+
+
+@pytest.fixture(scope="session")
+def scenario(tmp_path_factory: pytest.TempPathFactory):
+    """Factory ``scenario(name, **kw) -> Path``: a synthetic profile, generated once per session.
+
+    ``kw`` are `advisor_chat.synth.generate` options (ranks, steps, seed). The folder holds the
+    per-rank ``*_ascend_pt`` folders (or ``before/`` and ``after/``) and ``answer_key.json``.
+    Treat it as read-only: it is shared by every test of the session.
+    """
+    from advisor_chat.synth import generate
+
+    made: dict[tuple, Path] = {}
+    root = tmp_path_factory.mktemp("synth")
+
+    def make(name: str, **kw) -> Path:
+        key = (name, tuple(sorted(kw.items())))
+        if key not in made:
+            tag = "_".join([name] + [f"{k}{v}" for k, v in sorted(kw.items())])
+            made[key] = generate(name, root / tag, **kw)
+        return made[key]
+
+    return make
