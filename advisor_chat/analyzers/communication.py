@@ -1,0 +1,398 @@
+"""Communication per group and op type, overlap with computation, and mc2 fusion opportunities."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from pydantic import Field
+
+from advisor_chat.analyzers._common import (
+    WAIT_RATIO_THRESHOLD,
+    format_ranks,
+    groups_table,
+    is_comm_kernel,
+    median_step_us,
+    ms,
+    pct,
+    severity,
+    step_frame,
+)
+from advisor_chat.analyzers.base import (
+    AnalyzerResult,
+    Category,
+    Evidence,
+    Finding,
+    FindingKind,
+    Params,
+    register,
+)
+from advisor_chat.errors import ToolArgumentError
+from advisor_chat.ingest.profile import Profile
+
+#: Names of kernels that show mc2 (MatMul + communication fusion) is already on.
+MC2_FUSED = (
+    "matmulallreduce",
+    "allgathermatmul",
+    "matmulreducescatter",
+    "matmul_all_reduce",
+    "all_gather_matmul",
+    "matmul_reduce_scatter",
+)
+#: Collectives that mc2 can fuse with an adjacent MatMul.
+MC2_COLLECTIVES = ("allreduce", "allgather", "reducescatter")
+#: Non-overlapped communication above this share of the step is a finding (Medium ≥ 3 %).
+COMM_SHARE_MIN = 0.03
+
+
+class CommunicationParams(Params):
+    """Parameters of :func:`communication`."""
+
+    group: str | None = Field(
+        default=None, description="Communication group hash to analyse; default: all groups."
+    )
+
+
+@register("communication", CommunicationParams, order=35)
+def communication(profile: Profile, params: CommunicationParams) -> AnalyzerResult:
+    """Summarize communication per group and op type (count, elapse, transit, wait, synchronization), its overlap with computation, wait-heavy groups, and mc2 opportunities (MatMul next to a TP AllReduce / AllGather / ReduceScatter that fusion could overlap).
+
+    Per group × op type, times are summed over ranks and divided by ranks × steps (per rank
+    per step, ms, from communication.json). Overlap ratio = Overlapped / (Overlapped +
+    Communication Not Overlapped) from the step trace. mc2: on each rank, kernels in time order
+    (kernel_details.csv); a MatMul kernel whose next or previous kernel is an HCCL
+    AllReduce/AllGather/ReduceScatter of a TP group counts as a pair; hidden time per pair =
+    min(MatMul duration, collective duration) (fusion overlaps at most the shorter one).
+    Kernels named MatmulAllReduce / AllGatherMatmul / MatmulReduceScatter mean mc2 is on. TP
+    groups: ``comm_groups`` named ``tp*``, else collective groups of 2-8 consecutive ranks.
+
+    Args:
+        profile: Canonical profile; uses ``comm_ops`` (ms), ``step_trace`` (µs), ``kernels``
+            (µs), ``comm_groups``.
+        params: ``group`` restricts the analysis to one group.
+
+    Returns:
+        AnalyzerResult whose ``table`` has one row per group × op type: ``group``,
+        ``group_name``, ``op_type``, ``ranks`` (count), ``count`` (ops per rank per step),
+        ``elapse_ms``, ``transit_ms``, ``wait_ms``, ``synchronization_ms`` (ms per rank per step),
+        ``wait_ratio`` (Σ wait / Σ elapse). Extra tables: ``overlap`` (per rank:
+        ``communication_us``, ``communication_not_overlapped_us``, ``overlapped_us`` µs per
+        step, ``overlap_ratio``), ``mc2_pairs`` (per rank: ``rank``, ``pairs`` per step,
+        ``hidden_us`` per step, ``collective``).
+
+    Raises:
+        ToolArgumentError: ``group`` is not in ``comm_ops``.
+    """
+    ops = profile.get("comm_ops")
+    notes: list[str] = []
+    findings: list[Finding] = []
+    groups = groups_table(profile)
+    gname = (
+        dict(zip(groups["group"], groups["group_name"], strict=False)) if not groups.empty else {}
+    )
+    if params.group is not None:
+        valid = sorted(ops["group"].dropna().astype(str).unique()) if not ops.empty else []
+        if params.group not in valid:
+            raise ToolArgumentError(
+                f"group {params.group!r} is not in comm_ops; groups are {valid}"
+            )
+        ops = ops[ops["group"] == params.group]
+    step_us = median_step_us(profile) or float("nan")
+
+    table = _per_group_type(ops, gname)
+    if ops.empty:
+        notes.append(
+            "no comm_ops (communication.json): per-op wait/transit unavailable (profiler Level0?)"
+        )
+    overlap = _overlap(profile)
+    findings += _overlap_findings(profile, overlap)
+    findings += _wait_findings(profile, table, step_us)
+    mc2_f, pairs, mc2_notes = _mc2(profile, groups, step_us)
+    findings += mc2_f
+    notes += mc2_notes
+    findings.sort(key=lambda f: (f.severity.rank, -(f.estimated_gain_us or 0.0)))
+    metrics = {
+        "groups_count": float(table["group"].nunique()) if not table.empty else 0.0,
+        "mean_overlap_ratio": float(overlap["overlap_ratio"].mean())
+        if not overlap.empty
+        else float("nan"),
+        "mc2_hidden_us": float(pairs["hidden_us"].median()) if not pairs.empty else 0.0,
+    }
+    return AnalyzerResult(
+        "communication",
+        table,
+        metrics=metrics,
+        findings=tuple(findings),
+        notes=tuple(notes),
+        tables={"overlap": overlap, "mc2_pairs": pairs},
+    )
+
+
+def _per_group_type(ops: pd.DataFrame, gname: dict[str, str]) -> pd.DataFrame:
+    cols = [
+        "group",
+        "group_name",
+        "op_type",
+        "ranks",
+        "count",
+        "elapse_ms",
+        "transit_ms",
+        "wait_ms",
+        "synchronization_ms",
+        "wait_ratio",
+    ]
+    if ops.empty:
+        return pd.DataFrame(columns=cols)
+    o = ops.copy()
+    o["op_type"] = o["op_type"].fillna("unknown").astype(str)
+    g = o.groupby(["group", "op_type"], dropna=False)
+    t = g.agg(
+        ranks=("rank", "nunique"),
+        steps=("step", "nunique"),
+        n=("op_name", "size"),
+        elapse_ms=("elapse_ms", "sum"),
+        transit_ms=("transit_ms", "sum"),
+        wait_ms=("wait_ms", "sum"),
+        synchronization_ms=("synchronization_ms", "sum"),
+    ).reset_index()
+    denom = (t["ranks"] * t["steps"].clip(lower=1)).astype(float)
+    t["wait_ratio"] = t["wait_ms"] / t["elapse_ms"].where(t["elapse_ms"] > 0)
+    t["count"] = t["n"] / denom
+    for c in ("elapse_ms", "transit_ms", "wait_ms", "synchronization_ms"):
+        t[c] = t[c] / denom
+    t["group"] = t["group"].astype(str)
+    t["group_name"] = t["group"].map(gname).fillna("")
+    return t[cols].sort_values("elapse_ms", ascending=False).reset_index(drop=True)
+
+
+def _overlap(profile: Profile) -> pd.DataFrame:
+    st = step_frame(profile)
+    cols = [
+        "rank",
+        "communication_us",
+        "communication_not_overlapped_us",
+        "overlapped_us",
+        "overlap_ratio",
+        "not_overlapped_share",
+    ]
+    if st.empty:
+        return pd.DataFrame(columns=cols)
+    pr = st.groupby("rank")[["communication_not_overlapped_us", "overlapped_us", "step_us"]].mean()
+    pr["communication_us"] = pr["communication_not_overlapped_us"] + pr["overlapped_us"]
+    pr["overlap_ratio"] = pr["overlapped_us"] / pr["communication_us"].where(
+        pr["communication_us"] > 0
+    )
+    pr["not_overlapped_share"] = pr["communication_not_overlapped_us"] / pr["step_us"].where(
+        pr["step_us"] > 0
+    )
+    return pr.reset_index()[cols]
+
+
+def _overlap_findings(profile: Profile, ov: pd.DataFrame) -> list[Finding]:
+    if ov.empty or not ov["not_overlapped_share"].notna().any():
+        return []
+    # the rank that communicates least without overlap: its share is transfer, not waiting
+    i = ov["not_overlapped_share"].idxmin()
+    share = float(ov.at[i, "not_overlapped_share"])
+    if not (share >= COMM_SHARE_MIN):
+        return []
+    rk = int(ov.at[i, "rank"])
+    ratio = float(ov["overlap_ratio"].mean())
+    cno = float(ov.at[i, "communication_not_overlapped_us"])
+    return [
+        Finding(
+            id="communication.communication.not_overlapped",
+            kind=FindingKind.COMMUNICATION,
+            severity=severity(share),
+            summary=(
+                f"Communication is poorly hidden: only {pct(ratio)} of communication overlaps computation "
+                f"(mean over ranks); even rank {rk}, which waits least, has {ms(cno)} per step "
+                f"({pct(share)}) of communication not overlapped"
+            ),
+            summary_zh=f"通信掩盖不足：平均仅 {pct(ratio)} 的通信与计算重叠；等待最少的 rank {rk} 每步仍有 {ms(cno)}（{pct(share)}）未被掩盖",
+            ranks=tuple(int(r) for r in ov["rank"]),
+            metrics={
+                "overlap_ratio": ratio,
+                "not_overlapped_share": share,
+                "not_overlapped_us": cno,
+            },
+            evidence=(
+                Evidence(
+                    "step_trace",
+                    profile.cite("step_trace"),
+                    {"rank": rk},
+                    "overlap = Overlapped / (Overlapped + Communication(Not Overlapped))",
+                ),
+            ),
+            symptom_tags=("comm_not_overlapped", "comm_bound"),
+            estimated_gain_us=None,
+            category=Category.COMMUNICATION,
+        )
+    ]
+
+
+def _wait_findings(profile: Profile, table: pd.DataFrame, step_us: float) -> list[Finding]:
+    out = []
+    if table.empty:
+        return out
+    g = table.groupby(["group", "group_name"])[["elapse_ms", "wait_ms"]].sum().reset_index()
+    g["wait_ratio"] = g["wait_ms"] / g["elapse_ms"].where(g["elapse_ms"] > 0)
+    for _, row in g[g["wait_ratio"] > WAIT_RATIO_THRESHOLD].iterrows():
+        wait_us = float(row["wait_ms"]) * 1000.0
+        share = wait_us / step_us if step_us > 0 else float("nan")
+        name = f"{row['group']}" + (f" ({row['group_name']})" if row["group_name"] else "")
+        out.append(
+            Finding(
+                id=f"communication.communication.wait_{row['group']}",
+                kind=FindingKind.COMMUNICATION,
+                severity=severity(share),
+                summary=(
+                    f"Group {name}: {pct(row['wait_ratio'])} of collective time is waiting (wait ratio "
+                    f"{row['wait_ratio']:.2f} > 0.2), {ms(wait_us)} per rank per step: ranks arrive at "
+                    "different times (see slow_rank) or a link is slow (see slow_link)"
+                ),
+                summary_zh=f"通信域 {name}：集合通信中 {pct(row['wait_ratio'])} 的时间在等待（> 0.2），每卡每步 {ms(wait_us)}",
+                metrics={"wait_ratio": float(row["wait_ratio"]), "wait_us_per_step": wait_us},
+                evidence=(
+                    Evidence(
+                        "comm_ops",
+                        profile.cite("comm_ops"),
+                        {"group": row["group"]},
+                        "Σ Wait Time / Σ Elapse Time, per rank per step",
+                    ),
+                ),
+                symptom_tags=("comm_wait_high",),
+                category=Category.COMMUNICATION,
+            )
+        )
+    return out
+
+
+def _tp_ranks(groups: pd.DataFrame) -> tuple[set[int], str]:
+    """Ranks in TP groups and how they were identified."""
+    if groups.empty:
+        return set(), "none"
+    named = groups[groups["group_name"].str.lower().str.startswith("tp")]
+    if not named.empty:
+        return {r for rs in named["ranks"] for r in rs}, "group name"
+    # No names: Megatron places TP innermost, so TP groups are runs of consecutive ranks of
+    # 2-8 ranks (one node at most) that are collective and smaller than the world.
+    world = max((len(rs) for rs in groups["ranks"]), default=0)
+    tp: set[int] = set()
+    for rs, kind in zip(groups["ranks"], groups["comm_kind"], strict=False):
+        n = len(rs)
+        if (
+            kind != "p2p"
+            and 2 <= n <= 8
+            and n < world
+            and list(rs) == list(range(rs[0], rs[0] + n))
+        ):
+            tp.update(rs)
+    return tp, ("group size (consecutive ranks, 2-8)" if tp else "none")
+
+
+def _mc2(
+    profile: Profile, groups: pd.DataFrame, step_us: float
+) -> tuple[list[Finding], pd.DataFrame, list[str]]:
+    cols = ["rank", "pairs", "hidden_us", "collective"]
+    empty = pd.DataFrame(columns=cols)
+    k = profile.get("kernels")
+    if k.empty:
+        return (
+            [],
+            empty,
+            [
+                "mc2: not enough signal — no kernels (kernel_details.csv) to see MatMul next to collectives"
+            ],
+        )
+    names = k["name"].astype("string").str.lower().fillna("")
+    if (
+        names.str.replace("_", "")
+        .str.contains("|".join(m.replace("_", "") for m in MC2_FUSED), regex=True)
+        .any()
+    ):
+        return [], empty, ["mc2: fused MatMul+communication kernels found (mc2 already on)"]
+    tp, how = _tp_ranks(groups)
+    if not tp:
+        return (
+            [],
+            empty,
+            [
+                "mc2: not enough signal — no TP group identified (comm_groups without a 'tp' group name)"
+            ],
+        )
+    k = k[k["rank"].isin(tp)].sort_values(["rank", "start_us"], kind="stable")
+    if k.empty:
+        return [], empty, []
+    comm = is_comm_kernel(k).to_numpy()
+    nm = k["name"].astype("string").str.lower().fillna("").str.replace("_", "")
+    typ = k["op_type"].astype("string").str.lower().fillna("")
+    is_mm = (typ.str.contains("matmul") | nm.str.contains("matmul")).to_numpy() & ~comm
+    coll = (
+        nm.str.extract(r"(allreduce|allgather|reducescatter)", expand=False).fillna("").to_numpy()
+    )
+    is_coll = comm & (coll != "")
+    rank = k["rank"].to_numpy()
+    dur = k["duration_us"].to_numpy(float)
+    # neighbour in time order on the same rank
+    nxt_same = np.r_[rank[1:] == rank[:-1], False]
+    prv_same = np.r_[False, rank[1:] == rank[:-1]]
+    nxt_coll = np.r_[is_coll[1:], False] & nxt_same
+    prv_coll = np.r_[False, is_coll[:-1]] & prv_same
+    pair_mm = is_mm & (nxt_coll | prv_coll)
+    if not pair_mm.any():
+        return (
+            [],
+            empty,
+            ["mc2: no MatMul kernel directly next to a TP AllReduce/AllGather/ReduceScatter"],
+        )
+    nxt_dur = np.r_[dur[1:], np.nan]
+    prv_dur = np.r_[np.nan, dur[:-1]]
+    other = np.where(nxt_coll, nxt_dur, prv_dur)
+    hidden = np.minimum(dur, other)
+    blank = np.array([""], dtype=object)
+    coll_o = coll.astype(object)
+    kind = np.where(
+        nxt_coll, np.concatenate([coll_o[1:], blank]), np.concatenate([blank, coll_o[:-1]])
+    )
+    steps = k.groupby("rank")["step"].nunique().clip(lower=1)
+    df = pd.DataFrame({"rank": rank[pair_mm], "hidden": hidden[pair_mm], "coll": kind[pair_mm]})
+    per = df.groupby("rank").agg(
+        pairs=("hidden", "size"),
+        hidden_us=("hidden", "sum"),
+        collective=("coll", lambda s: ",".join(sorted(set(s)))),
+    )
+    per["pairs"] = per["pairs"] / steps.reindex(per.index)
+    per["hidden_us"] = per["hidden_us"] / steps.reindex(per.index)
+    per = per.reset_index()[cols]
+    hid = float(per["hidden_us"].median())
+    share = hid / step_us if step_us > 0 else float("nan")
+    f = Finding(
+        id="communication.mc2_opportunity.tp",
+        kind=FindingKind.MC2_OPPORTUNITY,
+        severity=severity(share),
+        summary=(
+            f"mc2 opportunity: {per['pairs'].median():.0f} MatMul kernels per step sit next to TP "
+            f"{', '.join(sorted(set(df['coll'])))} on ranks {format_ranks(per['rank'])}; fusing them "
+            f"(MatmulAllReduce / AllGatherMatmul / MatmulReduceScatter) could hide up to {ms(hid)} per step "
+            f"({pct(share)} of the step)"
+        ),
+        summary_zh=f"mc2 融合机会：每步约 {per['pairs'].median():.0f} 个 MatMul 紧邻 TP 集合通信；融合后每步最多可掩盖 {ms(hid)}（{pct(share)}）",
+        ranks=tuple(int(r) for r in per["rank"]),
+        metrics={
+            "pairs_per_step": float(per["pairs"].median()),
+            "hidden_us": hid,
+            "hidden_share": share,
+        },
+        evidence=(
+            Evidence(
+                "kernels",
+                profile.cite("kernels"),
+                {"ranks": format_ranks(per["rank"])},
+                f"MatMul adjacent to a TP collective in time order (TP from {how}); hidden = Σ min(MatMul, collective) per step",
+            ),
+        ),
+        symptom_tags=("mc2_opportunity", "comm_not_overlapped"),
+        estimated_gain_us=hid,
+        category=Category.COMMUNICATION,
+    )
+    return [f], per, []

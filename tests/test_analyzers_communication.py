@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import pytest
+from _analyzers_a_helpers import make_profile, step_rows
+from test_analyzers_slow_rank import comm_rows
+
+from advisor_chat.analyzers import get_analyzer
+from advisor_chat.analyzers.base import Severity
+from advisor_chat.errors import ToolArgumentError
+
+
+def run(p, **kw):
+    spec = get_analyzer("communication")
+    return spec.run(p, spec.params(**kw))
+
+
+def tp_kernels(ranks=4, steps=2, fused=False):
+    rows = []
+    for r in range(ranks):
+        for s in range(1, steps + 1):
+            t = 1e15 + s * 1e6
+            for i in range(5):
+                mm = "MatmulAllReduce" if fused else "MatMulV2"
+                rows.append(
+                    {
+                        "rank": r,
+                        "step": s,
+                        "name": f"{mm}_{i}",
+                        "op_type": mm,
+                        "accelerator_core": "AI_CORE",
+                        "start_us": t,
+                        "duration_us": 300.0,
+                        "wait_us": 0.0,
+                    }
+                )
+                t += 300
+                if not fused:
+                    rows.append(
+                        {
+                            "rank": r,
+                            "step": s,
+                            "name": f"hcom_allReduce__{i}",
+                            "op_type": "hcom_allReduce_",
+                            "accelerator_core": "COMMUNICATION",
+                            "start_us": t,
+                            "duration_us": 200.0,
+                            "wait_us": 0.0,
+                        }
+                    )
+                    t += 200
+                rows.append(
+                    {
+                        "rank": r,
+                        "step": s,
+                        "name": f"Add_{i}",
+                        "op_type": "Add",
+                        "accelerator_core": "AI_VECTOR_CORE",
+                        "start_us": t,
+                        "duration_us": 50.0,
+                        "wait_us": 0.0,
+                    }
+                )
+                t += 50
+    return rows
+
+
+GROUPS = [
+    {"group": "g1", "group_name": "tp", "comm_kind": "collective", "ranks": [0, 1, 2, 3], "size": 4}
+]
+
+
+def test_per_group_type_known_answer():
+    p = make_profile(
+        {"step_trace": step_rows(8), "comm_ops": comm_rows(8, late=5, ops=10, steps=3)}
+    )
+    res = run(p)
+    row = res.table.iloc[0]
+    assert row["op_type"] == "allreduce" and row["ranks"] == 8
+    assert row["count"] == pytest.approx(10.0)  # ops per rank per step
+    assert row["transit_ms"] == pytest.approx(20.0)  # 10 ops × 2 ms
+    ops = p.get("comm_ops")
+    assert row["wait_ms"] == pytest.approx(ops["wait_ms"].sum() / 24)
+    assert any(f.id == "communication.communication.wait_g1" for f in res.findings)
+
+
+def test_overlap_ratio_and_not_overlapped_finding():
+    p = make_profile({"step_trace": step_rows(4, comm=20_000.0, overlapped=5_000.0)})
+    res = run(p)
+    assert res.tables["overlap"]["overlap_ratio"].tolist() == pytest.approx([0.2] * 4)
+    f = next(f for f in res.findings if f.id == "communication.communication.not_overlapped")
+    assert f.metrics["not_overlapped_share"] == pytest.approx(20_000 / 125_000)
+    assert f.severity is Severity.HIGH
+
+
+def test_mc2_opportunity_known_answer():
+    p = make_profile({"step_trace": step_rows(4), "kernels": tp_kernels(), "comm_groups": GROUPS})
+    res = run(p)
+    f = next(f for f in res.findings if f.kind.value == "mc2_opportunity")
+    assert f.metrics["pairs_per_step"] == 5
+    assert f.estimated_gain_us == pytest.approx(5 * 200.0)  # min(300, 200) per pair
+    assert f.ranks == (0, 1, 2, 3)
+
+
+def test_mc2_already_on_and_no_signal():
+    res = run(make_profile({"kernels": tp_kernels(fused=True), "comm_groups": GROUPS}))
+    assert not any(f.kind.value == "mc2_opportunity" for f in res.findings)
+    assert any("already on" in n for n in res.notes)
+    res2 = run(make_profile({"step_trace": step_rows(2)}))
+    assert any("no kernels" in n for n in res2.notes)
+    assert any("no comm_ops" in n for n in res2.notes)
+
+
+def test_bad_group():
+    with pytest.raises(ToolArgumentError):
+        run(make_profile({"comm_ops": comm_rows(4, late=1)}), group="x")
