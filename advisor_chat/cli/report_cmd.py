@@ -1,0 +1,116 @@
+"""``advisor-chat report PATH [--format md|html|json] [--rank N] [--baseline PATH] [--output FILE]``."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from advisor_chat.cli.common import console, handle_errors, print_json
+from advisor_chat.errors import InputError, ToolArgumentError
+
+
+class ReportFormat(str, Enum):
+    """Output formats of ``report``."""
+
+    md = "md"
+    html = "html"
+    json = "json"
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    try:
+        child.resolve().relative_to(parent.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``report`` command to ``app``."""
+
+    @app.command("report")
+    @handle_errors
+    def report(
+        path: Annotated[
+            Path,
+            typer.Argument(
+                help="Profiling folder (per-rank *_ascend_pt, cluster_analysis_output, PROF_*, ...)."
+            ),
+        ],
+        fmt: Annotated[
+            ReportFormat,
+            typer.Option(
+                "--format",
+                "-f",
+                help="md (terminal / Markdown), html (one self-contained page) or json.",
+            ),
+        ] = ReportFormat.md,
+        rank: Annotated[
+            int | None,
+            typer.Option("--rank", "-r", help="Also explain this global rank (explain_rank)."),
+        ] = None,
+        baseline: Annotated[
+            Path | None,
+            typer.Option(
+                "--baseline",
+                "-b",
+                help="Baseline profiling folder to compare with (compare_profiles).",
+            ),
+        ] = None,
+        output: Annotated[
+            Path | None,
+            typer.Option(
+                "--output",
+                "-o",
+                help="Write to this file instead of the terminal (not inside PATH).",
+            ),
+        ] = None,
+    ) -> None:
+        """Diagnose a profile: every finding with its numbers and source files, most important first."""
+        from advisor_chat.analyzers._common import format_ranks
+        from advisor_chat.ingest import load_profile
+        from advisor_chat.reporting import render_html, render_markdown, run_report, to_json
+
+        for folder in (path, baseline):
+            if folder is not None and output is not None and _inside(output, folder):
+                raise InputError(
+                    f"--output {output} is inside the profiling folder {folder}",
+                    remedy="Write the report elsewhere; advisor-chat never writes into profiling data",
+                )
+        profile = load_profile(path)
+        if rank is not None and rank not in profile.ranks:
+            raise ToolArgumentError(
+                f"--rank {rank} does not exist in {path}; ranks are {format_ranks(profile.ranks)}"
+            )
+        base = load_profile(baseline) if baseline is not None else None
+        rep = run_report(profile, baseline=base, rank=rank)
+        if fmt is ReportFormat.json:
+            if output is None:
+                print_json(to_json(rep))
+                return
+            import orjson
+
+            text = orjson.dumps(
+                to_json(rep), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str
+            ).decode()
+        elif fmt is ReportFormat.html:
+            text = render_html(rep)
+        else:
+            text = render_markdown(rep)
+        if output is not None:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            output.write_text(text, encoding="utf-8")
+            console.print(
+                f"wrote {output} ({len(rep.findings)} finding(s))", highlight=False, soft_wrap=True
+            )
+        elif fmt is ReportFormat.md:
+            from rich.markdown import Markdown
+
+            console.print(Markdown(text))
+        else:
+            import sys
+
+            sys.stdout.write(text)

@@ -1,0 +1,440 @@
+"""Full diagnosis without questions: run every report analyzer, sort findings, render them.
+
+:func:`run_report` runs the registered analyzers (``in_report``) in their ``order`` (data quality
+and environment checks first), turns analyzers that cannot answer into notes, de-duplicates and
+sorts the findings (severity, then estimated gain). :func:`render_markdown`,
+:func:`render_html` (self-contained) and :func:`to_json` display the same report. Numbers are
+rounded here, for display only; ``to_json`` keeps them unrounded.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor_chat.analyzers.base import AnalyzerResult, Finding, Severity, load_all
+from advisor_chat.errors import NotAnswerableError, ToolArgumentError
+from advisor_chat.ingest.profile import Profile
+
+#: Analyzers that only make sense with extra input.
+_NEEDS_RANK = "explain_rank"
+
+
+@dataclass(frozen=True)
+class AnalyzerRun:
+    """How one analyzer went in a report.
+
+    Attributes:
+        name: Registry name.
+        status: ``ok``, ``not_answerable``, ``bad_arguments``, ``error`` or ``skipped``.
+        seconds: Wall time of the run (s).
+        findings: Number of findings it returned.
+        message: Why it did not run / failed, if so.
+    """
+
+    name: str
+    status: str
+    seconds: float = 0.0
+    findings: int = 0
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Report:
+    """A full diagnosis of one profile (optionally against a baseline).
+
+    Attributes:
+        profile: Summary of the profile (root, layout, ranks, steps, tables, sources, warnings).
+        findings: De-duplicated findings, most important first (severity, then estimated gain).
+        notes: Caveats: analyzers that could not answer, analyzer notes, load-time warnings.
+        results: Each analyzer's full result, by name.
+        runs: How each analyzer went, in run order.
+        baseline: Summary of the baseline profile, when one was given.
+        rank: The rank explained (``--rank``), if any.
+        created: UTC timestamp (ISO 8601) of the report.
+    """
+
+    profile: dict[str, Any]
+    findings: tuple[Finding, ...]
+    notes: tuple[str, ...]
+    results: dict[str, AnalyzerResult] = field(default_factory=dict)
+    runs: tuple[AnalyzerRun, ...] = ()
+    baseline: dict[str, Any] | None = None
+    rank: int | None = None
+    created: str = ""
+
+
+def profile_summary(profile: Profile) -> dict[str, Any]:
+    """JSON-ready summary of a profile: root, layout, ranks, steps, tables (rows), sources, warnings."""
+    return {
+        "root": str(profile.root),
+        "layout": profile.layout,
+        "profile_id": profile.profile_id,
+        "ranks": [int(r) for r in profile.ranks],
+        "steps": [int(s) for s in profile.steps],
+        "tables": {name: len(df) for name, df in sorted(profile.tables.items()) if df is not None},
+        "sources": {
+            name: sorted({s.path for s in srcs}) for name, srcs in sorted(profile.sources.items())
+        },
+        "warnings": [
+            {"code": w.code, "message": w.message, "path": w.path, "ranks": list(w.ranks)}
+            for w in profile.warnings
+        ],
+    }
+
+
+def _sort_key(f: Finding) -> tuple[int, int, float, str]:
+    gain = f.estimated_gain_us
+    has = gain is not None and math.isfinite(gain)
+    return (f.severity.rank, 0 if has else 1, -(gain or 0.0) if has else 0.0, f.id)
+
+
+def sort_findings(findings: list[Finding] | tuple[Finding, ...]) -> list[Finding]:
+    """De-duplicate by id (first wins) and sort: severity, then larger estimated gain, then id."""
+    seen: dict[str, Finding] = {}
+    for f in findings:
+        seen.setdefault(f.id, f)
+    return sorted(seen.values(), key=_sort_key)
+
+
+def run_report(
+    profile: Profile,
+    *,
+    baseline: Profile | None = None,
+    rank: int | None = None,
+    strict: bool = False,
+) -> Report:
+    """Run every report analyzer on ``profile`` and collect their findings.
+
+    Order: the registry's ``order`` (data_quality, env_check first). ``explain_rank`` runs only
+    when ``rank`` is given (with that rank); analyzers with ``needs_baseline`` only with a
+    ``baseline``. An analyzer raising :class:`NotAnswerableError` or :class:`ToolArgumentError`
+    becomes a note; the report never stops because of one analyzer.
+
+    Args:
+        profile: The profile to diagnose.
+        baseline: Optional baseline profile for ``compare_profiles``.
+        rank: Optional global rank to explain (``explain_rank``).
+        strict: Re-raise unexpected exceptions (programming bugs) instead of turning them into
+            notes; tests use ``True``, the CLI ``False``.
+
+    Returns:
+        The :class:`Report`.
+    """
+    registry = load_all()
+    specs = sorted(registry.values(), key=lambda s: (s.order, s.name))
+    findings: list[Finding] = []
+    notes: list[str] = []
+    results: dict[str, AnalyzerResult] = {}
+    runs: list[AnalyzerRun] = []
+    for spec in specs:
+        if not spec.in_report:
+            continue
+        kwargs: dict[str, Any] = {}
+        params = None
+        if spec.name == _NEEDS_RANK:
+            if rank is None:
+                runs.append(AnalyzerRun(spec.name, "skipped", message="no --rank given"))
+                continue
+            try:
+                params = spec.params(rank=rank)
+            except Exception as exc:  # pydantic validation of the rank
+                notes.append(f"[{spec.name}] bad arguments: {exc}")
+                runs.append(AnalyzerRun(spec.name, "bad_arguments", message=str(exc)))
+                continue
+        if spec.needs_baseline:
+            if baseline is None:
+                runs.append(AnalyzerRun(spec.name, "skipped", message="no baseline given"))
+                continue
+            kwargs["baseline"] = baseline
+        t0 = time.perf_counter()
+        try:
+            res = spec.run(profile, params, **kwargs)
+        except NotAnswerableError as exc:
+            notes.append(f"[{spec.name}] not enough signal: {exc}")
+            runs.append(
+                AnalyzerRun(spec.name, "not_answerable", time.perf_counter() - t0, message=str(exc))
+            )
+            continue
+        except ToolArgumentError as exc:
+            notes.append(f"[{spec.name}] bad arguments: {exc}")
+            runs.append(
+                AnalyzerRun(spec.name, "bad_arguments", time.perf_counter() - t0, message=str(exc))
+            )
+            continue
+        except Exception as exc:
+            if strict:
+                raise
+            msg = f"{type(exc).__name__}: {exc}"
+            notes.append(f"[{spec.name}] internal error (please report): {msg}")
+            runs.append(AnalyzerRun(spec.name, "error", time.perf_counter() - t0, message=msg))
+            continue
+        results[spec.name] = res
+        findings.extend(res.findings)
+        notes.extend(f"[{spec.name}] {n}" for n in res.notes)
+        runs.append(AnalyzerRun(spec.name, "ok", time.perf_counter() - t0, len(res.findings)))
+    return Report(
+        profile=profile_summary(profile),
+        findings=tuple(sort_findings(findings)),
+        notes=tuple(dict.fromkeys(notes)),
+        results=results,
+        runs=tuple(runs),
+        baseline=profile_summary(baseline) if baseline is not None else None,
+        rank=rank,
+        created=datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+    )
+
+
+# ------------------------------------------------------------------------------ display helpers
+def fmt_number(name: str, value: Any) -> str:
+    """Display form of a metric: ratios as percentages, µs with thousands separators."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if not isinstance(value, (int, float, np.integer, np.floating)):
+        return str(value)
+    v = float(value)
+    if not math.isfinite(v):
+        return "n/a"
+    if name.endswith(("_ratio", "_share")) or name in ("cv", "residual_cv"):
+        return f"{v:.1%}"
+    if v.is_integer() and abs(v) < 1e15:
+        return f"{int(v):,}"
+    a = abs(v)
+    if a >= 100:
+        return f"{v:,.0f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
+def fmt_us(us: float | None) -> str:
+    """Human time from µs: ``'39.1 ms'``, ``'850 us'``, ``'1.20 s'``."""
+    if us is None or not math.isfinite(us):
+        return "n/a"
+    a = abs(us)
+    if a >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    if a >= 1e3:
+        return f"{us / 1e3:.1f} ms"
+    return f"{us:.0f} us"
+
+
+def _ranks_text(ranks: list[int] | tuple[int, ...]) -> str:
+    from advisor_chat.analyzers._common import format_ranks
+
+    return format_ranks(ranks) if ranks else "-"
+
+
+def _rows_text(rows: dict[str, Any]) -> str:
+    parts = []
+    for k, v in rows.items():
+        if isinstance(v, (list, tuple)):
+            shown = ", ".join(str(x) for x in list(v)[:8]) + (" ..." if len(v) > 8 else "")
+            parts.append(f"{k}=[{shown}]")
+        else:
+            parts.append(f"{k}={v}")
+    return "; ".join(parts)
+
+
+def _counts(findings: tuple[Finding, ...]) -> str:
+    counts = {s: sum(1 for f in findings if f.severity is s) for s in Severity}
+    return ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
+
+
+def render_markdown(report: Report) -> str:
+    """Render the report as Markdown (findings most important first, then notes and runs)."""
+    p = report.profile
+    out = ["# advisor-chat report", ""]
+    out.append(
+        f"**Profile:** `{p['root']}` ({p['layout']}), {len(p['ranks'])} rank(s) "
+        f"({_ranks_text(p['ranks'])}), {len(p['steps'])} step(s) {p['steps'][:12]}"
+    )
+    if report.baseline:
+        b = report.baseline
+        out.append("")
+        out.append(f"**Baseline:** `{b['root']}` ({b['layout']}), {len(b['ranks'])} rank(s)")
+    if report.rank is not None:
+        out += ["", f"**Rank explained:** {report.rank}"]
+    out += ["", f"## Findings ({len(report.findings)}: {_counts(report.findings) or 'none'})", ""]
+    if not report.findings:
+        out.append("No finding: nothing stands out above the thresholds the analyzers state.")
+    for i, f in enumerate(report.findings, 1):
+        ranks = f" - ranks {_ranks_text(f.ranks)}" if f.ranks else ""
+        out.append(f"### {i}. [{f.severity.value.upper()}] {f.kind.value}{ranks}")
+        out.append("")
+        out.append(f.summary)
+        out.append("")
+        if f.estimated_gain_us is not None and math.isfinite(f.estimated_gain_us):
+            out.append(f"- **Estimated gain:** {fmt_us(f.estimated_gain_us)} per step")
+        if f.metrics:
+            m = ", ".join(f"`{k}` = {fmt_number(k, v)}" for k, v in f.metrics.items())
+            out.append(f"- **Metrics:** {m}")
+        for e in f.evidence:
+            line = f"- **Evidence:** `{e.table}` from {e.source}"
+            if e.rows:
+                line += f" ({_rows_text(e.rows)})"
+            if e.note:
+                line += f"; {e.note}"
+            out.append(line)
+        if f.symptom_tags:
+            out.append(f"- **Symptoms:** {', '.join(f.symptom_tags)}")
+        out.append(f"- **Id:** `{f.id}`")
+        out.append("")
+    if report.notes:
+        out += ["## Notes", ""]
+        out += [f"- {n}" for n in report.notes]
+        out.append("")
+    out += ["## Analyzers", "", "| analyzer | status | findings | time |", "|---|---|---|---|"]
+    for r in report.runs:
+        status = r.status + (f" ({r.message})" if r.status == "skipped" else "")
+        out.append(f"| {r.name} | {status} | {r.findings} | {r.seconds:.2f} s |")
+    out.append("")
+    if report.created:
+        out.append(f"_Generated {report.created}._")
+    return "\n".join(out) + "\n"
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;
+color:#1f2328;line-height:1.45;padding:0 1rem}
+h1{margin-bottom:.2rem}.meta{color:#57606a}
+.f{border:1px solid #d0d7de;border-left-width:6px;border-radius:6px;padding:.6rem 1rem;margin:1rem 0}
+.high{border-left-color:#cf222e}.medium{border-left-color:#bf8700}.low{border-left-color:#0969da}
+.info{border-left-color:#8c959f}
+.sev{font-weight:700;text-transform:uppercase;font-size:.8rem;padding:.1rem .4rem;border-radius:4px;color:#fff}
+.sev.high{background:#cf222e}.sev.medium{background:#bf8700}.sev.low{background:#0969da}
+.sev.info{background:#8c959f}
+table{border-collapse:collapse;margin:.4rem 0;font-size:.9rem}
+td,th{border:1px solid #d0d7de;padding:.2rem .5rem;text-align:left}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
+code{background:#f6f8fa;padding:.05rem .3rem;border-radius:4px}
+.tags span{background:#ddf4ff;border-radius:10px;padding:.05rem .5rem;margin-right:.3rem;font-size:.8rem}
+.zh{color:#57606a}
+"""
+
+
+def render_html(report: Report) -> str:
+    """Render the report as one self-contained HTML page (inline CSS, no scripts, no assets)."""
+    e = html.escape
+    p = report.profile
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<title>advisor-chat report</title>",
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>advisor-chat report</h1>",
+        f'<p class="meta">Profile <code>{e(p["root"])}</code> ({e(p["layout"])}), '
+        f"{len(p['ranks'])} rank(s) ({e(_ranks_text(p['ranks']))}), {len(p['steps'])} step(s)"
+        + (f"; baseline <code>{e(report.baseline['root'])}</code>" if report.baseline else "")
+        + (f"; rank explained: {report.rank}" if report.rank is not None else "")
+        + "</p>",
+        f"<h2>Findings ({len(report.findings)}: {e(_counts(report.findings) or 'none')})</h2>",
+    ]
+    if not report.findings:
+        parts.append("<p>No finding: nothing stands out above the analyzers' thresholds.</p>")
+    for i, f in enumerate(report.findings, 1):
+        sev = f.severity.value
+        parts.append(f'<section class="f {sev}" id="{e(f.id)}">')
+        ranks = f" &middot; ranks {e(_ranks_text(f.ranks))}" if f.ranks else ""
+        parts.append(
+            f'<h3>{i}. <span class="sev {sev}">{e(sev)}</span> {e(f.kind.value)}{ranks}</h3>'
+        )
+        parts.append(f"<p>{e(f.summary)}</p>")
+        if f.summary_zh:
+            parts.append(f'<p class="zh" lang="zh">{e(f.summary_zh)}</p>')
+        if f.estimated_gain_us is not None and math.isfinite(f.estimated_gain_us):
+            parts.append(f"<p><b>Estimated gain:</b> {e(fmt_us(f.estimated_gain_us))} per step</p>")
+        if f.metrics:
+            parts.append("<table><tr><th>metric</th><th>value</th></tr>")
+            for k, v in f.metrics.items():
+                parts.append(
+                    f'<tr><td><code>{e(k)}</code></td><td class="n">{e(fmt_number(k, v))}</td></tr>'
+                )
+            parts.append("</table>")
+        if f.evidence:
+            parts.append("<table><tr><th>table</th><th>source</th><th>rows</th><th>how</th></tr>")
+            for ev in f.evidence:
+                parts.append(
+                    f"<tr><td><code>{e(ev.table)}</code></td><td>{e(ev.source)}</td>"
+                    f"<td>{e(_rows_text(ev.rows))}</td><td>{e(ev.note)}</td></tr>"
+                )
+            parts.append("</table>")
+        if f.symptom_tags:
+            tags = "".join(f"<span>{e(t)}</span>" for t in f.symptom_tags)
+            parts.append(f'<p class="tags">{tags}</p>')
+        parts.append(f'<p class="meta">id <code>{e(f.id)}</code></p></section>')
+    if report.notes:
+        parts.append("<h2>Notes</h2><ul>")
+        parts += [f"<li>{e(n)}</li>" for n in report.notes]
+        parts.append("</ul>")
+    parts.append("<h2>Analyzers</h2><table><tr><th>analyzer</th><th>status</th>")
+    parts.append("<th>findings</th><th>time</th></tr>")
+    for r in report.runs:
+        parts.append(
+            f"<tr><td>{e(r.name)}</td><td>{e(r.status)}</td><td class='n'>{r.findings}</td>"
+            f"<td class='n'>{r.seconds:.2f} s</td></tr>"
+        )
+    parts.append("</table>")
+    if report.created:
+        parts.append(f'<p class="meta">Generated {e(report.created)}.</p>')
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _plain(v: Any) -> Any:
+    """JSON-safe value: numpy scalars to Python, NaN/inf to None, containers recursively."""
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, set)):
+        return [_plain(x) for x in v]
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        return f if math.isfinite(f) else None
+    if isinstance(v, (np.bool_,)):
+        return bool(v)
+    if v is pd.NA or v is pd.NaT:
+        return None
+    return v
+
+
+def to_json(report: Report) -> dict[str, Any]:
+    """The ``report --format json`` object (numbers unrounded; NaN becomes ``null``).
+
+    Shape: ``{"findings": [{"id", "kind", "severity", "ranks", "summary", "summary_zh",
+    "metrics", "evidence", "symptom_tags", "estimated_gain_us", "category"}], "profile": {root,
+    layout, profile_id, ranks, steps, tables, sources, warnings}, "baseline": {...} | null,
+    "rank": int | null, "notes": [str], "analyzers": [{name, status, seconds, findings,
+    message}], "created": str}``.
+    """
+    return _plain(
+        {
+            "findings": [f.to_dict() for f in report.findings],
+            "profile": report.profile,
+            "baseline": report.baseline,
+            "rank": report.rank,
+            "notes": list(report.notes),
+            "analyzers": [
+                {
+                    "name": r.name,
+                    "status": r.status,
+                    "seconds": r.seconds,
+                    "findings": r.findings,
+                    "message": r.message,
+                }
+                for r in report.runs
+            ],
+            "created": report.created,
+        }
+    )
