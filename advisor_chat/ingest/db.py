@@ -7,7 +7,9 @@ WAL-mode database is never modified.
 
 - ``kernels`` ← ``TASK ⨝ COMPUTE_TASK_INFO`` plus ``COMMUNICATION_OP`` (``accelerator_core`` =
   ``COMMUNICATION``); step from ``STEP_TIME`` ranges.
-- ``host_dispatch`` ← ``CANN_API ⨝ TASK`` on ``connectionId`` (so trace_view.json is not needed).
+- ``host_dispatch`` ← ``CANN_API ⨝ TASK`` on ``connectionId`` (so trace_view.json is not needed);
+  HCCL-internal tasks (those in ``COMMUNICATION_TASK_INFO``: Notify Wait, Write Value, SDMA, …) are
+  left out, as they carry no HostToDevice flow in trace_view.json either.
 - ``memory`` ← ``MEMORY_RECORD`` (bytes → MB, 1024-based like memory_record.csv).
 - ``step_trace`` ← ``analysis.db StepTraceTime`` (µs; step stored as text without prefix).
 - ``comm_ops`` / ``comm_bandwidth`` / ``comm_matrix`` ← ``CommAnalyzerTime`` / ``…Bandwidth`` /
@@ -157,9 +159,14 @@ def read_profiler_db(path: Path, rank: int | None) -> dict[str, Any]:
         if "CANN_API" in tabs and "TASK" in tabs:
             h = _q(
                 con,
-                "SELECT a.name AS api, a.startNs AS hs, t.startNs AS ds, t.endNs AS de, "
+                "SELECT a.name AS api, a.type AS atype, a.startNs AS hs, t.startNs AS ds, t.endNs AS de, "
                 "t.globalTaskId AS gid, t.taskType AS tt FROM CANN_API a "
-                "JOIN TASK t ON a.connectionId = t.connectionId",
+                "JOIN TASK t ON a.connectionId = t.connectionId"
+                + (
+                    " WHERE t.globalTaskId NOT IN (SELECT globalTaskId FROM COMMUNICATION_TASK_INFO)"
+                    if "COMMUNICATION_TASK_INFO" in tabs
+                    else ""
+                ),
             )
             names: dict[int, str] = {}
             if "COMPUTE_TASK_INFO" in tabs:
@@ -167,9 +174,18 @@ def read_profiler_db(path: Path, rank: int | None) -> dict[str, Any]:
                     g: s(n) or ""
                     for g, n in con.execute("SELECT globalTaskId, name FROM COMPUTE_TASK_INFO")
                 }
+            api_types: dict[int, str] = {}
+            if "ENUM_API_TYPE" in tabs:
+                api_types = dict(con.execute("SELECT id, name FROM ENUM_API_TYPE").fetchall())
+            prefix = {"acl": "AscendCL@", "node": "Node@", "runtime": "Runtime@", "model": "Model@"}
+            prefix.update({"hccl": "Hccl@", "communication": "Hccl@"})
             hd = pd.DataFrame(
                 {
-                    "api_name": h["api"].map(s),
+                    # same spelling as trace_view.json: "{level}@{name}" (AscendCL@..., Node@launch)
+                    "api_name": [
+                        prefix.get(api_types.get(t, ""), "") + (s(n) or "")
+                        for n, t in zip(h["api"], h["atype"], strict=False)
+                    ],
                     "host_start_us": h["hs"] / 1000.0,
                     "device_start_us": h["ds"] / 1000.0,
                     "kernel_name": [

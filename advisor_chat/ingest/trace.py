@@ -20,6 +20,7 @@ device_duration_us, step`` (µs; launch_delay_us = device_start_us − host_star
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,56 @@ _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _STEP = re.compile(r"ProfilerStep#(\d+)")
 
 
+_SEP = b"}, {"
+
+
+_FW_STEP = b'"ph": "X", "name": "ProfilerStep#'
+_FW_FLOW = (b'"ph": "s"', b'"ph": "f"')
+
+
+def _keep(piece: bytes) -> bool:
+    """Prefilter on raw bytes: flows, ProfilerStep events and CANN-side complete events.
+
+    Fast path for torch_npu's key orders (framework events start with ``"ph"``, CANN-side events
+    start with ``"name"`` and end with ``"ph"``); anything else goes through substring tests.
+    """
+    if piece.startswith(b'"ph": '):
+        if piece.startswith(_FW_STEP):
+            return True
+        return piece.startswith(_FW_FLOW) and b"HostToDevice" in piece
+    if piece.startswith(b'"name": '):
+        if piece.endswith(b'"ph": "X"'):
+            return True
+        if piece.endswith((b'"ph": "C"', b'"ph": "M"')):
+            return False
+        if piece.startswith(b'"name": "HostToDevice'):
+            return True
+    if b'"cat"' not in piece:
+        return b'"X"' in piece
+    return b"HostToDevice" in piece or b"ProfilerStep#" in piece
+
+
+def _parse_filtered(body: bytes) -> list[Any]:
+    """Parse ``{...}, {...}`` (a run of whole events) keeping only the events :func:`_keep` wants.
+
+    The split on ``}, {`` (json.dumps default separators) can also cut inside an event whose args
+    hold a list of dicts; then the joined text does not parse and the whole run is parsed as is.
+    """
+    pieces = body.split(_SEP)
+    if len(pieces) < 2:
+        return orjson.loads(b"[" + body + b"]")
+    pieces[0] = pieces[0][1:] if pieces[0].startswith(b"{") else pieces[0]
+    if pieces[-1].endswith(b"}"):
+        pieces[-1] = pieces[-1][:-1]
+    keep = [p for p in pieces if _keep(p)]
+    if not keep:
+        return []
+    try:
+        return orjson.loads(b"[{" + _SEP.join(keep) + b"}]")
+    except orjson.JSONDecodeError:
+        return orjson.loads(b"[" + body + b"]")
+
+
 class TraceInvalid(Exception):
     """trace_view.json is truncated or not valid JSON."""
 
@@ -42,10 +93,28 @@ class _State:
     # flow id -> (pid, tid, ts) of the s / f end
     starts: dict[str, tuple[Any, Any, str]] = field(default_factory=dict)
     finishes: dict[str, tuple[Any, Any, str]] = field(default_factory=dict)
-    # (pid, tid, ts) -> (name, dur) of complete events without a "cat" (CANN side)
-    x_events: dict[tuple[Any, Any, str], tuple[str, float]] = field(default_factory=dict)
+    # (pid, tid) -> [(ts, end, name)] of complete events without a "cat" (CANN side)
+    x_events: dict[tuple[Any, Any], list[tuple[float, float, str]]] = field(default_factory=dict)
     steps: list[tuple[int, float, float]] = field(default_factory=list)
     events: int = 0
+    _sorted: bool = False
+
+    def lookup(self, pid: Any, tid: Any, ts: float) -> tuple[str, float] | None:
+        """Innermost complete event on (pid, tid) that contains ``ts`` → (name, dur)."""
+        if not self._sorted:
+            for lst in self.x_events.values():
+                lst.sort(key=lambda x: (x[0], -x[1]))
+            self._starts = {k: [x[0] for x in v] for k, v in self.x_events.items()}
+            self._sorted = True
+        lst = self.x_events.get((pid, tid))
+        if not lst:
+            return None
+        i = bisect.bisect_right(self._starts[(pid, tid)], ts) - 1
+        for j in range(i, max(i - 64, -1), -1):
+            s0, s1, name = lst[j]
+            if s1 >= ts:
+                return name, s1 - s0
+        return None
 
     def feed(self, events: list[Any]) -> None:
         starts, finishes, xs = self.starts, self.finishes, self.x_events
@@ -56,10 +125,11 @@ class _State:
             if ph == "X":
                 cat = e.get("cat")
                 if cat is None:
-                    xs[(e.get("pid"), e.get("tid"), str(e.get("ts")))] = (
-                        e.get("name", ""),
-                        e.get("dur", 0.0),
-                    )
+                    ts = float(e.get("ts", 0))
+                    lst = xs.get((e.get("pid"), e.get("tid")))
+                    if lst is None:
+                        lst = xs[(e.get("pid"), e.get("tid"))] = []
+                    lst.append((ts, ts + float(e.get("dur", 0.0) or 0.0), e.get("name", "")))
                 elif cat == "cpu_op":
                     name = e.get("name", "")
                     if name.startswith("ProfilerStep#"):
@@ -96,7 +166,7 @@ def _iter_orjson(path: Path, state: _State, chunk_bytes: int) -> None:
                     body = body[:-1]
                 if body:
                     try:
-                        state.feed(orjson.loads(b"[" + body + b"]"))
+                        state.feed(_parse_filtered(body))
                     except orjson.JSONDecodeError as exc:
                         raise TraceInvalid(str(exc)) from exc
                 return
@@ -107,7 +177,7 @@ def _iter_orjson(path: Path, state: _State, chunk_bytes: int) -> None:
             for pos in reversed(cuts[-4:]):
                 piece = buf[: pos + 1]
                 try:
-                    events = orjson.loads(b"[" + piece + b"]")
+                    events = _parse_filtered(piece)
                 except orjson.JSONDecodeError:
                     continue
                 state.feed(events)
@@ -169,10 +239,10 @@ def read_host_dispatch(
         fkey = st.finishes.get(fid)
         if fkey is None:
             continue
-        api = st.x_events.get(skey)
-        dev = st.x_events.get(fkey)
         host_ts = float(skey[2])
         dev_ts = float(fkey[2])
+        api = st.lookup(skey[0], skey[1], host_ts)
+        dev = st.lookup(fkey[0], fkey[1], dev_ts)
         step = -1
         for sid, s0, s1 in steps:
             if s0 <= host_ts <= s1:
