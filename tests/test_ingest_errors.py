@@ -1,0 +1,180 @@
+"""Bad input: a typed InputError naming the file and the remedy; never a traceback; no writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from advisor_chat.cli.main import app
+from advisor_chat.errors import InputError
+from advisor_chat.ingest import load_profile
+
+ST = (
+    "Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
+    "Communication(Not Overlapped and Exclude Receive),Preparing\r\n"
+    "50,8873.7,101963.2,4028.6,105991.8,25744.0,136581.0,0,101963.2,17902.5\r\n"
+)
+
+
+def _rank(root: Path, rank: int, name: str | None = None) -> Path:
+    d = root / (name or f"node_{rank}_20250109093000000_ascend_pt")
+    (d / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+    (d / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").write_bytes(ST.encode())
+    (d / f"profiler_info_{rank}.json").write_text(json.dumps({"rank_id": rank}))
+    return d
+
+
+def _cli_error(path: Path) -> str:
+    res = CliRunner().invoke(app, ["inspect", str(path), "--json"])
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    return res.output
+
+
+def test_missing_path(tmp_path: Path) -> None:
+    p = tmp_path / "no_such_dir"
+    with pytest.raises(InputError) as ei:
+        load_profile(p)
+    assert str(p) in str(ei.value) and "does not exist" in str(ei.value)
+    assert str(p) in _cli_error(p).replace("\n", "")
+
+
+def test_empty_folder(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as ei:
+        load_profile(tmp_path)
+    assert str(tmp_path) in str(ei.value) and "empty" in str(ei.value)
+
+
+def test_no_recognizable_data(tmp_path: Path) -> None:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "README.txt").write_text("hello")
+    with pytest.raises(InputError) as ei:
+        load_profile(tmp_path)
+    msg = str(ei.value)
+    assert str(tmp_path) in msg and "no recognizable" in msg and "ascend_pt" in msg
+
+
+def test_rank_folder_without_profiler_output(tmp_path: Path) -> None:
+    d = tmp_path / "node_1_20250109093000000_ascend_pt"
+    (d / "FRAMEWORK").mkdir(parents=True)
+    (d / "profiler_info_0.json").write_text("{}")
+    with pytest.raises(InputError) as ei:
+        load_profile(tmp_path)
+    msg = str(ei.value)
+    assert str(d) in msg and "ASCEND_PROFILER_OUTPUT" in msg and "analyse(" in msg
+    assert "ASCEND_PROFILER_OUTPUT" in _cli_error(tmp_path)
+
+
+def test_rank_folder_without_output_next_to_good_ones_is_a_warning(tmp_path: Path) -> None:
+    _rank(tmp_path, 0)
+    bad = tmp_path / "node_1_20250109093000000_ascend_pt"
+    bad.mkdir()
+    (bad / "profiler_info_1.json").write_text("{}")
+    p = load_profile(tmp_path, use_cache=False)
+    w = [w for w in p.warnings if w.code == "no_profiler_output"]
+    assert w and w[0].path == str(bad) and "analyse(" in w[0].message
+
+
+def test_csv_missing_required_columns(tmp_path: Path) -> None:
+    d = _rank(tmp_path, 0)
+    kd = d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    kd.write_text("Step Id,Name,Type\n50,Conv2D1,Conv2D\n")
+    with pytest.raises(InputError) as ei:
+        load_profile(tmp_path, use_cache=False)
+    msg = str(ei.value)
+    assert str(kd) in msg and "Duration(us)" in msg
+    assert "kernel_details.csv" in _cli_error(tmp_path)
+
+
+def test_duplicate_rank_ids(tmp_path: Path) -> None:
+    a = _rank(tmp_path, 3, "a_1_20250109093000000_ascend_pt")
+    b = _rank(tmp_path, 3, "b_2_20250109093100000_ascend_pt")
+    with pytest.raises(InputError) as ei:
+        load_profile(tmp_path, use_cache=False)
+    msg = str(ei.value)
+    assert "rank 3" in msg and str(a) in msg and str(b) in msg
+
+
+def test_truncated_trace_view_falls_back(tmp_path: Path, real_samples: Path) -> None:
+    src = real_samples / "pt-text-level1-2rank" / "rank0_ascend_pt"
+    dst = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(src, dst)
+    tv = dst / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    data = tv.read_bytes()
+    tv.write_bytes(data[: len(data) // 2])
+    p = load_profile(tmp_path, use_cache=False)
+    w = [w for w in p.warnings if w.code == "trace_view_invalid"]
+    assert w and str(tv) in w[0].message and "fell back to CSV/DB" in w[0].message
+    assert not p.has("host_dispatch")
+    assert p.has("kernels") and p.has("step_trace") and p.has("comm_ops")
+    res = CliRunner().invoke(app, ["inspect", str(tmp_path), "--json", "--no-cache"])
+    assert res.exit_code == 0
+    assert any(x["code"] == "trace_view_invalid" for x in json.loads(res.stdout)["warnings"])
+
+
+def test_invalid_json_names_file(tmp_path: Path) -> None:
+    d = _rank(tmp_path, 0)
+    cj = d / "ASCEND_PROFILER_OUTPUT" / "communication.json"
+    cj.write_text('{"step50": {"p2p": {}, "collective": {"hcom_allRed')
+    with pytest.raises(InputError) as ei:
+        load_profile(tmp_path, use_cache=False)
+    assert str(cj) in str(ei.value)
+
+
+def test_unreadable_file_simulated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = _rank(tmp_path, 0)
+    target = d / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+    real_open = Path.open
+
+    def fake_open(self: Path, *a, **kw):  # type: ignore[no-untyped-def]
+        if self.name == target.name:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_open(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "open", fake_open)
+    with pytest.raises(InputError) as ei:
+        load_profile(tmp_path, use_cache=False)
+    msg = str(ei.value)
+    assert str(target) in msg and "permission denied" in msg and "chmod" in msg
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root can read anything")
+def test_unreadable_folder_chmod(tmp_path: Path) -> None:
+    _rank(tmp_path, 0)
+    locked = tmp_path / "locked"
+    shutil.copytree(tmp_path / "node_0_20250109093000000_ascend_pt", locked / "x_ascend_pt")
+    locked.chmod(0)
+    try:
+        with pytest.raises(InputError) as ei:
+            load_profile(locked)
+        assert str(locked) in str(ei.value)
+    finally:
+        locked.chmod(0o755)
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames + filenames:
+            p = Path(dirpath) / n
+            st = p.stat()
+            out[str(p)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+@pytest.mark.parametrize(
+    "name", ["pt-text-level1-2rank", "pt-db-level1-2rank", "cluster-16rank-pp2"]
+)
+def test_nothing_written_inside_input(real_samples: Path, tmp_path: Path, name: str) -> None:
+    root = tmp_path / name
+    shutil.copytree(real_samples / name, root)
+    before = _snapshot(root)
+    load_profile(root)  # parse + write cache
+    load_profile(root)  # cache hit
+    CliRunner().invoke(app, ["inspect", str(root)])
+    assert _snapshot(root) == before
