@@ -40,8 +40,12 @@ MC2_FUSED = (
 )
 #: Collectives that mc2 can fuse with an adjacent MatMul.
 MC2_COLLECTIVES = ("allreduce", "allgather", "reducescatter")
-#: Non-overlapped communication above this share of the step is a finding (Medium ≥ 3 %).
-COMM_SHARE_MIN = 0.03
+#: Non-overlapped communication (on the rank that waits least) is a finding when it is at
+#: least COMM_SHARE_BOUND of the step, or at least COMM_SHARE_MIN with an overlap ratio below
+#: POOR_OVERLAP (most communication exposed).
+COMM_SHARE_BOUND = 0.15
+COMM_SHARE_MIN = 0.05
+POOR_OVERLAP = 0.5
 
 
 class CommunicationParams(Params):
@@ -193,10 +197,10 @@ def _overlap_findings(profile: Profile, ov: pd.DataFrame) -> list[Finding]:
     # the rank that communicates least without overlap: its share is transfer, not waiting
     i = ov["not_overlapped_share"].idxmin()
     share = float(ov.at[i, "not_overlapped_share"])
-    if not (share >= COMM_SHARE_MIN):
+    ratio = float(ov["overlap_ratio"].mean())
+    if not (share >= COMM_SHARE_BOUND or (share >= COMM_SHARE_MIN and ratio < POOR_OVERLAP)):
         return []
     rk = int(ov.at[i, "rank"])
-    ratio = float(ov["overlap_ratio"].mean())
     cno = float(ov.at[i, "communication_not_overlapped_us"])
     return [
         Finding(

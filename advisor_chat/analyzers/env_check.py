@@ -24,6 +24,8 @@ HCCL_CONNECT_TIMEOUT_DEFAULT_S = 120.0
 HCCL_EXEC_TIMEOUT_DEFAULT_S = 1836.0
 #: An observed wait above this fraction of a timeout is a risk of hitting it.
 TIMEOUT_RISK_FRACTION = 0.5
+#: A rank reaching the first collective this many seconds after the others is a finding.
+FIRST_COLLECTIVE_LATE_S = 1.0
 
 _SETTINGS = (
     "HCCL_CONNECT_TIMEOUT",
@@ -45,7 +47,9 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
     Environment values come from ``meta.env`` (ENV_VARIABLES of profiler_info / profiler
     metadata). Timeout defaults when unset: 120 s connect, 1836 s execution (CANN environment
     variable reference). Observed waits come from ``comm_ops``: the first collective of each rank
-    (earliest ``start_us``) and its Wait Time (ms), and the longest single Wait Time.
+    (earliest ``start_us``) and its Wait Time (ms), and the longest single Wait Time. A rank that
+    reaches the first collective ≥ 1 s after the others (their median wait there minus its own)
+    is a ``first_collective_late`` finding.
 
     Args:
         profile: Canonical profile; uses ``meta`` (env, tp/pp/dp sizes), ``comm_ops``,
@@ -92,6 +96,55 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
             first_rank = int(first.at[i, "rank"])
         if ops["wait_ms"].notna().any():
             max_wait_s = float(ops["wait_ms"].max()) / 1000.0
+
+    late = _first_collective_late(ops)
+    if late is not None:
+        late_rank, late_s, op = late
+        connect = (
+            min(
+                (_num(e.get("HCCL_CONNECT_TIMEOUT", "")) or HCCL_CONNECT_TIMEOUT_DEFAULT_S)
+                for e in (envs.values() or [{}])
+            )
+            if envs
+            else HCCL_CONNECT_TIMEOUT_DEFAULT_S
+        )
+        frac = late_s / connect
+        sev = Severity.HIGH if frac >= TIMEOUT_RISK_FRACTION else Severity.MEDIUM
+        findings.append(
+            Finding(
+                id=f"env_check.env.first_collective_late_r{late_rank}",
+                kind=FindingKind.ENV,
+                severity=sev,
+                summary=(
+                    f"Rank {late_rank} reaches the first collective ({op}) {late_s:.1f} s after the "
+                    f"others: they wait {late_s:.1f} s in it ({pct(frac)} of HCCL_CONNECT_TIMEOUT "
+                    f"{connect:g} s; documented default 120 s, execution timeout default 1836 s). "
+                    "Check what that rank does before its first collective (data loading, "
+                    "compilation, checkpoint loading); if it grows with scale the job times out"
+                ),
+                summary_zh=(
+                    f"rank {late_rank} 比其他卡晚 {late_s:.1f} s 到达第一个集合通信（{op}），其他卡在其中等待，"
+                    f"占 HCCL_CONNECT_TIMEOUT（{connect:g} s）的 {pct(frac)}；规模变大时可能超时"
+                ),
+                ranks=(late_rank,),
+                metrics={
+                    "late_by_s": late_s,
+                    "connect_timeout_s": connect,
+                    "timeout_fraction": frac,
+                },
+                evidence=(
+                    Evidence(
+                        "comm_ops",
+                        profile.cite("comm_ops"),
+                        {"op_name": op, "rank": late_rank},
+                        "first collective per rank (earliest start); lateness = median Wait Time of "
+                        "the other ranks in it; the late rank waits least",
+                    ),
+                ),
+                symptom_tags=("first_collective_late", "hccl_timeout_risk"),
+                category=Category.SCHEDULING,
+            )
+        )
 
     st = profile.get("step_trace")
     free_share = (
@@ -309,6 +362,25 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
     return AnalyzerResult(
         "env_check", table, metrics=metrics, findings=tuple(findings), notes=tuple(notes)
     )
+
+
+def _first_collective_late(ops: pd.DataFrame) -> tuple[int, float, str] | None:
+    """(late rank, seconds late, op name) when one rank reaches the first collective ≥ 1 s late."""
+    if ops.empty or not ops["start_us"].notna().any() or not ops["wait_ms"].notna().any():
+        return None
+    first = ops.sort_values("start_us").groupby("rank").head(1)
+    if len(first) < 2:
+        return None
+    op = first["op_name"].mode().iloc[0]
+    same = first[first["op_name"] == op]
+    if len(same) < 2:
+        return None
+    i = same["wait_ms"].idxmin()
+    others = same.drop(index=i)["wait_ms"]
+    late_s = float(others.median() - same.at[i, "wait_ms"]) / 1000.0
+    if not (late_s >= FIRST_COLLECTIVE_LATE_S):
+        return None
+    return int(same.at[i, "rank"]), late_s, str(op)
 
 
 def _num(v: str) -> float | None:

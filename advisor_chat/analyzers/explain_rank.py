@@ -343,10 +343,21 @@ def _launch_evidence(
         {"rank": rank},
         "launch_delay_us = device start − host API start; percentiles per rank",
     )
+    if np.isfinite(peer_p90) and p90 < 0.5 * peer_p90:
+        why = (
+            " — short: the device starts each task as soon as the host issues it, so the device "
+            "waits for the host (host-bound)"
+        )
+        why_zh = "——时延短：host 一下发 device 就执行，说明 device 在等 host（下发瓶颈）"
+    elif np.isfinite(peer_p90) and p90 > 2 * peer_p90:
+        why = " — long: tasks wait in the launch queue longer than on the peers"
+        why_zh = "——时延长：任务在下发队列中等待比同组更久"
+    else:
+        why, why_zh = "", ""
     return (
         f"; its launch delays are p50 {p50:.0f} us, p90 {p90:.0f} us, max {mx:.0f} us vs the "
-        f"peers' median p90 {peer_p90:.0f} us",
-        f"；下发时延 p50 {p50:.0f} us、p90 {p90:.0f} us、最大 {mx:.0f} us，同组 p90 中位数 {peer_p90:.0f} us",
+        f"peers' median p90 {peer_p90:.0f} us{why}",
+        f"；下发时延 p50 {p50:.0f} us、p90 {p90:.0f} us、最大 {mx:.0f} us，同组 p90 中位数 {peer_p90:.0f} us{why_zh}",
         ev,
         lt.reset_index(),
     )

@@ -33,6 +33,9 @@ from advisor_chat.ingest.profile import Profile
 #: A rank is a communication-evidence slow rank when it is the late arriver of at least this
 #: share of the tested collectives (and of at least 2 of them).
 VOTE_SHARE = 0.3
+#: A late-arriving rank with no Computing/Free excess whose mean transit time is at least this
+#: multiple of the median is the end of a slow link rather than a slow rank.
+LINK_TRANSIT_RATIO = 1.2
 
 
 class SlowRankParams(Params):
@@ -69,7 +72,7 @@ def slow_rank(profile: Profile, params: SlowRankParams) -> AnalyzerResult:
         ``computing_us``, ``free_us`` (µs per step, step_trace), ``computing_delta_us``,
         ``free_delta_us`` and ``communication_not_overlapped_delta_us`` (µs, minus the peer median), ``votes`` (count of collectives where the
         rank was the late-arriving outlier), ``ops_tested`` (collectives tested that include the
-        rank), ``vote_share`` (ratio), ``wait_ms`` and ``synchronization_ms`` (mean per op, from
+        rank), ``vote_share`` (ratio), ``wait_ms``, ``synchronization_ms`` and ``transit_ms`` (mean per op, from
         communication.json), ``slow`` (bool). Extra table ``votes_by_op``: ``group``, ``op_name``,
         ``step``, ``ranks``, ``late_rank``, ``late_wait_ms``, ``median_wait_ms``, ``method``.
 
@@ -125,6 +128,18 @@ def slow_rank(profile: Profile, params: SlowRankParams) -> AnalyzerResult:
         # keep only the most-voted ranks (ties allowed) among the vote-slow ones
         top = table.loc[vote_slow, "votes"].max() if vote_slow.any() else 0
         vote_slow &= table["votes"] >= 0.5 * top
+    # A rank that arrives last without any Computing/Free excess but whose transfers take
+    # longer than its peers' is the sending end of a slow link, not a slow rank.
+    transit_ratio = table["transit_ms"] / table["transit_ms"].median()
+    link_like = vote_slow & ~spread_slow.fillna(False) & (transit_ratio >= LINK_TRANSIT_RATIO)
+    for r in table.index[link_like.fillna(False)]:
+        notes.append(
+            f"rank {int(r)} arrives last at {int(table.at[r, 'votes'])} collectives but its "
+            f"Computing and Free are at the median while its transit time is "
+            f"{transit_ratio[r]:.2f}x the median: a slow link from this rank (see slow_link), "
+            "not a slow rank"
+        )
+    vote_slow &= ~link_like.fillna(False)
     table["slow"] = (spread_slow | vote_slow).fillna(False).astype(bool)
     table = table.reset_index()
 
@@ -163,7 +178,8 @@ def _comm_votes(
     """Per collective op: the late-arriving outlier rank; per rank: votes, tested, wait, sync."""
     ops = profile.get("comm_ops")
     empty_stats = pd.DataFrame(
-        columns=["votes", "ops_tested", "wait_ms", "synchronization_ms"], dtype="float64"
+        columns=["votes", "ops_tested", "wait_ms", "synchronization_ms", "transit_ms"],
+        dtype="float64",
     )
     if ops.empty:
         return None, empty_stats
@@ -226,6 +242,7 @@ def _comm_votes(
             "ops_tested": tested,
             "wait_ms": g["wait_ms"].mean(),
             "synchronization_ms": g["synchronization_ms"].mean(),
+            "transit_ms": g["transit_ms"].mean(),
         }
     )
     stats.index = stats.index.astype(int)
