@@ -1,0 +1,250 @@
+"""Layouts without a real sample (msprof PROF_*, MindSpore, cluster_analysis.db, mixes) and warnings.
+
+Files are written in the formats of shared/reference/ascend-formats.md (§2.5, §3.1, §3.2).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from advisor_chat.ingest import inspect_profile, load_profile
+from advisor_chat.ingest.common import double_hash
+
+ST = (
+    "Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
+    "Communication(Not Overlapped and Exclude Receive),Preparing\r\n"
+)
+
+
+def _rank(
+    root: Path,
+    rank: int,
+    *,
+    steps=(50,),
+    info: dict | None = None,
+    md: dict | None = None,
+    suffix="pt",
+) -> Path:
+    d = root / f"node_{rank}_20250109093000000_ascend_{suffix}"
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    rows = "".join(f"{s},100.0,50.0,10.0,60.0,{20.0 + rank},180.0,0,50.0,5.0\r\n" for s in steps)
+    (out / "step_trace_time.csv").write_bytes((ST + rows).encode())
+    (d / f"profiler_info_{rank}.json").write_text(json.dumps(info or {"rank_id": rank}))
+    if md is not None:
+        (d / "profiler_metadata.json").write_text(json.dumps(md))
+    return d
+
+
+def test_msprof_prof_folder(tmp_path: Path) -> None:
+    prof = tmp_path / "PROF_000001_20260605161708478_FRJKORBPFMHQMGLA"
+    out = prof / "mindstudio_profiler_output"
+    out.mkdir(parents=True)
+    (prof / "device_0").mkdir()
+    (prof / "device_0" / "info.json.0").write_text(json.dumps({"rank_id": 2, "hostUid": "1"}))
+    (out / "op_summary_20260605161708.csv").write_text(
+        "Device_id,Model ID,Task ID,Stream ID,Op Name,OP Type,OP State,Task Type,Task Start Time(us),"
+        "Task Duration(us),Task Wait Time(us),Block Num,Mix Block Num,HF32 Eligible,Input Shapes\r\n"
+        "0,4294967295,0,1756,main_kernel,main_kernel,dynamic,MIX_AIC,1780676244313289.000\t,87139.380,0,256,512,NO,N/A\r\n"
+        '0,4294967295,1,1756,Conv2D1,Conv2D,static,AI_CORE,1780676244400429.000\t,10.5,2.0,16,0,NO,"""32,3,224,224"""\r\n'
+    )
+    (out / "op_statistic_20260605161708.csv").write_text(
+        "Device_id,OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)\r\n"
+        "0,main_kernel,MIX_AIC,1,87139.38,87139.38,87139.38,87139.38,99.9\r\n"
+    )
+    (out / "communication_statistic_20260605161708.csv").write_text(
+        "Device_id,OP Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)\r\n"
+        "0,hcom_allReduce_,4,1000.0,100.0,250.0,400.0,100.0\r\n"
+    )
+    p = load_profile(tmp_path, use_cache=False)
+    assert p.layout == "msprof"
+    assert p.ranks == [2]
+    k = p.get("kernels")
+    assert k["name"].tolist() == ["main_kernel", "Conv2D1"]
+    assert k["block_dim"].tolist() == [256, 16]  # Block Num
+    assert k["duration_us"].sum() == pytest.approx(87139.38 + 10.5)
+    assert k["input_shapes"].iloc[1] == "32,3,224,224"
+    ops = p.get("op_statistic")
+    assert set(ops["core_type"]) == {"MIX_AIC", "COMMUNICATION"}
+    assert ops["total_us"].sum() == pytest.approx(87139.38 + 1000.0)
+
+
+def test_mindspore_folder(tmp_path: Path) -> None:
+    _rank(tmp_path, 0, suffix="ms")
+    _rank(tmp_path, 1, suffix="ms")
+    p = load_profile(tmp_path, use_cache=False)
+    assert p.layout == "ascend_ms"
+    assert p.ranks == [0, 1]
+    assert set(p.get("meta")["export_type"]) == {"mindspore"}
+    assert p.get("step_trace")["free_us"].tolist() == [20.0, 21.0]
+
+
+def _cluster_db(path: Path) -> None:
+    con = sqlite3.connect(path)
+    con.execute(
+        'CREATE TABLE ClusterStepTraceTime (step TEXT, type TEXT, "index" TEXT, computing NUMERIC, '
+        "communication_not_overlapped NUMERIC, overlapped NUMERIC, communication NUMERIC, free NUMERIC, "
+        "stage NUMERIC, bubble NUMERIC, communication_not_overlapped_and_exclude_receive NUMERIC, "
+        "preparing NUMERIC, dp_index NUMERIC, pp_index NUMERIC, tp_index NUMERIC)"
+    )
+    for r in range(4):
+        con.execute(
+            "INSERT INTO ClusterStepTraceTime VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                "7",
+                "rank",
+                str(r),
+                100.0 + r,
+                50.0,
+                5.0,
+                55.0,
+                10.0 * r,
+                160.0,
+                0,
+                50.0,
+                1.0,
+                0,
+                0,
+                0,
+            ),
+        )
+    for stage in ("(0,1)", "(2,3)"):
+        con.execute(
+            "INSERT INTO ClusterStepTraceTime VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            ("7", "stage", stage, 103.0, 50.0, 5.0, 55.0, 30.0, 160.0, 0, 50.0, 0, 0, 0, 0),
+        )
+    con.execute(
+        "CREATE TABLE CommunicationGroupMapping (type TEXT, rank_set TEXT, group_name TEXT, group_id TEXT, pg_name TEXT)"
+    )
+    con.execute(
+        "INSERT INTO CommunicationGroupMapping VALUES ('collective','(0,1,2,3)','123456','10.0.0.1%eth0_1','dp')"
+    )
+    con.commit()
+    con.close()
+
+
+def test_cluster_analysis_db(tmp_path: Path) -> None:
+    out = tmp_path / "cluster_analysis_output"
+    out.mkdir()
+    _cluster_db(out / "cluster_analysis.db")
+    p = load_profile(tmp_path, use_cache=False)
+    assert p.layout == "cluster_output"
+    assert p.ranks == [0, 1, 2, 3]
+    assert p.steps == [7]
+    assert p.get("step_trace").set_index("rank").loc[3, "free_us"] == 30.0
+    stages = p.get("stage_trace")
+    assert [list(x) for x in stages["stage_rank_list"]] == [[0, 1], [2, 3]]
+    g = p.get("comm_groups").iloc[0]
+    assert g["group_name"] == "dp" and list(g["ranks"]) == [0, 1, 2, 3]
+
+
+def test_mixed_rank_folders_and_cluster_output(tmp_path: Path, real_samples: Path) -> None:
+    for r in range(4):
+        _rank(tmp_path, r)
+    out = tmp_path / "cluster_analysis_output"
+    out.mkdir()
+    _cluster_db(out / "cluster_analysis.db")
+    p = load_profile(tmp_path, use_cache=False)
+    assert p.layout == "mixed"
+    # per-rank data preferred: free = 20 + rank from step_trace_time.csv, not 10*rank from the DB
+    assert p.get("step_trace").sort_values("rank")["free_us"].tolist() == [20.0, 21.0, 22.0, 23.0]
+    assert all(s.path.endswith("step_trace_time.csv") for s in p.sources["step_trace"])
+    # the cluster output is recorded and gives what rank folders cannot (stages)
+    assert p.extra_sources and "cluster_analysis_output" in p.extra_sources[0]
+    assert len(p.get("stage_trace")) == 2
+    assert inspect_profile(p)["extra_sources"] == p.extra_sources
+
+
+def test_parallel_groups_and_local_to_global_matrix(tmp_path: Path) -> None:
+    comm_name = "10.174.216.241%enp189s0f1_55000_0_1738895506630464"
+    h = double_hash(comm_name)
+    md = {
+        "distributed_args": {
+            "tensor_model_parallel_size": 4,
+            "pipeline_model_parallel_size": 1,
+            "data_parallel_size": 2,
+            "world_size": 8,
+        },
+        "parallel_group_info": {
+            comm_name: {"group_name": "tp", "group_rank": 1, "global_ranks": [7, 5, 6, 4]},
+        },
+    }
+    d = _rank(tmp_path, 5, md=md)
+    link = {
+        "Transport Type": "HCCS",
+        "Transit Size(MB)": 10.0,
+        "Transit Time(ms)": 0.5,
+        "Bandwidth(GB/s)": 20.0,
+        "Op Name": "hcom_allReduce__035_0_1",
+    }
+    matrix = {
+        "step50": {
+            "p2p": {},
+            "collective": {
+                f"allreduce-top1@{h}": {"1-2": link, "1-1": {**link, "Transport Type": "LOCAL"}}
+            },
+        }
+    }
+    (d / "ASCEND_PROFILER_OUTPUT" / "communication_matrix.json").write_text(json.dumps(matrix))
+    p = load_profile(tmp_path, use_cache=False)
+    m = p.get("comm_matrix")
+    # local ranks index the sorted global ranks [4, 5, 6, 7]
+    assert sorted(zip(m["src_rank"], m["dst_rank"], strict=False)) == [(5, 5), (5, 6)]
+    g = p.get("comm_groups").set_index("group").loc[h]
+    assert g["group_name"] == "tp" and list(g["ranks"]) == [4, 5, 6, 7]
+    meta = p.get("meta").iloc[0]
+    assert meta["tp_size"] == 4 and meta["world_size"] == 8
+    w = {w.code: w for w in p.warnings}
+    assert w["missing_ranks"].ranks == (0, 1, 2, 3, 4, 6, 7)
+
+
+def test_quality_warnings(tmp_path: Path) -> None:
+    lvl = {"experimental_config": {"_profiler_level": "Level2"}}
+    _rank(
+        tmp_path,
+        0,
+        steps=(50, 51),
+        info={"rank_id": 0, "cann_version": "8.0.RC2", "torch_npu_version": "2.1.0", "config": lvl},
+    )
+    _rank(
+        tmp_path,
+        1,
+        steps=(50,),
+        info={
+            "rank_id": "1",
+            "cann_version": "8.0.RC3",
+            "torch_npu_version": "2.1.0",
+            "config": lvl,
+        },
+    )
+    _rank(
+        tmp_path,
+        3,
+        steps=(50, 51),
+        info={"rank_id": 3, "cann_version": "8.0.RC2", "torch_npu_version": "2.1.0", "config": lvl},
+    )
+    p = load_profile(tmp_path, use_cache=False)
+    w = {w.code: w for w in p.warnings}
+    assert w["missing_ranks"].ranks == (2,)
+    assert w["missing_steps"].ranks == (1,)
+    assert "8.0.RC2" in w["mixed_versions"].message and "8.0.RC3" in w["mixed_versions"].message
+    assert w["profiler_level2"].ranks == (0, 1, 3)
+    info = inspect_profile(p)
+    assert info["versions"]["cann"] == {"8.0.RC2": [0, 3], "8.0.RC3": [1]}
+    assert info["profiler_level"] == {"Level2": [0, 1, 3]}
+
+
+def test_rank_from_db_file_name(tmp_path: Path, real_samples: Path) -> None:
+    """A DB-export folder whose profiler_info was lost: rank comes from ascend_pytorch_profiler_{rank}.db."""
+    src = real_samples / "pt-db-level1-2rank" / "rank1_ascend_pt"
+    dst = tmp_path / "x_ascend_pt"
+    shutil.copytree(src, dst)
+    (dst / "profiler_info_1.json").unlink()
+    p = load_profile(tmp_path, use_cache=False)
+    assert p.ranks == [1]
+    assert p.get("meta").iloc[0]["rank_origin"] == "DB file name"
