@@ -113,3 +113,53 @@ def test_mc2_already_on_and_no_signal():
 def test_bad_group():
     with pytest.raises(ToolArgumentError):
         run(make_profile({"comm_ops": comm_rows(4, late=1)}), group="x")
+
+
+def test_scenario_comm_bound_mc2(scenario):
+    import json
+
+    from advisor_chat.ingest import load_profile
+
+    path = scenario("comm-bound-no-overlap")
+    key = json.loads((path / "answer_key.json").read_text())
+    exp = key["expected_numbers"]
+    res = run(load_profile(path))
+    ids = [f.id for f in res.findings]
+    assert "communication.communication.not_overlapped" in ids
+    mc2 = next(f for f in res.findings if f.kind.value == "mc2_opportunity")
+    assert mc2.severity is Severity.HIGH
+    assert mc2.metrics["pairs_per_step"] >= exp["matmul_followed_by_tp_allreduce_per_step"]
+    assert res.metrics["mean_overlap_ratio"] == pytest.approx(exp["median_overlap_ratio"], abs=0.02)
+
+
+def test_scenario_healthy_no_high(scenario):
+    from advisor_chat.ingest import load_profile
+
+    res = run(load_profile(scenario("healthy")))
+    assert not [f for f in res.findings if f.severity is Severity.HIGH]
+
+
+def test_real_16rank_groups(real_samples):
+    import json
+
+    from advisor_chat.ingest import load_profile
+
+    data = json.loads(
+        (
+            real_samples / "cluster-16rank-pp2/cluster_analysis_output/cluster_communication.json"
+        ).read_text()
+    )
+    ops = data["(0, 1, 2, 3, 4, 5, 6, 7)"]["step2"]
+    infos = [
+        v["Communication Time Info"]
+        for op, per in ops.items()
+        if op != "Total Op Info"
+        for v in per.values()
+    ]
+    res = run(load_profile(real_samples / "cluster-16rank-pp2", use_cache=False))
+    row = res.table[res.table["op_type"] == "broadcast"].iloc[0]
+    n_ranks = len({r for op, per in ops.items() if op != "Total Op Info" for r in per})
+    assert row["elapse_ms"] == pytest.approx(sum(i["Elapse Time(ms)"] for i in infos) / n_ranks)
+    assert row["wait_ratio"] == pytest.approx(
+        sum(i["Wait Time(ms)"] for i in infos) / sum(i["Elapse Time(ms)"] for i in infos)
+    )

@@ -104,7 +104,9 @@ def test_first_collective_late_rank():
     rows = first_ops(16, late_wait_ms=0.0)
     for r in rows:
         r["wait_ms"] = 0.5 if r["rank"] == 5 else 2500.0
-    res = run(make_profile({"comm_ops": rows, "meta": meta_rows(16, {"HCCL_CONNECT_TIMEOUT": "4"})}))
+    res = run(
+        make_profile({"comm_ops": rows, "meta": meta_rows(16, {"HCCL_CONNECT_TIMEOUT": "4"})})
+    )
     f = next(f for f in res.findings if f.id == "env_check.env.first_collective_late_r5")
     assert f.ranks == (5,)
     assert f.metrics["late_by_s"] == pytest.approx(2.4995)
@@ -123,5 +125,9 @@ def test_scenario_hccl_wait_skew(scenario):
     res = run(load_profile(path))
     f = next(f for f in res.findings if "first_collective_late" in f.id)
     assert list(f.ranks) == key["slow_ranks"]
-    assert f.metrics["late_by_s"] == pytest.approx(key["expected_numbers"]["late_by_us"] / 1e6, rel=0.01)
-    assert f.metrics["connect_timeout_s"] == key["expected_numbers"]["hccl_connect_timeout_default_s"]
+    assert f.metrics["late_by_s"] == pytest.approx(
+        key["expected_numbers"]["late_by_us"] / 1e6, rel=0.01
+    )
+    assert (
+        f.metrics["connect_timeout_s"] == key["expected_numbers"]["hccl_connect_timeout_default_s"]
+    )

@@ -137,3 +137,38 @@ def test_real_cluster_8rank_rank1(real_samples):
     f = res.findings[0]
     assert f.category is Category.SCHEDULING
     assert f.metrics["free_delta_us"] == pytest.approx(free[1] - med)
+
+
+def test_scenario_seed_rank12(scenario):
+    import json
+
+    from advisor_chat.ingest import load_profile
+
+    path = scenario("seed-rank12")
+    key = json.loads((path / "answer_key.json").read_text())
+    res = run(load_profile(path), rank=12)
+    f = res.findings[0]
+    assert f.category is Category.SCHEDULING and f.severity is Severity.HIGH
+    assert f.metrics["free_delta_us"] == pytest.approx(
+        key["expected_numbers"]["free_excess_us_per_step"], rel=0.02
+    )
+    assert "arrives last" in f.summary and "launch delays" in f.summary
+    other = run(load_profile(path), rank=3).findings[0]
+    assert other.severity is Severity.INFO and "not slow" in other.summary
+
+
+def test_scenario_compute_straggler(scenario):
+    import json
+
+    from advisor_chat.ingest import load_profile
+
+    path = scenario("compute-straggler-hidden")
+    key = json.loads((path / "answer_key.json").read_text())
+    r = key["slow_ranks"][0]
+    res = run(load_profile(path), rank=r)
+    f = res.findings[0]
+    assert f.category is Category.COMPUTE
+    assert f.metrics["computing_delta_us"] == pytest.approx(
+        key["expected_numbers"]["computing_excess_us_per_step"], rel=0.02
+    )
+    assert res.tables["op_deltas"]["delta_us"].iloc[0] > 0

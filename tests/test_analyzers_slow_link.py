@@ -138,3 +138,29 @@ def test_real_16rank_rdma_link(real_samples):
     )
     # only one RDMA link and two HCCS links: not enough peers to call anything slow
     assert not res.table["slow"].any()
+
+
+def test_scenario_slow_link(scenario):
+    from advisor_chat.ingest import load_profile
+
+    path = scenario("slow-link")
+    key = json.loads((path / "answer_key.json").read_text())
+    res = run(load_profile(path))
+    f = res.findings[0]
+    want = key["slow_link"]
+    assert f.kind.value == "slow_link"
+    assert (f.metrics["src_rank"], f.metrics["dst_rank"]) == (want["src_rank"], want["dst_rank"])
+    assert want["transport"] in f.summary
+    assert f.metrics["bandwidth_gbps"] == pytest.approx(
+        key["expected_numbers"]["slow_link_bandwidth_gbps"], rel=0.02
+    )
+    assert f.metrics["ratio"] == pytest.approx(key["expected_numbers"]["bandwidth_ratio"], abs=0.03)
+    assert res.table["slow"].sum() == 1
+
+
+def test_scenario_healthy_no_slow_link(scenario):
+    from advisor_chat.ingest import load_profile
+
+    res = run(load_profile(scenario("healthy")))
+    assert not res.table["slow"].any()
+    assert not [f for f in res.findings if f.severity is Severity.HIGH]

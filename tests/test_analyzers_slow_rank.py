@@ -131,3 +131,63 @@ def test_scale_1024_ranks_fast():
     res = run(p)
     assert time.perf_counter() - t < 2.0
     assert res.findings[0].ranks == (700,)
+
+
+def _key_and_result(scenario, name):
+    import json
+
+    from advisor_chat.ingest import load_profile
+
+    path = scenario(name)
+    key = json.loads((path / "answer_key.json").read_text())
+    return key, run(load_profile(path))
+
+
+@pytest.mark.parametrize(
+    "name", ["seed-rank12", "compute-straggler-hidden", "hccl-wait-skew", "slow-link", "healthy"]
+)
+def test_scenarios_slow_ranks(scenario, name):
+    key, res = _key_and_result(scenario, name)
+    assert res.table.loc[res.table["slow"], "rank"].tolist() == key["slow_ranks"]
+    if key["slow_ranks"]:
+        f = res.findings[0]
+        assert list(f.ranks) == key["slow_ranks"]
+        if key["category"] in ("compute", "scheduling"):
+            assert f.category.value == key["category"]
+    else:
+        assert not res.findings
+
+
+def test_scenario_seed_rank12_numbers(scenario):
+    key, res = _key_and_result(scenario, "seed-rank12")
+    f = res.findings[0]
+    exp = key["expected_numbers"]
+    assert f.metrics["free_delta_us"] == pytest.approx(exp["free_excess_us_per_step"], rel=0.02)
+    row = res.table.set_index("rank")
+    assert row["wait_ms"].idxmin() == exp["min_wait_rank"]
+    assert row.at[12, "votes"] >= 0.5 * row.at[12, "ops_tested"]
+
+
+def test_real_cluster_8rank_rank1_arrives_last(real_samples):
+    import json
+
+    from advisor_chat.ingest import load_profile
+
+    data = json.loads(
+        (
+            real_samples / "cluster-8rank/cluster_analysis_output/cluster_communication.json"
+        ).read_text()
+    )
+    ops = data["(0, 1)"]["step"]
+    waits = {
+        op: {r: v["Communication Time Info"]["Wait Time(ms)"] for r, v in per.items()}
+        for op, per in ops.items()
+        if op != "Total Op Info"
+    }
+    # in every broadcast rank 1 waits least: it arrives last
+    assert all(min(w, key=w.get) == "1" for w in waits.values())
+    res = run(load_profile(real_samples / "cluster-8rank", use_cache=False))
+    f = next(f for f in res.findings if f.ranks == (1,))
+    assert f.metrics["votes"] == len(waits)
+    assert "rank 0" in f.summary  # the rank that waits most for it
+    assert res.findings[0].ranks == (1,)  # largest Free excess first
