@@ -23,7 +23,15 @@ def _kernels(ranks=(0, 1, 2, 3), steps=(1, 2), slow_rank=3, extra=None) -> pd.Da
     for r in ranks:
         for s in steps:
             t = 1e6 * s
-            ops = [("MatMul", "aclnnMatmul_MatMulCommon_MatMul", S1, 10, 200.0 if r == slow_rank else 100.0)]
+            ops = [
+                (
+                    "MatMul",
+                    "aclnnMatmul_MatMulCommon_MatMul",
+                    S1,
+                    10,
+                    200.0 if r == slow_rank else 100.0,
+                )
+            ]
             ops += [("MatMul", "aclnnMatmul_MatMulCommon_MatMul", S2, 5, 50.0)]
             ops += [("Add", "aclnnAdd_AddAiCore_Add", "4096,4096;4096,4096", 20, 10.0)]
             ops += [("hcom_allReduce_", "hcom_allReduce__1_0_1", "", 2, 300.0)]
@@ -35,9 +43,18 @@ def _kernels(ranks=(0, 1, 2, 3), steps=(1, 2), slow_rank=3, extra=None) -> pd.Da
                     core = "AI_CPU"
                 for _ in range(n):
                     rows.append(
-                        dict(rank=r, step=s, name=name, op_type=op_type, accelerator_core=core,
-                             start_us=t, duration_us=dur, wait_us=0.0, input_shapes=shape,
-                             op_state="dynamic")
+                        dict(
+                            rank=r,
+                            step=s,
+                            name=name,
+                            op_type=op_type,
+                            accelerator_core=core,
+                            start_us=t,
+                            duration_us=dur,
+                            wait_us=0.0,
+                            input_shapes=shape,
+                            op_state="dynamic",
+                        )
                     )
                     t += dur + 1.0
     return validate_table("kernels", pd.DataFrame(rows))
@@ -48,10 +65,20 @@ def _step_trace(ranks=(0, 1, 2, 3), steps=(1, 2), slow_rank=3) -> pd.DataFrame:
     for r in ranks:
         for s in steps:
             step = STEP_US + (1000.0 if r == slow_rank else 0.0)
-            rows.append(dict(rank=r, step=s, computing_us=step * 0.8,
-                             communication_not_overlapped_us=step * 0.1, overlapped_us=0.0,
-                             communication_us=step * 0.1, free_us=step * 0.1, stage_us=step,
-                             bubble_us=0.0, step_us=step))
+            rows.append(
+                dict(
+                    rank=r,
+                    step=s,
+                    computing_us=step * 0.8,
+                    communication_not_overlapped_us=step * 0.1,
+                    overlapped_us=0.0,
+                    communication_us=step * 0.1,
+                    free_us=step * 0.1,
+                    stage_us=step,
+                    bubble_us=0.0,
+                    step_us=step,
+                )
+            )
     return validate_table("step_trace", pd.DataFrame(rows))
 
 
@@ -144,3 +171,18 @@ def test_one_rank_and_one_step() -> None:
     assert res.metrics["rank_a"] == res.metrics["rank_b"] == 0
     assert not [f for f in res.findings if f.kind is FindingKind.OP_REGRESSION]
     assert any("only rank 0" in n for n in res.notes)
+
+
+def test_uniform_slowdown_is_one_finding() -> None:
+    # rank 3 runs every op 1.25x slower (a slower device), equal counts
+    k = _kernels(slow_rank=-1)
+    k.loc[(k["rank"] == 3) & (k["accelerator_core"] != "COMMUNICATION"), "duration_us"] *= 1.25
+    prof = _profile(k, _step_trace())
+    res = compare_ops(prof, CompareOpsParams())
+    regs = [f for f in res.findings if f.kind is FindingKind.OP_REGRESSION]
+    assert [f.id for f in regs] == ["compare_ops.op_regression.r3.all_ops"]
+    assert regs[0].metrics["overall_ratio"] == pytest.approx(1.25)
+    assert regs[0].metrics["groups_slowed"] == regs[0].metrics["groups"] == 3
+    # per step: 0.25 x (10x100 + 5x50 + 20x10) = 362.5 us
+    assert regs[0].metrics["delta_us_per_step"] == pytest.approx(362.5)
+    assert "compute_straggler" in regs[0].symptom_tags

@@ -33,6 +33,12 @@ REGRESSION_RATIO = 1.2
 MIN_SHARE = 0.005
 #: "Different count": op counts differ by at least this fraction of the larger count.
 COUNT_DIFF_RATIO = 0.05
+#: Uniform slowdown: the slower rank's equal-count groups are ≥ this ratio slower ...
+UNIFORM_MIN_RATIO = 1.1
+#: ... for at least this share of their time (then one "all ops" finding replaces per-shape ones).
+UNIFORM_TIME_SHARE = 0.8
+#: ... and for at least this share of the groups (so one dominant shape is not "uniform").
+UNIFORM_GROUP_SHARE = 0.6
 #: AI CPU time share of the step that makes AI CPU ops worth a finding.
 AICPU_MIN_SHARE = 0.01
 #: Findings of one kind kept (largest first).
@@ -156,6 +162,93 @@ def _pick_ranks(a: int | None, b: int | None, fastest: int, slowest: int) -> tup
     return int(a), int(b)
 
 
+def _uniform_slowdown(same: pd.DataFrame) -> dict[str, float] | None:
+    """Detect "every op slower by a similar factor" among equal-count (name, shape) groups.
+
+    Returns the overall ratio and the time share of the groups slowed by ≥ UNIFORM_MIN_RATIO in
+    the same direction, when that share is ≥ UNIFORM_TIME_SHARE, those groups are ≥
+    UNIFORM_GROUP_SHARE of all and the overall ratio is ≥ UNIFORM_MIN_RATIO; else ``None``.
+    """
+    tot_a, tot_b = float(same["total_us_a"].sum()), float(same["total_us_b"].sum())
+    if tot_a <= 0 or tot_b <= 0 or len(same) < 3:
+        return None
+    overall = tot_b / tot_a
+    b_slow = overall >= 1.0
+    r = same["avg_ratio"] if b_slow else 1.0 / same["avg_ratio"]
+    times = same["total_us_b"] if b_slow else same["total_us_a"]
+    slowed = float(times[r >= UNIFORM_MIN_RATIO].sum()) / float(times.sum())
+    ov = overall if b_slow else 1.0 / overall
+    n_slowed = float((r >= UNIFORM_MIN_RATIO).sum())
+    if (
+        ov >= UNIFORM_MIN_RATIO
+        and slowed >= UNIFORM_TIME_SHARE
+        and n_slowed >= UNIFORM_GROUP_SHARE * len(same)
+    ):
+        return {
+            "overall_ratio": ov,
+            "slowed_time_share": slowed,
+            "b_slow": float(b_slow),
+            "delta_total_us": abs(tot_b - tot_a),
+            "groups": float(len(same)),
+            "groups_slowed": n_slowed,
+        }
+    return None
+
+
+def _uniform_finding(
+    u: dict[str, float],
+    rank_a: int,
+    rank_b: int,
+    n_steps: int,
+    step_us: float,
+    step_src: str,
+    cite: str,
+) -> Finding:
+    slow, fast = (rank_b, rank_a) if u["b_slow"] else (rank_a, rank_b)
+    per_step = u["delta_total_us"] / n_steps
+    sh = per_step / step_us if step_us > 0 else 0.0
+    return Finding(
+        id=f"compare_ops.op_regression.r{slow}.all_ops",
+        kind=FindingKind.OP_REGRESSION,
+        severity=Severity.from_share(sh),
+        summary=(
+            f"Rank {slow} runs nearly every operator slower than rank {fast} at equal counts: "
+            f"{u['overall_ratio']:.2f}x overall, {int(u['groups_slowed'])} of {int(u['groups'])} "
+            f"(name, shape) groups slowed by >= {UNIFORM_MIN_RATIO:.1f}x "
+            f"({u['slowed_time_share']:.0%} of their time); {per_step:.0f} us more per step "
+            f"({sh:.1%} of the step). A uniform slowdown points at the device (frequency, "
+            "thermal, memory bandwidth) rather than one shape."
+        ),
+        summary_zh=(
+            f"rank {slow} 上几乎所有算子在调用次数相同的情况下都比 rank {fast} 慢：整体 "
+            f"{u['overall_ratio']:.2f} 倍，{int(u['groups'])} 个（名称, shape）分组中有 "
+            f"{int(u['groups_slowed'])} 个慢 {UNIFORM_MIN_RATIO:.1f} 倍以上；每个 step 多 {per_step:.0f} us"
+            f"（占 step {sh:.1%}）。整体变慢通常指向设备本身（频率、温度、内存带宽），而非某个 shape。"
+        ),
+        ranks=(slow,),
+        metrics={
+            "overall_ratio": u["overall_ratio"],
+            "slowed_time_share_ratio": u["slowed_time_share"],
+            "groups": u["groups"],
+            "groups_slowed": u["groups_slowed"],
+            "delta_us_per_step": per_step,
+            "share_of_step_ratio": sh,
+            "step_us": step_us,
+        },
+        evidence=(
+            Evidence(
+                "kernels",
+                cite,
+                {"ranks": [rank_a, rank_b]},
+                "equal-count (op type, name, input shapes) groups: sum(duration_us) of rank B / "
+                f"rank A; share of step vs median step_us ({step_src})",
+            ),
+        ),
+        symptom_tags=("compute_straggler", "compute_spread"),
+        estimated_gain_us=per_step,
+    )
+
+
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_," else "_" for c in text)[:80]
 
@@ -168,7 +261,9 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
     used because collectives equalize it) over the steps both ranks have,
     counts and times of compute kernels (``kernels`` table, communication tasks excluded) are
     grouped by op type and by (op type, name, input shapes) and differenced (B − A). Flags
-    "same count, slower" at a shape (``op_regression``: avg ratio ≥ 1.2 and ≥ 0.5% of the step),
+    "same count, slower" at a shape (``op_regression``: avg ratio ≥ 1.2 and ≥ 0.5% of the step;
+    one ``all_ops`` finding instead when ≥ 60% of the equal-count groups and ≥ 80% of their time
+    are ≥ 1.1x slower),
     "different count" (``load_imbalance``: counts differ by ≥ 5%), AI CPU operators taking
     ≥ 1% of the step on any rank (``aicpu_op``) and ops whose input shapes change between steps
     (``dynamic_shape``).
@@ -261,6 +356,12 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
         ratio = np.maximum(same["avg_ratio"], 1.0 / same["avg_ratio"])
         shares = same["delta_total_us"].abs() / n_steps / step_us if step_us > 0 else 0.0
         reg = same[(ratio >= REGRESSION_RATIO) & (shares >= MIN_SHARE)]
+        uniform = _uniform_slowdown(same)
+        if uniform is not None:
+            findings.append(
+                _uniform_finding(uniform, rank_a, rank_b, n_steps, step_us, step_src, cite_k)
+            )
+            reg = reg.iloc[0:0]
         for row in reg.head(MAX_FINDINGS).itertuples(index=False):
             slow, fast = (rank_b, rank_a) if row.delta_total_us > 0 else (rank_a, rank_b)
             avg_slow = row.avg_us_b if slow == rank_b else row.avg_us_a

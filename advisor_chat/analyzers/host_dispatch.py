@@ -610,12 +610,13 @@ def _findings(
                     summary=(
                         f"{len(gc)} device gap(s) longer than {GC_GAP_US / 1000:.0f} ms with almost no "
                         f"host launches on ranks {format_ranks(flagged)} (longest {longest / 1000:.0f} ms; "
-                        f"{g / 1000:.1f} ms per step on rank {worst}): looks like Python GC pauses."
+                        f"{g / 1000:.1f} ms per step on rank {worst}): the host paused (Python GC is the usual "
+                        "cause; also checkpoint saves or preprocessing on that rank)."
                     ),
                     summary_zh=(
                         f"rank {format_ranks(flagged)} 上有 {len(gc)} 段超过 {GC_GAP_US / 1000:.0f} ms 的设备空闲且"
                         f"几乎没有 host 下发（最长 {longest / 1000:.0f} ms；rank {worst} 每 step {g / 1000:.1f} ms），"
-                        "疑似 Python GC 停顿。"
+                        "host 出现停顿（常见原因是 Python GC，也可能是保存 checkpoint 或该卡上的预处理）。"
                     ),
                     ranks=tuple(flagged),
                     metrics={
