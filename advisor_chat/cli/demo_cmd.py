@@ -13,7 +13,6 @@ def print_demo(model: str | None = None) -> None:
     """Print the inspect summary of the demo profile and the answer to "why is rank 12 slow?"."""
     from rich.markdown import Markdown
 
-    from advisor_chat.agent import Advisor
     from advisor_chat.config import load_settings
     from advisor_chat.ingest import inspect_profile, load_profile
     from advisor_chat.synth import demo_profile
@@ -26,6 +25,11 @@ def print_demo(model: str | None = None) -> None:
     console.rule(f"inspect {path}")
     console.print(Markdown(_inspect_md(inspect_profile(profile))))
     console.rule(f"ask: {DEMO_QUESTION}")
+    try:
+        from advisor_chat.agent import Advisor
+    except ImportError:  # the package may not re-export it
+        from advisor_chat.agent.advisor import Advisor
+
     advisor = Advisor(profile, settings=settings)
     answer = advisor.ask(DEMO_QUESTION)
     for call in answer.tool_calls:

@@ -173,11 +173,14 @@ def _compare_ops_table(profile: Profile, rank_b: int | None) -> tuple[pd.DataFra
     label_col = next((c for c in ("op_type", "name", "key", "op") if c in df.columns), None)
     if df.empty or delta_col is None or label_col is None:
         return None
-    label = str(result.metrics.get("rank_a", "")), str(result.metrics.get("rank_b", ""))
-    sub = f"rank {label[1]} − rank {label[0]}" if all(label) else "slowest − fastest rank"
-    return df[[label_col, delta_col]].rename(
-        columns={label_col: "label", delta_col: "delta_us"}
-    ), sub
+    ra, rb = result.metrics.get("rank_a"), result.metrics.get("rank_b")
+    sub = f"rank {rb:.0f} − rank {ra:.0f}" if ra is not None and rb is not None else "B − A"
+    steps = float(result.metrics.get("steps_compared") or 0.0)
+    out = df[[label_col, delta_col]].rename(columns={label_col: "label", delta_col: "delta_us"})
+    if steps > 0:  # compare_ops sums over the common steps; show per step
+        out = out.assign(delta_us=out["delta_us"] / steps)
+        sub += ", per step"
+    return out, sub
 
 
 def op_compare(profile: Profile, highlight: Sequence[int] = (), top: int = 10) -> go.Figure | None:

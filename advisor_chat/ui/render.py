@@ -133,9 +133,11 @@ def answer_messages(answer: Answer) -> list[Message]:
     lang = answer.language if answer.language in _LABELS else "en"
     lab = _LABELS[lang]
     parts = [answer.answer.strip()]
-    if answer.suggestions:
+    text = answer.answer
+    extra = [s for s in answer.suggestions if s.text not in text]  # the text may list them already
+    if extra:
         items = []
-        for s in answer.suggestions:
+        for s in extra:
             tail = []
             if s.case_id:
                 tail.append(f"case `{s.case_id}`")
@@ -143,9 +145,10 @@ def answer_messages(answer: Answer) -> list[Message]:
                 tail.append(f"finding `{s.finding_id}`")
             items.append(f"- {s.text}" + (f" ({', '.join(tail)})" if tail else ""))
         parts.append(f"**{lab['suggestions']}**\n" + "\n".join(items))
-    if answer.cases:
+    unnamed = [c for c in answer.cases if c.id not in text]
+    if unnamed:
         parts.append(
-            f"**{lab['cases_inline']}:** " + "; ".join(f"`{c.id}` {c.title}" for c in answer.cases)
+            f"**{lab['cases_inline']}:** " + "; ".join(f"`{c.id}` {c.title}" for c in unnamed)
         )
     footer = grounding_line(answer.grounding, lang)
     if answer.findings or answer.cases:

@@ -146,7 +146,10 @@ class UIController:
             )
 
     def _install(self, session: Session, profile: Profile, label: str) -> None:
-        from advisor_chat.agent import Advisor
+        try:
+            from advisor_chat.agent import Advisor
+        except ImportError:  # the package may not re-export it
+            from advisor_chat.agent.advisor import Advisor
 
         advisor = Advisor(profile, settings=self.settings, baseline=self._baseline())
         session.profile = profile
