@@ -130,20 +130,6 @@ _RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
         ("链路", "带宽", "传输慢"),
     ),
     (
-        "step_trend",
-        (
-            r"\btrend",
-            r"over time",
-            r"degrad",
-            r"jitter",
-            r"getting slower",
-            r"slower and slower",
-            r"step time (grow|increas|vary|varies)",
-            r"fluctuat",
-        ),
-        ("趋势", "劣化", "抖动", "越来越慢", "波动", "逐渐变慢"),
-    ),
-    (
         "compare_ops",
         (
             r"\boperators?\b",
@@ -157,6 +143,20 @@ _RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
             r"which op",
         ),
         ("算子", "对比", "比较"),
+    ),
+    (
+        "step_trend",
+        (
+            r"\btrend",
+            r"over time",
+            r"degrad",
+            r"jitter",
+            r"getting slower",
+            r"slower and slower",
+            r"step time (grow|increas|vary|varies)",
+            r"fluctuat",
+        ),
+        ("趋势", "劣化", "抖动", "越来越慢", "波动", "逐渐变慢"),
     ),
     (
         "which_slow_rank",

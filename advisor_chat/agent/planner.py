@@ -248,7 +248,9 @@ class Planner:
             return [
                 (spec.name, {})
                 for spec in sorted(self.session.registry.values(), key=lambda s: (s.order, s.name))
-                if spec.in_report and (not spec.needs_baseline or self.session.baseline is not None)
+                if spec.in_report
+                and (not spec.needs_baseline or self.session.baseline is not None)
+                and not any(f.is_required() for f in spec.params.model_fields.values())
             ]
         return []
 
@@ -283,7 +285,7 @@ class Planner:
             ):
                 # bad rank/step: stop and report the valid values.
                 return PlanResult(self._bad_args(q, out), outputs=outputs)
-        if q.intent == "which_slow_rank":
+        if q.intent in ("which_slow_rank", "summarize"):
             slow = _slow_ranks(outputs)
             if slow:
                 self.call("explain_rank", {"rank": slow[0]}, outputs)
@@ -336,14 +338,20 @@ class Planner:
                 cited.append(f)
                 lines.append(f"- {self._summary(f, zh)}{self._source(f)}")
 
+        primary: list[Finding] = []
         if q.intent == "explain_rank" and rank is not None:
             plots, plot_ranks = ["rank_breakdown", "launch_delay"], [rank]
-            own = [
+            explain = [
                 f
-                for name in ("explain_rank", "host_dispatch")
-                for o in by_tool.get(name, [])
+                for o in by_tool.get("explain_rank", [])
                 for f in o.findings
                 if not f.ranks or rank in f.ranks
+            ]
+            not_slow = [
+                f for f in explain if f.kind.value == "slow_rank" and f.severity.value == "info"
+            ]
+            own = [f for f in explain if f not in not_slow] + [
+                f for o in by_tool.get("host_dispatch", []) for f in o.findings if rank in f.ranks
             ]
             waits = [
                 f
@@ -351,14 +359,8 @@ class Planner:
                 for f in o.findings
                 if rank in f.ranks and f.kind.value == "slow_rank"
             ]
-            cluster = [
-                f
-                for o in by_tool.get("cluster_breakdown", [])
-                for f in o.findings
-                if rank in f.ranks
-            ]
-            cat = _category(own + waits + cluster)
             if own or waits:
+                cat = _category(own + waits)
                 if cat:
                     lead = (
                         f"{rank}号卡慢的主要原因是{_CATEGORY[cat][1]}。"
@@ -368,7 +370,7 @@ class Planner:
                 else:
                     lead = f"{rank}号卡的主要发现：" if zh else f"What stands out on rank {rank}:"
                 lines.append(lead)
-                for f in own[:4]:
+                for f in own[:3]:
                     add(f)
                 if waits:
                     lines.append(
@@ -378,19 +380,27 @@ class Planner:
                     )
                     for f in waits[:2]:
                         add(f)
-                for f in cluster[:2]:
-                    add(f)
+                primary = list(cited)
+                for o in by_tool.get("cluster_breakdown", []):
+                    for f in o.findings:
+                        if rank in f.ranks and f.category is not None and f.category.value == cat:
+                            add(f)
+                            break
             else:
-                slow = _slow_ranks(outputs)
+                slow = [r for r in _slow_ranks(outputs) if r != rank]
+                if not_slow:
+                    lines.append(f"{rank}号卡不是慢卡。" if zh else f"Rank {rank} is not slow.")
+                    add(not_slow[0])
                 if slow:
                     lines.append(
-                        f"{rank}号卡并不是慢卡：分析认为慢卡是 {fmt_ranks(slow)}。"
+                        f"慢卡是 {fmt_ranks(slow)}，其他卡在等待它。"
                         if zh
-                        else f"Rank {rank} does not stand out as slow; the slow rank(s): {fmt_ranks(slow)}."
+                        else f"The slow rank is {fmt_ranks(slow)}; the other ranks wait for it."
                     )
-                    for f in [f for o in by_tool.get("slow_rank", []) for f in o.findings][:2]:
+                    for f in [f for o in by_tool.get("slow_rank", []) for f in o.findings][:1]:
                         add(f)
-                else:
+                    plot_ranks = [rank, *slow[:3]]
+                if not (not_slow or slow):
                     lines.append(self._no_signal(q, outputs))
         elif q.intent == "which_slow_rank":
             slow = _slow_ranks(outputs)
@@ -449,6 +459,21 @@ class Planner:
                 "summarize": ["rank_breakdown"],
             }.get(q.intent, [])
             found = [f for name in main for o in by_tool.get(name, []) for f in o.findings]
+            if q.intent == "hccl_timeout":
+                risk = [
+                    f
+                    for f in found
+                    if {"hccl_timeout_risk", "first_collective_late"} & set(f.symptom_tags)
+                ]
+                if not risk:
+                    lines.append(
+                        "环境检查没有发现 HCCL 超时风险（超时设置能覆盖观测到的等待）。"
+                        if zh
+                        else "The environment check found no HCCL timeout risk: the timeouts cover the observed waits."
+                    )
+                    found = [f for f in found if f.kind.value == "slow_rank"][:1]
+                else:
+                    found = risk + [f for f in found if f.kind.value == "slow_rank"][:1]
             if q.intent == "mc2":
                 mc2 = [f for f in found if f.kind.value == "mc2_opportunity"]
                 found = mc2 or found
@@ -483,7 +508,7 @@ class Planner:
                     else f"Not enough signal ({o.name}): {self.quoter.quote(o.error)}"
                 )
         # cases: the question plus the cited findings' symptom tags
-        tags = sorted({t for f in cited for t in f.symptom_tags})
+        tags = sorted({t for f in (primary or cited) for t in f.symptom_tags})
         cases: list[CaseHit] = []
         search = self.call(
             "search_cases", {"query": q.text, "symptom_tags": tags or None, "k": 3}, outputs

@@ -33,7 +33,17 @@ from advisor_chat.kb.types import CaseHit
 
 
 class ScriptedChatModel(GenericFakeChatModel):
-    """Replays ``messages`` in order; ``bind_tools`` returns the model itself."""
+    """Replays ``messages`` in order; ``bind_tools`` returns the model itself.
+
+    Attributes:
+        seen: The message lists the model was called with (one entry per call).
+    """
+
+    seen: list[list[Any]] = Field(default_factory=list)
+
+    def _generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
+        self.seen.append(list(messages))
+        return super()._generate(messages, *args, **kwargs)
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
         """Accept tools (the script already knows which to call)."""
