@@ -288,7 +288,9 @@ def _spread_findings(spreads: pd.DataFrame, src: str, steps_note: str) -> list[F
             f"（占平均 step {ms(row['scope_step_us'])} 的 {pct(row['gap_share'])}，阈值 5%）；"
             f"最高 rank {hi} {ms(row['max_us'])}，最低 rank {lo} {ms(row['min_us'])}"
         )
-        gain = float(row["max_us"] - row["median_us"]) if cat is not Category.COMMUNICATION else None
+        gain = (
+            float(row["max_us"] - row["median_us"]) if cat is not Category.COMMUNICATION else None
+        )
         out.append(
             Finding(
                 id=f"cluster_breakdown.bottleneck.{cat.value}_{_slug(row['scope'])}",
@@ -487,34 +489,26 @@ def _per_stage(profile: Profile, pr: pd.DataFrame, stages: list[tuple[int, ...]]
 def _per_group(profile: Profile, pr: pd.DataFrame) -> pd.DataFrame:
     g = groups_table(profile)
     cols = [*COMPONENTS, "step_us"]
-    rows = []
-    for _, row in g.iterrows():
-        sub = pr[pr.index.isin(row["ranks"])]
-        if sub.empty:
-            continue
-        rows.append(
-            {
-                "group": row["group"],
-                "group_name": row["group_name"],
-                "ranks": format_ranks(row["ranks"]),
-                "size": len(row["ranks"]),
-                **sub[cols].mean().to_dict(),
-                "computing_gap_us": float(sub["computing_us"].max() - sub["computing_us"].min()),
-                "free_gap_us": float(sub["free_us"].max() - sub["free_us"].min()),
-            }
-        )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "group",
-            "group_name",
-            "ranks",
-            "size",
-            *cols,
-            "computing_gap_us",
-            "free_gap_us",
-        ],
-    )
+    out_cols = ["group", "group_name", "ranks", "size", *cols, "computing_gap_us", "free_gap_us"]
+    if g.empty:
+        return pd.DataFrame(columns=out_cols)
+    g = g.reset_index(drop=True)
+    members = g[["ranks"]].explode("ranks").dropna()
+    members = members.rename(columns={"ranks": "rank"}).astype({"rank": "int64"})
+    members["gi"] = members.index
+    joined = members.merge(pr[cols], left_on="rank", right_index=True, how="inner")
+    if joined.empty:
+        return pd.DataFrame(columns=out_cols)
+    agg = joined.groupby("gi")
+    out = agg[cols].mean()
+    out["computing_gap_us"] = agg["computing_us"].max() - agg["computing_us"].min()
+    out["free_gap_us"] = agg["free_us"].max() - agg["free_us"].min()
+    head = g.loc[out.index, ["group", "group_name", "ranks"]]
+    out.insert(0, "size", [len(r) for r in head["ranks"]])
+    out.insert(0, "ranks", [format_ranks(r) for r in head["ranks"]])
+    out.insert(0, "group_name", head["group_name"].to_numpy())
+    out.insert(0, "group", head["group"].to_numpy())
+    return out.reset_index(drop=True)[out_cols]
 
 
 def _ev(src: str, row: pd.Series, dim: str, steps_note: str) -> Evidence:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 from pydantic import Field
@@ -271,6 +273,13 @@ def _wait_findings(profile: Profile, table: pd.DataFrame, step_us: float) -> lis
     return out
 
 
+def _by_unique(values: pd.Series, func: Callable[[pd.Series], pd.Series]) -> pd.Series:
+    """Apply a vectorized string function to the unique values only, then map back (fast)."""
+    codes, uniques = pd.factorize(values.astype("string").fillna(""), sort=False)
+    res = func(pd.Series(uniques, dtype="string")).fillna(False).to_numpy()
+    return pd.Series(res[codes], index=values.index)
+
+
 def _tp_ranks(groups: pd.DataFrame) -> tuple[set[int], str]:
     """Ranks in TP groups and how they were identified."""
     if groups.empty:
@@ -308,12 +317,10 @@ def _mc2(
                 "mc2: not enough signal — no kernels (kernel_details.csv) to see MatMul next to collectives"
             ],
         )
-    names = k["name"].astype("string").str.lower().fillna("")
-    if (
-        names.str.replace("_", "")
-        .str.contains("|".join(m.replace("_", "") for m in MC2_FUSED), regex=True)
-        .any()
-    ):
+    fused_pat = "|".join(m.replace("_", "") for m in MC2_FUSED)
+    if _by_unique(
+        k["name"], lambda n: n.str.lower().str.replace("_", "").str.contains(fused_pat)
+    ).any():
         return [], empty, ["mc2: fused MatMul+communication kernels found (mc2 already on)"]
     tp, how = _tp_ranks(groups)
     if not tp:
@@ -328,11 +335,22 @@ def _mc2(
     if k.empty:
         return [], empty, []
     comm = is_comm_kernel(k).to_numpy()
-    nm = k["name"].astype("string").str.lower().fillna("").str.replace("_", "")
-    typ = k["op_type"].astype("string").str.lower().fillna("")
-    is_mm = (typ.str.contains("matmul") | nm.str.contains("matmul")).to_numpy() & ~comm
+    is_mm = (
+        _by_unique(k["op_type"], lambda t: t.str.lower().str.contains("matmul"))
+        | _by_unique(k["name"], lambda n: n.str.lower().str.contains("matmul"))
+    ).to_numpy() & ~comm
     coll = (
-        nm.str.extract(r"(allreduce|allgather|reducescatter)", expand=False).fillna("").to_numpy()
+        _by_unique(
+            k["name"],
+            lambda n: (
+                n.str.lower()
+                .str.replace("_", "")
+                .str.extract(r"(allreduce|allgather|reducescatter)", expand=False)
+                .fillna("")
+            ),
+        )
+        .to_numpy(dtype=object)
+        .astype(str)
     )
     is_coll = comm & (coll != "")
     rank = k["rank"].to_numpy()
@@ -363,8 +381,9 @@ def _mc2(
     per = df.groupby("rank").agg(
         pairs=("hidden", "size"),
         hidden_us=("hidden", "sum"),
-        collective=("coll", lambda s: ",".join(sorted(set(s)))),
     )
+    kinds = df[["rank", "coll"]].drop_duplicates().sort_values("coll")
+    per["collective"] = kinds.groupby("rank")["coll"].agg(",".join).reindex(per.index)
     per["pairs"] = per["pairs"] / steps.reindex(per.index)
     per["hidden_us"] = per["hidden_us"] / steps.reindex(per.index)
     per = per.reset_index()[cols]

@@ -124,9 +124,10 @@ def data_quality(profile: Profile, params: DataQualityParams) -> AnalyzerResult:
 
     # --- steps ---
     if not st.empty:
-        per_rank = st.groupby("rank")["step"].apply(lambda s: frozenset(int(x) for x in s.dropna()))
-        union = frozenset().union(*per_rank.to_list())
-        short = [int(r) for r, s in per_rank.items() if s != union]
+        pairs = st[["rank", "step"]].dropna().drop_duplicates()
+        union = sorted(int(x) for x in pairs["step"].unique())
+        counts = pairs.groupby("rank")["step"].size()
+        short = [int(r) for r in counts.index[counts < len(union)]]
         if short:
             add("steps", "warn", f"{len(short)} rank(s) lack some of the {len(union)} steps", short)
             finding(
