@@ -147,7 +147,11 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
             "delta = rank − median of peers (mean per step); fastest = peer with least Computing + Free",
         )
     ]
-    waits_less = bool(np.isfinite(wait_d) and wait_d < 0 and pr["comm_wait_us"].idxmin() == rank)
+    waits_less = bool(
+        np.isfinite(wait_d)
+        and pr["comm_wait_us"].idxmin() == rank
+        and comp.at["comm_wait_us", "rank_us"] < 0.5 * comp.at["comm_wait_us", "median_us"]
+    )
     wait_txt, wait_zh = "", ""
     if np.isfinite(wait_d):
         wait_txt = (
