@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import re
 from pathlib import Path
@@ -189,7 +190,7 @@ def test_slow_link(scenario) -> None:
     assert sl["transport"] == "RDMA" and sl["src_rank"] // 8 != sl["dst_rank"] // 8
     dirs = rank_dirs(root)
     bws: dict[tuple[int, int], list[float]] = {}
-    for r, d in dirs.items():
+    for _r, d in dirs.items():
         md = json.loads((d / "profiler_metadata.json").read_text())
         (g,) = md["parallel_group_info"].values()
         glob = g["global_ranks"]
@@ -249,7 +250,7 @@ def test_comm_bound_no_overlap(scenario) -> None:
     ]  # mc2 off
     pairs = sum(
         1
-        for a, b in zip(kd, kd[1:], strict=False)
+        for a, b in itertools.pairwise(kd)
         if a["Type"] == "MatMulV2" and b["Type"] == "hcom_allReduce_"
     )
     assert pairs >= n["matmul_followed_by_tp_allreduce_per_step"] * k["steps"]

@@ -101,6 +101,7 @@ class GroupKind:
     peer: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
     transport: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int8))
     frac: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    ranks_text: dict[int, str] = field(default_factory=dict)  # writer cache: indented global_ranks
 
 
 def node_ip(node: int) -> str:

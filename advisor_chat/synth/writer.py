@@ -72,7 +72,8 @@ class RunInfo:
 
 def ts_str(ns: int) -> str:
     """µs epoch timestamp with 3 decimals from integer ns (CANN ``convert_ns2us_str``)."""
-    return f"{ns // 1000}.{ns % 1000:03d}"
+    q, m = divmod(ns, 1000)
+    return f"{q}.{m:03d}"
 
 
 def us(ns: int) -> float:
@@ -303,13 +304,13 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
             f'"dur": {us(st.end - st.start)}, "cat": "cpu_op", "args": {{"Sequence number": -1, "Fwd thread id": 0}}}}'
         )
         prev_end = None
-        ks = st.k_start[r]
-        kd = st.k_dur[r]
-        ka = st.k_api_start[r]
-        kad = st.k_api_dur[r]
+        ks = st.k_start[r].tolist()
+        kd = st.k_dur[r].tolist()
+        ka = st.k_api_start[r].tolist()
+        kad = st.k_api_dur[r].tolist()
         for j, k in enumerate(cl.kernels):
-            s0 = int(ks[j])
-            d = int(kd[j])
+            s0 = ks[j]
+            d = kd[j]
             wait = 0 if prev_end is None else us(s0 - prev_end)
             prev_end = s0 + d
             comp_iv.append((s0, s0 + d))
@@ -321,7 +322,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
                     f"{sid},4294967295,{task_id},{COMPUTE_STREAM},{mid},{ts_str(s0)}\t,{du},{wait},{shp},{_pmu(k, du)}",
                 )
             )
-            a0 = int(ka[j])
+            a0 = ka[j]
             ev.append(
                 f'{{"name": "AscendCL@{k.api}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a0)}", "dur": {us(int(kad[j]))}, '
                 f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_OP", "level": "acl", "id": "{k.api}", "item_id": "0", "connection_id": {conn}}}, "ph": "X"}}'
@@ -564,9 +565,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
     (folder / f"profiler_info_{r}.json").write_text(
         json.dumps(_profiler_info(cl, r, info), indent=4), encoding="utf-8"
     )
-    (folder / "profiler_metadata.json").write_text(
-        json.dumps(_metadata(cl, r, info), indent=4), encoding="utf-8"
-    )
+    (folder / "profiler_metadata.json").write_text(_metadata_text(cl, r, info), encoding="utf-8")
     return {"rank": r, "folder": folder.name, "steps": breakdown}
 
 
@@ -652,6 +651,31 @@ def _profiler_info(cl: Cluster, r: int, info: RunInfo) -> dict[str, Any]:
         "cann_version": info.cann_version,
         "rank_id": str(r),
     }
+
+
+def _metadata_text(cl: Cluster, r: int, info: RunInfo) -> str:
+    """``json.dumps(metadata, indent=4)``; long ``global_ranks`` lists are formatted once per group."""
+    md = _metadata(cl, r, info)
+    subst: dict[str, str] = {}
+    for kind in cl.kinds.values():
+        g = int(kind.gidx[r])
+        if g < 0:
+            continue
+        if g not in kind.ranks_text:
+            kind.ranks_text[g] = (
+                "[\n"
+                + ",\n".join(" " * 16 + str(x) for x in kind.members[g])
+                + "\n"
+                + " " * 12
+                + "]"
+            )
+        token = f"@@ranks:{kind.kind}:{g}@@"
+        md["parallel_group_info"][kind.comm_names[g]]["global_ranks"] = token
+        subst[f'"{token}"'] = kind.ranks_text[g]
+    text = json.dumps(md, indent=4)
+    for a, b in subst.items():
+        text = text.replace(a, b)
+    return text
 
 
 def _metadata(cl: Cluster, r: int, info: RunInfo) -> dict[str, Any]:
