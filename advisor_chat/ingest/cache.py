@@ -18,6 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pandas as pd
 
 from advisor_chat.ingest.profile import DataWarning, Profile, TableSource
@@ -25,17 +26,14 @@ from advisor_chat.ingest.profile import DataWarning, Profile, TableSource
 CACHE_VERSION = "ingest-v1"
 
 
-def cache_key(root: Path, files: list[Path]) -> str:
-    """Key from the identity of ``files`` (path relative to ``root``, size, mtime_ns)."""
+def cache_key(root: Path, files: list[tuple[str, int, int]]) -> str:
+    """Key from the identity of ``files``: ``(path, size, mtime_ns)`` tuples (path made relative to ``root``)."""
     h = hashlib.sha256()
     h.update(CACHE_VERSION.encode())
     h.update(str(root).encode())
-    for f in files:
-        try:
-            st = f.stat()
-        except OSError:
-            continue
-        h.update(f"{os.path.relpath(f, root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    base = len(str(root))
+    for path, size, mtime in files:
+        h.update(f"{path[base:]}\0{size}\0{mtime}\n".encode())
     return h.hexdigest()[:32]
 
 
@@ -94,9 +92,9 @@ def load(cache_dir: Path, key: str) -> Profile | None:
         for name, cols in doc["encoded"].items():
             df = pd.read_parquet(folder / f"{name}.parquet")
             for c in cols:
-                df[c] = [json.loads(v) if isinstance(v, str) else None for v in df[c]]
+                df[c] = [orjson.loads(v) if isinstance(v, str) else None for v in df[c]]
             tables[name] = df
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, orjson.JSONDecodeError):
         return None
     sources = {
         t: [TableSource(**{**s, "export": s["export"]}) for s in ss]

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from advisor_chat.errors import InputError
@@ -207,10 +209,30 @@ def read_csv(path: Path, required: list[str] | None = None) -> pd.DataFrame:
 _NA_SET = frozenset(NA_VALUES)
 
 
-def num(series: pd.Series | None, index: pd.Index | None = None) -> pd.Series:
-    """Values → float64: strips whitespace, trailing TABs and quotes; ``N/A``/empty → NaN."""
+def _flt(v: Any) -> float:
+    if v is None:
+        return math.nan
+    try:
+        return float(v)  # float() already ignores surrounding whitespace, incl. the trailing TAB
+    except (TypeError, ValueError):
+        try:
+            return float(str(v).strip().strip('"').strip())
+        except ValueError:
+            return math.nan
+
+
+def num(series: Any, index: Any = None) -> Any:
+    """Values → float64 (numpy array for lists, Series for Series).
+
+    Strips whitespace, trailing TABs and quotes; ``N/A``/empty → NaN. ``None`` gives an all-NaN
+    column of ``len(index)`` (or a scalar NaN when no index is given, broadcast by the caller).
+    """
     if series is None:
-        return pd.Series(float("nan"), index=index, dtype="float64")
+        if index is None:
+            return math.nan
+        return np.full(len(index), np.nan)
+    if isinstance(series, list):
+        return np.fromiter((_flt(v) for v in series), dtype="float64", count=len(series))
     if series.dtype.kind in "fiub":
         return series.astype("float64")
     try:
@@ -223,11 +245,89 @@ def num(series: pd.Series | None, index: pd.Index | None = None) -> pd.Series:
     return pd.to_numeric(s, errors="coerce").astype("float64")
 
 
-def clean_str(series: pd.Series | None, index: pd.Index | None = None) -> pd.Series:
+def clean_str(series: Any, index: Any = None) -> Any:
     """Strings with outer quote characters removed (``'"32,3,224,224"'`` → ``'32,3,224,224'``)."""
     if series is None:
-        return pd.Series(pd.NA, index=index, dtype="string")
-    return series.map(lambda v: v.strip().strip('"') if isinstance(v, str) else v).astype("string")
+        return None if index is None else [None] * len(index)
+    if isinstance(series, list):
+        return [v.strip().strip('"') if isinstance(v, str) else None for v in series]
+    return series.map(lambda v: v.strip().strip('"') if isinstance(v, str) else v)
+
+
+class Columns(dict):  # type: ignore[type-arg]
+    """Columns of a small CSV as plain lists (``None`` for ``N/A``/empty), with ``n`` rows."""
+
+    n: int = 0
+
+    @property
+    def index(self) -> range:
+        """Row positions (like ``DataFrame.index``)."""
+        return range(self.n)
+
+    @property
+    def columns(self) -> list[str]:
+        """Column names (like ``DataFrame.columns``)."""
+        return list(self.keys())
+
+    def __len__(self) -> int:
+        return self.n
+
+    @property
+    def empty(self) -> bool:
+        """True when there are no rows."""
+        return self.n == 0
+
+
+def read_columns(path: Path, required: list[str] | None = None) -> Columns | pd.DataFrame:
+    """Like :func:`read_csv` but small files come back as :class:`Columns` of plain lists.
+
+    Per-rank files are small and numerous; plain lists avoid pandas' fixed cost per column.
+    """
+    try:
+        size = path.stat().st_size
+    except PermissionError as exc:
+        raise unreadable(path) from exc
+    except OSError:
+        size = SMALL_CSV_BYTES
+    if size >= SMALL_CSV_BYTES:
+        return read_csv(path, required)
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            rows = list(csv.reader(fh))
+    except PermissionError as exc:
+        raise unreadable(path) from exc
+    except (csv.Error, UnicodeDecodeError, OSError) as exc:
+        raise InputError(
+            f"cannot parse CSV {path}: {exc}",
+            path=path,
+            remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
+        ) from exc
+    out = Columns()
+    if not rows:
+        _check_required(path, [], required)
+        return out
+    header = [HEADER_ALIASES.get(h.strip(), h.strip()) for h in rows[0]]
+    _check_required(path, header, required)
+    width = len(header)
+    body = [r if len(r) == width else (r + [""] * width)[:width] for r in rows[1:] if r]
+    na = _NA_SET
+    for h, col in zip(header, zip(*body, strict=True) if body else [()] * width, strict=True):
+        out[h] = [None if v in na else v for v in col]
+    out.n = len(body)
+    return out
+
+
+def _check_required(path: Path, header: list[str], required: list[str] | None) -> None:
+    if not required:
+        return
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise InputError(
+            f"{path} lacks required column(s) {missing} (found: {header[:12]})",
+            path=path,
+            remedy="This header version is not supported; re-export with the offline parse of "
+            "torch_npu (`torch_npu.profiler.profiler.analyse(<folder>)`) or report the header",
+        )
 
 
 def step_from_key(key: str) -> int:
@@ -236,12 +336,12 @@ def step_from_key(key: str) -> int:
     return int(m.group(1)) if m else -1
 
 
-def step_col(series: pd.Series | None, index: pd.Index) -> pd.Series:
-    """Step column: digits → int, empty → -1."""
+def step_col(series: Any, index: Any) -> Any:
+    """Step column: digits → int, empty → -1 (numpy int64 array)."""
     if series is None:
-        return pd.Series(-1, index=index, dtype="Int64")
-    s = num(series)
-    return s.fillna(-1).round().astype("Int64")
+        return np.full(len(index), -1, dtype="int64")
+    f = np.asarray(num(series), dtype="float64")
+    return np.where(np.isnan(f), -1, np.round(f)).astype("int64")
 
 
 _OP_TYPES = (

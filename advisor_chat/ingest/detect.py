@@ -136,15 +136,20 @@ def detect(root: Path) -> Layout:
     return layout
 
 
-def unit_files(unit: Path, kind: str) -> list[Path]:
-    """Files a reader of ``unit`` may read (used for cache keys; not the raw binary data)."""
-    out: list[Path] = []
+def unit_files(unit: Path, kind: str) -> list[tuple[str, int, int]]:
+    """Identity ``(path, size, mtime_ns)`` of the files a reader of ``unit`` may read.
+
+    Used for cache keys; raw binary data (FRAMEWORK/, PROF_*/ inside rank folders) is not listed.
+    """
+    out: list[tuple[str, int, int]] = []
 
     def files(d: Path) -> None:
         try:
-            for e in os.scandir(d):
-                if e.is_file():
-                    out.append(Path(e.path))
+            with os.scandir(d) as it:
+                for e in it:
+                    if e.is_file():
+                        st = e.stat()
+                        out.append((e.path, st.st_size, st.st_mtime_ns))
         except OSError:
             pass
 
@@ -160,4 +165,5 @@ def unit_files(unit: Path, kind: str) -> list[Path]:
                     files(Path(e.path))
         except OSError:
             pass
-    return sorted(out)
+    out.sort()
+    return out

@@ -198,7 +198,7 @@ def load_profile(
             )
         )
 
-    files: list[Path] = []
+    files: list[tuple[str, int, int]] = []
     for d in good_ranks:
         files += unit_files(d, "rank" if d not in layout.loose_dirs else "loose")
     for d in layout.cluster_dirs:

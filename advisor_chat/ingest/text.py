@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from advisor_chat.ingest.common import (
@@ -28,7 +29,7 @@ from advisor_chat.ingest.common import (
     comm_kind_of,
     comm_op_type,
     num,
-    read_csv,
+    read_columns,
     read_json,
     step_col,
     step_from_key,
@@ -47,51 +48,72 @@ STEP_TRACE_COLUMNS = {
 }
 
 
-def step_trace_frame(df: pd.DataFrame, rank: int | None) -> pd.DataFrame:
-    """Map a step_trace_time-style frame (string values) to canonical ``step_trace`` columns."""
-    out = pd.DataFrame(index=df.index)
-    out["rank"] = rank
-    out["step"] = step_col(df.get("Step"), df.index)
+def step_trace_frame(df: Any, rank: int | None) -> pd.DataFrame:
+    """Map a step_trace_time-style table (DataFrame or :class:`Columns`) to ``step_trace`` columns."""
+    idx = range(len(df))
+    out: dict[str, Any] = {"rank": rank, "step": step_col(df.get("Step"), idx)}
     for src, dst in STEP_TRACE_COLUMNS.items():
-        out[dst] = num(df.get(src), df.index)
+        out[dst] = np.asarray(num(df.get(src), idx), dtype="float64")
     out["step_us"] = (
-        out["computing_us"].fillna(0)
-        + out["communication_not_overlapped_us"].fillna(0)
-        + out["free_us"].fillna(0)
+        np.nan_to_num(out["computing_us"])
+        + np.nan_to_num(out["communication_not_overlapped_us"])
+        + np.nan_to_num(out["free_us"])
     )
-    out["device_id"] = num(df.get("Device_id"), df.index)
-    return out
+    out["device_id"] = np.asarray(num(df.get("Device_id"), idx), dtype="float64")
+    return _frame(out, len(idx))
 
 
 def read_step_trace(path: Path, rank: int | None) -> pd.DataFrame:
     """``step_trace_time.csv`` → ``step_trace`` rows (µs)."""
-    df = read_csv(path, required=["Computing", "Communication(Not Overlapped)", "Free"])
+    df = read_columns(path, required=["Computing", "Communication(Not Overlapped)", "Free"])
     return step_trace_frame(df, rank)
 
 
-def kernels_frame(df: pd.DataFrame, rank: int | None) -> pd.DataFrame:
-    """kernel_details / op_summary columns (after renaming to kernel_details names) → ``kernels``."""
-    idx = df.index
-    out = pd.DataFrame(index=idx)
-    out["rank"] = rank
-    out["step"] = step_col(df.get("Step Id"), idx)
-    out["name"] = clean_str(df.get("Name"), idx)
-    out["op_type"] = clean_str(df.get("Type"), idx).fillna("N/A")
-    out["accelerator_core"] = clean_str(df.get("Accelerator Core"), idx).fillna("N/A")
-    out["start_us"] = num(df.get("Start Time(us)"), idx)
-    out["duration_us"] = num(df.get("Duration(us)"), idx)
-    out["wait_us"] = num(df.get("Wait Time(us)"), idx)
-    out["block_dim"] = num(df.get("Block Dim"), idx)
-    out["input_shapes"] = clean_str(df.get("Input Shapes"), idx)
-    out["input_dtypes"] = clean_str(df.get("Input Data Types"), idx)
-    out["output_shapes"] = clean_str(df.get("Output Shapes"), idx)
-    out["op_state"] = clean_str(df.get("OP State"), idx)
-    out["stream_id"] = num(df.get("Stream ID"), idx)
-    out["aic_mac_ratio"] = num(df.get("aic_mac_ratio"), idx)
-    out["aiv_vec_ratio"] = num(df.get("aiv_vec_ratio"), idx)
-    out["cube_utilization_pct"] = num(df.get("cube_utilization(%)"), idx)
-    out["device_id"] = num(df.get("Device_id"), idx)
-    return out
+def _frame(out: dict[str, Any], n: int) -> pd.DataFrame:
+    """DataFrame from columns; lists become object arrays (no per-column string-dtype inference)."""
+    cols = {}
+    for k, v in out.items():
+        if isinstance(v, pd.Series):
+            v = v.to_numpy()
+        elif isinstance(v, list):
+            arr = np.empty(len(v), dtype=object)
+            arr[:] = v
+            v = arr
+        cols[k] = v
+    return pd.DataFrame(cols, index=range(n))
+
+
+def _na(col: Any, fill: str) -> Any:
+    if isinstance(col, list):
+        return [fill if v is None else v for v in col]
+    return col.fillna(fill)
+
+
+def kernels_frame(df: Any, rank: int | None) -> pd.DataFrame:
+    """kernel_details / op_summary columns (kernel_details names) → ``kernels`` rows."""
+    idx = range(len(df))
+    g = df.get
+    out: dict[str, Any] = {
+        "rank": rank,
+        "step": step_col(g("Step Id"), idx),
+        "name": clean_str(g("Name"), idx),
+        "op_type": _na(clean_str(g("Type"), idx), "N/A"),
+        "accelerator_core": _na(clean_str(g("Accelerator Core"), idx), "N/A"),
+        "start_us": num(g("Start Time(us)"), idx),
+        "duration_us": num(g("Duration(us)"), idx),
+        "wait_us": num(g("Wait Time(us)"), idx),
+        "block_dim": num(g("Block Dim"), idx),
+        "input_shapes": clean_str(g("Input Shapes"), idx),
+        "input_dtypes": clean_str(g("Input Data Types"), idx),
+        "output_shapes": clean_str(g("Output Shapes"), idx),
+        "op_state": clean_str(g("OP State"), idx),
+        "stream_id": num(g("Stream ID"), idx),
+        "aic_mac_ratio": num(g("aic_mac_ratio"), idx),
+        "aiv_vec_ratio": num(g("aiv_vec_ratio"), idx),
+        "cube_utilization_pct": num(g("cube_utilization(%)"), idx),
+        "device_id": num(g("Device_id"), idx),
+    }
+    return _frame(out, len(idx))
 
 
 def kernel_header_version(columns: list[str]) -> str:
@@ -108,39 +130,43 @@ def kernel_header_version(columns: list[str]) -> str:
 
 def read_kernels(path: Path, rank: int | None) -> tuple[pd.DataFrame, str]:
     """``kernel_details.csv`` → (``kernels`` rows, header version tag)."""
-    df = read_csv(path, required=["Name", "Start Time(us)", "Duration(us)"])
+    df = read_columns(path, required=["Name", "Start Time(us)", "Duration(us)"])
     return kernels_frame(df, rank), kernel_header_version(list(df.columns))
 
 
 def read_op_statistic(path: Path, rank: int | None) -> pd.DataFrame:
     """``op_statistic.csv`` (or CANN ``op_statistic_*.csv``) → ``op_statistic`` rows."""
-    df = read_csv(path, required=["OP Type", "Count", "Total Time(us)"])
-    idx = df.index
-    out = pd.DataFrame(index=idx)
-    out["rank"] = rank
-    out["op_type"] = clean_str(df.get("OP Type"), idx)
-    out["core_type"] = clean_str(df.get("Core Type"), idx)
-    out["count"] = num(df.get("Count"), idx)
-    out["total_us"] = num(df.get("Total Time(us)"), idx)
-    out["min_us"] = num(df.get("Min Time(us)"), idx)
-    out["avg_us"] = num(df.get("Avg Time(us)"), idx)
-    out["max_us"] = num(df.get("Max Time(us)"), idx)
-    out["ratio_pct"] = num(df.get("Ratio(%)"), idx)
-    return out
+    df = read_columns(path, required=["OP Type", "Count", "Total Time(us)"])
+    idx = range(len(df))
+    g = df.get
+    out = {
+        "rank": rank,
+        "op_type": clean_str(g("OP Type"), idx),
+        "core_type": clean_str(g("Core Type"), idx),
+        "count": num(g("Count"), idx),
+        "total_us": num(g("Total Time(us)"), idx),
+        "min_us": num(g("Min Time(us)"), idx),
+        "avg_us": num(g("Avg Time(us)"), idx),
+        "max_us": num(g("Max Time(us)"), idx),
+        "ratio_pct": num(g("Ratio(%)"), idx),
+    }
+    return _frame(out, len(idx))
 
 
 def read_memory(path: Path, rank: int | None) -> pd.DataFrame:
     """``memory_record.csv`` → ``memory`` rows (MB as written, 1024-based)."""
-    df = read_csv(path, required=["Component", "Timestamp(us)"])
-    idx = df.index
-    out = pd.DataFrame(index=idx)
-    out["rank"] = rank
-    out["timestamp_us"] = num(df.get("Timestamp(us)"), idx)
-    out["component"] = clean_str(df.get("Component"), idx)
-    out["allocated_mb"] = num(df.get("Total Allocated(MB)"), idx)
-    out["reserved_mb"] = num(df.get("Total Reserved(MB)"), idx)
-    out["active_mb"] = num(df.get("Total Active(MB)"), idx)
-    return out
+    df = read_columns(path, required=["Component", "Timestamp(us)"])
+    idx = range(len(df))
+    g = df.get
+    out = {
+        "rank": rank,
+        "timestamp_us": num(g("Timestamp(us)"), idx),
+        "component": clean_str(g("Component"), idx),
+        "allocated_mb": num(g("Total Allocated(MB)"), idx),
+        "reserved_mb": num(g("Total Reserved(MB)"), idx),
+        "active_mb": num(g("Total Active(MB)"), idx),
+    }
+    return _frame(out, len(idx))
 
 
 def _f(d: dict[str, Any], key: str) -> float:
