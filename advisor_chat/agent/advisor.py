@@ -135,6 +135,17 @@ class Advisor:
             else:
                 yield from self._stream_llm(question, model)
 
+    def warm_up(self) -> None:
+        """Load the case index and its embedding model now, so the first answer is fast.
+
+        Not required: the first question does the same work otherwise. Errors are ignored here
+        (the question that needs the case library will report them).
+        """
+        try:
+            self.session.search_cases("warm up", ["slow_rank"], 1)
+        except Exception:  # warming is best effort; ask() reports real errors
+            return
+
     def reset(self) -> None:
         """Forget the conversation (analyzer results stay cached)."""
         with self._lock:

@@ -311,11 +311,9 @@ class Planner:
         return f"{lead}\n{items}"
 
     def _bad_args(self, q: Query, out: ToolOutput) -> str:
-        zh = q.language == "zh"
-        ranks = fmt_ranks(self.session.ranks)
-        if zh:
-            return f"无法回答：{out.error}（这份数据共 {len(self.session.ranks)} 张卡：{ranks}）。"
-        return f"I cannot answer that for this profile: {out.error} (it has {len(self.session.ranks)} ranks)."
+        if q.language == "zh":
+            return f"无法回答：{out.error}。"
+        return f"I cannot answer that for this profile: {out.error}."
 
     def _summary(self, f: Finding, zh: bool) -> str:
         s = f.summary_zh if zh and f.summary_zh else f.summary
@@ -510,8 +508,12 @@ class Planner:
         # cases: the question plus the cited findings' symptom tags
         tags = sorted({t for f in (primary or cited) for t in f.symptom_tags})
         cases: list[CaseHit] = []
-        search = self.call(
-            "search_cases", {"query": q.text, "symptom_tags": tags or None, "k": 3}, outputs
+        search = (
+            self.call(
+                "search_cases", {"query": q.text, "symptom_tags": tags or None, "k": 3}, outputs
+            )
+            if cited
+            else None
         )
         if search is not None and not search.error:
             cases = [h for h in search.cases if _relevant(h, tags)][:3]
@@ -545,14 +547,18 @@ class Planner:
         zh = q.language == "zh"
         notes = [n for o in outputs if o.result is not None for n in o.result.notes]
         need = _needed_data(q.intent, self.session)
-        if zh:
-            text = "没有足够的信息得出结论：相关分析没有发现明显问题。"
-            if need:
-                text += f"需要的数据：{need[1]}。"
+        if need:
+            text = (
+                f"没有足够的信息得出结论。需要的数据：{need[1]}。"
+                if zh
+                else f"Not enough signal to decide. The data that would decide it: {need[0]}."
+            )
         else:
-            text = "Not enough signal to decide: the analysis found nothing that stands out."
-            if need:
-                text += f" The data that would decide it: {need[0]}."
+            text = (
+                "没有发现明显的问题。"
+                if zh
+                else "Nothing stands out: the analysis found no problem for this question."
+            )
         if notes:
             text += " " + " ".join(self.quoter.quote(n.rstrip(".")) + "." for n in notes[:2])
         return text

@@ -1,0 +1,242 @@
+"""``advisor-chat ask PATH "question"``, ``advisor-chat chat PATH``, ``advisor-chat tools list``."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markdown import Markdown
+from rich.table import Table
+
+from advisor_chat.cli.common import console, err_console, handle_errors, print_json
+
+PathArg = Annotated[
+    Path,
+    typer.Argument(
+        help="Profiling folder (per-rank *_ascend_pt, cluster_analysis_output, PROF_*, ...)."
+    ),
+]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="Backend: offline (default, no model), openai:<name>, or a model name served at --base-url.",
+    ),
+]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."),
+]
+KeyEnvOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key-env", help="Environment variable holding the API key (default OPENAI_API_KEY)."
+    ),
+]
+BaselineOpt = Annotated[
+    Path | None,
+    typer.Option("--baseline", "-b", help="Earlier run to compare with (what changed questions)."),
+]
+GuardedOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--guarded/--no-guarded",
+        help="Guarded mode: the planner fixes the facts, the model only writes prose.",
+    ),
+]
+
+
+def _advisor(
+    path: Path,
+    model: str | None,
+    base_url: str | None,
+    api_key_env: str | None,
+    baseline: Path | None,
+    guarded: bool | None,
+) -> Any:
+    from advisor_chat.agent import Advisor
+    from advisor_chat.config import load_settings
+    from advisor_chat.ingest import load_profile
+
+    settings = load_settings(
+        model=model, base_url=base_url, api_key_env=api_key_env, guarded=guarded
+    )
+    profile = load_profile(path, settings=settings)
+    base = load_profile(baseline, settings=settings) if baseline is not None else None
+    return Advisor(profile, settings=settings, baseline=base)
+
+
+def answer_json(answer: Any) -> dict[str, Any]:
+    """The ``ask --json`` shape (issue 6 item 5) plus backend, mode, intent and plots."""
+    d = answer.model_dump(mode="json")
+    d["tool_calls"] = [
+        {"name": c["name"], "args": c["args"], "error": c["error"], "table_ref": c["table_ref"]}
+        for c in d["tool_calls"]
+    ]
+    return d
+
+
+def render_answer(answer: Any, *, seconds: float | None = None, show_tools: bool = False) -> None:
+    """Print an answer: text, evidence table with sources, cases, grounding line."""
+    from advisor_chat.tools.render import fmt_num, unit_of
+
+    zh = answer.language == "zh"
+    text = answer.answer
+    # the text lists cases and suggestions; the tables below repeat them with sources
+    console.print(Markdown(text))
+    if show_tools and answer.tool_calls:
+        t = Table(title="tool calls", show_lines=False, expand=False)
+        t.add_column("tool")
+        t.add_column("args")
+        t.add_column("result")
+        for c in answer.tool_calls:
+            args = ", ".join(f"{k}={v}" for k, v in c.args.items())
+            t.add_row(c.name, args, c.error or (c.table_ref or "ok"))
+        console.print(t)
+    if answer.findings:
+        t = Table(title="依据" if zh else "evidence", expand=False)
+        t.add_column("finding", overflow="fold")
+        t.add_column("numbers", overflow="fold")
+        t.add_column("source", overflow="fold")
+        for f in answer.findings:
+            nums = "; ".join(
+                f"{k}={fmt_num(v, unit_of(k))}" for k, v in list(f.metrics.items())[:4]
+            )
+            srcs = "; ".join(Path(s).name if len(s) > 60 else s for s in f.sources[:2])
+            t.add_row(f"{f.id} [{f.severity}]", nums, srcs)
+        console.print(t)
+    if answer.cases:
+        t = Table(title="案例" if zh else "cases", expand=False)
+        t.add_column("id")
+        t.add_column("title", overflow="fold")
+        t.add_column("source", overflow="fold")
+        for c in answer.cases:
+            t.add_row(c.id, c.title, c.source.split(" (", 1)[0])
+        console.print(t)
+    g = answer.grounding
+    style = "green" if not g.ungrounded else "bold red"
+    line = f"grounding: {g.numbers_grounded}/{g.numbers_total} numbers found in this turn's tool results"
+    if g.ungrounded:
+        line += f"; UNGROUNDED: {', '.join(g.ungrounded)}"
+    meta = f"backend {answer.backend}" + (f", {answer.mode}" if answer.mode else "")
+    if seconds is not None:
+        meta += f", {seconds:.2f} s"
+    console.print(f"[{style}]{line}[/] [dim]({meta})[/]", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``ask``, ``chat`` and ``tools list`` to ``app``."""
+
+    @app.command("ask")
+    @handle_errors
+    def ask(
+        path: PathArg,
+        question: Annotated[str, typer.Argument(help="The question, English or Chinese.")],
+        model: ModelOpt = None,
+        base_url: BaseUrlOpt = None,
+        api_key_env: KeyEnvOpt = None,
+        baseline: BaselineOpt = None,
+        guarded: GuardedOpt = None,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="Print the answer object as JSON.")
+        ] = False,
+        show_tools: Annotated[
+            bool, typer.Option("--tools", help="Also list the tool calls.")
+        ] = False,
+    ) -> None:
+        """Ask one question about a profile (offline by default), e.g. "why is rank 12 slow?"."""
+        adv = _advisor(path, model, base_url, api_key_env, baseline, guarded)
+        t0 = time.perf_counter()
+        answer = adv.ask(question)
+        dt = time.perf_counter() - t0
+        if as_json:
+            print_json(answer_json(answer))
+        else:
+            render_answer(answer, seconds=dt, show_tools=show_tools)
+
+    @app.command("chat")
+    @handle_errors
+    def chat(
+        path: PathArg,
+        model: ModelOpt = None,
+        base_url: BaseUrlOpt = None,
+        api_key_env: KeyEnvOpt = None,
+        baseline: BaselineOpt = None,
+        guarded: GuardedOpt = None,
+    ) -> None:
+        """Multi-turn chat in the terminal (follow-ups like "and rank 13?"); 'exit' or Ctrl-D ends, '/reset' forgets."""
+        adv = _advisor(path, model, base_url, api_key_env, baseline, guarded)
+        ranks = adv.session.ranks
+        adv.warm_up()
+        console.print(
+            f"[bold]advisor-chat[/] — {len(ranks)} ranks, backend {adv.backend}. "
+            "Ask a question ('help' lists what I can answer; 'exit' quits).",
+            highlight=False,
+        )
+        while True:
+            try:
+                q = input("> ")
+            except (EOFError, KeyboardInterrupt):
+                console.print()
+                break
+            q = q.strip()
+            if not q:
+                continue
+            if q.lower() in ("exit", "quit", "/exit", "/quit", "退出"):
+                break
+            if q.lower() in ("/reset", "reset"):
+                adv.reset()
+                console.print("[dim]conversation reset[/]")
+                continue
+            t0 = time.perf_counter()
+            answer = adv.ask(q)
+            render_answer(answer, seconds=time.perf_counter() - t0)
+
+    tools_app = typer.Typer(
+        help="The function-calling tools (generated from the analyzers).", no_args_is_help=True
+    )
+    app.add_typer(tools_app, name="tools")
+
+    @tools_app.command("list")
+    @handle_errors
+    def tools_list(
+        path: Annotated[
+            Path | None,
+            typer.Argument(help="Optional profiling folder: show schemas with its valid values."),
+        ] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Print the JSON schemas.")] = False,
+    ) -> None:
+        """List the tools a model can call, with their parameters."""
+        from advisor_chat.tools import build_tools, tool_schemas
+
+        if path is not None:
+            from advisor_chat.ingest import load_profile
+
+            specs = [t.spec() for t in build_tools(load_profile(path))]
+        else:
+            specs = tool_schemas()
+        if as_json:
+            print_json(specs)
+            return
+        t = Table(title=f"{len(specs)} tools", expand=False)
+        t.add_column("tool")
+        t.add_column("parameters", overflow="fold")
+        t.add_column("description", overflow="fold")
+        for s in specs:
+            props = s["parameters"].get("properties", {})
+            req = set(s["parameters"].get("required", []))
+            params = []
+            for name, p in props.items():
+                typ = p.get("type", "")
+                extra = ""
+                if "enum" in p:
+                    extra = "{" + ",".join(map(str, p["enum"]))[:40] + "}"
+                elif "minimum" in p or "maximum" in p:
+                    extra = f"[{p.get('minimum', '')}..{p.get('maximum', '')}]"
+                params.append(f"{name}{'*' if name in req else ''}: {typ}{extra}")
+            t.add_row(s["name"], "\n".join(params) or "—", s["description"])
+        console.print(t)
+        err_console.print("[dim]* = required[/]")
