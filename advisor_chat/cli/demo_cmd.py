@@ -13,17 +13,17 @@ def print_demo(model: str | None = None) -> None:
     """Print the inspect summary of the demo profile and the answer to "why is rank 12 slow?"."""
     from rich.markdown import Markdown
 
+    from advisor_chat.cli.inspect_cmd import _render as render_inspect
     from advisor_chat.config import load_settings
     from advisor_chat.ingest import inspect_profile, load_profile
     from advisor_chat.synth import demo_profile
     from advisor_chat.ui.render import answer_messages
-    from advisor_chat.ui.session import _inspect_md
 
     settings = load_settings(model=model)
     path = demo_profile(settings)
     profile = load_profile(path, settings=settings)
     console.rule(f"inspect {path}")
-    console.print(Markdown(_inspect_md(inspect_profile(profile))))
+    render_inspect(inspect_profile(profile))
     console.rule(f"ask: {DEMO_QUESTION}")
     try:
         from advisor_chat.agent import Advisor

@@ -316,22 +316,49 @@ def _overview_error(what: str, exc: BaseException) -> str:
     return f"⚠️ Internal error in {what} ({type(exc).__name__}); see the server log."
 
 
-def _inspect_md(info: dict[str, Any]) -> str:
-    """Render the ``inspect --json`` dict: scalars as a table, the rest as JSON blocks."""
+def _cell(v: Any) -> str:
     import json
 
-    rows = [(k, v) for k, v in info.items() if isinstance(v, (str, int, float, bool)) or v is None]
-    scalar_keys = {k for k, _ in rows}
+    if isinstance(v, (list, tuple)) and all(isinstance(x, (str, int, float)) for x in v):
+        text = ", ".join(map(str, v))
+    elif isinstance(v, (dict, list, tuple)):
+        text = json.dumps(v, ensure_ascii=False, default=str)
+    else:
+        text = str(v)
+    text = text.replace("|", "\\|").replace("\n", " ")
+    return text if len(text) <= 300 else text[:300] + " …"
+
+
+def _inspect_md(info: dict[str, Any], max_rows: int = 40) -> str:
+    """Render the ``inspect --json`` dict as Markdown tables (display only)."""
     out: list[str] = []
-    if rows:
-        out.append("| field | value |\n|---|---|")
-        out.extend(f"| {k} | {v} |" for k, v in rows)
-        out = ["\n".join(out)]
+    simple = {
+        k: v
+        for k, v in info.items()
+        if not (isinstance(v, list) and v and all(isinstance(x, dict) for x in v))
+        and not isinstance(v, dict)
+    }
+    if simple:
+        lines = ["| field | value |", "|---|---|"]
+        lines += [f"| {k} | {_cell(v)} |" for k, v in simple.items()]
+        out.append("\n".join(lines))
     for k, v in info.items():
-        if k in scalar_keys:
+        if k in simple:
             continue
-        text = json.dumps(v, ensure_ascii=False, indent=1, default=str)
-        if len(text) > 6000:
-            text = text[:6000] + "\n…"
-        out.append(f"**{k}**\n\n```json\n{text}\n```")
+        if isinstance(v, dict):
+            lines = [f"**{k}**", "", "| key | value |", "|---|---|"]
+            lines += [f"| {kk} | {_cell(vv)} |" for kk, vv in list(v.items())[:max_rows]]
+        else:
+            cols: list[str] = []
+            for row in v:
+                cols += [c for c in row if c not in cols]
+            lines = [f"**{k}** ({len(v)})", "", "| " + " | ".join(cols) + " |"]
+            lines.append("|" + "---|" * len(cols))
+            lines += [
+                "| " + " | ".join(_cell(row.get(c, "")) for c in cols) + " |"
+                for row in v[:max_rows]
+            ]
+            if len(v) > max_rows:
+                lines.append(f"\n… {len(v) - max_rows} more")
+        out.append("\n".join(lines))
     return "\n\n".join(out)
