@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -54,9 +54,22 @@ def is_comm_kernel(kernels: pd.DataFrame) -> pd.Series:
     A task is communication when ``accelerator_core`` is ``COMMUNICATION``/``HCCL`` or its name
     starts with ``hcom_`` (Level0 exports write ``N/A`` as the core).
     """
-    core = kernels["accelerator_core"].astype("string").str.upper()
-    name = kernels["name"].astype("string").str.lower()
-    return (core.isin(COMM_CORES) | name.str.startswith("hcom_")).fillna(False).astype(bool)
+    core = str_mask(kernels["accelerator_core"], lambda v: v.upper() in COMM_CORES)
+    name = str_mask(kernels["name"], lambda v: v.lower().startswith("hcom_"))
+    return pd.Series(core | name, index=kernels.index)
+
+
+def str_mask(series: pd.Series, pred: Callable[[str], bool]) -> np.ndarray:
+    """Boolean array: ``pred(value)`` for each string of ``series`` (missing values -> False).
+
+    Evaluates ``pred`` once per distinct value (``pd.factorize``), so it stays fast on
+    millions of rows with few distinct strings (op types, accelerator cores, names).
+    """
+    codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    if len(uniques) == 0:
+        return np.zeros(len(series), dtype=bool)
+    table = np.fromiter((bool(pred(str(u))) for u in uniques), dtype=bool, count=len(uniques))
+    return np.where(codes >= 0, table[np.clip(codes, 0, None)], False)
 
 
 def step_us_by_rank(profile: Profile) -> pd.Series:

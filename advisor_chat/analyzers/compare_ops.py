@@ -14,6 +14,7 @@ from advisor_chat.analyzers._common import (
     is_comm_kernel,
     median_step_us,
     step_us_by_rank,
+    str_mask,
 )
 from advisor_chat.analyzers.base import (
     AnalyzerResult,
@@ -77,8 +78,10 @@ class CompareOpsParams(Params):
 def _type_key(k: pd.DataFrame) -> pd.Series:
     """Op type, or the kernel name where the type is missing / ``N/A`` (Level0 exports)."""
     t = k["op_type"].astype("string")
-    bad = t.isna() | t.str.upper().isin(["N/A", "", "NAN"])
-    return t.mask(bad, k["name"].astype("string")).fillna("")
+    bad = str_mask(t, lambda v: v.strip().upper() in ("N/A", "", "NAN")) | t.isna().to_numpy()
+    if bad.any():
+        t = t.mask(bad, k["name"].astype("string"))
+    return t.fillna("")
 
 
 def _rank_order(profile: Profile, comp: pd.DataFrame) -> pd.Series:
@@ -303,10 +306,13 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                 f"rank {r} has no kernel data; ranks with kernels are {format_ranks(kernel_ranks)}"
             )
 
-    comm = is_comm_kernel(k_all)
-    comp = k_all.loc[~comm].copy()
-    comp["op_type"] = _type_key(comp)
-    comp["input_shapes"] = comp["input_shapes"].astype("string").fillna("")
+    comm = is_comm_kernel(k_all).to_numpy()
+    cols = ["rank", "step", "name", "op_type", "accelerator_core", "duration_us"]
+    cols += ["input_shapes", "op_state"]
+    comp = k_all.loc[~comm, cols]
+    comp = comp.assign(
+        op_type=_type_key(comp), input_shapes=comp["input_shapes"].astype("string").fillna("")
+    )
     notes: list[str] = ["Communication (HCCL) tasks are excluded: their time includes waits."]
 
     order = _rank_order(profile, comp).reindex(kernel_ranks).dropna()
@@ -477,8 +483,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
             )
 
     # AI CPU on the hot path (all ranks)
-    core = comp["accelerator_core"].astype("string").str.upper()
-    aic = comp[core == "AI_CPU"]
+    aic = comp[str_mask(comp["accelerator_core"], lambda v: v.upper() == "AI_CPU")]
     aicpu_tbl = pd.DataFrame(
         columns=["rank", "op_type", "count", "total_us", "share_of_step_ratio"]
     )
@@ -551,27 +556,39 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
     dyn_tbl = pd.DataFrame(
         columns=["rank", "name", "shapes_total", "shapes_max_per_step", "total_us"]
     )
-    state = comp["op_state"].astype("string").str.lower()
-    total_comp = float(comp["duration_us"].sum())
-    dyn_time_ratio = (
-        float(comp.loc[state == "dynamic", "duration_us"].sum()) / total_comp
-        if total_comp > 0
-        else 0.0
-    )
-    has_shapes = bool((comp["input_shapes"] != "").any())
+    dyn_mask = str_mask(comp["op_state"], lambda v: v.lower() == "dynamic")
+    durs = comp["duration_us"].to_numpy(dtype="float64", na_value=0.0)
+    total_comp = float(durs.sum())
+    dyn_time_ratio = float(durs[dyn_mask].sum()) / total_comp if total_comp > 0 else 0.0
+    shape_ok = str_mask(comp["input_shapes"], lambda v: v != "")
+    has_shapes = bool(shape_ok.any())
     if has_shapes and comp["step"].nunique() > 1:
-        sub = comp[comp["input_shapes"] != ""]
-        tot = sub.groupby(["rank", "name"], observed=True).agg(
-            shapes_total=("input_shapes", "nunique"), total_us=("duration_us", "sum")
+        name_codes, name_uni = pd.factorize(comp["name"])
+        shape_codes, _ = pd.factorize(comp["input_shapes"])
+        d = pd.DataFrame(
+            {
+                "rank": comp["rank"].to_numpy(dtype="int64", na_value=-1),
+                "name": name_codes,
+                "step": comp["step"].to_numpy(dtype="int64", na_value=-1),
+                "shape": shape_codes,
+                "total_us": durs,
+            }
+        )[shape_ok]
+        uniq = d.drop_duplicates(["rank", "name", "step", "shape"])
+        tot = pd.DataFrame(
+            {
+                "shapes_total": uniq.drop_duplicates(["rank", "name", "shape"])
+                .groupby(["rank", "name"])
+                .size(),
+                "shapes_max_per_step": uniq.groupby(["rank", "name", "step"])
+                .size()
+                .groupby(level=[0, 1])
+                .max(),
+                "total_us": d.groupby(["rank", "name"])["total_us"].sum(),
+            }
         )
-        per_step = (
-            sub.groupby(["rank", "name", "step"], observed=True)["input_shapes"]
-            .nunique()
-            .groupby(level=[0, 1])
-            .max()
-            .rename("shapes_max_per_step")
-        )
-        dyn_tbl = tot.join(per_step).reset_index()
+        dyn_tbl = tot.reset_index()
+        dyn_tbl["name"] = np.asarray(name_uni, dtype=object)[dyn_tbl["name"].to_numpy()]
         dyn_tbl = dyn_tbl[dyn_tbl["shapes_total"] > dyn_tbl["shapes_max_per_step"]]
         dyn_tbl = dyn_tbl.sort_values("total_us", ascending=False, kind="stable")[
             ["rank", "name", "shapes_total", "shapes_max_per_step", "total_us"]

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor_chat.analyzers._common import is_comm_kernel
+from advisor_chat.analyzers._common import is_comm_kernel, str_mask
 from advisor_chat.analyzers.base import (
     AnalyzerResult,
     Evidence,
@@ -66,13 +66,22 @@ def _op_counts(profile: Profile) -> pd.DataFrame:
     cols = ["op_type", "is_comm", "count_per_step", "us_per_step"]
     if k.empty:
         return pd.DataFrame(columns=cols)
-    comm = is_comm_kernel(k)
+    comm = is_comm_kernel(k).to_numpy()
     t = k["op_type"].astype("string")
-    bad = t.isna() | t.str.upper().isin(["N/A", ""])
-    key = t.mask(bad, k["name"].astype("string"))
+    bad = str_mask(t, lambda v: v.strip().upper() in ("N/A", "")) | t.isna().to_numpy()
+    key = t.mask(bad, k["name"].astype("string")) if bad.any() else t
+    codes, uniques = pd.factorize(key)
     rank_steps = max(len(k[["rank", "step"]].drop_duplicates()), 1)
-    df = pd.DataFrame({"op_type": key, "is_comm": comm, "d": k["duration_us"]})
-    out = df.groupby(["op_type", "is_comm"], observed=True)["d"].agg(["size", "sum"]).reset_index()
+    df = pd.DataFrame(
+        {
+            "code": codes,
+            "is_comm": comm,
+            "d": k["duration_us"].to_numpy(dtype="float64", na_value=0.0),
+        }
+    )
+    out = df.groupby(["code", "is_comm"])["d"].agg(["size", "sum"]).reset_index()
+    out = out[out["code"] >= 0]
+    out["op_type"] = np.asarray(uniques, dtype=object)[out["code"].to_numpy()]
     out["count_per_step"] = out["size"] / rank_steps
     out["us_per_step"] = out["sum"] / rank_steps
     return out[cols]
