@@ -88,8 +88,8 @@ def test_bad_arguments(tmp_path: Path) -> None:
         generate("healthy", tmp_path, ranks=1)
     with pytest.raises(InputError, match="ranks"):
         generate("healthy", tmp_path, ranks=4097)
-    with pytest.raises(InputError, match="db"):
-        generate("healthy", tmp_path, export="db")
+    with pytest.raises(InputError, match="export"):
+        generate("healthy", tmp_path, export="parquet")  # type: ignore[arg-type]
 
 
 def test_layout_and_metadata(scenario, real_samples: Path) -> None:

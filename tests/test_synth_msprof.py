@@ -105,3 +105,50 @@ def test_msprof_cluster_step_trace_agrees(scenario, tmp_path: Path, name: str) -
         for ops in per_step.values():
             for opk, per_rank in ops.items():
                 assert {int(x) for x in per_rank} == ranks_in, opk
+
+
+def test_msprof_cluster_db_mode(scenario, tmp_path: Path) -> None:
+    import sqlite3
+
+    tool = _tool()
+    src = scenario("seed-rank12", ranks=8, export="db")
+    work = tmp_path / "cluster"
+    shutil.copytree(src, work)
+    proc = subprocess.run(
+        [tool, "cluster", "-d", str(work), "-m", "all", "--force"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "[ERROR]" not in log, log[-3000:]
+    assert "8 ranks, data type: db, profiling type: pytorch" in log
+    with sqlite3.connect(work / "cluster_analysis_output" / "cluster_analysis.db") as con:
+        got = {
+            (s, int(i)): (c, n, f, st)
+            for s, t, i, c, n, f, st in con.execute(
+                'SELECT step, type, "index", computing, communication_not_overlapped, free, stage FROM ClusterStepTraceTime'
+            )
+            if t == "rank"
+        }
+        groups = con.execute("SELECT rank_set, pg_name FROM CommunicationGroupMapping").fetchall()
+    assert groups == [("(0,1,2,3,4,5,6,7)", "default_group")]
+    for d in src.glob("*_ascend_pt"):
+        rank = int(next(d.glob("profiler_info_*.json")).stem.rsplit("_", 1)[1])
+        with sqlite3.connect(
+            d / "ASCEND_PROFILER_OUTPUT" / f"ascend_pytorch_profiler_{rank}.db"
+        ) as con:
+            steps = con.execute("SELECT id, startNs, endNs FROM STEP_TIME").fetchall()
+            for sid, a, b in steps:
+                mine = dict.fromkeys(range(4), 0)
+                for t, dur in con.execute(
+                    "SELECT type, endNs - startNs FROM OVERLAP_ANALYSIS WHERE startNs >= ? AND startNs < ?",
+                    (a, b),
+                ):
+                    mine[t] += dur / 1000
+                c, n, f, st = got[(str(sid), rank)]
+                assert c == pytest.approx(mine[0], rel=0.01)
+                assert n == pytest.approx(mine[2], rel=0.01)
+                assert f == pytest.approx(mine[3], rel=0.01)
+                assert st == pytest.approx((b - a) / 1000, rel=0.01)

@@ -30,7 +30,11 @@ def register(app: typer.Typer) -> None:
             int, typer.Option("--seed", help="Jitter seed; the same seed gives identical bytes.")
         ] = 0,
         export: Annotated[
-            str, typer.Option("--export", help="text (csv/json); db is not implemented yet.")
+            str,
+            typer.Option(
+                "--export",
+                help="text (csv/json) or db (ascend_pytorch_profiler_{rank}.db + analysis.db).",
+            ),
         ] = "text",
     ) -> None:
         """Write per-rank *_ascend_pt folders with a planted fault, plus answer_key.json."""

@@ -9,6 +9,7 @@ cross-file rules: ``shared/reference/ascend-formats.md`` §1 and §6.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing as mp
 import os
@@ -69,7 +70,9 @@ def generate(
         ranks: world size (2..4096); default per scenario.
         steps: captured steps (>= 1); default per scenario.
         seed: jitter seed; the same arguments give byte-identical files.
-        export: ``"text"`` (csv/json). ``"db"`` is not implemented yet.
+        export: ``"text"`` (csv/json files) or ``"db"`` (``ascend_pytorch_profiler_{rank}.db`` and
+            ``analysis.db`` per rank, ascend-formats.md §1.15, plus profiler_info / profiler_metadata;
+            the metadata keys are also in the META_DATA table).
         workers: processes writing rank folders (default: CPU count, capped at 4).
 
     Returns:
@@ -77,12 +80,12 @@ def generate(
         ``out/answer_key.json`` always.
 
     Raises:
-        InputError: unknown scenario, size out of range, or ``export="db"``.
+        InputError: unknown scenario, size or export type out of range.
     """
     if scenario not in SCENARIOS:
         raise InputError(f"unknown scenario {scenario!r}; choose one of: {', '.join(SCENARIOS)}")
-    if export != "text":
-        raise InputError("export='db' is not implemented yet; use export='text'")
+    if export not in ("text", "db"):
+        raise InputError(f"export must be 'text' or 'db', got {export!r}")
     spec = SCENARIOS[scenario]
     n = spec.default_ranks if ranks is None else int(ranks)
     k = spec.default_steps if steps is None else int(steps)
@@ -103,7 +106,8 @@ def generate(
         for old in dest.glob("*_ascend_pt"):
             shutil.rmtree(old)
         cl = simulate(plan.program, plan.kinds, plan.perturb, n, k, seed, FIRST_STEP, T0_NS)
-        res = sorted(_write_all(cl, dest, plan.info, w), key=lambda x: x["rank"])
+        info = dataclasses.replace(plan.info, export=export)
+        res = sorted(_write_all(cl, dest, info, w), key=lambda x: x["rank"])
         measured[sub] = {
             "cluster": cl,
             "ranks": [x["steps"] for x in res],
@@ -112,6 +116,7 @@ def generate(
     key: dict[str, Any] = {"scenario": scenario, "ranks": n, "steps": k}
     key.update(spec.answer(n, k, measured))
     key["seed"] = seed
+    key["export"] = export
     key["step_ids"] = [s["step"] for s in measured[next(iter(measured))]["ranks"][0]]
     key["profiles"] = {sub or ".": {"folders": m["folders"]} for sub, m in measured.items()}
     (out / "answer_key.json").write_text(

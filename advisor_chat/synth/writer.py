@@ -68,6 +68,9 @@ class RunInfo:
     torch_npu_version: str = "2.1.0.post6"
     env: dict[str, str] | None = None
     user_metadata: dict[str, Any] | None = None  # extra top-level keys of profiler_metadata.json
+    export: str = (
+        "text"  # "text" (csv/json) or "db" (ascend_pytorch_profiler_{rank}.db + analysis.db)
+    )
 
 
 def ts_str(ns: int) -> str:
@@ -243,6 +246,8 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
     task_id = 11051
     conn = 900
     mem_lines = [MEM_HEADER]
+    # records for the DB export: kernels, HCCL ops, overlap intervals, memory samples
+    db: dict[str, list[Any]] = {"k": [], "op": [], "ov": [], "mem": [], "step": []}
 
     # metadata events
     ev.append(
@@ -340,6 +345,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
             )
             acc = op_stat.setdefault((k.op_type, k.core), [])
             acc.append(du)
+            db["k"].append((s0, d, conn, task_id, j, round(wait * 1000), a0, kad[j]))
             task_id += 1
             conn += 1
 
@@ -391,6 +397,21 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
             )
             ev.append(
                 f'{{"name": "HostToDevice{fid}", "ph": "f", "id": "{fid}", "ts": "{ts_str(s0)}", "cat": "HostToDevice", "pid": {hccl_pid}, "tid": 0, "bp": "e"}}'
+            )
+            db["op"].append(
+                (
+                    name,
+                    s0,
+                    e0,
+                    conn,
+                    kind.comm_names[g],
+                    op.item.op_type,
+                    op.item.dtype,
+                    count,
+                    a0,
+                    kad[0],
+                    round(wait_k * 1000),
+                )
             )
             conn += 1
             # bandwidth per transport (master plane, one packet per link)
@@ -494,6 +515,8 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         sums = {n: sum(b - a for a, b in v) for n, v in iv.items()}
         tid_of = {"Computing": 0, "Communication": 1, "Communication(Not Overlapped)": 2, "Free": 3}
         ov = sorted((a, tid_of[n], n, b) for n, v in iv.items() for a, b in v)
+        db["ov"].extend((a, b, tid) for a, tid, _n, b in ov)
+        db["step"].append((sid, st.start, st.end))
         for a, tid, n, b in ov:
             ev.append(
                 f'{{"name": "{n}", "pid": {ov_pid}, "tid": {tid}, "ts": "{ts_str(a)}", "dur": {us(b - a)}, "ph": "X"}}'
@@ -530,6 +553,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         for q in range(4):
             t = st.start + (st.end - st.start) * q // 4
             mem_lines.append(f"APP,{ts_str(t)}\t,,{base_mb + q * 2.0},,,NPU:{dev}")
+            db["mem"].append((t, base_mb + q * 2.0))
 
     # op_statistic: sorted by total time desc, ratio over all compute kernels
     total_all = sum(sum(v) for v in op_stat.values())
@@ -553,6 +577,29 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         )
     stat_rows.sort(key=lambda x: -x[0])
 
+    if info.export == "db":
+        from advisor_chat.synth.dbwriter import write_db
+
+        md_text = _metadata_text(cl, r, info)
+        write_db(
+            po,
+            r,
+            dev,
+            pid,
+            host_tid,
+            cl.kernels,
+            db,
+            comm_json,
+            matrix_json,
+            breakdown,
+            json.loads(md_text),
+        )
+        # msprof-analyze reads distributed_args / parallel_group_info from this file in DB mode too
+        (folder / "profiler_metadata.json").write_text(md_text, encoding="utf-8")
+        (folder / f"profiler_info_{r}.json").write_text(
+            json.dumps(_profiler_info(cl, r, info), indent=4), encoding="utf-8"
+        )
+        return {"rank": r, "folder": folder.name, "steps": breakdown}
     (po / "kernel_details.csv").write_bytes(("\r\n".join(k_lines) + "\r\n").encode())
     (po / "step_trace_time.csv").write_bytes(("\r\n".join(step_lines) + "\r\n").encode())
     (po / "op_statistic.csv").write_bytes(
@@ -632,7 +679,7 @@ def _profiler_info(cl: Cluster, r: int, info: RunInfo) -> dict[str, Any]:
                 "_msprof_tx": False,
                 "_data_simplification": True,
                 "record_op_args": False,
-                "_export_type": "text",
+                "_export_type": info.export,
                 "_op_attr": False,
                 "_gc_detect_threshold": None,
             },
