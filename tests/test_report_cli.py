@@ -1,0 +1,57 @@
+"""``advisor-chat report`` end to end on a generated 16-rank cluster (seed-rank12)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from advisor_chat.cli.main import app
+
+pytestmark = pytest.mark.slow
+
+SEV = {"high": 0, "medium": 1, "low": 2, "info": 3}
+
+
+@pytest.fixture(scope="module")
+def seed(scenario) -> Path:
+    return scenario("seed-rank12")
+
+
+def test_json_to_stdout(seed: Path) -> None:
+    res = CliRunner().invoke(app, ["report", str(seed), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["profile"]["ranks"] == list(range(16))
+    sev = [SEV[f["severity"]] for f in data["findings"]]
+    assert sev == sorted(sev)
+    hd = [f for f in data["findings"] if f["id"] == "host_dispatch.host_bound.host_wait"]
+    assert hd and hd[0]["ranks"] == [12]
+    assert any(f["ranks"] == [12] and f["severity"] == "high" for f in data["findings"])
+
+
+def test_html_and_md_files(seed: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    res = CliRunner().invoke(
+        app, ["report", str(seed), "-f", "html", "-o", str(out), "--rank", "12"]
+    )
+    assert res.exit_code == 0, res.output
+    page = out.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "rank explained: 12" in page
+    md = tmp_path / "r.md"
+    res = CliRunner().invoke(app, ["report", str(seed), "-o", str(md)])
+    assert res.exit_code == 0
+    assert md.read_text(encoding="utf-8").startswith("# advisor-chat report")
+
+
+def test_bad_inputs_exit_2(seed: Path, tmp_path: Path) -> None:
+    inside = seed / "report.json"
+    res = CliRunner().invoke(app, ["report", str(seed), "-f", "json", "-o", str(inside)])
+    assert res.exit_code == 2 and not inside.exists()
+    res = CliRunner().invoke(app, ["report", str(seed), "--rank", "99"])
+    assert res.exit_code == 2
+    assert "0-15" in res.output
+    res = CliRunner().invoke(app, ["report", str(tmp_path / "missing")])
+    assert res.exit_code == 2
