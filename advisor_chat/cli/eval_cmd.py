@@ -1,0 +1,92 @@
+"""``advisor-chat eval``: score a backend on the eval datasets and gate on the pass rate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from advisor_chat.cli.common import console, err_console, handle_errors, print_json
+
+
+def _default_out() -> Path:
+    from advisor_chat.evals.dataset import default_dataset_dir
+
+    d = default_dataset_dir()
+    if d is not None:
+        return d.parent / "reports"
+    return Path.cwd() / "eval-reports"
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``eval`` command to ``app``."""
+
+    @app.command("eval")
+    @handle_errors
+    def eval_command(
+        model: Annotated[
+            str | None,
+            typer.Option(
+                "--model", help="Backend: offline (default), openai:<name>, <name> with --base-url."
+            ),
+        ] = None,
+        base_url: Annotated[
+            str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint.")
+        ] = None,
+        dataset: Annotated[
+            list[Path] | None,
+            typer.Option(
+                "--dataset", help="YAML file or folder (repeatable); default evals/datasets."
+            ),
+        ] = None,
+        only: Annotated[
+            list[str] | None,
+            typer.Option("--only", help="Run only items whose id contains this text (repeatable)."),
+        ] = None,
+        json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+        out: Annotated[
+            Path | None,
+            typer.Option("--out", help="Folder for <backend>.json/.md (default evals/reports)."),
+        ] = None,
+        gate: Annotated[
+            float, typer.Option("--gate", min=0.0, max=1.0, help="Minimum pass rate.")
+        ] = 0.9,
+        home: Annotated[
+            Path | None, typer.Option("--home", help="User data folder (ADVISOR_HOME).")
+        ] = None,
+    ) -> None:
+        """Run the eval questions on a backend; exit 1 when the pass rate is under --gate."""
+        from advisor_chat.config import load_settings
+        from advisor_chat.evals.dataset import load_dataset
+        from advisor_chat.evals.runner import TurnResult, run_eval
+
+        settings = load_settings(model=model, base_url=base_url, home=home)
+        items = load_dataset(dataset or None)
+        if only:
+            items = [i for i in items if any(o in i.id for o in only)]
+        done = [0]
+        total = sum(len(i.turns) for i in items)
+
+        def progress(tr: TurnResult) -> None:
+            done[0] += 1
+            if not json_out:
+                mark = "✓" if tr.passed else ("-" if tr.error_kind == "skipped" else "✗")
+                err_console.print(
+                    f"[{done[0]}/{total}] {mark} {tr.item_id}#{tr.turn}", highlight=False
+                )
+
+        report = run_eval(items, settings=settings, progress=progress)
+        report.gate = gate
+        jp, mp = report.write(out or _default_out())
+        if json_out:
+            print_json(report.to_dict(answers=False))
+        else:
+            console.print(report.to_markdown(), markup=False, highlight=False)
+            console.print(f"wrote {mp} and {jp}", highlight=False)
+        if report.pass_rate < gate:
+            err_console.print(
+                f"pass rate {100 * report.pass_rate:.1f}% is under the gate {100 * gate:.0f}%",
+                highlight=False,
+            )
+            raise typer.Exit(1)

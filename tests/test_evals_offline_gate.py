@@ -1,0 +1,77 @@
+"""The offline backend over the whole eval dataset: every item resolves, and the pass-rate gate holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from advisor_chat.config import load_settings
+from advisor_chat.evals.dataset import load_dataset
+from advisor_chat.evals.runner import EvalReport, run_eval
+
+GATE = 0.9
+
+# Failing items measured on the offline backend (see evals/reports/offline.md and the eval engineer's
+# report); the gate is xfail (non-strict) until the agent/analyzers fix them. Do not weaken the items.
+KNOWN_FAILURES = (
+    "rank12-why-en#0 rank12-why-zh#0 rank12-which-en (cases: host-dispatch-bound not cited); "
+    "matmul-why-en/zh#0 (shape not named; matmul-shape-regression not cited); "
+    "commbound-en#0, commbound-zh#1 (no tool called); cann-diff-en/zh#0 (verdict); "
+    "dataloader-en/zh#1 (follow-up 'which steps' not understood); degradation-en#0,#1, "
+    "degradation-zh#1; straggler-en; healthy-en/zh ('is there a problem' not understood); "
+    "pp2-bubbles-en/zh, pp2-free-en/zh (cluster output questions); c8-slow-en/zh#1 (follow-up ignored); "
+    "c8-launch-zh; pt2-topop-en/zh; nocomm-link-en/zh, notrace-dispatch-en/zh#1, memory-en/zh "
+    "(no honest refusal naming the data); norank-en/zh (ungrounded rank count)"
+)
+
+
+@pytest.fixture(scope="module")
+def offline_report(real_samples: Path, tmp_path_factory: pytest.TempPathFactory) -> EvalReport:
+    settings = load_settings(model="offline")
+    report = run_eval(load_dataset(), settings=settings, real_root=real_samples)
+    report.gate = GATE
+    report.write(tmp_path_factory.mktemp("eval_reports"))
+    return report
+
+
+@pytest.mark.slow
+def test_every_item_resolves_and_runs(offline_report: EvalReport) -> None:
+    assert offline_report.metrics["turns"] >= 64
+    assert not offline_report.skipped
+    broken = [
+        f"{t.item_id}#{t.turn}: {t.error}"
+        for t in offline_report.turns
+        if t.error_kind in ("dataset", "load")
+    ]
+    assert not broken, broken
+
+
+@pytest.mark.slow
+def test_metrics_are_all_measured(offline_report: EvalReport) -> None:
+    m = offline_report.metrics
+    for key in (
+        "pass_rate",
+        "diagnosis_accuracy",
+        "citation_precision",
+        "citation_recall",
+        "grounded_rate",
+        "refusal_accuracy",
+        "latency_p50_ms",
+        "latency_p95_ms",
+    ):
+        assert m[key] is not None, key
+    langs = offline_report.breakdown(lambda t: t.lang)
+    assert set(langs) == {"en", "zh"}
+    md = offline_report.to_markdown()
+    for label in ("pass rate", "citation precision", "grounded-number rate", "latency p50"):
+        assert label in md
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=False, reason=f"offline advisor below the gate; failing items: {KNOWN_FAILURES}"
+)
+def test_offline_pass_rate_gate(offline_report: EvalReport) -> None:
+    failures = [f"{t.item_id}#{t.turn}" for t in offline_report.failures]
+    assert offline_report.pass_rate >= GATE, failures
