@@ -248,3 +248,23 @@ def test_rank_from_db_file_name(tmp_path: Path, real_samples: Path) -> None:
     p = load_profile(tmp_path, use_cache=False)
     assert p.ranks == [1]
     assert p.get("meta").iloc[0]["rank_origin"] == "DB file name"
+
+
+def test_process_pool_and_progress_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for r in range(8):
+        _rank(tmp_path, r)
+    p = load_profile(tmp_path, use_cache=False, workers=2, progress=True)
+    assert p.ranks == list(range(8))
+    assert p.get("step_trace").sort_values("rank")["free_us"].tolist() == [20.0 + r for r in range(8)]
+    assert "reading ranks" in capsys.readouterr().err
+
+
+def test_read_rank_dir_result_is_picklable(real_samples: Path) -> None:
+    import pickle
+
+    from advisor_chat.ingest import read_rank_dir
+
+    rd = read_rank_dir(real_samples / "pt-db-level1-2rank" / "rank0_ascend_pt")
+    back = pickle.loads(pickle.dumps(rd))
+    assert back.rank == 0 and set(back.tables) == set(rd.tables)
+    assert len(back.tables["kernels"]) == len(rd.tables["kernels"])

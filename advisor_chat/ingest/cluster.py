@@ -192,9 +192,7 @@ def _cluster_db(path: Path, rd: RankData) -> None:
                 "pp_index": "PP Index",
                 "tp_index": "TP Index",
             }
-            tmp = path.parent / "ClusterStepTraceTime"
             df = df.rename(columns=ren).astype(str).replace({"None": "", "nan": ""})
-            sub = RankData(rank=None, source_dir=rd.source_dir, export="cluster")
             typ = df["Type"].str.lower()
             ranks = df[typ == "rank"].reset_index(drop=True)
             if not ranks.empty:
@@ -216,7 +214,6 @@ def _cluster_db(path: Path, rd: RankData) -> None:
                         out[dst] = num(stages.get(src), stages.index)
                 out["stage_rank_list"] = [parse_rank_tuple(x) for x in stages["Index"]]
                 rd.add("stage_trace", out, f"{path}#ClusterStepTraceTime")
-            del sub, tmp
         if "ClusterCommunicationTime" in tabs and "comm_ops" not in rd.tables:
             t = pd.read_sql_query("SELECT * FROM ClusterCommunicationTime", con)
             t = t[~t["hccl_op_name"].astype(str).str.startswith("Total")]

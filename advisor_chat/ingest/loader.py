@@ -76,7 +76,7 @@ def _read_ranks(dirs: list[Path], workers: int, progress: bool) -> list[RankData
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             console=Console(stderr=True),
-            transient=True,
+            transient=sys.stderr.isatty(),
         )
         bar.start()
         task = bar.add_task("ranks", total=len(dirs))
@@ -619,8 +619,27 @@ def _assemble(
             sources["comm_matrix"] = [
                 s for u in units for s in u.sources if s.table == "comm_matrix"
             ]
-        elif cluster_data and "comm_matrix" not in tables:
-            pass
+            # groups known only from communication files: their members also include the far ends
+            # of the matrix links (the 2-rank sample of an 8-rank job reports links to ranks 2-7)
+            if "comm_groups" in tables:
+                g = tables["comm_groups"]
+                ends: dict[str, set[int]] = {}
+                for grp, a, b in zip(mat["group"], mat["src_rank"], mat["dst_rank"], strict=False):
+                    ends.setdefault(str(grp), set()).update((int(a), int(b)))
+                new_ranks = []
+                for grp, ranks in zip(g["group"], g["ranks"], strict=False):
+                    if str(grp) in group_ranks or str(grp) not in ends:
+                        new_ranks.append(ranks)
+                    else:
+                        new_ranks.append(sorted(set(ranks) | ends[str(grp)]))
+                g = g.copy()
+                g["ranks"] = new_ranks
+                g["size"] = [len(r) for r in new_ranks]
+                tables["comm_groups"] = g
+    if "comm_groups" in tables and not sources.get("comm_groups"):
+        sources["comm_groups"] = [
+            s for u in units for s in u.sources if s.table in ("comm_ops", "comm_matrix")
+        ]
 
     meta = _meta_table(units)
     if meta.empty and "step_trace" in tables:
