@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -318,7 +318,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
     order = _rank_order(profile, comp).reindex(kernel_ranks).dropna()
     if order.empty:
         order = pd.Series(0.0, index=kernel_ranks)
-    fastest, slowest = int(order.idxmin()), int(order.idxmax())
+    fastest, slowest = int(cast(int, order.idxmin())), int(cast(int, order.idxmax()))
     rank_a, rank_b = _pick_ranks(params.rank_a, params.rank_b, fastest, slowest)
     if rank_a == rank_b:
         notes.append(
@@ -368,11 +368,12 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                 _uniform_finding(uniform, rank_a, rank_b, n_steps, step_us, step_src, cite_k)
             )
             reg = reg.iloc[0:0]
+        row: Any
         for row in reg.head(MAX_FINDINGS).itertuples(index=False):
             slow, fast = (rank_b, rank_a) if row.delta_total_us > 0 else (rank_a, rank_b)
             avg_slow = row.avg_us_b if slow == rank_b else row.avg_us_a
             avg_fast = row.avg_us_a if slow == rank_b else row.avg_us_b
-            r = float(avg_slow / avg_fast)
+            ratio_v = float(avg_slow / avg_fast)
             per_step = abs(float(row.delta_total_us)) / n_steps
             sh = share(row.delta_total_us)
             tags = ["op_regression_shape", "compute_straggler"]
@@ -389,13 +390,13 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                     severity=Severity.from_share(sh),
                     summary=(
                         f"Rank {slow} runs {row.op_type} ({row.name}) at input shape {shape_txt} "
-                        f"{r:.2f}x slower than rank {fast} with the same count ({int(row.count_a)}): "
+                        f"{ratio_v:.2f}x slower than rank {fast} with the same count ({int(row.count_a)}): "
                         f"avg {avg_slow:.1f} us vs {avg_fast:.1f} us, {per_step:.0f} us more per step "
                         f"({sh:.1%} of the {step_us:.0f} us step)."
                     ),
                     summary_zh=(
                         f"rank {slow} 上的 {row.op_type}（{row.name}）在输入 shape {shape_txt} 下比 "
-                        f"rank {fast} 慢 {r:.2f} 倍，调用次数相同（{int(row.count_a)}）：平均 "
+                        f"rank {fast} 慢 {ratio_v:.2f} 倍，调用次数相同（{int(row.count_a)}）：平均 "
                         f"{avg_slow:.1f} us 对比 {avg_fast:.1f} us，每个 step 多 {per_step:.0f} us"
                         f"（占 step {sh:.1%}）。"
                     ),
@@ -404,7 +405,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                         "count": float(row.count_a),
                         "avg_us_slow": float(avg_slow),
                         "avg_us_fast": float(avg_fast),
-                        "avg_ratio": r,
+                        "avg_ratio": ratio_v,
                         "delta_total_us": abs(float(row.delta_total_us)),
                         "delta_us_per_step": per_step,
                         "share_of_step_ratio": sh,
@@ -512,7 +513,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                 .sort_values(ascending=False)
             )
             names = ", ".join(str(t) for t in top_types.index[:3])
-            worst = int(hot.idxmax())
+            worst = int(cast(int, hot.idxmax()))
             sh = float(hot.max())
             us_per_step = float(
                 aicpu_tbl.loc[aicpu_tbl["rank"] == worst, "total_us"].sum()
@@ -564,7 +565,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
     has_shapes = bool(shape_ok.any())
     if has_shapes and comp["step"].nunique() > 1:
         name_codes, name_uni = pd.factorize(comp["name"])
-        shape_codes, _ = pd.factorize(comp["input_shapes"])
+        shape_codes = pd.factorize(comp["input_shapes"])[0]
         d = pd.DataFrame(
             {
                 "rank": comp["rank"].to_numpy(dtype="int64", na_value=-1),
@@ -594,7 +595,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
             ["rank", "name", "shapes_total", "shapes_max_per_step", "total_us"]
         ].reset_index(drop=True)
         if not dyn_tbl.empty:
-            names = dyn_tbl["name"].drop_duplicates().tolist()
+            dyn_names = dyn_tbl["name"].drop_duplicates().tolist()
             ranks_dyn = sorted(int(r) for r in dyn_tbl["rank"].unique())
             top = dyn_tbl.iloc[0]
             findings.append(
@@ -603,20 +604,20 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                     kind=FindingKind.DYNAMIC_SHAPE,
                     severity=Severity.LOW,
                     summary=(
-                        f"{len(names)} operator(s) change input shape between steps (e.g. "
+                        f"{len(dyn_names)} operator(s) change input shape between steps (e.g. "
                         f"{top['name']}: {int(top['shapes_total'])} shapes in total vs at most "
                         f"{int(top['shapes_max_per_step'])} per step) on ranks {format_ranks(ranks_dyn)}; "
                         "each new shape can trigger a compile and slower kernels."
                     ),
                     summary_zh=(
-                        f"{len(names)} 个算子的输入 shape 在不同 step 间变化（如 {top['name']}：共 "
+                        f"{len(dyn_names)} 个算子的输入 shape 在不同 step 间变化（如 {top['name']}：共 "
                         f"{int(top['shapes_total'])} 种 shape，单个 step 最多 "
                         f"{int(top['shapes_max_per_step'])} 种），涉及 rank {format_ranks(ranks_dyn)}；"
                         "每个新 shape 都可能触发编译。"
                     ),
                     ranks=tuple(ranks_dyn),
                     metrics={
-                        "ops_with_varying_shapes": float(len(names)),
+                        "ops_with_varying_shapes": float(len(dyn_names)),
                         "shapes_total": float(top["shapes_total"]),
                         "shapes_max_per_step": float(top["shapes_max_per_step"]),
                         "dynamic_time_ratio": dyn_time_ratio,
@@ -625,7 +626,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                         Evidence(
                             "kernels",
                             profile.cite("kernels"),
-                            {"names": names[:10]},
+                            {"names": dyn_names[:10]},
                             "per (rank, name): distinct input_shapes over all steps > the most "
                             "distinct input_shapes within one step",
                         ),

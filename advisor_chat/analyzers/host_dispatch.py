@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -121,7 +121,7 @@ def _host_wait(gaps: pd.DataFrame, hd: pd.DataFrame) -> pd.DataFrame:
             ),
             on="start_us",
             by="rank",
-            tolerance=1.0,
+            tolerance=cast(Any, 1.0),
             direction="nearest",
         )
         out = m.sort_values(["rank", "start_us"], kind="stable").reset_index(drop=True)
@@ -313,14 +313,14 @@ def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> Ana
             rows = []
             host_by_rank = (
                 {
-                    int(r): np.sort(v.to_numpy(dtype="float64"))
+                    int(cast(int, r)): np.sort(v.to_numpy(dtype="float64"))
                     for r, v in hd.groupby("rank")["host_start_us"]
                 }
                 if not hd.empty
                 else {}
             )
             for r, sub in lg.groupby("rank"):
-                hs_arr = host_by_rank.get(int(r))
+                hs_arr = host_by_rank.get(int(cast(int, r)))
                 lo = sub["prev_end_us"].to_numpy()
                 hi = sub["start_us"].to_numpy()
                 if hs_arr is not None:
@@ -330,7 +330,7 @@ def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> Ana
                 rows.append(
                     pd.DataFrame(
                         {
-                            "rank": int(r),
+                            "rank": int(cast(int, r)),
                             "step": sub["step"].to_numpy(),
                             "start_us": lo,
                             "gap_us": sub["gap_us"].to_numpy(),
@@ -409,6 +409,7 @@ def _findings(
             bad = t[(t[col] >= LAUNCH_RATIO * med) & (t[col] - med >= LAUNCH_ABS_US)]
             if bad.empty:
                 continue
+            row: Any
             for row in bad.sort_values(col, ascending=False).head(5).itertuples(index=False):
                 r = int(row.rank)
                 val = float(getattr(row, col))
@@ -468,7 +469,7 @@ def _findings(
         hb = t[(free_ratio > FREE_RATIO) & (t["host_wait_ratio"] >= HOST_WAIT_RATIO)]
         if not hb.empty:
             flagged = [int(r) for r in hb["rank"]]
-            worst = hb.sort_values("host_wait_us_per_step", ascending=False).iloc[0]
+            worst: Any = hb.sort_values("host_wait_us_per_step", ascending=False).iloc[0]
             hw = float(worst["host_wait_us_per_step"])
             fr = float(worst["free_us"])
             excess = fr - med_free if len(flagged) < len(ranks) else hw
@@ -596,7 +597,7 @@ def _findings(
     # 4. dataloader: idle at step start on every rank
     prep = _col(t, "preparing_us")
     ssi = _col(t, "step_start_idle_us")
-    start_idle = np.fmax(prep, ssi)
+    start_idle = pd.Series(np.fmax(prep.to_numpy(), ssi.to_numpy()), index=t.index)
     src = (
         "max(step_trace preparing_us, gap before the step's first kernel)"
         if prep.notna().any()
@@ -651,7 +652,7 @@ def _findings(
             steps_map = dict(zip(t["rank"].astype(int), n_steps, strict=False))
             per_rank = gc.groupby("rank")["gap_us"].sum()
             per_step = per_rank / per_rank.index.map(lambda r: steps_map.get(int(r), 1.0))
-            worst = int(per_step.idxmax())
+            worst = int(cast(int, per_step.idxmax()))
             g = float(per_step.max())
             share = g / med_step if np.isfinite(med_step) and med_step > 0 else 0.0
             longest = float(gc["gap_us"].max())
