@@ -126,6 +126,7 @@ def test_host_wait_on_one_rank_is_host_bound() -> None:
     assert hb[0].metrics["free_excess_us"] == pytest.approx(19 * 190.0)
     # idle from kernels matches step_trace Free by construction
     assert t.loc[2, "free_us"] == pytest.approx(t.loc[2, "device_idle_us_per_step"])
+    assert t.loc[2, "idle_vs_free_ratio"] == pytest.approx(1.0)
     # the rank filter keeps only rank 2
     one = host_dispatch(prof, HostDispatchParams(rank=2))
     assert list(one.table["rank"]) == [2]

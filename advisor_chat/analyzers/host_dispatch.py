@@ -173,6 +173,7 @@ def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> Ana
         launch_delay_us), launch_delay_p90_vs_median_ratio (rank p90 / median of ranks' p90),
         sync_api_count (count of api_name containing 'Synchronize'), launch_then_sync_ratio,
         device_idle_us_per_step (µs, sum of gaps between consecutive kernels inside steps / steps),
+        idle_vs_free_ratio (that idle / step_trace free_us; ≈ 1 when the two sources agree),
         host_wait_us_per_step (µs, part of those gaps before the host launched the next task),
         host_wait_ratio (host_wait / idle), step_start_idle_us (µs, gap before a step's
         first kernel, mean over steps), tiny_kernel_count_ratio and
@@ -277,6 +278,10 @@ def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> Ana
         n_steps = gaps.groupby("rank")["step"].nunique().clip(lower=1)
         idle = inner.groupby("rank")["gap_us"].sum() / n_steps
         table["device_idle_us_per_step"] = idle.reindex(table.index)
+        if "free_us" in table.columns:
+            table["idle_vs_free_ratio"] = table["device_idle_us_per_step"] / table["free_us"].where(
+                table["free_us"] > 0
+            )
         if not hd.empty:
             hw = inner.groupby("rank")["host_wait_us"].sum(min_count=1) / n_steps
             table["host_wait_us_per_step"] = hw.reindex(table.index)
