@@ -109,6 +109,10 @@ TASK_TYPE = {
 DATA_TYPE = {name: i for i, name in ENUMS["ENUM_HCCL_DATA_TYPE"]}
 
 
+def _conn_key(row: tuple[Any, ...]) -> int:
+    return int(row[4])
+
+
 def _create(con: sqlite3.Connection, tables: dict[str, str]) -> None:
     for name, cols in tables.items():
         con.execute(f"CREATE TABLE {name} ({cols})")
@@ -142,7 +146,10 @@ def write_db(
         return strings[v]
 
     gtid = (pid << 32) | host_tid
-    task, cti, api, cop = [], [], [], []
+    task: list[tuple[Any, ...]] = []
+    cti: list[tuple[Any, ...]] = []
+    api: list[tuple[Any, ...]] = []
+    cop: list[tuple[Any, ...]] = []
     for gid, (s0, d, conn, task_id, j, wait_ns, a0, ad) in enumerate(rec["k"]):
         k = kernels[j]
         task.append(
@@ -220,7 +227,8 @@ def write_db(
         ins("INSERT INTO TASK VALUES (?,?,?,?,?,?,?,?,?,?,?)", task)
         ins("INSERT INTO COMPUTE_TASK_INFO VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", cti)
         ins("INSERT INTO COMMUNICATION_OP VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", cop)
-        ins("INSERT INTO CANN_API VALUES (?,?,?,?,?,?)", sorted(api, key=lambda x: x[4]))
+        api.sort(key=_conn_key)
+        ins("INSERT INTO CANN_API VALUES (?,?,?,?,?,?)", api)
         ins("INSERT INTO STEP_TIME VALUES (?,?,?)", steps)
         ins(
             "INSERT INTO OVERLAP_ANALYSIS (deviceId, startNs, endNs, type) VALUES (?,?,?,?)",

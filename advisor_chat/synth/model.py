@@ -14,6 +14,7 @@ arrives (launches it) and ends on every rank of its communication group at the s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -185,8 +186,8 @@ class Perturb:
     lead_us: np.ndarray
     host_bound: np.ndarray
     tag_scale: dict[tuple[int, str], float] = field(default_factory=dict)
-    step_stall_us: object = None
-    coll_delay_us: object = None
+    step_stall_us: Callable[[int], np.ndarray] | None = None
+    coll_delay_us: Callable[[int, int], np.ndarray | None] | None = None
     link_factor: dict[tuple[int, int], float] = field(default_factory=dict)
     dispatch_stalls: dict[int, tuple[int, float]] = field(default_factory=dict)
 
@@ -339,15 +340,15 @@ def simulate(
             end = a_g + t_g_ns
             wait_extra = tmax[kind.gidx] - transit + NOTIFY_SHARE * t_g_ms[kind.gidx]
             key = (kind.kind, it.op_type)
-            idx = counters.get(key, 0)
-            counters[key] = idx + 1
+            op_idx = counters.get(key, 0)
+            counters[key] = op_idx + 1
             lead = np.where(perturb.host_bound, perturb.api_us + 8.0, perturb.lead_us)
             api_start = arrival - (lead * 1000).astype(np.int64)
             ops.append(
                 OpRec(
                     it,
                     kind,
-                    idx,
+                    op_idx,
                     arrival,
                     end,
                     a_g - arrival,
