@@ -153,6 +153,8 @@ def test_scenario_seed_rank12(scenario):
         key["expected_numbers"]["free_excess_us_per_step"], rel=0.02
     )
     assert "arrives last" in f.summary and "launch delays" in f.summary
+    assert {"launch_delay", "op_deltas", "trend"} <= set(res.tables)
+    assert len(res.tables["trend"]) == key["steps"]
     other = run(load_profile(path), rank=3).findings[0]
     assert other.severity is Severity.INFO and "not slow" in other.summary
 

@@ -187,6 +187,14 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
     )
     trend_zh = f"；{len(trend)} 个 step 中 {pct(consistent)} 存在该差距" if len(trend) > 1 else ""
 
+    # Both evidence tables are computed whatever the cause, so a follow-up can page them.
+    launch = _launch_evidence(profile, rank, peers_all, params.step)
+    ops_ev = _op_evidence(profile, rank, peers_all, params.step)
+    if launch[3] is not None:
+        tables["launch_delay"] = launch[3]
+    if ops_ev[3] is not None:
+        tables["op_deltas"] = ops_ev[3]
+
     findings: list[Finding] = []
     metrics = {
         "computing_delta_us": cd,
@@ -199,9 +207,7 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
     if max(cd, fd) > thr:
         if fd >= cd:
             cat = Category.SCHEDULING
-            detail, detail_zh, ev, lt = _launch_evidence(profile, rank, peers_all, params.step)
-            if lt is not None:
-                tables["launch_delay"] = lt
+            detail, detail_zh, ev, _lt = launch
             if ev is not None:
                 evidence.append(ev)
             gap = fd
@@ -218,9 +224,7 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
             tags = ("slow_rank", "free_spread", "host_bound", "launch_delay")
         else:
             cat = Category.COMPUTE
-            detail, detail_zh, ev, od = _op_evidence(profile, rank, peers_all, params.step)
-            if od is not None:
-                tables["op_deltas"] = od
+            detail, detail_zh, ev, _od = ops_ev
             if ev is not None:
                 evidence.append(ev)
             gap = cd
