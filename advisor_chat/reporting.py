@@ -53,7 +53,9 @@ class Report:
     Attributes:
         profile: Summary of the profile (root, layout, ranks, steps, tables, sources, warnings).
         findings: De-duplicated findings, most important first (severity, then estimated gain).
-        notes: Caveats: analyzers that could not answer, analyzer notes, load-time warnings.
+        notes: Caveats: analyzers that could not answer and analyzer notes, prefixed with the
+            analyzer name (load-time warnings are in ``profile['warnings']`` and become
+            ``data_quality`` findings).
         results: Each analyzer's full result, by name.
         runs: How each analyzer went, in run order.
         baseline: Summary of the baseline profile, when one was given.
