@@ -389,3 +389,36 @@ def test_demo_profile_generated_once(tmp_path: Path) -> None:
     assert p == tmp_path / "home" / "demo" and len(rank_dirs(p)) == 16
     stamp = (p / "answer_key.json").stat().st_mtime_ns
     assert demo_profile(settings) == p and (p / "answer_key.json").stat().st_mtime_ns == stamp
+
+
+def test_parallel_writer_gives_same_bytes(tmp_path: Path) -> None:
+    a = generate("slow-link", tmp_path / "serial", ranks=40, steps=1, workers=1)
+    b = generate("slow-link", tmp_path / "forked", ranks=40, steps=1, workers=2)
+    fa = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert fa == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    assert len(rank_dirs(a)) == 40
+    for rel in fa:
+        assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_small_odd_sizes(tmp_path: Path, name: str) -> None:
+    root = generate(name, tmp_path / name, ranks=3, steps=2, seed=1)
+    key = json.loads((root / "answer_key.json").read_text())
+    assert key["ranks"] == 3 and key["steps"] == 2
+    assert all(0 <= r < 3 for r in key["slow_ranks"])
+    for prof in profiles(root):
+        dirs = rank_dirs(prof)
+        assert sorted(dirs) == [0, 1, 2]
+        for d in dirs.values():
+            for x in steps_csv(d):
+                total = (
+                    float(x["Computing"])
+                    + float(x["Communication(Not Overlapped)"])
+                    + float(x["Free"])
+                )
+                assert total == pytest.approx(float(x["Stage"]), rel=1e-9)
+            for sv in comm(d).values():
+                for op in sv["collective"].values():
+                    t = op["Communication Time Info"]
+                    assert t["Elapse Time(ms)"] > 0 and t["Idle Time(ms)"] >= -1e-9
