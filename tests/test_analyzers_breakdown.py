@@ -143,3 +143,39 @@ def test_scenarios_category(scenario, name):
     assert top.category.value == key["category"]
     if key["slow_ranks"]:
         assert top.ranks == tuple(key["slow_ranks"])
+
+
+MINE = [
+    "data_quality",
+    "env_check",
+    "cluster_breakdown",
+    "slow_rank",
+    "explain_rank",
+    "slow_link",
+    "communication",
+]
+
+
+def test_findings_contract_on_seed_scenario(scenario):
+    """Every finding: known tags, unique stable ids, Chinese summary, evidence with a source;
+    every main-table column is documented in the analyzer's docstring."""
+    from advisor_chat.ingest import load_profile
+
+    prof = load_profile(scenario("seed-rank12"))
+    ids: list[str] = []
+    for name in MINE:
+        spec = get_analyzer(name)
+        params = spec.params(rank=12) if name == "explain_rank" else spec.params()
+        res = spec.run(prof, params)
+        again = spec.run(prof, params)
+        assert [f.id for f in res.findings] == [f.id for f in again.findings]
+        for f in res.findings:
+            assert f.id.startswith(f"{name}.{f.kind.value}.")
+            assert not unknown_tags(f.symptom_tags), f.id
+            assert f.summary and f.summary_zh, f.id
+            assert f.evidence and all(e.source for e in f.evidence), f.id
+            ids.append(f.id)
+        doc = spec.func.__doc__ or ""
+        for col in res.table.columns:
+            assert f"``{col}``" in doc, (name, col)
+    assert len(ids) == len(set(ids))
