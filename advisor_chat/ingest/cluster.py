@@ -296,7 +296,7 @@ def _cluster_db(path: Path, rd: RankData) -> None:
             )
         if "CommunicationGroupMapping" in tabs and "comm_groups" not in rd.tables:
             g = pd.read_sql_query("SELECT * FROM CommunicationGroupMapping", con)
-            ranks = [parse_rank_tuple(x) for x in g["rank_set"]]
+            rank_lists = [parse_rank_tuple(x) for x in g["rank_set"]]
             rd.add(
                 "comm_groups",
                 pd.DataFrame(
@@ -306,8 +306,8 @@ def _cluster_db(path: Path, rd: RankData) -> None:
                         .fillna("")
                         .astype(str),
                         "comm_kind": g["type"].astype(str),
-                        "ranks": ranks,
-                        "size": [len(r) for r in ranks],
+                        "ranks": rank_lists,
+                        "size": [len(r) for r in rank_lists],
                     }
                 ),
                 f"{path}#CommunicationGroupMapping",

@@ -10,7 +10,8 @@ A *unit* is something one reader handles:
 - ``msprof``: a ``PROF_*`` folder with ``mindstudio_profiler_output/`` that is not inside a rank folder.
 - ``loose``: a plain folder holding copies of ``ASCEND_PROFILER_OUTPUT`` files (``kernel_details*.csv``,
   ``step_trace_time*.csv``, ``communication*.json``, ``trace_view*.json``) without the rank folder
-  around them, e.g. a single kernel_details.csv someone sent; read as one rank of unknown id.
+  around them, e.g. a single kernel_details.csv someone sent; read as one rank of unknown id, and
+  only when nothing else was found.
 
 The search goes at most 10 levels deep (like msprof-analyze) and never descends into a unit.
 """
@@ -133,6 +134,9 @@ def detect(root: Path) -> Layout:
     layout.cluster_dirs.sort()
     layout.msprof_dirs.sort()
     layout.loose_dirs.sort()
+    if layout.rank_dirs or layout.cluster_dirs or layout.msprof_dirs:
+        # loose copies next to real profiler output are notes or extracts, not extra ranks
+        layout.loose_dirs = []
     return layout
 
 

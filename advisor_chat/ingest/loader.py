@@ -279,7 +279,7 @@ def _check_duplicates(units: list[RankData]) -> None:
         seen[u.rank] = u.source_dir
 
 
-def _concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+def _concat(frames: Iterable[pd.DataFrame | None]) -> pd.DataFrame:
     fs = [f for f in frames if f is not None and not f.empty]
     if not fs:
         return pd.DataFrame()
@@ -382,7 +382,7 @@ def _groups_table(
             if g:
                 if not rec.get("comm_kind"):
                     rec["comm_kind"] = kinds.get(g, "")
-                rows[g] = rec
+                rows[g] = {str(k): v for k, v in rec.items()}
             else:
                 leftovers.append(rec)
     for g, rs in seen_ranks.items():
@@ -488,7 +488,7 @@ def _quality(
     if st is not None and not st.empty and st["rank"].nunique() > 1:
         per = st.groupby("rank")["step"].apply(lambda s: set(int(x) for x in s.dropna()))
         allsteps = set().union(*per.tolist())
-        lacking = {int(r): sorted(allsteps - s) for r, s in per.items() if allsteps - s}
+        lacking = {int(r): sorted(allsteps - s) for r, s in per.items() if allsteps - s}  # type: ignore[call-overload]
         if lacking:
             rk = sorted(lacking)
             out.append(
@@ -606,9 +606,9 @@ def _assemble(
                 TableSource(
                     "comm_groups",
                     str(Path(u.source_dir) / "profiler_metadata.json"),
-                    u.export,
+                    u.export,  # type: ignore[arg-type]
                     u.rank,
-                )  # type: ignore[arg-type]
+                )
                 for u in units
                 if u.groups
             )

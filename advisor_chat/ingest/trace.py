@@ -106,9 +106,10 @@ class _State:
                 lst.sort(key=lambda x: (x[0], -x[1]))
             self._starts = {k: [x[0] for x in v] for k, v in self.x_events.items()}
             self._sorted = True
-        lst = self.x_events.get((pid, tid))
-        if not lst:
+        found = self.x_events.get((pid, tid))
+        if not found:
             return None
+        lst = found
         i = bisect.bisect_right(self._starts[(pid, tid)], ts) - 1
         for j in range(i, max(i - 64, -1), -1):
             s0, s1, name = lst[j]
