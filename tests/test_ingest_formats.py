@@ -255,7 +255,9 @@ def test_process_pool_and_progress_bar(tmp_path: Path, capsys: pytest.CaptureFix
         _rank(tmp_path, r)
     p = load_profile(tmp_path, use_cache=False, workers=2, progress=True)
     assert p.ranks == list(range(8))
-    assert p.get("step_trace").sort_values("rank")["free_us"].tolist() == [20.0 + r for r in range(8)]
+    assert p.get("step_trace").sort_values("rank")["free_us"].tolist() == [
+        20.0 + r for r in range(8)
+    ]
     assert "reading ranks" in capsys.readouterr().err
 
 
