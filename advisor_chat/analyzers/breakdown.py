@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pandas as pd
 from pydantic import Field
@@ -142,8 +144,8 @@ def cluster_breakdown(profile: Profile, params: BreakdownParams) -> AnalyzerResu
                     "gap_share": float((col.max() - col.min()) / scope_step)
                     if scope_step > 0
                     else np.nan,
-                    "max_rank": int(col.idxmax()),
-                    "min_rank": int(col.idxmin()),
+                    "max_rank": int(cast(int, col.idxmax())),
+                    "min_rank": int(cast(int, col.idxmin())),
                     "scope_step_us": scope_step,
                     "corr_with_work": _corr_with_work(sub, dim),
                 }
@@ -318,7 +320,7 @@ def _comm_share_finding(
         share = col / pr["step_us"]
         if share.empty or not np.isfinite(share.min()):
             continue
-        lo_rank = int(share.idxmin())
+        lo_rank = int(cast(int, share.idxmin()))
         lo = float(share.min())
         if lo < COMM_SHARE_BOUND:
             continue
@@ -371,7 +373,7 @@ def _free_findings(pr: pd.DataFrame, src: str, steps_note: str) -> list[Finding]
     if hot.empty:
         return []
     med_free = float(pr["free_us"].median())
-    worst = int(share.idxmax())
+    worst = int(cast(int, share.idxmax()))
     metrics = {
         "free_share_max": float(share.max()),
         "free_share_mean": float(share.mean()),
@@ -442,7 +444,7 @@ def _bubble_findings(
                 summary=(
                     f"Pipeline bubble: {label} (ranks {format_ranks(sub.index)}) waits "
                     f"{ms(bub)} per step in PP receive (Bubble), {pct(sh)} of its step; "
-                    f"max {ms(sub['bubble_us'].max())} on rank {int(sub['bubble_us'].idxmax())}"
+                    f"max {ms(sub['bubble_us'].max())} on rank {int(cast(int, sub['bubble_us'].idxmax()))}"
                 ),
                 summary_zh=(
                     f"流水线空泡：{label}（rank {format_ranks(sub.index)}）每步在 PP 接收上等待 "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -198,12 +199,12 @@ def _overlap_findings(profile: Profile, ov: pd.DataFrame) -> list[Finding]:
         return []
     # the rank that communicates least without overlap: its share is transfer, not waiting
     i = ov["not_overlapped_share"].idxmin()
-    share = float(ov.at[i, "not_overlapped_share"])
+    share = float(cast(float, ov.at[i, "not_overlapped_share"]))
     ratio = float(ov["overlap_ratio"].mean())
     if not (share >= COMM_SHARE_BOUND or (share >= COMM_SHARE_MIN and ratio < POOR_OVERLAP)):
         return []
-    rk = int(ov.at[i, "rank"])
-    cno = float(ov.at[i, "communication_not_overlapped_us"])
+    rk = int(cast(int, ov.at[i, "rank"]))
+    cno = float(cast(float, ov.at[i, "communication_not_overlapped_us"]))
     return [
         Finding(
             id="communication.communication.not_overlapped",
@@ -237,7 +238,7 @@ def _overlap_findings(profile: Profile, ov: pd.DataFrame) -> list[Finding]:
 
 
 def _wait_findings(profile: Profile, table: pd.DataFrame, step_us: float) -> list[Finding]:
-    out = []
+    out: list[Finding] = []
     if table.empty:
         return out
     g = table.groupby(["group", "group_name"])[["elapse_ms", "wait_ms"]].sum().reset_index()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pandas as pd
 
@@ -92,8 +94,8 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
         first = ops.sort_values("start_us").groupby("rank").head(1)
         if first["wait_ms"].notna().any():
             i = first["wait_ms"].idxmax()
-            first_wait_s = float(first.at[i, "wait_ms"]) / 1000.0
-            first_rank = int(first.at[i, "rank"])
+            first_wait_s = float(cast(float, first.at[i, "wait_ms"])) / 1000.0
+            first_rank = int(cast(int, first.at[i, "rank"]))
         if ops["wait_ms"].notna().any():
             max_wait_s = float(ops["wait_ms"].max()) / 1000.0
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 import pandas as pd
 from pydantic import Field
@@ -106,15 +108,15 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
             notes=(f"rank {rank} has no peers to compare with (single rank)",),
         )
     work = peers["computing_us"] + peers["free_us"]
-    fastest = int(work.idxmin())
+    fastest = int(work.index[int(np.argmin(work.to_numpy(dtype=float)))])
     med_step = float(pr["step_us"].median())
-    rows = []
+    rows: list[dict[str, Any]] = []
     for col, label, _zh in _COMPONENTS:
         if col not in pr.columns or pr[col].isna().all():
             continue
-        r_val = float(pr.at[rank, col])
+        r_val = float(cast(float, pr.at[rank, col]))
         med = float(peers[col].median())
-        fast = float(pr.at[fastest, col])
+        fast = float(cast(float, pr.at[fastest, col]))
         rows.append(
             {
                 "component": col,
@@ -128,11 +130,18 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
             }
         )
     table = pd.DataFrame(rows)
-    comp = table.set_index("component")
+    vals: dict[tuple[str, str], float] = {
+        (str(r["component"]), k): float(r[k])
+        for r in rows
+        for k in ("rank_us", "median_us", "fastest_us", "delta_us")
+    }
 
-    cd = float(comp.at["computing_us", "delta_us"])
-    fd = float(comp.at["free_us", "delta_us"])
-    wait_d = float(comp.at["comm_wait_us", "delta_us"]) if "comm_wait_us" in comp.index else np.nan
+    def cv(component: str, key: str) -> float:
+        return vals.get((component, key), float("nan"))
+
+    cd = float(cv("computing_us", "delta_us"))
+    fd = float(cv("free_us", "delta_us"))
+    wait_d = cv("comm_wait_us", "delta_us")
     thr = SPREAD_RATIO * med_step
     tables: dict[str, pd.DataFrame] = {"trend": _trend(st, rank, peers_all)}
     evidence = [
@@ -150,13 +159,13 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
     waits_less = bool(
         np.isfinite(wait_d)
         and pr["comm_wait_us"].idxmin() == rank
-        and comp.at["comm_wait_us", "rank_us"] < 0.5 * comp.at["comm_wait_us", "median_us"]
+        and cv("comm_wait_us", "rank_us") < 0.5 * cv("comm_wait_us", "median_us")
     )
     wait_txt, wait_zh = "", ""
     if np.isfinite(wait_d):
         wait_txt = (
-            f"; in collectives it waits {ms(comp.at['comm_wait_us', 'rank_us'])} per step vs the "
-            f"peers' median {ms(comp.at['comm_wait_us', 'median_us'])}"
+            f"; in collectives it waits {ms(cv('comm_wait_us', 'rank_us'))} per step vs the "
+            f"peers' median {ms(cv('comm_wait_us', 'median_us'))}"
             + (
                 " — the least of all: it arrives last and the other ranks wait for it"
                 if waits_less
@@ -164,8 +173,8 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
             )
         )
         wait_zh = (
-            f"；集合通信中它每步等待 {ms(comp.at['comm_wait_us', 'rank_us'])}，同组中位数 "
-            f"{ms(comp.at['comm_wait_us', 'median_us'])}"
+            f"；集合通信中它每步等待 {ms(cv('comm_wait_us', 'rank_us'))}，同组中位数 "
+            f"{ms(cv('comm_wait_us', 'median_us'))}"
             + ("——最少，说明它最后到达，其他卡在等它" if waits_less else "")
         )
         evidence.append(
@@ -213,15 +222,15 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
             gap = fd
             cause = (
                 f"scheduling (host dispatch): rank {rank}'s Free is {ms(fd)} per step above the "
-                f"peers' median ({ms(comp.at['free_us', 'median_us'])}; fastest rank {fastest}: "
-                f"{ms(comp.at['free_us', 'fastest_us'])})"
+                f"peers' median ({ms(cv('free_us', 'median_us'))}; fastest rank {fastest}: "
+                f"{ms(cv('free_us', 'fastest_us'))})"
             )
             cause_zh = (
                 f"调度（host 下发）问题：rank {rank} 的 Free 每步比同组中位数多 {ms(fd)}"
-                f"（中位数 {ms(comp.at['free_us', 'median_us'])}，最快 rank {fastest} 为 "
-                f"{ms(comp.at['free_us', 'fastest_us'])}）"
+                f"（中位数 {ms(cv('free_us', 'median_us'))}，最快 rank {fastest} 为 "
+                f"{ms(cv('free_us', 'fastest_us'))}）"
             )
-            tags = ("slow_rank", "free_spread", "host_bound", "launch_delay")
+            tags: tuple[str, ...] = ("slow_rank", "free_spread", "host_bound", "launch_delay")
         else:
             cat = Category.COMPUTE
             detail, detail_zh, ev, _od = ops_ev
@@ -230,12 +239,12 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
             gap = cd
             cause = (
                 f"compute: rank {rank}'s Computing is {ms(cd)} per step above the peers' median "
-                f"({ms(comp.at['computing_us', 'median_us'])}; fastest rank {fastest}: "
-                f"{ms(comp.at['computing_us', 'fastest_us'])})"
+                f"({ms(cv('computing_us', 'median_us'))}; fastest rank {fastest}: "
+                f"{ms(cv('computing_us', 'fastest_us'))})"
             )
             cause_zh = (
                 f"计算问题：rank {rank} 的计算时间每步比同组中位数多 {ms(cd)}"
-                f"（中位数 {ms(comp.at['computing_us', 'median_us'])}）"
+                f"（中位数 {ms(cv('computing_us', 'median_us'))}）"
             )
             tags = ("slow_rank", "compute_straggler", "compute_spread")
         share = gap / med_step
@@ -343,7 +352,7 @@ def _launch_evidence(
     )
     lt.index = lt.index.astype(int)
     others = lt.drop(index=rank, errors="ignore")
-    p90, p50, mx = (float(lt.at[rank, c]) for c in ("p90_us", "p50_us", "max_us"))
+    p90, p50, mx = (float(cast(float, lt.at[rank, c])) for c in ("p90_us", "p50_us", "max_us"))
     peer_p90 = float(others["p90_us"].median()) if not others.empty else np.nan
     ev = Evidence(
         "host_dispatch",

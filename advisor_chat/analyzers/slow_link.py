@@ -299,7 +299,7 @@ def _link_findings(
 def _rank_findings(
     profile: Profile, rb: pd.DataFrame, step_us: float, n_steps: int, *, have_links: bool
 ) -> list[Finding]:
-    out = []
+    out: list[Finding] = []
     if rb.empty:
         return out
     for _, r in rb[rb["slow"]].iterrows():
@@ -455,11 +455,11 @@ def _wait_findings(
 ) -> list[Finding]:
     if wr.empty or not wr["wait_ratio"].notna().any():
         return []
-    top = wr.loc[wr["wait_ratio"].idxmax()]
+    top = wr.iloc[int(np.nanargmax(wr["wait_ratio"].to_numpy(dtype=float)))]
     if not (top["wait_ratio"] > WAIT_RATIO_THRESHOLD):
         return []
     rk = int(top["rank"])
-    low = wr.loc[wr["wait_ratio"].idxmin()]
+    low = wr.iloc[int(np.nanargmin(wr["wait_ratio"].to_numpy(dtype=float)))]
     per_step = float(top["wait_ms"]) * 1000.0 / n_steps
     share = per_step / step_us if step_us > 0 else float("nan")
     sync = float(top["synchronization_ratio"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pandas as pd
 from pydantic import Field
@@ -134,7 +136,7 @@ def slow_rank(profile: Profile, params: SlowRankParams) -> AnalyzerResult:
     link_like = vote_slow & ~spread_slow.fillna(False) & (transit_ratio >= LINK_TRANSIT_RATIO)
     for r in table.index[link_like.fillna(False)]:
         notes.append(
-            f"rank {int(r)} arrives last at {int(table.at[r, 'votes'])} collectives but its "
+            f"rank {int(r)} arrives last at {int(cast(int, table.at[r, 'votes']))} collectives but its "
             f"Computing and Free are at the median while its transit time is "
             f"{transit_ratio[r]:.2f}x the median: a slow link from this rank (see slow_link), "
             "not a slow rank"
@@ -220,7 +222,7 @@ def _comm_votes(
             {
                 "group": str(grp),
                 "op_name": str(op),
-                "step": int(step) if pd.notna(step) else -1,
+                "step": int(cast(int, step)) if pd.notna(cast(float, step)) else -1,
                 "ranks": n,
                 "late_rank": int(ranks[late]) if late is not None else -1,
                 "late_wait_ms": float(vals[late]) if late is not None else np.nan,
