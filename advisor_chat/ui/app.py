@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import gradio as gr
 
 PLOT_NAMES = tuple(PLOT_TITLES)
+SESSION_TTL_S = 12 * 3600
 
 EXAMPLES_EN = [
     "why is rank 12 slow?",
@@ -75,7 +76,9 @@ def build_app(
     ctl = UIController(settings, profile_path=profile_path, baseline_path=baseline_path)
 
     with gr.Blocks(title="advisor-chat", analytics_enabled=False, fill_width=True) as app:
-        state = gr.State(None, delete_callback=close_session)
+        # Gradio deletes a session's state 1 h after its tab closed, or after SESSION_TTL_S without
+        # updates; close_session then removes the session's upload folder.
+        state = gr.State(None, time_to_live=SESSION_TTL_S, delete_callback=close_session)
         gr.Markdown(
             "## advisor-chat · why is my Ascend training job slow?\n"
             "Point it at a profiling folder, ask in English or Chinese; every number comes from "

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from pydantic import ValidationError
@@ -137,7 +138,7 @@ def step_trend(profile: Profile, highlight: Sequence[int] = ()) -> go.Figure | N
     hl = set(int(r) for r in highlight)
     fig = go.Figure()
     for rank, grp in st.sort_values("step").groupby("rank"):
-        r = int(rank)  # type: ignore[call-overload]
+        r = int(rank)  # type: ignore[arg-type,call-overload]
         on = r in hl
         fig.add_scatter(
             x=grp["step"].to_numpy(),
@@ -223,7 +224,7 @@ def launch_delay(profile: Profile, highlight: Sequence[int] = ()) -> go.Figure |
         return None
     q = (
         hd.groupby("rank")["launch_delay_us"]
-        .quantile([0.01, 0.25, 0.5, 0.75, 0.99])
+        .quantile(np.array([0.01, 0.25, 0.5, 0.75, 0.99]))
         .unstack()
         .sort_index()
     )

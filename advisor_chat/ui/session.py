@@ -163,8 +163,7 @@ class UIController:
         session.messages.append(
             render.assistant_message(
                 f"📂 Loaded **{label}**: {len(ranks)} ranks ({span}), {len(profile.steps)} steps, "
-                f"layout `{profile.layout}`. Ask a question, e.g. *why is rank "
-                f"{ranks[-1] if ranks else 0} slow?*"
+                f"layout `{profile.layout}`. Ask a question, e.g. *which rank is slow, and why?*"
             )
         )
 

@@ -1,0 +1,162 @@
+"""The web app in a real browser: Debian's chromium driven by Playwright (no `playwright install`).
+
+Loads the demo profile, asks in English and in Chinese, checks the answer, a tool step, a plot,
+that no request leaves the machine, and saves screenshots. Skips when chromium is missing, except
+in CI (env ``CI`` set), where it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("ADVISOR_CHROMIUM", "/usr/bin/chromium")
+CASE_IDS = sorted(p.stem for p in (REPO / "knowledge" / "cases").glob("*.md"))
+LAUNCH_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+]
+LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+def _need_chromium() -> None:
+    if Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK):
+        return
+    reason = (
+        f"chromium not found at {CHROMIUM}: install it with "
+        "`apt-get install -y chromium fonts-noto-cjk fonts-noto-color-emoji` (root), "
+        "or set ADVISOR_CHROMIUM"
+    )
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def app_url() -> Iterator[str]:
+    _need_chromium()
+    from advisor_chat.config import load_settings
+    from advisor_chat.synth import demo_profile
+    from advisor_chat.ui.app import build_app
+
+    settings = load_settings()
+    app = build_app(settings, profile_path=demo_profile(settings))
+    try:
+        _, url, _ = app.launch(
+            server_name="127.0.0.1",
+            server_port=_free_port(),
+            prevent_thread_lock=True,
+            quiet=True,
+            share=False,
+        )
+        yield url
+    finally:
+        app.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    _need_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def _run(browser: Any, url: str, question: str, shot: Path) -> tuple[str, list[str]]:
+    requests: list[str] = []
+    page = browser.new_page(viewport={"width": 1440, "height": 1200})
+    page.on("request", lambda r: requests.append(r.url))
+    try:
+        page.goto(url)
+        page.locator("#status").get_by_text("16 ranks").wait_for(timeout=60_000)
+        box = page.locator("#question textarea")
+        box.fill(question)
+        box.press("Enter")
+        # the answer is done when the evidence plots arrive
+        page.locator("#plots-col .js-plotly-plot").first.wait_for(timeout=600_000)
+        bot = page.locator('#chat [data-testid="bot"]')
+        text = "\n".join(bot.all_inner_texts())
+        # expand the first tool step and check its arguments are shown
+        step = page.get_by_text(re.compile(r"tool: \w+")).first
+        step.click()
+        page.get_by_text("arguments:").first.wait_for(timeout=10_000)
+        # a plot rendered with data: plotly drew at least one trace
+        n_traces = page.evaluate(
+            "() => { const d = document.querySelector('#plots-col .js-plotly-plot');"
+            " return d && d.data ? d.data.length : 0; }"
+        )
+        assert n_traces > 0
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(shot.with_name(shot.stem + "_tool.png")), full_page=True)
+        step.click()  # collapse it again and show the answer for the main screenshot
+        answer = bot.filter(has_text=re.compile("Grounding|数据核对")).last
+        answer.evaluate(
+            "el => { el.scrollIntoView({block: 'start'}); el.closest('.bubble-wrap')?.scrollBy(0, -60); }"
+        )
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(shot), full_page=True)
+    finally:
+        page.close()
+    return text, requests
+
+
+def _non_loopback(requests: list[str]) -> list[str]:
+    out = []
+    for u in requests:
+        parsed = urlparse(u)
+        if parsed.scheme in ("data", "blob", "about"):
+            continue
+        if parsed.hostname not in LOOPBACK:
+            out.append(u)
+    return out
+
+
+def test_browser_demo_en_and_zh(app_url: str, browser: Any, tmp_path: Path):
+    shot_en = tmp_path / "chat_en.png"
+    text, requests = _run(browser, app_url, "why is rank 12 slow?", shot_en)
+    assert re.search(r"\brank\s*12\b", text, re.I), text[:1000]
+    assert any(cid in text for cid in CASE_IDS), text[:1000]
+    assert "tool:" in text
+    assert _non_loopback(requests) == []
+    assert shot_en.stat().st_size > 10_000
+
+    shot_zh = tmp_path / "chat_zh.png"
+    text_zh, requests_zh = _run(browser, app_url, "为什么12号卡慢？", shot_zh)
+    assert re.search(r"[\u4e00-\u9fff]", text_zh)
+    assert "12" in text_zh
+    assert any(cid in text_zh for cid in CASE_IDS)
+    assert _non_loopback(requests_zh) == []
+
+    out_dir = os.environ.get("ADVISOR_SCREENSHOTS")
+    if out_dir:  # e.g. ADVISOR_SCREENSHOTS=docs/screenshots to refresh the README pictures
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot_en, Path(out_dir) / "chat_en.png")
+        shutil.copy(shot_zh, Path(out_dir) / "chat_zh.png")
