@@ -57,3 +57,20 @@ def test_clean_profile_and_load_warnings():
 def test_empty_profile_does_not_fail():
     res = run(make_profile({}))
     assert (res.table["status"] == "n/a").any()
+
+
+def test_real_two_rank_samples_run_cleanly(real_samples):
+    from advisor_chat.analyzers import get_analyzer as ga
+    from advisor_chat.ingest import load_profile
+
+    for name in ("pt-text-level1-2rank", "pt-db-level1-2rank"):
+        prof = load_profile(real_samples / name, use_cache=False)
+        res = run(prof)
+        # every load-time warning reaches the findings (once)
+        codes = {w.code for w in prof.warnings}
+        assert codes <= {f.id.rsplit(".", 1)[1] for f in res.findings}
+        for an in ("env_check", "cluster_breakdown", "slow_rank", "slow_link", "communication"):
+            ga(an).run(prof)
+        spec = ga("explain_rank")
+        out = spec.run(prof, spec.params(rank=1))
+        assert out.findings[0].ranks == (1,)
