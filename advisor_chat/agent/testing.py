@@ -147,13 +147,13 @@ def _explain_rank(profile: Profile, params: RankParams, **_: Any) -> AnalyzerRes
         raise ToolArgumentError(f"rank {params.rank} does not exist")
     per = st.groupby("rank")[["free_us", "computing_us", "communication_not_overlapped_us"]].mean()
     med_free = _median(list(per["free_us"]))
-    free = float(per.loc[params.rank, "free_us"])
+    free = float(per["free_us"][params.rank])
     delta = free - med_free
     table = pd.DataFrame(
         [
             {
                 "component": c,
-                "rank_us": float(per.loc[params.rank, c]),
+                "rank_us": float(per[c][params.rank]),
                 "median_us": _median(list(per[c])),
             }
             for c in per.columns
@@ -191,7 +191,7 @@ def _slow_rank(profile: Profile, params: GroupParams, **_: Any) -> AnalyzerResul
     """Find the rank the others wait for (least non-overlapped communication = arrived last)."""
     st = profile.get("step_trace")
     per = st.groupby("rank")["communication_not_overlapped_us"].mean()
-    slow = int(per.idxmin())
+    slow = int(per.idxmin())  # type: ignore[call-overload]
     others = float(per.drop(slow).mean())
     table = per.rename("comm_not_overlapped_us").reset_index()
     f = Finding(

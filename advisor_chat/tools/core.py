@@ -504,7 +504,6 @@ def render_result(
     The analyzer's own numbers (metrics) are shown outside the data block; finding summaries,
     notes and table rows (which can embed operator names, paths, env values) are fenced.
     """
-    p = session.profile
     head = [f"{call}: profile with {len(session.ranks)} ranks ({fmt_ranks(session.ranks)})"]
     if session.steps:
         head[0] += f", steps {fmt_ranks(session.steps)}"
@@ -531,17 +530,16 @@ def render_result(
                 body.append(f"  sources: {clean_data('; '.join(sources), 300)}")
     else:
         body.append("findings: none")
-    for n in res.notes:
-        body.append(f"note: {clean_data(n, 300)}")
+    for note in res.notes:
+        body.append(f"note: {clean_data(note, 300)}")
     if ref is not None and res.table is not None and not res.table.empty:
-        n = len(res.table)
-        shown = min(n, MAX_ROWS)
-        trunc = f"; truncated, {n} rows total" if n > shown else ""
-        body.append(f"table {ref} ({n} rows, showing {shown}{trunc}):")
+        n_rows = len(res.table)
+        shown = min(n_rows, MAX_ROWS)
+        trunc = f"; truncated, {n_rows} rows total" if n_rows > shown else ""
+        body.append(f"table {ref} ({n_rows} rows, showing {shown}{trunc}):")
         body.append(render_table(res.table, MAX_ROWS))
     for k, r in extra_refs.items():
         body.append(f"extra table {k}: {r} ({len(session.store.get(r))} rows; use show_table)")
-    del p
     return "\n".join(head) + "\n" + fence("\n".join(body), call)
 
 
