@@ -57,6 +57,9 @@ def test_low_outlier_definition():
     assert low_outlier(x) == 4
     assert dixon_statistic(np.sort(x)) > 0.9
     assert low_outlier(np.array([10.0, 10.2, 9.9, 10.1, 9.8, 10.05])) is None
+    # two levels: a lone value far below counts, a rounding-size dip does not
+    assert low_outlier(np.array([20.0] * 7 + [0.01])) == 7
+    assert low_outlier(np.array([20.0] * 7 + [19.99])) is None
     big = np.r_[np.random.default_rng(1).normal(20, 1, 200), 0.0]
     assert low_outlier(big) == 200  # 3-sigma branch (n > 100)
 

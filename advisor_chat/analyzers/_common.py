@@ -426,7 +426,8 @@ def low_outlier(values: np.ndarray) -> int | None:
     """Index (into ``values``) of the smallest value if it is a low outlier, else ``None``.
 
     n ≤ 100: one-sided Dixon Q test at 99.5 % (skipped for n ≤ 3 or fewer than 3 distinct values,
-    as msprof-analyze does). n > 100: 3-sigma rule — the minimum if it lies below mean − 3σ.
+    as msprof-analyze does; with only two distinct values the lone minimum counts when it is
+    below half of the other level). n > 100: 3-sigma rule — the minimum if it lies below mean − 3σ.
     """
     v = np.asarray(values, dtype="float64")
     ok = np.isfinite(v)
@@ -437,7 +438,8 @@ def low_outlier(values: np.ndarray) -> int | None:
     if len(np.unique(vv)) < 3:
         # Two levels: the minimum is an outlier only if it is alone and clearly apart.
         lo = vv.min()
-        if (vv == lo).sum() == 1 and (np.sort(vv)[1] - lo) > 0:
+        second = np.sort(vv)[1]
+        if (vv == lo).sum() == 1 and second > 0 and (second - lo) > 0.5 * abs(second):
             return int(idx[int(np.argmin(vv))])
         return None
     order = np.argsort(vv, kind="stable")
