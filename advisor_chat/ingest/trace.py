@@ -20,12 +20,13 @@ device_duration_us, step`` (µs; launch_delay_us = device_start_us − host_star
 
 from __future__ import annotations
 
-import bisect
 import re
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pandas as pd
 
@@ -93,32 +94,36 @@ class _State:
     # flow id -> (pid, tid, ts) of the s / f end
     starts: dict[str, tuple[Any, Any, str]] = field(default_factory=dict)
     finishes: dict[str, tuple[Any, Any, str]] = field(default_factory=dict)
-    # (pid, tid) -> [(ts, end, name)] of complete events without a "cat" (CANN side)
-    x_events: dict[tuple[Any, Any], list[tuple[float, float, str]]] = field(default_factory=dict)
+    # (pid, tid) -> compact columns of complete events without a "cat" (CANN side):
+    # start/end as array('d'), name as an index into ``names`` (names repeat a lot)
+    x_events: dict[tuple[Any, Any], tuple[array, array, array]] = field(default_factory=dict)
+    names: list[str] = field(default_factory=list)
+    name_ids: dict[str, int] = field(default_factory=dict)
     steps: list[tuple[int, float, float]] = field(default_factory=list)
     events: int = 0
-    _sorted: bool = False
+    _index: dict[tuple[Any, Any], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
 
     def lookup(self, pid: Any, tid: Any, ts: float) -> tuple[str, float] | None:
         """Innermost complete event on (pid, tid) that contains ``ts`` → (name, dur)."""
-        if not self._sorted:
-            for lst in self.x_events.values():
-                lst.sort(key=lambda x: (x[0], -x[1]))
-            self._starts = {k: [x[0] for x in v] for k, v in self.x_events.items()}
-            self._sorted = True
-        found = self.x_events.get((pid, tid))
-        if not found:
+        if self._index is None:
+            self._index = {}
+            for k, (st, en, nm) in self.x_events.items():
+                s0 = np.frombuffer(st, dtype="float64")
+                s1 = np.frombuffer(en, dtype="float64")
+                order = np.lexsort((-s1, s0))  # by start, longest first for equal starts
+                self._index[k] = (s0[order], s1[order], np.frombuffer(nm, dtype="uint32")[order])
+        found = self._index.get((pid, tid))
+        if found is None:
             return None
-        lst = found
-        i = bisect.bisect_right(self._starts[(pid, tid)], ts) - 1
+        s0, s1, nm = found
+        i = int(np.searchsorted(s0, ts, side="right")) - 1
         for j in range(i, max(i - 64, -1), -1):
-            s0, s1, name = lst[j]
-            if s1 >= ts:
-                return name, s1 - s0
+            if s1[j] >= ts:
+                return self.names[int(nm[j])], float(s1[j] - s0[j])
         return None
 
     def feed(self, events: list[Any]) -> None:
-        starts, finishes, xs = self.starts, self.finishes, self.x_events
+        starts, finishes, xs, ids = self.starts, self.finishes, self.x_events, self.name_ids
         for e in events:
             if not isinstance(e, dict):
                 continue
@@ -127,10 +132,18 @@ class _State:
                 cat = e.get("cat")
                 if cat is None:
                     ts = float(e.get("ts", 0))
-                    lst = xs.get((e.get("pid"), e.get("tid")))
-                    if lst is None:
-                        lst = xs[(e.get("pid"), e.get("tid"))] = []
-                    lst.append((ts, ts + float(e.get("dur", 0.0) or 0.0), e.get("name", "")))
+                    key = (e.get("pid"), e.get("tid"))
+                    cols = xs.get(key)
+                    if cols is None:
+                        cols = xs[key] = (array("d"), array("d"), array("I"))
+                    name = e.get("name", "")
+                    nid = ids.get(name)
+                    if nid is None:
+                        nid = ids[name] = len(self.names)
+                        self.names.append(name)
+                    cols[0].append(ts)
+                    cols[1].append(ts + float(e.get("dur", 0.0) or 0.0))
+                    cols[2].append(nid)
                 elif cat == "cpu_op":
                     name = e.get("name", "")
                     if name.startswith("ProfilerStep#"):
@@ -141,8 +154,8 @@ class _State:
             elif ph == "s" or ph == "f":
                 if e.get("cat") != "HostToDevice":
                     continue
-                key = (e.get("pid"), e.get("tid"), str(e.get("ts")))
-                (starts if ph == "s" else finishes)[str(e.get("id"))] = key
+                key3 = (e.get("pid"), e.get("tid"), str(e.get("ts")))
+                (starts if ph == "s" else finishes)[str(e.get("id"))] = key3
         self.events += len(events)
 
 
