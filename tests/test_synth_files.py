@@ -422,3 +422,14 @@ def test_small_odd_sizes(tmp_path: Path, name: str) -> None:
                 for op in sv["collective"].values():
                     t = op["Communication Time Info"]
                     assert t["Elapse Time(ms)"] > 0 and t["Idle Time(ms)"] >= -1e-9
+
+
+def test_refuses_to_overwrite_foreign_profiling_data(tmp_path: Path) -> None:
+    user = tmp_path / "user_run"
+    (user / "node1_123_20250101000000000_ascend_pt" / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+    with pytest.raises(InputError, match="did not write"):
+        generate("healthy", user, ranks=2, steps=1)
+    assert (user / "node1_123_20250101000000000_ascend_pt").is_dir()
+    again = generate("healthy", tmp_path / "ours", ranks=2, steps=1)
+    assert generate("healthy", again, ranks=3, steps=1) == again  # our own output is replaced
+    assert len(rank_dirs(again)) == 3

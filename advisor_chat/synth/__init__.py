@@ -66,7 +66,8 @@ def generate(
 
     Args:
         scenario: a key of `SCENARIOS`.
-        out: output folder; created. Existing rank folders in it are replaced.
+        out: output folder; created. Rank folders of an earlier generation there (recognised by
+            ``answer_key.json``) are replaced; any other ``*_ascend_pt`` data makes it refuse.
         ranks: world size (2..4096); default per scenario.
         steps: captured steps (>= 1); default per scenario.
         seed: jitter seed; the same arguments give byte-identical files.
@@ -80,7 +81,8 @@ def generate(
         ``out/answer_key.json`` always.
 
     Raises:
-        InputError: unknown scenario, size or export type out of range.
+        InputError: unknown scenario, size or export type out of range, or ``out`` holds
+            profiling folders the generator did not write.
     """
     if scenario not in SCENARIOS:
         raise InputError(f"unknown scenario {scenario!r}; choose one of: {', '.join(SCENARIOS)}")
@@ -96,6 +98,16 @@ def generate(
     if not 1 <= k <= 1000:
         raise InputError(f"steps must be between 1 and 1000, got {k}")
     out = Path(out)
+    ours = (out / "answer_key.json").is_file()
+    if not ours and (any(out.glob("*_ascend_pt")) or any(out.glob("*/*_ascend_pt"))):
+        raise InputError(
+            f"{out} already holds profiling folders that the generator did not write; "
+            "choose an empty or new output folder (existing data is never overwritten)"
+        )
+    if ours:  # an earlier generation: clear all of it (single profile or before/after pair)
+        for old in [*out.glob("*_ascend_pt"), out / "before", out / "after"]:
+            if old.is_dir():
+                shutil.rmtree(old)
     out.mkdir(parents=True, exist_ok=True)
     w = workers if workers is not None else min(4, os.cpu_count() or 1)
     plans: dict[str, Plan] = spec.plans(n, k, seed)
