@@ -223,3 +223,35 @@ def test_table_refs_resolve_in_the_store() -> None:
     ref = next(c.table_ref for c in ans.tool_calls if c.name == "explain_rank")
     df = adv.store.get(ref)
     assert list(df["component"]) == ["free_us", "computing_us", "communication_not_overlapped_us"]
+
+
+def _hit(cid: str, score: float, matched: tuple[str, ...]):
+    from advisor_chat.kb.types import CaseHit
+
+    return CaseHit(cid, cid, cid, score, "", f"knowledge/cases/{cid}.md", matched_tags=matched)
+
+
+def test_pick_cases_prefers_cases_matching_most_measured_symptoms() -> None:
+    from advisor_chat.agent.planner import pick_cases
+
+    hits = [
+        _hit("rank12-free-16card", 0.30, ("free_spread", "high_free", "slow_rank")),
+        _hit("checkpoint-save-stall", 0.26, ("free_spread", "high_free", "slow_rank")),
+        _hit("heterogeneous-devices", 0.22, ("slow_rank",)),
+        _hit(
+            "host-dispatch-bound", 0.20, ("free_spread", "high_free", "host_bound", "launch_delay")
+        ),
+    ]
+    tags = ["free_spread", "high_free", "host_bound", "launch_delay", "slow_rank"]
+    assert [h.id for h in pick_cases(hits, tags)] == ["host-dispatch-bound", "rank12-free-16card"]
+    # a third case only when it matches as many symptoms as the best one
+    hits.append(
+        _hit("dataloader-stall", 0.1, ("free_spread", "high_free", "host_bound", "slow_rank"))
+    )
+    assert [h.id for h in pick_cases(hits, tags)] == [
+        "host-dispatch-bound",
+        "dataloader-stall",
+    ]
+    # no measured symptoms: retrieval order, at most two
+    assert [h.id for h in pick_cases(hits, [])] == ["rank12-free-16card", "checkpoint-save-stall"]
+    assert pick_cases([_hit("x", 0.5, ())], ["slow_rank"]) == []

@@ -510,13 +510,13 @@ class Planner:
         cases: list[CaseHit] = []
         search = (
             self.call(
-                "search_cases", {"query": q.text, "symptom_tags": tags or None, "k": 3}, outputs
+                "search_cases", {"query": q.text, "symptom_tags": tags or None, "k": 6}, outputs
             )
             if cited
             else None
         )
         if search is not None and not search.error:
-            cases = [h for h in search.cases if _relevant(h, tags)][:3]
+            cases = pick_cases(search.cases, tags)
         if cases:
             lines.append("相关案例：" if zh else "Matching cases:")
             for h in cases:
@@ -629,8 +629,25 @@ def _slow_ranks(outputs: Sequence[ToolOutput]) -> list[int]:
     return out
 
 
-def _relevant(hit: CaseHit, tags: Sequence[str]) -> bool:
-    return bool(hit.matched_tags) or not tags or hit.score > 0
+def pick_cases(hits: Sequence[CaseHit], tags: Sequence[str], limit: int = 3) -> list[CaseHit]:
+    """The cases to cite: the ones matching most of the measured symptoms.
+
+    Hits are re-ranked by the number of the findings' symptom tags they match (then by the
+    retrieval score). The best two are cited; a third only when it matches as many tags as the
+    best one. Without tags (question text only), the retrieval order is kept.
+    """
+    if not tags:
+        return [h for h in hits if h.score > 0][:2]
+    ranked = sorted(
+        (h for h in hits if h.matched_tags),
+        key=lambda h: (-len(h.matched_tags), -h.score),
+    )
+    if not ranked:
+        return []
+    best = len(ranked[0].matched_tags)
+    out = ranked[:2]
+    out += [h for h in ranked[2:limit] if len(h.matched_tags) >= best]
+    return out
 
 
 def _suggestions(cited: Sequence[Finding], cases: Sequence[CaseHit], zh: bool) -> list[Suggestion]:
