@@ -281,6 +281,17 @@ def _by_unique(values: pd.Series, func: Callable[[pd.Series], pd.Series]) -> pd.
     return pd.Series(res[codes], index=values.index)
 
 
+def _coll_code(names: pd.Series) -> np.ndarray:
+    """Per kernel name: 0, or 1 + the index in :data:`MC2_COLLECTIVES` of the collective it names."""
+    codes, uniques = pd.factorize(names.astype("string").fillna(""), sort=False)
+    u = pd.Series(uniques, dtype="string").str.lower().str.replace("_", "")
+    table = np.zeros(len(u) + 1, dtype=np.int8)
+    for i, c in enumerate(MC2_COLLECTIVES, 1):
+        hit = u.str.contains(c).fillna(False).to_numpy(dtype=bool)
+        table[:-1][hit & (table[:-1] == 0)] = i
+    return table[codes]
+
+
 def _tp_ranks(groups: pd.DataFrame) -> tuple[set[int], str]:
     """Ranks in TP groups and how they were identified."""
     if groups.empty:
@@ -309,7 +320,9 @@ def _mc2(
 ) -> tuple[list[Finding], pd.DataFrame, list[str]]:
     cols = ["rank", "pairs", "hidden_us", "collective"]
     empty = pd.DataFrame(columns=cols)
-    k = profile.get("kernels")
+    k = profile.get("kernels")[
+        ["rank", "step", "name", "op_type", "accelerator_core", "start_us", "duration_us"]
+    ]
     if k.empty:
         return (
             [],
@@ -340,20 +353,8 @@ def _mc2(
         _by_unique(k["op_type"], lambda t: t.str.lower().str.contains("matmul"))
         | _by_unique(k["name"], lambda n: n.str.lower().str.contains("matmul"))
     ).to_numpy() & ~comm
-    coll = (
-        _by_unique(
-            k["name"],
-            lambda n: (
-                n.str.lower()
-                .str.replace("_", "")
-                .str.extract(r"(allreduce|allgather|reducescatter)", expand=False)
-                .fillna("")
-            ),
-        )
-        .to_numpy(dtype=object)
-        .astype(str)
-    )
-    is_coll = comm & (coll != "")
+    coll = _coll_code(k["name"])  # 0 = none, i = MC2_COLLECTIVES[i - 1]
+    is_coll = comm & (coll > 0)
     rank = k["rank"].to_numpy()
     dur = k["duration_us"].to_numpy(float)
     # neighbour in time order on the same rank
@@ -372,19 +373,15 @@ def _mc2(
     prv_dur = np.r_[np.nan, dur[:-1]]
     other = np.where(nxt_coll, nxt_dur, prv_dur)
     hidden = np.minimum(dur, other)
-    blank = np.array([""], dtype=object)
-    coll_o = coll.astype(object)
-    kind = np.where(
-        nxt_coll, np.concatenate([coll_o[1:], blank]), np.concatenate([blank, coll_o[:-1]])
-    )
+    kind = np.where(nxt_coll, np.r_[coll[1:], 0], np.r_[0, coll[:-1]])
     steps = k.groupby("rank")["step"].nunique().clip(lower=1)
     df = pd.DataFrame({"rank": rank[pair_mm], "hidden": hidden[pair_mm], "coll": kind[pair_mm]})
-    per = df.groupby("rank").agg(
-        pairs=("hidden", "size"),
-        hidden_us=("hidden", "sum"),
-    )
-    kinds = df[["rank", "coll"]].drop_duplicates().sort_values("coll")
-    per["collective"] = kinds.groupby("rank")["coll"].agg(",".join).reindex(per.index)
+    per = df.groupby("rank").agg(pairs=("hidden", "size"), hidden_us=("hidden", "sum"))
+    kinds = df[["rank", "coll"]].drop_duplicates().sort_values(["rank", "coll"])
+    names_by_rank: dict[int, list[str]] = {}
+    for r, c in zip(kinds["rank"].to_numpy(), kinds["coll"].to_numpy(), strict=False):
+        names_by_rank.setdefault(int(r), []).append(MC2_COLLECTIVES[int(c) - 1])
+    per["collective"] = [",".join(names_by_rank.get(int(r), [])) for r in per.index]
     per["pairs"] = per["pairs"] / steps.reindex(per.index)
     per["hidden_us"] = per["hidden_us"] / steps.reindex(per.index)
     per = per.reset_index()[cols]
@@ -396,7 +393,7 @@ def _mc2(
         severity=severity(share),
         summary=(
             f"mc2 opportunity: {per['pairs'].median():.0f} MatMul kernels per step sit next to TP "
-            f"{', '.join(sorted(set(df['coll'])))} on ranks {format_ranks(per['rank'])}; fusing them "
+            f"{', '.join(MC2_COLLECTIVES[int(c) - 1] for c in sorted(set(df['coll'])))} on ranks {format_ranks(per['rank'])}; fusing them "
             f"(MatmulAllReduce / AllGatherMatmul / MatmulReduceScatter) could hide up to {ms(hid)} per step "
             f"({pct(share)} of the step)"
         ),

@@ -329,11 +329,11 @@ def _trend(st: pd.DataFrame, rank: int, peers: list[int]) -> pd.DataFrame:
 def _launch_evidence(
     profile: Profile, rank: int, peers: list[int], step: int | None
 ) -> tuple[str, str, Evidence | None, pd.DataFrame | None]:
-    hd = profile.get("host_dispatch")
+    hd = profile.get("host_dispatch")[["rank", "step", "launch_delay_us"]]
     if step is not None and not hd.empty:
         hd = hd[hd["step"] == step]
     hd = hd[hd["rank"].isin(peers)]
-    if hd.empty or rank not in set(hd["rank"]):
+    if hd.empty or not bool((hd["rank"] == rank).any()):
         return (
             " (no host_dispatch data to show launch delays: collect with the CPU activity / "
             "Level1 trace_view.json)",
@@ -383,11 +383,13 @@ def _launch_evidence(
 def _op_evidence(
     profile: Profile, rank: int, peers: list[int], step: int | None
 ) -> tuple[str, str, Evidence | None, pd.DataFrame | None]:
-    k = profile.get("kernels")
+    k = profile.get("kernels")[
+        ["rank", "step", "name", "op_type", "accelerator_core", "duration_us"]
+    ]
     if step is not None and not k.empty:
         k = k[k["step"] == step]
     k = k[k["rank"].isin(peers)]
-    if k.empty or rank not in set(k["rank"]):
+    if k.empty or not bool((k["rank"] == rank).any()):
         return (
             " (no kernel data to name the operators: kernel_details.csv is needed)",
             "（缺少 kernel 数据，无法定位算子）",
@@ -403,10 +405,9 @@ def _op_evidence(
     peer = agg[agg["rank"] != rank]
     all_types = agg["op_type"].unique()
     n_peers = max(peer["rank"].nunique(), 1)
-    piv = peer.pivot_table(index="op_type", columns="rank", values="per_step_us", fill_value=0.0)
-    pivc = peer.pivot_table(
-        index="op_type", columns="rank", values="per_step_count", fill_value=0.0
-    )
+    keyed = peer.set_index(["op_type", "rank"])
+    piv = keyed["per_step_us"].unstack(fill_value=0.0)
+    pivc = keyed["per_step_count"].unstack(fill_value=0.0)
     med = (
         piv.reindex(all_types, fill_value=0.0).median(axis=1)
         if n_peers
