@@ -21,6 +21,7 @@ INTENTS = (
     "bottleneck",
     "slow_link",
     "compare_ops",
+    "communication",
     "compare_profiles",
     "mc2",
     "hccl_timeout",
@@ -169,11 +170,6 @@ _RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
         ("哪张卡", "哪个卡", "哪块卡", "哪个rank", "哪个 rank", "慢卡", "慢节点", "哪一张"),
     ),
     (
-        "explain_rank",
-        (r"\bwhy\b.*\bslow", r"\bslow\b", r"\bexplain\b", r"what('s| is) wrong", r"\blag"),
-        ("为什么", "为何", "慢", "怎么回事", "原因"),
-    ),
-    (
         "bottleneck",
         (
             r"bottleneck",
@@ -196,6 +192,22 @@ _RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
             "哪类问题",
             "计算还是通信",
         ),
+    ),
+    (
+        "communication",
+        (
+            r"\bcommunication\b",
+            r"\bcollectives?\b",
+            r"all-?reduce|all-?gather|reduce-?scatter",
+            r"\bhccl\b",
+            r"\boverlap",
+        ),
+        ("通信", "掩盖", "集合通信"),
+    ),
+    (
+        "explain_rank",
+        (r"\bwhy\b.*\bslow", r"\bslow\b", r"\bexplain\b", r"what('s| is) wrong", r"\blag"),
+        ("为什么", "为何", "慢", "怎么回事", "原因"),
     ),
     (
         "data_quality",
@@ -308,6 +320,8 @@ def parse_question(
                 ops=ops or previous.ops,
             )
     if intent == "which_slow_rank" and len(ranks) == 1:
+        intent = "explain_rank"
+    if intent in ("bottleneck", "communication") and len(ranks) == 1:
         intent = "explain_rank"
     if intent == "explain_rank" and len(ranks) >= 2:
         intent = "compare_ops"

@@ -238,6 +238,12 @@ class Planner:
             return [("compare_profiles", {})]
         if it == "mc2":
             return [("communication", {"group": group}), ("data_quality", {})]
+        if it == "communication":
+            return [
+                ("communication", {"group": group}),
+                ("cluster_breakdown", {"step": step}),
+                ("data_quality", {}),
+            ]
         if it == "hccl_timeout":
             return [("env_check", {}), ("slow_rank", {})]
         if it == "step_trend":
@@ -445,6 +451,7 @@ class Planner:
                 "compare_ops": ("compare_ops",),
                 "compare_profiles": ("compare_profiles",),
                 "mc2": ("communication",),
+                "communication": ("cluster_breakdown", "communication"),
                 "hccl_timeout": ("env_check", "slow_rank"),
                 "step_trend": ("step_trend",),
                 "data_quality": ("data_quality",),
@@ -452,6 +459,7 @@ class Planner:
             }.get(q.intent, tuple(by_tool))
             plots = {
                 "slow_link": ["bandwidth_heatmap"],
+                "communication": ["rank_breakdown"],
                 "compare_ops": ["op_compare"],
                 "step_trend": ["step_trend"],
                 "summarize": ["rank_breakdown"],
@@ -489,8 +497,19 @@ class Planner:
                     )
             if q.intent == "summarize":
                 found.sort(key=lambda f: (f.severity.rank, -(f.estimated_gain_us or 0.0)))
+            if q.intent == "communication":
+                found = [
+                    f for f in found if f.category is None or f.category.value == "communication"
+                ]
             if found:
-                if q.intent != "mc2":
+                cat = _category(found) if q.intent == "communication" else None
+                if cat:
+                    lines.append(
+                        f"主要瓶颈类型：{_CATEGORY[cat][1]}。"
+                        if zh
+                        else f"The main bottleneck is {_CATEGORY[cat][0]}."
+                    )
+                elif q.intent != "mc2":
                     lines.append(_lead(q.intent, zh))
                 for f in found[: (5 if q.intent == "summarize" else 3)]:
                     add(f)
@@ -581,6 +600,7 @@ def _lead(intent: str, zh: bool) -> str:
             "与基线相比的变化：",
         ),
         "hccl_timeout": ("HCCL timeout and wait findings:", "HCCL 超时与等待相关的发现："),
+        "communication": ("What the communication analysis found:", "通信分析的发现："),
         "step_trend": ("Step time over the run:", "step 耗时趋势："),
         "data_quality": ("Data quality:", "数据质量："),
         "summarize": ("The main problems, most important first:", "主要问题（按重要性排序）："),
@@ -590,7 +610,7 @@ def _lead(intent: str, zh: bool) -> str:
 
 def _needed_data(intent: str, session: ToolSession) -> tuple[str, str] | None:
     p = session.profile
-    if intent in ("slow_link", "mc2", "hccl_timeout") and not p.has("comm_ops"):
+    if intent in ("slow_link", "mc2", "hccl_timeout", "communication") and not p.has("comm_ops"):
         return (
             "communication data (collect with profiler Level1 to record communication)",
             "通信数据（用 Level1 级别采集以记录通信）",
