@@ -56,6 +56,9 @@ def _adv(profile=None) -> Advisor:
         ("is the all-reduce overlapped with compute?", "communication", ()),
         ("why is rank 4 communication so long?", "explain_rank", (4,)),
         ("summarize the problems", "summarize", ()),
+        ("Is there any performance problem in this job?", "summarize", ()),
+        ("这个任务有性能问题吗？", "summarize", ()),
+        ("开启 MC2（MatMul 与 AllReduce 融合）会有帮助吗？", "mc2", ()),
         ("why is my training slow?", "summarize", ()),
         ("help", "help", ()),
         ("what's the capital of France?", "unsupported", ()),
@@ -260,3 +263,14 @@ def test_pick_cases_prefers_cases_matching_most_measured_symptoms() -> None:
     # no measured symptoms: retrieval order, at most two
     assert [h.id for h in pick_cases(hits, [])] == ["rank12-free-16card", "checkpoint-save-stall"]
     assert pick_cases([_hit("x", 0.5, ())], ["slow_rank"]) == []
+
+
+def test_missing_communication_data_is_not_enough_signal() -> None:
+    # the tiny profile has no communication tables (like a Level0 collection)
+    en = _adv().ask("Is there a slow link in this cluster?")
+    assert en.answer.startswith("Not enough signal to answer: this profile has no communication data")
+    assert "Level1" in en.answer and "communication_matrix.json" in en.answer
+    assert [c.name for c in en.tool_calls] == []  # tiny registry has no data_quality tool
+    zh = _adv().ask("集群里有没有慢链路？")
+    assert zh.answer.startswith("没有足够的信息回答") and "通信数据" in zh.answer
+    assert _adv().ask("should I enable mc2?").answer.startswith("Not enough signal")

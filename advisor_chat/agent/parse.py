@@ -99,7 +99,7 @@ _RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
             r"what (questions|can i ask)",
             r"how do i use",
         ),
-        ("帮助", "你能做什么", "能回答什么", "可以问什么", "怎么用"),
+        (r"^\s*帮助\s*[?？]?\s*$", "你能做什么", "能回答什么", "可以问什么", "怎么用"),
     ),
     (
         "compare_profiles",
@@ -225,8 +225,22 @@ _RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
             r"how can i (speed|make)",
             r"what should i (do|fix|change)",
             r"\boptimi[sz]",
+            r"\b(any|a|the) (performance )?(problems?|issues?|bottlenecks?)\b",
+            r"\bwhat('s| is) wrong\b",
         ),
-        ("总结", "概况", "诊断", "分析一下", "整体", "怎么优化", "如何优化", "优化建议"),
+        (
+            "性能问题",
+            "有问题吗",
+            "有什么问题",
+            "总结",
+            "概况",
+            "诊断",
+            "分析一下",
+            "整体",
+            "怎么优化",
+            "如何优化",
+            "优化建议",
+        ),
     ),
 )
 

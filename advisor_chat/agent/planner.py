@@ -276,6 +276,16 @@ class Planner:
                 "`--baseline PATH` (the profiling folder from before the upgrade) and ask again."
             )
             return PlanResult(text, outputs=outputs)
+        missing = _missing_data(q.intent, self.session)
+        if missing is not None:
+            self.call("data_quality", {}, outputs)
+            text = (
+                f"没有足够的信息回答：这份数据缺少{missing[1]}。需要的数据：{missing[3]}。"
+                if zh
+                else f"Not enough signal to answer: this profile has no {missing[0]}. "
+                f"The data that would decide it: {missing[2]}."
+            )
+            return PlanResult(text, outputs=outputs)
         for name, args in calls:
             out = self.call(name, args, outputs)
             if (
@@ -497,13 +507,24 @@ class Planner:
                     )
             if q.intent == "summarize":
                 found.sort(key=lambda f: (f.severity.rank, -(f.estimated_gain_us or 0.0)))
+                if found and all(f.severity.value in ("low", "info") for f in found):
+                    lines.append(
+                        "没有明显的性能问题：各项分析都没有发现突出的瓶颈。次要发现："
+                        if zh
+                        else "No clear performance problem: nothing stands out in the analyses. Minor findings:"
+                    )
             if q.intent == "communication":
                 found = [
                     f for f in found if f.category is None or f.category.value == "communication"
                 ]
+            minor_only = q.intent == "summarize" and all(
+                f.severity.value in ("low", "info") for f in found
+            )
             if found:
                 cat = _category(found) if q.intent == "communication" else None
-                if cat:
+                if minor_only:
+                    pass
+                elif cat:
                     lines.append(
                         f"主要瓶颈类型：{_CATEGORY[cat][1]}。"
                         if zh
@@ -606,6 +627,24 @@ def _lead(intent: str, zh: bool) -> str:
         "summarize": ("The main problems, most important first:", "主要问题（按重要性排序）："),
     }.get(intent, ("Findings:", "发现："))
     return zhs if zh else en
+
+
+_COMM_MISSING = (
+    "communication data (communication.json / communication_matrix.json)",
+    "通信数据（communication.json / communication_matrix.json）",
+    "communication data: collect with profiler Level1 (or higher) so that communication.json and communication_matrix.json are written",
+    "通信数据：使用 Level1（或更高）级别采集，生成 communication.json 和 communication_matrix.json",
+)
+
+
+def _missing_data(intent: str, session: ToolSession) -> tuple[str, str, str, str] | None:
+    """(what is missing en/zh, what would decide en/zh) when the profile cannot answer ``intent``."""
+    p = session.profile
+    if intent == "slow_link" and not (p.has("comm_matrix") or p.has("comm_bandwidth")):
+        return _COMM_MISSING
+    if intent in ("mc2", "communication") and not p.has("comm_ops"):
+        return _COMM_MISSING
+    return None
 
 
 def _needed_data(intent: str, session: ToolSession) -> tuple[str, str] | None:
