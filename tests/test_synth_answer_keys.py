@@ -14,19 +14,11 @@ import pytest
 
 from advisor_chat.synth import SCENARIOS
 
-CASE_IDS = set(
-    re.findall(
-        r"`([a-z0-9-]+)`",
-        "`host-dispatch-bound`, `rank12-free-16card`, `matmul-shape-regression`, `shape-axis-alignment`, "
-        "`aicpu-operators`, `dynamic-shape-recompile`, `mc2-tp-fusion`, `comm-not-overlapped`, `slow-link-rdma`, "
-        "`hccs-link-degraded`, `small-packet-transfers`, `hccl-timeouts`, `hung-rank-first-collective`, "
-        "`cann8-comm-operator-changes`, `parallel-size-power-of-two`, `dataloader-stall`, `python-gc-pause`, "
-        "`sync-stream-launch-blocking`, `expandable-segments-allocator`, `profiler-overhead-level`, "
-        "`profiling-collection-pitfalls`, `version-mismatch`, `pipeline-bubbles`, `load-imbalance-vs-slow-kernels`, "
-        "`moe-expert-imbalance`, `compute-straggler-hidden`, `step-time-degradation`, `cpu-core-binding`, "
-        "`task-queue-enable`, `tiny-kernels-fusion`, `log-level-overhead`, `checkpoint-save-stall`",
-    )
+_CONTRACTS = (Path(__file__).resolve().parents[1] / "docs" / "CONTRACTS.md").read_text(
+    encoding="utf-8"
 )
+_CASES_SECTION = _CONTRACTS.split("## Case ids", 1)[1].split("\n## ", 1)[0]
+CASE_IDS = set(re.findall(r"`([a-z0-9-]+)`", _CASES_SECTION))
 
 
 def rank_dirs(prof: Path) -> dict[int, Path]:
