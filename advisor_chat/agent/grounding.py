@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from advisor_chat.agent.answer import Grounding
@@ -108,23 +109,9 @@ class NumberPool:
 
     def add_named(self, name: str, value: float) -> None:
         """Add a unit-suffixed metric (``free_us``, ``wait_ratio``, ``bandwidth_gbps``...)."""
-        n = name.lower()
-        if n.endswith("_us"):
-            self.add(value, "time")
-        elif n.endswith("_ms"):
-            self.add(_f(value) * 1000.0, "time")
-        elif n.endswith("_s"):
-            self.add(_f(value) * 1e6, "time")
-        elif n.endswith(("_ratio", "_share", "_frac", "_fraction")):
-            self.add(_f(value) * 100.0, "pct")
-            self.add(value, "none")
-        elif n.endswith("_pct") or n.endswith("_percent"):
-            self.add(value, "pct")
-        elif n.endswith("_gbps"):
-            self.add(value, "bw")
-        elif n.endswith("_mb"):
-            self.add(value, "size")
-        else:
+        dim, factor, raw_too = _named_dim(name)
+        self.add(_f(value) * factor, dim)
+        if raw_too:
             self.add(value, "none")
 
     def add_text(self, text: str) -> None:
@@ -144,8 +131,12 @@ class NumberPool:
             s = sub[col]
             if not pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
                 continue
-            for v in s.dropna().unique().tolist():
-                self.add_named(str(col), v)
+            vals = pd.to_numeric(s, errors="coerce").dropna().abs().unique()
+            vals = vals[np.isfinite(vals)]
+            dim, factor, raw_too = _named_dim(str(col))
+            self._by_dim[dim].extend((vals * factor).tolist())
+            if raw_too:
+                self._by_dim["none"].extend(vals.tolist())
 
     def matches(self, n: Num) -> bool:
         """Whether some pool value rounds to ``n`` at its displayed precision."""
@@ -161,6 +152,26 @@ class NumberPool:
                 if abs(conv - n.value) <= tol:
                     return True
         return False
+
+
+def _named_dim(name: str) -> tuple[Dim, float, bool]:
+    """(dimension, factor to the base unit, also add the raw value) of a unit-suffixed name."""
+    n = name.lower()
+    if n.endswith("_us"):
+        return "time", 1.0, False
+    if n.endswith("_ms"):
+        return "time", 1000.0, False
+    if n.endswith("_s"):
+        return "time", 1e6, False
+    if n.endswith(("_ratio", "_share", "_frac", "_fraction")):
+        return "pct", 100.0, True
+    if n.endswith(("_pct", "_percent")):
+        return "pct", 1.0, False
+    if n.endswith("_gbps"):
+        return "bw", 1.0, False
+    if n.endswith("_mb"):
+        return "size", 1.0, False
+    return "none", 1.0, False
 
 
 def _f(v: float) -> float:
