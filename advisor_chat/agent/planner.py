@@ -509,7 +509,7 @@ class Planner:
                 found.sort(key=lambda f: (f.severity.rank, -(f.estimated_gain_us or 0.0)))
                 if found and all(f.severity.value in ("low", "info") for f in found):
                     lines.append(
-                        "没有明显的性能问题：各项分析都没有发现突出的瓶颈。次要发现："
+                        "没有明显的问题：各项分析都未发现突出的性能瓶颈。次要发现："
                         if zh
                         else "No clear performance problem: nothing stands out in the analyses. Minor findings:"
                     )
@@ -595,7 +595,7 @@ class Planner:
             )
         else:
             text = (
-                "没有发现明显的问题。"
+                "未发现明显的问题。"
                 if zh
                 else "Nothing stands out: the analysis found no problem for this question."
             )
