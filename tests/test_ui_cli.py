@@ -1,0 +1,47 @@
+"""`advisor-chat demo --no-serve` and `advisor-chat serve` argument handling."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from advisor_chat.cli.main import app
+
+REPO = Path(__file__).resolve().parents[1]
+CASE_IDS = {p.stem for p in (REPO / "knowledge" / "cases").glob("*.md")}
+runner = CliRunner()
+
+
+@pytest.mark.slow
+def test_demo_no_serve_prints_inspect_and_cited_answer():
+    res = runner.invoke(app, ["demo", "--no-serve"])
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert "0-15 (16)" in out  # inspect summary of the 16-rank demo
+    assert "why is rank 12 slow?" in out
+    assert "🛠️ tool:" in out
+    assert re.search(r"\brank\s*12\b", out, re.I)
+    assert any(cid in out for cid in CASE_IDS)
+
+
+def test_serve_missing_folder_is_a_message_not_a_traceback(tmp_path):
+    missing = tmp_path / "nope"
+    res = runner.invoke(app, ["serve", str(missing), "--port", "1"])
+    assert res.exit_code == 2
+    assert "no such profiling folder" in res.output and "Traceback" not in res.output
+
+
+def test_serve_binds_loopback_by_default():
+    import inspect
+
+    from advisor_chat.cli import serve_cmd
+
+    assert serve_cmd._is_loopback("127.0.0.1") and serve_cmd._is_loopback("::1")
+    assert not serve_cmd._is_loopback("0.0.0.0")
+    cmd = next(c for c in app.registered_commands if c.name == "serve")
+    sig = inspect.signature(cmd.callback)
+    assert sig.parameters["host"].default == "127.0.0.1"
+    assert sig.parameters["port"].default == 7860
