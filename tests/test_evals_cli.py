@@ -1,0 +1,76 @@
+"""``advisor-chat eval``: options reach the runner, reports are written, the gate sets the exit code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from advisor_chat.agent.answer import Answer
+from advisor_chat.cli.main import app
+from advisor_chat.evals import runner as runner_mod
+from advisor_chat.evals.evaluators import Resolved, evaluate_turn
+from advisor_chat.evals.runner import EvalReport, TurnResult
+
+DATASET = """
+- {id: a-one, lang: en, scenario: healthy, question: "is anything wrong?"}
+- {id: b-two, lang: zh, scenario: healthy, question: "有问题吗？"}
+"""
+
+
+def _fake_report(passing: int, total: int, settings: Any) -> EvalReport:
+    turns = []
+    for i in range(total):
+        ok = i < passing
+        ans = Answer(answer="rank 3" if ok else "nothing", language="en")
+        score = evaluate_turn(ans, Resolved(lang="en", ranks=[3]))
+        turns.append(
+            TurnResult(
+                item_id=f"i{i}", turn=0, lang="en", question="q", latency_ms=10.0, score=score
+            )
+        )
+    return EvalReport(
+        backend=runner_mod.backend_name(settings),
+        datasets=["t"],
+        turns=turns,
+        started_at="now",
+        duration_s=0.1,
+    )
+
+
+@pytest.mark.parametrize(("passing", "gate", "code"), [(9, 0.9, 0), (8, 0.9, 1), (8, 0.8, 0)])
+def test_eval_gate_exit_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, passing: int, gate: float, code: int
+) -> None:
+    ds = tmp_path / "d.yaml"
+    ds.write_text(DATASET, encoding="utf-8")
+    seen: dict[str, Any] = {}
+
+    def fake_run_eval(
+        items: list[Any], *, settings: Any, progress: Any = None, **kw: Any
+    ) -> EvalReport:
+        seen["ids"] = [i.id for i in items]
+        seen["model"] = settings.model
+        seen["base_url"] = settings.base_url
+        return _fake_report(passing, 10, settings)
+
+    monkeypatch.setattr(runner_mod, "run_eval", fake_run_eval)
+    out = tmp_path / "reports"
+    args = ["eval", "--dataset", str(ds), "--out", str(out), "--gate", str(gate), "--json"]
+    args += ["--model", "qwen", "--base-url", "http://127.0.0.1:9/v1", "--only", "a-"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == code, res.output
+    assert seen == {"ids": ["a-one"], "model": "qwen", "base_url": "http://127.0.0.1:9/v1"}
+    data = json.loads((out / "qwen_127.0.0.1_9.json").read_text(encoding="utf-8"))
+    assert data["metrics"]["passed"] == passing
+    assert data["gate_passed"] is (code == 0)
+    assert "Gate" in (out / "qwen_127.0.0.1_9.md").read_text(encoding="utf-8")
+
+
+def test_eval_missing_dataset_is_an_input_error(tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["eval", "--dataset", str(tmp_path / "nope.yaml")])
+    assert res.exit_code == 2
+    assert "not found" in res.output
