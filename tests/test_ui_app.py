@@ -244,7 +244,7 @@ def test_upload_zip_extracts_privately_and_is_removed_on_close(settings, tmp_pat
     from advisor_chat.ui.app import build_app
 
     prof = _generate(tmp_path, "healthy", 2)
-    archive = tmp_path / "prof.zip"
+    archive = tmp_path / f"prof-{os.getpid()}-{id(tmp_path)}.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
         for f in prof.rglob("*"):
             if f.is_file():
@@ -262,6 +262,10 @@ def test_upload_zip_extracts_privately_and_is_removed_on_close(settings, tmp_pat
         assert len(extracted) == 1
         assert stat.S_IMODE(os.stat(extracted[0]).st_mode) == 0o700
         assert (extracted[0] / "prof").is_dir()
+        # Gradio's cached copy of the upload is deleted once extracted
+        from gradio.utils import get_upload_folder
+
+        assert list(Path(get_upload_folder()).rglob(archive.name)) == []
     finally:
         app.close()
     assert not root.exists()

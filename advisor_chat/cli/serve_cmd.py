@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ipaddress
+import os
+import shutil
+import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +21,10 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def serve_app(
@@ -44,15 +51,25 @@ def serve_app(
             "profiling folders on this machine through the path field. Prefer 127.0.0.1 with "
             "`ssh -L 7860:127.0.0.1:7860 host`."
         )
+    # Gradio keeps its own copy of each upload; keep those private (0700) and delete them on exit.
+    gradio_tmp = None
+    if not os.environ.get("GRADIO_TEMP_DIR"):
+        from advisor_chat.ui.uploads import private_dir
+
+        gradio_tmp = private_dir(settings.uploads_dir, prefix="gradio-")
+        os.environ["GRADIO_TEMP_DIR"] = str(gradio_tmp)
     app = build_app(settings, profile_path=path, baseline_path=baseline)
     console.print(
         f"advisor-chat on http://{host}:{port}/ (backend {settings.model}); Ctrl-C to stop",
         highlight=False,
     )
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it like Ctrl-C: uploads are removed
     try:
         launch(app, host=host, port=port, settings=settings, block=True)
     finally:
         app.close()
+        if gradio_tmp is not None:
+            shutil.rmtree(gradio_tmp, ignore_errors=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -75,7 +75,12 @@ def build_app(
     settings = settings or load_settings()
     ctl = UIController(settings, profile_path=profile_path, baseline_path=baseline_path)
 
-    with gr.Blocks(title="advisor-chat", analytics_enabled=False, fill_width=True) as app:
+    with gr.Blocks(
+        title="advisor-chat",
+        analytics_enabled=False,
+        fill_width=True,
+        delete_cache=(3600, 3600),  # Gradio's own copies of uploads: hourly sweep, and on close
+    ) as app:
         # Gradio deletes a session's state 1 h after its tab closed, or after SESSION_TTL_S without
         # updates; close_session then removes the session's upload folder.
         state = gr.State(None, time_to_live=SESSION_TTL_S, delete_callback=close_session)
@@ -199,6 +204,7 @@ def build_app(
         def on_upload(state_v: Any, file_path: str | None) -> list[Any]:
             s = _session(state_v)
             ctl.load_upload(s, file_path)
+            _drop_gradio_copy(file_path)
             return render_view(s)
 
         def on_demo(state_v: Any) -> list[Any]:
@@ -238,6 +244,18 @@ def build_app(
     app.close = close  # type: ignore[method-assign]
     app.advisor_controller = ctl  # type: ignore[attr-defined]
     return app
+
+
+def _drop_gradio_copy(file_path: str | None) -> None:
+    """Delete Gradio's cached copy of an uploaded zip once it has been extracted (never a user file)."""
+    if not file_path:
+        return
+    from gradio.utils import get_upload_folder
+
+    path = Path(file_path).resolve()
+    cache = Path(get_upload_folder()).resolve()
+    if path.is_file() and cache in path.parents:
+        path.unlink(missing_ok=True)
 
 
 def launch(
