@@ -59,7 +59,8 @@ def _series(profile: Profile) -> tuple[pd.DataFrame, str]:
         df = st[["rank", "step", "step_us"]].copy()
         df["own_us"] = st["computing_us"] + st["free_us"]
         df = df.dropna(subset=["rank", "step", "step_us"])
-        df = df[df["step"] != -1]
+        if (df["step"] != -1).any():
+            df = df[df["step"] != -1]
         if not df.empty:
             agg = df.groupby(["rank", "step"], as_index=False)[["step_us", "own_us"]].sum(
                 min_count=1

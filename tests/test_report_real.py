@@ -1,0 +1,108 @@
+"""My analyzers and the report on the real samples, checked against the files read independently."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from advisor_chat.analyzers.compare_ops import CompareOpsParams, compare_ops
+from advisor_chat.analyzers.host_dispatch import HostDispatchParams, host_dispatch
+from advisor_chat.analyzers.step_trend import StepTrendParams, step_trend
+from advisor_chat.ingest import load_profile
+from advisor_chat.reporting import render_html, render_markdown, run_report, to_json
+
+COMM = {"HCCL", "COMMUNICATION"}
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="module")
+def text_profile(real_samples: Path):
+    return load_profile(real_samples / "pt-text-level1-2rank")
+
+
+@pytest.fixture(scope="module")
+def db_profile(real_samples: Path):
+    return load_profile(real_samples / "pt-db-level1-2rank")
+
+
+def test_text_sample_numbers_match_files(text_profile, real_samples: Path) -> None:
+    out = real_samples / "pt-text-level1-2rank" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    rows = [r for r in _csv(out / "kernel_details.csv") if r["Accelerator Core"] not in COMM]
+    step = _csv(out / "step_trace_time.csv")[0]
+
+    res = compare_ops(text_profile, CompareOpsParams(rank_a=0, rank_b=1, by="type"))
+    bt = res.tables["by_type"].set_index("op_type")
+    by_type: dict[str, list[float]] = {}
+    for r in rows:
+        by_type.setdefault(r["Type"], []).append(float(r["Duration(us)"]))
+    for op_type, durs in by_type.items():
+        assert bt.loc[op_type, "count_a"] == len(durs)
+        assert bt.loc[op_type, "total_us_a"] == pytest.approx(sum(durs), rel=1e-9)
+
+    hd = host_dispatch(text_profile, HostDispatchParams()).table.set_index("rank")
+    tiny = sum(1 for r in rows if float(r["Duration(us)"]) < 10.0) / len(rows)
+    assert hd.loc[0, "tiny_kernel_count_ratio"] == pytest.approx(tiny)
+    assert hd.loc[0, "free_us"] == pytest.approx(float(step["Free"]))
+    # device idle between consecutive kernels, recomputed here from the csv, and Free agree
+    spans = sorted(
+        (
+            float(r["Start Time(us)"].strip()),
+            float(r["Start Time(us)"].strip()) + float(r["Duration(us)"]),
+        )
+        for r in _csv(out / "kernel_details.csv")
+    )
+    idle, end = 0.0, spans[0][1]
+    for s, e in spans[1:]:
+        idle += max(0.0, s - end)
+        end = max(end, e)
+    assert hd.loc[0, "device_idle_us_per_step"] == pytest.approx(idle, rel=1e-6)
+    assert idle == pytest.approx(float(step["Free"]), rel=0.01)
+    assert hd.loc[0, "launch_count"] > 0
+
+    tr = step_trend(text_profile, StepTrendParams())
+    assert not tr.findings and any("not enough steps" in n for n in tr.notes)
+
+
+def test_db_sample_numbers_match_sqlite(db_profile, real_samples: Path, tmp_path: Path) -> None:
+    src = real_samples / "pt-db-level1-2rank" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    for f in src.glob("ascend_pytorch_profiler_0.db*"):
+        shutil.copy(f, tmp_path / f.name)  # never touch the user's data (WAL files)
+    con = sqlite3.connect(tmp_path / "ascend_pytorch_profiler_0.db")
+    durs = [
+        (e - s) / 1000.0
+        for s, e in con.execute(
+            "SELECT t.startNs, t.endNs FROM TASK t JOIN COMPUTE_TASK_INFO c ON t.globalTaskId = c.globalTaskId"
+        )
+    ]
+    con.close()
+    hd = host_dispatch(db_profile, HostDispatchParams()).table.set_index("rank")
+    assert hd.loc[0, "tiny_kernel_count_ratio"] == pytest.approx(
+        sum(d < 10 for d in durs) / len(durs)
+    )
+    res = compare_ops(db_profile, CompareOpsParams(rank_a=0, rank_b=1))
+    assert int(res.tables["by_type"]["count_a"].sum()) == len(durs)
+    assert res.metrics["compute_us_a"] == pytest.approx(sum(durs), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "name", ["pt-text-level1-2rank", "pt-db-level1-2rank", "cluster-16rank-pp2", "cluster-8rank"]
+)
+def test_report_runs_on_real_samples(real_samples: Path, name: str) -> None:
+    prof = load_profile(real_samples / name)
+    rep = run_report(prof, strict=True)
+    assert not [r for r in rep.runs if r.status == "error"]
+    assert render_markdown(rep) and render_html(rep)
+    data = to_json(rep)
+    assert data["profile"]["ranks"] == prof.ranks
+    if name.startswith("cluster"):
+        # no kernels / launches in cluster output: say which data is missing
+        assert any(n.startswith("[compare_ops] not enough signal") for n in rep.notes)
+        assert any("[host_dispatch]" in n and "trace_view" in n for n in rep.notes)
