@@ -122,7 +122,7 @@ class Expect(BaseModel):
             return []
         if isinstance(v, str | int | float):
             v = [v]
-        out = []
+        out: list[Any] = []
         for x in v:
             if isinstance(x, str):
                 out.append({"ref": x})

@@ -715,7 +715,12 @@ def run_eval(
             progress(tr)
 
     for item in items:
-        base = {"item_id": item.id, "lang": item.lang, "tags": item.tags, "dataset": item.dataset}
+        base: dict[str, Any] = {
+            "item_id": item.id,
+            "lang": item.lang,
+            "tags": item.tags,
+            "dataset": item.dataset,
+        }
         if item.real is not None and real_root is None:
             for i, turn in enumerate(item.turns):
                 emit(
