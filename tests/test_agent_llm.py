@@ -288,3 +288,26 @@ def test_chat_openai_over_the_wire(fake_server: str, monkeypatch: pytest.MonkeyP
     assert rank_schema["function"]["parameters"]["properties"]["rank"]["maximum"] == 3
     assert reqs[0]["max_tokens"] == MAX_TOKENS and reqs[0]["model"] == "fake-model"
     assert "<<<DATA explain_rank(rank=3)" in reqs[1]["messages"][-1]["content"]
+
+
+def test_unreachable_endpoint_is_a_config_error() -> None:
+    import socket
+
+    with socket.socket() as s:  # a free local port with nobody listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    adv = Advisor(
+        tiny_profile(),
+        settings=Settings(model="m", base_url=f"http://127.0.0.1:{port}/v1", timeout_s=5),
+        registry=tiny_registry(),
+        case_search=fake_case_search,
+    )
+    with pytest.raises(ConfigError, match="cannot get an answer from the model endpoint"):
+        adv.ask("why is rank 3 slow?")
+
+
+def test_model_that_never_stops_calling_tools_gets_an_honest_answer() -> None:
+    loop = [tool_call("slow_rank", {}, f"c{i}") for i in range(40)]
+    ans = _advisor(scripted(loop)).ask("which rank is slow?")
+    assert ans.answer.startswith("The model did not finish within the tool-call limit")
+    assert ans.tool_calls and all(c.name == "slow_rank" for c in ans.tool_calls)

@@ -40,10 +40,14 @@ from advisor_chat.agent.planner import (
 )
 from advisor_chat.analyzers.base import AnalyzerSpec, Finding
 from advisor_chat.config import Settings, load_settings
+from advisor_chat.errors import ConfigError
 from advisor_chat.ingest.profile import Profile
 from advisor_chat.kb.types import CaseHit
 from advisor_chat.tools.core import CaseSearch, ToolOutput, ToolSession, build_tools
 from advisor_chat.tools.store import TableStore
+
+RECURSION_LIMIT = 24
+"""LangGraph steps per question (a model call and a tool round are one step each)."""
 
 
 class Advisor:
@@ -260,27 +264,56 @@ class Advisor:
         new: list[Any] = [HumanMessage(question)]
         final = ""
         names: dict[str, str] = {}
-        for chunk in agent.stream({"messages": [*self._history, *new]}, stream_mode="updates"):
-            for _node, upd in (chunk or {}).items():
-                for m in (upd or {}).get("messages", []) if isinstance(upd, dict) else []:
-                    new.append(m)
-                    if isinstance(m, AIMessage) and m.tool_calls:
-                        for tc in m.tool_calls:
-                            names[tc.get("id") or ""] = tc["name"]
-                            yield ToolCallEvent(
-                                id=tc.get("id") or "", name=tc["name"], args=tc.get("args") or {}
+        from langgraph.errors import GraphRecursionError
+
+        try:
+            for chunk in agent.stream(
+                {"messages": [*self._history, *new]},
+                {"recursion_limit": RECURSION_LIMIT},
+                stream_mode="updates",
+            ):
+                for _node, upd in (chunk or {}).items():
+                    for m in (upd or {}).get("messages", []) if isinstance(upd, dict) else []:
+                        new.append(m)
+                        if isinstance(m, AIMessage) and m.tool_calls:
+                            for tc in m.tool_calls:
+                                names[tc.get("id") or ""] = tc["name"]
+                                yield ToolCallEvent(
+                                    id=tc.get("id") or "",
+                                    name=tc["name"],
+                                    args=tc.get("args") or {},
+                                )
+                        elif isinstance(m, ToolMessage):
+                            yield ToolResultEvent(
+                                id=m.tool_call_id,
+                                name=names.get(m.tool_call_id, m.name or ""),
+                                summary=_content(m),
+                                error=_content(m) if m.status == "error" else None,
                             )
-                    elif isinstance(m, ToolMessage):
-                        yield ToolResultEvent(
-                            id=m.tool_call_id,
-                            name=names.get(m.tool_call_id, m.name or ""),
-                            summary=_content(m),
-                            error=_content(m) if m.status == "error" else None,
-                        )
-                    elif isinstance(m, AIMessage):
-                        final = _content(m)
-                        if final:
-                            yield TextEvent(text=final)
+                        elif isinstance(m, AIMessage):
+                            final = _content(m)
+                            if final:
+                                yield TextEvent(text=final)
+        except GraphRecursionError:
+            final = (
+                "模型在工具调用次数上限内没有给出答案。请换一种问法，或使用 --model offline。"
+                if detect_language(question) == "zh"
+                else "The model did not finish within the tool-call limit. Rephrase the question "
+                "or use --model offline."
+            )
+            yield TextEvent(text=final)
+        except Exception as exc:
+            import openai
+
+            if not isinstance(exc, openai.OpenAIError) and type(exc).__module__.split(".")[
+                0
+            ] not in ("httpx", "httpcore", "langchain_openai"):
+                raise
+            raise ConfigError(
+                f"cannot get an answer from the model endpoint "
+                f"{self.settings.base_url or 'api.openai.com'} ({type(exc).__name__}: {exc}); "
+                "check --base-url, --model and the API key variable, or use --model offline"
+            ) from exc
         self._history.extend(new)
         outputs = list(self.session.calls[start:])
         findings_all = [f for o in outputs for f in o.findings]
