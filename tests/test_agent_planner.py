@@ -55,6 +55,16 @@ def _adv(profile=None) -> Advisor:
         ("为什么通信占了这么多 step 时间？", "communication", ()),
         ("is the all-reduce overlapped with compute?", "communication", ()),
         ("why is rank 4 communication so long?", "explain_rank", (4,)),
+        ("Is the step time getting worse during the run?", "step_trend", ()),
+        (
+            "Every rank has about the same step time. Is one of them actually slower?",
+            "which_slow_rank",
+            (),
+        ),
+        ("Which ranks have pipeline bubbles, and how large are they?", "pipeline_bubble", ()),
+        ("哪些卡有流水线空泡（Bubble），有多大？", "pipeline_bubble", ()),
+        ("What is the peak device memory on rank 0?", "memory", (0,)),
+        ("0号卡的显存峰值是多少？", "memory", (0,)),
         ("summarize the problems", "summarize", ()),
         ("Is there any performance problem in this job?", "summarize", ()),
         ("这个任务有性能问题吗？", "summarize", ()),
@@ -90,6 +100,8 @@ def test_follow_ups_reuse_the_last_intent() -> None:
     ):
         q = parse_question(text, previous=first)
         assert (q.intent, q.ranks, q.follow_up) == ("explain_rank", (rank,), True), text
+    pronoun = parse_question("Show me its host launch delays (p50 and p90).", previous=first)
+    assert (pronoun.intent, pronoun.ranks) == ("host_dispatch", (12,))
     link = parse_question("which link is slow?")
     q = parse_question("and RDMA?", previous=link)
     assert (q.intent, q.transports) == ("slow_link", ("RDMA",))
@@ -268,9 +280,30 @@ def test_pick_cases_prefers_cases_matching_most_measured_symptoms() -> None:
 def test_missing_communication_data_is_not_enough_signal() -> None:
     # the tiny profile has no communication tables (like a Level0 collection)
     en = _adv().ask("Is there a slow link in this cluster?")
-    assert en.answer.startswith("Not enough signal to answer: this profile has no communication data")
+    assert en.answer.startswith(
+        "Not enough signal to answer: this profile has no communication data"
+    )
     assert "Level1" in en.answer and "communication_matrix.json" in en.answer
     assert [c.name for c in en.tool_calls] == []  # tiny registry has no data_quality tool
     zh = _adv().ask("集群里有没有慢链路？")
     assert zh.answer.startswith("没有足够的信息回答") and "通信数据" in zh.answer
     assert _adv().ask("should I enable mc2?").answer.startswith("Not enough signal")
+
+
+def test_missing_host_launch_memory_data_and_single_rank() -> None:
+    adv = _adv()
+    adv.ask("why is rank 3 slow?")
+    ans = adv.ask("Show me its host launch delays (p50 and p90).")
+    assert ans.answer.startswith(
+        "Not enough signal to answer: this profile has no host launch data"
+    )
+    assert "trace_view.json" in ans.answer and "HostToDevice" in ans.answer
+    mem = _adv().ask("0号卡的显存峰值是多少？有没有内存碎片？")
+    assert mem.answer.startswith("没有足够的信息回答") and "memory_record.csv" in mem.answer
+    p = tiny_profile()
+    for name in ("step_trace", "kernels"):
+        p.tables[name] = p.tables[name][p.tables[name]["rank"] == 0]
+    one = _adv(p).ask("which rank is slow?")
+    assert one.answer.startswith("Not enough signal to answer") and "one rank only" in one.answer
+    for a in (ans, mem, one):
+        _all_numbers_grounded(a)

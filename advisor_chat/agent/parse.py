@@ -26,6 +26,9 @@ INTENTS = (
     "mc2",
     "hccl_timeout",
     "step_trend",
+    "pipeline_bubble",
+    "host_dispatch",
+    "memory",
     "data_quality",
     "summarize",
     "help",
@@ -146,6 +149,21 @@ _RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
         ("算子", "对比", "比较"),
     ),
     (
+        "memory",
+        (r"\bmemory\b", r"\bfragmentation\b", r"\bOOM\b", r"out of memory", r"\bhbm\b"),
+        ("显存", "内存", "碎片"),
+    ),
+    (
+        "pipeline_bubble",
+        (r"\bbubbles?\b", r"pipeline[- ]parallel wait"),
+        ("空泡", "气泡", "bubble"),
+    ),
+    (
+        "host_dispatch",
+        (r"launch delay", r"dispatch delay", r"host launch", r"hosttodevice", r"\bp50\b|\bp90\b"),
+        ("下发时延", "下发延迟", "下发耗时"),
+    ),
+    (
         "step_trend",
         (
             r"\btrend",
@@ -156,8 +174,11 @@ _RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
             r"slower and slower",
             r"step time (grow|increas|vary|varies)",
             r"fluctuat",
+            r"getting worse",
+            r"during the run",
+            r"worse over",
         ),
-        ("趋势", "劣化", "抖动", "越来越慢", "波动", "逐渐变慢"),
+        ("趋势", "劣化", "抖动", "越来越慢", "波动", "逐渐变慢", "越来越差", "变差"),
     ),
     (
         "which_slow_rank",
@@ -166,6 +187,9 @@ _RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
             r"slow(est)? (rank|card|node)",
             r"straggler",
             r"who is slow",
+            r"one of them .*slow",
+            r"(any|one|a) (rank|card|device)s? .*slow",
+            r"actually slow",
         ),
         ("哪张卡", "哪个卡", "哪块卡", "哪个rank", "哪个 rank", "慢卡", "慢节点", "哪一张"),
     ),
@@ -247,6 +271,7 @@ _RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 _FOLLOW_UP = (
     re.compile(r"^\s*(and|what about|how about|and what about|same for|now)\b", re.I),
     re.compile(r"^\s*(那|那么)?.{0,12}(呢|如何)[？?]?\s*$"),
+    re.compile(r"\b(its|that rank|this rank|the same rank)\b|^\s*它|它的", re.I),
 )
 
 
@@ -335,6 +360,8 @@ def parse_question(
             )
     if intent == "which_slow_rank" and len(ranks) == 1:
         intent = "explain_rank"
+    if intent == "which_slow_rank" and len(ranks) >= 2:
+        intent = "compare_ops"
     if intent in ("bottleneck", "communication") and len(ranks) == 1:
         intent = "explain_rank"
     if intent == "explain_rank" and len(ranks) >= 2:

@@ -247,7 +247,15 @@ class Planner:
         if it == "hccl_timeout":
             return [("env_check", {}), ("slow_rank", {})]
         if it == "step_trend":
-            return [("step_trend", {"rank": rank})]
+            return [("step_trend", {"rank": rank})] + (
+                [("explain_rank", {"rank": rank})] if rank is not None else []
+            )
+        if it == "pipeline_bubble":
+            return [("cluster_breakdown", {"step": step})]
+        if it == "host_dispatch":
+            return [("host_dispatch", {"rank": rank})]
+        if it == "memory":
+            return [("env_check", {}), ("data_quality", {})]
         if it == "data_quality":
             return [("data_quality", {})]
         if it == "summarize":
@@ -301,6 +309,12 @@ class Planner:
             ):
                 # bad rank/step: stop and report the valid values.
                 return PlanResult(self._bad_args(q, out), outputs=outputs)
+        if q.intent == "explain_rank" and q.ranks:
+            own_cat = _category(
+                [f for o in outputs if o.name == "explain_rank" for f in o.findings]
+            )
+            if own_cat == "compute":  # operator-level evidence for a compute straggler
+                self.call("compare_ops", {"rank_b": q.ranks[0]}, outputs)
         if q.intent in ("which_slow_rank", "summarize"):
             slow = _slow_ranks(outputs)
             if slow:
@@ -365,7 +379,11 @@ class Planner:
                 f for f in explain if f.kind.value == "slow_rank" and f.severity.value == "info"
             ]
             own = [f for f in explain if f not in not_slow] + [
-                f for o in by_tool.get("host_dispatch", []) for f in o.findings if rank in f.ranks
+                f
+                for name in ("compare_ops", "host_dispatch")
+                for o in by_tool.get(name, [])
+                for f in o.findings
+                if rank in f.ranks and f.kind.value != "data_quality"
             ]
             waits = [
                 f
@@ -463,7 +481,10 @@ class Planner:
                 "mc2": ("communication",),
                 "communication": ("cluster_breakdown", "communication"),
                 "hccl_timeout": ("env_check", "slow_rank"),
-                "step_trend": ("step_trend",),
+                "step_trend": ("step_trend", "explain_rank"),
+                "pipeline_bubble": ("cluster_breakdown",),
+                "host_dispatch": ("host_dispatch",),
+                "memory": ("env_check", "data_quality"),
                 "data_quality": ("data_quality",),
                 "summarize": tuple(by_tool),
             }.get(q.intent, tuple(by_tool))
@@ -475,6 +496,14 @@ class Planner:
                 "summarize": ["rank_breakdown"],
             }.get(q.intent, [])
             found = [f for name in main for o in by_tool.get(name, []) for f in o.findings]
+            if q.intent == "pipeline_bubble":
+                found = [f for f in found if "pipeline_bubble" in f.symptom_tags]
+            if q.intent == "memory":
+                found = [
+                    f
+                    for f in found
+                    if {"memory_fragmentation", "profiler_overhead"} & set(f.symptom_tags)
+                ]
             if q.intent == "hccl_timeout":
                 risk = [
                     f
@@ -622,6 +651,9 @@ def _lead(intent: str, zh: bool) -> str:
         ),
         "hccl_timeout": ("HCCL timeout and wait findings:", "HCCL 超时与等待相关的发现："),
         "communication": ("What the communication analysis found:", "通信分析的发现："),
+        "pipeline_bubble": ("Pipeline bubbles:", "流水线空泡（Bubble）："),
+        "host_dispatch": ("Host dispatch (launch delays):", "host 下发（下发时延）："),
+        "memory": ("Memory:", "内存："),
         "step_trend": ("Step time over the run:", "step 耗时趋势："),
         "data_quality": ("Data quality:", "数据质量："),
         "summarize": ("The main problems, most important first:", "主要问题（按重要性排序）："),
@@ -640,8 +672,29 @@ _COMM_MISSING = (
 def _missing_data(intent: str, session: ToolSession) -> tuple[str, str, str, str] | None:
     """(what is missing en/zh, what would decide en/zh) when the profile cannot answer ``intent``."""
     p = session.profile
+    if intent in ("slow_link", "which_slow_rank", "compare_ops") and len(session.ranks) == 1:
+        return (
+            "second rank to compare with: it holds data for one rank only",
+            "可对比的其他卡：只有一张卡的数据",
+            "profiling data of all ranks of the job (each rank's *_ascend_pt folder)",
+            "作业所有卡的 profiling 数据（每张卡的 *_ascend_pt 目录）",
+        )
     if intent == "slow_link" and not (p.has("comm_matrix") or p.has("comm_bandwidth")):
         return _COMM_MISSING
+    if intent == "host_dispatch" and not p.has("host_dispatch"):
+        return (
+            "host launch data (HostToDevice flows)",
+            "host 下发数据（HostToDevice 连线）",
+            "trace_view.json with HostToDevice flows, or ascend_pytorch_profiler_{rank}.db",
+            "包含 HostToDevice 连线的 trace_view.json，或 ascend_pytorch_profiler_{rank}.db",
+        )
+    if intent == "memory" and not p.has("memory"):
+        return (
+            "memory data (memory_record.csv / operator_memory.csv)",
+            "内存数据（memory_record.csv / operator_memory.csv）",
+            "memory data: collect with profile_memory=True so that memory_record.csv and operator_memory.csv are written",
+            "显存数据：采集时设置 profile_memory=True，生成 memory_record.csv 和 operator_memory.csv",
+        )
     if intent in ("mc2", "communication") and not p.has("comm_ops"):
         return _COMM_MISSING
     return None
