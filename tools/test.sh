@@ -7,9 +7,16 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then "$PY" -m venv .venv; fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
-if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  echo "installing chromium and CJK fonts for the browser tests (apt-get)"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk fonts-noto-color-emoji >/dev/null
+# System packages for the browser tests: Debian's chromium (Playwright drives it; no browser download)
+# and CJK/emoji fonts so Chinese answers render in screenshots.
+APT_PKGS="chromium fonts-noto-cjk fonts-noto-color-emoji"
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  missing=""
+  for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+  if [ -n "$missing" ]; then
+    echo "installing for the browser tests (apt-get):$missing"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+  fi
 fi
 .venv/bin/ruff check advisor_chat tests tools evals
 .venv/bin/python -m pytest "$@"
