@@ -15,14 +15,14 @@ GATE = 0.9
 # Failing items measured on the offline backend (see evals/reports/offline.md and the eval engineer's
 # report); the gate is xfail (non-strict) until the agent/analyzers fix them. Do not weaken the items.
 KNOWN_FAILURES = (
-    "rank12-why-en#0 rank12-why-zh#0 rank12-which-en (cases: host-dispatch-bound not cited); "
-    "matmul-why-en/zh#0 (shape not named; matmul-shape-regression not cited); "
-    "commbound-en#0, commbound-zh#1 (no tool called); cann-diff-en/zh#0 (verdict); "
-    "dataloader-en/zh#1 (follow-up 'which steps' not understood); degradation-en#0,#1, "
-    "degradation-zh#1; straggler-en; healthy-en/zh ('is there a problem' not understood); "
-    "pp2-bubbles-en/zh, pp2-free-en/zh (cluster output questions); c8-slow-en/zh#1 (follow-up ignored); "
-    "c8-launch-zh; pt2-topop-en/zh; nocomm-link-en/zh, notrace-dispatch-en/zh#1, memory-en/zh "
-    "(no honest refusal naming the data); norank-en/zh (ungrounded rank count)"
+    "measured 2026-11-29 16:55 UTC, 48/70 = 68.6%: "
+    "matmul-why-en/zh#0 (shape not named, matmul-shape-regression not cited); "
+    "dataloader-en/zh#1 (follow-up 'which steps' not understood); "
+    "degradation-en#0 and straggler-en (question not understood: fallback help text); "
+    "degradation-en/zh#1 (explain_rank not called); "
+    "pp2-bubbles-en/zh, pp2-free-en/zh (msprof-analyze cluster output: bubbles / max-Free rank not reported); "
+    "c8-slow-en/zh#1 ('and rank 5?' repeats the previous answer); pt2-topop-en/zh (top operator type); "
+    "onerank-link-en/zh, notrace-dispatch-en/zh#1, memory-en/zh (no honest refusal naming the data)"
 )
 
 
