@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor_chat.config import Settings, load_settings
-from advisor_chat.kb.cases import REQUIRED_SECTIONS, Case, knowledge_dir, load_cases
+from advisor_chat.kb.cases import Case, knowledge_dir, load_cases
 from advisor_chat.offline import ensure_offline_env
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 COLLECTION = "advisor_cases"
 #: Bump when the chunking changes, so existing indexes are rebuilt.
-CHUNK_SCHEMA = "2"
+CHUNK_SCHEMA = "4"
 
 
 def embedding_model_id() -> str:
@@ -185,12 +185,19 @@ class Chunk:
     text: str
 
 
+#: Sections embedded for vector search (the others are searched lexically only, to keep builds fast).
+EMBEDDED_SECTIONS: tuple[str, ...] = ("Symptoms", "中文摘要")
+#: Characters kept per embedded chunk (e5-small reads at most 512 tokens; shorter is faster).
+MAX_CHUNK_CHARS = 500
+
+
 def chunk_case(case: Case) -> list[Chunk]:
     """Split a case into embeddable chunks.
 
-    Chunk 0 is a header (titles in both languages, tags with their English/Chinese descriptions and
-    remedies); then one chunk per ``## `` section, each prefixed with the case titles so a section
-    alone still says which case it belongs to.
+    Chunk 0 is a header (titles in both languages and the tags' English/Chinese descriptions); then
+    one chunk per section in :data:`EMBEDDED_SECTIONS`, each prefixed with the case title (Chinese
+    title for the Chinese summary) so a section alone still says which case it belongs to. Chunks are
+    cut to :data:`MAX_CHUNK_CHARS`.
     """
     from advisor_chat.symptoms import SYMPTOM_TAGS
 
@@ -199,18 +206,14 @@ def chunk_case(case: Case) -> list[Chunk]:
         for t in case.symptom_tags
         if t in SYMPTOM_TAGS
     )
-    header = f"{case.title}\n{case.title_zh}\nSymptoms: {tag_text}\nRemedies: " + "; ".join(
-        case.remedies
-    )
-    chunks = [Chunk(f"{case.id}#0", case.id, "summary", header)]
-    order = [s for s in REQUIRED_SECTIONS if s in case.sections] + [
-        s for s in case.sections if s not in REQUIRED_SECTIONS
-    ]
-    for i, name in enumerate(order, start=1):
+    header = f"{case.title}\n{case.title_zh}\n{tag_text}"
+    chunks = [Chunk(f"{case.id}#0", case.id, "summary", header[:MAX_CHUNK_CHARS])]
+    for i, name in enumerate(EMBEDDED_SECTIONS, start=1):
+        if name not in case.sections:
+            continue
         title = case.title_zh if name == "中文摘要" else case.title
-        chunks.append(
-            Chunk(f"{case.id}#{i}", case.id, name, f"{title}\n{name}\n{case.sections[name]}")
-        )
+        text = f"{title}\n{case.sections[name]}"
+        chunks.append(Chunk(f"{case.id}#{i}", case.id, name, text[:MAX_CHUNK_CHARS]))
     return chunks
 
 
