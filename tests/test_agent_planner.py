@@ -307,3 +307,19 @@ def test_missing_host_launch_memory_data_and_single_rank() -> None:
     assert one.answer.startswith("Not enough signal to answer") and "one rank only" in one.answer
     for a in (ans, mem, one):
         _all_numbers_grounded(a)
+
+
+def test_broken_case_library_does_not_cost_the_diagnosis() -> None:
+    from advisor_chat.errors import InputError
+
+    def broken(*_a, **_k):
+        raise InputError("case file field 'applies_when' is invalid", path="knowledge/cases/x.md")
+
+    adv = Advisor(tiny_profile(), settings=Settings(), registry=tiny_registry(), case_search=broken)
+    ans = adv.ask("why is rank 3 slow?")
+    assert ans.answer.startswith("Rank 3 is slow mainly because of host-side dispatch")
+    assert ans.cases == []
+    search = next(c for c in ans.tool_calls if c.name == "search_cases")
+    assert search.error is not None and search.error.startswith("the case library is unavailable")
+    assert ans.suggestions  # fallback remedies tied to the finding
+    _all_numbers_grounded(ans)

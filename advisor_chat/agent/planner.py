@@ -504,6 +504,13 @@ class Planner:
                     for f in found
                     if {"memory_fragmentation", "profiler_overhead"} & set(f.symptom_tags)
                 ]
+                lines.append(
+                    "没有足够的信息回答显存峰值：目前没有分析内存数据（memory_record.csv / "
+                    "operator_memory.csv）的工具。"
+                    if zh
+                    else "Not enough signal to answer the peak-memory part: no tool analyzes the "
+                    "memory data (memory_record.csv / operator_memory.csv) yet."
+                )
             if q.intent == "hccl_timeout":
                 risk = [
                     f
@@ -568,7 +575,7 @@ class Planner:
                 lines.append(self._no_signal(q, outputs))
         # notes that say the data cannot decide
         for o in outputs:
-            if o.not_answerable and o.error:
+            if o.not_answerable and o.error and o.name != "search_cases":
                 lines.append(
                     f"没有足够的信息（{o.name}）：{self.quoter.quote(o.error)}"
                     if zh

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from advisor_chat.analyzers.base import REGISTRY, AnalyzerResult, AnalyzerSpec, Finding, load_all
 from advisor_chat.config import Settings
-from advisor_chat.errors import AdvisorError, NotAnswerableError, ToolArgumentError
+from advisor_chat.errors import AdvisorError, InputError, NotAnswerableError, ToolArgumentError
 from advisor_chat.ingest.profile import Profile
 from advisor_chat.kb.types import CaseHit
 from advisor_chat.symptoms import SYMPTOM_TAGS
@@ -421,7 +421,10 @@ class Tool:
             raise ToolArgumentError(
                 f"unknown symptom tag(s) {', '.join(bad)}; valid tags: {', '.join(SYMPTOM_TAGS)}"
             )
-        hits = self.session.search_cases(params.query, params.symptom_tags, params.k)
+        try:
+            hits = self.session.search_cases(params.query, params.symptom_tags, params.k)
+        except InputError as exc:  # a broken case file must not cost the diagnosis
+            raise NotAnswerableError(f"the case library is unavailable: {exc}") from exc
         lines = []
         for h in hits:
             lines.append(f"- case {h.id}: {clean_data(h.title, 120)} (source: {h.source})")
