@@ -100,6 +100,8 @@ def test_follow_ups_reuse_the_last_intent() -> None:
     ):
         q = parse_question(text, previous=first)
         assert (q.intent, q.ranks, q.follow_up) == ("explain_rank", (rank,), True), text
+    which = parse_question("Which rank is slow, and why?")
+    assert parse_question("and rank 5?", previous=which).intent == "explain_rank"
     pronoun = parse_question("Show me its host launch delays (p50 and p90).", previous=first)
     assert (pronoun.intent, pronoun.ranks) == ("host_dispatch", (12,))
     link = parse_question("which link is slow?")

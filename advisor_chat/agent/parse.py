@@ -349,9 +349,16 @@ def parse_question(
                 follow_up=True,
                 bare_numbers=bare,
             )
+            follow_intent = intent or previous.intent
+            if (
+                not intent
+                and len(ranks) == 1
+                and previous.intent in ("which_slow_rank", "bottleneck", "summarize")
+            ):
+                follow_intent = "explain_rank"  # "which rank is slow?" -> "and rank 5?"
             return replace(
                 base,
-                intent=intent or previous.intent,
+                intent=follow_intent,
                 ranks=tuple(ranks) or previous.ranks,
                 steps=tuple(steps) or (previous.steps if not ranks else ()),
                 groups=grp or previous.groups,
