@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ from advisor_chat.agent.answer import (
     AgentEvent,
     Answer,
     AnswerEvent,
+    Grounding,
     Suggestion,
     TextEvent,
     ToolCallEvent,
@@ -150,6 +152,18 @@ class Advisor:
         except Exception:  # warming is best effort; ask() reports real errors
             return
 
+    def close(self) -> None:
+        """Release backend resources (stops a local model server this process started)."""
+        from advisor_chat.agent.llm import close_backends
+
+        close_backends()
+
+    def __enter__(self) -> Advisor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def reset(self) -> None:
         """Forget the conversation (analyzer results stay cached)."""
         with self._lock:
@@ -216,7 +230,10 @@ class Advisor:
         language = "Chinese" if q.language == "zh" else "English"
         mode = "guarded-fallback"
         text = plan.text
+        draft: Grounding | None = None
+        usage: dict[str, float] = {}
         if q.intent not in ("help", "unsupported"):
+            t0 = time.perf_counter()
             try:
                 msg = model.invoke(
                     [
@@ -225,10 +242,12 @@ class Advisor:
                     ]
                 )
                 prose = _content(msg).strip()
+                usage = _usage(msg, time.perf_counter() - t0)
             except Exception:  # a broken local model must not lose the verified answer
                 prose = ""
             pool = pool_from_outputs(plan.outputs, [question])
             g = check_grounding(prose, pool)
+            draft = g
             template_nums = check_grounding(plan.text, pool).numbers_total
             if prose and not g.ungrounded and (g.numbers_total > 0 or template_nums == 0):
                 text, mode = prose, "guarded"
@@ -247,7 +266,7 @@ class Advisor:
                 mode=mode,
                 plots=plan.plots,
                 plot_ranks=plan.plot_ranks,
-            )
+            ).model_copy(update={"draft_grounding": draft, "model_usage": usage})
         )
 
     # -- LLM tool calling ------------------------------------------------------------------
@@ -261,6 +280,7 @@ class Advisor:
             system_prompt=SYSTEM_PROMPT,
         )
         start = len(self.session.calls)
+        t0 = time.perf_counter()
         new: list[Any] = [HumanMessage(question)]
         final = ""
         names: dict[str, str] = {}
@@ -341,7 +361,7 @@ class Advisor:
                 mode="tools",
                 plots=[],
                 plot_ranks=sorted({r for f in cited for r in f.ranks})[:8],
-            )
+            ).model_copy(update={"model_usage": _usage_sum(new, time.perf_counter() - t0)})
         )
 
     # -- common ------------------------------------------------------------------------------
@@ -380,6 +400,29 @@ class Advisor:
             mode=mode,
             intent=intent,
         )
+
+
+def _usage(msg: Any, seconds: float) -> dict[str, float]:
+    """Token counts of one model reply (``usage_metadata``) and its wall time."""
+    meta = getattr(msg, "usage_metadata", None) or {}
+    return {
+        "calls": 1.0,
+        "prompt_tokens": float(meta.get("input_tokens", 0) or 0),
+        "completion_tokens": float(meta.get("output_tokens", 0) or 0),
+        "model_s": seconds,
+    }
+
+
+def _usage_sum(messages: Sequence[Any], seconds: float) -> dict[str, float]:
+    """Token counts summed over the model replies of one turn, and the turn's wall time."""
+    out = {"calls": 0.0, "prompt_tokens": 0.0, "completion_tokens": 0.0, "model_s": seconds}
+    for m in messages:
+        meta = getattr(m, "usage_metadata", None)
+        if meta:
+            out["calls"] += 1
+            out["prompt_tokens"] += float(meta.get("input_tokens", 0) or 0)
+            out["completion_tokens"] += float(meta.get("output_tokens", 0) or 0)
+    return out
 
 
 def _content(msg: Any) -> str:

@@ -74,6 +74,15 @@ class Answer(BaseModel):
     backend: str = "offline"
     mode: str = Field("", description="e.g. 'guarded', 'guarded-fallback', 'free'")
     intent: str = Field("", description="What the planner understood, e.g. 'explain_rank'")
+    draft_grounding: Grounding | None = Field(
+        None,
+        description="Guarded mode: grounding check of the model's draft prose (before the "
+        "fallback decision); its ungrounded numbers are the ones the guard caught",
+    )
+    model_usage: dict[str, float] = Field(
+        default_factory=dict,
+        description="Model calls of this turn: calls, prompt_tokens, completion_tokens, model_s",
+    )
 
 
 class ToolCallEvent(BaseModel):
