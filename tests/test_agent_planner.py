@@ -65,6 +65,8 @@ def _adv(profile=None) -> Advisor:
         ("哪些卡有流水线空泡（Bubble），有多大？", "pipeline_bubble", ()),
         ("What is the peak device memory on rank 0?", "memory", (0,)),
         ("0号卡的显存峰值是多少？", "memory", (0,)),
+        ("Which steps are affected?", "step_trend", ()),
+        ("是哪几个 step？", "step_trend", ()),
         ("summarize the problems", "summarize", ()),
         ("Is there any performance problem in this job?", "summarize", ()),
         ("这个任务有性能问题吗？", "summarize", ()),

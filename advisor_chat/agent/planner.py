@@ -438,11 +438,16 @@ class Planner:
             slow = _slow_ranks(outputs)
             plots, plot_ranks = ["rank_breakdown"], slow
             if slow:
-                lines.append(
-                    f"慢卡是 {fmt_ranks(slow)}，其他卡在集合通信中等待它。"
-                    if zh
-                    else f"The slow rank is {fmt_ranks(slow)}; the other ranks wait for it at the collectives."
-                )
+                if zh:
+                    lines.append(f"慢卡是 {fmt_ranks(slow)}，其他卡在集合通信中等待它。")
+                elif len(slow) == 1:
+                    lines.append(
+                        f"The slow rank is {fmt_ranks(slow)}; the other ranks wait for it at the collectives."
+                    )
+                else:
+                    lines.append(
+                        f"The slow ranks are {fmt_ranks(slow)}; the other ranks wait for them at the collectives."
+                    )
                 for f in [f for o in by_tool.get("slow_rank", []) for f in o.findings][:2]:
                     add(f)
                 cat = _category([f for f in all_findings if slow[0] in f.ranks])
