@@ -64,8 +64,8 @@ def test_applies_when_conditions_parse_and_evaluate() -> None:
             parsed = parse_condition(cond)
             assert parsed.metric in cond
     c = get_case("host-dispatch-bound")
-    assert "free_share > 0.1" in c.matching_conditions({"free_share": 0.25})
-    assert c.matching_conditions({"free_share": 0.05}) == []
+    assert "mean_free_share > 0.1" in c.matching_conditions({"mean_free_share": 0.25})
+    assert c.matching_conditions({"mean_free_share": 0.05}) == []
     assert c.matching_conditions({}) == []
     with pytest.raises(ValueError, match="unit suffix"):
         parse_condition("free > 0.1")
@@ -93,7 +93,7 @@ GOOD = (CASES / "python-gc-pause.md").read_text(encoding="utf-8")
             lambda t: re.sub(r"title_zh: .*\n", "title_zh: only English here\n", t, count=1),
             "title_zh",
         ),
-        (lambda t: t.replace("gc_gap_max_us > 200000", "gc_gap_max > lots"), "applies_when"),
+        (lambda t: t.replace("gc_gap_us_per_step > 200000", "gc_gap > lots"), "applies_when"),
         (lambda t: t.replace("## Pitfalls", "## Caveats"), "sections"),
         (lambda t: t.replace("id: python-gc-pause", "id: python-gc"), "id"),
         (lambda t: t.replace("sources:\n", "sources: []\nold_sources:\n"), "sources"),

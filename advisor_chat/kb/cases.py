@@ -30,9 +30,10 @@ A case file is Markdown with YAML front matter::
 ``applies_when`` grammar (one condition per list item; the case applies when ANY condition holds)::
 
     condition := metric op number
-    metric    := snake_case name as analyzers emit it, unit-suffixed
+    metric    := snake_case name as analyzers emit it, containing a unit part
                  (``*_us``, ``*_ms``, ``*_s``, ``*_share``, ``*_ratio``, ``*_gbps``, ``*_mb``, ``*_count``,
-                 ``*_cv``, ``*_pct``, ``*_size``, ``*_level``, ``*_flag`` (0/1), ``*_gb``)
+                 ``*_cv``, ``*_pct``, ``*_size``, ``*_level``, ``*_flag`` (0/1), ``*_gb``, ``*_<unit>_per_step``,
+                 or a statistic after the unit: ``free_share_max``)
     op        := ">" | ">=" | "<" | "<=" | "==" | "!="
     number    := a decimal number, e.g. 0.1, 50, 1e3
 
@@ -81,7 +82,12 @@ METRIC_SUFFIXES: tuple[str, ...] = (
     "_level",
     "_flag",
     "_gb",
+    "_per_step",
 )
+
+#: Unit words; a metric name must contain one as a ``_``-separated part (``free_share_max``,
+#: ``aicpu_us_per_step``, ``launch_delay_p50_us``).
+UNIT_WORDS: frozenset[str] = frozenset(s.lstrip("_") for s in METRIC_SUFFIXES if s != "_per_step")
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -137,9 +143,10 @@ def parse_condition(text: str) -> Condition:
             f"condition {text!r} does not follow 'metric op number' (op one of > >= < <= == !=)"
         )
     metric = m["metric"]
-    if not metric.endswith(METRIC_SUFFIXES):
+    if not set(metric.split("_")) & UNIT_WORDS:
         raise ValueError(
-            f"metric {metric!r} in {text!r} has no unit suffix (one of {', '.join(METRIC_SUFFIXES)})"
+            f"metric {metric!r} in {text!r} has no unit suffix "
+            f"(a name part among {', '.join(sorted(UNIT_WORDS))})"
         )
     return Condition(metric=metric, op=m["op"], value=float(m["value"]))
 
