@@ -359,3 +359,24 @@ def test_smollm2_answers_why_rank_12_is_slow_grounded(
     assert ans.grounding.ungrounded == [], ans.grounding
     assert {c.name for c in ans.tool_calls} >= {"explain_rank"}
     assert any(12 in f.ranks for f in ans.findings)
+
+
+def test_tool_call_turn_is_sent_with_string_content() -> None:
+    """llama.cpp server rejects ``content: null`` on an assistant tool-call message (HTTP 500)."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    m = local.LlamaCppChatOpenAI(
+        model="smollm2", api_key="sk-local", base_url="http://127.0.0.1:9/v1"
+    )
+    call = {"name": "slow_rank", "args": {}, "id": "call_1", "type": "tool_call"}
+    payload = m._get_request_payload(
+        [
+            HumanMessage("which rank is slow?"),
+            AIMessage(content="", tool_calls=[call]),
+            ToolMessage("rank 12", tool_call_id="call_1"),
+        ]
+    )
+    msgs = payload["messages"]
+    assert msgs[1]["role"] == "assistant" and msgs[1]["tool_calls"][0]["id"] == "call_1"
+    assert all(isinstance(x["content"], str) for x in msgs), msgs
+    assert msgs[2]["content"] == "rank 12"

@@ -140,8 +140,12 @@ def make_chat_model(settings: Settings) -> Any:
     )
 
 
-def chat_openai(settings: Settings, name: str) -> Any:
-    """``ChatOpenAI`` for an OpenAI-compatible endpoint (key from ``settings.api_key_env``)."""
+def chat_openai(settings: Settings, name: str, *, cls: Any = None) -> Any:
+    """``ChatOpenAI`` for an OpenAI-compatible endpoint (key from ``settings.api_key_env``).
+
+    ``cls`` is an optional ``ChatOpenAI`` subclass (the local backend adapts requests to
+    llama.cpp server with one).
+    """
     from langchain_openai import ChatOpenAI
 
     key = os.environ.get(settings.api_key_env or "OPENAI_API_KEY") or ""
@@ -163,4 +167,4 @@ def chat_openai(settings: Settings, name: str) -> Any:
     }
     if settings.base_url:
         kwargs["base_url"] = settings.base_url
-    return ChatOpenAI(**kwargs)
+    return (cls or ChatOpenAI)(**kwargs)

@@ -24,7 +24,7 @@ reused by every later Advisor with the same model file, stopped by :func:`stop_s
 (``Advisor.close()`` calls it through the close hooks of :mod:`advisor_chat.agent.llm`) and at
 interpreter exit. Its log goes to ``$ADVISOR_HOME/logs/local-model-server.log``.
 
-Environment knobs (all optional): ``ADVISOR_LOCAL_MAX_TOKENS`` (completion cap, default 256),
+Environment knobs (all optional): ``ADVISOR_LOCAL_MAX_TOKENS`` (completion cap, default 192),
 ``ADVISOR_LOCAL_N_CTX`` (context, default 8192), ``ADVISOR_LOCAL_THREADS`` (default: CPUs),
 ``ADVISOR_LOCAL_START_TIMEOUT_S`` (readiness poll, default 180), ``ADVISOR_LOCAL_CHAT_FORMAT``
 (default ``chatml-function-calling``; SmolLM2's own template is ChatML).
@@ -48,6 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from langchain_openai import ChatOpenAI
+
 from advisor_chat.agent.llm import CLOSE_HOOKS, chat_openai, register_chat_model
 from advisor_chat.config import Settings
 from advisor_chat.errors import ConfigError
@@ -62,7 +64,7 @@ INSTALL_HINT = (
     "an illegal-instruction crash on CPUs whose native build uses AMX)"
 )
 
-DEFAULT_MAX_TOKENS = 256
+DEFAULT_MAX_TOKENS = 192
 DEFAULT_N_CTX = 8192
 DEFAULT_START_TIMEOUT_S = 180.0
 DEFAULT_CHAT_FORMAT = "chatml-function-calling"
@@ -383,10 +385,29 @@ atexit.register(stop_server)
 CLOSE_HOOKS.append(stop_server)
 
 
+class LlamaCppChatOpenAI(ChatOpenAI):
+    """``ChatOpenAI`` adapted to llama.cpp server's request validation.
+
+    llama-cpp-python 0.3.x requires ``content`` to be a string on assistant messages, but
+    OpenAI clients send ``content: null`` on an assistant message that only calls tools; the
+    server then answers 500 on the turn after the first tool call. Null contents are sent as
+    ``""``; everything else is unchanged.
+    """
+
+    def _get_request_payload(
+        self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = super()._get_request_payload(input_, stop=stop, **kwargs)
+        for msg in payload.get("messages", []):
+            if isinstance(msg, dict) and msg.get("content") is None:
+                msg["content"] = ""
+        return payload
+
+
 def make_local_chat_model(settings: Settings, *, command: CommandBuilder | None = None) -> Any:
     """``ChatOpenAI`` against the managed llama.cpp server for ``settings.model``.
 
-    The completion cap is ``ADVISOR_LOCAL_MAX_TOKENS`` (default 256) sent as ``max_tokens`` in
+    The completion cap is ``ADVISOR_LOCAL_MAX_TOKENS`` (default 192) sent as ``max_tokens`` in
     the request body (llama.cpp server ignores ``max_completion_tokens``), and
     ``tool_choice="auto"`` is sent so a request with tools lets the model choose between a
     message and a tool call.
@@ -399,7 +420,7 @@ def make_local_chat_model(settings: Settings, *, command: CommandBuilder | None 
     spec = resolve_spec(settings.model)
     srv = ensure_server(spec, settings, command=command)
     local = settings.model_copy(update={"base_url": srv.base_url})
-    model = chat_openai(local, spec.alias)
+    model = chat_openai(local, spec.alias, cls=LlamaCppChatOpenAI)
     max_tokens = _env_int("ADVISOR_LOCAL_MAX_TOKENS", DEFAULT_MAX_TOKENS)
     model.extra_body = {**(model.extra_body or {}), "max_tokens": max_tokens, "tool_choice": "auto"}
     return model

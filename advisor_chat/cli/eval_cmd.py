@@ -55,16 +55,29 @@ def register(app: typer.Typer) -> None:
         home: Annotated[
             Path | None, typer.Option("--home", help="User data folder (ADVISOR_HOME).")
         ] = None,
+        guarded: Annotated[
+            bool | None,
+            typer.Option(
+                "--guarded/--no-guarded",
+                help="Guarded mode (default: on for smollm2/gguf:); names the report <model>-guarded/-free.",
+            ),
+        ] = None,
+        limit: Annotated[
+            int | None,
+            typer.Option("--limit", min=1, help="Run only the first N items (after --only)."),
+        ] = None,
     ) -> None:
         """Run the eval questions on a backend; exit 1 when the pass rate is under --gate."""
         from advisor_chat.config import load_settings
         from advisor_chat.evals.dataset import load_dataset
         from advisor_chat.evals.runner import TurnResult, run_eval
 
-        settings = load_settings(model=model, base_url=base_url, home=home)
+        settings = load_settings(model=model, base_url=base_url, home=home, guarded=guarded)
         items = load_dataset(dataset or None)
         if only:
             items = [i for i in items if any(o in i.id for o in only)]
+        if limit is not None:
+            items = items[:limit]
         done = [0]
         total = sum(len(i.turns) for i in items)
 

@@ -461,6 +461,7 @@ def aggregate(turns: Sequence[TurnResult]) -> dict[str, Any]:
         ungrounded += t.score.ungrounded
     lat = [t.latency_ms for t in run if t.latency_ms is not None]
     passed = sum(t.passed for t in run)
+    model = _model_stats(run)
     return {
         "turns": len(run),
         "passed": passed,
@@ -483,6 +484,46 @@ def aggregate(turns: Sequence[TurnResult]) -> dict[str, Any]:
         "errors": sum(1 for t in run if t.error is not None),
         "latency_p50_ms": _pct(lat, 0.5),
         "latency_p95_ms": _pct(lat, 0.95),
+        **model,
+    }
+
+
+def _model_stats(run: Sequence[TurnResult]) -> dict[str, Any]:
+    """Answer modes, guarded-mode drafts and token counts (from the kept answers).
+
+    ``draft_ungrounded_caught`` counts the numbers of guarded-mode drafts that failed the
+    grounding check (so the template answer was shown instead); ``tokens_per_s`` is completion
+    tokens over model wall time (prompt processing included).
+    """
+    modes: dict[str, int] = defaultdict(int)
+    drafts = draft_nums = caught = 0
+    calls = completion = prompt = 0.0
+    model_s = 0.0
+    for t in run:
+        a = t.answer or {}
+        if a.get("mode"):
+            modes[str(a["mode"])] += 1
+        dg = a.get("draft_grounding")
+        if isinstance(dg, dict):
+            drafts += 1
+            draft_nums += int(dg.get("numbers_total", 0))
+            caught += len(dg.get("ungrounded") or [])
+        u = a.get("model_usage") or {}
+        calls += float(u.get("calls", 0.0))
+        completion += float(u.get("completion_tokens", 0.0))
+        prompt += float(u.get("prompt_tokens", 0.0))
+        model_s += float(u.get("model_s", 0.0))
+    return {
+        "modes": dict(sorted(modes.items())),
+        "fallbacks": modes.get("guarded-fallback", 0),
+        "drafts": drafts,
+        "draft_numbers": draft_nums,
+        "draft_ungrounded_caught": caught,
+        "model_calls": int(calls),
+        "prompt_tokens": int(prompt),
+        "completion_tokens": int(completion),
+        "model_s": model_s,
+        "tokens_per_s": completion / model_s if model_s > 0 and completion > 0 else None,
     }
 
 
@@ -600,6 +641,7 @@ class EvalReport:
             f"| errors | {m['errors']} |",
             f"| latency p50 / p95 | {f(m['latency_p50_ms'], False)} ms / {f(m['latency_p95_ms'], False)} ms |",
             f"| skipped (data unavailable) | {len(self.skipped)} |",
+            *self._model_rows(m),
             f"| one-time case-index warm-up (not in latency) | {self.warmup_s:.1f} s |",
             "",
             "## By language",
@@ -630,6 +672,24 @@ class EvalReport:
         if self.skipped:
             lines += ["", "## Skipped", "", ", ".join(f"`{t.item_id}`" for t in self.skipped)]
         return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def _model_rows(m: dict[str, Any]) -> list[str]:
+        """Report rows for model backends (answer modes, guarded drafts, tokens/s)."""
+        if not m.get("model_calls") and not m.get("drafts"):
+            return []
+        modes = ", ".join(f"{k} {v}" for k, v in m["modes"].items()) or "n/a"
+        tps = "n/a" if m["tokens_per_s"] is None else f"{m['tokens_per_s']:.1f}"
+        return [
+            f"| answer modes | {modes} |",
+            f"| guarded fallbacks to the template answer | {m['fallbacks']} of {m['drafts']} drafts |",
+            f"| numbers in guarded drafts / ungrounded ones caught (never shown) | "
+            f"{m['draft_numbers']} / {m['draft_ungrounded_caught']} |",
+            f"| model calls / prompt tokens / completion tokens | {m['model_calls']} / "
+            f"{m['prompt_tokens']} / {m['completion_tokens']} |",
+            f"| completion tokens/s (model wall time incl. prompt processing) | {tps} "
+            f"({m['model_s']:.0f} s in the model) |",
+        ]
 
     def write(self, out_dir: Path) -> tuple[Path, Path]:
         """Write ``<backend>.json`` and ``<backend>.md`` into ``out_dir``; returns both paths."""
@@ -670,10 +730,11 @@ def warm_up(settings: Settings) -> float:
 
 def backend_name(settings: Settings) -> str:
     """Report name of the backend: ``offline`` or the model name (with the host of a base URL)."""
+    mode = "" if settings.guarded is None else ("-guarded" if settings.guarded else "-free")
     if settings.base_url:
         host = re.sub(r"^https?://", "", settings.base_url).split("/")[0]
-        return f"{settings.model}@{host}"
-    return settings.model
+        return f"{settings.model}{mode}@{host}"
+    return f"{settings.model}{mode}"
 
 
 def run_eval(
