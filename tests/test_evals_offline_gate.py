@@ -12,18 +12,9 @@ from advisor_chat.evals.runner import EvalReport, run_eval
 
 GATE = 0.9
 
-# Failing items measured on the offline backend (see evals/reports/offline.md and the eval engineer's
-# report); the gate is xfail (non-strict) until the agent/analyzers fix them. Do not weaken the items.
-KNOWN_FAILURES = (
-    "measured 2026-11-29 16:55 UTC, 48/70 = 68.6%: "
-    "matmul-why-en/zh#0 (shape not named, matmul-shape-regression not cited); "
-    "dataloader-en/zh#1 (follow-up 'which steps' not understood); "
-    "degradation-en#0 and straggler-en (question not understood: fallback help text); "
-    "degradation-en/zh#1 (explain_rank not called); "
-    "pp2-bubbles-en/zh, pp2-free-en/zh (msprof-analyze cluster output: bubbles / max-Free rank not reported); "
-    "c8-slow-en/zh#1 ('and rank 5?' repeats the previous answer); pt2-topop-en/zh (top operator type); "
-    "onerank-link-en/zh, notrace-dispatch-en/zh#1, memory-en/zh (no honest refusal naming the data)"
-)
+# The offline advisor passed the gate on 2026-11-29 17:09 UTC (65/70 = 92.9%; failing: matmul-why-en#0,
+# pp2-free-en/zh, pt2-topop-en/zh). If a change drops it under the gate, fix the advisor; do not weaken
+# the dataset items (evals/datasets).
 
 
 @pytest.fixture(scope="module")
