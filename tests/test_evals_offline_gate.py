@@ -60,9 +60,6 @@ def test_metrics_are_all_measured(offline_report: EvalReport) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=False, reason=f"offline advisor below the gate; failing items: {KNOWN_FAILURES}"
-)
 def test_offline_pass_rate_gate(offline_report: EvalReport) -> None:
     failures = [f"{t.item_id}#{t.turn}" for t in offline_report.failures]
     assert offline_report.pass_rate >= GATE, failures
