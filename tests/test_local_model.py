@@ -380,3 +380,15 @@ def test_tool_call_turn_is_sent_with_string_content() -> None:
     assert msgs[1]["role"] == "assistant" and msgs[1]["tool_calls"][0]["id"] == "call_1"
     assert all(isinstance(x["content"], str) for x in msgs), msgs
     assert msgs[2]["content"] == "rank 12"
+
+
+def test_ui_footer_says_which_guarded_answer_was_shown() -> None:
+    from advisor_chat.agent.answer import Answer
+    from advisor_chat.ui.render import answer_messages
+
+    fb = answer_messages(Answer(answer="t", mode="guarded-fallback", backend="smollm2"))[0]
+    assert "guarded-fallback: smollm2's text failed the number check" in fb["content"]
+    ok = answer_messages(Answer(answer="t", mode="guarded", backend="smollm2"))[0]
+    assert "guarded: written by smollm2, every number checked" in ok["content"]
+    off = answer_messages(Answer(answer="t", mode="planner"))[0]
+    assert "guarded" not in off["content"]

@@ -128,6 +128,23 @@ def grounding_line(g: Grounding, lang: str = "en") -> str:
     return line
 
 
+def _guarded_note(answer: Answer, lang: str) -> str:
+    """Which answer guarded mode showed: the model's prose or the verified template."""
+    zh = lang == "zh"
+    if answer.mode == "guarded":
+        return (
+            f"{answer.backend} 撰写（数字已逐一核对）"
+            if zh
+            else f"guarded: written by {answer.backend}, every number checked"
+        )
+    return (
+        f"{answer.backend} 的文字未通过数字核对，显示已验证的模板答案"
+        if zh
+        else f"guarded-fallback: {answer.backend}'s text failed the number check; "
+        "showing the verified template answer"
+    )
+
+
 def answer_messages(answer: Answer) -> list[Message]:
     """The answer bubble (text, suggestions, case titles, grounding) plus collapsible evidence."""
     lang = answer.language if answer.language in _LABELS else "en"
@@ -151,6 +168,8 @@ def answer_messages(answer: Answer) -> list[Message]:
             f"**{lab['cases_inline']}:** " + "; ".join(f"`{c.id}` {c.title}" for c in unnamed)
         )
     footer = grounding_line(answer.grounding, lang)
+    if answer.mode.startswith("guarded"):
+        footer += " · " + _guarded_note(answer, lang)
     if answer.findings or answer.cases:
         footer += f" · {lab['expand']}"
     parts.append(f"<sub>{footer}</sub>")
