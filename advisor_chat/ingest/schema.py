@@ -390,6 +390,6 @@ def validate_table(name: str, df: pd.DataFrame, *, source: str = "") -> pd.DataF
                 series.round().astype("Int64") if col.dtype == "int" else series.astype("float64")
             )
         else:
-            out[col.name] = out[col.name].astype(target)
+            out[col.name] = out[col.name].astype(target)  # type: ignore[call-overload]
     extra = [c for c in out.columns if c not in spec.names]
     return out[spec.names + extra].reset_index(drop=True)
