@@ -21,7 +21,6 @@ device_duration_us, step`` (µs; launch_delay_us = device_start_us − host_star
 from __future__ import annotations
 
 import re
-from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,25 +93,37 @@ class _State:
     # flow id -> (pid, tid, ts) of the s / f end
     starts: dict[str, tuple[Any, Any, str]] = field(default_factory=dict)
     finishes: dict[str, tuple[Any, Any, str]] = field(default_factory=dict)
-    # (pid, tid) -> compact columns of complete events without a "cat" (CANN side):
-    # start/end as array('d'), name as an index into ``names`` (names repeat a lot)
-    x_events: dict[tuple[Any, Any], tuple[array, array, array]] = field(default_factory=dict)
+    # complete events without a "cat" (CANN side), as compact per-batch columns:
+    # (pid, tid) code, start, end (µs, float64) and name id (an index into ``names``; names repeat a lot)
+    x_batches: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = field(
+        default_factory=list
+    )
+    key_codes: dict[tuple[Any, Any], int] = field(default_factory=dict)
     names: list[str] = field(default_factory=list)
     name_ids: dict[str, int] = field(default_factory=dict)
     steps: list[tuple[int, float, float]] = field(default_factory=list)
     events: int = 0
     _index: dict[tuple[Any, Any], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
 
+    def _build_index(self) -> dict[tuple[Any, Any], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        index: dict[tuple[Any, Any], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        if self.x_batches:
+            code, s0, s1, nm = (np.concatenate(c) for c in zip(*self.x_batches, strict=True))
+            self.x_batches = []
+            by_code = np.argsort(code, kind="stable")  # keeps file order within a thread
+            bounds = np.searchsorted(code[by_code], np.arange(len(self.key_codes) + 1))
+            for key, c in self.key_codes.items():
+                sel = by_code[bounds[c] : bounds[c + 1]]
+                a, b = s0[sel], s1[sel]
+                order = np.lexsort((-b, a))  # by start, longest first for equal starts
+                index[key] = (a[order], b[order], nm[sel][order])
+        self._index = index
+        return index
+
     def lookup(self, pid: Any, tid: Any, ts: float) -> tuple[str, float] | None:
         """Innermost complete event on (pid, tid) that contains ``ts`` → (name, dur)."""
-        if self._index is None:
-            self._index = {}
-            for k, (st, en, nm) in self.x_events.items():
-                s0 = np.frombuffer(st, dtype="float64")
-                s1 = np.frombuffer(en, dtype="float64")
-                order = np.lexsort((-s1, s0))  # by start, longest first for equal starts
-                self._index[k] = (s0[order], s1[order], np.frombuffer(nm, dtype="uint32")[order])
-        found = self._index.get((pid, tid))
+        index = self._index if self._index is not None else self._build_index()
+        found = index.get((pid, tid))
         if found is None:
             return None
         s0, s1, nm = found
@@ -123,40 +134,53 @@ class _State:
         return None
 
     def feed(self, events: list[Any]) -> None:
-        starts, finishes, xs, ids = self.starts, self.finishes, self.x_events, self.name_ids
-        for e in events:
-            if not isinstance(e, dict):
-                continue
+        """Collect the facts of a batch of parsed events (list comprehensions, columnar storage)."""
+        self.events += len(events)
+        evs = [e for e in events if isinstance(e, dict)]
+        xs = [e for e in evs if e.get("ph") == "X"]
+        cann = [e for e in xs if e.get("cat") is None]
+        if cann:
+            codes, ids = self.key_codes, self.name_ids
+            n0 = len(ids)
+            code = np.fromiter(
+                (codes.setdefault((e.get("pid"), e.get("tid")), len(codes)) for e in cann),
+                dtype="int64",
+                count=len(cann),
+            )
+            nid = np.fromiter(
+                (ids.setdefault(e.get("name", ""), len(ids)) for e in cann),
+                dtype="int64",
+                count=len(cann),
+            )
+            if len(ids) > n0:
+                self.names.extend(list(ids)[n0:])
+            ts = np.array([e.get("ts", 0) for e in cann], dtype="float64")
+            dur = np.array([e.get("dur", 0.0) or 0.0 for e in cann], dtype="float64")
+            self.x_batches.append((code, ts, ts + dur, nid))
+            self._index = None
+        for e in xs:
+            if e.get("cat") == "cpu_op":
+                name = e.get("name", "")
+                if isinstance(name, str) and name.startswith("ProfilerStep#"):
+                    m = _STEP.match(name)
+                    if m:
+                        t0 = float(e.get("ts", 0))
+                        self.steps.append((int(m.group(1)), t0, t0 + float(e.get("dur", 0))))
+        starts, finishes = self.starts, self.finishes
+        for e in evs:
             ph = e.get("ph")
-            if ph == "X":
-                cat = e.get("cat")
-                if cat is None:
-                    ts = float(e.get("ts", 0))
-                    key = (e.get("pid"), e.get("tid"))
-                    cols = xs.get(key)
-                    if cols is None:
-                        cols = xs[key] = (array("d"), array("d"), array("I"))
-                    name = e.get("name", "")
-                    nid = ids.get(name)
-                    if nid is None:
-                        nid = ids[name] = len(self.names)
-                        self.names.append(name)
-                    cols[0].append(ts)
-                    cols[1].append(ts + float(e.get("dur", 0.0) or 0.0))
-                    cols[2].append(nid)
-                elif cat == "cpu_op":
-                    name = e.get("name", "")
-                    if name.startswith("ProfilerStep#"):
-                        m = _STEP.match(name)
-                        if m:
-                            ts = float(e.get("ts", 0))
-                            self.steps.append((int(m.group(1)), ts, ts + float(e.get("dur", 0))))
-            elif ph == "s" or ph == "f":
-                if e.get("cat") != "HostToDevice":
-                    continue
+            if (ph == "s" or ph == "f") and e.get("cat") == "HostToDevice":
                 key3 = (e.get("pid"), e.get("tid"), str(e.get("ts")))
                 (starts if ph == "s" else finishes)[str(e.get("id"))] = key3
-        self.events += len(events)
+
+
+def _last_cuts(buf: bytes) -> list[int]:
+    """Start offsets of the last (up to 4) ``}, {`` boundaries within the last MB of ``buf``."""
+    for window in (1 << 16, 1 << 20):
+        cuts = [m.start() for m in _BOUNDARY.finditer(buf, max(0, len(buf) - window))]
+        if len(cuts) >= 4 or window >= len(buf):
+            return cuts[-4:]
+    return cuts[-4:]
 
 
 def _iter_orjson(path: Path, state: _State, chunk_bytes: int) -> None:
@@ -186,8 +210,7 @@ def _iter_orjson(path: Path, state: _State, chunk_bytes: int) -> None:
                 return
             # cut at the last top-level boundary that parses
             cut_found = False
-            search_from = max(0, len(buf) - (1 << 20))
-            cuts = [m.start() for m in _BOUNDARY.finditer(buf, search_from)]
+            cuts = _last_cuts(buf)
             for pos in reversed(cuts[-4:]):
                 piece = buf[: pos + 1]
                 try:
@@ -246,35 +269,83 @@ def read_host_dispatch(
     Raises:
         TraceInvalid: The file is truncated or not valid JSON (the caller warns and falls back).
     """
-    st = scan_trace(path, chunk_bytes=chunk_bytes)
-    rows = []
-    steps = sorted(st.steps, key=lambda s: s[1])
+    return host_dispatch_frame(scan_trace(path, chunk_bytes=chunk_bytes), rank)
+
+
+def _match_events(
+    st: _State, pids: list[Any], tids: list[Any], ts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Vectorized :meth:`_State.lookup`: name id (-1 = none) and duration of the innermost event."""
+    index = st._index if st._index is not None else st._build_index()
+    name_id = np.full(len(ts), -1, dtype="int64")
+    dur = np.full(len(ts), np.nan)
+    by_key: dict[tuple[Any, Any], list[int]] = {}
+    for i, key in enumerate(zip(pids, tids, strict=True)):
+        by_key.setdefault(key, []).append(i)
+    for key, rows in by_key.items():
+        found = index.get(key)
+        if found is None:
+            continue
+        s0, s1, nm = found
+        idx = np.asarray(rows, dtype="int64")
+        q = ts[idx]
+        j = np.searchsorted(s0, q, side="right") - 1
+        jc = np.clip(j, 0, None)
+        hit = (j >= 0) & (s1[jc] >= q)
+        name_id[idx[hit]] = nm[jc[hit]]
+        dur[idx[hit]] = s1[jc[hit]] - s0[jc[hit]]
+        for k in np.flatnonzero(~hit & (j > 0)):  # rare: an enclosing event that started earlier
+            got = st.lookup(key[0], key[1], float(q[k]))
+            if got is not None:
+                name_id[idx[k]] = st.name_ids[got[0]]
+                dur[idx[k]] = got[1]
+    return name_id, dur
+
+
+def host_dispatch_frame(st: _State, rank: int | None) -> pd.DataFrame:
+    """Match the flows collected by :func:`scan_trace` into ``host_dispatch`` rows (columns as above).
+
+    Rows are sorted by ``host_start_us`` (stable); ``step`` is the first ``ProfilerStep#N`` (by start)
+    whose host range holds the launch, else -1.
+    """
+    s_pid: list[Any] = []
+    s_tid: list[Any] = []
+    f_pid: list[Any] = []
+    f_tid: list[Any] = []
+    host_l: list[float] = []
+    dev_l: list[float] = []
+    finishes = st.finishes
     for fid, skey in st.starts.items():
-        fkey = st.finishes.get(fid)
+        fkey = finishes.get(fid)
         if fkey is None:
             continue
-        host_ts = float(skey[2])
-        dev_ts = float(fkey[2])
-        api = st.lookup(skey[0], skey[1], host_ts)
-        dev = st.lookup(fkey[0], fkey[1], dev_ts)
-        step = -1
-        for sid, s0, s1 in steps:
-            if s0 <= host_ts <= s1:
-                step = sid
-                break
-        rows.append(
-            {
-                "rank": rank,
-                "step": step,
-                "api_name": api[0] if api else "",
-                "host_start_us": host_ts,
-                "device_start_us": dev_ts,
-                "launch_delay_us": dev_ts - host_ts,
-                "kernel_name": dev[0] if dev else "",
-                "device_duration_us": float(dev[1]) if dev else float("nan"),
-            }
-        )
-    df = pd.DataFrame(rows)
-    if not df.empty:
-        df = df.sort_values("host_start_us", kind="stable").reset_index(drop=True)
-    return df
+        s_pid.append(skey[0])
+        s_tid.append(skey[1])
+        host_l.append(float(skey[2]))
+        f_pid.append(fkey[0])
+        f_tid.append(fkey[1])
+        dev_l.append(float(fkey[2]))
+    if not host_l:
+        return pd.DataFrame()
+    host = np.asarray(host_l, dtype="float64")
+    dev = np.asarray(dev_l, dtype="float64")
+    api_id, _ = _match_events(st, s_pid, s_tid, host)
+    dev_id, dev_dur = _match_events(st, f_pid, f_tid, dev)
+    step = np.full(len(host), -1, dtype="int64")
+    for sid, s0, s1 in sorted(st.steps, key=lambda s: s[1]):
+        step[(step == -1) & (host >= s0) & (host <= s1)] = sid
+    names = np.asarray([*st.names, ""], dtype=object)  # index -1 → ""
+    df = pd.DataFrame(
+        {
+            "rank": [rank] * len(host),
+            "step": step,
+            "api_name": names[api_id],
+            "host_start_us": host,
+            "device_start_us": dev,
+            "launch_delay_us": dev - host,
+            "kernel_name": names[dev_id],
+            "device_duration_us": dev_dur,
+        }
+    )
+    order = np.argsort(host, kind="stable")
+    return df.iloc[order].reset_index(drop=True)
