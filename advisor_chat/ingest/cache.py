@@ -3,8 +3,10 @@
 Key: SHA-256 of the cache format version, the absolute input path and the identity
 ``(relative path, size, mtime_ns)`` of every file a reader may open. Touching, replacing or adding
 one of those files changes the key, so stale data is never served. One folder per key holds one
-``{table}.parquet`` per canonical table and ``profile.json`` (layout, sources, warnings). Columns
-holding Python objects (dicts, lists) are stored as JSON strings and decoded on load.
+``{table}.arrow`` per canonical table (Arrow IPC / Feather v2, LZ4-compressed: several times faster to
+write and read back than Parquet, which matters for the cached reload of thousands of ranks) and
+``profile.json`` (layout, sources, warnings). Columns holding Python objects (dicts, lists) are
+stored as JSON strings and decoded on load.
 """
 
 from __future__ import annotations
@@ -14,16 +16,19 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pandas as pd
+import pyarrow as pa
+import pyarrow.feather as feather
 
 from advisor_chat.ingest.profile import DataWarning, Profile, TableSource
 
-CACHE_VERSION = "ingest-v1"
+CACHE_VERSION = "ingest-v2"
+_EXT = ".arrow"
 
 
 def cache_key(root: Path, files: list[tuple[str, int, int]]) -> str:
@@ -47,6 +52,11 @@ def _is_object(s: pd.Series) -> bool:
     return False
 
 
+def _as_dict(obj: Any) -> dict[str, Any]:
+    """Shallow ``dataclasses.asdict`` (the fields here are plain values; asdict deep-copies)."""
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+
 def save(cache_dir: Path, key: str, profile: Profile) -> Path | None:
     """Write ``profile`` under ``cache_dir/profiles/key`` atomically; returns the folder (or None on error)."""
     base = cache_dir / "profiles"
@@ -56,22 +66,27 @@ def save(cache_dir: Path, key: str, profile: Profile) -> Path | None:
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=base))
         encoded: dict[str, list[str]] = {}
         for name, df in profile.tables.items():
-            out = df.copy()
-            cols = [c for c in out.columns if _is_object(out[c])]
+            cols = [c for c in df.columns if _is_object(df[c])]
+            out = df.copy() if cols else df
             for c in cols:
                 out[c] = [json.dumps(v, default=str) if v is not None else None for v in out[c]]
             encoded[name] = cols
-            out.to_parquet(tmp / f"{name}.parquet", index=False)
+            table = pa.Table.from_pandas(out, preserve_index=False)
+            feather.write_feather(table, tmp / f"{name}{_EXT}", compression="lz4")
         doc = {
             "root": str(profile.root),
             "layout": profile.layout,
             "profile_id": profile.profile_id,
-            "sources": {t: [asdict(s) for s in ss] for t, ss in profile.sources.items()},
-            "warnings": [asdict(w) for w in profile.warnings],
+            "sources": {t: [_as_dict(s) for s in ss] for t, ss in profile.sources.items()},
+            "warnings": [_as_dict(w) for w in profile.warnings],
             "extra_sources": profile.extra_sources,
             "encoded": encoded,
         }
-        (tmp / "profile.json").write_text(json.dumps(doc), encoding="utf-8")
+        (tmp / "profile.json").write_bytes(
+            orjson.dumps(
+                doc, default=str, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+            )
+        )
         if target.exists():
             shutil.rmtree(target, ignore_errors=True)
         os.replace(tmp, target)
@@ -87,14 +102,14 @@ def load(cache_dir: Path, key: str) -> Profile | None:
     if not meta_path.is_file():
         return None
     try:
-        doc: dict[str, Any] = json.loads(meta_path.read_text(encoding="utf-8"))
+        doc: dict[str, Any] = orjson.loads(meta_path.read_bytes())
         tables = {}
         for name, cols in doc["encoded"].items():
-            df = pd.read_parquet(folder / f"{name}.parquet")
+            df = feather.read_table(folder / f"{name}{_EXT}", use_threads=False).to_pandas()
             for c in cols:
                 df[c] = [orjson.loads(v) if isinstance(v, str) else None for v in df[c]]
             tables[name] = df
-    except (OSError, ValueError, KeyError, orjson.JSONDecodeError):
+    except (OSError, ValueError, KeyError, pa.ArrowException, orjson.JSONDecodeError):
         return None
     sources = {
         t: [TableSource(**{**s, "export": s["export"]}) for s in ss]
