@@ -21,6 +21,7 @@ import os
 import sys
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,20 @@ from advisor_chat.ingest.profile import DataWarning, Profile, TableSource
 from advisor_chat.ingest.rankdir import OUTPUT, read_rank_dir
 from advisor_chat.ingest.schema import TABLE_SPECS, validate_table
 
-__all__ = ["PARSE_STATS", "load_profile", "read_rank_dir"]
+__all__ = [
+    "PARSE_STATS",
+    "IngestPlan",
+    "assemble_profile",
+    "batch_paths",
+    "check_root",
+    "load_cached",
+    "load_profile",
+    "no_data_error",
+    "plan_ingest",
+    "read_rank_batch",
+    "read_rank_dir",
+    "save_cached",
+]
 
 #: Process-wide counters a test can assert on (e.g. that a cached reload parsed nothing).
 PARSE_STATS: dict[str, int] = {"loads": 0, "parses": 0, "cache_hits": 0, "units_read": 0}
@@ -46,8 +60,40 @@ PARSE_STATS: dict[str, int] = {"loads": 0, "parses": 0, "cache_hits": 0, "units_
 _SERIAL_BELOW = 6
 
 
-def _read_many(paths: list[str]) -> list[RankData]:
+def read_rank_batch(paths: list[str]) -> list[RankData]:
+    """Parse a batch of rank folders (the task body of the process pool and of distributed ingest).
+
+    Args:
+        paths: Absolute paths of ``*_ascend_pt`` / ``*_ascend_ms`` rank folders.
+
+    Returns:
+        One :class:`RankData` per path, in order (canonical tables only, no file handles).
+
+    Raises:
+        InputError: A rank folder is unreadable or corrupt.
+    """
     return [read_rank_dir(p) for p in paths]
+
+
+def batch_paths(paths: list[str], n_workers: int, batch_size: int | None = None) -> list[list[str]]:
+    """Split ``paths`` into tasks of consecutive folders, about four tasks per worker.
+
+    Four per worker lets stragglers balance out while each task carries enough ranks that the
+    per-task overhead (pickling, scheduling) stays small.
+
+    Args:
+        paths: Unit folders, in order.
+        n_workers: Workers that will run the tasks.
+        batch_size: Force this many paths per task.
+
+    Returns:
+        Consecutive slices of ``paths`` (concatenated they give ``paths`` back).
+    """
+    if not paths:
+        return []
+    if batch_size is None:
+        batch_size = max(1, -(-len(paths) // max(1, n_workers * 4)))
+    return [paths[i : i + batch_size] for i in range(0, len(paths), batch_size)]
 
 
 def _progress_enabled(progress: bool | None, n: int) -> bool:
@@ -89,13 +135,11 @@ def _read_ranks(dirs: list[Path], workers: int, progress: bool) -> list[RankData
                 if bar is not None and task is not None:
                     bar.advance(task)
             return out
-        n_batches = max(workers * 4, min(len(dirs), 64))
-        size = max(1, -(-len(dirs) // n_batches))
-        batches = [[str(d) for d in dirs[i : i + size]] for i in range(0, len(dirs), size)]
+        batches = batch_paths([str(d) for d in dirs], workers)
         results: dict[int, list[RankData]] = {}
         ctx = multiprocessing.get_context("fork" if sys.platform != "win32" else "spawn")
         with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futs = {pool.submit(_read_many, b): i for i, b in enumerate(batches)}
+            futs = {pool.submit(read_rank_batch, b): i for i, b in enumerate(batches)}
             for fut in cf.as_completed(futs):
                 results[futs[fut]] = fut.result()
                 if bar is not None and task is not None:
@@ -106,7 +150,18 @@ def _read_ranks(dirs: list[Path], workers: int, progress: bool) -> list[RankData
             bar.stop()
 
 
-def _check_root(path: str | Path) -> Path:
+def check_root(path: str | Path) -> Path:
+    """Resolve and check the folder given by the user before anything is read.
+
+    Args:
+        path: The profiling folder as typed (``~`` is expanded).
+
+    Returns:
+        The absolute, resolved folder.
+
+    Raises:
+        InputError: The path does not exist, is a file, is unreadable or is empty.
+    """
     root = Path(path).expanduser()
     if not root.exists():
         raise InputError(
@@ -139,7 +194,8 @@ def _check_root(path: str | Path) -> Path:
     return root
 
 
-def _no_data(root: Path) -> InputError:
+def no_data_error(root: Path) -> InputError:
+    """The :class:`InputError` for a folder holding no recognizable Ascend profiling data."""
     return InputError(
         f"no recognizable Ascend profiling data under {root}: no *_ascend_pt / *_ascend_ms rank folder, "
         "no ASCEND_PROFILER_OUTPUT/, no PROF_*/mindstudio_profiler_output/ and no "
@@ -148,6 +204,107 @@ def _no_data(root: Path) -> InputError:
         remedy="Point at the folder written by torch_npu.profiler (tensorboard_trace_handler dir), "
         "msprof --output, or msprof-analyze cluster",
     )
+
+
+@dataclass
+class IngestPlan:
+    """What :func:`plan_ingest` found in a folder, before any file is parsed.
+
+    Attributes:
+        root: The resolved profiling folder.
+        layout: Detected rank / cluster / msprof folders.
+        rank_dirs: Rank folders to parse (``*_ascend_pt``/``*_ascend_ms`` with
+            ``ASCEND_PROFILER_OUTPUT/``, and folders of loose files), in detection order.
+        warnings: Warnings found while planning (rank folders skipped for lack of parsed output).
+        cache_key: Cache key of the identity ``(path, size, mtime_ns)`` of every file a reader may open.
+        started: ``time.perf_counter()`` when planning began (for ``Profile.stats["seconds"]``).
+    """
+
+    root: Path
+    layout: Layout
+    rank_dirs: list[Path]
+    warnings: list[DataWarning] = field(default_factory=list)
+    cache_key: str = ""
+    started: float = 0.0
+
+    @property
+    def msprof_dirs(self) -> list[Path]:
+        """Msprof ``PROF_*`` folders (parsed like ranks)."""
+        return list(self.layout.msprof_dirs)
+
+    @property
+    def cluster_dirs(self) -> list[Path]:
+        """``cluster_analysis_output/`` folders (small; read where the profile is assembled)."""
+        return list(self.layout.cluster_dirs)
+
+
+def plan_ingest(path: str | Path) -> IngestPlan:
+    """Check ``path``, detect its layout, list the units to parse and compute the cache key.
+
+    Shared by :func:`load_profile` and
+    :func:`advisor_chat.ingest.distributed.load_profile_distributed`.
+
+    Raises:
+        InputError: See :func:`check_root`; nothing recognizable under the folder; only rank
+            folders without ``ASCEND_PROFILER_OUTPUT/`` (the offline-parse remedy).
+    """
+    started = time.perf_counter()
+    root = check_root(path)
+    layout = detect(root)
+    if layout.empty:
+        raise no_data_error(root)
+    warnings: list[DataWarning] = []
+    good = [d for d in layout.rank_dirs if (d / OUTPUT).is_dir()] + layout.loose_dirs
+    bad = [d for d in layout.rank_dirs if not (d / OUTPUT).is_dir()]
+    if bad and not good and not layout.cluster_dirs and not layout.msprof_dirs:
+        read_rank_dir(bad[0])  # raises the InputError with the offline-parse remedy
+    for d in bad:
+        warnings.append(
+            DataWarning(
+                code="no_profiler_output",
+                message=f"skipped {d}: it has no {OUTPUT}/ (raw data only); run the offline parse "
+                f"`torch_npu.profiler.profiler.analyse('{d}')` to include it",
+                path=str(d),
+            )
+        )
+    loose = set(layout.loose_dirs)
+    files: list[tuple[str, int, int]] = []
+    for d in good:
+        files += unit_files(d, "loose" if d in loose else "rank")
+    for d in layout.cluster_dirs:
+        files += unit_files(d, "cluster")
+    for d in layout.msprof_dirs:
+        files += unit_files(d, "msprof")
+    return IngestPlan(
+        root=root,
+        layout=layout,
+        rank_dirs=good,
+        warnings=warnings,
+        cache_key=cache_mod.cache_key(root, files),
+        started=started,
+    )
+
+
+def load_cached(plan: IngestPlan, settings: Settings, *, use_cache: bool = True) -> Profile | None:
+    """The cached profile for ``plan`` (``cache_hit`` set, ``stats`` filled), or ``None``.
+
+    ``None`` also when caching is off (``use_cache`` false or ``settings.cache`` false).
+    """
+    if not (use_cache and settings.cache):
+        return None
+    cached = cache_mod.load(settings.cache_dir, plan.cache_key)
+    if cached is not None:
+        PARSE_STATS["cache_hits"] += 1
+        cached.stats = {"files_parsed": 0, "seconds": time.perf_counter() - plan.started}
+    return cached
+
+
+def save_cached(
+    plan: IngestPlan, settings: Settings, profile: Profile, *, use_cache: bool = True
+) -> None:
+    """Write ``profile`` to the cache under ``plan.cache_key`` (no-op when caching is off)."""
+    if use_cache and settings.cache:
+        cache_mod.save(settings.cache_dir, plan.cache_key, profile)
 
 
 def load_profile(
@@ -164,7 +321,7 @@ def load_profile(
         path: A folder holding per-rank ``*_ascend_pt``/``*_ascend_ms`` folders (text or DB export),
             a ``cluster_analysis_output/``, ``PROF_*`` folders, or a mix; or one of those itself.
         settings: Settings (cache folder, default workers); loaded from env/config when ``None``.
-        use_cache: Read/write the Parquet cache (also needs ``settings.cache``).
+        use_cache: Read/write the cache (also needs ``settings.cache``).
         progress: Show a progress bar on stderr (default: only for ≥ 32 ranks on a TTY).
         workers: Processes for per-rank parsing (default ``settings.workers``; 0 = CPU count).
 
@@ -176,64 +333,25 @@ def load_profile(
             ``ASCEND_PROFILER_OUTPUT/`` (and nothing else usable), duplicate rank ids, a CSV without
             required columns, an unreadable or corrupt file.
     """
-    t0 = time.perf_counter()
     settings = settings or load_settings()
-    root = _check_root(path)
-    layout = detect(root)
-    if layout.empty:
-        raise _no_data(root)
+    plan = plan_ingest(path)
     PARSE_STATS["loads"] += 1
-
-    warnings: list[DataWarning] = []
-    good_ranks = [d for d in layout.rank_dirs if (d / OUTPUT).is_dir()] + layout.loose_dirs
-    bad_ranks = [d for d in layout.rank_dirs if not (d / OUTPUT).is_dir()]
-    if bad_ranks and not good_ranks and not layout.cluster_dirs and not layout.msprof_dirs:
-        read_rank_dir(bad_ranks[0])  # raises the InputError with the offline-parse remedy
-    for d in bad_ranks:
-        warnings.append(
-            DataWarning(
-                code="no_profiler_output",
-                message=f"skipped {d}: it has no {OUTPUT}/ (raw data only); run the offline parse "
-                f"`torch_npu.profiler.profiler.analyse('{d}')` to include it",
-                path=str(d),
-            )
-        )
-
-    files: list[tuple[str, int, int]] = []
-    for d in good_ranks:
-        files += unit_files(d, "rank" if d not in layout.loose_dirs else "loose")
-    for d in layout.cluster_dirs:
-        files += unit_files(d, "cluster")
-    for d in layout.msprof_dirs:
-        files += unit_files(d, "msprof")
-    key = cache_mod.cache_key(root, files)
-    caching = use_cache and settings.cache
-    if caching:
-        cached = cache_mod.load(settings.cache_dir, key)
-        if cached is not None:
-            PARSE_STATS["cache_hits"] += 1
-            cached.stats = {"files_parsed": 0, "seconds": time.perf_counter() - t0}
-            return cached
+    cached = load_cached(plan, settings, use_cache=use_cache)
+    if cached is not None:
+        return cached
 
     n_workers = settings.workers if workers is None else workers
     if n_workers <= 0:
         n_workers = os.cpu_count() or 1
-    show = _progress_enabled(progress, len(good_ranks))
-    rank_data = _read_ranks(good_ranks, n_workers, show)
-    cluster_data = [read_cluster_dir(d) for d in layout.cluster_dirs]
-    msprof_data = [read_msprof_dir(d) for d in layout.msprof_dirs]
+    show = _progress_enabled(progress, len(plan.rank_dirs))
+    rank_data = _read_ranks(plan.rank_dirs, n_workers, show)
+    cluster_data = [read_cluster_dir(d) for d in plan.cluster_dirs]
+    msprof_data = [read_msprof_dir(d) for d in plan.msprof_dirs]
     PARSE_STATS["parses"] += 1
     PARSE_STATS["units_read"] += len(rank_data) + len(cluster_data) + len(msprof_data)
 
-    profile = _assemble(root, layout, rank_data, cluster_data, msprof_data, warnings)
-    profile.profile_id = key
-    profile.stats = {
-        "files_parsed": float(sum(r.parsed_files for r in rank_data + cluster_data + msprof_data)),
-        "ranks_read": float(len(rank_data) + len(msprof_data)),
-        "seconds": time.perf_counter() - t0,
-    }
-    if caching:
-        cache_mod.save(settings.cache_dir, key, profile)
+    profile = assemble_profile(plan, rank_data, cluster_data, msprof_data)
+    save_cached(plan, settings, profile, use_cache=use_cache)
     return profile
 
 
@@ -550,6 +668,48 @@ def _quality(
                 )
             )
     return out
+
+
+def assemble_profile(
+    plan: IngestPlan,
+    rank_data: list[RankData],
+    cluster_data: list[RankData] | None = None,
+    msprof_data: list[RankData] | None = None,
+    *,
+    extra_stats: dict[str, float] | None = None,
+) -> Profile:
+    """Merge parsed units into one validated :class:`Profile` (the client side of any ingest).
+
+    Concatenates the per-rank tables, maps communication-matrix local ranks to global ranks, builds
+    ``comm_groups`` and ``meta``, validates every canonical table once (after the concat), adds the
+    data-quality warnings and fills ``profile_id`` and ``stats`` (``files_parsed``, ``ranks_read``,
+    ``seconds`` since planning, plus ``extra_stats``).
+
+    Args:
+        plan: From :func:`plan_ingest` (root, layout, planning warnings, cache key).
+        rank_data: One :class:`RankData` per entry of ``plan.rank_dirs`` (any order), e.g. from
+            :func:`~advisor_chat.ingest.rankdir.read_rank_dir` in this process, a process pool or a
+            Dask/Ray worker.
+        cluster_data: From :func:`~advisor_chat.ingest.cluster.read_cluster_dir` per cluster folder.
+        msprof_data: From :func:`~advisor_chat.ingest.msprof.read_msprof_dir` per ``PROF_*`` folder.
+        extra_stats: More numbers for ``profile.stats`` (e.g. the number of distributed tasks).
+
+    Raises:
+        InputError: Two units claim the same rank; a table misses required columns.
+    """
+    cluster_data = cluster_data or []
+    msprof_data = msprof_data or []
+    profile = _assemble(
+        plan.root, plan.layout, rank_data, cluster_data, msprof_data, list(plan.warnings)
+    )
+    profile.profile_id = plan.cache_key
+    profile.stats = {
+        "files_parsed": float(sum(r.parsed_files for r in rank_data + cluster_data + msprof_data)),
+        "ranks_read": float(len(rank_data) + len(msprof_data)),
+        "seconds": time.perf_counter() - plan.started,
+        **(extra_stats or {}),
+    }
+    return profile
 
 
 def _assemble(
