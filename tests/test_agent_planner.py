@@ -34,6 +34,11 @@ def _adv(profile=None) -> Advisor:
         ("为什么12号卡慢？", "explain_rank", (12,)),
         ("第12张卡为什么这么慢", "explain_rank", (12,)),
         ("which rank is slow?", "which_slow_rank", ()),
+        ("Which rank has the most Free (idle) time?", "rank_component", ()),
+        ("哪张卡的空闲（Free）时间最长？", "rank_component", ()),
+        ("which card has the least communication?", "rank_component", ()),
+        ("Which compute operator type takes the most device time on rank 0?", "top_ops", (0,)),
+        ("0号卡上哪类计算算子耗时最多？", "top_ops", (0,)),
         ("哪张卡是慢卡？", "which_slow_rank", ()),
         ("what kind of bottleneck is this?", "bottleneck", ()),
         ("是通信问题还是计算问题？", "bottleneck", ()),
@@ -267,15 +272,23 @@ def test_pick_cases_prefers_cases_matching_most_measured_symptoms() -> None:
         ),
     ]
     tags = ["free_spread", "high_free", "host_bound", "launch_delay", "slow_rank"]
-    assert [h.id for h in pick_cases(hits, tags)] == ["host-dispatch-bound", "rank12-free-16card"]
-    # a third case only when it matches as many symptoms as the best one
+    # the best two by matched symptoms, then every other strong match (>= 3 measured symptoms);
+    # the one-symptom match is not cited
+    assert [h.id for h in pick_cases(hits, tags)] == [
+        "host-dispatch-bound",
+        "rank12-free-16card",
+        "checkpoint-save-stall",
+    ]
     hits.append(
         _hit("dataloader-stall", 0.1, ("free_spread", "high_free", "host_bound", "slow_rank"))
     )
     assert [h.id for h in pick_cases(hits, tags)] == [
         "host-dispatch-bound",
         "dataloader-stall",
+        "rank12-free-16card",
+        "checkpoint-save-stall",
     ]
+    assert len(pick_cases(hits, tags, limit=3)) == 3
     # no measured symptoms: retrieval order, at most two
     assert [h.id for h in pick_cases(hits, [])] == ["rank12-free-16card", "checkpoint-save-stall"]
     assert pick_cases([_hit("x", 0.5, ())], ["slow_rank"]) == []
@@ -324,6 +337,49 @@ def test_broken_case_library_does_not_cost_the_diagnosis() -> None:
     assert ans.answer.startswith("Rank 3 is slow mainly because of host-side dispatch")
     assert ans.cases == []
     search = next(c for c in ans.tool_calls if c.name == "search_cases")
-    assert search.error is not None and search.error.startswith("the case library is unavailable")
+    assert search.error is not None and search.error.startswith(
+        "the case library could not be read"
+    )
+    assert (
+        "The case library could not be read" in ans.answer and "knowledge/cases/x.md" in ans.answer
+    )
     assert ans.suggestions  # fallback remedies tied to the finding
     _all_numbers_grounded(ans)
+    zh = Advisor(tiny_profile(), settings=Settings(), registry=tiny_registry(), case_search=broken)
+    ans_zh = zh.ask("为什么3号卡慢？")
+    assert "案例库无法读取" in ans_zh.answer and "knowledge/cases/x.md" in ans_zh.answer
+
+
+def test_unexpected_analyzer_error_is_answered_not_raised(monkeypatch) -> None:
+    from advisor_chat.analyzers.base import AnalyzerSpec
+
+    def boom(profile, params):
+        raise KeyError("free_us")
+
+    reg = tiny_registry()
+    spec = reg["slow_rank"]
+    reg["slow_rank"] = AnalyzerSpec("slow_rank", boom, spec.params, spec.description, order=20)
+    monkeypatch.delenv("ADVISOR_STRICT", raising=False)
+    adv = Advisor(tiny_profile(), settings=Settings(), registry=reg, case_search=fake_case_search)
+    ans = adv.ask("which rank is slow?")
+    call = next(c for c in ans.tool_calls if c.name == "slow_rank")
+    assert call.error and "internal error" in call.error and "KeyError" in call.error
+    assert "slow_rank failed with an internal error" in ans.answer
+    monkeypatch.setenv("ADVISOR_STRICT", "1")
+    strict = Advisor(
+        tiny_profile(), settings=Settings(), registry=reg, case_search=fake_case_search
+    )
+    with pytest.raises(KeyError):
+        strict.ask("which rank is slow?")
+
+
+def test_planner_bug_becomes_an_honest_answer(monkeypatch) -> None:
+    monkeypatch.delenv("ADVISOR_STRICT", raising=False)
+    adv = _adv()
+
+    def broken(*_a, **_k):
+        raise RuntimeError("template bug")
+
+    monkeypatch.setattr(adv.planner, "_compose", broken)
+    ans = adv.ask("why is rank 3 slow?")
+    assert ans.answer.startswith("Internal error") and "template bug" in ans.answer

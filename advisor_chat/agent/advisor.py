@@ -8,6 +8,7 @@ last understood question for offline follow-ups, the message history for LLM bac
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -45,8 +46,10 @@ from advisor_chat.config import Settings, load_settings
 from advisor_chat.errors import ConfigError
 from advisor_chat.ingest.profile import Profile
 from advisor_chat.kb.types import CaseHit
-from advisor_chat.tools.core import CaseSearch, ToolOutput, ToolSession, build_tools
+from advisor_chat.tools.core import CaseSearch, ToolOutput, ToolSession, build_tools, strict_mode
 from advisor_chat.tools.store import TableStore
+
+_log = logging.getLogger(__name__)
 
 RECURSION_LIMIT = 24
 """LangGraph steps per question (a model call and a tool round are one step each)."""
@@ -194,8 +197,25 @@ class Advisor:
             self._last = q
         return q, plan
 
+    def _plan_safe(self, question: str) -> tuple[Query, PlanResult]:
+        """:meth:`_plan`, but an unexpected error becomes an honest answer (unless strict)."""
+        try:
+            return self._plan(question)
+        except Exception as exc:
+            if strict_mode():
+                raise
+            _log.exception("offline planner failed on %r", question)
+            q = Query(question, detect_language(question), "unsupported")
+            text = (
+                f"内部错误，无法回答这个问题（{type(exc).__name__}: {exc}）。请换一种问法或报告此问题。"
+                if q.language == "zh"
+                else f"Internal error: I could not answer this question ({type(exc).__name__}: "
+                f"{exc}). Please rephrase it or report the problem."
+            )
+            return q, PlanResult(text, outputs=[])
+
     def _stream_offline(self, question: str) -> Iterator[AgentEvent]:
-        q, plan = self._plan(question)
+        q, plan = self._plan_safe(question)
         yield from self._tool_events(plan.outputs)
         for para in plan.text.split("\n"):
             yield TextEvent(text=para + "\n")
@@ -225,7 +245,7 @@ class Advisor:
     def _stream_guarded(self, question: str, model: Any) -> Iterator[AgentEvent]:
         from langchain_core.messages import HumanMessage, SystemMessage
 
-        q, plan = self._plan(question)
+        q, plan = self._plan_safe(question)
         yield from self._tool_events(plan.outputs)
         language = "Chinese" if q.language == "zh" else "English"
         mode = "guarded-fallback"

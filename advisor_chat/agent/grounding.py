@@ -157,6 +157,8 @@ class NumberPool:
 def _named_dim(name: str) -> tuple[Dim, float, bool]:
     """(dimension, factor to the base unit, also add the raw value) of a unit-suffixed name."""
     n = name.lower()
+    if n.endswith(("_us_a", "_us_b", "_ms_a", "_ms_b")):  # compare_ops' side columns (total_us_b)
+        n = n[:-2]
     if n.endswith("_us"):
         return "time", 1.0, False
     if n.endswith("_ms"):
@@ -228,6 +230,9 @@ def pool_from_outputs(outputs: Iterable[object], extra_text: Iterable[str] = ())
             pool.add_text(hit.expected_effect)
             for r in hit.remedies:
                 pool.add_text(r)
+            from advisor_chat.agent.planner import case_remedy_zh
+
+            pool.add_text(case_remedy_zh(hit.id) or "")
     for t in extra_text:
         pool.add_text(t)
     return pool

@@ -18,6 +18,8 @@ Language = Literal["en", "zh"]
 INTENTS = (
     "explain_rank",
     "which_slow_rank",
+    "rank_component",
+    "top_ops",
     "bottleneck",
     "slow_link",
     "compare_ops",
@@ -60,6 +62,10 @@ class Query:
         transports: Transports mentioned.
         ops: Operator types / names mentioned (as named in the profile).
         follow_up: The intent was taken from the previous turn.
+        component: For ``rank_component``: the step-trace column asked about (``free_us``,
+            ``computing_us``, ``communication_not_overlapped_us``, ``overlapped_us``,
+            ``bubble_us``, ``step_us``).
+        extreme: For ``rank_component``: ``max`` (most/highest) or ``min`` (least/lowest).
     """
 
     text: str
@@ -72,6 +78,8 @@ class Query:
     ops: tuple[str, ...] = ()
     follow_up: bool = False
     bare_numbers: tuple[int, ...] = field(default=(), repr=False)
+    component: str = ""
+    extreme: str = ""
 
 
 _RANK_PATTERNS = (
@@ -288,6 +296,55 @@ _FOLLOW_UP = (
 )
 
 
+# Per-rank component questions ("which rank has the most Free?"): a rank question, a
+# superlative and a step-trace component must all be present.
+_WHICH_RANK = re.compile(
+    r"which (rank|card|device|npu)s?|what (rank|card|device)|哪(张|个|块|一张|一个)\s*(卡|rank|设备)|哪个\s*rank",
+    re.I,
+)
+_MOST = re.compile(
+    r"\b(most|highest|largest|longest|biggest|max(imum)?|greatest)\b|最多|最长|最大|最高|最久", re.I
+)
+_LEAST = re.compile(
+    r"\b(least|lowest|smallest|shortest|min(imum)?|fewest)\b|最少|最短|最小|最低", re.I
+)
+_COMPONENTS = (
+    ("bubble_us", r"\bbubbles?\b|空泡|气泡"),
+    ("overlapped_us", r"(?<!not )\boverlapped\b|被掩盖"),
+    ("communication_not_overlapped_us", r"\bcommunication\b|\bcomm\b|\bhccl\b|通信"),
+    ("free_us", r"\bfree\b|\bidle\b|空闲"),
+    ("computing_us", r"\bcomput(e|ing|ation)\b|计算"),
+    ("step_us", r"\bstep time\b|step 耗时|迭代耗时"),
+)
+# "which operator type takes the most time" (per rank, by op type)
+_TOP_OPS = (
+    r"(which|what) .*\b(operators?|ops?|kernels?)\b.*\b(most|longest|largest|highest|top|dominat)",
+    r"\btop \d* ?(operators?|ops?|kernels?|op types?)\b",
+    r"\b(most|longest)[- ]running (operators?|ops?|kernels?)",
+    r"(operators?|ops?|kernels?)( types?)? (take|takes|taking|spend|spends|use|uses) the most",
+    r"哪(类|个|种|些|一类)\s*.{0,6}算子.*(最多|最长|最大|最高|最久)",
+    r"耗时最(多|长|大)的.{0,6}算子",
+    r"算子.{0,6}耗时(最多|最长|排名)",
+)
+
+
+def _component_question(low: str) -> tuple[str, str] | None:
+    """(component column, ``max``/``min``) for "which rank has the most/least <component>"."""
+    m = _WHICH_RANK.search(low)
+    if not m:
+        return None
+    # the superlative and the component belong to the same clause as "which rank"
+    low = re.split(r"[?？。!！,，;；]|\.\s", low[m.end() :])[0]
+    most, least = _MOST.search(low), _LEAST.search(low)
+    if not (most or least):
+        return None
+    extreme = "min" if least and not (most and most.start() < least.start()) else "max"
+    for col, pat in _COMPONENTS:
+        if re.search(pat, low, re.I):
+            return col, extreme
+    return None
+
+
 def _find_ranks(q: str) -> list[int]:
     found: list[tuple[int, int]] = []
     for m in _RANK_LIST.finditer(q):
@@ -349,6 +406,14 @@ def parse_question(
         if any(re.search(p, low, re.I) for p in pats):
             intent = name
             break
+    component = _component_question(low)
+    if component is not None and not ranks:
+        intent = "rank_component"
+    elif any(re.search(p, low, re.I) for p in _TOP_OPS) and intent not in (
+        "compare_profiles",
+        "help",
+    ):
+        intent = "top_ops"
     is_follow = any(p.search(q) for p in _FOLLOW_UP)
     if previous is not None and previous.intent not in ("help", "unsupported"):
         entity_only = not intent and (ranks or steps or grp or trans or ops or bare)
@@ -408,4 +473,6 @@ def parse_question(
         ops,
         False,
         bare,
+        component[0] if component and intent == "rank_component" else "",
+        component[1] if component and intent == "rank_component" else "",
     )

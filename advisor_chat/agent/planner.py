@@ -8,6 +8,7 @@ number in the text comes from a tool result of the turn (checked by :mod:`.groun
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,17 @@ _CATEGORY = {
         "通信（通信问题）：未被计算掩盖的集合通信",
     ),
 }
+_COMPONENT_LABELS = {
+    "free_us": ("Free (device idle) time", "空闲（Free）时间"),
+    "computing_us": ("Computing time", "计算（Computing）时间"),
+    "communication_not_overlapped_us": (
+        "Communication (Not Overlapped) time",
+        "未被掩盖的通信（Communication Not Overlapped）时间",
+    ),
+    "overlapped_us": ("Overlapped communication time", "被计算掩盖的通信（Overlapped）时间"),
+    "bubble_us": ("Bubble (pipeline wait) time", "空泡（Bubble）时间"),
+    "step_us": ("step time", "step 耗时"),
+}
 _KIND_CATEGORY = {
     "host_bound": "scheduling",
     "dataloader": "scheduling",
@@ -51,6 +63,14 @@ _CAPABILITIES = (
         "某张卡为什么慢（如 `为什么12号卡慢？`）",
     ),
     ("which rank is slow?", "哪张卡是慢卡？"),
+    (
+        "which rank has the most/least Free, Computing, communication or Bubble?",
+        "哪张卡的空闲（Free）/计算/通信/空泡时间最多或最少？",
+    ),
+    (
+        "which compute operator type takes the most time (on rank N)?",
+        "（某张卡上）哪类计算算子耗时最多？",
+    ),
     (
         "what kind of bottleneck is it (compute, scheduling, communication)?",
         "是什么类型的瓶颈（计算、调度、通信）？",
@@ -218,6 +238,10 @@ class Planner:
                 ("slow_rank", {"group": group, "step": step}),
                 ("cluster_breakdown", {"step": step}),
             ]
+        if it == "rank_component":
+            return [("cluster_breakdown", {"step": step})]
+        if it == "top_ops":
+            return [("compare_ops", {"rank_b": rank})]
         if it == "bottleneck":
             return [
                 ("cluster_breakdown", {"step": step}),
@@ -305,6 +329,8 @@ class Planner:
                     "explain_rank",
                     "step_trend",
                     "compare_ops",
+                    "top_ops",
+                    "rank_component",
                 )
             ):
                 # bad rank/step: stop and report the valid values.
@@ -437,19 +463,28 @@ class Planner:
         elif q.intent == "which_slow_rank":
             slow = _slow_ranks(outputs)
             plots, plot_ranks = ["rank_breakdown"], slow
-            if slow:
+            sr = [f for o in by_tool.get("slow_rank", []) for f in o.findings]
+            suspects = [f for f in sr if _unproven(f)]
+            suspect_ranks = [r for f in suspects for r in f.ranks]
+            proven = [r for r in slow if r not in suspect_ranks]
+            if proven:
                 if zh:
-                    lines.append(f"慢卡是 {fmt_ranks(slow)}，其他卡在集合通信中等待它。")
-                elif len(slow) == 1:
+                    lines.append(f"慢卡是 {fmt_ranks(proven)}，其他卡在集合通信中等待它。")
+                elif len(proven) == 1:
                     lines.append(
-                        f"The slow rank is {fmt_ranks(slow)}; the other ranks wait for it at the collectives."
+                        f"The slow rank is {fmt_ranks(proven)}; the other ranks wait for it at the collectives."
                     )
                 else:
                     lines.append(
-                        f"The slow ranks are {fmt_ranks(slow)}; the other ranks wait for them at the collectives."
+                        f"The slow ranks are {fmt_ranks(proven)}; the other ranks wait for them at the collectives."
                     )
-                for f in [f for o in by_tool.get("slow_rank", []) for f in o.findings][:2]:
+                for f in [f for f in sr if f not in suspects][:2]:
                     add(f)
+            if suspects and not proven:
+                lines.append(_suspect_line(suspects, False, zh))
+                for f in suspects[:2]:
+                    add(f)
+            if slow:
                 cat = _category([f for f in all_findings if slow[0] in f.ranks])
                 if cat:
                     lines.append(
@@ -459,8 +494,18 @@ class Planner:
                     for o in by_tool.get(name, []):
                         for f in o.findings[:2]:
                             add(f)
+                if suspects and proven:
+                    lines.append(_suspect_line(suspects, True, zh))
             else:
                 lines.append(self._no_signal(q, outputs))
+        elif q.intent == "rank_component":
+            plots = ["rank_breakdown"]
+            text, plot_ranks = self._rank_component(q, by_tool)
+            lines.append(text)
+        elif q.intent == "top_ops":
+            plots = ["op_compare"]
+            text, plot_ranks = self._top_ops(q, by_tool)
+            lines.append(text)
         elif q.intent == "bottleneck":
             plots = ["rank_breakdown"]
             cb = [f for o in by_tool.get("cluster_breakdown", []) for f in o.findings]
@@ -598,6 +643,13 @@ class Planner:
         )
         if search is not None and not search.error:
             cases = pick_cases(search.cases, tags)
+        elif search is not None and search.error:
+            lines.append(
+                f"（案例库无法读取，本回答不引用案例：{self.quoter.quote(search.error)}）"
+                if zh
+                else f"(The case library could not be read, so no cases are cited: "
+                f"{self.quoter.quote(search.error)})"
+            )
         if cases:
             lines.append("相关案例：" if zh else "Matching cases:")
             for h in cases:
@@ -616,6 +668,105 @@ class Planner:
             outputs=outputs,
             plots=plots,
             plot_ranks=list(plot_ranks),
+        )
+
+    def _rank_component(
+        self, q: Query, by_tool: dict[str, list[ToolOutput]]
+    ) -> tuple[str, list[int]]:
+        """Answer "which rank has the most/least <component>" from cluster_breakdown per-rank means."""
+        zh = q.language == "zh"
+        col = q.component or "free_us"
+        label, label_zh = _COMPONENT_LABELS.get(col, (col, col))
+        res = next((o.result for o in by_tool.get("cluster_breakdown", []) if o.result), None)
+        pr = res.tables.get("per_rank") if res is not None else None
+        if pr is None or pr.empty or col not in pr.columns:
+            return self._no_signal(q, [o for v in by_tool.values() for o in v]), []
+        v = (
+            pr.set_index("rank")[col]
+            .astype("float64")
+            .dropna()
+            .sort_values(ascending=q.extreme == "min")
+        )
+        if v.empty:
+            return self._no_signal(q, [o for v in by_tool.values() for o in v]), []
+        src = quote_source(self.session.profile.cite("step_trace"))
+        n_steps = int(res.metrics.get("steps_count", 0)) if res is not None else 0
+        steps_en = f"mean per step over {n_steps} step{'s' if n_steps != 1 else ''}"
+        steps_zh = f"{n_steps} 个 step 的每步平均"
+        if q.steps:
+            steps_en, steps_zh = f"step {q.steps[0]}", f"step {q.steps[0]}"
+        top = int(v.index[0])
+        if float(v.max()) <= 0:
+            return (
+                f"所有卡的{label_zh}都是 0（{src}）。"
+                if zh
+                else f"No rank has any {label}: it is 0 on every rank ({src}).",
+                [],
+            )
+        word = ("最少", "least") if q.extreme == "min" else ("最多", "most")
+        others = [(int(r), float(x)) for r, x in v.iloc[1:3].items()]
+        last_r, last_v = int(v.index[-1]), float(v.iloc[-1])
+        med = float(v.median())
+        fv = fmt_num
+        if zh:
+            nxt = "、".join(f"rank {r} {fv(x, 'us')}" for r, x in others)
+            text = (
+                f"{top}号卡的{label_zh}{word[0]}：{fv(float(v.iloc[0]), 'us')}"
+                f"（{steps_zh}，来源 {src}，cluster_breakdown 的 per_rank 表）。"
+                + (f"其次：{nxt}。" if nxt else "")
+                + f"{len(v)} 张卡的中位数为 {fv(med, 'us')}；另一端是 rank {last_r}，{fv(last_v, 'us')}。"
+            )
+        else:
+            nxt = ", ".join(f"rank {r} {fv(x, 'us')}" for r, x in others)
+            text = (
+                f"Rank {top} has the {word[1]} {label}: {fv(float(v.iloc[0]), 'us')} "
+                f"({steps_en}; from {src}, cluster_breakdown per_rank table)."
+                + (f" Next: {nxt}." if nxt else "")
+                + f" Median over the {len(v)} ranks: {fv(med, 'us')}; at the other end, rank "
+                f"{last_r} with {fv(last_v, 'us')}."
+            )
+        return text, [top, *(r for r, _ in others), last_r]
+
+    def _top_ops(self, q: Query, by_tool: dict[str, list[ToolOutput]]) -> tuple[str, list[int]]:
+        """Answer "which compute operator type takes the most time" from compare_ops by_type."""
+        zh = q.language == "zh"
+        out = next((o for o in by_tool.get("compare_ops", []) if o.result), None)
+        if out is None or out.result is None:
+            return self._no_signal(q, [o for v in by_tool.values() for o in v]), []
+        res = out.result
+        bt = res.tables.get("by_type")
+        rank = int(res.metrics.get("rank_b", q.ranks[0] if q.ranks else 0))
+        if bt is None or bt.empty:
+            return self._no_signal(q, [out]), []
+        core = bt["accelerator_core"].astype("string").fillna("").str.upper()
+        bt = bt[~core.isin(["HCCL", "COMMUNICATION", "DSA_SQE", "SDMA"])]
+        bt = bt[bt["total_us_b"] > 0].sort_values("total_us_b", ascending=False)
+        if bt.empty:
+            return self._no_signal(q, [out]), []
+        src = quote_source(self.session.profile.cite("kernels"))
+        n_steps = int(res.metrics.get("steps_compared", 0))
+        first = bt.iloc[0]
+        name = self.quoter.quote(str(first["op_type"]))
+        rest = [
+            (self.quoter.quote(str(r["op_type"])), float(r["total_us_b"]), int(r["count_b"]))
+            for _, r in bt.iloc[1:4].iterrows()
+        ]
+        total, count = float(first["total_us_b"]), int(first["count_b"])
+        if zh:
+            nxt = "、".join(f"{n} {fmt_num(t, 'us')}（{c} 次）" for n, t, c in rest)
+            return (
+                f"{rank}号卡上耗时最多的计算算子类型是 {name}：{n_steps} 个 step 共 "
+                f"{fmt_num(total, 'us')}（{count} 次调用，来源 {src}，compare_ops 的 by_type 表，"
+                "不含通信任务）。" + (f"其次：{nxt}。" if nxt else ""),
+                [rank],
+            )
+        nxt = ", ".join(f"{n} {fmt_num(t, 'us')} ({c} calls)" for n, t, c in rest)
+        return (
+            f"On rank {rank}, the compute operator type with the most device time is {name}: "
+            f"{fmt_num(total, 'us')} over {n_steps} step{'s' if n_steps != 1 else ''} "
+            f"({count} calls; from {src}, compare_ops by_type table, communication tasks "
+            "excluded)." + (f" Next: {nxt}." if nxt else ""),
+            [rank],
         )
 
     def _source(self, f: Finding) -> str:
@@ -742,23 +893,79 @@ def _category(findings: Sequence[Finding]) -> str | None:
     return None
 
 
+def _unproven(f: Finding) -> bool:
+    """A slow_rank finding from step_trace only while other ranks have collective evidence."""
+    return (
+        f.kind.value == "slow_rank"
+        and f.metrics.get("comm_evidence", 1.0) == 0.0
+        and (f.metrics.get("ops_tested", 0.0) == 0.0)
+    )
+
+
 def _slow_ranks(outputs: Sequence[ToolOutput]) -> list[int]:
+    """Slow ranks from slow_rank findings, those proven by collectives first."""
+    found: list[Finding] = [
+        f
+        for o in outputs
+        if o.name == "slow_rank"
+        for f in o.findings
+        if f.kind.value == "slow_rank"
+    ]
+    found.sort(key=_unproven)  # stable: proven ranks keep their order and come first
     out: list[int] = []
-    for o in outputs:
-        if o.name != "slow_rank":
-            continue
-        for f in o.findings:
-            if f.kind.value == "slow_rank":
-                out.extend(r for r in f.ranks if r not in out)
+    for f in found:
+        out.extend(r for r in f.ranks if r not in out)
     return out
 
 
-def pick_cases(hits: Sequence[CaseHit], tags: Sequence[str], limit: int = 3) -> list[CaseHit]:
+def _suspect_line(suspects: Sequence[Finding], proven: bool, zh: bool) -> str:
+    """Ranks that only look slow by step_trace (no collective data shows others wait for them)."""
+    parts = []
+    for f in suspects:
+        r = f.ranks[0]
+        fd, cd = f.metrics.get("free_delta_us", 0.0), f.metrics.get("computing_delta_us", 0.0)
+        if fd >= cd:
+            parts.append(
+                f"rank {r} Free +{fmt_num(fd, 'us')}"
+                if not zh
+                else f"rank {r} Free 多 {fmt_num(fd, 'us')}"
+            )
+        else:
+            parts.append(
+                f"rank {r} Computing +{fmt_num(cd, 'us')}"
+                if not zh
+                else f"rank {r} 计算多 {fmt_num(cd, 'us')}"
+            )
+    ranks = fmt_ranks([f.ranks[0] for f in suspects])
+    if zh:
+        return (
+            f"{'另外，' if proven else ''}rank {ranks} 只是看起来可疑：与中位数相比 {'、'.join(parts)}，"
+            "但没有它们的集合通信数据，无法证明其他卡在等它们（未证实的慢卡）。"
+        )
+    lead = "ranks" if len(suspects) > 1 else "rank"
+    if not proven:
+        lead = lead.capitalize()
+    verb = "only look" if len(suspects) > 1 else "only looks"
+    return (
+        f"{'By contrast, ' if proven else ''}{lead} {ranks} {verb} suspicious from step_trace "
+        f"({'; '.join(parts)} over the median), but there is no collective data for "
+        f"{'them' if len(suspects) > 1 else 'it'}, so nothing proves the other ranks wait for "
+        f"{'them' if len(suspects) > 1 else 'it'} (not a proven slow rank)."
+    )
+
+
+STRONG_MATCH = 3
+"""Matched symptom tags that make a retrieved case worth citing beyond the best two."""
+
+
+def pick_cases(hits: Sequence[CaseHit], tags: Sequence[str], limit: int = 4) -> list[CaseHit]:
     """The cases to cite: the ones matching most of the measured symptoms.
 
     Hits are re-ranked by the number of the findings' symptom tags they match (then by the
-    retrieval score). The best two are cited; a third only when it matches as many tags as the
-    best one. Without tags (question text only), the retrieval order is kept.
+    retrieval score). The best two are cited; further ones (up to ``limit``) when they match as
+    many tags as the best one or at least :data:`STRONG_MATCH` measured symptoms: a case that
+    matches that many measured symptoms is evidence whatever the order of its retrieval score.
+    Without tags (question text only), the retrieval order is kept.
     """
     if not tags:
         return [h for h in hits if h.score > 0][:2]
@@ -770,13 +977,76 @@ def pick_cases(hits: Sequence[CaseHit], tags: Sequence[str], limit: int = 3) -> 
         return []
     best = len(ranked[0].matched_tags)
     out = ranked[:2]
-    out += [h for h in ranked[2:limit] if len(h.matched_tags) >= best]
-    return out
+    extra = [h for h in ranked[2:] if len(h.matched_tags) >= min(best, STRONG_MATCH)]
+    # weak matches (fewer than STRONG_MATCH tags): at most one more, tied with the best
+    return out + extra[: max(limit - 2, 0) if best >= STRONG_MATCH else 1]
+
+
+_ZH_REMEDY = re.compile(r"(?:处理|优化手段|优化|解决|修复|做法|建议)[:：]\s*(.+)")
+_ZH_ACTION = re.compile(r"建议|应|开启|关闭|使用|改用|设置|export|--")
+
+
+@functools.lru_cache(maxsize=128)
+def case_remedy_zh(case_id: str) -> str | None:
+    """The remedy sentence of a case's Chinese summary (``## 中文摘要``), commands kept as written.
+
+    Returns ``None`` when the case cannot be read or its summary names no remedy.
+    """
+    try:
+        from advisor_chat.kb import get_case  # type: ignore[attr-defined]
+
+        summary = get_case(case_id).sections.get("中文摘要", "")
+    except Exception:  # a bad case file: the English remedies are still shown
+        return None
+    flat = re.sub(r"\s*\n\s*", "", summary).strip()
+    sentences = [x.strip() for x in re.split(r"(?<=。)", flat) if x.strip()]
+    for sent in sentences:
+        m = _ZH_REMEDY.search(sent)
+        if m:
+            return m.group(1).strip().rstrip("。")
+    for sent in sentences[1:] + sentences[:1]:
+        if _ZH_ACTION.search(sent):
+            return sent.rstrip("。")
+    return None
+
+
+def _command_of(remedy: str) -> str | None:
+    """The shell command of a remedy (``export X=1  # comment`` -> ``export X=1``), if any."""
+    cmd = remedy.split("  #", 1)[0].split(" # ", 1)[0].strip()
+    if re.match(r"^(export|unset|python|torchrun|npu-smi|hccn_tool|msprof)\b", cmd):
+        return cmd
+    return None
 
 
 def _suggestions(cited: Sequence[Finding], cases: Sequence[CaseHit], zh: bool) -> list[Suggestion]:
     out: list[Suggestion] = []
     seen: set[str] = set()
+    if zh:
+        # Chinese answers: the case's own Chinese remedy sentence, then its commands verbatim.
+        for h in cases:
+            f = _best_finding(cited, h.symptom_tags)
+            gain = f.estimated_gain_us if f else None
+            texts = []
+            zh_text = case_remedy_zh(h.id)
+            if zh_text:
+                texts.append(zh_text)
+            cmds = [c for c in (_command_of(r) for r in h.remedies[:3]) if c]
+            texts += [f"执行 `{c}`" for c in cmds[:1]]
+            if not texts:
+                texts = [f"参考案例中的做法：{r}" for r in h.remedies[:1]]
+            for t in texts:
+                if t in seen:
+                    continue
+                seen.add(t)
+                out.append(
+                    Suggestion(
+                        text=t,
+                        finding_id=f.id if f else None,
+                        case_id=h.id,
+                        estimated_gain_us=gain,
+                    )
+                )
+        cases = []  # handled above
     for h in cases:
         f = _best_finding(cited, h.symptom_tags)
         for r in h.remedies[:2]:

@@ -83,8 +83,11 @@ def cluster_breakdown(profile: Profile, params: BreakdownParams) -> AnalyzerResu
         ``step_us``: ``computing_share``, ``communication_not_overlapped_share``,
         ``free_share``, ``bubble_share`` (ratio 0..1). Extra tables: ``per_rank`` (same columns,
         mean per step), ``spreads`` (``scope``, ``dimension``, ``max_us``, ``min_us``,
-        ``median_us``, ``gap_us``, ``gap_share`` of mean step, ``max_rank``, ``min_rank``), ``per_stage`` and
-        ``per_group`` (mean of member ranks, µs, and ``free_gap_us``/``computing_gap_us``).
+        ``median_us``, ``gap_us``, ``gap_share`` of mean step, ``max_rank``, ``min_rank``), ``per_stage``,
+        ``per_group`` (mean of member ranks, µs, and ``free_gap_us``/``computing_gap_us``) and
+        ``extremes`` (one row per component over all ranks, from ``per_rank``: ``component``,
+        ``max_rank``, ``max_us``, ``min_rank``, ``min_us``, ``median_us``, ``mean_us``, µs per step)
+        for "which rank has the most Free" questions.
 
     Raises:
         ToolArgumentError: ``step`` is not in the step trace.
@@ -197,7 +200,35 @@ def cluster_breakdown(profile: Profile, params: BreakdownParams) -> AnalyzerResu
             "spreads": spreads,
             "per_stage": per_stage,
             "per_group": per_group,
+            "extremes": _extremes(per_rank),
         },
+    )
+
+
+def _extremes(per_rank: pd.DataFrame) -> pd.DataFrame:
+    """Per component: the ranks with the largest and smallest mean per step (µs), median, mean."""
+    rows = []
+    pr = per_rank.set_index("rank")
+    for col in (*COMPONENTS, "step_us"):
+        if col not in pr.columns:
+            continue
+        v = pr[col].astype("float64").dropna()
+        if v.empty:
+            continue
+        rows.append(
+            {
+                "component": col,
+                "max_rank": int(cast(int, v.idxmax())),
+                "max_us": float(v.max()),
+                "min_rank": int(cast(int, v.idxmin())),
+                "min_us": float(v.min()),
+                "median_us": float(v.median()),
+                "mean_us": float(v.mean()),
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=["component", "max_rank", "max_us", "min_rank", "min_us", "median_us", "mean_us"],
     )
 
 

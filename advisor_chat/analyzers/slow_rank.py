@@ -320,7 +320,10 @@ def _findings(
             comm_txt = "; no collective data for this rank"
             comm_zh = "；该卡没有集合通信数据"
         cn = row.get("communication_not_overlapped_delta_us")
-        others_wait = votes > 0 or (pd.notna(cn) and cn < 0)
+        # Collective data exists for other ranks but not for this one: its excess Free/Computing
+        # makes it suspicious, but nothing shows that the others wait for it.
+        unproven = by_op is not None and not tested
+        others_wait = votes > 0 or (pd.notna(cn) and cn < 0 and not unproven)
         wait_txt = (
             f"; the other ranks wait for it (estimated {ms(gain)} per step)"
             if others_wait
@@ -331,6 +334,11 @@ def _findings(
                 f"; its non-overlapped communication is {ms(-cn)} below the median (it waits less)"
             )
             comm_zh += f"；其未掩盖通信比中位数少 {ms(-cn)}（等待更少）"
+        if unproven:
+            wait_txt = (
+                f"; not proven by collectives: no data shows the other ranks wait for it "
+                f"(up to {ms(gain)} per step if they do)"
+            )
         if votes and tested and share != share:  # no step trace: severity from vote share
             share = 0.05 if votes / tested >= VOTE_SHARE else 0.0
         evidence = [
@@ -358,9 +366,18 @@ def _findings(
                 id=f"slow_rank.slow_rank.r{r}",
                 kind=FindingKind.SLOW_RANK,
                 severity=severity(share),
-                summary=f"Rank {r} is a slow rank: {cause}{comm_txt}{wait_txt}",
-                summary_zh=f"rank {r} 是慢卡：{cause_zh}{comm_zh}；每步约 {ms(gain)}"
-                + ("，其他卡在等待它" if others_wait else ""),
+                summary=(
+                    f"Rank {r} looks slow from step_trace only: {cause}{comm_txt}{wait_txt}"
+                    if unproven
+                    else f"Rank {r} is a slow rank: {cause}{comm_txt}{wait_txt}"
+                ),
+                summary_zh=(
+                    f"rank {r} 仅从 step_trace 看可疑（未被集合通信证实）：{cause_zh}{comm_zh}；"
+                    f"若其他卡在等它，每步最多约 {ms(gain)}"
+                    if unproven
+                    else f"rank {r} 是慢卡：{cause_zh}{comm_zh}；每步约 {ms(gain)}"
+                    + ("，其他卡在等待它" if others_wait else "")
+                ),
                 ranks=(r,),
                 metrics={
                     "computing_delta_us": cd,
@@ -370,6 +387,7 @@ def _findings(
                     "wait_ms": float(row["wait_ms"]) if pd.notna(row["wait_ms"]) else float("nan"),
                     "gap_us": gain,
                     "gap_share": share,
+                    "comm_evidence": 0.0 if unproven or by_op is None else 1.0,
                 },
                 evidence=tuple(evidence),
                 symptom_tags=tuple(tags),

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import copy
 import itertools
+import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +56,20 @@ SHOW_TABLE_DESCRIPTION = (
 )
 
 _RANK_FIELDS = ("rank", "rank_a", "rank_b", "src_rank", "dst_rank")
+
+_log = logging.getLogger(__name__)
+
+STRICT_ENV = "ADVISOR_STRICT"
+"""Set to 1 to let unexpected analyzer / case-library errors raise (tests, debugging)."""
+
+
+def strict_mode() -> bool:
+    """Whether unexpected errors should raise instead of becoming an error result."""
+    return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+INLINE_TABLES = ("extremes",)
+"""Small extra tables shown in full in the tool text (e.g. which rank has the most Free)."""
 
 
 class SearchCasesParams(BaseModel):
@@ -358,6 +374,12 @@ class Tool:
                 error=str(exc),
                 not_answerable=True,
             )
+        except Exception as exc:  # an analyzer bug must not cost the whole answer
+            if strict_mode():
+                raise
+            _log.exception("tool %s failed", self.name)
+            msg = f"{self.name} failed with an internal error ({type(exc).__name__}: {exc})"
+            out = ToolOutput(self.name, args, f"error: {msg}", error=msg, not_answerable=True)
         out.text = cap_tokens(out.text, self.session.settings.max_tool_tokens)
         with self.session._lock:
             self.session.calls.append(out)
@@ -424,7 +446,13 @@ class Tool:
         try:
             hits = self.session.search_cases(params.query, params.symptom_tags, params.k)
         except InputError as exc:  # a broken case file must not cost the diagnosis
-            raise NotAnswerableError(f"the case library is unavailable: {exc}") from exc
+            raise NotAnswerableError(f"the case library could not be read: {exc}") from exc
+        except Exception as exc:  # index/embedding failure: answer without cases
+            if strict_mode():
+                raise
+            raise NotAnswerableError(
+                f"the case library could not be read ({type(exc).__name__}: {exc})"
+            ) from exc
         lines = []
         for h in hits:
             lines.append(f"- case {h.id}: {clean_data(h.title, 120)} (source: {h.source})")
@@ -535,6 +563,13 @@ def render_result(
         body.append("findings: none")
     for note in res.notes:
         body.append(f"note: {clean_data(note, 300)}")
+    inline = {}
+    for k, r in extra_refs.items():  # small summary tables first: they survive the token cap
+        df = session.store.get(r)
+        if k in INLINE_TABLES and 0 < len(df) <= MAX_ROWS:
+            inline[k] = r
+            body.append(f"extra table {k}: {r} ({len(df)} rows):")
+            body.append(render_table(df, MAX_ROWS))
     if ref is not None and res.table is not None and not res.table.empty:
         n_rows = len(res.table)
         shown = min(n_rows, MAX_ROWS)
@@ -542,7 +577,9 @@ def render_result(
         body.append(f"table {ref} ({n_rows} rows, showing {shown}{trunc}):")
         body.append(render_table(res.table, MAX_ROWS))
     for k, r in extra_refs.items():
-        body.append(f"extra table {k}: {r} ({len(session.store.get(r))} rows; use show_table)")
+        if k not in inline:
+            n = len(session.store.get(r))
+            body.append(f"extra table {k}: {r} ({n} rows; use show_table)")
     return "\n".join(head) + "\n" + fence("\n".join(body), call)
 
 
@@ -656,5 +693,6 @@ __all__ = [
     "build_tools",
     "fmt_ranks",
     "inject_values",
+    "strict_mode",
     "tool_schemas",
 ]

@@ -1,0 +1,163 @@
+"""Offline answers on the real samples: per-rank component extremes, top operator type, proven vs
+suspected slow ranks; Chinese suggestions; case selection; robustness to broken cases/analyzers.
+
+Expected values are read from the sample files with the ``csv`` module (independently of ingest).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from advisor_chat.agent import Advisor
+from advisor_chat.agent.planner import _suggestions, case_remedy_zh, pick_cases
+from advisor_chat.config import Settings
+from advisor_chat.kb.types import CaseHit
+
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _no_cases(query, symptom_tags=None, k=5):
+    return []
+
+
+def _adv(path: Path) -> Advisor:
+    from advisor_chat.ingest import load_profile
+
+    return Advisor(load_profile(path), settings=Settings(), case_search=_no_cases)
+
+
+def _ms_values(text: str) -> list[float]:
+    return [float(m) for m in re.findall(r"(\d+(?:\.\d+)?) ms", text)]
+
+
+@pytest.fixture(scope="module")
+def pp2(real_samples: Path) -> Path:
+    return real_samples / "cluster-16rank-pp2"
+
+
+def _free_by_rank(root: Path) -> dict[int, float]:
+    path = root / "cluster_analysis_output" / "cluster_step_trace_time.csv"
+    free: dict[int, float] = defaultdict(float)
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row["Type"] == "rank":
+                free[int(row["Index"])] += float(row["Free"])
+    return dict(free)
+
+
+def test_which_rank_has_most_free_en_zh(pp2: Path) -> None:
+    free = _free_by_rank(pp2)
+    top = max(free, key=free.__getitem__)
+    low = min(free, key=free.__getitem__)
+    adv = _adv(pp2)
+    en = adv.ask("Which rank has the most Free (idle) time?")
+    assert en.intent == "rank_component"
+    assert en.answer.startswith(f"Rank {top} has the most Free")
+    assert any(abs(v * 1e3 - free[top]) <= 0.01 * free[top] for v in _ms_values(en.answer))
+    assert "cluster_step_trace_time.csv" in en.answer  # the source is cited
+    assert f"rank {low} with" in en.answer  # the other end
+    assert [c.name for c in en.tool_calls] == ["cluster_breakdown"]
+    assert en.grounding.ungrounded == []
+    zh = adv.ask("哪张卡的空闲（Free）时间最长？")
+    assert zh.answer.startswith(f"{top}号卡的空闲") and zh.grounding.ungrounded == []
+    least = adv.ask("which rank has the least Free?")
+    assert least.answer.startswith(f"Rank {low} has the least Free")
+
+
+def test_breakdown_tool_shows_extremes_table(pp2: Path) -> None:
+    free = _free_by_rank(pp2)
+    top = max(free, key=free.__getitem__)
+    adv = _adv(pp2)
+    out = next(t for t in adv.tools if t.name == "cluster_breakdown").invoke({})
+    assert "extra table extremes" in out.text
+    ex = out.result.tables["extremes"].set_index("component")
+    assert int(ex.loc["free_us", "max_rank"]) == top
+    assert ex.loc["free_us", "max_us"] == pytest.approx(free[top], rel=1e-6)
+
+
+def test_top_operator_type_on_rank(real_samples: Path) -> None:
+    root = real_samples / "pt-text-level1-2rank"
+    totals: dict[str, float] = defaultdict(float)
+    kd = root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    with kd.open(encoding="utf-8-sig", newline="") as fh:
+        for row in csv.DictReader(fh):
+            row = {k.strip(): (v or "").strip() for k, v in row.items() if k}
+            if row.get("Accelerator Core", "").upper() in ("HCCL", "DSA_SQE", "SDMA"):
+                continue
+            totals[row["Type"]] += float(row["Duration(us)"])
+    op, total = max(totals.items(), key=lambda kv: kv[1])
+    adv = _adv(root)
+    for q in (
+        "Which compute operator type takes the most device time on rank 0?",
+        "0号卡上哪类计算算子耗时最多？",
+    ):
+        ans = adv.ask(q)
+        assert ans.intent == "top_ops"
+        first = ans.answer.split("\n")[0]
+        assert op in first.split("：" if "号卡" in q else ":")[0], first
+        stated = [v * 1e3 for v in _ms_values(first)] + [
+            float(m) for m in re.findall(r"(\d+(?:\.\d+)?) us", first)
+        ]
+        assert any(abs(v - total) <= 0.01 * total for v in stated), first
+        assert "kernel_details.csv" in first and ans.grounding.ungrounded == []
+
+
+def test_proven_slow_rank_vs_free_suspects(real_samples: Path) -> None:
+    adv = _adv(real_samples / "cluster-8rank")
+    en = adv.ask("Which rank is slow?")
+    first = en.answer.split("\n")[0]
+    assert first.startswith("The slow rank is 1;"), first
+    assert "3" not in first and "6" not in first
+    suspect = next(line for line in en.answer.split("\n") if "only look suspicious" in line)
+    assert "ranks 3, 6" in suspect and "no collective data" in suspect
+    assert re.search(r"rank 6 Free \+\d+\.\d+ ms", suspect)
+    assert en.grounding.ungrounded == []
+    zh = adv.ask("哪张卡是慢卡？")
+    assert zh.answer.startswith("慢卡是 1，") and "未证实" in zh.answer
+
+
+def test_chinese_suggestions_keep_commands() -> None:
+    text = case_remedy_zh("host-dispatch-bound")
+    assert text and _CJK.search(text) and "TASK_QUEUE_ENABLE=2" in text
+    hit = CaseHit(
+        id="host-dispatch-bound",
+        title="t",
+        title_zh="t",
+        score=1.0,
+        section="",
+        source="knowledge/cases/host-dispatch-bound.md",
+        remedies=("export TASK_QUEUE_ENABLE=2  # an English comment",),
+        symptom_tags=("host_bound",),
+    )
+    zh = _suggestions([], [hit], zh=True)
+    assert zh and all(_CJK.search(s.text) for s in zh)
+    assert any("`export TASK_QUEUE_ENABLE=2`" in s.text for s in zh)
+    assert not any("English comment" in s.text for s in zh)
+    en = _suggestions([], [hit], zh=False)
+    assert en[0].text.startswith("export TASK_QUEUE_ENABLE=2  # an English comment")
+
+
+def _hit(cid: str, matched: tuple[str, ...], score: float) -> CaseHit:
+    return CaseHit(cid, cid, cid, score, "", f"knowledge/cases/{cid}.md", matched_tags=matched)
+
+
+def test_pick_cases_cites_every_strong_match() -> None:
+    hits = [
+        _hit("best", ("a", "b", "c", "d"), 3.0),
+        _hit("strong1", ("a", "b", "c"), 2.6),
+        _hit("strong2", ("a", "b", "d"), 2.5),
+        _hit("strong3", ("b", "c", "d"), 2.4),
+        _hit("weak", ("a", "b"), 2.9),
+    ]
+    ids = [h.id for h in pick_cases(hits, ["a", "b", "c", "d"])]
+    assert ids == ["best", "strong1", "strong2", "strong3"]
+    # only weak matches: the best two and at most one more tied with the best
+    weak = [_hit(c, ("a",), 2.0 - i / 10) for i, c in enumerate("wxyz")]
+    assert [h.id for h in pick_cases(weak, ["a", "b"])] == ["w", "x", "y"]
+    weaker = [_hit("p", ("a", "b"), 1.0), _hit("q", ("a",), 0.9), _hit("r", ("b",), 0.8)]
+    assert [h.id for h in pick_cases(weaker, ["a", "b"])] == ["p", "q"]
