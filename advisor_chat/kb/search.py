@@ -34,7 +34,13 @@ import yaml
 from advisor_chat.config import Settings, load_settings
 from advisor_chat.errors import InputError, ToolArgumentError
 from advisor_chat.kb.cases import Case, knowledge_dir, load_cases
-from advisor_chat.kb.index import EMBEDDER, INDEX_LOCK, build_index, get_collection
+from advisor_chat.kb.index import (
+    EMBEDDER,
+    INDEX_LOCK,
+    build_index,
+    get_collection,
+    reset_index,
+)
 from advisor_chat.kb.types import CaseHit
 from advisor_chat.symptoms import SYMPTOM_TAGS
 
@@ -289,20 +295,35 @@ def _minmax(scores: dict[str, float], *, floor_zero: bool = False) -> dict[str, 
 
 
 def _vector_scores(
-    settings: Settings, query: str
+    settings: Settings, query: str, root: Path
 ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """Per case: best chunk cosine similarity; and per case per section: similarity."""
-    qv = EMBEDDER.query(query)
-    with INDEX_LOCK:
-        col = get_collection(settings.index_dir)
-        n = col.count()
-        if n == 0:
-            return {}, {}
-        res = col.query(
-            query_embeddings=[qv.tolist()],
-            n_results=min(n, 400),
-            include=["metadatas", "distances"],
-        )
+    """Per case: best chunk cosine similarity; and per case per section: similarity.
+
+    An index that fails to answer (corrupt or deleted under us) is deleted with a warning, rebuilt
+    and asked once more.
+    """
+    qv = EMBEDDER.query(query).tolist()
+
+    def ask() -> Any:
+        with INDEX_LOCK:
+            col = get_collection(settings.index_dir)
+            n = col.count()
+            if n == 0:
+                return None
+            return col.query(
+                query_embeddings=[qv], n_results=min(n, 400), include=["metadatas", "distances"]
+            )
+
+    try:
+        res = ask()
+    except Exception as exc:  # any failure of the (rebuildable) index
+        with INDEX_LOCK:
+            reset_index(settings.index_dir, f"{type(exc).__name__}: {exc}")
+            _READY.clear()
+            build_index(settings, knowledge=root)
+        res = ask()
+    if res is None:
+        return {}, {}
     case_best: dict[str, float] = {}
     per_section: dict[str, dict[str, float]] = {}
     for md, dist in zip(res["metadatas"][0], res["distances"][0], strict=False):
@@ -407,7 +428,7 @@ def search_cases(
     text_query = query or " ".join(f"{SYMPTOM_TAGS[t][0]}" for t in tags)
     text_weight = 1.0 if query else 0.35
 
-    vec, per_section = _vector_scores(settings, text_query)
+    vec, per_section = _vector_scores(settings, text_query, root)
     qtok = tokenize(expand_with_glossary(text_query, corpus.glossary))
     lex_raw = corpus.bm25.get_scores(qtok) if qtok else [0.0] * len(corpus.cases)
     lex = {c.id: float(s) for c, s in zip(corpus.cases, lex_raw, strict=True)}
