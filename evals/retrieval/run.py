@@ -210,7 +210,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     rep = build_index()
     print(
-        f"index: {rep.embedded} embedded, {rep.skipped} skipped, {rep.deleted} deleted in {rep.seconds:.2f} s",
+        f"index: {rep.embedded} embedded ({rep.texts_embedded} texts through the model),"
+        f" {rep.skipped} skipped, {rep.deleted} deleted in {rep.seconds:.2f} s wall,"
+        f" {rep.cpu_seconds:.2f} s CPU",
         file=sys.stderr,
     )
     if args.grid:
