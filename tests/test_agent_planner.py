@@ -383,3 +383,23 @@ def test_planner_bug_becomes_an_honest_answer(monkeypatch) -> None:
     monkeypatch.setattr(adv.planner, "_compose", broken)
     ans = adv.ask("why is rank 3 slow?")
     assert ans.answer.startswith("Internal error") and "template bug" in ans.answer
+
+
+def test_warm_up_runs_the_first_analyzers_and_the_slow_rank_explanation() -> None:
+    calls: list[tuple[str, str]] = []
+    reg = tiny_registry()
+    for name, spec in list(reg.items()):
+
+        def wrapped(profile, params, _f=spec.func, _n=name):
+            calls.append((_n, params.model_dump_json()))
+            return _f(profile, params)
+
+        reg[name] = type(spec)(name, wrapped, spec.params, spec.description, order=spec.order)
+    adv = Advisor(tiny_profile(), settings=Settings(), registry=reg, case_search=fake_case_search)
+    adv.warm_up()
+    names = [n for n, _ in calls]
+    assert names == ["cluster_breakdown", "slow_rank", "explain_rank"]
+    assert f'"rank":{SLOW_RANK}' in calls[-1][1]
+    n = len(calls)
+    ans = adv.ask(f"why is rank {SLOW_RANK} slow?")
+    assert ans.intent == "explain_rank" and len(calls) == n  # everything came from the cache

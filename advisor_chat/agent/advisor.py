@@ -51,6 +51,9 @@ from advisor_chat.tools.store import TableStore
 
 _log = logging.getLogger(__name__)
 
+WARM_ANALYZERS = ("cluster_breakdown", "slow_rank")
+"""Analyzers most questions start with; :meth:`Advisor.warm_up` runs them with default params."""
+
 RECURSION_LIMIT = 24
 """LangGraph steps per question (a model call and a tool round are one step each)."""
 
@@ -144,12 +147,45 @@ class Advisor:
             else:
                 yield from self._stream_llm(question, model)
 
-    def warm_up(self) -> None:
-        """Load the case index and its embedding model now, so the first answer is fast.
+    def warm_up(self, *, analyzers: Sequence[str] = WARM_ANALYZERS) -> None:
+        """Do the one-time work now, so that the first answer is fast.
+
+        Loads the case index and its embedding model, the tokenizer vocabulary that caps tool
+        results (tiktoken o200k, about 2 s on first use), and runs ``analyzers`` with their
+        default parameters plus ``explain_rank`` / ``host_dispatch`` for the first slow rank
+        proven by collectives (all cached in the session, as any later call would be).
 
         Not required: the first question does the same work otherwise. Errors are ignored here
-        (the question that needs the case library will report them).
+        (the question that needs the case library or the analyzer reports them).
         """
+        from advisor_chat.tools.render import count_tokens
+
+        count_tokens("warm up")
+        parse_question("warm up: why is rank 0 slow?")  # compiles the intent patterns
+        results = {}
+        for name in analyzers:
+            spec = self.session.registry.get(name)
+            if spec is None or spec.needs_baseline:
+                continue
+            try:
+                results[name] = self.session.run_analyzer(name, spec.params())
+            except Exception:  # warming is best effort; ask() reports real errors
+                continue
+        # the rank the others wait for is the likely first question ("why is rank N slow?")
+        slow = results.get("slow_rank")
+        suspects = [
+            f.ranks[0]
+            for f in (slow.findings if slow is not None else ())
+            if f.kind.value == "slow_rank" and f.ranks and f.metrics.get("comm_evidence", 1.0)
+        ]
+        for name in ("explain_rank", "host_dispatch") if suspects else ():
+            spec = self.session.registry.get(name)
+            if spec is None or "rank" not in spec.params.model_fields:
+                continue
+            try:
+                self.session.run_analyzer(name, spec.params(rank=suspects[0]))
+            except Exception:  # warming is best effort; ask() reports real errors
+                continue
         try:
             self.session.search_cases("warm up", ["slow_rank"], 1)
         except Exception:  # warming is best effort; ask() reports real errors

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -96,6 +97,8 @@ class NumberPool:
             "size": [],
             "none": [],
         }
+        self._tables: dict[Dim, list[np.ndarray]] = {d: [] for d in self._by_dim}
+        self._merged: dict[Dim, np.ndarray] | None = None
 
     def add(self, value: float, dim: Dim = "none") -> None:
         """Add ``value`` of dimension ``dim`` (time in us; pct in percent)."""
@@ -106,6 +109,7 @@ class NumberPool:
         if math.isnan(v) or math.isinf(v):
             return
         self._by_dim[dim].append(v)
+        self._merged = None
 
     def add_named(self, name: str, value: float) -> None:
         """Add a unit-suffixed metric (``free_us``, ``wait_ratio``, ``bandwidth_gbps``...)."""
@@ -126,17 +130,17 @@ class NumberPool:
         """Add the numeric cells of ``df`` (unit from the column name)."""
         if df is None or df.empty:
             return
-        sub = df.head(max_rows)
-        for col in sub.columns:
-            s = sub[col]
-            if not pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
-                continue
-            vals = pd.to_numeric(s, errors="coerce").dropna().abs().unique()
-            vals = vals[np.isfinite(vals)]
-            dim, factor, raw_too = _named_dim(str(col))
-            self._by_dim[dim].extend((vals * factor).tolist())
-            if raw_too:
-                self._by_dim["none"].extend(vals.tolist())
+        for dim, arr in _table_values(df, max_rows):
+            self._tables[dim].append(arr)
+        self._merged = None
+
+    def _arrays(self) -> dict[Dim, np.ndarray]:
+        if self._merged is None:
+            self._merged = {
+                d: np.concatenate([np.asarray(self._by_dim[d], dtype="float64"), *self._tables[d]])
+                for d in self._by_dim
+            }
+        return self._merged
 
     def matches(self, n: Num) -> bool:
         """Whether some pool value rounds to ``n`` at its displayed precision."""
@@ -146,12 +150,51 @@ class NumberPool:
             dims = ("none", "time", "pct", "bw", "size")
         else:
             dims = (n.dim, "none") if n.dim != "time" else ("time",)
+        arrays = self._arrays()
         for d in dims:
-            for v in self._by_dim[d]:
-                conv = v / n.scale if d == n.dim else v
-                if abs(conv - n.value) <= tol:
-                    return True
+            arr = arrays[d]
+            if arr.size == 0:
+                continue
+            conv = arr / n.scale if d == n.dim else arr
+            if bool(np.any(np.abs(conv - n.value) <= tol)):
+                return True
         return False
+
+
+_TABLE_CACHE: dict[int, tuple[weakref.ref[pd.DataFrame], list[tuple[Dim, np.ndarray]]]] = {}
+
+
+def _table_values(df: pd.DataFrame, max_rows: int) -> list[tuple[Dim, np.ndarray]]:
+    """(dimension, values in the base unit) per numeric column of ``df``, cached per table.
+
+    Analyzer result tables are cached by the tool session and reused across turns, so each is
+    read once.
+    """
+    key = id(df)
+    hit = _TABLE_CACHE.get(key)
+    if hit is not None and hit[0]() is df:
+        return hit[1]
+    out: list[tuple[Dim, np.ndarray]] = []
+    sub = df.head(max_rows)
+    for col in sub.columns:
+        s = sub[col]
+        if not pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
+            continue
+        vals = pd.to_numeric(s, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+        vals = np.unique(np.abs(vals[np.isfinite(vals)]))
+        dim, factor, raw_too = _named_dim(str(col))
+        out.append((dim, vals * factor))
+        if raw_too:
+            out.append(("none", vals))
+    try:
+        ref = weakref.ref(df)
+    except TypeError:  # not weak-referenceable: no caching
+        return out
+    if len(_TABLE_CACHE) > 512:
+        for k in [k for k, (r, _) in _TABLE_CACHE.items() if r() is None]:
+            del _TABLE_CACHE[k]
+    _TABLE_CACHE[key] = (ref, out)
+    return out
 
 
 def _named_dim(name: str) -> tuple[Dim, float, bool]:
