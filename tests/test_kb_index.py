@@ -197,3 +197,23 @@ def test_chunks_stay_within_the_token_budget() -> None:
     assert len({ch.id for ch in chunks}) == len(chunks)
     for ch in chunks:
         assert e5.token_count(ch.text) <= kb_index.CHUNK_TOKENS, ch.id
+
+
+def test_undeletable_unreadable_index_is_a_clear_input_error(
+    small_kb: tuple[Path, Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, settings = small_kb
+    build_index(settings)
+    _corrupt(settings.index_dir, "garbage-sqlite")
+
+    def refuse(path: object, *a: object, **k: object) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    real_rmtree = kb_index.shutil.rmtree
+    monkeypatch.setattr(kb_index.shutil, "rmtree", refuse)
+    with pytest.raises(InputError) as err:
+        build_index(settings)
+    text = str(err.value)
+    assert str(settings.index_dir) in text and "kb build" in text
+    monkeypatch.setattr(kb_index.shutil, "rmtree", real_rmtree)
+    assert build_index(settings).embedded == 3  # once deletable, it repairs itself
