@@ -135,7 +135,7 @@ def test_db_export_values(real_samples: Path) -> None:
     for rank in (0, 1):
         out = root / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
         con = sqlite3.connect(
-            f"file:{out / f'ascend_pytorch_profiler_{rank}.db'}?mode=ro", uri=True
+            f"file:{out / f'ascend_pytorch_profiler_{rank}.db'}?mode=ro&immutable=1", uri=True
         )
         n_compute = con.execute(
             "SELECT count(*) FROM TASK t JOIN COMPUTE_TASK_INFO c ON t.globalTaskId=c.globalTaskId"
@@ -151,7 +151,7 @@ def test_db_export_values(real_samples: Path) -> None:
         comm_k = k[k["accelerator_core"] == "COMMUNICATION"]
         assert comm_k["duration_us"].sum() == pytest.approx(comm_ns / 1000.0)  # ns -> us
         assert k["start_us"].min() >= s0 / 1000.0 - 1 and set(k["step"]) <= {step_id, -1}
-        a = sqlite3.connect(f"file:{out / 'analysis.db'}?mode=ro", uri=True)
+        a = sqlite3.connect(f"file:{out / 'analysis.db'}?mode=ro&immutable=1", uri=True)
         step, computing, free = a.execute(
             "SELECT step, computing, free FROM StepTraceTime"
         ).fetchone()
