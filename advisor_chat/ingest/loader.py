@@ -413,10 +413,16 @@ def _map_matrix(
     if df.empty:
         return df
     learned: dict[str, dict[int, int]] = {}
-    selfs = df[df["src_local"] == df["dst_local"]]
-    for g, loc, r in zip(selfs["group"], selfs["src_local"], selfs["rank"], strict=False):
-        if pd.notna(r):
-            learned.setdefault(str(g), {})[int(loc)] = int(r)
+    selfs = df.loc[df["src_local"] == df["dst_local"], ["group", "src_local", "rank"]]
+    selfs = selfs[selfs["rank"].notna()]
+    # the last row wins for a repeated (group, local rank), as in a row-by-row dict update
+    selfs = selfs.assign(group=selfs["group"].astype(str)).drop_duplicates(
+        ["group", "src_local"], keep="last"
+    )
+    for g, loc, r in zip(
+        selfs["group"].tolist(), selfs["src_local"].tolist(), selfs["rank"].tolist(), strict=True
+    ):
+        learned.setdefault(g, {})[int(loc)] = int(r)
     groups = df["group"].astype(str).to_numpy()
     a_all = pd.to_numeric(df["src_local"], errors="coerce").to_numpy(dtype="float64")
     b_all = pd.to_numeric(df["dst_local"], errors="coerce").to_numpy(dtype="float64")
@@ -793,9 +799,19 @@ def _assemble(
             # of the matrix links (the 2-rank sample of an 8-rank job reports links to ranks 2-7)
             if "comm_groups" in tables:
                 g = tables["comm_groups"]
-                ends: dict[str, set[int]] = {}
-                for grp, a, b in zip(mat["group"], mat["src_rank"], mat["dst_rank"], strict=False):
-                    ends.setdefault(str(grp), set()).update((int(a), int(b)))
+                m_groups = mat["group"].astype(str).to_numpy()
+                m_ends = np.stack(
+                    [
+                        mat["src_rank"].to_numpy(dtype="int64"),
+                        mat["dst_rank"].to_numpy(dtype="int64"),
+                    ]
+                )
+                need = {str(x) for x in g["group"]} - set(group_ranks)
+                ends: dict[str, set[int]] = {
+                    grp: set(np.unique(m_ends[:, m_groups == grp]).tolist())
+                    for grp in need
+                    if (m_groups == grp).any()
+                }
                 new_ranks = []
                 for grp, ranks in zip(g["group"], g["ranks"], strict=False):
                     if str(grp) in group_ranks or str(grp) not in ends:
