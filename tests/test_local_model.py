@@ -204,6 +204,7 @@ def test_server_starts_once_is_reused_and_sends_the_token_cap(fake) -> None:
     assert srv is not None and srv.running() and srv.startup_s is not None
     pid = srv.pid
     assert m1.openai_api_base == srv.base_url
+    assert m1.request_timeout == local.LOCAL_MIN_TIMEOUT_S  # settings.timeout_s is 120
     msg = m1.invoke("hello")
     assert msg.content == "Rank 3 is slow."
     assert msg.usage_metadata["output_tokens"] == 7

@@ -68,6 +68,8 @@ DEFAULT_MAX_TOKENS = 192
 DEFAULT_N_CTX = 8192
 DEFAULT_START_TIMEOUT_S = 180.0
 DEFAULT_CHAT_FORMAT = "chatml-function-calling"
+LOCAL_MIN_TIMEOUT_S = 300.0
+"""Request timeout floor for the local server (``settings.timeout_s`` when larger)."""
 
 CommandBuilder = Callable[["ServerSpec", int], Sequence[str]]
 """``(spec, port) -> argv`` of the server process (tests pass a fake server)."""
@@ -419,7 +421,9 @@ def make_local_chat_model(settings: Settings, *, command: CommandBuilder | None 
         require_llama_cpp()
     spec = resolve_spec(settings.model)
     srv = ensure_server(spec, settings, command=command)
-    local = settings.model_copy(update={"base_url": srv.base_url})
+    # a 135M model on 2 busy cores needs minutes for a long tool-calling prompt
+    timeout_s = max(settings.timeout_s, LOCAL_MIN_TIMEOUT_S)
+    local = settings.model_copy(update={"base_url": srv.base_url, "timeout_s": timeout_s})
     model = chat_openai(local, spec.alias, cls=LlamaCppChatOpenAI)
     max_tokens = _env_int("ADVISOR_LOCAL_MAX_TOKENS", DEFAULT_MAX_TOKENS)
     model.extra_body = {**(model.extra_body or {}), "max_tokens": max_tokens, "tool_choice": "auto"}
