@@ -338,6 +338,9 @@ def knowledge_dir() -> Path:
     """
     env = os.environ.get("ADVISOR_KNOWLEDGE")
     path = Path(env).expanduser() if env else Path(__file__).resolve().parents[2] / "knowledge"
+    if not env and not (path / "cases").is_dir():
+        # A non-editable install: the wheel ships knowledge/ as advisor_chat/_knowledge.
+        path = Path(__file__).resolve().parents[1] / "_knowledge"
     if not (path / "cases").is_dir():
         raise InputError(
             "knowledge folder with a cases/ subfolder not found",

@@ -1,0 +1,23 @@
+"""The wheel must carry every subpackage and the case library (non-editable installs)."""
+
+import sys
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_every_subpackage_and_the_case_library_are_packaged() -> None:
+    cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(cfg["packages"])
+    found = {"advisor_chat"} | {
+        "advisor_chat." + p.parent.name for p in (REPO / "advisor_chat").glob("*/__init__.py")
+    }
+    assert found <= listed, f"add to [tool.setuptools] packages: {sorted(found - listed)}"
+    assert cfg["package-dir"]["advisor_chat._knowledge"] == "knowledge"
+    assert {"advisor_chat._knowledge", "advisor_chat._knowledge.cases"} <= listed
+    assert any((REPO / "knowledge" / "cases").glob("*.md"))
