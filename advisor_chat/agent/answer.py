@@ -75,7 +75,7 @@ class Answer(BaseModel):
     mode: str = Field("", description="e.g. 'guarded', 'guarded-fallback', 'free'")
     intent: str = Field("", description="What the planner understood, e.g. 'explain_rank'")
     draft_grounding: Grounding | None = Field(
-        None,
+        default=None,
         description="Guarded mode: grounding check of the model's draft prose (before the "
         "fallback decision); its ungrounded numbers are the ones the guard caught",
     )
