@@ -14,12 +14,14 @@ def print_demo(model: str | None = None) -> None:
     from rich.markdown import Markdown
 
     from advisor_chat.cli.inspect_cmd import _render as render_inspect
+    from advisor_chat.cli.serve_cmd import prepare_case_index
     from advisor_chat.config import load_settings
     from advisor_chat.ingest import inspect_profile, load_profile
     from advisor_chat.synth import demo_profile
     from advisor_chat.ui.render import answer_messages
 
     settings = load_settings(model=model)
+    prepare_case_index(settings)
     path = demo_profile(settings)
     profile = load_profile(path, settings=settings)
     console.rule(f"inspect {path}")

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from advisor_chat.config import Settings, load_settings
 from advisor_chat.offline import ensure_offline_env
-from advisor_chat.ui.plots import PLOT_TITLES
-from advisor_chat.ui.session import Session, UIController, close_session
+from advisor_chat.ui.plots import PLOT_TITLES, STAR_LEGEND
+from advisor_chat.ui.session import Session, UIController, close_session, status_markdown
 
 if TYPE_CHECKING:
     import gradio as gr
@@ -152,12 +152,7 @@ def build_app(
         view = [state, chatbot, status, overview, plot_note, *plots]
 
         def render_view(s: Session, *, with_plots: bool = True) -> list[Any]:
-            status_md = (
-                f"**Loaded:** `{s.label}` · {len(s.profile.ranks)} ranks · backend "
-                f"`{settings.model}`"
-                if s.profile is not None
-                else "No profile loaded."
-            )
+            status_md = status_markdown(s, settings.model)
             out: list[Any] = [
                 s,
                 copy.deepcopy(s.messages),
@@ -172,9 +167,7 @@ def build_app(
             if shown:
                 note += "Chosen by the last answer: " + ", ".join(PLOT_TITLES[n] for n in shown)
                 if s.last_answer is not None and s.last_answer.plot_ranks:
-                    note += " · highlighted ranks ★ " + ", ".join(
-                        map(str, s.last_answer.plot_ranks)
-                    )
+                    note += f" · {STAR_LEGEND}: " + ", ".join(map(str, s.last_answer.plot_ranks))
             else:
                 note += "The plots that support an answer appear here."
             if missing:

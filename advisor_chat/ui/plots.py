@@ -50,6 +50,15 @@ def _layout(fig: go.Figure, title: str, *, height: int = 340) -> go.Figure:
     return fig
 
 
+STAR_LEGEND = "★ = ranks named in the answer"
+"""What the star means: ``Answer.plot_ranks`` are the ranks the answer names (slow, compared or
+asked about), not necessarily slow ranks."""
+
+
+def _rank_axis(hl: set[int]) -> str:
+    return f"rank ({STAR_LEGEND})" if hl else "rank"
+
+
 def _rank_label(rank: int, highlight: set[int]) -> str:
     return f"<b>{rank}★</b>" if rank in highlight else str(rank)
 
@@ -86,7 +95,7 @@ def rank_breakdown(profile: Profile, highlight: Sequence[int] = ()) -> go.Figure
             marker={"color": color, "opacity": opacity},
             hovertemplate="rank %{x}<br>" + name + ": %{y:.2f} ms<extra></extra>",
         )
-    fig.update_layout(barmode="stack", xaxis_title="rank (★ = slow)", yaxis_title="ms per step")
+    fig.update_layout(barmode="stack", xaxis_title=_rank_axis(hl), yaxis_title="ms per step")
     return _layout(fig, "Per-rank step breakdown (mean per step, step_trace)")
 
 
@@ -121,7 +130,8 @@ def bandwidth_heatmap(profile: Profile, highlight: Sequence[int] = ()) -> go.Fig
             hovertemplate="src %{y} → dst %{x}<br>%{z:.2f} GB/s<extra></extra>",
         )
     )
-    fig.update_layout(xaxis_title="destination rank", yaxis_title="source rank")
+    star = f" ({STAR_LEGEND})" if hl else ""
+    fig.update_layout(xaxis_title=f"destination rank{star}", yaxis_title="source rank")
     fig.update_yaxes(autorange="reversed")
     return _layout(fig, "Link bandwidth, median GB/s (comm_matrix)", height=380)
 
@@ -150,7 +160,11 @@ def step_trend(profile: Profile, highlight: Sequence[int] = ()) -> go.Figure | N
             showlegend=on or len(hl) == 0,
             hovertemplate=f"rank {r}<br>step %{{x}}: %{{y:.2f}} ms<extra></extra>",
         )
-    fig.update_layout(xaxis_title="step", yaxis_title="step time (ms)")
+    fig.update_layout(
+        xaxis_title="step",
+        yaxis_title="step time (ms)",
+        legend_title_text=STAR_LEGEND if hl else "",
+    )
     return _layout(fig, "Step time per step (step_trace)")
 
 
@@ -250,7 +264,7 @@ def launch_delay(profile: Profile, highlight: Sequence[int] = ()) -> go.Figure |
             )
         )
     fig.update_layout(
-        xaxis_title="rank (★ = highlighted)",
+        xaxis_title=_rank_axis(hl),
         yaxis_title="launch delay (µs)",
         xaxis={"categoryorder": "array", "categoryarray": [_rank_label(r, hl) for r in ranks]},
     )

@@ -85,7 +85,26 @@ def finish_tool_step(msg: Message, summary: str, error: str | None = None) -> No
     msg["metadata"] = {**msg.get("metadata", {}), "status": "done"}
 
 
+PENDING_TITLE = "⏳ working…"
+
+
+def pending_status() -> Message:
+    """A pending (spinner) status bubble shown while the answer is produced."""
+    return {
+        "role": "assistant",
+        "content": "loading the profile and running the analysis tools…",
+        "metadata": {"title": PENDING_TITLE, "status": "pending", "id": "pending-status"},
+    }
+
+
+def update_pending(msg: Message, tool: str) -> None:
+    """Say in the pending status which tool is running now, in place."""
+    msg["content"] = f"running tools… now `{tool}`"
+
+
 def _num(v: float) -> str:
+    if v != v:  # NaN
+        return "n/a"
     if abs(v) >= 100:
         return f"{v:,.0f}"
     if abs(v) >= 1:
@@ -93,12 +112,65 @@ def _num(v: float) -> str:
     return f"{v:.3g}"
 
 
+_INT_NAMES = ("rank", "ranks", "votes", "steps", "step", "count", "peers", "level", "index")
+_INT_SUFFIXES = ("_count", "_rank", "_ranks", "_votes", "_steps", "_step", "_id", "_level", "_n")
+_INT_PREFIXES = ("n_", "num_")
+_SHARE_SUFFIXES = ("_share", "_fraction", "_frac")
+
+
+def _time(us: float) -> str:
+    if abs(us) >= 1000:
+        return f"{_num(us / 1000.0)} ms"
+    return f"{_num(us)} µs"
+
+
+def format_metric(name: str, value: float | int | None) -> str:
+    """Display a finding metric by its name's unit (display only; values are never changed).
+
+    ``*_us`` / ``*_ms`` / ``*_ns`` are times (µs shown as ms from 1000 µs on), ``*_gbps`` GB/s,
+    ``*_mb`` MB, ``*_share`` / ``*_fraction`` percentages of 1, ``*_pct`` percentages; counts,
+    ranks, votes and steps (``*_count``, ``rank``, ``votes``, ``steps``...) are integers; any
+    other whole number is shown without decimals.
+    """
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return str(value).lower()
+    v = float(value)
+    if v != v:
+        return "n/a"
+    n = name.lower()
+    for per in ("_per_step", "_per_call"):
+        if n.endswith(per) and n != per.lstrip("_"):
+            return f"{format_metric(n[: -len(per)], v)}/{per.rsplit('_', 1)[1]}"
+    if n.endswith("_us"):
+        return _time(v)
+    if n.endswith("_ms"):
+        return _time(v * 1000.0)
+    if n.endswith("_ns"):
+        return _time(v / 1000.0)
+    if n.endswith("_gbps"):
+        return f"{_num(v)} GB/s"
+    if n.endswith("_mb"):
+        return f"{_num(v)} MB"
+    if n.endswith(_SHARE_SUFFIXES) or n in ("share", "fraction"):
+        return f"{v * 100:.1f}%"
+    if n.endswith(("_pct", "_percent")):
+        return f"{v:.1f}%"
+    is_int_name = n in _INT_NAMES or n.endswith(_INT_SUFFIXES) or n.startswith(_INT_PREFIXES)
+    if (is_int_name or v.is_integer()) and abs(v) < 1e15:
+        return f"{round(v):,}" if abs(v) >= 10_000 else str(round(v))
+    return _num(v)
+
+
 def _finding_md(f: CitedFinding, lang: str) -> str:
     ranks = f" — ranks {', '.join(map(str, f.ranks))}" if f.ranks else ""
     lines = [f"**`{f.id}`** ({f.severity}){ranks}", "", f.summary]
     if f.metrics:
         lines.append("")
-        lines.append("; ".join(f"`{k}` = {_num(v)}" for k, v in list(f.metrics.items())[:12]))
+        lines.append(
+            "; ".join(f"`{k}` = {format_metric(k, v)}" for k, v in list(f.metrics.items())[:12])
+        )
     if f.estimated_gain_us is not None:
         lines.append(f"\n{_LABELS[lang]['gain']}: {_num(f.estimated_gain_us / 1000.0)} ms/step")
     if f.sources:

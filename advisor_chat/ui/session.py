@@ -160,11 +160,17 @@ class UIController:
         session.overview_md = self.overview(profile)
         ranks = profile.ranks
         span = f"ranks {ranks[0]}–{ranks[-1]}" if ranks else "no ranks"
-        session.messages.append(
-            render.assistant_message(
-                f"📂 Loaded **{label}**: {len(ranks)} ranks ({span}), {len(profile.steps)} steps, "
-                f"layout `{profile.layout}`. Ask a question, e.g. *which rank is slow, and why?*"
+        text = (
+            f"📂 Loaded **{label}**: {plural(len(ranks), 'rank')} ({span}), "
+            f"{plural(len(profile.steps), 'step')}, layout `{profile.layout}`."
+        )
+        if profile.warnings:
+            text += (
+                f" ⚠️ {plural(len(profile.warnings), 'data-quality warning')} (listed under "
+                "the folder field above): answers may rest on partial data."
             )
+        session.messages.append(
+            render.assistant_message(text + " Ask a question, e.g. *which rank is slow, and why?*")
         )
 
     def ensure_default(self, session: Session) -> None:
@@ -212,6 +218,14 @@ class UIController:
         try:
             profile = self._load(root)
             self._install(session, profile, f"{name} (uploaded)")
+        except AdvisorError as exc:
+            remove_upload_dir(new_dir)
+            # the user knows their zip, not our private extraction folder: name the zip instead
+            text = str(exc)
+            for inner in sorted({str(root), str(new_dir)}, key=len, reverse=True):
+                text = text.replace(inner, name)
+            session.messages.append(render.notice(text.replace(str(self.upload_root), name)))
+            return
         except Exception as exc:
             remove_upload_dir(new_dir)
             self._guard(session, f"loading {name}", exc)
@@ -245,39 +259,54 @@ class UIController:
             return
         self.ensure_default(session)
         session.messages.append(render.user_message(question))
-        yield
         if session.advisor is None:
+            yield
             session.messages.append(render.notice(NO_PROFILE))
             yield
             return
+        # echo the question at once, with a pending status line that stays last until the answer
+        pending = render.pending_status()
+        session.messages.append(pending)
+
+        def add(msg: dict[str, Any]) -> None:
+            if pending in session.messages:
+                session.messages.insert(session.messages.index(pending), msg)
+            else:
+                session.messages.append(msg)
+
         steps: dict[str, dict[str, Any]] = {}
         text_msg: dict[str, Any] | None = None
         try:
+            yield  # the echo and the status reach the page before any work starts
             for event in session.advisor.stream(question):
                 if isinstance(event, ToolCallEvent):
                     steps[event.id] = render.tool_step(event.id, event.name, event.args)
-                    session.messages.append(steps[event.id])
+                    add(steps[event.id])
+                    render.update_pending(pending, event.name)
                 elif isinstance(event, ToolResultEvent):
                     msg = steps.get(event.id)
                     if msg is None:
                         msg = render.tool_step(event.id, event.name, {})
-                        session.messages.append(msg)
+                        add(msg)
                     render.finish_tool_step(msg, event.summary, event.error)
                 elif isinstance(event, TextEvent):
                     if text_msg is None:
                         text_msg = render.assistant_message("")
-                        session.messages.append(text_msg)
+                        add(text_msg)
                     text_msg["content"] += event.text
                 elif isinstance(event, AnswerEvent):
                     if text_msg is not None:
                         session.messages.remove(text_msg)
                         text_msg = None
+                    _remove(session.messages, pending)
                     self._show_answer(session, event.answer)
                 yield
         except Exception as exc:
+            _remove(session.messages, pending)
             self._guard(session, "answering", exc)
             yield
         finally:
+            _remove(session.messages, pending)
             for msg in steps.values():
                 if msg.get("metadata", {}).get("status") == "pending":
                     render.finish_tool_step(msg, "", error="interrupted")
@@ -308,6 +337,47 @@ class UIController:
         return "\n\n".join(parts)
 
 
+def _remove(messages: list[dict[str, Any]], msg: dict[str, Any]) -> None:
+    """Remove ``msg`` (by identity) from ``messages`` if it is there."""
+    for i, m in enumerate(messages):
+        if m is msg:
+            del messages[i]
+            return
+
+
+def plural(n: int, word: str) -> str:
+    """``"1 step"``, ``"2 steps"`` (English display only)."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+MAX_INLINE_WARNINGS = 3
+
+
+def status_markdown(session: Session, backend: str) -> str:
+    """The load status line under the folder field, with the profile's data-quality warnings.
+
+    Up to :data:`MAX_INLINE_WARNINGS` warnings are listed in full; more are folded in a
+    ``<details>`` block whose summary gives their count.
+    """
+    prof = session.profile
+    if prof is None:
+        return "No profile loaded."
+    line = (
+        f"**Loaded:** `{session.label}` · {plural(len(prof.ranks), 'rank')} · "
+        f"{plural(len(prof.steps), 'step')} · backend `{backend}`"
+    )
+    warns = [w.message.replace("\n", " ").strip() for w in prof.warnings]
+    if not warns:
+        return line
+    items = "\n".join(f"- ⚠️ {w}" for w in warns)
+    head = f"**{plural(len(warns), 'data-quality warning')}**"
+    if len(warns) <= MAX_INLINE_WARNINGS:
+        return f"{line}\n\n{head}\n\n{items}"
+    return (
+        f"{line}\n\n<details><summary>⚠️ {head} (click to show)</summary>\n\n{items}\n\n</details>"
+    )
+
+
 def _overview_error(what: str, exc: BaseException) -> str:
     if isinstance(exc, AdvisorError):
         return f"⚠️ {exc}"
@@ -315,13 +385,51 @@ def _overview_error(what: str, exc: BaseException) -> str:
     return f"⚠️ Internal error in {what} ({type(exc).__name__}); see the server log."
 
 
-def _cell(v: Any) -> str:
-    import json
+def rank_ranges(ranks: Any) -> str:
+    """Compact a list of ranks for display: ``[0, 1, 2, 3, 8]`` → ``"0-3, 8"``."""
+    try:
+        vals = sorted({int(r) for r in ranks})
+    except (TypeError, ValueError):
+        return ", ".join(map(str, ranks))
+    parts: list[str] = []
+    i = 0
+    while i < len(vals):
+        j = i
+        while j + 1 < len(vals) and vals[j + 1] == vals[j] + 1:
+            j += 1
+        parts.append(str(vals[i]) if i == j else f"{vals[i]}-{vals[j]}")
+        i = j + 1
+    return ", ".join(parts)
 
-    if isinstance(v, (list, tuple)) and all(isinstance(x, (str, int, float)) for x in v):
+
+def _by_ranks(v: dict[str, Any]) -> str:
+    """``{"8.0.RC2": [0, 1]}`` → ``"8.0.RC2 (ranks 0-1)"``; several values joined by ``; ``."""
+    out = []
+    for key, ranks in v.items():
+        if isinstance(ranks, (list, tuple)) and ranks:
+            word = "rank" if len(ranks) == 1 else "ranks"
+            out.append(f"{key} ({word} {rank_ranges(ranks)})")
+        else:
+            out.append(f"{key}: {_cell(ranks)}")
+    return "; ".join(out)
+
+
+_INTERNAL_FIELDS = {"cache_hit", "profile_id", "file_types"}
+_FIELD_NAMES = {"root": "folder", "extra_sources": "inputs not used for the tables"}
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, dict):
+        lists = all(isinstance(x, (list, tuple)) for x in v.values())
+        text = (
+            _by_ranks(v)
+            if v and lists
+            else ", ".join(f"{k}: {_cell(x)}" for k, x in v.items() if k not in _INTERNAL_FIELDS)
+        )
+    elif isinstance(v, (list, tuple)) and all(isinstance(x, (str, int, float)) for x in v):
         text = ", ".join(map(str, v))
-    elif isinstance(v, (dict, list, tuple)):
-        text = json.dumps(v, ensure_ascii=False, default=str)
+    elif isinstance(v, (list, tuple)):
+        text = "; ".join(_cell(x) for x in v)
     else:
         text = str(v)
     text = text.replace("|", "\\|").replace("\n", " ")
@@ -329,35 +437,69 @@ def _cell(v: Any) -> str:
 
 
 def _inspect_md(info: dict[str, Any], max_rows: int = 40) -> str:
-    """Render the ``inspect --json`` dict as Markdown tables (display only)."""
+    """Render the ``inspect --json`` dict as Markdown (display only).
+
+    Internal fields (``cache_hit``, file-type counts) are dropped; rank lists are compacted
+    (``0-15``); per-rank values such as versions read ``8.0.RC2 (ranks 0-15)``; warnings are a
+    bullet list.
+    """
+    info = {k: v for k, v in info.items() if k not in _INTERNAL_FIELDS}
     out: list[str] = []
-    simple = {
-        k: v
-        for k, v in info.items()
-        if not (isinstance(v, list) and v and all(isinstance(x, dict) for x in v))
-        and not isinstance(v, dict)
-    }
-    if simple:
-        lines = ["| field | value |", "|---|---|"]
-        lines += [f"| {k} | {_cell(v)} |" for k, v in simple.items()]
-        out.append("\n".join(lines))
-    for k, v in info.items():
-        if k in simple:
+    summary: list[tuple[str, str]] = []
+    for key in ("root", "layout"):
+        if info.get(key):
+            summary.append((_FIELD_NAMES.get(key, key), _cell(info[key])))
+    for key in ("ranks", "steps"):
+        vals = info.get(key)
+        if isinstance(vals, list):
+            summary.append((key, f"{len(vals)}: {rank_ranges(vals)}" if vals else "none"))
+    if isinstance(info.get("profiler_level"), dict) and info["profiler_level"]:
+        summary.append(("profiler level", _by_ranks(info["profiler_level"])))
+    if isinstance(info.get("versions"), dict):
+        for comp, by in info["versions"].items():
+            val = _by_ranks(by) if isinstance(by, dict) else _cell(by)
+            summary.append((f"{comp} version", val))
+    done = {"root", "layout", "ranks", "steps", "profiler_level", "versions", "warnings"}
+    for key, v in info.items():  # other plain fields
+        if key in done or v in (None, "", [], {}):
             continue
-        if isinstance(v, dict):
-            lines = [f"**{k}**", "", "| key | value |", "|---|---|"]
-            lines += [f"| {kk} | {_cell(vv)} |" for kk, vv in list(v.items())[:max_rows]]
-        else:
-            cols: list[str] = []
-            for row in v:
-                cols += [c for c in row if c not in cols]
-            lines = [f"**{k}** ({len(v)})", "", "| " + " | ".join(cols) + " |"]
-            lines.append("|" + "---|" * len(cols))
-            lines += [
-                "| " + " | ".join(_cell(row.get(c, "")) for c in cols) + " |"
-                for row in v[:max_rows]
+        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            continue
+        if isinstance(v, dict) and v and all(isinstance(x, dict) for x in v.values()):
+            continue
+        summary.append((_FIELD_NAMES.get(key, key).replace("_", " "), _cell(v)))
+        done.add(key)
+    lines = ["| field | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in summary]
+    out.append("\n".join(lines))
+    warns = info.get("warnings") or []
+    if warns:
+        items = [
+            "- ⚠️ " + (w.get("message", "") if isinstance(w, dict) else str(w)).replace("\n", " ")
+            for w in warns
+        ]
+        out.append(f"**data-quality warnings** ({len(warns)})\n\n" + "\n".join(items))
+    for key, v in info.items():
+        if key in done or v in (None, "", [], {}):
+            continue
+        rows = (
+            [{"table": k, **x} for k, x in v.items()]
+            if isinstance(v, dict)
+            else [x for x in v if isinstance(x, dict)]
+        )
+        cols: list[str] = []
+        for row in rows:
+            cols += [c for c in row if c not in cols and c not in _INTERNAL_FIELDS]
+        lines = [f"**{key.replace('_', ' ')}** ({len(rows)})", "", "| " + " | ".join(cols) + " |"]
+        lines.append("|" + "---|" * len(cols))
+        for row in rows[:max_rows]:
+            cells = [
+                rank_ranges(row[c])
+                if c == "ranks" and isinstance(row.get(c), list)
+                else _cell(row.get(c, ""))
+                for c in cols
             ]
-            if len(v) > max_rows:
-                lines.append(f"\n… {len(v) - max_rows} more")
+            lines.append("| " + " | ".join(cells) + " |")
+        if len(rows) > max_rows:
+            lines.append(f"\n… {len(rows) - max_rows} more")
         out.append("\n".join(lines))
     return "\n\n".join(out)

@@ -1,0 +1,152 @@
+"""UI display helpers without a server: metric formatting, load status with data-quality
+warnings, the upload error naming the zip, the inspect overview, and the pending status."""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from advisor_chat.config import load_settings
+from advisor_chat.errors import InputError
+from advisor_chat.ui import render
+from advisor_chat.ui.render import format_metric
+from advisor_chat.ui.session import Session, UIController, _inspect_md, rank_ranges, status_markdown
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "shown"),
+    [
+        ("fastest_rank", 5.0, "5"),
+        ("peers_count", 15.0, "15"),
+        ("votes", 18.0, "18"),
+        ("steps", 3.0, "3"),
+        ("missing_ranks_count", 12345.0, "12,345"),
+        ("gap_us", 12345.0, "12.35 ms"),  # µs shown as ms from 1000 µs
+        ("gap_us", 250.0, "250 µs"),
+        ("wait_us_per_step", 2500.0, "2.50 ms/step"),
+        ("step_ms", 1.5, "1.50 ms"),
+        ("free_share", 0.25, "25.0%"),
+        ("bandwidth_gbps", 17.123, "17.12 GB/s"),
+        ("wait_ratio", 0.4567, "0.457"),
+        ("comm_evidence", 1.0, "1"),
+        ("wait_ratio", float("nan"), "n/a"),
+    ],
+)
+def test_format_metric_by_name_and_unit(name: str, value: float, shown: str):
+    assert format_metric(name, value) == shown
+
+
+def test_rank_ranges():
+    assert rank_ranges([3, 0, 1, 2, 8, 10, 11]) == "0-3, 8, 10-11"
+    assert rank_ranges([]) == ""
+
+
+@pytest.fixture(scope="module")
+def settings():
+    return load_settings()
+
+
+def _gen(tmp: Path, steps: int) -> Path:
+    from advisor_chat.synth import generate
+
+    return Path(generate("healthy", tmp / f"healthy-{steps}", ranks=2, steps=steps, seed=2))
+
+
+def test_truncated_trace_view_warnings_are_in_the_load_status(tmp_path: Path, settings):
+    root = _gen(tmp_path, steps=1)
+    traces = sorted(root.rglob("trace_view.json"))
+    assert traces, "the generator writes trace_view.json"
+    data = traces[0].read_bytes()
+    traces[0].write_bytes(data[: len(data) // 2])  # truncated, as after a killed copy
+    from advisor_chat.ingest import load_profile
+
+    expected = [w.message for w in load_profile(root, settings=settings).warnings]
+    assert expected, "ingest should warn about the truncated trace_view.json"
+    ctl = UIController(settings)
+    s = Session()
+    ctl.load_path(s, str(root))
+    status = status_markdown(s, settings.model)
+    assert "1 step " in status + " " and "1 steps" not in status
+    assert "2 ranks" in status
+    for msg in expected:
+        assert msg.replace("\n", " ").strip() in status
+    loaded = s.messages[-1]["content"]
+    assert "1 step," in loaded and "data-quality warning" in loaded
+    ctl.close()
+
+
+def test_many_warnings_are_folded(settings):
+    from advisor_chat.ingest.profile import DataWarning
+
+    class P:  # only the attributes status_markdown reads
+        def __init__(self) -> None:
+            self.ranks = [0, 1]
+            self.steps = [1, 2]
+            self.warnings = [DataWarning(code="x", message=f"problem number {i}") for i in range(5)]
+
+    s = Session(profile=P(), label="x")  # type: ignore[arg-type]
+    md = status_markdown(s, "offline")
+    assert "<details>" in md and "5 data-quality warnings" in md
+    assert all(f"problem number {i}" in md for i in range(5))
+    s.profile.warnings = s.profile.warnings[:1]  # type: ignore[union-attr]
+    assert "<details>" not in status_markdown(s, "offline")
+
+
+def test_upload_error_names_the_zip_not_the_extraction_folder(tmp_path: Path, settings):
+    z = tmp_path / "junk.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("notes.txt", b"hello")
+        zf.writestr("data/random.bin", os.urandom(64))
+    # the remedy the loader gives for this content, obtained independently
+    plain = tmp_path / "plain"
+    with zipfile.ZipFile(z) as zf:
+        zf.extractall(plain)
+    from advisor_chat.ingest import load_profile
+
+    with pytest.raises(InputError) as err:
+        load_profile(plain, settings=settings)
+    ctl = UIController(settings)
+    s = Session()
+    ctl.load_upload(s, str(z))
+    text = s.messages[-1]["content"]
+    assert "junk.zip" in text
+    assert str(ctl.upload_root) not in text and "upload-" not in text
+    if err.value.remedy:
+        assert err.value.remedy.rstrip(".") in text
+    assert s.profile is None
+    ctl.close()
+
+
+def test_overview_has_no_raw_json_or_internal_fields(settings):
+    from advisor_chat.ingest import inspect_profile, load_profile
+    from advisor_chat.synth import demo_profile
+
+    info = inspect_profile(load_profile(demo_profile(settings), settings=settings))
+    md = _inspect_md(info)
+    assert "cache_hit" not in md and "file_types" not in md
+    assert '{"' not in md
+    for by in info["versions"].values():
+        for version, ranks in by.items():
+            assert f"{version} (ranks {rank_ranges(ranks)})" in md
+    assert json.dumps(info["ranks"]) not in md  # rank lists are compacted
+
+
+def test_question_is_echoed_with_a_pending_status_before_any_work(settings):
+    from advisor_chat.synth import demo_profile
+
+    ctl = UIController(settings, profile_path=demo_profile(settings))
+    s = Session()
+    ctl.ensure_default(s)
+    n = len(s.messages)
+    gen = ctl.ask(s, "why is rank 12 slow?")
+    next(gen)
+    assert s.messages[n] == render.user_message("why is rank 12 slow?")
+    assert s.messages[n + 1]["metadata"]["status"] == "pending"
+    assert len(s.messages) == n + 2
+    gen.close()  # the status never outlives the question
+    assert all((m.get("metadata") or {}).get("id") != "pending-status" for m in s.messages)
+    ctl.close()
