@@ -37,8 +37,8 @@ def test_second_load_comes_from_cache(
     assert second.warnings == first.warnings
     assert second.cite("kernels") == first.cite("kernels")
     # the cache lives under the settings home, never in the input folder
-    assert any((tmp_path / "home" / "cache").rglob("*.arrow"))
-    assert not list(root.rglob("*.arrow"))
+    assert any((tmp_path / "home" / "cache").rglob("*.parquet"))
+    assert not list(root.rglob("*.parquet"))
 
     # touching an input file invalidates the entry
     monkeypatch.undo()
