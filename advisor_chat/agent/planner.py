@@ -431,6 +431,7 @@ class Planner:
                 for f in own[:3]:
                     add(f)
                 if waits:
+                    lines.append("")  # a new paragraph, not a continuation of the last bullet
                     lines.append(
                         "其他卡在集合通信中等待它："
                         if zh
@@ -651,12 +652,14 @@ class Planner:
                 f"{self.quoter.quote(search.error)})"
             )
         if cases:
+            lines.append("")  # headings start a paragraph (Markdown would glue them to a bullet)
             lines.append("相关案例：" if zh else "Matching cases:")
             for h in cases:
                 title = h.title_zh if zh and h.title_zh else h.title
                 lines.append(f"- `{h.id}`：{title}" if zh else f"- `{h.id}`: {title}")
         suggestions = _suggestions(cited, cases, zh)
         if suggestions:
+            lines.append("")
             lines.append("建议：" if zh else "Suggestions:")
             for s in suggestions:
                 lines.append("- " + _suggestion_text(s, zh))
