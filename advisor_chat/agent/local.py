@@ -75,6 +75,18 @@ CommandBuilder = Callable[["ServerSpec", int], Sequence[str]]
 """``(spec, port) -> argv`` of the server process (tests pass a fake server)."""
 
 
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Ask Linux to send SIGTERM to the server when its parent dies (SIGKILL included).
+
+    The ``atexit`` hook stops the server on a normal exit; this covers ``kill -9`` of the app.
+    """
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 @dataclass(frozen=True)
 class ServerSpec:
     """What to serve.
@@ -285,7 +297,11 @@ class LocalServer:
         t0 = time.perf_counter()
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
-                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
         deadline = t0 + self.start_timeout_s
         while True:
