@@ -12,7 +12,7 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from advisor_chat.agent.answer import CitedCase, CitedFinding, Suggestion
 from advisor_chat.agent.parse import Query
@@ -707,7 +707,7 @@ class Planner:
                 [],
             )
         word = ("最少", "least") if q.extreme == "min" else ("最多", "most")
-        others = [(int(r), float(x)) for r, x in v.iloc[1:3].items()]
+        others = [(int(cast(int, r)), float(x)) for r, x in v.iloc[1:3].items()]
         last_r, last_v = int(v.index[-1]), float(v.iloc[-1])
         med = float(v.median())
         fv = fmt_num
