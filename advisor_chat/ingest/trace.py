@@ -137,8 +137,10 @@ class _State:
         """Collect the facts of a batch of parsed events (list comprehensions, columnar storage)."""
         self.events += len(events)
         evs = [e for e in events if isinstance(e, dict)]
-        xs = [e for e in evs if e.get("ph") == "X"]
-        cann = [e for e in xs if e.get("cat") is None]
+        phs = [e.get("ph") for e in evs]
+        xs = [e for e, ph in zip(evs, phs, strict=True) if ph == "X"]
+        cats = [e.get("cat") for e in xs]
+        cann = [e for e, cat in zip(xs, cats, strict=True) if cat is None]
         if cann:
             codes, ids = self.key_codes, self.name_ids
             n0 = len(ids)
@@ -158,18 +160,16 @@ class _State:
             dur = np.array([e.get("dur", 0.0) or 0.0 for e in cann], dtype="float64")
             self.x_batches.append((code, ts, ts + dur, nid))
             self._index = None
-        for e in xs:
-            if e.get("cat") == "cpu_op":
-                name = e.get("name", "")
-                if isinstance(name, str) and name.startswith("ProfilerStep#"):
-                    m = _STEP.match(name)
-                    if m:
-                        t0 = float(e.get("ts", 0))
-                        self.steps.append((int(m.group(1)), t0, t0 + float(e.get("dur", 0))))
+        for e in [e for e, cat in zip(xs, cats, strict=True) if cat == "cpu_op"]:
+            name = e.get("name", "")
+            if isinstance(name, str) and name.startswith("ProfilerStep#"):
+                m = _STEP.match(name)
+                if m:
+                    t0 = float(e.get("ts", 0))
+                    self.steps.append((int(m.group(1)), t0, t0 + float(e.get("dur", 0))))
         starts, finishes = self.starts, self.finishes
-        for e in evs:
-            ph = e.get("ph")
-            if (ph == "s" or ph == "f") and e.get("cat") == "HostToDevice":
+        for e, ph in [(e, ph) for e, ph in zip(evs, phs, strict=True) if ph == "s" or ph == "f"]:
+            if e.get("cat") == "HostToDevice":
                 key3 = (e.get("pid"), e.get("tid"), str(e.get("ts")))
                 (starts if ph == "s" else finishes)[str(e.get("id"))] = key3
 
