@@ -453,3 +453,128 @@ def low_outlier(values: np.ndarray) -> int | None:
     if sd > 0 and vv[order[0]] < mean - 3 * sd:
         return int(idx[order[0]])
     return None
+
+
+#: Transit share of communication time (Σ Transit / Σ Elapse, comm_ops) below which the
+#: exposed communication is mostly waiting for peers / idle rather than data transfer.
+TRANSIT_SHARE_LOW: float = 0.25
+
+
+def missing_ranks(profile: Profile) -> list[int]:
+    """Ranks expected in the job but absent from the data (sorted global ranks).
+
+    Source: the load-time ``missing_ranks`` warnings (``profile.warnings``), else the ranks
+    below ``meta.world_size`` that have no data. Empty when nothing says ranks are missing.
+    """
+    out: set[int] = set()
+    for w in profile.warnings:
+        if w.code == "missing_ranks":
+            out.update(int(r) for r in w.ranks)
+    meta = profile.get("meta")
+    if not out and not meta.empty and "world_size" in meta and meta["world_size"].notna().any():
+        out = set(range(int(meta["world_size"].max()))) - set(profile.ranks)
+    return sorted(out - set(profile.ranks))
+
+
+def comm_time_split(profile: Profile, step: int | None = None) -> pd.DataFrame:
+    """Per rank, communication time split into transit vs waiting, mean per step (ms).
+
+    Source: ``comm_ops`` (communication.json), all ops of the rank summed per step, then the
+    mean over steps. HCCL splits each op's Elapse Time into Transit (data moving), Wait (the
+    peers have not arrived) and Idle (neither); ``not_transit_ms`` = Wait + Idle.
+
+    Returns:
+        DataFrame indexed by ``rank`` with ``elapse_ms``, ``transit_ms``, ``wait_ms``,
+        ``idle_ms``, ``not_transit_ms`` (ms per step) and ``transit_share`` (Σ transit /
+        Σ elapse, ratio). Empty (same columns) without comm_ops.
+    """
+    cols = ["elapse_ms", "transit_ms", "wait_ms", "idle_ms", "not_transit_ms", "transit_share"]
+    ops = profile.get("comm_ops")
+    if step is not None and not ops.empty:
+        ops = ops[ops["step"] == step]
+    if ops.empty:
+        return pd.DataFrame(columns=cols, index=pd.Index([], name="rank"), dtype="float64")
+    per = (
+        ops.groupby(["rank", "step"], dropna=False)[
+            ["elapse_ms", "transit_ms", "wait_ms", "idle_ms"]
+        ]
+        .sum(min_count=1)
+        .groupby("rank")
+        .mean()
+    )
+    per["not_transit_ms"] = per["wait_ms"].fillna(0.0) + per["idle_ms"].fillna(0.0)
+    per["transit_share"] = per["transit_ms"] / per["elapse_ms"].where(per["elapse_ms"] > 0)
+    per.index = per.index.astype(int)
+    per.index.name = "rank"
+    return per[cols].astype("float64")
+
+
+def comm_wait_text(split: pd.DataFrame, missing: Sequence[int]) -> tuple[str, str]:
+    """Sentence (en, zh) saying communication is mostly waiting, with the transit numbers.
+
+    Args:
+        split: :func:`comm_time_split` output (ranks of interest only).
+        missing: Ranks absent from the data (:func:`missing_ranks`).
+    """
+    el = float(split["elapse_ms"].median())
+    tr = float(split["transit_ms"].median())
+    nt = float(split["not_transit_ms"].median())
+    share = tr / el if el > 0 else float("nan")
+    miss = ""
+    miss_zh = ""
+    if missing:
+        miss = f", possibly among the ranks missing from the data (ranks {format_ranks(missing)})"
+        miss_zh = f"，可能是数据中缺失的卡（rank {format_ranks(missing)}）"
+    en = (
+        f"this is mostly waiting, not data transfer: per step (median over ranks, comm_ops) "
+        f"communication elapses {el:.1f} ms but transit is only {tr:.2f} ms ({pct(share)}); "
+        f"{nt:.1f} ms is wait/idle — a slow or late peer{miss}; overlap tuning would not help"
+    )
+    zh = (
+        f"主要是等待而非数据传输：每步（各卡中位数，comm_ops）通信耗时 {el:.1f} ms，其中传输仅 "
+        f"{tr:.2f} ms（{pct(share)}），等待/空闲 {nt:.1f} ms——有慢卡或晚到的卡{miss_zh}；"
+        "调整通信掩盖无济于事"
+    )
+    return en, zh
+
+
+def comm_wait_dominated(split: pd.DataFrame, not_overlapped_us: pd.Series) -> bool:
+    """Whether the exposed communication is mostly wait/idle rather than transit.
+
+    True when comm_ops covers at least half of the ranks of ``not_overlapped_us`` (index rank,
+    µs per step from step_trace), the covered ranks' median communication Elapse is at least
+    half of their median non-overlapped communication (comm_ops explains the exposed time),
+    and Σ Transit / Σ Elapse < :data:`TRANSIT_SHARE_LOW`.
+    """
+    sub = split[split.index.isin(not_overlapped_us.index)]
+    if sub.empty or len(sub) * 2 < len(not_overlapped_us):
+        return False
+    el = float(sub["elapse_ms"].sum())
+    if not el > 0:
+        return False
+    cno = float(not_overlapped_us[not_overlapped_us.index.isin(sub.index)].median())
+    if not float(sub["elapse_ms"].median()) * 1000.0 >= 0.5 * cno:
+        return False
+    return float(sub["transit_ms"].sum()) / el < TRANSIT_SHARE_LOW
+
+
+def peer_median(values: pd.Series, groups: pd.Series) -> pd.Series:
+    """Per element, the median of the OTHER elements of its group (the element excluded).
+
+    Used so that "above the peers' median" means the same in every analyzer (slow_rank,
+    explain_rank): the rank itself is never part of its own reference. NaN for a group of one.
+
+    Args:
+        values: Numbers (any index); NaN values are ignored as peers.
+        groups: Group label per element (same index), e.g. the pipeline stage.
+    """
+    out = pd.Series(np.nan, index=values.index, dtype="float64")
+    for _, idx in values.groupby(groups, dropna=False).groups.items():
+        v = values.loc[idx].to_numpy(dtype=float)
+        meds = []
+        for i in range(v.size):
+            others = np.delete(v, i)
+            others = others[np.isfinite(others)]
+            meds.append(float(np.median(others)) if others.size else np.nan)
+        out.loc[idx] = meds
+    return out

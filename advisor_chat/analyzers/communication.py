@@ -10,11 +10,16 @@ import pandas as pd
 from pydantic import Field
 
 from advisor_chat.analyzers._common import (
+    TRANSIT_SHARE_LOW,
     WAIT_RATIO_THRESHOLD,
+    comm_time_split,
+    comm_wait_dominated,
+    comm_wait_text,
     format_ranks,
     groups_table,
     is_comm_kernel,
     median_step_us,
+    missing_ranks,
     ms,
     pct,
     severity,
@@ -205,6 +210,66 @@ def _overlap_findings(profile: Profile, ov: pd.DataFrame) -> list[Finding]:
         return []
     rk = int(cast(int, ov.at[i, "rank"]))
     cno = float(cast(float, ov.at[i, "communication_not_overlapped_us"]))
+    ranks = tuple(int(r) for r in ov["rank"])
+    split = comm_time_split(profile)
+    split = split[split.index.isin(ranks)]
+    transit_share = (
+        float(split["transit_ms"].sum() / split["elapse_ms"].sum())
+        if not split.empty and split["elapse_ms"].sum() > 0
+        else float("nan")
+    )
+    metrics = {"overlap_ratio": ratio, "not_overlapped_share": share, "not_overlapped_us": cno}
+    if not split.empty:
+        metrics |= {
+            "comm_elapse_ms_per_step": float(split["elapse_ms"].median()),
+            "comm_transit_ms_per_step": float(split["transit_ms"].median()),
+            "comm_wait_idle_ms_per_step": float(split["not_transit_ms"].median()),
+            "transit_share": transit_share,
+        }
+    base_ev = Evidence(
+        "step_trace",
+        profile.cite("step_trace"),
+        {"rank": rk},
+        "overlap = Overlapped / (Overlapped + Communication(Not Overlapped))",
+    )
+    cno_by_rank = ov.set_index("rank")["communication_not_overlapped_us"]
+    if comm_wait_dominated(split, cno_by_rank):
+        # The exposed communication is waiting for peers, not transfer: overlap cannot hide it.
+        missing = missing_ranks(profile)
+        en, zh = comm_wait_text(split, missing)
+        return [
+            Finding(
+                id="communication.communication.wait_dominated",
+                kind=FindingKind.COMMUNICATION,
+                severity=severity(share),
+                summary=(
+                    f"Communication not overlapped is {ms(cno)} per step ({pct(share)}) even on "
+                    f"rank {rk}, which waits least, but {en}"
+                ),
+                summary_zh=f"rank {rk}（等待最少）每步仍有 {ms(cno)}（{pct(share)}）通信未被掩盖，但{zh}",
+                ranks=ranks,
+                metrics=metrics | {"missing_ranks_count": float(len(missing))},
+                evidence=(
+                    base_ev,
+                    Evidence(
+                        "comm_ops",
+                        profile.cite("comm_ops"),
+                        {"ranks": format_ranks(ranks)},
+                        "per rank per step: Σ Elapse, Σ Transit, Σ (Wait + Idle); transit_share "
+                        f"= Σ Transit / Σ Elapse < {TRANSIT_SHARE_LOW:.2f} means waiting; no gain "
+                        "from overlap is claimed",
+                    ),
+                ),
+                symptom_tags=("comm_wait_high", "slow_rank")
+                + (("missing_ranks",) if missing else ()),
+                estimated_gain_us=None,
+                category=Category.COMMUNICATION,
+            )
+        ]
+    # Overlap can hide transfer, not waiting: cap the bound by the rank's Transit (comm_ops).
+    gain = cno
+    if rk in split.index and np.isfinite(split.at[rk, "transit_ms"]):
+        gain = min(cno, float(split.at[rk, "transit_ms"]) * 1000.0)
     return [
         Finding(
             id="communication.communication.not_overlapped",
@@ -216,22 +281,21 @@ def _overlap_findings(profile: Profile, ov: pd.DataFrame) -> list[Finding]:
                 f"({pct(share)}) of communication not overlapped"
             ),
             summary_zh=f"通信掩盖不足：平均仅 {pct(ratio)} 的通信与计算重叠；等待最少的 rank {rk} 每步仍有 {ms(cno)}（{pct(share)}）未被掩盖",
-            ranks=tuple(int(r) for r in ov["rank"]),
-            metrics={
-                "overlap_ratio": ratio,
-                "not_overlapped_share": share,
-                "not_overlapped_us": cno,
-            },
+            ranks=ranks,
+            metrics=metrics | {"gain_upper_bound_us": gain},
             evidence=(
                 Evidence(
                     "step_trace",
                     profile.cite("step_trace"),
                     {"rank": rk},
-                    "overlap = Overlapped / (Overlapped + Communication(Not Overlapped))",
+                    "overlap = Overlapped / (Overlapped + Communication(Not Overlapped)); "
+                    "estimated gain is an UPPER BOUND: the non-overlapped communication of the "
+                    "rank that waits least (if all of it were hidden), capped by that rank's "
+                    "Transit time per step (comm_ops) since waiting cannot be overlapped",
                 ),
             ),
             symptom_tags=("comm_not_overlapped", "comm_bound"),
-            estimated_gain_us=None,
+            estimated_gain_us=gain,
             category=Category.COMMUNICATION,
         )
     ]

@@ -165,7 +165,7 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
     if np.isfinite(wait_d):
         wait_txt = (
             f"; in collectives it waits {ms(cv('comm_wait_us', 'rank_us'))} per step vs the "
-            f"peers' median {ms(cv('comm_wait_us', 'median_us'))}"
+            f"peers' median (excluding rank {rank}) {ms(cv('comm_wait_us', 'median_us'))}"
             + (
                 " — the least of all: it arrives last and the other ranks wait for it"
                 if waits_less
@@ -213,24 +213,48 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
         "fastest_rank": float(fastest),
         "peers_count": float(len(peers)),
     }
+    tail, tail_zh = "", ""
     if max(cd, fd) > thr:
         if fd >= cd:
             cat = Category.SCHEDULING
-            detail, detail_zh, ev, _lt = launch
+            detail, detail_zh, ev, _lt, _hb = launch
             if ev is not None:
                 evidence.append(ev)
             gap = fd
-            cause = (
-                f"scheduling (host dispatch): rank {rank}'s Free is {ms(fd)} per step above the "
-                f"peers' median ({ms(cv('free_us', 'median_us'))}; fastest rank {fastest}: "
-                f"{ms(cv('free_us', 'fastest_us'))})"
+            free_txt = (
+                f"rank {rank}'s Free is {ms(fd)} per step above the peers' median "
+                f"(excluding rank {rank}: {ms(cv('free_us', 'median_us'))}; fastest rank "
+                f"{fastest}: {ms(cv('free_us', 'fastest_us'))})"
             )
-            cause_zh = (
-                f"调度（host 下发）问题：rank {rank} 的 Free 每步比同组中位数多 {ms(fd)}"
-                f"（中位数 {ms(cv('free_us', 'median_us'))}，最快 rank {fastest} 为 "
+            free_zh = (
+                f"rank {rank} 的 Free 每步比其他卡中位数多 {ms(fd)}"
+                f"（不含 rank {rank} 的中位数 {ms(cv('free_us', 'median_us'))}，最快 rank {fastest} 为 "
                 f"{ms(cv('free_us', 'fastest_us'))}）"
             )
-            tags: tuple[str, ...] = ("slow_rank", "free_spread", "host_bound", "launch_delay")
+            tags: tuple[str, ...]
+            if launch[4]:
+                # launch delays measured and short: the device waits for the host
+                cause = f"scheduling (host dispatch): {free_txt}"
+                cause_zh = f"调度（host 下发）问题：{free_zh}"
+                tags = ("slow_rank", "free_spread", "host_bound", "launch_delay")
+            else:
+                # Free alone does not say why the device idles: name the candidates and the data
+                # that would decide, without claiming host dispatch.
+                cause = f"device idle time (Free): {free_txt}"
+                cause_zh = f"设备空闲（Free）：{free_zh}"
+                tail = (
+                    f" Free alone does not say why rank {rank}'s device idles — possible causes on "
+                    "this rank: host dispatch, data loading, synchronization (e.g. .item() or "
+                    "stream sync), checkpoint or logging; the data that would decide: "
+                    "trace_view.json with HostToDevice flows (profiler Level1 with CPU activity) "
+                    "to compare its launch delays and step-start idle with the peers."
+                )
+                tail_zh = (
+                    f"仅凭 Free 无法判断 rank {rank} 设备空闲的原因——可能是该卡的 host 下发、数据加载、"
+                    "同步（如 .item() 或流同步）、checkpoint 或日志；可判定的数据：含 HostToDevice 连线的 "
+                    "trace_view.json（Level1 + CPU 活动），用于对比其下发时延和 step 起始空闲。"
+                )
+                tags = ("slow_rank", "free_spread", "high_free")
         else:
             cat = Category.COMPUTE
             detail, detail_zh, ev, _od = ops_ev
@@ -239,7 +263,7 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
             gap = cd
             cause = (
                 f"compute: rank {rank}'s Computing is {ms(cd)} per step above the peers' median "
-                f"({ms(cv('computing_us', 'median_us'))}; fastest rank {fastest}: "
+                f"(excluding rank {rank}: {ms(cv('computing_us', 'median_us'))}; fastest rank {fastest}: "
                 f"{ms(cv('computing_us', 'fastest_us'))})"
             )
             cause_zh = (
@@ -258,11 +282,11 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
                 summary=(
                     f"Rank {rank} is slow because of {cause}, {pct(share)} of the step"
                     f"{detail}{wait_txt}{trend_txt}. Fixing it would save about {ms(gap)} per step "
-                    "on every rank that waits for it"
+                    f"on every rank that waits for it.{tail}"
                 ),
                 summary_zh=(
                     f"rank {rank} 慢的原因是{cause_zh}，占 step 的 {pct(share)}{detail_zh}{wait_zh}{trend_zh}。"
-                    f"修复后每步约可节省 {ms(gap)}"
+                    f"修复后每步约可节省 {ms(gap)}。{tail_zh}"
                 ),
                 ranks=(rank,),
                 metrics=metrics,
@@ -328,7 +352,12 @@ def _trend(st: pd.DataFrame, rank: int, peers: list[int]) -> pd.DataFrame:
 
 def _launch_evidence(
     profile: Profile, rank: int, peers: list[int], step: int | None
-) -> tuple[str, str, Evidence | None, pd.DataFrame | None]:
+) -> tuple[str, str, Evidence | None, pd.DataFrame | None, bool]:
+    """Launch-delay text (en, zh), evidence, per-rank table and whether they show host-bound.
+
+    The last item is True only when host_dispatch data exists for the rank and its p90 launch
+    delay is below half of the peers' median p90 (the device starts tasks as soon as issued).
+    """
     hd = profile.get("host_dispatch")[["rank", "step", "launch_delay_us"]]
     if step is not None and not hd.empty:
         hd = hd[hd["step"] == step]
@@ -340,6 +369,7 @@ def _launch_evidence(
             "（缺少 host_dispatch 数据，无法给出下发时延）",
             None,
             None,
+            False,
         )
     g = hd.groupby("rank")["launch_delay_us"]
     lt = pd.DataFrame(
@@ -360,7 +390,8 @@ def _launch_evidence(
         {"rank": rank},
         "launch_delay_us = device start − host API start; percentiles per rank",
     )
-    if np.isfinite(peer_p90) and p90 < 0.5 * peer_p90:
+    host_bound = bool(np.isfinite(peer_p90) and p90 < 0.5 * peer_p90)
+    if host_bound:
         why = (
             " — short: the device starts each task as soon as the host issues it, so the device "
             "waits for the host (host-bound)"
@@ -377,6 +408,7 @@ def _launch_evidence(
         f"；下发时延 p50 {p50:.0f} us、p90 {p90:.0f} us、最大 {mx:.0f} us，同组 p90 中位数 {peer_p90:.0f} us{why_zh}",
         ev,
         lt.reset_index(),
+        host_bound,
     )
 
 

@@ -139,6 +139,10 @@ def slow_link(profile: Profile, params: SlowLinkParams) -> AnalyzerResult:
         "slow_links_count": float(links["slow"].sum()) if not links.empty else 0.0,
         "median_step_us": step_us,
     }
+    healthy_metrics, healthy_note = _healthy(links, rank_bw, findings)
+    metrics |= healthy_metrics
+    if healthy_note:
+        notes.insert(0, healthy_note)
     return AnalyzerResult(
         "slow_link",
         links,
@@ -147,6 +151,49 @@ def slow_link(profile: Profile, params: SlowLinkParams) -> AnalyzerResult:
         notes=tuple(notes),
         tables={"rank_bandwidth": rank_bw, "small_packets": small, "wait_ratio": wr},
     )
+
+
+def _healthy(
+    links: pd.DataFrame, rank_bw: pd.DataFrame, findings: list[Finding]
+) -> tuple[dict[str, float], str]:
+    """Explicit "no slow link" result: bandwidth range per transport when nothing is slow.
+
+    Uses the link table (communication_matrix.json) when it has rows, else the per-rank
+    bandwidth (communication.json). Returns metrics (``healthy_links_count``,
+    ``link_min_gbps``, ``link_median_gbps``, ``link_max_gbps``, ``link_min_ratio``; of the
+    transport with most rows) and a note naming every transport; empty when a link or rank is
+    slow or there is no bandwidth data.
+    """
+    src, what = (links, "links") if not links.empty else (rank_bw, "rank transfers")
+    if (
+        src.empty
+        or bool(src["slow"].any())
+        or any(f.kind in (FindingKind.SLOW_LINK,) for f in findings)
+    ):
+        return {}, ""
+    parts = []
+    for tr, sub in src.groupby("transport"):
+        bw = sub["bandwidth_gbps"].astype(float)
+        parts.append(
+            f"{len(sub)} {tr} {what}, {bw.min():.1f}-{bw.max():.1f} GB/s "
+            f"(median {bw.median():.1f} GB/s)"
+        )
+    main = src[src["transport"] == src["transport"].value_counts().idxmax()]
+    bw = main["bandwidth_gbps"].astype(float)
+    metrics = {
+        "healthy_links_count": float(len(src)),
+        "link_min_gbps": float(bw.min()),
+        "link_median_gbps": float(bw.median()),
+        "link_max_gbps": float(bw.max()),
+        "link_min_ratio": float(main["ratio"].min()),
+    }
+    note = (
+        "no slow link: "
+        + "; ".join(parts)
+        + f"; none below {SLOW_RATIO}x the median of its transport "
+        f"(lowest {metrics['link_min_ratio']:.2f}x)"
+    )
+    return metrics, note
 
 
 def _nsteps(df: pd.DataFrame, default: int) -> int:
