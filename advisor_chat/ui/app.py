@@ -92,7 +92,9 @@ def build_app(
         with gr.Tabs():
             with gr.Tab("Chat", id="chat-tab"), gr.Row(equal_height=False):
                 with gr.Column(scale=3, min_width=420):
-                    with gr.Accordion("Profiling folder", open=profile_path is None):
+                    with gr.Accordion(
+                        "Profiling folder", open=profile_path is None, elem_id="folder-acc"
+                    ):
                         with gr.Row():
                             path_box = gr.Textbox(
                                 label="Folder on the server",
@@ -108,7 +110,7 @@ def build_app(
                                 label="…or upload a zipped folder (.zip)",
                                 file_types=[".zip"],
                                 type="filepath",
-                                height=90,
+                                height=150,
                                 elem_id="upload",
                             )
                             demo_btn = gr.Button(

@@ -98,6 +98,7 @@ class UIController:
         self.limits = UploadLimits.from_settings(settings)
         self._lock = threading.Lock()
         self._shared: dict[str, Profile] = {}  # server-configured profiles only (read-only)
+        self._overviews: dict[int, str] = {}  # overview Markdown of the shared profiles
         self._upload_root: Path | None = None
         self._finalizer: weakref.finalize | None = None
 
@@ -131,6 +132,22 @@ class UIController:
         from advisor_chat.ingest import load_profile
 
         return load_profile(path, settings=self.settings)
+
+    def preload(self) -> None:
+        """Load the server-configured profiles and their overview now (best effort).
+
+        Then the first page open and the first question do not wait for them; a failure is
+        reported later to the session that needs the profile.
+        """
+        for path in (self.profile_path, self.baseline_path):
+            if path is None:
+                continue
+            try:
+                prof = self._server_profile(path)
+                if path == self.profile_path:
+                    self.overview(prof)
+            except Exception as exc:  # reported to the session that needs the profile
+                log.info("preloading %s failed: %s", path, exc)
 
     def _baseline(self) -> Profile | None:
         return self._server_profile(self.baseline_path) if self.baseline_path else None
@@ -257,8 +274,21 @@ class UIController:
         question = (question or "").strip()
         if not question:
             return
-        self.ensure_default(session)
         session.messages.append(render.user_message(question))
+        if session.advisor is None and self.profile_path is not None:
+            # echo the question before the (slow) load of the server-configured profile
+            status = render.pending_status()
+            session.messages.append(status)
+            try:
+                yield
+            finally:
+                _remove(session.messages, status)
+            at = len(session.messages)
+            self.ensure_default(session)
+            # the "Loaded ..." bubble goes above the question it was loaded for
+            loaded = session.messages[at:]
+            del session.messages[at:]
+            session.messages[at - 1 : at - 1] = loaded
         if session.advisor is None:
             yield
             session.messages.append(render.notice(NO_PROFILE))
@@ -319,7 +349,20 @@ class UIController:
 
     # ----- overview -------------------------------------------------------------------
     def overview(self, profile: Profile) -> str:
-        """Markdown of the ``inspect`` summary and the full ``report`` of ``profile``."""
+        """Markdown of the ``inspect`` summary and the full ``report`` of ``profile``.
+
+        Cached per server-configured profile (sessions share those read-only).
+        """
+        shared = any(p is profile for p in self._shared.values())
+        key = id(profile)
+        if shared and key in self._overviews:
+            return self._overviews[key]
+        md = self._overview(profile)
+        if shared:
+            self._overviews[key] = md
+        return md
+
+    def _overview(self, profile: Profile) -> str:
         parts = ["## Inspect"]
         try:
             from advisor_chat.ingest import inspect_profile
