@@ -25,6 +25,28 @@ def test_demo_no_serve_prints_inspect_and_cited_answer():
     assert "🛠️ tool:" in out
     assert re.search(r"\brank\s*12\b", out, re.I)
     assert any(cid in out for cid in CASE_IDS)
+    # the case index is built/checked before the question, with its time on stderr
+    assert re.search(
+        r"(building the case index \(first run only, ~\d+ s\)…|checking the case index…)", out
+    )
+    assert re.search(r"case index ready in \d+\.\d s", out)
+    assert out.index("case index ready") < out.index("why is rank 12 slow?")
+
+
+@pytest.mark.slow
+def test_prepare_case_index_builds_once_then_only_checks(tmp_path, capsys):
+    from advisor_chat.cli.serve_cmd import prepare_case_index
+    from advisor_chat.config import load_settings
+
+    settings = load_settings(home=tmp_path / "home")
+    prepare_case_index(settings)
+    first = capsys.readouterr().err
+    assert "building the case index (first run only" in first
+    assert f"{len(CASE_IDS)} cases embedded, 0 unchanged" in first
+    prepare_case_index(settings)
+    again = capsys.readouterr().err
+    assert "checking the case index…" in again
+    assert f"0 cases embedded, {len(CASE_IDS)} unchanged" in again
 
 
 def test_serve_missing_folder_is_a_message_not_a_traceback(tmp_path):

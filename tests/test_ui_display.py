@@ -150,3 +150,22 @@ def test_question_is_echoed_with_a_pending_status_before_any_work(settings):
     gen.close()  # the status never outlives the question
     assert all((m.get("metadata") or {}).get("id") != "pending-status" for m in s.messages)
     ctl.close()
+
+
+def test_question_is_echoed_before_the_server_profile_is_loaded(settings):
+    from advisor_chat.synth import demo_profile
+
+    ctl = UIController(settings, profile_path=demo_profile(settings))
+    s = Session()  # a session whose page-open load has not happened (e.g. an API client)
+    gen = ctl.ask(s, "why is rank 12 slow?")
+    next(gen)
+    assert s.profile is None  # nothing loaded yet, but the question is already shown
+    assert [m["role"] for m in s.messages] == ["user", "assistant"]
+    assert s.messages[1]["metadata"]["status"] == "pending"
+    next(gen)  # loads the profile, then shows the status again before answering
+    assert s.profile is not None
+    roles = [(m["role"], (m.get("metadata") or {}).get("id")) for m in s.messages]
+    assert roles == [("assistant", None), ("user", None), ("assistant", "pending-status")]
+    assert s.messages[0]["content"].startswith("📂 Loaded")
+    gen.close()
+    ctl.close()
