@@ -169,3 +169,18 @@ def test_question_is_echoed_before_the_server_profile_is_loaded(settings):
     assert s.messages[0]["content"].startswith("📂 Loaded")
     gen.close()
     ctl.close()
+
+
+def test_star_legend_says_ranks_named_in_the_answer_not_slow(settings):
+    from advisor_chat.ingest import load_profile
+    from advisor_chat.synth import demo_profile
+    from advisor_chat.ui.plots import STAR_LEGEND, build_plots
+
+    prof = load_profile(demo_profile(settings), settings=settings)
+    names = ["rank_breakdown", "bandwidth_heatmap", "launch_delay"]
+    for name, fig in build_plots(prof, names, [0, 1]).items():  # e.g. a 2-rank comm answer
+        assert fig is not None, name
+        title = fig.layout.xaxis.title.text
+        assert STAR_LEGEND in title and "slow" not in title, (name, title)
+    plain = build_plots(prof, ["rank_breakdown"], [])["rank_breakdown"]
+    assert plain is not None and "★" not in plain.layout.xaxis.title.text
