@@ -27,6 +27,11 @@ _CATEGORY = {
         "host-side dispatch (a scheduling problem): the device sits idle (Free) waiting for the host to launch work",
         "host 侧下发慢（调度问题）：设备处于空闲（Free）状态，等待 host 下发任务",
     ),
+    "scheduling_idle": (
+        "device idle time (a scheduling problem): the device sits idle (Free) because the host does not "
+        "feed it fast enough (dispatch, data loading, synchronization, checkpoint or logging)",
+        "设备空闲（调度问题）：设备处于空闲（Free）状态，host 侧没有及时供给任务（下发、数据加载、同步、保存或日志等）",
+    ),
     "compute": (
         "computation (a compute problem): its kernels take longer than on the other ranks",
         "计算（计算问题）：该卡的算子执行时间比其他卡长",
@@ -421,9 +426,9 @@ class Planner:
                 cat = _category(own + waits)
                 if cat:
                     lead = (
-                        f"{rank}号卡慢的主要原因是{_CATEGORY[cat][1]}。"
+                        f"{rank}号卡慢的主要原因是{_cat_text(cat, own + waits, zh)}。"
                         if zh
-                        else f"Rank {rank} is slow mainly because of {_CATEGORY[cat][0]}."
+                        else f"Rank {rank} is slow mainly because of {_cat_text(cat, own + waits, zh)}."
                     )
                 else:
                     lead = f"{rank}号卡的主要发现：" if zh else f"What stands out on rank {rank}:"
@@ -486,11 +491,11 @@ class Planner:
                 for f in suspects[:2]:
                     add(f)
             if slow:
-                cat = _category([f for f in all_findings if slow[0] in f.ranks])
+                slow_fs = [f for f in all_findings if slow[0] in f.ranks]
+                cat = _category(slow_fs)
                 if cat:
-                    lines.append(
-                        f"原因：{_CATEGORY[cat][1]}。" if zh else f"Cause: {_CATEGORY[cat][0]}."
-                    )
+                    text = _cat_text(cat, slow_fs, zh)
+                    lines.append(f"原因：{text}。" if zh else f"Cause: {text}.")
                 for name in ("explain_rank", "host_dispatch"):
                     for o in by_tool.get(name, []):
                         for f in o.findings[:2]:
@@ -513,9 +518,9 @@ class Planner:
             cat = _category(cb)
             if cat:
                 lines.append(
-                    f"主要瓶颈类型：{_CATEGORY[cat][1]}。"
+                    f"主要瓶颈类型：{_cat_text(cat, cb, zh)}。"
                     if zh
-                    else f"The main bottleneck is {_CATEGORY[cat][0]}."
+                    else f"The main bottleneck is {_cat_text(cat, cb, zh)}."
                 )
                 for f in cb[:3]:
                     add(f)
@@ -600,6 +605,21 @@ class Planner:
                         if zh
                         else "No clear performance problem: nothing stands out in the analyses. Minor findings:"
                     )
+            if q.intent == "slow_link" and not any(f.kind.value == "slow_link" for f in found):
+                healthy = [
+                    n
+                    for o in by_tool.get("slow_link", [])
+                    if o.result is not None
+                    for n in o.result.notes
+                    if n.lower().startswith("no slow link")
+                ]
+                if healthy:
+                    lines.append(
+                        ("没有发现慢链路：" if zh else "No slow link: ")
+                        + self.quoter.quote(healthy[0].split(":", 1)[-1].strip().rstrip("."))
+                        + ("。" if zh else ".")
+                    )
+                    lines.append("")
             if q.intent == "communication":
                 found = [
                     f for f in found if f.category is None or f.category.value == "communication"
@@ -613,9 +633,9 @@ class Planner:
                     pass
                 elif cat:
                     lines.append(
-                        f"主要瓶颈类型：{_CATEGORY[cat][1]}。"
+                        f"主要瓶颈类型：{_cat_text(cat, found, zh)}。"
                         if zh
-                        else f"The main bottleneck is {_CATEGORY[cat][0]}."
+                        else f"The main bottleneck is {_cat_text(cat, found, zh)}."
                     )
                 elif q.intent != "mc2":
                     lines.append(_lead(q.intent, zh))
@@ -883,6 +903,15 @@ def _needed_data(intent: str, session: ToolSession) -> tuple[str, str] | None:
     if intent == "step_trend" and len(session.steps) < 3:
         return ("more profiled steps", "更多采集的 step")
     return None
+
+
+def _cat_text(cat: str, findings: Sequence[Finding], zh: bool) -> str:
+    """Category sentence; "host-side dispatch" only when dispatch is measured (host_bound/launch_delay)."""
+    if cat == "scheduling" and not any(
+        t in ("host_bound", "launch_delay") for f in findings for t in f.symptom_tags
+    ):
+        cat = "scheduling_idle"
+    return _CATEGORY[cat][1 if zh else 0]
 
 
 def _category(findings: Sequence[Finding]) -> str | None:
