@@ -12,8 +12,13 @@ from advisor_chat.analyzers._common import (
     COMPONENTS,
     FREE_SHARE_HOST_BOUND,
     SPREAD_RATIO,
+    TRANSIT_SHARE_LOW,
+    comm_time_split,
+    comm_wait_dominated,
+    comm_wait_text,
     format_ranks,
     groups_table,
+    missing_ranks,
     ms,
     pct,
     per_rank_mean,
@@ -36,6 +41,9 @@ from advisor_chat.ingest.profile import Profile
 #: Non-overlapped communication (excluding PP receive) above this share of the step on the rank
 #: that waits least is a communication bottleneck: that rank's communication is mostly transfer.
 COMM_SHARE_BOUND = 0.15
+#: Pipeline bubble share of the step that is flagged; the bubble finding's estimated gain is an
+#: upper bound: the Bubble time above this target share of the stage's step.
+BUBBLE_SHARE_TARGET = 0.05
 
 _DIMS = {
     "computing_us": (Category.COMPUTE, "Computing", "计算"),
@@ -160,7 +168,7 @@ def cluster_breakdown(profile: Profile, params: BreakdownParams) -> AnalyzerResu
     steps_note = "all steps (mean per step)" if params.step is None else f"step {params.step}"
     if n_ranks >= 2:
         findings.extend(_spread_findings(spreads, src, steps_note))
-    findings.extend(_comm_share_finding(scopes, src, steps_note))
+    findings.extend(_comm_share_finding(scopes, src, steps_note, profile, params.step))
     findings.extend(_free_findings(pr, src, steps_note))
     findings.extend(_bubble_findings(pr, stages, src, steps_note))
     findings.sort(
@@ -343,9 +351,15 @@ def _spread_findings(spreads: pd.DataFrame, src: str, steps_note: str) -> list[F
 
 
 def _comm_share_finding(
-    scopes: list[tuple[str, pd.DataFrame]], src: str, steps_note: str
+    scopes: list[tuple[str, pd.DataFrame]],
+    src: str,
+    steps_note: str,
+    profile: Profile,
+    step: int | None = None,
 ) -> list[Finding]:
     out: list[Finding] = []
+    split_all = comm_time_split(profile, step)
+    missing = missing_ranks(profile)
     for scope, pr in scopes:
         col = pr["communication_not_overlapped_exclude_receive_us"]
         share = col / pr["step_us"]
@@ -364,6 +378,62 @@ def _comm_share_finding(
             "mean_overlap_ratio": float(overlap),
             "gap_us": float(col[lo_rank]),
         }
+        split = split_all[split_all.index.isin(pr.index)]
+        el = float(split["elapse_ms"].sum()) if not split.empty else 0.0
+        transit_share = float(split["transit_ms"].sum()) / el if el > 0 else float("nan")
+        if np.isfinite(transit_share):
+            metrics |= {
+                "comm_elapse_ms_per_step": float(split["elapse_ms"].median()),
+                "comm_transit_ms_per_step": float(split["transit_ms"].median()),
+                "comm_wait_idle_ms_per_step": float(split["not_transit_ms"].median()),
+                "transit_share": transit_share,
+            }
+        if comm_wait_dominated(split_all, col):
+            # Exposed communication that is mostly wait/idle: a late peer, not a transfer problem.
+            en, zh = comm_wait_text(split, missing)
+            out.append(
+                Finding(
+                    id=f"cluster_breakdown.bottleneck.communication_wait_{_slug(scope)}",
+                    kind=FindingKind.BOTTLENECK,
+                    severity=severity(lo),
+                    summary=(
+                        f"Communication not overlapped in {scope} is {ms(col[lo_rank])} per step "
+                        f"({pct(lo)}) even on rank {lo_rank}, which waits least, but {en}"
+                    ),
+                    summary_zh=(
+                        f"{scope} 中等待最少的 rank {lo_rank} 每步仍有 {ms(col[lo_rank])}"
+                        f"（{pct(lo)}）未掩盖通信，但{zh}"
+                    ),
+                    ranks=tuple(int(r) for r in pr.index),
+                    metrics=metrics | {"missing_ranks_count": float(len(missing))},
+                    evidence=(
+                        Evidence(
+                            "step_trace",
+                            src,
+                            {"ranks": format_ranks(pr.index), "steps": steps_note},
+                            "share = Communication(Not Overlapped and Exclude Receive) / step; "
+                            "min over ranks",
+                        ),
+                        Evidence(
+                            "comm_ops",
+                            profile.cite("comm_ops"),
+                            {"ranks": format_ranks(pr.index)},
+                            "per rank per step: Σ Elapse, Σ Transit, Σ (Wait + Idle); "
+                            f"transit_share = Σ Transit / Σ Elapse < {TRANSIT_SHARE_LOW:.2f}: "
+                            "waiting, no overlap gain claimed",
+                        ),
+                    ),
+                    symptom_tags=("comm_wait_high", "slow_rank")
+                    + (("missing_ranks",) if missing else ()),
+                    category=Category.COMMUNICATION,
+                )
+            )
+            continue
+        # Overlap can hide transfer, not waiting: cap the bound by the rank's Transit (comm_ops).
+        gain = float(col[lo_rank])
+        if lo_rank in split.index and np.isfinite(split.at[lo_rank, "transit_ms"]):
+            gain = min(gain, float(split.at[lo_rank, "transit_ms"]) * 1000.0)
+        metrics["gain_upper_bound_us"] = gain
         out.append(
             Finding(
                 id=f"cluster_breakdown.bottleneck.communication_share_{_slug(scope)}",
@@ -388,10 +458,13 @@ def _comm_share_finding(
                         src,
                         {"ranks": format_ranks(pr.index), "steps": steps_note},
                         "share = Communication(Not Overlapped and Exclude Receive) / step; "
-                        "min over ranks",
+                        "min over ranks; estimated gain is an UPPER BOUND: that rank's "
+                        "non-overlapped communication (if all of it were hidden), capped by its "
+                        "Transit time per step (comm_ops) since waiting cannot be overlapped",
                     ),
                 ),
                 symptom_tags=("comm_bound", "comm_not_overlapped"),
+                estimated_gain_us=gain,
                 category=Category.COMMUNICATION,
             )
         )
@@ -421,12 +494,12 @@ def _free_findings(pr: pd.DataFrame, src: str, steps_note: str) -> list[Finding]
             severity=severity(float(share.median())),
             summary=(
                 f"The device is idle (Free) {pct(share.mean())} of the step on average "
-                f"(median {ms(med_free)} per step; up to {pct(share.max())} on rank {worst}); "
+                f"(median over all ranks {ms(med_free)} per step; up to {pct(share.max())} on rank {worst}); "
                 f"{len(hot)} of {len(pr)} ranks exceed 10% Free: the host does not feed the "
                 "device fast enough (dispatch, data loading or synchronization)"
             ),
             summary_zh=(
-                f"设备空闲(Free)平均占 step 的 {pct(share.mean())}（中位数每步 {ms(med_free)}，"
+                f"设备空闲(Free)平均占 step 的 {pct(share.mean())}（所有卡中位数每步 {ms(med_free)}，"
                 f"rank {worst} 最高 {pct(share.max())}）；{len(pr)} 张卡中 {len(hot)} 张超过 10%："
                 "host 下发/数据加载/同步跟不上设备"
             ),
@@ -464,9 +537,11 @@ def _bubble_findings(
         if sub.empty:
             continue
         sh = float((sub["bubble_us"] / sub["step_us"]).mean())
-        if not (sh >= 0.05):
+        if not (sh >= BUBBLE_SHARE_TARGET):
             continue
         bub = float(sub["bubble_us"].mean())
+        # upper bound: Bubble above the target share of the stage's mean step
+        gain = max(bub - BUBBLE_SHARE_TARGET * float(sub["step_us"].mean()), 0.0)
         out.append(
             Finding(
                 id=f"cluster_breakdown.bottleneck.pipeline_bubble_{_slug(label)}",
@@ -487,16 +562,20 @@ def _bubble_findings(
                     "bubble_share": sh,
                     "bubble_us_max": float(sub["bubble_us"].max()),
                     "gap_us": bub,
+                    "gain_upper_bound_us": gain,
                 },
                 evidence=(
                     Evidence(
                         "step_trace",
                         src,
                         {"ranks": format_ranks(sub.index), "steps": steps_note},
-                        "Bubble = hcom_receive* time; share = Bubble / step",
+                        "Bubble = hcom_receive* time; share = Bubble / step; estimated gain "
+                        "is an UPPER BOUND: mean Bubble − 5% of the stage's mean step (Bubble "
+                        "brought down to the 5% target, e.g. by more micro-batches)",
                     ),
                 ),
                 symptom_tags=("pipeline_bubble",),
+                estimated_gain_us=gain,
                 category=Category.COMMUNICATION,
             )
         )

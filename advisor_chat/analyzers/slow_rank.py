@@ -14,6 +14,7 @@ from advisor_chat.analyzers._common import (
     low_outlier,
     ms,
     pct,
+    peer_median,
     per_rank_mean,
     pipeline_stages,
     severity,
@@ -57,7 +58,8 @@ def slow_rank(profile: Profile, params: SlowRankParams) -> AnalyzerResult:
     """Find slow ranks (stragglers): ranks whose Computing or Free exceeds their peers' and that arrive last at collectives, so that the other ranks wait for them.
 
     Two kinds of evidence are combined. (a) step_trace spreads: per rank, Computing and Free
-    minus the median of its pipeline stage (or of all ranks); a rank above the median by more
+    minus the median of the other ranks of its pipeline stage (or of all other ranks; the rank
+    itself excluded, as in explain_rank); a rank above that peers' median by more
     than 5 % of the mean step (msprof-analyze advisor threshold) is a candidate. (b)
     communication: for every collective op (same group and op_name on all ranks; send/receive
     excluded) the rank with the smallest Wait Time (elapse when wait is missing) arrived last;
@@ -86,14 +88,21 @@ def slow_rank(profile: Profile, params: SlowRankParams) -> AnalyzerResult:
     smap = stage_of(stages)
     notes: list[str] = []
     if st.empty:
-        pr = pd.DataFrame(columns=["computing_us", "free_us", "step_us"], dtype="float64")
-        notes.append("no step trace: Computing/Free spreads unavailable")
+        pr = pd.DataFrame(
+            columns=["computing_us", "free_us", "communication_not_overlapped_us", "step_us"],
+            dtype="float64",
+        )
+        notes.append(
+            "no step trace (step_trace_time.csv / StepTraceTime): Computing/Free spreads "
+            "unavailable; judged from communication (comm_ops) only"
+        )
     else:
         pr = per_rank_mean(st)
     pr = pr.copy()
     pr["stage"] = [smap.get(int(r), -1) for r in pr.index]
     for c in ("computing_us", "free_us", "communication_not_overlapped_us"):
-        med = pr.groupby("stage")[c].transform("median")
+        # peers' median EXCLUDING the rank (same reference as explain_rank)
+        med = peer_median(pr[c], pr["stage"])
         pr[c.replace("_us", "_delta_us")] = pr[c] - med
     mean_step = float(pr["step_us"].mean()) if not pr.empty else float("nan")
 
@@ -281,17 +290,18 @@ def _findings(
         if cd > thr and cd >= fd:
             cat, cause, cause_zh = (
                 Category.COMPUTE,
-                f"Computing is {ms(cd)} above the median",
-                f"计算时间比中位数多 {ms(cd)}",
+                f"Computing is {ms(cd)} above the peers' median (excluding rank {r})",
+                f"计算时间比其他卡中位数（不含 rank {r}）多 {ms(cd)}",
             )
             tags = ["slow_rank", "compute_straggler"]
         elif fd > thr:
             cat, cause, cause_zh = (
                 Category.SCHEDULING,
-                f"Free (device idle) is {ms(fd)} above the median",
-                f"Free（空闲）比中位数多 {ms(fd)}",
+                f"Free (device idle) is {ms(fd)} above the peers' median (excluding rank {r})",
+                f"Free（空闲）比其他卡中位数（不含 rank {r}）多 {ms(fd)}",
             )
-            tags = ["slow_rank", "free_spread", "host_bound"]
+            # Free alone does not show host dispatch (see explain_rank / host_dispatch): neutral tags
+            tags = ["slow_rank", "free_spread", "high_free"]
         else:
             cat, cause, cause_zh = (
                 Category.UNKNOWN,
@@ -330,9 +340,7 @@ def _findings(
             else f" (estimated {ms(gain)} per step)"
         )
         if pd.notna(cn) and cn < 0 and not votes:
-            comm_txt += (
-                f"; its non-overlapped communication is {ms(-cn)} below the median (it waits less)"
-            )
+            comm_txt += f"; its non-overlapped communication is {ms(-cn)} below the peers' median (it waits less)"
             comm_zh += f"；其未掩盖通信比中位数少 {ms(-cn)}（等待更少）"
         if unproven:
             wait_txt = (
@@ -346,7 +354,7 @@ def _findings(
                 "step_trace",
                 profile.cite("step_trace"),
                 {"rank": r, "step": params.step if params.step is not None else "all"},
-                "delta = rank value − median of its stage (or all ranks), mean per step",
+                "delta = rank value − median of the other ranks of its stage (or of all other ranks), mean per step",
             )
         ]
         if by_op is not None and tested:
