@@ -576,5 +576,5 @@ def peer_median(values: pd.Series, groups: pd.Series) -> pd.Series:
             others = np.delete(v, i)
             others = others[np.isfinite(others)]
             meds.append(float(np.median(others)) if others.size else np.nan)
-        out.loc[idx] = meds
+        out.loc[idx] = meds  # type: ignore[call-overload]
     return out

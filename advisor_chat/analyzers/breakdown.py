@@ -431,8 +431,13 @@ def _comm_share_finding(
             continue
         # Overlap can hide transfer, not waiting: cap the bound by the rank's Transit (comm_ops).
         gain = float(col[lo_rank])
-        if lo_rank in split.index and np.isfinite(split.at[lo_rank, "transit_ms"]):
-            gain = min(gain, float(split.at[lo_rank, "transit_ms"]) * 1000.0)
+        transit_ms = (
+            float(split.at[lo_rank, "transit_ms"])  # type: ignore[arg-type]
+            if lo_rank in split.index
+            else float("nan")
+        )
+        if np.isfinite(transit_ms):
+            gain = min(gain, transit_ms * 1000.0)
         metrics["gain_upper_bound_us"] = gain
         out.append(
             Finding(

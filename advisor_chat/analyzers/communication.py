@@ -268,8 +268,9 @@ def _overlap_findings(profile: Profile, ov: pd.DataFrame) -> list[Finding]:
         ]
     # Overlap can hide transfer, not waiting: cap the bound by the rank's Transit (comm_ops).
     gain = cno
-    if rk in split.index and np.isfinite(split.at[rk, "transit_ms"]):
-        gain = min(cno, float(split.at[rk, "transit_ms"]) * 1000.0)
+    transit_ms = float(split.at[rk, "transit_ms"]) if rk in split.index else float("nan")  # type: ignore[arg-type]
+    if np.isfinite(transit_ms):
+        gain = min(cno, transit_ms * 1000.0)
     return [
         Finding(
             id="communication.communication.not_overlapped",

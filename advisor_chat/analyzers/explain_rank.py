@@ -438,8 +438,8 @@ def _op_evidence(
     all_types = agg["op_type"].unique()
     n_peers = max(peer["rank"].nunique(), 1)
     keyed = peer.set_index(["op_type", "rank"])
-    piv = keyed["per_step_us"].unstack(fill_value=0.0)
-    pivc = keyed["per_step_count"].unstack(fill_value=0.0)
+    piv = keyed["per_step_us"].unstack(fill_value=0.0)  # type: ignore[arg-type]
+    pivc = keyed["per_step_count"].unstack(fill_value=0.0)  # type: ignore[arg-type]
     med = (
         piv.reindex(all_types, fill_value=0.0).median(axis=1)
         if n_peers

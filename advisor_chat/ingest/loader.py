@@ -444,8 +444,8 @@ def _map_matrix(
         src[sel] = [lm.get(int(x), float(x) if identity else np.nan) for x in a]
         dst[sel] = [lm.get(int(x), float(x) if identity else np.nan) for x in b]
     df = df.copy()
-    df["src_rank"] = pd.array(src, dtype="Float64").round().astype("Int64")
-    df["dst_rank"] = pd.array(dst, dtype="Float64").round().astype("Int64")
+    df["src_rank"] = pd.array(src, dtype="Float64").round().astype("Int64")  # type: ignore[attr-defined]
+    df["dst_rank"] = pd.array(dst, dtype="Float64").round().astype("Int64")  # type: ignore[attr-defined]
     bad = df["src_rank"].isna() | df["dst_rank"].isna()
     dropped = int(bad.sum())
     if dropped:
