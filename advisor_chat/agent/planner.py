@@ -990,6 +990,11 @@ STRONG_MATCH = 3
 """Matched symptom tags that make a retrieved case worth citing beyond the best two."""
 
 
+def _all_tags_matched(hit: CaseHit) -> bool:
+    """Whether every symptom tag of the case (at least two) was measured."""
+    return len(hit.symptom_tags) >= 2 and set(hit.symptom_tags) <= set(hit.matched_tags)
+
+
 def pick_cases(hits: Sequence[CaseHit], tags: Sequence[str], limit: int = 4) -> list[CaseHit]:
     """The cases to cite: the ones matching most of the measured symptoms.
 
@@ -1001,9 +1006,14 @@ def pick_cases(hits: Sequence[CaseHit], tags: Sequence[str], limit: int = 4) -> 
     """
     if not tags:
         return [h for h in hits if h.score > 0][:2]
+    # A case whose every symptom tag was measured counts as fully matched even with few tags
+    # (e.g. hccl-timeouts: first_collective_late + hccl_timeout_risk).
     ranked = sorted(
         (h for h in hits if h.matched_tags),
-        key=lambda h: (-len(h.matched_tags), -h.score),
+        key=lambda h: (
+            -max(len(h.matched_tags), STRONG_MATCH if _all_tags_matched(h) else 0),
+            -h.score,
+        ),
     )
     if not ranked:
         return []
