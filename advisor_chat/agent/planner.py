@@ -647,6 +647,7 @@ class Planner:
         # notes that say the data cannot decide
         for o in outputs:
             if o.not_answerable and o.error and o.name != "search_cases":
+                lines.append("")  # its own paragraph, not part of the last bullet
                 lines.append(
                     f"没有足够的信息（{o.name}）：{self.quoter.quote(o.error)}"
                     if zh
@@ -657,7 +658,7 @@ class Planner:
         cases: list[CaseHit] = []
         search = (
             self.call(
-                "search_cases", {"query": q.text, "symptom_tags": tags or None, "k": 6}, outputs
+                "search_cases", {"query": q.text, "symptom_tags": tags or None, "k": 10}, outputs
             )
             if cited
             else None
