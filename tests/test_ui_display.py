@@ -184,3 +184,14 @@ def test_star_legend_says_ranks_named_in_the_answer_not_slow(settings):
         assert STAR_LEGEND in title and "slow" not in title, (name, title)
     plain = build_plots(prof, ["rank_breakdown"], [])["rank_breakdown"]
     assert plain is not None and "★" not in plain.layout.xaxis.title.text
+
+
+def test_failed_load_says_which_profile_questions_still_go_to(tmp_path: Path, settings):
+    from advisor_chat.synth import demo_profile
+
+    demo = demo_profile(settings)
+    ctl = UIController(settings, profile_path=demo)
+    s = Session()
+    ctl.load_path(s, str(tmp_path / "does-not-exist"))
+    text = " ".join(str(m.get("content", "")) if isinstance(m, dict) else str(m) for m in s.messages)
+    assert "does-not-exist" in text and str(demo) in text

@@ -218,6 +218,18 @@ class UIController:
             self._install(session, profile, str(path))
         except Exception as exc:
             self._guard(session, f"loading {path}", exc)
+            self._say_active(session)
+
+    def _say_active(self, session: Session) -> None:
+        """After a failed load, say which profile questions still go to (if any)."""
+        if session.profile is not None:
+            session.messages.append(
+                render.notice(f"Questions still go to the profile loaded before: {session.label}.")
+            )
+        elif self.profile_path is not None:
+            session.messages.append(
+                render.notice(f"Questions still go to the server's profile: {self.profile_path}.")
+            )
 
     def load_upload(self, session: Session, file_path: str | Path | None) -> None:
         """Extract an uploaded zip safely into a private folder and load it."""
