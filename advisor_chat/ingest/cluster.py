@@ -27,6 +27,7 @@ from advisor_chat.ingest.common import (
     RankData,
     comm_kind_of,
     comm_op_type,
+    hccl_ratio,
     num,
     read_csv,
     read_json,
@@ -235,12 +236,8 @@ def _cluster_db(path: Path, rd: RankData) -> None:
                     "synchronization_ms": sync,
                     "idle_ms": pd.to_numeric(t["idle_time"], errors="coerce"),
                     # ratios are forced to 0 in this table by msprof-analyze: recompute them
-                    "wait_ratio": np.where(
-                        wait + transit > 1e-15, (wait / (wait + transit)).round(4), 0.0
-                    ),
-                    "synchronization_ratio": np.where(
-                        sync + transit > 1e-15, (sync / (sync + transit)).round(4), 0.0
-                    ),
+                    "wait_ratio": hccl_ratio(wait, transit),
+                    "synchronization_ratio": hccl_ratio(sync, transit),
                 }
             )
             rd.add("comm_ops", ops, f"{path}#ClusterCommunicationTime")

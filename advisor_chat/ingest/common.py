@@ -362,6 +362,16 @@ _OP_TYPES = (
 )
 
 
+def hccl_ratio(part: Any, transit: Any) -> Any:
+    """CANN's wait / synchronization ratio: ``round(part / (part + transit), 4)``, 0 when the sum is 0.
+
+    Works on scalars and on pandas/numpy arrays (elementwise). Source: CANN msprof
+    ``communication_parser.py`` (``Wait Time Ratio``, ``Synchronization Time Ratio``).
+    """
+    den = part + transit
+    return np.where(den > 1e-15, np.round(part / np.where(den > 1e-15, den, 1.0), 4), 0.0)
+
+
 def comm_op_type(op_name: str) -> str:
     """Normalized HCCL op type from an op name.
 

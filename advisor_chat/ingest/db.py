@@ -33,6 +33,7 @@ from advisor_chat.ingest.common import (
     LARGE_PACKET_MB,
     comm_kind_of,
     comm_op_type,
+    hccl_ratio,
     step_from_key,
     unreadable,
 )
@@ -319,12 +320,8 @@ def read_analysis_db(path: Path, rank: int | None) -> dict[str, pd.DataFrame]:
                     "wait_ms": wait,
                     "synchronization_ms": sync,
                     "idle_ms": pd.to_numeric(t["idle_time"], errors="coerce"),
-                    "wait_ratio": np.where(
-                        wait + transit > 1e-15, (wait / (wait + transit)).round(4), 0.0
-                    ),
-                    "synchronization_ratio": np.where(
-                        sync + transit > 1e-15, (sync / (sync + transit)).round(4), 0.0
-                    ),
+                    "wait_ratio": hccl_ratio(wait, transit),
+                    "synchronization_ratio": hccl_ratio(sync, transit),
                 }
             )
             out["comm_ops"] = ops.reset_index(drop=True)
