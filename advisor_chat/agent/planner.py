@@ -373,6 +373,9 @@ class Planner:
 
     def _bad_args(self, q: Query, out: ToolOutput) -> str:
         if q.language == "zh":
+            m = re.match(r"rank (\d+) does not exist; ranks are (.+)$", (out.error or "").rstrip("."))
+            if m:
+                return f"无法回答：{m.group(1)}号卡（rank {m.group(1)}）不存在；现有的卡为 {m.group(2)}。"
             return f"无法回答：{out.error}。"
         return f"I cannot answer that for this profile: {out.error}."
 
