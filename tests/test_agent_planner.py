@@ -166,7 +166,8 @@ def test_nonexistent_rank_names_the_valid_ranks() -> None:
     )
     _all_numbers_grounded(ans)
     zh = _adv().ask("为什么16号卡慢？")
-    assert "rank 16 does not exist; ranks are 0-3" in zh.answer and zh.answer.startswith("无法回答")
+    assert zh.answer == "无法回答：16号卡（rank 16）不存在；现有的卡为 0-3。"
+    _all_numbers_grounded(zh)
 
 
 @pytest.mark.parametrize(
