@@ -9,6 +9,9 @@ through exactly one function of this module, chosen by the output:
 - :func:`md_text`: Markdown (chat answers, cited findings, ``report -f md``): the string renders
   as plain text; no link, image, autolink, HTML, heading, table or math is live.
 - :func:`md_code`: Markdown inline code span (paths and identifiers shown as code).
+- :func:`md_defang`: Markdown *written by us or a model* that may quote profile strings (an
+  answer): emphasis, lists, tables and code stay; links, images, autolinks and HTML are made
+  text. Use it on a whole answer; use :func:`md_text` on each profile piece you interpolate.
 - :func:`html_text`: HTML (``report -f html``, Gradio HTML components, plotly labels and hover).
 - :func:`term_text`: terminal through rich (markup escaped so ``[/x]`` cannot raise
   ``MarkupError``); :func:`term_plain` for terminal output printed without markup.
@@ -32,6 +35,7 @@ __all__ = [
     "clean",
     "html_text",
     "md_code",
+    "md_defang",
     "md_text",
     "term_plain",
     "term_text",
@@ -174,3 +178,96 @@ def term_plain(s: object, *, limit: int | None = MAX_CHARS, newlines: bool = Fal
         The cleaned string; no escape sequences or control characters reach the terminal.
     """
     return clean(s, limit=limit, newlines=newlines)
+
+
+_FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})")
+_URL_SCHEME = re.compile(r"(?i)\b(https?|ftp|file|data|javascript|mailto)(:)")
+_WWW = re.compile(r"(?i)\b(www)(\.)")
+
+
+def _defang_plain(text: str, line_start: bool) -> str:
+    """Escape link/HTML/autolink syntax in a piece of Markdown with no code span in it."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\" and i + 1 < n:  # an existing escape: keep it and the escaped char
+            out.append(text[i : i + 2])
+            i += 2
+            line_start = False
+            continue
+        if ch in "[]":
+            out.append("\\" + ch)
+        elif ch == "<":
+            out.append("&lt;")
+        elif ch == ">" and not line_start:  # a '>' opening a line is a block quote
+            out.append("&gt;")
+        else:
+            out.append(ch)
+        if ch == "\n":
+            line_start = True
+        elif not ch.isspace():
+            line_start = False
+        i += 1
+    res = _URL_SCHEME.sub(r"\1\\\2", "".join(out))
+    res = _WWW.sub(r"\1\\\2", res)
+    return re.sub(r"(?<!\\)@", r"\\@", res)
+
+
+_CODE_SPAN = re.compile(r"(?<![`\\])(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
+
+
+def _defang_inline(text: str) -> str:
+    """Defang everything outside complete code spans (code spans render literally)."""
+    out: list[str] = []
+    pos = 0
+    for m in _CODE_SPAN.finditer(text):
+        out.append(_defang_plain(text[pos : m.start()], not out or text[pos - 1 : pos] == "\n"))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(_defang_plain(text[pos:], pos == 0 or text[pos - 1 : pos] == "\n"))
+    return "".join(out)
+
+
+def md_defang(markdown: str, *, limit: int | None = 20_000) -> str:
+    r"""Make Markdown we did not fully write (answers quoting profile strings) inert.
+
+    Keeps emphasis, headings, lists, tables, block quotes and code (fenced blocks and code spans
+    are copied unchanged: they render literally). Everything else that could fetch or link is
+    made text: ``[``/``]`` are escaped (no link, image or reference), ``<``/``>`` become
+    entities (no HTML, no ``<http://…>`` autolink; a ``>`` opening a line stays a quote),
+    ``scheme:`` and ``www.`` and ``@`` are escaped (no GFM bare-URL or e-mail autolink).
+    Already escaped characters (``\[``) are left as they are, so applying it to text that
+    contains :func:`md_text` pieces is safe.
+
+    Args:
+        markdown: The Markdown source.
+        limit: Length cap, see :func:`clean` (line breaks are kept).
+
+    Returns:
+        Markdown whose rendering contains no link, image or HTML element.
+    """
+    text = clean(markdown, limit=limit, newlines=True)
+    out: list[str] = []
+    fence: str | None = None
+    buf: list[str] = []
+
+    def flush() -> None:
+        if buf:
+            out.append(_defang_inline("".join(buf)))
+            buf.clear()
+
+    for line in text.splitlines(keepends=True):
+        m = _FENCE.match(line)
+        if fence is None and m:
+            flush()
+            fence = m.group(1)[0] * len(m.group(1))
+            out.append(line)
+        elif fence is not None:
+            out.append(line)
+            if line.strip().startswith(fence) and set(line.strip()) == {fence[0]}:
+                fence = None
+        else:
+            buf.append(line)
+    flush()
+    return "".join(out)

@@ -86,3 +86,55 @@ def test_clean_strips_controls_and_caps_length() -> None:
     assert len(md_text("[" * 5000)) <= 2 * MAX_CHARS
     # A lone surrogate (undecodable file name byte) becomes printable, encodable text.
     clean("bad \udcff").encode("utf-8")
+
+
+_ALLOWED_TAGS = {
+    "p",
+    "strong",
+    "em",
+    "code",
+    "pre",
+    "ul",
+    "ol",
+    "li",
+    "h1",
+    "h2",
+    "h3",
+    "blockquote",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "hr",
+    "br",
+    "s",
+}
+
+
+@pytest.mark.parametrize("s", HOSTILE)
+def test_md_defang_keeps_our_markdown_and_kills_links(s: str) -> None:
+    from advisor_chat.textsafe import md_defang
+
+    answer = (
+        f"**The slow rank is 12.** Group {s} waits.\n\n- op `{'MatMul'}` 3.2 ms\n"
+        f"> quoted {s}\n\n```text\nhttp://keep.me/in/code <b>\n```\n"
+    )
+    out = _md().render(md_defang(answer))
+    tags = {t.lower() for t in re.findall(r"</?([a-zA-Z0-9]+)", out)}
+    assert tags <= _ALLOWED_TAGS, tags - _ALLOWED_TAGS
+    assert "<strong>The slow rank is 12.</strong>" in out
+    assert "<blockquote>" in out and "<li>op <code>MatMul</code> 3.2 ms</li>" in out
+    assert "http://keep.me/in/code &lt;b&gt;" in out  # code blocks are copied unchanged
+    # Idempotent enough: defanging twice renders the same visible text.
+    assert _visible_text(_md().render(md_defang(md_defang(answer)))) == _visible_text(out)
+
+
+def test_md_defang_respects_existing_escapes_and_md_text_pieces() -> None:
+    from advisor_chat.textsafe import md_defang
+
+    piece = md_text("![x](http://10.255.255.1/x.png)")
+    out = _md().render(md_defang(f"group {piece} and \\[not a link\\](x)"))
+    assert "<img" not in out and "<a " not in out
+    assert "![x](http://10.255.255.1/x.png)" in html.unescape(out)
