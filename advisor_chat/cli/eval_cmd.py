@@ -37,7 +37,9 @@ def register(app: typer.Typer) -> None:
         dataset: Annotated[
             list[Path] | None,
             typer.Option(
-                "--dataset", help="YAML file or folder (repeatable); default evals/datasets."
+                "--dataset",
+                help="YAML file, folder or dataset name such as 'paraphrase' (repeatable); "
+                "default evals/datasets without the paraphrase sets.",
             ),
         ] = None,
         only: Annotated[
@@ -66,14 +68,22 @@ def register(app: typer.Typer) -> None:
             int | None,
             typer.Option("--limit", min=1, help="Run only the first N items (after --only)."),
         ] = None,
+        split: Annotated[
+            str | None,
+            typer.Option("--split", help="Paraphrase sets: tune, heldout or all (default all)."),
+        ] = None,
+        scenario: Annotated[
+            list[str] | None,
+            typer.Option("--scenario", help="Run only items of this scenario / real sample."),
+        ] = None,
     ) -> None:
         """Run the eval questions on a backend; exit 1 when the pass rate is under --gate."""
         from advisor_chat.config import load_settings
-        from advisor_chat.evals.dataset import load_dataset
+        from advisor_chat.evals.dataset import load_dataset, select_items
         from advisor_chat.evals.runner import TurnResult, run_eval
 
         settings = load_settings(model=model, base_url=base_url, home=home, guarded=guarded)
-        items = load_dataset(dataset or None)
+        items = select_items(load_dataset(dataset or None), split=split, scenario=scenario)
         if only:
             items = [i for i in items if any(o in i.id for o in only)]
         if limit is not None:

@@ -37,6 +37,7 @@ Example::
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -96,6 +97,17 @@ class Expect(BaseModel):
         forbid_patterns: Regular expressions (placeholders allowed) the answer must not match, e.g. a
             wrong claim ``"rank {other_rank} is (?:the )?slow"``.
         max_ungrounded: Ungrounded numbers allowed in the text (``Answer.grounding.ungrounded``).
+        culprit: The root cause whose culprit must be named (``"@key:root_cause"`` or a dict with the
+            same fields: ``culprit_kind``, ``culprit_ranks``, ``culprit_link``, ``culprit_transport``,
+            ``culprit_stage``, ``operator``, ``shape``, ``events``, ``mechanism``).
+        victims: Ranks that lose time because of the culprit: none may be called slow or the cause.
+        mechanism: The root cause's mechanism (``host_stall``, ``slow_link`` ...) must be stated.
+        consistent: No rank is both called "not slow" and blamed / waited for / on the slow link.
+        first_sentence: The first sentence answers: names the ``culprit``, gives the ``refusal`` or
+            says there is ``none``.
+        yes_no: The first sentence gives this verdict of a yes/no question.
+        excluded_steps: Data-artifact steps the answer must name as excluded (never as slow).
+        strict_language: A Chinese answer may hold no English phrase (identifiers allowed).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -114,6 +126,14 @@ class Expect(BaseModel):
     forbid_finding_kinds: list[str] = Field(default_factory=list)
     forbid_patterns: list[str] = Field(default_factory=list)
     max_ungrounded: int = 0
+    culprit: dict[str, Any] | str | None = None
+    victims: list[int | str] | str | None = None
+    mechanism: str | None = None
+    consistent: bool = False
+    first_sentence: Literal["culprit", "refusal", "none"] | None = None
+    yes_no: Literal["yes", "no"] | None = None
+    excluded_steps: list[int | str] | str | None = None
+    strict_language: bool = False
 
     @field_validator("numbers", mode="before")
     @classmethod
@@ -180,6 +200,7 @@ class EvalItem(BaseModel):
         variant: Derived copy (drop files / ranks).
         tags: Free labels (``followup``, ``refusal``, ``real`` ...).
         turns: The conversation.
+        split: ``tune`` or ``heldout`` (paraphrase sets: held-out items are never used to tune).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -195,6 +216,7 @@ class EvalItem(BaseModel):
     tags: list[str] = Field(default_factory=list)
     turns: list[Turn]
     dataset: str = ""
+    split: Literal["tune", "heldout"] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -217,6 +239,11 @@ class EvalItem(BaseModel):
         return self
 
     @property
+    def source(self) -> str:
+        """The scenario or real sample the item runs on (for per-scenario scores)."""
+        return self.scenario or f"real:{self.real}"
+
+    @property
     def is_refusal(self) -> bool:
         """Whether any turn expects an honest refusal."""
         return any(t.expect.expect_refusal for t in self.turns)
@@ -228,19 +255,36 @@ def default_dataset_dir() -> Path | None:
     return here if here.is_dir() else None
 
 
+PARAPHRASE_GLOB = "paraphrase_*.yaml"
+"""The paraphrase question sets (issue 12); not part of the default dataset, selected by name."""
+
+
+def _named(p: Path) -> list[Path]:
+    """A dataset given by name (``paraphrase``, ``diagnosis``) in the repository's ``evals/datasets``."""
+    d = default_dataset_dir()
+    if d is None or p.parent != Path(".") or p.suffix:
+        return []
+    return sorted(d.glob(f"{p.name}.yaml")) + sorted(d.glob(f"{p.name}_*.yaml"))
+
+
 def _dataset_files(paths: Iterable[Path]) -> list[Path]:
     files: list[Path] = []
     for p in paths:
         p = Path(p)
         if p.is_dir():
-            files.extend(sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml")))
+            found = sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml"))
+            # a folder means the default set: the paraphrase sets are run by name
+            files.extend(f for f in found if not f.match(PARAPHRASE_GLOB))
         elif p.is_file():
             files.append(p)
+        elif _named(p):
+            files.extend(_named(p))
         else:
             raise InputError(
                 "eval dataset not found",
                 path=p,
-                remedy="pass a YAML file or a folder of YAML files with --dataset",
+                remedy="pass a YAML file, a folder of YAML files, or a dataset name "
+                "(e.g. paraphrase) with --dataset",
             )
     if not files:
         raise InputError(
@@ -256,6 +300,11 @@ def load_dataset(paths: Path | Iterable[Path] | None = None) -> list[EvalItem]:
     Args:
         paths: A YAML file, a folder of ``*.yaml`` files, or several; default: the repository's
             ``evals/datasets``.
+
+    A path that does not exist but names a dataset of the repository (``paraphrase`` → every
+    ``evals/datasets/paraphrase_*.yaml``) selects those files. A folder means its default set: every
+    YAML file except the paraphrase sets. A file may be a list of items or a mapping with ``items``
+    and ``defaults`` (``defaults.expect`` is merged under every turn's ``expect``).
 
     Returns:
         The items in file order; ``EvalItem.dataset`` holds the file stem.
@@ -283,12 +332,16 @@ def load_dataset(paths: Path | Iterable[Path] | None = None) -> list[EvalItem]:
             raise InputError(f"cannot read eval dataset: {exc}", path=f) from exc
         if raw is None:
             continue
+        defaults: dict[str, Any] = {}
         if isinstance(raw, dict):
+            defaults = raw.get("defaults") or {}
             raw = raw.get("items", [])
         if not isinstance(raw, list):
             raise InputError("an eval dataset must be a list of items", path=f)
         for entry in raw:
             try:
+                if defaults and isinstance(entry, dict):
+                    entry = _with_defaults(entry, defaults)
                 item = EvalItem.model_validate({**entry, "dataset": f.stem})
             except (ValidationError, TypeError) as exc:
                 ident = entry.get("id", "?") if isinstance(entry, dict) else "?"
@@ -300,3 +353,72 @@ def load_dataset(paths: Path | Iterable[Path] | None = None) -> list[EvalItem]:
             seen[item.id] = f
             items.append(item)
     return items
+
+
+def _with_defaults(entry: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """Merge a file's ``defaults.expect`` under every turn's ``expect`` (the turn's keys win)."""
+    exp_defaults = defaults.get("expect") or {}
+    e = dict(entry)
+    if "question" in e:
+        e["expect"] = {**exp_defaults, **(e.get("expect") or {})}
+    else:
+        e["turns"] = [
+            {**t, "expect": {**exp_defaults, **(t.get("expect") or {})}}
+            if isinstance(t, dict)
+            else t
+            for t in e.get("turns") or []
+        ]
+    return e
+
+
+def draw_splits(items: Iterable[EvalItem], seed: int, heldout: float = 0.4) -> dict[str, str]:
+    """The seeded, stratified held-out draw of a paraphrase set.
+
+    Items are grouped by (scenario or real sample, language); in each group the ids are sorted,
+    shuffled with ``random.Random(f"{seed}/{source}/{lang}")`` and the first ``round(heldout * n)``
+    are held out. The draw depends only on the seed and the ids, so anyone can recompute it
+    (``tests/test_evals_paraphrase.py`` does) and a split cannot be chosen by hand.
+
+    Args:
+        items: The items of one file.
+        seed: The seed recorded in the file (``split_seed``).
+        heldout: Share of each group held out.
+
+    Returns:
+        Item id → ``"tune"`` or ``"heldout"``.
+    """
+    groups: dict[tuple[str, str], list[str]] = {}
+    for it in items:
+        groups.setdefault((it.source, it.lang), []).append(it.id)
+    out: dict[str, str] = {}
+    for (src, lang), ids in sorted(groups.items()):
+        order = sorted(ids)
+        random.Random(f"{seed}/{src}/{lang}").shuffle(order)
+        k = round(heldout * len(order))
+        for i, ident in enumerate(order):
+            out[ident] = "heldout" if i < k else "tune"
+    return out
+
+
+def select_items(
+    items: Iterable[EvalItem],
+    *,
+    split: str | None = None,
+    scenario: Iterable[str] | None = None,
+) -> list[EvalItem]:
+    """Items of one split (``tune`` / ``heldout``) and/or of some scenarios (or ``real:<sample>``).
+
+    Raises:
+        InputError: ``split`` is not ``tune``, ``heldout`` or ``all``.
+    """
+    if split not in (None, "all", "tune", "heldout"):
+        raise InputError(f"unknown split {split!r}", remedy="use --split tune, heldout or all")
+    wanted = set(scenario or [])
+    out = []
+    for it in items:
+        if split in ("tune", "heldout") and it.split != split:
+            continue
+        if wanted and it.source not in wanted and (it.real or "") not in wanted:
+            continue
+        out.append(it)
+    return out

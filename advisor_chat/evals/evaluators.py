@@ -23,6 +23,19 @@ Checks (each a :class:`CheckResult`):
 - ``language``: the answer is in the question's language.
 - ``forbidden_findings``: none of the forbidden finding kinds is cited.
 - ``forbidden_text``: no forbidden claim (a regular expression, e.g. "rank 13 is slow") is stated.
+
+Root-cause checks (issue 12; the paraphrase sets), on the text the user reads:
+
+- ``culprit``: the root cause's culprit is named as its kind requires (rank(s); group ranks + operator
+  + shape; stage or its ranks; link pair + transport; the (step, rank) events; "every rank" for a
+  job-level cause; "no culprit" for a healthy run) and no culprit rank is called "not slow";
+- ``victims``: no victim rank is called slow or the cause;
+- ``mechanism``: the mechanism (host stall, slow link, pipeline, exposed communication ...) is stated;
+- ``consistency``: no rank is called "not slow" and also blamed / waited for / on the slow link;
+- ``first_sentence``: the first sentence names the culprit (or refuses, or says "no culprit");
+- ``yes_no``: the first sentence gives the yes/no verdict;
+- ``excluded``: data-artifact steps are said excluded/incomplete, never slow;
+- ``language`` (strict): a Chinese answer holds no English phrase (identifiers allowed).
 """
 
 from __future__ import annotations
@@ -74,6 +87,14 @@ class Resolved:
     forbid_finding_kinds: list[str] = field(default_factory=list)
     forbid_patterns: list[str] = field(default_factory=list)
     max_ungrounded: int = 0
+    culprit: dict[str, Any] | None = None
+    victims: list[int] | None = None
+    mechanism: str | None = None
+    consistent: bool = False
+    first_sentence: str | None = None
+    yes_no: str | None = None
+    excluded_steps: list[int] | None = None
+    strict_language: bool = False
 
 
 @dataclass
@@ -647,7 +668,8 @@ def evaluate_turn(answer: Answer, exp: Resolved) -> TurnScore:
     Returns:
         The checks and the raw measures (refusal, citations, grounding) for aggregation.
     """
-    checks: list[CheckResult] = [check_language(answer, exp.lang)]
+    lang_check = check_language_strict if exp.strict_language else check_language
+    checks: list[CheckResult] = [lang_check(answer, exp.lang)]
     relevant = 0
     if exp.expect_refusal:
         checks.append(check_refusal(answer, exp.refusal_needs))
@@ -672,6 +694,20 @@ def evaluate_turn(answer: Answer, exp: Resolved) -> TurnScore:
         checks.append(check_forbidden(answer, exp.forbid_finding_kinds))
     if exp.forbid_patterns:
         checks.append(check_forbidden_text(answer, exp.forbid_patterns))
+    if exp.culprit is not None:
+        checks.append(check_culprit(answer, exp.culprit))
+    if exp.victims:
+        checks.append(check_victims(answer, exp.victims))
+    if exp.mechanism:
+        checks.append(check_mechanism(answer, exp.mechanism))
+    if exp.consistent:
+        checks.append(check_consistency(answer))
+    if exp.first_sentence:
+        checks.append(check_first_sentence(answer, exp.first_sentence, exp.culprit))
+    if exp.yes_no:
+        checks.append(check_yes_no(answer, exp.yes_no))
+    if exp.excluded_steps:
+        checks.append(check_excluded(answer, exp.excluded_steps))
     checks.append(check_grounding(answer, exp.max_ungrounded))
     g = answer.grounding
     return TurnScore(
@@ -682,4 +718,626 @@ def evaluate_turn(answer: Answer, exp: Resolved) -> TurnScore:
         numbers_total=g.numbers_total,
         numbers_grounded=g.numbers_grounded,
         ungrounded=max(len(g.ungrounded), g.numbers_total - g.numbers_grounded),
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Root-cause checks (issue 12): culprit named, victims not blamed, no contradiction, first sentence
+# answers, yes/no verdict, mechanism, excluded steps, strict language. They read the text the user
+# sees (the answer and its suggestions), in English or Chinese, by meaning: several phrasings per
+# claim, negations excluded, never one planner wording.
+
+
+def shown_text(answer: Answer) -> str:
+    """The text a user reads: the answer body and the suggestions (not the cited findings' data)."""
+    parts = [answer.answer] + [s.text for s in answer.suggestions]
+    return "\n".join(p for p in parts if p)
+
+
+_SENT_SPLIT = re.compile(r"(?<=[.!?;])\s+|[。！？；\n]+")
+
+
+def sentences(text: str) -> list[str]:
+    """``text`` cut into sentences (English ``. ! ? ;`` before a space, Chinese ``。！？；``, new lines).
+
+    Markdown emphasis and list/heading markers are removed; empty pieces dropped. A decimal point
+    ("9.4 ms") never ends a sentence.
+    """
+    clean = re.sub(r"[*_`]{1,3}", "", text)
+    out: list[str] = []
+    for piece in _SENT_SPLIT.split(clean):
+        s = re.sub(r"^\s*(?:[-•>]|\d+[.)]|#+)\s+", "", piece).strip()
+        if s:
+            out.append(s)
+    return out
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text`` (markdown headings skipped): what a reader sees first."""
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    sents = sentences("\n".join(lines))
+    return sents[0] if sents else ""
+
+
+# A list of ranks after an English rank word: "rank 3", "ranks 8-15", "ranks 3, 5 and 7", "rank #3".
+_EN_RANKS = (
+    rf"(?<![A-Za-z_])(?:ranks?|cards?|devices?|npus?)\s*#?\s*"
+    rf"(?P<en>\d+(?:\s*(?:{_RANGE_SEP}|,|and|&|/)\s*(?:ranks?\s*)?\d+)*)"
+)
+# Chinese: "12号卡", "3、5号卡", "8-15号卡", "第12号卡", "卡12", "rank12".
+_ZH_RANKS = (
+    rf"(?:第\s*)?(?P<zh>\d+(?:\s*(?:{_RANGE_SEP}|、|,|，|和|及)\s*\d+)*)\s*号\s*(?:卡|rank|设备|NPU)?"
+    rf"|(?:卡|rank)\s*(?P<zh2>\d+(?:\s*(?:{_RANGE_SEP}|、|,|，)\s*\d+)*)"
+)
+_SUBJ = rf"(?:{_EN_RANKS}|{_ZH_RANKS})"
+
+
+def _subj_ranks(m: re.Match[str]) -> set[int]:
+    for g in ("en", "zh", "zh2", "bare"):
+        try:
+            v = m.group(g)
+        except IndexError:
+            continue
+        if v:
+            return _expand(v)
+    return set()
+
+
+_EN_FILL = (
+    r"(?:\s*(?:\([^)]{0,40}\)|,|is|are|was|were|'s|looks|seems|appears|remains|to|be|the|a|an|"
+    r"clearly|likely|probably|definitely|still|also|really|indeed|one|of|our|your|main|real|"
+    r"actual|primary|top|obviously|just|mostly|consistently|much|significantly|noticeably|"
+    r"here|very|quite|so|too|by far|biggest|single|only)\b)*"
+)
+_EN_BLAME = (
+    r"\s*(?:slow(?:est|er)?\b(?!\s*(?:down|ed\b|because it wait|only because))"
+    r"|straggl\w*|culprit|bottleneck|(?:root )?cause\b|problem\b|to blame|lagging|the laggard"
+    r"|(?:the )?last (?:to arrive|arriver)|arriv\w* last|late (?:arriver|rank)"
+    r"|holding (?:\w+ ){0,2}back|holds (?:\w+ ){0,2}back|dragg?\w* (?:\w+ ){0,2}down)"
+)
+_ZH_BLAME = (
+    r"(?:是|为|就是|成了|属于|明显|确实|最|比较|有点|一直|偏|较|更|其实|本身)*(?:的)?"
+    r"(?:慢卡|慢节点|瓶颈|罪魁祸首|元凶|根因|主因|拖后腿|最慢|偏慢|较慢|慢(?![^，。,.；;]{0,12}等)"
+    r"|拖慢了?(?!自己)|最后(?:一个)?到达|最晚到达|落后)"
+)
+_BLAME_OBJ_FIRST = (
+    r"(?:slow(?:est)?\s+ranks?|stragglers?|culprits?|bottleneck(?:\s+ranks?)?|root cause|"
+    r"last arriver|慢卡|瓶颈|罪魁祸首|元凶|根因)\s*(?:is|are|here is|in this job is|:|=|—|–|是|为|：|在)?\s*"
+    r"(?:the\s+)?"
+)
+_WAIT_FOR = (
+    r"(?:(?:others?|other ranks|the other \w+|everyone|everybody|the rest|all (?:the )?(?:other )?ranks|"
+    r"the cluster|they)\s+(?:all\s+)?(?:have to |must |keep )?wait(?:s|ing|ed)?\s+(?:for|on)\s+"
+    r"|(?:其他|其余|别的|所有)(?:的)?(?:卡|rank)?(?:都)?(?:在)?等(?:待)?)"
+)
+
+
+def blamed_ranks(text: str) -> set[int]:
+    """Ranks the text calls slow or the cause (negated claims excluded).
+
+    Recognised, in English and Chinese: "rank 3 is (clearly) the slow rank / the straggler / the
+    bottleneck / slowest / the cause / holding the job back / arrives last"; "the slow rank is rank 3",
+    "culprit: rank 3"; "the others wait for rank 3"; "3号卡是慢卡", "3号卡最慢", "慢卡是3号卡",
+    "其他卡都在等3号卡". Not blame: "rank 3 is not slow", "rank 3 is slowed down by …",
+    "rank 3 is slow only because it waits …", "3号卡不慢", "3号卡被拖慢", "3号卡慢是因为在等…".
+
+    Args:
+        text: Answer text.
+
+    Returns:
+        The blamed rank numbers.
+    """
+    out: set[int] = set()
+    for s in sentences(text):
+        for m in re.finditer(rf"{_SUBJ}(?P<rest>{_EN_FILL}{_EN_BLAME}|\s*{_ZH_BLAME})", s, re.I):
+            out |= _subj_ranks(m)
+        for m in re.finditer(
+            rf"{_BLAME_OBJ_FIRST}(?:{_SUBJ}|(?P<bare>\d+(?:\s*{_RANGE_SEP}\s*\d+)?)\b)", s, re.I
+        ):
+            pre = s[max(0, m.start() - 12) : m.start()]
+            if re.search(r"\bnot\b|n't|不是|并非", pre + m.group(0)[:20], re.I):
+                continue
+            out |= _subj_ranks(m)
+        for m in re.finditer(rf"{_WAIT_FOR}{_SUBJ}", s, re.I):
+            out |= _subj_ranks(m)
+    return out
+
+
+_EN_NOT_SLOW = (
+    r"\s*(?:\([^)]{0,40}\)\s*)?(?:is|are|was|were|'s)\s*(?:actually |really |itself )?"
+    r"(?:not|n't|never)\s+(?:really |actually |itself )?(?:a |the )?"
+    r"(?:slow\w*|straggl\w*|culprit|bottleneck|(?:root )?cause|problem|to blame)"
+    r"|\s+isn't\s+(?:a |the )?(?:slow|straggl|culprit|bottleneck|problem|cause)"
+)
+_ZH_NOT_SLOW = (
+    r"(?:本身|其实|实际上|自身)?(?:并|也)?(?:不慢|不是慢卡|不是瓶颈|不是根因|并非慢卡|没有问题|没问题|"
+    r"不是问题|不算慢|并不慢)"
+)
+
+
+def exonerated_ranks(text: str) -> set[int]:
+    """Ranks the text says are not slow / not the cause ("rank 3 is not slow", "3号卡不慢")."""
+    out: set[int] = set()
+    for m in re.finditer(rf"{_SUBJ}(?:{_EN_NOT_SLOW}|\s*{_ZH_NOT_SLOW})", text, re.I):
+        out |= _subj_ranks(m)
+    return out
+
+
+_LATE_IT = re.compile(
+    r"\b(?:it|this rank)\b(?:\s+\w+){0,2}\s+(?:arrives?|arrived|comes?|is)\s+(?:the\s+)?last"
+    r"|(?:others?|other ranks|everyone|the rest|all (?:other )?ranks)[^.]{0,30}wait\w*\s+(?:for|on)\s+(?:it|him|this rank)\b"
+    r"|它(?:总是|每次)?(?:最后|最晚)(?:一个)?到达|(?:其他|其余|别的)(?:的)?卡[^。]{0,10}等(?:待)?它",
+    re.I,
+)
+_ON_LINK = (
+    r"[^.。]{0,40}?(?:\bon\b|\bat one end of\b|\bendpoint of\b|\bsits on\b)\s+(?:the\s+|a\s+)?(?:slow|degraded)\s+link"
+    r"|[^。]{0,20}?(?:在|位于|处于)?(?:慢链路|异常链路|降级链路|慢速链路)(?:上|的一端|端点)"
+)
+
+
+def contradicted_ranks(text: str) -> dict[int, str]:
+    """Ranks the text both clears ("not slow") and blames, makes others wait for, or puts on the slow link.
+
+    The blame may be stated about the rank by number anywhere in the text, or by "it"/"它" in the same
+    or the next sentence ("Rank 3 is not slow … it arrives last and the other ranks wait for it").
+
+    Returns:
+        Rank → the clashing claim.
+    """
+    out: dict[int, str] = {}
+    cleared = exonerated_ranks(text)
+    if not cleared:
+        return out
+    blamed = blamed_ranks(text)
+    on_link: set[int] = set()
+    for m in re.finditer(rf"{_SUBJ}(?:{_ON_LINK})", text, re.I):
+        on_link |= _subj_ranks(m)
+    for r in cleared & blamed:
+        out[r] = "called not slow and slow/the cause"
+    for r in cleared & on_link:
+        out[r] = "called not slow and on the slow link"
+    sents = sentences(text)
+    for i, s in enumerate(sents):
+        here = exonerated_ranks(s)
+        if not here:
+            continue
+        window = " ".join(sents[i : i + 2])
+        if _LATE_IT.search(window):
+            for r in here:
+                out.setdefault(r, "called not slow and 'it arrives last / others wait for it'")
+    return out
+
+
+def check_consistency(answer: Answer) -> CheckResult:
+    """No rank is both called not slow and blamed / waited for / on the slow link."""
+    bad = contradicted_ranks(shown_text(answer))
+    return CheckResult(
+        "consistency",
+        not bad,
+        "; ".join(f"rank {r}: {why}" for r, why in sorted(bad.items())),
+        int(not bad),
+        1,
+    )
+
+
+def check_victims(answer: Answer, victims: list[int]) -> CheckResult:
+    """No victim rank is called slow or the cause (it loses time because of the culprit)."""
+    blamed = blamed_ranks(shown_text(answer)) & set(victims)
+    return CheckResult(
+        "victims",
+        not blamed,
+        f"victim ranks blamed: {sorted(blamed)}" if blamed else "",
+        int(not blamed),
+        1,
+    )
+
+
+_STEP_LIST = re.compile(
+    rf"(?<![A-Za-z_])steps?\s*#?\s*(\d+(?:\s*(?:{_RANGE_SEP}|,|、|and|&)\s*(?:steps?\s*)?\d+)*)"
+    r"|第\s*(\d+(?:\s*(?:、|,|，|和)\s*\d+)*)\s*(?:个)?步|(\d+)\s*步|\((\d+)\s*,\s*\d+\)"
+    r"|step_?(\d+)",
+    re.I,
+)
+
+
+def steps_in_text(text: str) -> set[int]:
+    """Steps named in ``text``: "step 12", "steps 11, 13", "第12步", "12步", "(12, 3)" (step, rank)."""
+    out: set[int] = set()
+    for m in _STEP_LIST.finditer(text):
+        g = next((x for x in m.groups() if x), None)
+        if g:
+            out |= _expand(g)
+    return out
+
+
+_STAGE_WORD = r"(?:pipeline\s+)?stage|(?:流水线|流水)?(?:阶段|stage|级)|pp\s*(?:stage|rank)?"
+_ORDINAL_EN = {0: "first", 1: "second", 2: "third", 3: "fourth"}
+_ORDINAL_ZH = {0: "一", 1: "二", 2: "三", 3: "四"}
+
+
+def _stage_named(text: str, stage: int) -> bool:
+    pats = [
+        rf"(?:{_STAGE_WORD})\s*#?\s*{stage}(?!\d)",
+        rf"第\s*{stage}\s*(?:个)?(?:{_STAGE_WORD})",
+        rf"\b{_ORDINAL_EN.get(stage, 'zzz')}\s+(?:pipeline\s+)?stage",
+        rf"第{_ORDINAL_ZH.get(stage, '零')}(?:个)?(?:{_STAGE_WORD})",
+    ]
+    return any(re.search(p, text, re.I) for p in pats)
+
+
+_JOB_WORDS = [
+    r"\bevery rank\b",
+    r"\ball (?:the )?(?:\d+ )?ranks\b",
+    r"\beach rank\b",
+    r"\bjob[- ]level\b",
+    r"\bwhole (?:job|cluster)\b",
+    r"\bcluster[- ]wide\b",
+    r"\bacross (?:all )?(?:the )?ranks\b",
+    r"\bevery card\b",
+    r"\ball cards\b",
+    r"所有(?:的)?(?:卡|rank|节点)",
+    r"每(?:张|个)?(?:卡|rank)",
+    r"全部(?:的)?(?:卡|rank)",
+    r"各(?:张)?卡",
+    r"整个(?:作业|任务|集群|训练)",
+    r"作业级",
+    r"全局",
+]
+_NO_CULPRIT = CATEGORY_WORDS["none"] + [
+    r"\bno (?:single |one |specific |particular )?(?:culprit|straggler|slow rank|rank stands out|outlier)",
+    r"\bnone of the ranks (?:is|are) slow",
+    r"\bno rank (?:is|stands out|lags)",
+    r"没有(?:哪|一)?(?:张|个)?(?:卡|rank)(?:明显)?(?:更慢|慢|拖后腿|掉队)",
+    r"(?:没有|无|未发现)(?:明显)?(?:的)?(?:慢卡|罪魁祸首|异常卡|掉队)",
+    r"各卡(?:之间)?(?:基本)?(?:均衡|一致|差不多)",
+]
+
+
+def _rc(rc: dict[str, Any], key: str, default: Any = None) -> Any:
+    v = rc.get(key, default)
+    return default if v is None else v
+
+
+def check_culprit(answer: Answer, rc: dict[str, Any], *, text: str | None = None) -> CheckResult:
+    """The root cause's culprit is named, as its kind requires, and never cleared.
+
+    ``rc`` is an answer key's ``root_cause`` (docs/CONTRACTS.md): by ``culprit_kind``
+
+    - ``rank``/``ranks``: every culprit rank named;
+    - ``group``: every rank of the group named (a range counts), and the operator and the dimensions of
+      its shape when the key has them;
+    - ``stage``: the stage named ("stage 0", "第一个阶段") or all of its ranks;
+    - ``link``: both ends as a pair and the transport;
+    - ``operator``: the operator and its shape dimensions;
+    - ``steps``: at least 60% of the events' distinct ranks and of their distinct steps named;
+    - ``job``: the cause said of every rank / the whole job, and no rank blamed;
+    - ``none``: "no culprit / balanced / 没有慢卡" said, and no rank blamed;
+    - mechanism ``not_enough_signal``: an honest "not enough signal".
+
+    Culprit ranks (and a slow link's endpoints) must not be called "not slow".
+
+    Args:
+        answer: The answer.
+        rc: The resolved root-cause dict.
+        text: Text to look in (default: :func:`shown_text`); the first-sentence check passes one sentence.
+    """
+    t = shown_text(answer) if text is None else text
+    kind = str(_rc(rc, "culprit_kind", "none"))
+    mech = str(_rc(rc, "mechanism", ""))
+    ranks = [int(r) for r in _rc(rc, "culprit_ranks", [])]
+    named = ranks_in_text(t)
+    problems: list[str] = []
+    if mech == "not_enough_signal":
+        if _any([*REFUSAL_WORDS, r"too (?:few|small)", r"太少", r"太小"], t) is None:
+            problems.append("no 'not enough signal'")
+        bl = blamed_ranks(t)
+        if bl:
+            problems.append(f"blames ranks {sorted(bl)} without signal")
+    elif kind in ("rank", "ranks"):
+        miss = [r for r in ranks if r not in named]
+        if miss:
+            problems.append(f"culprit ranks not named: {miss}")
+    elif kind == "group":
+        miss = [r for r in ranks if r not in named]
+        if miss:
+            problems.append(f"group ranks not named: {miss}")
+        op = str(_rc(rc, "operator", ""))
+        if op and re.search(re.escape(op), t, re.I) is None:
+            problems.append(f"operator {op} not named")
+        dims = _shape_dims(_rc(rc, "shape", ""))
+        stated = {int(n.value) for n in numbers_in_text(t) if n.value == int(n.value)}
+        if [d for d in dims if d not in stated]:
+            problems.append(f"shape {_rc(rc, 'shape', '')} not named")
+    elif kind == "stage":
+        stage = _rc(rc, "culprit_stage")
+        by_stage = stage is not None and _stage_named(t, int(stage))
+        by_ranks = bool(ranks) and all(r in named for r in ranks)
+        if not (by_stage or by_ranks):
+            problems.append(f"stage {stage} (ranks {ranks}) not named")
+    elif kind == "link":
+        link = _rc(rc, "culprit_link", [])
+        if len(link) == 2:
+            fake = answer.model_copy(update={"answer": t, "findings": [], "suggestions": []})
+            c = check_link(
+                fake,
+                {
+                    "src_rank": link[0],
+                    "dst_rank": link[1],
+                    "transport": _rc(rc, "culprit_transport", ""),
+                },
+            )
+            if not c.passed:
+                problems.append(c.detail)
+            ranks = [int(link[0]), int(link[1])]
+        else:
+            problems.append("key has no culprit_link")
+    elif kind == "operator":
+        op = str(_rc(rc, "operator", ""))
+        if op and re.search(re.escape(op), t, re.I) is None:
+            problems.append(f"operator {op} not named")
+        dims = _shape_dims(_rc(rc, "shape", ""))
+        stated = {int(n.value) for n in numbers_in_text(t) if n.value == int(n.value)}
+        if [d for d in dims if d not in stated]:
+            problems.append(f"shape {_rc(rc, 'shape', '')} not named")
+    elif kind == "steps":
+        events = [(int(s), int(r)) for s, r in _rc(rc, "events", [])]
+        ev_ranks = {r for _, r in events}
+        ev_steps = {s for s, _ in events}
+        said_steps = steps_in_text(t)
+        hit_r = len(ev_ranks & named)
+        hit_s = len(ev_steps & said_steps)
+        if not events:
+            problems.append("key has no events")
+        elif hit_r < 0.6 * len(ev_ranks) or hit_s < 0.6 * len(ev_steps):
+            problems.append(
+                f"events: {hit_r}/{len(ev_ranks)} ranks and {hit_s}/{len(ev_steps)} steps named"
+            )
+    elif kind == "job":
+        if _any(_JOB_WORDS, t) is None:
+            problems.append("not said of every rank / the whole job")
+        bl = blamed_ranks(t)
+        if bl:
+            problems.append(f"a job-level cause blamed on ranks {sorted(bl)}")
+    else:  # none
+        if _any(_NO_CULPRIT, t) is None:
+            problems.append("no 'no culprit / balanced' statement")
+        bl = blamed_ranks(t)
+        if bl:
+            problems.append(f"blames ranks {sorted(bl)} on a run without culprit")
+    cleared = exonerated_ranks(t) & set(ranks)
+    if cleared and kind not in ("none", "job"):
+        problems.append(f"culprit ranks called not slow: {sorted(cleared)}")
+    return CheckResult("culprit", not problems, "; ".join(problems), int(not problems), 1)
+
+
+_YES = [
+    r"^\W*(?:yes|yeah|yep|indeed|correct|right)\b",
+    r"^\W*(?:是的|对|没错|确实|是(?=[，,。]))",
+    r"\b(?:is|are) (?:indeed |clearly )?(?:the|a) (?:(?:main|real|root|top) )?(?:problem|cause|bottleneck)",
+    r"(?:确实|就)是(?:网络|通信|链路)",
+]
+_NO = [
+    r"^\W*no\b",
+    r"\bnot\b",
+    r"n't\b",
+    r"\bno (?:slow|degraded|network|link|bandwidth|communication)",
+    r"^\W*(?:不是|不对|并非|没有)",
+    r"不是",
+    r"并非",
+    r"并不",
+    r"没有(?:明显)?(?:的)?(?:问题|慢链路|异常)",
+    r"不存在",
+]
+
+
+def check_yes_no(answer: Answer, verdict: str) -> CheckResult:
+    """The first sentence gives the yes/no verdict (``yes`` or ``no``).
+
+    ``no``: the first sentence negates ("No —", "not", "不是", "没有…问题"). ``yes``: it affirms ("Yes",
+    "是的", "is the problem") and does not negate.
+    """
+    fs = first_sentence(answer.answer)
+    neg = _any(_NO, fs)
+    pos = _any(_YES, fs)
+    ok = (pos is not None and neg is None) if verdict == "yes" else neg is not None
+    detail = "" if ok else f"first sentence does not say {verdict!r}: {fs[:120]!r}"
+    return CheckResult("yes_no", ok, detail, int(ok), 1)
+
+
+def check_first_sentence(answer: Answer, what: str, rc: dict[str, Any] | None) -> CheckResult:
+    """The first sentence answers the question.
+
+    ``what``: ``culprit`` (it names the culprit, see :func:`check_culprit`), ``refusal`` (it says there
+    is not enough signal) or ``none`` (it says there is no culprit).
+    """
+    fs = first_sentence(answer.answer)
+    if what == "refusal":
+        ok = _any([*REFUSAL_WORDS, r"too (?:few|small)", r"太少"], fs) is not None
+        detail = "" if ok else f"no refusal in {fs[:120]!r}"
+    elif what == "none":
+        ok = _any(_NO_CULPRIT, fs) is not None
+        detail = "" if ok else f"no 'no culprit' in {fs[:120]!r}"
+    else:
+        c = check_culprit(answer, rc or {}, text=fs)
+        ok, detail = c.passed, ("" if c.passed else f"{c.detail} in {fs[:120]!r}")
+    return CheckResult("first_sentence", ok, detail, int(ok), 1)
+
+
+MECHANISM_WORDS: dict[str, list[str]] = {
+    "compute_straggler": [r"comput", r"kernel", r"operator", r"\bop\b", r"算子", r"计算"],
+    "host_stall": [
+        r"\bhost\b",
+        r"dispatch",
+        r"launch",
+        r"\bfree\b",
+        r"\bidle",
+        r"\bcpu\b",
+        r"\bgc\b",
+        r"garbage",
+        r"下发",
+        r"空闲",
+        r"主机",
+        r"host侧",
+    ],
+    "slow_link": [r"\blink\b", r"bandwidth", r"rdma", r"hccs", r"链路", r"带宽"],
+    "slow_group": [r"\bnode\b", r"\bgroup\b", r"\bhost\b", r"节点", r"一组", r"分组", r"机器"],
+    "pipeline_imbalance": [r"pipeline", r"\bstage", r"bubble", r"流水", r"阶段", r"空泡", r"气泡"],
+    "exposed_communication": [
+        r"not overlapped",
+        r"exposed",
+        r"overlap",
+        r"small (?:collective|message|packet|transfer)",
+        r"many (?:small )?(?:collective|hccl|communication)",
+        r"未(?:被)?(?:覆盖|掩盖)",
+        r"没有(?:被)?(?:覆盖|掩盖|重叠)",
+        r"小包",
+        r"小(?:的)?通信",
+        r"通信(?:算子)?(?:次数|数量)",
+    ],
+    "job_idle": [
+        r"\bidle",
+        r"\bfree\b",
+        r"waiting for (?:input|data|the data|rollout|the dataloader|samples)",
+        r"dataloader",
+        r"rollout",
+        r"空闲",
+        r"等(?:待)?(?:数据|输入|rollout)",
+    ],
+    "step_events": [
+        r"one[- ]step",
+        r"single[- ]step",
+        r"rotat",
+        r"intermittent",
+        r"sporadic",
+        r"spike",
+        r"\bstalls?\b",
+        r"different rank",
+        r"偶发",
+        r"轮流",
+        r"轮换",
+        r"个别(?:步|step)",
+        r"单步",
+        r"毛刺",
+        r"抖动",
+        r"不同(?:的)?(?:卡|rank)",
+    ],
+    "data_artifact": [
+        r"incomplete",
+        r"missing",
+        r"\blost\b",
+        r"artifact",
+        r"excluded",
+        r"不完整",
+        r"丢失",
+        r"缺失",
+        r"剔除",
+        r"排除",
+    ],
+    "degradation": VERDICT_WORDS["degradation"],
+    "regression": VERDICT_WORDS["regression"],
+    "no_culprit": _NO_CULPRIT,
+    "not_enough_signal": REFUSAL_WORDS,
+}
+
+
+def check_mechanism(answer: Answer, mechanism: str) -> CheckResult:
+    """The mechanism of the root cause is stated (bilingual word lists per mechanism)."""
+    pats = MECHANISM_WORDS.get(mechanism, [re.escape(mechanism)])
+    hit = _any(pats, shown_text(answer))
+    return CheckResult(
+        "mechanism",
+        hit is not None,
+        f"matched {hit!r}" if hit else f"no words for {mechanism!r}",
+        int(hit is not None),
+        1,
+    )
+
+
+_EXCLUDED_WORDS = [
+    r"exclud",
+    r"incomplete",
+    r"missing",
+    r"\blost\b",
+    r"dropped",
+    r"ignor",
+    r"skipp",
+    r"left out",
+    r"artifact",
+    r"不完整",
+    r"丢失",
+    r"缺失",
+    r"剔除",
+    r"排除",
+    r"忽略",
+    r"不计入",
+]
+
+
+def check_excluded(answer: Answer, steps: list[int]) -> CheckResult:
+    """The data-artifact steps are named and said excluded/incomplete, and never called slow."""
+    t = shown_text(answer)
+    problems = []
+    named = steps_in_text(t)
+    miss = [s for s in steps if s not in named]
+    if miss:
+        problems.append(f"excluded steps not named: {miss}")
+    if _any(_EXCLUDED_WORDS, t) is None:
+        problems.append("not said excluded/incomplete")
+    for s in steps:
+        slow = (
+            rf"(?:step\s*{s}\b[^.。]{{0,25}}?(?:is|was)\s+(?:the\s+)?(?:slow\w*|an outlier|abnormal)"
+            rf"|(?:slow\w*|outlier)\s+steps?\s*(?:is|:)?\s*{s}\b"
+            rf"|第\s*{s}\s*步[^。]{{0,8}}?(?:最慢|变慢|偏慢|异常慢|慢))"
+        )
+        if re.search(slow, t, re.I):
+            problems.append(f"step {s} called slow")
+    return CheckResult("excluded", not problems, "; ".join(problems), int(not problems), 1)
+
+
+_FUNCTION_WORDS = {
+    "the", "is", "are", "a", "an", "of", "to", "for", "and", "on", "in", "with", "not", "by", "at",
+    "it", "this", "that", "was", "be", "per", "than", "from", "its", "no", "there", "has", "have",
+    "does", "do", "or", "as", "which", "what", "because", "rank", "slow", "step", "steps", "ranks",
+    "enough", "signal", "wait", "waits", "time",
+}  # fmt: skip
+
+
+def english_fragments(text: str) -> list[str]:
+    """English phrases in a Chinese text: runs of 3+ plain English words with a lowercase common word.
+
+    Identifiers are allowed: code spans, file names, snake_case/CamelCase/ALLCAPS tokens, numbers with
+    units, and standard field names in Title Case ("Communication (Not Overlapped)", "Free").
+    """
+    t = re.sub(r"`[^`]*`", " ", text)
+    t = re.sub(r"https?://\S+|\S+\.(?:json|csv|db|py|yaml|txt|log)\b", " ", t)
+    out: list[str] = []
+    for m in re.finditer(
+        r"[A-Za-z][A-Za-z'’]*(?:[ \t,\-]+(?:[A-Za-z][A-Za-z'’]*|\d+(?:\.\d+)?(?=[ \t,\-])))+", t
+    ):
+        words = re.findall(r"[A-Za-z][A-Za-z'’]*", m.group(0))
+        plain = [
+            w for w in words if not (w.isupper() and len(w) > 1) and not re.search(r"[a-z][A-Z]", w)
+        ]
+        lower_common = [w for w in plain if w.islower() and w in _FUNCTION_WORDS]
+        if len(plain) >= 3 and lower_common:
+            out.append(m.group(0).strip())
+    return out
+
+
+def check_language_strict(answer: Answer, lang: str) -> CheckResult:
+    """The answer is in the question's language, strictly.
+
+    A Chinese answer has no English sentence or phrase (identifiers and field names allowed; see
+    :func:`english_fragments`).
+    """
+    base = check_language(answer, lang)
+    if not base.passed or lang != "zh":
+        return base
+    frags = english_fragments(shown_text(answer))
+    return CheckResult(
+        "language",
+        not frags,
+        f"English in a Chinese answer: {frags[:3]}" if frags else "",
+        int(not frags),
+        1,
     )

@@ -239,6 +239,55 @@ def question_context(facts: dict[str, Any]) -> dict[str, Any]:
     if isinstance(op, dict):
         ctx["op_type"] = op.get("op_type")
         ctx["op_name"] = op.get("name")
+    rc = facts.get("root_cause")
+    if isinstance(rc, dict):
+        ctx.update(root_cause_context(rc))
+    return ctx
+
+
+def root_cause_context(rc: dict[str, Any]) -> dict[str, Any]:
+    """Placeholders from an answer key's ``root_cause`` (docs/CONTRACTS.md).
+
+    Keys (only those the root cause has): ``culprit_rank`` (first culprit rank), ``culprit_first`` /
+    ``culprit_last``, ``victim_rank`` (the middle victim that is neither a culprit nor a link end),
+    ``victim_rank2`` (the last such victim), ``victim_first`` / ``victim_last``, ``link_src`` /
+    ``link_dst`` / ``transport``, ``stage``, ``event_step`` / ``event_rank`` (first event),
+    ``event_step2`` / ``event_rank2`` (second), ``excluded_step``, ``not_slow_rank``, ``operator``,
+    ``shape``.
+    """
+    ctx: dict[str, Any] = {}
+    culprits = sorted(int(r) for r in rc.get("culprit_ranks") or [])
+    link = [int(r) for r in rc.get("culprit_link") or []]
+    if culprits:
+        ctx["culprit_rank"] = culprits[0]
+        ctx["culprit_first"], ctx["culprit_last"] = culprits[0], culprits[-1]
+    victims = sorted(
+        int(r)
+        for r in rc.get("victim_ranks") or []
+        if int(r) not in culprits and int(r) not in link
+    )
+    if victims:
+        ctx["victim_rank"] = victims[len(victims) // 2]
+        ctx["victim_rank2"] = victims[-1]
+        ctx["victim_first"], ctx["victim_last"] = victims[0], victims[-1]
+    if len(link) == 2:
+        ctx["link_src"], ctx["link_dst"] = link
+        if rc.get("culprit_transport"):
+            ctx["transport"] = rc["culprit_transport"]
+    if rc.get("culprit_stage") is not None:
+        ctx["stage"] = rc["culprit_stage"]
+    events = [(int(s), int(r)) for s, r in rc.get("events") or []]
+    if events:
+        ctx["event_step"], ctx["event_rank"] = events[0]
+    if len(events) > 1:
+        ctx["event_step2"], ctx["event_rank2"] = events[1]
+    if rc.get("excluded_steps"):
+        ctx["excluded_step"] = int(rc["excluded_steps"][0])
+    if rc.get("not_slow_ranks"):
+        ctx["not_slow_rank"] = int(rc["not_slow_ranks"][0])
+    for k in ("operator", "shape"):
+        if rc.get(k):
+            ctx[k] = rc[k]
     return ctx
 
 
@@ -338,7 +387,36 @@ def resolve_expect(exp: Expect, facts: dict[str, Any], ctx: dict[str, Any], lang
     r.forbid_finding_kinds = list(exp.forbid_finding_kinds)
     r.forbid_patterns = [_fill(p, ctx) for p in exp.forbid_patterns]
     r.max_ungrounded = exp.max_ungrounded
+    if exp.culprit is not None:
+        rc = _ref(exp.culprit, facts, ctx)
+        if not isinstance(rc, dict):
+            raise UnresolvedError(f"culprit {exp.culprit!r} resolved to {rc!r}, not a root cause")
+        r.culprit = {k: _deep_ref(v, facts, ctx) for k, v in rc.items()}
+    if exp.victims is not None:
+        raw = _ref(exp.victims, facts, ctx)
+        vals = raw if isinstance(raw, list) else [raw]
+        r.victims = _as_ranks([_ref(v, facts, ctx) for v in vals])
+    if exp.mechanism is not None:
+        r.mechanism = str(_ref(exp.mechanism, facts, ctx))
+    r.consistent = exp.consistent
+    r.first_sentence = exp.first_sentence
+    r.yes_no = exp.yes_no
+    if exp.excluded_steps is not None:
+        raw = _ref(exp.excluded_steps, facts, ctx)
+        vals = raw if isinstance(raw, list) else [raw]
+        r.excluded_steps = [int(_ref(v, facts, ctx)) for v in vals]
+    r.strict_language = exp.strict_language
     return r
+
+
+def _deep_ref(value: Any, facts: dict[str, Any], ctx: dict[str, Any]) -> Any:
+    """Resolve references inside a (nested) literal, e.g. a root cause written for a real sample."""
+    if isinstance(value, list):
+        return [_deep_ref(v, facts, ctx) for v in value]
+    v = _ref(value, facts, ctx)
+    if isinstance(v, str) and re.fullmatch(r"-?\d+", v):
+        return int(v)
+    return v
 
 
 # --------------------------------------------------------------------------------------------------
@@ -356,11 +434,13 @@ class TurnResult:
     latency_ms: float | None = None
     score: TurnScore | None = None
     error: str | None = None
-    error_kind: str | None = None  # "dataset" | "backend" | "load" | "skipped"
+    error_kind: str | None = None  # "dataset" | "backend" | "load" | "unavailable" | "skipped"
     answer: dict[str, Any] | None = None
     expect_refusal: bool = False
     tags: list[str] = field(default_factory=list)
     dataset: str = ""
+    split: str = ""
+    source: str = ""
 
     @property
     def passed(self) -> bool:
@@ -374,6 +454,8 @@ class TurnResult:
             "turn": self.turn,
             "lang": self.lang,
             "dataset": self.dataset,
+            "split": self.split,
+            "source": self.source,
             "tags": self.tags,
             "question": self.question,
             "passed": self.passed,
@@ -586,6 +668,9 @@ class EvalReport:
             "by_language": self.breakdown(lambda t: t.lang),
             "by_dataset": self.breakdown(lambda t: t.dataset),
             "by_kind": self.breakdown(_kind),
+            "by_split": self.breakdown(lambda t: t.split or "none"),
+            "by_scenario": self.breakdown(lambda t: t.source),
+            "by_split_language": self.breakdown(lambda t: f"{t.split or 'none'}/{t.lang}"),
             "failures": [
                 {
                     "item_id": t.item_id,
@@ -658,6 +743,39 @@ class EvalReport:
         lines += ["", "## By kind of question", "", "| kind | turns | pass rate |", "|---|---|---|"]
         for k, v in self.breakdown(_kind).items():
             lines.append(f"| {k} | {v['turns']} | {f(v['pass_rate'])} |")
+        if any(t.split for t in self.turns):
+            lines += [
+                "",
+                "## By split (held-out items are never used to tune the advisor)",
+                "",
+                "| split | lang | turns | passed | pass rate |",
+                "|---|---|---|---|---|",
+            ]
+            for k, v in self.breakdown(lambda t: t.split or "none").items():
+                lines.append(f"| {k} | all | {v['turns']} | {v['passed']} | {f(v['pass_rate'])} |")
+            for k, v in self.breakdown(lambda t: f"{t.split or 'none'} | {t.lang}").items():
+                lines.append(f"| {k} | {v['turns']} | {v['passed']} | {f(v['pass_rate'])} |")
+            lines += [
+                "",
+                "## By scenario",
+                "",
+                "| scenario | turns | pass rate | failing checks |",
+                "|---|---|---|---|",
+            ]
+            groups: dict[str, list[TurnResult]] = defaultdict(list)
+            for t in self.turns:
+                groups[t.source].append(t)
+            for k, ts in sorted(groups.items()):
+                v = aggregate(ts)
+                fails: dict[str, int] = defaultdict(int)
+                for t in ts:
+                    if t.error is not None:
+                        fails[f"error:{t.error_kind}"] += 1
+                    elif t.score is not None:
+                        for c in t.score.failed():
+                            fails[c.name] += 1
+                why = ", ".join(f"{n} {c}" for n, c in sorted(fails.items(), key=lambda x: -x[1]))
+                lines.append(f"| {k} | {v['turns']} | {f(v['pass_rate'])} | {why or '-'} |")
         lines += ["", "## Checks", "", "| check | passed | total | rate |", "|---|---|---|---|"]
         for k, v in m["checks"].items():
             lines.append(f"| {k} | {v['passed']} | {v['total']} | {f(v['rate'])} |")
@@ -737,6 +855,15 @@ def backend_name(settings: Settings) -> str:
     return f"{settings.model}{mode}"
 
 
+def _scenario_names() -> set[str] | None:
+    """Names of the scenarios the generator has (``None`` if the synth package cannot be read)."""
+    try:
+        from advisor_chat.synth import SCENARIOS
+    except ImportError:  # pragma: no cover - synth ships with the package
+        return None
+    return set(SCENARIOS)
+
+
 def run_eval(
     items: Sequence[EvalItem],
     *,
@@ -775,13 +902,30 @@ def run_eval(
         if progress is not None:
             progress(tr)
 
+    available = _scenario_names()
     for item in items:
         base: dict[str, Any] = {
             "item_id": item.id,
             "lang": item.lang,
             "tags": item.tags,
             "dataset": item.dataset,
+            "split": item.split or "",
+            "source": item.source,
         }
+        if item.scenario is not None and available is not None and item.scenario not in available:
+            # a scenario another change has not landed yet: a failure, never a silent skip
+            for i, turn in enumerate(item.turns):
+                emit(
+                    TurnResult(
+                        turn=i,
+                        question=turn.q,
+                        error=f"scenario not available: {item.scenario}",
+                        error_kind="unavailable",
+                        expect_refusal=turn.expect.expect_refusal,
+                        **base,
+                    )
+                )
+            continue
         if item.real is not None and real_root is None:
             for i, turn in enumerate(item.turns):
                 emit(
