@@ -59,11 +59,16 @@ _ANSI = re.compile(
 # Unicode bidi controls that can make a terminal or page show text in a misleading order.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _NEWLINES = re.compile(r"[\t\r\n\u2028\u2029\x85]+")
-# Every ASCII punctuation character can be backslash-escaped in CommonMark/GFM; escaping all of
-# them turns off emphasis, links, images, autolinks (``http\://``, ``www\.``, ``a\@b``), tables,
-# headings, list markers, code spans, strikethrough and ``$`` math delimiters at once. ``<``,
-# ``>`` and ``&`` become HTML entities instead, which every Markdown renderer shows as text.
-_MD_PUNCT = re.compile(r"""([!"#$%'()*+,\-./:;=?@\[\\\]^_`{|}~])""")
+# Markdown characters that can start something live anywhere in a line (emphasis, links, images,
+# code, tables, strikethrough, math, escapes); ``<``, ``>`` and ``&`` become HTML entities
+# instead, which every Markdown renderer shows as text. Other punctuation (``. / - : ( )``) is
+# left alone so paths and numbers stay readable in the Markdown source.
+_MD_INLINE = re.compile(r"([\\`*_\[\]!|~$])")
+# ... and what is live only at the start of a line (headings, list items, thematic breaks).
+_MD_LINE_START = re.compile(r"^(\s*)([#+=-])")
+_MD_ORDERED = re.compile(r"^(\s*\d+)([.)])")
+_WWW = re.compile(r"(?i)\b(www)(\.)")
+_URL_SCHEME = re.compile(r"(?i)\b(https?|ftp|file|data|javascript|mailto)(:)")
 
 
 def clean(s: object, *, limit: int | None = MAX_CHARS, newlines: bool = False) -> str:
@@ -96,21 +101,26 @@ def clean(s: object, *, limit: int | None = MAX_CHARS, newlines: bool = False) -
 
 
 def md_text(s: object, *, limit: int | None = MAX_CHARS) -> str:
-    """Escape a profile string for Markdown so it renders as exactly its text.
+    r"""Escape a profile string for Markdown so it renders as exactly its text.
 
     Args:
         s: The profile-derived value (group name, operator name, path, ...).
         limit: Length cap, see :func:`clean`.
 
     Returns:
-        One line of Markdown source with every ASCII punctuation character backslash-escaped
-        and ``<``, ``>``, ``&`` as HTML entities: no image, link, autolink, HTML tag, emphasis,
-        heading, table cell break or math delimiter is live.
+        One line of Markdown source: ``\ ` * _ [ ] ! | ~ $`` backslash-escaped, ``<``, ``>``,
+        ``&`` as HTML entities, a leading ``#``/``-``/``+``/``=``/``1.`` escaped, and autolink
+        starts broken (``http\://``, ``www\.``, ``a\@b``): no image, link, autolink, HTML tag,
+        emphasis, heading, list, table cell break or math delimiter is live. Paths and numbers
+        keep their ``/ . - :`` unescaped.
     """
     text = html.escape(clean(s, limit=limit), quote=False)
-    # html.escape produced entities: escape punctuation outside them (keep "&lt;" intact).
-    parts = re.split(r"(&(?:amp|lt|gt);)", text)
-    return "".join(p if i % 2 else _MD_PUNCT.sub(r"\\\1", p) for i, p in enumerate(parts))
+    text = _MD_INLINE.sub(r"\\\1", text)
+    text = _MD_LINE_START.sub(r"\1\\\2", text, count=1)
+    text = _MD_ORDERED.sub(r"\1\\\2", text, count=1)
+    text = _URL_SCHEME.sub(r"\1\\\2", text)
+    text = _WWW.sub(r"\1\\\2", text)
+    return text.replace("@", "\\@")
 
 
 def md_code(s: object, *, limit: int | None = MAX_CHARS) -> str:
@@ -181,8 +191,6 @@ def term_plain(s: object, *, limit: int | None = MAX_CHARS, newlines: bool = Fal
 
 
 _FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,})")
-_URL_SCHEME = re.compile(r"(?i)\b(https?|ftp|file|data|javascript|mailto)(:)")
-_WWW = re.compile(r"(?i)\b(www)(\.)")
 
 
 def _defang_plain(text: str, line_start: bool) -> str:

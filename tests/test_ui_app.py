@@ -74,6 +74,16 @@ def client(url: str):
 
 
 def text_of(msg: dict[str, Any]) -> str:
+    """What the page shows for a message: its Markdown rendered, tags dropped, entities decoded."""
+    import html
+
+    from markdown_it import MarkdownIt
+
+    out = MarkdownIt("commonmark", {"html": True}).enable("table").render(raw_of(msg))
+    return html.unescape(re.sub(r"<[^>]+>", "", out)).strip()
+
+
+def raw_of(msg: dict[str, Any]) -> str:
     content = msg.get("content")
     if isinstance(content, str):
         return content
@@ -118,11 +128,12 @@ def test_demo_flow_names_rank_12_cites_case_shows_tools_and_plot(server, demo_pa
     steps = tool_steps(history)
     assert steps, "no tool step in the chat"
     assert all((s["metadata"] or {}).get("status") == "done" for s in steps)
-    assert all("**arguments:**" in text_of(s) for s in steps)
-    assert any("**result:**" in text_of(s) for s in steps)
+    assert all("**arguments:**" in raw_of(s) for s in steps)
+    assert any("**result:**" in raw_of(s) for s in steps)
     answer = "\n".join(answer_bubbles(history))
     assert re.search(r"\brank\s*12\b", answer, re.I), answer
-    cited = set(re.findall(r"`([a-z0-9-]+)`", answer)) & CASE_IDS
+    raw = "\n".join(raw_of(m) for m in history if m["role"] == "assistant")
+    cited = set(re.findall(r"`([a-z0-9-]+)`", raw)) & CASE_IDS
     assert cited, f"no case id of knowledge/cases cited in: {answer[:500]}"
     assert not any("Internal error" in t for t in answer_bubbles(history))
     # the demo's answer key says rank 12 is the slow rank; the plots highlight it

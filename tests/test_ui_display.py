@@ -17,6 +17,17 @@ from advisor_chat.ui.render import format_metric
 from advisor_chat.ui.session import Session, UIController, _inspect_md, rank_ranges, status_markdown
 
 
+def shown(md: str) -> str:
+    """The visible text of Markdown as a browser shows it (tags dropped, entities decoded)."""
+    import html
+    import re
+
+    from markdown_it import MarkdownIt
+
+    out = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", out)).split())
+
+
 @pytest.mark.parametrize(
     ("name", "value", "shown"),
     [
@@ -69,11 +80,11 @@ def test_truncated_trace_view_warnings_are_in_the_load_status(tmp_path: Path, se
     ctl = UIController(settings)
     s = Session()
     ctl.load_path(s, str(root))
-    status = status_markdown(s, settings.model)
+    status = shown(status_markdown(s, settings.model))
     assert "1 step " in status + " " and "1 steps" not in status
     assert "2 ranks" in status
     for msg in expected:
-        assert msg.replace("\n", " ").strip() in status
+        assert " ".join(msg.split()) in status
     loaded = s.messages[-1]["content"]
     assert "1 step," in loaded and "data-quality warning" in loaded
     ctl.close()
@@ -91,7 +102,7 @@ def test_many_warnings_are_folded(settings):
     s = Session(profile=P(), label="x")  # type: ignore[arg-type]
     md = status_markdown(s, "offline")
     assert "<details>" in md and "5 data-quality warnings" in md
-    assert all(f"problem number {i}" in md for i in range(5))
+    assert all(f"problem number {i}" in shown(md) for i in range(5))
     s.profile.warnings = s.profile.warnings[:1]  # type: ignore[union-attr]
     assert "<details>" not in status_markdown(s, "offline")
 
@@ -112,11 +123,11 @@ def test_upload_error_names_the_zip_not_the_extraction_folder(tmp_path: Path, se
     ctl = UIController(settings)
     s = Session()
     ctl.load_upload(s, str(z))
-    text = s.messages[-1]["content"]
+    text = shown(s.messages[-1]["content"])
     assert "junk.zip" in text
     assert str(ctl.upload_root) not in text and "upload-" not in text
     if err.value.remedy:
-        assert err.value.remedy.rstrip(".") in text
+        assert " ".join(err.value.remedy.rstrip(".").split()) in text
     assert s.profile is None
     ctl.close()
 
@@ -126,7 +137,7 @@ def test_overview_has_no_raw_json_or_internal_fields(settings):
     from advisor_chat.synth import demo_profile
 
     info = inspect_profile(load_profile(demo_profile(settings), settings=settings))
-    md = _inspect_md(info)
+    md = shown(_inspect_md(info))
     assert "cache_hit" not in md and "file_types" not in md
     assert '{"' not in md
     for by in info["versions"].values():
@@ -193,5 +204,9 @@ def test_failed_load_says_which_profile_questions_still_go_to(tmp_path: Path, se
     ctl = UIController(settings, profile_path=demo)
     s = Session()
     ctl.load_path(s, str(tmp_path / "does-not-exist"))
-    text = " ".join(str(m.get("content", "")) if isinstance(m, dict) else str(m) for m in s.messages)
+    text = shown(
+        "\n\n".join(
+            str(m.get("content", "")) if isinstance(m, dict) else str(m) for m in s.messages
+        )
+    )
     assert "does-not-exist" in text and str(demo) in text

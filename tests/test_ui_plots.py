@@ -113,3 +113,34 @@ def test_missing_data_gives_none():
     empty = Profile(root=Path("."), layout="synthetic")
     got = plots.build_plots(empty, list(plots.PLOT_TITLES), [1])
     assert got == dict.fromkeys(plots.PLOT_TITLES)
+
+
+def test_rank_breakdown_draws_bubble_as_its_own_series(real_samples):
+    """PP2 sample: Bubble (receive wait) is its own bar, taken out of Communication."""
+    from advisor_chat.ingest import load_profile
+
+    root = real_samples / "cluster-16rank-pp2"
+    csv_path = root / "cluster_analysis_output" / "cluster_step_trace_time.csv"
+    rows: dict[int, list[dict[str, str]]] = {}
+    with csv_path.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row["Type"] == "rank":
+                rows.setdefault(int(row["Index"]), []).append(row)
+    fig = plots.rank_breakdown(load_profile(root), [])
+    assert fig is not None
+    by_name = {t.name: t for t in fig.data}
+    comm_name = "Communication (Not Overlapped), excl. Bubble"
+    assert set(by_name) == {"Computing", comm_name, "Bubble (PP receive wait)", "Free"}
+    labels = [int(x) for x in by_name["Free"].x]
+    bubbles = {}
+    for rank, rs in rows.items():
+        i = labels.index(rank)
+        bubble = statistics.fmean(float(r["Bubble"]) for r in rs) / 1000.0
+        cnov = statistics.fmean(float(r["Communication(Not Overlapped)"]) for r in rs) / 1000.0
+        bubbles[rank] = bubble
+        assert by_name["Bubble (PP receive wait)"].y[i] == pytest.approx(bubble, rel=1e-9)
+        assert by_name[comm_name].y[i] == pytest.approx(
+            max(cnov - bubble, 0.0), rel=1e-9, abs=1e-12
+        )
+    # the downstream stage waits: some ranks carry a real bubble, and the stack still sums.
+    assert max(bubbles.values()) > 1.0

@@ -138,3 +138,15 @@ def test_md_defang_respects_existing_escapes_and_md_text_pieces() -> None:
     out = _md().render(md_defang(f"group {piece} and \\[not a link\\](x)"))
     assert "<img" not in out and "<a " not in out
     assert "![x](http://10.255.255.1/x.png)" in html.unescape(out)
+
+
+@pytest.mark.parametrize(
+    "s", ["12. item", "3) item", "- item", "+ item", "# h", "=== x", "---", "* x"]
+)
+def test_md_text_line_start_constructs_stay_text(s: str) -> None:
+    out = _md().render(md_text(s))
+    assert out.startswith("<p>") and _visible_text(out) == s
+
+
+def test_md_text_keeps_paths_readable() -> None:
+    assert md_text("/data/prof/job-42/rank.0.json") == "/data/prof/job-42/rank.0.json"

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from advisor_chat.errors import AdvisorError
 from advisor_chat.ingest.profile import Profile
+from advisor_chat.textsafe import html_text
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ _COLORS = {
     "computing": "#4C78A8",
     "communication": "#F58518",
     "free": "#B8B8B8",
+    "bubble": "#EECA3B",
     "highlight": "#D62728",
     "other": "#9DB4CF",
 }
@@ -64,30 +66,42 @@ def _rank_label(rank: int, highlight: set[int]) -> str:
 
 
 def rank_breakdown(profile: Profile, highlight: Sequence[int] = ()) -> go.Figure | None:
-    """Stacked bars per rank: Computing, Communication (Not Overlapped), Free; mean per step, ms.
+    """Stacked bars per rank: Computing, Communication (Not Overlapped), Bubble, Free; ms/step.
 
-    Source: ``step_trace`` (``computing_us``, ``communication_not_overlapped_us``, ``free_us``).
+    Source: ``step_trace`` (``computing_us``, ``communication_not_overlapped_us``,
+    ``bubble_us``, ``free_us``), mean per step. Bubble (pipeline receive wait) is part of
+    Communication (Not Overlapped) in the data; it is drawn as its own series and the
+    communication bar shows ``max(communication_not_overlapped_us - bubble_us, 0)``, so the
+    stack still sums to the step. The Bubble series is left out when no rank has any.
     Highlighted ranks are drawn opaque and starred; the others faded.
     """
     st = profile.get("step_trace")
     cols = ["computing_us", "communication_not_overlapped_us", "free_us"]
     if st.empty or st[cols].isna().all().all():
         return None
-    per_rank = st.groupby("rank")[cols].mean().sort_index() / 1000.0
+    per_rank = st.groupby("rank")[[*cols, "bubble_us"]].mean().sort_index() / 1000.0
+    bubble = per_rank["bubble_us"].fillna(0.0).clip(lower=0.0)
+    per_rank["bubble_us"] = bubble
+    per_rank["communication_not_overlapped_us"] = (
+        per_rank["communication_not_overlapped_us"] - bubble
+    ).clip(lower=0.0)
+    series = [
+        ("computing_us", "Computing", _COLORS["computing"]),
+        (
+            "communication_not_overlapped_us",
+            "Communication (Not Overlapped)" + (", excl. Bubble" if bubble.gt(0).any() else ""),
+            _COLORS["communication"],
+        ),
+    ]
+    if bubble.gt(0).any():
+        series.append(("bubble_us", "Bubble (PP receive wait)", _COLORS["bubble"]))
+    series.append(("free_us", "Free", _COLORS["free"]))
     hl = set(int(r) for r in highlight)
     ranks = [int(r) for r in per_rank.index]
     labels = [_rank_label(r, hl) for r in ranks]
     opacity = [1.0 if (not hl or r in hl) else 0.55 for r in ranks]
     fig = go.Figure()
-    for col, name, color in (
-        ("computing_us", "Computing", _COLORS["computing"]),
-        (
-            "communication_not_overlapped_us",
-            "Communication (Not Overlapped)",
-            _COLORS["communication"],
-        ),
-        ("free_us", "Free", _COLORS["free"]),
-    ):
+    for col, name, color in series:
         fig.add_bar(
             x=labels,
             y=per_rank[col].to_numpy(),
@@ -217,7 +231,7 @@ def op_compare(profile: Profile, highlight: Sequence[int] = (), top: int = 10) -
     fig = go.Figure(
         go.Bar(
             x=(df["delta_us"] / 1000.0).to_numpy(),
-            y=df["label"].astype(str).to_numpy(),
+            y=[html_text(v, limit=60) for v in df["label"].astype(str)],
             orientation="h",
             marker={"color": colors},
             hovertemplate="%{y}: %{x:+.3f} ms<extra></extra>",

@@ -8,9 +8,11 @@ spinner, ``done`` collapses it). Only display formatting happens here (rounding 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from advisor_chat.agent.answer import Answer, CitedCase, CitedFinding, Grounding
+from advisor_chat.textsafe import clean, md_code, md_defang, md_text
 
 Message = dict[str, Any]
 
@@ -48,18 +50,21 @@ _LABELS = {
 
 
 def user_message(text: str) -> Message:
-    """A user bubble."""
-    return {"role": "user", "content": text}
+    """A user bubble; links, images and HTML in the question are shown as text."""
+    return {"role": "user", "content": md_defang(text)}
 
 
 def assistant_message(text: str) -> Message:
-    """A plain assistant bubble."""
+    """A plain assistant bubble; ``text`` is our own Markdown (escape profile pieces first)."""
     return {"role": "assistant", "content": text}
 
 
 def notice(text: str) -> Message:
-    """An assistant bubble for a problem the user can fix (bad path, no profile, ...)."""
-    return {"role": "assistant", "content": f"⚠️ {text}"}
+    """An assistant bubble for a problem the user can fix (bad path, no profile, ...).
+
+    ``text`` is plain text (error messages name files and paths): it is shown as text.
+    """
+    return {"role": "assistant", "content": f"⚠️ {md_text(text, limit=2000)}"}
 
 
 def _fmt_args(args: dict[str, Any]) -> str:
@@ -68,19 +73,37 @@ def _fmt_args(args: dict[str, Any]) -> str:
     return json.dumps(args, ensure_ascii=False, default=str)
 
 
+def _code_block(text: str) -> str:
+    """A fenced code block that ``text`` cannot close (fence longer than any backtick run)."""
+    longest = max((len(m) for m in re.findall(r"`{3,}", text)), default=2)
+    fence = "`" * (longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
+
+
 def tool_step(call_id: str, name: str, args: dict[str, Any]) -> Message:
-    """A pending collapsible step for one tool call."""
+    """A pending collapsible step for one tool call (arguments shown as code)."""
     return {
         "role": "assistant",
-        "content": f"**arguments:** `{_fmt_args(args)}`",
-        "metadata": {"title": f"{TOOL_PREFIX}{name}", "status": "pending", "id": call_id},
+        "content": f"**arguments:** {md_code(_fmt_args(args), limit=2000)}",
+        "metadata": {
+            "title": f"{TOOL_PREFIX}{clean(name, limit=80)}",
+            "status": "pending",
+            "id": call_id,
+        },
     }
 
 
 def finish_tool_step(msg: Message, summary: str, error: str | None = None) -> None:
-    """Add the result (or the error) to a tool step and mark it done, in place."""
-    text = summary if len(summary) <= _MAX_RESULT_CHARS else summary[:_MAX_RESULT_CHARS] + " …"
-    body = f"**error:** {error}" if error else f"**result:**\n\n```text\n{text.strip()}\n```"
+    """Add the result (or the error) to a tool step and mark it done, in place.
+
+    The result is shown in a code block (literal text); an error as escaped text.
+    """
+    text = clean(summary, limit=_MAX_RESULT_CHARS, newlines=True)
+    body = (
+        f"**error:** {md_text(error, limit=2000)}"
+        if error
+        else f"**result:**\n\n{_code_block(text.strip())}"
+    )
     msg["content"] = f"{msg['content']}\n\n{body}"
     msg["metadata"] = {**msg.get("metadata", {}), "status": "done"}
 
@@ -99,7 +122,7 @@ def pending_status() -> Message:
 
 def update_pending(msg: Message, tool: str) -> None:
     """Say in the pending status which tool is running now, in place."""
-    msg["content"] = f"running tools… now `{tool}`"
+    msg["content"] = f"running tools… now {md_code(tool, limit=80)}"
 
 
 def _num(v: float) -> str:
@@ -165,23 +188,30 @@ def format_metric(name: str, value: float | int | None) -> str:
 
 def _finding_md(f: CitedFinding, lang: str) -> str:
     ranks = f" — ranks {', '.join(map(str, f.ranks))}" if f.ranks else ""
-    lines = [f"**`{f.id}`** ({f.severity}){ranks}", "", f.summary]
+    lines = [
+        f"**{md_code(f.id)}** ({md_text(f.severity)}){ranks}",
+        "",
+        md_text(f.summary, limit=2000),
+    ]
     if f.metrics:
         lines.append("")
         lines.append(
-            "; ".join(f"`{k}` = {format_metric(k, v)}" for k, v in list(f.metrics.items())[:12])
+            "; ".join(
+                f"{md_code(k, limit=80)} = {format_metric(k, v)}"
+                for k, v in list(f.metrics.items())[:12]
+            )
         )
     if f.estimated_gain_us is not None:
         lines.append(f"\n{_LABELS[lang]['gain']}: {_num(f.estimated_gain_us / 1000.0)} ms/step")
     if f.sources:
-        shown = ", ".join(f"`{s}`" for s in f.sources[:4])
+        shown = ", ".join(md_code(s) for s in f.sources[:4])
         more = f" (+{len(f.sources) - 4})" if len(f.sources) > 4 else ""
         lines.append(f"\n{_LABELS[lang]['sources']}: {shown}{more}")
     return "\n".join(lines)
 
 
 def _case_md(c: CitedCase) -> str:
-    return f"**`{c.id}`** — {c.title}  \n{c.source}"
+    return f"**{md_code(c.id)}** — {md_text(c.title)}  \n{md_text(c.source)}"
 
 
 def grounding_line(g: Grounding, lang: str = "en") -> str:
@@ -196,7 +226,9 @@ def grounding_line(g: Grounding, lang: str = "en") -> str:
         + lab["grounded"].format(g=g.numbers_grounded, t=g.numbers_total)
     )
     if g.ungrounded:
-        line += f"; {lab['ungrounded']}: " + ", ".join(f"`{u}`" for u in g.ungrounded[:8])
+        line += f"; {lab['ungrounded']}: " + ", ".join(
+            md_code(u, limit=80) for u in g.ungrounded[:8]
+        )
     return line
 
 
@@ -221,7 +253,9 @@ def answer_messages(answer: Answer) -> list[Message]:
     """The answer bubble (text, suggestions, case titles, grounding) plus collapsible evidence."""
     lang = answer.language if answer.language in _LABELS else "en"
     lab = _LABELS[lang]
-    parts = [answer.answer.strip()]
+    # The answer is Markdown written by the planner or a model and may quote profile strings
+    # (or a prompt-injected link): keep its emphasis and code, make links/images/HTML text.
+    parts = [md_defang(answer.answer.strip())]
     text = answer.answer
     extra = [s for s in answer.suggestions if s.text not in text]  # the text may list them already
     if extra:
@@ -229,15 +263,16 @@ def answer_messages(answer: Answer) -> list[Message]:
         for s in extra:
             tail = []
             if s.case_id:
-                tail.append(f"case `{s.case_id}`")
+                tail.append(f"case {md_code(s.case_id)}")
             if s.finding_id:
-                tail.append(f"finding `{s.finding_id}`")
-            items.append(f"- {s.text}" + (f" ({', '.join(tail)})" if tail else ""))
+                tail.append(f"finding {md_code(s.finding_id)}")
+            items.append(f"- {md_defang(s.text)}" + (f" ({', '.join(tail)})" if tail else ""))
         parts.append(f"**{lab['suggestions']}**\n" + "\n".join(items))
     unnamed = [c for c in answer.cases if c.id not in text]
     if unnamed:
         parts.append(
-            f"**{lab['cases_inline']}:** " + "; ".join(f"`{c.id}` {c.title}" for c in unnamed)
+            f"**{lab['cases_inline']}:** "
+            + "; ".join(f"{md_code(c.id)} {md_text(c.title)}" for c in unnamed)
         )
     footer = grounding_line(answer.grounding, lang)
     if answer.mode.startswith("guarded"):

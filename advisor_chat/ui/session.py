@@ -27,6 +27,7 @@ from advisor_chat.agent.answer import (
 from advisor_chat.config import Settings
 from advisor_chat.errors import AdvisorError, InputError
 from advisor_chat.ingest.profile import Profile
+from advisor_chat.textsafe import md_code, md_defang, md_text
 from advisor_chat.ui import render
 from advisor_chat.ui.plots import build_plots
 from advisor_chat.ui.uploads import UploadLimits, extract_zip, private_dir, remove_upload_dir
@@ -178,8 +179,8 @@ class UIController:
         ranks = profile.ranks
         span = f"ranks {ranks[0]}–{ranks[-1]}" if ranks else "no ranks"
         text = (
-            f"📂 Loaded **{label}**: {plural(len(ranks), 'rank')} ({span}), "
-            f"{plural(len(profile.steps), 'step')}, layout `{profile.layout}`."
+            f"📂 Loaded **{md_text(label)}**: {plural(len(ranks), 'rank')} ({span}), "
+            f"{plural(len(profile.steps), 'step')}, layout {md_code(profile.layout)}."
         )
         if profile.warnings:
             text += (
@@ -386,7 +387,8 @@ class UIController:
         try:
             from advisor_chat.reporting import render_markdown, run_report
 
-            parts.append(render_markdown(run_report(profile, baseline=self._baseline())))
+            # The report escapes its profile strings; defang the whole as a second line of defence.
+            parts.append(md_defang(render_markdown(run_report(profile, baseline=self._baseline()))))
         except Exception as exc:
             parts.append(_overview_error("report", exc))
         return "\n\n".join(parts)
@@ -418,10 +420,10 @@ def status_markdown(session: Session, backend: str) -> str:
     if prof is None:
         return "No profile loaded."
     line = (
-        f"**Loaded:** `{session.label}` · {plural(len(prof.ranks), 'rank')} · "
-        f"{plural(len(prof.steps), 'step')} · backend `{backend}`"
+        f"**Loaded:** {md_code(session.label)} · {plural(len(prof.ranks), 'rank')} · "
+        f"{plural(len(prof.steps), 'step')} · backend {md_code(backend)}"
     )
-    warns = [w.message.replace("\n", " ").strip() for w in prof.warnings]
+    warns = [md_text(w.message, limit=1000) for w in prof.warnings]
     if not warns:
         return line
     items = "\n".join(f"- ⚠️ {w}" for w in warns)
@@ -435,7 +437,7 @@ def status_markdown(session: Session, backend: str) -> str:
 
 def _overview_error(what: str, exc: BaseException) -> str:
     if isinstance(exc, AdvisorError):
-        return f"⚠️ {exc}"
+        return f"⚠️ {md_text(exc, limit=2000)}"
     log.exception("overview: %s failed", what, exc_info=exc)
     return f"⚠️ Internal error in {what} ({type(exc).__name__}); see the server log."
 
@@ -465,7 +467,7 @@ def _by_ranks(v: dict[str, Any]) -> str:
             word = "rank" if len(ranks) == 1 else "ranks"
             out.append(f"{key} ({word} {rank_ranges(ranks)})")
         else:
-            out.append(f"{key}: {_cell(ranks)}")
+            out.append(f"{key}: {_raw(ranks)}")
     return "; ".join(out)
 
 
@@ -474,21 +476,26 @@ _FIELD_NAMES = {"root": "folder", "extra_sources": "inputs not used for the tabl
 
 
 def _cell(v: Any) -> str:
+    """One Markdown table cell showing ``v`` as text (profile strings escaped, one line)."""
+    return md_text(_raw(v))
+
+
+def _raw(v: Any) -> str:
+    """``v`` as display text, unescaped (see :func:`_cell`)."""
     if isinstance(v, dict):
         lists = all(isinstance(x, (list, tuple)) for x in v.values())
         text = (
             _by_ranks(v)
             if v and lists
-            else ", ".join(f"{k}: {_cell(x)}" for k, x in v.items() if k not in _INTERNAL_FIELDS)
+            else ", ".join(f"{k}: {_raw(x)}" for k, x in v.items() if k not in _INTERNAL_FIELDS)
         )
     elif isinstance(v, (list, tuple)) and all(isinstance(x, (str, int, float)) for x in v):
         text = ", ".join(map(str, v))
     elif isinstance(v, (list, tuple)):
-        text = "; ".join(_cell(x) for x in v)
+        text = "; ".join(_raw(x) for x in v)
     else:
         text = str(v)
-    text = text.replace("|", "\\|").replace("\n", " ")
-    return text if len(text) <= 300 else text[:300] + " …"
+    return text
 
 
 def _inspect_md(info: dict[str, Any], max_rows: int = 40) -> str:
@@ -509,11 +516,11 @@ def _inspect_md(info: dict[str, Any], max_rows: int = 40) -> str:
         if isinstance(vals, list):
             summary.append((key, f"{len(vals)}: {rank_ranges(vals)}" if vals else "none"))
     if isinstance(info.get("profiler_level"), dict) and info["profiler_level"]:
-        summary.append(("profiler level", _by_ranks(info["profiler_level"])))
+        summary.append(("profiler level", md_text(_by_ranks(info["profiler_level"]))))
     if isinstance(info.get("versions"), dict):
         for comp, by in info["versions"].items():
-            val = _by_ranks(by) if isinstance(by, dict) else _cell(by)
-            summary.append((f"{comp} version", val))
+            val = md_text(_by_ranks(by)) if isinstance(by, dict) else _cell(by)
+            summary.append((f"{md_text(comp)} version", val))
     done = {"root", "layout", "ranks", "steps", "profiler_level", "versions", "warnings"}
     for key, v in info.items():  # other plain fields
         if key in done or v in (None, "", [], {}):
@@ -529,7 +536,7 @@ def _inspect_md(info: dict[str, Any], max_rows: int = 40) -> str:
     warns = info.get("warnings") or []
     if warns:
         items = [
-            "- ⚠️ " + (w.get("message", "") if isinstance(w, dict) else str(w)).replace("\n", " ")
+            "- ⚠️ " + md_text(w.get("message", "") if isinstance(w, dict) else w, limit=1000)
             for w in warns
         ]
         out.append(f"**data-quality warnings** ({len(warns)})\n\n" + "\n".join(items))
@@ -544,11 +551,12 @@ def _inspect_md(info: dict[str, Any], max_rows: int = 40) -> str:
         cols: list[str] = []
         for row in rows:
             cols += [c for c in row if c not in cols and c not in _INTERNAL_FIELDS]
-        lines = [f"**{key.replace('_', ' ')}** ({len(rows)})", "", "| " + " | ".join(cols) + " |"]
+        head = md_text(key.replace("_", " "))
+        lines = [f"**{head}** ({len(rows)})", "", "| " + " | ".join(map(md_text, cols)) + " |"]
         lines.append("|" + "---|" * len(cols))
         for row in rows[:max_rows]:
             cells = [
-                rank_ranges(row[c])
+                md_text(rank_ranges(row[c]))
                 if c == "ranks" and isinstance(row.get(c), list)
                 else _cell(row.get(c, ""))
                 for c in cols
