@@ -80,6 +80,11 @@ def register(app: typer.Typer) -> None:
                     f"--output {output} is inside the profiling folder {folder}",
                     remedy="Write the report elsewhere; advisor-chat never writes into profiling data",
                 )
+        if output is not None and output.is_dir():
+            raise InputError(
+                f"--output {output} is a folder",
+                remedy="Give a file name, e.g. --output report.md",
+            )
         profile = load_profile(path)
         if rank is not None and rank not in profile.ranks:
             raise ToolArgumentError(
@@ -101,10 +106,19 @@ def register(app: typer.Typer) -> None:
         else:
             text = render_markdown(rep)
         if output is not None:
-            output.parent.mkdir(parents=True, exist_ok=True)
-            output.write_text(text, encoding="utf-8")
+            try:
+                output.parent.mkdir(parents=True, exist_ok=True)
+                output.write_text(text, encoding="utf-8")
+            except OSError as exc:
+                raise InputError(
+                    f"cannot write --output {output} ({exc.strerror or exc})",
+                    remedy="Choose a writable file path",
+                ) from None
             console.print(
-                f"wrote {output} ({len(rep.findings)} finding(s))", highlight=False, soft_wrap=True
+                f"wrote {output} ({len(rep.findings)} finding(s))",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
             )
         elif fmt is ReportFormat.md:
             from rich.markdown import Markdown
