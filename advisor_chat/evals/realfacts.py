@@ -21,6 +21,13 @@ Facts (``@real:<name>`` in a dataset):
   ``kernel_details.csv``, rows whose ``Accelerator Core`` is not HCCL/SDMA/DSA) with the largest summed
   ``Duration(us)``.
 - ``ranks``: all rank ids found.
+- ``min_comm_rank_category``: the largest component (as for ``dominant_category``) of
+  ``min_comm_rank``'s own row; ``ranks_except_min_comm``: the other ranks (its victims).
+- Pipeline samples (some ranks have Bubble, some none): ``upstream_stage_ranks`` (the ranks without
+  Bubble: the stage the others receive from), ``upstream_first``/``upstream_last``, ``bubble_rank``
+  (largest Bubble), ``bubble_first``/``bubble_last``, and ``upstream_dominant_category``: the largest
+  component of the upstream stage's summed rows, communication taken without receive
+  (``Communication(Not Overlapped and Exclude Receive)``).
 """
 
 from __future__ import annotations
@@ -91,6 +98,25 @@ def _top_op(root: Path) -> tuple[str, float] | None:
     return op, total
 
 
+def _dominant(row: dict[str, float], *, exclude_receive: bool) -> str:
+    """The largest component of a step-trace row: compute, communication or scheduling.
+
+    Computing → compute, non-overlapped communication → communication, Free → scheduling, in one
+    rank's (or a stage's summed) step-trace row. With ``exclude_receive`` the
+    communication is ``Communication(Not Overlapped and Exclude Receive)`` when the file has it, so a
+    stage's pipeline receive wait is not counted as its own communication.
+    """
+    comm_key = "Communication(Not Overlapped)"
+    if exclude_receive and "Communication(Not Overlapped and Exclude Receive)" in row:
+        comm_key = "Communication(Not Overlapped and Exclude Receive)"
+    parts = {
+        "compute": row.get("Computing", 0.0),
+        "communication": row.get(comm_key, 0.0),
+        "scheduling": row.get("Free", 0.0),
+    }
+    return max(parts, key=lambda k: parts[k])
+
+
 def real_facts(root: Path) -> dict[str, Any]:
     """Compute the facts of one real sample folder (see the module docstring).
 
@@ -135,6 +161,21 @@ def real_facts(root: Path) -> dict[str, Any]:
         mean = {k: sum(v) / len(v) for k, v in shares.items()}
         facts["dominant_category"] = max(mean, key=lambda k: mean[k])
         facts["dominant_share"] = mean[facts["dominant_category"]]
+        if len(ranks) > 1:
+            slow = facts["min_comm_rank"]
+            facts["min_comm_rank_category"] = _dominant(rows[slow], exclude_receive=False)
+            facts["ranks_except_min_comm"] = [r for r in ranks if r != slow]
+        if b and len(b) < len(ranks):
+            up = [r for r in ranks if bubble[r] <= 0]
+            facts["upstream_stage_ranks"] = up
+            facts["upstream_first"], facts["upstream_last"] = up[0], up[-1]
+            facts["bubble_rank"] = max(b, key=lambda r: bubble[r])
+            facts["bubble_first"], facts["bubble_last"] = b[0], b[-1]
+            summed: dict[str, float] = defaultdict(float)
+            for r in up:
+                for k, x in rows[r].items():
+                    summed[k] += x
+            facts["upstream_dominant_category"] = _dominant(summed, exclude_receive=True)
     top = _top_op(root)
     if top:
         facts["top_op_type"], facts["top_op_total_us"] = top
