@@ -14,7 +14,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -22,6 +22,9 @@ import pandas as pd
 from advisor_chat.analyzers.base import AnalyzerResult, Finding, Severity, load_all
 from advisor_chat.errors import NotAnswerableError, ToolArgumentError
 from advisor_chat.ingest.profile import Profile
+
+if TYPE_CHECKING:
+    from advisor_chat.diagnosis.types import Diagnosis
 
 #: Analyzers that only make sense with extra input.
 _NEEDS_RANK = "explain_rank"
@@ -61,6 +64,8 @@ class Report:
         baseline: Summary of the baseline profile, when one was given.
         rank: The rank explained (``--rank``), if any.
         created: UTC timestamp (ISO 8601) of the report.
+        diagnosis: The root causes built from these results (``advisor_chat.diagnosis``), or
+            ``None`` when the report was run with ``diagnose=False``.
     """
 
     profile: dict[str, Any]
@@ -71,6 +76,7 @@ class Report:
     baseline: dict[str, Any] | None = None
     rank: int | None = None
     created: str = ""
+    diagnosis: Diagnosis | None = None
 
 
 def profile_summary(profile: Profile) -> dict[str, Any]:
@@ -112,6 +118,7 @@ def run_report(
     baseline: Profile | None = None,
     rank: int | None = None,
     strict: bool = False,
+    diagnose: bool = True,
 ) -> Report:
     """Run every report analyzer on ``profile`` and collect their findings.
 
@@ -126,6 +133,8 @@ def run_report(
         rank: Optional global rank to explain (``explain_rank``).
         strict: Re-raise unexpected exceptions (programming bugs) instead of turning them into
             notes; tests use ``True``, the CLI ``False``.
+        diagnose: Also build the :class:`~advisor_chat.diagnosis.types.Diagnosis` from the
+            results (``advisor_chat.diagnosis.diagnose``, cached per profile).
 
     Returns:
         The :class:`Report`.
@@ -182,6 +191,11 @@ def run_report(
         findings.extend(res.findings)
         notes.extend(f"[{spec.name}] {n}" for n in res.notes)
         runs.append(AnalyzerRun(spec.name, "ok", time.perf_counter() - t0, len(res.findings)))
+    diagnosis = None
+    if diagnose:
+        from advisor_chat.diagnosis import diagnose as _diagnose
+
+        diagnosis = _diagnose(profile, results=results, baseline=baseline)
     return Report(
         profile=profile_summary(profile),
         findings=tuple(sort_findings(findings)),
@@ -191,6 +205,7 @@ def run_report(
         baseline=profile_summary(baseline) if baseline is not None else None,
         rank=rank,
         created=datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+        diagnosis=diagnosis,
     )
 
 

@@ -1,26 +1,336 @@
-"""Diagnosis engine (first commit: a stub returning an empty Diagnosis; rules follow)."""
+"""Diagnosis engine: run the analyzers once, apply the blame rules, rank the root causes.
+
+:func:`diagnose` is the entry point (cached per profile object). Order of work:
+
+1. Data-artifact steps (incomplete device records) are found and removed from the profile the
+   other rules read (:func:`~advisor_chat.diagnosis.rules.detect_artifact_steps`).
+2. The report analyzers run once on the kept steps (``advisor_chat.reporting.run_report``), unless
+   ``results`` are given and no step was excluded.
+3. Blame rules (:mod:`advisor_chat.diagnosis.rules`): pipeline, slow link, late arrivers and
+   events (with slow groups), degradation, regression, then the job-level rules (job idle, exposed
+   communication) on what the specific causes do not explain.
+4. Ranking: causes with a specific culprit (rank, ranks, link, stage, group, steps) first, then
+   job-level causes, each by per-step time explained; then the data-artifact cause; NO_CULPRIT
+   only when nothing else was found; NOT_ENOUGH_SIGNAL first when the data cannot decide
+   (fewer than 3 ranks, no step trace) unless a HIGH job-level cause exists.
+5. Every remaining analyzer finding is hung under the cause it is a symptom of, else kept in
+   ``other_findings``.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import weakref
 from typing import Any
 
-from advisor_chat.diagnosis.types import Diagnosis
+from advisor_chat.analyzers.base import AnalyzerResult, Category, Finding, FindingKind, Severity
+from advisor_chat.diagnosis import rules as R
+from advisor_chat.diagnosis.context import Context, build_context
+from advisor_chat.diagnosis.text import ms, pct, share_of
+from advisor_chat.diagnosis.types import (
+    BoundKind,
+    Culprit,
+    Diagnosis,
+    Mechanism,
+    Remedy,
+    RootCause,
+)
 from advisor_chat.ingest.profile import Profile
+
+_CACHE: dict[tuple[int, int], tuple[Any, Any, Diagnosis]] = {}
+
+#: Mechanisms of job-level causes (ranked after specific culprits).
+JOB_LEVEL = (Mechanism.JOB_IDLE, Mechanism.EXPOSED_COMMUNICATION)
+#: Mechanisms that are not actionable performance causes.
+NON_CAUSES = (Mechanism.DATA_ARTIFACT, Mechanism.NOT_ENOUGH_SIGNAL, Mechanism.NO_CULPRIT)
 
 
 def diagnose(
-    profile: Profile, *, results: dict[str, Any] | None = None, baseline: Profile | None = None
+    profile: Profile,
+    *,
+    results: dict[str, AnalyzerResult] | None = None,
+    baseline: Profile | None = None,
 ) -> Diagnosis:
-    """Diagnose ``profile`` (stub: empty diagnosis, replaced by the rule engine)."""
-    del results, baseline
-    return Diagnosis(
-        causes=(),
-        other_findings=(),
-        excluded_steps=(),
-        ranks=tuple(profile.ranks),
-        steps=tuple(profile.steps),
-        step_time_us=0.0,
-        shares={},
-        headline="",
-        headline_zh="",
+    """Diagnose ``profile``: ranked root causes with culprit, victims, evidence and remedies.
+
+    Cached per (profile object, baseline object): repeated calls return the same
+    :class:`Diagnosis` without re-running the analyzers.
+
+    Args:
+        profile: The loaded profile.
+        results: Analyzer results already computed on ``profile`` (e.g. by ``run_report``);
+            reused unless a data-artifact step has to be excluded (then the analyzers re-run on
+            the kept steps).
+        baseline: Optional baseline profile (enables the regression rule).
+
+    Returns:
+        The :class:`Diagnosis` (never raises on incomplete data: missing tables give a
+        NOT_ENOUGH_SIGNAL cause naming the data that would decide).
+    """
+    key = (id(profile), id(baseline) if baseline is not None else 0)
+    hit = _CACHE.get(key)
+    if (
+        hit is not None
+        and hit[0]() is profile
+        and (baseline is None or (hit[1] is not None and hit[1]() is baseline))
+    ):
+        return hit[2]
+    diag = _diagnose(profile, results, baseline)
+    _CACHE[key] = (
+        weakref.ref(profile),
+        weakref.ref(baseline) if baseline is not None else None,
+        diag,
     )
+    weakref.finalize(profile, _CACHE.pop, key, None)
+    return diag
+
+
+def clear_cache() -> None:
+    """Forget every cached diagnosis (tests)."""
+    _CACHE.clear()
+
+
+def keep_steps(profile: Profile, excluded: set[int]) -> Profile:
+    """A copy of ``profile`` whose step-indexed tables lack the ``excluded`` steps."""
+    tables = {}
+    for name, df in profile.tables.items():
+        if df is not None and "step" in df.columns and not df.empty:
+            tables[name] = df[~df["step"].isin(list(excluded))].reset_index(drop=True)
+        else:
+            tables[name] = df
+    return dataclasses.replace(profile, tables=tables)
+
+
+def _run(profile: Profile, baseline: Profile | None) -> dict[str, AnalyzerResult]:
+    from advisor_chat.reporting import run_report
+
+    return run_report(profile, baseline=baseline, diagnose=False).results
+
+
+def _explained(c: RootCause) -> float:
+    """Per-step time a cause explains (ranking key), µs."""
+    m = c.metrics
+    for k in ("bubble_us_mean", "transit_excess_us", "excess_us", "explained_us_per_step"):
+        if k in m and math.isfinite(m[k]):
+            return float(m[k])
+    return float(c.gain_us or 0.0)
+
+
+def _rank(causes: list[RootCause]) -> list[RootCause]:
+    specific = [c for c in causes if c.mechanism not in JOB_LEVEL + NON_CAUSES]
+    job = [c for c in causes if c.mechanism in JOB_LEVEL]
+    specific.sort(key=lambda c: -_explained(c))
+    job.sort(key=lambda c: -_explained(c))
+    return specific + job
+
+
+def _attach(ctx: Context, causes: list[RootCause]) -> tuple[list[RootCause], list[Finding]]:
+    """Hang each unclaimed finding under the cause it is a symptom of; the rest are 'other'."""
+    extra: dict[str, list[Finding]] = {c.id: [] for c in causes}
+    other: list[Finding] = []
+    comm_generic = (
+        "communication.",
+        "slow_link.communication.",
+        "cluster_breakdown.communication.",
+        "cluster_breakdown.bottleneck.communication_share",
+    )
+    for f in ctx.findings:
+        if f.id in ctx.claimed:
+            continue
+        target: RootCause | None = None
+        if f.id.startswith(comm_generic):
+            # waiting / exposed communication is a symptom of the first cause that makes ranks
+            # wait in collectives or that is about communication
+            for c in causes:
+                if c.category is Category.COMMUNICATION or any(
+                    v.how in ("collective_wait", "bubble") for v in c.victims
+                ):
+                    target = c
+                    break
+        elif f.ranks and f.kind is not FindingKind.ENV:
+            for c in causes:
+                cr = set(c.culprit.ranks) | {r for _, r in c.culprit.events}
+                if cr and set(f.ranks) <= cr:
+                    target = c
+                    break
+            if target is None and f.kind in (FindingKind.JITTER, FindingKind.HOST_BOUND):
+                # step-to-step jitter is the symptom of the cause scoped to some steps
+                for c in causes:
+                    if c.steps or c.mechanism in (Mechanism.STEP_EVENTS, Mechanism.JOB_IDLE):
+                        target = c
+                        break
+        if target is None:
+            other.append(f)
+        else:
+            extra[target.id].append(f)
+            ctx.claimed.add(f.id)
+    out = [
+        dataclasses.replace(c, findings=(*c.findings, *extra[c.id])) if extra[c.id] else c
+        for c in causes
+    ]
+    return out, other
+
+
+def _no_culprit(ctx: Context) -> RootCause:
+    en, zh, shares = R.spreads_text(ctx)
+    dom = max(
+        ("computing_share", "communication_not_overlapped_share", "free_share"),
+        key=lambda k: shares[k],
+    )
+    check = {
+        "computing_share": (
+            "Look at the operators that take the most time (compare_ops / kernels) for a faster "
+            "implementation or fusion.",
+            "查看耗时最多的算子（compare_ops / kernels），寻找更快的实现或融合机会。",
+        ),
+        "communication_not_overlapped_share": (
+            "Look at the collectives per step (communication tool) for overlap opportunities.",
+            "查看每步的集合通信（communication 工具），寻找与计算重叠的机会。",
+        ),
+        "free_share": (
+            "Look at the host timeline (host_dispatch tool) for what the device waits for.",
+            "查看主机时间线（host_dispatch 工具），确认设备在等什么。",
+        ),
+    }[dom]
+    return RootCause(
+        id="cause.no_culprit",
+        mechanism=Mechanism.NO_CULPRIT,
+        category=Category.NONE,
+        culprit=Culprit(kind="none", label="no culprit", label_zh="没有罪魁"),
+        victims=(),
+        summary=(
+            "No culprit: no rank, link, stage or step stands out above the thresholds; " + en + "."
+        ),
+        summary_zh="没有发现罪魁：没有哪张卡、链路、流水线阶段或步超过阈值；" + zh + "。",
+        metrics=dict(shares),
+        findings=(),
+        remedies=(Remedy("check", check[0], check[1]),),
+        severity=Severity.INFO,
+    )
+
+
+def _not_enough_signal(
+    ctx: Context, reason: str, reason_zh: str, need: str, need_zh: str
+) -> RootCause:
+    return RootCause(
+        id="cause.not_enough_signal",
+        mechanism=Mechanism.NOT_ENOUGH_SIGNAL,
+        category=Category.UNKNOWN,
+        culprit=Culprit(kind="none", label="not enough signal", label_zh="信号不足"),
+        victims=(),
+        summary=f"Not enough signal: {reason}; {need} would decide.",
+        summary_zh=f"信号不足：{reason_zh}；需要{need_zh}才能判断。",
+        metrics={"ranks_count": float(len(ctx.ranks))},
+        findings=(),
+        remedies=(Remedy("check", need[0].upper() + need[1:] + ".", need_zh + "。"),),
+        severity=Severity.INFO,
+    )
+
+
+def _diagnose(
+    profile: Profile, results: dict[str, AnalyzerResult] | None, baseline: Profile | None
+) -> Diagnosis:
+    pairs, art_metrics = R.detect_artifact_steps(profile)
+    excluded = sorted({s for s, _ in pairs})
+    kept = profile
+    if excluded:
+        kept = keep_steps(profile, set(excluded))
+        results = _run(kept, baseline)
+    elif results is None:
+        results = _run(profile, baseline)
+    ctx = build_context(kept, results)
+    causes: list[RootCause] = []
+    causes += R.rule_pipeline(ctx)
+    causes += R.rule_slow_link(ctx)
+    if len(ctx.ranks) >= R.MIN_RANKS:
+        causes += R.rule_stragglers_and_events(ctx)
+    causes = R.rule_degradation(ctx, causes)
+    causes += R.rule_regression(ctx)
+    causes += R.rule_job_idle(ctx, causes)
+    causes += R.rule_exposed_communication(ctx, causes)
+    causes = _rank(causes)
+    causes, other = _attach(ctx, causes)
+
+    notes: list[str] = []
+    notes_zh: list[str] = []
+    nes: RootCause | None = None
+    if ctx.per_rank.empty:
+        nes = _not_enough_signal(
+            ctx,
+            "there is no step trace (Computing / Communication / Free per rank and step)",
+            "没有步骤时间拆分数据（每卡每步的计算、通信、空闲时间）",
+            "step_trace_time.csv (or the DB STEP_TIME / cluster step trace)",
+            "step_trace_time.csv（或数据库中的 STEP_TIME、集群 step trace）",
+        )
+    elif len(ctx.ranks) < R.MIN_RANKS:
+        per = ctx.per_rank
+        diff = float(per["own_us"].max() - per["own_us"].min())
+        nes = _not_enough_signal(
+            ctx,
+            f"with {len(ctx.ranks)} rank(s) there is no peer median to tell a slow rank from its "
+            f"peers (their own time differs by {ms(diff)} per step, "
+            f"{pct(share_of(diff, ctx.step_us))} of the step)",
+            f"只有 {len(ctx.ranks)} 张卡，无法用同组中位数判断哪张卡慢（两者自身耗时每步相差 {ms(diff)}，"
+            f"占步长 {pct(share_of(diff, ctx.step_us))}）",
+            "a profile of at least 3 ranks of the job, or a baseline run of the same job",
+            "至少 3 张卡的性能数据，或同一作业的基线数据",
+        )
+    final: list[RootCause] = list(causes)
+    if nes is not None:
+        if any(c.mechanism in JOB_LEVEL and c.severity is Severity.HIGH for c in final) or any(
+            c.mechanism not in JOB_LEVEL for c in final
+        ):
+            final.append(nes)
+        else:
+            final.insert(0, nes)
+    if excluded:
+        final.append(
+            R.artifact_cause(
+                pairs,
+                art_metrics,
+                profile.cite("kernels") if profile.has("kernels") else profile.cite("step_trace"),
+            )
+        )
+        st = ", ".join(str(s) for s in excluded)
+        notes.append(f"step(s) {st} excluded: incomplete device records (data artifact)")
+        notes_zh.append(f"第 {st} 步已排除：设备侧记录不完整（数据问题）")
+    if (
+        not any(c.mechanism not in NON_CAUSES for c in final)
+        and nes is None
+        and not ctx.per_rank.empty
+    ):
+        final.append(_no_culprit(ctx))
+
+    per = ctx.per_rank
+    shares: dict[str, float] = {}
+    if not per.empty:
+        step = float(per["step_us"].sum())
+        shares = {
+            "computing": share_of(float(per["computing_us"].sum()), step),
+            "communication_not_overlapped": share_of(
+                float(per["communication_not_overlapped_exclude_receive_us"].sum()), step
+            ),
+            "free": share_of(float(per["free_us"].sum()), step),
+            "bubble": share_of(float(per["bubble_us"].sum()), step),
+        }
+    top = final[0] if final else None
+    headline = top.summary if top is not None else "Nothing stands out."
+    headline_zh = top.summary_zh if top is not None else "没有发现明显问题。"
+    return Diagnosis(
+        causes=tuple(final),
+        other_findings=tuple(other),
+        excluded_steps=tuple(excluded),
+        ranks=tuple(int(r) for r in profile.ranks),
+        steps=tuple(int(s) for s in profile.steps),
+        step_time_us=ctx.step_us if math.isfinite(ctx.step_us) else 0.0,
+        shares=shares,
+        headline=headline,
+        headline_zh=headline_zh,
+        notes=tuple(notes),
+        notes_zh=tuple(notes_zh),
+        findings=tuple(ctx.findings),
+    )
+
+
+__all__ = ["BoundKind", "clear_cache", "diagnose", "keep_steps"]

@@ -1,0 +1,129 @@
+"""What every blame rule reads: per-rank time split, stages, groups, analyzer results, citations.
+
+The per-rank split comes from ``step_trace`` (``step_trace_time.csv`` / cluster step trace), mean per
+step over the kept steps (data-artifact steps removed), via :func:`step_frame`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor_chat.analyzers._common import format_ranks, pipeline_stages, step_frame
+from advisor_chat.analyzers.base import AnalyzerResult, Finding
+from advisor_chat.diagnosis.text import num
+from advisor_chat.ingest.profile import Profile
+
+#: Per-rank columns of :attr:`Context.per_rank` (µs per step, mean over kept steps).
+SPLIT_COLUMNS = (
+    "computing_us",
+    "communication_not_overlapped_us",
+    "communication_not_overlapped_exclude_receive_us",
+    "overlapped_us",
+    "free_us",
+    "bubble_us",
+    "step_us",
+)
+
+
+@dataclass
+class Context:
+    """Inputs of the blame rules.
+
+    Attributes:
+        profile: The profile the rules read (data-artifact steps removed).
+        results: Analyzer results by name (run on ``profile``).
+        frame: ``step_frame`` rows (rank × step), µs.
+        per_rank: Mean per step by rank of :data:`SPLIT_COLUMNS` (µs), plus ``own_us`` =
+            computing + free (the time a rank spends on its own, not waiting in collectives).
+        step_us: Median over ranks of the mean step time (µs).
+        stages: Pipeline stages (tuples of ranks), ``[]`` without pipeline parallelism.
+        findings: Every analyzer finding (report order).
+        claimed: Finding ids already hung under a cause.
+    """
+
+    profile: Profile
+    results: dict[str, AnalyzerResult]
+    frame: pd.DataFrame
+    per_rank: pd.DataFrame
+    step_us: float
+    stages: list[tuple[int, ...]]
+    findings: list[Finding]
+    claimed: set[str] = field(default_factory=set)
+
+    @property
+    def ranks(self) -> list[int]:
+        """Ranks with a step trace."""
+        return [int(r) for r in self.per_rank.index]
+
+    def result(self, name: str) -> AnalyzerResult | None:
+        """The analyzer result ``name``, if it ran."""
+        return self.results.get(name)
+
+    def finding(self, prefix: str) -> list[Finding]:
+        """Findings whose id starts with ``prefix``."""
+        return [f for f in self.findings if f.id.startswith(prefix)]
+
+    def stage_of(self, rank: int) -> int | None:
+        """Stage index of ``rank`` or ``None``."""
+        for i, s in enumerate(self.stages):
+            if rank in s:
+                return i
+        return None
+
+    def peers(self, rank: int) -> list[int]:
+        """Ranks that meet ``rank`` in collectives: its pipeline stage, else every rank."""
+        st = self.stage_of(rank)
+        pool = list(self.stages[st]) if st is not None else self.ranks
+        return [r for r in pool if r in self.per_rank.index]
+
+    def cite(self, table: str = "step_trace") -> str:
+        """Short citation of a table's source files."""
+        return self.profile.cite(table)
+
+    def val(self, rank: int, col: str) -> float:
+        """``per_rank[col]`` for ``rank`` (0.0 when missing)."""
+        try:
+            v = num(self.per_rank.at[rank, col])
+        except KeyError:
+            return 0.0
+        return v if math.isfinite(v) else 0.0
+
+
+def build_context(profile: Profile, results: dict[str, AnalyzerResult]) -> Context:
+    """Build the rule inputs from ``profile`` and its analyzer results."""
+    from advisor_chat.reporting import sort_findings
+
+    frame = step_frame(profile) if profile.has("step_trace") else pd.DataFrame()
+    if frame.empty:
+        per = pd.DataFrame(columns=[*SPLIT_COLUMNS, "own_us"], dtype="float64")
+        step = float("nan")
+    else:
+        per = frame.groupby("rank")[list(SPLIT_COLUMNS)].mean()
+        per["own_us"] = per["computing_us"] + per["free_us"]
+        step = float(np.median(per["step_us"]))
+    findings: list[Finding] = []
+    for res in results.values():
+        findings.extend(res.findings)
+    return Context(
+        profile=profile,
+        results=results,
+        frame=frame,
+        per_rank=per,
+        step_us=step,
+        stages=pipeline_stages(profile),
+        findings=sort_findings(findings),
+    )
+
+
+def ranks_label(ranks: Any) -> tuple[str, str]:
+    """English and Chinese labels of a rank set: ``rank 3`` / ``3号卡``, ``ranks 0-7`` / ``0-7号卡``."""
+    rs = sorted(int(r) for r in ranks)
+    txt = format_ranks(rs)
+    if len(rs) == 1:
+        return f"rank {rs[0]}", f"{rs[0]}号卡"
+    return f"ranks {txt}", f"{txt}号卡"

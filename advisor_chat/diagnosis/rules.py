@@ -1,0 +1,1659 @@
+"""Blame rules: each turns analyzer tables and findings into root causes (issue 12, DESIGN.md §4b).
+
+Every rule is one function ``rule_x(ctx) -> list[RootCause]`` whose docstring states the rule and
+its thresholds. Times are µs per step; "own time" of a rank is Computing + Free (time it spends
+on its own, not waiting for peers in collectives). A rank's "exposed communication" is
+Communication (Not Overlapped and Exclude Receive) from ``step_trace``. Victims of a late rank lose
+the difference between their exposed communication and the late rank's (collective wait), capped by
+the late rank's excess: that is the time they spend waiting for it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor_chat.analyzers._common import is_comm_kernel
+from advisor_chat.analyzers.base import Category, Finding, FindingKind, Severity
+from advisor_chat.diagnosis.context import Context, ranks_label
+from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
+from advisor_chat.diagnosis.types import (
+    BoundKind,
+    Culprit,
+    Impact,
+    Mechanism,
+    Remedy,
+    RootCause,
+)
+
+# ------------------------------------------------------------------------------------ thresholds
+#: Per-(step, rank) own-time excess over the step's peer median that makes an event (share of the
+#: median step).
+EVENT_MIN_SHARE = 0.10
+#: A rank with events in at least this share of the kept steps is persistent (a straggler), not an
+#: event source.
+PERSISTENT_STEP_SHARE = 0.75
+#: Steps needed before one-step events are told apart from persistent stragglers.
+EVENT_MIN_STEPS = 3
+#: Straggler: own-time excess over the peer median (share of the median step) — the slow_rank
+#: analyzer's threshold (5%), re-checked here on the kept steps.
+STRAGGLER_MIN_SHARE = 0.05
+#: Slow group: the gap between the two clusters of own time (share of the median step) ...
+GROUP_MIN_GAP_SHARE = 0.03
+#: ... and at least this many times the larger spread inside a cluster.
+GROUP_GAP_VS_SPREAD = 3.0
+#: Pipeline: a stage whose Bubble is at least this share of its step is waiting ...
+BUBBLE_MIN_SHARE = 0.10
+#: ... and at least this much more (share) than the stage it waits for.
+BUBBLE_MIN_MARGIN = 0.05
+#: Bubble target used for the pipeline gain upper bound (share of the stage's step).
+BUBBLE_TARGET_SHARE = 0.05
+#: Job idle: every rank's Free is at least this share of its step ...
+IDLE_MIN_SHARE = 0.10
+#: ... and the spread of Free across ranks is below this share of the step (same idle everywhere).
+IDLE_MAX_SPREAD_SHARE = 0.05
+#: Exposed communication: what remains hideable after the specific causes, at least this share.
+EXPOSED_MIN_SHARE = 0.05
+#: Victims losing less than this share of their step are not listed.
+VICTIM_MIN_SHARE = 0.005
+#: Not enough signal: fewer ranks than this cannot name a slow rank against a peer median.
+MIN_RANKS = 3
+
+
+@dataclass(frozen=True)
+class Event:
+    """One per-(step, rank) own-time excess over the step's peer median (µs)."""
+
+    step: int
+    rank: int
+    excess_us: float
+    computing_excess_us: float
+    free_excess_us: float
+
+
+# ----------------------------------------------------------------------------------- helpers
+def _severity(explained_us: float, step_us: float) -> Severity:
+    return Severity.from_share(share_of(explained_us, step_us))
+
+
+def _step_cite(ctx: Context) -> str:
+    return ctx.cite("step_trace")
+
+
+def _dominant(ctx: Context, ranks: list[int]) -> tuple[str, str, str, float, float]:
+    """What dominates ``ranks``' step: (label, label_zh, component, us, share), Bubble excluded."""
+    per = ctx.per_rank.loc[[r for r in ranks if r in ctx.per_rank.index]]
+    step = float(per["step_us"].mean()) if not per.empty else float("nan")
+    comps = {
+        "computing": float(per["computing_us"].mean()),
+        "communication": float(per["communication_not_overlapped_exclude_receive_us"].mean()),
+        "free": float(per["free_us"].mean()),
+    }
+    name = max(comps, key=lambda k: comps[k])
+    us = comps[name]
+    share = share_of(us, step)
+    en = {
+        "computing": f"compute-bound ({pct(share)} Computing)",
+        "communication": f"communication-bound ({pct(share)} Communication Not Overlapped)",
+        "free": f"host-bound ({pct(share)} Free, device idle)",
+    }[name]
+    zh = {
+        "computing": f"计算受限（计算时间占 {pct(share)}）",
+        "communication": f"通信受限（未被掩盖的通信占 {pct(share)}）",
+        "free": f"主机受限（设备空闲时间占 {pct(share)}）",
+    }[name]
+    return en, zh, name, us, share
+
+
+def wait_victims(
+    ctx: Context,
+    events: list[Event],
+    culprits: set[int],
+    n_steps: int,
+) -> tuple[Impact, ...]:
+    """Victims of late ranks (one late rank per event step).
+
+    Per event step, each peer's exposed communication minus the late rank's, clipped to [0, the late rank's excess]; summed and divided by ``n_steps``.
+
+    Source: ``step_trace`` Communication (Not Overlapped and Exclude Receive) per (rank, step).
+    """
+    f = ctx.frame
+    if f.empty or not events:
+        return ()
+    comm = f.set_index(["rank", "step"])["communication_not_overlapped_exclude_receive_us"]
+    step_t = f.set_index(["rank", "step"])["step_us"]
+    by_step: dict[int, list[Event]] = defaultdict(list)
+    for e in events:
+        by_step[e.step].append(e)
+    lost: dict[int, float] = defaultdict(float)
+    step_sum: dict[int, float] = defaultdict(float)
+    for s, evs in by_step.items():
+        late = max(evs, key=lambda e: e.excess_us)
+        c_late = float(comm.get((late.rank, s), np.nan))
+        if not math.isfinite(c_late):
+            continue
+        for v in ctx.peers(late.rank):
+            if v in culprits:
+                continue
+            cv = float(comm.get((v, s), np.nan))
+            if not math.isfinite(cv):
+                continue
+            lost[v] += min(max(cv - c_late, 0.0), late.excess_us)
+            step_sum[v] += float(step_t.get((v, s), 0.0))
+    out = []
+    for v, total in lost.items():
+        per_step = total / max(n_steps, 1)
+        step_v = step_sum[v] / max(len(by_step), 1)
+        share = share_of(per_step, step_v)
+        if share >= VICTIM_MIN_SHARE:
+            out.append(Impact(v, per_step, share, "collective_wait"))
+    return tuple(sorted(out, key=lambda i: (-i.lost_us, i.rank)))
+
+
+def layered_victims(
+    ctx: Context, culprits: dict[int, list[Event]], n_steps: int
+) -> dict[int, tuple[Impact, ...]]:
+    """Victims of several persistent late ranks, without double counting.
+
+    Per step, the late ranks are ordered by exposed communication (least first = last to arrive).
+    A peer's collective wait (its exposed communication minus the last arriver's) is cut into
+    layers: the last arriver is blamed for the wait up to the next late rank's arrival, that rank
+    for the next layer, and so on; each layer is capped by its culprit's excess in that step. A
+    late rank that arrives before another late rank is itself a victim of the later one.
+
+    Source: ``step_trace`` Communication (Not Overlapped and Exclude Receive) per (rank, step).
+    """
+    f = ctx.frame
+    if f.empty or not culprits:
+        return {}
+    comm = f.set_index(["rank", "step"])["communication_not_overlapped_exclude_receive_us"]
+    step_t = f.set_index(["rank", "step"])["step_us"]
+    lost: dict[int, dict[int, float]] = {c: defaultdict(float) for c in culprits}
+    steps_seen: dict[int, set[int]] = defaultdict(set)
+    excess = {(e.rank, e.step): e.excess_us for evs in culprits.values() for e in evs}
+    for s in sorted({e.step for evs in culprits.values() for e in evs}):
+        late = [c for c in culprits if excess.get((c, s), 0.0) > 0 and (c, s) in comm.index]
+        late.sort(key=lambda c: float(comm[(c, s)]))
+        if not late:
+            continue
+        pool = set(ctx.peers(late[0]))
+        for v in pool:
+            if (v, s) not in comm.index:
+                continue
+            cv = float(comm[(v, s)])
+            for i, c in enumerate(late):
+                if c == v:
+                    break
+                lo = float(comm[(c, s)])
+                nxt = late[i + 1] if i + 1 < len(late) else None
+                hi = cv if nxt is None or nxt == v else min(cv, float(comm[(nxt, s)]))
+                seg = min(max(hi - lo, 0.0), excess[(c, s)])
+                if seg > 0:
+                    lost[c][v] += seg
+                    steps_seen[v].add(s)
+    out: dict[int, tuple[Impact, ...]] = {}
+    for c, per_v in lost.items():
+        imps = []
+        for v, total in per_v.items():
+            per_step = total / max(n_steps, 1)
+            step_v = float(np.mean([float(step_t.get((v, s), 0.0)) for s in steps_seen[v]]))
+            share = share_of(per_step, step_v)
+            if share >= VICTIM_MIN_SHARE:
+                imps.append(Impact(v, per_step, share, "collective_wait"))
+        out[c] = tuple(sorted(imps, key=lambda i: (-i.lost_us, i.rank)))
+    return out
+
+
+def find_events(ctx: Context) -> list[Event]:
+    """Per-(step, rank) events of own time.
+
+    An event is an own-time excess ≥ ``EVENT_MIN_SHARE`` of the median step over the step's
+    peer median (peers: the rank's pipeline stage, else every rank).
+
+    Source: ``step_trace`` Computing + Free per (rank, step).
+    """
+    f = ctx.frame
+    if f.empty or not math.isfinite(ctx.step_us):
+        return []
+    thr = EVENT_MIN_SHARE * ctx.step_us
+    own = f.assign(own_us=f["computing_us"] + f["free_us"])
+    out: list[Event] = []
+    groups = ctx.stages or [tuple(ctx.ranks)]
+    for members in groups:
+        sub = own[own["rank"].isin(members)]
+        for s, g in sub.groupby("step"):
+            if len(g) < 2:
+                continue
+            med_own = float(g["own_us"].median())
+            med_c = float(g["computing_us"].median())
+            med_f = float(g["free_us"].median())
+            for row in g.itertuples(index=False):
+                ex = num(row.own_us) - med_own
+                if ex >= thr:
+                    out.append(
+                        Event(
+                            integer(s),
+                            integer(row.rank),
+                            ex,
+                            num(row.computing_us) - med_c,
+                            num(row.free_us) - med_f,
+                        )
+                    )
+    return out
+
+
+def op_delta(
+    ctx: Context, slow: list[int], fast: list[int]
+) -> tuple[str, str, float, float] | None:
+    """The compute operator that differs most between two rank sets.
+
+    The operator (type + input shapes) whose time per step differs most between the
+    ``slow`` and ``fast`` ranks: (op_type, input_shapes, delta_us per step, avg duration ratio).
+
+    Source: ``kernels`` (kernel_details.csv / DB TASK), communication tasks excluded; mean per
+    rank per step, then the mean over each rank set. ``None`` without kernels.
+    """
+    k = ctx.profile.get("kernels")
+    if k.empty or not slow or not fast:
+        return None
+    k = k[~is_comm_kernel(k).to_numpy()]
+    k = k[k["rank"].isin([*slow, *fast])]
+    if k.empty:
+        return None
+    k = k.assign(
+        op_type=k["op_type"].astype("string").fillna(k["name"].astype("string")),
+        input_shapes=k["input_shapes"].astype("string").fillna(""),
+    )
+    n_steps = k.groupby("rank")["step"].nunique()
+    agg = (
+        k.groupby(["rank", "op_type", "input_shapes"], dropna=False)["duration_us"]
+        .agg(["sum", "count"])
+        .reset_index()
+    )
+    agg["per_step_us"] = agg["sum"] / agg["rank"].map(n_steps)
+    agg["avg_us"] = agg["sum"] / agg["count"]
+
+    def side(ranks: list[int]) -> pd.DataFrame:
+        s = agg[agg["rank"].isin(ranks)]
+        return s.groupby(["op_type", "input_shapes"])[["per_step_us", "avg_us"]].sum() / len(ranks)
+
+    a, b = side(slow), side(fast)
+    j = a.add_suffix("_slow").join(b.add_suffix("_fast"), how="outer").fillna(0.0)
+    if j.empty:
+        return None
+    j["delta"] = j["per_step_us_slow"] - j["per_step_us_fast"]
+    top = j["delta"].idxmax()
+    top_key: Any = top
+    row = j.loc[top_key]
+    if float(row["delta"]) <= 0:
+        return None
+    ratio = share_of(float(row["avg_us_slow"]), float(row["avg_us_fast"]))
+    return str(top_key[0]), str(top_key[1]), float(row["delta"]), ratio
+
+
+def _claim(ctx: Context, pred: object) -> tuple[Finding, ...]:
+    out = []
+    for f in ctx.findings:
+        if f.id in ctx.claimed:
+            continue
+        if callable(pred) and pred(f):
+            out.append(f)
+            ctx.claimed.add(f.id)
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------------- data quality
+def detect_artifact_steps(profile: object) -> tuple[list[tuple[int, int]], dict[str, float]]:
+    """Data-artifact rule: (step, rank) pairs whose device records are incomplete.
+
+    Rule: with a ``kernels`` table and ≥ 2 steps, a (rank, step) with fewer than 0.8× the median
+    kernel count of that rank's other steps. A large Preparing (``step_trace.preparing_us``) alone
+    does not exclude a step (a data-loading stall also shows as Preparing); it is reported as
+    evidence for the flagged steps. Never excludes every step.
+
+    Returns:
+        The flagged (step, rank) pairs and metrics (kernel counts, preparing).
+    """
+    from advisor_chat.ingest.profile import Profile
+
+    assert isinstance(profile, Profile)
+    flagged: list[tuple[int, int]] = []
+    metrics: dict[str, float] = {}
+    k = profile.get("kernels")
+    if not k.empty and k["step"].notna().any():
+        counts = k.dropna(subset=["step"]).groupby(["rank", "step"]).size()
+        for r, c in counts.groupby(level=0):
+            c = c.droplevel(0)
+            if len(c) < 2:
+                continue
+            for s, n in c.items():
+                others = c.drop(s)
+                ref = float(others.median())
+                if ref > 0 and n < 0.8 * ref:
+                    flagged.append((integer(s), integer(r)))
+                    metrics.setdefault("kernel_count_flagged_min", float(n))
+                    metrics["kernel_count_flagged_min"] = min(
+                        metrics["kernel_count_flagged_min"], float(n)
+                    )
+                    metrics["kernel_count_siblings_median"] = ref
+    st = profile.get("step_trace")
+    if flagged and not st.empty and st["preparing_us"].notna().any():
+        bad = {s for s, _ in flagged}
+        prep = st[st["step"].isin(list(bad))]["preparing_us"]
+        if prep.notna().any():
+            metrics["preparing_us"] = float(prep.max())
+    steps = {s for s, _ in flagged}
+    all_steps = set(int(s) for s in profile.steps)
+    if steps and steps >= all_steps:
+        return [], metrics
+    return sorted(set(flagged)), metrics
+
+
+def artifact_cause(pairs: list[tuple[int, int]], metrics: dict[str, float], cite: str) -> RootCause:
+    """The DATA_ARTIFACT cause for the excluded (step, rank) pairs (no gain, checks only)."""
+    steps = tuple(sorted({s for s, _ in pairs}))
+    ranks = tuple(sorted({r for _, r in pairs}))
+    st = ", ".join(str(s) for s in steps)
+    rl, rl_zh = ranks_label(ranks)
+    detail = ""
+    if "kernel_count_flagged_min" in metrics:
+        detail = (
+            f" (as few as {metrics['kernel_count_flagged_min']:.0f} kernels vs a median of "
+            f"{metrics['kernel_count_siblings_median']:.0f} in the sibling steps)"
+        )
+    if "preparing_us" in metrics:
+        detail += f" (Preparing up to {ms(metrics['preparing_us'])})"
+    detail_zh = ""
+    if "kernel_count_flagged_min" in metrics:
+        detail_zh = (
+            f"（最少只有 {metrics['kernel_count_flagged_min']:.0f} 个算子，其他步中位数为 "
+            f"{metrics['kernel_count_siblings_median']:.0f} 个）"
+        )
+    if "preparing_us" in metrics:
+        detail_zh += f"（Preparing 最长 {ms(metrics['preparing_us'])}）"
+    return RootCause(
+        id="cause.data_artifact.steps_" + "_".join(str(s) for s in steps),
+        mechanism=Mechanism.DATA_ARTIFACT,
+        category=Category.UNKNOWN,
+        culprit=Culprit(
+            kind="steps",
+            ranks=ranks,
+            events=tuple(pairs),
+            label=f"step {st}" if len(steps) == 1 else f"steps {st}",
+            label_zh=f"第 {st} 步",
+        ),
+        victims=(),
+        summary=(
+            f"Step {st} has incomplete device records on {rl}{detail}: it is excluded from the "
+            "diagnosis, not a slowdown."
+        ),
+        summary_zh=(
+            f"第 {st} 步在{rl_zh}上的设备侧记录不完整{detail_zh}：已从诊断中排除，这不是性能变慢。"
+        ),
+        metrics={"excluded_steps_count": float(len(steps)), **metrics},
+        findings=(),
+        steps=steps,
+        remedies=(
+            Remedy(
+                "check",
+                "Capture more steps and skip the first ones (profiler schedule wait/warmup) so "
+                "every captured step has complete device records.",
+                "多采集几步并跳过最初几步（profiler schedule 的 wait/warmup），"
+                "保证每个采集的步都有完整的设备侧记录。",
+            ),
+        ),
+        symptom_tags=("data_quality",),
+        severity=Severity.INFO,
+    )
+
+
+# --------------------------------------------------------------------------------------- rules
+def rule_pipeline(ctx: Context) -> list[RootCause]:
+    """Pipeline rule: a stage's receive wait (Bubble) is blamed on the stage it waits for.
+
+    Rule: with ≥ 2 pipeline stages, a stage whose mean Bubble is ≥ ``BUBBLE_MIN_SHARE`` (10%)
+    of its step and ≥ ``BUBBLE_MIN_MARGIN`` (5 points) above the stage with the least Bubble is
+    waiting; the culprit is the stage with the least Bubble (the busiest stage), and the cause says
+    what dominates it (Computing, Communication Not Overlapped and Exclude Receive, or Free).
+    Victims: every rank of the waiting stages, lost = its Bubble per step (``how="bubble"``).
+    Gain (upper bound): mean Bubble of the waiting ranks minus ``BUBBLE_TARGET_SHARE`` (5%) of
+    their step. Source: ``step_trace`` Bubble / Stage columns (cluster_step_trace_time.csv).
+    """
+    if len(ctx.stages) < 2 or ctx.per_rank.empty:
+        return []
+    per = ctx.per_rank
+    stats = []
+    for i, members in enumerate(ctx.stages):
+        m = [r for r in members if r in per.index]
+        if not m:
+            continue
+        sub = per.loc[m]
+        stats.append(
+            (
+                i,
+                m,
+                float(sub["bubble_us"].mean()),
+                share_of(float(sub["bubble_us"].mean()), float(sub["step_us"].mean())),
+            )
+        )
+    if len(stats) < 2:
+        return []
+    culprit = min(stats, key=lambda t: t[3])
+    waiting = [
+        t
+        for t in stats
+        if t[0] != culprit[0]
+        and t[3] >= BUBBLE_MIN_SHARE
+        and t[3] - culprit[3] >= BUBBLE_MIN_MARGIN
+    ]
+    if not waiting:
+        return []
+    c_idx, c_ranks = culprit[0], culprit[1]
+    dom, dom_zh, comp, dom_us, dom_share = _dominant(ctx, c_ranks)
+    victims = []
+    for _, ranks, _, _ in waiting:
+        for r in ranks:
+            b = ctx.val(r, "bubble_us")
+            victims.append(Impact(r, b, share_of(b, ctx.val(r, "step_us")), "bubble"))
+    victims.sort(key=lambda i: (-i.lost_us, i.rank))
+    w_ranks = sorted(r for _, rs, _, _ in waiting for r in rs)
+    bubble_mean = float(np.mean([v.lost_us for v in victims]))
+    w_step = float(per.loc[w_ranks, "step_us"].mean())
+    bubble_share = share_of(bubble_mean, w_step)
+    gain = max(bubble_mean - BUBBLE_TARGET_SHARE * w_step, 0.0)
+    own_col = {
+        "computing": "computing_us",
+        "communication": "communication_not_overlapped_exclude_receive_us",
+        "free": "free_us",
+    }[comp]
+    own = tuple(
+        Impact(
+            r, ctx.val(r, own_col), share_of(ctx.val(r, own_col), ctx.val(r, "step_us")), "own_time"
+        )
+        for r in c_ranks
+    )
+    cl, cl_zh = ranks_label(c_ranks)
+    wl, wl_zh = ranks_label(w_ranks)
+    w_stage_txt = ", ".join(str(t[0]) for t in waiting)
+    label = f"stage {c_idx} ({cl})"
+    label_zh = f"流水线阶段{c_idx}（{cl_zh}）"
+    comm_claim = comp == "communication"
+    findings = _claim(
+        ctx,
+        lambda f: (
+            f.id.startswith("cluster_breakdown.bottleneck.pipeline_bubble")
+            or (f.id.startswith("cluster_breakdown.bottleneck.") and f"stage_{c_idx}" in f.id)
+            or (f.id.startswith("cluster_breakdown.communication.wait_spread_stage"))
+            or (
+                comm_claim
+                and f.id in ("communication.communication.not_overlapped",)
+                and bool(set(f.ranks) & set(c_ranks))
+            )
+        ),
+    )
+    remedies: list[Remedy] = []
+    upper = BoundKind.UPPER_BOUND
+    if comp == "communication":
+        remedies.append(
+            Remedy(
+                "action",
+                f"Cut stage {c_idx}'s non-overlapped communication ({ms(dom_us)} per step): overlap "
+                "its collectives with computation, use fewer and larger collectives (bucket sizes), "
+                f"or move its communication-heavy parallel dimension; stage {w_stage_txt} then "
+                "waits less.",
+                f"减少阶段{c_idx}未被掩盖的通信（每步 {ms(dom_us)}）：让其集合通信与计算重叠、"
+                f"合并为更少更大的集合通信（调整 bucket 大小），或调整通信量大的并行维度；"
+                f"这样阶段{w_stage_txt}的等待会减少。",
+                gain,
+                upper,
+            )
+        )
+    elif comp == "computing":
+        remedies.append(
+            Remedy(
+                "action",
+                f"Rebalance the pipeline partition: move layers from stage {c_idx} to stage "
+                f"{w_stage_txt}.",
+                f"重新划分流水线：把部分层从阶段{c_idx}移到阶段{w_stage_txt}。",
+                gain,
+                upper,
+            )
+        )
+    else:
+        remedies.append(
+            Remedy(
+                "action",
+                f"Remove the host-side idle of stage {c_idx} (dispatch, synchronization, data "
+                "loading), which the other stage waits for.",
+                f"消除阶段{c_idx}的主机侧空闲（下发、同步、数据加载），其他阶段正在等它。",
+                gain,
+                upper,
+            )
+        )
+    remedies.append(
+        Remedy(
+            "action",
+            "Use more micro-batches per step (or an interleaved 1F1B schedule) so the Bubble "
+            "is a smaller share of the step.",
+            "每步使用更多的 micro-batch（或交错式 1F1B 调度），降低流水线气泡在每步中的占比。",
+            gain,
+            upper,
+        )
+    )
+    remedies.append(
+        Remedy(
+            "check",
+            f"Look at stage {c_idx}'s communication and operators (communication and compare_ops "
+            f"tools on {cl}) to see which part of its step is exposed.",
+            f"查看阶段{c_idx}（{cl_zh}）的通信与算子（communication、compare_ops 工具），"
+            "确认其每步中哪一部分没有被掩盖。",
+        )
+    )
+    return [
+        RootCause(
+            id=f"cause.pipeline_imbalance.stage_{c_idx}",
+            mechanism=Mechanism.PIPELINE_IMBALANCE,
+            category=Category.COMMUNICATION
+            if comp == "communication"
+            else Category.COMPUTE
+            if comp == "computing"
+            else Category.SCHEDULING,
+            culprit=Culprit(
+                kind="stage", ranks=tuple(c_ranks), stage=c_idx, label=label, label_zh=label_zh
+            ),
+            victims=tuple(victims),
+            summary=(
+                f"Pipeline imbalance: stage {w_stage_txt} ({wl}) waits {ms(bubble_mean)} per step "
+                f"in Bubble ({pct(bubble_share)} of its step) for stage {c_idx} ({cl}), which is "
+                f"{dom}."
+            ),
+            summary_zh=(
+                f"流水线负载不均衡：阶段{w_stage_txt}（{wl_zh}）每步在气泡中等待 {ms(bubble_mean)}"
+                f"（占其步长 {pct(bubble_share)}），等的是阶段{c_idx}（{cl_zh}），"
+                f"后者{dom_zh}。"
+            ),
+            metrics={
+                "bubble_us_mean": bubble_mean,
+                "bubble_share": bubble_share,
+                "culprit_dominant_us": dom_us,
+                "culprit_dominant_share": dom_share,
+                "gain_upper_bound_us": gain,
+            },
+            findings=findings,
+            gain_us=gain,
+            bound=upper,
+            remedies=tuple(remedies),
+            symptom_tags=("pipeline_bubble", "comm_not_overlapped")
+            if comp == "communication"
+            else ("pipeline_bubble",),
+            dominant=dom,
+            dominant_zh=dom_zh,
+            severity=_severity(bubble_mean, w_step),
+            own=own,
+        )
+    ]
+
+
+def rule_slow_link(ctx: Context) -> list[RootCause]:
+    """Slow-link rule: transit excess on a degraded link is blamed on the link.
+
+    Rule: every ``slow_link`` finding of kind ``slow_link`` (a link below 0.6× the median
+    bandwidth of its transport, the slow_link analyzer's threshold). Culprit: the link
+    (src, dst, transport); its endpoint ranks are "on the slow link" (``own`` = the transit excess,
+    ``how="slow_link_transit"``). Victims: the other ranks of the communication group(s) the link
+    belongs to, lost = min(transit excess per step, their exposed communication). Transit excess =
+    link transit time − transit size / median bandwidth, per step (the finding's ``extra_us``).
+    Source: ``comm_matrix`` (communication_matrix.json) and ``step_trace``.
+    """
+    out = []
+    for f in ctx.finding("slow_link.slow_link."):
+        if f.kind is not FindingKind.SLOW_LINK:
+            continue
+        src, dst = (
+            int(f.metrics.get("src_rank", f.ranks[0])),
+            int(f.metrics.get("dst_rank", f.ranks[-1])),
+        )
+        transport = f.id.rsplit("_", 1)[-1].upper() if "_" in f.id else ""
+        res = ctx.result("slow_link")
+        group_ranks: set[int] = set()
+        if res is not None and not res.table.empty:
+            t = res.table
+            row = t[(t["src_rank"] == src) & (t["dst_rank"] == dst) & t["slow"].astype(bool)]
+            if not row.empty:
+                transport = str(row["transport"].iloc[0])
+                grp = str(row["group"].iloc[0])
+                g = ctx.profile.get("comm_groups")
+                if not g.empty:
+                    hit = g[g["group"].astype(str) == grp]
+                    for rs in hit["ranks"]:
+                        if isinstance(rs, (list, tuple, np.ndarray)):
+                            group_ranks.update(int(x) for x in rs)
+        if not group_ranks:
+            group_ranks = set(ctx.peers(src))
+        extra = float(f.metrics.get("extra_us", f.estimated_gain_us or 0.0))
+        victims = []
+        for v in sorted(group_ranks - {src, dst}):
+            if v not in ctx.per_rank.index:
+                continue
+            lost = min(extra, ctx.val(v, "communication_not_overlapped_exclude_receive_us"))
+            share = share_of(lost, ctx.val(v, "step_us"))
+            if share >= VICTIM_MIN_SHARE:
+                victims.append(Impact(v, lost, share, "collective_wait"))
+        own = tuple(
+            Impact(r, extra, share_of(extra, ctx.val(r, "step_us")), "slow_link_transit")
+            for r in (src, dst)
+        )
+        bw, med = (
+            f.metrics.get("bandwidth_gbps", float("nan")),
+            f.metrics.get("median_gbps", float("nan")),
+        )
+        label = f"link {src}→{dst} ({transport})"
+        label_zh = f"链路 {src}→{dst}（{transport}）"
+        claimed = _claim(
+            ctx,
+            lambda x, fid=f.id: (
+                x.id == fid
+                or x.id.startswith("slow_link.communication.wait_ratio")
+                or x.id.startswith("communication.communication.wait_")
+                or x.id.startswith("cluster_breakdown.communication.wait_spread")
+            ),
+        )
+        out.append(
+            RootCause(
+                id=f"cause.slow_link.{src}_{dst}_{transport.lower()}",
+                mechanism=Mechanism.SLOW_LINK,
+                category=Category.COMMUNICATION,
+                culprit=Culprit(
+                    kind="link",
+                    ranks=tuple(sorted({src, dst})),
+                    link=(src, dst),
+                    transport=transport,
+                    label=label,
+                    label_zh=label_zh,
+                ),
+                victims=tuple(victims),
+                summary=(
+                    f"Slow link: {transport} link {src}→{dst} runs at {bw:.1f} GB/s against a "
+                    f"median of {med:.1f} GB/s for {transport}; the extra transit time costs "
+                    f"{ms(extra)} per step, and every rank of its collectives waits for it "
+                    f"(ranks {src} and {dst} are on the slow link, not slow themselves)."
+                ),
+                summary_zh=(
+                    f"慢链路：{transport} 链路 {src}→{dst} 带宽只有 {bw:.1f} GB/s，同类链路中位数为 "
+                    f"{med:.1f} GB/s；多出的传输时间每步 {ms(extra)}，同一集合通信中的所有卡都在等它"
+                    f"（{src}号卡和{dst}号卡位于这条慢链路上，本身并不慢）。"
+                ),
+                metrics={
+                    "bandwidth_gbps": float(bw),
+                    "median_gbps": float(med),
+                    "transit_excess_us": extra,
+                },
+                findings=claimed,
+                gain_us=extra,
+                bound=BoundKind.ESTIMATE,
+                remedies=(
+                    Remedy(
+                        "action",
+                        f"Repair the {transport} path between ranks {src} and {dst} (NIC, optical "
+                        "module, cable or switch port) so it runs at its peers' bandwidth.",
+                        f"修复{src}号卡与{dst}号卡之间的 {transport} 通路（网卡、光模块、线缆或交换机端口），"
+                        "使其达到同类链路的带宽。",
+                        extra,
+                        BoundKind.ESTIMATE,
+                    ),
+                    Remedy(
+                        "check",
+                        f"Run hccn_tool link, optical and statistics checks on the devices of ranks "
+                        f"{src} and {dst}, and an HCCL test between them.",
+                        f"在{src}号卡和{dst}号卡所在设备上用 hccn_tool 检查链路、光模块和统计信息，"
+                        "并在两者之间跑一次 HCCL 测试。",
+                    ),
+                ),
+                symptom_tags=("slow_link", "low_bandwidth"),
+                severity=_severity(extra, ctx.step_us),
+                own=own,
+            )
+        )
+    return out
+
+
+def _rank_cause(
+    ctx: Context,
+    rank: int,
+    events: list[Event],
+    n_steps: int,
+    scoped: bool,
+    victims: tuple[Impact, ...] | None = None,
+) -> RootCause:
+    """A single-rank cause (host stall or compute straggler) from its events."""
+    steps = tuple(sorted({e.step for e in events}))
+    comp_ex = sum(e.computing_excess_us for e in events) / max(n_steps, 1)
+    free_ex = sum(e.free_excess_us for e in events) / max(n_steps, 1)
+    excess = sum(e.excess_us for e in events) / max(n_steps, 1)
+    host = free_ex >= comp_ex
+    if victims is None:
+        victims = wait_victims(ctx, events, {rank}, n_steps)
+    gain = max((v.lost_us for v in victims), default=excess) if victims else excess
+    gain = min(gain, excess) if excess > 0 else gain
+    peers = [r for r in ctx.peers(rank) if r != rank]
+    op = None if host else op_delta(ctx, [rank], peers)
+    own = (Impact(rank, excess, share_of(excess, ctx.val(rank, "step_us")), "own_time"),)
+    rl, rl_zh = ranks_label([rank])
+    scope = ""
+    scope_zh = ""
+    if scoped:
+        st = ", ".join(str(s) for s in steps)
+        scope = f" in step {st}" if len(steps) == 1 else f" in steps {st}"
+        scope_zh = f"在第 {st} 步"
+    wait_mean = float(np.mean([v.lost_us for v in victims])) if victims else 0.0
+    gc = [f for f in ctx.finding("host_dispatch.host_bound.gc_pause") if rank in f.ranks]
+    findings = _claim(
+        ctx,
+        lambda f: (
+            bool(f.ranks)
+            and rank in f.ranks
+            and (
+                f.kind
+                in (
+                    FindingKind.SLOW_RANK,
+                    FindingKind.HOST_BOUND,
+                    FindingKind.OP_REGRESSION,
+                    FindingKind.DATALOADER,
+                    FindingKind.LOAD_IMBALANCE,
+                )
+                or (f.kind is FindingKind.BOTTLENECK and len(f.ranks) <= 2)
+                or (f.id.startswith("env_check.env.first_collective_late"))
+                or (f.kind is FindingKind.JITTER and len(f.ranks) <= 2)
+            )
+        ),
+    )
+    per_step = "" if scoped else " per step"
+    alone = alone_zh = ""
+    if victims and gain < 0.8 * excess:
+        alone = f" Fixing it alone saves up to {ms(gain)} per step: other late ranks follow it."
+        alone_zh = f"单独修复它每步最多节省 {ms(gain)}：其后还有其他晚到的卡。"
+    if host:
+        mech, cat = Mechanism.HOST_STALL, Category.SCHEDULING
+        what = f"its device idles (Free) {ms(free_ex)} more{per_step} than its peers"
+        what_zh = f"其设备空闲时间（Free）每步比同组多 {ms(free_ex)}"
+        if scoped:
+            tot = sum(e.free_excess_us for e in events)
+            what = f"its device idles (Free) {ms(tot)} more than its peers{scope}"
+            what_zh = f"{scope_zh}其设备空闲时间（Free）比同组多 {ms(tot)}"
+        summary = (
+            f"Host stall on {rl}: {what}, waiting for its host; it arrives late at the "
+            f"collectives and {len(victims)} rank(s) wait {ms(wait_mean)} per step for it." + alone
+        )
+        summary_zh = (
+            f"{rl_zh}主机侧阻塞：{what_zh}，设备在等主机；它最晚到达集合通信，"
+            f"{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}。" + alone_zh
+        )
+        if gc:
+            a_txt = (
+                f"Stop Python garbage-collection pauses on {rl}: gc.freeze() after model setup and "
+                "gc.collect() at fixed step intervals (or gc.disable() during steps)."
+            )
+            a_zh = (
+                f"消除{rl_zh}上的 Python 垃圾回收停顿：模型初始化后调用 gc.freeze()，"
+                "并按固定步数间隔调用 gc.collect()（或在训练步内 gc.disable()）。"
+            )
+        else:
+            a_txt = (
+                f"Remove the host-side stall on {rl} (per-step host synchronization such as "
+                ".item()/.cpu(), logging, checkpoint or data loading on that rank)."
+            )
+            a_zh = (
+                f"消除{rl_zh}上的主机侧阻塞（每步的主机同步如 .item()/.cpu()、日志、"
+                "保存检查点或数据加载）。"
+            )
+        remedies = (
+            Remedy("action", a_txt, a_zh, gain, BoundKind.ESTIMATE),
+            Remedy(
+                "check",
+                f"Open {rl}'s trace_view.json around its Free gaps (host_dispatch tool) to see "
+                "which host call blocks.",
+                f"打开{rl_zh}的 trace_view.json，查看其空闲间隙附近的主机调用（host_dispatch 工具），"
+                "找出阻塞的调用。",
+            ),
+        )
+        tags: tuple[str, ...] = ("host_bound", "high_free", "slow_rank")
+    else:
+        mech, cat = Mechanism.COMPUTE_STRAGGLER, Category.COMPUTE
+        op_txt = op_zh = ""
+        if op is not None and op[2] >= 0.5 * comp_ex:
+            op_txt = f"; most of it is {op[0]} [{op[1]}] ({ms(op[2])} per step more, {op[3]:.2f}x)"
+            op_zh = f"；主要来自 {op[0]} [{op[1]}]（每步多 {ms(op[2])}，{op[3]:.2f} 倍）"
+        summary = (
+            f"Compute straggler {rl}: it computes {ms(comp_ex)} more{per_step} than its peers"
+            f"{scope}{op_txt}; {len(victims)} rank(s) wait {ms(wait_mean)} per step for it in "
+            "collectives." + alone
+        )
+        summary_zh = (
+            f"{rl_zh}是计算慢卡：{scope_zh}其计算时间每步比同组多 {ms(comp_ex)}{op_zh}；"
+            f"{len(victims)} 张卡每步平均在集合通信中为它等待 {ms(wait_mean)}。" + alone_zh
+        )
+        if op_txt and op is not None:
+            a_txt = (
+                f"Make {op[0]} [{op[1]}] on {rl} run as on its peers (check its input shape, "
+                "format and dtype, and whether it takes a slower kernel path)."
+            )
+            a_zh = (
+                f"让{rl_zh}上的 {op[0]} [{op[1]}] 与同组一样快（检查其输入 shape、格式和数据类型，"
+                "以及是否走了更慢的算子实现）。"
+            )
+        else:
+            a_txt = (
+                f"Even out {rl}'s work (load balance: sequence lengths, batch split, MoE routing), "
+                "or replace its device if every kernel on it is slower."
+            )
+            a_zh = (
+                f"均衡{rl_zh}的计算量（序列长度、batch 切分、MoE 路由），"
+                "若其所有算子都更慢则考虑更换该设备。"
+            )
+        remedies = (
+            Remedy("action", a_txt, a_zh, gain, BoundKind.ESTIMATE),
+            Remedy(
+                "check",
+                f"Compare {rl}'s operators with a peer (compare_ops tool) and check the device's "
+                "frequency, temperature and errors.",
+                f"用 compare_ops 工具将{rl_zh}与同组卡的算子对比，并检查该设备的频率、温度和错误记录。",
+            ),
+        )
+        tags = ("slow_rank", "compute_bound", "load_imbalance")
+    return RootCause(
+        id=f"cause.{mech.value}.r{rank}",
+        mechanism=mech,
+        category=cat,
+        culprit=Culprit(
+            kind="rank",
+            ranks=(rank,),
+            operator=op[0] if (op is not None and not host and op[2] >= 0.5 * comp_ex) else "",
+            shape=op[1] if (op is not None and not host and op[2] >= 0.5 * comp_ex) else "",
+            events=tuple((e.step, e.rank) for e in events) if scoped else (),
+            label=rl,
+            label_zh=rl_zh,
+        ),
+        victims=victims,
+        summary=summary,
+        summary_zh=summary_zh,
+        metrics={
+            "excess_us": excess,
+            "job_gain_us": gain,
+            "computing_excess_us": comp_ex,
+            "free_excess_us": free_ex,
+            "victim_wait_us_mean": wait_mean,
+        },
+        findings=findings,
+        steps=steps if scoped else (),
+        gain_us=gain,
+        bound=BoundKind.ESTIMATE,
+        remedies=remedies,
+        symptom_tags=tags,
+        severity=_severity(excess, ctx.step_us),
+        own=own,
+    )
+
+
+def rule_stragglers_and_events(ctx: Context) -> list[RootCause]:
+    """Collective rule (late arriver) and events rule.
+
+    Events: per-(step, rank) own time (Computing + Free) ≥ ``EVENT_MIN_SHARE`` (10%) of the median
+    step above that step's peer median. With ≥ ``EVENT_MIN_STEPS`` (3) kept steps, a rank with
+    events in ≥ ``PERSISTENT_STEP_SHARE`` (75%) of the steps is a persistent straggler; otherwise
+    its events stay events. With fewer steps every event rank is a straggler.
+
+    - A persistent straggler, or the only rank with events: one cause for the rank; HOST_STALL when
+      its Free excess ≥ its Computing excess, else COMPUTE_STRAGGLER (with the operator/shape whose
+      time differs most from its peers', from ``kernels``). Scoped to its event steps when not
+      persistent.
+    - Events on ≥ 2 ranks that are not persistent: one STEP_EVENTS cause with the (step, rank)
+      list (rotating one-step stalls); no rank is called slow.
+    - Ranks the slow_rank analyzer flags (excess ≥ 5% of the step, late arriver) are added as
+      persistent stragglers when their own excess is ≥ ``STRAGGLER_MIN_SHARE``.
+
+    Victims: the peers' collective wait for the late rank (:func:`wait_victims`). Gain: the
+    culprit's own excess per step (estimate: its Computing/Free down to the peer median).
+    Source: ``step_trace`` per (rank, step); ``kernels`` for the operator.
+    """
+    if ctx.frame.empty or not math.isfinite(ctx.step_us):
+        return []
+    steps = sorted(int(s) for s in ctx.frame["step"].unique())
+    n_steps = len(steps)
+    events = find_events(ctx)
+    by_rank: dict[int, list[Event]] = defaultdict(list)
+    for e in events:
+        by_rank[e.rank].append(e)
+    persistent: dict[int, list[Event]] = {}
+    transient: dict[int, list[Event]] = {}
+    for r, evs in by_rank.items():
+        if (
+            n_steps < EVENT_MIN_STEPS
+            or len({e.step for e in evs}) >= PERSISTENT_STEP_SHARE * n_steps
+        ):
+            persistent[r] = evs
+        else:
+            transient[r] = evs
+    # ranks the slow_rank analyzer flags with a persistent mean excess
+    sr = ctx.result("slow_rank")
+    if sr is not None and "slow" in sr.table.columns:
+        flagged = sr.table[sr.table["slow"].astype(bool)]["rank"].astype(int).tolist()
+        for r in flagged:
+            if r in persistent or r in transient:
+                continue
+            evs = _all_step_events(ctx, r)
+            if sum(e.excess_us for e in evs) / max(n_steps, 1) >= STRAGGLER_MIN_SHARE * ctx.step_us:
+                persistent[r] = evs
+    out: list[RootCause] = []
+    # a persistent rank's events include every step (its whole excess, not only the big steps)
+    groups = _slow_groups(ctx, set(persistent))
+    grouped = {r for g in groups for r in g}
+    for g in groups:
+        out.append(_group_cause(ctx, g, n_steps))
+    singles = {r: _all_step_events(ctx, r) for r in sorted(persistent) if r not in grouped}
+    layered = layered_victims(ctx, singles, n_steps)
+    for r, evs in singles.items():
+        out.append(_rank_cause(ctx, r, evs, n_steps, scoped=False, victims=layered.get(r, ())))
+    if len(transient) == 1:
+        ((r, evs),) = transient.items()
+        out.append(_rank_cause(ctx, r, evs, n_steps, scoped=True))
+    elif len(transient) >= 2:
+        out.append(_events_cause(ctx, [e for evs in transient.values() for e in evs], n_steps))
+    return out
+
+
+def _all_step_events(ctx: Context, rank: int) -> list[Event]:
+    """The rank's own-time excess over its peers' median in every kept step (may be < 0)."""
+    f = ctx.frame
+    peers = ctx.peers(rank)
+    sub = f[f["rank"].isin(peers)].assign(own_us=lambda d: d["computing_us"] + d["free_us"])
+    out = []
+    for s, g in sub.groupby("step"):
+        me = g[g["rank"] == rank]
+        others = g[g["rank"] != rank]
+        if me.empty or others.empty:
+            continue
+        out.append(
+            Event(
+                integer(s),
+                rank,
+                float(me["own_us"].iloc[0] - others["own_us"].median()),
+                float(me["computing_us"].iloc[0] - others["computing_us"].median()),
+                float(me["free_us"].iloc[0] - others["free_us"].median()),
+            )
+        )
+    return out
+
+
+def _slow_groups(ctx: Context, persistent: set[int]) -> list[list[int]]:
+    """Two clusters of own time inside each stage (or the whole job).
+
+    Rule: sort the ranks' mean own time (Computing + Free); the largest gap between neighbours
+    splits them in two when it is ≥ ``GROUP_MIN_GAP_SHARE`` (3%) of the median step and ≥
+    ``GROUP_GAP_VS_SPREAD`` (3×) the larger range inside a cluster, and the slow cluster has ≥ 2
+    ranks and fewer ranks than the stage. Needs ≥ 4 ranks in the stage.
+    """
+    out = []
+    pools = ctx.stages or [tuple(ctx.ranks)]
+    for pool in pools:
+        ranks = [r for r in pool if r in ctx.per_rank.index]
+        if len(ranks) < 4:
+            continue
+        own = ctx.per_rank.loc[ranks, "own_us"].sort_values()
+        vals = own.to_numpy()
+        gaps = np.diff(vals)
+        i = int(np.argmax(gaps))
+        gap = float(gaps[i])
+        low, high = vals[: i + 1], vals[i + 1 :]
+        spread = max(float(np.ptp(low)), float(np.ptp(high)))
+        slow = [int(r) for r in own.index[i + 1 :]]
+        if (
+            len(slow) >= 2
+            and len(slow) < len(ranks)
+            and gap >= GROUP_MIN_GAP_SHARE * ctx.step_us
+            and gap >= GROUP_GAP_VS_SPREAD * spread
+        ):
+            out.append(sorted(slow))
+    return out
+
+
+def _group_cause(ctx: Context, slow: list[int], n_steps: int) -> RootCause:
+    """SLOW_GROUP: ranks that split into a slower cluster, with the operator/shape that differs.
+
+    Victims: the faster ranks' collective wait (their exposed communication minus the slow
+    cluster's mean, capped by the cluster's mean excess). Source: ``step_trace``, ``kernels``.
+    """
+    peers = ctx.peers(slow[0])
+    fast = [r for r in peers if r not in slow]
+    per = ctx.per_rank
+    comp_ex = float(per.loc[slow, "computing_us"].mean() - per.loc[fast, "computing_us"].median())
+    free_ex = float(per.loc[slow, "free_us"].mean() - per.loc[fast, "free_us"].median())
+    excess = float(per.loc[slow, "own_us"].mean() - per.loc[fast, "own_us"].median())
+    c_slow = float(per.loc[slow, "communication_not_overlapped_exclude_receive_us"].mean())
+    victims = []
+    for v in fast:
+        lost = min(
+            max(ctx.val(v, "communication_not_overlapped_exclude_receive_us") - c_slow, 0.0), excess
+        )
+        share = share_of(lost, ctx.val(v, "step_us"))
+        if share >= VICTIM_MIN_SHARE:
+            victims.append(Impact(v, lost, share, "collective_wait"))
+    victims.sort(key=lambda i: (-i.lost_us, i.rank))
+    op = op_delta(ctx, slow, fast) if comp_ex >= free_ex else None
+    use_op = op is not None and op[2] >= 0.3 * max(comp_ex, 1.0)
+    gl, gl_zh = ranks_label(slow)
+    wait_mean = float(np.mean([v.lost_us for v in victims])) if victims else 0.0
+    host = free_ex > comp_ex
+    what = (
+        f"idle (Free) {ms(free_ex)} more per step"
+        if host
+        else f"compute {ms(comp_ex)} more per step"
+    )
+    what_zh = f"每步空闲时间多 {ms(free_ex)}" if host else f"每步计算时间多 {ms(comp_ex)}"
+    op_txt = op_zh = ""
+    if use_op and op is not None:
+        op_txt = (
+            f", mostly {op[0]} [{op[1]}] ({ms(op[2])} per step more, {op[3]:.2f}x slower per call)"
+        )
+        op_zh = f"，主要是 {op[0]} [{op[1]}]（每步多 {ms(op[2])}，单次慢 {op[3]:.2f} 倍）"
+    fl, fl_zh = ranks_label(fast)
+    findings = _claim(
+        ctx,
+        lambda f: (
+            bool(f.ranks)
+            and set(f.ranks) <= set(slow)
+            and f.kind
+            in (
+                FindingKind.SLOW_RANK,
+                FindingKind.OP_REGRESSION,
+                FindingKind.BOTTLENECK,
+                FindingKind.HOST_BOUND,
+                FindingKind.LOAD_IMBALANCE,
+            )
+        ),
+    )
+    if use_op and op is not None:
+        a_txt = (
+            f"Make {op[0]} [{op[1]}] on {gl} run as on {fl}: check the input shape/format/dtype and "
+            "the software (CANN, driver, config) of the node these ranks share."
+        )
+        a_zh = (
+            f"让{gl_zh}上的 {op[0]} [{op[1]}] 与{fl_zh}一样快：检查输入 shape、格式、数据类型，"
+            "以及这些卡所在节点的软件（CANN、驱动、配置）。"
+        )
+    else:
+        a_txt = (
+            f"Find what differs on {gl} (node hardware, software versions, configuration, "
+            "work assignment) and make it match the other ranks."
+        )
+        a_zh = f"找出{gl_zh}与其他卡的差异（节点硬件、软件版本、配置、任务分配）并使其一致。"
+    return RootCause(
+        id=f"cause.slow_group.r{slow[0]}_{slow[-1]}",
+        mechanism=Mechanism.SLOW_GROUP,
+        category=Category.SCHEDULING if host else Category.COMPUTE,
+        culprit=Culprit(
+            kind="group",
+            ranks=tuple(slow),
+            operator=op[0] if use_op and op is not None else "",
+            shape=op[1] if use_op and op is not None else "",
+            label=gl,
+            label_zh=gl_zh,
+        ),
+        victims=tuple(victims),
+        summary=(
+            f"Slower group {gl}: these ranks {what} than {fl}{op_txt}; {len(victims)} rank(s) "
+            f"wait {ms(wait_mean)} per step for them in collectives."
+        ),
+        summary_zh=(
+            f"{gl_zh}这一组更慢：{what_zh}（相对{fl_zh}）{op_zh}；{len(victims)} 张卡每步平均在集合通信中"
+            f"为它们等待 {ms(wait_mean)}。"
+        ),
+        metrics={
+            "excess_us": excess,
+            "computing_excess_us": comp_ex,
+            "free_excess_us": free_ex,
+            "victim_wait_us_mean": wait_mean,
+            **({"op_delta_us": op[2], "op_avg_ratio": op[3]} if use_op and op is not None else {}),
+        },
+        findings=findings,
+        gain_us=excess,
+        bound=BoundKind.ESTIMATE,
+        remedies=(
+            Remedy("action", a_txt, a_zh, excess, BoundKind.ESTIMATE),
+            Remedy(
+                "check",
+                f"Compare one rank of {gl} with one of {fl} operator by operator (compare_ops tool).",
+                f"用 compare_ops 工具逐算子对比{gl_zh}中的一张卡与{fl_zh}中的一张卡。",
+            ),
+        ),
+        symptom_tags=("slow_rank", "op_regression") if use_op else ("slow_rank",),
+        severity=_severity(excess, ctx.step_us),
+        own=tuple(
+            Impact(
+                r,
+                ctx.val(r, "own_us") - float(per.loc[fast, "own_us"].median()),
+                share_of(
+                    ctx.val(r, "own_us") - float(per.loc[fast, "own_us"].median()),
+                    ctx.val(r, "step_us"),
+                ),
+                "own_time",
+            )
+            for r in slow
+        ),
+    )
+
+
+def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
+    """STEP_EVENTS: one-step stalls on rotating ranks, kept as (step, rank) events."""
+    events = sorted(events, key=lambda e: (e.step, e.rank))
+    pairs = tuple((e.step, e.rank) for e in events)
+    ranks = tuple(sorted({e.rank for e in events}))
+    steps = tuple(sorted({e.step for e in events}))
+    culprits = set(ranks)
+    # victims: in each event step, everybody else waits for the stalled rank
+    victims_all = wait_victims(ctx, events, set(), n_steps)
+    victims = tuple(v for v in victims_all if v.rank not in culprits) or victims_all
+    per_event = float(np.mean([e.excess_us for e in events]))
+    per_step = sum(e.excess_us for e in events) / max(n_steps, 1)
+    host = sum(e.free_excess_us for e in events) >= sum(e.computing_excess_us for e in events)
+    f = ctx.frame
+    clean = f[~f["step"].isin(steps)]
+    clean_step = (
+        float(clean.groupby("step")["step_us"].median().median())
+        if not clean.empty
+        else float("nan")
+    )
+    slow_step = float(f[f["step"].isin(steps)].groupby("step")["step_us"].median().median())
+    pair_txt = ", ".join(f"({s}, {r})" for s, r in pairs[:12]) + (" ..." if len(pairs) > 12 else "")
+    kind = "host stalls (device Free)" if host else "compute spikes"
+    kind_zh = "主机侧阻塞（设备空闲）" if host else "计算时间突增"
+    most = len(steps) > n_steps / 2
+    clean_txt = (
+        f"; {len(steps)} of {n_steps} steps are hit (median {ms(slow_step)}), the clean steps run at "
+        f"{ms(clean_step)}"
+        if math.isfinite(clean_step)
+        else f"; every one of the {n_steps} steps is hit"
+    )
+    clean_zh = (
+        f"；{n_steps} 步中有 {len(steps)} 步受影响（中位数 {ms(slow_step)}），未受影响的步为 {ms(clean_step)}"
+        if math.isfinite(clean_step)
+        else f"；{n_steps} 步全部受影响"
+    )
+    findings = _claim(
+        ctx,
+        lambda x: (
+            x.kind in (FindingKind.JITTER, FindingKind.SLOW_RANK)
+            or (x.id.startswith("host_dispatch.host_bound.gc_pause"))
+            or (x.kind is FindingKind.BOTTLENECK and bool(x.ranks) and set(x.ranks) <= culprits)
+            or (x.kind is FindingKind.HOST_BOUND and bool(x.ranks) and set(x.ranks) <= culprits)
+        ),
+    )
+    return RootCause(
+        id="cause.step_events",
+        mechanism=Mechanism.STEP_EVENTS,
+        category=Category.SCHEDULING if host else Category.COMPUTE,
+        culprit=Culprit(
+            kind="steps",
+            ranks=ranks,
+            events=pairs,
+            label=f"{len(pairs)} one-step events",
+            label_zh=f"{len(pairs)} 次单步事件",
+        ),
+        victims=victims,
+        summary=(
+            f"One-step {kind} of {ms(per_event)} on average rotate across ranks: (step, rank) = "
+            f"{pair_txt}{clean_txt}; no rank is slow on average"
+            + (" (most steps are slow)." if most else ".")
+        ),
+        summary_zh=(
+            f"单步{kind_zh}在不同卡之间轮换出现，平均每次 {ms(per_event)}：（步, 卡）= {pair_txt}"
+            f"{clean_zh}；平均来看没有哪张卡是慢卡" + ("（大多数步都变慢了）。" if most else "。")
+        ),
+        metrics={
+            "event_excess_us_mean": per_event,
+            "events_count": float(len(pairs)),
+            "steps_hit_count": float(len(steps)),
+            "clean_step_us": clean_step,
+            "hit_step_us": slow_step,
+            "explained_us_per_step": per_step,
+        },
+        findings=findings,
+        steps=steps,
+        gain_us=per_step,
+        bound=BoundKind.ESTIMATE,
+        remedies=(
+            Remedy(
+                "action",
+                "If the stalls are Python garbage collection, call gc.freeze() after model setup "
+                "and gc.collect() at fixed step intervals (or gc.disable() during steps).",
+                "若停顿来自 Python 垃圾回收：模型初始化后调用 gc.freeze()，并按固定步数间隔调用 "
+                "gc.collect()（或在训练步内 gc.disable()）。",
+                per_step,
+                BoundKind.ESTIMATE,
+            )
+            if host
+            else Remedy(
+                "check",
+                "Look at the operators of the listed (step, rank) pairs for dynamic shapes or "
+                "recompilation.",
+                "检查所列（步, 卡）中的算子是否有动态 shape 或重新编译。",
+            ),
+            Remedy(
+                "check",
+                "Open trace_view.json of the listed (step, rank) pairs and look at what the host "
+                "does during the stall (host_dispatch tool: long gaps, GC-like pauses).",
+                "打开所列（步, 卡）的 trace_view.json，查看阻塞期间主机在做什么"
+                "（host_dispatch 工具：长间隙、类似垃圾回收的停顿）。",
+            ),
+        ),
+        symptom_tags=("jitter", "host_bound") if host else ("jitter",),
+        severity=_severity(per_step, ctx.step_us),
+        own=tuple(
+            Impact(
+                r,
+                sum(e.excess_us for e in events if e.rank == r) / max(n_steps, 1),
+                share_of(
+                    sum(e.excess_us for e in events if e.rank == r) / max(n_steps, 1),
+                    ctx.val(r, "step_us"),
+                ),
+                "own_time",
+            )
+            for r in ranks
+        ),
+    )
+
+
+def rule_degradation(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """Degradation rule: steps get slower over the run (step_trend analyzer).
+
+    Rule: a ``step_trend.degradation`` finding (robust slope × steps ≥ the analyzer's threshold).
+    When its ranks are exactly one existing rank cause's culprit, that cause becomes a DEGRADATION
+    cause of the rank (same victims); otherwise one job-level DEGRADATION cause with the finding's
+    gain (estimate: last steps back to the first steps' time). Returns the updated cause list.
+    """
+    out = list(causes)
+    for f in ctx.finding("step_trend.degradation."):
+        if f.id in ctx.claimed:
+            continue
+        ctx.claimed.add(f.id)
+        growth = float(f.metrics.get("growth_ratio", f.metrics.get("median_growth_ratio", 0.0)))
+        for i, c in enumerate(out):
+            if c.culprit.kind == "rank" and set(c.culprit.ranks) == set(f.ranks):
+                rl, rl_zh = c.culprit.label, c.culprit.label_zh
+                out[i] = RootCause(
+                    **{
+                        **c.__dict__,
+                        "id": f"cause.degradation.r{c.culprit.ranks[0]}",
+                        "mechanism": Mechanism.DEGRADATION,
+                        "summary": f"Degradation on {rl}: it gets slower step after step. "
+                        + c.summary,
+                        "summary_zh": f"{rl_zh}逐步变慢。" + c.summary_zh,
+                        "findings": (*c.findings, f),
+                        "remedies": (
+                            Remedy(
+                                "check",
+                                f"Find what grows every step on {rl} (host memory, lists or tensors kept "
+                                "per step, log buffers).",
+                                f"找出{rl_zh}上每步都在增长的东西（主机内存、每步保留的列表或张量、日志缓冲）。",
+                            ),
+                            *c.remedies,
+                        ),
+                        "symptom_tags": (*c.symptom_tags, "degradation"),
+                    }
+                )
+                break
+        else:
+            gain = f.estimated_gain_us or 0.0
+            rl, rl_zh = ranks_label(f.ranks or ctx.ranks)
+            out.append(
+                RootCause(
+                    id="cause.degradation.job",
+                    mechanism=Mechanism.DEGRADATION,
+                    category=f.category or Category.UNKNOWN,
+                    culprit=Culprit(
+                        kind="job", ranks=tuple(f.ranks), label="the whole job", label_zh="整个作业"
+                    ),
+                    victims=(),
+                    summary=f"Steps get slower over the run on {rl}: {f.summary}",
+                    summary_zh=f"{rl_zh}的步长随训练逐步变长"
+                    + (f"：{f.summary_zh}" if f.summary_zh else "。"),
+                    metrics={"gain_us": gain, "growth_ratio": growth},
+                    findings=(f,),
+                    gain_us=gain,
+                    bound=BoundKind.ESTIMATE,
+                    remedies=(
+                        Remedy(
+                            "check",
+                            "Find what grows every step (host memory, cached tensors, log buffers).",
+                            "找出每步都在增长的东西（主机内存、缓存的张量、日志缓冲）。",
+                        ),
+                    ),
+                    symptom_tags=("degradation",),
+                    severity=_severity(gain, ctx.step_us),
+                )
+            )
+    return out
+
+
+def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """Job-idle rule: the same idle on every rank is one cause of the job, not of a rank.
+
+    Rule: every rank's Free is ≥ ``IDLE_MIN_SHARE`` (10%) of its step and the spread of Free
+    (max − min over ranks) is < ``IDLE_MAX_SPREAD_SHARE`` (5%) of the median step. The idle
+    already blamed on a host-stall rank is not counted. Victims: every rank, lost = its Free
+    (``how="idle"``). Gain (upper bound): the minimum Free over ranks (what every rank could get
+    back together). Source: ``step_trace`` Free.
+    """
+    per = ctx.per_rank
+    if per.empty or len(per) < 2 or not math.isfinite(ctx.step_us):
+        return []
+    share = per["free_us"] / per["step_us"]
+    if float(share.min()) < IDLE_MIN_SHARE:
+        return []
+    spread = float(per["free_us"].max() - per["free_us"].min())
+    if spread >= IDLE_MAX_SPREAD_SHARE * ctx.step_us:
+        return []
+    gain = float(per["free_us"].min())
+    med = float(per["free_us"].median())
+    victims = tuple(
+        sorted(
+            (
+                Impact(integer(r), num(per.at[r, "free_us"]), num(share[r]), "idle")
+                for r in per.index
+            ),
+            key=lambda i: (-i.lost_us, i.rank),
+        )
+    )
+    start = ctx.finding("host_dispatch.dataloader.step_start")
+    where = " at the start of each step (input pipeline)" if start else ""
+    where_zh = "，发生在每步开始处（数据输入）" if start else ""
+    findings = _claim(
+        ctx,
+        lambda f: (
+            f.id.startswith("cluster_breakdown.host_bound.free_share")
+            or f.id.startswith("host_dispatch.dataloader.")
+            or (f.kind is FindingKind.JITTER and len(f.ranks) >= len(per) // 2)
+        ),
+    )
+    return [
+        RootCause(
+            id="cause.job_idle",
+            mechanism=Mechanism.JOB_IDLE,
+            category=Category.SCHEDULING,
+            culprit=Culprit(kind="job", ranks=(), label="the whole job", label_zh="整个作业"),
+            victims=victims,
+            summary=(
+                f"Every rank idles the same way: median Free {ms(med)} per step "
+                f"({pct(float(share.median()))} of the step){where}, spread only {ms(spread)} across "
+                "ranks: the job waits for its input (data loading, rollout or host work), no rank is slow."
+            ),
+            summary_zh=(
+                f"所有卡都以相同方式空闲：每步空闲时间中位数 {ms(med)}（占步长 {pct(float(share.median()))}）"
+                f"{where_zh}，卡间差异只有 {ms(spread)}：整个作业在等输入（数据加载、rollout 或主机侧工作），"
+                "没有慢卡。"
+            ),
+            metrics={
+                "free_us_median": med,
+                "free_share_median": float(share.median()),
+                "free_spread_us": spread,
+                "gain_upper_bound_us": gain,
+            },
+            findings=findings,
+            gain_us=gain,
+            bound=BoundKind.UPPER_BOUND,
+            remedies=(
+                Remedy(
+                    "action",
+                    "Overlap input preparation with training: more dataloader workers, prefetching "
+                    "and pinned memory, or an asynchronous rollout/producer.",
+                    "让输入准备与训练重叠：增加 dataloader 的 worker 数、预取并使用 pin_memory，"
+                    "或改为异步 rollout/生产者。",
+                    gain,
+                    BoundKind.UPPER_BOUND,
+                ),
+                Remedy(
+                    "check",
+                    "Look at the host timeline during the idle (trace_view.json, host_dispatch tool) "
+                    "to see what the trainer waits for.",
+                    "查看空闲期间的主机时间线（trace_view.json、host_dispatch 工具），确认训练进程在等什么。",
+                ),
+            ),
+            symptom_tags=("high_free", "dataloader") if start else ("high_free",),
+            severity=_severity(gain, ctx.step_us),
+        )
+    ]
+
+
+def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """Exposed-communication rule: communication not overlapped on every rank is a job cause.
+
+    Rule: the hideable communication of the rank that waits least (the communication analyzer's
+    upper bound: its non-overlapped communication capped by its Transit per step) minus what the
+    specific communication causes already explain (slow-link transit excess; a communication-bound
+    pipeline stage owns it) is ≥ ``EXPOSED_MIN_SHARE`` (5%) of the median step. Victims: every
+    rank, lost = min(the remainder, its exposed communication) (``how="own_time"``). Evidence adds
+    collectives per step and small-packet shares when known. Gain: the remainder (upper bound).
+    Source: ``step_trace``, ``comm_ops`` (communication.json), ``comm_bandwidth``.
+    """
+    base = [
+        f
+        for f in ctx.findings
+        if f.id in ("communication.communication.not_overlapped",)
+        or f.id.startswith("cluster_breakdown.bottleneck.communication_share_all_ranks")
+    ]
+    if not base or ctx.per_rank.empty:
+        return []
+    if any(
+        c.mechanism is Mechanism.PIPELINE_IMBALANCE and c.category is Category.COMMUNICATION
+        for c in causes
+    ):
+        return []
+    upper = max(
+        float(f.metrics.get("gain_upper_bound_us", f.estimated_gain_us or 0.0)) for f in base
+    )
+    explained = sum(c.gain_us or 0.0 for c in causes if c.mechanism is Mechanism.SLOW_LINK)
+    rest = upper - explained
+    if rest < EXPOSED_MIN_SHARE * ctx.step_us:
+        return []
+    per = ctx.per_rank
+    victims = tuple(
+        sorted(
+            (
+                Impact(
+                    int(r),
+                    min(rest, num(per.at[r, "communication_not_overlapped_exclude_receive_us"])),
+                    share_of(
+                        min(
+                            rest,
+                            num(per.at[r, "communication_not_overlapped_exclude_receive_us"]),
+                        ),
+                        num(per.at[r, "step_us"]),
+                    ),
+                    "own_time",
+                )
+                for r in per.index
+            ),
+            key=lambda i: (-i.lost_us, i.rank),
+        )
+    )
+    ops = ctx.profile.get("comm_ops")
+    n_ops = float(ops.groupby(["rank", "step"]).size().median()) if not ops.empty else float("nan")
+    overlap = float(
+        per["overlapped_us"].sum()
+        / max(
+            float(
+                (
+                    per["overlapped_us"] + per["communication_not_overlapped_exclude_receive_us"]
+                ).sum()
+            ),
+            1.0,
+        )
+    )
+    metrics = {
+        "hideable_us": rest,
+        "min_not_overlapped_us": float(
+            per["communication_not_overlapped_exclude_receive_us"].min()
+        ),
+        "overlap_ratio": overlap,
+    }
+    extra = extra_zh = ""
+    if math.isfinite(n_ops):
+        metrics["collectives_per_step"] = n_ops
+        extra = f", {n_ops:.0f} collectives per step per rank"
+        extra_zh = f"，每卡每步 {n_ops:.0f} 次集合通信"
+    sl = ctx.result("slow_link")
+    small_share = float("nan")
+    if (
+        sl is not None
+        and ctx.finding("slow_link.communication.small_packets")
+        and "small_packets" in sl.tables
+        and not sl.tables["small_packets"].empty
+    ):
+        small_share = float(sl.tables["small_packets"]["small_share"].max())
+        metrics["small_packet_share"] = small_share
+        extra += f", {pct(small_share)} small packets"
+        extra_zh += f"，小包占 {pct(small_share)}"
+    mc2 = ctx.finding("communication.mc2_opportunity")
+    findings = _claim(
+        ctx,
+        lambda f: (
+            f.id.startswith("communication.")
+            or f.id.startswith("cluster_breakdown.bottleneck.communication_share")
+            or f.id.startswith("slow_link.communication.small_packets")
+            or f.id.startswith("cluster_breakdown.communication.wait_spread")
+        ),
+    )
+    remedies = [
+        Remedy(
+            "action",
+            "Overlap communication with computation: asynchronous collectives / gradient-bucket "
+            "overlap, a ZeRO stage with prefetching, and fewer, larger collectives (bigger buckets).",
+            "让通信与计算重叠：异步集合通信或梯度分桶重叠、带预取的 ZeRO 阶段，"
+            "并把通信合并为更少更大的集合通信（增大 bucket）。",
+            rest,
+            BoundKind.UPPER_BOUND,
+        )
+    ]
+    for f in mc2:
+        remedies.append(
+            Remedy(
+                "action",
+                "Enable MC2 (fused MatMul + collective) for the tensor-parallel layers.",
+                "为张量并行层开启 MC2（MatMul 与集合通信融合）。",
+                f.estimated_gain_us,
+                BoundKind.UPPER_BOUND,
+            )
+        )
+    remedies.append(
+        Remedy(
+            "check",
+            "Look at the collectives per step and their sizes (communication tool) to see which "
+            "ones are exposed and whether many are small.",
+            "查看每步的集合通信次数和大小（communication 工具），确认哪些没有被掩盖、是否有大量小通信。",
+        )
+    )
+    return [
+        RootCause(
+            id="cause.exposed_communication",
+            mechanism=Mechanism.EXPOSED_COMMUNICATION,
+            category=Category.COMMUNICATION,
+            culprit=Culprit(kind="job", label="the whole job", label_zh="整个作业"),
+            victims=victims,
+            summary=(
+                f"Communication is exposed on every rank: even the rank that waits least has "
+                f"{ms(metrics['min_not_overlapped_us'])} per step of communication not overlapped "
+                f"(overlap {pct(overlap)}{extra}); up to {ms(rest)} per step could be hidden."
+            ),
+            summary_zh=(
+                f"所有卡的通信都没有被掩盖：即使等待最少的卡，每步也有 {ms(metrics['min_not_overlapped_us'])} "
+                f"未被掩盖的通信（重叠率 {pct(overlap)}{extra_zh}）；每步最多可隐藏 {ms(rest)}。"
+            ),
+            metrics=metrics,
+            findings=findings,
+            gain_us=rest,
+            bound=BoundKind.UPPER_BOUND,
+            remedies=tuple(remedies),
+            symptom_tags=("comm_not_overlapped", "comm_bound"),
+            severity=_severity(rest, ctx.step_us),
+        )
+    ]
+
+
+def rule_regression(ctx: Context) -> list[RootCause]:
+    """Regression rule: profile vs baseline (compare_profiles analyzer, only with a baseline).
+
+    Rule: the ``compare_profiles.profile_diff.*`` findings with a positive step-time delta
+    (HIGH/MEDIUM/LOW by share) become one REGRESSION cause of the job; the gain is the finding's
+    estimated gain (estimate: back to the baseline). Source: both profiles' ``step_trace`` and
+    ``kernels``.
+    """
+    fs = [
+        f
+        for f in ctx.finding("compare_profiles.")
+        if f.severity in (Severity.HIGH, Severity.MEDIUM, Severity.LOW)
+        and (f.estimated_gain_us or 0.0) > 0
+    ]
+    if not fs:
+        return []
+    top = max(fs, key=lambda f: f.estimated_gain_us or 0.0)
+    all_cp = _claim(ctx, lambda f: f.id.startswith("compare_profiles."))
+    gain = float(top.estimated_gain_us or 0.0)
+    return [
+        RootCause(
+            id="cause.regression",
+            mechanism=Mechanism.REGRESSION,
+            category=top.category or Category.UNKNOWN,
+            culprit=Culprit(
+                kind="job", label="the profile vs its baseline", label_zh="本次与基线的差异"
+            ),
+            victims=(),
+            summary=f"Regression against the baseline: {top.summary}",
+            summary_zh=f"相对基线变慢了，每步多 {ms(gain)}"
+            + (f"：{top.summary_zh}" if top.summary_zh else "。"),
+            metrics={"gain_us": gain},
+            findings=all_cp,
+            gain_us=gain,
+            bound=BoundKind.ESTIMATE,
+            remedies=(
+                Remedy(
+                    "check",
+                    "Compare both profiles operator by operator (compare_profiles tool) and check "
+                    "the software versions that changed.",
+                    "用 compare_profiles 工具逐算子对比两份数据，并检查变化了的软件版本。",
+                ),
+            ),
+            symptom_tags=("profile_diff",),
+            severity=_severity(gain, ctx.step_us),
+        )
+    ]
+
+
+def spreads_text(ctx: Context) -> tuple[str, str, dict[str, float]]:
+    """What dominates every rank (for NO_CULPRIT), from the per-rank split."""
+    per = ctx.per_rank
+    step = float(per["step_us"].mean())
+    shares = {
+        "computing_share": share_of(float(per["computing_us"].mean()), step),
+        "communication_not_overlapped_share": share_of(
+            float(per["communication_not_overlapped_exclude_receive_us"].mean()), step
+        ),
+        "free_share": share_of(float(per["free_us"].mean()), step),
+    }
+    spread = float(per["own_us"].max() - per["own_us"].min())
+    shares["own_time_spread_us"] = spread
+    dom, dom_zh, *_ = _dominant(ctx, ctx.ranks)
+    en = (
+        f"every rank is {dom}; computing {pct(shares['computing_share'])}, communication not "
+        f"overlapped {pct(shares['communication_not_overlapped_share'])}, free "
+        f"{pct(shares['free_share'])}; the spread of own time across ranks is {ms(spread)}"
+    )
+    zh = (
+        f"所有卡都是{dom_zh}；计算 {pct(shares['computing_share'])}，未被掩盖的通信 "
+        f"{pct(shares['communication_not_overlapped_share'])}，空闲 {pct(shares['free_share'])}；"
+        f"卡间自身耗时差异为 {ms(spread)}"
+    )
+    return en, zh, shares

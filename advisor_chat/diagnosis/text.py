@@ -1,0 +1,41 @@
+"""Number formatting for diagnosis sentences (ms in prose, percentages with one decimal)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def ms(us: float) -> str:
+    """µs → ``'12.3 ms'`` (prose always says ms; ``'n/a'`` for NaN)."""
+    if us is None or not math.isfinite(us):
+        return "n/a"
+    v = us / 1000.0
+    if abs(v) >= 100:
+        return f"{v:.0f} ms"
+    return f"{v:.1f} ms"
+
+
+def pct(share: float) -> str:
+    """0..1 → ``'12.3%'``."""
+    if share is None or not math.isfinite(share):
+        return "n/a"
+    return f"{share * 100:.1f}%"
+
+
+def share_of(part: float, whole: float) -> float:
+    """``part / whole`` or 0.0 when ``whole`` is not positive."""
+    return part / whole if whole and whole > 0 and math.isfinite(whole) else 0.0
+
+
+def num(x: Any) -> float:
+    """``float(x)`` for pandas/numpy scalars (typed as Any for mypy); NaN when not numeric."""
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def integer(x: Any) -> int:
+    """``int(x)`` for pandas/numpy scalars (typed as Any for mypy)."""
+    return int(x)
