@@ -17,6 +17,7 @@ from advisor_chat.agent.llm import (
     GUARDED_PREFIXES,
     MAX_TOKENS,
     SYSTEM_PROMPT,
+    ModelEndpointError,
     make_chat_model,
     register_chat_model,
     use_guarded,
@@ -25,6 +26,7 @@ from advisor_chat.agent.testing import (
     SLOW_RANK,
     fake_case_search,
     scripted,
+    tiny_diagnosis,
     tiny_profile,
     tiny_registry,
     tool_call,
@@ -45,6 +47,7 @@ def _advisor(model: Any, profile=None, **settings: Any) -> Advisor:
         registry=tiny_registry(),
         case_search=fake_case_search,
         chat_model=model,
+        diagnose=tiny_diagnosis,
     )
 
 
@@ -65,6 +68,8 @@ def test_scripted_model_tool_sequence_citations_and_grounding() -> None:
     events = list(adv.stream("why is rank 3 slow?"))
     kinds = [type(e).__name__ for e in events]
     assert kinds == [
+        "ToolCallEvent",  # diagnose: always the first tool result
+        "ToolResultEvent",
         "ToolCallEvent",
         "ToolResultEvent",
         "ToolCallEvent",
@@ -75,14 +80,16 @@ def test_scripted_model_tool_sequence_citations_and_grounding() -> None:
         "AnswerEvent",
     ]
     results = [e for e in events if isinstance(e, ToolResultEvent)]
-    assert results[0].summary == "error: rank 16 does not exist; ranks are 0-3"
+    assert results[0].name == "diagnose" and "cause.host_stall.r3" in results[0].summary
+    assert results[1].summary == "error: rank 16 does not exist; ranks are 0-3"
     ans = events[-1].answer
     assert [(c.name, c.args) for c in ans.tool_calls] == [
+        ("diagnose", {}),
         ("explain_rank", {"rank": 16}),
         ("explain_rank", {"rank": 3}),
         ("search_cases", {"query": "rank 3 Free high", "symptom_tags": ["host_bound"]}),
     ]
-    assert ans.tool_calls[0].error is not None
+    assert ans.tool_calls[1].error is not None
     assert [f.id for f in ans.findings] == ["explain_rank.host_bound.r3"]
     assert ans.findings[0].sources == ["/data/prof/rank_3_ascend_pt/step_trace_time.csv"]
     assert [c.id for c in ans.cases] == ["host-dispatch-bound"]
@@ -93,7 +100,13 @@ def test_scripted_model_tool_sequence_citations_and_grounding() -> None:
     first = model.seen[0]
     assert isinstance(first[0], SystemMessage) and "untrusted data" in first[0].content
     tool_msgs = [m for m in model.seen[-1] if isinstance(m, ToolMessage)]
-    assert "<<<DATA explain_rank(rank=3)" in tool_msgs[1].content
+    assert "<<<DATA diagnose()" in tool_msgs[0].content  # the model's first tool result
+    assert next(m for m in model.seen[0] if isinstance(m, ToolMessage)).name == "diagnose"
+    assert "<<<DATA explain_rank(rank=3)" in tool_msgs[2].content
+    # the suggestions are the diagnosis' typed remedies, actions first
+    assert [(x.kind, x.cause_id) for x in ans.suggestions][:1] == [
+        ("action", "cause.host_stall.r3")
+    ]
 
 
 def test_invented_number_is_flagged() -> None:
@@ -123,7 +136,11 @@ def test_history_is_kept_across_turns_and_reset_clears_it() -> None:
     adv = _advisor(model)
     adv.ask("why is rank 3 slow?")
     second = adv.ask("and rank 1?")
-    assert [c.args for c in second.tool_calls] == [{"rank": 1}]  # only this turn's calls
+    # only this turn's calls (the diagnosis first)
+    assert [(c.name, c.args) for c in second.tool_calls] == [
+        ("diagnose", {}),
+        ("explain_rank", {"rank": 1}),
+    ]
     contents = [getattr(m, "content", "") for m in model.seen[2]]
     assert "why is rank 3 slow?" in contents and "and rank 1?" in contents
     adv.reset()
@@ -138,12 +155,8 @@ def test_guarded_mode_accepts_grounded_prose() -> None:
     ans = adv.ask("why is rank 3 slow?")
     assert ans.mode == "guarded" and ans.answer == prose
     assert ans.grounding.ungrounded == []
-    # the facts came from the planner: same tools as offline
-    assert [c.name for c in ans.tool_calls][:3] == [
-        "explain_rank",
-        "slow_rank",
-        "cluster_breakdown",
-    ]
+    # the facts came from the planner: the same diagnosis projection as offline
+    assert [c.name for c in ans.tool_calls] == ["diagnose", "search_cases"]
     assert [c.id for c in ans.cases] == ["host-dispatch-bound"]
 
 
@@ -194,7 +207,14 @@ def test_register_chat_model_extension_point() -> None:
 
 
 def test_system_prompt_requires_tools_citations_and_fenced_data() -> None:
-    for phrase in ("Always call tools", "cite", "untrusted data", "not enough signal"):
+    for phrase in (
+        "diagnose",
+        "narrate",
+        "never call a victim",
+        "cite",
+        "untrusted data",
+        "not enough signal",
+    ):
         assert phrase.lower() in SYSTEM_PROMPT.lower()
 
 
@@ -209,7 +229,8 @@ class _FakeOpenAI(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).requests.append(body)
         msgs = body["messages"]
-        if body.get("tools") and msgs[-1]["role"] != "tool":
+        called = [tc["function"]["name"] for m in msgs for tc in (m.get("tool_calls") or [])]
+        if body.get("tools") and "explain_rank" not in called:  # after the diagnosis
             message = {
                 "role": "assistant",
                 "content": None,
@@ -261,11 +282,13 @@ def test_chat_openai_over_the_wire(fake_server: str, monkeypatch: pytest.MonkeyP
         settings=Settings(model="fake-model", base_url=fake_server, api_key_env="ADVISOR_TEST_KEY"),
         registry=tiny_registry(),
         case_search=fake_case_search,
+        diagnose=tiny_diagnosis,
     )
     events = list(adv.stream("why is rank 3 slow?"))
-    assert isinstance(events[0], ToolCallEvent) and events[0].args == {"rank": 3}
+    assert isinstance(events[0], ToolCallEvent) and events[0].name == "diagnose"
+    assert isinstance(events[2], ToolCallEvent) and events[2].args == {"rank": 3}
     assert (
-        isinstance(events[1], ToolResultEvent) and "explain_rank.host_bound.r3" in events[1].summary
+        isinstance(events[3], ToolResultEvent) and "explain_rank.host_bound.r3" in events[3].summary
     )
     assert isinstance(events[-2], TextEvent) and isinstance(events[-1], AnswerEvent)
     ans = events[-1].answer
@@ -275,9 +298,17 @@ def test_chat_openai_over_the_wire(fake_server: str, monkeypatch: pytest.MonkeyP
     assert ans.backend == f"fake-model@{fake_server}"
     reqs = _FakeOpenAI.requests
     assert len(reqs) == 2
-    assert [m["role"] for m in reqs[0]["messages"]] == ["system", "user"]
-    assert [m["role"] for m in reqs[1]["messages"]] == ["system", "user", "assistant", "tool"]
+    assert [m["role"] for m in reqs[0]["messages"]] == ["system", "user", "assistant", "tool"]
+    assert [m["role"] for m in reqs[1]["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
     assert {t["function"]["name"] for t in reqs[0]["tools"]} == {
+        "diagnose",
         "cluster_breakdown",
         "slow_rank",
         "explain_rank",
@@ -290,7 +321,7 @@ def test_chat_openai_over_the_wire(fake_server: str, monkeypatch: pytest.MonkeyP
     assert "<<<DATA explain_rank(rank=3)" in reqs[1]["messages"][-1]["content"]
 
 
-def test_unreachable_endpoint_is_a_config_error() -> None:
+def test_unreachable_endpoint_is_a_connection_error_naming_the_local_url() -> None:
     import socket
 
     with socket.socket() as s:  # a free local port with nobody listening
@@ -301,13 +332,18 @@ def test_unreachable_endpoint_is_a_config_error() -> None:
         settings=Settings(model="m", base_url=f"http://127.0.0.1:{port}/v1", timeout_s=5),
         registry=tiny_registry(),
         case_search=fake_case_search,
+        diagnose=tiny_diagnosis,
     )
-    with pytest.raises(ConfigError, match="cannot get an answer from the model endpoint"):
+    with pytest.raises(ModelEndpointError) as info:
         adv.ask("why is rank 3 slow?")
+    msg = str(info.value)
+    assert msg.startswith(f"cannot connect to the model endpoint http://127.0.0.1:{port}/v1")
+    assert "api.openai.com" not in msg and not isinstance(info.value, ConfigError)
 
 
 def test_model_that_never_stops_calling_tools_gets_an_honest_answer() -> None:
     loop = [tool_call("slow_rank", {}, f"c{i}") for i in range(40)]
     ans = _advisor(scripted(loop)).ask("which rank is slow?")
     assert ans.answer.startswith("The model did not finish within the tool-call limit")
-    assert ans.tool_calls and all(c.name == "slow_rank" for c in ans.tool_calls)
+    assert ans.tool_calls[0].name == "diagnose"
+    assert len(ans.tool_calls) > 1 and all(c.name == "slow_rank" for c in ans.tool_calls[1:])

@@ -7,6 +7,7 @@ last understood question for offline follow-ups, the message history for LLM bac
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import threading
@@ -30,20 +31,21 @@ from advisor_chat.agent.llm import (
     GUARDED_PROMPT,
     SYSTEM_PROMPT,
     backend_name,
+    endpoint_error,
     make_chat_model,
     use_guarded,
 )
-from advisor_chat.agent.parse import Query, detect_language, parse_question
+from advisor_chat.agent.parse import Query, detect_language, parse_question, too_long_message
 from advisor_chat.agent.planner import (
+    DiagnoseFn,
     Planner,
     PlanResult,
-    _suggestions,
+    build_suggestions,
     cited_cases,
     cited_findings,
 )
 from advisor_chat.analyzers.base import AnalyzerSpec, Finding
 from advisor_chat.config import Settings, load_settings
-from advisor_chat.errors import ConfigError
 from advisor_chat.ingest.profile import Profile
 from advisor_chat.kb.types import CaseHit
 from advisor_chat.tools.core import CaseSearch, ToolOutput, ToolSession, build_tools, strict_mode
@@ -69,6 +71,8 @@ class Advisor:
             (tests pass scripted fakes; it must implement ``bind_tools`` unless guarded).
         registry: Analyzer registry (default: all registered analyzers).
         case_search: Case search function (default: ``advisor_chat.kb.search_cases``).
+        diagnose: ``(profile, *, baseline) -> Diagnosis`` (default:
+            :func:`advisor_chat.diagnosis.diagnose`; tests pass a constructed diagnosis).
 
     Example:
         >>> adv = Advisor(load_profile("./prof"))            # doctest: +SKIP
@@ -84,6 +88,7 @@ class Advisor:
         chat_model: Any = None,
         registry: dict[str, AnalyzerSpec[Any]] | None = None,
         case_search: CaseSearch | None = None,
+        diagnose: DiagnoseFn | None = None,
     ) -> None:
         self.profile = profile
         self.baseline = baseline
@@ -96,7 +101,7 @@ class Advisor:
             case_search=case_search,
         )
         self.tools = build_tools(profile, session=self.session)
-        self.planner = Planner(self.tools, self.session)
+        self.planner = Planner(self.tools, self.session, diagnose)
         self._chat_model = chat_model
         self._model_built = chat_model is not None
         self._injected = chat_model is not None
@@ -137,7 +142,24 @@ class Advisor:
         return answer
 
     def stream(self, question: str) -> Iterator[AgentEvent]:
-        """Answer ``question`` as events: tool calls, tool results, text, then the answer."""
+        """Answer ``question`` as events: tool calls, tool results, text, then the answer.
+
+        A question over :data:`~advisor_chat.agent.parse.MAX_QUESTION_CHARS` characters is
+        refused with a message, before any parsing, embedding or model call.
+        """
+        refusal = too_long_message(question)
+        if refusal is not None:
+            yield TextEvent(text=refusal + "\n")
+            yield AnswerEvent(
+                answer=Answer(
+                    answer=refusal,
+                    language=detect_language(question[:2000]),
+                    backend=self.backend,
+                    mode="refused",
+                    intent="too_long",
+                )
+            )
+            return
         with self._lock:
             model = self.chat_model
             if model is None:
@@ -186,6 +208,8 @@ class Advisor:
                 self.session.run_analyzer(name, spec.params(rank=suspects[0]))
             except Exception:  # warming is best effort; ask() reports real errors
                 continue
+        with contextlib.suppress(Exception):  # warming is best effort; ask() reports errors
+            self.planner.diagnosis([])
         try:
             self.session.search_cases("warm up", ["slow_rank"], 1)
         except Exception:  # warming is best effort; ask() reports real errors
@@ -330,16 +354,31 @@ class Advisor:
         from langchain.agents import create_agent
         from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-        agent = create_agent(
-            model,
-            tools=[t.as_langchain() for t in self.tools],
-            system_prompt=SYSTEM_PROMPT,
-        )
         start = len(self.session.calls)
         t0 = time.perf_counter()
+        pre: list[ToolOutput] = []
+        diag = self.planner.diagnosis(pre)
+        diag_out = pre[0] if pre else None
+        tools = [t.as_langchain() for t in self.tools]
+        if "diagnose" not in {t.name for t in self.tools}:
+            tools.insert(0, _diagnose_tool(diag_out.text if diag_out is not None else ""))
+        agent = create_agent(model, tools=tools, system_prompt=SYSTEM_PROMPT)
         new: list[Any] = [HumanMessage(question)]
-        final = ""
         names: dict[str, str] = {}
+        if diag_out is not None:
+            cid = f"call_diagnose_{next(self._ids)}"
+            new.append(
+                AIMessage(
+                    content="",
+                    tool_calls=[{"name": "diagnose", "args": {}, "id": cid, "type": "tool_call"}],
+                )
+            )
+            body = diag_out.text if not diag_out.error else f"Error: {diag_out.error}"
+            new.append(ToolMessage(content=body, tool_call_id=cid, name="diagnose"))
+            names[cid] = "diagnose"
+            yield ToolCallEvent(id=cid, name="diagnose", args={})
+            yield ToolResultEvent(id=cid, name="diagnose", summary=body, error=diag_out.error)
+        final = ""
         from langgraph.errors import GraphRecursionError
 
         try:
@@ -385,21 +424,20 @@ class Advisor:
                 0
             ] not in ("httpx", "httpcore", "langchain_openai"):
                 raise
-            raise ConfigError(
-                f"cannot get an answer from the model endpoint "
-                f"{self.settings.base_url or 'api.openai.com'} ({type(exc).__name__}: {exc}); "
-                "check --base-url, --model and the API key variable, or use --model offline"
-            ) from exc
+            raise endpoint_error(self.settings, exc) from exc
         self._history.extend(new)
-        outputs = list(self.session.calls[start:])
+        outputs = [*pre, *(o for o in self.session.calls[start:] if all(o is not x for x in pre))]
         findings_all = [f for o in outputs for f in o.findings]
+        causes = list(diag.causes) if diag is not None else []
+        cited_causes = [c for c in causes if c.id in final] or causes[:2]
+        findings_all += [f for c in cited_causes for f in c.findings]
         hits_all = _unique_hits(h for o in outputs for h in o.cases)
         cited = [f for f in _unique_findings(findings_all) if f.id in final]
         if not cited:
             cited = _unique_findings(findings_all)[:5]
         cases = [h for h in hits_all if h.id in final]
-        suggestions: list[Suggestion] = _suggestions(
-            cited, cases, detect_language(question) == "zh"
+        suggestions: list[Suggestion] = build_suggestions(
+            cited_causes, cited, cases, detect_language(question) == "zh"
         )
         q = self._parse(question)
         if q.intent not in ("help", "unsupported"):
@@ -456,6 +494,21 @@ class Advisor:
             mode=mode,
             intent=intent,
         )
+
+
+def _diagnose_tool(text: str) -> Any:
+    """A ``diagnose`` tool for the model (when the tool layer offers none): the diagnosis text."""
+    from langchain_core.tools import StructuredTool
+
+    def diagnose() -> str:
+        return text or "No diagnosis is available for this profile."
+
+    return StructuredTool.from_function(
+        func=diagnose,
+        name="diagnose",
+        description="The ranked root causes of this run (culprit, victims, evidence, gain, "
+        "remedies). Already called at the start of every question.",
+    )
 
 
 def _usage(msg: Any, seconds: float) -> dict[str, float]:

@@ -33,9 +33,15 @@ class CitedCase(BaseModel):
 
 
 class Suggestion(BaseModel):
-    """A concrete change to try, tied to the finding that motivates it."""
+    """A typed suggestion tied to the root cause (and finding) that motivates it.
+
+    ``action``: a change to code, config or environment, with its expected per-step gain when
+    the diagnosis gives one. ``check``: what to look at next; never carries a gain.
+    """
 
     text: str
+    kind: Literal["action", "check"] = "action"
+    cause_id: str | None = None  # the diagnosis root cause id, e.g. cause.host_stall.r12
     finding_id: str | None = None
     case_id: str | None = None
     estimated_gain_us: float | None = None

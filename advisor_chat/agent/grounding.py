@@ -18,6 +18,7 @@ import re
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -276,6 +277,63 @@ def pool_from_outputs(outputs: Iterable[object], extra_text: Iterable[str] = ())
             from advisor_chat.agent.planner import case_remedy_zh
 
             pool.add_text(case_remedy_zh(hit.id) or "")
+        diag = getattr(out, "diagnosis", None)
+        if diag is not None:
+            add_diagnosis(pool, diag)
     for t in extra_text:
         pool.add_text(t)
     return pool
+
+
+def add_diagnosis(pool: NumberPool, diag: Any) -> None:
+    """Add a :class:`~advisor_chat.diagnosis.Diagnosis`' numbers to ``pool``.
+
+    Step time, shares, ranks, steps; per cause: metrics, gain, victims' and own impacts (lost
+    time and share), culprit ranks/link/stage/events, its sentences (summary, dominant, labels),
+    remedies' gains and texts, and its findings' metrics and summaries.
+    """
+    pool.add(diag.step_time_us, "time")
+    for k, v in diag.shares.items():
+        pool.add_named(f"{k}_share", v)
+    for r in (*diag.ranks, *diag.steps, *diag.excluded_steps):
+        pool.add(r)
+    for t in (diag.headline, diag.headline_zh, *diag.notes, *diag.notes_zh):
+        pool.add_text(t)
+    for c in diag.causes:
+        for k, v in c.metrics.items():
+            pool.add_named(k, v)
+        if c.gain_us is not None:
+            pool.add(c.gain_us, "time")
+        for imp in (*c.victims, *c.own):
+            pool.add(imp.rank)
+            pool.add(imp.lost_us, "time")
+            pool.add_named("impact_share", imp.share)
+        cu = c.culprit
+        for r in (*cu.ranks, *(cu.link or ()), *(x for e in cu.events for x in e), *c.steps):
+            pool.add(r)
+        if cu.stage is not None:
+            pool.add(cu.stage)
+        for t in (
+            c.summary,
+            c.summary_zh,
+            c.dominant,
+            c.dominant_zh,
+            cu.label,
+            cu.label_zh,
+            cu.shape,
+        ):
+            pool.add_text(t)
+        for rem in c.remedies:
+            if rem.gain_us is not None:
+                pool.add(rem.gain_us, "time")
+            pool.add_text(rem.text)
+            pool.add_text(rem.text_zh)
+        for f in c.findings:
+            for k, v in f.metrics.items():
+                pool.add_named(k, v)
+            for r in f.ranks:
+                pool.add(r)
+            if f.estimated_gain_us is not None:
+                pool.add(f.estimated_gain_us, "time")
+            pool.add_text(f.summary)
+            pool.add_text(f.summary_zh)

@@ -1,9 +1,19 @@
-"""Understanding a question (English or Chinese): language, entities, intent.
+"""Understanding a question (English or Chinese): slots, not one keyword label.
 
-Deterministic rules, no model. Entities: ranks ("rank 12", "12号卡", "第12张卡", "卡12"), steps
-("step 3", "第3步"), communication groups (names/hashes present in the profile), transports
-(HCCS, RDMA, PCIE, SDMA, SIO), operator types present in the profile. Intents are listed in
-:data:`INTENTS`.
+Deterministic rules, no model. A question is parsed into
+
+- a **target**: ranks (one, a list or a range: "ranks 8-15", "8到15号卡"), a pipeline stage
+  ("stage 0", "阶段0"), a link ("3→11", "link 3-11", "3-11之间"), steps, communication groups
+  (only when named as a group), transports, operators of the profile;
+- a **kind** of answer (:data:`KINDS`): why / which / yes-no / what to fix first / how much /
+  compare / overview / data completeness / help;
+- a **topic** (:data:`TOPICS`): what the question is about (network, communication, compute,
+  host, pipeline, steps, operators, ...), from small bilingual lexicons (the glossary's terms);
+- **context**: parallel sizes written in passing ("TP=8", "PP=2"), which never filter anything.
+
+The route the planner takes (:attr:`Query.intent`, one of :data:`INTENTS`) is derived from the
+slots by :func:`route`, in one place, so that a word in passing ("vs", "the problem", "TP")
+cannot hijack it.
 """
 
 from __future__ import annotations
@@ -14,6 +24,9 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 Language = Literal["en", "zh"]
+
+MAX_QUESTION_CHARS = 4000
+"""Longest question accepted (characters); longer ones are refused before any parsing."""
 
 INTENTS = (
     "explain_rank",
@@ -28,17 +41,56 @@ INTENTS = (
     "mc2",
     "hccl_timeout",
     "step_trend",
+    "step_events",
     "pipeline_bubble",
     "host_dispatch",
     "memory",
     "data_quality",
+    "env_check",
+    "fix_first",
+    "how_much",
     "summarize",
     "help",
     "unsupported",
 )
-"""Every intent the offline planner knows."""
+"""Every route the offline planner knows."""
+
+KINDS = (
+    "why",
+    "which",
+    "yes_no",
+    "fix_first",
+    "how_much",
+    "compare",
+    "overview",
+    "data",
+    "help",
+    "",
+)
+"""Kinds of answer a question asks for (``""`` = not understood)."""
+
+TOPICS = (
+    "network",
+    "communication",
+    "compute",
+    "host",
+    "pipeline",
+    "steps",
+    "trend",
+    "operators",
+    "memory",
+    "mc2",
+    "timeout",
+    "baseline",
+    "dispatch_delay",
+    "env",
+    "category",
+    "slow",
+)
+"""What a question is about (several may apply)."""
 
 TRANSPORTS = ("HCCS", "RDMA", "PCIE", "SDMA", "SIO")
+PARALLEL = ("TP", "PP", "DP", "EP", "CP", "SP", "VPP", "ZERO")
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -48,6 +100,21 @@ def detect_language(text: str) -> Language:
     return "zh" if _CJK.search(text) else "en"
 
 
+def too_long_message(text: str) -> str | None:
+    """The refusal for a question over :data:`MAX_QUESTION_CHARS` characters, else ``None``."""
+    if len(text) <= MAX_QUESTION_CHARS:
+        return None
+    if detect_language(text[:2000]) == "zh":
+        return (
+            f"问题太长（{len(text)} 个字符，上限 {MAX_QUESTION_CHARS}）。"
+            "请只写问题本身，不要粘贴日志或数据文件。"
+        )
+    return (
+        f"The question is too long ({len(text)} characters; the limit is {MAX_QUESTION_CHARS}). "
+        "Ask the question alone, without pasting logs or data files."
+    )
+
+
 @dataclass(frozen=True)
 class Query:
     """What the planner understood.
@@ -55,17 +122,21 @@ class Query:
     Attributes:
         text: The question.
         language: ``en`` or ``zh``.
-        intent: One of :data:`INTENTS`.
-        ranks: Ranks mentioned, in order.
+        intent: The route (one of :data:`INTENTS`), derived from the slots.
+        ranks: Ranks mentioned (a range is expanded), in order.
         steps: Steps mentioned.
-        groups: Communication groups mentioned (as named in the profile).
+        groups: Communication groups named as groups (as named in the profile).
         transports: Transports mentioned.
         ops: Operator types / names mentioned (as named in the profile).
-        follow_up: The intent was taken from the previous turn.
-        component: For ``rank_component``: the step-trace column asked about (``free_us``,
-            ``computing_us``, ``communication_not_overlapped_us``, ``overlapped_us``,
-            ``bubble_us``, ``step_us``).
-        extreme: For ``rank_component``: ``max`` (most/highest) or ``min`` (least/lowest).
+        follow_up: The route was taken from the previous turn.
+        component: For ``rank_component``: the step-trace column asked about.
+        extreme: For ``rank_component``: ``max`` or ``min``.
+        kind: The kind of answer asked for (one of :data:`KINDS`).
+        topics: What the question is about (from :data:`TOPICS`), in order of appearance.
+        stages: Pipeline stages mentioned.
+        links: Links mentioned, ``(src, dst)``.
+        rank_range: The ranks were given as a range or list ("ranks 8-15").
+        context: Parallel sizes written in passing (``{"TP": 8}``); never a filter.
     """
 
     text: str
@@ -80,224 +151,561 @@ class Query:
     bare_numbers: tuple[int, ...] = field(default=(), repr=False)
     component: str = ""
     extreme: str = ""
+    kind: str = ""
+    topics: tuple[str, ...] = ()
+    stages: tuple[int, ...] = ()
+    links: tuple[tuple[int, int], ...] = ()
+    rank_range: bool = False
+    context: dict[str, int] = field(default_factory=dict)
 
 
+# -- lexicons (English / Chinese; glossary terms) ------------------------------------------------
+_KIND_LEX: dict[str, tuple[str, ...]] = {
+    "help": (
+        r"^\s*help\b",
+        r"what can you (do|answer)",
+        r"what (questions|can i ask)",
+        r"how do i use (you|this)",
+        r"^\s*帮助\s*[?？]?\s*$",
+        r"你能(做|干)什么",
+        r"能回答什么",
+        r"可以问什么",
+        r"怎么用你",
+    ),
+    "fix_first": (
+        r"\bfix first\b",
+        r"\bfirst (thing|step|change|fix)\b",
+        r"what should i (do|fix|change|try|tune|optimi[sz]e)",
+        r"what (do|would) you (recommend|suggest)",
+        r"where (should i|do i|to) (start|begin)",
+        r"\bhow (can|do|could|should) i (speed|make|improve|fix|reduce|optimi[sz]e|get)",
+        r"\bhow to (speed|fix|improve|optimi[sz]e|reduce)",
+        r"\bpriorit",
+        r"\bbiggest (win|gain)",
+        r"\bquick(est)? win",
+        r"先(修|改|做|优化|解决|处理|调)",
+        r"优先(修|改|做|优化|解决|处理|级)",
+        r"首先.{0,6}(修|改|做|优化|解决|处理)",
+        r"从哪(里|儿)?.{0,4}(入手|开始|下手|着手)",
+        r"(怎么|如何|怎样)(优化|提速|加速|改进|解决|修)",
+        r"优化建议",
+        r"该(怎么|如何)(办|做|改)",
+        r"应该(改|修|优化|做)什么",
+        r"最(大|值得).{0,4}(收益|优化)",
+    ),
+    "how_much": (
+        r"\bhow (much|many|long|large|big)\b",
+        r"\b(gain|save|saving|savings|speed-?up)\b.{0,30}\b(if|by|from)\b",
+        r"\bwhat (would|will|could) i (gain|save)",
+        r"多少",
+        r"多大",
+        r"多久",
+        r"多长",
+        r"(能|可以)(省|节省|提升|加速)",
+        r"收益",
+    ),
+    "data": (
+        r"data (quality|completeness)",
+        r"\b(is|are) (the|my|this) (data|profile|capture|profiling)\b.{0,20}\b(ok|valid|complete|usable|reliable|trustworthy|good)",
+        r"missing (ranks|steps|data|records)",
+        r"\bincomplete\b",
+        r"can i trust",
+        r"数据.{0,6}(质量|完整|缺失|可信|可靠|有效|丢)",
+        r"采集.{0,8}(完整|问题|缺失|丢)",
+    ),
+    "which": (
+        r"\bwhich\b",
+        r"\bwhat (rank|card|device|npu|link|stage|step|operator|op|kernel)s?\b",
+        r"\bwho\b",
+        r"\bhold(s|ing)? .{0,20}\bback\b",
+        r"\bstraggl",
+        r"\bslowest\b",
+        r"\b(any|one|some) (of (them|the \w+)|ranks?|cards?|devices?|npus?)\b",
+        r"\bbottleneck (rank|card|device|node)\b",
+        r"\bwhere\b.{0,30}\b(time|bottleneck)\b",
+        r"哪",
+        r"谁",
+        r"拖后腿",
+        r"拖慢.{0,6}(整体|集群|作业|训练|大家)",
+    ),
+    "why": (
+        r"\bwhy\b",
+        r"\bhow come\b",
+        r"what('s| is) (wrong|going on|happening|the (cause|reason))",
+        r"\bexplain\b",
+        r"\b(root )?causes?\b",
+        r"\breasons?\b",
+        r"为什么",
+        r"为何",
+        r"原因",
+        r"怎么回事",
+        r"咋回事",
+        r"怎么(这么|那么)?慢",
+        r"什么导致",
+        r"导致",
+    ),
+    "yes_no": (
+        r"(^|[.?!。？！]\s*)(so,?\s*|and\s+|but\s+)?(is|are|does|do|did|can|could|should|will|would|has|have|was|were|am)\b",
+        r"是不是",
+        r"是否",
+        r"有没有",
+        r"会不会",
+        r"要不要",
+        r"能不能",
+        r"需不需要",
+        r"[吗嘛][？?。.!！\s]*$",
+    ),
+    "overview": (
+        r"\bsummar",
+        r"\boverview\b",
+        r"\bdiagnos",
+        r"\breport\b",
+        r"\banaly[sz]e\b",
+        r"\b(any|a|the|main|biggest) (performance )?(problems?|issues?|bottlenecks?)\b",
+        r"\bperformance\b",
+        r"\bhealthy\b",
+        r"总结",
+        r"概况",
+        r"诊断",
+        r"分析一下",
+        r"整体",
+        r"(性能)?问题",
+        r"瓶颈",
+        r"健康",
+    ),
+}
+# A compare needs two things to compare; the word alone is only a hint.
+_COMPARE = (
+    r"\bcompar",
+    r"\bvs\.?\b",
+    r"\bversus\b",
+    r"\bdifference\b",
+    r"\bdiffer\b",
+    r"\b(slower|faster) than\b",
+    r"对比",
+    r"比较",
+    r"相比",
+    r"区别",
+    r"差异",
+    r"比.{1,12}(慢|快)",
+)
+
+_TOPIC_LEX: dict[str, tuple[str, ...]] = {
+    "baseline": (
+        r"upgrad",
+        r"\bbefore\b.*\bafter\b",
+        r"\bbaseline\b",
+        r"\b(two|both) (runs|profiles)\b",
+        r"what changed",
+        r"previous run",
+        r"last run",
+        r"\bregress(ed|ion)? (since|after|from)\b",
+        r"升级",
+        r"基线",
+        r"两次(运行|采集|数据)",
+        r"之前.*之后",
+        r"(上|前)一次",
+        r"(新|旧)版本",
+    ),
+    "mc2": (
+        r"\bmc2\b",
+        r"matmul[_ ]?all[_ ]?reduce",
+        r"fus(e|ed|ion|ing) .{0,20}(comm|allreduce|all-reduce|collective)",
+        r"通算融合",
+        r"通信.{0,6}融合",
+        r"融合.{0,6}通信",
+    ),
+    "timeout": (
+        r"time[ -]?outs?\b",
+        r"\bhang",
+        r"\bhung\b",
+        r"\bstuck\b",
+        r"EI000\d",
+        r"HCCL_(CONNECT|EXEC)",
+        r"超时",
+        r"卡住",
+        r"卡死",
+        r"挂住",
+        r"EI000",
+    ),
+    "memory": (
+        r"\bmemory\b",
+        r"\bfragmentation\b",
+        r"\bOOM\b",
+        r"out of memory",
+        r"\bhbm\b",
+        r"显存",
+        r"内存",
+        r"碎片",
+    ),
+    "dispatch_delay": (
+        r"launch (delay|latenc)",
+        r"dispatch (delay|latenc)",
+        r"\bhost launch",
+        r"hosttodevice",
+        r"\bp50\b|\bp90\b",
+        r"下发(时延|延迟|耗时)",
+    ),
+    "env": (
+        r"\benv(ironment)?\b",
+        r"\bvariables?\b",
+        r"\bsettings?\b",
+        r"环境变量",
+        r"环境",
+        r"配置",
+    ),
+    "network": (
+        r"\bnetwork",
+        r"\blinks?\b",
+        r"\bbandwidth\b",
+        r"\binterconnect",
+        r"\bfabric\b",
+        r"\bnic\b",
+        r"\bswitch\b",
+        r"\bhccs\b",
+        r"\brdma\b",
+        r"\broce\b",
+        r"\bpcie\b",
+        r"\bsdma\b",
+        r"网络",
+        r"链路",
+        r"带宽",
+        r"互联",
+        r"网卡",
+        r"交换机",
+    ),
+    "pipeline": (
+        r"\bpipeline",
+        r"\bbubbles?\b",
+        r"\bstages?\b",
+        r"流水线",
+        r"气泡",
+        r"空泡",
+        r"阶段",
+        r"\bstage\b",
+    ),
+    "trend": (
+        r"\btrend",
+        r"over time",
+        r"degrad",
+        r"getting (slower|worse)",
+        r"slower and slower",
+        r"worse over",
+        r"during the run",
+        r"as (the )?(run|training) (goes|progresses)",
+        r"趋势",
+        r"劣化",
+        r"越来越(慢|差)",
+        r"\bjitter",
+        r"fluctuat",
+        r"\bvar(y|ies|iance)\b",
+        r"抖动",
+        r"波动",
+        r"逐渐变慢",
+        r"变差",
+        r"长跑",
+    ),
+    "steps": (
+        r"\bsteps\b",
+        r"\bsome steps?\b",
+        r"\biterations\b",
+        r"\bspikes?\b",
+        r"\bstalls?\b",
+        r"\bhiccups?\b",
+        r"\bintermittent",
+        r"\boccasional",
+        r"\bsometimes\b",
+        r"\bpauses?\b",
+        r"\bgc\b",
+        r"毛刺",
+        r"卡顿",
+        r"偶尔",
+        r"有时",
+        r"(某些|有些|一些|个别|部分|几个).{0,4}(步|step|迭代)",
+        r"哪(几|些)个?\s*(步|step|迭代)",
+        r"停顿",
+    ),
+    "operators": (
+        r"\boperators?\b",
+        r"\bkernels?\b",
+        r"\bops?\b",
+        r"\bmatmul",
+        r"\bshapes?\b",
+        r"算子",
+        r"shape",
+        r"形状",
+    ),
+    "communication": (
+        r"\bcommunication\b",
+        r"\bcomms?\b",
+        r"\bcollectives?\b",
+        r"all-?reduce|all-?gather|reduce-?scatter|all-?to-?all",
+        r"\bhccl\b",
+        r"\boverlap",
+        r"\bwait(s|ing)? (time|in)\b",
+        r"通信",
+        r"掩盖",
+        r"集合通信",
+    ),
+    "host": (
+        r"\bhost\b",
+        r"\bdispatch",
+        r"\bscheduling\b",
+        r"\bcpu[- ]?bound\b",
+        r"\bhost[- ]bound\b",
+        r"\bidle\b",
+        r"\bfree time\b",
+        r"\bdata ?loader",
+        r"\binput pipeline\b",
+        r"下发",
+        r"调度",
+        r"空闲",
+        r"数据加载",
+        r"\bfree\b",
+    ),
+    "compute": (
+        r"\bcompute\b",
+        r"\bcomputation",
+        r"\bcomputing\b",
+        r"\bcompute[- ]bound\b",
+        r"\bflops\b",
+        r"计算",
+    ),
+    "category": (
+        r"\bbottleneck",
+        r"what kind",
+        r"what type",
+        r"\bcategory\b",
+        r"\b(compute|communication|host)[- ]bound\b",
+        r"瓶颈",
+        r"什么(类型|问题)",
+        r"哪(类|种)问题",
+        r"还是",
+    ),
+    "slow": (
+        r"\bslow",
+        r"\blag",
+        r"\bbehind\b",
+        r"\bback\b",
+        r"\blate\b",
+        r"\bproblem",
+        r"\bissue",
+        r"\bwrong\b",
+        r"\bculprit\b",
+        r"\bbottleneck",
+        r"慢",
+        r"拖",
+        r"问题",
+        r"瓶颈",
+        r"卡脖子",
+    ),
+}
+
+# -- targets --------------------------------------------------------------------------------------
+_RANKWORD = r"(?:ranks?|cards?|devices?|npus?)"
+_RANK_RANGE = (
+    # "ranks 8-15", "ranks 8 to 15", "cards 0..7", "ranks 8–15"
+    re.compile(rf"\b{_RANKWORD}\s*(\d+)\s*(?:-|–|—|~|\.\.|to|through|thru)\s*(\d+)\b", re.I),
+    # "8到15号卡", "第8到15张卡", "8-15号卡", "8~15卡", "卡8-15", "rank 8到15"
+    re.compile(
+        r"第?\s*(\d+)\s*(?:到|至|-|–|—|~)\s*第?\s*(\d+)\s*(?:张|号|个)?\s*(?:卡|rank|设备)", re.I
+    ),
+    re.compile(r"(?:卡|rank)\s*(\d+)\s*(?:到|至|-|–|—|~)\s*(\d+)", re.I),
+)
 _RANK_PATTERNS = (
-    r"\branks?\s*[#:]?\s*(\d+)",
-    r"\bcards?\s*[#:]?\s*(\d+)",
-    r"\bdevices?\s*[#:]?\s*(\d+)",
-    r"\bnpu\s*[#:]?\s*(\d+)",
-    r"第\s*(\d+)\s*(?:张|号|个)?\s*(?:卡|rank|设备|节点)",
-    r"(\d+)\s*(?:号|张)?\s*(?:卡|设备)",
-    r"(?:卡|rank)\s*(\d+)",
+    re.compile(rf"\b{_RANKWORD}\s*[#:]?\s*(\d+)", re.I),
+    re.compile(r"第\s*(\d+)\s*(?:张|号|个)?\s*(?:卡|rank|设备|节点)", re.I),
+    re.compile(r"(\d+)\s*(?:号|张)?\s*(?:卡|设备)"),
+    re.compile(r"(?:卡|rank)\s*(\d+)", re.I),
 )
 _RANK_LIST = re.compile(
-    r"\branks?\s+(\d+(?:\s*(?:,|and|&|vs\.?|versus|or|和|与|跟|、)\s*(?:rank\s*)?\d+)+)", re.I
+    rf"\b{_RANKWORD}\s+(\d+(?:\s*(?:,|and|&|vs\.?|versus|or|和|与|跟|、)\s*(?:{_RANKWORD}\s*)?\d+)+)",
+    re.I,
+)
+_LINK_PATTERNS = (
+    re.compile(r"(\d+)\s*(?:→|->|⇒|=>|—>|↔|<->)\s*(\d+)"),
+    re.compile(
+        r"\blinks?\s+(?:from\s+)?(?:rank\s*)?(\d+)\s*(?:-|–|to|and)\s*(?:rank\s*)?(\d+)", re.I
+    ),
+    re.compile(r"\bbetween\s+(?:ranks?\s*)?(\d+)\s+and\s+(?:rank\s*)?(\d+)", re.I),
+    re.compile(r"(?:链路|连接)\s*(\d+)\s*(?:-|–|到|和|与)\s*(\d+)"),
+    re.compile(r"(\d+)\s*(?:-|–|到|和|与)\s*(\d+)\s*(?:号卡)?\s*(?:之间|间的|的链路|链路)"),
+)
+_STAGE_PATTERNS = (
+    re.compile(r"\b(?:pp\s*)?stage\s*[#:]?\s*(\d+)", re.I),
+    re.compile(r"(?:流水线)?阶段\s*(\d+)"),
+    re.compile(r"第\s*(\d+)\s*(?:个)?\s*(?:stage|阶段|流水线阶段)", re.I),
 )
 _STEP_PATTERNS = (
-    r"\b(?:step|iteration|iter)s?\s*[#:]?\s*(\d+)",
-    r"第\s*(\d+)\s*(?:步|个\s*step|个迭代|次迭代|轮)",
-    r"(?:step|迭代)\s*(\d+)",
+    re.compile(r"\b(?:step|iteration|iter)s?\s*[#:]?\s*(\d+)", re.I),
+    re.compile(r"第\s*(\d+)\s*(?:步|个\s*step|个迭代|次迭代|轮)", re.I),
+    re.compile(r"(?:step|迭代)\s*(\d+)", re.I),
 )
-
-# (intent, English patterns, Chinese patterns) in priority order.
-_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
-    (
-        "help",
-        (
-            r"^\s*help\b",
-            r"what can you (do|answer)",
-            r"what (questions|can i ask)",
-            r"how do i use",
-        ),
-        (r"^\s*帮助\s*[?？]?\s*$", "你能做什么", "能回答什么", "可以问什么", "怎么用"),
-    ),
-    (
-        "compare_profiles",
-        (
-            r"upgrad",
-            r"\bbefore\b.*\bafter\b",
-            r"\bbaseline\b",
-            r"(two|both|the) runs",
-            r"what changed",
-            r"compare (the )?(two )?(profiles|runs)",
-            r"previous run",
-            r"\bdiff\b",
-        ),
-        ("升级", "前后", "两次", "基线", "变化", "对比.*(profile|数据|运行)", "之前.*之后"),
-    ),
-    (
-        "mc2",
-        (r"\bmc2\b", r"matmul[_ ]?all[_ ]?reduce", r"fus(e|ion) .*(comm|allreduce|collective)"),
-        ("mc2", "通算融合", "通信.*融合", "融合.*通信"),
-    ),
-    (
-        "hccl_timeout",
-        (r"time[ -]?out", r"\bhang", r"\bhung\b", r"\bstuck\b", r"EI000\d", r"HCCL_(CONNECT|EXEC)"),
-        ("超时", "卡住", "卡死", "挂住", "EI000"),
-    ),
-    (
-        "slow_link",
-        (r"\blinks?\b", r"bandwidth", r"\bhccs\b", r"\brdma\b", r"\bpcie\b", r"\bsdma\b"),
-        ("链路", "带宽", "传输慢"),
-    ),
-    (
-        "compare_ops",
-        (
-            r"\boperators?\b",
-            r"\bkernels?\b",
-            r"\bops?\b",
-            r"regress",
-            r"\bcompare\b",
-            r"\bvs\.?\b",
-            r"\bversus\b",
-            r"\bmatmul\b",
-            r"which op",
-        ),
-        ("算子", "对比", "比较"),
-    ),
-    (
-        "memory",
-        (r"\bmemory\b", r"\bfragmentation\b", r"\bOOM\b", r"out of memory", r"\bhbm\b"),
-        ("显存", "内存", "碎片"),
-    ),
-    (
-        "pipeline_bubble",
-        (r"\bbubbles?\b", r"pipeline[- ]parallel wait"),
-        ("空泡", "气泡", "bubble"),
-    ),
-    (
-        "host_dispatch",
-        (r"launch delay", r"dispatch delay", r"host launch", r"hosttodevice", r"\bp50\b|\bp90\b"),
-        ("下发时延", "下发延迟", "下发耗时"),
-    ),
-    (
-        "step_trend",
-        (
-            r"\btrend",
-            r"over time",
-            r"degrad",
-            r"jitter",
-            r"getting slower",
-            r"slower and slower",
-            r"step time (grow|increas|vary|varies)",
-            r"fluctuat",
-            r"getting worse",
-            r"which steps",
-            r"what steps",
-            r"during the run",
-            r"worse over",
-        ),
-        (
-            "趋势",
-            "劣化",
-            "抖动",
-            "越来越慢",
-            "波动",
-            "逐渐变慢",
-            "越来越差",
-            "变差",
-            r"哪(几|些)个?\s*step",
-            "哪几步",
-        ),
-    ),
-    (
-        "which_slow_rank",
-        (
-            r"which (rank|card|device|npu)",
-            r"slow(est)? (rank|card|node)",
-            r"straggler",
-            r"who is slow",
-            r"one of them .*slow",
-            r"(any|one|a) (rank|card|device)s? .*slow",
-            r"actually slow",
-        ),
-        ("哪张卡", "哪个卡", "哪块卡", "哪个rank", "哪个 rank", "慢卡", "慢节点", "哪一张"),
-    ),
-    (
-        "bottleneck",
-        (
-            r"bottleneck",
-            r"what kind",
-            r"compute[- ]bound",
-            r"communication[- ]bound",
-            r"host[- ]bound",
-            r"\bscheduling\b",
-            r"\bdispatch",
-            r"compute or comm",
-            r"\bcategory\b",
-        ),
-        (
-            "瓶颈",
-            "计算问题",
-            "通信问题",
-            "调度问题",
-            "下发",
-            "什么问题",
-            "哪类问题",
-            "计算还是通信",
-        ),
-    ),
-    (
-        "communication",
-        (
-            r"\bcommunication\b",
-            r"\bcollectives?\b",
-            r"all-?reduce|all-?gather|reduce-?scatter",
-            r"\bhccl\b",
-            r"\boverlap",
-        ),
-        ("通信", "掩盖", "集合通信"),
-    ),
-    (
-        "explain_rank",
-        (r"\bwhy\b.*\bslow", r"\bslow\b", r"\bexplain\b", r"what('s| is) wrong", r"\blag"),
-        ("为什么", "为何", "慢", "怎么回事", "原因"),
-    ),
-    (
-        "data_quality",
-        (r"data quality", r"missing (ranks|steps|data)", r"is (the|my) (data|profile) (ok|valid)"),
-        ("数据质量", "数据缺失", "数据是否完整", "采集.*问题"),
-    ),
-    (
-        "summarize",
-        (
-            r"summar",
-            r"overview",
-            r"diagnos",
-            r"\breport\b",
-            r"why is (my|the|this) (job|training|run|model)",
-            r"how can i (speed|make)",
-            r"what should i (do|fix|change)",
-            r"\boptimi[sz]",
-            r"\b(any|a|the) (performance )?(problems?|issues?|bottlenecks?)\b",
-            r"\bwhat('s| is) wrong\b",
-        ),
-        (
-            "性能问题",
-            "有问题吗",
-            "有什么问题",
-            "总结",
-            "概况",
-            "诊断",
-            "分析一下",
-            "整体",
-            "怎么优化",
-            "如何优化",
-            "优化建议",
-        ),
-    ),
+_CONTEXT = re.compile(
+    r"\b("
+    + "|".join(PARALLEL)
+    + r")\s*(?:=|:|＝|是|为)?\s*(\d+)\b|\b(\d+)\s*-?\s*way\s+("
+    + "|".join(PARALLEL)
+    + r")\b",
+    re.I,
 )
-
-_FOLLOW_UP = (
-    re.compile(r"^\s*(and|what about|how about|and what about|same for|now)\b", re.I),
-    re.compile(r"^\s*(那|那么)?.{0,12}(呢|如何)[？?]?\s*$"),
-    re.compile(r"\b(its|that rank|this rank|the same rank)\b|^\s*它|它的", re.I),
+_WORLD = re.compile(
+    r"(\d+)\s*(?:张)?\s*卡\s*(?:的)?\s*(?:集群|任务|作业|训练|机器|环境|规模)|\b(\d+)[- ](?:ranks?|cards?|npus?|devices?|gpus?)\b(?!\s*\d)",
+    re.I,
+)
+_GROUP_WORD = re.compile(
+    r"\bgroups?\b|\bdomains?\b|\bcomm(unication)? group|通信域|通信组|\b域\b", re.I
 )
 
 
-# Per-rank component questions ("which rank has the most Free?"): a rank question, a
-# superlative and a step-trace component must all be present.
+def _spans(q: str, pats: Sequence[re.Pattern[str]]) -> list[tuple[int, int, re.Match[str]]]:
+    return [(m.start(), m.end(), m) for p in pats for m in p.finditer(q)]
+
+
+def _overlaps(a: tuple[int, int], spans: Sequence[tuple[int, int]]) -> bool:
+    return any(a[0] < e and s < a[1] for s, e in spans)
+
+
+def _find_context(q: str) -> tuple[dict[str, int], list[tuple[int, int]]]:
+    ctx: dict[str, int] = {}
+    spans: list[tuple[int, int]] = []
+    for m in _CONTEXT.finditer(q):
+        name = (m.group(1) or m.group(4) or "").upper()
+        val = m.group(2) or m.group(3)
+        if name and val:
+            ctx[name] = int(val)
+            spans.append((m.start(), m.end()))
+    for m in _WORLD.finditer(q):
+        ctx["WORLD"] = int(m.group(1) or m.group(2))
+        spans.append((m.start(), m.end()))
+    return ctx, spans
+
+
+def _find_links(q: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    out: list[tuple[int, int]] = []
+    spans: list[tuple[int, int]] = []
+    for s, e, m in sorted(_spans(q, _LINK_PATTERNS), key=lambda t: t[0]):
+        if _overlaps((s, e), spans):
+            continue
+        pair = (int(m.group(1)), int(m.group(2)))
+        if pair[0] == pair[1]:
+            continue
+        spans.append((s, e))
+        if pair not in out:
+            out.append(pair)
+    return out, spans
+
+
+def _find_ranks(q: str, skip: Sequence[tuple[int, int]]) -> tuple[list[int], bool]:
+    """Ranks in ``q`` outside ``skip`` spans, and whether they came as a range/list."""
+    found: list[tuple[int, int]] = []
+    taken: list[tuple[int, int]] = list(skip)
+    is_range = False
+    for s, e, m in _spans(q, _RANK_RANGE):
+        if _overlaps((s, e), taken):
+            continue
+        a, b = int(m.group(1)), int(m.group(2))
+        if a < b <= a + 4096:
+            found.extend((s + i, r) for i, r in enumerate(range(a, b + 1)))
+            taken.append((s, e))
+            is_range = True
+    for m in _RANK_LIST.finditer(q):
+        if _overlaps((m.start(), m.end()), taken):
+            continue
+        for d in re.finditer(r"\d+", m.group(1)):
+            found.append((m.start(1) + d.start(), int(d.group())))
+        taken.append((m.start(), m.end()))
+        is_range = True
+    for _s, _e, m in _spans(q, _RANK_PATTERNS):
+        if _overlaps((m.start(1), m.end(1)), taken):
+            continue
+        found.append((m.start(1), int(m.group(1))))
+    out: list[int] = []
+    for _, r in sorted(found):
+        if r not in out:
+            out.append(r)
+    return out, is_range and len(out) > 1
+
+
+def _find_ints(
+    q: str, pats: Sequence[re.Pattern[str]], skip: Sequence[tuple[int, int]]
+) -> list[int]:
+    out: list[int] = []
+    for _, _, m in sorted(_spans(q, pats), key=lambda t: t[0]):
+        if _overlaps((m.start(1), m.end(1)), skip):
+            continue
+        v = int(m.group(1))
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def _word_in(word: str, q: str) -> bool:
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])", q, re.I) is not None
+
+
+def _groups_named(
+    q: str, groups: Sequence[str], ctx_spans: Sequence[tuple[int, int]]
+) -> tuple[str, ...]:
+    """Groups the question names *as a group*; "TP=8" or "the TP ranks" in passing are context."""
+    out = []
+    has_word = _GROUP_WORD.search(q) is not None
+    for g in groups:
+        if len(g) < 2:
+            continue
+        for m in re.finditer(rf"(?<![A-Za-z0-9_]){re.escape(g)}(?![A-Za-z0-9_])", q, re.I):
+            if _overlaps((m.start(), m.end()), ctx_spans):
+                continue
+            if g.upper() in PARALLEL and not has_word:
+                continue  # a parallel name in passing ("the TP ranks") is not a filter
+            if len(g) <= 4 and not has_word:
+                continue
+            out.append(g)
+            break
+    return tuple(out)
+
+
+def _match_any(pats: Sequence[str], low: str) -> re.Match[str] | None:
+    best: re.Match[str] | None = None
+    for p in pats:
+        m = re.search(p, low, re.I)
+        if m and (best is None or m.start() < best.start()):
+            best = m
+    return best
+
+
+def find_kind(low: str, n_targets: int) -> str:
+    """The kind of answer: the first lexicon hit in a fixed precedence (see :data:`KINDS`)."""
+    for kind in ("help", "fix_first", "data"):
+        if _match_any(_KIND_LEX[kind], low):
+            return kind
+    if n_targets >= 2 and _match_any(_COMPARE, low):
+        return "compare"
+    hits = {k: _match_any(_KIND_LEX[k], low) for k in ("how_much", "which", "why", "yes_no")}
+    # the question word that comes first decides ("why ... which" is a why)
+    present = [(m.start(), k) for k, m in hits.items() if m is not None]
+    if present:
+        # "is ... which ..." -> which; a yes/no opener only decides when nothing else is asked
+        non_yn = [(s, k) for s, k in present if k != "yes_no"]
+        if hits["yes_no"] is not None and non_yn:
+            return min(non_yn)[1]
+        return min(present)[1]
+    if _match_any(_KIND_LEX["overview"], low):
+        return "overview"
+    return ""
+
+
+def find_topics(low: str) -> tuple[str, ...]:
+    """Topics of the question, in order of first appearance."""
+    hits = []
+    for t in TOPICS:
+        m = _match_any(_TOPIC_LEX[t], low)
+        if m is not None:
+            hits.append((m.start(), t))
+    return tuple(t for _, t in sorted(hits))
+
+
+# Per-rank component questions ("which rank has the most Free?")
 _WHICH_RANK = re.compile(
     r"which (rank|card|device|npu)s?|what (rank|card|device)|哪(张|个|块|一张|一个)\s*(卡|rank|设备)|哪个\s*rank",
     re.I,
@@ -316,7 +724,6 @@ _COMPONENTS = (
     ("computing_us", r"\bcomput(e|ing|ation)\b|计算"),
     ("step_us", r"\bstep time\b|step 耗时|迭代耗时"),
 )
-# "which operator type takes the most time" (per rank, by op type)
 _TOP_OPS = (
     r"(which|what) .*\b(operators?|ops?|kernels?)\b.*\b(most|longest|largest|highest|top|dominat)",
     r"\btop \d* ?(operators?|ops?|kernels?|op types?)\b",
@@ -333,7 +740,6 @@ def _component_question(low: str) -> tuple[str, str] | None:
     m = _WHICH_RANK.search(low)
     if not m:
         return None
-    # the superlative and the component belong to the same clause as "which rank"
     low = re.split(r"[?？。!！,，;；]|\.\s", low[m.end() :])[0]
     most, least = _MOST.search(low), _LEAST.search(low)
     if not (most or least):
@@ -345,33 +751,83 @@ def _component_question(low: str) -> tuple[str, str] | None:
     return None
 
 
-def _find_ranks(q: str) -> list[int]:
-    found: list[tuple[int, int]] = []
-    for m in _RANK_LIST.finditer(q):
-        for d in re.finditer(r"\d+", m.group(1)):
-            found.append((m.start(1) + d.start(), int(d.group())))
-    for pat in _RANK_PATTERNS:
-        for m in re.finditer(pat, q, re.I):
-            found.append((m.start(1), int(m.group(1))))
-    out: list[int] = []
-    for _, r in sorted(found):
-        if r not in out:
-            out.append(r)
-    return out
+def route(q: Query) -> str:
+    """The planner route of a parsed question (one of :data:`INTENTS`), from its slots only.
+
+    Precedence: help; special capabilities named by their topic (baseline comparison, mc2,
+    timeouts, memory, launch delays, environment); per-rank component and top-operator
+    questions; "what to fix first"; data completeness; compare (two ranks or operators); then
+    the target (link, stage, ranks, steps) and the topic (network, pipeline, steps,
+    communication/compute/host category, operators) decide; an overview or a slow/problem word
+    without more gets the diagnosis overview; anything else is not understood.
+    """
+    k, t = q.kind, set(q.topics)
+    if k == "help":
+        return "help"
+    if "baseline" in t:
+        return "compare_profiles"
+    if "mc2" in t:
+        return "mc2"
+    if "timeout" in t:
+        return "hccl_timeout"
+    if "memory" in t:
+        return "memory"
+    if "dispatch_delay" in t:
+        return "host_dispatch"
+    if q.component:
+        return "rank_component"
+    if k == "fix_first":
+        return "fix_first"
+    if k == "data":
+        return "data_quality"
+    if "env" in t and k in ("yes_no", "which", "overview", "") and not (t & {"network", "slow"}):
+        return "env_check"
+    if k == "compare" and (len(q.ranks) >= 2 or q.ops):
+        return "compare_ops"
+    if q.links or "network" in t:
+        return "slow_link"
+    if q.stages or "pipeline" in t:
+        return "pipeline_bubble"
+    if len(q.ranks) == 1 and k != "which":
+        if "operators" in t and k in ("which", "how_much") and "slow" not in t:
+            return "top_ops"
+        return "explain_rank"
+    if "operators" in t and not q.ranks and k != "why":
+        return "compare_ops"
+    if "trend" in t:
+        return "step_trend"
+    if "steps" in t or (q.steps and not q.ranks):
+        return "step_events"
+    if q.ranks and k == "which":
+        return "which_slow_rank"
+    if len(q.ranks) >= 2:
+        return "explain_rank"  # "why are ranks 8-15 slow?": each rank's role
+    cat = t & {"communication", "compute", "host"}
+    if cat and k in ("why", "yes_no", "which", "how_much", "overview", "") and "category" not in t:
+        first = next(x for x in q.topics if x in cat)
+        return "communication" if first == "communication" else "bottleneck"
+    if "category" in t:
+        return "bottleneck"
+    if k == "how_much":
+        return "how_much"
+    if k == "which" and ("slow" in t or re.search(r"rank|card|device|npu|卡|节点", q.text, re.I)):
+        return "which_slow_rank"
+    if k in ("why", "overview") or "slow" in t:
+        return "summarize"
+    if k == "yes_no" and "operators" in t:
+        return "compare_ops"
+    if q.ops:
+        return "compare_ops"
+    if q.groups or q.transports:
+        return "slow_link"
+    return "unsupported"
 
 
-def _find_steps(q: str) -> list[int]:
-    out: list[int] = []
-    for pat in _STEP_PATTERNS:
-        for m in re.finditer(pat, q, re.I):
-            v = int(m.group(1))
-            if v not in out:
-                out.append(v)
-    return out
-
-
-def _word_in(word: str, q: str) -> bool:
-    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])", q, re.I) is not None
+_FOLLOW_UP = (
+    re.compile(r"^\s*(and|what about|how about|and what about|same for|now)\b", re.I),
+    re.compile(r"^\s*(那|那么)?.{0,12}(呢|如何)[？?]?\s*$"),
+    re.compile(r"\b(its|that rank|this rank|the same rank)\b|^\s*它|它的", re.I),
+)
 
 
 def parse_question(
@@ -381,91 +837,42 @@ def parse_question(
     op_types: Sequence[str] = (),
     previous: Query | None = None,
 ) -> Query:
-    """Parse ``text`` into a :class:`Query`.
+    """Parse ``text`` into a :class:`Query` (slots, then the route).
 
     Args:
-        text: The user's question.
+        text: The user's question (at most :data:`MAX_QUESTION_CHARS` characters are read).
         groups: Communication group names/hashes of the profile (to recognize them).
         op_types: Operator types of the profile (to recognize them).
         previous: The previous turn's query, for follow-ups ("and rank 13?", "那13号卡呢？").
     """
-    q = text.strip()
+    q = text.strip()[:MAX_QUESTION_CHARS]
     lang = detect_language(q)
-    ranks = _find_ranks(q)
-    steps = _find_steps(q)
-    steps = [s for s in steps if s not in ranks or re.search(rf"step\s*{s}", q, re.I)]
-    grp = tuple(g for g in groups if len(g) >= 2 and _word_in(g, q))
+    ctx, ctx_spans = _find_context(q)
+    links, link_spans = _find_links(q)
+    stage_spans = [(m.start(), m.end()) for _, _, m in _spans(q, _STAGE_PATTERNS)]
+    stages = _find_ints(q, _STAGE_PATTERNS, ctx_spans)
+    step_spans = [(m.start(1), m.end(1)) for _, _, m in _spans(q, _STEP_PATTERNS)]
+    ranks, is_range = _find_ranks(q, [*ctx_spans, *link_spans, *stage_spans, *step_spans])
+    steps = _find_ints(q, _STEP_PATTERNS, ctx_spans)
+    grp = _groups_named(q, groups, ctx_spans)
     trans = tuple(t for t in TRANSPORTS if _word_in(t, q))
     ops = tuple(o for o in op_types if len(o) >= 3 and _word_in(o, q))
-    bare = tuple(int(m) for m in re.findall(r"(?<![\w.])(\d+)(?![\w.])", q))
-
-    intent = ""
+    bare = tuple(
+        int(m.group(1))
+        for m in re.finditer(r"(?<![\w.])(\d+)(?![\w.])", q)
+        if not _overlaps((m.start(), m.end()), ctx_spans)
+    )
     low = q.lower()
-    for name, en, zh in _RULES:
-        pats = en + zh
-        if any(re.search(p, low, re.I) for p in pats):
-            intent = name
-            break
+    n_targets = max(len(ranks), len(ops), len(links))
+    kind = find_kind(low, n_targets)
+    topics = find_topics(low)
     component = _component_question(low)
-    if component is not None and not ranks:
-        intent = "rank_component"
-    elif any(re.search(p, low, re.I) for p in _TOP_OPS) and intent not in (
-        "compare_profiles",
-        "help",
-    ):
-        intent = "top_ops"
-    is_follow = any(p.search(q) for p in _FOLLOW_UP)
-    if previous is not None and previous.intent not in ("help", "unsupported"):
-        entity_only = not intent and (ranks or steps or grp or trans or ops or bare)
-        if is_follow or entity_only:
-            if not ranks and bare and previous.ranks and not steps:
-                ranks = list(bare)
-            base = replace(
-                previous,
-                text=q,
-                language=lang,
-                follow_up=True,
-                bare_numbers=bare,
-            )
-            follow_intent = intent or previous.intent
-            if (
-                not intent
-                and len(ranks) == 1
-                and previous.intent in ("which_slow_rank", "bottleneck", "summarize")
-            ):
-                follow_intent = "explain_rank"  # "which rank is slow?" -> "and rank 5?"
-            return replace(
-                base,
-                intent=follow_intent,
-                ranks=tuple(ranks) or previous.ranks,
-                steps=tuple(steps) or (previous.steps if not ranks else ()),
-                groups=grp or previous.groups,
-                transports=trans or previous.transports,
-                ops=ops or previous.ops,
-            )
-    if intent == "which_slow_rank" and len(ranks) == 1:
-        intent = "explain_rank"
-    if intent == "which_slow_rank" and len(ranks) >= 2:
-        intent = "compare_ops"
-    if intent in ("bottleneck", "communication") and len(ranks) == 1:
-        intent = "explain_rank"
-    if intent == "explain_rank" and len(ranks) >= 2:
-        intent = "compare_ops"
-    if intent in ("explain_rank",) and not ranks:
-        # "why is my job slow?" without a rank: which rank and what kind of problem.
-        intent = "summarize" if not re.search(r"rank|card|卡", low) else "which_slow_rank"
-    if not intent and ranks:
-        intent = "explain_rank"
-    if not intent and ops:
-        intent = "compare_ops"
-    if not intent and (grp or trans):
-        intent = "slow_link"
-    if not intent:
-        intent = "unsupported"
-    return Query(
+    if component is not None and ranks:
+        component = None
+    base = Query(
         q,
         lang,
-        intent,
+        "",
         tuple(ranks),
         tuple(steps),
         grp,
@@ -473,6 +880,55 @@ def parse_question(
         ops,
         False,
         bare,
-        component[0] if component and intent == "rank_component" else "",
-        component[1] if component and intent == "rank_component" else "",
+        component[0] if component else "",
+        component[1] if component else "",
+        kind,
+        topics,
+        tuple(stages),
+        tuple(links),
+        is_range,
+        ctx,
     )
+    intent = route(base)
+    if any(re.search(p, low, re.I) for p in _TOP_OPS) and intent not in (
+        "compare_profiles",
+        "help",
+        "rank_component",
+    ):
+        intent = "top_ops"
+    base = replace(base, intent=intent)
+    if previous is not None and previous.intent not in ("help", "unsupported"):
+        is_follow = any(p.search(q) for p in _FOLLOW_UP)
+        has_target = bool(ranks or steps or grp or trans or ops or bare or links or stages)
+        weak = intent == "unsupported" or (not kind and not topics)
+        if (is_follow and (weak or not kind)) or (weak and has_target):
+            if not ranks and bare and previous.ranks and not steps and not links:
+                ranks = list(bare)
+            follow = previous.intent
+            if len(ranks) == 1 and previous.intent in (
+                "which_slow_rank",
+                "bottleneck",
+                "summarize",
+                "fix_first",
+                "how_much",
+            ):
+                follow = "explain_rank"  # "which rank is slow?" -> "and rank 5?"
+            if not weak and intent not in ("unsupported", "summarize"):
+                follow = intent
+            return replace(
+                previous,
+                text=q,
+                language=lang,
+                intent=follow,
+                follow_up=True,
+                bare_numbers=bare,
+                ranks=tuple(ranks) or previous.ranks,
+                steps=tuple(steps) or (previous.steps if not ranks else ()),
+                groups=grp or previous.groups,
+                transports=trans or previous.transports,
+                ops=ops or previous.ops,
+                links=tuple(links) or previous.links,
+                stages=tuple(stages) or previous.stages,
+                context={**previous.context, **ctx},
+            )
+    return base

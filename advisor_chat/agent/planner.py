@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from advisor_chat.agent import project
 from advisor_chat.agent.answer import CitedCase, CitedFinding, Suggestion
 from advisor_chat.agent.parse import Query
+from advisor_chat.agent.project import Projection, render_for_model
 from advisor_chat.analyzers.base import Finding
+from advisor_chat.diagnosis.types import Diagnosis, RootCause
 from advisor_chat.kb.types import CaseHit
-from advisor_chat.tools.core import Tool, ToolOutput, ToolSession, fmt_ranks
+from advisor_chat.tools.core import Tool, ToolOutput, ToolSession, fmt_ranks, strict_mode
 from advisor_chat.tools.render import fmt_num
 
 # -- labels --------------------------------------------------------------------------------------
@@ -140,6 +143,8 @@ class PlanResult:
     outputs: list[ToolOutput] = field(default_factory=list)
     plots: list[str] = field(default_factory=list)
     plot_ranks: list[int] = field(default_factory=list)
+    causes: list[RootCause] = field(default_factory=list)
+    diagnosis: Diagnosis | None = None
 
 
 class DataQuoter:
@@ -202,18 +207,57 @@ def quote_data(s: str, limit: int = 40) -> str:
     return f"`[data] {flat}`"
 
 
+DiagnoseFn = Callable[..., Diagnosis]
+"""``(profile, *, baseline=None) -> Diagnosis`` (default :func:`advisor_chat.diagnosis.diagnose`)."""
+
+
+@dataclass
+class DiagnosisOutput(ToolOutput):
+    """A ``diagnose`` tool output that carries the :class:`Diagnosis` object (for grounding)."""
+
+    diagnosis: Diagnosis | None = None
+
+
+def default_diagnose(profile: Any, *, baseline: Any = None) -> Diagnosis:
+    """:func:`advisor_chat.diagnosis.diagnose` (imported on first use)."""
+    from advisor_chat.diagnosis import diagnose
+
+    return diagnose(profile, baseline=baseline)
+
+
+# Routes answered as a projection of the diagnosis alone (no analyzer tool needed).
+_PROJECTED = {
+    "explain_rank",
+    "which_slow_rank",
+    "slow_link",
+    "fix_first",
+    "how_much",
+    "step_events",
+    "step_trend",
+    "bottleneck",
+    "communication",
+    "pipeline_bubble",
+    "summarize",
+}
+
+
 class Planner:
-    """Deterministic question -> tools -> templated answer.
+    """Question slots -> the diagnosis (+ the tools a capability needs) -> projected answer.
 
     Args:
         tools: The session's tools (by name).
         session: The shared tool session.
+        diagnose: How to get the profile's :class:`Diagnosis` (tests pass a constructed one).
     """
 
-    def __init__(self, tools: Sequence[Tool], session: ToolSession) -> None:
+    def __init__(
+        self, tools: Sequence[Tool], session: ToolSession, diagnose: DiagnoseFn | None = None
+    ) -> None:
         self.tools = {t.name: t for t in tools}
         self.session = session
         self.quoter = DataQuoter(session)
+        self._diagnose = diagnose or default_diagnose
+        self._last_diagnosis: Diagnosis | None = None
 
     # -- running tools -------------------------------------------------------------------------
     def call(self, name: str, args: dict[str, Any], outputs: list[ToolOutput]) -> ToolOutput | None:
@@ -225,85 +269,78 @@ class Planner:
         outputs.append(out)
         return out
 
+    def diagnosis(self, outputs: list[ToolOutput]) -> Diagnosis | None:
+        """The profile's diagnosis, recorded as the turn's first tool result (``diagnose``).
+
+        Uses the ``diagnose`` tool when the session offers one (its call is recorded as is) and
+        the diagnosis object from ``self._diagnose`` (cached per profile by the diagnosis layer).
+        An error is recorded in a ``diagnose`` output (shown in the answer), never raised.
+        """
+        tool_out = self.call("diagnose", {}, outputs) if "diagnose" in self.tools else None
+        obj = getattr(tool_out, "diagnosis", None) if tool_out is not None else None
+        if isinstance(obj, Diagnosis):
+            return obj
+        try:
+            d = self._diagnose(self.session.profile, baseline=self.session.baseline)
+        except Exception as exc:
+            if strict_mode():
+                raise
+            if tool_out is None:
+                outputs.append(
+                    DiagnosisOutput("diagnose", {}, "", error=f"{type(exc).__name__}: {exc}")
+                )
+            return None
+        if tool_out is None:
+            outputs.append(DiagnosisOutput("diagnose", {}, render_for_model(d), diagnosis=d))
+        else:  # the tool's text is what the model saw; keep the object for grounding
+            outputs.append(DiagnosisOutput("diagnosis", {}, "", diagnosis=d))
+        return d
+
     def plan(self, q: Query) -> list[tuple[str, dict[str, Any]]]:
-        """The tool calls for ``q`` (analyzer tools only; case search comes after)."""
+        """The analyzer tool calls a capability needs besides the diagnosis."""
         step = q.steps[0] if q.steps else None
         rank = q.ranks[0] if q.ranks else None
         group = q.groups[0] if q.groups else None
         it = q.intent
-        if it == "explain_rank":
-            return [
-                ("explain_rank", {"rank": rank, "step": step}),
-                ("host_dispatch", {"rank": rank}),
-                ("slow_rank", {"step": step}),
-                ("cluster_breakdown", {"step": step}),
-            ]
-        if it == "which_slow_rank":
-            return [
-                ("slow_rank", {"group": group, "step": step}),
-                ("cluster_breakdown", {"step": step}),
-            ]
         if it == "rank_component":
             return [("cluster_breakdown", {"step": step})]
         if it == "top_ops":
             return [("compare_ops", {"rank_b": rank})]
-        if it == "bottleneck":
-            return [
-                ("cluster_breakdown", {"step": step}),
-                ("slow_rank", {"step": step}),
-                ("data_quality", {}),
-            ]
         if it == "slow_link":
             t = q.transports[0] if q.transports else None
-            return [
-                ("slow_link", {"group": group, "transport": t}),
-                ("communication", {"group": group}),
-                ("data_quality", {}),
-            ]
+            return [("slow_link", {"group": group, "transport": t})]
         if it == "compare_ops":
             a, b = (q.ranks[0], q.ranks[1]) if len(q.ranks) >= 2 else (None, rank)
             return [("compare_ops", {"rank_a": a, "rank_b": b})]
         if it == "compare_profiles":
             return [("compare_profiles", {})]
         if it == "mc2":
-            return [("communication", {"group": group}), ("data_quality", {})]
-        if it == "communication":
-            return [
-                ("communication", {"group": group}),
-                ("cluster_breakdown", {"step": step}),
-                ("data_quality", {}),
-            ]
+            return [("communication", {"group": group})]
         if it == "hccl_timeout":
-            return [("env_check", {}), ("slow_rank", {})]
+            return [("env_check", {})]
         if it == "step_trend":
-            return [("step_trend", {"rank": rank})] + (
-                [("explain_rank", {"rank": rank})] if rank is not None else []
-            )
+            return [("step_trend", {"rank": rank})]
         if it == "pipeline_bubble":
             return [("cluster_breakdown", {"step": step})]
         if it == "host_dispatch":
             return [("host_dispatch", {"rank": rank})]
-        if it == "memory":
-            return [("env_check", {}), ("data_quality", {})]
+        if it in ("memory", "env_check"):
+            return [("env_check", {})]
         if it == "data_quality":
             return [("data_quality", {})]
-        if it == "summarize":
-            return [
-                (spec.name, {})
-                for spec in sorted(self.session.registry.values(), key=lambda s: (s.order, s.name))
-                if spec.in_report
-                and (not spec.needs_baseline or self.session.baseline is not None)
-                and not any(f.is_required() for f in spec.params.model_fields.values())
-            ]
         return []
 
     def run(self, q: Query, outputs: list[ToolOutput]) -> PlanResult:
-        """Answer ``q``: call the tools (appending to ``outputs``), retrieve cases, write the text."""
+        """Answer ``q``: diagnosis first, then the capability's tools, then cases and suggestions."""
         zh = q.language == "zh"
-        if q.intent in ("help", "unsupported"):
-            return PlanResult(self._help(q), outputs=outputs)
-        # A rank that does not exist: answer that directly (the tool names the valid ranks).
-        calls = self.plan(q)
+        if q.intent == "help":
+            return PlanResult(self._help(q, None), outputs=outputs)
+        d = self._last_diagnosis = self.diagnosis(outputs)
+        if q.intent == "unsupported":
+            return PlanResult(self._help(q, d), outputs=outputs)
+        bad = [r for r in q.ranks if r not in self.session.ranks]
+        if bad:
+            return PlanResult(self._bad_rank(bad[0], zh), outputs=outputs)
         if q.intent == "compare_profiles" and self.session.baseline is None:
             text = (
                 "没有足够的信息：对比两次运行需要基线数据。请用 `--baseline PATH` 传入升级前（或上一次）的 profiling 目录，"
@@ -323,38 +360,46 @@ class Planner:
                 f"The data that would decide it: {missing[2]}."
             )
             return PlanResult(text, outputs=outputs)
-        for name, args in calls:
+        for name, args in self.plan(q):
             out = self.call(name, args, outputs)
             if (
                 out is not None
                 and out.error
                 and not out.not_answerable
-                and q.intent
-                in (
-                    "explain_rank",
-                    "step_trend",
-                    "compare_ops",
-                    "top_ops",
-                    "rank_component",
-                )
+                and q.intent in ("step_trend", "compare_ops", "top_ops", "rank_component")
             ):
-                # bad rank/step: stop and report the valid values.
                 return PlanResult(self._bad_args(q, out), outputs=outputs)
-        if q.intent == "explain_rank" and q.ranks:
-            own_cat = _category(
-                [f for o in outputs if o.name == "explain_rank" for f in o.findings]
-            )
-            if own_cat == "compute":  # operator-level evidence for a compute straggler
-                self.call("compare_ops", {"rank_b": q.ranks[0]}, outputs)
-        if q.intent in ("which_slow_rank", "summarize"):
-            slow = _slow_ranks(outputs)
-            if slow:
-                self.call("explain_rank", {"rank": slow[0]}, outputs)
-                self.call("host_dispatch", {"rank": slow[0]}, outputs)
-        return self._compose(q, outputs)
+        proj = self._project(q, d, outputs) if d is not None else None
+        return self._compose(q, d, proj, outputs)
+
+    # -- projections -------------------------------------------------------------------------
+    def _project(self, q: Query, d: Diagnosis, outputs: list[ToolOutput]) -> Projection | None:
+        """The diagnosis projection for the question's route (``None`` for tool capabilities)."""
+        zh = q.language == "zh"
+        it = q.intent
+        if it == "explain_rank" and q.ranks:
+            return project.explain_ranks(d, q.ranks, zh)
+        if it == "which_slow_rank":
+            return project.which_culprit(d, zh)
+        if it == "slow_link":
+            return project.network(d, q.links, zh)
+        if it == "fix_first":
+            return project.fix_first(d, zh)
+        if it == "how_much":
+            return project.how_much(d, zh)
+        if it in ("step_events", "step_trend"):
+            return project.steps(d, zh)
+        if it in ("bottleneck", "communication"):
+            return project.category(d, q.topics, q.kind == "yes_no", zh)
+        if it == "pipeline_bubble":
+            p = project.pipeline(d, q.stages, zh)
+            return p if p.lines else None
+        if it == "summarize":
+            return project.overview(d, zh)
+        return None
 
     # -- writing ---------------------------------------------------------------------------
-    def _help(self, q: Query) -> str:
+    def _help(self, q: Query, d: Diagnosis | None) -> str:
         zh = q.language == "zh"
         items = "\n".join(f"- {zhs if zh else en}" for en, zhs in _CAPABILITIES)
         if q.intent == "help":
@@ -363,36 +408,60 @@ class Planner:
                 if zh
                 else "I can answer these questions about this profile:"
             )
-        else:
-            lead = (
-                "这个问题我无法根据 profiling 数据回答。我能回答的问题："
-                if zh
-                else "I cannot answer that from the profiling data. Questions I can answer:"
-            )
-        return f"{lead}\n{items}"
+            return f"{lead}\n{items}"
+        head = ""
+        if d is not None:
+            head = ("诊断结论：" if zh else "What the diagnosis says: ") + project.headline(d, zh)
+        lead = (
+            "我没有理解这个问题。我能回答的问题："
+            if zh
+            else "I did not understand the question. Questions I can answer:"
+        )
+        return (f"{head}\n\n" if head else "") + f"{lead}\n{items}"
+
+    def _bad_rank(self, rank: int, zh: bool) -> str:
+        valid = fmt_ranks(self.session.ranks)
+        if zh:
+            return f"无法回答：{rank}号卡（rank {rank}）不存在；现有的卡为 {valid}。"
+        return (
+            f"I cannot answer that for this profile: rank {rank} does not exist; ranks are {valid}."
+        )
 
     def _bad_args(self, q: Query, out: ToolOutput) -> str:
         if q.language == "zh":
-            m = re.match(r"rank (\d+) does not exist; ranks are (.+)$", (out.error or "").rstrip("."))
-            if m:
-                return f"无法回答：{m.group(1)}号卡（rank {m.group(1)}）不存在；现有的卡为 {m.group(2)}。"
-            return f"无法回答：{out.error}。"
+            return f"无法回答：{error_zh(out.name, out.error or '')}。"
         return f"I cannot answer that for this profile: {out.error}."
 
     def _summary(self, f: Finding, zh: bool) -> str:
         s = f.summary_zh if zh and f.summary_zh else f.summary
+        if zh and not f.summary_zh:
+            s = f"`{f.id}`（详见工具结果）"
         return self.quoter.quote(s.strip().rstrip("。.")) + ("。" if zh else ".")
 
-    def _compose(self, q: Query, outputs: list[ToolOutput]) -> PlanResult:
+    def _compose(
+        self,
+        q: Query,
+        d: Diagnosis | None,
+        proj: Projection | None,
+        outputs: list[ToolOutput],
+    ) -> PlanResult:
         zh = q.language == "zh"
         by_tool: dict[str, list[ToolOutput]] = {}
         for o in outputs:
             by_tool.setdefault(o.name, []).append(o)
-        all_findings = [f for o in outputs for f in o.findings]
         lines: list[str] = []
         cited: list[Finding] = []
-        rank = q.ranks[0] if q.ranks else None
-        plots: list[str] = []
+        causes: list[RootCause] = []
+        plots: list[str] = {
+            "explain_rank": ["rank_breakdown", "launch_delay"],
+            "which_slow_rank": ["rank_breakdown"],
+            "slow_link": ["bandwidth_heatmap"],
+            "step_events": ["step_trend"],
+            "step_trend": ["step_trend"],
+            "compare_ops": ["op_compare"],
+            "top_ops": ["op_compare"],
+            "rank_component": ["rank_breakdown"],
+        }.get(q.intent, ["rank_breakdown"])
         plot_ranks: list[int] = []
 
         def add(f: Finding) -> None:
@@ -400,288 +469,68 @@ class Planner:
                 cited.append(f)
                 lines.append(f"- {self._summary(f, zh)}{self._source(f)}")
 
-        primary: list[Finding] = []
-        if q.intent == "explain_rank" and rank is not None:
-            plots, plot_ranks = ["rank_breakdown", "launch_delay"], [rank]
-            explain = [
-                f
-                for o in by_tool.get("explain_rank", [])
-                for f in o.findings
-                if not f.ranks or rank in f.ranks
-            ]
-            not_slow = [
-                f for f in explain if f.kind.value == "slow_rank" and f.severity.value == "info"
-            ]
-            own = [f for f in explain if f not in not_slow] + [
-                f
-                for name in ("compare_ops", "host_dispatch")
-                for o in by_tool.get(name, [])
-                for f in o.findings
-                if rank in f.ranks and f.kind.value != "data_quality"
-            ]
-            waits = [
-                f
-                for o in by_tool.get("slow_rank", [])
-                for f in o.findings
-                if rank in f.ranks and f.kind.value == "slow_rank"
-            ]
-            if own or waits:
-                cat = _category(own + waits)
-                if cat:
-                    lead = (
-                        f"{rank}号卡慢的主要原因是{_cat_text(cat, own + waits, zh)}。"
-                        if zh
-                        else f"Rank {rank} is slow mainly because of {_cat_text(cat, own + waits, zh)}."
-                    )
-                else:
-                    lead = f"{rank}号卡的主要发现：" if zh else f"What stands out on rank {rank}:"
-                lines.append(lead)
-                for f in own[:3]:
+        if proj is not None:
+            lines += [self.quoter.quote(x) for x in proj.lines]
+            causes = list(proj.causes)
+            plot_ranks = list(proj.plot_ranks)
+            for c in causes:
+                for f in c.findings:
+                    if f.id not in {x.id for x in cited}:
+                        cited.append(f)
+            if q.intent == "slow_link" and not any(
+                c.mechanism.value == "slow_link" for c in causes
+            ):
+                self._link_evidence(by_tool, zh, lines)
+            if q.intent == "step_trend":
+                for f in [f for o in by_tool.get("step_trend", []) for f in o.findings][:2]:
                     add(f)
-                if waits:
-                    lines.append("")  # a new paragraph, not a continuation of the last bullet
-                    lines.append(
-                        "其他卡在集合通信中等待它："
-                        if zh
-                        else "The other ranks wait for it at the collectives:"
-                    )
-                    for f in waits[:2]:
-                        add(f)
-                primary = list(cited)
-                for o in by_tool.get("cluster_breakdown", []):
-                    for f in o.findings:
-                        if rank in f.ranks and f.category is not None and f.category.value == cat:
-                            add(f)
-                            break
-            else:
-                slow = [r for r in _slow_ranks(outputs) if r != rank]
-                if not_slow:
-                    lines.append(f"{rank}号卡不是慢卡。" if zh else f"Rank {rank} is not slow.")
-                    add(not_slow[0])
-                if slow:
-                    lines.append(
-                        f"慢卡是 {fmt_ranks(slow)}，其他卡在等待它。"
-                        if zh
-                        else f"The slow rank is {fmt_ranks(slow)}; the other ranks wait for it."
-                    )
-                    for f in [f for o in by_tool.get("slow_rank", []) for f in o.findings][:1]:
-                        add(f)
-                    plot_ranks = [rank, *slow[:3]]
-                if not (not_slow or slow):
-                    lines.append(self._no_signal(q, outputs))
-        elif q.intent == "which_slow_rank":
-            slow = _slow_ranks(outputs)
-            plots, plot_ranks = ["rank_breakdown"], slow
-            sr = [f for o in by_tool.get("slow_rank", []) for f in o.findings]
-            suspects = [f for f in sr if _unproven(f)]
-            suspect_ranks = [r for f in suspects for r in f.ranks]
-            proven = [r for r in slow if r not in suspect_ranks]
-            if proven:
-                if zh:
-                    lines.append(f"慢卡是 {fmt_ranks(proven)}，其他卡在集合通信中等待它。")
-                elif len(proven) == 1:
-                    lines.append(
-                        f"The slow rank is {fmt_ranks(proven)}; the other ranks wait for it at the collectives."
-                    )
-                else:
-                    lines.append(
-                        f"The slow ranks are {fmt_ranks(proven)}; the other ranks wait for them at the collectives."
-                    )
-                for f in [f for f in sr if f not in suspects][:2]:
-                    add(f)
-            if suspects and not proven:
-                lines.append(_suspect_line(suspects, False, zh))
-                for f in suspects[:2]:
-                    add(f)
-            if slow:
-                slow_fs = [f for f in all_findings if slow[0] in f.ranks]
-                cat = _category(slow_fs)
-                if cat:
-                    text = _cat_text(cat, slow_fs, zh)
-                    lines.append(f"原因：{text}。" if zh else f"Cause: {text}.")
-                for name in ("explain_rank", "host_dispatch"):
-                    for o in by_tool.get(name, []):
-                        for f in o.findings[:2]:
-                            add(f)
-                if suspects and proven:
-                    lines.append(_suspect_line(suspects, True, zh))
-            else:
-                lines.append(self._no_signal(q, outputs))
         elif q.intent == "rank_component":
-            plots = ["rank_breakdown"]
             text, plot_ranks = self._rank_component(q, by_tool)
             lines.append(text)
         elif q.intent == "top_ops":
-            plots = ["op_compare"]
             text, plot_ranks = self._top_ops(q, by_tool)
             lines.append(text)
-        elif q.intent == "bottleneck":
-            plots = ["rank_breakdown"]
-            cb = [f for o in by_tool.get("cluster_breakdown", []) for f in o.findings]
-            cat = _category(cb)
-            if cat:
-                lines.append(
-                    f"主要瓶颈类型：{_cat_text(cat, cb, zh)}。"
-                    if zh
-                    else f"The main bottleneck is {_cat_text(cat, cb, zh)}."
-                )
-                for f in cb[:3]:
-                    add(f)
-            else:
-                lines.append(self._no_signal(q, outputs))
-            for f in [f for o in by_tool.get("data_quality", []) for f in o.findings][:1]:
-                if "missing_comm_data" in f.symptom_tags:
-                    add(f)
         else:
-            main = {
-                "slow_link": ("slow_link", "communication"),
-                "compare_ops": ("compare_ops",),
-                "compare_profiles": ("compare_profiles",),
-                "mc2": ("communication",),
-                "communication": ("cluster_breakdown", "communication"),
-                "hccl_timeout": ("env_check", "slow_rank"),
-                "step_trend": ("step_trend", "explain_rank"),
-                "pipeline_bubble": ("cluster_breakdown",),
-                "host_dispatch": ("host_dispatch",),
-                "memory": ("env_check", "data_quality"),
-                "data_quality": ("data_quality",),
-                "summarize": tuple(by_tool),
-            }.get(q.intent, tuple(by_tool))
-            plots = {
-                "slow_link": ["bandwidth_heatmap"],
-                "communication": ["rank_breakdown"],
-                "compare_ops": ["op_compare"],
-                "step_trend": ["step_trend"],
-                "summarize": ["rank_breakdown"],
-            }.get(q.intent, [])
-            found = [f for name in main for o in by_tool.get(name, []) for f in o.findings]
-            if q.intent == "pipeline_bubble":
-                found = [f for f in found if "pipeline_bubble" in f.symptom_tags]
-            if q.intent == "memory":
-                found = [
-                    f
-                    for f in found
-                    if {"memory_fragmentation", "profiler_overhead"} & set(f.symptom_tags)
-                ]
-                lines.append(
-                    "没有足够的信息回答显存峰值：目前没有分析内存数据（memory_record.csv / "
-                    "operator_memory.csv）的工具。"
-                    if zh
-                    else "Not enough signal to answer the peak-memory part: no tool analyzes the "
-                    "memory data (memory_record.csv / operator_memory.csv) yet."
-                )
-            if q.intent == "hccl_timeout":
-                risk = [
-                    f
-                    for f in found
-                    if {"hccl_timeout_risk", "first_collective_late"} & set(f.symptom_tags)
-                ]
-                if not risk:
-                    lines.append(
-                        "环境检查没有发现 HCCL 超时风险（超时设置能覆盖观测到的等待）。"
-                        if zh
-                        else "The environment check found no HCCL timeout risk: the timeouts cover the observed waits."
-                    )
-                    found = [f for f in found if f.kind.value == "slow_rank"][:1]
-                else:
-                    found = risk + [f for f in found if f.kind.value == "slow_rank"][:1]
-            if q.intent == "mc2":
-                mc2 = [f for f in found if f.kind.value == "mc2_opportunity"]
-                found = mc2 or found
-                if not mc2:
-                    lines.append(
-                        "没有发现适合 mc2 的 MatMul + 通信组合的证据，因此不建议仅凭这份数据开启 mc2。"
-                        if zh
-                        else "No evidence of a MatMul next to a TP collective that mc2 could overlap, so this data does not support enabling mc2."
-                    )
-                else:
-                    lines.append(
-                        "有证据表明开启 mc2 可以掩盖部分通信："
-                        if zh
-                        else "Yes, mc2 looks worth trying:"
-                    )
-            if q.intent == "summarize":
-                found.sort(key=lambda f: (f.severity.rank, -(f.estimated_gain_us or 0.0)))
-                if found and all(f.severity.value in ("low", "info") for f in found):
-                    lines.append(
-                        "没有明显的问题：各项分析都未发现突出的性能瓶颈。次要发现："
-                        if zh
-                        else "No clear performance problem: nothing stands out in the analyses. Minor findings:"
-                    )
-            if q.intent == "slow_link" and not any(f.kind.value == "slow_link" for f in found):
-                healthy = [
-                    n
-                    for o in by_tool.get("slow_link", [])
-                    if o.result is not None
-                    for n in o.result.notes
-                    if n.lower().startswith("no slow link")
-                ]
-                if healthy:
-                    lines.append(
-                        ("没有发现慢链路：" if zh else "No slow link: ")
-                        + self.quoter.quote(healthy[0].split(":", 1)[-1].strip().rstrip("."))
-                        + ("。" if zh else ".")
-                    )
-                    lines.append("")
-            if q.intent == "communication":
-                found = [
-                    f for f in found if f.category is None or f.category.value == "communication"
-                ]
-            minor_only = q.intent == "summarize" and all(
-                f.severity.value in ("low", "info") for f in found
-            )
-            if found:
-                cat = _category(found) if q.intent == "communication" else None
-                if minor_only:
-                    pass
-                elif cat:
-                    lines.append(
-                        f"主要瓶颈类型：{_cat_text(cat, found, zh)}。"
-                        if zh
-                        else f"The main bottleneck is {_cat_text(cat, found, zh)}."
-                    )
-                elif q.intent != "mc2":
-                    lines.append(_lead(q.intent, zh))
-                for f in found[: (5 if q.intent == "summarize" else 3)]:
-                    add(f)
-                plot_ranks = sorted({r for f in cited for r in f.ranks})[:8]
-            elif q.intent != "mc2":
-                lines.append(self._no_signal(q, outputs))
-        # notes that say the data cannot decide
+            self._capability(q, d, by_tool, lines, add)
+            plot_ranks = sorted({r for f in cited for r in f.ranks})[:8]
+        # tool errors are shown, never dropped
         for o in outputs:
-            if o.not_answerable and o.error and o.name != "search_cases":
-                lines.append("")  # its own paragraph, not part of the last bullet
-                lines.append(
-                    f"没有足够的信息（{o.name}）：{self.quoter.quote(o.error)}"
-                    if zh
-                    else f"Not enough signal ({o.name}): {self.quoter.quote(o.error)}"
-                )
-        # cases: the question plus the cited findings' symptom tags
-        tags = sorted({t for f in (primary or cited) for t in f.symptom_tags})
+            if o.error and o.name != "search_cases":
+                lines.append("")
+                if zh:
+                    lines.append(f"没有足够的信息（{o.name}）：{error_zh(o.name, o.error)}。")
+                elif o.not_answerable:
+                    lines.append(f"Not enough signal ({o.name}): {self.quoter.quote(o.error)}")
+                else:
+                    lines.append(f"The {o.name} tool failed: {self.quoter.quote(o.error)}")
+        # cases: the question plus the cited causes' and findings' symptom tags
+        tags = sorted(
+            {t for c in causes for t in c.symptom_tags} | {t for f in cited for t in f.symptom_tags}
+        )
         cases: list[CaseHit] = []
         search = (
             self.call(
                 "search_cases", {"query": q.text, "symptom_tags": tags or None, "k": 10}, outputs
             )
-            if cited
+            if (cited or causes) and tags
             else None
         )
         if search is not None and not search.error:
-            cases = pick_cases(search.cases, tags)
+            cases = [h for h in pick_cases(search.cases, tags) if consistent_case(h, causes)]
         elif search is not None and search.error:
             lines.append(
-                f"（案例库无法读取，本回答不引用案例：{self.quoter.quote(search.error)}）"
+                "（案例库无法读取，本回答不引用案例。）"
                 if zh
                 else f"(The case library could not be read, so no cases are cited: "
                 f"{self.quoter.quote(search.error)})"
             )
         if cases:
-            lines.append("")  # headings start a paragraph (Markdown would glue them to a bullet)
+            lines.append("")
             lines.append("相关案例：" if zh else "Matching cases:")
             for h in cases:
                 title = h.title_zh if zh and h.title_zh else h.title
                 lines.append(f"- `{h.id}`：{title}" if zh else f"- `{h.id}`: {title}")
-        suggestions = _suggestions(cited, cases, zh)
+        suggestions = build_suggestions(causes, cited, cases, zh, mc2_ok=self._mc2_ok(q, by_tool))
         if suggestions:
             lines.append("")
             lines.append("建议：" if zh else "Suggestions:")
@@ -695,6 +544,141 @@ class Planner:
             outputs=outputs,
             plots=plots,
             plot_ranks=list(plot_ranks),
+            causes=causes,
+            diagnosis=d,
+        )
+
+    def _mc2_ok(self, q: Query, by_tool: dict[str, list[ToolOutput]]) -> bool:
+        """Whether mc2 advice fits this answer (not when the data shows no mc2 opportunity)."""
+        if q.intent != "mc2":
+            return True
+        return any(
+            f.kind.value == "mc2_opportunity"
+            for o in by_tool.get("communication", [])
+            for f in o.findings
+        )
+
+    def _link_evidence(
+        self, by_tool: dict[str, list[ToolOutput]], zh: bool, lines: list[str]
+    ) -> None:
+        """The slow_link tool's "no slow link" note (with the link bandwidths) as evidence."""
+        for o in by_tool.get("slow_link", []):
+            if o.result is None:
+                continue
+            for n in o.result.notes:
+                if n.lower().startswith("no slow link"):
+                    if zh:
+                        lines.append("链路分析（slow_link）：没有链路的带宽明显低于同类链路。")
+                    else:
+                        lines.append(
+                            "Link evidence: "
+                            + self.quoter.quote(n.split(":", 1)[-1].strip().rstrip("."))
+                            + "."
+                        )
+                    return
+
+    def _capability(
+        self,
+        q: Query,
+        d: Diagnosis | None,
+        by_tool: dict[str, list[ToolOutput]],
+        lines: list[str],
+        add: Callable[[Finding], None],
+    ) -> None:
+        """Tool capabilities (operators, baseline diff, mc2, timeouts, dispatch, memory, data)."""
+        zh = q.language == "zh"
+        main = {
+            "compare_ops": ("compare_ops",),
+            "compare_profiles": ("compare_profiles",),
+            "mc2": ("communication",),
+            "hccl_timeout": ("env_check",),
+            "pipeline_bubble": ("cluster_breakdown",),
+            "host_dispatch": ("host_dispatch",),
+            "memory": ("env_check",),
+            "env_check": ("env_check",),
+            "data_quality": ("data_quality",),
+        }.get(q.intent, tuple(by_tool))
+        found = [f for name in main for o in by_tool.get(name, []) for f in o.findings]
+        if q.intent == "pipeline_bubble":
+            found = [f for f in found if "pipeline_bubble" in f.symptom_tags]
+        if q.intent == "memory":
+            found = [
+                f
+                for f in found
+                if {"memory_fragmentation", "profiler_overhead"} & set(f.symptom_tags)
+            ]
+            lines.append(
+                "没有足够的信息回答显存峰值：目前没有分析内存数据（memory_record.csv / "
+                "operator_memory.csv）的工具。"
+                if zh
+                else "Not enough signal to answer the peak-memory part: no tool analyzes the "
+                "memory data (memory_record.csv / operator_memory.csv) yet."
+            )
+        if q.intent == "hccl_timeout":
+            risk = [
+                f
+                for f in found
+                if {"hccl_timeout_risk", "first_collective_late"} & set(f.symptom_tags)
+            ]
+            if not risk:
+                lines.append(
+                    "环境检查没有发现 HCCL 超时风险（超时设置能覆盖观测到的等待）。"
+                    if zh
+                    else "The environment check found no HCCL timeout risk: the timeouts cover the observed waits."
+                )
+            found = risk
+        if q.intent == "mc2":
+            mc2 = [f for f in found if f.kind.value == "mc2_opportunity"]
+            found = mc2
+            if not mc2:
+                lines.append(
+                    "不建议仅凭这份数据开启 mc2：没有发现 MatMul 紧邻 TP 集合通信、可由 mc2 掩盖的证据。"
+                    if zh
+                    else "No: this data shows no MatMul next to a TP collective that mc2 could overlap, "
+                    "so it does not support enabling mc2."
+                )
+            else:
+                lines.append("是的，mc2 值得一试：" if zh else "Yes, mc2 looks worth trying:")
+        if q.intent == "data_quality" and d is not None:
+            ex = project.excluded_line(d, zh)
+            if ex:
+                lines.append(ex)
+        if found:
+            if q.intent not in ("mc2",):
+                lines.append(_lead(q.intent, zh))
+            for f in found[:3]:
+                add(f)
+        elif q.intent not in ("mc2", "hccl_timeout") and not (
+            q.intent == "data_quality" and d is not None and d.excluded_steps
+        ):
+            lines.append(self._no_signal(q, d))
+
+    def _no_signal(self, q: Query, d: Diagnosis | None) -> str:
+        zh = q.language == "zh"
+        need = _needed_data(q.intent, self.session)
+        if need:
+            return (
+                f"没有足够的信息得出结论。需要的数据：{need[1]}。"
+                if zh
+                else f"Not enough signal to decide. The data that would decide it: {need[0]}."
+            )
+        if q.intent == "data_quality":
+            return (
+                "数据完整：数据质量检查没有发现缺失的卡、step 或记录。"
+                if zh
+                else "The data looks complete: the data-quality check found no missing ranks, steps or records."
+            )
+        if d is not None and d.causes:
+            return (
+                "这项分析对这个问题没有发现问题。诊断结论：" + project.headline(d, zh)
+                if zh
+                else "This analysis found nothing for this question. What the diagnosis says: "
+                + project.headline(d, zh)
+            )
+        return (
+            "未发现明显的问题。"
+            if zh
+            else "Nothing stands out: the analysis found no problem for this question."
         )
 
     def _rank_component(
@@ -707,7 +691,7 @@ class Planner:
         res = next((o.result for o in by_tool.get("cluster_breakdown", []) if o.result), None)
         pr = res.tables.get("per_rank") if res is not None else None
         if pr is None or pr.empty or col not in pr.columns:
-            return self._no_signal(q, [o for v in by_tool.values() for o in v]), []
+            return self._no_signal(q, self._last_diagnosis), []
         v = (
             pr.set_index("rank")[col]
             .astype("float64")
@@ -715,7 +699,7 @@ class Planner:
             .sort_values(ascending=q.extreme == "min")
         )
         if v.empty:
-            return self._no_signal(q, [o for v in by_tool.values() for o in v]), []
+            return self._no_signal(q, self._last_diagnosis), []
         src = quote_source(self.session.profile.cite("step_trace"))
         n_steps = int(res.metrics.get("steps_count", 0)) if res is not None else 0
         steps_en = f"mean per step over {n_steps} step{'s' if n_steps != 1 else ''}"
@@ -759,17 +743,17 @@ class Planner:
         zh = q.language == "zh"
         out = next((o for o in by_tool.get("compare_ops", []) if o.result), None)
         if out is None or out.result is None:
-            return self._no_signal(q, [o for v in by_tool.values() for o in v]), []
+            return self._no_signal(q, self._last_diagnosis), []
         res = out.result
         bt = res.tables.get("by_type")
         rank = int(res.metrics.get("rank_b", q.ranks[0] if q.ranks else 0))
         if bt is None or bt.empty:
-            return self._no_signal(q, [out]), []
+            return self._no_signal(q, self._last_diagnosis), []
         core = bt["accelerator_core"].astype("string").fillna("").str.upper()
         bt = bt[~core.isin(["HCCL", "COMMUNICATION", "DSA_SQE", "SDMA"])]
         bt = bt[bt["total_us_b"] > 0].sort_values("total_us_b", ascending=False)
         if bt.empty:
-            return self._no_signal(q, [out]), []
+            return self._no_signal(q, self._last_diagnosis), []
         src = quote_source(self.session.profile.cite("kernels"))
         n_steps = int(res.metrics.get("steps_compared", 0))
         first = bt.iloc[0]
@@ -801,26 +785,6 @@ class Planner:
         if not srcs:
             return ""
         return " (" + ", ".join(quote_source(s) for s in srcs[:2]) + ")"
-
-    def _no_signal(self, q: Query, outputs: list[ToolOutput]) -> str:
-        zh = q.language == "zh"
-        notes = [n for o in outputs if o.result is not None for n in o.result.notes]
-        need = _needed_data(q.intent, self.session)
-        if need:
-            text = (
-                f"没有足够的信息得出结论。需要的数据：{need[1]}。"
-                if zh
-                else f"Not enough signal to decide. The data that would decide it: {need[0]}."
-            )
-        else:
-            text = (
-                "未发现明显的问题。"
-                if zh
-                else "Nothing stands out: the analysis found no problem for this question."
-            )
-        if notes:
-            text += " " + " ".join(self.quoter.quote(n.rstrip(".")) + "." for n in notes[:2])
-        return text
 
 
 def quote_source(path: str) -> str:
@@ -1064,64 +1028,6 @@ def _command_of(remedy: str) -> str | None:
     return None
 
 
-def _suggestions(cited: Sequence[Finding], cases: Sequence[CaseHit], zh: bool) -> list[Suggestion]:
-    out: list[Suggestion] = []
-    seen: set[str] = set()
-    if zh:
-        # Chinese answers: the case's own Chinese remedy sentence, then its commands verbatim.
-        for h in cases:
-            f = _best_finding(cited, h.symptom_tags)
-            gain = f.estimated_gain_us if f else None
-            texts = []
-            zh_text = case_remedy_zh(h.id)
-            if zh_text:
-                texts.append(zh_text)
-            cmds = [c for c in (_command_of(r) for r in h.remedies[:3]) if c]
-            texts += [f"执行 `{c}`" for c in cmds[:1]]
-            if not texts:
-                texts = [f"参考案例中的做法：{r}" for r in h.remedies[:1]]
-            for t in texts:
-                if t in seen:
-                    continue
-                seen.add(t)
-                out.append(
-                    Suggestion(
-                        text=t,
-                        finding_id=f.id if f else None,
-                        case_id=h.id,
-                        estimated_gain_us=gain,
-                    )
-                )
-        cases = []  # handled above
-    for h in cases:
-        f = _best_finding(cited, h.symptom_tags)
-        for r in h.remedies[:2]:
-            if r in seen:
-                continue
-            seen.add(r)
-            out.append(
-                Suggestion(
-                    text=r,
-                    finding_id=f.id if f else None,
-                    case_id=h.id,
-                    estimated_gain_us=f.estimated_gain_us if f else None,
-                )
-            )
-    if not out:
-        for f in cited:
-            for t in f.symptom_tags:
-                if t in _FALLBACK_REMEDY and _FALLBACK_REMEDY[t][0] not in seen:
-                    seen.add(_FALLBACK_REMEDY[t][0])
-                    out.append(
-                        Suggestion(
-                            text=_FALLBACK_REMEDY[t][1 if zh else 0],
-                            finding_id=f.id,
-                            estimated_gain_us=f.estimated_gain_us,
-                        )
-                    )
-    return out[:4]
-
-
 def _best_finding(cited: Sequence[Finding], tags: Sequence[str]) -> Finding | None:
     best, score = None, 0
     for f in cited:
@@ -1133,20 +1039,22 @@ def _best_finding(cited: Sequence[Finding], tags: Sequence[str]) -> Finding | No
 
 def _suggestion_text(s: Suggestion, zh: bool) -> str:
     text = s.text.strip().rstrip("。.")
-    parts = [text]
     ref = []
+    if s.kind == "check":
+        text = ("检查：" if zh else "Check: ") + text
     if s.case_id:
         ref.append(f"{'案例' if zh else 'case'} `{s.case_id}`")
-    if s.estimated_gain_us is not None and s.estimated_gain_us > 0:
+    if s.kind == "action" and s.estimated_gain_us is not None and s.estimated_gain_us > 0:
         gain = fmt_num(s.estimated_gain_us, "us")
+        src = s.cause_id or s.finding_id
         ref.append(
-            f"预计每步最多节省 {gain}（来自 `{s.finding_id}`）"
+            f"预计每步最多节省 {gain}（来自 `{src}`）"
             if zh
-            else f"estimated gain up to {gain} per step (from `{s.finding_id}`)"
+            else f"estimated gain up to {gain} per step (from `{src}`)"
         )
-    if ref:
-        parts.append(("（" + "；".join(ref) + "）") if zh else (" (" + "; ".join(ref) + ")"))
-    return "".join(parts) if zh else parts[0] + (parts[1] if len(parts) > 1 else "")
+    if not ref:
+        return text
+    return text + ("（" + "；".join(ref) + "）" if zh else " (" + "; ".join(ref) + ")")
 
 
 def cited_findings(findings: Sequence[Finding]) -> list[CitedFinding]:
@@ -1169,3 +1077,173 @@ def cited_findings(findings: Sequence[Finding]) -> list[CitedFinding]:
 def cited_cases(hits: Sequence[CaseHit]) -> list[CitedCase]:
     """Answer-model view of case hits."""
     return [CitedCase(id=h.id, title=h.title, source=h.source) for h in hits]
+
+
+_CONTRA = {
+    # a remedy that steers away from what the cause blames contradicts the diagnosis
+    "communication": re.compile(
+        r"(rather than|instead of|not|no need to|don't|do not)\s+(\w+\s+){0,2}(the\s+)?"
+        r"(network|links?|hccl|communication|interconnect|bandwidth)",
+        re.I,
+    ),
+    "compute": re.compile(
+        r"(rather than|instead of|not|no need to|don't|do not)\s+(\w+\s+){0,2}(the\s+)?"
+        r"(operators?|kernels?|compute|computation|shapes?)",
+        re.I,
+    ),
+    "scheduling": re.compile(
+        r"(rather than|instead of|not|no need to|don't|do not)\s+(\w+\s+){0,2}(the\s+)?"
+        r"(host|dispatch|dataloader|cpu)",
+        re.I,
+    ),
+}
+
+
+def _contradicts(text: str, causes: Sequence[RootCause]) -> bool:
+    for c in causes:
+        pat = _CONTRA.get(c.category.value)
+        if pat is not None and pat.search(text):
+            return True
+    return False
+
+
+def consistent_case(hit: CaseHit, causes: Sequence[RootCause]) -> bool:
+    """Whether a case fits the diagnosis: its remedies do not steer away from a cited cause."""
+    if not causes:
+        return True
+    return not any(_contradicts(r, causes[:1]) for r in hit.remedies[:2])
+
+
+def _cause_for(causes: Sequence[RootCause], tags: Sequence[str]) -> RootCause | None:
+    best, score = None, 0
+    for c in causes:
+        own = set(c.symptom_tags) | {t for f in c.findings for t in f.symptom_tags}
+        s = len(own & set(tags))
+        if s > score:
+            best, score = c, s
+    return best
+
+
+def build_suggestions(
+    causes: Sequence[RootCause],
+    cited: Sequence[Finding],
+    cases: Sequence[CaseHit],
+    zh: bool,
+    *,
+    mc2_ok: bool = True,
+    limit: int = 5,
+) -> list[Suggestion]:
+    """Typed suggestions: the causes' actions (with gains) first, case remedies, then checks.
+
+    Actions come from the diagnosis' remedies (each tied to its cause, gain and bound from the
+    remedy, else the cause's); a case remedy is an action tied to the cause whose symptom tags it
+    matches, and only when it does not steer away from the top cause (e.g. no "rather than
+    tuning the network" on a slow-link cause). Checks carry no gain. Chinese answers use the
+    remedies' Chinese text and the cases' Chinese summaries (commands kept verbatim).
+    """
+    actions: list[Suggestion] = []
+    checks: list[Suggestion] = []
+    seen: set[str] = set()
+
+    def push(bucket: list[Suggestion], s: Suggestion) -> None:
+        key = s.text.strip()
+        if not key or key in seen:
+            return
+        if not mc2_ok and re.search(r"mc2|通算融合", key, re.I):
+            return
+        seen.add(key)
+        bucket.append(s)
+
+    for c in causes:
+        fid = c.findings[0].id if c.findings else None
+        for r in c.remedies:
+            text = (r.text_zh or r.text) if zh else r.text
+            if r.kind == "action":
+                gain = r.gain_us if r.gain_us is not None else c.gain_us
+                push(
+                    actions,
+                    Suggestion(
+                        text=text,
+                        kind="action",
+                        cause_id=c.id,
+                        finding_id=fid,
+                        case_id=r.case_id,
+                        estimated_gain_us=gain if gain and gain > 0 else None,
+                    ),
+                )
+            else:
+                push(
+                    checks,
+                    Suggestion(
+                        text=text, kind="check", cause_id=c.id, finding_id=fid, case_id=r.case_id
+                    ),
+                )
+    for h in cases:
+        hc = _cause_for(causes, h.symptom_tags)
+        f = _best_finding(cited, h.symptom_tags)
+        gain = hc.gain_us if hc is not None else (f.estimated_gain_us if f else None)
+        texts: list[str] = []
+        if zh:
+            zh_text = case_remedy_zh(h.id)
+            if zh_text:
+                texts.append(zh_text)
+            cmds = [x for x in (_command_of(r) for r in h.remedies[:3]) if x]
+            texts += [f"执行 `{x}`" for x in cmds[:1]]
+        else:
+            texts = list(h.remedies[:2])
+        for t in texts:
+            if _contradicts(t, causes[:1]):
+                continue
+            push(
+                actions,
+                Suggestion(
+                    text=t,
+                    kind="action",
+                    cause_id=hc.id if hc is not None else None,
+                    finding_id=(
+                        hc.findings[0].id
+                        if hc is not None and hc.findings
+                        else (f.id if f else None)
+                    ),
+                    case_id=h.id,
+                    estimated_gain_us=gain if gain and gain > 0 else None,
+                ),
+            )
+    if not actions and not checks:
+        for f in cited:
+            for t in f.symptom_tags:
+                if t in _FALLBACK_REMEDY:
+                    push(
+                        checks,
+                        Suggestion(
+                            text=_FALLBACK_REMEDY[t][1 if zh else 0], kind="check", finding_id=f.id
+                        ),
+                    )
+    return (actions + checks)[:limit]
+
+
+def error_zh(tool: str, error: str) -> str:
+    """A tool error in Chinese (known forms translated; otherwise said without English)."""
+    e = error.strip().rstrip(".")
+    nouns = {"rank": "卡", "step": "step", "group": "通信域", "transport": "链路类型"}
+    m = re.match(r"(rank|step|group|transport) (\S+) does not exist; \w+ are (.+)$", e)
+    if m:
+        n = nouns[m.group(1)]
+        return f"{n} {m.group(2)} 不存在；现有的{n}为 {m.group(3)}"
+    m = re.match(r"step (\S+) is not in (\S+); steps are (.+)$", e)
+    if m:
+        return f"step {m.group(1)} 不在 {m.group(2)} 中；现有的 step 为 {m.group(3)}"
+    if "no baseline" in e:
+        return "对比两次运行需要基线数据，请用 `--baseline PATH` 传入"
+    if e.startswith("bad arguments"):
+        return f"工具 {tool} 的参数无效"
+    if "case library" in e:
+        return "案例库无法读取"
+    if re.search(r"no (communication|comm)", e, re.I):
+        return "缺少通信数据（需要 Level1 或更高级别采集）"
+    return f"工具 {tool} 无法给出结果（原始错误信息见工具调用记录）"
+
+
+def _suggestions(cited: Sequence[Finding], cases: Sequence[CaseHit], zh: bool) -> list[Suggestion]:
+    """Suggestions from findings and cases only (no diagnosis): see :func:`build_suggestions`."""
+    return build_suggestions((), cited, cases, zh)

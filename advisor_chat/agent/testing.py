@@ -255,3 +255,81 @@ def fake_case_search(
             )
         )
     return hits[:k]
+
+
+def tiny_diagnosis(profile: Profile, *, baseline: Profile | None = None) -> Any:
+    """The diagnosis of :func:`tiny_profile`, by construction (a ``diagnose`` stand-in).
+
+    Rank 3 is the culprit of a host stall: ``EXTRA_FREE_US`` more Free per step than the
+    others; ranks 0-2 are its victims, waiting ``EXTRA_FREE_US`` per step at the collectives
+    (their communication time is planted that much higher). Gain: ``EXTRA_FREE_US`` (estimate).
+    """
+    from advisor_chat.diagnosis.types import (
+        BoundKind,
+        Culprit,
+        Diagnosis,
+        Impact,
+        Mechanism,
+        Remedy,
+        RootCause,
+    )
+
+    del baseline
+    step_us = COMPUTING_US + COMM_US + EXTRA_FREE_US + BASE_FREE_US
+    victims = tuple(
+        Impact(r, EXTRA_FREE_US, EXTRA_FREE_US / step_us, "collective_wait")
+        for r in range(4)
+        if r != SLOW_RANK
+    )
+    ms = EXTRA_FREE_US / 1000
+    finding = _explain_rank(profile, RankParams(rank=SLOW_RANK, step=None)).findings[0]
+    cause = RootCause(
+        id=f"cause.host_stall.r{SLOW_RANK}",
+        mechanism=Mechanism.HOST_STALL,
+        category=Category.SCHEDULING,
+        culprit=Culprit(
+            "rank", (SLOW_RANK,), label=f"rank {SLOW_RANK}", label_zh=f"{SLOW_RANK}号卡"
+        ),
+        victims=victims,
+        summary=f"rank {SLOW_RANK} idles {ms:.1f} ms more per step than its peers (Free), "
+        "so the other ranks wait for it at the collectives",
+        summary_zh=f"{SLOW_RANK}号卡每步比其他卡多空闲 {ms:.1f} ms（Free），其他卡在集合通信中等待它",
+        metrics={"free_excess_us": EXTRA_FREE_US},
+        findings=(finding,),
+        gain_us=EXTRA_FREE_US,
+        bound=BoundKind.ESTIMATE,
+        remedies=(
+            Remedy(
+                "action",
+                "Set TASK_QUEUE_ENABLE=2 on the host of the slow rank",
+                "在慢卡所在的 host 上设置 TASK_QUEUE_ENABLE=2",
+                gain_us=EXTRA_FREE_US,
+                bound=BoundKind.ESTIMATE,
+            ),
+            Remedy(
+                "check",
+                "See what the host does while the device idles",
+                "排查设备空闲时 host 在做什么",
+            ),
+        ),
+        symptom_tags=("host_bound", "high_free"),
+        dominant=f"host-bound ({ms:.1f} ms more Free per step)",
+        dominant_zh=f"host 侧瓶颈（每步多 {ms:.1f} ms 空闲）",
+        severity=Severity.HIGH,
+        own=(Impact(SLOW_RANK, EXTRA_FREE_US, EXTRA_FREE_US / step_us, "own_time"),),
+    )
+    return Diagnosis(
+        causes=(cause,),
+        other_findings=(),
+        excluded_steps=(),
+        ranks=tuple(profile.ranks),
+        steps=tuple(profile.steps),
+        step_time_us=step_us,
+        shares={
+            "computing": COMPUTING_US / step_us,
+            "communication_not_overlapped": (COMM_US + EXTRA_FREE_US) / step_us,
+            "free": BASE_FREE_US / step_us,
+        },
+        headline=f"Rank {SLOW_RANK} holds the job back: its host stalls ({ms:.1f} ms more Free per step).",
+        headline_zh=f"{SLOW_RANK}号卡拖慢了作业：host 侧停顿（每步多 {ms:.1f} ms 空闲）。",
+    )

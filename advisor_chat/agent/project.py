@@ -1,0 +1,870 @@
+"""Answers as projections of the one :class:`~advisor_chat.diagnosis.Diagnosis`.
+
+Each function takes the diagnosis and the parsed question's slots and returns a
+:class:`Projection`: the answer's lines (the first sentence answers the question), the causes it
+relies on (their remedies become the typed suggestions), and the ranks to highlight. The text is
+written from the diagnosis' own sentences (``summary``/``summary_zh``, ``label``/``label_zh``,
+``dominant``/``dominant_zh``, ``headline``/``headline_zh``) and its numbers (impacts, gains,
+shares), so every number is grounded in the diagnosis and the answer cannot contradict the
+report.
+
+Wording rule (issue 12): a rank that is a victim or "on the slow link" is never called
+"not slow"; a rank with no role is "not behind any cause found", never told that others wait
+for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from advisor_chat.diagnosis.types import (
+    BoundKind,
+    Culprit,
+    Diagnosis,
+    Impact,
+    Mechanism,
+    RootCause,
+)
+from advisor_chat.tools.core import fmt_ranks
+from advisor_chat.tools.render import clean_data, fence, fmt_num
+
+
+@dataclass
+class Projection:
+    """One projected answer (before tools' extra details, cases and suggestions)."""
+
+    lines: list[str] = field(default_factory=list)
+    causes: list[RootCause] = field(default_factory=list)
+    plot_ranks: list[int] = field(default_factory=list)
+
+    def add_cause(self, c: RootCause) -> None:
+        """Cite ``c`` (once)."""
+        if all(x.id != c.id for x in self.causes):
+            self.causes.append(c)
+
+
+# -- small phrases --------------------------------------------------------------------------------
+_CATEGORY = {
+    "compute": ("computation (a compute problem)", "计算（计算问题）"),
+    "scheduling": (
+        "the host side (a scheduling problem: the device idles waiting for work)",
+        "host 侧（调度问题：设备空闲等待任务）",
+    ),
+    "communication": ("communication (a communication problem)", "通信（通信问题）"),
+    "none": ("no single category", "没有单一的瓶颈类型"),
+    "unknown": ("an undetermined category", "无法确定的类型"),
+}
+_HOW = {
+    "collective_wait": ("waits at the collectives", "在集合通信中等待"),
+    "bubble": ("waits in pipeline bubbles (receive wait)", "在流水线气泡（接收等待）中等待"),
+    "slow_link_transit": ("loses transit time on the slow link", "在慢链路上多花传输时间"),
+    "idle": ("sits idle", "空闲等待"),
+    "own_time": ("spends extra time of its own", "自身多花时间"),
+}
+_VICTIM_VERB = {
+    "collective_wait": ("waits {amt} at the collectives", "在集合通信中等待{amt}"),
+    "bubble": (
+        "waits {amt} in pipeline bubbles (receive wait)",
+        "在流水线气泡（接收等待）中等待{amt}",
+    ),
+    "slow_link_transit": ("loses {amt} in transit", "多花传输时间{amt}"),
+    "idle": ("sits idle {amt}", "空闲等待{amt}"),
+    "": ("loses {amt}", "损失时间{amt}"),
+}
+_RANKLIKE = ("rank", "ranks", "group", "stage")
+_META = (Mechanism.NO_CULPRIT, Mechanism.NOT_ENOUGH_SIGNAL, Mechanism.DATA_ARTIFACT)
+
+
+def us(v: float) -> str:
+    """A per-step time for display (ms above 1000 µs)."""
+    return fmt_num(float(v), "us")
+
+
+def pct(share: float) -> str:
+    """A 0..1 share as a percentage."""
+    return fmt_num(float(share), "ratio")
+
+
+def rank_word(ranks: Sequence[int], zh: bool) -> str:
+    """``rank 3`` / ``ranks 8-15`` / ``3号卡`` / ``8-15号卡``."""
+    rs = sorted(set(ranks))
+    if zh:
+        return f"{fmt_ranks(rs)}号卡"
+    return f"rank {rs[0]}" if len(rs) == 1 else f"ranks {fmt_ranks(rs)}"
+
+
+def label(c: Culprit, zh: bool) -> str:
+    """The culprit's label in the answer's language (built from its fields when empty)."""
+    if zh and c.label_zh:
+        return c.label_zh
+    if not zh and c.label:
+        return c.label
+    if c.kind == "link" and c.link is not None:
+        t = f" ({c.transport})" if c.transport else ""
+        return (f"链路 {c.link[0]}→{c.link[1]}{t}") if zh else f"link {c.link[0]}→{c.link[1]}{t}"
+    if c.kind == "stage" and c.stage is not None:
+        rs = f" ({rank_word(c.ranks, zh)})" if c.ranks else ""
+        return f"流水线阶段{c.stage}{rs}" if zh else f"stage {c.stage}{rs}"
+    if c.kind in ("rank", "ranks", "group") and c.ranks:
+        return rank_word(c.ranks, zh)
+    if c.kind == "operator" and c.operator:
+        return f"算子 {c.operator}" if zh else f"operator {c.operator}"
+    if c.kind == "steps":
+        return "个别 step 的事件" if zh else "events in single steps"
+    if c.kind == "job":
+        return "整个作业" if zh else "the whole job"
+    return "无" if zh else "none"
+
+
+def summary(c: RootCause, zh: bool) -> str:
+    """The cause's sentence without its final stop."""
+    s = (c.summary_zh or c.summary) if zh else c.summary
+    return s.strip().rstrip("。.")
+
+
+def dominant(c: RootCause, zh: bool) -> str:
+    """What dominates the culprit's time, in the answer's language ("" when unknown)."""
+    return (c.dominant_zh if zh else c.dominant).strip()
+
+
+def gain_phrase(c: RootCause, zh: bool) -> str:
+    """The "fixing it saves about X per step" phrase with the kind of bound (empty without gain)."""
+    if c.gain_us is None or c.gain_us <= 0:
+        return ""
+    g = us(c.gain_us)
+    if c.bound == BoundKind.UPPER_BOUND:
+        return (
+            f"修复后每步最多节省 {g}（上限）"
+            if zh
+            else f"fixing it saves at most {g} per step (upper bound)"
+        )
+    return (
+        f"修复后每步约节省 {g}（估计）" if zh else f"fixing it saves about {g} per step (estimate)"
+    )
+
+
+def events_text(c: RootCause, zh: bool, limit: int = 8) -> str:
+    """The (step, rank) list of a step-event cause."""
+    ev = list(c.culprit.events)
+    if not ev:
+        return ""
+    parts = [f"(step {s}, rank {r})" for s, r in ev[:limit]]
+    more = len(ev) - limit
+    if zh:
+        return "、".join(parts) + (f" 等 {len(ev)} 个" if more > 0 else "")
+    return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
+
+
+def _end(zh: bool) -> str:
+    return "。" if zh else "."
+
+
+def _sentence(text: str, zh: bool) -> str:
+    text = text.strip()
+    if not text:
+        return ""
+    if text[-1] in "。.!！?？":
+        return text
+    return text + _end(zh)
+
+
+def cause_bullet(c: RootCause, zh: bool) -> str:
+    """``- <summary> (<gain>) [`cause id`]``."""
+    g = gain_phrase(c, zh)
+    if zh:
+        return f"- {summary(c, zh)}" + (f"（{g}）" if g else "") + f"。`{c.id}`"
+    return f"- {summary(c, zh)}" + (f" ({g})" if g else "") + f". `{c.id}`"
+
+
+def _real(d: Diagnosis) -> list[RootCause]:
+    """Causes that blame something (not the no-culprit / not-enough-signal / data notes)."""
+    return [c for c in d.causes if c.mechanism not in _META]
+
+
+def _meta(d: Diagnosis, mech: Mechanism) -> RootCause | None:
+    return next((c for c in d.causes if c.mechanism == mech), None)
+
+
+def headline(d: Diagnosis, zh: bool) -> str:
+    """The diagnosis headline (or "nothing stands out" only when the diagnosis is empty)."""
+    h = (d.headline_zh or d.headline) if zh else d.headline
+    if h.strip():
+        return _sentence(h, zh)
+    if not d.causes:
+        return (
+            "未发现明显的问题：诊断没有找到任何根因。"
+            if zh
+            else "Nothing stands out: the diagnosis found no root cause."
+        )
+    return _sentence(summary(d.causes[0], zh), zh)
+
+
+def excluded_line(d: Diagnosis, zh: bool) -> str:
+    """A sentence on steps excluded as data artifacts ("" when none)."""
+    if not d.excluded_steps:
+        return ""
+    s = ", ".join(str(x) for x in d.excluded_steps)
+    if zh:
+        return f"step {s} 的设备记录不完整，已从分析中排除（数据问题，不是变慢）。"
+    return f"Step {s} has incomplete device records and was excluded (a data artifact, not a slowdown)."
+
+
+def notes_lines(d: Diagnosis, zh: bool, limit: int = 2) -> list[str]:
+    """The diagnosis' caveats in the answer's language (never English notes in Chinese)."""
+    notes = d.notes_zh if zh else d.notes
+    return [_sentence(n, zh) for n in notes[:limit] if n.strip()]
+
+
+def shares_line(d: Diagnosis, zh: bool) -> str:
+    """Cluster-wide shares of the step (Computing, Communication Not Overlapped, Free, Bubble)."""
+    names = (
+        ("computing", "Computing", "计算"),
+        ("communication_not_overlapped", "Communication (Not Overlapped)", "未被掩盖的通信"),
+        ("free", "Free", "空闲（Free）"),
+        ("bubble", "Bubble", "气泡（Bubble）"),
+    )
+    parts = [
+        f"{zh_n if zh else en} {pct(d.shares[k])}"
+        for k, en, zh_n in names
+        if k in d.shares and d.shares[k] > 0
+    ]
+    if not parts:
+        return ""
+    step = f"（中位 step 耗时 {us(d.step_time_us)}）" if zh and d.step_time_us > 0 else ""
+    if zh:
+        return "全集群 step 时间占比：" + "，".join(parts) + step + "。"
+    st = f" (median step {us(d.step_time_us)})" if d.step_time_us > 0 else ""
+    return "Cluster-wide share of the step: " + ", ".join(parts) + st + "."
+
+
+# -- projections ---------------------------------------------------------------------------------
+def _role_sentence(rank: int, c: RootCause, role: str, imp: Impact | None, zh: bool) -> str:
+    """One sentence: rank ``rank``'s role in cause ``c`` (culprit / on the link / victim)."""
+    who = rank_word([rank], zh)
+    lab = label(c.culprit, zh)
+    dom = dominant(c, zh)
+    s = summary(c, zh)
+    if role == "on_link":
+        if zh:
+            return f"{who}在慢链路 {lab} 上：{s}。"
+        return f"{who.capitalize()} is on the slow link {lab}: {s}."
+    if role == "culprit":
+        if c.mechanism == Mechanism.STEP_EVENTS:
+            steps = [st for st, r in c.culprit.events if r == rank]
+            st_txt = ", ".join(str(x) for x in steps)
+            if zh:
+                return f"{who}在 step {st_txt} 出现单步停顿（事件，不是平均意义上的慢卡）：{s}。"
+            return f"{who.capitalize()} stalls in step {st_txt} (an event, not a slow rank on average): {s}."
+        extra = ""
+        if imp is not None and imp.lost_us > 0:
+            extra = (
+                f"（自身每步多花 {us(imp.lost_us)}）"
+                if zh
+                else f" ({us(imp.lost_us)} per step of its own)"
+            )
+        if zh:
+            part = "" if lab == who else f"（属于{lab}）"
+            return f"{who}{part}慢在它自身，是原因所在{extra}：{s}。"
+        part = "" if lab == who else f", part of {lab},"
+        return f"{who.capitalize()}{part} is slow in its own right: it is the cause{extra}: {s}."
+    # victim
+    how = imp.how if imp else ""
+    amt_en = amt_zh = ""
+    if imp is not None and imp.lost_us > 0:
+        amt_en = f"{us(imp.lost_us)} per step ({pct(imp.share)} of its step)"
+        amt_zh = f"每步 {us(imp.lost_us)}（占其 step 的 {pct(imp.share)}）"
+    verb_en, verb_zh = _VICTIM_VERB.get(how, _VICTIM_VERB[""])
+    if c.culprit.kind == "job":
+        if zh:
+            return f"{who}{verb_zh.format(amt=amt_zh)}，原因在整个作业而不在某张卡：{s}。"
+        return f"{who.capitalize()} {verb_en.format(amt=amt_en)} for a reason common to the whole job, not one rank: {s}."
+    if zh:
+        d = f"；{lab}的主要问题：{dom}" if dom else ""
+        return f"{who}{verb_zh.format(amt=amt_zh)}，等的是{lab}{d}。{s}。"
+    d = f", which is {dom}" if dom else ""
+    return f"{who.capitalize()} {verb_en.format(amt=amt_en)} for {lab}{d}: {s}."
+
+
+def explain_ranks(d: Diagnosis, ranks: Sequence[int], zh: bool) -> Projection:
+    """Answer to “Why is rank N (or ranks A-B) slow?”: the ranks' lost time traced to its causes."""
+    p = Projection(plot_ranks=list(ranks)[:8])
+    if len(ranks) == 1:
+        r = ranks[0]
+        roles = d.role_of(r)
+        if not roles:
+            return _no_role(d, [r], zh, p)
+        for i, (c, role, imp) in enumerate(roles[:3]):
+            p.add_cause(c)
+            line = _role_sentence(r, c, role, imp, zh)
+            p.lines.append(line if i == 0 else f"- {line}")
+            if i == 0 and len(roles) > 1:
+                p.lines.append("此外：" if zh else "Also:")
+            p.plot_ranks += [x for x in c.culprit.ranks[:4] if x not in p.plot_ranks]
+        top = roles[0][0]
+        g = gain_phrase(top, zh)
+        if g:
+            p.lines.append(_sentence(g[0].upper() + g[1:] if not zh else g, zh) + f" `{top.id}`")
+        return p
+    # several ranks: group their roles by cause, most lost time first
+    groups: dict[str, tuple[RootCause, dict[str, list[int]], float]] = {}
+    for r in ranks:
+        for c, role, imp in d.role_of(r):
+            cur = groups.get(c.id)
+            by_role = cur[1] if cur else {}
+            by_role.setdefault(role, []).append(r)
+            lost = (cur[2] if cur else 0.0) + (imp.lost_us if imp else 0.0)
+            groups[c.id] = (c, by_role, lost)
+    if not groups:
+        return _no_role(d, list(ranks), zh, p)
+    ordered = sorted(groups.values(), key=lambda t: -t[2])
+    for i, (c, by_role, _lost) in enumerate(ordered[:3]):
+        p.add_cause(c)
+        parts = []
+        for role in ("culprit", "on_link", "victim"):
+            rs = by_role.get(role, [])
+            if not rs:
+                continue
+            who = rank_word(rs, zh)
+            lab = label(c.culprit, zh)
+            if role == "culprit":
+                parts.append(
+                    f"{who}是原因本身（{lab}）"
+                    if zh
+                    else f"{who} {'is' if len(rs) == 1 else 'are'} the cause ({lab})"
+                )
+            elif role == "on_link":
+                parts.append(
+                    f"{who}在慢链路 {lab} 上"
+                    if zh
+                    else f"{who} {'is' if len(rs) == 1 else 'are'} on the slow link {lab}"
+                )
+            else:
+                imps = [i for i in c.victims if i.rank in rs]
+                mx = max((i.lost_us for i in imps), default=0.0)
+                how_en, how_zh = _HOW.get(imps[0].how if imps else "", ("lose time", "损失时间"))
+                dom = dominant(c, zh)
+                if zh:
+                    amt = f"，每步最多 {us(mx)}" if mx > 0 else ""
+                    parts.append(f"{who}{how_zh}{amt}，等的是{lab}" + (f"（{dom}）" if dom else ""))
+                else:
+                    how_en = (
+                        how_en.replace("waits", "wait")
+                        .replace("sits", "sit")
+                        .replace("loses", "lose")
+                        .replace("spends", "spend")
+                    )
+                    amt = f" up to {us(mx)} per step" if mx > 0 else ""
+                    parts.append(
+                        f"{who} {how_en}{amt} for {lab}" + (f", which is {dom}" if dom else "")
+                    )
+        text = (
+            ("；".join(parts) + f"：{summary(c, zh)}。")
+            if zh
+            else ("; ".join(parts) + f": {summary(c, zh)}.")
+        )
+        text = text[0].upper() + text[1:] if not zh else text
+        p.lines.append(text if i == 0 else f"- {text}")
+        if i == 0 and len(ordered) > 1:
+            p.lines.append("此外：" if zh else "Also:")
+    return p
+
+
+def _no_role(d: Diagnosis, ranks: Sequence[int], zh: bool, p: Projection) -> Projection:
+    who = rank_word(ranks, zh)
+    real = _real(d)
+    nes = _meta(d, Mechanism.NOT_ENOUGH_SIGNAL)
+    if nes is not None and not real:
+        p.add_cause(nes)
+        p.lines.append(
+            f"没有足够的信息判断{who}是否慢：{summary(nes, zh)}。"
+            if zh
+            else f"Not enough signal to say whether {who} is slow: {summary(nes, zh)}."
+        )
+        return p
+    if not real:
+        nc = _meta(d, Mechanism.NO_CULPRIT)
+        if nc is None:
+            p.lines.append(headline(d, zh))
+            return p
+        p.add_cause(nc)
+        p.lines.append(
+            f"{who}不是慢卡：各卡之间的差异都在阈值以内。{headline(d, zh)}"
+            if zh
+            else f"{who.capitalize()} is not slow: the spreads between ranks are under threshold. {headline(d, zh)}"
+        )
+        return p
+    top = real[0]
+    p.add_cause(top)
+    p.lines.append(
+        f"{who}不在任何已发现根因的影响范围内（既不是原因，也没有因它损失时间）。作业的主要问题是：{summary(top, zh)}。"
+        if zh
+        else f"{who.capitalize()} is not behind any cause found, nor measurably hit by one. "
+        f"The job's main cause: {summary(top, zh)}."
+    )
+    return p
+
+
+def which_culprit(d: Diagnosis, zh: bool) -> Projection:
+    """Answer to “Which rank holds the job back?”: the top culprit (or why there is no single rank)."""
+    p = Projection()
+    real = _real(d)
+    if not real:
+        return no_culprit(d, zh, p)
+    top = real[0]
+    p.add_cause(top)
+    c = top.culprit
+    lab = label(c, zh)
+    s = summary(top, zh)
+    if c.kind in _RANKLIKE:
+        p.plot_ranks = list(c.ranks)[:8]
+        dom = dominant(top, zh)
+        if zh:
+            p.lines.append(f"拖慢作业的是{lab}" + (f"（{dom}）" if dom else "") + f"：{s}。")
+        else:
+            p.lines.append(
+                f"{lab[0].upper() + lab[1:]} {'holds' if c.kind == 'rank' else 'hold'} the job back"
+                + (f" ({dom})" if dom else "")
+                + f": {s}."
+            )
+        vic = sorted(top.victims, key=lambda i: -i.lost_us)
+        if vic:
+            vr = [i.rank for i in vic]
+            if zh:
+                p.lines.append(
+                    f"受影响的卡：{rank_word(vr, zh)}，每步最多损失 {us(vic[0].lost_us)}（它们是受害者，不是原因）。"
+                )
+            else:
+                p.lines.append(
+                    f"Victims: {rank_word(vr, zh)} lose up to {us(vic[0].lost_us)} per step (they wait; they are not the cause)."
+                )
+    elif c.kind == "link":
+        p.plot_ranks = list(c.link or ())
+        ends = rank_word(list(c.link or ()), zh)
+        p.lines.append(
+            f"不是某张卡，而是慢链路 {lab}：{s}。{ends}在这条链路上。"
+            if zh
+            else f"No single rank: the slow link {lab} holds the job back: {s}. {ends.capitalize()} are on that link."
+        )
+    elif c.kind == "steps":
+        p.lines.append(
+            f"平均而言没有哪张卡慢：时间损失在个别 step 的停顿上，{events_text(top, zh)}：{s}。"
+            if zh
+            else f"No rank is slow on average: the time goes to one-step stalls, {events_text(top, zh)}: {s}."
+        )
+    elif c.kind == "job":
+        p.lines.append(
+            f"没有单独的慢卡：所有卡都因同一个作业级原因损失时间：{s}。"
+            if zh
+            else f"No single rank: every rank loses time to the same job-level cause: {s}."
+        )
+    else:
+        p.lines.append(_sentence(s, zh))
+    g = gain_phrase(top, zh)
+    if g:
+        p.lines.append(_sentence(g[0].upper() + g[1:] if not zh else g, zh) + f" `{top.id}`")
+    for c2 in real[1:3]:
+        p.add_cause(c2)
+        p.lines.append(cause_bullet(c2, zh))
+    return p
+
+
+def no_culprit(d: Diagnosis, zh: bool, p: Projection | None = None) -> Projection:
+    """No blamed cause: not enough signal, no culprit, or nothing at all."""
+    p = p or Projection()
+    nes = _meta(d, Mechanism.NOT_ENOUGH_SIGNAL)
+    nc = _meta(d, Mechanism.NO_CULPRIT)
+    if nes is not None:
+        p.add_cause(nes)
+        p.lines.append(
+            f"没有足够的信息指出慢卡：{summary(nes, zh)}。"
+            if zh
+            else f"Not enough signal to name a slow rank: {summary(nes, zh)}."
+        )
+    elif nc is not None:
+        p.add_cause(nc)
+        p.lines.append(
+            f"没有拖慢作业的卡：{summary(nc, zh)}。"
+            if zh
+            else f"No rank holds the job back: {summary(nc, zh)}."
+        )
+    else:
+        p.lines.append(headline(d, zh))
+    sl = shares_line(d, zh)
+    if sl:
+        p.lines.append(sl)
+    return p
+
+
+def network(d: Diagnosis, links: Sequence[tuple[int, int]], zh: bool) -> Projection:
+    """Answer to “Is the network the problem?” / "which link is slow?": yes or no with the link cause."""
+    p = Projection()
+    slow = [c for c in d.causes if c.mechanism == Mechanism.SLOW_LINK]
+    if links and slow:
+        asked = {tuple(sorted(x)) for x in links}
+        match = [
+            c for c in slow if c.culprit.link is not None and tuple(sorted(c.culprit.link)) in asked
+        ]
+        if not match:
+            c = slow[0]
+            p.add_cause(c)
+            a = ", ".join(f"{x}→{y}" for x, y in links)
+            p.lines.append(
+                f"不是：链路 {a} 不是慢链路；慢的是 {label(c.culprit, zh)}：{summary(c, zh)}。"
+                if zh
+                else f"No: link {a} is not the slow one; the slow link is {label(c.culprit, zh)}: {summary(c, zh)}."
+            )
+            p.plot_ranks = list(c.culprit.link or ())
+            return p
+        slow = match
+    if slow:
+        c = slow[0]
+        p.add_cause(c)
+        p.plot_ranks = list(c.culprit.link or ())
+        rank_pos = next((i for i, x in enumerate(d.causes) if x.id == c.id), 0)
+        first = "是的" if zh else "Yes"
+        p.lines.append(
+            f"{first}：慢链路 {label(c.culprit, zh)}：{summary(c, zh)}。"
+            if zh
+            else f"{first}: the slow link {label(c.culprit, zh)}: {summary(c, zh)}."
+        )
+        if rank_pos > 0:
+            first_cause = d.causes[0]
+            p.add_cause(first_cause)
+            p.lines.append(
+                f"但它不是首要原因；首要原因是：{summary(first_cause, zh)}。"
+                if zh
+                else f"It is not the top cause, though; the top cause is: {summary(first_cause, zh)}."
+            )
+        for c2 in slow[1:3]:
+            p.add_cause(c2)
+            p.lines.append(cause_bullet(c2, zh))
+        return p
+    comm = [c for c in _real(d) if c.category.value == "communication"]
+    top = _real(d)[0] if _real(d) else None
+    if comm:
+        cc = comm[0]
+        p.add_cause(cc)
+        p.lines.append(
+            f"不是链路的问题：没有发现慢链路，但通信本身是一个原因：{summary(c, zh)}。"
+            if zh
+            else f"Not the links: no link is slow, but communication itself is a cause: {summary(cc, zh)}."
+        )
+        return p
+    if top is not None:
+        p.add_cause(top)
+        p.lines.append(
+            f"不是：没有发现慢链路，网络不是主要问题。主要原因是：{summary(top, zh)}。"
+            if zh
+            else f"No: no link is slow, so the network is not the problem. The main cause is: {summary(top, zh)}."
+        )
+        return p
+    p.lines.append(
+        "不是：没有发现慢链路。" + headline(d, zh)
+        if zh
+        else "No: no link is slow. " + headline(d, zh)
+    )
+    return p
+
+
+def fix_first(d: Diagnosis, zh: bool) -> Projection:
+    """Answer to “What should I fix first?”: the first action of the top cause, with its gain."""
+    p = Projection()
+    real = _real(d)
+    if not real:
+        return no_culprit(d, zh, p)
+    for c in real:
+        act = next((r for r in c.remedies if r.kind == "action"), None)
+        if act is None:
+            continue
+        p.add_cause(c)
+        text = (act.text_zh or act.text) if zh else act.text
+        gain = act.gain_us if act.gain_us is not None else c.gain_us
+        bound = act.bound if act.gain_us is not None else c.bound
+        g = ""
+        if gain is not None and gain > 0:
+            ub = bound == BoundKind.UPPER_BOUND
+            g = (
+                (
+                    f"，预计每步最多节省 {us(gain)}（上限）"
+                    if ub
+                    else f"，预计每步约节省 {us(gain)}（估计）"
+                )
+                if zh
+                else (
+                    f", for at most {us(gain)} per step (upper bound)"
+                    if ub
+                    else f", for about {us(gain)} per step (estimate)"
+                )
+            )
+        lab = label(c.culprit, zh)
+        text = text.strip().rstrip("。.")
+        if zh:
+            p.lines.append(f"先处理{lab}：{text}{g}。原因：{summary(c, zh)}。`{c.id}`")
+        else:
+            p.lines.append(
+                f"Fix {lab} first: {text[0].lower() + text[1:] if text[:2] != text[:2].upper() else text}{g}. Why: {summary(c, zh)}. `{c.id}`"
+            )
+        if c is not real[0]:
+            top = real[0]
+            p.add_cause(top)
+            p.lines.append(
+                f"首要原因（{summary(top, zh)}）还没有可直接执行的修改，需要先排查。"
+                if zh
+                else f"The top cause ({summary(top, zh)}) has no direct change yet; it needs checking first."
+            )
+        p.plot_ranks = list(c.culprit.ranks)[:8]
+        return p
+    top = real[0]
+    p.add_cause(top)
+    chk = next((r for r in top.remedies if r.kind == "check"), None)
+    what = ((chk.text_zh or chk.text) if zh else chk.text).strip().rstrip("。.") if chk else ""
+    p.lines.append(
+        f"首先排查{label(top.culprit, zh)}：{summary(top, zh)}。"
+        + (f"下一步：{what}。" if what else "")
+        if zh
+        else f"First look at {label(top.culprit, zh)}: {summary(top, zh)}."
+        + (f" Next: {what}." if what else "")
+    )
+    return p
+
+
+def how_much(d: Diagnosis, zh: bool) -> Projection:
+    """Answer to “How much could I gain?”: the gain of each cause, top first."""
+    p = Projection()
+    real = [c for c in _real(d) if c.gain_us]
+    if not real:
+        return no_culprit(d, zh, p)
+    top = real[0]
+    p.add_cause(top)
+    g = gain_phrase(top, zh)
+    share = ""
+    if d.step_time_us > 0 and top.gain_us:
+        share = (
+            f"，约为中位 step 耗时 {us(d.step_time_us)} 的一部分"
+            if zh
+            else f", out of a median step of {us(d.step_time_us)}"
+        )
+    p.lines.append(
+        f"{label(top.culprit, zh)}：{g}{share}。原因：{summary(top, zh)}。"
+        if zh
+        else f"For {label(top.culprit, zh)}, {g}{share}. Cause: {summary(top, zh)}."
+    )
+    for c in real[1:3]:
+        p.add_cause(c)
+        p.lines.append(cause_bullet(c, zh))
+    return p
+
+
+def steps(d: Diagnosis, zh: bool) -> Projection:
+    """Answer to “Why are some steps slow?”: step-level causes with their (step, rank) list."""
+    p = Projection()
+    ev = [c for c in d.causes if c.mechanism in (Mechanism.STEP_EVENTS, Mechanism.DEGRADATION)]
+    for i, c in enumerate(ev[:3]):
+        p.add_cause(c)
+        if c.mechanism == Mechanism.STEP_EVENTS:
+            e = events_text(c, zh)
+            p.lines.append(
+                (
+                    f"慢的 step 来自单步事件 {e}：{summary(c, zh)}。"
+                    if zh
+                    else f"The slow steps come from one-step events {e}: {summary(c, zh)}."
+                )
+                if i == 0
+                else cause_bullet(c, zh)
+            )
+            p.plot_ranks += [r for _, r in c.culprit.events if r not in p.plot_ranks][:8]
+        else:
+            sts = ", ".join(str(s) for s in c.steps)
+            p.lines.append(
+                (
+                    f"step 耗时随运行变长（step {sts}）：{summary(c, zh)}。"
+                    if zh
+                    else f"Step time grows over the run (steps {sts}): {summary(c, zh)}."
+                )
+                if i == 0
+                else cause_bullet(c, zh)
+            )
+    ex = excluded_line(d, zh)
+    if not ev:
+        real = _real(d)
+        if real:
+            p.add_cause(real[0])
+            p.lines.append(
+                f"没有单步级别的原因：每个 step 的损失来自同一个原因：{summary(real[0], zh)}。"
+                if zh
+                else f"No step-level cause: the steps lose time to the same cause throughout: {summary(real[0], zh)}."
+            )
+        else:
+            p.lines.append(
+                "没有单步级别的原因。" + headline(d, zh)
+                if zh
+                else "No step-level cause. " + headline(d, zh)
+            )
+    if ex:
+        p.lines.append(ex)
+    return p
+
+
+_TOPIC_CAT = {"compute": "compute", "communication": "communication", "host": "scheduling"}
+
+
+def category(d: Diagnosis, topics: Sequence[str], yes_no: bool, zh: bool) -> Projection:
+    """Compute / scheduling / communication question: the category of the top cause, with numbers."""
+    p = Projection()
+    real = _real(d)
+    if not real:
+        no_culprit(d, zh, p)
+        return p
+    top = real[0]
+    p.add_cause(top)
+    cat = top.category.value
+    cat_txt = _CATEGORY.get(cat, _CATEGORY["unknown"])[1 if zh else 0]
+    asked = [_TOPIC_CAT[t] for t in topics if t in _TOPIC_CAT]
+    if yes_no and len(asked) == 1:
+        yes = asked[0] == cat
+        lead = ("是的，" if yes else "不是，") if zh else ("Yes: " if yes else "No: ")
+        p.lines.append(
+            f"{lead}主要瓶颈是{cat_txt}：{summary(top, zh)}。"
+            if zh
+            else f"{lead}the main bottleneck is {cat_txt}: {summary(top, zh)}."
+        )
+        if not yes:
+            other = next((c for c in real if c.category.value == asked[0]), None)
+            if other is not None:
+                p.add_cause(other)
+                p.lines.append(
+                    f"{_CATEGORY[asked[0]][1]}方面也有一个次要原因：{summary(other, zh)}。"
+                    if zh
+                    else f"There is also a lesser {asked[0]} cause: {summary(other, zh)}."
+                )
+    else:
+        p.lines.append(
+            f"主要瓶颈是{cat_txt}：{summary(top, zh)}。"
+            if zh
+            else f"The main bottleneck is {cat_txt}: {summary(top, zh)}."
+        )
+    dom = dominant(top, zh)
+    if dom:
+        p.lines.append(
+            f"{label(top.culprit, zh)}：{dom}。"
+            if zh
+            else f"{label(top.culprit, zh)[0].upper() + label(top.culprit, zh)[1:]}: {dom}."
+        )
+    sl = shares_line(d, zh)
+    if sl:
+        p.lines.append(sl)
+    p.plot_ranks = list(top.culprit.ranks)[:8]
+    return p
+
+
+def pipeline(d: Diagnosis, stages: Sequence[int], zh: bool) -> Projection:
+    """Pipeline question: the stage-imbalance cause (downstream waits, upstream dominated by ...)."""
+    p = Projection()
+    pc = [c for c in d.causes if c.mechanism == Mechanism.PIPELINE_IMBALANCE]
+    if not pc:
+        return p  # the caller falls back to the bubble findings
+    c = pc[0]
+    p.add_cause(c)
+    vic = sorted(c.victims, key=lambda i: -i.lost_us)
+    lab = label(c.culprit, zh)
+    dom = dominant(c, zh)
+    if vic:
+        vr = rank_word([i.rank for i in vic], zh)
+        if zh:
+            p.lines.append(
+                f"{vr}在流水线气泡中等待{lab}，每步最多 {us(vic[0].lost_us)}"
+                + (f"；{lab}{dom}" if dom else "")
+                + f"：{summary(c, zh)}。"
+            )
+        else:
+            p.lines.append(
+                f"{vr[0].upper() + vr[1:]} wait in pipeline bubbles for {lab}, up to {us(vic[0].lost_us)} per step"
+                + (f"; {lab} is {dom}" if dom else "")
+                + f": {summary(c, zh)}."
+            )
+    else:
+        p.lines.append(_sentence(summary(c, zh), zh))
+    if stages and c.culprit.stage is not None and c.culprit.stage not in stages:
+        st = ", ".join(str(s) for s in stages)
+        p.lines.append(
+            f"阶段 {st} 是等待的一方，不是原因。"
+            if zh
+            else f"Stage {st} is the waiting side, not the cause."
+        )
+    p.plot_ranks = [*c.culprit.ranks[:4], *(i.rank for i in vic[:4])]
+    return p
+
+
+def overview(d: Diagnosis, zh: bool, limit: int = 5) -> Projection:
+    """Answer to “What is wrong with this job?”: the headline, then the causes, most important first."""
+    p = Projection()
+    p.lines.append(headline(d, zh))
+    real = _real(d)
+    if real:
+        p.lines.append(
+            "根因（按每步损失时间排序）：" if zh else "Root causes, most time explained first:"
+        )
+        for c in real[:limit]:
+            p.add_cause(c)
+            p.lines.append(cause_bullet(c, zh))
+        p.plot_ranks = sorted({r for c in real[:3] for r in c.culprit.ranks})[:8]
+    else:
+        for c in d.causes[:2]:
+            p.add_cause(c)
+        sl = shares_line(d, zh)
+        if sl:
+            p.lines.append(sl)
+    ex = excluded_line(d, zh)
+    if ex:
+        p.lines.append(ex)
+    p.lines += notes_lines(d, zh)
+    return p
+
+
+def render_for_model(d: Diagnosis) -> str:
+    """The diagnosis as the text a model reads (first tool result of an LLM turn).
+
+    The body is fenced as data (its sentences can quote operator names and paths from the
+    profile), each line cleaned of fence markers.
+    """
+    lines = [f"Headline: {headline(d, False)}"]
+    if d.step_time_us > 0:
+        lines.append(f"Median step time: {us(d.step_time_us)}.")
+    sl = shares_line(d, False)
+    if sl:
+        lines.append(sl)
+    if d.excluded_steps:
+        lines.append(excluded_line(d, False))
+    for i, c in enumerate(d.causes, 1):
+        lines.append(
+            f"{i}. `{c.id}` [{c.mechanism.value}, {c.category.value}, severity {c.severity.value}] "
+            f"culprit: {label(c.culprit, False)}. {summary(c, False)}."
+        )
+        if c.dominant:
+            lines.append(f"   dominated by: {c.dominant}")
+        vic = sorted(c.victims, key=lambda v: -v.lost_us)[:6]
+        if vic:
+            lines.append(
+                "   victims: "
+                + "; ".join(
+                    f"rank {v.rank} {v.how} {us(v.lost_us)}/step ({pct(v.share)})" for v in vic
+                )
+                + (f" (+{len(c.victims) - 6} more)" if len(c.victims) > 6 else "")
+            )
+        if c.culprit.events:
+            lines.append(f"   events: {events_text(c, False, 12)}")
+        g = gain_phrase(c, False)
+        if g:
+            lines.append(f"   gain: {g}")
+        for r in c.remedies[:3]:
+            gg = f" (gain {us(r.gain_us)}/step, {r.bound.value})" if r.gain_us else ""
+            lines.append(f"   {r.kind}: {r.text}{gg}")
+        for f in c.findings[:3]:
+            lines.append(f"   evidence `{f.id}`: {f.summary}")
+    for n in d.notes[:3]:
+        lines.append(f"Note: {n}")
+    if not d.causes:
+        lines.append("No root cause found.")
+    body = "\n".join(clean_data(x, 600) for x in lines)
+    return "diagnose(): the ranked root causes of this run.\n" + fence(body, "diagnose()")
