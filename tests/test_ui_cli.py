@@ -20,7 +20,7 @@ def test_demo_no_serve_prints_inspect_and_cited_answer():
     res = runner.invoke(app, ["demo", "--no-serve"])
     assert res.exit_code == 0, res.output
     out = res.output
-    assert "0-15 (16)" in out  # inspect summary of the 16-rank demo
+    assert "16 ranks: 0-15" in out  # inspect summary of the 16-rank demo
     assert "why is rank 12 slow?" in out
     assert "🛠️ tool:" in out
     assert re.search(r"\brank\s*12\b", out, re.I)

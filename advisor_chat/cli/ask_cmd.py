@@ -81,12 +81,14 @@ def answer_json(answer: Any) -> dict[str, Any]:
 
 def render_answer(answer: Any, *, seconds: float | None = None, show_tools: bool = False) -> None:
     """Print an answer: text, evidence table with sources, cases, grounding line."""
-    from advisor_chat.tools.render import fmt_num, unit_of
+    from advisor_chat.textsafe import md_defang
+    from advisor_chat.textsafe import term_text as tt
+    from advisor_chat.tools.render import fmt_num, metric_label, unit_of
 
     zh = answer.language == "zh"
-    text = answer.answer
-    # the text lists cases and suggestions; the tables below repeat them with sources
-    console.print(Markdown(text))
+    # the text lists cases and suggestions; the tables below repeat them with sources.
+    # Profile strings in it (or a model's injected link) are made text; no escape sequence passes.
+    console.print(Markdown(md_defang(answer.answer), hyperlinks=False))
     if show_tools and answer.tool_calls:
         t = Table(title="tool calls", show_lines=False, expand=False)
         t.add_column("tool")
@@ -94,7 +96,7 @@ def render_answer(answer: Any, *, seconds: float | None = None, show_tools: bool
         t.add_column("result")
         for c in answer.tool_calls:
             args = ", ".join(f"{k}={v}" for k, v in c.args.items())
-            t.add_row(c.name, args, c.error or (c.table_ref or "ok"))
+            t.add_row(tt(c.name), tt(args), tt(c.error or (c.table_ref or "ok"), limit=1000))
         console.print(t)
     if answer.findings:
         t = Table(title="依据" if zh else "evidence", expand=False)
@@ -103,10 +105,11 @@ def render_answer(answer: Any, *, seconds: float | None = None, show_tools: bool
         t.add_column("source", overflow="fold")
         for f in answer.findings:
             nums = "; ".join(
-                f"{k}={fmt_num(v, unit_of(k))}" for k, v in list(f.metrics.items())[:4]
+                f"{metric_label(k)}={fmt_num(v, unit_of(k))}"
+                for k, v in list(f.metrics.items())[:4]
             )
             srcs = "; ".join(Path(s).name if len(s) > 60 else s for s in f.sources[:2])
-            t.add_row(f"{f.id} [{f.severity}]", nums, srcs)
+            t.add_row(f"{tt(f.id)} {tt(f'[{f.severity}]')}", tt(nums), tt(srcs))
         console.print(t)
     if answer.cases:
         t = Table(title="案例" if zh else "cases", expand=False)
@@ -114,14 +117,15 @@ def render_answer(answer: Any, *, seconds: float | None = None, show_tools: bool
         t.add_column("title", overflow="fold")
         t.add_column("source", overflow="fold")
         for c in answer.cases:
-            t.add_row(c.id, c.title, c.source.split(" (", 1)[0])
+            t.add_row(tt(c.id), tt(c.title), tt(c.source.split(" (", 1)[0]))
         console.print(t)
     g = answer.grounding
     style = "green" if not g.ungrounded else "bold red"
     line = f"grounding: {g.numbers_grounded}/{g.numbers_total} numbers found in this turn's tool results"
     if g.ungrounded:
         line += f"; UNGROUNDED: {', '.join(g.ungrounded)}"
-    meta = f"backend {answer.backend}" + (f", {answer.mode}" if answer.mode else "")
+    line = tt(line, limit=1000)
+    meta = tt(f"backend {answer.backend}" + (f", {answer.mode}" if answer.mode else ""))
     if seconds is not None:
         meta += f", {seconds:.2f} s"
     console.print(f"[{style}]{line}[/] [dim]({meta})[/]", highlight=False)
@@ -168,11 +172,13 @@ def register(app: typer.Typer) -> None:
         guarded: GuardedOpt = None,
     ) -> None:
         """Multi-turn chat in the terminal (follow-ups like "and rank 13?"); 'exit' or Ctrl-D ends, '/reset' forgets."""
+        from advisor_chat.textsafe import term_text as tt
+
         adv = _advisor(path, model, base_url, api_key_env, baseline, guarded)
         ranks = adv.session.ranks
         adv.warm_up()
         console.print(
-            f"[bold]advisor-chat[/] — {len(ranks)} ranks, backend {adv.backend}. "
+            f"[bold]advisor-chat[/] — {len(ranks)} ranks, backend {tt(adv.backend)}. "
             "Ask a question ('help' lists what I can answer; 'exit' quits).",
             highlight=False,
         )

@@ -17,6 +17,7 @@ from advisor_chat.errors import (
     NotAnswerableError,
     ToolArgumentError,
 )
+from advisor_chat.textsafe import term_text
 
 console = Console()
 err_console = Console(stderr=True)
@@ -26,6 +27,25 @@ EXIT_CONFIG = 3
 EXIT_UNANSWERABLE = 4
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+MAX_MESSAGE_CHARS = 2000
+"""Cap on an error message printed by the CLI (a garbage file must not print megabytes)."""
+
+
+def _msg(exc: BaseException) -> str:
+    """The error's message, bounded, without escape sequences, with rich markup escaped.
+
+    For an :class:`InputError` the message part is capped on its own, so the file it names and
+    the remedy are always printed in full.
+    """
+    if isinstance(exc, InputError) and (exc.path is not None or exc.remedy):
+        parts = [term_text(exc.message.rstrip("."), limit=MAX_MESSAGE_CHARS) + "."]
+        if exc.path is not None and str(exc.path) not in exc.message:
+            parts.append(f"File: {term_text(str(exc.path), limit=1000)}.")
+        if exc.remedy:
+            parts.append(term_text(exc.remedy.rstrip("."), limit=1000) + ".")
+        return " ".join(parts)
+    return term_text(str(exc), limit=MAX_MESSAGE_CHARS)
 
 
 def handle_errors(func: F) -> F:
@@ -40,18 +60,20 @@ def handle_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except (InputError, ToolArgumentError) as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {_msg(exc)}", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_INPUT) from None
         except ConfigError as exc:
-            err_console.print(f"[bold red]config error:[/] {exc}", highlight=False, soft_wrap=True)
+            err_console.print(
+                f"[bold red]config error:[/] {_msg(exc)}", highlight=False, soft_wrap=True
+            )
             raise typer.Exit(EXIT_CONFIG) from None
         except NotAnswerableError as exc:
             err_console.print(
-                f"[bold yellow]not enough signal:[/] {exc}", highlight=False, soft_wrap=True
+                f"[bold yellow]not enough signal:[/] {_msg(exc)}", highlight=False, soft_wrap=True
             )
             raise typer.Exit(EXIT_UNANSWERABLE) from None
         except AdvisorError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {_msg(exc)}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             err_console.print("interrupted")

@@ -13,6 +13,8 @@ from advisor_chat.cli.common import console, handle_errors, print_json
 def _render(info: dict[str, Any]) -> None:
     from rich.table import Table
 
+    from advisor_chat.textsafe import term_text as tt
+
     def span(rs: list[int]) -> str:
         if not rs:
             return "-"
@@ -20,16 +22,35 @@ def _render(info: dict[str, Any]) -> None:
             return f"{rs[0]}-{rs[-1]} ({len(rs)})"
         return ", ".join(str(r) for r in rs[:16]) + (" ..." if len(rs) > 16 else "")
 
-    console.print(f"[bold]{info['root']}[/]  layout: [cyan]{info['layout']}[/]", highlight=False)
+    def count(rs: list[int], word: str) -> str:
+        """``"16 ranks: 0-15"``, ``"1 step: 7"``."""
+        if not rs:
+            return f"no {word}s"
+        ids = span(rs).split(" (")[0]
+        return f"{len(rs)} {word}{'' if len(rs) == 1 else 's'}: {ids}"
+
+    console.print(
+        f"[bold]{tt(info['root'], limit=1000)}[/]  layout: [cyan]{tt(info['layout'])}[/]",
+        highlight=False,
+        soft_wrap=True,
+    )
     summary = Table(show_header=False, box=None)
-    summary.add_row("ranks", span(info["ranks"]))
-    summary.add_row("steps", span(info["steps"]))
+    summary.add_column(style="bold")
+    summary.add_column(overflow="fold")
+    summary.add_row("ranks", count(info["ranks"], "rank"))
+    steps = [s for s in info["steps"] if s >= 0]
+    if steps:
+        summary.add_row("steps", count(steps, "step"))
+    else:
+        summary.add_row("steps", "no step markers: the whole capture is analyzed as one step")
     for label, versions in info["versions"].items():
-        summary.add_row(label, "; ".join(f"{v} (ranks {span(r)})" for v, r in versions.items()))
+        summary.add_row(
+            tt(label), "; ".join(f"{tt(v)} (ranks {span(r)})" for v, r in versions.items())
+        )
     if info["profiler_level"]:
         summary.add_row(
             "profiler level",
-            "; ".join(f"{lv} (ranks {span(r)})" for lv, r in info["profiler_level"].items()),
+            "; ".join(f"{tt(lv)} (ranks {span(r)})" for lv, r in info["profiler_level"].items()),
         )
     for st in info["stages"]:
         summary.add_row(f"PP stage {st['index']}", span(st["ranks"]))
@@ -38,29 +59,32 @@ def _render(info: dict[str, Any]) -> None:
     tables = Table(title="Tables")
     tables.add_column("table")
     tables.add_column("rows", justify="right")
-    tables.add_column("source")
+    tables.add_column("source", overflow="fold")
     for name, t in info["tables"].items():
-        tables.add_row(name, str(t["rows"]), t["source"])
+        tables.add_row(tt(name), str(t["rows"]), tt(t["source"], limit=1000))
     console.print(tables)
     if info["groups"]:
         groups = Table(title="Communication groups")
         for col in ("group", "name", "kind", "ranks"):
-            groups.add_column(col)
+            groups.add_column(col, overflow="fold")
         for g in info["groups"][:40]:
             groups.add_row(
-                g["group"] or "-", g["group_name"] or "-", g["comm_kind"] or "-", span(g["ranks"])
+                tt(g["group"] or "-"),
+                tt(g["group_name"] or "-"),
+                tt(g["comm_kind"] or "-"),
+                span(g["ranks"]),
             )
         if len(info["groups"]) > 40:
             groups.caption = f"{len(info['groups']) - 40} more (use --json)"
         console.print(groups)
     for s in info["extra_sources"]:
-        console.print(f"[dim]also found:[/] {s}", highlight=False)
+        console.print(f"[dim]also found:[/] {tt(s, limit=1000)}", highlight=False, soft_wrap=True)
     if info["warnings"]:
         w = Table(title="Data-quality warnings")
         w.add_column("code")
-        w.add_column("message")
+        w.add_column("message", overflow="fold")
         for item in info["warnings"]:
-            w.add_row(item["code"], item["message"])
+            w.add_row(tt(item["code"]), tt(item["message"], limit=2000))
         console.print(w)
     else:
         console.print("[green]no data-quality warnings[/]")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
+from advisor_chat.cli.ask_cmd import GuardedOpt, KeyEnvOpt
 from advisor_chat.cli.common import console, err_console, handle_errors
 
 if TYPE_CHECKING:
@@ -84,12 +85,16 @@ def serve_app(
     model: str | None,
     base_url: str | None,
     baseline: Path | None,
+    api_key_env: str | None = None,
+    guarded: bool | None = None,
 ) -> None:
     """Build the app, launch it and block until Ctrl-C; uploads are deleted on exit."""
     from advisor_chat.config import load_settings
     from advisor_chat.ui.app import build_app, launch
 
-    settings = load_settings(model=model, base_url=base_url)
+    settings = load_settings(
+        model=model, base_url=base_url, api_key_env=api_key_env, guarded=guarded
+    )
     if path is not None and not path.exists():
         from advisor_chat.errors import InputError
 
@@ -158,6 +163,17 @@ def register(app: typer.Typer) -> None:
                 "--baseline", help="Baseline profiling folder for before/after comparisons."
             ),
         ] = None,
+        api_key_env: KeyEnvOpt = None,
+        guarded: GuardedOpt = None,
     ) -> None:
         """Open the chat in a browser: ask about a profiling folder, see tool steps and plots."""
-        serve_app(path, host=host, port=port, model=model, base_url=base_url, baseline=baseline)
+        serve_app(
+            path,
+            host=host,
+            port=port,
+            model=model,
+            base_url=base_url,
+            baseline=baseline,
+            api_key_env=api_key_env,
+            guarded=guarded,
+        )

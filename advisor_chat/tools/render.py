@@ -41,17 +41,65 @@ def unit_of(name: str) -> str:
     return ""
 
 
+_UNIT_SUFFIXES = (
+    "_us",
+    "_ms",
+    "_ns",
+    "_s",
+    "_gbps",
+    "_mb",
+    "_gb",
+    "_pct",
+    "_percent",
+    "_ratio",
+    "_share",
+    "_frac",
+    "_fraction",
+)
+
+
+def metric_label(name: str) -> str:
+    """A metric's name for display next to its formatted value: the unit suffix dropped.
+
+    The value carries the unit (``fmt_num`` may show ``free_delta_us`` in ms), so the label must
+    not contradict it: ``free_delta_us`` -> ``free_delta``, ``bandwidth_gbps`` -> ``bandwidth``.
+    Per-step/per-call names keep their tail (``wait_us_per_step`` -> ``wait_per_step``).
+    """
+    base, tail = name, ""
+    for per in ("_per_step", "_per_call"):
+        if name.endswith(per) and name != per:
+            base, tail = name[: -len(per)], per
+            break
+    for suffix in _UNIT_SUFFIXES:
+        if base.lower().endswith(suffix) and len(base) > len(suffix):
+            return base[: -len(suffix)] + tail
+    return name
+
+
+def fmt_metric(name: str, value: float) -> str:
+    """``name = value unit`` for prose and tables, e.g. ``free_delta = 39.50 ms``."""
+    return f"{metric_label(name)} = {fmt_num(value, unit_of(name))}"
+
+
 def fmt_num(value: float, unit: str = "") -> str:
     """Format a number for display, with a precision that suits its size.
 
     Ratios (``unit='ratio'``) are shown as percentages with one decimal; times in us become ms
-    when ≥ 1000 us. Integers stay integers. NaN is ``'n/a'``.
+    when ≥ 1000 us. Integers stay integers. NaN is ``'n/a'``; infinities are ``'inf'`` /
+    ``'-inf'`` (never an ``OverflowError``). Non-numbers are shown as cleaned text.
     """
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None:
         return "n/a"
     if isinstance(value, bool):
         return str(value).lower()
-    v = float(value)
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return clean_data(value, 60)
+    if math.isnan(v):
+        return "n/a"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
     if unit == "ratio":
         return f"{v * 100:.1f}%"
     if unit == "us" and abs(v) >= 1000:
@@ -65,6 +113,8 @@ def fmt_num(value: float, unit: str = "") -> str:
 
 
 def _plain(v: float) -> str:
+    if not math.isfinite(v):
+        return "n/a" if math.isnan(v) else ("inf" if v > 0 else "-inf")
     if v == int(v) and abs(v) < 1e15:
         return str(int(v))
     a = abs(v)

@@ -31,6 +31,12 @@ if TYPE_CHECKING:
 
 PLOT_NAMES = tuple(PLOT_TITLES)
 SESSION_TTL_S = 12 * 3600
+CHAT_CONCURRENCY = 16
+"""Questions answered at the same time (all sessions). Answers are mostly waiting (on a model) or
+short CPU bursts, so one slow answer must not hold the others in the queue; the planner refuses
+over-long questions before any work."""
+LOAD_CONCURRENCY = 2
+"""Folder loads / uploads at the same time (all sessions): they are memory-heavy."""
 
 EXAMPLES_EN = [
     "why is rank 12 slow?",
@@ -39,6 +45,24 @@ EXAMPLES_EN = [
     "Compare the operators of the slowest and the fastest rank",
 ]
 EXAMPLES_ZH = ["为什么12号卡慢？", "通信有没有瓶颈？"]
+
+# After an answer: scroll the chat so the last question sits at the top and the answer (placed
+# right under it, above the collapsed tool steps) is read from its first line. Run twice to win
+# over Gradio's own autoscroll, which may land after the event finishes.
+SCROLL_TO_ANSWER_JS = """
+() => {
+  const go = () => {
+    const wrap = document.querySelector('#chat .bubble-wrap');
+    const users = document.querySelectorAll('#chat [data-testid="user"]');
+    if (!wrap || !users.length) return;
+    const u = users[users.length - 1];
+    const top = u.getBoundingClientRect().top - wrap.getBoundingClientRect().top;
+    wrap.scrollTo({top: wrap.scrollTop + top - 8, behavior: 'instant'});
+  };
+  setTimeout(go, 150);
+  setTimeout(go, 600);
+}
+"""
 
 _CSS = """
 #plots-col { min-width: 360px; }
@@ -218,16 +242,21 @@ def build_app(
                 yield [*render_view(s, with_plots=False), ""]
             yield [*render_view(s), ""]
 
-        app.load(on_open, inputs=[state], outputs=view, api_visibility="private")
-        load_btn.click(on_load_path, [state, path_box], view, api_name="load_path")
-        path_box.submit(on_load_path, [state, path_box], view, api_visibility="private")
-        upload.upload(on_upload, [state, upload], view, api_name="upload_zip")
-        demo_btn.click(on_demo, [state], view, api_name="load_demo")
+        load: dict[str, Any] = {"concurrency_id": "load", "concurrency_limit": LOAD_CONCURRENCY}
+        chat: dict[str, Any] = {"concurrency_id": "chat", "concurrency_limit": CHAT_CONCURRENCY}
+        app.load(on_open, inputs=[state], outputs=view, api_visibility="private", **load)
+        load_btn.click(on_load_path, [state, path_box], view, api_name="load_path", **load)
+        path_box.submit(on_load_path, [state, path_box], view, api_visibility="private", **load)
+        upload.upload(on_upload, [state, upload], view, api_name="upload_zip", **load)
+        demo_btn.click(on_demo, [state], view, api_name="load_demo", **load)
         new_btn.click(on_new, [state], view, api_name="new_conversation")
-        send.click(on_ask, [state, box], [*view, box], api_name="chat")
-        box.submit(on_ask, [state, box], [*view, box], api_visibility="private")
+        for ev in (
+            send.click(on_ask, [state, box], [*view, box], api_name="chat", **chat),
+            box.submit(on_ask, [state, box], [*view, box], api_visibility="private", **chat),
+        ):
+            ev.then(None, None, None, js=SCROLL_TO_ANSWER_JS, api_visibility="private")
 
-    app.queue(default_concurrency_limit=2)
+    app.queue(default_concurrency_limit=LOAD_CONCURRENCY)
     _close = app.close
 
     def close(*args: Any, **kwargs: Any) -> Any:
@@ -272,7 +301,7 @@ def launch(
         server_port=port,
         share=False,
         prevent_thread_lock=not block,
-        quiet=not block,
+        quiet=True,  # no Gradio banner: no "set share=True" hint; serve prints the URL
         max_file_size=int(settings.upload_max_mb * 1_000_000),
         footer_links=[],
         show_error=False,

@@ -13,6 +13,7 @@ from typing import Any
 
 from advisor_chat.agent.answer import Answer, CitedCase, CitedFinding, Grounding
 from advisor_chat.textsafe import clean, md_code, md_defang, md_text
+from advisor_chat.tools.render import metric_label
 
 Message = dict[str, Any]
 
@@ -197,7 +198,7 @@ def _finding_md(f: CitedFinding, lang: str) -> str:
         lines.append("")
         lines.append(
             "; ".join(
-                f"{md_code(k, limit=80)} = {format_metric(k, v)}"
+                f"{md_code(metric_label(k), limit=80)} = {format_metric(k, v)}"
                 for k, v in list(f.metrics.items())[:12]
             )
         )

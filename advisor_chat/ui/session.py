@@ -170,6 +170,9 @@ class UIController:
             from advisor_chat.agent.advisor import Advisor
 
         advisor = Advisor(profile, settings=self.settings, baseline=self._baseline())
+        if session.profile is not None:
+            # another folder: a new conversation (the old answers are about the old folder)
+            session.messages = []
         session.profile = profile
         session.label = label
         session.advisor = advisor
@@ -342,7 +345,10 @@ class UIController:
                         session.messages.remove(text_msg)
                         text_msg = None
                     _remove(session.messages, pending)
-                    self._show_answer(session, event.answer)
+                    # the answer goes right under the question; the (collapsed) tool steps follow
+                    for msg in steps.values():
+                        _remove(session.messages, msg)
+                    self._show_answer(session, event.answer, steps=list(steps.values()))
                 yield
         except Exception as exc:
             _remove(session.messages, pending)
@@ -354,8 +360,12 @@ class UIController:
                 if msg.get("metadata", {}).get("status") == "pending":
                     render.finish_tool_step(msg, "", error="interrupted")
 
-    def _show_answer(self, session: Session, answer: Answer) -> None:
-        session.messages.extend(render.answer_messages(answer))
+    def _show_answer(
+        self, session: Session, answer: Answer, steps: list[dict[str, Any]] | None = None
+    ) -> None:
+        """Append the answer bubble, then the tool steps, then the cited evidence blocks."""
+        msgs = render.answer_messages(answer)
+        session.messages.extend([msgs[0], *(steps or []), *msgs[1:]])
         session.last_answer = answer
         if answer.plots and session.profile is not None:
             session.plots = build_plots(session.profile, answer.plots, answer.plot_ranks)
