@@ -88,8 +88,67 @@ def test_answer_key_shape(scenario, name: str) -> None:
     assert k["category"] in ("compute", "scheduling", "communication", "none")
     assert set(k["expected_case_ids"]) <= CASE_IDS
     assert all(0 <= r < k["ranks"] for r in k["slow_ranks"])
-    if name != "healthy":
+    rc = k["root_cause"]
+    if rc["mechanism"] not in ("no_culprit", "not_enough_signal"):
         assert k["expected_case_ids"]
+
+
+ROOT_CAUSE_KEYS = {
+    "mechanism",
+    "category",
+    "culprit_kind",
+    "culprit_ranks",
+    "culprit_link",
+    "culprit_transport",
+    "culprit_stage",
+    "operator",
+    "shape",
+    "events",
+    "victim_ranks",
+    "excluded_steps",
+    "not_slow_ranks",
+    "steps",
+    "metrics",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_root_cause_shape(scenario, name: str) -> None:
+    """Every key has the contract's root_cause object with values from the contract's enums."""
+    from advisor_chat.analyzers.base import Category
+    from advisor_chat.diagnosis.types import Mechanism
+
+    k = key_of(scenario(name))
+    rc = k["root_cause"]
+    assert set(rc) == ROOT_CAUSE_KEYS
+    assert rc["mechanism"] in {m.value for m in Mechanism}
+    assert rc["category"] in {c.value for c in Category}
+    assert rc["culprit_kind"] in (
+        "rank", "ranks", "link", "stage", "group", "operator", "steps", "job", "none"
+    )  # fmt: skip
+    n = k["ranks"]
+    ids = set(k["step_ids"])
+    for f in ("culprit_ranks", "victim_ranks", "not_slow_ranks"):
+        assert rc[f] == sorted(set(rc[f])) and all(0 <= r < n for r in rc[f]), f
+    # a rank is never both a victim-only "not slow" rank and a single-rank culprit
+    if rc["culprit_kind"] in ("rank", "group", "stage"):
+        assert rc["culprit_ranks"] and not set(rc["culprit_ranks"]) & set(rc["victim_ranks"])
+        assert not set(rc["culprit_ranks"]) & set(rc["not_slow_ranks"])
+    if rc["culprit_kind"] == "link":
+        a, b = rc["culprit_link"]
+        assert rc["culprit_transport"] in ("HCCS", "RDMA") and a != b
+        assert not {a, b} & set(rc["not_slow_ranks"])  # endpoints are "on the slow link"
+    else:
+        assert rc["culprit_link"] is None
+    if rc["culprit_kind"] == "stage":
+        assert rc["culprit_stage"] is not None
+    assert all(s in ids and 0 <= r < n for s, r in rc["events"])
+    assert set(rc["excluded_steps"]) <= ids and set(rc["steps"]) <= ids
+    assert bool(rc["events"]) == (rc["mechanism"] == "step_events")
+    assert bool(rc["excluded_steps"]) == (rc["mechanism"] == "data_artifact")
+    if rc["culprit_kind"] == "none":
+        assert not rc["culprit_ranks"] and not rc["victim_ranks"]
+    assert rc["not_slow_ranks"]
 
 
 def test_seed_rank12(scenario) -> None:

@@ -169,7 +169,7 @@ def test_step_breakdown_adds_up_and_matches_trace(scenario, name: str) -> None:
                 and e["args"]["name"] == "Overlap Analysis"
             )
             for x in rows:
-                comp, nov, ovl, com, free, stage = (
+                comp, nov, ovl, com, free, stage, bubble, excl = (
                     float(x[k])
                     for k in (
                         "Computing",
@@ -178,14 +178,29 @@ def test_step_breakdown_adds_up_and_matches_trace(scenario, name: str) -> None:
                         "Communication",
                         "Free",
                         "Stage",
+                        "Bubble",
+                        "Communication(Not Overlapped and Exclude Receive)",
                     )
                 )
-                assert comp + nov + free == pytest.approx(stage, rel=1e-9)
+                # ascend-formats.md §1.5: Stage = span - Bubble, Exclude Receive = NotOv - Bubble
+                assert comp + nov + free == pytest.approx(stage + bubble, rel=1e-9)
+                assert excl == pytest.approx(max(nov - bubble, 0.0), abs=1e-6)
                 assert ovl == pytest.approx(com - nov, abs=1e-6)
                 st = steps[int(x["Step"])]
                 s0 = Decimal(st["ts"])
                 s1 = s0 + Decimal(repr(st["dur"]))
-                assert stage == pytest.approx(st["dur"], abs=1e-6)
+                assert stage + bubble == pytest.approx(st["dur"], abs=1e-6)
+                # Bubble = the hcom_receive* events of the step (the PP receive wait)
+                recv = sum(
+                    e["dur"]
+                    for e in ev
+                    if e.get("ph") == "X"
+                    and e["name"].startswith("hcom_receive")
+                    and s0 <= Decimal(e["ts"]) < s1
+                )
+                assert bubble == pytest.approx(recv, abs=1e-3)
+                if not recv:
+                    assert x["Bubble"] == "0"
                 sums: dict[str, float] = {}
                 for e in ev:
                     if e.get("pid") == ov_pid and e["ph"] == "X" and s0 <= Decimal(e["ts"]) < s1:
@@ -401,15 +416,27 @@ def test_parallel_writer_gives_same_bytes(tmp_path: Path) -> None:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
 
 
+def _small_size(name: str) -> int:
+    """The smallest odd world size the scenario accepts (3), or its smallest valid one."""
+    spec = SCENARIOS[name]
+    n = max(3, spec.min_ranks)
+    while n % spec.rank_multiple:
+        n += 1
+    return min(n, spec.max_ranks or n)
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_small_odd_sizes(tmp_path: Path, name: str) -> None:
-    root = generate(name, tmp_path / name, ranks=3, steps=2, seed=1)
+    n = _small_size(name)
+    root = generate(name, tmp_path / name, ranks=n, steps=2, seed=1)
     key = json.loads((root / "answer_key.json").read_text())
-    assert key["ranks"] == 3 and key["steps"] == 2
-    assert all(0 <= r < 3 for r in key["slow_ranks"])
+    assert key["ranks"] == n and key["steps"] == 2
+    assert all(0 <= r < n for r in key["slow_ranks"])
+    assert all(0 <= r < n for r in key["root_cause"]["culprit_ranks"])
+    assert all(0 <= r < n for r in key["root_cause"]["victim_ranks"])
     for prof in profiles(root):
         dirs = rank_dirs(prof)
-        assert sorted(dirs) == [0, 1, 2]
+        assert sorted(dirs) == list(range(n))
         for d in dirs.values():
             for x in steps_csv(d):
                 total = (
@@ -417,9 +444,9 @@ def test_small_odd_sizes(tmp_path: Path, name: str) -> None:
                     + float(x["Communication(Not Overlapped)"])
                     + float(x["Free"])
                 )
-                assert total == pytest.approx(float(x["Stage"]), rel=1e-9)
+                assert total == pytest.approx(float(x["Stage"]) + float(x["Bubble"]), rel=1e-9)
             for sv in comm(d).values():
-                for op in sv["collective"].values():
+                for op in [*sv["collective"].values(), *sv["p2p"].values()]:
                     t = op["Communication Time Info"]
                     assert t["Elapse Time(ms)"] > 0 and t["Idle Time(ms)"] >= -1e-9
 

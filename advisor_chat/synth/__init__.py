@@ -20,9 +20,12 @@ from typing import Any, Literal
 from advisor_chat.errors import InputError
 from advisor_chat.synth.model import Cluster, double_hash, simulate
 from advisor_chat.synth.scenarios import SCENARIOS, T0_NS, Plan, ScenarioSpec
+from advisor_chat.synth.scenarios_ext import register as _register_more
 from advisor_chat.synth.writer import RunInfo, write_rank
 
 __all__ = ["SCENARIOS", "ScenarioSpec", "demo_profile", "double_hash", "generate"]
+
+_register_more(SCENARIOS)
 
 MIN_RANKS, MAX_RANKS = 2, 4096
 FIRST_STEP = 10
@@ -91,10 +94,12 @@ def generate(
     spec = SCENARIOS[scenario]
     n = spec.default_ranks if ranks is None else int(ranks)
     k = spec.default_steps if steps is None else int(steps)
-    if not (max(MIN_RANKS, spec.min_ranks) <= n <= MAX_RANKS):
-        raise InputError(
-            f"ranks must be between {max(MIN_RANKS, spec.min_ranks)} and {MAX_RANKS}, got {n}"
-        )
+    lo = max(MIN_RANKS, spec.min_ranks)
+    hi = min(MAX_RANKS, spec.max_ranks or MAX_RANKS)
+    if not (lo <= n <= hi):
+        raise InputError(f"{scenario}: ranks must be between {lo} and {hi}, got {n}")
+    if n % spec.rank_multiple:
+        raise InputError(f"{scenario}: ranks must be a multiple of {spec.rank_multiple}, got {n}")
     if not 1 <= k <= 1000:
         raise InputError(f"steps must be between 1 and 1000, got {k}")
     out = Path(out)
@@ -127,6 +132,8 @@ def generate(
         }
     key: dict[str, Any] = {"scenario": scenario, "ranks": n, "steps": k}
     key.update(spec.answer(n, k, measured))
+    if spec.root_cause is not None:
+        key["root_cause"] = spec.root_cause(n, k, measured)
     key["seed"] = seed
     key["export"] = export
     key["step_ids"] = [s["step"] for s in measured[next(iter(measured))]["ranks"][0]]

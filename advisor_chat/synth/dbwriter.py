@@ -208,6 +208,9 @@ def write_db(
         )
         api_name = "Hccl" + op_type[5:-1][:1].upper() + op_type[6:-1]
         api.append((a0, a0 + ad, 5500, gtid, conn, sid(api_name)))
+    # host launches whose device records were lost (no TASK / COMMUNICATION_OP row)
+    for a0, ad, conn, api_name, level in rec.get("api", []):
+        api.append((a0, a0 + ad, level, gtid, conn, sid(api_name)))
     mem = [(sid("APP"), t, None, int(mb * 1024 * 1024), None, None, dev) for t, mb in rec["mem"]]
     steps = rec["step"]
     meta = [
@@ -255,62 +258,64 @@ def write_db(
 
     at, ab, am = [], [], []
     for step_key, sv in comm_json.items():
-        for key, op in sv["collective"].items():
-            if key == "Total Op Info":
-                continue
-            name, h = key.split("@")
-            t = op["Communication Time Info"]
-            at.append(
-                (
-                    name,
-                    h,
-                    t["Start Timestamp(us)"],
-                    t["Elapse Time(ms)"],
-                    t["Transit Time(ms)"],
-                    t["Wait Time(ms)"],
-                    t["Synchronization Time(ms)"],
-                    t["Idle Time(ms)"],
-                    step_key,
-                    "collective",
-                )
-            )
-            for tr, b in op["Communication Bandwidth Info"].items():
-                if not b["Transit Size(MB)"]:
+        for kind, ops in ((k, sv[k]) for k in ("collective", "p2p") if sv.get(k)):
+            for key, op in ops.items():
+                if key == "Total Op Info":
                     continue
-                base = (
-                    name,
-                    h,
-                    tr,
-                    b["Transit Size(MB)"],
-                    b["Transit Time(ms)"],
-                    b["Bandwidth(GB/s)"],
-                    b["Large Packet Ratio"],
-                )
-                if b["Size Distribution"]:
-                    for size, (cnt, dur) in b["Size Distribution"].items():
-                        ab.append((*base, float(size), cnt, dur, step_key, "collective"))
-                else:
-                    ab.append((*base, 0, 0, 0, step_key, "collective"))
-    for step_key, sv in matrix_json.items():
-        for key, links in sv["collective"].items():
-            typ, h = key.split("@")
-            for lk, x in links.items():
-                src, dst = lk.split("-")
-                am.append(
+                name, h = key.split("@")
+                t = op["Communication Time Info"]
+                at.append(
                     (
-                        typ,
+                        name,
                         h,
-                        src,
-                        dst,
-                        x["Transport Type"],
-                        x["Transit Size(MB)"],
-                        x["Transit Time(ms)"],
-                        x["Bandwidth(GB/s)"],
+                        t["Start Timestamp(us)"],
+                        t["Elapse Time(ms)"],
+                        t["Transit Time(ms)"],
+                        t["Wait Time(ms)"],
+                        t["Synchronization Time(ms)"],
+                        t["Idle Time(ms)"],
                         step_key,
-                        "collective",
-                        x.get("Op Name", ""),
+                        kind,
                     )
                 )
+                for tr, bw in op["Communication Bandwidth Info"].items():
+                    if not bw["Transit Size(MB)"]:
+                        continue
+                    base = (
+                        name,
+                        h,
+                        tr,
+                        bw["Transit Size(MB)"],
+                        bw["Transit Time(ms)"],
+                        bw["Bandwidth(GB/s)"],
+                        bw["Large Packet Ratio"],
+                    )
+                    if bw["Size Distribution"]:
+                        for size, (cnt, dur) in bw["Size Distribution"].items():
+                            ab.append((*base, float(size), cnt, dur, step_key, kind))
+                    else:
+                        ab.append((*base, 0, 0, 0, step_key, kind))
+    for step_key, sv in matrix_json.items():
+        for kind, groups in ((k, sv[k]) for k in ("collective", "p2p") if sv.get(k)):
+            for key, links in groups.items():
+                typ, h = key.split("@")
+                for lk, x in links.items():
+                    src, dst = lk.split("-")
+                    am.append(
+                        (
+                            typ,
+                            h,
+                            src,
+                            dst,
+                            x["Transport Type"],
+                            x["Transit Size(MB)"],
+                            x["Transit Time(ms)"],
+                            x["Bandwidth(GB/s)"],
+                            step_key,
+                            kind,
+                            x.get("Op Name", ""),
+                        )
+                    )
     st = [
         (
             str(b["step"]),
@@ -319,9 +324,9 @@ def write_db(
             b["overlapped_us"],
             b["communication_us"],
             b["free_us"],
-            b["step_us"],
-            0,
-            b["comm_not_overlapped_us"],
+            b["stage_us"],
+            b["bubble_us"] if b["bubble_us"] else 0,
+            b["comm_not_overlapped_excl_receive_us"],
             b["preparing_us"],
         )
         for b in breakdown

@@ -74,6 +74,14 @@ class Collective:
     overlap: int = 0  # number of following kernels that run on the compute stream meanwhile
     dtype: str = "BFP16"
     tag: str = ""
+    latency_us: float = 0.0  # fixed per-op cost (notify handshakes, launch) on top of the transfer
+    peer_op: str = (
+        ""  # point-to-point: op type of the ranks with local index 1 (e.g. 'hcom_receive_')
+    )
+
+    def op_type_of(self, local: int) -> str:
+        """Op type on a rank with this local index (sender/receiver of a point-to-point pair)."""
+        return self.peer_op if self.peer_op and local == 1 else self.op_type
 
 
 Item = Kernel | Collective
@@ -178,6 +186,16 @@ class Perturb:
             before launching that collective (host stall), or None.
         link_factor: {(src_global, dst_global): bandwidth factor}.
         dispatch_stalls: {rank: (every_n_kernels, stall_us)} long host stalls between kernels.
+        coll_scale: {collective tag: array [R]} payload factor per rank (the group's transfer is
+            set by its slowest member).
+        end_stall_us: array [R] of host time at the end of every step (after the last device
+            task, before the next step's first launch), or None. When set, steps have per-rank
+            boundaries (``StepRec.r_start`` / ``r_end``): the stalled rank starts every step late
+            (the step before the capture had the stall too) and the others wait for it in the
+            step's first collective.
+        lost_kernels: {step index: array [R]} number of leading device tasks of that step whose
+            device records are missing (capture artifact); collectives launched before the
+            first surviving kernel are missing too. The simulated timeline is unchanged.
     """
 
     dur_scale: np.ndarray
@@ -190,6 +208,9 @@ class Perturb:
     coll_delay_us: Callable[[int, int], np.ndarray | None] | None = None
     link_factor: dict[tuple[int, int], float] = field(default_factory=dict)
     dispatch_stalls: dict[int, tuple[int, float]] = field(default_factory=dict)
+    coll_scale: dict[str, np.ndarray] = field(default_factory=dict)
+    end_stall_us: np.ndarray | None = None
+    lost_kernels: dict[int, np.ndarray] = field(default_factory=dict)
 
 
 def default_perturb(ranks: int) -> Perturb:
@@ -217,6 +238,7 @@ class OpRec:
     link_mb: np.ndarray  # [R, L]
     link_ms: np.ndarray  # [R, L]
     api_start: np.ndarray  # ns
+    present: np.ndarray | None = None  # [R] bool: device record written (None = all)
 
 
 @dataclass
@@ -231,6 +253,15 @@ class StepRec:
     k_api_start: np.ndarray  # [R, K] ns
     k_api_dur: np.ndarray  # [R, K] ns
     ops: list[OpRec]
+    r_start: np.ndarray | None = None  # [R] ns per-rank step start (None = ``start`` on all ranks)
+    r_end: np.ndarray | None = None  # [R] ns per-rank step end
+    k_present: np.ndarray | None = None  # [R, K] bool: device record written (None = all)
+
+    def bounds(self, r: int) -> tuple[int, int]:
+        """(start, end) ns of this step on rank ``r``."""
+        if self.r_start is None or self.r_end is None:
+            return self.start, self.end
+        return int(self.r_start[r]), int(self.r_end[r])
 
 
 @dataclass
@@ -284,8 +315,14 @@ def simulate(
     counters: dict[tuple[str, str], int] = {}
     out_steps: list[StepRec] = []
     s_start = t0_ns
+    per_rank = perturb.end_stall_us is not None
+    end_stall = np.zeros(ranks, dtype=np.int64)
+    if perturb.end_stall_us is not None:
+        end_stall = (np.asarray(perturb.end_stall_us) * 1000).astype(np.int64)
+    # the step before the capture ended with the stall too
+    r_start = np.full(ranks, s_start, dtype=np.int64) + end_stall
     for si in range(steps):
-        t = np.full(ranks, s_start, dtype=np.int64)
+        t = r_start.copy() if per_rank else np.full(ranks, s_start, dtype=np.int64)
         if perturb.step_stall_us is not None:
             t += (np.asarray(perturb.step_stall_us(si)) * 1000).astype(np.int64)
         jit = 1.0 + 0.01 * np.clip(rng.standard_normal((ranks, nk)), -3, 3)
@@ -330,13 +367,18 @@ def simulate(
             valid = kind.transport >= 0
             oj = 1.0 + 0.01 * np.clip(rng.standard_normal(kind.frac.shape), -3, 3)
             link_mb = np.where(valid, it.size_mb * MIB * kind.frac, 0.0)
+            if it.tag and it.tag in perturb.coll_scale:
+                link_mb = link_mb * np.asarray(perturb.coll_scale[it.tag])[:, None]
             link_ms = np.where(valid, link_mb / (link_bw[kind.kind] * oj), 0.0)
             # time info transit = SDMA (HCCS) + RDMA; LOCAL copies are on-chip and excluded
             transit = np.where(kind.transport == 2, 0.0, link_ms).sum(axis=1)
             tmax = np.zeros(ngroups)
             np.maximum.at(tmax, kind.gidx, transit)
             t_g_ms = tmax / TRANSIT_SHARE
-            t_g_ns = (t_g_ms * 1e6).astype(np.int64)[kind.gidx]
+            if it.latency_us > 0:
+                t_g_ns = ((t_g_ms + it.latency_us / 1000) * 1e6).astype(np.int64)[kind.gidx]
+            else:
+                t_g_ns = (t_g_ms * 1e6).astype(np.int64)[kind.gidx]
             end = a_g + t_g_ns
             wait_extra = tmax[kind.gidx] - transit + NOTIFY_SHARE * t_g_ms[kind.gidx]
             key = (kind.kind, it.op_type)
@@ -368,6 +410,12 @@ def simulate(
                 pending_end = end
         t = np.maximum(t, pending_end)
         s_end = int(t.max()) + 25_000
+        r_end: np.ndarray | None = None
+        rs: np.ndarray | None = None
+        if per_rank:
+            r_end = t + 25_000 + end_stall
+            rs = r_start
+            s_end = int(r_end.max())
         lead = np.where(perturb.host_bound, perturb.api_us + 8.0, perturb.lead_us)
         k_api_start = k_start - (
             lead[:, None] * 1000 * (1.0 + 0.05 * np.clip(rng.standard_normal((ranks, nk)), -3, 3))
@@ -376,8 +424,30 @@ def simulate(
         hb = perturb.host_bound
         if hb.any():
             k_api_start[hb] = k_start[hb] - k_api_dur[hb] - 8_000
+        k_present: np.ndarray | None = None
+        if si in perturb.lost_kernels:
+            cut = np.asarray(perturb.lost_kernels[si], dtype=np.int64)
+            k_present = np.arange(nk)[None, :] >= cut[:, None]
+            first_kept = k_start[np.arange(ranks), np.minimum(cut, nk - 1)]
+            for op in ops:
+                op.present = op.start >= first_kept
+        step_start = int(rs.min()) if rs is not None else s_start
         out_steps.append(
-            StepRec(first_step + si, s_start, s_end, k_start, k_dur, k_api_start, k_api_dur, ops)
+            StepRec(
+                first_step + si,
+                step_start,
+                s_end,
+                k_start,
+                k_dur,
+                k_api_start,
+                k_api_dur,
+                ops,
+                rs,
+                r_end,
+                k_present,
+            )
         )
         s_start = s_end
+        if r_end is not None:
+            r_start = r_end
     return Cluster(ranks, program, kernels, kinds, out_steps, perturb, t0_ns)

@@ -273,6 +273,10 @@ class ScenarioSpec:
         plans: (ranks, steps, seed) -> {subdir: Plan}; subdir "" = the output folder itself.
         answer: (ranks, steps, measured) -> answer-key fields; ``measured[subdir][rank]`` is the
             list of per-step breakdown dicts the writer returned, plus ``"cluster"`` objects.
+        root_cause: (ranks, steps, measured) -> the ``root_cause`` object of the answer key
+            (diagnosis contract), or None when ``answer`` already returns it.
+        max_ranks: largest world size the scenario accepts (None = the generator's limit).
+        rank_multiple: world size must be a multiple of this (e.g. 2 for two pipeline stages).
     """
 
     name: str
@@ -283,6 +287,9 @@ class ScenarioSpec:
     answer: Callable[[int, int, dict[str, Any]], dict[str, Any]]
     min_ranks: int = 2
     notes: list[str] = field(default_factory=list)
+    root_cause: Callable[[int, int, dict[str, Any]], dict[str, Any]] | None = None
+    max_ranks: int | None = None
+    rank_multiple: int = 1
 
 
 def _info(base: RunInfo, tp: int, ranks: int, extra_env: dict[str, str] | None = None) -> RunInfo:

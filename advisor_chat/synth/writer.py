@@ -247,7 +247,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
     conn = 900
     mem_lines = [MEM_HEADER]
     # records for the DB export: kernels, HCCL ops, overlap intervals, memory samples
-    db: dict[str, list[Any]] = {"k": [], "op": [], "ov": [], "mem": [], "step": []}
+    db: dict[str, list[Any]] = {"k": [], "op": [], "ov": [], "mem": [], "step": [], "api": []}
 
     # metadata events
     ev.append(
@@ -301,21 +301,34 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
 
     for st in cl.steps:
         sid = st.step_id
+        st_start, st_end = st.bounds(r)
         rows: list[tuple[int, str]] = []
         comp_iv: list[tuple[int, int]] = []
         comm_iv: list[tuple[int, int]] = []
+        recv_ns = 0
         ev.append(
-            f'{{"ph": "X", "name": "ProfilerStep#{sid}", "pid": {pid}, "tid": {pid}, "ts": "{ts_str(st.start)}", '
-            f'"dur": {us(st.end - st.start)}, "cat": "cpu_op", "args": {{"Sequence number": -1, "Fwd thread id": 0}}}}'
+            f'{{"ph": "X", "name": "ProfilerStep#{sid}", "pid": {pid}, "tid": {pid}, "ts": "{ts_str(st_start)}", '
+            f'"dur": {us(st_end - st_start)}, "cat": "cpu_op", "args": {{"Sequence number": -1, "Fwd thread id": 0}}}}'
         )
         prev_end = None
         ks = st.k_start[r].tolist()
         kd = st.k_dur[r].tolist()
         ka = st.k_api_start[r].tolist()
         kad = st.k_api_dur[r].tolist()
+        kp = st.k_present[r].tolist() if st.k_present is not None else None
         for j, k in enumerate(cl.kernels):
             s0 = ks[j]
             d = kd[j]
+            if kp is not None and not kp[j]:
+                # device record lost: the host launch is there, no device task, no flow
+                a0 = ka[j]
+                ev.append(
+                    f'{{"name": "AscendCL@{k.api}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a0)}", "dur": {us(int(kad[j]))}, '
+                    f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_OP", "level": "acl", "id": "{k.api}", "item_id": "0", "connection_id": {conn}}}, "ph": "X"}}'
+                )
+                db["api"].append((a0, kad[j], conn, k.api, 20000))
+                conn += 1
+                continue
             wait = 0 if prev_end is None else us(s0 - prev_end)
             prev_end = s0 + d
             comp_iv.append((s0, s0 + d))
@@ -349,40 +362,63 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
             task_id += 1
             conn += 1
 
-        coll: dict[str, Any] = {}
-        tot = {
-            "Elapse Time(ms)": 0.0,
-            "Transit Time(ms)": 0.0,
-            "Wait Time(ms)": 0.0,
-            "Synchronization Time(ms)": 0.0,
-            "Idle Time(ms)": 0.0,
-        }
-        tot_bw: dict[str, dict[str, Any]] = {
-            t: {"Transit Time(ms)": 0, "Transit Size(MB)": 0, "Size Distribution": {}}
-            for t in ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
-        }
-        links_by_key: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
+        sections: dict[str, dict[str, Any]] = {}
+        links_sec: dict[str, dict[tuple[str, str], dict[str, list[dict[str, Any]]]]] = {}
         prev_op_end = None
         for op in st.ops:
             kind = op.kind
             g = int(kind.gidx[r])
             h = kind.hashes[g]
-            name = f"{op.item.op_type}_{h[-3:]}_{op.index}_1"
+            op_type = op.item.op_type_of(int(kind.local[r]))
+            name = f"{op_type}_{h[-3:]}_{op.index}_1"
+            sec = "p2p" if op.item.peer_op else "collective"
+            if sec not in sections:
+                sections[sec] = {
+                    "ops": {},
+                    "tot": {
+                        "Elapse Time(ms)": 0.0,
+                        "Transit Time(ms)": 0.0,
+                        "Wait Time(ms)": 0.0,
+                        "Synchronization Time(ms)": 0.0,
+                        "Idle Time(ms)": 0.0,
+                    },
+                    "bw": {
+                        t: {"Transit Time(ms)": 0, "Transit Size(MB)": 0, "Size Distribution": {}}
+                        for t in ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
+                    },
+                }
+                links_sec[sec] = {}
+            coll: dict[str, Any] = sections[sec]["ops"]
+            tot: dict[str, float] = sections[sec]["tot"]
+            tot_bw: dict[str, dict[str, Any]] = sections[sec]["bw"]
+            links_by_key = links_sec[sec]
+            api = "Hccl" + op_type[5:-1][:1].upper() + op_type[6:-1]
+            if op.present is not None and not op.present[r]:
+                # device record lost: only the host launch remains
+                a0 = int(op.api_start[r])
+                ev.append(
+                    f'{{"name": "AscendCL@{api}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a0)}", "dur": {us(int(kad[0]))}, '
+                    f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_OP", "level": "acl", "id": "{api}", "item_id": "0", "connection_id": {conn}}}, "ph": "X"}}'
+                )
+                db["api"].append((a0, kad[0], conn, api, 5500))
+                conn += 1
+                continue
             s0 = int(op.start[r])
             e0 = int(op.end[r])
             comm_iv.append((s0, e0))
             dur = us(e0 - s0)
+            if op_type.startswith("hcom_receive"):
+                recv_ns += e0 - s0
             wait_k = 0 if prev_op_end is None else us(max(s0 - prev_op_end, 0))
             prev_op_end = e0
             rows.append(
                 (
                     s0,
-                    f"{sid},4294967295,N/A,N/A,{name},{op.item.op_type},N/A,HCCL,{ts_str(s0)}\t,{dur},{wait_k},0,{na_tail}",
+                    f"{sid},4294967295,N/A,N/A,{name},{op_type},N/A,HCCL,{ts_str(s0)}\t,{dur},{wait_k},0,{na_tail}",
                 )
             )
             fid = FLOW_ID_BASE + conn
             a0 = int(op.api_start[r])
-            api = "Hccl" + op.item.op_type[5:-1][:1].upper() + op.item.op_type[6:-1]
             ev.append(
                 f'{{"name": "AscendCL@{api}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a0)}", "dur": {us(int(kad[0]))}, '
                 f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_OP", "level": "acl", "id": "{api}", "item_id": "0", "connection_id": {conn}}}, "ph": "X"}}'
@@ -405,7 +441,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
                     e0,
                     conn,
                     kind.comm_names[g],
-                    op.item.op_type,
+                    op_type,
                     op.item.dtype,
                     count,
                     a0,
@@ -497,43 +533,52 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
                     ent = tb["Size Distribution"].setdefault(pkey, [0, 0.0])
                     ent[0] += cnt
                     ent[1] += tms
-        if coll:
+        step_comm: dict[str, Any] = {"p2p": {}, "collective": {}}
+        step_matrix: dict[str, Any] = {"p2p": {}, "collective": {}}
+        for sec, part in sections.items():
+            tot = part["tot"]
             tinfo: dict[str, Any] = dict(tot)
             tinfo["Wait Time Ratio"] = _ratio(tot["Wait Time(ms)"], tot["Transit Time(ms)"])
             tinfo["Synchronization Time Ratio"] = _ratio(
                 tot["Synchronization Time(ms)"], tot["Transit Time(ms)"]
             )
-            coll["Total Op Info"] = {
+            part["ops"]["Total Op Info"] = {
                 "Communication Time Info": tinfo,
-                "Communication Bandwidth Info": tot_bw,
+                "Communication Bandwidth Info": part["bw"],
             }
-        comm_json[f"step{sid}"] = {"p2p": {}, "collective": coll}
-        matrix_json[f"step{sid}"] = {"p2p": {}, "collective": _matrix(links_by_key)}
+            step_comm[sec] = part["ops"]
+            step_matrix[sec] = _matrix(links_sec[sec])
+        comm_json[f"step{sid}"] = step_comm
+        matrix_json[f"step{sid}"] = step_matrix
 
         # Overlap Analysis + step breakdown
-        iv = overlap_intervals(comp_iv, comm_iv, st.start, st.end)
+        iv = overlap_intervals(comp_iv, comm_iv, st_start, st_end)
         sums = {n: sum(b - a for a, b in v) for n, v in iv.items()}
         tid_of = {"Computing": 0, "Communication": 1, "Communication(Not Overlapped)": 2, "Free": 3}
         ov = sorted((a, tid_of[n], n, b) for n, v in iv.items() for a, b in v)
         db["ov"].extend((a, b, tid) for a, tid, _n, b in ov)
-        db["step"].append((sid, st.start, st.end))
+        db["step"].append((sid, st_start, st_end))
         for a, tid, n, b in ov:
             ev.append(
                 f'{{"name": "{n}", "pid": {ov_pid}, "tid": {tid}, "ts": "{ts_str(a)}", "dur": {us(b - a)}, "ph": "X"}}'
             )
         first_busy = min(
-            iv["Computing"][0][0] if iv["Computing"] else st.end,
-            iv["Communication"][0][0] if iv["Communication"] else st.end,
+            iv["Computing"][0][0] if iv["Computing"] else st_end,
+            iv["Communication"][0][0] if iv["Communication"] else st_end,
         )
         comp_us = us(sums["Computing"])
         notov_us = us(sums["Communication(Not Overlapped)"])
         comm_us = us(sums["Communication"])
         free_us = us(sums["Free"])
         overl = us(sums["Communication"] - sums["Communication(Not Overlapped)"])
-        stage = us(st.end - st.start)
-        prep = us(first_busy - st.start)
+        span = us(st_end - st_start)
+        bubble = us(recv_ns)
+        stage = span - bubble if recv_ns else span
+        excl = max(notov_us - bubble, 0.0) if recv_ns else notov_us
+        prep = us(first_busy - st_start)
         step_lines.append(
-            f"{sid},{comp_us},{notov_us},{overl},{comm_us},{free_us},{stage},0,{notov_us},{prep}"
+            f"{sid},{comp_us},{notov_us},{overl},{comm_us},{free_us},{stage},"
+            f"{bubble if recv_ns else 0},{excl},{prep}"
         )
         breakdown.append(
             {
@@ -543,15 +588,18 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
                 "overlapped_us": overl,
                 "communication_us": comm_us,
                 "free_us": free_us,
-                "step_us": stage,
+                "step_us": span,
                 "preparing_us": prep,
+                "bubble_us": bubble,
+                "stage_us": stage,
+                "comm_not_overlapped_excl_receive_us": excl,
             }
         )
         rows.sort(key=lambda x: x[0])
         k_lines.extend(line for _, line in rows)
         base_mb = 20000.0 + 37.5 * (r % 8)
         for q in range(4):
-            t = st.start + (st.end - st.start) * q // 4
+            t = st_start + (st_end - st_start) * q // 4
             mem_lines.append(f"APP,{ts_str(t)}\t,,{base_mb + q * 2.0},,,NPU:{dev}")
             db["mem"].append((t, base_mb + q * 2.0))
 
