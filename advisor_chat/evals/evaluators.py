@@ -203,6 +203,8 @@ def ranks_in_text(text: str) -> set[int]:
         g = m.group(1) or m.group(2)
         if g:
             found.add(int(g))
+    for m in re.finditer(_ZH_RANKS, text, re.IGNORECASE):  # "0~7号卡", "3、5号卡"
+        found |= _subj_ranks(m)
     return found
 
 
@@ -769,10 +771,18 @@ _ZH_RANKS = (
     rf"(?:第\s*)?(?P<zh>\d+(?:\s*(?:{_RANGE_SEP}|、|,|，|和|及)\s*\d+)*)\s*号\s*(?:卡|rank|设备|NPU)?"
     rf"|(?:卡|rank)\s*(?P<zh2>\d+(?:\s*(?:{_RANGE_SEP}|、|,|，)\s*\d+)*)"
 )
-_SUBJ = rf"(?:{_EN_RANKS}|{_ZH_RANKS})"
+# "3号卡和11号卡" as one subject
+_ZH_RANK_PAIR = r"(?P<zh3>\d+\s*号卡(?:\s*(?:和|、|与|及|,|，)\s*\d+\s*号卡)+)"
+_SUBJ = rf"(?:{_ZH_RANK_PAIR}|{_EN_RANKS}|{_ZH_RANKS})"
 
 
 def _subj_ranks(m: re.Match[str]) -> set[int]:
+    try:
+        pair = m.group("zh3")
+    except IndexError:
+        pair = None
+    if pair:
+        return {int(x) for x in re.findall(r"\d+", pair)}
     for g in ("en", "zh", "zh2", "bare"):
         try:
             v = m.group(g)
@@ -801,7 +811,8 @@ _ZH_BLAME = (
     r"|拖慢了?(?!自己)|最后(?:一个)?到达|最晚到达|落后)"
 )
 _BLAME_OBJ_FIRST = (
-    r"(?:slow(?:est)?\s+ranks?|stragglers?|culprits?|bottleneck(?:\s+ranks?)?|root cause|"
+    r"(?:slow(?:er|est)?\s+(?:group\s+(?:of\s+)?)?(?:ranks?|cards?)|slow(?:er|est)?\s+group|"
+    r"stragglers?|culprits?|bottleneck(?:\s+ranks?)?|root cause|"
     r"last arriver|慢卡|瓶颈|罪魁祸首|元凶|根因)\s*(?:is|are|here is|in this job is|:|=|—|–|是|为|：|在)?\s*"
     r"(?:the\s+)?"
 )
@@ -830,9 +841,17 @@ def blamed_ranks(text: str) -> set[int]:
     out: set[int] = set()
     for s in sentences(text):
         for m in re.finditer(rf"{_SUBJ}(?P<rest>{_EN_FILL}{_EN_BLAME}|\s*{_ZH_BLAME})", s, re.I):
+            after = s[m.end() : m.end() + 25]
+            before = s[max(0, m.start() - 12) : m.start()]
+            if re.search(
+                r"^\W*(?:in|at|during|of|for)\s+(?:one\s+)?steps?\b", after, re.I
+            ) or re.search(r"第\s*\d+\s*步", before):
+                continue  # blame scoped to one step: an event, not a slow rank
             out |= _subj_ranks(m)
         for m in re.finditer(
-            rf"{_BLAME_OBJ_FIRST}(?:{_SUBJ}|(?P<bare>\d+(?:\s*{_RANGE_SEP}\s*\d+)?)\b)", s, re.I
+            rf"{_BLAME_OBJ_FIRST}(?:{_SUBJ}|(?P<bare>\d+(?:\s*(?:{_RANGE_SEP}|,|and|&)\s*\d+)*)\b)",
+            s,
+            re.I,
         ):
             pre = s[max(0, m.start() - 12) : m.start()]
             if re.search(r"\bnot\b|n't|不是|并非", pre + m.group(0)[:20], re.I):
@@ -859,6 +878,12 @@ def exonerated_ranks(text: str) -> set[int]:
     """Ranks the text says are not slow / not the cause ("rank 3 is not slow", "3号卡不慢")."""
     out: set[int] = set()
     for m in re.finditer(rf"{_SUBJ}(?:{_EN_NOT_SLOW}|\s*{_ZH_NOT_SLOW})", text, re.I):
+        out |= _subj_ranks(m)
+    # "ranks 3 and 11 are on the slow link, not slow themselves", "3号卡和11号卡位于慢链路上，本身并不慢":
+    # a later "not slow" in the same sentence with no other rank named in between
+    gap = r"(?:(?!\brank|\d\s*号|卡\s*\d)[^.。;；!?！？\n]){0,80}?"
+    tail = r"(?:\bnot\s+(?:slow|the (?:problem|cause|culprit))\b|本身(?:并)?不慢|(?:并|也)不慢|不是慢卡)"
+    for m in re.finditer(rf"{_SUBJ}{gap}{tail}", text, re.I):
         out |= _subj_ranks(m)
     return out
 
@@ -946,7 +971,7 @@ def steps_in_text(text: str) -> set[int]:
     for m in _STEP_LIST.finditer(text):
         g = next((x for x in m.groups() if x), None)
         if g:
-            out |= _expand(g)
+            out |= _expand(re.sub(r"steps?\s*", "", g, flags=re.IGNORECASE))
     return out
 
 
@@ -1105,7 +1130,7 @@ def check_culprit(answer: Answer, rc: dict[str, Any], *, text: str | None = None
         if bl:
             problems.append(f"blames ranks {sorted(bl)} on a run without culprit")
     cleared = exonerated_ranks(t) & set(ranks)
-    if cleared and kind not in ("none", "job"):
+    if cleared and kind not in ("none", "job", "steps"):
         problems.append(f"culprit ranks called not slow: {sorted(cleared)}")
     return CheckResult("culprit", not problems, "; ".join(problems), int(not problems), 1)
 
