@@ -423,7 +423,7 @@ def which_culprit(d: Diagnosis, zh: bool) -> Projection:
             p.lines.append(f"拖慢作业的是{lab}" + (f"（{dom}）" if dom else "") + f"：{s}。")
         else:
             p.lines.append(
-                f"{lab[0].upper() + lab[1:]} {'holds' if c.kind == 'rank' else 'hold'} the job back"
+                f"{lab[0].upper() + lab[1:]} {'hold' if c.kind == 'ranks' else 'holds'} the job back"
                 + (f" ({dom})" if dom else "")
                 + f": {s}."
             )

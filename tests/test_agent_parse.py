@@ -1,0 +1,140 @@
+"""Question slots (issue 12 item 3): targets, kinds, topics, context; EN and ZH at parity.
+
+Includes the hijack cases of issue 12 ("(TP=8)", "vs", "ranks 8-15", "是不是网络的问题？",
+"先修什么？") and the question-length cap (issue 14).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor_chat.agent.parse import (
+    MAX_QUESTION_CHARS,
+    find_kind,
+    parse_question,
+    too_long_message,
+)
+
+GROUPS = ["tp", "dp", "pp", "7723901842113496531"]
+
+
+def _q(text: str, **kw):
+    return parse_question(text, groups=GROUPS, op_types=["MatMulV2", "Add"], **kw)
+
+
+@pytest.mark.parametrize(
+    ("en", "zh", "kind", "intent"),
+    [
+        ("why is rank 12 slow?", "为什么12号卡慢？", "why", "explain_rank"),
+        ("which rank holds the job back?", "哪张卡拖后腿？", "which", "which_slow_rank"),
+        ("is the network the problem?", "是不是网络的问题？", "yes_no", "slow_link"),
+        ("what should I fix first?", "先修什么？", "fix_first", "fix_first"),
+        ("how much could I gain?", "能省多少时间？", "how_much", "how_much"),
+        ("why are some steps slow?", "为什么有些 step 特别慢？", "why", "step_events"),
+        ("is the profiling data complete?", "采集的数据完整吗？", "data", "data_quality"),
+        ("is it a compute problem?", "是计算问题吗？", "yes_no", "bottleneck"),
+        ("summarize the problems", "总结一下问题", "overview", "summarize"),
+        ("why is stage 1 waiting?", "为什么流水线阶段1在等待？", "why", "pipeline_bubble"),
+    ],
+)
+def test_same_slots_in_english_and_chinese(en: str, zh: str, kind: str, intent: str) -> None:
+    a, b = _q(en), _q(zh)
+    assert (a.kind, a.intent, a.language) == (kind, intent, "en"), a
+    assert (b.kind, b.intent, b.language) == (kind, intent, "zh"), b
+    assert a.ranks == b.ranks and a.stages == b.stages and a.topics[:1] == b.topics[:1]
+
+
+def test_tp_size_in_passing_is_context_not_a_group_filter() -> None:
+    for text in (
+        "Which rank is holding the job back (TP=8)?",
+        "Which rank is holding the job back? This is a 16-rank job with TP=8 and PP=2.",
+        "TP=8 的 16 卡任务，哪张卡拖后腿？",
+    ):
+        q = _q(text)
+        assert q.intent == "which_slow_rank", (text, q)
+        assert q.groups == () and q.ranks == (), (text, q)
+        assert q.context.get("TP") == 8
+    # a group named as a group is still a filter
+    assert _q("which rank is slow in group tp?").groups == ("tp",)
+    assert _q("通信域 7723901842113496531 里哪张卡慢？").groups == ("7723901842113496531",)
+
+
+def test_vs_in_passing_does_not_route_to_operator_compare() -> None:
+    assert _q("rank 3 vs the others: why is it slow?").intent == "explain_rank"
+    assert _q("which rank is slow, compute vs communication?").intent != "compare_ops"
+    # with two targets it is a compare
+    q = _q("rank 3 vs rank 5")
+    assert (q.kind, q.intent, q.ranks) == ("compare", "compare_ops", (3, 5))
+    assert _q("3号卡和5号卡对比一下").intent == "compare_ops"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "why are ranks 8-15 slow?",
+        "why are ranks 8 to 15 slow?",
+        "8到15号卡为什么慢",
+        "第8到15张卡为什么慢",
+    ],
+)
+def test_rank_ranges(text: str) -> None:
+    q = _q(text)
+    assert q.ranks == tuple(range(8, 16)) and q.rank_range, q
+    assert q.intent == "explain_rank"
+
+
+def test_rank_lists_links_stages_steps() -> None:
+    assert _q("why are ranks 3, 5 and 7 slow?").ranks == (3, 5, 7)
+    for text in (
+        "is the link 3→11 slow?",
+        "is link 3-11 slow?",
+        "3-11之间的链路慢吗？",
+        "3->11 bandwidth?",
+    ):
+        q = _q(text)
+        assert q.links == ((3, 11),) and q.intent == "slow_link", (text, q)
+        assert q.ranks == (), (text, q)  # the link's endpoints are not rank targets
+    q = _q("is rank 3 on a slow link?")
+    assert (q.ranks, q.intent) == ((3,), "slow_link")
+    assert _q("why is stage 0 slow?").stages == (0,)
+    assert _q("阶段1为什么慢").stages == (1,)
+    q = _q("第3步 rank 2 为什么慢")
+    assert (q.steps, q.ranks) == ((3,), (2,))
+    # the job's size is context, not a rank
+    assert _q("这个16卡的任务哪张卡拖后腿？").ranks == ()
+
+
+def test_kind_precedence_first_question_word_wins() -> None:
+    assert find_kind("is rank 3 slow, and why?", 1) == "why"
+    assert find_kind("which rank is slow and why?", 0) == "which"
+    assert find_kind("is the network the problem?", 0) == "yes_no"
+    assert find_kind("compare rank 1 and rank 2", 2) == "compare"
+    assert find_kind("compare the ranks", 0) != "compare"  # nothing to compare
+    assert find_kind("先修什么？", 0) == "fix_first"
+    assert find_kind("what's the capital of france?", 0) == ""
+
+
+def test_not_understood_and_help() -> None:
+    assert _q("what's the capital of France?").intent == "unsupported"
+    assert _q("今天天气怎么样？").intent == "unsupported"
+    assert _q("help").intent == "help" and _q("你能做什么？").intent == "help"
+
+
+def test_follow_ups() -> None:
+    first = _q("why is rank 12 slow?")
+    for text, rank in (("and rank 13?", 13), ("那13号卡呢？", 13), ("what about 7?", 7)):
+        q = _q(text, previous=first)
+        assert (q.intent, q.ranks, q.follow_up) == ("explain_rank", (rank,), True), text
+    which = _q("which rank holds the job back?")
+    assert _q("and rank 5?", previous=which).intent == "explain_rank"
+    # a full new question is not a follow-up
+    assert _q("is the network the problem?", previous=first).intent == "slow_link"
+
+
+def test_question_length_cap() -> None:
+    assert too_long_message("why is rank 3 slow?") is None
+    long_en = "why " * (MAX_QUESTION_CHARS // 4 + 1)
+    msg = too_long_message(long_en)
+    assert msg is not None and str(MAX_QUESTION_CHARS) in msg and "too long" in msg
+    msg_zh = too_long_message("为什么" * 2000)
+    assert msg_zh is not None and msg_zh.startswith("问题太长")

@@ -1,0 +1,382 @@
+"""Answers as projections of a constructed Diagnosis (issue 12 item 4).
+
+Each diagnosis is built by hand (known answer by construction): a slow link 3→11, a pipeline
+stage imbalance, one-step stall events, a job-level cause, no culprit, not enough signal. The
+projections are checked directly and through the offline Advisor (grounding included).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from advisor_chat.agent import Advisor
+from advisor_chat.agent import project as pj
+from advisor_chat.agent.testing import fake_case_search, tiny_profile, tiny_registry
+from advisor_chat.analyzers.base import Category, Severity
+from advisor_chat.config import Settings
+from advisor_chat.diagnosis.types import (
+    BoundKind,
+    Culprit,
+    Diagnosis,
+    Impact,
+    Mechanism,
+    Remedy,
+    RootCause,
+)
+
+STEP_US = 100_000.0
+
+
+def _cause(mech: Mechanism, cat: Category, culprit: Culprit, victims=(), **kw) -> RootCause:
+    defaults = {
+        "id": f"cause.{mech.value}",
+        "summary": f"{mech.value} summary",
+        "summary_zh": f"{mech.value} 的中文摘要",
+        "metrics": {},
+        "findings": (),
+        "severity": Severity.HIGH,
+    }
+    defaults.update(kw)
+    return RootCause(
+        mechanism=mech, category=cat, culprit=culprit, victims=tuple(victims), **defaults
+    )
+
+
+def _diag(*causes: RootCause, ranks=range(16), headline="", headline_zh="", **kw) -> Diagnosis:
+    return Diagnosis(
+        causes=tuple(causes),
+        other_findings=(),
+        excluded_steps=kw.pop("excluded_steps", ()),
+        ranks=tuple(ranks),
+        steps=(1, 2, 3, 4),
+        step_time_us=STEP_US,
+        shares=kw.pop(
+            "shares", {"computing": 0.5, "communication_not_overlapped": 0.3, "free": 0.2}
+        ),
+        headline=headline or (causes[0].summary if causes else ""),
+        headline_zh=headline_zh or (causes[0].summary_zh if causes else ""),
+        **kw,
+    )
+
+
+SLOW_LINK = _cause(
+    Mechanism.SLOW_LINK,
+    Category.COMMUNICATION,
+    Culprit(
+        "link",
+        (),
+        link=(3, 11),
+        transport="RDMA",
+        label="link 3→11 (RDMA)",
+        label_zh="链路 3→11 (RDMA)",
+    ),
+    [Impact(r, 30_000.0, 0.3, "collective_wait") for r in range(16) if r not in (3, 11)],
+    id="cause.slow_link.3-11",
+    summary="link 3→11 (RDMA) runs at 4 GB/s vs 20 GB/s median",
+    summary_zh="链路 3→11 (RDMA) 带宽 4 GB/s，中位数 20 GB/s",
+    metrics={"bandwidth_gbps": 4.0, "median_bandwidth_gbps": 20.0},
+    gain_us=30_000.0,
+    bound=BoundKind.ESTIMATE,
+    remedies=(
+        Remedy(
+            "check",
+            "Check the RDMA NIC of ranks 3 and 11 with hccn_tool",
+            "用 hccn_tool 检查 3、11 号卡的 RDMA 网卡",
+        ),
+    ),
+    symptom_tags=("slow_link",),
+)
+PIPE = _cause(
+    Mechanism.PIPELINE_IMBALANCE,
+    Category.COMMUNICATION,
+    Culprit(
+        "stage",
+        tuple(range(8)),
+        stage=0,
+        label="stage 0 (ranks 0–7)",
+        label_zh="流水线阶段0 (0–7号卡)",
+    ),
+    [Impact(r, 180_000.0, 0.45, "bubble") for r in range(8, 16)],
+    id="cause.pipeline.s0",
+    summary="stage 1 waits 180 ms per step for stage 0",
+    summary_zh="阶段1每步等待阶段0 180 ms",
+    dominant="communication-bound (52% Communication Not Overlapped)",
+    dominant_zh="通信受限（52% 未被掩盖的通信）",
+    metrics={"bubble_us": 180_000.0, "comm_share": 0.52},
+    gain_us=90_000.0,
+    bound=BoundKind.UPPER_BOUND,
+    remedies=(
+        Remedy(
+            "action",
+            "Overlap stage 0's communication with computation",
+            "让阶段0的通信与计算重叠",
+            gain_us=90_000.0,
+            bound=BoundKind.UPPER_BOUND,
+        ),
+        Remedy("check", "Look at stage 0's collectives", "查看阶段0的集合通信"),
+    ),
+)
+EVENTS = _cause(
+    Mechanism.STEP_EVENTS,
+    Category.SCHEDULING,
+    Culprit(
+        "steps", events=((2, 5), (3, 9), (4, 1)), label="3 one-step stalls", label_zh="3 次单步停顿"
+    ),
+    (),
+    id="cause.step_events",
+    summary="one-step host stalls of 650 ms rotate across ranks",
+    summary_zh="约 650 ms 的单步 host 停顿在不同卡之间轮换",
+    metrics={"stall_us": 650_000.0},
+)
+JOB = _cause(
+    Mechanism.JOB_IDLE,
+    Category.SCHEDULING,
+    Culprit("job", label="the whole job", label_zh="整个作业"),
+    [Impact(r, 20_000.0, 0.2, "idle") for r in range(16)],
+    id="cause.job_idle",
+    summary="every rank idles 20 ms per step waiting for input",
+    summary_zh="每张卡每步空闲 20 ms，等待输入",
+)
+NO_CULPRIT = _cause(
+    Mechanism.NO_CULPRIT,
+    Category.NONE,
+    Culprit("none"),
+    id="cause.no_culprit",
+    summary="no rank stands out: spreads are under threshold; Computing dominates every rank",
+    summary_zh="没有突出的卡：各卡差异都在阈值以内；每张卡都以计算为主",
+    severity=Severity.INFO,
+)
+NOT_ENOUGH = _cause(
+    Mechanism.NOT_ENOUGH_SIGNAL,
+    Category.UNKNOWN,
+    Culprit("none"),
+    id="cause.not_enough_signal",
+    summary="2 ranks are too few to tell a slow rank from noise",
+    summary_zh="只有 2 张卡，无法区分慢卡与噪声",
+    severity=Severity.INFO,
+)
+
+
+def _text(p: pj.Projection) -> str:
+    return "\n".join(p.lines)
+
+
+def test_rank_on_a_slow_link_is_said_so_never_not_slow() -> None:
+    d = _diag(SLOW_LINK)
+    for zh in (False, True):
+        t = _text(pj.explain_ranks(d, [3], zh))
+        if zh:
+            assert t.startswith("3号卡在慢链路 链路 3→11 (RDMA) 上") and "4 GB/s" in t
+        else:
+            assert t.startswith("Rank 3 is on the slow link link 3→11 (RDMA)") and "4 GB/s" in t
+        assert "not slow" not in t and "不是慢卡" not in t
+    # a victim of the link waits for it
+    t = _text(pj.explain_ranks(d, [5], False))
+    assert t.startswith(
+        "Rank 5 waits 30 ms per step (30.0% of its step) at the collectives for link 3→11"
+    )
+    net = _text(pj.network(d, [], False))
+    assert net.startswith("Yes: the slow link link 3→11 (RDMA)")
+    assert _text(pj.network(d, [], True)).startswith("是的：慢链路")
+    other = _text(pj.network(d, [(1, 2)], False))
+    assert other.startswith("No: link 1→2 is not the slow one; the slow link is link 3→11")
+
+
+def test_downstream_stage_waits_for_the_upstream_stage_and_what_dominates_it() -> None:
+    d = _diag(PIPE)
+    t = _text(pj.explain_ranks(d, [12], False))
+    assert t.startswith(
+        "Rank 12 waits 180 ms per step (45.0% of its step) in pipeline bubbles (receive wait) "
+        "for stage 0 (ranks 0–7), which is communication-bound (52% Communication Not Overlapped)"
+    )
+    zh = _text(pj.explain_ranks(d, [12], True))
+    assert (
+        zh.startswith("12号卡在流水线气泡（接收等待）中等待每步 180 ms")
+        and "等的是流水线阶段0" in zh
+    )
+    up = _text(pj.explain_ranks(d, [2], False))
+    assert up.startswith("Rank 2, part of stage 0 (ranks 0–7), is slow in its own right")
+    rng = _text(pj.explain_ranks(d, list(range(8, 16)), False))
+    assert rng.startswith(
+        "Ranks 8-15 wait in pipeline bubbles (receive wait) up to 180 ms per step for stage 0"
+    )
+    which = _text(pj.which_culprit(d, False))
+    assert which.startswith("Stage 0 (ranks 0–7) holds the job back (communication-bound")
+    fix = _text(pj.fix_first(d, False))
+    assert fix.startswith(
+        "Fix stage 0 (ranks 0–7) first: overlap stage 0's communication with computation, "
+        "for at most 90 ms per step (upper bound)"
+    )
+    pipe = _text(pj.pipeline(d, [1], False))
+    assert pipe.startswith(
+        "Ranks 8-15 wait in pipeline bubbles for stage 0 (ranks 0–7), up to 180 ms per step"
+    )
+    assert "Stage 1 is the waiting side, not the cause." in pipe
+
+
+def test_step_events_keep_their_step_rank_list() -> None:
+    d = _diag(EVENTS)
+    t = _text(pj.steps(d, False))
+    assert t.startswith(
+        "The slow steps come from one-step events (step 2, rank 5), (step 3, rank 9), (step 4, rank 1)"
+    )
+    w = _text(pj.which_culprit(d, False))
+    assert w.startswith(
+        "No rank is slow on average: the time goes to one-step stalls, (step 2, rank 5)"
+    )
+    r5 = _text(pj.explain_ranks(d, [5], False))
+    assert r5.startswith("Rank 5 stalls in step 2 (an event, not a slow rank on average)")
+    assert _text(pj.steps(d, True)).startswith("慢的 step 来自单步事件 (step 2, rank 5)")
+
+
+def test_job_level_cause_names_no_rank() -> None:
+    d = _diag(JOB)
+    assert _text(pj.which_culprit(d, False)).startswith(
+        "No single rank: every rank loses time to the same job-level cause"
+    )
+    t = _text(pj.explain_ranks(d, [4], False))
+    assert t.startswith(
+        "Rank 4 sits idle 20 ms per step (20.0% of its step) for a reason common to the whole job"
+    )
+
+
+def test_no_culprit_and_not_enough_signal() -> None:
+    d = _diag(NO_CULPRIT)
+    t = _text(pj.which_culprit(d, False))
+    assert t.startswith("No rank holds the job back: no rank stands out")
+    assert "Computing 50.0%" in t
+    assert _text(pj.explain_ranks(d, [3], False)).startswith("Rank 3 is not slow: the spreads")
+    assert _text(pj.fix_first(d, True)).startswith("没有拖慢作业的卡")
+    d2 = _diag(NOT_ENOUGH, ranks=(0, 1))
+    assert _text(pj.which_culprit(d2, False)).startswith(
+        "Not enough signal to name a slow rank: 2 ranks"
+    )
+    assert _text(pj.explain_ranks(d2, [1], False)).startswith(
+        "Not enough signal to say whether rank 1 is slow"
+    )
+
+
+def test_nothing_stands_out_only_when_the_diagnosis_is_empty() -> None:
+    assert pj.headline(_diag(), False).startswith("Nothing stands out")
+    for d in (_diag(SLOW_LINK), _diag(NO_CULPRIT), _diag(EVENTS)):
+        for fn in (pj.overview, pj.which_culprit, pj.fix_first):
+            assert "Nothing stands out" not in _text(fn(d, False)), fn
+
+
+def test_category_yes_no_answers_with_the_top_cause() -> None:
+    d = _diag(PIPE, JOB)
+    yes = _text(pj.category(d, ["communication"], True, False))
+    assert yes.startswith("Yes: the main bottleneck is communication")
+    no = _text(pj.category(d, ["compute"], True, False))
+    assert no.startswith("No: the main bottleneck is communication")
+    zh = _text(pj.category(d, ["host"], True, True))
+    assert zh.startswith("不是，主要瓶颈是通信") and "次要原因" in zh
+
+
+def _adv(d: Diagnosis) -> Advisor:
+    return Advisor(
+        tiny_profile(),
+        settings=Settings(),
+        registry=tiny_registry(),
+        case_search=fake_case_search,
+        diagnose=lambda profile, **_: d,
+    )
+
+
+def test_through_the_advisor_typed_suggestions_and_grounding() -> None:
+    d = _diag(PIPE, ranks=range(4))
+    ans = _adv(d).ask("what should I fix first?")
+    assert ans.answer.startswith("Fix stage 0 (ranks 0–7) first")
+    acts = [s for s in ans.suggestions if s.kind == "action"]
+    checks = [s for s in ans.suggestions if s.kind == "check"]
+    assert acts[0].cause_id == "cause.pipeline.s0" and acts[0].estimated_gain_us == 90_000.0
+    assert checks and all(s.estimated_gain_us is None for s in checks)
+    assert ans.suggestions.index(checks[0]) > ans.suggestions.index(acts[-1])
+    assert ans.grounding.ungrounded == [], ans.grounding
+    zh = _adv(d).ask("先修什么？")
+    assert zh.answer.startswith("先处理流水线阶段0 (0–7号卡)：让阶段0的通信与计算重叠")
+    assert zh.grounding.ungrounded == []
+
+
+def test_case_remedy_that_contradicts_the_cause_is_dropped() -> None:
+    from advisor_chat.agent.planner import build_suggestions, consistent_case
+    from advisor_chat.kb.types import CaseHit
+
+    bad = CaseHit(
+        id="straggler-not-network",
+        title="t",
+        title_zh="t",
+        score=1.0,
+        section="",
+        source="x.md",
+        remedies=("Find the straggler rather than tuning the network",),
+        symptom_tags=("slow_link",),
+        matched_tags=("slow_link",),
+    )
+    assert not consistent_case(bad, [SLOW_LINK])
+    assert consistent_case(bad, [EVENTS])
+    sug = build_suggestions([SLOW_LINK], [], [bad], False)
+    assert all("rather than tuning the network" not in s.text for s in sug)
+    assert [s.kind for s in sug] == ["check"]
+
+
+def test_unknown_question_gets_the_headline_and_tool_errors_are_shown() -> None:
+    ans = _adv(_diag(SLOW_LINK, ranks=range(4))).ask("tell me a joke")
+    assert ans.answer.startswith("What the diagnosis says: link 3→11 (RDMA) runs at 4 GB/s")
+    assert "Questions I can answer" in ans.answer
+
+    def broken(profile, **_):
+        raise RuntimeError("diagnosis engine exploded")
+
+    adv = Advisor(
+        tiny_profile(),
+        settings=Settings(),
+        registry=tiny_registry(),
+        case_search=fake_case_search,
+        diagnose=broken,
+    )
+    out = adv.ask("which rank holds the job back?")
+    assert "The diagnose tool failed: RuntimeError: diagnosis engine exploded" in out.answer
+    zh = adv.ask("哪张卡拖后腿？")
+    assert "diagnose" in zh.answer and "exploded" not in zh.answer
+
+
+_WAITS_FOR = re.compile(r"wait(s|ing)? for (it|them)\b|在等它|等待它", re.I)
+
+
+def contradiction(answer: str, rank: int) -> bool:
+    """Whether ``answer`` calls ``rank`` "not slow" and also says others wait for it / it is on a slow link."""
+    not_slow = re.search(rf"\brank {rank} is not slow|(?<!\d){rank}号卡不是慢卡", answer, re.I)
+    blamed = _WAITS_FOR.search(answer) or re.search(r"on the slow link|在慢链路", answer)
+    return bool(not_slow and blamed)
+
+
+@pytest.mark.parametrize(
+    "d", [_diag(SLOW_LINK), _diag(PIPE), _diag(EVENTS), _diag(JOB), _diag(NO_CULPRIT)]
+)
+def test_no_rank_is_both_not_slow_and_waited_for_constructed(d: Diagnosis) -> None:
+    for r in d.ranks:
+        for zh in (False, True):
+            assert not contradiction(_text(pj.explain_ranks(d, [r], zh)), r)
+
+
+@pytest.mark.slow
+def test_no_rank_is_both_not_slow_and_waited_for_on_every_scenario(scenario) -> None:
+    """Over every generator scenario and every rank asked, EN and ZH (the real diagnosis)."""
+    from advisor_chat.ingest import load_profile
+    from advisor_chat.synth import SCENARIOS
+
+    bad: list[str] = []
+    for name in SCENARIOS:
+        if name == "cann-upgrade-pair":
+            continue  # a before/after pair, not one profile
+        profile = load_profile(scenario(name))
+        adv = Advisor(profile, settings=Settings(), case_search=lambda *a, **k: [])
+        for r in profile.ranks:
+            for q in (f"why is rank {r} slow?", f"为什么{r}号卡慢？"):
+                ans = adv.ask(q)
+                if contradiction(ans.answer, r):
+                    bad.append(f"{name}: {q} -> {ans.answer[:200]}")
+    assert not bad, bad
