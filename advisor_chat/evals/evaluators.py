@@ -823,6 +823,12 @@ _WAIT_FOR = (
 )
 
 
+def _claims_only(text: str) -> str:
+    """``text`` without code spans (examples such as `why is rank 12 slow?`) and questions."""
+    t = re.sub(r"`[^`]*`", " ", text)
+    return re.sub(r"[^.。!！?？\n]*[?？]", " ", t)
+
+
 def blamed_ranks(text: str) -> set[int]:
     """Ranks the text calls slow or the cause (negated claims excluded).
 
@@ -839,7 +845,7 @@ def blamed_ranks(text: str) -> set[int]:
         The blamed rank numbers.
     """
     out: set[int] = set()
-    for s in sentences(text):
+    for s in sentences(_claims_only(text)):
         for m in re.finditer(rf"{_SUBJ}(?P<rest>{_EN_FILL}{_EN_BLAME}|\s*{_ZH_BLAME})", s, re.I):
             after = s[m.end() : m.end() + 25]
             before = s[max(0, m.start() - 12) : m.start()]
@@ -847,6 +853,8 @@ def blamed_ranks(text: str) -> set[int]:
                 r"^\W*(?:in|at|during|of|for)\s+(?:one\s+)?steps?\b", after, re.I
             ) or re.search(r"第\s*\d+\s*步", before):
                 continue  # blame scoped to one step: an event, not a slow rank
+            if re.search(r"(?:比|than)\s*$", before, re.I):
+                continue  # "A 比 rank 6 慢": the other side of a comparison
             out |= _subj_ranks(m)
         for m in re.finditer(
             rf"{_BLAME_OBJ_FIRST}(?:{_SUBJ}|(?P<bare>\d+(?:\s*(?:{_RANGE_SEP}|,|and|&)\s*\d+)*)\b)",
@@ -877,6 +885,7 @@ _ZH_NOT_SLOW = (
 def exonerated_ranks(text: str) -> set[int]:
     """Ranks the text says are not slow / not the cause ("rank 3 is not slow", "3号卡不慢")."""
     out: set[int] = set()
+    text = _claims_only(text)
     for m in re.finditer(rf"{_SUBJ}(?:{_EN_NOT_SLOW}|\s*{_ZH_NOT_SLOW})", text, re.I):
         out |= _subj_ranks(m)
     # "ranks 3 and 11 are on the slow link, not slow themselves", "3号卡和11号卡位于慢链路上，本身并不慢":
@@ -975,6 +984,8 @@ def steps_in_text(text: str) -> set[int]:
     return out
 
 
+_PAIR_RANK = re.compile(r"\(\s*(?:step\s*)?\d+\s*[,，]\s*(?:rank\s*)?(\d+)\s*\)", re.I)
+
 _STAGE_WORD = r"(?:pipeline\s+)?stage|(?:流水线|流水)?(?:阶段|stage|级)|pp\s*(?:stage|rank)?"
 _ORDINAL_EN = {0: "first", 1: "second", 2: "third", 3: "fourth"}
 _ORDINAL_ZH = {0: "一", 1: "二", 2: "三", 3: "四"}
@@ -1015,6 +1026,12 @@ _NO_CULPRIT = CATEGORY_WORDS["none"] + [
     r"没有(?:哪|一)?(?:张|个)?(?:卡|rank)(?:明显)?(?:更慢|慢|拖后腿|掉队)",
     r"(?:没有|无|未发现)(?:明显)?(?:的)?(?:慢卡|罪魁祸首|异常卡|掉队)",
     r"各卡(?:之间)?(?:基本)?(?:均衡|一致|差不多)",
+    r"(?:under|below|within) (?:the )?thresholds?",
+    r"(?:差异|差距|离散)[^。；]{0,8}(?:在|低于)阈值(?:以内|之内|内|以下)",
+    r"没有(?:发现)?(?:罪魁|元凶)",
+    r"没有哪(?:张|个)(?:卡|rank)",
+    r"没有(?:拖慢|拖累)[^。；，]{0,6}(?:的)?(?:卡|rank)",
+    r"\bno rank holds\b",
 ]
 
 
@@ -1109,6 +1126,8 @@ def check_culprit(answer: Answer, rc: dict[str, Any], *, text: str | None = None
         ev_ranks = {r for _, r in events}
         ev_steps = {s for s, _ in events}
         said_steps = steps_in_text(t)
+        # "(step 10, rank 7)", "(10, 7)" after "(step, rank)": the pair's second number is a rank
+        named = named | {int(m.group(1)) for m in _PAIR_RANK.finditer(t)}
         hit_r = len(ev_ranks & named)
         hit_s = len(ev_steps & said_steps)
         if not events:
