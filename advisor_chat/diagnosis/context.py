@@ -6,6 +6,7 @@ step over the kept steps (data-artifact steps removed), via :func:`step_frame`.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,9 +116,56 @@ def build_context(profile: Profile, results: dict[str, AnalyzerResult]) -> Conte
         frame=frame,
         per_rank=per,
         step_us=step,
-        stages=pipeline_stages(profile),
+        stages=infer_stages(profile),
         findings=sort_findings(findings),
     )
+
+
+def infer_stages(profile: Profile) -> list[tuple[int, ...]]:
+    """Pipeline stages: :func:`pipeline_stages`, else from named communication groups.
+
+    Fallback rule (per-rank exports carry no stage column): when ``comm_groups`` has groups whose
+    name starts with ``pp`` (pipeline send/receive pairs), the stages are the connected components
+    of the ranks over every *other* named group (tp, dp, cp, ep... live inside one stage), ordered
+    by their lowest rank; used only when there are ≥ 2 components and every pp group links
+    different components.
+    """
+    stages = pipeline_stages(profile)
+    if stages:
+        return stages
+    g = profile.get("comm_groups")
+    if g.empty or "group_name" not in g.columns:
+        return []
+    names = g["group_name"].astype("string").fillna("").str.lower()
+    pp = g[names.str.startswith("pp")]
+    other = g[(names != "") & ~names.str.startswith("pp")]
+    if pp.empty or other.empty:
+        return []
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for rs in other["ranks"]:
+        rl = [int(r) for r in rs] if isinstance(rs, (list, tuple, np.ndarray)) else []
+        for r in rl:
+            find(r)
+        for a, b in itertools.pairwise(rl):
+            parent[find(a)] = find(b)
+    comps: dict[int, list[int]] = {}
+    for r in list(parent):
+        comps.setdefault(find(r), []).append(r)
+    if len(comps) < 2:
+        return []
+    for rs in pp["ranks"]:
+        rl = [int(r) for r in rs] if isinstance(rs, (list, tuple, np.ndarray)) else []
+        if len(rl) < 2 or len({find(r) for r in rl if r in parent}) < 2:
+            return []
+    return sorted((tuple(sorted(c)) for c in comps.values()), key=lambda t: t[0])
 
 
 def ranks_label(ranks: Any) -> tuple[str, str]:

@@ -277,6 +277,11 @@ def _diagnose(
             "至少 3 张卡的性能数据，或同一作业的基线数据",
         )
     final: list[RootCause] = list(causes)
+    if nes is not None and len(ctx.ranks) < R.MIN_RANKS:
+        # the slow-rank findings of a too-small cluster hang under "not enough signal"
+        undecided = tuple(f for f in other if f.kind is FindingKind.SLOW_RANK)
+        other = [f for f in other if f not in undecided]
+        nes = dataclasses.replace(nes, findings=undecided)
     if nes is not None:
         if any(c.mechanism in JOB_LEVEL and c.severity is Severity.HIGH for c in final) or any(
             c.mechanism not in JOB_LEVEL for c in final

@@ -57,8 +57,10 @@ BUBBLE_TARGET_SHARE = 0.05
 IDLE_MIN_SHARE = 0.10
 #: ... and the spread of Free across ranks is below this share of the step (same idle everywhere).
 IDLE_MAX_SPREAD_SHARE = 0.05
-#: Exposed communication: what remains hideable after the specific causes, at least this share.
-EXPOSED_MIN_SHARE = 0.05
+#: Exposed communication: what remains after the specific causes, at least this share of the step.
+EXPOSED_MIN_SHARE = 0.10
+#: Collectives per step and rank from which "many small collectives" is said.
+MANY_COLLECTIVES = 32
 #: Victims losing less than this share of their step are not listed.
 VICTIM_MIN_SHARE = 0.005
 #: Not enough signal: fewer ranks than this cannot name a slow rank against a peer median.
@@ -907,12 +909,12 @@ def rule_stragglers_and_events(ctx: Context) -> list[RootCause]:
     events in ≥ ``PERSISTENT_STEP_SHARE`` (75%) of the steps is a persistent straggler; otherwise
     its events stay events. With fewer steps every event rank is a straggler.
 
-    - A persistent straggler, or the only rank with events: one cause for the rank; HOST_STALL when
-      its Free excess ≥ its Computing excess, else COMPUTE_STRAGGLER (with the operator/shape whose
-      time differs most from its peers', from ``kernels``). Scoped to its event steps when not
-      persistent.
-    - Events on ≥ 2 ranks that are not persistent: one STEP_EVENTS cause with the (step, rank)
-      list (rotating one-step stalls); no rank is called slow.
+    - A persistent straggler: one cause for the rank; HOST_STALL when its Free excess ≥ its
+      Computing excess, else COMPUTE_STRAGGLER (with the operator/shape whose time differs most
+      from its peers', from ``kernels``). Several persistent stragglers share the victims' wait
+      without double counting (:func:`layered_victims`).
+    - Events that are not persistent (one rank once, or rotating ranks): one STEP_EVENTS cause
+      with the (step, rank) list and its steps; no rank is called slow on average.
     - Ranks the slow_rank analyzer flags (excess ≥ 5% of the step, late arriver) are added as
       persistent stragglers when their own excess is ≥ ``STRAGGLER_MIN_SHARE``.
 
@@ -958,10 +960,7 @@ def rule_stragglers_and_events(ctx: Context) -> list[RootCause]:
     layered = layered_victims(ctx, singles, n_steps)
     for r, evs in singles.items():
         out.append(_rank_cause(ctx, r, evs, n_steps, scoped=False, victims=layered.get(r, ())))
-    if len(transient) == 1:
-        ((r, evs),) = transient.items()
-        out.append(_rank_cause(ctx, r, evs, n_steps, scoped=True))
-    elif len(transient) >= 2:
+    if transient:
         out.append(_events_cause(ctx, [e for evs in transient.values() for e in evs], n_steps))
     return out
 
@@ -992,7 +991,8 @@ def _all_step_events(ctx: Context, rank: int) -> list[Event]:
 def _slow_groups(ctx: Context, persistent: set[int]) -> list[list[int]]:
     """Two clusters of own time inside each stage (or the whole job).
 
-    Rule: sort the ranks' mean own time (Computing + Free); the largest gap between neighbours
+    Rule: sort the ranks' own time (Computing + Free, median over steps, so one-step events do
+    not count); the largest gap between neighbours
     splits them in two when it is ≥ ``GROUP_MIN_GAP_SHARE`` (3%) of the median step and ≥
     ``GROUP_GAP_VS_SPREAD`` (3×) the larger range inside a cluster, and the slow cluster has ≥ 2
     ranks and fewer ranks than the stage. Needs ≥ 4 ranks in the stage.
@@ -1003,7 +1003,9 @@ def _slow_groups(ctx: Context, persistent: set[int]) -> list[list[int]]:
         ranks = [r for r in pool if r in ctx.per_rank.index]
         if len(ranks) < 4:
             continue
-        own = ctx.per_rank.loc[ranks, "own_us"].sort_values()
+        f = ctx.frame[ctx.frame["rank"].isin(ranks)]
+        # median over steps: a one-step event does not make a rank part of a slower group
+        own = (f["computing_us"] + f["free_us"]).groupby(f["rank"]).median().sort_values()
         vals = own.to_numpy()
         gaps = np.diff(vals)
         i = int(np.argmax(gaps))
@@ -1186,8 +1188,10 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
     findings = _claim(
         ctx,
         lambda x: (
-            x.kind in (FindingKind.JITTER, FindingKind.SLOW_RANK)
-            or (x.id.startswith("host_dispatch.host_bound.gc_pause"))
+            x.kind is FindingKind.JITTER
+            or (x.kind is FindingKind.SLOW_RANK and bool(x.ranks) and set(x.ranks) <= culprits)
+            or x.id.startswith("host_dispatch.host_bound.gc_pause")
+            or x.id.startswith("env_check.env.first_collective_late")
             or (x.kind is FindingKind.BOTTLENECK and bool(x.ranks) and set(x.ranks) <= culprits)
             or (x.kind is FindingKind.HOST_BOUND and bool(x.ranks) and set(x.ranks) <= culprits)
         ),
@@ -1200,18 +1204,34 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             kind="steps",
             ranks=ranks,
             events=pairs,
-            label=f"{len(pairs)} one-step events",
-            label_zh=f"{len(pairs)} 次单步事件",
+            label=f"{len(pairs)} one-step events"
+            if len(pairs) > 1
+            else f"step {pairs[0][0]} on rank {pairs[0][1]}",
+            label_zh=f"{len(pairs)} 次单步事件"
+            if len(pairs) > 1
+            else f"第 {pairs[0][0]} 步的{pairs[0][1]}号卡",
         ),
         victims=victims,
         summary=(
-            f"One-step {kind} of {ms(per_event)} on average rotate across ranks: (step, rank) = "
-            f"{pair_txt}{clean_txt}; no rank is slow on average"
+            (
+                f"One-step {kind} of {ms(per_event)} on average rotate across ranks: (step, rank) = "
+                f"{pair_txt}{clean_txt}; no rank is slow on average"
+                if len(ranks) > 1
+                else f"A one-step event: {kind} of {ms(per_event)} on rank {ranks[0]} at (step, rank) "
+                f"= {pair_txt}{clean_txt}; the other ranks wait for it, and rank {ranks[0]} is not "
+                "slow in the other steps"
+            )
             + (" (most steps are slow)." if most else ".")
         ),
         summary_zh=(
-            f"单步{kind_zh}在不同卡之间轮换出现，平均每次 {ms(per_event)}：（步, 卡）= {pair_txt}"
-            f"{clean_zh}；平均来看没有哪张卡是慢卡" + ("（大多数步都变慢了）。" if most else "。")
+            (
+                f"单步{kind_zh}在不同卡之间轮换出现，平均每次 {ms(per_event)}：（步, 卡）= {pair_txt}"
+                f"{clean_zh}；平均来看没有哪张卡是慢卡"
+                if len(ranks) > 1
+                else f"单步事件：{ranks[0]}号卡出现一次{kind_zh}，时长 {ms(per_event)}，（步, 卡）= "
+                f"{pair_txt}{clean_zh}；其他卡都在等它，{ranks[0]}号卡在其他步并不慢"
+            )
+            + ("（大多数步都变慢了）。" if most else "。")
         ),
         metrics={
             "event_excess_us_mean": per_event,
@@ -1359,6 +1379,16 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         return []
     gain = float(per["free_us"].min())
     med = float(per["free_us"].median())
+    # scope: the steps whose median Free over ranks is ≥ IDLE_MIN_SHARE of the step and ≥ 2x the
+    # median over steps (a stall in some steps); () when every step idles alike
+    by_step = ctx.frame.groupby("step")[["free_us", "step_us"]].median()
+    hit = by_step[
+        (by_step["free_us"] >= IDLE_MIN_SHARE * by_step["step_us"])
+        & (by_step["free_us"] >= 2 * float(by_step["free_us"].median()))
+    ]
+    steps: tuple[int, ...] = ()
+    if 0 < len(hit) < len(by_step):
+        steps = tuple(integer(x) for x in hit.index)
     victims = tuple(
         sorted(
             (
@@ -1369,8 +1399,12 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         )
     )
     start = ctx.finding("host_dispatch.dataloader.step_start")
-    where = " at the start of each step (input pipeline)" if start else ""
-    where_zh = "，发生在每步开始处（数据输入）" if start else ""
+    where = " at the start of the step (input pipeline)" if start else ""
+    where_zh = "，发生在步的开始处（数据输入）" if start else ""
+    if steps:
+        st = ", ".join(str(x) for x in steps)
+        where += f", concentrated in step(s) {st}"
+        where_zh += f"，集中在第 {st} 步"
     findings = _claim(
         ctx,
         lambda f: (
@@ -1403,6 +1437,7 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 "gain_upper_bound_us": gain,
             },
             findings=findings,
+            steps=steps,
             gain_us=gain,
             bound=BoundKind.UPPER_BOUND,
             remedies=(
@@ -1431,48 +1466,40 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
 def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     """Exposed-communication rule: communication not overlapped on every rank is a job cause.
 
-    Rule: the hideable communication of the rank that waits least (the communication analyzer's
-    upper bound: its non-overlapped communication capped by its Transit per step) minus what the
-    specific communication causes already explain (slow-link transit excess; a communication-bound
-    pipeline stage owns it) is ≥ ``EXPOSED_MIN_SHARE`` (5%) of the median step. Victims: every
-    rank, lost = min(the remainder, its exposed communication) (``how="own_time"``). Evidence adds
-    collectives per step and small-packet shares when known. Gain: the remainder (upper bound).
-    Source: ``step_trace``, ``comm_ops`` (communication.json), ``comm_bandwidth``.
+    Rule: the exposed communication (Communication Not Overlapped and Exclude Receive) of the rank
+    that waits least in each step (mean over steps) — the last to arrive, so none of it is
+    waiting for a peer — minus what the
+    specific causes already explain (slow-link transit excess) is ≥ ``EXPOSED_MIN_SHARE`` (10%)
+    of the median step. Not applied when a communication-bound pipeline stage owns it. With ≥
+    ``MANY_COLLECTIVES`` (32) collectives per step and rank, or a small-packet finding, the cause
+    says "many small collectives" (their latency is exposed). Victims: every rank, lost =
+    min(remainder, its exposed communication) (``how="own_time"``). Gain: the remainder (upper
+    bound: all of it hidden or fused away). Source: ``step_trace``, ``comm_ops``
+    (communication.json), ``comm_bandwidth``.
     """
-    base = [
-        f
-        for f in ctx.findings
-        if f.id in ("communication.communication.not_overlapped",)
-        or f.id.startswith("cluster_breakdown.bottleneck.communication_share_all_ranks")
-    ]
-    if not base or ctx.per_rank.empty:
+    per = ctx.per_rank
+    if per.empty or not math.isfinite(ctx.step_us):
         return []
     if any(
         c.mechanism is Mechanism.PIPELINE_IMBALANCE and c.category is Category.COMMUNICATION
         for c in causes
     ):
         return []
-    upper = max(
-        float(f.metrics.get("gain_upper_bound_us", f.estimated_gain_us or 0.0)) for f in base
-    )
+    col = "communication_not_overlapped_exclude_receive_us"
+    # per step, the rank that waits least (the last to arrive); mean over steps, so a rank that
+    # waited for another rank's one-step stall does not count as exposed communication
+    least = float(ctx.frame.groupby("step")[col].min().mean())
     explained = sum(c.gain_us or 0.0 for c in causes if c.mechanism is Mechanism.SLOW_LINK)
-    rest = upper - explained
+    rest = least - explained
     if rest < EXPOSED_MIN_SHARE * ctx.step_us:
         return []
-    per = ctx.per_rank
     victims = tuple(
         sorted(
             (
                 Impact(
-                    int(r),
-                    min(rest, num(per.at[r, "communication_not_overlapped_exclude_receive_us"])),
-                    share_of(
-                        min(
-                            rest,
-                            num(per.at[r, "communication_not_overlapped_exclude_receive_us"]),
-                        ),
-                        num(per.at[r, "step_us"]),
-                    ),
+                    integer(r),
+                    min(rest, num(per.at[r, col])),
+                    share_of(min(rest, num(per.at[r, col])), num(per.at[r, "step_us"])),
                     "own_time",
                 )
                 for r in per.index
@@ -1482,34 +1509,25 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     )
     ops = ctx.profile.get("comm_ops")
     n_ops = float(ops.groupby(["rank", "step"]).size().median()) if not ops.empty else float("nan")
-    overlap = float(
-        per["overlapped_us"].sum()
-        / max(
-            float(
-                (
-                    per["overlapped_us"] + per["communication_not_overlapped_exclude_receive_us"]
-                ).sum()
-            ),
-            1.0,
-        )
-    )
+    denom = float((per["overlapped_us"] + per[col]).sum())
+    overlap = share_of(float(per["overlapped_us"].sum()), denom)
     metrics = {
         "hideable_us": rest,
-        "min_not_overlapped_us": float(
-            per["communication_not_overlapped_exclude_receive_us"].min()
-        ),
+        "min_not_overlapped_us": least,
+        "min_not_overlapped_share": share_of(least, ctx.step_us),
         "overlap_ratio": overlap,
     }
+    small_f = ctx.finding("slow_link.communication.small_packets")
+    many = bool(small_f) or (math.isfinite(n_ops) and n_ops >= MANY_COLLECTIVES)
     extra = extra_zh = ""
     if math.isfinite(n_ops):
         metrics["collectives_per_step"] = n_ops
         extra = f", {n_ops:.0f} collectives per step per rank"
         extra_zh = f"，每卡每步 {n_ops:.0f} 次集合通信"
     sl = ctx.result("slow_link")
-    small_share = float("nan")
     if (
-        sl is not None
-        and ctx.finding("slow_link.communication.small_packets")
+        small_f
+        and sl is not None
         and "small_packets" in sl.tables
         and not sl.tables["small_packets"].empty
     ):
@@ -1522,22 +1540,29 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         ctx,
         lambda f: (
             f.id.startswith("communication.")
-            or f.id.startswith("cluster_breakdown.bottleneck.communication_share")
-            or f.id.startswith("slow_link.communication.small_packets")
+            or f.id.startswith("cluster_breakdown.bottleneck.communication")
+            or f.id.startswith("slow_link.communication.")
             or f.id.startswith("cluster_breakdown.communication.wait_spread")
         ),
     )
-    remedies = [
-        Remedy(
-            "action",
-            "Overlap communication with computation: asynchronous collectives / gradient-bucket "
-            "overlap, a ZeRO stage with prefetching, and fewer, larger collectives (bigger buckets).",
-            "让通信与计算重叠：异步集合通信或梯度分桶重叠、带预取的 ZeRO 阶段，"
-            "并把通信合并为更少更大的集合通信（增大 bucket）。",
-            rest,
-            BoundKind.UPPER_BOUND,
-        )
-    ]
+    fuse = Remedy(
+        "action",
+        "Fuse the many small collectives into fewer, larger ones (bigger gradient buckets, "
+        "coalesced/flattened parameters, fewer per-layer collectives): their latency is exposed.",
+        "把大量小的集合通信合并为更少更大的通信（增大梯度 bucket、参数扁平化合并、减少逐层通信）："
+        "它们的时延没有被掩盖。",
+        rest,
+        BoundKind.UPPER_BOUND,
+    )
+    overlap_r = Remedy(
+        "action",
+        "Overlap communication with computation: asynchronous collectives / gradient-bucket "
+        "overlap, a ZeRO stage with prefetching, or more micro-batches to hide it.",
+        "让通信与计算重叠：异步集合通信或梯度分桶重叠、带预取的 ZeRO 阶段，或用更多 micro-batch 掩盖通信。",
+        rest,
+        BoundKind.UPPER_BOUND,
+    )
+    remedies = [fuse, overlap_r] if many else [overlap_r, fuse]
     for f in mc2:
         remedies.append(
             Remedy(
@@ -1556,6 +1581,12 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             "查看每步的集合通信次数和大小（communication 工具），确认哪些没有被掩盖、是否有大量小通信。",
         )
     )
+    head = (
+        "Many small collectives are exposed on every rank"
+        if many
+        else ("Communication is exposed on every rank")
+    )
+    head_zh = "大量小的集合通信在所有卡上都没有被掩盖" if many else "所有卡的通信都没有被掩盖"
     return [
         RootCause(
             id="cause.exposed_communication",
@@ -1564,20 +1595,24 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             culprit=Culprit(kind="job", label="the whole job", label_zh="整个作业"),
             victims=victims,
             summary=(
-                f"Communication is exposed on every rank: even the rank that waits least has "
-                f"{ms(metrics['min_not_overlapped_us'])} per step of communication not overlapped "
-                f"(overlap {pct(overlap)}{extra}); up to {ms(rest)} per step could be hidden."
+                f"{head}: even the rank that waits least has {ms(least)} per step "
+                f"({pct(share_of(least, ctx.step_us))} of the step) of communication not "
+                f"overlapped (overlap {pct(overlap)}{extra}); no rank or link is to blame, up to "
+                f"{ms(rest)} per step could be saved."
             ),
             summary_zh=(
-                f"所有卡的通信都没有被掩盖：即使等待最少的卡，每步也有 {ms(metrics['min_not_overlapped_us'])} "
-                f"未被掩盖的通信（重叠率 {pct(overlap)}{extra_zh}）；每步最多可隐藏 {ms(rest)}。"
+                f"{head_zh}：即使等待最少的卡，每步也有 {ms(least)}（占步长 "
+                f"{pct(share_of(least, ctx.step_us))}）未被掩盖的通信（重叠率 {pct(overlap)}{extra_zh}）；"
+                f"不是某张卡或某条链路的问题，每步最多可节省 {ms(rest)}。"
             ),
             metrics=metrics,
             findings=findings,
             gain_us=rest,
             bound=BoundKind.UPPER_BOUND,
             remedies=tuple(remedies),
-            symptom_tags=("comm_not_overlapped", "comm_bound"),
+            symptom_tags=("comm_not_overlapped", "comm_bound", "small_packets")
+            if many
+            else ("comm_not_overlapped", "comm_bound"),
             severity=_severity(rest, ctx.step_us),
         )
     ]
