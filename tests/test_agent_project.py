@@ -168,9 +168,9 @@ def test_rank_on_a_slow_link_is_said_so_never_not_slow() -> None:
     for zh in (False, True):
         t = _text(pj.explain_ranks(d, [3], zh))
         if zh:
-            assert t.startswith("3号卡在慢链路 链路 3→11 (RDMA) 上") and "4 GB/s" in t
+            assert t.startswith("3号卡在慢链路 3→11 (RDMA) 上") and "4 GB/s" in t
         else:
-            assert t.startswith("Rank 3 is on the slow link link 3→11 (RDMA)") and "4 GB/s" in t
+            assert t.startswith("Rank 3 is on the slow link 3→11 (RDMA)") and "4 GB/s" in t
         assert "not slow" not in t and "不是慢卡" not in t
     # a victim of the link waits for it
     t = _text(pj.explain_ranks(d, [5], False))
@@ -178,10 +178,10 @@ def test_rank_on_a_slow_link_is_said_so_never_not_slow() -> None:
         "Rank 5 waits 30 ms per step (30.0% of its step) at the collectives for link 3→11"
     )
     net = _text(pj.network(d, [], False))
-    assert net.startswith("Yes: the slow link link 3→11 (RDMA)")
+    assert net.startswith("Yes: the slow link 3→11 (RDMA)")
     assert _text(pj.network(d, [], True)).startswith("是的：慢链路")
     other = _text(pj.network(d, [(1, 2)], False))
-    assert other.startswith("No: link 1→2 is not the slow one; the slow link is link 3→11")
+    assert other.startswith("No: link 1→2 is not the slow one; the slow link is 3→11")
 
 
 def test_downstream_stage_waits_for_the_upstream_stage_and_what_dominates_it() -> None:

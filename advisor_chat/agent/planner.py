@@ -21,6 +21,7 @@ from advisor_chat.agent.project import Projection, render_for_model
 from advisor_chat.analyzers.base import Finding
 from advisor_chat.diagnosis.types import Diagnosis, RootCause
 from advisor_chat.kb.types import CaseHit
+from advisor_chat.symptoms import SYMPTOM_TAGS
 from advisor_chat.tools.core import Tool, ToolOutput, ToolSession, fmt_ranks, strict_mode
 from advisor_chat.tools.render import fmt_num
 
@@ -505,7 +506,11 @@ class Planner:
                     lines.append(f"The {o.name} tool failed: {self.quoter.quote(o.error)}")
         # cases: the question plus the cited causes' and findings' symptom tags
         tags = sorted(
-            {t for c in causes for t in c.symptom_tags} | {t for f in cited for t in f.symptom_tags}
+            (
+                {t for c in causes for t in c.symptom_tags}
+                | {t for f in cited for t in f.symptom_tags}
+            )
+            & set(SYMPTOM_TAGS)  # the case library's vocabulary (a cause may carry other tags)
         )
         cases: list[CaseHit] = []
         search = (

@@ -117,6 +117,15 @@ def label(c: Culprit, zh: bool) -> str:
     return "无" if zh else "none"
 
 
+def link_label(c: Culprit, zh: bool) -> str:
+    """A link culprit's label without its leading "link"/"链路" (for "the slow link 3→11")."""
+    lab = label(c, zh)
+    for w in ("link ", "Link ", "链路 ", "链路"):
+        if lab.startswith(w):
+            return lab[len(w) :]
+    return lab
+
+
 def summary(c: RootCause, zh: bool) -> str:
     """The cause's sentence without its final stop."""
     s = (c.summary_zh or c.summary) if zh else c.summary
@@ -247,8 +256,8 @@ def _role_sentence(rank: int, c: RootCause, role: str, imp: Impact | None, zh: b
     s = summary(c, zh)
     if role == "on_link":
         if zh:
-            return f"{who}在慢链路 {lab} 上：{s}。"
-        return f"{who.capitalize()} is on the slow link {lab}: {s}."
+            return f"{who}在慢链路 {link_label(c.culprit, zh)} 上：{s}。"
+        return f"{who.capitalize()} is on the slow link {link_label(c.culprit, zh)}: {s}."
     if role == "culprit":
         if c.mechanism == Mechanism.STEP_EVENTS:
             steps = [st for st, r in c.culprit.events if r == rank]
@@ -291,9 +300,11 @@ def explain_ranks(d: Diagnosis, ranks: Sequence[int], zh: bool) -> Projection:
     p = Projection(plot_ranks=list(ranks)[:8])
     if len(ranks) == 1:
         r = ranks[0]
-        roles = d.role_of(r)
+        roles = _roles(d, r)
         if not roles:
-            return _no_role(d, [r], zh, p)
+            _no_role(d, [r], zh, p)
+            _artifact_note(d, [r], zh, p)
+            return p
         for i, (c, role, imp) in enumerate(roles[:3]):
             p.add_cause(c)
             line = _role_sentence(r, c, role, imp, zh)
@@ -309,14 +320,16 @@ def explain_ranks(d: Diagnosis, ranks: Sequence[int], zh: bool) -> Projection:
     # several ranks: group their roles by cause, most lost time first
     groups: dict[str, tuple[RootCause, dict[str, list[int]], float]] = {}
     for r in ranks:
-        for c, role, imp in d.role_of(r):
+        for c, role, imp in _roles(d, r):
             cur = groups.get(c.id)
             by_role = cur[1] if cur else {}
             by_role.setdefault(role, []).append(r)
             lost = (cur[2] if cur else 0.0) + (imp.lost_us if imp else 0.0)
             groups[c.id] = (c, by_role, lost)
     if not groups:
-        return _no_role(d, list(ranks), zh, p)
+        _no_role(d, list(ranks), zh, p)
+        _artifact_note(d, list(ranks), zh, p)
+        return p
     ordered = sorted(groups.values(), key=lambda t: -t[2])
     for i, (c, by_role, _lost) in enumerate(ordered[:3]):
         p.add_cause(c)
@@ -335,9 +348,9 @@ def explain_ranks(d: Diagnosis, ranks: Sequence[int], zh: bool) -> Projection:
                 )
             elif role == "on_link":
                 parts.append(
-                    f"{who}在慢链路 {lab} 上"
+                    f"{who}在慢链路 {link_label(c.culprit, zh)} 上"
                     if zh
-                    else f"{who} {'is' if len(rs) == 1 else 'are'} on the slow link {lab}"
+                    else f"{who} {'is' if len(rs) == 1 else 'are'} on the slow link {link_label(c.culprit, zh)}"
                 )
             else:
                 imps = [i for i in c.victims if i.rank in rs]
@@ -370,6 +383,22 @@ def explain_ranks(d: Diagnosis, ranks: Sequence[int], zh: bool) -> Projection:
     return p
 
 
+def _roles(d: Diagnosis, rank: int) -> list[tuple[RootCause, str, Impact | None]]:
+    """``role_of(rank)`` without the data/meta causes, in the diagnosis' order of importance."""
+    order = {c.id: i for i, c in enumerate(d.causes)}
+    roles = [t for t in d.role_of(rank) if t[0].mechanism not in _META]
+    return sorted(roles, key=lambda t: order.get(t[0].id, len(order)))
+
+
+def _artifact_note(d: Diagnosis, ranks: Sequence[int], zh: bool, p: Projection) -> None:
+    """Say when the ranks' data was partly excluded as a data artifact."""
+    for c in d.causes:
+        if c.mechanism == Mechanism.DATA_ARTIFACT and set(c.culprit.ranks) & set(ranks):
+            p.add_cause(c)
+            p.lines.append(_sentence(summary(c, zh), zh))
+            return
+
+
 def _no_role(d: Diagnosis, ranks: Sequence[int], zh: bool, p: Projection) -> Projection:
     who = rank_word(ranks, zh)
     real = _real(d)
@@ -389,9 +418,10 @@ def _no_role(d: Diagnosis, ranks: Sequence[int], zh: bool, p: Projection) -> Pro
             return p
         p.add_cause(nc)
         p.lines.append(
-            f"{who}不是慢卡：各卡之间的差异都在阈值以内。{headline(d, zh)}"
+            f"{who}不是慢卡：各卡之间的差异都在阈值以内。{_sentence(summary(nc, zh), zh)}"
             if zh
-            else f"{who.capitalize()} is not slow: the spreads between ranks are under threshold. {headline(d, zh)}"
+            else f"{who.capitalize()} is not slow: the spreads between ranks are under threshold. "
+            f"{_sentence(summary(nc, zh), zh)}"
         )
         return p
     top = real[0]
@@ -423,7 +453,7 @@ def which_culprit(d: Diagnosis, zh: bool) -> Projection:
             p.lines.append(f"拖慢作业的是{lab}" + (f"（{dom}）" if dom else "") + f"：{s}。")
         else:
             p.lines.append(
-                f"{lab[0].upper() + lab[1:]} {'hold' if c.kind == 'ranks' else 'holds'} the job back"
+                f"{lab[0].upper() + lab[1:]} {'hold' if c.kind != 'stage' and len(c.ranks) > 1 else 'holds'} the job back"
                 + (f" ({dom})" if dom else "")
                 + f": {s}."
             )
@@ -442,9 +472,9 @@ def which_culprit(d: Diagnosis, zh: bool) -> Projection:
         p.plot_ranks = list(c.link or ())
         ends = rank_word(list(c.link or ()), zh)
         p.lines.append(
-            f"不是某张卡，而是慢链路 {lab}：{s}。{ends}在这条链路上。"
+            f"不是某张卡，而是慢链路 {link_label(c, zh)}：{s}。{ends}在这条链路上。"
             if zh
-            else f"No single rank: the slow link {lab} holds the job back: {s}. {ends.capitalize()} are on that link."
+            else f"No single rank: the slow link {link_label(c, zh)} holds the job back: {s}. {ends.capitalize()} are on that link."
         )
     elif c.kind == "steps":
         p.lines.append(
@@ -510,9 +540,9 @@ def network(d: Diagnosis, links: Sequence[tuple[int, int]], zh: bool) -> Project
             p.add_cause(c)
             a = ", ".join(f"{x}→{y}" for x, y in links)
             p.lines.append(
-                f"不是：链路 {a} 不是慢链路；慢的是 {label(c.culprit, zh)}：{summary(c, zh)}。"
+                f"不是：链路 {a} 不是慢链路；慢的是 {link_label(c.culprit, zh)}：{summary(c, zh)}。"
                 if zh
-                else f"No: link {a} is not the slow one; the slow link is {label(c.culprit, zh)}: {summary(c, zh)}."
+                else f"No: link {a} is not the slow one; the slow link is {link_label(c.culprit, zh)}: {summary(c, zh)}."
             )
             p.plot_ranks = list(c.culprit.link or ())
             return p
@@ -524,9 +554,9 @@ def network(d: Diagnosis, links: Sequence[tuple[int, int]], zh: bool) -> Project
         rank_pos = next((i for i, x in enumerate(d.causes) if x.id == c.id), 0)
         first = "是的" if zh else "Yes"
         p.lines.append(
-            f"{first}：慢链路 {label(c.culprit, zh)}：{summary(c, zh)}。"
+            f"{first}：慢链路 {link_label(c.culprit, zh)}：{summary(c, zh)}。"
             if zh
-            else f"{first}: the slow link {label(c.culprit, zh)}: {summary(c, zh)}."
+            else f"{first}: the slow link {link_label(c.culprit, zh)}: {summary(c, zh)}."
         )
         if rank_pos > 0:
             first_cause = d.causes[0]
@@ -546,9 +576,9 @@ def network(d: Diagnosis, links: Sequence[tuple[int, int]], zh: bool) -> Project
         cc = comm[0]
         p.add_cause(cc)
         p.lines.append(
-            f"不是链路的问题：没有发现慢链路，但通信本身是一个原因：{summary(c, zh)}。"
+            f"不是网络的问题：没有发现慢链路；但通信本身是一个原因：{summary(c, zh)}。"
             if zh
-            else f"Not the links: no link is slow, but communication itself is a cause: {summary(cc, zh)}."
+            else f"No: no link is slow, so the network is not the problem; communication itself is a cause, though: {summary(cc, zh)}."
         )
         return p
     if top is not None:
@@ -696,10 +726,14 @@ def steps(d: Diagnosis, zh: bool) -> Projection:
                 else f"No step-level cause: the steps lose time to the same cause throughout: {summary(real[0], zh)}."
             )
         else:
+            nc = _meta(d, Mechanism.NO_CULPRIT) or _meta(d, Mechanism.NOT_ENOUGH_SIGNAL)
+            rest = _sentence(summary(nc, zh), zh) if nc is not None else ""
+            if nc is not None:
+                p.add_cause(nc)
             p.lines.append(
-                "没有单步级别的原因。" + headline(d, zh)
+                ("没有哪个 step 比其他 step 慢。" + rest)
                 if zh
-                else "No step-level cause. " + headline(d, zh)
+                else ("No step is slower than the others. " + rest).strip()
             )
     if ex:
         p.lines.append(ex)
