@@ -152,3 +152,41 @@ def test_msprof_cluster_db_mode(scenario, tmp_path: Path) -> None:
                 assert n == pytest.approx(mine[2], rel=0.01)
                 assert f == pytest.approx(mine[3], rel=0.01)
                 assert st == pytest.approx((b - a) / 1000, rel=0.01)
+
+
+def test_msprof_reads_pipeline_stages(scenario, tmp_path: Path) -> None:
+    """msprof-analyze sees two pipeline stages; its Bubble/Stage per rank match ours."""
+    tool = _tool()
+    src = scenario("pipeline-stage-imbalance", ranks=8)
+    work = tmp_path / "cluster"
+    shutil.copytree(src, work)
+    proc = subprocess.run(
+        [tool, "cluster", "-d", str(work), "-m", "all", "--force"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "[ERROR]" not in log, log[-3000:]
+    assert "8 ranks, data type: text, profiling type: pytorch" in log
+    out = work / "cluster_analysis_output"
+    got = _rows(out / "cluster_step_trace_time.csv")
+    ranks = [r for r in got if r["Type"] == "rank"]
+    stages = {r["Index"] for r in got if r["Type"] == "stage"}
+    assert stages == {"(0, 1, 2, 3)", "(4, 5, 6, 7)"}
+    assert {(int(r["Index"]), r["PP Index"]) for r in ranks} == {
+        (i, "0" if i < 4 else "1") for i in range(8)
+    }
+    mine = {}
+    for d in src.glob("*_ascend_pt"):
+        rank = int(next(d.glob("profiler_info_*.json")).stem.rsplit("_", 1)[1])
+        for x in _rows(d / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"):
+            mine[(x["Step"], rank)] = x
+    for r in ranks:
+        x = mine[(r["Step"], int(r["Index"]))]
+        for c in ("Bubble", "Stage", "Communication(Not Overlapped and Exclude Receive)"):
+            assert float(r[c]) == pytest.approx(float(x[c]), rel=0.01, abs=1.0), (r["Index"], c)
+        assert (float(r["Bubble"]) > 0) == (int(r["Index"]) >= 4)
+    grp = json.loads((out / "communication_group.json").read_text())
+    assert sorted(sorted(g) for g in grp["p2p"]) == [[i, i + 4] for i in range(4)]
