@@ -9,7 +9,6 @@ rounded here, for display only; ``to_json`` keeps them unrounded.
 
 from __future__ import annotations
 
-import html
 import math
 import time
 from dataclasses import dataclass, field
@@ -267,52 +266,168 @@ def _counts(findings: tuple[Finding, ...]) -> str:
     return ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
 
 
+_MECH_TITLE = {
+    "compute_straggler": "Compute straggler",
+    "host_stall": "Host stall",
+    "slow_link": "Slow link",
+    "slow_group": "Slower group of ranks",
+    "pipeline_imbalance": "Pipeline stage imbalance",
+    "exposed_communication": "Exposed communication (job)",
+    "job_idle": "Same idle on every rank (job)",
+    "step_events": "One-step events",
+    "degradation": "Degradation over the run",
+    "regression": "Regression against the baseline",
+    "data_artifact": "Data artifact (excluded steps)",
+    "not_enough_signal": "Not enough signal",
+    "no_culprit": "No culprit",
+}
+
+_HOW = {
+    "collective_wait": "waiting in collectives",
+    "bubble": "pipeline Bubble",
+    "slow_link_transit": "slow-link transit",
+    "idle": "idle (Free)",
+    "own_time": "own time",
+}
+
+
+def _victims_text(victims: tuple[Any, ...], limit: int = 8) -> str:
+    """``'rank 13 62.3 ms (44.5%), ... (16 ranks, bubble)'`` from Impacts (ms, share of step)."""
+    if not victims:
+        return ""
+    shown = ", ".join(f"rank {v.rank} {fmt_ms(v.lost_us)} ({v.share:.1%})" for v in victims[:limit])
+    hows = sorted({_HOW.get(v.how, v.how) for v in victims})
+    more = f", ... {len(victims)} ranks" if len(victims) > limit else ""
+    return f"{shown}{more} per step ({', '.join(hows)})"
+
+
+def fmt_ms(us: float | None) -> str:
+    """µs → ``'12.3 ms'`` (report prose always in ms)."""
+    if us is None or not math.isfinite(us):
+        return "n/a"
+    v = us / 1000.0
+    return f"{v:,.0f} ms" if abs(v) >= 100 else f"{v:.1f} ms"
+
+
+def _gain_text(gain: float | None, bound: Any) -> str:
+    if gain is None or not math.isfinite(gain):
+        return ""
+    kind = {"upper_bound": "upper bound", "estimate": "estimate"}.get(bound.value, "")
+    return f"{fmt_ms(gain)} per step" + (f" ({kind})" if kind else "")
+
+
+def _finding_md(f: Finding, heading: str) -> list[str]:
+    """One finding as Markdown (profile strings escaped with textsafe)."""
+    from advisor_chat.textsafe import md_code, md_text
+
+    out = []
+    ranks = f" - ranks {_ranks_text(f.ranks)}" if f.ranks else ""
+    out.append(f"{heading} [{f.severity.value.upper()}] {f.kind.value}{ranks}")
+    out.append("")
+    out.append(md_text(f.summary, limit=None))
+    out.append("")
+    if f.estimated_gain_us is not None and math.isfinite(f.estimated_gain_us):
+        out.append(f"- **Estimated gain:** {fmt_us(f.estimated_gain_us)} per step")
+    if f.metrics:
+        m = ", ".join(f"`{k}` = {fmt_number(k, v)}" for k, v in f.metrics.items())
+        out.append(f"- **Metrics:** {m}")
+    for e in f.evidence:
+        line = f"- **Evidence:** `{e.table}` from {md_text(e.source, limit=None)}"
+        if e.rows:
+            line += f" ({md_text(_rows_text(e.rows), limit=None)})"
+        if e.note:
+            line += f"; {md_text(e.note, limit=None)}"
+        out.append(line)
+    if f.symptom_tags:
+        out.append(f"- **Symptoms:** {', '.join(f.symptom_tags)}")
+    out.append(f"- **Id:** {md_code(f.id, limit=None)}")
+    out.append("")
+    return out
+
+
 def render_markdown(report: Report) -> str:
-    """Render the report as Markdown (findings most important first, then notes and runs)."""
+    """Render the report as Markdown.
+
+    Order: the diagnosis first (headline, then each root cause: summary, evidence, victims,
+    what to change, expected gain, and the symptom findings under it), then the findings no cause
+    claims, notes and analyzer runs. Profile strings (paths, op and group names) are escaped with
+    :mod:`advisor_chat.textsafe`; times in prose are in ms.
+    """
+    from advisor_chat.textsafe import md_code, md_text
+
     p = report.profile
     out = ["# advisor-chat report", ""]
     out.append(
-        f"**Profile:** `{p['root']}` ({p['layout']}), {len(p['ranks'])} rank(s) "
+        f"**Profile:** {md_code(p['root'], limit=None)} ({p['layout']}), {len(p['ranks'])} rank(s) "
         f"({_ranks_text(p['ranks'])}), {len(p['steps'])} step(s) {p['steps'][:12]}"
     )
     if report.baseline:
         b = report.baseline
         out.append("")
-        out.append(f"**Baseline:** `{b['root']}` ({b['layout']}), {len(b['ranks'])} rank(s)")
+        out.append(
+            f"**Baseline:** {md_code(b['root'], limit=None)} ({b['layout']}), "
+            f"{len(b['ranks'])} rank(s)"
+        )
     if report.rank is not None:
         out += ["", f"**Rank explained:** {report.rank}"]
-    out += ["", f"## Findings ({len(report.findings)}: {_counts(report.findings) or 'none'})", ""]
-    if not report.findings:
+    d = report.diagnosis
+    shown: set[str] = set()
+    if d is not None:
+        out += ["", "## Diagnosis", "", f"**{md_text(d.headline, limit=None)}**", ""]
+        if d.headline_zh:
+            out += [f"_{md_text(d.headline_zh, limit=None)}_", ""]
+        if d.step_time_us:
+            sh = ", ".join(f"{k.replace('_', ' ')} {v:.1%}" for k, v in d.shares.items())
+            out += [f"Median step {fmt_ms(d.step_time_us)}; cluster-wide shares: {sh}.", ""]
+        for n in d.notes:
+            out.append(f"- {md_text(n, limit=None)}")
+        if d.notes:
+            out.append("")
+        for i, c in enumerate(d.causes, 1):
+            title = _MECH_TITLE.get(c.mechanism.value, c.mechanism.value)
+            label = md_text(c.culprit.label, limit=None)
+            out.append(f"### Cause {i}. {title}: {label} [{c.severity.value.upper()}]")
+            out.append("")
+            out.append(md_text(c.summary, limit=None))
+            out.append("")
+            if c.dominant:
+                out.append(f"- **Culprit is:** {md_text(c.dominant, limit=None)}")
+            ev = [f for f in c.findings]
+            if ev:
+                ids = ", ".join(md_code(f.id, limit=None) for f in ev)
+                out.append(f"- **Evidence:** {ids} (details below)")
+            if c.steps:
+                out.append(f"- **Steps:** {', '.join(str(s) for s in c.steps)}")
+            vt = _victims_text(c.victims)
+            if vt:
+                out.append(f"- **Victims** (time they lose because of it): {vt}")
+            if c.remedies:
+                out.append("- **What to change:**")
+                for rem_ in c.remedies:
+                    g = _gain_text(rem_.gain_us, rem_.bound) if rem_.kind == "action" else ""
+                    tail = f" — expected gain {g}" if g else ""
+                    out.append(f"  - *{rem_.kind}*: {md_text(rem_.text, limit=None)}{tail}")
+            g = _gain_text(c.gain_us, c.bound)
+            if g:
+                out.append(f"- **Expected gain:** {g}")
+            out.append("")
+            for j, f in enumerate(ev, 1):
+                out += _finding_md(f, f"#### {i}.{j}")
+                shown.add(f.id)
+    rest = [f for f in report.findings if f.id not in shown]
+    title = "Other findings" if d is not None else "Findings"
+    out += ["", f"## {title} ({len(rest)}: {_counts(tuple(rest)) or 'none'})", ""]
+    if not rest and not report.findings:
         out.append("No finding: nothing stands out above the thresholds the analyzers state.")
-    for i, f in enumerate(report.findings, 1):
-        ranks = f" - ranks {_ranks_text(f.ranks)}" if f.ranks else ""
-        out.append(f"### {i}. [{f.severity.value.upper()}] {f.kind.value}{ranks}")
-        out.append("")
-        out.append(f.summary)
-        out.append("")
-        if f.estimated_gain_us is not None and math.isfinite(f.estimated_gain_us):
-            out.append(f"- **Estimated gain:** {fmt_us(f.estimated_gain_us)} per step")
-        if f.metrics:
-            m = ", ".join(f"`{k}` = {fmt_number(k, v)}" for k, v in f.metrics.items())
-            out.append(f"- **Metrics:** {m}")
-        for e in f.evidence:
-            line = f"- **Evidence:** `{e.table}` from {e.source}"
-            if e.rows:
-                line += f" ({_rows_text(e.rows)})"
-            if e.note:
-                line += f"; {e.note}"
-            out.append(line)
-        if f.symptom_tags:
-            out.append(f"- **Symptoms:** {', '.join(f.symptom_tags)}")
-        out.append(f"- **Id:** `{f.id}`")
-        out.append("")
+    for i, f in enumerate(rest, 1):
+        out += _finding_md(f, f"### {i}.")
     if report.notes:
         out += ["## Notes", ""]
-        out += [f"- {n}" for n in report.notes]
+        out += [f"- {md_text(n, limit=None)}" for n in report.notes]
         out.append("")
     out += ["## Analyzers", "", "| analyzer | status | findings | time |", "|---|---|---|---|"]
     for r in report.runs:
-        status = r.status + (f" ({r.message})" if r.status == "skipped" else "")
+        status = r.status + (f" ({md_text(r.message)})" if r.status == "skipped" else "")
         out.append(f"| {r.name} | {status} | {r.findings} | {r.seconds:.2f} s |")
     out.append("")
     if report.created:
@@ -336,12 +451,62 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 code{background:#f6f8fa;padding:.05rem .3rem;border-radius:4px}
 .tags span{background:#ddf4ff;border-radius:10px;padding:.05rem .5rem;margin-right:.3rem;font-size:.8rem}
 .zh{color:#57606a}
+.cause{border-left-width:8px;background:#fbfbfd}.headline{font-size:1.1rem}
 """
 
 
+def _finding_html(f: Finding, num: str) -> list[str]:
+    """One finding as an HTML section (profile strings escaped with textsafe)."""
+    from advisor_chat.textsafe import html_text
+
+    def e(x: object) -> str:
+        return html_text(x, limit=None)
+
+    parts = []
+    sev = f.severity.value
+    parts.append(f'<section class="f {sev}" id="{e(f.id)}">')
+    ranks = f" &middot; ranks {e(_ranks_text(f.ranks))}" if f.ranks else ""
+    parts.append(
+        f'<h3>{e(num)} <span class="sev {sev}">{e(sev)}</span> {e(f.kind.value)}{ranks}</h3>'
+    )
+    parts.append(f"<p>{e(f.summary)}</p>")
+    if f.summary_zh:
+        parts.append(f'<p class="zh" lang="zh">{e(f.summary_zh)}</p>')
+    if f.estimated_gain_us is not None and math.isfinite(f.estimated_gain_us):
+        parts.append(f"<p><b>Estimated gain:</b> {e(fmt_us(f.estimated_gain_us))} per step</p>")
+    if f.metrics:
+        parts.append("<table><tr><th>metric</th><th>value</th></tr>")
+        for k, v in f.metrics.items():
+            parts.append(
+                f'<tr><td><code>{e(k)}</code></td><td class="n">{e(fmt_number(k, v))}</td></tr>'
+            )
+        parts.append("</table>")
+    if f.evidence:
+        parts.append("<table><tr><th>table</th><th>source</th><th>rows</th><th>how</th></tr>")
+        for ev in f.evidence:
+            parts.append(
+                f"<tr><td><code>{e(ev.table)}</code></td><td>{e(ev.source)}</td>"
+                f"<td>{e(_rows_text(ev.rows))}</td><td>{e(ev.note)}</td></tr>"
+            )
+        parts.append("</table>")
+    if f.symptom_tags:
+        tags = "".join(f"<span>{e(t)}</span>" for t in f.symptom_tags)
+        parts.append(f'<p class="tags">{tags}</p>')
+    parts.append(f'<p class="meta">id <code>{e(f.id)}</code></p></section>')
+    return parts
+
+
 def render_html(report: Report) -> str:
-    """Render the report as one self-contained HTML page (inline CSS, no scripts, no assets)."""
-    e = html.escape
+    """Render the report as one self-contained HTML page (inline CSS, no scripts, no assets).
+
+    Same order as :func:`render_markdown`: the diagnosis (root causes with evidence, victims,
+    remedies, gain and their symptom findings) first, then the other findings.
+    """
+    from advisor_chat.textsafe import html_text
+
+    def e(x: object) -> str:
+        return html_text(x, limit=None)
+
     p = report.profile
     parts = [
         "<!DOCTYPE html>",
@@ -355,41 +520,70 @@ def render_html(report: Report) -> str:
         + (f"; baseline <code>{e(report.baseline['root'])}</code>" if report.baseline else "")
         + (f"; rank explained: {report.rank}" if report.rank is not None else "")
         + "</p>",
-        f"<h2>Findings ({len(report.findings)}: {e(_counts(report.findings) or 'none')})</h2>",
     ]
+    d = report.diagnosis
+    shown: set[str] = set()
+    if d is not None:
+        parts.append("<h2>Diagnosis</h2>")
+        parts.append(f'<p class="headline"><b>{e(d.headline)}</b></p>')
+        if d.headline_zh:
+            parts.append(f'<p class="zh" lang="zh">{e(d.headline_zh)}</p>')
+        if d.step_time_us:
+            sh = ", ".join(f"{k.replace('_', ' ')} {v:.1%}" for k, v in d.shares.items())
+            parts.append(
+                f'<p class="meta">Median step {e(fmt_ms(d.step_time_us))}; cluster-wide shares: '
+                f"{e(sh)}.</p>"
+            )
+        if d.notes:
+            parts.append("<ul>" + "".join(f"<li>{e(n)}</li>" for n in d.notes) + "</ul>")
+        for i, c in enumerate(d.causes, 1):
+            sev = c.severity.value
+            title = _MECH_TITLE.get(c.mechanism.value, c.mechanism.value)
+            parts.append(f'<section class="f cause {sev}" id="{e(c.id)}">')
+            parts.append(
+                f'<h3>Cause {i}. <span class="sev {sev}">{e(sev)}</span> {e(title)}: '
+                f"{e(c.culprit.label)}</h3>"
+            )
+            parts.append(f"<p>{e(c.summary)}</p>")
+            parts.append(f'<p class="zh" lang="zh">{e(c.summary_zh)}</p>')
+            items = []
+            if c.dominant:
+                items.append(f"<b>Culprit is:</b> {e(c.dominant)}")
+            if c.findings:
+                ids = ", ".join(
+                    f'<a href="#{e(f.id)}"><code>{e(f.id)}</code></a>' for f in c.findings
+                )
+                items.append(f"<b>Evidence:</b> {ids}")
+            if c.steps:
+                items.append(f"<b>Steps:</b> {e(', '.join(str(s) for s in c.steps))}")
+            vt = _victims_text(c.victims)
+            if vt:
+                items.append(f"<b>Victims</b> (time they lose because of it): {e(vt)}")
+            if c.remedies:
+                rem = []
+                for rm in c.remedies:
+                    g = _gain_text(rm.gain_us, rm.bound) if rm.kind == "action" else ""
+                    tail = f" &mdash; expected gain {e(g)}" if g else ""
+                    rem.append(
+                        f"<li><i>{e(rm.kind)}</i>: {e(rm.text)}{tail}"
+                        f'<br><span class="zh" lang="zh">{e(rm.text_zh)}</span></li>'
+                    )
+                items.append("<b>What to change:</b><ul>" + "".join(rem) + "</ul>")
+            g = _gain_text(c.gain_us, c.bound)
+            if g:
+                items.append(f"<b>Expected gain:</b> {e(g)}")
+            parts.append("<ul>" + "".join(f"<li>{x}</li>" for x in items) + "</ul>")
+            for j, f in enumerate(c.findings, 1):
+                parts += _finding_html(f, f"{i}.{j}")
+                shown.add(f.id)
+            parts.append("</section>")
+    rest = [f for f in report.findings if f.id not in shown]
+    title = "Other findings" if d is not None else "Findings"
+    parts.append(f"<h2>{title} ({len(rest)}: {e(_counts(tuple(rest)) or 'none')})</h2>")
     if not report.findings:
         parts.append("<p>No finding: nothing stands out above the analyzers' thresholds.</p>")
-    for i, f in enumerate(report.findings, 1):
-        sev = f.severity.value
-        parts.append(f'<section class="f {sev}" id="{e(f.id)}">')
-        ranks = f" &middot; ranks {e(_ranks_text(f.ranks))}" if f.ranks else ""
-        parts.append(
-            f'<h3>{i}. <span class="sev {sev}">{e(sev)}</span> {e(f.kind.value)}{ranks}</h3>'
-        )
-        parts.append(f"<p>{e(f.summary)}</p>")
-        if f.summary_zh:
-            parts.append(f'<p class="zh" lang="zh">{e(f.summary_zh)}</p>')
-        if f.estimated_gain_us is not None and math.isfinite(f.estimated_gain_us):
-            parts.append(f"<p><b>Estimated gain:</b> {e(fmt_us(f.estimated_gain_us))} per step</p>")
-        if f.metrics:
-            parts.append("<table><tr><th>metric</th><th>value</th></tr>")
-            for k, v in f.metrics.items():
-                parts.append(
-                    f'<tr><td><code>{e(k)}</code></td><td class="n">{e(fmt_number(k, v))}</td></tr>'
-                )
-            parts.append("</table>")
-        if f.evidence:
-            parts.append("<table><tr><th>table</th><th>source</th><th>rows</th><th>how</th></tr>")
-            for ev in f.evidence:
-                parts.append(
-                    f"<tr><td><code>{e(ev.table)}</code></td><td>{e(ev.source)}</td>"
-                    f"<td>{e(_rows_text(ev.rows))}</td><td>{e(ev.note)}</td></tr>"
-                )
-            parts.append("</table>")
-        if f.symptom_tags:
-            tags = "".join(f"<span>{e(t)}</span>" for t in f.symptom_tags)
-            parts.append(f'<p class="tags">{tags}</p>')
-        parts.append(f'<p class="meta">id <code>{e(f.id)}</code></p></section>')
+    for i, f in enumerate(rest, 1):
+        parts += _finding_html(f, f"{i}.")
     if report.notes:
         parts.append("<h2>Notes</h2><ul>")
         parts += [f"<li>{e(n)}</li>" for n in report.notes]
@@ -433,7 +627,8 @@ def to_json(report: Report) -> dict[str, Any]:
     "metrics", "evidence", "symptom_tags", "estimated_gain_us", "category"}], "profile": {root,
     layout, profile_id, ranks, steps, tables, sources, warnings}, "baseline": {...} | null,
     "rank": int | null, "notes": [str], "analyzers": [{name, status, seconds, findings,
-    message}], "created": str}``.
+    message}], "created": str, "diagnosis": Diagnosis.to_dict() | null}`` (the diagnosis's
+    ``causes[].findings`` are finding ids of ``findings``).
     """
     return _plain(
         {
@@ -453,5 +648,6 @@ def to_json(report: Report) -> dict[str, Any]:
                 for r in report.runs
             ],
             "created": report.created,
+            "diagnosis": report.diagnosis.to_dict() if report.diagnosis is not None else None,
         }
     )
