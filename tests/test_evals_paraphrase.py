@@ -168,6 +168,17 @@ def test_culprit_fails_when_the_culprit_is_cleared() -> None:
     assert not check_culprit(_a(link), LINK_RC).passed
 
 
+def test_culprit_rank_must_be_named_as_the_cause() -> None:
+    echo = "Rank 12 loses 10 ms per step for a reason common to the whole job: communication is exposed."
+    assert not check_culprit(_a(echo), RANK_RC).passed
+    for text in (
+        "Fix rank 12 first: remove the host-side stall on rank 12.",
+        "拖慢作业的是12号卡：其设备空闲时间每步多 7.4 ms。",
+        "12号卡主机侧阻塞：设备在等主机。",
+    ):
+        assert check_culprit(_a(text), RANK_RC).passed, text
+
+
 def test_culprit_reads_the_shown_text_not_the_findings_data() -> None:
     from advisor_chat.agent.answer import CitedFinding
 
@@ -249,6 +260,9 @@ def test_contradiction_fails(text: str) -> None:
         "Rank 5 is not slow: it waits for rank 3, which arrives last.",
         "5号卡不慢，它在等3号卡；3号卡最后到达。",
         "Rank 12 is the slow rank.",
+        "Host stall of 2500 ms on rank 5 in step 10; the others wait for it, and rank 5 is not slow in "
+        "the other steps.",
+        "10号卡在第10步停顿，其他卡在等它；10号卡在其他步并不慢。",
     ],
 )
 def test_contradiction_passes(text: str) -> None:

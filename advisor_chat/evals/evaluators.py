@@ -812,6 +812,7 @@ _ZH_BLAME = (
 )
 _BLAME_OBJ_FIRST = (
     r"(?:slow(?:er|est)?\s+(?:group\s+(?:of\s+)?)?(?:ranks?|cards?)|slow(?:er|est)?\s+group|"
+    r"\bfix\b|先(?:处理|修|改|解决)|优先(?:处理|修|解决)|拖慢(?:了)?(?:作业|训练|整体|集群|大家)?的(?:是|为)|"
     r"stragglers?|culprits?|bottleneck(?:\s+ranks?)?|root cause|"
     r"last arriver|慢卡|瓶颈|罪魁祸首|元凶|根因)\s*(?:is|are|here is|in this job is|:|=|—|–|是|为|：|在)?\s*"
     r"(?:the\s+)?"
@@ -887,14 +888,28 @@ def exonerated_ranks(text: str) -> set[int]:
     out: set[int] = set()
     text = _claims_only(text)
     for m in re.finditer(rf"{_SUBJ}(?:{_EN_NOT_SLOW}|\s*{_ZH_NOT_SLOW})", text, re.I):
-        out |= _subj_ranks(m)
+        if not _scoped(text, m):
+            out |= _subj_ranks(m)
     # "ranks 3 and 11 are on the slow link, not slow themselves", "3号卡和11号卡位于慢链路上，本身并不慢":
     # a later "not slow" in the same sentence with no other rank named in between
     gap = r"(?:(?!\brank|\d\s*号|卡\s*\d)[^.。;；!?！？\n]){0,80}?"
     tail = r"(?:\bnot\s+(?:slow|the (?:problem|cause|culprit))\b|本身(?:并)?不慢|(?:并|也)不慢|不是慢卡)"
     for m in re.finditer(rf"{_SUBJ}{gap}{tail}", text, re.I):
-        out |= _subj_ranks(m)
+        if not _scoped(text, m):
+            out |= _subj_ranks(m)
     return out
+
+
+_SCOPE = re.compile(
+    r"other steps|clean steps|remaining steps|rest of the steps|on average|outside (?:of )?(?:that|this|those|these)"
+    r"|apart from|except (?:in|for)|其他步|其余步|其它步|别的步|平均|除了?(?:这|那|第)",
+    re.I,
+)
+
+
+def _scoped(text: str, m: re.Match[str]) -> bool:
+    """Whether a "not slow" claim is scoped to other steps / on average (then it clears nobody)."""
+    return _SCOPE.search(m.group(0) + text[m.end() : m.end() + 30]) is not None
 
 
 _LATE_IT = re.compile(
@@ -1079,6 +1094,20 @@ def check_culprit(answer: Answer, rc: dict[str, Any], *, text: str | None = None
         miss = [r for r in ranks if r not in named]
         if miss:
             problems.append(f"culprit ranks not named: {miss}")
+        else:
+            # named as the cause: blamed, or named in a sentence that states the mechanism (an echo of
+            # the question's rank next to a job-level explanation is not naming the culprit)
+            blamed = blamed_ranks(t)
+            mech_pats = MECHANISM_WORDS.get(mech, [])
+            in_role = set(blamed)
+            for sent in sentences(t):
+                if mech_pats and _any(mech_pats, sent) is not None:
+                    in_role |= ranks_in_text(sent)
+            not_role = [r for r in ranks if r not in in_role]
+            if not_role:
+                problems.append(
+                    f"ranks {not_role} named but not as the cause ({mech or 'culprit'})"
+                )
     elif kind == "group":
         miss = [r for r in ranks if r not in named]
         if miss:
