@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
@@ -48,6 +50,22 @@ def _msg(exc: BaseException) -> str:
     return term_text(str(exc), limit=MAX_MESSAGE_CHARS)
 
 
+def _check_path_encoding(value: Any) -> None:
+    """Refuse a path argument whose name is not valid UTF-8 (bytes that cannot be shown or stored).
+
+    Raises:
+        InputError: The path, shown with the undecodable bytes as ``xNN`` escapes, and how to fix it.
+    """
+    if isinstance(value, Path) and any("\udc80" <= ch <= "\udcff" for ch in str(value)):
+        shown = os.fsencode(value).decode("utf-8", "backslashreplace")
+        raise InputError(
+            "the path has bytes that are not UTF-8 in its name (shown as \\xNN)",
+            path=shown,
+            remedy="Rename the file or folder with UTF-8 characters (e.g. `convmv -f gbk -t utf-8`) "
+            "and run the command again",
+        )
+
+
 def handle_errors(func: F) -> F:
     """Turn the package's typed errors into a one-paragraph message and an exit code.
 
@@ -58,6 +76,8 @@ def handle_errors(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            for value in kwargs.values():
+                _check_path_encoding(value)
             return func(*args, **kwargs)
         except (InputError, ToolArgumentError) as exc:
             err_console.print(f"[bold red]error:[/] {_msg(exc)}", highlight=False, soft_wrap=True)

@@ -1,0 +1,319 @@
+"""CLI-level bad input, run as a user would: the real ``advisor-chat`` entry point in a subprocess.
+
+Every case asserts: no traceback, the documented exit code, a message that names the file or
+folder, nothing written into the input folder, and a bounded time (and peak memory). The
+catalogue covers the CLI/UI-level kinds of issue 14 (``report -o`` a folder, rich markup in a
+path, a non-UTF-8 folder name, NaN/inf cells reaching number formatting, hostile strings in
+profile metadata, an over-long question); the ingest-level kinds live with the ingest tests.
+It also checks that ``ask`` and ``report`` open no non-loopback connection (audit hook).
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from _hostile import EVIL_HOST, GROUP_NAME, plant
+
+EXIT_OK, EXIT_INPUT = 0, 2
+TIME_LIMIT_S = 90.0  # generous on a shared 2-core machine; a hang is minutes
+MEMORY_LIMIT_MB = 1500
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+    seconds: float
+
+    @property
+    def text(self) -> str:
+        return self.out + self.err
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["ADVISOR_HOME"] = str(home)
+    env["COLUMNS"] = "200"
+    env.pop("FORCE_COLOR", None)
+    return env
+
+
+def cli(home: Path, *args: str | bytes | Path, timeout: float = TIME_LIMIT_S) -> Run:
+    """Run ``advisor-chat ARGS`` in a subprocess (a fresh interpreter, like a user's shell)."""
+    cmd: list[str | bytes] = [sys.executable, "-m", "advisor_chat.cli.main", *map(_arg, args)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        cmd, capture_output=True, timeout=timeout, env=_env(home), stdin=subprocess.DEVNULL
+    )
+    dt = time.perf_counter() - t0
+    return Run(
+        proc.returncode,
+        proc.stdout.decode("utf-8", "replace"),
+        proc.stderr.decode("utf-8", "replace"),
+        dt,
+    )
+
+
+def _arg(a: str | bytes | Path) -> str | bytes:
+    return os.fsencode(a) if isinstance(a, Path) else a
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """Every entry under ``root`` with its size and mtime (to prove nothing was written)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(os.fsencode(root)):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            out[os.fsdecode(p)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def check(run: Run, code: int | set[int], *, names: str | None = None) -> None:
+    assert "Traceback" not in run.text, run.text[-3000:]
+    assert run.code in (code if isinstance(code, set) else {code}), (run.code, run.text[-3000:])
+    assert run.seconds < TIME_LIMIT_S
+    if names is not None:
+        flat = " ".join(run.text.split())
+        assert names in flat, (names, run.text[-2000:])
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("home")
+
+
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from advisor_chat.synth import generate
+
+    return generate("healthy", tmp_path_factory.mktemp("healthy") / "prof", ranks=4, steps=2)
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+# ----- the catalogue ----------------------------------------------------------------------------
+
+
+def test_report_output_is_a_folder(home: Path, healthy: Path, tmp_path: Path):
+    out_dir = tmp_path / "reports"
+    out_dir.mkdir()
+    before = snapshot(healthy)
+    run = cli(home, "report", healthy, "-o", out_dir)
+    check(run, EXIT_INPUT, names=f"{out_dir} is a folder")
+    assert not any(out_dir.iterdir())
+    assert snapshot(healthy) == before
+
+
+def test_report_output_inside_the_profile_is_refused(home: Path, healthy: Path):
+    before = snapshot(healthy)
+    run = cli(home, "report", healthy, "-o", healthy / "report.md")
+    check(run, EXIT_INPUT, names="inside the profiling folder")
+    assert snapshot(healthy) == before
+
+
+def test_report_output_unwritable(home: Path, healthy: Path, tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    run = cli(home, "report", healthy, "-o", blocker / "sub" / "r.md")
+    check(run, EXIT_INPUT, names=str(blocker / "sub" / "r.md"))
+
+
+@pytest.mark.parametrize("cmd", ["inspect", "report"])
+def test_path_with_rich_markup(home: Path, healthy: Path, tmp_path: Path, cmd: str):
+    root = _copy(healthy, tmp_path / "job[/x][bold]b[/bold]")
+    before = snapshot(root)
+    run = cli(home, cmd, root)
+    check(run, EXIT_OK)
+    if cmd == "inspect":
+        assert "job[/x][bold]b[/bold]" in run.out
+    assert snapshot(root) == before
+
+
+def test_missing_path_with_rich_markup(home: Path, tmp_path: Path):
+    missing = tmp_path / "nope[/x]"
+    run = cli(home, "inspect", missing)
+    check(run, EXIT_INPUT, names="nope[/x]")
+
+
+def test_non_utf8_folder_name(home: Path, healthy: Path, tmp_path: Path):
+    raw = os.path.join(os.fsencode(tmp_path), b"prof-\xff\xfe-run")
+    shutil.copytree(os.fsdecode(healthy), os.fsdecode(raw))
+    root = Path(os.fsdecode(raw))
+    before = snapshot(root)
+    for cmd in ("inspect", "report"):
+        run = cli(home, cmd, raw)
+        # a clear refusal that shows the name (bad bytes as \xNN) and how to fix it
+        check(run, EXIT_INPUT, names="prof-\\xff\\xfe-run")
+        assert "UTF-8" in run.err and "Rename" in run.err
+    assert snapshot(root) == before
+
+
+def test_missing_non_utf8_path(home: Path, tmp_path: Path):
+    raw = os.path.join(os.fsencode(tmp_path), b"gone-\xff")
+    run = cli(home, "report", raw)
+    check(run, EXIT_INPUT, names="gone-")
+
+
+def test_empty_folder_and_plain_file(home: Path, tmp_path: Path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    check(cli(home, "inspect", empty), EXIT_INPUT, names=str(empty))
+    f = tmp_path / "notes.txt"
+    f.write_text("hello")
+    check(cli(home, "report", f), EXIT_INPUT, names=str(f))
+
+
+def _poison_step_trace(root: Path, values: list[str]) -> None:
+    """Write ``values`` into the Free column of every rank's step_trace_time.csv, in order."""
+    for path in sorted(root.rglob("step_trace_time.csv")):
+        with path.open(newline="") as fh:
+            rows = list(csv.reader(fh))
+        col = rows[0].index("Free")
+        for i, row in enumerate(rows[1:]):
+            row[col] = values[i % len(values)]
+        with path.open("w", newline="") as fh:
+            csv.writer(fh).writerows(rows)
+
+
+@pytest.mark.parametrize("values", [["nan", "inf"], ["inf", "-inf"], ["1e308", "1e308"]])
+def test_nan_inf_cells_reach_no_number_formatting_crash(
+    home: Path, healthy: Path, tmp_path: Path, values: list[str]
+):
+    root = _copy(healthy, tmp_path / "prof")
+    _poison_step_trace(root, values)
+    before = snapshot(root)
+    for args in (
+        ("report", root),
+        ("report", root, "-f", "json"),
+        ("ask", root, "which rank is slow?"),
+    ):
+        run = cli(home, *args)
+        assert "OverflowError" not in run.text, run.text[-2000:]
+        check(run, {EXIT_OK, EXIT_INPUT})
+    assert snapshot(root) == before
+
+
+def test_overlong_question_is_refused_quickly(home: Path, healthy: Path):
+    question = "why is rank 1 slow? " * 3000  # 60k characters
+    run = cli(home, "ask", healthy, question)
+    check(run, EXIT_OK, names="too long")
+    assert run.seconds < 30
+
+
+def test_hostile_metadata_in_the_terminal(home: Path, healthy: Path, tmp_path: Path):
+    root = _copy(healthy, tmp_path / "prof")
+    plant(root)
+    before = snapshot(root)
+    for args in (("inspect", root), ("ask", root, "which communication groups are there?")):
+        run = cli(home, *args)
+        check(run, EXIT_OK)
+        assert "\x1b" not in run.text  # no escape sequence reaches the terminal
+        assert "\x07" not in run.text
+    run = cli(home, "inspect", root)
+    # the group name is shown literally (markup escaped, not interpreted; escapes stripped)
+    flat = "".join(run.out.split())
+    assert "".join(["g![x](http://10.255.255.1/md.png)"]) in flat
+    assert "[/x][link=" in flat
+    assert snapshot(root) == before
+
+
+def test_hostile_metadata_in_reports(home: Path, healthy: Path, tmp_path: Path):
+    from markdown_it import MarkdownIt
+
+    root = _copy(healthy, tmp_path / "prof")
+    plant(root)
+    out = tmp_path / "out"
+    out.mkdir()
+    for fmt in ("md", "html"):
+        run = cli(home, "report", root, "-f", fmt, "-o", out / f"r.{fmt}")
+        check(run, EXIT_OK)
+    md = (out / "r.md").read_text()
+    rendered = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
+    page = (out / "r.html").read_text()
+    for doc in (rendered, page):
+        assert not re.search(rf"<(img|a|script)\b[^>]*{re.escape(EVIL_HOST)}", doc, re.I)
+        assert "<script>window.__pwned" not in doc
+        assert "\x1b" not in doc
+    # if the report names the group, it shows it as text
+    if "__pwned" in page:
+        assert html.escape("<script>window.__pwned=1</script>") in page
+
+
+# ----- egress: ask and report open no non-loopback connection ------------------------------------
+
+_AUDIT = r"""
+import json, socket, sys
+log = open(sys.argv[1], "a")
+def hook(event, args):
+    if event == "socket.connect":
+        sock, addr = args
+        log.write(json.dumps([int(sock.family), repr(addr)]) + "\n"); log.flush()
+sys.addaudithook(hook)
+sys.argv = ["advisor-chat", *sys.argv[2:]]
+from advisor_chat.cli.main import main
+main()
+"""
+
+
+def _loopback(family: int, addr: str) -> bool:
+    import socket
+
+    if family == socket.AF_UNIX:
+        return True
+    host = re.match(r"\(?'([^']*)'", addr)
+    return bool(host) and host.group(1) in ("127.0.0.1", "::1", "localhost", "0:0:0:0:0:0:0:1")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("ask", "{root}", "why is rank 1 slow?"),
+        ("report", "{root}", "-f", "json"),
+        ("inspect", "{root}"),
+    ],
+)
+def test_no_non_loopback_connection(home: Path, healthy: Path, tmp_path: Path, args: tuple):
+    root = _copy(healthy, tmp_path / "prof")
+    plant(root)  # the metadata names an outside host: it must never be contacted
+    log = tmp_path / "connect.log"
+    log.touch()
+    argv = [a.format(root=root) for a in args]
+    proc = subprocess.run(
+        [sys.executable, "-c", _AUDIT, str(log), *argv],
+        capture_output=True,
+        timeout=TIME_LIMIT_S,
+        env=_env(home),
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    attempts = [json.loads(line) for line in log.read_text().splitlines()]
+    outside = [a for a in attempts if not _loopback(*a)]
+    assert outside == [], outside
+
+
+def test_children_peak_memory_is_bounded():
+    """Runs last in this module: the largest RSS any CLI run above reached."""
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    assert peak_mb < MEMORY_LIMIT_MB, peak_mb
+
+
+def test_hostile_strings_are_what_the_catalogue_plants():
+    # guard against a helper change that would make the injection tests vacuous
+    assert "![x](" in GROUP_NAME and "<img src=" in GROUP_NAME and "\x1b]8;;" in GROUP_NAME
