@@ -201,3 +201,38 @@ def test_limits_from_settings():
         )
     )
     assert limits == UploadLimits(3_000_000, 7_000_000, 50.0, 9)
+
+
+@pytest.mark.parametrize("depth", [40, 2000])
+def test_very_deep_member_path_is_refused_cleanly(tmp_path: Path, dest: Path, depth: int):
+    name = "/".join(["d"] * depth) + "/kernel_details.csv"
+    z = _zip(tmp_path / "deep.zip", {name: b"x"})
+    with pytest.raises(InputError) as err:
+        extract_zip(z, dest, LIMITS)
+    msg = str(err.value)
+    assert "deeper than" in msg and len(msg) < 1000  # the name is shown bounded
+    assert _leftovers(dest) == []
+
+
+def test_upload_refusal_names_the_zip_not_server_folders(tmp_path: Path, monkeypatch):
+    """The message shows the zip's name, never Gradio's cache path or the upload root."""
+    from advisor_chat.config import load_settings
+    from advisor_chat.ui import app as ui_app
+    from advisor_chat.ui.session import Session, UIController
+
+    cache = tmp_path / "gradio-cache"
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(cache))
+    stored = cache / "0123abcd" / "evil.zip"
+    stored.parent.mkdir(parents=True)
+    _zip(stored, {"../../evil.txt": b"x"})
+    ctl = UIController(load_settings())
+    s = Session()
+    ctl.load_upload(s, str(stored))
+    ui_app._drop_gradio_copy(str(stored))
+    text = s.messages[-1]["content"]
+    assert "evil.zip" in text and "refusing to extract" in text
+    assert str(tmp_path) not in text and str(ctl.upload_root) not in text
+    # nothing left behind: Gradio's copy and its per-upload folder are gone, no extraction folder
+    assert not stored.parent.exists() and cache.is_dir()
+    assert list(ctl.upload_root.iterdir()) == []
+    ctl.close()

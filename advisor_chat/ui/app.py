@@ -278,8 +278,17 @@ def _drop_gradio_copy(file_path: str | None) -> None:
 
     path = Path(file_path).resolve()
     cache = Path(get_upload_folder()).resolve()
-    if path.is_file() and cache in path.parents:
-        path.unlink(missing_ok=True)
+    if cache not in path.parents:
+        return
+    path.unlink(missing_ok=True)
+    # Gradio stores each upload in its own <cache>/<hash>/ folder: remove it once empty.
+    parent = path.parent
+    while parent != cache and cache in parent.parents:
+        try:
+            parent.rmdir()
+        except OSError:  # not empty (another upload with the same content) or already gone
+            break
+        parent = parent.parent
 
 
 def launch(

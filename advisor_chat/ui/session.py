@@ -243,6 +243,11 @@ class UIController:
         name = Path(file_path).name
         try:
             root = extract_zip(file_path, self.upload_root, self.limits)
+        except AdvisorError as exc:
+            # the user knows their zip, not the server folder Gradio stored it in
+            text = str(exc).replace(str(Path(file_path)), name).replace(str(self.upload_root), name)
+            session.messages.append(render.notice(text))
+            return
         except Exception as exc:
             self._guard(session, f"extracting {name}", exc)
             return

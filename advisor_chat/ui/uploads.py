@@ -28,6 +28,10 @@ _MB = 1_000_000
 _CHUNK = 1 << 20
 _RATIO_MIN_MEMBER_BYTES = 1 * _MB  # tiny files may compress absurdly well; only judge big ones
 _REMEDY = "Zip the profiling folder as it is (e.g. `zip -r prof.zip prof/`) and upload that"
+MAX_MEMBER_DEPTH = 32
+"""Deepest accepted member path (folders); a profiling folder is at most ~6 levels deep."""
+MAX_MEMBER_NAME_CHARS = 1024
+"""Longest accepted member name, characters (PATH_MAX is 4096 bytes on Linux)."""
 
 
 @dataclass(frozen=True)
@@ -72,21 +76,33 @@ def remove_upload_dir(path: Path | str | None) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _shown(name: str) -> str:
+    """A member name for a message: quoted, bounded (a hostile name can be kilobytes long)."""
+    return repr(name if len(name) <= 120 else name[:60] + "…" + name[-40:])
+
+
 def _member_parts(name: str, archive: Path) -> tuple[str, ...]:
     """Validate a member name and return its path parts; raise on anything that could escape."""
     if "\x00" in name:
-        raise InputError(f"zip member {name!r} has a NUL byte in its name", path=archive)
+        raise InputError(f"zip member {_shown(name)} has a NUL byte in its name", path=archive)
+    if len(name) > MAX_MEMBER_NAME_CHARS or name.count("/") + name.count("\\") > MAX_MEMBER_DEPTH:
+        raise InputError(
+            f"zip member {_shown(name)} has a path deeper than {MAX_MEMBER_DEPTH} folders or "
+            f"longer than {MAX_MEMBER_NAME_CHARS} characters; refusing to extract",
+            path=archive,
+            remedy=_REMEDY,
+        )
     norm = name.replace("\\", "/")
     if norm.startswith("/") or (len(norm) > 1 and norm[1] == ":"):
         raise InputError(
-            f"zip member {name!r} has an absolute path; refusing to extract",
+            f"zip member {_shown(name)} has an absolute path; refusing to extract",
             path=archive,
             remedy=_REMEDY,
         )
     parts = tuple(p for p in PurePosixPath(norm).parts if p not in ("", "."))
     if any(p == ".." for p in parts):
         raise InputError(
-            f"zip member {name!r} points outside the archive folder ('..'); refusing to extract",
+            f"zip member {_shown(name)} points outside the archive folder ('..'); refusing to extract",
             path=archive,
             remedy=_REMEDY,
         )
@@ -108,19 +124,19 @@ def _check_members(zf: zipfile.ZipFile, archive: Path, limits: UploadLimits) -> 
         mode = (info.external_attr >> 16) & 0xFFFF
         if stat.S_ISLNK(mode):
             raise InputError(
-                f"zip member {info.filename!r} is a symbolic link; links are refused",
+                f"zip member {_shown(info.filename)} is a symbolic link; links are refused",
                 path=archive,
                 remedy="Zip the files themselves (`zip -r` without `--symlinks`)",
             )
         if stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR):  # 0: type not recorded
             raise InputError(
-                f"zip member {info.filename!r} is not a regular file or folder",
+                f"zip member {_shown(info.filename)} is not a regular file or folder",
                 path=archive,
                 remedy=_REMEDY,
             )
         if info.flag_bits & 0x1:
             raise InputError(
-                f"zip member {info.filename!r} is encrypted", path=archive, remedy=_REMEDY
+                f"zip member {_shown(info.filename)} is encrypted", path=archive, remedy=_REMEDY
             )
         if info.is_dir():
             continue
@@ -130,7 +146,7 @@ def _check_members(zf: zipfile.ZipFile, archive: Path, limits: UploadLimits) -> 
             info.compress_size, 1
         ):
             raise InputError(
-                f"zip member {info.filename!r} expands {info.file_size / max(info.compress_size, 1):.0f}x, "
+                f"zip member {_shown(info.filename)} expands {info.file_size / max(info.compress_size, 1):.0f}x, "
                 f"more than the limit of {limits.max_ratio:.0f}x (zip bomb?)",
                 path=archive,
                 remedy=_REMEDY,
@@ -186,7 +202,10 @@ def extract_zip(archive: Path | str, dest_parent: Path, limits: UploadLimits) ->
         zf = zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError) as exc:
         raise InputError(
-            f"the upload is not a readable zip file ({exc})", path=archive, remedy=_REMEDY
+            "the upload is not a readable zip file "
+            f"({exc if isinstance(exc, zipfile.BadZipFile) else exc.strerror})",
+            path=archive,
+            remedy=_REMEDY,
         ) from None
     with zf:
         budget = _check_members(zf, archive, limits)
@@ -212,7 +231,7 @@ def _extract_all(zf: zipfile.ZipFile, archive: Path, dest: Path, budget: int) ->
         target = os.path.realpath(os.path.join(root, *parts))
         if os.path.commonpath([root, target]) != root:
             raise InputError(
-                f"zip member {info.filename!r} resolves outside the extraction folder",
+                f"zip member {_shown(info.filename)} resolves outside the extraction folder",
                 path=archive,
                 remedy=_REMEDY,
             )
@@ -228,14 +247,16 @@ def _extract_all(zf: zipfile.ZipFile, archive: Path, dest: Path, budget: int) ->
                     written += len(chunk)
                     if member_written > info.file_size or written > budget:
                         raise InputError(
-                            f"zip member {info.filename!r} expands beyond its declared size",
+                            f"zip member {_shown(info.filename)} expands beyond its declared size",
                             path=archive,
                             remedy=_REMEDY,
                         )
                     dst.write(chunk)
         except (zipfile.BadZipFile, zlib.error, OSError, EOFError) as exc:
             raise InputError(
-                f"cannot extract zip member {info.filename!r} ({exc})",
+                # strerror only: str(exc) of an OSError holds the server-side target path
+                f"cannot extract zip member {_shown(info.filename)} "
+                f"({getattr(exc, 'strerror', None) or type(exc).__name__})",
                 path=archive,
                 remedy=_REMEDY,
             ) from None
