@@ -413,3 +413,59 @@ def test_healthy(scenario) -> None:
         assert (max(vals) - min(vals)) / total < 0.05, (
             col
         )  # msprof advisor slow-rank rule stays silent
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        n
+        for n in sorted(SCENARIOS)
+        if n
+        in (
+            "seed-rank12",
+            "matmul-shape-regression",
+            "degradation",
+            "compute-straggler-hidden",
+            "end-of-step-stall",
+            "host-bound-last-arriver",
+        )
+    ],
+)
+def test_rank_culprit_is_the_late_arriver(scenario, name: str) -> None:
+    """Blame by construction: the culprit rank waits least in the collectives; its victims'
+    waiting (read from communication.json) is what the root_cause metrics say."""
+    root = scenario(name)
+    k = key_of(root)
+    rc = k["root_cause"]
+    assert rc["culprit_kind"] == "rank" and rc["culprit_ranks"] == k["slow_ranks"]
+    (c,) = rc["culprit_ranks"]
+    ops = comm_ops(root)
+    wait = {r: sum(t["Wait Time(ms)"] for _, t in v) * 1000 / k["steps"] for r, v in ops.items()}
+    assert min(wait, key=wait.get) == c
+    assert rc["victim_ranks"] == [r for r in sorted(wait) if r != c]
+    assert min(wait[r] for r in rc["victim_ranks"]) > wait[c] + 1000
+    if name != "degradation":  # degradation's metrics cover the steps after the first
+        m = rc["metrics"]
+        assert m["culprit_wait_us_per_step"] == pytest.approx(wait[c], abs=0.01)
+        assert m["victim_wait_us_per_step"] == pytest.approx(
+            mean(wait[r] for r in rc["victim_ranks"]), abs=0.01
+        )
+
+
+def test_slow_link_root_cause_matches_files(scenario) -> None:
+    k = key_of(scenario("slow-link"))
+    rc, sl = k["root_cause"], k["slow_link"]
+    assert rc["culprit_link"] == [sl["src_rank"], sl["dst_rank"]]
+    assert rc["culprit_transport"] == sl["transport"]
+    ends = set(rc["culprit_link"])
+    assert set(rc["victim_ranks"]) == set(range(k["ranks"])) - ends
+
+
+def test_dataloader_root_cause_scope(scenario) -> None:
+    root = scenario("dataloader-stall")
+    k = key_of(root)
+    st = steps_table(root)
+    ids = [int(x["Step"]) for x in st[0]]
+    stall = sorted(s for i, s in enumerate(ids) if all(v[i]["Free"] > 50_000 for v in st.values()))
+    assert k["root_cause"]["steps"] == stall == k["expected_numbers"]["stall_steps"]
+    assert k["root_cause"]["mechanism"] == "job_idle"
