@@ -200,6 +200,7 @@ def test_culprit_reads_the_shown_text_not_the_findings_data() -> None:
         "12号卡慢是因为在等待流水线阶段0。",
         "Rank 12 loses 180 ms per step in Bubble.",
         "Rank 12 was the straggler in step 10 only (a one-step stall).",
+        "Fix 12 one-step events first: freeze the GC.",
         "在第10步，12号卡最慢（单步卡顿）。",
     ],
 )
@@ -220,6 +221,8 @@ def test_victims_not_blamed_passes(text: str) -> None:
         "慢卡是12号卡",
         "8-15号卡最慢",
         "其他卡都在等12号卡",
+        "7号卡在集合通信中等待每步 30 ms，等的是12号卡。",
+        "Rank 7 waits 16 ms per step at the collectives for rank 12.",
         "Slower group ranks 8, 12-15: these ranks idle 108 ms more per step.",
     ],
 )

@@ -812,7 +812,6 @@ _ZH_BLAME = (
 )
 _BLAME_OBJ_FIRST = (
     r"(?:slow(?:er|est)?\s+(?:group\s+(?:of\s+)?)?(?:ranks?|cards?)|slow(?:er|est)?\s+group|"
-    r"\bfix\b|先(?:处理|修|改|解决)|优先(?:处理|修|解决)|拖慢(?:了)?(?:作业|训练|整体|集群|大家)?的(?:是|为)|"
     r"stragglers?|culprits?|bottleneck(?:\s+ranks?)?|root cause|"
     r"last arriver|慢卡|瓶颈|罪魁祸首|元凶|根因)\s*(?:is|are|here is|in this job is|:|=|—|–|是|为|：|在)?\s*"
     r"(?:the\s+)?"
@@ -820,7 +819,10 @@ _BLAME_OBJ_FIRST = (
 _WAIT_FOR = (
     r"(?:(?:others?|other ranks|the other \w+|everyone|everybody|the rest|all (?:the )?(?:other )?ranks|"
     r"the cluster|they)\s+(?:all\s+)?(?:have to |must |keep )?wait(?:s|ing|ed)?\s+(?:for|on)\s+"
-    r"|(?:其他|其余|别的|所有)(?:的)?(?:卡|rank)?(?:都)?(?:在)?等(?:待)?)"
+    r"|\bwait(?:s|ing|ed)?\b[^.;:。]{0,60}?\b(?:for|on)\s+"
+    r"|(?:其他|其余|别的|所有)(?:的)?(?:卡|rank)?(?:都)?(?:在)?等(?:待)?"
+    r"|等(?:待)?的是|在等(?:待)?"
+    r"|\bfix\s+|先(?:处理|修|改|解决)|优先(?:处理|修|解决)|拖慢(?:了)?(?:作业|训练|整体|集群|大家)?的(?:是|为))"
 )
 
 
@@ -1237,7 +1239,17 @@ def check_first_sentence(answer: Answer, what: str, rc: dict[str, Any] | None) -
 
 
 MECHANISM_WORDS: dict[str, list[str]] = {
-    "compute_straggler": [r"comput", r"kernel", r"operator", r"\bop\b", r"算子", r"计算"],
+    "compute_straggler": [
+        r"comput",
+        r"kernel",
+        r"operator",
+        r"\bop\b",
+        r"matmul",
+        r"\b\d+(?:\.\d+)?\s*x slower",
+        r"慢\s*\d+(?:\.\d+)?\s*倍",
+        r"算子",
+        r"计算",
+    ],
     "host_stall": [
         r"\bhost\b",
         r"dispatch",
@@ -1306,6 +1318,10 @@ MECHANISM_WORDS: dict[str, list[str]] = {
         r"剔除",
         r"排除",
     ],
+    # what dominates a rank's time (analyzer component names, e.g. a no-culprit key's "dominant")
+    "computing": [r"comput", r"计算"],
+    "communication_not_overlapped": [r"communication", r"通信"],
+    "free": [r"\bfree\b", r"\bidle", r"空闲"],
     "degradation": VERDICT_WORDS["degradation"],
     "regression": VERDICT_WORDS["regression"],
     "no_culprit": _NO_CULPRIT,
