@@ -42,6 +42,7 @@ def _tools(profile=None, registry=None, settings=None) -> dict[str, Any]:
 def test_one_tool_per_analyzer_plus_search_and_paging() -> None:
     tools = _tools()
     assert list(tools) == [
+        "diagnose",  # the root causes, offered first so an LLM calls it first
         "cluster_breakdown",
         "slow_rank",
         "explain_rank",

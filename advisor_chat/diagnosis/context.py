@@ -18,6 +18,7 @@ from advisor_chat.analyzers._common import format_ranks, pipeline_stages, step_f
 from advisor_chat.analyzers.base import AnalyzerResult, Finding
 from advisor_chat.diagnosis.text import num
 from advisor_chat.ingest.profile import Profile
+from advisor_chat.ingest.schema import empty_table
 
 #: Per-rank columns of :attr:`Context.per_rank` (µs per step, mean over kept steps).
 SPLIT_COLUMNS = (
@@ -95,10 +96,26 @@ class Context:
         return v if math.isfinite(v) else 0.0
 
 
+def _complete_step_trace(profile: Profile) -> Profile:
+    """``profile`` with every canonical ``step_trace`` column present (NaN when missing)."""
+    import dataclasses
+
+    st = profile.get("step_trace")
+    ref = empty_table("step_trace")
+    missing = [c for c in ref.columns if c not in st.columns]
+    if not missing:
+        return profile
+    st = st.copy()
+    for c in missing:
+        st[c] = np.nan
+    return dataclasses.replace(profile, tables={**profile.tables, "step_trace": st})
+
+
 def build_context(profile: Profile, results: dict[str, AnalyzerResult]) -> Context:
     """Build the rule inputs from ``profile`` and its analyzer results."""
     from advisor_chat.reporting import sort_findings
 
+    profile = _complete_step_trace(profile)
     frame = step_frame(profile) if profile.has("step_trace") else pd.DataFrame()
     if frame.empty:
         per = pd.DataFrame(columns=[*SPLIT_COLUMNS, "own_us"], dtype="float64")

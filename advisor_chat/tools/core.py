@@ -1,8 +1,8 @@
 """Function-calling tools generated from the analyzer registry, plus case search and paging.
 
-One :class:`Tool` per registered analyzer (name, description from its docstring, JSON schema
-from its pydantic ``Params`` with this profile's valid values injected), plus ``search_cases``
-and ``show_table``. Every tool is a plain callable (``tool(rank=12) -> str``), has
+``diagnose`` first (the root causes, :mod:`advisor_chat.tools.diagnose`), then one :class:`Tool`
+per registered analyzer (name, description from its docstring, JSON schema from its pydantic
+``Params`` with this profile's valid values injected), plus ``search_cases`` and ``show_table``. Every tool is a plain callable (``tool(rank=12) -> str``), has
 :meth:`Tool.invoke` returning the structured :class:`ToolOutput`, and converts to a LangChain
 ``StructuredTool`` with :meth:`Tool.as_langchain`.
 
@@ -19,7 +19,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -30,6 +30,7 @@ from advisor_chat.errors import AdvisorError, InputError, NotAnswerableError, To
 from advisor_chat.ingest.profile import Profile
 from advisor_chat.kb.types import CaseHit
 from advisor_chat.symptoms import SYMPTOM_TAGS
+from advisor_chat.tools.diagnose import DIAGNOSE_DESCRIPTION, DiagnoseParams, render_diagnosis
 from advisor_chat.tools.render import (
     cap_tokens,
     clean_data,
@@ -40,7 +41,10 @@ from advisor_chat.tools.render import (
 )
 from advisor_chat.tools.store import TableStore
 
-ToolKind = Literal["analyzer", "search_cases", "show_table"]
+if TYPE_CHECKING:
+    from advisor_chat.diagnosis.types import Diagnosis
+
+ToolKind = Literal["analyzer", "search_cases", "show_table", "diagnose"]
 CaseSearch = Callable[..., list[CaseHit]]
 
 MAX_ROWS = 10
@@ -111,6 +115,7 @@ class ToolOutput:
         cases: Retrieved cases (``search_cases`` only).
         page: The rows shown (``show_table`` only).
         not_answerable: The error was "the data cannot answer" rather than "bad arguments".
+        diagnosis: The :class:`~advisor_chat.diagnosis.types.Diagnosis` (``diagnose`` only).
     """
 
     name: str
@@ -122,11 +127,16 @@ class ToolOutput:
     cases: list[CaseHit] = field(default_factory=list)
     page: pd.DataFrame | None = None
     not_answerable: bool = False
+    diagnosis: Diagnosis | None = None
 
     @property
     def findings(self) -> tuple[Finding, ...]:
-        """Findings of the analyzer result (empty for other tools)."""
-        return self.result.findings if self.result is not None else ()
+        """Findings of the analyzer result, or every finding under the diagnosis's causes."""
+        if self.result is not None:
+            return self.result.findings
+        if self.diagnosis is not None:
+            return tuple(f for c in self.diagnosis.causes for f in c.findings)
+        return ()
 
 
 def fmt_ranks(ranks: Sequence[int]) -> str:
@@ -209,6 +219,13 @@ class ToolSession:
         if isinstance(hit, AdvisorError):
             raise hit
         return hit
+
+    def diagnosis(self) -> Diagnosis:
+        """The profile's :class:`Diagnosis` (``advisor_chat.diagnosis.diagnose``, cached)."""
+        from advisor_chat.diagnosis import diagnose
+
+        with self._lock:
+            return diagnose(self.profile, baseline=self.baseline)
 
     def search_cases(
         self, query: str, symptom_tags: Sequence[str] | None = None, k: int = 5
@@ -360,6 +377,8 @@ class Tool:
             params = self._validate(args)
             if self.kind == "analyzer":
                 out = self._run_analyzer(args, params)
+            elif self.kind == "diagnose":
+                out = self._run_diagnose(args, params)  # type: ignore[arg-type]
             elif self.kind == "search_cases":
                 out = self._run_search(args, params)  # type: ignore[arg-type]
             else:
@@ -436,6 +455,13 @@ class Tool:
         extra_refs = {k: store.put(v, f"{call}.{k}") for k, v in res.tables.items()}
         text = render_result(res, call, ref, extra_refs, self.session)
         return ToolOutput(self.name, args, text, table_ref=ref, result=res)
+
+    def _run_diagnose(self, args: dict[str, Any], params: DiagnoseParams) -> ToolOutput:
+        d = self.session.diagnosis()
+        text = render_diagnosis(
+            d, rank=params.rank, language=params.language, call=_call_repr(self.name, args)
+        )
+        return ToolOutput(self.name, args, text, diagnosis=d)
 
     def _run_search(self, args: dict[str, Any], params: SearchCasesParams) -> ToolOutput:
         bad = [t for t in params.symptom_tags or [] if t not in SYMPTOM_TAGS]
@@ -607,7 +633,8 @@ def build_tools(
         session: An existing session to share (then the other keyword arguments are ignored).
 
     Returns:
-        Tools sorted by analyzer report order, then ``search_cases``, ``show_table``.
+        ``diagnose`` first, then the analyzers by report order, then ``search_cases``,
+        ``show_table``.
     """
     s = session or ToolSession(
         profile,
@@ -617,7 +644,16 @@ def build_tools(
         registry=registry,
         case_search=case_search,
     )
-    tools: list[Tool] = []
+    tools: list[Tool] = [
+        Tool(
+            "diagnose",
+            DIAGNOSE_DESCRIPTION,
+            DiagnoseParams,
+            inject_values(base_schema(DiagnoseParams), s),
+            "diagnose",
+            s,
+        )
+    ]
     for spec in sorted(s.registry.values(), key=lambda sp: (sp.order, sp.name)):
         if spec.needs_baseline and s.baseline is None:
             continue
@@ -657,7 +693,14 @@ def build_tools(
 def tool_schemas(registry: dict[str, AnalyzerSpec[Any]] | None = None) -> list[dict[str, Any]]:
     """Profile-independent specs of every tool (what ``advisor-chat tools list`` prints)."""
     reg = registry if registry is not None else load_all()
-    out = []
+    out = [
+        {
+            "name": "diagnose",
+            "description": DIAGNOSE_DESCRIPTION,
+            "parameters": base_schema(DiagnoseParams),
+            "needs_baseline": False,
+        }
+    ]
     for spec in sorted(reg.values(), key=lambda sp: (sp.order, sp.name)):
         out.append(
             {
