@@ -22,7 +22,8 @@ Facts (``@real:<name>`` in a dataset):
   ``Duration(us)``.
 - ``ranks``: all rank ids found.
 - ``min_comm_rank_category``: the largest component (as for ``dominant_category``) of
-  ``min_comm_rank``'s own row; ``ranks_except_min_comm``: the other ranks (its victims).
+  ``min_comm_rank``'s own row; ``ranks_except_min_comm``: the other ranks; ``low_free_ranks``: the
+  ranks whose Free is at most the (lower) median Free: they wait on others, none of them is host-bound.
 - Pipeline samples (some ranks have Bubble, some none): ``upstream_stage_ranks`` (the ranks without
   Bubble: the stage the others receive from), ``upstream_first``/``upstream_last``, ``bubble_rank``
   (largest Bubble), ``bubble_first``/``bubble_last``, and ``upstream_dominant_category``: the largest
@@ -165,6 +166,8 @@ def real_facts(root: Path) -> dict[str, Any]:
             slow = facts["min_comm_rank"]
             facts["min_comm_rank_category"] = _dominant(rows[slow], exclude_receive=False)
             facts["ranks_except_min_comm"] = [r for r in ranks if r != slow]
+            med = sorted(free.values())[(len(ranks) - 1) // 2]
+            facts["low_free_ranks"] = [r for r in ranks if free[r] <= med and r != slow]
         if b and len(b) < len(ranks):
             up = [r for r in ranks if bubble[r] <= 0]
             facts["upstream_stage_ranks"] = up
