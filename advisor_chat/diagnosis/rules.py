@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -1652,19 +1652,19 @@ def rule_regression(ctx: Context) -> list[RootCause]:
     if res is not None and not res.table.empty and "component" in res.table.columns:
         t = res.table[res.table["component"].isin(list(comp_cat))]
         if not t.empty:
-            row = t.loc[t["delta_us"].idxmax()]
+            row = t.loc[cast(Any, t["delta_us"].idxmax())]
             grew = str(row["component"])
             category = comp_cat[grew]
     if res is not None and "op_types" in res.tables and not res.tables["op_types"].empty:
         ot = res.tables["op_types"]
         gone = ot[(ot["base_count_per_step"] > 0) & (ot["new_count_per_step"].fillna(0) == 0)]
         if not gone.empty:
-            g = gone.loc[gone["base_us_per_step"].idxmax()]
+            g = gone.loc[cast(Any, gone["base_us_per_step"].idxmax())]
             operator = str(g["op_type"])
             op_txt = f"; {operator} ({num(g['base_count_per_step']):.0f} per step before) is gone"
             op_zh = f"；{operator}（之前每步 {num(g['base_count_per_step']):.0f} 次）已消失"
         else:
-            g = ot.loc[ot["delta_us_per_step"].idxmax()]
+            g = ot.loc[cast(Any, ot["delta_us_per_step"].idxmax())]
             operator = str(g["op_type"])
             op_txt = f"; {operator} grew most ({ms(num(g['delta_us_per_step']))} per step)"
             op_zh = f"；{operator} 增长最多（每步 {ms(num(g['delta_us_per_step']))}）"
