@@ -43,6 +43,7 @@ from advisor_chat.synth.scenarios import (
     _straggler,
     col,
     group_kinds,
+    slow_link_answer,
     transformer,
 )
 from advisor_chat.synth.writer import RunInfo
@@ -245,6 +246,7 @@ def rc_slow_link(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
                 members.update(mem)
     ends = {src, dst}
     victims = sorted(members - ends)
+    nums = slow_link_answer(ranks, steps, m)["expected_numbers"]
     return root_cause(
         "slow_link",
         "communication",
@@ -253,7 +255,12 @@ def rc_slow_link(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
         transport=tr,
         victims=victims,
         not_slow=not_slow_sample(ranks, ends, victims),
-        metrics={"link_endpoint_ranks": sorted(ends)},
+        metrics={
+            "link_endpoint_ranks": sorted(ends),
+            "slow_link_bandwidth_gbps": nums["slow_link_bandwidth_gbps"],
+            "median_peer_bandwidth_gbps": nums["median_peer_bandwidth_gbps"],
+            "bandwidth_ratio": nums["bandwidth_ratio"],
+        },
     )
 
 
@@ -455,7 +462,7 @@ def pipeline_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]
     excl = col(m, "comm_not_overlapped_excl_receive_us")
     comp = col(m, "computing_us")
     step = col(m, "step_us")
-    nums = {
+    nums: dict[str, Any] = {
         "stages": [s0, s1],
         "stage1_bubble_us_per_step": _r(float(np.median(bub[s1].mean(axis=1)))),
         "stage0_bubble_us_per_step": _r(float(np.median(bub[s0].mean(axis=1)))),
@@ -485,6 +492,10 @@ def pipeline_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]
             "culprit_comm_not_overlapped_us_per_step": nums[
                 "stage0_comm_not_overlapped_us_per_step"
             ],
+            "culprit_comm_excess_us_per_step": _r(
+                nums["stage0_comm_not_overlapped_us_per_step"]
+                - nums["stage1_comm_not_overlapped_excl_receive_us_per_step"]
+            ),
             "culprit_dominant": "communication_not_overlapped",
             "victim_computing_us_per_step": nums["stage1_computing_us_per_step"],
         },
