@@ -303,3 +303,47 @@ def test_session_close_removes_its_upload(settings, tmp_path):
     assert s.upload_dir is None
     assert not any(ctl.upload_root.iterdir())
     ctl.close()
+
+
+def test_slow_answers_do_not_block_another_sessions_quick_question(server, demo_path, monkeypatch):
+    """Three sessions busy with slow answers (more than the old limit of 2): a fourth session's
+    quick question is answered while they are still running."""
+    import threading
+    import time
+
+    from advisor_chat.agent.advisor import Advisor
+
+    slow_s = 20.0
+    orig = Advisor.stream
+    started = threading.Semaphore(0)
+
+    def stream(self, question, *a, **kw):
+        if question.startswith("SLOW"):
+            started.release()
+            time.sleep(slow_s)
+        yield from orig(self, question, *a, **kw)
+
+    monkeypatch.setattr(Advisor, "stream", stream)
+    _, url = server
+    slow_clients = [client(url) for _ in range(3)]
+    for c in slow_clients:
+        c.predict(path_text=str(demo_path), api_name="/load_path")
+    quick = client(url)
+    quick.predict(path_text=str(demo_path), api_name="/load_path")
+    t = time.perf_counter()
+    ask(quick, "which rank is slow?")  # warm: this session's profile is analysed once
+    warm_s = time.perf_counter() - t
+    t0 = time.perf_counter()
+    jobs = [c.submit(question="SLOW why is rank 12 slow?", api_name="/chat") for c in slow_clients]
+    for _ in jobs:
+        assert started.acquire(timeout=slow_s / 2), "a slow question waited in the queue"
+    t1 = time.perf_counter()
+    out = ask(quick, "why is rank 12 slow?")
+    quick_s = time.perf_counter() - t1
+    assert re.search(r"\brank\s*12\b", answer_bubbles(out[CHAT])[-1], re.I)
+    assert not all(j.done() for j in jobs), "the slow answers finished first: nothing was tested"
+    assert quick_s < slow_s - 2.0, (quick_s, warm_s)
+    for j in jobs:
+        res = j.result(timeout=120)
+        assert answer_bubbles(res[CHAT])
+    assert time.perf_counter() - t0 < 3 * slow_s  # the slow ones ran side by side, not in turn
