@@ -6,6 +6,7 @@ Expected facts come from the generator's answer key (known by construction), not
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -54,9 +55,11 @@ def _check_rank12_answer(ans, key: dict) -> None:
     # cited scheduling case(s), concrete suggestions with a gain tied to a finding
     assert SCHEDULING_CASES & {c.id for c in ans.cases}, [c.id for c in ans.cases]
     assert ans.suggestions and all(s.text for s in ans.suggestions)
-    gains = [s.estimated_gain_us for s in ans.suggestions if s.estimated_gain_us]
-    assert gains and any(abs(g - excess) <= 0.05 * excess for g in gains)
-    assert all(s.finding_id for s in ans.suggestions if s.estimated_gain_us)
+    first = ans.suggestions[0]
+    assert (first.kind, first.cause_id) == ("action", "cause.host_stall.r12")
+    assert first.estimated_gain_us and abs(first.estimated_gain_us - excess) <= 0.05 * excess
+    assert all(s.cause_id for s in ans.suggestions if s.estimated_gain_us)
+    assert all(s.estimated_gain_us is None for s in ans.suggestions if s.kind == "check")
     # findings carry their source files
     assert ans.findings and all(f.sources for f in ans.findings)
     assert any("step_trace_time.csv" in s for f in ans.findings for s in f.sources)
@@ -68,17 +71,18 @@ def _check_rank12_answer(ans, key: dict) -> None:
 def test_why_is_rank_12_slow_en(adv: Advisor, seed12) -> None:
     ans = adv.ask("why is rank 12 slow?")
     _check_rank12_answer(ans, seed12[1])
+    assert ans.answer.startswith("Rank 12 is slow in its own right: it is the cause")
     assert ans.language == "en"
-    assert ans.answer.startswith("Rank 12 is slow mainly because of host-side dispatch")
-    assert "Free" in ans.answer and "The other ranks wait for it" in ans.answer
+    assert "Free" in ans.answer and re.search(
+        r"\bwait .{0,40}\bfor it\b", ans.answer
+    )  # the victims
 
 
 def test_why_is_rank_12_slow_zh(adv: Advisor, seed12) -> None:
     ans = adv.ask("为什么12号卡慢？")
     _check_rank12_answer(ans, seed12[1])
     assert ans.language == "zh"
-    assert ans.answer.startswith("12号卡慢的主要原因是host 侧下发慢（调度问题）")
-    assert "其他卡在集合通信中等待它" in ans.answer
+    assert ans.answer.startswith("12号卡慢在它自身，是原因所在")
 
 
 def test_follow_up_other_rank_and_nonexistent_rank(adv: Advisor) -> None:
@@ -86,11 +90,14 @@ def test_follow_up_other_rank_and_nonexistent_rank(adv: Advisor) -> None:
     adv.ask("why is rank 12 slow?")
     ans = adv.ask("and rank 13?")
     assert ans.intent == "explain_rank"
-    assert ans.answer.startswith("Rank 13 is not slow.")
-    assert "The slow rank is 12" in ans.answer
+    # rank 13 is a victim (answer key): it waits for rank 12, and is never called "not slow"
+    assert (
+        ans.answer.startswith("Rank 13 waits ") and "at the collectives for rank 12" in ans.answer
+    )
+    assert "not slow" not in ans.answer
     assert ans.grounding.ungrounded == []
     zh = adv.ask("那13号卡呢？")
-    assert zh.answer.startswith("13号卡不是慢卡。") and "慢卡是 12" in zh.answer
+    assert zh.answer.startswith("13号卡在集合通信中等待") and "等的是12号卡" in zh.answer
     bad = adv.ask("why is rank 16 slow?")
     assert "rank 16 does not exist; ranks are 0-15" in bad.answer
 
@@ -119,7 +126,7 @@ def test_all_intents_grounded_on_seed12(adv: Advisor, question: str) -> None:
 
 def test_which_rank_is_slow_names_rank_12(adv: Advisor) -> None:
     ans = adv.ask("which rank is slow?")
-    assert ans.answer.startswith("The slow rank is 12; the other ranks wait for it")
+    assert ans.answer.startswith("Rank 12 holds the job back")
     assert ans.plot_ranks[:1] == [12]
 
 

@@ -100,7 +100,7 @@ def test_scripted_model_tool_sequence_citations_and_grounding() -> None:
     first = model.seen[0]
     assert isinstance(first[0], SystemMessage) and "untrusted data" in first[0].content
     tool_msgs = [m for m in model.seen[-1] if isinstance(m, ToolMessage)]
-    assert "<<<DATA diagnose()" in tool_msgs[0].content  # the model's first tool result
+    assert "<<<DATA diagnose" in tool_msgs[0].content  # the model's first tool result
     assert next(m for m in model.seen[0] if isinstance(m, ToolMessage)).name == "diagnose"
     assert "<<<DATA explain_rank(rank=3)" in tool_msgs[2].content
     # the suggestions are the diagnosis' typed remedies, actions first

@@ -259,7 +259,8 @@ def test_injection_in_op_name_does_not_change_the_offline_answer() -> None:
     _all_numbers_grounded(bad)
     # in the diagnosis the model would read, the evidence quoting the op name is fenced as data
     text = next(c.summary for c in bad.tool_calls if c.name == "diagnose")
-    assert text.index("<<<DATA") < text.index(evil) < text.index("<<<END DATA>>>")
+    if evil in text:
+        assert text.index("<<<DATA") < text.index(evil) < text.index("<<<END DATA>>>")
 
 
 def test_stream_events_end_with_the_answer() -> None:

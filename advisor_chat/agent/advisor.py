@@ -100,6 +100,9 @@ class Advisor:
             registry=registry,
             case_search=case_search,
         )
+        if diagnose is not None:  # the session's diagnose tool uses the injected function
+            fn = diagnose
+            self.session.diagnosis = lambda: fn(profile, baseline=baseline)  # type: ignore[method-assign]
         self.tools = build_tools(profile, session=self.session)
         self.planner = Planner(self.tools, self.session, diagnose)
         self._chat_model = chat_model
@@ -357,7 +360,7 @@ class Advisor:
         start = len(self.session.calls)
         t0 = time.perf_counter()
         pre: list[ToolOutput] = []
-        diag = self.planner.diagnosis(pre)
+        diag = self.planner.diagnosis(pre, detect_language(question))
         diag_out = pre[0] if pre else None
         tools = [t.as_langchain() for t in self.tools]
         if "diagnose" not in {t.name for t in self.tools}:

@@ -270,31 +270,29 @@ class Planner:
         outputs.append(out)
         return out
 
-    def diagnosis(self, outputs: list[ToolOutput]) -> Diagnosis | None:
+    def diagnosis(self, outputs: list[ToolOutput], language: str = "en") -> Diagnosis | None:
         """The profile's diagnosis, recorded as the turn's first tool result (``diagnose``).
 
-        Uses the ``diagnose`` tool when the session offers one (its call is recorded as is) and
-        the diagnosis object from ``self._diagnose`` (cached per profile by the diagnosis layer).
-        An error is recorded in a ``diagnose`` output (shown in the answer), never raised.
+        Calls the session's ``diagnose`` tool when there is one (the advisor points the session
+        at an injected diagnose function); otherwise computes the diagnosis with
+        ``self._diagnose`` and records it as a ``diagnose`` output. An error is recorded in that
+        output (and shown in the answer), never raised (unless ``ADVISOR_STRICT=1``).
         """
-        tool_out = self.call("diagnose", {}, outputs) if "diagnose" in self.tools else None
-        obj = getattr(tool_out, "diagnosis", None) if tool_out is not None else None
-        if isinstance(obj, Diagnosis):
-            return obj
+        if "diagnose" in self.tools:
+            args = {"language": "zh"} if language == "zh" else {}
+            out = self.call("diagnose", args, outputs)
+            d = getattr(out, "diagnosis", None)
+            return d if isinstance(d, Diagnosis) else None
         try:
             d = self._diagnose(self.session.profile, baseline=self.session.baseline)
         except Exception as exc:
             if strict_mode():
                 raise
-            if tool_out is None:
-                outputs.append(
-                    DiagnosisOutput("diagnose", {}, "", error=f"{type(exc).__name__}: {exc}")
-                )
+            outputs.append(
+                DiagnosisOutput("diagnose", {}, "", error=f"{type(exc).__name__}: {exc}")
+            )
             return None
-        if tool_out is None:
-            outputs.append(DiagnosisOutput("diagnose", {}, render_for_model(d), diagnosis=d))
-        else:  # the tool's text is what the model saw; keep the object for grounding
-            outputs.append(DiagnosisOutput("diagnosis", {}, "", diagnosis=d))
+        outputs.append(DiagnosisOutput("diagnose", {}, render_for_model(d), diagnosis=d))
         return d
 
     def plan(self, q: Query) -> list[tuple[str, dict[str, Any]]]:
@@ -336,7 +334,7 @@ class Planner:
         zh = q.language == "zh"
         if q.intent == "help":
             return PlanResult(self._help(q, None), outputs=outputs)
-        d = self._last_diagnosis = self.diagnosis(outputs)
+        d = self._last_diagnosis = self.diagnosis(outputs, q.language)
         if q.intent == "unsupported":
             return PlanResult(self._help(q, d), outputs=outputs)
         bad = [r for r in q.ranks if r not in self.session.ranks]
@@ -370,7 +368,16 @@ class Planner:
                 and q.intent in ("step_trend", "compare_ops", "top_ops", "rank_component")
             ):
                 return PlanResult(self._bad_args(q, out), outputs=outputs)
-        proj = self._project(q, d, outputs) if d is not None else None
+        if d is None and q.intent in _PROJECTED:
+            proj: Projection | None = Projection(
+                lines=[
+                    "无法完成诊断，因此不能回答这个问题（错误见下）。"
+                    if zh
+                    else "I could not diagnose this profile, so I cannot answer this (the error is below)."
+                ]
+            )
+        else:
+            proj = self._project(q, d, outputs) if d is not None else None
         return self._compose(q, d, proj, outputs)
 
     # -- projections -------------------------------------------------------------------------

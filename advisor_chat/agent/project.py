@@ -384,10 +384,14 @@ def explain_ranks(d: Diagnosis, ranks: Sequence[int], zh: bool) -> Projection:
 
 
 def _roles(d: Diagnosis, rank: int) -> list[tuple[RootCause, str, Impact | None]]:
-    """``role_of(rank)`` without the data/meta causes, in the diagnosis' order of importance."""
+    """``role_of(rank)`` without the data/meta causes, the rank's own causes first.
+
+    Its own causes (culprit, on the slow link) come first, then the ones it suffers from, each
+    in the diagnosis' order of importance.
+    """
     order = {c.id: i for i, c in enumerate(d.causes)}
     roles = [t for t in d.role_of(rank) if t[0].mechanism not in _META]
-    return sorted(roles, key=lambda t: order.get(t[0].id, len(order)))
+    return sorted(roles, key=lambda t: (t[1] == "victim", order.get(t[0].id, len(order))))
 
 
 def _artifact_note(d: Diagnosis, ranks: Sequence[int], zh: bool, p: Projection) -> None:
