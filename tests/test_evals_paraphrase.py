@@ -480,3 +480,13 @@ def test_missing_scenario_is_a_failure_not_a_skip(tmp_path: Path) -> None:
     d = rep.to_dict()
     assert d["by_split"]["tune"]["turns"] == 1 and "no-such-scenario" in d["by_scenario"]
     assert "## By split" in rep.to_markdown()
+
+
+def test_tools_alternatives() -> None:
+    from advisor_chat.agent.answer import ToolCallRecord
+    from advisor_chat.evals.evaluators import check_tools
+
+    a = _a("x", tool_calls=[ToolCallRecord(name="diagnose")])
+    assert check_tools(a, ["explain_rank|diagnose"]).passed
+    assert not check_tools(a, ["explain_rank"]).passed
+    assert not check_tools(_a("x"), ["explain_rank|diagnose"]).passed

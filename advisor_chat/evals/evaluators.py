@@ -605,9 +605,9 @@ def check_numbers(answer: Answer, expected: list[ExpectedNumber]) -> CheckResult
 
 
 def check_tools(answer: Answer, tools: list[str]) -> CheckResult:
-    """Each required tool was called (without error)."""
+    """Each required tool was called (without error); ``"a|b"`` accepts either tool."""
     called = {t.name for t in answer.tool_calls if not t.error}
-    missing = [t for t in tools if t not in called]
+    missing = [t for t in tools if not called & set(t.split("|"))]
     return CheckResult(
         "tools",
         not missing,
@@ -1050,6 +1050,10 @@ _NO_CULPRIT = CATEGORY_WORDS["none"] + [
     r"没有(?:拖慢|拖累)[^。；，]{0,6}(?:的)?(?:卡|rank)",
     r"\bno rank holds\b",
 ]
+
+
+# the root-cause phrasings of "no culprit" also state the category "none"
+CATEGORY_WORDS["none"] = _NO_CULPRIT
 
 
 def _rc(rc: dict[str, Any], key: str, default: Any = None) -> Any:
