@@ -108,6 +108,15 @@ def _run(browser: Any, url: str, question: str, shot: Path) -> tuple[str, list[s
         page.locator("#plots-col .js-plotly-plot").first.wait_for(timeout=600_000)
         bot = page.locator('#chat [data-testid="bot"]')
         text = "\n".join(bot.all_inner_texts())
+        # the app scrolls the chat so the answer is read from its first line (no manual scroll)
+        answer = bot.filter(has_text=re.compile("Grounding|数据核对")).last
+        page.wait_for_timeout(1200)
+        top, wrap_top, wrap_bottom = answer.evaluate(
+            "el => { const w = el.closest('.bubble-wrap').getBoundingClientRect();"
+            " return [el.getBoundingClientRect().top, w.top, w.bottom]; }"
+        )
+        assert wrap_top - 1 <= top < wrap_bottom - 60, (top, wrap_top, wrap_bottom)
+        page.screenshot(path=str(shot), full_page=True)
         # expand the first tool step and check its arguments are shown
         step = page.get_by_text(re.compile(r"tool: \w+")).first
         step.click()
@@ -120,13 +129,6 @@ def _run(browser: Any, url: str, question: str, shot: Path) -> tuple[str, list[s
         assert n_traces > 0
         page.wait_for_timeout(300)
         page.screenshot(path=str(shot.with_name(shot.stem + "_tool.png")), full_page=True)
-        step.click()  # collapse it again and show the answer for the main screenshot
-        answer = bot.filter(has_text=re.compile("Grounding|数据核对")).last
-        answer.evaluate(
-            "el => { el.scrollIntoView({block: 'start'}); el.closest('.bubble-wrap')?.scrollBy(0, -60); }"
-        )
-        page.wait_for_timeout(500)
-        page.screenshot(path=str(shot), full_page=True)
     finally:
         page.close()
     return text, requests
@@ -191,3 +193,92 @@ def test_upload_box_text_is_not_clipped(app_url: str, browser: Any):
         assert outer[0] <= text[0] and text[1] <= outer[1], (text, outer)
     finally:
         page.close()
+
+
+# ----- hostile strings from a profile never become live HTML, and nothing is fetched -----------
+
+
+@pytest.fixture(scope="module")
+def hostile_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    _need_chromium()
+    from _hostile import plant
+
+    from advisor_chat.config import load_settings
+    from advisor_chat.synth import generate
+    from advisor_chat.ui.app import build_app
+
+    root = generate("seed-rank12", tmp_path_factory.mktemp("hostile") / "prof", ranks=4, steps=2)
+    plant(root)
+    app = build_app(load_settings(), profile_path=root)
+    try:
+        _, url, _ = app.launch(
+            server_name="127.0.0.1",
+            server_port=_free_port(),
+            prevent_thread_lock=True,
+            quiet=True,
+            share=False,
+        )
+        yield url
+    finally:
+        app.close()
+
+
+_INJECTED_JS = """(host) => {
+  const hits = [];
+  for (const el of document.querySelectorAll('img, a, image, script, iframe, object, embed')) {
+    for (const attr of ['src', 'href', 'xlink:href', 'data']) {
+      const v = el.getAttribute(attr);
+      if (v && v.includes(host)) hits.push(el.tagName + ' ' + attr + '=' + v);
+    }
+    if (el.tagName === 'SCRIPT' && el.textContent.includes('__pwned')) hits.push('script');
+  }
+  return hits;
+}"""
+
+
+def test_injected_profile_strings_stay_text_and_nothing_leaves_loopback(
+    hostile_url: str, browser: Any
+):
+    from _hostile import EVIL_HOST
+
+    requests: list[str] = []
+    page = browser.new_page(viewport={"width": 1440, "height": 1200})
+    page.on("request", lambda r: requests.append(r.url))
+    try:
+        page.goto(hostile_url)
+        page.locator("#status").get_by_text("4 ranks").wait_for(timeout=120_000)
+        box = page.locator("#question textarea")
+        for question in (
+            "which communication groups are there?",
+            "Compare the operators of the slowest and the fastest rank",
+            "check the HCCL environment",
+        ):
+            n = page.locator('#chat [data-testid="user"]').count()
+            box.fill(question)
+            box.press("Enter")
+            page.locator('#chat [data-testid="user"]').nth(n).wait_for(timeout=15_000)
+            page.get_by_text(re.compile("Grounding")).nth(n).wait_for(timeout=300_000)
+        # open every collapsible block (tool steps, cited findings, cases)
+        titles = page.locator("#chat").get_by_text(
+            re.compile(r"tool: \\w+|cited findings|cited cases")
+        )
+        for title in titles.all():
+            title.click(timeout=5_000)
+        page.wait_for_timeout(500)
+        chat_hits = page.evaluate(_INJECTED_JS, EVIL_HOST)
+        chat_text = page.locator("#chat").inner_text()
+        # the Overview tab: inspect (communication groups with the planted name) and the report
+        page.get_by_role("tab", name="Overview").click()
+        page.get_by_text("Inspect").first.wait_for(timeout=30_000)
+        page.wait_for_timeout(500)
+        overview_text = page.locator("body").inner_text()
+        hits = chat_hits + page.evaluate(_INJECTED_JS, EVIL_HOST)
+        assert hits == [], hits
+        assert page.evaluate("() => window.__pwned === undefined")
+        # the planted group name is visible as text (escaped, not dropped)
+        assert "![x](http://10.255.255.1/md.png)" in overview_text + chat_text
+        page.wait_for_timeout(1000)  # give any late image fetch the chance to show up
+    finally:
+        page.close()
+    assert _non_loopback(requests) == [], _non_loopback(requests)
+    assert not any(EVIL_HOST in u for u in requests)
