@@ -67,3 +67,42 @@ def test_serve_binds_loopback_by_default():
     sig = inspect.signature(cmd.callback)
     assert sig.parameters["host"].default == "127.0.0.1"
     assert sig.parameters["port"].default == 7860
+
+
+@pytest.mark.slow
+def test_readme_quick_start_commands_run_for_a_newcomer(tmp_path):
+    """Every non-interactive command of the README's quick start runs as written, in a fresh folder."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = [
+        line.split("  #")[0].strip()
+        for block in re.findall(r"```bash\n(.*?)```", section, re.S)
+        for line in block.splitlines()
+        if line.startswith("advisor-chat ")
+    ]
+    assert any(c.startswith("advisor-chat generate") for c in commands), commands
+    cli = Path(sys.executable).with_name("advisor-chat")
+    env = {**os.environ, "COLUMNS": "120"}
+    ran = 0
+    for cmd in commands:
+        argv = shlex.split(cmd)
+        if argv[1] in ("chat", "serve"):  # interactive / long-running: covered by their own tests
+            continue
+        proc = subprocess.run(
+            [str(cli), *argv[1:]],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+        assert proc.returncode == 0, (cmd, proc.stdout[-1500:], proc.stderr[-1500:])
+        assert "Traceback" not in proc.stderr, cmd
+        ran += 1
+    assert ran >= 5
+    assert (tmp_path / "report.html").is_file()

@@ -52,9 +52,9 @@ def _layout(fig: go.Figure, title: str, *, height: int = 340) -> go.Figure:
     return fig
 
 
-STAR_LEGEND = "★ = ranks named in the answer"
-"""What the star means: ``Answer.plot_ranks`` are the ranks the answer names (slow, compared or
-asked about), not necessarily slow ranks."""
+STAR_LEGEND = "★ = the answer's culprit ranks"
+"""What the star means: ``Answer.plot_ranks``, which the planner fills with the culprit ranks of
+the answer's cause (never a rank it calls not slow); the other ranks are drawn faded."""
 
 
 def _rank_axis(hl: set[int]) -> str:
