@@ -19,5 +19,6 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   fi
 fi
 .venv/bin/ruff check advisor_chat tests tools evals
+.venv/bin/ruff format --check advisor_chat tests tools evals
 .venv/bin/mypy
 .venv/bin/python -m pytest "$@"
