@@ -35,11 +35,11 @@ def print_demo(model: str | None = None) -> None:
     advisor = Advisor(profile, settings=settings)
     answer = advisor.ask(DEMO_QUESTION)
     for call in answer.tool_calls:
-        console.print(f"🛠️ tool: {call.name} {call.args}", highlight=False)
+        console.print(f"🛠️ tool: {call.name} {call.args}", markup=False, highlight=False)
     for msg in answer_messages(answer):
         title = (msg.get("metadata") or {}).get("title")
         if title:
-            console.print(f"[bold]{title}[/]")
+            console.print(title, style="bold", markup=False)
         console.print(Markdown(msg["content"].replace("<sub>", "").replace("</sub>", "")))
 
 
