@@ -1157,8 +1157,8 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
     steps = tuple(sorted({e.step for e in events}))
     culprits = set(ranks)
     # victims: in each event step, everybody else waits for the stalled rank
-    victims_all = wait_victims(ctx, events, set(), n_steps)
-    victims = tuple(v for v in victims_all if v.rank not in culprits) or victims_all
+    # (a stalled rank is itself a victim of the other ranks' stalls in the other steps)
+    victims = wait_victims(ctx, events, set(), n_steps)
     per_event = float(np.mean([e.excess_us for e in events]))
     per_step = sum(e.excess_us for e in events) / max(n_steps, 1)
     host = sum(e.free_excess_us for e in events) >= sum(e.computing_excess_us for e in events)

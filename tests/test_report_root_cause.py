@@ -1,0 +1,86 @@
+"""`report` names the planted root cause first, on every generator scenario.
+
+Iterates ``advisor_chat.synth.SCENARIOS`` (none skipped): each scenario's ``answer_key.json``
+must hold a ``root_cause`` object (docs/CONTRACTS.md, "Scenarios and answer keys"); a scenario
+without one fails with a clear message. Expected values come from the generator's answer key
+(known by construction), never from the diagnosis.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from advisor_chat.diagnosis import Mechanism
+from advisor_chat.ingest import load_profile
+from advisor_chat.reporting import render_markdown, run_report, to_json
+from advisor_chat.synth import SCENARIOS
+
+NAMED = ("rank", "ranks", "group")
+
+
+def _key(folder: Path) -> dict[str, Any]:
+    key = json.loads((folder / "answer_key.json").read_text(encoding="utf-8"))
+    if "root_cause" not in key:
+        pytest.fail(
+            f"scenario {key.get('scenario')!r}: answer_key.json has no 'root_cause' object; "
+            "every generator scenario must state its planted root cause (see the contract)"
+        )
+    return key
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_report_names_the_planted_root_cause_first(scenario, name: str) -> None:
+    folder = scenario(name)
+    key = _key(folder)
+    rc = key["root_cause"]
+    metrics = rc.get("metrics") or {}
+    prof_dir = folder / metrics["profile"] if isinstance(metrics.get("profile"), str) else folder
+    base = (
+        load_profile(folder / metrics["baseline_profile"])
+        if isinstance(metrics.get("baseline_profile"), str)
+        else None
+    )
+    rep = run_report(load_profile(prof_dir), baseline=base, strict=True)
+    d = rep.diagnosis
+    assert d is not None
+    top = d.top()
+    assert top is not None, d.headline
+    ctx = f"{name}: {top.id} — {top.summary}"
+    assert top.mechanism is Mechanism(rc["mechanism"]), ctx
+    assert top.category.value == rc["category"], ctx
+    assert top.culprit.kind == rc["culprit_kind"], ctx
+    if rc["culprit_ranks"] and rc["culprit_kind"] != "steps":
+        assert set(top.culprit.ranks) == set(rc["culprit_ranks"]), ctx
+    if rc.get("culprit_link"):
+        assert list(top.culprit.link or ()) == list(rc["culprit_link"]), ctx
+        assert top.culprit.transport == rc["culprit_transport"], ctx
+    if rc.get("culprit_stage") is not None:
+        assert top.culprit.stage == rc["culprit_stage"], ctx
+    if rc.get("operator"):
+        assert top.culprit.operator == rc["operator"], ctx
+    if rc.get("shape"):
+        assert top.culprit.shape == rc["shape"], ctx
+    if rc.get("events"):
+        assert sorted(map(tuple, rc["events"])) == sorted(top.culprit.events), ctx
+    assert list(d.excluded_steps) == list(rc.get("excluded_steps") or []), ctx
+    if rc.get("victim_ranks"):
+        assert set(rc["victim_ranks"]) <= {v.rank for v in top.victims}, ctx
+    # ranks that must not be called slow: never the culprit of a rank/ranks/group cause
+    for r in rc.get("not_slow_ranks") or []:
+        blamed = [c.id for c in d.causes if c.culprit.kind in NAMED and r in c.culprit.ranks]
+        assert not blamed, f"{name}: rank {r} blamed by {blamed}"
+
+    # the report leads with that cause: first section after the headline, before any finding
+    md = render_markdown(rep)
+    first_cause = md.index("### Cause 1.")
+    assert md.index("## Diagnosis") < first_cause
+    assert re.search(r"^#### |^### \d+\. \[", md[:first_cause], re.M) is None
+    assert top.culprit.label.split(" (")[0] in md[first_cause : first_cause + 300]
+    data = to_json(rep)
+    assert data["diagnosis"]["causes"][0]["mechanism"] == rc["mechanism"]
+    assert json.dumps(data)  # JSON-ready
