@@ -317,3 +317,57 @@ def test_children_peak_memory_is_bounded():
 def test_hostile_strings_are_what_the_catalogue_plants():
     # guard against a helper change that would make the injection tests vacuous
     assert "![x](" in GROUP_NAME and "<img src=" in GROUP_NAME and "\x1b]8;;" in GROUP_NAME
+
+
+@pytest.mark.slow
+def test_serve_makes_no_non_loopback_connection(home: Path, healthy: Path, tmp_path: Path):
+    """``serve`` under the audit hook: page load and a question, then SIGTERM; loopback only."""
+    import signal
+    import socket
+    import urllib.request
+
+    from gradio_client import Client
+
+    root = _copy(healthy, tmp_path / "prof")
+    plant(root)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path / "connect.log"
+    log.touch()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _AUDIT, str(log), "serve", str(root), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(home),
+        stdin=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:  # the page itself
+                    assert r.status == 200
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "serve did not come up"
+                time.sleep(1)
+        c = Client(url, verbose=False)
+        out = c.predict(question="which communication groups are there?", api_name="/chat")
+        assert out
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out_b, err_b = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out_b, err_b = proc.communicate()
+    text = (out_b + err_b).decode("utf-8", "replace")
+    assert "Traceback" not in text, text[-3000:]
+    assert "share=True" not in text  # no Gradio share hint from a tool that never shares
+    attempts = [json.loads(line) for line in log.read_text().splitlines()]
+    assert attempts, "the audit hook saw no connection at all: nothing was checked"
+    outside = [a for a in attempts if not _loopback(*a)]
+    assert outside == [], outside
