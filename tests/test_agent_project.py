@@ -203,12 +203,17 @@ def test_downstream_stage_waits_for_the_upstream_stage_and_what_dominates_it() -
         "Ranks 8-15 wait in pipeline bubbles (receive wait) up to 180 ms per step for stage 0"
     )
     which = _text(pj.which_culprit(d, False))
-    assert which.startswith("Stage 0 (ranks 0–7) holds the job back (communication-bound")
+    assert which.startswith("Stage 0 (ranks 0–7) holds the job back, being communication-bound")
     fix = _text(pj.fix_first(d, False))
     assert fix.startswith(
         "Fix stage 0 (ranks 0–7) first: overlap stage 0's communication with computation, "
         "for at most 90 ms per step (upper bound)"
     )
+    for zh, lead in (
+        (False, "No: no link is slow, so the network is not the problem"),
+        (True, "不是网络的问题"),
+    ):
+        assert _text(pj.network(d, [], zh)).startswith(lead)
     pipe = _text(pj.pipeline(d, [1], False))
     assert pipe.startswith(
         "Ranks 8-15 wait in pipeline bubbles for stage 0 (ranks 0–7), up to 180 ms per step"
@@ -349,9 +354,23 @@ _WAITS_FOR = re.compile(r"wait(s|ing)? for (it|them)\b|在等它|等待它", re.
 
 def contradiction(answer: str, rank: int) -> bool:
     """Whether ``answer`` calls ``rank`` "not slow" and also says others wait for it / it is on a slow link."""
-    not_slow = re.search(rf"\brank {rank} is not slow|(?<!\d){rank}号卡不是慢卡", answer, re.I)
+    # a scoped statement ("rank 5 is not slow in the other steps" about a one-step event) is
+    # not a contradiction; an unscoped "rank N is not slow" beside "they wait for it" is
+    not_slow = re.search(
+        rf"\brank {rank} is not slow(?! (in|on|outside|apart|except|between)\b)|(?<!\d){rank}号卡不是慢卡",
+        answer,
+        re.I,
+    )
     blamed = _WAITS_FOR.search(answer) or re.search(r"on the slow link|在慢链路", answer)
     return bool(not_slow and blamed)
+
+
+def test_the_contradiction_detector_can_fail_and_pass() -> None:
+    assert contradiction("Rank 3 is not slow. The other ranks wait for it.", 3)
+    assert contradiction("3号卡不是慢卡。其他卡在等它。", 3)
+    assert not contradiction("Rank 3 is not slow in the other steps; the others wait for it.", 3)
+    assert not contradiction("Rank 3 is on the slow link 3→11.", 3)
+    assert not contradiction("Rank 4 is not slow. The other ranks wait for it.", 3)
 
 
 @pytest.mark.parametrize(

@@ -270,7 +270,7 @@ class Advisor:
             _log.exception("offline planner failed on %r", question)
             q = Query(question, detect_language(question), "unsupported")
             text = (
-                f"内部错误，无法回答这个问题（{type(exc).__name__}: {exc}）。请换一种问法或报告此问题。"
+                f"内部错误，无法回答这个问题（{type(exc).__name__}）。请换一种问法或报告此问题。"
                 if q.language == "zh"
                 else f"Internal error: I could not answer this question ({type(exc).__name__}: "
                 f"{exc}). Please rephrase it or report the problem."

@@ -454,11 +454,11 @@ def which_culprit(d: Diagnosis, zh: bool) -> Projection:
         p.plot_ranks = list(c.ranks)[:8]
         dom = dominant(top, zh)
         if zh:
-            p.lines.append(f"拖慢作业的是{lab}" + (f"（{dom}）" if dom else "") + f"：{s}。")
+            p.lines.append(f"拖慢作业的是{lab}" + (f"，它{dom}" if dom else "") + f"：{s}。")
         else:
             p.lines.append(
                 f"{lab[0].upper() + lab[1:]} {'hold' if c.kind != 'stage' and len(c.ranks) > 1 else 'holds'} the job back"
-                + (f" ({dom})" if dom else "")
+                + (f", being {dom}" if dom else "")
                 + f": {s}."
             )
         vic = sorted(top.victims, key=lambda i: -i.lost_us)
@@ -580,7 +580,7 @@ def network(d: Diagnosis, links: Sequence[tuple[int, int]], zh: bool) -> Project
         cc = comm[0]
         p.add_cause(cc)
         p.lines.append(
-            f"不是网络的问题：没有发现慢链路；但通信本身是一个原因：{summary(c, zh)}。"
+            f"不是网络的问题：没有发现慢链路；但通信本身是一个原因：{summary(cc, zh)}。"
             if zh
             else f"No: no link is slow, so the network is not the problem; communication itself is a cause, though: {summary(cc, zh)}."
         )
