@@ -15,9 +15,10 @@ from advisor_chat.config import load_settings
 from advisor_chat.evals.dataset import load_dataset
 from advisor_chat.evals.runner import EvalReport, run_eval
 
-GATE = 0.55
-# Measured 2026-12-01 ~17:00 UTC on the working tree (planner/diagnosis being rewritten):
-# see evals/reports/paraphrase-offline.md for the per-split, per-language and per-scenario scores.
+GATE = 0.75
+# Measured 2026-12-01 15:33 UTC (tree at fdb45a8, planner/diagnosis being rewritten): overall 186/232 =
+# 80.2%; tune 112/140 = 80.0%, held-out 74/92 = 80.4%; gate = 80.0% - 5 points. Per language and per
+# scenario: evals/reports/paraphrase-offline.md. Do not weaken the dataset to pass; fix the advisor.
 
 
 @pytest.fixture(scope="module")
