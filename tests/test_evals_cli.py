@@ -74,3 +74,30 @@ def test_eval_missing_dataset_is_an_input_error(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["eval", "--dataset", str(tmp_path / "nope.yaml")])
     assert res.exit_code == 2
     assert "not found" in res.output
+
+
+def test_eval_paraphrase_by_name_split_and_scenario(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from advisor_chat.evals.dataset import load_dataset
+
+    seen: dict[str, Any] = {}
+
+    def fake_run_eval(
+        items: list[Any], *, settings: Any, progress: Any = None, **kw: Any
+    ) -> EvalReport:
+        seen["items"] = items
+        return _fake_report(1, 1, settings)
+
+    monkeypatch.setattr(runner_mod, "run_eval", fake_run_eval)
+    args = ["eval", "--dataset", "paraphrase", "--split", "heldout", "--out", str(tmp_path)]
+    res = CliRunner().invoke(app, [*args, "--scenario", "slow-link", "--gate", "0"])
+    assert res.exit_code == 0, res.output
+    want = [
+        i.id
+        for i in load_dataset("paraphrase")
+        if i.split == "heldout" and i.scenario == "slow-link"
+    ]
+    assert want and [i.id for i in seen["items"]] == want
+    res = CliRunner().invoke(app, ["eval", "--dataset", "paraphrase", "--split", "nope"])
+    assert res.exit_code == 2 and "unknown split" in res.output
