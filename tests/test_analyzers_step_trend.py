@@ -140,3 +140,16 @@ def test_cluster_degradation_names_the_driving_rank() -> None:
     pr = res.tables["per_rank"].set_index("rank")
     assert pr.loc[2, "own_slope_us_per_step"] == pytest.approx(300.0)
     assert pr.loc[0, "own_slope_us_per_step"] == pytest.approx(0.0)
+
+
+def test_outliers_are_judged_against_the_clean_steps_when_most_steps_are_slow() -> None:
+    # 4 of 6 steps carry a 650 ms stall (GC-like), 2 are clean at 76 ms: the slow steps are the
+    # outliers, not the two clean ones (a median-based judgment would flag the clean steps)
+    ys = [726_000.0, 726_000.0, 76_000.0, 726_000.0, 726_000.0, 76_100.0]
+    res = step_trend(_profile({r: ys for r in range(4)}), StepTrendParams())
+    rows = res.table[res.table["rank"] == 0].set_index("step")
+    assert sorted(rows.index[rows["is_outlier"]]) == [10, 11, 13, 14]
+    assert rows["clean_step_us"].iloc[0] == pytest.approx(76_100.0)  # median of the faster half
+    jit = [f for f in res.findings if f.kind is FindingKind.JITTER]
+    assert len(jit) == 1 and "[10, 11, 13, 14]" in jit[0].summary
+    assert "most steps are slow" in jit[0].summary and "大多数步都变慢了" in jit[0].summary_zh

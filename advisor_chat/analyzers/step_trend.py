@@ -29,8 +29,12 @@ GROWTH_RATIO = 0.05
 GROWTH_NOISE_FACTOR = 2.0
 #: Jitter: residual standard deviation / mean step time at least this (coefficient of variation).
 JITTER_CV = 0.05
-#: Outlier step: |robust z| (0.6745 · (x − median) / MAD) above this (Iglewicz–Hoaglin).
+#: Outlier step: robust z (0.6745 · (x − clean median) / clean MAD) above this
+#: (Iglewicz–Hoaglin), where "clean" is the rank's faster half of steps; only slow steps count.
 OUTLIER_Z = 3.5
+#: Floor of the clean MAD as a share of the clean median (steady runs have a MAD near 0): a step
+#: is an outlier only when ≥ 3.5 / 0.6745 × 1% ≈ 5.2% slower than the clean steps.
+MIN_SCALE_SHARE = 0.01
 #: When at least this share of ranks shows the same kind, report one cluster-wide finding.
 CLUSTER_SHARE = 0.5
 #: In a cluster-wide degradation, a rank drives it when its Computing + Free grows by at least
@@ -114,12 +118,16 @@ def _per_rank(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     resid = y - fit
     dof = (n - 2).clip(lower=1)
     resid_std = np.sqrt((resid**2).groupby(df["rank"]).transform("sum") / dof)
-    med = g["step_us"].transform("median")
-    mad = (y - med).abs().groupby(df["rank"]).transform("median")
-    mean_ad = (y - med).abs().groupby(df["rank"]).transform("mean")
-    scale = mad.where(mad > 0, 1.253314 * mean_ad / 0.6745)  # MAD = 0 fallback
-    df["robust_z"] = (0.6745 * (y - med) / scale.where(scale > 0)).fillna(0.0)
-    df["is_outlier"] = df["robust_z"].abs() > OUTLIER_Z
+    # outliers are judged against the clean baseline: the median and MAD of the rank's faster
+    # half of steps (so a run where most steps are slow flags the slow steps, not the clean ones)
+    order = y.groupby(df["rank"]).rank(method="first")
+    fast = order <= np.ceil(n / 2)  # the faster half of the rank's steps
+    ref = y.where(fast).groupby(df["rank"]).transform("median")
+    mad = (y - ref).abs().where(fast).groupby(df["rank"]).transform("median")
+    scale = mad.fillna(0.0).clip(lower=MIN_SCALE_SHARE * ref.abs())
+    df["robust_z"] = (0.6745 * (y - ref) / scale.where(scale > 0)).fillna(0.0)
+    df["is_outlier"] = df["robust_z"] > OUTLIER_Z
+    df["clean_step_us"] = ref
     df["fit_us"] = fit
 
     # change point: split maximizing |mean_after − mean_before| · sqrt(k (n − k) / n)
@@ -173,7 +181,17 @@ def _per_rank(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     summ.index.name = "rank"
     df = df.merge(summ[["slope_us_per_step", "cv"]], left_on="rank", right_index=True)
     rows = df[
-        ["rank", "step", "step_us", "fit_us", "robust_z", "is_outlier", "slope_us_per_step", "cv"]
+        [
+            "rank",
+            "step",
+            "step_us",
+            "fit_us",
+            "robust_z",
+            "is_outlier",
+            "clean_step_us",
+            "slope_us_per_step",
+            "cv",
+        ]
     ]
     return rows.reset_index(drop=True), summ.reset_index()
 
@@ -197,7 +215,9 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
 
     Returns:
         AnalyzerResult whose ``table`` has one row per rank × step: rank, step, step_us (µs),
-        fit_us (µs, least-squares line), robust_z (0.6745·(x − median)/MAD), is_outlier,
+        fit_us (µs, least-squares line), robust_z (0.6745·(x − clean median)/clean MAD, the
+        clean steps being the rank's faster half; MAD floored at 1% of the clean median),
+        is_outlier (slow side only), clean_step_us (the clean median, µs),
         slope_us_per_step (µs per step), cv (std/mean). ``tables['per_rank']``: rank, n_steps,
         mean_step_us, median_step_us, first_step_us, last_step_us, slope_us_per_step,
         own_slope_us_per_step (µs per step, slope of computing_us + free_us),
@@ -338,12 +358,32 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
             steps_txt = sorted({int(s) for s in out_steps["step"]})[:10]
             cv = float(row["residual_cv"])
             sub = rows[rows["rank"].isin(flagged)]
+            n_steps_all = int(sub["step"].nunique())
+            clean_us = float(sub["clean_step_us"].median())
+            most = len(steps_txt) > n_steps_all / 2
+            most_txt = (
+                f" ({len(steps_txt)} of {n_steps_all} steps slower than the clean steps at "
+                f"{clean_us / 1000:.1f} ms: most steps are slow)"
+                if most and np.isfinite(clean_us)
+                else ""
+            )
+            most_zh = (
+                f"（{n_steps_all} 步中有 {len(steps_txt)} 步慢于正常步的 {clean_us / 1000:.1f} ms："
+                "大多数步都变慢了）"
+                if most and np.isfinite(clean_us)
+                else ""
+            )
             med_by_rank = sub.groupby("rank")["step_us"].transform("median")
             excess = float((sub["step_us"] - med_by_rank).clip(lower=0).mean())
             who = (
                 f"{len(flagged)} of {len(summ)} ranks ({format_ranks(flagged)})"
                 if cluster
                 else f"Rank {flagged[0]}"
+            )
+            who_zh = (
+                f"{len(summ)} 张卡中的 {len(flagged)} 张（{format_ranks(flagged)}号卡）"
+                if cluster
+                else f"{flagged[0]}号卡"
             )
             findings.append(
                 Finding(
@@ -352,11 +392,11 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
                     severity=Severity.from_share(cv),
                     summary=(
                         f"{who}: step time jitters (CV {cv:.1%} around the trend, threshold "
-                        f"{JITTER_CV:.0%}); outlier steps: {steps_txt or 'none'}."
+                        f"{JITTER_CV:.0%}); outlier steps: {steps_txt or 'none'}{most_txt}."
                     ),
                     summary_zh=(
-                        f"{who.replace('Rank', 'rank')}：step 耗时抖动（去趋势后变异系数 {cv:.1%}，阈值 "
-                        f"{JITTER_CV:.0%}）；异常 step：{steps_txt or '无'}。"
+                        f"{who_zh}：step 耗时抖动（去趋势后变异系数 {cv:.1%}，阈值 "
+                        f"{JITTER_CV:.0%}）；异常 step：{steps_txt or '无'}{most_zh}。"
                     ),
                     ranks=tuple(sorted(flagged)),
                     metrics={
@@ -373,7 +413,8 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
                             cite,
                             {"ranks": flagged, "outlier_steps": steps_txt},
                             "CV = std of residuals around the least-squares line / mean; outlier "
-                            f"when |0.6745 (x - median) / MAD| > {OUTLIER_Z}",
+                            f"when 0.6745 (x - clean median) / clean MAD > {OUTLIER_Z}, the clean "
+                            "steps being each rank's faster half",
                         ),
                     ),
                     symptom_tags=("step_jitter",),
