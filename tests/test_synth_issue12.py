@@ -237,6 +237,31 @@ def test_rotating_stalls_are_events(scenario) -> None:
         assert max(wait[r][s] for r in wait) < 10_000
     # no rank is slow on average: each rank stalls in at most one step
     assert max(sum(1 for _, r in found if r == x) for x in free) == 1
+    # the host ran Python GC (recorded with gc_detect_threshold) right before the late launch
+    dirs = rank_dirs(root)
+    for r, d in dirs.items():
+        info = json.loads((d / f"profiler_info_{r}.json").read_text())
+        assert info["config"]["experimental_config"]["_gc_detect_threshold"] == 10.0
+        ev = trace(d)
+        steps = steps_of(ev)
+        gc = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "GC"]
+        mine = [(s, c) for s, c in found if c == r]
+        assert [(step_of(steps, Decimal(e["ts"])), r) for e in gc] == mine
+        if gc:
+            assert pid_of(ev, "Python GC") == gc[0]["pid"]
+            (e,) = gc
+            gc_end = Decimal(e["ts"]) + Decimal(repr(e["dur"]))
+            assert e["dur"] == pytest.approx(650_000, rel=1e-6)
+            launches = sorted(
+                Decimal(x["ts"])
+                for x in ev
+                if x.get("ph") == "X" and x["name"].startswith("AscendCL@")
+            )
+            after = next(t for t in launches if t >= gc_end)
+            assert after == gc_end  # the delayed launch starts when GC ends
+            assert not [t for t in launches if Decimal(e["ts"]) < t < gc_end]  # nothing meanwhile
+        else:
+            assert not [x for x in ev if x.get("args", {}).get("name") == "Python GC"]
     assert rc["mechanism"] == "step_events" and rc["culprit_kind"] == "steps"
     assert rc["steps"] == sorted(ev_steps)
     assert rc["metrics"]["clean_steps"] == sorted(set(ids) - ev_steps)
@@ -455,6 +480,20 @@ def test_lost_first_step(scenario) -> None:
         )
     n_ = k["expected_numbers"]
     assert n_["tasks_first_step_median"] < n_["tasks_other_steps_median"]
+
+
+def test_rotating_stalls_db_has_gc_records(scenario) -> None:
+    root = scenario("rotating-stalls", ranks=4, steps=3, export="db")
+    k = key_of(root)
+    culprits = {r for _, r in k["root_cause"]["events"]}
+    for r, d in rank_dirs(root).items():
+        with sqlite3.connect(d / PO / f"ascend_pytorch_profiler_{r}.db") as con:
+            tables = {t for (t,) in con.execute("SELECT name FROM sqlite_master")}
+            if r not in culprits:
+                assert "GC_RECORD" not in tables
+                continue
+            gc = con.execute("SELECT startNs, endNs FROM GC_RECORD").fetchall()
+        assert gc and all(b - a == 650_000_000 for a, b in gc)
 
 
 def test_lost_first_step_db_keeps_the_launches(scenario) -> None:

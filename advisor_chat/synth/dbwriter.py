@@ -238,6 +238,11 @@ def write_db(
             [(dev, a, b, t) for a, b, t in rec["ov"]],
         )
         ins("INSERT INTO MEMORY_RECORD VALUES (?,?,?,?,?,?,?)", mem)
+        if rec.get("gc"):  # only written when GC pauses were recorded (gc_detect_threshold)
+            con.execute(
+                "CREATE TABLE GC_RECORD (startNs INTEGER, endNs INTEGER, globalTid INTEGER)"
+            )
+            ins("INSERT INTO GC_RECORD VALUES (?,?,?)", rec["gc"])
         con.execute("INSERT INTO RANK_DEVICE_MAP VALUES (?,?)", (rank, dev))
         con.execute("INSERT INTO NPU_INFO VALUES (?,?)", (dev, "Ascend910B"))
         con.execute(

@@ -196,6 +196,9 @@ class Perturb:
         lost_kernels: {step index: array [R]} number of leading device tasks of that step whose
             device records are missing (capture artifact); collectives launched before the
             first surviving kernel are missing too. The simulated timeline is unchanged.
+        gc_stalls: the ``coll_delay_us`` stalls are Python garbage-collection pauses of the host:
+            each is also recorded as a host GC interval (``StepRec.gc``) ending where the
+            delayed launch starts.
     """
 
     dur_scale: np.ndarray
@@ -211,6 +214,7 @@ class Perturb:
     coll_scale: dict[str, np.ndarray] = field(default_factory=dict)
     end_stall_us: np.ndarray | None = None
     lost_kernels: dict[int, np.ndarray] = field(default_factory=dict)
+    gc_stalls: bool = False
 
 
 def default_perturb(ranks: int) -> Perturb:
@@ -256,6 +260,7 @@ class StepRec:
     r_start: np.ndarray | None = None  # [R] ns per-rank step start (None = ``start`` on all ranks)
     r_end: np.ndarray | None = None  # [R] ns per-rank step end
     k_present: np.ndarray | None = None  # [R, K] bool: device record written (None = all)
+    gc: list[tuple[int, int, int]] = field(default_factory=list)  # host GC (rank, start, end) ns
 
     def bounds(self, r: int) -> tuple[int, int]:
         """(start, end) ns of this step on rank ``r``."""
@@ -339,6 +344,7 @@ def simulate(
         k_api_dur = (perturb.api_us[:, None] * aj * 1000).astype(np.int64)
         k_start = np.zeros((ranks, nk), dtype=np.int64)
         ops: list[OpRec] = []
+        gc: list[tuple[int, int, int]] = []
         pending_end = t.copy()
         overlap_left = 0
         ki = 0
@@ -359,7 +365,15 @@ def simulate(
             if perturb.coll_delay_us is not None:
                 extra = perturb.coll_delay_us(si, ci)
                 if extra is not None:
-                    arrival = arrival + (np.asarray(extra) * 1000).astype(np.int64)
+                    extra_ns = (np.asarray(extra) * 1000).astype(np.int64)
+                    arrival = arrival + extra_ns
+                    if perturb.gc_stalls:
+                        lead_gc = np.where(
+                            perturb.host_bound, perturb.api_us + 8.0, perturb.lead_us
+                        )
+                        launch = arrival - (lead_gc * 1000).astype(np.int64)
+                        for gr in np.flatnonzero(extra_ns > 0).tolist():
+                            gc.append((gr, int(launch[gr] - extra_ns[gr]), int(launch[gr])))
             ngroups = len(kind.members)
             amax = np.full(ngroups, np.iinfo(np.int64).min, dtype=np.int64)
             np.maximum.at(amax, kind.gidx, arrival)
@@ -424,6 +438,11 @@ def simulate(
         hb = perturb.host_bound
         if hb.any():
             k_api_start[hb] = k_start[hb] - k_api_dur[hb] - 8_000
+        # the host launches nothing while it collects garbage: launches the jitter put inside a
+        # GC pause move to its end (each kernel still starts after its launch)
+        for gr, ga, gb in gc:
+            inside = (k_api_start[gr] > ga) & (k_api_start[gr] < gb)
+            k_api_start[gr, inside] = gb + 1_000 * np.arange(1, int(inside.sum()) + 1)
         k_present: np.ndarray | None = None
         if si in perturb.lost_kernels:
             cut = np.asarray(perturb.lost_kernels[si], dtype=np.int64)
@@ -445,6 +464,7 @@ def simulate(
                 rs,
                 r_end,
                 k_present,
+                gc,
             )
         )
         s_start = s_end

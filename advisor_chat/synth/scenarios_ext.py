@@ -506,6 +506,7 @@ def pipeline_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]
 # ---------------------------------------------------------------- rotating-stalls
 STALL_US = 650_000.0
 STALL_COLL = 1  # the stall sits before this collective (host runs Python GC instead of launching)
+GC_THRESHOLD_MS = 10.0  # profiler records GC pauses longer than this (_gc_detect_threshold)
 
 
 def rotating_events(ranks: int, steps: int) -> list[tuple[int, int]]:
@@ -533,7 +534,9 @@ def rotating_plans(ranks: int, steps: int, seed: int) -> dict[str, Plan]:
         return None
 
     p.coll_delay_us = delay
-    return {"": Plan(transformer(layers=4), group_kinds(ranks, 1), p, _info(CANN8, 1, ranks))}
+    p.gc_stalls = True
+    info = dataclasses.replace(_info(CANN8, 1, ranks), gc_detect_threshold_ms=GC_THRESHOLD_MS)
+    return {"": Plan(transformer(layers=4), group_kinds(ranks, 1), p, info)}
 
 
 def rotating_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:

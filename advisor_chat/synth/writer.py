@@ -71,6 +71,7 @@ class RunInfo:
     export: str = (
         "text"  # "text" (csv/json) or "db" (ascend_pytorch_profiler_{rank}.db + analysis.db)
     )
+    gc_detect_threshold_ms: float | None = None  # experimental_config._gc_detect_threshold
 
 
 def ts_str(ns: int) -> str:
@@ -247,7 +248,15 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
     conn = 900
     mem_lines = [MEM_HEADER]
     # records for the DB export: kernels, HCCL ops, overlap intervals, memory samples
-    db: dict[str, list[Any]] = {"k": [], "op": [], "ov": [], "mem": [], "step": [], "api": []}
+    db: dict[str, list[Any]] = {
+        "k": [],
+        "op": [],
+        "ov": [],
+        "mem": [],
+        "step": [],
+        "api": [],
+        "gc": [],
+    }
 
     # metadata events
     ev.append(
@@ -603,6 +612,33 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
             mem_lines.append(f"APP,{ts_str(t)}\t,,{base_mb + q * 2.0},,,NPU:{dev}")
             db["mem"].append((t, base_mb + q * 2.0))
 
+    # Python GC pauses (gc_detect_threshold): X events cat "GC" on the "Python GC" process, then its
+    # metadata (torch_npu FwkFileParser.get_gc_record_trace_data, TraceEventManager.create_gc_m_event)
+    gcs = [(a, b) for st in cl.steps for rr, a, b in st.gc if rr == r]
+    if gcs and info.gc_detect_threshold_ms is not None:
+        gc_pid = (pid << 10) | (1 << 5) | dev
+        for a, b in gcs:
+            ev.append(
+                f'{{"ph": "X", "name": "GC", "pid": {gc_pid}, "tid": {pid}, "ts": "{ts_str(a)}", '
+                f'"dur": {us(b - a)}, "cat": "GC", "args": {{}}}}'
+            )
+            db["gc"].append((a, b, (pid << 32) | pid))
+        ev.append(
+            f'{{"ph": "M", "name": "process_name", "pid": {gc_pid}, "tid": 0, "args": {{"name": "Python GC"}}}}'
+        )
+        ev.append(
+            f'{{"ph": "M", "name": "process_labels", "pid": {gc_pid}, "tid": 0, "args": {{"labels": "CPU"}}}}'
+        )
+        ev.append(
+            f'{{"ph": "M", "name": "process_sort_index", "pid": {gc_pid}, "tid": 0, "args": {{"sort_index": 1}}}}'
+        )
+        ev.append(
+            f'{{"ph": "M", "name": "thread_name", "pid": {gc_pid}, "tid": {pid}, "args": {{"name": "Python GC"}}}}'
+        )
+        ev.append(
+            f'{{"ph": "M", "name": "thread_sort_index", "pid": {gc_pid}, "tid": {pid}, "args": {{"sort_index": {pid}}}}}'
+        )
+
     # op_statistic: sorted by total time desc, ratio over all compute kernels
     total_all = sum(sum(v) for v in op_stat.values())
     stat_rows = []
@@ -729,7 +765,7 @@ def _profiler_info(cl: Cluster, r: int, info: RunInfo) -> dict[str, Any]:
                 "record_op_args": False,
                 "_export_type": info.export,
                 "_op_attr": False,
-                "_gc_detect_threshold": None,
+                "_gc_detect_threshold": info.gc_detect_threshold_ms,
             },
         },
         "start_info": {
