@@ -1,0 +1,63 @@
+"""The report leads with the diagnosis; profile strings are escaped in Markdown and HTML."""
+
+from __future__ import annotations
+
+import json
+
+from _analyzers_a_helpers import make_profile
+from test_diagnosis_rules import MS, kernels, rows
+
+from advisor_chat.reporting import render_html, render_markdown, run_report, to_json
+
+EVIL_OP = "MatMul<img src=x onerror=alert(1)>[link](http://evil.example)"
+
+
+def _straggler_with_hostile_op():
+    delta = {(2, None): {"computing": 20 * MS}}
+    delta.update({(r, None): {"comm": 20 * MS} for r in range(6) if r != 2})
+    ks = kernels(6, 3, {2: 3.0})
+    for k in ks:
+        if k["op_type"] == "MatMulV2":
+            k["op_type"] = EVIL_OP
+    return make_profile({"step_trace": rows(6, 3, delta=delta), "kernels": ks})
+
+
+def test_markdown_leads_with_the_cause_and_groups_its_symptoms() -> None:
+    rep = run_report(_straggler_with_hostile_op(), strict=True)
+    d = rep.diagnosis
+    assert d is not None and d.top() is not None
+    top = d.top()
+    assert top.culprit.ranks == (2,) and top.culprit.operator == EVIL_OP  # raw in the object
+    md = render_markdown(rep)
+    i_diag, i_cause = md.index("## Diagnosis"), md.index("### Cause 1. Compute straggler: rank 2")
+    i_other = md.index("## Other findings")
+    assert i_diag < i_cause < i_other
+    section = md[i_cause:i_other]
+    for part in (
+        "**Victims**",
+        "**What to change:**",
+        "*action*",
+        "*check*",
+        "**Expected gain:** 20.0 ms per step (estimate)",
+    ):
+        assert part in section
+    # the symptom findings are shown under the cause, not again among the other findings
+    for f in top.findings:
+        assert f"`{f.id}`" in section
+        assert f"`{f.id}`" not in md[i_other:]
+    # hostile operator name: never a live image, link or HTML tag
+    assert "<img" not in md and "](http://evil.example)" not in md
+    assert "&lt;img" in md
+
+
+def test_html_escapes_profile_strings_and_json_has_the_diagnosis() -> None:
+    rep = run_report(_straggler_with_hostile_op(), strict=True)
+    page = render_html(rep)
+    assert "<img" not in page and "&lt;img" in page
+    assert page.index("<h2>Diagnosis</h2>") < page.index("<h2>Other findings")
+    data = to_json(rep)
+    json.dumps(data)
+    cause = data["diagnosis"]["causes"][0]
+    assert cause["culprit"]["ranks"] == [2] and cause["mechanism"] == "compute_straggler"
+    assert set(cause["findings"]) <= {f["id"] for f in data["findings"]}
+    assert cause["victims"][0]["how"] == "collective_wait"
