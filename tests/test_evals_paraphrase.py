@@ -360,6 +360,8 @@ def test_excluded_steps() -> None:
         ("链路 3→11（RDMA）带宽 4 GB/s，MatMulV2 形状 4096,5120。", True),
         ("12号卡不是慢卡，not enough signal。", False),
         ("结论：rank 12 is not slow，它在等。", False),
+        ("无法回答：cannot access local variable 'c'。", False),
+        ("建议调大 micro-batch 与 batch size，检查 DDP bucket、virtual pipeline。", True),
         ("Rank 12 is slow.", False),  # no Chinese at all
     ],
 )

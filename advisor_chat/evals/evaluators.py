@@ -1391,7 +1391,10 @@ _FUNCTION_WORDS = {
     "the", "is", "are", "a", "an", "of", "to", "for", "and", "on", "in", "with", "not", "by", "at",
     "it", "this", "that", "was", "be", "per", "than", "from", "its", "no", "there", "has", "have",
     "does", "do", "or", "as", "which", "what", "because", "rank", "slow", "step", "steps", "ranks",
-    "enough", "signal", "wait", "waits", "time",
+    "enough", "signal", "wait", "waits", "time", "cannot", "can", "will", "would", "should", "been",
+    "into", "all", "each", "every", "more", "less", "most", "only", "also", "but", "if", "when",
+    "where", "while", "then", "we", "you", "they", "their", "your", "our", "about", "found",
+    "nothing", "none", "question", "answer", "data", "why", "how",
 }  # fmt: skip
 
 
