@@ -501,6 +501,9 @@ class Planner:
         else:
             self._capability(q, d, by_tool, lines, add)
             plot_ranks = sorted({r for f in cited for r in f.ranks})[:8]
+            # the causes the cited findings are symptoms of: their typed remedies apply
+            ids = {f.id for f in cited}
+            causes = [c for c in (d.causes if d else ()) if ids & {f.id for f in c.findings}]
         # tool errors are shown, never dropped
         for o in outputs:
             if o.error and o.name != "search_cases":
