@@ -480,6 +480,7 @@ def test_lost_first_step(scenario) -> None:
         )
     n_ = k["expected_numbers"]
     assert n_["tasks_first_step_median"] < n_["tasks_other_steps_median"]
+    assert rc["culprit_ranks"] == sorted(rank_dirs(root))  # every rank lost records there
 
 
 def test_rotating_stalls_db_has_gc_records(scenario) -> None:

@@ -947,10 +947,12 @@ def lost_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
         "median_computing_us_other_steps": _r(float(np.median(comp[:, rest]))) if rest else None,
     }
     key = _key([], "none", ["profiling-collection-pitfalls"], "kernel_count", nums)
+    affected = [r for r in range(ranks) if missing[r] > 0]
     key["root_cause"] = root_cause(
         "data_artifact",
         "unknown",
         "steps",
+        ranks=affected,  # where the records are incomplete (not a slowdown of these ranks)
         excluded=[ids[0]],
         not_slow=not_slow_sample(ranks, []),
         steps=[ids[0]],
