@@ -106,3 +106,86 @@ def test_readme_quick_start_commands_run_for_a_newcomer(tmp_path):
         ran += 1
     assert ran >= 5
     assert (tmp_path / "report.html").is_file()
+
+
+def test_serve_passes_api_key_env_and_guarded_to_the_settings(monkeypatch, tmp_path):
+    import advisor_chat.cli.serve_cmd as serve_cmd
+    import advisor_chat.ui.app as ui_app
+
+    seen = {}
+
+    def fake_launch(app, *, host, port, settings, block):
+        seen["settings"] = settings
+
+    monkeypatch.setattr(serve_cmd, "prepare_case_index", lambda settings: 0.0)
+    monkeypatch.setattr(ui_app, "launch", fake_launch)
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio"))
+    res = runner.invoke(app, ["serve", "--api-key-env", "MY_KEY", "--guarded", "--port", "1"])
+    assert res.exit_code == 0, res.output
+    assert seen["settings"].api_key_env == "MY_KEY"
+    assert seen["settings"].guarded is True
+    res = runner.invoke(app, ["serve", "--no-guarded", "--port", "1"])
+    assert res.exit_code == 0 and seen["settings"].guarded is False
+
+
+def _inspect_text(info) -> str:
+    from rich.console import Console
+
+    import advisor_chat.cli.inspect_cmd as inspect_cmd
+
+    con = Console(record=True, width=80, color_system=None)
+    old = inspect_cmd.console
+    inspect_cmd.console = con
+    try:
+        inspect_cmd._render(info)
+    finally:
+        inspect_cmd.console = old
+    return con.export_text()
+
+
+def _info(**kw):
+    info = {
+        "root": "/data/prof",
+        "layout": "ascend_pt_text",
+        "ranks": [0, 1],
+        "steps": [7, 8],
+        "versions": {},
+        "profiler_level": {},
+        "stages": [],
+        "cache_hit": False,
+        "tables": {},
+        "groups": [],
+        "extra_sources": [],
+        "warnings": [],
+    }
+    info.update(kw)
+    return info
+
+
+def test_inspect_reads_well_counts_no_step_markers_and_whole_file_names():
+    out = _inspect_text(_info())
+    assert "2 ranks: 0, 1" in out and "2 steps: 7, 8" in out
+    out = _inspect_text(_info(steps=[-1]))
+    assert "steps -1" not in " ".join(out.split()) and "no step markers" in out
+    long_src = "devserver-0000_3096504_20250109074800419_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"
+    out = _inspect_text(_info(tables={"kernels": {"rows": 3, "source": long_src}}))
+    # folded over lines (read column by column), never cut with an ellipsis
+    assert long_src in "".join(re.findall(r"│ [^│]*│[^│]*│ ([^│]*)│", out)).replace(" ", ""), out
+    assert "…" not in out
+
+
+def test_inspect_prints_markup_and_escapes_in_names_as_text():
+    info = _info(
+        root="/data/job[/x]",
+        groups=[
+            {
+                "group": "1",
+                "group_name": "tp[bold]x[/bold]\x1b]8;;http://10.255.255.1\x1b\\l\x1b]8;;\x1b\\",
+                "comm_kind": "collective",
+                "ranks": [0, 1],
+            }
+        ],
+    )
+    out = _inspect_text(info)
+    assert "/data/job[/x]" in out and "tp[bold]x[/bold]" in "".join(out.split())
+    assert "\x1b" not in out

@@ -210,3 +210,54 @@ def test_failed_load_says_which_profile_questions_still_go_to(tmp_path: Path, se
         )
     )
     assert "does-not-exist" in text and str(demo) in text
+
+
+def test_loading_another_folder_starts_a_new_conversation(tmp_path: Path, settings):
+    first, second = _gen(tmp_path, steps=1), _gen(tmp_path, steps=2)
+    ctl = UIController(settings)
+    s = Session()
+    ctl.load_path(s, str(first))
+    list(ctl.ask(s, "which rank is slow?"))
+    assert [m["role"] for m in s.messages].count("user") == 1
+    ctl.load_path(s, str(second))
+    # only the new folder's "Loaded" bubble: no question or answer about the old folder remains
+    assert len(s.messages) == 1 and s.messages[0]["content"].startswith("📂 Loaded")
+    assert str(second.name) in shown(s.messages[0]["content"])
+    assert s.last_answer is None and s.plots == {}
+    # a failed load keeps the conversation (questions still go to the loaded folder)
+    list(ctl.ask(s, "which rank is slow?"))
+    n = len(s.messages)
+    ctl.load_path(s, str(tmp_path / "missing"))
+    assert len(s.messages) > n and s.messages[0]["content"].startswith("📂 Loaded")
+    ctl.close()
+
+
+def test_answer_is_placed_right_under_the_question_before_the_tool_steps(settings):
+    from advisor_chat.synth import demo_profile
+
+    ctl = UIController(settings)
+    s = Session()
+    ctl.load_path(s, str(demo_profile(settings)))
+    list(ctl.ask(s, "why is rank 12 slow?"))
+    roles = [((m.get("metadata") or {}).get("title") or m["role"]) for m in s.messages]
+    q = roles.index("user")
+    assert roles[q + 1] == "assistant", roles  # the answer bubble itself (no title)
+    assert "Grounding" in s.messages[q + 1]["content"]
+    assert any(r.startswith(render.TOOL_PREFIX) for r in roles[q + 2 :]), roles
+    ctl.close()
+
+
+def test_non_finite_values_are_displayed_not_crashing():
+    from advisor_chat.tools.render import fmt_metric, fmt_num, metric_label
+
+    inf, nan = float("inf"), float("nan")
+    assert format_metric("free_us", inf) == "inf ms"
+    assert format_metric("rank", inf) == "inf" and format_metric("votes", nan) == "n/a"
+    assert (
+        fmt_num(inf, "us") == "inf" and fmt_num(-inf) == "-inf" and fmt_num(nan, "ratio") == "n/a"
+    )
+    assert fmt_num(1e308) == f"{1e308:.1f}"
+    # the label never contradicts the unit shown with the value
+    assert metric_label("free_delta_us") == "free_delta"
+    assert fmt_metric("free_delta_us", 39_500.0) == "free_delta = 39.50 ms"
+    assert metric_label("wait_us_per_step") == "wait_per_step" and metric_label("rank") == "rank"
