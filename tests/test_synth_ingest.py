@@ -107,3 +107,34 @@ def test_scenario_loads_and_agrees(scenario, name: str) -> None:
         ).mean()
         for c in ("computing_us", "communication_not_overlapped_us", "free_us"):
             assert (st[c].max() - st[c].min()) / mean_total < 0.05
+    elif name == "pipeline-stage-imbalance":
+        half = key["ranks"] // 2
+        bub = per_rank["bubble_us"]
+        assert (bub.loc[: half - 1] == 0).all() and (bub.loc[half:] > 0).all()
+        assert bub.loc[half:].median() == pytest.approx(n["stage1_bubble_us_per_step"], abs=0.01)
+        ops = prof.get("comm_ops")
+        assert set(ops[ops["rank"] >= half]["comm_kind"]) == {"collective", "p2p"}
+    elif name == "rotating-stalls":
+        free = st.set_index(["step", "rank"])["free_us"]
+        assert sorted(free[free > 300_000].index) == sorted(map(tuple, n["events"]))
+    elif name == "end-of-step-stall":
+        assert per_rank["free_us"].idxmax() == key["slow_ranks"][0]
+    elif name in ("slow-group-shape", "host-bound-last-arriver"):
+        ops = prof.get("comm_ops")
+        wait = ops.groupby("rank")["wait_ms"].sum()
+        assert int(wait.idxmin()) in key["root_cause"]["culprit_ranks"]
+    elif name == "two-ranks":
+        assert per_rank["computing_us"].loc[1] / per_rank["computing_us"].loc[0] == pytest.approx(
+            n["computing_ratio"], abs=1e-4
+        )
+    elif name == "job-idle":
+        assert per_rank["free_us"].min() > 0.9 * n["idle_us_planted"]
+    elif name == "small-collectives":
+        k = prof.get("kernels")
+        hccl = k[k["accelerator_core"].isin(["HCCL", "COMMUNICATION"])]
+        assert (hccl.groupby(["rank", "step"]).size() == n["hccl_ops_per_step"]).all()
+    elif name == "lost-first-step":
+        k = prof.get("kernels")
+        per = k.groupby(["rank", "step"]).size().unstack()
+        first = n["artifact_step"]
+        assert (per[first] < per.drop(columns=first).min(axis=1)).all()
