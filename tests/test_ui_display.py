@@ -261,3 +261,63 @@ def test_non_finite_values_are_displayed_not_crashing():
     assert metric_label("free_delta_us") == "free_delta"
     assert fmt_metric("free_delta_us", 39_500.0) == "free_delta = 39.50 ms"
     assert metric_label("wait_us_per_step") == "wait_per_step" and metric_label("rank") == "rank"
+
+
+def test_hostile_profile_strings_render_as_text_in_every_ui_block():
+    """Overview (inspect), status, tool steps, cited findings: no live element from profile strings."""
+    import re as _re
+
+    from _hostile import EVIL_HOST, GROUP_NAME, OP_NAME
+    from markdown_it import MarkdownIt
+
+    from advisor_chat.agent.answer import CitedFinding
+    from advisor_chat.ingest.profile import DataWarning
+
+    md = MarkdownIt("commonmark", {"html": True}).enable("table")
+    info = {
+        "root": f"/data/{GROUP_NAME}",
+        "layout": "ascend_pt_text",
+        "ranks": [0, 1],
+        "steps": [1],
+        "versions": {"cann": {OP_NAME: [0, 1]}},
+        "groups": [{"group": "1", "group_name": GROUP_NAME, "ranks": [0, 1]}],
+        "warnings": [{"code": "x", "message": GROUP_NAME}],
+    }
+
+    class P:
+        def __init__(self) -> None:
+            self.ranks, self.steps = [0, 1], [1]
+            self.warnings = [DataWarning(code="x", message=GROUP_NAME)]
+
+    step = render.tool_step("c1", OP_NAME, {"group": GROUP_NAME})
+    render.finish_tool_step(step, f"group {GROUP_NAME}")
+    err_step = render.tool_step("c2", "explain_rank", {})
+    render.finish_tool_step(err_step, "", error=GROUP_NAME)
+    finding = CitedFinding.model_construct(
+        id="comm.wait",
+        severity="high",
+        summary=f"group {GROUP_NAME} waits",
+        ranks=[1],
+        metrics={"wait_us": 1200.0},
+        estimated_gain_us=None,
+        sources=[f"/data/{OP_NAME}/communication.json"],
+    )
+    blocks = {
+        "inspect": _inspect_md(info),
+        "status": status_markdown(Session(profile=P(), label=GROUP_NAME), "offline"),  # type: ignore[arg-type]
+        "tool step": step["content"] + err_step["content"],
+        "finding": render._finding_md(finding, "en"),
+        "notice": render.notice(f"cannot read {GROUP_NAME}")["content"],
+    }
+    for name, block in blocks.items():
+        out = md.render(block)
+        live = _re.findall(r"<(?:img|a|script)\b[^>]*", out)
+        assert live == [], (name, live)
+        assert EVIL_HOST in html_unescape(out), name  # shown as text, not dropped
+        assert "\x1b" not in out, name
+
+
+def html_unescape(s: str) -> str:
+    import html
+
+    return html.unescape(s)
