@@ -58,6 +58,14 @@ def test_pp2_sample_is_a_pipeline_imbalance_blamed_on_stage_0(real_samples: Path
     assert not any(role == "culprit" for _, role, _ in roles)
     assert "stage 0" in d.headline and "阶段0" in d.headline_zh
 
+    # every rank also idles 64-93 ms per step (Free): one job-level cause after the pipeline
+    idle = d.causes[1]
+    assert idle.mechanism is Mechanism.JOB_IDLE and idle.culprit.kind == "job"
+    assert {v.rank: v.lost_us for v in idle.victims} == pytest.approx(
+        {r: rows[r]["Free"] for r in range(16)}
+    )
+    assert idle.gain_us == pytest.approx(min(rows[r]["Free"] for r in range(16)))
+
 
 @pytest.mark.parametrize(
     ("sample", "first"),

@@ -55,8 +55,10 @@ BUBBLE_MIN_MARGIN = 0.05
 BUBBLE_TARGET_SHARE = 0.05
 #: Job idle: every rank's Free is at least this share of its step ...
 IDLE_MIN_SHARE = 0.10
-#: ... and the spread of Free across ranks is below this share of the step (same idle everywhere).
+#: ... and the spread of Free across ranks (max − min) is below this share of the step, or below
+#: ``IDLE_MAX_SPREAD_OF_FREE`` of the median Free (the same idle everywhere, give or take).
 IDLE_MAX_SPREAD_SHARE = 0.05
+IDLE_MAX_SPREAD_OF_FREE = 0.5
 #: Exposed communication: what remains after the specific causes, at least this share of the step.
 EXPOSED_MIN_SHARE = 0.10
 #: Collectives per step and rank from which "many small collectives" is said.
@@ -1363,7 +1365,8 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     """Job-idle rule: the same idle on every rank is one cause of the job, not of a rank.
 
     Rule: every rank's Free is ≥ ``IDLE_MIN_SHARE`` (10%) of its step and the spread of Free
-    (max − min over ranks) is < ``IDLE_MAX_SPREAD_SHARE`` (5%) of the median step. The idle
+    (max − min over ranks) is < max(``IDLE_MAX_SPREAD_SHARE`` (5%) of the median step,
+    ``IDLE_MAX_SPREAD_OF_FREE`` (50%) of the median Free). The idle
     already blamed on a host-stall rank is not counted. Victims: every rank, lost = its Free
     (``how="idle"``). Gain (upper bound): the minimum Free over ranks (what every rank could get
     back together). Source: ``step_trace`` Free.
@@ -1375,7 +1378,8 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     if float(share.min()) < IDLE_MIN_SHARE:
         return []
     spread = float(per["free_us"].max() - per["free_us"].min())
-    if spread >= IDLE_MAX_SPREAD_SHARE * ctx.step_us:
+    med_free = float(per["free_us"].median())
+    if spread >= max(IDLE_MAX_SPREAD_SHARE * ctx.step_us, IDLE_MAX_SPREAD_OF_FREE * med_free):
         return []
     gain = float(per["free_us"].min())
     med = float(per["free_us"].median())
@@ -1421,14 +1425,15 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             culprit=Culprit(kind="job", ranks=(), label="the whole job", label_zh="整个作业"),
             victims=victims,
             summary=(
-                f"Every rank idles the same way: median Free {ms(med)} per step "
-                f"({pct(float(share.median()))} of the step){where}, spread only {ms(spread)} across "
-                "ranks: the job waits for its input (data loading, rollout or host work), no rank is slow."
+                f"Every rank idles: median Free {ms(med)} per step "
+                f"({pct(float(share.median()))} of the step){where}, from {ms(gain)} to "
+                f"{ms(gain + spread)} across ranks: the whole job waits for something outside the "
+                "device (input data, rollout, host work or synchronization), no rank is slow."
             ),
             summary_zh=(
-                f"所有卡都以相同方式空闲：每步空闲时间中位数 {ms(med)}（占步长 {pct(float(share.median()))}）"
-                f"{where_zh}，卡间差异只有 {ms(spread)}：整个作业在等输入（数据加载、rollout 或主机侧工作），"
-                "没有慢卡。"
+                f"所有卡都在空闲：每步空闲时间中位数 {ms(med)}（占步长 {pct(float(share.median()))}）"
+                f"{where_zh}，各卡在 {ms(gain)} 到 {ms(gain + spread)} 之间：整个作业在等设备之外的东西"
+                "（输入数据、rollout、主机侧工作或同步），没有慢卡。"
             ),
             metrics={
                 "free_us_median": med,
