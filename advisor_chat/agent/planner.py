@@ -71,7 +71,17 @@ _CAPABILITIES = (
         "why is rank N slow? (e.g. `why is rank 12 slow?`)",
         "某张卡为什么慢（如 `为什么12号卡慢？`）",
     ),
-    ("which rank is slow?", "哪张卡是慢卡？"),
+    ("which rank is slow? / which rank holds the job back?", "哪张卡是慢卡？/ 哪张卡拖后腿？"),
+    ("what should I fix first? how much would it save?", "先修什么？能省多少时间？"),
+    (
+        "is the network the problem? (or: `is link 3→11 slow?`)",
+        "是不是网络的问题？（或：`3-11之间的链路慢吗？`）",
+    ),
+    ("why are some steps slow?", "为什么有些 step 特别慢？"),
+    (
+        "why are ranks N-M (or a pipeline stage) waiting? (e.g. `why are ranks 8-15 slow?`)",
+        "某几张卡（或某个流水线阶段）为什么在等待？（如 `8到15号卡为什么慢？`）",
+    ),
     (
         "which rank has the most/least Free, Computing, communication or Bubble?",
         "哪张卡的空闲（Free）/计算/通信/空泡时间最多或最少？",
