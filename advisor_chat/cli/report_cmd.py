@@ -114,8 +114,9 @@ def register(app: typer.Typer) -> None:
                     f"cannot write --output {output} ({exc.strerror or exc})",
                     remedy="Choose a writable file path",
                 ) from None
+            n_causes = len(rep.diagnosis.causes) if rep.diagnosis is not None else 0
             console.print(
-                f"wrote {output} ({len(rep.findings)} finding(s))",
+                f"wrote {output} ({n_causes} root cause(s), {len(rep.findings)} finding(s))",
                 markup=False,
                 highlight=False,
                 soft_wrap=True,
