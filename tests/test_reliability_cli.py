@@ -371,3 +371,15 @@ def test_serve_makes_no_non_loopback_connection(home: Path, healthy: Path, tmp_p
     assert attempts, "the audit hook saw no connection at all: nothing was checked"
     outside = [a for a in attempts if not _loopback(*a)]
     assert outside == [], outside
+
+
+def test_unreachable_model_endpoint_is_not_a_config_error(home: Path, healthy: Path):
+    import socket
+
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    run = cli(home, "ask", healthy, "why is rank 1 slow?", "--model", "llama", "--base-url", url)
+    check(run, 5, names=url)
+    assert "model endpoint error" in run.err and "config error" not in run.err

@@ -27,6 +27,7 @@ err_console = Console(stderr=True)
 EXIT_INPUT = 2
 EXIT_CONFIG = 3
 EXIT_UNANSWERABLE = 4
+EXIT_ENDPOINT = 5
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -69,7 +70,8 @@ def _check_path_encoding(value: Any) -> None:
 def handle_errors(func: F) -> F:
     """Turn the package's typed errors into a one-paragraph message and an exit code.
 
-    InputError / ToolArgumentError → 2, ConfigError → 3, NotAnswerableError → 4. Any other
+    InputError / ToolArgumentError → 2, ConfigError → 3, NotAnswerableError → 4,
+    ModelEndpointError (the model endpoint cannot be reached or fails) → 5. Any other
     exception is a bug and propagates (with a traceback).
     """
 
@@ -93,6 +95,15 @@ def handle_errors(func: F) -> F:
             )
             raise typer.Exit(EXIT_UNANSWERABLE) from None
         except AdvisorError as exc:
+            from advisor_chat.agent.llm import ModelEndpointError
+
+            if isinstance(exc, ModelEndpointError):  # the model server is unreachable or failed
+                err_console.print(
+                    f"[bold red]model endpoint error:[/] {_msg(exc)}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+                raise typer.Exit(EXIT_ENDPOINT) from None
             err_console.print(f"[bold red]error:[/] {_msg(exc)}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
