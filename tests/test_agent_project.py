@@ -400,3 +400,39 @@ def test_no_rank_is_both_not_slow_and_waited_for_on_every_scenario(scenario) -> 
                 if contradiction(ans.answer, r):
                     bad.append(f"{name}: {q} -> {ans.answer[:200]}")
     assert not bad, bad
+
+
+def test_the_case_of_the_top_cause_mechanism_leads() -> None:
+    from advisor_chat.agent.planner import lead_case_first, lead_tag
+    from advisor_chat.kb.types import CaseHit
+
+    def hit(cid: str, matched: tuple[str, ...]) -> CaseHit:
+        return CaseHit(cid, cid, cid, 0.5, "", f"{cid}.md", matched_tags=matched)
+
+    deg = _cause(Mechanism.DEGRADATION, Category.SCHEDULING, Culprit("rank", (2,)))
+    assert lead_tag(deg) == "step_degradation" and lead_tag(SLOW_LINK) == "slow_link"
+    host = hit("host-dispatch-bound", ("host_bound", "high_free", "slow_rank"))
+    trend = hit("step-time-degradation", ("step_degradation",))
+    assert [h.id for h in lead_case_first([host], [host, trend], "step_degradation")] == [
+        "step-time-degradation",
+        "host-dispatch-bound",
+    ]
+    assert lead_case_first([host], [host], "step_degradation") == [host]  # no match: unchanged
+
+
+def test_step_questions_on_too_few_steps_say_not_enough_signal() -> None:
+    p = tiny_profile()
+    p.tables["step_trace"] = p.tables["step_trace"][p.tables["step_trace"]["step"] == 1]
+    p.tables["kernels"] = p.tables["kernels"][p.tables["kernels"]["step"] == 1]
+    adv = Advisor(
+        p,
+        settings=Settings(),
+        registry=tiny_registry(),
+        case_search=fake_case_search,
+        diagnose=lambda profile, **_: _diag(EVENTS, ranks=range(4)),
+    )
+    en = adv.ask("is the step time getting worse during the run?")
+    assert en.answer.startswith("Not enough signal to judge how step time changes")
+    assert "holds one step" in en.answer and en.grounding.ungrounded == []
+    zh = adv.ask("为什么有些 step 特别慢？")
+    assert zh.answer.startswith("没有足够的信息判断 step 耗时的变化：这份数据只有一个 step")

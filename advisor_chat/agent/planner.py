@@ -378,6 +378,19 @@ class Planner:
                 and q.intent in ("step_trend", "compare_ops", "top_ops", "rank_component")
             ):
                 return PlanResult(self._bad_args(q, out), outputs=outputs)
+        if q.intent in ("step_trend", "step_events") and len(self.session.steps) < 3:
+            n = len(self.session.steps)
+            words = ("no", "one", "two")[n]
+            words_zh = ("没有", "只有一个", "只有两个")[n]
+            text = (
+                f"没有足够的信息判断 step 耗时的变化：这份数据{words_zh} step；至少需要三个 step，"
+                "请采集更多 step（profiler schedule 的 active 设大一些）。"
+                if zh
+                else f"Not enough signal to judge how step time changes: this profile holds {words} "
+                f"step{'s' if n != 1 else ''}; it takes at least three steps. Capture more steps "
+                "(a larger profiler schedule 'active')."
+            )
+            return PlanResult(text, outputs=outputs)
         if d is None and q.intent in _PROJECTED:
             proj: Projection | None = Projection(
                 lines=[
@@ -525,10 +538,12 @@ class Planner:
                 else:
                     lines.append(f"The {o.name} tool failed: {self.quoter.quote(o.error)}")
         # cases: the question plus the cited causes' and findings' symptom tags
+        lead = lead_tag(causes[0]) if causes else None
         tags = sorted(
             (
                 {t for c in causes for t in c.symptom_tags}
                 | {t for f in cited for t in f.symptom_tags}
+                | ({lead} if lead else set())
             )
             & set(SYMPTOM_TAGS)  # the case library's vocabulary (a cause may carry other tags)
         )
@@ -542,6 +557,7 @@ class Planner:
         )
         if search is not None and not search.error:
             cases = [h for h in pick_cases(search.cases, tags) if consistent_case(h, causes)]
+            cases = lead_case_first(cases, search.cases, lead)
         elif search is not None and search.error:
             lines.append(
                 "（案例库无法读取，本回答不引用案例。）"
@@ -1122,6 +1138,41 @@ _CONTRA = {
         re.I,
     ),
 }
+
+
+_LEAD_TAG = {
+    "host_stall": "host_bound",
+    "compute_straggler": "compute_straggler",
+    "slow_link": "slow_link",
+    "slow_group": "compute_spread",
+    "pipeline_imbalance": "pipeline_bubble",
+    "exposed_communication": "comm_not_overlapped",
+    "job_idle": "high_free",
+    "step_events": "step_jitter",
+    "degradation": "step_degradation",
+    "regression": "profile_regression",
+    "data_artifact": "missing_steps",
+}
+
+
+def lead_tag(cause: RootCause) -> str | None:
+    """The case-library symptom tag of a cause's mechanism (the case that should lead)."""
+    if cause.mechanism.value == "slow_group" and cause.culprit.operator:
+        return "op_regression_shape"
+    return _LEAD_TAG.get(cause.mechanism.value)
+
+
+def lead_case_first(
+    cases: Sequence[CaseHit], hits: Sequence[CaseHit], lead: str | None, limit: int = 4
+) -> list[CaseHit]:
+    """``cases`` with the best hit matching the top cause's mechanism tag first."""
+    if not lead:
+        return list(cases)
+    match = [h for h in hits if lead in h.matched_tags]
+    if not match:
+        return list(cases)
+    best = max(match, key=lambda h: (len(h.matched_tags), h.score))
+    return [best, *(c for c in cases if c.id != best.id)][:limit]
 
 
 def _contradicts(text: str, causes: Sequence[RootCause]) -> bool:

@@ -710,11 +710,13 @@ def steps(d: Diagnosis, zh: bool) -> Projection:
             p.plot_ranks += [r for _, r in c.culprit.events if r not in p.plot_ranks][:8]
         else:
             sts = ", ".join(str(s) for s in c.steps)
+            scope_zh = f"（step {sts}）" if sts else ""
+            scope_en = f" (steps {sts})" if sts else ""
             p.lines.append(
                 (
-                    f"step 耗时随运行变长（step {sts}）：{summary(c, zh)}。"
+                    f"step 耗时随运行变长{scope_zh}：{summary(c, zh)}。"
                     if zh
-                    else f"Step time grows over the run (steps {sts}): {summary(c, zh)}."
+                    else f"Step time grows over the run{scope_en}: {summary(c, zh)}."
                 )
                 if i == 0
                 else cause_bullet(c, zh)
