@@ -46,7 +46,7 @@ def _layout(fig: go.Figure, title: str, *, height: int = 340) -> go.Figure:
         title={"text": title, "font": {"size": 14}},
         height=height,
         margin={"l": 50, "r": 20, "t": 50, "b": 45},
-        legend={"orientation": "h", "y": -0.2},
+        legend={"orientation": "h", "y": -0.3, "yanchor": "top", "x": 0},
         template="plotly_white",
     )
     return fig
@@ -110,7 +110,7 @@ def rank_breakdown(profile: Profile, highlight: Sequence[int] = ()) -> go.Figure
             hovertemplate="rank %{x}<br>" + name + ": %{y:.2f} ms<extra></extra>",
         )
     fig.update_layout(barmode="stack", xaxis_title=_rank_axis(hl), yaxis_title="ms per step")
-    return _layout(fig, "Per-rank step breakdown (mean per step, step_trace)")
+    return _layout(fig, "Per-rank step breakdown (mean per step, step_trace)", height=420)
 
 
 def bandwidth_heatmap(profile: Profile, highlight: Sequence[int] = ()) -> go.Figure | None:
