@@ -46,6 +46,7 @@ class Context:
         stages: Pipeline stages (tuples of ranks), ``[]`` without pipeline parallelism.
         findings: Every analyzer finding (report order).
         claimed: Finding ids already hung under a cause.
+        cache: Intermediate tables shared by the rules (e.g. per-stage pivots).
     """
 
     profile: Profile
@@ -56,6 +57,7 @@ class Context:
     stages: list[tuple[int, ...]]
     findings: list[Finding]
     claimed: set[str] = field(default_factory=set)
+    cache: dict[Any, Any] = field(default_factory=dict)
 
     @property
     def ranks(self) -> list[int]:

@@ -330,21 +330,23 @@ def detect_artifact_steps(profile: object) -> tuple[list[tuple[int, int]], dict[
     metrics: dict[str, float] = {}
     k = profile.get("kernels")
     if not k.empty and k["step"].notna().any():
-        counts = k.dropna(subset=["step"]).groupby(["rank", "step"]).size()
-        for r, c in counts.groupby(level=0):
-            c = c.droplevel(0)
-            if len(c) < 2:
-                continue
-            for s, n in c.items():
-                others = c.drop(s)
-                ref = float(others.median())
-                if ref > 0 and n < 0.8 * ref:
-                    flagged.append((integer(s), integer(r)))
-                    metrics.setdefault("kernel_count_flagged_min", float(n))
+        counts = k.dropna(subset=["step"]).groupby(["rank", "step"]).size().unstack("step")
+        mat = counts.to_numpy(dtype="float64")  # rank x step kernel counts (NaN: no records)
+        if mat.shape[1] >= 2:
+            import warnings
+
+            for j, s in enumerate(counts.columns):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows
+                    ref = np.nanmedian(np.delete(mat, j, axis=1), axis=1)
+                low = (ref > 0) & (mat[:, j] < 0.8 * ref)
+                for i in np.flatnonzero(low):
+                    flagged.append((integer(s), integer(counts.index[int(i)])))
+                    n = float(mat[i, j])
                     metrics["kernel_count_flagged_min"] = min(
-                        metrics["kernel_count_flagged_min"], float(n)
+                        metrics.get("kernel_count_flagged_min", n), n
                     )
-                    metrics["kernel_count_siblings_median"] = ref
+                    metrics["kernel_count_siblings_median"] = float(ref[i])
     st = profile.get("step_trace")
     if flagged and not st.empty and st["preparing_us"].notna().any():
         bad = {s for s, _ in flagged}
@@ -971,20 +973,31 @@ def _all_step_events(ctx: Context, rank: int) -> list[Event]:
     """The rank's own-time excess over its peers' median in every kept step (may be < 0)."""
     f = ctx.frame
     peers = ctx.peers(rank)
-    sub = f[f["rank"].isin(peers)].assign(own_us=lambda d: d["computing_us"] + d["free_us"])
+    key = ("pivots", tuple(peers))
+    if key not in ctx.cache:
+        sub = f[f["rank"].isin(peers)].assign(own_us=lambda d: d["computing_us"] + d["free_us"])
+        ctx.cache[key] = {
+            c: sub.pivot_table(index="step", columns="rank", values=c, aggfunc="mean")
+            for c in ("own_us", "computing_us", "free_us")
+        }
+    piv: dict[str, pd.DataFrame] = ctx.cache[key]
+    if rank not in piv["own_us"].columns or piv["own_us"].shape[1] < 2:
+        return []
+    delta = {
+        c: t[rank] - t.drop(columns=[rank]).median(axis=1, skipna=True) for c, t in piv.items()
+    }
     out = []
-    for s, g in sub.groupby("step"):
-        me = g[g["rank"] == rank]
-        others = g[g["rank"] != rank]
-        if me.empty or others.empty:
+    for s in piv["own_us"].index:
+        own = num(delta["own_us"].get(s))
+        if not math.isfinite(own):
             continue
         out.append(
             Event(
                 integer(s),
                 rank,
-                float(me["own_us"].iloc[0] - others["own_us"].median()),
-                float(me["computing_us"].iloc[0] - others["computing_us"].median()),
-                float(me["free_us"].iloc[0] - others["free_us"].median()),
+                own,
+                num(delta["computing_us"].get(s)),
+                num(delta["free_us"].get(s)),
             )
         )
     return out
