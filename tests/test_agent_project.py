@@ -172,6 +172,9 @@ def test_rank_on_a_slow_link_is_said_so_never_not_slow() -> None:
         else:
             assert t.startswith("Rank 3 is on the slow link 3→11 (RDMA)") and "4 GB/s" in t
         assert "not slow" not in t and "不是慢卡" not in t
+    assert _text(pj.explain_ranks(d, [3], False, yes_no=True)).startswith(
+        "Not by itself. Rank 3 is on the slow link"
+    )
     # a victim of the link waits for it
     t = _text(pj.explain_ranks(d, [5], False))
     assert t.startswith(
@@ -180,6 +183,10 @@ def test_rank_on_a_slow_link_is_said_so_never_not_slow() -> None:
     net = _text(pj.network(d, [], False))
     assert net.startswith("Yes: the slow link 3→11 (RDMA)")
     assert _text(pj.network(d, [], True)).startswith("是的：慢链路")
+    assert _text(pj.network(d, [], False, [11])).startswith("Yes: the slow link 3→11")
+    assert _text(pj.network(d, [], False, [5])).startswith(
+        "No: rank 5 is not on a slow link; the slow link is 3→11 (RDMA)"
+    )
     other = _text(pj.network(d, [(1, 2)], False))
     assert other.startswith("No: link 1→2 is not the slow one; the slow link is 3→11")
 
@@ -196,6 +203,8 @@ def test_downstream_stage_waits_for_the_upstream_stage_and_what_dominates_it() -
         zh.startswith("12号卡在流水线气泡（接收等待）中等待每步 180 ms")
         and "等的是流水线阶段0" in zh
     )
+    assert _text(pj.explain_ranks(d, [12], True, yes_no=True)).startswith("不是它自身的问题")
+    assert _text(pj.explain_ranks(d, [2], False, yes_no=True)).startswith("Yes. Rank 2")
     up = _text(pj.explain_ranks(d, [2], False))
     assert up.startswith("Rank 2, part of stage 0 (ranks 0–7), is slow in its own right")
     rng = _text(pj.explain_ranks(d, list(range(8, 16)), False))

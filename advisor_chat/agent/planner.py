@@ -409,11 +409,11 @@ class Planner:
         zh = q.language == "zh"
         it = q.intent
         if it == "explain_rank" and q.ranks:
-            return project.explain_ranks(d, q.ranks, zh)
+            return project.explain_ranks(d, q.ranks, zh, yes_no=q.kind == "yes_no")
         if it == "which_slow_rank":
             return project.which_culprit(d, zh)
         if it == "slow_link":
-            return project.network(d, q.links, zh)
+            return project.network(d, q.links, zh, q.ranks)
         if it == "fix_first":
             return project.fix_first(d, zh)
         if it == "how_much":

@@ -295,8 +295,25 @@ def _role_sentence(rank: int, c: RootCause, role: str, imp: Impact | None, zh: b
     return f"{who.capitalize()} {verb_en.format(amt=amt_en)} for {lab}{d}: {s}."
 
 
-def explain_ranks(d: Diagnosis, ranks: Sequence[int], zh: bool) -> Projection:
-    """Answer to “Why is rank N (or ranks A-B) slow?”: the ranks' lost time traced to its causes."""
+_VERDICT = {
+    # (yes/no question "is rank N slow?") -> the answer's first words, by the rank's main role
+    "culprit": ("Yes. ", "是的。"),
+    "on_link": ("Not by itself. ", "不是它自身的问题。"),
+    "victim": (
+        "Not by itself: it loses time to another cause. ",
+        "不是它自身的问题，它的时间损失来自别处。",
+    ),
+}
+
+
+def explain_ranks(
+    d: Diagnosis, ranks: Sequence[int], zh: bool, *, yes_no: bool = False
+) -> Projection:
+    """Answer to “Why is rank N (or ranks A-B) slow?”: the ranks' lost time traced to its causes.
+
+    With ``yes_no`` ("is rank N slow?"), the first words give the verdict from the rank's main
+    role: yes (culprit), not by itself (on the slow link, or a victim).
+    """
     p = Projection(plot_ranks=list(ranks)[:8])
     if len(ranks) == 1:
         r = ranks[0]
@@ -308,6 +325,8 @@ def explain_ranks(d: Diagnosis, ranks: Sequence[int], zh: bool) -> Projection:
         for i, (c, role, imp) in enumerate(roles[:3]):
             p.add_cause(c)
             line = _role_sentence(r, c, role, imp, zh)
+            if i == 0 and yes_no:
+                line = _VERDICT[role][1 if zh else 0] + line
             p.lines.append(line if i == 0 else f"- {line}")
             if i == 0 and len(roles) > 1:
                 p.lines.append("此外：" if zh else "Also:")
@@ -530,10 +549,31 @@ def no_culprit(d: Diagnosis, zh: bool, p: Projection | None = None) -> Projectio
     return p
 
 
-def network(d: Diagnosis, links: Sequence[tuple[int, int]], zh: bool) -> Projection:
-    """Answer to “Is the network the problem?” / "which link is slow?": yes or no with the link cause."""
+def network(
+    d: Diagnosis, links: Sequence[tuple[int, int]], zh: bool, ranks: Sequence[int] = ()
+) -> Projection:
+    """Answer to “Is the network the problem?” / “which link is slow?”: yes or no with the link.
+
+    With ``ranks`` ("is rank 3 on a slow link?"), the verdict is about those ranks: whether they
+    are endpoints of a slow link.
+    """
     p = Projection()
     slow = [c for c in d.causes if c.mechanism == Mechanism.SLOW_LINK]
+    if ranks and not links and slow:
+        on = [c for c in slow if c.culprit.link is not None and set(c.culprit.link) & set(ranks)]
+        if not on:
+            c = slow[0]
+            p.add_cause(c)
+            who = rank_word(ranks, zh)
+            p.lines.append(
+                f"不是：{who}不在慢链路上；慢链路是 {link_label(c.culprit, zh)}：{summary(c, zh)}。"
+                if zh
+                else f"No: {who} {'is' if len(ranks) == 1 else 'are'} not on a slow link; the slow "
+                f"link is {link_label(c.culprit, zh)}: {summary(c, zh)}."
+            )
+            p.plot_ranks = list(c.culprit.link or ())
+            return p
+        slow = on
     if links and slow:
         asked = {tuple(sorted(x)) for x in links}
         match = [
