@@ -529,7 +529,11 @@ def _inspect_md(info: dict[str, Any], max_rows: int = 40) -> str:
     for key in ("ranks", "steps"):
         vals = info.get(key)
         if isinstance(vals, list):
-            summary.append((key, f"{len(vals)}: {rank_ranges(vals)}" if vals else "none"))
+            vals = [v for v in vals if not (key == "steps" and isinstance(v, int) and v < 0)]
+            text = f"{plural(len(vals), key[:-1])}: {rank_ranges(vals)}" if vals else "none"
+            if key == "steps" and not vals:
+                text = "no step markers: the whole capture is analyzed as one step"
+            summary.append((key, text))
     if isinstance(info.get("profiler_level"), dict) and info["profiler_level"]:
         summary.append(("profiler level", md_text(_by_ranks(info["profiler_level"]))))
     if isinstance(info.get("versions"), dict):
