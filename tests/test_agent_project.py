@@ -181,9 +181,9 @@ def test_rank_on_a_slow_link_is_said_so_never_not_slow() -> None:
         "Rank 5 waits 30 ms per step (30.0% of its step) at the collectives for link 3→11"
     )
     net = _text(pj.network(d, [], False))
-    assert net.startswith("Yes: the slow link 3→11 (RDMA)")
-    assert _text(pj.network(d, [], True)).startswith("是的：慢链路")
-    assert _text(pj.network(d, [], False, [11])).startswith("Yes: the slow link 3→11")
+    assert net.startswith("Yes, the network is a problem: the slow link 3→11 (RDMA)")
+    assert _text(pj.network(d, [], True)).startswith("是网络的问题：慢链路 3→11")
+    assert _text(pj.network(d, [], False, [11])).startswith("Yes, the network is a problem")
     assert _text(pj.network(d, [], False, [5])).startswith(
         "No: rank 5 is not on a slow link; the slow link is 3→11 (RDMA)"
     )
@@ -219,7 +219,7 @@ def test_downstream_stage_waits_for_the_upstream_stage_and_what_dominates_it() -
         "for at most 90 ms per step (upper bound)"
     )
     for zh, lead in (
-        (False, "No: no link is slow, so the network is not the problem"),
+        (False, "No, the network is not the problem: no link is slow"),
         (True, "不是网络的问题"),
     ):
         assert _text(pj.network(d, [], zh)).startswith(lead)
@@ -445,3 +445,37 @@ def test_step_questions_on_too_few_steps_say_not_enough_signal() -> None:
     assert "holds one step" in en.answer and en.grounding.ungrounded == []
     zh = adv.ask("为什么有些 step 特别慢？")
     assert zh.answer.startswith("没有足够的信息判断 step 耗时的变化：这份数据只有一个 step")
+
+
+def test_a_named_step_gets_its_own_events_or_is_said_to_have_none() -> None:
+    d = _diag(EVENTS)
+    assert _text(pj.steps(d, False, [3])).startswith(
+        "Step 3 is slow because of the one-step event (step 3, rank 9)"
+    )
+    none = _text(pj.steps(d, True, [1]))
+    assert none.startswith("step 1 没有单独的事件。\n慢的 step 来自单步事件 (step 2, rank 5)")
+    assert _text(pj.steps(_diag(SLOW_LINK, excluded_steps=(1,)), False, [1])).startswith(
+        "Step 1 has incomplete device records and was excluded"
+    )
+
+
+def test_more_slot_routes() -> None:
+    from advisor_chat.agent.parse import parse_question
+
+    assert parse_question("Which node is the bottleneck?").intent == "which_slow_rank"
+    assert parse_question("What's dragging down throughput?").intent == "which_slow_rank"
+    assert parse_question("这次采集的数据靠谱吗？").intent == "data_quality"
+    q = parse_question("0-7号卡和8-15号卡有什么区别？")
+    assert (q.intent, sorted(q.ranks)) == ("explain_rank", list(range(16)))
+    # an either/or question gets no yes/no verdict
+    adv = Advisor(
+        tiny_profile(),
+        settings=Settings(),
+        registry=tiny_registry(),
+        case_search=fake_case_search,
+        diagnose=lambda profile, **_: _diag(PIPE, ranks=range(4)),
+    )
+    assert adv.ask("Is rank 2 a victim or the culprit?").answer.startswith(
+        "Rank 2, part of stage 0"
+    )
+    assert adv.ask("Is rank 2 slow?").answer.startswith("Yes. Rank 2, part of stage 0")

@@ -210,7 +210,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"missing (ranks|steps|data|records)",
         r"\bincomplete\b",
         r"can i trust",
-        r"数据.{0,6}(质量|完整|缺失|可信|可靠|有效|丢)",
+        r"数据.{0,6}(质量|完整|缺失|可信|可靠|有效|丢|靠谱|准确|准不准)",
         r"采集.{0,8}(完整|问题|缺失|丢)",
     ),
     "which": (
@@ -220,6 +220,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"\bhold(s|ing)? .{0,20}\bback\b",
         r"\bstraggl",
         r"\bslowest\b",
+        r"\bwhat('s| is) (slowing|dragging|holding|hurting|limiting|eating)",
         r"\b(any|one|some) (of (them|the \w+)|ranks?|cards?|devices?|npus?)\b",
         r"\bbottleneck (rank|card|device|node)\b",
         r"\bwhere\b.{0,30}\b(time|bottleneck)\b",
@@ -231,7 +232,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
     "why": (
         r"\bwhy\b",
         r"\bhow come\b",
-        r"what('s| is) (wrong|going on|happening|the (cause|reason))",
+        r"what('s| is) (wrong|going on|happening|up|the (cause|reason))",
         r"\bexplain\b",
         r"\b(root )?causes?\b",
         r"\breasons?\b",
@@ -485,6 +486,10 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
     "slow": (
         r"\bslow",
         r"\blag",
+        r"\bsluggish",
+        r"\bdrag",
+        r"\bthroughput\b",
+        r"\bhurt",
         r"\bbehind\b",
         r"\bback\b",
         r"\blate\b",
@@ -782,6 +787,8 @@ def route(q: Query) -> str:
         return "data_quality"
     if "env" in t and k in ("yes_no", "which", "overview", "") and not (t & {"network", "slow"}):
         return "env_check"
+    if k == "compare" and len(q.ranks) > 2:
+        return "explain_rank"  # groups of ranks ("0-7 vs 8-15"): each group's role
     if k == "compare" and (len(q.ranks) >= 2 or q.ops):
         return "compare_ops"
     if q.links or "network" in t:
@@ -802,6 +809,10 @@ def route(q: Query) -> str:
         return "which_slow_rank"
     if len(q.ranks) >= 2:
         return "explain_rank"  # "why are ranks 8-15 slow?": each rank's role
+    if k == "which" and re.search(
+        r"\b(rank|card|node|device|npu|machine|server)s?\b|卡|节点|机器", q.text, re.I
+    ):
+        return "which_slow_rank"
     cat = t & {"communication", "compute", "host"}
     if cat and k in ("why", "yes_no", "which", "how_much", "overview", "") and "category" not in t:
         first = next(x for x in q.topics if x in cat)

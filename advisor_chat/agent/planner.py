@@ -409,7 +409,10 @@ class Planner:
         zh = q.language == "zh"
         it = q.intent
         if it == "explain_rank" and q.ranks:
-            return project.explain_ranks(d, q.ranks, zh, yes_no=q.kind == "yes_no")
+            alternative = re.search(r"\bor\b|还是", q.text, re.I) is not None
+            return project.explain_ranks(
+                d, q.ranks, zh, yes_no=q.kind == "yes_no" and not alternative
+            )
         if it == "which_slow_rank":
             return project.which_culprit(d, zh)
         if it == "slow_link":
@@ -419,7 +422,7 @@ class Planner:
         if it == "how_much":
             return project.how_much(d, zh)
         if it in ("step_events", "step_trend"):
-            return project.steps(d, zh)
+            return project.steps(d, zh, q.steps)
         if it in ("bottleneck", "communication"):
             return project.category(d, q.topics, q.kind == "yes_no", zh)
         if it == "pipeline_bubble":

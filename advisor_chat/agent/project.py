@@ -596,11 +596,11 @@ def network(
         p.add_cause(c)
         p.plot_ranks = list(c.culprit.link or ())
         rank_pos = next((i for i, x in enumerate(d.causes) if x.id == c.id), 0)
-        first = "是的" if zh else "Yes"
         p.lines.append(
-            f"{first}：慢链路 {link_label(c.culprit, zh)}：{summary(c, zh)}。"
+            f"是网络的问题：慢链路 {link_label(c.culprit, zh)}：{summary(c, zh)}。"
             if zh
-            else f"{first}: the slow link {link_label(c.culprit, zh)}: {summary(c, zh)}."
+            else f"Yes, the network is a problem: the slow link {link_label(c.culprit, zh)}: "
+            f"{summary(c, zh)}."
         )
         if rank_pos > 0:
             first_cause = d.causes[0]
@@ -622,21 +622,21 @@ def network(
         p.lines.append(
             f"不是网络的问题：没有发现慢链路；但通信本身是一个原因：{summary(cc, zh)}。"
             if zh
-            else f"No: no link is slow, so the network is not the problem; communication itself is a cause, though: {summary(cc, zh)}."
+            else f"No, the network is not the problem: no link is slow; communication itself is a cause, though: {summary(cc, zh)}."
         )
         return p
     if top is not None:
         p.add_cause(top)
         p.lines.append(
-            f"不是：没有发现慢链路，网络不是主要问题。主要原因是：{summary(top, zh)}。"
+            f"不是网络的问题：没有发现慢链路。主要原因是：{summary(top, zh)}。"
             if zh
-            else f"No: no link is slow, so the network is not the problem. The main cause is: {summary(top, zh)}."
+            else f"No, the network is not the problem: no link is slow. The main cause is: {summary(top, zh)}."
         )
         return p
     p.lines.append(
-        "不是：没有发现慢链路。" + headline(d, zh)
+        "不是网络的问题：没有发现慢链路。" + headline(d, zh)
         if zh
-        else "No: no link is slow. " + headline(d, zh)
+        else "No, the network is not the problem: no link is slow. " + headline(d, zh)
     )
     return p
 
@@ -730,9 +730,38 @@ def how_much(d: Diagnosis, zh: bool) -> Projection:
     return p
 
 
-def steps(d: Diagnosis, zh: bool) -> Projection:
-    """Answer to “Why are some steps slow?”: step-level causes with their (step, rank) list."""
+def steps(d: Diagnosis, zh: bool, asked: Sequence[int] = ()) -> Projection:
+    """Answer to “Why are some steps slow?”: step-level causes with their (step, rank) list.
+
+    With ``asked`` steps ("why is step 10 slow?"), the events of those steps are named first, or
+    it is said that those steps have none (and what costs them time instead).
+    """
     p = Projection()
+    if asked:
+        hit = [
+            (c, [(s, r) for s, r in c.culprit.events if s in asked])
+            for c in d.causes
+            if c.mechanism == Mechanism.STEP_EVENTS
+        ]
+        hit = [(c, ev) for c, ev in hit if ev]
+        st = ", ".join(str(x) for x in asked)
+        if hit:
+            hc, hev = hit[0]
+            p.add_cause(hc)
+            pairs = ", ".join(f"(step {s}, rank {r})" for s, r in hev)
+            p.lines.append(
+                f"step {st} 慢在单步事件 {pairs}：{summary(hc, zh)}。"
+                if zh
+                else f"Step {st} is slow because of the one-step event {pairs}: {summary(hc, zh)}."
+            )
+            p.plot_ranks = [r for _, r in hev][:8]
+            return p
+        if set(asked) & set(d.excluded_steps):
+            p.lines.append(excluded_line(d, zh))
+            return p
+        p.lines.append(
+            f"step {st} 没有单独的事件。" if zh else f"Step {st} has no event of its own."
+        )
     ev = [c for c in d.causes if c.mechanism in (Mechanism.STEP_EVENTS, Mechanism.DEGRADATION)]
     for i, c in enumerate(ev[:3]):
         p.add_cause(c)
