@@ -465,3 +465,16 @@ def test_warm_up_runs_the_first_analyzers_and_the_slow_rank_explanation() -> Non
     n = len(calls)
     ans = adv.ask(f"why is rank {SLOW_RANK} slow?")
     assert ans.intent == "explain_rank" and len(calls) == n  # everything came from the cache
+
+
+def test_too_long_question_is_refused_before_any_work() -> None:
+    from advisor_chat.agent.parse import MAX_QUESTION_CHARS
+
+    adv = _adv()
+    ans = adv.ask("why is rank 3 slow? " * (MAX_QUESTION_CHARS // 10))
+    assert ans.mode == "refused" and ans.tool_calls == [] and adv.session.calls == []
+    assert ans.answer.startswith("The question is too long (")
+    zh = adv.ask("为什么3号卡慢？" * MAX_QUESTION_CHARS)
+    assert zh.language == "zh" and zh.answer.startswith("问题太长")
+    ok = adv.ask("why is rank 3 slow?")  # the session still works
+    assert ok.intent == "explain_rank"
