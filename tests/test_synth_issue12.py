@@ -167,6 +167,21 @@ def test_pipeline_stage_imbalance(scenario) -> None:
         mean(b for r in s1 for b in bub[r]), abs=0.01
     )
     assert not set(rc["not_slow_ranks"]) & set(s0)
+    assert rc["metrics"]["culprit_dominant"] == "communication_not_overlapped"
+
+
+def test_pipeline_small_cluster_still_communication_bound(scenario) -> None:
+    """With TP groups of 2 (4 ranks) stage 0 is still dominated by exposed communication."""
+    root = scenario("pipeline-stage-imbalance", ranks=4, steps=2)
+    st = step_rows(root)
+    for r in (0, 1):
+        nov = sum(x["Communication(Not Overlapped)"] for x in st[r])
+        assert nov > sum(x["Computing"] for x in st[r]) and nov > sum(x["Free"] for x in st[r])
+    for r in (2, 3):
+        assert sum(x["Bubble"] for x in st[r]) > 0.3 * sum(x["Stage"] + x["Bubble"] for x in st[r])
+    assert key_of(root)["root_cause"]["metrics"]["culprit_dominant"] == (
+        "communication_not_overlapped"
+    )
 
 
 def test_pipeline_db_export_has_bubble_and_p2p(scenario) -> None:

@@ -384,7 +384,21 @@ EXISTING_ROOT_CAUSES = {
 
 # ---------------------------------------------------------------- pipeline-stage-imbalance
 PP_MICRO = 4  # micro-batches per step
-PP_STAGE0_PAYLOAD = 6.0  # stage 0's TP all-reduce payload factor
+PP_STAGE0_PAYLOAD = 6.0  # stage 0's TP all-reduce payload factor (TP group of 8 on one node)
+
+
+def pp_payload_factor(ranks: int) -> float:
+    """Stage 0's TP all-reduce payload factor.
+
+    Raised for TP groups smaller than a node so that stage 0 stays communication-bound at every
+    size: a ring all-reduce over g ranks moves (g-1)/g of the payload per rank.
+    """
+    g = max(2, ranks // 2)
+    per_rank = (g - 1) / g
+    ref = (RANKS_PER_NODE - 1) / RANKS_PER_NODE
+    return PP_STAGE0_PAYLOAD * max(1.0, ref / per_rank)
+
+
 PP_TP_MB = 24.0
 PP_ACT_MB = 16.0
 
@@ -448,7 +462,7 @@ def pipeline_plans(ranks: int, steps: int, seed: int) -> dict[str, Plan]:
     """Plans (profiles to write) of this scenario."""
     p = default_perturb(ranks)
     scale = np.ones(ranks)
-    scale[: ranks // 2] = PP_STAGE0_PAYLOAD
+    scale[: ranks // 2] = pp_payload_factor(ranks)
     p.coll_scale["stage_ar"] = scale
     return {"": Plan(pipeline_program(), pipeline_kinds(ranks), p, _info_pp(ranks), tp=ranks // 2)}
 
@@ -474,11 +488,17 @@ def pipeline_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]
         "stage1_computing_us_per_step": _r(float(np.median(comp[s1].mean(axis=1)))),
         "stage0_comm_not_overlapped_share": round(float(notov[s0].sum() / step[s0].sum()), 4),
         "stage1_bubble_share": round(float(bub[s1].sum() / step[s1].sum()), 4),
-        "stage0_tp_payload_factor": PP_STAGE0_PAYLOAD,
+        "stage0_tp_payload_factor": round(pp_payload_factor(ranks), 4),
         "micro_batches_per_step": PP_MICRO,
     }
     key = _key([], "communication", ["pipeline-bubbles", "comm-not-overlapped"], "bubble_us", nums)
     victims = [r for r in s1 if bub[r].mean() > 0]
+    # what dominates the culprit stage's time (from the written breakdown)
+    parts = {
+        "computing": float(comp[s0].sum()),
+        "communication_not_overlapped": float(notov[s0].sum()),
+        "free": float(col(m, "free_us")[s0].sum()),
+    }
     key["root_cause"] = root_cause(
         "pipeline_imbalance",
         "communication",
@@ -496,7 +516,7 @@ def pipeline_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]
                 nums["stage0_comm_not_overlapped_us_per_step"]
                 - nums["stage1_comm_not_overlapped_excl_receive_us_per_step"]
             ),
-            "culprit_dominant": "communication_not_overlapped",
+            "culprit_dominant": max(parts, key=lambda x: parts[x]),
             "victim_computing_us_per_step": nums["stage1_computing_us_per_step"],
         },
     )
