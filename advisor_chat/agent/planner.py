@@ -842,7 +842,11 @@ def quote_source(path: str) -> str:
 def _lead(intent: str, zh: bool) -> str:
     en, zhs = {
         "slow_link": ("What the link analysis found:", "链路分析的发现："),
-        "compare_ops": ("What the operator comparison found:", "算子对比的发现："),
+        "compare_ops": (
+            "These operators are slower than on the rank compared with:",
+            "这些算子比对比的卡慢：",
+        ),
+        "env_check": ("The environment check flags:", "环境检查发现："),
         "compare_profiles": (
             "What changed compared with the baseline run:",
             "与基线相比的变化：",
@@ -853,7 +857,7 @@ def _lead(intent: str, zh: bool) -> str:
         "host_dispatch": ("Host dispatch (launch delays):", "host 下发（下发时延）："),
         "memory": ("Memory:", "内存："),
         "step_trend": ("Step time over the run:", "step 耗时趋势："),
-        "data_quality": ("Data quality:", "数据质量："),
+        "data_quality": ("The data has these gaps:", "数据存在这些缺口："),
         "summarize": ("The main problems, most important first:", "主要问题（按重要性排序）："),
     }.get(intent, ("Findings:", "发现："))
     return zhs if zh else en
