@@ -1,9 +1,14 @@
-"""The offline planner: question -> tool calls -> answer from templates (no model).
+"""The offline planner: question slots -> the diagnosis -> a projected answer (no model).
 
-Runs the same :class:`~advisor_chat.tools.Tool` objects an LLM would call, so tool calls are
-recorded identically. Answers are written in the user's language from the findings' own
-summaries (which carry the measured numbers), the retrieved cases and their remedies. Every
-number in the text comes from a tool result of the turn (checked by :mod:`.grounding`).
+Every answer starts from the profile's :class:`~advisor_chat.diagnosis.Diagnosis`, recorded as
+the turn's first tool result (``diagnose``). Questions about ranks, the culprit, the network,
+steps, the bottleneck category, the pipeline, what to fix first and how much it saves are
+projections of it (:mod:`.project`); tool capabilities (per-rank components, top operator
+types, operator and profile comparisons, mc2, timeouts, launch delays, memory, environment,
+data completeness) run their analyzer tool and take the typed remedies of the causes their
+findings belong to. The same :class:`~advisor_chat.tools.Tool` objects an LLM would call are
+used, so tool calls are recorded identically; every number in the text comes from a tool result
+of the turn (checked by :mod:`.grounding`).
 """
 
 from __future__ import annotations
@@ -26,25 +31,6 @@ from advisor_chat.tools.core import Tool, ToolOutput, ToolSession, fmt_ranks, st
 from advisor_chat.tools.render import fmt_num
 
 # -- labels --------------------------------------------------------------------------------------
-_CATEGORY = {
-    "scheduling": (
-        "host-side dispatch (a scheduling problem): the device sits idle (Free) waiting for the host to launch work",
-        "host 侧下发慢（调度问题）：设备处于空闲（Free）状态，等待 host 下发任务",
-    ),
-    "scheduling_idle": (
-        "device idle time (a scheduling problem): the device sits idle (Free) because the host does not "
-        "feed it fast enough (dispatch, data loading, synchronization, checkpoint or logging)",
-        "设备空闲（调度问题）：设备处于空闲（Free）状态，host 侧没有及时供给任务（下发、数据加载、同步、保存或日志等）",
-    ),
-    "compute": (
-        "computation (a compute problem): its kernels take longer than on the other ranks",
-        "计算（计算问题）：该卡的算子执行时间比其他卡长",
-    ),
-    "communication": (
-        "communication (a communication problem): collectives that are not hidden behind computation",
-        "通信（通信问题）：未被计算掩盖的集合通信",
-    ),
-}
 _COMPONENT_LABELS = {
     "free_us": ("Free (device idle) time", "空闲（Free）时间"),
     "computing_us": ("Computing time", "计算（Computing）时间"),
@@ -56,16 +42,6 @@ _COMPONENT_LABELS = {
     "bubble_us": ("Bubble (pipeline wait) time", "空泡（Bubble）时间"),
     "step_us": ("step time", "step 耗时"),
 }
-_KIND_CATEGORY = {
-    "host_bound": "scheduling",
-    "dataloader": "scheduling",
-    "op_regression": "compute",
-    "load_imbalance": "compute",
-    "communication": "communication",
-    "slow_link": "communication",
-    "mc2_opportunity": "communication",
-}
-
 _CAPABILITIES = (
     (
         "why is rank N slow? (e.g. `why is rank 12 slow?`)",
@@ -136,10 +112,6 @@ _FALLBACK_REMEDY = {
         "collect with profiler Level1 to record communication",
         "使用 Level1 级别采集以记录通信数据",
     ),
-}
-
-_TITLES = {
-    "explain_rank": ("Why rank {r} is slow", "{r}号卡为什么慢"),
 }
 
 
@@ -919,87 +891,6 @@ def _needed_data(intent: str, session: ToolSession) -> tuple[str, str] | None:
     if intent == "step_trend" and len(session.steps) < 3:
         return ("more profiled steps", "更多采集的 step")
     return None
-
-
-def _cat_text(cat: str, findings: Sequence[Finding], zh: bool) -> str:
-    """Category sentence; "host-side dispatch" only when dispatch is measured (host_bound/launch_delay)."""
-    if cat == "scheduling" and not any(
-        t in ("host_bound", "launch_delay") for f in findings for t in f.symptom_tags
-    ):
-        cat = "scheduling_idle"
-    return _CATEGORY[cat][1 if zh else 0]
-
-
-def _category(findings: Sequence[Finding]) -> str | None:
-    for f in findings:
-        if f.category is not None and f.category.value in _CATEGORY:
-            return f.category.value
-    for f in findings:
-        c = _KIND_CATEGORY.get(f.kind.value)
-        if c:
-            return c
-    return None
-
-
-def _unproven(f: Finding) -> bool:
-    """A slow_rank finding from step_trace only while other ranks have collective evidence."""
-    return (
-        f.kind.value == "slow_rank"
-        and f.metrics.get("comm_evidence", 1.0) == 0.0
-        and (f.metrics.get("ops_tested", 0.0) == 0.0)
-    )
-
-
-def _slow_ranks(outputs: Sequence[ToolOutput]) -> list[int]:
-    """Slow ranks from slow_rank findings, those proven by collectives first."""
-    found: list[Finding] = [
-        f
-        for o in outputs
-        if o.name == "slow_rank"
-        for f in o.findings
-        if f.kind.value == "slow_rank"
-    ]
-    found.sort(key=_unproven)  # stable: proven ranks keep their order and come first
-    out: list[int] = []
-    for f in found:
-        out.extend(r for r in f.ranks if r not in out)
-    return out
-
-
-def _suspect_line(suspects: Sequence[Finding], proven: bool, zh: bool) -> str:
-    """Ranks that only look slow by step_trace (no collective data shows others wait for them)."""
-    parts = []
-    for f in suspects:
-        r = f.ranks[0]
-        fd, cd = f.metrics.get("free_delta_us", 0.0), f.metrics.get("computing_delta_us", 0.0)
-        if fd >= cd:
-            parts.append(
-                f"rank {r} Free +{fmt_num(fd, 'us')}"
-                if not zh
-                else f"rank {r} Free 多 {fmt_num(fd, 'us')}"
-            )
-        else:
-            parts.append(
-                f"rank {r} Computing +{fmt_num(cd, 'us')}"
-                if not zh
-                else f"rank {r} 计算多 {fmt_num(cd, 'us')}"
-            )
-    ranks = fmt_ranks([f.ranks[0] for f in suspects])
-    if zh:
-        return (
-            f"{'另外，' if proven else ''}rank {ranks} 只是看起来可疑：与中位数相比 {'、'.join(parts)}，"
-            "但没有它们的集合通信数据，无法证明其他卡在等它们（未证实的慢卡）。"
-        )
-    lead = "ranks" if len(suspects) > 1 else "rank"
-    if not proven:
-        lead = lead.capitalize()
-    verb = "only look" if len(suspects) > 1 else "only looks"
-    return (
-        f"{'By contrast, ' if proven else ''}{lead} {ranks} {verb} suspicious from step_trace "
-        f"({'; '.join(parts)} over the median), but there is no collective data for "
-        f"{'them' if len(suspects) > 1 else 'it'}, so nothing proves the other ranks wait for "
-        f"{'them' if len(suspects) > 1 else 'it'} (not a proven slow rank)."
-    )
 
 
 STRONG_MATCH = 3
