@@ -63,9 +63,10 @@ def test_vs_in_passing_does_not_route_to_operator_compare() -> None:
     assert _q("rank 3 vs the others: why is it slow?").intent == "explain_rank"
     assert _q("which rank is slow, compute vs communication?").intent != "compare_ops"
     # with two targets it is a compare
-    q = _q("rank 3 vs rank 5")
-    assert (q.kind, q.intent, q.ranks) == ("compare", "compare_ops", (3, 5))
-    assert _q("3号卡和5号卡对比一下").intent == "compare_ops"
+    q = _q("rank 3 vs rank 5")  # each rank's role, with the operator comparison under it
+    assert (q.kind, q.intent, q.ranks) == ("compare", "explain_rank", (3, 5))
+    assert _q("compare the operators of rank 3 and rank 5").intent == "compare_ops"
+    assert _q("3号卡和5号卡的算子对比一下").intent == "compare_ops"
 
 
 @pytest.mark.parametrize(

@@ -48,8 +48,9 @@ def _adv(profile=None) -> Advisor:
         ("哪条链路带宽低？", "slow_link", ()),
         ("which operators regressed?", "compare_ops", ()),
         ("哪些算子劣化了？", "compare_ops", ()),
-        ("compare rank 3 and rank 5", "compare_ops", (3, 5)),
-        ("why is rank 5 slower than rank 3?", "compare_ops", (5, 3)),
+        ("compare rank 3 and rank 5", "explain_rank", (3, 5)),  # each rank's role + operators
+        ("compare the operators of rank 3 and rank 5", "compare_ops", (3, 5)),
+        ("why is rank 5 slower than rank 3?", "explain_rank", (5, 3)),
         ("what changed after the CANN upgrade?", "compare_profiles", ()),
         ("升级后有什么变化？", "compare_profiles", ()),
         ("should I enable mc2?", "mc2", ()),

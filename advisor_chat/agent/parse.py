@@ -174,7 +174,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
     ),
     "fix_first": (
         r"\bfix first\b",
-        r"\bfirst (thing|step|change|fix)\b",
+        r"\bfirst (thing|change|fix)\b",
         r"what should i (do|fix|change|try|tune|optimi[sz]e)",
         r"what (do|would) you (recommend|suggest)",
         r"where (should i|do i|to) (start|begin)",
@@ -210,7 +210,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"missing (ranks|steps|data|records)",
         r"\bincomplete\b",
         r"can i trust",
-        r"数据.{0,6}(质量|完整|缺失|可信|可靠|有效|丢|靠谱|准确|准不准)",
+        r"数据.{0,6}(质量|完整|缺失|可信|可靠|有效|丢|靠谱|准确|准不准|有问题|有没有问题|不对)",
         r"采集.{0,8}(完整|问题|缺失|丢)",
     ),
     "which": (
@@ -409,6 +409,8 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
     "steps": (
         r"\bsteps\b",
         r"\bsome steps?\b",
+        r"\b(first|last) (captured |profiled )?step\b",
+        r"第一(个)?\s*(step|步)",
         r"\biterations\b",
         r"\bspikes?\b",
         r"\bstalls?\b",
@@ -482,6 +484,12 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
         r"什么(类型|问题)",
         r"哪(类|种)问题",
         r"还是",
+        r"\bdominat",
+        r"\bwhere (does|is|do) .{0,30}\btime\b",
+        r"\b(most|majority) of the (step )?time\b",
+        r"占比最(大|高)",
+        r"主要耗时",
+        r"时间(都)?花在",
     ),
     "slow": (
         r"\bslow",
@@ -534,6 +542,10 @@ _LINK_PATTERNS = (
     ),
     re.compile(r"\bbetween\s+(?:ranks?\s*)?(\d+)\s+and\s+(?:rank\s*)?(\d+)", re.I),
     re.compile(r"(?:链路|连接)\s*(\d+)\s*(?:-|–|到|和|与)\s*(\d+)"),
+    re.compile(
+        r"(?:rank\s*|第)?(\d+)\s*(?:号卡|号|卡)?\s*(?:和|与|跟|到)\s*(?:rank\s*|第)?(\d+)\s*(?:号卡|号|卡)?\s*之间",
+        re.I,
+    ),
     re.compile(r"(\d+)\s*(?:-|–|到|和|与)\s*(\d+)\s*(?:号卡)?\s*(?:之间|间的|的链路|链路)"),
 )
 _STAGE_PATTERNS = (
@@ -787,15 +799,15 @@ def route(q: Query) -> str:
         return "data_quality"
     if "env" in t and k in ("yes_no", "which", "overview", "") and not (t & {"network", "slow"}):
         return "env_check"
-    if k == "compare" and len(q.ranks) > 2:
-        return "explain_rank"  # groups of ranks ("0-7 vs 8-15"): each group's role
+    if k == "compare" and (len(q.ranks) > 2 or (len(q.ranks) == 2 and "operators" not in t)):
+        return "explain_rank"  # "why is rank 5 slower than rank 3?": each rank's role
     if k == "compare" and (len(q.ranks) >= 2 or q.ops):
         return "compare_ops"
     if q.links or "network" in t:
         return "slow_link"
     if q.stages or "pipeline" in t:
         return "pipeline_bubble"
-    if len(q.ranks) == 1 and k != "which":
+    if len(q.ranks) == 1:
         if "operators" in t and k in ("which", "how_much") and "slow" not in t:
             return "top_ops"
         return "explain_rank"

@@ -290,7 +290,9 @@ class Planner:
         if it == "slow_link":
             t = q.transports[0] if q.transports else None
             return [("slow_link", {"group": group, "transport": t})]
-        if it == "compare_ops":
+        if it == "compare_ops" or (
+            it == "explain_rank" and q.kind == "compare" and len(q.ranks) == 2
+        ):
             a, b = (q.ranks[0], q.ranks[1]) if len(q.ranks) >= 2 else (None, rank)
             return [("compare_ops", {"rank_a": a, "rank_b": b})]
         if it == "compare_profiles":
@@ -490,6 +492,14 @@ class Planner:
             if q.intent == "step_trend":
                 for f in [f for o in by_tool.get("step_trend", []) for f in o.findings][:2]:
                     add(f)
+            if q.intent == "explain_rank" and by_tool.get("compare_ops"):
+                ops = [f for o in by_tool["compare_ops"] for f in o.findings]
+                if ops:  # two ranks compared: the operator evidence under the roles
+                    lines.append("算子对比：" if zh else "Operator comparison:")
+                    for f in ops[:2]:
+                        if f.id not in {c.id for c in cited}:
+                            cited.append(f)
+                        lines.append(f"- {self._summary(f, zh)}{self._source(f)}")
         elif q.intent == "rank_component":
             text, plot_ranks = self._rank_component(q, by_tool)
             lines.append(text)

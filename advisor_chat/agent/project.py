@@ -360,10 +360,12 @@ def explain_ranks(
             who = rank_word(rs, zh)
             lab = label(c.culprit, zh)
             if role == "culprit":
+                same = lab == who
                 parts.append(
-                    f"{who}是原因本身（{lab}）"
+                    f"{who}是原因本身" + ("" if same else f"（{lab}）")
                     if zh
-                    else f"{who} {'is' if len(rs) == 1 else 'are'} the cause ({lab})"
+                    else f"{who} {'is' if len(rs) == 1 else 'are'} the cause"
+                    + ("" if same else f" ({lab})")
                 )
             elif role == "on_link":
                 parts.append(
@@ -380,12 +382,13 @@ def explain_ranks(
                     amt = f"，每步最多 {us(mx)}" if mx > 0 else ""
                     parts.append(f"{who}{how_zh}{amt}，等的是{lab}" + (f"（{dom}）" if dom else ""))
                 else:
-                    how_en = (
-                        how_en.replace("waits", "wait")
-                        .replace("sits", "sit")
-                        .replace("loses", "lose")
-                        .replace("spends", "spend")
-                    )
+                    if len(rs) > 1:  # plural verb
+                        how_en = (
+                            how_en.replace("waits", "wait")
+                            .replace("sits", "sit")
+                            .replace("loses", "lose")
+                            .replace("spends", "spend")
+                        )
                     amt = f" up to {us(mx)} per step" if mx > 0 else ""
                     parts.append(
                         f"{who} {how_en}{amt} for {lab}" + (f", which is {dom}" if dom else "")
