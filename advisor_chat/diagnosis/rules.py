@@ -60,7 +60,7 @@ IDLE_MIN_SHARE = 0.10
 IDLE_MAX_SPREAD_SHARE = 0.05
 IDLE_MAX_SPREAD_OF_FREE = 0.5
 #: Exposed communication: what remains after the specific causes, at least this share of the step.
-EXPOSED_MIN_SHARE = 0.10
+EXPOSED_MIN_SHARE = 0.15
 #: Collectives per step and rank from which "many small collectives" is said.
 MANY_COLLECTIVES = 32
 #: Victims losing less than this share of their step are not listed.
@@ -1487,7 +1487,7 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     Rule: the exposed communication (Communication Not Overlapped and Exclude Receive) of the rank
     that waits least in each step (mean over steps) — the last to arrive, so none of it is
     waiting for a peer — minus what the
-    specific causes already explain (slow-link transit excess) is ≥ ``EXPOSED_MIN_SHARE`` (10%)
+    specific causes already explain (slow-link transit excess) is ≥ ``EXPOSED_MIN_SHARE`` (15%, the communication analyzer's communication-bound threshold)
     of the median step. Not applied when a communication-bound pipeline stage owns it. With ≥
     ``MANY_COLLECTIVES`` (32) collectives per step and rank, or a small-packet finding, the cause
     says "many small collectives" (their latency is exposed). Victims: every rank, lost =
