@@ -198,3 +198,19 @@ def test_real_cluster_8rank_rank1_arrives_last(real_samples):
     assert f.metrics["votes"] == len(waits)
     assert "rank 0" in f.summary  # the rank that waits most for it
     assert res.findings[0].ranks == (1,)  # largest Free excess first
+
+
+def test_a_one_step_stall_is_said_as_an_event_not_a_slow_rank_on_average() -> None:
+    # rank 2 idles 600 ms in step 2 only (of 4): its mean Free excess (150 ms) clears the 5%
+    # threshold, but it is slow in 1 of 4 steps: the finding says so
+    rows = step_rows(6, steps=4)
+    for row in rows:
+        if row["rank"] == 2 and row["step"] == 2:
+            row["free_us"] += 600_000.0
+            row["step_us"] += 600_000.0
+    res = get_analyzer("slow_rank").run(make_profile({"step_trace": rows}))
+    (f,) = [x for x in res.findings if x.id == "slow_rank.slow_rank.r2"]
+    assert "slow only in step(s) 2 (1 of 4 steps" in f.summary and "not on average" in f.summary
+    assert "只在第 2 步慢" in f.summary_zh
+    assert f.metrics["event_steps_count"] == 1
+    assert f.metrics["free_delta_us"] == pytest.approx(150_000.0)

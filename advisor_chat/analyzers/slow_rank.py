@@ -154,7 +154,8 @@ def slow_rank(profile: Profile, params: SlowRankParams) -> AnalyzerResult:
     table["slow"] = (spread_slow | vote_slow).fillna(False).astype(bool)
     table = table.reset_index()
 
-    findings = _findings(profile, table, votes_by_op, mean_step, thr, params)
+    events = _event_steps(st, table, thr) if params.step is None else {}
+    findings = _findings(profile, table, votes_by_op, mean_step, thr, params, events)
     if not findings:
         gap = (
             float(np.nanmax(table[["computing_delta_us", "free_delta_us"]].to_numpy()))
@@ -261,6 +262,33 @@ def _comm_votes(
     return by_op, stats
 
 
+def _event_steps(
+    st: pd.DataFrame, table: pd.DataFrame, thr: float
+) -> dict[int, tuple[list[int], float, int]]:
+    """Slow ranks whose excess comes from a minority of the steps (one-step events).
+
+    Per step, a slow rank's Computing + Free minus the median of the other ranks in that step;
+    with ≥ 3 steps, a rank above ``thr`` in fewer than half of them is slow only in those steps.
+
+    Returns:
+        rank → (event steps, largest per-step excess µs, number of steps).
+    """
+    out: dict[int, tuple[list[int], float, int]] = {}
+    if st.empty or st["step"].nunique() < 3:
+        return out
+    own = st.assign(own_us=st["computing_us"] + st["free_us"])
+    piv = own.pivot_table(index="step", columns="rank", values="own_us", aggfunc="mean")
+    n = len(piv)
+    for r in table.loc[table["slow"], "rank"].astype(int):
+        if r not in piv.columns or piv.shape[1] < 2:
+            continue
+        ex = piv[r] - piv.drop(columns=[r]).median(axis=1)
+        hit = ex[ex > thr]
+        if 0 < len(hit) < n / 2:
+            out[r] = ([int(cast(int, s)) for s in hit.index], float(hit.max()), n)
+    return out
+
+
 def _findings(
     profile: Profile,
     table: pd.DataFrame,
@@ -268,6 +296,7 @@ def _findings(
     mean_step: float,
     thr: float,
     params: SlowRankParams,
+    events: dict[int, tuple[list[int], float, int]] | None = None,
 ) -> list[Finding]:
     out: list[Finding] = []
     slow = table[table["slow"]]
@@ -369,23 +398,39 @@ def _findings(
                     "per collective: smallest Wait Time = last to arrive; outlier by Dixon Q (99.5%) / 3-sigma",
                 )
             )
+        ev = (events or {}).get(r)
+        summary = (
+            f"Rank {r} looks slow from step_trace only: {cause}{comm_txt}{wait_txt}"
+            if unproven
+            else f"Rank {r} is a slow rank: {cause}{comm_txt}{wait_txt}"
+        )
+        summary_zh = (
+            f"rank {r} 仅从 step_trace 看可疑（未被集合通信证实）：{cause_zh}{comm_zh}；"
+            f"若其他卡在等它，每步最多约 {ms(gain)}"
+            if unproven
+            else f"rank {r} 是慢卡：{cause_zh}{comm_zh}；每步约 {ms(gain)}"
+            + ("，其他卡在等待它" if others_wait else "")
+        )
+        if ev is not None:  # the excess is a one-step event, not a slow rank on average
+            st_txt = ", ".join(str(x) for x in ev[0])
+            summary = (
+                f"Rank {r} is slow only in step(s) {st_txt} ({len(ev[0])} of {ev[2]} steps; a "
+                f"one-step event, up to "
+                f"{ms(ev[1])} of Computing + Free above its peers there), not on average; "
+                f"averaged over the steps: {cause}{comm_txt}{wait_txt}"
+            )
+            summary_zh = (
+                f"{r}号卡只在第 {st_txt} 步慢（共 {ev[2]} 步；单步事件，该步计算加空闲比同组最多多 "
+                f"{ms(ev[1])}），平均来看并不慢；按各步平均：{cause_zh}{comm_zh}"
+            )
+            tags = [*tags, "step_jitter"]
         out.append(
             Finding(
                 id=f"slow_rank.slow_rank.r{r}",
                 kind=FindingKind.SLOW_RANK,
                 severity=severity(share),
-                summary=(
-                    f"Rank {r} looks slow from step_trace only: {cause}{comm_txt}{wait_txt}"
-                    if unproven
-                    else f"Rank {r} is a slow rank: {cause}{comm_txt}{wait_txt}"
-                ),
-                summary_zh=(
-                    f"rank {r} 仅从 step_trace 看可疑（未被集合通信证实）：{cause_zh}{comm_zh}；"
-                    f"若其他卡在等它，每步最多约 {ms(gain)}"
-                    if unproven
-                    else f"rank {r} 是慢卡：{cause_zh}{comm_zh}；每步约 {ms(gain)}"
-                    + ("，其他卡在等待它" if others_wait else "")
-                ),
+                summary=summary,
+                summary_zh=summary_zh,
                 ranks=(r,),
                 metrics={
                     "computing_delta_us": cd,
@@ -396,6 +441,7 @@ def _findings(
                     "gap_us": gain,
                     "gap_share": share,
                     "comm_evidence": 0.0 if unproven or by_op is None else 1.0,
+                    **({"event_steps_count": float(len(ev[0]))} if ev is not None else {}),
                 },
                 evidence=tuple(evidence),
                 symptom_tags=tuple(tags),
