@@ -18,7 +18,10 @@ import pytest
 from advisor_chat.diagnosis import Mechanism
 from advisor_chat.ingest import load_profile
 from advisor_chat.reporting import render_markdown, run_report, to_json
+from advisor_chat.symptoms import SYMPTOM_TAGS
 from advisor_chat.synth import SCENARIOS
+
+CASES = Path(__file__).resolve().parents[1] / "knowledge" / "cases"
 
 NAMED = ("rank", "ranks", "group")
 
@@ -74,6 +77,19 @@ def test_report_names_the_planted_root_cause_first(scenario, name: str) -> None:
     for r in rc.get("not_slow_ranks") or []:
         blamed = [c.id for c in d.causes if c.culprit.kind in NAMED and r in c.culprit.ranks]
         assert not blamed, f"{name}: rank {r} blamed by {blamed}"
+
+    # every cause: vocabulary tags, existing cases, actions before checks, Chinese without English
+    from test_diagnosis_rules import assert_no_english_sentence
+
+    for c in d.causes:
+        assert set(c.symptom_tags) <= set(SYMPTOM_TAGS), (c.id, c.symptom_tags)
+        kinds = [r.kind for r in c.remedies]
+        assert kinds == sorted(kinds), c.id  # "action" < "check"
+        for r in c.remedies:
+            assert r.case_id is None or (CASES / f"{r.case_id}.md").is_file(), r.case_id
+            assert (r.gain_us is None) if r.kind == "check" else True
+            assert_no_english_sentence(r.text_zh)
+        assert_no_english_sentence(c.summary_zh)
 
     # the report leads with that cause: first section after the headline, before any finding
     md = render_markdown(rep)

@@ -125,6 +125,48 @@ def _rank(causes: list[RootCause]) -> list[RootCause]:
     return specific + job
 
 
+def case_for(c: RootCause) -> str | None:
+    """The knowledge case (``knowledge/cases/<id>.md``) consistent with a cause, if one fits."""
+    m, tags = c.mechanism, set(c.symptom_tags)
+    op = c.culprit.operator.lower()
+    if m is Mechanism.HOST_STALL:
+        return "python-gc-pause" if "gc_pause" in tags else "host-dispatch-bound"
+    if m is Mechanism.COMPUTE_STRAGGLER:
+        return "matmul-shape-regression" if "matmul" in op else "compute-straggler-hidden"
+    if m is Mechanism.SLOW_GROUP:
+        return "matmul-shape-regression" if "matmul" in op else "load-imbalance-vs-slow-kernels"
+    if m is Mechanism.SLOW_LINK:
+        return "slow-link-rdma" if c.culprit.transport.upper() == "RDMA" else "hccs-link-degraded"
+    if m is Mechanism.PIPELINE_IMBALANCE:
+        return "pipeline-bubbles"
+    if m is Mechanism.EXPOSED_COMMUNICATION:
+        return "small-packet-transfers" if "small_packets" in tags else "comm-not-overlapped"
+    if m is Mechanism.JOB_IDLE:
+        return "dataloader-stall" if "dataloader_stall" in tags else None
+    if m is Mechanism.STEP_EVENTS:
+        return "python-gc-pause" if "gc_pause" in tags else None
+    if m is Mechanism.DEGRADATION:
+        return "step-time-degradation"
+    if m is Mechanism.REGRESSION:
+        return "cann8-comm-operator-changes" if c.culprit.operator else None
+    if m is Mechanism.DATA_ARTIFACT:
+        return "profiling-collection-pitfalls"
+    return None
+
+
+def _with_cases(c: RootCause) -> RootCause:
+    """Tie the first remedy to the consistent knowledge case (and MC2 actions to mc2-tp-fusion)."""
+    case = case_for(c)
+    rem = []
+    for i, r in enumerate(c.remedies):
+        if r.case_id is None and "MC2" in r.text:
+            r = dataclasses.replace(r, case_id="mc2-tp-fusion")
+        elif r.case_id is None and i == 0 and case is not None:
+            r = dataclasses.replace(r, case_id=case)
+        rem.append(r)
+    return dataclasses.replace(c, remedies=tuple(rem))
+
+
 def _attach(ctx: Context, causes: list[RootCause]) -> tuple[list[RootCause], list[Finding]]:
     """Hang each unclaimed finding under the cause it is a symptom of; the rest are 'other'."""
     extra: dict[str, list[Finding]] = {c.id: [] for c in causes}
@@ -306,6 +348,7 @@ def _diagnose(
         and not ctx.per_rank.empty
     ):
         final.append(_no_culprit(ctx))
+    final = [_with_cases(c) for c in final]
 
     per = ctx.per_rank
     shares: dict[str, float] = {}

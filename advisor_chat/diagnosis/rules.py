@@ -413,7 +413,7 @@ def artifact_cause(pairs: list[tuple[int, int]], metrics: dict[str, float], cite
                 "保证每个采集的步都有完整的设备侧记录。",
             ),
         ),
-        symptom_tags=("data_quality",),
+        symptom_tags=("missing_steps",),
         severity=Severity.INFO,
     )
 
@@ -720,7 +720,10 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
                         "并在两者之间跑一次 HCCL 测试。",
                     ),
                 ),
-                symptom_tags=("slow_link", "low_bandwidth"),
+                symptom_tags=(
+                    "slow_link",
+                    "rdma_low_bandwidth" if transport.upper() == "RDMA" else "hccs_low_bandwidth",
+                ),
                 severity=_severity(extra, ctx.step_us),
                 own=own,
             )
@@ -827,7 +830,11 @@ def _rank_cause(
                 "找出阻塞的调用。",
             ),
         )
-        tags: tuple[str, ...] = ("host_bound", "high_free", "slow_rank")
+        tags: tuple[str, ...] = (
+            ("host_bound", "high_free", "slow_rank", "gc_pause")
+            if gc
+            else ("host_bound", "high_free", "slow_rank")
+        )
     else:
         mech, cat = Mechanism.COMPUTE_STRAGGLER, Category.COMPUTE
         op_txt = op_zh = ""
@@ -870,7 +877,7 @@ def _rank_cause(
                 f"用 compare_ops 工具将{rl_zh}与同组卡的算子对比，并检查该设备的频率、温度和错误记录。",
             ),
         )
-        tags = ("slow_rank", "compute_bound", "load_imbalance")
+        tags = ("slow_rank", "compute_straggler", "compute_spread")
     return RootCause(
         id=f"cause.{mech.value}.r{rank}",
         mechanism=mech,
@@ -1147,7 +1154,12 @@ def _group_cause(ctx: Context, slow: list[int], n_steps: int) -> RootCause:
                 f"用 compare_ops 工具逐算子对比{gl_zh}中的一张卡与{fl_zh}中的一张卡。",
             ),
         ),
-        symptom_tags=("slow_rank", "op_regression") if use_op else ("slow_rank",),
+        symptom_tags=(
+            ("slow_rank", "op_regression_shape")
+            + (("matmul_slow",) if use_op and op is not None and "matmul" in op[0].lower() else ())
+            if use_op
+            else ("slow_rank", "compute_spread")
+        ),
         severity=_severity(excess, ctx.step_us),
         own=tuple(
             Impact(
@@ -1285,7 +1297,7 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
                 "（host_dispatch 工具：长间隙、类似垃圾回收的停顿）。",
             ),
         ),
-        symptom_tags=("jitter", "host_bound") if host else ("jitter",),
+        symptom_tags=("step_jitter", "gc_pause") if host else ("step_jitter",),
         severity=_severity(per_step, ctx.step_us),
         own=tuple(
             Impact(
@@ -1329,15 +1341,16 @@ def rule_degradation(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                         "summary_zh": f"{rl_zh}逐步变慢。" + c.summary_zh,
                         "findings": (*c.findings, f),
                         "remedies": (
+                            *(r for r in c.remedies if r.kind == "action"),
                             Remedy(
                                 "check",
                                 f"Find what grows every step on {rl} (host memory, lists or tensors kept "
                                 "per step, log buffers).",
                                 f"找出{rl_zh}上每步都在增长的东西（主机内存、每步保留的列表或张量、日志缓冲）。",
                             ),
-                            *c.remedies,
+                            *(r for r in c.remedies if r.kind == "check"),
                         ),
-                        "symptom_tags": (*c.symptom_tags, "degradation"),
+                        "symptom_tags": (*c.symptom_tags, "step_degradation"),
                     }
                 )
                 break
@@ -1367,7 +1380,7 @@ def rule_degradation(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                             "找出每步都在增长的东西（主机内存、缓存的张量、日志缓冲）。",
                         ),
                     ),
-                    symptom_tags=("degradation",),
+                    symptom_tags=("step_degradation",),
                     severity=_severity(gain, ctx.step_us),
                 )
             )
@@ -1475,7 +1488,7 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                     "查看空闲期间的主机时间线（trace_view.json、host_dispatch 工具），确认训练进程在等什么。",
                 ),
             ),
-            symptom_tags=("high_free", "dataloader") if start else ("high_free",),
+            symptom_tags=("high_free", "dataloader_stall") if start else ("high_free",),
             severity=_severity(gain, ctx.step_us),
         )
     ]
@@ -1755,7 +1768,9 @@ def rule_regression(ctx: Context) -> list[RootCause]:
                     "用 compare_profiles 工具逐算子对比两份数据，并检查变化了的软件版本。",
                 ),
             ),
-            symptom_tags=("profile_diff",),
+            symptom_tags=("profile_regression", "hccl_op_count_increase", "cann_upgrade")
+            if operator
+            else ("profile_regression",),
             severity=_severity(delta, ctx.step_us),
         )
     ]
