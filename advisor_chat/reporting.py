@@ -406,6 +406,8 @@ def render_markdown(report: Report) -> str:
                 for rem_ in c.remedies:
                     g = _gain_text(rem_.gain_us, rem_.bound) if rem_.kind == "action" else ""
                     tail = f" — expected gain {g}" if g else ""
+                    if rem_.case_id:
+                        tail += f" (case {md_code(rem_.case_id, limit=None)})"
                     out.append(f"  - *{rem_.kind}*: {md_text(rem_.text, limit=None)}{tail}")
             g = _gain_text(c.gain_us, c.bound)
             if g:
@@ -564,6 +566,8 @@ def render_html(report: Report) -> str:
                 for rm in c.remedies:
                     g = _gain_text(rm.gain_us, rm.bound) if rm.kind == "action" else ""
                     tail = f" &mdash; expected gain {e(g)}" if g else ""
+                    if rm.case_id:
+                        tail += f" (case <code>{e(rm.case_id)}</code>)"
                     rem.append(
                         f"<li><i>{e(rm.kind)}</i>: {e(rm.text)}{tail}"
                         f'<br><span class="zh" lang="zh">{e(rm.text_zh)}</span></li>'

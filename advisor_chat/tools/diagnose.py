@@ -92,7 +92,8 @@ def _cause_lines(i: int, c: RootCause, zh: bool) -> list[str]:
             if r.kind == "action" and r.gain_us is not None
             else ""
         )
-        lines.append(f"  {r.kind}: {txt}{gain}")
+        case = f" (case {r.case_id})" if r.case_id else ""
+        lines.append(f"  {r.kind}: {txt}{gain}{case}")
     if c.findings:
         lines.append(f"  evidence findings: {', '.join(f.id for f in c.findings[:8])}")
         srcs = sorted({e.source for f in c.findings for e in f.evidence if e.source})
