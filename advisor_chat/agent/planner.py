@@ -1079,7 +1079,7 @@ def lead_case_first(
     match = [h for h in hits if lead in h.matched_tags]
     if not match:
         return list(cases)
-    best = max(match, key=lambda h: (len(h.matched_tags), h.score))
+    best = max(match, key=lambda h: (h.score, len(h.matched_tags)))  # the question decides
     return [best, *(c for c in cases if c.id != best.id)][:limit]
 
 
