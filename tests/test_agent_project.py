@@ -427,6 +427,15 @@ def test_the_case_of_the_top_cause_mechanism_leads() -> None:
         "host-dispatch-bound",
     ]
     assert lead_case_first([host], [host], "step_degradation") == [host]  # no match: unchanged
+    ckpt = CaseHit(
+        "checkpoint-save-stall", "c", "c", 0.9, "", "c.md", matched_tags=("step_degradation",)
+    )
+    led = lead_case_first([host, ckpt], [host, trend, ckpt], "step_degradation")
+    assert [h.id for h in led] == [
+        "checkpoint-save-stall",
+        "step-time-degradation",
+        "host-dispatch-bound",
+    ]
 
 
 def test_step_questions_on_too_few_steps_say_not_enough_signal() -> None:

@@ -1073,14 +1073,17 @@ def lead_tag(cause: RootCause) -> str | None:
 def lead_case_first(
     cases: Sequence[CaseHit], hits: Sequence[CaseHit], lead: str | None, limit: int = 4
 ) -> list[CaseHit]:
-    """``cases`` with the best hit matching the top cause's mechanism tag first."""
+    """``cases`` led by the (at most two) hits that match the top cause's mechanism tag.
+
+    Among those, the retrieval score (question text and tags) orders them.
+    """
     if not lead:
         return list(cases)
-    match = [h for h in hits if lead in h.matched_tags]
+    match = sorted((h for h in hits if lead in h.matched_tags), key=lambda h: -h.score)[:2]
     if not match:
         return list(cases)
-    best = max(match, key=lambda h: (h.score, len(h.matched_tags)))  # the question decides
-    return [best, *(c for c in cases if c.id != best.id)][:limit]
+    ids = {h.id for h in match}
+    return [*match, *(c for c in cases if c.id not in ids)][:limit]
 
 
 def _contradicts(text: str, causes: Sequence[RootCause]) -> bool:
