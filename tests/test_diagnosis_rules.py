@@ -475,3 +475,10 @@ def assert_no_english_sentence(text: str) -> None:
     three or more words."""
     hit = _ENGLISH_RUN.search(text)
     assert hit is None, f"English phrase {hit.group(0)!r} in: {text}"
+
+
+def test_excluded_step_blames_no_rank() -> None:
+    drop = {(r, 1): 5 for r in range(6)}
+    d = diagnose(make_profile({"step_trace": rows(6, 4), "kernels": kernels(6, 4, drop=drop)}))
+    assert d.causes[0].mechanism is Mechanism.DATA_ARTIFACT and 3 in d.causes[0].culprit.ranks
+    assert d.role_of(3) == []  # rank 3 lost records in step 1: that is not a slowdown of rank 3

@@ -212,6 +212,8 @@ class RootCause:
 
 Role = Literal["culprit", "on_link", "victim"]
 
+_NOT_PERFORMANCE = (Mechanism.DATA_ARTIFACT, Mechanism.NOT_ENOUGH_SIGNAL, Mechanism.NO_CULPRIT)
+
 
 @dataclass(frozen=True)
 class Diagnosis:
@@ -248,12 +250,14 @@ class Diagnosis:
     def role_of(self, rank: int) -> list[tuple[RootCause, Role, Impact | None]]:
         """Each cause touching ``rank`` and the rank's role in it, ordered by lost time.
 
-        Roles: ``culprit`` (the rank is or belongs to the culprit; the Impact is its own excess
+        Data-artifact, not-enough-signal and no-culprit causes touch no rank. Roles: ``culprit`` (the rank is or belongs to the culprit; the Impact is its own excess
         time when known), ``on_link`` (an endpoint of the blamed link), ``victim`` (it loses
         time because of the cause; the Impact says how much).
         """
         out: list[tuple[RootCause, Role, Impact | None]] = []
         for cause in self.causes:
+            if cause.mechanism in _NOT_PERFORMANCE:
+                continue  # an excluded step or "not enough signal" blames no rank
             c = cause.culprit
             own = next((i for i in cause.own if i.rank == rank), None)
             if c.kind == "link" and c.link is not None and rank in c.link:
