@@ -308,13 +308,23 @@ def _diagnose(
     elif len(ctx.ranks) < R.MIN_RANKS:
         per = ctx.per_rank
         diff = float(per["own_us"].max() - per["own_us"].min())
+        if len(ctx.ranks) == 1:
+            why = "with 1 rank there are no peers to compare it with"
+            why_zh = "只有 1 张卡，没有可以比较的其他卡"
+        else:
+            why = (
+                f"with {len(ctx.ranks)} ranks there is no peer median to tell a slow rank from "
+                f"its peers (their own time differs by {ms(diff)} per step, "
+                f"{pct(share_of(diff, ctx.step_us))} of the step)"
+            )
+            why_zh = (
+                f"只有 {len(ctx.ranks)} 张卡，无法用同组中位数判断哪张卡慢（两者自身耗时每步相差 "
+                f"{ms(diff)}，占步长 {pct(share_of(diff, ctx.step_us))}）"
+            )
         nes = _not_enough_signal(
             ctx,
-            f"with {len(ctx.ranks)} rank(s) there is no peer median to tell a slow rank from its "
-            f"peers (their own time differs by {ms(diff)} per step, "
-            f"{pct(share_of(diff, ctx.step_us))} of the step)",
-            f"只有 {len(ctx.ranks)} 张卡，无法用同组中位数判断哪张卡慢（两者自身耗时每步相差 {ms(diff)}，"
-            f"占步长 {pct(share_of(diff, ctx.step_us))}）",
+            why,
+            why_zh,
             "a profile of at least 3 ranks of the job, or a baseline run of the same job",
             "至少 3 张卡的性能数据，或同一作业的基线数据",
         )
