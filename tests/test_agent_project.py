@@ -488,3 +488,21 @@ def test_more_slot_routes() -> None:
         "Rank 2, part of stage 0"
     )
     assert adv.ask("Is rank 2 slow?").answer.startswith("Yes. Rank 2, part of stage 0")
+
+
+def test_tool_errors_in_chinese_have_no_english() -> None:
+    from advisor_chat.agent.planner import error_zh
+
+    assert error_zh("explain_rank", "rank 16 does not exist; ranks are 0-3") == (
+        "卡 16 不存在；现有的卡为 0-3"
+    )
+    assert error_zh("step_trend", "step 9 is not in step_trace; steps are 1-3").startswith(
+        "step 9 不在 step_trace 中"
+    )
+    for err in (
+        "compare_profiles compares two runs but no baseline profile was given; pass …",
+        "bad arguments for slow_rank: group: unknown",
+        "slow_rank failed with an internal error (KeyError: 'x')",
+    ):
+        text = error_zh("slow_rank", err)
+        assert not re.search(r"[A-Za-z]{3,} [A-Za-z]{3,}", re.sub(r"`[^`]*`", "", text)), text
