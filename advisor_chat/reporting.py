@@ -195,6 +195,13 @@ def run_report(
         from advisor_chat.diagnosis import diagnose as _diagnose
 
         diagnosis = _diagnose(profile, results=results, baseline=baseline)
+        if diagnosis.excluded_steps:  # findings without the data-artifact steps, as diagnosed
+            findings = list(diagnosis.findings)
+            steps = ", ".join(str(s) for s in diagnosis.excluded_steps)
+            notes.append(
+                f"[diagnosis] step(s) {steps} excluded (incomplete device records); the findings "
+                "are computed without them"
+            )
     return Report(
         profile=profile_summary(profile),
         findings=tuple(sort_findings(findings)),

@@ -71,6 +71,9 @@ def test_report_names_the_planted_root_cause_first(scenario, name: str) -> None:
     if rc.get("events"):
         assert sorted(map(tuple, rc["events"])) == sorted(top.culprit.events), ctx
     assert list(d.excluded_steps) == list(rc.get("excluded_steps") or []), ctx
+    if d.excluded_steps:  # the report's findings are those computed without the excluded steps
+        assert any(n.startswith("[diagnosis] step(s)") for n in rep.notes)
+        assert {f.id for f in rep.findings} == {f.id for f in d.findings}
     if rc.get("victim_ranks"):
         assert set(rc["victim_ranks"]) <= {v.rank for v in top.victims}, ctx
     # ranks that must not be called slow: never the culprit of a rank/ranks/group cause
