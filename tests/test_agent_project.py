@@ -506,3 +506,10 @@ def test_tool_errors_in_chinese_have_no_english() -> None:
     ):
         text = error_zh("slow_rank", err)
         assert not re.search(r"[A-Za-z]{3,} [A-Za-z]{3,}", re.sub(r"`[^`]*`", "", text)), text
+
+
+def test_yes_no_overview_verdicts() -> None:
+    assert _text(pj.overview(_diag(PIPE), False, yes_no=True)).startswith("Yes. stage 1 waits")
+    assert _text(pj.overview(_diag(NO_CULPRIT), True, yes_no=True)).startswith("没有明显的问题。")
+    assert _text(pj.overview(_diag(NOT_ENOUGH), False, yes_no=True)).startswith("Cannot tell. ")
+    assert _text(pj.overview(_diag(PIPE), False)).startswith("stage 1 waits")

@@ -403,7 +403,7 @@ class Planner:
             p = project.pipeline(d, q.stages, zh)
             return p if p.lines else None
         if it == "summarize":
-            return project.overview(d, zh)
+            return project.overview(d, zh, yes_no=q.kind == "yes_no")
         return None
 
     # -- writing ---------------------------------------------------------------------------
@@ -688,6 +688,13 @@ class Planner:
                 if zh
                 else f"Not enough signal to decide. The data that would decide it: {need[0]}."
             )
+        if q.intent == "pipeline_bubble":
+            head = project.headline(d, zh) if d is not None else ""
+            return (
+                "没有明显的流水线气泡或阶段不均衡。" + head
+                if zh
+                else "No pipeline bubble or stage imbalance stands out. " + head
+            ).strip()
         if q.intent == "data_quality":
             return (
                 "数据完整：数据质量检查没有发现缺失的卡、step 或记录。"

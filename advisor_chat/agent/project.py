@@ -908,11 +908,24 @@ def pipeline(d: Diagnosis, stages: Sequence[int], zh: bool) -> Projection:
     return p
 
 
-def overview(d: Diagnosis, zh: bool, limit: int = 5) -> Projection:
-    """Answer to “What is wrong with this job?”: the headline, then the causes, most important first."""
+def overview(d: Diagnosis, zh: bool, limit: int = 5, *, yes_no: bool = False) -> Projection:
+    """Answer to “What is wrong with this job?”: the headline, then the causes, most important first.
+
+    With ``yes_no`` ("is there a performance problem?"), the headline is preceded by the verdict:
+    yes when a cause blames something, no when there is no culprit, "cannot tell" when there is
+    not enough signal.
+    """
     p = Projection()
-    p.lines.append(headline(d, zh))
     real = _real(d)
+    verdict = ""
+    if yes_no:
+        if real:
+            verdict = "是的。" if zh else "Yes. "
+        elif _meta(d, Mechanism.NOT_ENOUGH_SIGNAL) is not None:
+            verdict = "无法判断。" if zh else "Cannot tell. "
+        elif d.causes:
+            verdict = "没有明显的问题。" if zh else "No clear problem. "
+    p.lines.append(verdict + headline(d, zh))
     if real:
         p.lines.append(
             "根因（按每步损失时间排序）：" if zh else "Root causes, most time explained first:"
