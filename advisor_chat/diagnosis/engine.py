@@ -175,7 +175,7 @@ def _attach(ctx: Context, causes: list[RootCause]) -> tuple[list[RootCause], lis
         "communication.",
         "slow_link.communication.",
         "cluster_breakdown.communication.",
-        "cluster_breakdown.bottleneck.communication_share",
+        "cluster_breakdown.bottleneck.communication",
     )
     for f in ctx.findings:
         if f.id in ctx.claimed:
@@ -330,8 +330,13 @@ def _diagnose(
         )
     final: list[RootCause] = list(causes)
     if nes is not None and len(ctx.ranks) < R.MIN_RANKS:
-        # the slow-rank findings of a too-small cluster hang under "not enough signal"
-        undecided = tuple(f for f in other if f.kind is FindingKind.SLOW_RANK)
+        # the slow-rank / waiting findings of a too-small cluster hang under "not enough signal"
+        undecided = tuple(
+            f
+            for f in other
+            if f.kind is FindingKind.SLOW_RANK
+            or (f.kind is FindingKind.COMMUNICATION and "wait" in f.id)
+        )
         other = [f for f in other if f not in undecided]
         nes = dataclasses.replace(nes, findings=undecided)
     if nes is not None:
@@ -372,6 +377,11 @@ def _diagnose(
             "free": share_of(float(per["free_us"].sum()), step),
             "bubble": share_of(float(per["bubble_us"].sum()), step),
         }
+    high = [f for f in other if f.severity is Severity.HIGH]
+    if high:  # high findings no blame rule explains: said, never hidden behind "no culprit"
+        ids = ", ".join(f.id for f in high[:5])
+        notes.append(f"{len(high)} high finding(s) under no root cause: {ids}")
+        notes_zh.append(f"{len(high)} 条高严重度发现未归入任何根因：{ids}")
     top = final[0] if final else None
     headline = top.summary if top is not None else "Nothing stands out."
     headline_zh = top.summary_zh if top is not None else "没有发现明显问题。"
