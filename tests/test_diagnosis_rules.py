@@ -482,3 +482,35 @@ def test_excluded_step_blames_no_rank() -> None:
     d = diagnose(make_profile({"step_trace": rows(6, 4), "kernels": kernels(6, 4, drop=drop)}))
     assert d.causes[0].mechanism is Mechanism.DATA_ARTIFACT and 3 in d.causes[0].culprit.ranks
     assert d.role_of(3) == []  # rank 3 lost records in step 1: that is not a slowdown of rank 3
+
+
+def test_pipeline_stages_from_pp_groups_ignore_the_world_group() -> None:
+    groups = [
+        {
+            "group": "w",
+            "group_name": "default_group",
+            "comm_kind": "collective",
+            "ranks": list(range(8)),
+            "size": 8,
+        },
+        {
+            "group": "g0",
+            "group_name": "tp",
+            "comm_kind": "collective",
+            "ranks": [0, 1, 2, 3],
+            "size": 4,
+        },
+        {
+            "group": "g1",
+            "group_name": "tp",
+            "comm_kind": "collective",
+            "ranks": [4, 5, 6, 7],
+            "size": 4,
+        },
+    ] + [
+        {"group": f"p{r}", "group_name": "pp", "comm_kind": "p2p", "ranks": [r, r + 4], "size": 2}
+        for r in range(4)
+    ]
+    d = diagnose(make_profile({"step_trace": _pipeline_rows(), "comm_groups": groups}))
+    c = top(d)
+    assert c.mechanism is Mechanism.PIPELINE_IMBALANCE and c.culprit.ranks == (0, 1, 2, 3)

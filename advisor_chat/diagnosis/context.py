@@ -145,7 +145,8 @@ def infer_stages(profile: Profile) -> list[tuple[int, ...]]:
 
     Fallback rule (per-rank exports carry no stage column): when ``comm_groups`` has groups whose
     name starts with ``pp`` (pipeline send/receive pairs), the stages are the connected components
-    of the ranks over every *other* named group (tp, dp, cp, ep... live inside one stage), ordered
+    of the ranks over every *other* named group (tp, dp, cp, ep... live inside one stage; a group
+    holding every rank, e.g. ``default_group``, is skipped), ordered
     by their lowest rank; used only when there are ≥ 2 components and every pp group links
     different components.
     """
@@ -169,8 +170,11 @@ def infer_stages(profile: Profile) -> list[tuple[int, ...]]:
             x = parent[x]
         return x
 
+    world = set(profile.ranks)
     for rs in other["ranks"]:
         rl = [int(r) for r in rs] if isinstance(rs, (list, tuple, np.ndarray)) else []
+        if len(rl) > 1 and set(rl) >= world:
+            continue  # a world / default group spans every stage
         for r in rl:
             find(r)
         for a, b in itertools.pairwise(rl):
