@@ -687,12 +687,12 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
                     f"Slow link: {transport} link {src}→{dst} runs at {bw:.1f} GB/s against a "
                     f"median of {med:.1f} GB/s for {transport}; the extra transit time costs "
                     f"{ms(extra)} per step, and every rank of its collectives waits for it "
-                    f"(ranks {src} and {dst} are on the slow link, not slow themselves)."
+                    f"(ranks {src} and {dst} sit on the slow link; their own Computing and Free are normal)."
                 ),
                 summary_zh=(
                     f"慢链路：{transport} 链路 {src}→{dst} 带宽只有 {bw:.1f} GB/s，同类链路中位数为 "
                     f"{med:.1f} GB/s；多出的传输时间每步 {ms(extra)}，同一集合通信中的所有卡都在等它"
-                    f"（{src}号卡和{dst}号卡位于这条慢链路上，本身并不慢）。"
+                    f"（{src}号卡和{dst}号卡位于这条慢链路上，其自身计算与空闲时间正常）。"
                 ),
                 metrics={
                     "bandwidth_gbps": float(bw),
@@ -1245,8 +1245,8 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
                 f"{pair_txt}{clean_txt}; no rank is slow on average"
                 if len(ranks) > 1
                 else f"A one-step event: {kind} of {ms(per_event)} on rank {ranks[0]} at (step, rank) "
-                f"= {pair_txt}{clean_txt}; the other ranks wait for it, and rank {ranks[0]} is not "
-                "slow in the other steps"
+                f"= {pair_txt}{clean_txt}; the other ranks wait for it there, and rank {ranks[0]} runs "
+                "normally in the other steps"
             )
             + (" (most steps are slow)." if most else ".")
         ),
@@ -1256,7 +1256,7 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
                 f"{clean_zh}；平均来看没有哪张卡是慢卡"
                 if len(ranks) > 1
                 else f"单步事件：{ranks[0]}号卡出现一次{kind_zh}，时长 {ms(per_event)}，（步, 卡）= "
-                f"{pair_txt}{clean_zh}；其他卡都在等它，{ranks[0]}号卡在其他步并不慢"
+                f"{pair_txt}{clean_zh}；其他卡都在等它，{ranks[0]}号卡在其他步运行正常"
             )
             + ("（大多数步都变慢了）。" if most else "。")
         ),
