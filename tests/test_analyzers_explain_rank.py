@@ -174,3 +174,35 @@ def test_scenario_compute_straggler(scenario):
         key["expected_numbers"]["computing_excess_us_per_step"], rel=0.02
     )
     assert res.tables["op_deltas"]["delta_us"].iloc[0] > 0
+
+
+def test_rank_of_a_waiting_pipeline_stage_is_said_to_wait_not_to_be_fine(real_samples):
+    # real PP2 sample: rank 12 (stage 1) spends its Bubble waiting for stage 0
+    path = real_samples / "cluster-16rank-pp2/cluster_analysis_output/cluster_step_trace_time.csv"
+    ranks, _ = read_cluster_csv(path)
+    row = next(r for r in ranks if r["rank"] == 12)
+    res = run(profile_from_cluster_csv(path), rank=12)
+    f = res.findings[0]
+    assert "not slow" not in f.summary and "并不慢" not in f.summary_zh
+    assert (
+        f"waits {row['bubble_us'] / 1000:.1f} ms per step" in f.summary
+        and "pipeline Bubble" in f.summary
+    )
+    assert "pipeline_bubble" in f.symptom_tags
+
+
+def test_endpoint_of_a_slow_link_is_said_to_be_on_the_link(scenario):
+    import json
+
+    from advisor_chat.ingest import load_profile
+
+    path = scenario("slow-link")
+    link = json.loads((path / "answer_key.json").read_text())["slow_link"]
+    for r in (link["src_rank"], link["dst_rank"]):
+        f = run(load_profile(path), rank=r).findings[0]
+        assert (
+            f"on the slow {link['transport']} link {link['src_rank']}→{link['dst_rank']}"
+            in f.summary
+        )
+        assert "not slow" not in f.summary and "wait for it" not in f.summary
+        assert "慢链路" in f.summary_zh and "其他卡在等它" not in f.summary_zh

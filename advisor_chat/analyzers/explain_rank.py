@@ -31,8 +31,12 @@ from advisor_chat.analyzers.base import (
     Severity,
     register,
 )
-from advisor_chat.errors import NotAnswerableError
+from advisor_chat.errors import NotAnswerableError, ToolArgumentError
 from advisor_chat.ingest.profile import Profile
+
+#: A rank that is not slow but spends at least this share of its step in pipeline Bubble is
+#: waiting for another stage (said instead of "not slow").
+BUBBLE_VICTIM_SHARE = 0.10
 
 _COMPONENTS = (
     ("computing_us", "Computing", "计算"),
@@ -298,30 +302,111 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
         )
     else:
         big = max(cd, fd)
+        own = (
+            f"its Computing is {ms(cd)} and its Free {ms(fd)} away from the peers' median "
+            f"({pct(big / med_step)} of the {ms(med_step)} step at most; threshold 5%)"
+        )
+        own_zh = (
+            f"计算与同组中位数相差 {ms(cd)}，Free 相差 {ms(fd)}"
+            f"（最多占 step {ms(med_step)} 的 {pct(big / med_step)}，阈值 5%）"
+        )
+        bubble = cv("bubble_us", "rank_us")
+        rank_step = cv("step_us", "rank_us")
+        bubble_share = bubble / rank_step if rank_step and rank_step > 0 else float("nan")
+        link = _slow_link_of(profile, rank)
+        tags = ()
+        cat = Category.NONE
+        if np.isfinite(bubble_share) and bubble_share >= BUBBLE_VICTIM_SHARE:
+            # a downstream pipeline stage: its step is long because it waits for another stage
+            summary = (
+                f"Rank {rank} waits {ms(bubble)} per step ({pct(bubble_share)} of its step) in "
+                f"pipeline Bubble for another stage; its own work is normal: {own}{wait_txt}"
+            )
+            summary_zh = (
+                f"{rank}号卡每步在流水线气泡中等待其他阶段 {ms(bubble)}（占其 step 的 "
+                f"{pct(bubble_share)}），自身工作正常：{own_zh}{wait_zh}"
+            )
+            tags, cat = ("pipeline_bubble",), Category.COMMUNICATION
+        elif link is not None:
+            src, dst, tr, bw, med_bw = link
+            summary = (
+                f"Rank {rank} is on the slow {tr} link {src}→{dst} ({bw:.1f} GB/s vs a median of "
+                f"{med_bw:.1f} GB/s): the collectives it takes part in wait for that link; its "
+                f"own work is normal: {own}{wait_txt}"
+            )
+            summary_zh = (
+                f"{rank}号卡位于慢链路 {src}→{dst}（{tr}，{bw:.1f} GB/s，同类中位数 {med_bw:.1f} GB/s）上："
+                f"它参与的集合通信都在等这条链路；自身工作正常：{own_zh}{wait_zh}"
+            )
+            tags, cat = ("slow_link",), Category.COMMUNICATION
+            # the late arrival is the link's transfer, not this rank's work
+            summary = summary.replace(
+                "it arrives last and the other ranks wait for it",
+                "its transfers on the slow link finish last",
+            )
+            summary_zh = summary_zh.replace(
+                "说明它最后到达，其他卡在等它", "它在慢链路上的传输最后完成"
+            )
+        elif waits_less:
+            # arrives last although its own work is at the median: the delay is not its compute
+            summary = (
+                f"Rank {rank} arrives last at collectives although its own work is normal "
+                f"({own}): the delay is in its communication, not its computation (see "
+                f"slow_link){wait_txt}"
+            )
+            summary_zh = (
+                f"{rank}号卡最后到达集合通信，但自身工作正常（{own_zh}）：延迟在通信而不在计算"
+                f"（见 slow_link）{wait_zh}"
+            )
+            cat = Category.COMMUNICATION
+        else:
+            summary = f"Rank {rank} is not slow: {own}{wait_txt}"
+            summary_zh = f"rank {rank} 并不慢：{own_zh}{wait_zh}"
         findings.append(
             Finding(
                 id=f"explain_rank.slow_rank.r{rank}",
                 kind=FindingKind.SLOW_RANK,
                 severity=Severity.INFO,
-                summary=(
-                    f"Rank {rank} is not slow: its Computing is {ms(cd)} and its Free {ms(fd)} "
-                    f"away from the peers' median ({pct(big / med_step)} of the "
-                    f"{ms(med_step)} step at most; threshold 5%){wait_txt}"
-                ),
-                summary_zh=(
-                    f"rank {rank} 并不慢：计算与同组中位数相差 {ms(cd)}，Free 相差 {ms(fd)}"
-                    f"（最多占 step {ms(med_step)} 的 {pct(big / med_step)}，阈值 5%）{wait_zh}"
-                ),
+                summary=summary,
+                summary_zh=summary_zh,
                 ranks=(rank,),
                 metrics=metrics,
                 evidence=tuple(evidence),
-                symptom_tags=(),
-                category=Category.NONE,
+                symptom_tags=tags,
+                category=cat,
             )
         )
     return AnalyzerResult(
         "explain_rank", table, metrics=metrics, findings=tuple(findings), tables=tables
     )
+
+
+def _slow_link_of(profile: Profile, rank: int) -> tuple[int, int, str, float, float] | None:
+    """The slow link (src, dst, transport, GB/s, median GB/s) ``rank`` is an endpoint of, if any.
+
+    Source: the ``slow_link`` analyzer (communication_matrix.json); ``None`` without matrix data.
+    """
+    from advisor_chat.analyzers.slow_link import SlowLinkParams, slow_link
+
+    try:
+        res = slow_link(profile, SlowLinkParams())
+    except (NotAnswerableError, ToolArgumentError):
+        return None
+    for f in res.findings:
+        if f.kind is FindingKind.SLOW_LINK and rank in f.ranks:
+            m = f.metrics
+            src, dst = int(m.get("src_rank", f.ranks[0])), int(m.get("dst_rank", f.ranks[-1]))
+            t = res.table
+            row = t[(t["src_rank"] == src) & (t["dst_rank"] == dst)]
+            tr = str(row["transport"].iloc[0]) if not row.empty else ""
+            return (
+                src,
+                dst,
+                tr,
+                float(m.get("bandwidth_gbps", np.nan)),
+                float(m.get("median_gbps", np.nan)),
+            )
+    return None
 
 
 def _comm_per_rank(profile: Profile, step: int | None) -> pd.DataFrame:
