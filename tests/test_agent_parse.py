@@ -139,3 +139,65 @@ def test_question_length_cap() -> None:
     assert msg is not None and str(MAX_QUESTION_CHARS) in msg and "too long" in msg
     msg_zh = too_long_message("为什么" * 2000)
     assert msg_zh is not None and msg_zh.startswith("问题太长")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "16卡，TP=8，哪个 rank 拖慢了整体？",
+        "8张卡里好像有一张不对劲，是哪张？",
+        "扩容前先用2卡试跑了一下，有没有需要担心的慢卡？",
+        "只采了2张卡、1个step，能看出哪张卡慢吗？",
+        "两台机器16张卡做数据并行，瓶颈在哪？",
+        "16 卡集群里哪张卡慢？",
+        "We run 2 nodes x 8 NPUs (16 cards, DP only). What is holding the job back?",
+        "2 nodes x 8 NPUs 16 cards: which one is slow?",
+        "just 2 ranks and one step captured, which rank is slow?",
+        "on a 16-rank job, which card is the straggler?",
+    ],
+)
+def test_card_counts_are_not_rank_targets(text: str) -> None:
+    q = _q(text)
+    assert q.ranks == (), (text, q)
+    assert q.intent == "which_slow_rank", (text, q)
+
+
+@pytest.mark.parametrize(
+    ("text", "ranks"),
+    [
+        ("12号卡为什么慢？", (12,)),
+        ("卡12为什么慢？", (12,)),
+        ("第3张卡慢吗？", (3,)),
+        ("12卡为什么慢？", (12,)),
+        ("16 卡集群中 12 卡存在大段 Free，为什么？", (12,)),
+        ("用8卡跑，3号卡为什么慢？", (3,)),
+        ("第8到15张卡为什么慢", tuple(range(8, 16))),
+        ("why is rank 12 slow?", (12,)),
+        ("device 5 slow?", (5,)),
+        ("2 nodes x 8 NPUs, why is rank 3 slow?", (3,)),
+        ("rank 3 of 16 ranks is slow, why?", (3,)),
+    ],
+)
+def test_named_ranks_next_to_counts(text: str, ranks: tuple[int, ...]) -> None:
+    assert _q(text).ranks == ranks, text
+
+
+def test_which_rank_beside_a_rank_in_passing_asks_which_rank() -> None:
+    # the rank named is what was captured; the question asks which rank is slow
+    for text in (
+        "I only grabbed rank 0's profile. Which rank is the straggler?",
+        "我只采了0号卡的数据，慢卡是哪张？",
+    ):
+        q = _q(text)
+        assert (q.intent, q.ranks) == ("which_slow_rank", (0,)), (text, q)
+    # "is there a slow rank?" is a slow-rank question with a verdict, in both languages
+    for text in ("is there a slow rank?", "有没有快慢卡问题？", "有没有慢卡？"):
+        q = _q(text)
+        assert (q.kind, q.intent) == ("yes_no", "which_slow_rank"), (text, q)
+    # "are they the slow ones?" about a range is a yes/no about those ranks, not a pipeline topic
+    for text in (
+        "ranks 8-15 have a big Bubble. Are they the slow ones?",
+        "8~15号卡 Bubble 很大，它们是慢卡吗？",
+    ):
+        q = _q(text)
+        assert (q.kind, q.intent, q.ranks) == ("yes_no", "explain_rank", tuple(range(8, 16)))

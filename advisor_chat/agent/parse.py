@@ -525,11 +525,33 @@ _RANK_RANGE = (
     ),
     re.compile(r"(?:卡|rank)\s*(\d+)\s*(?:到|至|-|–|—|~)\s*(\d+)", re.I),
 )
+# A rank is named by "rank N", "card N", "device N", "N号卡", "卡N", "第N张卡" or a bare "N卡";
+# a number before a rank word with a classifier or in a count context ("16 cards", "8张卡",
+# "用2卡试跑", "16卡，TP=8", "2 nodes x 8 NPUs") is a count (:data:`_COUNTS`), never a rank.
 _RANK_PATTERNS = (
     re.compile(rf"\b{_RANKWORD}\s*[#:]?\s*(\d+)", re.I),
     re.compile(r"第\s*(\d+)\s*(?:张|号|个)?\s*(?:卡|rank|设备|节点)", re.I),
-    re.compile(r"(\d+)\s*(?:号|张)?\s*(?:卡|设备)"),
+    re.compile(r"(\d+)\s*号\s*(?:卡|设备)"),
+    re.compile(r"(\d+)\s*(?:卡|设备)"),
     re.compile(r"(?:卡|rank)\s*(\d+)", re.I),
+)
+_COUNTS = (
+    # "8张卡", "2 张卡", "16块NPU", "4个rank", "两台机器16张卡" (not "第8张卡")
+    re.compile(
+        r"(?<!第)(?<!第\s)(?<![\d.到至~～—–-])(?<![到至~～—–-]\s)(\d+)\s*(?:张|块|个|台)\s*(?:卡|npu|gpu|设备|rank|机器|节点)",
+        re.I,
+    ),
+    # a bare "N卡" followed by what a count is followed by ("16卡，", "16卡的集群", "8卡里", "2卡试跑")
+    re.compile(
+        r"(?<!第)(?<!第\s)(?<![\d.到至~～—–-])(\d+)\s*卡(?!\s*号)(?=\s*(?:的\s*)?(?:集群|任务|作业|训练|机器|环境|规模|"
+        r"里|中|上|内|之中|以内|试跑|跑|做|并行|数据并行|[,，、;；)）]))"
+    ),
+    # a bare "N卡" after a verb of quantity ("用2卡", "共16卡", "只采了2卡")
+    re.compile(r"(?:用|共|有|采了|采|只|这|那|在|x|×|\*)\s*(\d+)\s*卡(?!\s*号)", re.I),
+    # English: the number before a rank word is a count ("16 cards", "2 nodes x 8 NPUs", "8-rank")
+    re.compile(
+        r"\b(\d+)(?:-|\s*)(?:ranks?|cards?|npus?|devices?|gpus?|nodes?|machines?|servers?)\b", re.I
+    ),
 )
 _RANK_LIST = re.compile(
     rf"\b{_RANKWORD}\s+(\d+(?:\s*(?:,|and|&|vs\.?|versus|or|和|与|跟|、)\s*(?:{_RANKWORD}\s*)?\d+)+)",
@@ -593,9 +615,14 @@ def _find_context(q: str) -> tuple[dict[str, int], list[tuple[int, int]]]:
             ctx[name] = int(val)
             spans.append((m.start(), m.end()))
     for m in _WORLD.finditer(q):
-        ctx["WORLD"] = int(m.group(1) or m.group(2))
+        ctx["WORLD"] = max(ctx.get("WORLD", 0), int(m.group(1) or m.group(2)))
         spans.append((m.start(), m.end()))
     return ctx, spans
+
+
+def _find_counts(q: str) -> list[tuple[int, int]]:
+    """Spans of counts of ranks/cards/nodes ("16 cards", "8张卡", "2卡试跑"): never rank targets."""
+    return [(m.start(), m.end()) for p in _COUNTS for m in p.finditer(q)]
 
 
 def _find_links(q: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
@@ -613,13 +640,18 @@ def _find_links(q: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     return out, spans
 
 
-def _find_ranks(q: str, skip: Sequence[tuple[int, int]]) -> tuple[list[int], bool]:
-    """Ranks in ``q`` outside ``skip`` spans, and whether they came as a range/list."""
+def _find_ranks(
+    q: str, skip: Sequence[tuple[int, int]], counts: Sequence[tuple[int, int]] = ()
+) -> tuple[list[int], bool]:
+    """Ranks in ``q`` outside ``skip`` spans, and whether they came as a range/list.
+
+    A match that touches a ``counts`` span ("8 NPUs 16" after "2 nodes x 8 NPUs") is not a rank.
+    """
     found: list[tuple[int, int]] = []
     taken: list[tuple[int, int]] = list(skip)
     is_range = False
     for s, e, m in _spans(q, _RANK_RANGE):
-        if _overlaps((s, e), taken):
+        if _overlaps((s, e), taken) or _overlaps((s, e), counts):
             continue
         a, b = int(m.group(1)), int(m.group(2))
         if a < b <= a + 4096:
@@ -627,14 +659,14 @@ def _find_ranks(q: str, skip: Sequence[tuple[int, int]]) -> tuple[list[int], boo
             taken.append((s, e))
             is_range = True
     for m in _RANK_LIST.finditer(q):
-        if _overlaps((m.start(), m.end()), taken):
+        if _overlaps((m.start(), m.end()), taken) or _overlaps((m.start(), m.end()), counts):
             continue
         for d in re.finditer(r"\d+", m.group(1)):
             found.append((m.start(1) + d.start(), int(d.group())))
         taken.append((m.start(), m.end()))
         is_range = True
-    for _s, _e, m in _spans(q, _RANK_PATTERNS):
-        if _overlaps((m.start(1), m.end(1)), taken):
+    for s, e, m in _spans(q, _RANK_PATTERNS):
+        if _overlaps((m.start(1), m.end(1)), taken) or _overlaps((s, e), counts):
             continue
         found.append((m.start(1), int(m.group(1))))
     out: list[int] = []
@@ -768,6 +800,19 @@ def _component_question(low: str) -> tuple[str, str] | None:
     return None
 
 
+# "which rank / 哪张卡" asks for a rank's identity (a rank named beside it is context: "I only
+# grabbed rank 0's profile. Which rank is the straggler?")
+_ASKS_RANK = re.compile(
+    r"\b(?:which|what) (?:one|rank|card|device|npu|gpu)s?\b|\bwho\b|哪(?:一)?(?:张|个|块)|哪个\s*rank|是哪",
+    re.I,
+)
+# a slow rank as the thing asked about ("is there a slow rank?", "有没有慢卡？")
+_SLOW_RANK = re.compile(
+    r"\bslow(?:est|er)? (?:rank|card|device|npu|gpu|node)s?\b|\bstraggl|快慢卡|慢卡|慢节点|拖后腿",
+    re.I,
+)
+
+
 def route(q: Query) -> str:
     """The planner route of a parsed question (one of :data:`INTENTS`), from its slots only.
 
@@ -803,10 +848,16 @@ def route(q: Query) -> str:
         return "explain_rank"  # "why is rank 5 slower than rank 3?": each rank's role
     if k == "compare" and (len(q.ranks) >= 2 or q.ops):
         return "compare_ops"
+    if k == "which" and len(q.ranks) == 1 and _ASKS_RANK.search(q.text) and "operators" not in t:
+        return "which_slow_rank"  # the rank named is context, the question asks which rank
+    if q.ranks and k == "yes_no" and "slow" in t and not q.links and "network" not in t:
+        return "explain_rank"  # "ranks 8-15 have a big Bubble, are they the slow ones?"
     if q.links or "network" in t:
         return "slow_link"
     if q.stages or "pipeline" in t:
         return "pipeline_bubble"
+    if not q.ranks and k == "yes_no" and _SLOW_RANK.search(q.text):
+        return "which_slow_rank"  # "is there a slow rank?": the verdict, then the culprit
     if len(q.ranks) == 1:
         if "operators" in t and k in ("which", "how_much") and "slow" not in t:
             return "top_ops"
@@ -875,7 +926,10 @@ def parse_question(
     stage_spans = [(m.start(), m.end()) for _, _, m in _spans(q, _STAGE_PATTERNS)]
     stages = _find_ints(q, _STAGE_PATTERNS, ctx_spans)
     step_spans = [(m.start(1), m.end(1)) for _, _, m in _spans(q, _STEP_PATTERNS)]
-    ranks, is_range = _find_ranks(q, [*ctx_spans, *link_spans, *stage_spans, *step_spans])
+    count_spans = _find_counts(q)
+    ranks, is_range = _find_ranks(
+        q, [*ctx_spans, *link_spans, *stage_spans, *step_spans], count_spans
+    )
     steps = _find_ints(q, _STEP_PATTERNS, ctx_spans)
     grp = _groups_named(q, groups, ctx_spans)
     trans = tuple(t for t in TRANSPORTS if _word_in(t, q))
