@@ -173,7 +173,7 @@ def test_rank_on_a_slow_link_is_said_so_never_not_slow() -> None:
             assert t.startswith("Rank 3 is on the slow link 3→11 (RDMA)") and "4 GB/s" in t
         assert "not slow" not in t and "不是慢卡" not in t
     assert _text(pj.explain_ranks(d, [3], False, yes_no=True)).startswith(
-        "Not by itself. Rank 3 is on the slow link"
+        "Not by itself: rank 3 is on the slow link"
     )
     # a victim of the link waits for it
     t = _text(pj.explain_ranks(d, [5], False))
@@ -182,7 +182,7 @@ def test_rank_on_a_slow_link_is_said_so_never_not_slow() -> None:
     )
     net = _text(pj.network(d, [], False))
     assert net.startswith("Yes, the network is a problem: the slow link 3→11 (RDMA)")
-    assert _text(pj.network(d, [], True)).startswith("是网络的问题：慢链路 3→11")
+    assert _text(pj.network(d, [], True)).startswith("是的，网络有问题：慢链路 3→11")
     assert _text(pj.network(d, [], False, [11])).startswith("Yes, the network is a problem")
     assert _text(pj.network(d, [], False, [5])).startswith(
         "No: rank 5 is not on a slow link; the slow link is 3→11 (RDMA)"
@@ -204,7 +204,7 @@ def test_downstream_stage_waits_for_the_upstream_stage_and_what_dominates_it() -
         and "等的是流水线阶段0" in zh
     )
     assert _text(pj.explain_ranks(d, [12], True, yes_no=True)).startswith("不是它自身的问题")
-    assert _text(pj.explain_ranks(d, [2], False, yes_no=True)).startswith("Yes. Rank 2")
+    assert _text(pj.explain_ranks(d, [2], False, yes_no=True)).startswith("Yes: rank 2")
     up = _text(pj.explain_ranks(d, [2], False))
     assert up.startswith("Rank 2, part of stage 0 (ranks 0–7), is slow in its own right")
     rng = _text(pj.explain_ranks(d, list(range(8, 16)), False))
@@ -241,7 +241,7 @@ def test_step_events_keep_their_step_rank_list() -> None:
         "No rank is slow on average: the time goes to one-step stalls, (step 2, rank 5)"
     )
     r5 = _text(pj.explain_ranks(d, [5], False))
-    assert r5.startswith("Rank 5 stalls in step 2 (an event, not a slow rank on average)")
+    assert r5.startswith("Rank 5 stalls only in step 2 (an event, not a slow rank on average)")
     assert _text(pj.steps(d, True)).startswith("慢的 step 来自单步事件 (step 2, rank 5)")
 
 
@@ -487,7 +487,7 @@ def test_more_slot_routes() -> None:
     assert adv.ask("Is rank 2 a victim or the culprit?").answer.startswith(
         "Rank 2, part of stage 0"
     )
-    assert adv.ask("Is rank 2 slow?").answer.startswith("Yes. Rank 2, part of stage 0")
+    assert adv.ask("Is rank 2 slow?").answer.startswith("Yes: rank 2, part of stage 0")
 
 
 def test_tool_errors_in_chinese_have_no_english() -> None:
@@ -509,7 +509,124 @@ def test_tool_errors_in_chinese_have_no_english() -> None:
 
 
 def test_yes_no_overview_verdicts() -> None:
-    assert _text(pj.overview(_diag(PIPE), False, yes_no=True)).startswith("Yes. stage 1 waits")
-    assert _text(pj.overview(_diag(NO_CULPRIT), True, yes_no=True)).startswith("没有明显的问题。")
-    assert _text(pj.overview(_diag(NOT_ENOUGH), False, yes_no=True)).startswith("Cannot tell. ")
+    assert _text(pj.overview(_diag(PIPE), False, yes_no=True)).startswith("Yes: stage 1 waits")
+    assert _text(pj.overview(_diag(NO_CULPRIT), True, yes_no=True)).startswith("没有明显的问题：")
+    assert _text(pj.overview(_diag(NOT_ENOUGH), False, yes_no=True)).startswith("Cannot tell: ")
     assert _text(pj.overview(_diag(PIPE), False)).startswith("stage 1 waits")
+
+
+HOST9 = _cause(
+    Mechanism.HOST_STALL,
+    Category.SCHEDULING,
+    Culprit("rank", (9,), label="rank 9", label_zh="9号卡"),
+    [Impact(r, 7_400.0, 0.09, "collective_wait") for r in range(16) if r != 9],
+    id="cause.host_stall.r9",
+    summary="Host stall on rank 9: its device idles 7.4 ms more per step, waiting for its host",
+    summary_zh="9号卡主机侧阻塞：其设备每步多空闲 7.4 ms，在等主机",
+    gain_us=7_400.0,
+    bound=BoundKind.ESTIMATE,
+)
+EXPOSED = _cause(
+    Mechanism.EXPOSED_COMMUNICATION,
+    Category.COMMUNICATION,
+    Culprit("job", label="the whole job", label_zh="整个作业"),
+    [Impact(r, 25_000.0, 0.25, "collective_wait") for r in range(16)],
+    id="cause.exposed_communication",
+    summary="Many small collectives are exposed on every rank",
+    summary_zh="大量小的集合通信在所有卡上都没有被掩盖",
+)
+
+
+def test_yes_no_verdict_follows_the_ranks_role() -> None:
+    ev = _diag(EVENTS)
+    assert _text(pj.explain_ranks(ev, [5], False, yes_no=True)).startswith(
+        "No — not on average: rank 5 stalls only in step 2"
+    )
+    assert _text(pj.explain_ranks(ev, [5], True, yes_no=True)).startswith(
+        "不是，平均来看不是慢卡：5号卡只在 step 2"
+    )
+    pipe = _diag(PIPE)
+    assert _text(pj.explain_ranks(pipe, [12], False, yes_no=True)).startswith(
+        "No, not by itself: rank 12 waits 180 ms per step"
+    )
+    vic = list(range(8, 16))
+    assert _text(pj.explain_ranks(pipe, vic, False, yes_no=True)).startswith(
+        "No: ranks 8-15 wait in pipeline bubbles (receive wait) up to 180 ms per step for stage 0"
+    )
+    assert _text(pj.explain_ranks(pipe, vic, True, yes_no=True)).startswith(
+        "不是：8-15号卡在流水线气泡（接收等待）中等待"
+    )
+    assert _text(pj.explain_ranks(pipe, [0, 1], False, yes_no=True)).startswith("Yes: ranks 0-1")
+    assert _text(pj.explain_ranks(pipe, [1, 12], False, yes_no=True)).startswith("Only rank 1: ")
+    host = _diag(HOST9)
+    assert _text(pj.explain_ranks(host, [9], False, yes_no=True)).startswith("Yes: rank 9 is slow")
+    assert _text(pj.which_culprit(host, False, yes_no=True)).startswith(
+        "Yes: rank 9 holds the job back"
+    )
+    assert _text(pj.which_culprit(host, True, yes_no=True)).startswith("是的：拖慢作业的是9号卡")
+    # a slow link or one-step events: no single slow rank (no "yes")
+    assert _text(pj.which_culprit(ev, False, yes_no=True)).startswith("No rank is slow on average")
+
+
+def test_not_enough_signal_leads_which_and_why_rank_answers() -> None:
+    d = _diag(EXPOSED, NOT_ENOUGH, ranks=(0, 1))
+    for zh in (False, True):
+        w = _text(pj.which_culprit(d, zh))
+        assert w.startswith(
+            "没有足够的信息指出慢卡" if zh else "Not enough signal to name a slow rank"
+        )
+        assert EXPOSED.summary_zh in w if zh else EXPOSED.summary in w  # job causes follow
+        r = _text(pj.explain_ranks(d, [0], zh))
+        assert r.startswith(
+            "没有足够的信息判断0号卡是否慢"
+            if zh
+            else "Not enough signal to say whether rank 0 is slow"
+        )
+        c = _text(pj.explain_ranks(d, [0, 1], zh, compare=True))
+        assert c.startswith(
+            "没有足够的信息判断0号卡和1号卡哪张更慢"
+            if zh
+            else "Not enough signal to tell whether rank 0 or rank 1 is slower"
+        )
+        assert "ranks 0-1 is" not in c
+    # the same question on a diagnosis that can decide names the culprit
+    assert _text(pj.which_culprit(_diag(HOST9), False)).startswith("Rank 9 holds the job back")
+
+
+def test_network_verdict_only_for_yes_no_questions() -> None:
+    d = _diag(EXPOSED)
+    why = _text(pj.network(d, [], False, yes_no=False))
+    assert why.startswith("Many small collectives are exposed on every rank")
+    assert _text(pj.network(d, [], True, yes_no=False)).startswith("大量小的集合通信")
+    assert _text(pj.network(d, [], False)).startswith("No, the network is not the problem")
+    link = _diag(SLOW_LINK)
+    assert _text(pj.network(link, [], False, yes_no=False)).startswith(
+        "The slow link is 3→11 (RDMA)"
+    )
+    assert _text(pj.network(link, [], True, yes_no=False)).startswith("慢链路是 3→11")
+
+
+def test_two_ranks_compared_name_the_slower_one_as_the_cause() -> None:
+    d = _diag(HOST9)
+    for pair in ([9, 7], [7, 9]):
+        en = _text(pj.explain_ranks(d, pair, False, compare=True))
+        assert en.startswith(
+            "Rank 9 is the slower one, and it is the cause: Host stall on rank 9"
+        ), en
+        assert "rank 7 waits for it (7.40 ms per step" in en.split("\n")[0]
+        zh = _text(pj.explain_ranks(d, pair, True, compare=True))
+        assert zh.startswith("9号卡更慢，它就是原因：9号卡主机侧阻塞") and "7号卡在等它" in zh
+    # neither is the culprit: said so, with their roles
+    assert _text(pj.explain_ranks(d, [3, 5], False, compare=True)).startswith(
+        "Neither rank 3 nor rank 5 is the cause: ranks 3, 5 wait at the collectives"
+    )
+
+
+def test_plot_ranks_hold_only_the_answers_culprit_ranks() -> None:
+    pipe = _diag(PIPE)
+    stage0 = set(range(8))
+    assert set(pj.explain_ranks(pipe, [12], False).plot_ranks) <= stage0
+    assert set(pj.explain_ranks(pipe, list(range(8, 16)), False).plot_ranks) == stage0
+    assert set(pj.pipeline(pipe, [], False).plot_ranks) == stage0
+    assert pj.explain_ranks(_diag(HOST9), [9, 7], False, compare=True).plot_ranks == [9]
+    assert set(pj.explain_ranks(_diag(SLOW_LINK), [5], False).plot_ranks) == {3, 11}

@@ -289,6 +289,9 @@ _COMPARE = (
     r"区别",
     r"差异",
     r"比.{1,12}(慢|快)",
+    r"\b(slower|faster)\b",
+    r"谁(更)?(慢|快)",
+    r"哪(张|个|一张|一个)(卡)?(更)?(慢|快)",
 )
 
 _TOPIC_LEX: dict[str, tuple[str, ...]] = {

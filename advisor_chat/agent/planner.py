@@ -385,12 +385,16 @@ class Planner:
         if it == "explain_rank" and q.ranks:
             alternative = re.search(r"\bor\b|还是", q.text, re.I) is not None
             return project.explain_ranks(
-                d, q.ranks, zh, yes_no=q.kind == "yes_no" and not alternative
+                d,
+                q.ranks,
+                zh,
+                yes_no=q.kind == "yes_no" and not alternative,
+                compare=q.kind == "compare" or (alternative and len(q.ranks) == 2),
             )
         if it == "which_slow_rank":
-            return project.which_culprit(d, zh)
-        if it == "slow_link":
-            return project.network(d, q.links, zh, q.ranks)
+            return project.which_culprit(d, zh, yes_no=q.kind == "yes_no")
+        if it == "slow_link":  # a verdict only for a yes/no question (or a bare "network?")
+            return project.network(d, q.links, zh, q.ranks, yes_no=q.kind in ("yes_no", ""))
         if it == "fix_first":
             return project.fix_first(d, zh)
         if it == "how_much":

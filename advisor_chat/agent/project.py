@@ -263,8 +263,8 @@ def _role_sentence(rank: int, c: RootCause, role: str, imp: Impact | None, zh: b
             steps = [st for st, r in c.culprit.events if r == rank]
             st_txt = ", ".join(str(x) for x in steps)
             if zh:
-                return f"{who}在 step {st_txt} 出现单步停顿（事件，不是平均意义上的慢卡）：{s}。"
-            return f"{who.capitalize()} stalls in step {st_txt} (an event, not a slow rank on average): {s}."
+                return f"{who}只在 step {st_txt} 出现单步停顿（事件，不是平均意义上的慢卡）：{s}。"
+            return f"{who.capitalize()} stalls only in step {st_txt} (an event, not a slow rank on average): {s}."
         extra = ""
         if imp is not None and imp.lost_us > 0:
             extra = (
@@ -296,25 +296,115 @@ def _role_sentence(rank: int, c: RootCause, role: str, imp: Impact | None, zh: b
 
 
 _VERDICT = {
-    # (yes/no question "is rank N slow?") -> the answer's first words, by the rank's main role
-    "culprit": ("Yes. ", "是的。"),
-    "on_link": ("Not by itself. ", "不是它自身的问题。"),
-    "victim": (
-        "Not by itself: it loses time to another cause. ",
-        "不是它自身的问题，它的时间损失来自别处。",
-    ),
+    # (yes/no question "is rank N slow?") -> the answer's first words, by the rank's main role;
+    # the role sentence follows in the same first sentence
+    "culprit": ("Yes: ", "是的："),
+    "event": ("No — not on average: ", "不是，平均来看不是慢卡："),
+    "on_link": ("Not by itself: ", "不是它自身的问题："),
+    "victim": ("No, not by itself: ", "不是它自身的问题："),
 }
 
 
+def _role_key(c: RootCause, role: str) -> str:
+    """The verdict key of a role: a culprit of step events is an ``event`` (not slow on average)."""
+    if role == "culprit" and c.mechanism == Mechanism.STEP_EVENTS:
+        return "event"
+    return role
+
+
+def _lower_first(text: str) -> str:
+    """``'Rank 3 waits'`` -> ``'rank 3 waits'`` (identifiers like ``RDMA`` or ``MatMul`` kept)."""
+    if len(text) >= 2 and text[0].isupper() and text[1].islower():
+        return text[0].lower() + text[1:]
+    return text
+
+
+def with_verdict(verdict: str, sentence: str, zh: bool) -> str:
+    """The verdict and the sentence that justifies it, as one first sentence."""
+    return verdict + (sentence if zh else _lower_first(sentence))
+
+
+def _culprit_ranks(c: RootCause) -> list[int]:
+    """The ranks a cause blames (culprit ranks, link endpoints, ranks of step events)."""
+    cu = c.culprit
+    if cu.kind == "link" and cu.link is not None:
+        return list(cu.link)
+    out = list(cu.ranks)
+    out += [r for _, r in cu.events if r not in out]
+    return out
+
+
+def _nes(d: Diagnosis) -> RootCause | None:
+    """The not-enough-signal cause (the data cannot name a slow rank), if any."""
+    return _meta(d, Mechanism.NOT_ENOUGH_SIGNAL)
+
+
+def _few_ranks(c: RootCause) -> bool:
+    """Whether a not-enough-signal cause is about too few ranks (else too few steps)."""
+    return c.metrics.get("ranks_count", 0.0) < 3
+
+
+def _shown_header(c: RootCause, zh: bool) -> str:
+    """The line before what the data does show under a not-enough-signal lead."""
+    if _few_ranks(c):
+        return (
+            "数据能说明的是（不指向某张卡）：" if zh else "What the data does show (no rank named):"
+        )
+    return "在采集到的这一步里：" if zh else "In the one captured step:"
+
+
+def nes_reason(c: RootCause, zh: bool) -> str:
+    """A not-enough-signal cause's sentence without its own "Not enough signal:" lead."""
+    s = summary(c, zh)
+    for lead in ("Not enough signal: ", "信号不足："):
+        if s.startswith(lead):
+            return s[len(lead) :]
+    return s
+
+
 def explain_ranks(
-    d: Diagnosis, ranks: Sequence[int], zh: bool, *, yes_no: bool = False
+    d: Diagnosis,
+    ranks: Sequence[int],
+    zh: bool,
+    *,
+    yes_no: bool = False,
+    compare: bool = False,
 ) -> Projection:
     """Answer to “Why is rank N (or ranks A-B) slow?”: the ranks' lost time traced to its causes.
 
-    With ``yes_no`` ("is rank N slow?"), the first words give the verdict from the rank's main
-    role: yes (culprit), not by itself (on the slow link, or a victim).
+    With ``yes_no`` ("is rank N slow?", "are ranks 8-15 the slow ones?"), the first words give
+    the verdict from the ranks' main roles: yes (culprit), no — not on average (one-step events),
+    not by itself (on the slow link, or a victim). With ``compare`` and two ranks ("rank 9 vs
+    rank 7, which is slower?"), the first sentence names the slower one as the cause
+    (:func:`compare_ranks`). When the diagnosis says there is not enough signal to name a slow
+    rank (too few ranks or steps), that comes first, then what the data does show.
     """
-    p = Projection(plot_ranks=list(ranks)[:8])
+    if compare and len(ranks) == 2:
+        return compare_ranks(d, ranks[0], ranks[1], zh)
+    p = Projection()
+    nes = _nes(d)
+    if nes is not None:
+        p.add_cause(nes)
+        who = rank_word(ranks, zh)
+        verb = "is" if len(ranks) == 1 else "are"
+        avg, avg_zh = ("", "") if _few_ranks(nes) else (" on average", "（平均意义上）")
+        p.lines.append(
+            f"没有足够的信息判断{who}是否慢{avg_zh}：{nes_reason(nes, zh)}。"
+            if zh
+            else f"Not enough signal to say whether {who} {verb} slow{avg}: {nes_reason(nes, zh)}."
+        )
+        shown = _explain(d, ranks, zh, False)
+        if any(c.mechanism not in _META for c in shown.causes):
+            p.lines.append(_shown_header(nes, zh))
+            p.lines += [x if x.startswith("- ") else f"- {x}" for x in shown.lines if x.strip()]
+            for c in shown.causes:
+                p.add_cause(c)
+        return p
+    return _explain(d, ranks, zh, yes_no)
+
+
+def _explain(d: Diagnosis, ranks: Sequence[int], zh: bool, yes_no: bool) -> Projection:
+    p = Projection()
     if len(ranks) == 1:
         r = ranks[0]
         roles = _roles(d, r)
@@ -326,11 +416,11 @@ def explain_ranks(
             p.add_cause(c)
             line = _role_sentence(r, c, role, imp, zh)
             if i == 0 and yes_no:
-                line = _VERDICT[role][1 if zh else 0] + line
+                line = with_verdict(_VERDICT[_role_key(c, role)][1 if zh else 0], line, zh)
             p.lines.append(line if i == 0 else f"- {line}")
             if i == 0 and len(roles) > 1:
                 p.lines.append("此外：" if zh else "Also:")
-            p.plot_ranks += [x for x in c.culprit.ranks[:4] if x not in p.plot_ranks]
+            p.plot_ranks += [x for x in _culprit_ranks(c)[:4] if x not in p.plot_ranks]
         top = roles[0][0]
         g = gain_phrase(top, zh)
         if g:
@@ -338,8 +428,10 @@ def explain_ranks(
         return p
     # several ranks: group their roles by cause, most lost time first
     groups: dict[str, tuple[RootCause, dict[str, list[int]], float]] = {}
+    main: dict[int, str] = {}
     for r in ranks:
         for c, role, imp in _roles(d, r):
+            main.setdefault(r, _role_key(c, role))
             cur = groups.get(c.id)
             by_role = cur[1] if cur else {}
             by_role.setdefault(role, []).append(r)
@@ -349,9 +441,11 @@ def explain_ranks(
         _no_role(d, list(ranks), zh, p)
         _artifact_note(d, list(ranks), zh, p)
         return p
+    verdict = _multi_verdict(ranks, main, zh) if yes_no else ""
     ordered = sorted(groups.values(), key=lambda t: -t[2])
     for i, (c, by_role, _lost) in enumerate(ordered[:3]):
         p.add_cause(c)
+        p.plot_ranks += [x for x in _culprit_ranks(c)[:8] if x not in p.plot_ranks]
         parts = []
         for role in ("culprit", "on_link", "victim"):
             rs = by_role.get(role, [])
@@ -380,7 +474,9 @@ def explain_ranks(
                 dom = dominant(c, zh)
                 if zh:
                     amt = f"，每步最多 {us(mx)}" if mx > 0 else ""
-                    parts.append(f"{who}{how_zh}{amt}，等的是{lab}" + (f"（{dom}）" if dom else ""))
+                    parts.append(
+                        f"{who}{how_zh}{amt}，等的是{lab}" + (f"，后者{dom}" if dom else "")
+                    )
                 else:
                     if len(rs) > 1:  # plural verb
                         how_en = (
@@ -399,10 +495,89 @@ def explain_ranks(
             else ("; ".join(parts) + f": {summary(c, zh)}.")
         )
         text = text[0].upper() + text[1:] if not zh else text
+        if i == 0 and verdict:
+            text = with_verdict(verdict, text, zh)
         p.lines.append(text if i == 0 else f"- {text}")
         if i == 0 and len(ordered) > 1:
             p.lines.append("此外：" if zh else "Also:")
     return p
+
+
+def _multi_verdict(ranks: Sequence[int], main: dict[int, str], zh: bool) -> str:
+    """Verdict for "are ranks A-B slow?": yes (all culprits), no (none), or only some of them."""
+    guilty = [r for r in ranks if main.get(r) == "culprit"]
+    if guilty and len(guilty) == len(ranks):
+        return _VERDICT["culprit"][1 if zh else 0]
+    if not guilty:
+        return "不是：" if zh else "No: "
+    who = rank_word(guilty, zh)
+    return f"只有{who}是：" if zh else f"Only {who}: "
+
+
+def _main_role(d: Diagnosis, rank: int) -> tuple[RootCause, str, Impact | None] | None:
+    roles = _roles(d, rank)
+    return roles[0] if roles else None
+
+
+def compare_ranks(d: Diagnosis, a: int, b: int, zh: bool) -> Projection:
+    """Answer to “rank A vs rank B: which is slower?”: the slower one named as the cause first.
+
+    The slower rank is the one that is the culprit of a cause (not of one-step events) while the
+    other is not; the other's role (it waits for it, or has no part in it) follows. Without a
+    culprit among them, both ranks' roles are said; with not enough signal, that is said first.
+    """
+    p = Projection()
+    nes = _nes(d)
+    wa, wb = rank_word([a], zh), rank_word([b], zh)
+    if nes is not None:
+        p.add_cause(nes)
+        p.lines.append(
+            f"没有足够的信息判断{wa}和{wb}哪张更慢：{nes_reason(nes, zh)}。"
+            if zh
+            else f"Not enough signal to tell whether {wa} or {wb} is slower: {nes_reason(nes, zh)}."
+        )
+        return p
+    ra, rb = _main_role(d, a), _main_role(d, b)
+
+    def guilty(t: tuple[RootCause, str, Impact | None] | None) -> bool:
+        return t is not None and _role_key(t[0], t[1]) == "culprit"
+
+    if guilty(ra) != guilty(rb):
+        (slow, slow_role), (other, _) = ((a, ra), (b, rb)) if guilty(ra) else ((b, rb), (a, ra))
+        assert slow_role is not None
+        c = slow_role[0]
+        p.add_cause(c)
+        ws, wo = rank_word([slow], zh), rank_word([other], zh)
+        vic = next((i for i in c.victims if i.rank == other), None)
+        if vic is not None and vic.lost_us > 0:
+            rest = (
+                f"{wo}在等它（每步 {us(vic.lost_us)}，占其 step 的 {pct(vic.share)}）"
+                if zh
+                else f"{wo} waits for it ({us(vic.lost_us)} per step, {pct(vic.share)} of its step)"
+            )
+        else:
+            rest = f"{wo}不是这个原因的一部分" if zh else f"{wo} has no part in this cause"
+        if zh:
+            p.lines.append(f"{ws}更慢，它就是原因：{summary(c, zh)}；{rest}。")
+        else:
+            p.lines.append(
+                f"{ws.capitalize()} is the slower one, and it is the cause: {summary(c, zh)}; {rest}."
+            )
+        p.plot_ranks = [x for x in _culprit_ranks(c)[:8]]
+        g = gain_phrase(c, zh)
+        if g:
+            p.lines.append(_sentence(g[0].upper() + g[1:] if not zh else g, zh) + f" `{c.id}`")
+        return p
+    both = _explain(d, [a, b], zh, False)
+    if guilty(ra) and guilty(rb):
+        lead = (
+            f"{wa}和{wb}都是原因的一部分：" if zh else f"Both {wa} and {wb} are part of the cause: "
+        )
+    else:
+        lead = f"{wa}和{wb}都不是原因：" if zh else f"Neither {wa} nor {wb} is the cause: "
+    if both.lines:
+        both.lines[0] = with_verdict(lead, both.lines[0], zh)
+    return both
 
 
 def _roles(d: Diagnosis, rank: int) -> list[tuple[RootCause, str, Impact | None]]:
@@ -432,9 +607,10 @@ def _no_role(d: Diagnosis, ranks: Sequence[int], zh: bool, p: Projection) -> Pro
     if nes is not None and not real:
         p.add_cause(nes)
         p.lines.append(
-            f"没有足够的信息判断{who}是否慢：{summary(nes, zh)}。"
+            f"没有足够的信息判断{who}是否慢：{nes_reason(nes, zh)}。"
             if zh
-            else f"Not enough signal to say whether {who} is slow: {summary(nes, zh)}."
+            else f"Not enough signal to say whether {who} {'is' if len(ranks) == 1 else 'are'} "
+            f"slow: {nes_reason(nes, zh)}."
         )
         return p
     if not real:
@@ -461,10 +637,33 @@ def _no_role(d: Diagnosis, ranks: Sequence[int], zh: bool, p: Projection) -> Pro
     return p
 
 
-def which_culprit(d: Diagnosis, zh: bool) -> Projection:
-    """Answer to “Which rank holds the job back?”: the top culprit (or why there is no single rank)."""
+def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection:
+    """Answer to “Which rank holds the job back?”: the top culprit (or why there is no single rank).
+
+    When the diagnosis says there is not enough signal to name a slow rank (too few ranks or
+    steps), that comes first with the data that would decide, then the job-level causes the data
+    does show. With ``yes_no`` ("is there a slow rank?"), a rank-like culprit is preceded by "Yes".
+    """
     p = Projection()
     real = _real(d)
+    nes = _nes(d)
+    if nes is not None:
+        p.add_cause(nes)
+        p.lines.append(
+            f"没有足够的信息指出慢卡：{nes_reason(nes, zh)}。"
+            if zh
+            else f"Not enough signal to name a slow rank: {nes_reason(nes, zh)}."
+        )
+        if real:
+            p.lines.append(_shown_header(nes, zh))
+            for c in real[:3]:
+                p.add_cause(c)
+                p.lines.append(cause_bullet(c, zh))
+        else:
+            sl = shares_line(d, zh)
+            if sl:
+                p.lines.append(sl)
+        return p
     if not real:
         return no_culprit(d, zh, p)
     top = real[0]
@@ -476,13 +675,16 @@ def which_culprit(d: Diagnosis, zh: bool) -> Projection:
         p.plot_ranks = list(c.ranks)[:8]
         dom = dominant(top, zh)
         if zh:
-            p.lines.append(f"拖慢作业的是{lab}" + (f"，它{dom}" if dom else "") + f"：{s}。")
+            line = f"拖慢作业的是{lab}" + (f"，它{dom}" if dom else "") + f"：{s}。"
         else:
-            p.lines.append(
+            line = (
                 f"{lab[0].upper() + lab[1:]} {'hold' if c.kind != 'stage' and len(c.ranks) > 1 else 'holds'} the job back"
                 + (f", being {dom}" if dom else "")
                 + f": {s}."
             )
+        p.lines.append(
+            with_verdict(_VERDICT["culprit"][1 if zh else 0], line, zh) if yes_no else line
+        )
         vic = sorted(top.victims, key=lambda i: -i.lost_us)
         if vic:
             vr = [i.rank for i in vic]
@@ -503,6 +705,7 @@ def which_culprit(d: Diagnosis, zh: bool) -> Projection:
             else f"No single rank: the slow link {link_label(c, zh)} holds the job back: {s}. {ends.capitalize()} are on that link."
         )
     elif c.kind == "steps":
+        p.plot_ranks = _culprit_ranks(top)[:8]
         p.lines.append(
             f"平均而言没有哪张卡慢：时间损失在个别 step 的停顿上，{events_text(top, zh)}：{s}。"
             if zh
@@ -533,9 +736,9 @@ def no_culprit(d: Diagnosis, zh: bool, p: Projection | None = None) -> Projectio
     if nes is not None:
         p.add_cause(nes)
         p.lines.append(
-            f"没有足够的信息指出慢卡：{summary(nes, zh)}。"
+            f"没有足够的信息指出慢卡：{nes_reason(nes, zh)}。"
             if zh
-            else f"Not enough signal to name a slow rank: {summary(nes, zh)}."
+            else f"Not enough signal to name a slow rank: {nes_reason(nes, zh)}."
         )
     elif nc is not None:
         p.add_cause(nc)
@@ -553,12 +756,18 @@ def no_culprit(d: Diagnosis, zh: bool, p: Projection | None = None) -> Projectio
 
 
 def network(
-    d: Diagnosis, links: Sequence[tuple[int, int]], zh: bool, ranks: Sequence[int] = ()
+    d: Diagnosis,
+    links: Sequence[tuple[int, int]],
+    zh: bool,
+    ranks: Sequence[int] = (),
+    *,
+    yes_no: bool = True,
 ) -> Projection:
     """Answer to “Is the network the problem?” / “which link is slow?”: yes or no with the link.
 
     With ``ranks`` ("is rank 3 on a slow link?"), the verdict is about those ranks: whether they
-    are endpoints of a slow link.
+    are endpoints of a slow link. Without ``yes_no`` ("which link is slow?", "why … when the
+    bandwidth looks fine?"), the first sentence is the cause itself, not a yes/no verdict.
     """
     p = Projection()
     slow = [c for c in d.causes if c.mechanism == Mechanism.SLOW_LINK]
@@ -599,12 +808,19 @@ def network(
         p.add_cause(c)
         p.plot_ranks = list(c.culprit.link or ())
         rank_pos = next((i for i, x in enumerate(d.causes) if x.id == c.id), 0)
-        p.lines.append(
-            f"是网络的问题：慢链路 {link_label(c.culprit, zh)}：{summary(c, zh)}。"
-            if zh
-            else f"Yes, the network is a problem: the slow link {link_label(c.culprit, zh)}: "
-            f"{summary(c, zh)}."
-        )
+        if yes_no:
+            p.lines.append(
+                f"是的，网络有问题：慢链路 {link_label(c.culprit, zh)}：{summary(c, zh)}。"
+                if zh
+                else f"Yes, the network is a problem: the slow link {link_label(c.culprit, zh)}: "
+                f"{summary(c, zh)}."
+            )
+        else:
+            p.lines.append(
+                f"慢链路是 {link_label(c.culprit, zh)}：{summary(c, zh)}。"
+                if zh
+                else f"The slow link is {link_label(c.culprit, zh)}: {summary(c, zh)}."
+            )
         if rank_pos > 0:
             first_cause = d.causes[0]
             p.add_cause(first_cause)
@@ -619,6 +835,25 @@ def network(
         return p
     comm = [c for c in _real(d) if c.category.value == "communication"]
     top = _real(d)[0] if _real(d) else None
+    if comm and not yes_no:
+        cc = comm[0]
+        p.add_cause(cc)
+        p.plot_ranks = _culprit_ranks(cc)[:8]
+        p.lines.append(
+            f"{summary(cc, zh)}。没有发现慢链路：原因不在网络。"
+            if zh
+            else f"{summary(cc, zh)}. No link is slow: the cause is not the network."
+        )
+        return p
+    if top is not None and not yes_no:
+        p.add_cause(top)
+        p.plot_ranks = _culprit_ranks(top)[:8]
+        p.lines.append(
+            f"{summary(top, zh)}。没有发现慢链路。"
+            if zh
+            else f"{summary(top, zh)}. No link is slow."
+        )
+        return p
     if comm:
         cc = comm[0]
         p.add_cause(cc)
@@ -904,7 +1139,7 @@ def pipeline(d: Diagnosis, stages: Sequence[int], zh: bool) -> Projection:
             if zh
             else f"Stage {st} is the waiting side, not the cause."
         )
-    p.plot_ranks = [*c.culprit.ranks[:4], *(i.rank for i in vic[:4])]
+    p.plot_ranks = list(c.culprit.ranks)[:8]
     return p
 
 
@@ -920,12 +1155,12 @@ def overview(d: Diagnosis, zh: bool, limit: int = 5, *, yes_no: bool = False) ->
     verdict = ""
     if yes_no:
         if real:
-            verdict = "是的。" if zh else "Yes. "
+            verdict = "是的：" if zh else "Yes: "
         elif _meta(d, Mechanism.NOT_ENOUGH_SIGNAL) is not None:
-            verdict = "无法判断。" if zh else "Cannot tell. "
+            verdict = "无法判断：" if zh else "Cannot tell: "
         elif d.causes:
-            verdict = "没有明显的问题。" if zh else "No clear problem. "
-    p.lines.append(verdict + headline(d, zh))
+            verdict = "没有明显的问题：" if zh else "No clear problem: "
+    p.lines.append(with_verdict(verdict, headline(d, zh), zh) if verdict else headline(d, zh))
     if real:
         p.lines.append(
             "根因（按每步损失时间排序）：" if zh else "Root causes, most time explained first:"

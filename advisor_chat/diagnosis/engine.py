@@ -252,6 +252,13 @@ def _no_culprit(ctx: Context) -> RootCause:
     )
 
 
+#: Why one captured step cannot name a slow rank (English, Chinese).
+_ONE_STEP = (
+    "with 1 step captured a rank that is slow in it cannot be told from a one-step event",
+    "只采集了 1 步，无法区分持续的慢卡和单步事件",
+)
+
+
 def _not_enough_signal(
     ctx: Context, reason: str, reason_zh: str, need: str, need_zh: str
 ) -> RootCause:
@@ -297,6 +304,11 @@ def _diagnose(
     notes: list[str] = []
     notes_zh: list[str] = []
     nes: RootCause | None = None
+    n_steps = (
+        int(ctx.frame["step"].nunique())
+        if not ctx.frame.empty and "step" in ctx.frame.columns
+        else 0
+    )
     if ctx.per_rank.empty:
         nes = _not_enough_signal(
             ctx,
@@ -321,13 +333,25 @@ def _diagnose(
                 f"只有 {len(ctx.ranks)} 张卡，无法用同组中位数判断哪张卡慢（两者自身耗时每步相差 "
                 f"{ms(diff)}，占步长 {pct(share_of(diff, ctx.step_us))}）"
             )
-        nes = _not_enough_signal(
-            ctx,
-            why,
-            why_zh,
-            "a profile of at least 3 ranks of the job, or a baseline run of the same job",
-            "至少 3 张卡的性能数据，或同一作业的基线数据",
+        need = "a profile of at least 3 ranks of the job, or a baseline run of the same job"
+        need_zh = "至少 3 张卡的性能数据，或同一作业的基线数据"
+        if n_steps == 1:
+            why += f", and {_ONE_STEP[0]}"
+            why_zh += f"，而且{_ONE_STEP[1]}"
+            need = "a profile of at least 3 ranks of the job over more steps, or a baseline run of the same job"
+            need_zh = "至少 3 张卡、更多步的性能数据，或同一作业的基线数据"
+        nes = _not_enough_signal(ctx, why, why_zh, need, need_zh)
+    elif n_steps == 1:
+        # one step of >= 3 ranks still names the ranks late in it; said as a caveat
+        notes.append(
+            "only 1 step captured: a rank slow in it may be a one-step event; more steps "
+            "would tell a persistent slow rank from an event"
         )
+        notes_zh.append(
+            "只采集了 1 步：这一步里的慢卡可能只是单步事件；采集更多步才能确认是否持续变慢"
+        )
+    if nes is not None:
+        nes = dataclasses.replace(nes, metrics={**nes.metrics, "steps_count": float(n_steps)})
     final: list[RootCause] = list(causes)
     if nes is not None and len(ctx.ranks) < R.MIN_RANKS:
         # the slow-rank / waiting findings of a too-small cluster hang under "not enough signal"
