@@ -201,3 +201,17 @@ def test_which_rank_beside_a_rank_in_passing_asks_which_rank() -> None:
     ):
         q = _q(text)
         assert (q.kind, q.intent, q.ranks) == ("yes_no", "explain_rank", tuple(range(8, 16)))
+
+
+def test_two_ranks_which_slower_is_a_compare_and_rank_follow_ups_explain_the_rank() -> None:
+    for text in (
+        "rank 3 or rank 5, which is slower?",
+        "3号卡和5号卡哪张更慢？",
+        "9号卡和7号卡比，到底谁慢？",
+    ):
+        q = _q(text)
+        assert (q.kind, q.intent, len(q.ranks)) == ("compare", "explain_rank", 2), (text, q)
+    prev = _q("which link is slow?")
+    for text in ("and what about rank 11, is it fine?", "那11号卡呢？它也慢吗"):
+        q = _q(text, previous=prev)
+        assert (q.intent, q.kind, q.ranks) == ("explain_rank", "yes_no", (11,)), (text, q)

@@ -630,3 +630,36 @@ def test_plot_ranks_hold_only_the_answers_culprit_ranks() -> None:
     assert set(pj.pipeline(pipe, [], False).plot_ranks) == stage0
     assert pj.explain_ranks(_diag(HOST9), [9, 7], False, compare=True).plot_ranks == [9]
     assert set(pj.explain_ranks(_diag(SLOW_LINK), [5], False).plot_ranks) == {3, 11}
+
+
+_NOT_SLOW = re.compile(
+    r"\b(?:ranks? (?:3|11)(?: and (?:3|11))?)[^.;:]{0,40}\bnot slow\b|(?:3|11)号卡[^。；：]{0,30}不慢",
+    re.I,
+)
+
+
+def test_slow_link_endpoints_are_never_called_not_slow(scenario) -> None:
+    from advisor_chat.ingest import load_profile
+
+    adv = Advisor(
+        load_profile(scenario("slow-link")), settings=Settings(), case_search=fake_case_search
+    )
+    questions = (
+        "why is rank 3 slow?",
+        "is rank 11 slow?",
+        "is it the network?",
+        "which link is slow?",
+        "what is holding the job back?",
+        "what should I fix first?",
+        "summarize the problems",
+        "3号卡为什么这么慢？",
+        "11号卡也慢吗？",
+        "是不是网络的问题？",
+        "有没有慢链路？",
+        "先修什么？",
+    )
+    for q in questions:
+        a = adv.ask(q).answer
+        assert "3→11" in a, (q, a)
+        assert not _NOT_SLOW.search(a), (q, a)
+        assert "not slow themselves" not in a and "本身并不慢" not in a, (q, a)

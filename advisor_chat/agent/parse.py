@@ -247,6 +247,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
     ),
     "yes_no": (
         r"(^|[.?!。？！]\s*)(so,?\s*|and\s+|but\s+)?(is|are|does|do|did|can|could|should|will|would|has|have|was|were|am)\b",
+        r"[,;:]\s*(is|are|does|do|did|was|were) (it|they|this|that|he|she)\b",
         r"是不是",
         r"是否",
         r"有没有",
@@ -991,8 +992,11 @@ def parse_question(
                 "summarize",
                 "fix_first",
                 "how_much",
+                "slow_link",
+                "pipeline_bubble",
+                "step_events",
             ):
-                follow = "explain_rank"  # "which rank is slow?" -> "and rank 5?"
+                follow = "explain_rank"  # "which rank is slow?" / "which link?" -> "and rank 5?"
             if not weak and intent not in ("unsupported", "summarize"):
                 follow = intent
             return replace(
