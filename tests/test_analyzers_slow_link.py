@@ -138,6 +138,10 @@ def test_real_16rank_rdma_link(real_samples):
     )
     # only one RDMA link and two HCCS links: not enough peers to call anything slow
     assert not res.table["slow"].any()
+    # the "no slow link" note never states a lowest ratio under the 0.6x rule it claims
+    note = next(n for n in res.notes if n.startswith("no slow link"))
+    assert "too few comparable links to judge" in note and "none below" not in note
+    assert res.metrics["compared_links_count"] == 0
 
 
 def test_scenario_slow_link(scenario):
@@ -164,3 +168,21 @@ def test_scenario_healthy_no_slow_link(scenario):
     res = run(load_profile(scenario("healthy")))
     assert not res.table["slow"].any()
     assert not [f for f in res.findings if f.severity is Severity.HIGH]
+
+
+def test_healthy_note_states_the_lowest_compared_ratio(scenario):
+    import re
+
+    from advisor_chat.ingest import load_profile
+
+    res = run(load_profile(scenario("healthy")))
+    note = next(n for n in res.notes if n.startswith("no slow link: "))
+    low = float(re.search(r"lowest (\d+\.\d+)x", note).group(1))
+    assert low >= 0.6 and low == pytest.approx(res.metrics["compared_min_ratio"], abs=0.005)
+    # a link with a tiny transfer (latency-bound) is not compared, and is said to be skipped
+    rows = matrix_rows(slow=(), ranks=8, steps=3)
+    tiny = dict(rows[0], dst_rank=5, transit_size_mb=0.0001, transit_time_ms=0.01)
+    res2 = run(make_profile({"comm_matrix": [*rows, tiny]}))
+    note2 = next(n for n in res2.notes if n.startswith("no slow link"))
+    assert "not compared" in note2
+    assert float(re.search(r"lowest (\d+\.\d+)x", note2).group(1)) >= 0.6

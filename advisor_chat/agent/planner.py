@@ -597,7 +597,12 @@ class Planner:
                 continue
             for n in o.result.notes:
                 if n.lower().startswith("no slow link"):
-                    if zh:
+                    if zh and not o.result.metrics.get("compared_links_count", 1.0):
+                        lines.append(
+                            "链路分析（slow_link）：可比较的链路太少（每种传输类型至少需要 3 条"
+                            "传输量相近的链路），无法判断是否有慢链路。"
+                        )
+                    elif zh:
                         lines.append("链路分析（slow_link）：没有链路的带宽明显低于同类链路。")
                     else:
                         lines.append(

@@ -180,20 +180,46 @@ def _healthy(
         )
     main = src[src["transport"] == src["transport"].value_counts().idxmax()]
     bw = main["bandwidth_gbps"].astype(float)
+    comp = _comparable(src, "transport")
     metrics = {
         "healthy_links_count": float(len(src)),
         "link_min_gbps": float(bw.min()),
         "link_median_gbps": float(bw.median()),
         "link_max_gbps": float(bw.max()),
         "link_min_ratio": float(main["ratio"].min()),
+        "compared_links_count": float(comp.sum()),
     }
-    note = (
-        "no slow link: "
-        + "; ".join(parts)
-        + f"; none below {SLOW_RATIO}x the median of its transport "
-        f"(lowest {metrics['link_min_ratio']:.2f}x)"
-    )
+    # the 0.6x rule only judges comparable rows (>= 3 per transport, transfers >= half the
+    # median size): the note states the lowest ratio among those, and says what was not compared
+    skipped = int((~comp).sum())
+    if comp.any():
+        low = float(src.loc[comp, "ratio"].min())
+        metrics["compared_min_ratio"] = low
+        judged = (
+            f"none of the {int(comp.sum())} {what} with comparable transfer sizes is below "
+            f"{SLOW_RATIO}x the median of its transport (lowest {low:.2f}x)"
+        )
+        if skipped:
+            judged += (
+                f"; {skipped} not compared (fewer than 3 of their transport, or transfers "
+                "under half the median size, which measure latency rather than bandwidth)"
+            )
+    else:
+        judged = (
+            f"too few comparable {what} to judge: the {SLOW_RATIO}x rule needs at least 3 of "
+            "a transport with comparable transfer sizes"
+        )
+    lead = "no slow link: " if comp.any() else "no slow link found (not enough links to judge): "
+    note = lead + "; ".join(parts) + "; " + judged
     return metrics, note
+
+
+def _comparable(df: pd.DataFrame, key: str) -> pd.Series:
+    """Rows the 0.6x rule can judge: >= 3 rows of their ``key`` and >= half the median size/op."""
+    size_per_op = df["transit_size_mb"] / df["ops"].clip(lower=1)
+    med_size = size_per_op.groupby(df[key]).transform("median")
+    count = df.groupby(key)["bandwidth_gbps"].transform("size")
+    return ((count >= 3) & (size_per_op >= 0.5 * med_size)).fillna(False).astype(bool)
 
 
 def _nsteps(df: pd.DataFrame, default: int) -> int:
@@ -205,13 +231,10 @@ def _nsteps(df: pd.DataFrame, default: int) -> int:
 def _peer_ratio(df: pd.DataFrame, key: str) -> pd.DataFrame:
     """Add ``median_gbps``, ``ratio`` and ``slow`` comparing rows within each ``key`` group."""
     df = df.copy()
-    size_per_op = df["transit_size_mb"] / df["ops"].clip(lower=1)
     med_bw = df.groupby(key)["bandwidth_gbps"].transform("median")
-    med_size = size_per_op.groupby(df[key]).transform("median")
-    count = df.groupby(key)["bandwidth_gbps"].transform("size")
     df["median_gbps"] = med_bw
     df["ratio"] = df["bandwidth_gbps"] / med_bw.where(med_bw > 0)
-    df["slow"] = (df["ratio"] < SLOW_RATIO) & (count >= 3) & (size_per_op >= 0.5 * med_size)
+    df["slow"] = (df["ratio"] < SLOW_RATIO) & _comparable(df, key)
     df["slow"] = df["slow"].fillna(False).astype(bool)
     return df
 
