@@ -141,6 +141,14 @@ def test_hccl_doubled_regression_after_upgrade() -> None:
     ops = res.tables["op_types"].set_index("op_type")
     assert ops.loc["hcom_allReduce_", "count_ratio"] == pytest.approx(2.0)
     assert ops.loc["MatmulAllReduce", "new_count_per_step"] == 0
+    # Chinese summaries carry identifiers and numbers only, no English words
+    from test_diagnosis_rules import assert_no_english_sentence
+
+    for f in res.findings:
+        assert_no_english_sentence(f.summary_zh)
+        assert "rank-step" not in f.summary_zh and "computing_us" not in f.summary_zh
+    assert "MatmulAllReduce（每卡每步 12 个）" in h.summary_zh
+    assert "未被掩盖的通信 +1000 us" in reg.summary_zh
 
 
 def test_change_within_noise_has_no_verdict() -> None:

@@ -24,6 +24,18 @@ from advisor_chat.ingest.profile import Profile
 MIN_CHANGE_RATIO = 0.02
 #: ... or below this many pooled standard deviations of the per-step step time (jitter).
 NOISE_FACTOR = 2.0
+#: Chinese names of the step components (Chinese summaries carry no English words).
+_COMPONENT_ZH = {
+    "computing_us": "计算",
+    "communication_not_overlapped_us": "未被掩盖的通信",
+    "overlapped_us": "被掩盖的通信",
+    "communication_us": "通信",
+    "free_us": "空闲（Free）",
+    "bubble_us": "气泡（Bubble）",
+    "preparing_us": "准备（Preparing）",
+    "step_us": "step 耗时",
+}
+
 #: HCCL operator count change worth a finding (new / base per rank-step, or its inverse).
 HCCL_COUNT_RATIO = 1.5
 #: Op types of fused compute + communication (mc2) kernels.
@@ -269,6 +281,10 @@ def compare_profiles(
                 (comp["delta_us"] * np.sign(delta)).sort_values(ascending=False).index
             ).head(TOP_CONTRIBUTORS)
             comp_txt = ", ".join(f"{r.component} {r.delta_us:+.0f} us" for r in comp.itertuples())
+            comp_zh = "，".join(
+                f"{_COMPONENT_ZH.get(str(r.component), str(r.component))} {r.delta_us:+.0f} us"
+                for r in comp.itertuples()
+            )
             top_ops = ops[ops["delta_us_per_step"] * np.sign(delta) > 0]
             top_ops = top_ops.reindex(
                 (top_ops["delta_us_per_step"] * np.sign(delta)).sort_values(ascending=False).index
@@ -299,7 +315,7 @@ def compare_profiles(
                     summary_zh=(
                         f"新 profile {zh_word}：step 中位数从 {base_step:.0f} us 变为 {new_step:.0f} us"
                         f"（{delta:+.0f} us，{delta / base_step:+.1%}；噪声阈值 {threshold:.0f} us）。"
-                        f"主要变化：{comp_txt}。算子类型：{ops_txt or '无'}。"
+                        f"主要变化：{comp_zh or '无'}。算子类型：{ops_txt or '无'}。"
                     ),
                     ranks=(),
                     metrics=m,
@@ -353,6 +369,9 @@ def compare_profiles(
                 f"{r.op_type} ({r.base_count_per_step:.0f} per rank-step)"
                 for r in gone.itertuples()
             )
+            fused_zh = "，".join(
+                f"{r.op_type}（每卡每步 {r.base_count_per_step:.0f} 个）" for r in gone.itertuples()
+            )
             if fused_txt and ratio > 1:
                 tags.append("mc2_opportunity")
             findings.append(
@@ -371,7 +390,7 @@ def compare_profiles(
                         f"每个 rank 每个 step 的 HCCL 算子数从 {hb:.1f} 变为 {hn:.1f}（{ratio:.2f} 倍；{by_txt}）；"
                         f"通信算子耗时变化 {comm_delta:+.0f} us"
                         + (f"（版本变化：{ver_txt}）" if ver_txt else "")
-                        + (f"；不再出现的融合算子：{fused_txt}。" if fused_txt else "。")
+                        + (f"；不再出现的融合算子：{fused_zh}。" if fused_zh else "。")
                     ),
                     metrics={
                         "base_hccl_ops_per_step": hb,
