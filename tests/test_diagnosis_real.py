@@ -99,3 +99,35 @@ def test_cluster_8rank_blames_the_last_arriver_first(real_samples: Path) -> None
     # gap between its exposed communication and the next-least one
     second = sorted(rows[r][col] for r in rows)[1]
     assert c.gain_us == pytest.approx(second - rows[last][col], rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "sample", ["cluster-16rank-pp2", "cluster-8rank", "pt-text-level1-2rank", "pt-db-level1-2rank"]
+)
+def test_real_sample_causes_use_the_symptom_vocabulary(real_samples: Path, sample: str) -> None:
+    from advisor_chat.symptoms import SYMPTOM_TAGS
+
+    d = diagnose(load_profile(real_samples / sample))
+    assert d.causes
+    for c in d.causes:
+        assert set(c.symptom_tags) <= set(SYMPTOM_TAGS), (c.id, c.symptom_tags)
+
+
+def test_tag_literals_of_the_blame_rules_are_in_the_vocabulary() -> None:
+    # every tag the rules can emit (also on paths no scenario reaches) is a vocabulary tag
+    import re
+
+    import advisor_chat.diagnosis.engine as engine
+    import advisor_chat.diagnosis.rules as rules
+    from advisor_chat.symptoms import SYMPTOM_TAGS
+
+    src = Path(rules.__file__).read_text() + Path(engine.__file__).read_text()
+    found: set[str] = set()
+    for m in re.finditer(
+        r"symptom_tags=\(([^)]*)\)|\btags\s*[=+]\s*[\[(]([^\])]*)[\])]|tags\.append\(\s*\"([^\"]+)\"",
+        src,
+    ):
+        body = " ".join(g for g in m.groups() if g)
+        found |= set(re.findall(r"\"([a-z0-9_]+)\"", body))
+    assert len(found) >= 10  # the pattern sees the rules' tags
+    assert found <= set(SYMPTOM_TAGS), sorted(found - set(SYMPTOM_TAGS))
