@@ -215,3 +215,15 @@ def test_two_ranks_which_slower_is_a_compare_and_rank_follow_ups_explain_the_ran
     for text in ("and what about rank 11, is it fine?", "那11号卡呢？它也慢吗"):
         q = _q(text, previous=prev)
         assert (q.intent, q.kind, q.ranks) == ("explain_rank", "yes_no", (11,)), (text, q)
+
+
+def test_yes_no_question_with_a_which_word_in_it_stays_yes_no() -> None:
+    assert (_q("is rank 10 a straggler?").kind, _q("is rank 10 a straggler?").ranks) == (
+        "yes_no",
+        (10,),
+    )
+    assert _q("is rank 3 holding the job back?").kind == "yes_no"
+    assert _q("which rank is the straggler?").kind == "which"
+    for text in ("is there a straggler?", "Are any of the ranks slow?"):
+        q = _q(text)
+        assert (q.kind, q.intent) == ("yes_no", "which_slow_rank"), (text, q)

@@ -663,3 +663,22 @@ def test_slow_link_endpoints_are_never_called_not_slow(scenario) -> None:
         assert "3→11" in a, (q, a)
         assert not _NOT_SLOW.search(a), (q, a)
         assert "not slow themselves" not in a and "本身并不慢" not in a, (q, a)
+
+
+def test_yes_no_compare_and_stage_questions_open_with_the_verdict() -> None:
+    d = _diag(HOST9)
+    assert _text(pj.explain_ranks(d, [9, 2], False, compare=True, yes_no=True)).startswith(
+        "Yes: rank 9 is the slower one"
+    )
+    assert _text(pj.explain_ranks(d, [2, 9], False, compare=True, yes_no=True)).startswith(
+        "No: rank 9 is the slower one"
+    )
+    assert _text(
+        pj.explain_ranks(d, [2, 9], False, compare=True, yes_no=True, faster=True)
+    ).startswith("Yes: rank 9 is the slower one")
+    assert _text(pj.explain_ranks(d, [2, 9], True, compare=True, yes_no=True)).startswith(
+        "不是：9号卡更慢"
+    )
+    pipe = _diag(PIPE)
+    assert _text(pj.pipeline(pipe, [1], False, yes_no=True)).startswith("No: ranks 8-15 wait")
+    assert _text(pj.pipeline(pipe, [0], True, yes_no=True)).startswith("是的：8-15号卡")

@@ -727,6 +727,14 @@ def _match_any(pats: Sequence[str], low: str) -> re.Match[str] | None:
     return best
 
 
+_QUESTION_WORD = re.compile(r"which|what|who|where|哪|谁", re.I)
+
+
+def asks_yes_no(text: str) -> bool:
+    """Whether the question is put as a yes/no question ("is rank 9 slower than rank 2?")."""
+    return _match_any(_KIND_LEX["yes_no"], text.lower()) is not None
+
+
 def find_kind(low: str, n_targets: int) -> str:
     """The kind of answer: the first lexicon hit in a fixed precedence (see :data:`KINDS`)."""
     for kind in ("help", "fix_first", "data"):
@@ -740,8 +748,20 @@ def find_kind(low: str, n_targets: int) -> str:
     if present:
         # "is ... which ..." -> which; a yes/no opener only decides when nothing else is asked
         non_yn = [(s, k) for s, k in present if k != "yes_no"]
-        if hits["yes_no"] is not None and non_yn:
-            return min(non_yn)[1]
+        yn = hits["yes_no"]
+        if yn is not None and non_yn:
+            first = min(non_yn)
+            w = hits[first[1]]
+            # "is rank 10 a straggler?", "is rank 3 holding the job back?": a yes/no question
+            # whose "which" hit is a word, not a question word
+            if (
+                first[1] == "which"
+                and yn.start() < first[0]
+                and w is not None
+                and not _QUESTION_WORD.match(w.group(0))
+            ):
+                return "yes_no"
+            return first[1]
         return min(present)[1]
     if _match_any(_KIND_LEX["overview"], low):
         return "overview"
@@ -812,7 +832,9 @@ _ASKS_RANK = re.compile(
 )
 # a slow rank as the thing asked about ("is there a slow rank?", "有没有慢卡？")
 _SLOW_RANK = re.compile(
-    r"\bslow(?:est|er)? (?:rank|card|device|npu|gpu|node)s?\b|\bstraggl|快慢卡|慢卡|慢节点|拖后腿",
+    r"\bslow(?:est|er)? (?:rank|card|device|npu|gpu|node)s?\b|\bstraggl|快慢卡|慢卡|慢节点|拖后腿"
+    r"|\b(?:any|some|one)\b[^?.]{0,25}\b(?:ranks?|cards?|npus?|devices?|nodes?)\b[^?.]{0,15}\bslow"
+    r"|\b(?:any|some|one) of (?:them|these|those)\b[^?.]{0,20}\bslow",
     re.I,
 )
 

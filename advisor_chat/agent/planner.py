@@ -21,7 +21,7 @@ from typing import Any, cast
 
 from advisor_chat.agent import project
 from advisor_chat.agent.answer import CitedCase, CitedFinding, Suggestion
-from advisor_chat.agent.parse import Query
+from advisor_chat.agent.parse import Query, asks_yes_no
 from advisor_chat.agent.project import Projection, render_for_model
 from advisor_chat.analyzers.base import Finding
 from advisor_chat.diagnosis.types import Diagnosis, RootCause
@@ -388,8 +388,10 @@ class Planner:
                 d,
                 q.ranks,
                 zh,
-                yes_no=q.kind == "yes_no" and not alternative,
+                yes_no=(q.kind == "yes_no" or (q.kind == "compare" and asks_yes_no(q.text)))
+                and not alternative,
                 compare=q.kind == "compare" or (alternative and len(q.ranks) == 2),
+                faster=re.search(r"\bfaster\b|更快|快于", q.text, re.I) is not None,
             )
         if it == "which_slow_rank":
             return project.which_culprit(d, zh, yes_no=q.kind == "yes_no")
@@ -404,7 +406,7 @@ class Planner:
         if it in ("bottleneck", "communication"):
             return project.category(d, q.topics, q.kind == "yes_no", zh)
         if it == "pipeline_bubble":
-            p = project.pipeline(d, q.stages, zh)
+            p = project.pipeline(d, q.stages, zh, yes_no=q.kind == "yes_no")
             return p if p.lines else None
         if it == "summarize":
             return project.overview(d, zh, yes_no=q.kind == "yes_no")

@@ -369,6 +369,7 @@ def explain_ranks(
     *,
     yes_no: bool = False,
     compare: bool = False,
+    faster: bool = False,
 ) -> Projection:
     """Answer to “Why is rank N (or ranks A-B) slow?”: the ranks' lost time traced to its causes.
 
@@ -380,7 +381,7 @@ def explain_ranks(
     rank (too few ranks or steps), that comes first, then what the data does show.
     """
     if compare and len(ranks) == 2:
-        return compare_ranks(d, ranks[0], ranks[1], zh)
+        return compare_ranks(d, ranks[0], ranks[1], zh, yes_no=yes_no, faster=faster)
     p = Projection()
     nes = _nes(d)
     if nes is not None:
@@ -519,12 +520,16 @@ def _main_role(d: Diagnosis, rank: int) -> tuple[RootCause, str, Impact | None] 
     return roles[0] if roles else None
 
 
-def compare_ranks(d: Diagnosis, a: int, b: int, zh: bool) -> Projection:
+def compare_ranks(
+    d: Diagnosis, a: int, b: int, zh: bool, *, yes_no: bool = False, faster: bool = False
+) -> Projection:
     """Answer to “rank A vs rank B: which is slower?”: the slower one named as the cause first.
 
     The slower rank is the one that is the culprit of a cause (not of one-step events) while the
     other is not; the other's role (it waits for it, or has no part in it) follows. Without a
     culprit among them, both ranks' roles are said; with not enough signal, that is said first.
+    With ``yes_no`` ("is rank A slower than rank B?"; ``faster`` for "faster than"), the verdict
+    about rank A comes first.
     """
     p = Projection()
     nes = _nes(d)
@@ -558,11 +563,15 @@ def compare_ranks(d: Diagnosis, a: int, b: int, zh: bool) -> Projection:
         else:
             rest = f"{wo}不是这个原因的一部分" if zh else f"{wo} has no part in this cause"
         if zh:
-            p.lines.append(f"{ws}更慢，它就是原因：{summary(c, zh)}；{rest}。")
+            line = f"{ws}更慢，它就是原因：{summary(c, zh)}；{rest}。"
         else:
-            p.lines.append(
-                f"{ws.capitalize()} is the slower one, and it is the cause: {summary(c, zh)}; {rest}."
+            line = f"{ws.capitalize()} is the slower one, and it is the cause: {summary(c, zh)}; {rest}."
+        if yes_no:
+            yes = (slow == a) != faster
+            line = with_verdict(
+                ("是的：" if yes else "不是：") if zh else ("Yes: " if yes else "No: "), line, zh
             )
+        p.lines.append(line)
         p.plot_ranks = [x for x in _culprit_ranks(c)[:8]]
         g = gain_phrase(c, zh)
         if g:
@@ -1105,8 +1114,12 @@ def category(d: Diagnosis, topics: Sequence[str], yes_no: bool, zh: bool) -> Pro
     return p
 
 
-def pipeline(d: Diagnosis, stages: Sequence[int], zh: bool) -> Projection:
-    """Pipeline question: the stage-imbalance cause (downstream waits, upstream dominated by ...)."""
+def pipeline(d: Diagnosis, stages: Sequence[int], zh: bool, *, yes_no: bool = False) -> Projection:
+    """Pipeline question: the stage-imbalance cause (downstream waits, upstream dominated by ...).
+
+    With ``yes_no`` and ``stages`` ("is stage 1 slow?"), the verdict comes first: yes when the
+    stage asked about is the culprit stage, no when it is the waiting side.
+    """
     p = Projection()
     pc = [c for c in d.causes if c.mechanism == Mechanism.PIPELINE_IMBALANCE]
     if not pc:
@@ -1132,6 +1145,11 @@ def pipeline(d: Diagnosis, stages: Sequence[int], zh: bool) -> Projection:
             )
     else:
         p.lines.append(_sentence(summary(c, zh), zh))
+    if yes_no and stages and c.culprit.stage is not None:
+        yes = c.culprit.stage in stages
+        p.lines[0] = with_verdict(
+            ("是的：" if yes else "不是：") if zh else ("Yes: " if yes else "No: "), p.lines[0], zh
+        )
     if stages and c.culprit.stage is not None and c.culprit.stage not in stages:
         st = ", ".join(str(s) for s in stages)
         p.lines.append(
