@@ -665,9 +665,9 @@ def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection
         )
         if real:
             p.lines.append(_shown_header(nes, zh))
-            for c in real[:3]:
-                p.add_cause(c)
-                p.lines.append(cause_bullet(c, zh))
+            for rc in real[:3]:
+                p.add_cause(rc)
+                p.lines.append(cause_bullet(rc, zh))
         else:
             sl = shares_line(d, zh)
             if sl:
