@@ -682,3 +682,17 @@ def test_yes_no_compare_and_stage_questions_open_with_the_verdict() -> None:
     pipe = _diag(PIPE)
     assert _text(pj.pipeline(pipe, [1], False, yes_no=True)).startswith("No: ranks 8-15 wait")
     assert _text(pj.pipeline(pipe, [0], True, yes_no=True)).startswith("是的：8-15号卡")
+
+
+def test_slow_step_question_on_an_excluded_step_leads_with_the_artifact() -> None:
+    d = _diag(NO_CULPRIT, excluded_steps=(1,))
+    for zh in (False, True):
+        t = _text(pj.steps(d, zh))
+        assert t.startswith(
+            "step 1 的设备记录不完整" if zh else "Step 1 has incomplete device records"
+        )
+    # "is rank 5 slower than rank 0?" when neither is the culprit: a "no" first
+    host = _diag(HOST9)
+    assert _text(pj.explain_ranks(host, [5, 0], False, compare=True, yes_no=True)).startswith(
+        "No: neither rank 5 nor rank 0 is the cause"
+    )

@@ -421,7 +421,7 @@ def _explain(d: Diagnosis, ranks: Sequence[int], zh: bool, yes_no: bool) -> Proj
             p.lines.append(line if i == 0 else f"- {line}")
             if i == 0 and len(roles) > 1:
                 p.lines.append("此外：" if zh else "Also:")
-            p.plot_ranks += [x for x in _culprit_ranks(c)[:4] if x not in p.plot_ranks]
+            p.plot_ranks += [x for x in _culprit_ranks(c)[:8] if x not in p.plot_ranks]
         top = roles[0][0]
         g = gain_phrase(top, zh)
         if g:
@@ -584,6 +584,8 @@ def compare_ranks(
         )
     else:
         lead = f"{wa}和{wb}都不是原因：" if zh else f"Neither {wa} nor {wb} is the cause: "
+        if yes_no:
+            lead = ("不是，" if zh else "No: ") + (lead if zh else _lower_first(lead))
     if both.lines:
         both.lines[0] = with_verdict(lead, both.lines[0], zh)
     return both
@@ -1038,6 +1040,13 @@ def steps(d: Diagnosis, zh: bool, asked: Sequence[int] = ()) -> Projection:
                 else cause_bullet(c, zh)
             )
     ex = excluded_line(d, zh)
+    if not ev and ex:
+        # the slow-looking step is a data artifact: that is the answer, said first
+        p.lines.append(ex)
+        ex = ""
+        art = _meta(d, Mechanism.DATA_ARTIFACT)
+        if art is not None:
+            p.add_cause(art)
     if not ev:
         real = _real(d)
         if real:
