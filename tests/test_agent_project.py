@@ -696,3 +696,13 @@ def test_slow_step_question_on_an_excluded_step_leads_with_the_artifact() -> Non
     assert _text(pj.explain_ranks(host, [5, 0], False, compare=True, yes_no=True)).startswith(
         "No: neither rank 5 nor rank 0 is the cause"
     )
+
+
+def test_yes_no_step_questions_open_with_the_verdict() -> None:
+    assert _text(pj.steps(_diag(EVENTS), False, yes_no=True)).startswith(
+        "Yes: the slow steps come from one-step events (step 2, rank 5)"
+    )
+    assert _text(pj.steps(_diag(EVENTS), True, yes_no=True)).startswith("是的：慢的 step")
+    assert _text(pj.steps(_diag(NO_CULPRIT), False, yes_no=True)).startswith(
+        "No: no step is slower than the others"
+    )

@@ -402,7 +402,7 @@ class Planner:
         if it == "how_much":
             return project.how_much(d, zh)
         if it in ("step_events", "step_trend"):
-            return project.steps(d, zh, q.steps)
+            return project.steps(d, zh, q.steps, yes_no=q.kind == "yes_no")
         if it in ("bottleneck", "communication"):
             return project.category(d, q.topics, q.kind == "yes_no", zh)
         if it == "pipeline_bubble":

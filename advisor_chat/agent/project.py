@@ -979,12 +979,19 @@ def how_much(d: Diagnosis, zh: bool) -> Projection:
     return p
 
 
-def steps(d: Diagnosis, zh: bool, asked: Sequence[int] = ()) -> Projection:
+def steps(d: Diagnosis, zh: bool, asked: Sequence[int] = (), *, yes_no: bool = False) -> Projection:
     """Answer to “Why are some steps slow?”: step-level causes with their (step, rank) list.
 
     With ``asked`` steps ("why is step 10 slow?"), the events of those steps are named first, or
-    it is said that those steps have none (and what costs them time instead).
+    it is said that those steps have none (and what costs them time instead). With ``yes_no``
+    ("is it getting slower over time?", "are some steps slower?"), the first words are the
+    verdict: yes when a step-level cause (events, degradation) exists, else no.
     """
+    p = _steps(d, zh, asked)
+    return _step_verdict(p, zh) if yes_no else p
+
+
+def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
     p = Projection()
     if asked:
         hit = [
@@ -1068,6 +1075,16 @@ def steps(d: Diagnosis, zh: bool, asked: Sequence[int] = ()) -> Projection:
             )
     if ex:
         p.lines.append(ex)
+    return p
+
+
+def _step_verdict(p: Projection, zh: bool) -> Projection:
+    """Prefix the first line of a steps projection with yes/no from its causes."""
+    if not p.lines:
+        return p
+    yes = any(c.mechanism in (Mechanism.STEP_EVENTS, Mechanism.DEGRADATION) for c in p.causes)
+    v = ("是的：" if yes else "不是：") if zh else ("Yes: " if yes else "No: ")
+    p.lines[0] = with_verdict(v, p.lines[0], zh)
     return p
 
 
