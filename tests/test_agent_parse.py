@@ -154,6 +154,9 @@ def test_question_length_cap() -> None:
         "2 nodes x 8 NPUs 16 cards: which one is slow?",
         "just 2 ranks and one step captured, which rank is slow?",
         "on a 16-rank job, which card is the straggler?",
+        "单机8卡训练，哪张卡慢？",
+        "16卡下哪个rank慢？",
+        "2机16卡跑，哪张卡拖后腿？",
     ],
 )
 def test_card_counts_are_not_rank_targets(text: str) -> None:
@@ -176,6 +179,9 @@ def test_card_counts_are_not_rank_targets(text: str) -> None:
         ("device 5 slow?", (5,)),
         ("2 nodes x 8 NPUs, why is rank 3 slow?", (3,)),
         ("rank 3 of 16 ranks is slow, why?", (3,)),
+        ("9号和7号谁慢？", (9, 7)),
+        ("12月3号的数据，12号卡为什么慢？", (12,)),
+        ("3号机上的卡慢吗？", ()),
     ],
 )
 def test_named_ranks_next_to_counts(text: str, ranks: tuple[int, ...]) -> None:

@@ -536,6 +536,8 @@ _RANK_PATTERNS = (
     re.compile(rf"\b{_RANKWORD}\s*[#:]?\s*(\d+)", re.I),
     re.compile(r"第\s*(\d+)\s*(?:张|号|个)?\s*(?:卡|rank|设备|节点)", re.I),
     re.compile(r"(\d+)\s*号\s*(?:卡|设备)"),
+    # a bare "9号" ("9号和7号谁慢"), not "3号机" (a node) or a date ("12月3号")
+    re.compile(r"(?<!月)(?<!月\s)(?<![\d.])(\d+)\s*号(?!\s*(?:机|节点|服务器|主机|线|口))"),
     re.compile(r"(\d+)\s*(?:卡|设备)"),
     re.compile(r"(?:卡|rank)\s*(\d+)", re.I),
 )
@@ -548,10 +550,10 @@ _COUNTS = (
     # a bare "N卡" followed by what a count is followed by ("16卡，", "16卡的集群", "8卡里", "2卡试跑")
     re.compile(
         r"(?<!第)(?<!第\s)(?<![\d.到至~～—–-])(\d+)\s*卡(?!\s*号)(?=\s*(?:的\s*)?(?:集群|任务|作业|训练|机器|环境|规模|"
-        r"里|中|上|内|之中|以内|试跑|跑|做|并行|数据并行|[,，、;；)）]))"
+        r"里|中|上|下|时|后|以上|左右|之中|以内|试跑|跑|做|并行|数据并行|扩|/|[,，、;；)）]|$))"
     ),
     # a bare "N卡" after a verb of quantity ("用2卡", "共16卡", "只采了2卡")
-    re.compile(r"(?:用|共|有|采了|采|只|这|那|在|x|×|\*)\s*(\d+)\s*卡(?!\s*号)", re.I),
+    re.compile(r"(?:用|共|有|采了|采|只|这|那|在|机|到|x|×|\*)\s*(\d+)\s*卡(?!\s*号)", re.I),
     # English: the number before a rank word is a count ("16 cards", "2 nodes x 8 NPUs", "8-rank")
     re.compile(
         r"\b(\d+)(?:-|\s*)(?:ranks?|cards?|npus?|devices?|gpus?|nodes?|machines?|servers?)\b", re.I
