@@ -706,3 +706,9 @@ def test_yes_no_step_questions_open_with_the_verdict() -> None:
     assert _text(pj.steps(_diag(NO_CULPRIT), False, yes_no=True)).startswith(
         "No: no step is slower than the others"
     )
+
+
+def test_chinese_victim_answer_names_the_culprits_mechanism_in_its_first_sentence() -> None:
+    t = _text(pj.explain_ranks(_diag(HOST9), [13], True))
+    first = t.split("。")[0]
+    assert first.startswith("13号卡在集合通信中等待每步 7.40 ms") and "主机侧阻塞" in first

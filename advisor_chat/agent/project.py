@@ -290,7 +290,7 @@ def _role_sentence(rank: int, c: RootCause, role: str, imp: Impact | None, zh: b
         return f"{who.capitalize()} {verb_en.format(amt=amt_en)} for a reason common to the whole job, not one rank: {s}."
     if zh:
         d = f"；{lab}的主要问题：{dom}" if dom else ""
-        return f"{who}{verb_zh.format(amt=amt_zh)}，等的是{lab}{d}。{s}。"
+        return f"{who}{verb_zh.format(amt=amt_zh)}，等的是{lab}{d}：{s}。"
     d = f", which is {dom}" if dom else ""
     return f"{who.capitalize()} {verb_en.format(amt=amt_en)} for {lab}{d}: {s}."
 
