@@ -52,6 +52,10 @@ def test_clean_profile_and_load_warnings():
     assert "data_quality.data_quality.file_skipped" in ids
     assert "data_quality.data_quality.missing_ranks" not in ids
     assert res.metrics["warnings_count"] == 1
+    # the Chinese summary says what the warning means, without the English message
+    f = next(f for f in res.findings if f.id == "data_quality.data_quality.file_skipped")
+    assert f.summary_zh == "数据质量提示（file_skipped）：有文件无法解析，已跳过（涉及 3号卡）。"
+    assert "truncated" not in f.summary_zh
 
 
 def test_empty_profile_does_not_fail():

@@ -26,6 +26,26 @@ _WARNING_TAGS: dict[str, tuple[str | None, Severity]] = {
 }
 
 
+#: Load-time warning code → what it means, in Chinese (the warning messages are English).
+_WARNING_ZH: dict[str, str] = {
+    "missing_ranks": "部分卡没有 profiling 数据，跨卡比较只覆盖现有的卡",
+    "missing_steps": "部分卡缺少某些 step 的数据",
+    "mixed_versions": "各卡的软件版本（CANN / torch_npu）不一致",
+    "file_skipped": "有文件无法解析，已跳过",
+    "matrix_ranks_assumed": "通信矩阵中的卡号是推断出来的",
+    "matrix_unmapped": "通信矩阵中有无法对应到卡的条目",
+    "no_profiler_output": "目录中没有找到 profiler 输出",
+    "rank_unknown": "有目录无法确定卡号",
+    "trace_view_invalid": "trace_view.json 无法解析",
+}
+
+
+def warning_zh(code: str, ranks: tuple[int, ...] | list[int]) -> str:
+    """Chinese text of a load-time warning: its meaning and the ranks it concerns."""
+    what = _WARNING_ZH.get(code, "加载数据时的提示（详见英文原文）")
+    return what + (f"（涉及 {format_ranks(sorted(ranks))}号卡）" if ranks else "")
+
+
 class DataQualityParams(Params):
     """Parameters of :func:`data_quality` (none)."""
 
@@ -225,7 +245,7 @@ def data_quality(profile: Profile, params: DataQualityParams) -> AnalyzerResult:
                 kind=FindingKind.DATA_QUALITY,
                 severity=_WARNING_TAGS.get(w.code, (None, Severity.LOW))[1],
                 summary=w.message,
-                summary_zh=f"数据质量提示（{w.code}）：{w.message}",
+                summary_zh=f"数据质量提示（{w.code}）：{warning_zh(w.code, tuple(w.ranks))}。",
                 ranks=tuple(sorted(w.ranks)),
                 evidence=(
                     Evidence(
