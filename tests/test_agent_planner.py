@@ -479,3 +479,18 @@ def test_too_long_question_is_refused_before_any_work() -> None:
     assert zh.language == "zh" and zh.answer.startswith("问题太长")
     ok = adv.ask("why is rank 3 slow?")  # the session still works
     assert ok.intent == "explain_rank"
+
+
+def test_case_commands_quoted_in_chinese_answers_carry_no_english_prose() -> None:
+    from advisor_chat.agent.planner import _command_of
+
+    assert _command_of("npu-smi info on every node: board model, health, ECC errors") == (
+        "npu-smi info"
+    )
+    assert _command_of(
+        "npu-smi info -t topo and npu-smi info -t health -i CARD_ID to check link state"
+    ) == ("npu-smi info -t topo`；`npu-smi info -t health -i CARD_ID")
+    assert _command_of("export TASK_QUEUE_ENABLE=2  # an English comment") == (
+        "export TASK_QUEUE_ENABLE=2"
+    )
+    assert _command_of("Bind the cores before launching") is None

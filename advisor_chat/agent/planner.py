@@ -988,11 +988,23 @@ def case_remedy_zh(case_id: str) -> str | None:
 
 
 def _command_of(remedy: str) -> str | None:
-    """The shell command of a remedy (``export X=1  # comment`` -> ``export X=1``), if any."""
+    """The shell command of a remedy (``export X=1  # comment`` -> ``export X=1``), if any.
+
+    The English prose around a command is cut ("npu-smi info on every node: board model, …" ->
+    ``npu-smi info``; "… -i CARD_ID to check link state" -> "… -i CARD_ID"); two commands joined
+    by "and" keep both (``a`；`b``), so a Chinese answer quotes commands, not English sentences.
+    """
     cmd = remedy.split("  #", 1)[0].split(" # ", 1)[0].strip()
-    if re.match(r"^(export|unset|python|torchrun|npu-smi|hccn_tool|msprof)\b", cmd):
-        return cmd
-    return None
+    if not re.match(r"^(export|unset|python|torchrun|npu-smi|hccn_tool|msprof)\b", cmd):
+        return None
+    cmd = re.split(r":\s|\s+(?:to|for|on|in|so|which|that|then|before|after|when|while)\s+", cmd)[0]
+    parts = [x.strip() for x in re.split(r"\s+and\s+", cmd) if x.strip()]
+    keep = [
+        x
+        for x in parts
+        if re.match(r"^(export|unset|python|torchrun|npu-smi|hccn_tool|msprof)\b", x)
+    ]
+    return "`；`".join(keep) if keep else None
 
 
 def _best_finding(cited: Sequence[Finding], tags: Sequence[str]) -> Finding | None:
