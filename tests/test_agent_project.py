@@ -712,3 +712,16 @@ def test_chinese_victim_answer_names_the_culprits_mechanism_in_its_first_sentenc
     t = _text(pj.explain_ranks(_diag(HOST9), [13], True))
     first = t.split("。")[0]
     assert first.startswith("13号卡在集合通信中等待每步 7.40 ms") and "主机侧阻塞" in first
+
+
+def test_which_link_with_no_slow_link_says_no_link_is_slow() -> None:
+    d = _diag(EXPOSED)
+    assert _text(pj.network(d, [], False, yes_no=False, which=True)).startswith(
+        "No link is slow: no link runs far below the median bandwidth of its transport. "
+        "The main cause: Many small collectives"
+    )
+    assert _text(pj.network(d, [], True, yes_no=False, which=True)).startswith("没有慢链路")
+    link = _diag(SLOW_LINK)
+    assert _text(pj.network(link, [], False, yes_no=False, which=True)).startswith(
+        "The slow link is 3→11 (RDMA)"
+    )

@@ -396,7 +396,9 @@ class Planner:
         if it == "which_slow_rank":
             return project.which_culprit(d, zh, yes_no=q.kind == "yes_no")
         if it == "slow_link":  # a verdict only for a yes/no question (or a bare "network?")
-            return project.network(d, q.links, zh, q.ranks, yes_no=q.kind in ("yes_no", ""))
+            return project.network(
+                d, q.links, zh, q.ranks, yes_no=q.kind in ("yes_no", ""), which=q.kind == "which"
+            )
         if it == "fix_first":
             return project.fix_first(d, zh)
         if it == "how_much":

@@ -773,12 +773,14 @@ def network(
     ranks: Sequence[int] = (),
     *,
     yes_no: bool = True,
+    which: bool = False,
 ) -> Projection:
     """Answer to “Is the network the problem?” / “which link is slow?”: yes or no with the link.
 
     With ``ranks`` ("is rank 3 on a slow link?"), the verdict is about those ranks: whether they
     are endpoints of a slow link. Without ``yes_no`` ("which link is slow?", "why … when the
-    bandwidth looks fine?"), the first sentence is the cause itself, not a yes/no verdict.
+    bandwidth looks fine?"), the first sentence is the cause itself, not a yes/no verdict;
+    with ``which`` ("which link is slow?") and no slow link, it says that no link is slow.
     """
     p = Projection()
     slow = [c for c in d.causes if c.mechanism == Mechanism.SLOW_LINK]
@@ -846,6 +848,20 @@ def network(
         return p
     comm = [c for c in _real(d) if c.category.value == "communication"]
     top = _real(d)[0] if _real(d) else None
+    if which and not yes_no:  # "which link is slow?" with none: that is the answer
+        main = comm[0] if comm else top
+        if main is not None:
+            p.add_cause(main)
+            p.plot_ranks = _culprit_ranks(main)[:8]
+        rest = f"主要原因是：{summary(main, zh)}。" if zh and main else ""
+        rest_en = f" The main cause: {summary(main, zh)}." if main and not zh else ""
+        p.lines.append(
+            "没有慢链路：没有哪条链路的带宽明显低于同类链路。" + rest
+            if zh
+            else "No link is slow: no link runs far below the median bandwidth of its transport."
+            + rest_en
+        )
+        return p
     if comm and not yes_no:
         cc = comm[0]
         p.add_cause(cc)
