@@ -725,3 +725,23 @@ def test_which_link_with_no_slow_link_says_no_link_is_slow() -> None:
     assert _text(pj.network(link, [], False, yes_no=False, which=True)).startswith(
         "The slow link is 3→11 (RDMA)"
     )
+
+
+def test_healthy_way_round_questions_get_the_inverted_verdict() -> None:
+    link = _diag(SLOW_LINK)
+    assert _text(pj.explain_ranks(link, [11], False, yes_no=True, healthy=True)).startswith(
+        "Not entirely: rank 11 is on the slow link 3→11"
+    )
+    assert _text(pj.network(link, [], False, healthy=True)).startswith(
+        "No, the network is not fine: the slow link 3→11"
+    )
+    assert _text(pj.network(_diag(EXPOSED), [], True, healthy=True)).startswith(
+        "是的，网络没有问题：没有发现慢链路"
+    )
+    assert _text(pj.explain_ranks(_diag(PIPE), [12], False, yes_no=True, healthy=True)).startswith(
+        "Its own work is fine: rank 12 waits"
+    )
+    assert _text(pj.overview(_diag(HOST9), False, yes_no=True, healthy=True)).startswith("No: ")
+    assert _text(pj.overview(_diag(NO_CULPRIT), False, yes_no=True, healthy=True)).startswith(
+        "No clear problem: "
+    )

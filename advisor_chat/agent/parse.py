@@ -248,6 +248,12 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
     "yes_no": (
         r"(^|[.?!。？！]\s*)(so,?\s*|and\s+|but\s+)?(is|are|does|do|did|can|could|should|will|would|has|have|was|were|am)\b",
         r"[,;:]\s*(is|are|does|do|did|was|were) (it|they|this|that|he|she)\b",
+        # tag and declarative questions: "rank 6 is slow, right?", "so rank 6 is the slow one?"
+        r",\s*(right|correct|true|yes|no)\s*[?？]\s*$",
+        r"\b(isn't|aren't|doesn't|don't|is not|are not) (it|they|that)\s*[?？]\s*$",
+        r"\b(slow(er|est)?|fine|ok|okay|healthy|normal|the (culprit|problem|cause|bottleneck|straggler))\b[^?？.]{0,20}[?？]\s*$",
+        r"(对吧|是吧|对不对|是不是|吧)[？?。！!\s]*$",
+        r"(慢|正常|有问题|没问题)(吧|呢)?[？?]\s*$",
         r"是不是",
         r"是否",
         r"有没有",

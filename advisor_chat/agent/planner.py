@@ -208,6 +208,12 @@ def default_diagnose(profile: Any, *, baseline: Any = None) -> Diagnosis:
     return diagnose(profile, baseline=baseline)
 
 
+# A yes/no question asked the healthy way round ("is rank 11 fine?", "网络正常吗？"): the verdict
+# is about health, so a culprit gets "no".
+_HEALTHY_Q = re.compile(
+    r"\b(fine|ok|okay|healthy|normal|alright|all right)\b|正常|没问题|没事|健康", re.I
+)
+
 # Routes answered as a projection of the diagnosis alone (no analyzer tool needed).
 _PROJECTED = {
     "explain_rank",
@@ -382,6 +388,7 @@ class Planner:
         """The diagnosis projection for the question's route (``None`` for tool capabilities)."""
         zh = q.language == "zh"
         it = q.intent
+        healthy = q.kind == "yes_no" and _HEALTHY_Q.search(q.text) is not None
         if it == "explain_rank" and q.ranks:
             alternative = re.search(r"\bor\b|还是", q.text, re.I) is not None
             return project.explain_ranks(
@@ -392,12 +399,19 @@ class Planner:
                 and not alternative,
                 compare=q.kind == "compare" or (alternative and len(q.ranks) == 2),
                 faster=re.search(r"\bfaster\b|更快|快于", q.text, re.I) is not None,
+                healthy=healthy,
             )
         if it == "which_slow_rank":
             return project.which_culprit(d, zh, yes_no=q.kind == "yes_no")
         if it == "slow_link":  # a verdict only for a yes/no question (or a bare "network?")
             return project.network(
-                d, q.links, zh, q.ranks, yes_no=q.kind in ("yes_no", ""), which=q.kind == "which"
+                d,
+                q.links,
+                zh,
+                q.ranks,
+                yes_no=q.kind in ("yes_no", ""),
+                which=q.kind == "which",
+                healthy=healthy,
             )
         if it == "fix_first":
             return project.fix_first(d, zh)
@@ -411,7 +425,7 @@ class Planner:
             p = project.pipeline(d, q.stages, zh, yes_no=q.kind == "yes_no")
             return p if p.lines else None
         if it == "summarize":
-            return project.overview(d, zh, yes_no=q.kind == "yes_no")
+            return project.overview(d, zh, yes_no=q.kind == "yes_no", healthy=healthy)
         return None
 
     # -- writing ---------------------------------------------------------------------------

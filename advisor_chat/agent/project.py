@@ -305,6 +305,15 @@ _VERDICT = {
 }
 
 
+#: The same verdicts for a question asked the healthy way round ("is rank 11 fine?").
+_VERDICT_HEALTHY = {
+    "culprit": ("No: ", "不是："),
+    "event": ("Mostly: ", "基本正常："),
+    "on_link": ("Not entirely: ", "不完全是："),
+    "victim": ("Its own work is fine: ", "它自身没问题："),
+}
+
+
 def _role_key(c: RootCause, role: str) -> str:
     """The verdict key of a role: a culprit of step events is an ``event`` (not slow on average)."""
     if role == "culprit" and c.mechanism == Mechanism.STEP_EVENTS:
@@ -370,6 +379,7 @@ def explain_ranks(
     yes_no: bool = False,
     compare: bool = False,
     faster: bool = False,
+    healthy: bool = False,
 ) -> Projection:
     """Answer to “Why is rank N (or ranks A-B) slow?”: the ranks' lost time traced to its causes.
 
@@ -401,10 +411,12 @@ def explain_ranks(
             for c in shown.causes:
                 p.add_cause(c)
         return p
-    return _explain(d, ranks, zh, yes_no)
+    return _explain(d, ranks, zh, yes_no, healthy)
 
 
-def _explain(d: Diagnosis, ranks: Sequence[int], zh: bool, yes_no: bool) -> Projection:
+def _explain(
+    d: Diagnosis, ranks: Sequence[int], zh: bool, yes_no: bool, healthy: bool = False
+) -> Projection:
     p = Projection()
     if len(ranks) == 1:
         r = ranks[0]
@@ -417,7 +429,8 @@ def _explain(d: Diagnosis, ranks: Sequence[int], zh: bool, yes_no: bool) -> Proj
             p.add_cause(c)
             line = _role_sentence(r, c, role, imp, zh)
             if i == 0 and yes_no:
-                line = with_verdict(_VERDICT[_role_key(c, role)][1 if zh else 0], line, zh)
+                table = _VERDICT_HEALTHY if healthy else _VERDICT
+                line = with_verdict(table[_role_key(c, role)][1 if zh else 0], line, zh)
             p.lines.append(line if i == 0 else f"- {line}")
             if i == 0 and len(roles) > 1:
                 p.lines.append("此外：" if zh else "Also:")
@@ -774,6 +787,7 @@ def network(
     *,
     yes_no: bool = True,
     which: bool = False,
+    healthy: bool = False,
 ) -> Projection:
     """Answer to “Is the network the problem?” / “which link is slow?”: yes or no with the link.
 
@@ -821,7 +835,14 @@ def network(
         p.add_cause(c)
         p.plot_ranks = list(c.culprit.link or ())
         rank_pos = next((i for i, x in enumerate(d.causes) if x.id == c.id), 0)
-        if yes_no:
+        if yes_no and healthy:  # "is the network fine?"
+            p.lines.append(
+                f"不是，网络有问题：慢链路 {link_label(c.culprit, zh)}：{summary(c, zh)}。"
+                if zh
+                else f"No, the network is not fine: the slow link {link_label(c.culprit, zh)}: "
+                f"{summary(c, zh)}."
+            )
+        elif yes_no:
             p.lines.append(
                 f"是的，网络有问题：慢链路 {link_label(c.culprit, zh)}：{summary(c, zh)}。"
                 if zh
@@ -879,6 +900,25 @@ def network(
             f"{summary(top, zh)}。没有发现慢链路。"
             if zh
             else f"{summary(top, zh)}. No link is slow."
+        )
+        return p
+    if healthy:  # "is the network fine?" and no link is slow
+        main = comm[0] if comm else top
+        if main is not None:
+            p.add_cause(main)
+        rest = (
+            (
+                f"主要原因是：{summary(main, zh)}。"
+                if zh
+                else f" The main cause: {summary(main, zh)}."
+            )
+            if main
+            else ""
+        )
+        p.lines.append(
+            "是的，网络没有问题：没有发现慢链路。" + rest
+            if zh
+            else "Yes, the network is fine: no link is slow." + rest
         )
         return p
     if comm:
@@ -1203,7 +1243,9 @@ def pipeline(d: Diagnosis, stages: Sequence[int], zh: bool, *, yes_no: bool = Fa
     return p
 
 
-def overview(d: Diagnosis, zh: bool, limit: int = 5, *, yes_no: bool = False) -> Projection:
+def overview(
+    d: Diagnosis, zh: bool, limit: int = 5, *, yes_no: bool = False, healthy: bool = False
+) -> Projection:
     """Answer to “What is wrong with this job?”: the headline, then the causes, most important first.
 
     With ``yes_no`` ("is there a performance problem?"), the headline is preceded by the verdict:
@@ -1214,7 +1256,9 @@ def overview(d: Diagnosis, zh: bool, limit: int = 5, *, yes_no: bool = False) ->
     real = _real(d)
     verdict = ""
     if yes_no:
-        if real:
+        if real and healthy:  # "is everything fine?"
+            verdict = "不是：" if zh else "No: "
+        elif real:
             verdict = "是的：" if zh else "Yes: "
         elif _meta(d, Mechanism.NOT_ENOUGH_SIGNAL) is not None:
             verdict = "无法判断：" if zh else "Cannot tell: "
