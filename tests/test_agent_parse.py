@@ -233,3 +233,24 @@ def test_yes_no_question_with_a_which_word_in_it_stays_yes_no() -> None:
     for text in ("is there a straggler?", "Are any of the ranks slow?"):
         q = _q(text)
         assert (q.kind, q.intent) == ("yes_no", "which_slow_rank"), (text, q)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Rank 6 is slow, right?",
+        "so rank 6 is the slow one?",
+        "rank 6 slow?",
+        "6号卡慢，对吧？",
+        "6号卡是慢卡吧？",
+    ],
+)
+def test_tag_and_declarative_questions_are_yes_no(text: str) -> None:
+    q = _q(text)
+    assert (q.kind, q.intent, q.ranks) == ("yes_no", "explain_rank", (6,)), (text, q)
+
+
+def test_question_words_still_win_over_a_yes_no_ending() -> None:
+    assert _q("why is rank 6 slow?").kind == "why"
+    assert _q("哪张卡慢？").kind == "which"
+    assert _q("为什么6号卡慢？").kind == "why"
