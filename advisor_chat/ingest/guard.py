@@ -1,0 +1,275 @@
+"""Input guards: bounded reads, safe messages and a bounded folder walk (issue 14).
+
+Every file a reader opens goes through :func:`check_file` first (``common.read_text``,
+``common.read_csv``/``read_columns``, ``db.connect``, the trace streamer): it refuses what is not
+a regular file (FIFO, device, socket), symlink loops and files larger than the cap of their kind,
+each with an :class:`~advisor_chat.errors.InputError` that names the file and says what to do.
+CSV headers are sniffed from a bounded prefix (:func:`sniff_csv`) so that a multi-GB file of
+garbage is refused after reading 64 KB, not after parsing it. Text that comes from a file
+(headers, values) is cut by :func:`short` before it enters a message; paths go through
+:func:`show_path` so that a folder name that is not UTF-8 prints as escapes instead of crashing
+the terminal.
+
+:class:`WalkBudget` bounds the layout search (folders visited, seconds) and remembers the
+``(device, inode)`` of every folder, so a symlink loop or a folder reached twice (``ln -s . a``)
+is visited once.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from advisor_chat.errors import InputError
+
+MB = 1 << 20
+
+#: Size caps per file kind (bytes). Real files stay far below them (a 1-day Level1 run of one
+#: rank writes a kernel_details.csv of a few hundred MB); a file above its cap is refused with a
+#: message before anything is parsed. ``ADVISOR_MAX_FILE_MB`` overrides every cap.
+SIZE_CAPS: dict[str, int] = {
+    "kernel_details.csv": 8 << 30,
+    "op_summary.csv": 8 << 30,
+    "trace_view.json": 32 << 30,
+    "communication.json": 4 << 30,
+    "communication_matrix.json": 4 << 30,
+    "cluster_communication.json": 4 << 30,
+    "cluster_communication_matrix.json": 4 << 30,
+    ".db": 64 << 30,
+    ".csv": 1 << 30,
+    ".json": 512 * MB,
+}
+DEFAULT_CAP = 1 << 30
+
+#: Bytes read to sniff a CSV header (a real header is < 2 KB).
+SNIFF_BYTES = 64 << 10
+
+#: Layout walk limits: folders visited and seconds spent before giving up with a message.
+MAX_WALK_DIRS = 20000
+MAX_WALK_SECONDS = 20.0
+
+_KIND_NAMES = (
+    "kernel_details",
+    "op_summary",
+    "trace_view",
+    "cluster_communication_matrix",
+    "cluster_communication",
+    "communication_matrix",
+    "communication",
+)
+
+_REMEDY_COPY = (
+    "Copy the file again from the training machine, or re-run the offline parse of torch_npu"
+)
+
+
+def show_path(path: str | Path | None) -> str:
+    """``path`` as printable text: undecodable bytes and control characters become escapes."""
+    if path is None:
+        return ""
+    s = os.fspath(path)
+    if isinstance(s, bytes):  # pragma: no cover - Path never gives bytes
+        s = os.fsdecode(s)
+    s = s.encode("utf-8", "backslashreplace").decode("utf-8")
+    return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in s)
+
+
+def short(text: object, limit: int = 120) -> str:
+    """``text`` on one line, control characters escaped, cut to ``limit`` characters (``…`` added)."""
+    s = show_path(str(text))
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def short_list(items: list[str], n: int = 12, each: int = 40) -> str:
+    """A bounded rendering of a list of (untrusted) names: first ``n``, each cut to ``each`` chars."""
+    shown = [short(x, each) for x in items[:n]]
+    more = f", … ({len(items) - n} more)" if len(items) > n else ""
+    return "[" + ", ".join(repr(x) for x in shown) + more + "]"
+
+
+def size_cap(path: Path) -> int:
+    """The size cap (bytes) for ``path`` from :data:`SIZE_CAPS` (by name, then by extension)."""
+    env = os.environ.get("ADVISOR_MAX_FILE_MB")
+    if env:
+        try:
+            return int(float(env) * MB)
+        except ValueError:
+            pass
+    name = path.name
+    for kind in _KIND_NAMES:
+        if name.startswith(kind):
+            ext = path.suffix
+            key = kind + ext
+            if key in SIZE_CAPS:
+                return SIZE_CAPS[key]
+    return SIZE_CAPS.get(path.suffix, DEFAULT_CAP)
+
+
+def check_file(path: Path) -> os.stat_result:
+    """Check that ``path`` is a readable regular file within its size cap, before opening it.
+
+    Returns:
+        The ``stat`` result (following symlinks).
+
+    Raises:
+        InputError: A symlink loop or dangling symlink, not a regular file (FIFO, device, socket,
+            folder), above the size cap of its kind, or not readable.
+    """
+    shown = show_path(path)
+    try:
+        st = os.stat(path)
+    except PermissionError as exc:
+        raise InputError(
+            f"permission denied reading {shown}",
+            path=shown,
+            remedy="Make the profiling folder readable (e.g. `chmod -R a+rX <folder>`) or copy it to a "
+            "folder you own, then load it again",
+        ) from exc
+    except OSError as exc:
+        what = (
+            "is a symlink loop"
+            if exc.errno == 40
+            else ("is a dangling symlink" if os.path.islink(path) else "cannot be opened")
+        )
+        raise InputError(
+            f"{shown} {what} ({exc.strerror or exc})",
+            path=shown,
+            remedy="Replace the link with the real file (copy the profiling folder with `cp -rL`)",
+        ) from exc
+    if not stat.S_ISREG(st.st_mode):
+        kind = (
+            "a FIFO (named pipe)"
+            if stat.S_ISFIFO(st.st_mode)
+            else "a device"
+            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+            else "a socket"
+            if stat.S_ISSOCK(st.st_mode)
+            else "a folder"
+            if stat.S_ISDIR(st.st_mode)
+            else "not a regular file"
+        )
+        raise InputError(
+            f"{shown} is {kind}, not a regular file; it was not read",
+            path=shown,
+            remedy="Replace it with the real profiler output file",
+        )
+    cap = size_cap(path)
+    if st.st_size > cap:
+        raise InputError(
+            f"{shown} is {st.st_size / MB:,.0f} MB, above the {cap / MB:,.0f} MB limit for this kind of "
+            "file; it was not read",
+            path=shown,
+            remedy="Check that it is a real profiler file (not a concatenation or a core dump), or "
+            "raise the limit with ADVISOR_MAX_FILE_MB",
+        )
+    return st
+
+
+def sniff_csv(path: Path, size: int) -> None:
+    """Refuse a CSV whose first bytes are binary or hold no line break (bounded read).
+
+    Raises:
+        InputError: NUL bytes or a zip/gzip signature in the first 64 KB, or no line break there
+            while the file is longer.
+    """
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+    except PermissionError as exc:
+        raise InputError(
+            f"permission denied reading {show_path(path)}", path=show_path(path)
+        ) from exc
+    except OSError as exc:
+        raise InputError(
+            f"cannot read {show_path(path)}: {exc.strerror or exc}", path=show_path(path)
+        ) from exc
+    if head.startswith((b"PK\x03\x04", b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"SQLite format 3")):
+        raise InputError(
+            f"{show_path(path)} is an archive or database, not a CSV file",
+            path=show_path(path),
+            remedy="Unpack the archive first (or use the original CSV), then load the folder again",
+        )
+    if b"\x00" in head:
+        raise InputError(
+            f"{show_path(path)} holds binary data, not CSV text (NUL bytes in the first "
+            f"{len(head) // 1024 or 1} KB)",
+            path=show_path(path),
+            remedy=_REMEDY_COPY,
+        )
+    if size > len(head) and b"\n" not in head:
+        raise InputError(
+            f"{show_path(path)} is not a CSV file: no line break in its first {SNIFF_BYTES // 1024} KB "
+            "(a real header is one short line)",
+            path=show_path(path),
+            remedy=_REMEDY_COPY,
+        )
+
+
+def read_bytes(path: Path) -> bytes:
+    """Read a whole (capped) file after :func:`check_file`.
+
+    Raises:
+        InputError: See :func:`check_file`; an I/O error.
+    """
+    check_file(path)
+    try:
+        return path.read_bytes()
+    except PermissionError as exc:
+        raise InputError(
+            f"permission denied reading {show_path(path)}", path=show_path(path)
+        ) from exc
+    except OSError as exc:
+        raise InputError(
+            f"cannot read {show_path(path)}: {exc.strerror or exc}",
+            path=show_path(path),
+            remedy=_REMEDY_COPY,
+        ) from exc
+
+
+@dataclass
+class WalkBudget:
+    """Limits of one layout walk; remembers the folders seen by ``(st_dev, st_ino)``.
+
+    Attributes:
+        max_dirs: Folders that may be listed.
+        max_seconds: Wall time allowed.
+        seen: ``(device, inode)`` of every folder entered.
+        dirs: Folders listed so far.
+        skipped_repeats: Folders reached a second time (symlinks to ``.`` or loops), not re-entered.
+    """
+
+    max_dirs: int = MAX_WALK_DIRS
+    max_seconds: float = MAX_WALK_SECONDS
+    seen: set[tuple[int, int]] = field(default_factory=set)
+    dirs: int = 0
+    skipped_repeats: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+    def enter(self, path: Path) -> bool:
+        """Whether ``path`` should be listed: False when already seen (or not stat-able).
+
+        Raises:
+            InputError: The folder or time budget is exhausted.
+        """
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        key = (st.st_dev, st.st_ino)
+        if key in self.seen:
+            self.skipped_repeats.append(str(path))
+            return False
+        self.seen.add(key)
+        self.dirs += 1
+        if self.dirs > self.max_dirs or time.monotonic() - self.started > self.max_seconds:
+            raise InputError(
+                f"gave up searching for profiling data after {self.dirs - 1:,} folders "
+                f"({time.monotonic() - self.started:.0f} s); the path does not look like a profiling "
+                "folder",
+                remedy="Point at the folder that holds the *_ascend_pt / *_ascend_ms rank folders, the "
+                "PROF_* folders or cluster_analysis_output/, not at a system or home folder",
+            )
+        return True
