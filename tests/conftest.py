@@ -21,7 +21,10 @@ def find_real_samples() -> Path | None:
     env = os.environ.get("ADVISOR_SHARED")
     if env:
         candidates.append(Path(env) / "samples" / "real")
-    candidates += [REPO.parent / "shared" / "samples" / "real", REPO.parent.parent / "shared" / "samples" / "real"]
+    candidates += [
+        REPO.parent / "shared" / "samples" / "real",
+        REPO.parent.parent / "shared" / "samples" / "real",
+    ]
     for c in candidates:
         if (c / "PROVENANCE.md").is_file():
             return c.resolve()

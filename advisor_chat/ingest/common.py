@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from advisor_chat.errors import InputError
-from advisor_chat.ingest.guard import check_file, show_path, short, short_list, sniff_csv
+from advisor_chat.ingest.guard import check_file, short, short_list, show_path, sniff_csv
 from advisor_chat.ingest.profile import DataWarning, TableSource
 
 #: Header aliases: every variant seen in real files → the name the readers use.
