@@ -75,8 +75,11 @@ def is_cluster_dir(path: Path, names: set[str]) -> bool:
 
 
 def is_msprof_dir(path: Path, names: set[str]) -> bool:
-    """Whether ``path`` is a CANN ``PROF_*`` folder with text output."""
-    return path.name.startswith("PROF_") and "mindstudio_profiler_output" in names
+    """Whether ``path`` is a CANN ``PROF_*`` folder with text output or an ``msprof_*.db``."""
+    return path.name.startswith("PROF_") and (
+        "mindstudio_profiler_output" in names
+        or any(n.startswith("msprof_") and n.endswith(".db") for n in names)
+    )
 
 
 LOOSE_PREFIXES = (
