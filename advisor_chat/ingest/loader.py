@@ -849,7 +849,9 @@ def _assemble(
         if name not in TABLE_SPECS:
             continue
         src = sources.get(name, [])
-        validated[name] = validate_table(name, df, source=src[0].path if src else str(root))
+        validated[name] = validate_table(
+            name, df, source=src[0].path if src else str(root), sources=src, warnings=warnings
+        )
     profile = Profile(
         root=root,
         layout=_layout_name(layout, rank_data),
