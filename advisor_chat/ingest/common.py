@@ -121,7 +121,9 @@ def read_json(path: Path) -> Any:
     """Parse a (small) JSON file.
 
     Raises:
-        InputError: The file is unreadable or not valid JSON.
+        InputError: The file is unreadable, empty or not valid JSON, or its top level is not an
+            object although the file kind always has one (communication*.json, profiler_info*.json,
+            profiler_metadata.json, info.json*).
     """
     text = read_text(path)
     if not text.strip():
@@ -131,7 +133,7 @@ def read_json(path: Path) -> Any:
             remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
         )
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         where = (
             f"{exc.msg} at line {exc.lineno}"
@@ -143,6 +145,24 @@ def read_json(path: Path) -> Any:
             path=show_path(path),
             remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
         ) from exc
+    if path.name.startswith(_OBJECT_JSON) and not isinstance(data, dict):
+        raise InputError(
+            f"{show_path(path)} holds a JSON {type(data).__name__}, but this file is a JSON object "
+            "({...}) in every profiler version; it is damaged or not the profiler's file",
+            path=show_path(path),
+            remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
+        )
+    return data
+
+
+#: JSON files whose top level is an object in every version (reference §1, §2, §3).
+_OBJECT_JSON = (
+    "communication",
+    "cluster_communication",
+    "profiler_info",
+    "profiler_metadata",
+    "info.json",
+)
 
 
 SMALL_CSV_BYTES = 256 << 10

@@ -322,6 +322,10 @@ def _read_profiler_db(con: sqlite3.Connection, rank: int | None) -> dict[str, An
         if row:
             meta["db_rank_id"] = row[0]
             meta["device_id"] = row[1]
+    if "SESSION_TIME_INFO" in tabs and "endTimeNs" in tabs["SESSION_TIME_INFO"]:
+        row = con.execute("SELECT MAX(endTimeNs) FROM SESSION_TIME_INFO").fetchone()
+        if row and row[0] is not None:
+            meta["collection_end_ns"] = row[0]
     if "NPU_INFO" in tabs:
         row = con.execute("SELECT name FROM NPU_INFO").fetchone()
         if row:

@@ -22,8 +22,13 @@ import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from advisor_chat.errors import InputError
+from advisor_chat.ingest.profile import DataWarning
+
+if TYPE_CHECKING:
+    from advisor_chat.ingest.common import RankData
 
 MB = 1 << 20
 
@@ -273,3 +278,135 @@ class WalkBudget:
                 "PROF_* folders or cluster_analysis_output/, not at a system or home folder",
             )
         return True
+
+
+#: Ranks of one run stop collecting within seconds of each other; further apart than this, the
+#: folders most likely come from different runs.
+SAME_RUN_SECONDS = 600.0
+
+
+def _as_rank(v: object) -> int | None:
+    try:
+        f = float(str(v).strip())
+    except (TypeError, ValueError):
+        return None
+    return int(f) if f == int(f) and f >= 0 else None
+
+
+def _tables_of(u: RankData) -> set[str]:
+    have = {s.table for s in u.sources} | set(u.tables)
+    heavy = u.meta.get("heavy_files")
+    if isinstance(heavy, dict):
+        have |= set(heavy)
+    return have
+
+
+def _ranks_text(units: list[RankData]) -> str:
+    rs = sorted(int(u.rank) for u in units if u.rank is not None)
+    shown = ", ".join(str(r) for r in rs[:12]) + (" …" if len(rs) > 12 else "")
+    folders = ", ".join(show_path(u.source_dir) for u in units[:2]) + (
+        f" and {len(units) - 2} more" if len(units) > 2 else ""
+    )
+    return f"rank(s) {shown} ({folders})"
+
+
+def check_units(units: list[RankData]) -> list[DataWarning]:
+    """Consistency of the rank units of one load (after ranks are assigned).
+
+    Flags (``DataWarning`` codes):
+
+    - ``rank_id_invalid``: ``rank_id`` inside ``profiler_info*.json`` is not a rank number.
+    - ``rank_id_mismatch``: it disagrees with the rank in the file name (``profiler_info_{rank}.json``,
+      the rank that is used, as msprof-analyze does).
+    - ``missing_table``: some ranks have a step trace (or kernels) and others have none.
+    - ``mixed_runs``: the ranks stopped collecting more than :data:`SAME_RUN_SECONDS` apart
+      (``end_info.collectionTimeEnd`` of profiler_info, or ``SESSION_TIME_INFO`` of the DB), e.g.
+      text and DB ranks of different runs in one folder.
+
+    Args:
+        units: Rank and msprof units (``RankData``), ranks assigned.
+
+    Returns:
+        The warnings (empty when consistent).
+    """
+    out: list[DataWarning] = []
+    for u in units:
+        rid = u.meta.get("rank_id_in_file")
+        if rid is None or u.export == "msprof":
+            continue
+        info = next(iter(sorted(Path(u.source_dir).glob("profiler_info*.json"))), None)
+        where = show_path(info or u.source_dir)
+        r = _as_rank(rid)
+        if r is None and str(rid).strip() != "-1":
+            out.append(
+                DataWarning(
+                    code="rank_id_invalid",
+                    message=f"{where}: rank_id {short(rid, 40)!r} is not a rank number; rank "
+                    f"{u.rank} (from the file name) is used. Check that the file is not damaged",
+                    path=str(info or u.source_dir),
+                    ranks=(u.rank,) if u.rank is not None else (),
+                )
+            )
+        elif r is not None and u.rank is not None and r != u.rank:
+            out.append(
+                DataWarning(
+                    code="rank_id_mismatch",
+                    message=f"{where}: rank_id {r} inside the file disagrees with rank {u.rank} in its "
+                    f"name; rank {u.rank} is used (as msprof-analyze does). Folders may have been "
+                    "renamed or mixed up: check which rank this folder really is",
+                    path=str(info or u.source_dir),
+                    ranks=(u.rank, r),
+                )
+            )
+    ranked = [u for u in units if u.export in ("text", "db", "mindspore", "msprof")]
+    if len(ranked) > 1:
+        for table, what in (
+            ("step_trace", "step trace (step_trace_time.csv / StepTraceTime)"),
+            ("kernels", "kernels (kernel_details.csv / the DB's TASK table)"),
+        ):
+            have = [u for u in ranked if table in _tables_of(u)]
+            lack = [u for u in ranked if table not in _tables_of(u)]
+            if have and lack:
+                out.append(
+                    DataWarning(
+                        code="missing_table",
+                        message=f"{_ranks_text(lack)} have no {what} while {len(have)} other rank(s) "
+                        "do; conclusions that compare ranks on it leave them out. Copy the missing "
+                        "files from the training machine",
+                        path=lack[0].source_dir,
+                        ranks=tuple(int(u.rank) for u in lack if u.rank is not None),
+                    )
+                )
+    ends = [
+        (u, float(u.meta["collection_end_ns"]))
+        for u in ranked
+        if _as_float(u.meta.get("collection_end_ns")) is not None
+    ]
+    if len(ends) > 1:
+        ends.sort(key=lambda x: x[1])
+        spread = (ends[-1][1] - ends[0][1]) / 1e9
+        if spread > SAME_RUN_SECONDS:
+            first, last = ends[0][0], ends[-1][0]
+            exports = sorted({u.export for u, _ in ends})
+            out.append(
+                DataWarning(
+                    code="mixed_runs",
+                    message=f"the ranks look like different runs: rank {first.rank} "
+                    f"({first.export} export, {show_path(first.source_dir)}) stopped collecting "
+                    f"{spread / 60:,.0f} min before rank {last.rank} ({last.export} export, "
+                    f"{show_path(last.source_dir)})"
+                    + (f"; exports mixed: {', '.join(exports)}" if len(exports) > 1 else "")
+                    + ". Comparing ranks across runs is meaningless: load the folders of one run",
+                    path=last.source_dir,
+                    ranks=tuple(int(u.rank) for u, _ in ends if u.rank is not None),
+                )
+            )
+    return out
+
+
+def _as_float(v: object) -> float | None:
+    try:
+        f = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return f if f == f else None

@@ -34,6 +34,7 @@ from advisor_chat.ingest import cache as cache_mod
 from advisor_chat.ingest.cluster import read_cluster_dir
 from advisor_chat.ingest.common import RankData, double_hash, unreadable
 from advisor_chat.ingest.detect import Layout, detect, unit_files
+from advisor_chat.ingest.guard import check_units
 from advisor_chat.ingest.msprof import read_msprof_dir
 from advisor_chat.ingest.profile import DataWarning, Profile, TableSource
 from advisor_chat.ingest.rankdir import OUTPUT, read_rank_dir
@@ -731,6 +732,7 @@ def _assemble(
     _check_duplicates(units)
     for u in units + cluster_data:
         warnings.extend(u.warnings)
+    warnings.extend(check_units(units))  # rank-id disagreements, missing tables, mixed runs
 
     tables: dict[str, pd.DataFrame] = {}
     sources: dict[str, list[TableSource]] = {}

@@ -352,6 +352,9 @@ def parse_profiler_info(info: dict[str, Any]) -> dict[str, Any]:
         "export_setting": export,
         "config": cfg,
         "rank_id_in_file": info.get("rank_id"),
+        "collection_end_ns": (info.get("end_info") or {}).get("collectionTimeEnd")
+        if isinstance(info.get("end_info"), dict)
+        else None,
     }
 
 
