@@ -409,6 +409,8 @@ class HeavyReader:
         self.workers = workers
         self.progress = progress
         self.loaded: dict[str, set[int]] = {t: set() for t in self.files}
+        #: Draw rich progress bars on stderr for reads of 8 ranks or more (when no callback).
+        self.rich = False
         self.profile: Profile | None = None
         self._lock = threading.RLock()
         self._parts: dict[str, dict[int, Path]] | None = None
@@ -442,7 +444,15 @@ class HeavyReader:
             if not todo:
                 return
             t0 = time.perf_counter()
-            df, sources, warnings = self._read(name, todo)
+            stop = None
+            if self.progress is None and self.rich and len(todo) >= 8:
+                self.progress, stop = rich_progress()
+            try:
+                df, sources, warnings = self._read(name, todo)
+            finally:
+                if stop is not None:
+                    stop()
+                    self.progress = None
             self._merge(name, todo, df, sources, warnings)
             stats = self.profile.stats
             stats[f"{name}_ranks_read"] = float(len(self.loaded[name]))
@@ -761,8 +771,9 @@ def load_profile(
     try:
         cached = load_cached(plan, settings, use_cache=use_cache)
         if cached is not None:
-            if isinstance(cached.heavy, HeavyReader) and callable(progress):
-                cached.heavy.progress = progress
+            if isinstance(cached.heavy, HeavyReader):
+                cached.heavy.progress = progress if callable(progress) else None
+                cached.heavy.rich = stop is not None
             return cached
 
         n_workers = _workers(settings, workers)
@@ -785,6 +796,8 @@ def load_profile(
     finally:
         if stop is not None:
             stop()
+    if stop is not None and isinstance(profile.heavy, HeavyReader):
+        profile.heavy.rich = True  # the lazy reads later show their progress the same way
     save_cached(plan, settings, profile, use_cache=use_cache, background=cache_write != "now")
     return profile
 
