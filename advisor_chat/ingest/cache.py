@@ -31,10 +31,10 @@ def cache_key(root: Path, files: list[tuple[str, int, int]]) -> str:
     """Key from the identity of ``files``: ``(path, size, mtime_ns)`` tuples (path made relative to ``root``)."""
     h = hashlib.sha256()
     h.update(CACHE_VERSION.encode())
-    h.update(str(root).encode())
+    h.update(str(root).encode("utf-8", "surrogateescape"))  # non-UTF-8 folder names
     base = len(str(root))
     for path, size, mtime in files:
-        h.update(f"{path[base:]}\0{size}\0{mtime}\n".encode())
+        h.update(f"{path[base:]}\0{size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
     return h.hexdigest()[:32]
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from advisor_chat.errors import InputError
@@ -118,14 +119,34 @@ def unreadable(path: Path) -> InputError:
 
 
 def read_json(path: Path) -> Any:
-    """Parse a (small) JSON file.
+    """Parse a JSON file (orjson; the ``json`` module for what orjson refuses, e.g. ``NaN``).
 
     Raises:
         InputError: The file is unreadable, empty or not valid JSON, or its top level is not an
             object although the file kind always has one (communication*.json, profiler_info*.json,
             profiler_metadata.json, info.json*).
     """
-    text = read_text(path)
+    from advisor_chat.ingest.guard import read_bytes
+
+    raw = read_bytes(path)  # checked: regular file within its size cap
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    try:
+        data = orjson.loads(raw)  # fast path; NaN literals, bad UTF-8 etc. fall back to json
+    except orjson.JSONDecodeError:
+        data = _read_json_slow(path, raw)
+    if path.name.startswith(_OBJECT_JSON) and not isinstance(data, dict):
+        raise InputError(
+            f"{show_path(path)} holds a JSON {type(data).__name__}, but this file is a JSON object "
+            "({...}) in every profiler version; it is damaged or not the profiler's file",
+            path=show_path(path),
+            remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
+        )
+    return data
+
+
+def _read_json_slow(path: Path, raw: bytes) -> Any:
+    text = raw.decode("utf-8", errors="replace")
     if not text.strip():
         raise InputError(
             f"{show_path(path)} is empty; the file looks truncated",
@@ -133,7 +154,7 @@ def read_json(path: Path) -> Any:
             remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
         )
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         where = (
             f"{exc.msg} at line {exc.lineno}"
@@ -145,14 +166,6 @@ def read_json(path: Path) -> Any:
             path=show_path(path),
             remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
         ) from exc
-    if path.name.startswith(_OBJECT_JSON) and not isinstance(data, dict):
-        raise InputError(
-            f"{show_path(path)} holds a JSON {type(data).__name__}, but this file is a JSON object "
-            "({...}) in every profiler version; it is damaged or not the profiler's file",
-            path=show_path(path),
-            remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
-        )
-    return data
 
 
 #: JSON files whose top level is an object in every version (reference §1, §2, §3).

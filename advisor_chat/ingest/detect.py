@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from advisor_chat.errors import InputError
-from advisor_chat.ingest.guard import WalkBudget, show_path
+from advisor_chat.ingest.guard import WalkBudget, is_utf8, not_utf8_error, show_path
 
 MAX_DEPTH = 10
 _SKIP_DIRS = {"FRAMEWORK", "logs", "log", "__pycache__", ".git", "host"}
@@ -138,6 +138,8 @@ def detect(root: Path, budget: WalkBudget | None = None) -> Layout:
             path=show_path(root),
             remedy="Point at the folder that holds the *_ascend_pt / *_ascend_ms rank folders",
         )
+    if not is_utf8(root):
+        raise not_utf8_error(root)
     budget = budget or WalkBudget()
     layout = Layout(root=root)
     stack: list[tuple[Path, int]] = [(root, 0)]
@@ -171,6 +173,10 @@ def detect(root: Path, budget: WalkBudget | None = None) -> Layout:
             if is_dir and e.name not in _SKIP_DIRS:
                 stack.append((Path(e.path), depth + 1))
     layout.repeats = budget.skipped_repeats
+    for units in (layout.rank_dirs, layout.cluster_dirs, layout.msprof_dirs, layout.loose_dirs):
+        bad = next((u for u in units if not is_utf8(u)), None)
+        if bad is not None:
+            raise not_utf8_error(bad)
     layout.rank_dirs.sort()
     layout.cluster_dirs.sort()
     layout.msprof_dirs.sort()

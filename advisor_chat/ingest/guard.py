@@ -78,8 +78,31 @@ def show_path(path: str | Path | None) -> str:
     s = os.fspath(path)
     if isinstance(s, bytes):  # pragma: no cover - Path never gives bytes
         s = os.fsdecode(s)
-    s = s.encode("utf-8", "backslashreplace").decode("utf-8")
+    try:
+        s = os.fsencode(s).decode("utf-8", "backslashreplace")  # undecodable bytes → \\xff
+    except UnicodeError:
+        s = s.encode("utf-8", "backslashreplace").decode("utf-8")
     return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in s)
+
+
+def is_utf8(path: str | Path) -> bool:
+    """Whether ``path`` is valid UTF-8 (no undecodable bytes kept as surrogates)."""
+    try:
+        os.fspath(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def not_utf8_error(path: str | Path) -> InputError:
+    """The :class:`InputError` for a folder whose name is not UTF-8."""
+    return InputError(
+        f"the folder name {show_path(path)} is not valid UTF-8; its bytes cannot be shown or stored "
+        "in the result tables",
+        path=show_path(path),
+        remedy="Rename the folder to a UTF-8 name (e.g. `mv` it in a UTF-8 terminal), or copy the "
+        "profiling data to a folder with a plain name",
+    )
 
 
 def short(text: object, limit: int = 120) -> str:
@@ -246,12 +269,18 @@ class WalkBudget:
         skipped_repeats: Folders reached a second time (symlinks to ``.`` or loops), not re-entered.
     """
 
-    max_dirs: int = MAX_WALK_DIRS
-    max_seconds: float = MAX_WALK_SECONDS
+    max_dirs: int = -1  # -1: MAX_WALK_DIRS at creation time
+    max_seconds: float = -1.0  # -1: MAX_WALK_SECONDS at creation time
     seen: set[tuple[int, int]] = field(default_factory=set)
     dirs: int = 0
     skipped_repeats: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        if self.max_dirs < 0:
+            self.max_dirs = MAX_WALK_DIRS
+        if self.max_seconds < 0:
+            self.max_seconds = MAX_WALK_SECONDS
 
     def enter(self, path: Path) -> bool:
         """Whether ``path`` should be listed: False when already seen (or not stat-able).
@@ -318,7 +347,8 @@ def check_units(units: list[RankData]) -> list[DataWarning]:
     - ``rank_id_invalid``: ``rank_id`` inside ``profiler_info*.json`` is not a rank number.
     - ``rank_id_mismatch``: it disagrees with the rank in the file name (``profiler_info_{rank}.json``,
       the rank that is used, as msprof-analyze does).
-    - ``missing_table``: some ranks have a step trace (or kernels) and others have none.
+    - ``missing_table``: some ranks have a step trace (kernels, communication operators) and others
+      have none (the file is absent, or gave no rows: a communication.json of the wrong shape).
     - ``mixed_runs``: the ranks stopped collecting more than :data:`SAME_RUN_SECONDS` apart
       (``end_info.collectionTimeEnd`` of profiler_info, or ``SESSION_TIME_INFO`` of the DB), e.g.
       text and DB ranks of different runs in one folder.
@@ -363,6 +393,7 @@ def check_units(units: list[RankData]) -> list[DataWarning]:
         for table, what in (
             ("step_trace", "step trace (step_trace_time.csv / StepTraceTime)"),
             ("kernels", "kernels (kernel_details.csv / the DB's TASK table)"),
+            ("comm_ops", "communication operators (communication.json / analysis.db)"),
         ):
             have = [u for u in ranked if table in _tables_of(u)]
             lack = [u for u in ranked if table not in _tables_of(u)]

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 import pandas as pd
 
 from advisor_chat.ingest.common import (
@@ -310,13 +309,7 @@ def load_json(path: Path) -> Any:
         InputError: Unreadable or invalid JSON (the message of
             :func:`~advisor_chat.ingest.common.read_json`, which re-reads the file to say where).
     """
-    try:
-        raw = path.read_bytes()
-        if raw.startswith(b"\xef\xbb\xbf"):
-            raw = raw[3:]
-        return orjson.loads(raw)
-    except (OSError, orjson.JSONDecodeError):
-        return read_json(path)  # raises the InputError (or parses what orjson refused)
+    return read_json(path)  # issue-14 hook: common.read_json is orjson + guards + shape check
 
 
 def read_communication(path: Path, rank: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -533,7 +526,10 @@ def check_kernel_header(path: Path) -> str:
         InputError: Unreadable file, or ``Name`` / ``Start Time(us)`` / ``Duration(us)`` missing.
     """
     from advisor_chat.ingest.common import _check_required, unreadable
+    from advisor_chat.ingest.guard import check_file, sniff_csv
 
+    # issue-14 hook: FIFO/device/symlink loop/size cap/binary data → InputError, never a hang
+    sniff_csv(path, check_file(path).st_size)
     try:
         with path.open("rb") as fh:
             head = fh.readline(1 << 16)
@@ -577,7 +573,10 @@ def read_kernels_arrow(files: list[tuple[Path, int | None]]) -> tuple[pd.DataFra
     groups: dict[bytes, list[tuple[int, bytes]]] = {}
     headers: dict[bytes, list[str]] = {}
     singles: dict[int, pd.DataFrame] = {}
+    from advisor_chat.ingest.guard import check_file
+
     for i, (path, rank) in enumerate(files):
+        check_file(path)  # issue-14 hook: FIFO/device/symlink loop/size cap → InputError
         try:
             raw = path.read_bytes()
         except PermissionError as exc:

@@ -264,6 +264,8 @@ def scan_trace(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> _State:
             _iter_ijson(path, state)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:  # "ts": "abc" etc.
             raise TraceInvalid(f"an event has a value of the wrong type ({str(exc)[:80]})") from exc
+    if state.events == 0:
+        raise TraceInvalid("it holds no trace events (expected a JSON array of events)")
     return state
 
 
