@@ -480,3 +480,40 @@ def test_msprof_db_damaged(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="damaged SQLite database") as ei:
         load_profile(tmp_path / "job", use_cache=False)
     assert "msprof_20260605161709.db" in str(ei.value)
+
+
+def test_msprof_db_with_communication_analyzer_db(tmp_path: Path) -> None:
+    """``analyze/communication_analyzer.db`` (msprof --analyze=on) gives comm_ops with transit/sync
+    times; the msprof DB still gives kernels and the step breakdown."""
+    root = tmp_path / "job"
+    p = _prof(root, "PROF_000001_20260605161708478_FRJKORBPFMHQMGLA", 2)
+    exp = _msprof_db(p / "msprof_20260605161709.db")
+    (p / "analyze").mkdir()
+    con = sqlite3.connect(p / "analyze" / "communication_analyzer.db")
+    con.execute(
+        "CREATE TABLE CommAnalyzerTime (hccl_op_name TEXT, group_name TEXT, start_timestamp NUMERIC, "
+        "elapse_time NUMERIC, transit_time NUMERIC, wait_time NUMERIC, synchronization_time NUMERIC, "
+        "idle_time NUMERIC, step TEXT, type TEXT)"
+    )
+    # elapse 0.015 ms = transit 0.010 + wait 0.004 (+ idle 0.001); sync 0.003 inside wait
+    con.execute(
+        "INSERT INTO CommAnalyzerTime VALUES ('hcom_allReduce__306_0_1', ?, 1736410576000015.0, "
+        "0.015, 0.010, 0.004, 0.003, 0.001, 'step', 'collective')",
+        (exp["group"],),
+    )
+    con.commit()
+    con.close()
+    prof = load_profile(root, use_cache=False)
+    ops = prof.get("comm_ops")
+    assert len(ops) == 1 and ops["rank"].tolist() == [2]
+    row = ops.iloc[0]
+    assert (row["transit_ms"], row["wait_ms"], row["synchronization_ms"]) == pytest.approx(
+        (0.010, 0.004, 0.003)
+    )
+    assert row["wait_ratio"] == pytest.approx(round(0.004 / (0.004 + 0.010), 4))
+    assert {s.path.rsplit("/", 1)[-1] for s in prof.sources["comm_ops"]} == {
+        "communication_analyzer.db"
+    }
+    st = prof.get("step_trace")
+    assert st["computing_us"].tolist() == pytest.approx([exp["step"]["computing_us"]])
+    assert set(prof.get("kernels")["name"]) >= set(exp["kernels"])

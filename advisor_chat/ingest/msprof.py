@@ -378,9 +378,9 @@ def read_msprof_dir(path: str | Path) -> RankData:
     if "comm_ops" not in rd.tables and cadb.is_file():
         a = dbr.read_analysis_db(cadb, rank)
         rd.parsed_files += 1
-        for t in ("comm_ops", "comm_bandwidth", "comm_matrix"):
-            if t in a and t not in rd.tables:
-                rd.add(t, a[t], cadb)
+        for table in ("comm_ops", "comm_bandwidth", "comm_matrix"):
+            if table in a and table not in rd.tables:
+                rd.add(table, a[table], cadb)
     dbs = msprof_dbs(folder)
     for db in dbs[:1]:
         _read_db(folder, db, rd)
