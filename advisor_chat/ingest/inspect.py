@@ -35,8 +35,7 @@ def inspect_profile(profile: Profile) -> dict[str, Any]:
         ``{"root", "layout", "ranks": [int], "steps": [int], "groups": [{"group", "group_name",
         "comm_kind", "ranks", "size"}], "stages": [{"index", "ranks"}], "versions": {"cann":
         {version: [ranks]}, "torch_npu": {...}}, "profiler_level": {level: [ranks]}, "tables":
-        {name: {"rows", "source", "files", "file_types": {file name: count}, "paths": [first 5
-        files]}}, "warnings": [{"code", "message", "path", "ranks"}],
+        {name: {"rows", "source", "files", "file_types": {file name: count}}}, "warnings": [{"code", "message", "path", "ranks"}],
         "extra_sources": [str], "cache_hit": bool}``. ``source`` is a short citation
         (:meth:`Profile.cite`).
     """
@@ -78,7 +77,6 @@ def inspect_profile(profile: Profile) -> dict[str, Any]:
             "source": profile.cite(name),
             "files": len(files),
             "file_types": dict(Counter(Path(f.split("#")[0]).name for f in files)),
-            "paths": files[:5],
         }
     return {
         "root": str(profile.root),
