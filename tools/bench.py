@@ -285,11 +285,12 @@ _NUM_RE = re.compile(rb'("ts": ")(\d+)(\.\d+")|("id": "?)(\d+)')
 
 def _trace_source() -> tuple[Path, str]:
     env = os.environ.get("ADVISOR_SHARED")
-    for shared in [Path(env)] if env else [REPO.parent / "shared"]:
-        p = (
-            shared
-            / "samples/real/pt-text-level1-2rank/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"
-        )
+    reals = [REPO / "tests" / "data" / "real"]  # shipped with the repository (issue 14)
+    reals += (
+        [Path(env) / "samples" / "real"] if env else [REPO.parent / "shared" / "samples" / "real"]
+    )
+    for real in reals:
+        p = real / "pt-text-level1-2rank/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"
         if p.is_file():
             return p, "real sample pt-text-level1-2rank rank 0 (torch_npu, Jan 2025)"
     raise SystemExit("no source trace: set ADVISOR_SHARED to the shared folder (samples/real)")
