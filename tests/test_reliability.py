@@ -606,6 +606,14 @@ def c_rank_id_disagrees_with_file_name(c: Ctx) -> tuple[Path, str]:
     return root, f.name
 
 
+@case("warn:rank_id_mismatch")
+def c_folder_named_for_another_rank(c: Ctx) -> tuple[Path, str]:
+    root = c.copy()
+    r = c.rank(root, 1)
+    r.rename(root / "rank3_ascend_pt")  # holds profiler_info_1.json
+    return root, "rank3_ascend_pt"
+
+
 @case("warn:rank_id_invalid")
 def c_rank_id_not_a_number(c: Ctx) -> tuple[Path, str]:
     root = c.copy()

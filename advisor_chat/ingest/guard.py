@@ -18,6 +18,7 @@ is visited once.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import time
 from dataclasses import dataclass, field
@@ -309,6 +310,8 @@ class WalkBudget:
         return True
 
 
+_FOLDER_RANK = re.compile(r"^rank[_-]?(\d+)(?:_|$)", re.IGNORECASE)
+
 #: Ranks of one run stop collecting within seconds of each other; further apart than this, the
 #: folders most likely come from different runs.
 SAME_RUN_SECONDS = 600.0
@@ -346,7 +349,8 @@ def check_units(units: list[RankData]) -> list[DataWarning]:
 
     - ``rank_id_invalid``: ``rank_id`` inside ``profiler_info*.json`` is not a rank number.
     - ``rank_id_mismatch``: it disagrees with the rank in the file name (``profiler_info_{rank}.json``,
-      the rank that is used, as msprof-analyze does).
+      the rank that is used, as msprof-analyze does), or a folder named ``rank{N}_…`` holds
+      another rank's files.
     - ``missing_table``: some ranks have a step trace (kernels, communication operators) and others
       have none (the file is absent, or gave no rows: a communication.json of the wrong shape).
     - ``mixed_runs``: the ranks stopped collecting more than :data:`SAME_RUN_SECONDS` apart
@@ -386,6 +390,19 @@ def check_units(units: list[RankData]) -> list[DataWarning]:
                     "renamed or mixed up: check which rank this folder really is",
                     path=str(info or u.source_dir),
                     ranks=(u.rank, r),
+                )
+            )
+    for u in units:
+        m = _FOLDER_RANK.match(Path(u.source_dir).name)
+        if m and u.rank is not None and int(m.group(1)) != u.rank:
+            out.append(
+                DataWarning(
+                    code="rank_id_mismatch",
+                    message=f"{show_path(u.source_dir)}: the folder is named for rank {m.group(1)} but "
+                    f"its files say rank {u.rank} ({u.meta.get('rank_origin') or 'profiler_info'}); "
+                    f"rank {u.rank} is used. Check which rank this folder really is",
+                    path=u.source_dir,
+                    ranks=(u.rank, int(m.group(1))),
                 )
             )
     ranked = [u for u in units if u.export in ("text", "db", "mindspore", "msprof")]
