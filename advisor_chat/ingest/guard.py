@@ -368,9 +368,12 @@ def check_units(units: list[RankData]) -> list[DataWarning]:
         rid = u.meta.get("rank_id_in_file")
         if rid is None or u.export == "msprof":
             continue
-        info = next(iter(sorted(Path(u.source_dir).glob("profiler_info*.json"))), None)
-        where = show_path(info or u.source_dir)
         r = _as_rank(rid)
+        if (r is None and str(rid).strip() != "-1") or (
+            r is not None and u.rank is not None and r != u.rank
+        ):  # only then is the file looked up, to name it
+            info = next(iter(sorted(Path(u.source_dir).glob("profiler_info*.json"))), None)
+            where = show_path(info or u.source_dir)
         if r is None and str(rid).strip() != "-1":
             out.append(
                 DataWarning(
