@@ -1010,3 +1010,51 @@ def test_report_output_inside_the_input_is_refused(base: Path, tmp_path: Path) -
     assert exc is None and "Traceback" not in text
     assert code == 2 and "inside the profiling folder" in " ".join(text.split())
     assert _snapshot(root) == before
+
+
+# ----------------------------------------------------------------------------- the value check itself
+
+
+def test_check_values_counts_and_drops_by_construction() -> None:
+    import numpy as np
+    import pandas as pd
+
+    from advisor_chat.ingest.profile import TableSource
+    from advisor_chat.ingest.schema import check_values
+
+    st = pd.DataFrame(
+        {
+            "rank": pd.array([0, 0, 0, 1, 1, 2, 2], dtype="Int64"),
+            "step": [1, 2, 3, 1, 2, 1, 2],
+            "computing_us": [10.0, -1.0, 10.0, np.inf, 10.0, np.nan, np.nan],
+            "communication_not_overlapped_us": [5.0, 5.0, 5.0, 5.0, 5.0, np.nan, np.nan],
+            "free_us": [1.0, 1.0, np.nan, 1.0, 1e12, np.nan, np.nan],
+            "step_us": [16.0, 5.0, 15.0, 16.0, 15.0, 30.0, 31.0],
+        }
+    )
+    srcs = [
+        TableSource("step_trace", f"/x/rank{r}/step_trace_time.csv", "text", r) for r in (0, 1, 2)
+    ]
+    out, warns = check_values("step_trace", st, sources=srcs)
+    # rows dropped: rank 0 step 2 (negative), step 3 (N/A free); rank 1 step 1 (inf), step 2
+    # (free above one day); rank 2 has no breakdown at all (msprof graph): kept
+    assert sorted(zip(out["rank"].tolist(), out["step"].tolist(), strict=True)) == [
+        (0, 1),
+        (2, 1),
+        (2, 2),
+    ]
+    assert len(warns) == 1
+    msg = warns[0].message
+    for part in (
+        "4 of 7 row(s) of step_trace",
+        "computing_us: 1 infinite, 1 negative",
+        "free_us: 1 above",
+        "1 empty, N/A or non-numeric",
+        "4 row(s) were left out",
+        "/x/rank0/step_trace_time.csv",
+        "/x/rank1/step_trace_time.csv",
+    ):
+        assert part in msg, (part, msg)
+    assert "/x/rank2/" not in msg and warns[0].ranks == (0, 1)
+    clean = st.iloc[[0]]
+    assert check_values("step_trace", clean)[1] == []
