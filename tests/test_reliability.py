@@ -634,6 +634,27 @@ def c_metadata_wrong_types(c: Ctx) -> tuple[Path, str]:
     return root, ""
 
 
+@case("warn:metadata_invalid")
+def c_metadata_group_ranks_not_numbers(c: Ctx) -> tuple[Path, str]:
+    root = c.copy()
+    f = c.rank(root) / "profiler_metadata.json"
+    md = json.loads(f.read_text())
+    md["parallel_group_info"] = {"group_x": {"group_name": "tp", "global_ranks": ["x", None, 1]}}
+    f.write_text(json.dumps(md))
+    return root, "profiler_metadata.json"
+
+
+@case("warn:metadata_invalid")
+def c_metadata_world_size_not_a_number(c: Ctx) -> tuple[Path, str]:
+    root = c.copy()
+    for i in range(4):
+        f = c.rank(root, i) / "profiler_metadata.json"
+        md = json.loads(f.read_text())
+        md["distributed_args"] = {"world_size": "eight", "tensor_model_parallel_size": -2}
+        f.write_text(json.dumps(md))
+    return root, "profiler_metadata.json"
+
+
 # --- ranks -----------------------------------------------------------------------------------
 
 

@@ -325,6 +325,30 @@ def _as_rank(v: object) -> int | None:
     return int(f) if f == int(f) and f >= 0 else None
 
 
+def rank_list(v: object) -> list[int] | None:
+    """``v`` as a list of rank numbers (ints or digit strings), or ``None`` when it is not one."""
+    if not isinstance(v, (list, tuple)):
+        return None
+    out = []
+    for x in v:
+        r = None if isinstance(x, bool) else _as_rank(x)
+        if r is None:
+            return None
+        out.append(r)
+    return out
+
+
+def count_or_none(v: object, field: str, problems: list[str]) -> int | None:
+    """A positive integer setting (``world_size`` …) or ``None``; a bad value is noted in ``problems``."""
+    if v is None:
+        return None
+    r = None if isinstance(v, bool) else _as_rank(v)
+    if r is None or r == 0:
+        problems.append(f"distributed_args.{field} = {short(v, 30)!r} is not a positive integer")
+        return None
+    return r
+
+
 def _tables_of(u: RankData) -> set[str]:
     have = {s.table for s in u.sources} | set(u.tables)
     heavy = u.meta.get("heavy_files")
@@ -351,6 +375,8 @@ def check_units(units: list[RankData]) -> list[DataWarning]:
     - ``rank_id_mismatch``: it disagrees with the rank in the file name (``profiler_info_{rank}.json``,
       the rank that is used, as msprof-analyze does), or a folder named ``rank{N}_…`` holds
       another rank's files.
+    - ``metadata_invalid``: profiler_metadata.json entries of the wrong type (group ranks that are
+      not rank numbers, a world size that is not a positive integer), ignored.
     - ``missing_table``: some ranks have a step trace (kernels, communication operators) and others
       have none (the file is absent, or gave no rows: a communication.json of the wrong shape).
     - ``mixed_runs``: the ranks stopped collecting more than :data:`SAME_RUN_SECONDS` apart
@@ -396,6 +422,19 @@ def check_units(units: list[RankData]) -> list[DataWarning]:
                 )
             )
     for u in units:
+        problems = u.meta.get("metadata_problems") or []
+        if problems:
+            where = show_path(Path(u.source_dir) / "profiler_metadata.json")
+            out.append(
+                DataWarning(
+                    code="metadata_invalid",
+                    message=f"{where} (or the DB's META_DATA): {'; '.join(problems[:3])}"
+                    f"{f' (+{len(problems) - 3} more)' if len(problems) > 3 else ''}; these entries "
+                    "were ignored, so groups or the expected world size may be incomplete",
+                    path=str(Path(u.source_dir) / "profiler_metadata.json"),
+                    ranks=(u.rank,) if u.rank is not None else (),
+                )
+            )
         m = _FOLDER_RANK.match(Path(u.source_dir).name)
         if m and u.rank is not None and int(m.group(1)) != u.rank:
             out.append(

@@ -417,10 +417,16 @@ def parse_metadata(md: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, A
         except ValueError:
             dist = None
     if isinstance(dist, dict):
-        meta["world_size"] = dist.get("world_size")
-        meta["tp_size"] = dist.get("tensor_model_parallel_size")
-        meta["pp_size"] = dist.get("pipeline_model_parallel_size")
-        meta["dp_size"] = dist.get("data_parallel_size")
+        from advisor_chat.ingest.guard import count_or_none
+
+        problems: list[str] = meta.setdefault("metadata_problems", [])
+        for key, field in (
+            ("world_size", "world_size"),
+            ("tp_size", "tensor_model_parallel_size"),
+            ("pp_size", "pipeline_model_parallel_size"),
+            ("dp_size", "data_parallel_size"),
+        ):  # issue-14 hook: a size that is not a positive integer is dropped and reported
+            meta[key] = count_or_none(dist.get(field), field, problems)
         meta["distributed_args"] = dist
     groups: list[dict[str, Any]] = []
     pgi = md.get("parallel_group_info")
@@ -435,7 +441,15 @@ def parse_metadata(md: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, A
         for comm_name, g in pgi.items():
             if not isinstance(g, dict):
                 continue
-            ranks = sorted(int(r) for r in g.get("global_ranks", []) or [])
+            from advisor_chat.ingest.guard import rank_list
+
+            ranks_or_none = rank_list(g.get("global_ranks", []) or [])
+            if ranks_or_none is None:  # issue-14 hook: reported by guard.check_units
+                meta.setdefault("metadata_problems", []).append(
+                    f"parallel_group_info[{str(comm_name)[:40]!r}].global_ranks is not a list of ranks"
+                )
+                continue
+            ranks = sorted(ranks_or_none)
             groups.append(
                 {
                     "comm_name": str(comm_name),
