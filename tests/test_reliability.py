@@ -117,6 +117,7 @@ class Case:
     question: str = QUESTION
     subprocess: bool = False
     heavy_rank: int | None = None  # the bad file is read lazily: also check report --rank
+    env: dict[str, str] | None = None  # environment while the CLI runs
     xfail: str | None = None
     skip_root: bool = False
 
@@ -331,6 +332,14 @@ def c_dangling_symlink(c: Ctx) -> tuple[Path, str]:
     f.unlink()
     f.symlink_to("/nonexistent/step_trace_time.csv")
     return root, "step_trace_time.csv"
+
+
+@case("error", env={"ADVISOR_MAX_FILE_MB": "1"})
+def c_file_above_its_size_cap(c: Ctx) -> tuple[Path, str]:
+    root = c.copy()  # the cap is lowered to 1 MB (every generated file is smaller)
+    f = c.out(root) / "communication.json"
+    f.write_bytes(f.read_bytes() + b" " * (2 << 20))  # valid JSON, 2 MB
+    return root, "communication.json"
 
 
 # --- CSV files -------------------------------------------------------------------------------
@@ -912,9 +921,13 @@ def test_catalogue_has_at_least_60_kinds() -> None:
 
 
 @pytest.mark.parametrize("kase", _params())
-def test_bad_input(kase: Case, base: Path, real_samples: Path, tmp_path: Path) -> None:
+def test_bad_input(
+    kase: Case, base: Path, real_samples: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ctx = Ctx(tmp=tmp_path, base=base, real=real_samples)
     root, fragment = kase.build(ctx)
+    for k, v in (kase.env or {}).items():
+        monkeypatch.setenv(k, v)
     inside = root.is_relative_to(tmp_path)
     before = _snapshot(root) if inside else {}
     modes = {p: p.stat().st_mode for p in ctx.locked}
