@@ -451,7 +451,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     msprof = None if args.no_msprof else _msprof_bin()
     combos = [(e, n) for e in args.exports for n in args.sizes]
     combos += [("db", n) for n in args.db_sizes if ("db", n) not in combos]
+    combos.sort(key=lambda c: c[1])  # largest last: a run cut short still has the smaller sizes
     for export, n in combos:
+        if args.partial:  # the results so far, in case a later size does not finish
+            Path(args.partial).write_text(json.dumps(results, indent=1, default=str))
         row: dict[str, Any] = {"ranks": n, "export": export, "pairs": []}
         results["rows"].append(row)
         prof = work / f"{SCENARIO}-{n}-{export}"
@@ -511,6 +514,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if args.cleanup:
             shutil.rmtree(prof, ignore_errors=True)
 
+    if not args.trace_mb:
+        return results
     source, source_desc = _trace_source()
     results["trace_source"] = source_desc
     for mb in args.trace_mb:
@@ -857,6 +862,11 @@ def main(argv: list[str] | None = None) -> int:
         "before each cold load, its case index is reused",
     )
     ap.add_argument("--json", default=None, help="raw results (default: WORKDIR/bench.json)")
+    ap.add_argument(
+        "--partial",
+        default=None,
+        help="write the results so far here before each size (render it with --render)",
+    )
     ap.add_argument("--no-msprof", action="store_true", help="skip msprof-analyze")
     ap.add_argument("--timeout", type=float, default=3600.0, help="per measurement, seconds")
     ap.add_argument("--msprof-timeout", type=float, default=5400.0)
