@@ -766,7 +766,8 @@ def to_markdown(results: dict[str, Any]) -> str:
         "",
         "## Parse floor, cached reload and answers",
         "",
-        "Parse floor (same run, one process, files in the page cache): read every byte of the folder; "
+        "Parse floor (same run, one process; the page cache as the run left it, so a large folder may be "
+        "read from disk: see 'read all bytes'): read every byte of the folder; "
         "`orjson.loads` of every JSON file (trace_view.json included); one Arrow parse of all "
         "kernel_details.csv joined (one header). Cached reload = `load_profile` of the same folder "
         "with the cache written by the cold run (in process). Answers: the first "
