@@ -114,9 +114,36 @@ class TableSink:
                 data[name] = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
             out[table] = pd.DataFrame(data)
         for table, rows in self.rows.items():
-            df = pd.DataFrame(rows)
+            df = _rows_frame(rows)
             out[table] = pd.concat([out[table], df], ignore_index=True) if table in out else df
         return out
+
+
+def _column(values: list[Any]) -> np.ndarray:
+    """A list of Python values as int64, float64 or object array (what pandas would infer)."""
+    kind = pd.api.types.infer_dtype(values, skipna=False)
+    if kind == "integer":
+        return np.asarray(values, dtype="int64")
+    if kind in ("floating", "mixed-integer-float"):
+        return np.asarray(values, dtype="float64")
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    return arr
+
+
+def _rows_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Row dicts with the same keys → DataFrame, transposed in Python.
+
+    pandas' list-of-dicts path is several times slower; rows with differing keys still use it.
+    """
+    keys = list(rows[0])
+    try:
+        cols = {k: [r[k] for r in rows] for k in keys}
+    except KeyError:
+        return pd.DataFrame(rows)
+    if any(len(r) != len(keys) for r in rows):
+        return pd.DataFrame(rows)
+    return pd.DataFrame({k: _column(v) for k, v in cols.items()})
 
 
 def _put(
@@ -240,13 +267,13 @@ def read_rank_dir(
 
     # --- meta
     if info_path is not None:
-        info = read_json(info_path)
+        info = text.load_json(info_path)
         rd.parsed_files += 1
         rd.meta.update(text.parse_profiler_info(info if isinstance(info, dict) else {}))
     md_path = folder / "profiler_metadata.json"
     metadata: dict[str, Any] = {}
     if md_path.is_file():
-        md = read_json(md_path)
+        md = text.load_json(md_path)
         rd.parsed_files += 1
         if isinstance(md, dict):
             metadata = md

@@ -184,12 +184,19 @@ def memory_columns(path: Path, rank: int | None) -> tuple[dict[str, Any], int]:
     return out, len(idx)
 
 
+_NAN = float("nan")
+
+
 def _f(d: dict[str, Any], key: str) -> float:
     v = d.get(key)
+    if v.__class__ is float:
+        return v  # type: ignore[no-any-return]
+    if v is None:
+        return _NAN
     try:
-        return float(v) if v is not None else float("nan")
+        return float(v)
     except (TypeError, ValueError):
-        return float("nan")
+        return _NAN
 
 
 def _ratio(a: float, b: float) -> float:
