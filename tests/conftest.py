@@ -10,17 +10,28 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _find_shared() -> Path | None:
+#: The real samples shipped with the repository (Mulan PSL v2; see tests/data/real/PROVENANCE.md).
+REPO_REAL = REPO / "tests" / "data" / "real"
+
+
+def find_real_samples() -> Path | None:
+    """The real samples folder: ``tests/data/real`` first, then ``$ADVISOR_SHARED/samples/real``,
+    then ``../shared/samples/real`` beside the repository (``None`` when none exists)."""
+    candidates = [REPO_REAL]
     env = os.environ.get("ADVISOR_SHARED")
-    candidates = [Path(env)] if env else []
-    candidates += [REPO.parent / "shared", REPO / ".." / ".." / "shared"]
+    if env:
+        candidates.append(Path(env) / "samples" / "real")
+    candidates += [
+        REPO.parent / "shared" / "samples" / "real",
+        REPO.parent.parent / "shared" / "samples" / "real",
+    ]
     for c in candidates:
-        if (c / "samples" / "real").is_dir():
+        if (c / "PROVENANCE.md").is_file():
             return c.resolve()
     return None
 
 
-SHARED = _find_shared()
+REAL = find_real_samples()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,12 +46,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def real_samples() -> Path:
-    """``shared/samples/real``; fails in CI when absent, skips elsewhere."""
-    if SHARED is None:
-        if os.environ.get("CI"):
-            pytest.fail("shared/samples/real not found next to the repository (set ADVISOR_SHARED)")
-        pytest.skip("shared/samples/real not found (set ADVISOR_SHARED to the shared folder)")
-    return SHARED / "samples" / "real"
+    """The real samples (``tests/data/real``). A test that needs them FAILS when they are absent:
+    they ship with the repository, so a missing folder is a broken checkout, not an optional extra."""
+    if REAL is None:
+        pytest.fail(
+            f"real samples not found: expected {REPO_REAL} (shipped with the repository), "
+            "$ADVISOR_SHARED/samples/real or ../shared/samples/real"
+        )
+    return REAL
 
 
 @pytest.fixture(scope="session")

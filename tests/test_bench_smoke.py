@@ -49,35 +49,40 @@ def test_bench_quick_produces_every_row(tmp_path: Path, real_samples: Path) -> N
     assert [(r["ranks"], r["export"]) for r in data["rows"]] == [(16, "text"), (256, "text")]
     for r in data["rows"]:
         s = r["summary"]
+        assert len(r["pairs"]) == 2  # two alternating ours / msprof-analyze pairs per size
         for key in (
             "cold_load_s",
             "report_s",
             "cold_peak_mb",
-            "cached_load_s",
-            "answer_p50_ms",
-            "answer_p95_ms",
+            "cold_wall_s",
             "msprof_s",
-            "msprof_peak_mb",
+            "speedups",
         ):
-            assert s.get(key) is not None, (r["ranks"], key, r.get("cold", {}).get("stderr_tail"))
+            assert s.get(key) and len(s[key]) == 2, (
+                r["ranks"],
+                key,
+                r["pairs"][0]["ours"].get("stderr_tail"),
+            )
+        for key in ("cached_load_s", "answer_first_ms", "answer_p95_ms", "floor"):
+            assert s.get(key) is not None, (r["ranks"], key)
         assert s["cached_hit"] is True  # the second load came from the Parquet cache
-        assert s["msprof_ok"], r["msprof"].get("stderr_tail")
+        assert s["msprof_ok"], r["pairs"][0]["msprof"].get("stderr_tail")
+        # the parse floor read every file and parsed one kernel CSV per rank
+        assert s["floor"]["kernel_csvs"] == r["ranks"] and s["floor"]["kernel_rows"] > 0
         assert f"| {r['ranks']} | text |" in md
     assert len(data["trace"]) == 2 and all(t["rc"] == 0 for t in data["trace"])
     assert all(
         t["inner"]["rows"] > 0 for t in data["trace"]
     )  # flows were matched in the tiled trace
     assert {t["verdict"] for t in data["targets"]} <= {"PASS", "FAIL", "n/a"}
-    assert len(data["targets"]) == 7
+    assert len(data["targets"]) == 6
     for section in (
         "## Machine",
         "## Targets",
-        "## Load, report and answers",
+        "## Cold load + report, side by side",
+        "## Parse floor, cached reload and answers",
         "## trace_view.json streaming",
         "nproc",
     ):
         assert section in md
     assert "python tools/bench.py --quick" in md
-    # generated folders and traces were removed (--cleanup); nothing written next to the real samples
-    assert not list((tmp_path / "work").glob("seed-rank12-*"))
-    assert not (real_samples / "pt-text-level1-2rank" / "cluster_analysis_output").exists()

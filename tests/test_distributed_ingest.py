@@ -47,6 +47,9 @@ def test_distributed_matches_single_process(tmp_path: Path, client: Client) -> N
     single = load_profile(prof, settings=settings, use_cache=False, workers=1)
     dist = load_profile_distributed(prof, client, settings=settings, use_cache=False, batch_size=3)
     assert dist.stats["tasks"] == 6  # 16 rank folders in batches of 3 ran as 6 tasks
+    # the workers ran the light batch reader: heavy files are read later, on the client, on demand
+    assert dist.tables.loaded("kernels") is None and dist.tables.loaded("host_dispatch") is None
+    assert dist.has("kernels") and dist.available_ranks("host_dispatch") == list(range(16))
     assert set(dist.tables) == set(single.tables)
     assert len(single.tables) >= 6
     for name in single.tables:

@@ -196,3 +196,154 @@ def test_host_dispatch_innermost_event_and_step(tmp_path: Path, chunk: int) -> N
         assert row.launch_delay_us == pytest.approx(40.0 + i + (-2.0 if late else 0.0))
         assert row.step == (5 if host <= 5000.0 else -1)
         assert row.rank == 3
+
+
+# ----------------------------------------------------------------------------- lazy heavy tables
+
+
+def _eager(root: Path) -> dict[str, pd.DataFrame]:
+    """kernels / host_dispatch of every rank read the eager way (read_rank_dir, per rank)."""
+    from advisor_chat.ingest.schema import validate_table
+
+    plan = plan_ingest(root)
+    units = read_rank_batch([str(d) for d in plan.rank_dirs])
+    out = {}
+    for name in ("kernels", "host_dispatch"):
+        df = pd.concat([u.tables[name] for u in units if name in u.tables], ignore_index=True)
+        out[name] = validate_table(name, df)
+    return out
+
+
+def _by_rank(df: pd.DataFrame) -> pd.DataFrame:
+    return df.sort_values("rank", kind="stable").reset_index(drop=True)
+
+
+def test_heavy_tables_read_only_for_the_ranks_asked(scenario, tmp_path: Path) -> None:
+    from advisor_chat.ingest import loader as loader_mod
+
+    root = scenario("seed-rank12", ranks=8, steps=2)
+    eager = _eager(root)
+    p = load_profile(root, settings=load_settings(home=tmp_path / "h"), use_cache=False)
+    # light tables only: nothing heavy parsed yet, but the tables are known and citable
+    assert p.tables.loaded("kernels") is None and p.tables.loaded("host_dispatch") is None
+    assert p.has("kernels") and p.has("host_dispatch") and "kernels" in p.tables
+    assert "kernel_details.csv (8 files)" in p.cite("kernels")
+    assert p.available_ranks("kernels") == list(range(8)) and p.ranks == list(range(8))
+    before = loader_mod.PARSE_STATS.get("heavy_ranks_parsed", 0)
+    k3 = p.kernels_for([3])
+    assert loader_mod.PARSE_STATS["heavy_ranks_parsed"] == before + 1
+    assert set(k3["rank"]) == {3} and p.stats["kernels_ranks_read"] == 1.0
+    want = eager["kernels"][eager["kernels"]["rank"] == 3].reset_index(drop=True)
+    pd.testing.assert_frame_equal(k3, want, check_dtype=False)
+    hd = p.host_dispatch_for([3, 5])
+    assert sorted(set(hd["rank"])) == [3, 5] and p.stats["host_dispatch_ranks_read"] == 2.0
+    # the whole table: the remaining ranks are read, rows in rank-folder order, same values
+    full = p.get("kernels")
+    assert loader_mod.PARSE_STATS["heavy_ranks_parsed"] == before + 3 + 7
+    pd.testing.assert_frame_equal(_by_rank(full), _by_rank(eager["kernels"]), check_dtype=False)
+    pd.testing.assert_frame_equal(
+        _by_rank(p.tables["host_dispatch"]), _by_rank(eager["host_dispatch"]), check_dtype=False
+    )
+    assert [s.rows for s in p.sources["kernels"]] == full.groupby("rank").size().tolist()
+
+
+def test_peer_sample_is_focus_plus_evenly_spaced_peers(scenario, tmp_path: Path) -> None:
+    root = scenario("seed-rank12", ranks=8, steps=2)
+    p = load_profile(root, settings=load_settings(home=tmp_path / "h"), use_cache=False)
+    assert p.peer_sample("kernels", [5], n=16) == (list(range(8)), False)
+    ranks, sampled = p.peer_sample("kernels", [5], n=3)
+    # 7 peers (0-4, 6, 7), three evenly spaced: positions 0, 3, 6 -> ranks 0, 3, 7
+    assert sampled and ranks == [0, 3, 5, 7]
+    assert p.tables.loaded("kernels") is None  # sampling reads nothing
+
+
+def test_arrow_kernels_equal_the_csv_reader_on_real_files(real_samples: Path) -> None:
+    from advisor_chat.ingest.text import read_kernels, read_kernels_arrow
+
+    files = sorted(real_samples.rglob("kernel_details*.csv"))
+    assert len(files) >= 3  # 2-rank sample, DB sample's text copy or variants
+    pairs = [(f, i) for i, f in enumerate(files)]
+    got, versions = read_kernels_arrow(pairs)
+    want = pd.concat([read_kernels(f, r)[0] for f, r in pairs], ignore_index=True)
+    assert versions == [read_kernels(f, r)[1] for f, r in pairs]
+    from advisor_chat.ingest.schema import validate_table
+
+    pd.testing.assert_frame_equal(
+        validate_table("kernels", got), validate_table("kernels", want), check_dtype=False
+    )
+    assert got["start_us"].notna().all() and (got["start_us"] > 1e15).all()  # tab stripped
+
+
+def test_light_batch_is_one_frame_per_table(scenario) -> None:
+    from advisor_chat.ingest.loader import read_light_batch
+
+    root = scenario("seed-rank12", ranks=8, steps=2)
+    plan = plan_ingest(root)
+    b = read_light_batch([str(d) for d in plan.rank_dirs[:4]])
+    assert [u.rank for u in b.units] == [0, 1, 2, 3] and all(not u.tables for u in b.units)
+    assert {"step_trace", "comm_ops", "comm_matrix"} <= set(b.tables)
+    assert sorted(b.tables["step_trace"]["rank"].unique()) == [0, 1, 2, 3]
+    assert all(set(u.meta["heavy_files"]) == {"kernels", "host_dispatch"} for u in b.units)
+    assert sum(s.rows for u in b.units for s in u.sources if s.table == "comm_ops") == len(
+        b.tables["comm_ops"]
+    )
+
+
+def test_progress_callback_sees_every_rank_and_lazy_reads(scenario, tmp_path: Path) -> None:
+    root = scenario("seed-rank12", ranks=8, steps=2)
+    calls: list[tuple[str, int, int]] = []
+    p = load_profile(
+        root,
+        settings=load_settings(home=tmp_path / "h"),
+        use_cache=False,
+        progress=lambda stage, done, total: calls.append((stage, done, total)),
+    )
+    assert calls[-1] == ("ranks", 8, 8)
+    assert [c[1] for c in calls] == sorted(c[1] for c in calls)
+    p.host_dispatch_for([0, 1, 2])
+    assert calls[-1] == ("host_dispatch", 3, 3)
+
+
+def test_pool_workers_die_with_their_parent(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "from advisor_chat.ingest.loader import make_pool\n"
+        "def busy():\n"
+        "    print(os.getpid(), flush=True)\n"
+        "    time.sleep(60)  # busy in a task: only the death signal ends it early\n"
+        "if __name__ == '__main__':\n"
+        "    pool = make_pool(1)\n"
+        "    pool.submit(busy)\n"
+        "    time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    worker = int(proc.stdout.readline())
+    time.sleep(0.5)
+    os.kill(worker, 0)  # alive while the parent lives
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        stat = Path(f"/proc/{pid}/stat")  # a zombie (dead, not yet reaped) counts as dead
+        return not (stat.is_file() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z")
+
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        if not alive(worker):
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(worker, signal.SIGKILL)
+        raise AssertionError(f"pool worker {worker} outlived its killed parent {proc.pid}")

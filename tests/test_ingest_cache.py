@@ -58,3 +58,56 @@ def test_use_cache_false_always_parses(tmp_path: Path, real_samples: Path) -> No
     # object columns survive the Parquet round trip
     assert list(cached.get("stage_trace")["stage_rank_list"].iloc[0]) == list(range(8))
     assert isinstance(cached.get("comm_groups")["ranks"].iloc[0], list)
+
+
+def test_heavy_tables_are_cached_as_read(
+    tmp_path: Path, real_samples: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from advisor_chat.ingest import text as text_mod
+
+    root = tmp_path / "run"
+    shutil.copytree(real_samples / "pt-text-level1-2rank", root)
+    settings = load_settings(home=tmp_path / "home")
+    first = load_profile(root, settings=settings)
+    k0 = first.kernels_for([0])
+    h1 = first.host_dispatch_for([1])
+    assert not k0.empty and not h1.empty
+    loader_mod.wait_cache_writes()
+    heavy_dir = tmp_path / "home" / "cache" / "profiles" / f"{first.profile_id}.heavy"
+    assert len(list((heavy_dir / "kernels").glob("part-*.parquet"))) == 1
+    assert len(list((heavy_dir / "host_dispatch").glob("part-*.parquet"))) == 1
+    # the profile's own cache holds only the light tables
+    light = {p.stem for p in (heavy_dir.parent / first.profile_id).glob("*.parquet")}
+    assert "step_trace" in light and not light & {"kernels", "host_dispatch"}
+
+    def boom(*a, **kw):
+        raise AssertionError("parsed a heavy file that was cached")
+
+    monkeypatch.setattr(text_mod, "read_kernels_arrow", boom)
+    monkeypatch.setattr(loader_mod, "_trace_job", boom)
+    second = load_profile(root, settings=settings)
+    assert second.cache_hit and second.has("kernels") and second.has("host_dispatch")
+    pd.testing.assert_frame_equal(second.kernels_for([0]), k0, check_dtype=False)
+    pd.testing.assert_frame_equal(second.host_dispatch_for([1]), h1, check_dtype=False)
+    with pytest.raises(AssertionError, match="parsed a heavy file"):
+        second.kernels_for([1])  # never read: parsed now (and cached)
+    monkeypatch.undo()
+    parsed = loader_mod.PARSE_STATS.get("heavy_ranks_parsed", 0)
+    full = second.get("kernels")
+    assert loader_mod.PARSE_STATS["heavy_ranks_parsed"] == parsed + 1  # only rank 1 was parsed
+    pd.testing.assert_frame_equal(
+        full.reset_index(drop=True), first.get("kernels").reset_index(drop=True), check_dtype=False
+    )
+
+
+def test_cache_written_in_the_background_is_waited_for(tmp_path: Path, real_samples: Path) -> None:
+    root = tmp_path / "run"
+    shutil.copytree(real_samples / "pt-text-level1-2rank", root)
+    settings = load_settings(home=tmp_path / "home")
+    first = load_profile(root, settings=settings)  # cache_write="background" (default)
+    loader_mod.wait_cache_writes()
+    assert (tmp_path / "home" / "cache" / "profiles" / first.profile_id / "profile.json").is_file()
+    shutil.rmtree(tmp_path / "home" / "cache")
+    now = load_profile(root, settings=settings, cache_write="now")
+    assert not now.cache_hit  # the cache was removed, so this load parsed
+    assert (tmp_path / "home" / "cache" / "profiles" / now.profile_id / "profile.json").is_file()

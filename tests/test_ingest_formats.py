@@ -270,3 +270,250 @@ def test_read_rank_dir_result_is_picklable(real_samples: Path) -> None:
     back = pickle.loads(pickle.dumps(rd))
     assert back.rank == 0 and set(back.tables) == set(rd.tables)
     assert len(back.tables["kernels"]) == len(rd.tables["kernels"])
+
+
+# ----------------------------------------------------------------------------- msprof DB export
+
+#: CANN-schema tables of ``msprof_*.db`` as the reference (§1.15.1, schema 1.0.0) and the PyTorch DB
+#: export write them; every name column holds a STRING_IDS id.
+_MSPROF_DDL = {
+    "STRING_IDS": "id INTEGER PRIMARY KEY, value TEXT",
+    "TASK": "startNs INTEGER, endNs INTEGER, deviceId INTEGER, connectionId INTEGER, "
+    "globalTaskId INTEGER, globalPid INTEGER, taskType INTEGER, contextId INTEGER, "
+    "streamId INTEGER, taskId INTEGER, modelId INTEGER",
+    "COMPUTE_TASK_INFO": "name INTEGER, globalTaskId INTEGER PRIMARY KEY, blockDim INTEGER, "
+    "mixBlockDim INTEGER, taskType INTEGER, opType INTEGER, inputFormats INTEGER, "
+    "inputDataTypes INTEGER, inputShapes INTEGER, outputFormats INTEGER, outputDataTypes INTEGER, "
+    "outputShapes INTEGER, attrInfo INTEGER, waitNs INTEGER",
+    "COMMUNICATION_OP": "opName INTEGER, startNs INTEGER, endNs INTEGER, connectionId INTEGER, "
+    "groupName INTEGER, opId INTEGER PRIMARY KEY, relay INTEGER, retry INTEGER, dataType INTEGER, "
+    "algType INTEGER, count NUMERIC, opType INTEGER, waitNs INTEGER",
+    "CANN_API": "startNs INTEGER, endNs INTEGER, type INTEGER, globalTid INTEGER, "
+    "connectionId INTEGER PRIMARY KEY, name INTEGER",
+    "ENUM_API_TYPE": "id INTEGER PRIMARY KEY, name TEXT",
+    "RANK_DEVICE_MAP": "rankId INTEGER, deviceId INTEGER",
+    "NPU_INFO": "id INTEGER, name TEXT",
+    "META_DATA": "name TEXT, value TEXT",
+}
+
+T0 = 1_736_410_576_000_000_000  # ns epoch
+
+
+def _msprof_db(path: Path, *, db_rank: int = -1, tables: dict[str, str] | None = None) -> dict:
+    """Write an msprof DB with known tasks; returns the expected canonical values (µs / ms)."""
+    ddl = _MSPROF_DDL if tables is None else tables
+    con = sqlite3.connect(path)
+    for name, cols in ddl.items():
+        con.execute(f"CREATE TABLE {name} ({cols})")
+    strings: dict[str, int] = {}
+
+    def sid(v: str) -> int:
+        if v not in strings:
+            strings[v] = len(strings) + 1
+            con.execute("INSERT INTO STRING_IDS VALUES (?, ?)", (strings[v], v))
+        return strings[v]
+
+    us = 1000
+    # compute tasks [0,10) and [5,20) µs; HCCL ops [15,30) allreduce and [40,50) receive
+    compute = [
+        ("MatMul_1", "MatMul", "AI_CORE", 0, 10, 7),
+        ("Add_2", "Add", "AI_VECTOR_CORE", 5, 20, 0),
+    ]
+    group_raw = "90.91.105.46%enp189s0f0_60000_0_1736410538306028"
+    comm = [("hcom_allReduce__306_0_1", 15, 30, 2), ("hcom_receive__306_1_1", 40, 50, 9)]
+    if "TASK" in ddl:
+        for gid, (name, op, core, s, e, wait) in enumerate(compute, start=1):
+            con.execute(
+                "INSERT INTO TASK VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (T0 + s * us, T0 + e * us, 0, 100 + gid, gid, 1, sid(core), 0, 2, gid, 0),
+            )
+            con.execute(
+                "INSERT INTO COMPUTE_TASK_INFO VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    sid(name),
+                    gid,
+                    8,
+                    0,
+                    sid(core),
+                    sid(op),
+                    sid("ND"),
+                    sid("FLOAT"),
+                    sid('"4,4"'),
+                    sid("ND"),
+                    sid("FLOAT"),
+                    sid('"4,4"'),
+                    sid(""),
+                    wait * us,
+                ),
+            )
+            con.execute(
+                "INSERT INTO CANN_API VALUES (?,?,?,?,?,?)",
+                (T0 + (s - 3) * us, T0 + (s - 2) * us, 5000, 7, 100 + gid, sid("launch")),
+            )
+        con.execute("INSERT INTO ENUM_API_TYPE VALUES (5000, 'runtime')")
+    if "COMMUNICATION_OP" in ddl:
+        for op_id, (name, s, e, wait) in enumerate(comm, start=1):
+            con.execute(
+                "INSERT INTO COMMUNICATION_OP VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    sid(name),
+                    T0 + s * us,
+                    T0 + e * us,
+                    200 + op_id,
+                    sid(group_raw),
+                    op_id,
+                    0,
+                    0,
+                    4,
+                    sid("MESH-RING"),
+                    1024,
+                    sid(name.split("__")[0] + "_"),
+                    wait * us,
+                ),
+            )
+    if "RANK_DEVICE_MAP" in ddl:
+        con.execute("INSERT INTO RANK_DEVICE_MAP VALUES (?, 0)", (db_rank,))
+        con.execute("INSERT INTO NPU_INFO VALUES (0, 'Ascend910B')")
+        con.execute("INSERT INTO META_DATA VALUES ('SCHEMA_VERSION', '1.0.0')")
+    con.commit()
+    con.close()
+    return {
+        "kernels": {"MatMul_1": (10.0, 7.0), "Add_2": (15.0, 0.0)},
+        # union(compute)=20, union(comm)=25, union(all)=[0,30)+[40,50)=40, span 50
+        "step": {
+            "computing_us": 20.0,
+            "communication_us": 25.0,
+            "communication_not_overlapped_us": 20.0,
+            "overlapped_us": 5.0,
+            "free_us": 10.0,
+            "bubble_us": 10.0,
+            "step_us": 50.0,
+            "stage_us": 40.0,
+        },
+        "comm": {
+            "hcom_allReduce__306_0_1": (0.015, 0.002),
+            "hcom_receive__306_1_1": (0.010, 0.009),
+        },
+        "group": double_hash(group_raw),
+        "launch_delay_us": 3.0,
+    }
+
+
+def _prof(root: Path, name: str, info_rank: int | None) -> Path:
+    d = root / name
+    (d / "device_0").mkdir(parents=True)
+    if info_rank is not None:
+        (d / "device_0" / "info.json.0").write_text(
+            json.dumps({"rank_id": info_rank, "hostUid": "1"})
+        )
+    return d
+
+
+def test_msprof_db_export(tmp_path: Path) -> None:
+    root = tmp_path / "job"
+    p5 = _prof(root, "PROF_000001_20260605161708478_FRJKORBPFMHQMGLA", 5)  # rank from info.json
+    exp = _msprof_db(p5 / "msprof_20260605161709.db")
+    p3 = _prof(root, "PROF_000002_20260605161708479_ABCDEFGHIJKLMNOP", None)  # rank from the DB
+    _msprof_db(p3 / "msprof_20260605161710.db", db_rank=3)
+    before = sorted((p, p.stat().st_mtime_ns) for p in root.rglob("*"))
+    prof = load_profile(root, use_cache=False)
+    assert sorted((p, p.stat().st_mtime_ns) for p in root.rglob("*")) == before  # read-only
+    assert prof.ranks == [3, 5]
+    assert prof.layout == "msprof"
+    k = prof.get("kernels")
+    for rank in (3, 5):
+        kr = k[k["rank"] == rank].set_index("name")
+        for name, (dur, wait) in exp["kernels"].items():
+            assert kr.loc[name, "duration_us"] == pytest.approx(dur)
+            assert kr.loc[name, "wait_us"] == pytest.approx(wait)
+        assert kr.loc["MatMul_1", "input_shapes"] == "4,4"
+        assert (kr.loc[list(exp["comm"]), "accelerator_core"] == "COMMUNICATION").all()
+    st = prof.get("step_trace")
+    assert len(st) == 2 and set(st["step"]) == {-1}
+    for col, val in exp["step"].items():
+        assert st[col].tolist() == pytest.approx([val, val]), col
+    ops = prof.get("comm_ops").set_index(["rank", "op_name"])
+    for name, (elapse, wait) in exp["comm"].items():
+        assert ops.loc[(5, name), "elapse_ms"] == pytest.approx(elapse)
+        assert ops.loc[(5, name), "wait_ms"] == pytest.approx(wait)
+        assert ops.loc[(5, name), "group"] == exp["group"]
+    assert ops.loc[(5, "hcom_receive__306_1_1"), "comm_kind"] == "p2p"
+    hd = prof.get("host_dispatch")
+    assert hd["launch_delay_us"].tolist() == pytest.approx([exp["launch_delay_us"]] * 4)
+    info = inspect_profile(prof)
+    for table in ("kernels", "step_trace", "comm_ops", "host_dispatch"):
+        assert info["tables"][table]["files"] == 2
+        assert set(info["tables"][table]["file_types"]) == {
+            "msprof_20260605161709.db",
+            "msprof_20260605161710.db",
+        }
+    assert not [w for w in prof.warnings if w.code in ("db_schema_unknown", "rank_id_mismatch")]
+
+
+def test_msprof_db_unknown_schema_and_rank_mismatch(tmp_path: Path) -> None:
+    root = tmp_path / "job"
+    good = _prof(root, "PROF_000001_20260605161708478_FRJKORBPFMHQMGLA", 1)
+    _msprof_db(good / "msprof_20260605161709.db", db_rank=4)  # disagrees with info.json
+    odd = _prof(root, "PROF_000002_20260605161708479_ABCDEFGHIJKLMNOP", 0)
+    ddl = {k: v for k, v in _MSPROF_DDL.items() if k not in ("TASK", "COMPUTE_TASK_INFO")}
+    _msprof_db(odd / "msprof_20260605161710.db", tables=ddl)
+    prof = load_profile(root, use_cache=False)
+    unknown = [w for w in prof.warnings if w.code == "db_schema_unknown"]
+    assert len(unknown) == 1
+    assert "msprof_20260605161710.db" in unknown[0].message
+    assert "TASK" in unknown[0].message and "COMPUTE_TASK_INFO" in unknown[0].message
+    mism = [w for w in prof.warnings if w.code == "rank_id_mismatch"]
+    assert len(mism) == 1 and "rank 4" in mism[0].message and "rank 1" in mism[0].message
+    # the odd DB still gave its communication ops (COMMUNICATION_OP is there)
+    assert set(prof.get("comm_ops")["rank"]) == {0, 1}
+    assert set(prof.get("kernels")["rank"]) == {0, 1}  # rank 0: only the HCCL rows
+
+
+def test_msprof_db_damaged(tmp_path: Path) -> None:
+    from advisor_chat.errors import InputError
+
+    p = _prof(tmp_path / "job", "PROF_000001_20260605161708478_FRJKORBPFMHQMGLA", 0)
+    db = p / "msprof_20260605161709.db"
+    _msprof_db(db)
+    data = db.read_bytes()
+    db.write_bytes(data[:100] + b"\xff" * (len(data) - 100))  # valid header, garbage body
+    with pytest.raises(InputError, match="damaged SQLite database") as ei:
+        load_profile(tmp_path / "job", use_cache=False)
+    assert "msprof_20260605161709.db" in str(ei.value)
+
+
+def test_msprof_db_with_communication_analyzer_db(tmp_path: Path) -> None:
+    """``analyze/communication_analyzer.db`` (msprof --analyze=on) gives comm_ops with transit/sync
+    times; the msprof DB still gives kernels and the step breakdown."""
+    root = tmp_path / "job"
+    p = _prof(root, "PROF_000001_20260605161708478_FRJKORBPFMHQMGLA", 2)
+    exp = _msprof_db(p / "msprof_20260605161709.db")
+    (p / "analyze").mkdir()
+    con = sqlite3.connect(p / "analyze" / "communication_analyzer.db")
+    con.execute(
+        "CREATE TABLE CommAnalyzerTime (hccl_op_name TEXT, group_name TEXT, start_timestamp NUMERIC, "
+        "elapse_time NUMERIC, transit_time NUMERIC, wait_time NUMERIC, synchronization_time NUMERIC, "
+        "idle_time NUMERIC, step TEXT, type TEXT)"
+    )
+    # elapse 0.015 ms = transit 0.010 + wait 0.004 (+ idle 0.001); sync 0.003 inside wait
+    con.execute(
+        "INSERT INTO CommAnalyzerTime VALUES ('hcom_allReduce__306_0_1', ?, 1736410576000015.0, "
+        "0.015, 0.010, 0.004, 0.003, 0.001, 'step', 'collective')",
+        (exp["group"],),
+    )
+    con.commit()
+    con.close()
+    prof = load_profile(root, use_cache=False)
+    ops = prof.get("comm_ops")
+    assert len(ops) == 1 and ops["rank"].tolist() == [2]
+    row = ops.iloc[0]
+    assert (row["transit_ms"], row["wait_ms"], row["synchronization_ms"]) == pytest.approx(
+        (0.010, 0.004, 0.003)
+    )
+    assert row["wait_ratio"] == pytest.approx(round(0.004 / (0.004 + 0.010), 4))
+    assert {s.path.rsplit("/", 1)[-1] for s in prof.sources["comm_ops"]} == {
+        "communication_analyzer.db"
+    }
+    st = prof.get("step_trace")
+    assert st["computing_us"].tolist() == pytest.approx([exp["step"]["computing_us"]])
+    assert set(prof.get("kernels")["name"]) >= set(exp["kernels"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, cast
 
 import numpy as np
@@ -41,6 +42,39 @@ GC_MAX_LAUNCH_PER_MS = 0.1
 DATALOADER_US = 10_000.0
 #: Share of launches directly followed by a Synchronize call (advisor synchronize rule).
 SYNC_SHARE = 0.5
+#: On large profiles, trace_view.json / kernel_details.csv are read for the ranks with the most
+#: Free (this many), the rank asked about and a fixed peer sample (``Profile.peer_sample``).
+SUSPECTS = 8
+
+
+def _examined(profile: Profile, rank: int | None, st: pd.DataFrame) -> tuple[list[int], int, int]:
+    """Ranks whose heavy tables are read: (ranks, suspects, peer sample size; 0 = every rank)."""
+    focus = [rank] if rank is not None else []
+    if not st.empty:
+        free = st.groupby("rank")["free_us"].median().sort_values(ascending=False, kind="stable")
+        focus += [int(r) for r in free.index[:SUSPECTS] if int(r) not in focus]
+    avail = sorted(
+        set(profile.available_ranks("host_dispatch")) | set(profile.available_ranks("kernels"))
+    )
+    if len(avail) <= SUSPECTS + 16 + 1:
+        return avail, len(focus), 0
+    ranks, _ = profile.peer_sample("kernels" if profile.has("kernels") else "host_dispatch", focus)
+    return ranks, len(focus), len(ranks) - len([r for r in focus if r in ranks])
+
+
+def _say_sample(f: Finding, n: int, suspects: int, sample: int, total: int) -> Finding:
+    en = (
+        f" (launch and kernel data read for {n} of {total} ranks: the {suspects} with the most "
+        f"Free or asked about, and a peer sample of {sample}; medians are over those ranks)"
+    )
+    zh = f"（仅读取 {total} 个 rank 中的 {n} 个：Free 最大或被询问的 {suspects} 个与 {sample} 个抽样对照 rank，中位数基于这些 rank）"
+    return replace(
+        f,
+        summary=f.summary + en,
+        summary_zh=(f.summary_zh + zh) if f.summary_zh else "",
+        metrics={**f.metrics, "peer_sample_ranks": float(sample)},
+    )
+
 
 _MISSING_HD = (
     "no host-to-device launch data (host_dispatch is empty): launch delays, host-wait "
@@ -188,9 +222,14 @@ def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> Ana
     """
     if params.rank is not None:
         check_rank(profile, params.rank)
-    hd = profile.get("host_dispatch")
-    k = profile.get("kernels")
     st = profile.get("step_trace")
+    examined, n_suspects, n_sample = _examined(profile, params.rank, st)
+    if n_sample:
+        hd = profile.host_dispatch_for(examined)
+        k = profile.kernels_for(examined)
+    else:
+        hd = profile.get("host_dispatch")
+        k = profile.get("kernels")
     if hd.empty and k.empty and st.empty:
         raise NotAnswerableError(
             "no host dispatch, kernel or step-trace data; " + _MISSING_HD.split(": ", 1)[1]
@@ -369,6 +408,17 @@ def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> Ana
             metrics[f"median_{col}"] = float(table[col].median())
 
     findings = _findings(profile, table, long_gaps, metrics, hd.empty, stall_steps)
+    if n_sample:
+        metrics["peer_sample_ranks"] = float(n_sample)
+        metrics["ranks_examined"] = float(len(examined))
+        findings = [
+            _say_sample(f, len(examined), n_suspects, n_sample, len(ranks)) for f in findings
+        ]
+        notes.append(
+            f"trace_view.json / kernel_details.csv read for {len(examined)} of {len(ranks)} ranks "
+            f"(the {n_suspects} with the most Free or asked about, and a peer sample of {n_sample}: "
+            f"{format_ranks(examined)}); the other ranks' launch and kernel columns are empty"
+        )
     out_table = table
     if params.rank is not None:
         out_table = table[table["rank"] == params.rank].reset_index(drop=True)

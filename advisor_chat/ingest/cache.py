@@ -24,17 +24,17 @@ import pandas as pd
 
 from advisor_chat.ingest.profile import DataWarning, Profile, TableSource
 
-CACHE_VERSION = "ingest-v1"
+CACHE_VERSION = "ingest-v2"
 
 
 def cache_key(root: Path, files: list[tuple[str, int, int]]) -> str:
     """Key from the identity of ``files``: ``(path, size, mtime_ns)`` tuples (path made relative to ``root``)."""
     h = hashlib.sha256()
     h.update(CACHE_VERSION.encode())
-    h.update(str(root).encode())
+    h.update(str(root).encode("utf-8", "surrogateescape"))  # non-UTF-8 folder names
     base = len(str(root))
     for path, size, mtime in files:
-        h.update(f"{path[base:]}\0{size}\0{mtime}\n".encode())
+        h.update(f"{path[base:]}\0{size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
     return h.hexdigest()[:32]
 
 
@@ -53,8 +53,19 @@ def _as_dict(obj: Any) -> dict[str, Any]:
     return {f.name: getattr(obj, f.name) for f in fields(obj)}
 
 
-def save(cache_dir: Path, key: str, profile: Profile) -> Path | None:
-    """Write ``profile`` under ``cache_dir/profiles/key`` atomically; returns the folder (or None on error)."""
+def save(
+    cache_dir: Path,
+    key: str,
+    profile: Profile,
+    *,
+    heavy_index: tuple[dict[str, dict[int, str]], dict[int, int]] | None = None,
+) -> Path | None:
+    """Write ``profile`` under ``cache_dir/profiles/key`` atomically; returns the folder (or None on error).
+
+    ``heavy_index`` — ``({table: {rank: file}}, {rank: folder position})`` of the heavy tables
+    not in ``profile.tables`` — is stored so that a cached load can read them later (their rows
+    are cached separately, in ``profiles/{key}.heavy/``, as they are read).
+    """
     base = cache_dir / "profiles"
     target = base / key
     try:
@@ -76,6 +87,14 @@ def save(cache_dir: Path, key: str, profile: Profile) -> Path | None:
             "warnings": [_as_dict(w) for w in profile.warnings],
             "extra_sources": profile.extra_sources,
             "encoded": encoded,
+            "heavy": None
+            if heavy_index is None
+            else {
+                "files": {
+                    t: {str(r): f for r, f in fs.items()} for t, fs in heavy_index[0].items()
+                },
+                "order": {str(r): i for r, i in heavy_index[1].items()},
+            },
         }
         (tmp / "profile.json").write_bytes(
             orjson.dumps(
@@ -87,6 +106,21 @@ def save(cache_dir: Path, key: str, profile: Profile) -> Path | None:
         os.replace(tmp, target)
         return target
     except OSError:
+        return None
+
+
+def load_heavy_index(
+    cache_dir: Path, key: str
+) -> tuple[dict[str, dict[int, str]], dict[int, int]] | None:
+    """The heavy-table index stored by :func:`save` for ``key`` (``None`` when there is none)."""
+    try:
+        doc = orjson.loads((cache_dir / "profiles" / key / "profile.json").read_bytes())
+        h = doc.get("heavy")
+        if not h:
+            return None
+        files = {t: {int(r): f for r, f in fs.items()} for t, fs in h["files"].items()}
+        return files, {int(r): int(i) for r, i in h["order"].items()}
+    except (OSError, ValueError, KeyError, AttributeError, orjson.JSONDecodeError):
         return None
 
 

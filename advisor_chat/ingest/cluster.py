@@ -11,6 +11,11 @@
 - ``cluster_analysis.db`` (DB mode): ``ClusterStepTraceTime``, ``CommunicationGroupMapping``,
   ``ClusterCommunicationTime``, ``ClusterCommunicationBandwidth``, ``ClusterCommunicationMatrix``;
   used for the tables the text files did not give.
+
+Entries of the wrong shape (a link that is not ``"src-dst": {...}``, an OPINFO that is not an
+object, a rank list that is not a list of integers) are skipped and counted: one data-quality
+warning per file (``cluster_matrix_invalid``, ``cluster_communication_invalid``,
+``comm_group_invalid``) names the file and the number of entries left out.
 """
 
 from __future__ import annotations
@@ -33,7 +38,43 @@ from advisor_chat.ingest.common import (
     read_json,
     step_from_key,
 )
+from advisor_chat.ingest.guard import short, show_path
+from advisor_chat.ingest.profile import DataWarning
 from advisor_chat.ingest.text import STEP_TRACE_COLUMNS, matrix_rows, opinfo_rows, step_trace_frame
+
+_LINK = re.compile(r"^\d+-\d+$")
+
+
+def _skipped(
+    rd: RankData, code: str, path: Path, n: int, total: int, what: str, example: str
+) -> None:
+    if n:
+        rd.warnings.append(
+            DataWarning(
+                code=code,
+                message=f"{show_path(path)}: {n} of {total} {what} have the wrong shape and were left "
+                f"out (e.g. {short(example, 60)}); the file looks damaged or hand-edited. Re-run "
+                "msprof-analyze cluster to regenerate it",
+                path=str(path),
+            )
+        )
+
+
+def _int_list(v: Any) -> list[int] | None:
+    """A list of non-negative integers (ints or digit strings), else ``None``."""
+    if not isinstance(v, list):
+        return None
+    out = []
+    for x in v:
+        if isinstance(x, bool):
+            return None
+        if isinstance(x, int) and x >= 0:
+            out.append(x)
+        elif isinstance(x, str) and x.strip().isdigit():
+            out.append(int(x))
+        else:
+            return None
+    return out
 
 
 def parse_rank_tuple(text: str) -> list[int]:
@@ -82,6 +123,7 @@ def _communication(path: Path, rd: RankData, group_ranks: dict[str, list[int]]) 
     data = read_json(path)
     ops: list[dict[str, Any]] = []
     bws: list[dict[str, Any]] = []
+    bad, total, example = 0, 0, ""
     for gkey, steps in (data or {}).items():
         ranks_of_key = parse_rank_tuple(gkey)
         kind_hint = "p2p" if str(gkey).strip().lower() == "p2p" else None
@@ -97,9 +139,13 @@ def _communication(path: Path, rd: RankData, group_ranks: dict[str, list[int]]) 
                 group = op_key.partition("@")[2]
                 seen = group_ranks.setdefault(group, [])
                 for rank_s, info in per_rank.items():
+                    total += 1
                     try:
                         r = int(rank_s)
                     except ValueError:
+                        r = -1
+                    if r < 0 or not isinstance(info, dict):
+                        bad, example = bad + 1, example or f"{op_key} / {rank_s}: {info!r}"
                         continue
                     o, b = opinfo_rows(op_key, info, r, step, kind_hint or comm_kind_of(op_key))
                     ops.append(o)
@@ -110,11 +156,13 @@ def _communication(path: Path, rd: RankData, group_ranks: dict[str, list[int]]) 
                     group_ranks[group] = sorted(set(seen) | set(ranks_of_key))
     rd.add("comm_ops", pd.DataFrame(ops), path)
     rd.add("comm_bandwidth", pd.DataFrame(bws), path)
+    _skipped(rd, "cluster_communication_invalid", path, bad, total, "rank entries", example)
 
 
 def _matrix(path: Path, rd: RankData) -> None:
     data = read_json(path)
     rows: list[dict[str, Any]] = []
+    bad, total, example = 0, 0, ""
     for _gkey, steps in (data or {}).items():
         if not isinstance(steps, dict):
             continue
@@ -123,9 +171,22 @@ def _matrix(path: Path, rd: RankData) -> None:
                 continue
             step = step_from_key(step_key)
             for op_key, links in entries.items():
-                if op_key.startswith("Total") or not isinstance(links, dict):
+                if op_key.startswith("Total"):
                     continue
-                rows.extend(matrix_rows(links, op_key, step, None))
+                if not isinstance(links, dict):
+                    bad, total = bad + 1, total + 1
+                    example = example or f"{op_key}: {links!r}"
+                    continue
+                good = {
+                    k: v for k, v in links.items() if _LINK.match(str(k)) and isinstance(v, dict)
+                }
+                total += len(links)
+                if len(good) < len(links):
+                    bad += len(links) - len(good)
+                    k0 = next(k for k in links if k not in good)
+                    example = example or f"{op_key} / {k0}: {links[k0]!r}"
+                rows.extend(matrix_rows(good, op_key, step, None))
+    _skipped(rd, "cluster_matrix_invalid", path, bad, total, "links", example)
     df = pd.DataFrame(rows)
     if not df.empty:
         df = df.rename(columns={"src_local": "src_rank", "dst_local": "dst_rank"})
@@ -137,8 +198,18 @@ def _groups_json(path: Path, rd: RankData, group_ranks: dict[str, list[int]]) ->
     data = read_json(path) or {}
     rows: list[dict[str, Any]] = []
     known: set[tuple[str, tuple[int, ...]]] = set()
-    for info in data.get("comm_group_parallel_info", []) or []:
-        ranks = sorted(int(r) for r in info.get("rank_set", []) or [])
+    bad, total, example = 0, 0, ""
+    infos = data.get("comm_group_parallel_info", []) or []
+    if not isinstance(infos, list):
+        bad, total, example = 1, 1, f"comm_group_parallel_info: {infos!r}"
+        infos = []
+    for info in infos:
+        total += 1
+        rl = _int_list(info.get("rank_set", []) or []) if isinstance(info, dict) else None
+        if rl is None or not isinstance(info, dict):
+            bad, example = bad + 1, example or f"comm_group_parallel_info: {info!r}"
+            continue
+        ranks = sorted(rl)
         kind = str(info.get("type", ""))
         rows.append(
             {
@@ -151,8 +222,18 @@ def _groups_json(path: Path, rd: RankData, group_ranks: dict[str, list[int]]) ->
         )
         known.add((kind, tuple(ranks)))
     for kind in ("collective", "p2p"):
-        for ranks_l in data.get(kind, []) or []:
-            ranks = sorted(int(r) for r in ranks_l)
+        lists = data.get(kind, []) or []
+        if not isinstance(lists, list):
+            bad, total = bad + 1, total + 1
+            example = example or f"{kind}: {lists!r}"
+            continue
+        for ranks_l in lists:
+            total += 1
+            rl = _int_list(ranks_l)
+            if rl is None:
+                bad, example = bad + 1, example or f"{kind}: {ranks_l!r}"
+                continue
+            ranks = sorted(rl)
             if (kind, tuple(ranks)) in known:
                 continue
             known.add((kind, tuple(ranks)))
@@ -168,6 +249,7 @@ def _groups_json(path: Path, rd: RankData, group_ranks: dict[str, list[int]]) ->
                 }
             )
     rd.add("comm_groups", pd.DataFrame(rows), path)
+    _skipped(rd, "comm_group_invalid", path, bad, total, "group entries", example)
 
 
 def _cluster_db(path: Path, rd: RankData) -> None:
@@ -309,6 +391,8 @@ def _cluster_db(path: Path, rd: RankData) -> None:
                 ),
                 f"{path}#CommunicationGroupMapping",
             )
+    except dbr.DB_ERRORS as exc:
+        raise dbr.corrupt(path, exc) from exc
     finally:
         con.close()
 

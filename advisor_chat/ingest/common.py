@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from advisor_chat.errors import InputError
+from advisor_chat.ingest.guard import check_file, short, short_list, show_path, sniff_csv
 from advisor_chat.ingest.profile import DataWarning, TableSource
 
 #: Header aliases: every variant seen in real files → the name the readers use.
@@ -90,16 +92,18 @@ def read_text(path: Path) -> str:
     """Read a text file as UTF-8 (BOM tolerated).
 
     Raises:
-        InputError: The file cannot be read (permissions, I/O error).
+        InputError: The file cannot be read (permissions, I/O error), is not a regular file (FIFO,
+            device), is a symlink loop or is above its size cap (:func:`guard.check_file`).
     """
+    check_file(path)
     try:
         return path.read_text(encoding="utf-8-sig", errors="replace")
     except PermissionError as exc:
         raise unreadable(path) from exc
     except OSError as exc:
         raise InputError(
-            f"cannot read {path}: {exc.strerror or exc}",
-            path=path,
+            f"cannot read {show_path(path)}: {exc.strerror or exc}",
+            path=show_path(path),
             remedy="Check that the file is a complete, readable copy of the profiling output",
         ) from exc
 
@@ -107,28 +111,71 @@ def read_text(path: Path) -> str:
 def unreadable(path: Path) -> InputError:
     """The :class:`InputError` for a file we are not allowed to read."""
     return InputError(
-        f"permission denied reading {path}",
-        path=path,
-        remedy=f"Make the profiling folder readable (e.g. `chmod -R a+rX {path.parent}`) or copy it "
+        f"permission denied reading {show_path(path)}",
+        path=show_path(path),
+        remedy=f"Make the profiling folder readable (e.g. `chmod -R a+rX {show_path(path.parent)}`) or copy it "
         "to a folder you own, then load it again",
     )
 
 
 def read_json(path: Path) -> Any:
-    """Parse a (small) JSON file.
+    """Parse a JSON file (orjson; the ``json`` module for what orjson refuses, e.g. ``NaN``).
 
     Raises:
-        InputError: The file is unreadable or not valid JSON.
+        InputError: The file is unreadable, empty or not valid JSON, or its top level is not an
+            object although the file kind always has one (communication*.json, profiler_info*.json,
+            profiler_metadata.json, info.json*).
     """
-    text = read_text(path)
+    from advisor_chat.ingest.guard import read_bytes
+
+    raw = read_bytes(path)  # checked: regular file within its size cap
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    try:
+        data = orjson.loads(raw)  # fast path; NaN literals, bad UTF-8 etc. fall back to json
+    except orjson.JSONDecodeError:
+        data = _read_json_slow(path, raw)
+    if path.name.startswith(_OBJECT_JSON) and not isinstance(data, dict):
+        raise InputError(
+            f"{show_path(path)} holds a JSON {type(data).__name__}, but this file is a JSON object "
+            "({...}) in every profiler version; it is damaged or not the profiler's file",
+            path=show_path(path),
+            remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
+        )
+    return data
+
+
+def _read_json_slow(path: Path, raw: bytes) -> Any:
+    text = raw.decode("utf-8", errors="replace")
+    if not text.strip():
+        raise InputError(
+            f"{show_path(path)} is empty; the file looks truncated",
+            path=show_path(path),
+            remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
+        )
     try:
         return json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
+        where = (
+            f"{exc.msg} at line {exc.lineno}"
+            if isinstance(exc, json.JSONDecodeError)
+            else "nested too deeply"
+        )
         raise InputError(
-            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}); the file looks truncated or corrupted",
-            path=path,
+            f"{show_path(path)} is not valid JSON ({where}); the file looks truncated or corrupted",
+            path=show_path(path),
             remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
         ) from exc
+
+
+#: JSON files whose top level is an object in every version (reference §1, §2, §3).
+_OBJECT_JSON = (
+    "communication",
+    "cluster_communication",
+    "profiler_info",
+    "profiler_metadata",
+    "info.json",
+)
 
 
 SMALL_CSV_BYTES = 256 << 10
@@ -151,8 +198,11 @@ def read_csv(path: Path, required: list[str] | None = None) -> pd.DataFrame:
         InputError: Unreadable file, or a required column is missing (the message names the file,
             the missing columns and the columns found).
     """
+    size = check_file(path).st_size
+    sniff_csv(path, size)
+    if required:
+        _check_required(path, _head_columns(path), required)
     try:
-        size = path.stat().st_size
         if size < SMALL_CSV_BYTES:
             with path.open(newline="", encoding="utf-8-sig") as fh:
                 rows = list(csv.reader(fh))
@@ -189,21 +239,27 @@ def read_csv(path: Path, required: list[str] | None = None) -> pd.DataFrame:
         df = pd.DataFrame()
     except (pd.errors.ParserError, csv.Error, UnicodeDecodeError, OSError, ValueError) as exc:
         raise InputError(
-            f"cannot parse CSV {path}: {exc}",
-            path=path,
+            f"cannot parse CSV {show_path(path)}: {short(exc, 200)}",
+            path=show_path(path),
             remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
         ) from exc
     df.columns = [HEADER_ALIASES.get(str(c).strip(), str(c).strip()) for c in df.columns]
-    if required:
-        missing = [c for c in required if c not in df.columns]
-        if missing:
-            raise InputError(
-                f"{path} lacks required column(s) {missing} (found: {list(df.columns)[:12]})",
-                path=path,
-                remedy="This header version is not supported; re-export with the offline parse of "
-                "torch_npu (`torch_npu.profiler.profiler.analyse(<folder>)`) or report the header",
-            )
+    _check_required(path, list(df.columns), required)
     return df
+
+
+def _head_columns(path: Path) -> list[str]:
+    """Header of a CSV from a bounded prefix (after :func:`guard.sniff_csv`), aliases applied."""
+    from advisor_chat.ingest.guard import SNIFF_BYTES
+
+    with path.open("rb") as fh:
+        head = fh.read(SNIFF_BYTES)
+    line = head.split(b"\n", 1)[0].decode("utf-8-sig", errors="replace")
+    try:
+        cols = next(csv.reader([line.rstrip("\r")]), [])
+    except csv.Error:
+        cols = line.split(",")
+    return [HEADER_ALIASES.get(c.strip(), c.strip()) for c in cols]
 
 
 _NA_SET = frozenset(NA_VALUES)
@@ -283,12 +339,7 @@ def read_columns(path: Path, required: list[str] | None = None) -> Columns | pd.
 
     Per-rank files are small and numerous; plain lists avoid pandas' fixed cost per column.
     """
-    try:
-        size = path.stat().st_size
-    except PermissionError as exc:
-        raise unreadable(path) from exc
-    except OSError:
-        size = SMALL_CSV_BYTES
+    size = check_file(path).st_size
     if size >= SMALL_CSV_BYTES:
         return read_csv(path, required)
     try:
@@ -298,8 +349,8 @@ def read_columns(path: Path, required: list[str] | None = None) -> Columns | pd.
         raise unreadable(path) from exc
     except (csv.Error, UnicodeDecodeError, OSError) as exc:
         raise InputError(
-            f"cannot parse CSV {path}: {exc}",
-            path=path,
+            f"cannot parse CSV {show_path(path)}: {short(exc, 200)}",
+            path=show_path(path),
             remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
         ) from exc
     out = Columns()
@@ -321,10 +372,16 @@ def _check_required(path: Path, header: list[str], required: list[str] | None) -
     if not required:
         return
     missing = [c for c in required if c not in header]
+    if missing and not [h for h in header if h]:
+        raise InputError(
+            f"{show_path(path)} is empty (no header line); the file looks truncated",
+            path=show_path(path),
+            remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
+        )
     if missing:
         raise InputError(
-            f"{path} lacks required column(s) {missing} (found: {header[:12]})",
-            path=path,
+            f"{show_path(path)} lacks required column(s) {missing} (found: {short_list(header)})",
+            path=show_path(path),
             remedy="This header version is not supported; re-export with the offline parse of "
             "torch_npu (`torch_npu.profiler.profiler.analyse(<folder>)`) or report the header",
         )

@@ -13,7 +13,12 @@ A *unit* is something one reader handles:
   around them, e.g. a single kernel_details.csv someone sent; read as one rank of unknown id, and
   only when nothing else was found.
 
-The search goes at most 10 levels deep (like msprof-analyze) and never descends into a unit.
+The search goes at most 10 levels deep (like msprof-analyze) and never descends into a unit. It is
+bounded (:class:`~advisor_chat.ingest.guard.WalkBudget`: at most 20,000 folders and 20 s, then an
+:class:`~advisor_chat.errors.InputError`), enters every folder once by ``(device, inode)`` so a
+symlink loop or ``ln -s . again`` cannot repeat or multiply the units (the repeats are listed in
+``Layout.repeats``), and refuses the kernel's pseudo file systems (``/proc``, ``/sys``, ``/dev``) at
+once.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from advisor_chat.errors import InputError
+from advisor_chat.ingest.guard import WalkBudget, is_utf8, not_utf8_error, show_path
 
 MAX_DEPTH = 10
 _SKIP_DIRS = {"FRAMEWORK", "logs", "log", "__pycache__", ".git", "host"}
@@ -37,6 +45,7 @@ class Layout:
     cluster_dirs: list[Path] = field(default_factory=list)
     msprof_dirs: list[Path] = field(default_factory=list)
     loose_dirs: list[Path] = field(default_factory=list)
+    repeats: list[str] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -66,8 +75,11 @@ def is_cluster_dir(path: Path, names: set[str]) -> bool:
 
 
 def is_msprof_dir(path: Path, names: set[str]) -> bool:
-    """Whether ``path`` is a CANN ``PROF_*`` folder with text output."""
-    return path.name.startswith("PROF_") and "mindstudio_profiler_output" in names
+    """Whether ``path`` is a CANN ``PROF_*`` folder with text output or an ``msprof_*.db``."""
+    return path.name.startswith("PROF_") and (
+        "mindstudio_profiler_output" in names
+        or any(n.startswith("msprof_") and n.endswith(".db") for n in names)
+    )
 
 
 LOOSE_PREFIXES = (
@@ -103,12 +115,38 @@ def loose_name(name: str) -> str | None:
     return None
 
 
-def detect(root: Path) -> Layout:
-    """Find every unit under ``root`` (``root`` itself may be a unit)."""
+_PSEUDO_FS = ("/proc", "/sys", "/dev")
+
+
+def _is_file(e: os.DirEntry[str]) -> bool:
+    try:
+        return e.is_file()
+    except OSError:
+        return False
+
+
+def detect(root: Path, budget: WalkBudget | None = None) -> Layout:
+    """Find every unit under ``root`` (``root`` itself may be a unit).
+
+    Raises:
+        InputError: ``root`` is in ``/proc``, ``/sys`` or ``/dev``; the walk budget ran out.
+    """
+    real = os.path.realpath(root)
+    if any(real == p or real.startswith(p + "/") for p in _PSEUDO_FS):
+        raise InputError(
+            f"{show_path(root)} is a system folder ({real.split('/')[1]}), not profiling data",
+            path=show_path(root),
+            remedy="Point at the folder that holds the *_ascend_pt / *_ascend_ms rank folders",
+        )
+    if not is_utf8(root):
+        raise not_utf8_error(root)
+    budget = budget or WalkBudget()
     layout = Layout(root=root)
     stack: list[tuple[Path, int]] = [(root, 0)]
     while stack:
         d, depth = stack.pop()
+        if not budget.enter(d):
+            continue
         try:
             entries = list(os.scandir(d))
         except OSError:
@@ -123,13 +161,22 @@ def detect(root: Path) -> Layout:
         if is_msprof_dir(d, names):
             layout.msprof_dirs.append(d)
             continue
-        if any(e.is_file() and loose_name(e.name) for e in entries):
+        if any(loose_name(e.name) and _is_file(e) for e in entries):
             layout.loose_dirs.append(d)
         if depth >= MAX_DEPTH:
             continue
         for e in entries:
-            if e.is_dir(follow_symlinks=True) and e.name not in _SKIP_DIRS:
+            try:
+                is_dir = e.is_dir(follow_symlinks=True)
+            except OSError:  # symlink loop, vanished entry
+                is_dir = False
+            if is_dir and e.name not in _SKIP_DIRS:
                 stack.append((Path(e.path), depth + 1))
+    layout.repeats = budget.skipped_repeats
+    for units in (layout.rank_dirs, layout.cluster_dirs, layout.msprof_dirs, layout.loose_dirs):
+        bad = next((u for u in units if not is_utf8(u)), None)
+        if bad is not None:
+            raise not_utf8_error(bad)
     layout.rank_dirs.sort()
     layout.cluster_dirs.sort()
     layout.msprof_dirs.sort()
@@ -151,8 +198,11 @@ def unit_files(unit: Path, kind: str) -> list[tuple[str, int, int]]:
         try:
             with os.scandir(d) as it:
                 for e in it:
-                    if e.is_file():
-                        st = e.stat()
+                    if _is_file(e):
+                        try:
+                            st = e.stat()
+                        except OSError:
+                            continue
                         out.append((e.path, st.st_size, st.st_mtime_ns))
         except OSError:
             pass

@@ -1,10 +1,11 @@
 """Per-rank ingest as Dask tasks, for folders of thousands of ranks on shared storage.
 
-Per-rank parsing is embarrassingly parallel: :func:`~advisor_chat.ingest.rankdir.read_rank_dir` takes a
-path, reads only files inside it and returns a picklable
-:class:`~advisor_chat.ingest.common.RankData` (the rank's canonical tables, their sources, warnings and
-metadata). :func:`load_profile_distributed` runs that function on the workers of an existing Dask
-cluster (one task per batch of rank folders), so only the compact canonical tables travel back; the
+Per-rank parsing is embarrassingly parallel. :func:`load_profile_distributed` runs the same batch reader
+as the local pool, :func:`~advisor_chat.ingest.loader.read_light_batch` (light tables of a batch of rank
+folders as one DataFrame per table, plus per-rank metadata), on the workers of an existing Dask cluster
+(one task per batch of rank folders), so only compact batch tables travel back; the heavy files
+(``kernel_details.csv``, ``trace_view.json``) are read later, on the client, for the ranks an analysis
+examines (:class:`~advisor_chat.ingest.loader.HeavyReader`). The
 client then assembles, validates and caches the :class:`~advisor_chat.ingest.profile.Profile` with the
 same public steps as :func:`~advisor_chat.ingest.loader.load_profile` (``plan_ingest`` →
 ``load_cached`` → parse → ``assemble_profile`` → ``save_cached``), so the result is the same tables.
@@ -34,8 +35,10 @@ from advisor_chat.ingest.common import RankData
 from advisor_chat.ingest.loader import (
     assemble_profile,
     batch_paths,
+    heavy_cache_dir,
     load_cached,
     plan_ingest,
+    read_light_batch,
     read_rank_batch,
     save_cached,
 )
@@ -108,10 +111,11 @@ def load_profile_distributed(
         n_workers = max(1, len(client.scheduler_info().get("workers", {})))
         rank_batches = batch_paths([str(d) for d in plan.rank_dirs], n_workers, batch_size)
         msprof_batches = batch_paths([str(d) for d in plan.msprof_dirs], n_workers, batch_size)
-        rank_futs = client.map(read_rank_batch, rank_batches, pure=False)
+        rank_futs = client.map(read_light_batch, rank_batches, pure=False)
         msprof_futs = client.map(read_msprof_batch, msprof_batches, pure=False)
         cluster_data = [read_cluster_dir(d) for d in plan.cluster_dirs]
-        rank_data = [rd for batch in client.gather(rank_futs) for rd in batch]
+        light = client.gather(rank_futs)
+        rank_data = [rd for batch in light for rd in batch.units]
         msprof_data = [rd for batch in client.gather(msprof_futs) for rd in batch]
     finally:
         if own:
@@ -123,6 +127,8 @@ def load_profile_distributed(
         cluster_data,
         msprof_data,
         extra_stats={"tasks": float(len(rank_batches) + len(msprof_batches))},
+        batch_tables=[b.tables for b in light],
+        heavy_cache=heavy_cache_dir(settings, plan.cache_key, use_cache),
     )
     save_cached(plan, settings, profile, use_cache=use_cache)
     return profile

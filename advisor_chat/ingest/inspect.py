@@ -35,7 +35,7 @@ def inspect_profile(profile: Profile) -> dict[str, Any]:
         ``{"root", "layout", "ranks": [int], "steps": [int], "groups": [{"group", "group_name",
         "comm_kind", "ranks", "size"}], "stages": [{"index", "ranks"}], "versions": {"cann":
         {version: [ranks]}, "torch_npu": {...}}, "profiler_level": {level: [ranks]}, "tables":
-        {name: {"rows", "source", "files"}}, "warnings": [{"code", "message", "path", "ranks"}],
+        {name: {"rows", "source", "files", "file_types": {file name: count}}}, "warnings": [{"code", "message", "path", "ranks"}],
         "extra_sources": [str], "cache_hit": bool}``. ``source`` is a short citation
         (:meth:`Profile.cite`).
     """

@@ -19,13 +19,16 @@ import concurrent.futures as cf
 import multiprocessing
 import os
 import sys
+import threading
 import time
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from advisor_chat.config import Settings, load_settings
@@ -34,14 +37,18 @@ from advisor_chat.ingest import cache as cache_mod
 from advisor_chat.ingest.cluster import read_cluster_dir
 from advisor_chat.ingest.common import RankData, double_hash, unreadable
 from advisor_chat.ingest.detect import Layout, detect, unit_files
+from advisor_chat.ingest.guard import check_units
 from advisor_chat.ingest.msprof import read_msprof_dir
 from advisor_chat.ingest.profile import DataWarning, Profile, TableSource
-from advisor_chat.ingest.rankdir import OUTPUT, read_rank_dir
+from advisor_chat.ingest.rankdir import OUTPUT, TableSink, read_rank_dir
 from advisor_chat.ingest.schema import TABLE_SPECS, validate_table
 
 __all__ = [
     "PARSE_STATS",
+    "HeavyReader",
     "IngestPlan",
+    "LightBatch",
+    "ProgressCallback",
     "assemble_profile",
     "batch_paths",
     "check_root",
@@ -49,19 +56,56 @@ __all__ = [
     "load_profile",
     "no_data_error",
     "plan_ingest",
+    "read_light_batch",
     "read_rank_batch",
     "read_rank_dir",
     "save_cached",
+    "wait_cache_writes",
 ]
 
 #: Process-wide counters a test can assert on (e.g. that a cached reload parsed nothing).
 PARSE_STATS: dict[str, int] = {"loads": 0, "parses": 0, "cache_hits": 0, "units_read": 0}
 
-_SERIAL_BELOW = 6
+#: Below this many rank folders the light tables are read in this process (a pool does not pay).
+_POOL_FROM = 192
+
+#: ``progress(stage, done, total)``: ``stage`` is ``"ranks"`` (light tables of every rank),
+#: ``"kernels"`` or ``"host_dispatch"`` (heavy files of the ranks an analysis examines).
+ProgressCallback = Callable[[str, int, int], None]
+
+
+@dataclass
+class LightBatch:
+    """The light tables of a batch of rank folders: one DataFrame per table for the whole batch.
+
+    Attributes:
+        units: One :class:`RankData` per folder, in order: rank, meta, groups, sources, warnings and
+            ``meta["heavy_files"]``; ``tables`` is empty unless the folder does not say its rank.
+        tables: ``step_trace``, ``comm_ops``, ``comm_bandwidth``, ``comm_matrix``, ``op_statistic``,
+            ``memory`` rows of every unit with a known rank (canonical columns, unvalidated).
+    """
+
+    units: list[RankData]
+    tables: dict[str, pd.DataFrame]
+
+
+def read_light_batch(paths: list[str]) -> LightBatch:
+    """Read the light tables of a batch of rank folders (the task of the pool and of Dask workers).
+
+    ``kernel_details.csv`` and ``trace_view.json`` are not parsed (listed in
+    ``meta["heavy_files"]``); the DB export's tables are read as before. Rows are collected as
+    columns and turned into one DataFrame per table for the batch (no per-rank DataFrames).
+
+    Raises:
+        InputError: A rank folder is unreadable or corrupt.
+    """
+    sink = TableSink()
+    units = [read_rank_dir(p, heavy=False, sink=sink) for p in paths]
+    return LightBatch(units, sink.frames())
 
 
 def read_rank_batch(paths: list[str]) -> list[RankData]:
-    """Parse a batch of rank folders (the task body of the process pool and of distributed ingest).
+    """Parse a batch of rank folders fully, per rank (heavy files included).
 
     Args:
         paths: Absolute paths of ``*_ascend_pt`` / ``*_ascend_ms`` rank folders.
@@ -96,58 +140,109 @@ def batch_paths(paths: list[str], n_workers: int, batch_size: int | None = None)
     return [paths[i : i + batch_size] for i in range(0, len(paths), batch_size)]
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int | None = None) -> None:
+    """Pool initializer: on Linux, ask the kernel to SIGTERM this worker when its parent dies.
+
+    ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` through ctypes; if the parent is already gone (its pid
+    changed before the call) the worker exits at once. No-op elsewhere.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - no libc / prctl
+        return
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(0)
+
+
+def make_pool(workers: int) -> cf.ProcessPoolExecutor:
+    """A process pool whose workers die with this process (see :func:`die_with_parent`)."""
+    ctx = multiprocessing.get_context("fork" if sys.platform != "win32" else "spawn")
+    return cf.ProcessPoolExecutor(
+        max_workers=workers, mp_context=ctx, initializer=die_with_parent, initargs=(os.getpid(),)
+    )
+
+
 def _progress_enabled(progress: bool | None, n: int) -> bool:
     if progress is not None:
         return bool(progress)
     return n >= 32 and sys.stderr.isatty()
 
 
-def _read_ranks(dirs: list[Path], workers: int, progress: bool) -> list[RankData]:
-    if not dirs:
-        return []
-    bar = None
-    task = None
-    if progress:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
+def rich_progress() -> tuple[ProgressCallback, Callable[[], None]]:
+    """A ``progress`` callback drawing a rich bar per stage on stderr, and its ``stop`` function."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        bar = Progress(
-            TextColumn("reading ranks"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            transient=sys.stderr.isatty(),
-        )
-        bar.start()
-        task = bar.add_task("ranks", total=len(dirs))
-    try:
-        if workers <= 1 or len(dirs) < _SERIAL_BELOW:
-            out = []
-            for d in dirs:
-                out.append(read_rank_dir(d))
-                if bar is not None and task is not None:
-                    bar.advance(task)
-            return out
-        batches = batch_paths([str(d) for d in dirs], workers)
-        results: dict[int, list[RankData]] = {}
-        ctx = multiprocessing.get_context("fork" if sys.platform != "win32" else "spawn")
-        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futs = {pool.submit(read_rank_batch, b): i for i, b in enumerate(batches)}
-            for fut in cf.as_completed(futs):
-                results[futs[fut]] = fut.result()
-                if bar is not None and task is not None:
-                    bar.advance(task, len(batches[futs[fut]]))
-        return [rd for i in range(len(batches)) for rd in results[i]]
-    finally:
-        if bar is not None:
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=sys.stderr.isatty(),
+    )
+    tasks: dict[str, Any] = {}
+    labels = {
+        "ranks": "reading ranks",
+        "kernels": "reading kernel_details.csv",
+        "host_dispatch": "reading trace_view.json",
+    }
+    started = False
+
+    def cb(stage: str, done: int, total: int) -> None:
+        nonlocal started
+        if not started:
+            bar.start()
+            started = True
+        if stage not in tasks:
+            tasks[stage] = bar.add_task(labels.get(stage, stage), total=total)
+        bar.update(tasks[stage], completed=done, total=total)
+
+    def stop() -> None:
+        if started:
             bar.stop()
+
+    return cb, stop
+
+
+def _read_light(
+    dirs: list[Path], workers: int, progress: ProgressCallback | None
+) -> tuple[list[RankData], list[dict[str, pd.DataFrame]]]:
+    if not dirs:
+        return [], []
+    paths = [str(d) for d in dirs]
+    if workers <= 1 or len(dirs) < _POOL_FROM:
+        units: list[RankData] = []
+        tables: list[dict[str, pd.DataFrame]] = []
+        step = max(1, len(paths) // 50)
+        for i in range(0, len(paths), step):
+            b = read_light_batch(paths[i : i + step])
+            units += b.units
+            tables.append(b.tables)
+            if progress is not None:
+                progress("ranks", min(len(paths), i + step), len(paths))
+        return units, tables
+    batches = batch_paths(paths, workers)
+    results: dict[int, LightBatch] = {}
+    done = 0
+    with make_pool(workers) as pool:
+        futs = {pool.submit(read_light_batch, b): i for i, b in enumerate(batches)}
+        for fut in cf.as_completed(futs):
+            results[futs[fut]] = fut.result()
+            done += len(batches[futs[fut]])
+            if progress is not None:
+                progress("ranks", done, len(paths))
+    ordered = [results[i] for i in range(len(batches))]
+    return [u for b in ordered for u in b.units], [b.tables for b in ordered]
 
 
 def check_root(path: str | Path) -> Path:
@@ -285,26 +380,343 @@ def plan_ingest(path: str | Path) -> IngestPlan:
     )
 
 
+class HeavyReader:
+    """Reads the heavy tables of the text export per rank, on demand, and caches what it read.
+
+    ``kernels`` come from ``kernel_details.csv`` (Arrow, several files in one parse),
+    ``host_dispatch`` from ``trace_view.json`` (streamed; a pool of worker processes when many
+    ranks are asked at once). Each read is validated, merged into ``profile.tables`` in the order
+    of the rank folders, its sources replace the unread placeholders, and its rows are written
+    to the cache (``{cache_dir}/profiles/{key}.heavy/{table}/part-*.parquet``) for later loads.
+
+    Attributes:
+        files: ``{table: {rank: path}}`` of the files not parsed at load time.
+        order: Rank → position of its folder (row order of the merged tables).
+    """
+
+    def __init__(
+        self,
+        files: dict[str, dict[int, str]],
+        order: dict[int, int],
+        *,
+        cache_dir: Path | None = None,
+        workers: int = 1,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        self.files = {t: dict(sorted(f.items())) for t, f in files.items() if f}
+        self.order = order
+        self.cache_dir = cache_dir
+        self.workers = workers
+        self.progress = progress
+        self.loaded: dict[str, set[int]] = {t: set() for t in self.files}
+        #: Draw rich progress bars on stderr for reads of 8 ranks or more (when no callback).
+        self.rich = False
+        self.profile: Profile | None = None
+        self._lock = threading.RLock()
+        self._parts: dict[str, dict[int, Path]] | None = None
+
+    # -- LazyTables protocol
+    def tables(self) -> list[str]:
+        """Names of the heavy tables this reader knows files for."""
+        return list(self.files)
+
+    def available(self, name: str) -> list[int]:
+        """Ranks with a heavy file for ``name``."""
+        return list(self.files.get(name, {}))
+
+    def pending(self, name: str) -> bool:
+        """Whether a rank of ``name`` has not been read yet."""
+        f = self.files.get(name)
+        return f is not None and len(self.loaded[name]) < len(f)
+
+    def ensure(self, name: str, ranks: Iterable[int] | None) -> None:
+        """Read ``ranks`` of table ``name`` (``None``: every rank) unless read already.
+
+        Raises:
+            InputError: A ``kernel_details.csv`` lacks required columns or is unreadable.
+        """
+        files = self.files.get(name)
+        if not files or self.profile is None:
+            return
+        with self._lock:
+            want = list(files) if ranks is None else [int(r) for r in ranks if int(r) in files]
+            todo = [r for r in want if r not in self.loaded[name]]
+            if not todo:
+                return
+            t0 = time.perf_counter()
+            stop = None
+            if self.progress is None and self.rich and len(todo) >= 8:
+                self.progress, stop = rich_progress()
+            try:
+                df, sources, warnings = self._read(name, todo)
+            finally:
+                if stop is not None:
+                    stop()
+                    self.progress = None
+            self._merge(name, todo, df, sources, warnings)
+            stats = self.profile.stats
+            stats[f"{name}_ranks_read"] = float(len(self.loaded[name]))
+            stats[f"{name}_seconds"] = stats.get(f"{name}_seconds", 0.0) + time.perf_counter() - t0
+
+    # -- reading
+    def _cached_parts(self, name: str) -> dict[int, Path]:
+        if self._parts is None:
+            self._parts = {}
+            base = self.cache_dir
+            if base is not None and base.is_dir():
+                for t in self.files:
+                    found: dict[int, Path] = {}
+                    for manifest in sorted((base / t).glob("part-*.json")):
+                        try:
+                            ranks = orjson.loads(manifest.read_bytes())["ranks"]
+                        except (OSError, ValueError, KeyError):
+                            continue
+                        pq = manifest.with_suffix(".parquet")
+                        if pq.is_file():
+                            found.update({int(r): pq for r in ranks})
+                    self._parts[t] = found
+        return self._parts.get(name, {})
+
+    def _read(
+        self, name: str, ranks: list[int]
+    ) -> tuple[pd.DataFrame, list[TableSource], list[DataWarning]]:
+        parts = self._cached_parts(name)
+        from_cache = [r for r in ranks if r in parts]
+        frames: list[pd.DataFrame] = []
+        for pq in dict.fromkeys(parts[r] for r in from_cache):
+            try:
+                df = pd.read_parquet(pq, filters=[("rank", "in", from_cache)])
+            except (OSError, ValueError):
+                from_cache = [r for r in from_cache if parts[r] != pq]
+                continue
+            frames.append(df)
+        to_parse = [r for r in ranks if r not in set(from_cache)]
+        sources: list[TableSource] = []
+        warnings: list[DataWarning] = []
+        if to_parse:
+            parsed, sources, warnings = self._parse(name, to_parse)
+            if not parsed.empty:
+                frames.append(parsed)
+            self._write_part(name, to_parse, parsed)
+        for r in from_cache:
+            sources.append(TableSource(name, self.files[name][r], "text", r))
+        PARSE_STATS["heavy_ranks_parsed"] = PARSE_STATS.get("heavy_ranks_parsed", 0) + len(to_parse)
+        df = _concat(frames)
+        return df, sources, warnings
+
+    def _parse(
+        self, name: str, ranks: list[int]
+    ) -> tuple[pd.DataFrame, list[TableSource], list[DataWarning]]:
+        files = self.files[name]
+        cb = self.progress
+        if name == "kernels":
+            from advisor_chat.ingest.text import read_kernels_arrow
+
+            out: list[pd.DataFrame] = []
+            versions: list[str] = []
+            step = max(64, len(ranks) // 20)
+            for i in range(0, len(ranks), step):
+                chunk = ranks[i : i + step]
+                df, vs = read_kernels_arrow([(Path(files[r]), r) for r in chunk])
+                out.append(df)
+                versions += vs
+                if cb is not None and len(ranks) > step:
+                    cb("kernels", min(len(ranks), i + step), len(ranks))
+            df = _concat(out)
+            counts = df["rank"].value_counts().to_dict() if not df.empty else {}
+            sources = [
+                TableSource("kernels", files[r], "text", r, int(counts.get(r, 0)), v)
+                for r, v in zip(ranks, versions, strict=True)
+            ]
+            return df, sources, []
+        # host_dispatch
+        jobs = [(files[r], r) for r in ranks]
+        results: list[tuple[pd.DataFrame, DataWarning | None]] = []
+        if self.workers > 1 and len(jobs) >= 8:
+            with make_pool(min(self.workers, len(jobs))) as pool:
+                for i, res in enumerate(pool.map(_trace_job, jobs, chunksize=4)):
+                    results.append(res)
+                    if cb is not None:
+                        cb("host_dispatch", i + 1, len(jobs))
+        else:
+            for i, job in enumerate(jobs):
+                results.append(_trace_job(job))
+                if cb is not None and len(jobs) > 1:
+                    cb("host_dispatch", i + 1, len(jobs))
+        frames = [d for d, _ in results if not d.empty]
+        sources = [
+            TableSource("host_dispatch", files[r], "text", r, len(d))
+            for (d, w), r in zip(results, ranks, strict=True)
+            if w is None
+        ]
+        return _concat(frames), sources, [w for _, w in results if w is not None]
+
+    def _write_part(self, name: str, ranks: list[int], df: pd.DataFrame) -> None:
+        if self.cache_dir is None:
+            return
+        try:
+            folder = self.cache_dir / name
+            folder.mkdir(parents=True, exist_ok=True)
+            stem = folder / f"part-{uuid.uuid4().hex[:12]}"
+            if not df.empty:
+                df.to_parquet(stem.with_suffix(".parquet"), index=False)
+            else:
+                pd.DataFrame({"rank": pd.Series([], dtype="int64")}).to_parquet(
+                    stem.with_suffix(".parquet"), index=False
+                )
+            stem.with_suffix(".json").write_bytes(orjson.dumps({"ranks": ranks}))
+            if self._parts is not None:
+                self._parts.setdefault(name, {}).update(
+                    {r: stem.with_suffix(".parquet") for r in ranks}
+                )
+        except (OSError, ValueError):
+            return
+
+    def _merge(
+        self,
+        name: str,
+        ranks: list[int],
+        df: pd.DataFrame,
+        sources: list[TableSource],
+        warnings: list[DataWarning],
+    ) -> None:
+        prof = self.profile
+        assert prof is not None
+        tables = prof.tables
+        old = tables.loaded(name) if hasattr(tables, "loaded") else tables.get(name)
+        if not df.empty:
+            src = sources[0].path if sources else str(prof.root)
+            df = validate_table(name, df, source=src, sources=sources, warnings=warnings)
+            merged = _concat([old, df]) if old is not None else df
+            pos = merged["rank"].map(self.order).fillna(len(self.order)).to_numpy()
+            order = np.argsort(pos, kind="stable")
+            merged = merged.iloc[order].reset_index(drop=True)
+            dict.__setitem__(tables, name, merged)
+        self.loaded[name].update(ranks)
+        done = set(ranks)
+        kept = [
+            s
+            for s in prof.sources.get(name, [])
+            if not (s.rank in done and s.rows == 0 and s.export == "text")
+        ]
+        prof.sources[name] = kept + [s for s in sources if s.rows or name == "kernels"]
+        prof.warnings.extend(warnings)
+
+
+def _trace_job(job: tuple[str, int]) -> tuple[pd.DataFrame, DataWarning | None]:
+    """Stream one ``trace_view.json`` (pool task): (host_dispatch rows, warning or None)."""
+    from advisor_chat.ingest.common import unreadable
+    from advisor_chat.ingest.trace import TraceInvalid, read_host_dispatch
+
+    path, rank = job
+    try:
+        return read_host_dispatch(Path(path), rank), None
+    except TraceInvalid as exc:
+        return pd.DataFrame(), DataWarning(
+            code="trace_view_invalid",
+            message=f"{path} is truncated or invalid JSON ({str(exc)[:80]}); fell back to CSV/DB "
+            "data: host-dispatch (launch delay) facts are missing for this rank. Copy the file "
+            "again or re-run the offline parse to get them",
+            path=str(path),
+            ranks=(rank,),
+        )
+    except PermissionError as exc:
+        raise unreadable(Path(path)) from exc
+
+
+def heavy_cache_dir(settings: Settings, key: str, use_cache: bool = True) -> Path | None:
+    """Folder of the heavy-table parts cached for profile ``key`` (``None`` when caching is off)."""
+    if not (use_cache and settings.cache):
+        return None
+    return settings.cache_dir / "profiles" / f"{key}.heavy"
+
+
 def load_cached(plan: IngestPlan, settings: Settings, *, use_cache: bool = True) -> Profile | None:
     """The cached profile for ``plan`` (``cache_hit`` set, ``stats`` filled), or ``None``.
 
-    ``None`` also when caching is off (``use_cache`` false or ``settings.cache`` false).
+    ``None`` also when caching is off (``use_cache`` false or ``settings.cache`` false). Heavy
+    tables come back unread: they are read from their cached parts (or files) on first use.
     """
     if not (use_cache and settings.cache):
         return None
+    pending = _PENDING_WRITES.get(plan.cache_key)
+    if pending is not None:
+        pending.join()  # a write of this profile started by this process
     cached = cache_mod.load(settings.cache_dir, plan.cache_key)
     if cached is not None:
         PARSE_STATS["cache_hits"] += 1
         cached.stats = {"files_parsed": 0, "seconds": time.perf_counter() - plan.started}
+        heavy = cache_mod.load_heavy_index(settings.cache_dir, plan.cache_key)
+        if heavy is not None:
+            files, order = heavy
+            reader = HeavyReader(
+                files,
+                order,
+                cache_dir=heavy_cache_dir(settings, plan.cache_key),
+                workers=_workers(settings, None),
+            )
+            reader.profile = cached
+            cached.attach_heavy(reader)
     return cached
 
 
 def save_cached(
-    plan: IngestPlan, settings: Settings, profile: Profile, *, use_cache: bool = True
-) -> None:
-    """Write ``profile`` to the cache under ``plan.cache_key`` (no-op when caching is off)."""
-    if use_cache and settings.cache:
-        cache_mod.save(settings.cache_dir, plan.cache_key, profile)
+    plan: IngestPlan,
+    settings: Settings,
+    profile: Profile,
+    *,
+    use_cache: bool = True,
+    background: bool = False,
+) -> threading.Thread | None:
+    """Write ``profile`` to the cache under ``plan.cache_key`` (no-op when caching is off).
+
+    Heavy tables are not part of it (their parts are cached as they are read). With
+    ``background`` the write runs in a (non-daemon) thread, returned, so that the caller can
+    print its answer first; the process waits for it at exit.
+    """
+    if not (use_cache and settings.cache):
+        return None
+    snapshot = Profile(
+        root=profile.root,
+        layout=profile.layout,
+        tables={
+            n: df
+            for n, df in profile.tables.items()
+            if profile.heavy is None or n not in profile.heavy.tables()
+        },
+        sources=dict(profile.sources),
+        warnings=list(profile.warnings),
+        profile_id=profile.profile_id,
+        extra_sources=list(profile.extra_sources),
+    )
+    heavy = profile.heavy
+    index = (heavy.files, heavy.order) if isinstance(heavy, HeavyReader) else None
+
+    def write() -> None:
+        cache_mod.save(settings.cache_dir, plan.cache_key, snapshot, heavy_index=index)
+
+    if not background:
+        write()
+        return None
+    th = threading.Thread(target=write, name="advisor-cache-write", daemon=False)
+    _PENDING_WRITES[plan.cache_key] = th
+    th.start()
+    return th
+
+
+#: Background cache writes of this process by cache key (a reload of the key waits for its write).
+_PENDING_WRITES: dict[str, threading.Thread] = {}
+
+
+def wait_cache_writes() -> None:
+    """Wait until every background cache write of this process has finished."""
+    for th in list(_PENDING_WRITES.values()):
+        th.join()
+
+
+def _workers(settings: Settings, workers: int | None) -> int:
+    n = settings.workers if workers is None else workers
+    return n if n > 0 else (os.cpu_count() or 1)
 
 
 def load_profile(
@@ -312,18 +724,30 @@ def load_profile(
     *,
     settings: Settings | None = None,
     use_cache: bool = True,
-    progress: bool | None = None,
+    progress: bool | ProgressCallback | None = None,
     workers: int | None = None,
+    cache_write: Literal["background", "now"] = "background",
 ) -> Profile:
     """Load a profiling folder into a validated :class:`Profile`.
+
+    Light tables (step trace, communication, matrix, operator statistics, memory, metadata) are
+    read for every rank; ``kernel_details.csv`` and ``trace_view.json`` of the text export are
+    read per rank when first used (``profile.get('kernels')`` reads every rank,
+    ``profile.kernels_for(ranks)`` only those) and cached as they are read.
 
     Args:
         path: A folder holding per-rank ``*_ascend_pt``/``*_ascend_ms`` folders (text or DB export),
             a ``cluster_analysis_output/``, ``PROF_*`` folders, or a mix; or one of those itself.
         settings: Settings (cache folder, default workers); loaded from env/config when ``None``.
         use_cache: Read/write the cache (also needs ``settings.cache``).
-        progress: Show a progress bar on stderr (default: only for ≥ 32 ranks on a TTY).
+        progress: ``True`` draws rich progress bars on stderr (default: only for ≥ 32 ranks on a
+            TTY); a callable ``progress(stage, done, total)`` is called instead (stages
+            ``"ranks"``, ``"kernels"``, ``"host_dispatch"``; also for later lazy reads).
         workers: Processes for per-rank parsing (default ``settings.workers``; 0 = CPU count).
+            A pool is used from 192 rank folders on (below, one process is faster).
+        cache_write: ``"background"`` writes the cache in a thread after returning
+            (``profile.stats`` is filled first; the process waits for it at exit), ``"now"``
+            before returning.
 
     Returns:
         The profile; ``profile.cache_hit`` tells whether it came from the cache.
@@ -336,22 +760,45 @@ def load_profile(
     settings = settings or load_settings()
     plan = plan_ingest(path)
     PARSE_STATS["loads"] += 1
-    cached = load_cached(plan, settings, use_cache=use_cache)
-    if cached is not None:
-        return cached
+    cb: ProgressCallback | None
+    stop: Callable[[], None] | None = None
+    if callable(progress):
+        cb = progress
+    elif _progress_enabled(progress, len(plan.rank_dirs)):
+        cb, stop = rich_progress()
+    else:
+        cb = None
+    try:
+        cached = load_cached(plan, settings, use_cache=use_cache)
+        if cached is not None:
+            if isinstance(cached.heavy, HeavyReader):
+                cached.heavy.progress = progress if callable(progress) else None
+                cached.heavy.rich = stop is not None
+            return cached
 
-    n_workers = settings.workers if workers is None else workers
-    if n_workers <= 0:
-        n_workers = os.cpu_count() or 1
-    show = _progress_enabled(progress, len(plan.rank_dirs))
-    rank_data = _read_ranks(plan.rank_dirs, n_workers, show)
-    cluster_data = [read_cluster_dir(d) for d in plan.cluster_dirs]
-    msprof_data = [read_msprof_dir(d) for d in plan.msprof_dirs]
-    PARSE_STATS["parses"] += 1
-    PARSE_STATS["units_read"] += len(rank_data) + len(cluster_data) + len(msprof_data)
+        n_workers = _workers(settings, workers)
+        units, batch_tables = _read_light(plan.rank_dirs, n_workers, cb)
+        cluster_data = [read_cluster_dir(d) for d in plan.cluster_dirs]
+        msprof_data = [read_msprof_dir(d) for d in plan.msprof_dirs]
+        PARSE_STATS["parses"] += 1
+        PARSE_STATS["units_read"] += len(units) + len(cluster_data) + len(msprof_data)
 
-    profile = assemble_profile(plan, rank_data, cluster_data, msprof_data)
-    save_cached(plan, settings, profile, use_cache=use_cache)
+        profile = assemble_profile(
+            plan,
+            units,
+            cluster_data,
+            msprof_data,
+            batch_tables=batch_tables,
+            heavy_cache=heavy_cache_dir(settings, plan.cache_key, use_cache),
+            workers=n_workers,
+            progress=progress if callable(progress) else None,
+        )
+    finally:
+        if stop is not None:
+            stop()
+    if stop is not None and isinstance(profile.heavy, HeavyReader):
+        profile.heavy.rich = True  # the lazy reads later show their progress the same way
+    save_cached(plan, settings, profile, use_cache=use_cache, background=cache_write != "now")
     return profile
 
 
@@ -406,9 +853,8 @@ def _concat(frames: Iterable[pd.DataFrame | None]) -> pd.DataFrame:
 
 
 def _map_matrix(
-    rank_data: list[RankData], group_ranks: dict[str, list[int]], warnings: list[DataWarning]
+    frames: list[pd.DataFrame], group_ranks: dict[str, list[int]], warnings: list[DataWarning]
 ) -> pd.DataFrame:
-    frames = [u.tables["comm_matrix"] for u in rank_data if "comm_matrix" in u.tables]
     df = _concat(frames)
     if df.empty:
         return df
@@ -683,6 +1129,10 @@ def assemble_profile(
     msprof_data: list[RankData] | None = None,
     *,
     extra_stats: dict[str, float] | None = None,
+    batch_tables: list[dict[str, pd.DataFrame]] | None = None,
+    heavy_cache: Path | None = None,
+    workers: int = 1,
+    progress: ProgressCallback | None = None,
 ) -> Profile:
     """Merge parsed units into one validated :class:`Profile` (the client side of any ingest).
 
@@ -699,6 +1149,11 @@ def assemble_profile(
         cluster_data: From :func:`~advisor_chat.ingest.cluster.read_cluster_dir` per cluster folder.
         msprof_data: From :func:`~advisor_chat.ingest.msprof.read_msprof_dir` per ``PROF_*`` folder.
         extra_stats: More numbers for ``profile.stats`` (e.g. the number of distributed tasks).
+        batch_tables: Light tables of :func:`read_light_batch` batches (rows of the units whose
+            rank is known); the units' own ``tables`` are added to them.
+        heavy_cache: Where the heavy reader caches the per-rank tables it reads (``None``: nowhere).
+        workers: Processes the heavy reader may use for many ``trace_view.json`` at once.
+        progress: Callback for the heavy reads (see :func:`load_profile`).
 
     Raises:
         InputError: Two units claim the same rank; a table misses required columns.
@@ -706,8 +1161,31 @@ def assemble_profile(
     cluster_data = cluster_data or []
     msprof_data = msprof_data or []
     profile = _assemble(
-        plan.root, plan.layout, rank_data, cluster_data, msprof_data, list(plan.warnings)
+        plan.root,
+        plan.layout,
+        rank_data,
+        cluster_data,
+        msprof_data,
+        list(plan.warnings),
+        batch_tables or [],
     )
+    units = rank_data + msprof_data
+    heavy: dict[str, dict[int, str]] = {}
+    for u in units:
+        for table, fpath in (u.meta.get("heavy_files") or {}).items():
+            if u.rank is not None:
+                heavy.setdefault(table, {})[int(u.rank)] = fpath
+    if heavy:
+        order = {int(u.rank): i for i, u in enumerate(units) if u.rank is not None}
+        reader = HeavyReader(
+            heavy, order, cache_dir=heavy_cache, workers=workers, progress=progress
+        )
+        reader.profile = profile
+        for table, files in reader.files.items():
+            profile.sources.setdefault(table, []).extend(
+                TableSource(table, f, "text", r) for r, f in files.items()
+            )
+        profile.attach_heavy(reader)
     profile.profile_id = plan.cache_key
     profile.stats = {
         "files_parsed": float(sum(r.parsed_files for r in rank_data + cluster_data + msprof_data)),
@@ -725,12 +1203,26 @@ def _assemble(
     cluster_data: list[RankData],
     msprof_data: list[RankData],
     warnings: list[DataWarning],
+    batch_tables: list[dict[str, pd.DataFrame]],
 ) -> Profile:
     units = rank_data + msprof_data
     _assign_ranks(units, warnings)
     _check_duplicates(units)
     for u in units + cluster_data:
         warnings.extend(u.warnings)
+    warnings.extend(check_units(units))  # rank-id disagreements, missing tables, mixed runs
+    position = {int(u.rank): i for i, u in enumerate(units) if u.rank is not None}
+
+    def combined(name: str) -> pd.DataFrame:
+        """Batch rows and per-unit rows of ``name``, in the order of the units."""
+        parts = [b.get(name) for b in batch_tables] + [u.tables.get(name) for u in units]
+        df = _concat(parts)
+        if df.empty or sum(p is not None and not p.empty for p in parts) < 2:
+            return df
+        pos = df["rank"].map(position).fillna(len(position)).to_numpy()
+        if (pos[1:] >= pos[:-1]).all():
+            return df
+        return df.iloc[np.argsort(pos, kind="stable")].reset_index(drop=True)
 
     tables: dict[str, pd.DataFrame] = {}
     sources: dict[str, list[TableSource]] = {}
@@ -743,7 +1235,7 @@ def _assemble(
         "memory",
         "op_statistic",
     ):
-        df = _concat(u.tables.get(name) for u in units)
+        df = combined(name)
         if not df.empty:
             tables[name] = df
             sources[name] = [s for u in units for s in u.sources if s.table == name]
@@ -789,7 +1281,7 @@ def _assemble(
                 if u.groups
             )
     if units:
-        mat = _map_matrix(units, group_ranks, warnings)
+        mat = _map_matrix([combined("comm_matrix")], group_ranks, warnings)
         if not mat.empty:
             tables["comm_matrix"] = mat
             sources["comm_matrix"] = [
@@ -849,7 +1341,9 @@ def _assemble(
         if name not in TABLE_SPECS:
             continue
         src = sources.get(name, [])
-        validated[name] = validate_table(name, df, source=src[0].path if src else str(root))
+        validated[name] = validate_table(
+            name, df, source=src[0].path if src else str(root), sources=src, warnings=warnings
+        )
     profile = Profile(
         root=root,
         layout=_layout_name(layout, rank_data),

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Protocol
 
+import numpy as np
 import pandas as pd
 
 from advisor_chat.ingest.schema import TABLE_SPECS, empty_table
@@ -52,6 +54,82 @@ class DataWarning:
     ranks: tuple[int, ...] = ()
 
 
+#: Tables read lazily (per rank, on first use) from the text export's big files.
+HEAVY_TABLES = ("kernels", "host_dispatch")
+
+#: Peer sample size: analyses that examine a few ranks compare them with this many other ranks.
+PEER_SAMPLE = 16
+
+
+class LazyTables(Protocol):
+    """What :class:`TableDict` needs from the reader of heavy tables (see ``ingest.loader``)."""
+
+    def pending(self, name: str) -> bool:
+        """Whether some rank's rows of ``name`` are not read yet."""
+
+    def available(self, name: str) -> list[int]:
+        """Ranks that have (or will have, once read) rows of ``name``."""
+
+    def ensure(self, name: str, ranks: Iterable[int] | None) -> None:
+        """Read ``ranks`` (``None``: all) of ``name`` into the table dict if not read yet."""
+
+    def tables(self) -> list[str]:
+        """Names of the lazily read tables."""
+
+
+class TableDict(dict):  # type: ignore[type-arg]
+    """``Profile.tables``: a dict whose heavy tables are read on first access.
+
+    ``d[name]`` and ``d.get(name)`` give the whole table (reading every rank not read yet); ``name in
+    d``, iterating and ``keys()`` name every table (heavy ones too, without reading); ``items()`` and
+    ``values()`` give the tables as read so far (a heavy table holds the ranks already read, and is
+    absent before any), so that summaries and the cache do not force a full read.
+    """
+
+    lazy: LazyTables | None = None
+
+    def __getitem__(self, key: str) -> pd.DataFrame:
+        if self.lazy is not None and self.lazy.pending(key):
+            self.lazy.ensure(key, None)
+        return dict.__getitem__(self, key)  # type: ignore[no-any-return]
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        """The whole table ``key`` (heavy tables read first), or ``default``."""
+        if self.lazy is not None and self.lazy.pending(key):
+            self.lazy.ensure(key, None)
+        return dict.get(self, key, default)
+
+    def __contains__(self, key: object) -> bool:
+        if dict.__contains__(self, key):
+            return True
+        return self.lazy is not None and isinstance(key, str) and bool(self.lazy.available(key))
+
+    def _names(self) -> list[str]:
+        names = list(dict.keys(self))
+        if self.lazy is not None:
+            names += [n for n in self.lazy.tables() if n not in names and self.lazy.available(n)]
+        return names
+
+    def __iter__(self) -> Any:
+        return iter(self._names())
+
+    def keys(self) -> list[str]:  # type: ignore[override]
+        """Names of every table, heavy ones included even when not read yet."""
+        return self._names()
+
+    def loaded(self, key: str) -> pd.DataFrame | None:
+        """The table as read so far (no read triggered)."""
+        return dict.get(self, key)
+
+    def items(self) -> list[tuple[str, pd.DataFrame]]:  # type: ignore[override]
+        """(name, table) of the tables read so far (no read triggered)."""
+        return list(dict.items(self))
+
+    def values(self) -> list[pd.DataFrame]:  # type: ignore[override]
+        """The tables read so far (no read triggered)."""
+        return list(dict.values(self))
+
+
 @dataclass
 class Profile:
     """Canonical tables of one profiling run (one or many ranks).
@@ -69,6 +147,13 @@ class Profile:
         extra_sources: Inputs found but not used for the tables (e.g. a cluster_analysis_output/
             next to per-rank folders), with the reason.
         stats: Load statistics: ``files_parsed``, ``ranks_read``, ``seconds``.
+        heavy: Reader of the heavy tables (``kernels`` from ``kernel_details.csv``,
+            ``host_dispatch`` from ``trace_view.json``) of the text export, which are read per
+            rank on first use (``None`` when every table is in memory).
+
+    Heavy tables: ``get('kernels')`` reads every rank not read yet (then keeps it);
+    :meth:`table_for` / :meth:`kernels_for` / :meth:`host_dispatch_for` read only the ranks asked
+    for. :meth:`has` and :meth:`available_ranks` answer without reading.
     """
 
     root: Path
@@ -80,6 +165,79 @@ class Profile:
     cache_hit: bool = False
     extra_sources: list[str] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)
+    heavy: Any = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tables, TableDict):
+            self.tables = TableDict(self.tables)
+        if self.heavy is not None:
+            self.tables.lazy = self.heavy
+
+    def attach_heavy(self, heavy: LazyTables | None) -> None:
+        """Set the reader of the heavy tables (the loader does this)."""
+        self.heavy = heavy
+        if not isinstance(self.tables, TableDict):
+            self.tables = TableDict(self.tables)
+        self.tables.lazy = heavy
+
+    def _loaded(self, name: str) -> pd.DataFrame | None:
+        t = self.tables
+        return t.loaded(name) if isinstance(t, TableDict) else t.get(name)
+
+    def table_for(self, name: str, ranks: Iterable[int]) -> pd.DataFrame:
+        """Rows of table ``name`` for ``ranks`` only, reading just those ranks' heavy files.
+
+        Returns an empty table with the canonical columns when none of ``ranks`` has rows.
+
+        Raises:
+            KeyError: ``name`` is not a canonical table.
+        """
+        if name not in TABLE_SPECS:
+            raise KeyError(f"unknown table {name!r}; known: {sorted(TABLE_SPECS)}")
+        want = sorted({int(r) for r in ranks})
+        if self.heavy is not None and self.heavy.pending(name):
+            self.heavy.ensure(name, want)
+            df = self._loaded(name)
+        else:
+            df = self.tables.get(name)
+        if df is None or df.empty:
+            return empty_table(name)
+        return df[df["rank"].isin(want)].reset_index(drop=True)
+
+    def kernels_for(self, ranks: Iterable[int]) -> pd.DataFrame:
+        """``kernels`` rows of ``ranks`` (reads only their ``kernel_details.csv``)."""
+        return self.table_for("kernels", ranks)
+
+    def host_dispatch_for(self, ranks: Iterable[int]) -> pd.DataFrame:
+        """``host_dispatch`` rows of ``ranks`` (streams only their ``trace_view.json``)."""
+        return self.table_for("host_dispatch", ranks)
+
+    def available_ranks(self, name: str) -> list[int]:
+        """Ranks that have rows of table ``name``, read or not yet read (no file is read)."""
+        found: set[int] = set()
+        df = self._loaded(name)
+        if df is not None and not df.empty and "rank" in df.columns:
+            found.update(int(r) for r in df["rank"].dropna().unique())
+        if self.heavy is not None:
+            found.update(self.heavy.available(name))
+        return sorted(found)
+
+    def peer_sample(
+        self, name: str, focus: Iterable[int] = (), n: int = PEER_SAMPLE
+    ) -> tuple[list[int], bool]:
+        """Ranks to examine in table ``name``: ``focus`` plus up to ``n`` evenly spaced peers.
+
+        Returns (ranks, sampled): every available rank and ``False`` when they are at most
+        ``len(focus) + n``; else ``focus`` plus ``n`` peers spread evenly over the sorted ranks
+        (deterministic) and ``True``.
+        """
+        avail = self.available_ranks(name)
+        keep = [int(r) for r in dict.fromkeys(focus) if int(r) in set(avail)]
+        if len(avail) <= len(keep) + n:
+            return avail, False
+        rest = [r for r in avail if r not in set(keep)]
+        idx = np.linspace(0, len(rest) - 1, n).round().astype(int)
+        return sorted(set(keep) | {rest[i] for i in idx}), True
 
     def get(self, name: str) -> pd.DataFrame:
         """Return table ``name``, or an empty table with its columns if the data lacks it.
@@ -93,18 +251,22 @@ class Profile:
         return df if df is not None else empty_table(name)
 
     def has(self, name: str) -> bool:
-        """Whether table ``name`` is present and non-empty."""
-        df = self.tables.get(name)
-        return df is not None and not df.empty
+        """Whether table ``name`` is present and non-empty (a heavy table not read yet counts)."""
+        df = self._loaded(name)
+        if df is not None and not df.empty:
+            return True
+        return self.heavy is not None and self.heavy.pending(name)
 
     @property
     def ranks(self) -> list[int]:
         """Sorted global ranks present in any table (meta first, then step_trace, kernels...)."""
         found: set[int] = set()
         for name in ("meta", "step_trace", "kernels", "comm_ops"):
-            df = self.tables.get(name)
+            df = self._loaded(name)
             if df is not None and "rank" in df.columns and not df.empty:
                 found.update(int(r) for r in df["rank"].dropna().unique())
+            if self.heavy is not None:
+                found.update(self.heavy.available(name))
         return sorted(found)
 
     @property

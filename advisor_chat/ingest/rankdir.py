@@ -21,12 +21,15 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from advisor_chat.errors import InputError
 from advisor_chat.ingest import db as dbr
 from advisor_chat.ingest import mindspore, text
-from advisor_chat.ingest.common import RankData, read_json
+from advisor_chat.ingest.common import RankData, num, read_columns, read_json
 from advisor_chat.ingest.detect import is_rank_dir, loose_name
-from advisor_chat.ingest.profile import DataWarning
+from advisor_chat.ingest.profile import DataWarning, TableSource
 from advisor_chat.ingest.trace import TraceInvalid, read_host_dispatch
 
 OUTPUT = "ASCEND_PROFILER_OUTPUT"
@@ -56,11 +59,164 @@ def _rank_from_names(folder: Path, out: Path) -> tuple[int | None, Path | None, 
     return None, info_path, ""
 
 
-def read_rank_dir(path: str | Path) -> RankData:
+#: Tables whose text-export files are big and read only for the ranks an analysis examines.
+HEAVY_FILES = {"kernels": "kernel_details.csv", "host_dispatch": "trace_view.json"}
+
+
+class TableSink:
+    """Collects the rows of many ranks' light tables as columns; one DataFrame per table at the end.
+
+    Each ``add`` takes columns (lists, numpy arrays or a scalar broadcast to ``n`` rows) or row
+    dicts; :meth:`frames` concatenates them per table (columns missing in a part are NaN/None).
+    """
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[tuple[dict[str, Any], int]]] = {}
+        self.rows: dict[str, list[dict[str, Any]]] = {}
+
+    def add_columns(self, table: str, cols: dict[str, Any], n: int) -> None:
+        """Add ``n`` rows given as columns."""
+        if n:
+            self.parts.setdefault(table, []).append((cols, n))
+
+    def add_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
+        """Add rows given as dicts (communication JSON)."""
+        if rows:
+            self.rows.setdefault(table, []).extend(rows)
+
+    def frames(self) -> dict[str, pd.DataFrame]:
+        """One DataFrame per table (columns in first-seen order)."""
+        out: dict[str, pd.DataFrame] = {}
+        for table, parts in self.parts.items():
+            names: dict[str, None] = {}
+            for cols, _ in parts:
+                names.update(dict.fromkeys(cols))
+            data: dict[str, Any] = {}
+            for name in names:
+                chunks = []
+                for cols, n in parts:
+                    v = cols.get(name)
+                    if isinstance(v, pd.Series):
+                        v = v.to_numpy()
+                    if isinstance(v, np.ndarray):
+                        chunks.append(v)
+                    elif isinstance(v, list):
+                        arr = np.empty(n, dtype=object)
+                        arr[:] = v
+                        chunks.append(arr)
+                    else:
+                        arr = np.empty(n, dtype=object if not isinstance(v, float) else "float64")
+                        arr[:] = v if v is not None else None
+                        chunks.append(arr)
+                kinds = {c.dtype.kind for c in chunks}
+                if len(kinds) > 1:
+                    chunks = [c.astype(object) for c in chunks]
+                data[name] = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+            out[table] = pd.DataFrame(data)
+        for table, rows in self.rows.items():
+            df = _rows_frame(rows)
+            out[table] = pd.concat([out[table], df], ignore_index=True) if table in out else df
+        return out
+
+
+def _column(values: list[Any]) -> np.ndarray:
+    """A list of Python values as int64, float64 or object array (what pandas would infer)."""
+    kind = pd.api.types.infer_dtype(values, skipna=False)
+    if kind == "integer":
+        return np.asarray(values, dtype="int64")
+    if kind in ("floating", "mixed-integer-float"):
+        return np.asarray(values, dtype="float64")
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    return arr
+
+
+def _rows_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Row dicts with the same keys → DataFrame, transposed in Python.
+
+    pandas' list-of-dicts path is several times slower; rows with differing keys still use it.
+    """
+    keys = list(rows[0])
+    try:
+        cols = {k: [r[k] for r in rows] for k in keys}
+    except KeyError:
+        return pd.DataFrame(rows)
+    if any(len(r) != len(keys) for r in rows):
+        return pd.DataFrame(rows)
+    return pd.DataFrame({k: _column(v) for k, v in cols.items()})
+
+
+def _put(
+    rd: RankData,
+    sink: TableSink | None,
+    table: str,
+    path: Path,
+    *,
+    cols: tuple[dict[str, Any], int] | None = None,
+    rows: list[dict[str, Any]] | None = None,
+    df: pd.DataFrame | None = None,
+    version: str | None = None,
+) -> None:
+    """Add a table part to ``sink`` (rank known) or to ``rd.tables``; record its source either way."""
+    if sink is None or rd.rank is None or df is not None:
+        if df is None:
+            df = text._frame(*cols) if cols is not None else pd.DataFrame(rows or [])
+        rd.add(table, df, path, version=version)
+        return
+    n = cols[1] if cols is not None else len(rows or [])
+    if not n:
+        return
+    if cols is not None:
+        sink.add_columns(table, cols[0], n)
+    else:
+        sink.add_rows(table, rows or [])
+    rd.sources.append(
+        TableSource(
+            table=table,
+            path=str(path),
+            export=rd.export,  # type: ignore[arg-type]
+            rank=rd.rank,
+            rows=n,
+            version=version,
+        )
+    )
+
+
+def _ends_like_json(path: Path) -> bool:
+    """Whether the last bytes of ``path`` close a JSON array/object (a cheap truncation check)."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - 256))
+            tail = fh.read().rstrip()
+    except OSError:
+        return True  # let the real read report it
+    return tail.endswith((b"]", b"}"))
+
+
+def _trace_warning(tv: Path, why: str, rank: int | None) -> DataWarning:
+    return DataWarning(
+        code="trace_view_invalid",
+        message=f"{tv} is truncated or invalid JSON ({why[:80]}); fell back to CSV/DB "
+        "data: host-dispatch (launch delay) facts are missing for this rank. Copy the file "
+        "again or re-run the offline parse to get them",
+        path=str(tv),
+        ranks=(rank,) if rank is not None else (),
+    )
+
+
+def read_rank_dir(
+    path: str | Path, *, heavy: bool = True, sink: TableSink | None = None
+) -> RankData:
     """Parse one rank folder (text export, DB export, or both; PyTorch or MindSpore).
 
     Args:
         path: The ``*_ascend_pt`` / ``*_ascend_ms`` folder.
+        heavy: Also parse ``kernel_details.csv`` and ``trace_view.json``. When false they are only
+            listed in ``meta["heavy_files"]`` (table → path) for a later, lazy read.
+        sink: Collect the light tables of a batch of ranks here (as columns) instead of building
+            per-rank DataFrames in ``tables`` (only when the rank is known).
 
     Returns:
         A :class:`RankData` with partial canonical tables (validated later by the loader).
@@ -107,16 +263,17 @@ def read_rank_dir(path: str | Path) -> RankData:
     rd.meta["rank_origin"] = rank_origin or ("loose files" if loose else "")
     rd.meta["has_db"] = db_file is not None
     rd.meta["has_text"] = has_text
+    heavy_files: dict[str, str] = {}
 
     # --- meta
     if info_path is not None:
-        info = read_json(info_path)
+        info = text.load_json(info_path)
         rd.parsed_files += 1
         rd.meta.update(text.parse_profiler_info(info if isinstance(info, dict) else {}))
     md_path = folder / "profiler_metadata.json"
     metadata: dict[str, Any] = {}
     if md_path.is_file():
-        md = read_json(md_path)
+        md = text.load_json(md_path)
         rd.parsed_files += 1
         if isinstance(md, dict):
             metadata = md
@@ -138,76 +295,91 @@ def read_rank_dir(path: str | Path) -> RankData:
     rd.groups = groups
 
     # --- step trace
+    df_st: Any = None
     if "step_trace_time.csv" in names:
         p = names["step_trace_time.csv"]
-        rd.add("step_trace", text.read_step_trace(p, rank), p)
+        df_st = read_columns(p, required=["Computing", "Communication(Not Overlapped)", "Free"])
+        _put(rd, sink, "step_trace", p, cols=text.step_trace_columns(df_st, rank))
         rd.parsed_files += 1
     # --- kernels
     if "kernels" not in rd.tables and "kernel_details.csv" in names:
         p = names["kernel_details.csv"]
-        k, version = text.read_kernels(p, rank)
-        rd.add("kernels", k, p, version=version)
-        rd.parsed_files += 1
+        if heavy:
+            k, version = text.read_kernels(p, rank)
+            rd.add("kernels", k, p, version=version)
+            rd.parsed_files += 1
+        else:
+            text.check_kernel_header(p)
+            heavy_files["kernels"] = str(p)
     if "op_statistic.csv" in names:
         p = names["op_statistic.csv"]
-        rd.add("op_statistic", text.read_op_statistic(p, rank), p)
+        _put(rd, sink, "op_statistic", p, cols=text.op_statistic_columns(p, rank))
         rd.parsed_files += 1
     # --- communication
     if "communication.json" in names:
         p = names["communication.json"]
-        ops, bw = text.read_communication(p, rank)
-        rd.add("comm_ops", ops, p)
-        rd.add("comm_bandwidth", bw, p)
+        ops, bw = text.comm_rows(text.load_json(p), rank)
+        _put(rd, sink, "comm_ops", p, rows=ops)
+        _put(rd, sink, "comm_bandwidth", p, rows=bw)
         rd.parsed_files += 1
     if "communication_matrix.json" in names:
         p = names["communication_matrix.json"]
-        rd.add("comm_matrix", text.read_matrix(p, rank), p)
+        _put(rd, sink, "comm_matrix", p, rows=text.matrix_file_rows(text.load_json(p), rank))
         rd.parsed_files += 1
+    have = {s.table for s in rd.sources}
     if analysis is not None and (
-        "step_trace" not in rd.tables
-        or "comm_ops" not in rd.tables
-        or "comm_matrix" not in rd.tables
+        "step_trace" not in have or "comm_ops" not in have or "comm_matrix" not in have
     ):
         a = dbr.read_analysis_db(analysis, rank)
         rd.parsed_files += 1
         for t in ("step_trace", "comm_ops", "comm_bandwidth", "comm_matrix"):
-            if t in a and t not in rd.tables:
+            if t in a and t not in have:
                 rd.add(t, a[t], analysis)
     # --- memory
     if "memory_record.csv" in names:
         p = names["memory_record.csv"]
-        rd.add("memory", text.read_memory(p, rank), p)
+        _put(rd, sink, "memory", p, cols=text.memory_columns(p, rank))
         rd.parsed_files += 1
     # --- host dispatch from trace_view.json only when the DB did not give it
     tv = names.get("trace_view.json")
-    if "host_dispatch" not in rd.tables and tv is not None:
+    if "host_dispatch" not in rd.tables and tv is not None and not heavy:
+        if _ends_like_json(tv):
+            heavy_files["host_dispatch"] = str(tv)
+        else:
+            rd.warnings.append(_trace_warning(tv, "the file does not end with ']' or '}'", rank))
+    elif "host_dispatch" not in rd.tables and tv is not None:
         try:
             rd.add("host_dispatch", read_host_dispatch(tv, rank), tv)
             rd.parsed_files += 1
         except TraceInvalid as exc:
-            rd.warnings.append(
-                DataWarning(
-                    code="trace_view_invalid",
-                    message=f"{tv} is truncated or invalid JSON ({str(exc)[:80]}); fell back to CSV/DB "
-                    "data: host-dispatch (launch delay) facts are missing for this rank. Copy the file "
-                    "again or re-run the offline parse to get them",
-                    path=str(tv),
-                    ranks=(rank,) if rank is not None else (),
-                )
-            )
+            rd.warnings.append(_trace_warning(tv, str(exc), rank))
         except PermissionError as exc:
             from advisor_chat.ingest.common import unreadable
 
             raise unreadable(tv) from exc
 
+    if heavy_files:
+        rd.meta["heavy_files"] = heavy_files
     # device id (never the rank): from step trace / kernels / DB
+    if rd.meta.get("device_id") is None and df_st is not None:
+        dev = [
+            v
+            for v in (
+                num(df_st.get("Device_id"), df_st.index)
+                if df_st.get("Device_id") is not None
+                else []
+            )
+            if v == v
+        ]
+        if dev:
+            rd.meta["device_id"] = float(dev[0])
     if rd.meta.get("device_id") is None:
         for t in ("step_trace", "kernels"):
             df = rd.tables.get(t)
             if df is not None and "device_id" in df and df["device_id"].notna().any():
                 rd.meta["device_id"] = float(df["device_id"].dropna().iloc[0])
                 break
-    if not rd.tables:
+    if not rd.tables and not rd.sources and not heavy_files:
         rd.warnings.append(
             DataWarning(
                 code="file_skipped",

@@ -3,6 +3,13 @@
 Every table produced by ingest is checked once against its :class:`TableSpec` by
 :func:`validate_table`. Analyzers rely on these columns and nothing else.
 
+:func:`validate_table` is also the one place where *values* are checked (every reader's tables go
+through it): per column, a ``check`` rule (:data:`VALUE_RULES`) rejects infinite, negative and
+absurdly large values (they become NaN) and, for the columns a table cannot do without
+(:data:`CRITICAL`), drops the rows that are left without a number (empty, ``N/A``, non-numeric or
+rejected). Each column with rejected values gives one ``invalid_values`` data-quality warning
+naming the files, the rank(s) and the row counts.
+
 Units are in column names: ``_us`` microseconds, ``_ms`` milliseconds, ``_mb`` megabytes (decimal,
 bytes / 1e6, as HCCL writes them), ``_gbps`` gigabytes per second (decimal, = MB/ms), ``_ratio``
 a fraction in [0, 1]. Timestamps (``start_us`` etc.) are microseconds since the Unix epoch.
@@ -11,10 +18,15 @@ a fraction in [0, 1]. Timestamps (``start_us`` etc.) are microseconds since the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from advisor_chat.errors import InputError
+
+if TYPE_CHECKING:
+    from advisor_chat.ingest.profile import DataWarning, TableSource
 
 
 @dataclass(frozen=True)
@@ -350,15 +362,237 @@ def empty_table(name: str) -> pd.DataFrame:
     return pd.DataFrame({c.name: pd.Series(dtype=_DTYPES[c.dtype]) for c in spec.columns})
 
 
-def validate_table(name: str, df: pd.DataFrame, *, source: str = "") -> pd.DataFrame:
-    """Check ``df`` against the spec of ``name`` and coerce dtypes.
+#: Upper bounds of plausible values per unit: one day for durations, a year 5000 epoch for
+#: timestamps, 1 TB per HCCL op, 100 TB/s of bandwidth, 10^12 packets.
+_DAY_US = 86_400e6
+VALUE_RULES: dict[str, tuple[float, float]] = {
+    "duration_us": (0.0, _DAY_US),
+    "duration_ms": (0.0, _DAY_US / 1e3),
+    "epoch_us": (0.0, 1e17),
+    "ratio": (0.0, 1.0),
+    "pct": (0.0, 100.0),
+    "size_mb": (0.0, 1e6),
+    "gbps": (0.0, 1e5),
+    "count": (0.0, 1e12),
+}
 
-    Missing optional columns are added as NaN / <NA>; unknown extra columns are kept.
+#: Column → rule for the checked numeric columns of each table.
+CHECKS: dict[str, dict[str, str]] = {
+    "step_trace": {
+        **{
+            c: "duration_us"
+            for c in (
+                "computing_us",
+                "communication_not_overlapped_us",
+                "overlapped_us",
+                "communication_us",
+                "free_us",
+                "stage_us",
+                "bubble_us",
+                "preparing_us",
+                "step_us",
+            )
+        }
+    },
+    "stage_trace": {
+        c: "duration_us"
+        for c in ("computing_us", "communication_not_overlapped_us", "free_us", "bubble_us")
+    },
+    "kernels": {
+        "start_us": "epoch_us",
+        "duration_us": "duration_us",
+        "wait_us": "duration_us",
+        "aic_mac_ratio": "ratio",
+        "aiv_vec_ratio": "ratio",
+        "cube_utilization_pct": "pct",
+    },
+    "comm_ops": {
+        "start_us": "epoch_us",
+        "elapse_ms": "duration_ms",
+        "transit_ms": "duration_ms",
+        "wait_ms": "duration_ms",
+        "synchronization_ms": "duration_ms",
+        "idle_ms": "duration_ms",
+        "wait_ratio": "ratio",
+        "synchronization_ratio": "ratio",
+    },
+    "comm_bandwidth": {
+        "transit_size_mb": "size_mb",
+        "transit_time_ms": "duration_ms",
+        "bandwidth_gbps": "gbps",
+        "large_packet_ratio": "ratio",
+        "packet_count": "count",
+    },
+    "comm_matrix": {
+        "transit_size_mb": "size_mb",
+        "transit_time_ms": "duration_ms",
+        "bandwidth_gbps": "gbps",
+    },
+    "host_dispatch": {"host_start_us": "epoch_us", "device_start_us": "epoch_us"},
+    "memory": {"allocated_mb": "size_mb", "reserved_mb": "size_mb"},
+    "op_statistic": {"count": "count", "total_us": "duration_us"},
+}
+
+#: Columns a row is useless without: a row whose value is missing (empty, N/A, non-numeric) or
+#: rejected is dropped — but only for ranks where the column has values at all (msprof's graph
+#: step trace has no breakdown columns; that is not an error).
+CRITICAL: dict[str, tuple[str, ...]] = {
+    # step_us is derived from these three (checked for bad values, not required: msprof's graph
+    # step trace has step_us and no breakdown)
+    "step_trace": ("computing_us", "communication_not_overlapped_us", "free_us"),
+    "stage_trace": ("computing_us", "free_us"),
+    "kernels": ("start_us", "duration_us"),
+    "comm_ops": ("elapse_ms",),
+}
+
+
+def _files_of(
+    sources: list[TableSource] | None, ranks: list[int], source: str
+) -> tuple[str, list[str]]:
+    files = [s.path for s in sources or [] if s.rank in ranks or s.rank is None]
+    if not files and sources:
+        files = [s.path for s in sources]
+    files = list(dict.fromkeys(files)) or ([source] if source else [])
+    from advisor_chat.ingest.guard import show_path
+
+    shown = ", ".join(show_path(f) for f in files[:3]) + (
+        f" and {len(files) - 3} more" if len(files) > 3 else ""
+    )
+    return shown, files
+
+
+def check_values(
+    name: str,
+    df: pd.DataFrame,
+    *,
+    source: str = "",
+    sources: list[TableSource] | None = None,
+) -> tuple[pd.DataFrame, list[DataWarning]]:
+    """Reject implausible values of ``df`` (a table already coerced to canonical dtypes).
+
+    Per checked column (:data:`CHECKS`, bounds :data:`VALUE_RULES`): infinite, negative and
+    above-bound values become NaN. Then a row is dropped when one of its :data:`CRITICAL` columns
+    was rejected, or is missing (empty, ``N/A``, non-numeric) while the row has another critical
+    value or the same rank has this one in other rows (a table that never has the column, like
+    msprof's graph step trace without a breakdown, is left alone). One warning per table naming
+    the files, ranks, columns and row counts.
+
+    Args:
+        name: Table name.
+        df: The table (canonical dtypes).
+        source: File named when ``sources`` gives none.
+        sources: Where the rows came from (to name the files of the ranks concerned).
+
+    Returns:
+        ``(clean table, warnings)``; the table is ``df`` itself when nothing was rejected.
+    """
+    from advisor_chat.ingest.profile import DataWarning
+
+    rules = CHECKS.get(name, {})
+    if df.empty or not rules:
+        return df, []
+    out = df
+    n_rows = len(out)
+    why: dict[str, list[str]] = {}
+    bad_rows = np.zeros(n_rows, dtype=bool)
+    rejected: dict[str, np.ndarray] = {}
+    present: dict[str, np.ndarray] = {}
+    rank = out["rank"] if "rank" in out.columns else None
+    for col, rule in rules.items():
+        if col not in out.columns:
+            continue
+        v = out[col].to_numpy(dtype="float64", na_value=np.nan)
+        present[col] = ~np.isnan(v)
+        lo, hi = VALUE_RULES[rule]
+        with np.errstate(invalid="ignore"):
+            inf = np.isinf(v)
+            neg = v < lo
+            big = (v > hi) & ~inf
+        bad = inf | neg | big
+        if bad.any():
+            if out is df:
+                out = df.copy()
+            v = v.copy()
+            v[bad] = np.nan
+            out[col] = v
+            rejected[col] = bad
+            bad_rows |= bad
+            why[col] = [
+                f"{int(n)} {w}"
+                for n, w in (
+                    (inf.sum(), "infinite"),
+                    (neg.sum(), "negative"),
+                    (big.sum(), f"above {hi:g} {rule.split('_')[-1]}"),
+                )
+                if n
+            ]
+    crit = [c for c in CRITICAL.get(name, ()) if c in out.columns]
+    drop = np.zeros(n_rows, dtype=bool)
+    if crit:
+        vals = {c: out[c].notna().to_numpy() for c in crit}
+        any_in_row = np.logical_or.reduce([present.get(c, vals[c]) for c in crit])
+        for c in crit:
+            missing = ~vals[c]
+            if not missing.any():
+                continue
+            orig = present.get(c, vals[c])
+            if rank is not None:
+                codes = pd.factorize(rank, use_na_sentinel=False)[0]
+                in_rank = (np.bincount(codes, weights=orig.astype("float64")) > 0)[codes]
+            else:
+                in_rank = np.full(n_rows, bool(orig.any()))
+            hit = missing & (any_in_row | in_rank)
+            blank = hit & ~rejected.get(c, np.zeros(n_rows, dtype=bool))
+            if blank.any():
+                why.setdefault(c, []).append(f"{int(blank.sum())} empty, N/A or non-numeric")
+                bad_rows |= blank
+            drop |= hit
+    if not why:
+        return out, []
+    ranks = sorted({int(r) for r in rank[bad_rows].dropna()}) if rank is not None else []
+    shown, files = _files_of(sources, ranks, source)
+    shown = shown or f"table {name}"
+    n_drop = int(drop.sum())
+    fate = (
+        f"{n_drop} row(s) were left out"
+        if n_drop
+        else "those values were set aside (NaN), the rows kept"
+    )
+    cols = "; ".join(f"{c}: {', '.join(w)}" for c, w in why.items())
+    warning = DataWarning(
+        code="invalid_values",
+        message=f"{shown}: {int(bad_rows.sum())} of {n_rows} row(s) of {name} have invalid values "
+        f"({cols}){f' on rank(s) {ranks[:10]}' if ranks else ''}; {fate}. Check the export "
+        "(re-run the offline parse) before trusting these numbers",
+        path=files[0] if files else None,
+        ranks=tuple(ranks),
+    )
+    if n_drop:
+        out = out.loc[~drop].reset_index(drop=True)
+    return out, [warning]
+
+
+def validate_table(
+    name: str,
+    df: pd.DataFrame,
+    *,
+    source: str = "",
+    sources: list[TableSource] | None = None,
+    warnings: list[DataWarning] | None = None,
+) -> pd.DataFrame:
+    """Check ``df`` against the spec of ``name``, coerce dtypes and reject implausible values.
+
+    Missing optional columns are added as NaN / <NA>; unknown extra columns are kept. Values are
+    checked by :func:`check_values` (infinite/negative/absurd → NaN; rows without a critical
+    value dropped); its warnings go to ``warnings`` (or, when ``None``, to
+    ``result.attrs["warnings"]``).
 
     Args:
         name: A key of :data:`TABLE_SPECS`.
         df: The table as built by a reader.
         source: File the table came from, named in the error.
+        sources: Files of the rows (per rank), named in value warnings.
+        warnings: List the value warnings are appended to.
 
     Returns:
         The table with spec columns first, coerced to canonical dtypes (``Int64``, ``float64``,
@@ -392,4 +626,10 @@ def validate_table(name: str, df: pd.DataFrame, *, source: str = "") -> pd.DataF
         else:
             out[col.name] = out[col.name].astype(target)  # type: ignore[call-overload]
     extra = [c for c in out.columns if c not in spec.names]
-    return out[spec.names + extra].reset_index(drop=True)
+    out = out[spec.names + extra].reset_index(drop=True)
+    out, found = check_values(name, out, source=source, sources=sources)
+    if warnings is not None:
+        warnings.extend(found)
+    elif found:
+        out.attrs["warnings"] = found
+    return out

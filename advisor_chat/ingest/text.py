@@ -50,6 +50,11 @@ STEP_TRACE_COLUMNS = {
 
 def step_trace_frame(df: Any, rank: int | None) -> pd.DataFrame:
     """Map a step_trace_time-style table (DataFrame or :class:`Columns`) to ``step_trace`` columns."""
+    return _frame(*step_trace_columns(df, rank))
+
+
+def step_trace_columns(df: Any, rank: int | None) -> tuple[dict[str, Any], int]:
+    """Like :func:`step_trace_frame` but returns (columns, rows) without building a DataFrame."""
     idx = range(len(df))
     out: dict[str, Any] = {"rank": rank, "step": step_col(df.get("Step"), idx)}
     for src, dst in STEP_TRACE_COLUMNS.items():
@@ -60,7 +65,7 @@ def step_trace_frame(df: Any, rank: int | None) -> pd.DataFrame:
         + np.nan_to_num(out["free_us"])
     )
     out["device_id"] = np.asarray(num(df.get("Device_id"), idx), dtype="float64")
-    return _frame(out, len(idx))
+    return out, len(idx)
 
 
 def read_step_trace(path: Path, rank: int | None) -> pd.DataFrame:
@@ -136,6 +141,11 @@ def read_kernels(path: Path, rank: int | None) -> tuple[pd.DataFrame, str]:
 
 def read_op_statistic(path: Path, rank: int | None) -> pd.DataFrame:
     """``op_statistic.csv`` (or CANN ``op_statistic_*.csv``) → ``op_statistic`` rows."""
+    return _frame(*op_statistic_columns(path, rank))
+
+
+def op_statistic_columns(path: Path, rank: int | None) -> tuple[dict[str, Any], int]:
+    """``op_statistic.csv`` → (``op_statistic`` columns, rows), no DataFrame built."""
     df = read_columns(path, required=["OP Type", "Count", "Total Time(us)"])
     idx = range(len(df))
     g = df.get
@@ -150,11 +160,16 @@ def read_op_statistic(path: Path, rank: int | None) -> pd.DataFrame:
         "max_us": num(g("Max Time(us)"), idx),
         "ratio_pct": num(g("Ratio(%)"), idx),
     }
-    return _frame(out, len(idx))
+    return out, len(idx)
 
 
 def read_memory(path: Path, rank: int | None) -> pd.DataFrame:
     """``memory_record.csv`` → ``memory`` rows (MB as written, 1024-based)."""
+    return _frame(*memory_columns(path, rank))
+
+
+def memory_columns(path: Path, rank: int | None) -> tuple[dict[str, Any], int]:
+    """``memory_record.csv`` → (``memory`` columns, rows), no DataFrame built."""
     df = read_columns(path, required=["Component", "Timestamp(us)"])
     idx = range(len(df))
     g = df.get
@@ -166,15 +181,22 @@ def read_memory(path: Path, rank: int | None) -> pd.DataFrame:
         "reserved_mb": num(g("Total Reserved(MB)"), idx),
         "active_mb": num(g("Total Active(MB)"), idx),
     }
-    return _frame(out, len(idx))
+    return out, len(idx)
+
+
+_NAN = float("nan")
 
 
 def _f(d: dict[str, Any], key: str) -> float:
     v = d.get(key)
+    if v.__class__ is float:
+        return v  # type: ignore[no-any-return]
+    if v is None:
+        return _NAN
     try:
-        return float(v) if v is not None else float("nan")
+        return float(v)
     except (TypeError, ValueError):
-        return float("nan")
+        return _NAN
 
 
 def _ratio(a: float, b: float) -> float:
@@ -253,6 +275,14 @@ def opinfo_rows(
 
 def comm_frames(data: dict[str, Any], rank: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """communication.json content → (``comm_ops``, ``comm_bandwidth``); ``Total Op Info`` skipped."""
+    ops, bws = comm_rows(data, rank)
+    return pd.DataFrame(ops), pd.DataFrame(bws)
+
+
+def comm_rows(
+    data: dict[str, Any], rank: int | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """communication.json content → (``comm_ops`` rows, ``comm_bandwidth`` rows) as dicts."""
     ops: list[dict[str, Any]] = []
     bws: list[dict[str, Any]] = []
     for step_key, sections in data.items():
@@ -276,12 +306,22 @@ def comm_frames(data: dict[str, Any], rank: int | None) -> tuple[pd.DataFrame, p
                 o, b = opinfo_rows(op_key, info, rank, step, kind)
                 ops.append(o)
                 bws.extend(b)
-    return pd.DataFrame(ops), pd.DataFrame(bws)
+    return ops, bws
+
+
+def load_json(path: Path) -> Any:
+    """Parse a JSON file with orjson (UTF-8, BOM tolerated).
+
+    Raises:
+        InputError: Unreadable or invalid JSON (the message of
+            :func:`~advisor_chat.ingest.common.read_json`, which re-reads the file to say where).
+    """
+    return read_json(path)  # issue-14 hook: common.read_json is orjson + guards + shape check
 
 
 def read_communication(path: Path, rank: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``communication.json`` → (``comm_ops``, ``comm_bandwidth``)."""
-    return comm_frames(read_json(path), rank)
+    return comm_frames(load_json(path), rank)
 
 
 def matrix_rows(
@@ -322,7 +362,11 @@ def matrix_rows(
 
 def read_matrix(path: Path, rank: int | None) -> pd.DataFrame:
     """``communication_matrix.json`` (2023 or 2024+ format) → link rows with local ranks."""
-    data = read_json(path)
+    return pd.DataFrame(matrix_file_rows(load_json(path), rank))
+
+
+def matrix_file_rows(data: Any, rank: int | None) -> list[dict[str, Any]]:
+    """Content of ``communication_matrix.json`` → link rows (dicts) with local ranks."""
     rows: list[dict[str, Any]] = []
     for step_key, sections in data.items():
         if not isinstance(sections, dict):
@@ -335,7 +379,7 @@ def read_matrix(path: Path, rank: int | None) -> pd.DataFrame:
                 if op_key.startswith("Total") or not isinstance(links, dict):
                     continue
                 rows.extend(matrix_rows(links, op_key, step, rank))
-    return pd.DataFrame(rows)
+    return rows
 
 
 def parse_profiler_info(info: dict[str, Any]) -> dict[str, Any]:
@@ -352,6 +396,9 @@ def parse_profiler_info(info: dict[str, Any]) -> dict[str, Any]:
         "export_setting": export,
         "config": cfg,
         "rank_id_in_file": info.get("rank_id"),
+        "collection_end_ns": (info.get("end_info") or {}).get("collectionTimeEnd")
+        if isinstance(info.get("end_info"), dict)
+        else None,
     }
 
 
@@ -377,10 +424,16 @@ def parse_metadata(md: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, A
         except ValueError:
             dist = None
     if isinstance(dist, dict):
-        meta["world_size"] = dist.get("world_size")
-        meta["tp_size"] = dist.get("tensor_model_parallel_size")
-        meta["pp_size"] = dist.get("pipeline_model_parallel_size")
-        meta["dp_size"] = dist.get("data_parallel_size")
+        from advisor_chat.ingest.guard import count_or_none
+
+        problems: list[str] = meta.setdefault("metadata_problems", [])
+        for key, field in (
+            ("world_size", "world_size"),
+            ("tp_size", "tensor_model_parallel_size"),
+            ("pp_size", "pipeline_model_parallel_size"),
+            ("dp_size", "data_parallel_size"),
+        ):  # issue-14 hook: a size that is not a positive integer is dropped and reported
+            meta[key] = count_or_none(dist.get(field), field, problems)
         meta["distributed_args"] = dist
     groups: list[dict[str, Any]] = []
     pgi = md.get("parallel_group_info")
@@ -395,7 +448,15 @@ def parse_metadata(md: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, A
         for comm_name, g in pgi.items():
             if not isinstance(g, dict):
                 continue
-            ranks = sorted(int(r) for r in g.get("global_ranks", []) or [])
+            from advisor_chat.ingest.guard import rank_list
+
+            ranks_or_none = rank_list(g.get("global_ranks", []) or [])
+            if ranks_or_none is None:  # issue-14 hook: reported by guard.check_units
+                meta.setdefault("metadata_problems", []).append(
+                    f"parallel_group_info[{str(comm_name)[:40]!r}].global_ranks is not a list of ranks"
+                )
+                continue
+            ranks = sorted(ranks_or_none)
             groups.append(
                 {
                     "comm_name": str(comm_name),
@@ -405,3 +466,210 @@ def parse_metadata(md: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, A
                 }
             )
     return meta, groups
+
+
+# ----------------------------------------------------------------------------- kernels with Arrow
+
+#: kernel_details column → (canonical column, kind): "num" float64, "str" string, "step" int.
+_KERNEL_ARROW = {
+    "Step Id": ("step", "step"),
+    "Name": ("name", "str"),
+    "Type": ("op_type", "str_na"),
+    "Accelerator Core": ("accelerator_core", "str_na"),
+    "Start Time(us)": ("start_us", "num"),
+    "Duration(us)": ("duration_us", "num"),
+    "Wait Time(us)": ("wait_us", "num"),
+    "Block Dim": ("block_dim", "num"),
+    "Input Shapes": ("input_shapes", "str"),
+    "Input Data Types": ("input_dtypes", "str"),
+    "Output Shapes": ("output_shapes", "str"),
+    "OP State": ("op_state", "str"),
+    "Stream ID": ("stream_id", "num"),
+    "aic_mac_ratio": ("aic_mac_ratio", "num"),
+    "aiv_vec_ratio": ("aiv_vec_ratio", "num"),
+    "cube_utilization(%)": ("cube_utilization_pct", "num"),
+    "Device_id": ("device_id", "num"),
+}
+_KERNEL_REQUIRED = ["Name", "Start Time(us)", "Duration(us)"]
+
+
+def _header_names(line: bytes) -> list[str]:
+    import csv
+
+    from advisor_chat.ingest.common import HEADER_ALIASES
+
+    text = line.decode("utf-8", errors="replace").lstrip("\ufeff")
+    row = next(csv.reader([text]), [])
+    return [HEADER_ALIASES.get(h.strip(), h.strip()) for h in row]
+
+
+def _arrow_col(col: Any, kind: str) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(pa.string())
+    if kind == "num" or kind == "step":
+        if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+            s = pc.utf8_trim(pc.utf8_trim_whitespace(col.cast(pa.string())), '"')
+            s = pc.if_else(pc.equal(s, ""), pa.scalar(None, pa.string()), s)
+            try:
+                col = s.cast(pa.float64())
+            except pa.ArrowInvalid:  # a non-numeric value: per value, NaN where it does not parse
+                col = pa.array(
+                    [_flt(v) for v in s.to_pylist()], type=pa.float64(), from_pandas=True
+                )
+        arr = col.cast(pa.float64()).to_numpy(zero_copy_only=False)
+        if kind == "step":
+            return np.where(np.isnan(arr), -1, np.round(arr)).astype("int64")
+        return arr
+    s = col.cast(pa.string())
+    s = pc.utf8_trim(pc.utf8_trim_whitespace(s), '"')
+    if kind == "str_na":
+        s = pc.fill_null(s, "N/A")
+    return s
+
+
+def _flt(v: Any) -> float:
+    try:
+        return float(v) if v is not None else float("nan")
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def check_kernel_header(path: Path) -> str:
+    """Read only the header line of ``kernel_details.csv``; return its version tag.
+
+    Lets a lazy load fail at load time, as a full parse would, on a file without the required
+    columns.
+
+    Raises:
+        InputError: Unreadable file, or ``Name`` / ``Start Time(us)`` / ``Duration(us)`` missing.
+    """
+    from advisor_chat.ingest.common import _check_required, unreadable
+    from advisor_chat.ingest.guard import check_file, sniff_csv
+
+    # issue-14 hook: FIFO/device/symlink loop/size cap/binary data → InputError, never a hang
+    sniff_csv(path, check_file(path).st_size)
+    try:
+        with path.open("rb") as fh:
+            head = fh.readline(1 << 16)
+    except PermissionError as exc:
+        raise unreadable(path) from exc
+    except OSError:
+        head = b""
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]
+    names = _header_names(head.rstrip(b"\r\n"))
+    _check_required(path, names, _KERNEL_REQUIRED)
+    return kernel_header_version(names)
+
+
+def read_kernels_arrow(files: list[tuple[Path, int | None]]) -> tuple[pd.DataFrame, list[str]]:
+    """Several ranks' ``kernel_details.csv`` → one ``kernels`` table, parsed by Arrow.
+
+    Files with the same header line are joined into one CSV text (each body line prefixed with
+    its rank) and parsed once (Arrow's multithreaded reader); ``N/A``/empty → null; quotes and
+    whitespace (the trailing TAB of ``Start Time(us)``) are stripped in Arrow. Same values as
+    :func:`read_kernels`. A file the joined parse cannot take (ragged rows, odd quoting) is read
+    by :func:`read_kernels` on its own.
+
+    Args:
+        files: (path, rank) pairs.
+
+    Returns:
+        (``kernels`` rows in the order of ``files``, header version tag per file).
+
+    Raises:
+        InputError: A file is unreadable or lacks ``Name`` / ``Start Time(us)`` / ``Duration(us)``.
+    """
+    import io
+
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from advisor_chat.ingest.common import _check_required, unreadable
+
+    versions: list[str] = []
+    groups: dict[bytes, list[tuple[int, bytes]]] = {}
+    headers: dict[bytes, list[str]] = {}
+    singles: dict[int, pd.DataFrame] = {}
+    from advisor_chat.ingest.guard import check_file
+
+    for i, (path, rank) in enumerate(files):
+        check_file(path)  # issue-14 hook: FIFO/device/symlink loop/size cap → InputError
+        try:
+            raw = path.read_bytes()
+        except PermissionError as exc:
+            raise unreadable(path) from exc
+        except OSError:
+            raw = b""
+        if raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        nl = raw.find(b"\n")
+        head = (raw if nl < 0 else raw[:nl]).rstrip(b"\r")
+        names = _header_names(head)
+        _check_required(path, names, _KERNEL_REQUIRED)
+        versions.append(kernel_header_version(names))
+        body = b"" if nl < 0 else raw[nl + 1 :]
+        if b'"' in head or rank is None or b"\n\n" in body or b"\r\n\r\n" in body:
+            singles[i] = read_kernels(path, rank)[0]
+            continue
+        if body and not body.endswith(b"\n"):
+            body += b"\n"
+        prefix = b"%d," % rank
+        if body:
+            body = prefix + body.replace(b"\n", b"\n" + prefix)[: -len(prefix)]
+        headers[head] = names
+        groups.setdefault(head, []).append((i, body))
+    parts: dict[int, pd.DataFrame] = dict(singles)
+    for head, items in groups.items():
+        names = ["__rank__", *headers[head]]
+        blob = b"".join(b for _, b in items)
+        n_rows = [b.count(b"\n") for _, b in items]
+        table = None
+        if blob:
+            try:
+                table = pacsv.read_csv(
+                    io.BytesIO(blob),
+                    read_options=pacsv.ReadOptions(column_names=names, block_size=32 << 20),
+                    parse_options=pacsv.ParseOptions(newlines_in_values=False),
+                    convert_options=pacsv.ConvertOptions(
+                        null_values=["N/A", "NA", "n/a", ""],
+                        strings_can_be_null=True,
+                        column_types={"__rank__": pa.int64()},
+                        include_columns=[n for n in names if n == "__rank__" or n in _KERNEL_ARROW],
+                    ),
+                )
+            except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError, ValueError):
+                table = None
+        if table is None or table.num_rows != sum(n_rows):
+            for i, _ in items:
+                parts[i] = read_kernels(*files[i])[0]
+            continue
+        n = table.num_rows
+        out: dict[str, Any] = {"rank": table.column("__rank__").to_numpy()}
+        for src, (dst, kind) in _KERNEL_ARROW.items():
+            if src in table.column_names:
+                out[dst] = _arrow_col(table.column(src).combine_chunks(), kind)
+            elif kind == "step":
+                out[dst] = np.full(n, -1, dtype="int64")
+            elif kind == "num":
+                out[dst] = np.full(n, np.nan)
+            else:
+                out[dst] = pa.nulls(n, pa.string()) if kind == "str" else pa.array(["N/A"] * n)
+        order = ["rank", *[d for d, _ in _KERNEL_ARROW.values()]]
+        df = pa.table({c: out[c] for c in order}).to_pandas(
+            types_mapper={pa.string(): pd.StringDtype(), pa.large_string(): pd.StringDtype()}.get
+        )
+        cols = ["rank", "step", *[c for c in df.columns if c not in ("rank", "step")]]
+        df = df[cols]
+        bounds = np.cumsum([0, *n_rows])
+        for j, (i, _) in enumerate(items):
+            parts[i] = df.iloc[bounds[j] : bounds[j + 1]]
+    frames = [parts[i] for i in range(len(files)) if i in parts and not parts[i].empty]
+    if not frames:
+        return pd.DataFrame(), versions
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(
+        drop=True
+    ), versions

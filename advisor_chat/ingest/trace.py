@@ -252,12 +252,20 @@ def scan_trace(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> _State:
         TraceInvalid: The file is truncated or not valid JSON.
         PermissionError: The file cannot be read.
     """
+    from advisor_chat.ingest.guard import check_file
+
+    check_file(path)  # FIFO / device / symlink loop / size cap → InputError (issue 14)
     state = _State()
     try:
         _iter_orjson(path, state, chunk_bytes)
     except ValueError:
         state = _State()
-        _iter_ijson(path, state)
+        try:
+            _iter_ijson(path, state)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # "ts": "abc" etc.
+            raise TraceInvalid(f"an event has a value of the wrong type ({str(exc)[:80]})") from exc
+    if state.events == 0:
+        raise TraceInvalid("it holds no trace events (expected a JSON array of events)")
     return state
 
 
