@@ -239,12 +239,15 @@ class Advisor:
     # -- offline -----------------------------------------------------------------------------
     def _parse(self, question: str) -> Query:
         if self._op_types is None:
-            k = self.profile.tables.get("kernels")
-            self._op_types = (
-                sorted({str(v) for v in k["op_type"].dropna().unique()})
-                if k is not None and not k.empty and "op_type" in k.columns
-                else []
-            )
+            # op types from op_statistic (every rank, light) and the kernels already read: the
+            # question parser never reads every rank's kernel_details.csv
+            tables = self.profile.tables
+            loaded = getattr(tables, "loaded", tables.get)
+            found: set[str] = set()
+            for k in (tables.get("op_statistic"), loaded("kernels")):
+                if k is not None and not k.empty and "op_type" in k.columns:
+                    found.update(str(v) for v in k["op_type"].dropna().unique())
+            self._op_types = sorted(found)
         return parse_question(
             question,
             groups=self.session.groups,

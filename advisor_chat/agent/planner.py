@@ -140,10 +140,21 @@ class DataQuoter:
 
     def __init__(self, session: ToolSession) -> None:
         self._strings: list[str] | None = None
+        self._key: tuple[int, ...] = ()
         self._session = session
 
+    def _read_key(self) -> tuple[int, ...]:
+        tables = self._session.profile.tables
+        loaded = getattr(tables, "loaded", tables.get)
+        return tuple(
+            -1 if (df := loaded(t)) is None else len(df) for t in ("kernels", "host_dispatch")
+        )
+
     def _collect(self) -> list[str]:
+        # heavy tables: only the ranks read so far (what an answer can quote); recollected when
+        # more ranks are read (see quote)
         p = self._session.profile
+        loaded = getattr(p.tables, "loaded", p.tables.get)
         found: set[str] = set()
         for table, cols in (
             ("kernels", ("name", "op_type", "input_shapes")),
@@ -152,7 +163,7 @@ class DataQuoter:
             ("comm_groups", ("group_name",)),
             ("meta", ("source_dir",)),
         ):
-            df = p.tables.get(table)
+            df = loaded(table)
             if df is None or df.empty:
                 continue
             for c in cols:
@@ -170,8 +181,10 @@ class DataQuoter:
 
     def quote(self, text: str) -> str:
         """Replace every suspicious data string in ``text`` with a backticked ``[data]`` quote."""
-        if self._strings is None:
+        key = self._read_key()
+        if self._strings is None or key != self._key:
             self._strings = self._collect()
+            self._key = key
         for s in self._strings:
             if s in text:
                 text = text.replace(s, quote_data(s))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import cast
 
 import numpy as np
@@ -35,7 +36,7 @@ from advisor_chat.analyzers.base import (
     register,
 )
 from advisor_chat.errors import ToolArgumentError
-from advisor_chat.ingest.profile import Profile
+from advisor_chat.ingest.profile import PEER_SAMPLE, Profile
 
 #: Names of kernels that show mc2 (MatMul + communication fusion) is already on.
 MC2_FUSED = (
@@ -385,10 +386,20 @@ def _mc2(
 ) -> tuple[list[Finding], pd.DataFrame, list[str]]:
     cols = ["rank", "pairs", "hidden_us", "collective"]
     empty = pd.DataFrame(columns=cols)
-    k = profile.get("kernels")[
+    tp, how = _tp_ranks(groups)
+    # kernels are read only for the TP ranks examined: all of them up to 2x PEER_SAMPLE, else an
+    # evenly spaced sample of PEER_SAMPLE (said in the finding); op_statistic (every rank, light)
+    # also answers "mc2 already on"
+    avail = profile.available_ranks("kernels")
+    pool = sorted(set(tp) & set(avail)) if tp else avail
+    sampled = len(pool) > 2 * PEER_SAMPLE
+    if sampled:
+        idx = np.linspace(0, len(pool) - 1, PEER_SAMPLE).round().astype(int)
+        pool = sorted({pool[i] for i in idx})
+    k = profile.kernels_for(pool)[
         ["rank", "step", "name", "op_type", "accelerator_core", "start_us", "duration_us"]
     ]
-    if k.empty:
+    if k.empty and not avail:
         return (
             [],
             empty,
@@ -397,11 +408,17 @@ def _mc2(
             ],
         )
     fused_pat = "|".join(m.replace("_", "") for m in MC2_FUSED)
+    ost = profile.get("op_statistic")
     if _by_unique(
         k["name"], lambda n: n.str.lower().str.replace("_", "").str.contains(fused_pat)
-    ).any():
+    ).any() or (
+        not ost.empty
+        and _by_unique(
+            ost["op_type"].astype(str),
+            lambda n: n.str.lower().str.replace("_", "").str.contains(fused_pat),
+        ).any()
+    ):
         return [], empty, ["mc2: fused MatMul+communication kernels found (mc2 already on)"]
-    tp, how = _tp_ranks(groups)
     if not tp:
         return (
             [],
@@ -481,4 +498,16 @@ def _mc2(
         estimated_gain_us=hid,
         category=Category.COMMUNICATION,
     )
+    if sampled:
+        n_tp = len(set(tp) & set(avail))
+        f = replace(
+            f,
+            summary=f.summary
+            + f" (kernel_details.csv read for a peer sample of {len(pool)} of the {n_tp} TP ranks,"
+            " evenly spaced; the median is over that sample)",
+            summary_zh=f.summary_zh
+            + f"（仅读取 {n_tp} 个 TP rank 中均匀抽样的 {len(pool)} 个的 kernel_details.csv，中位数基于抽样）",
+            metrics={**f.metrics, "peer_sample_ranks": float(len(pool))},
+        )
+        return [f], per, [f"mc2: kernels read for a peer sample of {len(pool)} of {n_tp} TP ranks"]
     return [f], per, []

@@ -32,7 +32,7 @@ from advisor_chat.analyzers.base import (
     register,
 )
 from advisor_chat.errors import NotAnswerableError, ToolArgumentError
-from advisor_chat.ingest.profile import Profile
+from advisor_chat.ingest.profile import PEER_SAMPLE, Profile
 
 #: A rank that is not slow but spends at least this share of its step in pipeline Bubble is
 #: waiting for another stage (said instead of "not slow").
@@ -201,8 +201,9 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
     trend_zh = f"；{len(trend)} 个 step 中 {pct(consistent)} 存在该差距" if len(trend) > 1 else ""
 
     # Both evidence tables are computed whatever the cause, so a follow-up can page them.
-    launch = _launch_evidence(profile, rank, peers_all, params.step)
-    ops_ev = _op_evidence(profile, rank, peers_all, params.step)
+    heavy_peers, n_sample = _heavy_peers(profile, rank, peers_all)
+    launch = _launch_evidence(profile, rank, heavy_peers, params.step, n_sample)
+    ops_ev = _op_evidence(profile, rank, heavy_peers, params.step, n_sample)
     if launch[3] is not None:
         tables["launch_delay"] = launch[3]
     if ops_ev[3] is not None:
@@ -217,6 +218,8 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
         "fastest_rank": float(fastest),
         "peers_count": float(len(peers)),
     }
+    if n_sample:
+        metrics["peer_sample_ranks"] = float(n_sample)
     tail, tail_zh = "", ""
     if max(cd, fd) > thr:
         if fd >= cd:
@@ -435,15 +438,38 @@ def _trend(st: pd.DataFrame, rank: int, peers: list[int]) -> pd.DataFrame:
     return d.reset_index()
 
 
+def _heavy_peers(profile: Profile, rank: int, peers_all: list[int]) -> tuple[list[int], int]:
+    """Ranks whose heavy tables (kernels, host_dispatch) are read: (ranks, peer sample size).
+
+    Every peer up to ``2 * PEER_SAMPLE`` peers (sample size 0); else the rank plus
+    ``PEER_SAMPLE`` evenly spaced peers (deterministic), whose medians the text then states.
+    """
+    others = sorted(int(r) for r in peers_all if int(r) != rank)
+    if len(others) <= 2 * PEER_SAMPLE:
+        return sorted({rank, *others}), 0
+    idx = np.linspace(0, len(others) - 1, PEER_SAMPLE).round().astype(int)
+    picked = sorted({others[i] for i in idx})
+    return sorted({rank, *picked}), len(picked)
+
+
+def _sample_txt(n_sample: int) -> tuple[str, str]:
+    if not n_sample:
+        return "", ""
+    return (
+        f" (over a peer sample of {n_sample} ranks)",
+        f"（基于 {n_sample} 个抽样对照 rank）",
+    )
+
+
 def _launch_evidence(
-    profile: Profile, rank: int, peers: list[int], step: int | None
+    profile: Profile, rank: int, peers: list[int], step: int | None, n_sample: int = 0
 ) -> tuple[str, str, Evidence | None, pd.DataFrame | None, bool]:
     """Launch-delay text (en, zh), evidence, per-rank table and whether they show host-bound.
 
     The last item is True only when host_dispatch data exists for the rank and its p90 launch
     delay is below half of the peers' median p90 (the device starts tasks as soon as issued).
     """
-    hd = profile.get("host_dispatch")[["rank", "step", "launch_delay_us"]]
+    hd = profile.host_dispatch_for(peers)[["rank", "step", "launch_delay_us"]]
     if step is not None and not hd.empty:
         hd = hd[hd["step"] == step]
     hd = hd[hd["rank"].isin(peers)]
@@ -487,10 +513,11 @@ def _launch_evidence(
         why_zh = "——时延长：任务在下发队列中等待比同组更久"
     else:
         why, why_zh = "", ""
+    smp, smp_zh = _sample_txt(n_sample)
     return (
         f"; its launch delays are p50 {p50:.0f} us, p90 {p90:.0f} us, max {mx:.0f} us vs the "
-        f"peers' median p90 {peer_p90:.0f} us{why}",
-        f"；下发时延 p50 {p50:.0f} us、p90 {p90:.0f} us、最大 {mx:.0f} us，同组 p90 中位数 {peer_p90:.0f} us{why_zh}",
+        f"peers' median p90 {peer_p90:.0f} us{smp}{why}",
+        f"；下发时延 p50 {p50:.0f} us、p90 {p90:.0f} us、最大 {mx:.0f} us，同组 p90 中位数 {peer_p90:.0f} us{smp_zh}{why_zh}",
         ev,
         lt.reset_index(),
         host_bound,
@@ -498,9 +525,9 @@ def _launch_evidence(
 
 
 def _op_evidence(
-    profile: Profile, rank: int, peers: list[int], step: int | None
+    profile: Profile, rank: int, peers: list[int], step: int | None, n_sample: int = 0
 ) -> tuple[str, str, Evidence | None, pd.DataFrame | None]:
-    k = profile.get("kernels")[
+    k = profile.kernels_for(peers)[
         ["rank", "step", "name", "op_type", "accelerator_core", "duration_us"]
     ]
     if step is not None and not k.empty:
@@ -559,9 +586,10 @@ def _op_evidence(
         {"rank": rank, "op_types": top["op_type"].tolist()},
         "per op type: kernel time per step on the rank − median over peers",
     )
+    smp, smp_zh = _sample_txt(n_sample)
     return (
-        f"; largest operator deltas: {parts}" if parts else "",
-        f"；算子差异最大：{parts}" if parts else "",
+        f"; largest operator deltas{smp}: {parts}" if parts else "",
+        f"；算子差异最大{smp_zh}：{parts}" if parts else "",
         ev,
         od,
     )
