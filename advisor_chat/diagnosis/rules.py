@@ -253,17 +253,36 @@ def find_events(ctx: Context) -> list[Event]:
 
 def op_delta(
     ctx: Context, slow: list[int], fast: list[int]
-) -> tuple[str, str, float, float] | None:
+) -> tuple[str, str, float, float, int] | None:
     """The compute operator that differs most between two rank sets.
 
     The operator (type + input shapes) whose time per step differs most between the
     ``slow`` and ``fast`` ranks: (op_type, input_shapes, delta_us per step, avg duration ratio).
 
     Source: ``kernels`` (kernel_details.csv / DB TASK), communication tasks excluded; mean per
-    rank per step, then the mean over each rank set. ``None`` without kernels.
+    rank per step, then the mean over each rank set. ``None`` without kernels. A rank set larger
+    than 2x ``PEER_SAMPLE`` is replaced by ``PEER_SAMPLE`` evenly spaced ranks of it (only their
+    kernel_details.csv is read); the last item is the number of ranks sampled that way (0: none).
     """
-    k = ctx.profile.get("kernels")
-    if k.empty or not slow or not fast:
+    from advisor_chat.ingest.profile import PEER_SAMPLE
+
+    if not slow or not fast:
+        return None
+    n_sample = 0
+
+    def sample(ranks: list[int]) -> list[int]:
+        nonlocal n_sample
+        rs = sorted(set(ranks))
+        if len(rs) <= 2 * PEER_SAMPLE:
+            return rs
+        idx = np.linspace(0, len(rs) - 1, PEER_SAMPLE).round().astype(int)
+        rs = sorted({rs[i] for i in idx})
+        n_sample += len(rs)
+        return rs
+
+    slow, fast = sample(slow), sample(fast)
+    k = ctx.profile.kernels_for([*slow, *fast])
+    if k.empty:
         return None
     k = k[~is_comm_kernel(k).to_numpy()]
     k = k[k["rank"].isin([*slow, *fast])]
@@ -297,7 +316,17 @@ def op_delta(
     if float(row["delta"]) <= 0:
         return None
     ratio = share_of(float(row["avg_us_slow"]), float(row["avg_us_fast"]))
-    return str(top_key[0]), str(top_key[1]), float(row["delta"]), ratio
+    return str(top_key[0]), str(top_key[1]), float(row["delta"]), ratio, n_sample
+
+
+def _op_sample_txt(op: tuple[str, str, float, float, int] | None) -> tuple[str, str]:
+    """' (kernels of a peer sample of N ranks)' when :func:`op_delta` sampled, else ''."""
+    if op is None or not op[4]:
+        return "", ""
+    return (
+        f" (kernels of a peer sample of {op[4]} ranks)",
+        f"（基于 {op[4]} 个抽样 rank 的算子数据）",
+    )
 
 
 def _claim(ctx: Context, pred: object) -> tuple[Finding, ...]:
@@ -320,15 +349,39 @@ def detect_artifact_steps(profile: object) -> tuple[list[tuple[int, int]], dict[
     does not exclude a step (a data-loading stall also shows as Preparing); it is reported as
     evidence for the flagged steps. Never excludes every step.
 
+    Up to 2x ``PEER_SAMPLE`` ranks with kernels, every rank is counted. Beyond, kernels are
+    counted only where a light signal points (``_artifact_suspects``): the
+    (rank, step) pairs whose step_trace Computing drops below 0.9x, or whose Preparing rises
+    above 5x (and 1 ms), the rank's median of its other steps. When more than 2x
+    ``PEER_SAMPLE`` ranks are suspect, kernels are counted for an evenly spaced sample of
+    ``PEER_SAMPLE`` of them, a step is flagged on every suspect rank when at least half of
+    the sampled ranks confirm it, and ``metrics['peer_sample_ranks']`` says so. Without a
+    usable step trace, the ``PEER_SAMPLE`` peer sample is counted.
+
     Returns:
         The flagged (step, rank) pairs and metrics (kernel counts, preparing).
     """
-    from advisor_chat.ingest.profile import Profile
+    from advisor_chat.ingest.profile import PEER_SAMPLE, Profile
 
     assert isinstance(profile, Profile)
     flagged: list[tuple[int, int]] = []
     metrics: dict[str, float] = {}
-    k = profile.get("kernels")
+    st = profile.get("step_trace")
+    avail = profile.available_ranks("kernels")
+    suspects: dict[int, set[int]] | None
+    if len(avail) <= 2 * PEER_SAMPLE:  # small profile: count every rank
+        suspects = {r: set() for r in avail}
+    else:
+        suspects = _artifact_suspects(st)
+    if suspects is None:  # no light signal: count a peer sample
+        ranks, _ = profile.peer_sample("kernels")
+        suspects = {r: set() for r in ranks}
+    sampled = len(suspects) > 2 * PEER_SAMPLE
+    ranks = sorted(suspects)
+    if sampled:
+        idx = np.linspace(0, len(ranks) - 1, PEER_SAMPLE).round().astype(int)
+        ranks = sorted({ranks[i] for i in idx})
+    k = profile.kernels_for(ranks) if ranks else profile.kernels_for([])
     if not k.empty and k["step"].notna().any():
         counts = k.dropna(subset=["step"]).groupby(["rank", "step"]).size().unstack("step")
         mat = counts.to_numpy(dtype="float64")  # rank x step kernel counts (NaN: no records)
@@ -347,7 +400,18 @@ def detect_artifact_steps(profile: object) -> tuple[list[tuple[int, int]], dict[
                         metrics.get("kernel_count_flagged_min", n), n
                     )
                     metrics["kernel_count_siblings_median"] = float(ref[i])
-    st = profile.get("step_trace")
+    if sampled:
+        # a step confirmed on at least half of the sampled suspects is flagged on every suspect
+        # rank of that step (the light signal), the sample is stated
+        confirmed = {
+            s
+            for s in {s for s, _ in flagged}
+            if 2 * sum(1 for s2, _ in flagged if s2 == s)
+            >= sum(1 for r in ranks if s in suspects.get(r, set()))
+        }
+        flagged = [(s, r) for r, ss in suspects.items() for s in ss if s in confirmed]
+        metrics["peer_sample_ranks"] = float(len(ranks))
+        metrics["suspect_ranks"] = float(len(suspects))
     if flagged and not st.empty and st["preparing_us"].notna().any():
         bad = {s for s, _ in flagged}
         prep = st[st["step"].isin(list(bad))]["preparing_us"]
@@ -358,6 +422,35 @@ def detect_artifact_steps(profile: object) -> tuple[list[tuple[int, int]], dict[
     if steps and steps >= all_steps:
         return [], metrics
     return sorted(set(flagged)), metrics
+
+
+def _artifact_suspects(st: pd.DataFrame) -> dict[int, set[int]] | None:
+    """{rank: steps} whose step_trace hints at lost device records (``None``: no signal).
+
+    A (rank, step) is a suspect when its ``computing_us`` is below 0.9x, or its
+    ``preparing_us`` above 5x (and above 1 ms), the median of the rank's other steps.
+    """
+    if st.empty or st["step"].nunique() < 2:
+        return None
+    out: dict[int, set[int]] = {}
+    usable = False
+    for col, low in (("computing_us", True), ("preparing_us", False)):
+        if col not in st.columns or not st[col].notna().any():
+            continue
+        usable = True
+        piv = st.pivot_table(index="rank", columns="step", values=col, aggfunc="mean")
+        mat = piv.to_numpy(dtype="float64")
+        import warnings
+
+        for j, s in enumerate(piv.columns):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows
+                ref = np.nanmedian(np.delete(mat, j, axis=1), axis=1)
+            v = mat[:, j]
+            hit = (v < 0.9 * ref) if low else ((v > 5 * ref) & (v > 1000.0))
+            for i in np.flatnonzero(hit & np.isfinite(v)):
+                out.setdefault(integer(piv.index[int(i)]), set()).add(integer(s))
+    return out if usable else None
 
 
 def artifact_cause(pairs: list[tuple[int, int]], metrics: dict[str, float], cite: str) -> RootCause:
@@ -382,6 +475,10 @@ def artifact_cause(pairs: list[tuple[int, int]], metrics: dict[str, float], cite
         )
     if "preparing_us" in metrics:
         detail_zh += f"（Preparing 最长 {ms(metrics['preparing_us'])}）"
+    if "peer_sample_ranks" in metrics:
+        n, m = int(metrics["peer_sample_ranks"]), int(metrics.get("suspect_ranks", 0))
+        detail += f" (kernel counts checked on a peer sample of {n} of the {m} suspect ranks)"
+        detail_zh += f"（算子数仅在 {m} 个可疑 rank 中抽样的 {n} 个上核对）"
     return RootCause(
         id="cause.data_artifact.steps_" + "_".join(str(s) for s in steps),
         mechanism=Mechanism.DATA_ARTIFACT,
@@ -839,8 +936,11 @@ def _rank_cause(
         mech, cat = Mechanism.COMPUTE_STRAGGLER, Category.COMPUTE
         op_txt = op_zh = ""
         if op is not None and op[2] >= 0.5 * comp_ex:
-            op_txt = f"; most of it is {op[0]} [{op[1]}] ({ms(op[2])} per step more, {op[3]:.2f}x)"
-            op_zh = f"；主要来自 {op[0]} [{op[1]}]（每步多 {ms(op[2])}，{op[3]:.2f} 倍）"
+            smp, smp_zh = _op_sample_txt(op)
+            op_txt = (
+                f"; most of it is {op[0]} [{op[1]}] ({ms(op[2])} per step more, {op[3]:.2f}x){smp}"
+            )
+            op_zh = f"；主要来自 {op[0]} [{op[1]}]（每步多 {ms(op[2])}，{op[3]:.2f} 倍）{smp_zh}"
         summary = (
             f"Compute straggler {rl}: it computes {ms(comp_ex)} more{per_step} than its peers"
             f"{scope}{op_txt}; {len(victims)} rank(s) wait {ms(wait_mean)} per step for it in "
@@ -900,6 +1000,11 @@ def _rank_cause(
             "computing_excess_us": comp_ex,
             "free_excess_us": free_ex,
             "victim_wait_us_mean": wait_mean,
+            **(
+                {"peer_sample_ranks": float(op[4])}
+                if op is not None and op[4] and not host and op[2] >= 0.5 * comp_ex
+                else {}
+            ),
         },
         findings=findings,
         steps=steps if scoped else (),
@@ -1082,8 +1187,12 @@ def _group_cause(ctx: Context, slow: list[int], n_steps: int) -> RootCause:
     if use_op and op is not None:
         op_txt = (
             f", mostly {op[0]} [{op[1]}] ({ms(op[2])} per step more, {op[3]:.2f}x slower per call)"
+            + _op_sample_txt(op)[0]
         )
-        op_zh = f"，主要是 {op[0]} [{op[1]}]（每步多 {ms(op[2])}，单次慢 {op[3]:.2f} 倍）"
+        op_zh = (
+            f"，主要是 {op[0]} [{op[1]}]（每步多 {ms(op[2])}，单次慢 {op[3]:.2f} 倍）"
+            + (_op_sample_txt(op)[1])
+        )
     fl, fl_zh = ranks_label(fast)
     findings = _claim(
         ctx,
@@ -1142,6 +1251,7 @@ def _group_cause(ctx: Context, slow: list[int], n_steps: int) -> RootCause:
             "free_excess_us": free_ex,
             "victim_wait_us_mean": wait_mean,
             **({"op_delta_us": op[2], "op_avg_ratio": op[3]} if use_op and op is not None else {}),
+            **({"peer_sample_ranks": float(op[4])} if use_op and op is not None and op[4] else {}),
         },
         findings=findings,
         gain_us=excess,
