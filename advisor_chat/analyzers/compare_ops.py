@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal, cast
 
 import numpy as np
@@ -26,7 +27,7 @@ from advisor_chat.analyzers.base import (
     register,
 )
 from advisor_chat.errors import NotAnswerableError, ToolArgumentError
-from advisor_chat.ingest.profile import Profile
+from advisor_chat.ingest.profile import PEER_SAMPLE, Profile
 
 #: "Same count, slower": the slower rank's average is at least this many times the other's.
 REGRESSION_RATIO = 1.2
@@ -290,7 +291,21 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
         ToolArgumentError: ``rank_a`` / ``rank_b`` is not in the profile (message lists ranks).
         NotAnswerableError: The profile has no kernel data (kernel_details / op_summary / DB TASK).
     """
-    k_all = profile.get("kernels")
+    # large profiles with a step trace: the two ranks compared come from step_trace (light), and
+    # kernel_details.csv is read for them plus a peer sample (AI CPU / dynamic-shape checks say so)
+    kernel_ranks = profile.available_ranks("kernels")
+    st0 = profile.get("step_trace")
+    n_sample = 0
+    if len(kernel_ranks) > 2 * PEER_SAMPLE and not st0.empty and st0["computing_us"].notna().any():
+        order0 = _rank_order(profile, st0.iloc[:0]).reindex(kernel_ranks).dropna()
+        focus = [int(r) for r in (params.rank_a, params.rank_b) if r is not None]
+        if not order0.empty:
+            focus += [int(cast(int, order0.idxmin())), int(cast(int, order0.idxmax()))]
+        examined, _ = profile.peer_sample("kernels", focus)
+        n_sample = len([r for r in examined if r not in focus])
+        k_all = profile.kernels_for(examined)
+    else:
+        k_all = profile.get("kernels")
     if k_all.empty:
         raise NotAnswerableError(
             "no per-kernel data (kernel_details.csv / op_summary / DB TASK table) in this profile; "
@@ -299,7 +314,8 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
     for r in (params.rank_a, params.rank_b):
         if r is not None:
             check_rank(profile, r)
-    kernel_ranks = sorted(int(r) for r in k_all["rank"].dropna().unique())
+    if not n_sample:
+        kernel_ranks = sorted(int(r) for r in k_all["rank"].dropna().unique())
     for r in (params.rank_a, params.rank_b):
         if r is not None and int(r) not in kernel_ranks:
             raise ToolArgumentError(
@@ -648,6 +664,29 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
         "compute_us_b": float(kb["duration_us"].sum()) / n_steps,
         "dynamic_time_ratio": dyn_time_ratio,
     }
+    if n_sample:
+        metrics["peer_sample_ranks"] = float(n_sample)
+        n_read = len(set(comp["rank"].dropna().astype(int)))
+        findings = [
+            replace(
+                f,
+                summary=f.summary
+                + f" (AI CPU and dynamic shapes checked on {n_read} of {len(kernel_ranks)} ranks:"
+                f" ranks {rank_a}, {rank_b} and a peer sample of {n_sample})",
+                summary_zh=(f.summary_zh or "")
+                + f"（AI CPU 与动态 shape 仅在 {len(kernel_ranks)} 个 rank 中的 {n_read} 个上检查："
+                f"{rank_a}、{rank_b} 号卡与 {n_sample} 个抽样 rank）",
+                metrics={**f.metrics, "peer_sample_ranks": float(n_sample)},
+            )
+            if f.id.startswith(("compare_ops.aicpu_op", "compare_ops.dynamic_shape"))
+            else f
+            for f in findings
+        ]
+        notes.append(
+            f"kernel_details.csv read for {n_read} of {len(kernel_ranks)} ranks (ranks {rank_a} "
+            f"and {rank_b}, and a peer sample of {n_sample}); AI CPU and dynamic-shape checks "
+            "cover those ranks"
+        )
     main = by_type if params.by == "type" else by_shape
     return AnalyzerResult(
         name="compare_ops",
