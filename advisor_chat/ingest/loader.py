@@ -414,6 +414,8 @@ class HeavyReader:
         self.profile: Profile | None = None
         self._lock = threading.RLock()
         self._parts: dict[str, dict[int, Path]] | None = None
+        #: Parse warnings stored with each cached part (``part-*.json`` "warnings"), by parquet path.
+        self._part_warnings: dict[Path, list[DataWarning]] = {}
 
     # -- LazyTables protocol
     def tables(self) -> list[str]:
@@ -468,12 +470,18 @@ class HeavyReader:
                     found: dict[int, Path] = {}
                     for manifest in sorted((base / t).glob("part-*.json")):
                         try:
-                            ranks = orjson.loads(manifest.read_bytes())["ranks"]
-                        except (OSError, ValueError, KeyError):
+                            doc = orjson.loads(manifest.read_bytes())
+                            ranks = doc["ranks"]
+                            warns = [
+                                DataWarning(**{**w, "ranks": tuple(w.get("ranks", ()))})
+                                for w in doc.get("warnings", [])
+                            ]
+                        except (OSError, ValueError, KeyError, TypeError, AttributeError):
                             continue
                         pq = manifest.with_suffix(".parquet")
                         if pq.is_file():
                             found.update({int(r): pq for r in ranks})
+                            self._part_warnings[pq] = warns
                     self._parts[t] = found
         return self._parts.get(name, {})
 
@@ -497,7 +505,14 @@ class HeavyReader:
             parsed, sources, warnings = self._parse(name, to_parse)
             if not parsed.empty:
                 frames.append(parsed)
-            self._write_part(name, to_parse, parsed)
+            self._write_part(name, to_parse, parsed, warnings)
+        cached = set(from_cache)
+        for pq in dict.fromkeys(parts[r] for r in from_cache):
+            warnings += [
+                w
+                for w in self._part_warnings.get(pq, [])
+                if not w.ranks or cached.intersection(w.ranks)
+            ]
         for r in from_cache:
             sources.append(TableSource(name, self.files[name][r], "text", r))
         PARSE_STATS["heavy_ranks_parsed"] = PARSE_STATS.get("heavy_ranks_parsed", 0) + len(to_parse)
@@ -551,7 +566,9 @@ class HeavyReader:
         ]
         return _concat(frames), sources, [w for _, w in results if w is not None]
 
-    def _write_part(self, name: str, ranks: list[int], df: pd.DataFrame) -> None:
+    def _write_part(
+        self, name: str, ranks: list[int], df: pd.DataFrame, warnings: list[DataWarning]
+    ) -> None:
         if self.cache_dir is None:
             return
         try:
@@ -564,11 +581,16 @@ class HeavyReader:
                 pd.DataFrame({"rank": pd.Series([], dtype="int64")}).to_parquet(
                     stem.with_suffix(".parquet"), index=False
                 )
-            stem.with_suffix(".json").write_bytes(orjson.dumps({"ranks": ranks}))
+            warns = [
+                {"code": w.code, "message": w.message, "path": w.path, "ranks": list(w.ranks)}
+                for w in warnings
+            ]
+            stem.with_suffix(".json").write_bytes(orjson.dumps({"ranks": ranks, "warnings": warns}))
             if self._parts is not None:
                 self._parts.setdefault(name, {}).update(
                     {r: stem.with_suffix(".parquet") for r in ranks}
                 )
+                self._part_warnings[stem.with_suffix(".parquet")] = list(warnings)
         except (OSError, ValueError):
             return
 
@@ -657,6 +679,7 @@ def load_cached(plan: IngestPlan, settings: Settings, *, use_cache: bool = True)
             )
             reader.profile = cached
             cached.attach_heavy(reader)
+        cached.cache_dir = settings.cache_dir
     return cached
 
 
@@ -799,6 +822,8 @@ def load_profile(
     if stop is not None and isinstance(profile.heavy, HeavyReader):
         profile.heavy.rich = True  # the lazy reads later show their progress the same way
     save_cached(plan, settings, profile, use_cache=use_cache, background=cache_write != "now")
+    if use_cache and settings.cache:
+        profile.cache_dir = settings.cache_dir
     return profile
 
 
