@@ -244,7 +244,7 @@ def c_rich_markup_in_path(c: Ctx) -> tuple[Path, str]:
     return root, ""
 
 
-@case("error", xfail="CLI fix in main: rich MarkupError on a path with [/x] in an error message")
+@case("error")
 def c_rich_markup_in_missing_path(c: Ctx) -> tuple[Path, str]:
     (c.tmp / "gone[").mkdir()
     return c.tmp / "gone[" / "x]", "gone["
@@ -573,7 +573,6 @@ def c_truncated_trace_view(c: Ctx) -> tuple[Path, str]:
 @case(
     "warn:trace_view_invalid",
     heavy_rank=0,
-    xfail="ingest perf: the heavy-table part cache drops parse warnings (trace_view_invalid) on reload; store them in the part .json",
 )
 def c_trace_view_ts_not_a_number(c: Ctx) -> tuple[Path, str]:
     root = c.copy()
@@ -589,7 +588,6 @@ def c_trace_view_ts_not_a_number(c: Ctx) -> tuple[Path, str]:
 @case(
     "warn:trace_view_invalid",
     heavy_rank=0,
-    xfail="ingest perf: the heavy-table part cache drops parse warnings (trace_view_invalid) on reload; store them in the part .json",
 )
 def c_trace_view_is_an_object(c: Ctx) -> tuple[Path, str]:
     root = c.copy()
@@ -1023,9 +1021,6 @@ def test_peak_memory_on_2gb_garbage_kernel_details(base: Path, tmp_path: Path) -
 # ----------------------------------------------------------------------------- report -o
 
 
-@pytest.mark.xfail(
-    strict=True, reason="CLI fix in main: report -o <directory> ends in IsADirectoryError"
-)
 def test_report_output_is_a_directory(base: Path, tmp_path: Path) -> None:
     out = tmp_path / "reports"
     out.mkdir()
