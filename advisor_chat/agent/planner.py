@@ -425,6 +425,12 @@ class Planner:
                 yes_no=q.kind in ("yes_no", ""),
                 which=q.kind == "which",
                 healthy=healthy,
+                links_judged=not any(
+                    o.name == "slow_link"
+                    and o.result is not None
+                    and o.result.metrics.get("compared_links_count", 1.0) == 0
+                    for o in outputs
+                ),
             )
         if it == "fix_first":
             return project.fix_first(d, zh)

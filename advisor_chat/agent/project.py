@@ -788,6 +788,7 @@ def network(
     yes_no: bool = True,
     which: bool = False,
     healthy: bool = False,
+    links_judged: bool = True,
 ) -> Projection:
     """Answer to “Is the network the problem?” / “which link is slow?”: yes or no with the link.
 
@@ -795,7 +796,45 @@ def network(
     are endpoints of a slow link. Without ``yes_no`` ("which link is slow?", "why … when the
     bandwidth looks fine?"), the first sentence is the cause itself, not a yes/no verdict;
     with ``which`` ("which link is slow?") and no slow link, it says that no link is slow.
+    With ``links_judged`` false (the slow_link analyzer had too few comparable links), "no link
+    is slow" becomes "no slow link was found (too few comparable links to judge)".
     """
+    p = _network(d, links, zh, ranks, yes_no=yes_no, which=which, healthy=healthy)
+    if not links_judged and not any(c.mechanism == Mechanism.SLOW_LINK for c in p.causes):
+        p.lines = [_unjudged(x, zh) for x in p.lines]
+    return p
+
+
+def _unjudged(line: str, zh: bool) -> str:
+    """The "no link is slow" phrases said as "none found, too few links to judge"."""
+    if zh:
+        line = line.replace(
+            "没有慢链路：没有哪条链路的带宽明显低于同类链路。",
+            "没有发现慢链路（可比较的链路太少，无法判断）。",
+        )
+        return line.replace("没有发现慢链路", "没有发现慢链路（可比较的链路太少，无法判断）", 1)
+    line = line.replace(
+        "No link is slow: no link runs far below the median bandwidth of its transport.",
+        "No slow link was found (too few comparable links to judge).",
+    )
+    line = line.replace(
+        "no link is slow", "no slow link was found (too few comparable links to judge)", 1
+    )
+    return line.replace(
+        "No link is slow", "No slow link was found (too few comparable links to judge)", 1
+    )
+
+
+def _network(
+    d: Diagnosis,
+    links: Sequence[tuple[int, int]],
+    zh: bool,
+    ranks: Sequence[int] = (),
+    *,
+    yes_no: bool = True,
+    which: bool = False,
+    healthy: bool = False,
+) -> Projection:
     p = Projection()
     slow = [c for c in d.causes if c.mechanism == Mechanism.SLOW_LINK]
     if ranks and not links and slow:
