@@ -310,6 +310,34 @@ class WalkBudget:
         return True
 
 
+def repeat_warnings(repeats: list[str]) -> list[DataWarning]:
+    """One ``folder_repeated`` warning for the folders the walk reached a second time.
+
+    Args:
+        repeats: :attr:`WalkBudget.skipped_repeats` (``Layout.repeats``): paths that lead to a
+            folder already entered (a symlink to ``.`` or to a parent, or a second link to a rank
+            folder).
+
+    Returns:
+        ``[]`` when there are none, else one warning naming up to 5 of them and the count.
+    """
+    if not repeats:
+        return []
+    paths = list(dict.fromkeys(repeats))
+    shown = ", ".join(show_path(p) for p in paths[:5]) + (
+        f" and {len(paths) - 5} more" if len(paths) > 5 else ""
+    )
+    return [
+        DataWarning(
+            code="folder_repeated",
+            message=f"skipped {len(paths)} folder(s) reached a second time through a symlink "
+            f"({shown}): they lead to a folder already read, so its ranks were read once. Remove "
+            "the link (e.g. `ln -s . x`) if it was not meant to be there",
+            path=paths[0],
+        )
+    ]
+
+
 _FOLDER_RANK = re.compile(r"^rank[_-]?(\d+)(?:_|$)", re.IGNORECASE)
 
 #: Ranks of one run stop collecting within seconds of each other; further apart than this, the

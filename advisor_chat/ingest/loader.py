@@ -37,7 +37,7 @@ from advisor_chat.ingest import cache as cache_mod
 from advisor_chat.ingest.cluster import read_cluster_dir
 from advisor_chat.ingest.common import RankData, double_hash, unreadable
 from advisor_chat.ingest.detect import Layout, detect, unit_files
-from advisor_chat.ingest.guard import check_units
+from advisor_chat.ingest.guard import check_units, repeat_warnings
 from advisor_chat.ingest.msprof import read_msprof_dir
 from advisor_chat.ingest.profile import DataWarning, Profile, TableSource
 from advisor_chat.ingest.rankdir import OUTPUT, TableSink, read_rank_dir
@@ -348,7 +348,7 @@ def plan_ingest(path: str | Path) -> IngestPlan:
     layout = detect(root)
     if layout.empty:
         raise no_data_error(root)
-    warnings: list[DataWarning] = []
+    warnings: list[DataWarning] = repeat_warnings(layout.repeats)
     good = [d for d in layout.rank_dirs if (d / OUTPUT).is_dir()] + layout.loose_dirs
     bad = [d for d in layout.rank_dirs if not (d / OUTPUT).is_dir()]
     if bad and not good and not layout.cluster_dirs and not layout.msprof_dirs:
