@@ -194,29 +194,29 @@ def _small_walk_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(guard, "MAX_WALK_DIRS", 2000)
 
 
-@case("ok")
+@case("warn:folder_repeated")
 def c_three_symlinks_to_dot(c: Ctx) -> tuple[Path, str]:
     root = c.copy()
     for n in ("a", "b", "c"):
         (root / n).symlink_to(".")
-    return root, ""
+    return root, "prof/b"
 
 
-@case("ok")
+@case("warn:folder_repeated")
 def c_same_rank_folder_linked_twice(c: Ctx) -> tuple[Path, str]:
     root = c.copy()
     r = c.rank(root, 0)
     (root / "again").mkdir()
     (root / "again" / r.name).symlink_to(r)
-    return root, ""
+    return root, r.name
 
 
-@case("ok")
+@case("warn:folder_repeated")
 def c_directory_symlink_loop(c: Ctx) -> tuple[Path, str]:
     root = c.copy()
     (root / "deep" / "er").mkdir(parents=True)
     (root / "deep" / "er" / "up").symlink_to("../..")
-    return root, ""
+    return root, "er/up"
 
 
 @case("error")
@@ -453,6 +453,15 @@ def c_concatenated_csv_headers(c: Ctx) -> tuple[Path, str]:
     f = c.out(root) / "step_trace_time.csv"
     lines = f.read_text().splitlines()
     f.write_text("\n".join(lines + lines) + "\n")  # a second header line in the middle
+    return root, "step_trace_time.csv"
+
+
+@case("warn:duplicate_rows")
+def c_step_trace_rows_repeated(c: Ctx) -> tuple[Path, str]:
+    root = c.copy()
+    f = c.out(root, 2) / "step_trace_time.csv"
+    lines = f.read_text().splitlines()
+    f.write_text("\n".join(lines + lines[1:]) + "\n")  # the body twice, one header
     return root, "step_trace_time.csv"
 
 
@@ -1042,6 +1051,39 @@ def test_report_output_inside_the_input_is_refused(base: Path, tmp_path: Path) -
 
 
 # ----------------------------------------------------------------------------- the value check itself
+
+
+def test_duplicate_step_rows_dropped_first_kept_and_counted() -> None:
+    import pandas as pd
+
+    from advisor_chat.ingest.profile import TableSource
+    from advisor_chat.ingest.schema import validate_table
+
+    rows = [(0, 1, 10.0), (0, 2, 11.0), (1, 1, 12.0), (0, 1, 99.0), (1, 1, 98.0), (1, 2, 13.0)]
+    st = pd.DataFrame(
+        {
+            "rank": [r for r, _, _ in rows],
+            "step": [s for _, s, _ in rows],
+            "computing_us": [v for _, _, v in rows],
+            "communication_not_overlapped_us": 1.0,
+            "overlapped_us": 0.0,
+            "communication_us": 1.0,
+            "free_us": 1.0,
+            "stage_us": 0.0,
+            "bubble_us": 0.0,
+            "step_us": [v + 2 for _, _, v in rows],
+        }
+    )
+    srcs = [TableSource("step_trace", f"/x/rank{r}/step_trace_time.csv", "text", r) for r in (0, 1)]
+    warns: list = []
+    out = validate_table("step_trace", st, sources=srcs, warnings=warns)
+    # the two repeats (values 99 and 98) go, the first row of each (rank, step) stays
+    assert sorted(out["computing_us"].tolist()) == [10.0, 11.0, 12.0, 13.0]
+    assert not out.duplicated(["rank", "step"]).any()
+    dup = [w for w in warns if w.code == "duplicate_rows"]
+    assert len(dup) == 1 and dup[0].ranks == (0, 1)
+    assert "2 of 6 row(s) of step_trace" in dup[0].message
+    assert "/x/rank0/step_trace_time.csv" in dup[0].message
 
 
 def test_check_values_counts_and_drops_by_construction() -> None:

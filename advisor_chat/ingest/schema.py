@@ -8,7 +8,9 @@ through it): per column, a ``check`` rule (:data:`VALUE_RULES`) rejects infinite
 absurdly large values (they become NaN) and, for the columns a table cannot do without
 (:data:`CRITICAL`), drops the rows that are left without a number (empty, ``N/A``, non-numeric or
 rejected). Each column with rejected values gives one ``invalid_values`` data-quality warning
-naming the files, the rank(s) and the row counts.
+naming the files, the rank(s) and the row counts. Rows that repeat the key of an earlier row
+(:data:`UNIQUE_KEYS`: ``(rank, step)`` of ``step_trace``) are dropped, the first kept, with one
+``duplicate_rows`` warning.
 
 Units are in column names: ``_us`` microseconds, ``_ms`` milliseconds, ``_mb`` megabytes (decimal,
 bytes / 1e6, as HCCL writes them), ``_gbps`` gigabytes per second (decimal, = MB/ms), ``_ratio``
@@ -572,6 +574,58 @@ def check_values(
     return out, [warning]
 
 
+#: Columns that identify a row: a table holds one row per key (a file concatenated twice, or
+#: ranks read twice, would count every step twice).
+UNIQUE_KEYS: dict[str, tuple[str, ...]] = {"step_trace": ("rank", "step")}
+
+
+def check_duplicates(
+    name: str,
+    df: pd.DataFrame,
+    *,
+    source: str = "",
+    sources: list[TableSource] | None = None,
+) -> tuple[pd.DataFrame, list[DataWarning]]:
+    """Drop rows of ``df`` that repeat the key (:data:`UNIQUE_KEYS`) of an earlier row.
+
+    The first row of each key is kept; rows with a missing key value are left alone. One
+    ``duplicate_rows`` warning names the files of the ranks concerned and the count.
+
+    Args:
+        name: Table name.
+        df: The table (canonical dtypes).
+        source: File named when ``sources`` gives none.
+        sources: Where the rows came from (to name the files of the ranks concerned).
+
+    Returns:
+        ``(table without the repeated rows, warnings)``; ``df`` itself when there are none.
+    """
+    from advisor_chat.ingest.profile import DataWarning
+
+    key = [c for c in UNIQUE_KEYS.get(name, ()) if c in df.columns]
+    if df.empty or not key or len(key) < len(UNIQUE_KEYS[name]):
+        return df, []
+    dup = (
+        df.duplicated(subset=key, keep="first").to_numpy() & df[key].notna().all(axis=1).to_numpy()
+    )
+    n = int(dup.sum())
+    if not n:
+        return df, []
+    ranks = sorted({int(r) for r in df.loc[dup, "rank"].dropna()}) if "rank" in key else []
+    shown, files = _files_of(sources, ranks, source)
+    shown = shown or f"table {name}"
+    warning = DataWarning(
+        code="duplicate_rows",
+        message=f"{shown}: {n} of {len(df)} row(s) of {name} repeat the {'/'.join(key)} of an "
+        f"earlier row{f' on rank(s) {ranks[:10]}' if ranks else ''} (a file concatenated twice "
+        "or a rank read twice?); the first row of each was kept, the other "
+        f"{n} left out. Check the export (re-run the offline parse) before trusting these numbers",
+        path=files[0] if files else None,
+        ranks=tuple(ranks),
+    )
+    return df.loc[~dup].reset_index(drop=True), [warning]
+
+
 def validate_table(
     name: str,
     df: pd.DataFrame,
@@ -584,7 +638,8 @@ def validate_table(
 
     Missing optional columns are added as NaN / <NA>; unknown extra columns are kept. Values are
     checked by :func:`check_values` (infinite/negative/absurd → NaN; rows without a critical
-    value dropped); its warnings go to ``warnings`` (or, when ``None``, to
+    value dropped), then rows repeating a key of :data:`UNIQUE_KEYS` are dropped by
+    :func:`check_duplicates` (first kept); their warnings go to ``warnings`` (or, when ``None``, to
     ``result.attrs["warnings"]``).
 
     Args:
@@ -628,6 +683,8 @@ def validate_table(
     extra = [c for c in out.columns if c not in spec.names]
     out = out[spec.names + extra].reset_index(drop=True)
     out, found = check_values(name, out, source=source, sources=sources)
+    out, dups = check_duplicates(name, out, source=source, sources=sources)
+    found = found + dups
     if warnings is not None:
         warnings.extend(found)
     elif found:
