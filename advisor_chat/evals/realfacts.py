@@ -1,6 +1,6 @@
 """Expected facts of the real samples, computed independently of the ingest layer.
 
-The real samples (``shared/samples/real``) carry no answer key. The facts eval items expect are read
+The real samples (``tests/data/real`` in the repository) carry no answer key. The facts eval items expect are read
 here from the files themselves with the ``csv`` and ``json`` modules (not with advisor-chat's own
 parsers), by simple rules whose derivation is written next to each fact, so an expected value is never
 copied by hand nor taken from the code under test.
@@ -122,7 +122,7 @@ def real_facts(root: Path) -> dict[str, Any]:
     """Compute the facts of one real sample folder (see the module docstring).
 
     Args:
-        root: A folder under ``shared/samples/real`` (e.g. ``cluster-16rank-pp2``).
+        root: A folder under ``tests/data/real`` (e.g. ``cluster-16rank-pp2``).
 
     Returns:
         Fact name → value; facts the sample cannot give are absent.
@@ -131,7 +131,12 @@ def real_facts(root: Path) -> dict[str, Any]:
         InputError: ``root`` is not a folder.
     """
     if not root.is_dir():
-        raise InputError("real sample folder not found", path=root, remedy="set ADVISOR_SHARED")
+        raise InputError(
+            "real sample folder not found",
+            path=root,
+            remedy="The real samples ship in tests/data/real of the repository: run from a full "
+            "checkout (or set ADVISOR_SHARED to a folder holding samples/real)",
+        )
     facts: dict[str, Any] = {}
     rows = _step_rows(root)
     if rows:

@@ -57,14 +57,24 @@ def default_factory(profile: Any, baseline: Any, settings: Settings) -> Conversa
 
 
 def find_real_root() -> Path | None:
-    """``shared/samples/real``: ``$ADVISOR_SHARED/samples/real`` or ``../shared`` beside the repository."""
-    env = os.environ.get("ADVISOR_SHARED")
+    """The real samples folder, or ``None`` when none is found.
+
+    Tried in order: ``<repo>/tests/data/real`` (shipped with the repository, Mulan PSL v2, see its
+    ``PROVENANCE.md``), ``$ADVISOR_SHARED/samples/real``, then ``../shared/samples/real`` beside
+    the repository (or one level higher).
+    """
     repo = Path(__file__).resolve().parents[2]
-    cands = [Path(env)] if env else []
-    cands += [repo.parent / "shared", repo.parent.parent / "shared"]
+    cands = [repo / "tests" / "data" / "real"]
+    env = os.environ.get("ADVISOR_SHARED")
+    if env:
+        cands.append(Path(env) / "samples" / "real")
+    cands += [
+        repo.parent / "shared" / "samples" / "real",
+        repo.parent.parent / "shared" / "samples" / "real",
+    ]
     for c in cands:
-        if (c / "samples" / "real").is_dir():
-            return (c / "samples" / "real").resolve()
+        if c.is_dir():
+            return c.resolve()
     return None
 
 
@@ -880,8 +890,8 @@ def run_eval(
         settings: Settings; ``model``/``base_url`` choose the backend, ``home`` holds the generated
             profiles. Default: :func:`~advisor_chat.config.load_settings`.
         factory: Builds a conversation ``(profile, baseline, settings)``; default: ``Advisor``.
-        real_root: ``shared/samples/real``; default: :func:`find_real_root`. Items on real samples are
-            skipped when it is unavailable.
+        real_root: Folder of the real samples (``tests/data/real``); default:
+            :func:`find_real_root`. Items on real samples are skipped when it is unavailable.
         progress: Called after each turn.
         keep_answers: Keep each answer (as a dict) in the results.
 
