@@ -55,7 +55,10 @@ def diagnose(
     """Diagnose ``profile``: ranked root causes with culprit, victims, evidence and remedies.
 
     Cached per (profile object, baseline object): repeated calls return the same
-    :class:`Diagnosis` without re-running the analyzers.
+    :class:`Diagnosis` without re-running the analyzers. Without a baseline, a profile loaded
+    through the cache (``profile.cache_dir`` set) also has its diagnosis persisted next to it
+    (``{cache_dir}/profiles/{profile_id}.diagnosis/{code_version}.pkl``), so a later ``report``
+    or ``ask`` on the same files with the same code reuses it.
 
     Args:
         profile: The loaded profile.
@@ -76,7 +79,12 @@ def diagnose(
         and (baseline is None or (hit[1] is not None and hit[1]() is baseline))
     ):
         return hit[2]
-    diag = _diagnose(profile, results, baseline)
+    stored = _stored_path(profile) if baseline is None else None
+    diag = _load_stored(stored) if stored is not None else None
+    if diag is None:
+        diag = _diagnose(profile, results, baseline)
+        if stored is not None:
+            _store(stored, diag)
     _CACHE[key] = (
         weakref.ref(profile),
         weakref.ref(baseline) if baseline is not None else None,
@@ -84,6 +92,70 @@ def diagnose(
     )
     weakref.finalize(profile, _CACHE.pop, key, None)
     return diag
+
+
+_CODE_VERSION: list[str] = []
+
+
+def code_version() -> str:
+    """SHA-256 (16 hex digits) of every ``advisor_chat`` source file.
+
+    A stored diagnosis is reused only by the code that made it.
+    """
+    if not _CODE_VERSION:
+        import hashlib
+        from pathlib import Path
+
+        h = hashlib.sha256()
+        pkg = Path(__file__).resolve().parents[1]
+        for f in sorted(pkg.rglob("*.py")):
+            h.update(str(f.relative_to(pkg)).encode())
+            h.update(f.read_bytes())
+        _CODE_VERSION.append(h.hexdigest()[:16])
+    return _CODE_VERSION[0]
+
+
+def _stored_path(profile: Profile) -> Any:
+    """Where the diagnosis of a cached profile is stored, or ``None`` (profile not cached).
+
+    ``{cache_dir}/profiles/{profile_id}.diagnosis/{code_version}.pkl``: under ADVISOR_HOME,
+    never inside the profiling folder.
+    """
+    cache_dir = getattr(profile, "cache_dir", None)
+    if cache_dir is None or not profile.profile_id:
+        return None
+    return cache_dir / "profiles" / f"{profile.profile_id}.diagnosis" / f"{code_version()}.pkl"
+
+
+def _load_stored(path: Any) -> Diagnosis | None:
+    import pickle
+
+    try:
+        with open(path, "rb") as fh:
+            diag = pickle.load(fh)  # our own cache under ADVISOR_HOME
+    except Exception:  # missing or unreadable: recompute
+        return None
+    return diag if isinstance(diag, Diagnosis) else None
+
+
+def _store(path: Any, diag: Diagnosis) -> None:
+    """Write the diagnosis atomically; a failure only costs the reuse."""
+    import contextlib
+    import os
+    import pickle
+    import tempfile
+
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            pickle.dump(diag, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except Exception:  # read-only home, full disk, unpicklable: not stored
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def clear_cache() -> None:

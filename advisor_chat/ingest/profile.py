@@ -147,6 +147,8 @@ class Profile:
         extra_sources: Inputs found but not used for the tables (e.g. a cluster_analysis_output/
             next to per-rank folders), with the reason.
         stats: Load statistics: ``files_parsed``, ``ranks_read``, ``seconds``.
+        cache_dir: ``settings.cache_dir`` when the profile is cached there (the diagnosis is
+            persisted next to it, under ``profiles/{profile_id}.diagnosis``), else ``None``.
         heavy: Reader of the heavy tables (``kernels`` from ``kernel_details.csv``,
             ``host_dispatch`` from ``trace_view.json``) of the text export, which are read per
             rank on first use (``None`` when every table is in memory).
@@ -166,6 +168,7 @@ class Profile:
     extra_sources: list[str] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)
     heavy: Any = field(default=None, repr=False, compare=False)
+    cache_dir: Path | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.tables, TableDict):

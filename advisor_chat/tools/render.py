@@ -196,6 +196,8 @@ def cap_tokens(text: str, max_tokens: int) -> str:
 
     A fenced data block that is cut keeps its closing marker.
     """
+    if len(text.encode("utf-8")) <= max_tokens:  # a BPE token is at least one byte
+        return text
     if count_tokens(text) <= max_tokens:
         return text
     note = "\n[output truncated to the token budget; use show_table to page]"
