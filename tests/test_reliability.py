@@ -987,17 +987,41 @@ def test_bad_input(
 # ----------------------------------------------------------------------------- memory
 
 
-@pytest.mark.slow
-def test_peak_memory_on_2gb_garbage_kernel_details(base: Path, tmp_path: Path) -> None:
-    """A 2 GB garbage kernel_details.csv is refused with peak RSS < 500 MB (measured in a child)."""
-    root = tmp_path / "prof"
-    shutil.copytree(base, root)
-    f = sorted(root.glob("*_ascend_pt"))[0] / OUT / "kernel_details.csv"
-    block = bytes(b if b not in (0, 10) else 65 for b in os.urandom(1 << 20)) + b"\n"
+def _garbage_block() -> bytes:
+    """1 MB of random bytes without NUL or newline, then a newline (one 'line' per block)."""
+    return bytes(b if b not in (0, 10) else 65 for b in os.urandom(1 << 20)) + b"\n"
+
+
+def _kernel_header(base: Path) -> bytes:
+    f = sorted(base.glob("*_ascend_pt"))[0] / OUT / "kernel_details.csv"
+    return f.read_bytes().split(b"\n", 1)[0] + b"\n"
+
+
+@case("error")
+def c_valid_header_then_garbage(c: Ctx) -> tuple[Path, str]:
+    root = c.copy()
+    f = c.out(root) / "kernel_details.csv"
+    head = _kernel_header(c.base)
+    block = _garbage_block()
     with f.open("wb") as fh:
-        for _ in range(2048):
+        fh.write(head)
+        for _ in range(12):  # above guard.BODY_SNIFF_MIN_BYTES: sampled before a whole read
             fh.write(block)
-    assert f.stat().st_size >= 2 << 30
+    return root, "kernel_details.csv"
+
+
+@case("error")
+def c_valid_header_and_rows_then_garbage_lines(c: Ctx) -> tuple[Path, str]:
+    root = c.copy()
+    f = c.out(root) / "kernel_details.csv"
+    text = f.read_bytes()
+    # 12 MB of short lines that are not rows (wrong field count, no number in Duration(us))
+    junk = b"".join(b"%x,garbage\n" % i for i in range(700_000))
+    f.write_bytes(text.split(b"\n", 1)[0] + b"\n" + junk)
+    return root, "kernel_details.csv"
+
+
+def _peak_rss(root: Path) -> tuple[list[int], float, int, str]:
     script = textwrap.dedent(
         f"""
         import resource, sys
@@ -1021,6 +1045,42 @@ def test_peak_memory_on_2gb_garbage_kernel_details(base: Path, tmp_path: Path) -
     codes_part, rest = line[len("RESULT ") :].split("]")
     codes = [int(x) for x in codes_part.strip("[ ").split(",")]
     rss_mb, out_len = (float(x) for x in rest.split())
+    return codes, rss_mb, int(out_len), out
+
+
+@pytest.mark.slow
+def test_peak_memory_on_valid_header_then_200mb_garbage(base: Path, tmp_path: Path) -> None:
+    """A valid kernel_details.csv header followed by 200 MB of garbage is refused with peak
+    RSS < 500 MB (it peaked at 986 MB when the file was read whole before parsing)."""
+    root = tmp_path / "prof"
+    shutil.copytree(base, root)
+    f = sorted(root.glob("*_ascend_pt"))[0] / OUT / "kernel_details.csv"
+    head = _kernel_header(base)
+    block = _garbage_block()
+    with f.open("wb") as fh:
+        fh.write(head)
+        for _ in range(200):
+            fh.write(block)
+    assert f.stat().st_size >= 200 << 20
+    codes, rss_mb, out_len, out = _peak_rss(root)
+    assert rss_mb < 500, f"peak RSS {rss_mb:.0f} MB"
+    assert out_len < 4000, "the error message must not echo the file"
+    assert "kernel_details.csv" in out
+    assert 2 in codes
+
+
+@pytest.mark.slow
+def test_peak_memory_on_2gb_garbage_kernel_details(base: Path, tmp_path: Path) -> None:
+    """A 2 GB garbage kernel_details.csv is refused with peak RSS < 500 MB (measured in a child)."""
+    root = tmp_path / "prof"
+    shutil.copytree(base, root)
+    f = sorted(root.glob("*_ascend_pt"))[0] / OUT / "kernel_details.csv"
+    block = _garbage_block()
+    with f.open("wb") as fh:
+        for _ in range(2048):
+            fh.write(block)
+    assert f.stat().st_size >= 2 << 30
+    codes, rss_mb, out_len, out = _peak_rss(root)
     assert rss_mb < 500, f"peak RSS {rss_mb:.0f} MB"
     assert out_len < 4000, "the error message must not echo the file"
     assert "kernel_details.csv" in out

@@ -237,6 +237,90 @@ def sniff_csv(path: Path, size: int) -> None:
         )
 
 
+#: Bytes of a CSV's body sampled by :func:`sniff_csv_body` before the whole file is read.
+BODY_SNIFF_BYTES = 1 << 20
+#: Body lines of that sample that are checked.
+BODY_SNIFF_LINES = 100
+#: Smaller files are not sampled (read whole, they cannot exhaust memory).
+BODY_SNIFF_MIN_BYTES = 8 << 20
+
+
+def sniff_csv_body(path: Path, names: list[str], numeric: list[str]) -> None:
+    """Refuse a CSV whose first body lines do not look like rows of its header (bounded read).
+
+    Files under :data:`BODY_SNIFF_MIN_BYTES` are left to the reader. Reads at most
+    :data:`BODY_SNIFF_BYTES` after the header. A line counts as a row when it has
+    the header's number of fields and every ``numeric`` column is a number, empty or ``N/A``.
+    The file is refused when no complete line fits in the sample while the file is longer (a
+    "row" of over 1 MB), or when fewer than half of the sampled lines (up to
+    :data:`BODY_SNIFF_LINES`) are rows. This keeps a valid header followed by garbage from being
+    read (and held in memory) whole.
+
+    Args:
+        path: The CSV file.
+        names: Its header (after aliases), as the reader sees it.
+        numeric: Columns of ``names`` whose values must be numbers.
+
+    Raises:
+        InputError: The sample does not look like rows of the header (the message names the
+            file and the counts; it never echoes the file).
+    """
+    import csv
+
+    try:
+        if path.stat().st_size < BODY_SNIFF_MIN_BYTES:
+            return
+        with path.open("rb") as fh:
+            fh.readline(SNIFF_BYTES)
+            sample = fh.read(BODY_SNIFF_BYTES)
+            more = bool(fh.read(1))
+    except OSError:
+        return  # the reader reports unreadable files
+    if not sample.strip():
+        return
+    cut = sample.rfind(b"\n")
+    if more or cut >= 0:
+        sample = sample[: cut + 1] if cut >= 0 else b""
+    if not sample:
+        raise InputError(
+            f"{show_path(path)} is not a valid CSV: no line ends within {BODY_SNIFF_BYTES >> 20} MB "
+            "after the header (a row is one short line); the file looks corrupted",
+            path=show_path(path),
+            remedy=_REMEDY_COPY,
+        )
+    lines = [ln for ln in sample.decode("utf-8", "replace").splitlines() if ln.strip()]
+    lines = lines[:BODY_SNIFF_LINES]
+    width = len(names)
+    idx = [names.index(c) for c in numeric if c in names]
+    good = 0
+    try:
+        rows = list(csv.reader(lines))
+    except csv.Error:
+        rows = []
+    for row in rows:
+        if len(row) != width:
+            continue
+        ok = True
+        for i in idx:
+            v = row[i].strip().strip('"').strip()
+            if v in ("", "N/A", "NA", "n/a"):
+                continue
+            try:
+                float(v)
+            except ValueError:
+                ok = False
+                break
+        good += ok
+    if lines and good * 2 < len(lines):
+        raise InputError(
+            f"{show_path(path)} is not a valid CSV: only {good} of its first {len(lines)} line(s) "
+            f"after the header are rows of it ({width} fields, numbers in {', '.join(numeric)}); "
+            "the file looks corrupted",
+            path=show_path(path),
+            remedy=_REMEDY_COPY,
+        )
+
+
 def read_bytes(path: Path) -> bytes:
     """Read a whole (capped) file after :func:`check_file`.
 

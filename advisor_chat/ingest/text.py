@@ -134,7 +134,12 @@ def kernel_header_version(columns: list[str]) -> str:
 
 
 def read_kernels(path: Path, rank: int | None) -> tuple[pd.DataFrame, str]:
-    """``kernel_details.csv`` → (``kernels`` rows, header version tag)."""
+    """``kernel_details.csv`` → (``kernels`` rows, header version tag).
+
+    Raises:
+        InputError: See :func:`check_kernel_header` (checked before the whole file is read).
+    """
+    check_kernel_header(path)
     df = read_columns(path, required=["Name", "Start Time(us)", "Duration(us)"])
     return kernels_frame(df, rank), kernel_header_version(list(df.columns))
 
@@ -491,6 +496,8 @@ _KERNEL_ARROW = {
     "Device_id": ("device_id", "num"),
 }
 _KERNEL_REQUIRED = ["Name", "Start Time(us)", "Duration(us)"]
+#: Columns whose values must be numbers in the sampled first rows (:func:`guard.sniff_csv_body`).
+_KERNEL_NUMERIC = ["Duration(us)"]
 
 
 def _header_names(line: bytes) -> list[str]:
@@ -547,7 +554,7 @@ def check_kernel_header(path: Path) -> str:
         InputError: Unreadable file, or ``Name`` / ``Start Time(us)`` / ``Duration(us)`` missing.
     """
     from advisor_chat.ingest.common import _check_required, unreadable
-    from advisor_chat.ingest.guard import check_file, sniff_csv
+    from advisor_chat.ingest.guard import check_file, sniff_csv, sniff_csv_body
 
     # issue-14 hook: FIFO/device/symlink loop/size cap/binary data → InputError, never a hang
     sniff_csv(path, check_file(path).st_size)
@@ -562,6 +569,7 @@ def check_kernel_header(path: Path) -> str:
         head = head[3:]
     names = _header_names(head.rstrip(b"\r\n"))
     _check_required(path, names, _KERNEL_REQUIRED)
+    sniff_csv_body(path, names, _KERNEL_NUMERIC)
     return kernel_header_version(names)
 
 
@@ -598,6 +606,7 @@ def read_kernels_arrow(files: list[tuple[Path, int | None]]) -> tuple[pd.DataFra
 
     for i, (path, rank) in enumerate(files):
         check_file(path)  # issue-14 hook: FIFO/device/symlink loop/size cap → InputError
+        check_kernel_header(path)  # bounded: header, then the first rows' plausibility
         try:
             raw = path.read_bytes()
         except PermissionError as exc:
