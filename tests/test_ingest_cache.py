@@ -111,3 +111,38 @@ def test_cache_written_in_the_background_is_waited_for(tmp_path: Path, real_samp
     now = load_profile(root, settings=settings, cache_write="now")
     assert not now.cache_hit  # the cache was removed, so this load parsed
     assert (tmp_path / "home" / "cache" / "profiles" / now.profile_id / "profile.json").is_file()
+
+
+def test_cli_exit_right_after_a_cold_load_writes_the_cache(
+    tmp_path: Path, real_samples: Path
+) -> None:
+    """`inspect` exits as soon as it has printed; the background cache write must still finish.
+
+    It used to die at interpreter exit (pyarrow's conversion pool was already closed): a traceback
+    on stderr and no cache, so every later run parsed again and printed the traceback again.
+    """
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    env = {**os.environ, "ADVISOR_HOME": str(home)}
+    for _ in range(2):  # the second run reads the cache the first one wrote
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "advisor_chat.cli.main",
+                "inspect",
+                str(real_samples / "pt-db-level1-2rank"),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert "Traceback" not in proc.stderr and "Exception in thread" not in proc.stderr, (
+            proc.stderr
+        )
+        written = list((home / "cache" / "profiles").glob("*/profile.json"))
+        assert len(written) == 1, sorted(p.name for p in (home / "cache").rglob("*"))

@@ -21,6 +21,8 @@ from typing import Any
 
 import orjson
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from advisor_chat.ingest.profile import DataWarning, Profile, TableSource
 
@@ -36,6 +38,17 @@ def cache_key(root: Path, files: list[tuple[str, int, int]]) -> str:
     for path, size, mtime in files:
         h.update(f"{path[base:]}\0{size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
     return h.hexdigest()[:32]
+
+
+def write_parquet(df: pd.DataFrame, path: Path) -> None:
+    """Write ``df`` (without its index) to ``path`` as Parquet, converting on this thread only.
+
+    ``DataFrame.to_parquet`` lets pyarrow convert columns on a ``concurrent.futures`` pool; in the
+    background cache writer that pool is closed once the interpreter starts to exit, and the write
+    failed with "cannot schedule new futures after interpreter shutdown" (a traceback on stderr
+    and no cache). One conversion thread avoids the pool altogether.
+    """
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False, nthreads=1), path)
 
 
 def _is_object(s: pd.Series) -> bool:
@@ -78,7 +91,7 @@ def save(
             for c in cols:
                 out[c] = [json.dumps(v, default=str) if v is not None else None for v in out[c]]
             encoded[name] = cols
-            out.to_parquet(tmp / f"{name}.parquet", index=False)
+            write_parquet(out, tmp / f"{name}.parquet")
         doc = {
             "root": str(profile.root),
             "layout": profile.layout,

@@ -576,10 +576,11 @@ class HeavyReader:
             folder.mkdir(parents=True, exist_ok=True)
             stem = folder / f"part-{uuid.uuid4().hex[:12]}"
             if not df.empty:
-                df.to_parquet(stem.with_suffix(".parquet"), index=False)
+                cache_mod.write_parquet(df, stem.with_suffix(".parquet"))
             else:
-                pd.DataFrame({"rank": pd.Series([], dtype="int64")}).to_parquet(
-                    stem.with_suffix(".parquet"), index=False
+                cache_mod.write_parquet(
+                    pd.DataFrame({"rank": pd.Series([], dtype="int64")}),
+                    stem.with_suffix(".parquet"),
                 )
             warns = [
                 {"code": w.code, "message": w.message, "path": w.path, "ranks": list(w.ranks)}
