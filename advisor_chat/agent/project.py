@@ -142,6 +142,17 @@ def gain_phrase(c: RootCause, zh: bool) -> str:
     if c.gain_us is None or c.gain_us <= 0:
         return ""
     g = us(c.gain_us)
+    n_ev = len(c.culprit.events)
+    if c.mechanism == Mechanism.STEP_EVENTS and n_ev:
+        # the gain of removing every event, not of fixing the one rank/step a sentence names
+        kind_en, kind_zh = (
+            ("at most", "最多") if c.bound == BoundKind.UPPER_BOUND else ("about", "约")
+        )
+        return (
+            f"消除全部 {n_ev} 个停顿事件后每步{kind_zh}节省 {g}（所有事件合计）"
+            if zh
+            else f"removing all {n_ev} stall events saves {kind_en} {g} per step (all events together)"
+        )
     if c.bound == BoundKind.UPPER_BOUND:
         return (
             f"修复后每步最多节省 {g}（上限）"
@@ -151,6 +162,18 @@ def gain_phrase(c: RootCause, zh: bool) -> str:
     return (
         f"修复后每步约节省 {g}（估计）" if zh else f"fixing it saves about {g} per step (estimate)"
     )
+
+
+def gain_sentence(c: RootCause, zh: bool) -> str:
+    """The gain phrase of ``c`` as its own sentence, ending with the cause's id.
+
+    Placed right after the sentence about ``c`` (never after another cause's bullet), so the
+    saving and the id are read as belonging to that cause (trial item 7).
+    """
+    g = gain_phrase(c, zh)
+    if not g:
+        return ""
+    return _sentence(g if zh else g[0].upper() + g[1:], zh) + f" `{c.id}`"
 
 
 def events_text(c: RootCause, zh: bool, limit: int = 8) -> str:
@@ -431,14 +454,13 @@ def _explain(
             if i == 0 and yes_no:
                 table = _VERDICT_HEALTHY if healthy else _VERDICT
                 line = with_verdict(table[_role_key(c, role)][1 if zh else 0], line, zh)
+            gs = gain_sentence(c, zh)
+            if gs:
+                line += " " + gs
             p.lines.append(line if i == 0 else f"- {line}")
             if i == 0 and len(roles) > 1:
                 p.lines.append("此外：" if zh else "Also:")
             p.plot_ranks += [x for x in _culprit_ranks(c)[:8] if x not in p.plot_ranks]
-        top = roles[0][0]
-        g = gain_phrase(top, zh)
-        if g:
-            p.lines.append(_sentence(g[0].upper() + g[1:] if not zh else g, zh) + f" `{top.id}`")
         return p
     # several ranks: group their roles by cause, most lost time first
     groups: dict[str, tuple[RootCause, dict[str, list[int]], float]] = {}
@@ -511,6 +533,9 @@ def _explain(
         text = text[0].upper() + text[1:] if not zh else text
         if i == 0 and verdict:
             text = with_verdict(verdict, text, zh)
+        gs = gain_sentence(c, zh)
+        if gs:
+            text += " " + gs
         p.lines.append(text if i == 0 else f"- {text}")
         if i == 0 and len(ordered) > 1:
             p.lines.append("此外：" if zh else "Also:")
@@ -586,9 +611,9 @@ def compare_ranks(
             )
         p.lines.append(line)
         p.plot_ranks = [x for x in _culprit_ranks(c)[:8]]
-        g = gain_phrase(c, zh)
-        if g:
-            p.lines.append(_sentence(g[0].upper() + g[1:] if not zh else g, zh) + f" `{c.id}`")
+        gs = gain_sentence(c, zh)
+        if gs:
+            p.lines[-1] += " " + gs
         return p
     both = _explain(d, [a, b], zh, False)
     if guilty(ra) and guilty(rb):
@@ -743,9 +768,9 @@ def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection
         )
     else:
         p.lines.append(_sentence(s, zh))
-    g = gain_phrase(top, zh)
-    if g:
-        p.lines.append(_sentence(g[0].upper() + g[1:] if not zh else g, zh) + f" `{top.id}`")
+    gs = gain_sentence(top, zh)
+    if gs:
+        p.lines.append(gs)
     for c2 in real[1:3]:
         p.add_cause(c2)
         p.lines.append(cause_bullet(c2, zh))

@@ -1,0 +1,97 @@
+"""Trial-report items (new-user findings) on constructed diagnoses.
+
+Each diagnosis is built by hand with known numbers; the checks are on the projected text.
+"""
+
+from __future__ import annotations
+
+from advisor_chat.agent import project as pj
+from advisor_chat.analyzers.base import Category, Severity
+from advisor_chat.diagnosis.types import (
+    BoundKind,
+    Culprit,
+    Diagnosis,
+    Impact,
+    Mechanism,
+    RootCause,
+)
+
+
+def _diag(*causes: RootCause) -> Diagnosis:
+    return Diagnosis(
+        causes=tuple(causes),
+        other_findings=(),
+        excluded_steps=(),
+        ranks=tuple(range(16)),
+        steps=(1, 2, 3, 4),
+        step_time_us=100_000.0,
+        shares={"computing": 0.4, "communication_not_overlapped": 0.4, "free": 0.2},
+        headline=causes[0].summary,
+        headline_zh=causes[0].summary_zh,
+    )
+
+
+HOST12 = RootCause(
+    id="cause.host_stall.r12",
+    mechanism=Mechanism.HOST_STALL,
+    category=Category.SCHEDULING,
+    culprit=Culprit("rank", (12,), label="rank 12", label_zh="12号卡"),
+    victims=tuple(Impact(r, 39_580.0, 0.3, "collective_wait") for r in range(16) if r != 12),
+    summary="rank 12 idles 40 ms per step",
+    summary_zh="12号卡每步空闲 40 ms",
+    metrics={},
+    findings=(),
+    gain_us=39_580.0,
+    bound=BoundKind.ESTIMATE,
+    severity=Severity.HIGH,
+)
+COMM_JOB = RootCause(
+    id="cause.exposed_communication.job",
+    mechanism=Mechanism.EXPOSED_COMMUNICATION,
+    category=Category.COMMUNICATION,
+    culprit=Culprit("job", label="the whole job", label_zh="整个作业"),
+    victims=tuple(Impact(r, 39_220.0, 0.3, "collective_wait") for r in range(16)),
+    summary="communication is exposed on every rank",
+    summary_zh="每张卡的通信都未被掩盖",
+    metrics={},
+    findings=(),
+    gain_us=12_345.0,
+    bound=BoundKind.UPPER_BOUND,
+    severity=Severity.MEDIUM,
+)
+
+
+def test_item7_each_saving_and_id_sits_on_its_own_causes_line() -> None:
+    d = _diag(HOST12, COMM_JOB)
+    for zh in (False, True):
+        lines = pj.explain_ranks(d, [3], zh).lines
+        own = [ln for ln in lines if "cause.host_stall.r12" in ln]
+        job = [ln for ln in lines if "cause.exposed_communication.job" in ln]
+        assert len(own) == 1 and len(job) == 1, lines
+        # the 39.58 ms saving is on the line that talks about rank 12, not on the job's bullet
+        assert "39.58 ms" in own[0] and ("rank 12" in own[0] or "12号卡" in own[0])
+        assert "39.58 ms" not in job[0] and pj.us(12_345.0) in job[0]
+        assert pj.us(12_345.0) not in own[0]
+        # no line holds only a saving (a sentence detached from its cause)
+        assert not any(ln.startswith(("Fixing", "修复后")) for ln in lines)
+
+
+def test_item13_step_events_gain_is_the_gain_of_removing_all_events() -> None:
+    ev = RootCause(
+        id="cause.step_events",
+        mechanism=Mechanism.STEP_EVENTS,
+        category=Category.SCHEDULING,
+        culprit=Culprit("steps", events=((14, 3), (15, 5), (16, 9)), label="3 stalls"),
+        victims=(),
+        summary="one-step host stalls rotate across ranks",
+        summary_zh="单步 host 停顿在不同卡之间轮换",
+        metrics={},
+        findings=(),
+        gain_us=433_300.0,
+        bound=BoundKind.ESTIMATE,
+    )
+    t = "\n".join(pj.explain_ranks(_diag(ev), [3], False).lines)
+    assert "Removing all 3 stall events saves about 433.3 ms per step" in t
+    assert "Fixing it saves" not in t
+    tz = "\n".join(pj.explain_ranks(_diag(ev), [3], True).lines)
+    assert "消除全部 3 个停顿事件" in tz
