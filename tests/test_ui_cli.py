@@ -189,3 +189,29 @@ def test_inspect_prints_markup_and_escapes_in_names_as_text():
     out = _inspect_text(info)
     assert "/data/job[/x]" in out and "tp[bold]x[/bold]" in "".join(out.split())
     assert "\x1b" not in out
+
+
+def test_generate_help_lists_every_scenario_with_its_description():
+    from advisor_chat.synth import SCENARIOS
+
+    res = runner.invoke(app, ["generate", "--help"])
+    assert res.exit_code == 0, res.output
+    # table cells wrap over lines: read the panel with its borders and line breaks removed
+    flat = " ".join(re.sub(r"[│╭╮╰╯─]", " ", res.output).split())
+    assert "Scenarios" in flat
+    for name, spec in SCENARIOS.items():
+        row = f"{name} {' '.join(spec.description.split())} (default: {spec.default_ranks} ranks, "
+        assert row in flat, name
+    # the scenarios follow the options, in SCENARIOS order
+    starts = [flat.index(f"{name} {SCENARIOS[name].description.split()[0]}") for name in SCENARIOS]
+    assert starts == sorted(starts) and flat.index("--export") < starts[0]
+
+
+def test_cli_start_up_does_not_import_the_generator():
+    import subprocess
+    import sys
+
+    code = "import sys, advisor_chat.cli.main; print('advisor_chat.synth' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False"
