@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from typer.core import TyperCommand
 
@@ -43,10 +42,9 @@ class _GenerateCommand(TyperCommand):
     CLI start-up.
     """
 
-    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> Any:
-        out = super().format_help(ctx, formatter)  # rich mode prints straight to the terminal
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        super().format_help(ctx, formatter)  # rich mode prints straight to the terminal
         console.print(scenario_table())
-        return out
 
 
 def register(app: typer.Typer) -> None:
