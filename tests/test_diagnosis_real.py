@@ -71,8 +71,9 @@ def test_pp2_sample_is_a_pipeline_imbalance_blamed_on_stage_0(real_samples: Path
     ("sample", "first"),
     [
         ("cluster-8rank", {Mechanism.HOST_STALL}),
-        ("pt-text-level1-2rank", {Mechanism.EXPOSED_COMMUNICATION, Mechanism.NOT_ENOUGH_SIGNAL}),
-        ("pt-db-level1-2rank", {Mechanism.EXPOSED_COMMUNICATION, Mechanism.NOT_ENOUGH_SIGNAL}),
+        # wait-dominated communication with ranks 2-7 missing: a late/missing peer (trial item 2)
+        ("pt-text-level1-2rank", {Mechanism.COMPUTE_STRAGGLER, Mechanism.NOT_ENOUGH_SIGNAL}),
+        ("pt-db-level1-2rank", {Mechanism.COMPUTE_STRAGGLER, Mechanism.NOT_ENOUGH_SIGNAL}),
     ],
 )
 def test_other_real_samples_give_sensible_causes(
@@ -131,3 +132,27 @@ def test_tag_literals_of_the_blame_rules_are_in_the_vocabulary() -> None:
         found |= set(re.findall(r"\"([a-z0-9_]+)\"", body))
     assert len(found) >= 10  # the pattern sees the rules' tags
     assert found <= set(SYMPTOM_TAGS), sorted(found - set(SYMPTOM_TAGS))
+
+
+@pytest.mark.parametrize("sample", ["pt-text-level1-2rank", "pt-db-level1-2rank"])
+def test_wait_dominated_communication_with_missing_ranks_is_a_late_peer(
+    real_samples: Path, sample: str
+) -> None:
+    """Trial item 2: transit < 25% of Elapse and ranks missing -> no overlap claim, no gain."""
+    from advisor_chat.analyzers._common import comm_time_split, missing_ranks
+
+    prof = load_profile(real_samples / sample)
+    split = comm_time_split(prof)
+    transit_share = float(split["transit_ms"].sum() / split["elapse_ms"].sum())
+    missing = missing_ranks(prof)
+    assert transit_share < 0.25 and missing  # the premise, computed independently
+    d = diagnose(prof)
+    assert not any(c.mechanism is Mechanism.EXPOSED_COMMUNICATION for c in d.causes)
+    peer = next(c for c in d.causes if c.id == "cause.peer_wait.missing_ranks")
+    assert peer.culprit.ranks == tuple(missing)
+    assert peer.gain_us is None and all(r.kind == "check" for r in peer.remedies)
+    assert "collect all ranks" in peer.remedies[0].text.lower()
+    assert "overlap tuning would not help" in peer.summary
+    for text in (peer.summary, peer.summary_zh):
+        assert "2-7" in text
+    assert not any("overlap" in r.text.lower() and r.kind == "action" for r in peer.remedies)

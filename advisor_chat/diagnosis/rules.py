@@ -18,7 +18,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from advisor_chat.analyzers._common import is_comm_kernel
+from advisor_chat.analyzers._common import format_ranks, is_comm_kernel, missing_ranks
 from advisor_chat.analyzers.base import Category, Finding, FindingKind, Severity
 from advisor_chat.diagnosis.context import Context, ranks_label
 from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
@@ -1676,6 +1676,10 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         metrics["small_packet_share"] = small_share
         extra += f", {pct(small_share)} small packets"
         extra_zh += f"，小包占 {pct(small_share)}"
+    waitf = ctx.finding("communication.communication.wait_dominated")
+    missing = missing_ranks(ctx.profile)
+    if waitf and missing:
+        return [_peer_wait_cause(ctx, waitf[0], missing, least, victims, metrics)]
     mc2 = ctx.finding("communication.mc2_opportunity")
     findings = _claim(
         ctx,
@@ -1757,6 +1761,86 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             severity=_severity(rest, ctx.step_us),
         )
     ]
+
+
+def _peer_wait_cause(
+    ctx: Context,
+    waitf: Finding,
+    missing: list[int],
+    least: float,
+    victims: tuple[Impact, ...],
+    metrics: dict[str, float],
+) -> RootCause:
+    """The exposed communication is waiting for a late or missing peer, not transfer.
+
+    Rule: the communication analyzer found the exposed communication wait-dominated (Σ Transit /
+    Σ Elapse < 0.25 in ``comm_ops``) and ranks of the job are missing from the data: the late
+    arriver cannot be seen, most likely among the missing ranks. No overlap action and no gain
+    (overlap cannot hide waiting); the check is to collect all ranks. Mechanism
+    ``COMPUTE_STRAGGLER`` (a late peer; the others wait in collectives), culprit the missing
+    ranks, victims the ranks present (their exposed communication); ranked by that wait
+    (``explained_us_per_step``).
+    """
+    miss = format_ranks(missing)
+    tr = waitf.metrics.get("comm_transit_ms_per_step", float("nan"))
+    wi = waitf.metrics.get("comm_wait_idle_ms_per_step", float("nan"))
+    ts = waitf.metrics.get("transit_share", float("nan"))
+    m = metrics | {
+        "explained_us_per_step": least,
+        "missing_ranks_count": float(len(missing)),
+        "comm_transit_ms_per_step": tr,
+        "comm_wait_idle_ms_per_step": wi,
+        "transit_share": ts,
+    }
+    split_en = split_zh = ""
+    if math.isfinite(tr) and math.isfinite(wi):
+        split_en = f"; transit is only {tr:.2f} ms ({pct(ts)}), {wi:.1f} ms is wait/idle"
+        split_zh = f"；其中传输仅 {tr:.2f} ms（{pct(ts)}），等待/空闲 {wi:.1f} ms"
+    findings = _claim(
+        ctx,
+        lambda f: (
+            f.id.startswith("communication.")
+            or f.id.startswith("cluster_breakdown.bottleneck.communication")
+            or f.id.startswith("cluster_breakdown.communication.wait_spread")
+        ),
+    )
+    return RootCause(
+        id="cause.peer_wait.missing_ranks",
+        mechanism=Mechanism.COMPUTE_STRAGGLER,
+        category=Category.COMMUNICATION,
+        culprit=Culprit(
+            kind="ranks",
+            ranks=tuple(missing),
+            label=f"a late or missing peer (ranks {miss}, missing from the data)",
+            label_zh=f"晚到或缺失的对端（{miss}号卡，数据中缺失）",
+        ),
+        victims=victims,
+        summary=(
+            f"Most of the exposed communication is waiting for a late or missing peer, not data "
+            f"transfer: even the rank that waits least has {ms(least)} per step of communication "
+            f"not overlapped{split_en}; the late peer is probably among the ranks missing from "
+            f"the data (ranks {miss}); overlap tuning would not help — collect all ranks to find it."
+        ),
+        summary_zh=(
+            f"未被掩盖的通信主要是在等待晚到或缺失的对端，而不是数据传输：即使等待最少的卡，每步也有 "
+            f"{ms(least)} 通信未被掩盖{split_zh}；晚到的卡很可能在数据中缺失的卡里（{miss}号卡）；"
+            "调整通信掩盖无济于事，请采集所有卡的数据来找出它。"
+        ),
+        metrics=m,
+        findings=findings,
+        gain_us=None,
+        bound=BoundKind.NONE,
+        remedies=(
+            Remedy(
+                "check",
+                f"Collect all ranks (the missing ranks {miss} included) and re-run: the late "
+                "arriver is the rank that waits least at the collectives.",
+                f"采集所有卡（包括缺失的 {miss}号卡）的数据后重新分析：在集合通信中等待最少的卡就是晚到者。",
+            ),
+        ),
+        symptom_tags=("comm_wait_high", "missing_ranks"),
+        severity=_severity(least, ctx.step_us),
+    )
 
 
 def rule_regression(ctx: Context) -> list[RootCause]:
