@@ -1,103 +1,155 @@
-"""The analyzers' findings are the same as at the branch point of issue 13 (lazy heavy tables).
+"""Reading heavy tables lazily (only the ranks an analysis examines) changes no finding.
 
-``tests/data/golden_findings.json`` was written by ``tools/golden_findings.py`` from the code before
-ingest read ``trace_view.json`` / ``kernel_details.csv`` lazily. Every report finding (id, kind,
-severity, ranks, metrics to 4 significant digits, summary) must be unchanged, except a finding
-computed on a peer sample: it may differ only if it says so (metric ``peer_sample_ranks`` and the
-word "sample" in its summary).
+For every generator scenario (small sizes; ``seed-rank12`` also at 64 ranks, where the peer
+samples apply) and the real samples, the report findings (without a rank, and for one rank:
+``explain_rank``) and the diagnosis causes of a profile whose heavy tables (``kernels`` from
+kernel_details.csv, ``host_dispatch`` from trace_view.json) are read on demand must equal those of
+the same profile with every heavy table read first (eager), in the same code. The only allowed
+difference is a record that states a peer sample (metric ``peer_sample_ranks`` and the word
+"sample" in its summary).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-GOLDEN = json.loads((REPO / "tests" / "data" / "golden_findings.json").read_text())
+from advisor_chat.synth import SCENARIOS
 
 pytestmark = pytest.mark.slow
 
-
-def _tool() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "golden_findings", REPO / "tools" / "golden_findings.py"
-    )
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-TOOL = _tool()
+#: (case id, scenario, generate() keyword arguments): every scenario at its default size, plus
+#: seed-rank12 at 64 ranks (more ranks than 2x the peer sample) and as DB export.
+SCENARIO_CASES: list[tuple[str, str, dict[str, Any]]] = [
+    *[(name, name, {}) for name in SCENARIOS],
+    ("seed-rank12-64", "seed-rank12", {"ranks": 64, "steps": 3}),
+    ("seed-rank12-db", "seed-rank12", {"export": "db"}),
+]
+REAL_CASES = ["pt-text-level1-2rank", "pt-db-level1-2rank", "cluster-8rank", "cluster-16rank-pp2"]
+HEAVY = ("kernels", "host_dispatch")
 
 
-def _says_sample(rec: dict[str, Any]) -> bool:
+def _round(v: Any) -> Any:
+    if isinstance(v, bool) or v is None:
+        return v
+    if isinstance(v, (int, float)):
+        f = float(v)
+        if not math.isfinite(f):
+            return str(f)
+        return float(f"{f:.6g}") if f else 0.0
+    return str(v)
+
+
+def _record(x: Any, kind: str) -> dict[str, Any]:
+    """The compared part of a finding or root cause (metrics to 6 significant digits)."""
+    ranks = x.ranks if kind == "finding" else x.culprit.ranks
+    return {
+        "id": x.id,
+        "what": kind,
+        "kind": x.kind.value if kind == "finding" else x.mechanism.value,
+        "ranks": [int(r) for r in ranks],
+        "metrics": {k: _round(v) for k, v in sorted(x.metrics.items())},
+        "summary": x.summary,
+        "summary_zh": getattr(x, "summary_zh", ""),
+    }
+
+
+def records(profile: Any, *, rank: int | None, baseline: Any = None) -> list[dict[str, Any]]:
+    """Findings of ``run_report`` (with or without ``rank``), and without a rank also the causes."""
+    from advisor_chat.reporting import run_report
+
+    rep = run_report(profile, rank=rank, baseline=baseline, strict=True)
+    out = [_record(f, "finding") for f in rep.findings]
+    if rank is None and rep.diagnosis is not None:
+        out += [_record(c, "cause") for c in rep.diagnosis.causes]
+    return out
+
+
+def says_sample(rec: dict[str, Any]) -> bool:
     return rec["metrics"].get("peer_sample_ranks", 0) > 0 and "sample" in rec["summary"]
 
 
-def compare(golden: list[dict[str, Any]], now: list[dict[str, Any]]) -> list[str]:
-    """Differences between two finding lists that are not explained by a stated peer sample."""
-    old = {r["id"]: r for r in golden}
-    new = {r["id"]: r for r in now}
+def compare(eager: list[dict[str, Any]], lazy: list[dict[str, Any]]) -> list[str]:
+    """Differences between the eager and lazy records not explained by a stated peer sample."""
+    old = {(r["what"], r["id"]): r for r in eager}
+    new = {(r["what"], r["id"]): r for r in lazy}
     problems = []
-    for fid in sorted(set(old) | set(new)):
-        a, b = old.get(fid), new.get(fid)
-        if a == b:
-            continue
-        if b is not None and _says_sample(b):
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if a == b or (b is not None and says_sample(b)):
             continue
         if a is not None and b is not None:
             keys = [k for k in a if a[k] != b.get(k)]
-            problems.append(
-                f"{fid}: changed {keys}: {[a[k] for k in keys]} -> {[b.get(k) for k in keys]}"
-            )
+            problems.append(f"{key}: {[a[k] for k in keys]} -> {[b.get(k) for k in keys]}")
         else:
-            problems.append(f"{fid}: {'missing now' if b is None else 'new'}")
+            problems.append(f"{key}: {'missing when lazy' if b is None else 'only when lazy'}")
     return problems
 
 
+def _load(path: Path, home: Path, eager: bool) -> Any:
+    from advisor_chat.config import load_settings
+    from advisor_chat.ingest import load_profile
+
+    p = load_profile(path, settings=load_settings(home=home), use_cache=False, progress=False)
+    if eager:
+        for name in HEAVY:
+            p.get(name)  # every rank's heavy files, before any analysis
+            assert p.heavy is None or not p.heavy.pending(name)
+    return p
+
+
+def both(path: Path, home: Path, *, rank: int | None, base: Path | None = None) -> tuple:
+    out = []
+    for eager in (True, False):
+        b = _load(base, home, eager) if base is not None else None
+        p = _load(path, home, eager)
+        out.append(records(p, rank=rank, baseline=b))
+        if not eager:
+            lazy_profile = p
+    return out[0], out[1], lazy_profile
+
+
 def test_compare_flags_a_changed_metric_and_accepts_a_stated_sample() -> None:
-    rec = {
-        "id": "x.y.r1",
-        "kind": "k",
-        "severity": "high",
-        "ranks": [1],
-        "metrics": {"a_us": 1.0},
-        "summary": "s",
-    }
+    rec = {"id": "x.y.r1", "what": "finding", "metrics": {"a_us": 1.0}, "summary": "s"}
     changed = {**rec, "metrics": {"a_us": 2.0}}
-    assert compare([rec], [changed]) and "a_us" not in compare([rec], [rec])
+    assert compare([rec], [changed]) and compare([rec], [rec]) == []
     sampled = {
         **changed,
         "metrics": {"a_us": 2.0, "peer_sample_ranks": 16.0},
-        "summary": "s (peer medians over a sample of 16 ranks)",
+        "summary": "s (over a peer sample of 16 ranks)",
     }
     assert compare([rec], [sampled]) == []
-    assert compare([rec], []) == ["x.y.r1: missing now"]
+    assert compare([rec], []) == ["('finding', 'x.y.r1'): missing when lazy"]
 
 
-@pytest.mark.parametrize(
-    "case,name,kw", TOOL.SCENARIO_CASES, ids=[c[0] for c in TOOL.SCENARIO_CASES]
-)
-def test_scenario_findings_unchanged(
-    scenario, tmp_path: Path, case: str, name: str, kw: dict
+@pytest.mark.parametrize("case,name,kw", SCENARIO_CASES, ids=[c[0] for c in SCENARIO_CASES])
+def test_scenario_findings_lazy_equal_eager(
+    scenario: Any, tmp_path: Path, case: str, name: str, kw: dict
 ) -> None:
+    import json
+
     root = scenario(name, **kw)
-    got = TOOL.scenario_case(root, tmp_path)
-    want = GOLDEN["scenarios"][case]
-    assert got["rank"] == want["rank"]
-    if case != "healthy":
-        assert want["report"], "the golden file holds findings for every scenario but healthy"
-    assert compare(want["report"], got["report"]) == []
-    assert compare(want["report_rank"], got["report_rank"]) == []
+    key = json.loads((root / "answer_key.json").read_text())
+    slow = int((key.get("slow_ranks") or [0])[0])
+    path, base = (root / "after", root / "before") if (root / "after").is_dir() else (root, None)
+    for rank in (None, slow):
+        eager, lazy, prof = both(path, tmp_path, rank=rank, base=base)
+        assert eager, f"{case}: no finding or cause at all (rank={rank})"
+        assert compare(eager, lazy) == [], f"{case} rank={rank}"
+    if case == "seed-rank12-64":
+        # the peer samples really apply here: fewer ranks' kernels were read, and it is said
+        assert prof.stats.get("kernels_ranks_read", 64) < 64
+        assert any(says_sample(r) for r in lazy + both(path, tmp_path, rank=None)[1])
 
 
-@pytest.mark.parametrize("name", sorted(GOLDEN["real"]))
-def test_real_sample_findings_unchanged(real_samples: Path, tmp_path: Path, name: str) -> None:
-    got = TOOL.real_case(real_samples / name, tmp_path)
-    assert compare(GOLDEN["real"][name]["report"], got["report"]) == []
-    assert compare(GOLDEN["real"][name]["report_rank"], got["report_rank"]) == []
+@pytest.mark.parametrize("name", REAL_CASES)
+def test_real_sample_findings_lazy_equal_eager(
+    real_samples: Path, tmp_path: Path, name: str
+) -> None:
+    for rank in (None, 0):
+        eager, lazy, _ = both(real_samples / name, tmp_path, rank=rank)
+        assert eager, f"{name}: no finding or cause at all (rank={rank})"
+        assert compare(eager, lazy) == [], f"{name} rank={rank}"
