@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -57,7 +59,9 @@ def test_ask_json_shape_and_rich_output(scenario) -> None:
     rich = runner.invoke(app, ["ask", str(path), "为什么99号卡慢？", "--tools"])
     assert rich.exit_code == 0, rich.output
     assert "99号卡（rank 99）不存在；现有的卡为 0-15" in rich.stdout
-    assert "grounding:" in rich.stdout
+    # a refusal states no measured number: no grounding footer; the footer is in Chinese
+    assert "grounding" not in rich.stdout and "数据核对" not in rich.stdout
+    assert re.search(r"（后端 offline，planner，\d+\.\d\d 秒）", rich.stdout), rich.stdout
     schemas = json.loads(runner.invoke(app, ["tools", "list", str(path), "--json"]).stdout)
     rank = next(s for s in schemas if s["name"] == "explain_rank")["parameters"]["properties"][
         "rank"
@@ -77,3 +81,85 @@ def test_chat_multi_turn_until_exit(scenario) -> None:
     assert "never asked" not in res.stdout
     eof = runner.invoke(app, ["chat", str(path)], input="help\n")
     assert eof.exit_code == 0 and "which rank is slow?" in eof.stdout
+
+
+def _rendered(answer, question: str) -> str:
+    """What ``ask`` prints for ``answer`` (rich output recorded, 200 columns, no colour)."""
+    from rich.console import Console
+
+    import advisor_chat.cli.ask_cmd as ask_cmd
+
+    con = Console(record=True, width=200, color_system=None)
+    old = ask_cmd.console
+    ask_cmd.console = con
+    try:
+        ask_cmd.render_answer(answer, question=question, seconds=1.5)
+    finally:
+        ask_cmd.console = old
+    return con.export_text()
+
+
+def _answer(text: str, *, total: int, bad: list[str] | None = None, **kw):
+    from advisor_chat.agent.answer import Answer, Grounding
+
+    bad = bad or []
+    g = Grounding(numbers_total=total, numbers_grounded=total - len(bad), ungrounded=bad)
+    return Answer(answer=text, grounding=g, backend="offline", mode="planner", **kw)
+
+
+def test_grounding_footer_only_when_the_answer_states_measured_numbers() -> None:
+    from advisor_chat.agent.answer import CitedFinding
+
+    refusal = _answer(
+        "I cannot answer that for this profile: rank 99 does not exist; ranks are 0-15.", total=2
+    )
+    out = _rendered(refusal, "why is rank 99 slow?")
+    assert "grounding" not in out and "(backend offline, planner, 1.50 s)" in out
+    measured = _answer("Rank 12 idles 39.5 ms per step (Free 27.0%).", total=3)
+    out = _rendered(measured, "why is rank 12 slow?")
+    assert "grounding: 3/3 numbers found in this turn's tool results" in out
+    # a measured number the question already wrote is an echo, not a finding
+    echo = _answer("A step of 39.5 ms is not slow for this job.", total=1)
+    assert "grounding" not in _rendered(echo, "is a 39.5 ms step slow?")
+    assert "grounding: 1/1" in _rendered(echo, "is a 40 ms step slow?")
+    # an answer citing findings keeps its footer, even when its text has only integers
+    cited = _answer(
+        "Rank 3 waits for rank 12.",
+        total=2,
+        findings=[CitedFinding(id="slow_rank.r12", kind="slow_rank", severity="high", summary="")],
+    )
+    assert "grounding: 2/2" in _rendered(cited, "and rank 3?")
+    # an ungrounded number is always reported, even in a refusal-like answer
+    wrong = _answer("Rank 99 does not exist; ranks are 0-17.", total=2, bad=["17"])
+    assert "grounding: 1/2 numbers found in this turn's tool results; UNGROUNDED: 17" in _rendered(
+        wrong, "why is rank 99 slow?"
+    )
+    too_long = _answer("The question is too long (4100 characters).", total=1)
+    too_long.mode = "refused"
+    assert "grounding" not in _rendered(too_long, "x" * 4100)
+
+
+def test_grounding_footer_in_chinese_for_a_chinese_answer() -> None:
+    zh = _answer("12号卡每步空闲（Free）39.5 ms。", total=2, language="zh")
+    out = _rendered(zh, "为什么12号卡慢？")
+    assert "数据核对：2/2 个数字与本轮工具结果一致（后端 offline，planner，1.50 秒）" in out
+    assert "grounding" not in out and "backend" not in out
+    bad = _answer("12号卡每步空闲 41.0 ms。", total=2, bad=["41.0 ms"], language="zh")
+    assert "；未在工具结果中找到：41.0 ms" in _rendered(bad, "为什么12号卡慢？")
+
+
+@pytest.mark.slow
+def test_ask_about_a_missing_rank_exits_0_with_the_reason_as_the_readme_says(scenario) -> None:
+    path = scenario("seed-rank12")
+    res = runner.invoke(app, ["ask", str(path), "why is rank 99 slow?"])
+    assert res.exit_code == 0, res.output
+    assert "rank 99 does not exist; ranks are 0-15" in res.stdout
+    assert "grounding" not in res.stdout
+    # `report --rank` with a missing rank is bad input (2), with the valid ranks named
+    rep = runner.invoke(app, ["report", str(path), "--rank", "99"])
+    assert rep.exit_code == 2 and "ranks are 0-15" in rep.output and "Traceback" not in rep.output
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    codes = " ".join(readme.split("**Exit codes**", 1)[1].split("\n\n", 1)[0].split())
+    ok, bad_input = codes.split("`2` bad input", 1)
+    assert "rank 99 slow?" in ok and "does not exist" in ok  # ask on a missing rank: 0
+    assert "`report --rank` naming a rank that does not exist" in bad_input.split("`3`", 1)[0]

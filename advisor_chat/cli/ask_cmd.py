@@ -79,8 +79,18 @@ def answer_json(answer: Any) -> dict[str, Any]:
     return d
 
 
-def render_answer(answer: Any, *, seconds: float | None = None, show_tools: bool = False) -> None:
-    """Print an answer: text, evidence table with sources, cases, grounding line."""
+def render_answer(
+    answer: Any,
+    *,
+    question: str = "",
+    seconds: float | None = None,
+    show_tools: bool = False,
+) -> None:
+    """Print an answer: text, evidence table with sources, cases, grounding line.
+
+    The footer is in the answer's language; its grounding part is left out when the answer
+    states no measured number (see :func:`show_grounding_line`).
+    """
     from advisor_chat.textsafe import md_defang
     from advisor_chat.textsafe import term_text as tt
     from advisor_chat.tools.render import fmt_num, metric_label, unit_of
@@ -90,19 +100,19 @@ def render_answer(answer: Any, *, seconds: float | None = None, show_tools: bool
     # Profile strings in it (or a model's injected link) are made text; no escape sequence passes.
     console.print(Markdown(md_defang(answer.answer), hyperlinks=False))
     if show_tools and answer.tool_calls:
-        t = Table(title="tool calls", show_lines=False, expand=False)
-        t.add_column("tool")
-        t.add_column("args")
-        t.add_column("result")
+        t = Table(title="工具调用" if zh else "tool calls", show_lines=False, expand=False)
+        t.add_column("工具" if zh else "tool")
+        t.add_column("参数" if zh else "args")
+        t.add_column("结果" if zh else "result")
         for c in answer.tool_calls:
             args = ", ".join(f"{k}={v}" for k, v in c.args.items())
             t.add_row(tt(c.name), tt(args), tt(c.error or (c.table_ref or "ok"), limit=1000))
         console.print(t)
     if answer.findings:
         t = Table(title="依据" if zh else "evidence", expand=False)
-        t.add_column("finding", overflow="fold")
-        t.add_column("numbers", overflow="fold")
-        t.add_column("source", overflow="fold")
+        t.add_column("发现" if zh else "finding", overflow="fold")
+        t.add_column("数字" if zh else "numbers", overflow="fold")
+        t.add_column("来源" if zh else "source", overflow="fold")
         for f in answer.findings:
             nums = "; ".join(
                 f"{metric_label(k)}={fmt_num(v, unit_of(k))}"
@@ -113,22 +123,67 @@ def render_answer(answer: Any, *, seconds: float | None = None, show_tools: bool
         console.print(t)
     if answer.cases:
         t = Table(title="案例" if zh else "cases", expand=False)
-        t.add_column("id")
-        t.add_column("title", overflow="fold")
-        t.add_column("source", overflow="fold")
+        t.add_column("编号" if zh else "id")
+        t.add_column("标题" if zh else "title", overflow="fold")
+        t.add_column("来源" if zh else "source", overflow="fold")
         for c in answer.cases:
             t.add_row(tt(c.id), tt(c.title), tt(c.source.split(" (", 1)[0]))
         console.print(t)
+    if show_grounding_line(answer, question):
+        g = answer.grounding
+        style = "green" if not g.ungrounded else "bold red"
+        if zh:
+            line = f"数据核对：{g.numbers_grounded}/{g.numbers_total} 个数字与本轮工具结果一致"
+            if g.ungrounded:
+                line += f"；未在工具结果中找到：{'、'.join(g.ungrounded)}"
+        else:
+            line = (
+                f"grounding: {g.numbers_grounded}/{g.numbers_total} numbers found in this turn's "
+                "tool results"
+            )
+            if g.ungrounded:
+                line += f"; UNGROUNDED: {', '.join(g.ungrounded)}"
+        line = f"[{style}]{tt(line, limit=1000)}[/]" + ("" if zh else " ")
+    else:
+        line = ""
+    mode = f", {answer.mode}" if answer.mode else ""
+    if zh:
+        meta = f"后端 {answer.backend}{mode.replace(', ', '，')}"
+        if seconds is not None:
+            meta += f"，{seconds:.2f} 秒"
+        meta = f"（{tt(meta)}）"
+    else:
+        meta = f"backend {answer.backend}{mode}"
+        if seconds is not None:
+            meta += f", {seconds:.2f} s"
+        meta = f"({tt(meta)})"
+    console.print(f"{line}[dim]{meta}[/]", highlight=False)
+
+
+def show_grounding_line(answer: Any, question: str = "") -> bool:
+    """Whether the grounding footer says something: the answer states a measured number.
+
+    Shown when a number of the answer is not in this turn's tool results (always), when the
+    answer cites findings, or when its text has a measured number (with a unit or decimals:
+    ``39.5 ms``, ``27.0%``, ``0.8``) that is not one the question already wrote. Not shown for a
+    refusal or any answer whose only numbers are identifiers and counts (``rank 99 does not
+    exist; ranks are 0-15``) or numbers echoed from the question: "2/2 numbers found" there
+    vouches for nothing.
+    """
+    from advisor_chat.agent.grounding import extract_numbers
+
     g = answer.grounding
-    style = "green" if not g.ungrounded else "bold red"
-    line = f"grounding: {g.numbers_grounded}/{g.numbers_total} numbers found in this turn's tool results"
     if g.ungrounded:
-        line += f"; UNGROUNDED: {', '.join(g.ungrounded)}"
-    line = tt(line, limit=1000)
-    meta = tt(f"backend {answer.backend}" + (f", {answer.mode}" if answer.mode else ""))
-    if seconds is not None:
-        meta += f", {seconds:.2f} s"
-    console.print(f"[{style}]{line}[/] [dim]({meta})[/]", highlight=False)
+        return True
+    if answer.mode == "refused" or g.numbers_total == 0:
+        return False
+    if answer.findings:
+        return True
+    asked = {(n.dim, round(n.value * n.scale, 6)) for n in extract_numbers(question)}
+    return any(
+        (n.dim != "none" or n.decimals > 0) and (n.dim, round(n.value * n.scale, 6)) not in asked
+        for n in extract_numbers(answer.answer)
+    )
 
 
 def register(app: typer.Typer) -> None:
@@ -159,7 +214,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(answer_json(answer))
         else:
-            render_answer(answer, seconds=dt, show_tools=show_tools)
+            render_answer(answer, question=question, seconds=dt, show_tools=show_tools)
 
     @app.command("chat")
     @handle_errors
@@ -199,7 +254,7 @@ def register(app: typer.Typer) -> None:
                 continue
             t0 = time.perf_counter()
             answer = adv.ask(q)
-            render_answer(answer, seconds=time.perf_counter() - t0)
+            render_answer(answer, question=q, seconds=time.perf_counter() - t0)
 
     tools_app = typer.Typer(
         help="The function-calling tools (generated from the analyzers).", no_args_is_help=True
