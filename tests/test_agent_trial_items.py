@@ -95,3 +95,66 @@ def test_item13_step_events_gain_is_the_gain_of_removing_all_events() -> None:
     assert "Fixing it saves" not in t
     tz = "\n".join(pj.explain_ranks(_diag(ev), [3], True).lines)
     assert "消除全部 3 个停顿事件" in tz
+
+
+def _hit(cid: str, tags: tuple[str, ...], remedy: str):
+    from advisor_chat.kb.types import CaseHit
+
+    return CaseHit(
+        id=cid,
+        title=cid,
+        title_zh=cid,
+        score=1.0,
+        section="",
+        source=f"knowledge/cases/{cid}.md",
+        remedies=(remedy,),
+        symptom_tags=tags,
+        matched_tags=tags,
+    )
+
+
+def test_item9_case_remedies_only_when_measured_and_gain_only_on_the_mechanism() -> None:
+    from advisor_chat.agent.planner import build_suggestions
+
+    host = RootCause(
+        id="cause.host_stall.r12",
+        mechanism=Mechanism.HOST_STALL,
+        category=Category.SCHEDULING,
+        culprit=Culprit("rank", (12,), label="rank 12"),
+        victims=(),
+        summary="rank 12 idles",
+        summary_zh="12号卡空闲",
+        metrics={},
+        findings=(),
+        gain_us=39_580.0,
+        bound=BoundKind.ESTIMATE,
+        symptom_tags=("host_bound", "high_free", "slow_rank", "free_spread"),
+    )
+    rotary = _hit(
+        "tiny-kernels-fusion",
+        ("tiny_kernels", "host_bound", "launch_delay", "high_free"),
+        "Rotary embedding: use torch_npu.npu_rotary_mul",
+    )
+    rank12 = _hit(
+        "rank12-free-16card",
+        ("slow_rank", "free_spread", "high_free", "comm_wait_high", "comm_bound"),
+        "Look at rank 12's host timeline",
+    )
+    # a case matching on generic tags only, acting on another mechanism: offered without gain
+    loader = _hit("rl-rollout-idle", ("high_free",), "Make the rollout asynchronous")
+    sug = build_suggestions([host], [], [rotary, rank12, loader], zh=False)
+    by_case = {s.case_id: s for s in sug if s.case_id}
+    # tiny_kernels / launch_delay are not measured for the host-stall cause: no rotary fusion
+    assert "tiny-kernels-fusion" not in by_case
+    assert all("rotary" not in s.text.lower() for s in sug)
+    # rank12-free-16card's distinguishing tags (slow_rank, free_spread) are measured: offered
+    assert "rank12-free-16card" in by_case
+    # its tags do not hold the host-stall lead tag (host_bound): it carries no gain
+    assert by_case["rank12-free-16card"].estimated_gain_us is None
+    assert by_case["rl-rollout-idle"].estimated_gain_us is None
+    # a case that acts on the mechanism (host_bound) gets the cause's gain
+    dispatch = _hit(
+        "host-dispatch-bound", ("host_bound", "high_free", "free_spread"), "Enable task queue"
+    )
+    sug = build_suggestions([host], [], [dispatch], zh=False)
+    assert [s.estimated_gain_us for s in sug if s.case_id == "host-dispatch-bound"] == [39_580.0]

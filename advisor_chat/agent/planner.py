@@ -1166,6 +1166,42 @@ def consistent_case(hit: CaseHit, causes: Sequence[RootCause]) -> bool:
     return not any(_contradicts(r, causes[:1]) for r in hit.remedies[:2])
 
 
+#: Tags that many mechanisms share (a share of the step, not a distinguishing measurement).
+GENERIC_TAGS = frozenset(
+    {
+        "comm_bound",
+        "comm_not_overlapped",
+        "high_free",
+        "host_bound",
+        "comm_wait_high",
+        "compute_spread",
+    }
+)
+
+
+def measured_tags(c: RootCause) -> set[str]:
+    """The symptom tags measured for a cause: its own and those of its findings."""
+    return set(c.symptom_tags) | {t for f in c.findings for t in f.symptom_tags}
+
+
+def case_fits_cause(case_tags: Sequence[str], c: RootCause) -> bool:
+    """Whether a case is consistent with cause ``c`` (trial item 9).
+
+    Rule: the case shares a tag with what was measured for ``c``, and every distinguishing tag
+    of the case (those not in :data:`GENERIC_TAGS`, e.g. ``small_packets``, ``slow_rank``,
+    ``mc2_opportunity``, ``tiny_kernels``) is measured for ``c``.
+    """
+    own = measured_tags(c)
+    tags = set(case_tags)
+    return bool(tags & own) and (tags - GENERIC_TAGS) <= own
+
+
+def case_acts_on(case_tags: Sequence[str], c: RootCause) -> bool:
+    """Whether a case's remedy acts on ``c``'s mechanism (its lead tag is one of the case's)."""
+    lead = lead_tag(c)
+    return lead is not None and lead in set(case_tags)
+
+
 def _cause_for(causes: Sequence[RootCause], tags: Sequence[str]) -> RootCause | None:
     best, score = None, 0
     for c in causes:
@@ -1233,7 +1269,13 @@ def build_suggestions(
     for h in cases:
         hc = _cause_for(causes, h.symptom_tags)
         f = _best_finding(cited, h.symptom_tags)
-        gain = hc.gain_us if hc is not None else (f.estimated_gain_us if f else None)
+        if causes and (hc is None or not case_fits_cause(h.symptom_tags, hc)):
+            continue  # the case's symptoms are not measured for any cause of this diagnosis
+        if hc is not None:
+            # the cause's gain only for a remedy acting on that cause's mechanism
+            gain = hc.gain_us if case_acts_on(h.symptom_tags, hc) else None
+        else:
+            gain = f.estimated_gain_us if f else None
         texts: list[str] = []
         if zh:
             zh_text = case_remedy_zh(h.id)

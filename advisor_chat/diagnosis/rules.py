@@ -1690,14 +1690,18 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             or f.id.startswith("cluster_breakdown.communication.wait_spread")
         ),
     )
+    # fusing saves at most the time the small transfers take (small-packet findings), never
+    # the whole exposed communication; without a measured small-transfer time, no gain
+    small_us = sum(f.metrics.get("small_time_us_per_step", 0.0) for f in small_f)
+    fuse_gain = min(rest, small_us) if small_us > 0 else None
     fuse = Remedy(
         "action",
         "Fuse the many small collectives into fewer, larger ones (bigger gradient buckets, "
         "coalesced/flattened parameters, fewer per-layer collectives): their latency is exposed.",
         "把大量小的集合通信合并为更少更大的通信（增大梯度 bucket、参数扁平化合并、减少逐层通信）："
         "它们的时延没有被掩盖。",
-        rest,
-        BoundKind.UPPER_BOUND,
+        fuse_gain,
+        BoundKind.UPPER_BOUND if fuse_gain is not None else BoundKind.NONE,
     )
     overlap_r = Remedy(
         "action",
@@ -1755,8 +1759,9 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             gain_us=rest,
             bound=BoundKind.UPPER_BOUND,
             remedies=tuple(remedies),
+            # small_packets only when small transfers were measured (a small-packet finding)
             symptom_tags=("comm_not_overlapped", "comm_bound", "small_packets")
-            if many
+            if small_f
             else ("comm_not_overlapped", "comm_bound"),
             severity=_severity(rest, ctx.step_us),
         )
