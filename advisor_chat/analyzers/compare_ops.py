@@ -301,7 +301,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
         focus = [int(r) for r in (params.rank_a, params.rank_b) if r is not None]
         if not order0.empty:
             focus += [int(cast(int, order0.idxmin())), int(cast(int, order0.idxmax()))]
-        examined, _ = profile.peer_sample("kernels", focus)
+        examined, _sampled = profile.peer_sample("kernels", focus)
         n_sample = len([r for r in examined if r not in focus])
         k_all = profile.kernels_for(examined)
     else:
