@@ -158,3 +158,24 @@ def test_item9_case_remedies_only_when_measured_and_gain_only_on_the_mechanism()
     )
     sug = build_suggestions([host], [], [dispatch], zh=False)
     assert [s.estimated_gain_us for s in sug if s.case_id == "host-dispatch-bound"] == [39_580.0]
+
+
+def test_item8_category_answer_explains_its_numbers_and_names_a_similar_second_cause() -> None:
+    import dataclasses
+
+    comm = dataclasses.replace(COMM_JOB, gain_us=39_220.0)  # almost the top cause's size
+    d = _diag(HOST12, comm)
+    for zh in (False, True):
+        lines = pj.category(d, [], False, zh).lines
+        t = "\n".join(lines)
+        # the category is explained with the victims' numbers that would otherwise read as comm
+        assert pj.us(39_580.0) in t and "30.0%" in t
+        assert ("Why scheduling" in t) if not zh else ("为什么是" in t)
+        # the second cause of similar size (39.22 vs 39.58 ms) is mentioned with its size
+        second = [ln for ln in lines if pj.us(39_220.0) in ln]
+        assert second and (
+            "communication is exposed" in second[0] or "每张卡的通信都未被掩盖" in second[0]
+        )
+    # a much smaller second cause (12.3 ms < half of 39.58 ms) is not called "of similar size"
+    small = "\n".join(pj.category(_diag(HOST12, COMM_JOB), [], False, False).lines)
+    assert "similar size" not in small

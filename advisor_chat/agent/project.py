@@ -1253,11 +1253,68 @@ def category(d: Diagnosis, topics: Sequence[str], yes_no: bool, zh: bool) -> Pro
             if zh
             else f"{label(top.culprit, zh)[0].upper() + label(top.culprit, zh)[1:]}: {dom}."
         )
+    why = _category_why(top, zh)
+    if why:
+        p.lines.append(why)
     sl = shares_line(d, zh)
     if sl:
         p.lines.append(sl)
+    second = next(
+        (c for c in real[1:] if _size(c) > 0 and _size(c) >= SIMILAR_SIZE * _size(top)), None
+    )
+    if second is not None:
+        p.add_cause(second)
+        cat2 = _CATEGORY.get(second.category.value, _CATEGORY["unknown"])[1 if zh else 0]
+        p.lines.append(
+            f"还有一个大小相近的原因（{cat2}，每步约 {us(_size(second))}，"
+            f"首要原因约 {us(_size(top))}）：{summary(second, zh)}。"
+            if zh
+            else f"A second cause of similar size ({cat2}, about {us(_size(second))} per step "
+            f"vs {us(_size(top))} for the top cause): {summary(second, zh)}."
+        )
     p.plot_ranks = list(top.culprit.ranks)[:8]
     return p
+
+
+#: A second cause is "of similar size" when it explains at least this share of the top one's time.
+SIMILAR_SIZE = 0.5
+
+
+def _size(c: RootCause) -> float:
+    """Per-step time a cause explains: its gain, else its largest victim loss (µs)."""
+    if c.gain_us is not None and c.gain_us > 0:
+        return float(c.gain_us)
+    return max((i.lost_us for i in c.victims), default=0.0)
+
+
+def _category_why(c: RootCause, zh: bool) -> str:
+    """Why the answer's category follows from the numbers (trial item 8).
+
+    The category is that of the top cause (its culprit's own time); the victims' waiting counts
+    as Communication (Not Overlapped) or Free in the cluster-wide shares, yet it is time lost to
+    this cause, so the shares alone do not name the category.
+    """
+    vic = sorted(c.victims, key=lambda i: -i.lost_us)
+    if c.culprit.kind == "job" or not vic or vic[0].lost_us <= 0:
+        return ""
+    v = vic[0]
+    how_en, how_zh = _HOW.get(v.how, ("lose time", "损失时间"))
+    cat = c.category.value
+    cat_en, cat_zh = _CATEGORY.get(cat, _CATEGORY["unknown"])
+    lab = label(c.culprit, zh)
+    if zh:
+        return (
+            f"为什么是{cat_zh.split('（')[0]}：类型取自首要原因本身（{lab}），"
+            f"其他卡{how_zh}（每步最多 {us(v.lost_us)}，占其步长的 {pct(v.share)}）是被它拖累的时间，"
+            "在下面的全集群占比里算作通信或空闲，但不是另一个问题。"
+        )
+    return (
+        f"Why {cat}: the category is that of the top cause itself ({lab}); the other ranks "
+        f"{how_en.replace('waits', 'wait').replace('sits', 'sit').replace('loses', 'lose').replace('spends', 'spend')} "
+        f"(up to {us(v.lost_us)} per step, {pct(v.share)} of their step) because of it — that "
+        "time counts as communication or Free in the cluster-wide shares below, but it is not a "
+        "separate problem."
+    )
 
 
 def pipeline(d: Diagnosis, stages: Sequence[int], zh: bool, *, yes_no: bool = False) -> Projection:
