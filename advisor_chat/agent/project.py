@@ -1300,7 +1300,7 @@ def _category_why(c: RootCause, zh: bool) -> str:
     v = vic[0]
     how_en, how_zh = _HOW.get(v.how, ("lose time", "损失时间"))
     cat = c.category.value
-    cat_en, cat_zh = _CATEGORY.get(cat, _CATEGORY["unknown"])
+    cat_zh = _CATEGORY.get(cat, _CATEGORY["unknown"])[1]
     lab = label(c.culprit, zh)
     if zh:
         return (
