@@ -335,21 +335,7 @@ def _cluster_db(path: Path, rd: RankData) -> None:
                 agg = pd.concat(frames, ignore_index=True)
                 rd.add(
                     "comm_bandwidth",
-                    pd.DataFrame(
-                        {
-                            "rank": pd.to_numeric(agg["rank"], errors="coerce"),
-                            "group": agg["group_name"].astype(str),
-                            "step": [step_from_key(x) for x in agg["step"]],
-                            "op_name": agg["hccl_op_name"],
-                            "transport": agg["transport_type"],
-                            "transit_size_mb": agg["transit_size_mb"],
-                            "transit_time_ms": agg["transit_time_ms"],
-                            "bandwidth_gbps": agg["bandwidth_gbps"],
-                            "large_packet_ratio": agg["large_packet_ratio"],
-                            "small_packet_count": agg["small_packet_count"],
-                            "packet_count": agg["packet_count"],
-                        }
-                    ),
+                    dbr.bandwidth_frame(agg, pd.to_numeric(agg["rank"], errors="coerce")),
                     f"{path}#ClusterCommunicationBandwidth",
                 )
         if "ClusterCommunicationMatrix" in tabs and "comm_matrix" not in rd.tables:

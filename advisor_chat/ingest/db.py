@@ -360,6 +360,28 @@ def _band_rows(b: pd.DataFrame) -> pd.DataFrame:
     return agg
 
 
+def bandwidth_frame(agg: pd.DataFrame, rank: Any) -> pd.DataFrame:
+    """Rows of :func:`_band_rows` → the canonical ``comm_bandwidth`` columns.
+
+    ``rank`` is one rank id (per-rank ``analysis.db``) or a column of them (cluster DB).
+    """
+    return pd.DataFrame(
+        {
+            "rank": rank,
+            "group": agg["group_name"].astype(str),
+            "step": [step_from_key(x) for x in agg["step"]],
+            "op_name": agg["hccl_op_name"],
+            "transport": agg["transport_type"],
+            "transit_size_mb": agg["transit_size_mb"],
+            "transit_time_ms": agg["transit_time_ms"],
+            "bandwidth_gbps": agg["bandwidth_gbps"],
+            "large_packet_ratio": agg["large_packet_ratio"],
+            "small_packet_count": agg["small_packet_count"],
+            "packet_count": agg["packet_count"],
+        }
+    )
+
+
 def read_analysis_db(path: Path, rank: int | None) -> dict[str, pd.DataFrame]:
     """``analysis.db`` / ``communication_analyzer.db`` → step_trace, comm_ops, comm_bandwidth, comm_matrix.
 
@@ -435,21 +457,7 @@ def _read_analysis_db(con: sqlite3.Connection, rank: int | None) -> dict[str, pd
         b = b[~b["hccl_op_name"].astype(str).str.startswith("Total")]
         agg = _band_rows(b)
         if not agg.empty:
-            out["comm_bandwidth"] = pd.DataFrame(
-                {
-                    "rank": rank,
-                    "group": agg["group_name"].astype(str),
-                    "step": [step_from_key(x) for x in agg["step"]],
-                    "op_name": agg["hccl_op_name"],
-                    "transport": agg["transport_type"],
-                    "transit_size_mb": agg["transit_size_mb"],
-                    "transit_time_ms": agg["transit_time_ms"],
-                    "bandwidth_gbps": agg["bandwidth_gbps"],
-                    "large_packet_ratio": agg["large_packet_ratio"],
-                    "small_packet_count": agg["small_packet_count"],
-                    "packet_count": agg["packet_count"],
-                }
-            )
+            out["comm_bandwidth"] = bandwidth_frame(agg, rank)
     if "CommAnalyzerMatrix" in tabs:
         m = _q(con, "SELECT * FROM CommAnalyzerMatrix")
         if "step" not in m:
