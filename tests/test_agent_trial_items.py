@@ -179,3 +179,29 @@ def test_item8_category_answer_explains_its_numbers_and_names_a_similar_second_c
     # a much smaller second cause (12.3 ms < half of 39.58 ms) is not called "of similar size"
     small = "\n".join(pj.category(_diag(HOST12, COMM_JOB), [], False, False).lines)
     assert "similar size" not in small
+
+
+def test_item5_fix_first_is_the_actionable_cause_with_the_largest_gain() -> None:
+    import dataclasses
+
+    from advisor_chat.diagnosis.types import Remedy
+
+    def act(c: RootCause, gain: float) -> RootCause:
+        return dataclasses.replace(
+            c,
+            gain_us=gain,
+            remedies=(Remedy("action", f"fix {c.culprit.label}", "修复", gain, c.bound),),
+        )
+
+    first = act(HOST12, 110_000.0)  # the report's first cause (most waiting explained)
+    r3 = dataclasses.replace(
+        act(HOST12, 256_000.0),
+        id="cause.host_stall.r3",
+        culprit=Culprit("rank", (3,), label="rank 3", label_zh="3号卡"),
+    )
+    lines = pj.fix_first(_diag(first, r3), False).lines
+    assert lines[0].startswith("Fix rank 3 first") and pj.us(256_000.0) in lines[0]
+    assert "The report lists rank 12 first" in "\n".join(lines)
+    # equal gains keep the report's order
+    same = dataclasses.replace(r3, gain_us=110_000.0, remedies=first.remedies)
+    assert pj.fix_first(_diag(first, same), False).lines[0].startswith("Fix rank 12 first")

@@ -156,3 +156,26 @@ def test_wait_dominated_communication_with_missing_ranks_is_a_late_peer(
     for text in (peer.summary, peer.summary_zh):
         assert "2-7" in text
     assert not any("overlap" in r.text.lower() and r.kind == "action" for r in peer.remedies)
+
+
+def test_free_alone_is_device_idle_not_a_host_stall(real_samples: Path) -> None:
+    """Trial item 5: cluster-8rank has no host data (no launch delays): no host stall as fact."""
+    prof = load_profile(real_samples / "cluster-8rank")
+    assert not prof.has("host_dispatch")  # the premise: no trace_view.json in this sample
+    d = diagnose(prof)
+    rank_causes = [c for c in d.causes if c.mechanism is Mechanism.HOST_STALL]
+    assert rank_causes
+    for c in rank_causes:
+        assert c.summary.startswith("Device idle (Free)") and "not measured" in c.summary
+        assert "设备空闲（Free）" in c.summary_zh
+        assert not any("trace_view.json" in r.text and "Open" in r.text for r in c.remedies)
+        assert not any(".item()" in r.text for r in c.remedies)
+
+
+def test_measured_launch_delays_keep_the_host_stall_wording(scenario) -> None:
+    prof = load_profile(scenario("host-bound-last-arriver"))
+    assert prof.has("host_dispatch")
+    d = diagnose(prof)
+    host = [c for c in d.causes if c.mechanism is Mechanism.HOST_STALL]
+    assert host and host[0].summary.startswith("Host stall on")
+    assert any("Open" in r.text and "trace_view.json" in r.text for r in host[0].remedies)

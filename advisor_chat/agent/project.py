@@ -1016,7 +1016,19 @@ def fix_first(d: Diagnosis, zh: bool) -> Projection:
     real = _real(d)
     if not real:
         return no_culprit(d, zh, p)
-    for c in real:
+
+    # the actionable cause with the largest expected gain (trial item 5); ties keep report order
+    def _act_gain(c: RootCause) -> float:
+        act = next((r for r in c.remedies if r.kind == "action"), None)
+        if act is None:
+            return -1.0
+        g = act.gain_us if act.gain_us is not None else c.gain_us
+        return float(g) if g is not None and g > 0 else 0.0
+
+    order = sorted((c for c in real if _act_gain(c) >= 0), key=lambda c: -_act_gain(c)) + [
+        c for c in real if _act_gain(c) < 0
+    ]
+    for c in order:
         act = next((r for r in c.remedies if r.kind == "action"), None)
         if act is None:
             continue
@@ -1051,11 +1063,20 @@ def fix_first(d: Diagnosis, zh: bool) -> Projection:
         if c is not real[0]:
             top = real[0]
             p.add_cause(top)
-            p.lines.append(
-                f"首要原因（{summary(top, zh)}）还没有可直接执行的修改，需要先排查。"
-                if zh
-                else f"The top cause ({summary(top, zh)}) has no direct change yet; it needs checking first."
-            )
+            if _act_gain(top) < 0:
+                p.lines.append(
+                    f"首要原因（{summary(top, zh)}）还没有可直接执行的修改，需要先排查。"
+                    if zh
+                    else f"The top cause ({summary(top, zh)}) has no direct change yet; it needs checking first."
+                )
+            else:
+                p.lines.append(
+                    f"报告把{label(top.culprit, zh)}列在第一位（它解释的等待时间最多），"
+                    f"但{label(c.culprit, zh)}的修改预计收益最大。"
+                    if zh
+                    else f"The report lists {label(top.culprit, zh)} first (it explains the most "
+                    f"waiting), but the change on {label(c.culprit, zh)} has the largest expected gain."
+                )
         p.plot_ranks = list(c.culprit.ranks)[:8]
         return p
     top = real[0]

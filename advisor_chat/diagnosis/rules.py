@@ -828,6 +828,20 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
     return out
 
 
+def host_measured(ctx: Context, rank: int) -> bool:
+    """Whether host launch delays of ``rank`` are measured (``host_dispatch`` from trace_view.json).
+
+    Without them, a rank's extra Free is "device idle (Free)" with possible causes, never a
+    host stall stated as fact, and no remedy points at a trace file the profile does not have.
+    """
+    if not ctx.profile.has("host_dispatch"):
+        return False
+    hd = ctx.profile.get("host_dispatch")
+    if hd.empty or "rank" not in hd or "launch_delay_us" not in hd:
+        return False
+    return bool(hd.loc[hd["rank"] == rank, "launch_delay_us"].notna().any())
+
+
 def _rank_cause(
     ctx: Context,
     rank: int,
@@ -891,14 +905,31 @@ def _rank_cause(
             tot = sum(e.free_excess_us for e in events)
             what = f"its device idles (Free) {ms(tot)} more than its peers{scope}"
             what_zh = f"{scope_zh}其设备空闲时间（Free）比同组多 {ms(tot)}"
-        summary = (
-            f"Host stall on {rl}: {what}, waiting for its host; it arrives late at the "
-            f"collectives and {len(victims)} rank(s) wait {ms(wait_mean)} per step for it." + alone
-        )
-        summary_zh = (
-            f"{rl_zh}主机侧阻塞：{what_zh}，设备在等主机；它最晚到达集合通信，"
-            f"{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}。" + alone_zh
-        )
+        measured = host_measured(ctx, rank)
+        if measured or gc:
+            summary = (
+                f"Host stall on {rl}: {what}, waiting for its host; it arrives late at the "
+                f"collectives and {len(victims)} rank(s) wait {ms(wait_mean)} per step for it."
+                + alone
+            )
+            summary_zh = (
+                f"{rl_zh}主机侧阻塞：{what_zh}，设备在等主机；它最晚到达集合通信，"
+                f"{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}。" + alone_zh
+            )
+        else:
+            # Free alone: the device idles, but why is not measured (no host launch delays)
+            summary = (
+                f"Device idle (Free) on {rl}: {what}; host launch delays are not measured in "
+                "this data, so possible causes are a host-side stall (per-step synchronization, "
+                "logging, checkpoint, data loading) or waiting for input; it arrives late at the "
+                f"collectives and {len(victims)} rank(s) wait {ms(wait_mean)} per step for it."
+                + alone
+            )
+            summary_zh = (
+                f"{rl_zh}设备空闲（Free）：{what_zh}；数据中没有主机下发时延，无法确定原因，"
+                "可能是主机侧阻塞（每步同步、日志、保存检查点、数据加载）或在等输入；它最晚到达集合通信，"
+                f"{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}。" + alone_zh
+            )
         if gc:
             a_txt = (
                 f"Stop Python garbage-collection pauses on {rl}: gc.freeze() after model setup and "
@@ -908,13 +939,22 @@ def _rank_cause(
                 f"消除{rl_zh}上的 Python 垃圾回收停顿：模型初始化后调用 gc.freeze()，"
                 "并按固定步数间隔调用 gc.collect()（或在训练步内 gc.disable()）。"
             )
-        else:
+        elif measured:
             a_txt = (
                 f"Remove the host-side stall on {rl} (per-step host synchronization such as "
                 ".item()/.cpu(), logging, checkpoint or data loading on that rank)."
             )
             a_zh = (
                 f"消除{rl_zh}上的主机侧阻塞（每步的主机同步如 .item()/.cpu()、日志、"
+                "保存检查点或数据加载）。"
+            )
+        else:
+            a_txt = (
+                f"Find and remove what keeps {rl}'s device idle (possible causes: a per-step host "
+                "synchronization, logging, checkpoint or data loading on that rank)."
+            )
+            a_zh = (
+                f"找出并消除让{rl_zh}设备空闲的原因（可能是该卡每步的主机同步、日志、"
                 "保存检查点或数据加载）。"
             )
         remedies = (
@@ -925,6 +965,14 @@ def _rank_cause(
                 "which host call blocks.",
                 f"打开{rl_zh}的 trace_view.json，查看其空闲间隙附近的主机调用（host_dispatch 工具），"
                 "找出阻塞的调用。",
+            )
+            if measured
+            else Remedy(
+                "check",
+                f"Collect {rl} with host data (Ascend PyTorch Profiler with its trace_view.json) "
+                "to see what its host does during the Free gaps: this profile has none.",
+                f"用 torch_npu 性能采集工具重新采集{rl_zh}（包含 trace_view.json 主机数据），"
+                "查看空闲间隙期间主机在做什么：当前数据中没有主机数据。",
             ),
         )
         tags: tuple[str, ...] = (
