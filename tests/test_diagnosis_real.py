@@ -179,3 +179,21 @@ def test_measured_launch_delays_keep_the_host_stall_wording(scenario) -> None:
     host = [c for c in d.causes if c.mechanism is Mechanism.HOST_STALL]
     assert host and host[0].summary.startswith("Host stall on")
     assert any("Open" in r.text and "trace_view.json" in r.text for r in host[0].remedies)
+
+
+def test_pp2_gain_bound_is_honest_and_the_limited_evidence_is_said(real_samples: Path) -> None:
+    """Trial item 4: no "capped by its Transit" unless the cap is measured and smaller."""
+    prof = load_profile(real_samples / "cluster-16rank-pp2")
+    n_comm = int(prof.get("comm_ops")["rank"].nunique())
+    assert n_comm < 16  # the premise: cluster_communication.json covers only some ranks
+    d = diagnose(prof)
+    c = d.causes[0]
+    assert c.mechanism is Mechanism.PIPELINE_IMBALANCE  # the diagnosis is kept
+    assert f"communication detail (comm_ops) for {n_comm} of 16 ranks" in c.summary
+    assert f"只覆盖 16 张卡中的 {n_comm} 张" in c.summary_zh
+    for f in c.findings:
+        gain = f.estimated_gain_us
+        for ev in f.evidence:
+            if "capped by" in ev.note and "NOT capped" not in ev.note:
+                cap_ms = float(ev.note.split("Transit time per step (")[1].split(" ms")[0])
+                assert gain is not None and gain <= cap_ms * 1000.0 + 1.0, (f.id, ev.note)

@@ -436,9 +436,23 @@ def _comm_share_finding(
             if lo_rank in split.index
             else float("nan")
         )
-        if np.isfinite(transit_ms):
-            gain = min(gain, transit_ms * 1000.0)
+        capped = bool(np.isfinite(transit_ms) and transit_ms * 1000.0 < gain)
+        if capped:
+            gain = transit_ms * 1000.0
         metrics["gain_upper_bound_us"] = gain
+        # say the bound as it is: capped only when that rank's Transit was measured and smaller
+        if capped:
+            bound_txt = (
+                f"capped by its Transit time per step ({transit_ms:.2f} ms, comm_ops) since "
+                "waiting cannot be overlapped"
+            )
+        elif np.isfinite(transit_ms):
+            bound_txt = f"its Transit time per step ({transit_ms:.2f} ms, comm_ops) is not smaller"
+        else:
+            bound_txt = (
+                f"NOT capped by Transit: rank {lo_rank} has no communication detail (comm_ops), "
+                "so part of it may be waiting that overlap cannot hide"
+            )
         out.append(
             Finding(
                 id=f"cluster_breakdown.bottleneck.communication_share_{_slug(scope)}",
@@ -464,8 +478,7 @@ def _comm_share_finding(
                         {"ranks": format_ranks(pr.index), "steps": steps_note},
                         "share = Communication(Not Overlapped and Exclude Receive) / step; "
                         "min over ranks; estimated gain is an UPPER BOUND: that rank's "
-                        "non-overlapped communication (if all of it were hidden), capped by its "
-                        "Transit time per step (comm_ops) since waiting cannot be overlapped",
+                        f"non-overlapped communication (if all of it were hidden); {bound_txt}",
                     ),
                 ),
                 symptom_tags=("comm_bound", "comm_not_overlapped"),

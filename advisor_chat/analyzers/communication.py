@@ -270,8 +270,18 @@ def _overlap_findings(profile: Profile, ov: pd.DataFrame) -> list[Finding]:
     # Overlap can hide transfer, not waiting: cap the bound by the rank's Transit (comm_ops).
     gain = cno
     transit_ms = float(split.at[rk, "transit_ms"]) if rk in split.index else float("nan")  # type: ignore[arg-type]
-    if np.isfinite(transit_ms):
-        gain = min(cno, transit_ms * 1000.0)
+    capped = bool(np.isfinite(transit_ms) and transit_ms * 1000.0 < cno)
+    if capped:
+        gain = transit_ms * 1000.0
+    bound_txt = (
+        f"capped by that rank's Transit time per step ({transit_ms:.2f} ms, comm_ops) since "
+        "waiting cannot be overlapped"
+        if capped
+        else f"that rank's Transit time per step ({transit_ms:.2f} ms, comm_ops) is not smaller"
+        if np.isfinite(transit_ms)
+        else f"NOT capped by Transit: rank {rk} has no communication detail (comm_ops), so part "
+        "of it may be waiting that overlap cannot hide"
+    )
     return [
         Finding(
             id="communication.communication.not_overlapped",
@@ -292,8 +302,7 @@ def _overlap_findings(profile: Profile, ov: pd.DataFrame) -> list[Finding]:
                     {"rank": rk},
                     "overlap = Overlapped / (Overlapped + Communication(Not Overlapped)); "
                     "estimated gain is an UPPER BOUND: the non-overlapped communication of the "
-                    "rank that waits least (if all of it were hidden), capped by that rank's "
-                    "Transit time per step (comm_ops) since waiting cannot be overlapped",
+                    f"rank that waits least (if all of it were hidden); {bound_txt}",
                 ),
             ),
             symptom_tags=("comm_not_overlapped", "comm_bound"),

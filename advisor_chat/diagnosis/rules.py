@@ -586,6 +586,31 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
     label = f"stage {c_idx} ({cl})"
     label_zh = f"流水线阶段{c_idx}（{cl_zh}）"
     comm_claim = comp == "communication"
+    # limited evidence (trial item 4): a communication-bound claim resting on few steps or on
+    # communication detail (comm_ops) for only some ranks is said so, with the counts
+    lim = lim_zh = ""
+    if comm_claim:
+        ops = ctx.profile.get("comm_ops")
+        n_comm = int(ops["rank"].nunique()) if not ops.empty and "rank" in ops else 0
+        n_all = len(ctx.ranks)
+        n_st = int(ctx.frame["step"].nunique()) if "step" in ctx.frame else 0
+        parts, parts_zh = [], []
+        if n_comm < n_all:
+            parts.append(f"communication detail (comm_ops) for {n_comm} of {n_all} ranks")
+            parts_zh.append(f"通信明细（comm_ops）只覆盖 {n_all} 张卡中的 {n_comm} 张")
+        if n_st <= 1:
+            parts.append(f"{n_st} step captured")
+            parts_zh.append(f"只采集了 {n_st} 步")
+        if parts:
+            lim = (
+                " Limited evidence: " + ", ".join(parts) + "; the split of that communication "
+                "into transfer and waiting is not known for every rank, so the gain is a loose "
+                "upper bound."
+            )
+            lim_zh = (
+                "证据有限：" + "，".join(parts_zh) + "；无法确定每张卡的通信中传输与等待各占多少，"
+                "收益只是宽松的上限。"
+            )
     findings = _claim(
         ctx,
         lambda f: (
@@ -673,12 +698,12 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
             summary=(
                 f"Pipeline imbalance: stage {w_stage_txt} ({wl}) waits {ms(bubble_mean)} per step "
                 f"in Bubble ({pct(bubble_share)} of its step) for stage {c_idx} ({cl}), which is "
-                f"{dom}."
+                f"{dom}." + lim
             ),
             summary_zh=(
                 f"流水线负载不均衡：阶段{w_stage_txt}（{wl_zh}）每步在气泡中等待 {ms(bubble_mean)}"
                 f"（占其步长 {pct(bubble_share)}），等的是阶段{c_idx}（{cl_zh}），"
-                f"后者{dom_zh}。"
+                f"后者{dom_zh}。" + lim_zh
             ),
             metrics={
                 "bubble_us_mean": bubble_mean,
