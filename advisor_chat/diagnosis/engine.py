@@ -98,9 +98,12 @@ _CODE_VERSION: list[str] = []
 
 
 def code_version() -> str:
-    """SHA-256 (16 hex digits) of every ``advisor_chat`` source file.
+    """SHA-256 (16 hex digits) of the source the diagnosis depends on.
 
-    A stored diagnosis is reused only by the code that made it.
+    Every file of ``analyzers``, ``diagnosis`` and ``ingest`` (tables, findings, rules) and the
+    modules they import (``reporting``, ``errors``, ``textsafe``, ``symptoms``, ``config``): a
+    stored diagnosis is reused only by the code that made it (an agent / CLI / UI change does
+    not invalidate it).
     """
     if not _CODE_VERSION:
         import hashlib
@@ -108,7 +111,11 @@ def code_version() -> str:
 
         h = hashlib.sha256()
         pkg = Path(__file__).resolve().parents[1]
-        for f in sorted(pkg.rglob("*.py")):
+        files = [f for d in ("analyzers", "diagnosis", "ingest") for f in (pkg / d).rglob("*.py")]
+        files += [
+            pkg / f"{m}.py" for m in ("reporting", "errors", "textsafe", "symptoms", "config")
+        ]
+        for f in sorted(f for f in files if f.is_file()):
             h.update(str(f.relative_to(pkg)).encode())
             h.update(f.read_bytes())
         _CODE_VERSION.append(h.hexdigest()[:16])
