@@ -861,7 +861,7 @@ def host_measured(ctx: Context, rank: int) -> bool:
     """
     if not ctx.profile.has("host_dispatch"):
         return False
-    hd = ctx.profile.get("host_dispatch")
+    hd = ctx.profile.host_dispatch_for([rank])  # only this rank's trace_view.json
     if hd.empty or "rank" not in hd or "launch_delay_us" not in hd:
         return False
     return bool(hd.loc[hd["rank"] == rank, "launch_delay_us"].notna().any())
