@@ -186,3 +186,16 @@ def test_healthy_note_states_the_lowest_compared_ratio(scenario):
     note2 = next(n for n in res2.notes if n.startswith("no slow link"))
     assert "not compared" in note2
     assert float(re.search(r"lowest (\d+\.\d+)x", note2).group(1)) >= 0.6
+
+
+def test_real_16rank_zero_bandwidth_link_is_named_even_when_not_judged(real_samples):
+    """Trial item 6: a 0.0 GB/s link is said ("one link at 0.0 GB/s"), not passed over."""
+    from advisor_chat.ingest import load_profile
+
+    res = run(load_profile(real_samples / "cluster-16rank-pp2", use_cache=False))
+    dead = res.table[res.table["bandwidth_gbps"] < 0.05]
+    assert len(dead) == 1  # by the matrix: one HCCS link with (almost) no bandwidth
+    r = dead.iloc[0]
+    note = next(n for n in res.notes if n.startswith("no slow link"))
+    assert f"one link at 0.0 GB/s ({int(r['src_rank'])}→{int(r['dst_rank'])} (HCCS))" in note
+    assert res.metrics["zero_bandwidth_links_count"] == 1.0

@@ -641,7 +641,12 @@ class Planner:
                         )
                     elif zh:
                         lines.append("链路分析（slow_link）：没有链路的带宽明显低于同类链路。")
-                    else:
+                    dead = int(o.result.metrics.get("zero_bandwidth_links_count", 0.0))
+                    if zh and dead:
+                        lines[-1] += (
+                            f"另有 {dead} 条链路带宽为 0.0 GB/s（未参与判断，可能几乎没有流量或已故障）。"
+                        )
+                    if not zh:
                         lines.append(
                             "Link evidence: "
                             + self.quoter.quote(n.split(":", 1)[-1].strip().rstrip("."))

@@ -837,6 +837,8 @@ def _unjudged(line: str, zh: bool) -> str:
             "没有慢链路：没有哪条链路的带宽明显低于同类链路。",
             "没有发现慢链路（可比较的链路太少，无法判断）。",
         )
+        if "可比较的链路太少" in line:
+            return line
         return line.replace("没有发现慢链路", "没有发现慢链路（可比较的链路太少，无法判断）", 1)
     line = line.replace(
         "No link is slow: no link runs far below the median bandwidth of its transport.",

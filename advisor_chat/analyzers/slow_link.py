@@ -209,9 +209,31 @@ def _healthy(
             f"too few comparable {what} to judge: the {SLOW_RATIO}x rule needs at least 3 of "
             "a transport with comparable transfer sizes"
         )
+    # a link with (almost) no bandwidth is never passed over in silence, judged or not
+    dead = src[src["bandwidth_gbps"].astype(float) < ZERO_GBPS]
+    if not dead.empty:
+        metrics["zero_bandwidth_links_count"] = float(len(dead))
+        if "src_rank" in dead and "dst_rank" in dead:
+            names = [
+                f"{int(r['src_rank'])}→{int(r['dst_rank'])} ({r['transport']})"
+                for _, r in dead.head(4).iterrows()
+            ]
+        else:
+            names = [
+                f"rank {int(r['rank'])} ({r['transport']})" for _, r in dead.head(4).iterrows()
+            ]
+        one = "one link" if len(dead) == 1 else f"{len(dead)} {what}"
+        judged += (
+            f"; {one} at 0.0 GB/s ({', '.join(names)}): not judged, it may carry almost no "
+            "traffic or be broken"
+        )
     lead = "no slow link: " if comp.any() else "no slow link found (not enough links to judge): "
     note = lead + "; ".join(parts) + "; " + judged
     return metrics, note
+
+
+#: Below this bandwidth (GB/s) a link is shown as 0.0 GB/s and named in the note.
+ZERO_GBPS = 0.05
 
 
 def _comparable(df: pd.DataFrame, key: str) -> pd.Series:
