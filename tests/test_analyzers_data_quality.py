@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 from _analyzers_a_helpers import make_profile, step_rows
 
 from advisor_chat.analyzers import get_analyzer
@@ -78,3 +79,24 @@ def test_real_two_rank_samples_run_cleanly(real_samples):
         spec = ga("explain_rank")
         out = spec.run(prof, spec.params(rank=1))
         assert out.findings[0].ranks == (1,)
+
+
+@pytest.mark.parametrize(("sample", "n_all"), [("cluster-16rank-pp2", 16), ("cluster-8rank", 8)])
+def test_real_partial_comm_coverage_and_single_step_are_said(real_samples, sample, n_all):
+    """Trial item 3: comm_ops for 2 of N ranks and one step (or no markers) are data gaps."""
+    from advisor_chat.ingest import load_profile
+
+    prof = load_profile(real_samples / sample)
+    c_ranks = sorted(int(r) for r in prof.get("comm_ops")["rank"].unique())
+    steps = sorted(int(s) for s in prof.get("step_trace")["step"].unique())
+    assert len(c_ranks) < n_all and len(steps) == 1  # the premise, read independently
+    res = get_analyzer("data_quality").run(prof)
+    by_id = {f.id.rsplit(".", 1)[-1]: f for f in res.findings}
+    part = by_id["partial_comm_data"]
+    assert f"covers only {len(c_ranks)} of {n_all} ranks" in part.summary
+    assert part.metrics["comm_ranks_count"] == len(c_ranks)
+    one = by_id["single_step"]
+    if steps == [-1]:
+        assert one.summary.startswith("No step markers")
+    else:
+        assert one.summary.startswith(f"Only 1 step captured (step {steps[0]})")

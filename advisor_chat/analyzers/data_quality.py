@@ -23,6 +23,7 @@ _WARNING_TAGS: dict[str, tuple[str | None, Severity]] = {
     "mixed_versions": ("version_mismatch", Severity.MEDIUM),
     "profiler_level2": ("profiler_overhead", Severity.LOW),
     "no_communication_level0": ("missing_comm_data", Severity.LOW),
+    "partial_comm_data": ("missing_comm_data", Severity.LOW),
 }
 
 
@@ -161,6 +162,31 @@ def data_quality(profile: Profile, params: DataQualityParams) -> AnalyzerResult:
             )
         else:
             add("steps", "ok", f"all ranks have the same {len(union)} step(s)")
+        # a single captured step (or none marked): trends and one-step events cannot be told apart
+        if union == [-1] or len(union) == 1:
+            no_marks = union == [-1]
+            en = (
+                "No step markers: the whole capture is analyzed as one step; per-step trends and "
+                "one-step events cannot be judged (capture several steps with step markers)"
+                if no_marks
+                else f"Only 1 step captured (step {union[0]}): per-step trends and one-step "
+                "events cannot be judged (capture several steps)"
+            )
+            zh = (
+                "没有 step 标记：整个采集被当作一个 step 分析，无法判断逐 step 趋势和单步事件"
+                "（请采集带 step 标记的多个 step）"
+                if no_marks
+                else f"只采集了 1 个 step（step {union[0]}）：无法判断逐 step 趋势和单步事件（请采集多个 step）"
+            )
+            add("steps_count", "warn", en)
+            finding(
+                "single_step",
+                en,
+                zh,
+                (),
+                "step_trace",
+                {"steps_count": float(len(union)), "no_step_markers": float(no_marks)},
+            )
     else:
         add("steps", "n/a", "no step trace")
 
@@ -231,6 +257,35 @@ def data_quality(profile: Profile, params: DataQualityParams) -> AnalyzerResult:
             "ok" if profile.has("comm_ops") else "n/a",
             "comm_ops present" if profile.has("comm_ops") else "no communication in this profile",
         )
+    # partial communication detail: comm_ops (communication.json / cluster_communication.json)
+    # covers fewer ranks than the step trace
+    if has_comm_time and profile.has("comm_ops") and not st.empty:
+        ops = profile.get("comm_ops")
+        c_ranks = sorted(int(r) for r in ops["rank"].dropna().unique()) if "rank" in ops else []
+        s_ranks = sorted(int(r) for r in st["rank"].dropna().unique())
+        lacking = sorted(set(s_ranks) - set(c_ranks))
+        if c_ranks and lacking:
+            add(
+                "communication_coverage",
+                "warn",
+                f"comm_ops covers {len(c_ranks)} of {len(s_ranks)} ranks",
+                lacking,
+            )
+            finding(
+                "partial_comm_data",
+                f"Communication detail (comm_ops) covers only {len(c_ranks)} of {len(s_ranks)} "
+                f"ranks (ranks {format_ranks(c_ranks)}): wait/transit splits and slow-link checks "
+                f"cover those ranks only; ranks {format_ranks(lacking)} have none",
+                f"通信明细（comm_ops）只覆盖 {len(s_ranks)} 张卡中的 {len(c_ranks)} 张"
+                f"（{format_ranks(c_ranks)}号卡）：等待/传输拆分和慢链路检查只针对这些卡；"
+                f"{format_ranks(lacking)}号卡没有通信明细",
+                tuple(lacking),
+                "comm_ops",
+                {
+                    "comm_ranks_count": float(len(c_ranks)),
+                    "step_trace_ranks_count": float(len(s_ranks)),
+                },
+            )
 
     # --- load-time warnings ---
     for w in profile.warnings:
