@@ -61,12 +61,16 @@ COMM_JOB = RootCause(
 )
 
 
+def summary_of(c: RootCause, zh: bool) -> str:
+    return (c.summary_zh if zh else c.summary).rstrip("。.")
+
+
 def test_item7_each_saving_and_id_sits_on_its_own_causes_line() -> None:
     d = _diag(HOST12, COMM_JOB)
     for zh in (False, True):
         lines = pj.explain_ranks(d, [3], zh).lines
-        own = [ln for ln in lines if "cause.host_stall.r12" in ln]
-        job = [ln for ln in lines if "cause.exposed_communication.job" in ln]
+        own = [ln for ln in lines if summary_of(HOST12, zh) in ln]
+        job = [ln for ln in lines if summary_of(COMM_JOB, zh) in ln]
         assert len(own) == 1 and len(job) == 1, lines
         # the 39.58 ms saving is on the line that talks about rank 12, not on the job's bullet
         assert "39.58 ms" in own[0] and ("rank 12" in own[0] or "12号卡" in own[0])
@@ -205,3 +209,19 @@ def test_item5_fix_first_is_the_actionable_cause_with_the_largest_gain() -> None
     # equal gains keep the report's order
     same = dataclasses.replace(r3, gain_us=110_000.0, remedies=first.remedies)
     assert pj.fix_first(_diag(first, same), False).lines[0].startswith("Fix rank 12 first")
+
+
+def test_item12_cause_ids_are_a_trailing_reference_never_mid_prose() -> None:
+    d = _diag(HOST12, COMM_JOB)
+    for zh in (False, True):
+        for p in (
+            pj.explain_ranks(d, [3], zh),
+            pj.which_culprit(d, zh),
+            pj.fix_first(d, zh),
+            pj.category(d, [], False, zh),
+        ):
+            assert not any("cause." in ln for ln in p.lines), p.lines
+            ref = pj.reference_line(p, zh)
+            assert all(f"`{c.id}`" in ref for c in p.causes) and p.causes
+        t = "\n".join(pj.explain_ranks(d, [3], True).lines)
+        assert "step 的" not in t  # no mixed "占其 step 的"

@@ -520,6 +520,9 @@ class Planner:
 
         if proj is not None:
             lines += [self.quoter.quote(x) for x in proj.lines]
+            ref = project.reference_line(proj, zh)
+            if ref:
+                lines.append(ref)
             causes = list(proj.causes)
             plot_ranks = list(proj.plot_ranks)
             for c in causes:

@@ -168,12 +168,12 @@ def gain_sentence(c: RootCause, zh: bool) -> str:
     """The gain phrase of ``c`` as its own sentence, ending with the cause's id.
 
     Placed right after the sentence about ``c`` (never after another cause's bullet), so the
-    saving and the id are read as belonging to that cause (trial item 7).
+    saving is read as belonging to that cause (trial item 7).
     """
     g = gain_phrase(c, zh)
     if not g:
         return ""
-    return _sentence(g if zh else g[0].upper() + g[1:], zh) + f" `{c.id}`"
+    return _sentence(g if zh else g[0].upper() + g[1:], zh)
 
 
 def events_text(c: RootCause, zh: bool, limit: int = 8) -> str:
@@ -202,11 +202,11 @@ def _sentence(text: str, zh: bool) -> str:
 
 
 def cause_bullet(c: RootCause, zh: bool) -> str:
-    """``- <summary> (<gain>) [`cause id`]``."""
+    """``- <summary> (<gain>)`` (the cause id goes to the answer's reference line)."""
     g = gain_phrase(c, zh)
     if zh:
-        return f"- {summary(c, zh)}" + (f"（{g}）" if g else "") + f"。`{c.id}`"
-    return f"- {summary(c, zh)}" + (f" ({g})" if g else "") + f". `{c.id}`"
+        return f"- {summary(c, zh)}" + (f"（{g}）" if g else "") + "。"
+    return f"- {summary(c, zh)}" + (f" ({g})" if g else "") + "."
 
 
 def _real(d: Diagnosis) -> list[RootCause]:
@@ -305,7 +305,7 @@ def _role_sentence(rank: int, c: RootCause, role: str, imp: Impact | None, zh: b
     amt_en = amt_zh = ""
     if imp is not None and imp.lost_us > 0:
         amt_en = f"{us(imp.lost_us)} per step ({pct(imp.share)} of its step)"
-        amt_zh = f"每步 {us(imp.lost_us)}（占其 step 的 {pct(imp.share)}）"
+        amt_zh = f"每步 {us(imp.lost_us)}（占其步长的 {pct(imp.share)}）"
     verb_en, verb_zh = _VICTIM_VERB.get(how, _VICTIM_VERB[""])
     if c.culprit.kind == "job":
         if zh:
@@ -1057,10 +1057,10 @@ def fix_first(d: Diagnosis, zh: bool) -> Projection:
         lab = label(c.culprit, zh)
         text = text.strip().rstrip("。.")
         if zh:
-            p.lines.append(f"先处理{lab}：{text}{g}。原因：{summary(c, zh)}。`{c.id}`")
+            p.lines.append(f"先处理{lab}：{text}{g}。原因：{summary(c, zh)}。")
         else:
             p.lines.append(
-                f"Fix {lab} first: {text[0].lower() + text[1:] if text[:2] != text[:2].upper() else text}{g}. Why: {summary(c, zh)}. `{c.id}`"
+                f"Fix {lab} first: {text[0].lower() + text[1:] if text[:2] != text[:2].upper() else text}{g}. Why: {summary(c, zh)}."
             )
         if c is not real[0]:
             top = real[0]
@@ -1476,3 +1476,11 @@ def render_for_model(d: Diagnosis) -> str:
         lines.append("No root cause found.")
     body = "\n".join(clean_data(x, 600) for x in lines)
     return "diagnose(): the ranked root causes of this run.\n" + fence(body, "diagnose()")
+
+
+def reference_line(p: Projection, zh: bool) -> str:
+    """The ids of the causes an answer relies on, as a trailing reference (never mid-prose)."""
+    if not p.causes:
+        return ""
+    ids = [f"`{c.id}`" for c in p.causes]
+    return ("依据的原因编号：" + "、".join(ids)) if zh else ("Causes cited: " + ", ".join(ids))
