@@ -229,6 +229,14 @@ def fmt_number(name: str, value: Any) -> str:
         return "n/a"
     if name.endswith(("_ratio", "_share")) or name in ("cv", "residual_cv"):
         return f"{v:.1%}"
+    # times and bandwidths carry their unit (µs metrics are shown in ms)
+    tokens = name.split("_")
+    if "us" in tokens:
+        return _ms_text(v / 1000.0)
+    if "ms" in tokens:
+        return _ms_text(v)
+    if "gbps" in tokens:
+        return f"{v:.1f} GB/s"
     if v.is_integer() and abs(v) < 1e15:
         return f"{int(v):,}"
     a = abs(v)
@@ -237,6 +245,18 @@ def fmt_number(name: str, value: Any) -> str:
     if a >= 1:
         return f"{v:.2f}"
     return f"{v:.3g}"
+
+
+def _ms_text(v: float) -> str:
+    """A time in ms with its unit: ``'40.9 ms'``, ``'1,488.6 ms'``, ``'0.409 ms'``."""
+    return f"{v:,.1f} ms" if abs(v) >= 1 else f"{v:.3g} ms"
+
+
+def steps_text(steps: list[int]) -> str:
+    """The header's steps: ``'3 step(s) [1, 2, 3]'``, or no step markers (step -1)."""
+    if steps == [-1]:
+        return "no step markers (the whole capture is analyzed as one step)"
+    return f"{len(steps)} step(s) {steps[:12]}"
 
 
 def fmt_us(us: float | None) -> str:
@@ -366,7 +386,7 @@ def render_markdown(report: Report) -> str:
     out = ["# advisor-chat report", ""]
     out.append(
         f"**Profile:** {md_code(p['root'], limit=None)} ({p['layout']}), {len(p['ranks'])} rank(s) "
-        f"({_ranks_text(p['ranks'])}), {len(p['steps'])} step(s) {p['steps'][:12]}"
+        f"({_ranks_text(p['ranks'])}), {steps_text(list(p['steps']))}"
     )
     if report.baseline:
         b = report.baseline
@@ -381,8 +401,6 @@ def render_markdown(report: Report) -> str:
     shown: set[str] = set()
     if d is not None:
         out += ["", "## Diagnosis", "", f"**{md_text(d.headline, limit=None)}**", ""]
-        if d.headline_zh:
-            out += [f"_{md_text(d.headline_zh, limit=None)}_", ""]
         if d.step_time_us:
             sh = ", ".join(f"{k.replace('_', ' ')} {v:.1%}" for k, v in d.shares.items())
             out += [f"Median step {fmt_ms(d.step_time_us)}; cluster-wide shares: {sh}.", ""]

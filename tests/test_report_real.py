@@ -106,3 +106,22 @@ def test_report_runs_on_real_samples(real_samples: Path, name: str) -> None:
         # no kernels / launches in cluster output: say which data is missing
         assert any(n.startswith("[compare_ops] not enough signal") for n in rep.notes)
         assert any("[host_dispatch]" in n and "trace_view" in n for n in rep.notes)
+
+
+def test_cluster_8rank_markdown_is_english_only_with_units_and_no_marker_header(
+    real_samples: Path,
+) -> None:
+    """Trial item 13: one language, µs metrics in ms, no "1 step(s) [-1]" header."""
+    import re
+
+    prof = load_profile(real_samples / "cluster-8rank")
+    assert list(prof.steps) == [-1]  # the premise: no step markers in this sample
+    rep = run_report(prof)
+    md = render_markdown(rep)
+    assert "step(s) [-1]" not in md and "no step markers" in md.splitlines()[2]
+    assert not re.search(r"[\u4e00-\u9fff]", md)  # no Chinese in the English report
+    # every *_us metric is shown in ms with its unit
+    found = list(re.finditer(r"`(\w+_us(?:_\w+)?)` = (n/a|[-\d,.]+( ms)?)", md))
+    assert found
+    for m in found:
+        assert m.group(2) == "n/a" or m.group(3) == " ms", m.group(0)

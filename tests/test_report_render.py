@@ -183,10 +183,12 @@ def test_renderers_and_json_shape() -> None:
 
 def test_number_display() -> None:
     assert fmt_number("free_ratio", 0.2853) == "28.5%"
-    assert fmt_number("free_us", 40921.4) == "40,921"
+    assert fmt_number("free_us", 40921.4) == "40.9 ms"  # µs metrics shown in ms (trial 13)
+    assert fmt_number("max_us", 1_488_610.0) == "1,488.6 ms"
+    assert fmt_number("bandwidth_gbps", 4.04) == "4.0 GB/s"
     assert fmt_number("count", 12.0) == "12"
     assert fmt_number("avg_ratio", float("nan")) == "n/a"
-    assert fmt_number("wait_ms", 0.40912) == "0.409"
+    assert fmt_number("wait_ms", 0.40912) == "0.409 ms"
 
 
 def test_empty_profile_report_does_not_crash() -> None:
