@@ -5,8 +5,6 @@ Each diagnosis is built by hand with known numbers; the checks are on the projec
 
 from __future__ import annotations
 
-import dataclasses
-
 from advisor_chat.agent import project as pj
 from advisor_chat.analyzers.base import Category, Severity
 from advisor_chat.diagnosis.types import (
@@ -227,35 +225,3 @@ def test_item12_cause_ids_are_a_trailing_reference_never_mid_prose() -> None:
             assert all(f"`{c.id}`" in ref for c in p.causes) and p.causes
         t = "\n".join(pj.explain_ranks(d, [3], True).lines)
         assert "step 的" not in t  # no mixed "占其 step 的"
-
-
-def test_item9_cited_cases_need_their_distinguishing_symptoms_measured() -> None:
-    from advisor_chat.agent import Advisor
-    from advisor_chat.agent.testing import tiny_profile, tiny_registry
-    from advisor_chat.config import Settings
-
-    slow_rank_case = _hit(
-        "rank12-free-16card",
-        ("slow_rank", "free_spread", "high_free", "comm_wait_high", "comm_bound"),
-        "Look at the slow rank's host timeline",
-    )
-    generic = _hit("comm-not-overlapped", ("comm_not_overlapped", "comm_bound"), "Overlap it")
-
-    def search(query, symptom_tags=None, k=5):
-        return [slow_rank_case, generic][:k]
-
-    comm = dataclasses.replace(
-        COMM_JOB, symptom_tags=("comm_not_overlapped", "comm_bound"), victims=()
-    )
-    d = dataclasses.replace(_diag(comm), ranks=(0, 1, 2, 3))
-    adv = Advisor(
-        tiny_profile(),
-        settings=Settings(),
-        registry=tiny_registry(),
-        case_search=search,
-        diagnose=lambda profile, **_: d,
-    )
-    ans = adv.ask("what should I fix first?")
-    ids = [c.id for c in ans.cases]
-    # slow_rank / free_spread are not measured for a job-level communication cause
-    assert "rank12-free-16card" not in ids and "comm-not-overlapped" in ids, ids

@@ -587,11 +587,6 @@ class Planner:
         if search is not None and not search.error:
             cases = [h for h in pick_cases(search.cases, tags) if consistent_case(h, causes)]
             cases = lead_case_first(cases, search.cases, lead)
-            # cited only when the case's distinguishing symptoms are measured for a cause
-            # (trial item 9: no rank12-free-16card on a 2-rank job with no slow rank)
-            real = [c for c in causes if c.mechanism.value not in _META_MECH]
-            if real:
-                cases = [h for h in cases if any(case_fits_cause(h.symptom_tags, c) for c in real)]
         elif search is not None and search.error:
             lines.append(
                 "（案例库无法读取，本回答不引用案例。）"
@@ -1178,8 +1173,6 @@ def consistent_case(hit: CaseHit, causes: Sequence[RootCause]) -> bool:
         return True
     return not any(_contradicts(r, causes[:1]) for r in hit.remedies[:2])
 
-
-_META_MECH = ("no_culprit", "not_enough_signal", "data_artifact")
 
 #: Tags that many mechanisms share (a share of the step, not a distinguishing measurement).
 GENERIC_TAGS = frozenset(
