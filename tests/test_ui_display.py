@@ -321,3 +321,33 @@ def html_unescape(s: str) -> str:
     import html
 
     return html.unescape(s)
+
+
+def test_chinese_answers_show_the_cases_chinese_titles():
+    """A Chinese answer lists its cited cases by their Chinese titles (case files' ``title_zh``)."""
+    from advisor_chat.agent.answer import Answer, CitedCase
+    from advisor_chat.kb import load_cases
+
+    case = next(c for c in load_cases() if c.id == "slow-link-rdma")
+    cited = CitedCase(id=case.id, title=case.title, source="x", title_zh=case.title_zh)
+    for lang, want, other in (("zh", case.title_zh, case.title), ("en", case.title, case.title_zh)):
+        msgs = render.answer_messages(Answer(answer="…", language=lang, cases=[cited]))
+        text = "\n".join(str(m["content"]) for m in msgs)
+        assert want.split("（")[0].split("(")[0] in text, (lang, text)
+        assert other not in text, (lang, text)
+
+
+def test_cited_cases_carry_the_chinese_title():
+    """The planner's cited cases take title_zh from the case hit (CLI and web show it in Chinese answers)."""
+    from advisor_chat.agent.planner import cited_cases
+    from advisor_chat.kb import load_cases
+
+    case = next(c for c in load_cases() if c.id == "slow-link-rdma")
+    hit = next(h for h in _hits_for(case.id))
+    assert cited_cases([hit])[0].title_zh == case.title_zh
+
+
+def _hits_for(case_id: str):
+    from advisor_chat.kb import search_cases
+
+    return [h for h in search_cases("", symptom_tags=["slow_link"], k=10) if h.id == case_id]

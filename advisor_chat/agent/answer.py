@@ -30,6 +30,7 @@ class CitedCase(BaseModel):
     id: str
     title: str
     source: str
+    title_zh: str = Field("", description="The case's Chinese title (shown with Chinese answers)")
 
 
 class Suggestion(BaseModel):

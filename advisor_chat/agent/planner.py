@@ -1098,7 +1098,7 @@ def cited_findings(findings: Sequence[Finding]) -> list[CitedFinding]:
 
 def cited_cases(hits: Sequence[CaseHit]) -> list[CitedCase]:
     """Answer-model view of case hits."""
-    return [CitedCase(id=h.id, title=h.title, source=h.source) for h in hits]
+    return [CitedCase(id=h.id, title=h.title, source=h.source, title_zh=h.title_zh) for h in hits]
 
 
 _CONTRA = {

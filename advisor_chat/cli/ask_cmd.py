@@ -127,7 +127,8 @@ def render_answer(
         t.add_column("标题" if zh else "title", overflow="fold")
         t.add_column("来源" if zh else "source", overflow="fold")
         for c in answer.cases:
-            t.add_row(tt(c.id), tt(c.title), tt(c.source.split(" (", 1)[0]))
+            title = c.title_zh if zh and c.title_zh else c.title
+            t.add_row(tt(c.id), tt(title), tt(c.source.split(" (", 1)[0]))
         console.print(t)
     if show_grounding_line(answer, question):
         g = answer.grounding

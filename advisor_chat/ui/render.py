@@ -211,8 +211,13 @@ def _finding_md(f: CitedFinding, lang: str) -> str:
     return "\n".join(lines)
 
 
-def _case_md(c: CitedCase) -> str:
-    return f"**{md_code(c.id)}** — {md_text(c.title)}  \n{md_text(c.source)}"
+def _case_title(c: CitedCase, lang: str) -> str:
+    """The case title in the answer's language (Chinese title with Chinese answers)."""
+    return c.title_zh if lang == "zh" and c.title_zh else c.title
+
+
+def _case_md(c: CitedCase, lang: str = "en") -> str:
+    return f"**{md_code(c.id)}** — {md_text(_case_title(c, lang))}  \n{md_text(c.source)}"
 
 
 def grounding_line(g: Grounding, lang: str = "en") -> str:
@@ -273,7 +278,7 @@ def answer_messages(answer: Answer) -> list[Message]:
     if unnamed:
         parts.append(
             f"**{lab['cases_inline']}:** "
-            + "; ".join(f"{md_code(c.id)} {md_text(c.title)}" for c in unnamed)
+            + "; ".join(f"{md_code(c.id)} {md_text(_case_title(c, lang))}" for c in unnamed)
         )
     footer = grounding_line(answer.grounding, lang)
     if answer.mode.startswith("guarded"):
@@ -297,7 +302,7 @@ def answer_messages(answer: Answer) -> list[Message]:
         out.append(
             {
                 "role": "assistant",
-                "content": "\n\n".join(_case_md(c) for c in answer.cases),
+                "content": "\n\n".join(_case_md(c, lang) for c in answer.cases),
                 "metadata": {"title": f"{lab['cases']} ({len(answer.cases)})", "status": "done"},
             }
         )
