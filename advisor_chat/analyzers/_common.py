@@ -570,11 +570,32 @@ def peer_median(values: pd.Series, groups: pd.Series) -> pd.Series:
     """
     out = pd.Series(np.nan, index=values.index, dtype="float64")
     for _, idx in values.groupby(groups, dropna=False).groups.items():
-        v = values.loc[idx].to_numpy(dtype=float)
-        meds = []
-        for i in range(v.size):
-            others = np.delete(v, i)
-            others = others[np.isfinite(others)]
-            meds.append(float(np.median(others)) if others.size else np.nan)
-        out.loc[idx] = meds  # type: ignore[call-overload]
+        out.loc[idx] = _leave_one_out_median(values.loc[idx].to_numpy(dtype=float))  # type: ignore[call-overload]
+    return out
+
+
+def _leave_one_out_median(v: np.ndarray) -> np.ndarray:
+    """For each element of ``v``, the median of the other finite elements (NaN when none), O(n log n).
+
+    With ``s`` the sorted finite values (``n`` of them) and ``k`` an element's position in ``s``,
+    the others are ``s`` without ``s[k]``: their ``j``-th value is ``s[j]`` below ``k``, else
+    ``s[j + 1]``; the median of those ``n - 1`` values is the middle one (or the mean of the two
+    middle ones). A non-finite element is not among its own peers: its value is the median of ``s``.
+    """
+    out = np.full(v.size, np.nan)
+    fin = np.isfinite(v)
+    s = np.sort(v[fin])
+    n = s.size
+    if n:
+        out[~fin] = float(np.median(s))
+    m = n - 1
+    if m <= 0:
+        return out
+    k = np.empty(n, dtype=np.int64)
+    k[np.argsort(v[fin], kind="stable")] = np.arange(n)
+
+    def other(j: int) -> np.ndarray:
+        return np.where(j < k, s[j], s[np.minimum(j + 1, n - 1)])
+
+    out[fin] = other(m // 2) if m % 2 else (other(m // 2 - 1) + other(m // 2)) / 2.0
     return out

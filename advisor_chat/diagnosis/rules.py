@@ -129,8 +129,12 @@ def wait_victims(
     f = ctx.frame
     if f.empty or not events:
         return ()
-    comm = f.set_index(["rank", "step"])["communication_not_overlapped_exclude_receive_us"]
-    step_t = f.set_index(["rank", "step"])["step_us"]
+    # plain dicts keyed by (rank, step): this loop looks up ~10^4 values at 1024 ranks
+    keys = list(zip(f["rank"].tolist(), f["step"].tolist(), strict=True))
+    comm = dict(
+        zip(keys, f["communication_not_overlapped_exclude_receive_us"].tolist(), strict=True)
+    )
+    step_t = dict(zip(keys, f["step_us"].tolist(), strict=True))
     by_step: dict[int, list[Event]] = defaultdict(list)
     for e in events:
         by_step[e.step].append(e)
@@ -175,19 +179,23 @@ def layered_victims(
     f = ctx.frame
     if f.empty or not culprits:
         return {}
-    comm = f.set_index(["rank", "step"])["communication_not_overlapped_exclude_receive_us"]
-    step_t = f.set_index(["rank", "step"])["step_us"]
+    # plain dicts keyed by (rank, step): this loop looks up ~10^4 values at 1024 ranks
+    keys = list(zip(f["rank"].tolist(), f["step"].tolist(), strict=True))
+    comm = dict(
+        zip(keys, f["communication_not_overlapped_exclude_receive_us"].tolist(), strict=True)
+    )
+    step_t = dict(zip(keys, f["step_us"].tolist(), strict=True))
     lost: dict[int, dict[int, float]] = {c: defaultdict(float) for c in culprits}
     steps_seen: dict[int, set[int]] = defaultdict(set)
     excess = {(e.rank, e.step): e.excess_us for evs in culprits.values() for e in evs}
     for s in sorted({e.step for evs in culprits.values() for e in evs}):
-        late = [c for c in culprits if excess.get((c, s), 0.0) > 0 and (c, s) in comm.index]
+        late = [c for c in culprits if excess.get((c, s), 0.0) > 0 and (c, s) in comm]
         late.sort(key=lambda c: float(comm[(c, s)]))
         if not late:
             continue
         pool = set(ctx.peers(late[0]))
         for v in pool:
-            if (v, s) not in comm.index:
+            if (v, s) not in comm:
                 continue
             cv = float(comm[(v, s)])
             for i, c in enumerate(late):
@@ -1711,12 +1719,11 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         sorted(
             (
                 Impact(
-                    integer(r),
-                    min(rest, num(per.at[r, col])),
-                    share_of(min(rest, num(per.at[r, col])), num(per.at[r, "step_us"])),
-                    "own_time",
+                    integer(r), min(rest, num(c)), share_of(min(rest, num(c)), num(st)), "own_time"
                 )
-                for r in per.index
+                for r, c, st in zip(
+                    per.index.tolist(), per[col].tolist(), per["step_us"].tolist(), strict=True
+                )
             ),
             key=lambda i: (-i.lost_us, i.rank),
         )

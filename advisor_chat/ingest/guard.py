@@ -147,10 +147,10 @@ def check_file(path: Path) -> os.stat_result:
         InputError: A symlink loop or dangling symlink, not a regular file (FIFO, device, socket,
             folder), above the size cap of its kind, or not readable.
     """
-    shown = show_path(path)
     try:
         st = os.stat(path)
     except PermissionError as exc:
+        shown = show_path(path)
         raise InputError(
             f"permission denied reading {shown}",
             path=shown,
@@ -158,6 +158,7 @@ def check_file(path: Path) -> os.stat_result:
             "folder you own, then load it again",
         ) from exc
     except OSError as exc:
+        shown = show_path(path)
         what = (
             "is a symlink loop"
             if exc.errno == 40
@@ -180,6 +181,7 @@ def check_file(path: Path) -> os.stat_result:
             if stat.S_ISDIR(st.st_mode)
             else "not a regular file"
         )
+        shown = show_path(path)
         raise InputError(
             f"{shown} is {kind}, not a regular file; it was not read",
             path=shown,
@@ -187,6 +189,7 @@ def check_file(path: Path) -> os.stat_result:
         )
     cap = size_cap(path)
     if st.st_size > cap:
+        shown = show_path(path)
         raise InputError(
             f"{shown} is {st.st_size / MB:,.0f} MB, above the {cap / MB:,.0f} MB limit for this kind of "
             "file; it was not read",
@@ -441,6 +444,8 @@ def rank_list(v: object) -> list[int] | None:
     """``v`` as a list of rank numbers (ints or digit strings), or ``None`` when it is not one."""
     if not isinstance(v, (list, tuple)):
         return None
+    if not v or (set(map(type, v)) == {int} and min(v) >= 0):
+        return list(v)  # the common case (JSON integers): no per-element conversion
     out = []
     for x in v:
         r = None if isinstance(x, bool) else _as_rank(x)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -294,7 +295,7 @@ class Profile:
         files = self.source_files(table, rank)
         if not files:
             return f"{table} (no source file)"
-        names = sorted({Path(f).name for f in files})
+        names = sorted({os.path.basename(f) for f in files})
         if len(files) == 1:
             return files[0]
         shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")

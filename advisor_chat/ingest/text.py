@@ -209,10 +209,48 @@ def _ratio(a: float, b: float) -> float:
     return round(a / den, 4) if den > 1e-15 else 0.0
 
 
-def opinfo_rows(
+#: Column order of :func:`opinfo_tuples`' ``comm_ops`` tuples.
+COMM_OPS_COLUMNS = (
+    "rank",
+    "group",
+    "step",
+    "op_name",
+    "op_type",
+    "comm_kind",
+    "start_us",
+    "elapse_ms",
+    "transit_ms",
+    "wait_ms",
+    "synchronization_ms",
+    "idle_ms",
+    "wait_ratio",
+    "synchronization_ratio",
+)
+#: Column order of :func:`opinfo_tuples`' ``comm_bandwidth`` tuples.
+COMM_BANDWIDTH_COLUMNS = (
+    "rank",
+    "group",
+    "step",
+    "op_name",
+    "transport",
+    "transit_size_mb",
+    "transit_time_ms",
+    "bandwidth_gbps",
+    "large_packet_ratio",
+    "small_packet_count",
+    "packet_count",
+)
+
+
+def opinfo_tuples(
     op_key: str, info: dict[str, Any], rank: int | None, step: int, kind: str | None
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """One OPINFO dict of communication.json → (comm_ops row, comm_bandwidth rows)."""
+) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
+    """One OPINFO dict of communication.json → (``comm_ops`` row, ``comm_bandwidth`` rows) as tuples.
+
+    Columns in the order of :data:`COMM_OPS_COLUMNS` / :data:`COMM_BANDWIDTH_COLUMNS` (tuples, not
+    dicts: a 1024-rank folder has ~100k of these rows). Times in ms as in the file; a missing or
+    non-numeric value is NaN; ratios are computed from wait/sync and transit when the file lacks them.
+    """
     op_name, _, group = op_key.partition("@")
     t = info.get("Communication Time Info", {}) or {}
     elapse, transit, wait = (
@@ -223,22 +261,22 @@ def opinfo_rows(
     sync = _f(t, "Synchronization Time(ms)")
     wr = t.get("Wait Time Ratio")
     sr = t.get("Synchronization Time Ratio")
-    op_row = {
-        "rank": rank,
-        "group": group,
-        "step": step,
-        "op_name": op_name,
-        "op_type": comm_op_type(op_name),
-        "comm_kind": kind or comm_kind_of(op_name),
-        "start_us": _f(t, "Start Timestamp(us)"),
-        "elapse_ms": elapse,
-        "transit_ms": transit,
-        "wait_ms": wait,
-        "synchronization_ms": sync,
-        "idle_ms": _f(t, "Idle Time(ms)"),
-        "wait_ratio": float(wr) if wr is not None else _ratio(wait, transit),
-        "synchronization_ratio": float(sr) if sr is not None else _ratio(sync, transit),
-    }
+    op_row = (
+        rank,
+        group,
+        step,
+        op_name,
+        comm_op_type(op_name),
+        kind or comm_kind_of(op_name),
+        _f(t, "Start Timestamp(us)"),
+        elapse,
+        transit,
+        wait,
+        sync,
+        _f(t, "Idle Time(ms)"),
+        float(wr) if wr is not None else _ratio(wait, transit),
+        float(sr) if sr is not None else _ratio(sync, transit),
+    )
     bw_rows = []
     for transport, b in (info.get("Communication Bandwidth Info", {}) or {}).items():
         if not isinstance(b, dict):
@@ -259,23 +297,33 @@ def opinfo_rows(
         size_mb, time_ms = _f(b, "Transit Size(MB)"), _f(b, "Transit Time(ms)")
         bw = b.get("Bandwidth(GB/s)")
         bw_rows.append(
-            {
-                "rank": rank,
-                "group": group,
-                "step": step,
-                "op_name": op_name,
-                "transport": transport,
-                "transit_size_mb": size_mb,
-                "transit_time_ms": time_ms,
-                "bandwidth_gbps": float(bw)
+            (
+                rank,
+                group,
+                step,
+                op_name,
+                transport,
+                size_mb,
+                time_ms,
+                float(bw)
                 if bw is not None
                 else (round(size_mb / time_ms, 4) if time_ms > 1e-15 else 0.0),
-                "large_packet_ratio": _f(b, "Large Packet Ratio"),
-                "small_packet_count": small if dist else float("nan"),
-                "packet_count": packets if dist else float("nan"),
-            }
+                _f(b, "Large Packet Ratio"),
+                small if dist else _NAN,
+                packets if dist else _NAN,
+            )
         )
     return op_row, bw_rows
+
+
+def opinfo_rows(
+    op_key: str, info: dict[str, Any], rank: int | None, step: int, kind: str | None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One OPINFO dict of communication.json → (comm_ops row, comm_bandwidth rows) as dicts."""
+    o, b = opinfo_tuples(op_key, info, rank, step, kind)
+    return dict(zip(COMM_OPS_COLUMNS, o, strict=True)), [
+        dict(zip(COMM_BANDWIDTH_COLUMNS, r, strict=True)) for r in b
+    ]
 
 
 def comm_frames(data: dict[str, Any], rank: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -288,8 +336,23 @@ def comm_rows(
     data: dict[str, Any], rank: int | None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """communication.json content → (``comm_ops`` rows, ``comm_bandwidth`` rows) as dicts."""
-    ops: list[dict[str, Any]] = []
-    bws: list[dict[str, Any]] = []
+    ops, bws = comm_tuples(data, rank)
+    return [dict(zip(COMM_OPS_COLUMNS, o, strict=True)) for o in ops], [
+        dict(zip(COMM_BANDWIDTH_COLUMNS, b, strict=True)) for b in bws
+    ]
+
+
+def comm_tuples(
+    data: dict[str, Any], rank: int | None
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """communication.json content → (``comm_ops``, ``comm_bandwidth``) rows as tuples.
+
+    Columns in the order of :data:`COMM_OPS_COLUMNS` / :data:`COMM_BANDWIDTH_COLUMNS`; the
+    ``Total Op Info`` entries are skipped. Reads the PyTorch layout ``{step: {p2p|collective: {op@group:
+    OPINFO}}}`` and msprof's flat ``{step: {op@group: OPINFO}}``.
+    """
+    ops: list[tuple[Any, ...]] = []
+    bws: list[tuple[Any, ...]] = []
     for step_key, sections in data.items():
         if not isinstance(sections, dict):
             continue
@@ -301,14 +364,14 @@ def comm_rows(
                 # msprof analyze/communication.json is flat: {"op@hash": OPINFO}
                 if kind.startswith("Total") or "Communication Time Info" not in entries:
                     continue
-                o, b = opinfo_rows(kind, entries, rank, step, None)
+                o, b = opinfo_tuples(kind, entries, rank, step, None)
                 ops.append(o)
                 bws.extend(b)
                 continue
             for op_key, info in entries.items():
                 if op_key.startswith("Total") or not isinstance(info, dict):
                     continue
-                o, b = opinfo_rows(op_key, info, rank, step, kind)
+                o, b = opinfo_tuples(op_key, info, rank, step, kind)
                 ops.append(o)
                 bws.extend(b)
     return ops, bws
@@ -329,40 +392,75 @@ def read_communication(path: Path, rank: int | None) -> tuple[pd.DataFrame, pd.D
     return comm_frames(load_json(path), rank)
 
 
-def matrix_rows(
+#: Column order of :func:`matrix_tuples` (local ranks: ``src_local``/``dst_local``).
+MATRIX_COLUMNS = (
+    "group",
+    "step",
+    "op_name",
+    "src_local",
+    "dst_local",
+    "transport",
+    "transit_size_mb",
+    "transit_time_ms",
+    "bandwidth_gbps",
+    "link_op_name",
+    "rank",
+)
+
+
+def matrix_tuples(
     links: dict[str, Any], op_key: str, step: int, rank: int | None
-) -> list[dict[str, Any]]:
-    """LINKS dict of a matrix entry → rows with local ranks (``src_local``/``dst_local``)."""
+) -> list[tuple[Any, ...]]:
+    """LINKS dict of a matrix entry → link rows as tuples (columns: :data:`MATRIX_COLUMNS`).
+
+    A link key that is not ``"src-dst"`` (integers) or whose value is not an object is skipped.
+    Bandwidth is the file's ``Bandwidth(GB/s)``, else transit size (MB) / transit time (ms).
+    """
     op_name, _, group = op_key.partition("@")
-    rows = []
+    rows: list[tuple[Any, ...]] = []
+    append = rows.append
     for link, v in links.items():
-        if not isinstance(v, dict):
+        if v.__class__ is not dict:
             continue
         a, _, b = str(link).partition("-")
         try:
             src, dst = int(a), int(b)
         except ValueError:
             continue
-        size_mb, time_ms = _f(v, "Transit Size(MB)"), _f(v, "Transit Time(ms)")
+        size_mb = v.get("Transit Size(MB)")
+        if size_mb.__class__ is not float:
+            size_mb = _f(v, "Transit Size(MB)")
+        time_ms = v.get("Transit Time(ms)")
+        if time_ms.__class__ is not float:
+            time_ms = _f(v, "Transit Time(ms)")
         bw = v.get("Bandwidth(GB/s)")
-        rows.append(
-            {
-                "group": group,
-                "step": step,
-                "op_name": op_name,
-                "src_local": src,
-                "dst_local": dst,
-                "transport": v.get("Transport Type", ""),
-                "transit_size_mb": size_mb,
-                "transit_time_ms": time_ms,
-                "bandwidth_gbps": float(bw)
+        append(
+            (
+                group,
+                step,
+                op_name,
+                src,
+                dst,
+                v.get("Transport Type", ""),
+                size_mb,
+                time_ms,
+                (bw if bw.__class__ is float else float(bw))
                 if bw is not None
                 else (round(size_mb / time_ms, 4) if time_ms > 1e-15 else 0.0),
-                "link_op_name": v.get("Op Name", ""),
-                "rank": rank,
-            }
+                v.get("Op Name", ""),
+                rank,
+            )
         )
     return rows
+
+
+def matrix_rows(
+    links: dict[str, Any], op_key: str, step: int, rank: int | None
+) -> list[dict[str, Any]]:
+    """LINKS dict of a matrix entry → rows (dicts) with local ranks (``src_local``/``dst_local``)."""
+    return [
+        dict(zip(MATRIX_COLUMNS, t, strict=True)) for t in matrix_tuples(links, op_key, step, rank)
+    ]
 
 
 def read_matrix(path: Path, rank: int | None) -> pd.DataFrame:
@@ -372,7 +470,14 @@ def read_matrix(path: Path, rank: int | None) -> pd.DataFrame:
 
 def matrix_file_rows(data: Any, rank: int | None) -> list[dict[str, Any]]:
     """Content of ``communication_matrix.json`` → link rows (dicts) with local ranks."""
-    rows: list[dict[str, Any]] = []
+    return [dict(zip(MATRIX_COLUMNS, t, strict=True)) for t in matrix_file_tuples(data, rank)]
+
+
+def matrix_file_tuples(data: Any, rank: int | None) -> list[tuple[Any, ...]]:
+    """Content of ``communication_matrix.json`` → link rows as tuples (:data:`MATRIX_COLUMNS`)."""
+    rows: list[tuple[Any, ...]] = []
+    if not isinstance(data, dict):
+        return rows
     for step_key, sections in data.items():
         if not isinstance(sections, dict):
             continue
@@ -383,7 +488,7 @@ def matrix_file_rows(data: Any, rank: int | None) -> list[dict[str, Any]]:
             for op_key, links in entries.items():
                 if op_key.startswith("Total") or not isinstance(links, dict):
                     continue
-                rows.extend(matrix_rows(links, op_key, step, rank))
+                rows.extend(matrix_tuples(links, op_key, step, rank))
     return rows
 
 
