@@ -121,8 +121,8 @@ class TableSink:
                     chunks = [c.astype(object) for c in chunks]
                 data[name] = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
             out[table] = pd.DataFrame(data)
-        for table, (names, rows) in self.rows.items():
-            df = _tuples_frame(names, rows)
+        for table, (columns, rows) in self.rows.items():
+            df = _tuples_frame(columns, rows)
             out[table] = pd.concat([out[table], df], ignore_index=True) if table in out else df
         return out
 
