@@ -163,7 +163,14 @@ class ToolSession:
         store: Table store (a new one by default).
         registry: Analyzer registry (the global one, fully loaded, by default; tests pass their own).
         case_search: Case search function (``advisor_chat.kb.search_cases`` by default).
+
+    Attributes:
+        cap_tool_text: Cut each tool result's text to ``settings.max_tool_tokens`` (tiktoken).
+            On by default; the offline advisor turns it off, since no model reads the text
+            (this keeps the tokenizer vocabulary out of the offline path).
     """
+
+    cap_tool_text: bool = True
 
     def __init__(
         self,
@@ -399,7 +406,8 @@ class Tool:
             _log.exception("tool %s failed", self.name)
             msg = f"{self.name} failed with an internal error ({type(exc).__name__}: {exc})"
             out = ToolOutput(self.name, args, f"error: {msg}", error=msg, not_answerable=True)
-        out.text = cap_tokens(out.text, self.session.settings.max_tool_tokens)
+        if self.session.cap_tool_text:
+            out.text = cap_tokens(out.text, self.session.settings.max_tool_tokens)
         with self.session._lock:
             self.session.calls.append(out)
         return out
