@@ -32,6 +32,7 @@ from advisor_chat.agent.llm import (
     SYSTEM_PROMPT,
     backend_name,
     endpoint_error,
+    is_offline,
     make_chat_model,
     use_guarded,
 )
@@ -60,6 +61,23 @@ RECURSION_LIMIT = 24
 """LangGraph steps per question (a model call and a tool round are one step each)."""
 
 
+def snapshot_case_search(settings: Settings) -> CaseSearch:
+    """The advisor's case search: :func:`advisor_chat.kb.search_cases` with ``vectors="snapshot"``.
+
+    Same hybrid ranking (vector + BM25 + tags) and so the same cited cases as a search through
+    Chroma, but the stored vectors are read from the index snapshot, so a fresh process
+    (``advisor-chat ask``) does not import chromadb (about 1 s); a missing or stale snapshot
+    falls back to Chroma and rebuilds the index first.
+    """
+
+    def search(query: str, symptom_tags: Sequence[str] | None = None, k: int = 5) -> list[CaseHit]:
+        from advisor_chat.kb.search import search_cases
+
+        return search_cases(query, symptom_tags, k, settings=settings, vectors="snapshot")
+
+    return search
+
+
 class Advisor:
     """Answers questions about a profile.
 
@@ -70,7 +88,8 @@ class Advisor:
         chat_model: A LangChain chat model to use instead of the one ``settings.model`` selects
             (tests pass scripted fakes; it must implement ``bind_tools`` unless guarded).
         registry: Analyzer registry (default: all registered analyzers).
-        case_search: Case search function (default: ``advisor_chat.kb.search_cases``).
+        case_search: Case search function (default: :func:`snapshot_case_search`, i.e.
+            ``advisor_chat.kb.search_cases`` reading the index snapshot).
         diagnose: ``(profile, *, baseline) -> Diagnosis`` (default:
             :func:`advisor_chat.diagnosis.diagnose`; tests pass a constructed diagnosis).
 
@@ -98,8 +117,10 @@ class Advisor:
             baseline=baseline,
             settings=self.settings,
             registry=registry,
-            case_search=case_search,
+            case_search=case_search or snapshot_case_search(self.settings),
         )
+        # offline, no model reads the tool results: no token cap, no tokenizer vocabulary
+        self.session.cap_tool_text = chat_model is not None or not is_offline(self.settings)
         if diagnose is not None:  # the session's diagnose tool uses the injected function
             fn = diagnose
             self.session.diagnosis = lambda: fn(profile, baseline=baseline)  # type: ignore[method-assign]
@@ -176,16 +197,18 @@ class Advisor:
         """Do the one-time work now, so that the first answer is fast.
 
         Loads the case index and its embedding model, the tokenizer vocabulary that caps tool
-        results (tiktoken o200k, about 2 s on first use), and runs ``analyzers`` with their
+        results when a model reads them (tiktoken o200k, about 0.5-2 s on first use; not
+        offline), and runs ``analyzers`` with their
         default parameters plus ``explain_rank`` / ``host_dispatch`` for the first slow rank
         proven by collectives (all cached in the session, as any later call would be).
 
         Not required: the first question does the same work otherwise. Errors are ignored here
         (the question that needs the case library or the analyzer reports them).
         """
-        from advisor_chat.tools.render import count_tokens
+        if self.session.cap_tool_text:
+            from advisor_chat.tools.render import count_tokens
 
-        count_tokens("warm up")
+            count_tokens("warm up")
         parse_question("warm up: why is rank 0 slow?")  # compiles the intent patterns
         results = {}
         for name in analyzers:

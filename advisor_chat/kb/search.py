@@ -21,25 +21,28 @@ The mode and weights were chosen on the ``tune`` split of ``evals/retrieval/quer
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
 from advisor_chat.config import Settings, load_settings
 from advisor_chat.errors import InputError, ToolArgumentError
-from advisor_chat.kb.cases import Case, knowledge_dir, load_cases
+from advisor_chat.kb.cases import SAFE_LOADER, Case, knowledge_dir, load_cases
 from advisor_chat.kb.index import (
     EMBEDDER,
     INDEX_LOCK,
     build_index,
     get_collection,
+    read_snapshot,
     reset_index,
+    snapshot_is_current,
 )
 from advisor_chat.kb.types import CaseHit
 from advisor_chat.symptoms import SYMPTOM_TAGS
@@ -164,7 +167,7 @@ def load_glossary(root: Path) -> list[list[str]]:
     if not path.is_file():
         return []
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
     except (OSError, yaml.YAMLError) as exc:
         raise InputError(f"cannot read glossary: {exc}", path=path) from exc
     groups = data.get("groups") if isinstance(data, dict) else None
@@ -179,19 +182,33 @@ def load_glossary(root: Path) -> list[list[str]]:
 
 
 def expand_with_glossary(text: str, groups: Sequence[Sequence[str]]) -> str:
-    """Append, for each glossary group with a term occurring in ``text``, all terms of that group."""
+    """Append, for each glossary group with a term occurring in ``text``, all terms of that group.
+
+    A term holding a CJK character occurs as a substring; any other term as a whole word
+    (not inside a longer run of ``[a-z0-9_]``).
+    """
     low = text.lower()
     extra: list[str] = []
     for g in groups:
-        if any(_contains_term(low, t) for t in g):
+        cjk, words = _group_matcher(tuple(g))
+        if any(t in low for t in cjk) or (words is not None and words.search(low)):
             extra.extend(g)
     return text + ("\n" + " ".join(extra) if extra else "")
 
 
-def _contains_term(low: str, term: str) -> bool:
-    if _CJK_RUN_RE.search(term):
-        return term in low
-    return re.search(r"(?<![a-z0-9_])" + re.escape(term) + r"(?![a-z0-9_])", low) is not None
+@functools.lru_cache(maxsize=4096)
+def _group_matcher(group: tuple[str, ...]) -> tuple[tuple[str, ...], re.Pattern[str] | None]:
+    """A glossary group's CJK terms, and one compiled whole-word pattern for its other terms.
+
+    Compiled once per group (one pattern per term per call overflowed ``re``'s cache of 512
+    patterns: 0.25 s per corpus build).
+    """
+    cjk = tuple(t for t in group if _CJK_RUN_RE.search(t))
+    words = [t for t in group if not _CJK_RUN_RE.search(t)]
+    if not words:
+        return cjk, None
+    alt = "|".join(re.escape(t) for t in words)
+    return cjk, re.compile(r"(?<![a-z0-9_])(?:" + alt + r")(?![a-z0-9_])")
 
 
 def case_lexical_text(case: Case) -> str:
@@ -265,7 +282,14 @@ def _corpus(root: Path) -> _Corpus:
 
 
 def ensure_index(settings: Settings, root: Path) -> None:
-    """Build the index if this process has not yet checked it for the current case files."""
+    """Build the index unless it is known to be built for the current case files.
+
+    Known: this process checked it already, or the index folder's snapshot
+    (:func:`advisor_chat.kb.index.snapshot_is_current`) carries the current case ids and
+    content hashes, embedding model and chunk schema, i.e. the last build made it from these
+    files. A collection damaged after that is still repaired: a failing query deletes and
+    rebuilds it (:func:`_vector_scores`).
+    """
     cases = load_cases(root)
     key = (settings.index_dir.resolve(), root.resolve(), tuple(c.content_hash for c in cases))
     if key in _READY and settings.index_dir.exists():
@@ -273,7 +297,8 @@ def ensure_index(settings: Settings, root: Path) -> None:
     with INDEX_LOCK:
         if key in _READY and settings.index_dir.exists():
             return
-        build_index(settings, knowledge=root)
+        if not snapshot_is_current(settings.index_dir, cases):
+            build_index(settings, knowledge=root)
         _READY.add(key)
 
 
@@ -336,6 +361,29 @@ def _vector_scores(
     return case_best, per_section
 
 
+def _snapshot_scores(
+    settings: Settings, query: str, root: Path
+) -> tuple[dict[str, float], dict[str, dict[str, float]]] | None:
+    """:func:`_vector_scores` from the index snapshot (no chromadb), or None when it is stale.
+
+    Cosine similarity of the query vector with each stored chunk vector (both L2-normalised
+    by the model, as Chroma's cosine space uses them), best chunk per case.
+    """
+    snap = read_snapshot(settings.index_dir, load_cases(root))
+    if snap is None:
+        return None
+    if not snap.chunk_ids:
+        return {}, {}
+    sims = snap.vectors @ EMBEDDER.query(query)
+    case_best: dict[str, float] = {}
+    per_section: dict[str, dict[str, float]] = {}
+    for cid, section, sim in zip(snap.case_ids, snap.sections, sims.tolist(), strict=True):
+        per_section.setdefault(cid, {})[section] = sim
+        if sim > case_best.get(cid, -1.0):
+            case_best[cid] = sim
+    return case_best, per_section
+
+
 def _tag_scores(
     corpus: _Corpus, tags: Sequence[str]
 ) -> tuple[dict[str, float], dict[str, tuple[str, ...]]]:
@@ -390,6 +438,7 @@ def search_cases(
     weights: tuple[float, float, float] | None = None,
     rrf_k: float | None = None,
     fusion: str | None = None,
+    vectors: Literal["chroma", "snapshot"] = "chroma",
 ) -> list[CaseHit]:
     """Find the knowledge cases that best match a question and/or measured symptom tags.
 
@@ -403,6 +452,11 @@ def search_cases(
         weights: Override of the fusion weights (vector, lexical, tags); for tuning only.
         rrf_k: Override of the RRF constant; for tuning only.
         fusion: Override of the fusion mode (``"rrf"`` or ``"sum"``); for tuning only.
+        vectors: Where the stored chunk vectors are read: ``"chroma"`` queries the collection;
+            ``"snapshot"`` scores them from the index snapshot the last build wrote
+            (:func:`advisor_chat.kb.index.read_snapshot`; same vectors, so the same scores up
+            to float32 rounding) without importing chromadb, and falls back to ``"chroma"``
+            (building the index first) when the snapshot is missing or stale.
 
     Returns:
         Up to ``k`` :class:`CaseHit`, best first. ``score`` is the fused RRF score.
@@ -419,8 +473,7 @@ def search_cases(
         raise InputError("empty case search", remedy="give a question, symptom tags, or both")
     settings = settings or load_settings()
     root = knowledge_dir()
-    ensure_index(settings, root)
-    corpus = _corpus(root)
+    corpus = _corpus(root)  # reads the case files first: a bad file fails before the index
     wv, wl, wt = weights or (W_VECTOR, W_LEXICAL, W_TAGS)
     kk = RRF_K if rrf_k is None else rrf_k
 
@@ -428,7 +481,12 @@ def search_cases(
     text_query = query or " ".join(f"{SYMPTOM_TAGS[t][0]}" for t in tags)
     text_weight = 1.0 if query else 0.35
 
-    vec, per_section = _vector_scores(settings, text_query, root)
+    snap = _snapshot_scores(settings, text_query, root) if vectors == "snapshot" else None
+    if snap is None:
+        ensure_index(settings, root)
+        vec, per_section = _vector_scores(settings, text_query, root)
+    else:
+        vec, per_section = snap
     qtok = tokenize(expand_with_glossary(text_query, corpus.glossary))
     lex_raw = corpus.bm25.get_scores(qtok) if qtok else [0.0] * len(corpus.cases)
     lex = {c.id: float(s) for c, s in zip(corpus.cases, lex_raw, strict=True)}
