@@ -895,13 +895,15 @@ def _map_matrix(
         selfs["group"].tolist(), selfs["src_local"].tolist(), selfs["rank"].tolist(), strict=True
     ):
         learned.setdefault(g, {})[int(loc)] = int(r)
-    groups = df["group"].astype(str).to_numpy()
+    # hash-factorize the group column (a sort of ~10^5 strings cost 0.3 s at 1024 ranks)
+    codes, uniques = pd.factorize(df["group"].astype("str"))
     a_all = pd.to_numeric(df["src_local"], errors="coerce").to_numpy(dtype="float64")
     b_all = pd.to_numeric(df["dst_local"], errors="coerce").to_numpy(dtype="float64")
     src = np.full(len(df), np.nan)
     dst = np.full(len(df), np.nan)
-    for g in np.unique(groups):
-        sel = groups == g
+    for i in np.argsort(np.asarray(uniques, dtype=object)):
+        g = str(uniques[i])
+        sel = codes == i
         a, b = a_all[sel], b_all[sel]
         ranks = group_ranks.get(g)
         if ranks:
@@ -951,12 +953,13 @@ def _groups_table(
     kinds: dict[str, str] = {}
     seen_ranks: dict[str, set[int]] = {}
     if not comm_ops.empty:
-        for g, k, r in zip(
-            comm_ops["group"], comm_ops["comm_kind"], comm_ops["rank"], strict=False
-        ):
+        # first comm_kind per group, and the ranks seen per group (one row per (group, rank))
+        first = comm_ops.drop_duplicates("group", keep="first")
+        for g, k in zip(first["group"].tolist(), first["comm_kind"].tolist(), strict=True):
             kinds.setdefault(str(g), str(k))
-            if pd.notna(r):
-                seen_ranks.setdefault(str(g), set()).add(int(r))
+        pairs = comm_ops.loc[comm_ops["rank"].notna(), ["group", "rank"]].drop_duplicates()
+        for g, r in zip(pairs["group"].tolist(), pairs["rank"].tolist(), strict=True):
+            seen_ranks.setdefault(str(g), set()).add(int(r))
     for u in rank_data:
         for g in u.groups:
             h = double_hash(g["comm_name"])
@@ -1067,9 +1070,13 @@ def _quality(
         expected |= set(rs)
     cm = profile.tables.get("comm_matrix")
     if cm is not None and not cm.empty and len(ranks) > 1:
-        linked = set(pd.to_numeric(cm["src_rank"], errors="coerce").dropna().astype(int)) | set(
-            pd.to_numeric(cm["dst_rank"], errors="coerce").dropna().astype(int)
+        ends = np.concatenate(
+            [
+                pd.to_numeric(cm[c], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+                for c in ("src_rank", "dst_rank")
+            ]
         )
+        linked = set(np.unique(ends[np.isfinite(ends)]).astype(int).tolist())
         if linked - set(ranks) - expected:
             why = "ranks that appear as communication-matrix link ends"
         expected |= linked

@@ -27,7 +27,7 @@ import pandas as pd
 from advisor_chat.errors import InputError
 from advisor_chat.ingest import db as dbr
 from advisor_chat.ingest import mindspore, text
-from advisor_chat.ingest.common import RankData, num, read_columns, read_json
+from advisor_chat.ingest.common import RankData, infer_column, num, read_columns, read_json
 from advisor_chat.ingest.detect import is_rank_dir, loose_name
 from advisor_chat.ingest.profile import DataWarning, TableSource
 from advisor_chat.ingest.trace import TraceInvalid, read_host_dispatch
@@ -73,6 +73,8 @@ class TableSink:
     def __init__(self) -> None:
         self.parts: dict[str, list[tuple[dict[str, Any], int]]] = {}
         self.rows: dict[str, tuple[tuple[str, ...], list[tuple[Any, ...]]]] = {}
+        #: ``comm_matrix`` links of the batch, collected as columns.
+        self.links = text.LinkColumns()
 
     def add_columns(self, table: str, cols: dict[str, Any], n: int) -> None:
         """Add ``n`` rows given as columns."""
@@ -124,19 +126,9 @@ class TableSink:
         for table, (columns, rows) in self.rows.items():
             df = _tuples_frame(columns, rows)
             out[table] = pd.concat([out[table], df], ignore_index=True) if table in out else df
+        if len(self.links):
+            out["comm_matrix"] = self.links.frame()
         return out
-
-
-def _column(values: list[Any]) -> np.ndarray:
-    """A list of Python values as int64, float64 or object array (what pandas would infer)."""
-    kind = pd.api.types.infer_dtype(values, skipna=False)
-    if kind == "integer":
-        return np.asarray(values, dtype="int64")
-    if kind in ("floating", "mixed-integer-float"):
-        return np.asarray(values, dtype="float64")
-    arr = np.empty(len(values), dtype=object)
-    arr[:] = values
-    return arr
 
 
 def _tuples_frame(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> pd.DataFrame:
@@ -145,7 +137,7 @@ def _tuples_frame(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> pd.Dat
     pandas' list-of-records path is several times slower on ~10^5 rows.
     """
     cols = zip(*rows, strict=True) if rows else (() for _ in names)
-    return pd.DataFrame({k: _column(list(v)) for k, v in zip(names, cols, strict=True)})
+    return pd.DataFrame({k: infer_column(list(v)) for k, v in zip(names, cols, strict=True)})
 
 
 def _put(
@@ -329,8 +321,23 @@ def read_rank_dir(
         rd.parsed_files += 1
     if "communication_matrix.json" in names:
         p = names["communication_matrix.json"]
-        mx = text.matrix_file_tuples(text.load_json(p), rank)
-        _put(rd, sink, "comm_matrix", p, rows=(text.MATRIX_COLUMNS, mx))
+        data = text.load_json(p)
+        if sink is not None and rank is not None:
+            n = sink.links.add_file(data, rank)
+            if n:
+                rd.sources.append(
+                    TableSource(
+                        table="comm_matrix",
+                        path=str(p),
+                        export=rd.export,  # type: ignore[arg-type]
+                        rank=rank,
+                        rows=n,
+                    )
+                )
+        else:
+            acc = text.LinkColumns()
+            if acc.add_file(data, rank):
+                rd.add("comm_matrix", acc.frame(), p)
         rd.parsed_files += 1
     have = {s.table for s in rd.sources}
     if analysis is not None and (

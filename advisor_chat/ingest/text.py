@@ -28,6 +28,7 @@ from advisor_chat.ingest.common import (
     clean_str,
     comm_kind_of,
     comm_op_type,
+    infer_column,
     num,
     read_columns,
     read_json,
@@ -465,31 +466,143 @@ def matrix_rows(
 
 def read_matrix(path: Path, rank: int | None) -> pd.DataFrame:
     """``communication_matrix.json`` (2023 or 2024+ format) → link rows with local ranks."""
-    return pd.DataFrame(matrix_file_rows(load_json(path), rank))
+    acc = LinkColumns()
+    acc.add_file(load_json(path), rank)
+    return acc.frame()
 
 
 def matrix_file_rows(data: Any, rank: int | None) -> list[dict[str, Any]]:
     """Content of ``communication_matrix.json`` → link rows (dicts) with local ranks."""
-    return [dict(zip(MATRIX_COLUMNS, t, strict=True)) for t in matrix_file_tuples(data, rank)]
+    acc = LinkColumns()
+    acc.add_file(data, rank)
+    return acc.frame().to_dict("records")  # type: ignore[return-value]
 
 
-def matrix_file_tuples(data: Any, rank: int | None) -> list[tuple[Any, ...]]:
-    """Content of ``communication_matrix.json`` → link rows as tuples (:data:`MATRIX_COLUMNS`)."""
-    rows: list[tuple[Any, ...]] = []
-    if not isinstance(data, dict):
-        return rows
-    for step_key, sections in data.items():
-        if not isinstance(sections, dict):
-            continue
-        step = step_from_key(step_key)
-        for _kind, entries in sections.items():
-            if not isinstance(entries, dict):
+class LinkColumns:
+    """Link rows of ``communication_matrix.json`` files, collected as columns (:data:`MATRIX_COLUMNS`).
+
+    The fields every link of an operator shares (group, step, operator name, rank) are kept once
+    per operator and repeated when the frame is built; only the per-link fields are appended per
+    row. A 1024-rank folder has ~3·10^5 link rows; this is about twice as fast as row tuples.
+    Values are the same as :func:`matrix_tuples` gives.
+    """
+
+    __slots__ = (
+        "_bw",
+        "_dst",
+        "_group",
+        "_lop",
+        "_n",
+        "_op",
+        "_rank",
+        "_size",
+        "_src",
+        "_step",
+        "_time",
+        "_transport",
+    )
+
+    def __init__(self) -> None:
+        self._group: list[str] = []
+        self._step: list[int] = []
+        self._op: list[str] = []
+        self._rank: list[int | None] = []
+        self._n: list[int] = []
+        self._src: list[int] = []
+        self._dst: list[int] = []
+        self._transport: list[Any] = []
+        self._size: list[float] = []
+        self._time: list[float] = []
+        self._bw: list[float] = []
+        self._lop: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self._src)
+
+    def add_file(self, data: Any, rank: int | None) -> int:
+        """Add the links of one file's content (``{step: {kind: {op@group: {"s-d": LINK}}}}``).
+
+        Returns:
+            Rows added. ``Total*`` entries and non-object sections are skipped.
+        """
+        before = len(self._src)
+        if not isinstance(data, dict):
+            return 0
+        for step_key, sections in data.items():
+            if not isinstance(sections, dict):
                 continue
-            for op_key, links in entries.items():
-                if op_key.startswith("Total") or not isinstance(links, dict):
+            step = step_from_key(step_key)
+            for _kind, entries in sections.items():
+                if not isinstance(entries, dict):
                     continue
-                rows.extend(matrix_tuples(links, op_key, step, rank))
-    return rows
+                for op_key, links in entries.items():
+                    if op_key.startswith("Total") or not isinstance(links, dict):
+                        continue
+                    self.add_links(links, op_key, step, rank)
+        return len(self._src) - before
+
+    def add_links(self, links: dict[str, Any], op_key: str, step: int, rank: int | None) -> int:
+        """Add one operator's LINKS dict; same rules as :func:`matrix_tuples`. Returns rows added."""
+        op_name, _, group = op_key.partition("@")
+        src, dst, transport = self._src, self._dst, self._transport
+        size, time_, bw_, lop = self._size, self._time, self._bw, self._lop
+        n0 = len(src)
+        for link, v in links.items():
+            if v.__class__ is not dict:
+                continue
+            a, _, b = str(link).partition("-")
+            try:
+                s_, d_ = int(a), int(b)
+            except ValueError:
+                continue
+            size_mb = v.get("Transit Size(MB)")
+            if size_mb.__class__ is not float:
+                size_mb = _f(v, "Transit Size(MB)")
+            time_ms = v.get("Transit Time(ms)")
+            if time_ms.__class__ is not float:
+                time_ms = _f(v, "Transit Time(ms)")
+            bw = v.get("Bandwidth(GB/s)")
+            if bw is None:
+                bw = round(size_mb / time_ms, 4) if time_ms > 1e-15 else 0.0
+            elif bw.__class__ is not float:
+                bw = float(bw)
+            src.append(s_)
+            dst.append(d_)
+            transport.append(v.get("Transport Type", ""))
+            size.append(size_mb)
+            time_.append(time_ms)
+            bw_.append(bw)
+            lop.append(v.get("Op Name", ""))
+        n = len(src) - n0
+        if n:
+            self._group.append(group)
+            self._step.append(step)
+            self._op.append(op_name)
+            self._rank.append(rank)
+            self._n.append(n)
+        return n
+
+    def frame(self) -> pd.DataFrame:
+        """The rows as one DataFrame with the columns of :data:`MATRIX_COLUMNS`."""
+        n = np.asarray(self._n, dtype=np.int64)
+
+        def per_op(values: list[Any]) -> np.ndarray:
+            return np.repeat(infer_column(values), n)
+
+        cols = {
+            "group": per_op(self._group),
+            "step": per_op(self._step),
+            "op_name": per_op(self._op),
+            "src_local": infer_column(self._src),
+            "dst_local": infer_column(self._dst),
+            "transport": infer_column(self._transport),
+            "transit_size_mb": np.asarray(self._size, dtype="float64"),
+            "transit_time_ms": np.asarray(self._time, dtype="float64"),
+            "bandwidth_gbps": np.asarray(self._bw, dtype="float64"),
+            "link_op_name": infer_column(self._lop),
+            "rank": per_op(self._rank),
+        }
+        return pd.DataFrame(cols)
 
 
 def parse_profiler_info(info: dict[str, Any]) -> dict[str, Any]:
