@@ -182,7 +182,7 @@ def test_a_stale_snapshot_is_not_used_and_the_build_rewrites_it(
     assert kb_index.snapshot_is_current(settings.index_dir, load_cases(kdir))
     case = kdir / "cases" / "python-gc-pause.md"
     text = case.read_text(encoding="utf-8")
-    case.write_text(text.replace("title: \"Python", "title: \"CPython", 1), encoding="utf-8")
+    case.write_text(text.replace('title: "Python', 'title: "CPython', 1), encoding="utf-8")
     cases = load_cases(kdir)
     assert not kb_index.snapshot_is_current(settings.index_dir, cases)
     assert kb_index.read_snapshot(settings.index_dir, cases) is None
@@ -214,3 +214,23 @@ def test_a_failed_write_leaves_no_snapshot(
     hits = search_cases("RDMA", k=3, settings=settings, vectors="snapshot")
     assert "slow-link-rdma" not in [h.id for h in hits]
     assert kb_index.snapshot_is_current(settings.index_dir, load_cases(kdir))
+
+
+@pytest.mark.parametrize("damage", ["garbage", "no-stamp", "short-vectors"])
+def test_a_damaged_snapshot_falls_back_to_chroma(
+    small_kb: tuple[Path, Settings], damage: str
+) -> None:
+    _, settings = small_kb
+    build_index(settings)
+    expected = search_cases("Python GC 停顿", k=3, settings=settings, vectors="chroma")
+    path = settings.index_dir / kb_index.SNAPSHOT
+    if damage == "garbage":
+        path.write_bytes(b"\x00not json")
+    elif damage == "no-stamp":
+        path.write_text('{"chunks": []}', encoding="utf-8")
+    else:  # stamped for these cases, but not vectors of this model
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["chunks"] = [[i, c, s, v[:10]] for i, c, s, v in data["chunks"]]
+        path.write_text(json.dumps(data), encoding="utf-8")
+    got = search_cases("Python GC 停顿", k=3, settings=settings, vectors="snapshot")
+    assert [(h.id, h.score) for h in got] == [(h.id, h.score) for h in expected]

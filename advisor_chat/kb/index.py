@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 import threading
 import time
@@ -419,9 +420,7 @@ def _load_snapshot(index_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _current(data: dict[str, Any] | None, cases: Sequence[Case]) -> bool:
-    if data is None:
-        return False
+def _current(data: dict[str, Any], cases: Sequence[Case]) -> bool:
     stamp = _snapshot_stamp(cases)
     return all(data.get(k) == v for k, v in stamp.items())
 
@@ -432,7 +431,8 @@ def snapshot_is_current(index_dir: Path, cases: Sequence[Case]) -> bool:
     Reads only :data:`SNAPSHOT` (no chromadb import). False when the file is missing,
     unreadable, or stamped for other case contents, another embedding model or chunk schema.
     """
-    return _current(_load_snapshot(index_dir), cases)
+    data = _load_snapshot(index_dir)
+    return data is not None and _current(data, cases)
 
 
 def read_snapshot(index_dir: Path, cases: Sequence[Case]) -> Snapshot | None:
@@ -445,12 +445,15 @@ def read_snapshot(index_dir: Path, cases: Sequence[Case]) -> Snapshot | None:
     import numpy as np
 
     data = _load_snapshot(index_dir)
-    if not _current(data, cases):
+    if data is None or not _current(data, cases):
         return None
-    assert data is not None  # _current checked it
     try:
         rows = [(str(i), str(c), str(s), v) for i, c, s, v in data["chunks"]]
-        vectors = np.asarray([r[3] for r in rows], dtype=np.float32).reshape(len(rows), -1)
+        vectors = np.asarray([r[3] for r in rows], dtype=np.float32)
+        if vectors.ndim != 2 or (rows and vectors.shape[1] == 0):
+            if rows:
+                return None
+            vectors = np.zeros((0, 0), dtype=np.float32)
     except (KeyError, TypeError, ValueError):
         return None
     return Snapshot(
@@ -480,7 +483,7 @@ def _write_snapshot(index_dir: Path, col: Any, cases: Sequence[Case]) -> None:
         case_id = str(md.get("case_id", cid.split("#")[0]))
         chunks.append([cid, case_id, str(md.get("section", "")), [float(x) for x in emb]])
     data = {**_snapshot_stamp(cases), "chunks": chunks}
-    tmp = index_dir / (SNAPSHOT + ".tmp")
+    tmp = index_dir / f"{SNAPSHOT}.{os.getpid()}.{threading.get_ident()}.tmp"  # no shared temp
     tmp.write_bytes(orjson.dumps(data))
     tmp.replace(index_dir / SNAPSHOT)
 

@@ -385,7 +385,10 @@ def _snapshot_scores(
         return None
     if not snap.chunk_ids:
         return {}, {}
-    sims = snap.vectors @ EMBEDDER.query(query)
+    qv = EMBEDDER.query(query)
+    if snap.vectors.shape[1] != qv.shape[0]:  # not this model's vectors: ask Chroma
+        return None
+    sims = snap.vectors @ qv
     case_best: dict[str, float] = {}
     per_section: dict[str, dict[str, float]] = {}
     for cid, section, sim in zip(snap.case_ids, snap.sections, sims.tolist(), strict=True):
