@@ -24,6 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from advisor_chat.ingest.common import gc_paused
 from advisor_chat.ingest.profile import DataWarning, Profile, TableSource
 
 CACHE_VERSION = "ingest-v2"
@@ -139,6 +140,11 @@ def load_heavy_index(
 
 def load(cache_dir: Path, key: str) -> Profile | None:
     """Return the cached profile for ``key`` or ``None`` (missing or unreadable cache)."""
+    with gc_paused():
+        return _load(cache_dir, key)
+
+
+def _load(cache_dir: Path, key: str) -> Profile | None:
     folder = cache_dir / "profiles" / key
     meta_path = folder / "profile.json"
     if not meta_path.is_file():

@@ -35,7 +35,7 @@ from advisor_chat.config import Settings, load_settings
 from advisor_chat.errors import InputError
 from advisor_chat.ingest import cache as cache_mod
 from advisor_chat.ingest.cluster import read_cluster_dir
-from advisor_chat.ingest.common import RankData, double_hash, unreadable
+from advisor_chat.ingest.common import RankData, double_hash, gc_paused, unreadable
 from advisor_chat.ingest.detect import Layout, detect, unit_files
 from advisor_chat.ingest.guard import check_units, repeat_warnings
 from advisor_chat.ingest.msprof import read_msprof_dir
@@ -100,8 +100,9 @@ def read_light_batch(paths: list[str]) -> LightBatch:
         InputError: A rank folder is unreadable or corrupt.
     """
     sink = TableSink()
-    units = [read_rank_dir(p, heavy=False, sink=sink) for p in paths]
-    return LightBatch(units, sink.frames())
+    with gc_paused():
+        units = [read_rank_dir(p, heavy=False, sink=sink) for p in paths]
+        return LightBatch(units, sink.frames())
 
 
 def read_rank_batch(paths: list[str]) -> list[RankData]:
@@ -450,7 +451,8 @@ class HeavyReader:
             if self.progress is None and self.rich and len(todo) >= 8:
                 self.progress, stop = rich_progress()
             try:
-                df, sources, warnings = self._read(name, todo)
+                with gc_paused():
+                    df, sources, warnings = self._read(name, todo)
             finally:
                 if stop is not None:
                     stop()
@@ -821,22 +823,23 @@ def load_profile(
             return cached
 
         n_workers = _workers(settings, workers)
-        units, batch_tables = _read_light(plan.rank_dirs, n_workers, cb)
-        cluster_data = [read_cluster_dir(d) for d in plan.cluster_dirs]
-        msprof_data = [read_msprof_dir(d) for d in plan.msprof_dirs]
-        PARSE_STATS["parses"] += 1
-        PARSE_STATS["units_read"] += len(units) + len(cluster_data) + len(msprof_data)
+        with gc_paused():
+            units, batch_tables = _read_light(plan.rank_dirs, n_workers, cb)
+            cluster_data = [read_cluster_dir(d) for d in plan.cluster_dirs]
+            msprof_data = [read_msprof_dir(d) for d in plan.msprof_dirs]
+            PARSE_STATS["parses"] += 1
+            PARSE_STATS["units_read"] += len(units) + len(cluster_data) + len(msprof_data)
 
-        profile = assemble_profile(
-            plan,
-            units,
-            cluster_data,
-            msprof_data,
-            batch_tables=batch_tables,
-            heavy_cache=heavy_cache_dir(settings, plan.cache_key, use_cache),
-            workers=n_workers,
-            progress=progress if callable(progress) else None,
-        )
+            profile = assemble_profile(
+                plan,
+                units,
+                cluster_data,
+                msprof_data,
+                batch_tables=batch_tables,
+                heavy_cache=heavy_cache_dir(settings, plan.cache_key, use_cache),
+                workers=n_workers,
+                progress=progress if callable(progress) else None,
+            )
     finally:
         if stop is not None:
             stop()
