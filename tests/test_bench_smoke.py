@@ -63,7 +63,15 @@ def test_bench_quick_produces_every_row(tmp_path: Path, real_samples: Path) -> N
                 key,
                 r["pairs"][0]["ours"].get("stderr_tail"),
             )
-        for key in ("cached_load_s", "answer_first_ms", "answer_p95_ms", "floor"):
+        for key in (
+            "cached_load_s",
+            "answer_first_ms",
+            "answer_p95_ms",
+            "floor",
+            "cold_first_ms_0",
+            "cold_first_ms_1",
+            "cold_warm_up_ms",
+        ):
             assert s.get(key) is not None, (r["ranks"], key)
         assert s["cached_hit"] is True  # the second load came from the Parquet cache
         assert s["msprof_ok"], r["pairs"][0]["msprof"].get("stderr_tail")
@@ -75,7 +83,7 @@ def test_bench_quick_produces_every_row(tmp_path: Path, real_samples: Path) -> N
         t["inner"]["rows"] > 0 for t in data["trace"]
     )  # flows were matched in the tiled trace
     assert {t["verdict"] for t in data["targets"]} <= {"PASS", "FAIL", "n/a"}
-    assert len(data["targets"]) == 6
+    assert len(data["targets"]) == 7
     for section in (
         "## Machine",
         "## Targets",
