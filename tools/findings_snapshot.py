@@ -43,26 +43,39 @@ def snap(out: Path, data: Path, real: Path) -> dict[str, Any]:
             if not folder.exists():
                 generate(name, folder, export=export)  # type: ignore[arg-type]
     folders = sorted(data.iterdir()) + sorted(p for p in real.iterdir() if p.is_dir())
-    result: dict[str, Any] = {}
+    # a before/after pair (cann-upgrade-pair) is two profiles; the second is reported against the first
+    units: list[tuple[str, Path, Path | None]] = []
     for folder in folders:
+        if (folder / "before").is_dir() and (folder / "after").is_dir():
+            units.append((f"{folder.name}/before", folder / "before", None))
+            units.append((f"{folder.name}/after", folder / "after", folder / "before"))
+        else:
+            units.append((folder.name, folder, None))
+    result: dict[str, Any] = {}
+    for name, folder, base_folder in units:
         settings = load_settings(home=Path(tempfile.mkdtemp(prefix="snap-")))
         try:
             prof = load_profile(folder, settings=settings, use_cache=False, progress=False)
+            base = (
+                load_profile(base_folder, settings=settings, use_cache=False, progress=False)
+                if base_folder is not None
+                else None
+            )
         except Exception as exc:  # recorded: a change may also change which folders fail
-            result[folder.name] = {"error": f"{type(exc).__name__}: {exc}"}
+            result[name] = {"error": f"{type(exc).__name__}: {exc}"}
             continue
         tables = {}
-        for name, df in sorted(prof.tables.items()):
+        for table, df in sorted(prof.tables.items()):
             d = df.reset_index(drop=True)
             values = pd.util.hash_pandas_object(d.astype(str), index=False).to_numpy().tobytes()
-            tables[name] = {
+            tables[table] = {
                 "rows": len(d),
                 "dtypes": {str(c): str(t) for c, t in d.dtypes.items()},
                 "sha1": hashlib.sha1(values).hexdigest(),
             }
-        report = run_report(prof)
+        report = run_report(prof, baseline=base)
         diag = getattr(report, "diagnosis", None)
-        result[folder.name] = {
+        result[name] = {
             "tables": tables,
             "findings": [f.to_dict() for f in report.findings],
             "diagnosis": diag.to_dict() if diag is not None else None,

@@ -277,8 +277,12 @@ def _links(mx: pd.DataFrame) -> pd.DataFrame:
     ]
     if mx.empty:
         return pd.DataFrame(columns=cols)
-    m = mx[(mx["transport"].str.upper() != "LOCAL") & (mx["src_rank"] != mx["dst_rank"])]
-    agg_mask = m["op_name"].astype(str).str.contains(_AGG, regex=True)
+    need = ["group", "src_rank", "dst_rank", "transport", "op_name"]
+    m = mx[need + ["transit_size_mb", "transit_time_ms"]]  # ~10^5-10^6 rows: filter only these
+    m = m[(m["transport"].str.upper() != "LOCAL") & (m["src_rank"] != m["dst_rank"])]
+    # the aggregate-row pattern is matched once per distinct operator name, not per row
+    codes, names = pd.factorize(m["op_name"].astype(str))
+    agg_mask = pd.Series(names).str.contains(_AGG, regex=True).to_numpy(dtype=bool)[codes]
     if (~agg_mask).any():
         m = m[~agg_mask]
     m = m[m["transit_time_ms"] > 0]
