@@ -277,8 +277,18 @@ def _links(mx: pd.DataFrame) -> pd.DataFrame:
     ]
     if mx.empty:
         return pd.DataFrame(columns=cols)
-    need = ["group", "src_rank", "dst_rank", "transport", "op_name"]
-    m = mx[need + ["transit_size_mb", "transit_time_ms"]]  # ~10^5-10^6 rows: filter only these
+    # ~10^5-10^6 rows: filter only the columns the link table needs
+    m = mx[
+        [
+            "group",
+            "src_rank",
+            "dst_rank",
+            "transport",
+            "op_name",
+            "transit_size_mb",
+            "transit_time_ms",
+        ]
+    ]
     m = m[(m["transport"].str.upper() != "LOCAL") & (m["src_rank"] != m["dst_rank"])]
     # the aggregate-row pattern is matched once per distinct operator name, not per row
     codes, names = pd.factorize(m["op_name"].astype(str))

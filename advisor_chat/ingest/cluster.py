@@ -40,7 +40,7 @@ from advisor_chat.ingest.common import (
 )
 from advisor_chat.ingest.guard import short, show_path
 from advisor_chat.ingest.profile import DataWarning
-from advisor_chat.ingest.text import STEP_TRACE_COLUMNS, matrix_rows, opinfo_rows, step_trace_frame
+from advisor_chat.ingest.text import STEP_TRACE_COLUMNS, LinkColumns, opinfo_rows, step_trace_frame
 
 _LINK = re.compile(r"^\d+-\d+$")
 
@@ -161,7 +161,7 @@ def _communication(path: Path, rd: RankData, group_ranks: dict[str, list[int]]) 
 
 def _matrix(path: Path, rd: RankData) -> None:
     data = read_json(path)
-    rows: list[dict[str, Any]] = []
+    links_acc = LinkColumns()
     bad, total, example = 0, 0, ""
     for _gkey, steps in (data or {}).items():
         if not isinstance(steps, dict):
@@ -185,9 +185,9 @@ def _matrix(path: Path, rd: RankData) -> None:
                     bad += len(links) - len(good)
                     k0 = next(k for k in links if k not in good)
                     example = example or f"{op_key} / {k0}: {links[k0]!r}"
-                rows.extend(matrix_rows(good, op_key, step, None))
+                links_acc.add_links(good, op_key, step, None)
     _skipped(rd, "cluster_matrix_invalid", path, bad, total, "links", example)
-    df = pd.DataFrame(rows)
+    df = links_acc.frame() if len(links_acc) else pd.DataFrame()
     if not df.empty:
         df = df.rename(columns={"src_local": "src_rank", "dst_local": "dst_rank"})
         df["rank"] = np.nan

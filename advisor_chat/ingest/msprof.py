@@ -60,7 +60,7 @@ from advisor_chat.ingest.common import (
 )
 from advisor_chat.ingest.guard import show_path
 from advisor_chat.ingest.profile import DataWarning
-from advisor_chat.ingest.text import comm_frames, kernel_header_version, kernels_frame, matrix_rows
+from advisor_chat.ingest.text import LinkColumns, comm_frames, kernel_header_version, kernels_frame
 
 OP_SUMMARY_RENAME = {
     "Op Name": "Name",
@@ -368,12 +368,12 @@ def read_msprof_dir(path: str | Path) -> RankData:
     if mat.is_file():
         data = read_json(mat)
         rd.parsed_files += 1
-        rows = []
+        acc = LinkColumns()
         for op_key, links in (data or {}).items():
             if str(op_key).startswith("Total") or not isinstance(links, dict):
                 continue
-            rows.extend(matrix_rows(links, op_key, -1, rank))
-        rd.add("comm_matrix", pd.DataFrame(rows), mat)
+            acc.add_links(links, op_key, -1, rank)
+        rd.add("comm_matrix", acc.frame() if len(acc) else pd.DataFrame(), mat)
     cadb = folder / "analyze" / "communication_analyzer.db"
     if "comm_ops" not in rd.tables and cadb.is_file():
         a = dbr.read_analysis_db(cadb, rank)

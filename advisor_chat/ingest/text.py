@@ -393,7 +393,7 @@ def read_communication(path: Path, rank: int | None) -> tuple[pd.DataFrame, pd.D
     return comm_frames(load_json(path), rank)
 
 
-#: Column order of :func:`matrix_tuples` (local ranks: ``src_local``/``dst_local``).
+#: Column order of :meth:`LinkColumns.frame` (local ranks: ``src_local``/``dst_local``).
 MATRIX_COLUMNS = (
     "group",
     "step",
@@ -407,61 +407,6 @@ MATRIX_COLUMNS = (
     "link_op_name",
     "rank",
 )
-
-
-def matrix_tuples(
-    links: dict[str, Any], op_key: str, step: int, rank: int | None
-) -> list[tuple[Any, ...]]:
-    """LINKS dict of a matrix entry → link rows as tuples (columns: :data:`MATRIX_COLUMNS`).
-
-    A link key that is not ``"src-dst"`` (integers) or whose value is not an object is skipped.
-    Bandwidth is the file's ``Bandwidth(GB/s)``, else transit size (MB) / transit time (ms).
-    """
-    op_name, _, group = op_key.partition("@")
-    rows: list[tuple[Any, ...]] = []
-    append = rows.append
-    for link, v in links.items():
-        if v.__class__ is not dict:
-            continue
-        a, _, b = str(link).partition("-")
-        try:
-            src, dst = int(a), int(b)
-        except ValueError:
-            continue
-        size_mb = v.get("Transit Size(MB)")
-        if size_mb.__class__ is not float:
-            size_mb = _f(v, "Transit Size(MB)")
-        time_ms = v.get("Transit Time(ms)")
-        if time_ms.__class__ is not float:
-            time_ms = _f(v, "Transit Time(ms)")
-        bw = v.get("Bandwidth(GB/s)")
-        append(
-            (
-                group,
-                step,
-                op_name,
-                src,
-                dst,
-                v.get("Transport Type", ""),
-                size_mb,
-                time_ms,
-                (bw if bw.__class__ is float else float(bw))
-                if bw is not None
-                else (round(size_mb / time_ms, 4) if time_ms > 1e-15 else 0.0),
-                v.get("Op Name", ""),
-                rank,
-            )
-        )
-    return rows
-
-
-def matrix_rows(
-    links: dict[str, Any], op_key: str, step: int, rank: int | None
-) -> list[dict[str, Any]]:
-    """LINKS dict of a matrix entry → rows (dicts) with local ranks (``src_local``/``dst_local``)."""
-    return [
-        dict(zip(MATRIX_COLUMNS, t, strict=True)) for t in matrix_tuples(links, op_key, step, rank)
-    ]
 
 
 def read_matrix(path: Path, rank: int | None) -> pd.DataFrame:
@@ -484,7 +429,6 @@ class LinkColumns:
     The fields every link of an operator shares (group, step, operator name, rank) are kept once
     per operator and repeated when the frame is built; only the per-link fields are appended per
     row. A 1024-rank folder has ~3·10^5 link rows; this is about twice as fast as row tuples.
-    Values are the same as :func:`matrix_tuples` gives.
     """
 
     __slots__ = (
@@ -542,7 +486,12 @@ class LinkColumns:
         return len(self._src) - before
 
     def add_links(self, links: dict[str, Any], op_key: str, step: int, rank: int | None) -> int:
-        """Add one operator's LINKS dict; same rules as :func:`matrix_tuples`. Returns rows added."""
+        """Add one operator's LINKS dict; returns the rows added.
+
+        A link key that is not ``"src-dst"`` (integers) or whose value is not an object is
+        skipped. Bandwidth is the file's ``Bandwidth(GB/s)``, else transit size (MB) / transit
+        time (ms) rounded to 4 decimals (0.0 for a zero time).
+        """
         op_name, _, group = op_key.partition("@")
         src, dst, transport = self._src, self._dst, self._transport
         size, time_, bw_, lop = self._size, self._time, self._bw, self._lop
