@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -50,20 +51,40 @@ def connect(path: Path) -> sqlite3.Connection:
     check_file(path)
     try:
         with path.open("rb") as fh:
-            head = fh.read(16)
+            head = fh.read(100)
+            size = fh.seek(0, 2)
     except PermissionError as exc:
         raise unreadable(path) from exc
-    if head != b"SQLite format 3\x00":
+    if head[:16] != b"SQLite format 3\x00":
         raise InputError(
             f"{show_path(path)} is not an SQLite database (truncated or corrupted)",
             path=show_path(path),
             remedy="Copy the file again from the training machine, or re-export with export_type=db",
         )
+    expected = _size_in_header(head)
+    if expected is not None and size < expected:
+        raise corrupt(path, f"truncated: {size} of the {expected} bytes its header announces")
     uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
     return sqlite3.connect(uri, uri=True)
 
 
-def corrupt(path: Path, exc: BaseException) -> InputError:
+def _size_in_header(head: bytes) -> int | None:
+    """Bytes the SQLite header says the file holds (page size × page count), when it says it.
+
+    The page count (offset 28) is valid only when the version-valid-for number (offset 92) equals
+    the change counter (offset 24); page size 1 means 65536 (sqlite.org/fileformat2.html §1.3).
+    """
+    if len(head) < 100:
+        return None
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    count = int.from_bytes(head[28:32], "big")
+    if head[92:96] != head[24:28] or not count or page < 512 or page & (page - 1):
+        return None
+    return page * count
+
+
+def corrupt(path: Path, exc: BaseException | str) -> InputError:
     """The :class:`InputError` for a DB whose header is valid but whose body is not."""
     return InputError(
         f"{show_path(path)} is a damaged SQLite database ({short(exc, 100)}); it was not read",
@@ -103,10 +124,14 @@ def schema_gaps(tabs: dict[str, list[str]], needed: list[str]) -> list[str]:
 
 
 def tables_of(con: sqlite3.Connection) -> dict[str, list[str]]:
-    """Table name → column names."""
+    """Table name → column names (one query: ``sqlite_master`` ⨝ ``pragma_table_info``)."""
     out: dict[str, list[str]] = {}
-    for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'"):
-        out[name] = [r[1] for r in con.execute(f'PRAGMA table_info("{name}")')]
+    rows = con.execute(
+        "SELECT m.name, p.name FROM sqlite_master m JOIN pragma_table_info(m.name) p "
+        "WHERE m.type = 'table' ORDER BY m.rowid, p.cid"
+    )
+    for table, column in rows:
+        out.setdefault(table, []).append(column)
     return out
 
 
@@ -132,27 +157,72 @@ def _unquote(s: pd.Series) -> pd.Series:
     return s.astype("string").str.strip().str.strip('"')
 
 
-def read_profiler_db(path: Path, rank: int | None) -> dict[str, Any]:
+#: What :func:`read_profiler_db` can read; ``kernels`` and ``host_dispatch`` are the heavy ones.
+PROFILER_PARTS = ("kernels", "host_dispatch", "memory", "meta")
+
+
+def read_profiler_db(
+    path: Path, rank: int | None, tables: Iterable[str] | None = None
+) -> dict[str, Any]:
     """Read one ``ascend_pytorch_profiler_{rank}.db`` (or MindSpore/msprof CANN-schema DB).
 
+    Args:
+        path: The DB file.
+        rank: Global rank written into the ``rank`` columns.
+        tables: Parts of :data:`PROFILER_PARTS` to read (``None``: all). ``meta`` is the cheap
+            part (META_DATA, RANK_DEVICE_MAP, SESSION_TIME_INFO, NPU_INFO and which heavy tables
+            the DB holds rows for, without reading them), so that the light read of a rank is
+            ``tables=("memory", "meta")`` and a later heavy read ``tables=("kernels",)``.
+
     Returns:
-        ``{"kernels", "host_dispatch", "memory", "meta", "groups", "step_time"}``: DataFrames
-        (µs / MB), a meta dict and ``parallel_group_info`` group entries.
+        The parts asked for: ``kernels`` (also ``comm_op_raw``), ``host_dispatch``, ``memory``
+        DataFrames (µs / MB); with ``meta`` the ``meta`` dict, the ``metadata`` copy (META_DATA),
+        ``tables`` (table → columns) and ``heavy`` (which of ``kernels`` / ``host_dispatch``
+        the DB has rows for); ``step_time`` (STEP_TIME in µs) and ``schema_version`` with
+        ``kernels`` or ``host_dispatch``.
 
     Raises:
-        InputError: Unreadable or not an SQLite file.
+        InputError: Unreadable, not an SQLite file, truncated or damaged (names the file).
     """
+    want = set(PROFILER_PARTS if tables is None else tables)
     con = connect(path)
     try:
-        return _read_profiler_db(con, rank)
+        return _read_profiler_db(con, rank, want)
     except DB_ERRORS as exc:
         raise corrupt(path, exc) from exc
     finally:
         con.close()
 
 
-def _read_profiler_db(con: sqlite3.Connection, rank: int | None) -> dict[str, Any]:
+def _has_kernels(tabs: dict[str, list[str]]) -> tuple[bool, bool]:
+    """Whether the schema gives (compute kernels, communication kernels)."""
+    return (
+        not schema_gaps(tabs, ["TASK", "COMPUTE_TASK_INFO"]),
+        not schema_gaps(tabs, ["COMMUNICATION_OP"]),
+    )
+
+
+def _has_host_dispatch(tabs: dict[str, list[str]]) -> bool:
+    return (
+        not schema_gaps(tabs, ["CANN_API", "TASK"])
+        and "type" in tabs["CANN_API"]
+        and {"connectionId", "taskType"} <= set(tabs["TASK"])
+    )
+
+
+def _any_row(con: sqlite3.Connection, table: str) -> bool:
+    return con.execute(f'SELECT EXISTS (SELECT 1 FROM "{table}")').fetchone()[0] == 1
+
+
+def _read_profiler_db(con: sqlite3.Connection, rank: int | None, want: set[str]) -> dict[str, Any]:
     tabs = tables_of(con)
+    out: dict[str, Any] = {}
+    if "meta" in want:
+        out.update(_read_meta(con, tabs))
+    if "memory" in want and "MEMORY_RECORD" in tabs:
+        out["memory"] = _read_memory(con, tabs, rank)
+    if not want & {"kernels", "host_dispatch"}:
+        return out
     strings = _strings(con) if "STRING_IDS" in tabs else {}
     s = strings.get
     steps = pd.DataFrame(columns=["id", "start_us", "end_us"])
@@ -160,10 +230,30 @@ def _read_profiler_db(con: sqlite3.Connection, rank: int | None) -> dict[str, An
         steps = _q(con, "SELECT id, startNs, endNs FROM STEP_TIME")
         steps["start_us"] = steps["startNs"] / 1000.0
         steps["end_us"] = steps["endNs"] / 1000.0
-    out: dict[str, Any] = {"step_time": steps}
-    # kernels
+    out["step_time"] = steps
+    if "META_DATA" in tabs:
+        row = con.execute("SELECT value FROM META_DATA WHERE name = 'SCHEMA_VERSION'").fetchone()
+        out["schema_version"] = _json_or_text(row[0]) if row else None
+    compute, comm = _has_kernels(tabs)
+    if "kernels" in want:
+        out.update(_read_kernels(con, tabs, rank, s, steps, compute, comm))
+    if "host_dispatch" in want and _has_host_dispatch(tabs):
+        out["host_dispatch"] = _read_host_dispatch(con, tabs, rank, s, steps)
+    return out
+
+
+def _read_kernels(
+    con: sqlite3.Connection,
+    tabs: dict[str, list[str]],
+    rank: int | None,
+    s: Any,
+    steps: pd.DataFrame,
+    compute: bool,
+    comm: bool,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     frames = []
-    if not schema_gaps(tabs, ["TASK", "COMPUTE_TASK_INFO"]):
+    if compute:
         cti = tabs["COMPUTE_TASK_INFO"]
         tsk = tabs["TASK"]
 
@@ -207,7 +297,7 @@ def _read_profiler_db(con: sqlite3.Connection, rank: int | None) -> dict[str, An
             }
         )
         frames.append(kd)
-    if not schema_gaps(tabs, ["COMMUNICATION_OP"]):
+    if comm:
         co = tabs["COMMUNICATION_OP"]
         c = _q(
             con,
@@ -245,77 +335,98 @@ def _read_profiler_db(con: sqlite3.Connection, rank: int | None) -> dict[str, An
         if "wait_us" not in kernels:
             kernels["wait_us"] = np.nan
         out["kernels"] = kernels.reset_index(drop=True)
-    # host dispatch: CANN_API -> TASK by connectionId
-    if (
-        not schema_gaps(tabs, ["CANN_API", "TASK"])
-        and "type" in tabs["CANN_API"]
-        and {"connectionId", "taskType"} <= set(tabs["TASK"])
-    ):
-        h = _q(
-            con,
-            "SELECT a.name AS api, a.type AS atype, a.startNs AS hs, t.startNs AS ds, t.endNs AS de, "
-            "t.globalTaskId AS gid, t.taskType AS tt FROM CANN_API a "
-            "JOIN TASK t ON a.connectionId = t.connectionId"
-            + (
-                " WHERE t.globalTaskId NOT IN (SELECT globalTaskId FROM COMMUNICATION_TASK_INFO)"
-                if "COMMUNICATION_TASK_INFO" in tabs
-                else ""
-            ),
-        )
-        names: dict[int, str] = {}
-        if "COMPUTE_TASK_INFO" in tabs:
-            names = {
-                g: s(n) or ""
-                for g, n in con.execute("SELECT globalTaskId, name FROM COMPUTE_TASK_INFO")
-            }
-        api_types: dict[int, str] = {}
-        if "ENUM_API_TYPE" in tabs:
-            api_types = dict(con.execute("SELECT id, name FROM ENUM_API_TYPE").fetchall())
-        prefix = {"acl": "AscendCL@", "node": "Node@", "runtime": "Runtime@", "model": "Model@"}
-        prefix.update({"hccl": "Hccl@", "communication": "Hccl@"})
-        hd = pd.DataFrame(
-            {
-                # same spelling as trace_view.json: "{level}@{name}" (AscendCL@..., Node@launch)
-                "api_name": [
-                    prefix.get(api_types.get(t, ""), "") + (s(n) or "")
-                    for n, t in zip(h["api"], h["atype"], strict=False)
-                ],
-                "host_start_us": h["hs"] / 1000.0,
-                "device_start_us": h["ds"] / 1000.0,
-                "kernel_name": [
-                    names.get(g) or s(tt) or "" for g, tt in zip(h["gid"], h["tt"], strict=False)
-                ],
-                "device_duration_us": (h["de"] - h["ds"]) / 1000.0,
-            }
-        )
-        hd["launch_delay_us"] = hd["device_start_us"] - hd["host_start_us"]
-        hd["rank"] = rank
-        hd["step"] = _assign_steps(hd["host_start_us"], steps)
-        out["host_dispatch"] = hd
-    if "MEMORY_RECORD" in tabs:
-        m = _q(
-            con,
-            "SELECT component, timestamp, totalAllocated, totalReserved, totalActive FROM MEMORY_RECORD",
-        )
-        mb = 1024.0 * 1024.0
-        out["memory"] = pd.DataFrame(
-            {
-                "rank": rank,
-                "timestamp_us": m["timestamp"] / 1000.0,
-                "component": m["component"].map(s),
-                "allocated_mb": m["totalAllocated"] / mb,
-                "reserved_mb": m["totalReserved"] / mb,
-                "active_mb": m["totalActive"] / mb,
-            }
-        )
+    return out
+
+
+def _read_host_dispatch(
+    con: sqlite3.Connection,
+    tabs: dict[str, list[str]],
+    rank: int | None,
+    s: Any,
+    steps: pd.DataFrame,
+) -> pd.DataFrame:
+    """host_dispatch: CANN_API -> TASK by connectionId."""
+    h = _q(
+        con,
+        "SELECT a.name AS api, a.type AS atype, a.startNs AS hs, t.startNs AS ds, t.endNs AS de, "
+        "t.globalTaskId AS gid, t.taskType AS tt FROM CANN_API a "
+        "JOIN TASK t ON a.connectionId = t.connectionId"
+        + (
+            " WHERE t.globalTaskId NOT IN (SELECT globalTaskId FROM COMMUNICATION_TASK_INFO)"
+            if "COMMUNICATION_TASK_INFO" in tabs
+            else ""
+        ),
+    )
+    names: dict[int, str] = {}
+    if "COMPUTE_TASK_INFO" in tabs:
+        names = {
+            g: s(n) or ""
+            for g, n in con.execute("SELECT globalTaskId, name FROM COMPUTE_TASK_INFO")
+        }
+    api_types: dict[int, str] = {}
+    if "ENUM_API_TYPE" in tabs:
+        api_types = dict(con.execute("SELECT id, name FROM ENUM_API_TYPE").fetchall())
+    prefix = {"acl": "AscendCL@", "node": "Node@", "runtime": "Runtime@", "model": "Model@"}
+    prefix.update({"hccl": "Hccl@", "communication": "Hccl@"})
+    hd = pd.DataFrame(
+        {
+            # same spelling as trace_view.json: "{level}@{name}" (AscendCL@..., Node@launch)
+            "api_name": [
+                prefix.get(api_types.get(t, ""), "") + (s(n) or "")
+                for n, t in zip(h["api"], h["atype"], strict=False)
+            ],
+            "host_start_us": h["hs"] / 1000.0,
+            "device_start_us": h["ds"] / 1000.0,
+            "kernel_name": [
+                names.get(g) or s(tt) or "" for g, tt in zip(h["gid"], h["tt"], strict=False)
+            ],
+            "device_duration_us": (h["de"] - h["ds"]) / 1000.0,
+        }
+    )
+    hd["launch_delay_us"] = hd["device_start_us"] - hd["host_start_us"]
+    hd["rank"] = rank
+    hd["step"] = _assign_steps(hd["host_start_us"], steps)
+    return hd
+
+
+def _read_memory(
+    con: sqlite3.Connection, tabs: dict[str, list[str]], rank: int | None
+) -> pd.DataFrame:
+    """MEMORY_RECORD (bytes → MB, 1024-based); component names resolved in SQL (no STRING_IDS read)."""
+    strings = "STRING_IDS" in tabs
+    m = _q(
+        con,
+        f"SELECT {'s.value' if strings else 'NULL'} AS component, m.timestamp, m.totalAllocated, "
+        "m.totalReserved, m.totalActive FROM MEMORY_RECORD m"
+        + (" LEFT JOIN STRING_IDS s ON s.id = m.component" if strings else ""),
+    )
+    mb = 1024.0 * 1024.0
+    return pd.DataFrame(
+        {
+            "rank": rank,
+            "timestamp_us": m["timestamp"] / 1000.0,
+            "component": m["component"],
+            "allocated_mb": m["totalAllocated"] / mb,
+            "reserved_mb": m["totalReserved"] / mb,
+            "active_mb": m["totalActive"] / mb,
+        }
+    )
+
+
+def _json_or_text(value: Any) -> Any:
+    try:
+        return json.loads(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def _read_meta(con: sqlite3.Connection, tabs: dict[str, list[str]]) -> dict[str, Any]:
+    """The cheap part: meta dict, META_DATA copy, schema, and which heavy tables have rows."""
     meta: dict[str, Any] = {}
     md: dict[str, Any] = {}
     if "META_DATA" in tabs:
         for name, value in con.execute("SELECT name, value FROM META_DATA"):
-            try:
-                md[name] = json.loads(value)
-            except (TypeError, ValueError):
-                md[name] = value
+            md[name] = _json_or_text(value)
         meta["schema_version"] = md.get("SCHEMA_VERSION")
     if "RANK_DEVICE_MAP" in tabs:
         row = con.execute("SELECT rankId, deviceId FROM RANK_DEVICE_MAP").fetchone()
@@ -330,10 +441,21 @@ def _read_profiler_db(con: sqlite3.Connection, rank: int | None) -> dict[str, An
         row = con.execute("SELECT name FROM NPU_INFO").fetchone()
         if row:
             meta["device_type"] = row[0]
-    out["metadata"] = md
-    out["meta"] = meta
-    out["tables"] = tabs
-    return out
+    compute, comm = _has_kernels(tabs)
+    heavy = []
+    if (compute and _any_row(con, "COMPUTE_TASK_INFO")) or (
+        comm and _any_row(con, "COMMUNICATION_OP")
+    ):
+        heavy.append("kernels")
+    if _has_host_dispatch(tabs) and _any_row(con, "CANN_API"):
+        heavy.append("host_dispatch")
+    if "device_id" not in meta and compute and "deviceId" in tabs["TASK"]:
+        row = con.execute(
+            "SELECT deviceId FROM TASK WHERE deviceId IS NOT NULL ORDER BY startNs LIMIT 1"
+        ).fetchone()
+        if row:
+            meta["task_device_id"] = row[0]
+    return {"meta": meta, "metadata": md, "tables": tabs, "heavy": heavy}
 
 
 def _band_rows(b: pd.DataFrame) -> pd.DataFrame:

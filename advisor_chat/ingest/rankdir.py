@@ -275,13 +275,21 @@ def read_rank_dir(
         if isinstance(md, dict):
             metadata = md
 
-    # --- DB first (kernels, host dispatch, memory; metadata copy)
+    # --- DB first (kernels, host dispatch, memory; metadata copy). Without ``heavy`` only the
+    # cheap meta and MEMORY_RECORD are read; kernels / host_dispatch are listed for a lazy read.
+    task_device_id = None
     if db_file is not None:
-        d = dbr.read_profiler_db(db_file, rank)
+        parts = ["meta"] if "memory_record.csv" in names else ["meta", "memory"]
+        d = dbr.read_profiler_db(
+            db_file, rank, tables=parts + (["kernels", "host_dispatch"] if heavy else [])
+        )
         rd.parsed_files += 1
         for t in ("kernels", "host_dispatch", "memory"):
-            if t in d and not (t == "memory" and "memory_record.csv" in names):
+            if t in d:
                 rd.add(t, d[t], db_file, version=d["meta"].get("schema_version"))
+        if not heavy:
+            heavy_files.update({t: str(db_file) for t in d["heavy"]})
+        task_device_id = d["meta"].pop("task_device_id", None)
         for k, v in d["meta"].items():
             rd.meta.setdefault(k, v)
         if not metadata:
@@ -299,7 +307,11 @@ def read_rank_dir(
         _put(rd, sink, "step_trace", p, cols=text.step_trace_columns(df_st, rank))
         rd.parsed_files += 1
     # --- kernels
-    if "kernels" not in rd.tables and "kernel_details.csv" in names:
+    if (
+        "kernels" not in rd.tables
+        and "kernels" not in heavy_files
+        and "kernel_details.csv" in names
+    ):
         p = names["kernel_details.csv"]
         if heavy:
             k, version = text.read_kernels(p, rank)
@@ -355,6 +367,8 @@ def read_rank_dir(
         rd.parsed_files += 1
     # --- host dispatch from trace_view.json only when the DB did not give it
     tv = names.get("trace_view.json")
+    if "host_dispatch" in heavy_files:
+        tv = None  # the DB gives it (read lazily)
     if "host_dispatch" not in rd.tables and tv is not None and not heavy:
         if _ends_like_json(tv):
             heavy_files["host_dispatch"] = str(tv)
@@ -392,6 +406,8 @@ def read_rank_dir(
             if df is not None and "device_id" in df and df["device_id"].notna().any():
                 rd.meta["device_id"] = float(df["device_id"].dropna().iloc[0])
                 break
+    if rd.meta.get("device_id") is None and task_device_id is not None:
+        rd.meta["device_id"] = float(task_device_id)  # the DB's kernels, not read yet
     if not rd.tables and not rd.sources and not heavy_files:
         rd.warnings.append(
             DataWarning(
