@@ -207,3 +207,49 @@ def test_damaged_task_table_read_lazily_names_the_file(real_samples: Path, tmp_p
         p.kernels_for([1])
     assert str(lazy.value) == str(eager.value)
     assert db.name in str(lazy.value) and "damaged SQLite database" in str(lazy.value)
+
+
+def test_analysis_db_columns_match_sql(real_samples: Path, scenario) -> None:
+    """analysis.db read as columns (no DataFrame per rank): sums equal SQL over the same file."""
+    from advisor_chat.ingest.common import LARGE_PACKET_MB, step_from_key
+
+    roots = [real_samples / REAL_DB, scenario("seed-rank12", ranks=4, steps=2, export="db")]
+    small = " OR ".join(
+        f"(transport_type = '{t}' AND package_size <= {mb})" for t, mb in LARGE_PACKET_MB.items()
+    )
+    checked = 0
+    for path in (p for root in roots for p in sorted(root.rglob("analysis.db"))):
+        got = dbr.read_analysis_db(path, 7)
+        con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+        try:
+            bw = con.execute(
+                "SELECT step, hccl_op_name, group_name, transport_type, SUM(count), "
+                f"SUM(CASE WHEN {small} THEN count ELSE 0 END), MIN(bandwidth), COUNT(*) "
+                "FROM CommAnalyzerBandwidth WHERE hccl_op_name NOT LIKE 'Total%' "
+                "GROUP BY 1, 2, 3, 4"
+            ).fetchall()
+            st = con.execute(
+                "SELECT step, computing + communication_not_overlapped + free FROM StepTraceTime"
+            ).fetchall()
+            n_ops = con.execute(
+                "SELECT COUNT(*) FROM CommAnalyzerTime WHERE hccl_op_name NOT LIKE 'Total%'"
+            ).fetchone()[0]
+            n_mx = con.execute(
+                "SELECT COUNT(*) FROM CommAnalyzerMatrix WHERE hccl_op_name NOT LIKE 'Total%'"
+            ).fetchone()[0]
+        finally:
+            con.close()
+        b = got["comm_bandwidth"].set_index(["step", "op_name", "group", "transport"])
+        assert len(b) == len(bw) and set(got["comm_bandwidth"]["rank"]) == {7}
+        for step, op, group, tr, count, n_small, bw_min, _ in bw:
+            row = b.loc[(step_from_key(step), op, str(group), tr)]
+            assert row["packet_count"] == count and row["small_packet_count"] == n_small
+            if bw_min is not None:  # one bandwidth per (op, transport), repeated per package size
+                assert row["bandwidth_gbps"] == pytest.approx(bw_min)
+        s = got["step_trace"].set_index("step")["step_us"]
+        assert len(s) == len(st)
+        assert s.to_dict() == pytest.approx({step_from_key(k): v for k, v in st})
+        assert len(got["comm_ops"]) == n_ops and len(got["comm_matrix"]) == n_mx
+        assert got["comm_ops"]["wait_ratio"].between(0, 1).all()
+        checked += 1
+    assert checked >= 6

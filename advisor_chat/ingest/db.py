@@ -162,7 +162,11 @@ PROFILER_PARTS = ("kernels", "host_dispatch", "memory", "meta")
 
 
 def read_profiler_db(
-    path: Path, rank: int | None, tables: Iterable[str] | None = None
+    path: Path,
+    rank: int | None,
+    tables: Iterable[str] | None = None,
+    *,
+    memory_columns: bool = False,
 ) -> dict[str, Any]:
     """Read one ``ascend_pytorch_profiler_{rank}.db`` (or MindSpore/msprof CANN-schema DB).
 
@@ -173,6 +177,8 @@ def read_profiler_db(
             part (META_DATA, RANK_DEVICE_MAP, SESSION_TIME_INFO, NPU_INFO and which heavy tables
             the DB holds rows for, without reading them), so that the light read of a rank is
             ``tables=("memory", "meta")`` and a later heavy read ``tables=("kernels",)``.
+        memory_columns: Give ``memory`` as ``(columns, rows)`` (for a ``TableSink``) instead of a
+            DataFrame.
 
     Returns:
         The parts asked for: ``kernels`` (also ``comm_op_raw``), ``host_dispatch``, ``memory``
@@ -187,11 +193,14 @@ def read_profiler_db(
     want = set(PROFILER_PARTS if tables is None else tables)
     con = connect(path)
     try:
-        return _read_profiler_db(con, rank, want)
+        out = _read_profiler_db(con, rank, want)
     except DB_ERRORS as exc:
         raise corrupt(path, exc) from exc
     finally:
         con.close()
+    if "memory" in out and not memory_columns:
+        out["memory"] = pd.DataFrame(out["memory"][0], index=range(out["memory"][1]))
+    return out
 
 
 def _has_kernels(tabs: dict[str, list[str]]) -> tuple[bool, bool]:
@@ -391,26 +400,26 @@ def _read_host_dispatch(
 
 def _read_memory(
     con: sqlite3.Connection, tabs: dict[str, list[str]], rank: int | None
-) -> pd.DataFrame:
-    """MEMORY_RECORD (bytes → MB, 1024-based); component names resolved in SQL (no STRING_IDS read)."""
+) -> tuple[dict[str, Any], int]:
+    """MEMORY_RECORD (bytes → MB, 1024-based) as columns; component names resolved in SQL."""
     strings = "STRING_IDS" in tabs
-    m = _q(
-        con,
-        f"SELECT {'s.value' if strings else 'NULL'} AS component, m.timestamp, m.totalAllocated, "
+    rows = con.execute(
+        f"SELECT {'s.value' if strings else 'NULL'}, m.timestamp, m.totalAllocated, "
         "m.totalReserved, m.totalActive FROM MEMORY_RECORD m"
-        + (" LEFT JOIN STRING_IDS s ON s.id = m.component" if strings else ""),
-    )
+        + (" LEFT JOIN STRING_IDS s ON s.id = m.component" if strings else "")
+    ).fetchall()
+    cols = list(zip(*rows, strict=True)) if rows else [()] * 5
     mb = 1024.0 * 1024.0
-    return pd.DataFrame(
-        {
-            "rank": rank,
-            "timestamp_us": m["timestamp"] / 1000.0,
-            "component": m["component"],
-            "allocated_mb": m["totalAllocated"] / mb,
-            "reserved_mb": m["totalReserved"] / mb,
-            "active_mb": m["totalActive"] / mb,
-        }
-    )
+    component = np.empty(len(rows), dtype=object)
+    component[:] = list(cols[0])
+    return {
+        "rank": rank,
+        "timestamp_us": _f64(list(cols[1])) / 1000.0,
+        "component": component,
+        "allocated_mb": _f64(list(cols[2])) / mb,
+        "reserved_mb": _f64(list(cols[3])) / mb,
+        "active_mb": _f64(list(cols[4])) / mb,
+    }, len(rows)
 
 
 def _json_or_text(value: Any) -> Any:
@@ -507,97 +516,249 @@ def bandwidth_frame(agg: pd.DataFrame, rank: Any) -> pd.DataFrame:
 def read_analysis_db(path: Path, rank: int | None) -> dict[str, pd.DataFrame]:
     """``analysis.db`` / ``communication_analyzer.db`` → step_trace, comm_ops, comm_bandwidth, comm_matrix.
 
-    comm_matrix keeps local ranks in ``src_local``/``dst_local`` (mapped by the loader).
+    DataFrames of :func:`analysis_columns` (same columns and units). comm_matrix keeps local ranks
+    in ``src_local``/``dst_local`` (mapped by the loader).
+
+    Raises:
+        InputError: Unreadable, not an SQLite file, truncated or damaged (names the file).
+    """
+    out = {}
+    for table, (cols, n) in analysis_columns(path, rank).items():
+        data = {}
+        for k, v in cols.items():
+            if isinstance(v, list):
+                arr = np.empty(n, dtype=object)
+                arr[:] = v
+                v = arr
+            data[k] = v
+        out[table] = pd.DataFrame(data, index=range(n))
+    return out
+
+
+def analysis_columns(path: Path, rank: int | None) -> dict[str, tuple[dict[str, Any], int]]:
+    """``analysis.db`` / ``communication_analyzer.db`` as columns: ``{table: (columns, rows)}``.
+
+    Tables (only those with a source table in the file):
+
+    - ``step_trace`` ← ``StepTraceTime``: every column, renamed to µs names (``computing_us``,
+      ``communication_not_overlapped_us``, ``free_us``, ``overlapped_us``, ``bubble_us``, …,
+      ``device_id``); ``step`` (int, -1 when empty), ``rank``, ``step_us`` = computing +
+      communication not overlapped + free (NaN counted 0).
+    - ``comm_ops`` ← ``CommAnalyzerTime`` (``Total*`` rows dropped): ``group``, ``step``, ``op_name``,
+      ``op_type``, ``comm_kind``, ``start_us``, ``elapse_ms``, ``transit_ms``, ``wait_ms``,
+      ``synchronization_ms``, ``idle_ms``, ``wait_ratio``, ``synchronization_ratio``
+      (:func:`~advisor_chat.ingest.common.hccl_ratio`).
+    - ``comm_bandwidth`` ← ``CommAnalyzerBandwidth`` (one row per package size there): one row per
+      (step, op, group, transport): ``transit_size_mb``, ``transit_time_ms``, ``bandwidth_gbps``,
+      ``large_packet_ratio`` (first non-null), ``packet_count`` (sum of ``count``),
+      ``small_packet_count`` (sum of ``count`` where ``package_size`` ≤
+      :data:`~advisor_chat.ingest.common.LARGE_PACKET_MB` of the transport).
+    - ``comm_matrix`` ← ``CommAnalyzerMatrix``: ``src_local``/``dst_local`` (local ranks),
+      ``transport``, ``transit_size_mb``, ``transit_time_ms``, ``bandwidth_gbps``, ``link_op_name``.
+
+    Values come straight from sqlite3 rows (no DataFrame per table: thousands of ranks are read
+    at load time, and pandas' per-frame cost dominated). Numeric columns are float64 arrays
+    (non-numbers → NaN), text columns lists.
+
+    Raises:
+        InputError: Unreadable, not an SQLite file, truncated or damaged (names the file).
     """
     con = connect(path)
     try:
-        return _read_analysis_db(con, rank)
+        return _analysis_columns(con, rank)
     except DB_ERRORS as exc:
         raise corrupt(path, exc) from exc
     finally:
         con.close()
 
 
-def _read_analysis_db(con: sqlite3.Connection, rank: int | None) -> dict[str, pd.DataFrame]:
-    out: dict[str, pd.DataFrame] = {}
+def _rows(con: sqlite3.Connection, table: str) -> dict[str, list[Any]]:
+    """Every column of ``table`` as lists (one ``SELECT *``)."""
+    cur = con.execute(f'SELECT * FROM "{table}"')
+    names = [d[0] for d in cur.description]
+    rows = cur.fetchall()
+    if not rows:
+        return {n: [] for n in names}
+    return {n: list(c) for n, c in zip(names, zip(*rows, strict=True), strict=True)}
+
+
+def _f64(values: list[Any]) -> np.ndarray:
+    """Values as float64 (None and non-numbers → NaN), like ``pd.to_numeric(errors='coerce')``."""
+    try:
+        return np.array(values, dtype="float64")
+    except (TypeError, ValueError):
+        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(
+            dtype="float64"
+        )
+
+
+def _infer(values: list[Any]) -> Any:
+    """A column of unknown meaning: float64 when every value is a number or NULL, else the list."""
+    if all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values):
+        return np.array(values, dtype="float64")
+    return values
+
+
+def _keep(names: list[Any]) -> list[int]:
+    """Indexes of the rows whose op name does not start with ``Total`` (summary rows)."""
+    return [i for i, n in enumerate(names) if not str(n).startswith("Total")]
+
+
+def _pick(cols: dict[str, list[Any]], idx: list[int]) -> dict[str, list[Any]]:
+    if len(idx) == len(next(iter(cols.values()), [])):
+        return cols
+    return {k: [v[i] for i in idx] for k, v in cols.items()}
+
+
+#: StepTraceTime column → canonical ``step_trace`` column.
+_STEP_TRACE_NAMES = {
+    "computing": "computing_us",
+    "communication_not_overlapped": "communication_not_overlapped_us",
+    "overlapped": "overlapped_us",
+    "communication": "communication_us",
+    "free": "free_us",
+    "stage": "stage_us",
+    "bubble": "bubble_us",
+    "communication_not_overlapped_and_exclude_receive": "communication_not_overlapped_exclude_receive_us",
+    "preparing": "preparing_us",
+    "deviceId": "device_id",
+}
+
+
+def _steps(keys: list[Any]) -> np.ndarray:
+    """:func:`~advisor_chat.ingest.common.step_from_key` of each key (parsed once per distinct key)."""
+    known = {k: step_from_key(k) for k in set(keys)}
+    return np.array([known[k] for k in keys], dtype="int64")
+
+
+def _null(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and v != v)
+
+
+def _analysis_columns(
+    con: sqlite3.Connection, rank: int | None
+) -> dict[str, tuple[dict[str, Any], int]]:
+    out: dict[str, tuple[dict[str, Any], int]] = {}
     tabs = tables_of(con)
     if "StepTraceTime" in tabs:
-        st = _q(con, "SELECT * FROM StepTraceTime")
-        ren = {
-            "computing": "computing_us",
-            "communication_not_overlapped": "communication_not_overlapped_us",
-            "overlapped": "overlapped_us",
-            "communication": "communication_us",
-            "free": "free_us",
-            "stage": "stage_us",
-            "bubble": "bubble_us",
-            "communication_not_overlapped_and_exclude_receive": "communication_not_overlapped_exclude_receive_us",
-            "preparing": "preparing_us",
-            "deviceId": "device_id",
-        }
-        st = st.rename(columns=ren)
-        st["step"] = [step_from_key(x) if x not in (None, "") else -1 for x in st["step"]]
+        c = _rows(con, "StepTraceTime")
+        n = len(next(iter(c.values()), []))
+        st: dict[str, Any] = {}
+        for name, values in c.items():
+            new = _STEP_TRACE_NAMES.get(name, name)
+            if name == "step":
+                st[new] = np.array(
+                    [step_from_key(x) if x not in (None, "") else -1 for x in values],
+                    dtype="int64",
+                )
+            elif new in _STEP_TRACE_NAMES.values():
+                st[new] = _f64(values)
+            else:
+                st[new] = _infer(values)
         st["rank"] = rank
         for col in ("computing_us", "communication_not_overlapped_us", "free_us"):
-            st[col] = pd.to_numeric(st[col], errors="coerce")
+            if col not in st:
+                raise sqlite3.DatabaseError(f"StepTraceTime has no column {col[:-3]}")
         st["step_us"] = (
-            st["computing_us"].fillna(0)
-            + st["communication_not_overlapped_us"].fillna(0)
-            + st["free_us"].fillna(0)
+            np.nan_to_num(st["computing_us"])
+            + np.nan_to_num(st["communication_not_overlapped_us"])
+            + np.nan_to_num(st["free_us"])
         )
-        out["step_trace"] = st
+        out["step_trace"] = (st, n)
     if "CommAnalyzerTime" in tabs:
-        t = _q(con, "SELECT * FROM CommAnalyzerTime")
-        t = t[~t["hccl_op_name"].astype(str).str.startswith("Total")]
-        wait = pd.to_numeric(t["wait_time"], errors="coerce")
-        transit = pd.to_numeric(t["transit_time"], errors="coerce")
-        sync = pd.to_numeric(t["synchronization_time"], errors="coerce")
-        kind = t["type"] if "type" in t else t["hccl_op_name"].map(comm_kind_of)
-        ops = pd.DataFrame(
-            {
-                "rank": rank,
-                "group": t["group_name"].astype(str),
-                "step": [step_from_key(x) for x in t.get("step", pd.Series("", index=t.index))],
-                "op_name": t["hccl_op_name"],
-                "op_type": t["hccl_op_name"].map(comm_op_type),
-                "comm_kind": kind,
-                "start_us": pd.to_numeric(t["start_timestamp"], errors="coerce"),
-                "elapse_ms": pd.to_numeric(t["elapse_time"], errors="coerce"),
-                "transit_ms": transit,
-                "wait_ms": wait,
-                "synchronization_ms": sync,
-                "idle_ms": pd.to_numeric(t["idle_time"], errors="coerce"),
-                "wait_ratio": hccl_ratio(wait, transit),
-                "synchronization_ratio": hccl_ratio(sync, transit),
-            }
-        )
-        out["comm_ops"] = ops.reset_index(drop=True)
+        c = _rows(con, "CommAnalyzerTime")
+        c = _pick(c, _keep(c["hccl_op_name"]))
+        names = c["hccl_op_name"]
+        wait = _f64(c["wait_time"])
+        transit = _f64(c["transit_time"])
+        sync = _f64(c["synchronization_time"])
+        steps = c.get("step") or [""] * len(names)
+        ops: dict[str, Any] = {
+            "rank": rank,
+            "group": [str(g) for g in c["group_name"]],
+            "step": _steps(steps),
+            "op_name": names,
+            "op_type": [comm_op_type(x) for x in names],
+            "comm_kind": c["type"] if "type" in c else [comm_kind_of(x) for x in names],
+            "start_us": _f64(c["start_timestamp"]),
+            "elapse_ms": _f64(c["elapse_time"]),
+            "transit_ms": transit,
+            "wait_ms": wait,
+            "synchronization_ms": sync,
+            "idle_ms": _f64(c["idle_time"]),
+            "wait_ratio": hccl_ratio(wait, transit),
+            "synchronization_ratio": hccl_ratio(sync, transit),
+        }
+        out["comm_ops"] = (ops, len(names))
     if "CommAnalyzerBandwidth" in tabs:
-        b = _q(con, "SELECT * FROM CommAnalyzerBandwidth")
-        if "step" not in b:
-            b["step"] = ""
-        b = b[~b["hccl_op_name"].astype(str).str.startswith("Total")]
-        agg = _band_rows(b)
-        if not agg.empty:
-            out["comm_bandwidth"] = bandwidth_frame(agg, rank)
+        c = _rows(con, "CommAnalyzerBandwidth")
+        c = _pick(c, _keep(c["hccl_op_name"]))
+        bw = _bandwidth_columns(c, rank)
+        if bw[1]:
+            out["comm_bandwidth"] = bw
     if "CommAnalyzerMatrix" in tabs:
-        m = _q(con, "SELECT * FROM CommAnalyzerMatrix")
-        if "step" not in m:
-            m["step"] = ""
-        m = m[~m["hccl_op_name"].astype(str).str.startswith("Total")]
-        out["comm_matrix"] = pd.DataFrame(
-            {
-                "group": m["group_name"].astype(str),
-                "step": [step_from_key(x) for x in m["step"]],
-                "op_name": m["hccl_op_name"],
-                "src_local": pd.to_numeric(m["src_rank"], errors="coerce"),
-                "dst_local": pd.to_numeric(m["dst_rank"], errors="coerce"),
-                "transport": m["transport_type"],
-                "transit_size_mb": pd.to_numeric(m["transit_size"], errors="coerce"),
-                "transit_time_ms": pd.to_numeric(m["transit_time"], errors="coerce"),
-                "bandwidth_gbps": pd.to_numeric(m["bandwidth"], errors="coerce"),
-                "link_op_name": m.get("op_name", ""),
-                "rank": rank,
-            }
-        )
+        c = _rows(con, "CommAnalyzerMatrix")
+        c = _pick(c, _keep(c["hccl_op_name"]))
+        n = len(c["hccl_op_name"])
+        steps = c.get("step") or [""] * n
+        mx: dict[str, Any] = {
+            "group": [str(g) for g in c["group_name"]],
+            "step": _steps(steps),
+            "op_name": c["hccl_op_name"],
+            "src_local": _f64(c["src_rank"]),
+            "dst_local": _f64(c["dst_rank"]),
+            "transport": c["transport_type"],
+            "transit_size_mb": _f64(c["transit_size"]),
+            "transit_time_ms": _f64(c["transit_time"]),
+            "bandwidth_gbps": _f64(c["bandwidth"]),
+            "link_op_name": c.get("op_name", ""),
+            "rank": rank,
+        }
+        out["comm_matrix"] = (mx, n)
     return out
+
+
+def _bandwidth_columns(c: dict[str, list[Any]], rank: int | None) -> tuple[dict[str, Any], int]:
+    """CommAnalyzerBandwidth rows → one row per (step, op, group, transport), as :func:`_band_rows`.
+
+    Groups in order of first appearance; sizes, times, bandwidth and large-packet ratio are the
+    group's first non-null value; ``packet_count`` sums ``count``, ``small_packet_count`` sums it
+    over the rows whose ``package_size`` is at most the transport's large-packet limit.
+    """
+    n = len(c["hccl_op_name"])
+    steps = c.get("step") or [""] * n
+    size = _f64(c["package_size"])
+    count = _f64(c["count"])
+    firsts = ("transit_size", "transit_time", "bandwidth", "large_packet_ratio")
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for i in range(n):
+        tr = c["transport_type"][i]
+        key = (steps[i], c["hccl_op_name"][i], c["group_name"][i], tr)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = [None] * len(firsts) + [0.0, 0.0]
+        for j, col in enumerate(firsts):
+            if _null(g[j]) and not _null(c[col][i]):
+                g[j] = c[col][i]
+        cnt = count[i]
+        if cnt == cnt:
+            g[4] += cnt
+            limit = LARGE_PACKET_MB.get(tr) if isinstance(tr, str) else None
+            if limit is not None and size[i] <= limit:
+                g[5] += cnt
+    keys = list(groups)
+    vals = list(groups.values())
+    cols: dict[str, Any] = {
+        "rank": rank,
+        "group": [str(k[2]) for k in keys],
+        "step": np.array([step_from_key(k[0]) for k in keys], dtype="int64"),
+        "op_name": [k[1] for k in keys],
+        "transport": [k[3] for k in keys],
+        "transit_size_mb": _f64([v[0] for v in vals]),
+        "transit_time_ms": _f64([v[1] for v in vals]),
+        "bandwidth_gbps": _f64([v[2] for v in vals]),
+        "large_packet_ratio": _f64([v[3] for v in vals]),
+        "small_packet_count": np.array([v[5] for v in vals], dtype="float64"),
+        "packet_count": np.array([v[4] for v in vals], dtype="float64"),
+    }
+    return cols, len(keys)

@@ -281,12 +281,18 @@ def read_rank_dir(
     if db_file is not None:
         parts = ["meta"] if "memory_record.csv" in names else ["meta", "memory"]
         d = dbr.read_profiler_db(
-            db_file, rank, tables=parts + (["kernels", "host_dispatch"] if heavy else [])
+            db_file,
+            rank,
+            tables=parts + (["kernels", "host_dispatch"] if heavy else []),
+            memory_columns=True,
         )
         rd.parsed_files += 1
-        for t in ("kernels", "host_dispatch", "memory"):
+        version = d["meta"].get("schema_version")
+        for t in ("kernels", "host_dispatch"):
             if t in d:
-                rd.add(t, d[t], db_file, version=d["meta"].get("schema_version"))
+                rd.add(t, d[t], db_file, version=version)
+        if "memory" in d:
+            _put(rd, sink, "memory", db_file, cols=d["memory"], version=version)
         if not heavy:
             heavy_files.update({t: str(db_file) for t in d["heavy"]})
         task_device_id = d["meta"].pop("task_device_id", None)
@@ -355,11 +361,11 @@ def read_rank_dir(
     if analysis is not None and (
         "step_trace" not in have or "comm_ops" not in have or "comm_matrix" not in have
     ):
-        a = dbr.read_analysis_db(analysis, rank)
+        a = dbr.analysis_columns(analysis, rank)
         rd.parsed_files += 1
         for t in ("step_trace", "comm_ops", "comm_bandwidth", "comm_matrix"):
             if t in a and t not in have:
-                rd.add(t, a[t], analysis)
+                _put(rd, sink, t, analysis, cols=a[t])
     # --- memory
     if "memory_record.csv" in names:
         p = names["memory_record.csv"]
