@@ -210,8 +210,10 @@ def read_rank_dir(
 
     Args:
         path: The ``*_ascend_pt`` / ``*_ascend_ms`` folder.
-        heavy: Also parse ``kernel_details.csv`` and ``trace_view.json``. When false they are only
-            listed in ``meta["heavy_files"]`` (table → path) for a later, lazy read.
+        heavy: Also parse ``kernel_details.csv`` and ``trace_view.json`` (or the profiler DB's
+            kernels and host dispatch). When false they are only listed in
+            ``meta["heavy_files"]`` (table → path; the ``.db`` file for the DB export) for a
+            later, lazy read.
         sink: Collect the light tables of a batch of ranks here (as columns) instead of building
             per-rank DataFrames in ``tables`` (only when the rank is known).
 
