@@ -253,3 +253,29 @@ def test_analysis_db_columns_match_sql(real_samples: Path, scenario) -> None:
         assert got["comm_ops"]["wait_ratio"].between(0, 1).all()
         checked += 1
     assert checked >= 6
+
+
+def test_db_without_analysis_db_lazy_equals_eager(real_samples: Path, tmp_path: Path) -> None:
+    """No analysis.db: no step trace or communication at load; kernels still come lazily."""
+    from advisor_chat.reporting import run_report
+
+    root = _writable_copy(real_samples / REAL_DB, tmp_path / "prof")
+    for p in root.rglob("analysis.db"):
+        p.unlink()
+    dbs = _db_files(root)
+    lazy = _load(root, tmp_path / "home", use_cache=False)
+    assert lazy.tables.loaded("step_trace") is None and lazy.tables.loaded("comm_ops") is None
+    assert lazy.heavy is not None and lazy.heavy.pending("kernels")
+    eager = _load(root, tmp_path / "home", use_cache=False)
+    for name in ("kernels", "host_dispatch"):
+        eager.get(name)
+    assert eager.heavy is not None and not eager.heavy.pending("kernels")
+    assert len(eager.get("kernels")) == sum(_expected_kernels(p)[0] for p in dbs.values())
+    codes = sorted({w.code for w in eager.warnings})
+    a = run_report(eager, strict=True)
+    b = run_report(lazy, strict=True)
+    assert a.findings and [(f.id, f.summary) for f in a.findings] == [
+        (f.id, f.summary) for f in b.findings
+    ]
+    assert sorted({w.code for w in lazy.warnings}) == codes
+    assert lazy.steps == eager.steps
