@@ -3,7 +3,8 @@
 For every generator scenario (small sizes; ``seed-rank12`` also at 64 ranks, where the peer
 samples apply) and the real samples, the report findings (without a rank, and for one rank:
 ``explain_rank``) and the diagnosis causes of a profile whose heavy tables (``kernels`` from
-kernel_details.csv, ``host_dispatch`` from trace_view.json) are read on demand must equal those of
+kernel_details.csv or the profiler DB, ``host_dispatch`` from trace_view.json or the DB) are read
+on demand must equal those of
 the same profile with every heavy table read first (eager), in the same code. The only allowed
 difference is a record that states a peer sample (metric ``peer_sample_ranks`` and the word
 "sample" in its summary).
@@ -27,6 +28,7 @@ SCENARIO_CASES: list[tuple[str, str, dict[str, Any]]] = [
     *[(name, name, {}) for name in SCENARIOS],
     ("seed-rank12-64", "seed-rank12", {"ranks": 64, "steps": 3}),
     ("seed-rank12-db", "seed-rank12", {"export": "db"}),
+    ("seed-rank12-64-db", "seed-rank12", {"ranks": 64, "steps": 3, "export": "db"}),
 ]
 REAL_CASES = ["pt-text-level1-2rank", "pt-db-level1-2rank", "cluster-8rank", "cluster-16rank-pp2"]
 HEAVY = ("kernels", "host_dispatch")
@@ -135,11 +137,18 @@ def test_scenario_findings_lazy_equal_eager(
     key = json.loads((root / "answer_key.json").read_text())
     slow = int((key.get("slow_ranks") or [0])[0])
     path, base = (root / "after", root / "before") if (root / "after").is_dir() else (root, None)
+    if kw.get("export") == "db":
+        # the DB export is lazy too: after the load no rank's kernels/host_dispatch were read
+        fresh = _load(path, tmp_path, eager=False)
+        assert fresh.heavy is not None
+        assert fresh.heavy.pending("kernels") and fresh.heavy.pending("host_dispatch")
+        assert "kernels_ranks_read" not in fresh.stats
+        assert all(f.endswith(".db") for f in fresh.source_files("kernels"))
     for rank in (None, slow):
         eager, lazy, prof = both(path, tmp_path, rank=rank, base=base)
         assert eager, f"{case}: no finding or cause at all (rank={rank})"
         assert compare(eager, lazy) == [], f"{case} rank={rank}"
-    if case == "seed-rank12-64":
+    if case in ("seed-rank12-64", "seed-rank12-64-db"):
         # the peer samples really apply here: fewer ranks' kernels were read, and it is said
         assert prof.stats.get("kernels_ranks_read", 64) < 64
         assert any(says_sample(r) for r in lazy + both(path, tmp_path, rank=None)[1])

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -50,20 +51,40 @@ def connect(path: Path) -> sqlite3.Connection:
     check_file(path)
     try:
         with path.open("rb") as fh:
-            head = fh.read(16)
+            head = fh.read(100)
+            size = fh.seek(0, 2)
     except PermissionError as exc:
         raise unreadable(path) from exc
-    if head != b"SQLite format 3\x00":
+    if head[:16] != b"SQLite format 3\x00":
         raise InputError(
             f"{show_path(path)} is not an SQLite database (truncated or corrupted)",
             path=show_path(path),
             remedy="Copy the file again from the training machine, or re-export with export_type=db",
         )
+    expected = _size_in_header(head)
+    if expected is not None and size < expected:
+        raise corrupt(path, f"truncated: {size} of the {expected} bytes its header announces")
     uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
     return sqlite3.connect(uri, uri=True)
 
 
-def corrupt(path: Path, exc: BaseException) -> InputError:
+def _size_in_header(head: bytes) -> int | None:
+    """Bytes the SQLite header says the file holds (page size × page count), when it says it.
+
+    The page count (offset 28) is valid only when the version-valid-for number (offset 92) equals
+    the change counter (offset 24); page size 1 means 65536 (sqlite.org/fileformat2.html §1.3).
+    """
+    if len(head) < 100:
+        return None
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    count = int.from_bytes(head[28:32], "big")
+    if head[92:96] != head[24:28] or not count or page < 512 or page & (page - 1):
+        return None
+    return page * count
+
+
+def corrupt(path: Path, exc: BaseException | str) -> InputError:
     """The :class:`InputError` for a DB whose header is valid but whose body is not."""
     return InputError(
         f"{show_path(path)} is a damaged SQLite database ({short(exc, 100)}); it was not read",
@@ -103,10 +124,14 @@ def schema_gaps(tabs: dict[str, list[str]], needed: list[str]) -> list[str]:
 
 
 def tables_of(con: sqlite3.Connection) -> dict[str, list[str]]:
-    """Table name → column names."""
+    """Table name → column names (one query: ``sqlite_master`` ⨝ ``pragma_table_info``)."""
     out: dict[str, list[str]] = {}
-    for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'"):
-        out[name] = [r[1] for r in con.execute(f'PRAGMA table_info("{name}")')]
+    rows = con.execute(
+        "SELECT m.name, p.name FROM sqlite_master m JOIN pragma_table_info(m.name) p "
+        "WHERE m.type = 'table' ORDER BY m.rowid, p.cid"
+    )
+    for table, column in rows:
+        out.setdefault(table, []).append(column)
     return out
 
 
@@ -132,27 +157,81 @@ def _unquote(s: pd.Series) -> pd.Series:
     return s.astype("string").str.strip().str.strip('"')
 
 
-def read_profiler_db(path: Path, rank: int | None) -> dict[str, Any]:
+#: What :func:`read_profiler_db` can read; ``kernels`` and ``host_dispatch`` are the heavy ones.
+PROFILER_PARTS = ("kernels", "host_dispatch", "memory", "meta")
+
+
+def read_profiler_db(
+    path: Path,
+    rank: int | None,
+    tables: Iterable[str] | None = None,
+    *,
+    memory_columns: bool = False,
+) -> dict[str, Any]:
     """Read one ``ascend_pytorch_profiler_{rank}.db`` (or MindSpore/msprof CANN-schema DB).
 
+    Args:
+        path: The DB file.
+        rank: Global rank written into the ``rank`` columns.
+        tables: Parts of :data:`PROFILER_PARTS` to read (``None``: all). ``meta`` is the cheap
+            part (META_DATA, RANK_DEVICE_MAP, SESSION_TIME_INFO, NPU_INFO and which heavy tables
+            the DB holds rows for, without reading them), so that the light read of a rank is
+            ``tables=("memory", "meta")`` and a later heavy read ``tables=("kernels",)``.
+        memory_columns: Give ``memory`` as ``(columns, rows)`` (for a ``TableSink``) instead of a
+            DataFrame.
+
     Returns:
-        ``{"kernels", "host_dispatch", "memory", "meta", "groups", "step_time"}``: DataFrames
-        (µs / MB), a meta dict and ``parallel_group_info`` group entries.
+        The parts asked for: ``kernels`` (also ``comm_op_raw``), ``host_dispatch``, ``memory``
+        DataFrames (µs / MB); with ``meta`` the ``meta`` dict, the ``metadata`` copy (META_DATA),
+        ``tables`` (table → columns) and ``heavy`` (which of ``kernels`` / ``host_dispatch``
+        the DB has rows for); ``step_time`` (STEP_TIME in µs) and ``schema_version`` with
+        ``kernels`` or ``host_dispatch``.
 
     Raises:
-        InputError: Unreadable or not an SQLite file.
+        InputError: Unreadable, not an SQLite file, truncated or damaged (names the file).
     """
+    want = set(PROFILER_PARTS if tables is None else tables)
     con = connect(path)
     try:
-        return _read_profiler_db(con, rank)
+        out = _read_profiler_db(con, rank, want)
     except DB_ERRORS as exc:
         raise corrupt(path, exc) from exc
     finally:
         con.close()
+    if "memory" in out and not memory_columns:
+        out["memory"] = pd.DataFrame(out["memory"][0], index=range(out["memory"][1]))
+    return out
 
 
-def _read_profiler_db(con: sqlite3.Connection, rank: int | None) -> dict[str, Any]:
+def _has_kernels(tabs: dict[str, list[str]]) -> tuple[bool, bool]:
+    """Whether the schema gives (compute kernels, communication kernels)."""
+    return (
+        not schema_gaps(tabs, ["TASK", "COMPUTE_TASK_INFO"]),
+        not schema_gaps(tabs, ["COMMUNICATION_OP"]),
+    )
+
+
+def _has_host_dispatch(tabs: dict[str, list[str]]) -> bool:
+    return (
+        not schema_gaps(tabs, ["CANN_API", "TASK"])
+        and "type" in tabs["CANN_API"]
+        and {"connectionId", "taskType"} <= set(tabs["TASK"])
+    )
+
+
+def _any_row(con: sqlite3.Connection, table: str) -> bool:
+    return con.execute(f'SELECT EXISTS (SELECT 1 FROM "{table}")').fetchone()[0] == 1
+
+
+def _read_profiler_db(con: sqlite3.Connection, rank: int | None, want: set[str]) -> dict[str, Any]:
     tabs = tables_of(con)
+    out: dict[str, Any] = {}
+    if "meta" in want:
+        out.update(_read_meta(con, tabs))
+    if "memory" in want and "MEMORY_RECORD" in tabs:
+        out["memory"] = _read_memory(con, tabs, rank)
+    if not want & {"kernels", "host_dispatch"}:
+        return out
     strings = _strings(con) if "STRING_IDS" in tabs else {}
     s = strings.get
     steps = pd.DataFrame(columns=["id", "start_us", "end_us"])
@@ -160,10 +239,30 @@ def _read_profiler_db(con: sqlite3.Connection, rank: int | None) -> dict[str, An
         steps = _q(con, "SELECT id, startNs, endNs FROM STEP_TIME")
         steps["start_us"] = steps["startNs"] / 1000.0
         steps["end_us"] = steps["endNs"] / 1000.0
-    out: dict[str, Any] = {"step_time": steps}
-    # kernels
+    out["step_time"] = steps
+    if "META_DATA" in tabs:
+        row = con.execute("SELECT value FROM META_DATA WHERE name = 'SCHEMA_VERSION'").fetchone()
+        out["schema_version"] = _json_or_text(row[0]) if row else None
+    compute, comm = _has_kernels(tabs)
+    if "kernels" in want:
+        out.update(_read_kernels(con, tabs, rank, s, steps, compute, comm))
+    if "host_dispatch" in want and _has_host_dispatch(tabs):
+        out["host_dispatch"] = _read_host_dispatch(con, tabs, rank, s, steps)
+    return out
+
+
+def _read_kernels(
+    con: sqlite3.Connection,
+    tabs: dict[str, list[str]],
+    rank: int | None,
+    s: Any,
+    steps: pd.DataFrame,
+    compute: bool,
+    comm: bool,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     frames = []
-    if not schema_gaps(tabs, ["TASK", "COMPUTE_TASK_INFO"]):
+    if compute:
         cti = tabs["COMPUTE_TASK_INFO"]
         tsk = tabs["TASK"]
 
@@ -207,7 +306,7 @@ def _read_profiler_db(con: sqlite3.Connection, rank: int | None) -> dict[str, An
             }
         )
         frames.append(kd)
-    if not schema_gaps(tabs, ["COMMUNICATION_OP"]):
+    if comm:
         co = tabs["COMMUNICATION_OP"]
         c = _q(
             con,
@@ -245,77 +344,98 @@ def _read_profiler_db(con: sqlite3.Connection, rank: int | None) -> dict[str, An
         if "wait_us" not in kernels:
             kernels["wait_us"] = np.nan
         out["kernels"] = kernels.reset_index(drop=True)
-    # host dispatch: CANN_API -> TASK by connectionId
-    if (
-        not schema_gaps(tabs, ["CANN_API", "TASK"])
-        and "type" in tabs["CANN_API"]
-        and {"connectionId", "taskType"} <= set(tabs["TASK"])
-    ):
-        h = _q(
-            con,
-            "SELECT a.name AS api, a.type AS atype, a.startNs AS hs, t.startNs AS ds, t.endNs AS de, "
-            "t.globalTaskId AS gid, t.taskType AS tt FROM CANN_API a "
-            "JOIN TASK t ON a.connectionId = t.connectionId"
-            + (
-                " WHERE t.globalTaskId NOT IN (SELECT globalTaskId FROM COMMUNICATION_TASK_INFO)"
-                if "COMMUNICATION_TASK_INFO" in tabs
-                else ""
-            ),
-        )
-        names: dict[int, str] = {}
-        if "COMPUTE_TASK_INFO" in tabs:
-            names = {
-                g: s(n) or ""
-                for g, n in con.execute("SELECT globalTaskId, name FROM COMPUTE_TASK_INFO")
-            }
-        api_types: dict[int, str] = {}
-        if "ENUM_API_TYPE" in tabs:
-            api_types = dict(con.execute("SELECT id, name FROM ENUM_API_TYPE").fetchall())
-        prefix = {"acl": "AscendCL@", "node": "Node@", "runtime": "Runtime@", "model": "Model@"}
-        prefix.update({"hccl": "Hccl@", "communication": "Hccl@"})
-        hd = pd.DataFrame(
-            {
-                # same spelling as trace_view.json: "{level}@{name}" (AscendCL@..., Node@launch)
-                "api_name": [
-                    prefix.get(api_types.get(t, ""), "") + (s(n) or "")
-                    for n, t in zip(h["api"], h["atype"], strict=False)
-                ],
-                "host_start_us": h["hs"] / 1000.0,
-                "device_start_us": h["ds"] / 1000.0,
-                "kernel_name": [
-                    names.get(g) or s(tt) or "" for g, tt in zip(h["gid"], h["tt"], strict=False)
-                ],
-                "device_duration_us": (h["de"] - h["ds"]) / 1000.0,
-            }
-        )
-        hd["launch_delay_us"] = hd["device_start_us"] - hd["host_start_us"]
-        hd["rank"] = rank
-        hd["step"] = _assign_steps(hd["host_start_us"], steps)
-        out["host_dispatch"] = hd
-    if "MEMORY_RECORD" in tabs:
-        m = _q(
-            con,
-            "SELECT component, timestamp, totalAllocated, totalReserved, totalActive FROM MEMORY_RECORD",
-        )
-        mb = 1024.0 * 1024.0
-        out["memory"] = pd.DataFrame(
-            {
-                "rank": rank,
-                "timestamp_us": m["timestamp"] / 1000.0,
-                "component": m["component"].map(s),
-                "allocated_mb": m["totalAllocated"] / mb,
-                "reserved_mb": m["totalReserved"] / mb,
-                "active_mb": m["totalActive"] / mb,
-            }
-        )
+    return out
+
+
+def _read_host_dispatch(
+    con: sqlite3.Connection,
+    tabs: dict[str, list[str]],
+    rank: int | None,
+    s: Any,
+    steps: pd.DataFrame,
+) -> pd.DataFrame:
+    """host_dispatch: CANN_API -> TASK by connectionId."""
+    h = _q(
+        con,
+        "SELECT a.name AS api, a.type AS atype, a.startNs AS hs, t.startNs AS ds, t.endNs AS de, "
+        "t.globalTaskId AS gid, t.taskType AS tt FROM CANN_API a "
+        "JOIN TASK t ON a.connectionId = t.connectionId"
+        + (
+            " WHERE t.globalTaskId NOT IN (SELECT globalTaskId FROM COMMUNICATION_TASK_INFO)"
+            if "COMMUNICATION_TASK_INFO" in tabs
+            else ""
+        ),
+    )
+    names: dict[int, str] = {}
+    if "COMPUTE_TASK_INFO" in tabs:
+        names = {
+            g: s(n) or ""
+            for g, n in con.execute("SELECT globalTaskId, name FROM COMPUTE_TASK_INFO")
+        }
+    api_types: dict[int, str] = {}
+    if "ENUM_API_TYPE" in tabs:
+        api_types = dict(con.execute("SELECT id, name FROM ENUM_API_TYPE").fetchall())
+    prefix = {"acl": "AscendCL@", "node": "Node@", "runtime": "Runtime@", "model": "Model@"}
+    prefix.update({"hccl": "Hccl@", "communication": "Hccl@"})
+    hd = pd.DataFrame(
+        {
+            # same spelling as trace_view.json: "{level}@{name}" (AscendCL@..., Node@launch)
+            "api_name": [
+                prefix.get(api_types.get(t, ""), "") + (s(n) or "")
+                for n, t in zip(h["api"], h["atype"], strict=False)
+            ],
+            "host_start_us": h["hs"] / 1000.0,
+            "device_start_us": h["ds"] / 1000.0,
+            "kernel_name": [
+                names.get(g) or s(tt) or "" for g, tt in zip(h["gid"], h["tt"], strict=False)
+            ],
+            "device_duration_us": (h["de"] - h["ds"]) / 1000.0,
+        }
+    )
+    hd["launch_delay_us"] = hd["device_start_us"] - hd["host_start_us"]
+    hd["rank"] = rank
+    hd["step"] = _assign_steps(hd["host_start_us"], steps)
+    return hd
+
+
+def _read_memory(
+    con: sqlite3.Connection, tabs: dict[str, list[str]], rank: int | None
+) -> tuple[dict[str, Any], int]:
+    """MEMORY_RECORD (bytes → MB, 1024-based) as columns; component names resolved in SQL."""
+    strings = "STRING_IDS" in tabs
+    rows = con.execute(
+        f"SELECT {'s.value' if strings else 'NULL'}, m.timestamp, m.totalAllocated, "
+        "m.totalReserved, m.totalActive FROM MEMORY_RECORD m"
+        + (" LEFT JOIN STRING_IDS s ON s.id = m.component" if strings else "")
+    ).fetchall()
+    cols = list(zip(*rows, strict=True)) if rows else [()] * 5
+    mb = 1024.0 * 1024.0
+    component = np.empty(len(rows), dtype=object)
+    component[:] = list(cols[0])
+    return {
+        "rank": rank,
+        "timestamp_us": _f64(list(cols[1])) / 1000.0,
+        "component": component,
+        "allocated_mb": _f64(list(cols[2])) / mb,
+        "reserved_mb": _f64(list(cols[3])) / mb,
+        "active_mb": _f64(list(cols[4])) / mb,
+    }, len(rows)
+
+
+def _json_or_text(value: Any) -> Any:
+    try:
+        return json.loads(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def _read_meta(con: sqlite3.Connection, tabs: dict[str, list[str]]) -> dict[str, Any]:
+    """The cheap part: meta dict, META_DATA copy, schema, and which heavy tables have rows."""
     meta: dict[str, Any] = {}
     md: dict[str, Any] = {}
     if "META_DATA" in tabs:
         for name, value in con.execute("SELECT name, value FROM META_DATA"):
-            try:
-                md[name] = json.loads(value)
-            except (TypeError, ValueError):
-                md[name] = value
+            md[name] = _json_or_text(value)
         meta["schema_version"] = md.get("SCHEMA_VERSION")
     if "RANK_DEVICE_MAP" in tabs:
         row = con.execute("SELECT rankId, deviceId FROM RANK_DEVICE_MAP").fetchone()
@@ -330,10 +450,21 @@ def _read_profiler_db(con: sqlite3.Connection, rank: int | None) -> dict[str, An
         row = con.execute("SELECT name FROM NPU_INFO").fetchone()
         if row:
             meta["device_type"] = row[0]
-    out["metadata"] = md
-    out["meta"] = meta
-    out["tables"] = tabs
-    return out
+    compute, comm = _has_kernels(tabs)
+    heavy = []
+    if (compute and _any_row(con, "COMPUTE_TASK_INFO")) or (
+        comm and _any_row(con, "COMMUNICATION_OP")
+    ):
+        heavy.append("kernels")
+    if _has_host_dispatch(tabs) and _any_row(con, "CANN_API"):
+        heavy.append("host_dispatch")
+    if "device_id" not in meta and compute and "deviceId" in tabs["TASK"]:
+        row = con.execute(
+            "SELECT deviceId FROM TASK WHERE deviceId IS NOT NULL ORDER BY startNs LIMIT 1"
+        ).fetchone()
+        if row:
+            meta["task_device_id"] = row[0]
+    return {"meta": meta, "metadata": md, "tables": tabs, "heavy": heavy}
 
 
 def _band_rows(b: pd.DataFrame) -> pd.DataFrame:
@@ -385,97 +516,249 @@ def bandwidth_frame(agg: pd.DataFrame, rank: Any) -> pd.DataFrame:
 def read_analysis_db(path: Path, rank: int | None) -> dict[str, pd.DataFrame]:
     """``analysis.db`` / ``communication_analyzer.db`` → step_trace, comm_ops, comm_bandwidth, comm_matrix.
 
-    comm_matrix keeps local ranks in ``src_local``/``dst_local`` (mapped by the loader).
+    DataFrames of :func:`analysis_columns` (same columns and units). comm_matrix keeps local ranks
+    in ``src_local``/``dst_local`` (mapped by the loader).
+
+    Raises:
+        InputError: Unreadable, not an SQLite file, truncated or damaged (names the file).
+    """
+    out = {}
+    for table, (cols, n) in analysis_columns(path, rank).items():
+        data = {}
+        for k, v in cols.items():
+            if isinstance(v, list):
+                arr = np.empty(n, dtype=object)
+                arr[:] = v
+                v = arr
+            data[k] = v
+        out[table] = pd.DataFrame(data, index=range(n))
+    return out
+
+
+def analysis_columns(path: Path, rank: int | None) -> dict[str, tuple[dict[str, Any], int]]:
+    """``analysis.db`` / ``communication_analyzer.db`` as columns: ``{table: (columns, rows)}``.
+
+    Tables (only those with a source table in the file):
+
+    - ``step_trace`` ← ``StepTraceTime``: every column, renamed to µs names (``computing_us``,
+      ``communication_not_overlapped_us``, ``free_us``, ``overlapped_us``, ``bubble_us``, …,
+      ``device_id``); ``step`` (int, -1 when empty), ``rank``, ``step_us`` = computing +
+      communication not overlapped + free (NaN counted 0).
+    - ``comm_ops`` ← ``CommAnalyzerTime`` (``Total*`` rows dropped): ``group``, ``step``, ``op_name``,
+      ``op_type``, ``comm_kind``, ``start_us``, ``elapse_ms``, ``transit_ms``, ``wait_ms``,
+      ``synchronization_ms``, ``idle_ms``, ``wait_ratio``, ``synchronization_ratio``
+      (:func:`~advisor_chat.ingest.common.hccl_ratio`).
+    - ``comm_bandwidth`` ← ``CommAnalyzerBandwidth`` (one row per package size there): one row per
+      (step, op, group, transport): ``transit_size_mb``, ``transit_time_ms``, ``bandwidth_gbps``,
+      ``large_packet_ratio`` (first non-null), ``packet_count`` (sum of ``count``),
+      ``small_packet_count`` (sum of ``count`` where ``package_size`` ≤
+      :data:`~advisor_chat.ingest.common.LARGE_PACKET_MB` of the transport).
+    - ``comm_matrix`` ← ``CommAnalyzerMatrix``: ``src_local``/``dst_local`` (local ranks),
+      ``transport``, ``transit_size_mb``, ``transit_time_ms``, ``bandwidth_gbps``, ``link_op_name``.
+
+    Values come straight from sqlite3 rows (no DataFrame per table: thousands of ranks are read
+    at load time, and pandas' per-frame cost dominated). Numeric columns are float64 arrays
+    (non-numbers → NaN), text columns lists.
+
+    Raises:
+        InputError: Unreadable, not an SQLite file, truncated or damaged (names the file).
     """
     con = connect(path)
     try:
-        return _read_analysis_db(con, rank)
+        return _analysis_columns(con, rank)
     except DB_ERRORS as exc:
         raise corrupt(path, exc) from exc
     finally:
         con.close()
 
 
-def _read_analysis_db(con: sqlite3.Connection, rank: int | None) -> dict[str, pd.DataFrame]:
-    out: dict[str, pd.DataFrame] = {}
+def _rows(con: sqlite3.Connection, table: str) -> dict[str, list[Any]]:
+    """Every column of ``table`` as lists (one ``SELECT *``)."""
+    cur = con.execute(f'SELECT * FROM "{table}"')
+    names = [d[0] for d in cur.description]
+    rows = cur.fetchall()
+    if not rows:
+        return {n: [] for n in names}
+    return {n: list(c) for n, c in zip(names, zip(*rows, strict=True), strict=True)}
+
+
+def _f64(values: list[Any]) -> np.ndarray:
+    """Values as float64 (None and non-numbers → NaN), like ``pd.to_numeric(errors='coerce')``."""
+    try:
+        return np.array(values, dtype="float64")
+    except (TypeError, ValueError):
+        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(
+            dtype="float64"
+        )
+
+
+def _infer(values: list[Any]) -> Any:
+    """A column of unknown meaning: float64 when every value is a number or NULL, else the list."""
+    if all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values):
+        return np.array(values, dtype="float64")
+    return values
+
+
+def _keep(names: list[Any]) -> list[int]:
+    """Indexes of the rows whose op name does not start with ``Total`` (summary rows)."""
+    return [i for i, n in enumerate(names) if not str(n).startswith("Total")]
+
+
+def _pick(cols: dict[str, list[Any]], idx: list[int]) -> dict[str, list[Any]]:
+    if len(idx) == len(next(iter(cols.values()), [])):
+        return cols
+    return {k: [v[i] for i in idx] for k, v in cols.items()}
+
+
+#: StepTraceTime column → canonical ``step_trace`` column.
+_STEP_TRACE_NAMES = {
+    "computing": "computing_us",
+    "communication_not_overlapped": "communication_not_overlapped_us",
+    "overlapped": "overlapped_us",
+    "communication": "communication_us",
+    "free": "free_us",
+    "stage": "stage_us",
+    "bubble": "bubble_us",
+    "communication_not_overlapped_and_exclude_receive": "communication_not_overlapped_exclude_receive_us",
+    "preparing": "preparing_us",
+    "deviceId": "device_id",
+}
+
+
+def _steps(keys: list[Any]) -> np.ndarray:
+    """:func:`~advisor_chat.ingest.common.step_from_key` of each key (parsed once per distinct key)."""
+    known = {k: step_from_key(k) for k in set(keys)}
+    return np.array([known[k] for k in keys], dtype="int64")
+
+
+def _null(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and v != v)
+
+
+def _analysis_columns(
+    con: sqlite3.Connection, rank: int | None
+) -> dict[str, tuple[dict[str, Any], int]]:
+    out: dict[str, tuple[dict[str, Any], int]] = {}
     tabs = tables_of(con)
     if "StepTraceTime" in tabs:
-        st = _q(con, "SELECT * FROM StepTraceTime")
-        ren = {
-            "computing": "computing_us",
-            "communication_not_overlapped": "communication_not_overlapped_us",
-            "overlapped": "overlapped_us",
-            "communication": "communication_us",
-            "free": "free_us",
-            "stage": "stage_us",
-            "bubble": "bubble_us",
-            "communication_not_overlapped_and_exclude_receive": "communication_not_overlapped_exclude_receive_us",
-            "preparing": "preparing_us",
-            "deviceId": "device_id",
-        }
-        st = st.rename(columns=ren)
-        st["step"] = [step_from_key(x) if x not in (None, "") else -1 for x in st["step"]]
+        c = _rows(con, "StepTraceTime")
+        n = len(next(iter(c.values()), []))
+        st: dict[str, Any] = {}
+        for name, values in c.items():
+            new = _STEP_TRACE_NAMES.get(name, name)
+            if name == "step":
+                st[new] = np.array(
+                    [step_from_key(x) if x not in (None, "") else -1 for x in values],
+                    dtype="int64",
+                )
+            elif new in _STEP_TRACE_NAMES.values():
+                st[new] = _f64(values)
+            else:
+                st[new] = _infer(values)
         st["rank"] = rank
         for col in ("computing_us", "communication_not_overlapped_us", "free_us"):
-            st[col] = pd.to_numeric(st[col], errors="coerce")
+            if col not in st:
+                raise sqlite3.DatabaseError(f"StepTraceTime has no column {col[:-3]}")
         st["step_us"] = (
-            st["computing_us"].fillna(0)
-            + st["communication_not_overlapped_us"].fillna(0)
-            + st["free_us"].fillna(0)
+            np.nan_to_num(st["computing_us"])
+            + np.nan_to_num(st["communication_not_overlapped_us"])
+            + np.nan_to_num(st["free_us"])
         )
-        out["step_trace"] = st
+        out["step_trace"] = (st, n)
     if "CommAnalyzerTime" in tabs:
-        t = _q(con, "SELECT * FROM CommAnalyzerTime")
-        t = t[~t["hccl_op_name"].astype(str).str.startswith("Total")]
-        wait = pd.to_numeric(t["wait_time"], errors="coerce")
-        transit = pd.to_numeric(t["transit_time"], errors="coerce")
-        sync = pd.to_numeric(t["synchronization_time"], errors="coerce")
-        kind = t["type"] if "type" in t else t["hccl_op_name"].map(comm_kind_of)
-        ops = pd.DataFrame(
-            {
-                "rank": rank,
-                "group": t["group_name"].astype(str),
-                "step": [step_from_key(x) for x in t.get("step", pd.Series("", index=t.index))],
-                "op_name": t["hccl_op_name"],
-                "op_type": t["hccl_op_name"].map(comm_op_type),
-                "comm_kind": kind,
-                "start_us": pd.to_numeric(t["start_timestamp"], errors="coerce"),
-                "elapse_ms": pd.to_numeric(t["elapse_time"], errors="coerce"),
-                "transit_ms": transit,
-                "wait_ms": wait,
-                "synchronization_ms": sync,
-                "idle_ms": pd.to_numeric(t["idle_time"], errors="coerce"),
-                "wait_ratio": hccl_ratio(wait, transit),
-                "synchronization_ratio": hccl_ratio(sync, transit),
-            }
-        )
-        out["comm_ops"] = ops.reset_index(drop=True)
+        c = _rows(con, "CommAnalyzerTime")
+        c = _pick(c, _keep(c["hccl_op_name"]))
+        names = c["hccl_op_name"]
+        wait = _f64(c["wait_time"])
+        transit = _f64(c["transit_time"])
+        sync = _f64(c["synchronization_time"])
+        steps = c.get("step") or [""] * len(names)
+        ops: dict[str, Any] = {
+            "rank": rank,
+            "group": [str(g) for g in c["group_name"]],
+            "step": _steps(steps),
+            "op_name": names,
+            "op_type": [comm_op_type(x) for x in names],
+            "comm_kind": c["type"] if "type" in c else [comm_kind_of(x) for x in names],
+            "start_us": _f64(c["start_timestamp"]),
+            "elapse_ms": _f64(c["elapse_time"]),
+            "transit_ms": transit,
+            "wait_ms": wait,
+            "synchronization_ms": sync,
+            "idle_ms": _f64(c["idle_time"]),
+            "wait_ratio": hccl_ratio(wait, transit),
+            "synchronization_ratio": hccl_ratio(sync, transit),
+        }
+        out["comm_ops"] = (ops, len(names))
     if "CommAnalyzerBandwidth" in tabs:
-        b = _q(con, "SELECT * FROM CommAnalyzerBandwidth")
-        if "step" not in b:
-            b["step"] = ""
-        b = b[~b["hccl_op_name"].astype(str).str.startswith("Total")]
-        agg = _band_rows(b)
-        if not agg.empty:
-            out["comm_bandwidth"] = bandwidth_frame(agg, rank)
+        c = _rows(con, "CommAnalyzerBandwidth")
+        c = _pick(c, _keep(c["hccl_op_name"]))
+        bw = _bandwidth_columns(c, rank)
+        if bw[1]:
+            out["comm_bandwidth"] = bw
     if "CommAnalyzerMatrix" in tabs:
-        m = _q(con, "SELECT * FROM CommAnalyzerMatrix")
-        if "step" not in m:
-            m["step"] = ""
-        m = m[~m["hccl_op_name"].astype(str).str.startswith("Total")]
-        out["comm_matrix"] = pd.DataFrame(
-            {
-                "group": m["group_name"].astype(str),
-                "step": [step_from_key(x) for x in m["step"]],
-                "op_name": m["hccl_op_name"],
-                "src_local": pd.to_numeric(m["src_rank"], errors="coerce"),
-                "dst_local": pd.to_numeric(m["dst_rank"], errors="coerce"),
-                "transport": m["transport_type"],
-                "transit_size_mb": pd.to_numeric(m["transit_size"], errors="coerce"),
-                "transit_time_ms": pd.to_numeric(m["transit_time"], errors="coerce"),
-                "bandwidth_gbps": pd.to_numeric(m["bandwidth"], errors="coerce"),
-                "link_op_name": m.get("op_name", ""),
-                "rank": rank,
-            }
-        )
+        c = _rows(con, "CommAnalyzerMatrix")
+        c = _pick(c, _keep(c["hccl_op_name"]))
+        n = len(c["hccl_op_name"])
+        steps = c.get("step") or [""] * n
+        mx: dict[str, Any] = {
+            "group": [str(g) for g in c["group_name"]],
+            "step": _steps(steps),
+            "op_name": c["hccl_op_name"],
+            "src_local": _f64(c["src_rank"]),
+            "dst_local": _f64(c["dst_rank"]),
+            "transport": c["transport_type"],
+            "transit_size_mb": _f64(c["transit_size"]),
+            "transit_time_ms": _f64(c["transit_time"]),
+            "bandwidth_gbps": _f64(c["bandwidth"]),
+            "link_op_name": c.get("op_name", ""),
+            "rank": rank,
+        }
+        out["comm_matrix"] = (mx, n)
     return out
+
+
+def _bandwidth_columns(c: dict[str, list[Any]], rank: int | None) -> tuple[dict[str, Any], int]:
+    """CommAnalyzerBandwidth rows → one row per (step, op, group, transport), as :func:`_band_rows`.
+
+    Groups in order of first appearance; sizes, times, bandwidth and large-packet ratio are the
+    group's first non-null value; ``packet_count`` sums ``count``, ``small_packet_count`` sums it
+    over the rows whose ``package_size`` is at most the transport's large-packet limit.
+    """
+    n = len(c["hccl_op_name"])
+    steps = c.get("step") or [""] * n
+    size = _f64(c["package_size"])
+    count = _f64(c["count"])
+    firsts = ("transit_size", "transit_time", "bandwidth", "large_packet_ratio")
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for i in range(n):
+        tr = c["transport_type"][i]
+        key = (steps[i], c["hccl_op_name"][i], c["group_name"][i], tr)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = [None] * len(firsts) + [0.0, 0.0]
+        for j, col in enumerate(firsts):
+            if _null(g[j]) and not _null(c[col][i]):
+                g[j] = c[col][i]
+        cnt = count[i]
+        if cnt == cnt:
+            g[4] += cnt
+            limit = LARGE_PACKET_MB.get(tr) if isinstance(tr, str) else None
+            if limit is not None and size[i] <= limit:
+                g[5] += cnt
+    keys = list(groups)
+    vals = list(groups.values())
+    cols: dict[str, Any] = {
+        "rank": rank,
+        "group": [str(k[2]) for k in keys],
+        "step": np.array([step_from_key(k[0]) for k in keys], dtype="int64"),
+        "op_name": [k[1] for k in keys],
+        "transport": [k[3] for k in keys],
+        "transit_size_mb": _f64([v[0] for v in vals]),
+        "transit_time_ms": _f64([v[1] for v in vals]),
+        "bandwidth_gbps": _f64([v[2] for v in vals]),
+        "large_packet_ratio": _f64([v[3] for v in vals]),
+        "small_packet_count": np.array([v[5] for v in vals], dtype="float64"),
+        "packet_count": np.array([v[4] for v in vals], dtype="float64"),
+    }
+    return cols, len(keys)

@@ -516,7 +516,9 @@ class HeavyReader:
                 if not w.ranks or cached.intersection(w.ranks)
             ]
         for r in from_cache:
-            sources.append(TableSource(name, self.files[name][r], "text", r))
+            sources.append(
+                TableSource(name, self.files[name][r], _export_of(self.files[name][r]), r)
+            )
         PARSE_STATS["heavy_ranks_parsed"] = PARSE_STATS.get("heavy_ranks_parsed", 0) + len(to_parse)
         df = _concat(frames)
         return df, sources, warnings
@@ -525,6 +527,15 @@ class HeavyReader:
         self, name: str, ranks: list[int]
     ) -> tuple[pd.DataFrame, list[TableSource], list[DataWarning]]:
         files = self.files[name]
+        in_db = [r for r in ranks if _export_of(files[r]) == "db"]
+        if in_db:
+            # DB export: one SQLite read per rank, of this table only
+            df, sources, warnings = self._parse_db(name, in_db)
+            rest = [r for r in ranks if _export_of(files[r]) != "db"]
+            if rest:
+                df2, sources2, warnings2 = self._parse(name, rest)
+                df, sources, warnings = _concat([df, df2]), sources + sources2, warnings + warnings2
+            return df, sources, warnings
         cb = self.progress
         if name == "kernels":
             from advisor_chat.ingest.text import read_kernels_arrow
@@ -571,6 +582,31 @@ class HeavyReader:
             if w is None
         ]
         return _concat(frames), sources, [w for _, w in results if w is not None]
+
+    def _parse_db(
+        self, name: str, ranks: list[int]
+    ) -> tuple[pd.DataFrame, list[TableSource], list[DataWarning]]:
+        """Read table ``name`` of the profiler DBs of ``ranks`` (a pool for 8 ranks or more)."""
+        files = self.files[name]
+        cb = self.progress
+        jobs = [(files[r], r, name) for r in ranks]
+        results: list[tuple[pd.DataFrame, str | None]] = []
+        if self.workers > 1 and len(jobs) >= 8:
+            with make_pool(min(self.workers, len(jobs))) as pool:
+                for i, res in enumerate(pool.map(_db_job, jobs, chunksize=4)):
+                    results.append(res)
+                    if cb is not None:
+                        cb(name, i + 1, len(jobs))
+        else:
+            for i, job in enumerate(jobs):
+                results.append(_db_job(job))
+                if cb is not None and len(jobs) > 1:
+                    cb(name, i + 1, len(jobs))
+        sources = [
+            TableSource(name, files[r], "db", r, len(d), v)
+            for (d, v), r in zip(results, ranks, strict=True)
+        ]
+        return _concat(d for d, _ in results), sources, []
 
     def _write_part(
         self, name: str, ranks: list[int], df: pd.DataFrame, warnings: list[DataWarning]
@@ -626,7 +662,7 @@ class HeavyReader:
         kept = [
             s
             for s in prof.sources.get(name, [])
-            if not (s.rank in done and s.rows == 0 and s.export == "text")
+            if not (s.rank in done and s.rows == 0 and s.export in ("text", "db"))
         ]
         prof.sources[name] = kept + [s for s in sources if s.rows or name == "kernels"]
         prof.warnings.extend(warnings)
@@ -646,6 +682,25 @@ def _total_bytes(paths: Iterable[str]) -> int:
         except OSError:
             continue  # the reader reports it
     return total
+
+
+def _export_of(path: str) -> Literal["db", "text"]:
+    """``"db"`` for a heavy table read from a profiler DB, else ``"text"``."""
+    return "db" if path.endswith(".db") else "text"
+
+
+def _db_job(job: tuple[str, int, str]) -> tuple[pd.DataFrame, str | None]:
+    """Read one table of one ``ascend_pytorch_profiler_{rank}.db`` (pool task): (rows, schema version).
+
+    Raises:
+        InputError: The DB is unreadable, truncated or damaged (names the file).
+    """
+    from advisor_chat.ingest import db as dbr
+
+    path, rank, name = job
+    d = dbr.read_profiler_db(Path(path), rank, tables=(name,))
+    df = d.get(name)
+    return (df if df is not None else pd.DataFrame()), d.get("schema_version")
 
 
 def _trace_job(job: tuple[str, int]) -> tuple[pd.DataFrame, DataWarning | None]:
@@ -1239,7 +1294,7 @@ def assemble_profile(
         reader.profile = profile
         for table, files in reader.files.items():
             profile.sources.setdefault(table, []).extend(
-                TableSource(table, f, "text", r) for r, f in files.items()
+                TableSource(table, f, _export_of(f), r) for r, f in files.items()
             )
         profile.attach_heavy(reader)
     profile.profile_id = plan.cache_key

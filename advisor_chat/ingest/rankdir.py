@@ -210,8 +210,10 @@ def read_rank_dir(
 
     Args:
         path: The ``*_ascend_pt`` / ``*_ascend_ms`` folder.
-        heavy: Also parse ``kernel_details.csv`` and ``trace_view.json``. When false they are only
-            listed in ``meta["heavy_files"]`` (table → path) for a later, lazy read.
+        heavy: Also parse ``kernel_details.csv`` and ``trace_view.json`` (or the profiler DB's
+            kernels and host dispatch). When false they are only listed in
+            ``meta["heavy_files"]`` (table → path; the ``.db`` file for the DB export) for a
+            later, lazy read.
         sink: Collect the light tables of a batch of ranks here (as columns) instead of building
             per-rank DataFrames in ``tables`` (only when the rank is known).
 
@@ -275,13 +277,27 @@ def read_rank_dir(
         if isinstance(md, dict):
             metadata = md
 
-    # --- DB first (kernels, host dispatch, memory; metadata copy)
+    # --- DB first (kernels, host dispatch, memory; metadata copy). Without ``heavy`` only the
+    # cheap meta and MEMORY_RECORD are read; kernels / host_dispatch are listed for a lazy read.
+    task_device_id = None
     if db_file is not None:
-        d = dbr.read_profiler_db(db_file, rank)
+        parts = ["meta"] if "memory_record.csv" in names else ["meta", "memory"]
+        d = dbr.read_profiler_db(
+            db_file,
+            rank,
+            tables=parts + (["kernels", "host_dispatch"] if heavy else []),
+            memory_columns=True,
+        )
         rd.parsed_files += 1
-        for t in ("kernels", "host_dispatch", "memory"):
-            if t in d and not (t == "memory" and "memory_record.csv" in names):
-                rd.add(t, d[t], db_file, version=d["meta"].get("schema_version"))
+        version = d["meta"].get("schema_version")
+        for t in ("kernels", "host_dispatch"):
+            if t in d:
+                rd.add(t, d[t], db_file, version=version)
+        if "memory" in d:
+            _put(rd, sink, "memory", db_file, cols=d["memory"], version=version)
+        if not heavy:
+            heavy_files.update({t: str(db_file) for t in d["heavy"]})
+        task_device_id = d["meta"].pop("task_device_id", None)
         for k, v in d["meta"].items():
             rd.meta.setdefault(k, v)
         if not metadata:
@@ -299,7 +315,11 @@ def read_rank_dir(
         _put(rd, sink, "step_trace", p, cols=text.step_trace_columns(df_st, rank))
         rd.parsed_files += 1
     # --- kernels
-    if "kernels" not in rd.tables and "kernel_details.csv" in names:
+    if (
+        "kernels" not in rd.tables
+        and "kernels" not in heavy_files
+        and "kernel_details.csv" in names
+    ):
         p = names["kernel_details.csv"]
         if heavy:
             k, version = text.read_kernels(p, rank)
@@ -343,11 +363,11 @@ def read_rank_dir(
     if analysis is not None and (
         "step_trace" not in have or "comm_ops" not in have or "comm_matrix" not in have
     ):
-        a = dbr.read_analysis_db(analysis, rank)
+        a = dbr.analysis_columns(analysis, rank)
         rd.parsed_files += 1
         for t in ("step_trace", "comm_ops", "comm_bandwidth", "comm_matrix"):
             if t in a and t not in have:
-                rd.add(t, a[t], analysis)
+                _put(rd, sink, t, analysis, cols=a[t])
     # --- memory
     if "memory_record.csv" in names:
         p = names["memory_record.csv"]
@@ -355,6 +375,8 @@ def read_rank_dir(
         rd.parsed_files += 1
     # --- host dispatch from trace_view.json only when the DB did not give it
     tv = names.get("trace_view.json")
+    if "host_dispatch" in heavy_files:
+        tv = None  # the DB gives it (read lazily)
     if "host_dispatch" not in rd.tables and tv is not None and not heavy:
         if _ends_like_json(tv):
             heavy_files["host_dispatch"] = str(tv)
@@ -392,6 +414,8 @@ def read_rank_dir(
             if df is not None and "device_id" in df and df["device_id"].notna().any():
                 rd.meta["device_id"] = float(df["device_id"].dropna().iloc[0])
                 break
+    if rd.meta.get("device_id") is None and task_device_id is not None:
+        rd.meta["device_id"] = float(task_device_id)  # the DB's kernels, not read yet
     if not rd.tables and not rd.sources and not heavy_files:
         rd.warnings.append(
             DataWarning(
