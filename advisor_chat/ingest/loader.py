@@ -92,9 +92,11 @@ class LightBatch:
 def read_light_batch(paths: list[str]) -> LightBatch:
     """Read the light tables of a batch of rank folders (the task of the pool and of Dask workers).
 
-    ``kernel_details.csv`` and ``trace_view.json`` are not parsed (listed in
-    ``meta["heavy_files"]``); the DB export's tables are read as before. Rows are collected as
-    columns and turned into one DataFrame per table for the batch (no per-rank DataFrames).
+    ``kernel_details.csv`` and ``trace_view.json`` (text export) and the kernels and host dispatch
+    of ``ascend_pytorch_profiler_{rank}.db`` (DB export) are not parsed, only listed in
+    ``meta["heavy_files"]``; ``analysis.db`` and the DB's memory records are read as light tables.
+    Rows are collected as columns and turned into one DataFrame per table for the batch (no
+    per-rank DataFrames).
 
     Raises:
         InputError: A rank folder is unreadable or corrupt.
@@ -832,9 +834,10 @@ def load_profile(
     """Load a profiling folder into a validated :class:`Profile`.
 
     Light tables (step trace, communication, matrix, operator statistics, memory, metadata) are
-    read for every rank; ``kernel_details.csv`` and ``trace_view.json`` of the text export are
-    read per rank when first used (``profile.get('kernels')`` reads every rank,
-    ``profile.kernels_for(ranks)`` only those) and cached as they are read.
+    read for every rank; the heavy tables (kernels and host dispatch: ``kernel_details.csv`` and
+    ``trace_view.json`` of the text export, the profiler DB of the DB export) are read per rank
+    when first used (``profile.get('kernels')`` reads every rank, ``profile.kernels_for(ranks)``
+    only those) and cached as they are read.
 
     Args:
         path: A folder holding per-rank ``*_ascend_pt``/``*_ascend_ms`` folders (text or DB export),
