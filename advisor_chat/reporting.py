@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from advisor_chat.analyzers.base import AnalyzerResult, Finding, Severity, load_all
-from advisor_chat.errors import NotAnswerableError, ToolArgumentError
+from advisor_chat.errors import InputError, NotAnswerableError, ToolArgumentError
 from advisor_chat.ingest.profile import Profile
 
 if TYPE_CHECKING:
@@ -35,7 +35,8 @@ class AnalyzerRun:
 
     Attributes:
         name: Registry name.
-        status: ``ok``, ``not_answerable``, ``bad_arguments``, ``error`` or ``skipped``.
+        status: ``ok``, ``not_answerable``, ``bad_arguments``, ``bad_input`` (a file it needed
+            could not be read), ``error`` or ``skipped``.
         seconds: Wall time of the run (s).
         findings: Number of findings it returned.
         message: Why it did not run / failed, if so.
@@ -177,6 +178,12 @@ def run_report(
             notes.append(f"[{spec.name}] bad arguments: {exc}")
             runs.append(
                 AnalyzerRun(spec.name, "bad_arguments", time.perf_counter() - t0, message=str(exc))
+            )
+            continue
+        except InputError as exc:  # a file read on demand is unreadable: the user's data, not a bug
+            notes.append(f"[{spec.name}] left out, a file it needs could not be read: {exc}")
+            runs.append(
+                AnalyzerRun(spec.name, "bad_input", time.perf_counter() - t0, message=str(exc))
             )
             continue
         except Exception as exc:

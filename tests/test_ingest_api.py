@@ -227,12 +227,13 @@ def test_heavy_tables_read_only_for_the_ranks_asked(scenario, tmp_path: Path) ->
     # light tables only: nothing heavy parsed yet, but the tables are known and citable
     assert p.tables.loaded("kernels") is None and p.tables.loaded("host_dispatch") is None
     assert p.has("kernels") and p.has("host_dispatch") and "kernels" in p.tables
-    assert "kernel_details.csv (8 files)" in p.cite("kernels")
+    assert p.cite("kernels") == "kernel_details.csv (8 files; read on demand)"
     assert p.available_ranks("kernels") == list(range(8)) and p.ranks == list(range(8))
     before = loader_mod.PARSE_STATS.get("heavy_ranks_parsed", 0)
     k3 = p.kernels_for([3])
     assert loader_mod.PARSE_STATS["heavy_ranks_parsed"] == before + 1
     assert set(k3["rank"]) == {3} and p.stats["kernels_ranks_read"] == 1.0
+    assert p.cite("kernels").endswith("kernel_details.csv (read for 1 of 8 ranks)")
     want = eager["kernels"][eager["kernels"]["rank"] == 3].reset_index(drop=True)
     pd.testing.assert_frame_equal(k3, want, check_dtype=False)
     hd = p.host_dispatch_for([3, 5])

@@ -16,7 +16,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from advisor_chat.errors import InputError
 from advisor_chat.ingest import db as dbr
 from advisor_chat.ingest.rankdir import read_rank_dir
 
@@ -173,17 +172,21 @@ def test_lazy_db_pool_equals_one_process(scenario, tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(got, one)
 
 
-def test_truncated_db_fails_at_load_naming_the_file(real_samples: Path, tmp_path: Path) -> None:
+def test_truncated_db_is_left_out_at_load_naming_the_file(
+    real_samples: Path, tmp_path: Path
+) -> None:
     root = _writable_copy(real_samples / REAL_DB, tmp_path / "prof")
     db = _db_files(root)[1]
     data = db.read_bytes()
     db.write_bytes(data[: len(data) // 3])
-    for heavy in (False, True):
-        with pytest.raises(InputError, match="damaged SQLite database") as ei:
-            read_rank_dir(db.parent.parent, heavy=heavy)
-        assert db.name in str(ei.value) and "truncated" in str(ei.value)
-    with pytest.raises(InputError, match=db.name):
-        _load(root, tmp_path / "home", use_cache=False)
+    for heavy in (False, True):  # the DB is left out of that rank, with a warning naming it
+        rd = read_rank_dir(db.parent.parent, heavy=heavy)
+        (w,) = [w for w in rd.warnings if w.code == "file_skipped"]
+        assert w.path == str(db) and "damaged SQLite database" in w.message
+        assert "truncated" in w.message and "Left out" in w.message
+    p = _load(root, tmp_path / "home", use_cache=False)
+    assert any(w.code == "file_skipped" and w.path == str(db) for w in p.warnings)
+    assert 0 in p.available_ranks("kernels") and 1 not in p.available_ranks("kernels")
 
 
 def test_damaged_task_table_read_lazily_names_the_file(real_samples: Path, tmp_path: Path) -> None:
@@ -198,15 +201,17 @@ def test_damaged_task_table_read_lazily_names_the_file(real_samples: Path, tmp_p
     data = bytearray(db.read_bytes())
     data[(task_root - 1) * page : task_root * page] = b"\xa5" * page
     db.write_bytes(bytes(data))
-    with pytest.raises(InputError) as eager:
-        read_rank_dir(db.parent.parent, heavy=True)
+    eager = [w for w in read_rank_dir(db.parent.parent, heavy=True).warnings if w.path == str(db)]
+    assert len(eager) == 1 and eager[0].code == "file_skipped"
     p = _load(root, tmp_path / "home", use_cache=False)
     assert p.heavy is not None and p.heavy.pending("kernels")
-    p.kernels_for([0])  # the intact rank reads fine
-    with pytest.raises(InputError) as lazy:
-        p.kernels_for([1])
-    assert str(lazy.value) == str(eager.value)
-    assert db.name in str(lazy.value) and "damaged SQLite database" in str(lazy.value)
+    k = p.kernels_for([0, 1])  # the intact rank reads fine; rank 1's kernels are left out
+    assert set(k["rank"]) == {0}
+    (w,) = [w for w in p.warnings if w.code == "file_skipped"]
+    assert w.ranks == (1,) and w.path == str(db)
+    # the reader's message is the eager read's; then each says what is left out
+    assert w.message.split(" Left out:")[0] == eager[0].message.split(" Left out:")[0]
+    assert db.name in w.message and "damaged SQLite database" in w.message
 
 
 def test_analysis_db_columns_match_sql(real_samples: Path, scenario) -> None:

@@ -683,7 +683,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
             for f in findings
         ]
         notes.append(
-            f"kernel_details.csv read for {n_read} of {len(kernel_ranks)} ranks (ranks {rank_a} "
+            f"kernels read for {n_read} of {len(kernel_ranks)} ranks (ranks {rank_a} "
             f"and {rank_b}, and a peer sample of {n_sample}); AI CPU and dynamic-shape checks "
             "cover those ranks"
         )

@@ -415,7 +415,7 @@ def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> Ana
             _say_sample(f, len(examined), n_suspects, n_sample, len(ranks)) for f in findings
         ]
         notes.append(
-            f"trace_view.json / kernel_details.csv read for {len(examined)} of {len(ranks)} ranks "
+            f"host dispatch and kernels read for {len(examined)} of {len(ranks)} ranks "
             f"(the {n_suspects} with the most Free or asked about, and a peer sample of {n_sample}: "
             f"{format_ranks(examined)}); the other ranks' launch and kernel columns are empty"
         )

@@ -196,8 +196,8 @@ def rich_progress() -> tuple[ProgressCallback, Callable[[], None]]:
     tasks: dict[str, Any] = {}
     labels = {
         "ranks": "reading ranks",
-        "kernels": "reading kernel_details.csv",
-        "host_dispatch": "reading trace_view.json",
+        "kernels": "reading kernels",
+        "host_dispatch": "reading host dispatch",
     }
     started = False
 
@@ -543,22 +543,34 @@ class HeavyReader:
             from advisor_chat.ingest.text import read_kernels_arrow
 
             out: list[pd.DataFrame] = []
-            versions: list[str] = []
+            versions: dict[int, str] = {}
+            skipped: list[DataWarning] = []
             step = max(64, len(ranks) // 20)
             for i in range(0, len(ranks), step):
                 chunk = ranks[i : i + step]
-                df, vs = read_kernels_arrow([(Path(files[r]), r) for r in chunk])
-                out.append(df)
-                versions += vs
+                try:
+                    df, vs = read_kernels_arrow([(Path(files[r]), r) for r in chunk])
+                    out.append(df)
+                    versions.update(zip(chunk, vs, strict=True))
+                except InputError:
+                    # one bad file fails the joined parse: read them one by one, leave out the bad
+                    for r in chunk:
+                        try:
+                            df, vs = read_kernels_arrow([(Path(files[r]), r)])
+                        except InputError as exc:
+                            skipped.append(lazy_skip_warning(files[r], r, "kernels", exc))
+                            continue
+                        out.append(df)
+                        versions[r] = vs[0]
                 if cb is not None and len(ranks) > step:
                     cb("kernels", min(len(ranks), i + step), len(ranks))
             df = _concat(out)
             counts = df["rank"].value_counts().to_dict() if not df.empty else {}
             sources = [
                 TableSource("kernels", files[r], "text", r, int(counts.get(r, 0)), v)
-                for r, v in zip(ranks, versions, strict=True)
+                for r, v in versions.items()
             ]
-            return df, sources, []
+            return df, sources, skipped
         # host_dispatch
         jobs = [(files[r], r) for r in ranks]
         results: list[tuple[pd.DataFrame, DataWarning | None]] = []
@@ -592,7 +604,7 @@ class HeavyReader:
         files = self.files[name]
         cb = self.progress
         jobs = [(files[r], r, name) for r in ranks]
-        results: list[tuple[pd.DataFrame, str | None]] = []
+        results: list[tuple[pd.DataFrame, str | None, DataWarning | None]] = []
         if self.workers > 1 and len(jobs) >= 8:
             with make_pool(min(self.workers, len(jobs))) as pool:
                 for i, res in enumerate(pool.map(_db_job, jobs, chunksize=4)):
@@ -606,9 +618,11 @@ class HeavyReader:
                     cb(name, i + 1, len(jobs))
         sources = [
             TableSource(name, files[r], "db", r, len(d), v)
-            for (d, v), r in zip(results, ranks, strict=True)
+            for (d, v, w), r in zip(results, ranks, strict=True)
+            if w is None
         ]
-        return _concat(d for d, _ in results), sources, []
+        warnings = [w for _, _, w in results if w is not None]
+        return _concat(d for d, _, _ in results), sources, warnings
 
     def _write_part(
         self, name: str, ranks: list[int], df: pd.DataFrame, warnings: list[DataWarning]
@@ -691,18 +705,36 @@ def _export_of(path: str) -> Literal["db", "text"]:
     return "db" if path.endswith(".db") else "text"
 
 
-def _db_job(job: tuple[str, int, str]) -> tuple[pd.DataFrame, str | None]:
-    """Read one table of one ``ascend_pytorch_profiler_{rank}.db`` (pool task): (rows, schema version).
+def lazy_skip_warning(path: str, rank: int, table: str, exc: InputError) -> DataWarning:
+    """The ``file_skipped`` warning for a heavy file that failed when read on demand.
 
-    Raises:
-        InputError: The DB is unreadable, truncated or damaged (names the file).
+    The rank's ``table`` rows are left out; the other ranks and tables are analysed. The message
+    is the reader's (file, what is wrong, what to do).
+    """
+    return DataWarning(
+        code="file_skipped",
+        message=f"{exc} Left out: the {table.replace('_', ' ')} of rank {rank}; the rest is analysed",
+        path=str(path),
+        ranks=(rank,),
+    )
+
+
+def _db_job(job: tuple[str, int, str]) -> tuple[pd.DataFrame, str | None, DataWarning | None]:
+    """Read one table of one ``ascend_pytorch_profiler_{rank}.db`` (pool task).
+
+    Returns:
+        (rows, schema version, None), or (empty, None, ``file_skipped`` warning) when the DB is
+        unreadable, truncated or damaged (the warning names the file).
     """
     from advisor_chat.ingest import db as dbr
 
     path, rank, name = job
-    d = dbr.read_profiler_db(Path(path), rank, tables=(name,))
+    try:
+        d = dbr.read_profiler_db(Path(path), rank, tables=(name,))
+    except InputError as exc:
+        return pd.DataFrame(), None, lazy_skip_warning(path, rank, name, exc)
     df = d.get(name)
-    return (df if df is not None else pd.DataFrame()), d.get("schema_version")
+    return (df if df is not None else pd.DataFrame()), d.get("schema_version"), None
 
 
 def _trace_job(job: tuple[str, int]) -> tuple[pd.DataFrame, DataWarning | None]:
@@ -722,8 +754,12 @@ def _trace_job(job: tuple[str, int]) -> tuple[pd.DataFrame, DataWarning | None]:
             path=str(path),
             ranks=(rank,),
         )
-    except PermissionError as exc:
-        raise unreadable(Path(path)) from exc
+    except PermissionError:
+        return pd.DataFrame(), lazy_skip_warning(
+            path, rank, "host_dispatch", unreadable(Path(path))
+        )
+    except InputError as exc:
+        return pd.DataFrame(), lazy_skip_warning(path, rank, "host_dispatch", exc)
 
 
 def heavy_cache_dir(settings: Settings, key: str, use_cache: bool = True) -> Path | None:

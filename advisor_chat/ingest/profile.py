@@ -291,12 +291,31 @@ class Profile:
         return out
 
     def cite(self, table: str, rank: int | None = None) -> str:
-        """Short citation of where ``table`` came from, e.g. ``'step_trace_time.csv (16 files)'``."""
+        """Short citation of where ``table`` came from, e.g. ``'step_trace_time.csv (16 files)'``.
+
+        A table read on demand (kernels, host dispatch) cites only the files read so far and
+        says so: ``'kernel_details.csv (24 files; read for 24 of 1024 ranks)'``, or, before any
+        read, ``'kernel_details.csv (1024 files; read on demand)'``.
+        """
         files = self.source_files(table, rank)
+        heavy = self.heavy
+        lazy = getattr(heavy, "files", {}).get(table) if heavy is not None else None
+        note = ""
+        if lazy and rank is None:
+            loaded = getattr(heavy, "loaded", {}).get(table, set())
+            if not loaded:
+                note = "; read on demand"
+            elif len(loaded) < len(lazy):
+                files = [
+                    s.path
+                    for s in self.sources.get(table, [])
+                    if s.rank is None or s.rank in loaded
+                ]
+                note = f"; read for {len(loaded)} of {len(lazy)} ranks"
         if not files:
-            return f"{table} (no source file)"
+            return f"{table} (no source file{note})"
         names = sorted({os.path.basename(f) for f in files})
         if len(files) == 1:
-            return files[0]
+            return files[0] + (f" ({note[2:]})" if note else "")
         shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-        return f"{shown} ({len(files)} files)"
+        return f"{shown} ({len(files)} files{note})"

@@ -203,6 +203,38 @@ def _trace_warning(tv: Path, why: str, rank: int | None) -> DataWarning:
     )
 
 
+#: What a rank loses when one of its files cannot be read (named in the ``file_skipped`` warning).
+_LOST = {
+    "profiler_info": "run metadata (versions, profiler level)",
+    "profiler_metadata.json": "parallel-group and environment metadata",
+    "db": "profiler DB tables (kernels, host dispatch, memory)",
+    "step_trace_time.csv": "step breakdown (Computing / Communication / Free)",
+    "kernel_details.csv": "kernels",
+    "op_statistic.csv": "operator statistics",
+    "communication.json": "communication operators and bandwidth",
+    "communication_matrix.json": "communication links",
+    "analysis.db": "step breakdown and communication from analysis.db",
+    "memory_record.csv": "memory records",
+}
+
+
+def _skip_file(rd: RankData, path: Path, what: str, exc: InputError) -> None:
+    """Record that ``path`` of this rank could not be read: its tables are left out, not the job.
+
+    One corrupt file among hundreds of ranks must not stop the analysis of the others; the
+    warning (``file_skipped``) carries the reader's message (file and remedy) and what is lost.
+    """
+    who = f"rank {rd.rank}" if rd.rank is not None else f"the rank in {rd.source_dir}"
+    rd.warnings.append(
+        DataWarning(
+            code="file_skipped",
+            message=f"{exc} Left out: the {_LOST.get(what, what)} of {who}; the rest is analysed",
+            path=str(path),
+            ranks=(rd.rank,) if rd.rank is not None else (),
+        )
+    )
+
+
 def read_rank_dir(
     path: str | Path, *, heavy: bool = True, sink: TableSink | None = None
 ) -> RankData:
@@ -264,30 +296,43 @@ def read_rank_dir(
     rd.meta["has_text"] = has_text
     heavy_files: dict[str, str] = {}
 
-    # --- meta
+    # --- meta. From here on, a file that cannot be read is left out with a ``file_skipped``
+    # warning (``_skip_file``) and the rank keeps what its other files give.
     if info_path is not None:
-        info = text.load_json(info_path)
-        rd.parsed_files += 1
-        rd.meta.update(text.parse_profiler_info(info if isinstance(info, dict) else {}))
+        try:
+            info = text.load_json(info_path)
+            rd.parsed_files += 1
+            rd.meta.update(text.parse_profiler_info(info if isinstance(info, dict) else {}))
+        except InputError as exc:
+            _skip_file(rd, info_path, "profiler_info", exc)
     md_path = folder / "profiler_metadata.json"
     metadata: dict[str, Any] = {}
     if md_path.is_file():
-        md = text.load_json(md_path)
-        rd.parsed_files += 1
-        if isinstance(md, dict):
-            metadata = md
+        try:
+            md = text.load_json(md_path)
+            rd.parsed_files += 1
+            if isinstance(md, dict):
+                metadata = md
+        except InputError as exc:
+            _skip_file(rd, md_path, "profiler_metadata.json", exc)
 
     # --- DB first (kernels, host dispatch, memory; metadata copy). Without ``heavy`` only the
     # cheap meta and MEMORY_RECORD are read; kernels / host_dispatch are listed for a lazy read.
     task_device_id = None
+    d_ok = False
     if db_file is not None:
         parts = ["meta"] if "memory_record.csv" in names else ["meta", "memory"]
-        d = dbr.read_profiler_db(
-            db_file,
-            rank,
-            tables=parts + (["kernels", "host_dispatch"] if heavy else []),
-            memory_columns=True,
-        )
+        try:
+            d = dbr.read_profiler_db(
+                db_file,
+                rank,
+                tables=parts + (["kernels", "host_dispatch"] if heavy else []),
+                memory_columns=True,
+            )
+            d_ok = True
+        except InputError as exc:
+            _skip_file(rd, db_file, "db", exc)
+    if db_file is not None and d_ok:
         rd.parsed_files += 1
         version = d["meta"].get("schema_version")
         for t in ("kernels", "host_dispatch"):
@@ -311,9 +356,13 @@ def read_rank_dir(
     df_st: Any = None
     if "step_trace_time.csv" in names:
         p = names["step_trace_time.csv"]
-        df_st = read_columns(p, required=["Computing", "Communication(Not Overlapped)", "Free"])
-        _put(rd, sink, "step_trace", p, cols=text.step_trace_columns(df_st, rank))
-        rd.parsed_files += 1
+        try:
+            df_st = read_columns(p, required=["Computing", "Communication(Not Overlapped)", "Free"])
+            _put(rd, sink, "step_trace", p, cols=text.step_trace_columns(df_st, rank))
+            rd.parsed_files += 1
+        except InputError as exc:
+            df_st = None
+            _skip_file(rd, p, "step_trace_time.csv", exc)
     # --- kernels
     if (
         "kernels" not in rd.tables
@@ -321,27 +370,43 @@ def read_rank_dir(
         and "kernel_details.csv" in names
     ):
         p = names["kernel_details.csv"]
-        if heavy:
-            k, version = text.read_kernels(p, rank)
-            rd.add("kernels", k, p, version=version)
-            rd.parsed_files += 1
-        else:
-            text.check_kernel_header(p)
-            heavy_files["kernels"] = str(p)
+        try:
+            if heavy:
+                k, version = text.read_kernels(p, rank)
+                rd.add("kernels", k, p, version=version)
+                rd.parsed_files += 1
+            else:
+                text.check_kernel_header(p)
+                heavy_files["kernels"] = str(p)
+        except InputError as exc:
+            _skip_file(rd, p, "kernel_details.csv", exc)
     if "op_statistic.csv" in names:
         p = names["op_statistic.csv"]
-        _put(rd, sink, "op_statistic", p, cols=text.op_statistic_columns(p, rank))
-        rd.parsed_files += 1
+        try:
+            _put(rd, sink, "op_statistic", p, cols=text.op_statistic_columns(p, rank))
+            rd.parsed_files += 1
+        except InputError as exc:
+            _skip_file(rd, p, "op_statistic.csv", exc)
     # --- communication
     if "communication.json" in names:
         p = names["communication.json"]
-        ops, bw = text.comm_tuples(text.load_json(p), rank)
-        _put(rd, sink, "comm_ops", p, rows=(text.COMM_OPS_COLUMNS, ops))
-        _put(rd, sink, "comm_bandwidth", p, rows=(text.COMM_BANDWIDTH_COLUMNS, bw))
-        rd.parsed_files += 1
+        try:
+            ops, bw = text.comm_tuples(text.load_json(p), rank)
+            _put(rd, sink, "comm_ops", p, rows=(text.COMM_OPS_COLUMNS, ops))
+            _put(rd, sink, "comm_bandwidth", p, rows=(text.COMM_BANDWIDTH_COLUMNS, bw))
+            rd.parsed_files += 1
+        except InputError as exc:
+            _skip_file(rd, p, "communication.json", exc)
+    matrix_data: Any = None
     if "communication_matrix.json" in names:
         p = names["communication_matrix.json"]
-        data = text.load_json(p)
+        try:
+            matrix_data = text.load_json(p)
+        except InputError as exc:
+            _skip_file(rd, p, "communication_matrix.json", exc)
+    if matrix_data is not None:
+        p = names["communication_matrix.json"]
+        data = matrix_data
         if sink is not None and rank is not None:
             n = sink.links.add_file(data, rank)
             if n:
@@ -363,16 +428,23 @@ def read_rank_dir(
     if analysis is not None and (
         "step_trace" not in have or "comm_ops" not in have or "comm_matrix" not in have
     ):
-        a = dbr.analysis_columns(analysis, rank)
-        rd.parsed_files += 1
+        try:
+            a = dbr.analysis_columns(analysis, rank)
+            rd.parsed_files += 1
+        except InputError as exc:
+            a = {}
+            _skip_file(rd, analysis, "analysis.db", exc)
         for t in ("step_trace", "comm_ops", "comm_bandwidth", "comm_matrix"):
             if t in a and t not in have:
                 _put(rd, sink, t, analysis, cols=a[t])
     # --- memory
     if "memory_record.csv" in names:
         p = names["memory_record.csv"]
-        _put(rd, sink, "memory", p, cols=text.memory_columns(p, rank))
-        rd.parsed_files += 1
+        try:
+            _put(rd, sink, "memory", p, cols=text.memory_columns(p, rank))
+            rd.parsed_files += 1
+        except InputError as exc:
+            _skip_file(rd, p, "memory_record.csv", exc)
     # --- host dispatch from trace_view.json only when the DB did not give it
     tv = names.get("trace_view.json")
     if "host_dispatch" in heavy_files:
@@ -416,7 +488,8 @@ def read_rank_dir(
                 break
     if rd.meta.get("device_id") is None and task_device_id is not None:
         rd.meta["device_id"] = float(task_device_id)  # the DB's kernels, not read yet
-    if not rd.tables and not rd.sources and not heavy_files:
+    skipped = any(w.code == "file_skipped" for w in rd.warnings)
+    if not rd.tables and not rd.sources and not heavy_files and not skipped:
         rd.warnings.append(
             DataWarning(
                 code="file_skipped",
