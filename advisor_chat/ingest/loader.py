@@ -15,7 +15,9 @@ and SQLite files are opened read-only/immutable.
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures as cf
+import gc
 import multiprocessing
 import os
 import sys
@@ -845,6 +847,19 @@ def save_cached(
 
 #: Background cache writes of this process by cache key (a reload of the key waits for its write).
 _PENDING_WRITES: dict[str, threading.Thread] = {}
+
+
+def _freeze_at_exit() -> None:
+    """Skip the collector's final pass over every object when the interpreter exits.
+
+    A loaded 1024-rank profile is ~10^6 Python objects; the last collection at shutdown walked
+    them all (0.15-0.2 s of every CLI run). Frozen objects are still freed by reference
+    counting; only cycles are left to the OS, which reclaims the whole process anyway.
+    """
+    gc.freeze()
+
+
+atexit.register(_freeze_at_exit)
 
 
 def wait_cache_writes() -> None:
