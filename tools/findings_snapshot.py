@@ -33,6 +33,7 @@ def snap(out: Path, data: Path, real: Path) -> dict[str, Any]:
 
     from advisor_chat.config import load_settings
     from advisor_chat.ingest import load_profile
+    from advisor_chat.ingest.schema import TABLE_SPECS
     from advisor_chat.reporting import run_report
     from advisor_chat.synth import SCENARIOS, generate
 
@@ -64,17 +65,21 @@ def snap(out: Path, data: Path, real: Path) -> dict[str, Any]:
         except Exception as exc:  # recorded: a change may also change which folders fail
             result[name] = {"error": f"{type(exc).__name__}: {exc}"}
             continue
+        report = run_report(prof, baseline=base)
+        diag = getattr(report, "diagnosis", None)
         tables = {}
-        for table, df in sorted(prof.tables.items()):
-            d = df.reset_index(drop=True)
+        for table in sorted(
+            TABLE_SPECS
+        ):  # every table in full (heavy ones read now, after the report)
+            if not prof.has(table):
+                continue
+            d = prof.get(table).reset_index(drop=True)
             values = pd.util.hash_pandas_object(d.astype(str), index=False).to_numpy().tobytes()
             tables[table] = {
                 "rows": len(d),
                 "dtypes": {str(c): str(t) for c, t in d.dtypes.items()},
                 "sha1": hashlib.sha1(values).hexdigest(),
             }
-        report = run_report(prof, baseline=base)
-        diag = getattr(report, "diagnosis", None)
         result[name] = {
             "tables": tables,
             "findings": [f.to_dict() for f in report.findings],
