@@ -180,9 +180,9 @@ def test_item8_category_answer_explains_its_numbers_and_names_a_similar_second_c
         assert second and (
             "communication is exposed" in second[0] or "每张卡的通信都未被掩盖" in second[0]
         )
-    # a much smaller second cause (12.3 ms < half of 39.58 ms) is not called "of similar size"
+    # a much smaller second cause (12.3 ms < half of 39.58 ms) is not called "of comparable size"
     small = "\n".join(pj.category(_diag(HOST12, COMM_JOB), [], False, False).lines)
-    assert "similar size" not in small
+    assert "comparable size" not in small
 
 
 def test_item5_fix_first_is_the_actionable_cause_with_the_largest_gain() -> None:

@@ -228,12 +228,19 @@ def test_heavy_tables_read_only_for_the_ranks_asked(scenario, tmp_path: Path) ->
     assert p.tables.loaded("kernels") is None and p.tables.loaded("host_dispatch") is None
     assert p.has("kernels") and p.has("host_dispatch") and "kernels" in p.tables
     assert p.cite("kernels") == "kernel_details.csv (8 files; read on demand)"
+    from advisor_chat.ingest import inspect_profile
+
+    listed = inspect_profile(p)["tables"]  # inspect lists them without reading them
+    assert listed["kernels"]["on_demand"] == {"ranks": 8, "ranks_read": 0}
+    assert listed["kernels"]["rows"] == 0 and p.tables.loaded("kernels") is None
     assert p.available_ranks("kernels") == list(range(8)) and p.ranks == list(range(8))
     before = loader_mod.PARSE_STATS.get("heavy_ranks_parsed", 0)
     k3 = p.kernels_for([3])
     assert loader_mod.PARSE_STATS["heavy_ranks_parsed"] == before + 1
     assert set(k3["rank"]) == {3} and p.stats["kernels_ranks_read"] == 1.0
     assert p.cite("kernels").endswith("kernel_details.csv (read for 1 of 8 ranks)")
+    listed = inspect_profile(p)["tables"]["kernels"]
+    assert listed["on_demand"] == {"ranks": 8, "ranks_read": 1} and listed["rows"] == len(k3)
     want = eager["kernels"][eager["kernels"]["rank"] == 3].reset_index(drop=True)
     pd.testing.assert_frame_equal(k3, want, check_dtype=False)
     hd = p.host_dispatch_for([3, 5])

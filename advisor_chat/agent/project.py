@@ -1289,11 +1289,11 @@ def category(d: Diagnosis, topics: Sequence[str], yes_no: bool, zh: bool) -> Pro
         p.add_cause(second)
         cat2 = _CATEGORY.get(second.category.value, _CATEGORY["unknown"])[1 if zh else 0]
         p.lines.append(
-            f"还有一个大小相近的原因（{cat2}，每步约 {us(_size(second))}，"
-            f"首要原因约 {us(_size(top))}）：{summary(second, zh)}。"
+            f"还有一个大小相当的原因（{cat2}，每步约 {us(_size(second))}，"
+            f"上面的原因约 {us(_size(top))}）：{summary(second, zh)}。"
             if zh
-            else f"A second cause of similar size ({cat2}, about {us(_size(second))} per step "
-            f"vs {us(_size(top))} for the top cause): {summary(second, zh)}."
+            else f"Another cause of comparable size ({cat2}, about {us(_size(second))} per step "
+            f"vs {us(_size(top))} for the cause above): {summary(second, zh)}."
         )
     p.plot_ranks = list(top.culprit.ranks)[:8]
     return p

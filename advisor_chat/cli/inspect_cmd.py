@@ -61,7 +61,13 @@ def _render(info: dict[str, Any]) -> None:
     tables.add_column("rows", justify="right")
     tables.add_column("source", overflow="fold")
     for name, t in info["tables"].items():
-        tables.add_row(tt(name), str(t["rows"]), tt(t["source"], limit=1000))
+        od = t.get("on_demand")
+        rows = (
+            str(t["rows"])
+            if not od
+            else f"{t['rows']} (read for {od['ranks_read']} of {od['ranks']} ranks)"
+        )
+        tables.add_row(tt(name), rows, tt(t["source"], limit=1000))
     console.print(tables)
     if info["groups"]:
         groups = Table(title="Communication groups")

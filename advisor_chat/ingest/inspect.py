@@ -35,7 +35,9 @@ def inspect_profile(profile: Profile) -> dict[str, Any]:
         ``{"root", "layout", "ranks": [int], "steps": [int], "groups": [{"group", "group_name",
         "comm_kind", "ranks", "size"}], "stages": [{"index", "ranks"}], "versions": {"cann":
         {version: [ranks]}, "torch_npu": {...}}, "profiler_level": {level: [ranks]}, "tables":
-        {name: {"rows", "source", "files", "file_types": {file name: count}}}, "warnings": [{"code", "message", "path", "ranks"}],
+        {name: {"rows", "source", "files", "file_types": {file name: count}, "on_demand":
+        {"ranks", "ranks_read"} (tables read per rank when an analysis needs them: kernels, host
+        dispatch; ``rows`` counts the ranks read so far)}}, "warnings": [{"code", "message", "path", "ranks"}],
         "extra_sources": [str], "cache_hit": bool}``. ``source`` is a short citation
         (:meth:`Profile.cite`).
     """
@@ -69,20 +71,28 @@ def inspect_profile(profile: Profile) -> dict[str, Any]:
     if not meta.empty and "profiler_level" in meta:
         for lv, g in meta.dropna(subset=["profiler_level"]).groupby("profiler_level"):
             levels[str(lv)] = sorted(int(r) for r in g["rank"].dropna())
+    ranks, steps = profile.ranks, profile.steps  # first: without a step trace, steps read kernels
     tables = {}
-    for name, df in sorted(profile.tables.items()):
+    heavy = profile.heavy
+    lazy_files: dict[str, dict[int, str]] = getattr(heavy, "files", {}) if heavy else {}
+    for name in sorted(profile.tables.keys()):  # no read: heavy tables as read so far
+        df = dict.get(profile.tables, name)  # as read so far (TableDict.loaded), no read
         files = profile.source_files(name)
-        tables[name] = {
-            "rows": len(df),
+        entry: dict[str, Any] = {
+            "rows": len(df) if df is not None else 0,
             "source": profile.cite(name),
             "files": len(files),
             "file_types": dict(Counter(Path(f.split("#")[0]).name for f in files)),
         }
+        if lazy_files.get(name):
+            read = getattr(heavy, "loaded", {}).get(name, set())
+            entry["on_demand"] = {"ranks": len(lazy_files[name]), "ranks_read": len(read)}
+        tables[name] = entry
     return {
         "root": str(profile.root),
         "layout": profile.layout,
-        "ranks": profile.ranks,
-        "steps": profile.steps,
+        "ranks": ranks,
+        "steps": steps,
         "groups": groups,
         "stages": stages,
         "versions": _versions(meta),
