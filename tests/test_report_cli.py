@@ -55,3 +55,24 @@ def test_bad_inputs_exit_2(seed: Path, tmp_path: Path) -> None:
     assert "0-15" in res.output
     res = CliRunner().invoke(app, ["report", str(tmp_path / "missing")])
     assert res.exit_code == 2
+
+
+def test_no_cache_neither_reads_nor_writes_the_cache(
+    scenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``report --no-cache`` parses again and leaves no profile cache; without it one is written."""
+    from advisor_chat.ingest.loader import PARSE_STATS, wait_cache_writes
+
+    prof = scenario("seed-rank12", ranks=4, steps=2)
+    monkeypatch.setenv("ADVISOR_HOME", str(tmp_path / "home"))
+    cache = tmp_path / "home" / "cache" / "profiles"
+    parses = PARSE_STATS["parses"]
+    for _ in range(2):
+        res = CliRunner().invoke(app, ["report", str(prof), "--no-cache", "--format", "json"])
+        assert res.exit_code == 0, res.output
+    assert PARSE_STATS["parses"] == parses + 2  # parsed both times
+    assert not cache.exists() or not any(cache.iterdir())
+    res = CliRunner().invoke(app, ["report", str(prof), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    wait_cache_writes()
+    assert any(cache.iterdir())

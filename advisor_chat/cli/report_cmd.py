@@ -68,6 +68,10 @@ def register(app: typer.Typer) -> None:
                 help="Write to this file instead of the terminal (not inside PATH).",
             ),
         ] = None,
+        no_cache: Annotated[
+            bool,
+            typer.Option("--no-cache", help="Parse again; neither read nor write the cache."),
+        ] = False,
     ) -> None:
         """Diagnose a profile: every finding with its numbers and source files, most important first."""
         from advisor_chat.analyzers._common import format_ranks
@@ -85,12 +89,12 @@ def register(app: typer.Typer) -> None:
                 f"--output {output} is a folder",
                 remedy="Give a file name, e.g. --output report.md",
             )
-        profile = load_profile(path)
+        profile = load_profile(path, use_cache=not no_cache)
         if rank is not None and rank not in profile.ranks:
             raise ToolArgumentError(
                 f"--rank {rank} does not exist in {path}; ranks are {format_ranks(profile.ranks)}"
             )
-        base = load_profile(baseline) if baseline is not None else None
+        base = load_profile(baseline, use_cache=not no_cache) if baseline is not None else None
         rep = run_report(profile, baseline=base, rank=rank)
         if fmt is ReportFormat.json:
             if output is None:
