@@ -393,6 +393,13 @@ def _finding_md(f: Finding, heading: str) -> list[str]:
     return out
 
 
+def _cause_heading(c: Any) -> str:
+    """``'<mechanism title>: <culprit>'``, the culprit left out when it only repeats the title."""
+    title = _MECH_TITLE.get(c.mechanism.value, c.mechanism.value)
+    label = str(c.culprit.label)
+    return title if label.strip().lower() == title.strip().lower() else f"{title}: {label}"
+
+
 def render_markdown(report: Report) -> str:
     """Render the report as Markdown.
 
@@ -430,9 +437,8 @@ def render_markdown(report: Report) -> str:
         if d.notes:
             out.append("")
         for i, c in enumerate(d.causes, 1):
-            title = _MECH_TITLE.get(c.mechanism.value, c.mechanism.value)
-            label = md_text(c.culprit.label, limit=None)
-            out.append(f"### Cause {i}. {title}: {label} [{c.severity.value.upper()}]")
+            title = _cause_heading(c)
+            out.append(f"### Cause {i}. {md_text(title, limit=None)} [{c.severity.value.upper()}]")
             out.append("")
             out.append(md_text(c.summary, limit=None))
             out.append("")
@@ -586,11 +592,9 @@ def render_html(report: Report) -> str:
             parts.append("<ul>" + "".join(f"<li>{e(n)}</li>" for n in d.notes) + "</ul>")
         for i, c in enumerate(d.causes, 1):
             sev = c.severity.value
-            title = _MECH_TITLE.get(c.mechanism.value, c.mechanism.value)
             parts.append(f'<section class="f cause {sev}" id="{e(c.id)}">')
             parts.append(
-                f'<h3>Cause {i}. <span class="sev {sev}">{e(sev)}</span> {e(title)}: '
-                f"{e(c.culprit.label)}</h3>"
+                f'<h3>Cause {i}. <span class="sev {sev}">{e(sev)}</span> {e(_cause_heading(c))}</h3>'
             )
             parts.append(f"<p>{e(c.summary)}</p>")
             parts.append(f'<p class="zh" lang="zh">{e(c.summary_zh)}</p>')
