@@ -141,11 +141,10 @@ def test_unreadable_file_simulated(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         return real_open(self, *a, **kw)
 
     monkeypatch.setattr(Path, "open", fake_open)
-    p = load_profile(tmp_path, use_cache=False)
-    (w,) = [w for w in p.warnings if w.code == "file_skipped"]
-    msg = w.message
+    with pytest.raises(InputError) as ei:  # the rank's only data file: nothing is left to analyse
+        load_profile(tmp_path, use_cache=False)
+    msg = str(ei.value)
     assert str(target) in msg and "permission denied" in msg and "chmod" in msg
-    assert not p.has("step_trace")
 
 
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root can read anything")
@@ -183,3 +182,26 @@ def test_nothing_written_inside_input(real_samples: Path, tmp_path: Path, name: 
     load_profile(root)  # cache hit
     CliRunner().invoke(app, ["inspect", str(root)])
     assert _snapshot(root) == before
+
+
+def test_one_unreadable_rank_is_left_out_but_nothing_readable_is_an_error(tmp_path: Path) -> None:
+    """A rank whose only data file is garbage is left out when another rank has data; alone it
+    is bad input (exit 2) naming the file, not an empty analysis."""
+    good = _rank(tmp_path / "two", 0)
+    bad = _rank(tmp_path / "two", 1)
+    garbage = bad / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+    garbage.write_bytes(b"\x00\xff garbage \x00")
+    p = load_profile(tmp_path / "two", use_cache=False)
+    assert sorted(set(p.get("step_trace")["rank"])) == [0]
+    (w,) = [w for w in p.warnings if w.code == "file_skipped"]
+    assert w.path == str(garbage) and w.ranks == (1,)
+    assert good.exists()
+
+    alone = _rank(tmp_path / "one", 0)
+    only = alone / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+    only.write_bytes(b"\x00\xff garbage \x00")
+    with pytest.raises(InputError) as ei:
+        load_profile(tmp_path / "one", use_cache=False)
+    msg = str(ei.value)
+    assert "nothing in" in msg and str(only) in msg and "Left out" not in msg
+    assert str(only) in _cli_error(tmp_path / "one").replace("\n", "")

@@ -42,7 +42,7 @@ from advisor_chat.ingest.detect import Layout, detect, unit_files
 from advisor_chat.ingest.guard import check_units, repeat_warnings
 from advisor_chat.ingest.msprof import read_msprof_dir
 from advisor_chat.ingest.profile import DataWarning, Profile, TableSource
-from advisor_chat.ingest.rankdir import OUTPUT, TableSink, read_rank_dir
+from advisor_chat.ingest.rankdir import LEFT_OUT, OUTPUT, TableSink, read_rank_dir
 from advisor_chat.ingest.schema import TABLE_SPECS, validate_table
 
 __all__ = [
@@ -715,7 +715,7 @@ def lazy_skip_warning(path: str, rank: int, table: str, exc: InputError) -> Data
     """
     return DataWarning(
         code="file_skipped",
-        message=f"{exc} Left out: the {table.replace('_', ' ')} of rank {rank}; the rest is analysed",
+        message=f"{exc}{LEFT_OUT} the {table.replace('_', ' ')} of rank {rank}; the rest is analysed",
         path=str(path),
         ranks=(rank,),
     )
@@ -849,6 +849,38 @@ def save_cached(
 _PENDING_WRITES: dict[str, threading.Thread] = {}
 
 
+#: Tables that hold measurements (not only metadata).
+_DATA_TABLES = (
+    "step_trace",
+    "comm_ops",
+    "comm_bandwidth",
+    "comm_matrix",
+    "op_statistic",
+    "memory",
+    "kernels",
+    "host_dispatch",
+    "stage_trace",
+)
+
+
+def _refuse_if_nothing_readable(profile: Profile) -> None:
+    """Files left out one by one are warnings; when nothing with data was left, it is bad input.
+
+    Raises:
+        InputError: Every file that could hold measurements was unreadable; names the first one,
+            its problem and fix, and how many files were left out.
+    """
+    skipped = [w for w in profile.warnings if w.code == "file_skipped" and LEFT_OUT in w.message]
+    if not skipped or any(profile.has(t) for t in _DATA_TABLES):
+        return
+    first = skipped[0].message.split(LEFT_OUT)[0]
+    more = f" ({len(skipped)} files could not be read)" if len(skipped) > 1 else ""
+    raise InputError(
+        f"nothing in {profile.root} could be read{more}: {first}",
+        path=skipped[0].path,
+    )
+
+
 def _freeze_at_exit() -> None:
     """Skip the collector's final pass over every object when the interpreter exits.
 
@@ -952,6 +984,7 @@ def load_profile(
     finally:
         if stop is not None:
             stop()
+    _refuse_if_nothing_readable(profile)
     if stop is not None and isinstance(profile.heavy, HeavyReader):
         profile.heavy.rich = True  # the lazy reads later show their progress the same way
     save_cached(plan, settings, profile, use_cache=use_cache, background=cache_write != "now")

@@ -218,6 +218,10 @@ _LOST = {
 }
 
 
+#: Marks a ``file_skipped`` message about an unreadable file (the reader's message comes before it).
+LEFT_OUT = " Left out:"
+
+
 def _skip_file(rd: RankData, path: Path, what: str, exc: InputError) -> None:
     """Record that ``path`` of this rank could not be read: its tables are left out, not the job.
 
@@ -228,7 +232,7 @@ def _skip_file(rd: RankData, path: Path, what: str, exc: InputError) -> None:
     rd.warnings.append(
         DataWarning(
             code="file_skipped",
-            message=f"{exc} Left out: the {_LOST.get(what, what)} of {who}; the rest is analysed",
+            message=f"{exc}{LEFT_OUT} the {_LOST.get(what, what)} of {who}; the rest is analysed",
             path=str(path),
             ranks=(rd.rank,) if rd.rank is not None else (),
         )
