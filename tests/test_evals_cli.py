@@ -64,10 +64,10 @@ def test_eval_gate_exit_code(
     res = CliRunner().invoke(app, args)
     assert res.exit_code == code, res.output
     assert seen == {"ids": ["a-one"], "model": "qwen", "base_url": "http://127.0.0.1:9/v1"}
-    data = json.loads((out / "qwen_127.0.0.1_9.json").read_text(encoding="utf-8"))
+    data = json.loads((out / "d-qwen_127.0.0.1_9.json").read_text(encoding="utf-8"))
     assert data["metrics"]["passed"] == passing
     assert data["gate_passed"] is (code == 0)
-    assert "Gate" in (out / "qwen_127.0.0.1_9.md").read_text(encoding="utf-8")
+    assert "Gate" in (out / "d-qwen_127.0.0.1_9.md").read_text(encoding="utf-8")
 
 
 def test_eval_missing_dataset_is_an_input_error(tmp_path: Path) -> None:
@@ -93,6 +93,9 @@ def test_eval_paraphrase_by_name_split_and_scenario(
     args = ["eval", "--dataset", "paraphrase", "--split", "heldout", "--out", str(tmp_path)]
     res = CliRunner().invoke(app, [*args, "--scenario", "slow-link", "--gate", "0"])
     assert res.exit_code == 0, res.output
+    # its own report file: the default set's offline.md is not overwritten
+    stems = sorted(p.name for p in tmp_path.iterdir() if p.suffix in (".md", ".json"))
+    assert stems and all(n.startswith("paraphrase-") for n in stems), stems
     want = [
         i.id
         for i in load_dataset("paraphrase")

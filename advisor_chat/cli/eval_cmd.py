@@ -101,7 +101,9 @@ def register(app: typer.Typer) -> None:
 
         report = run_eval(items, settings=settings, progress=progress)
         report.gate = gate
-        jp, mp = report.write(out or _default_out())
+        # a named dataset gets its own report file (--dataset paraphrase -> paraphrase-offline.md)
+        prefix = "".join(f"{d.stem}-" for d in dataset or [])
+        jp, mp = report.write(out or _default_out(), prefix=prefix)
         if json_out:
             print_json(report.to_dict(answers=False))
         else:

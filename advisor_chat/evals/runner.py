@@ -819,10 +819,14 @@ class EvalReport:
             f"({m['model_s']:.0f} s in the model) |",
         ]
 
-    def write(self, out_dir: Path) -> tuple[Path, Path]:
-        """Write ``<backend>.json`` and ``<backend>.md`` into ``out_dir``; returns both paths."""
+    def write(self, out_dir: Path, *, prefix: str = "") -> tuple[Path, Path]:
+        """Write ``<prefix><backend>.json`` and ``.md`` into ``out_dir``; returns both paths.
+
+        ``prefix`` keeps reports of other datasets apart (``paraphrase-offline.md`` beside the
+        default set's ``offline.md``).
+        """
         out_dir.mkdir(parents=True, exist_ok=True)
-        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.backend)
+        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", prefix + self.backend)
         jp, mp = out_dir / f"{stem}.json", out_dir / f"{stem}.md"
         jp.write_text(
             json.dumps(self.to_dict(), ensure_ascii=False, indent=1, default=str), encoding="utf-8"
