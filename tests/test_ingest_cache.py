@@ -146,3 +146,71 @@ def test_cli_exit_right_after_a_cold_load_writes_the_cache(
         )
         written = list((home / "cache" / "profiles").glob("*/profile.json"))
         assert len(written) == 1, sorted(p.name for p in (home / "cache").rglob("*"))
+
+
+def test_early_cache_read_is_used_only_for_the_same_files(
+    tmp_path: Path, real_samples: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last cache of a folder is read while its key is computed; a changed file makes it moot."""
+    from advisor_chat.ingest import cache as cache_mod
+
+    root = tmp_path / "run"
+    shutil.copytree(real_samples / "pt-text-level1-2rank", root)
+    settings = load_settings(home=tmp_path / "home")
+    first = load_profile(root, settings=settings, cache_write="now")
+    assert cache_mod.last_key(settings.cache_dir, str(root.resolve())) == first.profile_id
+
+    calls: list[str] = []
+    real_load = cache_mod.load
+
+    def counting(cache_dir: Path, key: str):  # type: ignore[no-untyped-def]
+        calls.append(key)
+        return real_load(cache_dir, key)
+
+    monkeypatch.setattr(cache_mod, "load", counting)
+    second = load_profile(root, settings=settings)
+    assert second.cache_hit and calls == [first.profile_id]  # read once, in the early thread
+    assert second.sources == first.sources
+
+    # a rewritten step_trace_time.csv (same size, new values): the early read is dropped
+    st = root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+    lines = st.read_text().splitlines(keepends=True)
+    fields = lines[1].split(",")
+    computing = float(fields[1])
+    fields[1] = ("1" if fields[1][0] != "1" else "2") + fields[1][1:]  # same length, new value
+    lines[1] = ",".join(fields)
+    st.write_text("".join(lines))
+    changed = float(fields[1])
+    assert changed != computing
+    calls.clear()
+    third = load_profile(root, settings=settings, cache_write="now")
+    assert not third.cache_hit and calls[:1] == [first.profile_id]
+    row = third.get("step_trace")
+    assert changed in set(row["computing_us"]) and computing not in set(row["computing_us"])
+    assert cache_mod.last_key(settings.cache_dir, str(root.resolve())) == third.profile_id
+
+
+def test_gc_pauses_nest_across_threads() -> None:
+    """The collector resumes when the last pause ends, not when the first one does."""
+    import gc
+    import threading
+
+    from advisor_chat.ingest.common import gc_paused
+
+    assert gc.isenabled()
+    inner_done = threading.Event()
+    release = threading.Event()
+
+    def other() -> None:
+        with gc_paused():
+            release.wait(5)
+        inner_done.set()
+
+    with gc_paused():
+        th = threading.Thread(target=other)
+        th.start()
+        release.set()
+        inner_done.wait(5)
+        assert not gc.isenabled()  # the other thread's pause ended; ours has not
+    th.join()
+    assert gc.isenabled()

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -512,11 +513,22 @@ def gc_paused() -> Iterator[None]:
     Parsing JSON and CSV files creates millions of short-lived, acyclic containers; the collector's
     passes over them cost 12-18 % of the light-table read at 1024 ranks (measured, one process).
     Reference counting still frees them; cycles made meanwhile are collected once it resumes.
+    Nested and concurrent pauses (a cache read in a thread while the main thread parses) count:
+    the collector resumes when the last one ends, if it was enabled before the first.
     """
-    was = gc.isenabled()
-    gc.disable()
+    with _GC_LOCK:
+        if _GC_STATE["depth"] == 0:
+            _GC_STATE["was"] = gc.isenabled()
+            gc.disable()
+        _GC_STATE["depth"] += 1
     try:
         yield
     finally:
-        if was:
-            gc.enable()
+        with _GC_LOCK:
+            _GC_STATE["depth"] -= 1
+            if _GC_STATE["depth"] == 0 and _GC_STATE["was"]:
+                gc.enable()
+
+
+_GC_LOCK = threading.Lock()
+_GC_STATE = {"depth": 0, "was": True}

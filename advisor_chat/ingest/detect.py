@@ -32,6 +32,7 @@ from advisor_chat.errors import InputError
 from advisor_chat.ingest.guard import WalkBudget, is_utf8, not_utf8_error, show_path
 
 MAX_DEPTH = 10
+OUTPUT = "ASCEND_PROFILER_OUTPUT"
 _SKIP_DIRS = {"FRAMEWORK", "logs", "log", "__pycache__", ".git", "host"}
 _PROF_RE = re.compile(r"^PROF_\d+_\d+_[A-Za-z0-9]+$|^PROF_")
 
@@ -46,6 +47,11 @@ class Layout:
     msprof_dirs: list[Path] = field(default_factory=list)
     loose_dirs: list[Path] = field(default_factory=list)
     repeats: list[str] = field(default_factory=list)
+    #: ``{rank folder: (its files, whether it holds ASCEND_PROFILER_OUTPUT/)}`` from the walk, so
+    #: that the cache key and the plan do not list each rank folder a second time.
+    listing: dict[str, tuple[list[str], bool]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @property
     def empty(self) -> bool:
@@ -125,6 +131,17 @@ def _is_file(e: os.DirEntry[str]) -> bool:
         return False
 
 
+def _is_dir(d: Path, entries: list[os.DirEntry[str]]) -> bool:
+    """Whether ``d`` holds an ``ASCEND_PROFILER_OUTPUT`` folder (symlinks followed)."""
+    for e in entries:
+        if e.name == OUTPUT:
+            try:
+                return e.is_dir()
+            except OSError:
+                return False
+    return False
+
+
 def detect(root: Path, budget: WalkBudget | None = None) -> Layout:
     """Find every unit under ``root`` (``root`` itself may be a unit).
 
@@ -154,6 +171,10 @@ def detect(root: Path, budget: WalkBudget | None = None) -> Layout:
         names = {e.name for e in entries}
         if is_rank_dir(d, names):
             layout.rank_dirs.append(d)
+            layout.listing[str(d)] = (
+                [e.path for e in entries if _is_file(e)],
+                OUTPUT in names and _is_dir(d, entries),
+            )
             continue
         if is_cluster_dir(d, names):
             layout.cluster_dirs.append(d)
@@ -187,14 +208,18 @@ def detect(root: Path, budget: WalkBudget | None = None) -> Layout:
     return layout
 
 
-def unit_files(unit: Path, kind: str) -> list[tuple[str, int, int]]:
+def unit_files(
+    unit: Path, kind: str, listing: tuple[list[str], bool] | None = None
+) -> list[tuple[str, int, int]]:
     """Identity ``(path, size, mtime_ns)`` of the files a reader of ``unit`` may read.
 
     Used for cache keys; raw binary data (FRAMEWORK/, PROF_*/ inside rank folders) is not listed.
+    ``listing`` — the rank folder's files and whether it holds ``ASCEND_PROFILER_OUTPUT/``, as
+    :func:`detect` recorded them (``Layout.listing``) — spares listing the folder again.
     """
     out: list[tuple[str, int, int]] = []
 
-    def files(d: Path) -> None:
+    def files(d: Path | str) -> None:
         try:
             with os.scandir(d) as it:
                 for e in it:
@@ -207,9 +232,21 @@ def unit_files(unit: Path, kind: str) -> list[tuple[str, int, int]]:
         except OSError:
             pass
 
+    if listing is not None and kind == "rank":
+        top, has_output = listing
+        for f in top:
+            try:
+                st = os.stat(f)
+            except OSError:
+                continue
+            out.append((f, st.st_size, st.st_mtime_ns))
+        if has_output:
+            files(os.path.join(unit, OUTPUT))
+        out.sort()
+        return out
     files(unit)
     if kind == "rank":
-        files(unit / "ASCEND_PROFILER_OUTPUT")
+        files(unit / OUTPUT)
     elif kind == "msprof":
         files(unit / "mindstudio_profiler_output")
         files(unit / "analyze")
