@@ -196,7 +196,7 @@ def load(cache_dir: Path, key: str) -> tuple[Profile, HeavyIndex | None] | None:
 def _decode(values: Any) -> list[Any]:
     """JSON strings → objects, each distinct string parsed once (rows share the result; read-only)."""
     memo: dict[str, Any] = {}
-    out = []
+    out: list[Any] = []
     for v in values:
         if not isinstance(v, str):
             out.append(None)
