@@ -3,6 +3,8 @@
 The public entry points are re-exported lazily so that ``import advisor_chat`` stays cheap:
 
 - :func:`advisor_chat.ingest.load_profile` reads profiling folders into a :class:`Profile`.
+- :func:`advisor_chat.open_profile` loads a folder and diagnoses it (the first question is then
+  answered without running the analyzers).
 - :mod:`advisor_chat.analyzers` turns a profile into findings.
 - :mod:`advisor_chat.agent` answers questions (offline planner or an LLM with tools).
 """
@@ -14,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from advisor_chat.diagnosis import open_profile
     from advisor_chat.ingest import Profile, load_profile
 
-__all__ = ["Profile", "__version__", "load_profile"]
+__all__ = ["Profile", "__version__", "load_profile", "open_profile"]
 
 
 def __getattr__(name: str) -> Any:
@@ -24,4 +27,8 @@ def __getattr__(name: str) -> Any:
         from advisor_chat import ingest
 
         return getattr(ingest, name)
+    if name == "open_profile":
+        from advisor_chat.diagnosis import open_profile
+
+        return open_profile
     raise AttributeError(f"module 'advisor_chat' has no attribute {name!r}")

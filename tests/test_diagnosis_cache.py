@@ -85,3 +85,35 @@ def test_uncached_profile_stores_nothing(tmp_path: Path) -> None:
     assert p.cache_dir is None and engine._stored_path(p) is None
     engine.diagnose(p)
     assert not list((tmp_path / "home").rglob("*.pkl"))
+
+
+def test_open_profile_diagnoses_at_load_and_the_first_question_reuses_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """open_profile = load + diagnosis stored with the cache; the first answer runs no analyzer."""
+    import advisor_chat
+    from advisor_chat.agent import Advisor
+    from advisor_chat.analyzers import base
+
+    folder = tmp_path / "prof"
+    generate("seed-rank12", folder, ranks=16, steps=3)
+    settings = load_settings(home=tmp_path / "home")
+    engine.clear_cache()
+    profile = advisor_chat.open_profile(folder, settings=settings, progress=False)
+    assert list((tmp_path / "home").rglob("*.diagnosis/*.pkl"))  # stored with the tables
+    reference = engine.diagnose(profile)
+
+    ran: list[str] = []
+    real_run = base.AnalyzerSpec.run
+
+    def counting(self, *a, **kw):  # type: ignore[no-untyped-def]
+        ran.append(self.name)
+        return real_run(self, *a, **kw)
+
+    monkeypatch.setattr(engine, "_diagnose", lambda *a, **kw: pytest.fail("diagnosed twice"))
+    monkeypatch.setattr(base.AnalyzerSpec, "run", counting)
+    answer = Advisor(profile, settings=settings).ask("why is rank 12 slow?")
+    # the rules did not run again; the answer names the culprit the stored diagnosis found
+    top = reference.causes[0]
+    assert top.culprit.ranks and f"rank {top.culprit.ranks[0]}" in answer.answer
+    assert "slow_rank" not in ran and "slow_link" not in ran  # the cluster-wide scans were reused

@@ -1,9 +1,9 @@
 """Diagnosis layer: root causes (culprit, victims, evidence, remedies) built from the analyzers.
 
-Entry point: :func:`diagnose`. Data types: :mod:`advisor_chat.diagnosis.types`.
+Entry points: :func:`diagnose`; :func:`open_profile` (load a folder and diagnose it). Data types: :mod:`advisor_chat.diagnosis.types`.
 """
 
-from advisor_chat.diagnosis.engine import diagnose
+from advisor_chat.diagnosis.engine import diagnose, open_profile
 from advisor_chat.diagnosis.types import (
     BoundKind,
     Culprit,
@@ -23,4 +23,5 @@ __all__ = [
     "Remedy",
     "RootCause",
     "diagnose",
+    "open_profile",
 ]

@@ -19,10 +19,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import weakref
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from advisor_chat.analyzers.base import AnalyzerResult, Category, Finding, FindingKind, Severity
 from advisor_chat.diagnosis import rules as R
@@ -37,6 +39,10 @@ from advisor_chat.diagnosis.types import (
     RootCause,
 )
 from advisor_chat.ingest.profile import Profile
+
+if TYPE_CHECKING:
+    from advisor_chat.config import Settings
+    from advisor_chat.ingest.loader import ProgressCallback
 
 _CACHE: dict[tuple[int, int], tuple[Any, Any, Diagnosis]] = {}
 
@@ -92,6 +98,47 @@ def diagnose(
     )
     weakref.finalize(profile, _CACHE.pop, key, None)
     return diag
+
+
+def open_profile(
+    path: str | Path,
+    *,
+    settings: Settings | None = None,
+    use_cache: bool = True,
+    progress: bool | ProgressCallback | None = None,
+    workers: int | None = None,
+) -> Profile:
+    """Load a profiling folder and diagnose it, so that the first question is answered at once.
+
+    :func:`advisor_chat.ingest.load_profile` followed by :func:`diagnose`: the diagnosis (every
+    analyzer, the heavy files of the ranks it examines, the ranked root causes) is computed once
+    per profile and stored with the cached tables (``{cache_dir}/profiles/{profile_id}.diagnosis/``);
+    a later load of the same files reads it back instead. Questions on the returned profile
+    (``Advisor(profile).ask(...)``, the report) reuse it.
+
+    Args:
+        path: The profiling folder (see :func:`~advisor_chat.ingest.load_profile`).
+        settings: Settings (cache folder, workers); loaded from env/config when ``None``.
+        use_cache: Read/write the table cache and the stored diagnosis.
+        progress: As for ``load_profile``.
+        workers: As for ``load_profile``.
+
+    Returns:
+        The loaded profile, its diagnosis cached (``diagnose(profile)`` returns it without work).
+
+    Raises:
+        InputError: As :func:`~advisor_chat.ingest.load_profile` (the folder cannot be read).
+            A diagnosis that fails is not raised here: the first question that needs it reports
+            the error.
+    """
+    from advisor_chat.ingest.loader import load_profile
+
+    profile = load_profile(
+        path, settings=settings, use_cache=use_cache, progress=progress, workers=workers
+    )
+    with contextlib.suppress(Exception):  # reported by the question that needs the diagnosis
+        diagnose(profile)
+    return profile
 
 
 _CODE_VERSION: list[str] = []
