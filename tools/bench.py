@@ -14,7 +14,8 @@ the sampled sum of the RSS of the process tree, since both tools use worker proc
 - the parse floor of the folder in the same run: reading every byte, ``orjson.loads`` of every JSON
   file, and one Arrow parse of all ``kernel_details.csv`` joined;
 - ``load_profile`` cold (empty cache) followed by ``run_report``, and ``msprof-analyze cluster -d COPY
-  -m all`` on a temporary copy of the same folder (it writes into its input), alternating
+  -m all``, each on a fresh copy of the folder made just before its run (the same page-cache state
+  for both; msprof-analyze writes into its input), alternating
   ours / theirs ``--repeats`` times (default 2), so that each ratio compares neighbouring runs on a
   shared, noisy machine;
 - the cached reload (in process) and answer latency after load (in process: the first
@@ -526,9 +527,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             log(
                 f"[{rep + 1}/{args.repeats}] advisor-chat load + report, cold, {n} ranks ({export})"
             )
+            # each tool reads a fresh copy made just before its run (msprof-analyze writes into
+            # its folder), so both start from the same page-cache state: just-written files
+            ours_copy = work / f"ours-copy-{n}-{export}"
+            shutil.rmtree(ours_copy, ignore_errors=True)
+            shutil.copytree(prof, ours_copy, ignore=shutil.ignore_patterns("answer_key.json"))
             pair["ours"] = measure(
-                _py("_worker", "load_report", str(prof), str(home)), env=env, timeout=args.timeout
+                _py("_worker", "load_report", str(ours_copy), str(home)),
+                env=env,
+                timeout=args.timeout,
             )
+            shutil.rmtree(ours_copy, ignore_errors=True)
             if msprof:
                 copy = work / f"msprof-copy-{n}-{export}"
                 shutil.rmtree(copy, ignore_errors=True)
@@ -811,8 +820,9 @@ def to_markdown(results: dict[str, Any]) -> str:
         "## Cold load + report, side by side",
         "",
         f"Each size: advisor-chat (`load_profile` with an empty cache, then `run_report`, in a fresh "
-        f"process) and msprof-analyze (`cluster -d COPY -m all` on a fresh copy of the folder) run "
-        f"alternately, {results.get('repeats', 2)} pairs; values are listed per run (pair 1 / pair 2 ...). "
+        f"process) and msprof-analyze (`cluster -d COPY -m all`) run alternately, each on a fresh "
+        f"copy of the folder made just before its run (both start from just-written files in the "
+        f"page cache; msprof-analyze writes into its folder), {results.get('repeats', 2)} pairs; values are listed per run (pair 1 / pair 2 ...). "
         "Wall = subprocess wall time, process start included; CPU = user + system of the process tree; "
         "ratio = msprof-analyze wall / advisor-chat wall of the same pair.",
         "",
