@@ -520,6 +520,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         log(f"parse floor, {n} ranks ({export})")
         row["floor"] = measure(_py("_worker", "floor", str(prof)), env=env, timeout=args.timeout)
+        ours_copy = work / f"ours-copy-{n}-{export}"
         for rep in range(args.repeats):
             pair: dict[str, Any] = {}
             row["pairs"].append(pair)
@@ -529,7 +530,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             # each tool reads a fresh copy made just before its run (msprof-analyze writes into
             # its folder), so both start from the same page-cache state: just-written files
-            ours_copy = work / f"ours-copy-{n}-{export}"
             shutil.rmtree(ours_copy, ignore_errors=True)
             shutil.copytree(prof, ours_copy, ignore=shutil.ignore_patterns("answer_key.json"))
             pair["ours"] = measure(
@@ -537,7 +537,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 env=env,
                 timeout=args.timeout,
             )
-            shutil.rmtree(ours_copy, ignore_errors=True)
             if msprof:
                 copy = work / f"msprof-copy-{n}-{export}"
                 shutil.rmtree(copy, ignore_errors=True)
@@ -553,13 +552,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 )
                 pair["msprof"]["output_written"] = (copy / "cluster_analysis_output").is_dir()
                 shutil.rmtree(copy, ignore_errors=True)
+        # the cached runs read the folder the last cold run cached (its copy)
+        if not ours_copy.is_dir():
+            shutil.copytree(prof, ours_copy, ignore=shutil.ignore_patterns("answer_key.json"))
         log(f"load + report, cached, {n} ranks ({export})")
         row["cached"] = measure(
-            _py("_worker", "load_report", str(prof), str(home)), env=env, timeout=args.timeout
+            _py("_worker", "load_report", str(ours_copy), str(home)), env=env, timeout=args.timeout
         )
         log(f"offline answers after load, {n} ranks ({export})")
         row["answers"] = measure(
-            _py("_worker", "answer", str(prof), str(home), str(slow)),
+            _py("_worker", "answer", str(ours_copy), str(home), str(slow)),
             env=env,
             timeout=args.timeout,
         )
@@ -568,10 +570,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             log(f"first answer after a cold load ({how}), {n} ranks ({export})")
             shutil.rmtree(home / "cache", ignore_errors=True)
             row[f"answer_cold_{warm}"] = measure(
-                _py("_worker", "answer_cold", str(prof), str(home), str(slow), warm),
+                _py("_worker", "answer_cold", str(ours_copy), str(home), str(slow), warm),
                 env=env,
                 timeout=args.timeout,
             )
+        shutil.rmtree(ours_copy, ignore_errors=True)
         if args.cleanup:
             shutil.rmtree(prof, ignore_errors=True)
 
