@@ -70,7 +70,7 @@ def test_bench_quick_produces_every_row(tmp_path: Path, real_samples: Path) -> N
             "floor",
             "cold_first_ms_0",
             "cold_first_ms_1",
-            "cold_warm_up_ms",
+            "cold_diagnose_s",
         ):
             assert s.get(key) is not None, (r["ranks"], key)
         assert s["cached_hit"] is True  # the second load came from the Parquet cache
