@@ -51,9 +51,12 @@ def _seed_tiktoken(cache_root: Path | None) -> None:
     for name in _ENCODINGS:
         dst = cache / hashlib.sha1(_TIKTOKEN_URL.format(name=name).encode()).hexdigest()
         src = data / f"{name}.tiktoken.gz"
-        if dst.exists() or not src.exists():
-            continue
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = dst.with_suffix(".tmp")
-        tmp.write_bytes(gzip.decompress(src.read_bytes()))
-        tmp.replace(dst)
+        try:
+            if dst.exists() or not src.exists():
+                continue
+            cache.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_suffix(".tmp")
+            tmp.write_bytes(gzip.decompress(src.read_bytes()))
+            tmp.replace(dst)
+        except OSError:  # read-only or unusable home: only a model's token counting needs it
+            return

@@ -383,3 +383,19 @@ def test_unreachable_model_endpoint_is_not_a_config_error(home: Path, healthy: P
     run = cli(home, "ask", healthy, "why is rank 1 slow?", "--model", "llama", "--base-url", url)
     check(run, 5, names=url)
     assert "model endpoint error" in run.err and "config error" not in run.err
+
+
+@pytest.mark.parametrize("kind", ["file", "uncreatable"])
+def test_unusable_advisor_home_is_a_config_error(healthy: Path, tmp_path: Path, kind: str) -> None:
+    """ADVISOR_HOME that is a file or cannot be made: exit 3 naming it, not a traceback."""
+    if kind == "file":
+        bad = tmp_path / "home-file"
+        bad.write_text("not a folder")
+    else:
+        blocker = tmp_path / "blocker"
+        blocker.write_text("x")
+        bad = blocker / "home"  # a folder under a file cannot be created
+    before = snapshot(healthy)
+    run = cli(bad, "report", healthy)
+    check(run, 3, names=f"{bad} (ADVISOR_HOME)")
+    assert snapshot(healthy) == before

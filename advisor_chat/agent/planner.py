@@ -591,8 +591,8 @@ class Planner:
             lines.append(
                 "（案例库无法读取，本回答不引用案例。）"
                 if zh
-                else f"(The case library could not be read, so no cases are cited: "
-                f"{self.quoter.quote(search.error)})"
+                else "(No cases are cited: "
+                f"{self.quoter.quote(_lower_first(search.error.removeprefix('not enough signal: ')))})"
             )
         if cases:
             lines.append("")
@@ -1349,3 +1349,7 @@ def error_zh(tool: str, error: str) -> str:
 def _suggestions(cited: Sequence[Finding], cases: Sequence[CaseHit], zh: bool) -> list[Suggestion]:
     """Suggestions from findings and cases only (no diagnosis): see :func:`build_suggestions`."""
     return build_suggestions((), cited, cases, zh)
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]

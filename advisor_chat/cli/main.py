@@ -58,8 +58,46 @@ def main() -> None:
     """Console-script entry point."""
     from advisor_chat.offline import ensure_offline_env
 
+    _check_home()
     ensure_offline_env()
     app()
+
+
+def _check_home() -> None:
+    """Exit 3 with one message when ``$ADVISOR_HOME`` is a file or cannot be created.
+
+    A home that exists but is read-only is usable (nothing is cached, the case index is read as
+    is); a note says so once.
+    """
+    import os
+
+    from advisor_chat.cli.common import EXIT_CONFIG, err_console
+    from advisor_chat.config import default_home
+
+    home = default_home()
+    problem = None
+    if home.exists() and not home.is_dir():
+        problem = "is a file, not a folder"
+    elif not home.exists():
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            problem = f"cannot be created ({exc.strerror or type(exc).__name__})"
+    elif not os.access(home, os.W_OK | os.X_OK):
+        err_console.print(
+            f"note: {home} (ADVISOR_HOME) is read-only: nothing is cached, each run parses "
+            "the profile again",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if problem is not None:
+        err_console.print(
+            f"[bold red]config error:[/] {home} (ADVISOR_HOME) {problem}. Set ADVISOR_HOME to a "
+            "folder this user can write (or unset it to use ~/.cache/advisor-chat)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise SystemExit(EXIT_CONFIG)
 
 
 if __name__ == "__main__":

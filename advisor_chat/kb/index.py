@@ -329,6 +329,10 @@ def reset_index(index_dir: Path, reason: str) -> str:
         InputError: The folder cannot be deleted (names it and says how to fix it).
     """
     close_client(index_dir)
+    if not (index_dir.exists() or index_dir.is_symlink()):
+        msg = f"case index at {index_dir} cannot be created ({reason})"
+        _log.warning(msg)
+        return msg
     msg = f"case index at {index_dir} is unreadable ({reason}); deleted it and rebuilding"
     _log.warning(msg)
     try:
