@@ -46,6 +46,8 @@ class Settings(BaseModel):
         base_url: OpenAI-compatible endpoint, e.g. ``http://127.0.0.1:8000/v1``. Env ``ADVISOR_BASE_URL``.
         api_key_env: Name of the environment variable holding the API key (never the key itself).
         cache: Whether parsed tables are cached as Parquet under ``home``. Env ``ADVISOR_CACHE``.
+        cache_max_mb: Size budget of the parse cache, MB: when a new profile is cached, the
+            least recently used ones beyond it are deleted. Env ``ADVISOR_CACHE_MAX_MB``.
         workers: Parallel workers for per-rank ingest (0 = number of CPUs). Env ``ADVISOR_WORKERS``.
         max_tool_tokens: Token cap of one tool result shown to a model.
         guarded: Guarded mode for weak models (planner fixes the facts; the model writes prose).
@@ -62,6 +64,7 @@ class Settings(BaseModel):
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     cache: bool = True
+    cache_max_mb: float = Field(default=4096.0, gt=0)
     workers: int = 0
     max_tool_tokens: int = 1200
     guarded: bool | None = None

@@ -214,3 +214,93 @@ def test_gc_pauses_nest_across_threads() -> None:
         assert not gc.isenabled()  # the other thread's pause ended; ours has not
     th.join()
     assert gc.isenabled()
+
+
+def test_heavy_file_changed_after_load_is_read_but_not_cached(
+    tmp_path: Path, real_samples: Path
+) -> None:
+    """A kernel_details.csv rewritten after the load: its rows are new, flagged, and never cached."""
+    import os
+
+    from advisor_chat.diagnosis import engine
+
+    root = tmp_path / "run"
+    shutil.copytree(real_samples / "pt-text-level1-2rank", root)
+    settings = load_settings(home=tmp_path / "home")
+    profile = load_profile(root, settings=settings, cache_write="now")
+    kd = root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    st = kd.stat()
+    lines = kd.read_bytes().split(b"\n")  # CRLF files stay CRLF
+    header = lines[0].split(b",")
+    col = next(i for i, h in enumerate(header) if h.strip() == b"Duration(us)")
+    cells = lines[1].split(b",")
+    old = cells[col]
+    cells[col] = (b"9" if old[:1] != b"9" else b"8") + old[1:]  # same length, new value
+    lines[1] = b",".join(cells)
+    kd.write_bytes(b"\n".join(lines))
+    os.utime(kd, ns=(st.st_atime_ns, st.st_mtime_ns))  # mtime put back, same size: ctime moved
+    assert kd.stat().st_size == st.st_size
+
+    k0 = profile.kernels_for([0])
+    assert float(cells[col].strip(b'"\t\r ')) in set(k0["duration_us"].round(6))  # as it is now
+    changed = [w for w in profile.warnings if w.code == "file_changed"]
+    assert changed and changed[0].path == str(kd) and changed[0].ranks == (0,)
+    loader_mod.wait_cache_writes()
+    heavy_dir = tmp_path / "home" / "cache" / "profiles" / f"{profile.profile_id}.heavy"
+    assert not list(heavy_dir.glob("kernels/part-*.parquet"))  # nothing of it cached
+    engine.clear_cache()
+    engine.diagnose(profile)
+    assert not list((tmp_path / "home").rglob("*.diagnosis/*.pkl"))  # nor the diagnosis
+    # the next load sees a new file identity (ctime), so it parses again
+    again = load_profile(root, settings=settings)
+    assert not again.cache_hit
+
+
+def test_cached_table_that_is_not_the_one_written_is_parsed_again(
+    tmp_path: Path, real_samples: Path
+) -> None:
+    """A cache Parquet replaced by another table (or a subset) is not trusted: the folder is parsed."""
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "run"
+    shutil.copytree(real_samples / "cluster-8rank", root)
+    settings = load_settings(home=tmp_path / "home")
+    first = load_profile(root, settings=settings, cache_write="now")
+    folder = settings.cache_dir / "profiles" / first.profile_id
+    shutil.copy(folder / "comm_ops.parquet", folder / "step_trace.parquet")  # another table
+    swapped = load_profile(root, settings=settings, cache_write="now")
+    assert not swapped.cache_hit
+    pd.testing.assert_frame_equal(swapped.get("step_trace"), first.get("step_trace"))
+    table = pq.read_table(folder / "step_trace.parquet")
+    pq.write_table(table.slice(0, 3), folder / "step_trace.parquet")  # same columns, fewer rows
+    subset = load_profile(root, settings=settings)
+    assert not subset.cache_hit and len(subset.get("step_trace")) == len(first.get("step_trace"))
+
+
+def test_cache_keeps_to_its_size_budget_least_recently_used_first(
+    tmp_path: Path, real_samples: Path
+) -> None:
+    """Beyond ADVISOR_CACHE_MAX_MB, the entries used longest ago are deleted (never the new one)."""
+    import time as time_mod
+
+    from advisor_chat.ingest import cache as cache_mod
+
+    folders = []
+    for i in range(3):
+        f = tmp_path / f"run{i}"
+        shutil.copytree(real_samples / "pt-text-level1-2rank", f)
+        folders.append(f)
+    big = load_settings(home=tmp_path / "home")
+    a = load_profile(folders[0], settings=big, cache_write="now")
+    time_mod.sleep(0.05)
+    b = load_profile(folders[1], settings=big, cache_write="now")
+    entry = cache_mod._size(big.cache_dir / "profiles" / a.profile_id)
+    time_mod.sleep(0.05)
+    assert load_profile(folders[0], settings=big).cache_hit  # A used after B
+    time_mod.sleep(0.05)
+    # room for two entries: caching C deletes B (least recently used), keeps A and C
+    two = load_settings(home=tmp_path / "home", cache_max_mb=2.5 * entry / 1e6)
+    c = load_profile(folders[2], settings=two, cache_write="now")
+    kept = {p.name for p in (big.cache_dir / "profiles").iterdir() if len(p.name) == 32}
+    assert kept == {a.profile_id, c.profile_id} and b.profile_id not in kept
+    assert not load_profile(folders[1], settings=big).cache_hit  # B is parsed again

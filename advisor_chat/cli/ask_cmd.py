@@ -48,6 +48,11 @@ GuardedOpt = Annotated[
     ),
 ]
 
+NoCacheOpt = Annotated[
+    bool,
+    typer.Option("--no-cache", help="Parse again; neither read nor write the cache."),
+]
+
 
 def _advisor(
     path: Path,
@@ -56,13 +61,18 @@ def _advisor(
     api_key_env: str | None,
     baseline: Path | None,
     guarded: bool | None,
+    no_cache: bool = False,
 ) -> Any:
     from advisor_chat.agent import Advisor
     from advisor_chat.config import load_settings
     from advisor_chat.ingest import load_profile
 
     settings = load_settings(
-        model=model, base_url=base_url, api_key_env=api_key_env, guarded=guarded
+        model=model,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        guarded=guarded,
+        cache=False if no_cache else None,
     )
     profile = load_profile(path, settings=settings)
     base = load_profile(baseline, settings=settings) if baseline is not None else None
@@ -200,6 +210,7 @@ def register(app: typer.Typer) -> None:
         api_key_env: KeyEnvOpt = None,
         baseline: BaselineOpt = None,
         guarded: GuardedOpt = None,
+        no_cache: NoCacheOpt = False,
         as_json: Annotated[
             bool, typer.Option("--json", help="Print the answer object as JSON.")
         ] = False,
@@ -208,7 +219,7 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Ask one question about a profile (offline by default), e.g. "why is rank 12 slow?"."""
-        adv = _advisor(path, model, base_url, api_key_env, baseline, guarded)
+        adv = _advisor(path, model, base_url, api_key_env, baseline, guarded, no_cache)
         t0 = time.perf_counter()
         answer = adv.ask(question)
         dt = time.perf_counter() - t0
@@ -226,11 +237,12 @@ def register(app: typer.Typer) -> None:
         api_key_env: KeyEnvOpt = None,
         baseline: BaselineOpt = None,
         guarded: GuardedOpt = None,
+        no_cache: NoCacheOpt = False,
     ) -> None:
         """Multi-turn chat in the terminal (follow-ups like "and rank 13?"); 'exit' or Ctrl-D ends, '/reset' forgets."""
         from advisor_chat.textsafe import term_text as tt
 
-        adv = _advisor(path, model, base_url, api_key_env, baseline, guarded)
+        adv = _advisor(path, model, base_url, api_key_env, baseline, guarded, no_cache)
         ranks = adv.session.ranks
         adv.warm_up()
         console.print(

@@ -89,8 +89,8 @@ def diagnose(
     diag = _load_stored(stored) if stored is not None else None
     if diag is None:
         diag = _diagnose(profile, results, baseline)
-        if stored is not None:
-            _store(stored, diag)
+        if stored is not None and not getattr(profile.heavy, "changed", None):
+            _store(stored, diag)  # not when a file it read changed since the load
     _CACHE[key] = (
         weakref.ref(profile),
         weakref.ref(baseline) if baseline is not None else None,

@@ -1,7 +1,7 @@
 """Columnar Parquet cache of loaded profiles, under ``settings.cache_dir`` (never the input folder).
 
 Key: SHA-256 of the cache format version, the absolute input path and the identity
-``(relative path, size, mtime_ns)`` of every file a reader may open. Touching, replacing or adding
+``(relative path, size, mtime_ns, ctime_ns)`` of every file a reader may open. Touching, replacing or adding
 one of those files changes the key, so stale data is never served. One folder per key holds one
 ``{table}.parquet`` per canonical table and ``profile.json`` (layout, sources, warnings, the
 heavy-table index). Columns holding Python objects (dicts, lists) are stored as JSON strings and
@@ -30,20 +30,20 @@ import pyarrow.parquet as pq
 from advisor_chat.ingest.common import gc_paused
 from advisor_chat.ingest.profile import DataWarning, Profile, TableSource
 
-CACHE_VERSION = "ingest-v3"
+CACHE_VERSION = "ingest-v4"  # v4: ctime in the key, table shapes checked
 
 #: ``({table: {rank: file}}, {rank: folder position})`` of the heavy tables read on demand.
 HeavyIndex = tuple[dict[str, dict[int, str]], dict[int, int]]
 
 
-def cache_key(root: Path, files: list[tuple[str, int, int]]) -> str:
-    """Key from the identity of ``files``: ``(path, size, mtime_ns)`` tuples (path made relative to ``root``)."""
+def cache_key(root: Path, files: list[tuple[str, int, int, int]]) -> str:
+    """Key from the identity of ``files``: ``(path, size, mtime_ns, ctime_ns)`` tuples (path made relative to ``root``)."""
     h = hashlib.sha256()
     h.update(CACHE_VERSION.encode())
     h.update(str(root).encode("utf-8", "surrogateescape"))  # non-UTF-8 folder names
     base = len(str(root))
-    for path, size, mtime in files:
-        h.update(f"{path[base:]}\0{size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
+    for path, size, mtime, ctime in files:
+        h.update(f"{path[base:]}\0{size}\0{mtime}\0{ctime}\n".encode("utf-8", "surrogateescape"))
     return h.hexdigest()[:32]
 
 
@@ -76,6 +76,64 @@ def remember(cache_dir: Path, root: str, key: str) -> None:
         os.replace(tmp, target)
     except OSError:
         return
+
+
+def touch(cache_dir: Path, key: str) -> None:
+    """Mark the entry ``key`` as used now (its ``profile.json`` mtime orders :func:`prune`)."""
+    try:
+        os.utime(cache_dir / "profiles" / key / "profile.json")
+    except OSError:
+        return
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for dirpath, _dirs, names in os.walk(path):
+        for n in names:
+            try:
+                total += os.lstat(os.path.join(dirpath, n)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def prune(cache_dir: Path, max_bytes: float, *, keep: str) -> list[str]:
+    """Delete the least recently used cached profiles until the cache fits in ``max_bytes``.
+
+    An entry is ``profiles/{key}/`` with its ``{key}.heavy/`` parts and ``{key}.diagnosis/``;
+    "used" is the mtime of its ``profile.json`` (written when cached, touched on each cached
+    load). ``keep`` (the entry just written) is never deleted. Failures only leave files behind.
+
+    Returns:
+        The keys deleted, oldest first.
+    """
+    base = cache_dir / "profiles"
+    try:
+        keys = [p.name for p in base.iterdir() if p.is_dir() and len(p.name) == 32]
+    except OSError:
+        return []
+    entries = []
+    total = 0
+    for key in keys:
+        parts = [base / key, base / f"{key}.heavy", base / f"{key}.diagnosis"]
+        size = sum(_size(p) for p in parts)
+        try:
+            used = (base / key / "profile.json").stat().st_mtime
+        except OSError:
+            used = 0.0
+        entries.append((used, key, size, parts))
+        total += size
+    deleted = []
+    for _used, key, size, parts in sorted(entries):
+        if total <= max_bytes:
+            break
+        if key == keep:
+            continue
+        for p in parts:
+            shutil.rmtree(p, ignore_errors=True)
+        total -= size
+        deleted.append(key)
+    return deleted
 
 
 def write_parquet(df: pd.DataFrame, path: Path) -> None:
@@ -123,7 +181,8 @@ def save(
         base.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=base))
         encoded: dict[str, list[str]] = {}
-        for name, df in profile.tables.items():
+        tables = list(profile.tables.items())
+        for name, df in tables:
             cols = [c for c in df.columns if _is_object(df[c])]
             out = df.copy() if cols else df
             for c in cols:
@@ -139,6 +198,7 @@ def save(
             "warnings": [_as_dict(w) for w in profile.warnings],
             "extra_sources": profile.extra_sources,
             "encoded": encoded,
+            "shapes": {name: [len(df), [str(c) for c in df.columns]] for name, df in tables},
             "heavy": None if heavy_index is None else _heavy_columns(heavy_index, root),
         }
         (tmp / "profile.json").write_bytes(
@@ -216,8 +276,12 @@ def _load(cache_dir: Path, key: str) -> tuple[Profile, HeavyIndex | None] | None
     try:
         doc: dict[str, Any] = orjson.loads(meta_path.read_bytes())
         tables = {}
+        shapes = doc["shapes"]
         for name, cols in doc["encoded"].items():
             df = pd.read_parquet(folder / f"{name}.parquet")
+            n_rows, columns = shapes[name]
+            if len(df) != n_rows or [str(c) for c in df.columns] != columns:
+                return None  # not the table that was written: parse the folder again
             for c in cols:
                 df[c] = _decode(df[c])
             tables[name] = df

@@ -14,7 +14,6 @@ import csv
 import gc
 import json
 import math
-import os
 import re
 import threading
 from collections.abc import Iterator
@@ -469,26 +468,6 @@ def double_hash(name: str) -> str:
 
 #: Packet size above which a packet counts as "large" (MB), per transport (§1.12).
 LARGE_PACKET_MB = {"RDMA": 0.5, "HCCS": 32.0, "PCIE": 32.0, "SIO": 32.0}
-
-
-def file_identity(root: Path) -> list[tuple[str, int, int]]:
-    """(relative path, size, mtime_ns) of every file under ``root``, sorted; used for cache keys."""
-    out: list[tuple[str, int, int]] = []
-    stack = [root]
-    while stack:
-        d = stack.pop()
-        try:
-            entries = list(os.scandir(d))
-        except PermissionError:
-            continue
-        for e in entries:
-            if e.is_dir(follow_symlinks=False):
-                stack.append(Path(e.path))
-            elif e.is_file():
-                st = e.stat()
-                out.append((os.path.relpath(e.path, root), st.st_size, st.st_mtime_ns))
-    out.sort()
-    return out
 
 
 def infer_column(values: list[Any]) -> np.ndarray:

@@ -210,14 +210,17 @@ def detect(root: Path, budget: WalkBudget | None = None) -> Layout:
 
 def unit_files(
     unit: Path, kind: str, listing: tuple[list[str], bool] | None = None
-) -> list[tuple[str, int, int]]:
-    """Identity ``(path, size, mtime_ns)`` of the files a reader of ``unit`` may read.
+) -> list[tuple[str, int, int, int]]:
+    """Identity ``(path, size, mtime_ns, ctime_ns)`` of the files a reader of ``unit`` may read.
+
+    ``ctime`` (set by the kernel on every write or metadata change, never by ``touch``) catches a
+    rewrite of the same size whose mtime was put back (``touch -r``, ``cp -p``).
 
     Used for cache keys; raw binary data (FRAMEWORK/, PROF_*/ inside rank folders) is not listed.
     ``listing`` — the rank folder's files and whether it holds ``ASCEND_PROFILER_OUTPUT/``, as
     :func:`detect` recorded them (``Layout.listing``) — spares listing the folder again.
     """
-    out: list[tuple[str, int, int]] = []
+    out: list[tuple[str, int, int, int]] = []
 
     def files(d: Path | str) -> None:
         try:
@@ -228,7 +231,7 @@ def unit_files(
                             st = e.stat()
                         except OSError:
                             continue
-                        out.append((e.path, st.st_size, st.st_mtime_ns))
+                        out.append((e.path, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
         except OSError:
             pass
 
@@ -239,7 +242,7 @@ def unit_files(
                 st = os.stat(f)
             except OSError:
                 continue
-            out.append((f, st.st_size, st.st_mtime_ns))
+            out.append((f, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
         if has_output:
             files(os.path.join(unit, OUTPUT))
         out.sort()

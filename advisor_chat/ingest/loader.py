@@ -318,6 +318,8 @@ class IngestPlan:
         warnings: Warnings found while planning (rank folders skipped for lack of parsed output).
         cache_key: Cache key of the identity ``(path, size, mtime_ns)`` of every file a reader may open.
         started: ``time.perf_counter()`` when planning began (for ``Profile.stats["seconds"]``).
+        identity: ``{file: (size, mtime_ns, ctime_ns)}`` of every file in the key, as planned
+            (a heavy file read later is checked against it).
     """
 
     root: Path
@@ -326,6 +328,7 @@ class IngestPlan:
     warnings: list[DataWarning] = field(default_factory=list)
     cache_key: str = ""
     started: float = 0.0
+    identity: dict[str, tuple[int, int, int]] = field(default_factory=dict, repr=False)
 
     @property
     def msprof_dirs(self) -> list[Path]:
@@ -373,7 +376,7 @@ def plan_ingest(path: str | Path) -> IngestPlan:
             )
         )
     loose = set(layout.loose_dirs)
-    files: list[tuple[str, int, int]] = []
+    files: list[tuple[str, int, int, int]] = []
     for d in good:
         files += unit_files(d, "loose" if d in loose else "rank", listing.get(str(d)))
     for d in layout.cluster_dirs:
@@ -387,6 +390,21 @@ def plan_ingest(path: str | Path) -> IngestPlan:
         warnings=warnings,
         cache_key=cache_mod.cache_key(root, files),
         started=started,
+        identity={f: (size, mtime, ctime) for f, size, mtime, ctime in files},
+    )
+
+
+def _changed_warning(stale: list[str], files: dict[int, str]) -> DataWarning:
+    by_path = {f: r for r, f in files.items()}
+    ranks = tuple(sorted(by_path[p] for p in stale if p in by_path))
+    more = f" (and {len(stale) - 1} more)" if len(stale) > 1 else ""
+    return DataWarning(
+        code="file_changed",
+        message=f"{stale[0]}{more} changed after the profile was loaded: its rows are read as they "
+        "are now, the other tables are from before the change, and nothing of it is cached. Load "
+        "the folder again for a consistent view",
+        path=stale[0],
+        ranks=ranks,
     )
 
 
@@ -412,8 +430,13 @@ class HeavyReader:
         cache_dir: Path | None = None,
         workers: int = 1,
         progress: ProgressCallback | None = None,
+        identity: dict[str, tuple[int, int, int]] | None = None,
     ) -> None:
         self.files = {t: dict(sorted(f.items())) for t, f in files.items() if f}
+        #: ``{file: (size, mtime_ns, ctime_ns)}`` when the profile was loaded (its cache key).
+        self.identity = identity or {}
+        #: Files found changed since the load when read on demand (their rows are not cached).
+        self.changed: list[str] = []
         self.order = order
         self.cache_dir = cache_dir
         self.workers = workers
@@ -513,10 +536,17 @@ class HeavyReader:
         sources: list[TableSource] = []
         warnings: list[DataWarning] = []
         if to_parse:
+            paths = [self.files[name][r] for r in to_parse]
+            stale = self._stale(paths)
             parsed, sources, warnings = self._parse(name, to_parse)
             if not parsed.empty:
                 frames.append(parsed)
-            self._write_part(name, to_parse, parsed, warnings)
+            stale = stale or self._stale(paths)  # also a change while it was read
+            if stale:
+                self.changed += stale
+                warnings.append(_changed_warning(stale, self.files[name]))
+            else:
+                self._write_part(name, to_parse, parsed, warnings)
         cached = set(from_cache)
         for pq in dict.fromkeys(parts[r] for r in from_cache):
             warnings += [
@@ -531,6 +561,22 @@ class HeavyReader:
         PARSE_STATS["heavy_ranks_parsed"] = PARSE_STATS.get("heavy_ranks_parsed", 0) + len(to_parse)
         df = _concat(frames)
         return df, sources, warnings
+
+    def _stale(self, paths: list[str]) -> list[str]:
+        """Files of ``paths`` whose identity is not the one the profile was loaded with."""
+        out = []
+        for p in paths:
+            known = self.identity.get(p)
+            if known is None:
+                continue
+            try:
+                st = os.stat(p)
+            except OSError:
+                out.append(p)
+                continue
+            if (st.st_size, st.st_mtime_ns, st.st_ctime_ns) != known:
+                out.append(p)
+        return out
 
     def _parse(
         self, name: str, ranks: list[int]
@@ -852,6 +898,7 @@ def load_cached(
             order,
             cache_dir=heavy_cache_dir(settings, plan.cache_key),
             workers=_workers(settings, None),
+            identity=plan.identity,
         )
         reader.profile = cached
         cached.attach_heavy(reader)
@@ -892,7 +939,8 @@ def save_cached(
     index = (heavy.files, heavy.order) if isinstance(heavy, HeavyReader) else None
 
     def write() -> None:
-        cache_mod.save(settings.cache_dir, plan.cache_key, snapshot, heavy_index=index)
+        if cache_mod.save(settings.cache_dir, plan.cache_key, snapshot, heavy_index=index):
+            cache_mod.prune(settings.cache_dir, settings.cache_max_mb * 1e6, keep=plan.cache_key)
 
     if not background:
         write()
@@ -1017,6 +1065,7 @@ def load_profile(
     try:
         cached = load_cached(plan, settings, use_cache=use_cache, early=early)
         if cached is not None:
+            cache_mod.touch(settings.cache_dir, plan.cache_key)  # recently used: pruned last
             if early is None or early.key != plan.cache_key:
                 cache_mod.remember(settings.cache_dir, str(plan.root), plan.cache_key)
             if isinstance(cached.heavy, HeavyReader):
@@ -1437,7 +1486,12 @@ def assemble_profile(
     if heavy:
         order = {int(u.rank): i for i, u in enumerate(units) if u.rank is not None}
         reader = HeavyReader(
-            heavy, order, cache_dir=heavy_cache, workers=workers, progress=progress
+            heavy,
+            order,
+            cache_dir=heavy_cache,
+            workers=workers,
+            progress=progress,
+            identity=plan.identity,
         )
         reader.profile = profile
         for table, files in reader.files.items():
