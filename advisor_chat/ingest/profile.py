@@ -43,7 +43,7 @@ class DataWarning:
 
     Attributes:
         code: Stable id, e.g. ``missing_ranks``, ``mixed_versions``, ``trace_view_invalid``,
-            ``profiler_level2``, ``no_communication_level0``, ``file_skipped``, ``missing_steps``.
+            ``profiler_level2``, ``no_communication_level0``, ``file_skipped``, ``file_changed``, ``missing_steps``.
         message: One sentence for the user, naming the file and what to do.
         path: File or folder concerned, if any.
         ranks: Ranks concerned, if any.
