@@ -73,7 +73,15 @@ def test_distributed_writes_the_shared_cache(tmp_path: Path, client: Client) -> 
     )  # served from the cache the distributed load wrote
     assert again.stats["files_parsed"] == 0
     for name, df in dist.tables.items():
-        _assert_same(again.tables[name], df, name)
+        # the cache keeps the communication tables' text columns as categoricals: same values
+        pd.testing.assert_frame_equal(
+            again.tables[name].reset_index(drop=True),
+            df.reset_index(drop=True),
+            check_exact=True,
+            check_dtype=False,
+            check_categorical=False,
+            obj=name,
+        )
 
 
 def test_distributed_bad_input(tmp_path: Path, client: Client) -> None:

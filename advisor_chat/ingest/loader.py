@@ -318,8 +318,8 @@ class IngestPlan:
         warnings: Warnings found while planning (rank folders skipped for lack of parsed output).
         cache_key: Cache key of the identity ``(path, size, mtime_ns)`` of every file a reader may open.
         started: ``time.perf_counter()`` when planning began (for ``Profile.stats["seconds"]``).
-        identity: ``{file: (size, mtime_ns, ctime_ns)}`` of every file in the key, as planned
-            (a heavy file read later is checked against it).
+        files: ``(file, size, mtime_ns, ctime_ns)`` of every file in the key, as planned (a
+            heavy file read later is checked against it).
     """
 
     root: Path
@@ -328,7 +328,7 @@ class IngestPlan:
     warnings: list[DataWarning] = field(default_factory=list)
     cache_key: str = ""
     started: float = 0.0
-    identity: dict[str, tuple[int, int, int]] = field(default_factory=dict, repr=False)
+    files: list[tuple[str, int, int, int]] = field(default_factory=list, repr=False)
 
     @property
     def msprof_dirs(self) -> list[Path]:
@@ -390,7 +390,7 @@ def plan_ingest(path: str | Path) -> IngestPlan:
         warnings=warnings,
         cache_key=cache_mod.cache_key(root, files),
         started=started,
-        identity={f: (size, mtime, ctime) for f, size, mtime, ctime in files},
+        files=files,
     )
 
 
@@ -430,11 +430,12 @@ class HeavyReader:
         cache_dir: Path | None = None,
         workers: int = 1,
         progress: ProgressCallback | None = None,
-        identity: dict[str, tuple[int, int, int]] | None = None,
+        identity: list[tuple[str, int, int, int]] | None = None,
     ) -> None:
         self.files = {t: dict(sorted(f.items())) for t, f in files.items() if f}
-        #: ``{file: (size, mtime_ns, ctime_ns)}`` when the profile was loaded (its cache key).
-        self.identity = identity or {}
+        #: ``(file, size, mtime_ns, ctime_ns)`` when the profile was loaded (its cache key).
+        self._identity_list = identity or []
+        self._identity: dict[str, tuple[int, int, int]] | None = None
         #: Files found changed since the load when read on demand (their rows are not cached).
         self.changed: list[str] = []
         self.order = order
@@ -564,9 +565,11 @@ class HeavyReader:
 
     def _stale(self, paths: list[str]) -> list[str]:
         """Files of ``paths`` whose identity is not the one the profile was loaded with."""
+        if self._identity is None:
+            self._identity = {f: (n, m, c) for f, n, m, c in self._identity_list}
         out = []
         for p in paths:
-            known = self.identity.get(p)
+            known = self._identity.get(p)
             if known is None:
                 continue
             try:
@@ -898,7 +901,7 @@ def load_cached(
             order,
             cache_dir=heavy_cache_dir(settings, plan.cache_key),
             workers=_workers(settings, None),
-            identity=plan.identity,
+            identity=plan.files,
         )
         reader.profile = cached
         cached.attach_heavy(reader)
@@ -1491,7 +1494,7 @@ def assemble_profile(
             cache_dir=heavy_cache,
             workers=workers,
             progress=progress,
-            identity=plan.identity,
+            identity=plan.files,
         )
         reader.profile = profile
         for table, files in reader.files.items():
