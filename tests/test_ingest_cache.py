@@ -9,17 +9,22 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from advisor_chat.config import load_settings
+from advisor_chat.config import Settings, load_settings
 from advisor_chat.ingest import load_profile
 from advisor_chat.ingest import loader as loader_mod
+
+
+def _copy(tmp_path: Path, sample: Path) -> tuple[Path, Settings]:
+    """A writable copy of ``sample`` (tmp_path/run) and settings with their own home."""
+    root = tmp_path / "run"
+    shutil.copytree(sample, root)
+    return root, load_settings(home=tmp_path / "home")
 
 
 def test_second_load_comes_from_cache(
     tmp_path: Path, real_samples: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = tmp_path / "run"
-    shutil.copytree(real_samples / "pt-text-level1-2rank", root)
-    settings = load_settings(home=tmp_path / "home")
+    root, settings = _copy(tmp_path, real_samples / "pt-text-level1-2rank")
     first = load_profile(root, settings=settings)
     assert not first.cache_hit and first.stats["files_parsed"] > 0
     parses = loader_mod.PARSE_STATS["parses"]
@@ -67,9 +72,7 @@ def test_heavy_tables_are_cached_as_read(
 ) -> None:
     from advisor_chat.ingest import text as text_mod
 
-    root = tmp_path / "run"
-    shutil.copytree(real_samples / "pt-text-level1-2rank", root)
-    settings = load_settings(home=tmp_path / "home")
+    root, settings = _copy(tmp_path, real_samples / "pt-text-level1-2rank")
     first = load_profile(root, settings=settings)
     k0 = first.kernels_for([0])
     h1 = first.host_dispatch_for([1])
@@ -103,9 +106,7 @@ def test_heavy_tables_are_cached_as_read(
 
 
 def test_cache_written_in_the_background_is_waited_for(tmp_path: Path, real_samples: Path) -> None:
-    root = tmp_path / "run"
-    shutil.copytree(real_samples / "pt-text-level1-2rank", root)
-    settings = load_settings(home=tmp_path / "home")
+    root, settings = _copy(tmp_path, real_samples / "pt-text-level1-2rank")
     first = load_profile(root, settings=settings)  # cache_write="background" (default)
     loader_mod.wait_cache_writes()
     assert (tmp_path / "home" / "cache" / "profiles" / first.profile_id / "profile.json").is_file()
@@ -156,9 +157,7 @@ def test_early_cache_read_is_used_only_for_the_same_files(
     """The last cache of a folder is read while its key is computed; a changed file makes it moot."""
     from advisor_chat.ingest import cache as cache_mod
 
-    root = tmp_path / "run"
-    shutil.copytree(real_samples / "pt-text-level1-2rank", root)
-    settings = load_settings(home=tmp_path / "home")
+    root, settings = _copy(tmp_path, real_samples / "pt-text-level1-2rank")
     first = load_profile(root, settings=settings, cache_write="now")
     assert cache_mod.last_key(settings.cache_dir, str(root.resolve())) == first.profile_id
 
@@ -226,9 +225,7 @@ def test_heavy_file_changed_after_load_is_read_but_not_cached(
 
     from advisor_chat.diagnosis import engine
 
-    root = tmp_path / "run"
-    shutil.copytree(real_samples / "pt-text-level1-2rank", root)
-    settings = load_settings(home=tmp_path / "home")
+    root, settings = _copy(tmp_path, real_samples / "pt-text-level1-2rank")
     profile = load_profile(root, settings=settings, cache_write="now")
     kd = root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
     st = kd.stat()
@@ -264,9 +261,7 @@ def test_cached_table_that_is_not_the_one_written_is_parsed_again(
     """A cache Parquet replaced by another table (or a subset) is not trusted: the folder is parsed."""
     import pyarrow.parquet as pq
 
-    root = tmp_path / "run"
-    shutil.copytree(real_samples / "cluster-8rank", root)
-    settings = load_settings(home=tmp_path / "home")
+    root, settings = _copy(tmp_path, real_samples / "cluster-8rank")
     first = load_profile(root, settings=settings, cache_write="now")
     folder = settings.cache_dir / "profiles" / first.profile_id
     shutil.copy(folder / "comm_ops.parquet", folder / "step_trace.parquet")  # another table
