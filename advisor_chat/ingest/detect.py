@@ -131,8 +131,8 @@ def _is_file(e: os.DirEntry[str]) -> bool:
         return False
 
 
-def _is_dir(d: Path, entries: list[os.DirEntry[str]]) -> bool:
-    """Whether ``d`` holds an ``ASCEND_PROFILER_OUTPUT`` folder (symlinks followed)."""
+def _has_output(entries: list[os.DirEntry[str]]) -> bool:
+    """Whether ``entries`` (a folder's listing) hold an ``ASCEND_PROFILER_OUTPUT`` folder (symlinks followed)."""
     for e in entries:
         if e.name == OUTPUT:
             try:
@@ -173,7 +173,7 @@ def detect(root: Path, budget: WalkBudget | None = None) -> Layout:
             layout.rank_dirs.append(d)
             layout.listing[str(d)] = (
                 [e.path for e in entries if _is_file(e)],
-                OUTPUT in names and _is_dir(d, entries),
+                OUTPUT in names and _has_output(entries),
             )
             continue
         if is_cluster_dir(d, names):

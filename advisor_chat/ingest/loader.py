@@ -316,7 +316,8 @@ class IngestPlan:
         rank_dirs: Rank folders to parse (``*_ascend_pt``/``*_ascend_ms`` with
             ``ASCEND_PROFILER_OUTPUT/``, and folders of loose files), in detection order.
         warnings: Warnings found while planning (rank folders skipped for lack of parsed output).
-        cache_key: Cache key of the identity ``(path, size, mtime_ns)`` of every file a reader may open.
+        cache_key: Cache key of the identity ``(path, size, mtime_ns, ctime_ns)`` of every file a
+            reader may open.
         started: ``time.perf_counter()`` when planning began (for ``Profile.stats["seconds"]``).
         files: ``(file, size, mtime_ns, ctime_ns)`` of every file in the key, as planned (a
             heavy file read later is checked against it).
@@ -830,7 +831,7 @@ class _EarlyRead:
 
     Checking the key means one ``stat`` per file (36,864 files at 4096 ranks: ~0.4 s); reading the
     cache is mostly Parquet decoding, which releases the GIL. The two overlap; what was read is
-    used only when its key equals the key just computed (else it is dropped, unread).
+    used only when its key equals the key just computed (else it is dropped).
     """
 
     def __init__(self, cache_dir: Path, key: str) -> None:
