@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -301,3 +302,90 @@ def test_cache_keeps_to_its_size_budget_least_recently_used_first(
     kept = {p.name for p in (big.cache_dir / "profiles").iterdir() if len(p.name) == 32}
     assert kept == {a.profile_id, c.profile_id} and b.profile_id not in kept
     assert not load_profile(folders[1], settings=big).cache_hit  # B is parsed again
+
+
+def _settle(monkeypatch: pytest.MonkeyPatch, seconds: float = 0.2) -> None:
+    """Shrink the racy window to ``seconds`` and wait it out, so that the folder's stamps are trusted."""
+    from advisor_chat.ingest import cache as cache_mod
+
+    monkeypatch.setattr(cache_mod, "RACY_S", seconds)
+    time.sleep(seconds * 1.5)
+
+
+def test_reload_skips_the_walk_only_while_no_folder_changed(
+    tmp_path: Path, real_samples: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stored walk stands in for listing the folder; an added or removed file voids it."""
+    from advisor_chat.ingest import cache as cache_mod
+
+    stats = loader_mod.PARSE_STATS
+    root, settings = _copy(tmp_path, real_samples / "pt-text-level1-2rank")
+    # just copied: the folders' stamps are too recent to vouch for them later
+    fresh = load_profile(root, settings=settings, cache_write="now")
+    assert not cache_mod.has_plan(settings.cache_dir, fresh.profile_id)
+    _settle(monkeypatch)
+    walks = stats["walks"]
+    hit = load_profile(root, settings=settings)  # walked, and now stores the plan it trusts
+    assert hit.cache_hit and stats["walks"] == walks + 1
+    assert cache_mod.has_plan(settings.cache_dir, fresh.profile_id)
+
+    walks, revalidated = stats["walks"], stats["revalidated"]
+    again = load_profile(root, settings=settings)
+    assert again.cache_hit and again.profile_id == fresh.profile_id
+    assert (stats["walks"], stats["revalidated"]) == (walks, revalidated + 1)
+    for name, df in fresh.tables.items():
+        pd.testing.assert_frame_equal(
+            df, again.tables[name], check_dtype=False, check_categorical=False
+        )
+    assert again.sources == fresh.sources and again.warnings == fresh.warnings
+
+    # a file removed: its folder's mtime moved, so the folder is walked and parsed again
+    gone = root / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "communication_matrix.json"
+    gone.unlink()
+    walks = stats["walks"]
+    fewer = load_profile(root, settings=settings, cache_write="now")
+    assert not fewer.cache_hit and stats["walks"] == walks + 1
+    assert str(gone) not in {s.path for s in fewer.sources.get("comm_matrix", [])}
+    assert str(gone).replace("rank1", "rank0") in {s.path for s in fewer.sources["comm_matrix"]}
+
+    # a file added: every stored file is still there, but its folder's stamps moved
+    _settle(monkeypatch)
+    assert load_profile(root, settings=settings).cache_hit  # stores the plan of 'fewer'
+    assert cache_mod.has_plan(settings.cache_dir, fewer.profile_id)
+    shutil.copy(real_samples / "pt-text-level1-2rank" / gone.relative_to(root), gone)
+    back = load_profile(root, settings=settings, cache_write="now")
+    assert not back.cache_hit
+    assert str(gone) in {s.path for s in back.sources["comm_matrix"]}
+
+    # a file rewritten in place, same size, mtime put back: no folder changed, the file's
+    # ctime did: the key differs and the rows are read again
+    _settle(monkeypatch)
+    load_profile(root, settings=settings)  # stores the plan of the current folder
+    st = root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+    before = st.stat()
+    lines = st.read_bytes().split(b"\n")
+    fields = lines[1].split(b",")
+    fields[1] = (b"1" if fields[1][:1] != b"1" else b"2") + fields[1][1:]
+    lines[1] = b",".join(fields)
+    st.write_bytes(b"\n".join(lines))
+    os.utime(st, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert st.stat().st_size == before.st_size and st.stat().st_mtime_ns == before.st_mtime_ns
+    revalidated = stats["revalidated"]
+    rewritten = load_profile(root, settings=settings)
+    assert not rewritten.cache_hit and stats["revalidated"] == revalidated
+    assert float(fields[1]) in set(rewritten.get("step_trace")["computing_us"])
+
+
+def test_plan_snapshot_refuses_folders_changed_just_before_the_listing(tmp_path: Path) -> None:
+    from advisor_chat.ingest import cache as cache_mod
+
+    d = tmp_path / "d"
+    d.mkdir()
+    st = os.stat(d)
+    now = time.time()
+    args = (tmp_path, [], [(str(d), st)])
+    assert cache_mod.plan_snapshot(*args, listed_at=now, units=1) is None
+    later = st.st_ctime_ns / 1e9 + cache_mod.RACY_S + 0.01
+    snap = cache_mod.plan_snapshot(*args, listed_at=later, units=1)
+    assert snap is not None and snap["dirs"] == ["./d"]
+    assert snap["stamps"] == [st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]

@@ -658,12 +658,18 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
             s["speedup_median"] = _median(ratios)
             s["speedup_min"] = min(ratios)
         cached = row.get("cached")
+        ans = row.get("answers")
         if _ok(cached):
-            s["cached_load_s"] = cached["inner"]["load_s"]
+            # two cached reloads, each the first load of a fresh process: the cached row's and the
+            # answers row's (judged on the slower one)
+            loads = [cached["inner"]["load_s"]]
+            if _ok(ans) and ans["inner"].get("cache_hit"):
+                loads.append(ans["inner"]["load_s"])
+            s["cached_loads_s"] = loads
+            s["cached_load_s"] = max(loads)
             s["cached_hit"] = cached["inner"]["cache_hit"]
             s["cached_peak_mb"] = cached["peak_mb"]
             s["cached_wall_s"] = cached["wall_s"]
-        ans = row.get("answers")
         if _ok(ans):
             lat = ans["inner"]["latency_ms"]
             s["answer_first_ms"] = lat[0]
@@ -731,7 +737,7 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
     ]
     worst = max(cached, key=lambda x: x[2]) if cached else None
     target(
-        f"cached reload < {TARGET_CACHED_S:.0f} s in process (every size)",
+        f"cached reload < {TARGET_CACHED_S:.0f} s in process (every size, both reloads)",
         f"max {worst[2]:.2f} s ({worst[0]} ranks {worst[1]})" if worst else "not measured",
         None if worst is None else worst[2] < TARGET_CACHED_S,
     )
@@ -858,7 +864,8 @@ def to_markdown(results: dict[str, Any]) -> str:
         "read from disk: see 'read all bytes'): read every byte of the folder; "
         "`orjson.loads` of every JSON file (trace_view.json included); one Arrow parse of all "
         "kernel_details.csv joined (one header). Cached reload = `load_profile` of the same folder "
-        "with the cache written by the cold run (in process). Answers: the first "
+        "with the cache written by the cold run, in process, timed twice (the first load of two fresh "
+        "processes: the cached row's, then the answers row's). Answers: the first "
         "`Advisor(profile).ask(...)` after the load, then further questions on fresh advisors.",
         "",
         "| ranks | export | files | read all bytes s | orjson all JSON s (CPU) | Arrow all kernel CSVs s (CPU) | kernel rows | cached reload s | cached peak MB | first answer ms | later answers p50 ms |",
@@ -871,7 +878,7 @@ def to_markdown(results: dict[str, Any]) -> str:
             f"| {row['ranks']} | {row['export']} | {f0.get('files', 'n/a')} | {_f(f0.get('read_s'))} | "
             f"{_f(f0.get('json_s'))} ({_f(f0.get('json_cpu_s'))}) | {_f(f0.get('arrow_s'))} "
             f"({_f(f0.get('arrow_cpu_s'))}) | {f0.get('kernel_rows', 'n/a')} | "
-            f"{_f(s.get('cached_load_s'))} | {_f(s.get('cached_peak_mb'), '{:.0f}')} | "
+            f"{fl(s.get('cached_loads_s'), '{:.2f}')} | {_f(s.get('cached_peak_mb'), '{:.0f}')} | "
             f"{_f(s.get('answer_first_ms'), '{:.0f}')} | {_f(s.get('answer_rest_p50_ms'), '{:.0f}')} |"
         )
     for row in results["rows"]:

@@ -9,6 +9,10 @@ decoded on load, each distinct string once (the ranks of a job mostly share one 
 Sources and the heavy-table index are stored as columns with paths relative to the input folder
 (at 4096 ranks: 40,960 sources; 8.5 MB of records became 2.6 MB). (Arrow IPC/Feather was
 measured as an alternative: no faster to write, slower to read back into pandas 3.)
+
+``plan.json`` beside them is the walk that found the files (every folder listed, with its stamps,
+and the files in key order): a reload stats those instead of walking the folder again, and walks
+when a folder changed (:func:`revalidate`; 0.4 -> 0.15 s at 4096 ranks).
 """
 
 from __future__ import annotations
@@ -97,6 +101,107 @@ def touch(cache_dir: Path, key: str) -> None:
         return
 
 
+#: A folder whose mtime or ctime is less than this before the moment it was listed is not
+#: trusted by a reload: a change within the same tick of the file system's clock would leave its
+#: stamps as they were (git's "racy" index entries have the same cause).
+RACY_S = 1.0
+
+
+def plan_snapshot(
+    root: Path,
+    files: list[tuple[str, int, int, int]],
+    dirs: list[tuple[str, os.stat_result]],
+    listed_at: float,
+    units: int,
+) -> dict[str, Any] | None:
+    """What a reload needs to skip walking ``root``: its folders' stamps and its files, in order.
+
+    Args:
+        root: The profiling folder (resolved).
+        files: The plan's ``(file, size, mtime_ns, ctime_ns)`` list, in key order.
+        dirs: Every folder the plan listed, with its ``os.stat`` taken before the listing.
+        listed_at: ``time.time()`` before the first of those stats.
+        units: Number of folders the plan parses.
+
+    Returns:
+        ``{"dirs", "stamps", "files", "units"}`` (paths relative to ``root``; ``stamps``: device,
+        inode, mtime_ns, ctime_ns of each folder, flat), or ``None`` when a folder changed less
+        than :data:`RACY_S` before it was listed (its stamps cannot prove it unchanged later).
+    """
+    limit = int((listed_at - RACY_S) * 1e9)
+    stamps: list[int] = []
+    for _, st in dirs:
+        if st.st_mtime_ns >= limit or st.st_ctime_ns >= limit:
+            return None
+        stamps += (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+    base = str(root)
+    return {
+        "dirs": [_relative(d, base) for d, _ in dirs],
+        "stamps": stamps,
+        "files": [_relative(f[0], base) for f in files],
+        "units": units,
+    }
+
+
+def store_plan(cache_dir: Path, key: str, snapshot: dict[str, Any]) -> None:
+    """Add ``snapshot`` (:func:`plan_snapshot`) to the entry ``key`` (atomic; failures only cost speed)."""
+    folder = cache_dir / "profiles" / key
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".plan.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(orjson.dumps(snapshot))
+        os.replace(tmp, folder / "plan.json")
+    except OSError:
+        return
+
+
+def has_plan(cache_dir: Path, key: str) -> bool:
+    """Whether the entry ``key`` holds a plan snapshot."""
+    return (cache_dir / "profiles" / key / "plan.json").is_file()
+
+
+def revalidate(
+    cache_dir: Path, key: str, root: str
+) -> tuple[list[tuple[str, int, int, int]], int] | None:
+    """The files of the plan stored with entry ``key``, stat'ed now, when no folder changed.
+
+    A folder's device, inode, mtime and ctime change when an entry is added to it, removed or
+    renamed; when every folder the plan listed has the stamps it had then, the same walk would
+    find the same files. Their identities are taken again here (a file rewritten in place changes
+    them, hence the key); the caller compares the key they give with ``key``.
+
+    Returns:
+        ``(files, units)`` — ``(file, size, mtime_ns, ctime_ns)`` in the stored order and the
+        number of folders the plan parses — or ``None``: no snapshot, a folder changed or
+        vanished, a file vanished.
+    """
+    try:
+        doc = orjson.loads((cache_dir / "profiles" / key / "plan.json").read_bytes())
+        dirs, stamps, names, units = doc["dirs"], doc["stamps"], doc["files"], int(doc["units"])
+    except (OSError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+        return None
+    prefix = root.rstrip("/") + "/"
+    stat = os.stat
+    try:
+        for i, d in enumerate(_absolute(dirs, prefix)):
+            st = stat(d)
+            j = 4 * i
+            if (
+                st.st_mtime_ns != stamps[j + 2]
+                or st.st_ctime_ns != stamps[j + 3]
+                or st.st_ino != stamps[j + 1]
+                or st.st_dev != stamps[j]
+            ):
+                return None
+        files = []
+        for f in _absolute(names, prefix):
+            st = stat(f)
+            files.append((f, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    except (OSError, IndexError):
+        return None
+    return files, units
+
+
 def _size(path: Path) -> int:
     total = 0
     for dirpath, _dirs, names in os.walk(path):
@@ -179,12 +284,14 @@ def save(
     profile: Profile,
     *,
     heavy_index: HeavyIndex | None = None,
+    plan: dict[str, Any] | None = None,
 ) -> Path | None:
     """Write ``profile`` under ``cache_dir/profiles/key`` atomically; returns the folder (or None on error).
 
     ``heavy_index`` — ``({table: {rank: file}}, {rank: folder position})`` of the heavy tables
     not in ``profile.tables`` — is stored so that a cached load can read them later (their rows
-    are cached separately, in ``profiles/{key}.heavy/``, as they are read).
+    are cached separately, in ``profiles/{key}.heavy/``, as they are read). ``plan``: the
+    :func:`plan_snapshot` of the load, stored as ``plan.json`` (see :func:`revalidate`).
     """
     base = cache_dir / "profiles"
     target = base / key
@@ -215,6 +322,8 @@ def save(
             "shapes": {name: [len(df), [str(c) for c in df.columns]] for name, df in tables},
             "heavy": None if heavy_index is None else _heavy_columns(heavy_index, root),
         }
+        if plan is not None:
+            (tmp / "plan.json").write_bytes(orjson.dumps(plan))
         (tmp / "profile.json").write_bytes(
             orjson.dumps(
                 doc, default=str, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
@@ -235,8 +344,9 @@ def _relative(path: str, root: str) -> str:
     return "./" + path[len(prefix) :] if path.startswith(prefix) else path
 
 
-def _absolute(path: str, prefix: str) -> str:
-    return prefix + path[2:] if path.startswith("./") else path
+def _absolute(paths: list[str], prefix: str) -> list[str]:
+    """Paths stored by :func:`_relative` made absolute again (``prefix``: the root and ``/``)."""
+    return [prefix + p[2:] if p[:2] == "./" else p for p in paths]
 
 
 def _source_columns(sources: list[TableSource], root: str) -> dict[str, list[Any]]:
@@ -301,18 +411,20 @@ def _load(cache_dir: Path, key: str) -> tuple[Profile, HeavyIndex | None] | None
             tables[name] = df
         prefix = str(doc["root"]).rstrip("/") + "/"
         sources = {
-            t: [
-                TableSource(n, _absolute(p, prefix), e, r, rows, v)
-                for n, p, e, r, rows, v in zip(
-                    c["table"],
-                    c["path"],
-                    c["export"],
-                    c["rank"],
-                    c["rows"],
-                    c["version"],
-                    strict=True,
+            t: list(
+                map(
+                    TableSource._make,
+                    zip(
+                        c["table"],
+                        _absolute(c["path"], prefix),
+                        c["export"],
+                        c["rank"],
+                        c["rows"],
+                        c["version"],
+                        strict=True,
+                    ),
                 )
-            ]
+            )
             for t, c in doc["sources"].items()
         }
         heavy: HeavyIndex | None = None
@@ -320,7 +432,7 @@ def _load(cache_dir: Path, key: str) -> tuple[Profile, HeavyIndex | None] | None
             h = doc["heavy"]
             heavy = (
                 {
-                    t: dict(zip(c["rank"], [_absolute(p, prefix) for p in c["path"]], strict=True))
+                    t: dict(zip(c["rank"], _absolute(c["path"], prefix), strict=True))
                     for t, c in h["files"].items()
                 },
                 dict(zip(h["order"]["rank"], h["order"]["position"], strict=True)),

@@ -52,6 +52,9 @@ class Layout:
     listing: dict[str, tuple[list[str], bool]] = field(
         default_factory=dict, repr=False, compare=False
     )
+    #: Every folder the walk listed, with its ``os.stat`` taken *before* the listing (a later
+    #: change to the folder's entries changes its mtime/ctime): lets a reload trust the walk.
+    dirs: list[tuple[str, os.stat_result]] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def empty(self) -> bool:
@@ -59,30 +62,34 @@ class Layout:
         return not (self.rank_dirs or self.cluster_dirs or self.msprof_dirs or self.loose_dirs)
 
 
-def is_rank_dir(path: Path, names: set[str] | None = None) -> bool:
+def _name(path: str | Path) -> str:
+    return path.name if isinstance(path, Path) else os.path.basename(path)
+
+
+def is_rank_dir(path: str | Path, names: set[str] | None = None) -> bool:
     """Whether ``path`` looks like one rank's profiler output folder."""
     if names is None:
         try:
             names = set(os.listdir(path))
         except OSError:
             return False
-    if path.name.endswith(("ascend_pt", "ascend_ms")):
+    if _name(path).endswith(("ascend_pt", "ascend_ms")):
         return True
     if "ASCEND_PROFILER_OUTPUT" in names:
         return True
     return any(n.startswith("profiler_info") and n.endswith(".json") for n in names)
 
 
-def is_cluster_dir(path: Path, names: set[str]) -> bool:
+def is_cluster_dir(path: str | Path, names: set[str]) -> bool:
     """Whether ``path`` is an msprof-analyze cluster output folder."""
-    return path.name == "cluster_analysis_output" or bool(
+    return _name(path) == "cluster_analysis_output" or bool(
         names & {"cluster_step_trace_time.csv", "cluster_analysis.db", "cluster_communication.json"}
     )
 
 
-def is_msprof_dir(path: Path, names: set[str]) -> bool:
+def is_msprof_dir(path: str | Path, names: set[str]) -> bool:
     """Whether ``path`` is a CANN ``PROF_*`` folder with text output or an ``msprof_*.db``."""
-    return path.name.startswith("PROF_") and (
+    return _name(path).startswith("PROF_") and (
         "mindstudio_profiler_output" in names
         or any(n.startswith("msprof_") and n.endswith(".db") for n in names)
     )
@@ -142,6 +149,10 @@ def _has_output(entries: list[os.DirEntry[str]]) -> bool:
     return False
 
 
+def _parts(path: str) -> list[str]:
+    return path.split("/")
+
+
 def detect(root: Path, budget: WalkBudget | None = None) -> Layout:
     """Find every unit under ``root`` (``root`` itself may be a unit).
 
@@ -159,49 +170,60 @@ def detect(root: Path, budget: WalkBudget | None = None) -> Layout:
         raise not_utf8_error(root)
     budget = budget or WalkBudget()
     layout = Layout(root=root)
-    stack: list[tuple[Path, int]] = [(root, 0)]
+    # the walk works on strings (a Path per folder cost ~0.1 s at 4096 ranks); units become Paths
+    found: dict[str, list[str]] = {"rank": [], "cluster": [], "msprof": [], "loose": []}
+    try:
+        root_st = os.stat(root)
+    except OSError:
+        return layout
+    stack: list[tuple[str, int, os.stat_result]] = [(str(root), 0, root_st)]
     while stack:
-        d, depth = stack.pop()
-        if not budget.enter(d):
+        d, depth, st = stack.pop()
+        if not budget.enter(d, st):
             continue
+        layout.dirs.append((d, st))
         try:
             entries = list(os.scandir(d))
         except OSError:
             continue
         names = {e.name for e in entries}
         if is_rank_dir(d, names):
-            layout.rank_dirs.append(d)
-            layout.listing[str(d)] = (
+            found["rank"].append(d)
+            layout.listing[d] = (
                 [e.path for e in entries if _is_file(e)],
                 OUTPUT in names and _has_output(entries),
             )
             continue
         if is_cluster_dir(d, names):
-            layout.cluster_dirs.append(d)
+            found["cluster"].append(d)
             continue
         if is_msprof_dir(d, names):
-            layout.msprof_dirs.append(d)
+            found["msprof"].append(d)
             continue
         if any(loose_name(e.name) and _is_file(e) for e in entries):
-            layout.loose_dirs.append(d)
+            found["loose"].append(d)
         if depth >= MAX_DEPTH:
             continue
         for e in entries:
+            if e.name in _SKIP_DIRS:
+                continue
             try:
-                is_dir = e.is_dir(follow_symlinks=True)
+                if not e.is_dir(follow_symlinks=True):
+                    continue
+                sub = e.stat()  # for the walk's (device, inode) check
             except OSError:  # symlink loop, vanished entry
-                is_dir = False
-            if is_dir and e.name not in _SKIP_DIRS:
-                stack.append((Path(e.path), depth + 1))
+                continue
+            stack.append((e.path, depth + 1, sub))
     layout.repeats = budget.skipped_repeats
-    for units in (layout.rank_dirs, layout.cluster_dirs, layout.msprof_dirs, layout.loose_dirs):
+    for units in found.values():
         bad = next((u for u in units if not is_utf8(u)), None)
         if bad is not None:
             raise not_utf8_error(bad)
-    layout.rank_dirs.sort()
-    layout.cluster_dirs.sort()
-    layout.msprof_dirs.sort()
-    layout.loose_dirs.sort()
+    # sorted as Paths sort (component by component)
+    layout.rank_dirs = [Path(u) for u in sorted(found["rank"], key=_parts)]
+    layout.cluster_dirs = [Path(u) for u in sorted(found["cluster"], key=_parts)]
+    layout.msprof_dirs = [Path(u) for u in sorted(found["msprof"], key=_parts)]
+    layout.loose_dirs = [Path(u) for u in sorted(found["loose"], key=_parts)]
     if layout.rank_dirs or layout.cluster_dirs or layout.msprof_dirs:
         # loose copies next to real profiler output are notes or extracts, not extra ranks
         layout.loose_dirs = []
@@ -209,7 +231,10 @@ def detect(root: Path, budget: WalkBudget | None = None) -> Layout:
 
 
 def unit_files(
-    unit: Path, kind: str, listing: tuple[list[str], bool] | None = None
+    unit: Path,
+    kind: str,
+    listing: tuple[list[str], bool] | None = None,
+    dirs: list[tuple[str, os.stat_result]] | None = None,
 ) -> list[tuple[str, int, int, int]]:
     """Identity ``(path, size, mtime_ns, ctime_ns)`` of the files a reader of ``unit`` may read.
 
@@ -219,10 +244,17 @@ def unit_files(
     Used for cache keys; raw binary data (FRAMEWORK/, PROF_*/ inside rank folders) is not listed.
     ``listing`` — the rank folder's files and whether it holds ``ASCEND_PROFILER_OUTPUT/``, as
     :func:`detect` recorded them (``Layout.listing``) — spares listing the folder again.
+    ``dirs``, when given, receives every folder listed here with its ``os.stat`` taken before
+    the listing (see ``Layout.dirs``).
     """
     out: list[tuple[str, int, int, int]] = []
 
     def files(d: Path | str) -> None:
+        if dirs is not None:
+            try:
+                dirs.append((os.fspath(d), os.stat(d)))
+            except OSError:
+                return
         try:
             with os.scandir(d) as it:
                 for e in it:

@@ -370,16 +370,20 @@ class WalkBudget:
         if self.max_seconds < 0:
             self.max_seconds = MAX_WALK_SECONDS
 
-    def enter(self, path: Path) -> bool:
+    def enter(self, path: str | Path, st: os.stat_result | None = None) -> bool:
         """Whether ``path`` should be listed: False when already seen (or not stat-able).
+
+        ``st``: the folder's ``os.stat`` (symlinks followed) when the caller has it already
+        (``DirEntry.stat()``); else it is taken here.
 
         Raises:
             InputError: The folder or time budget is exhausted.
         """
-        try:
-            st = os.stat(path)
-        except OSError:
-            return False
+        if st is None:
+            try:
+                st = os.stat(path)
+            except OSError:
+                return False
         key = (st.st_dev, st.st_ino)
         if key in self.seen:
             self.skipped_repeats.append(str(path))

@@ -61,12 +61,22 @@ __all__ = [
     "read_light_batch",
     "read_rank_batch",
     "read_rank_dir",
+    "revalidated_plan",
     "save_cached",
     "wait_cache_writes",
 ]
 
-#: Process-wide counters a test can assert on (e.g. that a cached reload parsed nothing).
-PARSE_STATS: dict[str, int] = {"loads": 0, "parses": 0, "cache_hits": 0, "units_read": 0}
+#: Process-wide counters a test can assert on (e.g. that a cached reload parsed nothing):
+#: ``walks`` counts folder walks (:func:`plan_ingest`), ``revalidated`` reloads planned from the
+#: snapshot stored with the cache (:func:`revalidated_plan`) instead.
+PARSE_STATS: dict[str, int] = {
+    "loads": 0,
+    "parses": 0,
+    "cache_hits": 0,
+    "units_read": 0,
+    "walks": 0,
+    "revalidated": 0,
+}
 
 #: Below this many rank folders the light tables are read in this process (a pool does not pay).
 _POOL_FROM = 192
@@ -321,6 +331,13 @@ class IngestPlan:
         started: ``time.perf_counter()`` when planning began (for ``Profile.stats["seconds"]``).
         files: ``(file, size, mtime_ns, ctime_ns)`` of every file in the key, as planned (a
             heavy file read later is checked against it).
+        dirs: Every folder listed while planning, with its ``os.stat`` taken before the listing
+            (stored with the cache as :class:`~advisor_chat.ingest.cache.PlanSnapshot`).
+        listed_at: ``time.time()`` before the first folder was stat'ed.
+        units: Number of folders to parse (rank, cluster and msprof folders).
+        revalidated: The plan was rebuilt from the snapshot stored with the last cache of the
+            folder (no walk); ``layout`` and ``rank_dirs`` are then empty, and a cache miss
+            means planning again with :func:`plan_ingest`.
     """
 
     root: Path
@@ -330,6 +347,10 @@ class IngestPlan:
     cache_key: str = ""
     started: float = 0.0
     files: list[tuple[str, int, int, int]] = field(default_factory=list, repr=False)
+    dirs: list[tuple[str, os.stat_result]] = field(default_factory=list, repr=False)
+    listed_at: float = 0.0
+    units: int = 0
+    revalidated: bool = False
 
     @property
     def msprof_dirs(self) -> list[Path]:
@@ -354,6 +375,8 @@ def plan_ingest(path: str | Path) -> IngestPlan:
     """
     started = time.perf_counter()
     root = check_root(path)
+    listed_at = time.time()
+    PARSE_STATS["walks"] += 1
     layout = detect(root)
     if layout.empty:
         raise no_data_error(root)
@@ -378,12 +401,14 @@ def plan_ingest(path: str | Path) -> IngestPlan:
         )
     loose = set(layout.loose_dirs)
     files: list[tuple[str, int, int, int]] = []
+    dirs = list(layout.dirs)
     for d in good:
-        files += unit_files(d, "loose" if d in loose else "rank", listing.get(str(d)))
+        kind = "loose" if loose and d in loose else "rank"
+        files += unit_files(d, kind, listing.get(str(d)), dirs)
     for d in layout.cluster_dirs:
-        files += unit_files(d, "cluster")
+        files += unit_files(d, "cluster", dirs=dirs)
     for d in layout.msprof_dirs:
-        files += unit_files(d, "msprof")
+        files += unit_files(d, "msprof", dirs=dirs)
     return IngestPlan(
         root=root,
         layout=layout,
@@ -392,6 +417,9 @@ def plan_ingest(path: str | Path) -> IngestPlan:
         cache_key=cache_mod.cache_key(root, files),
         started=started,
         files=files,
+        dirs=dirs,
+        listed_at=listed_at,
+        units=len(good) + len(layout.cluster_dirs) + len(layout.msprof_dirs),
     )
 
 
@@ -836,6 +864,7 @@ class _EarlyRead:
 
     def __init__(self, cache_dir: Path, key: str) -> None:
         self.key = key
+        self.cache_dir = cache_dir
         self.result: tuple[Profile, cache_mod.HeavyIndex | None] | None = None
         self._thread = threading.Thread(
             target=self._run, args=(cache_dir,), name="advisor-cache-read", daemon=True
@@ -864,6 +893,48 @@ def _read_cache_early(path: str | Path, settings: Settings, use_cache: bool) -> 
     if key is None or key in _PENDING_WRITES:
         return None
     return _EarlyRead(settings.cache_dir, key)
+
+
+def _plan_snapshot(plan: IngestPlan) -> dict[str, Any] | None:
+    if plan.revalidated or not plan.dirs:
+        return None
+    return cache_mod.plan_snapshot(plan.root, plan.files, plan.dirs, plan.listed_at, plan.units)
+
+
+def revalidated_plan(path: str | Path, early: _EarlyRead | None) -> IngestPlan | None:
+    """The plan of the folder's last cache, when nothing in the folder changed since; else ``None``.
+
+    A reload at 4096 ranks spent ~0.4 s walking the folder (8,193 listings, 36,865 stats) to find
+    the files whose identity makes the cache key. The snapshot stored with the cache entry
+    (:func:`advisor_chat.ingest.cache.revalidate`) replaces the walk by one ``stat`` per folder
+    and per file (~0.15 s). The plan returned is only good for finding the cached profile: on a
+    miss, plan again with :func:`plan_ingest`.
+
+    Raises:
+        InputError: See :func:`check_root`.
+    """
+    if early is None:
+        return None
+    started = time.perf_counter()
+    root = check_root(path)
+    got = cache_mod.revalidate(early.cache_dir, early.key, str(root))
+    if got is None:
+        return None
+    files, units = got
+    key = cache_mod.cache_key(root, files)
+    if key != early.key:
+        return None
+    PARSE_STATS["revalidated"] += 1
+    return IngestPlan(
+        root=root,
+        layout=Layout(root=root),
+        rank_dirs=[],
+        cache_key=key,
+        started=started,
+        files=files,
+        units=units,
+        revalidated=True,
+    )
 
 
 def load_cached(
@@ -941,9 +1012,12 @@ def save_cached(
     )
     heavy = profile.heavy
     index = (heavy.files, heavy.order) if isinstance(heavy, HeavyReader) else None
+    walk = _plan_snapshot(plan)
 
     def write() -> None:
-        if cache_mod.save(settings.cache_dir, plan.cache_key, snapshot, heavy_index=index):
+        if cache_mod.save(
+            settings.cache_dir, plan.cache_key, snapshot, heavy_index=index, plan=walk
+        ):
             cache_mod.prune(settings.cache_dir, settings.cache_max_mb * 1e6, keep=plan.cache_key)
 
     if not background:
@@ -1056,13 +1130,13 @@ def load_profile(
     """
     settings = settings or load_settings()
     early = _read_cache_early(path, settings, use_cache)
-    plan = plan_ingest(path)
+    plan = revalidated_plan(path, early) or plan_ingest(path)
     PARSE_STATS["loads"] += 1
     cb: ProgressCallback | None
     stop: Callable[[], None] | None = None
     if callable(progress):
         cb = progress
-    elif _progress_enabled(progress, len(plan.rank_dirs)):
+    elif _progress_enabled(progress, plan.units):
         cb, stop = rich_progress()
     else:
         cb = None
@@ -1072,10 +1146,16 @@ def load_profile(
             cache_mod.touch(settings.cache_dir, plan.cache_key)  # recently used: pruned last
             if early is None or early.key != plan.cache_key:
                 cache_mod.remember(settings.cache_dir, str(plan.root), plan.cache_key)
+            walk = _plan_snapshot(plan)
+            if walk is not None and not cache_mod.has_plan(settings.cache_dir, plan.cache_key):
+                # first written while the folder was too fresh to trust (or by an older version)
+                cache_mod.store_plan(settings.cache_dir, plan.cache_key, walk)
             if isinstance(cached.heavy, HeavyReader):
                 cached.heavy.progress = progress if callable(progress) else None
                 cached.heavy.rich = stop is not None
             return cached
+        if plan.revalidated:  # the stored plan named a cache that could not be read
+            plan = plan_ingest(path)
 
         n_workers = _workers(settings, workers)
         with gc_paused():
@@ -1124,7 +1204,7 @@ def _assign_ranks(units: list[RankData], warnings: list[DataWarning]) -> None:
         for df in u.tables.values():
             if "rank" in df.columns:
                 df["rank"] = nxt
-        u.sources = [TableSource(**{**s.__dict__, "rank": nxt}) for s in u.sources]
+        u.sources = [s._replace(rank=nxt) for s in u.sources]
         warnings.append(
             DataWarning(
                 code="rank_unknown",

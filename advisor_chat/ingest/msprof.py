@@ -397,7 +397,5 @@ def read_msprof_dir(path: str | Path) -> RankData:
         for df in rd.tables.values():
             if "rank" in df.columns:
                 df["rank"] = rd.rank
-        from advisor_chat.ingest.profile import TableSource
-
-        rd.sources = [TableSource(**{**x.__dict__, "rank": rd.rank}) for x in rd.sources]
+        rd.sources = [x._replace(rank=rd.rank) for x in rd.sources]
     return rd

@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 import numpy as np
 import pandas as pd
@@ -16,9 +16,10 @@ from advisor_chat.ingest.schema import TABLE_SPECS, empty_table
 ExportType = Literal["text", "db", "cluster", "msprof", "mindspore", "synthetic"]
 
 
-@dataclass(frozen=True)
-class TableSource:
+class TableSource(NamedTuple):
     """Where (part of) a canonical table came from, so findings can cite it.
+
+    A named tuple (immutable, and built in bulk from the cache: 40,000 at 4096 ranks).
 
     Attributes:
         table: Canonical table name.
