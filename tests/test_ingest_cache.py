@@ -389,3 +389,24 @@ def test_plan_snapshot_refuses_folders_changed_just_before_the_listing(tmp_path:
     snap = cache_mod.plan_snapshot(*args, listed_at=later, units=1)
     assert snap is not None and snap["dirs"] == ["./d"]
     assert snap["stamps"] == [st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def test_walk_of_a_fresh_folder_is_stored_once_it_has_settled(
+    tmp_path: Path, real_samples: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Planned right after a copy (not trusted), cached a moment later: walked again and stored."""
+    from advisor_chat.ingest import cache as cache_mod
+
+    monkeypatch.setattr(cache_mod, "RACY_S", 0.3)
+    root, settings = _copy(tmp_path, real_samples / "pt-text-level1-2rank")
+    plan = loader_mod.plan_ingest(root)
+    assert cache_mod.plan_snapshot(plan.root, plan.files, plan.dirs, plan.listed_at, 2) is None
+    profile = load_profile(root, settings=settings, use_cache=False)
+    time.sleep(0.45)
+    walks = loader_mod.PARSE_STATS["walks"]
+    loader_mod.save_cached(plan, settings, profile)
+    assert loader_mod.PARSE_STATS["walks"] == walks + 1
+    assert cache_mod.has_plan(settings.cache_dir, plan.cache_key)
+    revalidated = loader_mod.PARSE_STATS["revalidated"]
+    again = load_profile(root, settings=settings)
+    assert again.cache_hit and loader_mod.PARSE_STATS["revalidated"] == revalidated + 1

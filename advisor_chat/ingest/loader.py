@@ -901,6 +901,26 @@ def _plan_snapshot(plan: IngestPlan) -> dict[str, Any] | None:
     return cache_mod.plan_snapshot(plan.root, plan.files, plan.dirs, plan.listed_at, plan.units)
 
 
+def _settled_snapshot(plan: IngestPlan) -> dict[str, Any] | None:
+    """The walk of a folder too fresh to trust when it was planned, walked again if it has settled.
+
+    A folder copied just before the load (a benchmark, a download) is listed within a second of
+    its last change, so its walk is not stored. When the cache is written later (after the report)
+    and the newest folder stamp is older than ``RACY_S`` by then, walking again sees every entry
+    that could have been added in that tick; its snapshot is stored when it finds the same files.
+    """
+    if plan.revalidated or not plan.dirs:
+        return None
+    newest = max(max(st.st_mtime_ns, st.st_ctime_ns) for _, st in plan.dirs) / 1e9
+    if time.time() - newest <= cache_mod.RACY_S:
+        return None
+    try:
+        again = plan_ingest(plan.root)
+    except InputError:
+        return None
+    return _plan_snapshot(again) if again.cache_key == plan.cache_key else None
+
+
 def revalidated_plan(path: str | Path, early: _EarlyRead | None) -> IngestPlan | None:
     """The plan of the folder's last cache, when nothing in the folder changed since; else ``None``.
 
@@ -1016,7 +1036,11 @@ def save_cached(
 
     def write() -> None:
         if cache_mod.save(
-            settings.cache_dir, plan.cache_key, snapshot, heavy_index=index, plan=walk
+            settings.cache_dir,
+            plan.cache_key,
+            snapshot,
+            heavy_index=index,
+            plan=walk if walk is not None else _settled_snapshot(plan),
         ):
             cache_mod.prune(settings.cache_dir, settings.cache_max_mb * 1e6, keep=plan.cache_key)
 
