@@ -759,3 +759,29 @@ def test_no_slow_link_is_not_claimed_when_the_links_could_not_be_judged() -> Non
     assert "没有发现慢链路（可比较的链路太少，无法判断）" in zh.split("\n")[0]
     # judged links keep the plain statement
     assert "no link is slow" in _text(pj.network(d, [], False))
+
+
+def test_network_verdict_names_the_top_cause_before_exposed_communication() -> None:
+    """"Comm is big everywhere, is it the network?" with a late rank on top: no slow link, and the
+    answer leads with the rank the others wait for, not only with the communication cause."""
+    d = _diag(HOST9, EXPOSED)
+    en = _text(pj.network(d, [], False))
+    assert en.startswith(
+        "No, the network is not the problem: no link is slow. The top cause is: Host stall on rank 9"
+    )
+    assert "Communication itself is also a cause: Many small collectives" in en
+    zh = _text(pj.network(d, [], True))
+    assert zh.startswith("不是网络的问题：没有发现慢链路。首要原因是：9号卡主机侧阻塞")
+    assert "通信本身也是一个原因" in zh
+    # the communication cause on top: said as before, nothing else to lead with
+    only = _text(pj.network(_diag(EXPOSED, HOST9), [], False))
+    assert only.startswith(
+        "No, the network is not the problem: no link is slow; communication itself is a cause"
+    )
+
+
+def test_overview_notes_are_a_paragraph_of_their_own() -> None:
+    d = _diag(PIPE, notes=("only 1 step captured: it may be an event",), notes_zh=("只采集了 1 步",))
+    lines = pj.overview(d, False).lines
+    assert lines[-2:] == ["", "Only 1 step captured: it may be an event."]
+    assert pj.overview(d, True).lines[-2:] == ["", "只采集了 1 步。"]

@@ -165,3 +165,75 @@ def test_pick_cases_cites_every_strong_match() -> None:
     assert [h.id for h in pick_cases(weak, ["a", "b"])] == ["w", "x", "y"]
     weaker = [_hit("p", ("a", "b"), 1.0), _hit("q", ("a",), 0.9), _hit("r", ("b",), 0.8)]
     assert [h.id for h in pick_cases(weaker, ["a", "b"])] == ["p", "q"]
+
+
+def test_answers_say_which_input_was_left_out(tmp_path: Path, real_samples: Path) -> None:
+    """A truncated communication.json is skipped at load; every answer then says so, naming it."""
+    import shutil
+
+    from advisor_chat.ingest import load_profile
+
+    root = tmp_path / "run"
+    shutil.copytree(real_samples / "pt-text-level1-2rank", root)
+    comm = root / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "communication.json"
+    comm.write_bytes(comm.read_bytes()[: comm.stat().st_size // 2])
+    adv = Advisor(load_profile(root, use_cache=False), settings=Settings(), case_search=_no_cases)
+    shown = str(comm.relative_to(root))  # rank1_ascend_pt/ASCEND_PROFILER_OUTPUT/...
+    for q in ("why is this job slow?", "which link is slow?", "why is rank 0 slow?"):
+        ans = adv.ask(q)
+        assert "Not all input was analysed" in ans.answer and shown in ans.answer, ans.answer
+        assert "not valid JSON" in ans.answer and "rank 1" in ans.answer
+    zh = adv.ask("这个任务慢在哪里？").answer
+    assert "部分输入未被分析" in zh and shown in zh, zh
+
+    # an intact copy says nothing of the kind
+    intact = Advisor(
+        load_profile(real_samples / "pt-text-level1-2rank", use_cache=False),
+        settings=Settings(),
+        case_search=_no_cases,
+    )
+    assert "Not all input" not in intact.ask("why is this job slow?").answer
+
+
+def _library(*ids: str):  # type: ignore[no-untyped-def]
+    """A case search that returns these cases of knowledge/ (their real tags), matched on tags."""
+    from advisor_chat.kb.cases import get_case
+
+    def search(query, symptom_tags=None, k=5):  # type: ignore[no-untyped-def]
+        hits = []
+        for i, cid in enumerate(ids):
+            c = get_case(cid)
+            matched = tuple(t for t in c.symptom_tags if t in set(symptom_tags or ()))
+            hits.append(
+                CaseHit(
+                    c.id,
+                    c.title,
+                    c.title_zh,
+                    1.0 - i / 10,
+                    "",
+                    f"knowledge/cases/{c.id}.md",
+                    remedies=tuple(c.remedies),
+                    symptom_tags=tuple(c.symptom_tags),
+                    matched_tags=matched,
+                )
+            )
+        return hits
+
+    return search
+
+
+def test_a_slow_rank_case_is_not_cited_when_no_rank_is_slow(pp2: Path) -> None:
+    """pp2: a pipeline imbalance and a job-wide idle, no slow rank; the 16-card slow-rank case
+    shares generic tags (high Free, communication-bound) but its slow_rank symptom was not measured."""
+    from advisor_chat.ingest import load_profile
+
+    adv = Advisor(
+        load_profile(pp2),
+        settings=Settings(),
+        case_search=_library("rank12-free-16card", "pipeline-bubbles"),
+    )
+    for q in ("why is this job slow?", "这个任务为什么慢？"):
+        ans = adv.ask(q)
+        ids = [h.id for h in ans.cases]
+        assert "pipeline-bubbles" in ids and "rank12-free-16card" not in ids, (q, ids)
+        assert "rank12-free-16card" not in ans.answer

@@ -522,7 +522,7 @@ class Planner:
             lines += [self.quoter.quote(x) for x in proj.lines]
             ref = project.reference_line(proj, zh)
             if ref:
-                lines.append(ref)
+                lines += ["", ref]
             causes = list(proj.causes)
             plot_ranks = list(proj.plot_ranks)
             for c in causes:
@@ -532,7 +532,10 @@ class Planner:
             if q.intent == "slow_link" and not any(
                 c.mechanism.value == "slow_link" for c in causes
             ):
+                n = len(lines)
                 self._link_evidence(by_tool, zh, lines)
+                if len(lines) > n:
+                    lines.insert(n, "")  # its own paragraph, not the tail of "Causes cited"
             if q.intent == "step_trend":
                 for f in [f for o in by_tool.get("step_trend", []) for f in o.findings][:2]:
                     add(f)
@@ -566,6 +569,9 @@ class Planner:
                     lines.append(f"Not enough signal ({o.name}): {self.quoter.quote(o.error)}")
                 else:
                     lines.append(f"The {o.name} tool failed: {self.quoter.quote(o.error)}")
+        # input that could not be used is said with every answer
+        if d is not None and (d.left_out_zh if zh else d.left_out):
+            lines += ["", self.quoter.quote(d.left_out_zh if zh else d.left_out)]
         # cases: the question plus the cited causes' and findings' symptom tags
         lead = lead_tag(causes[0]) if causes else None
         tags = sorted(
@@ -586,7 +592,17 @@ class Planner:
         )
         if search is not None and not search.error:
             cases = [h for h in pick_cases(search.cases, tags) if consistent_case(h, causes)]
-            cases = lead_case_first(cases, search.cases, lead)
+            own = {r.case_id for c in causes for r in c.remedies if r.case_id}
+            cases = [
+                h
+                for h in lead_case_first(cases, search.cases, lead)
+                # a case whose distinguishing symptom (e.g. slow_rank) no cause measured would
+                # contradict the answer ("no rank is slow" beside a slow-rank case); the cases
+                # the causes' own remedies name stay
+                if not causes
+                or h.id in own
+                or any(case_fits_cause(h.symptom_tags, c) for c in causes)
+            ]
         elif search is not None and search.error:
             lines.append(
                 "（案例库无法读取，本回答不引用案例。）"

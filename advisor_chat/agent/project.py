@@ -245,7 +245,7 @@ def excluded_line(d: Diagnosis, zh: bool) -> str:
 def notes_lines(d: Diagnosis, zh: bool, limit: int = 2) -> list[str]:
     """The diagnosis' caveats in the answer's language (never English notes in Chinese)."""
     notes = d.notes_zh if zh else d.notes
-    return [_sentence(n, zh) for n in notes[:limit] if n.strip()]
+    return [_sentence(n[:1].upper() + n[1:], zh) for n in notes[:limit] if n.strip()]
 
 
 def shares_line(d: Diagnosis, zh: bool) -> str:
@@ -989,6 +989,19 @@ def _network(
         return p
     if comm:
         cc = comm[0]
+        if top is not None and top.id != cc.id:
+            # the top cause first (a late rank makes every other rank's communication wait)
+            p.add_cause(top)
+            p.add_cause(cc)
+            p.plot_ranks = _culprit_ranks(top)[:8]
+            p.lines.append(
+                f"不是网络的问题：没有发现慢链路。首要原因是：{summary(top, zh)}。"
+                f"通信本身也是一个原因：{summary(cc, zh)}。"
+                if zh
+                else "No, the network is not the problem: no link is slow. The top cause is: "
+                f"{summary(top, zh)}. Communication itself is also a cause: {summary(cc, zh)}."
+            )
+            return p
         p.add_cause(cc)
         p.lines.append(
             f"不是网络的问题：没有发现慢链路；但通信本身是一个原因：{summary(cc, zh)}。"
@@ -1426,7 +1439,9 @@ def overview(
     ex = excluded_line(d, zh)
     if ex:
         p.lines.append(ex)
-    p.lines += notes_lines(d, zh)
+    notes = notes_lines(d, zh)
+    if notes:  # a paragraph of its own, not the tail of the last bullet
+        p.lines += ["", *notes]
     return p
 
 
@@ -1444,6 +1459,8 @@ def render_for_model(d: Diagnosis) -> str:
         lines.append(sl)
     if d.excluded_steps:
         lines.append(excluded_line(d, False))
+    if d.left_out:
+        lines.append(d.left_out)
     for i, c in enumerate(d.causes, 1):
         lines.append(
             f"{i}. `{c.id}` [{c.mechanism.value}, {c.category.value}, severity {c.severity.value}] "

@@ -403,6 +403,34 @@ def _not_enough_signal(
     )
 
 
+#: Load-time warnings meaning that part of the input was not analysed: every answer says so.
+_LEFT_OUT_CODES = ("file_skipped", "trace_view_invalid", "no_profiler_output", "file_changed")
+
+
+def _left_out(profile: Profile) -> tuple[str, str]:
+    """The sentence (English, Chinese) saying which input the diagnosis could not use, or ``("", "")``.
+
+    From ``profile.warnings`` (codes :data:`_LEFT_OUT_CODES`): the first one's message (it names
+    the file, relative to the profile folder, what is missing and what to do) and how many more
+    there are.
+    """
+    from advisor_chat.analyzers.data_quality import warning_zh
+
+    ws = [w for w in profile.warnings if w.code in _LEFT_OUT_CODES]
+    if not ws:
+        return "", ""
+    w, more = ws[0], len(ws) - 1
+    inside = str(profile.root).rstrip("/") + "/"  # paths shown relative to the profile folder
+    en = f"Not all input was analysed: {w.message.replace(inside, '').rstrip('. ')}"
+    zh = f"部分输入未被分析：{warning_zh(w.code, w.ranks)}"
+    if w.path:
+        zh += f"（{w.path.replace(inside, '')}）"
+    if more:
+        en += f" (and {more} more: `advisor-chat inspect` lists them)"
+        zh += f"；另有 {more} 条（`advisor-chat inspect` 可列出）"
+    return en + ".", zh + "。"
+
+
 def _diagnose(
     profile: Profile, results: dict[str, AnalyzerResult] | None, baseline: Profile | None
 ) -> Diagnosis:
@@ -532,6 +560,7 @@ def _diagnose(
         ids = ", ".join(f.id for f in high[:5])
         notes.append(f"{len(high)} high finding(s) under no root cause: {ids}")
         notes_zh.append(f"{len(high)} 条高严重度发现未归入任何根因：{ids}")
+    left_out, left_out_zh = _left_out(profile)
     top = final[0] if final else None
     headline = top.summary if top is not None else "Nothing stands out."
     headline_zh = top.summary_zh if top is not None else "没有发现明显问题。"
@@ -548,6 +577,8 @@ def _diagnose(
         notes=tuple(notes),
         notes_zh=tuple(notes_zh),
         findings=tuple(ctx.findings),
+        left_out=left_out,
+        left_out_zh=left_out_zh,
     )
 
 

@@ -946,7 +946,7 @@ def _rank_cause(
                 + alone
             )
             summary_zh = (
-                f"{rl_zh}主机侧阻塞：{what_zh}，设备在等主机；它最晚到达集合通信，"
+                f"{rl_zh}主机侧阻塞：{what_zh}，设备在等主机；它较晚到达集合通信，"
                 f"{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}。" + alone_zh
             )
         else:
@@ -960,7 +960,7 @@ def _rank_cause(
             )
             summary_zh = (
                 f"{rl_zh}设备空闲（Free）：{what_zh}；数据中没有主机下发时延，无法确定原因，"
-                "可能是主机侧阻塞（每步同步、日志、保存检查点、数据加载）或在等输入；它最晚到达集合通信，"
+                "可能是主机侧阻塞（每步同步、日志、保存检查点、数据加载）或在等输入；它较晚到达集合通信，"
                 f"{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}。" + alone_zh
             )
         if gc:

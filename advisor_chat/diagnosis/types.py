@@ -232,6 +232,9 @@ class Diagnosis:
         headline_zh: The same in Chinese.
         notes: Caveats (English).
         notes_zh: The same in Chinese.
+        left_out: Which input could not be used (a file skipped at load: the first one's
+            message, and how many more), said with every answer; ``""`` when all was read.
+        left_out_zh: The same in Chinese.
     """
 
     causes: tuple[RootCause, ...]
@@ -246,6 +249,8 @@ class Diagnosis:
     notes: tuple[str, ...] = ()
     notes_zh: tuple[str, ...] = ()
     findings: tuple[Finding, ...] = field(default=(), repr=False)
+    left_out: str = ""
+    left_out_zh: str = ""
 
     def role_of(self, rank: int) -> list[tuple[RootCause, Role, Impact | None]]:
         """Each cause touching ``rank`` and the rank's role in it, ordered by lost time.

@@ -160,7 +160,7 @@ def _read_json_slow(path: Path, raw: bytes) -> Any:
         return json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         where = (
-            f"{exc.msg} at line {exc.lineno}"
+            f"{exc.msg.removesuffix(' at')} at line {exc.lineno}"
             if isinstance(exc, json.JSONDecodeError)
             else "nested too deeply"
         )
