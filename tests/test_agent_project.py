@@ -762,7 +762,7 @@ def test_no_slow_link_is_not_claimed_when_the_links_could_not_be_judged() -> Non
 
 
 def test_network_verdict_names_the_top_cause_before_exposed_communication() -> None:
-    """"Comm is big everywhere, is it the network?" with a late rank on top: no slow link, and the
+    """Asked whether the network is to blame, with a late rank on top and no slow link: the
     answer leads with the rank the others wait for, not only with the communication cause."""
     d = _diag(HOST9, EXPOSED)
     en = _text(pj.network(d, [], False))
@@ -781,7 +781,9 @@ def test_network_verdict_names_the_top_cause_before_exposed_communication() -> N
 
 
 def test_overview_notes_are_a_paragraph_of_their_own() -> None:
-    d = _diag(PIPE, notes=("only 1 step captured: it may be an event",), notes_zh=("只采集了 1 步",))
+    d = _diag(
+        PIPE, notes=("only 1 step captured: it may be an event",), notes_zh=("只采集了 1 步",)
+    )
     lines = pj.overview(d, False).lines
     assert lines[-2:] == ["", "Only 1 step captured: it may be an event."]
     assert pj.overview(d, True).lines[-2:] == ["", "只采集了 1 步。"]
