@@ -1423,9 +1423,10 @@ def overview(
             verdict = "没有明显的问题：" if zh else "No clear problem: "
     p.lines.append(with_verdict(verdict, headline(d, zh), zh) if verdict else headline(d, zh))
     if real:
-        p.lines.append(
-            "根因（按每步损失时间排序）：" if zh else "Root causes, most time explained first:"
-        )
+        p.lines += [
+            "",
+            "根因（按每步损失时间排序）：" if zh else "Root causes, most time explained first:",
+        ]
         for c in real[:limit]:
             p.add_cause(c)
             p.lines.append(cause_bullet(c, zh))

@@ -398,7 +398,7 @@ def _not_enough_signal(
         summary_zh=f"信号不足：{reason_zh}；需要{need_zh}才能判断。",
         metrics={"ranks_count": float(len(ctx.ranks))},
         findings=(),
-        remedies=(Remedy("check", need[0].upper() + need[1:] + ".", need_zh + "。"),),
+        remedies=(Remedy("check", f"Collect {need}.", f"采集{need_zh}。"),),
         severity=Severity.INFO,
     )
 

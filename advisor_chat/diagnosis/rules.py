@@ -1879,8 +1879,13 @@ def _peer_wait_cause(
     }
     split_en = split_zh = ""
     if math.isfinite(tr) and math.isfinite(wi):
-        split_en = f"; transit is only {tr:.2f} ms ({pct(ts)}), {wi:.1f} ms is wait/idle"
-        split_zh = f"；其中传输仅 {tr:.2f} ms（{pct(ts)}），等待/空闲 {wi:.1f} ms"
+        # of the collectives' whole time (comm_ops Elapse), which overlaps computation in part:
+        # not a split of the not-overlapped figure quoted before it
+        split_en = (
+            f"; of the collectives' time per step, transit is only {tr:.2f} ms ({pct(ts)}) and "
+            f"{wi:.1f} ms is wait/idle"
+        )
+        split_zh = f"；集合通信每步耗时中，传输仅 {tr:.2f} ms（{pct(ts)}），等待/空闲 {wi:.1f} ms"
     findings = _claim(
         ctx,
         lambda f: (
