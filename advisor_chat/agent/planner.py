@@ -24,7 +24,7 @@ from advisor_chat.agent.answer import CitedCase, CitedFinding, Suggestion
 from advisor_chat.agent.parse import Query, asks_yes_no
 from advisor_chat.agent.project import Projection, render_for_model
 from advisor_chat.analyzers.base import Finding
-from advisor_chat.diagnosis.types import Diagnosis, RootCause
+from advisor_chat.diagnosis.types import Diagnosis, Mechanism, RootCause
 from advisor_chat.kb.types import CaseHit
 from advisor_chat.symptoms import SYMPTOM_TAGS
 from advisor_chat.tools.core import Tool, ToolOutput, ToolSession, fmt_ranks, strict_mode
@@ -596,12 +596,9 @@ class Planner:
             cases = [
                 h
                 for h in lead_case_first(cases, search.cases, lead)
-                # a case whose distinguishing symptom (e.g. slow_rank) no cause measured would
-                # contradict the answer ("no rank is slow" beside a slow-rank case); the cases
-                # the causes' own remedies name stay
-                if not causes
-                or h.id in own
-                or any(case_fits_cause(h.symptom_tags, c) for c in causes)
+                # a case about a culprit the diagnosis does not have contradicts the answer
+                # ("no rank is slow" beside a slow-rank case); a cause's own case stays
+                if h.id in own or not culprit_contradicted(h.symptom_tags, causes)
             ]
         elif search is not None and search.error:
             lines.append(
@@ -1046,6 +1043,11 @@ def case_remedy_zh(case_id: str) -> str | None:
     return None
 
 
+#: Something to type in a remedy: a command-line flag, an assignment (``X=1``, ``a=True``), a
+#: call (``gc.freeze()``) or a backticked command.
+_CONCRETE = re.compile(r"(?<![\w-])--[a-z][\w-]+|\b\w+=\S|\w\(\)|`[^`]+`")
+
+
 def _command_of(remedy: str) -> str | None:
     """The shell command of a remedy (``export X=1  # comment`` -> ``export X=1``), if any.
 
@@ -1183,6 +1185,20 @@ def _contradicts(text: str, causes: Sequence[RootCause]) -> bool:
     return False
 
 
+def culprit_contradicted(case_tags: Sequence[str], causes: Sequence[RootCause]) -> bool:
+    """Whether a slow-rank case would contradict the answer: it says no rank is to blame.
+
+    That is when a job-level cause (job-wide idle, exposed communication: "no rank is slow")
+    is among the causes and no cause blames a rank. Other answers may cite such a case (a late
+    rank named by a finding, a straggler cause).
+    """
+    if "slow_rank" not in case_tags:
+        return False
+    job = any(c.mechanism in (Mechanism.JOB_IDLE, Mechanism.EXPOSED_COMMUNICATION) for c in causes)
+    ranked = any(c.culprit.kind in ("rank", "ranks") for c in causes)
+    return job and not ranked
+
+
 def consistent_case(hit: CaseHit, causes: Sequence[RootCause]) -> bool:
     """Whether a case fits the diagnosis: its remedies do not steer away from a cited cause."""
     if not causes:
@@ -1301,6 +1317,13 @@ def build_suggestions(
         else:
             gain = f.estimated_gain_us if f else None
         texts: list[str] = []
+        # when the cause already says what to do about its mechanism, a case adds only its
+        # concrete settings (a flag, a variable, a call), not a rewording of the same advice
+        concrete_only = (
+            hc is not None
+            and any(r.kind == "action" for r in hc.remedies)
+            and case_acts_on(h.symptom_tags, hc)
+        )
         if zh:
             zh_text = case_remedy_zh(h.id)
             if zh_text:
@@ -1310,7 +1333,7 @@ def build_suggestions(
         else:
             texts = list(h.remedies[:2])
         for t in texts:
-            if _contradicts(t, causes[:1]):
+            if _contradicts(t, causes[:1]) or (concrete_only and not _CONCRETE.search(t)):
                 continue
             push(
                 actions,
