@@ -71,8 +71,12 @@ def test_bench_quick_produces_every_row(tmp_path: Path, real_samples: Path) -> N
             "cold_first_ms_0",
             "cold_first_ms_1",
             "cold_diagnose_s",
+            "cli_report_cold_s",
+            "cli_report_cached_s",
+            "cli_ask_cached_s",
         ):
             assert s.get(key) is not None, (r["ranks"], key)
+        assert len(s["cached_loads_s"]) == 2  # the cached row's reload and the answers row's
         assert s["cached_hit"] is True  # the second load came from the Parquet cache
         assert s["msprof_ok"], r["pairs"][0]["msprof"].get("stderr_tail")
         # the parse floor read every file and parsed one kernel CSV per rank
@@ -88,6 +92,7 @@ def test_bench_quick_produces_every_row(tmp_path: Path, real_samples: Path) -> N
         "## Machine",
         "## Targets",
         "## Cold load + report, side by side",
+        "## The CLI, as a user runs it",
         "## Parse floor, cached reload and answers",
         "## trace_view.json streaming",
         "nproc",

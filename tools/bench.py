@@ -565,6 +565,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             env=env,
             timeout=args.timeout,
         )
+        # what a user types: the CLI, cold (empty cache; the copy's files in the page cache, as
+        # in the pairs) then cached, then one question on the cached profile
+        cli = [sys.executable, "-c", "from advisor_chat.cli.main import main; main()"]
+        shutil.rmtree(home / "cache", ignore_errors=True)
+        for key, words in (
+            ("cli_report_cold", ["report", str(ours_copy)]),
+            ("cli_report_cached", ["report", str(ours_copy)]),
+            ("cli_ask_cached", ["ask", str(ours_copy), QUESTIONS[0].format(slow=slow)]),
+        ):
+            log(f"CLI {words[0]} ({key}), {n} ranks ({export})")
+            row[key] = measure(cli + words, env=env, timeout=args.timeout)
         for warm in ("0", "1"):
             how = "open_profile" if warm == "1" else "load_profile"
             log(f"first answer after a cold load ({how}), {n} ranks ({export})")
@@ -685,6 +696,11 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
                 s[f"cold_load_s_{warm}"] = ac["inner"]["load_s"]
                 if warm == "1":
                     s["cold_diagnose_s"] = ac["inner"]["diagnose_s"]
+        for key in ("cli_report_cold", "cli_report_cached", "cli_ask_cached"):
+            m = row.get(key)
+            if m and m.get("rc") == 0 and not m.get("timed_out"):
+                s[f"{key}_s"] = m["wall_s"]
+                s[f"{key}_peak_mb"] = m["peak_mb"]
         fl = row.get("floor")
         if _ok(fl):
             s["floor"] = fl["inner"]
@@ -881,11 +897,33 @@ def to_markdown(results: dict[str, Any]) -> str:
             f"{fl(s.get('cached_loads_s'), '{:.2f}')} | {_f(s.get('cached_peak_mb'), '{:.0f}')} | "
             f"{_f(s.get('answer_first_ms'), '{:.0f}')} | {_f(s.get('answer_rest_p50_ms'), '{:.0f}')} |"
         )
+    lines += [
+        "",
+        "## The CLI, as a user runs it",
+        "",
+        "`advisor-chat report PATH` with an empty cache (the folder's files in the page cache, as "
+        "in the pairs above), then again (cached), then `advisor-chat ask PATH "
+        f'"{QUESTIONS[0]}"` on the cached profile; wall time of the whole command (Python start, '
+        "imports, rendering included; no TTY, so no progress bars).",
+        "",
+        "| ranks | export | report cold s | report cached s | ask (cached) s | report cold peak MB |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in results["rows"]:
+        s = row.get("summary", {})
+        lines.append(
+            f"| {row['ranks']} | {row['export']} | {_f(s.get('cli_report_cold_s'))} | "
+            f"{_f(s.get('cli_report_cached_s'))} | {_f(s.get('cli_ask_cached_s'))} | "
+            f"{_f(s.get('cli_report_cold_peak_mb'), '{:.0f}')} |"
+        )
     for row in results["rows"]:
         ms = [
             ("floor", row.get("floor")),
             ("cached", row.get("cached")),
             ("answers", row.get("answers")),
+            ("cli_report_cold", row.get("cli_report_cold")),
+            ("cli_report_cached", row.get("cli_report_cached")),
+            ("cli_ask_cached", row.get("cli_ask_cached")),
         ]
         for i, p in enumerate(row.get("pairs", [])):
             ms += [(f"pair {i + 1} ours", p.get("ours")), (f"pair {i + 1} msprof", p.get("msprof"))]

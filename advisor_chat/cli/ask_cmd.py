@@ -76,6 +76,11 @@ def _advisor(
     )
     profile = load_profile(path, settings=settings)
     base = load_profile(baseline, settings=settings) if baseline is not None else None
+    if not settings.index_dir.exists():
+        # first run on this ADVISOR_HOME: the first question would build it silently
+        from advisor_chat.cli.serve_cmd import prepare_case_index
+
+        prepare_case_index(settings)
     return Advisor(profile, settings=settings, baseline=base)
 
 
