@@ -1622,6 +1622,10 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     start = ctx.finding("host_dispatch.dataloader.step_start")
     where = " at the start of the step (input pipeline)" if start else ""
     where_zh = "，发生在步的开始处（数据输入）" if start else ""
+    si = start[0].metrics.get("step_start_idle_us", math.nan) if start else math.nan
+    if math.isfinite(si):  # how much of the Free is before the step's first kernel
+        where = f", {ms(si)} of it at the start of the step (input pipeline)"
+        where_zh = f"，其中 {ms(si)} 发生在步的开始处（数据输入）"
     if steps:
         st = ", ".join(str(x) for x in steps)
         where += f", concentrated in step(s) {st}"
