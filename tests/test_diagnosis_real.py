@@ -197,3 +197,35 @@ def test_pp2_gain_bound_is_honest_and_the_limited_evidence_is_said(real_samples:
             if "capped by" in ev.note and "NOT capped" not in ev.note:
                 cap_ms = float(ev.note.split("Transit time per step (")[1].split(" ms")[0])
                 assert gain is not None and gain <= cap_ms * 1000.0 + 1.0, (f.id, ev.note)
+
+
+def test_late_arrival_is_said_only_where_a_collective_shows_it(real_samples: Path) -> None:
+    """cluster-8rank: rank 1 waited least (arrived last) in both broadcasts of
+    cluster_communication.json; ranks 3 and 6 are late by the step times only, and say so."""
+    import json
+
+    root = real_samples / "cluster-8rank"
+    comm = json.loads((root / "cluster_analysis_output" / "cluster_communication.json").read_text())
+    votes: dict[int, int] = {}
+    for steps in comm.values():
+        for ops in steps.values():
+            for op, by_rank in ops.items():
+                waits = {
+                    int(r): v["Communication Time Info"]["Wait Time(ms)"]
+                    for r, v in by_rank.items()
+                    if r.isdigit()
+                }
+                if len(waits) >= 2 and not op.startswith("Total"):
+                    last = min(waits, key=waits.__getitem__)
+                    votes[last] = votes.get(last, 0) + 1
+    d = diagnose(load_profile(root))
+    late = {c.culprit.ranks[0]: c for c in d.causes if c.id.startswith("cause.host_stall.")}
+    assert {1, 3, 6} <= set(late)
+    for rank, c in late.items():
+        if votes.get(rank, 0) > 0:
+            assert "it arrives late at the collectives" in c.summary, (rank, c.summary)
+            assert "它较晚到达集合通信，" in c.summary_zh
+        else:
+            assert "no collective shows it arriving last" in c.summary, (rank, c.summary)
+            assert "没有哪个集合通信显示它最后到达" in c.summary_zh
+    assert votes.get(1, 0) > 0 and not votes.get(3) and not votes.get(6)

@@ -861,6 +861,22 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
     return out
 
 
+def arrival_measured(ctx: Context, rank: int) -> bool:
+    """Whether per-collective data shows ``rank`` arriving late (``slow_rank`` table ``votes`` > 0).
+
+    ``votes`` counts the collectives (``comm_ops``, from communication.json or the DB) in which the
+    rank waited least, i.e. arrived last. With none (no such data, e.g. a cluster step trace only,
+    or no collective where this rank came last) the late arrival is inferred from the step times
+    alone, and the text says so.
+    """
+    res = ctx.result("slow_rank")
+    t = res.table if res is not None else None
+    if t is None or t.empty or "votes" not in t.columns or "rank" not in t.columns:
+        return False
+    row = t.loc[t["rank"] == rank, "votes"]
+    return bool(len(row)) and float(row.iloc[0]) > 0
+
+
 def host_measured(ctx: Context, rank: int) -> bool:
     """Whether host launch delays of ``rank`` are measured (``host_dispatch`` from trace_view.json).
 
@@ -939,14 +955,19 @@ def _rank_cause(
             what = f"its device idles (Free) {ms(tot)} more than its peers{scope}"
             what_zh = f"{scope_zh}其设备空闲时间（Free）比同组多 {ms(tot)}"
         measured = host_measured(ctx, rank)
+        if arrival_measured(ctx, rank):
+            late = "it arrives late at the collectives"
+            late_zh = "它较晚到达集合通信"
+        else:  # no collective shows it arriving last: the step times point to it
+            late = "by the step times it is a late arriver (no collective shows it arriving last)"
+            late_zh = "按各步时间推断它较晚到达集合通信（没有哪个集合通信显示它最后到达）"
         if measured or gc:
             summary = (
-                f"Host stall on {rl}: {what}, waiting for its host; it arrives late at the "
-                f"collectives and {len(victims)} rank(s) wait {ms(wait_mean)} per step for it."
-                + alone
+                f"Host stall on {rl}: {what}, waiting for its host; {late} and "
+                f"{len(victims)} rank(s) wait {ms(wait_mean)} per step for it." + alone
             )
             summary_zh = (
-                f"{rl_zh}主机侧阻塞：{what_zh}，设备在等主机；它较晚到达集合通信，"
+                f"{rl_zh}主机侧阻塞：{what_zh}，设备在等主机；{late_zh}，"
                 f"{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}。" + alone_zh
             )
         else:
@@ -954,13 +975,12 @@ def _rank_cause(
             summary = (
                 f"Device idle (Free) on {rl}: {what}; host launch delays are not measured in "
                 "this data, so possible causes are a host-side stall (per-step synchronization, "
-                "logging, checkpoint, data loading) or waiting for input; it arrives late at the "
-                f"collectives and {len(victims)} rank(s) wait {ms(wait_mean)} per step for it."
-                + alone
+                f"logging, checkpoint, data loading) or waiting for input; {late} and "
+                f"{len(victims)} rank(s) wait {ms(wait_mean)} per step for it." + alone
             )
             summary_zh = (
                 f"{rl_zh}设备空闲（Free）：{what_zh}；数据中没有主机下发时延，无法确定原因，"
-                "可能是主机侧阻塞（每步同步、日志、保存检查点、数据加载）或在等输入；它较晚到达集合通信，"
+                f"可能是主机侧阻塞（每步同步、日志、保存检查点、数据加载）或在等输入；{late_zh}，"
                 f"{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}。" + alone_zh
             )
         if gc:
