@@ -8,7 +8,8 @@ Usage (from the repository root):
     .venv/bin/python tools/bench.py --sizes 256,1024 --exports text --out /tmp/BENCH.md
 
 What is measured (every measurement in a fresh subprocess; wall time, CPU time, and peak memory as
-the sampled sum of the RSS of the process tree, since both tools use worker processes):
+the sampled sum of the PSS of the process tree: both tools fork worker processes, whose pages shared
+with their parent RSS would count once per process; PSS splits them, RSS where PSS is unreadable):
 
 - generation of the ``seed-rank12`` scenario at each size (not timed against anything);
 - the parse floor of the folder in the same run: reading every byte, ``orjson.loads`` of every JSON
@@ -61,14 +62,19 @@ TARGET_PEAK_MB = {1024: 1536.0, 4096: 4096.0}
 TARGET_CACHED_S = 1.0
 TARGET_ANSWER_MS = 500.0
 TARGET_TRACE_MBPS = 100.0
-TARGET_FLAT_FACTOR = 1.25  # peak RSS on the big trace at most 1.25x the small one's
+TARGET_FLAT_FACTOR = 1.25  # peak memory on the big trace at most 1.25x the small one's
 
 
 # ------------------------------------------------------------------------------------------------
 # measuring a subprocess
 
 
-def _tree_rss(proc: Any) -> int:
+def _tree_mem(proc: Any) -> int:
+    """Memory of ``proc`` and its descendants (bytes): the sum of their PSS (RSS as a fallback).
+
+    Forked workers share their parent's pages copy-on-write; the sum of RSS counts every shared
+    page once per process, PSS (``/proc/PID/smaps_rollup``) divides it among them.
+    """
     import psutil
 
     total = 0
@@ -78,7 +84,10 @@ def _tree_rss(proc: Any) -> int:
         return 0
     for p in procs:
         with contextlib.suppress(psutil.Error):
-            total += p.memory_info().rss
+            try:
+                total += p.memory_full_info().pss
+            except (AttributeError, psutil.AccessDenied):
+                total += p.memory_info().rss
     return total
 
 
@@ -89,7 +98,7 @@ def measure(
     cwd: Path | None = None,
     timeout: float = 3600.0,
 ) -> dict[str, Any]:
-    """Run ``cmd``; return wall time, peak tree RSS (sampled every 50 ms), exit code, output tails.
+    """Run ``cmd``; return wall time, peak tree memory (PSS sum, sampled every 50 ms), exit code, output tails.
 
     Dirty pages are flushed first (``os.sync``): copying a folder for msprof-analyze and deleting
     it leaves hundreds of MB of writeback that would otherwise land in the next measured run.
@@ -107,7 +116,7 @@ def measure(
         def sample() -> None:
             nonlocal peak
             while not stop.is_set():
-                peak = max(peak, _tree_rss(ps))
+                peak = max(peak, _tree_mem(ps))
                 stop.wait(0.05)
 
         th = threading.Thread(target=sample, daemon=True)
@@ -824,7 +833,8 @@ def to_markdown(results: dict[str, Any]) -> str:
         "",
         f"Run at {results.get('started_at', '?')}, {results.get('duration_s', 0):.0f} s in total. "
         f"Scenario `{SCENARIO}`; each measurement is a fresh subprocess; memory is the peak of the sampled "
-        "sum of RSS over the process tree (both tools use worker processes). The case index was built once "
+        "sum of PSS over the process tree (both tools fork worker processes; PSS counts a page shared by "
+        "several of them once). The case index was built once "
         f"before the run ({_f(results.get('index_build_s'), '{:.0f}')} s) and is not part of any timing.",
         "",
         "## Targets",
