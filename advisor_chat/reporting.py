@@ -20,7 +20,7 @@ import pandas as pd
 
 from advisor_chat.analyzers.base import AnalyzerResult, Finding, Severity, load_all
 from advisor_chat.errors import InputError, NotAnswerableError, ToolArgumentError
-from advisor_chat.ingest.common import fork_ok, gc_paused
+from advisor_chat.ingest.common import gc_paused
 from advisor_chat.ingest.profile import Profile
 
 if TYPE_CHECKING:
@@ -159,8 +159,6 @@ def _run_report(
     notes: list[str] = []
     results: dict[str, AnalyzerResult] = {}
     runs: list[AnalyzerRun] = []
-    # what runs, in report order; a skipped analyzer is its run record
-    plan: list[_Job | AnalyzerRun] = []
     for spec in specs:
         if not spec.in_report:
             continue
@@ -168,36 +166,51 @@ def _run_report(
         params = None
         if spec.name == _NEEDS_RANK:
             if rank is None:
-                plan.append(AnalyzerRun(spec.name, "skipped", message="no --rank given"))
+                runs.append(AnalyzerRun(spec.name, "skipped", message="no --rank given"))
                 continue
             try:
                 params = spec.params(rank=rank)
             except Exception as exc:  # pydantic validation of the rank
                 notes.append(f"[{spec.name}] bad arguments: {exc}")
-                plan.append(AnalyzerRun(spec.name, "bad_arguments", message=str(exc)))
+                runs.append(AnalyzerRun(spec.name, "bad_arguments", message=str(exc)))
                 continue
         if spec.needs_baseline:
             if baseline is None:
-                plan.append(AnalyzerRun(spec.name, "skipped", message="no baseline given"))
+                runs.append(AnalyzerRun(spec.name, "skipped", message="no baseline given"))
                 continue
             kwargs["baseline"] = baseline
-        plan.append(_Job(spec, params, kwargs))
-    outcomes = _run_jobs(profile, [j for j in plan if isinstance(j, _Job)], strict)
-    for item in plan:
-        if isinstance(item, AnalyzerRun):
-            runs.append(item)
+        t0 = time.perf_counter()
+        try:
+            res = spec.run(profile, params, **kwargs)
+        except NotAnswerableError as exc:
+            notes.append(f"[{spec.name}] not enough signal: {exc}")
+            runs.append(
+                AnalyzerRun(spec.name, "not_answerable", time.perf_counter() - t0, message=str(exc))
+            )
             continue
-        name = item.spec.name
-        out = outcomes[name]
-        if out.result is None:
-            notes.append(out.note)
-            runs.append(AnalyzerRun(name, out.status, out.seconds, message=out.message))
+        except ToolArgumentError as exc:
+            notes.append(f"[{spec.name}] bad arguments: {exc}")
+            runs.append(
+                AnalyzerRun(spec.name, "bad_arguments", time.perf_counter() - t0, message=str(exc))
+            )
             continue
-        res = out.result
-        results[name] = res
+        except InputError as exc:  # a file read on demand is unreadable: the user's data, not a bug
+            notes.append(f"[{spec.name}] left out, a file it needs could not be read: {exc}")
+            runs.append(
+                AnalyzerRun(spec.name, "bad_input", time.perf_counter() - t0, message=str(exc))
+            )
+            continue
+        except Exception as exc:
+            if strict:
+                raise
+            msg = f"{type(exc).__name__}: {exc}"
+            notes.append(f"[{spec.name}] internal error (please report): {msg}")
+            runs.append(AnalyzerRun(spec.name, "error", time.perf_counter() - t0, message=msg))
+            continue
+        results[spec.name] = res
         findings.extend(res.findings)
-        notes.extend(f"[{name}] {n}" for n in res.notes)
-        runs.append(AnalyzerRun(name, "ok", out.seconds, len(res.findings)))
+        notes.extend(f"[{spec.name}] {n}" for n in res.notes)
+        runs.append(AnalyzerRun(spec.name, "ok", time.perf_counter() - t0, len(res.findings)))
     diagnosis = None
     if diagnose:
         from advisor_chat.diagnosis import diagnose as _diagnose
@@ -221,166 +234,6 @@ def _run_report(
         created=datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
         diagnosis=diagnosis,
     )
-
-
-# ------------------------------------------------------------------------------ running analyzers
-@dataclass(frozen=True)
-class _Job:
-    spec: Any  # AnalyzerSpec
-    params: Any
-    kwargs: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    """How one analyzer run ended: ``result`` when ``status`` is ``ok``, else ``note``."""
-
-    status: str
-    seconds: float
-    result: AnalyzerResult | None = None
-    message: str = ""
-    note: str = ""
-
-
-def _run_one(job: _Job, profile: Profile, strict: bool) -> _Outcome:
-    """Run one analyzer; the exceptions a report survives become an outcome with a note.
-
-    Raises:
-        Exception: Any other exception when ``strict`` (a programming bug).
-    """
-    name = job.spec.name
-    t0 = time.perf_counter()
-    try:
-        res = job.spec.run(profile, job.params, **job.kwargs)
-    except NotAnswerableError as exc:
-        msg, status, note = str(exc), "not_answerable", f"[{name}] not enough signal: {exc}"
-    except ToolArgumentError as exc:
-        msg, status, note = str(exc), "bad_arguments", f"[{name}] bad arguments: {exc}"
-    except InputError as exc:  # a file read on demand is unreadable: the user's data, not a bug
-        msg, status = str(exc), "bad_input"
-        note = f"[{name}] left out, a file it needs could not be read: {exc}"
-    except Exception as exc:
-        if strict:
-            raise
-        msg, status = f"{type(exc).__name__}: {exc}", "error"
-        note = f"[{name}] internal error (please report): {msg}"
-    else:
-        return _Outcome("ok", time.perf_counter() - t0, result=res)
-    return _Outcome(status, time.perf_counter() - t0, message=msg, note=note)
-
-
-#: A report on at least this many ranks runs part of its analyzers in a forked helper process
-#: (the analyzers are single-threaded; the helper uses the second core). Below, fork and the
-#: hand-back cost more than they save.
-PARALLEL_FROM_RANKS = 128
-
-#: Relative run time of the report analyzers on a 1024-rank profile (seed-rank12, measured);
-#: it balances the two processes. An analyzer not listed counts as 0.2.
-_COST = {
-    "host_dispatch": 3.5,
-    "slow_link": 2.2,
-    "explain_rank": 2.0,
-    "compare_ops": 1.4,
-    "communication": 1.3,
-    "cluster_breakdown": 0.8,
-    "slow_rank": 0.8,
-    "env_check": 0.5,
-    "step_trend": 0.3,
-}
-
-#: After its own analyzers, the parent waits this long for the helper's (s), then stops it and
-#: runs them itself.
-_HELPER_TIMEOUT_S = 600.0
-
-
-def _split(jobs: list[_Job]) -> tuple[list[_Job], list[_Job]]:
-    """(this process's jobs, the helper's jobs): longest first to the less loaded side, in order."""
-    load = [0.0, 0.0]
-    side: dict[str, int] = {}
-    for job in sorted(jobs, key=lambda j: -_COST.get(j.spec.name, 0.2)):
-        i = 0 if load[0] <= load[1] else 1
-        side[job.spec.name] = i
-        load[i] += _COST.get(job.spec.name, 0.2)
-    return [j for j in jobs if side[j.spec.name] == 0], [j for j in jobs if side[j.spec.name] == 1]
-
-
-def _run_jobs(profile: Profile, jobs: list[_Job], strict: bool) -> dict[str, _Outcome]:
-    """Run ``jobs`` on ``profile``: in this process, or split with a forked helper process.
-
-    The helper (Linux, :func:`~advisor_chat.ingest.common.fork_ok`, profiles of at least
-    :data:`PARALLEL_FROM_RANKS` ranks) shares the profile copy-on-write, sends each outcome back
-    when done, and its heavy-table reads (``HeavyReader.journal``) are merged here, so the
-    profile ends as after a run in one process. If the helper dies or does not answer within
-    :data:`_HELPER_TIMEOUT_S`, this process runs its analyzers.
-    """
-    if len(jobs) < 2 or len(profile.ranks) < PARALLEL_FROM_RANKS or not fork_ok():
-        return {j.spec.name: _run_one(j, profile, strict) for j in jobs}
-    import multiprocessing
-
-    own, theirs = _split(jobs)
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    # not a daemon: it may need a pool of its own (many trace_view.json, DB reads)
-    helper = ctx.Process(
-        target=_helper_main, args=(send, profile, theirs, strict), name="advisor-report-helper"
-    )
-    helper.start()
-    send.close()
-    outcomes: dict[str, _Outcome] = {}
-    try:
-        outcomes.update({j.spec.name: _run_one(j, profile, strict) for j in own})
-        if recv.poll(_HELPER_TIMEOUT_S):
-            kind, payload = recv.recv()
-            if kind == "raise":
-                exc, trace = payload
-                raise exc if isinstance(exc, BaseException) else RuntimeError(trace)
-            theirs_out, reads = payload
-            if reads and hasattr(profile.heavy, "replay"):
-                profile.heavy.replay(reads)
-            outcomes.update(theirs_out)
-    except (EOFError, OSError):  # the helper died: its jobs run here
-        pass
-    finally:
-        # leaving early (an exception here, a dead or silent helper): the helper must not
-        # block on a full pipe or outlive the report
-        if len(outcomes) < len(jobs) and helper.is_alive():
-            helper.kill()
-        helper.join()
-        recv.close()
-    for j in theirs:
-        if j.spec.name not in outcomes:
-            outcomes[j.spec.name] = _run_one(j, profile, strict)
-    return outcomes
-
-
-def _helper_main(send: Any, profile: Profile, jobs: list[_Job], strict: bool) -> None:
-    """The forked helper: run ``jobs``; send ``("outcomes", ({name: outcome}, heavy reads))``.
-
-    One message at the end: the parent reads only after its own analyzers, and a message per
-    analyzer would block on the full pipe until then. In strict mode an exception is sent as
-    ``("raise", (exception or None, traceback text))``.
-    """
-    import traceback
-
-    reader = profile.heavy
-    if hasattr(reader, "journal"):
-        reader.journal = []
-    outcomes: dict[str, _Outcome] = {}
-    try:
-        for job in jobs:
-            outcomes[job.spec.name] = _run_one(job, profile, strict)
-    except BaseException as exc:  # strict: the parent raises it
-        trace = traceback.format_exc()
-        try:
-            send.send(("raise", (exc, trace)))
-        except Exception:  # unpicklable exception: its traceback as text
-            send.send(("raise", (None, trace)))
-        return
-    try:
-        send.send(("outcomes", (outcomes, list(getattr(reader, "journal", None) or []))))
-    except Exception:  # an unpicklable result: the parent runs the helper's analyzers again
-        return
-    send.close()
 
 
 # ------------------------------------------------------------------------------ display helpers

@@ -511,35 +511,3 @@ def gc_paused() -> Iterator[None]:
 
 _GC_LOCK = threading.Lock()
 _GC_STATE = {"depth": 0, "was": True}
-
-
-#: Set to ``False`` to never fork helper processes (:func:`fork_ok`); tests use it to compare.
-FORK_HELPERS = True
-
-
-def fork_ok() -> bool:
-    """Whether this process may fork a helper that shares its memory (copy-on-write).
-
-    True only on Linux (``fork`` is the default there and the libraries we load handle it),
-    when :data:`FORK_HELPERS` is on, ``ADVISOR_NO_FORK`` is unset, at least 2 CPUs are usable,
-    this is not a daemonic worker (which may not have children), and no other Python thread
-    is running: a fork copies only the calling thread, so a lock another thread holds would
-    stay held forever in the child. The Gradio server (threads) therefore never forks.
-    """
-    import multiprocessing
-    import os
-    import sys
-
-    if (
-        not FORK_HELPERS
-        or not sys.platform.startswith("linux")
-        or os.environ.get("ADVISOR_NO_FORK")
-    ):
-        return False
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        cpus = os.cpu_count() or 1
-    if cpus < 2 or multiprocessing.current_process().daemon:
-        return False
-    return threading.active_count() == 1

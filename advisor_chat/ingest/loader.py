@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import numpy as np
 import orjson
@@ -37,7 +37,7 @@ from advisor_chat.config import Settings, load_settings
 from advisor_chat.errors import InputError
 from advisor_chat.ingest import cache as cache_mod
 from advisor_chat.ingest.cluster import read_cluster_dir
-from advisor_chat.ingest.common import RankData, double_hash, fork_ok, gc_paused, unreadable
+from advisor_chat.ingest.common import RankData, double_hash, gc_paused, unreadable
 from advisor_chat.ingest.detect import Layout, detect, unit_files
 from advisor_chat.ingest.guard import check_units, repeat_warnings
 from advisor_chat.ingest.msprof import read_msprof_dir
@@ -47,7 +47,6 @@ from advisor_chat.ingest.schema import TABLE_SPECS, validate_table
 
 __all__ = [
     "PARSE_STATS",
-    "HeavyRead",
     "HeavyReader",
     "IngestPlan",
     "LightBatch",
@@ -438,28 +437,6 @@ def _changed_warning(stale: list[str], files: dict[int, str]) -> DataWarning:
     )
 
 
-class HeavyRead(NamedTuple):
-    """One read of :class:`HeavyReader` (what :meth:`HeavyReader.replay` merges elsewhere).
-
-    Attributes:
-        name: ``kernels`` or ``host_dispatch``.
-        ranks: The ranks read.
-        table: Their rows (canonical columns, before validation).
-        sources: The files they came from.
-        warnings: Parse warnings of the read.
-        changed: Files found changed since the load during the read (``HeavyReader.changed``).
-        seconds: Wall time of the read.
-    """
-
-    name: str
-    ranks: list[int]
-    table: pd.DataFrame
-    sources: list[TableSource]
-    warnings: list[DataWarning]
-    changed: list[str]
-    seconds: float
-
-
 class HeavyReader:
     """Reads the heavy tables of the text export per rank, on demand, and caches what it read.
 
@@ -502,9 +479,6 @@ class HeavyReader:
         self._parts: dict[str, dict[int, Path]] | None = None
         #: Parse warnings stored with each cached part (``part-*.json`` "warnings"), by parquet path.
         self._part_warnings: dict[Path, list[DataWarning]] = {}
-        #: When a list, every read is also recorded in it (:class:`HeavyRead`) so that a forked
-        #: helper can hand its reads back to the parent (:meth:`replay`).
-        self.journal: list[HeavyRead] | None = None
 
     # -- LazyTables protocol
     def tables(self) -> list[str]:
@@ -535,7 +509,6 @@ class HeavyReader:
             if not todo:
                 return
             t0 = time.perf_counter()
-            n_changed = len(self.changed)
             stop = None
             if self.progress is None and self.rich and len(todo) >= 8:
                 self.progress, stop = rich_progress()
@@ -546,46 +519,10 @@ class HeavyReader:
                 if stop is not None:
                     stop()
                     self.progress = None
-            if self.journal is not None:  # before the merge, which adds validation warnings
-                changed = self.changed[n_changed:]
-                self.journal.append(
-                    HeavyRead(name, todo, df, list(sources), list(warnings), changed, 0.0)
-                )
             self._merge(name, todo, df, sources, warnings)
-            self._count(name, time.perf_counter() - t0)
-            if self.journal is not None:
-                self.journal[-1] = self.journal[-1]._replace(seconds=time.perf_counter() - t0)
-
-    def _count(self, name: str, seconds: float) -> None:
-        assert self.profile is not None
-        stats = self.profile.stats
-        stats[f"{name}_ranks_read"] = float(len(self.loaded[name]))
-        stats[f"{name}_seconds"] = stats.get(f"{name}_seconds", 0.0) + seconds
-
-    def replay(self, reads: Iterable[HeavyRead]) -> None:
-        """Merge reads another process made of this profile (a forked helper's :attr:`journal`).
-
-        The tables, sources, warnings and statistics end as if this process had made the reads;
-        ranks it has read meanwhile itself are skipped. Nothing is read or written to disk (the
-        helper wrote its cache parts).
-        """
-        with self._lock:
-            for r in reads:
-                if self.profile is None or r.name not in self.files:
-                    continue
-                new = [k for k in r.ranks if k not in self.loaded[r.name]]
-                if not new:
-                    continue
-                df, sources, warnings = r.table, r.sources, r.warnings
-                if len(new) < len(r.ranks):
-                    keep = set(new)
-                    if not df.empty:
-                        df = df[df["rank"].isin(keep)].reset_index(drop=True)
-                    sources = [s for s in sources if s.rank in keep]
-                    warnings = [w for w in warnings if not w.ranks or keep.intersection(w.ranks)]
-                self._merge(r.name, new, df, list(sources), list(warnings))
-                self._count(r.name, r.seconds)
-                self.changed += [f for f in r.changed if f not in self.changed]
+            stats = self.profile.stats
+            stats[f"{name}_ranks_read"] = float(len(self.loaded[name]))
+            stats[f"{name}_seconds"] = stats.get(f"{name}_seconds", 0.0) + time.perf_counter() - t0
 
     # -- reading
     def _cached_parts(self, name: str) -> dict[int, Path]:
@@ -1071,13 +1008,12 @@ def save_cached(
     *,
     use_cache: bool = True,
     background: bool = False,
-) -> threading.Thread | multiprocessing.process.BaseProcess | None:
+) -> threading.Thread | None:
     """Write ``profile`` to the cache under ``plan.cache_key`` (no-op when caching is off).
 
     Heavy tables are not part of it (their parts are cached as they are read). With
-    ``background`` the write runs in a forked process (Linux, no other thread running: see
-    :func:`~advisor_chat.ingest.common.fork_ok`) or else a thread, both non-daemon and
-    returned, so that the caller can print its answer first; the process waits for it at exit.
+    ``background`` the write runs in a (non-daemon) thread, returned, so that the caller can
+    print its answer first; the process waits for it at exit.
     """
     if not (use_cache and settings.cache):
         return None
@@ -1111,24 +1047,14 @@ def save_cached(
     if not background:
         write()
         return None
-    writer: threading.Thread | multiprocessing.process.BaseProcess
-    if fork_ok():
-        # a forked process, not a thread: it shares the tables copy-on-write, does not compete
-        # for this process's GIL, and leaves this process without threads, so that the report
-        # may fork its own helper (:func:`~advisor_chat.ingest.common.fork_ok`)
-        writer = multiprocessing.get_context("fork").Process(
-            target=write, name="advisor-cache-write", daemon=False
-        )
-    else:
-        writer = threading.Thread(target=write, name="advisor-cache-write", daemon=False)
-    _PENDING_WRITES[plan.cache_key] = writer
-    writer.start()
-    return writer
+    th = threading.Thread(target=write, name="advisor-cache-write", daemon=False)
+    _PENDING_WRITES[plan.cache_key] = th
+    th.start()
+    return th
 
 
-#: Background cache writes of this process by cache key (a reload of the key waits for its write;
-#: a process exits only after them: non-daemon threads and processes are joined at exit).
-_PENDING_WRITES: dict[str, threading.Thread | multiprocessing.process.BaseProcess] = {}
+#: Background cache writes of this process by cache key (a reload of the key waits for its write).
+_PENDING_WRITES: dict[str, threading.Thread] = {}
 
 
 #: Tables that hold measurements (not only metadata).
