@@ -514,3 +514,30 @@ def test_pipeline_stages_from_pp_groups_ignore_the_world_group() -> None:
     d = diagnose(make_profile({"step_trace": _pipeline_rows(), "comm_groups": groups}))
     c = top(d)
     assert c.mechanism is Mechanism.PIPELINE_IMBALANCE and c.culprit.ranks == (0, 1, 2, 3)
+
+
+@pytest.mark.parametrize("export", ["text", "db"])
+def test_host_remedies_point_at_the_file_the_export_has(
+    scenario: Any, tmp_path: Any, export: str
+) -> None:
+    """A DB export has no trace_view.json: its host checks name the profiler DB, and vice versa."""
+    from advisor_chat.config import load_settings
+    from advisor_chat.ingest import load_profile
+
+    root = scenario("seed-rank12", export=export)
+    p = load_profile(root, settings=load_settings(home=tmp_path), use_cache=False, progress=False)
+    d = diagnose(p)
+    checks = [
+        (r.text, r.text_zh)
+        for c in d.causes
+        for r in c.remedies
+        if r.kind == "check" and "host" in r.text.lower()
+    ]
+    assert checks, [c.summary for c in d.causes]
+    for en, zh in checks:
+        if "text export" in en:  # the collect advice names both exports
+            continue
+        if export == "db":
+            assert "trace_view.json" not in en + zh and ".db" in en and ".db" in zh, en
+        else:
+            assert "trace_view.json" in en and ".db" not in en, en

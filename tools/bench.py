@@ -16,7 +16,7 @@ with their parent RSS would count once per process; PSS splits them, RSS where P
   file, and one Arrow parse of all ``kernel_details.csv`` joined;
 - ``load_profile`` cold (empty cache) followed by ``run_report``, and ``msprof-analyze cluster -d COPY
   -m all``, each on a fresh copy of the folder made just before its run (the same page-cache state
-  for both; msprof-analyze writes into its input), alternating
+  for both; msprof-analyze writes into its input), alternating in ABBA order
   ours / theirs ``--repeats`` times (default 2), so that each ratio compares neighbouring runs on a
   shared, noisy machine;
 - the cached reload (in process) and answer latency after load (in process: the first
@@ -533,34 +533,43 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for rep in range(args.repeats):
             pair: dict[str, Any] = {}
             row["pairs"].append(pair)
-            shutil.rmtree(home / "cache", ignore_errors=True)
-            log(
-                f"[{rep + 1}/{args.repeats}] advisor-chat load + report, cold, {n} ranks ({export})"
-            )
-            # each tool reads a fresh copy made just before its run (msprof-analyze writes into
-            # its folder), so both start from the same page-cache state: just-written files
-            shutil.rmtree(ours_copy, ignore_errors=True)
-            shutil.copytree(prof, ours_copy, ignore=shutil.ignore_patterns("answer_key.json"))
-            pair["ours"] = measure(
-                _py("_worker", "load_report", str(ours_copy), str(home)),
-                env=env,
-                timeout=args.timeout,
-            )
-            if msprof:
-                copy = work / f"msprof-copy-{n}-{export}"
-                shutil.rmtree(copy, ignore_errors=True)
-                shutil.copytree(prof, copy, ignore=shutil.ignore_patterns("answer_key.json"))
-                log(
-                    f"[{rep + 1}/{args.repeats}] msprof-analyze cluster -m all, {n} ranks ({export})"
-                )
-                pair["msprof"] = measure(
-                    [msprof, "cluster", "-d", str(copy), "-m", "all"],
-                    env=env,
-                    cwd=work,
-                    timeout=args.msprof_timeout,
-                )
-                pair["msprof"]["output_written"] = (copy / "cluster_analysis_output").is_dir()
-                shutil.rmtree(copy, ignore_errors=True)
+            # ABBA order (ours, theirs, theirs, ours, ...): a drift of the machine during the row
+            # weighs on both tools alike, and the cached rows below follow the cold run that wrote
+            # the cache, as a user's next command does (not the other tool's minute-long run)
+            for tool in ("ours", "msprof") if rep % 2 == 0 else ("msprof", "ours"):
+                if tool == "ours":
+                    shutil.rmtree(home / "cache", ignore_errors=True)
+                    log(
+                        f"[{rep + 1}/{args.repeats}] advisor-chat load + report, cold, {n} ranks "
+                        f"({export})"
+                    )
+                    # each tool reads a fresh copy made just before its run (msprof-analyze
+                    # writes into its folder): both start from just-written files in the page cache
+                    shutil.rmtree(ours_copy, ignore_errors=True)
+                    shutil.copytree(
+                        prof, ours_copy, ignore=shutil.ignore_patterns("answer_key.json")
+                    )
+                    pair["ours"] = measure(
+                        _py("_worker", "load_report", str(ours_copy), str(home)),
+                        env=env,
+                        timeout=args.timeout,
+                    )
+                elif msprof:
+                    copy = work / f"msprof-copy-{n}-{export}"
+                    shutil.rmtree(copy, ignore_errors=True)
+                    shutil.copytree(prof, copy, ignore=shutil.ignore_patterns("answer_key.json"))
+                    log(
+                        f"[{rep + 1}/{args.repeats}] msprof-analyze cluster -m all, {n} ranks "
+                        f"({export})"
+                    )
+                    pair["msprof"] = measure(
+                        [msprof, "cluster", "-d", str(copy), "-m", "all"],
+                        env=env,
+                        cwd=work,
+                        timeout=args.msprof_timeout,
+                    )
+                    pair["msprof"]["output_written"] = (copy / "cluster_analysis_output").is_dir()
+                    shutil.rmtree(copy, ignore_errors=True)
         # the cached runs read the folder the last cold run cached (its copy)
         if not ours_copy.is_dir():
             shutil.copytree(prof, ours_copy, ignore=shutil.ignore_patterns("answer_key.json"))
@@ -855,7 +864,7 @@ def to_markdown(results: dict[str, Any]) -> str:
         "## Cold load + report, side by side",
         "",
         f"Each size: advisor-chat (`load_profile` with an empty cache, then `run_report`, in a fresh "
-        f"process) and msprof-analyze (`cluster -d COPY -m all`) run alternately, each on a fresh "
+        f"process) and msprof-analyze (`cluster -d COPY -m all`) run alternately (ABBA: ours, theirs, theirs, ours), each on a fresh "
         f"copy of the folder made just before its run (both start from just-written files in the "
         f"page cache; msprof-analyze writes into its folder), {results.get('repeats', 2)} pairs; values are listed per run (pair 1 / pair 2 ...). "
         "Wall = subprocess wall time, process start included; CPU = user + system of the process tree; "

@@ -11,6 +11,7 @@ the late rank's excess: that is the time they spend waiting for it.
 from __future__ import annotations
 
 import math
+import os
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, cast
@@ -877,6 +878,27 @@ def arrival_measured(ctx: Context, rank: int) -> bool:
     return bool(len(row)) and float(row.iloc[0]) > 0
 
 
+def host_timeline(ctx: Context, ranks: list[int] | None = None) -> tuple[str, str]:
+    """Where the host timeline of ``ranks`` (default: every rank) is, as (English, Chinese) text.
+
+    ``trace_view.json`` for the text export; the profiler DB (``ascend_pytorch_profiler_{rank}.db``,
+    its CANN_API / PYTORCH_API tables) for the DB export, which has no ``trace_view.json``. Decided
+    by the files ``host_dispatch`` comes from (listed before they are read), else by the layout.
+    """
+    paths = [
+        s.path
+        for s in ctx.profile.sources.get("host_dispatch", [])
+        if ranks is None or s.rank is None or s.rank in ranks
+    ]
+    db = [p for p in paths if p.endswith(".db")]
+    in_db = len(db) == len(paths) if paths else ctx.profile.layout == "ascend_pt_db"
+    if not in_db:
+        return "trace_view.json", "trace_view.json"
+    one = ranks is not None and len(ranks) == 1 and len(db) == 1
+    name = os.path.basename(db[0]) if one else "ascend_pytorch_profiler_{rank}.db"
+    return f"{name} (CANN_API / PYTORCH_API tables)", f"{name}（CANN_API / PYTORCH_API 表）"
+
+
 def host_measured(ctx: Context, rank: int) -> bool:
     """Whether host launch delays of ``rank`` are measured (``host_dispatch`` from trace_view.json).
 
@@ -1010,22 +1032,24 @@ def _rank_cause(
                 f"找出并消除让{rl_zh}设备空闲的原因（可能是该卡每步的主机同步、日志、"
                 "保存检查点或数据加载）。"
             )
+        where, where_zh = host_timeline(ctx, [rank])
         remedies = (
             Remedy("action", a_txt, a_zh, gain, BoundKind.ESTIMATE),
             Remedy(
                 "check",
-                f"Open {rl}'s trace_view.json around its Free gaps (host_dispatch tool) to see "
+                f"Open {rl}'s {where} around its Free gaps (host_dispatch tool) to see "
                 "which host call blocks.",
-                f"打开{rl_zh}的 trace_view.json，查看其空闲间隙附近的主机调用（host_dispatch 工具），"
+                f"打开{rl_zh}的 {where_zh}，查看其空闲间隙附近的主机调用（host_dispatch 工具），"
                 "找出阻塞的调用。",
             )
             if measured
             else Remedy(
                 "check",
-                f"Collect {rl} with host data (Ascend PyTorch Profiler with its trace_view.json) "
-                "to see what its host does during the Free gaps: this profile has none.",
-                f"用 torch_npu 性能采集工具重新采集{rl_zh}（包含 trace_view.json 主机数据），"
-                "查看空闲间隙期间主机在做什么：当前数据中没有主机数据。",
+                f"Collect {rl} with host data (torch_npu profiler with CPU activity: "
+                "trace_view.json in the text export, CANN_API in the DB export) to see what its "
+                "host does during the Free gaps: this profile has none.",
+                f"用 torch_npu 性能采集工具（开启 CPU 活动）重新采集{rl_zh}（文本导出的 "
+                "trace_view.json 或 DB 导出的 CANN_API 表），查看空闲间隙期间主机在做什么：当前数据中没有主机数据。",
             ),
         )
         tags: tuple[str, ...] = (
@@ -1400,6 +1424,7 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
     per_event = float(np.mean([e.excess_us for e in events]))
     per_step = sum(e.excess_us for e in events) / max(n_steps, 1)
     host = sum(e.free_excess_us for e in events) >= sum(e.computing_excess_us for e in events)
+    where, where_zh = host_timeline(ctx, list(ranks))
     f = ctx.frame
     clean = f[~f["step"].isin(steps)]
     clean_step = (
@@ -1502,9 +1527,10 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             ),
             Remedy(
                 "check",
-                "Open trace_view.json of the listed (step, rank) pairs and look at what the host "
-                "does during the stall (host_dispatch tool: long gaps, GC-like pauses).",
-                "打开所列（步, 卡）的 trace_view.json，查看阻塞期间主机在做什么"
+                f"Open the host timeline ({where}) of the listed (step, rank) pairs and look at "
+                "what the host does during the stall (host_dispatch tool: long gaps, GC-like "
+                "pauses).",
+                f"打开所列（步, 卡）的主机时间线（{where_zh}），查看阻塞期间主机在做什么"
                 "（host_dispatch 工具：长间隙、类似垃圾回收的停顿）。",
             ),
         ),
@@ -1641,6 +1667,7 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     )
     start = ctx.finding("host_dispatch.dataloader.step_start")
     where = " at the start of the step (input pipeline)" if start else ""
+    timeline, timeline_zh = host_timeline(ctx)
     where_zh = "，发生在步的开始处（数据输入）" if start else ""
     si = start[0].metrics.get("step_start_idle_us", math.nan) if start else math.nan
     if math.isfinite(si):  # how much of the Free is before the step's first kernel
@@ -1698,9 +1725,9 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 ),
                 Remedy(
                     "check",
-                    "Look at the host timeline during the idle (trace_view.json, host_dispatch tool) "
+                    f"Look at the host timeline during the idle ({timeline}, host_dispatch tool) "
                     "to see what the trainer waits for.",
-                    "查看空闲期间的主机时间线（trace_view.json、host_dispatch 工具），确认训练进程在等什么。",
+                    f"查看空闲期间的主机时间线（{timeline_zh}、host_dispatch 工具），确认训练进程在等什么。",
                 ),
             ),
             symptom_tags=("high_free", "dataloader_stall") if start else ("high_free",),
