@@ -100,3 +100,27 @@ def test_real_partial_comm_coverage_and_single_step_are_said(real_samples, sampl
         assert one.summary.startswith("No step markers")
     else:
         assert one.summary.startswith(f"Only 1 step captured (step {steps[0]})")
+
+
+def test_unreadable_communication_json_is_blamed_not_the_profiler_level(real_samples, tmp_path):
+    """Damaged communication.json files: the advice is to copy them again, not 'collect at Level1'."""
+    import shutil
+
+    from advisor_chat.ingest import load_profile
+    from advisor_chat.reporting import run_report
+
+    root = tmp_path / "p"
+    shutil.copytree(real_samples / "pt-text-level1-2rank", root)
+    damaged = sorted(root.rglob("communication.json"))
+    assert len(damaged) == 2
+    for f in damaged:
+        f.write_bytes(f.read_bytes()[:100])  # truncated
+    p = load_profile(root, use_cache=False)
+    assert not p.has("comm_ops") and p.has("step_trace")
+    rep = run_report(p, strict=True)
+    by_id = {f.id: f for f in rep.findings}
+    assert "data_quality.data_quality.no_communication_level0" not in by_id
+    f = by_id["data_quality.data_quality.no_communication_unreadable"]
+    assert "2 communication.json file(s) could not be read" in f.summary
+    assert "Level1" not in f.summary and "Level0" not in " ".join(rep.notes)
+    assert any("could not be read" in n for n in rep.notes if "no comm_ops" in n)

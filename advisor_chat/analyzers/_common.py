@@ -599,3 +599,27 @@ def _leave_one_out_median(v: np.ndarray) -> np.ndarray:
 
     out[fin] = other(m // 2) if m % 2 else (other(m // 2 - 1) + other(m // 2)) / 2.0
     return out
+
+
+def unreadable_files(profile: Profile, name: str) -> list[str]:
+    """Files called ``name`` (e.g. ``communication.json``) left out as unreadable at load.
+
+    From the ``file_skipped`` warnings; lets a note about a missing table blame the damaged file
+    rather than the profiler level.
+    """
+    return [
+        w.path
+        for w in profile.warnings
+        if w.code == "file_skipped" and w.path and w.path.replace("\\", "/").endswith("/" + name)
+    ]
+
+
+def comm_ops_missing_why(profile: Profile) -> str:
+    """Why ``comm_ops`` is empty, for notes: unreadable communication.json files, else the level."""
+    bad = unreadable_files(profile, "communication.json")
+    if bad:
+        return (
+            f"{len(bad)} communication.json file(s) could not be read (first: {bad[0]}; see the "
+            "file_skipped warning)"
+        )
+    return "profiler Level0 or no HCCL ops"

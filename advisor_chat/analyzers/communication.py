@@ -13,6 +13,7 @@ from pydantic import Field
 from advisor_chat.analyzers._common import (
     TRANSIT_SHARE_LOW,
     WAIT_RATIO_THRESHOLD,
+    comm_ops_missing_why,
     comm_time_split,
     comm_wait_dominated,
     comm_wait_text,
@@ -114,7 +115,8 @@ def communication(profile: Profile, params: CommunicationParams) -> AnalyzerResu
     table = _per_group_type(ops, gname)
     if ops.empty:
         notes.append(
-            "no comm_ops (communication.json): per-op wait/transit unavailable (profiler Level0?)"
+            "no comm_ops (communication.json): per-op wait/transit unavailable "
+            f"({comm_ops_missing_why(profile)})"
         )
     overlap = _overlap(profile)
     findings += _overlap_findings(profile, overlap)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from advisor_chat.analyzers._common import format_ranks
+from advisor_chat.analyzers._common import format_ranks, unreadable_files
 from advisor_chat.analyzers.base import (
     AnalyzerResult,
     Evidence,
@@ -23,6 +23,7 @@ _WARNING_TAGS: dict[str, tuple[str | None, Severity]] = {
     "mixed_versions": ("version_mismatch", Severity.MEDIUM),
     "profiler_level2": ("profiler_overhead", Severity.LOW),
     "no_communication_level0": ("missing_comm_data", Severity.LOW),
+    "no_communication_unreadable": ("missing_comm_data", Severity.LOW),
     "partial_comm_data": ("missing_comm_data", Severity.LOW),
 }
 
@@ -241,16 +242,31 @@ def data_quality(profile: Profile, params: DataQualityParams) -> AnalyzerResult:
     if has_comm_time and not profile.has("comm_ops"):
         add("communication_data", "warn", "step trace shows communication but comm_ops is empty")
         lvl0 = levels.str.lower().eq("level0").any() if not levels.empty else False
-        finding(
-            "no_communication_level0",
-            "No per-operator communication data (communication.json) although the step trace shows "
-            "communication"
-            + (" — collected at Level0" if lvl0 else "")
-            + ": wait/transit per collective and slow-link checks are unavailable; collect at Level1",
-            "缺少通信算子数据（communication.json），无法分析等待/传输与慢链路；请用 Level1 采集",
-            (),
-            "step_trace",
-        )
+        bad = unreadable_files(profile, "communication.json")
+        if bad:  # the files exist but are damaged: the level is not the problem
+            finding(
+                "no_communication_unreadable",
+                "No per-operator communication data although the step trace shows communication: "
+                f"{len(bad)} communication.json file(s) could not be read (first: {bad[0]}); "
+                "wait/transit per collective and slow-link checks are unavailable; copy the "
+                "file(s) again or re-run the offline parse of torch_npu",
+                f"缺少通信算子数据：{len(bad)} 个 communication.json 无法读取（第一个：{bad[0]}），"
+                "无法分析等待/传输与慢链路；请重新拷贝这些文件或重新运行 torch_npu 离线解析",
+                (),
+                "step_trace",
+            )
+        else:
+            finding(
+                "no_communication_level0",
+                "No per-operator communication data (communication.json) although the step trace "
+                "shows communication"
+                + (" — collected at Level0" if lvl0 else "")
+                + ": wait/transit per collective and slow-link checks are unavailable; collect at "
+                "Level1",
+                "缺少通信算子数据（communication.json），无法分析等待/传输与慢链路；请用 Level1 采集",
+                (),
+                "step_trace",
+            )
     else:
         add(
             "communication_data",

@@ -10,6 +10,7 @@ from pydantic import Field
 
 from advisor_chat.analyzers._common import (
     WAIT_RATIO_THRESHOLD,
+    comm_ops_missing_why,
     format_ranks,
     is_p2p,
     median_step_us,
@@ -132,7 +133,7 @@ def slow_link(profile: Profile, params: SlowLinkParams) -> AnalyzerResult:
     if bw.empty:
         notes.append("no per-transport bandwidth (communication.json bandwidth info)")
     if ops.empty:
-        notes.append("no comm_ops: wait-ratio rule unavailable (profiler Level0?)")
+        notes.append(f"no comm_ops: wait-ratio rule unavailable ({comm_ops_missing_why(profile)})")
     findings.sort(key=lambda f: (f.severity.rank, -f.metrics.get("extra_us", 0.0)))
     metrics = {
         "links_count": float(len(links)),

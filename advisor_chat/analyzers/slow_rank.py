@@ -10,6 +10,7 @@ from pydantic import Field
 
 from advisor_chat.analyzers._common import (
     SPREAD_RATIO,
+    comm_ops_missing_why,
     is_p2p,
     low_outlier,
     ms,
@@ -109,8 +110,8 @@ def slow_rank(profile: Profile, params: SlowRankParams) -> AnalyzerResult:
     votes_by_op, comm_stats = _comm_votes(profile, params)
     if votes_by_op is None:
         notes.append(
-            "communication evidence missing: no comm_ops (communication.json) — profiler Level0 "
-            "or no HCCL ops; judged from step_trace spreads only"
+            "communication evidence missing: no comm_ops (communication.json) — "
+            f"{comm_ops_missing_why(profile)}; judged from step_trace spreads only"
         )
     all_ranks = sorted(set(pr.index.astype(int)) | set(comm_stats.index.astype(int)))
     table = pd.DataFrame({"rank": all_ranks}).set_index("rank")
