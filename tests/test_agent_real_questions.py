@@ -10,6 +10,7 @@ import csv
 import re
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -193,6 +194,29 @@ def test_answers_say_which_input_was_left_out(tmp_path: Path, real_samples: Path
         case_search=_no_cases,
     )
     assert "Not all input" not in intact.ask("why is this job slow?").answer
+
+
+def test_answers_say_when_ranks_are_missing(tmp_path: Path, scenario: Any) -> None:
+    """A folder with 2 of a job's 16 ranks: every answer says the job-wide verdict covers only them."""
+    import shutil
+
+    from advisor_chat.ingest import load_profile
+
+    full = scenario("seed-rank12")
+    root = tmp_path / "two"
+    root.mkdir()
+    for d in sorted(full.glob("*_ascend_pt")):
+        if any(d.glob("profiler_info_1[23].json")):
+            shutil.copytree(d, root / d.name)
+    adv = Advisor(load_profile(root, use_cache=False), settings=Settings(), case_search=_no_cases)
+    for q in ("why is this job slow?", "why is rank 12 slow?"):
+        ans = adv.ask(q).answer
+        assert "Not every rank is in this profile: 14 rank(s) have no profiling data" in ans, ans
+    zh = adv.ask("这个任务慢在哪里？").answer
+    assert "并非所有卡都在数据中：缺少 14 张卡的数据" in zh, zh
+    # the whole job says nothing of the kind
+    whole = Advisor(load_profile(full, use_cache=False), settings=Settings(), case_search=_no_cases)
+    assert "Not every rank" not in whole.ask("why is this job slow?").answer
 
 
 def _library(*ids: str):  # type: ignore[no-untyped-def]

@@ -412,23 +412,34 @@ def _left_out(profile: Profile) -> tuple[str, str]:
 
     From ``profile.warnings`` (codes :data:`_LEFT_OUT_CODES`): the first one's message (it names
     the file, relative to the profile folder, what is missing and what to do) and how many more
-    there are.
+    there are; before it, the ``missing_ranks`` warning (ranks the job had that the folder lacks:
+    job-wide statements cover only the ranks present).
     """
     from advisor_chat.analyzers.data_quality import warning_zh
 
-    ws = [w for w in profile.warnings if w.code in _LEFT_OUT_CODES]
-    if not ws:
-        return "", ""
-    w, more = ws[0], len(ws) - 1
     inside = str(profile.root).rstrip("/") + "/"  # paths shown relative to the profile folder
-    en = f"Not all input was analysed: {w.message.replace(inside, '').rstrip('. ')}"
-    zh = f"部分输入未被分析：{warning_zh(w.code, w.ranks)}"
-    if w.path:
-        zh += f"（{w.path.replace(inside, '')}）"
-    if more:
-        en += f" (and {more} more: `advisor-chat inspect` lists them)"
-        zh += f"；另有 {more} 条（`advisor-chat inspect` 可列出）"
-    return en + ".", zh + "。"
+    en_parts: list[str] = []
+    zh_parts: list[str] = []
+    # ranks the job had but the folder lacks: every job-wide statement covers only the others
+    for w in [w for w in profile.warnings if w.code == "missing_ranks"][:1]:
+        en_parts.append(f"Not every rank is in this profile: {w.message.rstrip('. ')}.")
+        zh_parts.append(
+            f"并非所有卡都在数据中：缺少 {len(w.ranks)} 张卡的数据，整体结论只覆盖现有的卡"
+            f"（{warning_zh(w.code, w.ranks)}）。"
+        )
+    ws = [w for w in profile.warnings if w.code in _LEFT_OUT_CODES]
+    if ws:
+        w, more = ws[0], len(ws) - 1
+        en = f"Not all input was analysed: {w.message.replace(inside, '').rstrip('. ')}"
+        zh = f"部分输入未被分析：{warning_zh(w.code, w.ranks)}"
+        if w.path:
+            zh += f"（{w.path.replace(inside, '')}）"
+        if more:
+            en += f" (and {more} more: `advisor-chat inspect` lists them)"
+            zh += f"；另有 {more} 条（`advisor-chat inspect` 可列出）"
+        en_parts.append(en + ".")
+        zh_parts.append(zh + "。")
+    return " ".join(en_parts), "".join(zh_parts)
 
 
 def _diagnose(
