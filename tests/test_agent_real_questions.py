@@ -208,7 +208,17 @@ def test_answers_say_when_ranks_are_missing(tmp_path: Path, scenario: Any) -> No
     for d in sorted(full.glob("*_ascend_pt")):
         if any(d.glob("profiler_info_1[23].json")):
             shutil.copytree(d, root / d.name)
-    adv = Advisor(load_profile(root, use_cache=False), settings=Settings(), case_search=_no_cases)
+    from advisor_chat.diagnosis import Mechanism, diagnose
+
+    two = load_profile(root, use_cache=False)
+    # the job-wide cause is scoped to the ranks present and does not clear the missing ones
+    exposed = [c for c in diagnose(two).causes if c.mechanism is Mechanism.EXPOSED_COMMUNICATION]
+    assert exposed, [c.summary for c in diagnose(two).causes]
+    assert "on every rank present (2 of 16)" in exposed[0].summary
+    assert "14 missing rank(s) could hide a slow rank or link" in exposed[0].summary
+    assert "no rank or link is to blame" not in exposed[0].summary
+    assert "现有的 2 张卡（共 16 张）" in exposed[0].summary_zh
+    adv = Advisor(two, settings=Settings(), case_search=_no_cases)
     for q in ("why is this job slow?", "why is rank 12 slow?"):
         ans = adv.ask(q).answer
         assert "Not every rank is in this profile: 14 rank(s) have no profiling data" in ans, ans

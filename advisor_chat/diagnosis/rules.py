@@ -1861,12 +1861,37 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             "查看每步的集合通信次数和大小（communication 工具），确认哪些没有被掩盖、是否有大量小通信。",
         )
     )
+    # ranks the job had but the folder lacks: "every rank" and "no rank is to blame" cover only
+    # the ranks present, and a missing one could be the slow rank or hold the slow link
+    n_in = len(ctx.ranks)
+    if missing:
+        n_all = n_in + len(missing)
+        scope = (
+            f"on every rank present ({n_in} of {n_all})"
+            if n_in > 1
+            else f"on the only rank present (rank {ctx.ranks[0]}, 1 of {n_all})"
+        )
+        scope_zh = (
+            f"在现有的 {n_in} 张卡（共 {n_all} 张）上都"
+            if n_in > 1
+            else f"在唯一现有的{ctx.ranks[0]}号卡（共 {n_all} 张）上"
+        )
+        blame = (
+            f"the {len(missing)} missing rank(s) could hide a slow rank or link, so whether one is "
+            "to blame cannot be told"
+        )
+        blame_zh = f"缺少的 {len(missing)} 张卡中可能有慢卡或慢链路，无法判断是否由某张卡或链路造成"
+    else:
+        scope, scope_zh = "on every rank", "在所有卡上都"
+        blame, blame_zh = "no rank or link is to blame", "不是某张卡或某条链路的问题"
+    least_txt = "even the rank that waits least has" if n_in > 1 else f"rank {ctx.ranks[0]} has"
+    least_zh = "即使等待最少的卡，每步也有" if n_in > 1 else f"{ctx.ranks[0]}号卡每步有"
     head = (
-        "Many small collectives are exposed on every rank"
+        f"Many small collectives are exposed {scope}"
         if many
-        else ("Communication is exposed on every rank")
+        else f"Communication is exposed {scope}"
     )
-    head_zh = "大量小的集合通信在所有卡上都没有被掩盖" if many else "所有卡的通信都没有被掩盖"
+    head_zh = f"大量小的集合通信{scope_zh}没有被掩盖" if many else f"通信{scope_zh}没有被掩盖"
     return [
         RootCause(
             id="cause.exposed_communication",
@@ -1875,15 +1900,15 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             culprit=Culprit(kind="job", label="the whole job", label_zh="整个作业"),
             victims=victims,
             summary=(
-                f"{head}: even the rank that waits least has {ms(least)} per step "
+                f"{head}: {least_txt} {ms(least)} per step "
                 f"({pct(share_of(least, ctx.step_us))} of the step) of communication not "
-                f"overlapped (overlap {pct(overlap)}{extra}); no rank or link is to blame, up to "
+                f"overlapped (overlap {pct(overlap)}{extra}); {blame}, up to "
                 f"{ms(rest)} per step could be saved."
             ),
             summary_zh=(
-                f"{head_zh}：即使等待最少的卡，每步也有 {ms(least)}（占步长 "
+                f"{head_zh}：{least_zh} {ms(least)}（占步长 "
                 f"{pct(share_of(least, ctx.step_us))}）未被掩盖的通信（重叠率 {pct(overlap)}{extra_zh}）；"
-                f"不是某张卡或某条链路的问题，每步最多可节省 {ms(rest)}。"
+                f"{blame_zh}，每步最多可节省 {ms(rest)}。"
             ),
             metrics=metrics,
             findings=findings,
