@@ -421,7 +421,8 @@ def _left_out(profile: Profile) -> tuple[str, str]:
     en_parts: list[str] = []
     zh_parts: list[str] = []
     # ranks the job had but the folder lacks: every job-wide statement covers only the others
-    for w in [w for w in profile.warnings if w.code == "missing_ranks"][:1]:
+    w = next((w for w in profile.warnings if w.code == "missing_ranks"), None)
+    if w is not None:
         en_parts.append(f"Not every rank is in this profile: {w.message.rstrip('. ')}.")
         zh_parts.append(
             f"并非所有卡都在数据中：缺少 {len(w.ranks)} 张卡的数据，整体结论只覆盖现有的卡"

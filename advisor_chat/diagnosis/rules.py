@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, cast
@@ -894,8 +895,9 @@ def host_timeline(ctx: Context, ranks: list[int] | None = None) -> tuple[str, st
     in_db = len(db) == len(paths) if paths else ctx.profile.layout == "ascend_pt_db"
     if not in_db:
         return "trace_view.json", "trace_view.json"
-    one = ranks is not None and len(ranks) == 1 and len(db) == 1
-    name = os.path.basename(db[0]) if one else "ascend_pytorch_profiler_{rank}.db"
+    name = os.path.basename(db[0]) if db else "ascend_pytorch_profiler_{rank}.db"
+    if not (ranks is not None and len(ranks) == 1 and len(db) == 1):  # several ranks: the pattern
+        name = re.sub(r"_\d+\.db$", "_{rank}.db", name)
     return f"{name} (CANN_API / PYTORCH_API tables)", f"{name}（CANN_API / PYTORCH_API 表）"
 
 
