@@ -17,6 +17,8 @@ Files read (``ASCEND_PROFILER_OUTPUT/`` unless noted; reference §1):
 
 from __future__ import annotations
 
+import operator
+import re
 from pathlib import Path
 from typing import Any
 
@@ -423,28 +425,43 @@ def matrix_file_rows(data: Any, rank: int | None) -> list[dict[str, Any]]:
     return acc.frame().to_dict("records")  # type: ignore[return-value]
 
 
+#: The fields of one link of ``communication_matrix.json``, in the order :class:`LinkColumns` keeps.
+_LINK_FIELDS = (
+    "Transport Type",
+    "Transit Size(MB)",
+    "Transit Time(ms)",
+    "Bandwidth(GB/s)",
+    "Op Name",
+)
+_LINK_GET = operator.itemgetter(*_LINK_FIELDS)
+#: The same without ``Op Name``, which the ``*-total`` entries of the file lack.
+_LINK_GET_NO_NAME = operator.itemgetter(*_LINK_FIELDS[:4])
+#: An operator's link keys joined with ``|``: every one ``"{src}-{dst}"`` in plain digits.
+_LINK_KEYS = re.compile(r"[0-9]{1,18}-[0-9]{1,18}(?:\|[0-9]{1,18}-[0-9]{1,18})*")
+
+
+def _floats(values: tuple[Any, ...] | list[Any]) -> np.ndarray:
+    """Link field values → float64, as :func:`_f` converts one (``None`` or non-numeric → NaN)."""
+    try:
+        return np.asarray(values, dtype="float64")
+    except (TypeError, ValueError):
+        return np.fromiter((_f({"v": v}, "v") for v in values), dtype="float64", count=len(values))
+
+
 class LinkColumns:
-    """Link rows of ``communication_matrix.json`` files, collected as columns (:data:`MATRIX_COLUMNS`).
+    """Link rows of ``communication_matrix.json`` files, collected per operator (:data:`MATRIX_COLUMNS`).
 
     The fields every link of an operator shares (group, step, operator name, rank) are kept once
-    per operator and repeated when the frame is built; only the per-link fields are appended per
-    row. A 1024-rank folder has ~3·10^5 link rows; this is about twice as fast as row tuples.
+    per operator and repeated when the frame is built. The links themselves are kept as the
+    operator's keys joined into one string and one tuple of the file's values per link
+    (:data:`_LINK_FIELDS`, taken by ``operator.itemgetter``), and turned into numbers once per
+    frame: a 1024-rank folder has ~3·10^5 link rows, and a Python statement per link was most of
+    the matrix read. An operator whose keys are not all ``"{src}-{dst}"`` in digits, or one of
+    whose links is not an object with every field, goes through the per-link path, which skips
+    the links it cannot read (as msprof-analyze does).
     """
 
-    __slots__ = (
-        "_bw",
-        "_dst",
-        "_group",
-        "_lop",
-        "_n",
-        "_op",
-        "_rank",
-        "_size",
-        "_src",
-        "_step",
-        "_time",
-        "_transport",
-    )
+    __slots__ = ("_group", "_keys", "_n", "_op", "_rank", "_step", "_vals")
 
     def __init__(self) -> None:
         self._group: list[str] = []
@@ -452,16 +469,11 @@ class LinkColumns:
         self._op: list[str] = []
         self._rank: list[int | None] = []
         self._n: list[int] = []
-        self._src: list[int] = []
-        self._dst: list[int] = []
-        self._transport: list[Any] = []
-        self._size: list[float] = []
-        self._time: list[float] = []
-        self._bw: list[float] = []
-        self._lop: list[Any] = []
+        self._keys: list[str] = []
+        self._vals: list[tuple[Any, ...]] = []
 
     def __len__(self) -> int:
-        return len(self._src)
+        return len(self._vals)
 
     def add_file(self, data: Any, rank: int | None) -> int:
         """Add the links of one file's content (``{step: {kind: {op@group: {"s-d": LINK}}}}``).
@@ -469,7 +481,7 @@ class LinkColumns:
         Returns:
             Rows added. ``Total*`` entries and non-object sections are skipped.
         """
-        before = len(self._src)
+        before = len(self._vals)
         if not isinstance(data, dict):
             return 0
         for step_key, sections in data.items():
@@ -483,19 +495,47 @@ class LinkColumns:
                     if op_key.startswith("Total") or not isinstance(links, dict):
                         continue
                     self.add_links(links, op_key, step, rank)
-        return len(self._src) - before
+        return len(self._vals) - before
 
     def add_links(self, links: dict[str, Any], op_key: str, step: int, rank: int | None) -> int:
         """Add one operator's LINKS dict; returns the rows added.
 
         A link key that is not ``"src-dst"`` (integers) or whose value is not an object is
         skipped. Bandwidth is the file's ``Bandwidth(GB/s)``, else transit size (MB) / transit
-        time (ms) rounded to 4 decimals (0.0 for a zero time).
+        time (ms) rounded to 4 decimals (0.0 for a zero time); a missing transport or operator
+        name is ``""``, a missing or non-numeric size or time NaN.
         """
+        if not links:
+            return 0
+        keys = "|".join(links) if all(k.__class__ is str for k in links) else ""
+        vals: list[tuple[Any, ...]] | None = None
+        if keys.count("|") == len(links) - 1 and _LINK_KEYS.fullmatch(keys):
+            try:
+                vals = list(map(_LINK_GET, links.values()))
+            except (KeyError, TypeError):
+                try:
+                    vals = [(*v, "") for v in map(_LINK_GET_NO_NAME, links.values())]
+                except (KeyError, TypeError):
+                    vals = None
+        if vals is None:
+            keys, vals = self._checked(links)
+            if not vals:
+                return 0
         op_name, _, group = op_key.partition("@")
-        src, dst, transport = self._src, self._dst, self._transport
-        size, time_, bw_, lop = self._size, self._time, self._bw, self._lop
-        n0 = len(src)
+        self._keys.append(keys)
+        self._vals += vals
+        self._group.append(group)
+        self._step.append(step)
+        self._op.append(op_name)
+        self._rank.append(rank)
+        self._n.append(len(vals))
+        return len(vals)
+
+    @staticmethod
+    def _checked(links: dict[Any, Any]) -> tuple[str, list[tuple[Any, ...]]]:
+        """The per-link path: the links that can be read, as normalized keys and value tuples."""
+        keys: list[str] = []
+        vals: list[tuple[Any, ...]] = []
         for link, v in links.items():
             if v.__class__ is not dict:
                 continue
@@ -504,32 +544,17 @@ class LinkColumns:
                 s_, d_ = int(a), int(b)
             except ValueError:
                 continue
-            size_mb = v.get("Transit Size(MB)")
-            if size_mb.__class__ is not float:
-                size_mb = _f(v, "Transit Size(MB)")
-            time_ms = v.get("Transit Time(ms)")
-            if time_ms.__class__ is not float:
-                time_ms = _f(v, "Transit Time(ms)")
-            bw = v.get("Bandwidth(GB/s)")
-            if bw is None:
-                bw = round(size_mb / time_ms, 4) if time_ms > 1e-15 else 0.0
-            elif bw.__class__ is not float:
-                bw = float(bw)
-            src.append(s_)
-            dst.append(d_)
-            transport.append(v.get("Transport Type", ""))
-            size.append(size_mb)
-            time_.append(time_ms)
-            bw_.append(bw)
-            lop.append(v.get("Op Name", ""))
-        n = len(src) - n0
-        if n:
-            self._group.append(group)
-            self._step.append(step)
-            self._op.append(op_name)
-            self._rank.append(rank)
-            self._n.append(n)
-        return n
+            keys.append(f"{s_}-{d_}")
+            vals.append(
+                (
+                    v.get("Transport Type", ""),
+                    v.get("Transit Size(MB)"),
+                    v.get("Transit Time(ms)"),
+                    v.get("Bandwidth(GB/s)"),
+                    v.get("Op Name", ""),
+                )
+            )
+        return "|".join(keys), vals
 
     def frame(self) -> pd.DataFrame:
         """The rows as one DataFrame with the columns of :data:`MATRIX_COLUMNS`."""
@@ -538,17 +563,30 @@ class LinkColumns:
         def per_op(values: list[Any]) -> np.ndarray:
             return np.repeat(infer_column(values), n)
 
+        ends = np.asarray(
+            "-".join(self._keys).replace("|", "-").split("-") if self._keys else [], dtype=np.int64
+        )
+        transport, size, time_, bw, lop = (
+            zip(*self._vals, strict=True) if self._vals else ((), (), (), (), ())
+        )
+        size_mb = _floats(size)
+        time_ms = _floats(time_)
+        bw_gbps = _floats(bw)
+        missing = np.flatnonzero(np.isnan(bw_gbps))
+        for i in missing.tolist():  # the file lacks the bandwidth: size / time, as msprof-analyze
+            t = float(time_ms[i])
+            bw_gbps[i] = round(float(size_mb[i]) / t, 4) if t > 1e-15 else 0.0
         cols = {
             "group": per_op(self._group),
             "step": per_op(self._step),
             "op_name": per_op(self._op),
-            "src_local": infer_column(self._src),
-            "dst_local": infer_column(self._dst),
-            "transport": infer_column(self._transport),
-            "transit_size_mb": np.asarray(self._size, dtype="float64"),
-            "transit_time_ms": np.asarray(self._time, dtype="float64"),
-            "bandwidth_gbps": np.asarray(self._bw, dtype="float64"),
-            "link_op_name": infer_column(self._lop),
+            "src_local": ends[0::2],
+            "dst_local": ends[1::2],
+            "transport": infer_column(list(transport)),
+            "transit_size_mb": size_mb,
+            "transit_time_ms": time_ms,
+            "bandwidth_gbps": bw_gbps,
+            "link_op_name": infer_column(list(lop)),
             "rank": per_op(self._rank),
         }
         return pd.DataFrame(cols)
