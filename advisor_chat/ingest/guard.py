@@ -17,6 +17,7 @@ is visited once.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
@@ -127,14 +128,18 @@ def size_cap(path: Path) -> int:
             return int(float(env) * MB)
         except ValueError:
             pass
-    name = path.name
+    return _cap_of_name(os.path.basename(path))
+
+
+@functools.lru_cache(maxsize=1024)
+def _cap_of_name(name: str) -> int:
+    ext = os.path.splitext(name)[1]
     for kind in _KIND_NAMES:
         if name.startswith(kind):
-            ext = path.suffix
             key = kind + ext
             if key in SIZE_CAPS:
                 return SIZE_CAPS[key]
-    return SIZE_CAPS.get(path.suffix, DEFAULT_CAP)
+    return SIZE_CAPS.get(ext, DEFAULT_CAP)
 
 
 def check_file(path: Path) -> os.stat_result:
@@ -218,6 +223,15 @@ def sniff_csv(path: Path, size: int) -> None:
         raise InputError(
             f"cannot read {show_path(path)}: {exc.strerror or exc}", path=show_path(path)
         ) from exc
+    sniff_csv_head(path, size, head)
+
+
+def sniff_csv_head(path: Path, size: int, head: bytes) -> None:
+    """:func:`sniff_csv` on the first :data:`SNIFF_BYTES` of the file, already read (``head``).
+
+    Raises:
+        InputError: As :func:`sniff_csv`.
+    """
     if head.startswith((b"PK\x03\x04", b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"SQLite format 3")):
         raise InputError(
             f"{show_path(path)} is an archive or database, not a CSV file",
@@ -248,7 +262,9 @@ BODY_SNIFF_LINES = 100
 BODY_SNIFF_MIN_BYTES = 8 << 20
 
 
-def sniff_csv_body(path: Path, names: list[str], numeric: list[str]) -> None:
+def sniff_csv_body(
+    path: Path, names: list[str], numeric: list[str], size: int | None = None
+) -> None:
     """Refuse a CSV whose first body lines do not look like rows of its header (bounded read).
 
     Files under :data:`BODY_SNIFF_MIN_BYTES` are left to the reader. Reads at most
@@ -263,6 +279,7 @@ def sniff_csv_body(path: Path, names: list[str], numeric: list[str]) -> None:
         path: The CSV file.
         names: Its header (after aliases), as the reader sees it.
         numeric: Columns of ``names`` whose values must be numbers.
+        size: The file's size when the caller has stat'ed it already.
 
     Raises:
         InputError: The sample does not look like rows of the header (the message names the
@@ -271,7 +288,7 @@ def sniff_csv_body(path: Path, names: list[str], numeric: list[str]) -> None:
     import csv
 
     try:
-        if path.stat().st_size < BODY_SNIFF_MIN_BYTES:
+        if (path.stat().st_size if size is None else size) < BODY_SNIFF_MIN_BYTES:
             return
         with path.open("rb") as fh:
             fh.readline(SNIFF_BYTES)

@@ -27,7 +27,14 @@ import pandas as pd
 from advisor_chat.errors import InputError
 from advisor_chat.ingest import db as dbr
 from advisor_chat.ingest import mindspore, text
-from advisor_chat.ingest.common import RankData, infer_column, num, read_columns, read_json
+from advisor_chat.ingest.common import (
+    Columns,
+    RankData,
+    infer_column,
+    num,
+    read_columns,
+    read_json,
+)
 from advisor_chat.ingest.detect import is_rank_dir, loose_name
 from advisor_chat.ingest.profile import DataWarning, TableSource
 from advisor_chat.ingest.trace import TraceInvalid, read_host_dispatch
@@ -72,6 +79,10 @@ class TableSink:
 
     def __init__(self) -> None:
         self.parts: dict[str, list[tuple[dict[str, Any], int]]] = {}
+        #: Small CSVs kept as read (:class:`Columns` of strings) with their rank, converted to
+        #: numbers once per batch (:data:`_RAW_TABLES`): the per-file conversion calls cost more
+        #: than the values of a few rows.
+        self.raw: dict[str, list[tuple[Columns, int]]] = {}
         self.rows: dict[str, tuple[tuple[str, ...], list[tuple[Any, ...]]]] = {}
         #: ``comm_matrix`` links of the batch, collected as columns.
         self.links = text.LinkColumns()
@@ -79,7 +90,33 @@ class TableSink:
     def add_columns(self, table: str, cols: dict[str, Any], n: int) -> None:
         """Add ``n`` rows given as columns."""
         if n:
+            self._flush(table)  # rows stay in the order they were added
             self.parts.setdefault(table, []).append((cols, n))
+
+    def add_raw(self, table: str, cols: Columns, rank: int) -> None:
+        """Add the rows of one small CSV of ``table`` (a key of :data:`_RAW_TABLES`) as read."""
+        if cols.n:
+            self.raw.setdefault(table, []).append((cols, rank))
+
+    def _flush(self, table: str) -> None:
+        """Convert the raw parts of ``table`` (concatenated, one call) into a columns part."""
+        raw = self.raw.pop(table, None)
+        if not raw:
+            return
+        names: dict[str, None] = {}
+        for cols, _ in raw:
+            names.update(dict.fromkeys(cols))
+        batch = Columns()
+        for name in names:
+            values: list[Any] = []
+            for cols, _ in raw:
+                v = cols.get(name)
+                values += v if v is not None else [None] * cols.n
+            batch[name] = values
+        batch.n = sum(cols.n for cols, _ in raw)
+        ranks = np.repeat(np.array([r for _, r in raw], dtype=object), [c.n for c, _ in raw])
+        out, n = _RAW_TABLES[table](batch, ranks)
+        self.parts.setdefault(table, []).append((out, n))
 
     def add_rows(self, table: str, names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
         """Add rows given as tuples in the column order ``names`` (communication JSON).
@@ -96,6 +133,8 @@ class TableSink:
 
     def frames(self) -> dict[str, pd.DataFrame]:
         """One DataFrame per table (columns in first-seen order)."""
+        for table in list(self.raw):
+            self._flush(table)
         out: dict[str, pd.DataFrame] = {}
         for table, parts in self.parts.items():
             names: dict[str, None] = {}
@@ -131,6 +170,14 @@ class TableSink:
         return out
 
 
+#: Tables read from small CSVs whose conversion :class:`TableSink` runs once per batch.
+_RAW_TABLES = {
+    "step_trace": text.step_trace_columns,
+    "op_statistic": text.op_statistic_from,
+    "memory": text.memory_from,
+}
+
+
 def _tuples_frame(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> pd.DataFrame:
     """Row tuples in the column order ``names`` → DataFrame (transposed once with ``zip``).
 
@@ -149,9 +196,31 @@ def _put(
     cols: tuple[dict[str, Any], int] | None = None,
     rows: tuple[tuple[str, ...], list[tuple[Any, ...]]] | None = None,
     df: pd.DataFrame | None = None,
+    raw: Any = None,
     version: str | None = None,
 ) -> None:
-    """Add a table part to ``sink`` (rank known) or to ``rd.tables``; record its source either way."""
+    """Add a table part to ``sink`` (rank known) or to ``rd.tables``; record its source either way.
+
+    ``raw`` is a small CSV as read (a table of :data:`_RAW_TABLES`): the sink converts it with
+    the rest of its batch; without a sink (or a known rank), or when the CSV came back as a
+    DataFrame (a large file), it is converted here.
+    """
+    if raw is not None:
+        if sink is not None and rd.rank is not None and isinstance(raw, Columns):
+            if raw.n:
+                sink.add_raw(table, raw, rd.rank)
+                rd.sources.append(
+                    TableSource(
+                        table=table,
+                        path=str(path),
+                        export=rd.export,  # type: ignore[arg-type]
+                        rank=rd.rank,
+                        rows=raw.n,
+                        version=version,
+                    )
+                )
+            return
+        cols = _RAW_TABLES[table](raw, rd.rank)
     if sink is None or rd.rank is None or df is not None:
         if df is None:
             if cols is not None:
@@ -361,8 +430,8 @@ def read_rank_dir(
     if "step_trace_time.csv" in names:
         p = names["step_trace_time.csv"]
         try:
-            df_st = read_columns(p, required=["Computing", "Communication(Not Overlapped)", "Free"])
-            _put(rd, sink, "step_trace", p, cols=text.step_trace_columns(df_st, rank))
+            df_st = read_columns(p, required=text.STEP_TRACE_REQUIRED)
+            _put(rd, sink, "step_trace", p, raw=df_st)
             rd.parsed_files += 1
         except InputError as exc:
             df_st = None
@@ -387,7 +456,7 @@ def read_rank_dir(
     if "op_statistic.csv" in names:
         p = names["op_statistic.csv"]
         try:
-            _put(rd, sink, "op_statistic", p, cols=text.op_statistic_columns(p, rank))
+            _put(rd, sink, "op_statistic", p, raw=read_columns(p, text.OP_STATISTIC_REQUIRED))
             rd.parsed_files += 1
         except InputError as exc:
             _skip_file(rd, p, "op_statistic.csv", exc)
@@ -445,7 +514,7 @@ def read_rank_dir(
     if "memory_record.csv" in names:
         p = names["memory_record.csv"]
         try:
-            _put(rd, sink, "memory", p, cols=text.memory_columns(p, rank))
+            _put(rd, sink, "memory", p, raw=read_columns(p, text.MEMORY_REQUIRED))
             rd.parsed_files += 1
         except InputError as exc:
             _skip_file(rd, p, "memory_record.csv", exc)

@@ -51,13 +51,22 @@ STEP_TRACE_COLUMNS = {
 }
 
 
+#: Columns without which a file of that kind is refused (after header aliases).
+STEP_TRACE_REQUIRED = ["Computing", "Communication(Not Overlapped)", "Free"]
+OP_STATISTIC_REQUIRED = ["OP Type", "Count", "Total Time(us)"]
+MEMORY_REQUIRED = ["Component", "Timestamp(us)"]
+
+
 def step_trace_frame(df: Any, rank: int | None) -> pd.DataFrame:
     """Map a step_trace_time-style table (DataFrame or :class:`Columns`) to ``step_trace`` columns."""
     return _frame(*step_trace_columns(df, rank))
 
 
-def step_trace_columns(df: Any, rank: int | None) -> tuple[dict[str, Any], int]:
-    """Like :func:`step_trace_frame` but returns (columns, rows) without building a DataFrame."""
+def step_trace_columns(df: Any, rank: Any) -> tuple[dict[str, Any], int]:
+    """Like :func:`step_trace_frame` but returns (columns, rows) without building a DataFrame.
+
+    ``rank`` is a scalar or one value per row (several files' columns concatenated).
+    """
     idx = range(len(df))
     out: dict[str, Any] = {"rank": rank, "step": step_col(df.get("Step"), idx)}
     for src, dst in STEP_TRACE_COLUMNS.items():
@@ -73,8 +82,7 @@ def step_trace_columns(df: Any, rank: int | None) -> tuple[dict[str, Any], int]:
 
 def read_step_trace(path: Path, rank: int | None) -> pd.DataFrame:
     """``step_trace_time.csv`` → ``step_trace`` rows (µs)."""
-    df = read_columns(path, required=["Computing", "Communication(Not Overlapped)", "Free"])
-    return step_trace_frame(df, rank)
+    return step_trace_frame(read_columns(path, required=STEP_TRACE_REQUIRED), rank)
 
 
 def _frame(out: dict[str, Any], n: int) -> pd.DataFrame:
@@ -154,7 +162,14 @@ def read_op_statistic(path: Path, rank: int | None) -> pd.DataFrame:
 
 def op_statistic_columns(path: Path, rank: int | None) -> tuple[dict[str, Any], int]:
     """``op_statistic.csv`` → (``op_statistic`` columns, rows), no DataFrame built."""
-    df = read_columns(path, required=["OP Type", "Count", "Total Time(us)"])
+    return op_statistic_from(read_columns(path, required=OP_STATISTIC_REQUIRED), rank)
+
+
+def op_statistic_from(df: Any, rank: Any) -> tuple[dict[str, Any], int]:
+    """Columns of ``op_statistic.csv`` (one file or several concatenated) → ``op_statistic`` columns.
+
+    ``rank`` is a scalar or one value per row.
+    """
     idx = range(len(df))
     g = df.get
     out = {
@@ -178,7 +193,14 @@ def read_memory(path: Path, rank: int | None) -> pd.DataFrame:
 
 def memory_columns(path: Path, rank: int | None) -> tuple[dict[str, Any], int]:
     """``memory_record.csv`` → (``memory`` columns, rows), no DataFrame built."""
-    df = read_columns(path, required=["Component", "Timestamp(us)"])
+    return memory_from(read_columns(path, required=MEMORY_REQUIRED), rank)
+
+
+def memory_from(df: Any, rank: Any) -> tuple[dict[str, Any], int]:
+    """Columns of ``memory_record.csv`` (one file or several concatenated) → ``memory`` columns.
+
+    ``rank`` is a scalar or one value per row.
+    """
     idx = range(len(df))
     g = df.get
     out = {
@@ -758,23 +780,33 @@ def check_kernel_header(path: Path) -> str:
     Raises:
         InputError: Unreadable file, or ``Name`` / ``Start Time(us)`` / ``Duration(us)`` missing.
     """
+    from advisor_chat.errors import InputError
     from advisor_chat.ingest.common import _check_required, unreadable
-    from advisor_chat.ingest.guard import check_file, sniff_csv, sniff_csv_body
+    from advisor_chat.ingest.guard import (
+        SNIFF_BYTES,
+        check_file,
+        show_path,
+        sniff_csv_body,
+        sniff_csv_head,
+    )
 
     # issue-14 hook: FIFO/device/symlink loop/size cap/binary data → InputError, never a hang
-    sniff_csv(path, check_file(path).st_size)
+    size = check_file(path).st_size
     try:
         with path.open("rb") as fh:
-            head = fh.readline(1 << 16)
+            first = fh.read(SNIFF_BYTES)  # one read: the binary sniff and the header line
     except PermissionError as exc:
         raise unreadable(path) from exc
-    except OSError:
-        head = b""
+    except OSError as exc:
+        shown = show_path(path)
+        raise InputError(f"cannot read {shown}: {exc.strerror or exc}", path=shown) from exc
+    sniff_csv_head(path, size, first)
+    head = first.split(b"\n", 1)[0]
     if head.startswith(b"\xef\xbb\xbf"):
         head = head[3:]
-    names = _header_names(head.rstrip(b"\r\n"))
+    names = _header_names(head.rstrip(b"\r"))
     _check_required(path, names, _KERNEL_REQUIRED)
-    sniff_csv_body(path, names, _KERNEL_NUMERIC)
+    sniff_csv_body(path, names, _KERNEL_NUMERIC, size)
     return kernel_header_version(names)
 
 
