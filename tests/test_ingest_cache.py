@@ -110,11 +110,15 @@ def test_cache_written_in_the_background_is_waited_for(tmp_path: Path, real_samp
     root, settings = _copy(tmp_path, real_samples / "pt-text-level1-2rank")
     first = load_profile(root, settings=settings)  # cache_write="background" (default)
     loader_mod.wait_cache_writes()
-    assert (tmp_path / "home" / "cache" / "profiles" / first.profile_id / "profile.json").is_file()
+    assert (
+        tmp_path / "home" / "cache" / "profiles" / first.profile_id / "profile.json.zst"
+    ).is_file()
     shutil.rmtree(tmp_path / "home" / "cache")
     now = load_profile(root, settings=settings, cache_write="now")
     assert not now.cache_hit  # the cache was removed, so this load parsed
-    assert (tmp_path / "home" / "cache" / "profiles" / now.profile_id / "profile.json").is_file()
+    assert (
+        tmp_path / "home" / "cache" / "profiles" / now.profile_id / "profile.json.zst"
+    ).is_file()
 
 
 def test_cli_exit_right_after_a_cold_load_writes_the_cache(
@@ -148,7 +152,7 @@ def test_cli_exit_right_after_a_cold_load_writes_the_cache(
         assert "Traceback" not in proc.stderr and "Exception in thread" not in proc.stderr, (
             proc.stderr
         )
-        written = list((home / "cache" / "profiles").glob("*/profile.json"))
+        written = list((home / "cache" / "profiles").glob("*/profile.json.zst"))
         assert len(written) == 1, sorted(p.name for p in (home / "cache").rglob("*"))
 
 
@@ -410,3 +414,28 @@ def test_walk_of_a_fresh_folder_is_stored_once_it_has_settled(
     revalidated = loader_mod.PARSE_STATS["revalidated"]
     again = load_profile(root, settings=settings)
     assert again.cache_hit and loader_mod.PARSE_STATS["revalidated"] == revalidated + 1
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "huge_size"])
+def test_damaged_cache_document_means_a_fresh_parse(
+    tmp_path: Path, real_samples: Path, damage: str
+) -> None:
+    """A cache entry whose compressed document is damaged is a miss: the folder is read again."""
+    root, settings = _copy(tmp_path, real_samples / "pt-text-level1-2rank")
+    first = load_profile(root, settings=settings, cache_write="now")
+    entry = tmp_path / "home" / "cache" / "profiles" / first.profile_id
+    for doc in (entry / "profile.json.zst", entry / "plan.json.zst"):
+        if not doc.is_file():
+            continue
+        data = doc.read_bytes()
+        if damage == "truncate":
+            doc.write_bytes(data[: len(data) // 2])
+        elif damage == "garbage":
+            doc.write_bytes(data[:8] + b"\x00" * (len(data) - 8))
+        else:
+            doc.write_bytes((1 << 62).to_bytes(8, "little") + data[8:])
+    again = load_profile(root, settings=settings)
+    assert not again.cache_hit
+    assert set(again.tables) == set(first.tables)
+    for name, df in first.tables.items():
+        pd.testing.assert_frame_equal(df, again.tables[name], check_dtype=False)
