@@ -189,11 +189,23 @@ def make_pool(workers: int) -> cf.ProcessPoolExecutor:
 def _progress_enabled(progress: bool | None, n: int) -> bool:
     if progress is not None:
         return bool(progress)
-    return n >= 32 and sys.stderr.isatty()
+    return n >= _PROGRESS_FROM
+
+
+#: Loads of this many rank folders or more show their progress unless told not to.
+_PROGRESS_FROM = 32
 
 
 def rich_progress() -> tuple[ProgressCallback, Callable[[], None]]:
-    """A ``progress`` callback drawing a rich bar per stage on stderr, and its ``stop`` function."""
+    """A ``progress`` callback for stderr, and its ``stop`` function.
+
+    On a terminal: a rich bar per stage (removed when done). Otherwise (a log file, CI, a pipe):
+    plain lines, ``reading ranks: 512/1024 (50%) 1.2 s``, at most one per quarter of a stage and
+    only for stages of :data:`_PROGRESS_FROM` items or more, so that a long read is visible in a
+    log without flooding it.
+    """
+    if not sys.stderr.isatty():
+        return _line_progress()
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -203,14 +215,9 @@ def rich_progress() -> tuple[ProgressCallback, Callable[[], None]]:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=Console(stderr=True),
-        transient=sys.stderr.isatty(),
+        transient=True,
     )
     tasks: dict[str, Any] = {}
-    labels = {
-        "ranks": "reading ranks",
-        "kernels": "reading kernels",
-        "host_dispatch": "reading host dispatch",
-    }
     started = False
 
     def cb(stage: str, done: int, total: int) -> None:
@@ -219,7 +226,7 @@ def rich_progress() -> tuple[ProgressCallback, Callable[[], None]]:
             bar.start()
             started = True
         if stage not in tasks:
-            tasks[stage] = bar.add_task(labels.get(stage, stage), total=total)
+            tasks[stage] = bar.add_task(_STAGE_LABELS.get(stage, stage), total=total)
         bar.update(tasks[stage], completed=done, total=total)
 
     def stop() -> None:
@@ -227,6 +234,34 @@ def rich_progress() -> tuple[ProgressCallback, Callable[[], None]]:
             bar.stop()
 
     return cb, stop
+
+
+_STAGE_LABELS = {
+    "ranks": "reading ranks",
+    "kernels": "reading kernels",
+    "host_dispatch": "reading host dispatch",
+}
+
+
+def _line_progress() -> tuple[ProgressCallback, Callable[[], None]]:
+    t0 = time.perf_counter()
+    shown: dict[str, int] = {}
+
+    def cb(stage: str, done: int, total: int) -> None:
+        if total < _PROGRESS_FROM:
+            return
+        quarter = 4 * done // total
+        if shown.get(stage, -1) >= quarter:
+            return
+        shown[stage] = quarter
+        print(
+            f"{_STAGE_LABELS.get(stage, stage)}: {done}/{total} ({100 * done // total}%) "
+            f"{time.perf_counter() - t0:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return cb, lambda: None
 
 
 def _read_light(
@@ -1135,8 +1170,9 @@ def load_profile(
             a ``cluster_analysis_output/``, ``PROF_*`` folders, or a mix; or one of those itself.
         settings: Settings (cache folder, default workers); loaded from env/config when ``None``.
         use_cache: Read/write the cache (also needs ``settings.cache``).
-        progress: ``True`` draws rich progress bars on stderr (default: only for ≥ 32 ranks on a
-            TTY); a callable ``progress(stage, done, total)`` is called instead (stages
+        progress: ``True`` shows progress on stderr (rich bars on a terminal, a plain line per
+            quarter otherwise; default: for ≥ 32 rank folders); a callable
+            ``progress(stage, done, total)`` is called instead (stages
             ``"ranks"``, ``"kernels"``, ``"host_dispatch"``; also for later lazy reads).
         workers: Processes for per-rank parsing (default ``settings.workers``; 0 = CPU count).
             A pool is used from 192 rank folders on (below, one process is faster).
