@@ -200,9 +200,8 @@ def rich_progress() -> tuple[ProgressCallback, Callable[[], None]]:
     """A ``progress`` callback for stderr, and its ``stop`` function.
 
     On a terminal: a rich bar per stage (removed when done). Otherwise (a log file, CI, a pipe):
-    plain lines, ``reading ranks: 512/1024 (50%) 1.2 s``, at most one per quarter of a stage and
-    only for stages of :data:`_PROGRESS_FROM` items or more, so that a long read is visible in a
-    log without flooding it.
+    plain lines, ``reading ranks: 512/1024 (50%) 1.2 s``, at most one per quarter of a stage, so
+    that a long read is visible in a log without flooding it.
     """
     if not sys.stderr.isatty():
         return _line_progress()
@@ -248,14 +247,12 @@ def _line_progress() -> tuple[ProgressCallback, Callable[[], None]]:
     shown: dict[str, int] = {}
 
     def cb(stage: str, done: int, total: int) -> None:
-        if total < _PROGRESS_FROM:
-            return
-        quarter = 4 * done // total
+        quarter = 4 * done // max(1, total)
         if shown.get(stage, -1) >= quarter:
             return
         shown[stage] = quarter
         print(
-            f"{_STAGE_LABELS.get(stage, stage)}: {done}/{total} ({100 * done // total}%) "
+            f"{_STAGE_LABELS.get(stage, stage)}: {done}/{total} ({100 * done // max(1, total)}%) "
             f"{time.perf_counter() - t0:.1f} s",
             file=sys.stderr,
             flush=True,
@@ -927,6 +924,7 @@ def _read_cache_early(path: str | Path, settings: Settings, use_cache: bool) -> 
     key = cache_mod.last_key(settings.cache_dir, root)
     if key is None or key in _PENDING_WRITES:
         return None
+    cache_mod.prefetch(settings.cache_dir, key)
     return _EarlyRead(settings.cache_dir, key)
 
 
