@@ -359,6 +359,29 @@ def test_same_idle_on_every_rank_is_one_job_cause() -> None:
     assert not any(x.culprit.kind == "rank" for x in d.causes)
 
 
+@pytest.mark.parametrize("present", [4, 2])
+def test_job_idle_on_a_folder_lacking_ranks_speaks_for_the_ranks_present(present: int) -> None:
+    """'Every rank idles ... no rank is slow' is not said of 8 ranks when only some are in the data."""
+    from advisor_chat.ingest.profile import DataWarning
+
+    delta = {(r, None): {"free": 40 * MS + 100.0 * r} for r in range(present)}
+    gone = tuple(range(present, 8))
+    warn = DataWarning("missing_ranks", f"{len(gone)} rank(s) have no profiling data", None, gone)
+    d = diagnose(make_profile({"step_trace": rows(present, 3, delta=delta)}, warnings=[warn]))
+    assert d.causes[0].mechanism is Mechanism.JOB_IDLE, [x.summary for x in d.causes]
+    c = d.causes[0]
+    assert c.summary.startswith(f"Every rank present ({present} of 8) idles")
+    assert c.summary_zh.startswith(f"现有的 {present} 张卡（共 8 张）都在空闲")
+    assert "no rank is slow" not in c.summary and "没有慢卡。" not in c.summary_zh
+    assert f"the {len(gone)} missing rank(s) could be" in c.summary
+    assert c.gain_us == pytest.approx(45 * MS)  # the measured Free still bounds the gain
+
+    every = {(r, None): {"free": 40 * MS + 100.0 * r} for r in range(8)}
+    full = diagnose(make_profile({"step_trace": rows(8, 3, delta=every)}))
+    f = next(x for x in full.causes if x.mechanism is Mechanism.JOB_IDLE)
+    assert f.summary.startswith("Every rank idles") and "no rank is slow" in f.summary
+
+
 def test_many_small_collectives_exposed_everywhere_is_one_job_cause() -> None:
     # every rank: 40 ms of exposed communication, 64 collectives per step, no late rank
     ops = [

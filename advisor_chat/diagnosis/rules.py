@@ -10,6 +10,7 @@ the late rank's excess: that is the time they spend waiting for it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -1626,6 +1627,36 @@ def rule_degradation(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class PresenceScope:
+    """How a job-wide statement names the ranks it covers (English, Chinese).
+
+    ``every``: "every rank" or, when the folder lacks some of the job's ranks, "every rank
+    present (2 of 8)" / "the only rank present (rank 0, 1 of 8)"; ``every_zh`` the same in
+    Chinese ("所有卡" / "现有的 2 张卡（共 8 张）" / "唯一现有的0号卡（共 8 张）").
+    """
+
+    every: str
+    every_zh: str
+
+
+def presence_scope(ctx: Context, missing: list[int] | None = None) -> PresenceScope:
+    """The ranks a job-wide statement covers: all of them, or only those present (``missing_ranks``)."""
+    missing = missing_ranks(ctx.profile) if missing is None else missing
+    n_in = len(ctx.ranks)
+    if not missing:
+        return PresenceScope("every rank", "所有卡")
+    n_all = n_in + len(missing)
+    if n_in > 1:
+        return PresenceScope(
+            f"every rank present ({n_in} of {n_all})", f"现有的 {n_in} 张卡（共 {n_all} 张）"
+        )
+    r = ctx.ranks[0] if ctx.ranks else "?"
+    return PresenceScope(
+        f"the only rank present (rank {r}, 1 of {n_all})", f"唯一现有的{r}号卡（共 {n_all} 张）"
+    )
+
+
 def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     """Job-idle rule: the same idle on every rank is one cause of the job, not of a rank.
 
@@ -1679,6 +1710,20 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         st = ", ".join(str(x) for x in steps)
         where += f", concentrated in step(s) {st}"
         where_zh += f"，集中在第 {st} 步"
+    # a folder that lacks some of the job's ranks: the statement covers the ranks present, and a
+    # missing rank could be slow
+    missing = missing_ranks(ctx.profile)
+    sc = presence_scope(ctx, missing)
+    if missing:
+        who, who_zh = "the ranks present wait", "现有的卡"
+        slow = (
+            f"none of them is slow; the {len(missing)} missing rank(s) could be, which these "
+            "ranks cannot tell"
+        )
+        slow_zh = f"其中没有慢卡；缺少的 {len(missing)} 张卡是否慢，从现有数据无法判断"
+    else:
+        who, who_zh = "the whole job waits", "整个作业"
+        slow, slow_zh = "no rank is slow", "没有慢卡"
     findings = _claim(
         ctx,
         lambda f: (
@@ -1695,15 +1740,15 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             culprit=Culprit(kind="job", ranks=(), label="the whole job", label_zh="整个作业"),
             victims=victims,
             summary=(
-                f"Every rank idles: median Free {ms(med)} per step "
+                f"{sc.every[0].upper()}{sc.every[1:]} idles: median Free {ms(med)} per step "
                 f"({pct(float(share.median()))} of the step){where}, from {ms(gain)} to "
-                f"{ms(gain + spread)} across ranks: the whole job waits for something outside the "
-                "device (input data, rollout, host work or synchronization), no rank is slow."
+                f"{ms(gain + spread)} across ranks: {who} for something outside the "
+                f"device (input data, rollout, host work or synchronization), {slow}."
             ),
             summary_zh=(
-                f"所有卡都在空闲：每步空闲时间中位数 {ms(med)}（占步长 {pct(float(share.median()))}）"
-                f"{where_zh}，各卡在 {ms(gain)} 到 {ms(gain + spread)} 之间：整个作业在等设备之外的东西"
-                "（输入数据、rollout、主机侧工作或同步），没有慢卡。"
+                f"{sc.every_zh}都在空闲：每步空闲时间中位数 {ms(med)}（占步长 {pct(float(share.median()))}）"
+                f"{where_zh}，各卡在 {ms(gain)} 到 {ms(gain + spread)} 之间：{who_zh}在等设备之外的东西"
+                f"（输入数据、rollout、主机侧工作或同步），{slow_zh}。"
             ),
             metrics={
                 "free_us_median": med,
@@ -1866,25 +1911,15 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     # ranks the job had but the folder lacks: "every rank" and "no rank is to blame" cover only
     # the ranks present, and a missing one could be the slow rank or hold the slow link
     n_in = len(ctx.ranks)
+    sc = presence_scope(ctx, missing)
+    scope, scope_zh = "on " + sc.every, "在" + sc.every_zh + "上" + ("都" if n_in > 1 else "")
     if missing:
-        n_all = n_in + len(missing)
-        scope = (
-            f"on every rank present ({n_in} of {n_all})"
-            if n_in > 1
-            else f"on the only rank present (rank {ctx.ranks[0]}, 1 of {n_all})"
-        )
-        scope_zh = (
-            f"在现有的 {n_in} 张卡（共 {n_all} 张）上都"
-            if n_in > 1
-            else f"在唯一现有的{ctx.ranks[0]}号卡（共 {n_all} 张）上"
-        )
         blame = (
             f"the {len(missing)} missing rank(s) could hide a slow rank or link, so whether one is "
             "to blame cannot be told"
         )
         blame_zh = f"缺少的 {len(missing)} 张卡中可能有慢卡或慢链路，无法判断是否由某张卡或链路造成"
     else:
-        scope, scope_zh = "on every rank", "在所有卡上都"
         blame, blame_zh = "no rank or link is to blame", "不是某张卡或某条链路的问题"
     least_txt = "even the rank that waits least has" if n_in > 1 else f"rank {ctx.ranks[0]} has"
     least_zh = "即使等待最少的卡，每步也有" if n_in > 1 else f"{ctx.ranks[0]}号卡每步有"
