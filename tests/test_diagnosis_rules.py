@@ -436,6 +436,18 @@ def test_step_with_lost_device_records_is_excluded_not_diagnosed() -> None:
     assert d.notes and "excluded" in d.notes[0]
 
 
+def test_no_culprit_on_a_folder_lacking_ranks_is_said_of_the_ranks_present() -> None:
+    from advisor_chat.ingest.profile import DataWarning
+
+    warn = DataWarning("missing_ranks", "2 rank(s) have no profiling data", None, (6, 7))
+    d = diagnose(make_profile({"step_trace": rows(6, 3)}, warnings=[warn]))
+    c = next(x for x in d.causes if x.mechanism is Mechanism.NO_CULPRIT)
+    assert "stands out above the thresholds among the ranks present (6 of 8)" in c.summary
+    assert "在现有的 6 张卡（共 8 张）中，没有哪张卡" in c.summary_zh
+    plain = diagnose(make_profile({"step_trace": rows(8, 3)})).causes[0]
+    assert "thresholds;" in plain.summary and "among" not in plain.summary
+
+
 def test_no_culprit_says_what_dominates_every_rank() -> None:
     d = diagnose(make_profile({"step_trace": rows(8, 3)}))
     assert [c.mechanism for c in d.causes] == [Mechanism.NO_CULPRIT]

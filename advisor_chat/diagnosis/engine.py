@@ -342,6 +342,12 @@ def _attach(ctx: Context, causes: list[RootCause]) -> tuple[list[RootCause], lis
 
 def _no_culprit(ctx: Context) -> RootCause:
     en, zh, shares = R.spreads_text(ctx)
+    among = among_zh = ""
+    missing = R.missing_ranks(ctx.profile)
+    if missing:  # a missing rank could be the one that stands out
+        sc = R.presence_scope(ctx, missing)
+        among = f" among the ranks present ({len(ctx.ranks)} of {len(ctx.ranks) + len(missing)})"
+        among_zh = f"在{sc.every_zh}中，"
     dom = max(
         ("computing_share", "communication_not_overlapped_share", "free_share"),
         key=lambda k: shares[k],
@@ -368,9 +374,13 @@ def _no_culprit(ctx: Context) -> RootCause:
         culprit=Culprit(kind="none", label="no culprit", label_zh="没有罪魁"),
         victims=(),
         summary=(
-            "No culprit: no rank, link, stage or step stands out above the thresholds; " + en + "."
+            f"No culprit: no rank, link, stage or step stands out above the thresholds{among}; "
+            + en
+            + "."
         ),
-        summary_zh="没有发现罪魁：没有哪张卡、链路、流水线阶段或步超过阈值；" + zh + "。",
+        summary_zh=f"没有发现罪魁：{among_zh}没有哪张卡、链路、流水线阶段或步超过阈值；"
+        + zh
+        + "。",
         metrics=dict(shares),
         findings=(),
         remedies=(Remedy("check", check[0], check[1]),),
