@@ -436,6 +436,36 @@ def test_step_with_lost_device_records_is_excluded_not_diagnosed() -> None:
     assert d.notes and "excluded" in d.notes[0]
 
 
+def test_two_ranks_one_holding_the_other_back_is_said_with_its_numbers() -> None:
+    """Two ranks give no peer median, but one waiting for the other is measured: it leads."""
+    from advisor_chat.ingest.profile import DataWarning
+
+    # rank 1: 30 ms more Free per step; rank 0 waits those 30 ms in its collectives
+    delta = {(1, None): {"free": 30 * MS}, (0, None): {"comm": 30 * MS}}
+    gone = tuple(range(2, 16))
+    warn = DataWarning("missing_ranks", "14 rank(s) have no profiling data", None, gone)
+    d = diagnose(make_profile({"step_trace": rows(2, 4, delta=delta)}, warnings=[warn]))
+    c = d.causes[0]
+    assert c.mechanism is Mechanism.NOT_ENOUGH_SIGNAL
+    assert "of the 2 ranks present (2 of 16), rank 1 holds rank 0 back" in c.summary
+    assert "现有的 2 张卡（共 16 张）中，1号卡拖慢了0号卡" in c.summary_zh
+    assert c.metrics["late_rank"] == 1
+    assert c.metrics["own_diff_us"] == pytest.approx(30 * MS)
+    assert c.metrics["free_diff_us"] == pytest.approx(30 * MS)
+    assert c.metrics["wait_diff_us"] == pytest.approx(30 * MS)
+    assert "30.0 ms per step longer" in c.summary
+    # no slow rank is named as a cause: 2 ranks cannot tell slow from fast
+    assert not any(x.culprit.kind == "rank" for x in d.causes)
+
+
+def test_two_ranks_within_noise_say_only_that_two_ranks_cannot_tell() -> None:
+    delta = {(1, None): {"free": 1 * MS}}  # 1 ms: below 5% of the step
+    d = diagnose(make_profile({"step_trace": rows(2, 4, delta=delta)}))
+    c = next(x for x in d.causes if x.mechanism is Mechanism.NOT_ENOUGH_SIGNAL)
+    assert "holds" not in c.summary and "late_rank" not in c.metrics
+    assert "with 2 ranks there is no peer median" in c.summary
+
+
 def test_no_culprit_on_a_folder_lacking_ranks_is_said_of_the_ranks_present() -> None:
     from advisor_chat.ingest.profile import DataWarning
 

@@ -395,6 +395,56 @@ _ONE_STEP = (
 )
 
 
+def _pair_holdup(ctx: Context) -> tuple[str, str, dict[str, float]] | None:
+    """What two ranks alone do show: one holds the other back (English, Chinese, metrics), or ``None``.
+
+    With two ranks there is no peer median, so neither can be called slow for the job; but when
+    one's own time (Computing + Free, per step) is longer by ≥ ``STRAGGLER_MIN_SHARE`` of the step
+    and the other spends at least half of that difference more in communication not overlapped
+    (waiting for it at the collectives), the first holds the second back by that much. Source:
+    ``step_trace`` (mean per step over the kept steps).
+    """
+    per = ctx.per_rank
+    if len(per) != 2 or not math.isfinite(ctx.step_us):
+        return None
+    late, other = (int(r) for r in per["own_us"].sort_values(ascending=False).index)
+
+    def at(rank: int, col: str) -> float:
+        return ctx.val(rank, col)
+
+    d_own = at(late, "own_us") - at(other, "own_us")
+    col = "communication_not_overlapped_us"
+    d_wait = at(other, col) - at(late, col)
+    if d_own < R.STRAGGLER_MIN_SHARE * ctx.step_us or d_wait < 0.5 * d_own:
+        return None
+    d_free = at(late, "free_us") - at(other, "free_us")
+    d_comp = at(late, "computing_us") - at(other, "computing_us")
+    missing = R.missing_ranks(ctx.profile)
+    of = f" (2 of {2 + len(missing)})" if missing else ""
+    of_zh = f"（共 {2 + len(missing)} 张）" if missing else ""
+    en = (
+        f"of the 2 ranks present{of}, rank {late} holds rank {other} back: its own time "
+        f"(Computing + Free) is {ms(d_own)} per step longer (Free {ms(d_free)}, Computing "
+        f"{ms(d_comp)}), and rank {other} has {ms(d_wait)} more communication not overlapped per "
+        f"step, waiting for it; with 2 ranks there is no peer median to tell whether rank {late} "
+        f"is slow for the job or rank {other} fast"
+    )
+    zh = (
+        f"现有的 2 张卡{of_zh}中，{late}号卡拖慢了{other}号卡：它每步的自身耗时（计算 + 空闲）多 "
+        f"{ms(d_own)}（空闲 {ms(d_free)}，计算 {ms(d_comp)}），{other}号卡每步未掩盖的通信多 "
+        f"{ms(d_wait)}，是在等它；只有 2 张卡，没有同组中位数，无法判断是{late}号卡对整个作业而言慢，"
+        f"还是{other}号卡快"
+    )
+    metrics = {
+        "late_rank": float(late),
+        "own_diff_us": d_own,
+        "free_diff_us": d_free,
+        "computing_diff_us": d_comp,
+        "wait_diff_us": d_wait,
+    }
+    return en, zh, metrics
+
+
 def _not_enough_signal(
     ctx: Context, reason: str, reason_zh: str, need: str, need_zh: str
 ) -> RootCause:
@@ -480,6 +530,7 @@ def _diagnose(
     notes: list[str] = []
     notes_zh: list[str] = []
     nes: RootCause | None = None
+    pair_metrics: dict[str, float] = {}
     n_steps = (
         int(ctx.frame["step"].nunique())
         if not ctx.frame.empty and "step" in ctx.frame.columns
@@ -509,6 +560,9 @@ def _diagnose(
                 f"只有 {len(ctx.ranks)} 张卡，无法用同组中位数判断哪张卡慢（两者自身耗时每步相差 "
                 f"{ms(diff)}，占步长 {pct(share_of(diff, ctx.step_us))}）"
             )
+            pair = _pair_holdup(ctx)
+            if pair is not None:
+                why, why_zh, pair_metrics = pair
         need = "a profile of at least 3 ranks of the job, or a baseline run of the same job"
         need_zh = "至少 3 张卡的性能数据，或同一作业的基线数据"
         if n_steps == 1:
@@ -527,21 +581,32 @@ def _diagnose(
             "只采集了 1 步：这一步里的慢卡可能只是单步事件；采集更多步才能确认是否持续变慢"
         )
     if nes is not None:
-        nes = dataclasses.replace(nes, metrics={**nes.metrics, "steps_count": float(n_steps)})
+        nes = dataclasses.replace(
+            nes, metrics={**nes.metrics, **pair_metrics, "steps_count": float(n_steps)}
+        )
     final: list[RootCause] = list(causes)
     if nes is not None and len(ctx.ranks) < R.MIN_RANKS:
         # the slow-rank / waiting findings of a too-small cluster hang under "not enough signal"
+        late = {int(pair_metrics["late_rank"])} if pair_metrics else set()
         undecided = tuple(
             f
             for f in other
             if f.kind is FindingKind.SLOW_RANK
             or (f.kind is FindingKind.COMMUNICATION and "wait" in f.id)
+            # two ranks, one holding the other back: its host/idle findings are the evidence
+            or (
+                late
+                and f.kind is not FindingKind.ENV
+                and f.severity is Severity.HIGH
+                and (not f.ranks or late & set(f.ranks))
+            )
         )
         other = [f for f in other if f not in undecided]
         nes = dataclasses.replace(nes, findings=undecided)
     if nes is not None:
-        if any(c.mechanism in JOB_LEVEL and c.severity is Severity.HIGH for c in final) or any(
-            c.mechanism not in JOB_LEVEL for c in final
+        if not pair_metrics and (
+            any(c.mechanism in JOB_LEVEL and c.severity is Severity.HIGH for c in final)
+            or any(c.mechanism not in JOB_LEVEL for c in final)
         ):
             final.append(nes)
         else:
