@@ -271,3 +271,44 @@ def test_a_slow_rank_case_is_not_cited_when_no_rank_is_slow(pp2: Path) -> None:
         ids = [h.id for h in ans.cases]
         assert "pipeline-bubbles" in ids and "rank12-free-16card" not in ids, (q, ids)
         assert "rank12-free-16card" not in ans.answer
+
+
+def test_fix_first_with_layered_late_ranks_follows_the_arrival_order(real_samples: Path) -> None:
+    """cluster-8rank: three late ranks share their peers' wait in layers.
+
+    The last to arrive is fixed first (a lower layer is gained only once the ranks above it no
+    longer arrive after it); the answer names the others with their own gains and the sum, and no
+    late rank is called "only a victim". Expected values come from the diagnosis' causes.
+    """
+    from advisor_chat.diagnosis import Mechanism, diagnose
+    from advisor_chat.ingest import load_profile
+
+    root = real_samples / "cluster-8rank"
+    d = diagnose(load_profile(root))
+    late = [
+        c
+        for c in d.causes
+        if c.mechanism in (Mechanism.HOST_STALL, Mechanism.COMPUTE_STRAGGLER)
+        and c.culprit.kind == "rank"
+    ]
+    assert len(late) >= 2
+    first, rest = late[0], late[1:]
+    adv = _adv(root)
+    en = adv.ask("which rank should I fix first?").answer
+    assert en.startswith(f"Fix rank {first.culprit.ranks[0]} first")
+    for c in rest:
+        m = re.search(rf"rank {c.culprit.ranks[0]} \((\d+(?:\.\d+)?) ms\)", en)
+        assert m is not None, en
+        assert float(m.group(1)) == pytest.approx((c.gain_us or 0.0) / 1000, rel=2e-3)
+    total = sum(c.gain_us or 0.0 for c in late) / 1000
+    m = re.search(r"fixing all of them saves about (\d+(?:\.\d+)?) ms per step", en)
+    assert m is not None and float(m.group(1)) == pytest.approx(total, rel=2e-3)
+    assert "largest expected gain" not in en
+
+    zh = adv.ask("哪张卡最慢？").answer
+    m = re.search(r"受影响的卡：(.+?)，每步最多损失", zh)
+    assert m is not None
+    shown = {int(x) for x in re.findall(r"\d+", m.group(1).replace("-", ","))}
+    blamed = {c.culprit.ranks[0] for c in rest}
+    assert not shown & blamed  # a late rank is not listed as "victim, not the cause"
+    assert "也在等它，但它们自己也晚到" in zh

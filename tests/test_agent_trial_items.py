@@ -197,18 +197,45 @@ def test_item5_fix_first_is_the_actionable_cause_with_the_largest_gain() -> None
             remedies=(Remedy("action", f"fix {c.culprit.label}", "修复", gain, c.bound),),
         )
 
-    first = act(HOST12, 110_000.0)  # the report's first cause (most waiting explained)
+    # a job-level cause with a larger gain than the late rank listed first is fixed first
+    first = act(HOST12, 110_000.0)  # the report's first cause (it holds the others back longest)
+    job = act(COMM_JOB, 256_000.0)
+    lines = pj.fix_first(_diag(first, job), False).lines
+    assert lines[0].startswith("Fix the whole job first") and pj.us(256_000.0) in lines[0]
+    assert "The report lists rank 12 first" in "\n".join(lines)
+    # equal gains keep the report's order
+    same = dataclasses.replace(job, gain_us=110_000.0, remedies=first.remedies)
+    assert pj.fix_first(_diag(first, same), False).lines[0].startswith("Fix rank 12 first")
+
+
+def test_fix_first_late_ranks_in_layers_follow_the_report_order() -> None:
+    """Two late ranks share their peers' wait in layers (the last to arrive is listed first): the
+    second one's gain comes only once the first no longer arrives after it, so the first is fixed
+    first, and the answer gives the second one's gain and the sum."""
+    import dataclasses
+
+    from advisor_chat.diagnosis.types import Remedy
+
+    def act(c: RootCause, gain: float) -> RootCause:
+        return dataclasses.replace(
+            c,
+            gain_us=gain,
+            remedies=(Remedy("action", f"fix {c.culprit.label}", "修复", gain, c.bound),),
+        )
+
+    first = act(HOST12, 110_000.0)
     r3 = dataclasses.replace(
         act(HOST12, 256_000.0),
         id="cause.host_stall.r3",
         culprit=Culprit("rank", (3,), label="rank 3", label_zh="3号卡"),
     )
-    lines = pj.fix_first(_diag(first, r3), False).lines
-    assert lines[0].startswith("Fix rank 3 first") and pj.us(256_000.0) in lines[0]
-    assert "The report lists rank 12 first" in "\n".join(lines)
-    # equal gains keep the report's order
-    same = dataclasses.replace(r3, gain_us=110_000.0, remedies=first.remedies)
-    assert pj.fix_first(_diag(first, same), False).lines[0].startswith("Fix rank 12 first")
+    for zh in (False, True):
+        p = pj.fix_first(_diag(first, r3), zh)
+        text = "\n".join(p.lines)
+        assert p.lines[0].startswith("先处理12号卡" if zh else "Fix rank 12 first")
+        assert pj.us(256_000.0) in text and pj.us(366_000.0) in text  # rank 3's layer, the sum
+        assert "largest expected gain" not in text and "收益最大" not in text
+        assert {c.id for c in p.causes} == {first.id, r3.id}
 
 
 def test_item12_cause_ids_are_a_trailing_reference_never_mid_prose() -> None:

@@ -735,16 +735,27 @@ def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection
             with_verdict(_VERDICT["culprit"][1 if zh else 0], line, zh) if yes_no else line
         )
         vic = sorted(top.victims, key=lambda i: -i.lost_us)
-        if vic:
-            vr = [i.rank for i in vic]
+        # a rank blamed by another cause waits for this one too, but it is not "only a victim"
+        blamed = {r for rc in real[1:] for r in rc.culprit.ranks} - set(c.ranks)
+        only = [i for i in vic if i.rank not in blamed]
+        late = sorted({i.rank for i in vic if i.rank in blamed})
+        if only:
+            vr = [i.rank for i in only]
             if zh:
                 p.lines.append(
-                    f"受影响的卡：{rank_word(vr, zh)}，每步最多损失 {us(vic[0].lost_us)}（它们是受害者，不是原因）。"
+                    f"受影响的卡：{rank_word(vr, zh)}，每步最多损失 {us(only[0].lost_us)}（它们是受害者，不是原因）。"
                 )
             else:
                 p.lines.append(
-                    f"Victims: {rank_word(vr, zh)} lose up to {us(vic[0].lost_us)} per step (they wait; they are not the cause)."
+                    f"Victims: {rank_word(vr, zh)} lose up to {us(only[0].lost_us)} per step (they wait; they are not the cause)."
                 )
+        if late:
+            p.lines.append(
+                f"{rank_word(late, zh)}也在等它，但它们自己也晚到（见下面的其他原因）。"
+                if zh
+                else f"{rank_word(late, zh)[0].upper()}{rank_word(late, zh)[1:]} wait for it too, "
+                "but are late themselves (see the other causes)."
+            )
     elif c.kind == "link":
         p.plot_ranks = list(c.link or ())
         ends = rank_word(list(c.link or ()), zh)
@@ -1040,8 +1051,26 @@ def fix_first(d: Diagnosis, zh: bool) -> Projection:
         g = act.gain_us if act.gain_us is not None else c.gain_us
         return float(g) if g is not None and g > 0 else 0.0
 
-    order = sorted((c for c in real if _act_gain(c) >= 0), key=lambda c: -_act_gain(c)) + [
-        c for c in real if _act_gain(c) < 0
+    # several late ranks share their peers' wait in layers (the last to arrive is listed first):
+    # a lower layer is gained only once the ranks above it no longer arrive after it, so the
+    # layered ranks are fixed in report order and weigh together, as the first of them
+    layered = [
+        c
+        for c in real
+        if c.mechanism in (Mechanism.HOST_STALL, Mechanism.COMPUTE_STRAGGLER)
+        and c.culprit.kind == "rank"
+    ]
+    if len(layered) < 2:
+        layered = []
+    together = sum(max(_act_gain(c), 0.0) for c in layered)
+
+    def _order_gain(c: RootCause) -> float:
+        if layered and c is layered[0]:
+            return together
+        return -1.0 if c in layered else _act_gain(c)
+
+    order = sorted((c for c in real if _order_gain(c) >= 0), key=lambda c: -_order_gain(c)) + [
+        c for c in real if _order_gain(c) < 0
     ]
     for c in order:
         act = next((r for r in c.remedies if r.kind == "action"), None)
@@ -1075,6 +1104,22 @@ def fix_first(d: Diagnosis, zh: bool) -> Projection:
             p.lines.append(
                 f"Fix {lab} first: {text[0].lower() + text[1:] if text[:2] != text[:2].upper() else text}{g}. Why: {summary(c, zh)}."
             )
+        if layered and c is layered[0]:
+            rest = layered[1:]
+            each = [
+                f"{label(x.culprit, zh)}{'（' if zh else ' ('}{us(x.gain_us or 0.0)}{'）' if zh else ')'}"
+                for x in rest
+            ]
+            p.lines.append(
+                f"{'、'.join(each)}也晚到（括号内为修好它每步节省的时间）：这些收益要等{lab}不再比它们更晚到之后才能得到；"
+                f"全部修好每步约节省 {us(together)}（估计）。"
+                if zh
+                else f"Late too, with what fixing each saves per step: {', '.join(each)}; those "
+                f"gains come only once {lab} no longer arrives after them; fixing all of them "
+                f"saves about {us(together)} per step (estimate)."
+            )
+            for x in rest:
+                p.add_cause(x)
         if c is not real[0]:
             top = real[0]
             p.add_cause(top)
@@ -1086,11 +1131,12 @@ def fix_first(d: Diagnosis, zh: bool) -> Projection:
                 )
             else:
                 p.lines.append(
-                    f"报告把{label(top.culprit, zh)}列在第一位（它解释的等待时间最多），"
+                    f"报告把{label(top.culprit, zh)}列在第一位（它让其他卡等得最久），"
                     f"但{label(c.culprit, zh)}的修改预计收益最大。"
                     if zh
-                    else f"The report lists {label(top.culprit, zh)} first (it explains the most "
-                    f"waiting), but the change on {label(c.culprit, zh)} has the largest expected gain."
+                    else f"The report lists {label(top.culprit, zh)} first (it holds the others "
+                    f"back the longest), but the change on {label(c.culprit, zh)} has the largest "
+                    "expected gain."
                 )
         p.plot_ranks = list(c.culprit.ranks)[:8]
         return p
