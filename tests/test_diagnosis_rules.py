@@ -606,3 +606,54 @@ def test_host_remedies_point_at_the_file_the_export_has(
             assert "trace_view.json" not in en + zh and ".db" in en and ".db" in zh, en
         else:
             assert "trace_view.json" in en and ".db" not in en, en
+
+
+def test_a_few_small_transfers_do_not_name_exposed_communication_many_small_collectives() -> None:
+    """The mechanism in the headline is the one that holds the time: 6 collectives per step whose
+    small transfers take 1.2 ms of 40 ms exposed is plain exposed communication, overlap first."""
+    from advisor_chat.analyzers.base import Finding, FindingKind, Severity
+    from advisor_chat.diagnosis.context import build_context
+    from advisor_chat.diagnosis.rules import rule_exposed_communication
+    from advisor_chat.reporting import run_report
+
+    ops = [
+        {
+            "rank": r,
+            "group": "g",
+            "step": s,
+            "op_name": f"hcom_allReduce__{s}_{i}",
+            "op_type": "hcom_allReduce_",
+            "comm_kind": "collective",
+            "start_us": s * 1e6 + i * 1000.0,
+            "elapse_ms": 40 / 6,
+            "transit_ms": 40 / 6,
+            "wait_ms": 0.0,
+            "synchronization_ms": 0.0,
+            "idle_ms": 0.0,
+            "wait_ratio": 0.0,
+            "synchronization_ratio": 0.0,
+        }
+        for r in range(8)
+        for s in range(1, 4)
+        for i in range(6)
+    ]
+    p = make_profile({"step_trace": rows(8, 3, comm=40 * MS), "comm_ops": ops})
+    ctx = build_context(p, run_report(p, diagnose=False).results)
+
+    def small(time_us: float) -> Finding:
+        return Finding(
+            id="slow_link.communication.small_packets",
+            kind=FindingKind.COMMUNICATION,
+            severity=Severity.LOW,
+            summary="small transfers",
+            metrics={"small_time_us_per_step": time_us},
+            symptom_tags=("small_packets",),
+        )
+
+    for time_us, many in ((1.2 * MS, False), (30 * MS, True)):
+        ctx.findings = [f for f in ctx.findings if "small_packets" not in f.id] + [small(time_us)]
+        ctx.claimed = set()
+        (c,) = rule_exposed_communication(ctx, [])
+        assert c.summary.startswith("Many small collectives") is many, c.summary
+        assert ("Fuse" in c.remedies[0].text) is many
+        assert c.metrics["collectives_per_step"] == 6

@@ -70,6 +70,9 @@ MANY_COLLECTIVES = 32
 VICTIM_MIN_SHARE = 0.005
 #: Not enough signal: fewer ranks than this cannot name a slow rank against a peer median.
 MIN_RANKS = 3
+#: Share of the exposed communication the small transfers must take for the exposed-communication
+#: cause to be "many small collectives" (with fewer than ``MANY_COLLECTIVES`` per step).
+SMALL_TIME_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -1837,7 +1840,13 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         "overlap_ratio": overlap,
     }
     small_f = ctx.finding("slow_link.communication.small_packets")
-    many = bool(small_f) or (math.isfinite(n_ops) and n_ops >= MANY_COLLECTIVES)
+    # "many small collectives" names the mechanism only when it holds the time: many collectives
+    # per step, or small transfers taking at least half of the exposed communication (a few
+    # small transfers of 1 ms beside 48 ms of exposed communication do not)
+    small_us = sum(f.metrics.get("small_time_us_per_step", 0.0) for f in small_f)
+    many = (math.isfinite(n_ops) and n_ops >= MANY_COLLECTIVES) or (
+        bool(small_f) and small_us >= SMALL_TIME_SHARE * rest
+    )
     extra = extra_zh = ""
     if math.isfinite(n_ops):
         metrics["collectives_per_step"] = n_ops
@@ -1845,7 +1854,8 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         extra_zh = f"，每卡每步 {n_ops:.0f} 次集合通信"
     sl = ctx.result("slow_link")
     if (
-        small_f
+        many
+        and small_f
         and sl is not None
         and "small_packets" in sl.tables
         and not sl.tables["small_packets"].empty
@@ -1870,7 +1880,6 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     )
     # fusing saves at most the time the small transfers take (small-packet findings), never
     # the whole exposed communication; without a measured small-transfer time, no gain
-    small_us = sum(f.metrics.get("small_time_us_per_step", 0.0) for f in small_f)
     fuse_gain = min(rest, small_us) if small_us > 0 else None
     fuse = Remedy(
         "action",
