@@ -439,3 +439,25 @@ def test_damaged_cache_document_means_a_fresh_parse(
     assert set(again.tables) == set(first.tables)
     for name, df in first.tables.items():
         pd.testing.assert_frame_equal(df, again.tables[name], check_dtype=False)
+
+
+def test_a_damaged_stored_walk_is_written_again(
+    tmp_path: Path, real_samples: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reload that cannot read the stored walk walks the folder and stores the walk again."""
+    from advisor_chat.ingest import cache as cache_mod
+
+    root, settings = _copy(tmp_path, real_samples / "pt-text-level1-2rank")
+    first = load_profile(root, settings=settings, cache_write="now")
+    _settle(monkeypatch)
+    load_profile(root, settings=settings)  # stores the walk it can now trust
+    doc = settings.cache_dir / "profiles" / first.profile_id / cache_mod.PLAN_DOC
+    good = doc.read_bytes()
+    doc.write_bytes(good[: len(good) // 2])
+    walks = loader_mod.PARSE_STATS["walks"]
+    again = load_profile(root, settings=settings)
+    assert again.cache_hit and loader_mod.PARSE_STATS["walks"] == walks + 1
+    assert cache_mod.load_doc(doc)["units"] == 2  # readable again
+    revalidated = loader_mod.PARSE_STATS["revalidated"]
+    third = load_profile(root, settings=settings)
+    assert third.cache_hit and loader_mod.PARSE_STATS["revalidated"] == revalidated + 1

@@ -1205,8 +1205,9 @@ def load_profile(
             if early is None or early.key != plan.cache_key:
                 cache_mod.remember(settings.cache_dir, str(plan.root), plan.cache_key)
             walk = _plan_snapshot(plan)
-            if walk is not None and not cache_mod.has_plan(settings.cache_dir, plan.cache_key):
-                # first written while the folder was too fresh to trust (or by an older version)
+            if walk is not None:
+                # this load walked the folder: the stored walk is missing (first written while
+                # the folder was too fresh to trust), damaged or from an older version
                 cache_mod.store_plan(settings.cache_dir, plan.cache_key, walk)
             if isinstance(cached.heavy, HeavyReader):
                 cached.heavy.progress = progress if callable(progress) else None
