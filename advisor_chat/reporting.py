@@ -396,6 +396,8 @@ def _finding_md(f: Finding, heading: str) -> list[str]:
 def _cause_heading(c: Any) -> str:
     """``'<mechanism title>: <culprit>'``, the culprit left out when it only repeats the title."""
     title = _MECH_TITLE.get(c.mechanism.value, c.mechanism.value)
+    if str(c.id).startswith("cause.peer_wait"):
+        title = "Waiting at the collectives"  # for whom is not in the data: not a compute straggler
     label = str(c.culprit.label)
     return title if label.strip().lower() == title.strip().lower() else f"{title}: {label}"
 
@@ -429,6 +431,8 @@ def render_markdown(report: Report) -> str:
     shown: set[str] = set()
     if d is not None:
         out += ["", "## Diagnosis", "", f"**{md_text(d.headline, limit=None)}**", ""]
+        if d.left_out:  # input the diagnosis could not use: said before any cause
+            out += [f"> {md_text(d.left_out, limit=None)}", ""]
         if d.step_time_us:
             sh = ", ".join(f"{k.replace('_', ' ')} {v:.1%}" for k, v in d.shares.items())
             out += [f"Median step {fmt_ms(d.step_time_us)}; cluster-wide shares: {sh}.", ""]
@@ -582,6 +586,8 @@ def render_html(report: Report) -> str:
         parts.append(f'<p class="headline"><b>{e(d.headline)}</b></p>')
         if d.headline_zh:
             parts.append(f'<p class="zh" lang="zh">{e(d.headline_zh)}</p>')
+        if d.left_out:  # input the diagnosis could not use: said before any cause
+            parts.append(f'<p class="left-out"><b>{e(d.left_out)}</b></p>')
         if d.step_time_us:
             sh = ", ".join(f"{k.replace('_', ' ')} {v:.1%}" for k, v in d.shares.items())
             parts.append(

@@ -125,3 +125,27 @@ def test_cluster_8rank_markdown_is_english_only_with_units_and_no_marker_header(
     assert found
     for m in found:
         assert m.group(2) == "n/a" or m.group(3) == " ms", m.group(0)
+
+
+def test_report_says_what_was_left_out_before_the_causes(tmp_path, real_samples) -> None:
+    """A damaged file is named at the top of the diagnosis (Markdown and HTML), not only among
+    the low-severity findings at the end; a peer the data lacks is not titled 'compute straggler'."""
+    import shutil
+
+    from advisor_chat.config import load_settings
+    from advisor_chat.ingest import load_profile
+    from advisor_chat.reporting import render_html, render_markdown, run_report
+
+    root = tmp_path / "p"
+    shutil.copytree(real_samples / "pt-text-level1-2rank", root)
+    bad = root / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "communication_matrix.json"
+    bad.write_text('{"step1": {"collective": {"allreduce@1": {"0-1": {"Trans')
+    report = run_report(load_profile(root, settings=load_settings(home=tmp_path / "h")))
+    md = render_markdown(report)
+    top = md.index("## Diagnosis")
+    first_cause = md.index("### Cause 1.")
+    said = md.index("matrix.json is not valid JSON", top)
+    assert top < said < first_cause
+    assert "Compute straggler" not in md[first_cause : md.index("\n", first_cause)]
+    html = render_html(report)
+    assert html.index('class="left-out"') < html.index('class="f cause')
