@@ -382,9 +382,11 @@ def test_job_idle_on_a_folder_lacking_ranks_speaks_for_the_ranks_present(present
     assert f.summary.startswith("Every rank idles") and "no rank is slow" in f.summary
 
 
-def test_many_small_collectives_exposed_everywhere_is_one_job_cause() -> None:
-    # every rank: 40 ms of exposed communication, 64 collectives per step, no late rank
-    ops = [
+def _allreduces(
+    n_ranks: int, n_steps: int, per_step: int, *, elapse_ms: float, transit_ms: float
+) -> list[dict[str, Any]]:
+    """``comm_ops`` rows: ``per_step`` all-reduces per rank and step, no wait (idle = the rest)."""
+    return [
         {
             "rank": r,
             "group": "g",
@@ -393,18 +395,23 @@ def test_many_small_collectives_exposed_everywhere_is_one_job_cause() -> None:
             "op_type": "hcom_allReduce_",
             "comm_kind": "collective",
             "start_us": s * 1e6 + i * 1000.0,
-            "elapse_ms": 0.625,
-            "transit_ms": 0.1,
+            "elapse_ms": elapse_ms,
+            "transit_ms": transit_ms,
             "wait_ms": 0.0,
             "synchronization_ms": 0.0,
-            "idle_ms": 0.525,
+            "idle_ms": elapse_ms - transit_ms,
             "wait_ratio": 0.0,
             "synchronization_ratio": 0.0,
         }
-        for r in range(8)
-        for s in range(1, 4)
-        for i in range(64)
+        for r in range(n_ranks)
+        for s in range(1, n_steps + 1)
+        for i in range(per_step)
     ]
+
+
+def test_many_small_collectives_exposed_everywhere_is_one_job_cause() -> None:
+    # every rank: 40 ms of exposed communication, 64 collectives per step, no late rank
+    ops = _allreduces(8, 3, 64, elapse_ms=0.625, transit_ms=0.1)
     p = make_profile({"step_trace": rows(8, 3, comm=40 * MS), "comm_ops": ops})
     d = diagnose(p)
     c = top(d)
@@ -616,27 +623,7 @@ def test_a_few_small_transfers_do_not_name_exposed_communication_many_small_coll
     from advisor_chat.diagnosis.rules import rule_exposed_communication
     from advisor_chat.reporting import run_report
 
-    ops = [
-        {
-            "rank": r,
-            "group": "g",
-            "step": s,
-            "op_name": f"hcom_allReduce__{s}_{i}",
-            "op_type": "hcom_allReduce_",
-            "comm_kind": "collective",
-            "start_us": s * 1e6 + i * 1000.0,
-            "elapse_ms": 40 / 6,
-            "transit_ms": 40 / 6,
-            "wait_ms": 0.0,
-            "synchronization_ms": 0.0,
-            "idle_ms": 0.0,
-            "wait_ratio": 0.0,
-            "synchronization_ratio": 0.0,
-        }
-        for r in range(8)
-        for s in range(1, 4)
-        for i in range(6)
-    ]
+    ops = _allreduces(8, 3, 6, elapse_ms=40 / 6, transit_ms=40 / 6)
     p = make_profile({"step_trace": rows(8, 3, comm=40 * MS), "comm_ops": ops})
     ctx = build_context(p, run_report(p, diagnose=False).results)
 

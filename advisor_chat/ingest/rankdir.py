@@ -205,22 +205,10 @@ def _put(
     the rest of its batch; without a sink (or a known rank), or when the CSV came back as a
     DataFrame (a large file), it is converted here.
     """
-    if raw is not None:
-        if sink is not None and rd.rank is not None and isinstance(raw, Columns):
-            if raw.n:
-                sink.add_raw(table, raw, rd.rank)
-                rd.sources.append(
-                    TableSource(
-                        table=table,
-                        path=str(path),
-                        export=rd.export,  # type: ignore[arg-type]
-                        rank=rd.rank,
-                        rows=raw.n,
-                        version=version,
-                    )
-                )
-            return
-        cols = _RAW_TABLES[table](raw, rd.rank)
+    if raw is not None and not (
+        sink is not None and rd.rank is not None and isinstance(raw, Columns)
+    ):
+        cols, raw = _RAW_TABLES[table](raw, rd.rank), None
     if sink is None or rd.rank is None or df is not None:
         if df is None:
             if cols is not None:
@@ -229,10 +217,15 @@ def _put(
                 df = _tuples_frame(*rows) if rows is not None and rows[1] else pd.DataFrame()
         rd.add(table, df, path, version=version)
         return
-    n = cols[1] if cols is not None else len(rows[1]) if rows is not None else 0
+    if raw is not None:
+        n = raw.n
+    else:
+        n = cols[1] if cols is not None else len(rows[1]) if rows is not None else 0
     if not n:
         return
-    if cols is not None:
+    if raw is not None:
+        sink.add_raw(table, raw, rd.rank)
+    elif cols is not None:
         sink.add_columns(table, cols[0], n)
     elif rows is not None:
         sink.add_rows(table, *rows)
