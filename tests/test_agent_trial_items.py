@@ -223,11 +223,13 @@ def test_fix_first_late_ranks_in_layers_follow_the_report_order() -> None:
             remedies=(Remedy("action", f"fix {c.culprit.label}", "修复", gain, c.bound),),
         )
 
-    first = act(HOST12, 110_000.0)
+    total = {"late_ranks_gain_us": 366_000.0}  # as the diagnosis states it
+    first = dataclasses.replace(act(HOST12, 110_000.0), metrics=total)
     r3 = dataclasses.replace(
         act(HOST12, 256_000.0),
         id="cause.host_stall.r3",
         culprit=Culprit("rank", (3,), label="rank 3", label_zh="3号卡"),
+        metrics=total,
     )
     for zh in (False, True):
         p = pj.fix_first(_diag(first, r3), zh)
@@ -236,6 +238,9 @@ def test_fix_first_late_ranks_in_layers_follow_the_report_order() -> None:
         assert pj.us(256_000.0) in text and pj.us(366_000.0) in text  # rank 3's layer, the sum
         assert "largest expected gain" not in text and "收益最大" not in text
         assert {c.id for c in p.causes} == {first.id, r3.id}
+    # without the diagnosis' total no sum is made up in the answer
+    bare = [dataclasses.replace(c, metrics={}) for c in (first, r3)]
+    assert pj.us(366_000.0) not in "\n".join(pj.fix_first(_diag(*bare), False).lines)
 
 
 def test_item12_cause_ids_are_a_trailing_reference_never_mid_prose() -> None:

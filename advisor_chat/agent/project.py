@@ -1063,6 +1063,8 @@ def fix_first(d: Diagnosis, zh: bool) -> Projection:
     if len(layered) < 2:
         layered = []
     together = sum(max(_act_gain(c), 0.0) for c in layered)
+    # the sum as the diagnosis states it (``late_ranks_gain_us``): every number is a tool's
+    stated = layered[0].metrics.get("late_ranks_gain_us") if layered else None
 
     def _order_gain(c: RootCause) -> float:
         if layered and c is layered[0]:
@@ -1110,13 +1112,18 @@ def fix_first(d: Diagnosis, zh: bool) -> Projection:
                 f"{label(x.culprit, zh)}{'（' if zh else ' ('}{us(x.gain_us or 0.0)}{'）' if zh else ')'}"
                 for x in rest
             ]
+            all_zh = f"全部修好每步约节省 {us(stated)}（估计）。" if stated else ""
+            all_en = (
+                f"; fixing all of them saves about {us(stated)} per step (estimate)"
+                if stated
+                else ""
+            )
             p.lines.append(
-                f"{'、'.join(each)}也晚到（括号内为修好它每步节省的时间）：这些收益要等{lab}不再比它们更晚到之后才能得到；"
-                f"全部修好每步约节省 {us(together)}（估计）。"
+                f"{'、'.join(each)}也晚到（括号内为修好它每步节省的时间）：这些收益要等{lab}不再比它们更晚到之后才能得到"
+                + ("；" + all_zh if all_zh else "。")
                 if zh
                 else f"Late too, with what fixing each saves per step: {', '.join(each)}; those "
-                f"gains come only once {lab} no longer arrives after them; fixing all of them "
-                f"saves about {us(together)} per step (estimate)."
+                f"gains come only once {lab} no longer arrives after them{all_en}."
             )
             for x in rest:
                 p.add_cause(x)

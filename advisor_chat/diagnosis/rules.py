@@ -1205,8 +1205,18 @@ def rule_stragglers_and_events(ctx: Context) -> list[RootCause]:
         out.append(_group_cause(ctx, g, n_steps))
     singles = {r: _all_step_events(ctx, r) for r in sorted(persistent) if r not in grouped}
     layered = layered_victims(ctx, singles, n_steps)
-    for r, evs in singles.items():
-        out.append(_rank_cause(ctx, r, evs, n_steps, scoped=False, victims=layered.get(r, ())))
+    ranks_out = [
+        _rank_cause(ctx, r, evs, n_steps, scoped=False, victims=layered.get(r, ()))
+        for r, evs in singles.items()
+    ]
+    if len(ranks_out) >= 2:
+        # the late ranks share their peers' wait in layers: what fixing all of them saves
+        total = sum(c.gain_us or 0.0 for c in ranks_out)
+        ranks_out = [
+            dataclasses.replace(c, metrics={**c.metrics, "late_ranks_gain_us": total})
+            for c in ranks_out
+        ]
+    out += ranks_out
     if transient:
         out.append(_events_cause(ctx, [e for evs in transient.values() for e in evs], n_steps))
     return out
