@@ -923,7 +923,7 @@ def to_markdown(results: dict[str, Any]) -> str:
         "`advisor-chat report PATH` with an empty cache (the folder's files in the page cache, as "
         "in the pairs above), then again (cached), then `advisor-chat ask PATH "
         f'"{QUESTIONS[0]}"` on the cached profile; wall time of the whole command (Python start, '
-        "imports, rendering included; no TTY, so no progress bars).",
+        "imports, rendering included; no TTY: progress as plain lines on stderr).",
         "",
         "| ranks | export | report cold s | report cached s | ask (cached) s | report cold peak MB |",
         "|---|---|---|---|---|---|",
