@@ -464,6 +464,19 @@ def test_two_ranks_one_holding_the_other_back_is_said_with_its_numbers() -> None
     # no slow rank is named as a cause: 2 ranks cannot tell slow from fast
     assert not any(x.culprit.kind == "rank" for x in d.causes)
 
+    from advisor_chat.agent import Advisor
+    from advisor_chat.config import Settings
+
+    p = make_profile({"step_trace": rows(2, 4, delta=delta)}, warnings=[warn])
+    adv = Advisor(p, settings=Settings(), case_search=lambda *a, **k: [])
+    for q, lead in (
+        ("why is rank 1 slow?", "Not enough signal to say whether rank 1 is slow: of the 2 ranks"),
+        ("为什么1号卡慢？", "没有足够的信息判断1号卡是否慢：现有的 2 张卡"),
+    ):
+        ans = adv.ask(q).answer
+        assert ans.startswith(lead), ans
+        assert "no rank named" not in ans and "不指向某张卡" not in ans
+
 
 def test_two_ranks_within_noise_say_only_that_two_ranks_cannot_tell() -> None:
     delta = {(1, None): {"free": 1 * MS}}  # 1 ms: below 5% of the step

@@ -378,6 +378,8 @@ def _few_ranks(c: RootCause) -> bool:
 
 def _shown_header(c: RootCause, zh: bool) -> str:
     """The line before what the data does show under a not-enough-signal lead."""
+    if _few_ranks(c) and "late_rank" in c.metrics:  # the lead already compared the two ranks
+        return "数据还能说明的是：" if zh else "What else the data shows:"
     if _few_ranks(c):
         return (
             "数据能说明的是（不指向某张卡）：" if zh else "What the data does show (no rank named):"
