@@ -238,9 +238,11 @@ def test_fix_first_late_ranks_in_layers_follow_the_report_order() -> None:
         assert pj.us(256_000.0) in text and pj.us(366_000.0) in text  # rank 3's layer, the sum
         assert "largest expected gain" not in text and "收益最大" not in text
         assert {c.id for c in p.causes} == {first.id, r3.id}
-    # without the diagnosis' total no sum is made up in the answer
+    # late ranks the diagnosis does not mark as layered are independent: the largest gain first,
+    # and no sum is made up in the answer
     bare = [dataclasses.replace(c, metrics={}) for c in (first, r3)]
-    assert pj.us(366_000.0) not in "\n".join(pj.fix_first(_diag(*bare), False).lines)
+    lines = pj.fix_first(_diag(*bare), False).lines
+    assert lines[0].startswith("Fix rank 3 first") and pj.us(366_000.0) not in "\n".join(lines)
 
 
 def test_item12_cause_ids_are_a_trailing_reference_never_mid_prose() -> None:

@@ -1056,17 +1056,12 @@ def fix_first(d: Diagnosis, zh: bool) -> Projection:
     # several late ranks share their peers' wait in layers (the last to arrive is listed first):
     # a lower layer is gained only once the ranks above it no longer arrive after it, so the
     # layered ranks are fixed in report order and weigh together, as the first of them
-    layered = [
-        c
-        for c in real
-        if c.mechanism in (Mechanism.HOST_STALL, Mechanism.COMPUTE_STRAGGLER)
-        and c.culprit.kind == "rank"
-    ]
+    # (the diagnosis marks them: ``late_ranks_gain_us``, what fixing all of them saves)
+    layered = [c for c in real if "late_ranks_gain_us" in c.metrics]
     if len(layered) < 2:
         layered = []
     together = sum(max(_act_gain(c), 0.0) for c in layered)
-    # the sum as the diagnosis states it (``late_ranks_gain_us``): every number is a tool's
-    stated = layered[0].metrics.get("late_ranks_gain_us") if layered else None
+    stated = layered[0].metrics["late_ranks_gain_us"] if layered else None
 
     def _order_gain(c: RootCause) -> float:
         if layered and c is layered[0]:
