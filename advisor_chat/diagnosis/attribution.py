@@ -1,0 +1,394 @@
+"""Wait attribution from the collectives: who waits for whom, for how long, and what it costs the job.
+
+Every collective instance (one ``(group, op_name, step)`` of ``comm_ops``, send/receive excluded)
+has an arrival order over its ranks, read from their Wait Time: a rank that arrives ``d`` µs
+before the last one waits ``d`` µs more than it, so the rank with the least wait arrived last
+(ascend-formats.md §2.6). Per instance:
+
+- the **late arriver** is the rank with the least wait;
+- its **cost** is the wait of the second-least-waiting rank minus its own: had it arrived with
+  the next-latest rank, the collective, and every member's step, would have finished that much
+  earlier. That is also what each of its victims loses to it, so a culprit's cost and its
+  victims' loss are one number measured one way;
+- a **unit** of ranks (a rank, a node, a communication group, a pipeline stage) costs
+  ``min(wait outside the unit) - min(wait)`` when its latest member arrives after every rank
+  outside it.
+
+Independent culprits are found greedily (:func:`attribute`): the unit that costs the job the
+most is taken, the instances are re-timed as if it had arrived on time (every wait reduced by
+its cost, floored at zero), and the next unit is looked for in what is left, so nothing is
+counted twice and the causes come out ranked by what they cost. A rank-level culprit is preferred
+over the node / group that contains it when it alone explains most of the unit's cost.
+
+Nodes come from the data only: components of the ranks joined by on-node links (HCCS / SIO) in
+``comm_matrix``; ranks are never grouped by a guessed ranks-per-node.
+
+Source: ``comm_ops`` Wait Time (``communication.json`` / ``analysis.db`` CommAnalyzerTime /
+``cluster_communication.json``), ms converted to µs; ``comm_matrix`` transports for nodes;
+``comm_groups`` for groups.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from advisor_chat.analyzers._common import groups_table, is_p2p
+from advisor_chat.ingest.profile import Profile
+
+#: A culprit must cost at least this share of the median step per step to be reported.
+MIN_COST_SHARE = 0.02
+#: A rank inside a larger unit is the culprit when it alone explains at least this share of the
+#: unit's cost; otherwise the unit is.
+RANK_EXPLAINS_UNIT = 0.7
+#: One instance whose cost is at least this many times the median step (and at least
+#: ``EVENT_MIN_US``) is a single large late arrival (an event).
+EVENT_STEP_MULTIPLE = 2.0
+EVENT_MIN_US = 500_000.0
+#: At most this many independent culprits.
+MAX_CULPRITS = 6
+#: Transports of links inside one node (Atlas HCCS mesh, SIO between dies).
+ON_NODE = ("HCCS", "SIO")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A set of ranks the data reveals as one physical or logical thing.
+
+    Attributes:
+        kind: ``rank``, ``node``, ``group`` (communication group) or ``stage``.
+        name: ``rank 3``, ``node 1``, the group's name or hash, ``stage 0``.
+        ranks: Sorted global ranks.
+    """
+
+    kind: str
+    name: str
+    ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class LateEvent:
+    """One very large late arrival at one collective.
+
+    Attributes:
+        step: Step id.
+        group: Communication group hash.
+        op_name: The collective.
+        culprit: The late rank.
+        cost_us: What it cost that collective (µs).
+        victims: Ranks that waited for it (wait above the culprit's by ≥ half the cost).
+        max_wait_us: The longest wait of a victim (µs).
+    """
+
+    step: int
+    group: str
+    op_name: str
+    culprit: int
+    cost_us: float
+    victims: tuple[int, ...]
+    max_wait_us: float
+
+
+@dataclass(frozen=True)
+class CulpritCost:
+    """One independent culprit and what it costs the job.
+
+    Attributes:
+        unit: The culprit unit.
+        cost_us_per_step: Job time lost per captured step (µs): sum of its instance costs / steps.
+        cost_us_by_step: ``{step: µs}`` of that cost.
+        instances: Collective instances where it arrived last.
+        victims: ``{rank: µs per step}`` each other rank lost waiting for it (≤ the cost).
+        order: 1 for the most costly culprit, then 2, ...; costs of later culprits are measured
+            after the earlier ones are re-timed as on time.
+        members_cost_us: For node/group units: ``{rank: µs per step}`` of the members alone.
+    """
+
+    unit: Unit
+    cost_us_per_step: float
+    cost_us_by_step: dict[int, float]
+    instances: int
+    victims: dict[int, float]
+    order: int
+    members_cost_us: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def steps_hit(self) -> tuple[int, ...]:
+        """Steps where it cost at least a tenth of its largest step cost."""
+        if not self.cost_us_by_step:
+            return ()
+        top = max(self.cost_us_by_step.values())
+        return tuple(sorted(s for s, v in self.cost_us_by_step.items() if v >= 0.1 * top))
+
+
+@dataclass(frozen=True)
+class WaitAttribution:
+    """The account of collective waiting for one profile.
+
+    Attributes:
+        instances: One row per collective instance: ``group, op_name, step, ranks_count,
+            late_rank, cost_us, max_wait_us``.
+        culprits: Independent culprits, most costly first.
+        events: Single very large late arrivals, largest first.
+        steps_count: Steps with collectives.
+        total_wait_us_per_step: Mean over ranks of the wait per step (µs): what the ranks spend
+            waiting in collectives in all.
+        units: Every unit the data reveals (nodes, groups, stages) besides single ranks.
+    """
+
+    instances: pd.DataFrame
+    culprits: tuple[CulpritCost, ...]
+    events: tuple[LateEvent, ...]
+    steps_count: int
+    total_wait_us_per_step: float
+    units: tuple[Unit, ...]
+
+    def culprit_of(self, rank: int) -> CulpritCost | None:
+        """The culprit entry whose unit holds ``rank``, if any."""
+        return next((c for c in self.culprits if rank in c.unit.ranks), None)
+
+
+def nodes(profile: Profile) -> list[tuple[int, ...]]:
+    """Nodes (hosts) as components of ranks joined by on-node links in ``comm_matrix``.
+
+    Returns the components (sorted tuples, by lowest rank) when there are at least two and every
+    rank of the matrix is in one; ``[]`` when the matrix is missing or shows one node.
+    """
+    m = profile.get("comm_matrix")
+    if m.empty or "transport" not in m.columns:
+        return []
+    t = m["transport"].astype("string").fillna("").str.upper()
+    on = m[t.isin(ON_NODE) & (m["src_rank"] != m["dst_rank"])]
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for r in pd.concat([m["src_rank"], m["dst_rank"]]).dropna().astype(int).unique():
+        find(int(r))
+    for a, b in on[["src_rank", "dst_rank"]].dropna().astype(int).itertuples(index=False):
+        parent[find(int(a))] = find(int(b))
+    comps: dict[int, list[int]] = defaultdict(list)
+    for r in list(parent):
+        comps[find(r)].append(r)
+    if len(comps) < 2 or any(len(c) < 2 for c in comps.values()):
+        return []
+    return sorted((tuple(sorted(c)) for c in comps.values()), key=lambda c: c[0])
+
+
+def _units(profile: Profile, stages: list[tuple[int, ...]], ranks: set[int]) -> list[Unit]:
+    out: list[Unit] = []
+    for i, n in enumerate(nodes(profile)):
+        out.append(Unit("node", f"node {i} (ranks {n[0]}-{n[-1]})", n))
+    g = groups_table(profile)
+    for row in g.itertuples(index=False):
+        rs = tuple(int(r) for r in row.ranks)
+        if 1 < len(rs) < len(ranks):
+            out.append(Unit("group", str(row.group_name or row.group), rs))
+    for i, s in enumerate(stages):
+        if 1 < len(s) < len(ranks):
+            out.append(Unit("stage", f"stage {i}", tuple(s)))
+    seen: set[tuple[int, ...]] = set()
+    uniq = []
+    for u in out:
+        if u.ranks not in seen:
+            seen.add(u.ranks)
+            uniq.append(u)
+    return uniq
+
+
+def instance_waits(profile: Profile) -> pd.DataFrame:
+    """Wait per rank of every collective instance (µs).
+
+    Returns:
+        Columns ``group, op_name, step, rank, wait_us``; send/receive excluded; one row per
+        (instance, rank). Wait Time (``wait_ms``), Elapse Time when it is missing. Empty without
+        ``comm_ops``.
+    """
+    ops = profile.get("comm_ops")
+    cols = ["group", "op_name", "step", "rank", "wait_us"]
+    if ops.empty:
+        return pd.DataFrame(columns=cols)
+    ops = ops[~is_p2p(ops["op_type"]) & (ops["comm_kind"].fillna("collective") != "p2p")]
+    w = ops["wait_ms"].where(ops["wait_ms"].notna(), ops["elapse_ms"])
+    out = pd.DataFrame(
+        {
+            "group": ops["group"].astype(str),
+            "op_name": ops["op_name"].astype(str),
+            "step": ops["step"].fillna(-1).astype(int),
+            "rank": ops["rank"].astype(int),
+            "wait_us": pd.to_numeric(w, errors="coerce") * 1000.0,
+        }
+    )
+    out = out[np.isfinite(out["wait_us"])]
+    return out.drop_duplicates(["group", "op_name", "step", "rank"]).reset_index(drop=True)
+
+
+def _cost(waits: np.ndarray, member: np.ndarray) -> float:
+    """What a unit costs one instance: min wait outside minus min wait (0 when it is not last)."""
+    if member.all() or not member.any():
+        return 0.0
+    return max(float(waits[~member].min() - waits.min()), 0.0)
+
+
+def _alone(cur: list[tuple[tuple[str, str, int], np.ndarray, np.ndarray]], unit: Unit) -> float:
+    """Sum over a unit's late instances of what its latest member alone costs (µs).
+
+    Close to the unit's own cost when single members carry it (one slow rank, or one-rank events
+    rotating inside the unit); much smaller when the members arrive late together (a slow node).
+    """
+    members = np.asarray(unit.ranks)
+    total = 0.0
+    for _, rs, ws in cur:
+        if _cost(ws, np.isin(rs, members)) > 0:
+            total += _cost(ws, rs == rs[int(np.argmin(ws))])
+    return total
+
+
+def attribute(
+    profile: Profile, stages: list[tuple[int, ...]], step_us: float
+) -> WaitAttribution | None:
+    """Attribute the collectives' waiting to independent culprits (see the module docstring).
+
+    Args:
+        profile: The profile (``comm_ops``; ``comm_matrix`` and ``comm_groups`` for units).
+        stages: Pipeline stages (units), ``[]`` without pipeline parallelism.
+        step_us: Median step time (µs), for the reporting threshold and events.
+
+    Returns:
+        The :class:`WaitAttribution`, or ``None`` without collective instances of ≥ 2 ranks.
+    """
+    w = instance_waits(profile)
+    if w.empty:
+        return None
+    keys = ["group", "op_name", "step"]
+    inst: list[tuple[tuple[str, str, int], np.ndarray, np.ndarray]] = []
+    for key, sub in w.groupby(keys, sort=False):
+        if len(sub) >= 2:
+            inst.append(
+                (
+                    (str(key[0]), str(key[1]), int(key[2])),  # type: ignore[index]
+                    sub["rank"].to_numpy(int),
+                    sub["wait_us"].to_numpy(float),
+                )
+            )
+    if not inst:
+        return None
+    steps = sorted({k[2] for k, _, _ in inst})
+    n_steps = max(len(steps), 1)
+    ranks_all = sorted({int(r) for _, rs, _ in inst for r in rs})
+    rows = []
+    for (g, op, s), rs, ws in inst:
+        order = np.argsort(ws)
+        cost = float(ws[order[1]] - ws[order[0]]) if len(ws) >= 2 else 0.0
+        rows.append((g, op, s, len(rs), int(rs[order[0]]), cost, float(ws.max())))
+    table = pd.DataFrame(
+        rows,
+        columns=[*keys, "ranks_count", "late_rank", "cost_us", "max_wait_us"],
+    )
+    per_rank_wait = w.groupby("rank")["wait_us"].sum() / n_steps
+    total_wait = float(per_rank_wait.mean()) if len(per_rank_wait) else 0.0
+    units = _units(profile, stages, set(ranks_all))
+    # events: one instance costing far more than a step
+    events: list[LateEvent] = []
+    ev_thr = max(EVENT_MIN_US, EVENT_STEP_MULTIPLE * step_us if math.isfinite(step_us) else 0.0)
+    for (g, op, s), rs, ws in inst:
+        order = np.argsort(ws)
+        cost = float(ws[order[1]] - ws[order[0]])
+        if cost >= ev_thr:
+            base = float(ws[order[0]])
+            vict = tuple(
+                sorted(int(r) for r, x in zip(rs, ws, strict=True) if x - base >= cost / 2)
+            )
+            events.append(LateEvent(s, g, op, int(rs[order[0]]), cost, vict, float(ws.max())))
+    events.sort(key=lambda e: -e.cost_us)
+    # greedy independent culprits
+    cur = [(k, rs, ws.copy()) for k, rs, ws in inst]
+    thr = MIN_COST_SHARE * step_us if math.isfinite(step_us) and step_us > 0 else 0.0
+    culprits: list[CulpritCost] = []
+    taken: set[int] = set()
+    for order_i in range(1, MAX_CULPRITS + 1):
+        cand = [Unit("rank", f"rank {r}", (r,)) for r in ranks_all if r not in taken]
+        cand += [u for u in units if not set(u.ranks) & taken]
+        costs: dict[tuple[int, ...], float] = {}
+        for u in cand:
+            members = np.asarray(u.ranks)
+            total = 0.0
+            for _, rs, ws in cur:
+                total += _cost(ws, np.isin(rs, members))
+            costs[u.ranks] = total / n_steps
+        if not costs:
+            break
+        best = max(cand, key=lambda u: (costs[u.ranks], -len(u.ranks)))
+        best_cost = costs[best.ranks]
+        if best_cost <= thr or best_cost <= 0:
+            break
+        chosen = best
+        if len(best.ranks) > 1 and _alone(cur, best) / n_steps >= RANK_EXPLAINS_UNIT * best_cost:
+            # single members carry it (one rank, or one-rank events): blame the rank
+            inner = [u for u in cand if u.kind == "rank" and set(u.ranks) <= set(best.ranks)]
+            chosen = max(inner, key=lambda u: costs[u.ranks])
+            if costs[chosen.ranks] <= thr:
+                break
+        elif len(best.ranks) > 1:
+            # the smallest unit inside it that costs about as much (a node inside a stage)
+            for u in sorted(cand, key=lambda u: len(u.ranks)):
+                if (
+                    u.kind != "rank"
+                    and len(u.ranks) < len(best.ranks)
+                    and set(u.ranks) <= set(best.ranks)
+                    and costs[u.ranks] >= RANK_EXPLAINS_UNIT * best_cost
+                ):
+                    chosen = u
+                    break
+        members = np.asarray(chosen.ranks)
+        by_step: dict[int, float] = defaultdict(float)
+        victims: dict[int, float] = defaultdict(float)
+        member_cost: dict[int, float] = defaultdict(float)
+        n_inst = 0
+        nxt = []
+        for k, rs, ws in cur:
+            m = np.isin(rs, members)
+            d = _cost(ws, m)
+            if d > 0:
+                n_inst += 1
+                by_step[k[2]] += d
+                late = int(rs[int(np.argmin(ws))])
+                member_cost[late] += d
+                for r, x in zip(rs[~m], ws[~m], strict=True):
+                    victims[int(r)] += min(max(float(x) - float(ws.min()), 0.0), d)
+                # re-timed as on time: the unit's members arrive as a typical other rank does
+                ws = np.maximum(ws - d, 0.0)
+                ws[m] = float(np.median(ws[~m]))
+            nxt.append((k, rs, ws))
+        cur = nxt
+        culprits.append(
+            CulpritCost(
+                unit=chosen,
+                cost_us_per_step=sum(by_step.values()) / n_steps,
+                cost_us_by_step=dict(by_step),
+                instances=n_inst,
+                victims={r: v / n_steps for r, v in victims.items()},
+                order=order_i,
+                members_cost_us={r: v / n_steps for r, v in member_cost.items()}
+                if len(chosen.ranks) > 1
+                else {},
+            )
+        )
+        taken |= set(chosen.ranks)
+    return WaitAttribution(
+        instances=table,
+        culprits=tuple(culprits),
+        events=tuple(events),
+        steps_count=n_steps,
+        total_wait_us_per_step=total_wait,
+        units=tuple(units),
+    )

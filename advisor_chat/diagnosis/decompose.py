@@ -1,0 +1,504 @@
+"""Own-time decomposition: what a culprit's device does differently from its peers, in the same steps.
+
+A blame rule finds *who* makes the others wait; this module says *what* in that rank's own time is
+different, from the per-kernel evidence, so that the cause can name the fix (DESIGN.md §4c):
+
+- device time by operator variant (op type, input shapes, input dtypes, accelerator core), per
+  (step, rank) unit, culprit units against peer units of the **same steps**;
+- each operator's difference split into *extra work* (more launches: count delta × the peers'
+  mean duration) and *slower kernels* (the culprit's launches × the mean-duration delta);
+- variants that exist on one side only, for an op type both sides run, are told apart by the
+  field that differs: accelerator core (placement, e.g. AI CPU instead of AI Core), dtype, or
+  input shape (more work per launch);
+- a slowdown that hits most of the device time by about the same factor is *uniform* (the device
+  itself is slower: frequency, temperature, health), not one operator's;
+- per-kernel counters the export carries (``block_dim``, ``aic_mac_ratio``, ``aiv_vec_ratio``,
+  ``cube_utilization_pct``, ``op_state``) are compared on the top operator.
+
+Job-level decomposition (:func:`job_account`): what takes the largest share of every rank's step,
+by operator type and engine, when no rank is late.
+
+Source of every figure: the ``kernels`` table (``kernel_details.csv`` / DB ``TASK`` +
+``COMPUTE_TASK_INFO``), communication tasks excluded; µs per (step, rank) unit.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from advisor_chat.analyzers._common import is_comm_kernel
+from advisor_chat.ingest.profile import PEER_SAMPLE, Profile
+
+#: Operator variant key (the columns that tell two launches of one op type apart).
+VARIANT = ("op_type", "input_shapes", "input_dtypes", "accelerator_core")
+#: Slowdown factor below which a mean-duration difference is jitter.
+SLOWER_MIN_RATIO = 1.05
+#: Uniform slowdown: at least this share of the matched device time is slower by the median factor
+#: (within ``UNIFORM_TOLERANCE``), over at least ``UNIFORM_MIN_TYPES`` op types.
+UNIFORM_MIN_SHARE = 0.6
+UNIFORM_TOLERANCE = 0.12
+UNIFORM_MIN_TYPES = 3
+#: Counters compared on the top operator (a relative difference at least this large is reported).
+COUNTER_MIN_DIFF = 0.15
+COUNTERS = ("block_dim", "aic_mac_ratio", "aiv_vec_ratio", "cube_utilization_pct")
+
+#: How a difference is explained (the evidence that picks the remedy).
+KINDS = ("uniform", "placement", "dtype", "shape", "extra_work", "slower", "none")
+
+
+@dataclass(frozen=True)
+class OpDiff:
+    """One operator's difference between the culprit and its peers (µs per (step, rank) unit).
+
+    Attributes:
+        op_type: Operator type (``Type`` column; the kernel name when the type is missing).
+        kind: ``placement``, ``dtype``, ``shape``, ``extra_work`` or ``slower``.
+        delta_us: Culprit minus peers, µs per unit.
+        culprit: The culprit's variant (shapes, dtypes, core), as text.
+        peer: The peers' variant, as text (the same as ``culprit`` for extra work / slower).
+        count_culprit: Launches per unit on the culprit.
+        count_peer: Launches per unit on the peers (mean).
+        avg_us_culprit: Mean duration per launch on the culprit, µs.
+        avg_us_peer: Mean duration per launch on the peers, µs.
+        core_culprit: Accelerator core of the culprit's variant.
+        core_peer: Accelerator core of the peers' variant.
+        dtype_culprit: Input dtypes of the culprit's variant.
+        dtype_peer: Input dtypes of the peers' variant.
+        shape_culprit: Input shapes of the culprit's variant.
+        shape_peer: Input shapes of the peers' variant.
+    """
+
+    op_type: str
+    kind: str
+    delta_us: float
+    count_culprit: float
+    count_peer: float
+    avg_us_culprit: float
+    avg_us_peer: float
+    core_culprit: str = ""
+    core_peer: str = ""
+    dtype_culprit: str = ""
+    dtype_peer: str = ""
+    shape_culprit: str = ""
+    shape_peer: str = ""
+
+    @property
+    def ratio(self) -> float:
+        """Mean-duration ratio culprit / peers (NaN when either is missing)."""
+        if self.avg_us_peer > 0 and self.avg_us_culprit > 0:
+            return self.avg_us_culprit / self.avg_us_peer
+        return float("nan")
+
+
+@dataclass(frozen=True)
+class DeviceAccount:
+    """Where a culprit's extra device time goes, against its peers in the same steps.
+
+    Attributes:
+        culprit_units: Number of (step, rank) units on the culprit side.
+        peer_units: Number of (step, rank) units on the peer side.
+        busy_us_culprit: Compute-kernel time per unit on the culprit, µs.
+        busy_us_peer: Compute-kernel time per unit on the peers, µs.
+        by_kind: µs per unit explained by each kind (``KINDS`` without ``none``).
+        ops: Operator differences, largest ``delta_us`` first (positive ones only).
+        verdict: The kind that explains the largest part of the extra time, ``none`` when the
+            culprit's device time is not longer.
+        uniform_ratio: Device-time-weighted median slowdown of the matched operators.
+        uniform_share: Share of the matched device time within ``UNIFORM_TOLERANCE`` of that
+            ratio (0..1).
+        counters: Top operator's counters ``{name: (culprit, peer)}`` that differ by at least
+            ``COUNTER_MIN_DIFF`` (block_dim, aic_mac_ratio, ...; op_state as 1.0 = dynamic).
+        peer_sample: Peer ranks sampled (0: every peer read).
+        varies_by_unit: For step-varying accounts: the top operator's input shapes differ between
+            the culprit units (the work follows the data).
+    """
+
+    culprit_units: int
+    peer_units: int
+    busy_us_culprit: float
+    busy_us_peer: float
+    by_kind: dict[str, float]
+    ops: tuple[OpDiff, ...]
+    verdict: str
+    uniform_ratio: float
+    uniform_share: float
+    counters: dict[str, tuple[float, float]] = field(default_factory=dict)
+    peer_sample: int = 0
+    varies_by_unit: bool = False
+
+    @property
+    def delta_us(self) -> float:
+        """Culprit minus peers compute-kernel time, µs per unit."""
+        return self.busy_us_culprit - self.busy_us_peer
+
+    @property
+    def top(self) -> OpDiff | None:
+        """The operator difference that explains the most, if any."""
+        return self.ops[0] if self.ops else None
+
+    def top_of(self, kind: str) -> OpDiff | None:
+        """The largest operator difference of one kind, if any."""
+        return next((o for o in self.ops if o.kind == kind), None)
+
+
+def _compute_kernels(profile: Profile, ranks: Iterable[int]) -> pd.DataFrame:
+    k = profile.kernels_for(ranks)
+    if k.empty:
+        return k
+    k = k[~is_comm_kernel(k).to_numpy()]
+    if k.empty:
+        return k
+    name = k["name"].astype("string").fillna("")
+    op_type = k["op_type"].astype("string")
+    op_type = op_type.where(~op_type.isin(["", "N/A"]) & op_type.notna(), name)
+    cols = {
+        "op_type": op_type.fillna(""),
+        "accelerator_core": k["accelerator_core"].astype("string").fillna("").str.upper(),
+    }
+    for c in ("input_shapes", "input_dtypes"):
+        cols[c] = (
+            k[c].astype("string").fillna("") if c in k.columns else pd.Series("", index=k.index)
+        )
+    return k.assign(**cols)
+
+
+def _sample(ranks: Sequence[int], n: int = PEER_SAMPLE) -> list[int]:
+    rs = sorted(set(ranks))
+    if len(rs) <= 2 * n:
+        return rs
+    idx = np.linspace(0, len(rs) - 1, n).round().astype(int)
+    return sorted({rs[i] for i in idx})
+
+
+def device_account(
+    profile: Profile,
+    culprit_units: Sequence[tuple[int, int]],
+    peers: Sequence[int],
+    steps: Sequence[int] | None = None,
+) -> DeviceAccount | None:
+    """Decompose the culprit's extra device time against its peers in the same steps.
+
+    Args:
+        profile: The profile (reads ``kernels`` of the culprit and of up to ``PEER_SAMPLE`` peers).
+        culprit_units: ``(step, rank)`` pairs of the culprit side; a step of ``-1`` means every
+            kept step of that rank.
+        peers: Peer ranks (the culprit's ranks are removed from them).
+        steps: Steps to compare when the culprit units say ``-1``; ``None`` = every step.
+
+    Returns:
+        The :class:`DeviceAccount`, or ``None`` without kernels for both sides.
+    """
+    c_ranks = sorted({r for _, r in culprit_units})
+    all_peers = [int(p) for p in peers if int(p) not in set(c_ranks)]
+    p_ranks = _sample(all_peers)
+    if not c_ranks or not p_ranks:
+        return None
+    k = _compute_kernels(profile, [*c_ranks, *p_ranks])
+    if k.empty:
+        return None
+    k = k[k["step"] >= 0] if (k["step"] >= 0).any() else k
+    explicit = {(int(s), int(r)) for s, r in culprit_units if int(s) >= 0}
+    whole = {int(r) for s, r in culprit_units if int(s) < 0}
+    if steps is not None:
+        k = k[k["step"].isin(list(steps))]
+    unit_steps = {s for s, _ in explicit}
+    key_rank = k["rank"].astype(int).to_numpy()
+    key_step = k["step"].astype(int).to_numpy()
+    is_c = np.array(
+        [(r in whole) or ((s, r) in explicit) for s, r in zip(key_step, key_rank, strict=True)],
+        dtype=bool,
+    )
+    # peers in the same steps as the explicit culprit units (every step for whole-rank culprits)
+    is_p = np.isin(key_rank, p_ranks)
+    if explicit and not whole:
+        is_p &= np.isin(key_step, list(unit_steps))
+    c, p = k[is_c], k[is_p]
+    if c.empty or p.empty:
+        return None
+    n_c = int(c.groupby(["step", "rank"]).ngroups)
+    n_p = int(p.groupby(["step", "rank"]).ngroups)
+
+    def side(df: pd.DataFrame, n: int) -> pd.DataFrame:
+        g = df.groupby(list(VARIANT), dropna=False)["duration_us"].agg(["sum", "count"])
+        g["us"] = g["sum"] / n
+        g["n"] = g["count"] / n
+        g["avg"] = g["sum"] / g["count"]
+        return g[["us", "n", "avg"]]
+
+    a, b = side(c, n_c), side(p, n_p)
+    j = a.add_suffix("_c").join(b.add_suffix("_p"), how="outer")
+    ops: list[OpDiff] = []
+    by_kind = dict.fromkeys(KINDS[:-1], 0.0)
+    matched = j[j["us_c"].notna() & j["us_p"].notna()]
+    # matched variants: extra launches and slower launches
+    ratios, weights, types = [], [], []
+    for key, row in matched.iterrows():
+        op_type, shp, dt, core = (str(x) for x in key)  # type: ignore[union-attr]
+        extra = (row["n_c"] - row["n_p"]) * row["avg_p"]
+        slower = row["n_c"] * (row["avg_c"] - row["avg_p"])
+        ratios.append(row["avg_c"] / row["avg_p"] if row["avg_p"] > 0 else np.nan)
+        weights.append(row["us_p"])
+        types.append(op_type)
+        for kind, d in (("extra_work", extra), ("slower", slower)):
+            if d > 0:
+                ops.append(
+                    OpDiff(
+                        op_type, kind, float(d), float(row["n_c"]), float(row["n_p"]),
+                        float(row["avg_c"]), float(row["avg_p"]), core, core, dt, dt, shp, shp,
+                    )
+                )  # fmt: skip
+    # one-sided variants of an op type both sides run: the differing field names the kind
+    only_c = j[j["us_p"].isna()].reset_index()
+    only_p = j[j["us_c"].isna()].reset_index()
+    for op_type, gc in only_c.groupby("op_type"):
+        top_c = gc.sort_values("us_c", ascending=False).iloc[0]
+        gp = only_p[only_p["op_type"] == op_type]
+        us_c = float(gc["us_c"].sum())
+        if gp.empty:
+            ops.append(
+                OpDiff(
+                    str(op_type), "extra_work", us_c, float(gc["n_c"].sum()), 0.0,
+                    float(top_c["avg_c"]), 0.0, str(top_c["accelerator_core"]), "",
+                    str(top_c["input_dtypes"]), "", str(top_c["input_shapes"]), "",
+                )
+            )  # fmt: skip
+            continue
+        top_p = gp.sort_values("us_p", ascending=False).iloc[0]
+        if str(top_c["accelerator_core"]) != str(top_p["accelerator_core"]):
+            kind = "placement"
+        elif str(top_c["input_dtypes"]) != str(top_p["input_dtypes"]):
+            kind = "dtype"
+        else:
+            kind = "shape"
+        d = us_c - float(gp["us_p"].sum())
+        if d > 0:
+            ops.append(
+                OpDiff(
+                    str(op_type), kind, d, float(gc["n_c"].sum()), float(gp["n_p"].sum()),
+                    float(top_c["avg_c"]), float(top_p["avg_p"]),
+                    str(top_c["accelerator_core"]), str(top_p["accelerator_core"]),
+                    str(top_c["input_dtypes"]), str(top_p["input_dtypes"]),
+                    str(top_c["input_shapes"]), str(top_p["input_shapes"]),
+                )
+            )  # fmt: skip
+    ops.sort(key=lambda o: -o.delta_us)
+    for o in ops:
+        by_kind[o.kind] += o.delta_us
+    # uniform slowdown: most matched device time slower by about the same factor
+    u_ratio, u_share = float("nan"), 0.0
+    r_arr, w_arr = np.asarray(ratios, float), np.asarray(weights, float)
+    ok = np.isfinite(r_arr) & (w_arr > 0)
+    if ok.sum() >= UNIFORM_MIN_TYPES:
+        order = np.argsort(r_arr[ok])
+        rs, ws = r_arr[ok][order], w_arr[ok][order]
+        u_ratio = float(rs[np.searchsorted(np.cumsum(ws), ws.sum() / 2)])
+        near = np.abs(r_arr[ok] / u_ratio - 1.0) <= UNIFORM_TOLERANCE
+        u_share = float(w_arr[ok][near].sum() / w_arr[ok].sum())
+        near_types = {t for t, n_ok in zip(np.asarray(types)[ok], near, strict=True) if n_ok}
+        if (
+            u_ratio >= SLOWER_MIN_RATIO
+            and u_share >= UNIFORM_MIN_SHARE
+            and len(near_types) >= UNIFORM_MIN_TYPES
+        ):
+            by_kind["uniform"] = by_kind["slower"]
+            by_kind["slower"] = 0.0
+    busy_c = float(c["duration_us"].sum()) / n_c
+    busy_p = float(p["duration_us"].sum()) / n_p
+    positive = {kd: v for kd, v in by_kind.items() if v > 0}
+    verdict = max(positive, key=lambda kd: positive[kd]) if busy_c > busy_p and positive else "none"
+    top = next((o for o in ops if o.kind != "slower" or verdict != "uniform"), None)
+    counters = _counters(c, p, top) if top is not None else {}
+    varies = False
+    if explicit and top is not None:
+        shp = (
+            c[c["op_type"] == top.op_type]
+            .groupby(["step", "rank"])["input_shapes"]
+            .agg(lambda s: "|".join(sorted(set(s))))
+        )
+        varies = shp.nunique() > 1
+    return DeviceAccount(
+        culprit_units=n_c,
+        peer_units=n_p,
+        busy_us_culprit=busy_c,
+        busy_us_peer=busy_p,
+        by_kind=by_kind,
+        ops=tuple(ops),
+        verdict=verdict,
+        uniform_ratio=u_ratio,
+        uniform_share=u_share,
+        counters=counters,
+        peer_sample=len(p_ranks) if len(p_ranks) < len(all_peers) else 0,
+        varies_by_unit=varies,
+    )
+
+
+def _mean(s: pd.Series) -> float:
+    v = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    return float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
+
+
+def _counters(c: pd.DataFrame, p: pd.DataFrame, top: OpDiff) -> dict[str, tuple[float, float]]:
+    """Counters of the top operator that differ between the sides (relative ≥ COUNTER_MIN_DIFF)."""
+    out: dict[str, tuple[float, float]] = {}
+    cc = c[c["op_type"] == top.op_type]
+    pp = p[p["op_type"] == top.op_type]
+    if cc.empty or pp.empty:
+        return out
+    for col in COUNTERS:
+        if col not in cc.columns:
+            continue
+        a = _mean(cc[col])
+        b = _mean(pp[col])
+        big = max(abs(a), abs(b))
+        if (
+            math.isfinite(a)
+            and math.isfinite(b)
+            and big > 0
+            and abs(a - b) / big >= COUNTER_MIN_DIFF
+        ):
+            out[col] = (a, b)
+    if "op_state" in cc.columns:
+        a = float((cc["op_state"].astype("string").str.lower() == "dynamic").fillna(False).mean())
+        b = float((pp["op_state"].astype("string").str.lower() == "dynamic").fillna(False).mean())
+        if abs(a - b) >= 0.5:
+            out["op_state_dynamic"] = (a, b)
+    return out
+
+
+# ------------------------------------------------------------------------------- job level
+#: Job-level hotspot: one operator type that is not the model's main matrix work takes at least
+#: this share of every rank's step ...
+HOTSPOT_MIN_SHARE = 0.20
+#: ... or layout/dtype conversions together (``LAYOUT_OPS``) take at least this share ...
+LAYOUT_MIN_SHARE = 0.12
+#: ... or the AI CPU engine takes at least this share. (Dynamic-shape launches are listed but
+#: never a hotspot: aclnn operators report ``op_state`` dynamic by design.)
+AICPU_MIN_SHARE = 0.05
+#: Operator types that are the model's main work (a large share of them is compute-bound, not a
+#: fault): matrix multiplications and fused attention.
+MAIN_WORK = re.compile(r"matmul|batchmatmul|gemm|flashattention|fusedinferattention|grouped", re.I)
+#: Operator types that only move or convert data (layout, format, dtype).
+LAYOUT_OPS = re.compile(
+    r"^(transdata|transpose|transposed|cast|tensormove|contiguous|viewcopy|asstrided|identity|"
+    r"concatd?|split[vd]?|slice|stridedslice|memcpy)",
+    re.I,
+)
+
+
+@dataclass(frozen=True)
+class JobItem:
+    """One item that takes a share of every rank's step.
+
+    Attributes:
+        what: ``op_type``, ``engine``, ``layout`` (every layout/dtype conversion together) or
+            ``dynamic`` (every dynamic-shape launch together).
+        name: The operator type, the accelerator core, or the group's name.
+        us_per_step: Mean µs per (step, rank).
+        share_min: Smallest share of a rank's step over the ranks examined (0..1).
+        share_mean: Mean share of the step (0..1).
+        count_per_step: Launches per (step, rank).
+        core: The engine the item mostly runs on.
+        dtype: The item's most frequent input dtypes.
+        shape: The item's most time-consuming input shapes.
+        members: For groups: the operator types in it, by time.
+    """
+
+    what: str
+    name: str
+    us_per_step: float
+    share_min: float
+    share_mean: float
+    count_per_step: float
+    core: str = ""
+    dtype: str = ""
+    shape: str = ""
+    members: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class JobAccount:
+    """What dominates every rank's step (``kernels``, ``step_trace``).
+
+    Attributes:
+        ranks: Ranks examined (a sample of at most ``PEER_SAMPLE`` at scale).
+        items: Operator types, engines and groups by ``share_min``, largest first.
+        hotspot: The item that takes a large share everywhere and is not the model's main
+            matrix work (thresholds above), else ``None``.
+        main_work: The largest main-work operator type (MatMul, attention), for "what dominates".
+    """
+
+    ranks: tuple[int, ...]
+    items: tuple[JobItem, ...]
+    hotspot: JobItem | None
+    main_work: JobItem | None
+
+
+def _item(what: str, name: str, k: pd.DataFrame, units: pd.Series, step: pd.Series) -> JobItem:
+    per = k.groupby("rank")["duration_us"].agg(["sum", "count"]).reindex(units.index).fillna(0.0)
+    per_step = per["sum"] / units
+    share = per_step / step
+    sub = k
+    return JobItem(
+        what,
+        name,
+        float(per_step.mean()),
+        float(share.min()),
+        float(share.mean()),
+        float((per["count"] / units).mean()),
+        str(sub.groupby("accelerator_core")["duration_us"].sum().idxmax()) if len(sub) else "",
+        str(sub["input_dtypes"].mode().iloc[0]) if len(sub) else "",
+        str(sub.groupby("input_shapes")["duration_us"].sum().idxmax()) if len(sub) else "",
+        tuple(str(x) for x in sub.groupby("op_type")["duration_us"].sum().sort_values(
+            ascending=False).index[:4]) if what in ("layout", "dynamic", "engine") else (),
+    )  # fmt: skip
+
+
+def job_account(profile: Profile, step_us_by_rank: pd.Series) -> JobAccount | None:
+    """Decompose every rank's device time by operator type, engine and conversion work.
+
+    Args:
+        profile: The profile (reads ``kernels`` of up to ``PEER_SAMPLE`` ranks).
+        step_us_by_rank: Mean step time per rank, µs (index: rank), from ``step_trace``.
+
+    Returns:
+        The :class:`JobAccount`, or ``None`` without kernels.
+    """
+    ranks = _sample([int(r) for r in step_us_by_rank.index])
+    k = _compute_kernels(profile, ranks)
+    if k.empty:
+        return None
+    k = k[k["step"] >= 0] if (k["step"] >= 0).any() else k
+    units = k.groupby("rank")["step"].nunique()
+    step = step_us_by_rank.reindex(units.index)
+    items: list[JobItem] = []
+    for name, sub in k.groupby("op_type"):
+        items.append(_item("op_type", str(name), sub, units, step))
+    for name, sub in k.groupby("accelerator_core"):
+        items.append(_item("engine", str(name), sub, units, step))
+    lay = k[k["op_type"].str.match(LAYOUT_OPS)]
+    if not lay.empty:
+        items.append(_item("layout", "layout/dtype conversions", lay, units, step))
+    if "op_state" in k.columns:
+        dyn = k[k["op_state"].astype("string").str.lower() == "dynamic"]
+        if not dyn.empty:
+            items.append(_item("dynamic", "dynamic-shape operators", dyn, units, step))
+    items.sort(key=lambda i: -i.share_min)
+    hot = None
+    for it in items:
+        if (
+            (it.what == "op_type" and not MAIN_WORK.search(it.name)
+             and not LAYOUT_OPS.match(it.name)
+             and it.share_min >= HOTSPOT_MIN_SHARE)
+            or (it.what == "layout" and it.share_min >= LAYOUT_MIN_SHARE)
+            or (it.what == "engine" and it.name == "AI_CPU" and it.share_min >= AICPU_MIN_SHARE)
+        ):  # fmt: skip
+            hot = it
+            break
+    main = next((i for i in items if i.what == "op_type" and MAIN_WORK.search(i.name)), None)
+    return JobAccount(tuple(int(r) for r in units.index), tuple(items), hot, main)

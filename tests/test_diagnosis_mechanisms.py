@@ -1,0 +1,275 @@
+"""Unit tests of the general mechanisms, on constructed tables whose answer is known by construction.
+
+- wait attribution (``advisor_chat.diagnosis.attribution``): arrival times are planted per rank
+  and collective; each rank's Wait Time is written as HCCL does (last arrival minus own arrival),
+  so the expected culprits, costs and victims follow from the planted arrivals;
+- own-time decomposition (``advisor_chat.diagnosis.decompose``): kernels are planted per rank with
+  a known extra count, slowdown, placement, dtype or shape;
+- job-level decomposition: a planted operator share on every rank.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from _analyzers_a_helpers import make_profile
+
+from advisor_chat.diagnosis.attribution import attribute, nodes
+from advisor_chat.diagnosis.decompose import device_account, job_account
+
+MS = 1000.0
+
+
+def comm_rows(
+    n_ranks: int,
+    steps: list[int],
+    late_us: dict[tuple[int, int, int], float],
+    *,
+    ops_per_step: int = 4,
+    group: str = "g0",
+    members: list[int] | None = None,
+    jitter_us: float = 50.0,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """comm_ops rows: ``late_us[(step, op_index, rank)]`` delays that rank's arrival (µs).
+
+    Wait Time of a rank = latest arrival of the instance - its own arrival (ms), as HCCL reports
+    the head start spent in Notify_Wait; a small seeded jitter keeps ranks from tying.
+    """
+    rng = np.random.default_rng(seed)
+    ranks = members if members is not None else list(range(n_ranks))
+    out = []
+    for s in steps:
+        for i in range(ops_per_step):
+            arr = {r: float(rng.uniform(0, jitter_us)) + late_us.get((s, i, r), 0.0) for r in ranks}
+            last = max(arr.values())
+            for r in ranks:
+                out.append(
+                    {
+                        "rank": r,
+                        "group": group,
+                        "step": s,
+                        "op_name": f"hcom_allReduce__{i}_{s}",
+                        "op_type": "hcom_allReduce_",
+                        "comm_kind": "collective",
+                        "start_us": 1e9 + arr[r],
+                        "elapse_ms": (last - arr[r]) / MS + 1.0,
+                        "transit_ms": 1.0,
+                        "wait_ms": (last - arr[r]) / MS,
+                        "synchronization_ms": (last - arr[r]) / MS,
+                        "idle_ms": 0.0,
+                        "wait_ratio": 0.0,
+                        "synchronization_ratio": 0.0,
+                    }
+                )
+    return out
+
+
+def late_everywhere(ranks: list[int], steps: list[int], us: float, ops: int = 4) -> dict:
+    return {(s, i, r): us for s in steps for i in range(ops) for r in ranks}
+
+
+def test_two_independent_culprits_ranked_by_cost_without_double_counting() -> None:
+    steps = [1, 2, 3]
+    late = late_everywhere([3], steps, 8 * MS)  # rank 3: 8 ms late at every collective
+    late.update(late_everywhere([5], steps, 3 * MS))  # rank 5: 3 ms late, independently
+    p = make_profile({"comm_ops": comm_rows(8, steps, late)})
+    a = attribute(p, [], step_us=100 * MS)
+    assert a is not None
+    units = [c.unit.ranks for c in a.culprits]
+    assert units[:2] == [(3,), (5,)]
+    first, second = a.culprits[0], a.culprits[1]
+    # rank 3 costs what separates it from rank 5 (8 - 3 ms) at 4 collectives per step
+    assert first.cost_us_per_step == pytest.approx(4 * 5 * MS, rel=0.03)
+    # once rank 3 is on time, rank 5 costs its own 3 ms per collective: counted once, not twice
+    assert second.cost_us_per_step == pytest.approx(4 * 3 * MS, rel=0.03)
+    # every on-time rank waits for both: its loss to rank 3 equals rank 3's cost; rank 5, late
+    # itself, still waits for rank 3 for the part rank 3 costs
+    assert first.victims[0] == pytest.approx(first.cost_us_per_step, rel=0.03)
+    assert first.victims[5] == pytest.approx(first.cost_us_per_step, rel=0.03)
+    assert 3 not in first.victims
+    # nothing counted twice: the two costs add up to an on-time rank's whole wait (8 ms x 4)
+    w = a.instances
+    assert first.cost_us_per_step + second.cost_us_per_step == pytest.approx(4 * 8 * MS, rel=0.03)
+    assert set(w["late_rank"]) == {3}
+
+
+def test_one_off_multi_second_late_arrival_is_an_event() -> None:
+    steps = [1, 2, 3, 4]
+    late = {(3, 0, 6): 4_000 * MS}  # rank 6 arrives 4 s late at the first collective of step 3
+    p = make_profile({"comm_ops": comm_rows(8, steps, late)})
+    a = attribute(p, [], step_us=100 * MS)
+    assert a is not None and a.events
+    e = a.events[0]
+    assert (e.step, e.culprit) == (3, 6)
+    assert e.cost_us == pytest.approx(4_000 * MS, rel=0.01)
+    assert set(e.victims) == set(range(8)) - {6}
+    assert e.max_wait_us == pytest.approx(4_000 * MS, rel=0.01)
+    c = a.culprits[0]
+    assert c.unit.ranks == (6,) and c.steps_hit == (3,)
+
+
+def test_slow_node_is_one_unit_and_rotating_ranks_are_not() -> None:
+    steps = [1, 2, 3]
+    # two nodes of 4 ranks (HCCS inside, RDMA between); node 1's ranks all arrive ~6 ms late,
+    # each with its own jitter, so the last arriver of node 1 varies
+    rng = np.random.default_rng(1)
+    late = {
+        (s, i, r): 6 * MS + float(rng.uniform(0, 400))
+        for s in steps
+        for i in range(4)
+        for r in (4, 5, 6, 7)
+    }
+    matrix = []
+    for a_ in range(8):
+        for b in range(8):
+            if a_ != b:
+                same = a_ // 4 == b // 4
+                matrix.append(
+                    {
+                        "group": "g0",
+                        "step": 1,
+                        "op_name": "hcom_allReduce__0_1",
+                        "src_rank": a_,
+                        "dst_rank": b,
+                        "transport": "HCCS" if same else "RDMA",
+                        "transit_size_mb": 1.0,
+                        "transit_time_ms": 0.1,
+                        "bandwidth_gbps": 10.0,
+                    }
+                )
+    p = make_profile({"comm_ops": comm_rows(8, steps, late), "comm_matrix": matrix})
+    assert nodes(p) == [(0, 1, 2, 3), (4, 5, 6, 7)]
+    a = attribute(p, [], step_us=100 * MS)
+    assert a is not None
+    assert a.culprits[0].unit.kind == "node" and a.culprits[0].unit.ranks == (4, 5, 6, 7)
+    # rotating one-step stalls inside one node: single ranks, not the node
+    late2 = {(1, 0, 4): 30 * MS, (2, 0, 5): 30 * MS, (3, 0, 6): 30 * MS}
+    p2 = make_profile({"comm_ops": comm_rows(8, steps, late2), "comm_matrix": matrix})
+    a2 = attribute(p2, [], step_us=100 * MS)
+    assert a2 is not None
+    kinds = {c.unit.kind for c in a2.culprits}
+    assert kinds == {"rank"}
+    assert {c.unit.ranks[0]: c.steps_hit for c in a2.culprits} == {4: (1,), 5: (2,), 6: (3,)}
+
+
+def kernel_rows(
+    ranks: list[int],
+    steps: list[int],
+    spec: dict[int, list[tuple[str, str, str, str, float, int]]],
+    default: list[tuple[str, str, str, str, float, int]],
+) -> list[dict[str, Any]]:
+    """kernels: per rank a list of (op_type, shapes, dtypes, core, duration_us, count) per step."""
+    out = []
+    for r in ranks:
+        for s in steps:
+            t = 1e9 + s * 1e6
+            for op, shp, dt, core, dur, cnt in spec.get(r, default):
+                for _ in range(cnt):
+                    out.append(
+                        {
+                            "rank": r,
+                            "step": s,
+                            "name": f"aclnn{op}",
+                            "op_type": op,
+                            "accelerator_core": core,
+                            "start_us": t,
+                            "duration_us": dur,
+                            "wait_us": 1.0,
+                            "input_shapes": shp,
+                            "input_dtypes": dt,
+                        }
+                    )
+                    t += dur + 5
+    return out
+
+
+BASE = [
+    ("MatMulV2", "4096,4096;8192,4096", "DT_BF16;DT_BF16", "AI_CORE", 1000.0, 10),
+    ("Add", "4096,8192", "DT_BF16", "AI_VECTOR_CORE", 100.0, 20),
+    ("SoftmaxV2", "8,4096,4096", "DT_BF16", "AI_VECTOR_CORE", 300.0, 4),
+    ("LayerNorm", "4096,4096", "DT_BF16", "AI_VECTOR_CORE", 200.0, 4),
+]
+
+
+def _swap(i: int, **kw: Any) -> list[tuple[str, str, str, str, float, int]]:
+    rows = [list(x) for x in BASE]
+    fields = {"op": 0, "shape": 1, "dtype": 2, "core": 3, "dur": 4, "count": 5}
+    for k, v in kw.items():
+        rows[i][fields[k]] = v
+    return [tuple(x) for x in rows]  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("spec", "verdict", "op", "delta_us"),
+    [
+        # 5 extra MatMul launches of 1 ms
+        (_swap(0, count=15), "extra_work", "MatMulV2", 5 * 1000.0),
+        # the same MatMul launches 1.5x slower
+        (_swap(0, dur=1500.0), "slower", "MatMulV2", 10 * 500.0),
+        # SoftmaxV2 placed on AI CPU at 3 ms per launch
+        (_swap(2, core="AI_CPU", dur=3000.0), "placement", "SoftmaxV2", 4 * (3000.0 - 300.0)),
+        # MatMul in FP32 at 2 ms per launch
+        (_swap(0, dtype="DT_FLOAT;DT_FLOAT", dur=2000.0), "dtype", "MatMulV2", 10 * 1000.0),
+        # MatMul on longer sequences: 12288 rows at 1.5 ms
+        (_swap(0, shape="4096,4096;12288,4096", dur=1500.0), "shape", "MatMulV2", 10 * 500.0),
+    ],
+)
+def test_device_account_names_what_differs(
+    spec: list[tuple[str, str, str, str, float, int]], verdict: str, op: str, delta_us: float
+) -> None:
+    ranks, steps = list(range(6)), [1, 2, 3]
+    p = make_profile({"kernels": kernel_rows(ranks, steps, {4: spec}, BASE)})
+    acc = device_account(p, [(-1, 4)], ranks)
+    assert acc is not None
+    assert acc.verdict == verdict
+    assert acc.top is not None and acc.top.op_type == op
+    assert acc.delta_us == pytest.approx(delta_us, rel=1e-6)
+    assert acc.by_kind[verdict] == pytest.approx(delta_us, rel=1e-6)
+
+
+def test_uniform_slowdown_is_the_device_not_one_operator() -> None:
+    ranks, steps = list(range(6)), [1, 2, 3]
+    slow = [(*x[:4], x[4] * 1.3, x[5]) for x in BASE]
+    p = make_profile({"kernels": kernel_rows(ranks, steps, {2: slow}, BASE)})
+    acc = device_account(p, [(-1, 2)], ranks)
+    assert acc is not None and acc.verdict == "uniform"
+    assert acc.uniform_ratio == pytest.approx(1.3, rel=1e-6)
+    busy = sum(x[4] * x[5] for x in BASE)
+    assert acc.delta_us == pytest.approx(0.3 * busy, rel=1e-6)
+
+
+def test_step_varying_work_is_compared_with_peers_in_the_same_steps() -> None:
+    ranks, steps = list(range(4)), [1, 2, 3]
+    rows: list[dict[str, Any]] = []
+    # in step s, rank s gets longer sequences (a different shape, 2x the MatMul time)
+    for s in steps:
+        for r in ranks:
+            spec = _swap(0, shape=f"4096,4096;{8192 * 2 + s},4096", dur=2000.0) if r == s else BASE
+            rows += kernel_rows([r], [s], {r: spec}, BASE)
+    p = make_profile({"kernels": rows})
+    acc = device_account(p, [(1, 1), (2, 2), (3, 3)], ranks)
+    assert acc is not None and acc.verdict == "shape"
+    assert acc.delta_us == pytest.approx(10 * 1000.0, rel=1e-6)
+    assert acc.varies_by_unit  # a different shape in each (step, rank): the work follows the data
+
+
+def test_job_account_finds_an_operator_share_on_every_rank() -> None:
+    import pandas as pd
+
+    ranks, steps = list(range(4)), [1, 2]
+    heavy = [*BASE, ("TransData", "4096,8192", "DT_BF16", "AI_VECTOR_CORE", 500.0, 10)]
+    p = make_profile({"kernels": kernel_rows(ranks, steps, {}, heavy)})
+    busy = sum(x[4] * x[5] for x in heavy)
+    step = pd.Series({r: busy / 0.8 for r in ranks})  # the kernels fill 80% of each step
+    ja = job_account(p, step)
+    assert ja is not None and ja.hotspot is not None
+    assert ja.hotspot.what == "layout"
+    assert ja.hotspot.share_min == pytest.approx(5000.0 / (busy / 0.8), rel=1e-6)
+    assert ja.main_work is not None and ja.main_work.name == "MatMulV2"
+    # without the conversions nothing but the main work dominates: no hotspot
+    p2 = make_profile({"kernels": kernel_rows(ranks, steps, {}, BASE)})
+    ja2 = job_account(p2, pd.Series({r: sum(x[4] * x[5] for x in BASE) / 0.8 for r in ranks}))
+    assert ja2 is not None and ja2.hotspot is None
