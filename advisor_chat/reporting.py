@@ -322,6 +322,7 @@ _MECH_TITLE = {
     "pipeline_imbalance": "Pipeline stage imbalance",
     "exposed_communication": "Exposed communication (job)",
     "job_idle": "Same idle on every rank (job)",
+    "job_hotspot": "One item dominates every rank (job)",
     "step_events": "One-step events",
     "degradation": "Degradation over the run",
     "regression": "Regression against the baseline",

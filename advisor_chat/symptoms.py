@@ -53,6 +53,19 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
         "各卡算子数量不一致（负载不均）",
     ),
     "aicpu_op": ("AI CPU operators on the hot path", "热点路径上存在 AI CPU 算子"),
+    "op_hotspot": (
+        "one operator type (not the model's main matrix work) dominates every rank's step",
+        "某类算子（非主要矩阵计算）在每张卡上都占据大量时间",
+    ),
+    "device_slow": (
+        "every operator of one device is slower by the same factor (throttled or degraded)",
+        "某设备上所有算子按同一倍数变慢（降频或性能劣化）",
+    ),
+    "dtype_mismatch": ("ranks compute in different precisions", "各卡计算精度不一致"),
+    "load_imbalance": (
+        "ranks get different amounts of work (shapes, token counts)",
+        "各卡计算量不均（shape、token 数不同）",
+    ),
     "dynamic_shape": (
         "dynamic shapes cause recompilation / slow kernels",
         "动态 shape 导致重复编译或低效算子",

@@ -1147,6 +1147,7 @@ _LEAD_TAG = {
     "pipeline_imbalance": "pipeline_bubble",
     "exposed_communication": "comm_not_overlapped",
     "job_idle": "high_free",
+    "job_hotspot": "op_hotspot",
     "step_events": "step_jitter",
     "degradation": "step_degradation",
     "regression": "profile_regression",

@@ -85,6 +85,19 @@ class Context:
         pool = list(self.stages[st]) if st is not None else self.ranks
         return [r for r in pool if r in self.per_rank.index]
 
+    @property
+    def attribution(self) -> Any:
+        """The profile's :class:`~advisor_chat.diagnosis.attribution.WaitAttribution` (or ``None``).
+
+        Computed once from ``comm_ops`` (Wait Time per collective instance) and cached.
+        """
+        if "attribution" not in self.cache:
+            from advisor_chat.diagnosis.attribution import attribute
+
+            step = self.step_us if math.isfinite(self.step_us) else float("nan")
+            self.cache["attribution"] = attribute(self.profile, self.stages, step)
+        return self.cache["attribution"]
+
     def cite(self, table: str = "step_trace") -> str:
         """Short citation of a table's source files."""
         return self.profile.cite(table)

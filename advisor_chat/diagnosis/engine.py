@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 _CACHE: dict[tuple[int, int], tuple[Any, Any, Diagnosis]] = {}
 
 #: Mechanisms of job-level causes (ranked after specific culprits).
-JOB_LEVEL = (Mechanism.JOB_IDLE, Mechanism.EXPOSED_COMMUNICATION)
+JOB_LEVEL = (Mechanism.JOB_IDLE, Mechanism.EXPOSED_COMMUNICATION, Mechanism.JOB_HOTSPOT)
 #: Mechanisms that are not actionable performance causes.
 NON_CAUSES = (Mechanism.DATA_ARTIFACT, Mechanism.NOT_ENOUGH_SIGNAL, Mechanism.NO_CULPRIT)
 
@@ -234,10 +234,50 @@ def _run(profile: Profile, baseline: Profile | None) -> dict[str, AnalyzerResult
     return run_report(profile, baseline=baseline, diagnose=False).results
 
 
-def _explained(c: RootCause) -> float:
-    """Per-step time a cause explains (ranking key), µs."""
+def _with_cost(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """Each cause whose culprit the wait attribution names carries what it costs the job.
+
+    ``metrics["job_cost_us"]``: µs per step the collectives lose to that culprit, measured as its
+    victims' wait (:mod:`advisor_chat.diagnosis.attribution`); the ranking key when present, so
+    independent culprits are ranked by the time they cost, measured one way.
+    """
+    attr = ctx.attribution
+    if attr is None:
+        return causes
+    out = []
+    for c in causes:
+        if "job_cost_us" in c.metrics or c.mechanism in JOB_LEVEL + NON_CAUSES:
+            out.append(c)
+            continue
+        ranks = set(c.culprit.ranks) | {r for _, r in c.culprit.events}
+        if c.culprit.link is not None:
+            ranks = set(c.culprit.link)
+        cost = sum(
+            cc.cost_us_per_step
+            for cc in attr.culprits
+            if set(cc.unit.ranks) <= ranks
+        )
+        if ranks and cost > 0 and c.mechanism is not Mechanism.PIPELINE_IMBALANCE:
+            c = dataclasses.replace(c, metrics={**c.metrics, "job_cost_us": cost})
+        out.append(c)
+    return out
+
+
+def _explained(c: RootCause, measured: bool = False) -> float:
+    """Per-step time a cause explains (ranking key), µs.
+
+    With ``measured``, what it costs the job as the wait attribution measures it
+    (``job_cost_us``); else the cause's own excess.
+    """
     m = c.metrics
-    for k in ("bubble_us_mean", "transit_excess_us", "excess_us", "explained_us_per_step"):
+    if measured and "job_cost_us" in m:
+        return float(m["job_cost_us"])
+    for k in (
+        "bubble_us_mean",
+        "transit_excess_us",
+        "excess_us",
+        "explained_us_per_step",
+    ):
         if k in m and math.isfinite(m[k]):
             return float(m[k])
     return float(c.gain_us or 0.0)
@@ -246,7 +286,9 @@ def _explained(c: RootCause) -> float:
 def _rank(causes: list[RootCause]) -> list[RootCause]:
     specific = [c for c in causes if c.mechanism not in JOB_LEVEL + NON_CAUSES]
     job = [c for c in causes if c.mechanism in JOB_LEVEL]
-    specific.sort(key=lambda c: -_explained(c))
+    # one measure for all: the attributed cost when every specific cause has one
+    measured = bool(specific) and all("job_cost_us" in c.metrics for c in specific)
+    specific.sort(key=lambda c: -_explained(c, measured))
     job.sort(key=lambda c: -_explained(c))
     return specific + job
 
@@ -269,6 +311,8 @@ def case_for(c: RootCause) -> str | None:
         return "small-packet-transfers" if "small_packets" in tags else "comm-not-overlapped"
     if m is Mechanism.JOB_IDLE:
         return "dataloader-stall" if "dataloader_stall" in tags else None
+    if m is Mechanism.JOB_HOTSPOT:
+        return None
     if m is Mechanism.STEP_EVENTS:
         return "python-gc-pause" if "gc_pause" in tags else None
     if m is Mechanism.DEGRADATION:
@@ -520,11 +564,13 @@ def _diagnose(
     causes += R.rule_slow_link(ctx)
     if len(ctx.ranks) >= R.MIN_RANKS:
         causes += R.rule_stragglers_and_events(ctx)
+    causes += R.rule_attributed(ctx, causes)
     causes = R.rule_degradation(ctx, causes)
     causes += R.rule_regression(ctx)
     causes += R.rule_job_idle(ctx, causes)
     causes += R.rule_exposed_communication(ctx, causes)
-    causes = _rank(causes)
+    causes += R.rule_job_hotspot(ctx, causes)
+    causes = _rank(_with_cost(ctx, causes))
     causes, other = _attach(ctx, causes)
 
     notes: list[str] = []

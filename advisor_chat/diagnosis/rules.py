@@ -24,6 +24,8 @@ import pandas as pd
 from advisor_chat.analyzers._common import format_ranks, is_comm_kernel, missing_ranks
 from advisor_chat.analyzers.base import Category, Finding, FindingKind, Severity
 from advisor_chat.diagnosis.context import Context, ranks_label
+from advisor_chat.diagnosis.decompose import device_account, job_account
+from advisor_chat.diagnosis.evidence import Explanation, explain_device, explain_hotspot
 from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
 from advisor_chat.diagnosis.types import (
     BoundKind,
@@ -56,12 +58,8 @@ BUBBLE_MIN_SHARE = 0.10
 BUBBLE_MIN_MARGIN = 0.05
 #: Bubble target used for the pipeline gain upper bound (share of the stage's step).
 BUBBLE_TARGET_SHARE = 0.05
-#: Job idle: every rank's Free is at least this share of its step ...
+#: Job idle: the Free every rank shares (minimum over ranks) is at least this share of the step.
 IDLE_MIN_SHARE = 0.10
-#: ... and the spread of Free across ranks (max − min) is below this share of the step, or below
-#: ``IDLE_MAX_SPREAD_OF_FREE`` of the median Free (the same idle everywhere, give or take).
-IDLE_MAX_SPREAD_SHARE = 0.05
-IDLE_MAX_SPREAD_OF_FREE = 0.5
 #: Exposed communication: what remains after the specific causes, at least this share of the step.
 EXPOSED_MIN_SHARE = 0.15
 #: Collectives per step and rank from which "many small collectives" is said.
@@ -970,6 +968,7 @@ def _rank_cause(
         ),
     )
     per_step = "" if scoped else " per step"
+    ex: Explanation | None = None
     alone = alone_zh = ""
     if victims and gain < 0.8 * excess:
         alone = f" Fixing it alone saves up to {ms(gain)} per step: other late ranks follow it."
@@ -1066,6 +1065,12 @@ def _rank_cause(
     else:
         mech, cat = Mechanism.COMPUTE_STRAGGLER, Category.COMPUTE
         op_txt = op_zh = ""
+        units = [(e.step, rank) for e in events] if scoped else [(-1, rank)]
+        ex = explain_device(
+            device_account(ctx.profile, units, peers), rl, rl_zh, gain if victims else excess
+        )
+        if ex is not None:
+            op = None  # the decomposition names the operator (or the device) itself
         if op is not None and op[2] >= 0.5 * comp_ex:
             smp, smp_zh = _op_sample_txt(op)
             op_txt = (
@@ -1081,7 +1086,20 @@ def _rank_cause(
             f"{rl_zh}是计算慢卡：{scope_zh}其计算时间每步比同组多 {ms(comp_ex)}{op_zh}；"
             f"{len(victims)} 张卡每步平均在集合通信中为它等待 {ms(wait_mean)}。" + alone_zh
         )
-        if op_txt and op is not None:
+        if ex is not None:
+            summary = (
+                f"Compute straggler {rl}: it computes {ms(comp_ex)} more{per_step} than its peers"
+                f"{scope}, because {ex.clause}; {len(victims)} rank(s) wait {ms(wait_mean)} per "
+                "step for it in collectives." + alone
+            )
+            summary_zh = (
+                f"{rl_zh}是计算慢卡：{scope_zh}其计算时间每步比同组多 {ms(comp_ex)}，原因是"
+                f"{ex.clause_zh}；{len(victims)} 张卡每步平均在集合通信中为它等待 {ms(wait_mean)}。"
+                + alone_zh
+            )
+        if ex is not None:
+            a_txt, a_zh = ex.remedy.text, ex.remedy.text_zh
+        elif op_txt and op is not None:
             a_txt = (
                 f"Make {op[0]} [{op[1]}] on {rl} run as on its peers (check its input shape, "
                 "format and dtype, and whether it takes a slower kernel path)."
@@ -1101,14 +1119,9 @@ def _rank_cause(
             )
         remedies = (
             Remedy("action", a_txt, a_zh, gain, BoundKind.ESTIMATE),
-            Remedy(
-                "check",
-                f"Compare {rl}'s operators with a peer (compare_ops tool) and check the device's "
-                "frequency, temperature and errors.",
-                f"用 compare_ops 工具将{rl_zh}与同组卡的算子对比，并检查该设备的频率、温度和错误记录。",
-            ),
+            _compute_check(ex, rl, rl_zh),
         )
-        tags = ("slow_rank", "compute_straggler", "compute_spread")
+        tags = ("slow_rank", "compute_straggler", "compute_spread", *(ex.tags if ex else ()))
     return RootCause(
         id=f"cause.{mech.value}.r{rank}",
         mechanism=mech,
@@ -1116,8 +1129,12 @@ def _rank_cause(
         culprit=Culprit(
             kind="rank",
             ranks=(rank,),
-            operator=op[0] if (op is not None and not host and op[2] >= 0.5 * comp_ex) else "",
-            shape=op[1] if (op is not None and not host and op[2] >= 0.5 * comp_ex) else "",
+            operator=ex.operator
+            if ex is not None
+            else (op[0] if (op is not None and not host and op[2] >= 0.5 * comp_ex) else ""),
+            shape=ex.shape
+            if ex is not None
+            else (op[1] if (op is not None and not host and op[2] >= 0.5 * comp_ex) else ""),
             events=tuple((e.step, e.rank) for e in events) if scoped else (),
             label=rl,
             label_zh=rl_zh,
@@ -1131,6 +1148,7 @@ def _rank_cause(
             "computing_excess_us": comp_ex,
             "free_excess_us": free_ex,
             "victim_wait_us_mean": wait_mean,
+            **(ex.metrics if ex is not None else {}),
             **(
                 {"peer_sample_ranks": float(op[4])}
                 if op is not None and op[4] and not host and op[2] >= 0.5 * comp_ex
@@ -1145,6 +1163,32 @@ def _rank_cause(
         symptom_tags=tags,
         severity=_severity(excess, ctx.step_us),
         own=own,
+    )
+
+
+def _compute_check(ex: Explanation | None, who: str, who_zh: str) -> Remedy:
+    """The check that follows a compute cause: what would confirm the evidence, never a tool run."""
+    if ex is not None and ex.kind == "uniform":
+        return Remedy(
+            "check",
+            f"Confirm with npu-smi on {who}'s host (AI Core frequency and temperature during "
+            "training, health status) and compare with a peer device on the same host.",
+            f"在{who_zh}所在主机上用 npu-smi 确认（训练时的 AI Core 频率和温度、健康状态），"
+            "并与同一主机上的其他设备对比。",
+        )
+    if ex is not None and ex.kind in ("shape", "extra_work"):
+        return Remedy(
+            "check",
+            f"Log the number of tokens (sequence lengths, batch size, experts routed) each rank "
+            f"gets per step and compare {who} with its peers.",
+            f"记录每张卡每步处理的 token 数（序列长度、batch 大小、路由到的专家数），对比{who_zh}与同组。",
+        )
+    return Remedy(
+        "check",
+        f"Check {who}'s device (npu-smi: AI Core frequency, temperature, health) and its software "
+        "(CANN, driver, operator package) against a peer.",
+        f"对比同组检查{who_zh}的设备（npu-smi：AI Core 频率、温度、健康状态）和软件"
+        "（CANN、驱动、算子包）。",
     )
 
 
@@ -1291,7 +1335,9 @@ def _slow_groups(ctx: Context, persistent: set[int]) -> list[list[int]]:
     return out
 
 
-def _group_cause(ctx: Context, slow: list[int], n_steps: int) -> RootCause:
+def _group_cause(
+    ctx: Context, slow: list[int], n_steps: int, unit: tuple[str, str, str] | None = None
+) -> RootCause:
     """SLOW_GROUP: ranks that split into a slower cluster, with the operator/shape that differs.
 
     Victims: the faster ranks' collective wait (their exposed communication minus the slow
@@ -1313,9 +1359,18 @@ def _group_cause(ctx: Context, slow: list[int], n_steps: int) -> RootCause:
         if share >= VICTIM_MIN_SHARE:
             victims.append(Impact(v, lost, share, "collective_wait"))
     victims.sort(key=lambda i: (-i.lost_us, i.rank))
-    op = op_delta(ctx, slow, fast) if comp_ex >= free_ex else None
-    use_op = op is not None and op[2] >= 0.3 * max(comp_ex, 1.0)
     gl, gl_zh = ranks_label(slow)
+    if unit is not None:  # a unit the data reveals: (kind, English label, Chinese label)
+        gl, gl_zh = unit[1], unit[2]
+    ex = (
+        explain_device(
+            device_account(ctx.profile, [(-1, r) for r in slow], fast), gl, gl_zh, excess
+        )
+        if comp_ex >= free_ex
+        else None
+    )
+    op = op_delta(ctx, slow, fast) if comp_ex >= free_ex and ex is None else None
+    use_op = op is not None and op[2] >= 0.3 * max(comp_ex, 1.0)
     wait_mean = float(np.mean([v.lost_us for v in victims])) if victims else 0.0
     host = free_ex > comp_ex
     what = (
@@ -1350,7 +1405,11 @@ def _group_cause(ctx: Context, slow: list[int], n_steps: int) -> RootCause:
             )
         ),
     )
-    if use_op and op is not None:
+    if ex is not None:
+        op_txt = f", because {ex.clause}"
+        op_zh = f"，原因是{ex.clause_zh}"
+        a_txt, a_zh = ex.remedy.text, ex.remedy.text_zh
+    elif use_op and op is not None:
         a_txt = (
             f"Make {op[0]} [{op[1]}] on {gl} run as on {fl}: check the input shape/format/dtype and "
             "the software (CANN, driver, config) of the node these ranks share."
@@ -1358,6 +1417,18 @@ def _group_cause(ctx: Context, slow: list[int], n_steps: int) -> RootCause:
         a_zh = (
             f"让{gl_zh}上的 {op[0]} [{op[1]}] 与{fl_zh}一样快：检查输入 shape、格式、数据类型，"
             "以及这些卡所在节点的软件（CANN、驱动、配置）。"
+        )
+    elif host and unit is not None and unit[0] == "node":
+        a_txt = (
+            f"Free the host of {gl}: its ranks idle together ({ms(free_ex)} more Free per step "
+            "than the other nodes' ranks), so that host launches their work late; check its CPU "
+            "binding (CPU_AFFINITY_CONF, taskset / numactl per rank), other processes and the CPU "
+            "frequency governor on it, and its dataloader workers."
+        )
+        a_zh = (
+            f"排查{gl_zh}所在主机：其上各卡一起空闲（每步 Free 比其他节点的卡多 {ms(free_ex)}），"
+            "说明该主机下发任务较慢；检查其 CPU 绑核（CPU_AFFINITY_CONF、每卡的 taskset / numactl）、"
+            "该主机上的其他进程、CPU 调频策略以及 dataloader 的 worker。"
         )
     else:
         a_txt = (
@@ -1372,14 +1443,16 @@ def _group_cause(ctx: Context, slow: list[int], n_steps: int) -> RootCause:
         culprit=Culprit(
             kind="group",
             ranks=tuple(slow),
-            operator=op[0] if use_op and op is not None else "",
-            shape=op[1] if use_op and op is not None else "",
+            operator=ex.operator
+            if ex is not None
+            else (op[0] if use_op and op is not None else ""),
+            shape=ex.shape if ex is not None else (op[1] if use_op and op is not None else ""),
             label=gl,
             label_zh=gl_zh,
         ),
         victims=tuple(victims),
         summary=(
-            f"Slower group {gl}: these ranks {what} than {fl}{op_txt}; {len(victims)} rank(s) "
+            f"Slower {'group ' if unit is None else ''}{gl}: these ranks {what} than {fl}{op_txt}; {len(victims)} rank(s) "
             f"wait {ms(wait_mean)} per step for them in collectives."
         ),
         summary_zh=(
@@ -1392,6 +1465,7 @@ def _group_cause(ctx: Context, slow: list[int], n_steps: int) -> RootCause:
             "free_excess_us": free_ex,
             "victim_wait_us_mean": wait_mean,
             **({"op_delta_us": op[2], "op_avg_ratio": op[3]} if use_op and op is not None else {}),
+            **(ex.metrics if ex is not None else {}),
             **({"peer_sample_ranks": float(op[4])} if use_op and op is not None and op[4] else {}),
         },
         findings=findings,
@@ -1399,14 +1473,12 @@ def _group_cause(ctx: Context, slow: list[int], n_steps: int) -> RootCause:
         bound=BoundKind.ESTIMATE,
         remedies=(
             Remedy("action", a_txt, a_zh, excess, BoundKind.ESTIMATE),
-            Remedy(
-                "check",
-                f"Compare one rank of {gl} with one of {fl} operator by operator (compare_ops tool).",
-                f"用 compare_ops 工具逐算子对比{gl_zh}中的一张卡与{fl_zh}中的一张卡。",
-            ),
+            _compute_check(ex, gl, gl_zh),
         ),
         symptom_tags=(
-            ("slow_rank", "op_regression_shape")
+            ("slow_rank", *ex.tags)
+            if ex is not None
+            else ("slow_rank", "op_regression_shape")
             + (("matmul_slow",) if use_op and op is not None and "matmul" in op[0].lower() else ())
             if use_op
             else ("slow_rank", "compute_spread")
@@ -1450,6 +1522,16 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
     )
     slow_step = float(f[f["step"].isin(steps)].groupby("step")["step_us"].median().median())
     pair_txt = ", ".join(f"({s}, {r})" for s, r in pairs[:12]) + (" ..." if len(pairs) > 12 else "")
+    ex = (
+        None
+        if host
+        else explain_device(
+            device_account(ctx.profile, [(e.step, e.rank) for e in events], ctx.ranks),
+            "the late rank of each step",
+            "每步较晚的卡",
+            per_step,
+        )
+    )
     kind = "host stalls (device Free)" if host else "compute spikes"
     kind_zh = "主机侧阻塞（设备空闲）" if host else "计算时间突增"
     most = len(steps) > n_steps / 2
@@ -1475,6 +1557,59 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             or (x.kind is FindingKind.HOST_BOUND and bool(x.ranks) and set(x.ranks) <= culprits)
         ),
     )
+    summary = (
+        f"One-step {kind} of {ms(per_event)} on average rotate across ranks: (step, rank) = "
+        f"{pair_txt}{clean_txt}; no rank is slow on average"
+        if len(ranks) > 1
+        else f"A one-step event: {kind} of {ms(per_event)} on rank {ranks[0]} at (step, rank) "
+        f"= {pair_txt}{clean_txt}; the other ranks wait for it there, and rank {ranks[0]} runs "
+        "normally in the other steps"
+    ) + (" (most steps are slow)." if most else ".")
+    summary_zh = (
+        f"单步{kind_zh}在不同卡之间轮换出现，平均每次 {ms(per_event)}：（步, 卡）= {pair_txt}"
+        f"{clean_zh}；平均来看没有哪张卡是慢卡"
+        if len(ranks) > 1
+        else f"单步事件：{ranks[0]}号卡出现一次{kind_zh}，时长 {ms(per_event)}，（步, 卡）= "
+        f"{pair_txt}{clean_zh}；其他卡都在等它，{ranks[0]}号卡在其他步运行正常"
+    ) + ("（大多数步都变慢了）。" if most else "。")
+    first = (
+        Remedy(
+            "action",
+            "If the stalls are Python garbage collection, call gc.freeze() after model setup "
+            "and gc.collect() at fixed step intervals (or gc.disable() during steps).",
+            "若停顿来自 Python 垃圾回收：模型初始化后调用 gc.freeze()，并按固定步数间隔调用 "
+            "gc.collect()（或在训练步内 gc.disable()）。",
+            per_step,
+            BoundKind.ESTIMATE,
+        )
+        if host
+        else Remedy(
+            "check",
+            "Look at the operators of the listed (step, rank) pairs for dynamic shapes or "
+            "recompilation.",
+            "检查所列（步, 卡）中的算子是否有动态 shape 或重新编译。",
+        )
+    )
+    if ex is not None:
+        lead = (
+            "The slowest rank changes from step to step because its work does: "
+            if len(ranks) > 1
+            else f"Rank {ranks[0]} computes more in step {steps[0]}: "
+        )
+        lead_zh = (
+            "每步最慢的卡都不同，因为各卡每步的计算量不同："
+            if len(ranks) > 1
+            else f"{ranks[0]}号卡在第 {steps[0]} 步计算更多："
+        )
+        summary = (
+            f"{lead}in each (step, rank) = {pair_txt} {ex.clause}{clean_txt}; no rank is slow "
+            "on average, the others wait for the late one in each step."
+        )
+        summary_zh = (
+            f"{lead_zh}在（步, 卡）= {pair_txt} 中，{ex.clause_zh}{clean_zh}；平均来看没有哪张卡是慢卡，"
+            "其他卡在每步等待最晚的那张。"
+        )
+        first = ex.remedy
     return RootCause(
         id="cause.step_events",
         mechanism=Mechanism.STEP_EVENTS,
@@ -1491,27 +1626,8 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             else f"第 {pairs[0][0]} 步的{pairs[0][1]}号卡",
         ),
         victims=victims,
-        summary=(
-            (
-                f"One-step {kind} of {ms(per_event)} on average rotate across ranks: (step, rank) = "
-                f"{pair_txt}{clean_txt}; no rank is slow on average"
-                if len(ranks) > 1
-                else f"A one-step event: {kind} of {ms(per_event)} on rank {ranks[0]} at (step, rank) "
-                f"= {pair_txt}{clean_txt}; the other ranks wait for it there, and rank {ranks[0]} runs "
-                "normally in the other steps"
-            )
-            + (" (most steps are slow)." if most else ".")
-        ),
-        summary_zh=(
-            (
-                f"单步{kind_zh}在不同卡之间轮换出现，平均每次 {ms(per_event)}：（步, 卡）= {pair_txt}"
-                f"{clean_zh}；平均来看没有哪张卡是慢卡"
-                if len(ranks) > 1
-                else f"单步事件：{ranks[0]}号卡出现一次{kind_zh}，时长 {ms(per_event)}，（步, 卡）= "
-                f"{pair_txt}{clean_zh}；其他卡都在等它，{ranks[0]}号卡在其他步运行正常"
-            )
-            + ("（大多数步都变慢了）。" if most else "。")
-        ),
+        summary=summary,
+        summary_zh=summary_zh,
         metrics={
             "event_excess_us_mean": per_event,
             "events_count": float(len(pairs)),
@@ -1525,22 +1641,7 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
         gain_us=per_step,
         bound=BoundKind.ESTIMATE,
         remedies=(
-            Remedy(
-                "action",
-                "If the stalls are Python garbage collection, call gc.freeze() after model setup "
-                "and gc.collect() at fixed step intervals (or gc.disable() during steps).",
-                "若停顿来自 Python 垃圾回收：模型初始化后调用 gc.freeze()，并按固定步数间隔调用 "
-                "gc.collect()（或在训练步内 gc.disable()）。",
-                per_step,
-                BoundKind.ESTIMATE,
-            )
-            if host
-            else Remedy(
-                "check",
-                "Look at the operators of the listed (step, rank) pairs for dynamic shapes or "
-                "recompilation.",
-                "检查所列（步, 卡）中的算子是否有动态 shape 或重新编译。",
-            ),
+            first,
             Remedy(
                 "check",
                 f"Open the host timeline ({where}) of the listed (step, rank) pairs and look at "
@@ -1550,7 +1651,9 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
                 "（host_dispatch 工具：长间隙、类似垃圾回收的停顿）。",
             ),
         ),
-        symptom_tags=("step_jitter", "gc_pause") if host else ("step_jitter",),
+        symptom_tags=("step_jitter", "gc_pause")
+        if host
+        else ("step_jitter", *(ex.tags if ex is not None else ())),
         severity=_severity(per_step, ctx.step_us),
         own=tuple(
             Impact(
@@ -1673,10 +1776,9 @@ def presence_scope(ctx: Context, missing: list[int] | None = None) -> PresenceSc
 def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     """Job-idle rule: the same idle on every rank is one cause of the job, not of a rank.
 
-    Rule: every rank's Free is ≥ ``IDLE_MIN_SHARE`` (10%) of its step and the spread of Free
-    (max − min over ranks) is < max(``IDLE_MAX_SPREAD_SHARE`` (5%) of the median step,
-    ``IDLE_MAX_SPREAD_OF_FREE`` (50%) of the median Free). The idle
-    already blamed on a host-stall rank is not counted. Victims: every rank, lost = its Free
+    Rule: every rank's Free is ≥ ``IDLE_MIN_SHARE`` (10%) of its step, and so is the Free every
+    rank shares (the minimum over ranks), however much more some ranks idle: the shared part is
+    the job's, the excess of a rank above it is that rank's own cause (a host stall). Victims: every rank, lost = its Free
     (``how="idle"``). Gain (upper bound): the minimum Free over ranks (what every rank could get
     back together). Source: ``step_trace`` Free.
     """
@@ -1687,10 +1789,11 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     if float(share.min()) < IDLE_MIN_SHARE:
         return []
     spread = float(per["free_us"].max() - per["free_us"].min())
-    med_free = float(per["free_us"].median())
-    if spread >= max(IDLE_MAX_SPREAD_SHARE * ctx.step_us, IDLE_MAX_SPREAD_OF_FREE * med_free):
-        return []
     gain = float(per["free_us"].min())
+    # the part of the idle every rank shares is the job's, however much more some ranks idle
+    # (that excess is the late ranks' own cause)
+    if gain < IDLE_MIN_SHARE * ctx.step_us:
+        return []
     med = float(per["free_us"].median())
     # scope: the steps whose median Free over ranks is ≥ IDLE_MIN_SHARE of the step and ≥ 2x the
     # median over steps (a stall in some steps); () when every step idles alike
@@ -1737,6 +1840,21 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     else:
         who, who_zh = "the whole job waits", "整个作业"
         slow, slow_zh = "no rank is slow", "没有慢卡"
+    blamed = sorted(
+        {
+            r
+            for c in causes
+            if c.mechanism in (Mechanism.HOST_STALL, Mechanism.COMPUTE_STRAGGLER)
+            for r in c.culprit.ranks
+        }
+    )
+    if blamed:  # the shared idle is the job's; the late ranks' excess above it is their own
+        bl, bl_zh = ranks_label(blamed)
+        slow = (
+            f"every rank shares at least {ms(gain)} of it; {bl} idle more than that, which is "
+            "their own cause"
+        )
+        slow_zh = f"每张卡至少共有 {ms(gain)} 的空闲；{bl_zh}空闲得更多，那部分是它们各自的原因"
     findings = _claim(
         ctx,
         lambda f: (
@@ -2188,6 +2306,134 @@ def rule_regression(ctx: Context) -> list[RootCause]:
             if operator
             else ("profile_regression",),
             severity=_severity(delta, ctx.step_us),
+        )
+    ]
+
+
+def covered_ranks(ctx: Context, causes: list[RootCause]) -> set[int]:
+    """Ranks a cause already names as its culprit (ranks, events, link ends, stage members)."""
+    out: set[int] = set()
+    for c in causes:
+        out |= set(c.culprit.ranks) | {r for _, r in c.culprit.events}
+        if c.culprit.link is not None:
+            out |= set(c.culprit.link)
+        if c.culprit.stage is not None and 0 <= c.culprit.stage < len(ctx.stages):
+            out |= set(ctx.stages[c.culprit.stage])
+    return out
+
+
+def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """Attribution rule: culprits the wait attribution finds that no other rule named.
+
+    The collectives' wait attribution (:mod:`advisor_chat.diagnosis.attribution`) names the units
+    (ranks, nodes, communication groups, stages) the others wait for, each with what it costs the
+    job. A culprit costing ≥ ``STRAGGLER_MIN_SHARE`` of the median step per step whose ranks no
+    cause names yet becomes a cause: a node / group / stage through the group decomposition, a
+    rank late in ≥ ``PERSISTENT_STEP_SHARE`` of the steps through the rank decomposition, else its
+    late steps as events. Source: ``comm_ops`` Wait Time; ``step_trace`` and ``kernels`` for the
+    decomposition.
+    """
+    attr = ctx.attribution
+    if attr is None or ctx.frame.empty or not math.isfinite(ctx.step_us):
+        return []
+    covered = covered_ranks(ctx, causes)
+    n_steps = int(ctx.frame["step"].nunique())
+    out: list[RootCause] = []
+    for cc in attr.culprits:
+        if cc.cost_us_per_step < STRAGGLER_MIN_SHARE * ctx.step_us:
+            continue
+        if set(cc.unit.ranks) & covered or not set(cc.unit.ranks) <= set(ctx.ranks):
+            continue
+        if cc.unit.kind == "rank":
+            r = cc.unit.ranks[0]
+            evs = _all_step_events(ctx, r)
+            if n_steps < EVENT_MIN_STEPS or len(cc.steps_hit) >= PERSISTENT_STEP_SHARE * n_steps:
+                cause = _rank_cause(ctx, r, evs, n_steps, scoped=False)
+            else:
+                hit = [e for e in evs if e.step in cc.steps_hit and e.excess_us > 0]
+                if not hit:
+                    continue
+                cause = dataclasses.replace(
+                    _events_cause(ctx, hit, n_steps), id=f"cause.step_events.r{r}"
+                )
+        else:
+            label = cc.unit.name
+            label_zh = label.replace("node ", "节点 ").replace("ranks ", "").replace("(", "（") + (
+                "号卡）" if "(" in label else ""
+            )
+            if cc.unit.kind == "stage" and cc.unit.name.startswith("stage "):
+                label_zh = f"流水线阶段 {cc.unit.name.split()[1]}"
+            cause = _group_cause(ctx, list(cc.unit.ranks), n_steps, (cc.unit.kind, label, label_zh))
+            cause = dataclasses.replace(
+                cause, id=f"cause.slow_{cc.unit.kind}.r{cc.unit.ranks[0]}_{cc.unit.ranks[-1]}"
+            )
+        cause = dataclasses.replace(
+            cause, metrics={**cause.metrics, "job_cost_us": cc.cost_us_per_step}
+        )
+        out.append(cause)
+        covered |= set(cc.unit.ranks)
+    return out
+
+
+def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """Job-hotspot rule: one item that is not the model's main work dominates every rank.
+
+    From :func:`~advisor_chat.diagnosis.decompose.job_account` on the ranks present: an operator
+    type other than the matrix / attention work taking ≥ 20% of every rank's step, layout and
+    dtype conversions together ≥ 12%, or the AI CPU engine ≥ 5%. A job-level cause (no rank is the
+    culprit) with the share and the fix the item selects. Gain (upper bound): the item's time on
+    the rank where it takes the least. Source: ``kernels``, ``step_trace``.
+    """
+    per = ctx.per_rank
+    if per.empty or len(per) < 2 or not math.isfinite(ctx.step_us):
+        return []
+    ja = job_account(ctx.profile, per["step_us"])
+    if ja is None or ja.hotspot is None:
+        return []
+    item = ja.hotspot
+    missing = missing_ranks(ctx.profile)
+    sc = presence_scope(ctx, missing)
+    en, zh, rem = explain_hotspot(item, sc.every, sc.every_zh)
+    gain = item.share_min * float(per["step_us"].min())
+    rem = dataclasses.replace(rem, gain_us=gain, bound=BoundKind.UPPER_BOUND)
+    sample = f" (kernels of a sample of {len(ja.ranks)} ranks)" if len(ja.ranks) < len(per) else ""
+    return [
+        RootCause(
+            id=f"cause.job_hotspot.{item.what}",
+            mechanism=Mechanism.JOB_HOTSPOT,
+            category=Category.COMPUTE,
+            culprit=Culprit(
+                kind="operator" if item.what == "op_type" else "job",
+                operator=item.name if item.what == "op_type" else ", ".join(item.members),
+                shape=item.shape if item.what == "op_type" else "",
+                label=item.name,
+                label_zh=item.name,
+            ),
+            victims=tuple(
+                Impact(integer(r), gain, share_of(gain, num(per.at[r, "step_us"])), "own_time")
+                for r in per.index
+            ),
+            summary=(
+                f"{en[0].upper()}{en[1:]}{sample}: the same cost on every rank, so no rank is "
+                "late and none is to blame; the time is lost on all of them alike."
+            ),
+            summary_zh=f"{zh}：每张卡的开销相同，没有哪张卡晚到，也没有哪张卡是罪魁；所有卡都同样损失了这部分时间。",
+            metrics={
+                "item_us_per_step": item.us_per_step,
+                "item_share_min": item.share_min,
+                "item_share_mean": item.share_mean,
+                "item_count_per_step": item.count_per_step,
+                "gain_upper_bound_us": gain,
+            },
+            findings=_claim(
+                ctx,
+                lambda f: f.kind is FindingKind.BOTTLENECK and not f.ranks,
+            ),
+            gain_us=gain,
+            bound=BoundKind.UPPER_BOUND,
+            remedies=(rem,),
+            symptom_tags=("op_hotspot", "aicpu_op") if item.name == "AI_CPU" else ("op_hotspot",),
+            severity=_severity(gain, ctx.step_us),
         )
     ]
 

@@ -24,6 +24,7 @@ class Mechanism(str, Enum):
     PIPELINE_IMBALANCE = "pipeline_imbalance"
     EXPOSED_COMMUNICATION = "exposed_communication"
     JOB_IDLE = "job_idle"
+    JOB_HOTSPOT = "job_hotspot"
     STEP_EVENTS = "step_events"
     DEGRADATION = "degradation"
     REGRESSION = "regression"

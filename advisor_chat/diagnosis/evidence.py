@@ -1,0 +1,300 @@
+"""From a decomposition to the sentence and the remedy it selects (English and Chinese).
+
+:func:`explain_device` turns a :class:`~advisor_chat.diagnosis.decompose.DeviceAccount` into the
+clause that says what in a culprit's device time differs from its peers, and the action that
+evidence points to: every action names the evidence that selected it (DESIGN.md §4c, §6).
+:func:`explain_hotspot` does the same for a job-level item that dominates every rank.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from advisor_chat.diagnosis.decompose import DeviceAccount, JobItem
+from advisor_chat.diagnosis.text import ms, pct
+from advisor_chat.diagnosis.types import BoundKind, Remedy
+
+#: A decomposition explains a culprit's extra compute when its verdict kind holds at least this
+#: share of the extra device time.
+EXPLAINS_SHARE = 0.5
+
+_CORE_ZH = {"AI_CPU": "AI CPU", "AI_CORE": "AI Core", "AI_VECTOR_CORE": "AI Vector Core"}
+
+
+def _core(c: str) -> str:
+    return _CORE_ZH.get(c.upper(), c)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What the evidence says and the action it selects.
+
+    Attributes:
+        kind: The decomposition verdict (``uniform``, ``placement``, ``dtype``, ``shape``,
+            ``extra_work``, ``slower``).
+        clause: English clause, e.g. ``SoftmaxV2 runs on AI CPU (3.0 ms per launch) where its
+            peers run it on AI Core (0.3 ms)``.
+        clause_zh: Chinese clause.
+        remedy: The action the evidence selects (its gain filled in by the caller).
+        operator: Operator type named by the evidence ('' for a uniform slowdown).
+        shape: Its input shapes on the culprit.
+        metrics: Numbers behind the clause (µs, ratios), for the cause's metrics.
+        tags: Symptom tags for case retrieval.
+    """
+
+    kind: str
+    clause: str
+    clause_zh: str
+    remedy: Remedy
+    operator: str = ""
+    shape: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+
+
+def explain_device(
+    acc: DeviceAccount | None, who: str, who_zh: str, gain_us: float | None
+) -> Explanation | None:
+    """The explanation of a culprit's extra device time, or ``None`` when nothing explains it.
+
+    Args:
+        acc: The culprit's :class:`DeviceAccount` against its peers.
+        who: English label of the culprit (``rank 3``, ``ranks 0-7``).
+        who_zh: Chinese label.
+        gain_us: Per-step gain of the action (µs), ``None`` when unknown.
+
+    Returns:
+        ``None`` without an account, when the culprit's device time is not longer, or when no
+        kind holds at least ``EXPLAINS_SHARE`` of the extra time.
+    """
+    if acc is None or acc.verdict == "none" or acc.delta_us <= 0:
+        return None
+    held = acc.by_kind.get(acc.verdict, 0.0)
+    if held < EXPLAINS_SHARE * acc.delta_us:
+        return None
+    v = acc.verdict
+    extra = acc.delta_us
+    m: dict[str, float] = {"device_extra_us": extra, "explained_us": held}
+    if v == "uniform":
+        r = acc.uniform_ratio
+        m |= {"uniform_ratio": r, "uniform_share": acc.uniform_share}
+        clause = (
+            f"every operator on {who} runs about {r:.2f}x slower than on its peers (the same "
+            f"operators, shapes and launch counts; {pct(acc.uniform_share)} of its device time "
+            f"is slower by that factor), {ms(extra)} more device time per step: the device "
+            "itself is slower, not one operator"
+        )
+        clause_zh = (
+            f"{who_zh}上几乎所有算子都比同组慢约 {r:.2f} 倍（算子、shape、调用次数都相同；"
+            f"{pct(acc.uniform_share)} 的设备时间按这一倍数变慢），每步多 {ms(extra)} 设备时间："
+            "是设备本身变慢，而不是某个算子"
+        )
+        rem = Remedy(
+            "action",
+            f"Check {who}'s NPU health and clocks (npu-smi info: temperature, power, AI Core "
+            "frequency, health and ECC errors) and reset or replace the device if it is "
+            "throttled or degraded: every operator on it is slower by the same factor.",
+            f"检查{who_zh}的 NPU 健康状态和频率（npu-smi info：温度、功耗、AI Core 频率、健康状态和 "
+            "ECC 错误），若降频或性能劣化则复位或更换该设备：其上所有算子按同一倍数变慢。",
+            gain_us,
+            BoundKind.ESTIMATE,
+        )
+        return Explanation(v, clause, clause_zh, rem, metrics=m, tags=("device_slow",))
+    top = acc.top_of(v)
+    if top is None:
+        return None
+    op = top.op_type
+    m |= {"op_delta_us": top.delta_us}
+    if math.isfinite(top.ratio):
+        m["op_avg_ratio"] = top.ratio
+    if v == "placement":
+        clause = (
+            f"{op} runs on {_core(top.core_culprit)} on {who} ({ms(top.avg_us_culprit)} per "
+            f"launch, {top.count_culprit:.0f} per step) where its peers run it on "
+            f"{_core(top.core_peer)} ({ms(top.avg_us_peer)} per launch): {ms(top.delta_us)} "
+            "more per step"
+        )
+        clause_zh = (
+            f"{who_zh}上的 {op} 运行在 {_core(top.core_culprit)} 上（每次 {ms(top.avg_us_culprit)}，"
+            f"每步 {top.count_culprit:.0f} 次），而同组在 {_core(top.core_peer)} 上运行（每次 "
+            f"{ms(top.avg_us_peer)}）：每步多 {ms(top.delta_us)}"
+        )
+        rem = Remedy(
+            "action",
+            f"Make {op} run on {_core(top.core_peer)} on {who} as it does on its peers: find why "
+            f"it falls back to {_core(top.core_culprit)} there (an input dtype, format or shape "
+            "its AI Core kernel does not support, or a different CANN / operator package on that "
+            "node; the plog names the fallback) and align those inputs or that software.",
+            f"让{who_zh}上的 {op} 像同组一样运行在 {_core(top.core_peer)} 上：查明它为何回退到 "
+            f"{_core(top.core_culprit)}（输入的数据类型、格式或 shape 不被 AI Core 算子支持，或该节点的 "
+            "CANN / 算子包不同；plog 中会记录回退原因），并使输入或软件与同组一致。",
+            gain_us,
+            BoundKind.ESTIMATE,
+        )
+        tags: tuple[str, ...] = ("aicpu_op",)
+    elif v == "dtype":
+        clause = (
+            f"{op} takes {top.dtype_culprit} inputs on {who} where its peers use "
+            f"{top.dtype_peer} ({ms(top.avg_us_culprit)} against {ms(top.avg_us_peer)} per "
+            f"launch): {ms(top.delta_us)} more per step"
+        )
+        clause_zh = (
+            f"{who_zh}上的 {op} 输入为 {top.dtype_culprit}，而同组为 {top.dtype_peer}"
+            f"（每次 {ms(top.avg_us_culprit)}，同组 {ms(top.avg_us_peer)}）：每步多 {ms(top.delta_us)}"
+        )
+        rem = Remedy(
+            "action",
+            f"Run {who} in the same precision as its peers: its {op} computes in "
+            f"{top.dtype_culprit} instead of {top.dtype_peer}; check the mixed-precision "
+            "settings on that rank (autocast / amp level, the model or optimizer dtype, a "
+            "per-rank config).",
+            f"让{who_zh}使用与同组相同的精度：其 {op} 以 {top.dtype_culprit} 而非 {top.dtype_peer} "
+            "计算；检查该卡的混合精度设置（autocast / amp 级别、模型或优化器的数据类型、按卡的配置）。",
+            gain_us,
+            BoundKind.ESTIMATE,
+        )
+        tags = ("dtype_mismatch",)
+    elif v == "shape":
+        vary = " (a different shape in each step: the work follows the data)"
+        vary_zh = "（每步的 shape 都不同：计算量随数据变化）"
+        clause = (
+            f"{op} gets larger inputs on {who} ([{top.shape_culprit}] against "
+            f"[{top.shape_peer}] on its peers){vary if acc.varies_by_unit else ''}: "
+            f"{ms(top.delta_us)} more per step, more work rather than slower kernels"
+        )
+        clause_zh = (
+            f"{who_zh}上的 {op} 输入更大（[{top.shape_culprit}]，同组为 [{top.shape_peer}]）"
+            f"{vary_zh if acc.varies_by_unit else ''}：每步多 {ms(top.delta_us)}，是计算量更多而不是算子更慢"
+        )
+        rem = Remedy(
+            "action",
+            f"Balance the work across ranks: {who} gets larger {op} inputs than its peers "
+            f"([{top.shape_culprit}] vs [{top.shape_peer}]); give every rank the same tokens per "
+            "step (length-grouped or bucketed sampling, sequence packing, an even batch / "
+            "expert split).",
+            f"均衡各卡的计算量：{who_zh}的 {op} 输入比同组大（[{top.shape_culprit}] 对 "
+            f"[{top.shape_peer}]）；让每张卡每步处理相同的 token 数（按长度分组或分桶采样、序列打包、"
+            "均匀切分 batch / 专家）。",
+            gain_us,
+            BoundKind.ESTIMATE,
+        )
+        tags = ("load_imbalance",)
+    elif v == "extra_work":
+        more = top.count_culprit - top.count_peer
+        clause = (
+            f"{who} launches {more:.0f} more {op} per step than its peers ({top.count_culprit:.0f} "
+            f"against {top.count_peer:.0f}, {ms(top.avg_us_peer)} each): {ms(top.delta_us)} more "
+            "per step of extra work, not slower kernels"
+        )
+        clause_zh = (
+            f"{who_zh}每步比同组多调用 {more:.0f} 次 {op}（{top.count_culprit:.0f} 次对 "
+            f"{top.count_peer:.0f} 次，每次 {ms(top.avg_us_peer)}）：每步多 {ms(top.delta_us)}，"
+            "是多做了计算，而不是算子变慢"
+        )
+        rem = Remedy(
+            "action",
+            f"Remove the extra {op} work on {who}: it runs {op} {more:.0f} more times per step "
+            "than its peers (a branch only that rank takes, such as metrics, logging or "
+            "evaluation, or an uneven layer / expert assignment).",
+            f"去掉{who_zh}上多出的 {op} 计算：它每步比同组多运行 {more:.0f} 次 {op}"
+            "（只有该卡执行的分支，如指标、日志或评估，或层 / 专家分配不均）。",
+            gain_us,
+            BoundKind.ESTIMATE,
+        )
+        tags = ("load_imbalance", "op_count_imbalance")
+    else:  # slower: the same operator, shape and dtype, slower per launch
+        cnt = ""
+        cnt_zh = ""
+        for name, (a, b) in acc.counters.items():
+            if name == "block_dim":
+                cnt = f"; block_dim {a:.0f} against {b:.0f} on its peers"
+                cnt_zh = f"；block_dim 为 {a:.0f}，同组为 {b:.0f}"
+                m["block_dim"], m["block_dim_peer"] = a, b
+                break
+            if name in ("aic_mac_ratio", "aiv_vec_ratio", "cube_utilization_pct"):
+                cnt = f"; {name} {a:.2f} against {b:.2f}"
+                cnt_zh = f"；{name} 为 {a:.2f}，同组为 {b:.2f}"
+                m[name], m[f"{name}_peer"] = a, b
+                break
+        clause = (
+            f"{op} [{top.shape_culprit}] is {top.ratio:.2f}x slower per launch on {who} than on "
+            f"its peers with the same shape and dtype{cnt}: {ms(top.delta_us)} more per step"
+        )
+        clause_zh = (
+            f"{who_zh}上的 {op} [{top.shape_culprit}] 在 shape 和数据类型相同的情况下每次比同组慢 "
+            f"{top.ratio:.2f} 倍{cnt_zh}：每步多 {ms(top.delta_us)}"
+        )
+        rem = Remedy(
+            "action",
+            f"Make {op} [{top.shape_culprit}] on {who} run as on its peers: same shape and dtype, "
+            "so it takes another kernel path there; check its format (ND / NZ), block_dim and "
+            "op_state against a peer and the CANN / operator package version on that rank.",
+            f"让{who_zh}上的 {op} [{top.shape_culprit}] 与同组一样快：shape 和数据类型相同，说明走了"
+            "不同的算子实现；对比同组检查其格式（ND / NZ）、block_dim、op_state，以及该卡的 CANN / "
+            "算子包版本。",
+            gain_us,
+            BoundKind.ESTIMATE,
+        )
+        tags = ("op_regression_shape",) + (("matmul_slow",) if "matmul" in op.lower() else ())
+    return Explanation(v, clause, clause_zh, rem, op, top.shape_culprit, m, tags)
+
+
+def explain_hotspot(item: JobItem, ranks_txt: str, ranks_zh: str) -> tuple[str, str, Remedy]:
+    """English clause, Chinese clause and action for a job-level item (see ``job_account``).
+
+    Args:
+        item: The hotspot.
+        ranks_txt: Which ranks it covers (``every rank``, ``every rank present (2 of 8)``).
+        ranks_zh: The same in Chinese.
+    """
+    share = pct(item.share_min)
+    if item.what == "engine":  # AI CPU
+        ops = ", ".join(item.members)
+        en = (
+            f"AI CPU operators take at least {share} of {ranks_txt}'s step ({ms(item.us_per_step)} "
+            f"per step: {ops})"
+        )
+        zh = f"AI CPU 算子至少占{ranks_zh}步长的 {share}（每步 {ms(item.us_per_step)}：{ops}）"
+        rem = Remedy(
+            "action",
+            f"Move {ops} off the AI CPU: give them inputs the AI Core kernels support (dtype such "
+            "as int64 / float64, format, shape), or replace the call with an NPU-supported "
+            "equivalent.",
+            f"让 {ops} 不再运行在 AI CPU 上：为其提供 AI Core 算子支持的输入（如 int64 / float64 "
+            "等数据类型、格式、shape），或换用 NPU 支持的等价调用。",
+        )
+    elif item.what == "layout":
+        ops = ", ".join(item.members)
+        en = (
+            f"layout and dtype conversions ({ops}) take at least {share} of {ranks_txt}'s step "
+            f"({ms(item.us_per_step)} per step) without computing anything"
+        )
+        zh = f"格式与数据类型转换（{ops}）至少占{ranks_zh}步长的 {share}（每步 {ms(item.us_per_step)}），本身不做计算"
+        rem = Remedy(
+            "action",
+            f"Remove the conversions ({ops}): keep tensors in one format and dtype between "
+            "operators (avoid .contiguous() / .t() / .to(dtype) in the hot path, use the fused "
+            "NPU operators that take the layout as it is).",
+            f"去掉这些转换（{ops}）：让张量在算子之间保持同一格式和数据类型（热点路径上避免 "
+            ".contiguous() / .t() / .to(dtype)，使用直接接受当前布局的 NPU 融合算子）。",
+        )
+    else:
+        en = (
+            f"{item.name} takes at least {share} of {ranks_txt}'s step ({ms(item.us_per_step)} per "
+            f"step, {item.count_per_step:.0f} launches on {_core(item.core)}, inputs "
+            f"[{item.shape}])"
+        )
+        zh = (
+            f"{item.name} 至少占{ranks_zh}步长的 {share}（每步 {ms(item.us_per_step)}，"
+            f"在 {_core(item.core)} 上调用 {item.count_per_step:.0f} 次，输入 [{item.shape}]）"
+        )
+        rem = Remedy(
+            "action",
+            f"Cut {item.name}'s time on every rank: use the fused NPU operator that replaces it "
+            "(e.g. npu_fusion_attention for a composed attention, npu_rms_norm / "
+            "npu_rotary_mul for their composed forms) or remove the call from the step.",
+            f"减少各卡上 {item.name} 的耗时：换用可替代它的 NPU 融合算子（如用 npu_fusion_attention "
+            "替代拼接的注意力计算，用 npu_rms_norm / npu_rotary_mul 替代其拼接实现），或把该调用移出训练步。",
+        )
+    return en, zh, rem
