@@ -252,11 +252,7 @@ def _with_cost(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         ranks = set(c.culprit.ranks) | {r for _, r in c.culprit.events}
         if c.culprit.link is not None:
             ranks = set(c.culprit.link)
-        cost = sum(
-            cc.cost_us_per_step
-            for cc in attr.culprits
-            if set(cc.unit.ranks) <= ranks
-        )
+        cost = sum(cc.cost_us_per_step for cc in attr.culprits if set(cc.unit.ranks) <= ranks)
         if ranks and cost > 0 and c.mechanism is not Mechanism.PIPELINE_IMBALANCE:
             c = dataclasses.replace(c, metrics={**c.metrics, "job_cost_us": cost})
         out.append(c)
@@ -396,19 +392,41 @@ def _no_culprit(ctx: Context) -> RootCause:
         ("computing_share", "communication_not_overlapped_share", "free_share"),
         key=lambda k: shares[k],
     )
+    dom_en = dom_zh = ""
+    top_item = None
+    if dom == "computing_share":
+        from advisor_chat.diagnosis.decompose import job_account
+
+        ja = job_account(ctx.profile, ctx.per_rank["step_us"])
+        top_item = next((i for i in ja.items if i.what == "op_type"), None) if ja else None
+        if top_item is not None:
+            dom_en = (
+                f"; the largest item on every rank is {top_item.name} "
+                f"({pct(top_item.share_mean)} of the step)"
+            )
+            dom_zh = f"；每张卡上耗时最多的是 {top_item.name}（占步长 {pct(top_item.share_mean)}）"
     check = {
         "computing_share": (
-            "Look at the operators that take the most time (compare_ops / kernels) for a faster "
-            "implementation or fusion.",
-            "查看耗时最多的算子（compare_ops / kernels），寻找更快的实现或融合机会。",
+            "The job is compute-bound with no rank behind: speed it up where every rank spends its "
+            "time"
+            + (
+                f" ({top_item.name}: a fused or faster implementation, better-aligned shapes)"
+                if top_item
+                else ""
+            )
+            + ", or scale it out.",
+            "作业是计算受限且没有慢卡：从各卡共同的耗时处提速"
+            + (f"（{top_item.name}：融合或更快的实现、更对齐的 shape）" if top_item else "")
+            + "，或扩大规模。",
         ),
         "communication_not_overlapped_share": (
-            "Look at the collectives per step (communication tool) for overlap opportunities.",
-            "查看每步的集合通信（communication 工具），寻找与计算重叠的机会。",
+            "Open one step in the timeline (MindStudio Insight) and see which collectives run with "
+            "no computation under them: those are the overlap opportunities.",
+            "在时间线（MindStudio Insight）中打开一步，找出下面没有计算的集合通信：这些就是可以重叠的机会。",
         ),
         "free_share": (
-            "Look at the host timeline (host_dispatch tool) for what the device waits for.",
-            "查看主机时间线（host_dispatch 工具），确认设备在等什么。",
+            "Open the host timeline of one rank during the idle and see what the device waits for.",
+            "打开某张卡在空闲期间的主机时间线，确认设备在等什么。",
         ),
     }[dom]
     return RootCause(
@@ -420,10 +438,12 @@ def _no_culprit(ctx: Context) -> RootCause:
         summary=(
             f"No culprit: no rank, link, stage or step stands out above the thresholds{among}; "
             + en
+            + dom_en
             + "."
         ),
         summary_zh=f"没有发现罪魁：{among_zh}没有哪张卡、链路、流水线阶段或步超过阈值；"
         + zh
+        + dom_zh
         + "。",
         metrics=dict(shares),
         findings=(),

@@ -688,10 +688,10 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
     remedies.append(
         Remedy(
             "check",
-            f"Look at stage {c_idx}'s communication and operators (communication and compare_ops "
-            f"tools on {cl}) to see which part of its step is exposed.",
-            f"查看阶段{c_idx}（{cl_zh}）的通信与算子（communication、compare_ops 工具），"
-            "确认其每步中哪一部分没有被掩盖。",
+            f"Open stage {c_idx}'s ranks ({cl}) in the timeline (MindStudio Insight) and see which "
+            "part of its step has no computation under its communication.",
+            f"在时间线（MindStudio Insight）中打开阶段{c_idx}（{cl_zh}）的卡，"
+            "确认其每步中哪一部分通信下面没有计算可以掩盖。",
         )
     )
     return [
@@ -1042,10 +1042,8 @@ def _rank_cause(
             Remedy("action", a_txt, a_zh, gain, BoundKind.ESTIMATE),
             Remedy(
                 "check",
-                f"Open {rl}'s {where} around its Free gaps (host_dispatch tool) to see "
-                "which host call blocks.",
-                f"打开{rl_zh}的 {where_zh}，查看其空闲间隙附近的主机调用（host_dispatch 工具），"
-                "找出阻塞的调用。",
+                f"Open {rl}'s {where} around its Free gaps to see which host call blocks.",
+                f"打开{rl_zh}的 {where_zh}，查看其空闲间隙附近的主机调用，找出阻塞的调用。",
             )
             if measured
             else Remedy(
@@ -1499,6 +1497,82 @@ def _group_cause(
     )
 
 
+def hccl_timeouts_s(ctx: Context) -> tuple[float, float, bool]:
+    """(HCCL_CONNECT_TIMEOUT, HCCL_EXEC_TIMEOUT) in s, and whether they were read from the job.
+
+    The smallest value any rank recorded in ``meta.env`` (``ENV_VARIABLES``), else the documented
+    defaults (120 s, 1836 s; ``env_check``).
+    """
+    from advisor_chat.analyzers.env_check import (
+        HCCL_CONNECT_TIMEOUT_DEFAULT_S,
+        HCCL_EXEC_TIMEOUT_DEFAULT_S,
+    )
+
+    meta = ctx.profile.get("meta")
+    got: dict[str, float] = {}
+    if "env" in meta.columns:
+        for env in meta["env"]:
+            if not isinstance(env, dict):
+                continue
+            for k in ("HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT"):
+                try:
+                    v = float(str(env.get(k, "")).strip())
+                except ValueError:
+                    continue
+                if v > 0:
+                    got[k] = min(got.get(k, v), v)
+    return (
+        got.get("HCCL_CONNECT_TIMEOUT", HCCL_CONNECT_TIMEOUT_DEFAULT_S),
+        got.get("HCCL_EXEC_TIMEOUT", HCCL_EXEC_TIMEOUT_DEFAULT_S),
+        bool(got),
+    )
+
+
+def _late_event(ctx: Context, pairs: tuple[tuple[int, int], ...]) -> tuple[str, str] | None:
+    """The largest single late arrival among ``pairs`` and its distance from the HCCL timeouts.
+
+    From the wait attribution's events (one collective instance costing ≥ 2 steps and ≥ 0.5 s):
+    the step, the culprit, the collective, how many ranks waited and the longest wait, as a share
+    of HCCL_EXEC_TIMEOUT (and of HCCL_CONNECT_TIMEOUT when it is the first collective captured,
+    where communicators are still being set up). ``None`` when no such event matches.
+    """
+    attr = ctx.attribution
+    if attr is None or not attr.events:
+        return None
+    ev = next((e for e in attr.events if (e.step, e.culprit) in set(pairs)), None)
+    if ev is None:
+        return None
+    conn, exe, from_job = hccl_timeouts_s(ctx)
+    wait_s = ev.max_wait_us / 1e6
+    src = "as set for this job" if from_job else "default"
+    src_zh = "本作业设置值" if from_job else "默认值"
+    first = (
+        ev.step == min(int(s) for s in ctx.frame["step"].unique()) if not ctx.frame.empty else False
+    )
+    conn_txt = (
+        f", {pct(wait_s / conn)} of HCCL_CONNECT_TIMEOUT ({conn:g} s, {src}) if this is where the "
+        "communicator is set up"
+        if first
+        else ""
+    )
+    conn_zh = (
+        f"，若此处是通信域建链，则为 HCCL_CONNECT_TIMEOUT（{conn:g} s，{src_zh}）的 {pct(wait_s / conn)}"
+        if first
+        else ""
+    )
+    en = (
+        f"at {ev.op_name} in step {ev.step} rank {ev.culprit} arrived {ms(ev.cost_us)} after the "
+        f"others and {len(ev.victims)} rank(s) waited up to {wait_s:.1f} s for it: "
+        f"{pct(wait_s / exe)} of HCCL_EXEC_TIMEOUT ({exe:g} s, {src}){conn_txt}"
+    )
+    zh = (
+        f"第 {ev.step} 步的 {ev.op_name} 中，{ev.culprit}号卡比其他卡晚到 {ms(ev.cost_us)}，"
+        f"{len(ev.victims)} 张卡最长等待 {wait_s:.1f} s：为 HCCL_EXEC_TIMEOUT（{exe:g} s，{src_zh}）的 "
+        f"{pct(wait_s / exe)}{conn_zh}"
+    )
+    return en, zh
+
+
 def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
     """STEP_EVENTS: one-step stalls on rotating ranks, kept as (step, rank) events."""
     events = sorted(events, key=lambda e: (e.step, e.rank))
@@ -1572,13 +1646,39 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
         else f"单步事件：{ranks[0]}号卡出现一次{kind_zh}，时长 {ms(per_event)}，（步, 卡）= "
         f"{pair_txt}{clean_zh}；其他卡都在等它，{ranks[0]}号卡在其他步运行正常"
     ) + ("（大多数步都变慢了）。" if most else "。")
+    gc_seen = any(set(f.ranks) & culprits for f in ctx.finding("host_dispatch.host_bound.gc_pause"))
     first = (
         Remedy(
             "action",
-            "If the stalls are Python garbage collection, call gc.freeze() after model setup "
-            "and gc.collect() at fixed step intervals (or gc.disable() during steps).",
-            "若停顿来自 Python 垃圾回收：模型初始化后调用 gc.freeze()，并按固定步数间隔调用 "
+            "Stop the Python garbage-collection pauses the host data shows: call gc.freeze() "
+            "after model setup and gc.collect() at fixed step intervals (or gc.disable() during "
+            "steps).",
+            "消除主机数据中可见的 Python 垃圾回收停顿：模型初始化后调用 gc.freeze()，并按固定步数间隔调用 "
             "gc.collect()（或在训练步内 gc.disable()）。",
+            per_step,
+            BoundKind.ESTIMATE,
+        )
+        if host and gc_seen
+        else Remedy(
+            "action",
+            f"Take the one-off host work out of the training step on rank {ranks[0]} in step "
+            f"{steps[0]} (a checkpoint save, an evaluation, a blocking data load or log flush "
+            "that only this rank does): make it asynchronous, or do it on every rank at the same "
+            "step so nobody waits.",
+            f"把{ranks[0]}号卡在第 {steps[0]} 步做的一次性主机工作移出训练步（保存检查点、评估、阻塞式数据"
+            "加载或日志落盘等只有该卡做的事）：改为异步，或让所有卡在同一步一起做，避免其他卡等待。",
+            per_step,
+            BoundKind.ESTIMATE,
+        )
+        if host and len(pairs) == 1
+        else Remedy(
+            "action",
+            "Find the host work that lands on a different rank in each hit step (Python garbage "
+            "collection, periodic logging, checkpoint shards, data loading) and take it out of "
+            "the step: if it is garbage collection, gc.freeze() after setup and gc.collect() at "
+            "fixed step intervals.",
+            "找出每个受影响步落在不同卡上的主机工作（Python 垃圾回收、周期性日志、检查点分片、数据加载），"
+            "并移出训练步：若是垃圾回收，初始化后调用 gc.freeze()，并按固定步数间隔调用 gc.collect()。",
             per_step,
             BoundKind.ESTIMATE,
         )
@@ -1590,6 +1690,10 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             "检查所列（步, 卡）中的算子是否有动态 shape 或重新编译。",
         )
     )
+    hung = _late_event(ctx, pairs)
+    if hung is not None:
+        summary = summary.rstrip(".") + "; " + hung[0] + "."
+        summary_zh = summary_zh.rstrip("。") + "；" + hung[1] + "。"
     if ex is not None:
         lead = (
             "The slowest rank changes from step to step because its work does: "
@@ -1903,9 +2007,9 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 ),
                 Remedy(
                     "check",
-                    f"Look at the host timeline during the idle ({timeline}, host_dispatch tool) "
+                    f"Look at the host timeline during the idle ({timeline}) "
                     "to see what the trainer waits for.",
-                    f"查看空闲期间的主机时间线（{timeline_zh}、host_dispatch 工具），确认训练进程在等什么。",
+                    f"查看空闲期间的主机时间线（{timeline_zh}），确认训练进程在等什么。",
                 ),
             ),
             symptom_tags=("high_free", "dataloader_stall") if start else ("high_free",),
@@ -2040,9 +2144,9 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     remedies.append(
         Remedy(
             "check",
-            "Look at the collectives per step and their sizes (communication tool) to see which "
-            "ones are exposed and whether many are small.",
-            "查看每步的集合通信次数和大小（communication 工具），确认哪些没有被掩盖、是否有大量小通信。",
+            "Open one step in the timeline (MindStudio Insight) and see which collectives run "
+            "with no computation under them and whether many of them are small.",
+            "在时间线（MindStudio Insight）中打开一步，确认哪些集合通信下面没有计算、是否有大量小通信。",
         )
     )
     # ranks the job had but the folder lacks: "every rank" and "no rank is to blame" cover only
@@ -2297,9 +2401,9 @@ def rule_regression(ctx: Context) -> list[RootCause]:
                 ),
                 Remedy(
                     "check",
-                    "Compare both profiles operator by operator (compare_profiles tool) and check "
-                    "the software versions that changed.",
-                    "用 compare_profiles 工具逐算子对比两份数据，并检查变化了的软件版本。",
+                    "Check the software versions that changed between the two runs (CANN, "
+                    "torch_npu, driver, operator packages) against the operators whose time changed.",
+                    "对照耗时变化的算子，检查两次运行之间变化了的软件版本（CANN、torch_npu、驱动、算子包）。",
                 ),
             ),
             symptom_tags=("profile_regression", "hccl_op_count_increase", "cann_upgrade")
@@ -2333,6 +2437,8 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     late steps as events. Source: ``comm_ops`` Wait Time; ``step_trace`` and ``kernels`` for the
     decomposition.
     """
+    if len(ctx.ranks) < MIN_RANKS:  # no peer median to tell a late rank from a fast one
+        return []
     attr = ctx.attribution
     if attr is None or ctx.frame.empty or not math.isfinite(ctx.step_us):
         return []
