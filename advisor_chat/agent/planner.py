@@ -402,6 +402,9 @@ class Planner:
         zh = q.language == "zh"
         it = q.intent
         healthy = q.kind == "yes_no" and _HEALTHY_Q.search(q.text) is not None
+        hyp = getattr(q, "hypothesis", None)
+        if hyp and hyp not in ("network", "link"):  # "could it be GC?": a verdict first
+            return project.hypothesis(d, hyp, zh)
         if it == "explain_rank" and q.ranks:
             alternative = re.search(r"\bor\b|还是", q.text, re.I) is not None
             return project.explain_ranks(

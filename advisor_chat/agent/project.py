@@ -1552,3 +1552,44 @@ def reference_line(p: Projection, zh: bool) -> str:
         return ""
     ids = [f"`{c.id}`" for c in p.causes]
     return ("依据的原因编号：" + "、".join(ids)) if zh else ("Causes cited: " + ", ".join(ids))
+
+
+def hypothesis(d: Diagnosis, name: str, zh: bool) -> Projection:
+    """Answer to a hypothesis question ("could it be GC?"): a verdict, then its measured evidence.
+
+    The verdict comes from :func:`advisor_chat.diagnosis.hypotheses.judge` (supported,
+    contradicted, or not decidable from this data); the first sentence states it alone, so that
+    no clause of the evidence can contradict it; the second gives the evidence and the causes it
+    comes from are cited; an undecided verdict says what to collect.
+    """
+    from advisor_chat.diagnosis.hypotheses import NAMES, judge
+
+    v = judge(d, name)
+    en_name, zh_name = NAMES[name]
+    p = Projection()
+    if v.status == "supported":
+        first = (
+            f"是的，数据支持“{zh_name}”这一判断。" if zh else f"Yes: the data supports {en_name}."
+        )
+    elif v.status == "contradicted":
+        first = (
+            f"不是，数据不支持“{zh_name}”。" if zh else f"No: the data does not support {en_name}."
+        )
+    else:
+        first = (
+            f"无法从这份数据判断是否是{zh_name}。"
+            if zh
+            else f"Cannot tell from this data whether it is {en_name}."
+        )
+    p.lines.append(first)
+    reason = v.reason_zh if zh else v.reason
+    p.lines.append(_sentence(reason[:1].upper() + reason[1:] if not zh else reason, zh))
+    if v.status == "undecided" and (v.collect_zh if zh else v.collect):
+        p.lines.append(
+            f"要判断，需要采集：{v.collect_zh}。" if zh else f"To decide, collect {v.collect}."
+        )
+    for cid in v.causes:
+        c = next((x for x in d.causes if x.id == cid), None)
+        if c is not None:
+            p.add_cause(c)
+    return p

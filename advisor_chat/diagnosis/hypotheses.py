@@ -1,0 +1,558 @@
+"""Users' hypotheses tested against the diagnosis: supported, contradicted, or not decidable.
+
+"Could it be GC?", "is it the hardware?", "should I switch ZeRO-3 to ZeRO-2?": each hypothesis is
+checked against the same account the diagnosis gives (its causes, their culprits, evidence tags
+and metrics, and the findings), never against the question's words. A verdict carries the
+measured evidence for and against it and, when the data cannot decide, what to collect.
+
+:func:`judge` is a pure function of a :class:`~advisor_chat.diagnosis.types.Diagnosis`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from advisor_chat.diagnosis.types import Diagnosis, Mechanism, RootCause
+
+Status = Literal["supported", "contradicted", "undecided"]
+
+#: The hypotheses a question can name (``Query.hypothesis``).
+HYPOTHESES = (
+    "gc",
+    "dataloader",
+    "network",
+    "link",
+    "hardware",
+    "compute_straggler",
+    "load_imbalance",
+    "checkpoint",
+    "zero_stage",
+    "mc2",
+    "hccl_timeout",
+    "memory",
+    "host_dispatch",
+)
+
+#: How each hypothesis is named in an answer (English, Chinese).
+NAMES = {
+    "gc": ("Python garbage collection", "Python 垃圾回收"),
+    "dataloader": ("the input pipeline (dataloader)", "数据加载（dataloader）"),
+    "network": ("the network", "网络"),
+    "link": ("a slow link", "慢链路"),
+    "hardware": ("a hardware fault", "硬件故障"),
+    "compute_straggler": ("a compute straggler", "计算慢卡"),
+    "load_imbalance": ("load imbalance", "负载不均衡"),
+    "checkpoint": ("checkpoint saving", "保存检查点"),
+    "zero_stage": ("the ZeRO stage", "ZeRO 阶段"),
+    "mc2": ("missing mc2 fusion", "未开启 mc2 融合"),
+    "hccl_timeout": ("an HCCL timeout", "HCCL 超时"),
+    "memory": ("device memory", "显存"),
+    "host_dispatch": ("host dispatch (a host-bound job)", "host 下发（下发瓶颈）"),
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A hypothesis judged against the diagnosis.
+
+    Attributes:
+        hypothesis: One of :data:`HYPOTHESES`.
+        status: ``supported``, ``contradicted`` or ``undecided``.
+        reason: English sentence giving the measured evidence that decides (or why nothing does).
+        reason_zh: Chinese sentence.
+        causes: Ids of the causes the evidence comes from.
+        collect: What to collect to decide (English), '' when decided.
+        collect_zh: The same in Chinese.
+    """
+
+    hypothesis: str
+    status: Status
+    reason: str
+    reason_zh: str
+    causes: tuple[str, ...] = field(default_factory=tuple)
+    collect: str = ""
+    collect_zh: str = ""
+
+
+_SPECIFIC_EXCLUDED = (
+    Mechanism.NO_CULPRIT,
+    Mechanism.NOT_ENOUGH_SIGNAL,
+    Mechanism.DATA_ARTIFACT,
+)
+
+
+def _real(d: Diagnosis) -> list[RootCause]:
+    return [c for c in d.causes if c.mechanism not in _SPECIFIC_EXCLUDED]
+
+
+def _top(d: Diagnosis) -> RootCause | None:
+    real = _real(d)
+    return real[0] if real else None
+
+
+def _tagged(d: Diagnosis, *tags: str) -> RootCause | None:
+    return next((c for c in _real(d) if set(tags) & set(c.symptom_tags)), None)
+
+
+def _mech(d: Diagnosis, *mechs: Mechanism) -> RootCause | None:
+    return next((c for c in _real(d) if c.mechanism in mechs), None)
+
+
+def _findings(d: Diagnosis, prefix: str) -> list[str]:
+    return [f.id for f in d.findings if f.id.startswith(prefix)]
+
+
+def _top_text(c: RootCause | None) -> tuple[str, str]:
+    if c is None:
+        return (
+            "no cause stands out in this profile",
+            "这份数据中没有突出的原因",
+        )
+    return (
+        f"the time goes elsewhere: {c.summary.rstrip('.')}",
+        f"时间损失在别处：{c.summary_zh.rstrip('。')}",
+    )
+
+
+def _v(
+    h: str, status: Status, en: str, zh: str, causes: tuple[RootCause | None, ...] = ()
+) -> Verdict:
+    return Verdict(h, status, en, zh, tuple(c.id for c in causes if c is not None))
+
+
+def _gc(d: Diagnosis) -> Verdict:
+    gc_c = _tagged(d, "gc_pause")
+    if gc_c is not None:
+        return _v(
+            "gc",
+            "supported",
+            f"the host data shows Python garbage-collection pauses where the device idles: "
+            f"{gc_c.summary.rstrip('.')}",
+            f"主机数据显示设备空闲时主机正在进行 Python 垃圾回收：{gc_c.summary_zh.rstrip('。')}",
+            (gc_c,),
+        )
+    host = _mech(d, Mechanism.HOST_STALL, Mechanism.STEP_EVENTS, Mechanism.JOB_IDLE)
+    if host is not None and host.category.value == "scheduling":
+        v = _v(
+            "gc",
+            "undecided",
+            f"the device does idle waiting for its host ({host.summary.rstrip('.')}), but the host "
+            "data does not show what the host does then, so garbage collection can be neither "
+            "confirmed nor ruled out",
+            f"设备确实在等主机（{host.summary_zh.rstrip('。')}），但主机数据没有显示主机此时在做什么，"
+            "无法确认或排除垃圾回收",
+            (host,),
+        )
+        return Verdict(
+            v.hypothesis,
+            v.status,
+            v.reason,
+            v.reason_zh,
+            v.causes,
+            "a profile with host (CPU) activity and Python call stacks (with_stack=True), or "
+            "gc.callbacks logging pause lengths",
+            "开启 CPU 活动与 Python 调用栈（with_stack=True）的性能数据，或用 gc.callbacks 记录回收停顿时长",
+        )
+    en, zh = _top_text(_top(d))
+    return _v(
+        "gc",
+        "contradicted",
+        f"no rank's device idles waiting for its host, which a garbage-collection pause would "
+        f"cause; {en}",
+        f"没有哪张卡的设备在等待主机，而垃圾回收停顿会造成这种等待；{zh}",
+        (_top(d),),
+    )
+
+
+def _network(d: Diagnosis, h: str) -> Verdict:
+    link = _mech(d, Mechanism.SLOW_LINK)
+    if link is not None:
+        return _v(h, "supported", link.summary.rstrip("."), link.summary_zh.rstrip("。"), (link,))
+    top = _top(d)
+    exposed = _mech(d, Mechanism.EXPOSED_COMMUNICATION)
+    if top is not None and top.mechanism is Mechanism.EXPOSED_COMMUNICATION:
+        return _v(
+            h,
+            "contradicted",
+            "communication does cost time, but no link is slower than its peers: it is "
+            f"communication the computation does not hide, not a network fault ({top.summary.rstrip('.')})",
+            f"通信确实耗时，但没有哪条链路比同类慢：是通信没有被计算掩盖，而不是网络故障（{top.summary_zh.rstrip('。')}）",
+            (top,),
+        )
+    if not _findings(d, "slow_link.") and not _findings(d, "communication."):
+        return Verdict(
+            h,
+            "undecided",
+            "this profile has no communication data to judge the links with",
+            "这份数据没有可用于判断链路的通信数据",
+            (),
+            "communication.json and communication_matrix.json (profiler level Level1 or higher)",
+            "communication.json 与 communication_matrix.json（采集级别 Level1 及以上）",
+        )
+    en, zh = _top_text(top)
+    more = (
+        "; communication left exposed on every rank is a separate, job-level cost"
+        if exposed
+        else ""
+    )
+    more_zh = "；各卡未被掩盖的通信是另一个作业级开销" if exposed else ""
+    return _v(
+        h,
+        "contradicted",
+        f"every link runs at the bandwidth of its peers and the ranks wait at the collectives "
+        f"for a late rank, not for transfers; {en}{more}",
+        f"所有链路的带宽与同类一致，各卡在集合通信中等的是晚到的卡，而不是数据传输；{zh}{more_zh}",
+        (top, exposed),
+    )
+
+
+def _hardware(d: Diagnosis) -> Verdict:
+    dev = _tagged(d, "device_slow")
+    if dev is not None:
+        return _v(
+            "hardware",
+            "supported",
+            f"{dev.summary.rstrip('.')}; a device that runs every operator slower by one factor is "
+            "throttled or degraded hardware",
+            f"{dev.summary_zh.rstrip('。')}；所有算子按同一倍数变慢，说明设备降频或硬件劣化",
+            (dev,),
+        )
+    link = _mech(d, Mechanism.SLOW_LINK)
+    if link is not None:
+        return _v(
+            "hardware",
+            "supported",
+            f"{link.summary.rstrip('.')}; a link far below its peers' bandwidth is usually a "
+            "hardware or cabling fault (port, optical module, NIC)",
+            f"{link.summary_zh.rstrip('。')}；链路带宽远低于同类通常是硬件或线缆故障（端口、光模块、网卡）",
+            (link,),
+        )
+    soft = _tagged(
+        d,
+        "aicpu_op",
+        "dtype_mismatch",
+        "load_imbalance",
+        "op_count_imbalance",
+        "host_bound",
+        "gc_pause",
+    )
+    if soft is not None:
+        return _v(
+            "hardware",
+            "contradicted",
+            f"the evidence points to software, configuration or data, not hardware: "
+            f"{soft.summary.rstrip('.')}",
+            f"证据指向软件、配置或数据，而不是硬件：{soft.summary_zh.rstrip('。')}",
+            (soft,),
+        )
+    top = _top(d)
+    if top is None:
+        return _v(
+            "hardware",
+            "contradicted",
+            "no device or link stands out: every rank and link performs like its peers",
+            "没有哪个设备或链路异常：各卡与各链路的表现都与同类一致",
+        )
+    en, zh = _top_text(top)
+    v = _v(
+        "hardware",
+        "undecided",
+        f"no device runs uniformly slower and no link is degraded; {en}",
+        f"没有设备整体变慢，也没有链路劣化；{zh}",
+        (top,),
+    )
+    return Verdict(
+        v.hypothesis, v.status, v.reason, v.reason_zh, v.causes,
+        "npu-smi health and frequency readings of the devices involved, and hccn_tool link checks",
+        "相关设备的 npu-smi 健康与频率信息，以及 hccn_tool 链路检查",
+    )  # fmt: skip
+
+
+def _straggler(d: Diagnosis) -> Verdict:
+    c = _mech(d, Mechanism.COMPUTE_STRAGGLER) or next(
+        (
+            x
+            for x in _real(d)
+            if x.mechanism in (Mechanism.SLOW_GROUP, Mechanism.STEP_EVENTS)
+            and x.category.value == "compute"
+        ),
+        None,
+    )
+    if c is not None:
+        return _v(
+            "compute_straggler", "supported", c.summary.rstrip("."), c.summary_zh.rstrip("。"), (c,)
+        )
+    top = _top(d)
+    if top is not None and top.culprit.ranks and top.category.value == "scheduling":
+        return _v(
+            "compute_straggler",
+            "contradicted",
+            f"a rank holds the others back, but by idling, not by computing longer: {top.summary.rstrip('.')}",
+            f"确实有卡拖慢了其他卡，但原因是空闲而不是计算更久：{top.summary_zh.rstrip('。')}",
+            (top,),
+        )
+    en, zh = _top_text(top)
+    return _v(
+        "compute_straggler",
+        "contradicted",
+        f"no rank computes longer than its peers; {en}",
+        f"没有哪张卡的计算时间比同组长；{zh}",
+        (top,),
+    )
+
+
+def _imbalance(d: Diagnosis) -> Verdict:
+    c = _tagged(d, "load_imbalance", "op_count_imbalance")
+    if c is not None:
+        return _v(
+            "load_imbalance", "supported", c.summary.rstrip("."), c.summary_zh.rstrip("。"), (c,)
+        )
+    other = _tagged(d, "device_slow", "aicpu_op", "dtype_mismatch", "op_regression_shape")
+    if other is not None:
+        return _v(
+            "load_imbalance",
+            "contradicted",
+            "the late rank does the same work as its peers, only slower: "
+            f"{other.summary.rstrip('.')}",
+            f"晚到的卡与同组做的计算量相同，只是更慢：{other.summary_zh.rstrip('。')}",
+            (other,),
+        )
+    top = _top(d)
+    en, zh = _top_text(top)
+    return _v(
+        "load_imbalance",
+        "contradicted",
+        f"no rank gets more work (operators, shapes, launch counts) than its peers; {en}",
+        f"没有哪张卡的计算量（算子、shape、调用次数）比同组多；{zh}",
+        (top,),
+    )
+
+
+def _dataloader(d: Diagnosis) -> Verdict:
+    c = _tagged(d, "dataloader_stall")
+    if c is not None:
+        return _v("dataloader", "supported", c.summary.rstrip("."), c.summary_zh.rstrip("。"), (c,))
+    idle = _mech(d, Mechanism.JOB_IDLE)
+    if idle is not None:
+        v = _v(
+            "dataloader",
+            "undecided",
+            f"every rank idles ({idle.summary.rstrip('.')}), which an input pipeline would cause, "
+            "but the idle is not at the start of the step where a dataloader wait shows",
+            f"所有卡都在空闲（{idle.summary_zh.rstrip('。')}），数据加载会造成这种空闲，但空闲并不在步的开始处",
+            (idle,),
+        )
+        return Verdict(
+            v.hypothesis, v.status, v.reason, v.reason_zh, v.causes,
+            "a profile with host activity to see what the trainer waits for",
+            "开启 CPU 活动的性能数据，查看训练进程在等什么",
+        )  # fmt: skip
+    en, zh = _top_text(_top(d))
+    return _v(
+        "dataloader",
+        "contradicted",
+        f"the ranks do not idle together at the start of their steps, where waiting for input "
+        f"shows; {en}",
+        f"各卡没有在步开始处一起空闲（等待输入时会出现）；{zh}",
+        (_top(d),),
+    )
+
+
+def _checkpoint(d: Diagnosis) -> Verdict:
+    ev = next(
+        (
+            c
+            for c in _real(d)
+            if c.mechanism is Mechanism.STEP_EVENTS and c.category.value == "scheduling"
+        ),
+        None,
+    )
+    if ev is not None:
+        v = _v(
+            "checkpoint",
+            "undecided",
+            f"the data is consistent with it: {ev.summary.rstrip('.')}; a checkpoint save, an "
+            "evaluation or a blocking log flush all look like this, and the profile does not name "
+            "the host work",
+            f"数据与之相符：{ev.summary_zh.rstrip('。')}；保存检查点、评估或阻塞式日志落盘都会如此，"
+            "而性能数据无法说明主机在做哪件事",
+            (ev,),
+        )
+        return Verdict(
+            v.hypothesis, v.status, v.reason, v.reason_zh, v.causes,
+            "the training log's checkpoint / evaluation timestamps for those steps, or host "
+            "activity with Python call stacks",
+            "训练日志中这些步的检查点 / 评估时间戳，或开启 Python 调用栈的主机活动数据",
+        )  # fmt: skip
+    en, zh = _top_text(_top(d))
+    return _v(
+        "checkpoint",
+        "contradicted",
+        f"no step has a one-off host stall, which a checkpoint save would cause; {en}",
+        f"没有哪一步出现一次性的主机阻塞，而保存检查点会造成这种阻塞；{zh}",
+        (_top(d),),
+    )
+
+
+def _zero(d: Diagnosis) -> Verdict:
+    top = _top(d)
+    if top is not None and top.mechanism is Mechanism.EXPOSED_COMMUNICATION:
+        return _v(
+            "zero_stage",
+            "supported",
+            f"communication the computation does not hide is the main cost "
+            f"({top.summary.rstrip('.')}); ZeRO-3 adds a parameter all-gather per layer, so a lower "
+            "stage (ZeRO-2) cuts communication if the memory allows",
+            f"未被计算掩盖的通信是主要开销（{top.summary_zh.rstrip('。')}）；ZeRO-3 每层都要额外 all-gather 参数，"
+            "在显存允许时改用 ZeRO-2 可以减少通信",
+            (top,),
+        )
+    en, zh = _top_text(top)
+    return _v(
+        "zero_stage",
+        "contradicted",
+        f"the ZeRO stage changes how much the ranks communicate, but communication is not what "
+        f"holds this job back: {en.replace('the time goes elsewhere: ', '')}",
+        f"ZeRO 阶段改变的是通信量，但拖慢这个作业的不是通信：{zh.replace('时间损失在别处：', '')}",
+        (top,),
+    )
+
+
+def _mc2(d: Diagnosis) -> Verdict:
+    c = _tagged(d, "mc2_opportunity")
+    if c is not None:
+        return _v("mc2", "supported", c.summary.rstrip("."), c.summary_zh.rstrip("。"), (c,))
+    mc2 = [f for f in d.findings if "mc2" in f.id]
+    if mc2:
+        return _v("mc2", "supported", mc2[0].summary.rstrip("."), mc2[0].summary.rstrip("."))
+    top = _top(d)
+    en, zh = _top_text(top)
+    return _v(
+        "mc2",
+        "contradicted",
+        f"mc2 hides tensor-parallel communication under its MatMul, but no exposed TP collective "
+        f"follows a MatMul here; {en}",
+        f"mc2 把张量并行通信藏在 MatMul 下面，但这里没有紧跟 MatMul 且未被掩盖的 TP 集合通信；{zh}",
+        (top,),
+    )
+
+
+def _timeout(d: Diagnosis) -> Verdict:
+    import re
+
+    for c in _real(d):
+        m = re.search(r"([\d.]+)% of HCCL_EXEC_TIMEOUT", c.summary)
+        if m:
+            share = float(m.group(1)) / 100
+            status: Status = "supported" if share >= 0.5 else "contradicted"
+            en = c.summary.rstrip(".")
+            return _v(
+                "hccl_timeout",
+                status,
+                en if status == "supported" else f"the longest wait is far from the timeout: {en}",
+                c.summary_zh.rstrip("。")
+                if status == "supported"
+                else f"最长的等待离超时还很远：{c.summary_zh.rstrip('。')}",
+                (c,),
+            )
+    risky = [
+        f
+        for f in d.findings
+        if f.id.startswith("env_check.env.hccl_") and f.severity.value == "high"
+    ]
+    if risky:
+        return _v(
+            "hccl_timeout", "supported", risky[0].summary.rstrip("."), risky[0].summary.rstrip(".")
+        )
+    en, zh = _top_text(_top(d))
+    return _v(
+        "hccl_timeout",
+        "contradicted",
+        f"no collective wait in this profile comes near HCCL_EXEC_TIMEOUT (1836 s by default); {en}",
+        f"这份数据中没有哪次集合通信等待接近 HCCL_EXEC_TIMEOUT（默认 1836 s）；{zh}",
+        (_top(d),),
+    )
+
+
+def _memory(d: Diagnosis) -> Verdict:
+    mem = [f for f in d.findings if "memory" in f.id or "alloc" in f.id]
+    if mem:
+        return _v("memory", "supported", mem[0].summary.rstrip("."), mem[0].summary.rstrip("."))
+    return Verdict(
+        "memory",
+        "undecided",
+        "this profile's time account does not show memory as the cause (no allocation stalls or "
+        "memory findings); memory pressure can still limit batch size without costing step time",
+        "这份数据的时间分析没有显示显存是原因（没有内存分配阻塞或显存相关发现）；显存压力仍可能限制 batch 大小，但不直接增加步时间",
+        (),
+        "a profile with profile_memory=True (memory_record.csv, operator_memory.csv)",
+        "开启 profile_memory=True 的性能数据（memory_record.csv、operator_memory.csv）",
+    )
+
+
+def _host(d: Diagnosis) -> Verdict:
+    c = _tagged(d, "host_bound")
+    if c is not None and c.category.value == "scheduling":
+        return _v(
+            "host_dispatch", "supported", c.summary.rstrip("."), c.summary_zh.rstrip("。"), (c,)
+        )
+    en, zh = _top_text(_top(d))
+    return _v(
+        "host_dispatch",
+        "contradicted",
+        f"no rank's device waits for its host to launch work; {en}",
+        f"没有哪张卡的设备在等主机下发任务；{zh}",
+        (_top(d),),
+    )
+
+
+_JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
+    "gc": _gc,
+    "network": lambda d: _network(d, "network"),
+    "link": lambda d: _network(d, "link"),
+    "hardware": _hardware,
+    "compute_straggler": _straggler,
+    "load_imbalance": _imbalance,
+    "dataloader": _dataloader,
+    "checkpoint": _checkpoint,
+    "zero_stage": _zero,
+    "mc2": _mc2,
+    "hccl_timeout": _timeout,
+    "memory": _memory,
+    "host_dispatch": _host,
+}
+
+
+def judge(d: Diagnosis, hypothesis: str) -> Verdict:
+    """Judge one hypothesis against the diagnosis.
+
+    Args:
+        d: The diagnosis.
+        hypothesis: One of :data:`HYPOTHESES`.
+
+    Returns:
+        The :class:`Verdict`; a profile that cannot be diagnosed (``not enough signal`` only)
+        gives ``undecided`` with what to collect.
+
+    Raises:
+        ValueError: ``hypothesis`` is not one of :data:`HYPOTHESES`.
+    """
+    if hypothesis not in _JUDGES:
+        raise ValueError(f"unknown hypothesis {hypothesis!r}; known: {', '.join(HYPOTHESES)}")
+    nes = next((c for c in d.causes if c.mechanism is Mechanism.NOT_ENOUGH_SIGNAL), None)
+    if nes is not None and not _real(d):
+        return Verdict(
+            hypothesis,
+            "undecided",
+            nes.summary.rstrip("."),
+            nes.summary_zh.rstrip("。"),
+            (nes.id,),
+            nes.remedies[0].text if nes.remedies else "",
+            nes.remedies[0].text_zh if nes.remedies else "",
+        )
+    return _JUDGES[hypothesis](d)
+
+
+__all__ = ["HYPOTHESES", "NAMES", "Verdict", "judge"]
