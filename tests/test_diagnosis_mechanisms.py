@@ -273,3 +273,53 @@ def test_job_account_finds_an_operator_share_on_every_rank() -> None:
     p2 = make_profile({"kernels": kernel_rows(ranks, steps, {}, BASE)})
     ja2 = job_account(p2, pd.Series({r: sum(x[4] * x[5] for x in BASE) / 0.8 for r in ranks}))
     assert ja2 is not None and ja2.hotspot is None
+
+
+def test_a_link_slow_in_both_directions_is_one_cause_counted_once() -> None:
+    from test_diagnosis_rules import rows
+
+    from advisor_chat.diagnosis import Mechanism, diagnose
+
+    # a bidirectional ring over RDMA, 100 MB per link per step; 3->4 and 4->3 at 4 GB/s, the
+    # others 20 GB/s: 20 ms of transit excess per step in each direction, at the same time
+    n, steps = 8, 3
+    mx = []
+    for s in range(1, steps + 1):
+        for r in range(n):
+            for dst in ((r + 1) % n, (r - 1) % n):
+                gbps = 4.0 if {r, dst} == {3, 4} else 20.0
+                mx.append(
+                    {
+                        "group": "g",
+                        "step": s,
+                        "op_name": f"hcom_allReduce_{s}",
+                        "src_rank": r,
+                        "dst_rank": dst,
+                        "transport": "RDMA",
+                        "transit_size_mb": 100.0,
+                        "transit_time_ms": 100.0 / gbps,
+                        "bandwidth_gbps": gbps,
+                    }
+                )
+    group = {
+        "group": "g",
+        "group_name": "dp",
+        "comm_kind": "collective",
+        "ranks": list(range(n)),
+        "size": n,
+    }
+    p = make_profile(
+        {
+            "step_trace": rows(n, steps, delta={(None, None): {"comm": 20 * MS}}),
+            "comm_matrix": mx,
+            "comm_groups": [group],
+        }
+    )
+    d = diagnose(p)
+    links = [c for c in d.causes if c.mechanism is Mechanism.SLOW_LINK]
+    assert len(links) == 1
+    c = links[0]
+    assert set(c.culprit.link or ()) == {3, 4} and c.metrics["directions"] == 2.0
+    # counted once: the excess of one direction (25 - 5 ms), not the sum of both
+    assert c.gain_us == pytest.approx(20 * MS)
+    assert "both directions" in c.summary and "两个方向" in c.summary_zh

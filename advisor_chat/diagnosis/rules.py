@@ -862,6 +862,57 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
                 own=own,
             )
         )
+    return _one_cause_per_link(out)
+
+
+def _one_cause_per_link(causes: list[RootCause]) -> list[RootCause]:
+    """Both directions of one physical link are one cause, its cost counted once.
+
+    The two directions of a link carry their transfers at the same time within a collective, so
+    the job loses the larger of the two directions' transit excess, not their sum. The merged
+    cause keeps the slower direction's numbers and names both bandwidths.
+    """
+    by_link: dict[tuple[int, int, str], list[RootCause]] = defaultdict(list)
+    for c in causes:
+        a, b = c.culprit.link or (0, 0)
+        by_link[(min(a, b), max(a, b), c.culprit.transport)].append(c)
+    out = []
+    for (a, b, t), cs in by_link.items():
+        if len(cs) == 1:
+            out.append(cs[0])
+            continue
+        cs.sort(key=lambda c: -(c.gain_us or 0.0))
+        top, other = cs[0], cs[1]
+        bw1, bw2 = top.metrics["bandwidth_gbps"], other.metrics["bandwidth_gbps"]
+        med = top.metrics["median_gbps"]
+        extra = top.gain_us or 0.0
+        victims = {v.rank: v for c in cs for v in c.victims}
+        summary = (
+            f"Slow link: {t} link {a}↔{b} is slow in both directions ({bw1:.1f} and {bw2:.1f} GB/s "
+            f"against a median of {med:.1f} GB/s for {t}); the extra transit time costs "
+            f"{ms(extra)} per step, counted once because both directions transfer at the same "
+            f"time, and every rank of its collectives waits for it (ranks {a} and {b} sit on the "
+            "slow link; their own Computing and Free are normal)."
+        )
+        summary_zh = (
+            f"慢链路：{t} 链路 {a}↔{b} 两个方向都慢（{bw1:.1f} 和 {bw2:.1f} GB/s，同类链路中位数为 "
+            f"{med:.1f} GB/s）；多出的传输时间每步 {ms(extra)}（两个方向同时传输，只计一次），"
+            f"同一集合通信中的所有卡都在等它（{a}号卡和{b}号卡位于这条慢链路上，其自身计算与空闲时间正常）。"
+        )
+        out.append(
+            dataclasses.replace(
+                top,
+                id=f"cause.slow_link.{a}_{b}_{t.lower()}",
+                culprit=dataclasses.replace(
+                    top.culprit, label=f"link {a}↔{b} ({t})", label_zh=f"链路 {a}↔{b}（{t}）"
+                ),
+                victims=tuple(sorted(victims.values(), key=lambda i: (-i.lost_us, i.rank))),
+                summary=summary,
+                summary_zh=summary_zh,
+                metrics={**top.metrics, "bandwidth_gbps_reverse": float(bw2), "directions": 2.0},
+                findings=(*top.findings, *other.findings),
+            )
+        )
     return out
 
 
