@@ -122,7 +122,8 @@ def test_tag_literals_of_the_blame_rules_are_in_the_vocabulary() -> None:
     import advisor_chat.diagnosis.rules as rules
     from advisor_chat.symptoms import SYMPTOM_TAGS
 
-    src = Path(rules.__file__).read_text() + Path(engine.__file__).read_text()
+    src = "".join(f.read_text() for f in sorted(Path(rules.__file__).parent.glob("*.py")))
+    src += Path(engine.__file__).read_text()
     found: set[str] = set()
     for m in re.finditer(
         r"symptom_tags=\(([^)]*)\)|\btags\s*[=+]\s*[\[(]([^\])]*)[\])]|tags\.append\(\s*\"([^\"]+)\"",

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -189,10 +190,10 @@ def _units(profile: Profile, stages: list[tuple[int, ...]], ranks: set[int]) -> 
     for i, n in enumerate(nodes(profile)):
         out.append(Unit("node", f"node {i} (ranks {n[0]}-{n[-1]})", n))
     g = groups_table(profile)
-    for row in g.itertuples(index=False):
-        rs = tuple(int(r) for r in row.ranks)
+    for grp, name, members in zip(g["group"], g["group_name"], g["ranks"], strict=True):
+        rs = tuple(int(r) for r in members)
         if 1 < len(rs) < len(ranks):
-            out.append(Unit("group", str(row.group_name or row.group), rs))
+            out.append(Unit("group", str(name or grp), rs))
     for i, s in enumerate(stages):
         if 1 < len(s) < len(ranks):
             out.append(Unit("stage", f"stage {i}", tuple(s)))
@@ -272,10 +273,11 @@ def attribute(
     keys = ["group", "op_name", "step"]
     inst: list[tuple[tuple[str, str, int], np.ndarray, np.ndarray]] = []
     for key, sub in w.groupby(keys, sort=False):
+        k: Any = key
         if len(sub) >= 2:
             inst.append(
                 (
-                    (str(key[0]), str(key[1]), int(key[2])),  # type: ignore[index]
+                    (str(k[0]), str(k[1]), int(k[2])),
                     sub["rank"].to_numpy(int),
                     sub["wait_us"].to_numpy(float),
                 )

@@ -128,7 +128,7 @@ def _complete_step_trace(profile: Profile) -> Profile:
 
 def build_context(profile: Profile, results: dict[str, AnalyzerResult]) -> Context:
     """Build the rule inputs from ``profile`` and its analyzer results."""
-    from advisor_chat.reporting import sort_findings
+    from advisor_chat.analyzers.runner import sort_findings
 
     profile = _complete_step_trace(profile)
     frame = step_frame(profile) if profile.has("step_trace") else pd.DataFrame()

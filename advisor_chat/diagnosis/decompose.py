@@ -28,6 +28,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -239,7 +240,8 @@ def device_account(
     # matched variants: extra launches and slower launches
     ratios, weights, types = [], [], []
     for key, row in matched.iterrows():
-        op_type, shp, dt, core = (str(x) for x in key)  # type: ignore[union-attr]
+        vkey: Any = key
+        op_type, shp, dt, core = (str(x) for x in vkey)
         extra = (row["n_c"] - row["n_p"]) * row["avg_p"]
         slower = row["n_c"] * (row["avg_c"] - row["avg_p"])
         ratios.append(row["avg_c"] / row["avg_p"] if row["avg_p"] > 0 else np.nan)
@@ -256,7 +258,8 @@ def device_account(
     # one-sided variants of an op type both sides run: the differing field names the kind
     only_c = j[j["us_p"].isna()].reset_index()
     only_p = j[j["us_c"].isna()].reset_index()
-    for op_type, gc in only_c.groupby("op_type"):
+    for op_name, gc in only_c.groupby("op_type"):
+        op_type = str(op_name)
         top_c = gc.sort_values("us_c", ascending=False).iloc[0]
         gp = only_p[only_p["op_type"] == op_type]
         us_c = float(gc["us_c"].sum())
@@ -316,12 +319,12 @@ def device_account(
     counters = _counters(c, p, top) if top is not None else {}
     varies = False
     if explicit and top is not None:
-        shp = (
+        per_unit = (
             c[c["op_type"] == top.op_type]
             .groupby(["step", "rank"])["input_shapes"]
             .agg(lambda s: "|".join(sorted(set(s))))
         )
-        varies = shp.nunique() > 1
+        varies = int(per_unit.nunique()) > 1
     return DeviceAccount(
         culprit_units=n_c,
         peer_units=n_p,

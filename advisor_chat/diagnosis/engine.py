@@ -4,7 +4,7 @@
 
 1. Data-artifact steps (incomplete device records) are found and removed from the profile the
    other rules read (:func:`~advisor_chat.diagnosis.rules.detect_artifact_steps`).
-2. The report analyzers run once on the kept steps (``advisor_chat.reporting.run_report``), unless
+2. The report analyzers run once on the kept steps (``advisor_chat.analyzers.runner``), unless
    ``results`` are given and no step was excluded.
 3. Blame rules (:mod:`advisor_chat.diagnosis.rules`): pipeline, slow link, late arrivers and
    events (with slow groups), degradation, regression, then the job-level rules (job idle, exposed
@@ -148,7 +148,7 @@ def code_version() -> str:
     """SHA-256 (16 hex digits) of the source the diagnosis depends on.
 
     Every file of ``analyzers``, ``diagnosis`` and ``ingest`` (tables, findings, rules) and the
-    modules they import (``reporting``, ``errors``, ``textsafe``, ``symptoms``, ``config``): a
+    modules they import (``errors``, ``textsafe``, ``symptoms``, ``config``): a
     stored diagnosis is reused only by the code that made it (an agent / CLI / UI change does
     not invalidate it).
     """
@@ -159,9 +159,7 @@ def code_version() -> str:
         h = hashlib.sha256()
         pkg = Path(__file__).resolve().parents[1]
         files = [f for d in ("analyzers", "diagnosis", "ingest") for f in (pkg / d).rglob("*.py")]
-        files += [
-            pkg / f"{m}.py" for m in ("reporting", "errors", "textsafe", "symptoms", "config")
-        ]
+        files += [pkg / f"{m}.py" for m in ("errors", "textsafe", "symptoms", "config")]
         for f in sorted(f for f in files if f.is_file()):
             h.update(str(f.relative_to(pkg)).encode())
             h.update(f.read_bytes())
@@ -229,9 +227,11 @@ def keep_steps(profile: Profile, excluded: set[int]) -> Profile:
 
 
 def _run(profile: Profile, baseline: Profile | None) -> dict[str, AnalyzerResult]:
-    from advisor_chat.reporting import run_report
+    from advisor_chat.analyzers.runner import run_analyzers
+    from advisor_chat.ingest.common import gc_paused
 
-    return run_report(profile, baseline=baseline, diagnose=False).results
+    with gc_paused():
+        return run_analyzers(profile, baseline=baseline).results
 
 
 def _with_cost(ctx: Context, causes: list[RootCause]) -> list[RootCause]:

@@ -1,0 +1,101 @@
+"""Blame rules: each turns analyzer tables and findings into root causes (issue 12, DESIGN.md §4b).
+
+Every rule is one function ``rule_x(ctx) -> list[RootCause]`` whose docstring states the rule and
+its thresholds. Times are µs per step; "own time" of a rank is Computing + Free (time it spends
+on its own, not waiting for peers in collectives). A rank's "exposed communication" is
+Communication (Not Overlapped and Exclude Receive) from ``step_trace``. Victims of a late rank lose
+the difference between their exposed communication and the late rank's (collective wait), capped by
+the late rank's excess: that is the time they spend waiting for it.
+
+One module per mechanism: ``artifact``, ``pipeline``, ``slow_link``, ``stragglers`` (late ranks,
+groups, one-step events), ``attributed`` (culprits from the wait attribution), ``degradation``,
+``job`` (job idle, exposed communication, hotspot), ``regression``; shared thresholds and helpers
+in ``common``.
+"""
+
+from __future__ import annotations
+
+from advisor_chat.analyzers._common import missing_ranks
+from advisor_chat.diagnosis.rules.artifact import artifact_cause, detect_artifact_steps
+from advisor_chat.diagnosis.rules.attributed import covered_ranks, rule_attributed
+from advisor_chat.diagnosis.rules.common import (
+    BUBBLE_MIN_MARGIN,
+    BUBBLE_MIN_SHARE,
+    BUBBLE_TARGET_SHARE,
+    EVENT_MIN_SHARE,
+    EVENT_MIN_STEPS,
+    EXPOSED_MIN_SHARE,
+    GROUP_GAP_VS_SPREAD,
+    GROUP_MIN_GAP_SHARE,
+    IDLE_MIN_SHARE,
+    MANY_COLLECTIVES,
+    MIN_RANKS,
+    PERSISTENT_STEP_SHARE,
+    SMALL_TIME_SHARE,
+    STRAGGLER_MIN_SHARE,
+    VICTIM_MIN_SHARE,
+    Event,
+    PresenceScope,
+    arrival_measured,
+    find_events,
+    host_measured,
+    host_timeline,
+    layered_victims,
+    op_delta,
+    presence_scope,
+    spreads_text,
+    wait_victims,
+)
+from advisor_chat.diagnosis.rules.degradation import rule_degradation
+from advisor_chat.diagnosis.rules.job import (
+    rule_exposed_communication,
+    rule_job_hotspot,
+    rule_job_idle,
+)
+from advisor_chat.diagnosis.rules.pipeline import rule_pipeline
+from advisor_chat.diagnosis.rules.regression import rule_regression
+from advisor_chat.diagnosis.rules.slow_link import rule_slow_link
+from advisor_chat.diagnosis.rules.stragglers import hccl_timeouts_s, rule_stragglers_and_events
+
+__all__ = [
+    "BUBBLE_MIN_MARGIN",
+    "BUBBLE_MIN_SHARE",
+    "BUBBLE_TARGET_SHARE",
+    "EVENT_MIN_SHARE",
+    "EVENT_MIN_STEPS",
+    "EXPOSED_MIN_SHARE",
+    "GROUP_GAP_VS_SPREAD",
+    "GROUP_MIN_GAP_SHARE",
+    "IDLE_MIN_SHARE",
+    "MANY_COLLECTIVES",
+    "MIN_RANKS",
+    "PERSISTENT_STEP_SHARE",
+    "SMALL_TIME_SHARE",
+    "STRAGGLER_MIN_SHARE",
+    "VICTIM_MIN_SHARE",
+    "Event",
+    "PresenceScope",
+    "arrival_measured",
+    "artifact_cause",
+    "covered_ranks",
+    "detect_artifact_steps",
+    "find_events",
+    "hccl_timeouts_s",
+    "host_measured",
+    "host_timeline",
+    "layered_victims",
+    "missing_ranks",
+    "op_delta",
+    "presence_scope",
+    "rule_attributed",
+    "rule_degradation",
+    "rule_exposed_communication",
+    "rule_job_hotspot",
+    "rule_job_idle",
+    "rule_pipeline",
+    "rule_regression",
+    "rule_slow_link",
+    "rule_stragglers_and_events",
+    "spreads_text",
+    "wait_victims",
+]

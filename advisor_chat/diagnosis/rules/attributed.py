@@ -1,0 +1,90 @@
+"""Attribution rule: culprits the collectives' wait attribution finds that no other rule named."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from advisor_chat.diagnosis.context import Context
+from advisor_chat.diagnosis.rules.common import (
+    EVENT_MIN_STEPS,
+    MIN_RANKS,
+    PERSISTENT_STEP_SHARE,
+    STRAGGLER_MIN_SHARE,
+)
+from advisor_chat.diagnosis.rules.stragglers import (
+    _all_step_events,
+    _events_cause,
+    _group_cause,
+    _rank_cause,
+)
+from advisor_chat.diagnosis.types import (
+    RootCause,
+)
+
+
+def covered_ranks(ctx: Context, causes: list[RootCause]) -> set[int]:
+    """Ranks a cause already names as its culprit (ranks, events, link ends, stage members)."""
+    out: set[int] = set()
+    for c in causes:
+        out |= set(c.culprit.ranks) | {r for _, r in c.culprit.events}
+        if c.culprit.link is not None:
+            out |= set(c.culprit.link)
+        if c.culprit.stage is not None and 0 <= c.culprit.stage < len(ctx.stages):
+            out |= set(ctx.stages[c.culprit.stage])
+    return out
+
+
+def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """Attribution rule: culprits the wait attribution finds that no other rule named.
+
+    The collectives' wait attribution (:mod:`advisor_chat.diagnosis.attribution`) names the units
+    (ranks, nodes, communication groups, stages) the others wait for, each with what it costs the
+    job. A culprit costing ≥ ``STRAGGLER_MIN_SHARE`` of the median step per step whose ranks no
+    cause names yet becomes a cause: a node / group / stage through the group decomposition, a
+    rank late in ≥ ``PERSISTENT_STEP_SHARE`` of the steps through the rank decomposition, else its
+    late steps as events. Source: ``comm_ops`` Wait Time; ``step_trace`` and ``kernels`` for the
+    decomposition.
+    """
+    if len(ctx.ranks) < MIN_RANKS:  # no peer median to tell a late rank from a fast one
+        return []
+    attr = ctx.attribution
+    if attr is None or ctx.frame.empty or not math.isfinite(ctx.step_us):
+        return []
+    covered = covered_ranks(ctx, causes)
+    n_steps = int(ctx.frame["step"].nunique())
+    out: list[RootCause] = []
+    for cc in attr.culprits:
+        if cc.cost_us_per_step < STRAGGLER_MIN_SHARE * ctx.step_us:
+            continue
+        if set(cc.unit.ranks) & covered or not set(cc.unit.ranks) <= set(ctx.ranks):
+            continue
+        if cc.unit.kind == "rank":
+            r = cc.unit.ranks[0]
+            evs = _all_step_events(ctx, r)
+            if n_steps < EVENT_MIN_STEPS or len(cc.steps_hit) >= PERSISTENT_STEP_SHARE * n_steps:
+                cause = _rank_cause(ctx, r, evs, n_steps, scoped=False)
+            else:
+                hit = [e for e in evs if e.step in cc.steps_hit and e.excess_us > 0]
+                if not hit:
+                    continue
+                cause = dataclasses.replace(
+                    _events_cause(ctx, hit, n_steps), id=f"cause.step_events.r{r}"
+                )
+        else:
+            label = cc.unit.name
+            label_zh = label.replace("node ", "节点 ").replace("ranks ", "").replace("(", "（") + (
+                "号卡）" if "(" in label else ""
+            )
+            if cc.unit.kind == "stage" and cc.unit.name.startswith("stage "):
+                label_zh = f"流水线阶段 {cc.unit.name.split()[1]}"
+            cause = _group_cause(ctx, list(cc.unit.ranks), n_steps, (cc.unit.kind, label, label_zh))
+            cause = dataclasses.replace(
+                cause, id=f"cause.slow_{cc.unit.kind}.r{cc.unit.ranks[0]}_{cc.unit.ranks[-1]}"
+            )
+        cause = dataclasses.replace(
+            cause, metrics={**cause.metrics, "job_cost_us": cc.cost_us_per_step}
+        )
+        out.append(cause)
+        covered |= set(cc.unit.ranks)
+    return out

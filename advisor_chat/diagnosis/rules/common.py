@@ -1,0 +1,474 @@
+"""Shared thresholds, events, victims and helpers of the blame rules."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor_chat.analyzers._common import is_comm_kernel, missing_ranks
+from advisor_chat.analyzers.base import Finding, Severity
+from advisor_chat.diagnosis.context import Context
+from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
+from advisor_chat.diagnosis.types import (
+    Impact,
+)
+
+# ------------------------------------------------------------------------------------ thresholds
+#: Per-(step, rank) own-time excess over the step's peer median that makes an event (share of the
+#: median step).
+EVENT_MIN_SHARE = 0.10
+
+
+#: A rank with events in at least this share of the kept steps is persistent (a straggler), not an
+#: event source.
+PERSISTENT_STEP_SHARE = 0.75
+
+
+#: Steps needed before one-step events are told apart from persistent stragglers.
+EVENT_MIN_STEPS = 3
+
+
+#: Straggler: own-time excess over the peer median (share of the median step) — the slow_rank
+#: analyzer's threshold (5%), re-checked here on the kept steps.
+STRAGGLER_MIN_SHARE = 0.05
+
+
+#: Slow group: the gap between the two clusters of own time (share of the median step) ...
+GROUP_MIN_GAP_SHARE = 0.03
+
+
+#: ... and at least this many times the larger spread inside a cluster.
+GROUP_GAP_VS_SPREAD = 3.0
+
+
+#: Pipeline: a stage whose Bubble is at least this share of its step is waiting ...
+BUBBLE_MIN_SHARE = 0.10
+
+
+#: ... and at least this much more (share) than the stage it waits for.
+BUBBLE_MIN_MARGIN = 0.05
+
+
+#: Bubble target used for the pipeline gain upper bound (share of the stage's step).
+BUBBLE_TARGET_SHARE = 0.05
+
+
+#: Job idle: the Free every rank shares (minimum over ranks) is at least this share of the step.
+IDLE_MIN_SHARE = 0.10
+
+
+#: Exposed communication: what remains after the specific causes, at least this share of the step.
+EXPOSED_MIN_SHARE = 0.15
+
+
+#: Collectives per step and rank from which "many small collectives" is said.
+MANY_COLLECTIVES = 32
+
+
+#: Victims losing less than this share of their step are not listed.
+VICTIM_MIN_SHARE = 0.005
+
+
+#: Not enough signal: fewer ranks than this cannot name a slow rank against a peer median.
+MIN_RANKS = 3
+
+
+#: Share of the exposed communication the small transfers must take for the exposed-communication
+#: cause to be "many small collectives" (with fewer than ``MANY_COLLECTIVES`` per step).
+SMALL_TIME_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Event:
+    """One per-(step, rank) own-time excess over the step's peer median (µs)."""
+
+    step: int
+    rank: int
+    excess_us: float
+    computing_excess_us: float
+    free_excess_us: float
+
+
+# ----------------------------------------------------------------------------------- helpers
+def _severity(explained_us: float, step_us: float) -> Severity:
+    return Severity.from_share(share_of(explained_us, step_us))
+
+
+def _step_cite(ctx: Context) -> str:
+    return ctx.cite("step_trace")
+
+
+def _dominant(ctx: Context, ranks: list[int]) -> tuple[str, str, str, float, float]:
+    """What dominates ``ranks``' step: (label, label_zh, component, us, share), Bubble excluded."""
+    per = ctx.per_rank.loc[[r for r in ranks if r in ctx.per_rank.index]]
+    step = float(per["step_us"].mean()) if not per.empty else float("nan")
+    comps = {
+        "computing": float(per["computing_us"].mean()),
+        "communication": float(per["communication_not_overlapped_exclude_receive_us"].mean()),
+        "free": float(per["free_us"].mean()),
+    }
+    name = max(comps, key=lambda k: comps[k])
+    us = comps[name]
+    share = share_of(us, step)
+    en = {
+        "computing": f"compute-bound ({pct(share)} Computing)",
+        "communication": f"communication-bound ({pct(share)} Communication Not Overlapped)",
+        "free": f"host-bound ({pct(share)} Free, device idle)",
+    }[name]
+    zh = {
+        "computing": f"计算受限（计算时间占 {pct(share)}）",
+        "communication": f"通信受限（未被掩盖的通信占 {pct(share)}）",
+        "free": f"主机受限（设备空闲时间占 {pct(share)}）",
+    }[name]
+    return en, zh, name, us, share
+
+
+def wait_victims(
+    ctx: Context,
+    events: list[Event],
+    culprits: set[int],
+    n_steps: int,
+) -> tuple[Impact, ...]:
+    """Victims of late ranks (one late rank per event step).
+
+    Per event step, each peer's exposed communication minus the late rank's, clipped to [0, the late rank's excess]; summed and divided by ``n_steps``.
+
+    Source: ``step_trace`` Communication (Not Overlapped and Exclude Receive) per (rank, step).
+    """
+    f = ctx.frame
+    if f.empty or not events:
+        return ()
+    # plain dicts keyed by (rank, step): this loop looks up ~10^4 values at 1024 ranks
+    keys = list(zip(f["rank"].tolist(), f["step"].tolist(), strict=True))
+    comm = dict(
+        zip(keys, f["communication_not_overlapped_exclude_receive_us"].tolist(), strict=True)
+    )
+    step_t = dict(zip(keys, f["step_us"].tolist(), strict=True))
+    by_step: dict[int, list[Event]] = defaultdict(list)
+    for e in events:
+        by_step[e.step].append(e)
+    lost: dict[int, float] = defaultdict(float)
+    step_sum: dict[int, float] = defaultdict(float)
+    for s, evs in by_step.items():
+        late = max(evs, key=lambda e: e.excess_us)
+        c_late = float(comm.get((late.rank, s), np.nan))
+        if not math.isfinite(c_late):
+            continue
+        for v in ctx.peers(late.rank):
+            if v in culprits:
+                continue
+            cv = float(comm.get((v, s), np.nan))
+            if not math.isfinite(cv):
+                continue
+            lost[v] += min(max(cv - c_late, 0.0), late.excess_us)
+            step_sum[v] += float(step_t.get((v, s), 0.0))
+    out = []
+    for v, total in lost.items():
+        per_step = total / max(n_steps, 1)
+        step_v = step_sum[v] / max(len(by_step), 1)
+        share = share_of(per_step, step_v)
+        if share >= VICTIM_MIN_SHARE:
+            out.append(Impact(v, per_step, share, "collective_wait"))
+    return tuple(sorted(out, key=lambda i: (-i.lost_us, i.rank)))
+
+
+def layered_victims(
+    ctx: Context, culprits: dict[int, list[Event]], n_steps: int
+) -> dict[int, tuple[Impact, ...]]:
+    """Victims of several persistent late ranks, without double counting.
+
+    Per step, the late ranks are ordered by exposed communication (least first = last to arrive).
+    A peer's collective wait (its exposed communication minus the last arriver's) is cut into
+    layers: the last arriver is blamed for the wait up to the next late rank's arrival, that rank
+    for the next layer, and so on; each layer is capped by its culprit's excess in that step. A
+    late rank that arrives before another late rank is itself a victim of the later one.
+
+    Source: ``step_trace`` Communication (Not Overlapped and Exclude Receive) per (rank, step).
+    """
+    f = ctx.frame
+    if f.empty or not culprits:
+        return {}
+    # plain dicts keyed by (rank, step): this loop looks up ~10^4 values at 1024 ranks
+    keys = list(zip(f["rank"].tolist(), f["step"].tolist(), strict=True))
+    comm = dict(
+        zip(keys, f["communication_not_overlapped_exclude_receive_us"].tolist(), strict=True)
+    )
+    step_t = dict(zip(keys, f["step_us"].tolist(), strict=True))
+    lost: dict[int, dict[int, float]] = {c: defaultdict(float) for c in culprits}
+    steps_seen: dict[int, set[int]] = defaultdict(set)
+    excess = {(e.rank, e.step): e.excess_us for evs in culprits.values() for e in evs}
+    for s in sorted({e.step for evs in culprits.values() for e in evs}):
+        late = [c for c in culprits if excess.get((c, s), 0.0) > 0 and (c, s) in comm]
+        late.sort(key=lambda c: float(comm[(c, s)]))
+        if not late:
+            continue
+        pool = set(ctx.peers(late[0]))
+        for v in pool:
+            if (v, s) not in comm:
+                continue
+            cv = float(comm[(v, s)])
+            for i, c in enumerate(late):
+                if c == v:
+                    break
+                lo = float(comm[(c, s)])
+                nxt = late[i + 1] if i + 1 < len(late) else None
+                hi = cv if nxt is None or nxt == v else min(cv, float(comm[(nxt, s)]))
+                seg = min(max(hi - lo, 0.0), excess[(c, s)])
+                if seg > 0:
+                    lost[c][v] += seg
+                    steps_seen[v].add(s)
+    out: dict[int, tuple[Impact, ...]] = {}
+    for c, per_v in lost.items():
+        imps = []
+        for v, total in per_v.items():
+            per_step = total / max(n_steps, 1)
+            step_v = float(np.mean([float(step_t.get((v, s), 0.0)) for s in steps_seen[v]]))
+            share = share_of(per_step, step_v)
+            if share >= VICTIM_MIN_SHARE:
+                imps.append(Impact(v, per_step, share, "collective_wait"))
+        out[c] = tuple(sorted(imps, key=lambda i: (-i.lost_us, i.rank)))
+    return out
+
+
+def find_events(ctx: Context) -> list[Event]:
+    """Per-(step, rank) events of own time.
+
+    An event is an own-time excess ≥ ``EVENT_MIN_SHARE`` of the median step over the step's
+    peer median (peers: the rank's pipeline stage, else every rank).
+
+    Source: ``step_trace`` Computing + Free per (rank, step).
+    """
+    f = ctx.frame
+    if f.empty or not math.isfinite(ctx.step_us):
+        return []
+    thr = EVENT_MIN_SHARE * ctx.step_us
+    own = f.assign(own_us=f["computing_us"] + f["free_us"])
+    out: list[Event] = []
+    groups = ctx.stages or [tuple(ctx.ranks)]
+    for members in groups:
+        sub = own[own["rank"].isin(members)]
+        for s, g in sub.groupby("step"):
+            if len(g) < 2:
+                continue
+            med_own = float(g["own_us"].median())
+            med_c = float(g["computing_us"].median())
+            med_f = float(g["free_us"].median())
+            for row in g.itertuples(index=False):
+                ex = num(row.own_us) - med_own
+                if ex >= thr:
+                    out.append(
+                        Event(
+                            integer(s),
+                            integer(row.rank),
+                            ex,
+                            num(row.computing_us) - med_c,
+                            num(row.free_us) - med_f,
+                        )
+                    )
+    return out
+
+
+def op_delta(
+    ctx: Context, slow: list[int], fast: list[int]
+) -> tuple[str, str, float, float, int] | None:
+    """The compute operator that differs most between two rank sets.
+
+    The operator (type + input shapes) whose time per step differs most between the
+    ``slow`` and ``fast`` ranks: (op_type, input_shapes, delta_us per step, avg duration ratio).
+
+    Source: ``kernels`` (kernel_details.csv / DB TASK), communication tasks excluded; mean per
+    rank per step, then the mean over each rank set. ``None`` without kernels. A rank set larger
+    than 2x ``PEER_SAMPLE`` is replaced by ``PEER_SAMPLE`` evenly spaced ranks of it (only their
+    kernel_details.csv is read); the last item is the number of ranks sampled that way (0: none).
+    """
+    from advisor_chat.ingest.profile import PEER_SAMPLE
+
+    if not slow or not fast:
+        return None
+    n_sample = 0
+
+    def sample(ranks: list[int]) -> list[int]:
+        nonlocal n_sample
+        rs = sorted(set(ranks))
+        if len(rs) <= 2 * PEER_SAMPLE:
+            return rs
+        idx = np.linspace(0, len(rs) - 1, PEER_SAMPLE).round().astype(int)
+        rs = sorted({rs[i] for i in idx})
+        n_sample += len(rs)
+        return rs
+
+    slow, fast = sample(slow), sample(fast)
+    k = ctx.profile.kernels_for([*slow, *fast])
+    if k.empty:
+        return None
+    k = k[~is_comm_kernel(k).to_numpy()]
+    k = k[k["rank"].isin([*slow, *fast])]
+    if k.empty:
+        return None
+    k = k.assign(
+        op_type=k["op_type"].astype("string").fillna(k["name"].astype("string")),
+        input_shapes=k["input_shapes"].astype("string").fillna(""),
+    )
+    n_steps = k.groupby("rank")["step"].nunique()
+    agg = (
+        k.groupby(["rank", "op_type", "input_shapes"], dropna=False)["duration_us"]
+        .agg(["sum", "count"])
+        .reset_index()
+    )
+    agg["per_step_us"] = agg["sum"] / agg["rank"].map(n_steps)
+    agg["avg_us"] = agg["sum"] / agg["count"]
+
+    def side(ranks: list[int]) -> pd.DataFrame:
+        s = agg[agg["rank"].isin(ranks)]
+        return s.groupby(["op_type", "input_shapes"])[["per_step_us", "avg_us"]].sum() / len(ranks)
+
+    a, b = side(slow), side(fast)
+    j = a.add_suffix("_slow").join(b.add_suffix("_fast"), how="outer").fillna(0.0)
+    if j.empty:
+        return None
+    j["delta"] = j["per_step_us_slow"] - j["per_step_us_fast"]
+    top = j["delta"].idxmax()
+    top_key: Any = top
+    row = j.loc[top_key]
+    if float(row["delta"]) <= 0:
+        return None
+    ratio = share_of(float(row["avg_us_slow"]), float(row["avg_us_fast"]))
+    return str(top_key[0]), str(top_key[1]), float(row["delta"]), ratio, n_sample
+
+
+def _op_sample_txt(op: tuple[str, str, float, float, int] | None) -> tuple[str, str]:
+    """' (kernels of a peer sample of N ranks)' when :func:`op_delta` sampled, else ''."""
+    if op is None or not op[4]:
+        return "", ""
+    return (
+        f" (kernels of a peer sample of {op[4]} ranks)",
+        f"（基于 {op[4]} 个抽样 rank 的算子数据）",
+    )
+
+
+def _claim(ctx: Context, pred: object) -> tuple[Finding, ...]:
+    out = []
+    for f in ctx.findings:
+        if f.id in ctx.claimed:
+            continue
+        if callable(pred) and pred(f):
+            out.append(f)
+            ctx.claimed.add(f.id)
+    return tuple(out)
+
+
+def arrival_measured(ctx: Context, rank: int) -> bool:
+    """Whether per-collective data shows ``rank`` arriving late (``slow_rank`` table ``votes`` > 0).
+
+    ``votes`` counts the collectives (``comm_ops``, from communication.json or the DB) in which the
+    rank waited least, i.e. arrived last. With none (no such data, e.g. a cluster step trace only,
+    or no collective where this rank came last) the late arrival is inferred from the step times
+    alone, and the text says so.
+    """
+    res = ctx.result("slow_rank")
+    t = res.table if res is not None else None
+    if t is None or t.empty or "votes" not in t.columns or "rank" not in t.columns:
+        return False
+    row = t.loc[t["rank"] == rank, "votes"]
+    return bool(len(row)) and float(row.iloc[0]) > 0
+
+
+def host_timeline(ctx: Context, ranks: list[int] | None = None) -> tuple[str, str]:
+    """Where the host timeline of ``ranks`` (default: every rank) is, as (English, Chinese) text.
+
+    ``trace_view.json`` for the text export; the profiler DB (``ascend_pytorch_profiler_{rank}.db``,
+    its CANN_API / PYTORCH_API tables) for the DB export, which has no ``trace_view.json``. Decided
+    by the files ``host_dispatch`` comes from (listed before they are read), else by the layout.
+    """
+    paths = [
+        s.path
+        for s in ctx.profile.sources.get("host_dispatch", [])
+        if ranks is None or s.rank is None or s.rank in ranks
+    ]
+    db = [p for p in paths if p.endswith(".db")]
+    in_db = len(db) == len(paths) if paths else ctx.profile.layout == "ascend_pt_db"
+    if not in_db:
+        return "trace_view.json", "trace_view.json"
+    name = os.path.basename(db[0]) if db else "ascend_pytorch_profiler_{rank}.db"
+    if not (ranks is not None and len(ranks) == 1 and len(db) == 1):  # several ranks: the pattern
+        name = re.sub(r"_\d+\.db$", "_{rank}.db", name)
+    return f"{name} (CANN_API / PYTORCH_API tables)", f"{name}（CANN_API / PYTORCH_API 表）"
+
+
+def host_measured(ctx: Context, rank: int) -> bool:
+    """Whether host launch delays of ``rank`` are measured (``host_dispatch`` from trace_view.json).
+
+    Without them, a rank's extra Free is "device idle (Free)" with possible causes, never a
+    host stall stated as fact, and no remedy points at a trace file the profile does not have.
+    """
+    if not ctx.profile.has("host_dispatch"):
+        return False
+    hd = ctx.profile.host_dispatch_for([rank])  # only this rank's trace_view.json
+    if hd.empty or "rank" not in hd or "launch_delay_us" not in hd:
+        return False
+    return bool(hd.loc[hd["rank"] == rank, "launch_delay_us"].notna().any())
+
+
+@dataclasses.dataclass(frozen=True)
+class PresenceScope:
+    """How a job-wide statement names the ranks it covers (English, Chinese).
+
+    ``every``: "every rank" or, when the folder lacks some of the job's ranks, "every rank
+    present (2 of 8)" / "the only rank present (rank 0, 1 of 8)"; ``every_zh`` the same in
+    Chinese ("所有卡" / "现有的 2 张卡（共 8 张）" / "唯一现有的0号卡（共 8 张）").
+    """
+
+    every: str
+    every_zh: str
+
+
+def presence_scope(ctx: Context, missing: list[int] | None = None) -> PresenceScope:
+    """The ranks a job-wide statement covers: all of them, or only those present (``missing_ranks``)."""
+    missing = missing_ranks(ctx.profile) if missing is None else missing
+    n_in = len(ctx.ranks)
+    if not missing:
+        return PresenceScope("every rank", "所有卡")
+    n_all = n_in + len(missing)
+    if n_in > 1:
+        return PresenceScope(
+            f"every rank present ({n_in} of {n_all})", f"现有的 {n_in} 张卡（共 {n_all} 张）"
+        )
+    r = ctx.ranks[0] if ctx.ranks else "?"
+    return PresenceScope(
+        f"the only rank present (rank {r}, 1 of {n_all})", f"唯一现有的{r}号卡（共 {n_all} 张）"
+    )
+
+
+def spreads_text(ctx: Context) -> tuple[str, str, dict[str, float]]:
+    """What dominates every rank (for NO_CULPRIT), from the per-rank split."""
+    per = ctx.per_rank
+    step = float(per["step_us"].mean())
+    shares = {
+        "computing_share": share_of(float(per["computing_us"].mean()), step),
+        "communication_not_overlapped_share": share_of(
+            float(per["communication_not_overlapped_exclude_receive_us"].mean()), step
+        ),
+        "free_share": share_of(float(per["free_us"].mean()), step),
+    }
+    spread = float(per["own_us"].max() - per["own_us"].min())
+    shares["own_time_spread_us"] = spread
+    dom, dom_zh, *_ = _dominant(ctx, ctx.ranks)
+    en = (
+        f"every rank is {dom}; computing {pct(shares['computing_share'])}, communication not "
+        f"overlapped {pct(shares['communication_not_overlapped_share'])}, free "
+        f"{pct(shares['free_share'])}; the spread of own time across ranks is {ms(spread)}"
+    )
+    zh = (
+        f"所有卡都是{dom_zh}；计算 {pct(shares['computing_share'])}，未被掩盖的通信 "
+        f"{pct(shares['communication_not_overlapped_share'])}，空闲 {pct(shares['free_share'])}；"
+        f"卡间自身耗时差异为 {ms(spread)}"
+    )
+    return en, zh, shares

@@ -1,0 +1,504 @@
+"""Job-level rules: the same idle, exposed communication or one dominant item on every rank."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from advisor_chat.analyzers._common import format_ranks, missing_ranks
+from advisor_chat.analyzers.base import Category, Finding, FindingKind
+from advisor_chat.diagnosis.context import Context, ranks_label
+from advisor_chat.diagnosis.decompose import job_account
+from advisor_chat.diagnosis.evidence import explain_hotspot
+from advisor_chat.diagnosis.rules.common import (
+    EXPOSED_MIN_SHARE,
+    IDLE_MIN_SHARE,
+    MANY_COLLECTIVES,
+    SMALL_TIME_SHARE,
+    _claim,
+    _severity,
+    host_timeline,
+    presence_scope,
+)
+from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
+from advisor_chat.diagnosis.types import (
+    BoundKind,
+    Culprit,
+    Impact,
+    Mechanism,
+    Remedy,
+    RootCause,
+)
+
+
+def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """Job-idle rule: the same idle on every rank is one cause of the job, not of a rank.
+
+    Rule: every rank's Free is ≥ ``IDLE_MIN_SHARE`` (10%) of its step, and so is the Free every
+    rank shares (the minimum over ranks), however much more some ranks idle: the shared part is
+    the job's, the excess of a rank above it is that rank's own cause (a host stall). Victims: every rank, lost = its Free
+    (``how="idle"``). Gain (upper bound): the minimum Free over ranks (what every rank could get
+    back together). Source: ``step_trace`` Free.
+    """
+    per = ctx.per_rank
+    if per.empty or len(per) < 2 or not math.isfinite(ctx.step_us):
+        return []
+    share = per["free_us"] / per["step_us"]
+    if float(share.min()) < IDLE_MIN_SHARE:
+        return []
+    spread = float(per["free_us"].max() - per["free_us"].min())
+    gain = float(per["free_us"].min())
+    # the part of the idle every rank shares is the job's, however much more some ranks idle
+    # (that excess is the late ranks' own cause)
+    if gain < IDLE_MIN_SHARE * ctx.step_us:
+        return []
+    med = float(per["free_us"].median())
+    # scope: the steps whose median Free over ranks is ≥ IDLE_MIN_SHARE of the step and ≥ 2x the
+    # median over steps (a stall in some steps); () when every step idles alike
+    by_step = ctx.frame.groupby("step")[["free_us", "step_us"]].median()
+    hit = by_step[
+        (by_step["free_us"] >= IDLE_MIN_SHARE * by_step["step_us"])
+        & (by_step["free_us"] >= 2 * float(by_step["free_us"].median()))
+    ]
+    steps: tuple[int, ...] = ()
+    if 0 < len(hit) < len(by_step):
+        steps = tuple(integer(x) for x in hit.index)
+    victims = tuple(
+        sorted(
+            (
+                Impact(integer(r), num(per.at[r, "free_us"]), num(share[r]), "idle")
+                for r in per.index
+            ),
+            key=lambda i: (-i.lost_us, i.rank),
+        )
+    )
+    start = ctx.finding("host_dispatch.dataloader.step_start")
+    where = " at the start of the step (input pipeline)" if start else ""
+    timeline, timeline_zh = host_timeline(ctx)
+    where_zh = "，发生在步的开始处（数据输入）" if start else ""
+    si = start[0].metrics.get("step_start_idle_us", math.nan) if start else math.nan
+    if math.isfinite(si):  # how much of the Free is before the step's first kernel
+        where = f", {ms(si)} of it at the start of the step (input pipeline)"
+        where_zh = f"，其中 {ms(si)} 发生在步的开始处（数据输入）"
+    if steps:
+        st = ", ".join(str(x) for x in steps)
+        where += f", concentrated in step(s) {st}"
+        where_zh += f"，集中在第 {st} 步"
+    # a folder that lacks some of the job's ranks: the statement covers the ranks present, and a
+    # missing rank could be slow
+    missing = missing_ranks(ctx.profile)
+    sc = presence_scope(ctx, missing)
+    if missing:
+        who, who_zh = "the ranks present wait", "现有的卡"
+        slow = (
+            f"none of them is slow; the {len(missing)} missing rank(s) could be, which these "
+            "ranks cannot tell"
+        )
+        slow_zh = f"其中没有慢卡；缺少的 {len(missing)} 张卡是否慢，从现有数据无法判断"
+    else:
+        who, who_zh = "the whole job waits", "整个作业"
+        slow, slow_zh = "no rank is slow", "没有慢卡"
+    blamed = sorted(
+        {
+            r
+            for c in causes
+            if c.mechanism in (Mechanism.HOST_STALL, Mechanism.COMPUTE_STRAGGLER)
+            for r in c.culprit.ranks
+        }
+    )
+    if blamed:  # the shared idle is the job's; the late ranks' excess above it is their own
+        bl, bl_zh = ranks_label(blamed)
+        slow = (
+            f"every rank shares at least {ms(gain)} of it; {bl} idle more than that, which is "
+            "their own cause"
+        )
+        slow_zh = f"每张卡至少共有 {ms(gain)} 的空闲；{bl_zh}空闲得更多，那部分是它们各自的原因"
+    findings = _claim(
+        ctx,
+        lambda f: (
+            f.id.startswith("cluster_breakdown.host_bound.free_share")
+            or f.id.startswith("host_dispatch.dataloader.")
+            or (f.kind is FindingKind.JITTER and len(f.ranks) >= len(per) // 2)
+        ),
+    )
+    return [
+        RootCause(
+            id="cause.job_idle",
+            mechanism=Mechanism.JOB_IDLE,
+            category=Category.SCHEDULING,
+            culprit=Culprit(kind="job", ranks=(), label="the whole job", label_zh="整个作业"),
+            victims=victims,
+            summary=(
+                f"{sc.every[0].upper()}{sc.every[1:]} idles: median Free {ms(med)} per step "
+                f"({pct(float(share.median()))} of the step){where}, from {ms(gain)} to "
+                f"{ms(gain + spread)} across ranks: {who} for something outside the "
+                f"device (input data, rollout, host work or synchronization), {slow}."
+            ),
+            summary_zh=(
+                f"{sc.every_zh}都在空闲：每步空闲时间中位数 {ms(med)}（占步长 {pct(float(share.median()))}）"
+                f"{where_zh}，各卡在 {ms(gain)} 到 {ms(gain + spread)} 之间：{who_zh}在等设备之外的东西"
+                f"（输入数据、rollout、主机侧工作或同步），{slow_zh}。"
+            ),
+            metrics={
+                "free_us_median": med,
+                "free_share_median": float(share.median()),
+                "free_spread_us": spread,
+                "gain_upper_bound_us": gain,
+            },
+            findings=findings,
+            steps=steps,
+            gain_us=gain,
+            bound=BoundKind.UPPER_BOUND,
+            remedies=(
+                Remedy(
+                    "action",
+                    "Overlap input preparation with training: more dataloader workers, prefetching "
+                    "and pinned memory, or an asynchronous rollout/producer.",
+                    "让输入准备与训练重叠：增加 dataloader 的 worker 数、预取并使用 pin_memory，"
+                    "或改为异步 rollout/生产者。",
+                    gain,
+                    BoundKind.UPPER_BOUND,
+                ),
+                Remedy(
+                    "check",
+                    f"Look at the host timeline during the idle ({timeline}) "
+                    "to see what the trainer waits for.",
+                    f"查看空闲期间的主机时间线（{timeline_zh}），确认训练进程在等什么。",
+                ),
+            ),
+            symptom_tags=("high_free", "dataloader_stall") if start else ("high_free",),
+            severity=_severity(gain, ctx.step_us),
+        )
+    ]
+
+
+def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """Exposed-communication rule: communication not overlapped on every rank is a job cause.
+
+    Rule: the exposed communication (Communication Not Overlapped and Exclude Receive) of the rank
+    that waits least in each step (mean over steps) — the last to arrive, so none of it is
+    waiting for a peer — minus what the
+    specific causes already explain (slow-link transit excess) is ≥ ``EXPOSED_MIN_SHARE`` (15%, the communication analyzer's communication-bound threshold)
+    of the median step. Not applied when a communication-bound pipeline stage owns it. With ≥
+    ``MANY_COLLECTIVES`` (32) collectives per step and rank, or a small-packet finding, the cause
+    says "many small collectives" (their latency is exposed). Victims: every rank, lost =
+    min(remainder, its exposed communication) (``how="own_time"``). Gain: the remainder (upper
+    bound: all of it hidden or fused away). Source: ``step_trace``, ``comm_ops``
+    (communication.json), ``comm_bandwidth``.
+    """
+    per = ctx.per_rank
+    if per.empty or not math.isfinite(ctx.step_us):
+        return []
+    if any(
+        c.mechanism is Mechanism.PIPELINE_IMBALANCE and c.category is Category.COMMUNICATION
+        for c in causes
+    ):
+        return []
+    col = "communication_not_overlapped_exclude_receive_us"
+    # per step, the rank that waits least (the last to arrive); mean over steps, so a rank that
+    # waited for another rank's one-step stall does not count as exposed communication
+    least = float(ctx.frame.groupby("step")[col].min().mean())
+    explained = sum(c.gain_us or 0.0 for c in causes if c.mechanism is Mechanism.SLOW_LINK)
+    rest = least - explained
+    if rest < EXPOSED_MIN_SHARE * ctx.step_us:
+        return []
+    victims = tuple(
+        sorted(
+            (
+                Impact(
+                    integer(r), min(rest, num(c)), share_of(min(rest, num(c)), num(st)), "own_time"
+                )
+                for r, c, st in zip(
+                    per.index.tolist(), per[col].tolist(), per["step_us"].tolist(), strict=True
+                )
+            ),
+            key=lambda i: (-i.lost_us, i.rank),
+        )
+    )
+    ops = ctx.profile.get("comm_ops")
+    n_ops = float(ops.groupby(["rank", "step"]).size().median()) if not ops.empty else float("nan")
+    denom = float((per["overlapped_us"] + per[col]).sum())
+    overlap = share_of(float(per["overlapped_us"].sum()), denom)
+    metrics = {
+        "hideable_us": rest,
+        "min_not_overlapped_us": least,
+        "min_not_overlapped_share": share_of(least, ctx.step_us),
+        "overlap_ratio": overlap,
+    }
+    small_f = ctx.finding("slow_link.communication.small_packets")
+    # "many small collectives" names the mechanism only when it holds the time: many collectives
+    # per step, or small transfers taking at least half of the exposed communication (a few
+    # small transfers of 1 ms beside 48 ms of exposed communication do not)
+    small_us = sum(f.metrics.get("small_time_us_per_step", 0.0) for f in small_f)
+    many = (math.isfinite(n_ops) and n_ops >= MANY_COLLECTIVES) or (
+        bool(small_f) and small_us >= SMALL_TIME_SHARE * rest
+    )
+    extra = extra_zh = ""
+    if math.isfinite(n_ops):
+        metrics["collectives_per_step"] = n_ops
+        extra = f", {n_ops:.0f} collectives per step per rank"
+        extra_zh = f"，每卡每步 {n_ops:.0f} 次集合通信"
+    sl = ctx.result("slow_link")
+    if (
+        many
+        and small_f
+        and sl is not None
+        and "small_packets" in sl.tables
+        and not sl.tables["small_packets"].empty
+    ):
+        small_share = float(sl.tables["small_packets"]["small_share"].max())
+        metrics["small_packet_share"] = small_share
+        extra += f", {pct(small_share)} small packets"
+        extra_zh += f"，小包占 {pct(small_share)}"
+    waitf = ctx.finding("communication.communication.wait_dominated")
+    missing = missing_ranks(ctx.profile)
+    if waitf and missing:
+        return [_peer_wait_cause(ctx, waitf[0], missing, least, victims, metrics)]
+    mc2 = ctx.finding("communication.mc2_opportunity")
+    findings = _claim(
+        ctx,
+        lambda f: (
+            f.id.startswith("communication.")
+            or f.id.startswith("cluster_breakdown.bottleneck.communication")
+            or f.id.startswith("slow_link.communication.")
+            or f.id.startswith("cluster_breakdown.communication.wait_spread")
+        ),
+    )
+    # fusing saves at most the time the small transfers take (small-packet findings), never
+    # the whole exposed communication; without a measured small-transfer time, no gain
+    fuse_gain = min(rest, small_us) if small_us > 0 else None
+    fuse = Remedy(
+        "action",
+        "Fuse the many small collectives into fewer, larger ones (bigger gradient buckets, "
+        "coalesced/flattened parameters, fewer per-layer collectives): their latency is exposed.",
+        "把大量小的集合通信合并为更少更大的通信（增大梯度 bucket、参数扁平化合并、减少逐层通信）："
+        "它们的时延没有被掩盖。",
+        fuse_gain,
+        BoundKind.UPPER_BOUND if fuse_gain is not None else BoundKind.NONE,
+    )
+    overlap_r = Remedy(
+        "action",
+        "Overlap communication with computation: asynchronous collectives / gradient-bucket "
+        "overlap, a ZeRO stage with prefetching, or more micro-batches to hide it.",
+        "让通信与计算重叠：异步集合通信或梯度分桶重叠、带预取的 ZeRO 阶段，或用更多 micro-batch 掩盖通信。",
+        rest,
+        BoundKind.UPPER_BOUND,
+    )
+    remedies = [fuse, overlap_r] if many else [overlap_r, fuse]
+    for f in mc2:
+        remedies.append(
+            Remedy(
+                "action",
+                "Enable MC2 (fused MatMul + collective) for the tensor-parallel layers.",
+                "为张量并行层开启 MC2（MatMul 与集合通信融合）。",
+                f.estimated_gain_us,
+                BoundKind.UPPER_BOUND,
+            )
+        )
+    remedies.append(
+        Remedy(
+            "check",
+            "Open one step in the timeline (MindStudio Insight) and see which collectives run "
+            "with no computation under them and whether many of them are small.",
+            "在时间线（MindStudio Insight）中打开一步，确认哪些集合通信下面没有计算、是否有大量小通信。",
+        )
+    )
+    # ranks the job had but the folder lacks: "every rank" and "no rank is to blame" cover only
+    # the ranks present, and a missing one could be the slow rank or hold the slow link
+    n_in = len(ctx.ranks)
+    sc = presence_scope(ctx, missing)
+    scope, scope_zh = "on " + sc.every, "在" + sc.every_zh + "上" + ("都" if n_in > 1 else "")
+    if missing:
+        blame = (
+            f"the {len(missing)} missing rank(s) could hide a slow rank or link, so whether one is "
+            "to blame cannot be told"
+        )
+        blame_zh = f"缺少的 {len(missing)} 张卡中可能有慢卡或慢链路，无法判断是否由某张卡或链路造成"
+    else:
+        blame, blame_zh = "no rank or link is to blame", "不是某张卡或某条链路的问题"
+    least_txt = "even the rank that waits least has" if n_in > 1 else f"rank {ctx.ranks[0]} has"
+    least_zh = "即使等待最少的卡，每步也有" if n_in > 1 else f"{ctx.ranks[0]}号卡每步有"
+    head = (
+        f"Many small collectives are exposed {scope}"
+        if many
+        else f"Communication is exposed {scope}"
+    )
+    head_zh = f"大量小的集合通信{scope_zh}没有被掩盖" if many else f"通信{scope_zh}没有被掩盖"
+    return [
+        RootCause(
+            id="cause.exposed_communication",
+            mechanism=Mechanism.EXPOSED_COMMUNICATION,
+            category=Category.COMMUNICATION,
+            culprit=Culprit(kind="job", label="the whole job", label_zh="整个作业"),
+            victims=victims,
+            summary=(
+                f"{head}: {least_txt} {ms(least)} per step "
+                f"({pct(share_of(least, ctx.step_us))} of the step) of communication not "
+                f"overlapped (overlap {pct(overlap)}{extra}); {blame}, up to "
+                f"{ms(rest)} per step could be saved."
+            ),
+            summary_zh=(
+                f"{head_zh}：{least_zh} {ms(least)}（占步长 "
+                f"{pct(share_of(least, ctx.step_us))}）未被掩盖的通信（重叠率 {pct(overlap)}{extra_zh}）；"
+                f"{blame_zh}，每步最多可节省 {ms(rest)}。"
+            ),
+            metrics=metrics,
+            findings=findings,
+            gain_us=rest,
+            bound=BoundKind.UPPER_BOUND,
+            remedies=tuple(remedies),
+            # small_packets only when small transfers were measured (a small-packet finding)
+            symptom_tags=("comm_not_overlapped", "comm_bound", "small_packets")
+            if small_f
+            else ("comm_not_overlapped", "comm_bound"),
+            severity=_severity(rest, ctx.step_us),
+        )
+    ]
+
+
+def _peer_wait_cause(
+    ctx: Context,
+    waitf: Finding,
+    missing: list[int],
+    least: float,
+    victims: tuple[Impact, ...],
+    metrics: dict[str, float],
+) -> RootCause:
+    """The exposed communication is waiting for a late or missing peer, not transfer.
+
+    Rule: the communication analyzer found the exposed communication wait-dominated (Σ Transit /
+    Σ Elapse < 0.25 in ``comm_ops``) and ranks of the job are missing from the data: the late
+    arriver cannot be seen, most likely among the missing ranks. No overlap action and no gain
+    (overlap cannot hide waiting); the check is to collect all ranks. Mechanism
+    ``COMPUTE_STRAGGLER`` (a late peer; the others wait in collectives), culprit the missing
+    ranks, victims the ranks present (their exposed communication); ranked by that wait
+    (``explained_us_per_step``).
+    """
+    miss = format_ranks(missing)
+    tr = waitf.metrics.get("comm_transit_ms_per_step", float("nan"))
+    wi = waitf.metrics.get("comm_wait_idle_ms_per_step", float("nan"))
+    ts = waitf.metrics.get("transit_share", float("nan"))
+    m = metrics | {
+        "explained_us_per_step": least,
+        "missing_ranks_count": float(len(missing)),
+        "comm_transit_ms_per_step": tr,
+        "comm_wait_idle_ms_per_step": wi,
+        "transit_share": ts,
+    }
+    split_en = split_zh = ""
+    if math.isfinite(tr) and math.isfinite(wi):
+        # of the collectives' whole time (comm_ops Elapse), which overlaps computation in part:
+        # not a split of the not-overlapped figure quoted before it
+        split_en = (
+            f"; of the collectives' time per step, transit is only {tr:.2f} ms ({pct(ts)}) and "
+            f"{wi:.1f} ms is wait/idle"
+        )
+        split_zh = f"；集合通信每步耗时中，传输仅 {tr:.2f} ms（{pct(ts)}），等待/空闲 {wi:.1f} ms"
+    findings = _claim(
+        ctx,
+        lambda f: (
+            f.id.startswith("communication.")
+            or f.id.startswith("cluster_breakdown.bottleneck.communication")
+            or f.id.startswith("cluster_breakdown.communication.wait_spread")
+        ),
+    )
+    return RootCause(
+        id="cause.peer_wait.missing_ranks",
+        mechanism=Mechanism.COMPUTE_STRAGGLER,
+        category=Category.COMMUNICATION,
+        culprit=Culprit(
+            kind="ranks",
+            ranks=tuple(missing),
+            label=f"a late or missing peer (ranks {miss}, missing from the data)",
+            label_zh=f"晚到或缺失的对端（{miss}号卡，数据中缺失）",
+        ),
+        victims=victims,
+        summary=(
+            f"Most of the exposed communication is waiting for a late or missing peer, not data "
+            f"transfer: even the rank that waits least has {ms(least)} per step of communication "
+            f"not overlapped{split_en}; the late peer is probably among the ranks missing from "
+            f"the data (ranks {miss}); overlap tuning would not help — collect all ranks to find it."
+        ),
+        summary_zh=(
+            f"未被掩盖的通信主要是在等待晚到或缺失的对端，而不是数据传输：即使等待最少的卡，每步也有 "
+            f"{ms(least)} 通信未被掩盖{split_zh}；晚到的卡很可能在数据中缺失的卡里（{miss}号卡）；"
+            "调整通信掩盖无济于事，请采集所有卡的数据来找出它。"
+        ),
+        metrics=m,
+        findings=findings,
+        gain_us=None,
+        bound=BoundKind.NONE,
+        remedies=(
+            Remedy(
+                "check",
+                f"Collect all ranks (the missing ranks {miss} included) and re-run: the late "
+                "arriver is the rank that waits least at the collectives.",
+                f"采集所有卡（包括缺失的 {miss}号卡）的数据后重新分析：在集合通信中等待最少的卡就是晚到者。",
+            ),
+        ),
+        symptom_tags=("comm_wait_high", "missing_ranks"),
+        severity=_severity(least, ctx.step_us),
+    )
+
+
+def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """Job-hotspot rule: one item that is not the model's main work dominates every rank.
+
+    From :func:`~advisor_chat.diagnosis.decompose.job_account` on the ranks present: an operator
+    type other than the matrix / attention work taking ≥ 20% of every rank's step, layout and
+    dtype conversions together ≥ 12%, or the AI CPU engine ≥ 5%. A job-level cause (no rank is the
+    culprit) with the share and the fix the item selects. Gain (upper bound): the item's time on
+    the rank where it takes the least. Source: ``kernels``, ``step_trace``.
+    """
+    per = ctx.per_rank
+    if per.empty or len(per) < 2 or not math.isfinite(ctx.step_us):
+        return []
+    ja = job_account(ctx.profile, per["step_us"])
+    if ja is None or ja.hotspot is None:
+        return []
+    item = ja.hotspot
+    missing = missing_ranks(ctx.profile)
+    sc = presence_scope(ctx, missing)
+    en, zh, rem = explain_hotspot(item, sc.every, sc.every_zh)
+    gain = item.share_min * float(per["step_us"].min())
+    rem = dataclasses.replace(rem, gain_us=gain, bound=BoundKind.UPPER_BOUND)
+    sample = f" (kernels of a sample of {len(ja.ranks)} ranks)" if len(ja.ranks) < len(per) else ""
+    return [
+        RootCause(
+            id=f"cause.job_hotspot.{item.what}",
+            mechanism=Mechanism.JOB_HOTSPOT,
+            category=Category.COMPUTE,
+            culprit=Culprit(
+                kind="operator" if item.what == "op_type" else "job",
+                operator=item.name if item.what == "op_type" else ", ".join(item.members),
+                shape=item.shape if item.what == "op_type" else "",
+                label=item.name,
+                label_zh=item.name,
+            ),
+            victims=tuple(
+                Impact(integer(r), gain, share_of(gain, num(per.at[r, "step_us"])), "own_time")
+                for r in per.index
+            ),
+            summary=(
+                f"{en[0].upper()}{en[1:]}{sample}: the same cost on every rank, so no rank is "
+                "late and none is to blame; the time is lost on all of them alike."
+            ),
+            summary_zh=f"{zh}：每张卡的开销相同，没有哪张卡晚到，也没有哪张卡是罪魁；所有卡都同样损失了这部分时间。",
+            metrics={
+                "item_us_per_step": item.us_per_step,
+                "item_share_min": item.share_min,
+                "item_share_mean": item.share_mean,
+                "item_count_per_step": item.count_per_step,
+                "gain_upper_bound_us": gain,
+            },
+            findings=_claim(
+                ctx,
+                lambda f: f.kind is FindingKind.BOTTLENECK and not f.ranks,
+            ),
+            gain_us=gain,
+            bound=BoundKind.UPPER_BOUND,
+            remedies=(rem,),
+            symptom_tags=("op_hotspot", "aicpu_op") if item.name == "AI_CPU" else ("op_hotspot",),
+            severity=_severity(gain, ctx.step_us),
+        )
+    ]

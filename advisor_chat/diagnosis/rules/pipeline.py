@@ -1,0 +1,237 @@
+"""Pipeline rule: receive waits (Bubble) are blamed on the upstream stage."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from advisor_chat.analyzers.base import Category
+from advisor_chat.diagnosis.context import Context, ranks_label
+from advisor_chat.diagnosis.rules.common import (
+    BUBBLE_MIN_MARGIN,
+    BUBBLE_MIN_SHARE,
+    BUBBLE_TARGET_SHARE,
+    _claim,
+    _dominant,
+    _severity,
+)
+from advisor_chat.diagnosis.text import ms, pct, share_of
+from advisor_chat.diagnosis.types import (
+    BoundKind,
+    Culprit,
+    Impact,
+    Mechanism,
+    Remedy,
+    RootCause,
+)
+
+
+# --------------------------------------------------------------------------------------- rules
+def rule_pipeline(ctx: Context) -> list[RootCause]:
+    """Pipeline rule: a stage's receive wait (Bubble) is blamed on the stage it waits for.
+
+    Rule: with ≥ 2 pipeline stages, a stage whose mean Bubble is ≥ ``BUBBLE_MIN_SHARE`` (10%)
+    of its step and ≥ ``BUBBLE_MIN_MARGIN`` (5 points) above the stage with the least Bubble is
+    waiting; the culprit is the stage with the least Bubble (the busiest stage), and the cause says
+    what dominates it (Computing, Communication Not Overlapped and Exclude Receive, or Free).
+    Victims: every rank of the waiting stages, lost = its Bubble per step (``how="bubble"``).
+    Gain (upper bound): mean Bubble of the waiting ranks minus ``BUBBLE_TARGET_SHARE`` (5%) of
+    their step. Source: ``step_trace`` Bubble / Stage columns (cluster_step_trace_time.csv).
+    """
+    if len(ctx.stages) < 2 or ctx.per_rank.empty:
+        return []
+    per = ctx.per_rank
+    stats = []
+    for i, members in enumerate(ctx.stages):
+        m = [r for r in members if r in per.index]
+        if not m:
+            continue
+        sub = per.loc[m]
+        stats.append(
+            (
+                i,
+                m,
+                float(sub["bubble_us"].mean()),
+                share_of(float(sub["bubble_us"].mean()), float(sub["step_us"].mean())),
+            )
+        )
+    if len(stats) < 2:
+        return []
+    culprit = min(stats, key=lambda t: t[3])
+    waiting = [
+        t
+        for t in stats
+        if t[0] != culprit[0]
+        and t[3] >= BUBBLE_MIN_SHARE
+        and t[3] - culprit[3] >= BUBBLE_MIN_MARGIN
+    ]
+    if not waiting:
+        return []
+    c_idx, c_ranks = culprit[0], culprit[1]
+    dom, dom_zh, comp, dom_us, dom_share = _dominant(ctx, c_ranks)
+    victims = []
+    for _, ranks, _, _ in waiting:
+        for r in ranks:
+            b = ctx.val(r, "bubble_us")
+            victims.append(Impact(r, b, share_of(b, ctx.val(r, "step_us")), "bubble"))
+    victims.sort(key=lambda i: (-i.lost_us, i.rank))
+    w_ranks = sorted(r for _, rs, _, _ in waiting for r in rs)
+    bubble_mean = float(np.mean([v.lost_us for v in victims]))
+    w_step = float(per.loc[w_ranks, "step_us"].mean())
+    bubble_share = share_of(bubble_mean, w_step)
+    gain = max(bubble_mean - BUBBLE_TARGET_SHARE * w_step, 0.0)
+    own_col = {
+        "computing": "computing_us",
+        "communication": "communication_not_overlapped_exclude_receive_us",
+        "free": "free_us",
+    }[comp]
+    own = tuple(
+        Impact(
+            r, ctx.val(r, own_col), share_of(ctx.val(r, own_col), ctx.val(r, "step_us")), "own_time"
+        )
+        for r in c_ranks
+    )
+    cl, cl_zh = ranks_label(c_ranks)
+    wl, wl_zh = ranks_label(w_ranks)
+    w_stage_txt = ", ".join(str(t[0]) for t in waiting)
+    label = f"stage {c_idx} ({cl})"
+    label_zh = f"流水线阶段{c_idx}（{cl_zh}）"
+    comm_claim = comp == "communication"
+    # limited evidence (trial item 4): a communication-bound claim resting on few steps or on
+    # communication detail (comm_ops) for only some ranks is said so, with the counts
+    lim = lim_zh = ""
+    if comm_claim:
+        ops = ctx.profile.get("comm_ops")
+        n_comm = int(ops["rank"].nunique()) if not ops.empty and "rank" in ops else 0
+        n_all = len(ctx.ranks)
+        n_st = int(ctx.frame["step"].nunique()) if "step" in ctx.frame else 0
+        parts, parts_zh = [], []
+        if n_comm < n_all:
+            parts.append(f"communication detail (comm_ops) for {n_comm} of {n_all} ranks")
+            parts_zh.append(f"通信明细（comm_ops）只覆盖 {n_all} 张卡中的 {n_comm} 张")
+        if n_st <= 1:
+            parts.append(f"{n_st} step captured")
+            parts_zh.append(f"只采集了 {n_st} 步")
+        if parts:
+            lim = (
+                " Limited evidence: " + ", ".join(parts) + "; the split of that communication "
+                "into transfer and waiting is not known for every rank, so the gain is a loose "
+                "upper bound."
+            )
+            lim_zh = (
+                "证据有限：" + "，".join(parts_zh) + "；无法确定每张卡的通信中传输与等待各占多少，"
+                "收益只是宽松的上限。"
+            )
+    findings = _claim(
+        ctx,
+        lambda f: (
+            f.id.startswith("cluster_breakdown.bottleneck.pipeline_bubble")
+            or (f.id.startswith("cluster_breakdown.bottleneck.") and f"stage_{c_idx}" in f.id)
+            or (f.id.startswith("cluster_breakdown.communication.wait_spread_stage"))
+            or (
+                comm_claim
+                and f.id in ("communication.communication.not_overlapped",)
+                and bool(set(f.ranks) & set(c_ranks))
+            )
+        ),
+    )
+    remedies: list[Remedy] = []
+    upper = BoundKind.UPPER_BOUND
+    if comp == "communication":
+        remedies.append(
+            Remedy(
+                "action",
+                f"Cut stage {c_idx}'s non-overlapped communication ({ms(dom_us)} per step): overlap "
+                "its collectives with computation, use fewer and larger collectives (bucket sizes), "
+                f"or move its communication-heavy parallel dimension; stage {w_stage_txt} then "
+                "waits less.",
+                f"减少阶段{c_idx}未被掩盖的通信（每步 {ms(dom_us)}）：让其集合通信与计算重叠、"
+                f"合并为更少更大的集合通信（调整 bucket 大小），或调整通信量大的并行维度；"
+                f"这样阶段{w_stage_txt}的等待会减少。",
+                gain,
+                upper,
+            )
+        )
+    elif comp == "computing":
+        remedies.append(
+            Remedy(
+                "action",
+                f"Rebalance the pipeline partition: move layers from stage {c_idx} to stage "
+                f"{w_stage_txt}.",
+                f"重新划分流水线：把部分层从阶段{c_idx}移到阶段{w_stage_txt}。",
+                gain,
+                upper,
+            )
+        )
+    else:
+        remedies.append(
+            Remedy(
+                "action",
+                f"Remove the host-side idle of stage {c_idx} (dispatch, synchronization, data "
+                "loading), which the other stage waits for.",
+                f"消除阶段{c_idx}的主机侧空闲（下发、同步、数据加载），其他阶段正在等它。",
+                gain,
+                upper,
+            )
+        )
+    remedies.append(
+        Remedy(
+            "action",
+            "Use more micro-batches per step (or an interleaved 1F1B schedule) so the Bubble "
+            "is a smaller share of the step.",
+            "每步使用更多的 micro-batch（或交错式 1F1B 调度），降低流水线气泡在每步中的占比。",
+            gain,
+            upper,
+        )
+    )
+    remedies.append(
+        Remedy(
+            "check",
+            f"Open stage {c_idx}'s ranks ({cl}) in the timeline (MindStudio Insight) and see which "
+            "part of its step has no computation under its communication.",
+            f"在时间线（MindStudio Insight）中打开阶段{c_idx}（{cl_zh}）的卡，"
+            "确认其每步中哪一部分通信下面没有计算可以掩盖。",
+        )
+    )
+    return [
+        RootCause(
+            id=f"cause.pipeline_imbalance.stage_{c_idx}",
+            mechanism=Mechanism.PIPELINE_IMBALANCE,
+            category=Category.COMMUNICATION
+            if comp == "communication"
+            else Category.COMPUTE
+            if comp == "computing"
+            else Category.SCHEDULING,
+            culprit=Culprit(
+                kind="stage", ranks=tuple(c_ranks), stage=c_idx, label=label, label_zh=label_zh
+            ),
+            victims=tuple(victims),
+            summary=(
+                f"Pipeline imbalance: stage {w_stage_txt} ({wl}) waits {ms(bubble_mean)} per step "
+                f"in Bubble ({pct(bubble_share)} of its step) for stage {c_idx} ({cl}), which is "
+                f"{dom}." + lim
+            ),
+            summary_zh=(
+                f"流水线负载不均衡：阶段{w_stage_txt}（{wl_zh}）每步在气泡中等待 {ms(bubble_mean)}"
+                f"（占其步长 {pct(bubble_share)}），等的是阶段{c_idx}（{cl_zh}），"
+                f"后者{dom_zh}。" + lim_zh
+            ),
+            metrics={
+                "bubble_us_mean": bubble_mean,
+                "bubble_share": bubble_share,
+                "culprit_dominant_us": dom_us,
+                "culprit_dominant_share": dom_share,
+                "gain_upper_bound_us": gain,
+            },
+            findings=findings,
+            gain_us=gain,
+            bound=upper,
+            remedies=tuple(remedies),
+            symptom_tags=("pipeline_bubble", "comm_not_overlapped")
+            if comp == "communication"
+            else ("pipeline_bubble",),
+            dominant=dom,
+            dominant_zh=dom_zh,
+            severity=_severity(bubble_mean, w_step),
+            own=own,
+        )
+    ]

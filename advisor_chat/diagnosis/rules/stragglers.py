@@ -1,0 +1,900 @@
+"""Late-arriver rules: persistent stragglers (rank, group) and one-step events, with their own-time decomposition."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import defaultdict
+
+import numpy as np
+import pandas as pd
+
+from advisor_chat.analyzers.base import Category, FindingKind
+from advisor_chat.diagnosis.context import Context, ranks_label
+from advisor_chat.diagnosis.decompose import device_account
+from advisor_chat.diagnosis.evidence import Explanation, explain_device
+from advisor_chat.diagnosis.rules.common import (
+    EVENT_MIN_STEPS,
+    GROUP_GAP_VS_SPREAD,
+    GROUP_MIN_GAP_SHARE,
+    PERSISTENT_STEP_SHARE,
+    STRAGGLER_MIN_SHARE,
+    VICTIM_MIN_SHARE,
+    Event,
+    _claim,
+    _op_sample_txt,
+    _severity,
+    arrival_measured,
+    find_events,
+    host_measured,
+    host_timeline,
+    layered_victims,
+    op_delta,
+    wait_victims,
+)
+from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
+from advisor_chat.diagnosis.types import (
+    BoundKind,
+    Culprit,
+    Impact,
+    Mechanism,
+    Remedy,
+    RootCause,
+)
+
+
+def _rank_cause(
+    ctx: Context,
+    rank: int,
+    events: list[Event],
+    n_steps: int,
+    scoped: bool,
+    victims: tuple[Impact, ...] | None = None,
+) -> RootCause:
+    """A single-rank cause (host stall or compute straggler) from its events."""
+    steps = tuple(sorted({e.step for e in events}))
+    comp_ex = sum(e.computing_excess_us for e in events) / max(n_steps, 1)
+    free_ex = sum(e.free_excess_us for e in events) / max(n_steps, 1)
+    excess = sum(e.excess_us for e in events) / max(n_steps, 1)
+    host = free_ex >= comp_ex
+    if victims is None:
+        victims = wait_victims(ctx, events, {rank}, n_steps)
+    gain = max((v.lost_us for v in victims), default=excess) if victims else excess
+    gain = min(gain, excess) if excess > 0 else gain
+    peers = [r for r in ctx.peers(rank) if r != rank]
+    op = None if host else op_delta(ctx, [rank], peers)
+    own = (Impact(rank, excess, share_of(excess, ctx.val(rank, "step_us")), "own_time"),)
+    rl, rl_zh = ranks_label([rank])
+    scope = ""
+    scope_zh = ""
+    if scoped:
+        st = ", ".join(str(s) for s in steps)
+        scope = f" in step {st}" if len(steps) == 1 else f" in steps {st}"
+        scope_zh = f"在第 {st} 步"
+    wait_mean = float(np.mean([v.lost_us for v in victims])) if victims else 0.0
+    gc = [f for f in ctx.finding("host_dispatch.host_bound.gc_pause") if rank in f.ranks]
+    findings = _claim(
+        ctx,
+        lambda f: (
+            bool(f.ranks)
+            and rank in f.ranks
+            and (
+                f.kind
+                in (
+                    FindingKind.SLOW_RANK,
+                    FindingKind.HOST_BOUND,
+                    FindingKind.OP_REGRESSION,
+                    FindingKind.DATALOADER,
+                    FindingKind.LOAD_IMBALANCE,
+                )
+                or (f.kind is FindingKind.BOTTLENECK and len(f.ranks) <= 2)
+                or (f.id.startswith("env_check.env.first_collective_late"))
+                or (f.kind is FindingKind.JITTER and len(f.ranks) <= 2)
+            )
+        ),
+    )
+    per_step = "" if scoped else " per step"
+    ex: Explanation | None = None
+    alone = alone_zh = ""
+    if victims and gain < 0.8 * excess:
+        alone = f" Fixing it alone saves up to {ms(gain)} per step: other late ranks follow it."
+        alone_zh = f"单独修复它每步最多节省 {ms(gain)}：其后还有其他晚到的卡。"
+    if host:
+        mech, cat = Mechanism.HOST_STALL, Category.SCHEDULING
+        what = f"its device idles (Free) {ms(free_ex)} more{per_step} than its peers"
+        what_zh = f"其设备空闲时间（Free）每步比同组多 {ms(free_ex)}"
+        if scoped:
+            tot = sum(e.free_excess_us for e in events)
+            what = f"its device idles (Free) {ms(tot)} more than its peers{scope}"
+            what_zh = f"{scope_zh}其设备空闲时间（Free）比同组多 {ms(tot)}"
+        measured = host_measured(ctx, rank)
+        if arrival_measured(ctx, rank):
+            late = "it arrives late at the collectives"
+            late_zh = "它较晚到达集合通信"
+        else:  # no collective shows it arriving last: the step times point to it
+            late = "by the step times it is a late arriver (no collective shows it arriving last)"
+            late_zh = "按各步时间推断它较晚到达集合通信（没有哪个集合通信显示它最后到达）"
+        if measured or gc:
+            summary = (
+                f"Host stall on {rl}: {what}, waiting for its host; {late} and "
+                f"{len(victims)} rank(s) wait {ms(wait_mean)} per step for it." + alone
+            )
+            summary_zh = (
+                f"{rl_zh}主机侧阻塞：{what_zh}，设备在等主机；{late_zh}，"
+                f"{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}。" + alone_zh
+            )
+        else:
+            # Free alone: the device idles, but why is not measured (no host launch delays)
+            summary = (
+                f"Device idle (Free) on {rl}: {what}; host launch delays are not measured in "
+                "this data, so possible causes are a host-side stall (per-step synchronization, "
+                f"logging, checkpoint, data loading) or waiting for input; {late} and "
+                f"{len(victims)} rank(s) wait {ms(wait_mean)} per step for it." + alone
+            )
+            summary_zh = (
+                f"{rl_zh}设备空闲（Free）：{what_zh}；数据中没有主机下发时延，无法确定原因，"
+                f"可能是主机侧阻塞（每步同步、日志、保存检查点、数据加载）或在等输入；{late_zh}，"
+                f"{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}。" + alone_zh
+            )
+        if gc:
+            a_txt = (
+                f"Stop Python garbage-collection pauses on {rl}: gc.freeze() after model setup and "
+                "gc.collect() at fixed step intervals (or gc.disable() during steps)."
+            )
+            a_zh = (
+                f"消除{rl_zh}上的 Python 垃圾回收停顿：模型初始化后调用 gc.freeze()，"
+                "并按固定步数间隔调用 gc.collect()（或在训练步内 gc.disable()）。"
+            )
+        elif measured:
+            a_txt = (
+                f"Remove the host-side stall on {rl} (per-step host synchronization such as "
+                ".item()/.cpu(), logging, checkpoint or data loading on that rank)."
+            )
+            a_zh = (
+                f"消除{rl_zh}上的主机侧阻塞（每步的主机同步如 .item()/.cpu()、日志、"
+                "保存检查点或数据加载）。"
+            )
+        else:
+            a_txt = (
+                f"Find and remove what keeps {rl}'s device idle (possible causes: a per-step host "
+                "synchronization, logging, checkpoint or data loading on that rank)."
+            )
+            a_zh = (
+                f"找出并消除让{rl_zh}设备空闲的原因（可能是该卡每步的主机同步、日志、"
+                "保存检查点或数据加载）。"
+            )
+        where, where_zh = host_timeline(ctx, [rank])
+        remedies = (
+            Remedy("action", a_txt, a_zh, gain, BoundKind.ESTIMATE),
+            Remedy(
+                "check",
+                f"Open {rl}'s {where} around its Free gaps to see which host call blocks.",
+                f"打开{rl_zh}的 {where_zh}，查看其空闲间隙附近的主机调用，找出阻塞的调用。",
+            )
+            if measured
+            else Remedy(
+                "check",
+                f"Collect {rl} with host data (torch_npu profiler with CPU activity: "
+                "trace_view.json in the text export, CANN_API in the DB export) to see what its "
+                "host does during the Free gaps: this profile has none.",
+                f"用 torch_npu 性能采集工具（开启 CPU 活动）重新采集{rl_zh}（文本导出的 "
+                "trace_view.json 或 DB 导出的 CANN_API 表），查看空闲间隙期间主机在做什么：当前数据中没有主机数据。",
+            ),
+        )
+        tags: tuple[str, ...] = (
+            ("host_bound", "high_free", "slow_rank", "gc_pause")
+            if gc
+            else ("host_bound", "high_free", "slow_rank")
+        )
+    else:
+        mech, cat = Mechanism.COMPUTE_STRAGGLER, Category.COMPUTE
+        op_txt = op_zh = ""
+        units = [(e.step, rank) for e in events] if scoped else [(-1, rank)]
+        ex = explain_device(
+            device_account(ctx.profile, units, peers), rl, rl_zh, gain if victims else excess
+        )
+        if ex is not None:
+            op = None  # the decomposition names the operator (or the device) itself
+        if op is not None and op[2] >= 0.5 * comp_ex:
+            smp, smp_zh = _op_sample_txt(op)
+            op_txt = (
+                f"; most of it is {op[0]} [{op[1]}] ({ms(op[2])} per step more, {op[3]:.2f}x){smp}"
+            )
+            op_zh = f"；主要来自 {op[0]} [{op[1]}]（每步多 {ms(op[2])}，{op[3]:.2f} 倍）{smp_zh}"
+        summary = (
+            f"Compute straggler {rl}: it computes {ms(comp_ex)} more{per_step} than its peers"
+            f"{scope}{op_txt}; {len(victims)} rank(s) wait {ms(wait_mean)} per step for it in "
+            "collectives." + alone
+        )
+        summary_zh = (
+            f"{rl_zh}是计算慢卡：{scope_zh}其计算时间每步比同组多 {ms(comp_ex)}{op_zh}；"
+            f"{len(victims)} 张卡每步平均在集合通信中为它等待 {ms(wait_mean)}。" + alone_zh
+        )
+        if ex is not None:
+            summary = (
+                f"Compute straggler {rl}: it computes {ms(comp_ex)} more{per_step} than its peers"
+                f"{scope}, because {ex.clause}; {len(victims)} rank(s) wait {ms(wait_mean)} per "
+                "step for it in collectives." + alone
+            )
+            summary_zh = (
+                f"{rl_zh}是计算慢卡：{scope_zh}其计算时间每步比同组多 {ms(comp_ex)}，原因是"
+                f"{ex.clause_zh}；{len(victims)} 张卡每步平均在集合通信中为它等待 {ms(wait_mean)}。"
+                + alone_zh
+            )
+        if ex is not None:
+            a_txt, a_zh = ex.remedy.text, ex.remedy.text_zh
+        elif op_txt and op is not None:
+            a_txt = (
+                f"Make {op[0]} [{op[1]}] on {rl} run as on its peers (check its input shape, "
+                "format and dtype, and whether it takes a slower kernel path)."
+            )
+            a_zh = (
+                f"让{rl_zh}上的 {op[0]} [{op[1]}] 与同组一样快（检查其输入 shape、格式和数据类型，"
+                "以及是否走了更慢的算子实现）。"
+            )
+        else:
+            a_txt = (
+                f"Even out {rl}'s work (load balance: sequence lengths, batch split, MoE routing), "
+                "or replace its device if every kernel on it is slower."
+            )
+            a_zh = (
+                f"均衡{rl_zh}的计算量（序列长度、batch 切分、MoE 路由），"
+                "若其所有算子都更慢则考虑更换该设备。"
+            )
+        remedies = (
+            Remedy("action", a_txt, a_zh, gain, BoundKind.ESTIMATE),
+            _compute_check(ex, rl, rl_zh),
+        )
+        tags = ("slow_rank", "compute_straggler", "compute_spread", *(ex.tags if ex else ()))
+    return RootCause(
+        id=f"cause.{mech.value}.r{rank}",
+        mechanism=mech,
+        category=cat,
+        culprit=Culprit(
+            kind="rank",
+            ranks=(rank,),
+            operator=ex.operator
+            if ex is not None
+            else (op[0] if (op is not None and not host and op[2] >= 0.5 * comp_ex) else ""),
+            shape=ex.shape
+            if ex is not None
+            else (op[1] if (op is not None and not host and op[2] >= 0.5 * comp_ex) else ""),
+            events=tuple((e.step, e.rank) for e in events) if scoped else (),
+            label=rl,
+            label_zh=rl_zh,
+        ),
+        victims=victims,
+        summary=summary,
+        summary_zh=summary_zh,
+        metrics={
+            "excess_us": excess,
+            "job_gain_us": gain,
+            "computing_excess_us": comp_ex,
+            "free_excess_us": free_ex,
+            "victim_wait_us_mean": wait_mean,
+            **(ex.metrics if ex is not None else {}),
+            **(
+                {"peer_sample_ranks": float(op[4])}
+                if op is not None and op[4] and not host and op[2] >= 0.5 * comp_ex
+                else {}
+            ),
+        },
+        findings=findings,
+        steps=steps if scoped else (),
+        gain_us=gain,
+        bound=BoundKind.ESTIMATE,
+        remedies=remedies,
+        symptom_tags=tags,
+        severity=_severity(excess, ctx.step_us),
+        own=own,
+    )
+
+
+def _compute_check(ex: Explanation | None, who: str, who_zh: str) -> Remedy:
+    """The check that follows a compute cause: what would confirm the evidence, never a tool run."""
+    if ex is not None and ex.kind == "uniform":
+        return Remedy(
+            "check",
+            f"Confirm with npu-smi on {who}'s host (AI Core frequency and temperature during "
+            "training, health status) and compare with a peer device on the same host.",
+            f"在{who_zh}所在主机上用 npu-smi 确认（训练时的 AI Core 频率和温度、健康状态），"
+            "并与同一主机上的其他设备对比。",
+        )
+    if ex is not None and ex.kind in ("shape", "extra_work"):
+        return Remedy(
+            "check",
+            f"Log the number of tokens (sequence lengths, batch size, experts routed) each rank "
+            f"gets per step and compare {who} with its peers.",
+            f"记录每张卡每步处理的 token 数（序列长度、batch 大小、路由到的专家数），对比{who_zh}与同组。",
+        )
+    return Remedy(
+        "check",
+        f"Check {who}'s device (npu-smi: AI Core frequency, temperature, health) and its software "
+        "(CANN, driver, operator package) against a peer.",
+        f"对比同组检查{who_zh}的设备（npu-smi：AI Core 频率、温度、健康状态）和软件"
+        "（CANN、驱动、算子包）。",
+    )
+
+
+def rule_stragglers_and_events(ctx: Context) -> list[RootCause]:
+    """Collective rule (late arriver) and events rule.
+
+    Events: per-(step, rank) own time (Computing + Free) ≥ ``EVENT_MIN_SHARE`` (10%) of the median
+    step above that step's peer median. With ≥ ``EVENT_MIN_STEPS`` (3) kept steps, a rank with
+    events in ≥ ``PERSISTENT_STEP_SHARE`` (75%) of the steps is a persistent straggler; otherwise
+    its events stay events. With fewer steps every event rank is a straggler.
+
+    - A persistent straggler: one cause for the rank; HOST_STALL when its Free excess ≥ its
+      Computing excess, else COMPUTE_STRAGGLER (with the operator/shape whose time differs most
+      from its peers', from ``kernels``). Several persistent stragglers share the victims' wait
+      without double counting (:func:`layered_victims`).
+    - Events that are not persistent (one rank once, or rotating ranks): one STEP_EVENTS cause
+      with the (step, rank) list and its steps; no rank is called slow on average.
+    - Ranks the slow_rank analyzer flags (excess ≥ 5% of the step, late arriver) are added as
+      persistent stragglers when their own excess is ≥ ``STRAGGLER_MIN_SHARE``.
+
+    Victims: the peers' collective wait for the late rank (:func:`wait_victims`). Gain: the
+    culprit's own excess per step (estimate: its Computing/Free down to the peer median).
+    Source: ``step_trace`` per (rank, step); ``kernels`` for the operator.
+    """
+    if ctx.frame.empty or not math.isfinite(ctx.step_us):
+        return []
+    steps = sorted(int(s) for s in ctx.frame["step"].unique())
+    n_steps = len(steps)
+    events = find_events(ctx)
+    by_rank: dict[int, list[Event]] = defaultdict(list)
+    for e in events:
+        by_rank[e.rank].append(e)
+    persistent: dict[int, list[Event]] = {}
+    transient: dict[int, list[Event]] = {}
+    for r, evs in by_rank.items():
+        if (
+            n_steps < EVENT_MIN_STEPS
+            or len({e.step for e in evs}) >= PERSISTENT_STEP_SHARE * n_steps
+        ):
+            persistent[r] = evs
+        else:
+            transient[r] = evs
+    # ranks the slow_rank analyzer flags with a persistent mean excess
+    sr = ctx.result("slow_rank")
+    if sr is not None and "slow" in sr.table.columns:
+        flagged = sr.table[sr.table["slow"].astype(bool)]["rank"].astype(int).tolist()
+        for r in flagged:
+            if r in persistent or r in transient:
+                continue
+            evs = _all_step_events(ctx, r)
+            if sum(e.excess_us for e in evs) / max(n_steps, 1) >= STRAGGLER_MIN_SHARE * ctx.step_us:
+                persistent[r] = evs
+    out: list[RootCause] = []
+    # a persistent rank's events include every step (its whole excess, not only the big steps)
+    groups = _slow_groups(ctx, set(persistent))
+    grouped = {r for g in groups for r in g}
+    for g in groups:
+        out.append(_group_cause(ctx, g, n_steps))
+    singles = {r: _all_step_events(ctx, r) for r in sorted(persistent) if r not in grouped}
+    layered = layered_victims(ctx, singles, n_steps)
+    ranks_out = [
+        _rank_cause(ctx, r, evs, n_steps, scoped=False, victims=layered.get(r, ()))
+        for r, evs in singles.items()
+    ]
+    if len(ranks_out) >= 2:
+        # the late ranks share their peers' wait in layers: what fixing all of them saves
+        total = sum(c.gain_us or 0.0 for c in ranks_out)
+        ranks_out = [
+            dataclasses.replace(c, metrics={**c.metrics, "late_ranks_gain_us": total})
+            for c in ranks_out
+        ]
+    out += ranks_out
+    if transient:
+        out.append(_events_cause(ctx, [e for evs in transient.values() for e in evs], n_steps))
+    return out
+
+
+def _all_step_events(ctx: Context, rank: int) -> list[Event]:
+    """The rank's own-time excess over its peers' median in every kept step (may be < 0)."""
+    f = ctx.frame
+    peers = ctx.peers(rank)
+    key = ("pivots", tuple(peers))
+    if key not in ctx.cache:
+        sub = f[f["rank"].isin(peers)].assign(own_us=lambda d: d["computing_us"] + d["free_us"])
+        ctx.cache[key] = {
+            c: sub.pivot_table(index="step", columns="rank", values=c, aggfunc="mean")
+            for c in ("own_us", "computing_us", "free_us")
+        }
+    piv: dict[str, pd.DataFrame] = ctx.cache[key]
+    if rank not in piv["own_us"].columns or piv["own_us"].shape[1] < 2:
+        return []
+    delta = {
+        c: t[rank] - t.drop(columns=[rank]).median(axis=1, skipna=True) for c, t in piv.items()
+    }
+    out = []
+    for s in piv["own_us"].index:
+        own = num(delta["own_us"].get(s))
+        if not math.isfinite(own):
+            continue
+        out.append(
+            Event(
+                integer(s),
+                rank,
+                own,
+                num(delta["computing_us"].get(s)),
+                num(delta["free_us"].get(s)),
+            )
+        )
+    return out
+
+
+def _slow_groups(ctx: Context, persistent: set[int]) -> list[list[int]]:
+    """Two clusters of own time inside each stage (or the whole job).
+
+    Rule: sort the ranks' own time (Computing + Free, median over steps, so one-step events do
+    not count); the largest gap between neighbours
+    splits them in two when it is ≥ ``GROUP_MIN_GAP_SHARE`` (3%) of the median step and ≥
+    ``GROUP_GAP_VS_SPREAD`` (3×) the larger range inside a cluster, and the slow cluster has ≥ 2
+    ranks and fewer ranks than the stage. Needs ≥ 4 ranks in the stage.
+    """
+    out = []
+    pools = ctx.stages or [tuple(ctx.ranks)]
+    for pool in pools:
+        ranks = [r for r in pool if r in ctx.per_rank.index]
+        if len(ranks) < 4:
+            continue
+        f = ctx.frame[ctx.frame["rank"].isin(ranks)]
+        # median over steps: a one-step event does not make a rank part of a slower group
+        own = (f["computing_us"] + f["free_us"]).groupby(f["rank"]).median().sort_values()
+        vals = own.to_numpy()
+        gaps = np.diff(vals)
+        i = int(np.argmax(gaps))
+        gap = float(gaps[i])
+        low, high = vals[: i + 1], vals[i + 1 :]
+        spread = max(float(np.ptp(low)), float(np.ptp(high)))
+        slow = [int(r) for r in own.index[i + 1 :]]
+        if (
+            len(slow) >= 2
+            and len(slow) < len(ranks)
+            and gap >= GROUP_MIN_GAP_SHARE * ctx.step_us
+            and gap >= GROUP_GAP_VS_SPREAD * spread
+        ):
+            out.append(sorted(slow))
+    return out
+
+
+def _group_cause(
+    ctx: Context, slow: list[int], n_steps: int, unit: tuple[str, str, str] | None = None
+) -> RootCause:
+    """SLOW_GROUP: ranks that split into a slower cluster, with the operator/shape that differs.
+
+    Victims: the faster ranks' collective wait (their exposed communication minus the slow
+    cluster's mean, capped by the cluster's mean excess). Source: ``step_trace``, ``kernels``.
+    """
+    peers = ctx.peers(slow[0])
+    fast = [r for r in peers if r not in slow]
+    per = ctx.per_rank
+    comp_ex = float(per.loc[slow, "computing_us"].mean() - per.loc[fast, "computing_us"].median())
+    free_ex = float(per.loc[slow, "free_us"].mean() - per.loc[fast, "free_us"].median())
+    excess = float(per.loc[slow, "own_us"].mean() - per.loc[fast, "own_us"].median())
+    c_slow = float(per.loc[slow, "communication_not_overlapped_exclude_receive_us"].mean())
+    victims = []
+    for v in fast:
+        lost = min(
+            max(ctx.val(v, "communication_not_overlapped_exclude_receive_us") - c_slow, 0.0), excess
+        )
+        share = share_of(lost, ctx.val(v, "step_us"))
+        if share >= VICTIM_MIN_SHARE:
+            victims.append(Impact(v, lost, share, "collective_wait"))
+    victims.sort(key=lambda i: (-i.lost_us, i.rank))
+    gl, gl_zh = ranks_label(slow)
+    if unit is not None:  # a unit the data reveals: (kind, English label, Chinese label)
+        gl, gl_zh = unit[1], unit[2]
+    ex = (
+        explain_device(
+            device_account(ctx.profile, [(-1, r) for r in slow], fast), gl, gl_zh, excess
+        )
+        if comp_ex >= free_ex
+        else None
+    )
+    op = op_delta(ctx, slow, fast) if comp_ex >= free_ex and ex is None else None
+    use_op = op is not None and op[2] >= 0.3 * max(comp_ex, 1.0)
+    wait_mean = float(np.mean([v.lost_us for v in victims])) if victims else 0.0
+    host = free_ex > comp_ex
+    what = (
+        f"idle (Free) {ms(free_ex)} more per step"
+        if host
+        else f"compute {ms(comp_ex)} more per step"
+    )
+    what_zh = f"每步空闲时间多 {ms(free_ex)}" if host else f"每步计算时间多 {ms(comp_ex)}"
+    op_txt = op_zh = ""
+    if use_op and op is not None:
+        op_txt = (
+            f", mostly {op[0]} [{op[1]}] ({ms(op[2])} per step more, {op[3]:.2f}x slower per call)"
+            + _op_sample_txt(op)[0]
+        )
+        op_zh = (
+            f"，主要是 {op[0]} [{op[1]}]（每步多 {ms(op[2])}，单次慢 {op[3]:.2f} 倍）"
+            + (_op_sample_txt(op)[1])
+        )
+    fl, fl_zh = ranks_label(fast)
+    findings = _claim(
+        ctx,
+        lambda f: (
+            bool(f.ranks)
+            and set(f.ranks) <= set(slow)
+            and f.kind
+            in (
+                FindingKind.SLOW_RANK,
+                FindingKind.OP_REGRESSION,
+                FindingKind.BOTTLENECK,
+                FindingKind.HOST_BOUND,
+                FindingKind.LOAD_IMBALANCE,
+            )
+        ),
+    )
+    if ex is not None:
+        op_txt = f", because {ex.clause}"
+        op_zh = f"，原因是{ex.clause_zh}"
+        a_txt, a_zh = ex.remedy.text, ex.remedy.text_zh
+    elif use_op and op is not None:
+        a_txt = (
+            f"Make {op[0]} [{op[1]}] on {gl} run as on {fl}: check the input shape/format/dtype and "
+            "the software (CANN, driver, config) of the node these ranks share."
+        )
+        a_zh = (
+            f"让{gl_zh}上的 {op[0]} [{op[1]}] 与{fl_zh}一样快：检查输入 shape、格式、数据类型，"
+            "以及这些卡所在节点的软件（CANN、驱动、配置）。"
+        )
+    elif host and unit is not None and unit[0] == "node":
+        a_txt = (
+            f"Free the host of {gl}: its ranks idle together ({ms(free_ex)} more Free per step "
+            "than the other nodes' ranks), so that host launches their work late; check its CPU "
+            "binding (CPU_AFFINITY_CONF, taskset / numactl per rank), other processes and the CPU "
+            "frequency governor on it, and its dataloader workers."
+        )
+        a_zh = (
+            f"排查{gl_zh}所在主机：其上各卡一起空闲（每步 Free 比其他节点的卡多 {ms(free_ex)}），"
+            "说明该主机下发任务较慢；检查其 CPU 绑核（CPU_AFFINITY_CONF、每卡的 taskset / numactl）、"
+            "该主机上的其他进程、CPU 调频策略以及 dataloader 的 worker。"
+        )
+    else:
+        a_txt = (
+            f"Find what differs on {gl} (node hardware, software versions, configuration, "
+            "work assignment) and make it match the other ranks."
+        )
+        a_zh = f"找出{gl_zh}与其他卡的差异（节点硬件、软件版本、配置、任务分配）并使其一致。"
+    return RootCause(
+        id=f"cause.slow_group.r{slow[0]}_{slow[-1]}",
+        mechanism=Mechanism.SLOW_GROUP,
+        category=Category.SCHEDULING if host else Category.COMPUTE,
+        culprit=Culprit(
+            kind="group",
+            ranks=tuple(slow),
+            operator=ex.operator
+            if ex is not None
+            else (op[0] if use_op and op is not None else ""),
+            shape=ex.shape if ex is not None else (op[1] if use_op and op is not None else ""),
+            label=gl,
+            label_zh=gl_zh,
+        ),
+        victims=tuple(victims),
+        summary=(
+            f"Slower {'group ' if unit is None else ''}{gl}: these ranks {what} than {fl}{op_txt}; {len(victims)} rank(s) "
+            f"wait {ms(wait_mean)} per step for them in collectives."
+        ),
+        summary_zh=(
+            f"{gl_zh}这一组更慢：{what_zh}（相对{fl_zh}）{op_zh}；{len(victims)} 张卡每步平均在集合通信中"
+            f"为它们等待 {ms(wait_mean)}。"
+        ),
+        metrics={
+            "excess_us": excess,
+            "computing_excess_us": comp_ex,
+            "free_excess_us": free_ex,
+            "victim_wait_us_mean": wait_mean,
+            **({"op_delta_us": op[2], "op_avg_ratio": op[3]} if use_op and op is not None else {}),
+            **(ex.metrics if ex is not None else {}),
+            **({"peer_sample_ranks": float(op[4])} if use_op and op is not None and op[4] else {}),
+        },
+        findings=findings,
+        gain_us=excess,
+        bound=BoundKind.ESTIMATE,
+        remedies=(
+            Remedy("action", a_txt, a_zh, excess, BoundKind.ESTIMATE),
+            _compute_check(ex, gl, gl_zh),
+        ),
+        symptom_tags=(
+            ("slow_rank", *ex.tags)
+            if ex is not None
+            else ("slow_rank", "op_regression_shape")
+            + (("matmul_slow",) if use_op and op is not None and "matmul" in op[0].lower() else ())
+            if use_op
+            else ("slow_rank", "compute_spread")
+        ),
+        severity=_severity(excess, ctx.step_us),
+        own=tuple(
+            Impact(
+                r,
+                ctx.val(r, "own_us") - float(per.loc[fast, "own_us"].median()),
+                share_of(
+                    ctx.val(r, "own_us") - float(per.loc[fast, "own_us"].median()),
+                    ctx.val(r, "step_us"),
+                ),
+                "own_time",
+            )
+            for r in slow
+        ),
+    )
+
+
+def hccl_timeouts_s(ctx: Context) -> tuple[float, float, bool]:
+    """(HCCL_CONNECT_TIMEOUT, HCCL_EXEC_TIMEOUT) in s, and whether they were read from the job.
+
+    The smallest value any rank recorded in ``meta.env`` (``ENV_VARIABLES``), else the documented
+    defaults (120 s, 1836 s; ``env_check``).
+    """
+    from advisor_chat.analyzers.env_check import (
+        HCCL_CONNECT_TIMEOUT_DEFAULT_S,
+        HCCL_EXEC_TIMEOUT_DEFAULT_S,
+    )
+
+    meta = ctx.profile.get("meta")
+    got: dict[str, float] = {}
+    if "env" in meta.columns:
+        for env in meta["env"]:
+            if not isinstance(env, dict):
+                continue
+            for k in ("HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT"):
+                try:
+                    v = float(str(env.get(k, "")).strip())
+                except ValueError:
+                    continue
+                if v > 0:
+                    got[k] = min(got.get(k, v), v)
+    return (
+        got.get("HCCL_CONNECT_TIMEOUT", HCCL_CONNECT_TIMEOUT_DEFAULT_S),
+        got.get("HCCL_EXEC_TIMEOUT", HCCL_EXEC_TIMEOUT_DEFAULT_S),
+        bool(got),
+    )
+
+
+def _late_event(ctx: Context, pairs: tuple[tuple[int, int], ...]) -> tuple[str, str] | None:
+    """The largest single late arrival among ``pairs`` and its distance from the HCCL timeouts.
+
+    From the wait attribution's events (one collective instance costing ≥ 2 steps and ≥ 0.5 s):
+    the step, the culprit, the collective, how many ranks waited and the longest wait, as a share
+    of HCCL_EXEC_TIMEOUT (and of HCCL_CONNECT_TIMEOUT when it is the first collective captured,
+    where communicators are still being set up). ``None`` when no such event matches.
+    """
+    attr = ctx.attribution
+    if attr is None or not attr.events:
+        return None
+    ev = next((e for e in attr.events if (e.step, e.culprit) in set(pairs)), None)
+    if ev is None:
+        return None
+    conn, exe, from_job = hccl_timeouts_s(ctx)
+    wait_s = ev.max_wait_us / 1e6
+    src = "as set for this job" if from_job else "default"
+    src_zh = "本作业设置值" if from_job else "默认值"
+    first = (
+        ev.step == min(int(s) for s in ctx.frame["step"].unique()) if not ctx.frame.empty else False
+    )
+    conn_txt = (
+        f", {pct(wait_s / conn)} of HCCL_CONNECT_TIMEOUT ({conn:g} s, {src}) if this is where the "
+        "communicator is set up"
+        if first
+        else ""
+    )
+    conn_zh = (
+        f"，若此处是通信域建链，则为 HCCL_CONNECT_TIMEOUT（{conn:g} s，{src_zh}）的 {pct(wait_s / conn)}"
+        if first
+        else ""
+    )
+    en = (
+        f"at {ev.op_name} in step {ev.step} rank {ev.culprit} arrived {ms(ev.cost_us)} after the "
+        f"others and {len(ev.victims)} rank(s) waited up to {wait_s:.1f} s for it: "
+        f"{pct(wait_s / exe)} of HCCL_EXEC_TIMEOUT ({exe:g} s, {src}){conn_txt}"
+    )
+    zh = (
+        f"第 {ev.step} 步的 {ev.op_name} 中，{ev.culprit}号卡比其他卡晚到 {ms(ev.cost_us)}，"
+        f"{len(ev.victims)} 张卡最长等待 {wait_s:.1f} s：为 HCCL_EXEC_TIMEOUT（{exe:g} s，{src_zh}）的 "
+        f"{pct(wait_s / exe)}{conn_zh}"
+    )
+    return en, zh
+
+
+def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
+    """STEP_EVENTS: one-step stalls on rotating ranks, kept as (step, rank) events."""
+    events = sorted(events, key=lambda e: (e.step, e.rank))
+    pairs = tuple((e.step, e.rank) for e in events)
+    ranks = tuple(sorted({e.rank for e in events}))
+    steps = tuple(sorted({e.step for e in events}))
+    culprits = set(ranks)
+    # victims: in each event step, everybody else waits for the stalled rank
+    # (a stalled rank is itself a victim of the other ranks' stalls in the other steps)
+    victims = wait_victims(ctx, events, set(), n_steps)
+    per_event = float(np.mean([e.excess_us for e in events]))
+    per_step = sum(e.excess_us for e in events) / max(n_steps, 1)
+    host = sum(e.free_excess_us for e in events) >= sum(e.computing_excess_us for e in events)
+    where, where_zh = host_timeline(ctx, list(ranks))
+    f = ctx.frame
+    clean = f[~f["step"].isin(steps)]
+    clean_step = (
+        float(clean.groupby("step")["step_us"].median().median())
+        if not clean.empty
+        else float("nan")
+    )
+    slow_step = float(f[f["step"].isin(steps)].groupby("step")["step_us"].median().median())
+    pair_txt = ", ".join(f"({s}, {r})" for s, r in pairs[:12]) + (" ..." if len(pairs) > 12 else "")
+    ex = (
+        None
+        if host
+        else explain_device(
+            device_account(ctx.profile, [(e.step, e.rank) for e in events], ctx.ranks),
+            "the late rank of each step",
+            "每步较晚的卡",
+            per_step,
+        )
+    )
+    kind = "host stalls (device Free)" if host else "compute spikes"
+    kind_zh = "主机侧阻塞（设备空闲）" if host else "计算时间突增"
+    most = len(steps) > n_steps / 2
+    clean_txt = (
+        f"; {len(steps)} of {n_steps} steps are hit (median {ms(slow_step)}), the clean steps run at "
+        f"{ms(clean_step)}"
+        if math.isfinite(clean_step)
+        else f"; every one of the {n_steps} steps is hit"
+    )
+    clean_zh = (
+        f"；{n_steps} 步中有 {len(steps)} 步受影响（中位数 {ms(slow_step)}），未受影响的步为 {ms(clean_step)}"
+        if math.isfinite(clean_step)
+        else f"；{n_steps} 步全部受影响"
+    )
+    findings = _claim(
+        ctx,
+        lambda x: (
+            x.kind is FindingKind.JITTER
+            or (x.kind is FindingKind.SLOW_RANK and bool(x.ranks) and set(x.ranks) <= culprits)
+            or x.id.startswith("host_dispatch.host_bound.gc_pause")
+            or x.id.startswith("env_check.env.first_collective_late")
+            or (x.kind is FindingKind.BOTTLENECK and bool(x.ranks) and set(x.ranks) <= culprits)
+            or (x.kind is FindingKind.HOST_BOUND and bool(x.ranks) and set(x.ranks) <= culprits)
+        ),
+    )
+    summary = (
+        f"One-step {kind} of {ms(per_event)} on average rotate across ranks: (step, rank) = "
+        f"{pair_txt}{clean_txt}; no rank is slow on average"
+        if len(ranks) > 1
+        else f"A one-step event: {kind} of {ms(per_event)} on rank {ranks[0]} at (step, rank) "
+        f"= {pair_txt}{clean_txt}; the other ranks wait for it there, and rank {ranks[0]} runs "
+        "normally in the other steps"
+    ) + (" (most steps are slow)." if most else ".")
+    summary_zh = (
+        f"单步{kind_zh}在不同卡之间轮换出现，平均每次 {ms(per_event)}：（步, 卡）= {pair_txt}"
+        f"{clean_zh}；平均来看没有哪张卡是慢卡"
+        if len(ranks) > 1
+        else f"单步事件：{ranks[0]}号卡出现一次{kind_zh}，时长 {ms(per_event)}，（步, 卡）= "
+        f"{pair_txt}{clean_zh}；其他卡都在等它，{ranks[0]}号卡在其他步运行正常"
+    ) + ("（大多数步都变慢了）。" if most else "。")
+    gc_seen = any(set(f.ranks) & culprits for f in ctx.finding("host_dispatch.host_bound.gc_pause"))
+    first = (
+        Remedy(
+            "action",
+            "Stop the Python garbage-collection pauses the host data shows: call gc.freeze() "
+            "after model setup and gc.collect() at fixed step intervals (or gc.disable() during "
+            "steps).",
+            "消除主机数据中可见的 Python 垃圾回收停顿：模型初始化后调用 gc.freeze()，并按固定步数间隔调用 "
+            "gc.collect()（或在训练步内 gc.disable()）。",
+            per_step,
+            BoundKind.ESTIMATE,
+        )
+        if host and gc_seen
+        else Remedy(
+            "action",
+            f"Take the one-off host work out of the training step on rank {ranks[0]} in step "
+            f"{steps[0]} (a checkpoint save, an evaluation, a blocking data load or log flush "
+            "that only this rank does): make it asynchronous, or do it on every rank at the same "
+            "step so nobody waits.",
+            f"把{ranks[0]}号卡在第 {steps[0]} 步做的一次性主机工作移出训练步（保存检查点、评估、阻塞式数据"
+            "加载或日志落盘等只有该卡做的事）：改为异步，或让所有卡在同一步一起做，避免其他卡等待。",
+            per_step,
+            BoundKind.ESTIMATE,
+        )
+        if host and len(pairs) == 1
+        else Remedy(
+            "action",
+            "Find the host work that lands on a different rank in each hit step (Python garbage "
+            "collection, periodic logging, checkpoint shards, data loading) and take it out of "
+            "the step: if it is garbage collection, gc.freeze() after setup and gc.collect() at "
+            "fixed step intervals.",
+            "找出每个受影响步落在不同卡上的主机工作（Python 垃圾回收、周期性日志、检查点分片、数据加载），"
+            "并移出训练步：若是垃圾回收，初始化后调用 gc.freeze()，并按固定步数间隔调用 gc.collect()。",
+            per_step,
+            BoundKind.ESTIMATE,
+        )
+        if host
+        else Remedy(
+            "check",
+            "Look at the operators of the listed (step, rank) pairs for dynamic shapes or "
+            "recompilation.",
+            "检查所列（步, 卡）中的算子是否有动态 shape 或重新编译。",
+        )
+    )
+    hung = _late_event(ctx, pairs)
+    if hung is not None:
+        summary = summary.rstrip(".") + "; " + hung[0] + "."
+        summary_zh = summary_zh.rstrip("。") + "；" + hung[1] + "。"
+    if ex is not None:
+        lead = (
+            "The slowest rank changes from step to step because its work does: "
+            if len(ranks) > 1
+            else f"Rank {ranks[0]} computes more in step {steps[0]}: "
+        )
+        lead_zh = (
+            "每步最慢的卡都不同，因为各卡每步的计算量不同："
+            if len(ranks) > 1
+            else f"{ranks[0]}号卡在第 {steps[0]} 步计算更多："
+        )
+        summary = (
+            f"{lead}in each (step, rank) = {pair_txt} {ex.clause}{clean_txt}; no rank is slow "
+            "on average, the others wait for the late one in each step."
+        )
+        summary_zh = (
+            f"{lead_zh}在（步, 卡）= {pair_txt} 中，{ex.clause_zh}{clean_zh}；平均来看没有哪张卡是慢卡，"
+            "其他卡在每步等待最晚的那张。"
+        )
+        first = ex.remedy
+    return RootCause(
+        id="cause.step_events",
+        mechanism=Mechanism.STEP_EVENTS,
+        category=Category.SCHEDULING if host else Category.COMPUTE,
+        culprit=Culprit(
+            kind="steps",
+            ranks=ranks,
+            events=pairs,
+            label=f"{len(pairs)} one-step events"
+            if len(pairs) > 1
+            else f"step {pairs[0][0]} on rank {pairs[0][1]}",
+            label_zh=f"{len(pairs)} 次单步事件"
+            if len(pairs) > 1
+            else f"第 {pairs[0][0]} 步的{pairs[0][1]}号卡",
+        ),
+        victims=victims,
+        summary=summary,
+        summary_zh=summary_zh,
+        metrics={
+            "event_excess_us_mean": per_event,
+            "events_count": float(len(pairs)),
+            "steps_hit_count": float(len(steps)),
+            "clean_step_us": clean_step,
+            "hit_step_us": slow_step,
+            "explained_us_per_step": per_step,
+        },
+        findings=findings,
+        steps=steps,
+        gain_us=per_step,
+        bound=BoundKind.ESTIMATE,
+        remedies=(
+            first,
+            Remedy(
+                "check",
+                f"Open the host timeline ({where}) of the listed (step, rank) pairs and look at "
+                "what the host does during the stall (host_dispatch tool: long gaps, GC-like "
+                "pauses).",
+                f"打开所列（步, 卡）的主机时间线（{where_zh}），查看阻塞期间主机在做什么"
+                "（host_dispatch 工具：长间隙、类似垃圾回收的停顿）。",
+            ),
+        ),
+        symptom_tags=("step_jitter", "gc_pause")
+        if host
+        else ("step_jitter", *(ex.tags if ex is not None else ())),
+        severity=_severity(per_step, ctx.step_us),
+        own=tuple(
+            Impact(
+                r,
+                sum(e.excess_us for e in events if e.rank == r) / max(n_steps, 1),
+                share_of(
+                    sum(e.excess_us for e in events if e.rank == r) / max(n_steps, 1),
+                    ctx.val(r, "step_us"),
+                ),
+                "own_time",
+            )
+            for r in ranks
+        ),
+    )
