@@ -84,13 +84,22 @@ def _advisor(
     return Advisor(profile, settings=settings, baseline=base)
 
 
-def answer_json(answer: Any) -> dict[str, Any]:
-    """The ``ask --json`` shape (issue 6 item 5) plus backend, mode, intent and plots."""
+def answer_json(answer: Any, diagnosis: Any = None) -> dict[str, Any]:
+    """The ``ask --json`` shape (issue 6 item 5) plus backend, mode, intent and plots.
+
+    With the profile's ``diagnosis``, ``causes`` holds the root causes the answer rests on (the
+    ones its text or suggestions cite), each as in ``report --format json``: culprit, victims,
+    evidence metrics, findings, gain and remedies.
+    """
     d = answer.model_dump(mode="json")
     d["tool_calls"] = [
         {"name": c["name"], "args": c["args"], "error": c["error"], "table_ref": c["table_ref"]}
         for c in d["tool_calls"]
     ]
+    if diagnosis is not None:
+        ids = {s["cause_id"] for s in d["suggestions"] if s.get("cause_id")}
+        ids |= {c.id for c in diagnosis.causes if c.id in answer.answer}
+        d["causes"] = [c.to_dict() for c in diagnosis.causes if c.id in ids]
     return d
 
 
@@ -229,7 +238,13 @@ def register(app: typer.Typer) -> None:
         answer = adv.ask(question)
         dt = time.perf_counter() - t0
         if as_json:
-            print_json(answer_json(answer))
+            from advisor_chat.diagnosis import diagnose
+
+            try:
+                diag = diagnose(adv.profile, baseline=adv.baseline)
+            except Exception:  # the answer already says why the diagnosis failed
+                diag = None
+            print_json(answer_json(answer, diag))
         else:
             render_answer(answer, question=question, seconds=dt, show_tools=show_tools)
 
