@@ -751,7 +751,8 @@ _COUNTS = (
     ),
     # a bare "N卡" after a verb of quantity ("用2卡", "共16卡", "只采了2卡")
     re.compile(
-        r"(?:用|共|有|采了|采|只|这|那|在|机|到|所有|全部|整个|从|比|x|×|\*)\s*(\d+)\s*卡(?!\s*号)", re.I
+        r"(?:用|共|有|采了|采|只|这|那|在|机|到|所有|全部|整个|从|比|x|×|\*)\s*(\d+)\s*卡(?!\s*号)",
+        re.I,
     ),
     # English: the number before a rank word is a count ("16 cards", "2 nodes x 8 NPUs", "8-rank")
     re.compile(
@@ -1272,9 +1273,7 @@ def parse_question(
     if profile_ranks is not None:
         known = set(profile_ranks)
         count_spans += [
-            (m.start(), m.end())
-            for m in _BARE_CARD.finditer(q)
-            if int(m.group(1)) not in known
+            (m.start(), m.end()) for m in _BARE_CARD.finditer(q) if int(m.group(1)) not in known
         ]
     world, world_spans = _find_world(q, count_spans)
     rank_ranges: list[tuple[int, int]] = []
