@@ -293,3 +293,24 @@ def test_validation_alone_on_a_constructed_query() -> None:
     assert not ok.says_something
     # no step ids in the profile: steps are not checked
     assert not validate_question(parse_question("step 7?"), range(16), []).says_something
+
+
+def test_guarded_mode_does_not_rewrite_a_refusal() -> None:
+    from langchain_core.messages import AIMessage
+
+    from advisor_chat.agent.testing import scripted, tiny_diagnosis, tiny_profile, tiny_registry
+
+    # a model that would answer about a rank that does not exist is never asked
+    adv = Advisor(
+        tiny_profile(),
+        settings=Settings(guarded=True),
+        registry=tiny_registry(),
+        case_search=fake_case_search,
+        chat_model=scripted([AIMessage(content="Rank 16 is fine.")]),
+        diagnose=tiny_diagnosis,
+    )
+    ans = adv.ask("why is rank 16 slow?")
+    assert ans.answer == (
+        "I cannot answer that for this profile: rank 16 does not exist; ranks are 0-3."
+    )
+    assert ans.mode == "guarded-fallback" and ans.model_usage == {}

@@ -350,7 +350,9 @@ class Advisor:
         text = plan.text
         draft: Grounding | None = None
         usage: dict[str, float] = {}
-        if q.intent not in ("help", "unsupported"):
+        # a question refused by the validation step (nothing but its record) is not rewritten
+        refused = [o.name for o in plan.outputs] == ["validate_question"]
+        if q.intent not in ("help", "unsupported") and not refused:
             t0 = time.perf_counter()
             try:
                 msg = model.invoke(
