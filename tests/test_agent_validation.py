@@ -63,6 +63,9 @@ def test_job_sizes_are_a_world_size_slot_never_ranks(text: str, world: tuple[int
         ("2 nodes x 8 NPUs, why is rank 3 slow?", (3,), (16,)),
         ("有3张卡慢，为什么？", (), ()),  # a count of slow cards, not the job size
         ("3 ranks are slow, why?", (), ()),
+        ("are 2 cards slower than the others?", (), ()),
+        ("这2张卡为什么慢？", (), ()),  # two cards of the previous turn, not the job size
+        ("rank 3 of 16 ranks is slow, why?", (3,), (16,)),
     ],
 )
 def test_ranks_beside_job_sizes(text: str, ranks: tuple[int, ...], world: tuple[int, ...]) -> None:

@@ -9,7 +9,12 @@ Deterministic rules, no model. A question is parsed into
   compare / overview / data completeness / help;
 - a **topic** (:data:`TOPICS`): what the question is about (network, communication, compute,
   host, pipeline, steps, operators, ...), from small bilingual lexicons (the glossary's terms);
-- **context**: parallel sizes written in passing ("TP=8", "PP=2"), which never filter anything.
+- **context**: parallel sizes written in passing ("TP=8", "PP=2"), which never filter anything;
+- **job sizes** ("32卡训练", "2机16卡", "on 64 cards", "2 nodes x 8 NPUs"): never ranks;
+- a **hypothesis**: the suspected cause a question names (:data:`HYPOTHESES`: "could it be GC?",
+  "是不是网络问题", "should I switch ZeRO-3 to ZeRO-2?");
+- ids written in a form no profile can hold ("rank -1", "rank 7.5", "step -2"), kept as written
+  so that :mod:`.validate` can refuse them instead of reading "rank 7.5" as rank 7.
 
 The route the planner takes (:attr:`Query.intent`, one of :data:`INTENTS`) is derived from the
 slots by :func:`route`, in one place, so that a word in passing ("vs", "the problem", "TP")
@@ -843,12 +848,13 @@ _NODES_CARDS_ZH = re.compile(
 )
 _WORLD_EN = re.compile(
     r"\bworld[ _-]?size\s*(?:=|:|is|of)?\s*(\d+)"
+    r"|\b(?:of|among|across|on|over)\s+(?:all\s+|the\s+)?(\d+)[- ](?:ranks?|cards?|npus?|devices?|gpus?)\b"
     r"|(?<!\btop )(?<!\bfirst )(?<!\blast )(?<!\bother )\b(\d+)[- ](?:ranks?|cards?|npus?|devices?|gpus?)\b(?!\s*\d)"
-    r"(?!\s+(?:are|were|look|seem|show|have|had)\b)",
+    r"(?!\s+(?:are|were|is|was|look|seem|show|have|had|slow|lag|wait)\w*\b)",
     re.I,
 )
 _WORLD_ZH = re.compile(
-    r"(?<!第)(?<!第\s)(?<![\d.到至~～—–-])(?<!其中)(?<!有)(\d+)\s*(?:张|块)?\s*卡(?!\s*号)"
+    r"(?<!第)(?<!第\s)(?<![\d.到至~～—–-])(?<!其中)(?<!有)(?<!这)(?<!那)(\d+)\s*(?:张|块)?\s*卡(?!\s*号)"
     r"(?!\s*(?:都|全部|也)?\s*(?:慢|比较慢|很慢|特别慢|异常|有问题|不对))"
     r"|比\s*(\d+)\s*(?:张|块)?\s*卡(?!\s*号)"
 )
@@ -876,7 +882,7 @@ def _find_world(
     for m in _WORLD_EN.finditer(q):
         if _overlaps((m.start(), m.end()), spans):
             continue
-        found.append((m.start(), int(m.group(1) or m.group(2))))
+        found.append((m.start(), int(m.group(1) or m.group(2) or m.group(3))))
         spans.append((m.start(), m.end()))
     for m in _WORLD_ZH.finditer(q):
         g = 1 if m.group(1) else 2
