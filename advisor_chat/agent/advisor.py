@@ -45,6 +45,7 @@ from advisor_chat.agent.planner import (
     cited_cases,
     cited_findings,
 )
+from advisor_chat.agent.validate import baseline_problem
 from advisor_chat.analyzers.base import AnalyzerSpec, Finding
 from advisor_chat.config import Settings, load_settings
 from advisor_chat.ingest.profile import Profile
@@ -111,6 +112,11 @@ class Advisor:
     ) -> None:
         self.profile = profile
         self.baseline = baseline
+        # a baseline of the same folder or of another world size is not compared with (and not
+        # given to the diagnosis); the planner says why (agent.validate)
+        self.baseline_problem = baseline_problem(profile, baseline)
+        if self.baseline_problem is not None:
+            baseline = None
         self.settings = settings if settings is not None else load_settings()
         self.session = ToolSession(
             profile,
@@ -125,7 +131,9 @@ class Advisor:
             fn = diagnose
             self.session.diagnosis = lambda: fn(profile, baseline=baseline)  # type: ignore[method-assign]
         self.tools = build_tools(profile, session=self.session)
-        self.planner = Planner(self.tools, self.session, diagnose)
+        self.planner = Planner(
+            self.tools, self.session, diagnose, baseline_problem=self.baseline_problem
+        )
         self._chat_model = chat_model
         self._model_built = chat_model is not None
         self._injected = chat_model is not None
@@ -276,6 +284,7 @@ class Advisor:
             groups=self.session.groups,
             op_types=self._op_types,
             previous=self._last,
+            profile_ranks=self.session.ranks,
         )
 
     def _plan(self, question: str) -> tuple[Query, PlanResult]:
@@ -341,7 +350,9 @@ class Advisor:
         text = plan.text
         draft: Grounding | None = None
         usage: dict[str, float] = {}
-        if q.intent not in ("help", "unsupported"):
+        # a question refused by the validation step (nothing but its record) is not rewritten
+        refused = [o.name for o in plan.outputs] == ["validate_question"]
+        if q.intent not in ("help", "unsupported") and not refused:
             t0 = time.perf_counter()
             try:
                 msg = model.invoke(

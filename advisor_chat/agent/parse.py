@@ -9,7 +9,12 @@ Deterministic rules, no model. A question is parsed into
   compare / overview / data completeness / help;
 - a **topic** (:data:`TOPICS`): what the question is about (network, communication, compute,
   host, pipeline, steps, operators, ...), from small bilingual lexicons (the glossary's terms);
-- **context**: parallel sizes written in passing ("TP=8", "PP=2"), which never filter anything.
+- **context**: parallel sizes written in passing ("TP=8", "PP=2"), which never filter anything;
+- **job sizes** ("32卡训练", "2机16卡", "on 64 cards", "2 nodes x 8 NPUs"): never ranks;
+- a **hypothesis**: the suspected cause a question names (:data:`HYPOTHESES`: "could it be GC?",
+  "是不是网络问题", "should I switch ZeRO-3 to ZeRO-2?");
+- ids written in a form no profile can hold ("rank -1", "rank 7.5", "step -2"), kept as written
+  so that :mod:`.validate` can refuse them instead of reading "rank 7.5" as rank 7.
 
 The route the planner takes (:attr:`Query.intent`, one of :data:`INTENTS`) is derived from the
 slots by :func:`route`, in one place, so that a word in passing ("vs", "the problem", "TP")
@@ -89,6 +94,23 @@ TOPICS = (
 )
 """What a question is about (several may apply)."""
 
+HYPOTHESES = (
+    "gc",
+    "dataloader",
+    "network",
+    "link",
+    "hardware",
+    "compute_straggler",
+    "load_imbalance",
+    "checkpoint",
+    "zero_stage",
+    "mc2",
+    "hccl_timeout",
+    "memory",
+    "host_dispatch",
+)
+"""Suspected causes a question can name (:attr:`Query.hypothesis`)."""
+
 TRANSPORTS = ("HCCS", "RDMA", "PCIE", "SDMA", "SIO")
 PARALLEL = ("TP", "PP", "DP", "EP", "CP", "SP", "VPP", "ZERO")
 
@@ -137,6 +159,15 @@ class Query:
         links: Links mentioned, ``(src, dst)``.
         rank_range: The ranks were given as a range or list ("ranks 8-15").
         context: Parallel sizes written in passing (``{"TP": 8}``); never a filter.
+        world_sizes: Job sizes the question states ("32卡训练", "2机16卡", "on 64 cards",
+            "2 nodes x 8 NPUs" -> 16), in order of appearance; never ranks (issue 22).
+        hypothesis: The suspected cause the question names, one of :data:`HYPOTHESES` (the
+            first named), ``""`` when none ("could it be GC?" -> ``gc``).
+        hypotheses: Every suspected cause named, in order of appearance.
+        bad_ids: Rank or step ids written in a form no id can take, as ``(kind, text)`` with
+            kind ``rank`` or ``step`` ("rank -1", "rank 7.5", "rank 1e3", "step -2").
+        rank_ranges: Rank ranges as written, ``(first, last)`` ("ranks 15-8" -> ``(15, 8)``);
+            a reversed range is read in increasing order in :attr:`ranks`.
     """
 
     text: str
@@ -157,6 +188,11 @@ class Query:
     links: tuple[tuple[int, int], ...] = ()
     rank_range: bool = False
     context: dict[str, int] = field(default_factory=dict)
+    world_sizes: tuple[int, ...] = ()
+    hypothesis: str = ""
+    hypotheses: tuple[str, ...] = ()
+    bad_ids: tuple[tuple[str, str], ...] = ()
+    rank_ranges: tuple[tuple[int, int], ...] = ()
 
 
 # -- lexicons (English / Chinese; glossary terms) ------------------------------------------------
@@ -524,6 +560,163 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
     ),
 }
 
+# Suspected causes (:data:`HYPOTHESES`): the words that name each one (English / Chinese).
+_HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
+    "gc": (r"\bgc\b", r"garbage[- ]collect", r"垃圾回收", r"\bgc\s*(停顿|暂停)"),
+    "dataloader": (
+        r"\bdata ?loaders?\b",
+        r"\bdata[- ]loading\b",
+        r"\binput pipeline\b",
+        r"\b(data|disk|file) (reading|i/?o)\b",
+        r"\bi/?o[- ]bound\b",
+        r"数据加载",
+        r"数据读取",
+        r"读数据",
+        r"dataloader",
+        r"数据预处理",
+        r"(磁盘|存储)\s*(io|IO|读)",
+    ),
+    "link": (r"\blinks?\b", r"链路"),
+    "network": (
+        r"\bnetwork",
+        r"\binterconnect",
+        r"\bfabric\b",
+        r"\bnic\b",
+        r"\broce\b",
+        r"\brdma\b",
+        r"\bswitch(es)?\b(?! (zero|stage|to|from|off|on))",
+        r"\bbandwidth\b",
+        r"网络",
+        r"网卡",
+        r"交换机",
+        r"带宽",
+        r"互联",
+    ),
+    "hardware": (
+        r"\bhardware\b",
+        r"\bfaulty\b",
+        r"\bbroken\b",
+        r"\bdefective\b",
+        r"\bbad (card|npu|chip|device|node)\b",
+        r"\becc\b",
+        r"\bthrottl",
+        r"\boverheat",
+        r"\bdown-?clock",
+        r"硬件",
+        r"故障",
+        r"坏卡",
+        r"卡坏",
+        r"坏了",
+        r"降频",
+        r"过热",
+        r"温度",
+    ),
+    "compute_straggler": (
+        r"\bcompute straggler",
+        r"\bstraggl\w* .{0,15}\bcomput",
+        r"\bslow(er)? (compute|computation|computing)\b",
+        r"\bcomput\w* (is |are )?slow(er)?\b",
+        r"\bcomputes? (more|slower|longer)\b",
+        r"计算.{0,4}(慢卡|拖后腿|掉队|慢)",
+        r"(慢卡|拖后腿).{0,4}计算",
+        r"算得(慢|更慢)",
+    ),
+    "load_imbalance": (
+        r"\bload[- ]?imbalance",
+        r"\bimbalanced?\b",
+        r"\bunbalanced\b",
+        r"\buneven(ly)?\b",
+        r"\bskew(ed)? (data|batch|sequence|load|work)",
+        r"负载不(均|平衡)",
+        r"不均衡",
+        r"不均匀",
+        r"数据倾斜",
+        r"负载倾斜",
+    ),
+    "checkpoint": (
+        r"\bcheck-?points?\b",
+        r"\bckpt\b",
+        r"\bsav(e|es|ing) (the )?(model|weights|state)\b",
+        r"checkpoint",
+        r"\bckpt",
+        r"保存模型",
+        r"保存权重",
+        r"存模型",
+        r"存权重",
+    ),
+    "zero_stage": (
+        r"\bzero[- ]?(stage[- ]?)?[0-3]\b",
+        r"\bzero stage\b",
+        r"\bzero(-| )?(offload|optimi[sz]er)\b",
+        r"\bdeepspeed stage\b",
+        r"zero\s*[0-3]",
+        r"zero\s*阶段",
+    ),
+    "mc2": (r"\bmc2\b", r"matmul[_ ]?all[_ ]?reduce", r"通算融合", r"mc2"),
+    "hccl_timeout": (
+        r"time[ -]?outs?\b",
+        r"\bhangs?\b",
+        r"\bhung\b",
+        r"EI000\d",
+        r"HCCL_(CONNECT|EXEC)_TIMEOUT",
+        r"超时",
+        r"卡死",
+        r"挂住",
+    ),
+    "memory": (
+        r"\bmemory\b",
+        r"\bOOM\b",
+        r"out of memory",
+        r"\bhbm\b",
+        r"\bfragmentation\b",
+        r"显存",
+        r"内存",
+        r"碎片",
+    ),
+    "host_dispatch": (
+        r"\bhost[- ]?(dispatch|bound|side|overhead)",
+        r"\bdispatch",
+        r"\blaunch (delay|latenc|overhead)",
+        r"\bcpu[- ]?bound\b",
+        r"\b(cpu|python) overhead\b",
+        r"\btask[_ ]queue",
+        r"下发",
+        r"host\s*(侧|端|瓶颈|bound)",
+        r"cpu\s*(瓶颈|bound|侧)",
+        r"调度(慢|开销|瓶颈)",
+    ),
+}
+# a question that puts a cause forward ("could it be GC?", "是不是垃圾回收", "should I switch
+# ZeRO-3 to ZeRO-2?") or states one as the problem ("显存不够", "硬件故障", "load imbalance")
+_SUSPECT = re.compile(
+    r"\b(could|can|might|may|would|will)\s+(it|this|that|they)\b|\b(is|are|was|were)\s+(it|this|that|they|there)\b"
+    r"|\bcould\b|\bmight\b|\bcaus(e|es|ed|ing)\b|\bsuspect|\bmaybe\b|\bperhaps\b|\bprobably\b|\bcaused by\b|\bdue to\b|\bbecause of\b"
+    r"|\bblame|\bshould (i|we)\b|\bwould .{0,30}\bhelp|\bthe (problem|cause|culprit|reason|issue)\b"
+    r"|是不是|会不会|是否|怀疑|可能|难道|导致|引起|造成|要不要|该不该|需不需要|有没有|吗|嘛|么"
+    r"|不够|不足|故障|不均|坏了|问题",
+    re.I,
+)
+
+
+def find_hypotheses(text: str, kind: str) -> tuple[str, ...]:
+    """Suspected causes the question names (:data:`HYPOTHESES`), in order of appearance.
+
+    A cause word counts when the question puts it forward (a yes/no question, or a word of
+    suspicion or of a fault: "could it be", "是不是", "导致", "不够", "故障"); "which rank has the
+    most memory?" names memory but suspects nothing. A link named with its ranks ("is link 3-11
+    slow?") is ``link``; "network" is not also counted for the same words.
+    """
+    low = text.lower()
+    if kind != "yes_no" and _SUSPECT.search(text) is None:
+        return ()
+    hits: list[tuple[int, str]] = []
+    for name, pats in _HYPOTHESIS_LEX.items():
+        m = _match_any(pats, low)
+        if m is not None:
+            hits.append((m.start(), name))
+    return tuple(n for _, n in sorted(hits))
+
+
 # -- targets --------------------------------------------------------------------------------------
 _RANKWORD = r"(?:ranks?|cards?|devices?|npus?)"
 _RANK_RANGE = (
@@ -556,10 +749,16 @@ _COUNTS = (
     # a bare "N卡" followed by what a count is followed by ("16卡，", "16卡的集群", "8卡里", "2卡试跑")
     re.compile(
         r"(?<!第)(?<!第\s)(?<![\d.到至~～—–-])(\d+)\s*卡(?!\s*号)(?=\s*(?:的\s*)?(?:集群|任务|作业|训练|机器|环境|规模|"
-        r"里|中|上|下|时|后|以上|左右|之中|以内|试跑|跑|做|并行|数据并行|扩|/|[,，、;；)）]|$))"
+        r"里|中|上|下|时|后|以上|左右|之中|以内|试跑|跑|做|并行|数据并行|扩|/|[,，、;；)）]|$|"
+        # "32卡大模型训练", "32卡llama训练", "16卡 TP8 PP2", "16卡的profiling", "16卡场景下"
+        r"大模型|模型|预训练|微调|推理|场景|混合|总共|一共|全部|规模|"
+        r"的\s*(?:profiling|数据|采集|性能)|(?!(?i:step|free|hccl|bubble|comm|idle|mem|rank))[A-Za-z]))"
     ),
     # a bare "N卡" after a verb of quantity ("用2卡", "共16卡", "只采了2卡")
-    re.compile(r"(?:用|共|有|采了|采|只|这|那|在|机|到|x|×|\*)\s*(\d+)\s*卡(?!\s*号)", re.I),
+    re.compile(
+        r"(?:用|共|有|采了|采|只|这|那|在|机|到|所有|全部|整个|从|比|x|×|\*)\s*(\d+)\s*卡(?!\s*号)",
+        re.I,
+    ),
     # English: the number before a rank word is a count ("16 cards", "2 nodes x 8 NPUs", "8-rank")
     re.compile(
         r"\b(\d+)(?:-|\s*)(?:ranks?|cards?|npus?|devices?|gpus?|nodes?|machines?|servers?)\b", re.I
@@ -626,8 +825,7 @@ def _find_context(q: str) -> tuple[dict[str, int], list[tuple[int, int]]]:
         if name and val:
             ctx[name] = int(val)
             spans.append((m.start(), m.end()))
-    for m in _WORLD.finditer(q):
-        ctx["WORLD"] = max(ctx.get("WORLD", 0), int(m.group(1) or m.group(2)))
+    for m in _WORLD.finditer(q):  # a job size is never a rank (its value: _find_world)
         spans.append((m.start(), m.end()))
     return ctx, spans
 
@@ -635,6 +833,103 @@ def _find_context(q: str) -> tuple[dict[str, int], list[tuple[int, int]]]:
 def _find_counts(q: str) -> list[tuple[int, int]]:
     """Spans of counts of ranks/cards/nodes ("16 cards", "8张卡", "2卡试跑"): never rank targets."""
     return [(m.start(), m.end()) for p in _COUNTS for m in p.finditer(q)]
+
+
+_ZH_NUM = {"单": 1, "一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "八": 8}
+# job sizes: "2 nodes x 8 NPUs" (a product), "2机16卡" (the cards are the total; "每机8卡" is per
+# node), "world size 16", "16-rank job", "on 64 cards", "32卡训练", "16张卡上"
+_NODES_TIMES = re.compile(
+    r"\b(\d+)\s*(?:nodes?|machines?|servers?|hosts?)\s*(?:x|×|\*|with|of)\s*(\d+)\s*"
+    r"(?:npus?|cards?|devices?|gpus?|ranks?)(?:\s+each)?|\b(\d+)\s*[x×*]\s*(\d+)\s*(?:npus?|cards?|gpus?|devices?)\b",
+    re.I,
+)
+_NODES_CARDS_ZH = re.compile(
+    r"(\d+|[单一两二三四五六八])\s*(?:机|台机器|台服务器|台|个节点|节点)\s*(每(?:机|台|个?节点)|各)?\s*(\d+)\s*(?:张|块)?\s*(?:卡|npu|NPU)"
+)
+_WORLD_EN = re.compile(
+    r"\bworld[ _-]?size\s*(?:=|:|is|of)?\s*(\d+)"
+    r"|\b(?:of|among|across|on|over)\s+(?:all\s+|the\s+)?(\d+)[- ](?:ranks?|cards?|npus?|devices?|gpus?)\b"
+    r"|(?<!\btop )(?<!\bfirst )(?<!\blast )(?<!\bother )\b(\d+)[- ](?:ranks?|cards?|npus?|devices?|gpus?)\b(?!\s*\d)"
+    r"(?!\s+(?:are|were|is|was|look|seem|show|have|had|slow|lag|wait)\w*\b)",
+    re.I,
+)
+_WORLD_ZH = re.compile(
+    r"(?<!第)(?<!第\s)(?<![\d.到至~～—–-])(?<!其中)(?<!有)(?<!这)(?<!那)(\d+)\s*(?:张|块)?\s*卡(?!\s*号)"
+    r"(?!\s*(?:都|全部|也)?\s*(?:慢|比较慢|很慢|特别慢|异常|有问题|不对))"
+    r"|比\s*(\d+)\s*(?:张|块)?\s*卡(?!\s*号)"
+)
+
+
+def _find_world(
+    q: str, counts: Sequence[tuple[int, int]]
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """Job sizes the question states, and their spans (see :attr:`Query.world_sizes`).
+
+    A Chinese "N卡" / "N张卡" counts only inside a ``counts`` span (a count, not "12卡为什么慢").
+    """
+    found: list[tuple[int, int]] = []
+    spans: list[tuple[int, int]] = []
+    for m in _NODES_TIMES.finditer(q):
+        a, b = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        found.append((m.start(), int(a) * int(b)))
+        spans.append((m.start(), m.end()))
+    for m in _NODES_CARDS_ZH.finditer(q):
+        g = m.group(1)
+        nodes = int(g) if g.isdigit() else _ZH_NUM.get(g, 1)
+        cards = int(m.group(3))
+        found.append((m.start(), nodes * cards if m.group(2) else cards))
+        spans.append((m.start(), m.end()))
+    for m in _WORLD_EN.finditer(q):
+        if _overlaps((m.start(), m.end()), spans):
+            continue
+        found.append((m.start(), int(m.group(1) or m.group(2) or m.group(3))))
+        spans.append((m.start(), m.end()))
+    for m in _WORLD_ZH.finditer(q):
+        g = 1 if m.group(1) else 2
+        if _overlaps((m.start(), m.end()), spans) or not _overlaps((m.start(g), m.end(g)), counts):
+            continue
+        found.append((m.start(), int(m.group(g))))
+        spans.append((m.start(), m.end()))
+    out: list[int] = []
+    for _, n in sorted(found):
+        if n > 0 and n not in out:
+            out.append(n)
+    return out, spans
+
+
+# ids written in a form no rank or step can take: "rank -1", "rank 7.5", "rank 1e3", "-1号卡",
+# "step -2"; read before the integer patterns so that "rank 7.5" is never read as rank 7
+_BAD_NUM = r"[-−]\s?\d+(?:\.\d+)?(?:e[+-]?\d+)?|\d+\.\d+(?:e[+-]?\d+)?|\d+e[+-]?\d+"
+_BAD_RANK = (
+    re.compile(rf"\b{_RANKWORD}\s*[#:]?\s*({_BAD_NUM})(?![A-Za-z0-9_.])", re.I),
+    re.compile(rf"第\s*({_BAD_NUM})\s*(?:张|号|个)?\s*(?:卡|rank|设备)", re.I),
+    re.compile(rf"(?<![A-Za-z0-9_.])({_BAD_NUM})\s*号\s*(?:卡|设备)?"),
+    re.compile(rf"(?:卡|rank)\s*({_BAD_NUM})(?![A-Za-z0-9_.])", re.I),
+)
+_BAD_STEP = (
+    re.compile(rf"\b(?:step|iteration|iter)s?\s*[#:]?\s*({_BAD_NUM})(?![A-Za-z0-9_.])", re.I),
+    re.compile(rf"第\s*({_BAD_NUM})\s*(?:步|个\s*step|个迭代|次迭代|轮)", re.I),
+    re.compile(rf"(?:迭代)\s*({_BAD_NUM})(?![A-Za-z0-9_.])", re.I),
+)
+
+
+# a bare "N卡" (not "N号卡", "第N张卡", "8-15卡"): a rank or a job size, depending on the profile
+_BARE_CARD = re.compile(r"(?<!第)(?<!第\s)(?<![\d.到至~～—–-])(\d+)\s*卡(?!\s*号)")
+
+
+def _find_bad_ids(q: str) -> tuple[list[tuple[str, str]], list[tuple[int, int]]]:
+    """Rank/step ids no profile can hold, as written, and their spans (see :attr:`Query.bad_ids`)."""
+    out: list[tuple[str, str]] = []
+    spans: list[tuple[int, int]] = []
+    for kind, pats in (("step", _BAD_STEP), ("rank", _BAD_RANK)):
+        for s, e, m in sorted(_spans(q, pats), key=lambda t: t[0]):
+            if _overlaps((s, e), spans):
+                continue
+            text = re.sub(r"\s", "", m.group(1)).replace("−", "-")
+            spans.append((s, e))
+            if (kind, text) not in out:
+                out.append((kind, text))
+    return out, spans
 
 
 def _find_links(q: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
@@ -652,12 +947,21 @@ def _find_links(q: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     return out, spans
 
 
+MAX_RANGE_RANKS = 4096
+"""Widest rank range expanded into :attr:`Query.ranks` (a wider one is kept as written only)."""
+
+
 def _find_ranks(
-    q: str, skip: Sequence[tuple[int, int]], counts: Sequence[tuple[int, int]] = ()
+    q: str,
+    skip: Sequence[tuple[int, int]],
+    counts: Sequence[tuple[int, int]] = (),
+    ranges: list[tuple[int, int]] | None = None,
 ) -> tuple[list[int], bool]:
     """Ranks in ``q`` outside ``skip`` spans, and whether they came as a range/list.
 
     A match that touches a ``counts`` span ("8 NPUs 16" after "2 nodes x 8 NPUs") is not a rank.
+    A reversed range ("ranks 15-8") is read in increasing order; a range wider than
+    :data:`MAX_RANGE_RANKS` is not expanded. Every range is appended to ``ranges`` as written.
     """
     found: list[tuple[int, int]] = []
     taken: list[tuple[int, int]] = list(skip)
@@ -666,10 +970,15 @@ def _find_ranks(
         if _overlaps((s, e), taken) or _overlaps((s, e), counts):
             continue
         a, b = int(m.group(1)), int(m.group(2))
-        if a < b <= a + 4096:
-            found.extend((s + i, r) for i, r in enumerate(range(a, b + 1)))
-            taken.append((s, e))
-            is_range = True
+        if a == b:
+            continue
+        if ranges is not None:
+            ranges.append((a, b))
+        lo, hi = min(a, b), max(a, b)
+        if hi <= lo + MAX_RANGE_RANKS:
+            found.extend((s + i, r) for i, r in enumerate(range(lo, hi + 1)))
+        taken.append((s, e))
+        is_range = True
     for m in _RANK_LIST.finditer(q):
         if _overlaps((m.start(), m.end()), taken) or _overlaps((m.start(), m.end()), counts):
             continue
@@ -944,6 +1253,7 @@ def parse_question(
     groups: Sequence[str] = (),
     op_types: Sequence[str] = (),
     previous: Query | None = None,
+    profile_ranks: Sequence[int] | None = None,
 ) -> Query:
     """Parse ``text`` into a :class:`Query` (slots, then the route).
 
@@ -952,17 +1262,32 @@ def parse_question(
         groups: Communication group names/hashes of the profile (to recognize them).
         op_types: Operator types of the profile (to recognize them).
         previous: The previous turn's query, for follow-ups ("and rank 13?", "那13号卡呢？").
+        profile_ranks: The profile's ranks, when known: a bare Chinese "N卡" whose N is not one
+            of them is a job size ("16卡为什么慢？" on ranks 0-15), not a rank; without them only
+            its context decides ("12卡为什么慢？" is rank 12, "32卡训练" a job size).
     """
     q = text.strip()[:MAX_QUESTION_CHARS]
     lang = detect_language(q)
+    bad_ids, bad_spans = _find_bad_ids(q)
     ctx, ctx_spans = _find_context(q)
+    ctx_spans = [*ctx_spans, *bad_spans]
     links, link_spans = _find_links(q)
     stage_spans = [(m.start(), m.end()) for _, _, m in _spans(q, _STAGE_PATTERNS)]
     stages = _find_ints(q, _STAGE_PATTERNS, ctx_spans)
     step_spans = [(m.start(1), m.end(1)) for _, _, m in _spans(q, _STEP_PATTERNS)]
     count_spans = _find_counts(q)
+    if profile_ranks is not None:
+        known = set(profile_ranks)
+        count_spans += [
+            (m.start(), m.end()) for m in _BARE_CARD.finditer(q) if int(m.group(1)) not in known
+        ]
+    world, world_spans = _find_world(q, count_spans)
+    rank_ranges: list[tuple[int, int]] = []
     ranks, is_range = _find_ranks(
-        q, [*ctx_spans, *link_spans, *stage_spans, *step_spans], count_spans
+        q,
+        [*ctx_spans, *link_spans, *stage_spans, *step_spans],
+        [*count_spans, *world_spans],
+        rank_ranges,
     )
     steps = _find_ints(q, _STEP_PATTERNS, ctx_spans)
     grp = _groups_named(q, groups, ctx_spans)
@@ -971,11 +1296,12 @@ def parse_question(
     bare = tuple(
         int(m.group(1))
         for m in re.finditer(r"(?<![\w.])(\d+)(?![\w.])", q)
-        if not _overlaps((m.start(), m.end()), ctx_spans)
+        if not _overlaps((m.start(), m.end()), [*ctx_spans, *world_spans])
     )
     low = q.lower()
     n_targets = max(len(ranks), len(ops), len(links))
     kind = find_kind(low, n_targets)
+    hyps = find_hypotheses(q, kind)
     topics = find_topics(low)
     component = _component_question(low)
     if component is not None and ranks:
@@ -999,6 +1325,11 @@ def parse_question(
         tuple(links),
         is_range,
         ctx,
+        tuple(world),
+        hyps[0] if hyps else "",
+        hyps,
+        tuple(bad_ids),
+        tuple(rank_ranges),
     )
     intent = route(base)
     if any(re.search(p, low, re.I) for p in _TOP_OPS) and intent not in (
@@ -1044,5 +1375,10 @@ def parse_question(
                 links=tuple(links) or previous.links,
                 stages=tuple(stages) or previous.stages,
                 context={**previous.context, **ctx},
+                world_sizes=tuple(world),
+                hypothesis=hyps[0] if hyps else "",
+                hypotheses=hyps,
+                bad_ids=tuple(bad_ids),
+                rank_ranges=tuple(rank_ranges) if ranks else previous.rank_ranges,
             )
     return base

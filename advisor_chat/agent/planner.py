@@ -23,11 +23,12 @@ from advisor_chat.agent import project
 from advisor_chat.agent.answer import CitedCase, CitedFinding, Suggestion
 from advisor_chat.agent.parse import Query, asks_yes_no
 from advisor_chat.agent.project import Projection, render_for_model
+from advisor_chat.agent.validate import BaselineProblem, validate_question
 from advisor_chat.analyzers.base import Finding
 from advisor_chat.diagnosis.types import Diagnosis, Mechanism, RootCause
 from advisor_chat.kb.types import CaseHit
 from advisor_chat.symptoms import SYMPTOM_TAGS
-from advisor_chat.tools.core import Tool, ToolOutput, ToolSession, fmt_ranks, strict_mode
+from advisor_chat.tools.core import Tool, ToolOutput, ToolSession, strict_mode
 from advisor_chat.tools.render import fmt_num
 
 # -- labels --------------------------------------------------------------------------------------
@@ -253,8 +254,14 @@ class Planner:
     """
 
     def __init__(
-        self, tools: Sequence[Tool], session: ToolSession, diagnose: DiagnoseFn | None = None
+        self,
+        tools: Sequence[Tool],
+        session: ToolSession,
+        diagnose: DiagnoseFn | None = None,
+        *,
+        baseline_problem: BaselineProblem | None = None,
     ) -> None:
+        self.baseline_problem = baseline_problem
         self.tools = {t.name: t for t in tools}
         self.session = session
         self.quoter = DataQuoter(session)
@@ -333,16 +340,32 @@ class Planner:
         return []
 
     def run(self, q: Query, outputs: list[ToolOutput]) -> PlanResult:
-        """Answer ``q``: diagnosis first, then the capability's tools, then cases and suggestions."""
-        zh = q.language == "zh"
+        """Answer ``q``: checked against the profile first, then diagnosis, tools, cases.
+
+        The check is :func:`~advisor_chat.agent.validate.validate_question`. A rank, range, link, step or baseline that does not exist (or is not comparable) gets
+        the refusal alone, without running the diagnosis; notes (a reversed range read in
+        order, a job size other than the profile's, a baseline left out) open the answer.
+        """
         if q.intent == "help":
             return PlanResult(self._help(q, None), outputs=outputs)
+        check = validate_question(
+            q, self.session.ranks, self.session.steps, baseline=self.baseline_problem
+        )
+        if check.says_something:  # the facts the refusal or the notes quote
+            outputs.append(ToolOutput("validate_question", {}, check.record))
+        if check.refusal:  # before (and instead of) any diagnosis text
+            return PlanResult(check.refusal, outputs=outputs)
+        result = self._run_valid(q, outputs)
+        if check.notes:
+            result.text = " ".join(check.notes) + "\n\n" + result.text
+        return result
+
+    def _run_valid(self, q: Query, outputs: list[ToolOutput]) -> PlanResult:
+        """:meth:`run` for a question whose ranks, steps, links and baseline exist."""
+        zh = q.language == "zh"
         d = self._last_diagnosis = self.diagnosis(outputs, q.language)
         if q.intent == "unsupported":
             return PlanResult(self._help(q, d), outputs=outputs)
-        bad = [r for r in q.ranks if r not in self.session.ranks]
-        if bad:
-            return PlanResult(self._bad_rank(bad[0], zh), outputs=outputs)
         if q.intent == "compare_profiles" and self.session.baseline is None:
             text = (
                 "没有足够的信息：对比两次运行需要基线数据。请用 `--baseline PATH` 传入升级前（或上一次）的 profiling 目录，"
@@ -470,14 +493,6 @@ class Planner:
             else "I did not understand the question. Questions I can answer:"
         )
         return (f"{head}\n\n" if head else "") + f"{lead}\n{items}"
-
-    def _bad_rank(self, rank: int, zh: bool) -> str:
-        valid = fmt_ranks(self.session.ranks)
-        if zh:
-            return f"无法回答：{rank}号卡（rank {rank}）不存在；现有的卡为 {valid}。"
-        return (
-            f"I cannot answer that for this profile: rank {rank} does not exist; ranks are {valid}."
-        )
 
     def _bad_args(self, q: Query, out: ToolOutput) -> str:
         if q.language == "zh":
