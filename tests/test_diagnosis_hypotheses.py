@@ -62,3 +62,10 @@ def test_every_hypothesis_has_a_verdict_and_unknown_ones_are_refused(scenario) -
             assert v.collect and v.collect_zh  # says what would decide it
     with pytest.raises(ValueError, match="unknown hypothesis"):
         judge(d, "cosmic_rays")
+
+
+def test_the_parser_names_the_hypotheses_the_diagnosis_judges() -> None:
+    # parse.py stays import-light (no pandas), so it keeps its own tuple: the two must agree
+    from advisor_chat.agent.parse import HYPOTHESES as PARSED
+
+    assert tuple(PARSED) == tuple(HYPOTHESES)

@@ -364,7 +364,7 @@ class Planner:
         """:meth:`run` for a question whose ranks, steps, links and baseline exist."""
         zh = q.language == "zh"
         d = self._last_diagnosis = self.diagnosis(outputs, q.language)
-        if q.intent == "unsupported":
+        if q.intent == "unsupported" and not q.hypothesis:
             return PlanResult(self._help(q, d), outputs=outputs)
         if q.intent == "compare_profiles" and self.session.baseline is None:
             text = (
@@ -425,9 +425,13 @@ class Planner:
         zh = q.language == "zh"
         it = q.intent
         healthy = q.kind == "yes_no" and _HEALTHY_Q.search(q.text) is not None
-        hyp = getattr(q, "hypothesis", None)
+        hyp = q.hypothesis
         if hyp and hyp not in ("network", "link"):  # "could it be GC?": a verdict first
             return project.hypothesis(d, hyp, zh)
+        if it == "hccl_timeout" and q.kind != "yes_no":  # "the job hung for seconds, why?"
+            ev = project.late_event(d, zh)
+            if ev is not None:
+                return ev
         if it == "explain_rank" and q.ranks:
             alternative = re.search(r"\bor\b|还是", q.text, re.I) is not None
             return project.explain_ranks(

@@ -1554,42 +1554,66 @@ def reference_line(p: Projection, zh: bool) -> str:
     return ("依据的原因编号：" + "、".join(ids)) if zh else ("Causes cited: " + ", ".join(ids))
 
 
+#: Hypotheses that propose a change ("should I switch ZeRO-3 to ZeRO-2?"): the verdict says
+#: whether it would help, not whether "it is" the cause.
+_ACTIONS = {
+    "zero_stage": ("switching the ZeRO stage", "调整 ZeRO 阶段"),
+    "mc2": ("enabling mc2 (MatMul + collective fusion)", "开启 mc2（MatMul 与通信融合）"),
+}
+
+
 def hypothesis(d: Diagnosis, name: str, zh: bool) -> Projection:
     """Answer to a hypothesis question ("could it be GC?"): a verdict, then its measured evidence.
 
     The verdict comes from :func:`advisor_chat.diagnosis.hypotheses.judge` (supported,
-    contradicted, or not decidable from this data); the first sentence states it alone, so that
-    no clause of the evidence can contradict it; the second gives the evidence and the causes it
+    contradicted, or not decidable from this data). The first sentence states it alone, so that
+    no clause of the evidence can contradict it; the next gives the evidence, and the causes it
     comes from are cited; an undecided verdict says what to collect.
     """
     from advisor_chat.diagnosis.hypotheses import NAMES, judge
 
     v = judge(d, name)
     en_name, zh_name = NAMES[name]
-    p = Projection()
+    act = _ACTIONS.get(name)
     if v.status == "supported":
-        first = (
-            f"是的，数据支持“{zh_name}”这一判断。" if zh else f"Yes: the data supports {en_name}."
-        )
+        if act:
+            first = f"是的，{act[1]}会有帮助。" if zh else f"Yes: {act[0]} would help."
+        else:
+            first = f"是的，数据指向{zh_name}。" if zh else f"Yes: the data points to {en_name}."
     elif v.status == "contradicted":
-        first = (
-            f"不是，数据不支持“{zh_name}”。" if zh else f"No: the data does not support {en_name}."
-        )
+        if act:
+            first = (
+                f"不会，{act[1]}在这里没有帮助。" if zh else f"No: {act[0]} would not help here."
+            )
+        else:
+            first = f"不是{zh_name}。" if zh else f"No: it is not {en_name}."
     else:
         first = (
             f"无法从这份数据判断是否是{zh_name}。"
             if zh
             else f"Cannot tell from this data whether it is {en_name}."
         )
-    p.lines.append(first)
-    reason = v.reason_zh if zh else v.reason
-    p.lines.append(_sentence(reason[:1].upper() + reason[1:] if not zh else reason, zh))
+    reason = v.reason_zh if zh else v.reason[:1].upper() + v.reason[1:]
+    text = first + ("" if zh else " ") + _sentence(reason, zh)
     if v.status == "undecided" and (v.collect_zh if zh else v.collect):
-        p.lines.append(
-            f"要判断，需要采集：{v.collect_zh}。" if zh else f"To decide, collect {v.collect}."
-        )
+        text += f"要判断，需要采集：{v.collect_zh}。" if zh else f" To decide, collect {v.collect}."
+    p = Projection(lines=[text])
     for cid in v.causes:
         c = next((x for x in d.causes if x.id == cid), None)
         if c is not None:
             p.add_cause(c)
+    return p
+
+
+def late_event(d: Diagnosis, zh: bool) -> Projection | None:
+    """The cause holding a single very large late arrival ("the job hung for seconds, why?").
+
+    The cause whose summary carries the event's distance from HCCL_EXEC_TIMEOUT (set by the
+    diagnosis from the wait attribution), ``None`` when no collective had such a late arrival.
+    """
+    c = next((x for x in d.causes if "HCCL_EXEC_TIMEOUT" in x.summary), None)
+    if c is None:
+        return None
+    p = Projection(lines=[_sentence(summary(c, zh), zh)])
+    p.add_cause(c)
     return p
