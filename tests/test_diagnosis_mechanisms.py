@@ -323,3 +323,44 @@ def test_a_link_slow_in_both_directions_is_one_cause_counted_once() -> None:
     # counted once: the excess of one direction (25 - 5 ms), not the sum of both
     assert c.gain_us == pytest.approx(20 * MS)
     assert "both directions" in c.summary and "两个方向" in c.summary_zh
+
+
+def test_step_varying_late_rank_is_explained_by_its_work_not_called_stalls() -> None:
+    from test_diagnosis_rules import rows
+
+    from advisor_chat.diagnosis import Mechanism, diagnose
+
+    # 8 ranks, 4 steps of ~110 ms; in step s rank s gets longer sequences: its MatMuls take
+    # 10 x 0.6 ms more (a larger input shape), 6 ms = 5.5% of the step, under the one-step event
+    # threshold; the others wait those 6 ms at the step's collectives
+    n, steps = 8, [1, 2, 3, 4]
+    late = {(s, i, s): 1.5 * MS for s in steps for i in range(4)}
+    delta: dict = {}
+    for s in steps:
+        delta[(s, s)] = {"computing": 6 * MS}
+        for r in range(n):
+            if r != s:
+                delta[(r, s)] = {"comm": 6 * MS}
+    kern: list = []
+    for s in steps:
+        for r in range(n):
+            spec = (
+                _swap(0, shape=f"4096,4096;{8192 + 1024 * s},4096", dur=1600.0) if r == s else BASE
+            )
+            kern += kernel_rows([r], [s], {r: spec}, BASE)
+    p = make_profile(
+        {
+            "step_trace": rows(n, len(steps), delta=delta),
+            "comm_ops": comm_rows(n, steps, late),
+            "kernels": kern,
+        }
+    )
+    d = diagnose(p)
+    ev = [c for c in d.causes if c.mechanism is Mechanism.STEP_EVENTS]
+    assert len(ev) == 1, [c.id for c in d.causes]
+    c = ev[0]
+    assert set(c.culprit.events) == {(s, s) for s in steps}
+    assert "larger inputs" in c.summary and "follows the data" in c.summary
+    assert c.remedies[0].kind == "action" and "tokens per step" in c.remedies[0].text
+    # no rank is called slow on average
+    assert not [x for x in d.causes if x.mechanism is Mechanism.COMPUTE_STRAGGLER]

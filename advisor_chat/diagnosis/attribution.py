@@ -41,8 +41,9 @@ import pandas as pd
 from advisor_chat.analyzers._common import groups_table, is_p2p
 from advisor_chat.ingest.profile import Profile
 
-#: A culprit must cost at least this share of the median step per step to be reported.
-MIN_COST_SHARE = 0.02
+#: A culprit must cost at least this share of the median step per step to be listed (the rules
+#: decide what is material; rotating late ranks are each small).
+MIN_COST_SHARE = 0.005
 #: A rank inside a larger unit is the culprit when it alone explains at least this share of the
 #: unit's cost; otherwise the unit is.
 RANK_EXPLAINS_UNIT = 0.7

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 from advisor_chat.diagnosis.context import Context
 from advisor_chat.diagnosis.rules.common import (
@@ -87,4 +88,48 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         )
         out.append(cause)
         covered |= set(cc.unit.ranks)
+    out += _rotating(ctx, attr, covered, n_steps, causes)
     return out
+
+
+#: A rotating late rank costs at least this share of the median step in each step it is late.
+ROTATING_MIN_STEP_SHARE = 0.02
+
+
+def _rotating(
+    ctx: Context, attr: Any, covered: set[int], n_steps: int, causes: list[RootCause]
+) -> list[RootCause]:
+    """Late ranks that change from step to step, each too small alone: one step-varying cause.
+
+    Rank culprits of the attribution that no cause names, each late in fewer than
+    ``PERSISTENT_STEP_SHARE`` of the steps, whose costs together reach ``STRAGGLER_MIN_SHARE`` of
+    the median step per step: their (step, rank) pairs are decomposed together against the other
+    ranks of the same steps (``_events_cause``), so the answer says what differs in those pairs
+    (e.g. larger inputs: the work follows the data) instead of calling them stalls.
+    """
+    if n_steps < EVENT_MIN_STEPS or any(c.id.startswith("cause.step_events") for c in causes):
+        return []
+    small = [
+        cc
+        for cc in attr.culprits
+        if cc.unit.kind == "rank"
+        and not set(cc.unit.ranks) & covered
+        and set(cc.unit.ranks) <= set(ctx.ranks)
+        and len(cc.steps_hit) < PERSISTENT_STEP_SHARE * n_steps
+        # late by a material amount in the steps it hits (not arrival jitter)
+        and sum(cc.cost_us_by_step.values()) / max(len(cc.steps_hit), 1)
+        >= ROTATING_MIN_STEP_SHARE * ctx.step_us
+    ]
+    total = sum(cc.cost_us_per_step for cc in small)
+    if len({cc.unit.ranks[0] for cc in small}) < 2 or total < STRAGGLER_MIN_SHARE * ctx.step_us:
+        return []
+    events = []
+    for cc in small:
+        r = cc.unit.ranks[0]
+        events += [
+            e for e in _all_step_events(ctx, r) if e.step in cc.steps_hit and e.excess_us > 0
+        ]
+    if not events:
+        return []
+    cause = _events_cause(ctx, events, n_steps)
+    return [dataclasses.replace(cause, metrics={**cause.metrics, "job_cost_us": total})]
