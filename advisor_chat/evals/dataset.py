@@ -416,6 +416,17 @@ def draw_splits(items: Iterable[EvalItem], seed: int, heldout: float = 0.4) -> d
     return out
 
 
+def draw_heldout_kinds(kinds: Iterable[str], seed: int) -> list[str]:
+    """The seeded held-out draw of a question set split by kind (the generalization benchmark).
+
+    Half of the kinds (rounded down) are held out: ``random.Random(seed).sample(sorted(kinds),
+    len(kinds) // 2)``, returned sorted. It depends only on the seed and the kind names, so anyone
+    can recompute it (``tests/test_evals_generalization.py`` does) and it cannot be chosen by hand.
+    """
+    names = sorted(set(kinds))
+    return sorted(random.Random(seed).sample(names, len(names) // 2))
+
+
 def select_items(
     items: Iterable[EvalItem],
     *,
