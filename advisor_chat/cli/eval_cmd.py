@@ -38,8 +38,9 @@ def register(app: typer.Typer) -> None:
             list[Path] | None,
             typer.Option(
                 "--dataset",
-                help="YAML file, folder or dataset name such as 'paraphrase' (repeatable); "
-                "default evals/datasets without the paraphrase sets.",
+                help="YAML file, folder or dataset name such as 'paraphrase' or "
+                "'generalization' (repeatable); default evals/datasets without the paraphrase "
+                "and generalization sets.",
             ),
         ] = None,
         only: Annotated[
@@ -70,7 +71,10 @@ def register(app: typer.Typer) -> None:
         ] = None,
         split: Annotated[
             str | None,
-            typer.Option("--split", help="Paraphrase sets: tune, heldout or all (default all)."),
+            typer.Option(
+                "--split",
+                help="Paraphrase / generalization sets: tune, heldout or all (default all).",
+            ),
         ] = None,
         scenario: Annotated[
             list[str] | None,

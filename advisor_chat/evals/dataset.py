@@ -108,6 +108,15 @@ class Expect(BaseModel):
         yes_no: The first sentence gives this verdict of a yes/no question.
         excluded_steps: Data-artifact steps the answer must name as excluded (never as slow).
         strict_language: A Chinese answer may hold no English phrase (identifiers allowed).
+        culprits: Several independent root causes (``"@key:root_causes[0]"`` ...): each one's culprit
+            must be named as :attr:`culprit` requires (two faults at once).
+        evidence: The distinguishing evidence the answer must state: a list of groups, each a list of
+            alternatives; every group must match one alternative. An alternative is a regular
+            expression, or an ``@key:`` reference whose value must appear literally (a number as a
+            whole number, e.g. ``@key:root_cause.evidence.operator`` → ``IndexPutV2``).
+        first_suggestion: Regular expressions (English / Chinese alternatives): what the answer puts
+            first as the thing to do (its first suggestion, or its first sentence when it carries no
+            suggestion) must match one of them.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -134,6 +143,9 @@ class Expect(BaseModel):
     yes_no: Literal["yes", "no"] | None = None
     excluded_steps: list[int | str] | str | None = None
     strict_language: bool = False
+    culprits: list[dict[str, Any] | str] | None = None
+    evidence: list[list[str] | str] | None = None
+    first_suggestion: list[str] | str | None = None
 
     @field_validator("numbers", mode="before")
     @classmethod
@@ -258,6 +270,10 @@ def default_dataset_dir() -> Path | None:
 PARAPHRASE_GLOB = "paraphrase_*.yaml"
 """The paraphrase question sets (issue 12); not part of the default dataset, selected by name."""
 
+NAMED_ONLY_GLOBS = (PARAPHRASE_GLOB, "generalization*.yaml")
+"""Question sets run only by name (``--dataset paraphrase``, ``--dataset generalization``), never in
+the default set of a folder: the paraphrase sets and the generalization benchmark (issue 22)."""
+
 
 def _named(p: Path) -> list[Path]:
     """A dataset given by name (``paraphrase``, ``diagnosis``) in the repository's ``evals/datasets``."""
@@ -273,8 +289,8 @@ def _dataset_files(paths: Iterable[Path]) -> list[Path]:
         p = Path(p)
         if p.is_dir():
             found = sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml"))
-            # a folder means the default set: the paraphrase sets are run by name
-            files.extend(f for f in found if not f.match(PARAPHRASE_GLOB))
+            # a folder means the default set: the paraphrase / generalization sets are run by name
+            files.extend(f for f in found if not any(f.match(g) for g in NAMED_ONLY_GLOBS))
         elif p.is_file():
             files.append(p)
         elif _named(p):
@@ -398,6 +414,17 @@ def draw_splits(items: Iterable[EvalItem], seed: int, heldout: float = 0.4) -> d
         for i, ident in enumerate(order):
             out[ident] = "heldout" if i < k else "tune"
     return out
+
+
+def draw_heldout_kinds(kinds: Iterable[str], seed: int) -> list[str]:
+    """The seeded held-out draw of a question set split by kind (the generalization benchmark).
+
+    Half of the kinds (rounded down) are held out: ``random.Random(seed).sample(sorted(kinds),
+    len(kinds) // 2)``, returned sorted. It depends only on the seed and the kind names, so anyone
+    can recompute it (``tests/test_evals_generalization.py`` does) and it cannot be chosen by hand.
+    """
+    names = sorted(set(kinds))
+    return sorted(random.Random(seed).sample(names, len(names) // 2))
 
 
 def select_items(

@@ -36,6 +36,14 @@ Root-cause checks (issue 12; the paraphrase sets), on the text the user reads:
 - ``yes_no``: the first sentence gives the yes/no verdict;
 - ``excluded``: data-artifact steps are said excluded/incomplete, never slow;
 - ``language`` (strict): a Chinese answer holds no English phrase (identifiers allowed).
+
+Generalization checks (issue 22; evals/datasets/generalization.yaml):
+
+- ``culprits``: several independent root causes, each named as ``culprit`` requires;
+- ``evidence``: the distinguishing evidence (operator, accelerator core, dtype, node, step ...) is
+  stated: every group of alternatives matches in the text the user reads;
+- ``first_suggestion``: the first thing the answer tells the user to do (first suggestion, else first
+  sentence) matches what the evidence points to.
 """
 
 from __future__ import annotations
@@ -95,6 +103,9 @@ class Resolved:
     yes_no: str | None = None
     excluded_steps: list[int] | None = None
     strict_language: bool = False
+    culprits: list[dict[str, Any]] | None = None
+    evidence: list[list[str]] | None = None
+    first_suggestion: list[str] | None = None
 
 
 @dataclass
@@ -710,6 +721,12 @@ def evaluate_turn(answer: Answer, exp: Resolved) -> TurnScore:
         checks.append(check_yes_no(answer, exp.yes_no))
     if exp.excluded_steps:
         checks.append(check_excluded(answer, exp.excluded_steps))
+    if exp.culprits:
+        checks.append(check_culprits(answer, exp.culprits))
+    if exp.evidence:
+        checks.append(check_evidence(answer, exp.evidence))
+    if exp.first_suggestion:
+        checks.append(check_first_suggestion(answer, exp.first_suggestion))
     checks.append(check_grounding(answer, exp.max_ungrounded))
     g = answer.grounding
     return TurnScore(
@@ -1437,3 +1454,54 @@ def check_language_strict(answer: Answer, lang: str) -> CheckResult:
         int(not frags),
         1,
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# Generalization checks (issue 22)
+
+
+def check_culprits(answer: Answer, causes: list[dict[str, Any]]) -> CheckResult:
+    """Each of several independent root causes is named as :func:`check_culprit` requires."""
+    fails = []
+    for rc in causes:
+        c = check_culprit(answer, rc)
+        if not c.passed:
+            fails.append(f"{_rc(rc, 'mechanism', '?')}: {c.detail}")
+    hits = len(causes) - len(fails)
+    return CheckResult("culprits", not fails, "; ".join(fails), hits, len(causes))
+
+
+def check_evidence(answer: Answer, groups: list[list[str]]) -> CheckResult:
+    """Every group of evidence alternatives (regular expressions) matches the text the user reads.
+
+    Args:
+        answer: The answer (its body and suggestions are searched, case-insensitively).
+        groups: Each a list of alternative patterns; all groups must match.
+    """
+    text = shown_text(answer)
+    missing = [g for g in groups if _any(g, text) is None]
+    detail = f"evidence not stated: {[g[:3] for g in missing]}" if missing else ""
+    return CheckResult("evidence", not missing, detail, len(groups) - len(missing), len(groups))
+
+
+def first_action_text(answer: Answer) -> str:
+    """What the answer puts first as the thing to do.
+
+    The first ``action`` suggestion (else the first suggestion), or the answer's first sentence when it
+    carries no suggestion.
+    """
+    for s in answer.suggestions:
+        if s.kind == "action" and s.text.strip():
+            return s.text
+    for s in answer.suggestions:
+        if s.text.strip():
+            return s.text
+    return first_sentence(answer.answer)
+
+
+def check_first_suggestion(answer: Answer, patterns: list[str]) -> CheckResult:
+    """The first thing the answer tells the user to do matches one of ``patterns``."""
+    first = first_action_text(answer)
+    hit = _any(patterns, first)
+    detail = f"matched {hit!r}" if hit else f"first suggestion does not match: {first[:120]!r}"
+    return CheckResult("first_suggestion", hit is not None, detail, int(hit is not None), 1)

@@ -416,7 +416,48 @@ def resolve_expect(exp: Expect, facts: dict[str, Any], ctx: dict[str, Any], lang
         vals = raw if isinstance(raw, list) else [raw]
         r.excluded_steps = [int(_ref(v, facts, ctx)) for v in vals]
     r.strict_language = exp.strict_language
+    if exp.culprits is not None:
+        r.culprits = []
+        for ref in exp.culprits:
+            rc = _ref(ref, facts, ctx)
+            if not isinstance(rc, dict):
+                raise UnresolvedError(f"culprit {ref!r} resolved to {rc!r}, not a root cause")
+            r.culprits.append({k: _deep_ref(v, facts, ctx) for k, v in rc.items()})
+    if exp.evidence is not None:
+        r.evidence = [
+            [_evidence_pattern(a, facts, ctx) for a in ([g] if isinstance(g, str) else g)]
+            for g in exp.evidence
+        ]
+    if exp.first_suggestion is not None:
+        alts = (
+            [exp.first_suggestion]
+            if isinstance(exp.first_suggestion, str)
+            else exp.first_suggestion
+        )
+        r.first_suggestion = [_evidence_pattern(a, facts, ctx) for a in alts]
     return r
+
+
+def _evidence_pattern(alt: str, facts: dict[str, Any], ctx: dict[str, Any]) -> str:
+    """A regular expression for one evidence alternative.
+
+    An ``@key:``/``@real:`` reference becomes its value matched literally (a number: as a whole
+    number, not inside a longer one; a list: any of its items); anything else is a regular expression
+    with ``{placeholders}`` filled.
+    """
+    if alt.startswith("@key:") or alt.startswith("@real:"):
+        val = lookup(facts, alt.split(":", 1)[1])
+        vals = val if isinstance(val, list) else [val]
+        pats: list[str] = []
+        for v in vals:
+            if isinstance(v, bool) or v is None or isinstance(v, dict | list):
+                raise UnresolvedError(f"{alt} is {v!r}, not a name or a number")
+            if isinstance(v, int | float):
+                pats.append(rf"(?<![\d.]){re.escape(f'{v:g}')}(?![\d])")
+            else:
+                pats.append(re.escape(str(v)))
+        return "|".join(f"(?:{p})" for p in pats)
+    return _fill(alt, ctx)
 
 
 def _deep_ref(value: Any, facts: dict[str, Any], ctx: dict[str, Any]) -> Any:

@@ -199,6 +199,11 @@ class Perturb:
         gc_stalls: the ``coll_delay_us`` stalls are Python garbage-collection pauses of the host:
             each is also recorded as a host GC interval (``StepRec.gc``) ending where the
             delayed launch starts.
+        kernel_swap: {(step index or -1 for every step, rank, kernel index): Kernel} a different
+            kernel template for one rank (and step) at one position of the program: its name, op
+            type, accelerator core, shapes and dtypes are written instead of the program's, and its
+            ``dur_us`` replaces the base duration (jitter, ``dur_scale`` and ``tag_scale`` still
+            apply). A step-specific entry wins over a -1 entry. Empty = the program on every rank.
     """
 
     dur_scale: np.ndarray
@@ -215,6 +220,14 @@ class Perturb:
     end_stall_us: np.ndarray | None = None
     lost_kernels: dict[int, np.ndarray] = field(default_factory=dict)
     gc_stalls: bool = False
+    kernel_swap: dict[tuple[int, int, int], Kernel] = field(default_factory=dict)
+
+    def kernel_at(self, si: int, r: int, j: int, default: Kernel) -> Kernel:
+        """The kernel template rank ``r`` runs at program position ``j`` in step index ``si``."""
+        if not self.kernel_swap:
+            return default
+        k = self.kernel_swap.get((si, r, j)) or self.kernel_swap.get((-1, r, j))
+        return k if k is not None else default
 
 
 def default_perturb(ranks: int) -> Perturb:
@@ -280,6 +293,7 @@ class Cluster:
     steps: list[StepRec]
     perturb: Perturb
     t0_ns: int
+    seed: int = 0  # the jitter seed (a scenario's answer can re-simulate counterfactuals with it)
 
 
 def simulate(
@@ -331,8 +345,16 @@ def simulate(
         if perturb.step_stall_us is not None:
             t += (np.asarray(perturb.step_stall_us(si)) * 1000).astype(np.int64)
         jit = 1.0 + 0.01 * np.clip(rng.standard_normal((ranks, nk)), -3, 3)
+        base_m = base[None, :]
+        if perturb.kernel_swap:
+            base_m = np.repeat(base[None, :], ranks, axis=0)
+            for r_ in range(ranks):
+                for j_ in range(nk):
+                    kk = perturb.kernel_at(si, r_, j_, kernels[j_])
+                    if kk is not kernels[j_]:
+                        base_m[r_, j_] = kk.dur_us
         k_dur = np.maximum(
-            (base[None, :] * perturb.dur_scale[:, None] * tag_mult * jit * 1000).astype(np.int64),
+            (base_m * perturb.dur_scale[:, None] * tag_mult * jit * 1000).astype(np.int64),
             1000,
         )
         gj = 1.0 + 0.2 * np.clip(rng.standard_normal((ranks, nk)), -3, 3)
@@ -470,4 +492,4 @@ def simulate(
         s_start = s_end
         if r_end is not None:
             r_start = r_end
-    return Cluster(ranks, program, kernels, kinds, out_steps, perturb, t0_ns)
+    return Cluster(ranks, program, kernels, kinds, out_steps, perturb, t0_ns, seed)

@@ -308,7 +308,10 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
             f'{{"name": "process_sort_index", "pid": {p}, "tid": 0, "args": {{"sort_index": {sort}}}, "ph": "M"}}'
         )
 
-    for st in cl.steps:
+    # kernel templates as written (the program's, then per-rank swaps, see Perturb.kernel_swap)
+    written = list(cl.kernels)
+    swap_idx: dict[int, int] = {}
+    for si, st in enumerate(cl.steps):
         sid = st.step_id
         st_start, st_end = st.bounds(r)
         rows: list[tuple[int, str]] = []
@@ -325,7 +328,14 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         ka = st.k_api_start[r].tolist()
         kad = st.k_api_dur[r].tolist()
         kp = st.k_present[r].tolist() if st.k_present is not None else None
-        for j, k in enumerate(cl.kernels):
+        for j, k0 in enumerate(cl.kernels):
+            k = cl.perturb.kernel_at(si, r, j, k0)
+            kw = j
+            if k is not k0:
+                if id(k) not in swap_idx:
+                    swap_idx[id(k)] = len(written)
+                    written.append(k)
+                kw = swap_idx[id(k)]
             s0 = ks[j]
             d = kd[j]
             if kp is not None and not kp[j]:
@@ -342,7 +352,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
             prev_end = s0 + d
             comp_iv.append((s0, s0 + d))
             du = us(d)
-            mid, shp = kstatic[j]
+            mid, shp = kstatic[j] if k is k0 else _kernel_static(k)
             rows.append(
                 (
                     s0,
@@ -367,7 +377,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
             )
             acc = op_stat.setdefault((k.op_type, k.core), [])
             acc.append(du)
-            db["k"].append((s0, d, conn, task_id, j, round(wait * 1000), a0, kad[j]))
+            db["k"].append((s0, d, conn, task_id, kw, round(wait * 1000), a0, kad[j]))
             task_id += 1
             conn += 1
 
@@ -671,7 +681,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
             dev,
             pid,
             host_tid,
-            cl.kernels,
+            written,
             db,
             comm_json,
             matrix_json,
