@@ -649,7 +649,7 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"\bzero stage\b",
         r"\bzero(-| )?(offload|optimi[sz]er)\b",
         r"\bdeepspeed stage\b",
-        r"zero\s*[0-3]",
+        r"zero[-\s]*[0-3]",
         r"zero\s*阶段",
     ),
     "mc2": (r"\bmc2\b", r"matmul[_ ]?all[_ ]?reduce", r"通算融合", r"mc2"),

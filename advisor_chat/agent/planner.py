@@ -116,6 +116,12 @@ _FALLBACK_REMEDY = {
 }
 
 
+#: "Is it only one direction that is slow?" (English, Chinese).
+_ONE_WAY = re.compile(
+    r"\b(one|single|only one|either) direction|one[- ]way|单向|一个方向|单方向", re.I
+)
+
+
 @dataclass
 class PlanResult:
     """What the planner produced for one question (before grounding)."""
@@ -428,6 +434,8 @@ class Planner:
         hyp = q.hypothesis
         if hyp and hyp not in ("network", "link"):  # "could it be GC?": a verdict first
             return project.hypothesis(d, hyp, zh)
+        if it == "hccl_timeout" and q.ranks:  # "rank 4 waited 40 s, is it stuck?": its role
+            return project.explain_ranks(d, q.ranks, zh, yes_no=q.kind == "yes_no")
         if it == "hccl_timeout" and q.kind != "yes_no":  # "the job hung for seconds, why?"
             ev = project.late_event(d, zh)
             if ev is not None:
@@ -446,6 +454,10 @@ class Planner:
             )
         if it == "which_slow_rank":
             return project.which_culprit(d, zh, yes_no=q.kind == "yes_no")
+        if _ONE_WAY.search(q.text):  # "is only one direction slow?"
+            dirs = project.link_directions(d, zh)
+            if dirs is not None:
+                return dirs
         if it == "slow_link":  # a verdict only for a yes/no question (or a bare "network?")
             return project.network(
                 d,

@@ -1617,3 +1617,21 @@ def late_event(d: Diagnosis, zh: bool) -> Projection | None:
     p = Projection(lines=[_sentence(summary(c, zh), zh)])
     p.add_cause(c)
     return p
+
+
+def link_directions(d: Diagnosis, zh: bool) -> Projection | None:
+    """Answer to "is only one direction slow?": from the slow-link cause's directions.
+
+    ``None`` without a slow-link cause (the network projection answers then).
+    """
+    c = next((x for x in d.causes if x.mechanism == Mechanism.SLOW_LINK), None)
+    if c is None:
+        return None
+    both = c.metrics.get("directions", 1.0) >= 2
+    if both:
+        first = "不是，两个方向都慢：" if zh else "No, both directions are slow: "
+    else:
+        first = "是的，只有一个方向慢：" if zh else "Yes, only one direction is slow: "
+    p = Projection(lines=[first + (summary(c, zh) if zh else _lower_first(summary(c, zh)))])
+    p.add_cause(c)
+    return p

@@ -634,8 +634,21 @@ def parse_profiler_info(info: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+#: Environment-variable names a job records in its own metadata (``prof.add_metadata_json``):
+#: torch_npu's ENV_VARIABLES list is fixed and lacks e.g. HCCL_EXEC_TIMEOUT.
+_USER_ENV = re.compile(
+    r"^(HCCL|ASCEND|PYTORCH_NPU|TASK_QUEUE|CPU_AFFINITY|ACL|INF_NAN)_[A-Z0-9_]+$"
+)
+
+
 def parse_metadata(md: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """profiler_metadata.json → (meta fields, group entries)."""
+    """profiler_metadata.json → (meta fields, group entries).
+
+    ``meta["env"]``: ``ENV_VARIABLES`` (torch_npu's fixed list), completed by environment
+    variables the job recorded in its own metadata: any top-level object whose keys are such
+    names (``HCCL_*``, ``ASCEND_*``, ``PYTORCH_NPU_*`` ...), for the names ``ENV_VARIABLES``
+    leaves unset or empty.
+    """
     meta: dict[str, Any] = {}
     env = md.get("ENV_VARIABLES")
     if isinstance(env, str):
@@ -647,6 +660,15 @@ def parse_metadata(md: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, A
             env = None
     if isinstance(env, dict):
         meta["env"] = {str(k): str(v) for k, v in env.items()}
+    for key, val in md.items():
+        if key == "ENV_VARIABLES" or not isinstance(val, dict):
+            continue
+        user = {str(k): str(v) for k, v in val.items() if _USER_ENV.match(str(k)) and str(v) != ""}
+        if user:
+            merged = meta.setdefault("env", {})
+            for k, v in user.items():
+                if not merged.get(k):
+                    merged[k] = v
     dist = md.get("distributed_args")
     if isinstance(dist, str):
         try:

@@ -699,6 +699,10 @@ def _late_event(ctx: Context, pairs: tuple[tuple[int, int], ...]) -> tuple[str, 
     return en, zh
 
 
+#: A single host pause longer than this is not a garbage-collection pause (µs).
+GC_PAUSE_MAX_US = 2_000_000.0
+
+
 def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
     """STEP_EVENTS: one-step stalls on rotating ranks, kept as (step, rank) events."""
     events = sorted(events, key=lambda e: (e.step, e.rank))
@@ -772,7 +776,11 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
         else f"单步事件：{ranks[0]}号卡出现一次{kind_zh}，时长 {ms(per_event)}，（步, 卡）= "
         f"{pair_txt}{clean_zh}；其他卡都在等它，{ranks[0]}号卡在其他步运行正常"
     ) + ("（大多数步都变慢了）。" if most else "。")
-    gc_seen = any(set(f.ranks) & culprits for f in ctx.finding("host_dispatch.host_bound.gc_pause"))
+    # long host gaps without launches look like garbage collection only when they recur or are
+    # short; a single pause of seconds is one-off host work (checkpoint, evaluation, data)
+    gc_seen = any(
+        set(f.ranks) & culprits for f in ctx.finding("host_dispatch.host_bound.gc_pause")
+    ) and (len(pairs) > 1 or per_event < GC_PAUSE_MAX_US)
     first = (
         Remedy(
             "action",
@@ -882,6 +890,8 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             ),
         ),
         symptom_tags=("step_jitter", "gc_pause")
+        if host and gc_seen
+        else ("step_jitter", "host_bound")
         if host
         else ("step_jitter", *(ex.tags if ex is not None else ())),
         severity=_severity(per_step, ctx.step_us),
