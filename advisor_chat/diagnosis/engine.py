@@ -584,7 +584,7 @@ def _diagnose(
     causes += R.rule_slow_link(ctx)
     if len(ctx.ranks) >= R.MIN_RANKS:
         causes += R.rule_stragglers_and_events(ctx)
-    causes += R.rule_attributed(ctx, causes)
+    causes = R.rule_attributed(ctx, causes)
     causes = R.rule_degradation(ctx, causes)
     causes += R.rule_regression(ctx)
     causes += R.rule_job_idle(ctx, causes)

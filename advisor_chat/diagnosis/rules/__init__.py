@@ -38,6 +38,7 @@ from advisor_chat.diagnosis.rules.common import (
     PresenceScope,
     arrival_measured,
     find_events,
+    host_evidence,
     host_measured,
     host_timeline,
     layered_victims,

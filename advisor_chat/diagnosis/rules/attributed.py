@@ -19,9 +19,7 @@ from advisor_chat.diagnosis.rules.stragglers import (
     _group_cause,
     _rank_cause,
 )
-from advisor_chat.diagnosis.types import (
-    RootCause,
-)
+from advisor_chat.diagnosis.types import Mechanism, RootCause
 
 
 def covered_ranks(ctx: Context, causes: list[RootCause]) -> set[int]:
@@ -39,6 +37,9 @@ def covered_ranks(ctx: Context, causes: list[RootCause]) -> set[int]:
 def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     """Attribution rule: culprits the wait attribution finds that no other rule named.
 
+    Returns the causes to keep: ``causes`` without the rank causes a blamed unit contains
+    (:func:`_units_over_ranks`), then the new ones.
+
     The collectives' wait attribution (:mod:`advisor_chat.diagnosis.attribution`) names the units
     (ranks, nodes, communication groups, stages) the others wait for, each with what it costs the
     job. A culprit costing ≥ ``STRAGGLER_MIN_SHARE`` of the median step per step whose ranks no
@@ -48,12 +49,13 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     decomposition.
     """
     if len(ctx.ranks) < MIN_RANKS:  # no peer median to tell a late rank from a fast one
-        return []
+        return causes
     attr = ctx.attribution
     if attr is None or ctx.frame.empty or not math.isfinite(ctx.step_us):
-        return []
-    covered = covered_ranks(ctx, causes)
+        return causes
     n_steps = int(ctx.frame["step"].nunique())
+    causes = _units_over_ranks(ctx, attr, causes)
+    covered = covered_ranks(ctx, causes)
     out: list[RootCause] = []
     for cc in attr.culprits:
         if cc.cost_us_per_step < STRAGGLER_MIN_SHARE * ctx.step_us:
@@ -89,7 +91,38 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         out.append(cause)
         covered |= set(cc.unit.ranks)
     out += _rotating(ctx, attr, covered, n_steps, causes)
-    return out
+    return causes + out
+
+
+#: Rank-level mechanisms a unit culprit (node, group, stage) takes over.
+_RANK_LEVEL = (Mechanism.HOST_STALL, Mechanism.COMPUTE_STRAGGLER, Mechanism.STEP_EVENTS)
+
+
+def _units_over_ranks(ctx: Context, attr: Any, causes: list[RootCause]) -> list[RootCause]:
+    """Rank causes inside a unit the attribution blames as a whole are dropped for the unit.
+
+    The attribution names a node / group / stage only when its members arrive late together
+    (no single member explains most of its cost), so a rule that named one member saw part of
+    one fault: the unit's cause (added by :func:`rule_attributed`) replaces it.
+    """
+    units = [
+        cc
+        for cc in attr.culprits
+        if cc.unit.kind != "rank"
+        and cc.cost_us_per_step >= STRAGGLER_MIN_SHARE * ctx.step_us
+        and set(cc.unit.ranks) <= set(ctx.ranks)
+    ]
+    if not units:
+        return causes
+    keep = []
+    for c in causes:
+        ranks = set(c.culprit.ranks) | {r for _, r in c.culprit.events}
+        inside = any(ranks and ranks < set(u.unit.ranks) for u in units)
+        if inside and c.mechanism in _RANK_LEVEL:
+            ctx.claimed.difference_update(f.id for f in c.findings)  # the unit claims them
+            continue
+        keep.append(c)
+    return keep
 
 
 #: A rotating late rank costs at least this share of the median step in each step it is late.

@@ -417,6 +417,50 @@ def host_measured(ctx: Context, rank: int) -> bool:
     return bool(hd.loc[hd["rank"] == rank, "launch_delay_us"].notna().any())
 
 
+def host_evidence(
+    ctx: Context, slow: list[int], others: list[int]
+) -> tuple[str, str, dict[str, float]] | None:
+    """What the host data says about ``slow`` ranks against ``others`` (English, Chinese, metrics).
+
+    From the ``host_dispatch`` analyzer's per-rank table (``trace_view.json`` / DB CANN_API
+    flows): the median launch-to-start delay (a device that starts a kernel right after its
+    launch is starved: the host barely keeps ahead of it) and the device idle spent waiting for
+    the host's next launch per step. ``None`` without those columns for both sides.
+    """
+    res = ctx.result("host_dispatch")
+    if res is None or res.table.empty or "launch_delay_p50_us" not in res.table.columns:
+        return None
+    t = res.table.set_index("rank")
+    a = t.reindex(slow)["launch_delay_p50_us"].dropna()
+    b = t.reindex(others)["launch_delay_p50_us"].dropna()
+    if a.empty or b.empty:
+        return None
+    da, db = float(a.median()), float(b.median())
+    if not da < 0.5 * db:
+        return None
+    hw = (
+        float(t.reindex(slow)["host_wait_us_per_step"].dropna().mean())
+        if "host_wait_us_per_step" in t.columns
+        else float("nan")
+    )
+    wait = (
+        f", and {ms(hw)} per step of their device idle waits for the next launch"
+        if math.isfinite(hw) and hw > 0
+        else ""
+    )
+    wait_zh = f"，每步有 {ms(hw)} 的设备空闲在等下一次下发" if math.isfinite(hw) and hw > 0 else ""
+    en = (
+        f"their host barely keeps ahead of the device: a kernel starts {da:.0f} µs after its "
+        f"launch on them against {db:.0f} µs on the other ranks{wait}"
+    )
+    zh = f"其主机几乎跟不上设备：算子下发后 {da:.0f} µs 就开始执行，其他卡为 {db:.0f} µs{wait_zh}"
+    return (
+        en,
+        zh,
+        {"launch_delay_p50_us": da, "launch_delay_p50_us_peer": db, "host_wait_us_per_step": hw},
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class PresenceScope:
     """How a job-wide statement names the ranks it covers (English, Chinese).

@@ -26,6 +26,7 @@ from advisor_chat.diagnosis.rules.common import (
     _severity,
     arrival_measured,
     find_events,
+    host_evidence,
     host_measured,
     host_timeline,
     layered_victims,
@@ -529,6 +530,8 @@ def _group_cause(
             )
         ),
     )
+    hostev = host_evidence(ctx, slow, fast) if host else None
+    node = unit is not None and unit[0] == "node"
     if ex is not None:
         op_txt = f", because {ex.clause}"
         op_zh = f"，原因是{ex.clause_zh}"
@@ -542,17 +545,22 @@ def _group_cause(
             f"让{gl_zh}上的 {op[0]} [{op[1]}] 与{fl_zh}一样快：检查输入 shape、格式、数据类型，"
             "以及这些卡所在节点的软件（CANN、驱动、配置）。"
         )
-    elif host and unit is not None and unit[0] == "node":
+    elif host and (node or hostev is not None):
+        if hostev is not None:
+            op_txt = f": {hostev[0]}"
+            op_zh = f"：{hostev[1]}"
+        where = f"the host of {gl}" if node else f"the hosts of {gl}"
+        where_zh = f"{gl_zh}所在主机" if node else f"{gl_zh}的主机"
         a_txt = (
-            f"Free the host of {gl}: its ranks idle together ({ms(free_ex)} more Free per step "
-            "than the other nodes' ranks), so that host launches their work late; check its CPU "
-            "binding (CPU_AFFINITY_CONF, taskset / numactl per rank), other processes and the CPU "
-            "frequency governor on it, and its dataloader workers."
+            f"Free {where}: these ranks idle together ({ms(free_ex)} more Free per step than "
+            f"{fl}) because their host launches work late; check the CPU binding "
+            "(CPU_AFFINITY_CONF, taskset / numactl per rank), other processes and the CPU "
+            "frequency governor there, and the dataloader workers per rank."
         )
         a_zh = (
-            f"排查{gl_zh}所在主机：其上各卡一起空闲（每步 Free 比其他节点的卡多 {ms(free_ex)}），"
-            "说明该主机下发任务较慢；检查其 CPU 绑核（CPU_AFFINITY_CONF、每卡的 taskset / numactl）、"
-            "该主机上的其他进程、CPU 调频策略以及 dataloader 的 worker。"
+            f"排查{where_zh}：这些卡一起空闲（每步 Free 比{fl_zh}多 {ms(free_ex)}），因为主机下发任务较慢；"
+            "检查 CPU 绑核（CPU_AFFINITY_CONF、每卡的 taskset / numactl）、主机上的其他进程、CPU 调频策略，"
+            "以及每卡的 dataloader worker 数。"
         )
     else:
         a_txt = (
