@@ -582,6 +582,7 @@ def _diagnose(
     causes: list[RootCause] = []
     causes += R.rule_pipeline(ctx)
     causes += R.rule_slow_link(ctx)
+    causes += R.rule_slow_node_links(ctx, causes)
     if len(ctx.ranks) >= R.MIN_RANKS:
         causes += R.rule_stragglers_and_events(ctx)
     causes = R.rule_attributed(ctx, causes)

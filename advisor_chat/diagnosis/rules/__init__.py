@@ -55,7 +55,7 @@ from advisor_chat.diagnosis.rules.job import (
 )
 from advisor_chat.diagnosis.rules.pipeline import rule_pipeline
 from advisor_chat.diagnosis.rules.regression import rule_regression
-from advisor_chat.diagnosis.rules.slow_link import rule_slow_link
+from advisor_chat.diagnosis.rules.slow_link import rule_slow_link, rule_slow_node_links
 from advisor_chat.diagnosis.rules.stragglers import hccl_timeouts_s, rule_stragglers_and_events
 
 __all__ = [
@@ -82,6 +82,7 @@ __all__ = [
     "detect_artifact_steps",
     "find_events",
     "hccl_timeouts_s",
+    "host_evidence",
     "host_measured",
     "host_timeline",
     "layered_victims",
@@ -96,6 +97,7 @@ __all__ = [
     "rule_pipeline",
     "rule_regression",
     "rule_slow_link",
+    "rule_slow_node_links",
     "rule_stragglers_and_events",
     "spreads_text",
     "wait_victims",

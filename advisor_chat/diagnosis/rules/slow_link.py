@@ -196,3 +196,132 @@ def _one_cause_per_link(causes: list[RootCause]) -> list[RootCause]:
             )
         )
     return out
+
+
+#: A node's links of one transport are degraded when their median bandwidth is below this
+#: fraction of the median of the links that do not touch it ...
+NODE_LINK_RATIO = 0.6
+#: ... and at least this share of them is below that line (its NIC / ports, not one cable).
+NODE_LINK_SHARE = 0.8
+
+
+def rule_slow_node_links(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """Slow node links: every link of one transport into and out of one node is degraded.
+
+    The slow_link analyzer compares each link with the median of its transport, which fails
+    when most links of a transport touch the degraded node (with 3 nodes in a ring, 2 of 3 RDMA
+    links do). Rule: nodes from on-node links (:func:`~advisor_chat.diagnosis.attribution.nodes`);
+    for each node and transport, the median bandwidth of its links (either end on the node) is
+    below ``NODE_LINK_RATIO`` of the median of the links that do not touch it, and at least
+    ``NODE_LINK_SHARE`` of its links are below that line. One cause per node and transport
+    (culprit: the node's ranks); links already blamed one by one are left to their causes.
+    Cost: the largest per-step transit excess of its links at the other links' median bandwidth
+    (the links of one collective transfer at the same time). Victims: every other rank, up to
+    its exposed communication. Source: ``comm_matrix`` via the slow_link analyzer's link table.
+    """
+    from advisor_chat.diagnosis.attribution import nodes
+
+    res = ctx.result("slow_link")
+    if res is None or res.table.empty or "transport" not in res.table.columns:
+        return []
+    groups = nodes(ctx.profile)
+    if len(groups) < 3:  # with two nodes every inter-node link touches both
+        return []
+    blamed = {c.culprit.link for c in causes if c.culprit.link is not None}
+    t = res.table
+    n_steps = max(int(ctx.frame["step"].nunique()) if not ctx.frame.empty else 1, 1)
+    out: list[RootCause] = []
+    for transport, lk in t.groupby("transport"):
+        for i, members in enumerate(groups):
+            mem = set(members)
+            touch = lk["src_rank"].isin(mem) | lk["dst_rank"].isin(mem)
+            mine, rest = lk[touch], lk[~touch]
+            if len(mine) < 2 or len(rest) < 1:
+                continue
+            ref = float(rest["bandwidth_gbps"].median())
+            bw = float(mine["bandwidth_gbps"].median())
+            low = mine["bandwidth_gbps"] < NODE_LINK_RATIO * ref
+            if not (bw < NODE_LINK_RATIO * ref and low.mean() >= NODE_LINK_SHARE):
+                continue
+            if {
+                (int(a), int(b)) for a, b in zip(mine["src_rank"], mine["dst_rank"], strict=True)
+            } <= blamed:
+                continue
+            excess = (mine["transit_time_ms"] - mine["transit_size_mb"] / ref).clip(lower=0.0)
+            cost = float(excess.max()) * 1000.0 / n_steps
+            label = f"node {i} (ranks {members[0]}-{members[-1]})"
+            label_zh = f"节点 {i}（{members[0]}-{members[-1]}号卡）"
+            tr = str(transport)
+            victims = []
+            for v in ctx.ranks:
+                if v in mem:
+                    continue
+                lost = min(cost, ctx.val(v, "communication_not_overlapped_exclude_receive_us"))
+                share = share_of(lost, ctx.val(v, "step_us"))
+                if share >= VICTIM_MIN_SHARE:
+                    victims.append(Impact(v, lost, share, "collective_wait"))
+            out.append(
+                RootCause(
+                    id=f"cause.slow_link.node{i}_{tr.lower()}",
+                    mechanism=Mechanism.SLOW_LINK,
+                    category=Category.COMMUNICATION,
+                    culprit=Culprit(
+                        kind="ranks",
+                        ranks=tuple(members),
+                        transport=tr,
+                        label=f"{tr} links of {label}",
+                        label_zh=f"{label_zh}的 {tr} 链路",
+                    ),
+                    victims=tuple(victims),
+                    summary=(
+                        f"Slow {tr} links of {label}: its {len(mine)} {tr} links (in and out) run "
+                        f"at a median {bw:.1f} GB/s against {ref:.1f} GB/s for the {tr} links "
+                        f"between the other nodes ({int(low.sum())} of {len(mine)} below "
+                        f"{NODE_LINK_RATIO:g}x): the node's network side (NIC, ports, optics), "
+                        f"not one cable; the extra transit time costs {ms(cost)} per step and "
+                        "every rank of its collectives waits for it."
+                    ),
+                    summary_zh=(
+                        f"{label_zh}的 {tr} 链路慢：其 {len(mine)} 条 {tr} 链路（进出）带宽中位数 "
+                        f"{bw:.1f} GB/s，其他节点之间的 {tr} 链路为 {ref:.1f} GB/s（{int(low.sum())}/"
+                        f"{len(mine)} 条低于 {NODE_LINK_RATIO:g} 倍）：是该节点的网络侧（网卡、端口、光模块），"
+                        f"而不是某一根线缆；多出的传输时间每步 {ms(cost)}，同一集合通信中的所有卡都在等它。"
+                    ),
+                    metrics={
+                        "bandwidth_gbps": bw,
+                        "median_gbps": ref,
+                        "links_count": float(len(mine)),
+                        "slow_links_count": float(low.sum()),
+                        "transit_excess_us": cost,
+                    },
+                    findings=_claim(
+                        ctx,
+                        lambda x: (
+                            x.id.startswith("slow_link.communication.wait_ratio")
+                            or x.id.startswith("communication.communication.wait_")
+                        ),
+                    ),
+                    gain_us=cost,
+                    bound=BoundKind.ESTIMATE,
+                    remedies=(
+                        Remedy(
+                            "action",
+                            f"Repair the {tr} side of {label}: every one of its {tr} links is slow "
+                            "while the other nodes' are not, so check that host's NICs, their "
+                            "ports, optical modules and switch ports (hccn_tool -i <dev> -link / "
+                            "-optical / -stat on each of its devices) and its RoCE settings.",
+                            f"修复{label_zh}的 {tr} 侧：其所有 {tr} 链路都慢而其他节点正常，请检查该主机的网卡、"
+                            "端口、光模块和交换机端口（在其每个设备上执行 hccn_tool -i <dev> -link / -optical / "
+                            "-stat）以及 RoCE 配置。",
+                            cost,
+                            BoundKind.ESTIMATE,
+                        ),
+                    ),
+                    symptom_tags=(
+                        "slow_link",
+                        "rdma_low_bandwidth" if tr.upper() == "RDMA" else "hccs_low_bandwidth",
+                    ),
+                    severity=_severity(cost, ctx.step_us),
+                )
+            )
+    return out
