@@ -395,11 +395,58 @@ LAYOUT_OPS = re.compile(
 
 
 @dataclass(frozen=True)
+class FusiblePattern:
+    """Operators a fused NPU kernel replaces, recognised by their op types on every rank.
+
+    Attributes:
+        name: What they compute together (``attention``).
+        require: Op-type patterns that must all be present (each on every rank examined).
+        members: Op-type pattern of every operator the fused kernel replaces (their time adds up).
+        fused: Op-type pattern of the fused kernel; the pattern is not reported when it is present.
+        min_share: Share of every rank's step the members must take together.
+    """
+
+    name: str
+    require: tuple[str, ...]
+    members: str
+    fused: str
+    min_share: float
+
+
+#: Composed computations the fused operators of CANN / torch_npu replace (the "fusion" checks of
+#: msprof-analyze's advisor recognise the same sequences).
+FUSIBLE = (
+    FusiblePattern(
+        "attention",
+        (r"^BatchMatMul", r"^Softmax"),
+        r"^(?:BatchMatMul|Softmax|DropOut|Masked(?:Fill|Softmax))",
+        r"FlashAttention|FusedInferAttention|PromptFlashAttention|IncreFlashAttention",
+        0.15,
+    ),
+    FusiblePattern(
+        "RMSNorm",
+        (r"^(?:Pow|Square)", r"^ReduceMean", r"^Rsqrt"),
+        r"^(?:Pow|Square|ReduceMean|Rsqrt)",
+        r"RmsNorm",
+        0.05,
+    ),
+    FusiblePattern(
+        "SwiGLU",
+        (r"^(?:Sigmoid|Swish|Silu)",),
+        r"^(?:Sigmoid|Swish|Silu)",
+        r"SwiGlu",
+        0.05,
+    ),
+)
+
+
+@dataclass(frozen=True)
 class JobItem:
     """One item that takes a share of every rank's step.
 
     Attributes:
-        what: ``op_type``, ``engine``, ``layout`` (every layout/dtype conversion together) or
+        what: ``op_type``, ``engine``, ``layout`` (every layout/dtype conversion together),
+            ``fusion`` (the operators of one :data:`FUSIBLE` pattern with no fused kernel) or
             ``dynamic`` (every dynamic-shape launch together).
         name: The operator type, the accelerator core, or the group's name.
         us_per_step: Mean µs per (step, rank).
@@ -458,7 +505,7 @@ def _item(what: str, name: str, k: pd.DataFrame, units: pd.Series, step: pd.Seri
         str(sub["input_dtypes"].mode().iloc[0]) if len(sub) else "",
         str(sub.groupby("input_shapes")["duration_us"].sum().idxmax()) if len(sub) else "",
         tuple(str(x) for x in sub.groupby("op_type")["duration_us"].sum().sort_values(
-            ascending=False).index[:4]) if what in ("layout", "dynamic", "engine") else (),
+            ascending=False).index[:4]) if what in ("layout", "dynamic", "engine", "fusion") else (),
     )  # fmt: skip
 
 
@@ -487,6 +534,20 @@ def job_account(profile: Profile, step_us_by_rank: pd.Series) -> JobAccount | No
     lay = k[k["op_type"].str.match(LAYOUT_OPS)]
     if not lay.empty:
         items.append(_item("layout", "layout/dtype conversions", lay, units, step))
+    types = set(k["op_type"].unique())
+    for fp in FUSIBLE:
+        if any(re.search(fp.fused, t, re.I) for t in types):
+            continue
+        if not all(
+            k[k["op_type"].str.contains(req, case=False, regex=True)]["rank"].nunique()
+            == len(units)
+            for req in fp.require
+        ):
+            continue
+        sub = k[k["op_type"].str.contains(fp.members, case=False, regex=True)]
+        items.append(
+            _item("fusion", f"{fp.name} computed from separate operators", sub, units, step)
+        )
     if "op_state" in k.columns:
         dyn = k[k["op_state"].astype("string").str.lower() == "dynamic"]
         if not dyn.empty:
@@ -494,8 +555,10 @@ def job_account(profile: Profile, step_us_by_rank: pd.Series) -> JobAccount | No
     items.sort(key=lambda i: -i.share_min)
     hot = None
     for it in items:
+        pat = next((f for f in FUSIBLE if it.name.startswith(f"{f.name} ")), None)
         if (
-            (it.what == "op_type" and not MAIN_WORK.search(it.name)
+            (it.what == "fusion" and pat is not None and it.share_min >= pat.min_share)
+            or (it.what == "op_type" and not MAIN_WORK.search(it.name)
              and not LAYOUT_OPS.match(it.name)
              and it.share_min >= HOTSPOT_MIN_SHARE)
             or (it.what == "layout" and it.share_min >= LAYOUT_MIN_SHARE)

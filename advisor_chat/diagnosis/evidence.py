@@ -264,6 +264,40 @@ def explain_hotspot(item: JobItem, ranks_txt: str, ranks_zh: str) -> tuple[str, 
             f"让 {ops} 不再运行在 AI CPU 上：为其提供 AI Core 算子支持的输入（如 int64 / float64 "
             "等数据类型、格式、shape），或换用 NPU 支持的等价调用。",
         )
+    elif item.what == "fusion":
+        ops = ", ".join(item.members)
+        what = item.name.split(" computed")[0]
+        en = (
+            f"{what} is computed from separate operators ({ops}) that take at least {share} of "
+            f"{ranks_txt}'s step ({ms(item.us_per_step)} per step), with no fused {what} kernel"
+        )
+        zh = (
+            f"{what} 由多个独立算子（{ops}）拼接计算，至少占{ranks_zh}步长的 {share}"
+            f"（每步 {ms(item.us_per_step)}），没有使用融合的 {what} 算子"
+        )
+        fused = {
+            "attention": (
+                "the fused attention operator (torch_npu.npu_fusion_attention, FlashAttentionScore; "
+                "in Megatron / MindSpeed --use-flash-attn)",
+                "融合注意力算子（torch_npu.npu_fusion_attention、FlashAttentionScore；Megatron / "
+                "MindSpeed 中开启 --use-flash-attn）",
+            ),
+            "RMSNorm": (
+                "torch_npu.npu_rms_norm (--use-fused-rmsnorm)",
+                "torch_npu.npu_rms_norm（--use-fused-rmsnorm）",
+            ),
+            "SwiGLU": (
+                "torch_npu.npu_swiglu (--use-fused-swiglu)",
+                "torch_npu.npu_swiglu（--use-fused-swiglu）",
+            ),
+        }.get(what, (f"the fused {what} operator", f"融合的 {what} 算子"))
+        rem = Remedy(
+            "action",
+            f"Replace the composed {what} ({ops}) with {fused[0]}: one kernel instead of "
+            f"{item.count_per_step:.0f} launches per step, and no intermediate tensors.",
+            f"用{fused[1]}替换拼接的 {what}（{ops}）：每步 {item.count_per_step:.0f} 次调用合并为一个算子，"
+            "也不再产生中间张量。",
+        )
     elif item.what == "layout":
         ops = ", ".join(item.members)
         en = (
