@@ -211,7 +211,8 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
     "fix_first": (
         r"\bfix first\b",
         r"\bfirst (thing|change|fix)\b",
-        r"what should i (do|fix|change|try|tune|optimi[sz]e)",
+        r"what should i (do|fix|change|try|tune|optimi[sz]e|check|look at)",
+        r"\b(check|look at) first\b",
         r"what (do|would) you (recommend|suggest)",
         r"where (should i|do i|to) (start|begin)",
         r"\bhow (can|do|could|should) i (speed|make|improve|fix|reduce|optimi[sz]e|get)",
@@ -562,7 +563,7 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
 
 # Suspected causes (:data:`HYPOTHESES`): the words that name each one (English / Chinese).
 _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
-    "gc": (r"\bgc\b", r"garbage[- ]collect", r"垃圾回收", r"\bgc\s*(停顿|暂停)"),
+    "gc": (r"(?<![a-z])gc(?![a-z])", r"garbage[- ]collect", r"垃圾回收"),
     "dataloader": (
         r"\bdata ?loaders?\b",
         r"\bdata[- ]loading\b",

@@ -1583,7 +1583,9 @@ def hypothesis(d: Diagnosis, name: str, zh: bool) -> Projection:
     elif v.status == "contradicted":
         if act:
             first = (
-                f"不会，{act[1]}在这里没有帮助。" if zh else f"No: {act[0]} would not help here."
+                f"不建议：{act[1]}并不能解决这里的问题。"
+                if zh
+                else f"No: {act[0]} would not help here."
             )
         else:
             first = f"不是{zh_name}。" if zh else f"No: it is not {en_name}."

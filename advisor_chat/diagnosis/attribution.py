@@ -70,6 +70,7 @@ class Unit:
     kind: str
     name: str
     ranks: tuple[int, ...]
+    name_zh: str = ""
 
 
 @dataclass(frozen=True)
@@ -189,15 +190,32 @@ def nodes(profile: Profile) -> list[tuple[int, ...]]:
 def _units(profile: Profile, stages: list[tuple[int, ...]], ranks: set[int]) -> list[Unit]:
     out: list[Unit] = []
     for i, n in enumerate(nodes(profile)):
-        out.append(Unit("node", f"node {i} (ranks {n[0]}-{n[-1]})", n))
+        out.append(
+            Unit("node", f"node {i} (ranks {n[0]}-{n[-1]})", n, f"节点 {i}（{n[0]}-{n[-1]}号卡）")
+        )
     g = groups_table(profile)
     for grp, name, members in zip(g["group"], g["group_name"], g["ranks"], strict=True):
         rs = tuple(int(r) for r in members)
         if 1 < len(rs) < len(ranks):
-            out.append(Unit("group", str(name or grp), rs))
+            gname = str(name or grp)
+            out.append(
+                Unit(
+                    "group",
+                    f"communication group {gname} (ranks {rs[0]}-{rs[-1]})",
+                    rs,
+                    f"通信组 {gname}（{rs[0]}-{rs[-1]}号卡）",
+                )
+            )
     for i, s in enumerate(stages):
         if 1 < len(s) < len(ranks):
-            out.append(Unit("stage", f"stage {i}", tuple(s)))
+            out.append(
+                Unit(
+                    "stage",
+                    f"stage {i} (ranks {s[0]}-{s[-1]})",
+                    tuple(s),
+                    f"流水线阶段 {i}（{s[0]}-{s[-1]}号卡）",
+                )
+            )
     seen: set[tuple[int, ...]] = set()
     uniq = []
     for u in out:

@@ -73,7 +73,8 @@ def load_doc(path: Path) -> Any:
 
 
 CACHE_VERSION = (
-    "ingest-v6"  # v6: JSON documents zstd-compressed; v5: ctime in the key, shapes, categoricals
+    "ingest-v7"  # v7: env vars a job records in its own metadata join meta.env; v6: JSON documents
+    # zstd-compressed; v5: ctime in the key, shapes, categoricals
 )
 
 #: ``({table: {rank: file}}, {rank: folder position})`` of the heavy tables read on demand.

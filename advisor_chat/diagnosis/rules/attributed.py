@@ -75,12 +75,7 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                     _events_cause(ctx, hit, n_steps), id=f"cause.step_events.r{r}"
                 )
         else:
-            label = cc.unit.name
-            label_zh = label.replace("node ", "节点 ").replace("ranks ", "").replace("(", "（") + (
-                "号卡）" if "(" in label else ""
-            )
-            if cc.unit.kind == "stage" and cc.unit.name.startswith("stage "):
-                label_zh = f"流水线阶段 {cc.unit.name.split()[1]}"
+            label, label_zh = cc.unit.name, cc.unit.name_zh or cc.unit.name
             cause = _group_cause(ctx, list(cc.unit.ranks), n_steps, (cc.unit.kind, label, label_zh))
             cause = dataclasses.replace(
                 cause, id=f"cause.slow_{cc.unit.kind}.r{cc.unit.ranks[0]}_{cc.unit.ranks[-1]}"

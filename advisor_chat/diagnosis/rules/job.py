@@ -441,6 +441,14 @@ def _peer_wait_cause(
     )
 
 
+#: Chinese labels of job-level items (operator types and engines are identifiers).
+_ITEM_ZH = {
+    "fusion": "未融合的 {what}（多个独立算子）",
+    "layout": "格式与数据类型转换",
+    "dynamic": "动态 shape 算子",
+}
+
+
 def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     """Job-hotspot rule: one item that is not the model's main work dominates every rank.
 
@@ -473,7 +481,9 @@ def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 operator=item.name if item.what == "op_type" else ", ".join(item.members),
                 shape=item.shape if item.what == "op_type" else "",
                 label=item.name,
-                label_zh=item.name,
+                label_zh=_ITEM_ZH.get(item.what, "{name}").format(
+                    name=item.name, what=item.name.split(" computed")[0]
+                ),
             ),
             victims=tuple(
                 Impact(integer(r), gain, share_of(gain, num(per.at[r, "step_us"])), "own_time")

@@ -277,15 +277,16 @@ def rule_slow_node_links(ctx: Context, causes: list[RootCause]) -> list[RootCaus
                         f"Slow {tr} links of {label}: its {len(mine)} {tr} links (in and out) run "
                         f"at a median {bw:.1f} GB/s against {ref:.1f} GB/s for the {tr} links "
                         f"between the other nodes ({int(low.sum())} of {len(mine)} below "
-                        f"{NODE_LINK_RATIO:g}x): the node's network side (NIC, ports, optics), "
-                        f"not one cable; the extra transit time costs {ms(cost)} per step and "
+                        f"{NODE_LINK_RATIO:g}x): the fault is on the node's network side (NIC, "
+                        "ports, optics) that all of them share; the extra transit time costs "
+                        f"{ms(cost)} per step and "
                         "every rank of its collectives waits for it."
                     ),
                     summary_zh=(
                         f"{label_zh}的 {tr} 链路慢：其 {len(mine)} 条 {tr} 链路（进出）带宽中位数 "
                         f"{bw:.1f} GB/s，其他节点之间的 {tr} 链路为 {ref:.1f} GB/s（{int(low.sum())}/"
-                        f"{len(mine)} 条低于 {NODE_LINK_RATIO:g} 倍）：是该节点的网络侧（网卡、端口、光模块），"
-                        f"而不是某一根线缆；多出的传输时间每步 {ms(cost)}，同一集合通信中的所有卡都在等它。"
+                        f"{len(mine)} 条低于 {NODE_LINK_RATIO:g} 倍）：故障在这些链路共用的该节点网络侧"
+                        f"（网卡、端口、光模块）；多出的传输时间每步 {ms(cost)}，同一集合通信中的所有卡都在等它。"
                     ),
                     metrics={
                         "bandwidth_gbps": bw,

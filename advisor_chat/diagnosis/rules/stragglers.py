@@ -610,6 +610,8 @@ def _group_cause(
         symptom_tags=(
             ("slow_rank", *ex.tags)
             if ex is not None
+            else ("slow_rank", "host_bound", "high_free")
+            if host
             else ("slow_rank", "op_regression_shape")
             + (("matmul_slow",) if use_op and op is not None and "matmul" in op[0].lower() else ())
             if use_op
