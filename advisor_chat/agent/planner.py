@@ -432,6 +432,8 @@ class Planner:
         it = q.intent
         healthy = q.kind == "yes_no" and _HEALTHY_Q.search(q.text) is not None
         hyp = q.hypothesis
+        if hyp == "hccl_timeout" and q.ranks:  # "is rank 4 hung?": that rank's role
+            return project.explain_ranks(d, q.ranks, zh, yes_no=q.kind == "yes_no")
         if hyp and hyp not in ("network", "link"):  # "could it be GC?": a verdict first
             return project.hypothesis(d, hyp, zh)
         if it == "hccl_timeout" and q.ranks:  # "rank 4 waited 40 s, is it stuck?": its role

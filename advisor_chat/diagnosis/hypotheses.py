@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from advisor_chat.diagnosis.rules.stragglers import GC_PAUSE_MAX_US
 from advisor_chat.diagnosis.types import Diagnosis, Mechanism, RootCause
 
 Status = Literal["supported", "contradicted", "undecided"]
@@ -134,6 +135,25 @@ def _gc(d: Diagnosis) -> Verdict:
             (gc_c,),
         )
     host = _mech(d, Mechanism.HOST_STALL, Mechanism.STEP_EVENTS, Mechanism.JOB_IDLE)
+    one_off = (
+        host is not None
+        and host.mechanism is Mechanism.STEP_EVENTS
+        and host.metrics.get("events_count", 0.0) == 1.0
+        and host.metrics.get("event_excess_us_mean", 0.0) >= GC_PAUSE_MAX_US
+    )
+    if host is not None and one_off:
+        pause = host.metrics["event_excess_us_mean"] / 1e6
+        return _v(
+            "gc",
+            "contradicted",
+            f"the device does wait for its host, but once, for {pause:.1f} s in one step: a "
+            "garbage-collection pause recurs and lasts well under two seconds; a single pause "
+            f"this long is one-off host work (a checkpoint save, an evaluation): "
+            f"{host.summary.rstrip('.')}",
+            f"设备确实在等主机，但只有一次、在一步中持续 {pause:.1f} s：垃圾回收停顿会反复出现且远短于两秒，"
+            f"这么长的单次停顿是一次性的主机工作（保存检查点、评估）：{host.summary_zh.rstrip('。')}",
+            (host,),
+        )
     if host is not None and host.category.value == "scheduling":
         v = _v(
             "gc",
