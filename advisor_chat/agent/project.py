@@ -74,6 +74,7 @@ _VICTIM_VERB = {
 }
 _RANKLIKE = ("rank", "ranks", "group", "stage")
 _META = (Mechanism.NO_CULPRIT, Mechanism.NOT_ENOUGH_SIGNAL, Mechanism.DATA_ARTIFACT)
+_JOB_LEVEL = (Mechanism.JOB_IDLE, Mechanism.EXPOSED_COMMUNICATION, Mechanism.JOB_HOTSPOT)
 
 
 def us(v: float) -> str:
@@ -945,6 +946,24 @@ def _network(
         for c2 in slow[1:3]:
             p.add_cause(c2)
             p.lines.append(cause_bullet(c2, zh))
+        # an independent fault besides the network: said, so it does not disappear
+        other = next(
+            (
+                x
+                for x in _real(d)
+                if x.mechanism != Mechanism.SLOW_LINK
+                and x.mechanism not in _JOB_LEVEL
+                and all(x.id != y.id for y in p.causes)
+            ),
+            None,
+        )
+        if other is not None:
+            p.add_cause(other)
+            p.lines.append(
+                f"另外还有一个与网络无关的问题：{summary(other, zh)}。"
+                if zh
+                else f"Separately, a fault that is not the network: {summary(other, zh)}."
+            )
         return p
     comm = [c for c in _real(d) if c.category.value == "communication"]
     top = _real(d)[0] if _real(d) else None
@@ -1142,6 +1161,31 @@ def fix_first(d: Diagnosis, zh: bool) -> Projection:
                     f"back the longest), but the change on {label(c.culprit, zh)} has the largest "
                     "expected gain."
                 )
+        # the next independent fault: it stays after the first is fixed (ranked by its gain)
+        nxt = next(
+            (
+                x
+                for x in order
+                if x is not c
+                and x not in layered
+                and x is not real[0]
+                and x.mechanism not in _JOB_LEVEL
+                and any(r.kind == "action" for r in x.remedies)
+                and _act_gain(x) > 0
+            ),
+            None,
+        )
+        if nxt is not None:
+            act2 = next(r for r in nxt.remedies if r.kind == "action")
+            t2 = ((act2.text_zh or act2.text) if zh else act2.text).strip().rstrip("。.")
+            g2 = us(_act_gain(nxt))
+            p.add_cause(nxt)
+            p.lines.append(
+                f"然后处理与之无关的另一个问题{label(nxt.culprit, zh)}：{t2}（每步约 {g2}）。"
+                if zh
+                else f"Then fix {label(nxt.culprit, zh)}, an independent fault: "
+                f"{t2[0].lower() + t2[1:] if t2[:2] != t2[:2].upper() else t2} (about {g2} per step)."
+            )
         p.plot_ranks = list(c.culprit.ranks)[:8]
         return p
     top = real[0]

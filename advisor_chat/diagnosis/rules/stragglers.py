@@ -460,6 +460,143 @@ def _slow_groups(ctx: Context, persistent: set[int]) -> list[list[int]]:
     return out
 
 
+def transit_per_step(ctx: Context) -> pd.Series:
+    """Transit time per rank (µs per step): its collectives' Transit Time summed per step, mean.
+
+    Source: ``comm_ops`` ``transit_ms`` (communication.json), send/receive included (a rank's
+    own transfers). Empty without ``comm_ops``.
+    """
+    if "transit" not in ctx.cache:
+        ops = ctx.profile.get("comm_ops")
+        if ops.empty or ops["transit_ms"].isna().all():
+            ctx.cache["transit"] = pd.Series(dtype=float)
+        else:
+            per_step = ops.groupby(["rank", "step"])["transit_ms"].sum() * 1000.0
+            ctx.cache["transit"] = per_step.groupby(level="rank").mean()
+    out: pd.Series = ctx.cache["transit"]
+    return out
+
+
+def _transit_cause(
+    ctx: Context,
+    slow: list[int],
+    fast: list[int],
+    own_ex: float,
+    unit: tuple[str, str, str] | None,
+) -> RootCause | None:
+    """A unit slowed by its own transfers: its transit time, not its Computing or Free, is longer.
+
+    When the unit's transit per step (:func:`transit_per_step`) exceeds the other ranks' median by
+    more than its own-time excess and by ≥ ``STRAGGLER_MIN_SHARE`` of the step, its members come
+    late to the other collectives because their own collectives transfer slowly. The links with
+    both ends in the unit (``comm_matrix``) against the same transport's links elsewhere say
+    whether its links are slower. Victims: the other ranks' wait, up to the transit excess.
+    """
+    tr = transit_per_step(ctx)
+    if tr.empty or not set(slow) <= set(tr.index) or not set(fast) & set(tr.index):
+        return None
+    a = float(tr.reindex(slow).mean())
+    b = float(tr.reindex([r for r in fast if r in tr.index]).median())
+    ex = a - b
+    if not (ex > own_ex and ex >= STRAGGLER_MIN_SHARE * ctx.step_us):
+        return None
+    gl, gl_zh = ranks_label(slow)
+    if unit is not None:
+        gl, gl_zh = unit[1], unit[2]
+    fl, fl_zh = ranks_label(fast)
+    link_txt = link_zh = ""
+    transport = ""
+    mx = ctx.profile.get("comm_matrix")
+    m: dict[str, float] = {"transit_us_per_step": a, "transit_us_per_step_peer": b}
+    if not mx.empty and "bandwidth_gbps" in mx.columns:
+        inside = mx[
+            mx["src_rank"].isin(slow)
+            & mx["dst_rank"].isin(slow)
+            & (mx["src_rank"] != mx["dst_rank"])
+        ]
+        outside = mx[
+            ~mx["src_rank"].isin(slow)
+            & ~mx["dst_rank"].isin(slow)
+            & (mx["src_rank"] != mx["dst_rank"])
+        ]
+        if not inside.empty and not outside.empty:
+            transport = str(inside["transport"].astype("string").mode().iloc[0])
+            bi = float(inside[inside["transport"] == transport]["bandwidth_gbps"].median())
+            bo = float(outside[outside["transport"] == transport]["bandwidth_gbps"].median())
+            if bi > 0 and bo > 0:
+                m |= {"bandwidth_gbps": bi, "bandwidth_gbps_peer": bo}
+                link_txt = (
+                    f"; the {transport} links among them run at a median {bi:.1f} GB/s against "
+                    f"{bo:.1f} GB/s among the other ranks"
+                )
+                link_zh = f"；它们之间的 {transport} 链路带宽中位数 {bi:.1f} GB/s，其他卡之间为 {bo:.1f} GB/s"
+    slow_links = "bandwidth_gbps" in m and m["bandwidth_gbps"] < 0.8 * m["bandwidth_gbps_peer"]
+    c_slow = float(ctx.per_rank.loc[slow, "communication_not_overlapped_exclude_receive_us"].mean())
+    victims = []
+    for v in fast:
+        lost = min(
+            max(ctx.val(v, "communication_not_overlapped_exclude_receive_us") - c_slow, 0.0), ex
+        )
+        lost = max(lost, 0.0)
+        share = share_of(lost, ctx.val(v, "step_us"))
+        if share >= VICTIM_MIN_SHARE:
+            victims.append(Impact(v, lost, share, "collective_wait"))
+    victims.sort(key=lambda i: (-i.lost_us, i.rank))
+    wait_mean = float(np.mean([v.lost_us for v in victims])) if victims else 0.0
+    if slow_links:
+        a_txt = (
+            f"Repair the {transport} links among {gl}: their own collectives transfer slowly while "
+            f"the same links elsewhere do not; check those devices' {transport} ports and link "
+            "status (npu-smi info -t hccs / hccn_tool -link and -stat) and run an HCCL test "
+            "inside that group."
+        )
+        a_zh = (
+            f"修复{gl_zh}之间的 {transport} 链路：它们自己的集合通信传输慢，而其他地方的同类链路正常；"
+            f"检查这些设备的 {transport} 端口与链路状态（npu-smi info -t hccs / hccn_tool -link、-stat），"
+            "并在该组内跑一次 HCCL 测试。"
+        )
+    else:
+        a_txt = (
+            f"Find why the collectives of {gl} transfer slowly (their links, the algorithm HCCL "
+            "picks for that group, a larger payload than the same collectives elsewhere) and run "
+            "an HCCL test inside that group."
+        )
+        a_zh = (
+            f"查明{gl_zh}的集合通信为何传输慢（其链路、HCCL 为该组选择的算法、比其他组更大的数据量），"
+            "并在该组内跑一次 HCCL 测试。"
+        )
+    return RootCause(
+        id=f"cause.slow_group.r{slow[0]}_{slow[-1]}",
+        mechanism=Mechanism.SLOW_GROUP,
+        category=Category.COMMUNICATION,
+        culprit=Culprit(
+            kind="group", ranks=tuple(slow), transport=transport, label=gl, label_zh=gl_zh
+        ),
+        victims=tuple(victims),
+        summary=(
+            f"Slower {'group ' if unit is None else ''}{gl}: these ranks spend {ms(ex)} more per step "
+            f"transferring data in their own collectives ({ms(a)} of transit per step against "
+            f"{ms(b)} on {fl}) while their Computing and Free match their peers'{link_txt}; "
+            f"{len(victims)} rank(s) wait {ms(wait_mean)} per step for them in collectives."
+        ),
+        summary_zh=(
+            f"{gl_zh}这一组更慢：它们在自己的集合通信中每步多花 {ms(ex)} 传输数据（每步传输 {ms(a)}，"
+            f"{fl_zh}为 {ms(b)}），计算与空闲时间与同组一致{link_zh}；{len(victims)} 张卡每步平均在集合通信中"
+            f"为它们等待 {ms(wait_mean)}。"
+        ),
+        metrics={"excess_us": ex, "victim_wait_us_mean": wait_mean, **m},
+        findings=_claim(
+            ctx,
+            lambda f: bool(f.ranks) and set(f.ranks) <= set(slow) and f.kind is not FindingKind.ENV,
+        ),
+        gain_us=ex,
+        bound=BoundKind.ESTIMATE,
+        remedies=(Remedy("action", a_txt, a_zh, ex, BoundKind.ESTIMATE),),
+        symptom_tags=("slow_link", "hccs_low_bandwidth" if transport == "HCCS" else "slow_rank"),
+        severity=_severity(ex, ctx.step_us),
+    )
+
+
 def _group_cause(
     ctx: Context, slow: list[int], n_steps: int, unit: tuple[str, str, str] | None = None
 ) -> RootCause:
@@ -473,6 +610,9 @@ def _group_cause(
     per = ctx.per_rank
     comp_ex = float(per.loc[slow, "computing_us"].mean() - per.loc[fast, "computing_us"].median())
     free_ex = float(per.loc[slow, "free_us"].mean() - per.loc[fast, "free_us"].median())
+    transit = _transit_cause(ctx, slow, fast, max(comp_ex, free_ex, 0.0), unit)
+    if transit is not None:
+        return transit
     excess = float(per.loc[slow, "own_us"].mean() - per.loc[fast, "own_us"].median())
     c_slow = float(per.loc[slow, "communication_not_overlapped_exclude_receive_us"].mean())
     victims = []
@@ -598,6 +738,7 @@ def _group_cause(
             "victim_wait_us_mean": wait_mean,
             **({"op_delta_us": op[2], "op_avg_ratio": op[3]} if use_op and op is not None else {}),
             **(ex.metrics if ex is not None else {}),
+            **(hostev[2] if hostev is not None else {}),
             **({"peer_sample_ranks": float(op[4])} if use_op and op is not None and op[4] else {}),
         },
         findings=findings,
