@@ -364,3 +364,65 @@ def test_step_varying_late_rank_is_explained_by_its_work_not_called_stalls() -> 
     assert c.remedies[0].kind == "action" and "tokens per step" in c.remedies[0].text
     # no rank is called slow on average
     assert not [x for x in d.causes if x.mechanism is Mechanism.COMPUTE_STRAGGLER]
+
+
+def _group_rows(group: str, members: list[int], steps: list[int], transit_ms: float) -> list[dict]:
+    """comm_ops rows of one collective per step inside a group, no waiting, given transit."""
+    out = []
+    for s in steps:
+        for r in members:
+            out.append(
+                {
+                    "rank": r,
+                    "group": group,
+                    "step": s,
+                    "op_name": f"hcom_allGather__{group}_{s}",
+                    "op_type": "hcom_allGather_",
+                    "comm_kind": "collective",
+                    "start_us": 1e9 + s * 1e6,
+                    "elapse_ms": transit_ms,
+                    "transit_ms": transit_ms,
+                    "wait_ms": 0.0,
+                    "synchronization_ms": 0.0,
+                    "idle_ms": 0.0,
+                    "wait_ratio": 0.0,
+                    "synchronization_ratio": 0.0,
+                }
+            )
+    return out
+
+
+def test_a_group_slowed_by_its_own_transfers_is_a_communication_cause() -> None:
+    from test_diagnosis_rules import rows
+
+    from advisor_chat.diagnosis import Mechanism, diagnose
+
+    # two TP groups of 4 (ranks 0-3, 4-7) and one DP all-reduce across all 8 per step; the TP
+    # all-gather of ranks 4-7 transfers 12 ms longer (2 ms vs 14 ms), so ranks 4-7 reach the DP
+    # all-reduce 12 ms late and ranks 0-3 wait 12 ms there; Computing and Free are equal
+    n, steps = 8, [1, 2, 3]
+    slow = [4, 5, 6, 7]
+    late = {(s, 0, r): 12 * MS for s in steps for r in slow}
+    ops = comm_rows(n, steps, late, ops_per_step=1, group="dp")
+    ops += _group_rows("tp0", [0, 1, 2, 3], steps, 2.0) + _group_rows("tp1", slow, steps, 14.0)
+    delta: dict = {}
+    for r in range(n):
+        delta[(r, None)] = {"comm": 12 * MS}  # ranks 0-3 wait, ranks 4-7 transfer
+    groups = [
+        {"group": g, "group_name": name, "comm_kind": "collective", "ranks": rs, "size": len(rs)}
+        for g, name, rs in (
+            ("dp", "dp", list(range(n))),
+            ("tp0", "tp", [0, 1, 2, 3]),
+            ("tp1", "tp", slow),
+        )
+    ]
+    p = make_profile(
+        {"step_trace": rows(n, len(steps), delta=delta), "comm_ops": ops, "comm_groups": groups}
+    )
+    d = diagnose(p)
+    c = d.causes[0]
+    assert c.mechanism is Mechanism.SLOW_GROUP and c.category.value == "communication"
+    assert c.culprit.ranks == tuple(slow)
+    assert c.metrics["excess_us"] == pytest.approx(12 * MS, rel=0.02)
+    assert "transferring data in their own collectives" in c.summary
+    assert {v.rank for v in c.victims} == {0, 1, 2, 3}

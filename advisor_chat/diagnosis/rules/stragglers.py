@@ -531,13 +531,24 @@ def _transit_cause(
                 )
                 link_zh = f"；它们之间的 {transport} 链路带宽中位数 {bi:.1f} GB/s，其他卡之间为 {bo:.1f} GB/s"
     slow_links = "bandwidth_gbps" in m and m["bandwidth_gbps"] < 0.8 * m["bandwidth_gbps_peer"]
+    # victims: what the attribution measures them waiting for this unit at the collectives
+    # (their exposed communication cannot show it: the unit's own is longer by its transfers)
+    attr = ctx.attribution
+    cc = (
+        next((x for x in attr.culprits if set(x.unit.ranks) == set(slow)), None)
+        if attr is not None
+        else None
+    )
     c_slow = float(ctx.per_rank.loc[slow, "communication_not_overlapped_exclude_receive_us"].mean())
     victims = []
     for v in fast:
-        lost = min(
-            max(ctx.val(v, "communication_not_overlapped_exclude_receive_us") - c_slow, 0.0), ex
-        )
-        lost = max(lost, 0.0)
+        if cc is not None:
+            lost = min(cc.victims.get(v, 0.0), ex)
+        else:
+            lost = min(
+                max(ctx.val(v, "communication_not_overlapped_exclude_receive_us") - c_slow, 0.0),
+                ex,
+            )
         share = share_of(lost, ctx.val(v, "step_us"))
         if share >= VICTIM_MIN_SHARE:
             victims.append(Impact(v, lost, share, "collective_wait"))
