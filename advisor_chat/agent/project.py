@@ -844,6 +844,23 @@ def network(
     return p
 
 
+def _slow_body(c: RootCause, zh: bool) -> str:
+    """A slow-link cause's sentence without a title that repeats it (``Slow link: ...``).
+
+    The summary states the link and its bandwidth; a leading ``Slow link:`` / ``慢链路：`` title is
+    dropped, and the link's label is put first only when the sentence does not name it.
+    """
+    text = summary(c, zh)
+    for title in ("Slow link: ", "慢链路："):
+        if text.startswith(title):
+            text = text[len(title) :]
+    lab = link_label(c.culprit, zh)
+    core = lab.split(" (")[0].split("（")[0]
+    if core not in text and (c.culprit.label_zh if zh else c.culprit.label) not in text:
+        text = (f"慢链路 {lab}：" if zh else f"the slow link {lab}: ") + text
+    return text if zh else _lower_first(text)
+
+
 def _unjudged(line: str, zh: bool) -> str:
     """The "no link is slow" phrases said as "none found, too few links to judge"."""
     if zh:
@@ -915,26 +932,18 @@ def _network(
         p.add_cause(c)
         p.plot_ranks = list(c.culprit.link or ())
         rank_pos = next((i for i, x in enumerate(d.causes) if x.id == c.id), 0)
+        # the cause's sentence already names the link and says it is slow: not said twice
+        body = _slow_body(c, zh)
         if yes_no and healthy:  # "is the network fine?"
             p.lines.append(
-                f"不是，网络有问题：慢链路 {link_label(c.culprit, zh)}：{summary(c, zh)}。"
-                if zh
-                else f"No, the network is not fine: the slow link {link_label(c.culprit, zh)}: "
-                f"{summary(c, zh)}."
+                f"不是，网络有问题：{body}。" if zh else f"No, the network is not fine: {body}."
             )
         elif yes_no:
             p.lines.append(
-                f"是的，网络有问题：慢链路 {link_label(c.culprit, zh)}：{summary(c, zh)}。"
-                if zh
-                else f"Yes, the network is a problem: the slow link {link_label(c.culprit, zh)}: "
-                f"{summary(c, zh)}."
+                f"是的，网络有问题：{body}。" if zh else f"Yes, the network is a problem: {body}."
             )
         else:
-            p.lines.append(
-                f"慢链路是 {link_label(c.culprit, zh)}：{summary(c, zh)}。"
-                if zh
-                else f"The slow link is {link_label(c.culprit, zh)}: {summary(c, zh)}."
-            )
+            p.lines.append(f"{body}。" if zh else f"{body[0].upper()}{body[1:]}.")
         if rank_pos > 0:
             first_cause = d.causes[0]
             p.add_cause(first_cause)
