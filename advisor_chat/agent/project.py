@@ -1096,9 +1096,11 @@ def fix_first(d: Diagnosis, zh: bool) -> Projection:
             return together
         return -1.0 if c in layered else _act_gain(c)
 
-    order = sorted((c for c in real if _order_gain(c) >= 0), key=lambda c: -_order_gain(c)) + [
-        c for c in real if _order_gain(c) < 0
-    ]
+    # a specific culprit's estimated gain first, job-level causes (upper bounds) after them
+    order = sorted(
+        (c for c in real if _order_gain(c) >= 0),
+        key=lambda c: (c.mechanism in _JOB_LEVEL, -_order_gain(c)),
+    ) + [c for c in real if _order_gain(c) < 0]
     for c in order:
         act = next((r for r in c.remedies if r.kind == "action"), None)
         if act is None:
@@ -1178,7 +1180,6 @@ def fix_first(d: Diagnosis, zh: bool) -> Projection:
                 if x is not c
                 and x not in layered
                 and x is not real[0]
-                and x.mechanism not in _JOB_LEVEL
                 and any(r.kind == "action" for r in x.remedies)
                 and _act_gain(x) > 0
             ),
@@ -1188,12 +1189,18 @@ def fix_first(d: Diagnosis, zh: bool) -> Projection:
             act2 = next(r for r in nxt.remedies if r.kind == "action")
             t2 = ((act2.text_zh or act2.text) if zh else act2.text).strip().rstrip("。.")
             g2 = us(_act_gain(nxt))
+            ub2 = (act2.bound if act2.gain_us is not None else nxt.bound) == BoundKind.UPPER_BOUND
+            amt = (
+                (f"每步最多 {g2}" if ub2 else f"每步约 {g2}")
+                if zh
+                else (f"at most {g2} per step" if ub2 else f"about {g2} per step")
+            )
             p.add_cause(nxt)
             p.lines.append(
-                f"然后处理与之无关的另一个问题{label(nxt.culprit, zh)}：{t2}（每步约 {g2}）。"
+                f"然后处理与之无关的另一个问题{label(nxt.culprit, zh)}：{t2}（{amt}）。"
                 if zh
                 else f"Then fix {label(nxt.culprit, zh)}, an independent fault: "
-                f"{t2[0].lower() + t2[1:] if t2[:2] != t2[:2].upper() else t2} (about {g2} per step)."
+                f"{t2[0].lower() + t2[1:] if t2[:2] != t2[:2].upper() else t2} ({amt})."
             )
         p.plot_ranks = list(c.culprit.ranks)[:8]
         return p
