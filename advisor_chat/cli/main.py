@@ -26,6 +26,7 @@ _COMMAND_MODULES = (
     "eval_cmd",
     "demo_cmd",
     "generate_cmd",
+    "mcp_cmd",
 )
 
 
