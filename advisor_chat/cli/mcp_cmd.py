@@ -22,6 +22,7 @@ def register(app: typer.Typer) -> None:
             list[Path] | None,
             typer.Option(
                 "--root",
+                metavar="DIR",
                 help="Folder whose profiles the tools may read (repeatable; default: the current folder).",
             ),
         ] = None,
