@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from advisor_chat.errors import ConfigError
+from advisor_chat.paths import default_home
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -24,16 +25,6 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 ENV_PREFIX = "ADVISOR_"
-
-
-def default_home() -> Path:
-    """Return the user data folder: ``$ADVISOR_HOME`` or ``~/.cache/advisor-chat``."""
-    env = os.environ.get("ADVISOR_HOME")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "advisor-chat"
 
 
 class Settings(BaseModel):

@@ -40,7 +40,7 @@ def ensure_offline_env(cache_root: Path | None = None) -> None:
 
 def _seed_tiktoken(cache_root: Path | None) -> None:
     if cache_root is None:
-        from advisor_chat.config import default_home
+        from advisor_chat.paths import default_home
 
         cache_root = default_home()
     cache = Path(os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(cache_root / "tiktoken")))

@@ -328,6 +328,7 @@ def _require_local_model() -> None:
 
 
 @pytest.mark.local_model
+@pytest.mark.slow
 def test_smollm2_answers_why_rank_12_is_slow_grounded(
     scenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -51,6 +51,9 @@ from typer.testing import CliRunner
 
 from advisor_chat.cli.main import app
 
+# the catalogue runs three commands on ~100 broken inputs (~85 s on 2 cores): `bash tools/test.sh -m slow`
+pytestmark = pytest.mark.slow
+
 SECONDS = 30.0
 QUESTION = "which rank is slow?"
 OUT = "ASCEND_PROFILER_OUTPUT"

@@ -26,6 +26,9 @@ from pathlib import Path
 import pytest
 from _hostile import EVIL_HOST, GROUP_NAME, plant
 
+# the CLI half of the bad-input catalogue, in subprocesses (~40 s on 2 cores): `-m slow`
+pytestmark = pytest.mark.slow
+
 EXIT_OK, EXIT_INPUT = 0, 2
 TIME_LIMIT_S = 90.0  # generous on a shared 2-core machine; a hang is minutes
 MEMORY_LIMIT_MB = 1500

@@ -14,6 +14,9 @@ import pytest
 from advisor_chat.errors import InputError
 from advisor_chat.synth import SCENARIOS, generate
 
+# the generator's file formats, scenario by scenario (~14 s on 2 cores): `bash tools/test.sh -m slow`
+pytestmark = pytest.mark.slow
+
 ALL = sorted(SCENARIOS)
 
 

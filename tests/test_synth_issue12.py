@@ -19,6 +19,9 @@ import pytest
 from advisor_chat.errors import InputError
 from advisor_chat.synth import SCENARIOS, generate
 
+# the issue-12 scenarios' files, one by one and at scale (~13 s on 2 cores): `-m slow`
+pytestmark = pytest.mark.slow
+
 PO = "ASCEND_PROFILER_OUTPUT"
 
 

@@ -1,8 +1,20 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs (Python packages, and chromium + CJK fonts for the
-# browser tests when apt-get is available) and run lint + tests. Usage: bash tools/test.sh [pytest args]
+# browser tests when apt-get is available) and run lint + tests.
+#
+#   bash tools/test.sh [pytest args]         the everyday run: every test not marked `slow`
+#   bash tools/test.sh --all [pytest args]   everything (what CI runs: .ci/run), also ADVISOR_TEST_ALL=1
+#
+# A `-m EXPR` among the pytest args replaces the default selection (e.g. `-m slow`, `-m browser`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+SELECT=(-m "not slow")
+if [ "${1:-}" = "--all" ]; then
+  SELECT=()
+  shift
+elif [ "${ADVISOR_TEST_ALL:-}" = 1 ]; then
+  SELECT=()
+fi
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then "$PY" -m venv .venv; fi
 .venv/bin/python -m pip install -q --upgrade pip
@@ -21,4 +33,4 @@ fi
 .venv/bin/ruff check advisor_chat tests tools evals
 .venv/bin/ruff format --check advisor_chat tests tools evals
 .venv/bin/mypy
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest ${SELECT[@]+"${SELECT[@]}"} "$@"

@@ -7,8 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markdown import Markdown
-from rich.table import Table
 
 from advisor_chat.cli.common import console, err_console, handle_errors, print_json
 
@@ -115,6 +113,9 @@ def render_answer(
     The footer is in the answer's language; its grounding part is left out when the answer
     states no measured number (see :func:`show_grounding_line`).
     """
+    from rich.markdown import Markdown
+    from rich.table import Table
+
     from advisor_chat.textsafe import md_defang
     from advisor_chat.textsafe import term_text as tt
     from advisor_chat.tools.render import fmt_num, metric_label, unit_of
@@ -304,6 +305,8 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print the JSON schemas.")] = False,
     ) -> None:
         """List the tools a model can call, with their parameters."""
+        from rich.table import Table
+
         from advisor_chat.tools import build_tools, tool_schemas
 
         if path is not None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 import typer
-from rich.table import Table
 
 from advisor_chat.cli.common import console, handle_errors, print_json
 
@@ -57,6 +56,8 @@ def search_cmd(
     if json_out:
         print_json([dataclasses.asdict(h) for h in hits])
         return
+    from rich.table import Table
+
     table = Table(show_lines=True)
     table.add_column("#", justify="right")
     table.add_column("case")
@@ -96,6 +97,8 @@ def list_cmd(
             ]
         )
         return
+    from rich.table import Table
+
     table = Table()
     table.add_column("id")
     table.add_column("title")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import typer
 
@@ -16,6 +17,28 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+def _hide_flag_types() -> None:
+    """Show flags without a type in the help (typer's rich help prints ``--json <bool>``).
+
+    A flag takes no value, so ``<bool>`` after it reads as if it needed one. Options with a
+    value keep their type (``--port <int>``).
+    """
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "_flags_hidden", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    display_type_rich._flags_hidden = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_hide_flag_types()
+
 # Each module defines ``register(app: typer.Typer) -> None``.
 _COMMAND_MODULES = (
     "inspect_cmd",
@@ -26,6 +49,7 @@ _COMMAND_MODULES = (
     "eval_cmd",
     "demo_cmd",
     "generate_cmd",
+    "mcp_cmd",
 )
 
 
@@ -72,7 +96,7 @@ def _check_home() -> None:
     import os
 
     from advisor_chat.cli.common import EXIT_CONFIG, err_console
-    from advisor_chat.config import default_home
+    from advisor_chat.paths import default_home
 
     home = default_home()
     problem = None
