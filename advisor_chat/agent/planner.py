@@ -434,7 +434,9 @@ class Planner:
         hyp = q.hypothesis
         if hyp == "hccl_timeout" and q.ranks:  # "is rank 4 hung?": that rank's role
             return project.explain_ranks(d, q.ranks, zh, yes_no=q.kind == "yes_no")
-        if hyp and hyp not in ("network", "link"):  # "could it be GC?": a verdict first
+        # "could it be GC?": a verdict first; capabilities with their own tools and data needs
+        # (mc2 opportunities, memory records) keep their answers
+        if hyp and hyp not in ("network", "link") and it not in ("mc2", "memory"):
             return project.hypothesis(d, hyp, zh)
         if it == "hccl_timeout" and q.ranks:  # "rank 4 waited 40 s, is it stuck?": its role
             return project.explain_ranks(d, q.ranks, zh, yes_no=q.kind == "yes_no")
@@ -1195,6 +1197,8 @@ def lead_tag(cause: RootCause) -> str | None:
     """The case-library symptom tag of a cause's mechanism (the case that should lead)."""
     if cause.mechanism.value == "slow_group" and cause.culprit.operator:
         return "op_regression_shape"
+    if "hccl_timeout_risk" in cause.symptom_tags:  # a late arrival measured against the timeout
+        return "hccl_timeout_risk"
     return _LEAD_TAG.get(cause.mechanism.value)
 
 

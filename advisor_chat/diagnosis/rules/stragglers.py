@@ -1051,7 +1051,9 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
                 "（host_dispatch 工具：长间隙、类似垃圾回收的停顿）。",
             ),
         ),
-        symptom_tags=("step_jitter", "gc_pause")
+        symptom_tags=("step_jitter", "first_collective_late", "hccl_timeout_risk")
+        if hung is not None
+        else ("step_jitter", "gc_pause")
         if host and gc_seen
         else ("step_jitter", "host_bound")
         if host
