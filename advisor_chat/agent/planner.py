@@ -116,6 +116,13 @@ _FALLBACK_REMEDY = {
 }
 
 
+#: A question about every rank / the whole job (English, Chinese).
+_EVERY_RANK = re.compile(
+    r"\b(every|all(?: the)?|each) (ranks?|cards?|npus?|devices?)\b|\bwhole job\b|所有(的)?卡|每张卡|全部(的)?卡|整个作业|所有 ?rank",
+    re.I,
+)
+#: ... about idle time.
+_IDLE_Q = re.compile(r"\bidle|\bfree\b|空闲|闲着", re.I)
 #: "Is it only one direction that is slow?" (English, Chinese).
 _ONE_WAY = re.compile(
     r"\b(one|single|only one|either) direction|one[- ]way|单向|一个方向|单方向", re.I
@@ -432,6 +439,10 @@ class Planner:
         it = q.intent
         healthy = q.kind == "yes_no" and _HEALTHY_Q.search(q.text) is not None
         hyp = q.hypothesis
+        if not q.ranks and _EVERY_RANK.search(q.text):  # "why is every rank idle?"
+            job = project.job_question(d, zh, idle=_IDLE_Q.search(q.text) is not None)
+            if job is not None:
+                return job
         if hyp == "hccl_timeout" and q.ranks:  # "is rank 4 hung?": that rank's role
             return project.explain_ranks(d, q.ranks, zh, yes_no=q.kind == "yes_no")
         # "could it be GC?": a verdict first; capabilities with their own tools and data needs

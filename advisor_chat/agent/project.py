@@ -1510,6 +1510,45 @@ def pipeline(d: Diagnosis, stages: Sequence[int], zh: bool, *, yes_no: bool = Fa
     return p
 
 
+def _shared_idle(d: Diagnosis, real: list[RootCause]) -> RootCause | None:
+    """The job-idle cause when it is not the top cause but costs more than it (upper bound)."""
+    idle = next((c for c in real if c.mechanism == Mechanism.JOB_IDLE), None)
+    if idle is None or not real or real[0] is idle:
+        return None
+    top_gain = real[0].gain_us or 0.0
+    return idle if (idle.gain_us or 0.0) > top_gain else None
+
+
+def job_question(d: Diagnosis, zh: bool, idle: bool) -> Projection | None:
+    """Answer to "why is every rank idle / slow?": the job-level cause first, then the late ranks.
+
+    ``idle``: the question is about idle time (Free), so the job-idle cause answers it; else the
+    largest job-level cause. ``None`` without a job-level cause (the other projections answer).
+    """
+    real = _real(d)
+    jobs = [c for c in real if c.mechanism in _JOB_LEVEL]
+    if idle:
+        jobs = [c for c in jobs if c.mechanism == Mechanism.JOB_IDLE] or jobs
+    if not jobs:
+        return None
+    c = jobs[0]
+    p = Projection(lines=[_sentence(summary(c, zh), zh)])
+    p.add_cause(c)
+    late = [x for x in real if x.mechanism not in _JOB_LEVEL][:3]
+    if late:
+        for x in late:
+            p.add_cause(x)
+        first = late[0]
+        name_en = label(first.culprit, False)
+        p.lines.append(
+            f"{label(first.culprit, True)}自己的原因：{summary(first, zh)}。"
+            if zh
+            else f"{name_en[:1].upper()}{name_en[1:]}'s own cause: "
+            f"{_lower_first(summary(first, zh))}."
+        )
+    return p
+
+
 def overview(
     d: Diagnosis, zh: bool, limit: int = 5, *, yes_no: bool = False, healthy: bool = False
 ) -> Projection:
@@ -1532,6 +1571,14 @@ def overview(
         elif d.causes:
             verdict = "没有明显的问题：" if zh else "No clear problem: "
     p.lines.append(with_verdict(verdict, headline(d, zh), zh) if verdict else headline(d, zh))
+    shared = _shared_idle(d, real)
+    if shared is not None:  # the idle every rank shares, next to the late ranks' own
+        p.add_cause(shared)
+        p.lines.append(
+            f"此外：{summary(shared, zh)}。"
+            if zh
+            else f"Beyond the late ranks: {_lower_first(summary(shared, zh))}."
+        )
     if real:
         p.lines += [
             "",
