@@ -312,3 +312,30 @@ def test_fix_first_with_layered_late_ranks_follows_the_arrival_order(real_sample
     blamed = {c.culprit.ranks[0] for c in rest}
     assert not shown & blamed  # a late rank is not listed as "victim, not the cause"
     assert "也在等它，但它们自己也晚到" in zh
+
+
+def test_cluster_8rank_states_the_idle_every_rank_shares_next_to_rank_1(
+    real_samples: Path,
+) -> None:
+    """cluster-8rank: every rank is mostly Free; the answers say so next to the late ranks.
+
+    The shared idle (the smallest Free over the ranks) is computed here from
+    cluster_step_trace_time.csv with the csv module, independently of the ingest code.
+    """
+    import csv
+
+    root = real_samples / "cluster-8rank"
+    with open(root / "cluster_analysis_output" / "cluster_step_trace_time.csv") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["Type"] == "rank"]
+    free_min_ms = min(float(r["Free"]) for r in rows) / 1000.0
+    assert free_min_ms > 100  # the sample is mostly idle on every rank
+    adv = _adv(root)
+    every = adv.ask("why is every rank idle?").answer
+    assert every.startswith("Every rank idles")
+    assert f"{free_min_ms:.0f} ms" in every.split(". ")[0]
+    assert "rank 1" in every
+    overall = adv.ask("why is this job slow?").answer
+    first_par = overall.split("\n\n")[0]
+    assert first_par.index("rank 1") < first_par.index(f"{free_min_ms:.0f} ms")
+    zh = adv.ask("为什么所有卡都很空闲？").answer
+    assert zh.startswith("所有卡都在空闲") and "1号卡" in zh
