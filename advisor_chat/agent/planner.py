@@ -116,6 +116,10 @@ _FALLBACK_REMEDY = {
 }
 
 
+#: "Which rank ...?" (English, Chinese).
+_WHICH_RANK = re.compile(
+    r"\bwhich (rank|card|npu|device|node)|哪(张|个|一张|台)(卡|节点|机器)", re.I
+)
 #: A question about every rank / the whole job (English, Chinese).
 _EVERY_RANK = re.compile(
     r"\b(every|all(?: the)?|each) (ranks?|cards?|npus?|devices?)\b|\bwhole job\b|所有(的)?卡|每张卡|全部(的)?卡|整个作业|所有 ?rank",
@@ -490,7 +494,7 @@ class Planner:
                 ),
             )
         if it == "fix_first":
-            return project.fix_first(d, zh)
+            return project.fix_first(d, zh, ranks_only=_WHICH_RANK.search(q.text) is not None)
         if it == "how_much":
             return project.how_much(d, zh)
         if it in ("step_events", "step_trend"):

@@ -1066,8 +1066,13 @@ def _network(
     return p
 
 
-def fix_first(d: Diagnosis, zh: bool) -> Projection:
-    """Answer to “What should I fix first?”: the first action of the top cause, with its gain."""
+def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection:
+    """Answer to “What should I fix first?”: the first action of the top cause, with its gain.
+
+    The actionable cause with the largest expected gain leads; with ``ranks_only`` ("which rank
+    should I fix first?") causes with a rank culprit lead and job-level ones follow. The next
+    independent fault is named after it.
+    """
     p = Projection()
     real = _real(d)
     if not real:
@@ -1096,10 +1101,10 @@ def fix_first(d: Diagnosis, zh: bool) -> Projection:
             return together
         return -1.0 if c in layered else _act_gain(c)
 
-    # a specific culprit's estimated gain first, job-level causes (upper bounds) after them
+    # "which rank should I fix first?": the ranks' causes first, job-level causes after them
     order = sorted(
         (c for c in real if _order_gain(c) >= 0),
-        key=lambda c: (c.mechanism in _JOB_LEVEL, -_order_gain(c)),
+        key=lambda c: (ranks_only and c.mechanism in _JOB_LEVEL, -_order_gain(c)),
     ) + [c for c in real if _order_gain(c) < 0]
     for c in order:
         act = next((r for r in c.remedies if r.kind == "action"), None)

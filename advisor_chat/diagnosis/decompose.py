@@ -149,9 +149,13 @@ class DeviceAccount:
 
 
 def _compute_kernels(profile: Profile, ranks: Iterable[int]) -> pd.DataFrame:
+    """Compute kernels of ``ranks`` with the variant columns filled ('' when the export lacks one)."""
     k = profile.kernels_for(ranks)
     if k.empty:
         return k
+    for col in ("name", "op_type", "accelerator_core"):
+        if col not in k.columns:
+            k = k.assign(**{col: ""})
     k = k[~is_comm_kernel(k).to_numpy()]
     if k.empty:
         return k
