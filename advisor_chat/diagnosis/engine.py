@@ -290,14 +290,32 @@ def _rank(causes: list[RootCause]) -> list[RootCause]:
 
 
 def case_for(c: RootCause) -> str | None:
-    """The knowledge case (``knowledge/cases/<id>.md``) consistent with a cause, if one fits."""
+    """The knowledge case (``knowledge/cases/<id>.md``) consistent with a cause, if one fits.
+
+    Chosen by the cause's mechanism and the evidence its decomposition tagged (AI CPU placement,
+    a uniformly slower device, uneven work, a late arrival near the HCCL timeouts).
+    """
     m, tags = c.mechanism, set(c.symptom_tags)
     op = c.culprit.operator.lower()
+    if "hccl_timeout_risk" in tags:
+        return "hccl-timeouts"
+    if "aicpu_op" in tags:
+        return "aicpu-operators"
+    if "device_slow" in tags:
+        return "heterogeneous-devices"
+    if m in (Mechanism.COMPUTE_STRAGGLER, Mechanism.SLOW_GROUP, Mechanism.STEP_EVENTS) and (
+        "load_imbalance" in tags or "op_count_imbalance" in tags
+    ):
+        return "load-imbalance-vs-slow-kernels"
     if m is Mechanism.HOST_STALL:
         return "python-gc-pause" if "gc_pause" in tags else "host-dispatch-bound"
     if m is Mechanism.COMPUTE_STRAGGLER:
         return "matmul-shape-regression" if "matmul" in op else "compute-straggler-hidden"
     if m is Mechanism.SLOW_GROUP:
+        if "host_bound" in tags:
+            return "cpu-core-binding"
+        if "slow_link" in tags:
+            return "hccs-link-degraded" if "hccs_low_bandwidth" in tags else "slow-link-rdma"
         return "matmul-shape-regression" if "matmul" in op else "load-imbalance-vs-slow-kernels"
     if m is Mechanism.SLOW_LINK:
         return "slow-link-rdma" if c.culprit.transport.upper() == "RDMA" else "hccs-link-degraded"
@@ -307,8 +325,6 @@ def case_for(c: RootCause) -> str | None:
         return "small-packet-transfers" if "small_packets" in tags else "comm-not-overlapped"
     if m is Mechanism.JOB_IDLE:
         return "dataloader-stall" if "dataloader_stall" in tags else None
-    if m is Mechanism.JOB_HOTSPOT:
-        return None
     if m is Mechanism.STEP_EVENTS:
         return "python-gc-pause" if "gc_pause" in tags else None
     if m is Mechanism.DEGRADATION:
