@@ -443,7 +443,12 @@ class Planner:
         it = q.intent
         healthy = q.kind == "yes_no" and _HEALTHY_Q.search(q.text) is not None
         hyp = q.hypothesis
-        if not q.ranks and _EVERY_RANK.search(q.text):  # "why is every rank idle?"
+        if (  # "why is every rank idle?" (a yes/no question keeps its verdict)
+            not q.ranks
+            and q.kind != "yes_no"
+            and it not in ("slow_link", "communication")
+            and _EVERY_RANK.search(q.text)
+        ):
             job = project.job_question(d, zh, idle=_IDLE_Q.search(q.text) is not None)
             if job is not None:
                 return job
