@@ -1,0 +1,50 @@
+"""The offline backend over the generalization set (issue 22): fault kinds no rule was written for.
+
+``evals/datasets/generalization.yaml`` holds 10 simulated fault kinds; half of the kinds are held
+out by a seeded draw (``heldout_kinds``) and never used to tune the diagnosis or the answers.
+The tune kinds must hold ``TUNE_GATE``; the held-out kinds are a regression floor at
+``HELDOUT_FLOOR``, below what was measured, and the assertion says only the rate, never which
+held-out items fail (reading them would make them tuning data).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor_chat.config import load_settings
+from advisor_chat.evals.dataset import load_dataset
+from advisor_chat.evals.runner import EvalReport, run_eval
+
+TUNE_GATE = 0.95
+# Measured 2026-12-03 (session 8): before the attribution / decomposition work tune 21/60,
+# held-out 24/56 (42.9%); after it tune 60/60, held-out 42/56 (75.0%) at the first measurement.
+# Issue 22 asks held-out >= 85%: not reached; this floor only catches a regression.
+HELDOUT_FLOOR = 0.70
+
+
+@pytest.fixture(scope="module")
+def generalization_report(tmp_path_factory: pytest.TempPathFactory) -> EvalReport:
+    settings = load_settings(model="offline")
+    return run_eval(load_dataset("generalization"), settings=settings)
+
+
+@pytest.mark.slow
+def test_every_generalization_item_resolves(generalization_report: EvalReport) -> None:
+    assert generalization_report.metrics["turns"] >= 100
+    broken = [
+        t.item_id
+        for t in generalization_report.turns
+        if t.error_kind in ("dataset", "load", "unavailable")
+    ]
+    assert not broken, broken
+
+
+@pytest.mark.slow
+def test_generalization_tune_gate_and_heldout_floor(generalization_report: EvalReport) -> None:
+    splits = generalization_report.breakdown(lambda t: t.split)
+    assert set(splits) == {"tune", "heldout"}
+    tune = splits["tune"]["pass_rate"] or 0.0
+    failing = [t.item_id for t in generalization_report.failures if t.split == "tune"]
+    assert tune >= TUNE_GATE, (tune, failing)
+    held = splits["heldout"]["pass_rate"] or 0.0
+    assert held >= HELDOUT_FLOOR, f"held-out pass rate {held:.3f} < {HELDOUT_FLOOR}"
