@@ -164,8 +164,9 @@ def nodes(profile: Profile) -> list[tuple[int, ...]]:
     m = profile.get("comm_matrix")
     if m.empty or "transport" not in m.columns:
         return []
-    t = m["transport"].astype("string").fillna("").str.upper()
-    on = m[t.isin(ON_NODE) & (m["src_rank"] != m["dst_rank"])]
+    # a handful of distinct transports over up to 10^6 rows: match the distinct values only
+    on_values = [v for v in pd.unique(m["transport"].dropna()) if str(v).upper() in ON_NODE]
+    on = m[m["transport"].isin(on_values) & (m["src_rank"] != m["dst_rank"])]
     parent: dict[int, int] = {}
 
     def find(x: int) -> int:
@@ -177,8 +178,13 @@ def nodes(profile: Profile) -> list[tuple[int, ...]]:
 
     for r in pd.concat([m["src_rank"], m["dst_rank"]]).dropna().astype(int).unique():
         find(int(r))
-    for a, b in on[["src_rank", "dst_rank"]].dropna().astype(int).itertuples(index=False):
-        parent[find(int(a))] = find(int(b))
+    # one row per operator and link in the matrix: the distinct links are enough
+    ab = on[["src_rank", "dst_rank"]].dropna().to_numpy(dtype=np.int64)
+    if len(ab):
+        base = int(ab.max()) + 1
+        keys = np.unique(ab[:, 0] * base + ab[:, 1])  # one int per link: a 1-D unique is fast
+        for a, b in zip((keys // base).tolist(), (keys % base).tolist(), strict=True):
+            parent[find(int(a))] = find(int(b))
     comps: dict[int, list[int]] = defaultdict(list)
     for r in list(parent):
         comps[find(r)].append(r)
@@ -187,9 +193,14 @@ def nodes(profile: Profile) -> list[tuple[int, ...]]:
     return sorted((tuple(sorted(c)) for c in comps.values()), key=lambda c: c[0])
 
 
-def _units(profile: Profile, stages: list[tuple[int, ...]], ranks: set[int]) -> list[Unit]:
+def _units(
+    profile: Profile,
+    stages: list[tuple[int, ...]],
+    ranks: set[int],
+    node_list: list[tuple[int, ...]] | None = None,
+) -> list[Unit]:
     out: list[Unit] = []
-    for i, n in enumerate(nodes(profile)):
+    for i, n in enumerate(nodes(profile) if node_list is None else node_list):
         out.append(
             Unit("node", f"node {i} (ranks {n[0]}-{n[-1]})", n, f"节点 {i}（{n[0]}-{n[-1]}号卡）")
         )
@@ -259,22 +270,49 @@ def _cost(waits: np.ndarray, member: np.ndarray) -> float:
     return max(float(waits[~member].min() - waits.min()), 0.0)
 
 
-def _alone(cur: list[tuple[tuple[str, str, int], np.ndarray, np.ndarray]], unit: Unit) -> float:
-    """Sum over a unit's late instances of what its latest member alone costs (µs).
+def _scan(
+    cur: list[tuple[tuple[str, str, int], np.ndarray, np.ndarray]],
+    of_rank: dict[int, list[Unit]],
+    unit_sets: dict[tuple[int, ...], frozenset[int]],
+    taken: set[int],
+) -> tuple[dict[tuple[int, ...], float], dict[tuple[int, ...], float]]:
+    """What each candidate costs over all instances (µs, summed), in one pass.
 
-    Close to the unit's own cost when single members carry it (one slow rank, or one-rank events
-    rotating inside the unit); much smaller when the members arrive late together (a slow node).
+    A rank costs an instance only when it arrived last (next-least wait minus its wait); a unit
+    only when its latest member arrived last (the least wait outside it minus that wait), found by
+    walking the arrival order from the latest until a non-member. ``alone``: per unit, what its
+    latest member alone costs in those instances (close to the unit's cost when single members
+    carry it; much smaller when the members arrive late together). Ranks in ``taken`` and units
+    touching them are not candidates.
     """
-    members = np.asarray(unit.ranks)
-    total = 0.0
+    costs: dict[tuple[int, ...], float] = defaultdict(float)
+    alone: dict[tuple[int, ...], float] = defaultdict(float)
     for _, rs, ws in cur:
-        if _cost(ws, np.isin(rs, members)) > 0:
-            total += _cost(ws, rs == rs[int(np.argmin(ws))])
-    return total
+        if len(ws) < 2:
+            continue
+        order = np.argsort(ws, kind="stable")
+        r0 = int(rs[order[0]])
+        w0 = float(ws[order[0]])
+        single = float(ws[order[1]]) - w0
+        if r0 not in taken:
+            costs[(r0,)] += single
+        for u in of_rank.get(r0, ()):
+            members = unit_sets[u.ranks]
+            if members & taken:
+                continue
+            for j in order[1:]:
+                if int(rs[j]) not in members:
+                    costs[u.ranks] += float(ws[j]) - w0
+                    alone[u.ranks] += single
+                    break
+    return costs, alone
 
 
 def attribute(
-    profile: Profile, stages: list[tuple[int, ...]], step_us: float
+    profile: Profile,
+    stages: list[tuple[int, ...]],
+    step_us: float,
+    node_list: list[tuple[int, ...]] | None = None,
 ) -> WaitAttribution | None:
     """Attribute the collectives' waiting to independent culprits (see the module docstring).
 
@@ -282,6 +320,7 @@ def attribute(
         profile: The profile (``comm_ops``; ``comm_matrix`` and ``comm_groups`` for units).
         stages: Pipeline stages (units), ``[]`` without pipeline parallelism.
         step_us: Median step time (µs), for the reporting threshold and events.
+        node_list: The nodes when already computed (:func:`nodes`), else computed here.
 
     Returns:
         The :class:`WaitAttribution`, or ``None`` without collective instances of ≥ 2 ranks.
@@ -317,7 +356,7 @@ def attribute(
     )
     per_rank_wait = w.groupby("rank")["wait_us"].sum() / n_steps
     total_wait = float(per_rank_wait.mean()) if len(per_rank_wait) else 0.0
-    units = _units(profile, stages, set(ranks_all))
+    units = _units(profile, stages, set(ranks_all), node_list)
     # events: one instance costing far more than a step
     events: list[LateEvent] = []
     ev_thr = max(EVENT_MIN_US, EVENT_STEP_MULTIPLE * step_us if math.isfinite(step_us) else 0.0)
@@ -336,47 +375,58 @@ def attribute(
     thr = MIN_COST_SHARE * step_us if math.isfinite(step_us) and step_us > 0 else 0.0
     culprits: list[CulpritCost] = []
     taken: set[int] = set()
+    unit_sets = {u.ranks: frozenset(u.ranks) for u in units}
+    of_rank: dict[int, list[Unit]] = defaultdict(list)
+    for u in units:
+        for r in u.ranks:
+            of_rank[r].append(u)
     for order_i in range(1, MAX_CULPRITS + 1):
-        cand = [Unit("rank", f"rank {r}", (r,)) for r in ranks_all if r not in taken]
-        cand += [u for u in units if not set(u.ranks) & taken]
-        costs: dict[tuple[int, ...], float] = {}
-        for u in cand:
-            members = np.asarray(u.ranks)
-            total = 0.0
-            for _, rs, ws in cur:
-                total += _cost(ws, np.isin(rs, members))
-            costs[u.ranks] = total / n_steps
+        costs, alone = _scan(cur, of_rank, unit_sets, taken)
+        costs = {k: v / n_steps for k, v in costs.items()}
         if not costs:
             break
-        best = max(cand, key=lambda u: (costs[u.ranks], -len(u.ranks)))
-        best_cost = costs[best.ranks]
+        best_key = max(costs, key=lambda k: (costs[k], -len(k)))
+        best_cost = costs[best_key]
         if best_cost <= thr or best_cost <= 0:
             break
+        best = next((u for u in units if u.ranks == best_key), None) or Unit(
+            "rank", f"rank {best_key[0]}", best_key
+        )
         chosen = best
-        if len(best.ranks) > 1 and _alone(cur, best) / n_steps >= RANK_EXPLAINS_UNIT * best_cost:
+        if (
+            len(best.ranks) > 1
+            and alone.get(best.ranks, 0.0) / n_steps >= RANK_EXPLAINS_UNIT * best_cost
+        ):
             # single members carry it (one rank, or one-rank events): blame the rank
-            inner = [u for u in cand if u.kind == "rank" and set(u.ranks) <= set(best.ranks)]
-            chosen = max(inner, key=lambda u: costs[u.ranks])
-            if costs[chosen.ranks] <= thr:
+            inner = [(r,) for r in best.ranks if (r,) in costs]
+            if not inner:
+                break
+            top = max(inner, key=lambda k: costs[k])
+            chosen = Unit("rank", f"rank {top[0]}", top)
+            if costs[top] <= thr:
                 break
         elif len(best.ranks) > 1:
             # the smallest unit inside it that costs about as much (a node inside a stage)
-            for u in sorted(cand, key=lambda u: len(u.ranks)):
-                if (
-                    u.kind != "rank"
-                    and len(u.ranks) < len(best.ranks)
-                    and set(u.ranks) <= set(best.ranks)
-                    and costs[u.ranks] >= RANK_EXPLAINS_UNIT * best_cost
-                ):
-                    chosen = u
-                    break
+            inside = [
+                u
+                for u in units
+                if len(u.ranks) < len(best.ranks)
+                and unit_sets[u.ranks] <= unit_sets[best.ranks]
+                and costs.get(u.ranks, 0.0) >= RANK_EXPLAINS_UNIT * best_cost
+            ]
+            if inside:
+                chosen = min(inside, key=lambda u: len(u.ranks))
         members = np.asarray(chosen.ranks)
+        chosen_set = set(chosen.ranks)
         by_step: dict[int, float] = defaultdict(float)
         victims: dict[int, float] = defaultdict(float)
         member_cost: dict[int, float] = defaultdict(float)
         n_inst = 0
         nxt = []
         for k, rs, ws in cur:
+            if int(rs[int(np.argmin(ws))]) not in chosen_set:
+                nxt.append((k, rs, ws))
+                continue
             m = np.isin(rs, members)
             d = _cost(ws, m)
             if d > 0:

@@ -95,8 +95,18 @@ class Context:
             from advisor_chat.diagnosis.attribution import attribute
 
             step = self.step_us if math.isfinite(self.step_us) else float("nan")
-            self.cache["attribution"] = attribute(self.profile, self.stages, step)
+            self.cache["attribution"] = attribute(self.profile, self.stages, step, self.nodes)
         return self.cache["attribution"]
+
+    @property
+    def nodes(self) -> list[tuple[int, ...]]:
+        """Nodes (hosts) from on-node links (:func:`~advisor_chat.diagnosis.attribution.nodes`), cached."""
+        if "nodes" not in self.cache:
+            from advisor_chat.diagnosis.attribution import nodes
+
+            self.cache["nodes"] = nodes(self.profile)
+        out: list[tuple[int, ...]] = self.cache["nodes"]
+        return out
 
     def cite(self, table: str = "step_trace") -> str:
         """Short citation of a table's source files."""

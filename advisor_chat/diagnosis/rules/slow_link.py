@@ -219,30 +219,34 @@ def rule_slow_node_links(ctx: Context, causes: list[RootCause]) -> list[RootCaus
     (the links of one collective transfer at the same time). Victims: every other rank, up to
     its exposed communication. Source: ``comm_matrix`` via the slow_link analyzer's link table.
     """
-    from advisor_chat.diagnosis.attribution import nodes
-
     res = ctx.result("slow_link")
     if res is None or res.table.empty or "transport" not in res.table.columns:
         return []
-    groups = nodes(ctx.profile)
+    groups = ctx.nodes
     if len(groups) < 3:  # with two nodes every inter-node link touches both
         return []
     blamed = {c.culprit.link for c in causes if c.culprit.link is not None}
     t = res.table
+    node_of = {r: i for i, members in enumerate(groups) for r in members}
     n_steps = max(int(ctx.frame["step"].nunique()) if not ctx.frame.empty else 1, 1)
     out: list[RootCause] = []
     for transport, lk in t.groupby("transport"):
+        ns = lk["src_rank"].map(node_of).fillna(-1).to_numpy(dtype=np.int64)
+        nd = lk["dst_rank"].map(node_of).fillna(-1).to_numpy(dtype=np.int64)
+        bw_all = lk["bandwidth_gbps"].to_numpy(dtype=float)
         for i, members in enumerate(groups):
-            mem = set(members)
-            touch = lk["src_rank"].isin(mem) | lk["dst_rank"].isin(mem)
-            mine, rest = lk[touch], lk[~touch]
-            if len(mine) < 2 or len(rest) < 1:
+            touch = (ns == i) | (nd == i)
+            if touch.sum() < 2 or (~touch).sum() < 1:
                 continue
-            ref = float(rest["bandwidth_gbps"].median())
-            bw = float(mine["bandwidth_gbps"].median())
+            ref = float(np.median(bw_all[~touch]))
+            bw = float(np.median(bw_all[touch]))
+            if not bw < NODE_LINK_RATIO * ref:
+                continue
+            mine = lk[touch]
             low = mine["bandwidth_gbps"] < NODE_LINK_RATIO * ref
-            if not (bw < NODE_LINK_RATIO * ref and low.mean() >= NODE_LINK_SHARE):
+            if low.mean() < NODE_LINK_SHARE:
                 continue
+            mem = set(members)
             if {
                 (int(a), int(b)) for a, b in zip(mine["src_rank"], mine["dst_rank"], strict=True)
             } <= blamed:
