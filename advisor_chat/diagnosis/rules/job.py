@@ -456,7 +456,7 @@ def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     type other than the matrix / attention work taking ≥ 20% of every rank's step, layout and
     dtype conversions together ≥ 12%, or the AI CPU engine ≥ 5%. A job-level cause (no rank is the
     culprit) with the share and the fix the item selects. Gain (upper bound): the item's time on
-    the rank where it takes the least. Source: ``kernels``, ``step_trace``.
+    every rank (its mean time per step, as the summary states). Source: ``kernels``, ``step_trace``.
     """
     per = ctx.per_rank
     if per.empty or len(per) < 2 or not math.isfinite(ctx.step_us):
@@ -468,7 +468,7 @@ def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     missing = missing_ranks(ctx.profile)
     sc = presence_scope(ctx, missing)
     en, zh, rem = explain_hotspot(item, sc.every, sc.every_zh)
-    gain = item.share_min * float(per["step_us"].min())
+    gain = item.us_per_step  # the item's mean time per (step, rank), the figure the summary states
     rem = dataclasses.replace(rem, gain_us=gain, bound=BoundKind.UPPER_BOUND)
     sample = f" (kernels of a sample of {len(ja.ranks)} ranks)" if len(ja.ranks) < len(per) else ""
     return [
