@@ -14,8 +14,8 @@ REPO = Path(__file__).resolve().parents[1]
 def test_every_subpackage_and_the_case_library_are_packaged() -> None:
     cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     listed = set(cfg["packages"])
-    found = {"advisor_chat"} | {
-        "advisor_chat." + p.parent.name for p in (REPO / "advisor_chat").glob("*/__init__.py")
+    found = {
+        ".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "advisor_chat").rglob("__init__.py")
     }
     assert found <= listed, f"add to [tool.setuptools] packages: {sorted(found - listed)}"
     assert cfg["package-dir"]["advisor_chat._knowledge"] == "knowledge"
