@@ -149,7 +149,7 @@ def test_grounding_footer_in_chinese_for_a_chinese_answer() -> None:
 
 
 @pytest.mark.slow
-def test_ask_about_a_missing_rank_exits_0_with_the_reason_as_the_readme_says(scenario) -> None:
+def test_ask_about_a_missing_rank_exits_0_with_the_reason_as_the_docs_say(scenario) -> None:
     path = scenario("seed-rank12")
     res = runner.invoke(app, ["ask", str(path), "why is rank 99 slow?"])
     assert res.exit_code == 0, res.output
@@ -158,8 +158,8 @@ def test_ask_about_a_missing_rank_exits_0_with_the_reason_as_the_readme_says(sce
     # `report --rank` with a missing rank is bad input (2), with the valid ranks named
     rep = runner.invoke(app, ["report", str(path), "--rank", "99"])
     assert rep.exit_code == 2 and "ranks are 0-15" in rep.output and "Traceback" not in rep.output
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    codes = " ".join(readme.split("**Exit codes**", 1)[1].split("\n\n", 1)[0].split())
+    usage = (Path(__file__).resolve().parents[1] / "docs" / "USAGE.md").read_text()
+    codes = " ".join(usage.split("**Exit codes**", 1)[1].split("\n\n", 1)[0].split())
     ok, bad_input = codes.split("`2` bad input", 1)
     assert "rank 99 slow?" in ok and "does not exist" in ok  # ask on a missing rank: 0
     assert "`report --rank` naming a rank that does not exist" in bad_input.split("`3`", 1)[0]
