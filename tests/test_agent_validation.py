@@ -154,6 +154,24 @@ def test_hypothesis_slot_only_when_a_cause_is_put_forward() -> None:
     assert parse_question("is it the network?").intent == "slow_link"
 
 
+@pytest.mark.parametrize(
+    ("text", "suspect", "also"),
+    [
+        # the symptom comes first, the suspect after the words of suspicion
+        ("the job hung for 40 s once, is it the network?", "network", "hccl_timeout"),
+        ("训练卡死了几十秒，是不是网络问题？", "network", "hccl_timeout"),
+        ("is it hung because of the network?", "network", "hccl_timeout"),
+        ("is the hang caused by GC?", "gc", "hccl_timeout"),
+        # X 导致 Y / X causes Y: the cause is before the verb
+        ("显存不够导致卡死吗", "memory", "hccl_timeout"),
+        ("does GC cause the hang?", "gc", "hccl_timeout"),
+    ],
+)
+def test_the_suspect_is_the_cause_put_forward_not_the_symptom(text, suspect, also) -> None:
+    q = parse_question(text)
+    assert q.hypothesis == suspect and also in q.hypotheses, (text, q.hypotheses)
+
+
 # -- validation on generated profiles --------------------------------------------------------
 @pytest.fixture(scope="module")
 def seed(scenario) -> tuple[Path, dict]:
@@ -317,3 +335,15 @@ def test_guarded_mode_does_not_rewrite_a_refusal() -> None:
         "I cannot answer that for this profile: rank 16 does not exist; ranks are 0-3."
     )
     assert ans.mode == "guarded-fallback" and ans.model_usage == {}
+
+
+def test_a_network_suspicion_next_to_a_symptom_gets_a_network_verdict(profile, seed) -> None:
+    """The hang is the context, the network the suspect: the answer judges the network first."""
+    culprit = seed[1]["root_cause"]["culprit_ranks"][0]
+    for question, verdict in (
+        ("the job hung for 40 s once, is it the network?", "No: it is not the network."),
+        ("训练卡死了几十秒，是不是网络问题？", "不是网络。"),
+    ):
+        ans = _adv(profile).ask(question)
+        assert ans.answer.startswith(verdict), (question, ans.answer[:200])
+        assert str(culprit) in ans.answer.split("\n")[0], ans.answer[:300]

@@ -15,7 +15,8 @@ def test_every_subpackage_and_the_case_library_are_packaged() -> None:
     cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     listed = set(cfg["packages"])
     found = {
-        ".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "advisor_chat").rglob("__init__.py")
+        ".".join(p.parent.relative_to(REPO).parts)
+        for p in (REPO / "advisor_chat").rglob("__init__.py")
     }
     assert found <= listed, f"add to [tool.setuptools] packages: {sorted(found - listed)}"
     assert cfg["package-dir"]["advisor_chat._knowledge"] == "knowledge"

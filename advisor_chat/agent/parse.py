@@ -698,6 +698,9 @@ _SUSPECT = re.compile(
     re.I,
 )
 
+_CAUSAL = re.compile(r"\bcaused by\b|\bdue to\b|\bbecause of\b|\bblame\b|由于|因为", re.I)
+_CAUSE_BEFORE = re.compile(r"\bcaus(e|es|ing)\b|\bleads? to\b|导致|引起|造成", re.I)
+
 
 def find_hypotheses(text: str, kind: str) -> tuple[str, ...]:
     """Suspected causes the question names (:data:`HYPOTHESES`), in order of appearance.
@@ -708,14 +711,25 @@ def find_hypotheses(text: str, kind: str) -> tuple[str, ...]:
     slow?") is ``link``; "network" is not also counted for the same words.
     """
     low = text.lower()
-    if kind != "yes_no" and _SUSPECT.search(text) is None:
+    cue = _SUSPECT.search(text)
+    if kind != "yes_no" and cue is None:
         return ()
     hits: list[tuple[int, str]] = []
     for name, pats in _HYPOTHESIS_LEX.items():
         m = _match_any(pats, low)
         if m is not None:
             hits.append((m.start(), name))
-    return tuple(n for _, n in sorted(hits))
+    hits.sort()
+    # The cause put forward follows the words of suspicion ("the job hung for 40 s, is it the
+    # network?": the hang is the symptom, the network the suspect); a cause named after a causal
+    # word ("because of", "导致") first, then one after the first cue, then the rest in order.
+    causal = _CAUSAL.search(text)
+    after_causal = [h for h in hits if causal is not None and h[0] >= causal.end()][:1]
+    effect = _CAUSE_BEFORE.search(text)  # "显存不够导致卡死", "does GC cause the hang?"
+    before_effect = [h for h in hits if effect is not None and h[0] < effect.start()][-1:]
+    after_cue = [h for h in hits if cue is not None and h[0] >= cue.start()][:1]
+    first = after_causal or before_effect or after_cue
+    return tuple(n for _, n in first) + tuple(n for h in hits if h not in first for n in (h[1],))
 
 
 # -- targets --------------------------------------------------------------------------------------

@@ -456,7 +456,12 @@ class Planner:
             return project.explain_ranks(d, q.ranks, zh, yes_no=q.kind == "yes_no")
         # "could it be GC?": a verdict first; capabilities with their own tools and data needs
         # (mc2 opportunities, memory records) keep their answers
-        if hyp and hyp not in ("network", "link") and it not in ("mc2", "memory"):
+        # (a network or link suspicion keeps the slow-link answer, which judges the links named)
+        if (
+            hyp
+            and it not in ("mc2", "memory")
+            and (hyp not in ("network", "link") or it not in ("slow_link", "communication"))
+        ):
             return project.hypothesis(d, hyp, zh)
         if it == "hccl_timeout" and q.ranks:  # "rank 4 waited 40 s, is it stuck?": its role
             return project.explain_ranks(d, q.ranks, zh, yes_no=q.kind == "yes_no")
