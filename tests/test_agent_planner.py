@@ -143,8 +143,8 @@ def test_why_is_rank_slow_en_and_zh() -> None:
     adv = _adv()
     en = adv.ask("why is rank 3 slow?")
     assert en.intent == "explain_rank" and en.language == "en"
-    assert en.answer.startswith("Rank 3 is slow in its own right: it is the cause (4.20 ms")
-    assert EXTRA_FREE_US == 4200.0  # the 4.20 ms above, by construction
+    assert en.answer.startswith("Rank 3 is slow in its own right: it is the cause (4.2 ms")
+    assert EXTRA_FREE_US == 4200.0  # the 4.2 ms above, by construction
     assert "not slow" not in en.answer
     assert "`cause.host_stall.r3`" in en.answer and "`host-dispatch-bound`" in en.answer
     assert [c.id for c in en.cases] == ["host-dispatch-bound"]
@@ -154,7 +154,7 @@ def test_why_is_rank_slow_en_and_zh() -> None:
     kinds = [s.kind for s in en.suggestions]
     assert kinds == sorted(kinds)  # actions before checks
     assert all(s.estimated_gain_us is None for s in en.suggestions if s.kind == "check")
-    assert "estimated gain up to 4.20 ms per step" in en.answer
+    assert "estimated gain up to 4.2 ms per step" in en.answer
     assert {f.id for f in en.findings} == {"explain_rank.host_bound.r3"}
     assert en.plot_ranks == [SLOW_RANK]
     assert en.tool_calls[0].name == "diagnose"
@@ -162,7 +162,7 @@ def test_why_is_rank_slow_en_and_zh() -> None:
     _all_numbers_grounded(en)
     zh = adv.ask("为什么3号卡慢？")
     assert zh.language == "zh" and zh.answer.startswith("3号卡慢在它自身")
-    assert "4.20 ms" in zh.answer and "检查：" in zh.answer
+    assert "4.2 ms" in zh.answer and "检查：" in zh.answer
     assert english_fragments(zh.answer) == []
     _all_numbers_grounded(zh)
 
@@ -173,7 +173,7 @@ def test_victim_is_traced_to_the_culprit_never_called_not_slow() -> None:
     ans = adv.ask("and rank 1?")  # a follow-up: rank 1 is a victim by construction
     assert ans.intent == "explain_rank"
     assert ans.answer.startswith(
-        "Rank 1 waits 4.20 ms per step (15.0% of its step) at the collectives for rank 3"
+        "Rank 1 waits 4.2 ms per step (15.0% of its step) at the collectives for rank 3"
     )
     # 15.0% = EXTRA_FREE_US / (COMPUTING_US + COMM_US + EXTRA_FREE_US + BASE_FREE_US)
     assert "not slow" not in ans.answer
@@ -181,7 +181,7 @@ def test_victim_is_traced_to_the_culprit_never_called_not_slow() -> None:
     adv.reset()
     assert adv.ask("and rank 1?").intent == "explain_rank"  # rank alone still explains it
     zh = _adv().ask("1号卡为什么慢？")
-    assert zh.answer.startswith("1号卡在集合通信中等待每步 4.20 ms") and "等的是3号卡" in zh.answer
+    assert zh.answer.startswith("1号卡在集合通信中等待每步 4.2 ms") and "等的是3号卡" in zh.answer
     _all_numbers_grounded(zh)
 
 

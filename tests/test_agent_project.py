@@ -178,7 +178,7 @@ def test_rank_on_a_slow_link_is_said_so_never_not_slow() -> None:
     # a victim of the link waits for it
     t = _text(pj.explain_ranks(d, [5], False))
     assert t.startswith(
-        "Rank 5 waits 30 ms per step (30.0% of its step) at the collectives for link 3→11"
+        "Rank 5 waits 30.0 ms per step (30.0% of its step) at the collectives for link 3→11"
     )
     net = _text(pj.network(d, [], False))
     # the cause's own sentence names the link once (no "the slow link X: link X runs ...")
@@ -219,7 +219,7 @@ def test_downstream_stage_waits_for_the_upstream_stage_and_what_dominates_it() -
     fix = _text(pj.fix_first(d, False))
     assert fix.startswith(
         "Fix stage 0 (ranks 0–7) first: overlap stage 0's communication with computation, "
-        "for at most 90 ms per step (upper bound)"
+        "for at most 90.0 ms per step (upper bound)"
     )
     for zh, lead in (
         (False, "No, the network is not the problem: no link is slow"),
@@ -255,7 +255,7 @@ def test_job_level_cause_names_no_rank() -> None:
     )
     t = _text(pj.explain_ranks(d, [4], False))
     assert t.startswith(
-        "Rank 4 sits idle 20 ms per step (20.0% of its step) for a reason common to the whole job"
+        "Rank 4 sits idle 20.0 ms per step (20.0% of its step) for a reason common to the whole job"
     )
 
 
@@ -619,7 +619,7 @@ def test_two_ranks_compared_name_the_slower_one_as_the_cause() -> None:
         assert en.startswith(
             "Rank 9 is the slower one, and it is the cause: Host stall on rank 9"
         ), en
-        assert "rank 7 waits for it (7.40 ms per step" in en.split("\n")[0]
+        assert "rank 7 waits for it (7.4 ms per step" in en.split("\n")[0]
         zh = _text(pj.explain_ranks(d, pair, True, compare=True))
         assert zh.startswith("9号卡更慢，它就是原因：9号卡主机侧阻塞") and "7号卡在等它" in zh
     # neither is the culprit: said so, with their roles
@@ -717,7 +717,7 @@ def test_yes_no_step_questions_open_with_the_verdict() -> None:
 def test_chinese_victim_answer_names_the_culprits_mechanism_in_its_first_sentence() -> None:
     t = _text(pj.explain_ranks(_diag(HOST9), [13], True))
     first = t.split("。")[0]
-    assert first.startswith("13号卡在集合通信中等待每步 7.40 ms") and "主机侧阻塞" in first
+    assert first.startswith("13号卡在集合通信中等待每步 7.4 ms") and "主机侧阻塞" in first
 
 
 def test_which_link_with_no_slow_link_says_no_link_is_slow() -> None:

@@ -1148,7 +1148,7 @@ def _suggestion_text(s: Suggestion, zh: bool) -> str:
     if s.case_id:
         ref.append(f"{'案例' if zh else 'case'} `{s.case_id}`")
     if s.kind == "action" and s.estimated_gain_us is not None and s.estimated_gain_us > 0:
-        gain = fmt_num(s.estimated_gain_us, "us")
+        gain = project.us(s.estimated_gain_us)
         src = s.cause_id or s.finding_id
         ref.append(
             f"预计每步最多节省 {gain}（来自 `{src}`）"

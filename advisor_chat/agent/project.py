@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from advisor_chat.diagnosis.text import ms
 from advisor_chat.diagnosis.types import (
     BoundKind,
     Culprit,
@@ -78,8 +79,13 @@ _JOB_LEVEL = (Mechanism.JOB_IDLE, Mechanism.EXPOSED_COMMUNICATION, Mechanism.JOB
 
 
 def us(v: float) -> str:
-    """A per-step time for display (ms above 1000 µs)."""
-    return fmt_num(float(v), "us")
+    """A time in µs for display, in ms with the diagnosis' own precision.
+
+    The same figure reads the same in the headline, the bullets and the gain (``111 ms`` in the
+    cause's summary is ``111 ms`` here too, not ``110.7 ms``): :func:`advisor_chat.diagnosis.text.ms`.
+    """
+    v = float(v)
+    return ms(v) if abs(v) >= 1000 else fmt_num(v, "us")
 
 
 def pct(share: float) -> str:
