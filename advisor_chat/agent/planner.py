@@ -579,7 +579,7 @@ class Planner:
         def add(f: Finding) -> None:
             if f.id not in {c.id for c in cited}:
                 cited.append(f)
-                lines.append(f"- {self._summary(f, zh)}{self._source(f)}")
+                lines.append(f"- {self._summary(f, zh)}{self._source(f, zh)}")
 
         if proj is not None:
             lines += [self.quoter.quote(x) for x in proj.lines]
@@ -609,7 +609,7 @@ class Planner:
                     for f in ops[:2]:
                         if f.id not in {c.id for c in cited}:
                             cited.append(f)
-                        lines.append(f"- {self._summary(f, zh)}{self._source(f)}")
+                        lines.append(f"- {self._summary(f, zh)}{self._source(f, zh)}")
         elif q.intent == "rank_component":
             text, plot_ranks = self._rank_component(q, by_tool)
             lines.append(text)
@@ -863,7 +863,7 @@ class Planner:
         )
         if v.empty:
             return self._no_signal(q, self._last_diagnosis), []
-        src = quote_source(self.session.profile.cite("step_trace"))
+        src = quote_source(self.session.profile.cite("step_trace"), zh)
         n_steps = int(res.metrics.get("steps_count", 0)) if res is not None else 0
         steps_en = f"mean per step over {n_steps} step{'s' if n_steps != 1 else ''}"
         steps_zh = f"{n_steps} 个 step 的每步平均"
@@ -917,7 +917,7 @@ class Planner:
         bt = bt[bt["total_us_b"] > 0].sort_values("total_us_b", ascending=False)
         if bt.empty:
             return self._no_signal(q, self._last_diagnosis), []
-        src = quote_source(self.session.profile.cite("kernels"))
+        src = quote_source(self.session.profile.cite("kernels"), zh)
         n_steps = int(res.metrics.get("steps_compared", 0))
         first = bt.iloc[0]
         name = self.quoter.quote(str(first["op_type"]))
@@ -930,7 +930,7 @@ class Planner:
             nxt = "、".join(f"{n} {fmt_num(t, 'us')}（{c} 次）" for n, t, c in rest)
             return (
                 f"{rank}号卡上耗时最多的计算算子类型是 {name}：{n_steps} 个 step 共 "
-                f"{fmt_num(total, 'us')}（{count} 次调用，来源 {src}，compare_ops 的 by_type 表，"
+                f"{fmt_num(total, 'us')}（{count} 次调用，来源 {src}，按算子类型汇总，"
                 "不含通信任务）。" + (f"其次：{nxt}。" if nxt else ""),
                 [rank],
             )
@@ -943,18 +943,40 @@ class Planner:
             [rank],
         )
 
-    def _source(self, f: Finding) -> str:
+    def _source(self, f: Finding, zh: bool = False) -> str:
         srcs = sorted({e.source for e in f.evidence if e.source})
         if not srcs:
             return ""
-        return " (" + ", ".join(quote_source(s) for s in srcs[:2]) + ")"
+        cited = (quote_source(s, zh) for s in srcs[:2])
+        return ("（" + "，".join(cited) + "）") if zh else (" (" + ", ".join(cited) + ")")
 
 
-def quote_source(path: str) -> str:
-    """A source citation in backticks (file name only for long absolute paths)."""
+# the counts ``Profile.cite`` appends to a file name ("(16 files)", "(1024 files; read on demand)")
+_CITE_COUNT = re.compile(r" \((\d+) files(?:; (read on demand)|; read for (\d+) of (\d+) ranks)?\)")
+_NO_SOURCE = re.compile(r" \(no source file(?:; read on demand)?\)")
+
+
+def _cite_zh(m: re.Match[str]) -> str:
+    if m.group(2):
+        return f"（共 {m.group(1)} 个文件，按需读取）"
+    if m.group(3):
+        return f"（共 {m.group(1)} 个文件，已读 {m.group(3)}/{m.group(4)} 张卡）"
+    return f"（共 {m.group(1)} 个文件）"
+
+
+def quote_source(path: str, zh: bool = False) -> str:
+    """A source citation in backticks (file name only for long absolute paths).
+
+    With ``zh`` the file counts of :meth:`~advisor_chat.ingest.Profile.cite` are said in Chinese
+    ("(16 files)" -> "（共 16 个文件）"); file names stay as they are.
+    """
     s = str(path).replace("`", "'")
-    if len(s) > 60 and "/" in s:
+    if len(s) > 60 and "/" in s and "(" not in s.rsplit("/", 1)[-1]:
         s = "…/" + s.rsplit("/", 1)[-1]
+    if zh and (m := _CITE_COUNT.search(s)) is not None:
+        return f"`{s[: m.start()]}`" + _cite_zh(m)
+    if zh and (m := _NO_SOURCE.search(s)) is not None:
+        return f"`{s[: m.start()]}`（无源文件）"
     return f"`{s}`"
 
 

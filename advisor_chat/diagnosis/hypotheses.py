@@ -48,7 +48,7 @@ NAMES = {
     "checkpoint": ("checkpoint saving", "保存检查点"),
     "zero_stage": ("the ZeRO stage", "ZeRO 阶段"),
     "mc2": ("missing mc2 fusion", "未开启 mc2 融合"),
-    "hccl_timeout": ("an HCCL timeout", "HCCL 超时"),
+    "hccl_timeout": ("an HCCL timeout risk", "HCCL 超时风险"),
     "memory": ("device memory", "显存"),
     "host_dispatch": ("host dispatch (a host-bound job)", "host 下发（下发瓶颈）"),
 }
@@ -460,12 +460,9 @@ def _mc2(d: Diagnosis) -> Verdict:
 
 
 def _timeout(d: Diagnosis) -> Verdict:
-    import re
-
     for c in _real(d):
-        m = re.search(r"([\d.]+)% of HCCL_EXEC_TIMEOUT", c.summary)
-        if m:
-            share = float(m.group(1)) / 100
+        share = c.metrics.get("hccl_exec_timeout_share")
+        if share is not None:
             status: Status = "supported" if share >= 0.5 else "contradicted"
             en = c.summary.rstrip(".")
             return _v(

@@ -816,13 +816,17 @@ def hccl_timeouts_s(ctx: Context) -> tuple[float, float, bool]:
     )
 
 
-def _late_event(ctx: Context, pairs: tuple[tuple[int, int], ...]) -> tuple[str, str] | None:
+def _late_event(
+    ctx: Context, pairs: tuple[tuple[int, int], ...]
+) -> tuple[str, str, dict[str, float]] | None:
     """The largest single late arrival among ``pairs`` and its distance from the HCCL timeouts.
 
     From the wait attribution's events (one collective instance costing ≥ 2 steps and ≥ 0.5 s):
     the step, the culprit, the collective, how many ranks waited and the longest wait, as a share
     of HCCL_EXEC_TIMEOUT (and of HCCL_CONNECT_TIMEOUT when it is the first collective captured,
-    where communicators are still being set up). ``None`` when no such event matches.
+    where communicators are still being set up). ``None`` when no such event matches; else the
+    English and Chinese clauses and the metrics ``late_arrival_max_wait_us``,
+    ``hccl_exec_timeout_s`` and ``hccl_exec_timeout_share`` (longest wait / HCCL_EXEC_TIMEOUT).
     """
     attr = ctx.attribution
     if attr is None or not attr.events:
@@ -858,7 +862,15 @@ def _late_event(ctx: Context, pairs: tuple[tuple[int, int], ...]) -> tuple[str, 
         f"{len(ev.victims)} 张卡最长等待 {wait_s:.1f} s：为 HCCL_EXEC_TIMEOUT（{exe:g} s，{src_zh}）的 "
         f"{pct(wait_s / exe)}{conn_zh}"
     )
-    return en, zh
+    return (
+        en,
+        zh,
+        {
+            "late_arrival_max_wait_us": float(ev.max_wait_us),
+            "hccl_exec_timeout_s": float(exe),
+            "hccl_exec_timeout_share": wait_s / exe,
+        },
+    )
 
 
 #: A single host pause longer than this is not a garbage-collection pause (µs).
@@ -1035,6 +1047,7 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             "clean_step_us": clean_step,
             "hit_step_us": slow_step,
             "explained_us_per_step": per_step,
+            **(hung[2] if hung is not None else {}),
         },
         findings=findings,
         steps=steps,
@@ -1045,10 +1058,10 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             Remedy(
                 "check",
                 f"Open the host timeline ({where}) of the listed (step, rank) pairs and look at "
-                "what the host does during the stall (host_dispatch tool: long gaps, GC-like "
-                "pauses).",
+                "what the host does during the stall (long gaps with no launches, GC-like "
+                "pauses, file or checkpoint writes).",
                 f"打开所列（步, 卡）的主机时间线（{where_zh}），查看阻塞期间主机在做什么"
-                "（host_dispatch 工具：长间隙、类似垃圾回收的停顿）。",
+                "（没有下发的长间隙、类似垃圾回收的停顿、写文件或保存检查点）。",
             ),
         ),
         symptom_tags=("step_jitter", "first_collective_late", "hccl_timeout_risk")
