@@ -276,11 +276,16 @@ the default set of a folder: the paraphrase sets and the generalization benchmar
 
 
 def _named(p: Path) -> list[Path]:
-    """A dataset given by name (``paraphrase``, ``diagnosis``) in the repository's ``evals/datasets``."""
+    """A dataset given by name in the repository's ``evals/datasets``.
+
+    ``{name}.yaml`` when it exists (``diagnosis``, ``generalization``, ``generalization_dev``: the
+    benchmark does not pull in its development set), else every ``{name}_*.yaml`` (``paraphrase``).
+    """
     d = default_dataset_dir()
     if d is None or p.parent != Path(".") or p.suffix:
         return []
-    return sorted(d.glob(f"{p.name}.yaml")) + sorted(d.glob(f"{p.name}_*.yaml"))
+    exact = d / f"{p.name}.yaml"
+    return [exact] if exact.is_file() else sorted(d.glob(f"{p.name}_*.yaml"))
 
 
 def _dataset_files(paths: Iterable[Path]) -> list[Path]:

@@ -204,6 +204,12 @@ class Perturb:
             type, accelerator core, shapes and dtypes are written instead of the program's, and its
             ``dur_us`` replaces the base duration (jitter, ``dur_scale`` and ``tag_scale`` still
             apply). A step-specific entry wins over a -1 entry. Empty = the program on every rank.
+        step_link_factor: {step index: {(src_global, dst_global): bandwidth factor}} on top of
+            ``link_factor`` in that step only (a flapping link, congestion in some steps). Empty =
+            the same bandwidth in every step.
+        kernel_stalls: {rank: {kernel index: stall_us}} host time before launching that kernel in
+            every step (the host queue drains, the device idles before it and the launch lands just
+            before the kernel). Empty = none.
     """
 
     dur_scale: np.ndarray
@@ -221,6 +227,8 @@ class Perturb:
     lost_kernels: dict[int, np.ndarray] = field(default_factory=dict)
     gc_stalls: bool = False
     kernel_swap: dict[tuple[int, int, int], Kernel] = field(default_factory=dict)
+    step_link_factor: dict[int, dict[tuple[int, int], float]] = field(default_factory=dict)
+    kernel_stalls: dict[int, dict[int, float]] = field(default_factory=dict)
 
     def kernel_at(self, si: int, r: int, j: int, default: Kernel) -> Kernel:
         """The kernel template rank ``r`` runs at program position ``j`` in step index ``si``."""
@@ -341,6 +349,12 @@ def simulate(
     # the step before the capture ended with the stall too
     r_start = np.full(ranks, s_start, dtype=np.int64) + end_stall
     for si in range(steps):
+        bw_step = link_bw
+        if si in perturb.step_link_factor:
+            bw_step = {name: v.copy() for name, v in link_bw.items()}
+            for kind in kinds.values():
+                for (src, dst), f in perturb.step_link_factor[si].items():
+                    bw_step[kind.kind][src, kind.peer[src] == dst] *= f
         t = r_start.copy() if per_rank else np.full(ranks, s_start, dtype=np.int64)
         if perturb.step_stall_us is not None:
             t += (np.asarray(perturb.step_stall_us(si)) * 1000).astype(np.int64)
@@ -362,6 +376,9 @@ def simulate(
         for r, (every, stall_us) in perturb.dispatch_stalls.items():
             idx = np.arange(nk)
             k_gap[r, (idx % every) == every - 1] += int(stall_us * 1000)
+        for r, at in perturb.kernel_stalls.items():
+            for j, stall_us in at.items():
+                k_gap[r, j] += int(stall_us * 1000)
         aj = 1.0 + 0.1 * np.clip(rng.standard_normal((ranks, nk)), -3, 3)
         k_api_dur = (perturb.api_us[:, None] * aj * 1000).astype(np.int64)
         k_start = np.zeros((ranks, nk), dtype=np.int64)
@@ -405,7 +422,7 @@ def simulate(
             link_mb = np.where(valid, it.size_mb * MIB * kind.frac, 0.0)
             if it.tag and it.tag in perturb.coll_scale:
                 link_mb = link_mb * np.asarray(perturb.coll_scale[it.tag])[:, None]
-            link_ms = np.where(valid, link_mb / (link_bw[kind.kind] * oj), 0.0)
+            link_ms = np.where(valid, link_mb / (bw_step[kind.kind] * oj), 0.0)
             # time info transit = SDMA (HCCS) + RDMA; LOCAL copies are on-chip and excluded
             transit = np.where(kind.transport == 2, 0.0, link_ms).sum(axis=1)
             tmax = np.zeros(ngroups)
@@ -460,6 +477,11 @@ def simulate(
         hb = perturb.host_bound
         if hb.any():
             k_api_start[hb] = k_start[hb] - k_api_dur[hb] - 8_000
+        # a launch after a host stall longer than the lead lands just before its kernel
+        for r, at in perturb.kernel_stalls.items():
+            for j, stall_us in at.items():
+                if stall_us > perturb.lead_us[r]:
+                    k_api_start[r, j] = k_start[r, j] - k_api_dur[r, j] - 8_000
         # the host launches nothing while it collects garbage: launches the jitter put inside a
         # GC pause move to its end (each kernel still starts after its launch)
         for gr, ga, gb in gc:
