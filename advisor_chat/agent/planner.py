@@ -128,6 +128,12 @@ _EVERY_RANK = re.compile(
 #: ... about idle time.
 _IDLE_Q = re.compile(r"\bidle|\bfree\b|空闲|闲着", re.I)
 #: "Is it only one direction that is slow?" (English, Chinese).
+# the question suspects one part of the network, not the network as a whole
+_ONE_PART = re.compile(
+    r"\b(?:one|a single|a|some|one of the)\s+(?:node|nic|host|machine|server|port|switch|link|card)(?:'s)?\b"
+    r"|某\s*(?:个|台|条|张|块|一个|一台|一条)?\s*(?:节点|机器|主机|网卡|链路|服务器|端口|交换机)",
+    re.I,
+)
 _ONE_WAY = re.compile(
     r"\b(one|single|only one|either) direction|one[- ]way|单向|一个方向|单方向", re.I
 )
@@ -496,6 +502,7 @@ class Planner:
                 yes_no=q.kind in ("yes_no", ""),
                 which=q.kind == "which",
                 healthy=healthy,
+                single=_ONE_PART.search(q.text) is not None,
                 links_judged=not any(
                     o.name == "slow_link"
                     and o.result is not None

@@ -76,6 +76,11 @@ _VICTIM_VERB = {
 _RANKLIKE = ("rank", "ranks", "group", "stage")
 _META = (Mechanism.NO_CULPRIT, Mechanism.NOT_ENOUGH_SIGNAL, Mechanism.DATA_ARTIFACT)
 _JOB_LEVEL = (Mechanism.JOB_IDLE, Mechanism.EXPOSED_COMMUNICATION, Mechanism.JOB_HOTSPOT)
+#: Causes that are optimizations of a working job, not faults: fixed after the faults.
+_OPTIMIZATIONS = (Mechanism.EXPOSED_COMMUNICATION, Mechanism.JOB_HOTSPOT)
+#: An optimization leads "what should I fix first?" only when it gains at least this many times
+#: what the largest fault's fix gains.
+OPTIMIZATION_LEAD = 2.0
 
 
 def us(v: float) -> str:
@@ -834,8 +839,12 @@ def network(
     which: bool = False,
     healthy: bool = False,
     links_judged: bool = True,
+    single: bool = False,
 ) -> Projection:
     """Answer to “Is the network the problem?” / “which link is slow?”: yes or no with the link.
+
+    With ``single`` (the question suspects one component: "is one node's NIC bad?") and a
+    network cause of the whole job (every link slow at once), the verdict is no: not one part.
 
     With ``ranks`` ("is rank 3 on a slow link?"), the verdict is about those ranks: whether they
     are endpoints of a slow link. Without ``yes_no`` ("which link is slow?", "why … when the
@@ -844,7 +853,7 @@ def network(
     With ``links_judged`` false (the slow_link analyzer had too few comparable links), "no link
     is slow" becomes "no slow link was found (too few comparable links to judge)".
     """
-    p = _network(d, links, zh, ranks, yes_no=yes_no, which=which, healthy=healthy)
+    p = _network(d, links, zh, ranks, yes_no=yes_no, which=which, healthy=healthy, single=single)
     if not links_judged and not any(c.mechanism == Mechanism.SLOW_LINK for c in p.causes):
         p.lines = [_unjudged(x, zh) for x in p.lines]
     return p
@@ -862,7 +871,11 @@ def _slow_body(c: RootCause, zh: bool) -> str:
             text = text[len(title) :]
     lab = link_label(c.culprit, zh)
     core = lab.split(" (")[0].split("（")[0]
-    if core not in text and (c.culprit.label_zh if zh else c.culprit.label) not in text:
+    if (
+        c.culprit.link is not None
+        and core not in text
+        and (c.culprit.label_zh if zh else c.culprit.label) not in text
+    ):
         text = (f"慢链路 {lab}：" if zh else f"the slow link {lab}: ") + text
     return text if zh else _lower_first(text)
 
@@ -898,6 +911,7 @@ def _network(
     yes_no: bool = True,
     which: bool = False,
     healthy: bool = False,
+    single: bool = False,
 ) -> Projection:
     p = Projection()
     slow = [c for c in d.causes if c.mechanism == Mechanism.SLOW_LINK]
@@ -943,6 +957,12 @@ def _network(
         if yes_no and healthy:  # "is the network fine?"
             p.lines.append(
                 f"不是，网络有问题：{body}。" if zh else f"No, the network is not fine: {body}."
+            )
+        elif yes_no and single and c.culprit.kind == "job":  # "is one node's NIC bad?"
+            p.lines.append(
+                f"不是某一个节点、网卡或链路的问题，而是整个网络：{body}。"
+                if zh
+                else f"No: not one node, NIC or link; the whole network is: {body}."
             )
         elif yes_no:
             p.lines.append(
@@ -1075,9 +1095,11 @@ def _network(
 def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection:
     """Answer to “What should I fix first?”: the first action of the top cause, with its gain.
 
-    The actionable cause with the largest expected gain leads; with ``ranks_only`` ("which rank
-    should I fix first?") causes with a rank culprit lead and job-level ones follow. The next
-    independent fault is named after it.
+    The actionable fault with the largest expected gain leads (optimizations of a working job,
+    exposed communication and operator hotspots, come after the faults unless they gain at least
+    ``OPTIMIZATION_LEAD`` times as much); with ``ranks_only``
+    ("which rank should I fix first?") causes with a rank culprit lead and job-level ones follow.
+    The next independent fault is named after it.
     """
     p = Projection()
     real = _real(d)
@@ -1107,10 +1129,19 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
             return together
         return -1.0 if c in layered else _act_gain(c)
 
-    # "which rank should I fix first?": the ranks' causes first, job-level causes after them
+    # "which rank should I fix first?": the ranks' causes first, job-level causes after them;
+    # what is broken (a rank, a link, the network, an idle job) before what could be optimized
+    # (exposed communication, an operator hotspot), unless the optimization gains far more
+    best_fault = max(
+        (_order_gain(c) for c in real if c.mechanism not in _OPTIMIZATIONS), default=0.0
+    )
     order = sorted(
         (c for c in real if _order_gain(c) >= 0),
-        key=lambda c: (ranks_only and c.mechanism in _JOB_LEVEL, -_order_gain(c)),
+        key=lambda c: (
+            ranks_only and c.mechanism in _JOB_LEVEL,
+            c.mechanism in _OPTIMIZATIONS and _order_gain(c) < OPTIMIZATION_LEAD * best_fault,
+            -_order_gain(c),
+        ),
     ) + [c for c in real if _order_gain(c) < 0]
     for c in order:
         act = next((r for r in c.remedies if r.kind == "action"), None)

@@ -11,7 +11,9 @@ different, from the per-kernel evidence, so that the cause can name the fix (DES
   field that differs: accelerator core (placement, e.g. AI CPU instead of AI Core), dtype, or
   input shape (more work per launch);
 - a slowdown that hits most of the device time by about the same factor is *uniform* (the device
-  itself is slower: frequency, temperature, health), not one operator's;
+  itself is slower: frequency, temperature, health), not one operator's; one that hits every
+  operator of one accelerator core (e.g. AI_VECTOR_CORE) by one factor while the other core's
+  operators run at their peers' speed is an *engine* slowdown (that unit or its memory path);
 - per-kernel counters the export carries (``block_dim``, ``aic_mac_ratio``, ``aiv_vec_ratio``,
   ``cube_utilization_pct``, ``op_state``) are compared on the top operator.
 
@@ -50,7 +52,7 @@ COUNTER_MIN_DIFF = 0.15
 COUNTERS = ("block_dim", "aic_mac_ratio", "aiv_vec_ratio", "cube_utilization_pct")
 
 #: How a difference is explained (the evidence that picks the remedy).
-KINDS = ("uniform", "placement", "dtype", "shape", "extra_work", "slower", "none")
+KINDS = ("uniform", "engine", "placement", "dtype", "shape", "extra_work", "slower", "none")
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,9 @@ class DeviceAccount:
         peer_sample: Peer ranks sampled (0: every peer read).
         varies_by_unit: For step-varying accounts: the top operator's input shapes differ between
             the culprit units (the work follows the data).
+        engine: For an ``engine`` verdict: the accelerator core whose operators are slower.
+        engine_ratio: Its device-time-weighted median slowdown.
+        other_ratio: The same for the operators of the other cores (about 1.0 for an engine verdict).
     """
 
     culprit_units: int
@@ -132,6 +137,9 @@ class DeviceAccount:
     counters: dict[str, tuple[float, float]] = field(default_factory=dict)
     peer_sample: int = 0
     varies_by_unit: bool = False
+    engine: str = ""
+    engine_ratio: float = float("nan")
+    other_ratio: float = float("nan")
 
     @property
     def delta_us(self) -> float:
@@ -242,7 +250,7 @@ def device_account(
     by_kind = dict.fromkeys(KINDS[:-1], 0.0)
     matched = j[j["us_c"].notna() & j["us_p"].notna()]
     # matched variants: extra launches and slower launches
-    ratios, weights, types = [], [], []
+    ratios, weights, types, cores = [], [], [], []
     for key, row in matched.iterrows():
         vkey: Any = key
         op_type, shp, dt, core = (str(x) for x in vkey)
@@ -251,6 +259,7 @@ def device_account(
         ratios.append(row["avg_c"] / row["avg_p"] if row["avg_p"] > 0 else np.nan)
         weights.append(row["us_p"])
         types.append(op_type)
+        cores.append(core)
         for kind, d in (("extra_work", extra), ("slower", slower)):
             if d > 0:
                 ops.append(
@@ -297,29 +306,37 @@ def device_account(
     ops.sort(key=lambda o: -o.delta_us)
     for o in ops:
         by_kind[o.kind] += o.delta_us
-    # uniform slowdown: most matched device time slower by about the same factor
-    u_ratio, u_share = float("nan"), 0.0
+    # uniform slowdown: most matched device time slower by about the same factor; else, the
+    # same test on the operators of one accelerator core, the other cores at their peers' speed
     r_arr, w_arr = np.asarray(ratios, float), np.asarray(weights, float)
+    t_arr, k_arr = np.asarray(types, dtype=object), np.asarray(cores, dtype=object)
     ok = np.isfinite(r_arr) & (w_arr > 0)
-    if ok.sum() >= UNIFORM_MIN_TYPES:
-        order = np.argsort(r_arr[ok])
-        rs, ws = r_arr[ok][order], w_arr[ok][order]
-        u_ratio = float(rs[np.searchsorted(np.cumsum(ws), ws.sum() / 2)])
-        near = np.abs(r_arr[ok] / u_ratio - 1.0) <= UNIFORM_TOLERANCE
-        u_share = float(w_arr[ok][near].sum() / w_arr[ok].sum())
-        near_types = {t for t, n_ok in zip(np.asarray(types)[ok], near, strict=True) if n_ok}
-        if (
-            u_ratio >= SLOWER_MIN_RATIO
-            and u_share >= UNIFORM_MIN_SHARE
-            and len(near_types) >= UNIFORM_MIN_TYPES
-        ):
-            by_kind["uniform"] = by_kind["slower"]
-            by_kind["slower"] = 0.0
+    u_ratio, u_share, u_ok = _uniform(r_arr[ok], w_arr[ok], t_arr[ok])
+    engine, e_ratio, o_ratio = "", float("nan"), float("nan")
+    if u_ok:
+        by_kind["uniform"] = by_kind["slower"]
+        by_kind["slower"] = 0.0
+    else:
+        for core in sorted({str(x) for x in k_arr[ok]}):
+            on = ok & (k_arr == core)
+            off = ok & (k_arr != core)
+            if not off.any():
+                continue
+            r_on, _, on_ok = _uniform(r_arr[on], w_arr[on], t_arr[on])
+            r_off, _, _ = _uniform(r_arr[off], w_arr[off], t_arr[off])
+            if on_ok and math.isfinite(r_off) and r_off < SLOWER_MIN_RATIO:
+                engine, e_ratio, o_ratio = core, r_on, r_off
+                slow_on = sum(
+                    o.delta_us for o in ops if o.kind == "slower" and o.core_culprit == core
+                )
+                by_kind["engine"] = slow_on
+                by_kind["slower"] = max(by_kind["slower"] - slow_on, 0.0)
+                break
     busy_c = float(c["duration_us"].sum()) / n_c
     busy_p = float(p["duration_us"].sum()) / n_p
     positive = {kd: v for kd, v in by_kind.items() if v > 0}
     verdict = max(positive, key=lambda kd: positive[kd]) if busy_c > busy_p and positive else "none"
-    top = next((o for o in ops if o.kind != "slower" or verdict != "uniform"), None)
+    top = next((o for o in ops if o.kind != "slower" or verdict not in ("uniform", "engine")), None)
     counters = _counters(c, p, top) if top is not None else {}
     varies = False
     if explicit and top is not None:
@@ -342,7 +359,34 @@ def device_account(
         counters=counters,
         peer_sample=len(p_ranks) if len(p_ranks) < len(all_peers) else 0,
         varies_by_unit=varies,
+        engine=engine,
+        engine_ratio=e_ratio,
+        other_ratio=o_ratio,
     )
+
+
+def _uniform(
+    ratios: np.ndarray, weights: np.ndarray, types: np.ndarray
+) -> tuple[float, float, bool]:
+    """(weighted median slowdown, share of the time within ``UNIFORM_TOLERANCE`` of it, uniform?).
+
+    Uniform: the median is ≥ ``SLOWER_MIN_RATIO``, ≥ ``UNIFORM_MIN_SHARE`` of the device time is
+    near it, over ≥ ``UNIFORM_MIN_TYPES`` op types. ``(nan, 0, False)`` with fewer types.
+    """
+    if len(ratios) < UNIFORM_MIN_TYPES:
+        return float("nan"), 0.0, False
+    order = np.argsort(ratios)
+    rs, ws = ratios[order], weights[order]
+    med = float(rs[min(np.searchsorted(np.cumsum(ws), ws.sum() / 2), len(rs) - 1)])
+    near = np.abs(ratios / med - 1.0) <= UNIFORM_TOLERANCE
+    share = float(weights[near].sum() / weights.sum())
+    near_types = {str(t) for t, n_ok in zip(types, near, strict=True) if n_ok}
+    ok = (
+        med >= SLOWER_MIN_RATIO
+        and share >= UNIFORM_MIN_SHARE
+        and len(near_types) >= UNIFORM_MIN_TYPES
+    )
+    return med, share, ok
 
 
 def _mean(s: pd.Series) -> float:
@@ -572,3 +616,89 @@ def job_account(profile: Profile, step_us_by_rank: pd.Series) -> JobAccount | No
             break
     main = next((i for i in items if i.what == "op_type" and MAIN_WORK.search(i.name)), None)
     return JobAccount(tuple(int(r) for r in units.index), tuple(items), hot, main)
+
+
+#: Idle before one operator explains a host stall when it holds at least this share of the
+#: culprit's extra device idle.
+IDLE_SPOT_MIN_SHARE = 0.4
+
+
+@dataclass(frozen=True)
+class IdleSpot:
+    """Where in the step a culprit's device idles more than its peers': before which operator.
+
+    Attributes:
+        op_type: Operator type launched right after the extra idle.
+        input_shapes: Its input shapes ('' when the export has none).
+        culprit_us: Idle before it per (step, rank) unit on the culprit, µs.
+        peer_us: The same on the peers, µs.
+        launches: Its launches per unit on the culprit.
+        share: ``(culprit_us - peer_us)`` / the culprit's extra idle before every operator.
+    """
+
+    op_type: str
+    input_shapes: str
+    culprit_us: float
+    peer_us: float
+    launches: float
+    share: float
+
+    @property
+    def delta_us(self) -> float:
+        """Extra idle before this operator per unit, µs."""
+        return self.culprit_us - self.peer_us
+
+
+def idle_before(
+    profile: Profile, ranks: Sequence[int], peers: Sequence[int], min_delta_us: float
+) -> IdleSpot | None:
+    """The operator the culprit's device waits longest before, against its peers in the same steps.
+
+    Each kernel's Wait Time is the device idle on its stream since the previous task ended
+    (``kernel_details.csv`` ``Wait Time(us)``): summed per (op type, input shapes) and per
+    (step, rank), the culprit's sums minus the peers' say where in the step the extra idle sits.
+
+    Args:
+        profile: The profile (reads ``kernels`` of ``ranks`` and up to ``PEER_SAMPLE`` peers).
+        ranks: Culprit ranks.
+        peers: Peer ranks (the culprit's ranks are removed).
+        min_delta_us: The culprit's extra idle per step (its Free excess, µs); the spot must hold
+            at least ``IDLE_SPOT_MIN_SHARE`` of it.
+
+    Returns:
+        The :class:`IdleSpot`, or ``None`` without Wait Time in the export or when no single
+        operator holds that share.
+    """
+    c_ranks = sorted({int(r) for r in ranks})
+    p_ranks = _sample([int(p) for p in peers if int(p) not in set(c_ranks)])
+    if not c_ranks or not p_ranks or min_delta_us <= 0:
+        return None
+    k = _compute_kernels(profile, [*c_ranks, *p_ranks])
+    if k.empty or "wait_us" not in k.columns:
+        return None
+    w = pd.to_numeric(k["wait_us"], errors="coerce")
+    if not w.notna().any():
+        return None
+    k = k.assign(wait_us=w.fillna(0.0))
+    k = k[k["step"] >= 0] if (k["step"] >= 0).any() else k
+    is_c = k["rank"].isin(c_ranks)
+    c, p = k[is_c], k[k["rank"].isin(p_ranks)]
+    if c.empty or p.empty:
+        return None
+    key = ["op_type", "input_shapes"]
+    n_c = c.groupby(["step", "rank"]).ngroups
+    n_p = p.groupby(["step", "rank"]).ngroups
+    a = c.groupby(key)["wait_us"].agg(["sum", "count"]) / [n_c, n_c]
+    b = p.groupby(key)["wait_us"].sum() / n_p
+    j = a.join(b.rename("peer"), how="left").fillna({"peer": 0.0})
+    j["delta"] = j["sum"] - j["peer"]
+    if j.empty:
+        return None
+    top_key, top = next(iter(j.sort_values("delta", ascending=False).iterrows()))
+    share = float(top["delta"]) / min_delta_us
+    if share < IDLE_SPOT_MIN_SHARE:
+        return None
+    op_type, shp = (str(x) for x in top_key)  # type: ignore[misc,attr-defined]
+    return IdleSpot(
+        op_type, shp, float(top["sum"]), float(top["peer"]), float(top["count"]), min(share, 1.0)
+    )

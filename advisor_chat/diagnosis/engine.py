@@ -599,6 +599,7 @@ def _diagnose(
     causes += R.rule_pipeline(ctx)
     causes += R.rule_slow_link(ctx)
     causes += R.rule_slow_node_links(ctx, causes)
+    causes += R.rule_transport_steps(ctx, causes)
     if len(ctx.ranks) >= R.MIN_RANKS:
         causes += R.rule_stragglers_and_events(ctx)
     causes = R.rule_attributed(ctx, causes)

@@ -101,6 +101,31 @@ def explain_device(
             BoundKind.ESTIMATE,
         )
         return Explanation(v, clause, clause_zh, rem, metrics=m, tags=("device_slow",))
+    if v == "engine":
+        r, core = acc.engine_ratio, acc.engine
+        m |= {"engine_ratio": r, "other_engines_ratio": acc.other_ratio}
+        clause = (
+            f"every operator {who} runs on {core} is about {r:.2f}x slower than on its peers "
+            f"(the same operators, shapes and launch counts), while its other operators run at "
+            f"{acc.other_ratio:.2f}x, {ms(extra)} more device time per step: one unit of the "
+            f"device is slower ({core}, which mostly runs memory-bound operators), not the work"
+        )
+        clause_zh = (
+            f"{who_zh}上在 {core} 上运行的算子都比同组慢约 {r:.2f} 倍（算子、shape、调用次数都相同），"
+            f"其余算子为 {acc.other_ratio:.2f} 倍，每步多 {ms(extra)} 设备时间：是设备的一个单元"
+            f"（{core}，主要运行访存密集型算子）变慢，而不是计算量变了"
+        )
+        rem = Remedy(
+            "action",
+            f"Check {who}'s NPU health (npu-smi info: health, HBM ECC errors and memory "
+            f"frequency, temperature) and run the device's memory-bandwidth test; reset or "
+            f"replace the device if it is degraded: only its {core} operators are slower.",
+            f"检查{who_zh}的 NPU 健康状态（npu-smi info：健康状态、HBM ECC 错误与显存频率、温度），"
+            f"并做该设备的显存带宽测试；若性能劣化则复位或更换该设备：只有其 {core} 上的算子变慢。",
+            gain_us,
+            BoundKind.ESTIMATE,
+        )
+        return Explanation(v, clause, clause_zh, rem, metrics=m, tags=("device_slow",))
     top = acc.top_of(v)
     if top is None:
         return None

@@ -9,7 +9,8 @@ the late rank's excess: that is the time they spend waiting for it.
 
 One module per mechanism: ``artifact``, ``pipeline``, ``slow_link``, ``stragglers`` (late ranks,
 groups, one-step events), ``attributed`` (culprits from the wait attribution), ``degradation``,
-``job`` (job idle, exposed communication, hotspot), ``regression``; shared thresholds and helpers
+``job`` (job idle, exposed communication, hotspot), ``network_steps`` (a transport slow on every
+link in some steps), ``regression``; shared thresholds and helpers
 in ``common``.
 """
 
@@ -53,6 +54,7 @@ from advisor_chat.diagnosis.rules.job import (
     rule_job_hotspot,
     rule_job_idle,
 )
+from advisor_chat.diagnosis.rules.network_steps import rule_transport_steps
 from advisor_chat.diagnosis.rules.pipeline import rule_pipeline
 from advisor_chat.diagnosis.rules.regression import rule_regression
 from advisor_chat.diagnosis.rules.slow_link import rule_slow_link, rule_slow_node_links
@@ -99,6 +101,7 @@ __all__ = [
     "rule_slow_link",
     "rule_slow_node_links",
     "rule_stragglers_and_events",
+    "rule_transport_steps",
     "spreads_text",
     "wait_victims",
 ]

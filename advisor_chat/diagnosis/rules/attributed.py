@@ -11,6 +11,8 @@ from advisor_chat.diagnosis.rules.common import (
     EVENT_MIN_STEPS,
     MIN_RANKS,
     PERSISTENT_STEP_SHARE,
+    STEADY_MIN_RATIO,
+    STEADY_MIN_SHARE,
     STRAGGLER_MIN_SHARE,
 )
 from advisor_chat.diagnosis.rules.stragglers import (
@@ -57,8 +59,9 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     causes = _units_over_ranks(ctx, attr, causes)
     covered = covered_ranks(ctx, causes)
     out: list[RootCause] = []
+    steps = sorted(int(s) for s in ctx.frame["step"].unique())
     for cc in attr.culprits:
-        if cc.cost_us_per_step < STRAGGLER_MIN_SHARE * ctx.step_us:
+        if cc.cost_us_per_step < _min_share(cc, steps) * ctx.step_us:
             continue
         if set(cc.unit.ranks) & covered or not set(cc.unit.ranks) <= set(ctx.ranks):
             continue
@@ -87,6 +90,24 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         covered |= set(cc.unit.ranks)
     out += _rotating(ctx, attr, covered, n_steps, causes)
     return causes + out
+
+
+def _min_share(cc: Any, steps: list[int]) -> float:
+    """The share of the median step a culprit must cost per step to become a cause.
+
+    ``STRAGGLER_MIN_SHARE`` (5%, the analyzers' threshold), or ``STEADY_MIN_SHARE`` (2%) for a
+    culprit late by a steady margin in every kept step (≥ ``EVENT_MIN_STEPS`` steps, each step's
+    cost ≥ ``STEADY_MIN_RATIO`` of the largest): a small straggler that costs the job the same
+    time in every step is real, and jitter does not do that.
+    """
+    costs = [cc.cost_us_by_step.get(s, 0.0) for s in steps]
+    if (
+        len(costs) >= EVENT_MIN_STEPS
+        and max(costs) > 0
+        and min(costs) >= STEADY_MIN_RATIO * max(costs)
+    ):
+        return STEADY_MIN_SHARE
+    return STRAGGLER_MIN_SHARE
 
 
 #: Rank-level mechanisms a unit culprit (node, group, stage) takes over.

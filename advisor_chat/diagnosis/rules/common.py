@@ -41,6 +41,14 @@ EVENT_MIN_STEPS = 3
 STRAGGLER_MIN_SHARE = 0.05
 
 
+#: A culprit the wait attribution finds late by a steady amount in every step (each step's cost
+#: ≥ half the largest) is material from this share of the median step: noise does not arrive
+#: last by the same margin step after step, so steadiness stands in for the 5% size threshold.
+STEADY_MIN_SHARE = 0.02
+#: Smallest step cost / largest step cost for a culprit to count as steady.
+STEADY_MIN_RATIO = 0.5
+
+
 #: Slow group: the gap between the two clusters of own time (share of the median step) ...
 GROUP_MIN_GAP_SHARE = 0.03
 

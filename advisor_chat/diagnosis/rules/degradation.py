@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from advisor_chat.analyzers.base import Category
 from advisor_chat.diagnosis.context import Context, ranks_label
 from advisor_chat.diagnosis.rules.common import _severity
@@ -19,7 +21,9 @@ def rule_degradation(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
 
     Rule: a ``step_trend.degradation`` finding (robust slope × steps ≥ the analyzer's threshold).
     When its ranks are exactly one existing rank cause's culprit, that cause becomes a DEGRADATION
-    cause of the rank (same victims); otherwise one job-level DEGRADATION cause with the finding's
+    cause of the rank (same victims); when they are the one rank of a step-events cause (a rank
+    slow from some step on), the finding joins that cause as its symptom (one fault, one cause);
+    otherwise one job-level DEGRADATION cause with the finding's
     gain (estimate: last steps back to the first steps' time). Returns the updated cause list.
     """
     out = list(causes)
@@ -29,6 +33,15 @@ def rule_degradation(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         ctx.claimed.add(f.id)
         growth = float(f.metrics.get("growth_ratio", f.metrics.get("median_growth_ratio", 0.0)))
         for i, c in enumerate(out):
+            if c.culprit.kind == "steps" and set(c.culprit.ranks) == set(f.ranks):
+                # the same rank late in the last steps: an onset the events cause already
+                # states (one fault, one cause); the trend is its symptom
+                out[i] = dataclasses.replace(
+                    c,
+                    findings=(*c.findings, f),
+                    symptom_tags=(*c.symptom_tags, "step_degradation"),
+                )
+                break
             if c.culprit.kind == "rank" and set(c.culprit.ranks) == set(f.ranks):
                 rl, rl_zh = c.culprit.label, c.culprit.label_zh
                 out[i] = RootCause(

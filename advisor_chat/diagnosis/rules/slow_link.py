@@ -10,6 +10,7 @@ import numpy as np
 from advisor_chat.analyzers.base import Category, FindingKind
 from advisor_chat.diagnosis.context import Context
 from advisor_chat.diagnosis.rules.common import VICTIM_MIN_SHARE, _claim, _severity
+from advisor_chat.diagnosis.rules.network_steps import link_steps
 from advisor_chat.diagnosis.text import ms, share_of
 from advisor_chat.diagnosis.types import (
     BoundKind,
@@ -33,6 +34,7 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
     Source: ``comm_matrix`` (communication_matrix.json) and ``step_trace``.
     """
     out = []
+    flaps: dict[str, tuple[str, str]] = {}
     for f in ctx.finding("slow_link.slow_link."):
         if f.kind is not FindingKind.SLOW_LINK:
             continue
@@ -85,6 +87,9 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
                 or x.id.startswith("cluster_breakdown.communication.wait_spread")
             ),
         )
+        flap = _intermittent(ctx, src, dst, transport)
+        if flap:
+            flaps[f"cause.slow_link.{src}_{dst}_{transport.lower()}"] = (flap[0], flap[1])
         out.append(
             RootCause(
                 id=f"cause.slow_link.{src}_{dst}_{transport.lower()}",
@@ -104,17 +109,21 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
                     f"median of {med:.1f} GB/s for {transport}; the extra transit time costs "
                     f"{ms(extra)} per step, and every rank of its collectives waits for it "
                     f"(ranks {src} and {dst} sit on the slow link; their own Computing and Free are normal)."
+                    + (" " + flap[0] if flap else "")
                 ),
                 summary_zh=(
                     f"慢链路：{transport} 链路 {src}→{dst} 带宽只有 {bw:.1f} GB/s，同类链路中位数为 "
                     f"{med:.1f} GB/s；多出的传输时间每步 {ms(extra)}，同一集合通信中的所有卡都在等它"
                     f"（{src}号卡和{dst}号卡位于这条慢链路上，其自身计算与空闲时间正常）。"
+                    + (flap[1] if flap else "")
                 ),
                 metrics={
                     "bandwidth_gbps": float(bw),
                     "median_gbps": float(med),
                     "transit_excess_us": extra,
+                    **(flap[2] if flap else {}),
                 },
+                steps=tuple(flap[3]) if flap else (),
                 findings=claimed,
                 gain_us=extra,
                 bound=BoundKind.ESTIMATE,
@@ -131,9 +140,17 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
                     Remedy(
                         "check",
                         f"Run hccn_tool link, optical and statistics checks on the devices of ranks "
-                        f"{src} and {dst}, and an HCCL test between them.",
-                        f"在{src}号卡和{dst}号卡所在设备上用 hccn_tool 检查链路、光模块和统计信息，"
-                        "并在两者之间跑一次 HCCL 测试。",
+                        f"{src} and {dst}"
+                        + (
+                            " (link up/down history and error counters: it is slow only in some "
+                            "steps)"
+                            if flap
+                            else ""
+                        )
+                        + ", and an HCCL test between them.",
+                        f"在{src}号卡和{dst}号卡所在设备上用 hccn_tool 检查链路、光模块和统计信息"
+                        + ("（链路 up/down 历史与错误计数：它只在部分步变慢）" if flap else "")
+                        + "，并在两者之间跑一次 HCCL 测试。",
                     ),
                 ),
                 symptom_tags=(
@@ -144,16 +161,46 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
                 own=own,
             )
         )
-    return _one_cause_per_link(out)
+    return _one_cause_per_link(out, flaps)
 
 
-def _one_cause_per_link(causes: list[RootCause]) -> list[RootCause]:
+def _intermittent(
+    ctx: Context, src: int, dst: int, transport: str
+) -> tuple[str, str, dict[str, float], list[int]] | None:
+    """The clause for a link slow in some steps only (``None`` when it is slow throughout)."""
+    got = link_steps(ctx, src, dst, transport)
+    if got is None:
+        return None
+    steps, bw_slow, bw_fine = got
+    st = ", ".join(str(x) for x in steps)
+    en = (
+        f"It is slow in step{'s' if len(steps) > 1 else ''} {st} only ({bw_slow:.1f} GB/s there, "
+        f"{bw_fine:.1f} GB/s in the other steps): an intermittent fault (a flapping port or optical "
+        "module, retransmissions), not a link that is slow by construction."
+    )
+    zh = (
+        f"它只在第 {st} 步变慢（这些步 {bw_slow:.1f} GB/s，其他步 {bw_fine:.1f} GB/s）：是间歇性故障"
+        "（端口或光模块时断时续、重传），而不是一条一直慢的链路。"
+    )
+    return (
+        en,
+        zh,
+        {"bandwidth_gbps_slow_steps": bw_slow, "bandwidth_gbps_other_steps": bw_fine},
+        steps,
+    )
+
+
+def _one_cause_per_link(
+    causes: list[RootCause], flaps: dict[str, tuple[str, str]] | None = None
+) -> list[RootCause]:
     """Both directions of one physical link are one cause, its cost counted once.
 
     The two directions of a link carry their transfers at the same time within a collective, so
     the job loses the larger of the two directions' transit excess, not their sum. The merged
-    cause keeps the slower direction's numbers and names both bandwidths.
+    cause keeps the slower direction's numbers and names both bandwidths (and, from ``flaps``,
+    ``{cause id: (en, zh)}``, the slower direction's intermittent-fault clause).
     """
+    flaps = flaps or {}
     by_link: dict[tuple[int, int, str], list[RootCause]] = defaultdict(list)
     for c in causes:
         a, b = c.culprit.link or (0, 0)
@@ -175,12 +222,12 @@ def _one_cause_per_link(causes: list[RootCause]) -> list[RootCause]:
             f"{ms(extra)} per step, counted once because both directions transfer at the same "
             f"time, and every rank of its collectives waits for it (ranks {a} and {b} sit on the "
             "slow link; their own Computing and Free are normal)."
-        )
+        ) + (" " + flaps[top.id][0] if top.id in flaps else "")
         summary_zh = (
             f"慢链路：{t} 链路 {a}↔{b} 两个方向都慢（{bw1:.1f} 和 {bw2:.1f} GB/s，同类链路中位数为 "
             f"{med:.1f} GB/s）；多出的传输时间每步 {ms(extra)}（两个方向同时传输，只计一次），"
             f"同一集合通信中的所有卡都在等它（{a}号卡和{b}号卡位于这条慢链路上，其自身计算与空闲时间正常）。"
-        )
+        ) + (flaps[top.id][1] if top.id in flaps else "")
         out.append(
             dataclasses.replace(
                 top,

@@ -11,7 +11,7 @@ import pandas as pd
 
 from advisor_chat.analyzers.base import Category, FindingKind
 from advisor_chat.diagnosis.context import Context, ranks_label
-from advisor_chat.diagnosis.decompose import device_account
+from advisor_chat.diagnosis.decompose import device_account, idle_before
 from advisor_chat.diagnosis.evidence import Explanation, explain_device
 from advisor_chat.diagnosis.rules.common import (
     EVENT_MIN_STEPS,
@@ -109,6 +109,19 @@ def _rank_cause(
             what = f"its device idles (Free) {ms(tot)} more than its peers{scope}"
             what_zh = f"{scope_zh}其设备空闲时间（Free）比同组多 {ms(tot)}"
         measured = host_measured(ctx, rank)
+        spot = idle_before(ctx.profile, [rank], peers, free_ex)
+        spot_txt = spot_zh = ""
+        if spot is not None:
+            op_shape = spot.op_type + (f" [{spot.input_shapes}]" if spot.input_shapes else "")
+            spot_txt = (
+                f"; {pct(spot.share)} of it sits right before {op_shape} ({ms(spot.culprit_us)} "
+                f"per step of idle before its {spot.launches:g} launches vs {ms(spot.peer_us)} on "
+                "its peers), so its host is late to launch that operator"
+            )
+            spot_zh = (
+                f"；其中 {pct(spot.share)} 集中在 {op_shape} 之前（其 {spot.launches:g} 次启动前每步共空闲 "
+                f"{ms(spot.culprit_us)}，同组为 {ms(spot.peer_us)}），即主机启动该算子晚了"
+            )
         if arrival_measured(ctx, rank):
             late = "it arrives late at the collectives"
             late_zh = "它较晚到达集合通信"
@@ -117,23 +130,23 @@ def _rank_cause(
             late_zh = "按各步时间推断它较晚到达集合通信（没有哪个集合通信显示它最后到达）"
         if measured or gc:
             summary = (
-                f"Host stall on {rl}: {what}, waiting for its host; {late} and "
+                f"Host stall on {rl}: {what}, waiting for its host{spot_txt}; {late} and "
                 f"{len(victims)} rank(s) wait {ms(wait_mean)} per step for it." + alone
             )
             summary_zh = (
-                f"{rl_zh}主机侧阻塞：{what_zh}，设备在等主机；{late_zh}，"
+                f"{rl_zh}主机侧阻塞：{what_zh}，设备在等主机{spot_zh}；{late_zh}，"
                 f"{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}。" + alone_zh
             )
         else:
             # Free alone: the device idles, but why is not measured (no host launch delays)
             summary = (
-                f"Device idle (Free) on {rl}: {what}; host launch delays are not measured in "
+                f"Device idle (Free) on {rl}: {what}{spot_txt}; host launch delays are not measured in "
                 "this data, so possible causes are a host-side stall (per-step synchronization, "
                 f"logging, checkpoint, data loading) or waiting for input; {late} and "
                 f"{len(victims)} rank(s) wait {ms(wait_mean)} per step for it." + alone
             )
             summary_zh = (
-                f"{rl_zh}设备空闲（Free）：{what_zh}；数据中没有主机下发时延，无法确定原因，"
+                f"{rl_zh}设备空闲（Free）：{what_zh}{spot_zh}；数据中没有主机下发时延，无法确定原因，"
                 f"可能是主机侧阻塞（每步同步、日志、保存检查点、数据加载）或在等输入；{late_zh}，"
                 f"{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}。" + alone_zh
             )
@@ -145,6 +158,17 @@ def _rank_cause(
             a_zh = (
                 f"消除{rl_zh}上的 Python 垃圾回收停顿：模型初始化后调用 gc.freeze()，"
                 "并按固定步数间隔调用 gc.collect()（或在训练步内 gc.disable()）。"
+            )
+        elif spot is not None:
+            a_txt = (
+                f"Find what {rl}'s host does right before it launches {spot.op_type} (a memory "
+                "allocation or free, a synchronization such as .item()/.cpu(), Python work on "
+                "that path) and take it out of the step: preallocate or reuse the buffers, make "
+                "it asynchronous, or move it after the step."
+            )
+            a_zh = (
+                f"找出{rl_zh}的主机在启动 {spot.op_type} 之前做了什么（申请或释放显存、.item()/.cpu() "
+                "这类同步、该路径上的 Python 计算），并移出训练步：预分配或复用缓冲区、改为异步，或挪到步结束之后。"
             )
         elif measured:
             a_txt = (
@@ -905,11 +929,20 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
         if host
         else explain_device(
             device_account(ctx.profile, [(e.step, e.rank) for e in events], ctx.ranks),
-            "the late rank of each step",
-            "每步较晚的卡",
+            "the late rank of each step" if len(ranks) > 1 else f"rank {ranks[0]}",
+            "每步较晚的卡" if len(ranks) > 1 else f"{ranks[0]}号卡",
             per_step,
         )
     )
+    all_steps = sorted(int(x) for x in f["step"].unique())
+    # one rank late in several steps: in which steps, and whether it stays slow from one step on
+    onset = (
+        len(ranks) == 1
+        and len(steps) >= 2
+        and list(steps) == all_steps[all_steps.index(steps[0]) :]
+        and steps[0] != all_steps[0]
+    )
+    steps_txt = ", ".join(str(x) for x in steps)
     kind = "host stalls (device Free)" if host else "compute spikes"
     kind_zh = "主机侧阻塞（设备空闲）" if host else "计算时间突增"
     most = len(steps) > n_steps / 2
@@ -1002,24 +1035,38 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
     if hung is not None:
         summary = summary.rstrip(".") + "; " + hung[0] + "."
         summary_zh = summary_zh.rstrip("。") + "；" + hung[1] + "。"
-    if ex is not None:
-        lead = (
-            "The slowest rank changes from step to step because its work does: "
-            if len(ranks) > 1
-            else f"Rank {ranks[0]} computes more in step {steps[0]}: "
-        )
-        lead_zh = (
-            "每步最慢的卡都不同，因为各卡每步的计算量不同："
-            if len(ranks) > 1
-            else f"{ranks[0]}号卡在第 {steps[0]} 步计算更多："
-        )
+    if ex is not None and len(ranks) > 1:
         summary = (
-            f"{lead}in each (step, rank) = {pair_txt} {ex.clause}{clean_txt}; no rank is slow "
-            "on average, the others wait for the late one in each step."
+            f"The slowest rank changes from step to step because its work does: in each (step, "
+            f"rank) = {pair_txt} {ex.clause}{clean_txt}; no rank is slow on average, the others "
+            "wait for the late one in each step."
         )
         summary_zh = (
-            f"{lead_zh}在（步, 卡）= {pair_txt} 中，{ex.clause_zh}{clean_zh}；平均来看没有哪张卡是慢卡，"
-            "其他卡在每步等待最晚的那张。"
+            f"每步最慢的卡都不同，因为各卡每步的计算量不同：在（步, 卡）= {pair_txt} 中，{ex.clause_zh}"
+            f"{clean_zh}；平均来看没有哪张卡是慢卡，其他卡在每步等待最晚的那张。"
+        )
+        first = ex.remedy
+    elif ex is not None:
+        r0 = ranks[0]
+        slower = ex.kind in ("uniform", "engine", "slower")
+        verb, verb_zh = ("is slower", "变慢") if slower else ("computes more", "计算更多")
+        when = (
+            f"from step {steps[0]} on (the last {len(steps)} of {n_steps} steps)"
+            if onset
+            else f"in step{'s' if len(steps) > 1 else ''} {steps_txt} only"
+        )
+        when_zh = (
+            f"从第 {steps[0]} 步起（共 {n_steps} 步中的最后 {len(steps)} 步）"
+            if onset
+            else f"仅在第 {steps_txt} 步"
+        )
+        summary = (
+            f"Rank {r0} {verb} {when}: {ex.clause}{clean_txt}; the other ranks wait for it in "
+            f"those steps{', and it stays slow to the end of the capture' if onset else ''}."
+        )
+        summary_zh = (
+            f"{r0}号卡{when_zh}{verb_zh}：{ex.clause_zh}{clean_zh}；这些步里其他卡都在等它"
+            f"{'，且直到采集结束都没有恢复' if onset else ''}。"
         )
         first = ex.remedy
     return RootCause(
@@ -1031,9 +1078,13 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             ranks=ranks,
             events=pairs,
             label=f"{len(pairs)} one-step events"
+            if len(ranks) > 1
+            else f"rank {ranks[0]} in steps {steps_txt}"
             if len(pairs) > 1
             else f"step {pairs[0][0]} on rank {pairs[0][1]}",
             label_zh=f"{len(pairs)} 次单步事件"
+            if len(ranks) > 1
+            else f"第 {steps_txt} 步的{ranks[0]}号卡"
             if len(pairs) > 1
             else f"第 {pairs[0][0]} 步的{pairs[0][1]}号卡",
         ),

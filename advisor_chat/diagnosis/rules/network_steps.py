@@ -1,0 +1,215 @@
+"""Network-by-step rule: a transport slower on (nearly) every link in some steps only.
+
+The slow_link analyzer compares links with each other over the whole capture, so a slowdown
+that hits every link of a transport at once (congestion in the fabric, another job's traffic on
+the same switches, storage traffic over the same NICs) in some steps leaves no slow link: each
+link is as slow as its peers. Read per step, it is plain: the transport's median bandwidth
+drops in those steps and nearly every link drops with it. The same per-step reading tells a link
+that is slow in some steps only (a flapping port) from one that is always slow
+(:func:`link_steps`).
+
+Source: ``comm_matrix`` (``communication_matrix.json`` / ``analysis.db`` CommAnalyzerMatrix),
+one row per (step, collective, link); ``step_trace`` for the step times.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from advisor_chat.analyzers.base import Category
+from advisor_chat.diagnosis.context import Context
+from advisor_chat.diagnosis.rules.common import EVENT_MIN_STEPS, _severity
+from advisor_chat.diagnosis.text import ms, pct
+from advisor_chat.diagnosis.types import BoundKind, Culprit, Mechanism, Remedy, RootCause
+
+#: A step is slow for a transport when its median link bandwidth is below this share of the
+#: transport's median over the steps (the slow_link analyzer's 0.6x rule, read per step).
+STEP_BW_RATIO = 0.6
+#: ... and at least this share of the transport's links are below that line in the step
+#: (job-wide: not one link, not one node).
+STEP_LINKS_SHARE = 0.8
+#: Transports between devices (LOCAL is a rank's copy to itself).
+TRANSPORTS = ("RDMA", "HCCS", "SIO", "PCIE")
+
+
+def _per_link_step(ctx: Context) -> pd.DataFrame:
+    """Bandwidth per (transport, step, src, dst): Σ size / Σ time over the step's collectives."""
+    if not ctx.profile.has("comm_matrix"):
+        return pd.DataFrame()
+    m = ctx.profile.get("comm_matrix")
+    need = {"step", "src_rank", "dst_rank", "transport", "transit_size_mb", "transit_time_ms"}
+    if m.empty or not need <= set(m.columns):
+        return pd.DataFrame()
+    m = m[
+        m["transport"].astype(str).str.upper().isin(TRANSPORTS) & (m["src_rank"] != m["dst_rank"])
+    ]
+    m = m[(m["transit_time_ms"] > 0) & (m["transit_size_mb"] > 0)]
+    if m.empty:
+        return pd.DataFrame()
+    g = (
+        m.assign(transport=m["transport"].astype(str).str.upper())
+        .groupby(["transport", "step", "src_rank", "dst_rank"])[
+            ["transit_size_mb", "transit_time_ms"]
+        ]
+        .sum()
+    )
+    # MB / ms = GB/s (decimal, as the exports use)
+    g["bandwidth_gbps"] = g["transit_size_mb"] / g["transit_time_ms"]
+    return g.reset_index()
+
+
+def link_steps(
+    ctx: Context, src: int, dst: int, transport: str
+) -> tuple[list[int], float, float] | None:
+    """Steps in which one link is slow, when it is slow in some steps only.
+
+    Returns ``(slow steps, its bandwidth in them, its bandwidth in the others)`` (GB/s) when the
+    link runs below ``STEP_BW_RATIO`` of its transport's per-step median in some steps and at
+    ≥ 0.8× it in at least one other; ``None`` when it is slow throughout (or without per-step data).
+    """
+    t = _per_link_step(ctx)
+    if t.empty:
+        return None
+    t = t[t["transport"] == transport.upper()]
+    med = t.groupby("step")["bandwidth_gbps"].median()
+    mine = t[(t["src_rank"] == src) & (t["dst_rank"] == dst)].set_index("step")
+    if len(mine) < EVENT_MIN_STEPS:
+        return None
+    ratio = mine["bandwidth_gbps"] / med.reindex(mine.index)
+    slow = ratio < STEP_BW_RATIO
+    fine = ratio >= 0.8
+    if not slow.any() or not fine.any():
+        return None
+    size = mine["transit_size_mb"]
+    time = mine["transit_time_ms"]
+    return (
+        [int(s) for s in mine.index[slow.to_numpy()]],
+        float(size[slow].sum() / time[slow].sum()),
+        float(size[~slow].sum() / time[~slow].sum()),
+    )
+
+
+def rule_transport_steps(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """A transport slower on nearly every link in some steps: one job-level network cause.
+
+    Rule: per transport, the median link bandwidth of each step; steps whose median is below
+    ``STEP_BW_RATIO`` × the transport's median over the steps, with ≥ ``STEP_LINKS_SHARE`` of the
+    transport's links below that line, while at least one step is not; ≥ ``EVENT_MIN_STEPS``
+    steps. Culprit: the transport in those steps (job level; no rank, node or link is to blame,
+    since every link slows at once). Victims: every rank. Cost: the hit steps' median step time
+    minus the other steps', summed over the hit steps, per captured step (estimate). Not raised
+    for a transport whose slow links another cause already blames.
+    """
+    t = _per_link_step(ctx)
+    if t.empty or ctx.frame.empty:
+        return []
+    blamed = {c.culprit.transport for c in causes if c.mechanism == Mechanism.SLOW_LINK}
+    step_time = ctx.frame.groupby("step")["step_us"].median()
+    n_steps = max(int(ctx.frame["step"].nunique()), 1)
+    out: list[RootCause] = []
+    for tr, lk in t.groupby("transport"):
+        tr = str(tr)
+        by_step = lk.groupby("step")["bandwidth_gbps"].median()
+        if len(by_step) < EVENT_MIN_STEPS or tr in blamed:
+            continue
+        ref = float(by_step.median())
+        low = by_step[by_step < STEP_BW_RATIO * ref]
+        if low.empty or len(low) == len(by_step):
+            continue
+        hit = [
+            int(s)
+            for s in low.index
+            if (lk[lk["step"] == s]["bandwidth_gbps"] < STEP_BW_RATIO * ref).mean()
+            >= STEP_LINKS_SHARE
+        ]
+        if not hit:
+            continue
+        clean = [s for s in by_step.index if int(s) not in hit]
+        in_hit = lk[lk["step"].isin(hit)]
+        in_clean = lk[lk["step"].isin(clean)]
+        bw_hit = float(in_hit["transit_size_mb"].sum() / in_hit["transit_time_ms"].sum())
+        bw_clean = float(in_clean["transit_size_mb"].sum() / in_clean["transit_time_ms"].sum())
+        share_links = float((in_hit["bandwidth_gbps"] < STEP_BW_RATIO * ref).mean())
+        st_hit = step_time.reindex(hit).dropna()
+        st_clean = step_time.reindex(clean).dropna()
+        if st_hit.empty or st_clean.empty:
+            continue
+        lost = float((st_hit - st_clean.median()).clip(lower=0.0).sum())
+        cost = lost / n_steps
+        if not math.isfinite(cost) or cost <= 0:
+            continue
+        steps_txt = ", ".join(str(s) for s in hit)
+        label = f"every {tr} link in step{'s' if len(hit) > 1 else ''} {steps_txt}"
+        label_zh = f"第 {steps_txt} 步的所有 {tr} 链路"
+        out.append(
+            RootCause(
+                id=f"cause.slow_transport.{tr.lower()}",
+                mechanism=Mechanism.SLOW_LINK,
+                category=Category.COMMUNICATION,
+                culprit=Culprit(kind="job", ranks=(), transport=tr, label=label, label_zh=label_zh),
+                victims=(),
+                summary=(
+                    f"Every rank slows down in step{'s' if len(hit) > 1 else ''} {steps_txt} "
+                    f"because the {tr} network does, on every link at once: its links run at "
+                    f"{bw_hit:.1f} GB/s there "
+                    f"against {bw_clean:.1f} GB/s in the other steps ({pct(share_links)} of the "
+                    f"{tr} links of those steps below {STEP_BW_RATIO:g}x); no rank, node or link "
+                    "is to blame, the fabric they share is (congestion, other traffic on the same "
+                    f"switches or NICs). Those steps take {ms(float(st_hit.median()))} against "
+                    f"{ms(float(st_clean.median()))}, {ms(cost)} per step on average."
+                ),
+                summary_zh=(
+                    f"所有卡都在第 {steps_txt} 步变慢，因为 {tr} 网络在这些步所有链路同时变慢：链路带宽为 "
+                    f"{bw_hit:.1f} GB/s，其他步为 {bw_clean:.1f} GB/s（这些步中 {pct(share_links)} 的 {tr} 链路低于 "
+                    f"{STEP_BW_RATIO:g} 倍）；不是某张卡、某个节点或某条链路的问题，而是它们共用的网络"
+                    f"（拥塞、同一交换机或网卡上的其他流量）。这些步耗时 {ms(float(st_hit.median()))}，其他步为 "
+                    f"{ms(float(st_clean.median()))}，平均每步多 {ms(cost)}。"
+                ),
+                metrics={
+                    "bandwidth_gbps": bw_hit,
+                    "median_gbps": bw_clean,
+                    "slow_links_share": share_links,
+                    "hit_step_us": float(st_hit.median()),
+                    "clean_step_us": float(st_clean.median()),
+                    "steps_hit_count": float(len(hit)),
+                    "explained_us_per_step": cost,
+                },
+                findings=(),
+                steps=tuple(hit),
+                gain_us=cost,
+                bound=BoundKind.ESTIMATE,
+                remedies=(
+                    Remedy(
+                        "action",
+                        f"Find what else loads the {tr} fabric in those steps and separate it from "
+                        "the training traffic: other jobs on the same switches, checkpoint or "
+                        "storage traffic over the same NICs; check the switches' congestion "
+                        "counters (PFC pause frames, ECN marks, drops) for those times and the "
+                        "traffic class / QoS of the HCCL traffic.",
+                        f"找出这些步里还有什么在占用 {tr} 网络，并与训练流量隔离：同一交换机上的其他作业、"
+                        "经同一网卡的检查点或存储流量；查看这些时刻交换机的拥塞计数（PFC 暂停帧、ECN 标记、丢包），"
+                        "以及 HCCL 流量的优先级 / QoS 配置。",
+                        cost,
+                        BoundKind.ESTIMATE,
+                    ),
+                    Remedy(
+                        "check",
+                        "Match the slow steps' timestamps with the cluster's network monitoring "
+                        "and the other jobs' schedules.",
+                        "把慢步的时间戳与集群网络监控、其他作业的调度时间对照。",
+                    ),
+                ),
+                symptom_tags=(
+                    "slow_link",
+                    "step_jitter",
+                    "rdma_low_bandwidth" if tr == "RDMA" else "hccs_low_bandwidth",
+                ),
+                severity=_severity(cost, ctx.step_us),
+            )
+        )
+    return out
+
+
+__all__ = ["STEP_BW_RATIO", "STEP_LINKS_SHARE", "link_steps", "rule_transport_steps"]
