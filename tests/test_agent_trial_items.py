@@ -206,6 +206,10 @@ def test_item5_fix_first_is_the_actionable_cause_with_the_largest_gain() -> None
     # equal gains keep the report's order
     same = dataclasses.replace(job, gain_us=110_000.0, remedies=first.remedies)
     assert pj.fix_first(_diag(first, same), False).lines[0].startswith("Fix rank 12 first")
+    # a fault is fixed before an optimization of the working job unless that gains >= 2x more
+    near = act(COMM_JOB, 200_000.0)
+    assert pj.fix_first(_diag(first, near), False).lines[0].startswith("Fix rank 12 first")
+    assert pj.OPTIMIZATION_LEAD * 110_000.0 > 200_000.0 and 256_000.0 > pj.OPTIMIZATION_LEAD * 110_000.0
 
 
 def test_fix_first_late_ranks_in_layers_follow_the_report_order() -> None:

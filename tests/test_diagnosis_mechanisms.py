@@ -426,3 +426,123 @@ def test_a_group_slowed_by_its_own_transfers_is_a_communication_cause() -> None:
     assert c.metrics["excess_us"] == pytest.approx(12 * MS, rel=0.02)
     assert "transferring data in their own collectives" in c.summary
     assert {v.rank for v in c.victims} == {0, 1, 2, 3}
+
+
+# -- development kinds (issue 22, generalization_dev): engine, idle spot, network by step ----------
+def test_engine_slowdown_is_one_core_not_the_whole_device() -> None:
+    """Every AI_VECTOR_CORE operator 1.9x slower on rank 2, the AI_CORE MatMul at peer speed."""
+    ranks, steps = list(range(6)), [1, 2, 3]
+    slow = [(*x[:4], x[4] * (1.9 if x[3] == "AI_VECTOR_CORE" else 1.0), x[5]) for x in BASE]
+    p = make_profile({"kernels": kernel_rows(ranks, steps, {2: slow}, BASE)})
+    acc = device_account(p, [(-1, 2)], ranks)
+    assert acc is not None and acc.verdict == "engine" and acc.engine == "AI_VECTOR_CORE"
+    assert acc.engine_ratio == pytest.approx(1.9, rel=1e-6)
+    assert acc.other_ratio == pytest.approx(1.0, rel=1e-6)
+    vec = sum(x[4] * x[5] for x in BASE if x[3] == "AI_VECTOR_CORE")
+    assert acc.by_kind["engine"] == pytest.approx(0.9 * vec, rel=1e-6)
+    # the same slowdown on every core is the whole device, not one engine
+    allslow = [(*x[:4], x[4] * 1.9, x[5]) for x in BASE]
+    p2 = make_profile({"kernels": kernel_rows(ranks, steps, {2: allslow}, BASE)})
+    acc2 = device_account(p2, [(-1, 2)], ranks)
+    assert acc2 is not None and acc2.verdict == "uniform" and acc2.engine == ""
+
+
+def test_idle_before_one_operator_locates_a_host_stall() -> None:
+    """Rank 3's device waits 2 ms before each of its 4 LayerNorm launches; elsewhere 1 µs gaps."""
+    from advisor_chat.diagnosis.decompose import idle_before
+
+    ranks, steps = list(range(6)), [1, 2, 3]
+    k = kernel_rows(ranks, steps, {}, BASE)
+    for row in k:
+        if row["rank"] == 3 and row["op_type"] == "LayerNorm":
+            row["wait_us"] = 2000.0
+    p = make_profile({"kernels": k})
+    spot = idle_before(p, [3], ranks, min_delta_us=8 * MS)
+    assert spot is not None and spot.op_type == "LayerNorm" and spot.launches == 4
+    assert spot.delta_us == pytest.approx(4 * (2000.0 - 1.0), rel=1e-9)
+    assert spot.share == pytest.approx(4 * 1999.0 / (8 * MS), rel=1e-9)
+    # an idle spread over the step (no operator holds 40% of the extra idle): no spot
+    assert idle_before(p, [3], ranks, min_delta_us=40 * MS) is None
+    # an export without Wait Time says nothing
+    for row in k:
+        row["wait_us"] = None
+    assert idle_before(make_profile({"kernels": k}), [3], ranks, min_delta_us=8 * MS) is None
+
+
+def _ring(n: int, steps: list[int], gbps: Any) -> list[dict[str, Any]]:
+    """comm_matrix rows of a RDMA ring, 100 MB per link per step at ``gbps(step, src, dst)``."""
+    out = []
+    for s in steps:
+        for r in range(n):
+            dst = (r + 1) % n
+            bw = gbps(s, r, dst)
+            out.append(
+                {
+                    "group": "g",
+                    "step": s,
+                    "op_name": f"hcom_allReduce_{s}",
+                    "src_rank": r,
+                    "dst_rank": dst,
+                    "transport": "RDMA",
+                    "transit_size_mb": 100.0,
+                    "transit_time_ms": 100.0 / bw,
+                    "bandwidth_gbps": bw,
+                }
+            )
+    return out
+
+
+def test_network_slow_on_every_link_in_some_steps_is_one_job_cause() -> None:
+    from test_diagnosis_rules import rows
+
+    from advisor_chat.diagnosis import Mechanism, diagnose
+
+    n, steps = 8, [1, 2, 3, 4, 5]
+    hit = {2, 4}  # every link at 8 GB/s in steps 2 and 4, 20 GB/s otherwise
+    mx = _ring(n, steps, lambda s, a, b: 8.0 if s in hit else 20.0)
+    # every rank waits 7.5 ms more in those steps (12.5 - 5 ms of transit)
+    st = rows(n, len(steps), delta={(None, s): {"comm": 7.5 * MS} for s in hit})
+    d = diagnose(make_profile({"step_trace": st, "comm_matrix": mx}))
+    net = [c for c in d.causes if c.id == "cause.slow_transport.rdma"]
+    assert len(net) == 1
+    c = net[0]
+    assert c.mechanism is Mechanism.SLOW_LINK and c.culprit.kind == "job" and c.steps == (2, 4)
+    assert c.metrics["bandwidth_gbps"] == pytest.approx(8.0) and c.metrics["median_gbps"] == 20.0
+    assert c.gain_us == pytest.approx(2 * 7.5 * MS / len(steps))
+    assert not [x for x in d.causes if x.culprit.link is not None]  # no single link is blamed
+    assert c.summary.startswith("Every rank slows down in steps 2, 4")
+
+
+def test_a_link_slow_in_some_steps_only_is_called_intermittent() -> None:
+    from test_diagnosis_rules import rows
+
+    from advisor_chat.diagnosis import Mechanism, diagnose
+
+    n, steps = 8, [1, 2, 3, 4, 5]
+    mx = _ring(n, steps, lambda s, a, b: 2.0 if (a, s) in {(3, 2), (3, 5)} else 20.0)
+    st = rows(n, len(steps), delta={(None, None): {"comm": 20 * MS}})
+    d = diagnose(make_profile({"step_trace": st, "comm_matrix": mx}))
+    link = next(c for c in d.causes if c.mechanism is Mechanism.SLOW_LINK)
+    assert link.culprit.link == (3, 4) and link.steps == (2, 5)
+    assert link.metrics["bandwidth_gbps_slow_steps"] == pytest.approx(2.0)
+    assert link.metrics["bandwidth_gbps_other_steps"] == pytest.approx(20.0)
+    assert "slow in steps 2, 5 only" in link.summary and "只在第 2, 5 步变慢" in link.summary_zh
+
+
+def test_a_steady_small_straggler_is_a_cause_and_jitter_is_not() -> None:
+    """A rank late by 2.5% of the step at every collective of every step is named; the same
+    total lateness in one step only (not steady) stays under the 5% size threshold."""
+    from test_diagnosis_rules import rows
+
+    from advisor_chat.diagnosis import diagnose
+
+    n, steps = 8, [1, 2, 3]
+    late = 2.875 * MS / 4  # 2.5% of the 115 ms step per step, spread over its 4 collectives
+    steady = late_everywhere([5], steps, late)
+    st = rows(n, len(steps), delta={(5, None): {"computing": 2.875 * MS}})
+    d = diagnose(make_profile({"step_trace": st, "comm_ops": comm_rows(n, steps, steady)}))
+    assert any(c.culprit.ranks == (5,) for c in d.causes), [c.id for c in d.causes]
+    once = {(2, i, 5): 3 * late for i in range(4)}  # the same per-step average, one step only
+    st1 = rows(n, len(steps), delta={(5, 2): {"computing": 3 * 2.875 * MS}})
+    d1 = diagnose(make_profile({"step_trace": st1, "comm_ops": comm_rows(n, steps, once)}))
+    assert not any(c.culprit.ranks == (5,) and c.culprit.kind == "rank" for c in d1.causes)

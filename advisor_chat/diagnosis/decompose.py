@@ -323,8 +323,8 @@ def device_account(
             if not off.any():
                 continue
             r_on, _, on_ok = _uniform(r_arr[on], w_arr[on], t_arr[on])
-            r_off, _, _ = _uniform(r_arr[off], w_arr[off], t_arr[off])
-            if on_ok and math.isfinite(r_off) and r_off < SLOWER_MIN_RATIO:
+            r_off = _wmedian(r_arr[off], w_arr[off])
+            if on_ok and r_off < SLOWER_MIN_RATIO:
                 engine, e_ratio, o_ratio = core, r_on, r_off
                 slow_on = sum(
                     o.delta_us for o in ops if o.kind == "slower" and o.core_culprit == core
@@ -365,6 +365,15 @@ def device_account(
     )
 
 
+def _wmedian(values: np.ndarray, weights: np.ndarray) -> float:
+    """Weighted median of ``values`` (``nan`` when empty)."""
+    if len(values) == 0:
+        return float("nan")
+    order = np.argsort(values)
+    vs, ws = values[order], weights[order]
+    return float(vs[min(np.searchsorted(np.cumsum(ws), ws.sum() / 2), len(vs) - 1)])
+
+
 def _uniform(
     ratios: np.ndarray, weights: np.ndarray, types: np.ndarray
 ) -> tuple[float, float, bool]:
@@ -375,9 +384,7 @@ def _uniform(
     """
     if len(ratios) < UNIFORM_MIN_TYPES:
         return float("nan"), 0.0, False
-    order = np.argsort(ratios)
-    rs, ws = ratios[order], weights[order]
-    med = float(rs[min(np.searchsorted(np.cumsum(ws), ws.sum() / 2), len(rs) - 1)])
+    med = _wmedian(ratios, weights)
     near = np.abs(ratios / med - 1.0) <= UNIFORM_TOLERANCE
     share = float(weights[near].sum() / weights.sum())
     near_types = {str(t) for t, n_ok in zip(types, near, strict=True) if n_ok}
