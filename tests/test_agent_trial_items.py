@@ -209,7 +209,10 @@ def test_item5_fix_first_is_the_actionable_cause_with_the_largest_gain() -> None
     # a fault is fixed before an optimization of the working job unless that gains >= 2x more
     near = act(COMM_JOB, 200_000.0)
     assert pj.fix_first(_diag(first, near), False).lines[0].startswith("Fix rank 12 first")
-    assert pj.OPTIMIZATION_LEAD * 110_000.0 > 200_000.0 and 256_000.0 > pj.OPTIMIZATION_LEAD * 110_000.0
+    assert (
+        pj.OPTIMIZATION_LEAD * 110_000.0 > 200_000.0
+        and pj.OPTIMIZATION_LEAD * 110_000.0 < 256_000.0
+    )
 
 
 def test_fix_first_late_ranks_in_layers_follow_the_report_order() -> None:
