@@ -3,8 +3,8 @@
 Iterates ``advisor_chat.synth.SCENARIOS`` (none skipped but the generalization kinds of
 ``advisor_chat.synth.scenarios_faults``: those are measured by the generalization benchmark,
 ``evals/datasets/generalization.yaml``, and half of them are held out, so no test the diagnosis is
-tuned against may name them; and the development kinds of ``advisor_chat.synth.scenarios_dev``,
-measured by ``evals/datasets/generalization_dev.yaml``): each scenario's ``answer_key.json`` must hold a ``root_cause`` object (docs/CONTRACTS.md, "Scenarios and answer keys"); a scenario
+tuned against may name them; the development kinds of ``advisor_chat.synth.scenarios_dev`` are
+tune data and are checked here): each scenario's ``answer_key.json`` must hold a ``root_cause`` object (docs/CONTRACTS.md, "Scenarios and answer keys"); a scenario
 without one fails with a clear message. Expected values come from the generator's answer key
 (known by construction), never from the diagnosis.
 """
@@ -23,7 +23,6 @@ from advisor_chat.ingest import load_profile
 from advisor_chat.reporting import render_markdown, run_report, to_json
 from advisor_chat.symptoms import SYMPTOM_TAGS
 from advisor_chat.synth import SCENARIOS
-from advisor_chat.synth.scenarios_dev import DEV_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
 
 CASES = Path(__file__).resolve().parents[1] / "knowledge" / "cases"
@@ -42,7 +41,7 @@ def _key(folder: Path) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    "name", [s for s in SCENARIOS if s not in FAULT_KINDS and s not in DEV_KINDS]
+    "name", [s for s in SCENARIOS if s not in FAULT_KINDS]
 )
 def test_report_names_the_planted_root_cause_first(scenario, name: str) -> None:
     folder = scenario(name)

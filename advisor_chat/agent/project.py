@@ -1323,6 +1323,29 @@ def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
         if set(asked) & set(d.excluded_steps):
             p.lines.append(excluded_line(d, zh))
             return p
+        # a cause scoped to some steps that include the asked ones (a rank slow from a step on,
+        # the network slow in some steps, an intermittent link)
+        scoped = next(
+            (c for c in _real(d) if c.steps and set(c.steps) & set(asked)),
+            None,
+        )
+        if scoped is not None:
+            p.add_cause(scoped)
+            p.plot_ranks = _culprit_ranks(scoped)[:8]
+            lab, text = label(scoped.culprit, zh), summary(scoped, zh)
+            if text.lower().startswith(lab.lower()):  # "rank 9 is slower from step 13 on ..."
+                p.lines.append(
+                    f"step {st} 慢是因为{text.rstrip('。')}。"
+                    if zh
+                    else f"Step {st} is slow because {_lower_first(text).rstrip('.')}."
+                )
+            else:
+                p.lines.append(
+                    f"step {st} 慢在{lab}：{text.rstrip('。')}。"
+                    if zh
+                    else f"Step {st} is slow because of {lab}: {_lower_first(text).rstrip('.')}."
+                )
+            return p
         p.lines.append(
             f"step {st} 没有单独的事件。" if zh else f"Step {st} has no event of its own."
         )

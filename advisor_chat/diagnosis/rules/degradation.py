@@ -21,8 +21,9 @@ def rule_degradation(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
 
     Rule: a ``step_trend.degradation`` finding (robust slope × steps ≥ the analyzer's threshold).
     When its ranks are exactly one existing rank cause's culprit, that cause becomes a DEGRADATION
-    cause of the rank (same victims); when they are the one rank of a step-events cause (a rank
-    slow from some step on), the finding joins that cause as its symptom (one fault, one cause);
+    cause of the rank (same victims); when they are the one rank of a step-events cause or of a
+    rank slow from some step on (``onset_step``), the finding joins that cause as its symptom
+    (one fault, one cause);
     otherwise one job-level DEGRADATION cause with the finding's
     gain (estimate: last steps back to the first steps' time). Returns the updated cause list.
     """
@@ -33,7 +34,9 @@ def rule_degradation(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         ctx.claimed.add(f.id)
         growth = float(f.metrics.get("growth_ratio", f.metrics.get("median_growth_ratio", 0.0)))
         for i, c in enumerate(out):
-            if c.culprit.kind == "steps" and set(c.culprit.ranks) == set(f.ranks):
+            if (c.culprit.kind == "steps" or "onset_step" in c.metrics) and set(
+                c.culprit.ranks
+            ) == set(f.ranks):
                 # the same rank late in the last steps: an onset the events cause already
                 # states (one fault, one cause); the trend is its symptom
                 out[i] = dataclasses.replace(

@@ -21,8 +21,15 @@ import pandas as pd
 from advisor_chat.analyzers.base import Category
 from advisor_chat.diagnosis.context import Context
 from advisor_chat.diagnosis.rules.common import EVENT_MIN_STEPS, _severity
-from advisor_chat.diagnosis.text import ms, pct
-from advisor_chat.diagnosis.types import BoundKind, Culprit, Mechanism, Remedy, RootCause
+from advisor_chat.diagnosis.text import ms, pct, share_of
+from advisor_chat.diagnosis.types import (
+    BoundKind,
+    Culprit,
+    Impact,
+    Mechanism,
+    Remedy,
+    RootCause,
+)
 
 #: A step is slow for a transport when its median link bandwidth is below this share of the
 #: transport's median over the steps (the slow_link analyzer's 0.6x rule, read per step).
@@ -141,6 +148,11 @@ def rule_transport_steps(ctx: Context, causes: list[RootCause]) -> list[RootCaus
         if not math.isfinite(cost) or cost <= 0:
             continue
         steps_txt = ", ".join(str(s) for s in hit)
+        # every rank waits for the slower transfers in those steps: its share of the lost time
+        victims = tuple(
+            Impact(int(r), cost, share_of(cost, ctx.val(int(r), "step_us")), "collective_wait")
+            for r in ctx.ranks
+        )
         label = f"every {tr} link in step{'s' if len(hit) > 1 else ''} {steps_txt}"
         label_zh = f"第 {steps_txt} 步的所有 {tr} 链路"
         out.append(
@@ -149,7 +161,7 @@ def rule_transport_steps(ctx: Context, causes: list[RootCause]) -> list[RootCaus
                 mechanism=Mechanism.SLOW_LINK,
                 category=Category.COMMUNICATION,
                 culprit=Culprit(kind="job", ranks=(), transport=tr, label=label, label_zh=label_zh),
-                victims=(),
+                victims=victims,
                 summary=(
                     f"Every rank slows down in step{'s' if len(hit) > 1 else ''} {steps_txt} "
                     f"because the {tr} network does, on every link at once: its links run at "

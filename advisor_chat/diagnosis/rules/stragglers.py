@@ -1069,21 +1069,35 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             f"{'，且直到采集结束都没有恢复' if onset else ''}。"
         )
         first = ex.remedy
+    # one rank slow from a step to the end of the capture is a straggler since that step (an
+    # onset: throttling, a degraded device, a leak that saturates), not a series of events
     return RootCause(
-        id="cause.step_events",
-        mechanism=Mechanism.STEP_EVENTS,
+        id=(
+            f"cause.{'host_stall' if host else 'compute_straggler'}.r{ranks[0]}"
+            if onset
+            else "cause.step_events"
+        ),
+        mechanism=(
+            (Mechanism.HOST_STALL if host else Mechanism.COMPUTE_STRAGGLER)
+            if onset
+            else Mechanism.STEP_EVENTS
+        ),
         category=Category.SCHEDULING if host else Category.COMPUTE,
         culprit=Culprit(
-            kind="steps",
+            kind="rank" if onset else "steps",
             ranks=ranks,
             events=pairs,
             label=f"{len(pairs)} one-step events"
             if len(ranks) > 1
+            else f"rank {ranks[0]}"
+            if onset
             else f"rank {ranks[0]} in steps {steps_txt}"
             if len(pairs) > 1
             else f"step {pairs[0][0]} on rank {pairs[0][1]}",
             label_zh=f"{len(pairs)} 次单步事件"
             if len(ranks) > 1
+            else f"{ranks[0]}号卡"
+            if onset
             else f"第 {steps_txt} 步的{ranks[0]}号卡"
             if len(pairs) > 1
             else f"第 {pairs[0][0]} 步的{pairs[0][1]}号卡",
@@ -1099,6 +1113,7 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             "hit_step_us": slow_step,
             "explained_us_per_step": per_step,
             **(hung[2] if hung is not None else {}),
+            **({"onset_step": float(steps[0])} if onset else {}),
         },
         findings=findings,
         steps=steps,
