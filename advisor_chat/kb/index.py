@@ -26,13 +26,13 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor_chat.config import Settings, load_settings
-from advisor_chat.errors import InputError
+from advisor_chat.errors import ConfigError, InputError
 from advisor_chat.kb.cases import Case, knowledge_dir, load_cases
 from advisor_chat.offline import ensure_offline_env
 
@@ -161,6 +161,52 @@ _CLIENT_LOCK = threading.RLock()
 _CLIENTS: dict[Path, Any] = {}
 #: Serialises builds and reads of one index path inside this process.
 INDEX_LOCK = threading.RLock()
+#: How long a process waits for another one's build of the same index (s).
+INDEX_LOCK_TIMEOUT_S = 600.0
+_FILE_LOCKS: dict[Path, Any] = {}
+
+
+@contextlib.contextmanager
+def index_lock(index_dir: Path) -> Iterator[None]:
+    """Hold the index of ``index_dir`` against other threads and other processes.
+
+    :data:`INDEX_LOCK` orders the threads of this process; a file lock (``filelock``) next to the
+    index folder (``.<name>.lock`` in its parent, so that deleting a damaged index does not
+    delete the lock) orders processes that share one ``ADVISOR_HOME`` (the CLI, the page, a
+    notebook, CI jobs): a build, a reset and every Chroma read run one at a time, so no process
+    sees another one's half-built collection. Re-entrant in one thread.
+
+    Raises:
+        ConfigError: The lock cannot be taken within :data:`INDEX_LOCK_TIMEOUT_S` (another
+            process holds it) or its file cannot be created (a read-only ``ADVISOR_HOME``).
+    """
+    from filelock import FileLock, Timeout
+
+    key = index_dir.resolve()
+    with INDEX_LOCK:
+        lock = _FILE_LOCKS.get(key)
+        if lock is None:
+            lock = _FILE_LOCKS[key] = FileLock(
+                key.parent / f".{key.name}.lock", timeout=INDEX_LOCK_TIMEOUT_S, thread_local=False
+            )
+        try:
+            key.parent.mkdir(parents=True, exist_ok=True)
+            lock.acquire()
+        except Timeout as exc:
+            raise ConfigError(
+                f"the case index at {key} is being built by another process (waited "
+                f"{INDEX_LOCK_TIMEOUT_S:.0f} s): wait for it to finish, or delete "
+                f"{lock.lock_file} if no advisor-chat process is running"
+            ) from exc
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot create the case index lock next to {key}: {exc.strerror or exc}; "
+                "point ADVISOR_HOME at a writable folder"
+            ) from exc
+        try:
+            yield
+        finally:
+            lock.release()
 
 
 def get_client(index_dir: Path) -> Any:
@@ -522,7 +568,7 @@ def build_index(
     cases = load_cases(root)  # (1) raises InputError naming the file before any index change
     report = BuildReport(model=embedding_model_id(), index_dir=str(settings.index_dir))
     index_dir = settings.index_dir
-    with INDEX_LOCK:
+    with index_lock(index_dir):
         try:  # (2)
             state = _read_state(index_dir, force)
         except InputError:

@@ -39,9 +39,9 @@ from advisor_chat.errors import InputError, ToolArgumentError
 from advisor_chat.kb.cases import SAFE_LOADER, Case, knowledge_dir, load_cases
 from advisor_chat.kb.index import (
     EMBEDDER,
-    INDEX_LOCK,
     build_index,
     get_collection,
+    index_lock,
     read_snapshot,
     reset_index,
     snapshot_is_current,
@@ -305,7 +305,7 @@ def ensure_index(settings: Settings, root: Path) -> None:
     key = (settings.index_dir.resolve(), root.resolve(), tuple(c.content_hash for c in cases))
     if key in _READY and settings.index_dir.exists():
         return
-    with INDEX_LOCK:
+    with index_lock(settings.index_dir):  # another process may be building it: wait, re-check
         if key in _READY and settings.index_dir.exists():
             return
         if not snapshot_is_current(settings.index_dir, cases):
@@ -341,7 +341,7 @@ def _vector_scores(
     qv = EMBEDDER.query(query).tolist()
 
     def ask() -> Any:
-        with INDEX_LOCK:
+        with index_lock(settings.index_dir):
             col = get_collection(settings.index_dir)
             n = col.count()
             if n == 0:
@@ -353,7 +353,7 @@ def _vector_scores(
     try:
         res = ask()
     except Exception as exc:  # any failure of the (rebuildable) index
-        with INDEX_LOCK:
+        with index_lock(settings.index_dir):
             reset_index(settings.index_dir, f"{type(exc).__name__}: {exc}")
             _READY.clear()
             build_index(settings, knowledge=root)
