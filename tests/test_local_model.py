@@ -247,7 +247,7 @@ def test_guarded_advisor_with_fake_server_falls_back_and_close_stops_it(fake) ->
     assert "tools" not in req and "Facts:" in req["messages"][-1]["content"]
     # grounded prose (numbers copied from the facts) is accepted
     facts = req["messages"][-1]["content"]
-    extra = f"{EXTRA_FREE_US / 1000:.2f} ms"  # planted: rank 3 has 4.20 ms more Free per step
+    extra = f"{EXTRA_FREE_US / 1000:.1f} ms"  # planted: rank 3 has 4.2 ms more Free per step
     assert extra in facts
     reply.write_text(f"Rank 3 has {extra} more Free per step.", encoding="utf-8")
     ans2 = adv.ask("why is rank 3 slow?")

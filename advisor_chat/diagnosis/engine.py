@@ -38,6 +38,7 @@ from advisor_chat.diagnosis.types import (
     Remedy,
     RootCause,
 )
+from advisor_chat.diagnosis.validity import check_step_trace, empty_steps
 from advisor_chat.ingest.profile import Profile
 
 if TYPE_CHECKING:
@@ -583,18 +584,8 @@ def _left_out(profile: Profile) -> tuple[str, str]:
     return " ".join(en_parts), "".join(zh_parts)
 
 
-def _diagnose(
-    profile: Profile, results: dict[str, AnalyzerResult] | None, baseline: Profile | None
-) -> Diagnosis:
-    pairs, art_metrics = R.detect_artifact_steps(profile)
-    excluded = sorted({s for s, _ in pairs})
-    kept = profile
-    if excluded:
-        kept = keep_steps(profile, set(excluded))
-        results = _run(kept, baseline)
-    elif results is None:
-        results = _run(profile, baseline)
-    ctx = build_context(kept, results)
+def _blame(ctx: Context) -> list[RootCause]:
+    """Every blame rule over ``ctx``, ranked by what each cause costs (before findings attach)."""
     causes: list[RootCause] = []
     causes += R.rule_pipeline(ctx)
     causes += R.rule_slow_link(ctx)
@@ -608,7 +599,26 @@ def _diagnose(
     causes += R.rule_job_idle(ctx, causes)
     causes += R.rule_exposed_communication(ctx, causes)
     causes += R.rule_job_hotspot(ctx, causes)
-    causes = _rank(_with_cost(ctx, causes))
+    return _rank(_with_cost(ctx, causes))
+
+
+def _diagnose(
+    profile: Profile, results: dict[str, AnalyzerResult] | None, baseline: Profile | None
+) -> Diagnosis:
+    pairs, art_metrics = R.detect_artifact_steps(profile)
+    excluded = sorted({s for s, _ in pairs})
+    # steps the profiler did not measure (zero or negative step time): left out, and said so
+    empty = [s for s in empty_steps(profile) if s not in excluded]
+    kept = profile
+    if excluded or empty:
+        kept = keep_steps(profile, set(excluded) | set(empty))
+        results = _run(kept, baseline)
+    elif results is None:
+        results = _run(profile, baseline)
+    ctx = build_context(kept, results)
+    # numbers that could not be read, or a rank in another unit: no comparison is sound
+    invalid = check_step_trace(kept)
+    causes = _blame(ctx) if invalid is None else []
     causes, other = _attach(ctx, causes)
 
     notes: list[str] = []
@@ -620,7 +630,18 @@ def _diagnose(
         if not ctx.frame.empty and "step" in ctx.frame.columns
         else 0
     )
-    if ctx.per_rank.empty:
+    if invalid is not None:
+        nes = dataclasses.replace(
+            _not_enough_signal(
+                ctx,
+                invalid.reason,
+                invalid.reason_zh,
+                "a step trace whose numbers are read, in one unit for every rank",
+                "数字可读、各卡单位一致的步骤时间数据",
+            ),
+            id=f"cause.not_enough_signal.{invalid.code}",
+        )
+    elif ctx.per_rank.empty:
         nes = _not_enough_signal(
             ctx,
             "there is no step trace (Computing / Communication / Free per rank and step)",
@@ -732,6 +753,19 @@ def _diagnose(
         notes.append(f"{len(high)} high finding(s) under no root cause: {ids}")
         notes_zh.append(f"{len(high)} 条高严重度发现未归入任何根因：{ids}")
     left_out, left_out_zh = _left_out(profile)
+    if empty:
+        st = ", ".join(str(x) for x in empty)
+        where = profile.cite("step_trace")
+        left_out = (
+            f"Step{'s' if len(empty) > 1 else ''} {st} left out: a step time of 0 (or less) on "
+            f"some rank in {where}, a step the profiler did not measure. " + left_out
+        ).strip()
+        left_out_zh = (
+            f"第 {st} 步未纳入分析：{where} 中有卡的该步耗时为 0（或负数），是未被采集到的步。"
+            + left_out_zh
+        )
+        notes.append(f"step(s) {st} excluded: zero step time (not measured)")
+        notes_zh.append(f"第 {st} 步已排除：步骤耗时为 0（未采集）")
     top = final[0] if final else None
     headline = top.summary if top is not None else "Nothing stands out."
     headline_zh = top.summary_zh if top is not None else "没有发现明显问题。"

@@ -73,7 +73,8 @@ def load_doc(path: Path) -> Any:
 
 
 CACHE_VERSION = (
-    "ingest-v7"  # v7: env vars a job records in its own metadata join meta.env; v6: JSON documents
+    "ingest-v8"  # v8: numbers with thousands separators / a decimal comma are read; v7: env vars a
+    # job records in its own metadata join meta.env; v6: JSON documents
     # zstd-compressed; v5: ctime in the key, shapes, categoricals
 )
 

@@ -291,7 +291,16 @@ def num(series: Any, index: Any = None) -> Any:
             return math.nan
         return np.full(len(index), np.nan)
     if isinstance(series, list):
-        return np.fromiter((_flt(v) for v in series), dtype="float64", count=len(series))
+        arr = np.fromiter((_flt(v) for v in series), dtype="float64", count=len(series))
+        unread = [
+            i
+            for i, v in enumerate(series)
+            if isinstance(v, str) and math.isnan(arr[i]) and v.strip()
+        ]
+        if unread:
+            raw = pd.Series([series[i].strip().strip('"').strip() for i in unread], dtype=object)
+            arr[unread] = _locale_numbers(raw).to_numpy(dtype="float64")
+        return arr
     if series.dtype.kind in "fiub":
         return series.astype("float64")
     try:
@@ -301,7 +310,39 @@ def num(series: Any, index: Any = None) -> Any:
     s = series.astype(object).map(
         lambda v: v.strip().strip('"').strip() if isinstance(v, str) else v
     )
-    return pd.to_numeric(s, errors="coerce").astype("float64")
+    out = pd.to_numeric(s, errors="coerce").astype("float64")
+    bad = out.isna() & s.map(lambda v: isinstance(v, str) and v not in ("", "N/A", "NA", "nan"))
+    if bad.any():
+        out = out.where(~bad, _locale_numbers(s[bad]))
+    return out
+
+
+# numbers written with a locale's separators (a spreadsheet round trip): "1,234.5", "1,234,567"
+# (thousands separators) and "65132,238" (a decimal comma) are unambiguous; "1,234" alone is
+# read by the convention the column's other values show, else left unread (NaN)
+_THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+_DECIMAL_COMMA = re.compile(r"^-?\d+,\d+$")
+
+
+def _locale_numbers(values: pd.Series) -> pd.Series:
+    """Values with thousands separators or a decimal comma as float64 (NaN when ambiguous)."""
+    thousands = values.str.match(_THOUSANDS) & (
+        values.str.contains(".", regex=False) | (values.str.count(",") > 1)
+    )
+    decimal = values.str.match(_DECIMAL_COMMA) & ~values.str.match(_THOUSANDS)
+    ambiguous = values.str.match(_THOUSANDS) & ~thousands & ~decimal
+    if thousands.any() and decimal.any():  # both conventions in one column: read neither
+        return pd.Series(np.nan, index=values.index, dtype="float64")
+    as_thousands = thousands | (ambiguous & bool(thousands.any()))
+    as_decimal = decimal | (ambiguous & bool(decimal.any()))
+    out = pd.Series(np.nan, index=values.index, dtype="float64")
+    out[as_thousands] = pd.to_numeric(
+        values[as_thousands].str.replace(",", "", regex=False), errors="coerce"
+    )
+    out[as_decimal] = pd.to_numeric(
+        values[as_decimal].str.replace(",", ".", regex=False), errors="coerce"
+    )
+    return out
 
 
 def clean_str(series: Any, index: Any = None) -> Any:
