@@ -40,9 +40,7 @@ def _key(folder: Path) -> dict[str, Any]:
     return key
 
 
-@pytest.mark.parametrize(
-    "name", [s for s in SCENARIOS if s not in FAULT_KINDS]
-)
+@pytest.mark.parametrize("name", [s for s in SCENARIOS if s not in FAULT_KINDS])
 def test_report_names_the_planted_root_cause_first(scenario, name: str) -> None:
     folder = scenario(name)
     key = _key(folder)
