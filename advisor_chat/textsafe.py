@@ -55,9 +55,13 @@ _ANSI = re.compile(
     """,
     re.VERBOSE | re.DOTALL,
 )
-# C0 and C1 controls except tab/newline (handled by the caller's ``newlines``), DEL, and the
-# Unicode bidi controls that can make a terminal or page show text in a misleading order.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# C0 and C1 controls except tab/newline (handled by the caller's ``newlines``), DEL, the
+# Unicode bidi controls that can make a terminal or page show text in a misleading order, and
+# the invisible zero-width characters (ZWSP, ZWNJ, ZWJ, word joiner, BOM) that make two names that
+# look the same differ.
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]"
+)
 _NEWLINES = re.compile(r"[\t\r\n\u2028\u2029\x85]+")
 # Markdown characters that can start something live anywhere in a line (emphasis, links, images,
 # code, tables, strikethrough, math, escapes); ``<``, ``>`` and ``&`` become HTML entities

@@ -205,3 +205,18 @@ def test_one_unreadable_rank_is_left_out_but_nothing_readable_is_an_error(tmp_pa
     msg = str(ei.value)
     assert "nothing in" in msg and str(only) in msg and "Left out" not in msg
     assert str(only) in _cli_error(tmp_path / "one").replace("\n", "")
+
+
+def test_a_device_or_a_fifo_as_the_path_is_named_for_what_it_is(tmp_path) -> None:
+    """Not "permission denied ... chmod -R a+rX /dev" (wrong cause, risky advice)."""
+    import os
+
+    from advisor_chat.errors import InputError
+    from advisor_chat.ingest import load_profile
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for path, kind in ((Path("/dev/zero"), "is a device"), (fifo, "is a named pipe (FIFO)")):
+        with pytest.raises(InputError) as ei:
+            load_profile(path, progress=False)
+        assert kind in str(ei.value) and "chmod" not in str(ei.value), str(ei.value)

@@ -150,3 +150,9 @@ def test_md_text_line_start_constructs_stay_text(s: str) -> None:
 
 def test_md_text_keeps_paths_readable() -> None:
     assert md_text("/data/prof/job-42/rank.0.json") == "/data/prof/job-42/rank.0.json"
+
+
+def test_zero_width_characters_are_removed() -> None:
+    from advisor_chat.textsafe import clean
+
+    assert clean("Mat\u200bMul\u200d\u2060V2\ufeff") == "MatMulV2"

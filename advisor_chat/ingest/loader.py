@@ -20,6 +20,7 @@ import concurrent.futures as cf
 import gc
 import multiprocessing
 import os
+import stat
 import sys
 import threading
 import time
@@ -319,6 +320,23 @@ def check_root(path: str | Path) -> Path:
             path=root,
             remedy="Pass the folder that holds the *_ascend_pt / *_ascend_ms rank folders, a PROF_* "
             "folder or a cluster_analysis_output/ folder (unzip archives first)",
+        )
+    if not root.is_dir():  # a FIFO, a device, a socket: not something to read profiles from
+        mode = root.stat().st_mode
+        kind = (
+            "a named pipe (FIFO)"
+            if stat.S_ISFIFO(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "not a regular folder"
+        )
+        raise InputError(
+            f"{root} is {kind}, not a profiling folder",
+            path=root,
+            remedy="Pass the folder that holds the *_ascend_pt / *_ascend_ms rank folders, a PROF_* "
+            "folder or a cluster_analysis_output/ folder",
         )
     if not os.access(root, os.R_OK | os.X_OK):
         raise unreadable(root / ".")
