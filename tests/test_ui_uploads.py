@@ -236,3 +236,29 @@ def test_upload_refusal_names_the_zip_not_server_folders(tmp_path: Path, monkeyp
     assert not stored.parent.exists() and cache.is_dir()
     assert list(ctl.upload_root.iterdir()) == []
     ctl.close()
+
+
+def test_a_file_and_a_folder_of_one_name_are_refused_cleanly(tmp_path: Path, dest: Path):
+    archive = _zip(tmp_path / "dup.zip", {"prof/a": b"x", "prof/a/b.csv": b"y"})
+    with pytest.raises(InputError, match="has the name of another member"):
+        extract_zip(archive, dest, LIMITS)
+    assert _leftovers(dest) == []
+
+
+def test_an_unsupported_compression_method_is_refused_cleanly(tmp_path: Path, dest: Path):
+    archive = _zip(tmp_path / "m.zip", {"prof/a.csv": b"x" * 100}, compression=zipfile.ZIP_STORED)
+    raw = bytearray(archive.read_bytes())
+    for sig, off in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):  # method field, local + central
+        at = raw.find(sig)
+        struct.pack_into("<H", raw, at + off, 99)  # AES / unknown method id
+    archive.write_bytes(bytes(raw))
+    with pytest.raises(InputError, match="compression method"):
+        extract_zip(archive, dest, LIMITS)
+    assert _leftovers(dest) == []
+
+
+def test_a_name_longer_than_255_bytes_is_refused_cleanly(tmp_path: Path, dest: Path):
+    archive = _zip(tmp_path / "long.zip", {"prof/" + "n" * 256 + ".csv": b"x"})
+    with pytest.raises(InputError, match="longer than 255 bytes"):
+        extract_zip(archive, dest, LIMITS)
+    assert _leftovers(dest) == []

@@ -106,6 +106,13 @@ def _member_parts(name: str, archive: Path) -> tuple[str, ...]:
             path=archive,
             remedy=_REMEDY,
         )
+    if any(len(p.encode("utf-8", "surrogatepass")) > 255 for p in parts):
+        raise InputError(
+            f"zip member {_shown(name)} has a file or folder name longer than 255 bytes, which "
+            "no Linux file system can store",
+            path=archive,
+            remedy="Shorten the name and zip the folder again",
+        )
     return parts
 
 
@@ -235,12 +242,12 @@ def _extract_all(zf: zipfile.ZipFile, archive: Path, dest: Path, budget: int) ->
                 path=archive,
                 remedy=_REMEDY,
             )
-        if info.is_dir():
-            os.makedirs(target, mode=0o700, exist_ok=True)
-            continue
-        os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
         member_written = 0
         try:
+            if info.is_dir():
+                os.makedirs(target, mode=0o700, exist_ok=True)
+                continue
+            os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
             with zf.open(info) as src, open(target, "xb") as dst:
                 while chunk := src.read(_CHUNK):
                     member_written += len(chunk)
@@ -252,6 +259,20 @@ def _extract_all(zf: zipfile.ZipFile, archive: Path, dest: Path, budget: int) ->
                             remedy=_REMEDY,
                         )
                     dst.write(chunk)
+        except FileExistsError:
+            raise InputError(
+                f"zip member {_shown(info.filename)} has the name of another member (a file and "
+                "a folder, or two files, with one name)",
+                path=archive,
+                remedy=_REMEDY,
+            ) from None
+        except NotImplementedError:  # a compression method zipfile cannot read
+            raise InputError(
+                f"zip member {_shown(info.filename)} uses a compression method this reader does "
+                "not support",
+                path=archive,
+                remedy="Zip the folder again with the standard (deflate) method, e.g. `zip -r`",
+            ) from None
         except (zipfile.BadZipFile, zlib.error, OSError, EOFError) as exc:
             raise InputError(
                 # strerror only: str(exc) of an OSError holds the server-side target path
