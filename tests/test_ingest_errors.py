@@ -220,3 +220,45 @@ def test_a_device_or_a_fifo_as_the_path_is_named_for_what_it_is(tmp_path) -> Non
         with pytest.raises(InputError) as ei:
             load_profile(path, progress=False)
         assert kind in str(ei.value) and "chmod" not in str(ei.value), str(ei.value)
+
+
+def test_absurd_rank_ids_and_world_sizes_are_refused_before_anything_is_sized(
+    scenario, tmp_path
+) -> None:
+    """A rank id of 10^9 and a world size of 10^12 (1.27 GB allocated, then a traceback, before):
+    refused with warnings, in bounded memory (the load runs under a 3 GB address-space limit)."""
+    import json
+    import resource
+    import shutil
+    import subprocess
+    import sys
+
+    src = scenario("healthy", ranks=4)
+    prof = tmp_path / "p"
+    shutil.copytree(src, prof)
+    first = sorted(prof.glob("*_ascend_pt"))[0]
+    (first / "profiler_info_0.json").rename(first / "profiler_info_1000000000.json")
+    for meta in prof.glob("*_ascend_pt/profiler_metadata.json"):
+        d = json.loads(meta.read_text())
+        d.setdefault("distributed_args", {})["world_size"] = 10**12
+        meta.write_text(json.dumps(d))
+    code = (
+        "import json, sys; from advisor_chat.ingest import load_profile; "
+        "p = load_profile(sys.argv[1], progress=False, use_cache=False); "
+        "print(json.dumps([sorted(p.ranks), sorted(w.code for w in p.warnings)]))"
+    )
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(prof)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limit,
+    )
+    assert out.returncode == 0, out.stderr[-1500:]
+    ranks, codes = json.loads(out.stdout.strip().splitlines()[-1])
+    assert ranks == [0, 1, 2, 3]  # the folder got a rank by order, none was sized from 10^9
+    assert "invalid_rank_id" in codes and "world_size_invalid" in codes

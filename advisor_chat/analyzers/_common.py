@@ -10,6 +10,7 @@ import pandas as pd
 
 from advisor_chat.analyzers.base import Severity
 from advisor_chat.errors import ToolArgumentError
+from advisor_chat.ingest.common import plausible_world
 from advisor_chat.ingest.profile import Profile
 
 #: ``kernels.accelerator_core`` values of communication (HCCL) tasks: ``HCCL`` up to 2025-01,
@@ -472,7 +473,9 @@ def missing_ranks(profile: Profile) -> list[int]:
             out.update(int(r) for r in w.ranks)
     meta = profile.get("meta")
     if not out and not meta.empty and "world_size" in meta and meta["world_size"].notna().any():
-        out = set(range(int(meta["world_size"].max()))) - set(profile.ranks)
+        ws = float(meta["world_size"].max())
+        if plausible_world(ws):  # a world size no cluster has is never sized from
+            out = set(range(int(ws))) - set(profile.ranks)
     return sorted(out - set(profile.ranks))
 
 

@@ -14,6 +14,7 @@ from advisor_chat.analyzers.base import (
     Severity,
     register,
 )
+from advisor_chat.ingest.common import MAX_RANK_ID, plausible_world
 from advisor_chat.ingest.profile import Profile
 
 #: Load-time warning code → (symptom tag, severity).
@@ -120,10 +121,11 @@ def data_quality(profile: Profile, params: DataQualityParams) -> AnalyzerResult:
 
     # --- ranks ---
     world = meta["world_size"].dropna() if not meta.empty else pd.Series(dtype="float64")
+    world = world[world.map(lambda w: plausible_world(float(w)))]  # never sized from 10^12
     expected: set[int] = set()
     if not world.empty:
         expected = set(range(int(world.max())))
-    elif ranks:
+    elif ranks and max(ranks) < MAX_RANK_ID:
         expected = set(range(max(ranks) + 1))
     missing = sorted(expected - set(ranks))
     if missing and ranks:

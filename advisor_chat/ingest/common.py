@@ -268,6 +268,16 @@ def _head_columns(path: Path) -> list[str]:
 _NA_SET = frozenset(NA_VALUES)
 
 
+#: Rank ids and world sizes above this are not a cluster's (the largest run on 2^17 ranks): they
+#: are refused before anything is sized from them (sets of expected ranks, arrays by rank).
+MAX_RANK_ID = 1 << 20
+
+
+def plausible_world(n: float) -> bool:
+    """Whether ``n`` can be a world size (1 .. :data:`MAX_RANK_ID`)."""
+    return math.isfinite(n) and 1 <= n <= MAX_RANK_ID
+
+
 def _flt(v: Any) -> float:
     if v is None:
         return math.nan

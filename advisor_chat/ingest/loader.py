@@ -38,12 +38,19 @@ from advisor_chat.config import Settings, load_settings
 from advisor_chat.errors import InputError
 from advisor_chat.ingest import cache as cache_mod
 from advisor_chat.ingest.cluster import read_cluster_dir
-from advisor_chat.ingest.common import RankData, double_hash, gc_paused, unreadable
+from advisor_chat.ingest.common import (
+    MAX_RANK_ID,
+    RankData,
+    double_hash,
+    gc_paused,
+    plausible_world,
+    unreadable,
+)
 from advisor_chat.ingest.detect import Layout, detect, unit_files
 from advisor_chat.ingest.guard import check_units, repeat_warnings
 from advisor_chat.ingest.msprof import read_msprof_dir
 from advisor_chat.ingest.profile import DataWarning, Profile, TableSource
-from advisor_chat.ingest.rankdir import LEFT_OUT, OUTPUT, TableSink, read_rank_dir
+from advisor_chat.ingest.rankdir import IMPLAUSIBLE, LEFT_OUT, OUTPUT, TableSink, read_rank_dir
 from advisor_chat.ingest.schema import TABLE_SPECS, validate_table
 
 __all__ = [
@@ -1282,6 +1289,19 @@ def _assign_ranks(units: list[RankData], warnings: list[DataWarning]) -> None:
             if "rank" in df.columns:
                 df["rank"] = nxt
         u.sources = [s._replace(rank=nxt) for s in u.sources]
+        origin = str(u.meta.get("rank_origin") or "")
+        if origin.startswith(IMPLAUSIBLE):
+            warnings.append(
+                DataWarning(
+                    code="invalid_rank_id",
+                    message=f"{u.source_dir} gives rank {origin[len(IMPLAUSIBLE) :]}, beyond any "
+                    f"cluster (at most {MAX_RANK_ID}); assumed rank {nxt} by folder order: check "
+                    "its profiler_info file name",
+                    path=u.source_dir,
+                    ranks=(nxt,),
+                )
+            )
+            continue
         warnings.append(
             DataWarning(
                 code="rank_unknown",
@@ -1493,13 +1513,23 @@ def _quality(
     ranks = profile.ranks
     if not ranks:
         return out
-    expected: set[int] = set(range(0, max(ranks) + 1))
+    expected: set[int] = set(range(0, max(ranks) + 1)) if max(ranks) < MAX_RANK_ID else set()
     why = "gaps in the rank ids"
     if not meta.empty and "world_size" in meta and meta["world_size"].notna().any():
-        ws = int(pd.to_numeric(meta["world_size"], errors="coerce").max())
-        if ws > max(ranks) + 1:
-            why = f"world_size {ws} in distributed_args"
-        expected |= set(range(ws))
+        wsf = float(pd.to_numeric(meta["world_size"], errors="coerce").max())
+        if not plausible_world(wsf):  # never sized from: 10^12 ranks would allocate gigabytes
+            out.append(
+                DataWarning(
+                    code="world_size_invalid",
+                    message=f"profiler_metadata.json gives world_size {wsf:.0f}, which no cluster "
+                    f"has (at most {MAX_RANK_ID}); it is ignored",
+                )
+            )
+        else:
+            ws = int(wsf)
+            if ws > max(ranks) + 1:
+                why = f"world_size {ws} in distributed_args"
+            expected |= set(range(ws))
     for rs in group_ranks.values():
         if set(rs) - set(ranks):
             why = "ranks of the communication groups in profiler_metadata.json"

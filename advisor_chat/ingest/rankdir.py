@@ -28,6 +28,7 @@ from advisor_chat.errors import InputError
 from advisor_chat.ingest import db as dbr
 from advisor_chat.ingest import mindspore, text
 from advisor_chat.ingest.common import (
+    MAX_RANK_ID,
     Columns,
     RankData,
     infer_column,
@@ -41,6 +42,8 @@ from advisor_chat.ingest.trace import TraceInvalid, read_host_dispatch
 
 OUTPUT = "ASCEND_PROFILER_OUTPUT"
 _INFO_RE = re.compile(r"^profiler_info_(\d+)\.json$")
+#: ``rank_origin`` prefix of a rank id no cluster has (the folder is assigned one by order).
+IMPLAUSIBLE = "implausible rank id "
 _DB_RE = re.compile(r"^ascend_(?:pytorch|mindspore)_profiler(?:_(\d+))?\.db$")
 
 
@@ -50,11 +53,16 @@ def _rank_from_names(folder: Path, out: Path) -> tuple[int | None, Path | None, 
         info_path = p
         m = _INFO_RE.match(p.name)
         if m:
-            return int(m.group(1)), p, "profiler_info file name"
+            rid = int(m.group(1))
+            if rid > MAX_RANK_ID:  # not a rank of any cluster: never allocate from it
+                return None, p, f"{IMPLAUSIBLE}{rid}"
+            return rid, p, "profiler_info file name"
     if info_path is not None:
         try:
             rid = read_json(info_path).get("rank_id")
             if rid is not None and str(rid).strip().lstrip("-").isdigit() and int(rid) >= 0:
+                if int(rid) > MAX_RANK_ID:
+                    return None, info_path, f"{IMPLAUSIBLE}{int(rid)}"
                 return int(rid), info_path, "profiler_info rank_id"
         except InputError:
             pass
@@ -62,6 +70,8 @@ def _rank_from_names(folder: Path, out: Path) -> tuple[int | None, Path | None, 
         for p in sorted(out.iterdir()):
             m = _DB_RE.match(p.name)
             if m and m.group(1) is not None:
+                if int(m.group(1)) > MAX_RANK_ID:
+                    return None, info_path, f"{IMPLAUSIBLE}{int(m.group(1))}"
                 return int(m.group(1)), info_path, "DB file name"
     return None, info_path, ""
 
