@@ -284,3 +284,31 @@ def test_db_without_analysis_db_lazy_equals_eager(real_samples: Path, tmp_path: 
     ]
     assert sorted({w.code for w in lazy.warnings}) == codes
     assert lazy.steps == eager.steps
+
+
+def test_a_db_with_rows_in_its_wal_is_read_whole_without_writing_beside_it(tmp_path) -> None:
+    """Rows still in the ``-wal`` file are read (``immutable=1`` alone would miss them); nothing
+    is written into the folder that holds the DB."""
+    import sqlite3
+
+    from advisor_chat.ingest.db import connect
+
+    db = tmp_path / "prof" / "x.db"
+    db.parent.mkdir()
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA wal_autocheckpoint=0")
+    con.execute("CREATE TABLE t (v INTEGER)")
+    con.execute("INSERT INTO t VALUES (1)")
+    con.commit()
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.execute("INSERT INTO t VALUES (2)")  # stays in the WAL: the writer is still open
+    con.commit()
+    before = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in db.parent.iterdir())
+    assert (db.parent / "x.db-wal").stat().st_size > 0
+    ro = connect(db)
+    assert [r[0] for r in ro.execute("SELECT v FROM t ORDER BY v")] == [1, 2]
+    ro.close()
+    after = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in db.parent.iterdir())
+    assert after == before
+    con.close()

@@ -64,8 +64,40 @@ def connect(path: Path) -> sqlite3.Connection:
     expected = _size_in_header(head)
     if expected is not None and size < expected:
         raise corrupt(path, f"truncated: {size} of the {expected} bytes its header announces")
+    wal = path.with_name(path.name + "-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        return _open_with_wal(path, wal)
     uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
     return sqlite3.connect(uri, uri=True)
+
+
+def _open_with_wal(path: Path, wal: Path) -> sqlite3.Connection:
+    """Open a DB whose last writes are still in its ``-wal`` file, without touching the user's copy.
+
+    ``immutable=1`` would read the main file alone (the rows still in the WAL would be missing),
+    and a normal open would write a ``-shm`` file (and on close checkpoint) into the profiling
+    folder. The DB and its WAL are copied to a private temporary folder (removed at exit) and
+    opened there, so SQLite replays the WAL into the copy: the rows read are the writer's last.
+    """
+    import atexit
+    import shutil
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix="advisor-wal-"))
+    atexit.register(shutil.rmtree, tmp, True)
+    try:
+        shutil.copyfile(path, tmp / path.name)
+        shutil.copyfile(wal, tmp / wal.name)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise InputError(
+            f"{show_path(path)} has unwritten changes in {wal.name} and could not be copied to "
+            f"read them ({exc.strerror or exc})",
+            path=show_path(path),
+            remedy="Free space in the temporary folder (TMPDIR), or open the DB once with sqlite3 "
+            "on the training machine so it checkpoints its WAL, then copy it again",
+        ) from exc
+    return sqlite3.connect(tmp / path.name)
 
 
 def _size_in_header(head: bytes) -> int | None:
