@@ -293,3 +293,31 @@ def test_many_ranks_parallel_and_cached(tmp_path: Path, real_samples: Path) -> N
     t_cached = time.perf_counter() - t0
     assert q.cache_hit and loader_mod.PARSE_STATS["parses"] == parses
     print(f"\n{n} ranks: parse {t_parse:.1f} s (2 workers), cached reload {t_cached:.2f} s")
+
+
+def test_one_huge_event_is_streamed_not_handed_to_the_slow_parser(
+    scenario, tmp_path, monkeypatch
+) -> None:
+    """A 40 MB event (a blob in its args) once sent the whole file to ijson: 23-120 s per file.
+    With it inserted, the chunked reader reads the same events as without it."""
+    from advisor_chat.ingest import trace
+
+    src = sorted(scenario("healthy", ranks=4).glob("*_ascend_pt"))[0]
+    events = json.loads((src / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(events))
+    events.insert(len(events) // 2, {"ph": "X", "name": "huge", "pid": 1, "tid": 1, "ts": "5",
+                                     "dur": 1, "args": {"blob": "x" * (40 << 20)}})  # fmt: skip
+    path = tmp_path / "trace_view.json"
+    path.write_text(json.dumps(events))
+
+    def no_ijson(*a, **k):
+        raise AssertionError("fell back to ijson")
+
+    monkeypatch.setattr(trace, "_iter_ijson", no_ijson)
+    want = trace.scan_trace(plain, chunk_bytes=1 << 20).events
+    assert want > 0 and trace.scan_trace(path, chunk_bytes=1 << 20).events == want
+    # beyond the bound, the file is refused (the load falls back to the CSV/DB facts)
+    monkeypatch.setattr(trace, "MAX_EVENT_BYTES", 8 << 20)
+    with pytest.raises(trace.TraceInvalid, match="no event boundary"):
+        trace.scan_trace(path, chunk_bytes=1 << 20)

@@ -30,6 +30,8 @@ import orjson
 import pandas as pd
 
 CHUNK_BYTES = 8 << 20
+#: A single trace event larger than this is refused (a bound on time and memory per event).
+MAX_EVENT_BYTES = 256 << 20
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _STEP = re.compile(r"ProfilerStep#(\d+)")
 
@@ -222,8 +224,13 @@ def _iter_orjson(path: Path, state: _State, chunk_bytes: int) -> None:
                 buf = buf[nxt:]
                 cut_found = True
                 break
-            if not cut_found and len(buf) > 8 * chunk_bytes:
-                raise ValueError("no parsable event boundary; use ijson")
+            if not cut_found and len(buf) > MAX_EVENT_BYTES:
+                # one event (or a run without boundaries) this long is not a trace event: refuse
+                # it rather than spend minutes on it (ijson took 23-120 s on 70-150 MB)
+                raise TraceInvalid(
+                    f"no event boundary within {MAX_EVENT_BYTES >> 20} MB (one event that large "
+                    "is not a profiler event)"
+                )
 
 
 def _iter_ijson(path: Path, state: _State) -> None:
