@@ -528,6 +528,105 @@ def c_communication_negative_and_inf(c: Ctx) -> tuple[Path, str]:
     return root, "communication.json"
 
 
+# --- numbers in other formats, absurd ids, devices (issue 24) ---------------------------------
+
+
+def _map_step_trace(
+    c: Ctx, fn: Callable[[int, str], str], ranks: tuple[int, ...] | None = None
+) -> Path:
+    """Rewrite every number of the step traces (of ``ranks``, default all) with ``fn(rank, value)``."""
+    import csv
+    import io
+
+    root = c.copy()
+    for i, r in enumerate(sorted(p for p in root.iterdir() if p.name.endswith("_ascend_pt"))):
+        if ranks is not None and i not in ranks:
+            continue
+        path = r / OUT / "step_trace_time.csv"
+        rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
+        out = [rows[0]] + [[row[0]] + [fn(i, v) for v in row[1:]] for row in rows[1:]]
+        buf = io.StringIO()
+        csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\r\n").writerows(out)
+        path.write_text(buf.getvalue(), encoding="utf-8")
+    return root
+
+
+@case("ok")
+def c_thousands_separators_in_step_trace(c: Ctx) -> tuple[Path, str]:
+    return _map_step_trace(c, lambda i, v: f"{float(v):,.3f}"), ""
+
+
+@case("ok")
+def c_decimal_commas_in_step_trace(c: Ctx) -> tuple[Path, str]:
+    return _map_step_trace(c, lambda i, v: v.replace(".", ",")), ""
+
+
+@case("ok", question="why is rank 1 slow?")
+def c_one_rank_step_trace_in_ns(c: Ctx) -> tuple[Path, str]:
+    return _map_step_trace(c, lambda i, v: str(float(v) * 1000), ranks=(1,)), ""
+
+
+@case("ok")
+def c_a_step_of_zero_time(c: Ctx) -> tuple[Path, str]:
+    import csv
+    import io
+
+    root = c.copy()
+    for r in sorted(p for p in root.iterdir() if p.name.endswith("_ascend_pt")):
+        path = r / OUT / "step_trace_time.csv"
+        rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
+        rows[1] = [rows[1][0]] + ["0"] * (len(rows[1]) - 1)
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\r\n").writerows(rows)
+        path.write_text(buf.getvalue(), encoding="utf-8")
+    return root, ""
+
+
+@case("warn:invalid_rank_id")
+def c_rank_id_of_a_billion(c: Ctx) -> tuple[Path, str]:
+    root = c.copy()
+    r = c.rank(root, 0)
+    info = next(r.glob("profiler_info_*.json"))
+    info.rename(r / "profiler_info_1000000000.json")
+    return root, r.name
+
+
+@case("warn:world_size_invalid")
+def c_world_size_of_a_trillion(c: Ctx) -> tuple[Path, str]:
+    root = c.copy()
+    for meta in root.glob("*_ascend_pt/profiler_metadata.json"):
+        d = json.loads(meta.read_text())
+        d.setdefault("distributed_args", {})["world_size"] = 10**12
+        meta.write_text(json.dumps(d))
+    return root, "world_size"
+
+
+@case("error")
+def c_path_is_dev_zero(c: Ctx) -> tuple[Path, str]:
+    return Path("/dev/zero"), "/dev/zero"
+
+
+@case("ok")
+def c_zero_width_spaces_in_operator_names(c: Ctx) -> tuple[Path, str]:
+    root = c.copy()
+    for k in root.glob("*_ascend_pt/" + OUT + "/kernel_details.csv"):
+        k.write_text(
+            k.read_text(encoding="utf-8").replace("MatMul", "Mat\u200bMul"), encoding="utf-8"
+        )
+    return root, ""
+
+
+@case("ok")
+def c_one_forty_mb_trace_event(c: Ctx) -> tuple[Path, str]:
+    root = c.copy()
+    tv = c.out(root, 0) / "trace_view.json"
+    events = json.loads(tv.read_text())
+    events.insert(3, {"ph": "X", "name": "blob", "pid": 1, "tid": 1, "ts": "1", "dur": 1,
+                      "args": {"x": "y" * (40 << 20)}})  # fmt: skip
+    tv.write_text(json.dumps(events))
+    return root, ""
+
+
 # --- JSON files ------------------------------------------------------------------------------
 
 
