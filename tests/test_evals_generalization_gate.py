@@ -17,7 +17,8 @@ from advisor_chat.evals.runner import EvalReport, run_eval
 
 TUNE_GATE = 0.95
 # Measured 2026-12-03 (session 8): before the attribution / decomposition work tune 21/60,
-# held-out 24/56 (42.9%); after it tune 60/60, held-out 42/56 (75.0%) at the first measurement.
+# held-out 24/56 (42.9%); after it tune 60/60, held-out 42/56 (75.0%) at the first measurement,
+# 44/56 (78.6%) after the development kinds (session 9).
 # Issue 22 asks held-out >= 85%: not reached; this floor only catches a regression.
 HELDOUT_FLOOR = 0.70
 
