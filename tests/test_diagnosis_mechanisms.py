@@ -283,24 +283,9 @@ def test_a_link_slow_in_both_directions_is_one_cause_counted_once() -> None:
     # a bidirectional ring over RDMA, 100 MB per link per step; 3->4 and 4->3 at 4 GB/s, the
     # others 20 GB/s: 20 ms of transit excess per step in each direction, at the same time
     n, steps = 8, 3
-    mx = []
-    for s in range(1, steps + 1):
-        for r in range(n):
-            for dst in ((r + 1) % n, (r - 1) % n):
-                gbps = 4.0 if {r, dst} == {3, 4} else 20.0
-                mx.append(
-                    {
-                        "group": "g",
-                        "step": s,
-                        "op_name": f"hcom_allReduce_{s}",
-                        "src_rank": r,
-                        "dst_rank": dst,
-                        "transport": "RDMA",
-                        "transit_size_mb": 100.0,
-                        "transit_time_ms": 100.0 / gbps,
-                        "bandwidth_gbps": gbps,
-                    }
-                )
+    mx = _ring(
+        n, list(range(1, steps + 1)), lambda s, a, b: 4.0 if {a, b} == {3, 4} else 20.0, both=True
+    )
     group = {
         "group": "g",
         "group_name": "dp",
@@ -469,27 +454,29 @@ def test_idle_before_one_operator_locates_a_host_stall() -> None:
     assert idle_before(make_profile({"kernels": k}), [3], ranks, min_delta_us=8 * MS) is None
 
 
-def _ring(n: int, steps: list[int], gbps: Any) -> list[dict[str, Any]]:
-    """comm_matrix rows of a RDMA ring, 100 MB per link per step at ``gbps(step, src, dst)``."""
+def _ring(n: int, steps: list[int], gbps: Any, *, both: bool = False) -> list[dict[str, Any]]:
+    """comm_matrix rows of a RDMA ring, 100 MB per link per step at ``gbps(step, src, dst)``
+    (``both``: each rank also sends to its left neighbour)."""
     out = []
     for s in steps:
         for r in range(n):
-            dst = (r + 1) % n
-            bw = gbps(s, r, dst)
-            out.append(
-                {
-                    "group": "g",
-                    "step": s,
-                    "op_name": f"hcom_allReduce_{s}",
-                    "src_rank": r,
-                    "dst_rank": dst,
-                    "transport": "RDMA",
-                    "transit_size_mb": 100.0,
-                    "transit_time_ms": 100.0 / bw,
-                    "bandwidth_gbps": bw,
-                }
-            )
+            for dst in ((r + 1) % n, (r - 1) % n) if both else ((r + 1) % n,):
+                out.append(_link_row(s, r, dst, gbps(s, r, dst)))
     return out
+
+
+def _link_row(s: int, r: int, dst: int, bw: float) -> dict[str, Any]:
+    return {
+        "group": "g",
+        "step": s,
+        "op_name": f"hcom_allReduce_{s}",
+        "src_rank": r,
+        "dst_rank": dst,
+        "transport": "RDMA",
+        "transit_size_mb": 100.0,
+        "transit_time_ms": 100.0 / bw,
+        "bandwidth_gbps": bw,
+    }
 
 
 def test_network_slow_on_every_link_in_some_steps_is_one_job_cause() -> None:
