@@ -4,7 +4,8 @@ The public entry points are re-exported lazily so that ``import advisor_chat`` s
 
 - :func:`advisor_chat.ingest.load_profile` reads profiling folders into a :class:`Profile`.
 - :func:`advisor_chat.open_profile` loads a folder and diagnoses it (the first question is then
-  answered without running the analyzers).
+  answered without running the analyzers); the profile it returns shows its diagnosis in a
+  notebook and answers ``.ask("...")`` (:mod:`advisor_chat.notebook`).
 - :mod:`advisor_chat.analyzers` turns a profile into findings.
 - :mod:`advisor_chat.agent` answers questions (offline planner or an LLM with tools).
 """
@@ -16,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from advisor_chat.diagnosis import open_profile
     from advisor_chat.ingest import Profile, load_profile
+    from advisor_chat.notebook import open_profile
 
 __all__ = ["Profile", "__version__", "load_profile", "open_profile"]
 
@@ -28,7 +29,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(ingest, name)
     if name == "open_profile":
-        from advisor_chat.diagnosis import open_profile
+        from advisor_chat.notebook import open_profile
 
         return open_profile
     raise AttributeError(f"module 'advisor_chat' has no attribute {name!r}")

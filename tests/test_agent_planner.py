@@ -143,7 +143,9 @@ def test_why_is_rank_slow_en_and_zh() -> None:
     adv = _adv()
     en = adv.ask("why is rank 3 slow?")
     assert en.intent == "explain_rank" and en.language == "en"
-    assert en.answer.startswith("Rank 3 is slow in its own right: it is the cause (4.2 ms")
+    assert en.answer.startswith(
+        "Rank 3 is slow in its own right: it is the cause (its own time, Computing + Free, is 4.2 ms"
+    )
     assert EXTRA_FREE_US == 4200.0  # the 4.2 ms above, by construction
     assert "not slow" not in en.answer
     assert "`cause.host_stall.r3`" in en.answer and "`host-dispatch-bound`" in en.answer

@@ -303,9 +303,10 @@ def _role_sentence(rank: int, c: RootCause, role: str, imp: Impact | None, zh: b
         extra = ""
         if imp is not None and imp.lost_us > 0:
             extra = (
-                f"（自身每步多花 {us(imp.lost_us)}）"
+                f"（其自身耗时，即计算 + 空闲，每步比同组长 {us(imp.lost_us)}）"
                 if zh
-                else f" ({us(imp.lost_us)} per step of its own)"
+                else f" (its own time, Computing + Free, is {us(imp.lost_us)} per step longer than "
+                "its peers')"
             )
         if zh:
             part = "" if lab == who else f"（属于{lab}）"
