@@ -10,9 +10,10 @@ rounded here, for display only; ``to_json`` keeps them unrounded.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -464,21 +465,41 @@ def _finding_html(f: Finding, num: str) -> list[str]:
     return parts
 
 
-def render_html(report: Report) -> str:
-    """Render the report as one self-contained HTML page (inline CSS, no scripts, no assets).
+def render_html(
+    report: Report,
+    *,
+    plots: Sequence[tuple[str, str, str]] = (),
+    lang: Literal["en", "zh", "both"] = "both",
+) -> str:
+    """Render the report as one self-contained HTML page (inline CSS and scripts, no assets).
 
     Same order as :func:`render_markdown`: the diagnosis (root causes with evidence, victims,
-    remedies, gain and their symptom findings) first, then the other findings.
+    remedies, gain and their symptom findings) first, then the plots, then the other findings.
+
+    Args:
+        report: The report.
+        plots: ``(title, caption, figure HTML)`` per plot, shown after the diagnosis; the figure
+            HTML must be self-contained (plotly.js inlined, no CDN; the caller builds it).
+        lang: ``en`` or ``zh``: the diagnosis' sentences in that language only; ``both``: each
+            English sentence followed by its Chinese one.
     """
     from advisor_chat.textsafe import html_text
 
     def e(x: object) -> str:
         return html_text(x, limit=None)
 
+    def say(en: str, zh: str, tag: str = "p") -> str:
+        """One sentence in the report's language(s)."""
+        if lang == "zh" and zh:
+            return f'<{tag} lang="zh">{e(zh)}</{tag}>'
+        if lang == "both" and zh:
+            return f"<{tag}>{e(en)}</{tag}>" + f'<p class="zh" lang="zh">{e(zh)}</p>'
+        return f"<{tag}>{e(en)}</{tag}>"
+
     p = report.profile
     parts = [
         "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
+        f'<html lang="{"zh" if lang == "zh" else "en"}"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         "<title>advisor-chat report</title>",
         f"<style>{_CSS}</style></head><body>",
@@ -493,11 +514,13 @@ def render_html(report: Report) -> str:
     shown: set[str] = set()
     if d is not None:
         parts.append("<h2>Diagnosis</h2>")
-        parts.append(f'<p class="headline"><b>{e(d.headline)}</b></p>')
-        if d.headline_zh:
-            parts.append(f'<p class="zh" lang="zh">{e(d.headline_zh)}</p>')
+        parts.append('<div class="headline"><b>' + say(d.headline, d.headline_zh) + "</b></div>")
         if d.left_out:  # input the diagnosis could not use: said before any cause
-            parts.append(f'<p class="left-out"><b>{e(d.left_out)}</b></p>')
+            parts.append(
+                '<div class="left-out"><b>'
+                + say(d.left_out, d.left_out_zh if lang != "both" else "")
+                + "</b></div>"
+            )
         if d.step_time_us:
             sh = ", ".join(f"{k.replace('_', ' ')} {v:.1%}" for k, v in d.shares.items())
             parts.append(
@@ -512,8 +535,7 @@ def render_html(report: Report) -> str:
             parts.append(
                 f'<h3>Cause {i}. <span class="sev {sev}">{e(sev)}</span> {e(_cause_heading(c))}</h3>'
             )
-            parts.append(f"<p>{e(c.summary)}</p>")
-            parts.append(f'<p class="zh" lang="zh">{e(c.summary_zh)}</p>')
+            parts.append(say(c.summary, c.summary_zh))
             items = []
             if c.dominant:
                 items.append(f"<b>Culprit is:</b> {e(c.dominant)}")
@@ -534,10 +556,13 @@ def render_html(report: Report) -> str:
                     tail = f" &mdash; expected gain {e(g)}" if g else ""
                     if rm.case_id:
                         tail += f" (case <code>{e(rm.case_id)}</code>)"
-                    rem.append(
-                        f"<li><i>{e(rm.kind)}</i>: {e(rm.text)}{tail}"
-                        f'<br><span class="zh" lang="zh">{e(rm.text_zh)}</span></li>'
+                    text = rm.text_zh if lang == "zh" and rm.text_zh else rm.text
+                    zh_line = (
+                        f'<br><span class="zh" lang="zh">{e(rm.text_zh)}</span>'
+                        if lang == "both"
+                        else ""
                     )
+                    rem.append(f"<li><i>{e(rm.kind)}</i>: {e(text)}{tail}{zh_line}</li>")
                 items.append("<b>What to change:</b><ul>" + "".join(rem) + "</ul>")
             g = _gain_text(c.gain_us, c.bound)
             if g:
@@ -547,6 +572,12 @@ def render_html(report: Report) -> str:
                 parts += _finding_html(f, f"{i}.{j}")
                 shown.add(f.id)
             parts.append("</section>")
+    if plots:
+        parts.append("<h2>图表</h2>" if lang == "zh" else "<h2>Plots</h2>")
+        for title, caption, fig_html in plots:
+            parts.append(f"<figure><figcaption><b>{e(title)}</b>: {e(caption)}</figcaption>")
+            parts.append(fig_html)
+            parts.append("</figure>")
     rest = [f for f in report.findings if f.id not in shown]
     title = "Other findings" if d is not None else "Findings"
     parts.append(f"<h2>{title} ({len(rest)}: {e(_counts(tuple(rest)) or 'none')})</h2>")

@@ -76,3 +76,34 @@ def test_no_cache_neither_reads_nor_writes_the_cache(
     assert res.exit_code == 0, res.output
     wait_cache_writes()
     assert any(cache.iterdir())
+
+
+def test_html_report_embeds_captioned_plots_offline_in_one_language(
+    seed: Path, tmp_path: Path
+) -> None:
+    import html
+    import re
+
+    from advisor_chat.ui.plots import PLOT_CAPTIONS, PLOT_TITLES, PLOT_TITLES_ZH
+
+    culprit = json.loads((seed / "answer_key.json").read_text())["root_cause"]["culprit_ranks"][0]
+    pages = {}
+    for lang in ("en", "zh"):
+        out = tmp_path / f"r_{lang}.html"
+        res = CliRunner().invoke(
+            app, ["report", str(seed), "-f", "html", "-o", str(out), "--lang", lang]
+        )
+        assert res.exit_code == 0, res.output
+        pages[lang] = out.read_text(encoding="utf-8")
+    en, zh = pages["en"], pages["zh"]
+    for name in ("rank_breakdown", "step_trend"):
+        assert PLOT_TITLES[name] in en and html.escape(PLOT_CAPTIONS[name][0]) in en
+        assert PLOT_TITLES_ZH[name] in zh and html.escape(PLOT_CAPTIONS[name][1]) in zh
+    for page in (en, zh):
+        assert page.count("Plotly.newPlot") >= 2  # the figures are in the page
+        assert not re.search(r"<script[^>]*\bsrc=", page)  # plotly.js inlined: no CDN, no file
+    # one language: the Chinese page states the diagnosis in Chinese, the English page does not
+    assert f"{culprit}号卡" in zh and f"{culprit}号卡" not in en
+    assert '<html lang="zh">' in zh and '<html lang="en">' in en
+    res = CliRunner().invoke(app, ["report", str(seed), "-f", "html", "--lang", "fr"])
+    assert res.exit_code == 2 and "--lang" in res.output

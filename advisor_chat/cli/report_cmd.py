@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -72,6 +72,14 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option("--no-cache", help="Parse again; neither read nor write the cache."),
         ] = False,
+        lang: Annotated[
+            str,
+            typer.Option(
+                "--lang",
+                help="Language of the html report's sentences, plot titles and captions: en, zh, "
+                "or both (each English sentence followed by its Chinese one).",
+            ),
+        ] = "en",
     ) -> None:
         """Diagnose a profile: every finding with its numbers and source files, most important first."""
         from advisor_chat.analyzers._common import format_ranks
@@ -106,7 +114,9 @@ def register(app: typer.Typer) -> None:
                 to_json(rep), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str
             ).decode()
         elif fmt is ReportFormat.html:
-            text = render_html(rep)
+            if lang not in ("en", "zh", "both"):
+                raise ToolArgumentError(f"--lang {lang!r}: use en, zh or both")
+            text = render_html(rep, plots=_html_plots(profile, rep, lang), lang=lang)  # type: ignore[arg-type]
         else:
             text = render_markdown(rep)
         if output is not None:
@@ -133,3 +143,28 @@ def register(app: typer.Typer) -> None:
             import sys
 
             sys.stdout.write(text)
+
+
+#: Plots of the html report, in this order (each shown when the profile has its data).
+HTML_PLOTS = ("rank_breakdown", "step_trend", "bandwidth_heatmap", "launch_delay")
+
+
+def _html_plots(profile: Any, rep: Any, lang: str) -> list[tuple[str, str, str]]:
+    """``(title, caption, figure HTML)`` of the report's plots, the top cause's culprits starred.
+
+    plotly.js is inlined with the first figure only, so the page is self-contained (no CDN).
+    """
+    from advisor_chat.ui.plots import PLOT_CAPTIONS, PLOT_TITLES, PLOT_TITLES_ZH, build_plots
+
+    top = rep.diagnosis.top() if rep.diagnosis is not None else None
+    ranks = list(top.culprit.ranks) if top is not None else []
+    zh = lang == "zh"
+    out: list[tuple[str, str, str]] = []
+    for name, fig in build_plots(profile, HTML_PLOTS, ranks, lang="zh" if zh else "en").items():
+        if fig is None:
+            continue
+        title = PLOT_TITLES_ZH[name] if zh else PLOT_TITLES[name]
+        caption = PLOT_CAPTIONS[name][1 if zh else 0]
+        html = fig.to_html(full_html=False, include_plotlyjs=not out)
+        out.append((title, caption, html))
+    return out

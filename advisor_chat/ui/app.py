@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from advisor_chat.config import Settings, load_settings
 from advisor_chat.offline import ensure_offline_env
-from advisor_chat.ui.plots import PLOT_TITLES, STAR_LEGEND
+from advisor_chat.ui.plots import PLOT_CAPTIONS, PLOT_TITLES, PLOT_TITLES_ZH, STAR_LEGEND
 from advisor_chat.ui.session import Session, UIController, close_session, status_markdown
 
 if TYPE_CHECKING:
@@ -194,6 +194,12 @@ def build_app(
                 note += "Chosen by the last answer: " + ", ".join(PLOT_TITLES[n] for n in shown)
                 if s.last_answer is not None and s.last_answer.plot_ranks:
                     note += f" · {STAR_LEGEND}: " + ", ".join(map(str, s.last_answer.plot_ranks))
+                zh = s.last_answer is not None and s.last_answer.language == "zh"
+                note += "\n\n" + "\n".join(  # how to read each plot, in the answer's language
+                    f"- **{PLOT_TITLES_ZH[n] if zh else PLOT_TITLES[n]}**: "
+                    f"{PLOT_CAPTIONS[n][1 if zh else 0]}"
+                    for n in shown
+                )
             else:
                 note += "The plots that support an answer appear here."
             if missing:

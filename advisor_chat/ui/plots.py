@@ -31,6 +31,44 @@ PLOT_TITLES: dict[str, str] = {
     "launch_delay": "Launch delay distribution",
 }
 
+PLOT_TITLES_ZH: dict[str, str] = {
+    "rank_breakdown": "各卡步骤时间拆分",
+    "bandwidth_heatmap": "通信矩阵带宽",
+    "step_trend": "步骤耗时趋势",
+    "op_compare": "算子对比",
+    "launch_delay": "下发时延分布",
+}
+
+#: One line per plot that says how to read it (English, Chinese).
+PLOT_CAPTIONS: dict[str, tuple[str, str]] = {
+    "rank_breakdown": (
+        "Each bar is one rank's mean step: the rank the others wait for has the most Computing "
+        "or Free; its victims have the most Communication (waiting).",
+        "每根柱是一张卡的平均步长：别人在等的那张卡计算或空闲（Free）最多；等它的卡通信（等待）最多。",
+    ),
+    "bandwidth_heatmap": (
+        "Each cell is one link's bandwidth (GB/s): a slow link is a pale cell among dark ones of "
+        "the same transport; a whole pale row or column is one rank's or node's links.",
+        "每格是一条链路的带宽（GB/s）：慢链路是同类链路中颜色最浅的一格；整行或整列都浅说明是某张卡或某个节点的链路。",
+    ),
+    "step_trend": (
+        "Step time per captured step and rank: a line that rises is a degradation, a spike on "
+        "one step is an event, a rank above the others in every step is a straggler.",
+        "每个采集步、每张卡的步长：逐步上升是性能劣化，单步尖峰是单步事件，每步都高于其他卡的是慢卡。",
+    ),
+    "op_compare": (
+        "The operators whose time differs most between the culprit and a peer, per step: the "
+        "longest bar is where its extra time goes.",
+        "慢卡与同组卡之间每步耗时差异最大的算子：最长的柱就是多出的时间所在。",
+    ),
+    "launch_delay": (
+        "Time from a kernel's launch on the host to its start on the device: a host-bound rank "
+        "has the SHORTEST box (its device starts each kernel as soon as it is launched, then "
+        "idles), not the longest.",
+        "算子从主机下发到设备开始执行的时间：主机瓶颈的卡箱体最短（设备一拿到就执行，然后空等），而不是最长。",
+    ),
+}
+
 _COLORS = {
     "computing": "#4C78A8",
     "communication": "#F58518",
@@ -295,9 +333,12 @@ BUILDERS: dict[str, Callable[[Profile, Sequence[int]], go.Figure | None]] = {
 
 
 def build_plots(
-    profile: Profile, names: Sequence[str], ranks: Sequence[int] = ()
+    profile: Profile, names: Sequence[str], ranks: Sequence[int] = (), lang: str = "en"
 ) -> dict[str, go.Figure | None]:
     """Build the named figures (unknown names are ignored) with ``ranks`` highlighted.
+
+    ``lang="zh"`` titles them in Chinese (:data:`PLOT_TITLES_ZH`); :data:`PLOT_CAPTIONS` says
+    how to read each.
 
     Returns:
         ``{name: figure or None}`` in the order of ``names``; ``None`` means the profile lacks the
@@ -307,5 +348,8 @@ def build_plots(
     for name in names:
         builder = BUILDERS.get(name)
         if builder is not None and name not in out:
-            out[name] = builder(profile, list(ranks))
+            fig = builder(profile, list(ranks))
+            if fig is not None and lang == "zh":
+                fig.update_layout(title_text=PLOT_TITLES_ZH.get(name, PLOT_TITLES[name]))
+            out[name] = fig
     return out
