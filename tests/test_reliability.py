@@ -601,6 +601,16 @@ def c_world_size_of_a_trillion(c: Ctx) -> tuple[Path, str]:
     return root, "world_size"
 
 
+@case("warn:invalid_rank_id")
+def c_cluster_index_negative_rank(c: Ctx) -> tuple[Path, str]:
+    root = c.real_copy("cluster-8rank")
+    f = root / "cluster_analysis_output" / "cluster_step_trace_time.csv"
+    f.write_text(
+        f.read_text(encoding="utf-8").replace(",rank,1,", ",rank,-7,", 1), encoding="utf-8"
+    )
+    return root, "cluster_step_trace_time.csv"
+
+
 @case("error")
 def c_path_is_dev_zero(c: Ctx) -> tuple[Path, str]:
     return Path("/dev/zero"), "/dev/zero"

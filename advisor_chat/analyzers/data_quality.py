@@ -40,6 +40,9 @@ _WARNING_ZH: dict[str, str] = {
     "no_profiler_output": "目录中没有找到 profiler 输出",
     "rank_unknown": "有目录无法确定卡号",
     "trace_view_invalid": "trace_view.json 无法解析",
+    "invalid_rank_id": "有卡号不合理（负数、非整数或超出任何集群规模），相应数据已按规则处理",
+    "world_size_invalid": "元数据中的 world_size 不合理，已忽略",
+    "file_changed": "有文件在读取后被修改",
 }
 
 

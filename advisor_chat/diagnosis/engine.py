@@ -545,7 +545,13 @@ def _not_enough_signal(
 
 
 #: Load-time warnings meaning that part of the input was not analysed: every answer says so.
-_LEFT_OUT_CODES = ("file_skipped", "trace_view_invalid", "no_profiler_output", "file_changed")
+_LEFT_OUT_CODES = (
+    "file_skipped",
+    "trace_view_invalid",
+    "no_profiler_output",
+    "file_changed",
+    "invalid_rank_id",
+)
 
 
 def _left_out(profile: Profile) -> tuple[str, str]:

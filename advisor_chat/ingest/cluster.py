@@ -29,6 +29,7 @@ import pandas as pd
 
 from advisor_chat.ingest import db as dbr
 from advisor_chat.ingest.common import (
+    MAX_RANK_ID,
     RankData,
     comm_kind_of,
     comm_op_type,
@@ -94,8 +95,23 @@ def _step_trace(path: Path, rd: RankData) -> None:
     ranks = df[typ == "rank"]
     stages = df[typ == "stage"]
     if not ranks.empty:
+        # a rank Index that is not a whole number in 0..MAX_RANK_ID is no rank: left out, said
+        idx = num(ranks["Index"].reset_index(drop=True))
+        ok = idx.notna() & (idx >= 0) & (idx <= MAX_RANK_ID) & (idx == idx.round())
+        if not ok.all():
+            bad = ranks["Index"].reset_index(drop=True)[~ok]
+            rd.warnings.append(
+                DataWarning(
+                    code="invalid_rank_id",
+                    message=f"{show_path(path)}: {int((~ok).sum())} rank row(s) with an Index that "
+                    f"is no rank (e.g. {short(str(bad.iloc[0]), 30)}) were left out; the file "
+                    "looks hand-edited: re-run msprof-analyze cluster to regenerate it",
+                    path=str(path),
+                )
+            )
+            ranks, idx = ranks[ok.to_numpy()], idx[ok]
         st = step_trace_frame(ranks.reset_index(drop=True), None)
-        st["rank"] = num(ranks["Index"].reset_index(drop=True)).round().astype("Int64")
+        st["rank"] = idx.reset_index(drop=True).round().astype("Int64")
         for col, dst in (
             ("DP Index", "dp_index"),
             ("PP Index", "pp_index"),
