@@ -118,3 +118,14 @@ def test_a_step_with_zero_time_is_left_out_and_said(straggler, tmp_path) -> None
     step = int(next(csv.reader(io.StringIO(first.read_text().splitlines()[2])))[0])
     assert (top.mechanism, top.culprit.ranks) == (clean.mechanism, clean.culprit.ranks)
     assert f"Step {step} left out" in d.left_out and f"第 {step} 步未纳入分析" in d.left_out_zh
+
+
+def test_ranks_captured_in_different_steps_are_not_compared(straggler, tmp_path) -> None:
+    def shift_upper_half(i: int, rows: list[list[str]]) -> list[list[str]]:
+        if i < 4:
+            return rows
+        return [rows[0]] + [[str(int(r[0]) + 100), *r[1:]] for r in rows[1:]]
+
+    d, top = _top(_edit(straggler, tmp_path / "p", shift_upper_half))
+    assert top.mechanism is Mechanism.NOT_ENOUGH_SIGNAL and top.id.endswith("steps_disjoint")
+    assert "captured in different steps" in top.summary and len(d.causes) == 1

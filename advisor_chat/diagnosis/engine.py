@@ -642,8 +642,12 @@ def _diagnose(
                 ctx,
                 invalid.reason,
                 invalid.reason_zh,
-                "a step trace whose numbers are read, in one unit for every rank",
-                "数字可读、各卡单位一致的步骤时间数据",
+                "every rank's step trace of the same steps"
+                if invalid.code == "steps_disjoint"
+                else "a step trace whose numbers are read, in one unit for every rank",
+                "各卡相同步的步骤时间数据"
+                if invalid.code == "steps_disjoint"
+                else "数字可读、各卡单位一致的步骤时间数据",
             ),
             id=f"cause.not_enough_signal.{invalid.code}",
         )

@@ -37,7 +37,7 @@ class Invalid:
     """Why the step trace cannot carry a comparison between ranks.
 
     Attributes:
-        code: ``number_unreadable`` or ``unit_mismatch``.
+        code: ``number_unreadable``, ``steps_disjoint`` or ``unit_mismatch``.
         reason: English clause naming the file(s), column and ranks.
         reason_zh: Chinese clause.
         ranks: Ranks concerned.
@@ -63,6 +63,8 @@ def check_step_trace(profile: Profile) -> Invalid | None:
 
     - ``number_unreadable``: a key column (Computing, Free) is missing for ≥ ``UNREAD_SHARE`` of
       a rank's steps while the file has rows (values that are not numbers: separators or text);
+    - ``steps_disjoint``: no step is held by more than half of the ranks (captured at different
+      times: nothing to compare);
     - ``unit_mismatch``: a rank's median step time is ≥ ``UNIT_RATIO`` times the other ranks'
       median, or ≤ 1/``UNIT_RATIO`` of it (its file is in another unit).
     """
@@ -89,6 +91,26 @@ def check_step_trace(profile: Profile) -> Invalid | None:
                 f"{where} 中 {who_zh}的 {header} 列无法读成数字（数字里有分隔符或文字）；请修正该文件或重新导出"
                 "（torch_npu 离线解析写出的是纯数字）",
                 tuple(bad),
+            )
+    if "step" in st.columns and st["rank"].nunique() >= 2:
+        # ranks captured in different steps cannot be compared step by step (or on average:
+        # the steps may differ in work); the largest step shared must hold most ranks
+        n_ranks = int(st["rank"].nunique())
+        shared = int(st.dropna(subset=["step"]).groupby("step")["rank"].nunique().max())
+        if shared <= 0.5 * n_ranks:
+            steps = st.dropna(subset=["step"]).groupby("rank")["step"].agg(["min", "max"])
+            ex = steps.iloc[0], steps.iloc[-1]
+            return Invalid(
+                "steps_disjoint",
+                f"the ranks were captured in different steps (no step is held by more than "
+                f"{shared} of the {n_ranks} ranks; e.g. rank {int(cast(Any, steps.index[0]))} "
+                f"steps {int(ex[0]['min'])}-{int(ex[0]['max'])}, rank "
+                f"{int(cast(Any, steps.index[-1]))} steps {int(ex[1]['min'])}-{int(ex[1]['max'])}), "
+                "so they cannot be compared; capture every rank in the same steps (one profiler "
+                "schedule for the job)",
+                f"各卡采集的是不同的步（任何一步最多只有 {n_ranks} 张卡中的 {shared} 张）：无法在卡之间比较；"
+                "请让所有卡在相同的步采集（整个作业用同一个 profiler schedule）",
+                (),
             )
     if "step_us" not in st.columns:
         return None
