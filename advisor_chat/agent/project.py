@@ -882,7 +882,16 @@ def _slow_body(c: RootCause, zh: bool) -> str:
 
 
 def _unjudged(line: str, zh: bool) -> str:
-    """The "no link is slow" phrases said as "none found, too few links to judge"."""
+    """The "no link is slow" phrases said as "none found, too few links to judge".
+
+    A "no, it is not the network" verdict becomes "cannot tell": links that were not compared
+    clear nothing.
+    """
+    line = line.replace("不是网络的问题：", "无法判断是不是网络的问题：", 1).replace(
+        "No, the network is not the problem: ",
+        "Cannot tell whether the network is the problem: ",
+        1,
+    )
     if zh:
         line = line.replace(
             "没有慢链路：没有哪条链路的带宽明显低于同类链路。",
