@@ -1,7 +1,8 @@
 """Several processes on one fresh ``ADVISOR_HOME`` (issue 24): the CLI, the page, a notebook and CI
-jobs share it. Four ``advisor-chat ask`` started at once must all answer, with no traceback and no
-warning about the case index: one builds it (under ``kb.index.index_lock``), the others wait and
-read it. Before the lock, 7 of 12 such processes died with ``chromadb.errors.NotFoundError``.
+jobs share it. Three rounds, each of four ``advisor-chat ask`` started at once on a new home, must
+all answer, with no traceback and no warning about the case index: one builds it (under
+``kb.index.index_lock``) and the profile cache, the others wait and read them. Before the lock, 7
+of 12 such processes died with ``chromadb.errors.NotFoundError``.
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ import pytest
 pytestmark = pytest.mark.slow
 
 PROCESSES = 4
+ROUNDS = 3
 
 
-def test_concurrent_first_run_asks_on_one_fresh_home_all_answer(scenario, tmp_path: Path) -> None:
+@pytest.mark.parametrize("round_", range(ROUNDS))
+def test_concurrent_first_run_asks_on_one_fresh_home_all_answer(
+    scenario, tmp_path: Path, round_: int
+) -> None:
     prof = scenario("seed-rank12")
-    home = tmp_path / "home"
+    home = tmp_path / f"home{round_}"
     cli = Path(sys.executable).with_name("advisor-chat")
     env = {**os.environ, "ADVISOR_HOME": str(home), "COLUMNS": "120"}
     procs = [

@@ -29,7 +29,7 @@ from _hostile import EVIL_HOST, GROUP_NAME, plant
 # the CLI half of the bad-input catalogue, in subprocesses (~40 s on 2 cores): `-m slow`
 pytestmark = pytest.mark.slow
 
-EXIT_OK, EXIT_INPUT = 0, 2
+EXIT_OK, EXIT_INPUT, EXIT_CONFIG = 0, 2, 3
 TIME_LIMIT_S = 90.0  # generous on a shared 2-core machine; a hang is minutes
 MEMORY_LIMIT_MB = 1500
 
@@ -402,3 +402,60 @@ def test_unusable_advisor_home_is_a_config_error(healthy: Path, tmp_path: Path, 
     run = cli(bad, "report", healthy)
     check(run, 3, names=f"{bad} (ADVISOR_HOME)")
     assert snapshot(healthy) == before
+
+
+def _read_only_mount_works(folder: Path) -> bool:
+    """Whether ``unshare -m`` can bind-mount ``folder`` read-only here (root in a container)."""
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(
+        [
+            "unshare",
+            "-m",
+            "sh",
+            "-c",
+            f"mount --bind -o ro '{folder}' '{folder}' && ! touch '{folder}/x'",
+        ],
+        capture_output=True,
+    )
+    return probe.returncode == 0
+
+
+@pytest.mark.parametrize("prepared", [False, True])
+def test_read_only_advisor_home(healthy: Path, tmp_path: Path, prepared: bool) -> None:
+    """A read-only ADVISOR_HOME: exit 3 naming it when it holds no case index; with a built index
+    (a shared, prepared home) the question is answered, with a note that nothing is cached.
+
+    Read-only for real (a read-only bind mount: root writes through a mode of 0o555).
+    """
+    home = tmp_path / "ro-home"
+    home.mkdir()
+    if not _read_only_mount_works(home):
+        pytest.skip("no read-only bind mount here (needs root and unshare -m)")
+    if prepared:
+        check(cli(home, "kb", "build"), 0)
+    before = snapshot(home)
+    script = (
+        f"mount --bind -o ro '{home}' '{home}' && exec '{sys.executable}' -m advisor_chat.cli.main "
+        f"ask '{healthy}' 'which rank is slow?'"
+    )
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script],
+        capture_output=True,
+        timeout=TIME_LIMIT_S,
+        env=_env(home),
+        stdin=subprocess.DEVNULL,
+    )
+    run = Run(
+        proc.returncode,
+        proc.stdout.decode("utf-8", "replace"),
+        proc.stderr.decode("utf-8", "replace"),
+        time.perf_counter() - t0,
+    )
+    if prepared:
+        check(run, 0, names="is read-only: nothing is cached")
+        assert "Rank" in run.out or "rank" in run.out
+    else:
+        check(run, EXIT_CONFIG, names=f"{home} (ADVISOR_HOME) is read-only")
+    assert snapshot(home) == before

@@ -15,6 +15,7 @@ question                        result
 "link 3-99"                     refusal: link 3→99 does not exist (rank 99 does not exist)
 "step 999" / "step -2"          refusal: step X does not exist; steps are 10-12
 "32卡训练…" on 16 ranks          note: this profile holds 16 ranks (0-15), not 32
+"" / "  " / "??"                refusal: the question is empty (with an example)
 "what changed?" + baseline of   refusal: not comparable (same folder / another world size)
 the same folder or another
 world size
@@ -164,6 +165,16 @@ def validate_question(
     zh = q.language == "zh"
     have = set(int(r) for r in ranks)
     valid = fmt_ranks(sorted(have))
+    if not any(ch.isalnum() for ch in q.text):  # blank, or only punctuation / emoji
+        return Validation(
+            refusal=(
+                "问题是空的：请提一个关于这份数据的问题，例如“哪张卡慢？”或“哪条链路慢？”。"
+                if zh
+                else 'The question is empty: ask one about this profile, e.g. "which rank is '
+                'slow?" or "which link is slow?".'
+            ),
+            record="",
+        )
     have_steps = set(int(s) for s in steps)
     valid_steps = fmt_ranks(sorted(have_steps)) if have_steps else ""
     problems: list[str] = []

@@ -88,10 +88,12 @@ def main() -> None:
 
 
 def _check_home() -> None:
-    """Exit 3 with one message when ``$ADVISOR_HOME`` is a file or cannot be created.
+    """Exit 3 with one message when ``$ADVISOR_HOME`` is unusable.
 
-    A home that exists but is read-only is usable (nothing is cached, the case index is read as
-    is); a note says so once.
+    Unusable: a file, a folder that cannot be created, or a read-only folder without a case index.
+
+    A read-only home that holds a built case index (a shared, prepared home) is usable: nothing
+    is cached, the index is read as is; a note says so once.
     """
     import os
 
@@ -107,6 +109,8 @@ def _check_home() -> None:
             home.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             problem = f"cannot be created ({exc.strerror or type(exc).__name__})"
+    elif not os.access(home, os.W_OK | os.X_OK) and not (home / "index").is_dir():
+        problem = "is read-only and holds no case index (the first run builds one there)"
     elif not os.access(home, os.W_OK | os.X_OK):
         err_console.print(
             f"note: {home} (ADVISOR_HOME) is read-only: nothing is cached, each run parses "

@@ -26,6 +26,7 @@ class Mechanism(str, Enum):
     JOB_IDLE = "job_idle"
     JOB_HOTSPOT = "job_hotspot"
     STEP_EVENTS = "step_events"
+    LATE_ARRIVAL = "late_arrival"
     DEGRADATION = "degradation"
     REGRESSION = "regression"
     DATA_ARTIFACT = "data_artifact"

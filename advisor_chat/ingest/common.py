@@ -240,15 +240,32 @@ def read_csv(path: Path, required: list[str] | None = None) -> pd.DataFrame:
         raise unreadable(path) from exc
     except pd.errors.EmptyDataError:
         df = pd.DataFrame()
-    except (pd.errors.ParserError, csv.Error, UnicodeDecodeError, OSError, ValueError) as exc:
-        raise InputError(
-            f"cannot parse CSV {show_path(path)}: {short(exc, 200)}",
-            path=show_path(path),
-            remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
-        ) from exc
+    except (pd.errors.ParserError, csv.Error, OSError, ValueError) as exc:
+        raise csv_error(path, exc) from exc
     df.columns = [HEADER_ALIASES.get(str(c).strip(), str(c).strip()) for c in df.columns]
     _check_required(path, list(df.columns), required)
     return df
+
+
+def csv_error(path: Path, exc: Exception) -> InputError:
+    """The :class:`InputError` for a CSV that cannot be parsed.
+
+    Bytes that are not UTF-8 (a file re-saved as GBK by a Windows tool) are said as such, with
+    the command that converts them.
+    """
+    if isinstance(exc, UnicodeDecodeError):
+        return InputError(
+            f"{show_path(path)} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+            f"{exc.start}); it was saved in another encoding (e.g. GBK by a Windows tool)",
+            path=show_path(path),
+            remedy=f"Re-save it as UTF-8 (e.g. `iconv -f GBK -t UTF-8 {path.name}`) or copy the "
+            "profiler's original file again",
+        )
+    return InputError(
+        f"cannot parse CSV {show_path(path)}: {short(exc, 200)}",
+        path=show_path(path),
+        remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
+    )
 
 
 def _head_columns(path: Path) -> list[str]:
@@ -402,11 +419,7 @@ def read_columns(path: Path, required: list[str] | None = None) -> Columns | pd.
     except PermissionError as exc:
         raise unreadable(path) from exc
     except (csv.Error, UnicodeDecodeError, OSError) as exc:
-        raise InputError(
-            f"cannot parse CSV {show_path(path)}: {short(exc, 200)}",
-            path=show_path(path),
-            remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
-        ) from exc
+        raise csv_error(path, exc) from exc
     out = Columns()
     if not rows:
         _check_required(path, [], required)
@@ -447,12 +460,25 @@ def step_from_key(key: str) -> int:
     return int(m.group(1)) if m else -1
 
 
+#: Step id of a row whose Step cell holds something that is not a step number (text, a negative
+#: or fractional number, beyond :data:`MAX_STEP_ID`): ``schema.check_values`` drops those rows
+#: with an ``invalid_values`` warning instead of reading them as the no-step row (-1).
+INVALID_STEP = -2
+#: Step ids above this are not a training step (2^31: a run would last centuries).
+MAX_STEP_ID = 1 << 31
+
+
 def step_col(series: Any, index: Any) -> Any:
-    """Step column: digits → int, empty → -1 (numpy int64 array)."""
+    """Step column: digits → int, empty → -1, anything else → :data:`INVALID_STEP` (int64 array)."""
     if series is None:
         return np.full(len(index), -1, dtype="int64")
     f = np.asarray(num(series), dtype="float64")
-    return np.where(np.isnan(f), -1, np.round(f)).astype("int64")
+    s = series if isinstance(series, pd.Series) else pd.Series(list(series), dtype=object)
+    empty = (s.isna() | s.astype(str).str.strip().isin(_NA_SET)).to_numpy()
+    with np.errstate(invalid="ignore"):
+        bad = ~empty & (np.isnan(f) | (f < 0) | (f > MAX_STEP_ID) | (f != np.round(f)))
+    f = np.where(np.isnan(f) | bad, 0.0, f)
+    return np.where(empty, -1, np.where(bad, INVALID_STEP, np.round(f))).astype("int64")
 
 
 _OP_TYPES = (

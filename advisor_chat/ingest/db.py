@@ -167,12 +167,33 @@ def tables_of(con: sqlite3.Connection) -> dict[str, list[str]]:
     return out
 
 
+#: Columns that hold text in every schema version (names, hashes that may be all digits).
+_TEXT_COLUMNS = frozenset(
+    {"value", "hostUid", "hostName", "group_name", "hccl_op_name", "op_name", "transport_type",
+     "step", "src_rank", "dst_rank", "groupName", "opName"}
+)  # fmt: skip
+
+
 def _q(con: sqlite3.Connection, sql: str) -> pd.DataFrame:
-    return pd.read_sql_query(sql, con)
+    """Run ``sql``; numbers stored as text become numbers again.
+
+    A table re-created with TEXT columns by another tool stores ``'1736409600000'``: arithmetic
+    and comparisons must never run on those strings (issue 24).
+    """
+    df = pd.read_sql_query(sql, con)
+    for c in df.columns:
+        if c in _TEXT_COLUMNS or not (
+            df[c].dtype == object or pd.api.types.is_string_dtype(df[c].dtype)
+        ):
+            continue
+        vals = pd.to_numeric(df[c], errors="coerce")
+        if vals.notna().sum() == df[c].notna().sum():  # every value is a number
+            df[c] = vals
+    return df
 
 
 def _strings(con: sqlite3.Connection) -> dict[int, str]:
-    return dict(con.execute("SELECT id, value FROM STRING_IDS").fetchall())
+    return dict(con.execute("SELECT CAST(id AS INTEGER), value FROM STRING_IDS").fetchall())
 
 
 def _assign_steps(times_us: pd.Series, steps: pd.DataFrame) -> pd.Series:
@@ -402,11 +423,15 @@ def _read_host_dispatch(
     if "COMPUTE_TASK_INFO" in tabs:
         names = {
             g: s(n) or ""
-            for g, n in con.execute("SELECT globalTaskId, name FROM COMPUTE_TASK_INFO")
+            for g, n in con.execute(
+                "SELECT CAST(globalTaskId AS INTEGER), CAST(name AS INTEGER) FROM COMPUTE_TASK_INFO"
+            )
         }
     api_types: dict[int, str] = {}
     if "ENUM_API_TYPE" in tabs:
-        api_types = dict(con.execute("SELECT id, name FROM ENUM_API_TYPE").fetchall())
+        api_types = dict(
+            con.execute("SELECT CAST(id AS INTEGER), name FROM ENUM_API_TYPE").fetchall()
+        )
     prefix = {"acl": "AscendCL@", "node": "Node@", "runtime": "Runtime@", "model": "Model@"}
     prefix.update({"hccl": "Hccl@", "communication": "Hccl@"})
     hd = pd.DataFrame(

@@ -313,7 +313,16 @@ def check_root(path: str | Path) -> Path:
         InputError: The path does not exist, is a file, is unreadable or is empty.
     """
     root = Path(path).expanduser()
-    if not root.exists():
+    try:
+        exists = root.exists()
+    except OSError as exc:  # a name too long for the file system, an I/O error, ...
+        raise InputError(
+            f"the path {root} cannot be read: {exc.strerror or exc}",
+            path=root,
+            remedy="Check the path: each folder name must stay under 255 bytes (a Chinese "
+            "character takes 3); rename or move the folder and pass the new path",
+        ) from exc
+    if not exists:
         raise InputError(
             f"the path {root} does not exist",
             path=root,

@@ -530,6 +530,14 @@ def check_values(
             ]
     crit = [c for c in CRITICAL.get(name, ()) if c in out.columns]
     drop = np.zeros(n_rows, dtype=bool)
+    if "step" in out.columns:  # a Step cell that is not a step number (ingest.common.step_col)
+        from advisor_chat.ingest.common import INVALID_STEP
+
+        inv = (out["step"] == INVALID_STEP).fillna(False).to_numpy(dtype=bool)
+        if inv.any():
+            why["step"] = [f"{int(inv.sum())} not a step number"]
+            bad_rows |= inv
+            drop |= inv
     if crit:
         vals = {c: out[c].notna().to_numpy() for c in crit}
         any_in_row = np.logical_or.reduce([present.get(c, vals[c]) for c in crit])

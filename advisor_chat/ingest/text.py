@@ -911,6 +911,8 @@ def read_kernels_arrow(files: list[tuple[Path, int | None]]) -> tuple[pd.DataFra
                 )
             except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError, ValueError):
                 table = None
+            if table is not None and any(pa.types.is_binary(f.type) for f in table.schema):
+                table = None  # bytes that are not UTF-8: the per-file reader names the file
         if table is None or table.num_rows != sum(n_rows):
             for i, _ in items:
                 parts[i] = read_kernels(*files[i])[0]

@@ -6,7 +6,8 @@ import dataclasses
 import math
 from typing import Any
 
-from advisor_chat.diagnosis.context import Context
+from advisor_chat.analyzers.base import Category, Severity
+from advisor_chat.diagnosis.context import Context, ranks_label
 from advisor_chat.diagnosis.rules.common import (
     EVENT_MIN_STEPS,
     MIN_RANKS,
@@ -21,7 +22,15 @@ from advisor_chat.diagnosis.rules.stragglers import (
     _group_cause,
     _rank_cause,
 )
-from advisor_chat.diagnosis.types import Mechanism, RootCause
+from advisor_chat.diagnosis.text import ms, share_of
+from advisor_chat.diagnosis.types import (
+    BoundKind,
+    Culprit,
+    Impact,
+    Mechanism,
+    Remedy,
+    RootCause,
+)
 
 
 def covered_ranks(ctx: Context, causes: list[RootCause]) -> set[int]:
@@ -63,7 +72,12 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     for cc in attr.culprits:
         if cc.cost_us_per_step < _min_share(cc, steps) * ctx.step_us:
             continue
-        if set(cc.unit.ranks) & covered or not set(cc.unit.ranks) <= set(ctx.ranks):
+        if set(cc.unit.ranks) & covered:
+            continue
+        if not set(cc.unit.ranks) <= set(ctx.ranks):
+            # late at the collectives, but its own time is not in the step trace
+            out.append(_late_arrival_cause(ctx, cc))
+            covered |= set(cc.unit.ranks)
             continue
         if cc.unit.kind == "rank":
             r = cc.unit.ranks[0]
@@ -108,6 +122,63 @@ def _min_share(cc: Any, steps: list[int]) -> float:
     ):
         return STEADY_MIN_SHARE
     return STRAGGLER_MIN_SHARE
+
+
+def _late_arrival_cause(ctx: Context, cc: Any) -> RootCause:
+    """A culprit the collectives name whose own time the step trace does not hold.
+
+    The others' Wait Time says they wait for it (so it is the one to look at), but without its
+    Computing / Free nothing tells a host stall from slower kernels: the cause says so and asks
+    for the missing file instead of guessing a mechanism. Source: ``comm_ops`` Wait Time; the
+    ``missing_table`` load warning for the file.
+    """
+    ranks = list(cc.unit.ranks)
+    who, who_zh = ranks_label(ranks)
+    lost = sorted(cc.victims.items(), key=lambda kv: -kv[1])
+    victims = tuple(
+        Impact(int(r), float(v), share_of(float(v), ctx.step_us), "collective_wait")
+        for r, v in lost
+        if v > 0
+    )
+    vic, vic_zh = ranks_label([v.rank for v in victims]) if victims else ("", "")
+    top = max((v.lost_us for v in victims), default=cc.cost_us_per_step)
+    missing = [w for w in ctx.profile.warnings if set(w.ranks) & set(ranks) and w.path]
+    where = missing[0].path if missing else "its step trace"
+    return RootCause(
+        id=f"cause.late_arrival.r{ranks[0]}" + (f"_{ranks[-1]}" if len(ranks) > 1 else ""),
+        mechanism=Mechanism.LATE_ARRIVAL,
+        category=Category.UNKNOWN,
+        culprit=Culprit(
+            kind="rank" if len(ranks) == 1 else "ranks",
+            ranks=tuple(ranks),
+            label=who,
+            label_zh=who_zh,
+        ),
+        victims=victims,
+        summary=(
+            f"{who.capitalize()} arrives last at the collectives: {vic or 'the others'} wait up to "
+            f"{ms(top)} per step for it (Wait Time in the collectives); why it is late cannot be "
+            f"told, because the profile has no step trace (Computing / Free) for {who}"
+        ),
+        summary_zh=(
+            f"{who_zh}在集合通信中最晚到达：{vic_zh or '其他卡'}每步最多等它 {ms(top)}（集合通信的等待时间）；"
+            f"它为什么晚无法判断，因为数据中没有{who_zh}的步骤耗时（计算 / 空闲）"
+        ),
+        metrics={"job_cost_us": cc.cost_us_per_step, "victim_wait_us_per_step": top},
+        findings=(),
+        gain_us=cc.cost_us_per_step,
+        bound=BoundKind.ESTIMATE,
+        remedies=(
+            Remedy(
+                "check",
+                f"Copy {who}'s step trace ({where}) from the training machine and ask again: its "
+                "Computing and Free tell a host stall from slower kernels.",
+                f"从训练机器拷回{who_zh}的步骤耗时文件（{where}）后再问：其计算与空闲时间能区分"
+                "主机下发慢与算子变慢。",
+            ),
+        ),
+        severity=Severity.HIGH if share_of(top, ctx.step_us) >= 0.1 else Severity.MEDIUM,
+    )
 
 
 #: Rank-level mechanisms a unit culprit (node, group, stage) takes over.

@@ -178,7 +178,7 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     Rule: the exposed communication (Communication Not Overlapped and Exclude Receive) of the rank
     that waits least in each step (mean over steps) — the last to arrive, so none of it is
     waiting for a peer — minus what the
-    specific causes already explain (slow-link transit excess) is ≥ ``EXPOSED_MIN_SHARE`` (15%, the communication analyzer's communication-bound threshold)
+    specific causes already explain (slow-link transit excess, the wait for a late rank without a step trace) is ≥ ``EXPOSED_MIN_SHARE`` (15%, the communication analyzer's communication-bound threshold)
     of the median step. Not applied when a communication-bound pipeline stage owns it. With ≥
     ``MANY_COLLECTIVES`` (32) collectives per step and rank, or a small-packet finding, the cause
     says "many small collectives" (their latency is exposed). Victims: every rank, lost =
@@ -198,7 +198,13 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     # per step, the rank that waits least (the last to arrive); mean over steps, so a rank that
     # waited for another rank's one-step stall does not count as exposed communication
     least = float(ctx.frame.groupby("step")[col].min().mean())
-    explained = sum(c.gain_us or 0.0 for c in causes if c.mechanism is Mechanism.SLOW_LINK)
+    # a slow link's transit excess, and the wait for a late rank whose own row is missing (the
+    # least-waiting rank of the step trace then still waits for it), are not the job's own
+    explained = sum(
+        c.gain_us or 0.0
+        for c in causes
+        if c.mechanism in (Mechanism.SLOW_LINK, Mechanism.LATE_ARRIVAL)
+    )
     rest = least - explained
     if rest < EXPOSED_MIN_SHARE * ctx.step_us:
         return []
