@@ -219,45 +219,34 @@ def _rows_text(rows: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def _counts(findings: tuple[Finding, ...]) -> str:
+def _counts(findings: tuple[Finding, ...], lang: str = "en") -> str:
+    from advisor_chat.i18n import t
+
     counts = {s: sum(1 for f in findings if f.severity is s) for s in Severity}
-    return ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
+    sep = "，" if lang == "zh" else ", "
+    return sep.join(
+        t("report.count", lang, n=n, severity=t(f"severity.{s.value}", lang))
+        for s, n in counts.items()
+        if n
+    )
 
 
-_MECH_TITLE = {
-    "compute_straggler": "Compute straggler",
-    "host_stall": "Host stall",
-    "slow_link": "Slow link",
-    "slow_group": "Slower group of ranks",
-    "pipeline_imbalance": "Pipeline stage imbalance",
-    "exposed_communication": "Exposed communication (job)",
-    "job_idle": "Same idle on every rank (job)",
-    "job_hotspot": "One item dominates every rank (job)",
-    "step_events": "One-step events",
-    "degradation": "Degradation over the run",
-    "regression": "Regression against the baseline",
-    "data_artifact": "Data artifact (excluded steps)",
-    "not_enough_signal": "Not enough signal",
-    "no_culprit": "No culprit",
-}
-
-_HOW = {
-    "collective_wait": "waiting in collectives",
-    "bubble": "pipeline Bubble",
-    "slow_link_transit": "slow-link transit",
-    "idle": "idle (Free)",
-    "own_time": "own time",
-}
-
-
-def _victims_text(victims: tuple[Any, ...], limit: int = 8) -> str:
+def _victims_text(victims: tuple[Any, ...], limit: int = 8, lang: str = "en") -> str:
     """``'rank 13 62.3 ms (44.5%), ... (16 ranks, bubble)'`` from Impacts (ms, share of step)."""
+    from advisor_chat.i18n import messages, t
+
     if not victims:
         return ""
-    shown = ", ".join(f"rank {v.rank} {fmt_ms(v.lost_us)} ({v.share:.1%})" for v in victims[:limit])
-    hows = sorted({_HOW.get(v.how, v.how) for v in victims})
-    more = f", ... {len(victims)} ranks" if len(victims) > limit else ""
-    return f"{shown}{more} per step ({', '.join(hows)})"
+    sep = "，" if lang == "zh" else ", "
+    shown = sep.join(
+        t("report.victim", lang, rank=v.rank, lost=fmt_ms(v.lost_us), share=f"{v.share:.1%}")
+        for v in victims[:limit]
+    )
+    hows = sorted(
+        {t(f"how.{v.how}", lang) if f"how.{v.how}" in messages("en") else v.how for v in victims}
+    )
+    more = t("report.victims_more", lang, n=len(victims)) if len(victims) > limit else ""
+    return t("report.per_step", lang, text=f"{shown}{more}", how=sep.join(hows))
 
 
 def fmt_ms(us: float | None) -> str:
@@ -268,11 +257,16 @@ def fmt_ms(us: float | None) -> str:
     return f"{v:,.0f} ms" if abs(v) >= 100 else f"{v:.1f} ms"
 
 
-def _gain_text(gain: float | None, bound: Any) -> str:
+def _gain_text(gain: float | None, bound: Any, lang: str = "en") -> str:
+    from advisor_chat.i18n import t
+
     if gain is None or not math.isfinite(gain):
         return ""
-    kind = {"upper_bound": "upper bound", "estimate": "estimate"}.get(bound.value, "")
-    return f"{fmt_ms(gain)} per step" + (f" ({kind})" if kind else "")
+    if bound.value in ("upper_bound", "estimate"):
+        return t(
+            "gain.per_step_bound", lang, ms=fmt_ms(gain), bound=t(f"bound.{bound.value}", lang)
+        )
+    return t("gain.per_step", lang, ms=fmt_ms(gain))
 
 
 def _finding_md(f: Finding, heading: str) -> list[str]:
@@ -304,13 +298,18 @@ def _finding_md(f: Finding, heading: str) -> list[str]:
     return out
 
 
-def _cause_heading(c: Any) -> str:
+def _cause_heading(c: Any, lang: str = "en") -> str:
     """``'<mechanism title>: <culprit>'``, the culprit left out when it only repeats the title."""
-    title = _MECH_TITLE.get(c.mechanism.value, c.mechanism.value)
+    from advisor_chat.i18n import messages, t
+
+    key = f"mech.{c.mechanism.value}"
     if str(c.id).startswith("cause.peer_wait"):
-        title = "Waiting at the collectives"  # for whom is not in the data: not a compute straggler
-    label = str(c.culprit.label)
-    return title if label.strip().lower() == title.strip().lower() else f"{title}: {label}"
+        key = "mech.peer_wait"  # for whom is not in the data: not a compute straggler
+    title = t(key, lang) if key in messages("en") else c.mechanism.value
+    label = str(c.culprit.label_zh if lang == "zh" and c.culprit.label_zh else c.culprit.label)
+    if label.strip().lower() == title.strip().lower():
+        return title
+    return f"{title}：{label}" if lang == "zh" else f"{title}: {label}"
 
 
 def render_markdown(report: Report) -> str:
@@ -424,9 +423,16 @@ code{background:#f6f8fa;padding:.05rem .3rem;border-radius:4px}
 """
 
 
-def _finding_html(f: Finding, num: str) -> list[str]:
-    """One finding as an HTML section (profile strings escaped with textsafe)."""
+def _finding_html(f: Finding, num: str, lang: str = "both") -> list[str]:
+    """One finding as an HTML section (profile strings escaped with textsafe).
+
+    ``lang`` ``zh``: the Chinese summary only (the English one when a finding has none) and no
+    "how" notes (the analyzers write them in English only); ``en``: English only; ``both``: both.
+    """
+    from advisor_chat.i18n import t
     from advisor_chat.textsafe import html_text
+
+    ui = "zh" if lang == "zh" else "en"
 
     def e(x: object) -> str:
         return html_text(x, limit=None)
@@ -434,28 +440,45 @@ def _finding_html(f: Finding, num: str) -> list[str]:
     parts = []
     sev = f.severity.value
     parts.append(f'<section class="f {sev}" id="{e(f.id)}">')
-    ranks = f" &middot; ranks {e(_ranks_text(f.ranks))}" if f.ranks else ""
-    parts.append(
-        f'<h3>{e(num)} <span class="sev {sev}">{e(sev)}</span> {e(f.kind.value)}{ranks}</h3>'
+    ranks = (
+        f" &middot; {e(t('report.finding_ranks', ui, ranks=_ranks_text(f.ranks)))}"
+        if f.ranks
+        else ""
     )
-    parts.append(f"<p>{e(f.summary)}</p>")
-    if f.summary_zh:
-        parts.append(f'<p class="zh" lang="zh">{e(f.summary_zh)}</p>')
+    sev_text = t(f"severity.{sev}", ui)
+    parts.append(
+        f'<h3>{e(num)} <span class="sev {sev}">{e(sev_text)}</span> {e(f.kind.value)}{ranks}</h3>'
+    )
+    if lang == "zh" and f.summary_zh:
+        parts.append(f'<p lang="zh">{e(f.summary_zh)}</p>')
+    else:
+        parts.append(f"<p>{e(f.summary)}</p>")
+        if f.summary_zh and lang == "both":
+            parts.append(f'<p class="zh" lang="zh">{e(f.summary_zh)}</p>')
     if f.estimated_gain_us is not None and math.isfinite(f.estimated_gain_us):
-        parts.append(f"<p><b>Estimated gain:</b> {e(fmt_us(f.estimated_gain_us))} per step</p>")
+        gain = t("gain.per_step", ui, ms=fmt_us(f.estimated_gain_us))
+        parts.append(f"<p><b>{e(t('report.finding_gain', ui))}</b> {e(gain)}</p>")
     if f.metrics:
-        parts.append("<table><tr><th>metric</th><th>value</th></tr>")
+        parts.append(
+            f"<table><tr><th>{e(t('report.th_metric', ui))}</th>"
+            f"<th>{e(t('report.th_value', ui))}</th></tr>"
+        )
         for k, v in f.metrics.items():
             parts.append(
                 f'<tr><td><code>{e(k)}</code></td><td class="n">{e(fmt_number(k, v))}</td></tr>'
             )
         parts.append("</table>")
     if f.evidence:
-        parts.append("<table><tr><th>table</th><th>source</th><th>rows</th><th>how</th></tr>")
+        how = lang != "zh"  # the notes are English only
+        heads = ["th_table", "th_source", "th_rows"] + (["th_how"] if how else [])
+        parts.append(
+            "<table><tr>" + "".join(f"<th>{e(t(f'report.{h}', ui))}</th>" for h in heads) + "</tr>"
+        )
         for ev in f.evidence:
+            note = f"<td>{e(ev.note)}</td>" if how else ""
             parts.append(
-                f"<tr><td><code>{e(ev.table)}</code></td><td>{e(ev.source)}</td>"
-                f"<td>{e(_rows_text(ev.rows))}</td><td>{e(ev.note)}</td></tr>"
+                f"<tr><td><code>{e(ev.table)}</code></td><td><code>{e(ev.source)}</code></td>"
+                f"<td><code>{e(_rows_text(ev.rows))}</code></td>{note}</tr>"
             )
         parts.append("</table>")
     if f.symptom_tags:
@@ -483,10 +506,16 @@ def render_html(
         lang: ``en`` or ``zh``: the diagnosis' sentences in that language only; ``both``: each
             English sentence followed by its Chinese one.
     """
+    from advisor_chat.i18n import t
     from advisor_chat.textsafe import html_text
+
+    ui = "zh" if lang == "zh" else "en"  # the page's own labels ("both": English labels)
 
     def e(x: object) -> str:
         return html_text(x, limit=None)
+
+    def T(key: str, **values: object) -> str:
+        return e(t(key, ui, **values))
 
     def say(en: str, zh: str, tag: str = "p") -> str:
         """One sentence in the report's language(s)."""
@@ -501,19 +530,26 @@ def render_html(
         "<!DOCTYPE html>",
         f'<html lang="{"zh" if lang == "zh" else "en"}"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        "<title>advisor-chat report</title>",
+        f"<title>{T('report.title')}</title>",
         f"<style>{_CSS}</style></head><body>",
-        "<h1>advisor-chat report</h1>",
-        f'<p class="meta">Profile <code>{e(p["root"])}</code> ({e(p["layout"])}), '
-        f"{len(p['ranks'])} rank(s) ({e(_ranks_text(p['ranks']))}), {len(p['steps'])} step(s)"
-        + (f"; baseline <code>{e(report.baseline['root'])}</code>" if report.baseline else "")
-        + (f"; rank explained: {report.rank}" if report.rank is not None else "")
+        f"<h1>{T('report.title')}</h1>",
+        '<p class="meta">'
+        + T(
+            "report.profile",
+            root=f"`{p['root']}`",
+            layout=p["layout"],
+            n_ranks=len(p["ranks"]),
+            ranks=_ranks_text(p["ranks"]),
+            n_steps=len(p["steps"]),
+        ).replace(f"`{e(p['root'])}`", f"<code>{e(p['root'])}</code>", 1)
+        + (T("report.baseline", root=report.baseline["root"]) if report.baseline else "")
+        + (T("report.rank_explained", rank=report.rank) if report.rank is not None else "")
         + "</p>",
     ]
     d = report.diagnosis
     shown: set[str] = set()
     if d is not None:
-        parts.append("<h2>Diagnosis</h2>")
+        parts.append(f"<h2>{T('report.diagnosis')}</h2>")
         parts.append('<div class="headline"><b>' + say(d.headline, d.headline_zh) + "</b></div>")
         if d.left_out:  # input the diagnosis could not use: said before any cause
             parts.append(
@@ -522,83 +558,99 @@ def render_html(
                 + "</b></div>"
             )
         if d.step_time_us:
-            sh = ", ".join(f"{k.replace('_', ' ')} {v:.1%}" for k, v in d.shares.items())
-            parts.append(
-                f'<p class="meta">Median step {e(fmt_ms(d.step_time_us))}; cluster-wide shares: '
-                f"{e(sh)}.</p>"
+            sh = ("，" if ui == "zh" else ", ").join(
+                f"{t(f'share.{k}', ui)} {v:.1%}" for k, v in d.shares.items()
             )
-        if d.notes:
-            parts.append("<ul>" + "".join(f"<li>{e(n)}</li>" for n in d.notes) + "</ul>")
+            parts.append(
+                f'<p class="meta">{T("report.median_step", step=fmt_ms(d.step_time_us), shares=sh)}</p>'
+            )
+        notes = d.notes_zh if lang == "zh" and d.notes_zh else d.notes
+        if notes:
+            parts.append("<ul>" + "".join(f"<li>{e(n)}</li>" for n in notes) + "</ul>")
         for i, c in enumerate(d.causes, 1):
             sev = c.severity.value
             parts.append(f'<section class="f cause {sev}" id="{e(c.id)}">')
             parts.append(
-                f'<h3>Cause {i}. <span class="sev {sev}">{e(sev)}</span> {e(_cause_heading(c))}</h3>'
+                f'<h3>{T("report.cause", n=i)} <span class="sev {sev}">'
+                f"{T(f'severity.{sev}')}</span> {e(_cause_heading(c, ui))}</h3>"
             )
             parts.append(say(c.summary, c.summary_zh))
             items = []
-            if c.dominant:
-                items.append(f"<b>Culprit is:</b> {e(c.dominant)}")
+            dominant = c.dominant_zh if ui == "zh" and c.dominant_zh else c.dominant
+            if dominant:
+                items.append(f"<b>{T('report.culprit_is')}</b> {e(dominant)}")
             if c.findings:
                 ids = ", ".join(
                     f'<a href="#{e(f.id)}"><code>{e(f.id)}</code></a>' for f in c.findings
                 )
-                items.append(f"<b>Evidence:</b> {ids}")
+                items.append(f"<b>{T('report.evidence')}</b> {ids}")
             if c.steps:
-                items.append(f"<b>Steps:</b> {e(', '.join(str(s) for s in c.steps))}")
-            vt = _victims_text(c.victims)
+                items.append(f"<b>{T('report.steps')}</b> {e(', '.join(str(s) for s in c.steps))}")
+            vt = _victims_text(c.victims, lang=ui)
             if vt:
-                items.append(f"<b>Victims</b> (time they lose because of it): {e(vt)}")
+                items.append(f"<b>{T('report.victims')}</b> {e(vt)}")
             if c.remedies:
                 rem = []
                 for rm in c.remedies:
-                    g = _gain_text(rm.gain_us, rm.bound) if rm.kind == "action" else ""
-                    tail = f" &mdash; expected gain {e(g)}" if g else ""
+                    g = _gain_text(rm.gain_us, rm.bound, ui) if rm.kind == "action" else ""
+                    tail = f" &mdash; {T('report.expected_gain_inline', gain=g)}" if g else ""
                     if rm.case_id:
-                        tail += f" (case <code>{e(rm.case_id)}</code>)"
+                        tail += " " + T("report.case", case=f"`{rm.case_id}`").replace(
+                            f"`{e(rm.case_id)}`", f"<code>{e(rm.case_id)}</code>"
+                        )
                     text = rm.text_zh if lang == "zh" and rm.text_zh else rm.text
                     zh_line = (
                         f'<br><span class="zh" lang="zh">{e(rm.text_zh)}</span>'
                         if lang == "both"
                         else ""
                     )
-                    rem.append(f"<li><i>{e(rm.kind)}</i>: {e(text)}{tail}{zh_line}</li>")
-                items.append("<b>What to change:</b><ul>" + "".join(rem) + "</ul>")
-            g = _gain_text(c.gain_us, c.bound)
+                    rem.append(
+                        f"<li><i>{T(f'remedy.{rm.kind}')}</i>{'：' if ui == 'zh' else ': '}"
+                        f"{e(text)}{tail}{zh_line}</li>"
+                    )
+                items.append(f"<b>{T('report.what_to_change')}</b><ul>" + "".join(rem) + "</ul>")
+            g = _gain_text(c.gain_us, c.bound, ui)
             if g:
-                items.append(f"<b>Expected gain:</b> {e(g)}")
+                items.append(f"<b>{T('report.expected_gain')}</b> {e(g)}")
             parts.append("<ul>" + "".join(f"<li>{x}</li>" for x in items) + "</ul>")
             for j, f in enumerate(c.findings, 1):
-                parts += _finding_html(f, f"{i}.{j}")
+                parts += _finding_html(f, f"{i}.{j}", lang)
                 shown.add(f.id)
             parts.append("</section>")
     if plots:
-        parts.append("<h2>图表</h2>" if lang == "zh" else "<h2>Plots</h2>")
+        parts.append(f"<h2>{T('report.plots')}</h2>")
         for title, caption, fig_html in plots:
             parts.append(f"<figure><figcaption><b>{e(title)}</b>: {e(caption)}</figcaption>")
             parts.append(fig_html)
             parts.append("</figure>")
     rest = [f for f in report.findings if f.id not in shown]
-    title = "Other findings" if d is not None else "Findings"
-    parts.append(f"<h2>{title} ({len(rest)}: {e(_counts(tuple(rest)) or 'none')})</h2>")
+    key = "report.other_findings" if d is not None else "report.findings"
+    counts = _counts(tuple(rest), ui) or t("report.none", ui)
+    parts.append(f"<h2>{T(key, n=len(rest), counts=counts)}</h2>")
     if not report.findings:
-        parts.append("<p>No finding: nothing stands out above the analyzers' thresholds.</p>")
+        parts.append(f"<p>{T('report.no_finding')}</p>")
     for i, f in enumerate(rest, 1):
-        parts += _finding_html(f, f"{i}.")
+        parts += _finding_html(f, f"{i}.", lang)
     if report.notes:
-        parts.append("<h2>Notes</h2><ul>")
+        # the analyzers write these in English only: a Chinese page says so in their heading
+        parts.append(f'<h2>{T("report.notes")}</h2><ul class="analyzer-notes" lang="en">')
         parts += [f"<li>{e(n)}</li>" for n in report.notes]
         parts.append("</ul>")
-    parts.append("<h2>Analyzers</h2><table><tr><th>analyzer</th><th>status</th>")
-    parts.append("<th>findings</th><th>time</th></tr>")
+    heads = ("th_analyzer", "th_status", "th_findings", "th_time")
+    parts.append(
+        f"<h2>{T('report.analyzers')}</h2><table><tr>"
+        + "".join(f"<th>{T(f'report.{h}')}</th>" for h in heads)
+        + "</tr>"
+    )
     for r in report.runs:
         parts.append(
-            f"<tr><td>{e(r.name)}</td><td>{e(r.status)}</td><td class='n'>{r.findings}</td>"
+            f"<tr><td><code>{e(r.name)}</code></td><td><code>{e(r.status)}</code></td>"
+            f"<td class='n'>{r.findings}</td>"
             f"<td class='n'>{r.seconds:.2f} s</td></tr>"
         )
     parts.append("</table>")
     if report.created:
-        parts.append(f'<p class="meta">Generated {e(report.created)}.</p>')
+        parts.append(f'<p class="meta">{T("report.generated", created=report.created)}</p>')
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import cast
 
 import numpy as np
@@ -138,7 +139,7 @@ def cluster_breakdown(profile: Profile, params: BreakdownParams) -> AnalyzerResu
             if len(sub) >= 2:
                 scopes.append((f"stage {i} (ranks {format_ranks(ranks)})", sub))
     if not scopes:
-        scopes = [("all ranks", pr)]
+        scopes = [(ALL_RANKS, pr)]
     spread_rows = []
     for scope, sub in scopes:
         scope_step = float(sub["step_us"].mean())
@@ -213,6 +214,18 @@ def cluster_breakdown(profile: Profile, params: BreakdownParams) -> AnalyzerResu
     )
 
 
+#: The scope of a whole-job comparison (no pipeline stages known).
+ALL_RANKS = "all ranks"
+
+
+def _scope_zh(scope: str) -> str:
+    """A comparison scope in Chinese: ``all ranks`` → 所有卡, ``stage 0 (ranks 0-7)`` → 阶段 0（0-7号卡）."""
+    if scope == ALL_RANKS:
+        return "所有卡"
+    m = re.fullmatch(r"stage (\d+) \(ranks (.+)\)", scope)
+    return f"阶段 {m.group(1)}（{m.group(2)}号卡）" if m else scope
+
+
 def _extremes(per_rank: pd.DataFrame) -> pd.DataFrame:
     """Per component: the ranks with the largest and smallest mean per step (µs), median, mean."""
     rows = []
@@ -285,7 +298,7 @@ def _spread_findings(spreads: pd.DataFrame, src: str, steps_note: str) -> list[F
                 "for late ranks (it mirrors the Computing/Free spread), not slow transfers"
             )
             summary_zh = (
-                f"{row['scope']} 间{label_zh}相差 {ms(row['gap_us'])}（占 step 的 {pct(row['gap_share'])}）："
+                f"{_scope_zh(row['scope'])} 间{label_zh}相差 {ms(row['gap_us'])}（占 step 的 {pct(row['gap_share'])}）："
                 f"rank {hi} 为 {ms(row['max_us'])}，rank {lo} 为 {ms(row['min_us'])}；主要是等待慢卡，而非传输慢"
             )
             out.append(
@@ -325,7 +338,7 @@ def _spread_findings(spreads: pd.DataFrame, src: str, steps_note: str) -> list[F
             f"{ms(row['min_us'])}"
         )
         summary_zh = (
-            f"{problem_zh}：{row['scope']} 间{label_zh}最大差 {ms(row['gap_us'])}"
+            f"{problem_zh}：{_scope_zh(row['scope'])} 间{label_zh}最大差 {ms(row['gap_us'])}"
             f"（占平均 step {ms(row['scope_step_us'])} 的 {pct(row['gap_share'])}，阈值 5%）；"
             f"最高 rank {hi} {ms(row['max_us'])}，最低 rank {lo} {ms(row['min_us'])}"
         )
@@ -401,7 +414,7 @@ def _comm_share_finding(
                         f"({pct(lo)}) even on rank {lo_rank}, which waits least, but {en}"
                     ),
                     summary_zh=(
-                        f"{scope} 中等待最少的 rank {lo_rank} 每步仍有 {ms(col[lo_rank])}"
+                        f"{_scope_zh(scope)} 中等待最少的 rank {lo_rank} 每步仍有 {ms(col[lo_rank])}"
                         f"（{pct(lo)}）未掩盖通信，但{zh}"
                     ),
                     ranks=tuple(int(r) for r in pr.index),
@@ -465,7 +478,7 @@ def _comm_share_finding(
                     f"{pct(share.mean())}, only {pct(overlap)} of communication is overlapped"
                 ),
                 summary_zh=(
-                    f"通信问题（{scope}）：等待最少的 rank {lo_rank} 每步仍有 {ms(col[lo_rank])}"
+                    f"通信问题（{_scope_zh(scope)}）：等待最少的 rank {lo_rank} 每步仍有 {ms(col[lo_rank])}"
                     f"（{pct(lo)}）未被计算掩盖的通信（不含 PP 接收）；平均 {pct(share.mean())}，"
                     f"通信掩盖率仅 {pct(overlap)}"
                 ),
