@@ -107,3 +107,53 @@ def test_chinese_report_page_has_no_english_prose(scenario, tmp_path: Path) -> N
     )
     assert res.exit_code == 0
     assert len(english_prose(out.read_text(encoding="utf-8"))) > 10
+
+
+# ----- Chinese answers ---------------------------------------------------------------------------
+
+ZH_QUESTIONS = [
+    "哪张卡慢？",
+    "这是计算、调度还是通信问题？",
+    "哪条链路慢？",
+    "应该先优化什么？",
+    "是GC导致的吗？",
+    "是硬件问题吗？",
+    "3号卡为什么慢？",
+    "通信带宽正常吗？",
+]
+
+
+def _md_prose(text: str) -> list[str]:
+    """English prose in a Markdown answer (code spans and identifiers left out)."""
+    t_ = re.sub(r"```.*?```", " ", text, flags=re.S)
+    t_ = re.sub(r"`[^`]*`", " ", t_)
+    t_ = re.sub(r"https?://\S+|\S+\.(?:json|csv|db|py|yaml|txt|log|md)\b", " ", t_)
+    found = re.findall(r"\b[a-z][a-z'’]+(?:[ \-]+[a-z][a-z'’]+)+\b", t_)
+    return [f for f in found if f not in ALLOWED]
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    ["seed-rank12", "slow-link", "compute-straggler-hidden", "node-host-contention", "job-idle"],
+)
+def test_chinese_answers_and_their_page_have_no_english_prose(scenario, tmp_path: Path) -> None:
+    """The answer text, and the web page's bubbles for it (suggestions, cited findings and cases,
+    the grounding line), in Chinese: no English prose outside code spans and identifiers."""
+    from advisor_chat.agent import Advisor
+    from advisor_chat.diagnosis.engine import open_profile
+    from advisor_chat.synth import generate
+    from advisor_chat.ui.render import answer_messages
+
+    adv = Advisor(open_profile(generate(scenario, tmp_path / "p"), use_cache=False))
+    leaks = {}
+    for q in ZH_QUESTIONS:
+        answer = adv.ask(q)
+        assert CJK.search(answer.answer), (q, answer.answer[:200])
+        page = "\n\n".join(
+            m["content"] + " " + m.get("metadata", {}).get("title", "")
+            for m in answer_messages(answer)
+        )
+        found = _md_prose(answer.answer) + _md_prose(re.sub(r"<[^>]+>", " ", page))
+        if found:
+            leaks[q] = found
+    assert leaks == {}

@@ -22,6 +22,9 @@ class CitedFinding(BaseModel):
     metrics: dict[str, float] = Field(default_factory=dict)
     sources: list[str] = Field(default_factory=list, description="Files the numbers were read from")
     estimated_gain_us: float | None = None
+    summary_zh: str = Field(
+        "", description="The finding's Chinese summary (shown with Chinese answers)"
+    )
 
 
 class CitedCase(BaseModel):

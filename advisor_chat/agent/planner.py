@@ -423,7 +423,7 @@ class Planner:
             words_zh = ("没有", "只有一个", "只有两个")[n]
             text = (
                 f"没有足够的信息判断 step 耗时的变化：这份数据{words_zh} step；至少需要三个 step，"
-                "请采集更多 step（profiler schedule 的 active 设大一些）。"
+                "请采集更多 step（把 profiler 的 `schedule` 中 `active` 设大一些）。"
                 if zh
                 else f"Not enough signal to judge how step time changes: this profile holds {words} "
                 f"step{'s' if n != 1 else ''}; it takes at least three steps. Capture more steps "
@@ -1201,6 +1201,7 @@ def cited_findings(findings: Sequence[Finding]) -> list[CitedFinding]:
             metrics={k: float(v) for k, v in f.metrics.items()},
             sources=sorted({e.source for e in f.evidence if e.source}),
             estimated_gain_us=f.estimated_gain_us,
+            summary_zh=f.summary_zh or "",
         )
         for f in findings
     ]

@@ -95,7 +95,7 @@ def explain_device(
             f"Check {who}'s NPU health and clocks (npu-smi info: temperature, power, AI Core "
             "frequency, health and ECC errors) and reset or replace the device if it is "
             "throttled or degraded: every operator on it is slower by the same factor.",
-            f"检查{who_zh}的 NPU 健康状态和频率（npu-smi info：温度、功耗、AI Core 频率、健康状态和 "
+            f"检查{who_zh}的 NPU 健康状态和频率（`npu-smi info`：温度、功耗、AI Core 频率、健康状态和 "
             "ECC 错误），若降频或性能劣化则复位或更换该设备：其上所有算子按同一倍数变慢。",
             gain_us,
             BoundKind.ESTIMATE,
@@ -120,7 +120,7 @@ def explain_device(
             f"Check {who}'s NPU health (npu-smi info: health, HBM ECC errors and memory "
             f"frequency, temperature) and run the device's memory-bandwidth test; reset or "
             f"replace the device if it is degraded: only its {core} operators are slower.",
-            f"检查{who_zh}的 NPU 健康状态（npu-smi info：健康状态、HBM ECC 错误与显存频率、温度），"
+            f"检查{who_zh}的 NPU 健康状态（`npu-smi info`：健康状态、HBM ECC 错误与显存频率、温度），"
             f"并做该设备的显存带宽测试；若性能劣化则复位或更换该设备：只有其 {core} 上的算子变慢。",
             gain_us,
             BoundKind.ESTIMATE,
@@ -305,7 +305,7 @@ def explain_hotspot(item: JobItem, ranks_txt: str, ranks_zh: str) -> tuple[str, 
                 "the fused attention operator (torch_npu.npu_fusion_attention, FlashAttentionScore; "
                 "in Megatron / MindSpeed --use-flash-attn)",
                 "融合注意力算子（torch_npu.npu_fusion_attention、FlashAttentionScore；Megatron / "
-                "MindSpeed 中开启 --use-flash-attn）",
+                "MindSpeed 中开启 `--use-flash-attn`）",
             ),
             "RMSNorm": (
                 "torch_npu.npu_rms_norm (--use-fused-rmsnorm)",

@@ -286,7 +286,7 @@ def _hardware(d: Diagnosis) -> Verdict:
     return Verdict(
         v.hypothesis, v.status, v.reason, v.reason_zh, v.causes,
         "npu-smi health and frequency readings of the devices involved, and hccn_tool link checks",
-        "相关设备的 npu-smi 健康与频率信息，以及 hccn_tool 链路检查",
+        "相关设备的 `npu-smi info` 健康与频率信息，以及 `hccn_tool` 链路检查",
     )  # fmt: skip
 
 

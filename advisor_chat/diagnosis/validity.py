@@ -109,7 +109,7 @@ def check_step_trace(profile: Profile) -> Invalid | None:
                 "so they cannot be compared; capture every rank in the same steps (one profiler "
                 "schedule for the job)",
                 f"各卡采集的是不同的步（任何一步最多只有 {n_ranks} 张卡中的 {shared} 张）：无法在卡之间比较；"
-                "请让所有卡在相同的步采集（整个作业用同一个 profiler schedule）",
+                "请让所有卡在相同的步采集（整个作业用同一个 profiler `schedule`）",
                 (),
             )
     if "step_us" not in st.columns:

@@ -20,34 +20,14 @@ Message = dict[str, Any]
 TOOL_PREFIX = "🛠️ tool: "
 _MAX_RESULT_CHARS = 4000
 
-_LABELS = {
-    "en": {
-        "findings": "📌 cited findings",
-        "cases": "📚 cited cases",
-        "suggestions": "Suggestions",
-        "cases_inline": "Cases",
-        "grounding": "Grounding",
-        "no_numbers": "no numbers in this answer",
-        "grounded": "{g}/{t} numbers match this turn's tool results",
-        "ungrounded": "not found in tool results",
-        "gain": "est. gain",
-        "sources": "sources",
-        "expand": "expand the blocks below for evidence",
-    },
-    "zh": {
-        "findings": "📌 引用的发现",
-        "cases": "📚 引用的案例",
-        "suggestions": "建议",
-        "cases_inline": "案例",
-        "grounding": "数据核对",
-        "no_numbers": "回答中没有数字",
-        "grounded": "{g}/{t} 个数字与本轮工具结果一致",
-        "ungrounded": "未在工具结果中找到",
-        "gain": "预计收益",
-        "sources": "来源",
-        "expand": "展开下方内容查看证据",
-    },
-}
+_LANGS = ("en", "zh")
+
+
+def _lab(key: str, lang: str, /, **values: object) -> str:
+    """A page label from the message catalogue (``page.<key>``, :mod:`advisor_chat.i18n`)."""
+    from advisor_chat.i18n import t
+
+    return t(f"page.{key}", lang, **values)
 
 
 def user_message(text: str) -> Message:
@@ -188,11 +168,15 @@ def format_metric(name: str, value: float | int | None) -> str:
 
 
 def _finding_md(f: CitedFinding, lang: str) -> str:
-    ranks = f" — ranks {', '.join(map(str, f.ranks))}" if f.ranks else ""
+    from advisor_chat.i18n import messages, t
+
+    ranks = f" — {_lab('ranks', lang, ranks=', '.join(map(str, f.ranks)))}" if f.ranks else ""
+    sev = f"severity.{f.severity}"
+    sev_text = t(sev, lang) if sev in messages("en") else f.severity
     lines = [
-        f"**{md_code(f.id)}** ({md_text(f.severity)}){ranks}",
+        f"**{md_code(f.id)}** ({md_text(sev_text)}){ranks}",
         "",
-        md_text(f.summary, limit=2000),
+        md_text(f.summary_zh if lang == "zh" and f.summary_zh else f.summary, limit=2000),
     ]
     if f.metrics:
         lines.append("")
@@ -203,11 +187,12 @@ def _finding_md(f: CitedFinding, lang: str) -> str:
             )
         )
     if f.estimated_gain_us is not None:
-        lines.append(f"\n{_LABELS[lang]['gain']}: {_num(f.estimated_gain_us / 1000.0)} ms/step")
+        gain = _lab("gain_value", lang, ms=_num(f.estimated_gain_us / 1000.0))
+        lines.append(f"\n{_lab('gain', lang)}: {gain}")
     if f.sources:
         shown = ", ".join(md_code(s) for s in f.sources[:4])
         more = f" (+{len(f.sources) - 4})" if len(f.sources) > 4 else ""
-        lines.append(f"\n{_LABELS[lang]['sources']}: {shown}{more}")
+        lines.append(f"\n{_lab('sources', lang)}: {shown}{more}")
     return "\n".join(lines)
 
 
@@ -217,22 +202,24 @@ def _case_title(c: CitedCase, lang: str) -> str:
 
 
 def _case_md(c: CitedCase, lang: str = "en") -> str:
-    return f"**{md_code(c.id)}** — {md_text(_case_title(c, lang))}  \n{md_text(c.source)}"
+    """The case's id and title, with its source (where the case comes from, written in English:
+    shown with English answers; a Chinese page names the case by id and Chinese title)."""
+    head = f"**{md_code(c.id)}** — {md_text(_case_title(c, lang))}"
+    return head if lang == "zh" else f"{head}  \n{md_text(c.source)}"
 
 
 def grounding_line(g: Grounding, lang: str = "en") -> str:
     """One line saying how many numbers of the answer were found in the tool results."""
-    lab = _LABELS[lang]
     if g.numbers_total == 0:
-        return f"ℹ️ {lab['grounding']}: {lab['no_numbers']}"
+        return f"ℹ️ {_lab('grounding', lang)}: {_lab('no_numbers', lang)}"
     ok = g.numbers_grounded == g.numbers_total
     line = (
         ("✅ " if ok else "⚠️ ")
-        + f"{lab['grounding']}: "
-        + lab["grounded"].format(g=g.numbers_grounded, t=g.numbers_total)
+        + f"{_lab('grounding', lang)}: "
+        + _lab("grounded", lang, g=g.numbers_grounded, t=g.numbers_total)
     )
     if g.ungrounded:
-        line += f"; {lab['ungrounded']}: " + ", ".join(
+        line += f"; {_lab('ungrounded', lang)}: " + ", ".join(
             md_code(u, limit=80) for u in g.ungrounded[:8]
         )
     return line
@@ -240,25 +227,13 @@ def grounding_line(g: Grounding, lang: str = "en") -> str:
 
 def _guarded_note(answer: Answer, lang: str) -> str:
     """Which answer guarded mode showed: the model's prose or the verified template."""
-    zh = lang == "zh"
-    if answer.mode == "guarded":
-        return (
-            f"{answer.backend} 撰写（数字已逐一核对）"
-            if zh
-            else f"guarded: written by {answer.backend}, every number checked"
-        )
-    return (
-        f"{answer.backend} 的文字未通过数字核对，显示已验证的模板答案"
-        if zh
-        else f"guarded-fallback: {answer.backend}'s text failed the number check; "
-        "showing the verified template answer"
-    )
+    key = "guarded" if answer.mode == "guarded" else "guarded_fallback"
+    return _lab(key, lang, backend=answer.backend)
 
 
 def answer_messages(answer: Answer) -> list[Message]:
     """The answer bubble (text, suggestions, case titles, grounding) plus collapsible evidence."""
-    lang = answer.language if answer.language in _LABELS else "en"
-    lab = _LABELS[lang]
+    lang = answer.language if answer.language in _LANGS else "en"
     # The answer is Markdown written by the planner or a model and may quote profile strings
     # (or a prompt-injected link): keep its emphasis and code, make links/images/HTML text.
     parts = [md_defang(answer.answer.strip())]
@@ -269,22 +244,23 @@ def answer_messages(answer: Answer) -> list[Message]:
         for s in extra:
             tail = []
             if s.case_id:
-                tail.append(f"case {md_code(s.case_id)}")
+                tail.append(_lab("case_ref", lang, case=md_code(s.case_id)))
             if s.finding_id:
-                tail.append(f"finding {md_code(s.finding_id)}")
-            items.append(f"- {md_defang(s.text)}" + (f" ({', '.join(tail)})" if tail else ""))
-        parts.append(f"**{lab['suggestions']}**\n" + "\n".join(items))
+                tail.append(_lab("finding_ref", lang, finding=md_code(s.finding_id)))
+            sep = "，" if lang == "zh" else ", "
+            items.append(f"- {md_defang(s.text)}" + (f" ({sep.join(tail)})" if tail else ""))
+        parts.append(f"**{_lab('suggestions', lang)}**\n" + "\n".join(items))
     unnamed = [c for c in answer.cases if c.id not in text]
     if unnamed:
         parts.append(
-            f"**{lab['cases_inline']}:** "
+            f"**{_lab('cases_inline', lang)}:** "
             + "; ".join(f"{md_code(c.id)} {md_text(_case_title(c, lang))}" for c in unnamed)
         )
     footer = grounding_line(answer.grounding, lang)
     if answer.mode.startswith("guarded"):
         footer += " · " + _guarded_note(answer, lang)
     if answer.findings or answer.cases:
-        footer += f" · {lab['expand']}"
+        footer += f" · {_lab('expand', lang)}"
     parts.append(f"<sub>{footer}</sub>")
     out: list[Message] = [assistant_message("\n\n".join(parts))]
     if answer.findings:
@@ -293,7 +269,7 @@ def answer_messages(answer: Answer) -> list[Message]:
                 "role": "assistant",
                 "content": "\n\n---\n\n".join(_finding_md(f, lang) for f in answer.findings),
                 "metadata": {
-                    "title": f"{lab['findings']} ({len(answer.findings)})",
+                    "title": f"{_lab('findings', lang)} ({len(answer.findings)})",
                     "status": "done",
                 },
             }
@@ -303,7 +279,10 @@ def answer_messages(answer: Answer) -> list[Message]:
             {
                 "role": "assistant",
                 "content": "\n\n".join(_case_md(c, lang) for c in answer.cases),
-                "metadata": {"title": f"{lab['cases']} ({len(answer.cases)})", "status": "done"},
+                "metadata": {
+                    "title": f"{_lab('cases', lang)} ({len(answer.cases)})",
+                    "status": "done",
+                },
             }
         )
     return out

@@ -182,7 +182,7 @@ def artifact_cause(pairs: list[tuple[int, int]], metrics: dict[str, float], cite
                 "check",
                 "Capture more steps and skip the first ones (profiler schedule wait/warmup) so "
                 "every captured step has complete device records.",
-                "多采集几步并跳过最初几步（profiler schedule 的 wait/warmup），"
+                "多采集几步并跳过最初几步（profiler `schedule` 的 `wait`/`warmup`），"
                 "保证每个采集的步都有完整的设备侧记录。",
             ),
         ),

@@ -322,7 +322,7 @@ def _compute_check(ex: Explanation | None, who: str, who_zh: str) -> Remedy:
             "check",
             f"Confirm with npu-smi on {who}'s host (AI Core frequency and temperature during "
             "training, health status) and compare with a peer device on the same host.",
-            f"在{who_zh}所在主机上用 npu-smi 确认（训练时的 AI Core 频率和温度、健康状态），"
+            f"在{who_zh}所在主机上用 `npu-smi info` 确认（训练时的 AI Core 频率和温度、健康状态），"
             "并与同一主机上的其他设备对比。",
         )
     if ex is not None and ex.kind in ("shape", "extra_work"):
@@ -336,7 +336,7 @@ def _compute_check(ex: Explanation | None, who: str, who_zh: str) -> Remedy:
         "check",
         f"Check {who}'s device (npu-smi: AI Core frequency, temperature, health) and its software "
         "(CANN, driver, operator package) against a peer.",
-        f"对比同组检查{who_zh}的设备（npu-smi：AI Core 频率、温度、健康状态）和软件"
+        f"对比同组检查{who_zh}的设备（`npu-smi info`：AI Core 频率、温度、健康状态）和软件"
         "（CANN、驱动、算子包）。",
     )
 
@@ -587,7 +587,7 @@ def _transit_cause(
         )
         a_zh = (
             f"修复{gl_zh}之间的 {transport} 链路：它们自己的集合通信传输慢，而其他地方的同类链路正常；"
-            f"检查这些设备的 {transport} 端口与链路状态（npu-smi info -t hccs / hccn_tool -link、-stat），"
+            f"检查这些设备的 {transport} 端口与链路状态（`npu-smi info -t hccs`、`hccn_tool -link`、`-stat`），"
             "并在该组内跑一次 HCCL 测试。"
         )
     else:
@@ -735,7 +735,7 @@ def _group_cause(
         a_zh = (
             f"排查{where_zh}：这些卡一起空闲（每步 Free 比{fl_zh}多 {ms(free_ex)}），因为主机下发任务较慢；"
             "检查 CPU 绑核（CPU_AFFINITY_CONF、每卡的 taskset / numactl）、主机上的其他进程、CPU 调频策略，"
-            "以及每卡的 dataloader worker 数。"
+            "以及每卡 DataLoader 的 `num_workers`。"
         )
     else:
         a_txt = (
