@@ -202,8 +202,11 @@ def _case_title(c: CitedCase, lang: str) -> str:
 
 
 def _case_md(c: CitedCase, lang: str = "en") -> str:
-    """The case's id and title, with its source (where the case comes from, written in English:
-    shown with English answers; a Chinese page names the case by id and Chinese title)."""
+    """The case's id and title, with its source line on English pages.
+
+    The source (where the case comes from) is written in English: a Chinese page names the case
+    by id and Chinese title.
+    """
     head = f"**{md_code(c.id)}** — {md_text(_case_title(c, lang))}"
     return head if lang == "zh" else f"{head}  \n{md_text(c.source)}"
 
