@@ -157,3 +157,27 @@ def test_chinese_answers_and_their_page_have_no_english_prose(scenario, tmp_path
         if found:
             leaks[q] = found
     assert leaks == {}
+
+
+def test_chinese_plots_have_no_english_labels(tmp_path: Path) -> None:
+    """Title, axes, legend and trace names of every plot in Chinese (field names such as
+    Computing, Free, Bubble and units stay as they are)."""
+    from advisor_chat.diagnosis.engine import open_profile
+    from advisor_chat.synth import generate
+    from advisor_chat.ui.plots import PLOT_NAMES, build_plots
+
+    prof = open_profile(generate("seed-rank12", tmp_path / "p", ranks=16), use_cache=False)
+    figs = build_plots(prof, PLOT_NAMES, ranks=[12], lang="zh")
+    built = {n: f for n, f in figs.items() if f is not None}
+    assert {"rank_breakdown", "bandwidth_heatmap", "step_trend"} <= set(built)
+    for name, fig in built.items():
+        lay = fig.layout
+        texts = [lay.title.text, lay.xaxis.title.text, lay.yaxis.title.text, lay.legend.title.text]
+        texts += [tr.name for tr in fig.data]
+        shown = " | ".join(x for x in texts if x)
+        assert CJK.search(lay.title.text or ""), (name, lay.title.text)
+        assert _md_prose(shown) == [], (name, shown)
+        assert not re.search(r"\b(?:rank|ranks|per|step|source|destination)\b", shown), shown
+    # the English plots of the same profile are what the detector catches
+    en = build_plots(prof, ["rank_breakdown"], ranks=[12], lang="en")["rank_breakdown"]
+    assert en is not None and _md_prose(str(en.layout.yaxis.title.text)) == ["ms per step"]

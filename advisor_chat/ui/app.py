@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor_chat.config import Settings, load_settings
+from advisor_chat.i18n import t
 from advisor_chat.offline import ensure_offline_env
-from advisor_chat.ui.plots import PLOT_CAPTIONS, PLOT_TITLES, PLOT_TITLES_ZH, STAR_LEGEND
+from advisor_chat.ui.plots import PLOT_CAPTIONS, PLOT_TITLES, PLOT_TITLES_ZH
 from advisor_chat.ui.session import Session, UIController, close_session, status_markdown
 
 if TYPE_CHECKING:
@@ -189,22 +190,26 @@ def build_app(
                 return out + [gr.skip()] * (1 + len(PLOT_NAMES))
             shown = [n for n in PLOT_NAMES if s.plots.get(n) is not None]
             missing = [n for n in s.plots if s.plots[n] is None]
-            note = "### Evidence plots\n"
+            # the plots' note follows the last answer's language
+            lang = "zh" if s.last_answer is not None and s.last_answer.language == "zh" else "en"
+            titles = PLOT_TITLES_ZH if lang == "zh" else PLOT_TITLES
+            sep = "、" if lang == "zh" else ", "
+            note = f"### {t('page.plots_heading', lang)}\n"
             if shown:
-                note += "Chosen by the last answer: " + ", ".join(PLOT_TITLES[n] for n in shown)
+                note += t("page.plots_chosen", lang, plots=sep.join(titles[n] for n in shown))
                 if s.last_answer is not None and s.last_answer.plot_ranks:
-                    note += f" · {STAR_LEGEND}: " + ", ".join(map(str, s.last_answer.plot_ranks))
-                zh = s.last_answer is not None and s.last_answer.language == "zh"
-                note += "\n\n" + "\n".join(  # how to read each plot, in the answer's language
-                    f"- **{PLOT_TITLES_ZH[n] if zh else PLOT_TITLES[n]}**: "
-                    f"{PLOT_CAPTIONS[n][1 if zh else 0]}"
+                    legend = t("plot.star_legend", lang)
+                    note += f" · {legend}: " + ", ".join(map(str, s.last_answer.plot_ranks))
+                note += "\n\n" + "\n".join(  # how to read each plot
+                    f"- **{titles[n]}**{'：' if lang == 'zh' else ': '}"
+                    f"{PLOT_CAPTIONS[n][1 if lang == 'zh' else 0]}"
                     for n in shown
                 )
             else:
-                note += "The plots that support an answer appear here."
+                note += t("page.plots_empty", lang)
             if missing:
-                note += "\n\nNo data in this profile for: " + ", ".join(
-                    PLOT_TITLES[n] for n in missing
+                note += "\n\n" + t(
+                    "page.plots_missing", lang, plots=sep.join(titles[n] for n in missing)
                 )
             out.append(note)
             for n in PLOT_NAMES:

@@ -9,6 +9,7 @@ lacks the data, so the UI can say so instead of drawing an empty chart.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,55 +19,20 @@ import plotly.graph_objects as go
 from pydantic import ValidationError
 
 from advisor_chat.errors import AdvisorError
+from advisor_chat.i18n import t
 from advisor_chat.ingest.profile import Profile
 from advisor_chat.textsafe import html_text
 
 log = logging.getLogger(__name__)
 
-PLOT_TITLES: dict[str, str] = {
-    "rank_breakdown": "Per-rank step breakdown",
-    "bandwidth_heatmap": "Communication matrix bandwidth",
-    "step_trend": "Step time trend",
-    "op_compare": "Operator compare",
-    "launch_delay": "Launch delay distribution",
-}
+PLOT_NAMES = ("rank_breakdown", "bandwidth_heatmap", "step_trend", "op_compare", "launch_delay")
 
-PLOT_TITLES_ZH: dict[str, str] = {
-    "rank_breakdown": "各卡步骤时间拆分",
-    "bandwidth_heatmap": "通信矩阵带宽",
-    "step_trend": "步骤耗时趋势",
-    "op_compare": "算子对比",
-    "launch_delay": "下发时延分布",
-}
-
-#: One line per plot that says how to read it (English, Chinese).
+#: Plot titles and one line per plot that says how to read it, from the message catalogue
+#: (``plot.title.<name>``, ``plot.caption.<name>``; :mod:`advisor_chat.i18n`).
+PLOT_TITLES: dict[str, str] = {n: t(f"plot.title.{n}", "en") for n in PLOT_NAMES}
+PLOT_TITLES_ZH: dict[str, str] = {n: t(f"plot.title.{n}", "zh") for n in PLOT_NAMES}
 PLOT_CAPTIONS: dict[str, tuple[str, str]] = {
-    "rank_breakdown": (
-        "Each bar is one rank's mean step: the rank the others wait for has the most Computing "
-        "or Free; its victims have the most Communication (waiting).",
-        "每根柱是一张卡的平均步长：别人在等的那张卡计算或空闲（Free）最多；等它的卡通信（等待）最多。",
-    ),
-    "bandwidth_heatmap": (
-        "Each cell is one link's bandwidth (GB/s): a slow link is a pale cell among dark ones of "
-        "the same transport; a whole pale row or column is one rank's or node's links.",
-        "每格是一条链路的带宽（GB/s）：慢链路是同类链路中颜色最浅的一格；整行或整列都浅说明是某张卡或某个节点的链路。",
-    ),
-    "step_trend": (
-        "Step time per captured step and rank: a line that rises is a degradation, a spike on "
-        "one step is an event, a rank above the others in every step is a straggler.",
-        "每个采集步、每张卡的步长：逐步上升是性能劣化，单步尖峰是单步事件，每步都高于其他卡的是慢卡。",
-    ),
-    "op_compare": (
-        "The operators whose time differs most between the culprit and a peer, per step: the "
-        "longest bar is where its extra time goes.",
-        "慢卡与同组卡之间每步耗时差异最大的算子：最长的柱就是多出的时间所在。",
-    ),
-    "launch_delay": (
-        "Time from a kernel's launch on the host to its start on the device: a host-bound rank "
-        "has the SHORTEST box (its device starts each kernel as soon as it is launched, then "
-        "idles), not the longest.",
-        "算子从主机下发到设备开始执行的时间：主机瓶颈的卡箱体最短（设备一拿到就执行，然后空等），而不是最长。",
-    ),
+    n: (t(f"plot.caption.{n}", "en"), t(f"plot.caption.{n}", "zh")) for n in PLOT_NAMES
 }
 
 _COLORS = {
@@ -90,7 +56,7 @@ def _layout(fig: go.Figure, title: str, *, height: int = 340) -> go.Figure:
     return fig
 
 
-STAR_LEGEND = "★ = the answer's culprit ranks"
+STAR_LEGEND = t("plot.star_legend", "en")
 """What the star means: ``Answer.plot_ranks``, which the planner fills with the culprit ranks of
 the answer's cause (never a rank it calls not slow); the other ranks are drawn faded."""
 
@@ -332,6 +298,48 @@ BUILDERS: dict[str, Callable[[Profile, Sequence[int]], go.Figure | None]] = {
 }
 
 
+def _localize(fig: go.Figure, name: str, lang: str) -> None:
+    """Title, axis titles, legend and trace names of ``fig`` in ``lang`` (the builders write English).
+
+    Each English label fragment of the catalogue family ``plot.label.*`` (and the star legend) is
+    replaced by its translation, longest first, so "destination rank" is not read as "rank".
+    """
+    if lang != "zh":
+        return
+    from advisor_chat.i18n import messages
+
+    en, zh = messages("en"), messages("zh")
+    keys = [k for k in en if k.startswith("plot.label.") or k == "plot.star_legend"]
+    pairs = sorted(((en[k], zh[k]) for k in keys), key=lambda p: -len(p[0]))
+
+    def tr(text: str | None) -> str | None:
+        if not text:
+            return text
+        text = re.sub(r"\brank (\d+)", r"\1号卡", text)  # "rank 12" -> "12号卡"
+        out, i = [], 0
+        while i < len(text):  # left to right, longest match first, whole words only
+            for a, b in pairs:
+                end = i + len(a)
+                if text.startswith(a, i) and (
+                    a[0] == "," or ((i == 0 or not text[i - 1].isalnum()) and
+                                    (end == len(text) or not text[end].isalnum()))
+                ):  # fmt: skip
+                    out.append(b)
+                    i = end
+                    break
+            else:
+                out.append(text[i])
+                i += 1
+        return "".join(out)
+
+    fig.update_layout(title_text=PLOT_TITLES_ZH.get(name, PLOT_TITLES.get(name, "")))
+    fig.for_each_xaxis(lambda ax: ax.update(title_text=tr(ax.title.text)))
+    fig.for_each_yaxis(lambda ax: ax.update(title_text=tr(ax.title.text)))
+    if fig.layout.legend.title.text:
+        fig.update_layout(legend_title_text=tr(fig.layout.legend.title.text))
+    fig.for_each_trace(lambda tr_: tr_.update(name=tr(tr_.name)) if tr_.name else None)
+
+
 def build_plots(
     profile: Profile, names: Sequence[str], ranks: Sequence[int] = (), lang: str = "en"
 ) -> dict[str, go.Figure | None]:
@@ -349,7 +357,7 @@ def build_plots(
         builder = BUILDERS.get(name)
         if builder is not None and name not in out:
             fig = builder(profile, list(ranks))
-            if fig is not None and lang == "zh":
-                fig.update_layout(title_text=PLOT_TITLES_ZH.get(name, PLOT_TITLES[name]))
+            if fig is not None:
+                _localize(fig, name, lang)
             out[name] = fig
     return out
