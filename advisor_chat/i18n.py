@@ -7,7 +7,8 @@ per process (Babel's ``read_po``, no compile step). ``tests/test_i18n.py`` check
 exists in every language with the same placeholders, and that a Chinese report has no English
 prose.
 
-Migrated so far: the report page (``reporting.render_html``). The answers' sentences
+Migrated so far: the report page (``reporting.render_html``), the web page's labels (``ui.render``,
+``ui.app``), the plots (``ui.plots``) and the question check (``agent.validate``). The answers' sentences
 (``agent.project``, ``agent.planner``, the diagnosis rules) still write English and Chinese side by
 side and are to move here.
 """

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from advisor_chat.agent.parse import Query
+from advisor_chat.i18n import t
 from advisor_chat.tools.core import fmt_ranks
 
 
@@ -57,21 +58,16 @@ class BaselineProblem:
 
     def reason(self, zh: bool) -> str:
         """Why the runs are not comparable, as a clause (no final stop)."""
-        n_p, n_b = len(self.profile_ranks), len(self.baseline_ranks)
+        lang = "zh" if zh else "en"
         if self.kind == "same_folder":
-            return (
-                "基线与这份数据是同一个目录"
-                if zh
-                else "the baseline is the same folder as this profile"
-            )
-        if zh:
-            return (
-                f"基线有 {n_b} 张卡（{fmt_ranks(self.baseline_ranks)}），这份数据有 {n_p} 张卡"
-                f"（{fmt_ranks(self.profile_ranks)}）"
-            )
-        return (
-            f"the baseline holds {n_b} ranks ({fmt_ranks(self.baseline_ranks)}) and this profile "
-            f"{n_p} ({fmt_ranks(self.profile_ranks)})"
+            return t("validate.baseline_same_folder", lang)
+        return t(
+            "validate.baseline_world_size",
+            lang,
+            n_baseline=len(self.baseline_ranks),
+            baseline_ranks=fmt_ranks(self.baseline_ranks),
+            n_profile=len(self.profile_ranks),
+            profile_ranks=fmt_ranks(self.profile_ranks),
         )
 
 
@@ -130,14 +126,10 @@ class Validation:
 
 
 def _missing_ranks(missing: Sequence[int], valid: str, zh: bool) -> str:
-    if zh:
-        if len(missing) == 1:
-            r = missing[0]
-            return f"{r}号卡（rank {r}）不存在；现有的卡为 {valid}"
-        return f"{fmt_ranks(missing)} 号卡不存在；现有的卡为 {valid}"
+    lang = "zh" if zh else "en"
     if len(missing) == 1:
-        return f"rank {missing[0]} does not exist; ranks are {valid}"
-    return f"ranks {fmt_ranks(missing)} do not exist; ranks are {valid}"
+        return t("validate.rank_missing", lang, rank=missing[0], valid=valid)
+    return t("validate.ranks_missing", lang, ranks=fmt_ranks(missing), valid=valid)
 
 
 def _cap(s: str) -> str:
@@ -163,18 +155,11 @@ def validate_question(
         A :class:`Validation` (see the module table for what each case answers).
     """
     zh = q.language == "zh"
+    lang = "zh" if zh else "en"
     have = set(int(r) for r in ranks)
     valid = fmt_ranks(sorted(have))
     if not any(ch.isalnum() for ch in q.text):  # blank, or only punctuation / emoji
-        return Validation(
-            refusal=(
-                "问题是空的：请提一个关于这份数据的问题，例如“哪张卡慢？”或“哪条链路慢？”。"
-                if zh
-                else 'The question is empty: ask one about this profile, e.g. "which rank is '
-                'slow?" or "which link is slow?".'
-            ),
-            record="",
-        )
+        return Validation(refusal=t("validate.empty_question", lang), record="")
     have_steps = set(int(s) for s in steps)
     valid_steps = fmt_ranks(sorted(have_steps)) if have_steps else ""
     problems: list[str] = []
@@ -182,21 +167,11 @@ def validate_question(
 
     for kind, text in q.bad_ids:
         if kind == "rank":
-            problems.append(
-                f"{text}号卡（rank {text}）不存在；现有的卡为 {valid}"
-                if zh
-                else f"rank {text} does not exist; ranks are {valid}"
-            )
+            problems.append(t("validate.rank_missing", lang, rank=text, valid=valid))
         elif have_steps:
-            problems.append(
-                f"step {text} 不存在；现有的 step 为 {valid_steps}"
-                if zh
-                else f"step {text} does not exist; steps are {valid_steps}"
-            )
+            problems.append(t("validate.step_missing", lang, step=text, valid=valid_steps))
         else:
-            problems.append(
-                f"step {text} 不是有效的 step 编号" if zh else f"step {text} is not a step id"
-            )
+            problems.append(t("validate.not_a_step", lang, step=text))
 
     in_ranges: set[int] = set()
     for a, b in q.rank_ranges:
@@ -206,17 +181,16 @@ def validate_question(
             missing = [r for r in q.ranks if lo <= r <= hi and r not in have] or ends
             in_ranges.update(missing)
             problems.append(
-                (
-                    f"{lo}-{hi} 号卡超出了这份数据，"
-                    if zh
-                    else f"ranks {lo}-{hi} reach outside this profile, "
+                t(
+                    "validate.range_outside",
+                    lang,
+                    lo=lo,
+                    hi=hi,
+                    missing=_missing_ranks(missing, valid, zh),
                 )
-                + _missing_ranks(missing, valid, zh)
             )
         elif a > b:
-            notes.append(
-                f"按 {b}-{a} 号卡理解“{a}-{b}”。" if zh else f"Read ranks {a}-{b} as ranks {b}-{a}."
-            )
+            notes.append(t("validate.range_reversed", lang, a=a, b=b))
 
     missing = [r for r in q.ranks if r not in have and r not in in_ranges]
     if missing:
@@ -226,57 +200,37 @@ def validate_question(
         gone = [r for r in (src, dst) if r not in have]
         if gone:
             problems.append(
-                (
-                    f"链路 {src}→{dst} 不存在，因为"
-                    if zh
-                    else f"link {src}→{dst} does not exist, as "
+                t(
+                    "validate.link_missing",
+                    lang,
+                    src=src,
+                    dst=dst,
+                    missing=_missing_ranks(gone, valid, zh),
                 )
-                + _missing_ranks(gone, valid, zh)
             )
 
     if have_steps:
         bad_steps = [s for s in q.steps if s not in have_steps]
         if bad_steps:
             s_txt = fmt_ranks(bad_steps)
-            many = len(bad_steps) > 1
             problems.append(
-                f"step {s_txt} 不存在；现有的 step 为 {valid_steps}"
-                if zh
-                else f"step{'s' if many else ''} {s_txt} do{'' if many else 'es'} not exist; "
-                f"steps are {valid_steps}"
+                t("validate.steps_missing", lang, steps=s_txt, valid=valid_steps)
+                if len(bad_steps) > 1
+                else t("validate.step_missing", lang, step=s_txt, valid=valid_steps)
             )
 
     not_comparable = ""
     if baseline is not None:
         if q.intent == "compare_profiles":
-            not_comparable = (
-                f"无法对比两次运行：{baseline.reason(True)}。请用 `--baseline PATH` 传入同一作业"
-                "（同样卡数）的另一次运行。"
-                if zh
-                else f"The two runs are not comparable: {baseline.reason(False)}. Pass another "
-                "run of the same job (the same number of ranks) with `--baseline PATH`."
-            )
+            not_comparable = t("validate.not_comparable", lang, reason=baseline.reason(zh))
         else:
-            notes.append(
-                f"未使用基线数据（{baseline.reason(True)}），以下回答只针对这份数据。"
-                if zh
-                else f"The baseline was not used ({baseline.reason(False)}); the answer is about "
-                "this profile alone."
-            )
+            notes.append(t("validate.baseline_unused", lang, reason=baseline.reason(zh)))
 
     if q.world_sizes and have and len(have) not in q.world_sizes:
-        said = (
-            "、".join(str(n) for n in q.world_sizes)
-            if zh
-            else " or ".join(str(n) for n in q.world_sizes)
-        )
+        said = t("validate.said_join", lang).join(str(n) for n in q.world_sizes)
         n = len(have)
-        notes.append(
-            f"注意：这份数据有 {n} 张卡（{valid}），不是 {said} 卡；以下回答针对这 {n} 张卡。"
-            if zh
-            else f"Note: this profile holds {n} rank{'s' if n != 1 else ''} ({valid}), not {said}; "
-            f"the answer is about {'these' if n != 1 else 'this'} {n}."
-        )
+        key = "validate.world_size_one" if n == 1 else "validate.world_size"
+        notes.append(t(key, lang, n=n, valid=valid, said=said))
 
     record = f"profile ranks {valid} ({len(have)} ranks); steps {valid_steps or 'unknown'}" + (
         f" ({len(have_steps)} steps)" if have_steps else ""
@@ -296,8 +250,10 @@ def validate_question(
             if p not in seen:
                 seen.append(p)
         if zh:
-            return Validation(refusal="无法回答：" + "；".join(seen) + "。", record=record)
+            return Validation(
+                refusal=t("validate.refusal", lang, problems="；".join(seen)), record=record
+            )
         body = " ".join(_cap(p) + "." for p in seen[1:])
-        text = f"I cannot answer that for this profile: {seen[0]}." + (f" {body}" if body else "")
+        text = t("validate.refusal", lang, problems=f"{seen[0]}.") + (f" {body}" if body else "")
         return Validation(refusal=text, record=record)
     return Validation(notes=tuple(notes), record=record)
