@@ -116,28 +116,31 @@ def render_answer(
     from rich.markdown import Markdown
     from rich.table import Table
 
+    from advisor_chat.i18n import t as msg
     from advisor_chat.textsafe import md_defang
     from advisor_chat.textsafe import term_text as tt
     from advisor_chat.tools.render import fmt_num, metric_label, unit_of
 
     zh = answer.language == "zh"
+    lang = "zh" if zh else "en"
+
+    def table(title: str, *cols: str) -> Table:
+        tab = Table(title=msg(f"cli.{title}", lang), show_lines=False, expand=False)
+        for col in cols:
+            tab.add_column(msg(f"cli.{col}", lang), overflow="fold")
+        return tab
+
     # the text lists cases and suggestions; the tables below repeat them with sources.
     # Profile strings in it (or a model's injected link) are made text; no escape sequence passes.
     console.print(Markdown(md_defang(answer.answer), hyperlinks=False))
     if show_tools and answer.tool_calls:
-        t = Table(title="工具调用" if zh else "tool calls", show_lines=False, expand=False)
-        t.add_column("工具" if zh else "tool")
-        t.add_column("参数" if zh else "args")
-        t.add_column("结果" if zh else "result")
+        t = table("tool_calls", "tool", "args", "result")
         for c in answer.tool_calls:
             args = ", ".join(f"{k}={v}" for k, v in c.args.items())
             t.add_row(tt(c.name), tt(args), tt(c.error or (c.table_ref or "ok"), limit=1000))
         console.print(t)
     if answer.findings:
-        t = Table(title="依据" if zh else "evidence", expand=False)
-        t.add_column("发现" if zh else "finding", overflow="fold")
-        t.add_column("数字" if zh else "numbers", overflow="fold")
-        t.add_column("来源" if zh else "source", overflow="fold")
+        t = table("evidence", "finding", "numbers", "source")
         for f in answer.findings:
             nums = "; ".join(
                 f"{metric_label(k)}={fmt_num(v, unit_of(k))}"
@@ -147,42 +150,30 @@ def render_answer(
             t.add_row(f"{tt(f.id)} {tt(f'[{f.severity}]')}", tt(nums), tt(srcs))
         console.print(t)
     if answer.cases:
-        t = Table(title="案例" if zh else "cases", expand=False)
-        t.add_column("编号" if zh else "id")
-        t.add_column("标题" if zh else "title", overflow="fold")
-        t.add_column("来源" if zh else "source", overflow="fold")
+        # a case's source (where it comes from) is written in English: English answers only
+        t = table("cases", "id", "title") if zh else table("cases", "id", "title", "source")
         for c in answer.cases:
             title = c.title_zh if zh and c.title_zh else c.title
-            t.add_row(tt(c.id), tt(title), tt(c.source.split(" (", 1)[0]))
+            row = [tt(c.id), tt(title)] + ([] if zh else [tt(c.source.split(" (", 1)[0])])
+            t.add_row(*row)
         console.print(t)
     if show_grounding_line(answer, question):
         g = answer.grounding
         style = "green" if not g.ungrounded else "bold red"
-        if zh:
-            line = f"数据核对：{g.numbers_grounded}/{g.numbers_total} 个数字与本轮工具结果一致"
-            if g.ungrounded:
-                line += f"；未在工具结果中找到：{'、'.join(g.ungrounded)}"
-        else:
-            line = (
-                f"grounding: {g.numbers_grounded}/{g.numbers_total} numbers found in this turn's "
-                "tool results"
-            )
-            if g.ungrounded:
-                line += f"; UNGROUNDED: {', '.join(g.ungrounded)}"
+        line = msg("cli.grounding", lang, grounded=g.numbers_grounded, total=g.numbers_total)
+        if g.ungrounded:
+            line += msg("cli.ungrounded", lang, numbers=("、" if zh else ", ").join(g.ungrounded))
         line = f"[{style}]{tt(line, limit=1000)}[/]" + ("" if zh else " ")
     else:
         line = ""
-    mode = f", {answer.mode}" if answer.mode else ""
-    if zh:
-        meta = f"后端 {answer.backend}{mode.replace(', ', '，')}"
-        if seconds is not None:
-            meta += f"，{seconds:.2f} 秒"
-        meta = f"（{tt(meta)}）"
+    mode = (f"，{answer.mode}" if zh else f", {answer.mode}") if answer.mode else ""
+    if seconds is not None:
+        meta = msg(
+            "cli.meta_seconds", lang, backend=answer.backend, mode=mode, seconds=f"{seconds:.2f}"
+        )
     else:
-        meta = f"backend {answer.backend}{mode}"
-        if seconds is not None:
-            meta += f", {seconds:.2f} s"
-        meta = f"({tt(meta)})"
+        meta = msg("cli.meta", lang, backend=answer.backend, mode=mode)
+    meta = tt(meta)
     console.print(f"{line}[dim]{meta}[/]", highlight=False)
 
 
