@@ -1153,6 +1153,27 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
             -_order_gain(c),
         ),
     ) + [c for c in real if _order_gain(c) < 0]
+    # the top cause is a fault nothing can be changed for yet (its data says who, not why: only
+    # checks), and it costs more than the best change: finding out leads, the change follows
+    top = real[0]
+    check = next((r for r in top.remedies if r.kind == "check"), None)
+    lead_check = (
+        check is not None
+        and _act_gain(top) < 0
+        and top.mechanism not in _OPTIMIZATIONS
+        and (top.gain_us or 0.0) > max((_order_gain(c) for c in order), default=0.0)
+    )
+    if lead_check:
+        assert check is not None
+        p.add_cause(top)
+        ctext = ((check.text_zh or check.text) if zh else check.text).strip().rstrip("。.")
+        lab = label(top.culprit, zh)
+        p.lines.append(
+            f"先排查{lab}：{ctext}（它让其他卡每步约等 {us(top.gain_us or 0.0)}）。原因：{summary(top, zh)}。"
+            if zh
+            else f"Look into {lab} first: {ctext[0].lower() + ctext[1:]} (it costs the others about "
+            f"{us(top.gain_us or 0.0)} per step). Why: {summary(top, zh)}."
+        )
     for c in order:
         act = next((r for r in c.remedies if r.kind == "action"), None)
         if act is None:
@@ -1179,6 +1200,14 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
             )
         lab = label(c.culprit, zh)
         text = text.strip().rstrip("。.")
+        if lead_check:  # the change comes second, after finding out about the top cause
+            p.lines.append(
+                f"然后处理{lab}：{text}{g}。"
+                if zh
+                else f"Then {lab}: {text[0].lower() + text[1:] if text[:2] != text[:2].upper() else text}{g}."
+            )
+            p.plot_ranks = list(top.culprit.ranks)[:8]
+            return p
         if zh:
             p.lines.append(f"先处理{lab}：{text}{g}。原因：{summary(c, zh)}。")
         else:
@@ -1256,7 +1285,9 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
             )
         p.plot_ranks = list(c.culprit.ranks)[:8]
         return p
-    top = real[0]
+    if lead_check:  # nothing to change besides finding out
+        p.plot_ranks = list(top.culprit.ranks)[:8]
+        return p
     p.add_cause(top)
     chk = next((r for r in top.remedies if r.kind == "check"), None)
     what = ((chk.text_zh or chk.text) if zh else chk.text).strip().rstrip("。.") if chk else ""
@@ -1444,7 +1475,21 @@ def category(d: Diagnosis, topics: Sequence[str], yes_no: bool, zh: bool) -> Pro
     cat = top.category.value
     cat_txt = _CATEGORY.get(cat, _CATEGORY["unknown"])[1 if zh else 0]
     asked = [_TOPIC_CAT[t] for t in topics if t in _TOPIC_CAT]
-    if yes_no and len(asked) == 1:
+    if cat == "unknown":  # who is known, not what kind of problem (e.g. its own time is missing)
+        if zh:
+            lead = "无法判断：" if yes_no else "无法从这份数据判断主要瓶颈的类型："
+        else:
+            lead = "Cannot tell: " if yes_no else "The kind of the main bottleneck cannot be told: "
+        p.lines.append(f"{lead}{summary(top, zh)}{'。' if zh else '.'}")
+        other = next((c for c in real if c.category.value in asked), None)
+        if other is not None:
+            p.add_cause(other)
+            p.lines.append(
+                f"{_CATEGORY[other.category.value][1]}方面也有一个次要原因：{summary(other, zh)}。"
+                if zh
+                else f"There is also a lesser {other.category.value} cause: {summary(other, zh)}."
+            )
+    elif yes_no and len(asked) == 1:
         yes = asked[0] == cat
         lead = ("是的，" if yes else "不是，") if zh else ("Yes: " if yes else "No: ")
         p.lines.append(
@@ -1474,7 +1519,7 @@ def category(d: Diagnosis, topics: Sequence[str], yes_no: bool, zh: bool) -> Pro
             if zh
             else f"{label(top.culprit, zh)[0].upper() + label(top.culprit, zh)[1:]}: {dom}."
         )
-    why = _category_why(top, zh)
+    why = _category_why(top, zh) if cat != "unknown" else ""
     if why:
         p.lines.append(why)
     sl = shares_line(d, zh)
