@@ -48,13 +48,13 @@ def test_every_key_the_code_uses_is_in_the_catalogue() -> None:
     families: set[str] = set()
     for f in PKG.rglob("*.py"):
         src = f.read_text(encoding="utf-8")
-        used |= set(re.findall(r"""\b[tT]\(\s*["']([a-z_]+\.[a-z_]+)["']""", src))
-        families |= set(re.findall(r"""\b[tT]\(\s*f["']([a-z_]+)\.\{""", src))
+        used |= set(re.findall(r"""\b(?:t|T|msg)\(\s*["']([a-z_]+\.[a-z_.]+)["']""", src))
+        families |= set(re.findall(r"""\b(?:t|T|msg)\(\s*f["']([a-z_]+\.[a-z_.]*)\{""", src))
     assert used, "no t() call found: the scan is broken"
     cat = set(messages("en"))
     assert used <= cat, used - cat
     for fam in families:  # keys built at run time: the family must exist
-        assert any(k.startswith(fam + ".") for k in cat), fam
+        assert any(k.startswith(fam) for k in cat), fam
 
 
 def test_t_fills_named_placeholders_and_refuses_unknown_keys() -> None:

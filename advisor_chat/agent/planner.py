@@ -26,6 +26,7 @@ from advisor_chat.agent.project import Projection, render_for_model
 from advisor_chat.agent.validate import BaselineProblem, validate_question
 from advisor_chat.analyzers.base import Finding
 from advisor_chat.diagnosis.types import Diagnosis, Mechanism, RootCause
+from advisor_chat.i18n import t as msg
 from advisor_chat.kb.types import CaseHit
 from advisor_chat.symptoms import SYMPTOM_TAGS
 from advisor_chat.tools.core import Tool, ToolOutput, ToolSession, strict_mode
@@ -386,28 +387,19 @@ class Planner:
     def _run_valid(self, q: Query, outputs: list[ToolOutput]) -> PlanResult:
         """:meth:`run` for a question whose ranks, steps, links and baseline exist."""
         zh = q.language == "zh"
+        lang = "zh" if zh else "en"
         d = self._last_diagnosis = self.diagnosis(outputs, q.language)
         if q.intent == "unsupported" and not q.hypothesis:
             return PlanResult(self._help(q, d), outputs=outputs)
         if q.intent == "compare_profiles" and self.session.baseline is None:
-            text = (
-                "没有足够的信息：对比两次运行需要基线数据。请用 `--baseline PATH` 传入升级前（或上一次）的 profiling 目录，"
-                "然后再问一次。"
-                if zh
-                else "Not enough signal: comparing two runs needs the earlier run. Pass it with "
-                "`--baseline PATH` (the profiling folder from before the upgrade) and ask again."
-            )
-            return PlanResult(text, outputs=outputs)
+            return PlanResult(msg("answer.no_baseline", lang), outputs=outputs)
         missing = _missing_data(q.intent, self.session)
         if missing is not None:
             self.call("data_quality", {}, outputs)
-            text = (
-                f"没有足够的信息回答：这份数据缺少{missing[1]}。需要的数据：{missing[3]}。"
-                if zh
-                else f"Not enough signal to answer: this profile has no {missing[0]}. "
-                f"The data that would decide it: {missing[2]}."
+            what, need = (missing[1], missing[3]) if zh else (missing[0], missing[2])
+            return PlanResult(
+                msg("answer.missing_data", lang, what=what, need=need), outputs=outputs
             )
-            return PlanResult(text, outputs=outputs)
         for name, args in self.plan(q):
             out = self.call(name, args, outputs)
             if (
@@ -419,25 +411,9 @@ class Planner:
                 return PlanResult(self._bad_args(q, out), outputs=outputs)
         if q.intent in ("step_trend", "step_events") and len(self.session.steps) < 3:
             n = len(self.session.steps)
-            words = ("no", "one", "two")[n]
-            words_zh = ("没有", "只有一个", "只有两个")[n]
-            text = (
-                f"没有足够的信息判断 step 耗时的变化：这份数据{words_zh} step；至少需要三个 step，"
-                "请采集更多 step（把 profiler 的 `schedule` 中 `active` 设大一些）。"
-                if zh
-                else f"Not enough signal to judge how step time changes: this profile holds {words} "
-                f"step{'s' if n != 1 else ''}; it takes at least three steps. Capture more steps "
-                "(a larger profiler schedule 'active')."
-            )
-            return PlanResult(text, outputs=outputs)
+            return PlanResult(msg(f"answer.few_steps_{n}", lang), outputs=outputs)
         if d is None and q.intent in _PROJECTED:
-            proj: Projection | None = Projection(
-                lines=[
-                    "无法完成诊断，因此不能回答这个问题（错误见下）。"
-                    if zh
-                    else "I could not diagnose this profile, so I cannot answer this (the error is below)."
-                ]
-            )
+            proj: Projection | None = Projection(lines=[msg("answer.no_diagnosis", lang)])
         else:
             proj = self._project(q, d, outputs) if d is not None else None
         return self._compose(q, d, proj, outputs)
@@ -528,28 +504,20 @@ class Planner:
     # -- writing ---------------------------------------------------------------------------
     def _help(self, q: Query, d: Diagnosis | None) -> str:
         zh = q.language == "zh"
+        lang = "zh" if zh else "en"
         items = "\n".join(f"- {zhs if zh else en}" for en, zhs in _CAPABILITIES)
         if q.intent == "help":
-            lead = (
-                "我可以根据这份 profiling 数据回答这些问题："
-                if zh
-                else "I can answer these questions about this profile:"
-            )
-            return f"{lead}\n{items}"
+            return f"{msg('answer.help', lang)}\n{items}"
         head = ""
         if d is not None:
-            head = ("诊断结论：" if zh else "What the diagnosis says: ") + project.headline(d, zh)
-        lead = (
-            "我没有理解这个问题。我能回答的问题："
-            if zh
-            else "I did not understand the question. Questions I can answer:"
-        )
+            head = msg("answer.diagnosis_says", lang, headline=project.headline(d, zh))
+        lead = msg("answer.not_understood", lang)
         return (f"{head}\n\n" if head else "") + f"{lead}\n{items}"
 
     def _bad_args(self, q: Query, out: ToolOutput) -> str:
         if q.language == "zh":
-            return f"无法回答：{error_zh(out.name, out.error or '')}。"
-        return f"I cannot answer that for this profile: {out.error}."
+            return msg("answer.bad_args", "zh", error=error_zh(out.name, out.error or ""))
+        return msg("answer.bad_args", "en", error=out.error)
 
     def _summary(self, f: Finding, zh: bool) -> str:
         s = f.summary_zh if zh and f.summary_zh else f.summary
@@ -612,7 +580,7 @@ class Planner:
             if q.intent == "explain_rank" and by_tool.get("compare_ops"):
                 ops = [f for o in by_tool["compare_ops"] for f in o.findings]
                 if ops:  # two ranks compared: the operator evidence under the roles
-                    lines.append("算子对比：" if zh else "Operator comparison:")
+                    lines.append(msg("answer.operator_comparison", "zh" if zh else "en"))
                     for f in ops[:2]:
                         if f.id not in {c.id for c in cited}:
                             cited.append(f)
@@ -679,14 +647,15 @@ class Planner:
             )
         if cases:
             lines.append("")
-            lines.append("相关案例：" if zh else "Matching cases:")
+            lang = "zh" if zh else "en"
+            lines.append(msg("answer.matching_cases", lang))
             for h in cases:
                 title = h.title_zh if zh and h.title_zh else h.title
-                lines.append(f"- `{h.id}`：{title}" if zh else f"- `{h.id}`: {title}")
+                lines.append(msg("answer.case_line", lang, case=h.id, title=title))
         suggestions = build_suggestions(causes, cited, cases, zh, mc2_ok=self._mc2_ok(q, by_tool))
         if suggestions:
             lines.append("")
-            lines.append("建议：" if zh else "Suggestions:")
+            lines.append(msg("answer.suggestions", "zh" if zh else "en"))
             for s in suggestions:
                 lines.append("- " + _suggestion_text(s, zh))
         return PlanResult(
@@ -1170,23 +1139,19 @@ def _best_finding(cited: Sequence[Finding], tags: Sequence[str]) -> Finding | No
 
 
 def _suggestion_text(s: Suggestion, zh: bool) -> str:
+    lang = "zh" if zh else "en"
     text = s.text.strip().rstrip("。.")
     ref = []
     if s.kind == "check":
-        text = ("检查：" if zh else "Check: ") + text
+        text = msg("answer.check", lang, text=text)
     if s.case_id:
-        ref.append(f"{'案例' if zh else 'case'} `{s.case_id}`")
+        ref.append(msg("answer.case_ref", lang, case=s.case_id))
     if s.kind == "action" and s.estimated_gain_us is not None and s.estimated_gain_us > 0:
         gain = project.us(s.estimated_gain_us)
-        src = s.cause_id or s.finding_id
-        ref.append(
-            f"预计每步最多节省 {gain}（来自 `{src}`）"
-            if zh
-            else f"estimated gain up to {gain} per step (from `{src}`)"
-        )
+        ref.append(msg("answer.gain_ref", lang, gain=gain, source=s.cause_id or s.finding_id))
     if not ref:
         return text
-    return text + ("（" + "；".join(ref) + "）" if zh else " (" + "; ".join(ref) + ")")
+    return text + msg("answer.refs", lang, refs=msg("answer.refs_join", lang).join(ref))
 
 
 def cited_findings(findings: Sequence[Finding]) -> list[CitedFinding]:
