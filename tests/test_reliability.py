@@ -1211,24 +1211,26 @@ def c_unknown_extra_columns_in_step_trace(c: Ctx) -> tuple[Path, str]:
     return root, ""
 
 
-@case("warn:invalid_values")
-def c_step_id_not_a_number(c: Ctx) -> tuple[Path, str]:
-    root = c.copy()
-    f = c.out(root, 1) / "step_trace_time.csv"
-    rows = _step_rows(f)
-    rows[1][0] = "ten"
-    _write_rows(f, rows)
-    return root, "step_trace_time.csv"
+def _step_id_case(value: str) -> Builder:
+    def build(c: Ctx) -> tuple[Path, str]:
+        root = c.copy()
+        f = c.out(root, 1) / "step_trace_time.csv"
+        rows = _step_rows(f)
+        rows[1][0] = value
+        _write_rows(f, rows)
+        return root, "step_trace_time.csv"
+
+    return build
 
 
-@case("warn:invalid_values")
-def c_step_id_beyond_int64(c: Ctx) -> tuple[Path, str]:
-    root = c.copy()
-    f = c.out(root, 1) / "step_trace_time.csv"
-    rows = _step_rows(f)
-    rows[1][0] = str(2**70)
-    _write_rows(f, rows)
-    return root, "step_trace_time.csv"
+# a Step cell that is not a step number: the row is left out with a warning (never step -1)
+for _label, _value in (
+    ("not_a_number", "ten"),
+    ("beyond_int64", str(2**70)),
+    ("negative", "-3"),
+    ("fractional", "10.5"),
+):
+    CASES.append(Case(f"step_id_{_label}", _step_id_case(_value), "warn:invalid_values"))
 
 
 @case("ok")
