@@ -28,15 +28,56 @@ LOCALE_DIR = Path(__file__).with_name("locale")
 def messages(lang: str) -> dict[str, str]:
     """``{key: text}`` of one language's catalogue.
 
+    Parsed with Babel; the result is kept as JSON under ``$ADVISOR_HOME/cache/i18n/`` named by the
+    ``.po`` file's content hash, so a command that answers a question does not import Babel again
+    (the catalogue is read on every question).
+
     Raises:
         FileNotFoundError: No catalogue for ``lang`` (a broken installation).
     """
-    from babel.messages.pofile import read_po
+    import hashlib
+    import json
 
     path = LOCALE_DIR / lang / "LC_MESSAGES" / "advisor_chat.po"
-    with path.open("rb") as fh:
-        catalog = read_po(fh)
-    return {str(m.id): str(m.string) for m in catalog if m.id}
+    raw = path.read_bytes()
+    cached = _cache_dir() / f"{lang}-{hashlib.sha256(raw).hexdigest()[:20]}.json"
+    try:
+        data = json.loads(cached.read_text(encoding="utf-8"))
+        if isinstance(data, dict):
+            return {str(k): str(v) for k, v in data.items()}
+    except (OSError, ValueError):
+        pass
+    import io
+
+    from babel.messages.pofile import read_po
+
+    out = {str(m.id): str(m.string) for m in read_po(io.BytesIO(raw)) if m.id}
+    _write_atomic(cached, json.dumps(out, ensure_ascii=False))
+    return out
+
+
+def _cache_dir() -> Path:
+    from advisor_chat.paths import default_home
+
+    return default_home() / "cache" / "i18n"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename; failures only cost reuse."""
+    import contextlib
+    import os
+    import tempfile
+
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def t(key: str, lang: str = "en", /, **values: object) -> str:

@@ -181,3 +181,22 @@ def test_chinese_plots_have_no_english_labels(tmp_path: Path) -> None:
     # the English plots of the same profile are what the detector catches
     en = build_plots(prof, ["rank_breakdown"], ranks=[12], lang="en")["rank_breakdown"]
     assert en is not None and _md_prose(str(en.layout.yaxis.title.text)) == ["ms per step"]
+
+
+def test_parsed_catalogue_is_kept_and_matches_the_po_file(monkeypatch, tmp_path: Path) -> None:
+    """A later process reads the parsed catalogue from ADVISOR_HOME (no Babel import) and gets the
+    same messages; a damaged cache file is parsed again from the .po file."""
+    import advisor_chat.i18n as I
+
+    monkeypatch.setenv("ADVISOR_HOME", str(tmp_path))
+    I.messages.cache_clear()
+    try:
+        first = I.messages("zh")
+        (cached,) = (tmp_path / "cache" / "i18n").glob("zh-*.json")
+        I.messages.cache_clear()
+        assert I.messages("zh") == first
+        cached.write_text("{broken", encoding="utf-8")
+        I.messages.cache_clear()
+        assert I.messages("zh") == first
+    finally:
+        I.messages.cache_clear()

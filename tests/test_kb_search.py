@@ -106,3 +106,26 @@ def test_cli_kb_build_and_errors(monkeypatch: pytest.MonkeyPatch, tmp_path) -> N
     res = runner.invoke(app, ["kb", "list"])
     assert res.exit_code == 2
     assert "bad-case.md" in res.output
+
+
+def test_stored_corpus_is_reused_and_gives_the_same_ranking(monkeypatch, tmp_path) -> None:
+    """The tokenized corpus kept under ADVISOR_HOME (a CLI question does not tokenize the
+    library again) ranks exactly as a freshly built one; a damaged file is rebuilt."""
+    from advisor_chat.kb import search as S
+
+    monkeypatch.setenv("ADVISOR_HOME", str(tmp_path))
+    q = "rank 12 long Free, others wait in collectives"
+    monkeypatch.setattr(S, "_CORPUS", {})
+    fresh = [(h.id, round(h.score, 9)) for h in search_cases(q, k=5)]
+    stored = list((tmp_path / "cache" / "kb-corpus").glob("*.pkl"))
+    assert len(stored) == 1
+    monkeypatch.setattr(S, "_CORPUS", {})  # a new process: memory empty, the file is read
+    built = []
+    monkeypatch.setattr(S, "_build_corpus", lambda *a: built.append(1) or None)
+    again = [(h.id, round(h.score, 9)) for h in search_cases(q, k=5)]
+    assert again == fresh and built == []
+    monkeypatch.undo()
+    monkeypatch.setenv("ADVISOR_HOME", str(tmp_path))
+    stored[0].write_bytes(b"not a pickle")
+    monkeypatch.setattr(S, "_CORPUS", {})
+    assert [(h.id, round(h.score, 9)) for h in search_cases(q, k=5)] == fresh

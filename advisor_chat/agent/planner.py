@@ -193,10 +193,7 @@ class DataQuoter:
                 continue
             for c in cols:
                 if c in df.columns:
-                    for v in df[c].dropna().unique():
-                        s = str(v)
-                        if _suspicious(s):
-                            found.add(s)
+                    found.update(_suspicious_values(df[c]))
         meta = p.tables.get("meta")
         if meta is not None and not meta.empty and "env" in meta.columns:
             for env in meta["env"].dropna():
@@ -218,6 +215,24 @@ class DataQuoter:
 
 def _suspicious(s: str) -> bool:
     return bool(re.search(r"\s", s.strip())) or len(s) > 80 or any(c in s for c in "`<>{}")
+
+
+def _suspicious_values(col: Any) -> list[str]:
+    """The distinct values of a column that :func:`_suspicious` flags.
+
+    Vectorized: a cluster has thousands of distinct operator names.
+    """
+    import pandas as pd
+
+    u = pd.Series(col.dropna().unique()).astype(str)
+    if u.empty:
+        return []
+    flag = (
+        u.str.strip().str.contains(r"\s", regex=True)
+        | (u.str.len() > 80)
+        | u.str.contains(r"[`<>{}]", regex=True)
+    )
+    return u[flag].tolist()
 
 
 def quote_data(s: str, limit: int = 40) -> str:

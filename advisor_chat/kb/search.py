@@ -259,14 +259,77 @@ _READY: set[tuple[Path, Path, tuple[str, ...]]] = set()
 
 
 def _corpus(root: Path) -> _Corpus:
-    from rank_bm25 import BM25Okapi
-
+    """The tokenized case library: in this process's memory, else from ADVISOR_HOME, else built."""
     cases = load_cases(root)
     key = (root.resolve(), tuple(c.content_hash for c in cases))
     with _CORPUS_LOCK:
         hit = _CORPUS.get(key)
         if hit is not None:
             return hit
+    stored = _stored_corpus_path(root, key)
+    corpus = _load_corpus(stored)
+    if corpus is not None:
+        with _CORPUS_LOCK:
+            _CORPUS[key] = corpus
+        return corpus
+    corpus = _build_corpus(root, cases)
+    _store_corpus(stored, corpus)
+    with _CORPUS_LOCK:
+        _CORPUS[key] = corpus
+    return corpus
+
+
+def _stored_corpus_path(root: Path, key: tuple[Path, tuple[str, ...]]) -> Path:
+    """Where the tokenized corpus of these case files is kept, under ADVISOR_HOME.
+
+    Named by the case files' content hashes, the glossary and this module's source: a change to
+    any of them rebuilds it.
+    """
+    import hashlib
+
+    from advisor_chat.paths import default_home
+
+    h = hashlib.sha256(repr(key).encode())
+    for f in (Path(__file__), root / "glossary.yaml"):
+        if f.is_file():
+            h.update(f.read_bytes())
+    return default_home() / "cache" / "kb-corpus" / f"{h.hexdigest()[:24]}.pkl"
+
+
+def _load_corpus(path: Path) -> _Corpus | None:
+    import pickle
+
+    try:
+        with open(path, "rb") as fh:
+            obj = pickle.load(fh)  # our own file under ADVISOR_HOME
+    except Exception:  # missing, unreadable or from another version: rebuild
+        return None
+    return obj if isinstance(obj, _Corpus) else None
+
+
+def _store_corpus(path: Path, corpus: _Corpus) -> None:
+    """Write atomically (temporary file, rename); a read-only home only costs the reuse."""
+    import contextlib
+    import os
+    import pickle
+    import tempfile
+
+    with contextlib.suppress(OSError, pickle.PicklingError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump(corpus, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _build_corpus(root: Path, cases: list[Case]) -> _Corpus:
+    """Tokenize the case library for BM25 (glossary-expanded) and its per-section tokens."""
+    from rank_bm25 import BM25Okapi
+
     glossary = load_glossary(root)
     docs = [tokenize(expand_with_glossary(case_lexical_text(c), glossary)) for c in cases]
     df: dict[str, int] = {}
@@ -274,7 +337,7 @@ def _corpus(root: Path) -> _Corpus:
         for t in set(c.symptom_tags):
             df[t] = df.get(t, 0) + 1
     n = len(cases)
-    corpus = _Corpus(
+    return _Corpus(
         cases=cases,
         by_id={c.id: c for c in cases},
         bm25=BM25Okapi(docs),
@@ -287,9 +350,6 @@ def _corpus(root: Path) -> _Corpus:
             for c in cases
         },
     )
-    with _CORPUS_LOCK:
-        _CORPUS[key] = corpus
-    return corpus
 
 
 def ensure_index(settings: Settings, root: Path) -> None:
