@@ -70,45 +70,41 @@ class NotebookAnswer:
         return f"NotebookAnswer({self.answer.answer[:80]!r}...)"
 
     def _repr_html_(self) -> str:
+        from advisor_chat.i18n import t
+
         a = self.answer
-        zh = a.language == "zh"
+        lang = "zh" if a.language == "zh" else "en"
+        sep = "：" if lang == "zh" else ": "
         out = [_CSS, '<div class="adv">', _p(a.answer)]
         if a.suggestions:
-            title = "建议" if zh else "Suggestions"
             items = "".join(
-                f"<li><b>{'操作' if zh else 'action'}</b>: {html.escape(s.text)}</li>"
+                f"<li><b>{t(f'remedy.{s.kind}', lang)}</b>{sep}{html.escape(s.text)}</li>"
                 if s.kind == "action"
-                else f"<li>{'检查' if zh else 'check'}: {html.escape(s.text)}</li>"
+                else f"<li>{t(f'remedy.{s.kind}', lang)}{sep}{html.escape(s.text)}</li>"
                 for s in a.suggestions
             )
-            out.append(f"<h3>{title}</h3><ul>{items}</ul>")
+            out.append(f"<h3>{t('page.suggestions', lang)}</h3><ul>{items}</ul>")
         if a.findings:
-            title = (
-                "依据（数字及其来源文件）"
-                if zh
-                else "Evidence (numbers and the files they come from)"
-            )
             rows = "".join(
-                f"<tr><td><code>{html_text(f.id)}</code></td><td>{html_text(f.summary, limit=400)}</td>"
-                f"<td>{'<br>'.join(html_text(s) for s in f.sources[:3])}</td></tr>"
+                f"<tr><td><code>{html_text(f.id)}</code></td><td>"
+                f"{html_text(f.summary_zh if lang == 'zh' and f.summary_zh else f.summary, limit=400)}"
+                f"</td><td>{'<br>'.join(html_text(s) for s in f.sources[:3])}</td></tr>"
                 for f in a.findings
             )
-            out.append(f"<h3>{title}</h3><table>{rows}</table>")
+            out.append(f"<h3>{t('notebook.evidence', lang)}</h3><table>{rows}</table>")
         if a.cases:
-            title = "相关案例" if zh else "Cases"
             items = "".join(
-                f"<li><code>{html_text(c.id)}</code>: {html_text(c.title_zh if zh and c.title_zh else c.title)}</li>"
+                f"<li><code>{html_text(c.id)}</code>{sep}"
+                f"{html_text(c.title_zh if lang == 'zh' and c.title_zh else c.title)}</li>"
                 for c in a.cases
             )
-            out.append(f"<h3>{title}</h3><ul>{items}</ul>")
+            out.append(f"<h3>{t('page.cases_inline', lang)}</h3><ul>{items}</ul>")
         if a.tool_calls:
-            calls = ", ".join(f"<code>{html_text(t.name)}</code>" for t in a.tool_calls)
-            label = "调用的工具" if zh else "Tools called"
+            calls = ", ".join(f"<code>{html_text(tc.name)}</code>" for tc in a.tool_calls)
             g = a.grounding
-            out.append(
-                f'<p class="muted">{label}: {calls}. grounding: {g.numbers_grounded}/'
-                f"{g.numbers_total}</p>"
-            )
+            grounding = t("page.grounded", lang, g=g.numbers_grounded, t=g.numbers_total)
+            tools = t("notebook.tools_called", lang, tools=calls, grounding=grounding)
+            out.append(f'<p class="muted">{tools}</p>')
         out.append(_figures_html(self.figures))
         out.append("</div>")
         return "".join(out)
