@@ -254,3 +254,20 @@ def test_question_words_still_win_over_a_yes_no_ending() -> None:
     assert _q("why is rank 6 slow?").kind == "why"
     assert _q("哪张卡慢？").kind == "which"
     assert _q("为什么6号卡慢？").kind == "why"
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("这些抖动会不会是网络导致的？", "yes_no"),
+        ("是不是网络导致的？", "yes_no"),
+        ("会不会是GC导致的？", "yes_no"),
+        ("is the network the cause?", "yes_no"),
+        ("what causes it, is it the network?", "why"),
+        ("为什么会这样，是网络吗？", "why"),
+    ],
+)
+def test_a_cause_word_inside_a_yes_no_question_asks_for_a_verdict(question: str, kind: str) -> None:
+    """ "会不会是网络导致的？" names a cause inside a yes/no question: a verdict, not a why;
+    a question word (为什么, 什么, why, what) keeps it a why question."""
+    assert parse_question(question).kind == kind

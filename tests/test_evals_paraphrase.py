@@ -236,6 +236,21 @@ def test_blamed_ranks_ignores_negations() -> None:
     assert blamed_ranks("12号卡不慢，慢卡是3号卡。") == {3}
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Not enough signal to tell whether rank 0 or rank 1 is slower: with 2 ranks there is no "
+        "peer median.",
+        "Neither rank 0 nor rank 15 is the cause: every rank idles.",
+        "无法判断是0号卡还是1号卡更慢：只有 2 张卡。",
+    ],
+)
+def test_blamed_ranks_ignores_open_questions_and_neither(text: str) -> None:
+    assert blamed_ranks(text) == set()
+    # the same sentence with a plain claim after it still blames
+    assert blamed_ranks(text + " Rank 7 is the slow rank.") == {7}
+
+
 # -- no contradiction -------------------------------------------------------------------------------
 
 

@@ -1061,6 +1061,9 @@ def _match_any(pats: Sequence[str], low: str) -> re.Match[str] | None:
 
 
 _QUESTION_WORD = re.compile(r"which|what|who|where|哪|谁", re.I)
+#: "why" hits that ask why; the others ("cause", "原因", "导致") only name a cause, and inside a
+#: yes/no question ("is the network the cause?", "会不会是网络导致的？") they ask for a verdict.
+_WHY_WORD = re.compile(r"why|how come|what|explain|为什么|为何|怎么回事|咋回事|怎么|什么导致", re.I)
 
 
 def asks_yes_no(text: str) -> bool:
@@ -1092,6 +1095,15 @@ def find_kind(low: str, n_targets: int) -> str:
                 and yn.start() < first[0]
                 and w is not None
                 and not _QUESTION_WORD.match(w.group(0))
+            ):
+                return "yes_no"
+            # "could it be caused by the network?" / "会不会是网络导致的？": the only "why" is a
+            # word naming a cause, and no question word asks why or what
+            if (
+                first[1] == "why"
+                and w is not None
+                and not _WHY_WORD.search(low)
+                and not any(k in ("which", "how_much") for _, k in non_yn)
             ):
                 return "yes_no"
             return first[1]

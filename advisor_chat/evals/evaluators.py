@@ -856,7 +856,8 @@ def blamed_ranks(text: str) -> set[int]:
     bottleneck / slowest / the cause / holding the job back / arrives last"; "the slow rank is rank 3",
     "culprit: rank 3"; "the others wait for rank 3"; "3号卡是慢卡", "3号卡最慢", "慢卡是3号卡",
     "其他卡都在等3号卡". Not blame: "rank 3 is not slow", "rank 3 is slowed down by …",
-    "rank 3 is slow only because it waits …", "3号卡不慢", "3号卡被拖慢", "3号卡慢是因为在等…".
+    "rank 3 is slow only because it waits …", "3号卡不慢", "3号卡被拖慢", "3号卡慢是因为在等…",
+    "whether rank 0 or rank 3 is slower", "neither rank 0 nor rank 3 is the cause".
 
     Args:
         text: Answer text.
@@ -875,6 +876,12 @@ def blamed_ranks(text: str) -> set[int]:
                 continue  # blame scoped to one step: an event, not a slow rank
             if re.search(r"(?:比|than)\s*$", before, re.I):
                 continue  # "A 比 rank 6 慢": the other side of a comparison
+            if re.search(
+                r"\b(?:whether|neither|nor)\b|是否|还是|无法判断|不能判断",
+                s[max(0, m.start() - 40) : m.start()],
+                re.I,
+            ):
+                continue  # "whether rank 0 or rank 1 is slower", "neither … nor rank 15 is"
             out |= _subj_ranks(m)
         for m in re.finditer(
             rf"{_BLAME_OBJ_FIRST}(?:{_SUBJ}|(?P<bare>\d+(?:\s*(?:{_RANGE_SEP}|,|and|&)\s*\d+)*)\b)",
