@@ -22,3 +22,16 @@ def test_every_subpackage_and_the_case_library_are_packaged() -> None:
     assert cfg["package-dir"]["advisor_chat._knowledge"] == "knowledge"
     assert {"advisor_chat._knowledge", "advisor_chat._knowledge.cases"} <= listed
     assert any((REPO / "knowledge" / "cases").glob("*.md"))
+
+
+def test_the_message_catalogues_are_package_data() -> None:
+    """advisor_chat.i18n reads locale/<lang>/LC_MESSAGES/advisor_chat.po from the package."""
+    from fnmatch import fnmatch
+
+    cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    globs = cfg["package-data"]["advisor_chat"]
+    pos = sorted((REPO / "advisor_chat" / "locale").rglob("*.po"))
+    assert {p.parent.parent.name for p in pos} == {"en", "zh"}
+    for p in pos:
+        rel = p.relative_to(REPO / "advisor_chat").as_posix()
+        assert any(fnmatch(rel, g) for g in globs), rel
