@@ -473,8 +473,15 @@ def step_col(series: Any, index: Any) -> Any:
     if series is None:
         return np.full(len(index), -1, dtype="int64")
     f = np.asarray(num(series), dtype="float64")
-    s = series if isinstance(series, pd.Series) else pd.Series(list(series), dtype=object)
-    empty = (s.isna() | s.astype(str).str.strip().isin(_NA_SET)).to_numpy()
+    empty = np.zeros(len(f), dtype=bool)
+    nan_at = np.flatnonzero(np.isnan(f))
+    if len(nan_at):  # only the cells that did not read as numbers need a look (usually none)
+        get = series.iloc.__getitem__ if isinstance(series, pd.Series) else series.__getitem__
+        for i in nan_at:
+            v = get(int(i))
+            empty[i] = (
+                v is None or (isinstance(v, float) and math.isnan(v)) or (str(v).strip() in _NA_SET)
+            )
     with np.errstate(invalid="ignore"):
         bad = ~empty & (np.isnan(f) | (f < 0) | (f > MAX_STEP_ID) | (f != np.round(f)))
     f = np.where(np.isnan(f) | bad, 0.0, f)
