@@ -459,3 +459,32 @@ def test_read_only_advisor_home(healthy: Path, tmp_path: Path, prepared: bool) -
     else:
         check(run, EXIT_CONFIG, names=f"{home} (ADVISOR_HOME) is read-only")
     assert snapshot(home) == before
+
+
+def test_output_piped_into_a_reader_that_stops_early(healthy: Path, home: Path) -> None:
+    """`advisor-chat ask … | head -1`: the reader goes away; the command stops quietly with
+    141 (as a shell reports SIGPIPE), no traceback, never 1 (kept for bugs)."""
+    import fcntl
+
+    r, w = os.pipe()
+    fcntl.fcntl(w, 1031, 4096)  # F_SETPIPE_SZ: a one-page pipe, so the report cannot fit in it
+    cmd = [
+        sys.executable,
+        "-m",
+        "advisor_chat.cli.main",
+        "ask",
+        str(healthy),
+        "which rank is slow?",
+    ]
+    cmd.append("--tools")  # answer + tool table: more than the pipe holds
+    proc = subprocess.Popen(
+        cmd, stdout=w, stderr=subprocess.PIPE, env=_env(home), stdin=subprocess.DEVNULL
+    )
+    os.close(w)
+    os.read(r, 10)  # the reader takes a little, then goes away
+    os.close(r)
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode("utf-8", "replace")
+    code = proc.wait(timeout=TIME_LIMIT_S)
+    assert "Traceback" not in err, err[-2000:]
+    assert code == 141, (code, err[-2000:])

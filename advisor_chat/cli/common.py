@@ -21,8 +21,26 @@ from advisor_chat.errors import (
 )
 from advisor_chat.textsafe import term_text
 
-console = Console()
-err_console = Console(stderr=True)
+#: Exit code when the reader of the output went away (``advisor-chat ask … | head``): what a
+#: shell reports for a process ended by SIGPIPE (128 + 13), as for other Unix tools.
+EXIT_BROKEN_PIPE = 141
+
+
+class _Console(Console):
+    """A rich console that stops quietly with :data:`EXIT_BROKEN_PIPE` when its pipe closes.
+
+    rich's default exits 1, which this CLI reserves for bugs.
+    """
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(EXIT_BROKEN_PIPE)
+
+
+console = _Console()
+err_console = _Console(stderr=True)
 
 EXIT_INPUT = 2
 EXIT_CONFIG = 3
