@@ -658,7 +658,7 @@ class Planner:
                 "（案例库无法读取，本回答不引用案例。）"
                 if zh
                 else "(No cases are cited: "
-                f"{self.quoter.quote(_lower_first(search.error.removeprefix('not enough signal: ')))})"
+                f"{self.quoter.quote(project.lower_first(search.error.removeprefix('not enough signal: ')))})"
             )
         if cases:
             lines.append("")
@@ -1464,7 +1464,3 @@ def error_zh(tool: str, error: str) -> str:
 def _suggestions(cited: Sequence[Finding], cases: Sequence[CaseHit], zh: bool) -> list[Suggestion]:
     """Suggestions from findings and cases only (no diagnosis): see :func:`build_suggestions`."""
     return build_suggestions((), cited, cases, zh)
-
-
-def _lower_first(text: str) -> str:
-    return text[:1].lower() + text[1:]

@@ -357,7 +357,7 @@ def _role_key(c: RootCause, role: str) -> str:
     return role
 
 
-def _lower_first(text: str) -> str:
+def lower_first(text: str) -> str:
     """``'Rank 3 waits'`` -> ``'rank 3 waits'`` (identifiers like ``RDMA`` or ``MatMul`` kept)."""
     if len(text) >= 2 and text[0].isupper() and text[1].islower():
         return text[0].lower() + text[1:]
@@ -366,7 +366,7 @@ def _lower_first(text: str) -> str:
 
 def with_verdict(verdict: str, sentence: str, zh: bool) -> str:
     """The verdict and the sentence that justifies it, as one first sentence."""
-    return verdict + (sentence if zh else _lower_first(sentence))
+    return verdict + (sentence if zh else lower_first(sentence))
 
 
 def _culprit_ranks(c: RootCause) -> list[int]:
@@ -638,7 +638,7 @@ def compare_ranks(
     else:
         lead = f"{wa}和{wb}都不是原因：" if zh else f"Neither {wa} nor {wb} is the cause: "
         if yes_no:
-            lead = ("不是，" if zh else "No: ") + (lead if zh else _lower_first(lead))
+            lead = ("不是，" if zh else "No: ") + (lead if zh else lower_first(lead))
     if both.lines:
         both.lines[0] = with_verdict(lead, both.lines[0], zh)
     return both
@@ -878,7 +878,7 @@ def _slow_body(c: RootCause, zh: bool) -> str:
         and (c.culprit.label_zh if zh else c.culprit.label) not in text
     ):
         text = (f"慢链路 {lab}：" if zh else f"the slow link {lab}: ") + text
-    return text if zh else _lower_first(text)
+    return text if zh else lower_first(text)
 
 
 def _unjudged(line: str, zh: bool) -> str:
@@ -1171,7 +1171,7 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
         p.lines.append(
             f"先排查{lab}：{ctext}（它让其他卡每步约等 {us(top.gain_us or 0.0)}）。原因：{summary(top, zh)}。"
             if zh
-            else f"Look into {lab} first: {ctext[0].lower() + ctext[1:]} (it costs the others about "
+            else f"Look into {lab} first: {lower_first(ctext)} (it costs the others about "
             f"{us(top.gain_us or 0.0)} per step). Why: {summary(top, zh)}."
         )
     for c in order:
@@ -1202,18 +1202,14 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
         text = text.strip().rstrip("。.")
         if lead_check:  # the change comes second, after finding out about the top cause
             p.lines.append(
-                f"然后处理{lab}：{text}{g}。"
-                if zh
-                else f"Then {lab}: {text[0].lower() + text[1:] if text[:2] != text[:2].upper() else text}{g}."
+                f"然后处理{lab}：{text}{g}。" if zh else f"Then {lab}: {lower_first(text)}{g}."
             )
             p.plot_ranks = list(top.culprit.ranks)[:8]
             return p
         if zh:
             p.lines.append(f"先处理{lab}：{text}{g}。原因：{summary(c, zh)}。")
         else:
-            p.lines.append(
-                f"Fix {lab} first: {text[0].lower() + text[1:] if text[:2] != text[:2].upper() else text}{g}. Why: {summary(c, zh)}."
-            )
+            p.lines.append(f"Fix {lab} first: {lower_first(text)}{g}. Why: {summary(c, zh)}.")
         if layered and c is layered[0]:
             rest = layered[1:]
             each = [
@@ -1281,7 +1277,7 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
                 f"然后处理与之无关的另一个问题{label(nxt.culprit, zh)}：{t2}（{amt}）。"
                 if zh
                 else f"Then fix {label(nxt.culprit, zh)}, an independent fault: "
-                f"{t2[0].lower() + t2[1:] if t2[:2] != t2[:2].upper() else t2} ({amt})."
+                f"{lower_first(t2)} ({amt})."
             )
         p.plot_ranks = list(c.culprit.ranks)[:8]
         return p
@@ -1378,13 +1374,13 @@ def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
                 p.lines.append(
                     f"step {st} 慢是因为{text.rstrip('。')}。"
                     if zh
-                    else f"Step {st} is slow because {_lower_first(text).rstrip('.')}."
+                    else f"Step {st} is slow because {lower_first(text).rstrip('.')}."
                 )
             else:
                 p.lines.append(
                     f"step {st} 慢在{lab}：{text.rstrip('。')}。"
                     if zh
-                    else f"Step {st} is slow because of {lab}: {_lower_first(text).rstrip('.')}."
+                    else f"Step {st} is slow because of {lab}: {lower_first(text).rstrip('.')}."
                 )
             return p
         p.lines.append(
@@ -1664,7 +1660,7 @@ def job_question(d: Diagnosis, zh: bool, idle: bool) -> Projection | None:
             f"{label(first.culprit, True)}自己的原因：{summary(first, zh)}。"
             if zh
             else f"{name_en[:1].upper()}{name_en[1:]}'s own cause: "
-            f"{_lower_first(summary(first, zh))}."
+            f"{lower_first(summary(first, zh))}."
         )
     return p
 
@@ -1697,7 +1693,7 @@ def overview(
         p.lines.append(
             f"此外：{summary(shared, zh)}。"
             if zh
-            else f"Beyond the late ranks: {_lower_first(summary(shared, zh))}."
+            else f"Beyond the late ranks: {lower_first(summary(shared, zh))}."
         )
     if real:
         p.lines += [
@@ -1861,6 +1857,6 @@ def link_directions(d: Diagnosis, zh: bool) -> Projection | None:
         first = "不是，两个方向都慢：" if zh else "No, both directions are slow: "
     else:
         first = "是的，只有一个方向慢：" if zh else "Yes, only one direction is slow: "
-    p = Projection(lines=[first + (summary(c, zh) if zh else _lower_first(summary(c, zh)))])
+    p = Projection(lines=[first + (summary(c, zh) if zh else lower_first(summary(c, zh)))])
     p.add_cause(c)
     return p
