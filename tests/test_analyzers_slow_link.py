@@ -150,9 +150,10 @@ def test_scenario_slow_link(scenario):
     path = scenario("slow-link")
     key = json.loads((path / "answer_key.json").read_text())
     res = run(load_profile(path))
-    f = res.findings[0]
+    links = [f for f in res.findings if f.kind.value == "slow_link"]
+    assert len(links) == 1, [f.summary for f in res.findings]
+    f = links[0]
     want = key["slow_link"]
-    assert f.kind.value == "slow_link"
     assert (f.metrics["src_rank"], f.metrics["dst_rank"]) == (want["src_rank"], want["dst_rank"])
     assert want["transport"] in f.summary
     assert f.metrics["bandwidth_gbps"] == pytest.approx(
@@ -160,6 +161,33 @@ def test_scenario_slow_link(scenario):
     )
     assert f.metrics["ratio"] == pytest.approx(key["expected_numbers"]["bandwidth_ratio"], abs=0.03)
     assert res.table["slow"].sum() == 1
+    # every other finding is about communication (the victims' wait inside the transfer)
+    assert {g.kind.value for g in res.findings} <= {"slow_link", "communication"}
+
+
+def test_link_transit_counts_each_transfer_once(scenario):
+    """Aggregate-only matrices: the link sums the files' ``{type}-total`` records, not also the
+    top1/middle/bottom records that repeat single operators (which doubled the transit)."""
+    from advisor_chat.ingest import load_profile
+
+    path = scenario("slow-link")
+    want = key_link = json.loads((path / "answer_key.json").read_text())["slow_link"]
+    link = f"{key_link['src_rank']}-{key_link['dst_rank']}"
+    size = time = 0.0
+    for f in path.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/communication_matrix.json"):
+        for sections in json.loads(f.read_text()).values():
+            for entries in sections.values():
+                for key, links in entries.items():
+                    if "-total@" in key and link in links:
+                        size += links[link]["Transit Size(MB)"]
+                        time += links[link]["Transit Time(ms)"]
+    assert size > 0
+    res = run(load_profile(path))
+    row = res.table[
+        (res.table["src_rank"] == want["src_rank"]) & (res.table["dst_rank"] == want["dst_rank"])
+    ].iloc[0]
+    assert row["transit_size_mb"] == pytest.approx(size)
+    assert row["transit_time_ms"] == pytest.approx(time)
 
 
 def test_scenario_healthy_no_slow_link(scenario):

@@ -73,13 +73,16 @@ def test_bandwidth_heatmap_median_of_matrix_json(demo):
     fig = plots.bandwidth_heatmap(profile, [12])
     assert fig is not None
     hm = fig.data[0]
-    # independent: median bandwidth of one link over every op entry of every rank's matrix file
+    # independent: median bandwidth of one link over the "{type}-total" entries (one per op type
+    # and step; the top1/middle/bottom entries repeat single ops) of every rank's matrix file
     values: dict[tuple[int, int], list[float]] = {}
     for f in path.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/communication_matrix.json"):
         data = json.loads(f.read_text())
         for ops in data.values():  # step -> op kind -> op name -> "src-dst" -> link
             for group in ops.values():
-                for links in group.values():
+                for name, links in group.items():
+                    if "-total@" not in name:
+                        continue
                     for key, link in links.items():
                         src, dst = (int(x) for x in key.split("-"))
                         if src != dst and link.get("Transport Type") != "LOCAL":

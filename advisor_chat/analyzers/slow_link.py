@@ -42,6 +42,7 @@ SMALL_MB = {"SDMA": 16.0, "RDMA": 1.0}
 MIN_SMALL_TIME_SHARE = 0.005
 _SDMA_FAMILY = ("HCCS", "PCIE", "SIO", "SDMA")
 _AGG = r"(?i)total|-top\d*@?|-middle|-bottom"
+_TOTAL = r"(?i)-total(?:@|$)"
 
 Transport = Literal["HCCS", "PCIE", "RDMA", "SDMA", "SIO"]
 
@@ -112,7 +113,7 @@ def slow_link(profile: Profile, params: SlowLinkParams) -> AnalyzerResult:
     notes: list[str] = []
     findings: list[Finding] = []
 
-    links = _links(mx)
+    links = _links(mx, ops)
     findings += _link_findings(profile, links, step_us, _nsteps(mx, n_steps))
     rank_bw = _rank_bandwidth(bw)
     findings += _rank_findings(
@@ -262,7 +263,21 @@ def _peer_ratio(df: pd.DataFrame, key: str) -> pd.DataFrame:
     return df
 
 
-def _links(mx: pd.DataFrame) -> pd.DataFrame:
+def _links(mx: pd.DataFrame, ops: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Link table: Σ transit size and time per (group, src, dst, transport) over the matrix rows.
+
+    ``communication_matrix.json`` holds, per (op type, group, step) and link, five records of
+    single operators (``top1``, ``middle``, ``bottom1..3``: the fastest, median and slowest
+    operator) and one sum (``total``); the cluster output and the DB export hold one record per
+    operator instead. Per-operator records are summed when there are any; otherwise only the
+    ``total`` records are (summing the others too counted some operators twice).
+
+    Args:
+        mx: ``comm_matrix`` rows (MB, ms).
+        ops: ``comm_ops`` rows; with aggregate-only matrices, ``ops`` of a link is the number of
+            operators of that type the link's source rank ran in that group and step (from these
+            rows; 1 per ``total`` record when they are missing).
+    """
     cols = [
         "group",
         "src_rank",
@@ -279,35 +294,58 @@ def _links(mx: pd.DataFrame) -> pd.DataFrame:
     if mx.empty:
         return pd.DataFrame(columns=cols)
     # ~10^5-10^6 rows: filter only the columns the link table needs
-    m = mx[
-        [
-            "group",
-            "src_rank",
-            "dst_rank",
-            "transport",
-            "op_name",
-            "transit_size_mb",
-            "transit_time_ms",
-        ]
-    ]
+    keep = ["group", "step", "src_rank", "dst_rank", "transport", "op_name"]
+    keep += ["transit_size_mb", "transit_time_ms"]
+    m = mx[[c for c in keep if c in mx.columns]]
     m = m[(m["transport"].str.upper() != "LOCAL") & (m["src_rank"] != m["dst_rank"])]
-    # the aggregate-row pattern is matched once per distinct operator name, not per row
-    codes, names = pd.factorize(m["op_name"].astype(str))
-    agg_mask = pd.Series(names).str.contains(_AGG, regex=True).to_numpy(dtype=bool)[codes]
-    if (~agg_mask).any():
-        m = m[~agg_mask]
+    m, per_op = link_records(m)
     m = m[m["transit_time_ms"] > 0]
     if m.empty:
         return pd.DataFrame(columns=cols)
+    m = m.assign(ops=1) if per_op else m.assign(ops=_ops_per_total(m, ops))
     g = m.groupby(["group", "src_rank", "dst_rank", "transport"], dropna=False)
     links = g.agg(
-        ops=("op_name", "size"),
+        ops=("ops", "sum"),
         transit_size_mb=("transit_size_mb", "sum"),
         transit_time_ms=("transit_time_ms", "sum"),
     ).reset_index()
     links["bandwidth_gbps"] = links["transit_size_mb"] / links["transit_time_ms"]
     links["transport"] = links["transport"].astype(str).str.upper()
     return _peer_ratio(links, "transport")[cols].sort_values("ratio").reset_index(drop=True)
+
+
+def link_records(mx: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
+    """The ``comm_matrix`` rows that count each transfer once, and whether they are per operator.
+
+    Per-operator rows when there are any (cluster output, DB export); otherwise the
+    ``{type}-total`` rows of ``communication_matrix.json`` (its ``top1``/``middle``/``bottom*``
+    records repeat single operators the ``total`` already sums); otherwise the rows as they are.
+    """
+    if mx.empty or "op_name" not in mx.columns:
+        return mx, True
+    # the aggregate-row pattern is matched once per distinct operator name, not per row
+    codes, names = pd.factorize(mx["op_name"].astype(str))
+    kinds = pd.Series(names)
+    agg_mask = kinds.str.contains(_AGG, regex=True).to_numpy(dtype=bool)[codes]
+    if (~agg_mask).any():
+        return mx[~agg_mask], True
+    total_mask = kinds.str.contains(_TOTAL, regex=True).to_numpy(dtype=bool)[codes]
+    return (mx[total_mask] if total_mask.any() else mx), False
+
+
+def _ops_per_total(m: pd.DataFrame, ops: pd.DataFrame | None) -> np.ndarray:
+    """Operators behind each ``{type}-total`` matrix row: ``comm_ops`` rows of the source rank
+    with that group, step and type (1 where ``comm_ops`` has none)."""
+    one = np.ones(len(m), dtype="int64")
+    if ops is None or ops.empty or "step" not in m.columns or "op_type" not in ops.columns:
+        return one
+    counts = ops.groupby(["rank", "group", "step", ops["op_type"].astype(str).str.lower()]).size()
+    typ = m["op_name"].astype(str).str.lower().str.extract(r"^([a-z0-9_]+?)-", expand=False)
+    key = pd.MultiIndex.from_arrays(
+        [m["src_rank"].to_numpy(), m["group"].to_numpy(), m["step"].to_numpy(), typ.to_numpy()]
+    )
+    found = counts.reindex(key).to_numpy(dtype="float64")
+    return np.where(np.isnan(found) | (found < 1), one, found).astype("int64")
 
 
 def _rank_bandwidth(bw: pd.DataFrame) -> pd.DataFrame:

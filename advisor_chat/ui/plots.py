@@ -18,6 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from pydantic import ValidationError
 
+from advisor_chat.analyzers.slow_link import link_records
 from advisor_chat.errors import AdvisorError
 from advisor_chat.i18n import t
 from advisor_chat.ingest.profile import Profile
@@ -121,9 +122,10 @@ def bandwidth_heatmap(profile: Profile, highlight: Sequence[int] = ()) -> go.Fig
     """Heatmap of the median link bandwidth, GB/s, source rank × destination rank.
 
     Source: ``comm_matrix`` (``src_rank``, ``dst_rank``, ``bandwidth_gbps``), LOCAL links and
-    ``src == dst`` dropped; the median is over ops and steps of each link.
+    ``src == dst`` dropped; the median is over ops (or per-step ``total`` records, see
+    :func:`~advisor_chat.analyzers.slow_link.link_records`) and steps of each link.
     """
-    cm = profile.get("comm_matrix")
+    cm, _ = link_records(profile.get("comm_matrix"))
     if cm.empty:
         return None
     cm = cm[(cm["transport"].astype("string") != "LOCAL") & (cm["src_rank"] != cm["dst_rank"])]

@@ -19,6 +19,7 @@ import math
 import pandas as pd
 
 from advisor_chat.analyzers.base import Category
+from advisor_chat.analyzers.slow_link import link_records
 from advisor_chat.diagnosis.context import Context
 from advisor_chat.diagnosis.rules.common import EVENT_MIN_STEPS, _severity
 from advisor_chat.diagnosis.text import ms, pct, share_of
@@ -49,6 +50,7 @@ def _per_link_step(ctx: Context) -> pd.DataFrame:
     need = {"step", "src_rank", "dst_rank", "transport", "transit_size_mb", "transit_time_ms"}
     if m.empty or not need <= set(m.columns):
         return pd.DataFrame()
+    m, _ = link_records(m)
     m = m[
         m["transport"].astype(str).str.upper().isin(TRANSPORTS) & (m["src_rank"] != m["dst_rank"])
     ]

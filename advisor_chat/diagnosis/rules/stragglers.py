@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from advisor_chat.analyzers.base import Category, FindingKind
+from advisor_chat.analyzers.slow_link import link_records
 from advisor_chat.diagnosis.context import Context, ranks_label
 from advisor_chat.diagnosis.decompose import device_account, idle_before
 from advisor_chat.diagnosis.evidence import Explanation, explain_device
@@ -530,7 +531,7 @@ def _transit_cause(
     fl, fl_zh = ranks_label(fast)
     link_txt = link_zh = ""
     transport = ""
-    mx = ctx.profile.get("comm_matrix")
+    mx, _ = link_records(ctx.profile.get("comm_matrix"))
     m: dict[str, float] = {"transit_us_per_step": a, "transit_us_per_step_peer": b}
     if not mx.empty and "bandwidth_gbps" in mx.columns:
         inside = mx[
