@@ -53,7 +53,8 @@ def register(app: typer.Typer) -> None:
             import mcp  # noqa: F401
         except ModuleNotFoundError:
             raise ConfigError(
-                "the MCP server needs the 'mcp' package: pip install 'mcp>=2.3,<3'"
+                "the MCP server needs the 'mcp' package (the 'mcp' extra): pip install -e '.[mcp]' "
+                "in a checkout of advisor-chat, or pip install 'mcp>=2.3,<3' into this environment"
             ) from None
         tools = ProfileTools(root or [Path.cwd()], max_tokens=max_tokens)
         roots = ", ".join(str(r) for r in tools.roots)

@@ -98,7 +98,10 @@ class Impact:
         rank: The rank.
         lost_us: µs per step of this rank explained by the cause.
         share: ``lost_us`` / this rank's step time (0..1).
-        how: ``collective_wait``, ``bubble``, ``slow_link_transit``, ``idle`` or ``own_time``.
+        how: ``collective_wait``, ``bubble``, ``slow_link_transit``, ``idle``, ``own_time``
+            (own time, Computing + Free, beyond its peers') or, for a pipeline stage that holds
+            the others back, ``stage_computing`` / ``stage_communication`` / ``stage_free`` (the
+            rank's whole time of the component its stage is bound by, not an excess).
     """
 
     rank: int

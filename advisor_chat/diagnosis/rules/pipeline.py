@@ -86,7 +86,10 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
     }[comp]
     own = tuple(
         Impact(
-            r, ctx.val(r, own_col), share_of(ctx.val(r, own_col), ctx.val(r, "step_us")), "own_time"
+            r,
+            ctx.val(r, own_col),
+            share_of(ctx.val(r, own_col), ctx.val(r, "step_us")),
+            f"stage_{comp}",
         )
         for r in c_ranks
     )
