@@ -789,6 +789,13 @@ def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection
                 else f"{rank_word(late, zh)[0].upper()}{rank_word(late, zh)[1:]} wait for it too, "
                 "but are late themselves (see the other causes)."
             )
+    elif c.kind == "link" and c.link is None:  # a rank's links, which one not in the data
+        p.plot_ranks = list(c.ranks)
+        p.lines.append(
+            f"{rank_word(c.ranks, zh)}的链路拖慢了作业：{s}。"
+            if zh
+            else f"{rank_word(c.ranks, zh).capitalize()}'s links hold the job back: {s}."
+        )
     elif c.kind == "link":
         p.plot_ranks = list(c.link or ())
         ends = rank_word(list(c.link or ()), zh)
@@ -944,7 +951,7 @@ def _network(
     p = Projection()
     slow = [c for c in d.causes if c.mechanism == Mechanism.SLOW_LINK]
     if ranks and not links and slow:
-        on = [c for c in slow if c.culprit.link is not None and set(c.culprit.link) & set(ranks)]
+        on = [c for c in slow if set(c.culprit.link or c.culprit.ranks) & set(ranks)]
         if not on:
             c = slow[0]
             p.add_cause(c)
@@ -963,6 +970,23 @@ def _network(
         match = [
             c for c in slow if c.culprit.link is not None and tuple(sorted(c.culprit.link)) in asked
         ]
+        # a rank's slow links without the link named: an asked link at that rank may be it
+        at_rank = [
+            c
+            for c in slow
+            if c.culprit.link is None and any(set(c.culprit.ranks) & set(x) for x in links)
+        ]
+        if not match and at_rank:
+            c = at_rank[0]
+            p.add_cause(c)
+            a = ", ".join(f"{x}→{y}" for x, y in links)
+            p.lines.append(
+                f"无法判断链路 {a} 是否就是慢链路：{summary(c, zh)}。"
+                if zh
+                else f"Cannot tell whether link {a} is the slow one: {summary(c, zh)}."
+            )
+            p.plot_ranks = list(c.culprit.ranks)
+            return p
         if not match:
             c = slow[0]
             p.add_cause(c)

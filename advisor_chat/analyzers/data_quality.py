@@ -26,6 +26,7 @@ _WARNING_TAGS: dict[str, tuple[str | None, Severity]] = {
     "no_communication_level0": ("missing_comm_data", Severity.LOW),
     "no_communication_unreadable": ("missing_comm_data", Severity.LOW),
     "partial_comm_data": ("missing_comm_data", Severity.LOW),
+    "partial_files": ("missing_comm_data", Severity.LOW),
 }
 
 
@@ -43,6 +44,9 @@ _WARNING_ZH: dict[str, str] = {
     "invalid_rank_id": "有卡号不合理（负数、非整数或超出任何集群规模），相应数据已按规则处理",
     "world_size_invalid": "元数据中的 world_size 不合理，已忽略",
     "file_changed": "有文件在读取后被修改",
+    "partial_files": "少数卡缺少其他卡都有的文件（如 communication_matrix.json），这些卡的相关结论依据不全",
+    "row_cut": "有 CSV 文件在最后一行中间被截断，该行已舍弃",
+    "duplicate_rows": "有重复的数据行（同一文件被拼接两次或同一卡被读了两次），重复行已舍弃",
 }
 
 

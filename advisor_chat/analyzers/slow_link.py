@@ -334,8 +334,11 @@ def link_records(mx: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
 
 
 def _ops_per_total(m: pd.DataFrame, ops: pd.DataFrame | None) -> np.ndarray:
-    """Operators behind each ``{type}-total`` matrix row: ``comm_ops`` rows of the source rank
-    with that group, step and type (1 where ``comm_ops`` has none)."""
+    """Operators behind each ``{type}-total`` matrix row.
+
+    The ``comm_ops`` rows of the source rank with that group, step and type (1 where
+    ``comm_ops`` has none).
+    """
     one = np.ones(len(m), dtype="int64")
     if ops is None or ops.empty or "step" not in m.columns or "op_type" not in ops.columns:
         return one

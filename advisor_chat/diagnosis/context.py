@@ -72,6 +72,16 @@ class Context:
         """Findings whose id starts with ``prefix``."""
         return [f for f in self.findings if f.id.startswith(prefix)]
 
+    def rank_steps(self, rank: int) -> int:
+        """Steps in which ``rank`` has a step-trace row.
+
+        A rank whose file lost a step is judged on the steps it has: a missing step is no
+        evidence that it ran normally there.
+        """
+        if "rank_steps" not in self.cache:
+            self.cache["rank_steps"] = self.frame.groupby("rank")["step"].nunique().to_dict()
+        return int(self.cache["rank_steps"].get(rank, 0))
+
     def stage_of(self, rank: int) -> int | None:
         """Stage index of ``rank`` or ``None``."""
         for i, s in enumerate(self.stages):

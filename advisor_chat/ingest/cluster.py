@@ -33,6 +33,7 @@ from advisor_chat.ingest.common import (
     RankData,
     comm_kind_of,
     comm_op_type,
+    cut_row_warning,
     hccl_ratio,
     num,
     read_csv,
@@ -91,6 +92,8 @@ def _step_trace(path: Path, rd: RankData) -> None:
     df = read_csv(
         path, required=["Type", "Index", "Computing", "Communication(Not Overlapped)", "Free"]
     )
+    if df.attrs.get("cut_row"):
+        rd.warnings.append(cut_row_warning(path, None))
     typ = df["Type"].astype("string").str.strip().str.lower()
     ranks = df[typ == "rank"]
     stages = df[typ == "stage"]

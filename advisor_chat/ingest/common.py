@@ -14,6 +14,7 @@ import csv
 import gc
 import json
 import math
+import os
 import re
 import threading
 from collections.abc import Iterator
@@ -205,10 +206,12 @@ def read_csv(path: Path, required: list[str] | None = None) -> pd.DataFrame:
     sniff_csv(path, size)
     if required:
         _check_required(path, _head_columns(path), required)
+    cut = False
     try:
         if size < SMALL_CSV_BYTES:
             with path.open(newline="", encoding="utf-8-sig") as fh:
                 rows = list(csv.reader(fh))
+            cut = drop_cut_row(path, rows)
             if not rows:
                 df = pd.DataFrame()
             else:
@@ -244,6 +247,8 @@ def read_csv(path: Path, required: list[str] | None = None) -> pd.DataFrame:
         raise csv_error(path, exc) from exc
     df.columns = [HEADER_ALIASES.get(str(c).strip(), str(c).strip()) for c in df.columns]
     _check_required(path, list(df.columns), required)
+    if cut:
+        df.attrs["cut_row"] = True
     return df
 
 
@@ -385,6 +390,8 @@ class Columns(dict):  # type: ignore[type-arg]
     """Columns of a small CSV as plain lists (``None`` for ``N/A``/empty), with ``n`` rows."""
 
     n: int = 0
+    #: The file ended inside its last row, which was dropped (:func:`drop_cut_row`).
+    cut_row: bool = False
 
     @property
     def index(self) -> range:
@@ -424,6 +431,7 @@ def read_columns(path: Path, required: list[str] | None = None) -> Columns | pd.
     if not rows:
         _check_required(path, [], required)
         return out
+    out.cut_row = drop_cut_row(path, rows)
     header = [HEADER_ALIASES.get(h.strip(), h.strip()) for h in rows[0]]
     _check_required(path, header, required)
     width = len(header)
@@ -433,6 +441,41 @@ def read_columns(path: Path, required: list[str] | None = None) -> Columns | pd.
         out[h] = [None if v in na else v for v in col]
     out.n = len(body)
     return out
+
+
+def drop_cut_row(path: Path, rows: list[list[str]]) -> bool:
+    """Drop the last row of ``rows`` (header first) when the file ends inside it.
+
+    A copy cut short (a full disk, an interrupted transfer) ends without a line break in the
+    middle of a row, which then has fewer fields than the header; its last field is a cut number
+    (``41`` of ``41546``). The profilers end every row, the last included, with a line break.
+
+    Returns:
+        Whether a row was dropped (the caller says so with a ``row_cut`` warning).
+    """
+    if len(rows) < 2 or not rows[-1] or len(rows[-1]) >= len(rows[0]):
+        return False
+    try:
+        with path.open("rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) in (b"\n", b"\r"):
+                return False
+    except OSError:
+        return False
+    rows.pop()
+    return True
+
+
+def cut_row_warning(path: Path, rank: int | None) -> DataWarning:
+    """The ``row_cut`` warning for a CSV whose last, incomplete row was left out."""
+    return DataWarning(
+        code="row_cut",
+        message=f"{show_path(path)} ends in the middle of its last row (no line break, fewer "
+        "fields than the header): the file was cut short, and that row was left out. Copy the "
+        "file again from the training machine",
+        path=str(path),
+        ranks=(rank,) if rank is not None else (),
+    )
 
 
 def _check_required(path: Path, header: list[str], required: list[str] | None) -> None:

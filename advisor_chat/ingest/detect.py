@@ -33,7 +33,9 @@ from advisor_chat.ingest.guard import WalkBudget, is_utf8, not_utf8_error, show_
 
 MAX_DEPTH = 10
 OUTPUT = "ASCEND_PROFILER_OUTPUT"
-_SKIP_DIRS = {"FRAMEWORK", "logs", "log", "__pycache__", ".git", "host"}
+#: Never profiling data: framework/host logs, caches, VCS, and the AppleDouble copies (`._*`) that
+#: macOS archivers put in `__MACOSX/` (they mirror the rank folders, which read as extra ranks).
+_SKIP_DIRS = {"FRAMEWORK", "logs", "log", "__pycache__", ".git", "host", "__MACOSX"}
 _PROF_RE = re.compile(r"^PROF_\d+_\d+_[A-Za-z0-9]+$|^PROF_")
 
 

@@ -51,7 +51,7 @@ from advisor_chat.ingest.guard import check_units, repeat_warnings
 from advisor_chat.ingest.msprof import read_msprof_dir
 from advisor_chat.ingest.profile import DataWarning, Profile, TableSource
 from advisor_chat.ingest.rankdir import IMPLAUSIBLE, LEFT_OUT, OUTPUT, TableSink, read_rank_dir
-from advisor_chat.ingest.schema import TABLE_SPECS, validate_table
+from advisor_chat.ingest.schema import TABLE_SPECS, check_repeated_kernels, validate_table
 
 __all__ = [
     "PARSE_STATS",
@@ -635,6 +635,9 @@ class HeavyReader:
             paths = [self.files[name][r] for r in to_parse]
             stale = self._stale(paths)
             parsed, sources, warnings = self._parse(name, to_parse)
+            if name == "kernels":
+                parsed, repeated = check_repeated_kernels(parsed, sources)
+                warnings += repeated
             if not parsed.empty:
                 frames.append(parsed)
             stale = stale or self._stale(paths)  # also a change while it was read
@@ -1515,6 +1518,50 @@ def _layout_name(layout: Layout, rank_data: list[RankData]) -> str:
     return "mixed"
 
 
+#: Per-rank files whose absence on some ranks changes what can be concluded about them.
+_PER_RANK_FILES = {
+    "comm_matrix": (
+        "communication_matrix.json",
+        "the links of those ranks are seen only from "
+        "their peers' ends; a slow link there may not be named",
+    ),
+    "comm_ops": (
+        "communication.json",
+        "who waits for whom at the collectives is not measured on those ranks",
+    ),
+}
+
+
+def _partial_files(profile: Profile, ranks: list[int]) -> list[DataWarning]:
+    """``partial_files`` warnings: a per-rank file most ranks have is missing on a few.
+
+    Not raised when a cluster file stands in for it. Source: the tables' sources
+    (:class:`TableSource` per rank).
+    """
+    out: list[DataWarning] = []
+    if len(ranks) < 3:
+        return out
+    for table, (file, lost) in _PER_RANK_FILES.items():
+        srcs = profile.sources.get(table, [])
+        if not srcs or any(s.rank is None for s in srcs):
+            continue
+        have = {int(s.rank) for s in srcs if s.rank is not None}
+        missing = sorted(set(ranks) - have)
+        if not missing or len(missing) > len(ranks) // 2:
+            continue
+        shown = ", ".join(str(r) for r in missing[:20]) + (" ..." if len(missing) > 20 else "")
+        out.append(
+            DataWarning(
+                code="partial_files",
+                message=f"{file} is missing for {len(missing)} rank(s) ({shown}) while "
+                f"{len(have)} other ranks have it: {lost}. Copy the whole "
+                "ASCEND_PROFILER_OUTPUT folder of those ranks",
+                ranks=tuple(missing),
+            )
+        )
+    return out
+
+
 def _quality(
     profile: Profile, meta: pd.DataFrame, group_ranks: dict[str, list[int]]
 ) -> list[DataWarning]:
@@ -1588,6 +1635,7 @@ def _quality(
                     ranks=tuple(rk),
                 )
             )
+    out += _partial_files(profile, ranks)
     if not meta.empty:
         for col, label in (("cann_version", "CANN"), ("torch_npu_version", "torch_npu")):
             vals = meta[col].dropna().astype(str)

@@ -31,6 +31,7 @@ from advisor_chat.ingest.common import (
     MAX_RANK_ID,
     Columns,
     RankData,
+    cut_row_warning,
     infer_column,
     num,
     read_columns,
@@ -38,6 +39,7 @@ from advisor_chat.ingest.common import (
 )
 from advisor_chat.ingest.detect import is_rank_dir, loose_name
 from advisor_chat.ingest.profile import DataWarning, TableSource
+from advisor_chat.ingest.schema import check_repeated_kernels
 from advisor_chat.ingest.trace import TraceInvalid, read_host_dispatch
 
 OUTPUT = "ASCEND_PROFILER_OUTPUT"
@@ -294,6 +296,12 @@ _LOST = {
 LEFT_OUT = " Left out:"
 
 
+def _note_cut(rd: RankData, path: Path, raw: Any) -> None:
+    """Warn (``row_cut``) when the CSV just read ended inside its last row (it was left out)."""
+    if getattr(raw, "cut_row", False) or getattr(raw, "attrs", {}).get("cut_row", False):
+        rd.warnings.append(cut_row_warning(path, rd.rank))
+
+
 def _skip_file(rd: RankData, path: Path, what: str, exc: InputError) -> None:
     """Record that ``path`` of this rank could not be read: its tables are left out, not the job.
 
@@ -434,6 +442,7 @@ def read_rank_dir(
         p = names["step_trace_time.csv"]
         try:
             df_st = read_columns(p, required=text.STEP_TRACE_REQUIRED)
+            _note_cut(rd, p, df_st)
             _put(rd, sink, "step_trace", p, raw=df_st)
             rd.parsed_files += 1
         except InputError as exc:
@@ -449,6 +458,10 @@ def read_rank_dir(
         try:
             if heavy:
                 k, version = text.read_kernels(p, rank)
+                k, repeated = check_repeated_kernels(
+                    k, [TableSource("kernels", str(p), "text", rank)]
+                )
+                rd.warnings += repeated
                 rd.add("kernels", k, p, version=version)
                 rd.parsed_files += 1
             else:
@@ -459,7 +472,9 @@ def read_rank_dir(
     if "op_statistic.csv" in names:
         p = names["op_statistic.csv"]
         try:
-            _put(rd, sink, "op_statistic", p, raw=read_columns(p, text.OP_STATISTIC_REQUIRED))
+            raw = read_columns(p, text.OP_STATISTIC_REQUIRED)
+            _note_cut(rd, p, raw)
+            _put(rd, sink, "op_statistic", p, raw=raw)
             rd.parsed_files += 1
         except InputError as exc:
             _skip_file(rd, p, "op_statistic.csv", exc)
@@ -517,7 +532,9 @@ def read_rank_dir(
     if "memory_record.csv" in names:
         p = names["memory_record.csv"]
         try:
-            _put(rd, sink, "memory", p, raw=read_columns(p, text.MEMORY_REQUIRED))
+            raw = read_columns(p, text.MEMORY_REQUIRED)
+            _note_cut(rd, p, raw)
+            _put(rd, sink, "memory", p, raw=raw)
             rd.parsed_files += 1
         except InputError as exc:
             _skip_file(rd, p, "memory_record.csv", exc)

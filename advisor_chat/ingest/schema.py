@@ -634,6 +634,62 @@ def check_duplicates(
     return df.loc[~dup].reset_index(drop=True), [warning]
 
 
+#: Columns that together identify one device task: a kernel row repeating all of them is the
+#: same task written twice (rows appended again, a file concatenated to itself).
+KERNEL_TASK_KEY = ("rank", "stream_id", "start_us", "name", "duration_us")
+#: Share of a rank's kernel rows that must repeat an earlier task for them to be dropped.
+REPEATED_SHARE = 0.25
+
+
+def check_repeated_kernels(
+    df: pd.DataFrame, sources: list[TableSource] | None = None
+) -> tuple[pd.DataFrame, list[DataWarning]]:
+    """Drop ``kernels`` rows that repeat an earlier task (:data:`KERNEL_TASK_KEY`, first kept).
+
+    Only on ranks where at least :data:`REPEATED_SHARE` of the rows repeat (rows appended again,
+    a file concatenated to itself); a few identical rows are left as the export wrote them. Only rows whose start time occurs more than once are compared (one hash pass over
+    ``start_us``), so the check costs little on tables of millions of rows. One
+    ``duplicate_rows`` warning names the files of the ranks concerned and the count: counted
+    twice, those tasks would read as extra launches of the rank.
+
+    Returns:
+        ``(table without the repeated rows, warnings)``; ``df`` itself when there are none.
+    """
+    from advisor_chat.ingest.profile import DataWarning
+
+    if df.empty or "start_us" not in df.columns or "rank" not in df.columns:
+        return df, []
+    start = df["start_us"]
+    cand = start.duplicated(keep=False).to_numpy() & start.notna().to_numpy()
+    if not cand.any():
+        return df, []
+    key = [c for c in KERNEL_TASK_KEY if c in df.columns]
+    sub = df.loc[cand, key]
+    dup = np.zeros(len(df), dtype=bool)
+    dup[np.flatnonzero(cand)[sub.duplicated(keep="first").to_numpy()]] = True
+    # a few identical rows occur in real exports (4 of 29 in msprof-analyze's own test data);
+    # a rank whose rows repeat by the quarter or more was written twice
+    per_rank = pd.Series(dup).groupby(df["rank"].to_numpy()).mean()
+    twice = per_rank[per_rank >= REPEATED_SHARE].index
+    dup &= df["rank"].isin(twice).to_numpy()
+    n = int(dup.sum())
+    if not n:
+        return df, []
+    ranks = sorted({int(r) for r in df.loc[dup, "rank"].dropna()})
+    shown, files = _files_of(sources, ranks, "")
+    shown = shown or "kernel_details.csv"
+    warning = DataWarning(
+        code="duplicate_rows",
+        message=f"{shown}: {n} kernel row(s) of rank(s) {ranks[:10]} repeat an earlier task (same "
+        "stream, start time, name and duration: rows written twice, or a file appended to "
+        "itself); each task was counted once. Re-export the profile (re-run the offline parse) "
+        "before trusting its operator counts",
+        path=files[0] if files else None,
+        ranks=tuple(ranks),
+    )
+    return df.loc[~dup].reset_index(drop=True), [warning]
+
+
 def validate_table(
     name: str,
     df: pd.DataFrame,

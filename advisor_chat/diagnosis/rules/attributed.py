@@ -82,8 +82,10 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         if cc.unit.kind == "rank":
             r = cc.unit.ranks[0]
             evs = _all_step_events(ctx, r)
-            if n_steps < EVENT_MIN_STEPS or len(cc.steps_hit) >= PERSISTENT_STEP_SHARE * n_steps:
-                cause = _rank_cause(ctx, r, evs, n_steps, scoped=False)
+            if n_steps < EVENT_MIN_STEPS or len(cc.steps_hit) >= PERSISTENT_STEP_SHARE * (
+                ctx.rank_steps(r) or n_steps
+            ):
+                cause = _rank_cause(ctx, r, evs, ctx.rank_steps(r) or n_steps, scoped=False)
             else:
                 hit = [e for e in evs if e.step in cc.steps_hit and e.excess_us > 0]
                 if not hit:

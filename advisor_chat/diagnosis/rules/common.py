@@ -236,8 +236,10 @@ def layered_victims(
     out: dict[int, tuple[Impact, ...]] = {}
     for c, per_v in lost.items():
         imps = []
+        # per step of the culprit's own steps (a step its file lost shows no wait for it)
+        n_c = ctx.rank_steps(c) or n_steps
         for v, total in per_v.items():
-            per_step = total / max(n_steps, 1)
+            per_step = total / max(n_c, 1)
             step_v = float(np.mean([float(step_t.get((v, s), 0.0)) for s in steps_seen[v]]))
             share = share_of(per_step, step_v)
             if share >= VICTIM_MIN_SHARE:

@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from advisor_chat.analyzers.base import Category, FindingKind
+from advisor_chat.analyzers.base import Category, Finding, FindingKind
 from advisor_chat.diagnosis.context import Context
 from advisor_chat.diagnosis.rules.common import VICTIM_MIN_SHARE, _claim, _severity
 from advisor_chat.diagnosis.rules.network_steps import link_steps
@@ -37,6 +37,11 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
     flaps: dict[str, tuple[str, str]] = {}
     for f in ctx.finding("slow_link.slow_link."):
         if f.kind is not FindingKind.SLOW_LINK:
+            continue
+        if "src_rank" not in f.metrics and f.ranks:
+            # a rank's bandwidth is low but no link table names the link (its own
+            # communication_matrix.json is missing): the rank's links are the culprit
+            out.append(_rank_links_cause(ctx, f))
             continue
         src, dst = (
             int(f.metrics.get("src_rank", f.ranks[0])),
@@ -190,6 +195,93 @@ def _intermittent(
     )
 
 
+def _rank_links_cause(ctx: Context, f: Finding) -> RootCause:
+    """A rank whose bandwidth on one transport is low while no link table names the slow link.
+
+    From the slow_link analyzer's per-rank finding (``comm_bandwidth``: Σ size / Σ time per rank
+    and transport, below 0.6× the other ranks' median). Culprit: that rank's links of the
+    transport (kind ``link`` without ``link``: which one is not in the data). Victims: the other
+    ranks of its collectives, lost = min(transit excess per step, their exposed communication).
+    """
+    rk = int(f.ranks[0])
+    transport = f.id.rsplit("_", 1)[-1].upper() if "_" in f.id else ""
+    extra = float(f.metrics.get("extra_us", f.estimated_gain_us or 0.0))
+    bw = float(f.metrics.get("bandwidth_gbps", float("nan")))
+    med = float(f.metrics.get("median_gbps", float("nan")))
+    victims = []
+    for v in sorted(set(ctx.peers(rk)) - {rk}):
+        lost = min(extra, ctx.val(v, "communication_not_overlapped_exclude_receive_us"))
+        share = share_of(lost, ctx.val(v, "step_us"))
+        if share >= VICTIM_MIN_SHARE:
+            victims.append(Impact(v, lost, share, "collective_wait"))
+    has_matrix = ctx.profile.has("comm_matrix")
+    why = (
+        f"the link table (communication_matrix.json) has no links of rank {rk}"
+        if has_matrix
+        else "the profile has no link table (communication_matrix.json)"
+    )
+    why_zh = (
+        f"链路表（communication_matrix.json）中没有{rk}号卡的链路"
+        if has_matrix
+        else "这份数据没有链路表（communication_matrix.json）"
+    )
+    claimed = _claim(
+        ctx,
+        lambda x: (
+            x.id == f.id
+            or x.id.startswith("slow_link.communication.wait_ratio")
+            or x.id.startswith("communication.communication.wait_")
+            or x.id.startswith("cluster_breakdown.communication.wait_spread")
+        ),
+    )
+    return RootCause(
+        id=f"cause.slow_link.rank{rk}_{transport.lower()}",
+        mechanism=Mechanism.SLOW_LINK,
+        category=Category.COMMUNICATION,
+        culprit=Culprit(
+            kind="link",
+            ranks=(rk,),
+            link=None,
+            transport=transport,
+            label=f"one of rank {rk}'s {transport} links",
+            label_zh=f"{rk}号卡的某条 {transport} 链路",
+        ),
+        victims=tuple(victims),
+        summary=(
+            f"Slow link at rank {rk}: its {transport} transfers run at {bw:.1f} GB/s against a "
+            f"median of {med:.1f} GB/s for the other ranks; the extra transit time costs "
+            f"{ms(extra)} per step, and every rank of its collectives waits for it. Which of its "
+            f"{transport} links is slow cannot be told: {why}."
+        ),
+        summary_zh=(
+            f"{rk}号卡上有慢链路：它的 {transport} 传输带宽只有 {bw:.1f} GB/s，其他卡中位数为 "
+            f"{med:.1f} GB/s；多出的传输时间每步 {ms(extra)}，同一集合通信中的所有卡都在等它。"
+            f"无法判断是它的哪条 {transport} 链路：{why_zh}。"
+        ),
+        metrics={"bandwidth_gbps": bw, "median_gbps": med, "transit_excess_us": extra},
+        findings=claimed,
+        gain_us=extra,
+        bound=BoundKind.ESTIMATE,
+        remedies=(
+            Remedy(
+                "check",
+                f"Find the slow {transport} link of rank {rk}: hccn_tool link, optical and "
+                f"statistics checks on its device, and an HCCL test between it and each peer; "
+                f"or profile again with its communication_matrix.json, which names the link.",
+                f"找出{rk}号卡那条慢的 {transport} 链路：在其设备上用 hccn_tool 检查链路、光模块和"
+                f"统计信息，并与各对端分别跑 HCCL 测试；或重新采集并保留它的 communication_matrix.json"
+                "（其中有每条链路）。",
+            ),
+        ),
+        symptom_tags=(
+            "slow_link",
+            "rdma_low_bandwidth" if transport == "RDMA" else "hccs_low_bandwidth",
+        ),
+        severity=_severity(extra, ctx.step_us),
+        own=(Impact(rk, extra, share_of(extra, ctx.val(rk, "step_us")), "slow_link_transit"),),
+    )
+
+
 def _one_cause_per_link(
     causes: list[RootCause], flaps: dict[str, tuple[str, str]] | None = None
 ) -> list[RootCause]:
@@ -203,7 +295,10 @@ def _one_cause_per_link(
     flaps = flaps or {}
     by_link: dict[tuple[int, int, str], list[RootCause]] = defaultdict(list)
     for c in causes:
-        a, b = c.culprit.link or (0, 0)
+        if c.culprit.link is None:  # a rank's links (no link named): never merged
+            by_link[(c.culprit.ranks[0], -1 - len(by_link), c.culprit.transport)].append(c)
+            continue
+        a, b = c.culprit.link
         by_link[(min(a, b), max(a, b), c.culprit.transport)].append(c)
     out = []
     for (a, b, t), cs in by_link.items():

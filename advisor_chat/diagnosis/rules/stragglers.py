@@ -374,9 +374,8 @@ def rule_stragglers_and_events(ctx: Context) -> list[RootCause]:
     persistent: dict[int, list[Event]] = {}
     transient: dict[int, list[Event]] = {}
     for r, evs in by_rank.items():
-        if (
-            n_steps < EVENT_MIN_STEPS
-            or len({e.step for e in evs}) >= PERSISTENT_STEP_SHARE * n_steps
+        if n_steps < EVENT_MIN_STEPS or len({e.step for e in evs}) >= PERSISTENT_STEP_SHARE * (
+            ctx.rank_steps(r) or n_steps
         ):
             persistent[r] = evs
         else:
@@ -399,8 +398,11 @@ def rule_stragglers_and_events(ctx: Context) -> list[RootCause]:
         out.append(_group_cause(ctx, g, n_steps))
     singles = {r: _all_step_events(ctx, r) for r in sorted(persistent) if r not in grouped}
     layered = layered_victims(ctx, singles, n_steps)
+    # per step of the steps the rank has (a step its file lost is not a step it ran normally)
     ranks_out = [
-        _rank_cause(ctx, r, evs, n_steps, scoped=False, victims=layered.get(r, ()))
+        _rank_cause(
+            ctx, r, evs, ctx.rank_steps(r) or n_steps, scoped=False, victims=layered.get(r, ())
+        )
         for r, evs in singles.items()
     ]
     if len(ranks_out) >= 2:
