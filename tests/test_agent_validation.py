@@ -301,6 +301,49 @@ def test_baselines_that_are_not_comparable(profile, seed, scenario) -> None:
     assert why.answer.split("\n\n", 1)[1] == alone.answer
 
 
+def test_baselines_of_another_model_or_layout(profile, seed, tmp_path: Path) -> None:
+    """A baseline of the same size from another job is refused, with the measured reason."""
+    import csv
+    import io
+    import shutil
+
+    from advisor_chat.ingest import load_profile
+
+    # another model: every operator type renamed in every rank's op_statistic.csv
+    other = tmp_path / "other"
+    shutil.copytree(seed[0], other)
+    for f in other.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/op_statistic.csv"):
+        rows = list(csv.reader(io.StringIO(f.read_text(encoding="utf-8-sig"))))
+        col = rows[0].index("OP Type")
+        for r in rows[1:]:
+            r[col] = "Other" + r[col]
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows(rows)
+        f.write_text(buf.getvalue(), encoding="utf-8")
+    base = load_profile(other)
+    prob = baseline_problem(profile, base)
+    assert prob is not None and prob.kind == "operators" and prob.shared_pct == 0.0
+    ans = _adv(profile, base).ask("what changed after the upgrade?")
+    assert ans.answer.startswith(
+        "The two runs are not comparable: the baseline runs another model: only 0% of"
+    ), ans.answer
+    _refused_before_diagnosis(ans)
+    assert "0% (op_statistic)" in ans.tool_calls[0].summary
+
+    # another layout: the real 16-rank job with 2 pipeline stages against a 16-rank job without
+    real = load_profile(Path(__file__).parent / "data" / "real" / "cluster-16rank-pp2")
+    if len(real.ranks) == len(profile.ranks):
+        prob = baseline_problem(profile, real)
+        assert prob is not None and prob.kind == "layout" and prob.stages == (1, 2)
+        zh = _adv(profile, real).ask("升级后有什么变化？")
+        assert zh.answer.startswith("无法对比两次运行：基线有 2 个流水线阶段，这份数据有 1 个")
+
+    # the same job (its own copy, untouched): compared as before
+    same_job = tmp_path / "same"
+    shutil.copytree(seed[0], same_job)
+    assert baseline_problem(profile, load_profile(same_job)) is None
+
+
 def test_validation_alone_on_a_constructed_query() -> None:
     q = parse_question("why are rank 20 and rank 3 slow in step 7?")
     v = validate_question(q, range(16), [10, 11, 12])
@@ -347,3 +390,52 @@ def test_a_network_suspicion_next_to_a_symptom_gets_a_network_verdict(profile, s
         ans = _adv(profile).ask(question)
         assert ans.answer.startswith(verdict), (question, ans.answer[:200])
         assert str(culprit) in ans.answer.split("\n")[0], ans.answer[:300]
+
+
+def test_a_refused_question_is_no_context_for_the_next(profile, seed) -> None:
+    """ "why is rank 99 slow?" is refused; "what about step N?" is then about the job."""
+    _, _steps, n, last = _ids(seed[1])
+    adv = _adv(profile)
+    first = adv.ask(f"why is rank {n + 83} slow?")
+    assert "does not exist" in first.answer
+    follow = adv.ask(f"what about step {last}?")
+    assert "does not exist" not in follow.answer and f"{n + 83}" not in follow.answer
+    # while a valid rank carries over to the follow-up
+    adv.ask("why is rank 3 slow?")
+    assert "rank 3" in adv.ask(f"what about step {last}?").answer.lower()
+
+
+def test_a_link_from_a_rank_to_itself_is_not_a_link() -> None:
+    for text, lang in (("is link 12→12 slow?", "en"), ("链路12-12慢吗？", "zh")):
+        q = parse_question(text)
+        assert q.links == ((12, 12),)
+        v = validate_question(q, range(16), [10, 11, 12])
+        assert "12→12" in v.refusal
+        assert ("is not a link" in v.refusal) if lang == "en" else ("不是一条链路" in v.refusal)
+    # a real link of the profile is not refused
+    assert validate_question(parse_question("is link 3→11 slow?"), range(16), [10]).refusal == ""
+
+
+def test_ranks_of_the_job_without_data_are_not_called_nonexistent() -> None:
+    """A 2-rank capture of an 8-rank job: rank 3 exists, its data was not captured."""
+    q = parse_question("why is rank 3 slow?")
+    v = validate_question(q, [0, 1], [50], uncaptured=range(2, 8))
+    assert "rank 3 belongs to the job but has no profiling data" in v.refusal
+    assert "does not exist" not in v.refusal
+    # a rank beyond the job still does not exist
+    v = validate_question(
+        parse_question("why is rank 30 slow?"), [0, 1], [50], uncaptured=range(2, 8)
+    )
+    assert "rank 30 does not exist" in v.refusal
+    zh = validate_question(parse_question("3号卡为什么慢？"), [0, 1], [50], uncaptured=range(2, 8))
+    assert "3号卡属于这个作业" in zh.refusal and "不存在" not in zh.refusal
+
+
+def test_real_partial_capture_names_the_missing_rank(real_samples) -> None:
+    from advisor_chat.ingest import load_profile
+
+    p = load_profile(real_samples / "pt-text-level1-2rank")
+    absent = sorted({r for w in p.warnings if w.code == "missing_ranks" for r in w.ranks})
+    assert absent and 3 in absent
+    ans = _adv(p).ask("why is rank 3 slow?")
+    assert "has no profiling data in this folder" in ans.answer

@@ -84,7 +84,9 @@ def test_mindspore_folder(tmp_path: Path) -> None:
     assert p.get("step_trace")["free_us"].tolist() == [20.0, 21.0]
 
 
-def _cluster_db(path: Path) -> None:
+def _cluster_db(path: Path, step: str = "50") -> None:
+    """A cluster_analysis.db of the 4 ranks of :func:`_rank` (step 50, Computing 100-103 µs: what
+    msprof-analyze derives from them; Free 10*rank, unlike the rank files' 20+rank)."""
     con = sqlite3.connect(path)
     con.execute(
         'CREATE TABLE ClusterStepTraceTime (step TEXT, type TEXT, "index" TEXT, computing NUMERIC, '
@@ -96,7 +98,7 @@ def _cluster_db(path: Path) -> None:
         con.execute(
             "INSERT INTO ClusterStepTraceTime VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
-                "7",
+                step,
                 "rank",
                 str(r),
                 100.0 + r,
@@ -116,7 +118,7 @@ def _cluster_db(path: Path) -> None:
     for stage in ("(0,1)", "(2,3)"):
         con.execute(
             "INSERT INTO ClusterStepTraceTime VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            ("7", "stage", stage, 103.0, 50.0, 5.0, 55.0, 30.0, 160.0, 0, 50.0, 0, 0, 0, 0),
+            (step, "stage", stage, 103.0, 50.0, 5.0, 55.0, 30.0, 160.0, 0, 50.0, 0, 0, 0, 0),
         )
     con.execute(
         "CREATE TABLE CommunicationGroupMapping (type TEXT, rank_set TEXT, group_name TEXT, group_id TEXT, pg_name TEXT)"
@@ -131,7 +133,7 @@ def _cluster_db(path: Path) -> None:
 def test_cluster_analysis_db(tmp_path: Path) -> None:
     out = tmp_path / "cluster_analysis_output"
     out.mkdir()
-    _cluster_db(out / "cluster_analysis.db")
+    _cluster_db(out / "cluster_analysis.db", step="7")
     p = load_profile(tmp_path, use_cache=False)
     assert p.layout == "cluster_output"
     assert p.ranks == [0, 1, 2, 3]
@@ -158,6 +160,21 @@ def test_mixed_rank_folders_and_cluster_output(tmp_path: Path, real_samples: Pat
     assert p.extra_sources and "cluster_analysis_output" in p.extra_sources[0]
     assert len(p.get("stage_trace")) == 2
     assert inspect_profile(p)["extra_sources"] == p.extra_sources
+    assert not [w for w in p.warnings if w.code == "cluster_output_foreign"]
+
+
+def test_cluster_output_of_another_run_is_left_out(tmp_path: Path) -> None:
+    """The same rank folders beside a cluster output whose steps never meet theirs."""
+    for r in range(4):
+        _rank(tmp_path, r)
+    out = tmp_path / "cluster_analysis_output"
+    out.mkdir()
+    _cluster_db(out / "cluster_analysis.db", step="7")
+    p = load_profile(tmp_path, use_cache=False)
+    w = [w for w in p.warnings if w.code == "cluster_output_foreign"]
+    assert w and "cluster_analysis_output" in w[0].message and "[7]" in w[0].message
+    assert p.get("stage_trace").empty  # its stages are not lent to these ranks
+    assert p.get("step_trace").sort_values("rank")["free_us"].tolist() == [20.0, 21.0, 22.0, 23.0]
 
 
 def test_parallel_groups_and_local_to_global_matrix(tmp_path: Path) -> None:

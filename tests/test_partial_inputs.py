@@ -76,7 +76,7 @@ def test_kernel_rows_written_twice_are_counted_once(scenario, tmp_path: Path) ->
     root = _copy(src, tmp_path / "p")
     f = _rank_out(root, culprit) / "kernel_details.csv"
     text = f.read_text(encoding="utf-8")
-    head, body = text.split("\n", 1)
+    _head, body = text.split("\n", 1)
     f.write_text(text + body, encoding="utf-8")  # every row again, without a header
     n_body = sum(1 for line in body.splitlines() if line.strip())
 

@@ -1455,6 +1455,82 @@ def c_db_locked_by_a_writer(c: Ctx) -> tuple[Path, str]:
     return root, ""
 
 
+# --- copies that went wrong (issue 24 adversarial trial) --------------------------------------
+
+
+@case("ok")
+def c_macos_resource_forks(c: Ctx) -> tuple[Path, str]:
+    """An archive made on macOS: __MACOSX/ mirrors every rank folder with AppleDouble files."""
+    root = c.copy()
+    for d in sorted(root.glob("*_ascend_pt")):
+        fork = root / "__MACOSX" / d.name
+        (fork / OUT).mkdir(parents=True)
+        for f in d.glob("*.json"):
+            (fork / f"._{f.name}").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X")
+        (fork / OUT / "._step_trace_time.csv").write_bytes(b"\x00\x05\x16\x07")
+    return root, ""
+
+
+@case("warn:row_cut")
+def c_step_trace_cut_inside_its_last_row(c: Ctx) -> tuple[Path, str]:
+    """A disk-full copy: the culprit's step_trace_time.csv ends in the middle of a number."""
+    root = c.copy()
+    f = next(root.glob("*_ascend_pt/profiler_info_3.json")).parent / OUT / "step_trace_time.csv"
+    data = f.read_bytes().rstrip(b"\r\n")
+    last = data.rsplit(b"\n", 1)[1]
+    fields = last.split(b",")
+    f.write_bytes(data[: len(data) - len(last)] + b",".join(fields[:5]) + b"," + fields[5][:2])
+    return root, "step_trace_time.csv"
+
+
+@case("warn:partial_files")
+def c_comm_matrix_missing_on_one_rank(c: Ctx) -> tuple[Path, str]:
+    root = c.copy()
+    next(root.glob("*_ascend_pt/profiler_info_1.json")).parent.joinpath(
+        OUT, "communication_matrix.json"
+    ).unlink()
+    return root, "communication_matrix.json"
+
+
+@case("ok")
+def c_kernel_rows_written_twice(c: Ctx) -> tuple[Path, str]:
+    """The culprit's kernel_details.csv has every row appended again (no header)."""
+    root = c.copy()
+    f = next(root.glob("*_ascend_pt/profiler_info_3.json")).parent / OUT / "kernel_details.csv"
+    text = f.read_text(encoding="utf-8")
+    f.write_text(text + text.split("\n", 1)[1], encoding="utf-8")
+    return root, ""
+
+
+@case("warn:cluster_output_foreign")
+def c_cluster_output_of_another_run(c: Ctx) -> tuple[Path, str]:
+    """msprof-analyze output of another job (steps that never meet) beside the rank folders."""
+    root = c.copy()
+    shutil.copytree(
+        c.real / "cluster-16rank-pp2" / "cluster_analysis_output", root / "cluster_analysis_output"
+    )
+    return root, "cluster_analysis_output"
+
+
+@case("ok", answer=r"^Stage 0 \(ranks 0-7\)")
+def c_cluster_stage_rows_in_reverse_order(c: Ctx) -> tuple[Path, str]:
+    root = _cluster(c)
+    f = next(root.rglob("cluster_step_trace_time.csv"))
+    lines = f.read_text(encoding="utf-8").splitlines()
+    f.write_text("\n".join([lines[0], *reversed(lines[1:])]) + "\n", encoding="utf-8")
+    return root, ""
+
+
+@case("ok", question="which rank is slow and is the network the problem?", answer=r"rank 3")
+def c_two_questions_in_one(c: Ctx) -> tuple[Path, str]:
+    return c.copy(), ""
+
+
+@case("ok", question="is link 2→2 slow?", answer=r"2→2 is not a link")
+def c_link_from_a_rank_to_itself(c: Ctx) -> tuple[Path, str]:
+    return c.copy(), ""
+
+
 # ----------------------------------------------------------------------------- running a case
 
 

@@ -36,7 +36,13 @@ from advisor_chat.agent.llm import (
     make_chat_model,
     use_guarded,
 )
-from advisor_chat.agent.parse import Query, detect_language, parse_question, too_long_message
+from advisor_chat.agent.parse import (
+    Query,
+    detect_language,
+    parse_question,
+    split_questions,
+    too_long_message,
+)
 from advisor_chat.agent.planner import (
     DiagnoseFn,
     Planner,
@@ -44,6 +50,7 @@ from advisor_chat.agent.planner import (
     build_suggestions,
     cited_cases,
     cited_findings,
+    merge_plans,
 )
 from advisor_chat.agent.validate import baseline_problem
 from advisor_chat.analyzers.base import AnalyzerSpec, Finding
@@ -288,10 +295,21 @@ class Advisor:
         )
 
     def _plan(self, question: str) -> tuple[Query, PlanResult]:
+        parts = split_questions(question)
+        if len(parts) > 1:  # several questions in one message: each answered, in order
+            planned = [self._plan_one(p) for p in parts]
+            q0 = planned[0][0]
+            merged = merge_plans(parts, [p for _, p in planned], q0.language == "zh")
+            return q0, merged
+        return self._plan_one(question)
+
+    def _plan_one(self, question: str) -> tuple[Query, PlanResult]:
         q = self._parse(question)
         outputs: list[ToolOutput] = []
         plan = self.planner.run(q, outputs)
-        if q.intent not in ("help", "unsupported"):
+        # a question refused for naming what does not exist (rank 99) is no context for the next
+        refused = [o.name for o in plan.outputs] == ["validate_question"]
+        if q.intent not in ("help", "unsupported") and not refused:
             self._last = q
         return q, plan
 

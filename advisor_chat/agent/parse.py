@@ -245,7 +245,8 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
     "data": (
         r"data (quality|completeness)",
         r"\b(is|are) (the|my|this) (data|profile|capture|profiling)\b.{0,20}\b(ok|valid|complete|usable|reliable|trustworthy|good)",
-        r"missing (ranks|steps|data|records)",
+        r"missing (ranks|steps|data|records|files)",
+        r"\b(data|files?|ranks?|steps?|records?) (is |are )?(missing|lost|absent)\b",
         r"\bincomplete\b",
         r"can i trust",
         r"数据.{0,6}(质量|完整|缺失|可信|可靠|有效|丢|靠谱|准确|准不准|有问题|有没有问题|不对)",
@@ -954,9 +955,7 @@ def _find_links(q: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     for s, e, m in sorted(_spans(q, _LINK_PATTERNS), key=lambda t: t[0]):
         if _overlaps((s, e), spans):
             continue
-        pair = (int(m.group(1)), int(m.group(2)))
-        if pair[0] == pair[1]:
-            continue
+        pair = (int(m.group(1)), int(m.group(2)))  # a rank to itself is kept: validation says
         spans.append((s, e))
         if pair not in out:
             out.append(pair)
@@ -1410,3 +1409,34 @@ def parse_question(
                 rank_ranges=tuple(rank_ranges) if ranks else previous.rank_ranges,
             )
     return base
+
+
+#: A second question joined to the first by "and"/"also" and an interrogative word.
+_JOINED = re.compile(
+    r"(?i)\s*(?:,\s*)?\b(?:and|also|plus)\b[,\s]+(?:also[,\s]+)?"
+    r"(?=(?:is|are|does|do|did|was|were|what|which|why|how|should|can|could|where|when|who)\b)"
+)
+#: Intents that do not name a question of their own ("why?", "and?"): never split off.
+_NOT_ON_THEIR_OWN = ("summarize", "help", "unsupported")
+#: At most this many questions in one message are answered one by one.
+MAX_PARTS = 3
+
+
+def split_questions(text: str) -> list[str]:
+    """Several questions in one message, each on its own (``[text]`` when it is one question).
+
+    Split after each ``?``/``？`` and where "and"/"also" joins a second interrogative clause
+    ("which rank is slow and is the network the problem?"). Kept as one question unless every
+    part parses, on its own, to an intent that names a question (not "why?" or "and the
+    other?") and the parts ask different things; at most :data:`MAX_PARTS` parts.
+    """
+    pieces = [p.strip() for p in re.split(r"(?<=[?？])", text) if p.strip()]
+    parts: list[str] = []
+    for p in pieces:
+        parts += [x.strip() for x in _JOINED.split(p) if x.strip()]
+    if len(parts) < 2 or len(parts) > MAX_PARTS:
+        return [text]
+    intents = [parse_question(p).intent for p in parts]
+    if any(i in _NOT_ON_THEIR_OWN for i in intents) or len(set(intents)) < len(intents):
+        return [text]
+    return parts

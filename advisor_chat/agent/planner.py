@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -153,6 +153,59 @@ class PlanResult:
     plot_ranks: list[int] = field(default_factory=list)
     causes: list[RootCause] = field(default_factory=list)
     diagnosis: Diagnosis | None = None
+
+
+def merge_plans(questions: Sequence[str], plans: Sequence[PlanResult], zh: bool) -> PlanResult:
+    """One answer to several questions asked in one message.
+
+    Each question (in bold) and the body of its answer, in order; then one "Matching cases" and
+    one "Suggestions" section over all of them (each part's own sections are cut, so a case or a
+    suggestion is listed once). Findings, cases, suggestions, tool outputs, plots and causes are
+    the union of the parts', first occurrence kept.
+    """
+
+    def uniq(items: Iterable[Any], key: Callable[[Any], Any]) -> list[Any]:
+        seen: set[Any] = set()
+        out = []
+        for x in items:
+            k = key(x)
+            if k not in seen:
+                seen.add(k)
+                out.append(x)
+        return out
+
+    lang = "zh" if zh else "en"
+    heads = (msg("answer.matching_cases", lang), msg("answer.suggestions", lang))
+    cases = uniq((c for p in plans for c in p.cases), lambda c: c.id)
+    suggestions = uniq((x for p in plans for x in p.suggestions), lambda x: x.text)
+    lines: list[str] = []
+    for question, p in zip(questions, plans, strict=True):
+        body = p.text.split("\n")
+        cut = next((i for i, ln in enumerate(body) if ln.strip() in heads), len(body))
+        lines += [f"**{question.strip()}**", *body[:cut]]
+        while lines and not lines[-1].strip():
+            lines.pop()
+        lines.append("")
+    if cases:
+        lines.append(msg("answer.matching_cases", lang))
+        for h in cases:
+            title = h.title_zh if zh and h.title_zh else h.title
+            lines.append(msg("answer.case_line", lang, case=h.id, title=title))
+        lines.append("")
+    if suggestions:
+        lines.append(msg("answer.suggestions", lang))
+        lines += ["- " + _suggestion_text(x, zh) for x in suggestions]
+    return PlanResult(
+        text="\n".join(lines).rstrip(),
+        findings=uniq((f for p in plans for f in p.findings), lambda f: f.id),
+        cases=cases,
+        suggestions=suggestions,
+        outputs=[o for p in plans for o in p.outputs],
+        plots=uniq((x for p in plans for x in p.plots), lambda x: x),
+        plot_ranks=uniq((r for p in plans for r in p.plot_ranks), lambda r: r),
+        causes=uniq((c for p in plans for c in p.causes), lambda c: c.id),
+        diagnosis=next((p.diagnosis for p in plans if p.diagnosis is not None), None),
+    )
 
 
 class DataQuoter:
@@ -388,7 +441,11 @@ class Planner:
         if q.intent == "help":
             return PlanResult(self._help(q, None), outputs=outputs)
         check = validate_question(
-            q, self.session.ranks, self.session.steps, baseline=self.baseline_problem
+            q,
+            self.session.ranks,
+            self.session.steps,
+            baseline=self.baseline_problem,
+            uncaptured=self._uncaptured(),
         )
         if check.says_something:  # the facts the refusal or the notes quote
             outputs.append(ToolOutput("validate_question", {}, check.record))
@@ -398,6 +455,11 @@ class Planner:
         if check.notes:
             result.text = " ".join(check.notes) + "\n\n" + result.text
         return result
+
+    def _uncaptured(self) -> list[int]:
+        """Ranks of the job the profile has no data for (its ``missing_ranks`` warning)."""
+        warnings = getattr(self.session.profile, "warnings", ())
+        return sorted({r for w in warnings if w.code == "missing_ranks" for r in w.ranks})
 
     def _run_valid(self, q: Query, outputs: list[ToolOutput]) -> PlanResult:
         """:meth:`run` for a question whose ranks, steps, links and baseline exist."""

@@ -44,23 +44,39 @@ class BaselineProblem:
     """Why a baseline run cannot be compared with the profile.
 
     Attributes:
-        kind: ``same_folder`` (the baseline is the profile itself) or ``world_size`` (the two
-            runs hold different numbers of ranks).
+        kind: ``same_folder`` (the baseline is the profile itself), ``world_size`` (the two
+            runs hold different numbers of ranks) or ``operators`` (they run different models:
+            little of either run's device time is in operator types the other runs) or
+            ``layout`` (different numbers of pipeline stages).
         profile_ranks: The profile's ranks.
         baseline_ranks: The baseline's ranks.
         path: The profile's folder (for ``same_folder``).
+        shared_pct: For ``operators``: the smaller of the two runs' shares of device time (%) in
+            operator types both run.
+        stages: For ``layout``: pipeline stages of (the profile, the baseline).
     """
 
-    kind: Literal["same_folder", "world_size"]
+    kind: Literal["same_folder", "world_size", "operators", "layout"]
     profile_ranks: tuple[int, ...]
     baseline_ranks: tuple[int, ...]
     path: str = ""
+    shared_pct: float = 0.0
+    stages: tuple[int, int] = (1, 1)
 
     def reason(self, zh: bool) -> str:
         """Why the runs are not comparable, as a clause (no final stop)."""
         lang = "zh" if zh else "en"
         if self.kind == "same_folder":
             return t("validate.baseline_same_folder", lang)
+        if self.kind == "operators":
+            return t("validate.baseline_operators", lang, shared=f"{self.shared_pct:.0f}%")
+        if self.kind == "layout":
+            return t(
+                "validate.baseline_layout",
+                lang,
+                n_profile=self.stages[0],
+                n_baseline=self.stages[1],
+            )
         return t(
             "validate.baseline_world_size",
             lang,
@@ -98,7 +114,53 @@ def baseline_problem(profile: Any, baseline: Any) -> BaselineProblem | None:
         return BaselineProblem("same_folder", pr, br, str(root_p or ""))
     if len(pr) != len(br):
         return BaselineProblem("world_size", pr, br)
+    shared = _shared_operator_time(profile, baseline)
+    if shared is not None and shared < SHARED_OPS_MIN:
+        return BaselineProblem("operators", pr, br, shared_pct=100.0 * shared)
+    stages = _stage_counts(profile, baseline)
+    if stages is not None and stages[0] != stages[1]:
+        return BaselineProblem("layout", pr, br, stages=stages)
     return None
+
+
+def _stage_counts(profile: Any, baseline: Any) -> tuple[int, int] | None:
+    """Pipeline stages of the two runs (1 without pipeline parallelism), ``None`` when unknown.
+
+    Source: :func:`~advisor_chat.analyzers._common.pipeline_stages` (stage rows of the cluster
+    step trace, ``PP Index``).
+    """
+    from advisor_chat.analyzers._common import pipeline_stages
+
+    try:
+        a, b = pipeline_stages(profile), pipeline_stages(baseline)
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+    return max(len(a), 1), max(len(b), 1)
+
+
+#: Two runs of one model (before and after an upgrade or a config change) spend most of their
+#: device time in operator types both run; below this share, on either side, they are other models.
+SHARED_OPS_MIN = 0.5
+
+
+def _shared_operator_time(profile: Any, baseline: Any) -> float | None:
+    """The smaller of the two runs' shares of device time in operator types both run (0..1).
+
+    Source: ``op_statistic`` (op_statistic.csv / DB): ``op_type`` and ``total_us`` summed over
+    ranks. ``None`` when either run lacks it.
+    """
+    try:
+        a, b = profile.get("op_statistic"), baseline.get("op_statistic")
+    except (AttributeError, KeyError):
+        return None
+    if a is None or b is None or a.empty or b.empty:
+        return None
+    ta = a.groupby(a["op_type"].astype(str))["total_us"].sum()
+    tb = b.groupby(b["op_type"].astype(str))["total_us"].sum()
+    if ta.sum() <= 0 or tb.sum() <= 0:
+        return None
+    common = ta.index.intersection(tb.index)
+    return float(min(ta[common].sum() / ta.sum(), tb[common].sum() / tb.sum()))
 
 
 @dataclass(frozen=True)
@@ -125,11 +187,26 @@ class Validation:
         return bool(self.refusal or self.notes)
 
 
-def _missing_ranks(missing: Sequence[int], valid: str, zh: bool) -> str:
+def _missing_ranks(
+    missing: Sequence[int], valid: str, zh: bool, uncaptured: Sequence[int] = ()
+) -> str:
+    """The clause for ranks the profile does not hold.
+
+    "rank N does not exist", or, for ranks of the job whose data was not captured (the
+    profile's ``missing_ranks`` warning), "rank N has no profiling data in this folder".
+    """
     lang = "zh" if zh else "en"
-    if len(missing) == 1:
-        return t("validate.rank_missing", lang, rank=missing[0], valid=valid)
-    return t("validate.ranks_missing", lang, ranks=fmt_ranks(missing), valid=valid)
+    absent = [r for r in missing if r in set(uncaptured)]
+    gone = [r for r in missing if r not in set(uncaptured)]
+    out = []
+    if absent:
+        key = "validate.rank_not_captured" if len(absent) == 1 else "validate.ranks_not_captured"
+        out.append(t(key, lang, ranks=fmt_ranks(absent), valid=valid))
+    if len(gone) == 1:
+        out.append(t("validate.rank_missing", lang, rank=gone[0], valid=valid))
+    elif gone:
+        out.append(t("validate.ranks_missing", lang, ranks=fmt_ranks(gone), valid=valid))
+    return ("；" if zh else "; ").join(out)
 
 
 def _cap(s: str) -> str:
@@ -142,6 +219,7 @@ def validate_question(
     steps: Sequence[int],
     *,
     baseline: BaselineProblem | None = None,
+    uncaptured: Sequence[int] = (),
 ) -> Validation:
     """Check ``q``'s ranks, ranges, links, steps, job size and baseline against the profile.
 
@@ -150,6 +228,8 @@ def validate_question(
         ranks: The profile's ranks.
         steps: The profile's step ids (empty: steps are not checked).
         baseline: The baseline's problem (:func:`baseline_problem`), if any.
+        uncaptured: Ranks of the job without data in the profile (its ``missing_ranks``
+            warning): named as not captured rather than as not existing.
 
     Returns:
         A :class:`Validation` (see the module table for what each case answers).
@@ -186,7 +266,7 @@ def validate_question(
                     lang,
                     lo=lo,
                     hi=hi,
-                    missing=_missing_ranks(missing, valid, zh),
+                    missing=_missing_ranks(missing, valid, zh, uncaptured),
                 )
             )
         elif a > b:
@@ -194,18 +274,20 @@ def validate_question(
 
     missing = [r for r in q.ranks if r not in have and r not in in_ranges]
     if missing:
-        problems.append(_missing_ranks(missing, valid, zh))
+        problems.append(_missing_ranks(missing, valid, zh, uncaptured))
 
     for src, dst in q.links:
         gone = [r for r in (src, dst) if r not in have]
-        if gone:
+        if src == dst:
+            problems.append(t("validate.link_self", lang, rank=src))
+        elif gone:
             problems.append(
                 t(
                     "validate.link_missing",
                     lang,
                     src=src,
                     dst=dst,
-                    missing=_missing_ranks(gone, valid, zh),
+                    missing=_missing_ranks(gone, valid, zh, uncaptured),
                 )
             )
 
@@ -242,6 +324,16 @@ def validate_question(
         record += "; named in the question: " + ", ".join(dict.fromkeys(named))
     if baseline is not None:
         record += f"; baseline ranks {fmt_ranks(baseline.baseline_ranks)} ({len(baseline.baseline_ranks)} ranks)"
+        if baseline.kind == "layout":
+            record += (
+                f"; pipeline stages: this profile {baseline.stages[0]}, baseline "
+                f"{baseline.stages[1]}"
+            )
+        if baseline.kind == "operators":
+            record += (
+                f"; device time in operator types both runs use: {baseline.shared_pct:.0f}% "
+                "(op_statistic)"
+            )
     if not_comparable and not problems:
         return Validation(refusal=not_comparable, record=record)
     if problems:

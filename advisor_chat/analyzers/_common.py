@@ -220,6 +220,9 @@ def per_rank_mean(frame: pd.DataFrame) -> pd.DataFrame:
 def pipeline_stages(profile: Profile) -> list[tuple[int, ...]]:
     """Pipeline stages as tuples of ranks, first stage first; ``[]`` when unknown.
 
+    Stage 0 is the one with the lowest ranks (Megatron/MindSpeed number pipeline ranks from
+    the lowest global ranks), whatever order the stage rows come in.
+
     Sources, in order: ``stage_trace.stage_ranks`` (msprof-analyze stage rows), then
     ``step_trace.pp_index``, then ``comm_groups`` rows whose ``group_name`` starts with ``pp`` are
     not stages (they link stages) and are not used.
@@ -231,7 +234,9 @@ def pipeline_stages(profile: Profile) -> list[tuple[int, ...]]:
             ranks = tuple(sorted(int(x) for x in re.findall(r"\d+", str(txt))))
             if ranks and int(idx) not in seen:
                 seen[int(idx)] = ranks
-        stages = [seen[k] for k in sorted(seen)]
+        # the file lists the stage rows in any order (the index is their position in it):
+        # the stage holding the lowest ranks is stage 0, as the frameworks number them
+        stages = sorted(seen.values(), key=lambda t: t[0])
         if len(stages) > 1:
             return stages
     st = profile.get("step_trace")

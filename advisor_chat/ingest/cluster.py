@@ -88,6 +88,17 @@ def parse_rank_tuple(text: str) -> list[int]:
     )
 
 
+def _stage_order(keys: list[Any]) -> dict[Any, int]:
+    """Stage rows' ``Index`` (``"(0, 1, ...)"``) → stage number.
+
+    The stage with the lowest ranks is 0, whatever order the rows come in (a file re-sorted or
+    written by another tool).
+    """
+    uniq = list(dict.fromkeys(keys))
+    first = {k: min(parse_rank_tuple(str(k)), default=1 << 62) for k in uniq}
+    return {k: i for i, k in enumerate(sorted(uniq, key=lambda k: (first[k], uniq.index(k))))}
+
+
 def _step_trace(path: Path, rd: RankData) -> None:
     df = read_csv(
         path, required=["Type", "Index", "Computing", "Communication(Not Overlapped)", "Free"]
@@ -127,7 +138,7 @@ def _step_trace(path: Path, rd: RankData) -> None:
         s = stages.reset_index(drop=True)
         out = pd.DataFrame(index=s.index)
         out["stage_ranks"] = s["Index"].astype("string").str.strip()
-        order = {k: i for i, k in enumerate(dict.fromkeys(out["stage_ranks"].tolist()))}
+        order = _stage_order(out["stage_ranks"].tolist())
         out["stage_index"] = out["stage_ranks"].map(order).astype("Int64")
         out["step"] = num(s.get("Step"), s.index).fillna(-1).round().astype("Int64")
         for src, dst in STEP_TRACE_COLUMNS.items():
@@ -305,7 +316,7 @@ def _cluster_db(path: Path, rd: RankData) -> None:
             if not stages.empty and "stage_trace" not in rd.tables:
                 out = pd.DataFrame(index=stages.index)
                 out["stage_ranks"] = stages["Index"]
-                order = {k: i for i, k in enumerate(dict.fromkeys(stages["Index"].tolist()))}
+                order = _stage_order(stages["Index"].tolist())
                 out["stage_index"] = stages["Index"].map(order)
                 out["step"] = num(stages["Step"]).fillna(-1)
                 for src, dst in STEP_TRACE_COLUMNS.items():

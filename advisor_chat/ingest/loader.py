@@ -47,7 +47,7 @@ from advisor_chat.ingest.common import (
     unreadable,
 )
 from advisor_chat.ingest.detect import Layout, detect, unit_files
-from advisor_chat.ingest.guard import check_units, repeat_warnings
+from advisor_chat.ingest.guard import check_units, repeat_warnings, show_path
 from advisor_chat.ingest.msprof import read_msprof_dir
 from advisor_chat.ingest.profile import DataWarning, Profile, TableSource
 from advisor_chat.ingest.rankdir import IMPLAUSIBLE, LEFT_OUT, OUTPUT, TableSink, read_rank_dir
@@ -1518,6 +1518,39 @@ def _layout_name(layout: Layout, rank_data: list[RankData]) -> str:
     return "mixed"
 
 
+def _foreign_cluster(c: RankData, tables: dict[str, pd.DataFrame]) -> str | None:
+    """Why cluster output ``c`` is not derived from the rank folders' step traces, or ``None``.
+
+    msprof-analyze writes ``cluster_step_trace_time.csv`` from the ranks' own
+    ``step_trace_time.csv``: the same run has the same steps and, per (rank, step), the same
+    Computing. Steps that never meet, or Computing that differs by more than 5 % (median over
+    the common rank rows), mean another run.
+    """
+    mine, theirs = tables.get("step_trace"), c.tables.get("step_trace")
+    if mine is None or theirs is None or mine.empty or theirs.empty:
+        return None
+    cols = ["rank", "step", "computing_us"]
+    if not all(x in mine.columns and x in theirs.columns for x in cols):
+        return None
+    a = mine[cols].apply(pd.to_numeric, errors="coerce")
+    b = theirs[cols].apply(pd.to_numeric, errors="coerce")
+    sa = set(a["step"].dropna()[a["step"].dropna() >= 0].astype(int).tolist())
+    sb = set(b["step"].dropna()[b["step"].dropna() >= 0].astype(int).tolist())
+    if sa and sb and not sa & sb:
+        return f"its steps {sorted(sb)[:5]} are not the rank folders' steps {sorted(sa)[:5]}"
+    on = ["rank", "step"] if sa & sb else ["rank"]
+    ja = a.groupby(on)["computing_us"].mean()
+    jb = b.groupby(on)["computing_us"].mean()
+    both = pd.concat([ja.rename("a"), jb.rename("b")], axis=1, join="inner").dropna()
+    both = both[(both["a"] > 0) & (both["b"] > 0)]
+    if both.empty:
+        return None
+    rel = float(((both["a"] - both["b"]).abs() / both[["a", "b"]].max(axis=1)).median())
+    if rel > 0.05:
+        return f"per rank, its Computing differs from the rank folders' by a median {rel:.0%}"
+    return None
+
+
 #: Per-rank files whose absence on some ranks changes what can be concluded about them.
 _PER_RANK_FILES = {
     "comm_matrix": (
@@ -1801,8 +1834,28 @@ def _assemble(
             tables[name] = df
             sources[name] = [s for u in units for s in u.sources if s.table == name]
 
-    cluster_groups = _concat(c.tables.get("comm_groups") for c in cluster_data)
     extra: list[str] = []
+    if units:
+        # a cluster output of another run beside the rank folders would lend them its stages,
+        # groups and links: left out, said
+        kept = []
+        for c in cluster_data:
+            why = _foreign_cluster(c, tables)
+            if why is None:
+                kept.append(c)
+                continue
+            warnings.append(
+                DataWarning(
+                    code="cluster_output_foreign",
+                    message=f"{show_path(c.source_dir)} is not an analysis of the rank folders "
+                    f"beside it ({why}): it was left out. Re-run msprof-analyze cluster on these "
+                    "rank folders, or move the old output away",
+                    path=str(c.source_dir),
+                )
+            )
+            extra.append(f"{c.source_dir}: msprof-analyze cluster output of another run; not used")
+        cluster_data = kept
+    cluster_groups = _concat(c.tables.get("comm_groups") for c in cluster_data)
     for c in cluster_data:
         used = []
         for name, df in c.tables.items():

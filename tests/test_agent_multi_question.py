@@ -1,0 +1,66 @@
+"""Several questions in one message are each answered (issue 24 trial: the first was dropped)."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor_chat.agent import Advisor
+from advisor_chat.agent.parse import split_questions
+from advisor_chat.config import load_settings
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        (
+            "which rank is slow? also, is the network the problem?",
+            ["which rank is slow?", "is the network the problem?"],
+        ),
+        (
+            "which rank is slow and is the network the problem?",
+            ["which rank is slow", "is the network the problem?"],
+        ),
+        ("哪张卡慢？网络有问题吗？", ["哪张卡慢？", "网络有问题吗？"]),
+        # one question, whatever its punctuation: never split
+        ("is it rank 3? why?", None),
+        ("why are ranks 2 and 5 slow?", None),
+        ("rank 3 and rank 5: which is slower?", None),
+        ("why is rank 12 slow?", None),
+        # the same question twice is one question
+        ("which rank is slow? which rank is slow?", None),
+    ],
+)
+def test_split_questions(text: str, parts: list[str] | None) -> None:
+    assert split_questions(text) == (parts or [text])
+
+
+@pytest.fixture(scope="module")
+def profile(scenario):
+    from advisor_chat.ingest import load_profile
+
+    return load_profile(scenario("seed-rank12"))
+
+
+@pytest.mark.parametrize(
+    "text", ["which rank is slow and is the network the problem?", "哪张卡慢？网络有问题吗？"]
+)
+def test_each_question_answered_in_order(profile, text: str) -> None:
+    both = Advisor(profile, settings=load_settings(model="offline")).ask(text)
+    parts = split_questions(text)
+    alone = [Advisor(profile, settings=load_settings(model="offline")).ask(p) for p in parts]
+    pos = []
+    for part, a in zip(parts, alone, strict=True):
+        first = a.answer.split("\n")[0]
+        assert first in both.answer, (first, both.answer)
+        pos.append(both.answer.index(first))
+        assert f"**{part}**" in both.answer
+    assert pos == sorted(pos)
+    # one cases section and one suggestions section, each suggestion once
+    head = "相关案例：" if both.language == "zh" else "Matching cases:"
+    assert both.answer.count(head) <= 1
+    texts = [s.text for s in both.suggestions]
+    assert len(texts) == len(set(texts))
+    assert {s.text for a in alone for s in a.suggestions} == set(texts)
+    # the tool calls of both parts are the turn's evidence
+    assert len(both.tool_calls) == sum(len(a.tool_calls) for a in alone)
+    assert both.grounding is None or not both.grounding.ungrounded
