@@ -9,8 +9,9 @@ backend the settings name) and returns a :class:`NotebookAnswer` that shows the 
 findings and files behind its numbers, the cited cases, the suggestions, the tool calls and the
 answer's plots. ``p.plots()`` returns the plotly figures themselves.
 
-Offline: plotly.js is inlined once per displayed output (no CDN), so an output is self-contained
-(about 3.5 MB with plots). Every string that comes from the profile is escaped
+Offline: plotly.js is inlined once per kernel session, in the first output with a plot (no CDN);
+later outputs use it, as plotly's own ``notebook`` renderer does (a saved notebook shows them
+once that first output has run). Every string that comes from the profile is escaped
 (:func:`advisor_chat.textsafe.html_text`): a name holding ``<script>`` shows as text.
 """
 
@@ -37,11 +38,21 @@ _CSS = (
 )
 
 
+#: Whether plotly.js was inlined in an output of this kernel session already.
+_PLOTLY_JS_SENT = False
+
+
 def _figures_html(figs: list[go.Figure]) -> str:
-    """Figures as HTML: plotly.js inlined with the first one (offline), none after."""
+    """Figures as HTML: plotly.js inlined once per kernel session (offline, no CDN).
+
+    It comes with the first figure shown; later outputs use it (as plotly's own ``notebook``
+    renderer does), so a notebook of many answers is not 3.5 MB per output.
+    """
+    global _PLOTLY_JS_SENT
     parts = []
-    for i, fig in enumerate(figs):
-        parts.append(fig.to_html(full_html=False, include_plotlyjs=(i == 0)))
+    for fig in figs:
+        parts.append(fig.to_html(full_html=False, include_plotlyjs=not _PLOTLY_JS_SENT))
+        _PLOTLY_JS_SENT = True
     return "".join(parts)
 
 
@@ -76,12 +87,14 @@ class NotebookAnswer:
         lang = "zh" if a.language == "zh" else "en"
         sep = "：" if lang == "zh" else ": "
         out = [_CSS, '<div class="adv">', _p(a.answer)]
-        if a.suggestions:
+        # the text lists its suggestions already: only the others get a list of their own
+        extra = a.unlisted_suggestions()
+        if extra:
             items = "".join(
                 f"<li><b>{t(f'remedy.{s.kind}', lang)}</b>{sep}{html.escape(s.text)}</li>"
                 if s.kind == "action"
                 else f"<li>{t(f'remedy.{s.kind}', lang)}{sep}{html.escape(s.text)}</li>"
-                for s in a.suggestions
+                for s in extra
             )
             out.append(f"<h3>{t('page.suggestions', lang)}</h3><ul>{items}</ul>")
         if a.findings:

@@ -23,6 +23,9 @@ from advisor_chat.config import load_settings
         ("哪张卡慢？网络有问题吗？", ["哪张卡慢？", "网络有问题吗？"]),
         # one question, whatever its punctuation: never split
         ("is it rank 3? why?", None),
+        ("8张卡里好像有一张不对劲，是哪张？什么问题？", None),  # "which? what is wrong with it?"
+        ("is rank 4 hung? it shows ~40 s of wait in one allreduce", None),  # a remark
+        ("is it the network? allreduce feels sluggish on the 2-node run", None),
         ("why are ranks 2 and 5 slow?", None),
         ("rank 3 and rank 5: which is slower?", None),
         ("why is rank 12 slow?", None),
@@ -49,12 +52,11 @@ def test_each_question_answered_in_order(profile, text: str) -> None:
     parts = split_questions(text)
     alone = [Advisor(profile, settings=load_settings(model="offline")).ask(p) for p in parts]
     pos = []
-    for part, a in zip(parts, alone, strict=True):
+    for a in alone:
         first = a.answer.split("\n")[0]
         assert first in both.answer, (first, both.answer)
         pos.append(both.answer.index(first))
-        assert f"**{part}**" in both.answer
-    assert pos == sorted(pos)
+    assert pos == sorted(pos) and pos[0] == 0  # the first sentence answers the first question
     # one cases section and one suggestions section, each suggestion once
     head = "相关案例：" if both.language == "zh" else "Matching cases:"
     assert both.answer.count(head) <= 1

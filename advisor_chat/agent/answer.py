@@ -94,6 +94,14 @@ class Answer(BaseModel):
         description="Model calls of this turn: calls, prompt_tokens, completion_tokens, model_s",
     )
 
+    def unlisted_suggestions(self) -> list[Suggestion]:
+        """The suggestions the answer text does not list already.
+
+        The planner's text lists its own, each without its final stop and with its case and
+        gain after it.
+        """
+        return [s for s in self.suggestions if s.text.strip().rstrip(".。") not in self.answer]
+
 
 class ToolCallEvent(BaseModel):
     """Streamed when a tool is called."""

@@ -1416,8 +1416,9 @@ _JOINED = re.compile(
     r"(?i)\s*(?:,\s*)?\b(?:and|also|plus)\b[,\s]+(?:also[,\s]+)?"
     r"(?=(?:is|are|does|do|did|was|were|what|which|why|how|should|can|could|where|when|who)\b)"
 )
-#: Intents that do not name a question of their own ("why?", "and?"): never split off.
-_NOT_ON_THEIR_OWN = ("summarize", "help", "unsupported")
+#: Intents that, after a first question, do not ask a new one ("why?", "what is the problem?"):
+#: never split off.
+_NOT_ON_THEIR_OWN = ("summarize", "bottleneck", "explain_rank", "help", "unsupported")
 #: At most this many questions in one message are answered one by one.
 MAX_PARTS = 3
 
@@ -1425,18 +1426,26 @@ MAX_PARTS = 3
 def split_questions(text: str) -> list[str]:
     """Several questions in one message, each on its own (``[text]`` when it is one question).
 
-    Split after each ``?``/``？`` and where "and"/"also" joins a second interrogative clause
-    ("which rank is slow and is the network the problem?"). Kept as one question unless every
-    part parses, on its own, to an intent that names a question (not "why?" or "and the
-    other?") and the parts ask different things; at most :data:`MAX_PARTS` parts.
+    Split after each ``?``/``？`` (when every piece ends with one: a remark after a question is
+    context, not a question) and where "and"/"also" joins a second interrogative clause
+    ("which rank is slow and is the network the problem?"). Kept as one question unless the
+    parts after the first ask something of their own (not "why?", "what is wrong?" or "is it
+    rank 3?", which follow the first) and the parts ask different things; at most
+    :data:`MAX_PARTS` parts.
     """
     pieces = [p.strip() for p in re.split(r"(?<=[?？])", text) if p.strip()]
+    # "is rank 4 hung? it shows 40 s of wait": a remark after the question, not a second one
+    if any(not p.endswith(("?", "？")) for p in pieces):
+        return [text]
     parts: list[str] = []
     for p in pieces:
         parts += [x.strip() for x in _JOINED.split(p) if x.strip()]
     if len(parts) < 2 or len(parts) > MAX_PARTS:
         return [text]
     intents = [parse_question(p).intent for p in parts]
-    if any(i in _NOT_ON_THEIR_OWN for i in intents) or len(set(intents)) < len(intents):
+    # "which one? what is wrong with it?": a follow-up on the first question, not a new one
+    if any(i in _NOT_ON_THEIR_OWN for i in intents[1:]) or intents[0] in ("help", "unsupported"):
+        return [text]
+    if len(set(intents)) < len(intents):
         return [text]
     return parts

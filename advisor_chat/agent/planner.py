@@ -158,7 +158,7 @@ class PlanResult:
 def merge_plans(questions: Sequence[str], plans: Sequence[PlanResult], zh: bool) -> PlanResult:
     """One answer to several questions asked in one message.
 
-    Each question (in bold) and the body of its answer, in order; then one "Matching cases" and
+    The body of each question's answer, in order; then one "Matching cases" and
     one "Suggestions" section over all of them (each part's own sections are cut, so a case or a
     suggestion is listed once). Findings, cases, suggestions, tool outputs, plots and causes are
     the union of the parts', first occurrence kept.
@@ -179,10 +179,10 @@ def merge_plans(questions: Sequence[str], plans: Sequence[PlanResult], zh: bool)
     cases = uniq((c for p in plans for c in p.cases), lambda c: c.id)
     suggestions = uniq((x for p in plans for x in p.suggestions), lambda x: x.text)
     lines: list[str] = []
-    for question, p in zip(questions, plans, strict=True):
+    for p in plans:  # the first sentence answers the first question, as for one question
         body = p.text.split("\n")
         cut = next((i for i, ln in enumerate(body) if ln.strip() in heads), len(body))
-        lines += [f"**{question.strip()}**", *body[:cut]]
+        lines += body[:cut]
         while lines and not lines[-1].strip():
             lines.pop()
         lines.append("")

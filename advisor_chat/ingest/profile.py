@@ -244,6 +244,18 @@ class Profile:
         idx = np.linspace(0, len(rest) - 1, n).round().astype(int)
         return sorted(set(keep) | {rest[i] for i in idx}), True
 
+    def __repr__(self) -> str:
+        """One line: folder, layout, ranks, steps, tables read, warnings (not the tables)."""
+        from advisor_chat.tools.core import fmt_ranks
+
+        ranks, steps = self.ranks, self.steps
+        tables = sorted(n for n, df in self.tables.items() if df is not None and not df.empty)
+        return (
+            f"{type(self).__name__}(root={str(self.root)!r}, layout={self.layout!r}, "
+            f"ranks={len(ranks)} [{fmt_ranks(ranks)}], steps={len(steps)} [{fmt_ranks(steps)}], "
+            f"tables={tables}, warnings={len(self.warnings)})"
+        )
+
     def get(self, name: str) -> pd.DataFrame:
         """Return table ``name``, or an empty table with its columns if the data lacks it.
 

@@ -241,7 +241,7 @@ def answer_messages(answer: Answer) -> list[Message]:
     # (or a prompt-injected link): keep its emphasis and code, make links/images/HTML text.
     parts = [md_defang(answer.answer.strip())]
     text = answer.answer
-    extra = [s for s in answer.suggestions if s.text not in text]  # the text may list them already
+    extra = answer.unlisted_suggestions()  # the text may list them already
     if extra:
         items = []
         for s in extra:
