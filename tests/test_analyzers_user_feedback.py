@@ -79,7 +79,7 @@ def test_wait_dominated_communication_is_not_an_overlap_problem():
     assert f.metrics["transit_share"] == pytest.approx(2.0 / 80.0)
     assert f.metrics["comm_transit_ms_per_step"] == pytest.approx(2.0)
     assert f.metrics["comm_wait_idle_ms_per_step"] == pytest.approx(78.0)
-    assert "ranks 2-7" in f.summary and "rank 2-7" in f.summary_zh
+    assert "ranks 2-7" in f.summary and "2-7号卡" in f.summary_zh
     assert "waiting" in f.summary and "overlap tuning would not help" in f.summary
     # no TP group: no mc2 suggestion
     assert not any(x.kind.value == "mc2_opportunity" for x in res.findings)

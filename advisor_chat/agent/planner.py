@@ -941,7 +941,7 @@ class Planner:
                 f"{top}号卡的{label_zh}{word[0]}：{fv(float(v.iloc[0]), 'us')}"
                 f"（{steps_zh}，来源 {src}，cluster_breakdown 的 per_rank 表）。"
                 + (f"其次：{nxt}。" if nxt else "")
-                + f"{len(v)} 张卡的中位数为 {fv(med, 'us')}；另一端是 rank {last_r}，{fv(last_v, 'us')}。"
+                + f"{len(v)} 张卡的中位数为 {fv(med, 'us')}；另一端是 {last_r}号卡，{fv(last_v, 'us')}。"
             )
         else:
             nxt = ", ".join(f"rank {r} {fv(x, 'us')}" for r, x in others)
@@ -1220,6 +1220,8 @@ def _suggestion_text(s: Suggestion, zh: bool) -> str:
     text = s.text.strip().rstrip("。.")
     ref = []
     if s.kind == "check":
+        # "Check: Check rank 13's device" -> "Check: rank 13's device"; "检查：检查……" likewise
+        text = re.sub(r"^(?:check\s+|检查)", "", text, flags=re.I)
         text = msg("answer.check", lang, text=text)
     if s.case_id:
         ref.append(msg("answer.case_ref", lang, case=s.case_id))
@@ -1390,6 +1392,15 @@ def _cause_for(causes: Sequence[RootCause], tags: Sequence[str]) -> RootCause | 
     return best
 
 
+#: A case remedy that locates the problem (the diagnosis' own method), not a change to make.
+_LOCATING = re.compile(
+    r"^(?:name|identify|find|locate) the (?:slow|stalled|hung|late|lagging) rank"
+    r"|\b(?:compare_ops|explain_rank|host_dispatch|slow_rank|step_trend)\b"
+    r"|^open (?:that|the) (?:slow )?rank's timeline",
+    re.I,
+)
+
+
 def build_suggestions(
     causes: Sequence[RootCause],
     cited: Sequence[Finding],
@@ -1469,7 +1480,9 @@ def build_suggestions(
             cmds = [x for x in (_command_of(r) for r in h.remedies[:3]) if x]
             texts += [f"执行 `{x}`" for x in cmds[:1]]
         else:
-            texts = list(h.remedies[:2])
+            # a case's locating steps ("name the slow rank from the collectives", "compare_ops
+            # between ...") are what the diagnosis already did when it names a cause
+            texts = [r for r in h.remedies if not (causes and _LOCATING.search(r))][:2]
         for t in texts:
             if _contradicts(t, causes[:1]) or (concrete_only and not _CONCRETE.search(t)):
                 continue

@@ -173,7 +173,7 @@ def _explain_rank(profile: Profile, params: RankParams, **_: Any) -> AnalyzerRes
                     f"({free / 1000:.2f} ms vs {med_free / 1000:.2f} ms); top op {names[0] if names else '-'}"
                 ),
                 summary_zh=(
-                    f"rank {params.rank} 每步 Free 比中位数多 {delta / 1000:.2f} ms"
+                    f"{params.rank}号卡 每步 Free 比中位数多 {delta / 1000:.2f} ms"
                     f"（{free / 1000:.2f} ms 对 {med_free / 1000:.2f} ms）"
                 ),
                 ranks=(params.rank,),
@@ -202,7 +202,7 @@ def _slow_rank(profile: Profile, params: GroupParams, **_: Any) -> AnalyzerResul
             f"Rank {slow} arrives last at collectives: the other ranks wait {(others - float(per[slow])) / 1000:.2f} ms "
             f"more per step in communication"
         ),
-        summary_zh=f"rank {slow} 最晚到达集合通信：其他卡每步多等待 {(others - float(per[slow])) / 1000:.2f} ms",
+        summary_zh=f"{slow}号卡 最晚到达集合通信：其他卡每步多等待 {(others - float(per[slow])) / 1000:.2f} ms",
         ranks=(slow,),
         metrics={"wait_excess_us": others - float(per[slow])},
         evidence=(Evidence("step_trace", profile.cite("step_trace")),),

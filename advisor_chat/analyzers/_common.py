@@ -532,7 +532,7 @@ def comm_wait_text(split: pd.DataFrame, missing: Sequence[int]) -> tuple[str, st
     miss_zh = ""
     if missing:
         miss = f", possibly among the ranks missing from the data (ranks {format_ranks(missing)})"
-        miss_zh = f"，可能是数据中缺失的卡（rank {format_ranks(missing)}）"
+        miss_zh = f"，可能是数据中缺失的卡（{format_ranks(missing)}号卡）"
     en = (
         f"this is mostly waiting, not data transfer: per step (median over ranks, comm_ops) "
         f"communication elapses {el:.1f} ms but transit is only {tr:.2f} ms ({pct(share)}); "

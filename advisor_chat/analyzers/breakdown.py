@@ -299,7 +299,7 @@ def _spread_findings(spreads: pd.DataFrame, src: str, steps_note: str) -> list[F
             )
             summary_zh = (
                 f"{_scope_zh(row['scope'])} 间{label_zh}相差 {ms(row['gap_us'])}（占 step 的 {pct(row['gap_share'])}）："
-                f"rank {hi} 为 {ms(row['max_us'])}，rank {lo} 为 {ms(row['min_us'])}；主要是等待慢卡，而非传输慢"
+                f"{hi}号卡 为 {ms(row['max_us'])}，{lo}号卡 为 {ms(row['min_us'])}；主要是等待慢卡，而非传输慢"
             )
             out.append(
                 Finding(
@@ -340,7 +340,7 @@ def _spread_findings(spreads: pd.DataFrame, src: str, steps_note: str) -> list[F
         summary_zh = (
             f"{problem_zh}：{_scope_zh(row['scope'])} 间{label_zh}最大差 {ms(row['gap_us'])}"
             f"（占平均 step {ms(row['scope_step_us'])} 的 {pct(row['gap_share'])}，阈值 5%）；"
-            f"最高 rank {hi} {ms(row['max_us'])}，最低 rank {lo} {ms(row['min_us'])}"
+            f"最高 {hi}号卡 {ms(row['max_us'])}，最低 {lo}号卡 {ms(row['min_us'])}"
         )
         gain = (
             float(row["max_us"] - row["median_us"]) if cat is not Category.COMMUNICATION else None
@@ -414,7 +414,7 @@ def _comm_share_finding(
                         f"({pct(lo)}) even on rank {lo_rank}, which waits least, but {en}"
                     ),
                     summary_zh=(
-                        f"{_scope_zh(scope)} 中等待最少的 rank {lo_rank} 每步仍有 {ms(col[lo_rank])}"
+                        f"{_scope_zh(scope)} 中等待最少的 {lo_rank}号卡 每步仍有 {ms(col[lo_rank])}"
                         f"（{pct(lo)}）未掩盖通信，但{zh}"
                     ),
                     ranks=tuple(int(r) for r in pr.index),
@@ -478,7 +478,7 @@ def _comm_share_finding(
                     f"{pct(share.mean())}, only {pct(overlap)} of communication is overlapped"
                 ),
                 summary_zh=(
-                    f"通信问题（{_scope_zh(scope)}）：等待最少的 rank {lo_rank} 每步仍有 {ms(col[lo_rank])}"
+                    f"通信问题（{_scope_zh(scope)}）：等待最少的 {lo_rank}号卡 每步仍有 {ms(col[lo_rank])}"
                     f"（{pct(lo)}）未被计算掩盖的通信（不含 PP 接收）；平均 {pct(share.mean())}，"
                     f"通信掩盖率仅 {pct(overlap)}"
                 ),
@@ -531,7 +531,7 @@ def _free_findings(pr: pd.DataFrame, src: str, steps_note: str) -> list[Finding]
             ),
             summary_zh=(
                 f"设备空闲(Free)平均占 step 的 {pct(share.mean())}（所有卡中位数每步 {ms(med_free)}，"
-                f"rank {worst} 最高 {pct(share.max())}）；{len(pr)} 张卡中 {len(hot)} 张超过 10%："
+                f"{worst}号卡 最高 {pct(share.max())}）；{len(pr)} 张卡中 {len(hot)} 张超过 10%："
                 "host 下发/数据加载/同步跟不上设备"
             ),
             ranks=tuple(int(r) for r in hot.index),
@@ -584,7 +584,7 @@ def _bubble_findings(
                     f"max {ms(sub['bubble_us'].max())} on rank {int(cast(int, sub['bubble_us'].idxmax()))}"
                 ),
                 summary_zh=(
-                    f"流水线空泡：{label}（rank {format_ranks(sub.index)}）每步在 PP 接收上等待 "
+                    f"流水线空泡：{label}（{format_ranks(sub.index)}号卡）每步在 PP 接收上等待 "
                     f"{ms(bub)}（Bubble），占 step 的 {pct(sh)}"
                 ),
                 ranks=tuple(int(r) for r in sub.index),

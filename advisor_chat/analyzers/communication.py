@@ -249,7 +249,7 @@ def _overlap_findings(profile: Profile, ov: pd.DataFrame) -> list[Finding]:
                     f"Communication not overlapped is {ms(cno)} per step ({pct(share)}) even on "
                     f"rank {rk}, which waits least, but {en}"
                 ),
-                summary_zh=f"rank {rk}（等待最少）每步仍有 {ms(cno)}（{pct(share)}）通信未被掩盖，但{zh}",
+                summary_zh=f"{rk}号卡（等待最少）每步仍有 {ms(cno)}（{pct(share)}）通信未被掩盖，但{zh}",
                 ranks=ranks,
                 metrics=metrics | {"missing_ranks_count": float(len(missing))},
                 evidence=(
@@ -294,7 +294,7 @@ def _overlap_findings(profile: Profile, ov: pd.DataFrame) -> list[Finding]:
                 f"(mean over ranks); even rank {rk}, which waits least, has {ms(cno)} per step "
                 f"({pct(share)}) of communication not overlapped"
             ),
-            summary_zh=f"通信掩盖不足：平均仅 {pct(ratio)} 的通信与计算重叠；等待最少的 rank {rk} 每步仍有 {ms(cno)}（{pct(share)}）未被掩盖",
+            summary_zh=f"通信掩盖不足：平均仅 {pct(ratio)} 的通信与计算重叠；等待最少的 {rk}号卡 每步仍有 {ms(cno)}（{pct(share)}）未被掩盖",
             ranks=ranks,
             metrics=metrics | {"gain_upper_bound_us": gain},
             evidence=(

@@ -224,7 +224,7 @@ def _uniform_finding(
             "thermal, memory bandwidth) rather than one shape."
         ),
         summary_zh=(
-            f"rank {slow} 上几乎所有算子在调用次数相同的情况下都比 rank {fast} 慢：整体 "
+            f"{slow}号卡 上几乎所有算子在调用次数相同的情况下都比 {fast}号卡 慢：整体 "
             f"{u['overall_ratio']:.2f} 倍，{int(u['groups'])} 个（名称, shape）分组中有 "
             f"{int(u['groups_slowed'])} 个慢 {UNIFORM_MIN_RATIO:.1f} 倍以上；每个 step 多 {per_step:.0f} us"
             f"（占 step {sh:.1%}）。整体变慢通常指向设备本身（频率、温度、内存带宽），而非某个 shape。"
@@ -411,8 +411,8 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                         f"({sh:.1%} of the {step_us:.0f} us step)."
                     ),
                     summary_zh=(
-                        f"rank {slow} 上的 {row.op_type}（{row.name}）在输入 shape {shape_txt} 下比 "
-                        f"rank {fast} 慢 {ratio_v:.2f} 倍，调用次数相同（{int(row.count_a)}）：平均 "
+                        f"{slow}号卡 上的 {row.op_type}（{row.name}）在输入 shape {shape_txt} 下比 "
+                        f"{fast}号卡 慢 {ratio_v:.2f} 倍，调用次数相同（{int(row.count_a)}）：平均 "
                         f"{avg_slow:.1f} us 对比 {avg_fast:.1f} us，每个 step 多 {per_step:.0f} us"
                         f"（占 step {sh:.1%}）。"
                     ),
@@ -472,7 +472,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                         f"{per_step:.0f} us per step difference ({sh:.1%} of the step)."
                     ),
                     summary_zh=(
-                        f"rank {heavy} 执行了 {c_heavy} 个 {row.op_type} 算子，rank {light} 为 {c_light} 个"
+                        f"{heavy}号卡 执行了 {c_heavy} 个 {row.op_type} 算子，{light}号卡 为 {c_light} 个"
                         f"（{n_steps} 个 step）：属于负载不均而非算子变慢；每个 step 相差 {per_step:.0f} us"
                         f"（占 step {sh:.1%}）。"
                     ),
@@ -546,7 +546,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                         f"{AICPU_MIN_SHARE:.0%}."
                     ),
                     summary_zh=(
-                        f"AI CPU 算子（{names}）在 rank {worst} 上占 step 的 {sh:.1%}"
+                        f"AI CPU 算子（{names}）在 {worst}号卡 上占 step 的 {sh:.1%}"
                         f"（每个 step {us_per_step:.0f} us）；共 {len(hot)} 张卡超过 {AICPU_MIN_SHARE:.0%}。"
                     ),
                     ranks=tuple(int(r) for r in hot.index),
@@ -628,7 +628,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                     summary_zh=(
                         f"{len(dyn_names)} 个算子的输入 shape 在不同 step 间变化（如 {top['name']}：共 "
                         f"{int(top['shapes_total'])} 种 shape，单个 step 最多 "
-                        f"{int(top['shapes_max_per_step'])} 种），涉及 rank {format_ranks(ranks_dyn)}；"
+                        f"{int(top['shapes_max_per_step'])} 种），涉及 {format_ranks(ranks_dyn)}号卡；"
                         "每个新 shape 都可能触发编译。"
                     ),
                     ranks=tuple(ranks_dyn),

@@ -142,7 +142,7 @@ def data_quality(profile: Profile, params: DataQualityParams) -> AnalyzerResult:
             "missing_ranks",
             f"{len(missing)} of {len(expected)} ranks have no data (ranks {format_ranks(missing)}); "
             "cross-rank comparisons cover only the ranks present",
-            f"{len(expected)} 张卡中有 {len(missing)} 张缺少数据（rank {format_ranks(missing)}）；跨卡比较仅覆盖现有数据",
+            f"{len(expected)} 张卡中有 {len(missing)} 张缺少数据（{format_ranks(missing)}号卡）；跨卡比较仅覆盖现有数据",
             tuple(missing),
             "meta" if not world.empty else "step_trace",
             {
@@ -212,7 +212,7 @@ def data_quality(profile: Profile, params: DataQualityParams) -> AnalyzerResult:
                 "mixed_versions",
                 f"Ranks run different {col.replace('_', ' ')}s ({', '.join(uniq)}; minority on ranks "
                 f"{format_ranks(odd)}): mixed software makes ranks behave differently",
-                f"各卡 {col} 不一致（{', '.join(uniq)}；少数派 rank {format_ranks(odd)}）",
+                f"各卡 {col} 不一致（{', '.join(uniq)}；少数派 {format_ranks(odd)}号卡）",
                 tuple(odd),
                 "meta",
                 {"distinct_versions": float(len(uniq))},

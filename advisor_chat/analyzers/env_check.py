@@ -125,7 +125,7 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
                     "compilation, checkpoint loading); if it grows with scale the job times out"
                 ),
                 summary_zh=(
-                    f"rank {late_rank} 比其他卡晚 {late_s:.1f} s 到达第一个集合通信（{op}），其他卡在其中等待，"
+                    f"{late_rank}号卡 比其他卡晚 {late_s:.1f} s 到达第一个集合通信（{op}），其他卡在其中等待，"
                     f"占 HCCL_CONNECT_TIMEOUT（{connect:g} s）的 {pct(frac)}；规模变大时可能超时"
                 ),
                 ranks=(late_rank,),
@@ -206,7 +206,7 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
                     )
                 ),
                 summary_zh=(
-                    f"{s} 在 rank {format_ranks(flagged[s])} 上为 {eff:g} s（文档默认 {default:g} s）"
+                    f"{s} 在 {format_ranks(flagged[s])}号卡 上为 {eff:g} s（文档默认 {default:g} s）"
                     + (
                         f"；观测到的等待 {observed:.1f} s，存在超时风险，建议调大"
                         if risky
@@ -260,7 +260,7 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
                     f"for the previous one to finish (serial dispatch); Free is {pct(free_share)} of the step. "
                     "Unset it outside debugging"
                 ),
-                summary_zh=f"rank {format_ranks(rs)} 设置了 ASCEND_LAUNCH_BLOCKING=1：算子串行下发；Free 占 step 的 {pct(free_share)}。调试之外请取消",
+                summary_zh=f"{format_ranks(rs)}号卡 设置了 ASCEND_LAUNCH_BLOCKING=1：算子串行下发；Free 占 step 的 {pct(free_share)}。调试之外请取消",
                 ranks=tuple(rs),
                 metrics={"free_share": free_share},
                 evidence=(
@@ -281,7 +281,7 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
                     f"PYTORCH_NPU_ALLOC_CONF lacks expandable_segments:True on ranks {format_ranks(rs)}: "
                     "the caching allocator can fragment memory and reorganize it at high watermarks"
                 ),
-                summary_zh=f"rank {format_ranks(rs)} 的 PYTORCH_NPU_ALLOC_CONF 未开启 expandable_segments:True，可能出现内存碎片",
+                summary_zh=f"{format_ranks(rs)}号卡 的 PYTORCH_NPU_ALLOC_CONF 未开启 expandable_segments:True，可能出现内存碎片",
                 ranks=tuple(rs),
                 evidence=(
                     Evidence("meta", src, {"setting": "PYTORCH_NPU_ALLOC_CONF"}, "meta.env"),
@@ -301,7 +301,7 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
                     f"ASCEND_GLOBAL_LOG_LEVEL={lv} on ranks {format_ranks(rs)} (below 3 = WARNING): "
                     "verbose device logging slows the job; use 3 for training"
                 ),
-                summary_zh=f"rank {format_ranks(rs)} 的 ASCEND_GLOBAL_LOG_LEVEL={lv}（低于 3）：日志过多拖慢训练，建议设为 3",
+                summary_zh=f"{format_ranks(rs)}号卡 的 ASCEND_GLOBAL_LOG_LEVEL={lv}（低于 3）：日志过多拖慢训练，建议设为 3",
                 ranks=tuple(rs),
                 metrics={"log_level": float(lv)},
                 evidence=(

@@ -234,8 +234,8 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
                 f"{fastest}: {ms(cv('free_us', 'fastest_us'))})"
             )
             free_zh = (
-                f"rank {rank} 的 Free 每步比其他卡中位数多 {ms(fd)}"
-                f"（不含 rank {rank} 的中位数 {ms(cv('free_us', 'median_us'))}，最快 rank {fastest} 为 "
+                f"{rank}号卡 的 Free 每步比其他卡中位数多 {ms(fd)}"
+                f"（不含 {rank}号卡 的中位数 {ms(cv('free_us', 'median_us'))}，最快 {fastest}号卡 为 "
                 f"{ms(cv('free_us', 'fastest_us'))}）"
             )
             tags: tuple[str, ...]
@@ -257,7 +257,7 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
                     "to compare its launch delays and step-start idle with the peers."
                 )
                 tail_zh = (
-                    f"仅凭 Free 无法判断 rank {rank} 设备空闲的原因——可能是该卡的 host 下发、数据加载、"
+                    f"仅凭 Free 无法判断 {rank}号卡 设备空闲的原因——可能是该卡的 host 下发、数据加载、"
                     "同步（如 .item() 或流同步）、checkpoint 或日志；可判定的数据：含 HostToDevice 连线的 "
                     "trace_view.json（Level1 + CPU 活动），用于对比其下发时延和 step 起始空闲。"
                 )
@@ -274,7 +274,7 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
                 f"{ms(cv('computing_us', 'fastest_us'))})"
             )
             cause_zh = (
-                f"计算问题：rank {rank} 的计算时间每步比同组中位数多 {ms(cd)}"
+                f"计算问题：{rank}号卡 的计算时间每步比同组中位数多 {ms(cd)}"
                 f"（中位数 {ms(cv('computing_us', 'median_us'))}）"
             )
             tags = ("slow_rank", "compute_straggler", "compute_spread")
@@ -292,7 +292,7 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
                     f"on every rank that waits for it.{tail}"
                 ),
                 summary_zh=(
-                    f"rank {rank} 慢的原因是{cause_zh}，占 step 的 {pct(share)}{detail_zh}{wait_zh}{trend_zh}。"
+                    f"{rank}号卡 慢的原因是{cause_zh}，占 step 的 {pct(share)}{detail_zh}{wait_zh}{trend_zh}。"
                     f"修复后每步约可节省 {ms(gap)}。{tail_zh}"
                 ),
                 ranks=(rank,),
@@ -364,7 +364,7 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
             cat = Category.COMMUNICATION
         else:
             summary = f"Rank {rank} is not slow: {own}{wait_txt}"
-            summary_zh = f"rank {rank} 并不慢：{own_zh}{wait_zh}"
+            summary_zh = f"{rank}号卡 并不慢：{own_zh}{wait_zh}"
         findings.append(
             Finding(
                 id=f"explain_rank.slow_rank.r{rank}",

@@ -498,7 +498,7 @@ def _findings(
                             f"{int(row.launch_count)} launches{text_free}."
                         ),
                         summary_zh=(
-                            f"rank {r} 的下发时延（host API 到 device 开始）{q} 为 {val:.0f} us，是集群中位数 "
+                            f"{r}号卡 的下发时延（host API 到 device 开始）{q} 为 {val:.0f} us，是集群中位数 "
                             f"{med:.0f} us 的 {m['launch_delay_ratio']:.1f} 倍（{int(row.launch_count)} 次下发）"
                             f"{text_free_zh}。"
                         ),
@@ -567,7 +567,7 @@ def _findings(
                         f"of the step) vs {med_free:.0f} us on the median rank.{ld_txt}"
                     ),
                     summary_zh=(
-                        f"{_cluster_finding_ranks(flagged, ranks)} 存在下发瓶颈：rank {int(worst['rank'])} "
+                        f"{_cluster_finding_ranks(flagged, ranks)} 存在下发瓶颈：{int(worst['rank'])}号卡 "
                         f"每个 step 有 {hw:.0f} us 设备空闲在等待 host 下发（占空闲的 "
                         f"{float(worst['host_wait_ratio']):.0%}）；Free 为每 step {fr:.0f} us（占 step "
                         f"{float(worst['free_ratio']):.1%}），中位数 rank 为 {med_free:.0f} us。{ld_zh}"
@@ -623,7 +623,7 @@ def _findings(
                         f"{float(worst['free_ratio']):.1%} of the step; launch cost dominates."
                     ),
                     summary_zh=(
-                        f"{_cluster_finding_ranks(flagged, ranks)} 存在大量极短算子：rank {int(worst['rank'])} "
+                        f"{_cluster_finding_ranks(flagged, ranks)} 存在大量极短算子：{int(worst['rank'])}号卡 "
                         f"上 {float(worst['tiny_kernel_count_ratio']):.0%} 的计算算子短于 {TINY_KERNEL_US:.0f} us"
                         f"（中位数 {float(worst['median_kernel_us']):.1f} us），Free 占 step "
                         f"{float(worst['free_ratio']):.1%}。"
@@ -723,8 +723,8 @@ def _findings(
                         "cause; also checkpoint saves or preprocessing on that rank)."
                     ),
                     summary_zh=(
-                        f"rank {format_ranks(flagged)} 上有 {len(gc)} 段超过 {GC_GAP_US / 1000:.0f} ms 的设备空闲且"
-                        f"几乎没有 host 下发（最长 {longest / 1000:.0f} ms；rank {worst} 每 step {g / 1000:.1f} ms），"
+                        f"{format_ranks(flagged)}号卡 上有 {len(gc)} 段超过 {GC_GAP_US / 1000:.0f} ms 的设备空闲且"
+                        f"几乎没有 host 下发（最长 {longest / 1000:.0f} ms；{worst}号卡 每 step {g / 1000:.1f} ms），"
                         "host 出现停顿（常见原因是 Python GC，也可能是保存 checkpoint 或该卡上的预处理）。"
                     ),
                     ranks=tuple(flagged),
@@ -778,7 +778,7 @@ def _findings(
                         + "."
                     ),
                     summary_zh=(
-                        f"rank {int(worst['rank'])} 上 {float(worst['launch_then_sync_ratio']):.0%} 的下发后紧跟"
+                        f"{int(worst['rank'])}号卡 上 {float(worst['launch_then_sync_ratio']):.0%} 的下发后紧跟"
                         f"同步调用（共 {int(worst['sync_api_count'])} 次）"
                         + ("；设置了 ASCEND_LAUNCH_BLOCKING=1" if blocking else "")
                         + "。"

@@ -467,7 +467,7 @@ def _rank_findings(
                     f"{r['median_gbps']:.2f} GB/s of the other ranks (ratio {r['ratio']:.2f}); one of its {tr} "
                     f"links is probably degraded ({ms(extra)} per step at stake)"
                 ),
-                summary_zh=f"rank {rk} 的 {tr} 带宽 {r['bandwidth_gbps']:.2f} GB/s，其他卡中位数 {r['median_gbps']:.2f} GB/s（比值 {r['ratio']:.2f}），其链路可能劣化",
+                summary_zh=f"{rk}号卡 的 {tr} 带宽 {r['bandwidth_gbps']:.2f} GB/s，其他卡中位数 {r['median_gbps']:.2f} GB/s（比值 {r['ratio']:.2f}），其链路可能劣化",
                 ranks=(rk,),
                 metrics={
                     "bandwidth_gbps": float(r["bandwidth_gbps"]),
@@ -618,7 +618,7 @@ def _wait_findings(
             f"so this is a slow rank rather than a slow link — rank {int(low['rank'])} waits least "
             f"(wait ratio {low['wait_ratio']:.2f})"
         )
-        verdict_zh = f"同步占比 {sync:.2f}（> 0.2）：各卡到达时间不一致，属于慢卡而非慢链路；等待最少的是 rank {int(low['rank'])}"
+        verdict_zh = f"同步占比 {sync:.2f}（> 0.2）：各卡到达时间不一致，属于慢卡而非慢链路；等待最少的是 {int(low['rank'])}号卡"
         tags: tuple[str, ...] = ("comm_wait_high", "slow_rank")
     else:
         verdict = f"its synchronization ratio is only {sync:.2f}: the wait is inside the transfer, a probable slow link or bandwidth problem"
@@ -634,7 +634,7 @@ def _wait_findings(
                 f"{top['wait_ratio']:.2f} > 0.2; {ms(per_step)} per step; ranks over 0.2: "
                 f"{format_ranks(high_ranks)}); {verdict}"
             ),
-            summary_zh=f"rank {rk} 集合通信中 {pct(top['wait_ratio'])} 的时间在等待（等待占比 > 0.2，每步 {ms(per_step)}）；{verdict_zh}",
+            summary_zh=f"{rk}号卡 集合通信中 {pct(top['wait_ratio'])} 的时间在等待（等待占比 > 0.2，每步 {ms(per_step)}）；{verdict_zh}",
             ranks=tuple(high_ranks),
             metrics={
                 "wait_ratio": float(top["wait_ratio"]),

@@ -321,14 +321,14 @@ def _findings(
             cat, cause, cause_zh = (
                 Category.COMPUTE,
                 f"Computing is {ms(cd)} above the peers' median (excluding rank {r})",
-                f"计算时间比其他卡中位数（不含 rank {r}）多 {ms(cd)}",
+                f"计算时间比其他卡中位数（不含 {r}号卡）多 {ms(cd)}",
             )
             tags = ["slow_rank", "compute_straggler"]
         elif fd > thr:
             cat, cause, cause_zh = (
                 Category.SCHEDULING,
                 f"Free (device idle) is {ms(fd)} above the peers' median (excluding rank {r})",
-                f"Free（空闲）比其他卡中位数（不含 rank {r}）多 {ms(fd)}",
+                f"Free（空闲）比其他卡中位数（不含 {r}号卡）多 {ms(fd)}",
             )
             # Free alone does not show host dispatch (see explain_rank / host_dispatch): neutral tags
             tags = ["slow_rank", "free_spread", "high_free"]
@@ -406,10 +406,10 @@ def _findings(
             else f"Rank {r} is a slow rank: {cause}{comm_txt}{wait_txt}"
         )
         summary_zh = (
-            f"rank {r} 仅从 step_trace 看可疑（未被集合通信证实）：{cause_zh}{comm_zh}；"
+            f"{r}号卡 仅从 step_trace 看可疑（未被集合通信证实）：{cause_zh}{comm_zh}；"
             f"若其他卡在等它，每步最多约 {ms(gain)}"
             if unproven
-            else f"rank {r} 是慢卡：{cause_zh}{comm_zh}；每步约 {ms(gain)}"
+            else f"{r}号卡 是慢卡：{cause_zh}{comm_zh}；每步约 {ms(gain)}"
             + ("，其他卡在等待它" if others_wait else "")
         )
         if ev is not None:  # the excess is a one-step event, not a slow rank on average

@@ -275,7 +275,7 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
                         "communication (waiting for it)."
                     )
                     drivers_zh = (
-                        f"增长来源于 {_ranks_word(flagged)}：rank {int(d0['rank'])} 的 Computing + Free 每 step 增长 "
+                        f"增长来源于 {_ranks_word(flagged)}：{int(d0['rank'])}号卡 的 Computing + Free 每 step 增长 "
                         f"{float(d0['own_slope_us_per_step']):.0f} us，中位数 rank 仅 {float(own.median()):.0f} us，"
                         "其余 rank 的增长在通信（等待）中。"
                     )

@@ -223,8 +223,13 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     )
     ops = ctx.profile.get("comm_ops")
     n_ops = float(ops.groupby(["rank", "step"]).size().median()) if not ops.empty else float("nan")
-    denom = float((per["overlapped_us"] + per[col]).sum())
-    overlap = share_of(float(per["overlapped_us"].sum()), denom)
+    # the communication analyzer's figure (mean over ranks of Overlapped / Communication), so
+    # the cause and the finding it claims quote one number
+    comm = ctx.result("communication")
+    overlap = float(comm.metrics.get("mean_overlap_ratio", float("nan"))) if comm else float("nan")
+    if not math.isfinite(overlap):
+        denom = float((per["overlapped_us"] + per[col]).sum())
+        overlap = share_of(float(per["overlapped_us"].sum()), denom)
     metrics = {
         "hideable_us": rest,
         "min_not_overlapped_us": least,
