@@ -1521,6 +1521,28 @@ def c_cluster_stage_rows_in_reverse_order(c: Ctx) -> tuple[Path, str]:
     return root, ""
 
 
+@case("warn:file_skipped")
+def c_step_trace_column_named_twice(c: Ctx) -> tuple[Path, str]:
+    """A column appended by hand under a name the header already has (Free, Free)."""
+    root = c.copy()
+    f = next(root.glob("*_ascend_pt/profiler_info_3.json")).parent / OUT / "step_trace_time.csv"
+    lines = f.read_text(encoding="utf-8").splitlines()
+    f.write_text(
+        "\n".join([lines[0] + ",Free", *(x + ",0" for x in lines[1:])]) + "\n", encoding="utf-8"
+    )
+    return root, "step_trace_time.csv"
+
+
+@case("ok", answer=r"^Stage 0 \(ranks 0-7\)")
+def c_cluster_step_trace_without_stage_rows(c: Ctx) -> tuple[Path, str]:
+    """An older or cut cluster_step_trace_time.csv: rank rows only; their Bubble shows the PP."""
+    root = _cluster(c)
+    f = next(root.rglob("cluster_step_trace_time.csv"))
+    lines = f.read_text(encoding="utf-8").splitlines()
+    f.write_text("\n".join(x for x in lines if ",stage," not in x) + "\n", encoding="utf-8")
+    return root, ""
+
+
 @case("ok", question="which rank is slow and is the network the problem?", answer=r"rank 3")
 def c_two_questions_in_one(c: Ctx) -> tuple[Path, str]:
     return c.copy(), ""

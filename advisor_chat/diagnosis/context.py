@@ -188,12 +188,12 @@ def infer_stages(profile: Profile) -> list[tuple[int, ...]]:
         return stages
     g = profile.get("comm_groups")
     if g.empty or "group_name" not in g.columns:
-        return []
+        return _stages_from_bubble(profile)
     names = g["group_name"].astype("string").fillna("").str.lower()
     pp = g[names.str.startswith("pp")]
     other = g[(names != "") & ~names.str.startswith("pp")]
     if pp.empty or other.empty:
-        return []
+        return _stages_from_bubble(profile)
     parent: dict[int, int] = {}
 
     def find(x: int) -> int:
@@ -222,6 +222,35 @@ def infer_stages(profile: Profile) -> list[tuple[int, ...]]:
         if len(rl) < 2 or len({find(r) for r in rl if r in parent}) < 2:
             return []
     return sorted((tuple(sorted(c)) for c in comps.values()), key=lambda t: t[0])
+
+
+#: A rank waits in pipeline receives when its Bubble is at least this share of its step.
+BUBBLE_STAGE_SHARE = 0.05
+
+
+def _stages_from_bubble(profile: Profile) -> list[tuple[int, ...]]:
+    """Two pipeline sides from the step trace's Bubble when nothing names the stages.
+
+    Bubble is the time a rank waits in pipeline receives: ranks with Bubble ≥
+    ``BUBBLE_STAGE_SHARE`` of their step are fed by the ranks without any, which come first.
+    Used only when both sides exist and every rank of the first has no Bubble at all (a cluster
+    step trace whose stage rows were dropped, an export without ``PP Index``). With more than two
+    stages the later ones come out as one side: the answer names the first side's ranks and
+    the ranks that wait for them, not a stage number of the job.
+    """
+    st = profile.get("step_trace")
+    if st.empty or "bubble_us" not in st.columns or "step_us" not in st.columns:
+        return []
+    per = st.groupby("rank")[["bubble_us", "step_us"]].mean()
+    per = per[per["step_us"] > 0]
+    if len(per) < 4:
+        return []
+    share = per["bubble_us"].fillna(0.0) / per["step_us"]
+    waiting = sorted(int(r) for r in share.index[share >= BUBBLE_STAGE_SHARE])
+    feeding = sorted(int(r) for r in share.index[per["bubble_us"].fillna(0.0) <= 0])
+    if not waiting or not feeding or len(waiting) + len(feeding) != len(per):
+        return []
+    return [tuple(feeding), tuple(waiting)]
 
 
 def ranks_label(ranks: Any) -> tuple[str, str]:

@@ -434,6 +434,7 @@ def read_columns(path: Path, required: list[str] | None = None) -> Columns | pd.
     out.cut_row = drop_cut_row(path, rows)
     header = [HEADER_ALIASES.get(h.strip(), h.strip()) for h in rows[0]]
     _check_required(path, header, required)
+    _check_unique(path, header)
     width = len(header)
     body = [r if len(r) == width else (r + [""] * width)[:width] for r in rows[1:] if r]
     na = _NA_SET
@@ -476,6 +477,23 @@ def cut_row_warning(path: Path, rank: int | None) -> DataWarning:
         path=str(path),
         ranks=(rank,) if rank is not None else (),
     )
+
+
+def _check_unique(path: Path, header: list[str]) -> None:
+    """Refuse a header that names a column twice: which of the two is meant cannot be told.
+
+    Raises:
+        InputError: The repeated column names (after aliasing) and the file.
+    """
+    seen: set[str] = set()
+    dup = list(dict.fromkeys(h for h in header if h and (h in seen or seen.add(h))))
+    if dup:
+        raise InputError(
+            f"{show_path(path)}: the header names column(s) {short_list(dup)} twice, so which "
+            "values are meant cannot be told",
+            path=show_path(path),
+            remedy="Remove the extra column (or export the file again)",
+        )
 
 
 def _check_required(path: Path, header: list[str], required: list[str] | None) -> None:
