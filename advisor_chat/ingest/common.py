@@ -17,6 +17,7 @@ import math
 import os
 import re
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -485,8 +486,8 @@ def _check_unique(path: Path, header: list[str]) -> None:
     Raises:
         InputError: The repeated column names (after aliasing) and the file.
     """
-    seen: set[str] = set()
-    dup = list(dict.fromkeys(h for h in header if h and (h in seen or seen.add(h))))
+    counts = Counter(h for h in header if h)
+    dup = [h for h, n in counts.items() if n > 1]
     if dup:
         raise InputError(
             f"{show_path(path)}: the header names column(s) {short_list(dup)} twice, so which "
