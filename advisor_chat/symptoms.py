@@ -11,12 +11,12 @@ from __future__ import annotations
 
 SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
     # scheduling / host side
-    "host_bound": ("device waits for the host to dispatch work", "下发瓶颈，设备等待 host 下发"),
+    "host_bound": ("device waits for the host to dispatch work", "下发瓶颈，设备等待 主机下发"),
     "high_free": ("large Free (device idle) share of the step", "Free（空闲）时间占比高"),
     "free_spread": ("Free differs a lot between ranks", "各卡 Free 时间差异大"),
     "launch_delay": (
         "long delay from host API call to device start",
-        "host 下发到 device 执行的时延长",
+        "主机下发到 device 执行的时延长",
     ),
     "tiny_kernels": ("many very short kernels dominate the timeline", "大量极短算子"),
     "synchronize_stream": (

@@ -92,7 +92,7 @@ _CAPABILITIES = (
 _FALLBACK_REMEDY = {
     "host_bound": (
         "reduce host dispatch overhead: set `TASK_QUEUE_ENABLE=2`, bind host threads to cores, and remove per-step synchronization (`.item()`, prints)",
-        "降低 host 下发开销：设置 `TASK_QUEUE_ENABLE=2`、绑核，并去掉每步的同步操作（`.item()`、打印）",
+        "降低 主机下发开销：设置 `TASK_QUEUE_ENABLE=2`、绑核，并去掉每步的同步操作（`.item()`、打印）",
     ),
     "high_free": (
         "find what the host does while the device is idle (dataloader, Python GC, synchronization) on the slow rank",
@@ -179,10 +179,13 @@ def merge_plans(questions: Sequence[str], plans: Sequence[PlanResult], zh: bool)
     cases = uniq((c for p in plans for c in p.cases), lambda c: c.id)
     suggestions = uniq((x for p in plans for x in p.suggestions), lambda x: x.text)
     lines: list[str] = []
+    said: set[str] = set()
     for p in plans:  # the first sentence answers the first question, as for one question
         body = p.text.split("\n")
         cut = next((i for i, ln in enumerate(body) if ln.strip() in heads), len(body))
-        lines += body[:cut]
+        # a paragraph (a cause, a notice) the earlier answer already gave is not given again
+        lines += [ln for ln in body[:cut] if not ln.strip() or ln.strip() not in said]
+        said.update(ln.strip() for ln in body[:cut] if len(ln.strip()) > 40)
         while lines and not lines[-1].strip():
             lines.pop()
         lines.append("")
@@ -1048,7 +1051,7 @@ def _lead(intent: str, zh: bool) -> str:
         "hccl_timeout": ("HCCL timeout and wait findings:", "HCCL 超时与等待相关的发现："),
         "communication": ("What the communication analysis found:", "通信分析的发现："),
         "pipeline_bubble": ("Pipeline bubbles:", "流水线空泡（Bubble）："),
-        "host_dispatch": ("Host dispatch (launch delays):", "host 下发（下发时延）："),
+        "host_dispatch": ("Host dispatch (launch delays):", "主机下发（下发时延）："),
         "memory": ("Memory:", "内存："),
         "step_trend": ("Step time over the run:", "step 耗时趋势："),
         "data_quality": ("The data has these gaps:", "数据存在这些缺口："),
@@ -1080,7 +1083,7 @@ def _missing_data(intent: str, session: ToolSession) -> tuple[str, str, str, str
     if intent == "host_dispatch" and not p.has("host_dispatch"):
         return (
             "host launch data (HostToDevice flows)",
-            "host 下发数据（HostToDevice 连线）",
+            "主机下发数据（HostToDevice 连线）",
             "trace_view.json with HostToDevice flows, or ascend_pytorch_profiler_{rank}.db",
             "包含 HostToDevice 连线的 trace_view.json，或 ascend_pytorch_profiler_{rank}.db",
         )

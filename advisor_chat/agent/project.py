@@ -50,7 +50,7 @@ _CATEGORY = {
     "compute": ("computation (a compute problem)", "计算（计算问题）"),
     "scheduling": (
         "the host side (a scheduling problem: the device idles waiting for work)",
-        "host 侧（调度问题：设备空闲等待任务）",
+        "主机侧（调度问题：设备空闲等待任务）",
     ),
     "communication": ("communication (a communication problem)", "通信（通信问题）"),
     "none": ("no single category", "没有单一的瓶颈类型"),
@@ -190,7 +190,9 @@ def gain_sentence(c: RootCause, zh: bool) -> str:
     saving is read as belonging to that cause (trial item 7).
     """
     g = gain_phrase(c, zh)
-    if not g:
+    # the cause's own sentence already says what fixing it alone saves (late ranks in layers)
+    said = ("单独修复它" in c.summary_zh) if zh else ("Fixing it alone saves" in c.summary)
+    if not g or said:
         return ""
     return _sentence(g if zh else g[0].upper() + g[1:], zh)
 
@@ -460,7 +462,11 @@ def explain_ranks(
         shown = _explain(d, ranks, zh, False)
         if any(c.mechanism not in _META for c in shown.causes):
             p.lines.append(_shown_header(nes, zh))
-            p.lines += [x if x.startswith("- ") else f"- {x}" for x in shown.lines if x.strip()]
+            p.lines += [
+                x if x.startswith("- ") else f"- {x}"
+                for x in shown.lines
+                if x.strip() and x.strip() not in ("Also:", "此外：")
+            ]
             for c in shown.causes:
                 p.add_cause(c)
         return p
@@ -749,6 +755,13 @@ def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection
     if not real:
         return no_culprit(d, zh, p)
     top = real[0]
+    # a job-wide idle ranked first (it dwarfs every late rank) does not answer "which rank?":
+    # the latest rank does, and the idle follows as the larger problem
+    job_first = top.mechanism == Mechanism.JOB_IDLE and any(
+        x.culprit.kind in _RANKLIKE for x in real[1:]
+    )
+    if job_first:
+        top = next(x for x in real[1:] if x.culprit.kind in _RANKLIKE)
     p.add_cause(top)
     c = top.culprit
     lab = label(c, zh)
@@ -789,6 +802,14 @@ def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection
                 else f"{rank_word(late, zh)[0].upper()}{rank_word(late, zh)[1:]} wait for it too, "
                 "but are late themselves (see the other causes)."
             )
+        if job_first:
+            idle = real[0]
+            p.add_cause(idle)
+            p.lines.append(
+                f"但更大的问题在整个作业：{summary(idle, zh)}。"
+                if zh
+                else f"The larger problem is the whole job's, not one rank's: {summary(idle, zh)}."
+            )
     elif c.kind == "link" and c.link is None:  # a rank's links, which one not in the data
         p.plot_ranks = list(c.ranks)
         p.lines.append(
@@ -822,7 +843,8 @@ def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection
     gs = gain_sentence(top, zh)
     if gs:
         p.lines.append(gs)
-    for c2 in real[1:3]:
+    shown = {x.id for x in p.causes}
+    for c2 in [x for x in real if x.id not in shown][:2]:
         p.add_cause(c2)
         p.lines.append(cause_bullet(c2, zh))
     return p
@@ -1273,7 +1295,8 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
             )
             for x in rest:
                 p.add_cause(x)
-        if c is not real[0]:
+        # "which rank first?" passes over a job-level first cause by design: nothing to explain
+        if c is not real[0] and not (ranks_only and real[0].culprit.kind == "job"):
             top = real[0]
             p.add_cause(top)
             if _act_gain(top) < 0:

@@ -244,7 +244,7 @@ def fake_case_search(
             CaseHit(
                 id="host-dispatch-bound",
                 title="Device idle because the host dispatches too slowly",
-                title_zh="host 下发慢导致设备空闲",
+                title_zh="主机下发慢导致设备空闲",
                 score=1.0,
                 section="",
                 source="knowledge/cases/host-dispatch-bound.md",
@@ -314,7 +314,7 @@ def tiny_diagnosis(profile: Profile, *, baseline: Profile | None = None) -> Any:
         ),
         symptom_tags=("host_bound", "high_free"),
         dominant=f"host-bound ({ms:.1f} ms more Free per step)",
-        dominant_zh=f"host 侧瓶颈（每步多 {ms:.1f} ms 空闲）",
+        dominant_zh=f"主机侧瓶颈（每步多 {ms:.1f} ms 空闲）",
         severity=Severity.HIGH,
         own=(Impact(SLOW_RANK, EXTRA_FREE_US, EXTRA_FREE_US / step_us, "own_time"),),
     )
@@ -331,5 +331,5 @@ def tiny_diagnosis(profile: Profile, *, baseline: Profile | None = None) -> Any:
             "free": BASE_FREE_US / step_us,
         },
         headline=f"Rank {SLOW_RANK} holds the job back: its host stalls ({ms:.1f} ms more Free per step).",
-        headline_zh=f"{SLOW_RANK}号卡拖慢了作业：host 侧停顿（每步多 {ms:.1f} ms 空闲）。",
+        headline_zh=f"{SLOW_RANK}号卡拖慢了作业：主机侧停顿（每步多 {ms:.1f} ms 空闲）。",
     )

@@ -532,7 +532,7 @@ def _free_findings(pr: pd.DataFrame, src: str, steps_note: str) -> list[Finding]
             summary_zh=(
                 f"设备空闲(Free)平均占 step 的 {pct(share.mean())}（所有卡中位数每步 {ms(med_free)}，"
                 f"{worst}号卡 最高 {pct(share.max())}）；{len(pr)} 张卡中 {len(hot)} 张超过 10%："
-                "host 下发/数据加载/同步跟不上设备"
+                "主机下发/数据加载/同步跟不上设备"
             ),
             ranks=tuple(int(r) for r in hot.index),
             metrics=metrics,

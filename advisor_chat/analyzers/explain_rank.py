@@ -242,7 +242,7 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
             if launch[4]:
                 # launch delays measured and short: the device waits for the host
                 cause = f"scheduling (host dispatch): {free_txt}"
-                cause_zh = f"调度（host 下发）问题：{free_zh}"
+                cause_zh = f"调度（主机下发）问题：{free_zh}"
                 tags = ("slow_rank", "free_spread", "host_bound", "launch_delay")
             else:
                 # Free alone does not say why the device idles: name the candidates and the data
@@ -257,7 +257,7 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
                     "to compare its launch delays and step-start idle with the peers."
                 )
                 tail_zh = (
-                    f"仅凭 Free 无法判断 {rank}号卡 设备空闲的原因——可能是该卡的 host 下发、数据加载、"
+                    f"仅凭 Free 无法判断 {rank}号卡 设备空闲的原因——可能是该卡的 主机下发、数据加载、"
                     "同步（如 .item() 或流同步）、checkpoint 或日志；可判定的数据：含 HostToDevice 连线的 "
                     "trace_view.json（Level1 + CPU 活动），用于对比其下发时延和 step 起始空闲。"
                 )

@@ -568,7 +568,7 @@ def _findings(
                     ),
                     summary_zh=(
                         f"{_cluster_finding_ranks(flagged, ranks)} 存在下发瓶颈：{int(worst['rank'])}号卡 "
-                        f"每个 step 有 {hw:.0f} us 设备空闲在等待 host 下发（占空闲的 "
+                        f"每个 step 有 {hw:.0f} us 设备空闲在等待 主机下发（占空闲的 "
                         f"{float(worst['host_wait_ratio']):.0%}）；Free 为每 step {fr:.0f} us（占 step "
                         f"{float(worst['free_ratio']):.1%}），中位数 rank 为 {med_free:.0f} us。{ld_zh}"
                     ),
@@ -724,7 +724,7 @@ def _findings(
                     ),
                     summary_zh=(
                         f"{format_ranks(flagged)}号卡 上有 {len(gc)} 段超过 {GC_GAP_US / 1000:.0f} ms 的设备空闲且"
-                        f"几乎没有 host 下发（最长 {longest / 1000:.0f} ms；{worst}号卡 每 step {g / 1000:.1f} ms），"
+                        f"几乎没有 主机下发（最长 {longest / 1000:.0f} ms；{worst}号卡 每 step {g / 1000:.1f} ms），"
                         "host 出现停顿（常见原因是 Python GC，也可能是保存 checkpoint 或该卡上的预处理）。"
                     ),
                     ranks=tuple(flagged),

@@ -287,7 +287,23 @@ def _rank(causes: list[RootCause]) -> list[RootCause]:
     measured = bool(specific) and all("job_cost_us" in c.metrics for c in specific)
     specific.sort(key=lambda c: -_explained(c, measured))
     job.sort(key=lambda c: -_explained(c))
+    # an idle that every rank shares, far larger than what any late rank costs, is the job's
+    # first problem (cluster-8rank: every rank ~65 % Free, the latest rank costs 111 ms of it)
+    top = max((c.gain_us or 0.0 for c in specific), default=0.0)
+    first = [
+        c
+        for c in job
+        if c.mechanism is Mechanism.JOB_IDLE and (c.gain_us or 0.0) >= JOB_FIRST * top
+    ]
+    # (only against late ranks with a measured cost: a peer the data lacks has none)
+    if first and specific and top > 0:
+        return first + specific + [c for c in job if c not in first]
     return specific + job
+
+
+#: A job-wide idle leads the ranking when it gains at least this many times what fixing any one
+#: late rank saves (its gain is an upper bound against the rank's estimate; as for "fix first").
+JOB_FIRST = 3.0
 
 
 def case_for(c: RootCause) -> str | None:
@@ -562,6 +578,7 @@ def _left_out(profile: Profile) -> tuple[str, str]:
     there are; before it, the ``missing_ranks`` warning (ranks the job had that the folder lacks:
     job-wide statements cover only the ranks present).
     """
+    from advisor_chat.analyzers._common import format_ranks
     from advisor_chat.analyzers.data_quality import warning_zh
 
     inside = str(profile.root).rstrip("/") + "/"  # paths shown relative to the profile folder
@@ -572,8 +589,8 @@ def _left_out(profile: Profile) -> tuple[str, str]:
     if w is not None:
         en_parts.append(f"Not every rank is in this profile: {w.message.rstrip('. ')}.")
         zh_parts.append(
-            f"并非所有卡都在数据中：缺少 {len(w.ranks)} 张卡的数据，整体结论只覆盖现有的卡"
-            f"（{warning_zh(w.code, w.ranks)}）。"
+            f"并非所有卡都在数据中：缺少 {len(w.ranks)} 张卡（{format_ranks(sorted(w.ranks))}号卡）"
+            "的数据，整体结论只覆盖现有的卡。"
         )
     ws = [w for w in profile.warnings if w.code in _LEFT_OUT_CODES]
     if ws:

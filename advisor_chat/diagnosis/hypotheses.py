@@ -50,7 +50,7 @@ NAMES = {
     "mc2": ("missing mc2 fusion", "未开启 mc2 融合"),
     "hccl_timeout": ("an HCCL timeout risk", "HCCL 超时风险"),
     "memory": ("device memory", "显存"),
-    "host_dispatch": ("host dispatch (a host-bound job)", "host 下发（下发瓶颈）"),
+    "host_dispatch": ("host dispatch (a host-bound job)", "主机下发（下发瓶颈）"),
 }
 
 

@@ -5,7 +5,7 @@ A case file is Markdown with YAML front matter::
     ---
     id: host-dispatch-bound
     title: Device waits for the host (dispatch-bound)
-    title_zh: 下发瓶颈：设备等待 host 下发
+    title_zh: 下发瓶颈：设备等待 主机下发
     symptom_tags: [host_bound, high_free, launch_delay]
     applies_when:
       - free_share > 0.10

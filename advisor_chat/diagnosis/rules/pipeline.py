@@ -84,6 +84,8 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
         "communication": "communication_not_overlapped_exclude_receive_us",
         "free": "free_us",
     }[comp]
+    # cutting the stage's dominant component saves at most that component's time
+    gain = min(gain, float(np.mean([ctx.val(r, own_col) for r in c_ranks])))
     own = tuple(
         Impact(
             r,
