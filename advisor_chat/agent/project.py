@@ -998,27 +998,24 @@ def _network(
             for c in slow
             if c.culprit.link is None and any(set(c.culprit.ranks) & set(x) for x in links)
         ]
-        if not match and at_rank:
-            c = at_rank[0]
-            p.add_cause(c)
-            a = ", ".join(f"{x}→{y}" for x, y in links)
-            p.lines.append(
-                f"无法判断链路 {a} 是否就是慢链路：{summary(c, zh)}。"
-                if zh
-                else f"Cannot tell whether link {a} is the slow one: {summary(c, zh)}."
-            )
-            p.plot_ranks = list(c.culprit.ranks)
-            return p
         if not match:
-            c = slow[0]
+            c = at_rank[0] if at_rank else slow[0]
             p.add_cause(c)
             a = ", ".join(f"{x}→{y}" for x, y in links)
-            p.lines.append(
-                f"不是：链路 {a} 不是慢链路；慢的是 {link_label(c.culprit, zh)}：{summary(c, zh)}。"
-                if zh
-                else f"No: link {a} is not the slow one; the slow link is {link_label(c.culprit, zh)}: {summary(c, zh)}."
-            )
-            p.plot_ranks = list(c.culprit.link or ())
+            if at_rank:
+                line = (
+                    f"无法判断链路 {a} 是否就是慢链路：{summary(c, zh)}。"
+                    if zh
+                    else f"Cannot tell whether link {a} is the slow one: {summary(c, zh)}."
+                )
+            else:
+                line = (
+                    f"不是：链路 {a} 不是慢链路；慢的是 {link_label(c.culprit, zh)}：{summary(c, zh)}。"
+                    if zh
+                    else f"No: link {a} is not the slow one; the slow link is {link_label(c.culprit, zh)}: {summary(c, zh)}."
+                )
+            p.lines.append(line)
+            p.plot_ranks = list(c.culprit.link or c.culprit.ranks)
             return p
         slow = match
     if slow:
