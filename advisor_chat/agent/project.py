@@ -85,9 +85,8 @@ _JOB_LEVEL = (Mechanism.JOB_IDLE, Mechanism.EXPOSED_COMMUNICATION, Mechanism.JOB
 #: Causes that are optimizations of a working job, not faults: fixed after the faults.
 _OPTIMIZATIONS = (Mechanism.EXPOSED_COMMUNICATION, Mechanism.JOB_HOTSPOT)
 #: An optimization leads "what should I fix first?" only when it gains at least this many times
-#: what the largest fault's fix gains. Its gain is an upper bound (all of the exposed time hidden
-#: or fused away), which overlap and fusion seldom reach, against an estimate for the fault.
-OPTIMIZATION_LEAD = 3.0
+#: what the largest fault's fix gains (never exposed communication beside a network fault).
+OPTIMIZATION_LEAD = 2.0
 
 
 def us(v: float) -> str:
@@ -1206,13 +1205,25 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
     best_fault = max(
         (_order_gain(c) for c in real if c.mechanism not in _OPTIMIZATIONS), default=0.0
     )
+    # exposed communication is measured on collectives a network fault (a slow or flapping link,
+    # a congested transport) slows: its size is known only once that fault is repaired
+    net_fault = any(
+        c.category.value == "communication"
+        and c.mechanism not in _OPTIMIZATIONS
+        and c.mechanism != Mechanism.PIPELINE_IMBALANCE
+        for c in real
+    )
+
+    def _after_faults(c: RootCause) -> bool:
+        if c.mechanism not in _OPTIMIZATIONS:
+            return False
+        if c.mechanism == Mechanism.EXPOSED_COMMUNICATION and net_fault:
+            return True
+        return _order_gain(c) < OPTIMIZATION_LEAD * best_fault
+
     order = sorted(
         (c for c in real if _order_gain(c) >= 0),
-        key=lambda c: (
-            ranks_only and c.mechanism in _JOB_LEVEL,
-            c.mechanism in _OPTIMIZATIONS and _order_gain(c) < OPTIMIZATION_LEAD * best_fault,
-            -_order_gain(c),
-        ),
+        key=lambda c: (ranks_only and c.mechanism in _JOB_LEVEL, _after_faults(c), -_order_gain(c)),
     ) + [c for c in real if _order_gain(c) < 0]
     # the top cause is a fault nothing can be changed for yet (its data says who, not why: only
     # checks), and it costs more than the best change: finding out leads, the change follows
