@@ -22,6 +22,7 @@ from advisor_chat.analyzers.base import AnalyzerResult, Finding, Severity
 from advisor_chat.analyzers.runner import AnalyzerRun, run_analyzers, sort_findings
 from advisor_chat.ingest.common import gc_paused
 from advisor_chat.ingest.profile import Profile
+from advisor_chat.tools.render import metric_label, unit_of
 
 if TYPE_CHECKING:
     from advisor_chat.diagnosis.types import Diagnosis
@@ -147,6 +148,15 @@ def _run_report(
 
 
 # ------------------------------------------------------------------------------ display helpers
+def _metric_name(name: str) -> str:
+    """A metric's name as shown beside :func:`fmt_number`.
+
+    A time loses its unit suffix (``free_delta_us`` -> ``free_delta``: the value says ms or µs);
+    other names stay as they are.
+    """
+    return metric_label(name) if unit_of(name) in ("us", "ms") else name
+
+
 def fmt_number(name: str, value: Any) -> str:
     """Display form of a metric: ratios as percentages, µs with thousands separators."""
     if value is None:
@@ -282,7 +292,8 @@ def _finding_md(f: Finding, heading: str) -> list[str]:
     if f.estimated_gain_us is not None and math.isfinite(f.estimated_gain_us):
         out.append(f"- **Estimated gain:** {fmt_us(f.estimated_gain_us)} per step")
     if f.metrics:
-        m = ", ".join(f"`{k}` = {fmt_number(k, v)}" for k, v in f.metrics.items())
+        # the name without its unit suffix: the value carries its unit (µs shown in ms)
+        m = ", ".join(f"`{_metric_name(k)}` = {fmt_number(k, v)}" for k, v in f.metrics.items())
         out.append(f"- **Metrics:** {m}")
     for e in f.evidence:
         line = f"- **Evidence:** `{e.table}` from {md_text(e.source, limit=None)}"
@@ -465,7 +476,7 @@ def _finding_html(f: Finding, num: str, lang: str = "both") -> list[str]:
         )
         for k, v in f.metrics.items():
             parts.append(
-                f'<tr><td><code>{e(k)}</code></td><td class="n">{e(fmt_number(k, v))}</td></tr>'
+                f'<tr><td><code>{e(_metric_name(k))}</code></td><td class="n">{e(fmt_number(k, v))}</td></tr>'
             )
         parts.append("</table>")
     if f.evidence:

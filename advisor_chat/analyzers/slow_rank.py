@@ -305,14 +305,10 @@ def _findings(
         return out
     waiters = table[~table["slow"]].sort_values("wait_ms", ascending=False)
     waiters = waiters[waiters["wait_ms"].notna()].head(3)
-    waiter_txt = (
-        ", ".join(
-            f"rank {int(r)} ({w:.1f} ms)"
-            for r, w in zip(waiters["rank"], waiters["wait_ms"], strict=False)
-        )
-        if not waiters.empty
-        else ""
-    )
+    # mean wait per collective (the table's wait_ms), as the culprit's own "mean wait per op"
+    pairs = list(zip(waiters["rank"], waiters["wait_ms"], strict=False))
+    waiter_txt = ", ".join(f"rank {int(r)} ({w:.1f} ms per op)" for r, w in pairs)
+    waiter_zh = "、".join(f"{int(r)}号卡（每个算子 {w:.1f} ms）" for r, w in pairs)
     for _, row in slow.iterrows():
         r = int(row["rank"])
         cd = float(row["computing_delta_us"]) if pd.notna(row["computing_delta_us"]) else 0.0
@@ -352,7 +348,7 @@ def _findings(
             comm_zh = f"；在 {tested} 个集合通信中有 {votes} 个是最后到达（平均等待 {row['wait_ms']:.2f} ms/算子）"
             if waiter_txt:
                 comm_txt += f"; the ranks that wait most for it: {waiter_txt}"
-                comm_zh += f"；等待它最多的卡：{waiter_txt}"
+                comm_zh += f"；等待它最多的卡：{waiter_zh}"
         elif by_op is None:
             comm_txt = "; communication evidence missing (no comm_ops)"
             comm_zh = "；缺少通信数据（无 comm_ops）"
