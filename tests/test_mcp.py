@@ -202,3 +202,26 @@ def test_streamable_http_on_localhost(root: Path) -> None:
     assert out["tools"][0].name == "diagnose"
     d = diagnose(load_profile(root / "run1"))
     assert f"median step {d.step_time_us / 1000:.1f} ms" in _text(out["results"][0])
+
+
+def test_usage_sdk_snippet_runs_as_written(root: Path, tmp_path: Path) -> None:
+    """The SDK client block of docs/USAGE.md, run as a user would (the root and the CLI path are
+    the only substitutions: the block names /data/profiles and `advisor-chat` on the PATH)."""
+    import re
+
+    usage = (Path(__file__).parents[1] / "docs" / "USAGE.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- mcp-sdk-snippet -->\n```python\n(.*?)```", usage, re.S)
+    assert block is not None
+    code = block.group(1).replace("/data/profiles", str(root))
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    script = tmp_path / "client.py"
+    script.write_text(code, encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=600, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    first, rest = proc.stdout.split("\n", 1)
+    assert first.startswith("['diagnose'")
+    d = diagnose(load_profile(root / "run1"))
+    assert d.causes and d.causes[0].id in rest
