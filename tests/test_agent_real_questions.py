@@ -350,3 +350,28 @@ def test_cluster_8rank_states_the_idle_every_rank_shares_next_to_rank_1(
     assert f"{free_min_ms:.0f} ms" in which.split("\n\n")[0]  # and the larger job-wide idle
     zh = adv.ask("为什么所有卡都很空闲？").answer
     assert zh.startswith("所有卡都在空闲") and "1号卡" in zh
+
+
+def test_one_rank_of_kernels_only(real_samples: Path) -> None:
+    """A lone kernel_details.csv: the kind of bottleneck cannot be told (no step trace), and
+    "which operators are slow?" says why no operator is "slower" and gives the heaviest ones,
+    whose total is summed here from the CSV with the csv module."""
+    import csv
+    from collections import defaultdict
+
+    root = real_samples / "kernel-details-variants"
+    with open(root / "kernel_details_2025.csv", encoding="utf-8-sig") as fh:
+        rows = list(csv.DictReader(fh))
+    total: dict[str, float] = defaultdict(float)
+    for r in rows:
+        if r["Accelerator Core"].strip().upper() not in ("HCCL", "COMMUNICATION"):
+            total[r["Type"]] += float(r["Duration(us)"])
+    top, top_us = max(total.items(), key=lambda kv: kv[1])
+    adv = _adv(root)
+    cat = adv.ask("is this a compute, scheduling or communication problem?").answer
+    assert cat.startswith("Cannot tell: there is no step trace"), cat
+    ops = adv.ask("which operators are slow?").answer
+    assert ops.startswith("This profile holds one rank, so no operator can be called slower")
+    assert f"is {top}: {top_us / 1000:.2f} ms" in ops, ops
+    zh = adv.ask("哪些算子慢？").answer
+    assert zh.startswith("这份数据只有一张卡") and top in zh

@@ -13,6 +13,7 @@ of the turn (checked by :mod:`.grounding`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -473,6 +474,11 @@ class Planner:
             return PlanResult(self._help(q, d), outputs=outputs)
         if q.intent == "compare_profiles" and self.session.baseline is None:
             return PlanResult(msg("answer.no_baseline", lang), outputs=outputs)
+        if q.intent == "compare_ops" and len(self.session.ranks) == 1 and len(q.ranks) < 2:
+            # one rank: nothing to compare against, but its own heaviest operators are known
+            result = self._run_valid(dataclasses.replace(q, intent="top_ops"), outputs)
+            result.text = msg("answer.one_rank_top_ops", lang) + " " + result.text
+            return result
         missing = _missing_data(q.intent, self.session)
         if missing is not None:
             self.call("data_quality", {}, outputs)

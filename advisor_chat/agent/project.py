@@ -1536,6 +1536,18 @@ def category(d: Diagnosis, topics: Sequence[str], yes_no: bool, zh: bool) -> Pro
     """Compute / scheduling / communication question: the category of the top cause, with numbers."""
     p = Projection()
     real = _real(d)
+    nes = _meta(d, Mechanism.NOT_ENOUGH_SIGNAL)
+    if not real and nes is not None:  # the kind cannot be told: say so, with what would tell it
+        p.add_cause(nes)
+        if zh:
+            lead = "无法判断：" if yes_no else "无法从这份数据判断主要瓶颈的类型："
+        else:
+            lead = "Cannot tell: " if yes_no else "The kind of the main bottleneck cannot be told: "
+        p.lines.append(f"{lead}{nes_reason(nes, zh)}{'。' if zh else '.'}")
+        sl = shares_line(d, zh)
+        if sl:
+            p.lines.append(sl)
+        return p
     if not real:
         no_culprit(d, zh, p)
         return p
