@@ -54,6 +54,7 @@ INTENTS = (
     "env_check",
     "fix_first",
     "how_much",
+    "evidence",
     "summarize",
     "help",
     "unsupported",
@@ -66,6 +67,7 @@ KINDS = (
     "yes_no",
     "fix_first",
     "how_much",
+    "evidence",
     "compare",
     "overview",
     "data",
@@ -241,6 +243,16 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"多长",
         r"(能|可以)(省|节省|提升|加速)",
         r"收益",
+    ),
+    "evidence": (
+        r"\bhow (do|can|did|would) (you|we) (know|tell|conclude)\b",
+        r"\bwhat('s| is| are) (the|your) (evidence|proof|basis)\b",
+        r"\bwhy do you (say|think|conclude)\b",
+        r"\bwhat (makes|made) you (say|think|conclude)\b",
+        r"\b(show|give) me the (evidence|proof|numbers behind)\b",
+        r"(怎么|如何|凭什么)(知道|判断|确定|看出)",
+        r"(证据|依据|根据)(是什么|在哪|呢)",
+        r"为什么(说|认为|判断|断定)",
     ),
     "data": (
         r"data (quality|completeness)",
@@ -1072,7 +1084,7 @@ def asks_yes_no(text: str) -> bool:
 
 def find_kind(low: str, n_targets: int) -> str:
     """The kind of answer: the first lexicon hit in a fixed precedence (see :data:`KINDS`)."""
-    for kind in ("help", "fix_first", "data"):
+    for kind in ("help", "evidence", "fix_first", "data"):
         if _match_any(_KIND_LEX[kind], low):
             return kind
     if n_targets >= 2 and _match_any(_COMPARE, low):
@@ -1208,6 +1220,8 @@ def route(q: Query) -> str:
         return "host_dispatch"
     if q.component:
         return "rank_component"
+    if k == "evidence":
+        return "evidence"
     if k == "fix_first":
         return "fix_first"
     if k == "data":

@@ -331,6 +331,7 @@ _PROJECTED = {
     "slow_link",
     "fix_first",
     "how_much",
+    "evidence",
     "step_events",
     "step_trend",
     "bottleneck",
@@ -576,6 +577,8 @@ class Planner:
             return project.fix_first(d, zh, ranks_only=_WHICH_RANK.search(q.text) is not None)
         if it == "how_much":
             return project.how_much(d, zh)
+        if it == "evidence":
+            return project.evidence(d, q.ranks, zh)
         if it in ("step_events", "step_trend"):
             return project.steps(d, zh, q.steps, yes_no=q.kind == "yes_no")
         if it in ("bottleneck", "communication"):

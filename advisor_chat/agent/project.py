@@ -1370,6 +1370,54 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
     return p
 
 
+def evidence(d: Diagnosis, ranks: Sequence[int], zh: bool) -> Projection:
+    """Answer to "how do you know?": the evidence a cause rests on.
+
+    The cause of the ranks asked (else the top one) and up to four analyzer findings it claims,
+    each with its numbers and the files they come from.
+    """
+    p = Projection()
+    real = _real(d)
+    if not real:
+        return no_culprit(d, zh, p)
+    c = (
+        next((x for x in real if set(ranks) & set(_culprit_ranks(x))), real[0])
+        if ranks
+        else real[0]
+    )
+    p.add_cause(c)
+    p.plot_ranks = _culprit_ranks(c)[:8]
+    lab = label(c.culprit, zh)
+    p.lines.append(
+        f"判断{lab}的依据：{summary(c, zh)}。"
+        if zh
+        else f"What shows it for {lab}: {lower_first(summary(c, zh))}."
+    )
+    shown = 0
+    for f in c.findings:
+        text = (f.summary_zh or f.summary) if zh else f.summary
+        if not text.strip():
+            continue
+        srcs = sorted({e.source for e in f.evidence if e.source})[:2]
+        src = (
+            ("（来源：" + "，".join(srcs) + "）")
+            if zh and srcs
+            else (f" (from {', '.join(srcs)})" if srcs else "")
+        )
+        p.lines.append(f"- {text.strip().rstrip('。.')}{src}{'。' if zh else '.'}")
+        shown += 1
+        if shown == 4:
+            break
+    if not shown:
+        p.lines.append(
+            "- 这个结论来自集合通信的等待归因与各卡的时间拆分（step_trace），没有单独的分析发现。"
+            if zh
+            else "- It rests on the wait attribution of the collectives and the per-rank step "
+            "breakdown (step_trace), not on a separate analyzer finding."
+        )
+    return p
+
+
 def how_much(d: Diagnosis, zh: bool) -> Projection:
     """Answer to “How much could I gain?”: the gain of each cause, top first."""
     p = Projection()
