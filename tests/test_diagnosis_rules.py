@@ -657,3 +657,20 @@ def test_a_few_small_transfers_do_not_name_exposed_communication_many_small_coll
         assert c.summary.startswith("Many small collectives") is many, c.summary
         assert ("Fuse" in c.remedies[0].text) is many
         assert c.metrics["collectives_per_step"] == 6
+
+
+@pytest.mark.parametrize(("name", "board"), [("slow-link", False), ("hccs-link-both-ways", True)])
+def test_link_repair_names_the_parts_of_its_transport(scenario, name: str, board: bool) -> None:
+    """An RDMA path crosses NICs, optics and switches; an HCCS path is on the server board."""
+    import json
+
+    from advisor_chat.diagnosis import diagnose
+    from advisor_chat.ingest import load_profile
+
+    path = scenario(name)
+    transport = json.loads((path / "answer_key.json").read_text())["slow_link"]["transport"]
+    c = next(c for c in diagnose(load_profile(path)).causes if c.mechanism.value == "slow_link")
+    act = next(r for r in c.remedies if r.kind == "action")
+    assert transport in act.text
+    assert ("on-board" in act.text) is board and ("optical module" in act.text) is not board
+    assert ("板内链路" in act.text_zh) is board

@@ -135,9 +135,9 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
                 remedies=(
                     Remedy(
                         "action",
-                        f"Repair the {transport} path between ranks {src} and {dst} (NIC, optical "
-                        "module, cable or switch port) so it runs at its peers' bandwidth.",
-                        f"修复{src}号卡与{dst}号卡之间的 {transport} 通路（网卡、光模块、线缆或交换机端口），"
+                        f"Repair the {transport} path between ranks {src} and {dst} "
+                        f"({_PARTS[_network(transport)][0]}) so it runs at its peers' bandwidth.",
+                        f"修复{src}号卡与{dst}号卡之间的 {transport} 通路（{_PARTS[_network(transport)][1]}），"
                         "使其达到同类链路的带宽。",
                         extra,
                         BoundKind.ESTIMATE,
@@ -193,6 +193,23 @@ def _intermittent(
         {"bandwidth_gbps_slow_steps": bw_slow, "bandwidth_gbps_other_steps": bw_fine},
         steps,
     )
+
+
+#: What a path of each kind is made of, to repair (English, Chinese): RDMA crosses nodes over
+#: NICs, optics and switches; HCCS / SIO / PCIe stay on the server board between NPUs.
+_PARTS = {
+    "network": ("NIC, optical module, cable or switch port", "网卡、光模块、线缆或交换机端口"),
+    "board": (
+        "the on-board link between the two NPUs: check it with npu-smi / hccn_tool and the "
+        "server's hardware log, then reseat or replace the NPU module or board",
+        "两张 NPU 之间的板内链路：用 npu-smi / hccn_tool 和服务器硬件日志检查，必要时重新插拔或更换 NPU 模组或主板",
+    ),
+}
+
+
+def _network(transport: str) -> str:
+    """``network`` for links between nodes (RDMA), ``board`` for links inside one server."""
+    return "network" if transport.upper() in ("RDMA", "ROCE", "") else "board"
 
 
 def _rank_links_cause(ctx: Context, f: Finding) -> RootCause:
