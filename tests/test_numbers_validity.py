@@ -129,3 +129,17 @@ def test_ranks_captured_in_different_steps_are_not_compared(straggler, tmp_path)
     d, top = _top(_edit(straggler, tmp_path / "p", shift_upper_half))
     assert top.mechanism is Mechanism.NOT_ENOUGH_SIGNAL and top.id.endswith("steps_disjoint")
     assert "captured in different steps" in top.summary and len(d.causes) == 1
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 8, 17])
+def test_leave_one_out_median_matches_numpy(n: int) -> None:
+    """The unit check's 'other ranks' median, computed at once, equals numpy's one-by-one median."""
+    import numpy as np
+
+    from advisor_chat.diagnosis.validity import _leave_one_out_median
+
+    rng = np.random.default_rng(n)
+    for _ in range(20):
+        v = rng.integers(0, 6, n).astype(float)  # many ties
+        expected = [float(np.median(np.delete(v, i))) for i in range(n)]
+        assert _leave_one_out_median(v).tolist() == pytest.approx(expected)
