@@ -144,7 +144,8 @@ def test_why_is_rank_slow_en_and_zh() -> None:
     en = adv.ask("why is rank 3 slow?")
     assert en.intent == "explain_rank" and en.language == "en"
     assert en.answer.startswith(
-        "Rank 3 is slow in its own right: it is the cause (its own time, Computing + Free, is 4.2 ms"
+        "Rank 3 is slow in its own right: its own time (Computing + Free) is 4.2 ms per step longer "
+        "than its peers'. Rank 3 "
     )
     assert EXTRA_FREE_US == 4200.0  # the 4.2 ms above, by construction
     assert "not slow" not in en.answer

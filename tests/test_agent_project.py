@@ -207,7 +207,7 @@ def test_downstream_stage_waits_for_the_upstream_stage_and_what_dominates_it() -
         and "等的是流水线阶段0" in zh
     )
     assert _text(pj.explain_ranks(d, [12], True, yes_no=True)).startswith("不是它自身的问题")
-    assert _text(pj.explain_ranks(d, [2], False, yes_no=True)).startswith("Yes: rank 2")
+    assert _text(pj.explain_ranks(d, [2], False, yes_no=True)).startswith("Yes, rank 2")
     up = _text(pj.explain_ranks(d, [2], False))
     assert up.startswith("Rank 2, part of stage 0 (ranks 0–7), is slow in its own right")
     rng = _text(pj.explain_ranks(d, list(range(8, 16)), False))
@@ -496,7 +496,7 @@ def test_more_slot_routes() -> None:
     assert adv.ask("Is rank 2 a victim or the culprit?").answer.startswith(
         "Rank 2, part of stage 0"
     )
-    assert adv.ask("Is rank 2 slow?").answer.startswith("Yes: rank 2, part of stage 0")
+    assert adv.ask("Is rank 2 slow?").answer.startswith("Yes, rank 2, part of stage 0")
 
 
 def test_tool_errors_in_chinese_have_no_english() -> None:
@@ -565,14 +565,14 @@ def test_yes_no_verdict_follows_the_ranks_role() -> None:
     assert _text(pj.explain_ranks(pipe, vic, True, yes_no=True)).startswith(
         "不是：8-15号卡在流水线气泡（接收等待）中等待"
     )
-    assert _text(pj.explain_ranks(pipe, [0, 1], False, yes_no=True)).startswith("Yes: ranks 0-1")
+    assert _text(pj.explain_ranks(pipe, [0, 1], False, yes_no=True)).startswith("Yes, ranks 0-1")
     assert _text(pj.explain_ranks(pipe, [1, 12], False, yes_no=True)).startswith("Only rank 1: ")
     host = _diag(HOST9)
-    assert _text(pj.explain_ranks(host, [9], False, yes_no=True)).startswith("Yes: rank 9 is slow")
+    assert _text(pj.explain_ranks(host, [9], False, yes_no=True)).startswith("Yes, rank 9 is slow")
     assert _text(pj.which_culprit(host, False, yes_no=True)).startswith(
-        "Yes: rank 9 holds the job back"
+        "Yes, rank 9 holds the job back"
     )
-    assert _text(pj.which_culprit(host, True, yes_no=True)).startswith("是的：拖慢作业的是9号卡")
+    assert _text(pj.which_culprit(host, True, yes_no=True)).startswith("是的，拖慢作业的是9号卡")
     # a slow link or one-step events: no single slow rank (no "yes")
     assert _text(pj.which_culprit(ev, False, yes_no=True)).startswith("No rank is slow on average")
 

@@ -306,29 +306,36 @@ def _role_sentence(rank: int, c: RootCause, role: str, imp: Impact | None, zh: b
             steps = [st for st, r in c.culprit.events if r == rank]
             st_txt = ", ".join(str(x) for x in steps)
             if zh:
-                return f"{who}只在 step {st_txt} 出现单步停顿（事件，不是平均意义上的慢卡）：{s}。"
-            return f"{who.capitalize()} stalls only in step {st_txt} (an event, not a slow rank on average): {s}."
+                return _then(
+                    f"{who}只在 step {st_txt} 出现单步停顿（事件，不是平均意义上的慢卡）", s, zh
+                )
+            return _then(
+                f"{who.capitalize()} stalls only in step {st_txt} (an event, not a slow rank on "
+                "average)",
+                s,
+                zh,
+            )
         extra = ""
         if imp is not None and imp.lost_us > 0 and imp.how == "own_time":
             extra = (
-                f"（其自身耗时，即计算 + 空闲，每步比同组长 {us(imp.lost_us)}）"
+                f"：其自身耗时（计算 + 空闲）每步比同组长 {us(imp.lost_us)}"
                 if zh
-                else f" (its own time, Computing + Free, is {us(imp.lost_us)} per step longer than "
-                "its peers')"
+                else f": its own time (Computing + Free) is {us(imp.lost_us)} per step longer than "
+                "its peers'"
             )
         elif imp is not None and imp.lost_us > 0 and imp.how in _STAGE_PART:
             en_part, zh_part = _STAGE_PART[imp.how]
             extra = (
-                f"（其{zh_part}每步 {us(imp.lost_us)}，占其步长的 {pct(imp.share)}）"
+                f"：其{zh_part}每步 {us(imp.lost_us)}，占其步长的 {pct(imp.share)}"
                 if zh
-                else f" (its {en_part} takes {us(imp.lost_us)} per step, {pct(imp.share)} of its "
-                "step)"
+                else f": its {en_part} takes {us(imp.lost_us)} per step, {pct(imp.share)} of its "
+                "step"
             )
         if zh:
             part = "" if lab == who else f"（属于{lab}）"
-            return f"{who}{part}慢在它自身，是原因所在{extra}：{s}。"
+            return _then(f"{who}{part}慢在它自身，是原因所在{extra}", s, zh)
         part = "" if lab == who else f", part of {lab},"
-        return f"{who.capitalize()}{part} is slow in its own right: it is the cause{extra}: {s}."
+        return _then(f"{who.capitalize()}{part} is slow in its own right{extra}", s, zh)
     # victim
     how = imp.how if imp else ""
     amt_en = amt_zh = ""
@@ -338,19 +345,41 @@ def _role_sentence(rank: int, c: RootCause, role: str, imp: Impact | None, zh: b
     verb_en, verb_zh = _VICTIM_VERB.get(how, _VICTIM_VERB[""])
     if c.culprit.kind == "job":
         if zh:
-            return f"{who}{verb_zh.format(amt=amt_zh)}，原因在整个作业而不在某张卡：{s}。"
-        return f"{who.capitalize()} {verb_en.format(amt=amt_en)} for a reason common to the whole job, not one rank: {s}."
+            return _then(f"{who}{verb_zh.format(amt=amt_zh)}，原因在整个作业而不在某张卡", s, zh)
+        return _then(
+            f"{who.capitalize()} {verb_en.format(amt=amt_en)} for a reason common to the whole "
+            "job, not one rank",
+            s,
+            zh,
+        )
     if zh:
-        d = f"；{lab}的主要问题：{dom}" if dom else ""
-        return f"{who}{verb_zh.format(amt=amt_zh)}，等的是{lab}{d}：{s}。"
+        d = f"；{lab}的主要问题是{dom}" if dom else ""
+        return _then(f"{who}{verb_zh.format(amt=amt_zh)}，等的是{lab}{d}", s, zh)
     d = f", which is {dom}" if dom else ""
-    return f"{who.capitalize()} {verb_en.format(amt=amt_en)} for {lab}{d}: {s}."
+    return _then(f"{who.capitalize()} {verb_en.format(amt=amt_en)} for {lab}{d}", s, zh)
+
+
+def _then(head: str, detail: str, zh: bool) -> str:
+    """``head`` followed by the cause's ``detail`` without a chain of colons.
+
+    ``head: detail.`` when neither has a colon; ``head — detail.`` when only the detail has one (its
+    own "title: explanation"); two sentences when the head has one.
+    """
+    colon_head = any(c in head for c in ":：")
+    colon_detail = any(c in detail for c in ":：")
+    if colon_head:
+        if zh:
+            return _sentence(head, zh) + _sentence(detail, zh)
+        return _sentence(head, zh) + " " + _sentence(detail[:1].upper() + detail[1:], zh)
+    if colon_detail:
+        return f"{head}——{detail}。" if zh else f"{head} — {lower_first(detail)}."
+    return f"{head}：{detail}。" if zh else f"{head}: {detail}."
 
 
 _VERDICT = {
     # (yes/no question "is rank N slow?") -> the answer's first words, by the rank's main role;
     # the role sentence follows in the same first sentence
-    "culprit": ("Yes: ", "是的："),
+    "culprit": ("Yes, ", "是的，"),
     "event": ("No — not on average: ", "不是，平均来看不是慢卡："),
     "on_link": ("Not by itself: ", "不是它自身的问题："),
     "victim": ("No, not by itself: ", "不是它自身的问题："),
@@ -359,7 +388,7 @@ _VERDICT = {
 
 #: The same verdicts for a question asked the healthy way round ("is rank 11 fine?").
 _VERDICT_HEALTHY = {
-    "culprit": ("No: ", "不是："),
+    "culprit": ("No, ", "不是，"),
     "event": ("Mostly: ", "基本正常："),
     "on_link": ("Not entirely: ", "不完全是："),
     "victim": ("Its own work is fine: ", "它自身没问题："),
@@ -375,7 +404,7 @@ def _role_key(c: RootCause, role: str) -> str:
 
 def lower_first(text: str) -> str:
     """``'Rank 3 waits'`` -> ``'rank 3 waits'`` (identifiers like ``RDMA`` or ``MatMul`` kept)."""
-    if len(text) >= 2 and text[0].isupper() and text[1].islower():
+    if len(text) >= 2 and text[0].isupper() and (text[1].islower() or text[:2] == "A "):
         return text[0].lower() + text[1:]
     return text
 
@@ -769,12 +798,14 @@ def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection
         p.plot_ranks = list(c.ranks)[:8]
         dom = dominant(top, zh)
         if zh:
-            line = f"拖慢作业的是{lab}" + (f"，它{dom}" if dom else "") + f"：{s}。"
+            line = _then(f"拖慢作业的是{lab}" + (f"，它{dom}" if dom else ""), s, zh)
         else:
-            line = (
-                f"{lab[0].upper() + lab[1:]} {'hold' if c.kind != 'stage' and len(c.ranks) > 1 else 'holds'} the job back"
-                + (f", being {dom}" if dom else "")
-                + f": {s}."
+            verb = "hold" if c.kind != "stage" and len(c.ranks) > 1 else "holds"
+            line = _then(
+                f"{lab[0].upper() + lab[1:]} {verb} the job back"
+                + (f", being {dom}" if dom else ""),
+                s,
+                zh,
             )
         p.lines.append(
             with_verdict(_VERDICT["culprit"][1 if zh else 0], line, zh) if yes_no else line
@@ -812,17 +843,20 @@ def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection
     elif c.kind == "link" and c.link is None:  # a rank's links, which one not in the data
         p.plot_ranks = list(c.ranks)
         p.lines.append(
-            f"{rank_word(c.ranks, zh)}的链路拖慢了作业：{s}。"
+            _then(f"{rank_word(c.ranks, zh)}的链路拖慢了作业", s, zh)
             if zh
-            else f"{rank_word(c.ranks, zh).capitalize()}'s links hold the job back: {s}."
+            else _then(f"{rank_word(c.ranks, zh).capitalize()}'s links hold the job back", s, zh)
         )
     elif c.kind == "link":
         p.plot_ranks = list(c.link or ())
         ends = rank_word(list(c.link or ()), zh)
         p.lines.append(
-            f"不是某张卡，而是慢链路 {link_label(c, zh)}：{s}。{ends}在这条链路上。"
+            _then(f"不是某张卡，而是慢链路 {link_label(c, zh)}", s, zh) + f"{ends}在这条链路上。"
             if zh
-            else f"No single rank: the slow link {link_label(c, zh)} holds the job back: {s}. {ends.capitalize()} are on that link."
+            else _then(
+                f"No single rank: the slow link {link_label(c, zh)} holds the job back", s, zh
+            )
+            + f" {ends.capitalize()} are on that link."
         )
     elif c.kind == "steps":
         p.plot_ranks = _culprit_ranks(top)[:8]

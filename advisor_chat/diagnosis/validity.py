@@ -118,7 +118,7 @@ def check_step_trace(profile: Profile) -> Invalid | None:
     if len(med) < 3:
         return None
     others_all = _leave_one_out_median(med.to_numpy(dtype=float))
-    for (r, v), others in zip(med.items(), others_all):
+    for (r, v), others in zip(med.items(), others_all, strict=True):
         if not (math.isfinite(others) and others > 0 and math.isfinite(v)):
             continue
         ratio = float(v) / others
