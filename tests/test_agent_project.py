@@ -727,8 +727,13 @@ def test_which_link_with_no_slow_link_says_no_link_is_slow() -> None:
     d = _diag(EXPOSED)
     assert _text(pj.network(d, [], False, yes_no=False, which=True)).startswith(
         "No link is slow: no link runs far below the median bandwidth of its transport. "
-        "The main cause: Many small collectives"
+        "The time goes elsewhere — many small collectives"
     )
+    # the top cause is named even when it is not communication (a host stall ahead of exposed
+    # communication), and the communication cause follows as a bullet
+    both = _text(pj.network(_diag(HOST9, EXPOSED), [], False, yes_no=False, which=True))
+    assert "The time goes elsewhere — host stall on rank 9" in both.split("\n")[0]
+    assert both.split("\n")[1].startswith("- Many small collectives")
     assert _text(pj.network(d, [], True, yes_no=False, which=True)).startswith("没有慢链路")
     link = _diag(SLOW_LINK)
     assert _text(pj.network(link, [], False, yes_no=False, which=True)).startswith(
@@ -796,3 +801,21 @@ def test_overview_notes_are_a_paragraph_of_their_own() -> None:
     lines = pj.overview(d, False).lines
     assert lines[-2:] == ["", "Only 1 step captured: it may be an event."]
     assert pj.overview(d, True).lines[-2:] == ["", "只采集了 1 步。"]
+
+
+def test_how_much_gives_the_step_after_the_fix_and_it_is_grounded() -> None:
+    """The step after the fix is the median step minus the cause's gain (both in the diagnosis)."""
+    from advisor_chat.agent.grounding import NumberPool, add_diagnosis, check_grounding
+
+    d = _diag(HOST9)
+    after_ms = (STEP_US - 7_400.0) / 1000.0
+    share = 7_400.0 / STEP_US
+    pool = NumberPool()
+    add_diagnosis(pool, d)
+    for zh in (False, True):
+        t = _text(pj.how_much(d, zh))
+        assert f"{after_ms:.1f} ms" in t or f"{after_ms:.0f} ms" in t, t
+        assert f"{share:.1%}" in t, t
+        assert "::" not in t.replace(" ", "") and "：：" not in t
+        g = check_grounding(t, pool)
+        assert g.ungrounded == [], (t, g)

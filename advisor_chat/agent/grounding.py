@@ -288,7 +288,8 @@ def pool_from_outputs(outputs: Iterable[object], extra_text: Iterable[str] = ())
 def add_diagnosis(pool: NumberPool, diag: Any) -> None:
     """Add a :class:`~advisor_chat.diagnosis.Diagnosis`' numbers to ``pool``.
 
-    Step time, shares, ranks, steps; per cause: metrics, gain, victims' and own impacts (lost
+    Step time, shares, ranks, steps; per cause: metrics, gain (and, derived from it, the median
+    step minus the gain and the gain's share of the step), victims' and own impacts (lost
     time and share), culprit ranks/link/stage/events, its sentences (summary, dominant, labels),
     remedies' gains and texts, and its findings' metrics and summaries.
     """
@@ -304,6 +305,9 @@ def add_diagnosis(pool: NumberPool, diag: Any) -> None:
             pool.add_named(k, v)
         if c.gain_us is not None:
             pool.add(c.gain_us, "time")
+            if 0 < c.gain_us < diag.step_time_us:  # the step after the fix and the share saved
+                pool.add(diag.step_time_us - c.gain_us, "time")
+                pool.add_named("gain_share", c.gain_us / diag.step_time_us)
         for imp in (*c.victims, *c.own):
             pool.add(imp.rank)
             pool.add(imp.lost_us, "time")

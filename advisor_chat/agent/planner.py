@@ -532,6 +532,13 @@ class Planner:
             and (hyp not in ("network", "link") or it not in ("slow_link", "communication"))
         ):
             return project.hypothesis(d, hyp, zh)
+        if it == "mc2" and d.causes:
+            # no mc2 opportunity: the verdict names where the time goes instead (the tool's
+            # answer, when it finds one, keeps its evidence and file)
+            from advisor_chat.diagnosis.hypotheses import judge
+
+            if judge(d, "mc2").status == "contradicted":
+                return project.hypothesis(d, "mc2", zh)
         if it == "hccl_timeout" and q.ranks:  # "rank 4 waited 40 s, is it stuck?": its role
             return project.explain_ranks(d, q.ranks, zh, yes_no=q.kind == "yes_no")
         if it == "hccl_timeout" and q.kind != "yes_no":  # "the job hung for seconds, why?"

@@ -224,6 +224,12 @@ def _sentence(text: str, zh: bool) -> str:
 def cause_bullet(c: RootCause, zh: bool) -> str:
     """``- <summary> (<gain>)`` (the cause id goes to the answer's reference line)."""
     g = gain_phrase(c, zh)
+    if (
+        c.gain_us
+        and us(c.gain_us) in summary(c, zh)
+        and ("节省" in summary(c, zh) or "saved" in summary(c, zh))
+    ):
+        g = ""  # the summary already says what fixing it saves
     if zh:
         return f"- {summary(c, zh)}" + (f"（{g}）" if g else "") + "。"
     return f"- {summary(c, zh)}" + (f" ({g})" if g else "") + "."
@@ -406,6 +412,14 @@ def lower_first(text: str) -> str:
     """``'Rank 3 waits'`` -> ``'rank 3 waits'`` (identifiers like ``RDMA`` or ``MatMul`` kept)."""
     if len(text) >= 2 and text[0].isupper() and (text[1].islower() or text[:2] == "A "):
         return text[0].lower() + text[1:]
+    return text
+
+
+def _upper_first(text: str) -> str:
+    """``'rank 3 waits'`` -> ``'Rank 3 waits'``; an identifier (``mc2``, ``torch_npu``) stays."""
+    word = text.split(" ", 1)[0]
+    if word.isalpha() and word.islower():
+        return text[:1].upper() + text[1:]
     return text
 
 
@@ -1107,18 +1121,27 @@ def _network(
     comm = [c for c in _real(d) if c.category.value == "communication"]
     top = _real(d)[0] if _real(d) else None
     if which and not yes_no:  # "which link is slow?" with none: that is the answer
-        main = comm[0] if comm else top
+        # then where the time goes: the top cause, whatever its kind (a host stall is not hidden
+        # behind exposed communication because the question was about links)
+        main = top
         if main is not None:
             p.add_cause(main)
             p.plot_ranks = _culprit_ranks(main)[:8]
-        rest = f"主要原因是：{summary(main, zh)}。" if zh and main else ""
-        rest_en = f" The main cause: {summary(main, zh)}." if main and not zh else ""
+        rest = f"时间损失在别处——{summary(main, zh)}。" if zh and main else ""
+        rest_en = (
+            f" The time goes elsewhere — {lower_first(summary(main, zh))}."
+            if main and not zh
+            else ""
+        )
         p.lines.append(
             "没有慢链路：没有哪条链路的带宽明显低于同类链路。" + rest
             if zh
             else "No link is slow: no link runs far below the median bandwidth of its transport."
             + rest_en
         )
+        if comm and main is not None and comm[0].id != main.id:
+            p.add_cause(comm[0])
+            p.lines.append(cause_bullet(comm[0], zh))
         return p
     if comm and not yes_no:
         cc = comm[0]
@@ -1462,16 +1485,20 @@ def how_much(d: Diagnosis, zh: bool) -> Projection:
     p.add_cause(top)
     g = gain_phrase(top, zh)
     share = ""
-    if d.step_time_us > 0 and top.gain_us:
+    if d.step_time_us > 0 and top.gain_us and top.gain_us < d.step_time_us:
+        # the step after the fix: median step time - gain (both from the diagnosis; grounding
+        # adds the same two derived numbers, see grounding.add_diagnosis)
+        after, frac = d.step_time_us - top.gain_us, top.gain_us / d.step_time_us
         share = (
-            f"，约为中位 step 耗时 {us(d.step_time_us)} 的一部分"
+            f"；中位 step 耗时 {us(d.step_time_us)}，修复后约 {us(after)}（少 {pct(frac)}）"
             if zh
-            else f", out of a median step of {us(d.step_time_us)}"
+            else f"; the median step of {us(d.step_time_us)} would take about {us(after)} "
+            f"({pct(frac)} less)"
         )
     p.lines.append(
-        f"{label(top.culprit, zh)}：{g}{share}。原因：{summary(top, zh)}。"
+        f"修复{label(top.culprit, zh)}：{g}{share}。原因——{summary(top, zh)}。"
         if zh
-        else f"For {label(top.culprit, zh)}, {g}{share}. Cause: {summary(top, zh)}."
+        else f"For {label(top.culprit, zh)}, {g}{share}. Why — {lower_first(summary(top, zh))}."
     )
     for c in real[1:3]:
         p.add_cause(c)
@@ -1995,7 +2022,7 @@ def hypothesis(d: Diagnosis, name: str, zh: bool) -> Projection:
             if zh
             else f"Cannot tell from this data whether it is {en_name}."
         )
-    reason = v.reason_zh if zh else v.reason[:1].upper() + v.reason[1:]
+    reason = v.reason_zh if zh else _upper_first(v.reason)
     text = first + ("" if zh else " ") + _sentence(reason, zh)
     if v.status == "undecided" and (v.collect_zh if zh else v.collect):
         text += f"要判断，需要采集：{v.collect_zh}。" if zh else f" To decide, collect {v.collect}."

@@ -112,9 +112,16 @@ def _top_text(c: RootCause | None) -> tuple[str, str]:
             "这份数据中没有突出的原因",
         )
     return (
-        f"the time goes elsewhere: {c.summary.rstrip('.')}",
-        f"时间损失在别处：{c.summary_zh.rstrip('。')}",
+        f"the time goes elsewhere — {_lower_first(c.summary.rstrip('.'))}",
+        f"时间损失在别处——{c.summary_zh.rstrip('。')}",
     )
+
+
+def _lower_first(text: str) -> str:
+    """``'Host stall on rank 3'`` -> ``'host stall on rank 3'`` (``'RDMA …'``, ``'MatMul …'`` kept)."""
+    if len(text) >= 2 and text[0].isupper() and (text[1].islower() or text[:2] == "A "):
+        return text[0].lower() + text[1:]
+    return text
 
 
 def _v(
@@ -434,8 +441,8 @@ def _zero(d: Diagnosis) -> Verdict:
         "zero_stage",
         "contradicted",
         f"the ZeRO stage changes how much the ranks communicate, but communication is not what "
-        f"holds this job back: {en.replace('the time goes elsewhere: ', '')}",
-        f"ZeRO 阶段改变的是通信量，但拖慢这个作业的不是通信：{zh.replace('时间损失在别处：', '')}",
+        f"holds this job back: {en.replace('the time goes elsewhere — ', '')}",
+        f"ZeRO 阶段改变的是通信量，但拖慢这个作业的不是通信：{zh.replace('时间损失在别处——', '')}",
         (top,),
     )
 
@@ -446,7 +453,12 @@ def _mc2(d: Diagnosis) -> Verdict:
         return _v("mc2", "supported", c.summary.rstrip("."), c.summary_zh.rstrip("。"), (c,))
     mc2 = [f for f in d.findings if "mc2" in f.id]
     if mc2:
-        return _v("mc2", "supported", mc2[0].summary.rstrip("."), mc2[0].summary.rstrip("."))
+        return _v(
+            "mc2",
+            "supported",
+            mc2[0].summary.rstrip("."),
+            (mc2[0].summary_zh or mc2[0].summary).rstrip("。."),
+        )
     top = _top(d)
     en, zh = _top_text(top)
     return _v(
