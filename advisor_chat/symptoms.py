@@ -83,6 +83,10 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
         "慢卡，其他卡在集合通信中等待它",
     ),
     "slow_link": ("one link's bandwidth is far below its peers", "慢链路，带宽明显低于同类链路"),
+    "intra_node_off_hccs": (
+        "traffic inside a server goes over RoCE or PCIe instead of HCCS",
+        "服务器内通信没有走 HCCS（走了 RoCE 或 PCIe）",
+    ),
     "small_packets": ("many small transfers keep bandwidth low", "小包过多导致带宽低"),
     "rdma_low_bandwidth": ("RDMA (inter-node) bandwidth low", "RDMA（跨机）带宽低"),
     "hccs_low_bandwidth": ("HCCS (intra-node) bandwidth low", "HCCS（机内）带宽低"),

@@ -872,7 +872,22 @@ class Planner:
             if ex:
                 lines.append(ex)
         if found:
-            if q.intent not in ("mc2",):
+            if q.intent == "env_check" and q.kind == "yes_no":
+                # "could the env vars I added matter?": a verdict before the flags
+                costly = any(f.severity.value in ("high", "medium") for f in found)
+                if costly:
+                    lines.append(
+                        "是的，会有影响：环境检查发现以下设置会拖慢训练："
+                        if zh
+                        else "Yes, they can matter: the environment check flags these settings:"
+                    )
+                else:
+                    lines.append(
+                        "影响不大：环境检查只发现以下次要设置："
+                        if zh
+                        else "Probably not much: the environment check flags only minor settings:"
+                    )
+            elif q.intent not in ("mc2",):
                 lines.append(_lead(q.intent, zh))
             for f in found[:3]:
                 add(f)

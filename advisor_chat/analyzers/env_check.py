@@ -35,6 +35,8 @@ _SETTINGS = (
     "ASCEND_LAUNCH_BLOCKING",
     "PYTORCH_NPU_ALLOC_CONF",
     "ASCEND_GLOBAL_LOG_LEVEL",
+    "HCCL_INTRA_ROCE_ENABLE",
+    "HCCL_INTRA_PCIE_ENABLE",
 )
 
 
@@ -256,11 +258,11 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
                 kind=FindingKind.ENV,
                 severity=sev,
                 summary=(
-                    f"ASCEND_LAUNCH_BLOCKING=1 on ranks {format_ranks(rs)}: every operator launch waits "
+                    f"ASCEND_LAUNCH_BLOCKING=1 on {_on(rs, profile)}: every operator launch waits "
                     f"for the previous one to finish (serial dispatch); Free is {pct(free_share)} of the step. "
                     "Unset it outside debugging"
                 ),
-                summary_zh=f"{format_ranks(rs)}号卡 设置了 ASCEND_LAUNCH_BLOCKING=1：算子串行下发；Free 占 step 的 {pct(free_share)}。调试之外请取消",
+                summary_zh=f"{_on_zh(rs, profile)}设置了 ASCEND_LAUNCH_BLOCKING=1：算子串行下发；Free 占 step 的 {pct(free_share)}。调试之外请取消",
                 ranks=tuple(rs),
                 metrics={"free_share": free_share},
                 evidence=(
@@ -268,6 +270,46 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
                 ),
                 symptom_tags=("launch_blocking", "host_bound"),
                 category=Category.SCHEDULING,
+            )
+        )
+    for s_name, path, path_zh in (
+        ("HCCL_INTRA_ROCE_ENABLE", "RoCE (the RDMA NICs)", "RoCE（RDMA 网卡）"),
+        ("HCCL_INTRA_PCIE_ENABLE", "PCIe", "PCIe"),
+    ):
+        if s_name not in flagged:
+            continue
+        rs = flagged[s_name]
+        m = profile.get("comm_matrix")
+        hccs_mb = (
+            float(m.loc[m["transport"].astype(str).str.upper() == "HCCS", "transit_size_mb"].sum())
+            if not m.empty and {"transport", "transit_size_mb"} <= set(m.columns)
+            else float("nan")
+        )
+        none_txt = (
+            "; no transfer in this data went over HCCS"
+            if np.isfinite(hccs_mb) and hccs_mb == 0
+            else ""
+        )
+        none_zh = "；本数据中没有任何传输走 HCCS" if np.isfinite(hccs_mb) and hccs_mb == 0 else ""
+        findings.append(
+            Finding(
+                id=f"env_check.env.{s_name.lower()}",
+                kind=FindingKind.ENV,
+                severity=Severity.MEDIUM,
+                summary=(
+                    f"{s_name}=1 on {_on(rs, profile)}: HCCL sends the traffic between the NPUs "
+                    f"of one server over {path} instead of HCCS{none_txt}. Unset it unless HCCS "
+                    "is known to be faulty"
+                ),
+                summary_zh=(
+                    f"{_on_zh(rs, profile)}设置了 {s_name}=1：同一服务器内 NPU 之间的通信走 {path_zh}"
+                    f"而不是 HCCS{none_zh}。除非确认 HCCS 有故障，否则请取消"
+                ),
+                ranks=tuple(rs),
+                metrics={"hccs_transit_mb": hccs_mb} if np.isfinite(hccs_mb) else {},
+                evidence=(Evidence("meta", src, {"setting": s_name}, "meta.env"),),
+                symptom_tags=("intra_node_off_hccs",),
+                category=Category.COMMUNICATION,
             )
         )
     if "PYTORCH_NPU_ALLOC_CONF" in flagged:
@@ -278,10 +320,10 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
                 kind=FindingKind.ENV,
                 severity=Severity.LOW,
                 summary=(
-                    f"PYTORCH_NPU_ALLOC_CONF lacks expandable_segments:True on ranks {format_ranks(rs)}: "
+                    f"PYTORCH_NPU_ALLOC_CONF lacks expandable_segments:True on {_on(rs, profile)}: "
                     "the caching allocator can fragment memory and reorganize it at high watermarks"
                 ),
-                summary_zh=f"{format_ranks(rs)}号卡 的 PYTORCH_NPU_ALLOC_CONF 未开启 expandable_segments:True，可能出现内存碎片",
+                summary_zh=f"{_on_zh(rs, profile)}的 PYTORCH_NPU_ALLOC_CONF 未开启 expandable_segments:True，可能出现内存碎片",
                 ranks=tuple(rs),
                 evidence=(
                     Evidence("meta", src, {"setting": "PYTORCH_NPU_ALLOC_CONF"}, "meta.env"),
@@ -298,10 +340,10 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
                 kind=FindingKind.ENV,
                 severity=Severity.MEDIUM if lv == 0 else Severity.LOW,
                 summary=(
-                    f"ASCEND_GLOBAL_LOG_LEVEL={lv} on ranks {format_ranks(rs)} (below 3 = WARNING): "
+                    f"ASCEND_GLOBAL_LOG_LEVEL={lv} on {_on(rs, profile)} (below 3 = WARNING): "
                     "verbose device logging slows the job; use 3 for training"
                 ),
-                summary_zh=f"{format_ranks(rs)}号卡 的 ASCEND_GLOBAL_LOG_LEVEL={lv}（低于 3）：日志过多拖慢训练，建议设为 3",
+                summary_zh=f"{_on_zh(rs, profile)}的 ASCEND_GLOBAL_LOG_LEVEL={lv}（低于 3）：日志过多拖慢训练，建议设为 3",
                 ranks=tuple(rs),
                 metrics={"log_level": float(lv)},
                 evidence=(
@@ -413,9 +455,33 @@ def _judge(setting: str, value: str, first_wait_s: float, max_wait_s: float) -> 
         if "expandable_segments:true" in value.replace(" ", "").lower():
             return "ok", ""
         return "warn", "expandable_segments:True not set"
+    if setting in ("HCCL_INTRA_ROCE_ENABLE", "HCCL_INTRA_PCIE_ENABLE"):
+        # traffic between the NPUs of one server leaves HCCS (RoCE NIC or PCIe instead)
+        return (
+            ("warn", "intra-node traffic off HCCS")
+            if value == "1"
+            else (
+                "ok" if value else "unset",
+                "",
+            )
+        )
     if setting == "ASCEND_GLOBAL_LOG_LEVEL":
         lv = _num(value)
         if lv is not None and lv < 3:
             return "warn", "verbose logging (< 3)"
         return ("ok" if value else "unset"), ""
     return "ok", ""
+
+
+def _on(ranks: list[int], profile: Profile) -> str:
+    """``'every rank (ranks 0-15)'`` when a setting is on all the profile's ranks, else ``'ranks 3, 5'``."""
+    if len(ranks) > 1 and set(ranks) >= {int(r) for r in profile.ranks}:
+        return f"every rank (ranks {format_ranks(ranks)})"
+    return f"ranks {format_ranks(ranks)}"
+
+
+def _on_zh(ranks: list[int], profile: Profile) -> str:
+    """Chinese :func:`_on`: ``'所有卡（0-15号卡）'`` or ``'3, 5号卡'``."""
+    if len(ranks) > 1 and set(ranks) >= {int(r) for r in profile.ranks}:
+        return f"所有卡（{format_ranks(ranks)}号卡）"
+    return f"{format_ranks(ranks)}号卡"

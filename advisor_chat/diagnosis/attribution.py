@@ -1,7 +1,7 @@
 """Wait attribution from the collectives: who waits for whom, for how long, and what it costs the job.
 
-Every collective instance (one ``(group, op_name, step)`` of ``comm_ops``, send/receive excluded)
-has an arrival order over its ranks, read from their Wait Time: a rank that arrives ``d`` µs
+Every collective instance (one ``(group, op_name, step)`` of ``comm_ops``; send/receive pairs that
+run together count as one instance, see :func:`p2p_waits`) has an arrival order over its ranks, read from their Wait Time: a rank that arrives ``d`` µs
 before the last one waits ``d`` µs more than it, so the rank with the least wait arrived last
 (ascend-formats.md §2.6). Per instance:
 
@@ -236,30 +236,119 @@ def _units(
     return uniq
 
 
-def instance_waits(profile: Profile) -> pd.DataFrame:
-    """Wait per rank of every collective instance (µs).
+def instance_waits(profile: Profile, stages: list[tuple[int, ...]] | None = None) -> pd.DataFrame:
+    """Wait per rank of every collective instance (µs), point-to-point transfers included.
+
+    A collective instance is one ``(group, op_name, step)``. Point-to-point transfers
+    (send/receive, :func:`p2p_waits`) are paired and the pairs that run together (same step,
+    direction, pipeline boundary and sequence number) form one instance, so a stage that is late
+    to receive is seen as late once, not once per pair.
 
     Returns:
-        Columns ``group, op_name, step, rank, wait_us``; send/receive excluded; one row per
-        (instance, rank). Wait Time (``wait_ms``), Elapse Time when it is missing. Empty without
-        ``comm_ops``.
+        Columns ``group, op_name, step, rank, wait_us``; one row per (instance, rank). Wait Time
+        (``wait_ms``), Elapse Time when it is missing. Empty without ``comm_ops``.
     """
     ops = profile.get("comm_ops")
     cols = ["group", "op_name", "step", "rank", "wait_us"]
     if ops.empty:
         return pd.DataFrame(columns=cols)
-    ops = ops[~is_p2p(ops["op_type"]) & (ops["comm_kind"].fillna("collective") != "p2p")]
-    w = ops["wait_ms"].where(ops["wait_ms"].notna(), ops["elapse_ms"])
+    p2p_mask = is_p2p(ops["op_type"]) | (ops["comm_kind"].fillna("collective") == "p2p")
+    coll = ops[~p2p_mask]
+    w = coll["wait_ms"].where(coll["wait_ms"].notna(), coll["elapse_ms"])
     out = pd.DataFrame(
         {
-            "group": ops["group"].astype(str),
-            "op_name": ops["op_name"].astype(str),
-            "step": ops["step"].fillna(-1).astype(int),
-            "rank": ops["rank"].astype(int),
+            "group": coll["group"].astype(str),
+            "op_name": coll["op_name"].astype(str),
+            "step": coll["step"].fillna(-1).astype(int),
+            "rank": coll["rank"].astype(int),
             "wait_us": pd.to_numeric(w, errors="coerce") * 1000.0,
         }
     )
     out = out[np.isfinite(out["wait_us"])]
+    out = out.drop_duplicates(["group", "op_name", "step", "rank"])
+    p2p = p2p_waits(ops[p2p_mask], stages or [])
+    if not p2p.empty:
+        out = pd.concat([out, p2p], ignore_index=True)
+    return out.reset_index(drop=True)
+
+
+def p2p_waits(ops: pd.DataFrame, stages: list[tuple[int, ...]]) -> pd.DataFrame:
+    """Point-to-point transfers as instances: who was late to a send/receive pair.
+
+    In a 2-rank group, the k-th send of rank ``a`` in a step (by start time) pairs with the k-th
+    receive of rank ``b``; a pair needs both sides captured. A send waits until its receiver is
+    ready and a receive until its sender is, so the side with the least wait arrived last, as in a
+    collective. The pairs of one step, direction (toward higher or lower ranks), pipeline boundary
+    (the stages of sender and receiver, when ``stages`` are known) and sequence number ``k`` run at
+    the same time across the pipeline's groups and form one instance, named
+    ``p2p <up|down> #k`` in group ``p2p <boundary>``.
+
+    Args:
+        ops: ``comm_ops`` rows of send/receive operators.
+        stages: Pipeline stages (rank tuples), ``[]`` when unknown (one boundary assumed).
+
+    Returns:
+        Columns ``group, op_name, step, rank, wait_us`` (empty without complete pairs).
+    """
+    cols = ["group", "op_name", "step", "rank", "wait_us"]
+    if ops.empty or "start_us" not in ops.columns:
+        return pd.DataFrame(columns=cols)
+    t = ops["op_type"].fillna("").astype(str).str.lower()
+    role = np.where(t.str.contains("send"), "send", np.where(t.str.contains("rec"), "recv", ""))
+    w = ops["wait_ms"].where(ops["wait_ms"].notna(), ops["elapse_ms"])
+    df = pd.DataFrame(
+        {
+            "group": ops["group"].astype(str).to_numpy(),
+            "rank": ops["rank"].astype(int).to_numpy(),
+            "step": ops["step"].fillna(-1).astype(int).to_numpy(),
+            "role": role,
+            "start": pd.to_numeric(ops["start_us"], errors="coerce").to_numpy(dtype=float),
+            "wait_us": pd.to_numeric(w, errors="coerce").to_numpy(dtype=float) * 1000.0,
+        }
+    )
+    df = df[(df["role"] != "") & np.isfinite(df["wait_us"])]
+    members = df.groupby("group")["rank"].agg(lambda x: tuple(sorted(set(x))))
+    two = members[members.map(len) == 2]
+    df = df[df["group"].isin(two.index)]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    lo = df["group"].map(lambda g: two[g][0]).to_numpy()
+    hi = df["group"].map(lambda g: two[g][1]).to_numpy()
+    peer = np.where(df["rank"].to_numpy() == lo, hi, lo)
+    is_send = df["role"].to_numpy() == "send"
+    df = df.assign(
+        sender=np.where(is_send, df["rank"].to_numpy(), peer),
+        receiver=np.where(is_send, peer, df["rank"].to_numpy()),
+    )
+    df = df.sort_values(["group", "step", "rank", "role", "start"], kind="stable")
+    df["k"] = df.groupby(["group", "step", "rank", "role"]).cumcount()
+    key = ["group", "step", "sender", "receiver", "k"]
+    sides = df.groupby(key)["role"].transform("nunique")
+    df = df[sides == 2].drop_duplicates([*key, "role"])
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    stage_of = {r: i for i, s in enumerate(stages) for r in s}
+    up = df["receiver"].to_numpy() > df["sender"].to_numpy()
+    bound = [
+        f"{stage_of.get(int(a), '?')}-{stage_of.get(int(b), '?')}" if stage_of else "pipeline"
+        for a, b in zip(
+            np.where(up, df["sender"], df["receiver"]),
+            np.where(up, df["receiver"], df["sender"]),
+            strict=True,
+        )
+    ]
+    out = pd.DataFrame(
+        {
+            "group": [f"p2p {b}" for b in bound],
+            "op_name": [
+                f"p2p {'up' if u else 'down'} #{k}" for u, k in zip(up, df["k"], strict=True)
+            ],
+            "step": df["step"].to_numpy(),
+            "rank": df["rank"].to_numpy(),
+            "wait_us": df["wait_us"].to_numpy(),
+        }
+    )
+    # a rank in two pairs of one instance (it cannot be: one side per boundary and direction)
     return out.drop_duplicates(["group", "op_name", "step", "rank"]).reset_index(drop=True)
 
 
@@ -325,7 +414,7 @@ def attribute(
     Returns:
         The :class:`WaitAttribution`, or ``None`` without collective instances of ≥ 2 ranks.
     """
-    w = instance_waits(profile)
+    w = instance_waits(profile, stages)
     if w.empty:
         return None
     keys = ["group", "op_name", "step"]

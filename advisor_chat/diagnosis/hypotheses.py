@@ -297,16 +297,39 @@ def _hardware(d: Diagnosis) -> Verdict:
     )  # fmt: skip
 
 
+def _idles(c: RootCause) -> bool:
+    """A culprit late by idling (Free), not by computing longer (its measured excesses)."""
+    m = c.metrics
+    return m.get("free_excess_us", 0.0) > max(m.get("computing_excess_us", 0.0), 0.0)
+
+
 def _straggler(d: Diagnosis) -> Verdict:
-    c = _mech(d, Mechanism.COMPUTE_STRAGGLER) or next(
+    c = next(
         (
             x
             for x in _real(d)
-            if x.mechanism in (Mechanism.SLOW_GROUP, Mechanism.STEP_EVENTS)
-            and x.category.value == "compute"
+            if (
+                x.mechanism is Mechanism.COMPUTE_STRAGGLER
+                or (
+                    x.mechanism in (Mechanism.SLOW_GROUP, Mechanism.STEP_EVENTS)
+                    and x.category.value == "compute"
+                )
+            )
+            and not _idles(x)
         ),
         None,
     )
+    idle = next((x for x in _real(d) if _idles(x) and x.culprit.ranks), None)
+    if c is None and idle is not None and idle is _top(d):
+        # late by idling with its kernels as fast as its peers' (a device or host stall)
+        return _v(
+            "compute_straggler",
+            "contradicted",
+            "a rank holds the others back, but by idling, not by computing longer (its kernels "
+            f"take as long as its peers'): {idle.summary.rstrip('.')}",
+            f"确实有卡拖慢了其他卡，但原因是空闲而不是计算更久（其算子耗时与同组相同）：{idle.summary_zh.rstrip('。')}",
+            (idle,),
+        )
     if c is not None:
         return _v(
             "compute_straggler", "supported", c.summary.rstrip("."), c.summary_zh.rstrip("。"), (c,)

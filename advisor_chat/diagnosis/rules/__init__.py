@@ -57,7 +57,11 @@ from advisor_chat.diagnosis.rules.job import (
 from advisor_chat.diagnosis.rules.network_steps import rule_transport_steps
 from advisor_chat.diagnosis.rules.pipeline import rule_pipeline
 from advisor_chat.diagnosis.rules.regression import rule_regression
-from advisor_chat.diagnosis.rules.slow_link import rule_slow_link, rule_slow_node_links
+from advisor_chat.diagnosis.rules.slow_link import (
+    rule_intra_node_off_hccs,
+    rule_slow_link,
+    rule_slow_node_links,
+)
 from advisor_chat.diagnosis.rules.stragglers import hccl_timeouts_s, rule_stragglers_and_events
 
 __all__ = [
@@ -94,6 +98,7 @@ __all__ = [
     "rule_attributed",
     "rule_degradation",
     "rule_exposed_communication",
+    "rule_intra_node_off_hccs",
     "rule_job_hotspot",
     "rule_job_idle",
     "rule_pipeline",

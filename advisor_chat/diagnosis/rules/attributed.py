@@ -16,6 +16,7 @@ from advisor_chat.diagnosis.rules.common import (
     STEADY_MIN_SHARE,
     STRAGGLER_MIN_SHARE,
 )
+from advisor_chat.diagnosis.rules.pipeline import stage_cause
 from advisor_chat.diagnosis.rules.stragglers import (
     _all_step_events,
     _events_cause,
@@ -93,6 +94,12 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 cause = dataclasses.replace(
                     _events_cause(ctx, hit, n_steps), id=f"cause.step_events.r{r}"
                 )
+        elif (
+            tuple(cc.unit.ranks) in {tuple(sorted(st)) for st in ctx.stages} and len(ctx.stages) > 1
+        ):
+            # a whole pipeline stage the other stages wait for: a pipeline imbalance
+            idx = [tuple(sorted(st)) for st in ctx.stages].index(tuple(cc.unit.ranks))
+            cause = stage_cause(ctx, idx, cc.cost_us_per_step, dict(cc.victims))
         else:
             label, label_zh = cc.unit.name, cc.unit.name_zh or cc.unit.name
             cause = _group_cause(ctx, list(cc.unit.ranks), n_steps, (cc.unit.kind, label, label_zh))

@@ -471,6 +471,49 @@ def host_evidence(
     )
 
 
+#: A rank's device idles with its work already queued when its median launch-to-start delay is
+#: at least this many times its peers' (and at least ``QUEUED_MIN_US`` longer).
+QUEUED_RATIO = 1.5
+QUEUED_MIN_US = 300.0
+
+
+def device_idle_evidence(
+    ctx: Context, slow: list[int], others: list[int]
+) -> tuple[str, str, dict[str, float]] | None:
+    """Evidence that ``slow`` ranks' extra idle is on the device side: their work was queued early.
+
+    A host that is late launches kernels that start right away (a short launch-to-start delay,
+    :func:`host_evidence`); a device that idles while its host has already queued the next
+    kernels shows the opposite, a longer delay than its peers': the kernels wait although this
+    process gives the device nothing else to do, so the device is held by something the profile
+    does not show (another process or container on the same NPU, device-side synchronization).
+    From the ``host_dispatch`` per-rank table (``launch_delay_p50_us``: trace_view.json / DB
+    CANN_API flows). ``None`` when not measured or not longer by ``QUEUED_RATIO`` and
+    ``QUEUED_MIN_US``.
+    """
+    res = ctx.result("host_dispatch")
+    if res is None or res.table.empty or "launch_delay_p50_us" not in res.table.columns:
+        return None
+    t = res.table.set_index("rank")
+    a = t.reindex(slow)["launch_delay_p50_us"].dropna()
+    b = t.reindex(others)["launch_delay_p50_us"].dropna()
+    if a.empty or b.empty:
+        return None
+    da, db = float(a.median()), float(b.median())
+    if not (da >= QUEUED_RATIO * db and da - db >= QUEUED_MIN_US):
+        return None
+    en = (
+        f"its host had queued the kernels {ms(da)} ahead (median launch-to-start delay, "
+        f"{ms(db)} on its peers), so the device idled with its work waiting in the queue: the "
+        "device itself was held, not the host late"
+    )
+    zh = (
+        f"其主机早已把算子下发到队列中（下发到开始执行的中位时延 {ms(da)}，同组为 {ms(db)}），"
+        "设备却在队列里有任务时空闲：被占住的是设备本身，而不是主机下发慢"
+    )
+    return en, zh, {"launch_delay_p50_us": da, "launch_delay_p50_us_peer": db}
+
+
 @dataclasses.dataclass(frozen=True)
 class PresenceScope:
     """How a job-wide statement names the ranks it covers (English, Chinese).

@@ -80,6 +80,10 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     if math.isfinite(si):  # how much of the Free is before the step's first kernel
         where = f", {ms(si)} of it at the start of the step (input pipeline)"
         where_zh = f"，其中 {ms(si)} 发生在步的开始处（数据输入）"
+    dispatch = _job_dispatch_bound(ctx, gain, si if math.isfinite(si) else 0.0)
+    if dispatch is not None:
+        where += f", {dispatch[0]}"
+        where_zh += f"，{dispatch[1]}"
     if steps:
         st = ", ".join(str(x) for x in steps)
         where += f", concentrated in step(s) {st}"
@@ -98,6 +102,12 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     else:
         who, who_zh = "the whole job waits", "整个作业"
         slow, slow_zh = "no rank is slow", "没有慢卡"
+    outside, outside_zh = (
+        "something outside the device (input data, rollout, host work or synchronization)",
+        "设备之外的东西（输入数据、rollout、主机侧工作或同步）",
+    )
+    if dispatch is not None:
+        outside, outside_zh = "its host to dispatch work (host-bound)", "主机下发任务（下发瓶颈）"
     blamed = sorted(
         {
             r
@@ -131,13 +141,12 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             summary=(
                 f"{sc.every[0].upper()}{sc.every[1:]} idles: median Free {ms(med)} per step "
                 f"({pct(float(share.median()))} of the step){where}, from {ms(gain)} to "
-                f"{ms(gain + spread)} across ranks: {who} for something outside the "
-                f"device (input data, rollout, host work or synchronization), {slow}."
+                f"{ms(gain + spread)} across ranks: {who} for {outside}, {slow}."
             ),
             summary_zh=(
                 f"{sc.every_zh}都在空闲：每步空闲时间中位数 {ms(med)}（占步长 {pct(float(share.median()))}）"
-                f"{where_zh}，各卡在 {ms(gain)} 到 {ms(gain + spread)} 之间：{who_zh}在等设备之外的东西"
-                f"（输入数据、rollout、主机侧工作或同步），{slow_zh}。"
+                f"{where_zh}，各卡在 {ms(gain)} 到 {ms(gain + spread)} 之间：{who_zh}在等{outside_zh}，"
+                f"{slow_zh}。"
             ),
             metrics={
                 "free_us_median": med,
@@ -150,6 +159,7 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             gain_us=gain,
             bound=BoundKind.UPPER_BOUND,
             remedies=(
+                *(dispatch[2] if dispatch is not None else ()),
                 Remedy(
                     "action",
                     "Overlap input preparation with training: more dataloader workers, prefetching "
@@ -166,10 +176,87 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                     f"查看空闲期间的主机时间线（{timeline_zh}），确认训练进程在等什么。",
                 ),
             ),
-            symptom_tags=("high_free", "dataloader_stall") if start else ("high_free",),
+            symptom_tags=("high_free", "dataloader_stall")
+            if start
+            else ("high_free", "host_bound")
+            if dispatch is not None
+            else ("high_free",),
             severity=_severity(gain, ctx.step_us),
         )
     ]
+
+
+#: Job-wide dispatch-bound: the device idle waiting for the host's next launch (``host_dispatch``
+#: host_wait_us_per_step, median over the measured ranks) is at least this share of the shared
+#: Free, and more than the idle before the step's first kernel (input).
+DISPATCH_WAIT_SHARE = 0.3
+
+
+def _job_dispatch_bound(
+    ctx: Context, shared_free_us: float, start_idle_us: float
+) -> tuple[str, str, tuple[Remedy, ...]] | None:
+    """Whether the idle every rank shares is the host dispatch's (English, Chinese, remedies).
+
+    Evidence (``host_dispatch`` per-rank table, trace_view.json / DB CANN_API flows): on the
+    median measured rank, the device idle spent waiting for the next launch is ≥
+    ``DISPATCH_WAIT_SHARE`` of the shared Free and larger than the idle at the step's start, and
+    kernels start soon after their launch (the host barely keeps ahead). The remedies follow the
+    environment: ``ASCEND_LAUNCH_BLOCKING=1`` (env_check) serializes every launch and is the first
+    thing to undo; otherwise the host dispatch path is made faster.
+    """
+    res = ctx.result("host_dispatch")
+    if res is None or res.table.empty or "host_wait_us_per_step" not in res.table.columns:
+        return None
+    t = res.table
+    hw = float(t["host_wait_us_per_step"].median())
+    lead = (
+        float(t["launch_delay_p50_us"].median()) if "launch_delay_p50_us" in t.columns else math.nan
+    )
+    if not (
+        math.isfinite(hw) and hw >= DISPATCH_WAIT_SHARE * shared_free_us and hw > start_idle_us
+    ):
+        return None
+    lead_en = (
+        f" (a kernel starts {lead:.0f} µs after its launch: the host barely keeps ahead)"
+        if math.isfinite(lead)
+        else ""
+    )
+    lead_zh = (
+        f"（算子下发后 {lead:.0f} µs 就开始执行：主机几乎跟不上设备）"
+        if math.isfinite(lead)
+        else ""
+    )
+    en = f"{ms(hw)} of it waiting for the host's next kernel launch{lead_en}"
+    zh = f"其中 {ms(hw)} 在等主机下发下一个算子{lead_zh}"
+    remedies: list[Remedy] = []
+    blocking = ctx.finding("env_check.env.ascend_launch_blocking")
+    if blocking:
+        rl, rl_zh = ranks_label(list(blocking[0].ranks))
+        remedies.append(
+            Remedy(
+                "action",
+                f"Unset ASCEND_LAUNCH_BLOCKING (it is 1 on {rl}): it makes every operator launch "
+                "wait for the previous one to finish, so the device idles between kernels; keep "
+                "it for debugging only.",
+                f"取消环境变量 ASCEND_LAUNCH_BLOCKING（{rl_zh}设置为 1）：它让每个算子的下发都等上一个"
+                "执行完（同步下发），设备在算子之间空闲；只在调试时使用。",
+                shared_free_us,
+                BoundKind.UPPER_BOUND,
+            )
+        )
+    remedies.append(
+        Remedy(
+            "action",
+            "Make the host dispatch faster: TASK_QUEUE_ENABLE=2 (two-level task queue), bind "
+            "each rank's threads to CPU cores (CPU_AFFINITY_CONF=1), and fewer, larger "
+            "operators (fused operators, or graph mode) so there is less to launch per step.",
+            "加快主机下发：设置 TASK_QUEUE_ENABLE=2（二级流水下发），为每张卡绑核（CPU_AFFINITY_CONF=1），"
+            "并减少每步要下发的算子数（使用融合算子或图模式）。",
+            hw,
+            BoundKind.UPPER_BOUND,
+        )
+    )
+    return en, zh, tuple(remedies)
 
 
 def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[RootCause]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from advisor_chat.analyzers.base import Category
@@ -240,3 +242,158 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
             own=own,
         )
     ]
+
+
+def stage_cause(ctx: Context, idx: int, cost_us: float, waits: dict[int, float]) -> RootCause:
+    """PIPELINE_IMBALANCE from the wait attribution: a stage the other stages wait for.
+
+    The collectives' (and send/receive pairs') wait attribution found stage ``idx`` late, costing
+    the job ``cost_us`` per step; unlike :func:`rule_pipeline` this needs no Bubble column (the
+    waiting shows in the other stages' sends, receives and collectives). Its own time (Computing
+    + Free) is compared with the other stages' median, and its extra device time is decomposed
+    against theirs (:func:`~advisor_chat.diagnosis.decompose.device_account`: extra operators,
+    more launches, slower kernels) to pick the remedy.
+
+    Args:
+        ctx: Rule inputs.
+        idx: Index of the late stage in ``ctx.stages``.
+        cost_us: What it costs the job per step (µs, from the attribution).
+        waits: ``{rank: µs per step}`` each other rank waits for it (attribution victims).
+
+    Returns:
+        The cause (estimate bound; gain = ``cost_us``).
+    """
+    from advisor_chat.diagnosis.decompose import device_account
+    from advisor_chat.diagnosis.evidence import explain_device
+
+    per = ctx.per_rank
+    c_ranks = [r for r in ctx.stages[idx] if r in per.index]
+    others = [r for r in per.index if r not in set(c_ranks)]
+    comp_ex = float(
+        per.loc[c_ranks, "computing_us"].mean() - per.loc[others, "computing_us"].median()
+    )
+    free_ex = float(per.loc[c_ranks, "free_us"].mean() - per.loc[others, "free_us"].median())
+    cl, cl_zh = ranks_label(c_ranks)
+    ol, ol_zh = ranks_label(others)
+    label, label_zh = f"stage {idx} ({cl})", f"流水线阶段{idx}（{cl_zh}）"
+    o_idx = [i for i in range(len(ctx.stages)) if i != idx]
+    o_txt = ", ".join(str(i) for i in o_idx)
+    host = free_ex > comp_ex
+    ex = (
+        None
+        if host
+        else explain_device(
+            device_account(ctx.profile, [(-1, r) for r in c_ranks], others),
+            label,
+            label_zh,
+            cost_us,
+        )
+    )
+    victims = sorted(
+        (
+            Impact(r, v, share_of(v, ctx.val(r, "step_us")), "collective_wait")
+            for r, v in waits.items()
+            if r in per.index and v > 0
+        ),
+        key=lambda i: (-i.lost_us, i.rank),
+    )
+    wait_mean = float(np.mean([v.lost_us for v in victims])) if victims else 0.0
+    what, what_zh = (
+        (f"idles (Free) {ms(free_ex)} more per step", f"每步空闲（Free）多 {ms(free_ex)}")
+        if host
+        else (f"computes {ms(comp_ex)} more per step", f"每步计算多 {ms(comp_ex)}")
+    )
+    why = f", because {ex.clause}" if ex is not None else ""
+    why_zh = f"，原因是{ex.clause_zh}" if ex is not None else ""
+    remedies: list[Remedy] = []
+    if host:
+        remedies.append(
+            Remedy(
+                "action",
+                f"Remove the host-side idle of stage {idx} (dispatch, synchronization, data "
+                f"loading): stage {o_txt} waits for it.",
+                f"消除阶段{idx}的主机侧空闲（下发、同步、数据加载）：阶段{o_txt}正在等它。",
+                cost_us,
+                BoundKind.ESTIMATE,
+            )
+        )
+    else:
+        remedies.append(
+            Remedy(
+                "action",
+                f"Rebalance the pipeline partition: give stage {idx} less work (fewer layers, or "
+                f"move the work it has beyond the others, e.g. the output layer and loss, to "
+                f"stage {o_txt}) until its Computing matches theirs.",
+                f"重新划分流水线：减少阶段{idx}的工作量（少分几层，或把它比其他阶段多出的计算，"
+                f"例如输出层和 loss，移到阶段{o_txt}），直到各阶段的计算时间相当。",
+                cost_us,
+                BoundKind.ESTIMATE,
+            )
+        )
+        if ex is not None and ex.kind != "extra_work":
+            remedies.append(dataclasses.replace(ex.remedy, gain_us=cost_us))
+    remedies.append(
+        Remedy(
+            "check",
+            f"Compare stage {idx}'s operators with stage {o_txt}'s (operator types, counts and "
+            "shapes per step) in kernel_details.csv to see which layers it holds beyond theirs.",
+            f"在 kernel_details.csv 中比较阶段{idx}与阶段{o_txt}的算子（类型、每步次数、shape），"
+            "找出它比其他阶段多承担的层。",
+        )
+    )
+    findings = _claim(
+        ctx,
+        lambda f: (
+            bool(f.ranks)
+            and set(f.ranks) <= set(c_ranks)
+            and f.kind.value in ("slow_rank", "load_imbalance", "bottleneck", "op_regression")
+        ),
+    )
+    return RootCause(
+        id=f"cause.pipeline_imbalance.stage_{idx}",
+        mechanism=Mechanism.PIPELINE_IMBALANCE,
+        category=Category.SCHEDULING if host else Category.COMPUTE,
+        culprit=Culprit(
+            kind="stage",
+            ranks=tuple(c_ranks),
+            stage=idx,
+            label=label,
+            label_zh=label_zh,
+            operator=ex.operator if ex is not None else "",
+            shape=ex.shape if ex is not None else "",
+        ),
+        victims=tuple(victims),
+        summary=(
+            f"Pipeline imbalance: stage {idx} ({cl}) {what} than stage {o_txt} ({ol}){why}; "
+            f"{len(victims)} rank(s) of stage {o_txt} wait {ms(wait_mean)} per step for it in "
+            "their sends, receives and collectives"
+        ),
+        summary_zh=(
+            f"流水线负载不均衡：阶段{idx}（{cl_zh}）{what_zh}（相对阶段{o_txt}，{ol_zh}）{why_zh}；"
+            f"阶段{o_txt}的 {len(victims)} 张卡每步在发送、接收和集合通信中平均为它等待 {ms(wait_mean)}"
+        ),
+        metrics={
+            "job_cost_us": cost_us,
+            "computing_excess_us": comp_ex,
+            "free_excess_us": free_ex,
+            "victim_wait_us_mean": wait_mean,
+            **(ex.metrics if ex is not None else {}),
+        },
+        findings=findings,
+        gain_us=cost_us,
+        bound=BoundKind.ESTIMATE,
+        remedies=tuple(remedies),
+        symptom_tags=("pipeline_bubble", *(ex.tags if ex is not None else ())),
+        dominant="Free" if host else "Computing",
+        dominant_zh="空闲（Free）" if host else "计算",
+        severity=_severity(cost_us, ctx.step_us),
+        own=tuple(
+            Impact(
+                r,
+                max(ctx.val(r, "free_us" if host else "computing_us"), 0.0),
+                share_of(ctx.val(r, "free_us" if host else "computing_us"), ctx.val(r, "step_us")),
+                "stage_free" if host else "stage_computing",
+            )
+            for r in c_ranks
+        ),
+    )

@@ -489,3 +489,118 @@ def rule_slow_node_links(ctx: Context, causes: list[RootCause]) -> list[RootCaus
                 )
             )
     return out
+
+
+def rule_intra_node_off_hccs(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """Traffic inside every server sent over RoCE or PCIe instead of HCCS (a job-wide setting).
+
+    Rule: the environment check flags ``HCCL_INTRA_ROCE_ENABLE=1`` or ``HCCL_INTRA_PCIE_ENABLE=1``
+    on most ranks (env_check; ``meta.env`` from profiler_metadata.json), and the job's exposed
+    communication is material (the rank that waits least has ≥ ``OFF_HCCS_MIN_SHARE`` of its
+    step as Communication Not Overlapped). One cause of the whole job (a setting, not a link or a
+    node), transport RDMA (or PCIE). Victims: every rank, lost = its exposed communication.
+    Gain (upper bound): the least exposed communication over ranks; the HCCS bandwidth it would
+    get is not in the data. Evidence: the RDMA links' median bandwidth and the HCCS transit size
+    (0 MB when nothing went over HCCS), from ``comm_matrix``.
+    """
+    if not ctx.per_rank.size or any(
+        c.mechanism is Mechanism.SLOW_LINK and c.culprit.kind == "job" for c in causes
+    ):
+        return []
+    flags = [
+        f
+        for name in ("hccl_intra_roce_enable", "hccl_intra_pcie_enable")
+        for f in ctx.finding(f"env_check.env.{name}")
+    ]
+    flags = [f for f in flags if len(f.ranks) >= 0.5 * len(ctx.ranks)]
+    if not flags:
+        return []
+    f = flags[0]
+    roce = "roce" in f.id
+    tr = "RDMA" if roce else "PCIE"
+    per = ctx.per_rank
+    col = "communication_not_overlapped_exclude_receive_us"
+    exposed = per[col] if col in per.columns else per["communication_not_overlapped_us"]
+    gain = float(exposed.min())
+    if not np.isfinite(gain) or gain < OFF_HCCS_MIN_SHARE * ctx.step_us:
+        return []
+    m = ctx.profile.get("comm_matrix")
+    bw_txt = bw_zh = ""
+    if not m.empty and {"transport", "bandwidth_gbps"} <= set(m.columns):
+        t = m["transport"].astype(str).str.upper()
+        bw = m.loc[t == tr, "bandwidth_gbps"]
+        hccs_mb = (
+            float(m.loc[t == "HCCS", "transit_size_mb"].sum()) if "transit_size_mb" in m else 0.0
+        )
+        if len(bw):
+            bw_txt = f"; its {tr} links run at a median {float(bw.median()):.1f} GB/s"
+            bw_zh = f"；其 {tr} 链路带宽中位数 {float(bw.median()):.1f} GB/s"
+        if hccs_mb == 0:
+            bw_txt += " and no transfer went over HCCS"
+            bw_zh += "，且没有任何传输走 HCCS"
+    var = "HCCL_INTRA_ROCE_ENABLE" if roce else "HCCL_INTRA_PCIE_ENABLE"
+    path, path_zh = ("RoCE (the RDMA NICs)", "RoCE（RDMA 网卡）") if roce else ("PCIe", "PCIe")
+    victims = tuple(
+        sorted(
+            (
+                Impact(r, v, share_of(v, ctx.val(r, "step_us")), "collective_wait")
+                for r, v in zip(
+                    exposed.index.astype(int).tolist(),
+                    exposed.astype(float).tolist(),
+                    strict=True,
+                )
+                if v > 0
+            ),
+            key=lambda i: (-i.lost_us, i.rank),
+        )
+    )
+    label = f"every server's intra-node links ({tr} instead of HCCS)"
+    label_zh = f"所有服务器的机内链路（走 {tr} 而不是 HCCS）"
+    return [
+        RootCause(
+            id=f"cause.intra_node_{tr.lower()}",
+            mechanism=Mechanism.SLOW_LINK,
+            category=Category.COMMUNICATION,
+            culprit=Culprit(kind="job", ranks=(), transport=tr, label=label, label_zh=label_zh),
+            victims=victims,
+            summary=(
+                f"Every rank sends its traffic inside its server over {path} instead of HCCS, "
+                f"because {var}=1 is set on {len(f.ranks)} of {len(ctx.ranks)} ranks{bw_txt}: the "
+                "network setting of the whole job is to blame, not a rank, node or link; even "
+                f"the rank that waits least has {ms(gain)} per step of communication not overlapped"
+            ),
+            summary_zh=(
+                f"所有卡在服务器内部的通信都走 {path_zh}，而不是 HCCS，因为 {len(ctx.ranks)} 张卡中有 "
+                f"{len(f.ranks)} 张设置了 {var}=1{bw_zh}：问题在整个作业的网络设置，不在某张卡、节点或链路；"
+                f"即使等待最少的卡，每步也有 {ms(gain)} 未被掩盖的通信"
+            ),
+            metrics={"gain_upper_bound_us": gain},
+            findings=(f, *_claim(ctx, lambda x: x.kind is FindingKind.SLOW_LINK)),
+            gain_us=gain,
+            bound=BoundKind.UPPER_BOUND,
+            remedies=(
+                Remedy(
+                    "action",
+                    f"Unset {var} (set to 1 on {len(f.ranks)} ranks): HCCL then sends the traffic "
+                    "between the NPUs of one server over HCCS again.",
+                    f"取消环境变量 {var}（{len(f.ranks)} 张卡上为 1）：HCCL 会重新让服务器内 NPU 之间的通信走 HCCS。",
+                    gain,
+                    BoundKind.UPPER_BOUND,
+                ),
+                Remedy(
+                    "check",
+                    "If it was set to work around a faulty HCCS link, check HCCS with "
+                    "`npu-smi info -t topo` and the device hardware log before unsetting it.",
+                    "如果当初是为了绕开有故障的 HCCS 链路而设置的，取消前先用 `npu-smi info -t topo` "
+                    "和设备硬件日志检查 HCCS。",
+                ),
+            ),
+            symptom_tags=("intra_node_off_hccs", "slow_link"),
+            severity=_severity(gain, ctx.step_us),
+        )
+    ]
+
+
+#: Off-HCCS traffic is a cause when the least exposed communication over ranks is at least this
+#: share of the median step.
+OFF_HCCS_MIN_SHARE = 0.05

@@ -26,6 +26,7 @@ from advisor_chat.diagnosis.rules.common import (
     _op_sample_txt,
     _severity,
     arrival_measured,
+    device_idle_evidence,
     find_events,
     host_evidence,
     host_measured,
@@ -101,6 +102,7 @@ def _rank_cause(
     if victims and gain < 0.8 * excess:
         alone = f" Fixing it alone saves up to {ms(gain)} per step: other late ranks follow it."
         alone_zh = f"单独修复它每步最多节省 {ms(gain)}：其后还有其他晚到的卡。"
+    dev: tuple[str, str, dict[str, float]] | None = None
     if host:
         mech, cat = Mechanism.HOST_STALL, Category.SCHEDULING
         what = f"its device idles (Free) {ms(free_ex)} more{per_step} than its peers"
@@ -129,7 +131,34 @@ def _rank_cause(
         else:  # no collective shows it arriving last: the step times point to it
             late = "by the step times it is a late arriver (no collective shows it arriving last)"
             late_zh = "按各步时间推断它较晚到达集合通信（没有哪个集合通信显示它最后到达）"
-        if measured or gc:
+        dev = (
+            device_idle_evidence(ctx, [rank], peers)
+            if measured and not gc and spot is None
+            else None
+        )
+        if dev is not None:
+            # the work was queued early: the device was held (another process on the NPU), not
+            # the host late; the kernels themselves run as on the peers
+            mech, cat = Mechanism.COMPUTE_STRAGGLER, Category.COMPUTE
+            same = abs(comp_ex) < 0.1 * max(free_ex, 1.0)  # Computing as on the peers
+            summary = (
+                f"Device stall on {rl}: {what} although {dev[0]}"
+                + (
+                    f"; its kernels take as long as its peers' (Computing within "
+                    f"{ms(abs(comp_ex))} of theirs)"
+                    if same
+                    else ""
+                )
+                + f"; {late} and {len(victims)} rank(s) wait {ms(wait_mean)} per step for it."
+                + alone
+            )
+            summary_zh = (
+                f"{rl_zh}设备侧停顿：{what_zh}，尽管{dev[1]}"
+                + (f"；其算子耗时与同组相同（计算时间相差不到 {ms(abs(comp_ex))}）" if same else "")
+                + f"；{late_zh}，{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}。"
+                + alone_zh
+            )
+        elif measured or gc:
             summary = (
                 f"Host stall on {rl}: {what}, waiting for its host{spot_txt}; {late} and "
                 f"{len(victims)} rank(s) wait {ms(wait_mean)} per step for it." + alone
@@ -151,7 +180,17 @@ def _rank_cause(
                 f"可能是主机侧阻塞（每步同步、日志、保存检查点、数据加载）或在等输入；{late_zh}，"
                 f"{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}。" + alone_zh
             )
-        if gc:
+        if dev is not None:
+            a_txt = (
+                f"Find what else holds {rl}'s NPU: `npu-smi info` for other processes on that "
+                "device, other jobs or containers given the same device (ASCEND_RT_VISIBLE_DEVICES), "
+                "and device-side synchronization (events, synchronous copies) in its timeline."
+            )
+            a_zh = (
+                f"找出还有什么占用了{rl_zh}的 NPU：用 `npu-smi info` 查看该设备上的其他进程，检查是否有其他作业或容器"
+                "被分配了同一张卡（ASCEND_RT_VISIBLE_DEVICES），并在时间线中查看设备侧同步（event、同步拷贝）。"
+            )
+        elif gc:
             a_txt = (
                 f"Stop Python garbage-collection pauses on {rl}: gc.freeze() after model setup and "
                 "gc.collect() at fixed step intervals (or gc.disable() during steps)."
@@ -208,7 +247,9 @@ def _rank_cause(
             ),
         )
         tags: tuple[str, ...] = (
-            ("host_bound", "high_free", "slow_rank", "gc_pause")
+            ("high_free", "slow_rank")
+            if dev is not None
+            else ("host_bound", "high_free", "slow_rank", "gc_pause")
             if gc
             else ("host_bound", "high_free", "slow_rank")
         )
@@ -299,6 +340,7 @@ def _rank_cause(
             "free_excess_us": free_ex,
             "victim_wait_us_mean": wait_mean,
             **(ex.metrics if ex is not None else {}),
+            **(dev[2] if dev is not None else {}),
             **(
                 {"peer_sample_ranks": float(op[4])}
                 if op is not None and op[4] and not host and op[2] >= 0.5 * comp_ex
