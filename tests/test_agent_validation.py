@@ -250,13 +250,18 @@ def test_reversed_range_is_read_in_order_before_the_answer(profile) -> None:
 def test_job_size_other_than_the_profile_is_one_clause(profile, seed) -> None:
     ranks, _, n, _ = _ids(seed[1])
     en = _adv(profile).ask(f"on {2 * n} cards, which rank is slow?")
-    assert en.answer.startswith(
+    # the answer first (its first line names the slow rank), the correction right after it
+    first, _, rest = en.answer.partition("\n\n")
+    assert "rank 12" in first.lower() and not first.startswith("Note")
+    assert rest.startswith(
         f"Note: this profile holds {n} ranks ({ranks}), not {2 * n}; the answer is about these {n}."
     ), en.answer
     assert "does not exist" not in en.answer and en.intent == "which_slow_rank"
     zh = _adv(profile).ask(f"{2 * n}卡训练，为什么慢？")
-    assert zh.answer.startswith(
-        f"注意：这份数据有 {n} 张卡（{ranks}），不是 {2 * n} 卡；以下回答针对这 {n} 张卡。"
+    first, _, rest = zh.answer.partition("\n\n")
+    assert not first.startswith("注意")
+    assert rest.startswith(
+        f"注意：这份数据有 {n} 张卡（{ranks}），不是 {2 * n} 卡；本回答针对这 {n} 张卡。"
     ), zh.answer
     assert "不存在" not in zh.answer
     # the job size of the profile itself: no clause, no refusal

@@ -82,7 +82,7 @@ def test_known_answer_settings():
     assert res.metrics["first_collective_wait_max_s"] == pytest.approx(45.0)
     for f in res.findings:
         assert not unknown_tags(f.symptom_tags)
-    assert len(res.table[res.table["rank"] >= 0]) == 4 * 5
+    assert len(res.table[res.table["rank"] >= 0]) == 4 * 7  # 4 ranks x 7 settings
 
 
 def test_defaults_are_quiet_and_no_env_is_unknown():
@@ -131,3 +131,16 @@ def test_scenario_hccl_wait_skew(scenario):
     assert (
         f.metrics["connect_timeout_s"] == key["expected_numbers"]["hccl_connect_timeout_default_s"]
     )
+
+
+@pytest.mark.parametrize(
+    ("setting", "path"), [("HCCL_INTRA_ROCE_ENABLE", "RoCE"), ("HCCL_INTRA_PCIE_ENABLE", "PCIe")]
+)
+def test_intra_node_traffic_off_hccs_is_flagged_only_when_set_to_1(setting: str, path: str):
+    env = {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True", "ASCEND_GLOBAL_LOG_LEVEL": "3"}
+    off = run(make_profile({"meta": meta_rows(4, {**env, setting: "0"})}))
+    assert not [f for f in off.findings if f.id == f"env_check.env.{setting.lower()}"]
+    on = run(make_profile({"meta": meta_rows(4, {**env, setting: "1"})}))
+    f = next(f for f in on.findings if f.id == f"env_check.env.{setting.lower()}")
+    assert f.ranks == (0, 1, 2, 3) and "every rank" in f.summary and path in f.summary
+    assert "所有卡" in f.summary_zh and not unknown_tags(f.symptom_tags)

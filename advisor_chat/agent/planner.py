@@ -457,6 +457,11 @@ class Planner:
         if check.refusal:  # before (and instead of) any diagnosis text
             return PlanResult(check.refusal, outputs=outputs)
         result = self._run_valid(q, outputs)
+        if check.after:
+            # the answer first, then what the question got wrong ("32 cards" for 16)
+            head, sep, rest = result.text.partition("\n")
+            note = " ".join(check.after)
+            result.text = head + "\n\n" + note + ("\n" + rest if sep and rest.strip() else "")
         if check.notes:
             result.text = " ".join(check.notes) + "\n\n" + result.text
         return result
@@ -842,6 +847,15 @@ class Planner:
                 else "Not enough signal to answer the peak-memory part: no tool analyzes the "
                 "memory data (memory_record.csv / operator_memory.csv) yet."
             )
+            top = next((c for c in d.causes if c.culprit.kind != "none"), None) if d else None
+            if top is not None and top.mechanism.value not in ("no_culprit", "not_enough_signal"):
+                # the step time is accounted for without memory: say where it goes
+                lines.append(
+                    f"这份数据里步时间的损失在别处——{project.summary(top, True)}。"
+                    if zh
+                    else "The step time this profile loses goes elsewhere — "
+                    f"{project.lower_first(project.summary(top, False))}."
+                )
         if q.intent == "hccl_timeout":
             risk = [
                 f

@@ -82,6 +82,13 @@ _STAGE_PART = {
 _RANKLIKE = ("rank", "ranks", "group", "stage")
 _META = (Mechanism.NO_CULPRIT, Mechanism.NOT_ENOUGH_SIGNAL, Mechanism.DATA_ARTIFACT)
 _JOB_LEVEL = (Mechanism.JOB_IDLE, Mechanism.EXPOSED_COMMUNICATION, Mechanism.JOB_HOTSPOT)
+
+
+def _job_level(c: RootCause) -> bool:
+    """A cause of the whole job (a job-level mechanism, or any mechanism blamed on the job)."""
+    return c.mechanism in _JOB_LEVEL or c.culprit.kind == "job"
+
+
 #: Causes that are optimizations of a working job, not faults: fixed after the faults.
 _OPTIMIZATIONS = (Mechanism.EXPOSED_COMMUNICATION, Mechanism.JOB_HOTSPOT)
 #: An optimization leads "what should I fix first?" only when it gains at least this many times
@@ -1105,7 +1112,7 @@ def _network(
                 x
                 for x in _real(d)
                 if x.mechanism != Mechanism.SLOW_LINK
-                and x.mechanism not in _JOB_LEVEL
+                and not _job_level(x)
                 and all(x.id != y.id for y in p.causes)
             ),
             None,
@@ -1280,7 +1287,7 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
 
     order = sorted(
         (c for c in real if _order_gain(c) >= 0),
-        key=lambda c: (ranks_only and c.mechanism in _JOB_LEVEL, _after_faults(c), -_order_gain(c)),
+        key=lambda c: (ranks_only and _job_level(c), _after_faults(c), -_order_gain(c)),
     ) + [c for c in real if _order_gain(c) < 0]
     # the top cause is a fault nothing can be changed for yet (its data says who, not why: only
     # checks), and it costs more than the best change: finding out leads, the change follows
@@ -1846,7 +1853,7 @@ def job_question(d: Diagnosis, zh: bool, idle: bool) -> Projection | None:
     largest job-level cause. ``None`` without a job-level cause (the other projections answer).
     """
     real = _real(d)
-    jobs = [c for c in real if c.mechanism in _JOB_LEVEL]
+    jobs = [c for c in real if _job_level(c)]
     if idle:
         jobs = [c for c in jobs if c.mechanism == Mechanism.JOB_IDLE] or jobs
     if not jobs:
@@ -1854,7 +1861,7 @@ def job_question(d: Diagnosis, zh: bool, idle: bool) -> Projection | None:
     c = jobs[0]
     p = Projection(lines=[_sentence(summary(c, zh), zh)])
     p.add_cause(c)
-    late = [x for x in real if x.mechanism not in _JOB_LEVEL][:3]
+    late = [x for x in real if not _job_level(x)][:3]
     if late:
         for x in late:
             p.add_cause(x)

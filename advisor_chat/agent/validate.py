@@ -170,8 +170,10 @@ class Validation:
     Attributes:
         refusal: The whole answer when something named does not exist or is not comparable
             (``""`` when the question can be answered).
-        notes: Clauses written before the answer (a reversed range read in order, a job size
-            that differs from the profile's rank count, a baseline that was not used).
+        notes: Clauses written before the answer (a reversed range read in order, a baseline
+            that was not used).
+        after: Clauses written after the answer's first line (a job size that differs from the
+            profile's rank count: the answer comes first, the correction of the question next).
         record: The profile facts the check used (ranks, steps, baseline ranks): the text of
             the turn's ``validate_question`` record, so that every number of a refusal or a
             note comes from the turn's tool results.
@@ -180,11 +182,12 @@ class Validation:
     refusal: str = ""
     notes: tuple[str, ...] = ()
     record: str = ""
+    after: tuple[str, ...] = ()
 
     @property
     def says_something(self) -> bool:
         """Whether there is a refusal or a note."""
-        return bool(self.refusal or self.notes)
+        return bool(self.refusal or self.notes or self.after)
 
 
 def _missing_ranks(
@@ -244,6 +247,7 @@ def validate_question(
     valid_steps = fmt_ranks(sorted(have_steps)) if have_steps else ""
     problems: list[str] = []
     notes: list[str] = []
+    after: list[str] = []
 
     for kind, text in q.bad_ids:
         if kind == "rank":
@@ -312,7 +316,7 @@ def validate_question(
         said = t("validate.said_join", lang).join(str(n) for n in q.world_sizes)
         n = len(have)
         key = "validate.world_size_one" if n == 1 else "validate.world_size"
-        notes.append(t(key, lang, n=n, valid=valid, said=said))
+        after.append(t(key, lang, n=n, valid=valid, said=said))
 
     record = f"profile ranks {valid} ({len(have)} ranks); steps {valid_steps or 'unknown'}" + (
         f" ({len(have_steps)} steps)" if have_steps else ""
@@ -348,4 +352,4 @@ def validate_question(
         body = " ".join(_cap(p) + "." for p in seen[1:])
         text = t("validate.refusal", lang, problems=f"{seen[0]}.") + (f" {body}" if body else "")
         return Validation(refusal=text, record=record)
-    return Validation(notes=tuple(notes), record=record)
+    return Validation(notes=tuple(notes), record=record, after=tuple(after))

@@ -49,6 +49,16 @@ _CACHE: dict[tuple[int, int], tuple[Any, Any, Diagnosis]] = {}
 
 #: Mechanisms of job-level causes (ranked after specific culprits).
 JOB_LEVEL = (Mechanism.JOB_IDLE, Mechanism.EXPOSED_COMMUNICATION, Mechanism.JOB_HOTSPOT)
+
+
+def is_job_level(c: RootCause) -> bool:
+    """A cause of the whole job: a job-level mechanism, or any mechanism blamed on the job.
+
+    (A job-wide host-dispatch bound, a network setting of every rank.)
+    """
+    return c.mechanism in JOB_LEVEL or c.culprit.kind == "job"
+
+
 #: Mechanisms that are not actionable performance causes.
 NON_CAUSES = (Mechanism.DATA_ARTIFACT, Mechanism.NOT_ENOUGH_SIGNAL, Mechanism.NO_CULPRIT)
 
@@ -247,7 +257,7 @@ def _with_cost(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         return causes
     out = []
     for c in causes:
-        if "job_cost_us" in c.metrics or c.mechanism in JOB_LEVEL + NON_CAUSES:
+        if "job_cost_us" in c.metrics or is_job_level(c) or c.mechanism in NON_CAUSES:
             out.append(c)
             continue
         ranks = set(c.culprit.ranks) | {r for _, r in c.culprit.events}
@@ -281,8 +291,10 @@ def _explained(c: RootCause, measured: bool = False) -> float:
 
 
 def _rank(causes: list[RootCause]) -> list[RootCause]:
-    specific = [c for c in causes if c.mechanism not in JOB_LEVEL + NON_CAUSES]
-    job = [c for c in causes if c.mechanism in JOB_LEVEL]
+    # job-level mechanisms (and a job-wide host-dispatch bound) are ranked apart; a network
+    # fault of the whole job is ranked with the specific causes by what it costs
+    job = [c for c in causes if c.mechanism in JOB_LEVEL or _job_idle_like(c)]
+    specific = [c for c in causes if c not in job and c.mechanism not in NON_CAUSES]
     # one measure for all: the attributed cost when every specific cause has one
     measured = bool(specific) and all("job_cost_us" in c.metrics for c in specific)
     specific.sort(key=lambda c: -_explained(c, measured))
@@ -293,12 +305,18 @@ def _rank(causes: list[RootCause]) -> list[RootCause]:
     first = [
         c
         for c in job
-        if c.mechanism is Mechanism.JOB_IDLE and (c.gain_us or 0.0) >= JOB_FIRST * top
+        if (c.mechanism is Mechanism.JOB_IDLE or _job_idle_like(c))
+        and (c.gain_us or 0.0) >= JOB_FIRST * top
     ]
     # (only against late ranks with a measured cost: a peer the data lacks has none)
     if first and specific and top > 0:
         return first + specific + [c for c in job if c not in first]
     return specific + job
+
+
+def _job_idle_like(c: RootCause) -> bool:
+    """Every rank idling for one reason of the job (a job-wide host-dispatch bound)."""
+    return c.mechanism is Mechanism.HOST_STALL and c.culprit.kind == "job"
 
 
 #: A job-wide idle leads the ranking when it gains at least this many times what fixing any one
@@ -738,8 +756,8 @@ def _diagnose(
         nes = dataclasses.replace(nes, findings=undecided)
     if nes is not None:
         if not pair_metrics and (
-            any(c.mechanism in JOB_LEVEL and c.severity is Severity.HIGH for c in final)
-            or any(c.mechanism not in JOB_LEVEL for c in final)
+            any(is_job_level(c) and c.severity is Severity.HIGH for c in final)
+            or any(not is_job_level(c) for c in final)
         ):
             final.append(nes)
         else:

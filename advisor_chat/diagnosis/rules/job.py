@@ -133,8 +133,9 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     )
     return [
         RootCause(
-            id="cause.job_idle",
-            mechanism=Mechanism.JOB_IDLE,
+            # a job-wide idle whose evidence is the host dispatch is a host stall of the job
+            id="cause.job_host_dispatch" if dispatch is not None else "cause.job_idle",
+            mechanism=Mechanism.HOST_STALL if dispatch is not None else Mechanism.JOB_IDLE,
             category=Category.SCHEDULING,
             culprit=Culprit(kind="job", ranks=(), label="the whole job", label_zh="整个作业"),
             victims=victims,
