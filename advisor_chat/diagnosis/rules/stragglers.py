@@ -1132,14 +1132,14 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             kind="rank" if onset else "steps",
             ranks=ranks,
             events=pairs,
-            label=f"{len(pairs)} one-step events"
+            label=_events_label(pairs, ranks, steps)[0]
             if len(ranks) > 1
             else f"rank {ranks[0]}"
             if onset
             else f"rank {ranks[0]} in steps {steps_txt}"
             if len(pairs) > 1
             else f"step {pairs[0][0]} on rank {pairs[0][1]}",
-            label_zh=f"{len(pairs)} 次单步事件"
+            label_zh=_events_label(pairs, ranks, steps)[1]
             if len(ranks) > 1
             else f"{ranks[0]}号卡"
             if onset
@@ -1195,4 +1195,25 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             )
             for r in ranks
         ),
+    )
+
+
+def _events_label(
+    pairs: tuple[tuple[int, int], ...], ranks: tuple[int, ...], steps: tuple[int, ...]
+) -> tuple[str, str]:
+    """Label of one-step events on several ranks that names where they are (English, Chinese).
+
+    Up to 6 events: their (step, rank) pairs; more: the ranks and the steps they hit.
+    """
+    if len(pairs) <= 6:
+        at = ", ".join(f"({s}, {r})" for s, r in pairs)
+        return (
+            f"the one-step stalls at (step, rank) = {at}",
+            f"（步, 卡）= {at} 的单步停顿",
+        )
+    rl, rl_zh = ranks_label(list(ranks))
+    st = ", ".join(str(s) for s in steps)
+    return (
+        f"{len(pairs)} one-step stalls on {rl} in steps {st}",
+        f"{rl_zh}在第 {st} 步的 {len(pairs)} 次单步停顿",
     )
