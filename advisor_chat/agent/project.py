@@ -1335,6 +1335,13 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
                 )
             )
         lab = label(c.culprit, zh)
+        if c.culprit.kind == "job" and lab not in ("the whole job", "整个作业"):
+            # a cost of the job: said of every rank, so no one rank is looked for
+            lab = (
+                f"{lab}（所有卡都有，没有哪张卡是罪魁）"
+                if zh
+                else f"{lab} (on every rank, no rank is to blame)"
+            )
         text = text.strip().rstrip("。.")
         if lead_check:  # the change comes second, after finding out about the top cause
             p.lines.append(

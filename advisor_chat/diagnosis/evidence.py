@@ -294,11 +294,12 @@ def explain_hotspot(item: JobItem, ranks_txt: str, ranks_zh: str) -> tuple[str, 
         what = item.name.split(" computed")[0]
         en = (
             f"{what} is computed from separate operators ({ops}) that take at least {share} of "
-            f"{ranks_txt}'s step ({ms(item.us_per_step)} per step), with no fused {what} kernel"
+            f"{ranks_txt}'s step ({ms(item.us_per_step)} per step), with no fused {what} kernel: "
+            "a computation cost (compute-bound), not waiting"
         )
         zh = (
             f"{what} 由多个独立算子（{ops}）拼接计算，至少占{ranks_zh}步长的 {share}"
-            f"（每步 {ms(item.us_per_step)}），没有使用融合的 {what} 算子"
+            f"（每步 {ms(item.us_per_step)}），没有使用融合的 {what} 算子：这是计算开销，不是等待"
         )
         fused = {
             "attention": (
