@@ -435,6 +435,8 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
         r"互联",
         r"网卡",
         r"交换机",
+        r"\b(p2p|send/?recv|send-recv|point[- ]to[- ]point)\b.{0,25}\bslow",
+        r"(p2p|send/?recv|点对点).{0,10}慢",
     ),
     "pipeline": (
         r"\bpipeline",
@@ -606,6 +608,8 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"交换机",
         r"带宽",
         r"互联",
+        r"\b(p2p|send/?recv|send-recv|point[- ]to[- ]point)\b.{0,25}\bslow",
+        r"(p2p|send/?recv|点对点).{0,10}慢",
     ),
     "hardware": (
         r"\bhardware\b",
@@ -614,6 +618,9 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"\bdefective\b",
         r"\bbad (card|npu|chip|device|node)\b",
         r"\b(one|a|some|any) (card|npu|chip|device)\b.{0,30}\b(bad|broken|faulty)\b",
+        r"\b(npu|card|chip|device)('s)?\s+(is\s+)?(bad|broken|faulty|dead)\b",
+        r"\bswap (the|this|that|a) (card|npu|chip|device)",
+        r"换(一张|个)?卡",
         r"\becc\b",
         r"\bthrottl",
         r"\boverheat",

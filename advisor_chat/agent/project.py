@@ -1175,9 +1175,9 @@ def _network(
             p.add_cause(main)
         rest = (
             (
-                f"主要原因是：{summary(main, zh)}。"
+                f"时间损失在别处——{summary(main, zh)}。"
                 if zh
-                else f" The main cause: {summary(main, zh)}."
+                else f" The time goes elsewhere — {lower_first(summary(main, zh))}."
             )
             if main
             else ""
@@ -1213,9 +1213,10 @@ def _network(
     if top is not None:
         p.add_cause(top)
         p.lines.append(
-            f"不是网络的问题：没有发现慢链路。主要原因是：{summary(top, zh)}。"
+            f"不是网络的问题：没有发现慢链路。时间损失在别处——{summary(top, zh)}。"
             if zh
-            else f"No, the network is not the problem: no link is slow. The main cause is: {summary(top, zh)}."
+            else "No, the network is not the problem: no link is slow. The time goes elsewhere — "
+            f"{lower_first(summary(top, zh))}."
         )
         return p
     p.lines.append(

@@ -709,3 +709,130 @@ def idle_before(
     return IdleSpot(
         op_type, shp, float(top["sum"]), float(top["peer"]), float(top["count"]), min(share, 1.0)
     )
+
+
+#: One stretch holds the job's idle when the largest gap of a (step, rank) is at least this share
+#: of that unit's idle (median over units).
+STRETCH_SHARE = 0.6
+#: Idle before a few operator types is theirs when the top types (at most 2) hold this share.
+BEFORE_OPS_SHARE = 0.6
+#: Kernel names of the backward pass.
+_BACKWARD = ("grad", "backward")
+
+
+@dataclass(frozen=True)
+class JobIdleShape:
+    """Where the idle every rank shares sits in the step (``kernel_details.csv`` Wait Time).
+
+    Attributes:
+        kind: ``stretch`` (one long gap per step at the same place) or ``before_ops`` (many gaps,
+            mostly right before the launches of one or two operator types).
+        before: Operator type(s) launched right after the idle (the most frequent over units).
+        after: Operator type that ran right before a ``stretch`` ('' for ``before_ops``).
+        idle_us: The idle it covers per (step, rank), µs (median over units).
+        share: Its share of the unit's idle.
+        gaps_per_step: Gaps per (step, rank) it is made of (median).
+        forward_share: Share of the unit's idle before the step's first backward kernel (names
+            with ``Grad`` / ``backward``), NaN when no kernel says backward.
+        after_collective: For a ``stretch``: the kernel before it is a collective (e.g. the last
+            gradient all-reduce).
+    """
+
+    kind: str
+    before: tuple[str, ...]
+    after: str
+    idle_us: float
+    share: float
+    gaps_per_step: float
+    forward_share: float
+    after_collective: bool
+
+
+def job_idle_shape(profile: Profile, ranks: Sequence[int]) -> JobIdleShape | None:
+    """Where the job's shared idle sits: one stretch, or the gaps before some operators.
+
+    Reads every kernel (collectives included) of up to ``PEER_SAMPLE`` of ``ranks`` in start
+    order; a kernel's Wait Time is the device idle before it. ``None`` without Wait Time, or when
+    the idle is neither one stretch (``STRETCH_SHARE``) nor held by one or two operator types
+    (``BEFORE_OPS_SHARE``).
+    """
+    rs = _sample([int(r) for r in ranks])
+    if not rs:
+        return None
+    k = profile.kernels_for(rs)
+    if k.empty or "wait_us" not in k.columns or "start_us" not in k.columns:
+        return None
+    w = pd.to_numeric(k["wait_us"], errors="coerce")
+    if not w.notna().any():
+        return None
+    name = (
+        k["name"].astype("string").fillna("")
+        if "name" in k.columns
+        else pd.Series("", index=k.index)
+    )
+    op = k["op_type"].astype("string") if "op_type" in k.columns else name
+    op = op.where(op.notna() & ~op.isin(["", "N/A"]), name).fillna("")
+    k = pd.DataFrame(
+        {
+            "rank": k["rank"].to_numpy(),
+            "step": k["step"].fillna(-1).to_numpy() if "step" in k.columns else -1,
+            "start": pd.to_numeric(k["start_us"], errors="coerce").to_numpy(),
+            "wait": w.fillna(0.0).clip(lower=0.0).to_numpy(),
+            "op": op.to_numpy(),
+            "name": name.str.lower().to_numpy(),
+        }
+    ).sort_values(["rank", "start"], kind="stable")
+    k["prev"] = k.groupby("rank")["op"].shift().fillna("")
+    k = k[k["step"] >= 0] if (k["step"] >= 0).any() else k
+    units = k.groupby(["step", "rank"], sort=False)
+    total = units["wait"].sum()
+    total = total[total > 0]
+    if total.empty:
+        return None
+    # backward starts at the first kernel whose name says so
+    bw = k["name"].str.contains("|".join(_BACKWARD), regex=True)
+    fwd_share = float("nan")
+    if bw.any():
+        first_bw = k[bw].groupby(["step", "rank"])["start"].min()
+        kk = k.join(first_bw.rename("bw0"), on=["step", "rank"])
+        fwd = kk[kk["start"] < kk["bw0"]].groupby(["step", "rank"])["wait"].sum()
+        fwd_share = float((fwd.reindex(total.index).fillna(0.0) / total).median())
+    idx = units["wait"].idxmax()
+    big = k.loc[idx.to_numpy()].set_index(["step", "rank"])
+    big_share = (big["wait"] / total.reindex(big.index)).dropna()
+    if len(big_share) and float(big_share.median()) >= STRETCH_SHARE:
+        before = str(big["op"].mode().iloc[0])
+        after = str(big["prev"].mode().iloc[0])
+        return JobIdleShape(
+            "stretch",
+            (before,),
+            after,
+            float(big["wait"].median()),
+            float(big_share.median()),
+            1.0,
+            fwd_share,
+            after.lower().startswith(("hcom", "hccl")) or "allreduce" in after.lower(),
+        )
+    comp = k[~k["op"].str.lower().str.startswith(("hcom", "hccl"))]
+    by_op = comp.groupby("op")["wait"].sum().sort_values(ascending=False)
+    tot = float(k["wait"].sum())
+    if by_op.empty or tot <= 0:
+        return None
+    top = list(by_op.index[:2])
+    held = float(by_op.iloc[:2].sum()) / tot
+    if float(by_op.iloc[0]) / tot >= BEFORE_OPS_SHARE:
+        top, held = top[:1], float(by_op.iloc[0]) / tot
+    if held < BEFORE_OPS_SHARE:
+        return None
+    n_units = max(len(total), 1)
+    gaps = float((comp["op"].isin(top) & (comp["wait"] > 0)).sum()) / n_units
+    return JobIdleShape(
+        "before_ops",
+        tuple(str(t) for t in top),
+        "",
+        held * float(total.median()),
+        held,
+        gaps,
+        fwd_share,
+        False,
+    )

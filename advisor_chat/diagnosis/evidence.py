@@ -217,6 +217,17 @@ def explain_device(
             f"{top.count_peer:.0f} 次，每次 {ms(top.avg_us_peer)}）：每步多 {ms(top.delta_us)}，"
             "是多做了计算，而不是算子变慢"
         )
+        if top.count_peer > 0 and top.count_culprit >= 1.5 * top.count_peer:
+            # the operators the peers also run, run again: what activation recomputation does
+            # (the forward re-run in the backward)
+            clause += (
+                f"; the same {op} the peers run, run again ({top.count_culprit / top.count_peer:.1f}x "
+                "as often), as activation recomputation (re-running the forward in the backward) does"
+            )
+            clause_zh += (
+                f"；同组也运行的 {op} 在这里多跑了一遍（{top.count_culprit / top.count_peer:.1f} 倍），"
+                "这正是激活重计算（反向时重新执行前向）的特征"
+            )
         rem = Remedy(
             "action",
             f"Remove the extra {op} work on {who}: it runs {op} {more:.0f} more times per step "

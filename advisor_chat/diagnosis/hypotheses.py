@@ -246,7 +246,10 @@ def _hardware(d: Diagnosis) -> Verdict:
             f"{dev.summary_zh.rstrip('。')}；所有算子按同一倍数变慢，说明设备降频或硬件劣化",
             (dev,),
         )
-    link = _mech(d, Mechanism.SLOW_LINK)
+    link = next(
+        (c for c in _real(d) if c.mechanism is Mechanism.SLOW_LINK and c.culprit.kind != "job"),
+        None,
+    )  # a whole job's network (a setting, congestion) is not one piece of hardware
     if link is not None:
         return _v(
             "hardware",
@@ -283,6 +286,22 @@ def _hardware(d: Diagnosis) -> Verdict:
             "没有哪个设备或链路异常：各卡与各链路的表现都与同类一致",
         )
     en, zh = _top_text(top)
+    if top.culprit.kind == "job" or top.mechanism in (
+        Mechanism.PIPELINE_IMBALANCE,
+        Mechanism.EXPOSED_COMMUNICATION,
+        Mechanism.JOB_HOTSPOT,
+        Mechanism.JOB_IDLE,
+    ):
+        # the time goes to how the job runs (its work, partition or settings): no device runs
+        # uniformly slower and no link is degraded, so nothing points at a broken part
+        return _v(
+            "hardware",
+            "contradicted",
+            f"no device runs uniformly slower and no link is degraded; {en}, which is how the job "
+            "is set up or partitioned, not a broken part",
+            f"没有设备整体变慢，也没有链路劣化；{zh}，这是作业的配置或切分方式造成的，不是某个部件坏了",
+            (top,),
+        )
     v = _v(
         "hardware",
         "undecided",
@@ -385,6 +404,16 @@ def _dataloader(d: Diagnosis) -> Verdict:
     if c is not None:
         return _v("dataloader", "supported", c.summary.rstrip("."), c.summary_zh.rstrip("。"), (c,))
     idle = _mech(d, Mechanism.JOB_IDLE)
+    if idle is not None and idle.metrics.get("idle_placed_share", 0.0) >= 0.5:
+        # the idle sits at a known place that is not the step's start (where input waits show)
+        return _v(
+            "dataloader",
+            "contradicted",
+            f"the ranks idle together, but not at the start of the step where waiting for input "
+            f"shows: {_lower_first(idle.summary.rstrip('.'))}",
+            f"各卡确实一起空闲，但不在步的开始处（等待输入会出现在那里）：{idle.summary_zh.rstrip('。')}",
+            (idle,),
+        )
     if idle is not None:
         v = _v(
             "dataloader",

@@ -8,7 +8,7 @@ import math
 from advisor_chat.analyzers._common import format_ranks, missing_ranks
 from advisor_chat.analyzers.base import Category, Finding, FindingKind
 from advisor_chat.diagnosis.context import Context, ranks_label
-from advisor_chat.diagnosis.decompose import job_account
+from advisor_chat.diagnosis.decompose import JobIdleShape, job_account, job_idle_shape
 from advisor_chat.diagnosis.evidence import explain_hotspot
 from advisor_chat.diagnosis.rules.common import (
     EXPOSED_MIN_SHARE,
@@ -80,7 +80,12 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     if math.isfinite(si):  # how much of the Free is before the step's first kernel
         where = f", {ms(si)} of it at the start of the step (input pipeline)"
         where_zh = f"，其中 {ms(si)} 发生在步的开始处（数据输入）"
-    dispatch = _job_dispatch_bound(ctx, gain, si if math.isfinite(si) else 0.0)
+    shape = None if start else job_idle_shape(ctx.profile, ctx.ranks)
+    dispatch = (
+        _idle_shape_text(shape, gain, med)
+        if shape is not None
+        else _job_dispatch_bound(ctx, gain, si if math.isfinite(si) else 0.0)
+    )
     if dispatch is not None:
         where += f", {dispatch[0]}"
         where_zh += f"，{dispatch[1]}"
@@ -102,11 +107,19 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     else:
         who, who_zh = "the whole job waits", "整个作业"
         slow, slow_zh = "no rank is slow", "没有慢卡"
+    # the host launches late (dispatch-bound, or late before some operators): a host stall of the
+    # job; one stretch at a fixed point of the step is the job waiting for off-device work
+    host_late = dispatch is not None and not (shape is not None and shape.kind == "stretch")
     outside, outside_zh = (
         "something outside the device (input data, rollout, host work or synchronization)",
         "设备之外的东西（输入数据、rollout、主机侧工作或同步）",
     )
-    if dispatch is not None:
+    if shape is not None and shape.kind == "stretch":
+        outside, outside_zh = (
+            "work done off the device at that point of the step",
+            "在步的这个位置、设备之外进行的工作",
+        )
+    elif dispatch is not None:
         outside, outside_zh = "its host to dispatch work (host-bound)", "主机下发任务（下发瓶颈）"
     blamed = sorted(
         {
@@ -134,8 +147,8 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     return [
         RootCause(
             # a job-wide idle whose evidence is the host dispatch is a host stall of the job
-            id="cause.job_host_dispatch" if dispatch is not None else "cause.job_idle",
-            mechanism=Mechanism.HOST_STALL if dispatch is not None else Mechanism.JOB_IDLE,
+            id="cause.job_host_dispatch" if host_late else "cause.job_idle",
+            mechanism=Mechanism.HOST_STALL if host_late else Mechanism.JOB_IDLE,
             category=Category.SCHEDULING,
             culprit=Culprit(kind="job", ranks=(), label="the whole job", label_zh="整个作业"),
             victims=victims,
@@ -150,6 +163,7 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 f"{slow_zh}。"
             ),
             metrics={
+                **({"idle_placed_share": shape.share} if shape is not None else {}),
                 "free_us_median": med,
                 "free_share_median": float(share.median()),
                 "free_spread_us": spread,
@@ -185,6 +199,87 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             severity=_severity(gain, ctx.step_us),
         )
     ]
+
+
+def _idle_shape_text(
+    shape: JobIdleShape, shared_free_us: float, free_us: float
+) -> tuple[str, str, tuple[Remedy, ...]]:
+    """Where the job's idle sits, as text and the remedies that place selects.
+
+    From :func:`~advisor_chat.diagnosis.decompose.job_idle_shape`; returns (English, Chinese,
+    remedies).
+    """
+    ub = BoundKind.UPPER_BOUND
+    # the kernels' Wait Time also counts waits behind other streams: the share of the idle it
+    # places, applied to the rank's Free, keeps the figures within the Free they explain
+    idle = min(shape.idle_us, shape.share * free_us) if free_us > 0 else shape.idle_us
+    if shape.kind == "stretch":
+        before, after = shape.before[0], shape.after
+        en = (
+            f"{ms(idle)} of it in one stretch per step, after {after} and before "
+            f"{before} on every rank"
+        )
+        zh = (
+            f"其中 {ms(shape.idle_us)} 是每步一整段，位于 {after} 之后、{before} 之前（所有卡相同）"
+        )
+        gather = "gather" in before.lower() or "broadcast" in before.lower()
+        if shape.after_collective and gather:
+            # between the gradient reduction and the next parameter gather: where the
+            # optimizer step runs, so the optimizer is not on the device
+            en += (
+                " (between the gradient reduction and the parameter gather, where the optimizer "
+                "step runs: no optimizer kernel runs there, so the optimizer step is done off the "
+                "NPU, e.g. an optimizer offloaded to the CPU (ZeRO-Offload / CPU Adam))"
+            )
+            zh += (
+                "（位于梯度归约与参数收集之间，即优化器更新的位置：这里没有优化器算子在设备上运行，"
+                "说明优化器更新不在 NPU 上，例如优化器被卸载（offload）到 CPU（ZeRO-Offload / CPU Adam））"
+            )
+            rem = Remedy(
+                "action",
+                "Run the optimizer step on the NPU again: turn off the optimizer offload "
+                "(DeepSpeed `offload_optimizer`, CPU Adam) if memory allows, or use a ZeRO stage "
+                "that shards the optimizer states across the NPUs instead of moving them to the CPU.",
+                "让优化器更新回到 NPU 上：在显存允许时关闭优化器卸载（DeepSpeed 的 `offload_optimizer`、"
+                "CPU Adam），或改用把优化器状态切分到各 NPU 上的 ZeRO 阶段，而不是卸载到 CPU。",
+                shared_free_us,
+                ub,
+            )
+        else:
+            rem = Remedy(
+                "action",
+                f"Find what the training loop does between {after} and {before} (a CPU-side "
+                "step, a synchronization, logging or checkpointing) and take it off the "
+                "critical path: run it on the NPU, overlap it, or do it less often.",
+                f"找出训练循环在 {after} 与 {before} 之间做了什么（CPU 上的计算、同步、日志或保存检查点），"
+                "把它移出关键路径：放到 NPU 上、与计算重叠，或降低频率。",
+                shared_free_us,
+                ub,
+            )
+        return en, zh, (rem,)
+    ops = " and ".join(shape.before)
+    en = (
+        f"{ms(idle)} of it ({pct(shape.share)}) right before the launches of {ops} "
+        f"({shape.gaps_per_step:.0f} per step on every rank): the host is late to launch them"
+    )
+    zh = (
+        f"其中 {ms(idle)}（{pct(shape.share)}）紧挨在 {ops} 启动之前（所有卡每步 "
+        f"{shape.gaps_per_step:.0f} 次）：主机启动它们晚了"
+    )
+    rem = Remedy(
+        "action",
+        f"Find what the host does right before it launches {ops}: a memory allocation or free "
+        "(e.g. torch.npu.empty_cache() every step, which makes the caching allocator allocate "
+        "device memory again for these outputs), a synchronization such as .item()/.cpu(), or "
+        "Python work on that path; remove it from the step (no per-step empty_cache, "
+        "preallocate or reuse buffers, make it asynchronous).",
+        f"找出主机在启动 {ops} 之前做了什么：申请或释放显存（例如每步调用 torch.npu.empty_cache()，"
+        "使缓存分配器不得不为这些输出重新申请显存）、.item()/.cpu() 这类同步，或该路径上的 Python 计算；"
+        "把它移出训练步（不要每步 empty_cache，预分配或复用缓冲区，改为异步）。",
+        shared_free_us,
+        ub,
+    )
+    return en, zh, (rem,)
 
 
 #: Job-wide dispatch-bound: the device idle waiting for the host's next launch (``host_dispatch``

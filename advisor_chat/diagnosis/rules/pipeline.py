@@ -102,6 +102,18 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
     w_stage_txt = ", ".join(str(t[0]) for t in waiting)
     label = f"stage {c_idx} ({cl})"
     label_zh = f"流水线阶段{c_idx}（{cl_zh}）"
+    ex = None
+    if comp == "computing":
+        # what the busy stage computes beyond the waiting one (extra operators, more launches of
+        # the same ones, slower kernels): the evidence for where to rebalance
+        from advisor_chat.diagnosis.decompose import device_account
+        from advisor_chat.diagnosis.evidence import explain_device
+
+        ex = explain_device(
+            device_account(ctx.profile, [(-1, r) for r in c_ranks], w_ranks), label, label_zh, gain
+        )
+    why = f"; it computes more because {ex.clause}" if ex is not None else ""
+    why_zh = f"；其计算更多的原因是{ex.clause_zh}" if ex is not None else ""
     comm_claim = comp == "communication"
     # limited evidence (trial item 4): a communication-bound claim resting on few steps or on
     # communication detail (comm_ops) for only some ranks is said so, with the counts
@@ -215,14 +227,15 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
             summary=(
                 f"Pipeline imbalance: stage {w_stage_txt} ({wl}) waits {ms(bubble_mean)} per step "
                 f"in Bubble ({pct(bubble_share)} of its step) for stage {c_idx} ({cl}), which is "
-                f"{dom}." + lim
+                f"{dom}{why}." + lim
             ),
             summary_zh=(
                 f"流水线负载不均衡：阶段{w_stage_txt}（{wl_zh}）每步在气泡中等待 {ms(bubble_mean)}"
                 f"（占其步长 {pct(bubble_share)}），等的是阶段{c_idx}（{cl_zh}），"
-                f"后者{dom_zh}。" + lim_zh
+                f"后者{dom_zh}{why_zh}。" + lim_zh
             ),
             metrics={
+                **(ex.metrics if ex is not None else {}),
                 "bubble_us_mean": bubble_mean,
                 "bubble_share": bubble_share,
                 "culprit_dominant_us": dom_us,
