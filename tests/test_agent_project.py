@@ -819,3 +819,26 @@ def test_how_much_gives_the_step_after_the_fix_and_it_is_grounded() -> None:
         assert "::" not in t.replace(" ", "") and "：：" not in t
         g = check_grounding(t, pool)
         assert g.ungrounded == [], (t, g)
+
+
+def test_a_named_change_is_judged_against_the_causes_text_and_the_recorded_environment() -> None:
+    """'We enabled X, related?': yes when a top cause's text shows X; no for an unset env var."""
+    import dataclasses
+
+    assert pj.named_suspect("ds配置里开了offload_optimizer到cpu，跟这个有关系吗") == "offload"
+    assert pj.named_suspect("could ASCEND_LAUNCH_BLOCKING be on somewhere?") == "launch_blocking"
+    assert pj.named_suspect("why is rank 3 slow?") == ""
+    offload = dataclasses.replace(
+        HOST9,
+        summary=HOST9.summary + "; the optimizer step runs off the NPU (optimizer offload)",
+    )
+    yes = _text(pj.suspect_verdict(_diag(offload), "offload", False, env_recorded=True))
+    assert yes.startswith("Yes, that fits what the data shows.") and "rank 9" in yes
+    # the same question where no cause shows it: no verdict (the other answers take over)
+    assert pj.suspect_verdict(_diag(HOST9), "offload", False, env_recorded=True) is None
+    # an environment variable the metadata records and the env check does not flag: not set
+    no = _text(pj.suspect_verdict(_diag(HOST9), "launch_blocking", False, env_recorded=True))
+    assert no.startswith("No: ASCEND_LAUNCH_BLOCKING is not set to 1 on any rank")
+    assert "host stall on rank 9" in no
+    # nothing recorded: cannot say it is unset
+    assert pj.suspect_verdict(_diag(HOST9), "launch_blocking", True, env_recorded=False) is None

@@ -476,7 +476,7 @@ class Planner:
         zh = q.language == "zh"
         lang = "zh" if zh else "en"
         d = self._last_diagnosis = self.diagnosis(outputs, q.language)
-        if q.intent == "unsupported" and not q.hypothesis:
+        if q.intent == "unsupported" and not q.hypothesis and not project.named_suspect(q.text):
             return PlanResult(self._help(q, d), outputs=outputs)
         if q.intent == "compare_profiles" and self.session.baseline is None:
             return PlanResult(msg("answer.no_baseline", lang), outputs=outputs)
@@ -526,6 +526,22 @@ class Planner:
             job = project.job_question(d, zh, idle=_IDLE_Q.search(q.text) is not None)
             if job is not None:
                 return job
+        suspect = project.named_suspect(q.text)
+        if (
+            suspect
+            and (q.kind == "yes_no" or _SUSPECT_Q.search(q.text))
+            and not _ACTION_Q.search(q.text)
+        ):
+            # "we turned on X, related?": X against the evidence of the top causes
+            meta = getattr(self.session.profile, "tables", {}).get("meta")
+            env = (
+                meta is not None
+                and "env" in getattr(meta, "columns", ())
+                and bool(meta["env"].map(lambda e: isinstance(e, dict) and bool(e)).any())
+            )
+            sv = project.suspect_verdict(d, suspect, zh, env)
+            if sv is not None:
+                return sv
         if hyp == "hccl_timeout" and q.ranks:  # "is rank 4 hung?": that rank's role
             return project.explain_ranks(d, q.ranks, zh, yes_no=q.kind == "yes_no")
         # "could it be GC?": a verdict first; capabilities with their own tools and data needs
@@ -1079,6 +1095,17 @@ def quote_source(path: str, zh: bool = False) -> str:
     if zh and (m := _NO_SOURCE.search(s)) is not None:
         return f"`{s[: m.start()]}`（无源文件）"
     return f"`{s}`"
+
+
+#: A question that puts a change forward as the cause ("could that be it?", "related?", "有关系吗").
+_SUSPECT_Q = re.compile(
+    r"\b(related|could (that|this|it) be|is that why|cause[sd]? (this|it)|be (it|the reason))\b"
+    r"|\bcould\b.{0,40}\bbe\b"
+    r"|有关系|有关吗|会是这个|是不是因为|是这个原因|导致的",
+    re.I,
+)
+#: A question that asks whether to make a change ("should I switch...?"): judged elsewhere.
+_ACTION_Q = re.compile(r"\bshould (i|we)\b|要不要|该不该|需不需要|是否应该", re.I)
 
 
 def _lead(intent: str, zh: bool) -> str:

@@ -15,6 +15,7 @@ for it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -2079,3 +2080,80 @@ def link_directions(d: Diagnosis, zh: bool) -> Projection | None:
     p = Projection(lines=[first + (summary(c, zh) if zh else lower_first(summary(c, zh)))])
     p.add_cause(c)
     return p
+
+
+#: Changes a user names as a suspect ("we turned on X, related?"): how the question names it,
+#: what in a cause's text shows it, and the environment variable that decides it when one does.
+SUSPECTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
+    "offload": ((r"offload", r"cpu[ _-]?adam", r"卸载"), (r"offload", r"卸载"), ""),
+    "recompute": (
+        (r"recomput", r"重计算", r"重算", r"activation checkpoint"),
+        (r"recomput", r"重计算"),
+        "",
+    ),
+    "empty_cache": ((r"empty[_ ]?cache",), (r"empty_cache",), ""),
+    "zero3": ((r"\bzero[- ]?3\b", r"zero stage 3", r"zero-?3"), (r"AllGather",), ""),
+    "launch_blocking": (
+        (r"launch[_ ]?blocking",),
+        (r"ASCEND_LAUNCH_BLOCKING",),
+        "ASCEND_LAUNCH_BLOCKING",
+    ),
+    "intra_roce": ((r"intra[_ ]?roce",), (r"HCCL_INTRA_ROCE_ENABLE",), "HCCL_INTRA_ROCE_ENABLE"),
+}
+
+
+def named_suspect(text: str) -> str:
+    """The change a question names as a suspect (a key of :data:`SUSPECTS`), or ``""``."""
+    low = text.lower()
+    for key, (asked, _, _) in SUSPECTS.items():
+        if any(re.search(p, low, re.I) for p in asked):
+            return key
+    return ""
+
+
+def suspect_verdict(d: Diagnosis, key: str, zh: bool, env_recorded: bool) -> Projection | None:
+    """Whether a change the user names fits the diagnosis ("we enabled X, could that be it?").
+
+    Yes when the text of one of the top two causes (summary, remedies) shows it (e.g. the
+    optimizer off the NPU for an offload, the same operators run again for recompute); no when
+    it is an environment variable the profiler metadata records and the environment check does
+    not flag (it is not set). ``None`` when the data says neither: the other answers take over.
+    """
+    _, shows, var = SUSPECTS[key]
+    real = _real(d)[:2]
+    for c in real:
+        body = " ".join(
+            [
+                c.summary,
+                c.summary_zh,
+                *(r.text for r in c.remedies),
+                *(r.text_zh for r in c.remedies),
+            ]
+        )
+        if any(re.search(p, body, re.I) for p in shows):
+            p = Projection()
+            p.add_cause(c)
+            p.plot_ranks = _culprit_ranks(c)[:8]
+            p.lines.append(
+                f"是的，这与数据相符。{summary(c, zh)}。"
+                if zh
+                else f"Yes, that fits what the data shows. {_upper_first(summary(c, zh))}."
+            )
+            return p
+    if var and env_recorded:
+        flagged = [f for f in d.findings if f.id == f"env_check.env.{var.lower()}"]
+        if not flagged:
+            p = Projection()
+            top = real[0] if real else None
+            rest_en = f" The time goes elsewhere — {lower_first(summary(top, zh))}." if top else ""
+            rest_zh = f"时间损失在别处——{summary(top, zh)}。" if top else ""
+            if top is not None:
+                p.add_cause(top)
+            p.lines.append(
+                f"不是：{var} 在任何一张卡上都没有设置为 1（profiler_metadata.json 记录的环境变量）。{rest_zh}"
+                if zh
+                else f"No: {var} is not set to 1 on any rank (the environment recorded in "
+                f"profiler_metadata.json).{rest_en}"
+            )
+            return p
+    return None

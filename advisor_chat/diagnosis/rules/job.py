@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import pandas as pd
+
 from advisor_chat.analyzers._common import format_ranks, missing_ranks
 from advisor_chat.analyzers.base import Category, Finding, FindingKind
 from advisor_chat.diagnosis.context import Context, ranks_label
@@ -444,6 +446,25 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         metrics["small_packet_share"] = small_share
         extra += f", {pct(small_share)} small packets"
         extra_zh += f"，小包占 {pct(small_share)}"
+    # which collectives hold the time (comm_ops Elapse by operator type): the evidence that
+    # picks between fusing, overlapping and changing what is communicated (e.g. ZeRO-3 gathers)
+    ops = ctx.profile.get("comm_ops")
+    if not ops.empty and {"op_type", "elapse_ms"} <= set(ops.columns):
+        el = pd.to_numeric(ops["elapse_ms"], errors="coerce")
+        by = el.groupby(ops["op_type"].astype(str).str.lower()).sum()
+        by = by[by > 0].sort_values(ascending=False)
+        if len(by) and float(by.sum()) > 0:
+            sh = by / float(by.sum())
+            top = [(str(t), float(v)) for t, v in sh.items() if v >= 0.2][:2]
+            names = {"allgather": "AllGather", "reducescatter": "ReduceScatter",
+                     "allreduce": "AllReduce", "alltoall": "AlltoAll", "broadcast": "Broadcast",
+                     "send": "Send", "receive": "Receive", "alltoallv": "AlltoAllV"}  # fmt: skip
+            if top:
+                txt = " and ".join(f"{names.get(t, t)} ({pct(v)})" for t, v in top)
+                extra += f"; mostly {txt} of the communication time"
+                extra_zh += f"；通信时间主要是 {'和'.join(f'{names.get(t, t)}（{pct(v)}）' for t, v in top)}"
+                for t, v in top:
+                    metrics[f"{t}_share"] = v
     waitf = ctx.finding("communication.communication.wait_dominated")
     missing = missing_ranks(ctx.profile)
     if waitf and missing:
