@@ -18,51 +18,6 @@ from typing import Any
 
 import pytest
 
-from advisor_chat.evals.dataset import default_dataset_dir, load_dataset
-from advisor_chat.evals.runner import _fill, question_context, resolve_expect
-from advisor_chat.synth import SCENARIOS
-from advisor_chat.synth.scenarios_dev import DEV_KINDS
-from advisor_chat.synth.scenarios_faults import FAULT_KINDS
-
-
-def test_dev_set_loads_by_name_with_every_kind_half_chinese() -> None:
-    items = load_dataset("generalization_dev")
-    assert {i.dataset for i in items} == {"generalization_dev"}
-    assert all(i.split == "tune" for i in items)
-    by_kind = Counter(i.scenario for i in items)
-    assert set(by_kind) == set(DEV_KINDS) and len(DEV_KINDS) == 5
-    assert not set(DEV_KINDS) & set(FAULT_KINDS)
-    for kind in DEV_KINDS:
-        assert kind in SCENARIOS, kind
-        assert by_kind[kind] >= 10, kind
-        zh = sum(1 for i in items if i.scenario == kind and i.lang == "zh")
-        assert 2 * zh == by_kind[kind], kind
-    # a development set: neither in the default run nor in the benchmark's own run
-    assert not any(i.dataset == "generalization_dev" for i in load_dataset())
-    assert {i.dataset for i in load_dataset("generalization")} == {"generalization"}
-    d = default_dataset_dir()
-    assert d is not None
-    head = (d / "generalization_dev.yaml").read_text(encoding="utf-8")
-    assert "without reading" in head.lower() or "WITHOUT reading" in head
-
-
-def test_dev_references_resolve_against_the_generated_keys(scenario) -> None:
-    items = load_dataset("generalization_dev")
-    keys: dict[str, dict[str, Any]] = {}
-    for it in items:
-        assert it.scenario is not None
-        if it.scenario not in keys:
-            root = scenario(it.scenario, **it.gen)
-            keys[it.scenario] = json.loads((root / "answer_key.json").read_text(encoding="utf-8"))
-        facts = keys[it.scenario]
-        ctx = question_context(facts)
-        for t in it.turns:
-            q = _fill(t.q, ctx)
-            assert "{" not in q, it.id
-            r = resolve_expect(t.expect, facts, ctx, it.lang)
-            checked = [r.culprit, r.culprits, r.evidence, r.first_suggestion, r.yes_no, r.numbers]
-            assert any(x for x in checked), f"{it.id}: nothing specific is checked"
-
 
 # ---------------------------------------------------------------- the fault is in the files
 def _rank_dir(root: Path, rank: int) -> Path:

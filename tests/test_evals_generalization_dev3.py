@@ -1,118 +1,25 @@
 """The third generalization development set: 5 more fault kinds (scenarios_dev3.py) and questions.
 
-- The set loads by name, only its own file (neither ``--dataset generalization`` nor
-  ``--dataset generalization_dev`` / ``generalization_dev2`` pulls it in), every item is
-  ``split: tune``, every kind has >= 10 questions, half of them Chinese.
-- Every reference and placeholder resolves against the generated answer keys, and every item checks
-  something specific.
+The set's shape and references: tests/test_evals_dev_sets.py.
+
 - The planted fault is in the written files (read with csv/json, independently of ingest).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections import Counter
 from pathlib import Path
 from statistics import median
-from typing import Any
 
 import pytest
-
-from advisor_chat.evals.dataset import default_dataset_dir, load_dataset
-from advisor_chat.evals.runner import _fill, question_context, resolve_expect
-from advisor_chat.synth import SCENARIOS
-from advisor_chat.synth.scenarios_dev import DEV_KINDS
-from advisor_chat.synth.scenarios_dev2 import DEV2_KINDS
-from advisor_chat.synth.scenarios_dev3 import DEV3_KINDS
-from advisor_chat.synth.scenarios_faults import FAULT_KINDS
-
-PO = "ASCEND_PROFILER_OUTPUT"
-
-
-def test_dev3_set_loads_by_name_with_every_kind_half_chinese() -> None:
-    items = load_dataset(Path("generalization_dev3"))
-    assert {i.dataset for i in items} == {"generalization_dev3"}
-    assert all(i.split == "tune" for i in items)
-    by_kind = Counter(i.scenario for i in items)
-    assert set(by_kind) == set(DEV3_KINDS) and len(DEV3_KINDS) == 5
-    assert not set(DEV3_KINDS) & set(FAULT_KINDS)
-    assert not set(DEV3_KINDS) & set(DEV_KINDS)
-    assert not set(DEV3_KINDS) & set(DEV2_KINDS)
-    for kind in DEV3_KINDS:
-        assert kind in SCENARIOS, kind
-        assert by_kind[kind] >= 10, kind
-        zh = sum(1 for i in items if i.scenario == kind and i.lang == "zh")
-        assert 2 * zh == by_kind[kind], kind
-        # a yes/no question whose right answer is "no" for every kind
-        assert any(t.expect.yes_no == "no" for i in items if i.scenario == kind for t in i.turns), (
-            kind
-        )
-    # a development set: neither in the default run nor in the benchmark's or other dev sets' runs
-    assert not any(i.dataset == "generalization_dev3" for i in load_dataset())
-    assert {i.dataset for i in load_dataset(Path("generalization"))} == {"generalization"}
-    assert {i.dataset for i in load_dataset(Path("generalization_dev"))} == {"generalization_dev"}
-    assert {i.dataset for i in load_dataset(Path("generalization_dev2"))} == {"generalization_dev2"}
-    d = default_dataset_dir()
-    assert d is not None
-    head = (d / "generalization_dev3.yaml").read_text(encoding="utf-8")
-    assert "WITHOUT reading" in head
-    # expected facts are references, never typed: no literal rank list or number in an expectation
-    for it in items:
-        for t in it.turns:
-            for v in (t.expect.culprit, t.expect.victims, t.expect.category, t.expect.mechanism):
-                assert v is None or (isinstance(v, str | list) and "@key:" in str(v)), it.id
-
-
-def test_dev3_references_resolve_against_the_generated_keys(scenario) -> None:
-    items = load_dataset(Path("generalization_dev3"))
-    keys: dict[str, dict[str, Any]] = {}
-    for it in items:
-        assert it.scenario is not None
-        if it.scenario not in keys:
-            root = scenario(it.scenario, **it.gen)
-            keys[it.scenario] = json.loads((root / "answer_key.json").read_text(encoding="utf-8"))
-        facts = keys[it.scenario]
-        ctx = question_context(facts)
-        for t in it.turns:
-            q = _fill(t.q, ctx)
-            assert "{" not in q, it.id
-            r = resolve_expect(t.expect, facts, ctx, it.lang)
-            checked = [r.culprit, r.culprits, r.evidence, r.first_suggestion, r.yes_no, r.numbers]
-            assert any(x for x in checked), f"{it.id}: nothing specific is checked"
-
+from _dev_files import PO
+from _dev_files import flows_us as _flows_us
+from _dev_files import kernel_rows as _kernel_rows
+from _dev_files import rank_dirs as _rank_dirs
+from _dev_files import read_csv as _csv
 
 # ---------------------------------------------------------------- the fault is in the files
-def _rank_dirs(root: Path) -> dict[int, Path]:
-    out = {}
-    for info in root.glob("*_ascend_pt/profiler_info_*.json"):
-        out[int(info.stem.rsplit("_", 1)[1])] = info.parent
-    return out
-
-
-def _csv(d: Path, name: str) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO((d / PO / name).read_bytes().decode(), newline="")))
-
-
-def _trace(d: Path) -> list[dict[str, Any]]:
-    return json.loads((d / PO / "trace_view.json").read_text())
-
-
-def _flows_us(d: Path) -> list[float]:
-    """HostToDevice flow lengths (launch start → kernel start) of compute kernels, µs."""
-    ev = _trace(d)
-    s = {
-        e["id"]: float(e["ts"]) for e in ev if e.get("ph") == "s" and e.get("cat") == "HostToDevice"
-    }
-    f = {
-        e["id"]: float(e["ts"]) for e in ev if e.get("ph") == "f" and e.get("cat") == "HostToDevice"
-    }
-    return [f[i] - s[i] for i in s if i in f and int(i) < 10**9]
-
-
-def _kernel_rows(d: Path) -> list[dict[str, str]]:
-    return [x for x in _csv(d, "kernel_details.csv") if x["Accelerator Core"] != "HCCL"]
 
 
 def _hccl_rows(d: Path) -> list[dict[str, str]]:

@@ -427,6 +427,25 @@ def host_measured(ctx: Context, rank: int) -> bool:
     return bool(hd.loc[hd["rank"] == rank, "launch_delay_us"].notna().any())
 
 
+def launch_delays(
+    ctx: Context, slow: list[int], others: list[int]
+) -> tuple[float, float, pd.DataFrame] | None:
+    """Median launch-to-start delay (µs) of ``slow`` ranks and of ``others``, and the table.
+
+    From the ``host_dispatch`` analyzer's per-rank table (``launch_delay_p50_us``: trace_view.json
+    HostToDevice flows / DB CANN_API); ``None`` when either side is not measured.
+    """
+    res = ctx.result("host_dispatch")
+    if res is None or res.table.empty or "launch_delay_p50_us" not in res.table.columns:
+        return None
+    t = res.table.set_index("rank")
+    a = t.reindex(slow)["launch_delay_p50_us"].dropna()
+    b = t.reindex(others)["launch_delay_p50_us"].dropna()
+    if a.empty or b.empty:
+        return None
+    return float(a.median()), float(b.median()), t
+
+
 def host_evidence(
     ctx: Context, slow: list[int], others: list[int]
 ) -> tuple[str, str, dict[str, float]] | None:
@@ -437,15 +456,10 @@ def host_evidence(
     launch is starved: the host barely keeps ahead of it) and the device idle spent waiting for
     the host's next launch per step. ``None`` without those columns for both sides.
     """
-    res = ctx.result("host_dispatch")
-    if res is None or res.table.empty or "launch_delay_p50_us" not in res.table.columns:
+    lead = launch_delays(ctx, slow, others)
+    if lead is None:
         return None
-    t = res.table.set_index("rank")
-    a = t.reindex(slow)["launch_delay_p50_us"].dropna()
-    b = t.reindex(others)["launch_delay_p50_us"].dropna()
-    if a.empty or b.empty:
-        return None
-    da, db = float(a.median()), float(b.median())
+    da, db, t = lead
     if not da < 0.5 * db:
         return None
     hw = (
@@ -491,15 +505,10 @@ def device_idle_evidence(
     CANN_API flows). ``None`` when not measured or not longer by ``QUEUED_RATIO`` and
     ``QUEUED_MIN_US``.
     """
-    res = ctx.result("host_dispatch")
-    if res is None or res.table.empty or "launch_delay_p50_us" not in res.table.columns:
+    lead = launch_delays(ctx, slow, others)
+    if lead is None:
         return None
-    t = res.table.set_index("rank")
-    a = t.reindex(slow)["launch_delay_p50_us"].dropna()
-    b = t.reindex(others)["launch_delay_p50_us"].dropna()
-    if a.empty or b.empty:
-        return None
-    da, db = float(a.median()), float(b.median())
+    da, db, _ = lead
     if not (da >= QUEUED_RATIO * db and da - db >= QUEUED_MIN_US):
         return None
     en = (

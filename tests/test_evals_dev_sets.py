@@ -1,0 +1,85 @@
+"""The generalization development sets (generalization_dev, _dev2, _dev3): shape and references.
+
+Each set holds 5 simulated fault kinds (``advisor_chat/synth/scenarios_dev*.py``) written without
+reading the diagnosis, 10 questions per kind, half of them Chinese, all ``split: tune``:
+
+- it loads by name, only its own file (no other set, nor the default run, pulls it in), and its
+  kinds are disjoint from the benchmark's and the other development sets';
+- expected facts are references into the answer keys (``@key:``), never typed literals;
+- every reference and placeholder resolves against the generated answer keys, and every item
+  checks something specific.
+
+What each kind writes into its files is checked per set (``test_evals_generalization_dev*.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from advisor_chat.evals.dataset import default_dataset_dir, load_dataset
+from advisor_chat.evals.runner import _fill, question_context, resolve_expect
+from advisor_chat.synth import SCENARIOS
+from advisor_chat.synth.scenarios_dev import DEV_KINDS
+from advisor_chat.synth.scenarios_dev2 import DEV2_KINDS
+from advisor_chat.synth.scenarios_dev3 import DEV3_KINDS
+from advisor_chat.synth.scenarios_faults import FAULT_KINDS
+
+SETS = {
+    "generalization_dev": DEV_KINDS,
+    "generalization_dev2": DEV2_KINDS,
+    "generalization_dev3": DEV3_KINDS,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SETS))
+def test_set_loads_by_name_with_every_kind_half_chinese(name: str) -> None:
+    kinds = SETS[name]
+    items = load_dataset(name)
+    assert {i.dataset for i in items} == {name}
+    assert all(i.split == "tune" for i in items)
+    by_kind = Counter(i.scenario for i in items)
+    assert set(by_kind) == set(kinds) and len(kinds) == 5
+    assert not set(kinds) & set(FAULT_KINDS)
+    for other, other_kinds in SETS.items():
+        if other != name:
+            assert not set(kinds) & set(other_kinds), other
+            assert not any(i.dataset == name for i in load_dataset(other))
+    for kind in kinds:
+        assert kind in SCENARIOS, kind
+        assert by_kind[kind] >= 10, kind
+        zh = sum(1 for i in items if i.scenario == kind and i.lang == "zh")
+        assert 2 * zh == by_kind[kind], kind
+    # a development set: neither in the default run nor in the benchmark's own run
+    assert not any(i.dataset == name for i in load_dataset())
+    assert {i.dataset for i in load_dataset("generalization")} == {"generalization"}
+    d = default_dataset_dir()
+    assert d is not None
+    head = (d / f"{name}.yaml").read_text(encoding="utf-8")
+    assert "without reading" in head.lower()
+    # expected facts are references, never typed: no literal rank list or number in an expectation
+    for it in items:
+        for t in it.turns:
+            for v in (t.expect.culprit, t.expect.victims, t.expect.category, t.expect.mechanism):
+                assert v is None or (isinstance(v, str | list) and "@key:" in str(v)), it.id
+
+
+@pytest.mark.parametrize("name", sorted(SETS))
+def test_references_resolve_against_the_generated_keys(scenario, name: str) -> None:
+    keys: dict[str, dict[str, Any]] = {}
+    for it in load_dataset(name):
+        assert it.scenario is not None
+        if it.scenario not in keys:
+            root = scenario(it.scenario, **it.gen)
+            keys[it.scenario] = json.loads((root / "answer_key.json").read_text(encoding="utf-8"))
+        facts = keys[it.scenario]
+        ctx = question_context(facts)
+        for t in it.turns:
+            q = _fill(t.q, ctx)
+            assert "{" not in q, it.id
+            r = resolve_expect(t.expect, facts, ctx, it.lang)
+            checked = [r.culprit, r.culprits, r.evidence, r.first_suggestion, r.yes_no, r.numbers]
+            assert any(x for x in checked), f"{it.id}: nothing specific is checked"
