@@ -539,9 +539,7 @@ class Planner:
                 and "env" in getattr(meta, "columns", ())
                 and bool(meta["env"].map(lambda e: isinstance(e, dict) and bool(e)).any())
             )
-            sv = project.suspect_verdict(d, suspect, zh, env)
-            if sv is not None:
-                return sv
+            return project.suspect_verdict(d, suspect, zh, env)
         if hyp == "hccl_timeout" and q.ranks:  # "is rank 4 hung?": that rank's role
             return project.explain_ranks(d, q.ranks, zh, yes_no=q.kind == "yes_no")
         # "could it be GC?": a verdict first; capabilities with their own tools and data needs

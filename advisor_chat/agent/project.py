@@ -1351,10 +1351,14 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
             )
             p.plot_ranks = list(top.culprit.ranks)[:8]
             return p
+        # one colon per sentence: a remedy with its own "what: how" follows a dash
+        sep_en, sep_zh = (" — ", "——") if any(x in text for x in ":：") else (": ", "：")
         if zh:
-            p.lines.append(f"先处理{lab}：{text}{g}。原因：{summary(c, zh)}。")
+            p.lines.append(f"先处理{lab}{sep_zh}{text}{g}。原因——{summary(c, zh)}。")
         else:
-            p.lines.append(f"Fix {lab} first: {lower_first(text)}{g}. Why: {summary(c, zh)}.")
+            p.lines.append(
+                f"Fix {lab} first{sep_en}{lower_first(text)}{g}. Why — {lower_first(summary(c, zh))}."
+            )
         if layered and c is layered[0]:
             rest = layered[1:]
             each = [
@@ -2117,7 +2121,7 @@ def suspect_verdict(d: Diagnosis, key: str, zh: bool, env_recorded: bool) -> Pro
     Yes when the text of one of the top two causes (summary, remedies) shows it (e.g. the
     optimizer off the NPU for an offload, the same operators run again for recompute); no when
     it is an environment variable the profiler metadata records and the environment check does
-    not flag (it is not set). ``None`` when the data says neither: the other answers take over.
+    not flag (it is not set); otherwise "cannot tell", with where the time goes.
     """
     _, shows, var = SUSPECTS[key]
     real = _real(d)[:2]
@@ -2156,4 +2160,18 @@ def suspect_verdict(d: Diagnosis, key: str, zh: bool, env_recorded: bool) -> Pro
                 f"profiler_metadata.json).{rest_en}"
             )
             return p
-    return None
+    # neither shown nor ruled out: say so, and where the time goes
+    p = Projection()
+    top = real[0] if real else None
+    if top is not None:
+        p.add_cause(top)
+        p.plot_ranks = _culprit_ranks(top)[:8]
+    where_en = f" The time goes to {lower_first(summary(top, zh))}." if top else ""
+    where_zh = f"时间损失在：{summary(top, zh)}。" if top else ""
+    p.lines.append(
+        "无法从这份数据判断它是否有影响：主要原因的证据中没有它的迹象，也无法排除它。" + where_zh
+        if zh
+        else "Cannot tell from this data whether it matters: nothing in the main causes' "
+        f"evidence shows it, and nothing rules it out.{where_en}"
+    )
+    return p

@@ -286,11 +286,26 @@ def _hardware(d: Diagnosis) -> Verdict:
             "没有哪个设备或链路异常：各卡与各链路的表现都与同类一致",
         )
     en, zh = _top_text(top)
-    if top.culprit.kind == "job" or top.mechanism in (
-        Mechanism.PIPELINE_IMBALANCE,
-        Mechanism.EXPOSED_COMMUNICATION,
-        Mechanism.JOB_HOTSPOT,
-        Mechanism.JOB_IDLE,
+    m = top.metrics
+    measured = (
+        "device_extra_us" in m  # its extra device time decomposed from the kernels
+        or "idle_placed_share" in m  # where the idle sits, from the kernels
+        or any(k.endswith(("gather_share", "scatter_share", "allreduce_share")) for k in m)
+        or top.mechanism is Mechanism.JOB_HOTSPOT  # an item measured on every rank's kernels
+        or (
+            top.culprit.kind == "job"
+            and top.mechanism in (Mechanism.HOST_STALL, Mechanism.SLOW_LINK)
+        )
+    )
+    if measured and (
+        top.culprit.kind == "job"
+        or top.mechanism
+        in (
+            Mechanism.PIPELINE_IMBALANCE,
+            Mechanism.EXPOSED_COMMUNICATION,
+            Mechanism.JOB_HOTSPOT,
+            Mechanism.JOB_IDLE,
+        )
     ):
         # the time goes to how the job runs (its work, partition or settings): no device runs
         # uniformly slower and no link is degraded, so nothing points at a broken part
@@ -418,9 +433,9 @@ def _dataloader(d: Diagnosis) -> Verdict:
         v = _v(
             "dataloader",
             "undecided",
-            f"every rank idles ({idle.summary.rstrip('.')}), which an input pipeline would cause, "
-            "but the idle is not at the start of the step where a dataloader wait shows",
-            f"所有卡都在空闲（{idle.summary_zh.rstrip('。')}），数据加载会造成这种空闲，但空闲并不在步的开始处",
+            f"{_lower_first(idle.summary.rstrip('.'))}; an input pipeline would cause such idle, "
+            "but it is not at the start of the step where a dataloader wait shows",
+            f"{idle.summary_zh.rstrip('。')}；数据加载会造成这种空闲，但空闲并不在步的开始处",
             (idle,),
         )
         return Verdict(
