@@ -71,7 +71,9 @@ def _check_rank12_answer(ans, key: dict) -> None:
 def test_why_is_rank_12_slow_en(adv: Advisor, seed12) -> None:
     ans = adv.ask("why is rank 12 slow?")
     _check_rank12_answer(ans, seed12[1])
-    assert ans.answer.startswith("Rank 12 is slow in its own right: its own time (Computing + Free) is")
+    assert ans.answer.startswith(
+        "Rank 12 is slow in its own right: its own time (Computing + Free) is"
+    )
     assert ans.language == "en"
     assert "Free" in ans.answer and re.search(
         r"\bwait .{0,40}\bfor it\b", ans.answer
