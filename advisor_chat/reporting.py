@@ -279,8 +279,13 @@ def _gain_text(gain: float | None, bound: Any, lang: str = "en") -> str:
     return t("gain.per_step", lang, ms=fmt_ms(gain))
 
 
-def _finding_md(f: Finding, heading: str) -> list[str]:
-    """One finding as Markdown (profile strings escaped with textsafe)."""
+def _finding_md(f: Finding, heading: str, nested: bool = False) -> list[str]:
+    """One finding as Markdown (profile strings escaped with textsafe).
+
+    ``nested``: the finding is evidence under a cause, whose expected gain is the one stated
+    (the finding's own estimate, made by a different formula, is left out so that one
+    quantity has one figure).
+    """
     from advisor_chat.textsafe import md_code, md_text
 
     out = []
@@ -289,7 +294,7 @@ def _finding_md(f: Finding, heading: str) -> list[str]:
     out.append("")
     out.append(md_text(f.summary, limit=None))
     out.append("")
-    if f.estimated_gain_us is not None and math.isfinite(f.estimated_gain_us):
+    if not nested and f.estimated_gain_us is not None and math.isfinite(f.estimated_gain_us):
         out.append(f"- **Estimated gain:** {fmt_us(f.estimated_gain_us)} per step")
     if f.metrics:
         # the name without its unit suffix: the value carries its unit (µs shown in ms)
@@ -391,7 +396,7 @@ def render_markdown(report: Report) -> str:
                 out.append(f"- **Expected gain:** {g}")
             out.append("")
             for j, f in enumerate(ev, 1):
-                out += _finding_md(f, f"#### {i}.{j}")
+                out += _finding_md(f, f"#### {i}.{j}", nested=True)
                 shown.add(f.id)
     rest = [f for f in report.findings if f.id not in shown]
     title = "Other findings" if d is not None else "Findings"
@@ -434,8 +439,10 @@ code{background:#f6f8fa;padding:.05rem .3rem;border-radius:4px}
 """
 
 
-def _finding_html(f: Finding, num: str, lang: str = "both") -> list[str]:
+def _finding_html(f: Finding, num: str, lang: str = "both", nested: bool = False) -> list[str]:
     """One finding as an HTML section (profile strings escaped with textsafe).
+
+    ``nested``: under a cause, without the finding's own gain estimate (see :func:`_finding_md`).
 
     ``lang`` ``zh``: the Chinese summary only (the English one when a finding has none) and no
     "how" notes (the analyzers write them in English only); ``en``: English only; ``both``: both.
@@ -466,7 +473,7 @@ def _finding_html(f: Finding, num: str, lang: str = "both") -> list[str]:
         parts.append(f"<p>{e(f.summary)}</p>")
         if f.summary_zh and lang == "both":
             parts.append(f'<p class="zh" lang="zh">{e(f.summary_zh)}</p>')
-    if f.estimated_gain_us is not None and math.isfinite(f.estimated_gain_us):
+    if not nested and f.estimated_gain_us is not None and math.isfinite(f.estimated_gain_us):
         gain = t("gain.per_step", ui, ms=fmt_us(f.estimated_gain_us))
         parts.append(f"<p><b>{e(t('report.finding_gain', ui))}</b> {e(gain)}</p>")
     if f.metrics:
@@ -625,7 +632,7 @@ def render_html(
                 items.append(f"<b>{T('report.expected_gain')}</b> {e(g)}")
             parts.append("<ul>" + "".join(f"<li>{x}</li>" for x in items) + "</ul>")
             for j, f in enumerate(c.findings, 1):
-                parts += _finding_html(f, f"{i}.{j}", lang)
+                parts += _finding_html(f, f"{i}.{j}", lang, nested=True)
                 shown.add(f.id)
             parts.append("</section>")
     if plots:

@@ -245,7 +245,7 @@ def test_step_events_keep_their_step_rank_list() -> None:
     )
     r5 = _text(pj.explain_ranks(d, [5], False))
     assert r5.startswith("Rank 5 stalls only in step 2 (an event, not a slow rank on average)")
-    assert _text(pj.steps(d, True)).startswith("慢的 step 来自单步事件 (step 2, rank 5)")
+    assert _text(pj.steps(d, True)).startswith("慢的步来自单步事件 (step 2, rank 5)")
 
 
 def test_job_level_cause_names_no_rank() -> None:
@@ -471,7 +471,7 @@ def test_a_named_step_gets_its_own_events_or_is_said_to_have_none() -> None:
         "Step 3 is slow because of the one-step event (step 3, rank 9)"
     )
     none = _text(pj.steps(d, True, [1]))
-    assert none.startswith("step 1 没有单独的事件。\n慢的 step 来自单步事件 (step 2, rank 5)")
+    assert none.startswith("第 1 步没有单独的事件。\n慢的步来自单步事件 (step 2, rank 5)")
     assert _text(pj.steps(_diag(SLOW_LINK, excluded_steps=(1,)), False, [1])).startswith(
         "Step 1 has incomplete device records and was excluded"
     )
@@ -552,7 +552,7 @@ def test_yes_no_verdict_follows_the_ranks_role() -> None:
         "No — not on average: rank 5 stalls only in step 2"
     )
     assert _text(pj.explain_ranks(ev, [5], True, yes_no=True)).startswith(
-        "不是，平均来看不是慢卡：5号卡只在 step 2"
+        "不是，平均来看不是慢卡：5号卡只在第 2 步"
     )
     pipe = _diag(PIPE)
     assert _text(pj.explain_ranks(pipe, [12], False, yes_no=True)).startswith(
@@ -711,7 +711,7 @@ def test_yes_no_step_questions_open_with_the_verdict() -> None:
     assert _text(pj.steps(_diag(EVENTS), False, yes_no=True)).startswith(
         "Yes: the slow steps come from one-step events (step 2, rank 5)"
     )
-    assert _text(pj.steps(_diag(EVENTS), True, yes_no=True)).startswith("是的：慢的 step")
+    assert _text(pj.steps(_diag(EVENTS), True, yes_no=True)).startswith("是的：慢的步")
     assert _text(pj.steps(_diag(NO_CULPRIT), False, yes_no=True)).startswith(
         "No: no step is slower than the others"
     )

@@ -375,3 +375,34 @@ def test_one_rank_of_kernels_only(real_samples: Path) -> None:
     assert f"is {top}: {top_us / 1000:.2f} ms" in ops, ops
     zh = adv.ask("哪些算子慢？").answer
     assert zh.startswith("这份数据只有一张卡") and top in zh
+
+
+def test_network_verdict_with_missing_ranks_is_cannot_tell(real_samples: Path) -> None:
+    # rank 0's communication_matrix.json has links to ranks 0-7; the export holds ranks 0-1: the
+    # links of ranks 2-7 were never measured from their side, so "no" would be a guess
+    import json
+
+    root = real_samples / "pt-text-level1-2rank"
+    doc = json.loads(
+        (root / "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/communication_matrix.json").read_text()
+    )
+    peers: set[int] = set()
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if re.fullmatch(r"\d+-\d+", k):
+                    peers.update(int(r) for r in k.split("-"))
+                walk(v)
+
+    walk(doc)
+    assert peers == set(range(8))
+    adv = _adv(root)
+    en = adv.ask("is it the network?").answer
+    zh = adv.ask("是网络的问题吗？").answer
+    assert en.startswith("Cannot tell whether the network is the problem"), en
+    assert "2-7" in en.split("\n")[0]
+    assert zh.startswith("无法判断是不是网络的问题") and "2-7号卡" in zh.split("\n")[0], zh
+    assert (
+        "No, the network" not in en and "：不是网络的问题" not in zh and not zh.startswith("不是")
+    )

@@ -19,6 +19,7 @@ from advisor_chat.ingest import load_profile
 CASES = [
     # compute-straggler-hidden: one rank computes 25% longer in every kernel
     ("compute-straggler-hidden", "hardware", "supported"),
+    ("compute-straggler-hidden", "card", "supported"),
     ("compute-straggler-hidden", "compute_straggler", "supported"),
     ("compute-straggler-hidden", "gc", "contradicted"),
     ("compute-straggler-hidden", "load_imbalance", "contradicted"),
@@ -28,10 +29,12 @@ CASES = [
     ("seed-rank12", "host_dispatch", "supported"),
     ("seed-rank12", "network", "contradicted"),
     ("seed-rank12", "hardware", "contradicted"),
+    ("seed-rank12", "card", "contradicted"),
     # slow-link: one RDMA link at 30% of its peers
     ("slow-link", "network", "supported"),
     ("slow-link", "link", "supported"),
     ("slow-link", "hardware", "supported"),
+    ("slow-link", "card", "contradicted"),  # a link, not an NPU: check the port/cable first
     ("slow-link", "compute_straggler", "contradicted"),
     # matmul-shape-regression: one rank's MatMul slower at one shape (same work, slower kernel)
     ("matmul-shape-regression", "load_imbalance", "contradicted"),
@@ -69,3 +72,25 @@ def test_the_parser_names_the_hypotheses_the_diagnosis_judges() -> None:
     from advisor_chat.agent.parse import HYPOTHESES as PARSED
 
     assert tuple(PARSED) == tuple(HYPOTHESES)
+
+
+def test_a_network_verdict_needs_every_rank(real_samples) -> None:
+    # the 2-rank export of an 8-rank job: no slow link among ranks 0-1 clears nothing about the
+    # links of ranks 2-7, which were never measured
+    d = diagnose(
+        load_profile(real_samples / "pt-text-level1-2rank", use_cache=False, progress=False)
+    )
+    assert d.missing_ranks == tuple(range(2, 8))
+    for h in ("network", "link"):
+        v = judge(d, h)
+        assert v.status == "undecided", v.reason
+        assert "2-7" in v.reason and "2-7" in v.reason_zh and "2-7" in v.collect
+
+
+def test_a_slow_link_is_not_a_bad_card(scenario) -> None:
+    d = diagnose(load_profile(scenario("slow-link"), use_cache=False, progress=False))
+    link = next(c for c in d.causes if c.mechanism.value == "slow_link")
+    v = judge(d, "card")
+    assert v.causes == (link.id,)
+    assert "no NPU computes slower" in v.reason and "hccn_tool" in v.reason
+    assert not v.reason.count("link: slow link")  # the cause's own title is not repeated

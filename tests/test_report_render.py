@@ -150,7 +150,15 @@ def test_renderers_and_json_shape() -> None:
     for f in rep.findings:
         assert f.id in md
     reg = next(f for f in rep.findings if f.kind is FindingKind.OP_REGRESSION)
-    assert "Estimated gain:** 1.0 ms per step" in md  # 10 calls x +100 us, rounded for display
+    assert rep.diagnosis is not None
+    under = next((c for c in rep.diagnosis.causes if reg.id in {f.id for f in c.findings}), None)
+    section = md.split(f"`{reg.id}`")[-2].rsplit("####", 1)[-1]  # its own section
+    if under is None:  # a finding on its own states its estimate
+        assert "Estimated gain:** 1.0 ms per step" in md  # 10 calls x +100 us, rounded
+    else:  # under a cause, the cause's expected gain is the one figure stated
+        assert "Estimated gain" not in section
+        assert "Expected gain:**" in md
+    assert reg.estimated_gain_us == pytest.approx(1000.0)  # 10 calls x +100 us
     page = render_html(rep)
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     assert "<script" not in page and "<link" not in page and "src=" not in page

@@ -137,7 +137,7 @@ def label(c: Culprit, zh: bool) -> str:
     if c.kind == "operator" and c.operator:
         return f"算子 {c.operator}" if zh else f"operator {c.operator}"
     if c.kind == "steps":
-        return "个别 step 的事件" if zh else "events in single steps"
+        return "个别步的事件" if zh else "events in single steps"
     if c.kind == "job":
         return "整个作业" if zh else "the whole job"
     return "无" if zh else "none"
@@ -297,9 +297,9 @@ def shares_line(d: Diagnosis, zh: bool) -> str:
     ]
     if not parts:
         return ""
-    step = f"（中位 step 耗时 {us(d.step_time_us)}）" if zh and d.step_time_us > 0 else ""
+    step = f"（每步中位耗时 {us(d.step_time_us)}）" if zh and d.step_time_us > 0 else ""
     if zh:
-        return "全集群 step 时间占比：" + "，".join(parts) + step + "。"
+        return "全集群步时间占比：" + "，".join(parts) + step + "。"
     st = f" (median step {us(d.step_time_us)})" if d.step_time_us > 0 else ""
     return "Cluster-wide share of the step: " + ", ".join(parts) + st + "."
 
@@ -321,7 +321,7 @@ def _role_sentence(rank: int, c: RootCause, role: str, imp: Impact | None, zh: b
             st_txt = ", ".join(str(x) for x in steps)
             if zh:
                 return _then(
-                    f"{who}只在 step {st_txt} 出现单步停顿（事件，不是平均意义上的慢卡）", s, zh
+                    f"{who}只在第 {st_txt} 步出现单步停顿（事件，不是平均意义上的慢卡）", s, zh
                 )
             return _then(
                 f"{who.capitalize()} stalls only in step {st_txt} (an event, not a slow rank on "
@@ -683,7 +683,7 @@ def compare_ranks(
         vic = next((i for i in c.victims if i.rank == other), None)
         if vic is not None and vic.lost_us > 0:
             rest = (
-                f"{wo}在等它（每步 {us(vic.lost_us)}，占其 step 的 {pct(vic.share)}）"
+                f"{wo}在等它（每步 {us(vic.lost_us)}，占其步长的 {pct(vic.share)}）"
                 if zh
                 else f"{wo} waits for it ({us(vic.lost_us)} per step, {pct(vic.share)} of its step)"
             )
@@ -883,7 +883,7 @@ def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection
     elif c.kind == "steps":
         p.plot_ranks = _culprit_ranks(top)[:8]
         p.lines.append(
-            f"平均而言没有哪张卡慢：时间损失在个别 step 的停顿上，{events_text(top, zh)}：{s}。"
+            f"平均而言没有哪张卡慢：时间损失在个别步的停顿上，{events_text(top, zh)}：{s}。"
             if zh
             else f"No rank is slow on average: the time goes to one-step stalls, {events_text(top, zh)}: {s}."
         )
@@ -959,7 +959,35 @@ def network(
     p = _network(d, links, zh, ranks, yes_no=yes_no, which=which, healthy=healthy, single=single)
     if not links_judged and not any(c.mechanism == Mechanism.SLOW_LINK for c in p.causes):
         p.lines = [_unjudged(x, zh) for x in p.lines]
+    elif (
+        d.missing_ranks
+        and not ranks
+        and not any(c.mechanism == Mechanism.SLOW_LINK for c in p.causes)
+    ):
+        p.lines = [_missing_links(x, d, zh) for x in p.lines]
     return p
+
+
+def _missing_links(line: str, d: Diagnosis, zh: bool) -> str:
+    """A "no, it is not the network" verdict said as "cannot tell" when ranks are missing.
+
+    The links of the ranks the profile lacks were never measured: a slow one may be among them.
+    """
+    which = fmt_ranks(d.missing_ranks)
+    n = len(d.ranks)
+    if zh:
+        return line.replace(
+            "不是网络的问题：没有发现慢链路",
+            f"无法判断是不是网络的问题：现有的 {n} 张卡之间没有慢链路，缺少 {which}号卡的数据，"
+            "它们的链路无法判断",
+            1,
+        )
+    return line.replace(
+        "No, the network is not the problem: no link is slow",
+        f"Cannot tell whether the network is the problem: no link among the {n} ranks present "
+        f"is slow, but ranks {which} are missing from the profile and their links cannot be judged",
+        1,
+    )
 
 
 def _slow_body(c: RootCause, zh: bool) -> str:
@@ -1208,7 +1236,8 @@ def _network(
         p.lines.append(
             f"不是网络的问题：没有发现慢链路；但通信本身是一个原因：{summary(cc, zh)}。"
             if zh
-            else f"No, the network is not the problem: no link is slow; communication itself is a cause, though: {summary(cc, zh)}."
+            else "No, the network is not the problem: no link is slow; communication itself is a "
+            f"cause, though — {lower_first(summary(cc, zh))}."
         )
         return p
     if top is not None:
@@ -1510,7 +1539,7 @@ def how_much(d: Diagnosis, zh: bool) -> Projection:
         # adds the same two derived numbers, see grounding.add_diagnosis)
         after, frac = d.step_time_us - top.gain_us, top.gain_us / d.step_time_us
         share = (
-            f"；中位 step 耗时 {us(d.step_time_us)}，修复后约 {us(after)}（少 {pct(frac)}）"
+            f"；每步中位耗时 {us(d.step_time_us)}，修复后约 {us(after)}（少 {pct(frac)}）"
             if zh
             else f"; the median step of {us(d.step_time_us)} would take about {us(after)} "
             f"({pct(frac)} less)"
@@ -1586,7 +1615,7 @@ def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
                 )
             return p
         p.lines.append(
-            f"step {st} 没有单独的事件。" if zh else f"Step {st} has no event of its own."
+            f"第 {st} 步没有单独的事件。" if zh else f"Step {st} has no event of its own."
         )
     ev = [c for c in d.causes if c.mechanism in (Mechanism.STEP_EVENTS, Mechanism.DEGRADATION)]
     for i, c in enumerate(ev[:3]):
@@ -1595,7 +1624,7 @@ def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
             e = events_text(c, zh)
             p.lines.append(
                 (
-                    f"慢的 step 来自单步事件 {e}：{summary(c, zh)}。"
+                    f"慢的步来自单步事件 {e}：{summary(c, zh)}。"
                     if zh
                     else f"The slow steps come from one-step events {e}: {summary(c, zh)}."
                 )
@@ -1629,7 +1658,7 @@ def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
         if real:
             p.add_cause(real[0])
             p.lines.append(
-                f"没有单步级别的原因：每个 step 的损失来自同一个原因：{summary(real[0], zh)}。"
+                f"没有单步级别的原因：每一步的损失来自同一个原因：{summary(real[0], zh)}。"
                 if zh
                 else f"No step-level cause: the steps lose time to the same cause throughout: {summary(real[0], zh)}."
             )
@@ -1639,7 +1668,7 @@ def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
             if nc is not None:
                 p.add_cause(nc)
             p.lines.append(
-                ("没有哪个 step 比其他 step 慢。" + rest)
+                ("没有哪一步比其他步慢。" + rest)
                 if zh
                 else ("No step is slower than the others. " + rest).strip()
             )
@@ -1881,9 +1910,9 @@ def job_question(d: Diagnosis, zh: bool, idle: bool) -> Projection | None:
         first = late[0]
         name_en = label(first.culprit, False)
         p.lines.append(
-            f"{label(first.culprit, True)}自己的原因：{summary(first, zh)}。"
+            f"除此之外，{label(first.culprit, True)}还有自己的原因——{summary(first, zh)}。"
             if zh
-            else f"{name_en[:1].upper()}{name_en[1:]}'s own cause: "
+            else f"Besides that, {name_en} has a cause of its own — "
             f"{lower_first(summary(first, zh))}."
         )
     return p

@@ -830,6 +830,7 @@ def _diagnose(
         findings=tuple(ctx.findings),
         left_out=left_out,
         left_out_zh=left_out_zh,
+        missing_ranks=tuple(R.missing_ranks(profile)),
     )
 
 

@@ -11,7 +11,7 @@ measured evidence for and against it and, when the data cannot decide, what to c
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from advisor_chat.diagnosis.rules.stragglers import GC_PAUSE_MAX_US
@@ -25,6 +25,7 @@ HYPOTHESES = (
     "dataloader",
     "network",
     "link",
+    "card",
     "hardware",
     "compute_straggler",
     "load_imbalance",
@@ -42,6 +43,7 @@ NAMES = {
     "dataloader": ("the input pipeline (dataloader)", "数据加载（dataloader）"),
     "network": ("the network", "网络"),
     "link": ("a slow link", "慢链路"),
+    "card": ("a bad card (NPU)", "某张卡（NPU）坏了"),
     "hardware": ("a hardware fault", "硬件故障"),
     "compute_straggler": ("a compute straggler", "计算慢卡"),
     "load_imbalance": ("load imbalance", "负载不均衡"),
@@ -199,6 +201,26 @@ def _network(d: Diagnosis, h: str) -> Verdict:
         return _v(h, "supported", link.summary.rstrip("."), link.summary_zh.rstrip("。"), (link,))
     top = _top(d)
     exposed = _mech(d, Mechanism.EXPOSED_COMMUNICATION)
+    if d.missing_ranks:
+        # the links of the ranks the folder lacks cannot be judged: no verdict on the network
+        from advisor_chat.analyzers._common import format_ranks
+
+        n, total = len(d.missing_ranks), len(d.missing_ranks) + len(d.ranks)
+        which = format_ranks(list(d.missing_ranks))
+        en, zh = _top_text(top)
+        return Verdict(
+            h,
+            "undecided",
+            f"no link among the {len(d.ranks)} ranks present is slower than its peers, but {n} of "
+            f"the job's {total} ranks are not in this profile (ranks {which}) and their links "
+            f"cannot be judged; among the ranks present, {en}",
+            f"现有的 {len(d.ranks)} 张卡之间没有哪条链路比同类慢，但作业的 {total} 张卡中有 {n} 张不在"
+            f"这份数据中（{which}号卡），它们的链路无法判断；在现有的卡中，{zh}",
+            (top.id,) if top is not None else (),
+            f"the profiles of the missing ranks ({which}), with communication.json and "
+            "communication_matrix.json",
+            f"缺失的卡（{which}号卡）的性能数据，含 communication.json 与 communication_matrix.json",
+        )
     if top is not None and top.mechanism is Mechanism.EXPOSED_COMMUNICATION:
         return _v(
             h,
@@ -233,6 +255,31 @@ def _network(d: Diagnosis, h: str) -> Verdict:
         f"所有链路的带宽与同类一致，各卡在集合通信中等的是晚到的卡，而不是数据传输；{zh}{more_zh}",
         (top, exposed),
     )
+
+
+def _card(d: Diagnosis) -> Verdict:
+    """One bad NPU: a device slower on every operator; a slow link is not a card."""
+    if _tagged(d, "device_slow") is not None:
+        return replace(_hardware(d), hypothesis="card")
+    link = next(
+        (c for c in _real(d) if c.mechanism is Mechanism.SLOW_LINK and c.culprit.kind != "job"),
+        None,
+    )
+    if link is not None:
+        en = link.summary.rstrip(".").removeprefix("Slow link: ")
+        zh = link.summary_zh.rstrip("。").removeprefix("慢链路：")
+        return _v(
+            "card",
+            "contradicted",
+            f"no NPU computes slower than its peers; what is slow is a link — "
+            f"{_lower_first(en)}. A link far below its peers' bandwidth is "
+            "usually its port, optical module or cable: check the link (hccn_tool) before "
+            "swapping a card",
+            f"没有哪张卡（NPU）算得比同类慢，慢的是链路——{zh}。链路带宽远低于同类"
+            "通常是端口、光模块或线缆的问题：先用 hccn_tool 检查链路，再考虑换卡",
+            (link,),
+        )
+    return replace(_hardware(d), hypothesis="card")
 
 
 def _hardware(d: Diagnosis) -> Verdict:
@@ -608,6 +655,7 @@ _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
     "gc": _gc,
     "network": lambda d: _network(d, "network"),
     "link": lambda d: _network(d, "link"),
+    "card": _card,
     "hardware": _hardware,
     "compute_straggler": _straggler,
     "load_imbalance": _imbalance,

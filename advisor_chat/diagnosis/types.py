@@ -240,6 +240,8 @@ class Diagnosis:
         left_out: Which input could not be used (a file skipped at load: the first one's
             message, and how many more), said with every answer; ``""`` when all was read.
         left_out_zh: The same in Chinese.
+        missing_ranks: Ranks the job had that the profile lacks (``missing_ranks`` load
+            warnings, or below the recorded world size): no statement covers them.
     """
 
     causes: tuple[RootCause, ...]
@@ -256,6 +258,7 @@ class Diagnosis:
     findings: tuple[Finding, ...] = field(default=(), repr=False)
     left_out: str = ""
     left_out_zh: str = ""
+    missing_ranks: tuple[int, ...] = ()
 
     def role_of(self, rank: int) -> list[tuple[RootCause, Role, Impact | None]]:
         """Each cause touching ``rank`` and the rank's role in it, ordered by lost time.
@@ -295,6 +298,7 @@ class Diagnosis:
             "other_findings": [f.id for f in self.other_findings],
             "excluded_steps": list(self.excluded_steps),
             "ranks": list(self.ranks),
+            "missing_ranks": list(self.missing_ranks),
             "steps": list(self.steps),
             "step_time_us": self.step_time_us,
             "shares": dict(self.shares),

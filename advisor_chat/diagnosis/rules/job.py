@@ -114,7 +114,7 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     host_late = dispatch is not None and not (shape is not None and shape.kind == "stretch")
     outside, outside_zh = (
         "something outside the device (input data, rollout, host work or synchronization)",
-        "设备之外的东西（输入数据、rollout、主机侧工作或同步）",
+        "设备之外的东西（输入数据、推理采样、主机侧工作或同步）",
     )
     if shape is not None and shape.kind == "stretch":
         outside, outside_zh = (
@@ -182,7 +182,7 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                     "Overlap input preparation with training: more dataloader workers, prefetching "
                     "and pinned memory, or an asynchronous rollout/producer.",
                     "让输入准备与训练重叠：增加 dataloader 的 worker 数、预取并使用 pin_memory，"
-                    "或改为异步 rollout/生产者。",
+                    "或改为异步的推理采样/数据生产者。",
                     gain,
                     BoundKind.UPPER_BOUND,
                 ),
@@ -296,7 +296,8 @@ def _job_dispatch_bound(
     """Whether the idle every rank shares is the host dispatch's (English, Chinese, remedies).
 
     Evidence (``host_dispatch`` per-rank table, trace_view.json / DB CANN_API flows): on the
-    median measured rank, the device idle spent waiting for the next launch is ≥
+    median measured rank, the device idle spent waiting for the next launch, less the idle at the
+    step's start (the wait for the step's first launch, already counted there), is ≥
     ``DISPATCH_WAIT_SHARE`` of the shared Free and larger than the idle at the step's start, and
     kernels start soon after their launch (the host barely keeps ahead). The remedies follow the
     environment: ``ASCEND_LAUNCH_BLOCKING=1`` (env_check) serializes every launch and is the first
@@ -310,8 +311,13 @@ def _job_dispatch_bound(
     lead = (
         float(t["launch_delay_p50_us"].median()) if "launch_delay_p50_us" in t.columns else math.nan
     )
+    # the wait for the step's first launch is already the start-of-step idle: what is left is
+    # the wait between kernels
+    between = hw - max(start_idle_us, 0.0)
     if not (
-        math.isfinite(hw) and hw >= DISPATCH_WAIT_SHARE * shared_free_us and hw > start_idle_us
+        math.isfinite(hw)
+        and between >= DISPATCH_WAIT_SHARE * shared_free_us
+        and between > start_idle_us
     ):
         return None
     lead_en = (
@@ -324,8 +330,12 @@ def _job_dispatch_bound(
         if math.isfinite(lead)
         else ""
     )
-    en = f"{ms(hw)} of it waiting for the host's next kernel launch{lead_en}"
-    zh = f"其中 {ms(hw)} 在等主机下发下一个算子{lead_zh}"
+    if start_idle_us > 0:
+        en = f"{ms(between)} more between kernels, waiting for the host's next launch{lead_en}"
+        zh = f"另有 {ms(between)} 在算子之间等主机下发下一个算子{lead_zh}"
+    else:
+        en = f"{ms(hw)} of it waiting for the host's next kernel launch{lead_en}"
+        zh = f"其中 {ms(hw)} 在等主机下发下一个算子{lead_zh}"
     remedies: list[Remedy] = []
     blocking = ctx.finding("env_check.env.ascend_launch_blocking")
     if blocking:
@@ -486,7 +496,7 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         "action",
         "Fuse the many small collectives into fewer, larger ones (bigger gradient buckets, "
         "coalesced/flattened parameters, fewer per-layer collectives): their latency is exposed.",
-        "把大量小的集合通信合并为更少更大的通信（增大梯度 bucket、参数扁平化合并、减少逐层通信）："
+        "把大量小的集合通信合并为更少更大的通信（增大梯度分桶、参数扁平化合并、减少逐层通信）："
         "它们的时延没有被掩盖。",
         fuse_gain,
         BoundKind.UPPER_BOUND if fuse_gain is not None else BoundKind.NONE,
@@ -495,11 +505,13 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         "action",
         "Overlap communication with computation: asynchronous collectives / gradient-bucket "
         "overlap, a ZeRO stage with prefetching, or more micro-batches to hide it.",
-        "让通信与计算重叠：异步集合通信或梯度分桶重叠、带预取的 ZeRO 阶段，或用更多 micro-batch 掩盖通信。",
+        "让通信与计算重叠：异步集合通信或梯度分桶重叠、带预取的 ZeRO 阶段，或用更多微批次掩盖通信。",
         rest,
         BoundKind.UPPER_BOUND,
     )
-    remedies = [fuse, overlap_r] if many else [overlap_r, fuse]
+    # fusing is offered only where small collectives are measured: a few large all-reduces
+    # have nothing to fuse
+    remedies = [fuse, overlap_r] if many else [overlap_r, fuse] if small_us > 0 else [overlap_r]
     for f in mc2:
         remedies.append(
             Remedy(

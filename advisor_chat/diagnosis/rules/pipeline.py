@@ -164,7 +164,7 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
                 f"or move its communication-heavy parallel dimension; stage {w_stage_txt} then "
                 "waits less.",
                 f"减少阶段{c_idx}未被掩盖的通信（每步 {ms(dom_us)}）：让其集合通信与计算重叠、"
-                f"合并为更少更大的集合通信（调整 bucket 大小），或调整通信量大的并行维度；"
+                f"合并为更少更大的集合通信（调整分桶大小），或调整通信量大的并行维度；"
                 f"这样阶段{w_stage_txt}的等待会减少。",
                 gain,
                 upper,
@@ -197,7 +197,7 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
             "action",
             "Use more micro-batches per step (or an interleaved 1F1B schedule) so the Bubble "
             "is a smaller share of the step.",
-            "每步使用更多的 micro-batch（或交错式 1F1B 调度），降低流水线气泡在每步中的占比。",
+            "每步使用更多的微批次（或交错式 1F1B 调度），降低流水线气泡在每步中的占比。",
             gain,
             upper,
         )

@@ -85,12 +85,13 @@ def _rank_cause(
                 f.kind
                 in (
                     FindingKind.SLOW_RANK,
-                    FindingKind.HOST_BOUND,
                     FindingKind.OP_REGRESSION,
                     FindingKind.DATALOADER,
                     FindingKind.LOAD_IMBALANCE,
                 )
                 or (f.kind is FindingKind.BOTTLENECK and len(f.ranks) <= 2)
+                # a host-bound finding about many ranks is the job's idle, not this rank's
+                or (f.kind is FindingKind.HOST_BOUND and len(f.ranks) <= 2)
                 or (f.id.startswith("env_check.env.first_collective_late"))
                 or (f.kind is FindingKind.JITTER and len(f.ranks) <= 2)
             )
