@@ -866,6 +866,14 @@ def c_text_and_db_ranks_of_different_runs(c: Ctx) -> tuple[Path, str]:
     return root, "rank1_ascend_pt"
 
 
+@case("warn:both_exports")
+def c_rank_folder_with_text_and_db_exports(c: Ctx) -> tuple[Path, str]:
+    root = c.real_copy("pt-text-level1-2rank")
+    db = c.real / "pt-db-level1-2rank" / "rank0_ascend_pt" / OUT / "ascend_pytorch_profiler_0.db"
+    shutil.copy(db, root / "rank0_ascend_pt" / OUT / db.name)
+    return root, "rank0_ascend_pt"
+
+
 @case("warn:file_skipped")
 def c_empty_profile_output(c: Ctx) -> tuple[Path, str]:
     root = c.tmp / "prof"

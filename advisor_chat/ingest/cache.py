@@ -73,7 +73,8 @@ def load_doc(path: Path) -> Any:
 
 
 CACHE_VERSION = (
-    "ingest-v9"  # v9: a CSV cut inside its last row, repeated kernel tasks, per-rank files
+    "ingest-v10"  # v10: a rank folder with both the text and the DB export is warned
+    # about; v9: a CSV cut inside its last row, repeated kernel tasks, per-rank files
     # missing on a few ranks are warned about; v8: numbers with thousands separators / a
     # decimal comma are read; v7: env vars a
     # job records in its own metadata join meta.env; v6: JSON documents

@@ -517,6 +517,9 @@ def check_units(units: list[RankData]) -> list[DataWarning]:
       not rank numbers, a world size that is not a positive integer), ignored.
     - ``missing_table``: some ranks have a step trace (kernels, communication operators) and others
       have none (the file is absent, or gave no rows: a communication.json of the wrong shape).
+    - ``both_exports``: a rank folder holds both the text export and the DB export
+      (``ascend_pytorch_profiler_{rank}.db``): kernels and host dispatch come from the DB, the
+      step trace and communication from the text files, which disagree if they are not one run.
     - ``mixed_runs``: the ranks stopped collecting more than :data:`SAME_RUN_SECONDS` apart
       (``end_info.collectionTimeEnd`` of profiler_info, or ``SESSION_TIME_INFO`` of the DB), e.g.
       text and DB ranks of different runs in one folder.
@@ -585,6 +588,19 @@ def check_units(units: list[RankData]) -> list[DataWarning]:
                     ranks=(u.rank, int(m.group(1))),
                 )
             )
+    both = [u for u in units if u.meta.get("has_db") and u.meta.get("has_text")]
+    if both:
+        out.append(
+            DataWarning(
+                code="both_exports",
+                message=f"{_ranks_text(both)} hold both the text export and the DB export "
+                "(ascend_pytorch_profiler_*.db): kernels and host dispatch are read from the DB, "
+                "the step trace and communication from the text files. If the two are not from "
+                "the same run their numbers disagree: keep one export per rank folder",
+                path=both[0].source_dir,
+                ranks=tuple(int(u.rank) for u in both if u.rank is not None),
+            )
+        )
     ranked = [u for u in units if u.export in ("text", "db", "mindspore", "msprof")]
     if len(ranked) > 1:
         for table, what in (
