@@ -314,6 +314,14 @@ def _finding_md(f: Finding, heading: str, nested: bool = False) -> list[str]:
     return out
 
 
+def _is_cause(c: Any) -> bool:
+    """Whether a diagnosis entry blames something (numbered "Cause N").
+
+    "Not enough signal", "no culprit" and "data artifact" entries are statements about the data.
+    """
+    return str(c.mechanism.value) not in ("not_enough_signal", "no_culprit", "data_artifact")
+
+
 def _cause_heading(c: Any, lang: str = "en") -> str:
     """``'<mechanism title>: <culprit>'``, the culprit left out when it only repeats the title."""
     from advisor_chat.i18n import messages, t
@@ -368,7 +376,8 @@ def render_markdown(report: Report) -> str:
             out.append("")
         for i, c in enumerate(d.causes, 1):
             title = _cause_heading(c)
-            out.append(f"### Cause {i}. {md_text(title, limit=None)} [{c.severity.value.upper()}]")
+            num = f"Cause {i}. " if _is_cause(c) else ""
+            out.append(f"### {num}{md_text(title, limit=None)} [{c.severity.value.upper()}]")
             out.append("")
             out.append(md_text(c.summary, limit=None))
             out.append("")
@@ -588,8 +597,9 @@ def render_html(
         for i, c in enumerate(d.causes, 1):
             sev = c.severity.value
             parts.append(f'<section class="f cause {sev}" id="{e(c.id)}">')
+            num = f"{T('report.cause', n=i)} " if _is_cause(c) else ""
             parts.append(
-                f'<h3>{T("report.cause", n=i)} <span class="sev {sev}">'
+                f'<h3>{num}<span class="sev {sev}">'
                 f"{T(f'severity.{sev}')}</span> {e(_cause_heading(c, ui))}</h3>"
             )
             parts.append(say(c.summary, c.summary_zh))

@@ -100,8 +100,16 @@ def test_report_names_the_planted_root_cause_first(scenario, name: str) -> None:
 
     # the report leads with that cause: first section after the headline, before any finding
     md = render_markdown(rep)
-    first_cause = md.index("### Cause 1.")
-    assert md.index("## Diagnosis") < first_cause
+    diag_at = md.index("## Diagnosis")
+    m = re.search(r"^### ", md[diag_at:], re.M)
+    assert m is not None
+    first_cause = diag_at + m.start()
+    # only a cause that blames something is numbered; "no culprit", "not enough signal" and "data
+    # artifact" are statements about the data
+    numbered = md[first_cause:].startswith("### Cause 1.")
+    assert numbered == (
+        top.mechanism.value not in ("no_culprit", "not_enough_signal", "data_artifact")
+    )
     assert re.search(r"^#### |^### \d+\. \[", md[:first_cause], re.M) is None
     # the culprit is named in the cause's heading or first lines (a heading that would only repeat
     # the mechanism, e.g. "Not enough signal: not enough signal", names it once)
