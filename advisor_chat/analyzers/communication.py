@@ -284,11 +284,14 @@ def _overlap_findings(profile: Profile, ov: pd.DataFrame) -> list[Finding]:
         else f"NOT capped by Transit: rank {rk} has no communication detail (comm_ops), so part "
         "of it may be waiting that overlap cannot hide"
     )
+    # severity follows what overlap could save (the gain), not the exposed share: waiting that
+    # overlap cannot hide is not an overlap problem
+    gain_share = share * gain / cno if cno > 0 else share
     return [
         Finding(
             id="communication.communication.not_overlapped",
             kind=FindingKind.COMMUNICATION,
-            severity=severity(share),
+            severity=severity(gain_share),
             summary=(
                 f"Communication is poorly hidden: only {pct(ratio)} of communication overlaps computation "
                 f"(mean over ranks); even rank {rk}, which waits least, has {ms(cno)} per step "
