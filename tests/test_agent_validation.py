@@ -130,6 +130,7 @@ def test_reversed_range_is_read_in_order_and_kept_as_written() -> None:
         ("负载不均衡", "load_imbalance"),
         ("could saving checkpoints cause the spikes?", "checkpoint"),
         ("保存 checkpoint 导致的吗", "checkpoint"),
+        ("是不是保存检查点导致的？", "checkpoint"),
         ("should I switch ZeRO-3 to ZeRO-2?", "zero_stage"),
         ("要不要把 ZeRO3 换成 ZeRO2", "zero_stage"),
         ("should I enable mc2?", "mc2"),

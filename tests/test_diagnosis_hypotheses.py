@@ -39,6 +39,12 @@ CASES = [
     # matmul-shape-regression: one rank's MatMul slower at one shape (same work, slower kernel)
     ("matmul-shape-regression", "load_imbalance", "contradicted"),
     ("matmul-shape-regression", "compute_straggler", "supported"),
+    # recompute-one-stage: pipeline stage 0 runs its MatMuls twice (more work, same kernels)
+    ("recompute-one-stage", "compute_straggler", "supported"),
+    ("recompute-one-stage", "load_imbalance", "supported"),
+    # pipeline-stage-imbalance: stage 0 is communication-bound; the stages are unbalanced in time
+    ("pipeline-stage-imbalance", "load_imbalance", "supported"),
+    ("pipeline-stage-imbalance", "compute_straggler", "contradicted"),
 ]
 
 

@@ -677,6 +677,8 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"保存权重",
         r"存模型",
         r"存权重",
+        r"检查点",
+        r"存盘",
     ),
     "zero_stage": (
         r"\bzero[- ]?(stage[- ]?)?[0-3]\b",

@@ -207,14 +207,16 @@ def explain_device(
         tags = ("load_imbalance",)
     elif v == "extra_work":
         more = top.count_culprit - top.count_peer
+        # the duration of one launch: the peers' when they run it too, else the culprit's own
+        each = top.avg_us_peer if top.count_peer > 0 else top.avg_us_culprit
         clause = (
             f"{who} launches {more:.0f} more {op} per step than its peers ({top.count_culprit:.0f} "
-            f"against {top.count_peer:.0f}, {ms(top.avg_us_peer)} each): {ms(top.delta_us)} more "
+            f"against {top.count_peer:.0f}, {ms(each)} each): {ms(top.delta_us)} more "
             "per step of extra work, not slower kernels"
         )
         clause_zh = (
             f"{who_zh}每步比同组多调用 {more:.0f} 次 {op}（{top.count_culprit:.0f} 次对 "
-            f"{top.count_peer:.0f} 次，每次 {ms(top.avg_us_peer)}）：每步多 {ms(top.delta_us)}，"
+            f"{top.count_peer:.0f} 次，每次 {ms(each)}）：每步多 {ms(top.delta_us)}，"
             "是多做了计算，而不是算子变慢"
         )
         if top.count_peer > 0 and top.count_culprit >= 1.5 * top.count_peer:

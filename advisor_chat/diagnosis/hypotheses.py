@@ -392,8 +392,16 @@ def _straggler(d: Diagnosis) -> Verdict:
             if (
                 x.mechanism is Mechanism.COMPUTE_STRAGGLER
                 or (
-                    x.mechanism in (Mechanism.SLOW_GROUP, Mechanism.STEP_EVENTS)
+                    # a group, a pipeline stage or some steps that compute longer than their peers
+                    x.mechanism
+                    in (
+                        Mechanism.SLOW_GROUP,
+                        Mechanism.STEP_EVENTS,
+                        Mechanism.PIPELINE_IMBALANCE,
+                        Mechanism.DEGRADATION,
+                    )
                     and x.category.value == "compute"
+                    and bool(x.culprit.ranks)
                 )
             )
             and not _idles(x)
@@ -436,6 +444,19 @@ def _straggler(d: Diagnosis) -> Verdict:
 
 def _imbalance(d: Diagnosis) -> Verdict:
     c = _tagged(d, "load_imbalance", "op_count_imbalance")
+    stage = next((x for x in _real(d) if x.mechanism is Mechanism.PIPELINE_IMBALANCE), None)
+    if c is None and stage is not None and stage.category.value != "compute":
+        # the stages are unbalanced in time, but through communication, not more computation
+        return _v(
+            "load_imbalance",
+            "supported",
+            "the pipeline stages are unbalanced, through communication rather than more "
+            f"computation: {stage.summary.rstrip('.').removeprefix('Pipeline imbalance: ')}",
+            "流水线各阶段不均衡，但原因是通信而不是计算量更多："
+            f"{stage.summary_zh.rstrip('。').removeprefix('流水线负载不均衡：')}",
+            (stage,),
+        )
+    c = c or stage  # a stage that computes more than the others: the stages' load is uneven
     if c is not None:
         return _v(
             "load_imbalance", "supported", c.summary.rstrip("."), c.summary_zh.rstrip("。"), (c,)
