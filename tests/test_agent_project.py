@@ -262,7 +262,7 @@ def test_job_level_cause_names_no_rank() -> None:
 def test_no_culprit_and_not_enough_signal() -> None:
     d = _diag(NO_CULPRIT)
     t = _text(pj.which_culprit(d, False))
-    assert t.startswith("No rank holds the job back: no rank stands out")
+    assert t.startswith("No rank holds the job back — no rank stands out")
     assert "Computing 50.0%" in t
     assert _text(pj.explain_ranks(d, [3], False)).startswith("Rank 3 is not slow: the spreads")
     assert _text(pj.fix_first(d, True)).startswith("没有拖慢作业的卡")

@@ -174,6 +174,12 @@ def gain_phrase(c: RootCause, zh: bool) -> str:
         kind_en, kind_zh = (
             ("at most", "最多") if c.bound == BoundKind.UPPER_BOUND else ("about", "约")
         )
+        if n_ev == 1:
+            return (
+                f"消除这次停顿后平均每步{kind_zh}节省 {g}（分摊到所有步）"
+                if zh
+                else f"removing the stall saves {kind_en} {g} per step (averaged over the steps)"
+            )
         return (
             f"消除全部 {n_ev} 个停顿事件后每步{kind_zh}节省 {g}（所有事件合计）"
             if zh
@@ -920,9 +926,10 @@ def no_culprit(d: Diagnosis, zh: bool, p: Projection | None = None) -> Projectio
     elif nc is not None:
         p.add_cause(nc)
         p.lines.append(
-            f"没有拖慢作业的卡：{summary(nc, zh)}。"
+            f"没有拖慢作业的卡——{summary(nc, zh).removeprefix('没有发现罪魁：')}。"
             if zh
-            else f"No rank holds the job back: {summary(nc, zh)}."
+            else "No rank holds the job back — "
+            f"{lower_first(summary(nc, zh).removeprefix('No culprit: '))}."
         )
     else:
         p.lines.append(headline(d, zh))
@@ -1534,7 +1541,14 @@ def how_much(d: Diagnosis, zh: bool) -> Projection:
     p.add_cause(top)
     g = gain_phrase(top, zh)
     share = ""
-    if d.step_time_us > 0 and top.gain_us and top.gain_us < d.step_time_us:
+    if (
+        d.step_time_us > 0
+        and top.gain_us
+        and top.gain_us < d.step_time_us
+        # events hit some steps: their gain is averaged over all steps, and the step they hit is
+        # stated by the cause itself (the clean steps' time), not as "median step minus gain"
+        and top.mechanism is not Mechanism.STEP_EVENTS
+    ):
         # the step after the fix: median step time - gain (both from the diagnosis; grounding
         # adds the same two derived numbers, see grounding.add_diagnosis)
         after, frac = d.step_time_us - top.gain_us, top.gain_us / d.step_time_us

@@ -259,13 +259,13 @@ def _idle_shape_text(
                 ub,
             )
         return en, zh, (rem,)
-    ops = " and ".join(shape.before)
+    ops, ops_zh = " and ".join(shape.before), "和".join(shape.before)
     en = (
         f"{ms(idle)} of it ({pct(shape.share)}) right before the launches of {ops} "
         f"({shape.gaps_per_step:.0f} per step on every rank): the host is late to launch them"
     )
     zh = (
-        f"其中 {ms(idle)}（{pct(shape.share)}）紧挨在 {ops} 启动之前（所有卡每步 "
+        f"其中 {ms(idle)}（{pct(shape.share)}）紧挨在 {ops_zh} 启动之前（所有卡每步 "
         f"{shape.gaps_per_step:.0f} 次）：主机启动它们晚了"
     )
     rem = Remedy(
@@ -275,7 +275,7 @@ def _idle_shape_text(
         "device memory again for these outputs), a synchronization such as .item()/.cpu(), or "
         "Python work on that path; remove it from the step (no per-step empty_cache, "
         "preallocate or reuse buffers, make it asynchronous).",
-        f"找出主机在启动 {ops} 之前做了什么：申请或释放显存（例如每步调用 torch.npu.empty_cache()，"
+        f"找出主机在启动 {ops_zh} 之前做了什么：申请或释放显存（例如每步调用 torch.npu.empty_cache()，"
         "使缓存分配器不得不为这些输出重新申请显存）、.item()/.cpu() 这类同步，或该路径上的 Python 计算；"
         "把它移出训练步（不要每步 empty_cache，预分配或复用缓冲区，改为异步）。",
         shared_free_us,
