@@ -399,8 +399,8 @@ def stage_cause(ctx: Context, idx: int, cost_us: float, waits: dict[int, float])
         bound=BoundKind.ESTIMATE,
         remedies=tuple(remedies),
         symptom_tags=("pipeline_bubble", *(ex.tags if ex is not None else ())),
-        dominant="Free" if host else "Computing",
-        dominant_zh="空闲（Free）" if host else "计算",
+        dominant="idle (Free)" if host else "compute-bound",
+        dominant_zh="空闲（Free）" if host else "计算受限",
         severity=_severity(cost_us, ctx.step_us),
         own=tuple(
             Impact(
