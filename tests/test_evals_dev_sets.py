@@ -1,4 +1,4 @@
-"""The generalization development sets (generalization_dev, _dev2, _dev3): shape and references.
+"""The generalization development sets (generalization_dev, _dev2 .. _dev4): shape and references.
 
 Each set holds 5 simulated fault kinds (``advisor_chat/synth/scenarios_dev*.py``) written without
 reading the diagnosis, 10 questions per kind, half of them Chinese, all ``split: tune``:
@@ -26,12 +26,14 @@ from advisor_chat.synth import SCENARIOS
 from advisor_chat.synth.scenarios_dev import DEV_KINDS
 from advisor_chat.synth.scenarios_dev2 import DEV2_KINDS
 from advisor_chat.synth.scenarios_dev3 import DEV3_KINDS
+from advisor_chat.synth.scenarios_dev4 import DEV4_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
 
 SETS = {
     "generalization_dev": DEV_KINDS,
     "generalization_dev2": DEV2_KINDS,
     "generalization_dev3": DEV3_KINDS,
+    "generalization_dev4": DEV4_KINDS,
 }
 
 

@@ -23,6 +23,7 @@ from advisor_chat.synth.scenarios import SCENARIOS, T0_NS, Plan, ScenarioSpec
 from advisor_chat.synth.scenarios_dev import register as _register_dev
 from advisor_chat.synth.scenarios_dev2 import register as _register_dev2
 from advisor_chat.synth.scenarios_dev3 import register as _register_dev3
+from advisor_chat.synth.scenarios_dev4 import register as _register_dev4
 from advisor_chat.synth.scenarios_ext import register as _register_more
 from advisor_chat.synth.scenarios_faults import register as _register_faults
 from advisor_chat.synth.writer import RunInfo, write_rank
@@ -34,6 +35,7 @@ _register_faults(SCENARIOS)
 _register_dev(SCENARIOS)
 _register_dev2(SCENARIOS)
 _register_dev3(SCENARIOS)
+_register_dev4(SCENARIOS)
 
 MIN_RANKS, MAX_RANKS = 2, 4096
 FIRST_STEP = 10

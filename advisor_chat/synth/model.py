@@ -78,6 +78,10 @@ class Collective:
     peer_op: str = (
         ""  # point-to-point: op type of the ranks with local index 1 (e.g. 'hcom_receive_')
     )
+    # loops through the HCCL buffer (payload above HCCL_BUFFSIZE): every link moves the op's data in
+    # this many transfers (packets), and every loop costs ``chunk_us`` of handshake on every link
+    chunks: int = 1
+    chunk_us: float = 0.0
 
     def op_type_of(self, local: int) -> str:
         """Op type on a rank with this local index (sender/receiver of a point-to-point pair)."""
@@ -210,6 +214,14 @@ class Perturb:
         kernel_stalls: {rank: {kernel index: stall_us}} host time before launching that kernel in
             every step (the host queue drains, the device idles before it and the launch lands just
             before the kernel). Empty = none.
+        step_kernel_stalls: {step index: {rank: {kernel index: stall_us}}} device idle before that
+            kernel in that step only, spent by the host inside the kernel's launch call (online
+            operator compilation): the launch event runs from just after the previous launch to just
+            before the kernel, and the launches the host queued meanwhile follow right after it.
+            Empty = none.
+        coll_dst_scale: {collective tag: {destination global rank: factor}} payload factor of the
+            links towards one rank (an AllToAll sending more tokens to one rank), on top of
+            ``coll_scale``. Empty = none.
     """
 
     dur_scale: np.ndarray
@@ -229,6 +241,8 @@ class Perturb:
     kernel_swap: dict[tuple[int, int, int], Kernel] = field(default_factory=dict)
     step_link_factor: dict[int, dict[tuple[int, int], float]] = field(default_factory=dict)
     kernel_stalls: dict[int, dict[int, float]] = field(default_factory=dict)
+    step_kernel_stalls: dict[int, dict[int, dict[int, float]]] = field(default_factory=dict)
+    coll_dst_scale: dict[str, dict[int, float]] = field(default_factory=dict)
 
     def kernel_at(self, si: int, r: int, j: int, default: Kernel) -> Kernel:
         """The kernel template rank ``r`` runs at program position ``j`` in step index ``si``."""
@@ -302,6 +316,39 @@ class Cluster:
     perturb: Perturb
     t0_ns: int
     seed: int = 0  # the jitter seed (a scenario's answer can re-simulate counterfactuals with it)
+
+
+def _launch_holds_host(
+    r: int,
+    j: int,
+    k_start: np.ndarray,
+    k_api_start: np.ndarray,
+    k_api_dur: np.ndarray,
+    ops: list[OpRec],
+    floor: int,
+) -> None:
+    """Rank ``r``'s launch of kernel ``j`` holds the host until just before the kernel starts.
+
+    The call starts right after the previous launch, not before ``floor`` (the step start: the host
+    works on this step); the launches (kernels and collectives) that the host would have issued
+    meanwhile follow it back to back, each before its device task.
+    """
+    end = int(k_start[r, j]) - 8_000
+    a0 = int(k_api_start[r, j - 1] + k_api_dur[r, j - 1]) + 2_000 if j > 0 else floor
+    a0 = max(a0, floor + 1_000)
+    if a0 >= end:
+        a0 = end - int(k_api_dur[r, j])
+    k_api_start[r, j] = a0
+    k_api_dur[r, j] = end - a0
+    nxt = end + 2_000
+    for q in range(j + 1, k_start.shape[1]):
+        if k_api_start[r, q] >= nxt:
+            break
+        k_api_start[r, q] = min(nxt, int(k_start[r, q] - k_api_dur[r, q]) - 1_000)
+        nxt = int(k_api_start[r, q] + k_api_dur[r, q]) + 2_000
+    for op in ops:
+        if op.start[r] > end and a0 < op.api_start[r] < nxt:
+            op.api_start[r] = min(nxt, int(op.start[r]) - 1_000)
 
 
 def simulate(
@@ -379,6 +426,10 @@ def simulate(
         for r, at in perturb.kernel_stalls.items():
             for j, stall_us in at.items():
                 k_gap[r, j] += int(stall_us * 1000)
+        step_stalls = perturb.step_kernel_stalls.get(si, {})
+        for r, at in step_stalls.items():
+            for j, stall_us in at.items():
+                k_gap[r, j] += int(stall_us * 1000)
         aj = 1.0 + 0.1 * np.clip(rng.standard_normal((ranks, nk)), -3, 3)
         k_api_dur = (perturb.api_us[:, None] * aj * 1000).astype(np.int64)
         k_start = np.zeros((ranks, nk), dtype=np.int64)
@@ -422,7 +473,13 @@ def simulate(
             link_mb = np.where(valid, it.size_mb * MIB * kind.frac, 0.0)
             if it.tag and it.tag in perturb.coll_scale:
                 link_mb = link_mb * np.asarray(perturb.coll_scale[it.tag])[:, None]
+            if it.tag and it.tag in perturb.coll_dst_scale:
+                for dst, f in perturb.coll_dst_scale[it.tag].items():
+                    link_mb = np.where(valid & (kind.peer == dst), link_mb * f, link_mb)
             link_ms = np.where(valid, link_mb / (bw_step[kind.kind] * oj), 0.0)
+            if it.chunks > 1 and it.chunk_us > 0:
+                wire = valid & (kind.transport != 2)
+                link_ms = np.where(wire, link_ms + it.chunks * it.chunk_us / 1000, link_ms)
             # time info transit = SDMA (HCCS) + RDMA; LOCAL copies are on-chip and excluded
             transit = np.where(kind.transport == 2, 0.0, link_ms).sum(axis=1)
             tmax = np.zeros(ngroups)
@@ -482,6 +539,10 @@ def simulate(
             for j, stall_us in at.items():
                 if stall_us > perturb.lead_us[r]:
                     k_api_start[r, j] = k_start[r, j] - k_api_dur[r, j] - 8_000
+        for r, at in step_stalls.items():
+            floor = int(rs[r]) if rs is not None else s_start
+            for j in sorted(at):
+                _launch_holds_host(r, j, k_start, k_api_start, k_api_dur, ops, floor)
         # the host launches nothing while it collects garbage: launches the jitter put inside a
         # GC pause move to its end (each kernel still starts after its launch)
         for gr, ga, gb in gc:

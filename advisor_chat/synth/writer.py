@@ -496,9 +496,10 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
                     continue
                 mb[tname] += lmb
                 ms[tname] += lms
-                key = round(lmb, 6)
+                n_pk = op.item.chunks  # one transfer per loop through the HCCL buffer
+                key = round(lmb / n_pk, 6) if n_pk > 1 else round(lmb, 6)
                 ent = pk[tname].setdefault(key, [0, 0.0])
-                ent[0] += 1
+                ent[0] += n_pk
                 ent[1] += lms
             transit = ms["HCCS"] + ms["RDMA"]
             sync = int(op.sync_ns[r]) / 1e6
