@@ -80,6 +80,8 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             out.append(_late_arrival_cause(ctx, cc))
             covered |= set(cc.unit.ranks)
             continue
+        if _inherited(ctx, cc):
+            continue
         if cc.unit.kind == "rank":
             r = cc.unit.ranks[0]
             evs = _all_step_events(ctx, r)
@@ -113,6 +115,31 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         covered |= set(cc.unit.ranks)
     out += _rotating(ctx, attr, covered, n_steps, causes)
     return causes + out
+
+
+#: A unit the collectives name is its own cause only when its own time (Computing + Free) exceeds
+#: its peers' by at least this share of what its lateness costs the job.
+OWN_SHARE_OF_COST = 0.2
+
+
+def _inherited(ctx: Context, cc: Any) -> bool:
+    """Whether a unit's late arrival comes from its communication, not from its own time.
+
+    A rank late at the collectives whose own time (Computing + Free, ``step_trace``) is not
+    longer than its peers' by ``OWN_SHARE_OF_COST`` of the cost the attribution gives it arrives
+    late because its previous transfers ended late (a slower path, e.g. a group whose traffic
+    crosses nodes), not because of anything it does: blaming it would name a victim of the
+    communication as a culprit. Source: ``per_rank`` ``own_us`` (mean per step).
+    """
+    per = ctx.per_rank
+    if per.empty or "own_us" not in per.columns or cc.cost_us_per_step <= 0:
+        return False
+    ranks = [r for r in cc.unit.ranks if r in per.index]
+    peers = per.index.difference(ranks)
+    if not ranks or len(peers) == 0:
+        return False
+    excess = float(per.loc[ranks, "own_us"].mean() - per.loc[peers, "own_us"].median())
+    return excess < OWN_SHARE_OF_COST * cc.cost_us_per_step
 
 
 def _min_share(cc: Any, steps: list[int]) -> float:
