@@ -87,6 +87,14 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
         "traffic inside a server goes over RoCE or PCIe instead of HCCS",
         "服务器内通信没有走 HCCS（走了 RoCE 或 PCIe）",
     ),
+    "hccl_buffsize_small": (
+        "HCCL_BUFFSIZE below its default: large collectives run in several rounds",
+        "HCCL_BUFFSIZE 低于默认值：大的集合通信要分多轮完成",
+    ),
+    "comm_setting": (
+        "an environment setting slows every collective of the job",
+        "某个环境变量设置拖慢了作业的所有集合通信",
+    ),
     "small_packets": ("many small transfers keep bandwidth low", "小包过多导致带宽低"),
     "rdma_low_bandwidth": ("RDMA (inter-node) bandwidth low", "RDMA（跨机）带宽低"),
     "hccs_low_bandwidth": ("HCCS (intra-node) bandwidth low", "HCCS（机内）带宽低"),

@@ -29,6 +29,8 @@ def _q(text: str, **kw):
         ("which rank holds the job back?", "哪张卡拖后腿？", "which", "which_slow_rank"),
         ("is the network the problem?", "是不是网络的问题？", "yes_no", "slow_link"),
         ("what should I fix first?", "先修什么？", "fix_first", "fix_first"),
+        ("what should we change first?", "先怎么改？", "fix_first", "fix_first"),
+        ("what do i change first?", "先怎么处理", "fix_first", "fix_first"),
         ("how much could I gain?", "能省多少时间？", "how_much", "how_much"),
         ("why are some steps slow?", "为什么有些 step 特别慢？", "why", "step_events"),
         ("is the profiling data complete?", "采集的数据完整吗？", "data", "data_quality"),

@@ -844,3 +844,35 @@ def test_a_named_change_is_judged_against_the_causes_text_and_the_recorded_envir
     # nothing recorded: cannot say it is unset
     zh = _text(pj.suspect_verdict(_diag(HOST9), "launch_blocking", True, env_recorded=False))
     assert zh.startswith("无法从这份数据判断")
+
+
+def test_a_named_environment_variable_is_judged_by_the_environment_check() -> None:
+    """'Could HCCL_BUFFSIZE matter?': yes with the env check's finding, else probably not / cannot tell."""
+    import dataclasses
+
+    from advisor_chat.analyzers.base import Evidence, Finding, FindingKind, Severity
+
+    assert pj.named_suspect("could HCCL_BUFFSIZE matter here?") == "env:HCCL_BUFFSIZE"
+    assert pj.named_suspect("启动脚本里的HCCL_BUFFSIZE被改小了，会影响吗") == "env:HCCL_BUFFSIZE"
+    assert pj.named_suspect("does TASK_QUEUE_ENABLE matter?") == "env:TASK_QUEUE_ENABLE"
+    buf = Finding(
+        id="env_check.env.hccl_buffsize",
+        kind=FindingKind.ENV,
+        severity=Severity.MEDIUM,
+        summary="HCCL_BUFFSIZE is 16 MB on every rank (ranks 0-15) (default 200 MB)",
+        summary_zh="所有卡的 HCCL_BUFFSIZE 为 16 MB（默认 200 MB）",
+        ranks=tuple(range(16)),
+        evidence=(Evidence("meta", "profiler_metadata.json", {}, "meta.env"),),
+    )
+    comm = dataclasses.replace(HOST9, findings=(buf,))
+    yes = _text(pj.suspect_verdict(_diag(comm, findings=(buf,)), "env:HCCL_BUFFSIZE", False, True))
+    assert yes.startswith("Yes, it can matter: HCCL_BUFFSIZE is 16 MB") and "top cause" in yes
+    yes_zh = _text(
+        pj.suspect_verdict(_diag(comm, findings=(buf,)), "env:HCCL_BUFFSIZE", True, True)
+    )
+    assert yes_zh.startswith("是的，它有影响") and "16 MB" in yes_zh
+    # judged by the check and not flagged: probably not; a variable it does not judge: cannot tell
+    no = _text(pj.suspect_verdict(_diag(HOST9), "env:HCCL_BUFFSIZE", False, True))
+    assert no.startswith("Probably not") and "host stall on rank 9" in no
+    und = _text(pj.suspect_verdict(_diag(HOST9), "env:TASK_QUEUE_ENABLE", False, True))
+    assert und.startswith("Cannot tell") and "TASK_QUEUE_ENABLE" in und

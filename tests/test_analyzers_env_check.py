@@ -82,7 +82,7 @@ def test_known_answer_settings():
     assert res.metrics["first_collective_wait_max_s"] == pytest.approx(45.0)
     for f in res.findings:
         assert not unknown_tags(f.symptom_tags)
-    assert len(res.table[res.table["rank"] >= 0]) == 4 * 7  # 4 ranks x 7 settings
+    assert len(res.table[res.table["rank"] >= 0]) == 4 * 8  # 4 ranks x 8 settings
 
 
 def test_defaults_are_quiet_and_no_env_is_unknown():
@@ -144,3 +144,43 @@ def test_intra_node_traffic_off_hccs_is_flagged_only_when_set_to_1(setting: str,
     f = next(f for f in on.findings if f.id == f"env_check.env.{setting.lower()}")
     assert f.ranks == (0, 1, 2, 3) and "every rank" in f.summary and path in f.summary
     assert "所有卡" in f.summary_zh and not unknown_tags(f.symptom_tags)
+
+
+def _matrix(sizes_mb: list[float]):
+    return [
+        {
+            "rank": 0,
+            "group": "g",
+            "step": 1,
+            "op_name": f"hcom_allReduce__{i}",
+            "src_rank": 0,
+            "dst_rank": 1,
+            "transport": "HCCS",
+            "transit_size_mb": mb,
+            "transit_time_ms": mb / 20.0,
+            "bandwidth_gbps": 20.0,
+        }
+        for i, mb in enumerate(sizes_mb)
+    ]
+
+
+def test_small_hccl_buffsize_is_flagged_with_the_rounds_of_the_largest_transfer():
+    env = {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True", "ASCEND_GLOBAL_LOG_LEVEL": "3"}
+    default = run(make_profile({"meta": meta_rows(4, {**env, "HCCL_BUFFSIZE": "200"})}))
+    assert not [f for f in default.findings if f.id == "env_check.env.hccl_buffsize"]
+    unset = run(make_profile({"meta": meta_rows(4, env)}))
+    assert not [f for f in unset.findings if f.id == "env_check.env.hccl_buffsize"]
+    small = run(
+        make_profile(
+            {
+                "meta": meta_rows(4, {**env, "HCCL_BUFFSIZE": "16"}),
+                "comm_matrix": _matrix([3.0, 67.6, 40.0]),
+            }
+        )
+    )
+    f = next(f for f in small.findings if f.id == "env_check.env.hccl_buffsize")
+    assert f.ranks == (0, 1, 2, 3) and "comm_setting" in f.symptom_tags
+    assert f.metrics["buffsize_mb"] == 16 and f.metrics["default_mb"] == 200
+    # 67.6 MB through a 16 MB buffer: ceil(67.6 / 16) = 5 rounds
+    assert f.metrics["largest_transit_mb"] == pytest.approx(67.6) and f.metrics["rounds"] == 5
+    assert "HCCL_BUFFSIZE" in f.summary_zh and not unknown_tags(f.symptom_tags)

@@ -100,3 +100,27 @@ def test_a_slow_link_is_not_a_bad_card(scenario) -> None:
     assert v.causes == (link.id,)
     assert "no NPU computes slower" in v.reason and "hccn_tool" in v.reason
     assert not v.reason.count("link: slow link")  # the cause's own title is not repeated
+
+
+def test_lateness_inherited_from_communication_names_no_rank(scenario) -> None:
+    # cross-node-tp: every TP group spans two nodes; ranks reach the next collective late because
+    # their previous transfers crossed RDMA, not because of anything they compute or idle on
+    from advisor_chat.diagnosis.context import build_context
+    from advisor_chat.diagnosis.engine import _run
+
+    profile = load_profile(scenario("cross-node-tp"), use_cache=False, progress=False)
+    ctx = build_context(profile, _run(profile, None))
+    per = ctx.per_rank
+    step = float(per["step_us"].median())
+    blamed = [
+        cc
+        for cc in ctx.attribution.culprits
+        if cc.unit.kind == "rank" and cc.cost_us_per_step >= 0.02 * step
+    ]
+    assert blamed  # the arrival order alone names ranks ...
+    for cc in blamed:  # ... whose own time is no longer than their peers'
+        r = cc.unit.ranks[0]
+        excess = float(per.at[r, "own_us"] - per.drop(index=r)["own_us"].median())
+        assert excess < 0.2 * cc.cost_us_per_step
+    d = diagnose(profile)
+    assert d.causes and all(c.culprit.kind == "job" for c in d.causes), [c.id for c in d.causes]

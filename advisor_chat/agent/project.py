@@ -2149,13 +2149,83 @@ SUSPECTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
 }
 
 
+#: An environment variable named in a question (as written: upper case with underscores).
+_ENV_VAR = re.compile(
+    r"(?<![A-Za-z0-9_])((?:HCCL|ASCEND|ACL|ACLNN|TASK_QUEUE|PYTORCH_NPU|CPU_AFFINITY|HOST_CACHE|"
+    r"INF_NAN|MULTI_STREAM|COMBINED)_[A-Z0-9_]*)(?![A-Za-z0-9_])"
+)
+
+
 def named_suspect(text: str) -> str:
-    """The change a question names as a suspect (a key of :data:`SUSPECTS`), or ``""``."""
+    """The change a question names as a suspect (a key of :data:`SUSPECTS`), or ``""``.
+
+    Any other environment variable the question names is ``"env:<NAME>"``.
+    """
     low = text.lower()
     for key, (asked, _, _) in SUSPECTS.items():
         if any(re.search(p, low, re.I) for p in asked):
             return key
-    return ""
+    m = _ENV_VAR.search(text)
+    return f"env:{m.group(1)}" if m else ""
+
+
+def _env_verdict(d: Diagnosis, var: str, zh: bool, env_recorded: bool) -> Projection:
+    """Whether an environment variable the user names matters, from the environment check.
+
+    Yes when the environment check flags it (its finding, and the cause it is evidence of); no
+    when the profile records the environment and the check, which judges this variable, does not
+    flag it; otherwise "cannot tell".
+    """
+    from advisor_chat.analyzers.env_check import CHECKED_SETTINGS
+
+    p = Projection()
+    fid = f"env_check.env.{var.lower()}"
+    real = _real(d)
+    under = next((c for c in real if any(f.id == fid for f in c.findings)), None)
+    f = next((x for x in d.findings if x.id == fid), None)
+    top = real[0] if real else None
+    if f is not None:
+        if under is not None:
+            p.add_cause(under)
+        body = f.summary_zh if zh else f.summary
+        if under is not None and under is top:
+            tail_en = f" It is part of the top cause — {lower_first(summary(under, zh))}."
+            tail_zh = f"它是首要原因的一部分——{summary(under, zh)}。"
+        elif top is not None:
+            p.add_cause(top)
+            tail_en = f" The largest cost is elsewhere — {lower_first(summary(top, zh))}."
+            tail_zh = f"最大的损失在别处——{summary(top, zh)}。"
+        else:
+            tail_en = tail_zh = ""
+        p.lines.append(
+            f"是的，它有影响：{body.rstrip('。')}。{tail_zh}"
+            if zh
+            else f"Yes, it can matter: {lower_first(body.rstrip('.'))}.{tail_en}"
+        )
+        return p
+    if top is not None:
+        p.add_cause(top)
+    where_en = f" The time goes elsewhere — {lower_first(summary(top, zh))}." if top else ""
+    where_zh = f"时间损失在别处——{summary(top, zh)}。" if top else ""
+    if env_recorded and var in CHECKED_SETTINGS:
+        p.lines.append(
+            f"不太可能：环境检查判断 {var} 的取值，在任何一张卡上都没有发现问题（profiler_metadata.json "
+            f"记录的环境变量）。{where_zh}"
+            if zh
+            else f"Probably not: the environment check judges {var} and flags it on no rank (the "
+            f"environment recorded in profiler_metadata.json).{where_en}"
+        )
+        return p
+    p.lines.append(
+        f"无法从这份数据判断 {var} 是否有影响：环境检查不判断这个变量"
+        + ("" if env_recorded else "，且数据中没有记录环境变量")
+        + f"。{where_zh}"
+        if zh
+        else f"Cannot tell from this data whether {var} matters: the environment check does not "
+        f"judge it{'' if env_recorded else ', and the profile records no environment'}."
+        f"{where_en}"
+    )
+    return p
 
 
 def suspect_verdict(d: Diagnosis, key: str, zh: bool, env_recorded: bool) -> Projection | None:
@@ -2166,6 +2236,8 @@ def suspect_verdict(d: Diagnosis, key: str, zh: bool, env_recorded: bool) -> Pro
     it is an environment variable the profiler metadata records and the environment check does
     not flag (it is not set); otherwise "cannot tell", with where the time goes.
     """
+    if key.startswith("env:"):
+        return _env_verdict(d, key[4:], zh, env_recorded)
     _, shows, var = SUSPECTS[key]
     real = _real(d)[:2]
     for c in real:
@@ -2209,8 +2281,8 @@ def suspect_verdict(d: Diagnosis, key: str, zh: bool, env_recorded: bool) -> Pro
     if top is not None:
         p.add_cause(top)
         p.plot_ranks = _culprit_ranks(top)[:8]
-    where_en = f" The time goes to {lower_first(summary(top, zh))}." if top else ""
-    where_zh = f"时间损失在：{summary(top, zh)}。" if top else ""
+    where_en = f" The time goes elsewhere — {lower_first(summary(top, zh))}." if top else ""
+    where_zh = f"时间损失在别处——{summary(top, zh)}。" if top else ""
     p.lines.append(
         "无法从这份数据判断它是否有影响：主要原因的证据中没有它的迹象，也无法排除它。" + where_zh
         if zh

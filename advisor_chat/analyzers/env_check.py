@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import cast
 
 import numpy as np
@@ -29,7 +30,8 @@ TIMEOUT_RISK_FRACTION = 0.5
 #: A rank reaching the first collective this many seconds after the others is a finding.
 FIRST_COLLECTIVE_LATE_S = 1.0
 
-_SETTINGS = (
+#: The environment variables the check judges (one row per rank and setting).
+CHECKED_SETTINGS = (
     "HCCL_CONNECT_TIMEOUT",
     "HCCL_EXEC_TIMEOUT",
     "ASCEND_LAUNCH_BLOCKING",
@@ -37,7 +39,12 @@ _SETTINGS = (
     "ASCEND_GLOBAL_LOG_LEVEL",
     "HCCL_INTRA_ROCE_ENABLE",
     "HCCL_INTRA_PCIE_ENABLE",
+    "HCCL_BUFFSIZE",
 )
+
+#: HCCL_BUFFSIZE when unset (MB, CANN environment variable reference): the buffer each
+#: communicator allocates for one round of a collective's data.
+HCCL_BUFFSIZE_DEFAULT_MB = 200.0
 
 
 class EnvCheckParams(Params):
@@ -158,10 +165,10 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
     )
 
     flagged: dict[str, list[int]] = {}
-    values: dict[str, dict[int, str]] = {s: {} for s in _SETTINGS}
+    values: dict[str, dict[int, str]] = {s: {} for s in CHECKED_SETTINGS}
     for r in ranks:
         env = envs.get(r, {})
-        for s in _SETTINGS:
+        for s in CHECKED_SETTINGS:
             v = env.get(s, "").strip()
             values[s][r] = v
             if env:
@@ -312,6 +319,8 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
                 category=Category.COMMUNICATION,
             )
         )
+    if "HCCL_BUFFSIZE" in flagged:
+        findings.append(_buffsize_finding(profile, flagged["HCCL_BUFFSIZE"], values, src))
     if "PYTORCH_NPU_ALLOC_CONF" in flagged:
         rs = flagged["PYTORCH_NPU_ALLOC_CONF"]
         findings.append(
@@ -391,7 +400,7 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
                 )
 
     # settings that differ across ranks
-    for s in _SETTINGS:
+    for s in CHECKED_SETTINGS:
         distinct = {v for v in values[s].values()}
         if len(distinct) > 1:
             notes.append(f"{s} differs across ranks: {sorted(distinct)}")
@@ -465,12 +474,82 @@ def _judge(setting: str, value: str, first_wait_s: float, max_wait_s: float) -> 
                 "",
             )
         )
+    if setting == "HCCL_BUFFSIZE":
+        mb = _num(value)
+        if mb is not None and 0 < mb < HCCL_BUFFSIZE_DEFAULT_MB:
+            return "warn", f"below the default {HCCL_BUFFSIZE_DEFAULT_MB:g} MB"
+        return ("ok" if value else "unset"), ""
     if setting == "ASCEND_GLOBAL_LOG_LEVEL":
         lv = _num(value)
         if lv is not None and lv < 3:
             return "warn", "verbose logging (< 3)"
         return ("ok" if value else "unset"), ""
     return "ok", ""
+
+
+def _buffsize_finding(
+    profile: Profile, rs: list[int], values: dict[str, dict[int, str]], src: str
+) -> Finding:
+    """HCCL_BUFFSIZE below its default: a collective larger than the buffer runs in rounds.
+
+    Evidence: the value (``meta.env``) and, from ``comm_matrix``, the largest Transit Size of
+    one collective on one link (MB) and how many buffers it fills.
+    """
+    mb = min(_num(values["HCCL_BUFFSIZE"][r]) or HCCL_BUFFSIZE_DEFAULT_MB for r in rs)
+    m = profile.get("comm_matrix")
+    big = (
+        float(pd.to_numeric(m["transit_size_mb"], errors="coerce").max())
+        if not m.empty and "transit_size_mb" in m.columns
+        else float("nan")
+    )
+    rounds_en = rounds_zh = ""
+    metrics = {"buffsize_mb": mb, "default_mb": HCCL_BUFFSIZE_DEFAULT_MB}
+    if np.isfinite(big) and big > mb:
+        rounds = math.ceil(big / mb)
+        metrics |= {"largest_transit_mb": big, "rounds": float(rounds)}
+        rounds_en = (
+            f"; the largest transfer of one collective on one link is {big:.1f} MB, "
+            f"{rounds} rounds through the buffer"
+        )
+        rounds_zh = (
+            f"；单个集合通信在一条链路上最大的传输为 {big:.1f} MB，需分 {rounds} 轮经过缓冲区"
+        )
+    return Finding(
+        id="env_check.env.hccl_buffsize",
+        kind=FindingKind.ENV,
+        severity=Severity.MEDIUM,
+        summary=(
+            f"HCCL_BUFFSIZE is {mb:g} MB on {_on(rs, profile)} (default "
+            f"{HCCL_BUFFSIZE_DEFAULT_MB:g} MB): a collective larger than the buffer runs in several "
+            f"rounds, each with its own handshake, so large collectives reach less bandwidth"
+            f"{rounds_en}. Raise it to at least the default if device memory allows"
+        ),
+        summary_zh=(
+            f"{_on_zh(rs, profile)}的 HCCL_BUFFSIZE 为 {mb:g} MB（默认 {HCCL_BUFFSIZE_DEFAULT_MB:g} MB）："
+            f"大于缓冲区的集合通信要分多轮完成，每轮都有握手开销，大通信的带宽因此降低{rounds_zh}。"
+            "显存允许时请至少调回默认值"
+        ),
+        ranks=tuple(rs),
+        metrics=metrics,
+        evidence=(
+            Evidence("meta", src, {"setting": "HCCL_BUFFSIZE"}, "meta.env (MB)"),
+            *(
+                (
+                    Evidence(
+                        "comm_matrix",
+                        profile.cite("comm_matrix"),
+                        {},
+                        "largest Transit Size (MB) of one collective on one link; rounds = "
+                        "ceil(largest / HCCL_BUFFSIZE)",
+                    ),
+                )
+                if "largest_transit_mb" in metrics
+                else ()
+            ),
+        ),
+        symptom_tags=("hccl_buffsize_small", "comm_setting"),
+        category=Category.COMMUNICATION,
+    )
 
 
 def _on(ranks: list[int], profile: Profile) -> str:

@@ -475,6 +475,12 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
                 extra_zh += f"；通信时间主要是 {'和'.join(f'{names.get(t, t)}（{pct(v)}）' for t, v in top)}"
                 for t, v in top:
                     metrics[f"{t}_share"] = v
+    # a communication setting the environment check flags is the first thing to change: it
+    # slows every collective of the job (HCCL_BUFFSIZE below its default)
+    setting = [f for f in ctx.finding("env_check.env.") if "comm_setting" in f.symptom_tags]
+    if setting:
+        extra += "; " + setting[0].summary.split(". ")[0]
+        extra_zh += "；" + setting[0].summary_zh.split("。")[0]
     waitf = ctx.finding("communication.communication.wait_dominated")
     missing = missing_ranks(ctx.profile)
     if waitf and missing:
@@ -484,6 +490,7 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         ctx,
         lambda f: (
             f.id.startswith("communication.")
+            or "comm_setting" in f.symptom_tags
             or f.id.startswith("cluster_breakdown.bottleneck.communication")
             or f.id.startswith("slow_link.communication.")
             or f.id.startswith("cluster_breakdown.communication.wait_spread")
@@ -512,6 +519,20 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     # fusing is offered only where small collectives are measured: a few large all-reduces
     # have nothing to fuse
     remedies = [fuse, overlap_r] if many else [overlap_r, fuse] if small_us > 0 else [overlap_r]
+    for f in setting[:1]:
+        remedies.insert(
+            0,
+            Remedy(
+                "action",
+                "Raise HCCL_BUFFSIZE to at least its default (200 MB) if device memory allows: "
+                "large collectives then run in one round instead of several.",
+                "显存允许时把 HCCL_BUFFSIZE 至少调回默认值（200 MB）：大通信就能一轮完成，而不是分多轮。",
+                None,
+                BoundKind.NONE,
+            )
+            if f.id == "env_check.env.hccl_buffsize"
+            else Remedy("check", f.summary, f.summary_zh),
+        )
     for f in mc2:
         remedies.append(
             Remedy(
@@ -625,6 +646,7 @@ def _peer_wait_cause(
         ctx,
         lambda f: (
             f.id.startswith("communication.")
+            or "comm_setting" in f.symptom_tags
             or f.id.startswith("cluster_breakdown.bottleneck.communication")
             or f.id.startswith("cluster_breakdown.communication.wait_spread")
         ),
