@@ -87,6 +87,10 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
         "traffic inside a server goes over RoCE or PCIe instead of HCCS",
         "服务器内通信没有走 HCCS（走了 RoCE 或 PCIe）",
     ),
+    "group_across_nodes": (
+        "a parallel group laid across nodes: its collectives cross RDMA",
+        "并行通信组跨机放置：其集合通信要走 RDMA",
+    ),
     "hccl_buffsize_small": (
         "HCCL_BUFFSIZE below its default: large collectives run in several rounds",
         "HCCL_BUFFSIZE 低于默认值：大的集合通信要分多轮完成",

@@ -468,8 +468,9 @@ def test_step_questions_on_too_few_steps_say_not_enough_signal() -> None:
 def test_a_named_step_gets_its_own_events_or_is_said_to_have_none() -> None:
     d = _diag(EVENTS)
     assert _text(pj.steps(d, False, [3])).startswith(
-        "Step 3 is slow because of the one-step event (step 3, rank 9)"
+        "Step 3 is slow because of the stall at (step 3, rank 9) — "
     )
+    assert _text(pj.steps(d, True, [3])).startswith("第 3 步慢在第 3 步的9号卡的停顿——")
     none = _text(pj.steps(d, True, [1]))
     assert none.startswith("第 1 步没有单独的事件。\n慢的步来自单步事件 (step 2, rank 5)")
     assert _text(pj.steps(_diag(SLOW_LINK, excluded_steps=(1,)), False, [1])).startswith(

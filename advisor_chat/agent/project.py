@@ -1595,10 +1595,14 @@ def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
             hc, hev = hit[0]
             p.add_cause(hc)
             pairs = ", ".join(f"(step {s}, rank {r})" for s, r in hev)
+            pairs_zh = "、".join(f"第 {s} 步的{r}号卡" for s, r in hev)
+            many = len(asked) > 1
             p.lines.append(
-                f"step {st} 慢在单步事件 {pairs}：{summary(hc, zh)}。"
+                f"第 {st} 步慢在{pairs_zh}的停顿——{summary(hc, zh)}。"
                 if zh
-                else f"Step {st} is slow because of the one-step event {pairs}: {summary(hc, zh)}."
+                else f"Step{'s' if many else ''} {st} {'are' if many else 'is'} slow because of "
+                f"the stall{'s' if len(hev) > 1 else ''} at {pairs} — "
+                f"{lower_first(summary(hc, zh))}."
             )
             p.plot_ranks = [r for _, r in hev][:8]
             return p

@@ -632,6 +632,7 @@ def _blame(ctx: Context) -> list[RootCause]:
     causes += R.rule_slow_link(ctx)
     causes += R.rule_slow_node_links(ctx, causes)
     causes += R.rule_intra_node_off_hccs(ctx, causes)
+    causes += R.rule_group_across_nodes(ctx, causes)
     causes += R.rule_transport_steps(ctx, causes)
     if len(ctx.ranks) >= R.MIN_RANKS:
         causes += R.rule_stragglers_and_events(ctx)

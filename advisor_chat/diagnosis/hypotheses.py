@@ -531,6 +531,15 @@ def _checkpoint(d: Diagnosis) -> Verdict:
         ),
         None,
     )
+    if ev is not None and ev.metrics.get("period_steps", 0.0) >= 2:
+        # one rank stalling at a fixed step interval: what a checkpoint saved by that rank does
+        return _v(
+            "checkpoint",
+            "supported",
+            f"{_lower_first(ev.summary.rstrip('.'))}",
+            ev.summary_zh.rstrip("。"),
+            (ev,),
+        )
     if ev is not None:
         v = _v(
             "checkpoint",

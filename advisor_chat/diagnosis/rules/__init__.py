@@ -58,6 +58,7 @@ from advisor_chat.diagnosis.rules.network_steps import rule_transport_steps
 from advisor_chat.diagnosis.rules.pipeline import rule_pipeline
 from advisor_chat.diagnosis.rules.regression import rule_regression
 from advisor_chat.diagnosis.rules.slow_link import (
+    rule_group_across_nodes,
     rule_intra_node_off_hccs,
     rule_slow_link,
     rule_slow_node_links,
@@ -98,6 +99,7 @@ __all__ = [
     "rule_attributed",
     "rule_degradation",
     "rule_exposed_communication",
+    "rule_group_across_nodes",
     "rule_intra_node_off_hccs",
     "rule_job_hotspot",
     "rule_job_idle",

@@ -117,28 +117,37 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     return causes + out
 
 
-#: A unit the collectives name is its own cause only when its own time (Computing + Free) exceeds
-#: its peers' by at least this share of what its lateness costs the job.
-OWN_SHARE_OF_COST = 0.2
+#: A rank the collectives name is its own cause only when its own work (Computing + Free + its
+#: transfers) exceeds its peers' by at least this share of what its lateness costs the job (a true
+#: straggler's excess is about its cost; a group or stage is judged by its own decomposition).
+OWN_SHARE_OF_COST = 0.5
 
 
 def _inherited(ctx: Context, cc: Any) -> bool:
-    """Whether a unit's late arrival comes from its communication, not from its own time.
+    """Whether a rank's late arrival is inherited, not caused by anything the rank does.
 
-    A rank late at the collectives whose own time (Computing + Free, ``step_trace``) is not
+    A rank's own work is its Computing + Free (``step_trace``) and its transfers (``comm_ops``
+    Transit Time). A rank late at the collectives whose own work is not
     longer than its peers' by ``OWN_SHARE_OF_COST`` of the cost the attribution gives it arrives
-    late because its previous transfers ended late (a slower path, e.g. a group whose traffic
-    crosses nodes), not because of anything it does: blaming it would name a victim of the
-    communication as a culprit. Source: ``per_rank`` ``own_us`` (mean per step).
+    late because collectives it shares with everyone ended late on its side (e.g. every group's
+    traffic crossing nodes alike): blaming it would name a victim as a culprit. Means per step.
     """
     per = ctx.per_rank
-    if per.empty or "own_us" not in per.columns or cc.cost_us_per_step <= 0:
+    if cc.unit.kind != "rank" or per.empty or "own_us" not in per.columns:
         return False
-    ranks = [r for r in cc.unit.ranks if r in per.index]
-    peers = per.index.difference(ranks)
+    if cc.cost_us_per_step <= 0:
+        return False
+    own = per["own_us"].astype(float)
+    ops = ctx.profile.get("comm_ops")
+    n_steps = max(int(ctx.frame["step"].nunique()), 1)
+    if not ops.empty and {"rank", "transit_ms"} <= set(ops.columns):
+        transit = ops.groupby("rank")["transit_ms"].sum() * 1000.0 / n_steps
+        own = own.add(transit.reindex(own.index).fillna(0.0))
+    ranks = [r for r in cc.unit.ranks if r in own.index]
+    peers = own.index.difference(ranks)
     if not ranks or len(peers) == 0:
         return False
-    excess = float(per.loc[ranks, "own_us"].mean() - per.loc[peers, "own_us"].median())
+    excess = float(own.loc[ranks].mean() - own.loc[peers].median())
     return excess < OWN_SHARE_OF_COST * cc.cost_us_per_step
 
 

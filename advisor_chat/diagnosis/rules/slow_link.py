@@ -11,7 +11,7 @@ from advisor_chat.analyzers.base import Category, Finding, FindingKind
 from advisor_chat.diagnosis.context import Context
 from advisor_chat.diagnosis.rules.common import VICTIM_MIN_SHARE, _claim, _severity
 from advisor_chat.diagnosis.rules.network_steps import link_steps
-from advisor_chat.diagnosis.text import ms, share_of
+from advisor_chat.diagnosis.text import ms, pct, share_of
 from advisor_chat.diagnosis.types import (
     BoundKind,
     Culprit,
@@ -604,3 +604,163 @@ def rule_intra_node_off_hccs(ctx: Context, causes: list[RootCause]) -> list[Root
 #: Off-HCCS traffic is a cause when the least exposed communication over ranks is at least this
 #: share of the median step.
 OFF_HCCS_MIN_SHARE = 0.05
+
+#: A group kind whose groups span nodes is a placement cause when its collectives hold at least
+#: this share of the communication time (comm_ops Elapse).
+ACROSS_NODES_MIN_SHARE = 0.5
+#: Group names that cover the whole job (no placement can keep them inside a node).
+_WORLD_GROUPS = ("default_group", "hccl_world_group", "world")
+
+
+def rule_group_across_nodes(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """A parallel group laid across nodes: its collectives cross RDMA though it fits in one node.
+
+    Rule: the groups of one kind (``comm_groups`` ``group_name``, e.g. every ``tp`` group) each
+    span two or more nodes (nodes from on-node links, :attr:`Context.nodes`) although each has no
+    more ranks than a node holds; their collectives hold ≥ ``ACROSS_NODES_MIN_SHARE`` of the
+    communication time (``comm_ops`` Elapse by group); part of their traffic goes over RDMA
+    (``comm_matrix`` Transit Size by transport); and the job's exposed communication is material
+    (≥ ``OFF_HCCS_MIN_SHARE`` of the step on the rank that waits least). One cause of the whole job
+    (the rank placement), transport RDMA. Victims: every rank, lost = its exposed communication.
+    Gain (upper bound): the least exposed communication over ranks (what HCCS would give instead
+    is not in the data). Evidence: the RDMA and HCCS median bandwidths of those groups' links.
+    """
+    if not ctx.per_rank.size or any(
+        c.mechanism is Mechanism.SLOW_LINK and c.culprit.kind == "job" for c in causes
+    ):
+        return []
+    nodes = ctx.nodes
+    groups = ctx.profile.get("comm_groups")
+    ops = ctx.profile.get("comm_ops")
+    m = ctx.profile.get("comm_matrix")
+    if (
+        len(nodes) < 2
+        or groups.empty
+        or ops.empty
+        or m.empty
+        or not {"group", "group_name", "ranks"} <= set(groups.columns)
+        or not {"group", "transport", "transit_size_mb"} <= set(m.columns)
+    ):
+        return []
+    node_of = {r: i for i, n in enumerate(nodes) for r in n}
+    per_node = min(len(n) for n in nodes)
+    el = ops.groupby(ops["group"].astype(str))["elapse_ms"].sum()
+    total = float(el.sum())
+    if total <= 0:
+        return []
+    g = groups.assign(group=groups["group"].astype(str)).drop_duplicates("group")
+    best = None
+    for kind, rows in g.groupby(g["group_name"].astype(str)):
+        if kind.lower() in _WORLD_GROUPS:
+            continue
+        members = [[int(r) for r in rs] for rs in rows["ranks"] if rs is not None and len(rs)]
+        if not members or max(len(rs) for rs in members) > per_node:
+            continue
+        spans = [len({node_of.get(r, -1) for r in rs}) for rs in members]
+        if min(spans) < 2:  # every group of the kind crosses nodes (a layout, not one group)
+            continue
+        ids = set(rows["group"])
+        share = float(el[el.index.isin(ids)].sum()) / total
+        if share >= ACROSS_NODES_MIN_SHARE and (best is None or share > best[1]):
+            best = (kind, share, members, spans, ids)
+    if best is None:
+        return []
+    kind, share, members, spans, ids = best
+    mk = m[m["group"].astype(str).isin(ids)]
+    t = mk["transport"].astype(str).str.upper()
+    size = mk["transit_size_mb"].astype(float)
+    rdma_share = share_of(
+        float(size[t == "RDMA"].sum()), float(size[t.isin(["RDMA", "HCCS"])].sum())
+    )
+    if not rdma_share > 0:
+        return []
+    per = ctx.per_rank
+    col = "communication_not_overlapped_exclude_receive_us"
+    exposed = per[col] if col in per.columns else per["communication_not_overlapped_us"]
+    gain = float(exposed.min())
+    if not np.isfinite(gain) or gain < OFF_HCCS_MIN_SHARE * ctx.step_us:
+        return []
+    bw_txt = bw_zh = ""
+    if "bandwidth_gbps" in mk.columns:
+        bw = mk["bandwidth_gbps"].astype(float)
+        b_r, b_h = float(bw[t == "RDMA"].median()), float(bw[t == "HCCS"].median())
+        if np.isfinite(b_r) and np.isfinite(b_h):
+            bw_txt = f" at a median {b_r:.1f} GB/s against {b_h:.1f} GB/s over HCCS inside a node"
+            bw_zh = f"，带宽中位数 {b_r:.1f} GB/s，而机内 HCCS 为 {b_h:.1f} GB/s"
+    n_span = max(spans)
+    first = members[0]
+    victims = tuple(
+        sorted(
+            (
+                Impact(r, v, share_of(v, ctx.val(r, "step_us")), "collective_wait")
+                for r, v in zip(
+                    exposed.index.astype(int).tolist(),
+                    exposed.astype(float).tolist(),
+                    strict=True,
+                )
+                if v > 0
+            ),
+            key=lambda i: (-i.lost_us, i.rank),
+        )
+    )
+    from advisor_chat.analyzers._common import format_ranks
+
+    eg = format_ranks(first)
+    label = f"every {kind} group's links across nodes (RDMA instead of HCCS)"
+    label_zh = f"每个 {kind} 通信组的跨机链路（走 RDMA 而不是 HCCS）"
+    return [
+        RootCause(
+            id=f"cause.group_across_nodes.{kind}",
+            mechanism=Mechanism.SLOW_LINK,
+            category=Category.COMMUNICATION,
+            culprit=Culprit(kind="job", ranks=(), transport="RDMA", label=label, label_zh=label_zh),
+            victims=victims,
+            summary=(
+                f"Every {kind} group ({len(first)} ranks, e.g. ranks {eg}) spans {n_span} nodes "
+                f"although it fits in one, so {pct(rdma_share)} of its traffic crosses nodes over "
+                f"RDMA{bw_txt}; the {kind} collectives hold {pct(share)} of the communication "
+                "time: the rank placement of the whole job is to blame, not a rank, node or "
+                f"link; even the rank that waits least has {ms(gain)} per step of communication "
+                "not overlapped"
+            ),
+            summary_zh=(
+                f"每个 {kind} 通信组（{len(first)} 张卡，如 {eg}号卡）都跨了 {n_span} 台机器，而它本可以"
+                f"放在一台机器内，因此其 {pct(rdma_share)} 的流量要跨机走 RDMA{bw_zh}；{kind} 的集合通信"
+                f"占通信时间的 {pct(share)}：问题在整个作业的卡位分配（rank 放置），不在某张卡、节点或"
+                f"链路；即使等待最少的卡，每步也有 {ms(gain)} 未被掩盖的通信"
+            ),
+            metrics={
+                "gain_upper_bound_us": gain,
+                "rdma_share": rdma_share,
+                "group_time_share": share,
+                "nodes_spanned": float(n_span),
+            },
+            findings=_claim(ctx, lambda x: x.kind is FindingKind.SLOW_LINK),
+            gain_us=gain,
+            bound=BoundKind.UPPER_BOUND,
+            remedies=(
+                Remedy(
+                    "action",
+                    f"Place each {kind} group within one node: make {kind} the innermost "
+                    "(consecutive-rank) dimension of the rank order and check the launcher's "
+                    "rank-to-node mapping (rank table, node_rank, device order), so its "
+                    "collectives run over HCCS; the groups that must cross nodes should be "
+                    "the ones with the least traffic (data parallel, pipeline).",
+                    f"把每个 {kind} 通信组放在一台机器内：让 {kind} 成为卡号排列中最内层（卡号连续）"
+                    "的维度，并检查启动器的卡到机器的映射（rank table、node_rank、设备顺序），"
+                    "让它的集合通信走 HCCS；需要跨机的应是通信量最小的组（数据并行、流水线并行）。",
+                    gain,
+                    BoundKind.UPPER_BOUND,
+                ),
+                Remedy(
+                    "check",
+                    f"List the ranks of each {kind} group (profiler_metadata.json parallel groups) "
+                    "against the host each rank runs on.",
+                    f"对照每张卡所在的机器，列出每个 {kind} 通信组包含的卡（profiler_metadata.json "
+                    "中的并行组信息）。",
+                ),
+            ),
+            symptom_tags=("group_across_nodes", "rdma_low_bandwidth", "slow_link"),
+            severity=_severity(gain, ctx.step_us),
+        )
+    ]

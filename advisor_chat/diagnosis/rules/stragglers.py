@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections import defaultdict
 
@@ -1014,6 +1015,11 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             or (x.kind is FindingKind.HOST_BOUND and bool(x.ranks) and set(x.ranks) <= culprits)
         ),
     )
+    # one rank stalling at a fixed step interval: periodic work only that rank does (a checkpoint
+    # save most often; periodic evaluation or logging look the same)
+    gaps = {b - a for a, b in itertools.pairwise(steps)}
+    period = gaps.pop() if host and len(ranks) == 1 and len(steps) >= 2 and len(gaps) == 1 else 0
+    period = period if period >= 2 and not onset else 0
     summary = (
         f"One-step {kind} of {ms(per_event)} on average rotate across ranks: (step, rank) = "
         f"{pair_txt}{clean_txt}; no rank is slow on average"
@@ -1029,13 +1035,41 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
         else f"单步事件：{ranks[0]}号卡出现一次{kind_zh}，时长 {ms(per_event)}，（步, 卡）= "
         f"{pair_txt}{clean_zh}；其他卡都在等它，{ranks[0]}号卡在其他步运行正常"
     ) + ("（大多数步都变慢了）。" if most else "。")
+    if period:
+        summary = (
+            f"Rank {ranks[0]} stalls every {period} steps: {kind} of {ms(per_event)} at (step, "
+            f"rank) = {pair_txt}{clean_txt}; the other ranks wait for it there, and it runs "
+            "normally in the other steps. A stall on one rank at a fixed step interval is periodic "
+            "work only that rank does: a checkpoint save most often (or periodic evaluation or "
+            "logging)."
+        )
+        summary_zh = (
+            f"{ranks[0]}号卡每 {period} 步停顿一次：{kind_zh}，每次 {ms(per_event)}，（步, 卡）= "
+            f"{pair_txt}{clean_zh}；其他卡都在等它，{ranks[0]}号卡在其他步运行正常。只在一张卡上、"
+            "按固定步数间隔出现的停顿，是只有这张卡做的周期性工作：最常见的是保存检查点（也可能是周期性"
+            "评估或日志）。"
+        )
     # long host gaps without launches look like garbage collection only when they recur or are
     # short; a single pause of seconds is one-off host work (checkpoint, evaluation, data)
     gc_seen = any(
         set(f.ranks) & culprits for f in ctx.finding("host_dispatch.host_bound.gc_pause")
     ) and (len(pairs) > 1 or per_event < GC_PAUSE_MAX_US)
+    periodic = Remedy(
+        "action",
+        f"Take the work rank {ranks[0]} does every {period} steps off the training step: save "
+        "checkpoints asynchronously (copy the state to host memory, write it in a background "
+        "thread or process), shard the save across ranks, or save less often.",
+        f"把{ranks[0]}号卡每 {period} 步做一次的工作移出训练步：异步保存检查点（先把状态拷到主机内存，"
+        "再由后台线程或进程写盘）、把保存分摊到各卡，或降低保存频率。",
+        per_step,
+        BoundKind.ESTIMATE,
+    )
+    # (garbage collection runs on every rank alike: a stall on one rank alone at a fixed
+    # interval is that rank's own periodic work even when its host gaps look like GC pauses)
     first = (
-        Remedy(
+        periodic
+        if period
+        else Remedy(
             "action",
             "Stop the Python garbage-collection pauses the host data shows: call gc.freeze() "
             "after model setup and gc.collect() at fixed step intervals (or gc.disable() during "
@@ -1160,6 +1194,7 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             "explained_us_per_step": per_step,
             **(hung[2] if hung is not None else {}),
             **({"onset_step": float(steps[0])} if onset else {}),
+            **({"period_steps": float(period)} if period else {}),
         },
         findings=findings,
         steps=steps,
