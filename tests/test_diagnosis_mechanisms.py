@@ -533,3 +533,39 @@ def test_a_steady_small_straggler_is_a_cause_and_jitter_is_not() -> None:
     st1 = rows(n, len(steps), delta={(5, 2): {"computing": 3 * 2.875 * MS}})
     d1 = diagnose(make_profile({"step_trace": st1, "comm_ops": comm_rows(n, steps, once)}))
     assert not any(c.culprit.ranks == (5,) and c.culprit.kind == "rank" for c in d1.causes)
+
+
+def test_idle_before_first_seen_shapes_is_placed_on_those_kernels() -> None:
+    """Steps 2 and 4 bring a new sequence length: the device idles 300 ms before each new-shape
+    MatMul (online compilation); step 5 runs step 2's length again and does not idle."""
+    from advisor_chat.diagnosis.decompose import new_shape_idle
+
+    ranks, steps = list(range(4)), [1, 2, 3, 4, 5]
+    seq = {1: 4096, 2: 2048, 3: 4096, 4: 6144, 5: 2048}
+    rows: list[dict[str, Any]] = []
+    for r in ranks:
+        for s in steps:
+            t = 1e9 + s * 1e7
+            for i in range(3):
+                new = s in (2, 4)
+                wait = 300_000.0 if new and i == 0 else 10.0
+                t += wait
+                rows.append(
+                    {
+                        "rank": r, "step": s, "name": "aclnnMatmul", "op_type": "MatMulV2",
+                        "accelerator_core": "AI_CORE", "start_us": t, "duration_us": 500.0,
+                        "wait_us": wait, "input_shapes": f"{seq[s]},4096;4096,4096",
+                        "input_dtypes": "DT_BF16;DT_BF16",
+                    }
+                )  # fmt: skip
+                t += 500.0
+    p = make_profile({"kernels": rows})
+    ns = new_shape_idle(p, ranks, [2, 4])
+    assert ns is not None and ns.steps == (2, 4) and ns.ops == ("MatMulV2",)
+    assert ns.reused_steps == (5,)  # step 5 reuses step 2's shape
+    assert ns.kernels_per_step == 3  # every MatMul of a new-shape step is first seen there
+    assert ns.idle_us == pytest.approx(300_000.0 + 2 * 10.0)
+    assert ns.idle_share == pytest.approx(1.0)
+    assert any("2048" in x for x in ns.shapes)
+    # the same idle in a step whose shapes all ran before: not placed on new shapes
+    assert new_shape_idle(p, ranks, [3]) is None

@@ -2143,6 +2143,21 @@ SUSPECTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
         "",
     ),
     "empty_cache": ((r"empty[_ ]?cache",), (r"empty_cache",), ""),
+    "dynamic_shapes": (
+        (
+            r"seq(uence)?[ _-]?len",
+            r"\bbucket",
+            r"dynamic[ _-]?shape",
+            r"variable[ _-]length",
+            r"\bpadding\b",
+            r"变长",
+            r"序列长度",
+            r"动态\s*shape",
+            r"分桶",
+        ),
+        (r"dynamic shapes", r"动态 shape"),
+        "",
+    ),
     "zero3": ((r"\bzero[- ]?3\b", r"zero stage 3", r"zero-?3"), (r"AllGather",), ""),
     "launch_blocking": (
         (r"launch[_ ]?blocking",),

@@ -836,3 +836,85 @@ def job_idle_shape(profile: Profile, ranks: Sequence[int]) -> JobIdleShape | Non
         fwd_share,
         False,
     )
+
+
+@dataclass(frozen=True)
+class NewShapeIdle:
+    """Device idle before operators launched with input shapes first seen in some steps.
+
+    Attributes:
+        steps: The steps where kernels of a first-seen (operator type, input shapes) start.
+        ops: Their operator types, most idle first.
+        shapes: Example input shapes first seen there (``input_shapes`` as written).
+        kernels_per_step: Kernels with a first-seen shape per hit step and rank (median).
+        idle_us: Device idle (Wait Time) right before those kernels per hit step and rank (median).
+        idle_share: Of all the Wait Time of the hit steps.
+        reused_steps: Later steps that run the same shapes again without that idle.
+    """
+
+    steps: tuple[int, ...]
+    ops: tuple[str, ...]
+    shapes: tuple[str, ...]
+    kernels_per_step: float
+    idle_us: float
+    idle_share: float
+    reused_steps: tuple[int, ...]
+
+
+#: New shapes explain a step's idle when the idle right before their kernels holds this share.
+NEW_SHAPE_IDLE_SHARE = 0.5
+
+
+def new_shape_idle(
+    profile: Profile, ranks: Sequence[int], steps: Sequence[int]
+) -> NewShapeIdle | None:
+    """Whether the idle of ``steps`` sits before kernels whose input shapes are new there.
+
+    Reads the kernels (``kernels_for``: op_type, input_shapes, step, Wait Time) of up to
+    ``PEER_SAMPLE`` of ``ranks``. A kernel is *new* when its (op_type, input_shapes) did not run
+    in any earlier step of its rank (the first captured step is the baseline, not counted). The
+    device idle right before new kernels (their Wait Time) in ``steps`` must hold
+    ≥ ``NEW_SHAPE_IDLE_SHARE`` of those steps' Wait Time: the host spent it launching operators
+    it had to build for a shape it had not seen (online compilation). ``None`` otherwise.
+    """
+    rs = _sample([int(r) for r in ranks])
+    if not rs or not steps:
+        return None
+    k = profile.kernels_for(rs)
+    need = {"rank", "step", "op_type", "input_shapes", "wait_us", "start_us"}
+    if k.empty or not need <= set(k.columns):
+        return None
+    k = k[list(need)].dropna(subset=["step"]).copy()
+    k = k[k["step"] >= 0].sort_values(["rank", "start_us"], kind="stable")
+    if k.empty:
+        return None
+    k["wait_us"] = pd.to_numeric(k["wait_us"], errors="coerce").fillna(0.0).clip(lower=0.0)
+    key = k["op_type"].astype(str) + "|" + k["input_shapes"].astype(str)
+    first_step = k.groupby([k["rank"], key])["step"].transform("min")
+    base = k.groupby("rank")["step"].transform("min")
+    new = (first_step == k["step"]) & (k["step"] > base)
+    hit = k["step"].isin([int(s) for s in steps])
+    by_unit = k[hit].groupby(["step", "rank"])["wait_us"].sum()
+    new_units = k[hit & new].groupby(["step", "rank"])
+    idle = new_units["wait_us"].sum().reindex(by_unit.index).fillna(0.0)
+    total = float(by_unit.sum())
+    if total <= 0 or float(idle.sum()) < NEW_SHAPE_IDLE_SHARE * total:
+        return None
+    sel = k[hit & new]
+    ops = sel.groupby("op_type")["wait_us"].sum().sort_values(ascending=False)
+    shapes = sel.loc[sel["op_type"] == ops.index[0], "input_shapes"].astype(str)
+    # later steps that run the new shapes again (their compiled operators reused)
+    later = k[~hit & (k["step"] > min(int(s) for s in steps))]
+    reused = sorted(
+        int(s) for s in later.loc[key[later.index].isin(set(key[sel.index])), "step"].unique()
+    )
+    hit_steps = tuple(sorted(int(s) for s in sel["step"].unique()))
+    return NewShapeIdle(
+        steps=hit_steps,
+        ops=tuple(str(o) for o in ops.index[:3]),
+        shapes=tuple(dict.fromkeys(shapes.tolist()))[:2],
+        kernels_per_step=float(new_units.size().median()),
+        idle_us=float(idle.median()),
+        idle_share=float(idle.sum()) / total,
+        reused_steps=tuple(reused),
+    )

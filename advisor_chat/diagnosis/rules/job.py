@@ -10,7 +10,13 @@ import pandas as pd
 from advisor_chat.analyzers._common import format_ranks, missing_ranks
 from advisor_chat.analyzers.base import Category, Finding, FindingKind
 from advisor_chat.diagnosis.context import Context, ranks_label
-from advisor_chat.diagnosis.decompose import JobIdleShape, job_account, job_idle_shape
+from advisor_chat.diagnosis.decompose import (
+    JobIdleShape,
+    NewShapeIdle,
+    job_account,
+    job_idle_shape,
+    new_shape_idle,
+)
 from advisor_chat.diagnosis.evidence import explain_hotspot
 from advisor_chat.diagnosis.rules.common import (
     EXPOSED_MIN_SHARE,
@@ -82,16 +88,21 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     if math.isfinite(si):  # how much of the Free is before the step's first kernel
         where = f", {ms(si)} of it at the start of the step (input pipeline)"
         where_zh = f"，其中 {ms(si)} 发生在步的开始处（数据输入）"
-    shape = None if start else job_idle_shape(ctx.profile, ctx.ranks)
+    # idle in some steps only, right before operators whose input shapes are new there: the
+    # host builds (compiles) an operator for each shape it has not seen
+    ns = new_shape_idle(ctx.profile, ctx.ranks, steps) if steps and not start else None
+    shape = None if start or ns is not None else job_idle_shape(ctx.profile, ctx.ranks)
     dispatch = (
-        _idle_shape_text(shape, gain, med)
+        _new_shape_text(ns, gain)
+        if ns is not None
+        else _idle_shape_text(shape, gain, med)
         if shape is not None
         else _job_dispatch_bound(ctx, gain, si if math.isfinite(si) else 0.0)
     )
     if dispatch is not None:
         where += f", {dispatch[0]}"
         where_zh += f"，{dispatch[1]}"
-    if steps:
+    if steps and ns is None:  # (the new-shape text names its steps)
         st = ", ".join(str(x) for x in steps)
         where += f", concentrated in step(s) {st}"
         where_zh += f"，集中在第 {st} 步"
@@ -201,6 +212,50 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             severity=_severity(gain, ctx.step_us),
         )
     ]
+
+
+def _new_shape_text(ns: NewShapeIdle, gain_us: float) -> tuple[str, str, tuple[Remedy, ...]]:
+    """The idle of some steps placed before operators with first-seen input shapes.
+
+    Operator compilation for new shapes (dynamic shapes); returns (English, Chinese, remedies).
+    """
+    st = ", ".join(str(x) for x in ns.steps)
+    ops = ", ".join(ns.ops)
+    eg = "; ".join(f"[{x}]" for x in ns.shapes)
+    reused = ", ".join(str(x) for x in ns.reused_steps)
+    again_en = (
+        f"; step{'s run' if len(ns.reused_steps) > 1 else ' runs'} {reused} the same shapes again "
+        "without that idle (the operators built once are reused)"
+        if ns.reused_steps
+        else ""
+    )
+    again_zh = (
+        f"；第 {reused} 步再次使用这些 shape 时没有这段空闲（已编译的算子被复用）" if reused else ""
+    )
+    en = (
+        f"in step{'s' if len(ns.steps) > 1 else ''} {st}, {pct(ns.idle_share)} of the idle sits "
+        f"right before {ns.kernels_per_step:.0f} kernels whose input shapes were not seen in "
+        f"earlier steps ({ops}; e.g. {eg}), {ms(ns.idle_us)} per step: the host compiles an "
+        f"operator for each new shape (dynamic shapes){again_en}"
+    )
+    zh = (
+        f"在第 {st} 步，{pct(ns.idle_share)} 的空闲紧挨在 {ns.kernels_per_step:.0f} 个输入 shape "
+        f"在之前各步从未出现过的算子之前（{ops}；如 {eg}），每步 {ms(ns.idle_us)}：主机在为每个新 shape "
+        f"编译算子（动态 shape）{again_zh}"
+    )
+    rem = Remedy(
+        "action",
+        "Make the input shapes static: pad sequences to a few fixed lengths (bucketing with "
+        "padding), run every bucket once in a warm-up before timing, and use the pre-compiled "
+        "binary operators (torch_npu.npu.set_compile_mode(jit_compile=False)) so a new shape "
+        "does not compile online.",
+        "让输入 shape 固定：把序列 padding 到少数几个固定长度（分桶并补齐），正式计时前先用每个桶预热一次，"
+        "并使用预编译的二进制算子（torch_npu.npu.set_compile_mode(jit_compile=False)），避免新 shape "
+        "在线编译。",
+        gain_us,
+        BoundKind.UPPER_BOUND,
+    )
+    return en, zh, (rem,)
 
 
 def _idle_shape_text(
