@@ -273,3 +273,14 @@ def test_a_cause_word_inside_a_yes_no_question_asks_for_a_verdict(question: str,
     """ "会不会是网络导致的？" names a cause inside a yes/no question: a verdict, not a why;
     a question word (为什么, 什么, why, what) keeps it a why question."""
     assert parse_question(question).kind == kind
+
+
+def test_a_list_of_steps_is_every_step_never_a_rank() -> None:
+    for text, steps, ranks in (
+        ("why are steps 13 and 18 slow?", (13, 18), ()),
+        ("why are steps 3, 5, 9 slow?", (3, 5, 9), ()),
+        ("why is rank 3 slow in steps 4, 5?", (4, 5), (3,)),
+        ("step 13 and step 18 take ~10x longer", (13, 18), ()),
+    ):
+        q = _q(text)
+        assert (q.steps, q.ranks) == (steps, ranks), (text, q)

@@ -126,6 +126,8 @@ def test_reversed_range_is_read_in_order_and_kept_as_written() -> None:
         ("要不要换卡", "card"),
         ("is there a compute straggler?", "compute_straggler"),
         ("是不是某张卡计算慢", "compute_straggler"),
+        ("are the matmuls just slower on rank 10?", "kernel_slow"),
+        ("10号卡的GroupedMatmul比别的卡慢很多，是算子性能有问题吗", "kernel_slow"),
         ("is it a load imbalance?", "load_imbalance"),
         ("负载不均衡", "load_imbalance"),
         ("could saving checkpoints cause the spikes?", "checkpoint"),

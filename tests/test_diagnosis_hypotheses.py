@@ -39,6 +39,10 @@ CASES = [
     # matmul-shape-regression: one rank's MatMul slower at one shape (same work, slower kernel)
     ("matmul-shape-regression", "load_imbalance", "contradicted"),
     ("matmul-shape-regression", "compute_straggler", "supported"),
+    ("matmul-shape-regression", "kernel_slow", "supported"),  # same shape, slower kernel
+    ("compute-straggler-hidden", "kernel_slow", "supported"),  # every kernel 1.25x
+    ("moe-hot-expert", "kernel_slow", "contradicted"),  # larger GroupedMatmul inputs: more work
+    ("moe-hot-expert", "compute_straggler", "supported"),
     # recompute-one-stage: pipeline stage 0 runs its MatMuls twice (more work, same kernels)
     ("recompute-one-stage", "compute_straggler", "supported"),
     ("recompute-one-stage", "load_imbalance", "supported"),

@@ -103,6 +103,7 @@ HYPOTHESES = (
     "link",
     "card",
     "hardware",
+    "kernel_slow",
     "compute_straggler",
     "load_imbalance",
     "checkpoint",
@@ -640,13 +641,19 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"过热",
         r"温度",
     ),
-    "compute_straggler": (
-        r"\bcompute straggler",
+    # the operators themselves (their kernels) slower, against more work for them
+    "kernel_slow": (
         r"\b(operators?|kernels?|ops|matmuls?)\b.{0,25}\b(get|got|gets|run|runs|are|is|became|become)\s+(just\s+)?slow(er)?\b",
         r"\bslow(er)? (operators?|kernels?|matmuls?)\b",
-        r"算子.{0,8}(变慢|更慢|慢了)",
         r"\b(are|is) (the )?(operators?|kernels?|ops|matmuls?) (just |really |simply |themselves )?slow",
+        r"\b(operator|kernel|op) (performance|efficiency|implementation)\b",
+        r"算子.{0,8}(变慢|更慢|慢了)",
         r"(matmul|算子|kernel).{0,6}本身.{0,3}慢",
+        r"算子.{0,3}(性能|效率|实现).{0,6}(问题|差|慢|低)",
+        r"(算子|kernel).{0,6}有问题",
+    ),
+    "compute_straggler": (
+        r"\bcompute straggler",
         r"\bstraggl\w* .{0,15}\bcomput",
         r"\bslow(er)? (compute|computation|computing)\b",
         r"\bcomput\w* (is |are )?slow(er)?\b",
@@ -836,6 +843,11 @@ _STAGE_PATTERNS = (
     re.compile(r"(?:流水线)?阶段\s*(\d+)"),
     re.compile(r"第\s*(\d+)\s*(?:个)?\s*(?:stage|阶段|流水线阶段)", re.I),
 )
+_STEP_LIST = re.compile(
+    r"\b(?:steps|iterations|iters)\s*(\d+(?:\s*(?:,|，|、|and|&|or)\s*\d+)+)", re.I
+)
+
+
 _STEP_PATTERNS = (
     re.compile(r"\b(?:step|iteration|iter)s?\s*[#:]?\s*(\d+)", re.I),
     re.compile(r"第\s*(\d+)\s*(?:步|个\s*step|个迭代|次迭代|轮)", re.I),
@@ -1337,6 +1349,13 @@ def parse_question(
     stage_spans = [(m.start(), m.end()) for _, _, m in _spans(q, _STAGE_PATTERNS)]
     stages = _find_ints(q, _STAGE_PATTERNS, ctx_spans)
     step_spans = [(m.start(1), m.end(1)) for _, _, m in _spans(q, _STEP_PATTERNS)]
+    # "steps 13 and 18", "steps 3, 5, 9": every number of the list is a step
+    listed = [
+        (m.start(1) + n.start(), m.start(1) + n.end(), int(n.group()))
+        for m in _STEP_LIST.finditer(q)
+        for n in re.finditer(r"\d+", m.group(1))
+    ]
+    step_spans += [(a, b) for a, b, _ in listed]
     count_spans = _find_counts(q)
     if profile_ranks is not None:
         known = set(profile_ranks)
@@ -1352,6 +1371,7 @@ def parse_question(
         rank_ranges,
     )
     steps = _find_ints(q, _STEP_PATTERNS, ctx_spans)
+    steps += [v for _, _, v in listed if v not in steps]
     grp = _groups_named(q, groups, ctx_spans)
     trans = tuple(t for t in TRANSPORTS if _word_in(t, q))
     ops = tuple(o for o in op_types if len(o) >= 3 and _word_in(o, q))

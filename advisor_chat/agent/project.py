@@ -1619,17 +1619,21 @@ def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
             p.add_cause(scoped)
             p.plot_ranks = _culprit_ranks(scoped)[:8]
             lab, text = label(scoped.culprit, zh), summary(scoped, zh)
-            if text.lower().startswith(lab.lower()):  # "rank 9 is slower from step 13 on ..."
+            head = (
+                f"Step{'s' if len(asked) > 1 else ''} {st} {'are' if len(asked) > 1 else 'is'} slow"
+            )
+            who = lab.split(" (")[0]
+            if text.lower().startswith(who.lower()):  # "rank 9 is slower from step 13 on ..."
                 p.lines.append(
-                    f"step {st} 慢是因为{text.rstrip('。')}。"
+                    f"第 {st} 步慢是因为{text.rstrip('。')}。"
                     if zh
-                    else f"Step {st} is slow because {lower_first(text).rstrip('.')}."
+                    else f"{head} because {lower_first(text).rstrip('.')}."
                 )
             else:
                 p.lines.append(
-                    f"step {st} 慢在{lab}：{text.rstrip('。')}。"
+                    f"第 {st} 步慢在{lab}——{text.rstrip('。')}。"
                     if zh
-                    else f"Step {st} is slow because of {lab}: {lower_first(text).rstrip('.')}."
+                    else f"{head} because of {lab} — {lower_first(text).rstrip('.')}."
                 )
             return p
         p.lines.append(

@@ -27,6 +27,7 @@ HYPOTHESES = (
     "link",
     "card",
     "hardware",
+    "kernel_slow",
     "compute_straggler",
     "load_imbalance",
     "checkpoint",
@@ -45,6 +46,7 @@ NAMES = {
     "link": ("a slow link", "慢链路"),
     "card": ("a bad card (NPU)", "某张卡（NPU）坏了"),
     "hardware": ("a hardware fault", "硬件故障"),
+    "kernel_slow": ("the operators themselves (slower kernels)", "算子本身变慢"),
     "compute_straggler": ("a compute straggler", "计算慢卡"),
     "load_imbalance": ("load imbalance", "负载不均衡"),
     "checkpoint": ("checkpoint saving", "保存检查点"),
@@ -442,6 +444,33 @@ def _straggler(d: Diagnosis) -> Verdict:
     )
 
 
+def _kernels(d: Diagnosis) -> Verdict:
+    """Whether the operators themselves run slower, against more work for them."""
+    slower = _tagged(
+        d, "device_slow", "op_regression_shape", "dtype_mismatch", "aicpu_op", "matmul_slow"
+    )
+    more = _tagged(d, "load_imbalance", "op_count_imbalance")
+    real = _real(d)
+    if more is not None and (slower is None or real.index(more) < real.index(slower)):
+        return _v(
+            "kernel_slow",
+            "contradicted",
+            "the operators run as fast as on their peers for the same input; the late ranks "
+            f"get more work: {_lower_first(more.summary.rstrip('.'))}",
+            f"算子在相同输入下与同组一样快，是晚到的卡分到了更多计算：{more.summary_zh.rstrip('。')}",
+            (more,),
+        )
+    if slower is not None:
+        return _v(
+            "kernel_slow", "supported", slower.summary.rstrip("."), slower.summary_zh.rstrip("。"),
+            (slower,),
+        )  # fmt: skip
+    v = _straggler(d)
+    return Verdict(
+        "kernel_slow", v.status, v.reason, v.reason_zh, v.causes, v.collect, v.collect_zh
+    )
+
+
 def _imbalance(d: Diagnosis) -> Verdict:
     c = _tagged(d, "load_imbalance", "op_count_imbalance")
     stage = next((x for x in _real(d) if x.mechanism is Mechanism.PIPELINE_IMBALANCE), None)
@@ -527,7 +556,8 @@ def _checkpoint(d: Diagnosis) -> Verdict:
         (
             c
             for c in _real(d)
-            if c.mechanism is Mechanism.STEP_EVENTS and c.category.value == "scheduling"
+            if (c.mechanism is Mechanism.STEP_EVENTS or c.metrics.get("period_steps", 0.0) >= 2)
+            and c.category.value == "scheduling"
         ),
         None,
     )
@@ -687,6 +717,7 @@ _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
     "link": lambda d: _network(d, "link"),
     "card": _card,
     "hardware": _hardware,
+    "kernel_slow": _kernels,
     "compute_straggler": _straggler,
     "load_imbalance": _imbalance,
     "dataloader": _dataloader,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections import defaultdict
 
 import numpy as np
@@ -608,14 +609,17 @@ OFF_HCCS_MIN_SHARE = 0.05
 #: A group kind whose groups span nodes is a placement cause when its collectives hold at least
 #: this share of the communication time (comm_ops Elapse).
 ACROSS_NODES_MIN_SHARE = 0.5
-#: Group names that cover the whole job (no placement can keep them inside a node).
-_WORLD_GROUPS = ("default_group", "hccl_world_group", "world")
+#: Tensor-parallel group names (Megatron / MindSpeed parallel-group names in the metadata): the
+#: per-layer, blocking collectives that placement keeps inside a node; data, pipeline and expert
+#: parallel groups are the ones laid across nodes.
+_TP_GROUP = re.compile(r"^(tp|tensor([_ -]?model)?([_ -]?parallel)?)$", re.I)
 
 
 def rule_group_across_nodes(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
-    """A parallel group laid across nodes: its collectives cross RDMA though it fits in one node.
+    """Tensor-parallel groups laid across nodes: their collectives cross RDMA though each fits in one.
 
-    Rule: the groups of one kind (``comm_groups`` ``group_name``, e.g. every ``tp`` group) each
+    Rule: the tensor-parallel groups (``comm_groups`` ``group_name`` ``tp``; data, pipeline and
+    expert parallel groups are meant to cross nodes) each
     span two or more nodes (nodes from on-node links, :attr:`Context.nodes`) although each has no
     more ranks than a node holds; their collectives hold ≥ ``ACROSS_NODES_MIN_SHARE`` of the
     communication time (``comm_ops`` Elapse by group); part of their traffic goes over RDMA
@@ -651,7 +655,7 @@ def rule_group_across_nodes(ctx: Context, causes: list[RootCause]) -> list[RootC
     g = groups.assign(group=groups["group"].astype(str)).drop_duplicates("group")
     best = None
     for kind, rows in g.groupby(g["group_name"].astype(str)):
-        if kind.lower() in _WORLD_GROUPS:
+        if not _TP_GROUP.match(kind.strip()):
             continue
         members = [[int(r) for r in rs] for rs in rows["ranks"] if rs is not None and len(rs)]
         if not members or max(len(rs) for rs in members) > per_node:

@@ -1154,23 +1154,27 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
     return RootCause(
         id=(
             f"cause.{'host_stall' if host else 'compute_straggler'}.r{ranks[0]}"
-            if onset
+            if onset or period
             else "cause.step_events"
         ),
+        # one rank late from a step on (an onset) or at a fixed interval (periodic work of that
+        # rank) is that rank's cause, scoped to its steps; otherwise events
         mechanism=(
             (Mechanism.HOST_STALL if host else Mechanism.COMPUTE_STRAGGLER)
-            if onset
+            if onset or period
             else Mechanism.STEP_EVENTS
         ),
         category=Category.SCHEDULING if host else Category.COMPUTE,
         culprit=Culprit(
-            kind="rank" if onset else "steps",
+            kind="rank" if onset or period else "steps",
             ranks=ranks,
             events=pairs,
             label=_events_label(pairs, ranks, steps)[0]
             if len(ranks) > 1
             else f"rank {ranks[0]}"
             if onset
+            else f"rank {ranks[0]} (every {period} steps: {steps_txt})"
+            if period
             else f"rank {ranks[0]} in steps {steps_txt}"
             if len(pairs) > 1
             else f"step {pairs[0][0]} on rank {pairs[0][1]}",
@@ -1178,6 +1182,8 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             if len(ranks) > 1
             else f"{ranks[0]}号卡"
             if onset
+            else f"{ranks[0]}号卡（每 {period} 步一次：第 {steps_txt} 步）"
+            if period
             else f"第 {steps_txt} 步的{ranks[0]}号卡"
             if len(pairs) > 1
             else f"第 {pairs[0][0]} 步的{pairs[0][1]}号卡",
