@@ -1223,7 +1223,9 @@ _ASKS_RANK = re.compile(
 _SLOW_RANK = re.compile(
     r"\bslow(?:est|er)? (?:rank|card|device|npu|gpu|node)s?\b|\bstraggl|快慢卡|慢卡|慢节点|拖后腿"
     r"|\b(?:any|some|one)\b[^?.]{0,25}\b(?:ranks?|cards?|npus?|devices?|nodes?)\b[^?.]{0,15}\bslow"
-    r"|\b(?:any|some|one) of (?:them|these|those)\b[^?.]{0,20}\bslow",
+    r"|\b(?:any|some|one) of (?:them|these|those)\b[^?.]{0,20}\bslow"
+    r"|\b(?:any|some|one|a)\s+(?:rank|card|npu|device|gpu)s?\b[^?.]{0,25}\b(?:drag|hold)"
+    r"|(?:某|一|有)\s*(?:张|个|块)\s*(?:卡|rank|设备).{0,10}(?:慢|拖累|拖慢|拖了)",
     re.I,
 )
 

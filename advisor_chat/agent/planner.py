@@ -132,7 +132,8 @@ _IDLE_Q = re.compile(r"\bidle|\bfree\b|空闲|闲着", re.I)
 #: "Is it only one direction that is slow?" (English, Chinese).
 # the question suspects one part of the network, not the network as a whole
 _ONE_PART = re.compile(
-    r"\b(?:one|a single|a|some|one of the)\s+(?:node|nic|host|machine|server|port|switch|link|card)(?:'s)?\b"
+    r"\b(?:one|a single|a|some|one of the)\s+(?:(?:bad|faulty|slow|broken|rdma|roce|hccs|network)\s+){0,2}"
+    r"(?:node|nic|host|machine|server|port|switch|link|card)(?:'s)?\b"
     r"|某\s*(?:个|台|条|张|块|一个|一台|一条)?\s*(?:节点|机器|主机|网卡|链路|服务器|端口|交换机)",
     re.I,
 )

@@ -1121,9 +1121,9 @@ def _network(
             )
         elif yes_no and single and c.culprit.kind == "job":  # "is one node's NIC bad?"
             p.lines.append(
-                f"不是某一个节点、网卡或链路的问题，而是整个网络：{body}。"
+                f"不是某一个节点、网卡或链路的问题——{body}。"
                 if zh
-                else f"No: not one node, NIC or link; the whole network is: {body}."
+                else f"No: no single node, NIC or link is at fault — {body}."
             )
         elif yes_no:
             p.lines.append(
@@ -2154,7 +2154,7 @@ SUSPECTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
             r"dynamic[ _-]?shape",
             r"variable[ _-]length",
             r"\bpadding\b",
-            r"变长",
+            r"变长(的)?(序列|样本|输入|句子|batch)",
             r"序列长度",
             r"动态\s*shape",
             r"分桶",

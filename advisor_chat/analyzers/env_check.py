@@ -520,8 +520,8 @@ def _buffsize_finding(
         severity=Severity.MEDIUM,
         summary=(
             f"HCCL_BUFFSIZE is {mb:g} MB on {_on(rs, profile)} (default "
-            f"{HCCL_BUFFSIZE_DEFAULT_MB:g} MB): a collective larger than the buffer runs in several "
-            f"rounds, each with its own handshake, so large collectives reach less bandwidth"
+            f"{HCCL_BUFFSIZE_DEFAULT_MB:g} MB): a collective larger than the buffer is split into "
+            f"several rounds, each with its own handshake, so large collectives reach less bandwidth"
             f"{rounds_en}. Raise it to at least the default if device memory allows"
         ),
         summary_zh=(

@@ -720,15 +720,17 @@ def rule_group_across_nodes(ctx: Context, causes: list[RootCause]) -> list[RootC
             culprit=Culprit(kind="job", ranks=(), transport="RDMA", label=label, label_zh=label_zh),
             victims=victims,
             summary=(
-                f"Every {kind} group ({len(first)} ranks, e.g. ranks {eg}) spans {n_span} nodes "
-                f"although it fits in one, so {pct(rdma_share)} of its traffic crosses nodes over "
+                f"The whole job's tensor-parallel traffic crosses nodes: every {kind} group "
+                f"({len(first)} ranks; ranks {eg} for one) spans {n_span} nodes although it fits "
+                f"in one, so {pct(rdma_share)} of its traffic crosses nodes over "
                 f"RDMA{bw_txt}; the {kind} collectives hold {pct(share)} of the communication "
                 "time: the rank placement of the whole job is to blame, not a rank, node or "
                 f"link; even the rank that waits least has {ms(gain)} per step of communication "
                 "not overlapped"
             ),
             summary_zh=(
-                f"每个 {kind} 通信组（{len(first)} 张卡，如 {eg}号卡）都跨了 {n_span} 台机器，而它本可以"
+                f"整个作业的张量并行通信都在跨机：每个 {kind} 通信组（{len(first)} 张卡，如 {eg}号卡）都跨了 "
+                f"{n_span} 台机器，而它本可以"
                 f"放在一台机器内，因此其 {pct(rdma_share)} 的流量要跨机走 RDMA{bw_zh}；{kind} 的集合通信"
                 f"占通信时间的 {pct(share)}：问题在整个作业的卡位分配（rank 放置），不在某张卡、节点或"
                 f"链路；即使等待最少的卡，每步也有 {ms(gain)} 未被掩盖的通信"

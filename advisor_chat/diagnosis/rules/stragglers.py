@@ -1173,7 +1173,7 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             if len(ranks) > 1
             else f"rank {ranks[0]}"
             if onset
-            else f"rank {ranks[0]} (every {period} steps: {steps_txt})"
+            else f"rank {ranks[0]} (every {period} steps, in steps {steps_txt})"
             if period
             else f"rank {ranks[0]} in steps {steps_txt}"
             if len(pairs) > 1
@@ -1182,7 +1182,7 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             if len(ranks) > 1
             else f"{ranks[0]}号卡"
             if onset
-            else f"{ranks[0]}号卡（每 {period} 步一次：第 {steps_txt} 步）"
+            else f"{ranks[0]}号卡（每 {period} 步一次，第 {steps_txt} 步）"
             if period
             else f"第 {steps_txt} 步的{ranks[0]}号卡"
             if len(pairs) > 1
