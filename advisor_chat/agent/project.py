@@ -1135,9 +1135,13 @@ def _network(
             first_cause = d.causes[0]
             p.add_cause(first_cause)
             p.lines.append(
-                f"但它不是首要原因；首要原因是：{summary(first_cause, zh)}。"
+                _then("但它不是首要原因，首要原因在别处", summary(first_cause, zh), zh)
                 if zh
-                else f"It is not the top cause, though; the top cause is: {summary(first_cause, zh)}."
+                else _then(
+                    "It is not the top cause, though; that one lies elsewhere",
+                    lower_first(summary(first_cause, zh)),
+                    zh,
+                )
             )
         for c2 in slow[1:3]:
             p.add_cause(c2)
@@ -1232,11 +1236,14 @@ def _network(
             p.add_cause(cc)
             p.plot_ranks = _culprit_ranks(top)[:8]
             p.lines.append(
-                f"不是网络的问题：没有发现慢链路。首要原因是：{summary(top, zh)}。"
-                f"通信本身也是一个原因：{summary(cc, zh)}。"
+                "不是网络的问题：没有发现慢链路。"
+                + _then("首要原因在别处", summary(top, zh), zh)
+                + _then("通信本身也是一个原因", summary(cc, zh), zh)
                 if zh
-                else "No, the network is not the problem: no link is slow. The top cause is: "
-                f"{summary(top, zh)}. Communication itself is also a cause: {summary(cc, zh)}."
+                else "No, the network is not the problem: no link is slow. "
+                + _then("The top cause lies elsewhere", lower_first(summary(top, zh)), zh)
+                + " "
+                + _then("Communication itself is also a cause", lower_first(summary(cc, zh)), zh)
             )
             return p
         p.add_cause(cc)
@@ -1752,11 +1759,11 @@ def category(d: Diagnosis, topics: Sequence[str], yes_no: bool, zh: bool) -> Pro
             )
     elif yes_no and len(asked) == 1:
         yes = asked[0] == cat
-        lead = ("是的，" if yes else "不是，") if zh else ("Yes: " if yes else "No: ")
+        lead = ("是的，" if yes else "不是，") if zh else ("Yes, " if yes else "No, ")
         p.lines.append(
-            f"{lead}主要瓶颈是{cat_txt}：{summary(top, zh)}。"
+            _then(f"{lead}主要瓶颈是{cat_txt}", summary(top, zh), zh)
             if zh
-            else f"{lead}the main bottleneck is {cat_txt}: {summary(top, zh)}."
+            else _then(f"{lead}the main bottleneck is {cat_txt}", summary(top, zh), zh)
         )
         if not yes:
             other = next((c for c in real if c.category.value == asked[0]), None)
@@ -1769,9 +1776,9 @@ def category(d: Diagnosis, topics: Sequence[str], yes_no: bool, zh: bool) -> Pro
                 )
     else:
         p.lines.append(
-            f"主要瓶颈是{cat_txt}：{summary(top, zh)}。"
+            _then(f"主要瓶颈是{cat_txt}", summary(top, zh), zh)
             if zh
-            else f"The main bottleneck is {cat_txt}: {summary(top, zh)}."
+            else _then(f"The main bottleneck is {cat_txt}", summary(top, zh), zh)
         )
     dom = dominant(top, zh)
     if dom:
