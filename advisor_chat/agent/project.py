@@ -50,8 +50,8 @@ class Projection:
 _CATEGORY = {
     "compute": ("computation (a compute problem)", "计算（计算问题）"),
     "scheduling": (
-        "the host side (a scheduling problem: the device idles waiting for work)",
-        "主机侧（调度问题：设备空闲等待任务）",
+        "the host side (a scheduling problem, the device idles waiting for work)",
+        "主机侧（调度问题，设备空闲等待任务）",
     ),
     "communication": ("communication (a communication problem)", "通信（通信问题）"),
     "none": ("no single category", "没有单一的瓶颈类型"),
