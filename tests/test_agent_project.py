@@ -879,3 +879,33 @@ def test_a_named_environment_variable_is_judged_by_the_environment_check() -> No
     assert no.startswith("Probably not") and "host stall on rank 9" in no
     und = _text(pj.suspect_verdict(_diag(HOST9), "env:TASK_QUEUE_ENABLE", False, True))
     assert und.startswith("Cannot tell") and "TASK_QUEUE_ENABLE" in und
+
+
+def test_alltoall_exposure_follows_the_load_imbalance_that_routes_it() -> None:
+    """MoE: one rank gets more tokens (a load imbalance); the exposed communication, larger but
+    mostly AlltoAll, is sized by the same routing: balancing the load leads 'what first?'."""
+    import dataclasses
+
+    from advisor_chat.diagnosis.types import Remedy
+
+    g = HOST9.gain_us or 0.0
+    hot = dataclasses.replace(
+        HOST9,
+        mechanism=Mechanism.COMPUTE_STRAGGLER,
+        category=Category.COMPUTE,
+        symptom_tags=("load_imbalance",),
+        summary="Compute straggler rank 9: it gets larger GroupedMatmul inputs.",
+        remedies=(Remedy("action", "Balance the tokens per rank.", "均衡各卡的 token 数。", g),),
+    )
+    a2a = dataclasses.replace(
+        EXPOSED,
+        gain_us=4 * g,
+        metrics={"alltoallv_share": 0.6},
+        remedies=(Remedy("action", "Overlap communication.", "让通信与计算重叠。", 4 * g),),
+    )
+    first = _text(pj.fix_first(_diag(hot, a2a), False)).split("\n")[0]
+    assert first.startswith("Fix rank 9 first"), first
+    # the same exposure mostly all-reduce: the larger optimization leads
+    ar = dataclasses.replace(a2a, metrics={"allreduce_share": 0.9})
+    first = _text(pj.fix_first(_diag(hot, ar), False)).split("\n")[0]
+    assert not first.startswith("Fix rank 9 first"), first

@@ -1278,6 +1278,8 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
     exposed communication and operator hotspots, come after the faults unless they gain at least
     ``OPTIMIZATION_LEAD`` times as much); with ``ranks_only``
     ("which rank should I fix first?") causes with a rank culprit lead and job-level ones follow.
+    Exposed communication comes after a network fault that slows its collectives, and after a
+    load imbalance when it is mostly AlltoAll (the token routing that overloads a rank sizes it).
     The next independent fault is named after it.
     """
     p = Projection()
@@ -1323,10 +1325,22 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
         for c in real
     )
 
+    # AlltoAll traffic follows the token routing that overloads a rank with more work (MoE):
+    # exposed communication that is mostly AlltoAll is sized by that imbalance, known once the
+    # load is balanced
+    routed = any(
+        "load_imbalance" in c.symptom_tags and c.mechanism not in _OPTIMIZATIONS for c in real
+    )
+
+    def _alltoall(c: RootCause) -> bool:
+        return c.metrics.get("alltoallv_share", 0.0) + c.metrics.get("alltoall_share", 0.0) >= 0.5
+
     def _after_faults(c: RootCause) -> bool:
         if c.mechanism not in _OPTIMIZATIONS:
             return False
-        if c.mechanism == Mechanism.EXPOSED_COMMUNICATION and net_fault:
+        if c.mechanism == Mechanism.EXPOSED_COMMUNICATION and (
+            net_fault or (routed and _alltoall(c))
+        ):
             return True
         return _order_gain(c) < OPTIMIZATION_LEAD * best_fault
 
