@@ -1160,9 +1160,13 @@ def _network(
         if other is not None:
             p.add_cause(other)
             p.lines.append(
-                f"另外还有一个与网络无关的问题：{summary(other, zh)}。"
+                _then("另外还有一个与网络无关的问题", summary(other, zh), zh)
                 if zh
-                else f"Separately, a fault that is not the network: {summary(other, zh)}."
+                else _then(
+                    "Separately, a fault that is not the network",
+                    lower_first(summary(other, zh)),
+                    zh,
+                )
             )
         return p
     comm = [c for c in _real(d) if c.category.value == "communication"]
