@@ -58,13 +58,18 @@ def test_generalization_tune_gate_and_heldout_floor(generalization_report: EvalR
 #   stall, job-wide dispatch bound, intra-node traffic off HCCS);
 # - generalization_dev3: 28/50 before, 50/50 after (where the job's shared idle sits, a busy
 #   stage's extra work, named changes judged against the causes, the collectives that hold the
-#   communication time).
+#   communication time);
+# - generalization_dev4: 22/50 before, 49/50 after (a rank whose lateness is inherited from shared
+#   collectives is no culprit, tensor-parallel groups across nodes, a rank's periodic stall,
+#   operator compilation for new shapes, HCCL_BUFFSIZE and named environment variables, AlltoAll
+#   sized by a load imbalance).
 DEV_GATE = 0.95
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "name", ["generalization_dev", "generalization_dev2", "generalization_dev3"]
+    "name",
+    ["generalization_dev", "generalization_dev2", "generalization_dev3", "generalization_dev4"],
 )
 def test_development_kinds_gate(name: str) -> None:
     report = run_eval(load_dataset(name), settings=load_settings(model="offline"))
