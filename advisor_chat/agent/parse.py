@@ -735,6 +735,7 @@ _SUSPECT = re.compile(
     r"\b(could|can|might|may|would|will)\s+(it|this|that|they)\b|\b(is|are|was|were)\s+(it|this|that|they|there)\b"
     r"|\bcould\b|\bmight\b|\bcaus(e|es|ed|ing)\b|\bsuspect|\bmaybe\b|\bperhaps\b|\bprobably\b|\bcaused by\b|\bdue to\b|\bbecause of\b"
     r"|\bblame|\bshould (i|we)\b|\bwould .{0,30}\bhelp|\bthe (problem|cause|culprit|reason|issue)\b"
+    r"|\brelated\b|\bconnected\b|\bhave to do with\b|\bresponsible\b"
     r"|是不是|会不会|是否|怀疑|可能|难道|导致|引起|造成|要不要|该不该|需不需要|有没有|吗|嘛|么"
     r"|不够|不足|故障|不均|坏了|问题",
     re.I,

@@ -303,10 +303,10 @@ def shares_line(d: Diagnosis, zh: bool) -> str:
     ]
     if not parts:
         return ""
-    step = f"（每步中位耗时 {us(d.step_time_us)}）" if zh and d.step_time_us > 0 else ""
+    step = f"（平均每步耗时 {us(d.step_time_us)}）" if zh and d.step_time_us > 0 else ""
     if zh:
         return "全集群步时间占比：" + "，".join(parts) + step + "。"
-    st = f" (median step {us(d.step_time_us)})" if d.step_time_us > 0 else ""
+    st = f" (average step {us(d.step_time_us)})" if d.step_time_us > 0 else ""
     return "Cluster-wide share of the step: " + ", ".join(parts) + st + "."
 
 
@@ -351,10 +351,12 @@ def _role_sentence(rank: int, c: RootCause, role: str, imp: Impact | None, zh: b
                 else f": its {en_part} takes {us(imp.lost_us)} per step, {pct(imp.share)} of its "
                 "step"
             )
+        # the culprit's own label ("rank 0 (every 5 steps, ...)") is the rank, not a unit it is in
+        own = c.culprit.kind == "rank" or lab.split("（")[0].split(" (")[0] == who
         if zh:
-            part = "" if lab == who else f"（属于{lab}）"
+            part = "" if own else f"（属于{lab}）"
             return _then(f"{who}{part}慢在它自身，是原因所在{extra}", s, zh)
-        part = "" if lab == who else f", part of {lab},"
+        part = "" if own else f", part of {lab},"
         return _then(f"{who.capitalize()}{part} is slow in its own right{extra}", s, zh)
     # victim
     how = imp.how if imp else ""
@@ -895,9 +897,13 @@ def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection
         )
     elif c.kind == "job":
         p.lines.append(
-            f"没有单独的慢卡：所有卡都因同一个作业级原因损失时间：{s}。"
+            _then("没有单独的慢卡，所有卡都因同一个作业级原因损失时间", s, zh)
             if zh
-            else f"No single rank: every rank loses time to the same job-level cause: {s}."
+            else _then(
+                "No single rank; every rank loses time to the same job-level cause",
+                lower_first(s),
+                zh,
+            )
         )
     else:
         p.lines.append(_sentence(s, zh))
@@ -1577,12 +1583,23 @@ def how_much(d: Diagnosis, zh: bool) -> Projection:
         # the step after the fix: median step time - gain (both from the diagnosis; grounding
         # adds the same two derived numbers, see grounding.add_diagnosis)
         after, frac = d.step_time_us - top.gain_us, top.gain_us / d.step_time_us
-        share = (
-            f"；每步中位耗时 {us(d.step_time_us)}，修复后约 {us(after)}（少 {pct(frac)}）"
-            if zh
-            else f"; the median step of {us(d.step_time_us)} would take about {us(after)} "
-            f"({pct(frac)} less)"
-        )
+        if top.bound == BoundKind.UPPER_BOUND:
+            # an upper bound is not a prediction: the best case, said as such
+            share = (
+                f"；平均每步耗时 {us(d.step_time_us)}，最好的情况下约 {us(after)}（最多少 {pct(frac)}，"
+                "实际收益取决于修改后还剩多少）"
+                if zh
+                else f"; the average step of {us(d.step_time_us)} would take about {us(after)} "
+                f"at best ({pct(frac)} less at most; how much of it a change recovers is not "
+                "in the data)"
+            )
+        else:
+            share = (
+                f"；平均每步耗时 {us(d.step_time_us)}，修复后约 {us(after)}（少 {pct(frac)}）"
+                if zh
+                else f"; the average step of {us(d.step_time_us)} would take about {us(after)} "
+                f"({pct(frac)} less)"
+            )
     p.lines.append(
         f"修复{label(top.culprit, zh)}：{g}{share}。原因——{summary(top, zh)}。"
         if zh
@@ -2027,7 +2044,7 @@ def render_for_model(d: Diagnosis) -> str:
     """
     lines = [f"Headline: {headline(d, False)}"]
     if d.step_time_us > 0:
-        lines.append(f"Median step time: {us(d.step_time_us)}.")
+        lines.append(f"Average step time: {us(d.step_time_us)}.")
     sl = shares_line(d, False)
     if sl:
         lines.append(sl)

@@ -587,12 +587,26 @@ def _checkpoint(d: Diagnosis) -> Verdict:
             "activity with Python call stacks",
             "训练日志中这些步的检查点 / 评估时间戳，或开启 Python 调用栈的主机活动数据",
         )  # fmt: skip
+    compiled = next((c for c in _real(d) if "dynamic_shape" in c.symptom_tags), None)
+    if compiled is not None:
+        # the stalls of some steps are placed on operators compiled for new shapes
+        return _v(
+            "checkpoint",
+            "contradicted",
+            "the stalls are placed: they sit right before operators launched with input shapes not "
+            f"seen before, not where a save would be; {_lower_first(compiled.summary.rstrip('.'))}",
+            f"这些停顿的位置是确定的：紧挨在输入 shape 首次出现的算子之前，而不是保存检查点的位置；"
+            f"{compiled.summary_zh.rstrip('。')}",
+            (compiled,),
+        )
     en, zh = _top_text(_top(d))
+    n = len(d.steps)
     return _v(
         "checkpoint",
         "contradicted",
-        f"no step has a one-off host stall, which a checkpoint save would cause; {en}",
-        f"没有哪一步出现一次性的主机阻塞，而保存检查点会造成这种阻塞；{zh}",
+        f"none of the {n} captured steps has a one-off host stall, which a checkpoint save "
+        f"would cause; {en}",
+        f"采集到的 {n} 步中没有哪一步出现一次性的主机阻塞，而保存检查点会造成这种阻塞；{zh}",
         (_top(d),),
     )
 

@@ -188,14 +188,20 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             bound=BoundKind.UPPER_BOUND,
             remedies=(
                 *(dispatch[2] if dispatch is not None else ()),
-                Remedy(
-                    "action",
-                    "Overlap input preparation with training: more dataloader workers, prefetching "
-                    "and pinned memory, or an asynchronous rollout/producer.",
-                    "让输入准备与训练重叠：增加 dataloader 的 worker 数、预取并使用 pin_memory，"
-                    "或改为异步的推理采样/数据生产者。",
-                    gain,
-                    BoundKind.UPPER_BOUND,
+                *(
+                    ()
+                    if ns is not None  # the idle is compilation, placed: not the input pipeline
+                    else (
+                        Remedy(
+                            "action",
+                            "Overlap input preparation with training: more dataloader workers, "
+                            "prefetching and pinned memory, or an asynchronous rollout/producer.",
+                            "让输入准备与训练重叠：增加 dataloader 的 worker 数、预取并使用 pin_memory，"
+                            "或改为异步的推理采样/数据生产者。",
+                            gain,
+                            BoundKind.UPPER_BOUND,
+                        ),
+                    )
                 ),
                 Remedy(
                     "check",
@@ -206,6 +212,8 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             ),
             symptom_tags=("high_free", "dataloader_stall")
             if start
+            else ("high_free", "host_bound", "dynamic_shape")
+            if ns is not None
             else ("high_free", "host_bound")
             if dispatch is not None
             else ("high_free",),
@@ -224,7 +232,8 @@ def _new_shape_text(ns: NewShapeIdle, gain_us: float) -> tuple[str, str, tuple[R
     eg = "; ".join(f"[{x}]" for x in ns.shapes)
     reused = ", ".join(str(x) for x in ns.reused_steps)
     again_en = (
-        f"; step{'s run' if len(ns.reused_steps) > 1 else ' runs'} {reused} the same shapes again "
+        f"; step{'s' if len(ns.reused_steps) > 1 else ''} {reused} "
+        f"run{'' if len(ns.reused_steps) > 1 else 's'} the same shapes again "
         "without that idle (the operators built once are reused)"
         if ns.reused_steps
         else ""
@@ -249,7 +258,7 @@ def _new_shape_text(ns: NewShapeIdle, gain_us: float) -> tuple[str, str, tuple[R
         "padding), run every bucket once in a warm-up before timing, and use the pre-compiled "
         "binary operators (torch_npu.npu.set_compile_mode(jit_compile=False)) so a new shape "
         "does not compile online.",
-        "让输入 shape 固定：把序列 padding 到少数几个固定长度（分桶并补齐），正式计时前先用每个桶预热一次，"
+        "让输入 shape 固定：把序列补齐到少数几个固定长度（分桶并补齐），正式计时前先用每个桶预热一次，"
         "并使用预编译的二进制算子（torch_npu.npu.set_compile_mode(jit_compile=False)），避免新 shape "
         "在线编译。",
         gain_us,
@@ -618,7 +627,10 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         )
         blame_zh = f"缺少的 {len(missing)} 张卡中可能有慢卡或慢链路，无法判断是否由某张卡或链路造成"
     else:
-        blame, blame_zh = "no rank or link is to blame", "不是某张卡或某条链路的问题"
+        blame, blame_zh = (
+            "the same on every rank, not the fault of one rank or link",
+            "每张卡都一样，不是某一张卡或某一条链路造成的",
+        )
     least_txt = "even the rank that waits least has" if n_in > 1 else f"rank {ctx.ranks[0]} has"
     least_zh = "即使等待最少的卡，每步也有" if n_in > 1 else f"{ctx.ranks[0]}号卡每步有"
     head = (
