@@ -133,6 +133,8 @@ def test_reversed_range_is_read_in_order_and_kept_as_written() -> None:
         ("could saving checkpoints cause the spikes?", "checkpoint"),
         ("保存 checkpoint 导致的吗", "checkpoint"),
         ("是不是保存检查点导致的？", "checkpoint"),
+        ("should we change TP?", "tp_size"),
+        ("要不要调整 TP？", "tp_size"),
         ("should I switch ZeRO-3 to ZeRO-2?", "zero_stage"),
         ("要不要把 ZeRO3 换成 ZeRO2", "zero_stage"),
         ("should I enable mc2?", "mc2"),

@@ -43,6 +43,10 @@ CASES = [
     ("compute-straggler-hidden", "kernel_slow", "supported"),  # every kernel 1.25x
     ("moe-hot-expert", "kernel_slow", "contradicted"),  # larger GroupedMatmul inputs: more work
     ("moe-hot-expert", "compute_straggler", "supported"),
+    # cross-node-tp: the tp groups span nodes; the size is not the fix, the placement is
+    ("cross-node-tp", "tp_size", "contradicted"),
+    ("cross-node-tp", "card", "contradicted"),
+    ("seed-rank12", "tp_size", "contradicted"),
     # recompute-one-stage: pipeline stage 0 runs its MatMuls twice (more work, same kernels)
     ("recompute-one-stage", "compute_straggler", "supported"),
     ("recompute-one-stage", "load_imbalance", "supported"),

@@ -108,6 +108,7 @@ HYPOTHESES = (
     "load_imbalance",
     "checkpoint",
     "zero_stage",
+    "tp_size",
     "mc2",
     "hccl_timeout",
     "memory",
@@ -694,6 +695,13 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"\bdeepspeed stage\b",
         r"zero[-\s]*[0-3]",
         r"zero\s*阶段",
+    ),
+    "tp_size": (
+        r"\b(change|increase|decrease|reduce|lower|raise|switch|adjust|tune)\b.{0,12}\b(tp|tensor[- ]parallel\w*)\b",
+        r"\b(tp|tensor[- ]parallel\w*)\b.{0,12}\b(size|degree)\b.{0,20}\b(change|smaller|larger|lower|higher)",
+        r"\btp\s*[=]?\s*\d+\s*(->|→|to)\s*\d+",
+        r"(改|调整|调|换|降低|提高|减小|增大).{0,6}(tp|张量并行)",
+        r"(tp|张量并行).{0,8}(怎么分|分组|切分|改|调整|有问题)",
     ),
     "mc2": (r"\bmc2\b", r"matmul[_ ]?all[_ ]?reduce", r"通算融合", r"mc2"),
     "hccl_timeout": (

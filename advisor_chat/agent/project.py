@@ -2098,6 +2098,7 @@ def reference_line(p: Projection, zh: bool) -> str:
 #: whether it would help, not whether "it is" the cause.
 _ACTIONS = {
     "zero_stage": ("switching the ZeRO stage", "调整 ZeRO 阶段"),
+    "tp_size": ("changing the tensor-parallel size", "调整 TP 规模"),
     "mc2": ("enabling mc2 (MatMul + collective fusion)", "开启 mc2（MatMul 与通信融合）"),
 }
 

@@ -32,6 +32,7 @@ HYPOTHESES = (
     "load_imbalance",
     "checkpoint",
     "zero_stage",
+    "tp_size",
     "mc2",
     "hccl_timeout",
     "memory",
@@ -51,6 +52,7 @@ NAMES = {
     "load_imbalance": ("load imbalance", "负载不均衡"),
     "checkpoint": ("checkpoint saving", "保存检查点"),
     "zero_stage": ("the ZeRO stage", "ZeRO 阶段"),
+    "tp_size": ("the tensor-parallel size", "张量并行（TP）规模"),
     "mc2": ("missing mc2 fusion", "未开启 mc2 融合"),
     "hccl_timeout": ("an HCCL timeout risk", "HCCL 超时风险"),
     "memory": ("device memory", "显存"),
@@ -635,6 +637,50 @@ def _zero(d: Diagnosis) -> Verdict:
     )
 
 
+def _tp(d: Diagnosis) -> Verdict:
+    """Whether changing the tensor-parallel size would help.
+
+    Placement, not size, when the tp groups cross nodes; otherwise only when communication of
+    the whole job is what holds it back (and then the data cannot tell).
+    """
+    placed = next((c for c in _real(d) if "group_across_nodes" in c.symptom_tags), None)
+    if placed is not None:
+        return _v(
+            "tp_size",
+            "contradicted",
+            "the size is not the problem, the placement is: keep the tensor-parallel size and put "
+            f"each tp group inside one node; {_lower_first(placed.summary.rstrip('.'))}",
+            "问题不在 TP 的大小，而在放置：保持 TP 规模不变，把每个 tp 通信组放在一台机器内；"
+            f"{placed.summary_zh.rstrip('。')}",
+            (placed,),
+        )
+    top = _top(d)
+    if top is not None and top.category.value == "communication" and top.culprit.kind == "job":
+        v = _v(
+            "tp_size",
+            "undecided",
+            f"communication is the main cost ({_lower_first(top.summary.rstrip('.'))}), but this "
+            "profile does not tell how much of it the tensor-parallel collectives hold at another "
+            "size",
+            f"通信是主要开销（{top.summary_zh.rstrip('。')}），但这份数据无法说明换一个 TP 规模后张量并行通信会变成多少",
+            (top,),
+        )
+        return Verdict(
+            v.hypothesis, v.status, v.reason, v.reason_zh, v.causes,
+            "a profile of the same job at the other tensor-parallel size (the same steps), to "
+            "compare with advisor-chat's baseline comparison",
+            "同一作业在另一个 TP 规模下的性能数据（相同的步），用 advisor-chat 的基线对比",
+        )  # fmt: skip
+    en, zh = _top_text(top)
+    return _v(
+        "tp_size",
+        "contradicted",
+        f"Tensor-parallel communication is not what holds this job back; {en}",
+        f"拖慢这个作业的不是张量并行通信；{zh}",
+        (top,),
+    )
+
+
 def _mc2(d: Diagnosis) -> Verdict:
     c = _tagged(d, "mc2_opportunity")
     if c is not None:
@@ -737,6 +783,7 @@ _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
     "dataloader": _dataloader,
     "checkpoint": _checkpoint,
     "zero_stage": _zero,
+    "tp_size": _tp,
     "mc2": _mc2,
     "hccl_timeout": _timeout,
     "memory": _memory,
