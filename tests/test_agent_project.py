@@ -251,7 +251,7 @@ def test_step_events_keep_their_step_rank_list() -> None:
 def test_job_level_cause_names_no_rank() -> None:
     d = _diag(JOB)
     assert _text(pj.which_culprit(d, False)).startswith(
-        "No single rank; every rank loses time to the same job-level cause"
+        "No single rank holds the job back, every rank loses time to the same job-level cause"
     )
     t = _text(pj.explain_ranks(d, [4], False))
     assert t.startswith(

@@ -900,7 +900,8 @@ def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection
             _then("没有单独的慢卡，所有卡都因同一个作业级原因损失时间", s, zh)
             if zh
             else _then(
-                "No single rank; every rank loses time to the same job-level cause",
+                "No single rank holds the job back, every rank loses time to the same job-level "
+                "cause",
                 lower_first(s),
                 zh,
             )
