@@ -323,9 +323,9 @@ def _hardware(d: Diagnosis) -> Verdict:
         return _v(
             "hardware",
             "contradicted",
-            f"the evidence points to software, configuration or data, not hardware: "
-            f"{soft.summary.rstrip('.')}",
-            f"证据指向软件、配置或数据，而不是硬件：{soft.summary_zh.rstrip('。')}",
+            f"the evidence points to software, configuration or data, not hardware — "
+            f"{_lower_first(soft.summary.rstrip('.'))}",
+            f"证据指向软件、配置或数据，而不是硬件——{soft.summary_zh.rstrip('。')}",
             (soft,),
         )
     top = _top(d)
