@@ -1491,6 +1491,17 @@ def c_step_trace_cut_inside_its_last_row(c: Ctx) -> tuple[Path, str]:
     return root, "step_trace_time.csv"
 
 
+@case("warn:row_cut")
+def c_kernel_details_cut_inside_its_last_row(c: Ctx) -> tuple[Path, str]:
+    """The same cut in kernel_details.csv, a file read after the load: warned at load all the same."""
+    root = c.copy()
+    f = next(root.glob("*_ascend_pt/profiler_info_3.json")).parent / OUT / "kernel_details.csv"
+    data = f.read_bytes().rstrip(b"\r\n")
+    last = data.rsplit(b"\n", 1)[1]
+    f.write_bytes(data[: len(data) - len(last)] + last[: len(last) // 3])
+    return root, "kernel_details.csv"
+
+
 @case("warn:partial_files")
 def c_comm_matrix_missing_on_one_rank(c: Ctx) -> tuple[Path, str]:
     root = c.copy()

@@ -302,6 +302,36 @@ def _note_cut(rd: RankData, path: Path, raw: Any) -> None:
         rd.warnings.append(cut_row_warning(path, rd.rank))
 
 
+#: Bytes read from each end of a CSV to tell whether it ends inside a row.
+_TAIL_BYTES = 1 << 16
+
+
+def _ends_in_cut_row(path: Path) -> bool:
+    """Whether a CSV read later (kernel_details.csv) ends inside its last row.
+
+    The profilers end every row with a line break; a copy cut short ends without one, in a row
+    with fewer fields than the header (as :func:`~advisor_chat.ingest.common.drop_cut_row`
+    judges a file read now). Reads the first and last 64 KiB only.
+    """
+    import csv
+    import io
+
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            head = fh.read(min(size, _TAIL_BYTES))
+            fh.seek(max(0, size - _TAIL_BYTES))
+            tail = fh.read()
+    except OSError:
+        return False
+    if not tail or tail.endswith((b"\n", b"\r")) or b"\n" not in head:
+        return False
+    last = tail.rsplit(b"\n", 1)[-1].decode("utf-8", "replace")
+    first = head.split(b"\n", 1)[0].decode("utf-8-sig", "replace")
+    fields = [next(csv.reader(io.StringIO(x)), []) for x in (first, last)]
+    return 0 < len(fields[1]) < len(fields[0])
+
+
 def _skip_file(rd: RankData, path: Path, what: str, exc: InputError) -> None:
     """Record that ``path`` of this rank could not be read: its tables are left out, not the job.
 
@@ -466,6 +496,8 @@ def read_rank_dir(
                 rd.parsed_files += 1
             else:
                 text.check_kernel_header(p)
+                if _ends_in_cut_row(p):  # read later: say now that its last row is cut
+                    rd.warnings.append(cut_row_warning(p, rd.rank))
                 heavy_files["kernels"] = str(p)
         except InputError as exc:
             _skip_file(rd, p, "kernel_details.csv", exc)
