@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 
@@ -541,20 +542,7 @@ def rule_intra_node_off_hccs(ctx: Context, causes: list[RootCause]) -> list[Root
             bw_zh += "，且没有任何传输走 HCCS"
     var = "HCCL_INTRA_ROCE_ENABLE" if roce else "HCCL_INTRA_PCIE_ENABLE"
     path, path_zh = ("RoCE (the RDMA NICs)", "RoCE（RDMA 网卡）") if roce else ("PCIe", "PCIe")
-    victims = tuple(
-        sorted(
-            (
-                Impact(r, v, share_of(v, ctx.val(r, "step_us")), "collective_wait")
-                for r, v in zip(
-                    exposed.index.astype(int).tolist(),
-                    exposed.astype(float).tolist(),
-                    strict=True,
-                )
-                if v > 0
-            ),
-            key=lambda i: (-i.lost_us, i.rank),
-        )
-    )
+    victims = _exposed_victims(ctx, exposed)
     label = f"every server's intra-node links ({tr} instead of HCCS)"
     label_zh = f"所有服务器的机内链路（走 {tr} 而不是 HCCS）"
     return [
@@ -600,6 +588,22 @@ def rule_intra_node_off_hccs(ctx: Context, causes: list[RootCause]) -> list[Root
             severity=_severity(gain, ctx.step_us),
         )
     ]
+
+
+def _exposed_victims(ctx: Context, exposed: Any) -> tuple[Impact, ...]:
+    """Every rank with exposed communication, lost = it (µs per step), largest first."""
+    return tuple(
+        sorted(
+            (
+                Impact(r, v, share_of(v, ctx.val(r, "step_us")), "collective_wait")
+                for r, v in zip(
+                    exposed.index.astype(int).tolist(), exposed.astype(float).tolist(), strict=True
+                )
+                if v > 0
+            ),
+            key=lambda i: (-i.lost_us, i.rank),
+        )
+    )
 
 
 #: Off-HCCS traffic is a cause when the least exposed communication over ranks is at least this
@@ -693,20 +697,7 @@ def rule_group_across_nodes(ctx: Context, causes: list[RootCause]) -> list[RootC
             bw_zh = f"，带宽中位数 {b_r:.1f} GB/s，而机内 HCCS 为 {b_h:.1f} GB/s"
     n_span = max(spans)
     first = members[0]
-    victims = tuple(
-        sorted(
-            (
-                Impact(r, v, share_of(v, ctx.val(r, "step_us")), "collective_wait")
-                for r, v in zip(
-                    exposed.index.astype(int).tolist(),
-                    exposed.astype(float).tolist(),
-                    strict=True,
-                )
-                if v > 0
-            ),
-            key=lambda i: (-i.lost_us, i.rank),
-        )
-    )
+    victims = _exposed_victims(ctx, exposed)
     from advisor_chat.analyzers._common import format_ranks
 
     eg = format_ranks(first)
