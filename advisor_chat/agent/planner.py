@@ -1557,14 +1557,17 @@ def build_suggestions(
             # a case's locating steps ("name the slow rank from the collectives", "compare_ops
             # between ...") are what the diagnosis already did when it names a cause
             texts = [r for r in h.remedies if not (causes and _LOCATING.search(r))][:2]
+        cmd_texts = {f"执行 `{x}`" for x in cmds[:1]} if zh else set()
         for t in texts:
             if _contradicts(t, causes[:1]) or (concrete_only and not _CONCRETE.search(t)):
                 continue
+            # a command to run alone ("执行 `npu-smi info`") looks, it changes nothing: no gain
+            is_cmd = t in cmd_texts
             push(
-                actions,
+                checks if is_cmd else actions,
                 Suggestion(
                     text=t,
-                    kind="action",
+                    kind="check" if is_cmd else "action",
                     cause_id=hc.id if hc is not None else None,
                     finding_id=(
                         hc.findings[0].id
@@ -1572,7 +1575,7 @@ def build_suggestions(
                         else (f.id if f else None)
                     ),
                     case_id=h.id,
-                    estimated_gain_us=gain if gain and gain > 0 else None,
+                    estimated_gain_us=gain if gain and gain > 0 and not is_cmd else None,
                 ),
             )
     if not actions and not checks:
