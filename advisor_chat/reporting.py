@@ -369,8 +369,11 @@ def render_markdown(report: Report) -> str:
             out += [f"> {md_text(d.left_out, limit=None)}", ""]
         if d.step_time_us:
             sh = ", ".join(f"{k.replace('_', ' ')} {v:.1%}" for k, v in d.shares.items())
-            out += [f"Average step {fmt_ms(d.step_time_us)} (mean over steps, median over ranks); "
-                f"cluster-wide shares: {sh}.", ""]
+            out += [
+                f"Average step {fmt_ms(d.step_time_us)} (mean over steps, median over ranks); "
+                f"cluster-wide shares: {sh}.",
+                "",
+            ]
         for n in d.notes:
             out.append(f"- {md_text(n, limit=None)}")
         if d.notes:
