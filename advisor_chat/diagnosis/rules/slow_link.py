@@ -652,12 +652,10 @@ def rule_group_across_nodes(ctx: Context, causes: list[RootCause]) -> list[RootC
         return []
     node_of = {r: i for i, n in enumerate(nodes) for r in n}
     per_node = min(len(n) for n in nodes)
-    el = ops.groupby(ops["group"].astype(str))["elapse_ms"].sum()
-    total = float(el.sum())
-    if total <= 0:
-        return []
+    # the tp groups laid across nodes, from the small groups table first (the big tables are
+    # read only when there are some)
     g = groups.assign(group=groups["group"].astype(str)).drop_duplicates("group")
-    best = None
+    crossing = []
     for kind, rows in g.groupby(g["group_name"].astype(str)):
         if not _TP_GROUP.match(kind.strip()):
             continue
@@ -665,9 +663,17 @@ def rule_group_across_nodes(ctx: Context, causes: list[RootCause]) -> list[RootC
         if not members or max(len(rs) for rs in members) > per_node:
             continue
         spans = [len({node_of.get(r, -1) for r in rs}) for rs in members]
-        if min(spans) < 2:  # every group of the kind crosses nodes (a layout, not one group)
-            continue
-        ids = set(rows["group"])
+        if min(spans) >= 2:  # every group of the kind crosses nodes (a layout, not one group)
+            crossing.append((kind, members, spans, set(rows["group"])))
+    if not crossing:
+        return []
+    el = ops.groupby("group", observed=True)["elapse_ms"].sum()
+    el.index = el.index.astype(str)
+    total = float(el.sum())
+    if total <= 0:
+        return []
+    best = None
+    for kind, members, spans, ids in crossing:
         share = float(el[el.index.isin(ids)].sum()) / total
         if share >= ACROSS_NODES_MIN_SHARE and (best is None or share > best[1]):
             best = (kind, share, members, spans, ids)
