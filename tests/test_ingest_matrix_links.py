@@ -151,3 +151,16 @@ def test_many_operators_keep_their_shared_fields() -> None:
         ]
     assert len(acc) == 15
     assert _rows(acc) == expected
+
+
+@pytest.mark.parametrize("odd", [True, 2**60 + 1, "7.5", " 7.5\t"])
+def test_values_arrow_does_not_take_are_converted_as_float_does(odd: object) -> None:
+    # most batches become one Arrow struct array; a value Arrow refuses (a boolean, an integer
+    # beyond 2^53, a number written as text) sends the batch through the per-column conversion
+    acc = LinkColumns()
+    links = {"0-1": _link("HCCS", 8.0, 0.5, 16.0, "a"), "1-0": _link("HCCS", odd, 2.0, 4.0, "b")}
+    acc.add_links(links, "x@g", 1, 0)
+    assert _rows(acc) == [
+        ("g", 1, "x", 0, 1, "HCCS", 8.0, 0.5, 16.0, "a", 0),
+        ("g", 1, "x", 1, 0, "HCCS", float(odd), 2.0, 4.0, "b", 0),  # type: ignore[arg-type]
+    ]

@@ -73,6 +73,21 @@ def str_mask(series: pd.Series, pred: Callable[[str], bool]) -> np.ndarray:
     return np.where(codes >= 0, table[np.clip(codes, 0, None)], False)
 
 
+def str_map(series: pd.Series, func: Callable[[pd.Series], pd.Series]) -> pd.Series:
+    """``func(series)`` for a vectorized string transform, computed on the distinct values only.
+
+    ``func`` maps a Series of the distinct values to a Series of the same length (e.g.
+    ``lambda s: s.astype(str).str.lower()``); its values are spread back to the rows of
+    ``series`` (same index and name); missing values stay missing. Columns of 10^5 rows hold a
+    few dozen operator names or types, and pandas' string methods cost per row.
+    """
+    codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    mapped = func(pd.Series(uniques)).array
+    return pd.Series(
+        pd.api.extensions.take(mapped, codes, allow_fill=True), index=series.index, name=series.name
+    )
+
+
 def step_us_by_rank(profile: Profile) -> pd.Series:
     """Median ``step_trace.step_us`` per rank (index ``rank``, µs); empty without a step trace.
 

@@ -17,6 +17,7 @@ from advisor_chat.analyzers._common import (
     ms,
     pct,
     severity,
+    str_map,
 )
 from advisor_chat.analyzers.base import (
     AnalyzerResult,
@@ -342,8 +343,12 @@ def _ops_per_total(m: pd.DataFrame, ops: pd.DataFrame | None) -> np.ndarray:
     one = np.ones(len(m), dtype="int64")
     if ops is None or ops.empty or "step" not in m.columns or "op_type" not in ops.columns:
         return one
-    counts = ops.groupby(["rank", "group", "step", ops["op_type"].astype(str).str.lower()]).size()
-    typ = m["op_name"].astype(str).str.lower().str.extract(r"^([a-z0-9_]+?)-", expand=False)
+    op_type = str_map(ops["op_type"], lambda s: s.astype(str).str.lower())
+    counts = ops.groupby(["rank", "group", "step", op_type]).size()
+    typ = str_map(
+        m["op_name"],
+        lambda s: s.astype(str).str.lower().str.extract(r"^([a-z0-9_]+?)-", expand=False),
+    )
     key = pd.MultiIndex.from_arrays(
         [m["src_rank"].to_numpy(), m["group"].to_numpy(), m["step"].to_numpy(), typ.to_numpy()]
     )

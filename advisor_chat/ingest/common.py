@@ -11,6 +11,7 @@ without ``Device_id``.
 from __future__ import annotations
 
 import csv
+import functools
 import gc
 import json
 import math
@@ -324,6 +325,10 @@ def num(series: Any, index: Any = None) -> Any:
             return math.nan
         return np.full(len(index), np.nan)
     if isinstance(series, list):
+        try:  # numpy converts each value as float() does: a column of plain numbers in one call
+            return np.asarray(series, dtype="float64")
+        except (TypeError, ValueError):
+            pass
         arr = np.fromiter((_flt(v) for v in series), dtype="float64", count=len(series))
         unread = [
             i
@@ -578,6 +583,7 @@ def hccl_ratio(part: Any, transit: Any) -> Any:
     return np.where(den > 1e-15, np.round(part / np.where(den > 1e-15, den, 1.0), 4), 0.0)
 
 
+@functools.lru_cache(maxsize=4096)  # names repeat on every rank
 def comm_op_type(op_name: str) -> str:
     """Normalized HCCL op type from an op name.
 
@@ -594,6 +600,7 @@ def comm_op_type(op_name: str) -> str:
     return word or "unknown"
 
 
+@functools.lru_cache(maxsize=4096)  # names repeat on every rank
 def comm_kind_of(op_name: str) -> str:
     """``p2p`` for send/receive/batchsendrecv (torch_npu rule), else ``collective``."""
     low = str(op_name).lower()
@@ -602,6 +609,7 @@ def comm_kind_of(op_name: str) -> str:
     return "collective"
 
 
+@functools.lru_cache(maxsize=4096)  # names repeat on every rank
 def double_hash(name: str) -> str:
     """HCCL group hash of a communicator name (mstt ``double_hash``), as a decimal string."""
     h29 = 0

@@ -19,6 +19,7 @@ a fraction in [0, 1]. Timestamps (``start_us`` etc.) are microseconds since the 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -360,6 +361,12 @@ _DTYPES = {
 
 def empty_table(name: str) -> pd.DataFrame:
     """Return an empty DataFrame with every column of table ``name`` and its dtype."""
+    return _empty_template(name).copy()
+
+
+@functools.cache
+def _empty_template(name: str) -> pd.DataFrame:
+    """The empty table of ``name``, built once (a copy costs 30 µs, building it 1-3 ms)."""
     spec = TABLE_SPECS[name]
     return pd.DataFrame({c.name: pd.Series(dtype=_DTYPES[c.dtype]) for c in spec.columns})
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from advisor_chat.ingest.common import (
     LARGE_PACKET_MB,
@@ -460,6 +461,12 @@ _LINK_GET = operator.itemgetter(*_LINK_FIELDS)
 _LINK_GET_NO_NAME = operator.itemgetter(*_LINK_FIELDS[:4])
 #: An operator's link keys joined with ``|``: every one ``"{src}-{dst}"`` in plain digits.
 _LINK_KEYS = re.compile(r"[0-9]{1,18}-[0-9]{1,18}(?:\|[0-9]{1,18}-[0-9]{1,18})*")
+#: The link fields as Arrow types: a batch's value tuples become one struct array in one call.
+_LINK_TYPE = pa.struct(
+    [(f, pa.string() if f in ("Transport Type", "Op Name") else pa.float64()) for f in _LINK_FIELDS]
+)
+#: pandas' default string dtype (``str``), the one a column of Python strings gets.
+_STR = pd.StringDtype("pyarrow", na_value=np.nan)
 
 
 def _floats(values: tuple[Any, ...] | list[Any]) -> np.ndarray:
@@ -529,7 +536,10 @@ class LinkColumns:
         """
         if not links:
             return 0
-        keys = "|".join(links) if all(k.__class__ is str for k in links) else ""
+        try:
+            keys = "|".join(links)
+        except TypeError:  # a key that is not a string: the per-link path
+            keys = ""
         vals: list[tuple[Any, ...]] | None = None
         if keys.count("|") == len(links) - 1 and _LINK_KEYS.fullmatch(keys):
             try:
@@ -579,21 +589,39 @@ class LinkColumns:
         return "|".join(keys), vals
 
     def frame(self) -> pd.DataFrame:
-        """The rows as one DataFrame with the columns of :data:`MATRIX_COLUMNS`."""
-        n = np.asarray(self._n, dtype=np.int64)
+        """The rows as one DataFrame with the columns of :data:`MATRIX_COLUMNS`.
 
-        def per_op(values: list[Any]) -> np.ndarray:
+        The link values become one Arrow struct array (strings and floats converted in C++);
+        values Arrow does not take as they are (a number written as a string, a boolean, an
+        integer beyond 2^53) are converted as :func:`_f` does, column by column.
+        """
+        n = np.asarray(self._n, dtype=np.int64)
+        op_of_row = np.repeat(np.arange(len(n)), n)
+
+        def per_op(values: list[Any]) -> Any:
+            if all(v.__class__ is str for v in values):  # group, operator name: Arrow strings
+                return pd.array(pa.array(values, pa.string()).take(op_of_row), dtype=_STR)
             return np.repeat(infer_column(values), n)
 
-        ends = np.asarray(
-            "-".join(self._keys).replace("|", "-").split("-") if self._keys else [], dtype=np.int64
+        ends = (  # the keys are digits (checked when added): "s-d|s-d" -> s, d, s, d
+            np.fromstring("-".join(self._keys).replace("|", "-"), dtype=np.int64, sep="-")
+            if self._keys
+            else np.empty(0, dtype=np.int64)
         )
-        transport, size, time_, bw, lop = (
-            zip(*self._vals, strict=True) if self._vals else ((), (), (), (), ())
-        )
-        size_mb = _floats(size)
-        time_ms = _floats(time_)
-        bw_gbps = _floats(bw)
+        try:
+            links = pa.array(self._vals, type=_LINK_TYPE)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            links = None
+        if links is not None:
+            transport = pd.array(links.field(0), dtype=_STR)
+            size_mb, time_ms, bw_gbps = (
+                links.field(i).to_numpy(zero_copy_only=False, writable=True) for i in (1, 2, 3)
+            )
+            link_op = pd.array(links.field(4), dtype=_STR)
+        else:
+            transport_, size, time_, bw, lop = zip(*self._vals, strict=True)
+            transport, link_op = infer_column(list(transport_)), infer_column(list(lop))
+            size_mb, time_ms, bw_gbps = _floats(size), _floats(time_), _floats(bw)
         missing = np.flatnonzero(np.isnan(bw_gbps))
         for i in missing.tolist():  # the file lacks the bandwidth: size / time, as msprof-analyze
             t = float(time_ms[i])
@@ -604,11 +632,11 @@ class LinkColumns:
             "op_name": per_op(self._op),
             "src_local": ends[0::2],
             "dst_local": ends[1::2],
-            "transport": infer_column(list(transport)),
+            "transport": transport,
             "transit_size_mb": size_mb,
             "transit_time_ms": time_ms,
             "bandwidth_gbps": bw_gbps,
-            "link_op_name": infer_column(list(lop)),
+            "link_op_name": link_op,
             "rank": per_op(self._rank),
         }
         return pd.DataFrame(cols)
