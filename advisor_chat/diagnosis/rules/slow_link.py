@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from advisor_chat.diagnosis.types import (
     Remedy,
     RootCause,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def rule_slow_link(ctx: Context) -> list[RootCause]:
@@ -520,12 +523,10 @@ def rule_intra_node_off_hccs(ctx: Context, causes: list[RootCause]) -> list[Root
     f = flags[0]
     roce = "roce" in f.id
     tr = "RDMA" if roce else "PCIE"
-    per = ctx.per_rank
-    col = "communication_not_overlapped_exclude_receive_us"
-    exposed = per[col] if col in per.columns else per["communication_not_overlapped_us"]
-    gain = float(exposed.min())
-    if not np.isfinite(gain) or gain < OFF_HCCS_MIN_SHARE * ctx.step_us:
+    job = _job_exposed(ctx)
+    if job is None:
         return []
+    exposed, gain = job
     m = ctx.profile.get("comm_matrix")
     bw_txt = bw_zh = ""
     if not m.empty and {"transport", "bandwidth_gbps"} <= set(m.columns):
@@ -588,6 +589,23 @@ def rule_intra_node_off_hccs(ctx: Context, causes: list[RootCause]) -> list[Root
             severity=_severity(gain, ctx.step_us),
         )
     ]
+
+
+def _job_exposed(ctx: Context) -> tuple[pd.Series, float] | None:
+    """Each rank's exposed communication (µs per step) and its least value, when that is material.
+
+    From ``per_rank`` Communication (Not Overlapped), receive excluded when the column exists.
+    ``None`` unless the rank that waits least still has ≥ ``OFF_HCCS_MIN_SHARE`` of the median
+    step exposed: a job-wide setting or placement costs every rank, so that least value is what
+    fixing it can give at most (the upper-bound gain of the job-level link causes).
+    """
+    per = ctx.per_rank
+    col = "communication_not_overlapped_exclude_receive_us"
+    exposed = per[col] if col in per.columns else per["communication_not_overlapped_us"]
+    gain = float(exposed.min())
+    if not np.isfinite(gain) or gain < OFF_HCCS_MIN_SHARE * ctx.step_us:
+        return None
+    return exposed, gain
 
 
 def _exposed_victims(ctx: Context, exposed: Any) -> tuple[Impact, ...]:
@@ -688,12 +706,10 @@ def rule_group_across_nodes(ctx: Context, causes: list[RootCause]) -> list[RootC
     )
     if not rdma_share > 0:
         return []
-    per = ctx.per_rank
-    col = "communication_not_overlapped_exclude_receive_us"
-    exposed = per[col] if col in per.columns else per["communication_not_overlapped_us"]
-    gain = float(exposed.min())
-    if not np.isfinite(gain) or gain < OFF_HCCS_MIN_SHARE * ctx.step_us:
+    job = _job_exposed(ctx)
+    if job is None:
         return []
+    exposed, gain = job
     bw_txt = bw_zh = ""
     if "bandwidth_gbps" in mk.columns:
         bw = mk["bandwidth_gbps"].astype(float)
