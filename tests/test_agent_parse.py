@@ -37,6 +37,15 @@ def _q(text: str, **kw):
         ("is it a compute problem?", "是计算问题吗？", "yes_no", "bottleneck"),
         ("summarize the problems", "总结一下问题", "overview", "summarize"),
         ("why is stage 1 waiting?", "为什么流水线阶段1在等待？", "why", "pipeline_bubble"),
+        # operators of the slow steps: the steps' cause, not an operator table over all steps,
+        # and "what changed" in a step is not a profile-vs-profile diff
+        (
+            "in those two slow steps, did the operators change?",
+            "慢的那两步里算子有变化吗？",
+            "yes_no",
+            "step_events",
+        ),
+        ("what changed after the CANN upgrade?", "CANN 升级后变了什么？", "", "compare_profiles"),
     ],
 )
 def test_same_slots_in_english_and_chinese(en: str, zh: str, kind: str, intent: str) -> None:
@@ -44,6 +53,11 @@ def test_same_slots_in_english_and_chinese(en: str, zh: str, kind: str, intent: 
     assert (a.kind, a.intent, a.language) == (kind, intent, "en"), a
     assert (b.kind, b.intent, b.language) == (kind, intent, "zh"), b
     assert a.ranks == b.ranks and a.stages == b.stages and a.topics[:1] == b.topics[:1]
+
+
+def test_what_changed_in_a_step_is_not_a_baseline_comparison() -> None:
+    q = _q("what changed in the operators during the two slow steps?")
+    assert q.intent == "step_events" and "baseline" not in q.topics, q
 
 
 def test_tp_size_in_passing_is_context_not_a_group_filter() -> None:

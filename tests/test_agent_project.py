@@ -7,6 +7,7 @@ projections are checked directly and through the offline Advisor (grounding incl
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -716,6 +717,20 @@ def test_yes_no_step_questions_open_with_the_verdict() -> None:
     assert _text(pj.steps(_diag(NO_CULPRIT), False, yes_no=True)).startswith(
         "No: no step is slower than the others"
     )
+
+
+def test_a_cause_scoped_to_some_steps_answers_the_slow_steps_question() -> None:
+    # no one-step events, but a job idle that only some steps have (new shapes compiled there):
+    # those steps are slow because of it, a "yes"; a cause of every step is still a "no"
+    part = _diag(dataclasses.replace(JOB, steps=(2, 4)))
+    assert _text(pj.steps(part, False, yes_no=True)).startswith(
+        "Yes: steps 2, 4 are slow because of the whole job — "
+    )
+    assert _text(pj.steps(part, True, yes_no=True)).startswith(
+        "是的：慢的是第 2, 4 步，原因在整个作业——"
+    )
+    every = _diag(dataclasses.replace(JOB, steps=(1, 2, 3, 4)))
+    assert _text(pj.steps(every, False, yes_no=True)).startswith("No: no step-level cause")
 
 
 def test_chinese_victim_answer_names_the_culprits_mechanism_in_its_first_sentence() -> None:

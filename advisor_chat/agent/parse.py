@@ -301,7 +301,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
     ),
     "yes_no": (
         r"(^|[.?!。？！]\s*)(so,?\s*|and\s+|but\s+)?(is|are|does|do|did|can|could|should|will|would|has|have|was|were|am)\b",
-        r"[,;:]\s*(is|are|does|do|did|was|were) (it|they|this|that|he|she)\b",
+        r"[,;:]\s*(is|are|does|do|did|was|were) (it|they|this|that|he|she|the|any|some|our|my)\b",
         # tag and declarative questions: "rank 6 is slow, right?", "so rank 6 is the slow one?"
         r",\s*(right|correct|true|yes|no)\s*[?？]\s*$",
         r"\b(isn't|aren't|doesn't|don't|is not|are not) (it|they|that)\s*[?？]\s*$",
@@ -361,7 +361,7 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
         r"\bbefore\b.*\bafter\b",
         r"\bbaseline\b",
         r"\b(two|both) (runs|profiles)\b",
-        r"what changed",
+        r"what changed(?![^?？.]{0,40}\b(steps?|iterations?)\b)",  # not "what changed in step 12"
         r"previous run",
         r"last run",
         r"\bregress(ed|ion)? (since|after|from)\b",
@@ -492,6 +492,7 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
         r"有时",
         r"(某些|有些|一些|个别|部分|几个).{0,4}(步|step|迭代)",
         r"哪(几|些)个?\s*(步|step|迭代)",
+        r"(那|这)(两|几|些)\s*(个\s*)?(步|step|迭代)",
         r"停顿",
     ),
     "operators": (
@@ -1290,7 +1291,7 @@ def route(q: Query) -> str:
         if "operators" in t and k in ("which", "how_much") and "slow" not in t:
             return "top_ops"
         return "explain_rank"
-    if "operators" in t and not q.ranks and k != "why":
+    if "operators" in t and not q.ranks and k != "why" and "steps" not in t:
         return "compare_ops"
     if "trend" in t:
         return "step_trend"

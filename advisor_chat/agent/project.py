@@ -1618,10 +1618,11 @@ def steps(d: Diagnosis, zh: bool, asked: Sequence[int] = (), *, yes_no: bool = F
     With ``asked`` steps ("why is step 10 slow?"), the events of those steps are named first, or
     it is said that those steps have none (and what costs them time instead). With ``yes_no``
     ("is it getting slower over time?", "are some steps slower?"), the first words are the
-    verdict: yes when a step-level cause (events, degradation) exists, else no.
+    verdict: yes when a step-level cause (events, degradation, a cause scoped to some steps)
+    exists, else no.
     """
     p = _steps(d, zh, asked)
-    return _step_verdict(p, zh) if yes_no else p
+    return _step_verdict(p, d, zh) if yes_no else p
 
 
 def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
@@ -1718,8 +1719,23 @@ def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
         art = _meta(d, Mechanism.DATA_ARTIFACT)
         if art is not None:
             p.add_cause(art)
-    if not ev:
-        real = _real(d)
+    real = _real(d)
+    # no step events, but a cause scoped to some of the steps (a job idle in the steps that
+    # compile new shapes, a rank slow from a step on): it is what makes those steps slow
+    part = next((c for c in real if _some_steps(c, d)), None)
+    if not ev and part is not None:
+        p.add_cause(part)
+        p.plot_ranks = _culprit_ranks(part)[:8]
+        st = ", ".join(str(x) for x in part.steps)
+        many = len(part.steps) > 1
+        lab = label(part.culprit, zh)
+        p.lines.append(
+            f"慢的是第 {st} 步，原因在{lab}——{summary(part, zh).rstrip('。')}。"
+            if zh
+            else f"Step{'s' if many else ''} {st} {'are' if many else 'is'} slow because of "
+            f"{lab} — {lower_first(summary(part, zh)).rstrip('.')}."
+        )
+    elif not ev:
         if real:
             p.add_cause(real[0])
             p.lines.append(
@@ -1742,11 +1758,19 @@ def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
     return p
 
 
-def _step_verdict(p: Projection, zh: bool) -> Projection:
+def _some_steps(c: RootCause, d: Diagnosis) -> bool:
+    """Whether cause ``c`` is scoped to some of the profile's (kept) steps, not all of them."""
+    return bool(c.steps) and set(c.steps) < set(d.steps) - set(d.excluded_steps)
+
+
+def _step_verdict(p: Projection, d: Diagnosis, zh: bool) -> Projection:
     """Prefix the first line of a steps projection with yes/no from its causes."""
     if not p.lines:
         return p
-    yes = any(c.mechanism in (Mechanism.STEP_EVENTS, Mechanism.DEGRADATION) for c in p.causes)
+    yes = any(
+        c.mechanism in (Mechanism.STEP_EVENTS, Mechanism.DEGRADATION) or _some_steps(c, d)
+        for c in p.causes
+    )
     v = ("是的：" if yes else "不是：") if zh else ("Yes: " if yes else "No: ")
     p.lines[0] = with_verdict(v, p.lines[0], zh)
     return p
