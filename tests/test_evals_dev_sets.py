@@ -10,15 +10,22 @@ reading the diagnosis, 10 questions per kind, half of them Chinese, all ``split:
   checks something specific.
 
 What each kind writes into its files is checked per set (``test_evals_generalization_dev*.py``).
+
+``generalization_dev5`` is different: a set of question styles (multi-part, wrong hypothesis, victim
+rank, long pasted context, terse ...) over the kinds of the four sets above, 60 questions, half of
+them Chinese, all ``split: tune``; it loads by name only, reuses their kinds (never the benchmark's)
+and its references resolve the same way.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from typing import Any
 
 import pytest
+import yaml
 
 from advisor_chat.evals.dataset import default_dataset_dir, load_dataset
 from advisor_chat.evals.runner import _fill, question_context, resolve_expect
@@ -85,3 +92,84 @@ def test_references_resolve_against_the_generated_keys(scenario, name: str) -> N
             r = resolve_expect(t.expect, facts, ctx, it.lang)
             checked = [r.culprit, r.culprits, r.evidence, r.first_suggestion, r.yes_no, r.numbers]
             assert any(x for x in checked), f"{it.id}: nothing specific is checked"
+
+
+# --------------------------------------------------------------------------------------------------
+# generalization_dev5: a set of question styles over the development kinds (not new kinds), so it is
+# not in SETS (whose kinds are disjoint by design).
+
+DEV5 = "generalization_dev5"
+DEV5_STYLES = (
+    "style-multi",
+    "style-wrong",
+    "style-negated",
+    "style-victim",
+    "style-list",
+    "style-context",
+    "style-terse",
+    "style-number",
+    "style-compare",
+    "style-fix",
+)
+
+
+def test_dev5_style_set_loads_by_name_over_the_dev_kinds() -> None:
+    items = load_dataset(DEV5)
+    assert {i.dataset for i in items} == {DEV5}
+    assert len(items) == 60
+    assert all(i.split == "tune" for i in items)
+    assert 2 * sum(1 for i in items if i.lang == "zh") == len(items)
+    dev_kinds = set(DEV_KINDS) | set(DEV2_KINDS) | set(DEV3_KINDS) | set(DEV4_KINDS)
+    used = {i.scenario for i in items}
+    assert len(used) >= 15
+    assert used <= dev_kinds
+    assert not used & set(FAULT_KINDS)
+    assert all(k in SCENARIOS for k in used)
+    d = default_dataset_dir()
+    assert d is not None
+    raw = yaml.safe_load((d / f"{DEV5}.yaml").read_text(encoding="utf-8"))
+    assert set(raw["kinds"]) == used
+    head = (d / f"{DEV5}.yaml").read_text(encoding="utf-8")
+    assert "without reading" in head.lower()
+    # every item has one style tag; styles spread evenly, each in both languages
+    for it in items:
+        assert len([t for t in it.tags if t in DEV5_STYLES]) == 1, it.id
+    for style in DEV5_STYLES:
+        langs = Counter(i.lang for i in items if style in i.tags)
+        assert langs["en"] >= 2 and langs["zh"] >= 2, style
+        assert sum(langs.values()) == 6, style
+    # a development set: neither in the default run, nor in the benchmark's run, nor in the other sets
+    assert not any(i.dataset == DEV5 for i in load_dataset())
+    assert {i.dataset for i in load_dataset("generalization")} == {"generalization"}
+    for other in SETS:
+        assert not any(i.dataset == DEV5 for i in load_dataset(other))
+    # expected facts are references, never typed
+    for it in items:
+        for t in it.turns:
+            for v in (t.expect.culprit, t.expect.victims, t.expect.category, t.expect.mechanism):
+                assert v is None or (isinstance(v, str | list) and "@key:" in str(v)), it.id
+            assert all(n.ref is not None and n.ref.startswith("@key:") for n in t.expect.numbers)
+
+
+def test_dev5_references_resolve_against_the_generated_keys(scenario) -> None:
+    keys: dict[str, dict[str, Any]] = {}
+    for it in load_dataset(DEV5):
+        assert it.scenario is not None
+        if it.scenario not in keys:
+            root = scenario(it.scenario, **it.gen)
+            keys[it.scenario] = json.loads((root / "answer_key.json").read_text(encoding="utf-8"))
+        facts = keys[it.scenario]
+        ctx = question_context(facts)
+        for t in it.turns:
+            q = _fill(t.q, ctx)
+            assert "{" not in q, it.id
+            r = resolve_expect(t.expect, facts, ctx, it.lang)
+            # something specific to the planted fault: the culprit, a verdict or evidence
+            assert r.culprit, f"{it.id}: culprit not checked"
+            checked = [r.culprit, r.culprits, r.evidence, r.first_suggestion, r.yes_no, r.numbers]
+            assert any(x for x in checked), f"{it.id}: nothing specific is checked"
+            if "style-victim" in it.tags:
+                # asked about a rank that only waits: it is a victim, never a culprit
+                asked = {int(x) for x in re.findall(r"\d+(?=号卡)|(?<=rank )\d+", q)}
+                assert asked and asked <= set(r.victims or []), it.id
+                assert not asked & set(facts["root_cause"]["culprit_ranks"]), it.id
