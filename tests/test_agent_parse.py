@@ -298,3 +298,55 @@ def test_a_list_of_steps_is_every_step_never_a_rank() -> None:
     ):
         q = _q(text)
         assert (q.steps, q.ranks) == (steps, ranks), (text, q)
+
+
+def test_what_the_user_ruled_out_is_neither_suspect_nor_topic() -> None:
+    q = _q(
+        "aicore util low everywhere. we ruled out the dataloader (prefetch on, workers idle) "
+        "and the network (hccl_test is fine). what else could it be?"
+    )
+    assert (q.intent, q.hypotheses) == ("summarize", ()), q
+    q = _q("RDMA链路我们用hccn_tool查过都正常，也没有慢卡，那问题出在哪？")
+    assert "network" not in q.hypotheses and q.intent != "slow_link", q
+    # a clause that is itself the question is still asked
+    assert _q("网络没问题吧？").hypotheses == ("network",)
+
+
+def test_a_pasted_report_is_read_from_its_question_line() -> None:
+    report = (
+        "Setup: 13B, TP=8 PP=2 on 2 nodes x 8 Ascend 910B.\n"
+        "CANN 8.0, we upgraded the NPU driver last week.\n"
+        "Profiled steps 10-12.\n"
+        "Where is the time going?"
+    )
+    q = _q(report)
+    assert q.steps == () and "baseline" not in q.topics and q.ranks == (), q
+    assert q.context == {"TP": 8, "PP": 2}, q
+    assert q.text == "Where is the time going?"
+    marked = "背景：两台机器，每台8卡910B。\n显存也够。\n现象：通信占一半。\n问：问题在哪？"
+    q = _q(marked)
+    assert (q.ranks, q.intent) == ((), "summarize") and "memory" not in q.topics, q
+    # a short message keeps its context: the steps named there are the ones asked about
+    assert _q("steps 5 and 9 take 10x longer. why?").steps == (5, 9)
+
+
+@pytest.mark.parametrize(
+    "text", ["910B上跑，12号卡为什么慢？", "why is rank 12 slow on our 910B2 cluster?"]
+)
+def test_hardware_names_are_not_ranks(text: str) -> None:
+    assert _q(text).ranks == (12,)
+
+
+@pytest.mark.parametrize(
+    ("text", "nodes", "ordinal"),
+    [
+        ("is it worse on node 1 than on node 0?", (1, 0), False),
+        ("三台机器里，是不是第三台比另外两台更慢？", (3,), True),
+        ("2号机慢吗？", (2,), False),
+        ("is the second server slower?", (2,), True),
+    ],
+)
+def test_nodes_named_by_number_or_place(text: str, nodes: tuple[int, ...], ordinal: bool) -> None:
+    q = _q(text)
+    assert (q.nodes, q.node_ordinal, q.ranks, q.intent) == (nodes, ordinal, (), "which_slow_rank")
+    assert _q("两机16卡，为什么慢？").nodes == ()

@@ -924,3 +924,25 @@ def test_alltoall_exposure_follows_the_load_imbalance_that_routes_it() -> None:
     ar = dataclasses.replace(a2a, metrics={"allreduce_share": 0.9})
     first = _text(pj.fix_first(_diag(hot, ar), False)).split("\n")[0]
     assert not first.startswith("Fix rank 9 first"), first
+
+
+def test_node_questions_place_the_top_cause_on_its_node() -> None:
+    two = ((0, 1, 2, 3, 4, 5, 6, 7), (8, 9, 10, 11, 12, 13, 14, 15))
+    d = _diag(HOST9, nodes=two)
+    # rank 9 is on the second node: "node 1" (0-based, node 0 named) is yes, node 0 is no
+    assert _text(pj.node_question(d, [1, 0], False, False, yes_no=True)).startswith(
+        "Yes: node 1 (ranks 8-15) holds the top cause, rank 9 — "
+    )
+    assert _text(pj.node_question(d, [0], False, False, yes_no=True)).startswith(
+        "No: node 0 (ranks 0-7) is not where the problem is; the top cause is rank 9, on node 1"
+    )
+    # counted from 1 ("the first machine") is the node of ranks 0-7
+    assert _text(pj.node_question(d, [1], True, True, yes_no=True)).startswith(
+        "不是：第 1 台机器（0-7号卡）不是问题所在"
+    )
+    # a cause of the whole job: no node is slower, whichever is asked
+    job = _text(pj.node_question(_diag(JOB, nodes=two), [1], False, False, yes_no=True))
+    assert job.startswith("No: no node is slower than the others; the cause is the whole job")
+    # no node layout in the data: no verdict on a rank's node
+    t = _text(pj.node_question(_diag(HOST9), [1], False, False, yes_no=True))
+    assert t.startswith("The profile does not show which ranks share a node")

@@ -173,6 +173,9 @@ class Query:
             kind ``rank`` or ``step`` ("rank -1", "rank 7.5", "rank 1e3", "step -2").
         rank_ranges: Rank ranges as written, ``(first, last)`` ("ranks 15-8" -> ``(15, 8)``);
             a reversed range is read in increasing order in :attr:`ranks`.
+        nodes: Nodes (servers, machines) named, as numbered in the question ("node 1",
+            "2号机器"; "the third machine", "第三台" -> 3 with :attr:`node_ordinal`).
+        node_ordinal: The nodes were counted ("the second node", "第二台"), from 1.
     """
 
     text: str
@@ -198,6 +201,8 @@ class Query:
     hypotheses: tuple[str, ...] = ()
     bad_ids: tuple[tuple[str, str], ...] = ()
     rank_ranges: tuple[tuple[int, int], ...] = ()
+    nodes: tuple[int, ...] = ()
+    node_ordinal: bool = False
 
 
 # -- lexicons (English / Chinese; glossary terms) ------------------------------------------------
@@ -234,6 +239,11 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"优化建议",
         r"该(怎么|如何)(办|做|改)",
         r"应该(改|修|优化|做)什么",
+        r"第一(处|个|件事|步)?.{0,4}(该|要|应该|需要)?(改|修|优化|做)",
+        r"(该|要|应该|需要)(改|修)(什么|哪|啥)",
+        r"具体(的)?(改法|怎么改|改动)",
+        r"咋(办|整|改|弄)",
+        r"\bwhat (should|do|would) (i|we) change\b",
         r"最(大|值得).{0,4}(收益|优化)",
     ),
     "how_much": (
@@ -303,7 +313,8 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"(^|[.?!。？！]\s*)(so,?\s*|and\s+|but\s+)?(is|are|does|do|did|can|could|should|will|would|has|have|was|were|am)\b",
         r"[,;:]\s*(is|are|does|do|did|was|were) (it|they|this|that|he|she|the|any|some|our|my)\b",
         # tag and declarative questions: "rank 6 is slow, right?", "so rank 6 is the slow one?"
-        r",\s*(right|correct|true|yes|no)\s*[?？]\s*$",
+        r",\s*(right|correct|true|yes|no|agreed|ok|okay|yeah)\s*[?？]\s*$",
+        r"\b(can|could) you confirm\b",
         r"\b(isn't|aren't|doesn't|don't|is not|are not) (it|they|that)\s*[?？]\s*$",
         r"\b(slow(er|est)?|fine|ok|okay|healthy|normal|the (culprit|problem|cause|bottleneck|straggler))\b[^?？.]{0,20}[?？]\s*$",
         r"(对吧|是吧|对不对|是不是|吧)[？?。！!\s]*$",
@@ -318,6 +329,9 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"[吗嘛][？?。.!！\s]*$",
     ),
     "overview": (
+        r"\bwhat else\b",
+        r"还(能|可能|会)是(什么|啥)",
+        r"还有(什么|哪些|啥)(原因|可能|问题)",
         r"\bsummar",
         r"\boverview\b",
         r"\bdiagnos",
@@ -454,7 +468,8 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
     "trend": (
         r"\btrend",
         r"over time",
-        r"degrad",
+        # a degraded card or link is a fault, not a trend over the run
+        r"degrad(?!ed\s+(npu|card|chip|device|link|hccs|port|nic|node))(?<!is degrad)(?<!'s degrad)",
         r"getting (slower|worse)",
         r"slower and slower",
         r"worse over",
@@ -621,6 +636,11 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"\b(one|a|some|any) (card|npu|chip|device)\b.{0,30}\b(bad|broken|faulty|dead)\b",
         r"\b(npu|card|chip|device)('s)?\s+(is\s+)?(bad|broken|faulty|dead)\b",
         r"\b(swap|replace|change) (out )?(the|this|that|a) (card|npu|chip|device)",
+        r"\b(rma|return)\b.{0,10}\b(card|npu|chip|device|board)",
+        r"\b(npu|card|chip|device)\b.{0,25}\b(degraded|defective)\b",
+        r"\bdegraded (npu|card|chip|device)",
+        r"(卡|npu|芯片).{0,6}(返修|退化|劣化)",
+        r"返修",
         r"换(一张|个|掉)?卡",
         r"坏卡",
         r"卡坏",
@@ -732,6 +752,10 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"\bcpu[- ]?bound\b",
         r"\b(cpu|python) overhead\b",
         r"\btask[_ ]queue",
+        r"\b(slow|late)\b.{0,15}\b(to )?(launch|dispatch|submit)",
+        r"\b(launch|launching|dispatch|dispatching)\b.{0,20}\b(too )?(slow|late|behind)\b",
+        r"\b(old|older|slow|weak)(er)? (cpu|host|processor)s?\b",
+        r"(cpu|主机|host).{0,6}(太慢|太弱|老旧|较老|太老)",
         r"下发",
         r"host\s*(侧|端|瓶颈|bound)",
         r"cpu\s*(瓶颈|bound|侧)",
@@ -899,7 +923,103 @@ def _find_context(q: str) -> tuple[dict[str, int], list[tuple[int, int]]]:
             spans.append((m.start(), m.end()))
     for m in _WORLD.finditer(q):  # a job size is never a rank (its value: _find_world)
         spans.append((m.start(), m.end()))
+    for m in _HARDWARE.finditer(q):  # "910B", "Atlas 800T A2": a product, never a rank
+        spans.append((m.start(), m.end()))
     return ctx, spans
+
+
+#: Ascend hardware and product names: their numbers are never ranks or steps.
+_HARDWARE = re.compile(
+    r"(?i)(?:ascend\s*)?(?<![\w.])[39]10(?:[a-z]\d?|pro)?(?![\d.])|\batlas\s*\d{3}[a-z]*(?:\s*a\d)?"
+)
+#: The line that starts the question of a pasted report ("Question: …", "问：…").
+_ASK_MARK = re.compile(r"(?im)^\s*(?:question|q|ask|问题|问|提问)\s*[:：]\s*")
+#: A question word or mark: the line holds the question.
+_ASKS = re.compile(
+    r"[?？]|(?i:\b(?:why|what|which|where|how|is|are|should|can|could)\b)|为什么|怎么|什么|哪|吗|呢|如何"
+)
+
+
+#: A clause that rules causes out ("we ruled out the dataloader and the network", "it's not
+#: the network", "通信和数据加载都已经排除了", "RDMA链路查过都正常", "不是这两个"): the whole
+#: clause.
+_RULED_OUT = re.compile(
+    r"(?i)\b(?:ruled? out|excluded|eliminated|(?:it|that)(?:'s| is) not|isn't|wasn't|not due to)\b(?:[^.;?!,(。；？！，]|\([^)]*\))*"
+    r"|[^，。,；;？?！!]*(?:排除|排查过|(?:检|查|测|确认)过|(?:都|均|一切)正常|没(?:有)?问题|不是这(?:两|几)?个)"
+    r"[^，。,；;？?！!]*"
+)
+
+
+def _without_ruled_out(q: str) -> str:
+    """``q`` with the clauses that rule causes out blanked (same length, so spans still hold).
+
+    A clause that is itself the question ("网络没问题吧？", "is it not the network?") is kept.
+    """
+
+    def blank(m: re.Match[str]) -> str:
+        asked = re.match(r"\s*[?？]", q[m.end() :]) or re.search(r"[吗吧呢嘛]\s*$", m.group(0))
+        return m.group(0) if asked else " " * len(m.group(0))
+
+    return _RULED_OUT.sub(blank, q)
+
+
+_ZH_NUM = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_ORDINAL = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6}
+_NODE_WORD = r"(?:nodes?|servers?|machines?|hosts?|box(?:es)?)"
+_NODE_ZH = r"(?:节点|机器|服务器|主机)"
+#: A node named by its number: "node 1", "server #2", "2号机器", "2号机", "节点1", "机器 2"
+#: (not "两机16卡", a job size).
+_NODE_NUM = re.compile(
+    rf"(?i)\b{_NODE_WORD}\s*#?\s*(\d+)\b|(\d+)\s*号\s*(?:{_NODE_ZH}|机)"
+    rf"|{_NODE_ZH}\s*(\d+)(?!\d)(?!\s*[卡张])"
+)
+#: A node named by its place: "the second node", "第三台（机器）", "第2个节点".
+_NODE_ORD = re.compile(
+    rf"(?i)\bthe (first|second|third|fourth|fifth|sixth) {_NODE_WORD}\b"
+    rf"|第\s*([一二两三四五六七八九]|\d+)\s*(?:台|个)\s*{_NODE_ZH}?"
+)
+
+
+def _find_nodes(q: str) -> tuple[list[int], bool, list[tuple[int, int]]]:
+    """Nodes named in ``q`` (see :attr:`Query.nodes`), whether counted from 1, and their spans."""
+    found: list[int] = []
+    spans: list[tuple[int, int]] = []
+    ordinal = False
+    for m in _NODE_ORD.finditer(q):
+        w = m.group(1) or m.group(2)
+        n = _ORDINAL.get(w.lower()) if m.group(1) else _ZH_NUM.get(w) or int(w)
+        if n is not None:
+            found.append(n)
+            spans.append((m.start(), m.end()))
+            ordinal = True
+    for m in _NODE_NUM.finditer(q):
+        if _overlaps((m.start(), m.end()), spans):
+            continue
+        found.append(int(m.group(1) or m.group(2) or m.group(3)))
+        spans.append((m.start(), m.end()))
+    return list(dict.fromkeys(found)), ordinal and len(found) == len(spans), spans
+
+
+def focus_start(q: str) -> int:
+    """Where the question of a pasted report begins (``0``: the whole text is the question).
+
+    A message of three or more non-empty lines is a report with its question at the end: the
+    question is the part after a "Question:" / "问：" line start, else its last non-empty line
+    when that line asks something (a question mark or word). The lines before it are context:
+    parallel sizes and the job size are read from them; ranks, steps, topics, the kind of
+    question and the suspects are read from the question alone ("Profiled steps 10-12", "we
+    upgraded the driver", "显存也够" in a job description are not what is asked).
+    """
+    lines = [ln for ln in q.splitlines() if ln.strip()]
+    if len(lines) < 3:
+        return 0
+    marks = list(_ASK_MARK.finditer(q))
+    if marks:
+        return marks[-1].start()
+    last = lines[-1]
+    if not _ASKS.search(last):
+        return 0
+    return q.rindex(last)
 
 
 def _find_counts(q: str) -> list[tuple[int, int]]:
@@ -1125,11 +1245,19 @@ def asks_yes_no(text: str) -> bool:
     return _match_any(_KIND_LEX["yes_no"], text.lower()) is not None
 
 
+#: "Where is the problem?": an overview, not "which rank" (its "哪" asks where, not which rank).
+_WHERE_PROBLEM = re.compile(
+    r"问题(?:出)?在哪(?:里|儿)?|哪(?:里|儿)(?:有|出了?)问题|\bwhere(?:'s| is) the (?:problem|issue)s?\b"
+)
+
+
 def find_kind(low: str, n_targets: int) -> str:
     """The kind of answer: the first lexicon hit in a fixed precedence (see :data:`KINDS`)."""
     for kind in ("help", "evidence", "fix_first", "data"):
         if _match_any(_KIND_LEX[kind], low):
             return kind
+    if n_targets == 0 and _WHERE_PROBLEM.search(low):
+        return "overview"
     if n_targets >= 2 and _match_any(_COMPARE, low):
         return "compare"
     hits = {k: _match_any(_KIND_LEX[k], low) for k in ("how_much", "which", "why", "yes_no")}
@@ -1273,6 +1401,8 @@ def route(q: Query) -> str:
         return "data_quality"
     if "env" in t and k in ("yes_no", "which", "overview", "") and not (t & {"network", "slow"}):
         return "env_check"
+    if q.nodes and not q.ranks and not q.links:
+        return "which_slow_rank"  # "is node 1 slower than node 0?": where the slowness is
     if k == "compare" and (len(q.ranks) > 2 or (len(q.ranks) == 2 and "operators" not in t)):
         return "explain_rank"  # "why is rank 5 slower than rank 3?": each rank's role
     if k == "compare" and (len(q.ranks) >= 2 or q.ops):
@@ -1352,12 +1482,20 @@ def parse_question(
             of them is a job size ("16卡为什么慢？" on ranks 0-15), not a rank; without them only
             its context decides ("12卡为什么慢？" is rank 12, "32卡训练" a job size).
     """
-    q = text.strip()[:MAX_QUESTION_CHARS]
-    lang = detect_language(q)
+    full = text.strip()[:MAX_QUESTION_CHARS]
+    lang = detect_language(full)
+    # a pasted report: its sizes from all of it, the rest from the question at its end
+    k = focus_start(full)
+    q = full[k:].strip()
+    ctx_all, _ = _find_context(full)
+    world_all, _ = _find_world(full, _find_counts(full))
     bad_ids, bad_spans = _find_bad_ids(q)
     ctx, ctx_spans = _find_context(q)
+    ctx = {**ctx_all, **ctx}
     ctx_spans = [*ctx_spans, *bad_spans]
     links, link_spans = _find_links(q)
+    nodes, node_ordinal, node_spans = _find_nodes(q)
+    ctx_spans = [*ctx_spans, *node_spans]  # a node's number is neither a rank nor a step
     stage_spans = [(m.start(), m.end()) for _, _, m in _spans(q, _STAGE_PATTERNS)]
     stages = _find_ints(q, _STAGE_PATTERNS, ctx_spans)
     step_spans = [(m.start(1), m.end(1)) for _, _, m in _spans(q, _STEP_PATTERNS)]
@@ -1375,6 +1513,7 @@ def parse_question(
             (m.start(), m.end()) for m in _BARE_CARD.finditer(q) if int(m.group(1)) not in known
         ]
     world, world_spans = _find_world(q, count_spans)
+    world = world or world_all
     rank_ranges: list[tuple[int, int]] = []
     ranks, is_range = _find_ranks(
         q,
@@ -1395,8 +1534,10 @@ def parse_question(
     low = q.lower()
     n_targets = max(len(ranks), len(ops), len(links))
     kind = find_kind(low, n_targets)
-    hyps = find_hypotheses(q, kind)
-    topics = find_topics(low)
+    # what the user already ruled out is neither a suspect nor what is asked about
+    kept = _without_ruled_out(q)
+    hyps = find_hypotheses(kept, kind)
+    topics = find_topics(kept.lower())
     component = _component_question(low)
     if component is not None and ranks:
         component = None
@@ -1424,6 +1565,8 @@ def parse_question(
         hyps,
         tuple(bad_ids),
         tuple(rank_ranges),
+        tuple(nodes),
+        node_ordinal,
     )
     intent = route(base)
     if any(re.search(p, low, re.I) for p in _TOP_OPS) and intent not in (

@@ -527,6 +527,10 @@ class Planner:
             job = project.job_question(d, zh, idle=_IDLE_Q.search(q.text) is not None)
             if job is not None:
                 return job
+        if q.nodes and not q.ranks and not q.links and not hyp:  # "is node 1 slower?"
+            return project.node_question(
+                d, q.nodes, q.node_ordinal, zh, yes_no=q.kind in ("yes_no", "compare")
+            )
         suspect = project.named_suspect(q.text)
         if (
             suspect

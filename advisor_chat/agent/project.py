@@ -783,6 +783,104 @@ def _no_role(d: Diagnosis, ranks: Sequence[int], zh: bool, p: Projection) -> Pro
     return p
 
 
+def node_question(
+    d: Diagnosis, asked: Sequence[int], ordinal: bool, zh: bool, *, yes_no: bool = False
+) -> Projection:
+    """Answer to "is node 1 slower than node 0?" / "第三台机器是不是更慢？": where the top cause lies.
+
+    Nodes are :attr:`Diagnosis.nodes` (from on-node links). The node asked is read as counted
+    from 1 when the question counts ("the third machine"), or when it names a number no
+    0-based index reaches; else as an index from 0 (each node is stated with its ranks, so the
+    reading can be checked). The verdict: yes when the top cause's culprit ranks all lie on the
+    (first) node asked; no when they lie elsewhere, span nodes, or the cause is the whole job's;
+    without a node layout, only a job-wide cause (or none) gives a verdict.
+    """
+    p = Projection()
+    real = _real(d)
+    nodes = [tuple(n) for n in d.nodes]
+    if not real:
+        nc = _meta(d, Mechanism.NO_CULPRIT) or _meta(d, Mechanism.NOT_ENOUGH_SIGNAL)
+        if nc is not None:
+            p.add_cause(nc)
+        rest = summary(nc, zh) if nc is not None else ""
+        p.lines.append(
+            ("没有哪台机器比其他机器慢。" if zh else "No node is slower than the others. ")
+            + _sentence(rest, zh)
+        )
+        return _verdict_first(p, "不是：" if zh else "No: ", zh, yes_no)
+    top = real[0]
+    p.add_cause(top)
+    lab, text = label(top.culprit, zh), summary(top, zh)
+    ranks = _culprit_ranks(top)
+    base1 = ordinal or (bool(nodes) and bool(asked) and 0 not in asked and max(asked) >= len(nodes))
+    idx = [a - 1 if base1 else a for a in asked]
+
+    def node_txt(i: int) -> str:
+        rs = fmt_ranks(list(nodes[i]))
+        return (
+            f"第 {i + 1} 台机器（{rs}号卡）"
+            if zh
+            else f"node {i if not base1 else i + 1} (ranks {rs})"
+        )
+
+    if top.culprit.kind == "job" or not ranks:
+        p.lines.append(
+            f"没有哪台机器比其他机器慢，原因在{lab}——{text.rstrip('。')}。"
+            if zh
+            else f"No node is slower than the others; the cause is {lab} — "
+            f"{lower_first(text).rstrip('.')}."
+        )
+        return _verdict_first(p, "不是：" if zh else "No: ", zh, yes_no)
+    if not nodes:
+        p.lines.append(
+            f"数据中看不出卡在各台机器上的分布（没有机内链路记录），无法按机器比较；最主要的原因在{lab}——"
+            f"{text.rstrip('。')}。"
+            if zh
+            else "The profile does not show which ranks share a node (no on-node links), so "
+            f"nodes cannot be compared; the top cause is {lab} — {lower_first(text).rstrip('.')}."
+        )
+        return p
+    bad = [i for i in idx if not 0 <= i < len(nodes)]
+    if bad:
+        n = len(nodes)
+        p.lines.append(
+            f"这份数据只有 {n} 台机器。最主要的原因在{lab}——{text.rstrip('。')}。"
+            if zh
+            else f"The profile has {n} nodes ({', '.join(node_txt(i) for i in range(n))}). "
+            f"The top cause is {lab} — {lower_first(text).rstrip('.')}."
+        )
+        return p
+    on = sorted({i for i, n in enumerate(nodes) for r in ranks if r in n})
+    if len(on) == 1 and idx and on[0] == idx[0]:
+        p.lines.append(
+            f"{node_txt(on[0])}上的问题最大：{lab}——{text.rstrip('。')}。"
+            if zh
+            else f"{node_txt(on[0])[0].upper()}{node_txt(on[0])[1:]} holds the top cause, "
+            f"{lab} — {lower_first(text).rstrip('.')}."
+        )
+        return _verdict_first(p, "是的：" if zh else "Yes: ", zh, yes_no)
+    where = (
+        (node_txt(on[0]) if len(on) == 1 else "、".join(node_txt(i) for i in on))
+        if zh
+        else (node_txt(on[0]) if len(on) == 1 else " and ".join(node_txt(i) for i in on))
+    )
+    asked_txt = node_txt(idx[0]) if idx else ""
+    p.lines.append(
+        f"{asked_txt}不是问题所在；最主要的原因在{lab}，位于{where}——{text.rstrip('。')}。"
+        if zh
+        else f"{asked_txt[0].upper()}{asked_txt[1:]} is not where the problem is; the top cause "
+        f"is {lab}, on {where} — {lower_first(text).rstrip('.')}."
+    )
+    return _verdict_first(p, "不是：" if zh else "No: ", zh, yes_no)
+
+
+def _verdict_first(p: Projection, verdict: str, zh: bool, yes_no: bool) -> Projection:
+    """Prefix the first line with ``verdict`` for a yes/no question."""
+    if yes_no and p.lines:
+        p.lines[0] = with_verdict(verdict, p.lines[0], zh)
+    return p
+
+
 def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection:
     """Answer to “Which rank holds the job back?”: the top culprit (or why there is no single rank).
 
