@@ -268,6 +268,8 @@ def test_job_account_finds_an_operator_share_on_every_rank() -> None:
     assert ja is not None and ja.hotspot is not None
     assert ja.hotspot.what == "layout"
     assert ja.hotspot.share_min == pytest.approx(5000.0 / (busy / 0.8), rel=1e-6)
+    # its share of the device time: of the kernels only, not of the step
+    assert ja.hotspot.device_share == pytest.approx(5000.0 / busy, rel=1e-6)
     assert ja.main_work is not None and ja.main_work.name == "MatMulV2"
     # without the conversions nothing but the main work dominates: no hotspot
     p2 = make_profile({"kernels": kernel_rows(ranks, steps, {}, BASE)})

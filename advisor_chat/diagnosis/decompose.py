@@ -512,6 +512,8 @@ class JobItem:
         dtype: The item's most frequent input dtypes.
         shape: The item's most time-consuming input shapes.
         members: For groups: the operator types in it, by time.
+        device_share: Median over ranks of its share of the rank's device time (the sum of
+            the rank's kernel durations), 0..1; NaN when unknown.
     """
 
     what: str
@@ -524,6 +526,7 @@ class JobItem:
     dtype: str = ""
     shape: str = ""
     members: tuple[str, ...] = ()
+    device_share: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -544,11 +547,19 @@ class JobAccount:
     main_work: JobItem | None
 
 
-def _item(what: str, name: str, k: pd.DataFrame, units: pd.Series, step: pd.Series) -> JobItem:
+def _item(
+    what: str,
+    name: str,
+    k: pd.DataFrame,
+    units: pd.Series,
+    step: pd.Series,
+    device: pd.Series | None = None,
+) -> JobItem:
     per = k.groupby("rank")["duration_us"].agg(["sum", "count"]).reindex(units.index).fillna(0.0)
     per_step = per["sum"] / units
     share = per_step / step
     sub = k
+    dev = (per["sum"] / device.reindex(units.index)).median() if device is not None else math.nan
     return JobItem(
         what,
         name,
@@ -561,6 +572,7 @@ def _item(what: str, name: str, k: pd.DataFrame, units: pd.Series, step: pd.Seri
         str(sub.groupby("input_shapes")["duration_us"].sum().idxmax()) if len(sub) else "",
         tuple(str(x) for x in sub.groupby("op_type")["duration_us"].sum().sort_values(
             ascending=False).index[:4]) if what in ("layout", "dynamic", "engine", "fusion") else (),
+        float(dev),
     )  # fmt: skip
 
 
@@ -581,14 +593,15 @@ def job_account(profile: Profile, step_us_by_rank: pd.Series) -> JobAccount | No
     k = k[k["step"] >= 0] if (k["step"] >= 0).any() else k
     units = k.groupby("rank")["step"].nunique()
     step = step_us_by_rank.reindex(units.index)
+    device = k.groupby("rank")["duration_us"].sum()  # every kernel of the rank, µs
     items: list[JobItem] = []
     for name, sub in k.groupby("op_type"):
-        items.append(_item("op_type", str(name), sub, units, step))
+        items.append(_item("op_type", str(name), sub, units, step, device))
     for name, sub in k.groupby("accelerator_core"):
-        items.append(_item("engine", str(name), sub, units, step))
+        items.append(_item("engine", str(name), sub, units, step, device))
     lay = k[k["op_type"].str.match(LAYOUT_OPS)]
     if not lay.empty:
-        items.append(_item("layout", "layout/dtype conversions", lay, units, step))
+        items.append(_item("layout", "layout/dtype conversions", lay, units, step, device))
     types = set(k["op_type"].unique())
     for fp in FUSIBLE:
         if any(re.search(fp.fused, t, re.I) for t in types):
@@ -601,12 +614,12 @@ def job_account(profile: Profile, step_us_by_rank: pd.Series) -> JobAccount | No
             continue
         sub = k[k["op_type"].str.contains(fp.members, case=False, regex=True)]
         items.append(
-            _item("fusion", f"{fp.name} computed from separate operators", sub, units, step)
+            _item("fusion", f"{fp.name} computed from separate operators", sub, units, step, device)
         )
     if "op_state" in k.columns:
         dyn = k[k["op_state"].astype("string").str.lower() == "dynamic"]
         if not dyn.empty:
-            items.append(_item("dynamic", "dynamic-shape operators", dyn, units, step))
+            items.append(_item("dynamic", "dynamic-shape operators", dyn, units, step, device))
     items.sort(key=lambda i: -i.share_min)
     hot = None
     for it in items:

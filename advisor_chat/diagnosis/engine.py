@@ -832,6 +832,7 @@ def _diagnose(
         left_out=left_out,
         left_out_zh=left_out_zh,
         missing_ranks=tuple(R.missing_ranks(profile)),
+        nodes=tuple(ctx.nodes),
     )
 
 

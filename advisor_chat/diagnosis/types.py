@@ -242,6 +242,8 @@ class Diagnosis:
         left_out_zh: The same in Chinese.
         missing_ranks: Ranks the job had that the profile lacks (``missing_ranks`` load
             warnings, or below the recorded world size): no statement covers them.
+        nodes: The ranks of each node (server), ordered by their lowest rank, from the on-node
+            (HCCS/PCIe/SIO) links of ``comm_matrix``; ``()`` when the matrix does not show them.
     """
 
     causes: tuple[RootCause, ...]
@@ -259,6 +261,7 @@ class Diagnosis:
     left_out: str = ""
     left_out_zh: str = ""
     missing_ranks: tuple[int, ...] = ()
+    nodes: tuple[tuple[int, ...], ...] = ()
 
     def role_of(self, rank: int) -> list[tuple[RootCause, Role, Impact | None]]:
         """Each cause touching ``rank`` and the rank's role in it, ordered by lost time.

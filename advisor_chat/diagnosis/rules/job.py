@@ -787,6 +787,10 @@ def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     gain = item.us_per_step  # the item's mean time per (step, rank), the figure the summary states
     rem = dataclasses.replace(rem, gain_us=gain, bound=BoundKind.UPPER_BOUND)
     sample = f" (kernels of a sample of {len(ja.ranks)} ranks)" if len(ja.ranks) < len(per) else ""
+    # the share of the device (kernel) time, beside the share of the step
+    ds = item.device_share
+    dev = f", {pct(ds)} of the device (kernel) time" if math.isfinite(ds) else ""
+    dev_zh = f"，占设备（算子）时间的 {pct(ds)}" if math.isfinite(ds) else ""
     return [
         RootCause(
             id=f"cause.job_hotspot.{item.what}",
@@ -806,15 +810,16 @@ def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 for r in per.index
             ),
             summary=(
-                f"{en[0].upper()}{en[1:]}{sample}: the same cost on every rank, so no rank is "
-                "late and none is to blame; the time is lost on all of them alike."
+                f"{en[0].upper()}{en[1:]}{dev}{sample}; the same cost on every rank, so no rank "
+                "is late and none is to blame: the time is lost on all of them alike."
             ),
-            summary_zh=f"{zh}：每张卡的开销相同，没有哪张卡晚到，也没有哪张卡是罪魁；所有卡都同样损失了这部分时间。",
+            summary_zh=f"{zh}{dev_zh}；每张卡的开销相同，没有哪张卡晚到，也没有哪张卡是罪魁，所有卡都同样损失了这部分时间。",
             metrics={
                 "item_us_per_step": item.us_per_step,
                 "item_share_min": item.share_min,
                 "item_share_mean": item.share_mean,
                 "item_count_per_step": item.count_per_step,
+                **({"item_device_share_median": ds} if math.isfinite(ds) else {}),
                 "gain_upper_bound_us": gain,
             },
             findings=_claim(
