@@ -350,3 +350,8 @@ def test_nodes_named_by_number_or_place(text: str, nodes: tuple[int, ...], ordin
     q = _q(text)
     assert (q.nodes, q.node_ordinal, q.ranks, q.intent) == (nodes, ordinal, (), "which_slow_rank")
     assert _q("两机16卡，为什么慢？").nodes == ()
+
+
+def test_counts_and_stage_places_are_not_nodes() -> None:
+    assert _q("2 nodes 16 cards, step time jumped. whos the straggler?").nodes == ()
+    assert _q("瓶颈在第一个 stage 还是第二个？").nodes == ()

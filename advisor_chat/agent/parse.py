@@ -970,13 +970,14 @@ _NODE_ZH = r"(?:节点|机器|服务器|主机)"
 #: A node named by its number: "node 1", "server #2", "2号机器", "2号机", "节点1", "机器 2"
 #: (not "两机16卡", a job size).
 _NODE_NUM = re.compile(
-    rf"(?i)\b{_NODE_WORD}\s*#?\s*(\d+)\b|(\d+)\s*号\s*(?:{_NODE_ZH}|机)"
+    rf"(?i)\b(?:node|server|machine|host|box)\s*#?\s*(\d+)\b(?!\s*(?:cards?|npus?|ranks?|gpus?|devices?|卡|x\b))"
+    rf"|(\d+)\s*号\s*(?:{_NODE_ZH}|机)"
     rf"|{_NODE_ZH}\s*(\d+)(?!\d)(?!\s*[卡张])"
 )
 #: A node named by its place: "the second node", "第三台（机器）", "第2个节点".
 _NODE_ORD = re.compile(
     rf"(?i)\bthe (first|second|third|fourth|fifth|sixth) {_NODE_WORD}\b"
-    rf"|第\s*([一二两三四五六七八九]|\d+)\s*(?:台|个)\s*{_NODE_ZH}?"
+    rf"|第\s*([一二两三四五六七八九]|\d+)\s*(?:台\s*{_NODE_ZH}?|个\s*{_NODE_ZH})"
 )
 
 

@@ -844,9 +844,11 @@ def node_question(
     if bad:
         n = len(nodes)
         p.lines.append(
-            f"这份数据只有 {n} 台机器。最主要的原因在{lab}——{text.rstrip('。')}。"
+            f"这份数据只有 {n} 台机器（{'、'.join(fmt_ranks(list(x)) + '号卡' for x in nodes)}）。"
+            f"最主要的原因在{lab}——{text.rstrip('。')}。"
             if zh
-            else f"The profile has {n} nodes ({', '.join(node_txt(i) for i in range(n))}). "
+            else f"The profile has {n} nodes, "
+            f"{' and '.join('ranks ' + fmt_ranks(list(x)) for x in nodes)}. "
             f"The top cause is {lab} — {lower_first(text).rstrip('.')}."
         )
         return p
