@@ -571,3 +571,25 @@ def test_idle_before_first_seen_shapes_is_placed_on_those_kernels() -> None:
     assert any("2048" in x for x in ns.shapes)
     # the same idle in a step whose shapes all ran before: not placed on new shapes
     assert new_shape_idle(p, ranks, [3]) is None
+
+
+def test_a_late_arrival_far_below_the_timeout_keeps_its_share() -> None:
+    from test_diagnosis_rules import rows
+
+    from advisor_chat.diagnosis import diagnose
+
+    # rank 6 arrives 0.6 s late once (step 3): 0.6 / 1836 s of the default HCCL_EXEC_TIMEOUT is
+    # 0.033%, which one decimal would print as "0.0%"
+    n, steps = 8, [1, 2, 3, 4]
+    late = {(3, 0, 6): 600 * MS}
+    delta = {(r, 3): {"comm": 600 * MS} for r in range(n) if r != 6}
+    delta[(6, 3)] = {"free": 600 * MS}
+    p = make_profile(
+        {"step_trace": rows(n, len(steps), delta=delta), "comm_ops": comm_rows(n, steps, late)}
+    )
+    d = diagnose(p)
+    c = next(c for c in d.causes if "hccl_exec_timeout_share" in c.metrics)
+    share = c.metrics["hccl_exec_timeout_share"]
+    assert share == pytest.approx(0.6 / 1836, rel=0.02)
+    assert f"{share * 100:.2g}% of HCCL_EXEC_TIMEOUT" in c.summary
+    assert "0.0% of" not in c.summary

@@ -907,31 +907,35 @@ def _late_event(
         return None
     conn, exe, from_job = hccl_timeouts_s(ctx)
     wait_s = ev.max_wait_us / 1e6
+
+    def of_timeout(share: float) -> str:  # far below the timeout: two significant digits
+        return pct(share) if share >= 0.001 else f"{share * 100:.2g}%"
+
     src = "as set for this job" if from_job else "default"
     src_zh = "本作业设置值" if from_job else "默认值"
     first = (
         ev.step == min(int(s) for s in ctx.frame["step"].unique()) if not ctx.frame.empty else False
     )
     conn_txt = (
-        f", {pct(wait_s / conn)} of HCCL_CONNECT_TIMEOUT ({conn:g} s, {src}) if this is where the "
+        f", {of_timeout(wait_s / conn)} of HCCL_CONNECT_TIMEOUT ({conn:g} s, {src}) if this is where the "
         "communicator is set up"
         if first
         else ""
     )
     conn_zh = (
-        f"，若此处是通信域建链，则为 HCCL_CONNECT_TIMEOUT（{conn:g} s，{src_zh}）的 {pct(wait_s / conn)}"
+        f"，若此处是通信域建链，则为 HCCL_CONNECT_TIMEOUT（{conn:g} s，{src_zh}）的 {of_timeout(wait_s / conn)}"
         if first
         else ""
     )
     en = (
         f"at {ev.op_name} in step {ev.step} rank {ev.culprit} arrived {ms(ev.cost_us)} after the "
         f"others and {len(ev.victims)} rank(s) waited up to {wait_s:.1f} s for it: "
-        f"{pct(wait_s / exe)} of HCCL_EXEC_TIMEOUT ({exe:g} s, {src}){conn_txt}"
+        f"{of_timeout(wait_s / exe)} of HCCL_EXEC_TIMEOUT ({exe:g} s, {src}){conn_txt}"
     )
     zh = (
         f"第 {ev.step} 步的 {ev.op_name} 中，{ev.culprit}号卡比其他卡晚到 {ms(ev.cost_us)}，"
         f"{len(ev.victims)} 张卡最长等待 {wait_s:.1f} s：为 HCCL_EXEC_TIMEOUT（{exe:g} s，{src_zh}）的 "
-        f"{pct(wait_s / exe)}{conn_zh}"
+        f"{of_timeout(wait_s / exe)}{conn_zh}"
     )
     return (
         en,
