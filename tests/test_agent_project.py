@@ -946,3 +946,14 @@ def test_node_questions_place_the_top_cause_on_its_node() -> None:
     # no node layout in the data: no verdict on a rank's node
     t = _text(pj.node_question(_diag(HOST9), [1], False, False, yes_no=True))
     assert t.startswith("The profile does not show which ranks share a node")
+
+
+def test_a_share_question_gets_the_causes_shares_before_its_gain() -> None:
+    job = _diag(dataclasses.replace(JOB, gain_us=20_000.0, bound=BoundKind.UPPER_BOUND))
+    t = _text(pj.how_much(job, False, share=True))
+    assert t.startswith("Every rank idles 20 ms per step waiting for input. For the whole job, ")
+    assert _text(pj.how_much(job, True, share=True)).startswith(
+        "每张卡每步空闲 20 ms，等待输入。修复整个作业"
+    )
+    # "how much would I gain?" keeps the gain first
+    assert _text(pj.how_much(job, False)).startswith("For the whole job, fixing it saves at most")

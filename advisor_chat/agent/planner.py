@@ -325,6 +325,12 @@ _HEALTHY_Q = re.compile(
     r"\b(fine|ok|okay|healthy|normal|alright|all right)\b|正常|没问题|没事|健康", re.I
 )
 
+#: "What fraction / share of the step (or device time)?": the shares first, then the gain.
+_SHARE_Q = re.compile(
+    r"\b(fraction|share|percent(age)?|proportion|what part)\b|比例|占比|百分之|比重|占(了)?多少",
+    re.I,
+)
+
 # Routes answered as a projection of the diagnosis alone (no analyzer tool needed).
 _PROJECTED = {
     "explain_rank",
@@ -607,7 +613,7 @@ class Planner:
         if it == "fix_first":
             return project.fix_first(d, zh, ranks_only=_WHICH_RANK.search(q.text) is not None)
         if it == "how_much":
-            return project.how_much(d, zh)
+            return project.how_much(d, zh, share=_SHARE_Q.search(q.text) is not None)
         if it == "evidence":
             return project.evidence(d, q.ranks, zh)
         if it in ("step_events", "step_trend"):

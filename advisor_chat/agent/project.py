@@ -424,6 +424,11 @@ def _role_key(c: RootCause, role: str) -> str:
     return role
 
 
+def upper_first(text: str) -> str:
+    """``text`` with its first letter in upper case (a sentence's start)."""
+    return text[:1].upper() + text[1:]
+
+
 def lower_first(text: str) -> str:
     """``'Rank 3 waits'`` -> ``'rank 3 waits'`` (identifiers like ``RDMA`` or ``MatMul`` kept)."""
     if len(text) >= 2 and text[0].isupper() and (text[1].islower() or text[:2] == "A "):
@@ -1663,8 +1668,12 @@ def evidence(d: Diagnosis, ranks: Sequence[int], zh: bool) -> Projection:
     return p
 
 
-def how_much(d: Diagnosis, zh: bool) -> Projection:
-    """Answer to “How much could I gain?”: the gain of each cause, top first."""
+def how_much(d: Diagnosis, zh: bool, *, share: bool = False) -> Projection:
+    """Answer to “How much could I gain?”: the gain of each cause, top first.
+
+    With ``share`` ("what fraction of the step / device time does it take?"), the top cause's
+    own account (the shares it states) comes first and its gain after.
+    """
     p = Projection()
     real = [c for c in _real(d) if c.gain_us]
     if not real:
@@ -1672,7 +1681,7 @@ def how_much(d: Diagnosis, zh: bool) -> Projection:
     top = real[0]
     p.add_cause(top)
     g = gain_phrase(top, zh)
-    share = ""
+    after_txt = ""
     if (
         d.step_time_us > 0
         and top.gain_us
@@ -1686,7 +1695,7 @@ def how_much(d: Diagnosis, zh: bool) -> Projection:
         after, frac = d.step_time_us - top.gain_us, top.gain_us / d.step_time_us
         if top.bound == BoundKind.UPPER_BOUND:
             # an upper bound is not a prediction: the best case, said as such
-            share = (
+            after_txt = (
                 f"；平均每步耗时 {us(d.step_time_us)}，最好的情况下约 {us(after)}（最多少 {pct(frac)}，"
                 "实际收益取决于修改后还剩多少）"
                 if zh
@@ -1695,17 +1704,25 @@ def how_much(d: Diagnosis, zh: bool) -> Projection:
                 "in the data)"
             )
         else:
-            share = (
+            after_txt = (
                 f"；平均每步耗时 {us(d.step_time_us)}，修复后约 {us(after)}（少 {pct(frac)}）"
                 if zh
                 else f"; the average step of {us(d.step_time_us)} would take about {us(after)} "
                 f"({pct(frac)} less)"
             )
-    p.lines.append(
-        f"修复{label(top.culprit, zh)}：{g}{share}。原因——{summary(top, zh)}。"
-        if zh
-        else f"For {label(top.culprit, zh)}, {g}{share}. Why — {lower_first(summary(top, zh))}."
-    )
+    if share:  # the shares the cause states first, then what fixing it gives
+        p.lines.append(
+            f"{_sentence(summary(top, zh), zh)}修复{label(top.culprit, zh)}：{g}{after_txt}。"
+            if zh
+            else f"{_sentence(upper_first(summary(top, zh)), zh)} For {label(top.culprit, zh)}, "
+            f"{g}{after_txt}."
+        )
+    else:
+        p.lines.append(
+            f"修复{label(top.culprit, zh)}：{g}{after_txt}。原因——{summary(top, zh)}。"
+            if zh
+            else f"For {label(top.culprit, zh)}, {g}{after_txt}. Why — {lower_first(summary(top, zh))}."
+        )
     for c in real[1:3]:
         p.add_cause(c)
         p.lines.append(cause_bullet(c, zh))
