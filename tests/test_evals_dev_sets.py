@@ -11,10 +11,12 @@ reading the diagnosis, 10 questions per kind, half of them Chinese, all ``split:
 
 What each kind writes into its files is checked per set (``test_evals_generalization_dev*.py``).
 
-``generalization_dev5`` is different: a set of question styles (multi-part, wrong hypothesis, victim
-rank, long pasted context, terse ...) over the kinds of the four sets above, 60 questions, half of
-them Chinese, all ``split: tune``; it loads by name only, reuses their kinds (never the benchmark's)
-and its references resolve the same way.
+``generalization_dev5`` and ``generalization_dev6`` are different: sets of question styles over the
+kinds of the four sets above (dev5: multi-part, wrong hypothesis, victim rank, long pasted context,
+terse ...; dev6: alternatives, quoted numbers, "how sure are you", beginner wording, blaming the
+vendor, indirect culprit, health yes/no, scope, what-if, code-switching), ten styles each and no style
+shared, 60 questions per set, half of them Chinese, all ``split: tune``; each loads by name only,
+reuses their kinds (never the benchmark's) and its references resolve the same way.
 """
 
 from __future__ import annotations
@@ -95,27 +97,53 @@ def test_references_resolve_against_the_generated_keys(scenario, name: str) -> N
 
 
 # --------------------------------------------------------------------------------------------------
-# generalization_dev5: a set of question styles over the development kinds (not new kinds), so it is
-# not in SETS (whose kinds are disjoint by design).
+# generalization_dev5 / _dev6: sets of question styles over the development kinds (not new kinds), so
+# they are not in SETS (whose kinds are disjoint by design). Each has its own ten styles.
 
-DEV5 = "generalization_dev5"
-DEV5_STYLES = (
-    "style-multi",
-    "style-wrong",
-    "style-negated",
-    "style-victim",
-    "style-list",
-    "style-context",
-    "style-terse",
-    "style-number",
-    "style-compare",
-    "style-fix",
-)
+STYLE_SETS = {
+    "generalization_dev5": (
+        "style-multi",
+        "style-wrong",
+        "style-negated",
+        "style-victim",
+        "style-list",
+        "style-context",
+        "style-terse",
+        "style-number",
+        "style-compare",
+        "style-fix",
+    ),
+    "generalization_dev6": (
+        "style-alt",
+        "style-quoted",
+        "style-sure",
+        "style-novice",
+        "style-blame",
+        "style-indirect",
+        "style-health",
+        "style-scope",
+        "style-whatif",
+        "style-mixed",
+    ),
+}
+# styles whose question asks about one rank of a known role: a victim (it only waits, never blamed)
+# or the culprit (asked about indirectly)
+ASKED_ROLE = {"style-victim": "victim", "style-indirect": "culprit"}
 
 
-def test_dev5_style_set_loads_by_name_over_the_dev_kinds() -> None:
-    items = load_dataset(DEV5)
-    assert {i.dataset for i in items} == {DEV5}
+def test_style_sets_have_distinct_styles() -> None:
+    seen: set[str] = set()
+    for name, styles in STYLE_SETS.items():
+        assert len(styles) == len(set(styles)) == 10, name
+        assert not seen & set(styles), name
+        seen |= set(styles)
+
+
+@pytest.mark.parametrize("name", sorted(STYLE_SETS))
+def test_style_set_loads_by_name_over_the_dev_kinds(name: str) -> None:
+    styles = STYLE_SETS[name]
+    items = load_dataset(name)
+    assert {i.dataset for i in items} == {name}
     assert len(items) == 60
     assert all(i.split == "tune" for i in items)
     assert 2 * sum(1 for i in items if i.lang == "zh") == len(items)
@@ -127,22 +155,25 @@ def test_dev5_style_set_loads_by_name_over_the_dev_kinds() -> None:
     assert all(k in SCENARIOS for k in used)
     d = default_dataset_dir()
     assert d is not None
-    raw = yaml.safe_load((d / f"{DEV5}.yaml").read_text(encoding="utf-8"))
+    raw = yaml.safe_load((d / f"{name}.yaml").read_text(encoding="utf-8"))
     assert set(raw["kinds"]) == used
-    head = (d / f"{DEV5}.yaml").read_text(encoding="utf-8")
+    assert tuple(raw["styles"]) == styles
+    head = (d / f"{name}.yaml").read_text(encoding="utf-8")
     assert "without reading" in head.lower()
     # every item has one style tag; styles spread evenly, each in both languages
     for it in items:
-        assert len([t for t in it.tags if t in DEV5_STYLES]) == 1, it.id
-    for style in DEV5_STYLES:
+        assert len([t for t in it.tags if t in styles]) == 1, it.id
+        assert not [t for t in it.tags if t.startswith("style-") and t not in styles], it.id
+    for style in styles:
         langs = Counter(i.lang for i in items if style in i.tags)
         assert langs["en"] >= 2 and langs["zh"] >= 2, style
         assert sum(langs.values()) == 6, style
     # a development set: neither in the default run, nor in the benchmark's run, nor in the other sets
-    assert not any(i.dataset == DEV5 for i in load_dataset())
+    assert not any(i.dataset == name for i in load_dataset())
     assert {i.dataset for i in load_dataset("generalization")} == {"generalization"}
-    for other in SETS:
-        assert not any(i.dataset == DEV5 for i in load_dataset(other))
+    for other in [*SETS, *STYLE_SETS]:
+        if other != name:
+            assert not any(i.dataset == name for i in load_dataset(other)), other
     # expected facts are references, never typed
     for it in items:
         for t in it.turns:
@@ -151,9 +182,10 @@ def test_dev5_style_set_loads_by_name_over_the_dev_kinds() -> None:
             assert all(n.ref is not None and n.ref.startswith("@key:") for n in t.expect.numbers)
 
 
-def test_dev5_references_resolve_against_the_generated_keys(scenario) -> None:
+@pytest.mark.parametrize("name", sorted(STYLE_SETS))
+def test_style_set_references_resolve_against_the_generated_keys(scenario, name: str) -> None:
     keys: dict[str, dict[str, Any]] = {}
-    for it in load_dataset(DEV5):
+    for it in load_dataset(name):
         assert it.scenario is not None
         if it.scenario not in keys:
             root = scenario(it.scenario, **it.gen)
@@ -168,8 +200,16 @@ def test_dev5_references_resolve_against_the_generated_keys(scenario) -> None:
             assert r.culprit, f"{it.id}: culprit not checked"
             checked = [r.culprit, r.culprits, r.evidence, r.first_suggestion, r.yes_no, r.numbers]
             assert any(x for x in checked), f"{it.id}: nothing specific is checked"
-            if "style-victim" in it.tags:
-                # asked about a rank that only waits: it is a victim, never a culprit
+            for style, role in ASKED_ROLE.items():
+                if style not in it.tags:
+                    continue
                 asked = {int(x) for x in re.findall(r"\d+(?=号卡)|(?<=rank )\d+", q)}
-                assert asked and asked <= set(r.victims or []), it.id
-                assert not asked & set(facts["root_cause"]["culprit_ranks"]), it.id
+                culprits = set(facts["root_cause"]["culprit_ranks"])
+                if role == "victim":
+                    # asked about a rank that only waits: it is a victim, never a culprit
+                    assert asked and asked <= set(r.victims or []), it.id
+                    assert not asked & culprits, it.id
+                else:
+                    # asked about the culprit, indirectly: it is a culprit, never a victim
+                    assert asked and asked <= culprits, it.id
+                    assert not asked & set(r.victims or []), it.id
