@@ -355,3 +355,32 @@ def test_nodes_named_by_number_or_place(text: str, nodes: tuple[int, ...], ordin
 def test_counts_and_stage_places_are_not_nodes() -> None:
     assert _q("2 nodes 16 cards, step time jumped. whos the straggler?").nodes == ()
     assert _q("瓶颈在第一个 stage 还是第二个？").nodes == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "lang"),
+    [
+        ("tp8 dp2 on 2 nodes, tp allreduce 好慢, rdma bw looks fine tho. wat's up?", "en"),
+        ("zero3 + 2 nodes, allgather eats the whole step 啊. is that normal??", "en"),
+        ("每个step forward里一堆free gap，backward反而没有，why？是host bound吗", "zh"),
+        ("rank3 为啥 slow 了", "zh"),
+        ("RuntimeError: HCCL timeout in allreduce at rank 3 after 1800 s\n怎么办？", "zh"),
+    ],
+)
+def test_language_is_the_one_that_carries_the_text(text: str, lang: str) -> None:
+    assert _q(text).language == lang
+
+
+def test_questions_about_the_other_ranks_set_the_named_ones_aside() -> None:
+    q = _q("除了0号卡，其他卡都正常吧？")
+    assert (q.ranks, q.except_ranks, q.kind) == ((), (0,), "yes_no"), q
+    assert _q("apart from rank 0, are the other ranks fine?").except_ranks == (0,)
+    assert _q("why is rank 3 slow?").except_ranks == ()
+
+
+def test_a_stack_defect_is_the_suspect_put_forward() -> None:
+    q = _q(
+        "ZeRO-3 is painfully slow for us on Ascend. is DeepSpeed / torch_npu just broken on NPU?"
+    )
+    assert q.hypothesis == "software_bug", q
+    assert _q("每隔几步整个训练就卡住大半秒，是不是CANN的bug？").hypothesis == "software_bug"

@@ -769,7 +769,7 @@ def test_healthy_way_round_questions_get_the_inverted_verdict() -> None:
         "是的，网络没有问题：没有发现慢链路"
     )
     assert _text(pj.explain_ranks(_diag(PIPE), [12], False, yes_no=True, healthy=True)).startswith(
-        "Its own work is fine: rank 12 waits"
+        "Yes, its own work is fine: rank 12 waits"
     )
     assert _text(pj.overview(_diag(HOST9), False, yes_no=True, healthy=True)).startswith("No: ")
     assert _text(pj.overview(_diag(NO_CULPRIT), False, yes_no=True, healthy=True)).startswith(
@@ -957,3 +957,34 @@ def test_a_share_question_gets_the_causes_shares_before_its_gain() -> None:
     )
     # "how much would I gain?" keeps the gain first
     assert _text(pj.how_much(job, False)).startswith("For the whole job, fixing it saves at most")
+
+
+def test_other_ranks_question_judges_the_ranks_not_set_aside() -> None:
+    # HOST9 blames rank 9 only: "apart from rank 9, are the others fine?" is a yes
+    d = _diag(HOST9)
+    assert _text(pj.other_ranks(d, [9], False)).startswith(
+        "Yes: apart from rank 9, the ranks are fine by themselves; they only wait for it. Host"
+    )
+    assert _text(pj.other_ranks(d, [9], True)).startswith("是的，除了9号卡，其他卡自身都正常")
+    # "are the others slow too?" (not the healthy way round): a no
+    assert _text(pj.other_ranks(d, [9], False, healthy=False)).startswith("No: apart from rank 9")
+    # set aside another rank: rank 9 is a cause besides it
+    assert _text(pj.other_ranks(d, [3], False)).startswith(
+        "No: besides rank 3, rank 9 is a cause too. Host stall on rank 9"
+    )
+    # a cause of the whole job: every rank loses time to it
+    assert _text(pj.other_ranks(_diag(JOB), [3], False)).startswith(
+        "No: every rank loses time to a cause of the whole job. Every rank idles"
+    )
+
+
+def test_a_vendor_bug_suspicion_is_contradicted_by_a_measured_cause() -> None:
+    t = _text(pj.hypothesis(_diag(HOST9), "software_bug", False))
+    assert t.startswith("No: it is not a CANN / framework bug; the cause is rank 9.")
+    assert _text(pj.hypothesis(_diag(HOST9), "software_bug", True)).startswith(
+        "不是CANN 或框架（torch_npu 等）的 bug，问题在9号卡。"
+    )
+    # nothing stands out: cannot tell, and what would decide
+    t = _text(pj.hypothesis(_diag(NO_CULPRIT), "software_bug", False))
+    assert t.startswith("Cannot tell from this data whether it is a CANN / framework bug.")
+    assert "known-good CANN" in t

@@ -398,8 +398,11 @@ def test_a_network_suspicion_next_to_a_symptom_gets_a_network_verdict(profile, s
     """The hang is the context, the network the suspect: the answer judges the network first."""
     culprit = seed[1]["root_cause"]["culprit_ranks"][0]
     for question, verdict in (
-        ("the job hung for 40 s once, is it the network?", "No: it is not the network."),
-        ("训练卡死了几十秒，是不是网络问题？", "不是网络。"),
+        (
+            "the job hung for 40 s once, is it the network?",
+            f"No: it is not the network; the cause is rank {culprit}.",
+        ),
+        ("训练卡死了几十秒，是不是网络问题？", f"不是网络，问题在{culprit}号卡。"),
     ):
         ans = _adv(profile).ask(question)
         assert ans.answer.startswith(verdict), (question, ans.answer[:200])

@@ -113,6 +113,7 @@ HYPOTHESES = (
     "hccl_timeout",
     "memory",
     "host_dispatch",
+    "software_bug",
 )
 """Suspected causes a question can name (:attr:`Query.hypothesis`)."""
 
@@ -122,9 +123,26 @@ PARALLEL = ("TP", "PP", "DP", "EP", "CP", "SP", "VPP", "ZERO")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
+_LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
+
+
+def _mostly_chinese(text: str) -> bool:
+    n_cjk = len(_CJK.findall(text))
+    return n_cjk > 0 and 2 * n_cjk >= len(_LATIN_WORD.findall(text))
+
+
 def detect_language(text: str) -> Language:
-    """``zh`` when the text contains CJK ideographs, else ``en``."""
-    return "zh" if _CJK.search(text) else "en"
+    """``zh`` when Chinese carries the text, else ``en``.
+
+    Chinese engineers write English terms inside Chinese ("每个step forward里一堆free gap，是host
+    bound吗", "rank3 为啥 slow 了"); English speakers drop a Chinese word into English ("tp
+    allreduce 好慢, rdma bw looks fine tho. wat's up?"). The text is Chinese when its ideographs
+    count at least half its Latin words, in the whole text or in its last line (the question
+    under a pasted English log).
+    """
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    last = lines[-1] if lines else ""
+    return "zh" if _mostly_chinese(text) or _mostly_chinese(last) else "en"
 
 
 def too_long_message(text: str) -> str | None:
@@ -176,6 +194,8 @@ class Query:
         nodes: Nodes (servers, machines) named, as numbered in the question ("node 1",
             "2号机器"; "the third machine", "第三台" -> 3 with :attr:`node_ordinal`).
         node_ordinal: The nodes were counted ("the second node", "第二台"), from 1.
+        except_ranks: Ranks set aside by a question about all the others ("除了0号卡，其他卡都
+            正常吧？", "apart from rank 0, are the other ranks fine?"); :attr:`ranks` is then empty.
     """
 
     text: str
@@ -203,6 +223,7 @@ class Query:
     rank_ranges: tuple[tuple[int, int], ...] = ()
     nodes: tuple[int, ...] = ()
     node_ordinal: bool = False
+    except_ranks: tuple[int, ...] = ()
 
 
 # -- lexicons (English / Chinese; glossary terms) ------------------------------------------------
@@ -327,6 +348,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"能不能",
         r"需不需要",
         r"[吗嘛][？?。.!！\s]*$",
+        r"[吗嘛吧]\s*[？?]",  # "12号卡是正常的吧？看它一直在等recv": the question is not last
     ),
     "overview": (
         r"\bwhat else\b",
@@ -745,6 +767,15 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"内存",
         r"碎片",
     ),
+    # a defect of the vendor stack or the framework ("is this a CANN bug?", "torch_npu 适配有问题")
+    "software_bug": (
+        r"\b(cann|torch[_ ]?npu|driver|firmware|deepspeed|megatron|mindspeed|framework|vendor)\b"
+        r".{0,30}\b(bug|broken|defect|regression)",
+        r"\b(bug|broken|defect)\b.{0,20}\b(in|of|with) (cann|torch[_ ]?npu|the driver|the framework)",
+        r"\bopen an issue with (huawei|ascend)",
+        r"(cann|torch_?npu|驱动|固件|框架|deepspeed|megatron|mindspeed).{0,12}(bug|缺陷|适配|有问题)",
+        r"\bbug\b",
+    ),
     "host_dispatch": (
         r"\bhost[- ]?(dispatch|bound|side|overhead)",
         r"\bdispatch",
@@ -805,6 +836,9 @@ def find_hypotheses(text: str, kind: str) -> tuple[str, ...]:
     before_effect = [h for h in hits if effect is not None and h[0] < effect.start()][-1:]
     after_cue = [h for h in hits if cue is not None and h[0] >= cue.start()][:1]
     first = after_causal or before_effect or after_cue
+    # "ZeRO-3 is slow, is DeepSpeed / torch_npu just broken?": a defect of the stack is what is
+    # put forward; the causes named beside it describe the symptom
+    first = [h for h in hits if h[1] == "software_bug"][:1] or first
     return tuple(n for _, n in first) + tuple(n for h in hits if h not in first for n in (h[1],))
 
 
@@ -999,6 +1033,15 @@ def _find_nodes(q: str) -> tuple[list[int], bool, list[tuple[int, int]]]:
         found.append(int(m.group(1) or m.group(2) or m.group(3)))
         spans.append((m.start(), m.end()))
     return list(dict.fromkeys(found)), ordinal and len(found) == len(spans), spans
+
+
+#: A question about every rank but the ones named: an exclusion word and "the other ranks".
+_EXCEPT = re.compile(r"(?i)除了|除去|\b(other than|apart from|besides|except(?: for)?)\b")
+_OTHERS = re.compile(
+    r"(?i)(其他|其余|别的|剩下的?)\s*(的)?\s*(卡|rank|设备|npu)|"
+    r"\b(the )?(other|remaining|rest of the)\s+(ranks?|cards?|npus?|devices?)\b|\bthe others\b"
+    r"|还有(哪|别的|其他)"
+)
 
 
 def focus_start(q: str) -> int:
@@ -1569,7 +1612,12 @@ def parse_question(
         tuple(nodes),
         node_ordinal,
     )
+    if ranks and _EXCEPT.search(q) and _OTHERS.search(q):
+        # "除了0号卡，其他卡都正常吧？": a question about every other rank
+        base = replace(base, ranks=(), except_ranks=tuple(ranks), rank_range=False)
     intent = route(base)
+    if base.except_ranks:
+        intent = "which_slow_rank"
     if any(re.search(p, low, re.I) for p in _TOP_OPS) and intent not in (
         "compare_profiles",
         "help",

@@ -533,6 +533,10 @@ class Planner:
             job = project.job_question(d, zh, idle=_IDLE_Q.search(q.text) is not None)
             if job is not None:
                 return job
+        if q.except_ranks and not hyp:  # "apart from rank 0, are the others fine?"
+            return project.other_ranks(
+                d, q.except_ranks, zh, yes_no=q.kind == "yes_no", healthy=healthy
+            )
         if q.nodes and not q.ranks and not q.links and not hyp:  # "is node 1 slower?"
             return project.node_question(
                 d, q.nodes, q.node_ordinal, zh, yes_no=q.kind in ("yes_no", "compare")
@@ -540,6 +544,7 @@ class Planner:
         suspect = project.named_suspect(q.text)
         if (
             suspect
+            and hyp != "software_bug"  # "is DeepSpeed broken?" suspects the stack, not a setting
             and (q.kind == "yes_no" or _SUSPECT_Q.search(q.text))
             and not _ACTION_Q.search(q.text)
         ):
@@ -561,7 +566,7 @@ class Planner:
             and it not in ("mc2", "memory")
             and (hyp not in ("network", "link") or it not in ("slow_link", "communication"))
         ):
-            return project.hypothesis(d, hyp, zh)
+            return project.hypothesis(d, hyp, zh, healthy=healthy)
         if it == "mc2" and d.causes:
             # no mc2 opportunity: the verdict names where the time goes instead (the tool's
             # answer, when it finds one, keeps its evidence and file)

@@ -413,7 +413,7 @@ _VERDICT_HEALTHY = {
     "culprit": ("No, ", "不是，"),
     "event": ("Mostly: ", "基本正常："),
     "on_link": ("Not entirely: ", "不完全是："),
-    "victim": ("Its own work is fine: ", "它自身没问题："),
+    "victim": ("Yes, its own work is fine: ", "是的，它自身没问题："),
 }
 
 
@@ -785,6 +785,62 @@ def _no_role(d: Diagnosis, ranks: Sequence[int], zh: bool, p: Projection) -> Pro
         else f"{who.capitalize()} is not behind any cause found, nor measurably hit by one. "
         f"The job's main cause: {summary(top, zh)}."
     )
+    return p
+
+
+def other_ranks(
+    d: Diagnosis, excluded: Sequence[int], zh: bool, *, yes_no: bool = True, healthy: bool = True
+) -> Projection:
+    """Answer to "apart from rank 0, are the other ranks fine?": causes beyond the ranks set aside.
+
+    The verdict (asked the healthy way round; inverted for "are the others slow too?"): fine
+    when every cause that blames ranks blames only ranks set aside; not fine when a cause blames
+    another rank, or the top cause is the whole job's (every rank loses time to it).
+    """
+    p = Projection()
+    real = _real(d)
+    ex = set(excluded)
+    ex_en, ex_zh = fmt_ranks(sorted(ex)), fmt_ranks(sorted(ex))
+    if not real:
+        return no_culprit(d, zh, p)
+    top = real[0]
+    other = next((c for c in real if c.culprit.kind != "job" and set(_culprit_ranks(c)) - ex), None)
+    if top.culprit.kind == "job":
+        p.add_cause(top)
+        fine = False
+        text = (
+            "所有卡都受整个作业的原因影响。"
+            if zh
+            else "every rank loses time to a cause of the whole job."
+        )
+        cause = top
+    elif other is not None:
+        p.add_cause(other)
+        fine = False
+        lab = label(other.culprit, zh)
+        text = (
+            f"除了{ex_zh}号卡，{lab}也是原因。"
+            if zh
+            else f"besides rank {ex_en}, {lab} is a cause too."
+        )
+        cause = other
+    else:
+        p.add_cause(top)
+        fine = True
+        text = (
+            f"除了{ex_zh}号卡，其他卡自身都正常，它们只是在等它。"
+            if zh
+            else f"apart from rank {ex_en}, the ranks are fine by themselves; they only wait for it."
+        )
+        cause = top
+    # the verdict sentence alone, then the cause's own account (no clause of it can contradict)
+    why = _sentence(summary(cause, zh), zh)
+    if not yes_no:  # "which other rank is slow?": the finding itself
+        p.lines.append((text if zh else upper_first(text)) + ("" if zh else " ") + upper_first(why))
+        return p
+    yes = fine if healthy else not fine
+    verdict = ("是的，" if yes else "不是，") if zh else ("Yes: " if yes else "No: ")
+    p.lines.append(verdict + text + ("" if zh else " ") + (why if zh else upper_first(why)))
     return p
 
 
@@ -2245,7 +2301,7 @@ _ACTIONS = {
 }
 
 
-def hypothesis(d: Diagnosis, name: str, zh: bool) -> Projection:
+def hypothesis(d: Diagnosis, name: str, zh: bool, *, healthy: bool = False) -> Projection:
     """Answer to a hypothesis question ("could it be GC?"): a verdict, then its measured evidence.
 
     The verdict comes from :func:`advisor_chat.diagnosis.hypotheses.judge` (supported,
@@ -2258,11 +2314,24 @@ def hypothesis(d: Diagnosis, name: str, zh: bool) -> Projection:
     v = judge(d, name)
     en_name, zh_name = NAMES[name]
     act = _ACTIONS.get(name)
+    # the first sentence also names what the evidence blames (its first cause's culprit), so
+    # that "yes"/"no" is said of something; asked the healthy way round ("is rank 13's NPU
+    # healthy?"), a supported fault is a "no"
+    cited = next((c for cid in v.causes for c in d.causes if c.id == cid), None)
+    lab = label(cited.culprit, zh) if cited is not None and cited.culprit.label else ""
+    yes, no = ("不是，", "是的，") if healthy else ("是的，", "不是")
+    yes_en, no_en = ("No: ", "Yes: ") if healthy else ("Yes: ", "No: ")
     if v.status == "supported":
         if act:
             first = f"是的，{act[1]}会有帮助。" if zh else f"Yes: {act[0]} would help."
+        elif lab:
+            first = (
+                f"{yes}数据指向{zh_name}，在{lab}。"
+                if zh
+                else f"{yes_en}the data points to {en_name}, on {lab}."
+            )
         else:
-            first = f"是的，数据指向{zh_name}。" if zh else f"Yes: the data points to {en_name}."
+            first = f"{yes}数据指向{zh_name}。" if zh else f"{yes_en}the data points to {en_name}."
     elif v.status == "contradicted":
         if act:
             first = (
@@ -2270,8 +2339,18 @@ def hypothesis(d: Diagnosis, name: str, zh: bool) -> Projection:
                 if zh
                 else f"No: {act[0]} would not help here."
             )
+        elif lab:
+            first = (
+                f"{no}{'不是' if healthy else ''}{zh_name}，问题在{lab}。"
+                if zh
+                else f"{no_en}it is not {en_name}; the cause is {lab}."
+            )
         else:
-            first = f"不是{zh_name}。" if zh else f"No: it is not {en_name}."
+            first = (
+                f"{no}{'不是' if healthy else ''}{zh_name}。"
+                if zh
+                else f"{no_en}it is not {en_name}."
+            )
     else:
         first = (
             f"无法从这份数据判断是否是{zh_name}。"

@@ -37,6 +37,7 @@ HYPOTHESES = (
     "hccl_timeout",
     "memory",
     "host_dispatch",
+    "software_bug",
 )
 
 #: How each hypothesis is named in an answer (English, Chinese).
@@ -57,6 +58,7 @@ NAMES = {
     "hccl_timeout": ("an HCCL timeout risk", "HCCL 超时风险"),
     "memory": ("device memory", "显存"),
     "host_dispatch": ("host dispatch (a host-bound job)", "主机下发（下发瓶颈）"),
+    "software_bug": ("a CANN / framework bug", "CANN 或框架（torch_npu 等）的 bug"),
 }
 
 
@@ -771,6 +773,45 @@ def _host(d: Diagnosis) -> Verdict:
     )
 
 
+def _software(d: Diagnosis) -> Verdict:
+    """A defect in CANN, the driver or the framework: not needed when a measured cause explains the time.
+
+    Contradicted when the top cause accounts for the time with a mechanism the job's own code,
+    settings, data or hardware produces (every cause the diagnosis names is one of those, each
+    with its fix); undecided when nothing stands out (a defect that costs every rank alike
+    cannot be told from one profile).
+    """
+    top = _top(d)
+    if top is None:
+        v = _v(
+            "software_bug",
+            "undecided",
+            "no cause stands out in this profile, so it can neither show nor rule out a defect "
+            "that slows every rank alike",
+            "这份数据中没有突出的原因，无法证实或排除一个让所有卡同样变慢的软件缺陷",
+        )
+        return Verdict(
+            v.hypothesis,
+            v.status,
+            v.reason,
+            v.reason_zh,
+            v.causes,
+            "a profile of the same job on a known-good CANN / torch_npu version (then compare the "
+            "two with --baseline)",
+            "同一作业在已知正常的 CANN / torch_npu 版本上的性能数据（再用 --baseline 对比两份数据）",
+        )
+    return _v(
+        "software_bug",
+        "contradicted",
+        "the measured time is explained without one: "
+        f"{_lower_first(top.summary.rstrip('.'))}, which the job's own code, settings or data "
+        "produce and its remedy addresses",
+        f"不需要用软件缺陷来解释，测得的时间已有原因：{top.summary_zh.rstrip('。')}；"
+        "这来自作业自身的代码、配置或数据，按对应的建议修改即可",
+        (top,),
+    )
+
+
 _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
     "gc": _gc,
     "network": lambda d: _network(d, "network"),
@@ -788,6 +829,7 @@ _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
     "hccl_timeout": _timeout,
     "memory": _memory,
     "host_dispatch": _host,
+    "software_bug": _software,
 }
 
 
