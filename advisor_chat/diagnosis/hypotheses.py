@@ -133,9 +133,15 @@ def _lower_first(text: str) -> str:
 
 
 def _v(
-    h: str, status: Status, en: str, zh: str, causes: tuple[RootCause | None, ...] = ()
+    h: str,
+    status: Status,
+    en: str,
+    zh: str,
+    causes: tuple[RootCause | None, ...] = (),
+    collect: tuple[str, str] = ("", ""),
 ) -> Verdict:
-    return Verdict(h, status, en, zh, tuple(c.id for c in causes if c is not None))
+    """A verdict citing ``causes``; ``collect`` (English, Chinese) says what would decide."""
+    return Verdict(h, status, en, zh, tuple(c.id for c in causes if c is not None), *collect)
 
 
 def _gc(d: Diagnosis) -> Verdict:
@@ -170,7 +176,7 @@ def _gc(d: Diagnosis) -> Verdict:
             (host,),
         )
     if host is not None and host.category.value == "scheduling":
-        v = _v(
+        return _v(
             "gc",
             "undecided",
             f"the device does idle waiting for its host ({host.summary.rstrip('.')}), but the host "
@@ -179,16 +185,11 @@ def _gc(d: Diagnosis) -> Verdict:
             f"设备确实在等主机（{host.summary_zh.rstrip('。')}），但主机数据没有显示主机此时在做什么，"
             "无法确认或排除垃圾回收",
             (host,),
-        )
-        return Verdict(
-            v.hypothesis,
-            v.status,
-            v.reason,
-            v.reason_zh,
-            v.causes,
-            "a profile with host (CPU) activity and Python call stacks (with_stack=True), or "
-            "gc.callbacks logging pause lengths",
-            "开启 CPU 活动与 Python 调用栈（with_stack=True）的性能数据，或用 gc.callbacks 记录回收停顿时长",
+            (
+                "a profile with host (CPU) activity and Python call stacks (with_stack=True), or "
+                "gc.callbacks logging pause lengths",
+                "开启 CPU 活动与 Python 调用栈（with_stack=True）的性能数据，或用 gc.callbacks 记录回收停顿时长",
+            ),
         )
     en, zh = _top_text(_top(d))
     return _v(
@@ -370,18 +371,17 @@ def _hardware(d: Diagnosis) -> Verdict:
             f"没有设备整体变慢，也没有链路劣化；{zh}，这是作业的配置或切分方式造成的，不是某个部件坏了",
             (top,),
         )
-    v = _v(
+    return _v(
         "hardware",
         "undecided",
         f"no device runs uniformly slower and no link is degraded; {en}",
         f"没有设备整体变慢，也没有链路劣化；{zh}",
         (top,),
+        (
+            "npu-smi health and frequency readings of the devices involved, and hccn_tool link checks",
+            "相关设备的 `npu-smi info` 健康与频率信息，以及 `hccn_tool` 链路检查",
+        ),
     )
-    return Verdict(
-        v.hypothesis, v.status, v.reason, v.reason_zh, v.causes,
-        "npu-smi health and frequency readings of the devices involved, and hccn_tool link checks",
-        "相关设备的 `npu-smi info` 健康与频率信息，以及 `hccn_tool` 链路检查",
-    )  # fmt: skip
 
 
 def _idles(c: RootCause) -> bool:
@@ -531,19 +531,18 @@ def _dataloader(d: Diagnosis) -> Verdict:
             (idle,),
         )
     if idle is not None:
-        v = _v(
+        return _v(
             "dataloader",
             "undecided",
             f"{_lower_first(idle.summary.rstrip('.'))}; an input pipeline would cause such idle, "
             "but it is not at the start of the step where a dataloader wait shows",
             f"{idle.summary_zh.rstrip('。')}；数据加载会造成这种空闲，但空闲并不在步的开始处",
             (idle,),
+            (
+                "a profile with host activity to see what the trainer waits for",
+                "开启 CPU 活动的性能数据，查看训练进程在等什么",
+            ),
         )
-        return Verdict(
-            v.hypothesis, v.status, v.reason, v.reason_zh, v.causes,
-            "a profile with host activity to see what the trainer waits for",
-            "开启 CPU 活动的性能数据，查看训练进程在等什么",
-        )  # fmt: skip
     en, zh = _top_text(_top(d))
     return _v(
         "dataloader",
@@ -575,7 +574,7 @@ def _checkpoint(d: Diagnosis) -> Verdict:
             (ev,),
         )
     if ev is not None:
-        v = _v(
+        return _v(
             "checkpoint",
             "undecided",
             f"the data is consistent with it: {ev.summary.rstrip('.')}; a checkpoint save, an "
@@ -584,13 +583,12 @@ def _checkpoint(d: Diagnosis) -> Verdict:
             f"数据与之相符：{ev.summary_zh.rstrip('。')}；保存检查点、评估或阻塞式日志落盘都会如此，"
             "而性能数据无法说明主机在做哪件事",
             (ev,),
+            (
+                "the training log's checkpoint / evaluation timestamps for those steps, or host "
+                "activity with Python call stacks",
+                "训练日志中这些步的检查点 / 评估时间戳，或开启 Python 调用栈的主机活动数据",
+            ),
         )
-        return Verdict(
-            v.hypothesis, v.status, v.reason, v.reason_zh, v.causes,
-            "the training log's checkpoint / evaluation timestamps for those steps, or host "
-            "activity with Python call stacks",
-            "训练日志中这些步的检查点 / 评估时间戳，或开启 Python 调用栈的主机活动数据",
-        )  # fmt: skip
     compiled = next((c for c in _real(d) if "dynamic_shape" in c.symptom_tags), None)
     if compiled is not None:
         # the stalls of some steps are placed on operators compiled for new shapes
@@ -658,7 +656,7 @@ def _tp(d: Diagnosis) -> Verdict:
         )
     top = _top(d)
     if top is not None and top.category.value == "communication" and top.culprit.kind == "job":
-        v = _v(
+        return _v(
             "tp_size",
             "undecided",
             f"communication is the main cost ({_lower_first(top.summary.rstrip('.'))}), but this "
@@ -666,13 +664,12 @@ def _tp(d: Diagnosis) -> Verdict:
             "size",
             f"通信是主要开销（{top.summary_zh.rstrip('。')}），但这份数据无法说明换一个 TP 规模后张量并行通信会变成多少",
             (top,),
+            (
+                "a profile of the same job at the other tensor-parallel size (the same steps), to "
+                "compare with advisor-chat's baseline comparison",
+                "同一作业在另一个 TP 规模下的性能数据（相同的步），用 advisor-chat 的基线对比",
+            ),
         )
-        return Verdict(
-            v.hypothesis, v.status, v.reason, v.reason_zh, v.causes,
-            "a profile of the same job at the other tensor-parallel size (the same steps), to "
-            "compare with advisor-chat's baseline comparison",
-            "同一作业在另一个 TP 规模下的性能数据（相同的步），用 advisor-chat 的基线对比",
-        )  # fmt: skip
     en, zh = _top_text(top)
     return _v(
         "tp_size",
@@ -783,22 +780,17 @@ def _software(d: Diagnosis) -> Verdict:
     """
     top = _top(d)
     if top is None:
-        v = _v(
+        return _v(
             "software_bug",
             "undecided",
             "no cause stands out in this profile, so it can neither show nor rule out a defect "
             "that slows every rank alike",
             "这份数据中没有突出的原因，无法证实或排除一个让所有卡同样变慢的软件缺陷",
-        )
-        return Verdict(
-            v.hypothesis,
-            v.status,
-            v.reason,
-            v.reason_zh,
-            v.causes,
-            "a profile of the same job on a known-good CANN / torch_npu version (then compare the "
-            "two with --baseline)",
-            "同一作业在已知正常的 CANN / torch_npu 版本上的性能数据（再用 --baseline 对比两份数据）",
+            (
+                "a profile of the same job on a known-good CANN / torch_npu version (then compare the "
+                "two with --baseline)",
+                "同一作业在已知正常的 CANN / torch_npu 版本上的性能数据（再用 --baseline 对比两份数据）",
+            ),
         )
     return _v(
         "software_bug",
