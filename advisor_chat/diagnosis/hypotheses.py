@@ -786,6 +786,7 @@ def _software(d: Diagnosis) -> Verdict:
             "no cause stands out in this profile, so it can neither show nor rule out a defect "
             "that slows every rank alike",
             "这份数据中没有突出的原因，无法证实或排除一个让所有卡同样变慢的软件缺陷",
+            (),
             (
                 "a profile of the same job on a known-good CANN / torch_npu version (then compare the "
                 "two with --baseline)",
