@@ -122,6 +122,12 @@ def test_same_count_slower_at_one_shape_is_op_regression() -> None:
     bt = res.tables["by_type"].set_index("op_type")
     assert bt.loc["MatMul", "count_a"] == bt.loc["MatMul", "count_b"] == 30
     assert bt.loc["Add", "delta_total_us"] == 0
+    # each type's share of its rank's kernel time: its total over the sum of every type's total
+    for side in ("a", "b"):
+        share = bt[f"kernel_time_share_{side}"]
+        assert share.sum() == pytest.approx(1.0)
+        expected = bt.loc["MatMul", f"total_us_{side}"] / bt[f"total_us_{side}"].sum()
+        assert share["MatMul"] == pytest.approx(expected)
 
 
 def test_different_count_is_load_imbalance() -> None:

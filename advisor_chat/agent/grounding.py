@@ -201,7 +201,8 @@ def _table_values(df: pd.DataFrame, max_rows: int) -> list[tuple[Dim, np.ndarray
 def _named_dim(name: str) -> tuple[Dim, float, bool]:
     """(dimension, factor to the base unit, also add the raw value) of a unit-suffixed name."""
     n = name.lower()
-    if n.endswith(("_us_a", "_us_b", "_ms_a", "_ms_b")):  # compare_ops' side columns (total_us_b)
+    if n.endswith(("_us_a", "_us_b", "_ms_a", "_ms_b", "_share_a", "_share_b")):
+        # compare_ops' side columns (total_us_b, kernel_time_share_b)
         n = n[:-2]
     if n.endswith("_us"):
         return "time", 1.0, False

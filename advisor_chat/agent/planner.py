@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -1057,18 +1058,21 @@ class Planner:
             for _, r in bt.iloc[1:4].iterrows()
         ]
         total, count = float(first["total_us_b"]), int(first["count_b"])
+        share = float(first.get("kernel_time_share_b", math.nan))
+        share_en = f", {share * 100:.1f}% of the rank's kernel time" if math.isfinite(share) else ""
+        share_zh = f"，占该卡算子总耗时的 {share * 100:.1f}%" if math.isfinite(share) else ""
         if zh:
             nxt = "、".join(f"{n} {fmt_num(t, 'us')}（{c} 次）" for n, t, c in rest)
             return (
-                f"{rank}号卡上耗时最多的计算算子类型是 {name}：{n_steps} 个 step 共 "
-                f"{fmt_num(total, 'us')}（{count} 次调用，来源 {src}，按算子类型汇总，"
+                f"{rank}号卡上耗时最多的计算算子类型是 {name}：{n_steps} 步共 "
+                f"{fmt_num(total, 'us')}{share_zh}（{count} 次调用，来源 {src}，按算子类型汇总，"
                 "不含通信任务）。" + (f"其次：{nxt}。" if nxt else ""),
                 [rank],
             )
         nxt = ", ".join(f"{n} {fmt_num(t, 'us')} ({c} calls)" for n, t, c in rest)
         return (
             f"On rank {rank}, the compute operator type with the most device time is {name}: "
-            f"{fmt_num(total, 'us')} over {n_steps} step{'s' if n_steps != 1 else ''} "
+            f"{fmt_num(total, 'us')} over {n_steps} step{'s' if n_steps != 1 else ''}{share_en} "
             f"({count} calls; from {src}, compare_ops by_type table, communication tasks "
             "excluded)." + (f" Next: {nxt}." if nxt else ""),
             [rank],

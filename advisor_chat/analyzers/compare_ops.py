@@ -281,7 +281,9 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
         op_type (or op_type, name, input_shapes for 'shape'), accelerator_core, count_a, count_b,
         delta_count (count), total_us_a, total_us_b, delta_total_us (µs, B − A, summed over the
         common steps), avg_us_a, avg_us_b, delta_avg_us (µs per call), avg_ratio (B / A).
-        ``tables``: ``by_type``, ``by_shape`` (full), ``aicpu`` (rank, op_type, count, total_us,
+        ``tables``: ``by_type`` (full, plus ``kernel_time_share_a`` / ``_b``: the type's
+        share of the rank's total kernel time, 0..1), ``by_shape`` (full), ``aicpu`` (rank,
+        op_type, count, total_us,
         share_of_step_ratio), ``dynamic`` (rank, name, shapes_total, shapes_max_per_step,
         total_us). Metrics: rank_a, rank_b, steps_compared, step_us (median step of B),
         compute_us_a / compute_us_b (per step), dynamic_time_ratio (time share of kernels whose
@@ -356,6 +358,11 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
     n_steps = max(len(common) if common else max(len(steps_a), len(steps_b)), 1)
 
     by_type = _compare(ka, kb, ["op_type"])
+    for side in ("a", "b"):  # each type's share of the rank's kernel (device) time
+        all_us = float(by_type[f"total_us_{side}"].sum())
+        by_type[f"kernel_time_share_{side}"] = (
+            by_type[f"total_us_{side}"] / all_us if all_us > 0 else 0.0
+        )
     by_shape = _compare(ka, kb, ["op_type", "name", "input_shapes"])
 
     per_rank_step = step_us_by_rank(profile)
