@@ -384,3 +384,10 @@ def test_a_stack_defect_is_the_suspect_put_forward() -> None:
     )
     assert q.hypothesis == "software_bug", q
     assert _q("每隔几步整个训练就卡住大半秒，是不是CANN的bug？").hypothesis == "software_bug"
+
+
+def test_the_causes_ruled_out_are_kept_apart() -> None:
+    q = _q("we ruled out the dataloader and the network, what else could it be?")
+    assert (q.ruled_out, q.hypotheses) == (("dataloader", "network"), ())
+    assert _q("数据加载和网络都排除了，还能是什么？").ruled_out == ("dataloader", "network")
+    assert _q("网络没问题吧？").ruled_out == ()  # a question, not a ruling

@@ -988,3 +988,22 @@ def test_a_vendor_bug_suspicion_is_contradicted_by_a_measured_cause() -> None:
     t = _text(pj.hypothesis(_diag(NO_CULPRIT), "software_bug", False))
     assert t.startswith("Cannot tell from this data whether it is a CANN / framework bug.")
     assert "known-good CANN" in t
+
+
+def test_a_ruled_out_cause_the_data_supports_opens_the_answer() -> None:
+    from advisor_chat.diagnosis.hypotheses import judge
+
+    d = _diag(dataclasses.replace(HOST9, symptom_tags=("host_bound",)))
+    first = pj.overview(d, False).lines[0]
+    # host dispatch is what the top cause is: ruled out by the user, still supported by the data
+    assert judge(d, "host_dispatch").status == "supported"
+    p = pj.ruled_out(pj.overview(d, False), d, ["host_dispatch"], False)
+    assert p.lines[0].startswith(
+        "Although you ruled it out, the data still points to host dispatch (a host-bound job). "
+    )
+    assert p.lines[1] == first
+    # a ruled-out cause the data contradicts is confirmed after the first line
+    assert judge(d, "software_bug").status == "contradicted"
+    q = pj.ruled_out(pj.overview(d, True), d, ["software_bug"], True)
+    assert q.lines[0] == pj.overview(d, True).lines[0]
+    assert q.lines[1] == "数据也表明不是CANN 或框架（torch_npu 等）的 bug。"

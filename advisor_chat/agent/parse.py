@@ -196,6 +196,8 @@ class Query:
         node_ordinal: The nodes were counted ("the second node", "第二台"), from 1.
         except_ranks: Ranks set aside by a question about all the others ("除了0号卡，其他卡都
             正常吧？", "apart from rank 0, are the other ranks fine?"); :attr:`ranks` is then empty.
+        ruled_out: Suspected causes (:data:`HYPOTHESES`) the user says were already ruled out
+            ("we ruled out the dataloader and the network" -> ``dataloader``, ``network``).
     """
 
     text: str
@@ -224,6 +226,7 @@ class Query:
     nodes: tuple[int, ...] = ()
     node_ordinal: bool = False
     except_ranks: tuple[int, ...] = ()
+    ruled_out: tuple[str, ...] = ()
 
 
 # -- lexicons (English / Chinese; glossary terms) ------------------------------------------------
@@ -984,6 +987,21 @@ _RULED_OUT = re.compile(
 )
 
 
+def ruled_out_causes(q: str) -> tuple[str, ...]:
+    """The suspected causes named inside the clauses that rule causes out, in order."""
+    low = q.lower()
+    spans = [(m.start(), m.end()) for m in _RULED_OUT.finditer(q)]
+    spans = [(a, b) for a, b in spans if _without_ruled_out(q)[a:b].strip() == ""]
+    found: list[tuple[int, str]] = []
+    for name, pats in _HYPOTHESIS_LEX.items():
+        for a, b in spans:
+            m = _match_any(pats, low[a:b])
+            if m is not None:
+                found.append((a + m.start(), name))
+                break
+    return tuple(dict.fromkeys(n for _, n in sorted(found)))
+
+
 def _without_ruled_out(q: str) -> str:
     """``q`` with the clauses that rule causes out blanked (same length, so spans still hold).
 
@@ -1612,6 +1630,9 @@ def parse_question(
         tuple(nodes),
         node_ordinal,
     )
+    ruled = ruled_out_causes(q)
+    if ruled:
+        base = replace(base, ruled_out=ruled)
     if ranks and _EXCEPT.search(q) and _OTHERS.search(q):
         # "除了0号卡，其他卡都正常吧？": a question about every other rank
         base = replace(base, ranks=(), except_ranks=tuple(ranks), rank_range=False)

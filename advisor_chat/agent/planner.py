@@ -516,6 +516,10 @@ class Planner:
             proj: Projection | None = Projection(lines=[msg("answer.no_diagnosis", lang)])
         else:
             proj = self._project(q, d, outputs) if d is not None else None
+            if proj is not None and d is not None and q.ruled_out and not q.hypothesis:
+                # "we ruled out the dataloader and the network, what else?": say what the data
+                # says of each before (or beside) the rest
+                proj = project.ruled_out(proj, d, q.ruled_out, zh)
         return self._compose(q, d, proj, outputs)
 
     # -- projections -------------------------------------------------------------------------

@@ -2301,6 +2301,43 @@ _ACTIONS = {
 }
 
 
+def ruled_out(p: Projection, d: Diagnosis, names: Sequence[str], zh: bool) -> Projection:
+    """What the data says of the causes the user ruled out, added to answer ``p``.
+
+    A ruled-out cause the data supports opens the answer (the measurement disagrees with the
+    user's check, with its evidence); the ones it contradicts are confirmed after the first line.
+    """
+    from advisor_chat.diagnosis.hypotheses import NAMES, judge
+
+    still, agreed = [], []
+    for name in names:
+        v = judge(d, name)
+        if v.status == "supported":
+            still.append((NAMES[name], v))
+        elif v.status == "contradicted":
+            agreed.append(NAMES[name])
+    lines = list(p.lines)
+    if agreed:
+        who = "、".join(z for _, z in agreed) if zh else " or ".join(e for e, _ in agreed)
+        note = f"数据也表明不是{who}。" if zh else f"The data agrees: it is not {who}."
+        lines = [*lines[:1], note, *lines[1:]]
+    for (en_name, zh_name), v in reversed(still):
+        reason = v.reason_zh if zh else upper_first(v.reason)
+        lines.insert(
+            0,
+            f"虽然已经排除了{zh_name}，数据仍然指向它：{_sentence(reason, zh)}"
+            if zh
+            else f"Although you ruled it out, the data still points to {en_name}. "
+            f"{_sentence(reason, zh)}",
+        )
+        for cid in v.causes:
+            c = next((x for x in d.causes if x.id == cid), None)
+            if c is not None:
+                p.add_cause(c)
+    p.lines = lines
+    return p
+
+
 def hypothesis(d: Diagnosis, name: str, zh: bool, *, healthy: bool = False) -> Projection:
     """Answer to a hypothesis question ("could it be GC?"): a verdict, then its measured evidence.
 
