@@ -165,6 +165,15 @@ def test_wait_dominated_communication_with_missing_ranks_is_a_late_peer(
     for text in (peer.summary, peer.summary_zh):
         assert "2-7" in text
     assert not any("overlap" in r.text.lower() and r.kind == "action" for r in peer.remedies)
+    # each rank present loses its own exposed communication (step_trace, mean over steps)
+    st = prof.get("step_trace")
+    col = "communication_not_overlapped_exclude_receive_us"
+    col = col if st[col].notna().all() else "communication_not_overlapped_us"
+    own = st.groupby("rank")[col].mean()
+    lost = {i.rank: i.lost_us for i in peer.victims}
+    assert set(lost) == set(own.index.astype(int))
+    for r, v in own.items():
+        assert lost[int(r)] == pytest.approx(float(v), rel=1e-6), r
 
 
 def test_free_alone_is_device_idle_not_a_host_stall(real_samples: Path) -> None:

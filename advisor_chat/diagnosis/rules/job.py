@@ -548,7 +548,21 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     waitf = ctx.finding("communication.communication.wait_dominated")
     missing = missing_ranks(ctx.profile)
     if waitf and missing:
-        return [_peer_wait_cause(ctx, waitf[0], missing, least, victims, metrics)]
+        # waiting for a peer: each rank present loses its own exposed communication (not the
+        # job-wide floor a setting would give back)
+        waiting = tuple(
+            sorted(
+                (
+                    Impact(integer(r), num(c), share_of(num(c), num(st)), "collective_wait")
+                    for r, c, st in zip(
+                        per.index.tolist(), per[col].tolist(), per["step_us"].tolist(), strict=True
+                    )
+                    if num(c) > 0
+                ),
+                key=lambda i: (-i.lost_us, i.rank),
+            )
+        )
+        return [_peer_wait_cause(ctx, waitf[0], missing, least, waiting, metrics)]
     mc2 = ctx.finding("communication.mc2_opportunity")
     findings = _claim(
         ctx,
