@@ -27,7 +27,7 @@ DIAGNOSE_DESCRIPTION = (
 class DiagnoseParams(BaseModel):
     """Parameters of the ``diagnose`` tool."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     rank: int | None = Field(
         None, description="Optional global rank: also say this rank's role in each cause"
