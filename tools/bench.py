@@ -499,6 +499,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     home = Path(args.home) if args.home else work / "home"
     env = {**os.environ, "ADVISOR_HOME": str(home), "PYTHONWARNINGS": "ignore"}
+    # Python's default (what a user has): modules compiled once to __pycache__. A sandbox that sets
+    # PYTHONDONTWRITEBYTECODE made every measured command compile the package again (~60 ms).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     results: dict[str, Any] = {
         "machine": machine(),
         "command": args.command,

@@ -100,6 +100,70 @@ class OpDiff:
 
 
 @dataclass(frozen=True)
+class Outliers:
+    """A culprit's extra device time held by a few very long launches (the rest at peer speed).
+
+    Each culprit launch is compared with the median duration of the same operator variant
+    (type, input shapes and dtypes, core) on the peers.
+
+    Attributes:
+        per_unit: Launches per (step, rank) unit at least ``OUTLIER_RATIO`` x the peers' median.
+        ratio: Their median duration / the peers' median of the same variant.
+        share: Their share of the culprit's extra device time over its matched launches.
+        normal_ratio: Median ratio of the culprit's other launches (about 1.0).
+        ops: Their operator types, most extra time first.
+        variants: Distinct (type, shapes) among them: one means the same launch every time.
+    """
+
+    per_unit: float
+    ratio: float
+    share: float
+    normal_ratio: float
+    ops: tuple[str, ...]
+    variants: int
+
+
+#: A launch this many times the peers' median of its variant is an outlier.
+OUTLIER_RATIO = 3.0
+#: Outliers explain the extra time when they hold this share of it and are at most
+#: ``OUTLIER_MAX_FRACTION`` of the culprit's launches.
+OUTLIER_SHARE = 0.6
+OUTLIER_MAX_FRACTION = 0.1
+
+
+def _outliers(c: pd.DataFrame, p: pd.DataFrame, n_c: int) -> Outliers | None:
+    """The culprit's few very long launches, when they hold its extra time (see :class:`Outliers`)."""
+    keys = list(VARIANT)
+    med = p.groupby(keys, dropna=False)["duration_us"].median().rename("peer_med")
+    cc = c.join(med, on=keys)
+    cc = cc[cc["peer_med"] > 0]
+    if cc.empty:
+        return None
+    ratio = cc["duration_us"] / cc["peer_med"]
+    excess = (cc["duration_us"] - cc["peer_med"]).clip(lower=0.0)
+    out = ratio >= OUTLIER_RATIO
+    total = float(excess.sum())
+    if not out.any() or total <= 0 or out.all():
+        return None
+    share = float(excess[out].sum()) / total
+    normal = float(ratio[~out].median())
+    if share < OUTLIER_SHARE or float(out.mean()) > OUTLIER_MAX_FRACTION:
+        return None
+    if normal >= SLOWER_MIN_RATIO:
+        return None
+    hit = cc[out].assign(excess=excess[out])
+    ops = hit.groupby("op_type")["excess"].sum().sort_values(ascending=False)
+    return Outliers(
+        per_unit=float(out.sum()) / max(n_c, 1),
+        ratio=float(ratio[out].median()),
+        share=share,
+        normal_ratio=normal,
+        ops=tuple(str(o) for o in ops.index),
+        variants=int(hit.groupby(["op_type", "input_shapes"], dropna=False).ngroups),
+    )
+
+
+@dataclass(frozen=True)
 class DeviceAccount:
     """Where a culprit's extra device time goes, against its peers in the same steps.
 
@@ -120,6 +184,7 @@ class DeviceAccount:
         peer_sample: Peer ranks sampled (0: every peer read).
         varies_by_unit: For step-varying accounts: the top operator's input shapes differ between
             the culprit units (the work follows the data).
+        outliers: The extra time held by a few very long launches, when it is (:class:`Outliers`).
         engine: For an ``engine`` verdict: the accelerator core whose operators are slower.
         engine_ratio: Its device-time-weighted median slowdown.
         other_ratio: The same for the operators of the other cores (about 1.0 for an engine verdict).
@@ -140,6 +205,7 @@ class DeviceAccount:
     engine: str = ""
     engine_ratio: float = float("nan")
     other_ratio: float = float("nan")
+    outliers: Outliers | None = None
 
     @property
     def delta_us(self) -> float:
@@ -362,6 +428,7 @@ def device_account(
         engine=engine,
         engine_ratio=e_ratio,
         other_ratio=o_ratio,
+        outliers=_outliers(c, p, n_c) if busy_c > busy_p else None,
     )
 
 
@@ -727,6 +794,11 @@ def idle_before(
 #: One stretch holds the job's idle when the largest gap of a (step, rank) is at least this share
 #: of that unit's idle (median over units).
 STRETCH_SHARE = 0.6
+#: A kernel shorter than this (µs of device time) is short: launching it costs the host about as
+#: much as running it costs the device (the tiny-kernel threshold of ``host_dispatch``).
+TINY_KERNEL_US = 10.0
+#: Share of the compute stream's Wait Time the gaps before short kernels hold to place the idle there.
+TINY_RUN_SHARE = 0.5
 #: Idle before a few operator types is theirs when the top types (at most 2) hold this share.
 BEFORE_OPS_SHARE = 0.6
 #: Kernel names of the backward pass.
@@ -738,8 +810,10 @@ class JobIdleShape:
     """Where the idle every rank shares sits in the step (``kernel_details.csv`` Wait Time).
 
     Attributes:
-        kind: ``stretch`` (one long gap per step at the same place) or ``before_ops`` (many gaps,
-            mostly right before the launches of one or two operator types).
+        kind: ``stretch`` (one long gap per step at the same place), ``before_ops`` (many gaps,
+            mostly right before the launches of one or two operator types) or ``tiny_run`` (many
+            gaps before short kernels: the host launches them more slowly than the device runs
+            them).
         before: Operator type(s) launched right after the idle (the most frequent over units).
         after: Operator type that ran right before a ``stretch`` ('' for ``before_ops``).
         idle_us: The idle it covers per (step, rank), µs (median over units).
@@ -748,7 +822,9 @@ class JobIdleShape:
         forward_share: Share of the unit's idle before the step's first backward kernel (names
             with ``Grad`` / ``backward``), NaN when no kernel says backward.
         after_collective: For a ``stretch``: the kernel before it is a collective (e.g. the last
-            gradient all-reduce).
+            gradient all-reduce); for a ``tiny_run``: most of its idle is after the step's last
+            backward kernel (the optimizer step).
+        kernel_us: For a ``tiny_run``: median device time of those short kernels, µs.
     """
 
     kind: str
@@ -759,6 +835,7 @@ class JobIdleShape:
     gaps_per_step: float
     forward_share: float
     after_collective: bool
+    kernel_us: float = math.nan
 
 
 def job_idle_shape(profile: Profile, ranks: Sequence[int]) -> JobIdleShape | None:
@@ -791,6 +868,9 @@ def job_idle_shape(profile: Profile, ranks: Sequence[int]) -> JobIdleShape | Non
             "step": k["step"].fillna(-1).to_numpy() if "step" in k.columns else -1,
             "start": pd.to_numeric(k["start_us"], errors="coerce").to_numpy(),
             "wait": w.fillna(0.0).clip(lower=0.0).to_numpy(),
+            "dur": pd.to_numeric(k["duration_us"], errors="coerce").to_numpy()
+            if "duration_us" in k.columns
+            else np.nan,
             "op": op.to_numpy(),
             "name": name.str.lower().to_numpy(),
         }
@@ -826,7 +906,8 @@ def job_idle_shape(profile: Profile, ranks: Sequence[int]) -> JobIdleShape | Non
             fwd_share,
             after.lower().startswith(("hcom", "hccl")) or "allreduce" in after.lower(),
         )
-    comp = k[~k["op"].str.lower().str.startswith(("hcom", "hccl"))]
+    coll = k["op"].str.lower().str.startswith(("hcom", "hccl"))
+    comp = k[~coll]
     by_op = comp.groupby("op")["wait"].sum().sort_values(ascending=False)
     tot = float(k["wait"].sum())
     if by_op.empty or tot <= 0:
@@ -835,9 +916,9 @@ def job_idle_shape(profile: Profile, ranks: Sequence[int]) -> JobIdleShape | Non
     held = float(by_op.iloc[:2].sum()) / tot
     if float(by_op.iloc[0]) / tot >= BEFORE_OPS_SHARE:
         top, held = top[:1], float(by_op.iloc[0]) / tot
-    if held < BEFORE_OPS_SHARE:
-        return None
     n_units = max(len(total), 1)
+    if held < BEFORE_OPS_SHARE:
+        return _tiny_run(k, comp, coll, total, tot, n_units, fwd_share)
     gaps = float((comp["op"].isin(top) & (comp["wait"] > 0)).sum()) / n_units
     return JobIdleShape(
         "before_ops",
@@ -848,6 +929,126 @@ def job_idle_shape(profile: Profile, ranks: Sequence[int]) -> JobIdleShape | Non
         gaps,
         fwd_share,
         False,
+    )
+
+
+def _tiny_run(
+    k: pd.DataFrame,
+    comp: pd.DataFrame,
+    coll: pd.Series,
+    total: pd.Series,
+    tot: float,
+    n_units: int,
+    fwd_share: float,
+) -> JobIdleShape | None:
+    """The idle spread over the gaps before many short kernels (``tiny_run``), or ``None``.
+
+    Short: under ``TINY_KERNEL_US`` of device time; their gaps must hold ``TINY_RUN_SHARE`` of the
+    compute stream's Wait Time (which also holds the waits for exposed communication, not Free).
+    ``idle_us``: their gaps per (step, rank), median; ``share``: of the compute stream's Wait Time. ``before``: their operator types, most idle first (up to 4); ``after_collective``:
+    most of that idle comes after the step's last collective (where the optimizer step runs).
+    """
+    # of the compute stream's idle: a collective's Wait Time is the gap on its own stream
+    tot = float(comp["wait"].sum())
+    tiny = comp[(comp["dur"] < TINY_KERNEL_US) & (comp["wait"] > 0)]
+    if tiny.empty or tot <= 0 or float(tiny["wait"].sum()) / tot < TINY_RUN_SHARE:
+        return None
+    held = float(tiny["wait"].sum()) / tot
+    per_unit = tiny.groupby(["step", "rank"])["wait"].sum()
+    ops = tiny.groupby("op")["wait"].sum().sort_values(ascending=False)
+    # where the optimizer runs: after the step's last backward kernel (names with Grad /
+    # backward), or after its last collective when no kernel says backward
+    bw = k["name"].str.contains("|".join(_BACKWARD), regex=True)
+    edge = k[bw] if bw.any() else k[coll]
+    last = edge.groupby(["step", "rank"])["start"].max().rename("edge")
+    t = tiny.join(last, on=["step", "rank"])
+    late = float(t.loc[t["start"] > t["edge"], "wait"].sum()) / float(t["wait"].sum())
+    return JobIdleShape(
+        "tiny_run",
+        tuple(str(o) for o in ops.index[:4]),
+        "",
+        float(per_unit.median()),
+        held,
+        len(tiny) / n_units,
+        fwd_share,
+        late >= 0.5,
+        float(tiny["dur"].median()),
+    )
+
+
+@dataclass(frozen=True)
+class PassSync:
+    """Gradient all-reduces repeated in every backward pass of a step (``kernel_details.csv``).
+
+    A backward pass starts at the first kernel whose name says backward (``Grad`` / ``backward``)
+    after forward operators that have a gradient operator in the profile (RmsNorm before
+    RmsNormGrad); an all-reduce belongs to the pass it starts in (or right after).
+
+    Attributes:
+        passes: Backward passes per (step, rank) (median): the micro-batches.
+        passes_with_sync: Of them, the passes that all-reduce (median).
+        allreduces_per_step: All-reduce launches per (step, rank) (median).
+        allreduces_per_pass: Per pass that all-reduces (median over units).
+    """
+
+    passes: float
+    passes_with_sync: float
+    allreduces_per_step: float
+    allreduces_per_pass: float
+
+
+def pass_sync(profile: Profile, ranks: Sequence[int]) -> PassSync | None:
+    """The backward passes of each step and how many of them all-reduce; ``None`` with < 2 passes.
+
+    Reads every kernel of up to ``PEER_SAMPLE`` of ``ranks`` in start order. With gradient
+    accumulation only the last micro-batch's backward needs to all-reduce the gradients.
+    """
+    rs = _sample([int(r) for r in ranks])
+    if not rs:
+        return None
+    k = profile.kernels_for(rs)
+    if k.empty or "start_us" not in k.columns or "step" not in k.columns:
+        return None
+    name = k["name"].astype("string").fillna("").str.lower()
+    op = (k["op_type"] if "op_type" in k.columns else k["name"]).astype("string").fillna("")
+    f = pd.DataFrame(
+        {
+            "rank": k["rank"].to_numpy(),
+            "step": k["step"].fillna(-1).to_numpy(),
+            "start": pd.to_numeric(k["start_us"], errors="coerce").to_numpy(),
+            "bw": name.str.contains("|".join(_BACKWARD), regex=True).to_numpy(),
+            "ar": op.str.lower().str.contains("allreduce").to_numpy(),
+        }
+    )
+    f = f[f["step"] >= 0].sort_values(["rank", "step", "start"], kind="stable")
+    if f.empty:
+        return None
+    # markers: forward operators that have a gradient operator (RmsNorm / RmsNormGrad,
+    # FlashAttentionScore / ...Grad), and the backward ones; a MatMul runs in both passes
+    types = set(op.str.lower().unique())
+    fwd_types = {t for t in types if f"{t}grad" in types or f"{t}backward" in types}
+    f["fwd"] = op.str.lower().isin(fwd_types).to_numpy()[f.index.to_numpy()] & ~f["bw"]
+    mark = f[f["fwd"] | f["bw"]]
+    if mark.empty or not mark["fwd"].any():
+        return None
+    # a new pass starts at a backward marker that follows a forward marker
+    prev_bw = mark["bw"].groupby([mark["rank"], mark["step"]]).shift().fillna(True)
+    start = (mark["bw"] & ~prev_bw.astype(bool)).reindex(f.index, fill_value=False)
+    f["pass"] = start.groupby([f["rank"], f["step"]]).cumsum()
+    units = f.groupby(["step", "rank"])
+    passes = units["pass"].max()
+    if passes.empty or float(passes.median()) < 2:
+        return None
+    ar = f[f["ar"] & (f["pass"] > 0)]
+    if ar.empty:
+        return None
+    per_pass = ar.groupby(["step", "rank", "pass"]).size()
+    with_sync = per_pass.groupby(level=["step", "rank"]).size()
+    return PassSync(
+        passes=float(passes.median()),
+        passes_with_sync=float(with_sync.median()),
+        allreduces_per_step=float(ar.groupby(["step", "rank"]).size().median()),
+        allreduces_per_pass=float(per_pass.median()),
     )
 
 

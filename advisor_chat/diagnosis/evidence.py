@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from advisor_chat.diagnosis.decompose import DeviceAccount, JobItem
+from advisor_chat.diagnosis.decompose import DeviceAccount, JobItem, Outliers
 from advisor_chat.diagnosis.text import ms, pct
 from advisor_chat.diagnosis.types import BoundKind, Remedy
 
@@ -32,7 +32,7 @@ class Explanation:
 
     Attributes:
         kind: The decomposition verdict (``uniform``, ``placement``, ``dtype``, ``shape``,
-            ``extra_work``, ``slower``).
+            ``extra_work``, ``slower``), or ``outliers`` (a few very long launches).
         clause: English clause, e.g. ``SoftmaxV2 runs on AI CPU (3.0 ms per launch) where its
             peers run it on AI Core (0.3 ms)``.
         clause_zh: Chinese clause.
@@ -76,6 +76,8 @@ def explain_device(
     v = acc.verdict
     extra = acc.delta_us
     m: dict[str, float] = {"device_extra_us": extra, "explained_us": held}
+    if acc.outliers is not None and v in ("slower", "uniform", "engine"):
+        return _explain_outliers(acc.outliers, extra, m, who, who_zh, gain_us)
     if v == "uniform":
         r = acc.uniform_ratio
         m |= {"uniform_ratio": r, "uniform_share": acc.uniform_share}
@@ -276,6 +278,54 @@ def explain_device(
         )
         tags = ("op_regression_shape",) + (("matmul_slow",) if "matmul" in op.lower() else ())
     return Explanation(v, clause, clause_zh, rem, op, top.shape_culprit, m, tags)
+
+
+def _explain_outliers(
+    o: Outliers,
+    extra: float,
+    m: dict[str, float],
+    who: str,
+    who_zh: str,
+    gain_us: float | None,
+) -> Explanation:
+    """A few launches far longer than the same operator elsewhere: the device, in bursts."""
+    m |= {
+        "outlier_launches_per_step": o.per_unit,
+        "outlier_ratio": o.ratio,
+        "outlier_share": o.share,
+        "other_launches_ratio": o.normal_ratio,
+    }
+    ops, ops_zh = ", ".join(o.ops[:3]), "、".join(o.ops[:3])
+    where = (
+        f"{o.variants} different operator shapes" if o.variants > 1 else "always the same launch"
+    )
+    where_zh = f"涉及 {o.variants} 种不同的算子 shape" if o.variants > 1 else "总是同一个算子调用"
+    clause = (
+        f"about {o.per_unit:.0f} launches per step on {who} ({ops}; {where}) take {o.ratio:.1f}x "
+        f"as long as the same operator with the same shapes on its peers, while its other "
+        f"launches run at {o.normal_ratio:.2f}x: {pct(o.share)} of its {ms(extra)} extra device "
+        "time per step is in these few outliers, the signature of a device that stalls in bursts "
+        "(memory ECC error correction, throttling), not of a slower kernel or more work"
+    )
+    clause_zh = (
+        f"{who_zh}每步约有 {o.per_unit:.0f} 次算子调用（{ops_zh}；{where_zh}）耗时是同组相同算子、"
+        f"相同 shape 的 {o.ratio:.1f} 倍，而它的其余调用为 {o.normal_ratio:.2f} 倍：每步多出的 "
+        f"{ms(extra)} 设备时间中 {pct(o.share)} 来自这几个异常值，这是设备间歇性卡顿（显存 ECC 纠错、"
+        "降频）的特征，而不是算子实现变慢或计算量变多"
+    )
+    rem = Remedy(
+        "action",
+        f"Check {who}'s NPU hardware: npu-smi info (health, HBM ECC error counts, temperature, "
+        "power) and the device / kernel logs for corrected or uncorrected memory errors; if the "
+        "error counts grow, take the card out of the job (exclude that device or node) and have "
+        "it replaced.",
+        f"检查{who_zh}的 NPU 硬件：`npu-smi info`（健康状态、HBM ECC 错误计数、温度、功耗）以及设备 / "
+        "内核日志中的可纠正或不可纠正显存错误；若错误计数持续增长，把这张卡移出作业（排除该设备或节点）"
+        "并更换。",
+        gain_us,
+        BoundKind.ESTIMATE,
+    )
+    return Explanation("outliers", clause, clause_zh, rem, metrics=m, tags=("device_slow",))
 
 
 def explain_hotspot(item: JobItem, ranks_txt: str, ranks_zh: str) -> tuple[str, str, Remedy]:

@@ -16,6 +16,7 @@ from advisor_chat.diagnosis.decompose import (
     job_account,
     job_idle_shape,
     new_shape_idle,
+    pass_sync,
 )
 from advisor_chat.diagnosis.evidence import explain_hotspot
 from advisor_chat.diagnosis.rules.common import (
@@ -154,6 +155,11 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         lambda f: (
             f.id.startswith("cluster_breakdown.host_bound.free_share")
             or f.id.startswith("host_dispatch.dataloader.")
+            or (
+                shape is not None
+                and shape.kind == "tiny_run"
+                and f.id.startswith("host_dispatch.host_bound.tiny_kernels")
+            )
             or (f.kind is FindingKind.JITTER and len(f.ranks) >= len(per) // 2)
         ),
     )
@@ -190,7 +196,8 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 *(dispatch[2] if dispatch is not None else ()),
                 *(
                     ()
-                    if ns is not None  # the idle is compilation, placed: not the input pipeline
+                    # the idle is compilation, or between short kernels: placed, not the input
+                    if ns is not None or (shape is not None and shape.kind == "tiny_run")
                     else (
                         Remedy(
                             "action",
@@ -279,6 +286,9 @@ def _idle_shape_text(
     # the kernels' Wait Time also counts waits behind other streams: the share of the idle it
     # places, applied to the rank's Free, keeps the figures within the Free they explain
     idle = min(shape.idle_us, shape.share * free_us) if free_us > 0 else shape.idle_us
+    if shape.kind == "tiny_run":  # its idle is measured as such; its share is of the Free
+        idle = min(shape.idle_us, free_us) if free_us > 0 else shape.idle_us
+        return _tiny_run_text(shape, idle, idle / free_us if free_us > 0 else 1.0, shared_free_us)
     if shape.kind == "stretch":
         before, after = shape.before[0], shape.after
         en = (
@@ -345,6 +355,63 @@ def _idle_shape_text(
         shared_free_us,
         ub,
     )
+    return en, zh, (rem,)
+
+
+def _tiny_run_text(
+    shape: JobIdleShape, idle_us: float, free_share: float, shared_free_us: float
+) -> tuple[str, str, tuple[Remedy, ...]]:
+    """The job's idle between many short kernels: text and the remedies (English, Chinese, remedies).
+
+    After the backward pass the short kernels are the optimizer step's (the gradients are
+    computed; what follows updates the parameters): a per-tensor optimizer, fused by a
+    multi-tensor one. Elsewhere: fewer, larger operators and a faster dispatch path.
+    """
+    ops, ops_zh = ", ".join(shape.before), "、".join(shape.before)
+    ub = BoundKind.UPPER_BOUND
+    en = (
+        f"{ms(idle_us)} of it ({pct(free_share)}) in the gaps between {shape.gaps_per_step:.0f} "
+        f"short kernels per step on every rank (median {shape.kernel_us:.1f} µs of device time "
+        f"each; {ops})"
+    )
+    zh = (
+        f"其中 {ms(idle_us)}（{pct(free_share)}）分布在每步 {shape.gaps_per_step:.0f} 个短算子"
+        f"（每个设备耗时中位数 {shape.kernel_us:.1f} µs；{ops_zh}）之间的间隙里（所有卡相同）"
+    )
+    if shape.after_collective:
+        en += (
+            ", after the backward pass, where the optimizer updates the parameters: "
+            "the optimizer runs tensor by tensor and the host launches its small kernels one at "
+            "a time, more slowly than the device runs them"
+        )
+        zh += (
+            "，位于反向计算之后、即优化器更新参数的位置：优化器逐个张量更新，"
+            "主机逐个下发这些小算子，下发速度赶不上设备执行"
+        )
+        rem = Remedy(
+            "action",
+            "Use a fused (multi-tensor) optimizer so that the update of all parameters is a few "
+            "kernels instead of hundreds: torch_npu's fused optimizers (e.g. "
+            "torch_npu.optim.NpuFusedAdamW), or foreach=True / fused=True in torch.optim; "
+            "Megatron/DeepSpeed: their fused Adam.",
+            "改用融合（多张量）优化器，让所有参数的更新只需少量算子而不是数百个：torch_npu 的融合优化器"
+            "（如 torch_npu.optim.NpuFusedAdamW），或 torch.optim 中的 foreach=True / fused=True；"
+            "Megatron/DeepSpeed 使用其融合 Adam。",
+            shared_free_us,
+            ub,
+        )
+    else:
+        en += ": the host launches them one at a time more slowly than the device runs them"
+        zh += "：主机逐个下发这些小算子，下发速度赶不上设备执行"
+        rem = Remedy(
+            "action",
+            "Launch fewer, larger operators where these short kernels run (fused operators, "
+            "graph mode) and make the dispatch faster (TASK_QUEUE_ENABLE=2, CPU_AFFINITY_CONF=1).",
+            "在这些短算子处减少下发次数、增大单个算子（融合算子、图模式），并加快下发"
+            "（TASK_QUEUE_ENABLE=2，CPU_AFFINITY_CONF=1）。",
+            shared_free_us,
+            ub,
+        )
     return en, zh, (rem,)
 
 
@@ -545,6 +612,27 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     if setting:
         extra += "; " + setting[0].summary.split(". ")[0]
         extra_zh += "；" + setting[0].summary_zh.split("。")[0]
+    # gradient accumulation that all-reduces in every micro-batch's backward pass: only the
+    # last pass needs to (no_sync on the others), so most of these collectives are redundant
+    ps = pass_sync(ctx.profile, ctx.ranks)
+    every_pass = ps is not None and ps.passes_with_sync >= 2 and ps.passes_with_sync >= ps.passes
+    if ps is not None and every_pass:
+        metrics |= {
+            "backward_passes_per_step": ps.passes,
+            "allreduces_per_step": ps.allreduces_per_step,
+            "allreduces_per_backward_pass": ps.allreduces_per_pass,
+        }
+        extra += (
+            f"; the gradients are all-reduced in each of the {ps.passes:.0f} backward passes "
+            f"(micro-batches) of a step ({ps.allreduces_per_step:.0f} all-reduces per step, "
+            f"{ps.allreduces_per_pass:.0f} per pass), where gradient accumulation needs it only "
+            "in the last one"
+        )
+        extra_zh += (
+            f"；每步 {ps.passes:.0f} 个反向（微批次）中每一个都做了梯度 AllReduce（每步 "
+            f"{ps.allreduces_per_step:.0f} 次，每个反向 {ps.allreduces_per_pass:.0f} 次），"
+            "而梯度累积只需在最后一个微批次同步"
+        )
     waitf = ctx.finding("communication.communication.wait_dominated")
     missing = missing_ranks(ctx.profile)
     if waitf and missing:
@@ -597,6 +685,23 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     # fusing is offered only where small collectives are measured: a few large all-reduces
     # have nothing to fuse
     remedies = [fuse, overlap_r] if many else [overlap_r, fuse] if small_us > 0 else [overlap_r]
+    if ps is not None and every_pass:
+        saved = rest * (1.0 - 1.0 / ps.passes)
+        remedies.insert(
+            0,
+            Remedy(
+                "action",
+                f"All-reduce the gradients once per step, after the last of the {ps.passes:.0f} "
+                "micro-batches: wrap the others' forward/backward in DDP's model.no_sync() (or "
+                "use the framework's gradient-accumulation fusion: Megatron / MindSpeed "
+                "--gradient-accumulation-fusion, DeepSpeed gradient_accumulation_steps).",
+                f"每步只在 {ps.passes:.0f} 个微批次中的最后一个之后做一次梯度 AllReduce：其余微批次的"
+                "前向/反向放在 DDP 的 model.no_sync() 中（或使用框架的梯度累积融合：Megatron / MindSpeed "
+                "的 --gradient-accumulation-fusion，DeepSpeed 的 gradient_accumulation_steps）。",
+                saved,
+                BoundKind.UPPER_BOUND,
+            ),
+        )
     for f in setting[:1]:
         remedies.insert(
             0,
