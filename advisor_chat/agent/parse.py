@@ -715,6 +715,8 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"\bunbalanced\b",
         r"\buneven(ly)?\b",
         r"\bskew(ed)? (data|batch|sequence|load|work)",
+        r"\b(longer|bigger|larger|more) (samples|sequences|seqs|inputs|batch(es)?|tokens)\b",
+        r"(样本|序列|句子|数据).{0,6}(更长|更多|更大|长一些|多一些)",
         r"负载不(均|平衡)",
         r"不均衡",
         r"不均匀",

@@ -987,8 +987,9 @@ class PassSync:
     Attributes:
         passes: Backward passes per (step, rank) (median): the micro-batches.
         passes_with_sync: Of them, the passes that all-reduce (median).
-        allreduces_per_step: All-reduce launches per (step, rank) (median).
-        allreduces_per_pass: Per pass that all-reduces (median over units).
+        allreduces_per_step: All-reduce launches per (step, rank) (median; the step-closing ones
+            included).
+        allreduces_per_pass: Per pass that all-reduces (median over passes).
     """
 
     passes: float

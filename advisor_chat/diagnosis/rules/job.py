@@ -617,21 +617,22 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     ps = pass_sync(ctx.profile, ctx.ranks)
     every_pass = ps is not None and ps.passes_with_sync >= 2 and ps.passes_with_sync >= ps.passes
     if ps is not None and every_pass:
+        grads = ps.passes_with_sync * ps.allreduces_per_pass
         metrics |= {
             "backward_passes_per_step": ps.passes,
-            "allreduces_per_step": ps.allreduces_per_step,
+            "gradient_allreduces_per_step": grads,
             "allreduces_per_backward_pass": ps.allreduces_per_pass,
         }
         extra += (
             f"; the gradients are all-reduced in each of the {ps.passes:.0f} backward passes "
-            f"(micro-batches) of a step ({ps.allreduces_per_step:.0f} all-reduces per step, "
-            f"{ps.allreduces_per_pass:.0f} per pass), where gradient accumulation needs it only "
-            "in the last one"
+            f"(micro-batches) of a step ({ps.allreduces_per_pass:.0f} per pass, {grads:.0f} "
+            f"gradient all-reduces per step where {ps.allreduces_per_pass:.0f} would do): "
+            "gradient accumulation needs them only in the last pass"
         )
         extra_zh += (
-            f"；每步 {ps.passes:.0f} 个反向（微批次）中每一个都做了梯度 AllReduce（每步 "
-            f"{ps.allreduces_per_step:.0f} 次，每个反向 {ps.allreduces_per_pass:.0f} 次），"
-            "而梯度累积只需在最后一个微批次同步"
+            f"；每步 {ps.passes:.0f} 个反向（微批次）中每一个都做了梯度 AllReduce（每个反向 "
+            f"{ps.allreduces_per_pass:.0f} 次，每步共 {grads:.0f} 次，本来 "
+            f"{ps.allreduces_per_pass:.0f} 次就够）：梯度累积只需在最后一个微批次同步"
         )
     waitf = ctx.finding("communication.communication.wait_dominated")
     missing = missing_ranks(ctx.profile)
