@@ -114,6 +114,7 @@ HYPOTHESES = (
     "memory",
     "host_dispatch",
     "software_bug",
+    "capacity",
 )
 """Suspected causes a question can name (:attr:`Query.hypothesis`)."""
 
@@ -780,6 +781,16 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"\bopen an issue with (huawei|ascend)",
         r"(cann|torch_?npu|驱动|固件|框架|deepspeed|megatron|mindspeed).{0,12}(bug|缺陷|适配|有问题)",
         r"\bbug\b",
+    ),
+    "capacity": (
+        r"\b(not enough|too little|insufficient|lack of|short of|more) (npu |gpu |device |raw )?"
+        r"(compute|computing power|compute power|capacity|flops)\b",
+        r"\b(add|buy|need|get|throw) (more|extra|bigger|faster) (npus?|gpus?|machines?|nodes?|"
+        r"servers?|cards?|hardware)\b",
+        r"\b(more|faster|bigger) (npus?|gpus?|machines?|servers?|cards?) (help|fix|solve)",
+        r"算力不(够|足)",
+        r"(加|增加|多加|再加|买|扩).{0,3}(几台|几张|一些|点)?(机器|卡|节点|服务器|npu|NPU)",
+        r"扩容",
     ),
     "host_dispatch": (
         r"\bhost[- ]?(dispatch|bound|side|overhead)",

@@ -2470,6 +2470,23 @@ SUSPECTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
         "ASCEND_LAUNCH_BLOCKING",
     ),
     "intra_roce": ((r"intra[_ ]?roce",), (r"HCCL_INTRA_ROCE_ENABLE",), "HCCL_INTRA_ROCE_ENABLE"),
+    # gradient accumulation without no_sync: the gradients all-reduced in every backward pass
+    "no_sync": (
+        (r"no[_ ]?sync", r"gradient[_ ]accumulation", r"grad[_ ]accum", r"梯度累(积|加)"),
+        (r"\bno_sync\b",),
+        "",
+    ),
+    # a per-tensor optimizer (foreach / fused off): many short kernels after the backward pass
+    "fused_optimizer": (
+        (
+            r"\bforeach\b",
+            r"\b(un)?fused[ _-]?(adam\w*|optimi[sz]er)",
+            r"(融合|多张量).{0,4}优化器",
+            r"优化器.{0,6}(融合|foreach|fused)",
+        ),
+        (r"fused \(multi-tensor\) optimizer", r"融合（多张量）优化器"),
+        "",
+    ),
 }
 
 

@@ -38,6 +38,7 @@ HYPOTHESES = (
     "memory",
     "host_dispatch",
     "software_bug",
+    "capacity",
 )
 
 #: How each hypothesis is named in an answer (English, Chinese).
@@ -59,6 +60,10 @@ NAMES = {
     "memory": ("device memory", "显存"),
     "host_dispatch": ("host dispatch (a host-bound job)", "主机下发（下发瓶颈）"),
     "software_bug": ("a CANN / framework bug", "CANN 或框架（torch_npu 等）的 bug"),
+    "capacity": (
+        "too little NPU compute (more NPUs or machines)",
+        "NPU 算力不足（需要加卡或加机器）",
+    ),
 }
 
 
@@ -805,6 +810,63 @@ def _software(d: Diagnosis) -> Verdict:
     )
 
 
+#: Compute-bound job: the NPUs compute at least this share of the step (cluster-wide).
+CAPACITY_COMPUTE_SHARE = 0.85
+
+
+def _capacity(d: Diagnosis) -> Verdict:
+    """Too little compute: more or faster NPUs would help only when the NPUs are busy computing.
+
+    Supported when the top cause is the job's own compute (a job-wide hotspot) or, without a
+    cause, the NPUs compute ≥ ``CAPACITY_COMPUTE_SHARE`` of the step; contradicted when a cause
+    that is not the job's compute holds the time (a straggler, idle, communication: more NPUs
+    would wait the same); undecided otherwise. Source: the diagnosis' cluster-wide shares.
+    """
+    comp = float(d.shares.get("computing", float("nan")))
+    top = _top(d)
+    busy = f"the NPUs compute {comp:.1%} of the step" if comp == comp else ""
+    busy_zh = f"NPU 的计算时间占步长 {comp:.1%}" if comp == comp else ""
+    if top is not None and top.mechanism is Mechanism.JOB_HOTSPOT:
+        return _v(
+            "capacity",
+            "supported",
+            f"{busy}, and {_lower_first(top.summary.rstrip('.'))}; cut that work first, then more "
+            "NPUs divide what is left",
+            f"{busy_zh}，并且{top.summary_zh.rstrip('。')}；先减少这部分计算，剩下的再靠加卡分摊",
+            (top,),
+        )
+    if top is not None:
+        en, zh = _top_text(top)
+        return _v(
+            "capacity",
+            "contradicted",
+            f"the NPUs are not short of compute ({busy}); {en}; more NPUs or machines would "
+            "lose the same time (and more ranks add communication)",
+            f"不是算力不够（{busy_zh}）；{zh}；加卡或加机器也会损失同样的时间（卡越多通信也越多）",
+            (top,),
+        )
+    if comp == comp and comp >= CAPACITY_COMPUTE_SHARE:
+        return _v(
+            "capacity",
+            "supported",
+            f"{busy}, with no rank, link or idle holding the time: the job is compute-bound, so "
+            "more NPUs (or less work per NPU) shorten the step",
+            f"{busy_zh}，没有慢卡、慢链路或空闲占用时间：作业受计算限制，加卡（或减少每卡计算量）能缩短步时间",
+        )
+    return _v(
+        "capacity",
+        "undecided",
+        f"no cause stands out and {busy or 'the compute share is unknown'}, so the data cannot "
+        "tell whether more NPUs would help",
+        f"没有突出的原因，且{busy_zh or '计算占比未知'}，无法从数据判断加卡是否有用",
+        (),
+        (
+            "a profile at a second scale (more or fewer NPUs) to compare the step time",
+            "另一种规模（更多或更少卡）下的性能数据，对比步时间",
+        ),
+    )
+
+
 _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
     "gc": _gc,
     "network": lambda d: _network(d, "network"),
@@ -823,6 +885,7 @@ _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
     "memory": _memory,
     "host_dispatch": _host,
     "software_bug": _software,
+    "capacity": _capacity,
 }
 
 
