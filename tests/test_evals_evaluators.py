@@ -62,6 +62,11 @@ def test_ranks_in_text(text: str, expected: set[int]) -> None:
     assert ranks_in_text(text) == expected
 
 
+def test_numbers_in_text_reads_numbers_next_to_chinese_but_not_inside_identifiers() -> None:
+    got = [n.value for n in numbers_in_text("每步共16次，每个反向4次；r12 与 hcom_allReduce__210 不算")]
+    assert got == [16.0, 4.0]
+
+
 def test_numbers_in_text_keeps_precision_and_separators() -> None:
     nums = numbers_in_text("Free 1,234.5 us, share 12%, delta −3.25 ms, 2e3 ops")
     assert [(n.value, n.decimals) for n in nums] == [

@@ -219,7 +219,11 @@ def ranks_in_text(text: str) -> set[int]:
     return found
 
 
-_NUM = re.compile(r"(?<![\w.])[-−+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?:[eE][-+]?\d+)?")
+# not inside an identifier or another number ("r12", "hcom_allReduce__210", "1.2.3"); a number
+# right after a Chinese character is one ("每步共16次": ``\w`` would also match the ideograph)
+_NUM = re.compile(
+    r"(?<![A-Za-z0-9_.])[-−+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?:[eE][-+]?\d+)?"
+)
 
 
 @dataclass(frozen=True)
