@@ -63,7 +63,9 @@ def test_ranks_in_text(text: str, expected: set[int]) -> None:
 
 
 def test_numbers_in_text_reads_numbers_next_to_chinese_but_not_inside_identifiers() -> None:
-    got = [n.value for n in numbers_in_text("每步共16次，每个反向4次；r12 与 hcom_allReduce__210 不算")]
+    got = [
+        n.value for n in numbers_in_text("每步共16次，每个反向4次；r12 与 hcom_allReduce__210 不算")
+    ]
     assert got == [16.0, 4.0]
 
 

@@ -790,7 +790,6 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"\b(more|faster|bigger) (npus?|gpus?|machines?|servers?|cards?) (help|fix|solve)",
         r"算力不(够|足)",
         r"(加|增加|多加|再加|买|扩).{0,3}(几台|几张|一些|点)?(机器|卡|节点|服务器|npu|NPU)",
-        r"扩容",
     ),
     "host_dispatch": (
         r"\bhost[- ]?(dispatch|bound|side|overhead)",

@@ -630,7 +630,7 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             "gradient accumulation needs them only in the last pass"
         )
         extra_zh += (
-            f"；每步 {ps.passes:.0f} 个反向（微批次）中每一个都做了梯度 AllReduce（每个反向 "
+            f"；每步 {ps.passes:.0f} 个微批次，每个微批次的反向都做了梯度 AllReduce（每个反向 "
             f"{ps.allreduces_per_pass:.0f} 次，每步共 {grads:.0f} 次，本来 "
             f"{ps.allreduces_per_pass:.0f} 次就够）：梯度累积只需在最后一个微批次同步"
         )
