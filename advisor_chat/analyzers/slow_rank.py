@@ -360,8 +360,10 @@ def _findings(
         # makes it suspicious, but nothing shows that the others wait for it.
         unproven = by_op is not None and not tested
         others_wait = votes > 0 or (pd.notna(cn) and cn < 0 and not unproven)
+        # what the others wait is measured by the collectives (the diagnosis attributes it); the
+        # rank's own excess only bounds it
         wait_txt = (
-            f"; the other ranks wait for it (estimated {ms(gain)} per step)"
+            f"; the other ranks wait for it (at most its excess, {ms(gain)} per step)"
             if others_wait
             else f" (estimated {ms(gain)} per step)"
         )
@@ -405,8 +407,12 @@ def _findings(
             f"{r}号卡 仅从 step_trace 看可疑（未被集合通信证实）：{cause_zh}{comm_zh}；"
             f"若其他卡在等它，每步最多约 {ms(gain)}"
             if unproven
-            else f"{r}号卡 是慢卡：{cause_zh}{comm_zh}；每步约 {ms(gain)}"
-            + ("，其他卡在等待它" if others_wait else "")
+            else f"{r}号卡 是慢卡：{cause_zh}{comm_zh}"
+            + (
+                f"；其他卡在等待它（最多为它多出的 {ms(gain)}/步）"
+                if others_wait
+                else f"；每步约 {ms(gain)}"
+            )
         )
         if ev is not None:  # the excess is a one-step event, not a slow rank on average
             st_txt = ", ".join(str(x) for x in ev[0])

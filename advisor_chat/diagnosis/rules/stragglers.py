@@ -127,12 +127,22 @@ def _rank_cause(
                 f"；其中 {pct(spot.share)} 集中在 {op_shape} 之前（其 {spot.launches:g} 次启动前每步共空闲 "
                 f"{ms(spot.culprit_us)}，同组为 {ms(spot.peer_us)}），即主机启动该算子晚了"
             )
+        waits = f"{len(victims)} rank(s) wait {ms(wait_mean)} per step for it"
+        waits_zh = f"{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}"
         if arrival_measured(ctx, rank):
             late = "it arrives late at the collectives"
             late_zh = "它较晚到达集合通信"
         else:  # no collective shows it arriving last: the step times point to it
             late = "by the step times it is a late arriver (no collective shows it arriving last)"
             late_zh = "按各步时间推断它较晚到达集合通信（没有哪个集合通信显示它最后到达）"
+            # so is the others' wait for it: inferred from the step times, not measured
+            waits = (
+                f"{len(victims)} rank(s) would wait up to {ms(wait_mean)} per step for it "
+                "(inferred, not measured)"
+            )
+            waits_zh = (
+                f"按推断 {len(victims)} 张卡每步最多为它等待 {ms(wait_mean)}（推断值，未实测）"
+            )
         dev = (
             device_idle_evidence(ctx, [rank], peers)
             if measured and not gc and spot is None
@@ -151,23 +161,23 @@ def _rank_cause(
                     if same
                     else ""
                 )
-                + f"; {late} and {len(victims)} rank(s) wait {ms(wait_mean)} per step for it."
+                + f"; {late} and {waits}."
                 + alone
             )
             summary_zh = (
                 f"{rl_zh}设备侧停顿：{what_zh}，尽管{dev[1]}"
                 + (f"；其算子耗时与同组相同（计算时间相差不到 {ms(abs(comp_ex))}）" if same else "")
-                + f"；{late_zh}，{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}。"
+                + f"；{late_zh}，{waits_zh}。"
                 + alone_zh
             )
         elif measured or gc:
             summary = (
                 f"Host stall on {rl}: {what}, waiting for its host{spot_txt}; {late} and "
-                f"{len(victims)} rank(s) wait {ms(wait_mean)} per step for it." + alone
+                f"{waits}." + alone
             )
             summary_zh = (
                 f"{rl_zh}主机侧阻塞：{what_zh}，设备在等主机{spot_zh}；{late_zh}，"
-                f"{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}。" + alone_zh
+                f"{waits_zh}。" + alone_zh
             )
         else:
             # Free alone: the device idles, but why is not measured (no host launch delays)
@@ -175,12 +185,12 @@ def _rank_cause(
                 f"Device idle (Free) on {rl}: {what}{spot_txt}; host launch delays are not measured in "
                 "this data, so possible causes are a host-side stall (per-step synchronization, "
                 f"logging, checkpoint, data loading) or waiting for input; {late} and "
-                f"{len(victims)} rank(s) wait {ms(wait_mean)} per step for it." + alone
+                f"{waits}." + alone
             )
             summary_zh = (
                 f"{rl_zh}设备空闲（Free）：{what_zh}{spot_zh}；数据中没有主机下发时延，无法确定原因，"
                 f"可能是主机侧阻塞（每步同步、日志、保存检查点、数据加载）或在等输入；{late_zh}，"
-                f"{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}。" + alone_zh
+                f"{waits_zh}。" + alone_zh
             )
         if dev is not None:
             a_txt = (
