@@ -353,8 +353,9 @@ def test_cluster_8rank_states_the_idle_every_rank_shares_next_to_rank_1(
 
 
 def test_one_rank_of_kernels_only(real_samples: Path) -> None:
-    """A lone kernel_details.csv: the kind of bottleneck cannot be told (no step trace), and
-    "which operators are slow?" says why no operator is "slower" and gives the heaviest ones,
+    """A lone kernel_details.csv: the kind of bottleneck cannot be told (no step trace), "where is
+    the time going?" gives the kernel time by operator type, and "which operators are slow?" says
+    why no operator is "slower" and gives the heaviest ones,
     whose total is summed here from the CSV with the csv module."""
     import csv
     from collections import defaultdict
@@ -375,6 +376,13 @@ def test_one_rank_of_kernels_only(real_samples: Path) -> None:
     assert f"is {top}: {top_us / 1000:.2f} ms" in ops, ops
     zh = adv.ask("哪些算子慢？").answer
     assert zh.startswith("这份数据只有一张卡") and top in zh
+    # "where does the time go?" without a step split: where the device's kernel time goes
+    where = adv.ask("where is the time going?").answer
+    assert where.startswith("There is no step trace here"), where
+    share = top_us / sum(total.values())
+    assert f"{top}: {top_us / 1000:.2f} ms" in where and f"{share:.1%}" in where, where
+    where_zh = adv.ask("时间都花在哪了？").answer
+    assert where_zh.startswith("这份数据没有步骤时间拆分") and f"{share:.1%}" in where_zh
 
 
 def test_network_verdict_with_missing_ranks_is_cannot_tell(real_samples: Path) -> None:

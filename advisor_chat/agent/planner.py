@@ -493,6 +493,16 @@ class Planner:
             result = self._run_valid(dataclasses.replace(q, intent="top_ops"), outputs)
             result.text = msg("answer.one_rank_top_ops", lang) + " " + result.text
             return result
+        if (
+            q.intent == "bottleneck"
+            and q.kind != "yes_no"
+            and not self.session.profile.has("step_trace")
+            and self.session.profile.has("kernels")
+        ):
+            # no step split, but the device's kernel time is known: where it goes, by operator
+            result = self._run_valid(dataclasses.replace(q, intent="top_ops"), outputs)
+            result.text = msg("answer.no_step_trace_top_ops", lang) + " " + result.text
+            return result
         missing = _missing_data(q.intent, self.session)
         if missing is not None:
             self.call("data_quality", {}, outputs)
