@@ -931,7 +931,7 @@ def test_node_questions_place_the_top_cause_on_its_node() -> None:
     d = _diag(HOST9, nodes=two)
     # rank 9 is on the second node: "node 1" (0-based, node 0 named) is yes, node 0 is no
     assert _text(pj.node_question(d, [1, 0], False, False, yes_no=True)).startswith(
-        "Yes: node 1 (ranks 8-15) holds the top cause, rank 9 — "
+        "Yes: node 1 (ranks 8-15) holds the top cause, host stall on rank 9: "
     )
     assert _text(pj.node_question(d, [0], False, False, yes_no=True)).startswith(
         "No: node 0 (ranks 0-7) is not where the problem is; the top cause is rank 9, on node 1"
@@ -946,6 +946,14 @@ def test_node_questions_place_the_top_cause_on_its_node() -> None:
     # no node layout in the data: no verdict on a rank's node
     t = _text(pj.node_question(_diag(HOST9), [1], False, False, yes_no=True))
     assert t.startswith("The profile does not show which ranks share a node")
+    # "which node is slower?" (none named): the node of the top cause, 0-based as the causes say
+    assert _text(pj.node_question(d, [], False, False)).startswith(
+        "Node 1 (ranks 8-15) holds the top cause, host stall on rank 9: "
+    )
+    assert _text(pj.node_question(d, [], False, True)).startswith("节点 1（8-15号卡）上的问题最大")
+    assert _text(pj.node_question(_diag(HOST9), [], False, False)).startswith(
+        "The profile does not show which ranks share a node"
+    )
 
 
 def test_a_share_question_gets_the_causes_shares_before_its_gain() -> None:

@@ -123,6 +123,10 @@ _FALLBACK_REMEDY = {
 _WHICH_RANK = re.compile(
     r"\bwhich (rank|card|npu|device|node)|哪(张|个|一张|台)(卡|节点|机器)", re.I
 )
+#: "Which node / machine / server is slower?" (no node named).
+_WHICH_NODE = re.compile(
+    r"\b(which|what) (node|server|machine|host)s?\b|哪(台|个|一台)(机器|节点|服务器|主机)", re.I
+)
 #: A question about every rank / the whole job (English, Chinese).
 _EVERY_RANK = re.compile(
     r"\b(every|all(?: the)?|each) (ranks?|cards?|npus?|devices?)\b|\bwhole job\b|所有(的)?卡|每张卡|全部(的)?卡|整个作业|所有 ?rank",
@@ -552,7 +556,9 @@ class Planner:
             return project.other_ranks(
                 d, q.except_ranks, zh, yes_no=q.kind == "yes_no", healthy=healthy
             )
-        if q.nodes and not q.ranks and not q.links and not hyp:  # "is node 1 slower?"
+        which_node = _WHICH_NODE.search(q.text) is not None
+        # "is node 1 slower?", "which node is slower?"
+        if (q.nodes or which_node) and not q.ranks and not q.links and not hyp:
             return project.node_question(
                 d, q.nodes, q.node_ordinal, zh, yes_no=q.kind in ("yes_no", "compare")
             )

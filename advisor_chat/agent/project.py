@@ -844,10 +844,18 @@ def other_ranks(
     return p
 
 
+def _because(lab: str, text: str, zh: bool) -> str:
+    """``"{label} — {summary}"`` without the label twice: a summary that names it early stands alone."""
+    body = text.rstrip("。") if zh else lower_first(text).rstrip(".")
+    if lab.lower() in body[: len(lab) + 40].lower():
+        return body
+    return f"{lab}——{body}" if zh else f"{lab} — {body}"
+
+
 def node_question(
     d: Diagnosis, asked: Sequence[int], ordinal: bool, zh: bool, *, yes_no: bool = False
 ) -> Projection:
-    """Answer to "is node 1 slower than node 0?" / "第三台机器是不是更慢？": where the top cause lies.
+    """Answer to "is node 1 slower?" / "第三台机器是不是更慢？" / "which node?": where the top cause is.
 
     Nodes are :attr:`Diagnosis.nodes` (from on-node links). The node asked is read as counted
     from 1 when the question counts ("the third machine"), or when it names a number no
@@ -872,33 +880,31 @@ def node_question(
     top = real[0]
     p.add_cause(top)
     lab, text = label(top.culprit, zh), summary(top, zh)
+    why = _because(lab, text, zh)
     ranks = _culprit_ranks(top)
     base1 = ordinal or (bool(nodes) and bool(asked) and 0 not in asked and max(asked) >= len(nodes))
     idx = [a - 1 if base1 else a for a in asked]
 
     def node_txt(i: int) -> str:
         rs = fmt_ranks(list(nodes[i]))
-        return (
-            f"第 {i + 1} 台机器（{rs}号卡）"
-            if zh
-            else f"node {i if not base1 else i + 1} (ranks {rs})"
-        )
+        n = i + 1 if base1 else i
+        if zh:  # counted as asked: "第三台机器" from 1, "节点 1" from 0 (as the causes say)
+            return f"第 {n} 台机器（{rs}号卡）" if base1 else f"节点 {n}（{rs}号卡）"
+        return f"node {n} (ranks {rs})"
 
     if top.culprit.kind == "job" or not ranks:
         p.lines.append(
-            f"没有哪台机器比其他机器慢，原因在{lab}——{text.rstrip('。')}。"
+            f"没有哪台机器比其他机器慢，原因在{why}。"
             if zh
-            else f"No node is slower than the others; the cause is {lab} — "
-            f"{lower_first(text).rstrip('.')}."
+            else f"No node is slower than the others; the cause is {why}."
         )
         return _verdict_first(p, "不是：" if zh else "No: ", zh, yes_no)
     if not nodes:
         p.lines.append(
-            f"数据中看不出卡在各台机器上的分布（没有机内链路记录），无法按机器比较；最主要的原因在{lab}——"
-            f"{text.rstrip('。')}。"
+            f"数据中看不出卡在各台机器上的分布（没有机内链路记录），无法按机器比较；最主要的原因在{why}。"
             if zh
             else "The profile does not show which ranks share a node (no on-node links), so "
-            f"nodes cannot be compared; the top cause is {lab} — {lower_first(text).rstrip('.')}."
+            f"nodes cannot be compared; the top cause is {why}."
         )
         return p
     bad = [i for i in idx if not 0 <= i < len(nodes)]
@@ -906,20 +912,40 @@ def node_question(
         n = len(nodes)
         p.lines.append(
             f"这份数据只有 {n} 台机器（{'、'.join(fmt_ranks(list(x)) + '号卡' for x in nodes)}）。"
-            f"最主要的原因在{lab}——{text.rstrip('。')}。"
+            f"最主要的原因在{why}。"
             if zh
             else f"The profile has {n} nodes, "
             f"{' and '.join('ranks ' + fmt_ranks(list(x)) for x in nodes)}. "
-            f"The top cause is {lab} — {lower_first(text).rstrip('.')}."
+            f"The top cause is {why}."
         )
         return p
     on = sorted({i for i, n in enumerate(nodes) for r in ranks if r in n})
+    if not idx:  # "which node is slower?": the node(s) the top cause lies on
+        one = len(on) == 1
+        where = (
+            ("、" if zh else " and ").join(node_txt(i) for i in on)
+            if on
+            else ("不在某一台机器上" if zh else "no single node")
+        )
+        p.lines.append(
+            (
+                f"{where}上的问题最大：{why}。"
+                if one
+                else f"最主要的原因跨越多台机器（{where}）：{why}。"
+            )
+            if zh
+            else (
+                f"{where[0].upper()}{where[1:]} holds the top cause, {why}."
+                if one
+                else f"The top cause spans {where}: {why}."
+            )
+        )
+        return p
     if len(on) == 1 and idx and on[0] == idx[0]:
         p.lines.append(
-            f"{node_txt(on[0])}上的问题最大：{lab}——{text.rstrip('。')}。"
+            f"{node_txt(on[0])}上的问题最大：{why}。"
             if zh
-            else f"{node_txt(on[0])[0].upper()}{node_txt(on[0])[1:]} holds the top cause, "
-            f"{lab} — {lower_first(text).rstrip('.')}."
+            else f"{node_txt(on[0])[0].upper()}{node_txt(on[0])[1:]} holds the top cause, {why}."
         )
         return _verdict_first(p, "是的：" if zh else "Yes: ", zh, yes_no)
     where = (
