@@ -246,7 +246,7 @@ def test_step_events_keep_their_step_rank_list() -> None:
     )
     r5 = _text(pj.explain_ranks(d, [5], False))
     assert r5.startswith("Rank 5 stalls only in step 2 (an event, not a slow rank on average)")
-    assert _text(pj.steps(d, True)).startswith("慢的步来自单步事件 (step 2, rank 5)")
+    assert _text(pj.steps(d, True)).startswith("慢的步来自单步事件 第 2 步的5号卡、第 3 步的9号卡")
 
 
 def test_job_level_cause_names_no_rank() -> None:
@@ -473,7 +473,7 @@ def test_a_named_step_gets_its_own_events_or_is_said_to_have_none() -> None:
     )
     assert _text(pj.steps(d, True, [3])).startswith("第 3 步慢在第 3 步的9号卡的停顿——")
     none = _text(pj.steps(d, True, [1]))
-    assert none.startswith("第 1 步没有单独的事件。\n慢的步来自单步事件 (step 2, rank 5)")
+    assert none.startswith("第 1 步没有单独的事件。\n慢的步来自单步事件 第 2 步的5号卡")
     assert _text(pj.steps(_diag(SLOW_LINK, excluded_steps=(1,)), False, [1])).startswith(
         "Step 1 has incomplete device records and was excluded"
     )

@@ -215,10 +215,11 @@ def events_text(c: RootCause, zh: bool, limit: int = 8) -> str:
     ev = list(c.culprit.events)
     if not ev:
         return ""
-    parts = [f"(step {s}, rank {r})" for s, r in ev[:limit]]
     more = len(ev) - limit
     if zh:
-        return "、".join(parts) + (f" 等 {len(ev)} 个" if more > 0 else "")
+        parts = [f"第 {s} 步的{r}号卡" for s, r in ev[:limit]]
+        return "、".join(parts) + (f" 等 {len(ev)} 处" if more > 0 else "")
+    parts = [f"(step {s}, rank {r})" for s, r in ev[:limit]]
     return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
 
 
