@@ -1015,3 +1015,13 @@ def test_a_ruled_out_cause_the_data_supports_opens_the_answer() -> None:
     q = pj.ruled_out(pj.overview(d, True), d, ["software_bug"], True)
     assert q.lines[0] == pj.overview(d, True).lines[0]
     assert q.lines[1] == "数据也表明不是CANN 或框架（torch_npu 等）的 bug。"
+
+
+def test_which_rank_names_the_culprit_once_in_its_first_sentence() -> None:
+    d = _diag(HOST9)
+    en = _text(pj.which_culprit(d, False)).split("\n")[0]
+    assert en.startswith("Rank 9 holds the job back — host stall: its device idles"), en
+    assert en.lower().count("rank 9") == 1, en
+    zh = _text(pj.which_culprit(d, True)).split("\n")[0]
+    assert zh.startswith("拖慢作业的是9号卡（主机侧阻塞）：其设备"), zh
+    assert zh.count("9号卡") == 1, zh

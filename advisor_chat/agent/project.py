@@ -382,6 +382,22 @@ def _role_sentence(rank: int, c: RootCause, role: str, imp: Impact | None, zh: b
     return _then(f"{who.capitalize()} {verb_en.format(amt=amt_en)} for {lab}{d}", s, zh)
 
 
+def _titled(lab: str, detail: str, zh: bool) -> tuple[str, str] | None:
+    """``(title, rest)`` of a cause sentence ``"title: rest"`` whose title names ``lab``, else ``None``.
+
+    "Compute straggler rank 5: it computes …" under "rank 5 holds the job back" would say the
+    culprit twice; its title can carry the verb instead.
+    """
+    for sep in ("：", ":") if zh else (":",):
+        i = detail.find(sep)
+        if i > 0:
+            title, rest = detail[:i].strip(), detail[i + 1 :].strip().rstrip("。.")
+            if lab.lower() in title.lower() and rest:
+                return title, rest
+            return None
+    return None
+
+
 def _then(head: str, detail: str, zh: bool) -> str:
     """``head`` followed by the cause's ``detail`` without a chain of colons.
 
@@ -1015,10 +1031,33 @@ def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection
     if c.kind in _RANKLIKE:
         p.plot_ranks = list(c.ranks)[:8]
         dom = dominant(top, zh)
-        if zh:
+        verb = "hold" if c.kind != "stage" and len(c.ranks) > 1 else "holds"
+        titled = _titled(lab, s, zh)
+        if titled is not None:  # the cause's own title names the culprit: say it once
+            title, rest = titled
+            if zh:
+                # "9号卡主机侧阻塞：…" -> "拖慢作业的是9号卡（主机侧阻塞）：…"
+                kind = title.replace(lab, "").strip().lstrip("是的上，")
+                line = (
+                    f"拖慢作业的是{lab}（{kind}）：{rest}。"
+                    if len(kind) >= 2
+                    else f"拖慢作业的是{lab}：{rest}。"
+                )
+            else:
+                # "Host stall on rank 9: …" -> "Rank 9 holds the job back — host stall: …"
+                kind = re.sub(re.escape(lab), "", title, flags=re.I)
+                kind = re.sub(r"\s+(on|of|at|for)\s*$", "", kind.strip()).strip(" —-")
+                head = f"{lab[0].upper() + lab[1:]} {verb} the job back"
+                if dom:
+                    head += f", being {dom}"
+                line = (
+                    f"{head} — {lower_first(kind)}: {rest}."
+                    if len(kind.split()) >= 2
+                    else f"{head}: {rest}."
+                )
+        elif zh:
             line = _then(f"拖慢作业的是{lab}" + (f"，它{dom}" if dom else ""), s, zh)
         else:
-            verb = "hold" if c.kind != "stage" and len(c.ranks) > 1 else "holds"
             line = _then(
                 f"{lab[0].upper() + lab[1:]} {verb} the job back"
                 + (f", being {dom}" if dom else ""),
