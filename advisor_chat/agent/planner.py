@@ -127,6 +127,7 @@ _WHICH_RANK = re.compile(
 _WHICH_NODE = re.compile(
     r"\b(which|what) (node|server|machine|host)s?\b|哪(台|个|一台)(机器|节点|服务器|主机)", re.I
 )
+_RANK_WORD = re.compile(r"\b(ranks?|cards?|npus?|devices?|gpus?)\b|卡", re.I)
 #: A question about every rank / the whole job (English, Chinese).
 _EVERY_RANK = re.compile(
     r"\b(every|all(?: the)?|each) (ranks?|cards?|npus?|devices?)\b|\bwhole job\b|所有(的)?卡|每张卡|全部(的)?卡|整个作业|所有 ?rank",
@@ -556,7 +557,8 @@ class Planner:
             return project.other_ranks(
                 d, q.except_ranks, zh, yes_no=q.kind == "yes_no", healthy=healthy
             )
-        which_node = _WHICH_NODE.search(q.text) is not None
+        # "which node is slower?" (not "which node or card is the straggler?": a rank question)
+        which_node = _WHICH_NODE.search(q.text) is not None and not _RANK_WORD.search(q.text)
         # "is node 1 slower?", "which node is slower?"
         if (q.nodes or which_node) and not q.ranks and not q.links and not hyp:
             return project.node_question(

@@ -944,6 +944,9 @@ def node_question(
             if on
             else ("不在某一台机器上" if zh else "no single node")
         )
+        if one and where.lower() in why.lower():  # the cause already names the node
+            p.lines.append(f"{why}。" if zh else f"{why[0].upper()}{why[1:]}.")
+            return p
         p.lines.append(
             (
                 f"{where}上的问题最大：{why}。"
