@@ -839,12 +839,13 @@ class JobIdleShape:
 
 
 def job_idle_shape(profile: Profile, ranks: Sequence[int]) -> JobIdleShape | None:
-    """Where the job's shared idle sits: one stretch, or the gaps before some operators.
+    """Where the job's shared idle sits: one stretch, the gaps before some operators, or between short kernels.
 
     Reads every kernel (collectives included) of up to ``PEER_SAMPLE`` of ``ranks`` in start
     order; a kernel's Wait Time is the device idle before it. ``None`` without Wait Time, or when
-    the idle is neither one stretch (``STRETCH_SHARE``) nor held by one or two operator types
-    (``BEFORE_OPS_SHARE``).
+    the idle is neither one stretch (``STRETCH_SHARE``), nor held by one or two operator types
+    (``BEFORE_OPS_SHARE``), nor spread before short kernels (``TINY_RUN_SHARE``, see
+    :func:`_tiny_run`).
     """
     rs = _sample([int(r) for r in ranks])
     if not rs:
