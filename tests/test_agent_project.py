@@ -1025,3 +1025,21 @@ def test_which_rank_names_the_culprit_once_in_its_first_sentence() -> None:
     zh = _text(pj.which_culprit(d, True)).split("\n")[0]
     assert zh.startswith("拖慢作业的是9号卡（主机侧阻塞）：其设备"), zh
     assert zh.count("9号卡") == 1, zh
+
+
+def test_a_suspect_no_rule_names_is_judged_against_the_causes_text() -> None:
+    from advisor_chat.agent.planner import unknown_suspect
+
+    assert unknown_suspect("is the optimizer the problem?") == "optimizer"
+    assert unknown_suspect("is it the loss function?") == "loss function"
+    assert unknown_suspect("是不是日志的问题？") == "日志"
+    assert unknown_suspect("is this the problem?") == ""
+    assert unknown_suspect("is there a performance problem?") == ""
+    d = _diag(HOST9)
+    no = _text(pj.unknown_suspect(d, "tokenizer", False))
+    assert no.startswith("Nothing in this data points to the tokenizer: the measured time goes to")
+    assert "rank 9" in no
+    # named by the top cause (its summary): the data fits
+    yes = _text(pj.unknown_suspect(d, "host", False))
+    assert yes.startswith("Yes, that fits what the data shows. Host stall on rank 9")
+    assert _text(pj.unknown_suspect(d, "日志", True)).startswith("数据中没有指向日志的迹象")

@@ -127,6 +127,38 @@ _WHICH_RANK = re.compile(
 _WHICH_NODE = re.compile(
     r"\b(which|what) (node|server|machine|host)s?\b|哪(台|个|一台)(机器|节点|服务器|主机)", re.I
 )
+#: "Is the optimizer the problem?", "is it the tokenizer?", "是不是日志的问题？": the thing suspected.
+_SUSPECT_X = (
+    re.compile(
+        r"(?i)\b(?:is|could|might|can)\s+(?:it\s+|this\s+|that\s+)?(?:be\s+)?(?:the|our|my)\s+"
+        r"(?P<x>[a-z][\w.+-]*(?:\s+[a-z][\w.+-]*){0,2}?)(?:'s)?\s+(?:the\s+)?"
+        r"(?:problem|issue|cause|culprit|bottleneck|reason|to blame)\b"
+    ),
+    re.compile(
+        r"(?i)\b(?:is|could|might)\s+(?:it|this|that)\s+(?:be\s+)?(?:the|our|my)\s+"
+        r"(?P<x>[a-z][\w.+-]*(?:\s+[a-z][\w.+-]*){0,2})\s*\?"
+    ),
+    re.compile(r"是不是(?P<x>[^，。？?！!、\s]{2,12}?)的?(?:问题|原因|锅)"),
+    re.compile(r"是(?P<x>[^，。？?！!、\s]{2,12}?)(?:导致|造成|引起)的吗"),
+)
+#: Words that name the question's subject, not a suspect ("is this the problem?").
+_NOT_SUSPECT = re.compile(
+    r"(?i)^(problem|issue|bottleneck|cause|main|real|biggest|same|whole|only|one|thing|"
+    r"performance|speed|slowdown|这|那|哪|什么|性能|速度)"
+)
+
+
+def unknown_suspect(text: str) -> str:
+    """The thing a yes/no question suspects in its own words ("the optimizer"), or ``""``."""
+    for rx in _SUSPECT_X:
+        m = rx.search(text)
+        if m is not None:
+            x = m.group("x").strip()
+            if x and not _NOT_SUSPECT.match(x):
+                return x
+    return ""
+
+
 _RANK_WORD = re.compile(r"\b(ranks?|cards?|npus?|devices?|gpus?)\b|卡", re.I)
 #: A question about every rank / the whole job (English, Chinese).
 _EVERY_RANK = re.compile(
@@ -489,6 +521,9 @@ class Planner:
         zh = q.language == "zh"
         lang = "zh" if zh else "en"
         d = self._last_diagnosis = self.diagnosis(outputs, q.language)
+        if q.intent == "unsupported" and not q.hypothesis and unknown_suspect(q.text):
+            # "is it the optimizer?": a suspect no rule names, judged against the causes' text
+            q = dataclasses.replace(q, intent="summarize", kind="yes_no")
         if q.intent == "unsupported" and not q.hypothesis and not project.named_suspect(q.text):
             return PlanResult(self._help(q, d), outputs=outputs)
         if q.intent == "compare_profiles" and self.session.baseline is None:
@@ -651,6 +686,9 @@ class Planner:
         if it == "pipeline_bubble":
             p = project.pipeline(d, q.stages, zh, yes_no=q.kind == "yes_no")
             return p if p.lines else None
+        suspect_x = unknown_suspect(q.text) if q.kind == "yes_no" else ""
+        if it == "summarize" and suspect_x:  # "is the tokenizer the problem?"
+            return project.unknown_suspect(d, suspect_x, zh)
         if it == "summarize":
             return project.overview(d, zh, yes_no=q.kind == "yes_no", healthy=healthy)
         return None

@@ -983,6 +983,46 @@ def node_question(
     return _verdict_first(p, "不是：" if zh else "No: ", zh, yes_no)
 
 
+def unknown_suspect(d: Diagnosis, x: str, zh: bool) -> Projection:
+    """A suspect no rule judges ("is the tokenizer the problem?"), against the top causes' text.
+
+    Yes when one of the top two causes names it (its summary or remedies: "the optimizer updates
+    the parameters" for an unfused optimizer); otherwise nothing in the data points to it and the
+    measured time goes to the top cause (or nothing stands out: cannot tell).
+    """
+    p = Projection()
+    real = _real(d)[:2]
+    key = x.lower()
+    for c in real:
+        body = " ".join([c.summary, c.summary_zh, *(r.text for r in c.remedies),
+                         *(r.text_zh for r in c.remedies)]).lower()  # fmt: skip
+        if key in body:
+            p.add_cause(c)
+            p.plot_ranks = _culprit_ranks(c)[:8]
+            p.lines.append(
+                f"是的，这与数据相符。{summary(c, zh)}。"
+                if zh
+                else f"Yes, that fits what the data shows. {_upper_first(summary(c, zh))}."
+            )
+            return p
+    top = real[0] if real else None
+    if top is None:
+        p.lines.append(
+            f"无法从这份数据判断是否与{x}有关：数据中没有突出的原因。"
+            if zh
+            else f"Cannot tell from this data whether the {x} matters: no cause stands out."
+        )
+        return p
+    p.add_cause(top)
+    p.lines.append(
+        f"数据中没有指向{x}的迹象：测得的时间损失在{_because(label(top.culprit, zh), summary(top, zh), zh)}。"
+        if zh
+        else f"Nothing in this data points to the {x}: the measured time goes to "
+        f"{_because(label(top.culprit, zh), summary(top, zh), zh)}."
+    )
+    return p
+
+
 def _verdict_first(p: Projection, verdict: str, zh: bool, yes_no: bool) -> Projection:
     """Prefix the first line with ``verdict`` for a yes/no question."""
     if yes_no and p.lines:
