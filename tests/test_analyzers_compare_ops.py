@@ -192,3 +192,32 @@ def test_uniform_slowdown_is_one_finding() -> None:
     # per step: 0.25 x (10x100 + 5x50 + 20x10) = 362.5 us
     assert regs[0].metrics["delta_us_per_step"] == pytest.approx(362.5)
     assert "compute_straggler" in regs[0].symptom_tags
+
+
+def test_a_kernel_file_cut_short_is_compared_with_no_other_rank(tmp_path, real_samples) -> None:
+    """Half of rank 0's kernel_details.csv cut off (mid-row): its counts are incomplete, so the
+    comparison leaves it out (no "different work" findings about it) and refuses it by name."""
+    import shutil
+
+    from advisor_chat.analyzers.base import get_analyzer
+    from advisor_chat.errors import NotAnswerableError
+    from advisor_chat.ingest import load_profile
+
+    root = tmp_path / "cut"
+    shutil.copytree(real_samples / "pt-text-level1-2rank", root)
+    f = next(root.glob("rank0_*/ASCEND_PROFILER_OUTPUT/kernel_details.csv"))
+    data = f.read_bytes()
+    f.write_bytes(data[: len(data) // 2])
+    prof = load_profile(root, use_cache=False, progress=False)
+    spec = get_analyzer("compare_ops")
+    res = spec.run(prof, spec.params())
+    assert any("left out: rank(s) 0" in n for n in res.notes), res.notes
+    assert not any(0 in f.ranks for f in res.findings if "load_imbalance" in f.id)
+    with pytest.raises(NotAnswerableError, match="cut short"):
+        spec.run(prof, spec.params(rank_a=0, rank_b=1))
+    # the intact sample compares both ranks
+    whole = spec.run(
+        load_profile(real_samples / "pt-text-level1-2rank", use_cache=False, progress=False),
+        spec.params(),
+    )
+    assert not any("left out" in n for n in whole.notes)

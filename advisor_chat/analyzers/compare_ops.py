@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Literal, cast
 
 import numpy as np
@@ -257,6 +258,16 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_," else "_" for c in text)[:80]
 
 
+def _cut_kernel_files(profile: Profile) -> dict[int, str]:
+    """``{rank: file}`` of the kernel files that end in the middle of a row (``row_cut`` warnings)."""
+    out: dict[int, str] = {}
+    for w in profile.warnings:
+        if w.code == "row_cut" and w.path and "kernel" in Path(w.path).name.lower():
+            for r in w.ranks:
+                out[int(r)] = Path(w.path).name
+    return out
+
+
 @register("compare_ops", CompareOpsParams, order=40)
 def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> AnalyzerResult:
     """Compare the operators of two ranks by op type and by op name + input shape.
@@ -316,6 +327,24 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
     for r in (params.rank_a, params.rank_b):
         if r is not None:
             check_rank(profile, r)
+    # a kernel file cut short holds an unknown part of its rank's launches: its counts and totals
+    # would read as different work, so that rank is compared with no other
+    cut = _cut_kernel_files(profile)
+    for r in (params.rank_a, params.rank_b):
+        if r is not None and int(r) in cut:
+            raise NotAnswerableError(
+                f"rank {r}'s kernel file {cut[int(r)]} was cut short (it ends in the middle of a "
+                "row), so its operator counts and times are incomplete and cannot be compared with "
+                "another rank; copy the file again from the training machine"
+            )
+    if cut:
+        k_all = k_all[~k_all["rank"].isin(list(cut))]
+        kernel_ranks = [r for r in kernel_ranks if int(r) not in cut]
+        if k_all.empty:
+            raise NotAnswerableError(
+                "every kernel file was cut short (each ends in the middle of a row): operator "
+                "counts cannot be compared; copy the files again from the training machine"
+            )
     if not n_sample:
         kernel_ranks = sorted(int(r) for r in k_all["rank"].dropna().unique())
     for r in (params.rank_a, params.rank_b):
@@ -332,6 +361,11 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
         op_type=_type_key(comp), input_shapes=comp["input_shapes"].astype("string").fillna("")
     )
     notes: list[str] = ["Communication (HCCL) tasks are excluded: their time includes waits."]
+    if cut:
+        notes.append(
+            f"left out: rank(s) {format_ranks(sorted(cut))}, whose kernel file was cut short "
+            f"({', '.join(sorted(set(cut.values())))}): their counts are incomplete"
+        )
 
     order = _rank_order(profile, comp).reindex(kernel_ranks).dropna()
     if order.empty:
