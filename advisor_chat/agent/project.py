@@ -2506,7 +2506,11 @@ def hypothesis(d: Diagnosis, name: str, zh: bool, *, healthy: bool = False) -> P
     reason = v.reason_zh if zh else _upper_first(v.reason)
     text = first + ("" if zh else " ") + _sentence(reason, zh)
     if v.status == "undecided" and (v.collect_zh if zh else v.collect):
-        text += f"要判断，需要采集：{v.collect_zh}。" if zh else f" To decide, collect {v.collect}."
+        text += (
+            f"要判断，需要采集：{v.collect_zh.rstrip('。')}。"
+            if zh
+            else f" To decide, collect {lower_first(v.collect.rstrip('.'))}."
+        )
     p = Projection(lines=[text])
     for cid in v.causes:
         c = next((x for x in d.causes if x.id == cid), None)

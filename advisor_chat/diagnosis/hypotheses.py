@@ -61,8 +61,8 @@ NAMES = {
     "host_dispatch": ("host dispatch (a host-bound job)", "主机下发（下发瓶颈）"),
     "software_bug": ("a CANN / framework bug", "CANN 或框架（torch_npu 等）的 bug"),
     "capacity": (
-        "too little NPU compute (more NPUs or machines)",
-        "NPU 算力不足（需要加卡或加机器）",
+        "a shortage of NPU compute",
+        "NPU 算力不足",
     ),
 }
 
@@ -297,12 +297,25 @@ def _card(d: Diagnosis) -> Verdict:
 def _hardware(d: Diagnosis) -> Verdict:
     dev = _tagged(d, "device_slow")
     if dev is not None:
+        # what the device evidence is: a few launches far longer (bursts), or one factor on all
+        bursts = "outlier_ratio" in dev.metrics
         return _v(
             "hardware",
             "supported",
-            f"{dev.summary.rstrip('.')}; a device that runs every operator slower by one factor is "
-            "throttled or degraded hardware",
-            f"{dev.summary_zh.rstrip('。')}；所有算子按同一倍数变慢，说明设备降频或硬件劣化",
+            f"{dev.summary.rstrip('.')}; "
+            + (
+                "a device whose few launches take many times longer while the rest run normally "
+                "is stalling in bursts (memory error correction, throttling): a hardware fault"
+                if bursts
+                else "a device that runs every operator slower by one factor is throttled or "
+                "degraded hardware"
+            ),
+            f"{dev.summary_zh.rstrip('。')}；"
+            + (
+                "少数调用耗时成倍增加、其余正常，说明设备在间歇性卡顿（显存纠错、降频），属于硬件故障"
+                if bursts
+                else "所有算子按同一倍数变慢，说明设备降频或硬件劣化"
+            ),
             (dev,),
         )
     link = next(
@@ -840,9 +853,9 @@ def _capacity(d: Diagnosis) -> Verdict:
         return _v(
             "capacity",
             "contradicted",
-            f"the NPUs are not short of compute ({busy}); {en}; more NPUs or machines would "
-            "lose the same time (and more ranks add communication)",
-            f"不是算力不够（{busy_zh}）；{zh}；加卡或加机器也会损失同样的时间（卡越多通信也越多）",
+            f"the time lost is not a lack of compute; {en}; more NPUs or machines would lose the "
+            "same time (and more ranks add communication)",
+            f"损失的时间不是因为计算能力不够；{zh}；加卡或加机器也会损失同样的时间（卡越多通信也越多）",
             (top,),
         )
     if comp == comp and comp >= CAPACITY_COMPUTE_SHARE:
