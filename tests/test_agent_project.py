@@ -954,6 +954,11 @@ def test_node_questions_place_the_top_cause_on_its_node() -> None:
     assert _text(pj.node_question(_diag(HOST9), [], False, False)).startswith(
         "The profile does not show which ranks share a node"
     )
+    # on-node links join every rank: one node, nothing to compare
+    one = dataclasses.replace(_diag(HOST9), one_node=True)
+    assert _text(pj.node_question(one, [], False, False)).startswith(
+        "Every rank is on one node (on-node links join them all)"
+    )
 
 
 def test_a_share_question_gets_the_causes_shares_before_its_gain() -> None:

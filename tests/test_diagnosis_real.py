@@ -247,3 +247,30 @@ def test_late_arrival_is_said_only_where_a_collective_shows_it(real_samples: Pat
             assert "no collective shows it arriving last" in c.summary, (rank, c.summary)
             assert "没有哪个集合通信显示它最后到达" in c.summary_zh
     assert votes.get(1, 0) > 0 and not votes.get(3) and not votes.get(6)
+
+
+def test_one_node_is_told_from_no_node_layout(real_samples) -> None:
+    """pt-text-level1-2rank's matrix joins all 8 ranks by HCCS (one node); cluster-16rank-pp2's
+    covers a few ranks only (no layout). Counted here from the communication.json link keys."""
+    import json
+
+    from advisor_chat.diagnosis import diagnose
+    from advisor_chat.ingest import load_profile
+
+    def hccs_ranks(root):
+        out = set()
+        for f in root.rglob("communication_matrix.json"):
+            for text in [f.read_text()]:
+                for _step, ops in json.loads(text).items():
+                    for links in (ops.get("collective", {}) | ops.get("p2p", {})).values():
+                        for link, v in links.items():
+                            if v.get("Transport Type") == "HCCS":
+                                out |= {int(x) for x in link.split("-")}
+        return out
+
+    pt = real_samples / "pt-text-level1-2rank"
+    assert len(hccs_ranks(pt)) == 8
+    d = diagnose(load_profile(pt, use_cache=False, progress=False))
+    assert d.one_node and d.nodes == ()
+    c = diagnose(load_profile(real_samples / "cluster-16rank-pp2", use_cache=False, progress=False))
+    assert not c.one_node and c.nodes == ()

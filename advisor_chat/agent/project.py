@@ -916,11 +916,20 @@ def node_question(
             else f"No node is slower than the others; the cause is {why}."
         )
         return _verdict_first(p, "不是：" if zh else "No: ", zh, yes_no)
+    if not nodes and d.one_node:
+        p.lines.append(
+            f"所有卡都在同一台机器上（机内链路把它们全部连在一起），没有其他机器可比；最主要的原因在{why}。"
+            if zh
+            else "Every rank is on one node (on-node links join them all), so there is no other "
+            f"node to compare with; the top cause is {why}."
+        )
+        return _verdict_first(p, "不是：" if zh else "No: ", zh, yes_no)
     if not nodes:
         p.lines.append(
-            f"数据中看不出卡在各台机器上的分布（没有机内链路记录），无法按机器比较；最主要的原因在{why}。"
+            f"数据中看不出卡在各台机器上的分布（通信矩阵的机内链路没有覆盖所有卡），无法按机器比较；最主要的原因在{why}。"
             if zh
-            else "The profile does not show which ranks share a node (no on-node links), so "
+            else "The profile does not show which ranks share a node (the communication matrix's on-node "
+            "links do not cover every rank), so "
             f"nodes cannot be compared; the top cause is {why}."
         )
         return p

@@ -161,6 +161,20 @@ def nodes(profile: Profile) -> list[tuple[int, ...]]:
     Returns the components (sorted tuples, by lowest rank) when there are at least two and every
     rank of the matrix is in one; ``[]`` when the matrix is missing or shows one node.
     """
+    comps = _components(profile)
+    if len(comps) < 2 or any(len(c) < 2 for c in comps):
+        return []
+    return comps
+
+
+def single_node(profile: Profile) -> bool:
+    """Whether on-node links (``comm_matrix``) join every rank of the profile into one node."""
+    comps = _components(profile)
+    return len(comps) == 1 and len(comps[0]) >= 2 and set(comps[0]) >= set(profile.ranks)
+
+
+def _components(profile: Profile) -> list[tuple[int, ...]]:
+    """Ranks of ``comm_matrix`` grouped by on-node links (sorted tuples, by lowest rank)."""
     m = profile.get("comm_matrix")
     if m.empty or "transport" not in m.columns:
         return []
@@ -188,8 +202,6 @@ def nodes(profile: Profile) -> list[tuple[int, ...]]:
     comps: dict[int, list[int]] = defaultdict(list)
     for r in list(parent):
         comps[find(r)].append(r)
-    if len(comps) < 2 or any(len(c) < 2 for c in comps.values()):
-        return []
     return sorted((tuple(sorted(c)) for c in comps.values()), key=lambda c: c[0])
 
 

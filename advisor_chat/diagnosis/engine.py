@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from advisor_chat.analyzers.base import AnalyzerResult, Category, Finding, FindingKind, Severity
 from advisor_chat.diagnosis import rules as R
+from advisor_chat.diagnosis.attribution import single_node
 from advisor_chat.diagnosis.context import Context, build_context
 from advisor_chat.diagnosis.text import ms, pct, share_of
 from advisor_chat.diagnosis.types import (
@@ -833,6 +834,7 @@ def _diagnose(
         left_out_zh=left_out_zh,
         missing_ranks=tuple(R.missing_ranks(profile)),
         nodes=tuple(ctx.nodes),
+        one_node=not ctx.nodes and single_node(profile),
     )
 
 

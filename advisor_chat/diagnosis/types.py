@@ -244,6 +244,7 @@ class Diagnosis:
             warnings, or below the recorded world size): no statement covers them.
         nodes: The ranks of each node (server), ordered by their lowest rank, from the on-node
             (HCCS/PCIe/SIO) links of ``comm_matrix``; ``()`` when the matrix does not show them.
+        one_node: On-node links join every rank into one node (``nodes`` is then ``()``).
     """
 
     causes: tuple[RootCause, ...]
@@ -262,6 +263,7 @@ class Diagnosis:
     left_out_zh: str = ""
     missing_ranks: tuple[int, ...] = ()
     nodes: tuple[tuple[int, ...], ...] = ()
+    one_node: bool = False
 
     def role_of(self, rank: int) -> list[tuple[RootCause, Role, Impact | None]]:
         """Each cause touching ``rank`` and the rank's role in it, ordered by lost time.
