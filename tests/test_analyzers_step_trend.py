@@ -153,3 +153,20 @@ def test_outliers_are_judged_against_the_clean_steps_when_most_steps_are_slow() 
     jit = [f for f in res.findings if f.kind is FindingKind.JITTER]
     assert len(jit) == 1 and "[10, 11, 13, 14]" in jit[0].summary
     assert "most steps are slow" in jit[0].summary and "大多数步都变慢了" in jit[0].summary_zh
+
+
+def test_jitter_counts_distinct_outlier_steps_not_rank_rows(scenario) -> None:
+    """ecc-kernel-retries: the cluster-wide jitter finding lists its outlier steps; its
+    ``outlier_steps`` metric is how many steps that list holds (was one per rank and step)."""
+    from advisor_chat.analyzers.base import get_analyzer
+    from advisor_chat.ingest import load_profile
+
+    prof = load_profile(scenario("ecc-kernel-retries"), use_cache=False, progress=False)
+    spec = get_analyzer("step_trend")
+    res = spec.run(prof, spec.params())
+    jit = [f for f in res.findings if f.id.startswith("step_trend.jitter")]
+    assert jit
+    for f in jit:
+        listed = f.summary.split("outlier steps: [")[1].split("]")[0]
+        n = len([x for x in listed.split(",") if x.strip()])
+        assert f.metrics["outlier_steps"] == n, (f.summary, f.metrics)

@@ -402,7 +402,8 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
                     metrics={
                         "residual_cv": cv,
                         "cv": float(row["cv"]),
-                        "outlier_steps": float(len(out_steps)),
+                        # distinct steps (as listed), not (rank, step) rows
+                        "outlier_steps": float(out_steps["step"].nunique()),
                         "mean_step_us": float(row["mean_step_us"]),
                         "median_step_us": float(row["median_step_us"]),
                         "jitter_threshold_cv": JITTER_CV,
