@@ -23,7 +23,16 @@ from advisor_chat.ingest import load_profile
 from advisor_chat.reporting import render_markdown, run_report, to_json
 from advisor_chat.symptoms import SYMPTOM_TAGS
 from advisor_chat.synth import SCENARIOS
+from advisor_chat.synth.scenarios_dev import DEV_KINDS
+from advisor_chat.synth.scenarios_dev2 import DEV2_KINDS
+from advisor_chat.synth.scenarios_dev3 import DEV3_KINDS
+from advisor_chat.synth.scenarios_dev4 import DEV4_KINDS
+from advisor_chat.synth.scenarios_dev7 import DEV7_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
+
+#: The development kinds run in the slow suite (their eval gates also check them there): ~2 s each
+#: would cost the everyday test command a minute.
+_DEV = set(DEV_KINDS) | set(DEV2_KINDS) | set(DEV3_KINDS) | set(DEV4_KINDS) | set(DEV7_KINDS)
 
 CASES = Path(__file__).resolve().parents[1] / "knowledge" / "cases"
 
@@ -40,7 +49,14 @@ def _key(folder: Path) -> dict[str, Any]:
     return key
 
 
-@pytest.mark.parametrize("name", [s for s in SCENARIOS if s not in FAULT_KINDS])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(s, marks=pytest.mark.slow) if s in _DEV else s
+        for s in SCENARIOS
+        if s not in FAULT_KINDS
+    ],
+)
 def test_report_names_the_planted_root_cause_first(scenario, name: str) -> None:
     folder = scenario(name)
     key = _key(folder)
