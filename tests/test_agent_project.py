@@ -1038,6 +1038,7 @@ def test_a_suspect_no_rule_names_is_judged_against_the_causes_text() -> None:
     assert unknown_suspect("is the optimizer the problem?") == "optimizer"
     assert unknown_suspect("is it the loss function?") == "loss function"
     assert unknown_suspect("是不是日志的问题？") == "日志"
+    assert unknown_suspect("是不是优化器那块的问题？") == "优化器"
     assert unknown_suspect("is this the problem?") == ""
     assert unknown_suspect("is there a performance problem?") == ""
     d = _diag(HOST9)

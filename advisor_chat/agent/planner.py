@@ -153,10 +153,14 @@ def unknown_suspect(text: str) -> str:
     for rx in _SUSPECT_X:
         m = rx.search(text)
         if m is not None:
-            x = m.group("x").strip()
+            # "优化器那块" / "the optimizer side": the thing, without the word for "part of"
+            x = _FILLER.sub("", m.group("x").strip()).strip()
             if x and not _NOT_SUSPECT.match(x):
                 return x
     return ""
+
+
+_FILLER = re.compile(r"(那块|这块|那边|这边|方面|部分|相关|\s+(side|part|stuff|thing))$", re.I)
 
 
 _RANK_WORD = re.compile(r"\b(ranks?|cards?|npus?|devices?|gpus?)\b|卡", re.I)
