@@ -992,6 +992,26 @@ def node_question(
     return _verdict_first(p, "不是：" if zh else "No: ", zh, yes_no)
 
 
+def _cause_text(c: RootCause) -> str:
+    """A cause's words in both languages: its summary and its remedies."""
+    return " ".join(
+        [c.summary, c.summary_zh, *(r.text for r in c.remedies), *(r.text_zh for r in c.remedies)]
+    )
+
+
+def _fits(c: RootCause, zh: bool) -> Projection:
+    """The answer "yes, that fits what the data shows", with cause ``c``."""
+    p = Projection()
+    p.add_cause(c)
+    p.plot_ranks = _culprit_ranks(c)[:8]
+    p.lines.append(
+        f"是的，这与数据相符。{summary(c, zh)}。"
+        if zh
+        else f"Yes, that fits what the data shows. {_upper_first(summary(c, zh))}."
+    )
+    return p
+
+
 def unknown_suspect(d: Diagnosis, x: str, zh: bool) -> Projection:
     """A suspect no rule judges ("is the tokenizer the problem?"), against the top causes' text.
 
@@ -1001,19 +1021,9 @@ def unknown_suspect(d: Diagnosis, x: str, zh: bool) -> Projection:
     """
     p = Projection()
     real = _real(d)[:2]
-    key = x.lower()
     for c in real:
-        body = " ".join([c.summary, c.summary_zh, *(r.text for r in c.remedies),
-                         *(r.text_zh for r in c.remedies)]).lower()  # fmt: skip
-        if key in body:
-            p.add_cause(c)
-            p.plot_ranks = _culprit_ranks(c)[:8]
-            p.lines.append(
-                f"是的，这与数据相符。{summary(c, zh)}。"
-                if zh
-                else f"Yes, that fits what the data shows. {_upper_first(summary(c, zh))}."
-            )
-            return p
+        if x.lower() in _cause_text(c).lower():
+            return _fits(c, zh)
     top = real[0] if real else None
     if top is None:
         p.lines.append(
@@ -2707,24 +2717,8 @@ def suspect_verdict(d: Diagnosis, key: str, zh: bool, env_recorded: bool) -> Pro
     _, shows, var = SUSPECTS[key]
     real = _real(d)[:2]
     for c in real:
-        body = " ".join(
-            [
-                c.summary,
-                c.summary_zh,
-                *(r.text for r in c.remedies),
-                *(r.text_zh for r in c.remedies),
-            ]
-        )
-        if any(re.search(p, body, re.I) for p in shows):
-            p = Projection()
-            p.add_cause(c)
-            p.plot_ranks = _culprit_ranks(c)[:8]
-            p.lines.append(
-                f"是的，这与数据相符。{summary(c, zh)}。"
-                if zh
-                else f"Yes, that fits what the data shows. {_upper_first(summary(c, zh))}."
-            )
-            return p
+        if any(re.search(p, _cause_text(c), re.I) for p in shows):
+            return _fits(c, zh)
     if var and env_recorded:
         flagged = [f for f in d.findings if f.id == f"env_check.env.{var.lower()}"]
         if not flagged:
