@@ -25,6 +25,7 @@ from advisor_chat.synth.scenarios_dev2 import register as _register_dev2
 from advisor_chat.synth.scenarios_dev3 import register as _register_dev3
 from advisor_chat.synth.scenarios_dev4 import register as _register_dev4
 from advisor_chat.synth.scenarios_dev7 import register as _register_dev7
+from advisor_chat.synth.scenarios_dev8 import register as _register_dev8
 from advisor_chat.synth.scenarios_ext import register as _register_more
 from advisor_chat.synth.scenarios_faults import register as _register_faults
 from advisor_chat.synth.writer import RunInfo, write_rank
@@ -38,6 +39,7 @@ _register_dev2(SCENARIOS)
 _register_dev3(SCENARIOS)
 _register_dev4(SCENARIOS)
 _register_dev7(SCENARIOS)
+_register_dev8(SCENARIOS)
 
 MIN_RANKS, MAX_RANKS = 2, 4096
 FIRST_STEP = 10
