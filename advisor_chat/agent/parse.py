@@ -785,8 +785,8 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
     "capacity": (
         r"\b(not enough|too little|insufficient|lack of|short of|more) (npu |gpu |device |raw )?"
         r"(compute|computing power|compute power|capacity|flops)\b",
-        r"\b(add|buy|need|get|throw) (more|extra|bigger|faster) (npus?|gpus?|machines?|nodes?|"
-        r"servers?|cards?|hardware)\b",
+        r"\b(add|adding|buy|need|get|throw|throwing)\b(?: \w+){0,3}? (more|extra|additional|"
+        r"bigger|faster) (npus?|gpus?|machines?|nodes?|servers?|cards?|hardware)\b",
         r"\b(more|faster|bigger) (npus?|gpus?|machines?|servers?|cards?) (help|fix|solve)",
         r"算力不(够|足)",
         r"(加|增加|多加|再加|买|扩).{0,3}(几台|几张|一些|点)?(机器|卡|节点|服务器|npu|NPU)",

@@ -1183,7 +1183,8 @@ def quote_source(path: str, zh: bool = False) -> str:
 _SUSPECT_Q = re.compile(
     r"\b(related|could (that|this|it) be|is that why|cause[sd]? (this|it)|be (it|the reason))\b"
     r"|\bcould\b.{0,40}\bbe\b|\b(could|does|would|can|might)\b.{0,40}\b(matter|affect|impact|hurt)"
-    r"|有关系|有关吗|会是这个|是不是因为|是这个原因|导致的|会影响|有影响|影响大吗",
+    r"|\b(that'?s|this is|it'?s) (what|why)\b.{0,40}\b(right|correct|isn'?t it)\b"
+    r"|有关系|有关吗|会是这个|是不是因为|是这个原因|导致的|会影响|有影响|影响大吗|对吧|对不对",
     re.I,
 )
 #: A question that asks whether to make a change ("should I switch...?"): judged elsewhere.

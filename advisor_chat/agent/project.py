@@ -2608,6 +2608,19 @@ SUSPECTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
         (r"\bno_sync\b",),
         "",
     ),
+    # a small micro-batch / short sequences: kernels too short for the host to launch ahead
+    "micro_batch": (
+        (
+            r"micro[ _-]?batch",
+            r"\bmbs\b",
+            r"\bbatch[ _-]?size\b",
+            r"(small|tiny|short) (batch|sequences?)",
+            r"序列(也|太|很|比较)?短",
+            r"batch\s*(太|很|比较)?小",
+        ),
+        (r"micro[ _-]?batch", r"too little work per launch", r"工作量太小"),
+        "",
+    ),
     # a per-tensor optimizer (foreach / fused off): many short kernels after the backward pass
     "fused_optimizer": (
         (

@@ -34,6 +34,10 @@ LAUNCH_RATIO = 2.0
 LAUNCH_ABS_US = 100.0
 #: Share of the device idle time during which the host had not launched the next task yet.
 HOST_WAIT_RATIO = 0.5
+#: A kernel that starts within this long of its launch call had no task queued ahead of it (the
+#: host's lead was gone): the device idle right before it was spent waiting for that launch (µs;
+#: with a task queue that keeps up, kernels start hundreds of µs to ms after their launch).
+QUEUE_EMPTY_US = 50.0
 #: Device gap regarded as a possible GC pause (µs; advisor conjectured-GC rule: 200 ms).
 GC_GAP_US = 200_000.0
 #: At most this many host launches per ms inside such a gap (advisor: < 1 per 10 ms).
@@ -130,6 +134,11 @@ def _kernel_gaps(k: pd.DataFrame) -> pd.DataFrame:
 def _host_wait(gaps: pd.DataFrame, hd: pd.DataFrame) -> pd.DataFrame:
     """Attach the host launch time of each device task (matched on device start within 1 µs).
 
+    ``host_wait_us``: the part of the gap before a task that the device spent waiting for its
+    launch: the whole gap when the task started within ``QUEUE_EMPTY_US`` of its launch call (the
+    queue was empty, the launch itself was late), else the time from the previous task's end to
+    the launch call's start (the host had not called it yet), at most the gap.
+
     Matching uses one sorted key per row, rank · 1e11 + (start − t0) µs (exact to ~0.02 µs for
     profiles shorter than 27 h; longer ones fall back to a per-rank ``merge_asof``).
     """
@@ -174,6 +183,8 @@ def _host_wait(gaps: pd.DataFrame, hd: pd.DataFrame) -> pd.DataFrame:
         host = np.where(dist <= 1.0, hs[best], np.nan)
         out["host_start_us"] = host
     late = np.clip(host - out["prev_end_us"].to_numpy(), 0.0, None)
+    empty = (out["start_us"].to_numpy() - host) <= QUEUE_EMPTY_US
+    late = np.where(empty, out["gap_us"].to_numpy(), late)
     out["host_wait_us"] = np.where(np.isfinite(host), np.minimum(late, out["gap_us"]), np.nan)
     return out
 
@@ -208,10 +219,12 @@ def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> Ana
         sync_api_count (count of api_name containing 'Synchronize'), launch_then_sync_ratio,
         device_idle_us_per_step (µs, sum of gaps between consecutive kernels inside steps / steps),
         idle_vs_free_ratio (that idle / step_trace free_us; ≈ 1 when the two sources agree),
-        host_wait_us_per_step (µs, part of those gaps before the host launched the next task),
+        host_wait_us_per_step (µs, part of those gaps spent waiting for the next launch: the whole gap
+        when the kernel started within QUEUE_EMPTY_US of its launch, else until the launch call),
         host_wait_ratio (host_wait / idle), step_start_idle_us (µs, gap before a step's
         first kernel, mean over steps), tiny_kernel_count_ratio and
-        tiny_kernel_time_ratio (compute kernels < 10 µs), median_kernel_us (µs), long_gap_count
+        tiny_kernel_time_ratio (compute kernels < 10 µs), median_kernel_us (µs), gap_us_median (µs,
+        median device idle before a kernel, of the gaps inside a step), long_gap_count
         (gaps > 200 ms), gc_like_gap_count, free_us (µs, median step_trace free_us), free_ratio
         (free / step), step_us (µs), preparing_us (µs, mean step_trace Preparing). ``tables['long_gaps']``: rank, step, start_us, gap_us,
         host_launches (count), gc_like. Metrics: cluster medians of the launch-delay quantiles.
@@ -317,6 +330,9 @@ def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> Ana
         n_steps = gaps.groupby("rank")["step"].nunique().clip(lower=1)
         idle = inner.groupby("rank")["gap_us"].sum() / n_steps
         table["device_idle_us_per_step"] = idle.reindex(table.index)
+        table["gap_us_median"] = (
+            inner[inner["gap_us"] > 0].groupby("rank")["gap_us"].median().reindex(table.index)
+        )
         if "free_us" in table.columns:
             table["idle_vs_free_ratio"] = table["device_idle_us_per_step"] / table["free_us"].where(
                 table["free_us"] > 0

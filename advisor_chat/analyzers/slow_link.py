@@ -87,7 +87,13 @@ def slow_link(profile: Profile, params: SlowLinkParams) -> AnalyzerResult:
         ``transit_time_ms``, ``bandwidth_gbps``, ``median_gbps``, ``ratio``, ``slow``),
         ``small_packets`` (per transport family: ``transport``, ``threshold_mb``,
         ``small_share``, ``small_volume_share``, ``basis``), ``wait_ratio`` (per rank:
-        ``wait_ratio``, ``synchronization_ratio``, ``wait_ms``).
+        ``wait_ratio``, ``synchronization_ratio``, ``wait_ms``), ``transport_standard`` (per
+        transport with a standard bandwidth: ``transport``, ``links``, ``median_gbps``,
+        ``min_gbps``, ``max_gbps``, ``standard_gbps``, ``utilisation``, ``large_packet_ratio``,
+        ``transit_size_mb`` and ``transit_time_ms`` per link, sums). A transport whose links run
+        below ``STANDARD_UTILISATION`` of its standard bandwidth with large transfers
+        (``large_packet_ratio`` ≥ 0.8, or unknown) is a finding: every link of it is slow
+        (configuration or fabric), the CANN msprof slow-link rule.
 
     Raises:
         ToolArgumentError: ``group`` is not in the communication data.
@@ -128,6 +134,8 @@ def slow_link(profile: Profile, params: SlowLinkParams) -> AnalyzerResult:
     findings += _small_findings(profile, bw, small, step_us, _nsteps(bw, n_steps))
     wr = _wait_ratio(ops)
     findings += _wait_findings(profile, wr, ops, step_us, _nsteps(ops, n_steps))
+    standard = _transport_standard(links, small)
+    findings += _standard_findings(profile, standard, step_us, _nsteps(mx, n_steps))
     if mx.empty:
         notes.append(
             "no communication matrix (communication_matrix.json): link-level check unavailable"
@@ -152,7 +160,12 @@ def slow_link(profile: Profile, params: SlowLinkParams) -> AnalyzerResult:
         metrics=metrics,
         findings=tuple(findings),
         notes=tuple(notes),
-        tables={"rank_bandwidth": rank_bw, "small_packets": small, "wait_ratio": wr},
+        tables={
+            "rank_bandwidth": rank_bw,
+            "small_packets": small,
+            "wait_ratio": wr,
+            "transport_standard": standard,
+        },
     )
 
 
@@ -237,6 +250,17 @@ def _healthy(
 
 #: Below this bandwidth (GB/s) a link is shown as 0.0 GB/s and named in the note.
 ZERO_GBPS = 0.05
+#: Standard bandwidth of one link per transport, GB/s (Atlas A2, as CANN msprof's slow-link rule
+#: uses: RDMA 12.5, HCCS 18, PCIE 20; A3-class cards are faster, so this under-flags them).
+STANDARD_GBPS = {"RDMA": 12.5, "HCCS": 18.0, "PCIE": 20.0}
+#: A transport's median link below this share of its standard, with large transfers, is slow.
+STANDARD_UTILISATION = 0.8
+#: Large transfers: at least this share of a transport's transfers are large (msprof: 0.8).
+LARGE_PACKET_RATIO = 0.8
+#: Large-packet size per transport (MB), as the small-packet rule uses (RDMA 1 MB, SDMA family 16).
+LARGE_PACKET_MB = {"RDMA": 1.0, "HCCS": 16.0, "PCIE": 16.0}
+#: A transport below standard is a finding when its transit excess is at least this share of the step.
+STANDARD_MIN_SHARE = 0.005
 
 
 def _comparable(df: pd.DataFrame, key: str) -> pd.Series:
@@ -659,3 +683,127 @@ def _wait_findings(
             category=Category.COMMUNICATION,
         )
     ]
+
+
+def _transport_standard(links: pd.DataFrame, small: pd.DataFrame) -> pd.DataFrame:
+    """Per transport with a standard bandwidth: its links' bandwidth against that standard.
+
+    Columns as in :func:`slow_link` (``transport_standard``); ``large_packet_ratio`` is 1 −
+    ``small_share`` of the transport's small-packet row (the SDMA family's for HCCS and PCIE);
+    without one, 1 or 0 by the links' mean transfer per op against ``LARGE_PACKET_MB``.
+    """
+    cols = [
+        "transport",
+        "links",
+        "median_gbps",
+        "min_gbps",
+        "max_gbps",
+        "standard_gbps",
+        "utilisation",
+        "large_packet_ratio",
+        "transit_size_mb",
+        "transit_time_ms",
+    ]
+    if links.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for tr, sub in links.groupby(links["transport"].astype(str).str.upper()):
+        std = STANDARD_GBPS.get(str(tr))
+        bw = sub["bandwidth_gbps"].astype(float)
+        if std is None or bw.empty:
+            continue
+        fam = [str(tr), "SDMA"] if str(tr) in ("HCCS", "PCIE") else [str(tr)]
+        sm = small[small["transport"].isin(fam)] if not small.empty else small
+        if len(sm):
+            large = 1.0 - float(sm["small_share"].iloc[0])
+        else:  # no packet counts: large when the transfers average a large-packet size or more
+            per_op = float(sub["transit_size_mb"].sum()) / max(float(sub["ops"].sum()), 1.0)
+            large = 1.0 if per_op >= LARGE_PACKET_MB.get(str(tr), 16.0) else 0.0
+        med = float(bw.median())
+        rows.append(
+            {
+                "transport": str(tr),
+                "links": len(sub),
+                "median_gbps": med,
+                "min_gbps": float(bw.min()),
+                "max_gbps": float(bw.max()),
+                "standard_gbps": std,
+                "utilisation": med / std,
+                "large_packet_ratio": large,
+                "transit_size_mb": float(sub["transit_size_mb"].sum()),
+                "transit_time_ms": float(sub["transit_time_ms"].sum()),
+            }
+        )
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _standard_findings(
+    profile: Profile, standard: pd.DataFrame, step_us: float, n_steps: int
+) -> list[Finding]:
+    """A finding per transport whose every link runs below its standard with large transfers.
+
+    ``extra_us``: per link and step, the transit time beyond what the standard bandwidth needs
+    (mean over the transport's links): what each rank's transfers over it would take less.
+    """
+    out: list[Finding] = []
+    for _, t in standard.iterrows():
+        large = float(t["large_packet_ratio"])
+        if not (float(t["utilisation"]) < STANDARD_UTILISATION and large >= LARGE_PACKET_RATIO):
+            continue
+        tr, n = str(t["transport"]), int(t["links"])
+        extra = (
+            max(
+                float(t["transit_time_ms"])
+                - float(t["transit_size_mb"]) / float(t["standard_gbps"]),
+                0.0,
+            )
+            * 1000.0
+            / max(n, 1)
+            / max(n_steps, 1)
+        )
+        share = extra / step_us if step_us > 0 else float("nan")
+        if not (share >= STANDARD_MIN_SHARE):
+            continue
+        rng = f"{t['min_gbps']:.1f}-{t['max_gbps']:.1f} GB/s"
+        out.append(
+            Finding(
+                id=f"slow_link.transport.{tr.lower()}_below_standard",
+                kind=FindingKind.SLOW_LINK,
+                severity=severity(share),
+                summary=(
+                    f"Every {tr} link is slow: {n} links at {rng} (median {t['median_gbps']:.1f} "
+                    f"GB/s, {t['utilisation']:.0%} of the {t['standard_gbps']:.1f} GB/s standard of "
+                    f"an {tr} link) with large transfers: the {tr} fabric or its configuration, not "
+                    f"one link; at the standard bandwidth each link's transfers would take "
+                    f"{ms(extra)} less per step"
+                ),
+                summary_zh=(
+                    f"所有 {tr} 链路都慢：{n} 条链路带宽 {rng}（中位数 {t['median_gbps']:.1f} GB/s，"
+                    f"只有 {tr} 链路标准带宽 {t['standard_gbps']:.1f} GB/s 的 {t['utilisation']:.0%}），"
+                    f"且传输都是大包：问题在 {tr} 网络或其配置，而不是某一条链路；按标准带宽每条链路每步可少 "
+                    f"{ms(extra)}"
+                ),
+                metrics={
+                    "median_gbps": float(t["median_gbps"]),
+                    "min_gbps": float(t["min_gbps"]),
+                    "max_gbps": float(t["max_gbps"]),
+                    "standard_gbps": float(t["standard_gbps"]),
+                    "utilisation": float(t["utilisation"]),
+                    "links_count": float(n),
+                    "extra_us": extra,
+                },
+                evidence=(
+                    Evidence(
+                        "comm_matrix",
+                        profile.cite("comm_matrix"),
+                        {"transport": tr},
+                        "bandwidth = Σ Transit Size(MB) / Σ Transit Time(ms) per link; median "
+                        "over the transport's links / its standard bandwidth (Atlas A2)",
+                    ),
+                ),
+                symptom_tags=("slow_link", f"{tr.lower()}_low_bandwidth"),
+                estimated_gain_us=extra,
+                category=Category.COMMUNICATION,
+            )
+        )
+    return out

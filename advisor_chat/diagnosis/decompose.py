@@ -999,11 +999,22 @@ class PassSync:
     allreduces_per_pass: float
 
 
-def pass_sync(profile: Profile, ranks: Sequence[int]) -> PassSync | None:
-    """The backward passes of each step and how many of them all-reduce; ``None`` with < 2 passes.
+#: A run of forward operators starts a new pass (micro-batch) when it holds at least this share of
+#: the forward operators of the step's first forward; a shorter run inside the backward is a layer's
+#: forward re-run (activation recomputation).
+FULL_FORWARD_SHARE = 0.5
 
-    Reads every kernel of up to ``PEER_SAMPLE`` of ``ranks`` in start order. With gradient
-    accumulation only the last micro-batch's backward needs to all-reduce the gradients.
+
+def _passes(profile: Profile, ranks: Sequence[int]) -> pd.DataFrame | None:
+    """Every kernel of up to ``PEER_SAMPLE`` of ``ranks`` with its pass and forward-run labels.
+
+    Columns: rank, step, start (µs), dur (µs), op (lowercase op type), ar (an all-reduce), bw (a
+    backward marker: the name says ``Grad`` / ``backward``), fwd (a forward marker: an operator type
+    that has a gradient operator in the profile, RmsNorm before RmsNormGrad; a MatMul runs in both
+    passes and marks neither), pass (0 before the first backward, then 1, 2, ...: a pass starts at
+    the backward marker after a full forward run), run_fwd (the count of forward markers of the
+    forward run a row belongs to, NaN off forward runs), recompute (a forward run inside a pass that
+    is too short to be a micro-batch's forward). ``None`` without kernels, start times or steps.
     """
     rs = _sample([int(r) for r in ranks])
     if not rs:
@@ -1018,25 +1029,47 @@ def pass_sync(profile: Profile, ranks: Sequence[int]) -> PassSync | None:
             "rank": k["rank"].to_numpy(),
             "step": k["step"].fillna(-1).to_numpy(),
             "start": pd.to_numeric(k["start_us"], errors="coerce").to_numpy(),
+            "dur": pd.to_numeric(k["duration_us"], errors="coerce").to_numpy()
+            if "duration_us" in k.columns
+            else np.nan,
+            "op": op.str.lower().to_numpy(),
+            "op_type": op.to_numpy(),
             "bw": name.str.contains("|".join(_BACKWARD), regex=True).to_numpy(),
-            "ar": op.str.lower().str.contains("allreduce").to_numpy(),
         }
     )
+    f["ar"] = f["op"].str.contains("allreduce")
     f = f[f["step"] >= 0].sort_values(["rank", "step", "start"], kind="stable")
     if f.empty:
         return None
-    # markers: forward operators that have a gradient operator (RmsNorm / RmsNormGrad,
-    # FlashAttentionScore / ...Grad), and the backward ones; a MatMul runs in both passes
-    types = set(op.str.lower().unique())
+    types = set(f["op"].unique())
     fwd_types = {t for t in types if f"{t}grad" in types or f"{t}backward" in types}
-    f["fwd"] = op.str.lower().isin(fwd_types).to_numpy()[f.index.to_numpy()] & ~f["bw"]
+    f["fwd"] = f["op"].isin(fwd_types) & ~f["bw"]
     mark = f[f["fwd"] | f["bw"]]
     if mark.empty or not mark["fwd"].any():
         return None
-    # a new pass starts at a backward marker that follows a forward marker
-    prev_bw = mark["bw"].groupby([mark["rank"], mark["step"]]).shift().fillna(True)
-    start = (mark["bw"] & ~prev_bw.astype(bool)).reindex(f.index, fill_value=False)
+    unit = [mark["rank"], mark["step"]]
+    # runs of consecutive forward (or backward) markers within a (step, rank)
+    new_unit = (mark["rank"] != mark["rank"].shift()) | (mark["step"] != mark["step"].shift())
+    run = ((mark["fwd"] != mark["fwd"].shift()) | new_unit).cumsum()
+    run_fwd = run.map(run.value_counts()).where(mark["fwd"])
+    first = run_fwd.groupby(unit).transform("first")
+    prev = run_fwd.groupby(unit).shift()
+    full = prev >= FULL_FORWARD_SHARE * first
+    start = (mark["bw"] & full).reindex(f.index, fill_value=False)
     f["pass"] = start.groupby([f["rank"], f["step"]]).cumsum()
+    return f
+
+
+def pass_sync(profile: Profile, ranks: Sequence[int]) -> PassSync | None:
+    """The backward passes of each step and how many of them all-reduce; ``None`` with < 2 passes.
+
+    Reads every kernel of up to ``PEER_SAMPLE`` of ``ranks`` in start order (:func:`_passes`). With
+    gradient accumulation only the last micro-batch's backward needs to all-reduce the gradients. A
+    layer's forward re-run inside the backward (recomputation) does not start a pass.
+    """
+    f = _passes(profile, ranks)
+    if f is None:
+        return None
     units = f.groupby(["step", "rank"])
     passes = units["pass"].max()
     if passes.empty or float(passes.median()) < 2:
@@ -1051,6 +1084,82 @@ def pass_sync(profile: Profile, ranks: Sequence[int]) -> PassSync | None:
         passes_with_sync=float(with_sync.median()),
         allreduces_per_step=float(ar.groupby(["step", "rank"]).size().median()),
         allreduces_per_pass=float(per_pass.median()),
+    )
+
+
+#: Forward operators re-run per step, as a share of one forward's, below which recomputation is
+#: not reported (a stray extra norm or two).
+RECOMPUTE_MIN_SHARE = 0.2
+#: ... on at least this share of the ranks sampled (the job's recomputation, not one stage's).
+RECOMPUTE_RANK_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class Recompute:
+    """Forward operators run more often than their gradient operators (activation recomputation).
+
+    From ``kernel_details.csv`` (:func:`_passes`). Every forward operator type that has a gradient
+    operator in the profile (RmsNorm / RmsNormGrad, FlashAttentionScore / ...Grad) runs once per
+    micro-batch forward and its gradient once per backward; the launches beyond the gradient's
+    are the forward run again before the backward (Megatron ``--recompute-granularity``,
+    activation checkpointing). Independent of where the re-run sits in the step.
+
+    Attributes:
+        forward_share: Forward-operator launches beyond their gradients' / the gradients' launches,
+            per (step, rank) (median): 1.0 when every layer's forward runs twice.
+        recompute_us: Device time of the re-run per (step, rank), µs (median): the extra launches
+            × the device time per forward-operator launch of the step's first forward (its kernels
+            before the first backward marker, collectives excluded).
+        op: The forward operator type with the most launches beyond its gradient's (e.g.
+            FlashAttentionScore), ``op_per_step`` its launches per (step, rank), ``grad_per_step``
+            its gradient operator's.
+    """
+
+    forward_share: float
+    recompute_us: float
+    op: str
+    op_per_step: float
+    grad_per_step: float
+
+
+def recompute(profile: Profile, ranks: Sequence[int]) -> Recompute | None:
+    """The forward re-run of each step (``None`` below ``RECOMPUTE_MIN_SHARE`` or without markers)."""
+    f = _passes(profile, ranks)
+    if f is None:
+        return None
+    unit = ["step", "rank"]
+    grad_of = {t: t + "grad" for t in set(f.loc[f["fwd"], "op"])}
+    grad_of.update({t: t + "backward" for t in grad_of if t + "grad" not in set(f["op"])})
+    fw = f[f["fwd"]].groupby(unit).size()
+    gr = f[f["bw"] & f["op"].isin(set(grad_of.values()))].groupby(unit).size()
+    gr = gr.reindex(fw.index, fill_value=0)
+    extra = (fw - gr).clip(lower=0)
+    share = (extra / gr.where(gr > 0)).dropna()
+    if share.empty or float(share.median()) < RECOMPUTE_MIN_SHARE:
+        return None
+    # on (nearly) every rank sampled: a pipeline stage that recomputes is a stage's cause
+    by_rank = share.groupby(level="rank").median()
+    if float((by_rank >= RECOMPUTE_MIN_SHARE).mean()) < RECOMPUTE_RANK_SHARE:
+        return None
+    coll = f["op"].str.startswith(("hcom", "hccl"))
+    pre = f[(f["pass"] == 0) & ~f["bw"] & ~coll]
+    per_launch = (pre.groupby(unit)["dur"].sum() / pre[pre["fwd"]].groupby(unit).size()).dropna()
+    est = (extra * per_launch.reindex(extra.index)).dropna()
+    n_units = max(len(fw), 1)
+    cnt = f.loc[f["fwd"], "op"].value_counts() / n_units
+    grad = f.loc[f["bw"], "op"].value_counts() / n_units
+    # the re-run operator to name: the highest launch ratio to its gradient, then the most device time
+    busy = f[f["fwd"]].groupby("op")["dur"].sum()
+    ratio = {
+        o: round(float(c) / max(float(grad.get(grad_of[o], 0.0)), 1e-9), 1) for o, c in cnt.items()
+    }
+    op = max(ratio, key=lambda o: (min(ratio[o], 1e6), float(busy.get(o, 0.0))))
+    return Recompute(
+        forward_share=float(share.median()),
+        recompute_us=float(est.median()) if len(est) else math.nan,
+        op=str(f.loc[f["op"] == op, "op_type"].iloc[0]),
+        op_per_step=float(cnt[op]),
+        grad_per_step=float(grad.get(grad_of[op], 0.0)),
     )
 
 

@@ -635,6 +635,7 @@ def _blame(ctx: Context) -> list[RootCause]:
     causes += R.rule_intra_node_off_hccs(ctx, causes)
     causes += R.rule_group_across_nodes(ctx, causes)
     causes += R.rule_transport_steps(ctx, causes)
+    causes += R.rule_slow_transport(ctx, causes)
     if len(ctx.ranks) >= R.MIN_RANKS:
         causes += R.rule_stragglers_and_events(ctx)
     causes = R.rule_attributed(ctx, causes)
@@ -643,6 +644,7 @@ def _blame(ctx: Context) -> list[RootCause]:
     causes += R.rule_job_idle(ctx, causes)
     causes += R.rule_exposed_communication(ctx, causes)
     causes += R.rule_job_hotspot(ctx, causes)
+    causes += R.rule_recompute(ctx, causes)
     return _rank(_with_cost(ctx, causes))
 
 

@@ -830,22 +830,25 @@ CAPACITY_COMPUTE_SHARE = 0.85
 def _capacity(d: Diagnosis) -> Verdict:
     """Too little compute: more or faster NPUs would help only when the NPUs are busy computing.
 
-    Supported when the top cause is the job's own compute (a job-wide hotspot) or, without a
-    cause, the NPUs compute ≥ ``CAPACITY_COMPUTE_SHARE`` of the step; contradicted when a cause
-    that is not the job's compute holds the time (a straggler, idle, communication: more NPUs
-    would wait the same); undecided otherwise. Source: the diagnosis' cluster-wide shares.
+    Supported when, without a cause, the NPUs compute ≥ ``CAPACITY_COMPUTE_SHARE`` of the step;
+    contradicted when a cause holds the time: a straggler, idle or communication (more NPUs would
+    wait the same) or a job-wide hotspot (work beside the model's own that can be cut; more NPUs
+    would only split it); undecided otherwise. Source: the diagnosis' cluster-wide shares.
     """
     comp = float(d.shares.get("computing", float("nan")))
     top = _top(d)
     busy = f"the NPUs compute {comp:.1%} of the step" if comp == comp else ""
     busy_zh = f"NPU 的计算时间占步长 {comp:.1%}" if comp == comp else ""
     if top is not None and top.mechanism is Mechanism.JOB_HOTSPOT:
+        # a job hotspot is work beside the model's own (conversions, fallbacks, recomputation):
+        # more NPUs would split it, not remove it
         return _v(
             "capacity",
-            "supported",
-            f"{busy}, and {_lower_first(top.summary.rstrip('.'))}; cut that work first, then more "
-            "NPUs divide what is left",
-            f"{busy_zh}，并且{top.summary_zh.rstrip('。')}；先减少这部分计算，剩下的再靠加卡分摊",
+            "contradicted",
+            f"{busy}, but {_lower_first(top.summary.rstrip('.'))}; that work can be cut, and more "
+            "NPUs would only split it (and add communication): cut it first",
+            f"{busy_zh}，但{top.summary_zh.rstrip('。')}；这部分计算可以减掉，加卡只会把它分摊开"
+            "（还会增加通信）：应先减掉它",
             (top,),
         )
     if top is not None:

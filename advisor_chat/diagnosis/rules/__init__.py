@@ -54,8 +54,9 @@ from advisor_chat.diagnosis.rules.job import (
     rule_job_hotspot,
     rule_job_idle,
 )
-from advisor_chat.diagnosis.rules.network_steps import rule_transport_steps
+from advisor_chat.diagnosis.rules.network_steps import rule_slow_transport, rule_transport_steps
 from advisor_chat.diagnosis.rules.pipeline import rule_pipeline
+from advisor_chat.diagnosis.rules.recompute import rule_recompute
 from advisor_chat.diagnosis.rules.regression import rule_regression
 from advisor_chat.diagnosis.rules.slow_link import (
     rule_group_across_nodes,
@@ -104,9 +105,11 @@ __all__ = [
     "rule_job_hotspot",
     "rule_job_idle",
     "rule_pipeline",
+    "rule_recompute",
     "rule_regression",
     "rule_slow_link",
     "rule_slow_node_links",
+    "rule_slow_transport",
     "rule_stragglers_and_events",
     "rule_transport_steps",
     "spreads_text",

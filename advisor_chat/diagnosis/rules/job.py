@@ -419,6 +419,9 @@ def _tiny_run_text(
 #: host_wait_us_per_step, median over the measured ranks) is at least this share of the shared
 #: Free, and more than the idle before the step's first kernel (input).
 DISPATCH_WAIT_SHARE = 0.3
+#: Kernels whose median device time is at most this many times the median gap before them are
+#: too short for the host to keep ahead of (a launch costs about as much host time as they run).
+SHORT_WORK_RATIO = 1.5
 
 
 def _job_dispatch_bound(
@@ -461,6 +464,20 @@ def _job_dispatch_bound(
         if math.isfinite(lead)
         else ""
     )
+    # the work per launch against the wait before it: kernels shorter than the gaps before them
+    # leave the host too little time to launch the next one (small micro-batch, unfused ops)
+    kern = float(t["median_kernel_us"].median()) if "median_kernel_us" in t.columns else math.nan
+    gap = float(t["gap_us_median"].median()) if "gap_us_median" in t.columns else math.nan
+    short = math.isfinite(kern) and math.isfinite(gap) and kern <= SHORT_WORK_RATIO * gap
+    if short:
+        lead_en += (
+            f"; kernels run {kern:.1f} µs (median), about as long as the {gap:.1f} µs the "
+            "device waits before each: too little work per launch"
+        )
+        lead_zh += (
+            f"；算子执行时间中位数 {kern:.1f} µs，与每个算子前设备等待的 {gap:.1f} µs 相当："
+            "每次下发的工作量太小"
+        )
     if start_idle_us > 0:
         en = f"{ms(between)} more between kernels, waiting for the host's next launch{lead_en}"
         zh = f"另有 {ms(between)} 在算子之间等主机下发下一个算子{lead_zh}"
@@ -480,6 +497,19 @@ def _job_dispatch_bound(
                 f"取消环境变量 ASCEND_LAUNCH_BLOCKING（{rl_zh}设置为 1）：它让每个算子的下发都等上一个"
                 "执行完（同步下发），设备在算子之间空闲；只在调试时使用。",
                 shared_free_us,
+                BoundKind.UPPER_BOUND,
+            )
+        )
+    if short and not blocking:
+        remedies.append(
+            Remedy(
+                "action",
+                "Give each launch more work: a larger micro-batch or longer sequences per step, "
+                "fused operators for chains of small ones, or graph mode (torchair / aclgraph "
+                "capture) so the host launches a step's kernels at once.",
+                "让每次下发做更多的工作：增大 micro batch 或每步的序列长度，用融合算子替代小算子链，"
+                "或使用图模式（torchair / aclgraph 捕获），让主机一次下发整步的算子。",
+                hw,
                 BoundKind.UPPER_BOUND,
             )
         )

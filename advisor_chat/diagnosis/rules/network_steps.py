@@ -226,4 +226,106 @@ def rule_transport_steps(ctx: Context, causes: list[RootCause]) -> list[RootCaus
     return out
 
 
-__all__ = ["STEP_BW_RATIO", "STEP_LINKS_SHARE", "link_steps", "rule_transport_steps"]
+def rule_slow_transport(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """Slow-transport rule: every link of one transport runs below its standard bandwidth.
+
+    From the ``slow_link`` analyzer's ``slow_link.transport.*_below_standard`` finding
+    (communication_matrix.json: the transport's median link bandwidth below 80% of the Atlas A2
+    standard with large transfers, the CANN msprof slow-link rule). No rank, node or link stands
+    out: the fabric or its configuration slows every transfer. Not raised when a step-level cause
+    of the same transport (congestion in some steps) already explains it. Victims: every rank
+    (its transfers over that transport). Gain (upper bound): per link and step, the transit time
+    beyond what the standard bandwidth needs (part of it may be hidden behind computation).
+    """
+    out: list[RootCause] = []
+    for f in ctx.finding("slow_link.transport."):
+        tr = f.id.split(".")[-1].split("_")[0].upper()
+        if any(c.id.startswith(f"cause.slow_transport.{tr.lower()}") for c in causes):
+            continue
+        m = f.metrics
+        gain = float(f.estimated_gain_us or 0.0)
+        if gain <= 0:
+            continue
+        victims = tuple(
+            Impact(int(r), gain, share_of(gain, ctx.val(int(r), "step_us")), "own_time")
+            for r in ctx.ranks
+        )
+        rdma = tr == "RDMA"
+        fix_en = (
+            "the RoCE fabric's configuration (PFC / ECN lossless settings on the NICs and "
+            "switches, MTU end to end, the traffic class HCCL uses: HCCL_RDMA_TC / HCCL_RDMA_SL) "
+            "and the NIC ports (hccn_tool -i N -speed -g, -link -g, -stat -g for drops and "
+            "retransmissions)"
+            if rdma
+            else f"the {tr} links' state and the server's {tr} configuration and firmware "
+            "(npu-smi info)"
+        )
+        fix_zh = (
+            "RoCE 网络配置（网卡和交换机的 PFC / ECN 无损配置、端到端 MTU、HCCL 使用的流量优先级 "
+            "HCCL_RDMA_TC / HCCL_RDMA_SL）以及网卡端口（hccn_tool -i N -speed -g、-link -g、-stat -g "
+            "查看丢包和重传）"
+            if rdma
+            else f"{tr} 链路状态以及服务器的 {tr} 配置和固件（npu-smi info）"
+        )
+        out.append(
+            RootCause(
+                id=f"cause.slow_transport.{tr.lower()}_standard",
+                mechanism=Mechanism.SLOW_LINK,
+                category=Category.COMMUNICATION,
+                culprit=Culprit(
+                    kind="job",
+                    ranks=(),
+                    transport=tr,
+                    label=f"every {tr} link",
+                    label_zh=f"所有 {tr} 链路",
+                ),
+                victims=victims,
+                summary=(
+                    f"Every rank's {tr} transfers are slow in every step: all "
+                    f"{m['links_count']:.0f} {tr} links run at "
+                    f"{m['min_gbps']:.1f}-{m['max_gbps']:.1f} GB/s (median {m['median_gbps']:.1f} "
+                    f"GB/s, {pct(m['utilisation'])} of the {m['standard_gbps']:.1f} GB/s standard "
+                    f"of an {tr} link) with large transfers; no rank, node or link stands out, so "
+                    f"the {tr} network or its configuration slows every transfer. At the standard "
+                    f"bandwidth each link's transfers would take {ms(gain)} less per step."
+                ),
+                summary_zh=(
+                    f"所有卡的 {tr} 传输在每一步都慢：全部 {m['links_count']:.0f} 条 {tr} 链路带宽 "
+                    f"{m['min_gbps']:.1f}-{m['max_gbps']:.1f} GB/s（中位数 {m['median_gbps']:.1f} "
+                    f"GB/s，只有 {tr} 链路标准带宽 {m['standard_gbps']:.1f} GB/s 的 "
+                    f"{pct(m['utilisation'])}），且都是大包传输；没有哪张卡、哪个节点或哪条链路突出，"
+                    f"是 {tr} 网络或其配置让每次传输都变慢。按标准带宽，每条链路每步的传输可少 {ms(gain)}。"
+                ),
+                metrics={
+                    "median_gbps": m["median_gbps"],
+                    "standard_gbps": m["standard_gbps"],
+                    "utilisation": m["utilisation"],
+                    "links_count": m["links_count"],
+                    "gain_upper_bound_us": gain,
+                },
+                findings=(f,),
+                gain_us=gain,
+                bound=BoundKind.UPPER_BOUND,
+                remedies=(
+                    Remedy(
+                        "action",
+                        f"Have the network checked, not one card or cable: {fix_en}.",
+                        f"请检查网络，而不是某一张卡或某根线缆：{fix_zh}。",
+                        gain,
+                        BoundKind.UPPER_BOUND,
+                    ),
+                ),
+                symptom_tags=("slow_link", f"{tr.lower()}_low_bandwidth"),
+                severity=_severity(gain, ctx.step_us),
+            )
+        )
+    return out
+
+
+__all__ = [
+    "STEP_BW_RATIO",
+    "STEP_LINKS_SHARE",
+    "link_steps",
+    "rule_slow_transport",
+    "rule_transport_steps",
+]
