@@ -116,9 +116,12 @@ def test_host_wait_on_one_rank_is_host_bound() -> None:
     # 19 inner gaps per step
     assert t.loc[2, "device_idle_us_per_step"] == pytest.approx(19 * 200.0)
     assert t.loc[0, "device_idle_us_per_step"] == pytest.approx(19 * 10.0)
-    # rank 2's host launched 5 us before each start, i.e. 195 us after the previous end
-    assert t.loc[2, "host_wait_us_per_step"] == pytest.approx(19 * 195.0)
+    # rank 2's host launched 5 us before each start (195 us after the previous end): nothing was
+    # queued, so the whole gap waited for the launch (QUEUE_EMPTY_US), not only the 195 us
+    assert t.loc[2, "host_wait_us_per_step"] == pytest.approx(19 * 200.0)
     assert t.loc[0, "host_wait_us_per_step"] == pytest.approx(0.0)
+    assert t.loc[2, "gap_us_median"] == pytest.approx(200.0)
+    assert t.loc[0, "gap_us_median"] == pytest.approx(10.0)
     hb = [f for f in res.findings if f.id == "host_dispatch.host_bound.host_wait"]
     assert len(hb) == 1 and hb[0].ranks == (2,)
     # gain = rank 2's Free minus the median rank's Free (19 gaps of 200 us vs 10 us)

@@ -37,6 +37,7 @@ from advisor_chat.synth.scenarios_dev2 import DEV2_KINDS
 from advisor_chat.synth.scenarios_dev3 import DEV3_KINDS
 from advisor_chat.synth.scenarios_dev4 import DEV4_KINDS
 from advisor_chat.synth.scenarios_dev7 import DEV7_KINDS
+from advisor_chat.synth.scenarios_dev8 import DEV8_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
 
 SETS = {
@@ -45,6 +46,7 @@ SETS = {
     "generalization_dev3": DEV3_KINDS,
     "generalization_dev4": DEV4_KINDS,
     "generalization_dev7": DEV7_KINDS,
+    "generalization_dev8": DEV8_KINDS,
 }
 
 

@@ -171,8 +171,10 @@ def test_capacity_hypothesis_is_parsed_and_judged(scenario) -> None:
         assert "capacity" in find_hypotheses(q, "yes_no"), q
     idle = judge(diagnose(_load(scenario("unfused-optimizer"))), "capacity")
     assert idle.status == "contradicted"
+    # a job hotspot is work that can be cut: more NPUs would only split it
     hot = judge(diagnose(_load(scenario("unfused-attention"))), "capacity")
-    assert hot.status == "supported"
+    assert hot.status == "contradicted"
+    assert "cut it first" in hot.reason
 
 
 def test_named_changes_judged_against_the_causes(scenario) -> None:

@@ -74,6 +74,8 @@ DEV_GATE = 0.95
 #   launches: a device stalling in bursts; the job's idle between many short kernels after the
 #   backward pass: a per-tensor optimizer; gradients all-reduced in every backward pass; the
 #   capacity hypothesis; no_sync and the fused optimizer as named changes).
+# - generalization_dev8 (3 new kinds, 30 questions): 8/30 before (activation recomputation, a
+#   RoCE fabric slow on every link, a host-bound small model), see docs/EVALS.md for after.
 
 
 @pytest.mark.slow
@@ -87,6 +89,7 @@ DEV_GATE = 0.95
         "generalization_dev5",
         "generalization_dev6",
         "generalization_dev7",
+        "generalization_dev8",
     ],
 )
 def test_development_kinds_gate(name: str) -> None:

@@ -28,11 +28,19 @@ from advisor_chat.synth.scenarios_dev2 import DEV2_KINDS
 from advisor_chat.synth.scenarios_dev3 import DEV3_KINDS
 from advisor_chat.synth.scenarios_dev4 import DEV4_KINDS
 from advisor_chat.synth.scenarios_dev7 import DEV7_KINDS
+from advisor_chat.synth.scenarios_dev8 import DEV8_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
 
 #: The development kinds run in the slow suite (their eval gates also check them there): ~2 s each
 #: would cost the everyday test command a minute.
-_DEV = set(DEV_KINDS) | set(DEV2_KINDS) | set(DEV3_KINDS) | set(DEV4_KINDS) | set(DEV7_KINDS)
+_DEV = (
+    set(DEV_KINDS)
+    | set(DEV2_KINDS)
+    | set(DEV3_KINDS)
+    | set(DEV4_KINDS)
+    | set(DEV7_KINDS)
+    | set(DEV8_KINDS)
+)
 
 CASES = Path(__file__).resolve().parents[1] / "knowledge" / "cases"
 

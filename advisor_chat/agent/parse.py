@@ -638,7 +638,12 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"数据预处理",
         r"(磁盘|存储)\s*(io|IO|读)",
     ),
-    "link": (r"\blinks?\b", r"链路"),
+    "link": (
+        r"\blinks?\b",
+        r"\b(cables?|optics?|optical modules?|transceivers?|fibers?|fibres?)\b",
+        r"链路",
+        r"光模块|线缆|网线|光纤",
+    ),
     "network": (
         r"\bnetwork",
         r"\binterconnect",

@@ -175,8 +175,8 @@ _IDLE_Q = re.compile(r"\bidle|\bfree\b|空闲|闲着", re.I)
 # the question suspects one part of the network, not the network as a whole
 _ONE_PART = re.compile(
     r"\b(?:one|a single|a|some|one of the)\s+(?:(?:bad|faulty|slow|broken|rdma|roce|hccs|network)\s+){0,2}"
-    r"(?:node|nic|host|machine|server|port|switch|link|card)(?:'s)?\b"
-    r"|某\s*(?:个|台|条|张|块|一个|一台|一条)?\s*(?:节点|机器|主机|网卡|链路|服务器|端口|交换机)",
+    r"(?:node|nic|host|machine|server|port|switch|link|card|cable|optic|transceiver)(?:'s)?\b"
+    r"|某\s*(?:个|台|条|张|块|根|一个|一台|一条|一根)?\s*(?:节点|机器|主机|网卡|链路|服务器|端口|交换机|光模块|线缆|光纤)",
     re.I,
 )
 _ONE_WAY = re.compile(
@@ -623,6 +623,11 @@ class Planner:
         # "could it be GC?": a verdict first; capabilities with their own tools and data needs
         # (mc2 opportunities, memory records) keep their answers
         # (a network or link suspicion keeps the slow-link answer, which judges the links named)
+        if hyp in ("network", "link") and _ONE_PART.search(q.text) and not q.links:
+            # "one bad cable / NIC?": the slow-link answer judges one part against the whole
+            return project.network(
+                d, [], zh, q.ranks, yes_no=True, which=False, healthy=healthy, single=True
+            )
         if (
             hyp
             and it not in ("mc2", "memory")

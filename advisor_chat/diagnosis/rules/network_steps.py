@@ -233,11 +233,16 @@ def rule_slow_transport(ctx: Context, causes: list[RootCause]) -> list[RootCause
     (communication_matrix.json: the transport's median link bandwidth below 80% of the Atlas A2
     standard with large transfers, the CANN msprof slow-link rule). No rank, node or link stands
     out: the fabric or its configuration slows every transfer. Not raised when a step-level cause
-    of the same transport (congestion in some steps) already explains it. Victims: every rank
+    of the same transport (congestion in some steps) already explains it, nor when the environment
+    check flags a setting that slows every collective (``comm_setting``: HCCL_BUFFSIZE). Victims: every rank
     (its transfers over that transport). Gain (upper bound): per link and step, the transit time
     beyond what the standard bandwidth needs (part of it may be hidden behind computation).
     """
     out: list[RootCause] = []
+    # a setting that slows every collective (HCCL_BUFFSIZE below its default) explains low
+    # bandwidth on every link: the exposed-communication cause says it, the fabric is not blamed
+    if any("comm_setting" in f.symptom_tags for f in ctx.finding("env_check.env.")):
+        return out
     for f in ctx.finding("slow_link.transport."):
         tr = f.id.split(".")[-1].split("_")[0].upper()
         if any(c.id.startswith(f"cause.slow_transport.{tr.lower()}") for c in causes):
@@ -249,6 +254,24 @@ def rule_slow_transport(ctx: Context, causes: list[RootCause]) -> list[RootCause
         victims = tuple(
             Impact(int(r), gain, share_of(gain, ctx.val(int(r), "step_us")), "own_time")
             for r in ctx.ranks
+        )
+        # the other transports against their standards: what is normal beside it
+        res = ctx.result("slow_link")
+        std = res.tables.get("transport_standard") if res is not None else None
+        others = (
+            [r for _, r in std.iterrows() if str(r["transport"]) != tr]
+            if std is not None and not std.empty
+            else []
+        )
+        beside = "".join(
+            f"; {r['transport']} links run at {r['median_gbps']:.1f} GB/s (median, "
+            f"{pct(r['utilisation'])} of its {r['standard_gbps']:.1f} GB/s standard)"
+            for r in others
+        )
+        beside_zh = "".join(
+            f"；{r['transport']} 链路带宽中位数 {r['median_gbps']:.1f} GB/s（为其标准带宽 "
+            f"{r['standard_gbps']:.1f} GB/s 的 {pct(r['utilisation'])}）"
+            for r in others
         )
         rdma = tr == "RDMA"
         fix_en = (
@@ -285,7 +308,8 @@ def rule_slow_transport(ctx: Context, causes: list[RootCause]) -> list[RootCause
                     f"{m['links_count']:.0f} {tr} links run at "
                     f"{m['min_gbps']:.1f}-{m['max_gbps']:.1f} GB/s (median {m['median_gbps']:.1f} "
                     f"GB/s, {pct(m['utilisation'])} of the {m['standard_gbps']:.1f} GB/s standard "
-                    f"of an {tr} link) with large transfers; no rank, node or link stands out, so "
+                    f"of an {tr} link) with large transfers{beside}; no rank, node or link stands "
+                    "out, so "
                     f"the {tr} network or its configuration slows every transfer. At the standard "
                     f"bandwidth each link's transfers would take {ms(gain)} less per step."
                 ),
@@ -293,7 +317,7 @@ def rule_slow_transport(ctx: Context, causes: list[RootCause]) -> list[RootCause
                     f"所有卡的 {tr} 传输在每一步都慢：全部 {m['links_count']:.0f} 条 {tr} 链路带宽 "
                     f"{m['min_gbps']:.1f}-{m['max_gbps']:.1f} GB/s（中位数 {m['median_gbps']:.1f} "
                     f"GB/s，只有 {tr} 链路标准带宽 {m['standard_gbps']:.1f} GB/s 的 "
-                    f"{pct(m['utilisation'])}），且都是大包传输；没有哪张卡、哪个节点或哪条链路突出，"
+                    f"{pct(m['utilisation'])}），且都是大包传输{beside_zh}；没有哪张卡、哪个节点或哪条链路突出，"
                     f"是 {tr} 网络或其配置让每次传输都变慢。按标准带宽，每条链路每步的传输可少 {ms(gain)}。"
                 ),
                 metrics={

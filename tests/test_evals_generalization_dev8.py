@@ -1,0 +1,119 @@
+"""The sixth development set of fault kinds (scenarios_dev8.py) and the mechanisms it exposed.
+
+- The planted fault is in the written files (read with csv / json, independently of ingest).
+- The diagnosis' new evidence on those profiles, checked against the files and the answer keys:
+  activation recomputation (forward operators launched more often than their gradients), a
+  transport whose every link runs below its standard bandwidth, launches the device waits for
+  with nothing queued (host-bound with short kernels), and the verdicts on those profiles.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from _dev_files import kernel_rows, rank_dirs
+
+from advisor_chat.agent.project import named_suspect, suspect_verdict
+from advisor_chat.analyzers.host_dispatch import HostDispatchParams, host_dispatch
+from advisor_chat.analyzers.slow_link import SlowLinkParams, slow_link
+from advisor_chat.diagnosis import diagnose
+from advisor_chat.diagnosis.decompose import pass_sync, recompute
+from advisor_chat.diagnosis.hypotheses import judge
+from advisor_chat.ingest import load_profile
+
+
+def _key(root: Path) -> dict[str, Any]:
+    return json.loads((root / "answer_key.json").read_text())
+
+
+def _load(root: Path) -> Any:
+    return load_profile(root, use_cache=False, progress=False)
+
+
+# ---------------------------------------------------------------- full-recompute
+def test_recompute_forward_operators_twice_their_gradients(scenario) -> None:
+    root = scenario("full-recompute")
+    key = _key(root)
+    # in the files: every rank launches FlashAttentionScore twice as often as its gradient
+    for d in rank_dirs(root).values():
+        n = Counter(r["Type"] for r in kernel_rows(d))
+        assert n["FlashAttentionScore"] == 2 * n["FlashAttentionScoreGrad"] > 0
+    prof = _load(root)
+    rc = recompute(prof, list(range(16)))
+    assert rc is not None
+    assert rc.forward_share == 1.0
+    assert rc.op == "FlashAttentionScore"
+    assert rc.op_per_step == key["expected_numbers"]["flash_attention_per_step"]
+    assert rc.grad_per_step == key["expected_numbers"]["flash_attention_grad_per_step"]
+    # the re-run's device time, estimated from the first forward, against the simulated one
+    want = key["expected_numbers"]["recompute_us_per_step_median"]
+    assert abs(rc.recompute_us - want) <= 0.15 * want
+    # a layer's forward re-run inside the backward is not another micro-batch
+    assert pass_sync(prof, list(range(16))) is None
+    d = diagnose(prof)
+    assert d.causes[0].id == "cause.job_hotspot.recompute"
+    assert "selective" in d.causes[0].remedies[0].text
+    assert judge(d, "capacity").status == "contradicted"
+
+
+def test_no_recompute_without_extra_forward_launches(scenario) -> None:
+    for name in ("seed-rank12", "grad-sync-every-microbatch"):
+        assert recompute(_load(scenario(name)), list(range(16))) is None, name
+
+
+# ---------------------------------------------------------------- lossy-roce-fabric
+def test_every_rdma_link_below_its_standard_is_one_fabric_cause(scenario) -> None:
+    root = scenario("lossy-roce-fabric")
+    key = _key(root)
+    prof = _load(root)
+    res = slow_link(prof, SlowLinkParams())
+    std = res.tables["transport_standard"].set_index("transport")
+    want = key["expected_numbers"]["rdma_bandwidth_gbps_median"]
+    assert abs(std.loc["RDMA", "median_gbps"] - want) <= 0.05 * want
+    assert std.loc["RDMA", "utilisation"] < 0.8 <= std.loc["HCCS", "utilisation"]
+    ids = [f.id for f in res.findings if ".transport." in f.id]
+    assert ids == ["slow_link.transport.rdma_below_standard"]
+    d = diagnose(prof)
+    top = d.causes[0]
+    assert top.mechanism.value == "slow_link" and top.culprit.kind == "job"
+    assert top.culprit.transport == "RDMA"
+    assert "PFC" in top.remedies[0].text
+    assert judge(d, "network").status == "supported"
+    assert judge(d, "capacity").status == "contradicted"
+    # the exposed communication it does not explain stays a separate, later cause
+    exposed = [c for c in d.causes if c.id == "cause.exposed_communication"]
+    assert exposed and exposed[0].gain_us is not None and top.gain_us is not None
+
+
+def test_healthy_fabric_has_no_transport_finding(scenario) -> None:
+    prof = _load(scenario("full-recompute"))  # same 2-node layout, links at full speed
+    res = slow_link(prof, SlowLinkParams())
+    assert not [f for f in res.findings if ".transport." in f.id]
+
+
+# ---------------------------------------------------------------- small-batch-host-bound
+def test_small_kernels_host_bound_job(scenario) -> None:
+    root = scenario("small-batch-host-bound")
+    key = _key(root)
+    # in the files: the median compute kernel is shorter than 1.5x the median gap before it
+    rows = kernel_rows(next(iter(rank_dirs(root).values())))
+    durs = [float(r["Duration(us)"]) for r in rows]
+    assert median(durs) < 1.5 * key["expected_numbers"]["device_gap_us_between_kernels_median"]
+    prof = _load(root)
+    hd = host_dispatch(prof, HostDispatchParams()).table
+    # with nothing queued, the idle between kernels is waiting for the launches
+    assert (hd["host_wait_ratio"] > 0.9).all()
+    gap = key["expected_numbers"]["device_gap_us_between_kernels_median"]
+    assert abs(float(hd["gap_us_median"].median()) - gap) <= 0.1 * gap
+    d = diagnose(prof)
+    top = d.causes[0]
+    assert top.mechanism.value == "host_stall" and top.culprit.kind == "job"
+    assert "too little work per launch" in top.summary
+    assert top.remedies[0].text.startswith("Give each launch more work")
+    assert named_suspect("micro batch is 1 and sequences are short, related?") == "micro_batch"
+    assert suspect_verdict(d, "micro_batch", False, True).lines[0].startswith("Yes")
+    assert suspect_verdict(d, "launch_blocking", False, True).lines[0].startswith("No")
