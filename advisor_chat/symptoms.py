@@ -57,6 +57,10 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
         "one operator type (not the model's main matrix work) dominates every rank's step",
         "某类算子（非主要矩阵计算）在每张卡上都占据大量时间",
     ),
+    "recompute": (
+        "forward operators run more often than their gradients (activation recomputation)",
+        "前向算子的执行次数多于其反向算子（激活重计算）",
+    ),
     "device_slow": (
         "every operator of one device is slower by the same factor (throttled or degraded)",
         "某设备上所有算子按同一倍数变慢（降频或性能劣化）",

@@ -369,6 +369,8 @@ def case_for(c: RootCause) -> str | None:
         return "cann8-comm-operator-changes" if c.culprit.operator else None
     if m is Mechanism.DATA_ARTIFACT:
         return "profiling-collection-pitfalls"
+    if m is Mechanism.JOB_HOTSPOT and "recompute" in tags:
+        return "activation-recompute"
     return None
 
 

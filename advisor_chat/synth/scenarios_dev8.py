@@ -203,7 +203,7 @@ def recompute_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any
             float(1 - np.median(base["step_us"]) / np.median(step)), 4
         ),
     }
-    key = _key([], "compute", [], "computing_us", nums)
+    key = _key([], "compute", ["activation-recompute"], "computing_us", nums)
     rc = _all_ranks_rc(
         ranks,
         "job_hotspot",

@@ -799,13 +799,13 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             summary=(
                 f"{head}: {least_txt} {ms(least)} per step "
                 f"({pct(share_of(least, ctx.step_us))} of the step) of communication not "
-                f"overlapped (overlap {pct(overlap)}{extra}); {blame}, up to "
-                f"{ms(rest)} per step could be saved."
+                f"overlapped (overlap {pct(overlap)}{extra}); {blame}; hiding all of it would "
+                f"save up to {ms(rest)} per step."
             ),
             summary_zh=(
                 f"{head_zh}：{least_zh} {ms(least)}（占步长 "
                 f"{pct(share_of(least, ctx.step_us))}）未被掩盖的通信（重叠率 {pct(overlap)}{extra_zh}）；"
-                f"{blame_zh}，每步最多可节省 {ms(rest)}。"
+                f"{blame_zh}；全部掩盖后每步最多可节省 {ms(rest)}。"
             ),
             metrics=metrics,
             findings=findings,

@@ -106,7 +106,7 @@ def rule_recompute(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             gain_us=gain,
             bound=BoundKind.UPPER_BOUND,
             remedies=(rem,),
-            symptom_tags=("op_hotspot",),
+            symptom_tags=("op_hotspot", "recompute"),
             severity=_severity(gain, ctx.step_us),
         )
     ]
