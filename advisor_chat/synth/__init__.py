@@ -20,12 +20,12 @@ from typing import Any, Literal
 from advisor_chat.errors import InputError
 from advisor_chat.synth.model import Cluster, double_hash, simulate
 from advisor_chat.synth.scenarios import SCENARIOS, T0_NS, Plan, ScenarioSpec
-from advisor_chat.synth.scenarios_dev import register as _register_dev
-from advisor_chat.synth.scenarios_dev2 import register as _register_dev2
-from advisor_chat.synth.scenarios_dev3 import register as _register_dev3
-from advisor_chat.synth.scenarios_dev4 import register as _register_dev4
-from advisor_chat.synth.scenarios_dev7 import register as _register_dev7
-from advisor_chat.synth.scenarios_dev8 import register as _register_dev8
+from advisor_chat.synth.scenarios_dev import DEV_SCENARIOS
+from advisor_chat.synth.scenarios_dev2 import DEV2_SCENARIOS
+from advisor_chat.synth.scenarios_dev3 import DEV3_SCENARIOS
+from advisor_chat.synth.scenarios_dev4 import DEV4_SCENARIOS
+from advisor_chat.synth.scenarios_dev7 import DEV7_SCENARIOS
+from advisor_chat.synth.scenarios_dev8 import DEV8_SCENARIOS
 from advisor_chat.synth.scenarios_ext import register as _register_more
 from advisor_chat.synth.scenarios_faults import register as _register_faults
 from advisor_chat.synth.writer import RunInfo, write_rank
@@ -34,12 +34,16 @@ __all__ = ["SCENARIOS", "ScenarioSpec", "demo_profile", "double_hash", "generate
 
 _register_more(SCENARIOS)
 _register_faults(SCENARIOS)
-_register_dev(SCENARIOS)
-_register_dev2(SCENARIOS)
-_register_dev3(SCENARIOS)
-_register_dev4(SCENARIOS)
-_register_dev7(SCENARIOS)
-_register_dev8(SCENARIOS)
+# the development sets of fault kinds (written to be tuned on)
+for _spec in (
+    *DEV_SCENARIOS,
+    *DEV2_SCENARIOS,
+    *DEV3_SCENARIOS,
+    *DEV4_SCENARIOS,
+    *DEV7_SCENARIOS,
+    *DEV8_SCENARIOS,
+):
+    SCENARIOS.setdefault(_spec.name, _spec)
 
 MIN_RANKS, MAX_RANKS = 2, 4096
 FIRST_STEP = 10

@@ -516,10 +516,4 @@ DEV_SCENARIOS = (
 DEV_KINDS = tuple(s.name for s in DEV_SCENARIOS)
 
 
-def register(registry: dict[str, ScenarioSpec]) -> None:
-    """Add the development scenarios to the generator's registry (idempotent)."""
-    for spec in DEV_SCENARIOS:
-        registry.setdefault(spec.name, spec)
-
-
-__all__ = ["DEV_KINDS", "DEV_SCENARIOS", "register"]
+__all__ = ["DEV_KINDS", "DEV_SCENARIOS"]

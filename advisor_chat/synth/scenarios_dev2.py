@@ -770,10 +770,4 @@ DEV2_SCENARIOS = (
 DEV2_KINDS = tuple(s.name for s in DEV2_SCENARIOS)
 
 
-def register(registry: dict[str, ScenarioSpec]) -> None:
-    """Add the second set of development scenarios to the generator's registry (idempotent)."""
-    for spec in DEV2_SCENARIOS:
-        registry.setdefault(spec.name, spec)
-
-
-__all__ = ["DEV2_KINDS", "DEV2_SCENARIOS", "register"]
+__all__ = ["DEV2_KINDS", "DEV2_SCENARIOS"]

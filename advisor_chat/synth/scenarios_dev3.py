@@ -652,10 +652,4 @@ DEV3_SCENARIOS = (
 DEV3_KINDS = tuple(s.name for s in DEV3_SCENARIOS)
 
 
-def register(registry: dict[str, ScenarioSpec]) -> None:
-    """Add the third set of development scenarios to the generator's registry (idempotent)."""
-    for spec in DEV3_SCENARIOS:
-        registry.setdefault(spec.name, spec)
-
-
-__all__ = ["DEV3_KINDS", "DEV3_SCENARIOS", "register"]
+__all__ = ["DEV3_KINDS", "DEV3_SCENARIOS"]

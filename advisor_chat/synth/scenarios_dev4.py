@@ -1062,10 +1062,4 @@ DEV4_SCENARIOS = (
 DEV4_KINDS = tuple(s.name for s in DEV4_SCENARIOS)
 
 
-def register(registry: dict[str, ScenarioSpec]) -> None:
-    """Add the fourth set of development scenarios to the generator's registry (idempotent)."""
-    for spec in DEV4_SCENARIOS:
-        registry.setdefault(spec.name, spec)
-
-
-__all__ = ["DEV4_KINDS", "DEV4_SCENARIOS", "register"]
+__all__ = ["DEV4_KINDS", "DEV4_SCENARIOS"]

@@ -375,10 +375,4 @@ DEV7_SCENARIOS = (
 DEV7_KINDS = tuple(s.name for s in DEV7_SCENARIOS)
 
 
-def register(registry: dict[str, ScenarioSpec]) -> None:
-    """Add the fifth set of development scenarios to the generator's registry (idempotent)."""
-    for spec in DEV7_SCENARIOS:
-        registry.setdefault(spec.name, spec)
-
-
-__all__ = ["DEV7_KINDS", "DEV7_SCENARIOS", "register"]
+__all__ = ["DEV7_KINDS", "DEV7_SCENARIOS"]

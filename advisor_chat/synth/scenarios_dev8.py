@@ -322,10 +322,4 @@ DEV8_SCENARIOS = (
 DEV8_KINDS = tuple(s.name for s in DEV8_SCENARIOS)
 
 
-def register(registry: dict[str, ScenarioSpec]) -> None:
-    """Add the sixth set of development scenarios to the generator's registry (idempotent)."""
-    for spec in DEV8_SCENARIOS:
-        registry.setdefault(spec.name, spec)
-
-
-__all__ = ["DEV8_KINDS", "DEV8_SCENARIOS", "register"]
+__all__ = ["DEV8_KINDS", "DEV8_SCENARIOS"]
