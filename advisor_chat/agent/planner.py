@@ -179,6 +179,10 @@ _ONE_PART = re.compile(
     r"|某\s*(?:个|台|条|张|块|根|一个|一台|一条|一根)?\s*(?:节点|机器|主机|网卡|链路|服务器|端口|交换机|光模块|线缆|光纤)",
     re.I,
 )
+#: A physical part of one link (a cable, an optic): suspecting it suspects one link.
+_PART = re.compile(
+    r"\b(cables?|optics?|optical modules?|transceivers?|fib(er|re)s?)\b|网线|线缆|光模块|光纤", re.I
+)
 _ONE_WAY = re.compile(
     r"\b(one|single|only one|either) direction|one[- ]way|单向|一个方向|单方向", re.I
 )
@@ -623,7 +627,11 @@ class Planner:
         # "could it be GC?": a verdict first; capabilities with their own tools and data needs
         # (mc2 opportunities, memory records) keep their answers
         # (a network or link suspicion keeps the slow-link answer, which judges the links named)
-        if hyp in ("network", "link") and _ONE_PART.search(q.text) and not q.links:
+        if (
+            hyp in ("network", "link")
+            and not q.links
+            and (_ONE_PART.search(q.text) or _PART.search(q.text))
+        ):
             # "one bad cable / NIC?": the slow-link answer judges one part against the whole
             return project.network(
                 d, [], zh, q.ranks, yes_no=True, which=False, healthy=healthy, single=True

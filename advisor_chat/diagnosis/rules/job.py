@@ -454,30 +454,28 @@ def _job_dispatch_bound(
         and between > start_idle_us
     ):
         return None
-    lead_en = (
-        f" (a kernel starts {lead:.0f} µs after its launch: the host barely keeps ahead)"
-        if math.isfinite(lead)
-        else ""
-    )
-    lead_zh = (
-        f"（算子下发后 {lead:.0f} µs 就开始执行：主机几乎跟不上设备）"
-        if math.isfinite(lead)
-        else ""
-    )
     # the work per launch against the wait before it: kernels shorter than the gaps before them
     # leave the host too little time to launch the next one (small micro-batch, unfused ops)
     kern = float(t["median_kernel_us"].median()) if "median_kernel_us" in t.columns else math.nan
     gap = float(t["gap_us_median"].median()) if "gap_us_median" in t.columns else math.nan
     short = math.isfinite(kern) and math.isfinite(gap) and kern <= SHORT_WORK_RATIO * gap
+    parts_en: list[str] = []
+    parts_zh: list[str] = []
+    if math.isfinite(lead):
+        parts_en.append(
+            f"a kernel starts {lead:.0f} µs after its launch: the host barely keeps ahead"
+        )
+        parts_zh.append(f"算子下发后 {lead:.0f} µs 就开始执行：主机几乎跟不上设备")
     if short:
-        lead_en += (
-            f"; kernels run {kern:.1f} µs (median), about as long as the {gap:.1f} µs the "
-            "device waits before each: too little work per launch"
+        parts_en.append(
+            f"kernels run {kern:.1f} µs (median), about as long as the {gap:.1f} µs the device "
+            "waits before each: too little work per launch"
         )
-        lead_zh += (
-            f"；算子执行时间中位数 {kern:.1f} µs，与每个算子前设备等待的 {gap:.1f} µs 相当："
-            "每次下发的工作量太小"
+        parts_zh.append(
+            f"算子执行时间中位数 {kern:.1f} µs，与每个算子前设备等待的 {gap:.1f} µs 相当：每次下发的工作量太小"
         )
+    lead_en = f" ({'; '.join(parts_en)})" if parts_en else ""
+    lead_zh = f"（{'；'.join(parts_zh)}）" if parts_zh else ""
     if start_idle_us > 0:
         en = f"{ms(between)} more between kernels, waiting for the host's next launch{lead_en}"
         zh = f"另有 {ms(between)} 在算子之间等主机下发下一个算子{lead_zh}"

@@ -21,7 +21,7 @@ import pandas as pd
 from advisor_chat.analyzers.base import Category
 from advisor_chat.analyzers.slow_link import link_records
 from advisor_chat.diagnosis.context import Context
-from advisor_chat.diagnosis.rules.common import EVENT_MIN_STEPS, _severity
+from advisor_chat.diagnosis.rules.common import EVENT_MIN_STEPS, _claim, _severity
 from advisor_chat.diagnosis.text import ms, pct, share_of
 from advisor_chat.diagnosis.types import (
     BoundKind,
@@ -327,7 +327,7 @@ def rule_slow_transport(ctx: Context, causes: list[RootCause]) -> list[RootCause
                     "links_count": m["links_count"],
                     "gain_upper_bound_us": gain,
                 },
-                findings=(f,),
+                findings=_claim(ctx, lambda x, fid=f.id: x.id == fid),
                 gain_us=gain,
                 bound=BoundKind.UPPER_BOUND,
                 remedies=(
