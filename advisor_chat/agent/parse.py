@@ -340,6 +340,11 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         # tag and declarative questions: "rank 6 is slow, right?", "so rank 6 is the slow one?"
         r",\s*(right|correct|true|yes|no|agreed|ok|okay|yeah)\s*[?？]\s*$",
         r"\b(can|could) you confirm\b",
+        # a suspect tacked on after the facts: "FA runs twice as often as its gradient, profiler
+        # bug?", "每步都慢，网络问题？" (not "..., why?", "...，怎么办？")
+        r"[,;:—–]\s*(?!(which|what|who|where|why|how|when|or what)\b)(a |an |the |some )?"
+        r"[\w-]+( [\w-]+){0,2}\s*[?？]\s*$",
+        r"[，；：]\s*(?![^，；？?]*(怎么|为什么|为何|哪|什么|多少|如何|谁|几|帮|看看|请|分析|说说|讲讲|解释))[^，；？?。]{1,16}[？?]\s*$",
         r"\b(isn't|aren't|doesn't|don't|is not|are not) (it|they|that)\s*[?？]\s*$",
         r"\b(slow(er|est)?|fine|ok|okay|healthy|normal|the (culprit|problem|cause|bottleneck|straggler))\b[^?？.]{0,20}[?？]\s*$",
         r"(对吧|是吧|对不对|是不是|吧)[？?。！!\s]*$",
@@ -1322,6 +1327,19 @@ _WHY_WORD = re.compile(r"why|how come|what|explain|为什么|为何|怎么回事
 def asks_yes_no(text: str) -> bool:
     """Whether the question is put as a yes/no question ("is rank 9 slower than rank 2?")."""
     return _match_any(_KIND_LEX["yes_no"], text.lower()) is not None
+
+
+_ASKS_BANDWIDTH = re.compile(
+    r"\bhow (fast|quick)\b|\bwhat('s| is| are)?( the)?( \w+)? (bandwidth|speed|throughput)"
+    r"|\b(bandwidth|throughput)s? (of|does|do|per|on|for)\b|\bhow much bandwidth\b"
+    r"|带宽(是|有|为)?多(少|大)|多少带宽|(速度|速率)(是|有)?多(少|快)|多快",
+    re.I,
+)
+
+
+def asks_bandwidth(text: str) -> bool:
+    """Whether the question asks for measured bandwidth ("how fast are the links?", "带宽是多少")."""
+    return _ASKS_BANDWIDTH.search(text) is not None
 
 
 #: "Where is the problem?": an overview, not "which rank" (its "哪" asks where, not which rank).

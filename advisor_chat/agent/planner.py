@@ -23,7 +23,7 @@ from typing import Any, cast
 
 from advisor_chat.agent import project
 from advisor_chat.agent.answer import CitedCase, CitedFinding, Suggestion
-from advisor_chat.agent.parse import Query, asks_yes_no
+from advisor_chat.agent.parse import Query, asks_bandwidth, asks_yes_no
 from advisor_chat.agent.project import Projection, render_for_model
 from advisor_chat.agent.validate import BaselineProblem, validate_question
 from advisor_chat.analyzers.base import Finding
@@ -776,7 +776,10 @@ class Planner:
                 for f in c.findings:
                     if f.id not in {x.id for x in cited}:
                         cited.append(f)
-            if q.intent == "slow_link" and not any(
+            bw_lead = self._bandwidth_lead(q, by_tool, zh) if q.intent == "slow_link" else []
+            if bw_lead:  # "how fast are the links?": the measured bandwidth first, then the verdict
+                lines[:0] = [*bw_lead, ""]
+            elif q.intent == "slow_link" and not any(
                 c.mechanism.value == "slow_link" for c in causes
             ):
                 n = len(lines)
@@ -888,6 +891,68 @@ class Planner:
             for o in by_tool.get("communication", [])
             for f in o.findings
         )
+
+    def _bandwidth_lead(
+        self, q: Query, by_tool: dict[str, list[ToolOutput]], zh: bool
+    ) -> list[str]:
+        """Measured bandwidth per transport (and of the links named), when the question asks it.
+
+        From the slow_link tool's link table (communication_matrix.json: one row per link,
+        ``bandwidth_gbps`` = transit size / transit time), else its per-rank table
+        (communication.json). Empty when the question does not ask for bandwidth or no tool
+        result has one.
+        """
+        if q.kind in ("which", "yes_no", "fix_first") or not asks_bandwidth(q.text):
+            return []
+        res = next((o.result for o in by_tool.get("slow_link", []) if o.result is not None), None)
+        if res is None:
+            return []
+        src, per_link = res.table, True
+        if src.empty or "bandwidth_gbps" not in src:
+            src, per_link = res.tables.get("rank_bandwidth", src), False
+        if src.empty or "bandwidth_gbps" not in src:
+            return []
+        lang = "zh" if zh else "en"
+        key = "answer.bandwidth_link" if per_link else "answer.bandwidth_rank"
+        out = [msg("answer.bandwidth_lead", lang)]
+        for tr, sub in src.groupby("transport", sort=True):
+            bw = sub["bandwidth_gbps"].astype(float)
+            low = sub.iloc[int(bw.to_numpy().argmin())]
+            where = (
+                f"{int(low['src_rank'])}→{int(low['dst_rank'])}"
+                if per_link
+                else str(int(low["rank"]))
+            )
+            out.append(
+                "- "
+                + msg(
+                    key,
+                    lang,
+                    transport=tr,
+                    n=len(sub),
+                    median=f"{bw.median():.1f}",
+                    low=f"{bw.min():.1f}",
+                    high=f"{bw.max():.1f}",
+                    slowest=where,
+                )
+            )
+        if per_link and q.links:
+            for a, b in q.links:
+                row = src[(src["src_rank"] == a) & (src["dst_rank"] == b)]
+                if not row.empty:
+                    r = row.iloc[0]
+                    out.append(
+                        "- "
+                        + msg(
+                            "answer.bandwidth_named",
+                            lang,
+                            link=f"{a}→{b}",
+                            transport=r["transport"],
+                            gbps=f"{float(r['bandwidth_gbps']):.1f}",
+                            ratio=f"{float(r['ratio']):.2f}",
+                        )
+                    )
+        return [self.quoter.quote(x) for x in out]
 
     def _link_evidence(
         self, by_tool: dict[str, list[ToolOutput]], zh: bool, lines: list[str]

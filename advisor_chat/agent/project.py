@@ -1320,10 +1320,20 @@ def _unjudged(line: str, zh: bool) -> str:
     A "no, it is not the network" verdict becomes "cannot tell": links that were not compared
     clear nothing.
     """
-    line = line.replace("不是网络的问题：", "无法判断是不是网络的问题：", 1).replace(
-        "No, the network is not the problem: ",
-        "Cannot tell whether the network is the problem: ",
-        1,
+    line = (
+        line.replace("不是网络的问题：", "无法判断是不是网络的问题：", 1)
+        .replace(
+            "No, the network is not the problem: ",
+            "Cannot tell whether the network is the problem: ",
+            1,
+        )
+        # links that were not compared clear nothing: no "the cause is not the network" either
+        .replace("没有发现慢链路：原因不在网络。", "没有发现慢链路，但无法断定与网络无关。", 1)
+        .replace(
+            "No link is slow: the cause is not the network.",
+            "No link is slow, but that does not clear the network.",
+            1,
+        )
     )
     if zh:
         line = line.replace(

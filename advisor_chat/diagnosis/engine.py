@@ -298,6 +298,8 @@ def _rank(causes: list[RootCause]) -> list[RootCause]:
     specific = [c for c in causes if c not in job and c.mechanism not in NON_CAUSES]
     # one measure for all: the attributed cost when every specific cause has one
     measured = bool(specific) and all("job_cost_us" in c.metrics for c in specific)
+    # else by each one's own excess, the one measure every cause has (cluster-8rank: rank 1's
+    # cost is measured by the collectives, ranks 3 and 6's only inferred from the step times)
     specific.sort(key=lambda c: -_explained(c, measured))
     job.sort(key=lambda c: -_explained(c))
     # an idle that every rank shares, far larger than what any late rank costs, is the job's

@@ -161,6 +161,12 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 and f.id.startswith("host_dispatch.host_bound.tiny_kernels")
             )
             or (f.kind is FindingKind.JITTER and len(f.ranks) >= len(per) // 2)
+            # the devices' wait for launches is this cause's own evidence when the host is late
+            or (
+                host_late
+                and f.id.startswith("host_dispatch.host_bound.host_wait")
+                and len(f.ranks) >= len(per) // 2
+            )
         ),
     )
     return [
