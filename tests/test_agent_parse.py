@@ -10,6 +10,7 @@ import pytest
 
 from advisor_chat.agent.parse import (
     MAX_QUESTION_CHARS,
+    asks_bandwidth,
     find_kind,
     parse_question,
     too_long_message,
@@ -391,3 +392,48 @@ def test_the_causes_ruled_out_are_kept_apart() -> None:
     assert (q.ruled_out, q.hypotheses) == (("dataloader", "network"), ())
     assert _q("数据加载和网络都排除了，还能是什么？").ruled_out == ("dataloader", "network")
     assert _q("网络没问题吧？").ruled_out == ()  # a question, not a ruling
+
+
+@pytest.mark.parametrize(
+    ("question", "kind", "hypothesis"),
+    [
+        (
+            "FlashAttentionScore runs twice as often as its gradient, profiler bug?",
+            "yes_no",
+            "software_bug",
+        ),
+        ("FA 的次数是反向的两倍，profiler 的 bug？", "yes_no", "software_bug"),
+        ("rank 3 waits a lot, GC?", "yes_no", "gc"),
+        ("Step 4 took 2 s. GC pause?", "yes_no", "gc"),
+        ("v2.1 is slower than v2.0. Thoughts?", "", ""),
+        ("Rank 3 is slow. Why?", "why", ""),
+        ("每步都慢，网络问题？", "yes_no", "network"),
+        # a question word or a request after the comma keeps its own kind
+        ("rank 3 is slow, why?", "why", ""),
+        ("rank 3 is slow, which operator?", "which", ""),
+        ("rank 3 慢，为什么？", "why", ""),
+        ("训练变慢了，帮我看看？", "", ""),
+    ],
+)
+def test_a_suspect_tacked_on_after_the_facts_asks_for_a_verdict(
+    question: str, kind: str, hypothesis: str
+) -> None:
+    q = parse_question(question)
+    assert (q.kind, q.hypothesis) == (kind, hypothesis), q
+
+
+@pytest.mark.parametrize(
+    ("question", "asks"),
+    [
+        ("How fast are the links?", True),
+        ("What bandwidth does each link get?", True),
+        ("what is the RDMA bandwidth?", True),
+        ("各条链路的带宽是多少？", True),
+        ("链路速度有多快？", True),
+        ("Which link is slow?", False),
+        ("Is the network the problem?", False),
+        ("哪条链路慢？", False),
+    ],
+)
+def test_asks_bandwidth(question: str, asks: bool) -> None:
+    assert asks_bandwidth(question) is asks

@@ -414,3 +414,44 @@ def test_network_verdict_with_missing_ranks_is_cannot_tell(real_samples: Path) -
     assert (
         "No, the network" not in en and "：不是网络的问题" not in zh and not zh.startswith("不是")
     )
+
+
+def test_how_fast_are_the_links_leads_with_measured_bandwidth(pp2: Path) -> None:
+    # independent: bandwidth of each cross-rank link = its transit size (MB) / transit time (ms),
+    # summed over the ops of cluster_communication_matrix.json ("Total Op Info" left out)
+    import json
+
+    doc = json.loads(
+        (pp2 / "cluster_analysis_output" / "cluster_communication_matrix.json").read_text()
+    )
+    size: dict[tuple[str, str], float] = defaultdict(float)
+    time_ms: dict[tuple[str, str], float] = defaultdict(float)
+    for steps in doc.values():
+        for ops in steps.values():
+            for op, links in ops.items():
+                if op == "Total Op Info":
+                    continue
+                for key, v in links.items():
+                    a, b = key.split("-")
+                    if a == b or v["Transport Type"] == "LOCAL":
+                        continue
+                    size[(v["Transport Type"], key)] += v["Transit Size(MB)"]
+                    time_ms[(v["Transport Type"], key)] += v["Transit Time(ms)"]
+    rdma = [size[k] / time_ms[k] for k in size if k[0] == "RDMA"]
+    assert len(rdma) == 1
+    adv = _adv(pp2)
+    en = adv.ask("How fast are the links?").answer
+    zh = adv.ask("各条链路的带宽是多少？").answer
+    assert en.startswith("Measured bandwidth"), en
+    assert zh.startswith("实测带宽"), zh
+    line = next(x for x in en.split("\n") if x.startswith("- RDMA"))
+    assert f"median {rdma[0]:.1f} GB/s" in line, line
+    first = en.split("\n\n")[0]  # the table is the first paragraph, the verdict after it
+    assert "- RDMA" in first and "- HCCS" in first, first
+    assert any(x.startswith("- RDMA：1 条链路") for x in zh.split("\n")), zh
+    # a named link gets its own figure; a verdict question does not get the table first
+    named = adv.ask("How fast is the link from rank 0 to rank 8?").answer
+    assert f"link 0→8 (RDMA): {rdma[0]:.1f} GB/s" in named, named
+    assert not adv.ask("Is there a slow link?").answer.startswith("Measured bandwidth")
+    # too few links to judge never clears the network, in either language
+    assert "原因不在网络" not in zh and "the cause is not the network" not in en

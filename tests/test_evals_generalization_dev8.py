@@ -114,6 +114,10 @@ def test_small_kernels_host_bound_job(scenario) -> None:
     assert top.mechanism.value == "host_stall" and top.culprit.kind == "job"
     assert "too little work per launch" in top.summary
     assert top.remedies[0].text.startswith("Give each launch more work")
+    # the devices' wait for launches (a finding about every rank) is that cause's evidence
+    wait = [f for f in d.findings if f.id.startswith("host_dispatch.host_bound.host_wait")]
+    assert wait and len(wait[0].ranks) == 16
+    assert wait[0].id in {f.id for f in top.findings}
     assert named_suspect("micro batch is 1 and sequences are short, related?") == "micro_batch"
     assert suspect_verdict(d, "micro_batch", False, True).lines[0].startswith("Yes")
     assert suspect_verdict(d, "launch_blocking", False, True).lines[0].startswith("No")

@@ -342,7 +342,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"\b(can|could) you confirm\b",
         # a suspect tacked on after the facts: "FA runs twice as often as its gradient, profiler
         # bug?", "每步都慢，网络问题？" (not "..., why?", "...，怎么办？")
-        r"[,;:—–]\s*(?!(which|what|who|where|why|how|when|or what)\b)(a |an |the |some )?"
+        r"(?:[,;:—–]|[.!]\s)\s*(?!(which|what|who|where|why|how|when|or what|thoughts|ideas?|advice|suggestions?|help|please|anything)\b)(a |an |the |some )?"
         r"[\w-]+( [\w-]+){0,2}\s*[?？]\s*$",
         r"[，；：]\s*(?![^，；？?]*(怎么|为什么|为何|哪|什么|多少|如何|谁|几|帮|看看|请|分析|说说|讲讲|解释))[^，；？?。]{1,16}[？?]\s*$",
         r"\b(isn't|aren't|doesn't|don't|is not|are not) (it|they|that)\s*[?？]\s*$",

@@ -189,9 +189,11 @@ def _host_wait(gaps: pd.DataFrame, hd: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _cluster_finding_ranks(flagged: list[int], ranks: list[int]) -> str:
+def _cluster_finding_ranks(flagged: list[int], ranks: list[int], zh: bool = False) -> str:
     if len(ranks) > 1 and set(flagged) >= set(ranks):
-        return "all ranks"
+        return "所有卡" if zh else "all ranks"
+    if zh:
+        return f"{format_ranks(flagged)}号卡"
     return f"rank {flagged[0]}" if len(flagged) == 1 else f"ranks {format_ranks(flagged)}"
 
 
@@ -583,10 +585,10 @@ def _findings(
                         f"of the step) vs {med_free:.0f} us on the median rank.{ld_txt}"
                     ),
                     summary_zh=(
-                        f"{_cluster_finding_ranks(flagged, ranks)} 存在下发瓶颈：{int(worst['rank'])}号卡 "
-                        f"每个 step 有 {hw:.0f} us 设备空闲在等待 主机下发（占空闲的 "
-                        f"{float(worst['host_wait_ratio']):.0%}）；Free 为每 step {fr:.0f} us（占 step "
-                        f"{float(worst['free_ratio']):.1%}），中位数 rank 为 {med_free:.0f} us。{ld_zh}"
+                        f"{_cluster_finding_ranks(flagged, ranks, zh=True)}存在下发瓶颈（最严重的是 "
+                        f"{int(worst['rank'])}号卡）：每步有 {hw:.0f} us 设备空闲在等待主机下发（占空闲的 "
+                        f"{float(worst['host_wait_ratio']):.0%}）；空闲（Free）每步 {fr:.0f} us（占步长 "
+                        f"{float(worst['free_ratio']):.1%}），中位数卡为 {med_free:.0f} us。{ld_zh}"
                     ),
                     ranks=tuple(flagged),
                     metrics={
@@ -639,9 +641,9 @@ def _findings(
                         f"{float(worst['free_ratio']):.1%} of the step; launch cost dominates."
                     ),
                     summary_zh=(
-                        f"{_cluster_finding_ranks(flagged, ranks)} 存在大量极短算子：{int(worst['rank'])}号卡 "
-                        f"上 {float(worst['tiny_kernel_count_ratio']):.0%} 的计算算子短于 {TINY_KERNEL_US:.0f} us"
-                        f"（中位数 {float(worst['median_kernel_us']):.1f} us），Free 占 step "
+                        f"{_cluster_finding_ranks(flagged, ranks, zh=True)}存在大量极短算子：以 "
+                        f"{int(worst['rank'])}号卡为例，其上 {float(worst['tiny_kernel_count_ratio']):.0%} 的计算算子短于 {TINY_KERNEL_US:.0f} us"
+                        f"（中位数 {float(worst['median_kernel_us']):.1f} us），空闲（Free）占步长 "
                         f"{float(worst['free_ratio']):.1%}。"
                     ),
                     ranks=tuple(flagged),
