@@ -2514,6 +2514,14 @@ def hypothesis(d: Diagnosis, name: str, zh: bool, *, healthy: bool = False) -> P
                 if zh
                 else f"No: {act[0]} would not help here."
             )
+        elif name == "capacity" and lab and not healthy:
+            # "add NPUs?" / "not enough compute?": both are answered by what the time goes to
+            first = (
+                f"不需要加卡：不是 NPU 算力不足，问题在{lab}。"
+                if zh
+                else f"No: it is not a shortage of NPU compute (more NPUs would not help); "
+                f"the cause is {lab}."
+            )
         elif lab:
             first = (
                 f"{no}{'不是' if healthy else ''}{zh_name}，问题在{lab}。"
