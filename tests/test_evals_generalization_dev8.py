@@ -17,7 +17,7 @@ from typing import Any
 
 from _dev_files import kernel_rows, rank_dirs
 
-from advisor_chat.agent.project import named_suspect, suspect_verdict
+from advisor_chat.agent.project import hypothesis, named_suspect, suspect_verdict
 from advisor_chat.analyzers.host_dispatch import HostDispatchParams, host_dispatch
 from advisor_chat.analyzers.slow_link import SlowLinkParams, slow_link
 from advisor_chat.diagnosis import diagnose
@@ -58,6 +58,11 @@ def test_recompute_forward_operators_twice_their_gradients(scenario) -> None:
     assert d.causes[0].id == "cause.job_hotspot.recompute"
     assert "selective" in d.causes[0].remedies[0].text
     assert judge(d, "capacity").status == "contradicted"
+    # "add NPUs?" is answered as such, naming what the time goes to, in both languages
+    en = hypothesis(d, "capacity", False).lines[0]
+    zh = hypothesis(d, "capacity", True).lines[0]
+    assert en.startswith("No: ") and "more NPUs would not help" in en and "recomput" in en
+    assert zh.startswith("不需要加卡：") and "重计算" in zh
 
 
 def test_no_recompute_without_extra_forward_launches(scenario) -> None:
