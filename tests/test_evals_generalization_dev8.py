@@ -92,6 +92,14 @@ def test_every_rdma_link_below_its_standard_is_one_fabric_cause(scenario) -> Non
     # the exposed communication it does not explain stays a separate, later cause
     exposed = [c for c in d.causes if c.id == "cause.exposed_communication"]
     assert exposed and exposed[0].gain_us is not None and top.gain_us is not None
+    # its sentence states the exposed time, the fabric's part of it and the rest, which add up
+    ex = exposed[0]
+    least = ex.metrics["min_not_overlapped_us"]
+    assert abs(least - top.gain_us - ex.gain_us) < 1.0
+    for v in (top.gain_us, ex.gain_us):
+        assert f"{v / 1000:.1f} ms" in ex.summary
+    assert "slow link's longer transfers" in ex.summary and "hiding the rest" in ex.summary
+    assert "其余部分" in ex.summary_zh
 
 
 def test_healthy_fabric_has_no_transport_finding(scenario) -> None:
