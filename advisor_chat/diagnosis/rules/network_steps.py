@@ -235,7 +235,7 @@ def rule_slow_transport(ctx: Context, causes: list[RootCause]) -> list[RootCause
     out: the fabric or its configuration slows every transfer. Not raised when a step-level cause
     of the same transport (congestion in some steps) already explains it, nor when the environment
     check flags a setting that slows every collective (``comm_setting``: HCCL_BUFFSIZE). Victims: every rank
-    (its transfers over that transport). Gain (upper bound): per link and step, the transit time
+    (its transfers over that transport). Gain (estimate): per link and step, the transit time
     beyond what the standard bandwidth needs (part of it may be hidden behind computation).
     """
     out: list[RootCause] = []
@@ -325,18 +325,20 @@ def rule_slow_transport(ctx: Context, causes: list[RootCause]) -> list[RootCause
                     "standard_gbps": m["standard_gbps"],
                     "utilisation": m["utilisation"],
                     "links_count": m["links_count"],
-                    "gain_upper_bound_us": gain,
+                    # the transfers' time at the standard bandwidth: an estimate, since the
+                    # step also changes by how the faster transfers overlap with computation
+                    "gain_estimate_us": gain,
                 },
                 findings=_claim(ctx, lambda x, fid=f.id: x.id == fid),
                 gain_us=gain,
-                bound=BoundKind.UPPER_BOUND,
+                bound=BoundKind.ESTIMATE,
                 remedies=(
                     Remedy(
                         "action",
                         f"Have the network checked, not one card or cable: {fix_en}.",
                         f"请检查网络，而不是某一张卡或某根线缆：{fix_zh}。",
                         gain,
-                        BoundKind.UPPER_BOUND,
+                        BoundKind.ESTIMATE,
                     ),
                 ),
                 symptom_tags=("slow_link", f"{tr.lower()}_low_bandwidth"),

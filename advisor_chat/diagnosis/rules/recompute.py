@@ -32,7 +32,7 @@ def rule_recompute(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     forward operators (those with a gradient operator, e.g. FlashAttentionScore) launched more
     often than their gradients; the extra launches × the device time per forward-operator launch
     is the re-run's device time per step. A job-level cause when it is ≥ ``RECOMPUTE_CAUSE_SHARE``
-    of the median step. Gain (upper bound): that device time per step (selective recomputation
+    of the median step. Gain (estimate): that device time per step (selective recomputation
     keeps part of it). Source: ``kernels`` (kernel_details.csv), ``step_trace``.
     """
     per = ctx.per_rank
@@ -76,7 +76,9 @@ def rule_recompute(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         "--recompute-granularity selective，或用 --recompute-num-layers 只重算部分层），或者关闭；"
         "只在显存不够的层保留。",
         gain,
-        BoundKind.UPPER_BOUND,
+        # the re-run's device time, not a bound: the step may shrink more (or less) once the
+        # backward no longer waits on it and its communication overlaps differently
+        BoundKind.ESTIMATE,
     )
     return [
         RootCause(
@@ -100,11 +102,11 @@ def rule_recompute(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 "recompute_forward_share": rc.forward_share,
                 "forward_op_per_step": rc.op_per_step,
                 "gradient_op_per_step": rc.grad_per_step,
-                "gain_upper_bound_us": gain,
+                "gain_estimate_us": gain,
             },
             findings=(),
             gain_us=gain,
-            bound=BoundKind.UPPER_BOUND,
+            bound=BoundKind.ESTIMATE,
             remedies=(rem,),
             symptom_tags=("op_hotspot", "recompute"),
             severity=_severity(gain, ctx.step_us),
