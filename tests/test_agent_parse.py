@@ -437,3 +437,10 @@ def test_a_suspect_tacked_on_after_the_facts_asks_for_a_verdict(
 )
 def test_asks_bandwidth(question: str, asks: bool) -> None:
     assert asks_bandwidth(question) is asks
+
+
+def test_links_and_capacity_in_more_words() -> None:
+    assert parse_question("0号卡到8号卡的链路有多快？").links == ((0, 8),)
+    assert parse_question("从0号卡到8号卡的带宽是多少？").links == ((0, 8),)
+    for text in ("is our compute insufficient?", "is the compute capacity too low?"):
+        assert parse_question(text).hypothesis == "capacity", text

@@ -455,3 +455,33 @@ def test_how_fast_are_the_links_leads_with_measured_bandwidth(pp2: Path) -> None
     assert not adv.ask("Is there a slow link?").answer.startswith("Measured bandwidth")
     # too few links to judge never clears the network, in either language
     assert "原因不在网络" not in zh and "the cause is not the network" not in en
+
+
+def test_a_transport_with_no_transfers_is_said_so(real_samples: Path) -> None:
+    # independent: cluster_communication.json of cluster-8rank has no RDMA transfer with data
+    import json
+
+    root = real_samples / "cluster-8rank"
+    doc = json.loads((root / "cluster_analysis_output" / "cluster_communication.json").read_text())
+    sizes: list[float] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if k == "RDMA" and isinstance(v, dict):
+                    sizes.append(float(v.get("Transit Size(MB)", 0) or 0))
+                walk(v)
+
+    walk(doc)
+    assert sum(sizes) == 0
+    adv = _adv(root)
+    assert adv.ask("What bandwidth does the RDMA link get?").answer.startswith(
+        "No RDMA transfer is recorded in this profile"
+    )
+    assert adv.ask("RDMA 链路带宽是多少？").answer.startswith("这份数据中没有 RDMA 传输记录")
+    # with ranks missing, neither language clears the network
+    pt = _adv(real_samples / "pt-text-level1-2rank")
+    zh = pt.ask("RDMA 链路带宽是多少？").answer
+    en = pt.ask("What bandwidth does the RDMA link get?").answer
+    assert "原因不在网络" not in zh and "缺少 2-7号卡的数据" in zh, zh
+    assert "the cause is not the network" not in en and "ranks 2-7 are missing" in en, en

@@ -137,3 +137,40 @@ def test_small_kernels_host_bound_job(scenario) -> None:
     assert named_suspect("micro batch is 1 and sequences are short, related?") == "micro_batch"
     assert suspect_verdict(d, "micro_batch", False, True).lines[0].startswith("Yes")
     assert suspect_verdict(d, "launch_blocking", False, True).lines[0].startswith("No")
+
+
+def test_links_asked_about_on_a_slow_fabric(scenario) -> None:
+    from advisor_chat.agent import Advisor
+    from advisor_chat.config import Settings
+
+    root = scenario("lossy-roce-fabric")
+    # in the files: the transport of rank 0's links to ranks 8 and 1
+    d0 = rank_dirs(root)[0]
+    doc = json.loads((d0 / "ASCEND_PROFILER_OUTPUT" / "communication_matrix.json").read_text())
+    kinds: dict[str, set[str]] = {}
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if isinstance(v, dict) and "Transport Type" in v:
+                    kinds.setdefault(k, set()).add(v["Transport Type"])
+                else:
+                    walk(v)
+
+    walk(doc)
+    assert kinds["0-8"] == {"RDMA"} and kinds["0-1"] == {"HCCS"}
+    adv = Advisor(_load(root), settings=Settings(), case_search=lambda *a, **k: [])
+    # "is there a slow link?" asks whether any is: yes (every RDMA link), in both languages
+    assert adv.ask("Is there a slow link?").answer.startswith("Yes")
+    assert adv.ask("有没有慢链路？").answer.startswith("是的")
+    # "one bad cable?" suspects one part: no, the whole transport
+    assert adv.ask("is a bad cable the problem?").answer.startswith("No: no single")
+    # a named link is judged by its transport against a transport-wide cause
+    en = adv.ask("How fast is the link from rank 0 to rank 8?").answer
+    assert "Link 0→8 is an RDMA link, and every RDMA link is slow" in en, en
+    assert "not the slow one" not in en
+    zh = adv.ask("0号卡到8号卡的链路有多快？").answer
+    assert "链路 0→8（RDMA）" in zh and "链路 0→8 是 RDMA 链路" in zh, zh
+    assert adv.ask("Is the link between rank 0 and 1 slow?").answer.startswith(
+        "No: link 0→1 runs over HCCS"
+    )

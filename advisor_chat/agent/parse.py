@@ -798,6 +798,8 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"\b(add|adding|buy|need|get|throw|throwing)\b(?: \w+){0,3}? (more|extra|additional|"
         r"bigger|faster) (npus?|gpus?|machines?|nodes?|servers?|cards?|hardware)\b",
         r"\b(more|faster|bigger) (npus?|gpus?|machines?|servers?|cards?) (help|fix|solve)",
+        r"\b(compute|computing power|compute power|capacity|flops)\s+(is |are )?(insufficient|"
+        r"not enough|too (low|little|small)|lacking|short)\b",
         r"算力不(够|足)",
         r"(加|增加|多加|再加|买|扩).{0,3}(几台|几张|一些|点)?(机器|卡|节点|服务器|npu|NPU)",
     ),
@@ -930,6 +932,12 @@ _LINK_PATTERNS = (
         re.I,
     ),
     re.compile(r"(\d+)\s*(?:-|–|到|和|与)\s*(\d+)\s*(?:号卡)?\s*(?:之间|间的|的链路|链路)"),
+    # "0号卡到8号卡的链路", "从 rank 0 到 rank 8 的链路"
+    re.compile(
+        r"(?:从\s*)?(?:rank\s*|第)?(\d+)\s*(?:号卡|号|卡)\s*(?:到|至|→)\s*(?:rank\s*|第)?(\d+)\s*"
+        r"(?:号卡|号|卡)\s*(?:的|之间的|间的)?\s*(?:链路|连接|传输|带宽)",
+        re.I,
+    ),
 )
 _STAGE_PATTERNS = (
     re.compile(r"\b(?:pp\s*)?stage\s*[#:]?\s*(\d+)", re.I),

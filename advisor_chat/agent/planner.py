@@ -119,6 +119,19 @@ _FALLBACK_REMEDY = {
 }
 
 
+def _link_transports(outputs: Sequence[ToolOutput]) -> dict[tuple[int, int], str]:
+    """{(src, dst): transport} of every link in the slow_link tool's link table."""
+    for o in outputs:
+        if o.name == "slow_link" and o.result is not None:
+            t = o.result.table
+            if not t.empty and {"src_rank", "dst_rank", "transport"} <= set(t.columns):
+                return {
+                    (int(a), int(b)): str(tr)
+                    for a, b, tr in zip(t["src_rank"], t["dst_rank"], t["transport"], strict=True)
+                }
+    return {}
+
+
 #: "Which rank ...?" (English, Chinese).
 _WHICH_RANK = re.compile(
     r"\bwhich (rank|card|npu|device|node)|哪(张|个|一张|台)(卡|节点|机器)", re.I
@@ -174,8 +187,12 @@ _IDLE_Q = re.compile(r"\bidle|\bfree\b|空闲|闲着", re.I)
 #: "Is it only one direction that is slow?" (English, Chinese).
 # the question suspects one part of the network, not the network as a whole
 _ONE_PART = re.compile(
-    r"\b(?:one|a single|a|some|one of the)\s+(?:(?:bad|faulty|slow|broken|rdma|roce|hccs|network)\s+){0,2}"
+    r"\b(?:one|a single|one of the)\s+(?:(?:bad|faulty|slow|broken|rdma|roce|hccs|network)\s+){0,2}"
     r"(?:node|nic|host|machine|server|port|switch|link|card|cable|optic|transceiver)(?:'s)?\b"
+    # "a bad NIC?", but not "is there a slow link?" (whether any link is slow)
+    r"|\b(?:a|some)\s+(?:(?:bad|faulty|broken|rdma|roce|hccs|network)\s+){0,2}"
+    r"(?:node|nic|host|machine|server|port|switch|card|cable|optic|transceiver)(?:'s)?\b"
+    r"|\b(?:a|some)\s+(?:bad|faulty|broken)\s+(?:(?:rdma|roce|hccs|network)\s+)?link\b"
     r"|某\s*(?:个|台|条|张|块|根|一个|一台|一条|一根)?\s*(?:节点|机器|主机|网卡|链路|服务器|端口|交换机|光模块|线缆|光纤)",
     re.I,
 )
@@ -679,7 +696,9 @@ class Planner:
                 q.links,
                 zh,
                 q.ranks,
-                yes_no=q.kind in ("yes_no", ""),
+                # "how fast are the links?" asks for numbers (given first), not a verdict
+                yes_no=q.kind in ("yes_no", "") and not (q.kind == "" and asks_bandwidth(q.text)),
+                link_transports=_link_transports(outputs) if q.links else None,
                 which=q.kind == "which",
                 healthy=healthy,
                 single=_ONE_PART.search(q.text) is not None,
@@ -910,9 +929,15 @@ class Planner:
         src, per_link = res.table, True
         if src.empty or "bandwidth_gbps" not in src:
             src, per_link = res.tables.get("rank_bandwidth", src), False
-        if src.empty or "bandwidth_gbps" not in src:
-            return []
         lang = "zh" if zh else "en"
+        if src.empty or "bandwidth_gbps" not in src:
+            if q.transports:  # "what bandwidth does the RDMA link get?" with no RDMA transfer
+                return [
+                    self.quoter.quote(
+                        msg("answer.bandwidth_none", lang, transport="/".join(q.transports))
+                    )
+                ]
+            return []
         key = "answer.bandwidth_link" if per_link else "answer.bandwidth_rank"
         out = [msg("answer.bandwidth_lead", lang)]
         for tr, sub in src.groupby("transport", sort=True):

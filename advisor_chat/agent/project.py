@@ -1246,8 +1246,13 @@ def network(
     healthy: bool = False,
     links_judged: bool = True,
     single: bool = False,
+    link_transports: dict[tuple[int, int], str] | None = None,
 ) -> Projection:
     """Answer to “Is the network the problem?” / “which link is slow?”: yes or no with the link.
+
+    ``link_transports`` ({(src, dst): transport}, from the slow_link tool's link table) lets a
+    named link be judged against a cause of a whole transport (every RDMA link slow): it is one
+    of them when it uses that transport.
 
     With ``single`` (the question suspects one component: "is one node's NIC bad?") and a
     network cause of the whole job (every link slow at once), the verdict is no: not one part.
@@ -1259,7 +1264,17 @@ def network(
     With ``links_judged`` false (the slow_link analyzer had too few comparable links), "no link
     is slow" becomes "no slow link was found (too few comparable links to judge)".
     """
-    p = _network(d, links, zh, ranks, yes_no=yes_no, which=which, healthy=healthy, single=single)
+    p = _network(
+        d,
+        links,
+        zh,
+        ranks,
+        yes_no=yes_no,
+        which=which,
+        healthy=healthy,
+        single=single,
+        link_transports=link_transports or {},
+    )
     if not links_judged and not any(c.mechanism == Mechanism.SLOW_LINK for c in p.causes):
         p.lines = [_unjudged(x, zh) for x in p.lines]
     elif (
@@ -1271,6 +1286,60 @@ def network(
     return p
 
 
+def _link_on_slow_transport(
+    c: RootCause,
+    links: Sequence[tuple[int, int]],
+    transports: dict[tuple[int, int], str],
+    zh: bool,
+    yes_no: bool,
+) -> Projection:
+    """A named link against a cause of every link of one transport (``c.culprit.transport``)."""
+    p = Projection()
+    p.add_cause(c)
+    tr = str(c.culprit.transport)
+    body = _slow_body(c, zh)
+    a = ", ".join(f"{x}→{y}" for x, y in links)
+    got = [transports.get((x, y)) or transports.get((y, x)) for x, y in links]
+    if got and all(t == tr for t in got):
+        lead = (
+            (
+                f"是的：链路 {a} 是 {tr} 链路，而所有 {tr} 链路都慢"
+                if yes_no
+                else f"链路 {a} 是 {tr} 链路，所有 {tr} 链路都慢"
+            )
+            if zh
+            else (
+                f"Yes: link {a} is an {tr} link, and every {tr} link is slow"
+                if yes_no
+                else f"Link {a} is an {tr} link, and every {tr} link is slow"
+            )
+        )
+        p.plot_ranks = sorted({r for x in links for r in x})
+    elif got and all(t is not None for t in got):
+        used = "/".join(dict.fromkeys(str(t) for t in got))
+        lead = (
+            (
+                f"不是：链路 {a} 走 {used}，不在慢的 {tr} 链路中"
+                if yes_no
+                else f"链路 {a} 走 {used}，不在慢的 {tr} 链路中"
+            )
+            if zh
+            else (
+                f"No: link {a} runs over {used}, not over the slow {tr} links"
+                if yes_no
+                else f"Link {a} runs over {used}, not over the slow {tr} links"
+            )
+        )
+    else:
+        lead = (
+            f"这份数据里没有链路 {a} 的传输记录，无法判断它；所有 {tr} 链路都慢"
+            if zh
+            else f"This profile has no transfers on link {a}, so it cannot be judged; every {tr} link is slow"
+        )
+    p.lines.append(f"{lead}：{body}。" if zh else f"{lead}: {body}.")
+    return p
+
+
 def _missing_links(line: str, d: Diagnosis, zh: bool) -> str:
     """A "no, it is not the network" verdict said as "cannot tell" when ranks are missing.
 
@@ -1278,6 +1347,16 @@ def _missing_links(line: str, d: Diagnosis, zh: bool) -> str:
     """
     which = fmt_ranks(d.missing_ranks)
     n = len(d.ranks)
+    line = line.replace(
+        "No link is slow: the cause is not the network.",
+        f"No link among the {n} ranks present is slow, but ranks {which} are missing from the "
+        "profile and their links cannot be judged.",
+        1,
+    ).replace(
+        "没有发现慢链路：原因不在网络。",
+        f"现有的 {n} 张卡之间没有慢链路，但缺少 {which}号卡的数据，它们的链路无法判断。",
+        1,
+    )
     if zh:
         return line.replace(
             "不是网络的问题：没有发现慢链路",
@@ -1365,9 +1444,14 @@ def _network(
     which: bool = False,
     healthy: bool = False,
     single: bool = False,
+    link_transports: dict[tuple[int, int], str] | None = None,
 ) -> Projection:
     p = Projection()
     slow = [c for c in d.causes if c.mechanism == Mechanism.SLOW_LINK]
+    wide = next((c for c in slow if c.culprit.kind == "job" and c.culprit.transport), None)
+    if links and wide is not None:
+        # a whole transport is slow: a named link is one of those links or not, by its transport
+        return _link_on_slow_transport(wide, links, link_transports or {}, zh, yes_no)
     if ranks and not links and slow:
         on = [c for c in slow if set(c.culprit.link or c.culprit.ranks) & set(ranks)]
         if not on:
