@@ -274,3 +274,26 @@ def test_one_node_is_told_from_no_node_layout(real_samples) -> None:
     assert d.one_node and d.nodes == ()
     c = diagnose(load_profile(real_samples / "cluster-16rank-pp2", use_cache=False, progress=False))
     assert not c.one_node and c.nodes == ()
+
+
+def test_cluster_8rank_idle_is_counted_once(real_samples: Path) -> None:
+    # every rank loses the Free all ranks share (the minimum) to the job's idle; the late ranks'
+    # Free above it belongs to their own causes, not to the job's as well
+    root = real_samples / "cluster-8rank"
+    rows = _rank_rows(root / "cluster_analysis_output" / "cluster_step_trace_time.csv")
+    shared = min(r["Free"] for r in rows.values())
+    d = diagnose(load_profile(root))
+    idle = next(c for c in d.causes if c.mechanism is Mechanism.JOB_IDLE)
+    assert {v.rank: v.lost_us for v in idle.victims} == pytest.approx(
+        {r: shared for r in rows}, rel=1e-6
+    )
+    late = [c for c in d.causes if c.mechanism is Mechanism.HOST_STALL and c.culprit.kind == "rank"]
+    assert late
+    for c in late:
+        # "would wait up to X" is the largest victim loss, the figure the victims list shows
+        if "up to" in c.summary and c.victims:
+            top = max(v.lost_us for v in c.victims)
+            assert (
+                f"up to {top / 1000:,.1f} ms" in c.summary
+                or f"up to {top / 1000:,.0f} ms" in c.summary
+            ), c.summary

@@ -134,6 +134,14 @@ def test_small_kernels_host_bound_job(scenario) -> None:
     wait = [f for f in d.findings if f.id.startswith("host_dispatch.host_bound.host_wait")]
     assert wait and len(wait[0].ranks) == 16
     assert wait[0].id in {f.id for f in top.findings}
+    # the CANN wait-ratio rule's "probable slow link" is checked against the measured links
+    sl = slow_link(prof, SlowLinkParams())
+    assert not sl.table["slow"].any()
+    wr = [f for f in sl.findings if f.id == "slow_link.communication.wait_ratio"]
+    assert wr and wr[0].severity.value == "low" and "not a slow link" in wr[0].summary
+    assert "slow_link" not in wr[0].symptom_tags
+    small = [f for f in sl.findings if "small_packets" in f.id]
+    assert small and all("extra_us" not in f.metrics for f in small)
     assert named_suspect("micro batch is 1 and sequences are short, related?") == "micro_batch"
     assert suspect_verdict(d, "micro_batch", False, True).lines[0].startswith("Yes")
     assert suspect_verdict(d, "launch_blocking", False, True).lines[0].startswith("No")

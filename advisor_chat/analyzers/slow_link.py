@@ -26,6 +26,7 @@ from advisor_chat.analyzers.base import (
     Finding,
     FindingKind,
     Params,
+    Severity,
     register,
 )
 from advisor_chat.errors import ToolArgumentError
@@ -133,9 +134,18 @@ def slow_link(profile: Profile, params: SlowLinkParams) -> AnalyzerResult:
     small = _small_packets(bw)
     findings += _small_findings(profile, bw, small, step_us, _nsteps(bw, n_steps))
     wr = _wait_ratio(ops)
-    findings += _wait_findings(profile, wr, ops, step_us, _nsteps(ops, n_steps))
     standard = _transport_standard(links, small)
-    findings += _standard_findings(profile, standard, step_us, _nsteps(mx, n_steps))
+    std_findings = _standard_findings(profile, standard, step_us, _nsteps(mx, n_steps))
+    # every comparable link at its peers' bandwidth and no transport below its standard: the
+    # links themselves were measured healthy
+    links_ok = (
+        not links.empty
+        and bool(_comparable(links, "transport").any())
+        and not bool(links["slow"].any())
+        and not std_findings
+    )
+    findings += _wait_findings(profile, wr, ops, step_us, _nsteps(ops, n_steps), links_ok)
+    findings += std_findings
     if mx.empty:
         notes.append(
             "no communication matrix (communication_matrix.json): link-level check unavailable"
@@ -597,7 +607,6 @@ def _small_findings(
                     "small_share": float(s["small_share"]),
                     "small_volume_share": float(s["small_volume_share"]),
                     "small_time_us_per_step": per_step,
-                    "extra_us": 0.0,
                 },
                 evidence=(
                     Evidence(
@@ -628,7 +637,12 @@ def _wait_ratio(ops: pd.DataFrame) -> pd.DataFrame:
 
 
 def _wait_findings(
-    profile: Profile, wr: pd.DataFrame, ops: pd.DataFrame, step_us: float, n_steps: int
+    profile: Profile,
+    wr: pd.DataFrame,
+    ops: pd.DataFrame,
+    step_us: float,
+    n_steps: int,
+    links_ok: bool = False,
 ) -> list[Finding]:
     if wr.empty or not wr["wait_ratio"].notna().any():
         return []
@@ -649,6 +663,19 @@ def _wait_findings(
         )
         verdict_zh = f"同步占比 {sync:.2f}（> 0.2）：各卡到达时间不一致，属于慢卡而非慢链路；等待最少的是 {int(low['rank'])}号卡"
         tags: tuple[str, ...] = ("comm_wait_high", "slow_rank")
+    elif links_ok:
+        # the CANN rule's "probable slow link", checked against the links: none is slow
+        verdict = (
+            f"its synchronization ratio is only {sync:.2f}: the wait is inside the transfers, yet "
+            "every link compared runs at its peers' bandwidth and no transport is below its "
+            "standard, so it is the transfers' own latency (small or many transfers), not a slow "
+            "link"
+        )
+        verdict_zh = (
+            f"同步占比仅 {sync:.2f}：等待发生在传输中，但参与比较的链路带宽都与同类相当，"
+            "也没有哪种传输低于标准带宽，所以是传输本身的时延（小包或通信次数多），不是慢链路"
+        )
+        tags = ("comm_wait_high",)
     else:
         verdict = f"its synchronization ratio is only {sync:.2f}: the wait is inside the transfer, a probable slow link or bandwidth problem"
         verdict_zh = f"同步占比仅 {sync:.2f}：等待发生在传输中，可能是慢链路或带宽问题"
@@ -657,7 +684,8 @@ def _wait_findings(
         Finding(
             id="slow_link.communication.wait_ratio",
             kind=FindingKind.COMMUNICATION,
-            severity=severity(share),
+            # measured links clear the slow-link reading: a low-severity observation then
+            severity=Severity.LOW if links_ok else severity(share),
             summary=(
                 f"Rank {rk} spends {pct(top['wait_ratio'])} of its collective time waiting (wait ratio "
                 f"{top['wait_ratio']:.2f} > 0.2; {ms(per_step)} per step; ranks over 0.2: "

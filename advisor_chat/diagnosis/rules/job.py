@@ -45,8 +45,9 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
 
     Rule: every rank's Free is ≥ ``IDLE_MIN_SHARE`` (10%) of its step, and so is the Free every
     rank shares (the minimum over ranks), however much more some ranks idle: the shared part is
-    the job's, the excess of a rank above it is that rank's own cause (a host stall). Victims: every rank, lost = its Free
-    (``how="idle"``). Gain (upper bound): the minimum Free over ranks (what every rank could get
+    the job's, the excess of a rank above it is that rank's own cause (a host stall). Victims: every
+    rank, lost = its Free, or the shared Free when late ranks have their own host-stall / straggler
+    causes (``how="idle"``; their excess is counted there, not twice). Gain (upper bound): the minimum Free over ranks (what every rank could get
     back together). Source: ``step_trace`` Free.
     """
     per = ctx.per_rank
@@ -72,15 +73,6 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     steps: tuple[int, ...] = ()
     if 0 < len(hit) < len(by_step):
         steps = tuple(integer(x) for x in hit.index)
-    victims = tuple(
-        sorted(
-            (
-                Impact(integer(r), num(per.at[r, "free_us"]), num(share[r]), "idle")
-                for r in per.index
-            ),
-            key=lambda i: (-i.lost_us, i.rank),
-        )
-    )
     start = ctx.finding("host_dispatch.dataloader.step_start")
     where = " at the start of the step (input pipeline)" if start else ""
     timeline, timeline_zh = host_timeline(ctx)
@@ -142,6 +134,23 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             if c.mechanism in (Mechanism.HOST_STALL, Mechanism.COMPUTE_STRAGGLER)
             for r in c.culprit.ranks
         }
+    )
+    # each rank loses its Free to this cause; when late ranks have their own causes, only the
+    # idle every rank shares (their excess above it is counted there, not twice)
+    victims = tuple(
+        sorted(
+            (
+                Impact(
+                    integer(r),
+                    lost,
+                    share_of(lost, num(per.at[r, "step_us"])),
+                    "idle",
+                )
+                for r in per.index
+                for lost in [gain if blamed else num(per.at[r, "free_us"])]
+            ),
+            key=lambda i: (-i.lost_us, i.rank),
+        )
     )
     if blamed:  # the shared idle is the job's; the late ranks' excess above it is their own
         bl, bl_zh = ranks_label(blamed)

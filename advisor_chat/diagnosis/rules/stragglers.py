@@ -136,12 +136,14 @@ def _rank_cause(
             late = "by the step times it is a late arriver (no collective shows it arriving last)"
             late_zh = "按各步时间推断它较晚到达集合通信（没有哪个集合通信显示它最后到达）"
             # so is the others' wait for it: inferred from the step times, not measured
+            # "up to": the largest inferred wait, the figure its victims list and its gain show
+            wait_max = max((v.lost_us for v in victims), default=0.0)
             waits = (
-                f"{len(victims)} rank(s) would wait up to {ms(wait_mean)} per step for it "
+                f"{len(victims)} rank(s) would wait up to {ms(wait_max)} per step for it "
                 "(inferred, not measured)"
             )
             waits_zh = (
-                f"按推断 {len(victims)} 张卡每步最多为它等待 {ms(wait_mean)}（推断值，未实测）"
+                f"按推断 {len(victims)} 张卡每步最多为它等待 {ms(wait_max)}（推断值，未实测）"
             )
         dev = (
             device_idle_evidence(ctx, [rank], peers)
