@@ -10,6 +10,7 @@ rounded here, for display only; ``to_json`` keeps them unrounded.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -279,37 +280,59 @@ def _gain_text(gain: float | None, bound: Any, lang: str = "en") -> str:
     return t("gain.per_step", lang, ms=fmt_ms(gain))
 
 
-def _finding_md(f: Finding, heading: str, nested: bool = False) -> list[str]:
+def _finding_md(f: Finding, heading: str, nested: bool = False, lang: str = "en") -> list[str]:
     """One finding as Markdown (profile strings escaped with textsafe).
 
     ``nested``: the finding is evidence under a cause, whose expected gain is the one stated
     (the finding's own estimate, made by a different formula, is left out so that one
-    quantity has one figure).
+    quantity has one figure). ``lang`` ``zh``: Chinese labels and the finding's Chinese summary
+    (its English one when it has none).
     """
+    from advisor_chat.i18n import t
     from advisor_chat.textsafe import md_code, md_text
 
+    zh = lang == "zh"
     out = []
-    ranks = f" - ranks {_ranks_text(f.ranks)}" if f.ranks else ""
-    out.append(f"{heading} [{f.severity.value.upper()}] {f.kind.value}{ranks}")
+    if zh:
+        ranks = (
+            f" - {t('report.finding_ranks', 'zh', ranks=_ranks_text(f.ranks))}" if f.ranks else ""
+        )
+        sev = t(f"severity.{f.severity.value}", "zh")
+    else:
+        ranks = f" - ranks {_ranks_text(f.ranks)}" if f.ranks else ""
+        sev = f.severity.value.upper()
+    out.append(f"{heading} [{sev}] {f.kind.value}{ranks}")
     out.append("")
-    out.append(md_text(f.summary, limit=None))
+    out.append(md_text(f.summary_zh if zh and f.summary_zh else f.summary, limit=None))
     out.append("")
     if not nested and f.estimated_gain_us is not None and math.isfinite(f.estimated_gain_us):
-        out.append(f"- **Estimated gain:** {fmt_us(f.estimated_gain_us)} per step")
+        if zh:
+            out.append(
+                f"- **{t('report.finding_gain', 'zh')}** "
+                f"{t('gain.per_step', 'zh', ms=fmt_us(f.estimated_gain_us))}"
+            )
+        else:
+            out.append(f"- **Estimated gain:** {fmt_us(f.estimated_gain_us)} per step")
     if f.metrics:
         # the name without its unit suffix: the value carries its unit (µs shown in ms)
         m = ", ".join(f"`{_metric_name(k)}` = {fmt_number(k, v)}" for k, v in f.metrics.items())
-        out.append(f"- **Metrics:** {m}")
+        out.append(f"- **{t('report.metrics', lang)}** {m}")
     for e in f.evidence:
-        line = f"- **Evidence:** `{e.table}` from {md_text(e.source, limit=None)}"
-        if e.rows:
-            line += f" ({md_text(_rows_text(e.rows), limit=None)})"
-        if e.note:
+        source = md_text(e.source, limit=None)
+        if zh:  # "(16 files)" of a cited source, said in Chinese
+            source = re.sub(r"\((\d+) files\)", r"（共 \1 个文件）", source)
+        line = f"- **{t('report.evidence', lang)}** " + t(
+            "report.evidence_from", lang, table=f"`{e.table}`", source=source
+        )
+        if e.rows:  # the rows read: identifiers (a code span in Chinese)
+            rows = _rows_text(e.rows)
+            line += f"（{md_code(rows, limit=None)}）" if zh else f" ({md_text(rows, limit=None)})"
+        if e.note and not zh:  # how the figure is computed: the analyzers say it in English
             line += f"; {md_text(e.note, limit=None)}"
         out.append(line)
     if f.symptom_tags:
-        out.append(f"- **Symptoms:** {', '.join(f.symptom_tags)}")
-    out.append(f"- **Id:** {md_code(f.id, limit=None)}")
+        out.append(f"- **{t('report.symptoms', lang)}** {', '.join(f.symptom_tags)}")
+    out.append(f"- **{t('report.id', lang)}** {md_code(f.id, limit=None)}")
     out.append("")
     return out
 
@@ -336,99 +359,147 @@ def _cause_heading(c: Any, lang: str = "en") -> str:
     return f"{title}：{label}" if lang == "zh" else f"{title}: {label}"
 
 
-def render_markdown(report: Report) -> str:
+def render_markdown(report: Report, lang: Literal["en", "zh"] = "en") -> str:
     """Render the report as Markdown.
 
     Order: the diagnosis first (headline, then each root cause: summary, evidence, victims,
     what to change, expected gain, and the symptom findings under it), then the findings no cause
     claims, notes and analyzer runs. Profile strings (paths, op and group names) are escaped with
-    :mod:`advisor_chat.textsafe`; times in prose are in ms.
+    :mod:`advisor_chat.textsafe`; times in prose are in ms. ``lang`` ``zh``: labels from the
+    message catalogue and the diagnosis' Chinese sentences (the analyzers' notes stay English,
+    and their heading says so).
     """
+    from advisor_chat.i18n import t
     from advisor_chat.textsafe import md_code, md_text
 
+    zh = lang == "zh"
+
+    def T(key: str, **values: object) -> str:
+        return t(key, lang, **values)
+
     p = report.profile
-    out = ["# advisor-chat report", ""]
-    out.append(
-        f"**Profile:** {md_code(p['root'], limit=None)} ({p['layout']}), {len(p['ranks'])} rank(s) "
-        f"({_ranks_text(p['ranks'])}), {steps_text(list(p['steps']))}"
-    )
+    out = [f"# {T('report.title')}", ""]
+    if zh:
+        out.append(
+            T(
+                "report.profile",
+                root=md_code(p["root"], limit=None),
+                layout=p["layout"],
+                n_ranks=len(p["ranks"]),
+                ranks=_ranks_text(p["ranks"]),
+                n_steps=len(p["steps"]),
+            )
+        )
+    else:
+        out.append(
+            f"**Profile:** {md_code(p['root'], limit=None)} ({p['layout']}), {len(p['ranks'])} "
+            f"rank(s) ({_ranks_text(p['ranks'])}), {steps_text(list(p['steps']))}"
+        )
     if report.baseline:
         b = report.baseline
         out.append("")
         out.append(
-            f"**Baseline:** {md_code(b['root'], limit=None)} ({b['layout']}), "
+            T("report.baseline", root=md_code(b["root"], limit=None)).lstrip("；; ")
+            if zh
+            else f"**Baseline:** {md_code(b['root'], limit=None)} ({b['layout']}), "
             f"{len(b['ranks'])} rank(s)"
         )
     if report.rank is not None:
-        out += ["", f"**Rank explained:** {report.rank}"]
+        out += [
+            "",
+            T("report.rank_explained", rank=report.rank).lstrip("；; ")
+            if zh
+            else f"**Rank explained:** {report.rank}",
+        ]
     d = report.diagnosis
     shown: set[str] = set()
     if d is not None:
-        out += ["", "## Diagnosis", "", f"**{md_text(d.headline, limit=None)}**", ""]
-        if d.left_out:  # input the diagnosis could not use: said before any cause
-            out += [f"> {md_text(d.left_out, limit=None)}", ""]
+        headline = d.headline_zh if zh and d.headline_zh else d.headline
+        out += ["", f"## {T('report.diagnosis')}", "", f"**{md_text(headline, limit=None)}**", ""]
+        left_out = d.left_out_zh if zh and d.left_out_zh else d.left_out
+        if left_out:  # input the diagnosis could not use: said before any cause
+            out += [f"> {md_text(left_out, limit=None)}", ""]
         if d.step_time_us:
-            sh = ", ".join(f"{k.replace('_', ' ')} {v:.1%}" for k, v in d.shares.items())
-            out += [
-                f"Average step {fmt_ms(d.step_time_us)} (mean over steps, median over ranks); "
-                f"cluster-wide shares: {sh}.",
-                "",
-            ]
-        for n in d.notes:
+            if zh:
+                sh = "，".join(f"{t(f'share.{k}', 'zh')} {v:.1%}" for k, v in d.shares.items())
+                out += [T("report.median_step", step=fmt_ms(d.step_time_us), shares=sh), ""]
+            else:
+                sh = ", ".join(f"{k.replace('_', ' ')} {v:.1%}" for k, v in d.shares.items())
+                out += [
+                    f"Average step {fmt_ms(d.step_time_us)} (mean over steps, median over ranks); "
+                    f"cluster-wide shares: {sh}.",
+                    "",
+                ]
+        notes = d.notes_zh if zh and d.notes_zh else d.notes
+        for n in notes:
             out.append(f"- {md_text(n, limit=None)}")
-        if d.notes:
+        if notes:
             out.append("")
         for i, c in enumerate(d.causes, 1):
-            title = _cause_heading(c)
-            num = f"Cause {i}. " if _is_cause(c) else ""
-            out.append(f"### {num}{md_text(title, limit=None)} [{c.severity.value.upper()}]")
+            title = _cause_heading(c, lang)
+            num = f"{T('report.cause', n=i)} " if _is_cause(c) else ""
+            sev = T(f"severity.{c.severity.value}") if zh else c.severity.value.upper()
+            out.append(f"### {num}{md_text(title, limit=None)} [{sev}]")
             out.append("")
-            out.append(md_text(c.summary, limit=None))
+            out.append(md_text(c.summary_zh if zh and c.summary_zh else c.summary, limit=None))
             out.append("")
-            if c.dominant:
-                out.append(f"- **Culprit is:** {md_text(c.dominant, limit=None)}")
+            dominant = c.dominant_zh if zh and c.dominant_zh else c.dominant
+            if dominant:
+                out.append(f"- **{T('report.culprit_is')}** {md_text(dominant, limit=None)}")
             ev = [f for f in c.findings]
             if ev:
                 ids = ", ".join(md_code(f.id, limit=None) for f in ev)
-                out.append(f"- **Evidence:** {ids} (details below)")
+                out.append(f"- **{T('report.evidence')}** {ids} {T('report.details_below')}")
             if c.steps:
-                out.append(f"- **Steps:** {', '.join(str(s) for s in c.steps)}")
-            vt = _victims_text(c.victims)
+                out.append(f"- **{T('report.steps')}** {', '.join(str(s) for s in c.steps)}")
+            vt = _victims_text(c.victims, lang=lang)
             if vt:
-                out.append(f"- **Victims** (time they lose because of it): {vt}")
+                out.append(
+                    f"- **{T('report.victims')}** {vt}"
+                    if zh
+                    else f"- **Victims** (time they lose because of it): {vt}"
+                )
             if c.remedies:
-                out.append("- **What to change:**")
+                out.append(f"- **{T('report.what_to_change')}**")
                 for rem_ in c.remedies:
-                    g = _gain_text(rem_.gain_us, rem_.bound) if rem_.kind == "action" else ""
-                    tail = f" — expected gain {g}" if g else ""
+                    g = _gain_text(rem_.gain_us, rem_.bound, lang) if rem_.kind == "action" else ""
+                    tail = f" — {T('report.expected_gain_inline', gain=g)}" if g else ""
                     if rem_.case_id:
-                        tail += f" (case {md_code(rem_.case_id, limit=None)})"
-                    out.append(f"  - *{rem_.kind}*: {md_text(rem_.text, limit=None)}{tail}")
-            g = _gain_text(c.gain_us, c.bound)
+                        tail += " " + T("report.case", case=md_code(rem_.case_id, limit=None))
+                    text = rem_.text_zh if zh and rem_.text_zh else rem_.text
+                    kind = T(f"remedy.{rem_.kind}") if zh else rem_.kind
+                    out.append(
+                        f"  - *{kind}*{'：' if zh else ': '}{md_text(text, limit=None)}{tail}"
+                    )
+            g = _gain_text(c.gain_us, c.bound, lang)
             if g:
-                out.append(f"- **Expected gain:** {g}")
+                out.append(f"- **{T('report.expected_gain')}** {g}")
             out.append("")
             for j, f in enumerate(ev, 1):
-                out += _finding_md(f, f"#### {i}.{j}", nested=True)
+                out += _finding_md(f, f"#### {i}.{j}", nested=True, lang=lang)
                 shown.add(f.id)
     rest = [f for f in report.findings if f.id not in shown]
-    title = "Other findings" if d is not None else "Findings"
-    out += ["", f"## {title} ({len(rest)}: {_counts(tuple(rest)) or 'none'})", ""]
+    key = "report.other_findings" if d is not None else "report.findings"
+    counts = _counts(tuple(rest), lang) or T("report.none")
+    out += ["", f"## {T(key, n=len(rest), counts=counts)}", ""]
     if not rest and not report.findings:
-        out.append("No finding: nothing stands out above the thresholds the analyzers state.")
+        out.append(T("report.no_finding"))
     for i, f in enumerate(rest, 1):
-        out += _finding_md(f, f"### {i}.")
+        out += _finding_md(f, f"### {i}.", lang=lang)
     if report.notes:
-        out += ["## Notes", ""]
+        out += [f"## {T('report.notes')}", ""]
         out += [f"- {md_text(n, limit=None)}" for n in report.notes]
         out.append("")
-    out += ["## Analyzers", "", "| analyzer | status | findings | time |", "|---|---|---|---|"]
+    heads = " | ".join(
+        T(f"report.{h}") for h in ("th_analyzer", "th_status", "th_findings", "th_time")
+    )
+    out += [f"## {T('report.analyzers')}", "", f"| {heads} |", "|---|---|---|---|"]
     for r in report.runs:
         status = r.status + (f" ({md_text(r.message)})" if r.status == "skipped" else "")
         out.append(f"| {r.name} | {status} | {r.findings} | {r.seconds:.2f} s |")
     out.append("")
     if report.created:
-        out.append(f"_Generated {report.created}._")
+        out.append(f"_{T('report.generated', created=report.created)}_")
     return "\n".join(out) + "\n"
 
 

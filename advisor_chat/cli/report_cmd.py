@@ -76,8 +76,9 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option(
                 "--lang",
-                help="Language of the html report's sentences, plot titles and captions: en, zh, "
-                "or both (each English sentence followed by its Chinese one).",
+                help="Language of the report: en or zh (markdown and html); html also takes "
+                "both (each English sentence followed by its Chinese one, with plot titles and "
+                "captions in English).",
             ),
         ] = "en",
     ) -> None:
@@ -118,7 +119,12 @@ def register(app: typer.Typer) -> None:
                 raise ToolArgumentError(f"--lang {lang!r}: use en, zh or both")
             text = render_html(rep, plots=_html_plots(profile, rep, lang), lang=lang)  # type: ignore[arg-type]
         else:
-            text = render_markdown(rep)
+            if lang not in ("en", "zh"):
+                raise ToolArgumentError(
+                    f"--lang {lang!r}: the markdown report is in one language, en or zh "
+                    "(both: -f html)"
+                )
+            text = render_markdown(rep, lang=lang)  # type: ignore[arg-type]
         if output is not None:
             try:
                 output.parent.mkdir(parents=True, exist_ok=True)
