@@ -993,13 +993,17 @@ def test_other_ranks_question_judges_the_ranks_not_set_aside() -> None:
 
 def test_a_vendor_bug_suspicion_is_contradicted_by_a_measured_cause() -> None:
     t = _text(pj.hypothesis(_diag(HOST9), "software_bug", False))
-    assert t.startswith("No: it is not a CANN / framework bug; the cause is rank 9.")
+    assert t.startswith(
+        "No: it is not a software bug (CANN, the framework or the profiler); the cause is rank 9."
+    )
     assert _text(pj.hypothesis(_diag(HOST9), "software_bug", True)).startswith(
-        "不是CANN 或框架（torch_npu 等）的 bug，问题在9号卡。"
+        "不是软件缺陷（CANN、框架或 profiler），问题在9号卡。"
     )
     # nothing stands out: cannot tell, and what would decide
     t = _text(pj.hypothesis(_diag(NO_CULPRIT), "software_bug", False))
-    assert t.startswith("Cannot tell from this data whether it is a CANN / framework bug.")
+    assert t.startswith(
+        "Cannot tell from this data whether it is a software bug (CANN, the framework or the profiler)."
+    )
     assert "known-good CANN" in t
 
 
@@ -1019,7 +1023,7 @@ def test_a_ruled_out_cause_the_data_supports_opens_the_answer() -> None:
     assert judge(d, "software_bug").status == "contradicted"
     q = pj.ruled_out(pj.overview(d, True), d, ["software_bug"], True)
     assert q.lines[0] == pj.overview(d, True).lines[0]
-    assert q.lines[1] == "数据也表明不是CANN 或框架（torch_npu 等）的 bug。"
+    assert q.lines[1] == "数据也表明不是软件缺陷（CANN、框架或 profiler）。"
 
 
 def test_which_rank_names_the_culprit_once_in_its_first_sentence() -> None:

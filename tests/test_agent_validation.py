@@ -371,6 +371,11 @@ def test_validation_alone_on_a_constructed_query() -> None:
     assert not ok.says_something
     # no step ids in the profile: steps are not checked
     assert not validate_question(parse_question("step 7?"), range(16), []).says_something
+    # no step markers (the capture is step -1): said so, never "steps are -1"
+    v = validate_question(parse_question("Step 2 was slow. Checkpoint?"), range(8), [-1])
+    assert "no step markers" in v.refusal and "-1" not in v.refusal
+    v = validate_question(parse_question("第2步很慢，是保存检查点吗？"), range(8), [-1])
+    assert "没有 step 标记" in v.refusal and "-1" not in v.refusal
 
 
 def test_guarded_mode_does_not_rewrite_a_refusal() -> None:

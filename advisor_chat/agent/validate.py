@@ -295,7 +295,10 @@ def validate_question(
                 )
             )
 
-    if have_steps:
+    if have_steps == {-1} and q.steps:
+        # no step markers: the capture is one step (-1 inside), which no user calls a step id
+        problems.append(t("validate.no_step_markers", lang, step=fmt_ranks(list(q.steps))))
+    elif have_steps:
         bad_steps = [s for s in q.steps if s not in have_steps]
         if bad_steps:
             s_txt = fmt_ranks(bad_steps)

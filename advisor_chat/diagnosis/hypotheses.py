@@ -59,7 +59,10 @@ NAMES = {
     "hccl_timeout": ("an HCCL timeout risk", "HCCL 超时风险"),
     "memory": ("device memory", "显存"),
     "host_dispatch": ("host dispatch (a host-bound job)", "主机下发（下发瓶颈）"),
-    "software_bug": ("a CANN / framework bug", "CANN 或框架（torch_npu 等）的 bug"),
+    "software_bug": (
+        "a software bug (CANN, the framework or the profiler)",
+        "软件缺陷（CANN、框架或 profiler）",
+    ),
     "capacity": (
         "a shortage of NPU compute",
         "NPU 算力不足",
