@@ -485,3 +485,25 @@ def test_a_transport_with_no_transfers_is_said_so(real_samples: Path) -> None:
     en = pt.ask("What bandwidth does the RDMA link get?").answer
     assert "原因不在网络" not in zh and "缺少 2-7号卡的数据" in zh, zh
     assert "the cause is not the network" not in en and "ranks 2-7 are missing" in en, en
+
+
+def test_a_rank_with_an_unreadable_file_is_not_cleared_outright(
+    tmp_path: Path, scenario: Any
+) -> None:
+    """Rank 4's step_trace_time.csv emptied: what is said of rank 4 rests on its other data."""
+    import shutil
+
+    from _dev_files import rank_dirs
+
+    from advisor_chat.ingest import load_profile
+
+    root = tmp_path / "run"
+    shutil.copytree(scenario("full-recompute"), root)
+    (rank_dirs(root)[4] / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").write_text("")
+    adv = Advisor(load_profile(root, use_cache=False), settings=Settings(), case_search=_no_cases)
+    en = adv.ask("why is rank 4 slow?").answer
+    zh = adv.ask("4号卡为什么慢？").answer
+    assert en.startswith("Cannot fully tell: part of rank 4's data could not be read"), en
+    assert zh.startswith("无法完整判断：4号卡的部分数据无法读取"), zh
+    # a rank whose files are intact gets its role in the job's cause
+    assert adv.ask("why is rank 5 slow?").answer.startswith("Rank 5 loses")

@@ -796,6 +796,19 @@ def _no_role(d: Diagnosis, ranks: Sequence[int], zh: bool, p: Projection) -> Pro
         return p
     top = real[0]
     p.add_cause(top)
+    # part of the rank's data could not be read: what is said rests on the rest of it
+    partial = sorted(set(ranks) & set(d.left_out_ranks))
+    if partial:
+        pw = rank_word(partial, zh)
+        p.lines.append(
+            f"无法完整判断：{pw}的部分数据无法读取（见下文）；从其余数据看，{who}不在任何已发现根因的影响范围内。"
+            f"作业的主要问题是：{summary(top, zh)}。"
+            if zh
+            else f"Cannot fully tell: part of {pw}'s data could not be read (see below); from the "
+            f"rest of it, {who} is not behind any cause found, nor measurably hit by one. "
+            f"The job's main cause: {summary(top, zh)}."
+        )
+        return p
     p.lines.append(
         f"{who}不在任何已发现根因的影响范围内（既不是原因，也没有因它损失时间）。作业的主要问题是：{summary(top, zh)}。"
         if zh

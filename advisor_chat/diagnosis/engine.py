@@ -838,6 +838,9 @@ def _diagnose(
         findings=tuple(ctx.findings),
         left_out=left_out,
         left_out_zh=left_out_zh,
+        left_out_ranks=tuple(
+            sorted({int(r) for w in profile.warnings if w.code in _LEFT_OUT_CODES for r in w.ranks})
+        ),
         missing_ranks=tuple(R.missing_ranks(profile)),
         nodes=tuple(ctx.nodes),
         one_node=not ctx.nodes and single_node(profile),

@@ -240,6 +240,8 @@ class Diagnosis:
         left_out: Which input could not be used (a file skipped at load: the first one's
             message, and how many more), said with every answer; ``""`` when all was read.
         left_out_zh: The same in Chinese.
+        left_out_ranks: Ranks some of whose input could not be used (the ranks of those
+            warnings): what is said of them rests on the rest of their data.
         missing_ranks: Ranks the job had that the profile lacks (``missing_ranks`` load
             warnings, or below the recorded world size): no statement covers them.
         nodes: The ranks of each node (server), ordered by their lowest rank, from the on-node
@@ -261,6 +263,7 @@ class Diagnosis:
     findings: tuple[Finding, ...] = field(default=(), repr=False)
     left_out: str = ""
     left_out_zh: str = ""
+    left_out_ranks: tuple[int, ...] = ()
     missing_ranks: tuple[int, ...] = ()
     nodes: tuple[tuple[int, ...], ...] = ()
     one_node: bool = False
