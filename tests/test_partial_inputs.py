@@ -134,3 +134,32 @@ def test_macos_resource_fork_copies_are_not_ranks(scenario, tmp_path: Path) -> N
     ref = _load(src)
     assert p.ranks == ref.ranks
     assert not [w for w in p.warnings if w.code == "rank_unknown"]
+
+
+def test_cluster_step_trace_cut_keeps_the_job_size(real_samples: Path, tmp_path: Path) -> None:
+    """A cluster_step_trace_time.csv cut in half: the ranks of its lost rows are named missing
+    (from communication_group.json), and every answer says which file was cut."""
+    import csv
+
+    from advisor_chat.diagnosis import diagnose
+
+    root = _copy(real_samples / "cluster-16rank-pp2", tmp_path / "p")
+    out = root / "cluster_analysis_output"
+    f = out / "cluster_step_trace_time.csv"
+    f.chmod(0o644)
+    data = f.read_bytes()
+    f.write_bytes(data[: len(data) // 2])
+    # independent: the ranks of the whole rows left, and every rank communication_group.json lists
+    lines = f.read_text().splitlines()
+    header = next(csv.reader(lines[:1]))
+    whole = [r for r in csv.reader(lines[1:-1]) if len(r) == len(header) and r[1] == "rank"]
+    kept = {int(r[2]) for r in whole}
+    groups = json.loads((out / "communication_group.json").read_text())
+    listed = {r for kind in groups.values() for g in kind for r in g}
+    p = _load(root)
+    assert set(p.ranks) == kept
+    w = next(w for w in p.warnings if w.code == "missing_ranks")
+    assert set(w.ranks) == listed - kept and "communication_group.json" in w.message
+    d = diagnose(p)
+    assert "cluster_step_trace_time.csv ends in the middle" in d.left_out
+    assert "this rank's" not in d.left_out

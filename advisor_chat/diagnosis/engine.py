@@ -590,6 +590,7 @@ _LEFT_OUT_CODES = (
     "no_profiler_output",
     "file_changed",
     "invalid_rank_id",
+    "row_cut",
 )
 
 

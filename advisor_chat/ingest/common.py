@@ -479,8 +479,13 @@ def cut_row_warning(path: Path, rank: int | None) -> DataWarning:
         code="row_cut",
         message=f"{show_path(path)} ends in the middle of its last row (no line break, fewer "
         "fields than the header): the file was cut short, and that row was left out; the rows "
-        "after the cut are missing too (how many cannot be told), so this rank's counts and "
-        "totals from it are incomplete. Copy the file again from the training machine",
+        "after the cut are missing too (how many cannot be told), so "
+        + (
+            "this rank's counts and totals from it are incomplete"
+            if rank is not None
+            else "the ranks and steps it holds after the cut are missing"
+        )
+        + ". Copy the file again from the training machine",
         path=str(path),
         ranks=(rank,) if rank is not None else (),
     )

@@ -1623,6 +1623,20 @@ def _quality(
         if set(rs) - set(ranks):
             why = "ranks of the communication groups in profiler_metadata.json"
         expected |= set(rs)
+    # the cluster output's communication_group.json lists every rank of every group too (a
+    # truncated cluster_step_trace_time.csv then still shows which ranks are lost)
+    cg = profile.tables.get("comm_groups")
+    if cg is not None and not cg.empty and "ranks" in cg:
+        listed = {
+            int(r)
+            for rs in cg["ranks"]
+            if isinstance(rs, (list, tuple, np.ndarray))
+            for r in rs
+            if 0 <= int(r) < MAX_RANK_ID
+        }
+        if listed - set(ranks) - expected:
+            why = "ranks of the communication groups (communication_group.json)"
+        expected |= listed
     cm = profile.tables.get("comm_matrix")
     if cm is not None and not cm.empty and len(ranks) > 1:
         ends = np.concatenate(
