@@ -297,3 +297,14 @@ def test_cluster_8rank_idle_is_counted_once(real_samples: Path) -> None:
                 f"up to {top / 1000:,.1f} ms" in c.summary
                 or f"up to {top / 1000:,.0f} ms" in c.summary
             ), c.summary
+
+
+def test_gc_on_a_cluster_output_without_host_data(real_samples: Path) -> None:
+    # the cluster output has no host data: the idle is the devices', not a measured host wait
+    from advisor_chat.diagnosis.hypotheses import judge
+
+    d = diagnose(load_profile(real_samples / "cluster-16rank-pp2"))
+    v = judge(d, "gc")
+    assert v.status == "undecided"
+    assert "waiting for its host" not in v.reason and "does not show" in v.reason
+    assert "等主机" not in v.reason_zh

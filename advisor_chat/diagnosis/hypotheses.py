@@ -184,14 +184,26 @@ def _gc(d: Diagnosis) -> Verdict:
             (host,),
         )
     if host is not None and host.category.value == "scheduling":
+        # a job-wide idle is the devices idling (Free), not a measured wait for the host
+        idle = host.mechanism is Mechanism.JOB_IDLE
         return _v(
             "gc",
             "undecided",
-            f"the device does idle waiting for its host ({host.summary.rstrip('.')}), but the host "
-            "data does not show what the host does then, so garbage collection can be neither "
-            "confirmed nor ruled out",
-            f"设备确实在等主机（{host.summary_zh.rstrip('。')}），但主机数据没有显示主机此时在做什么，"
-            "无法确认或排除垃圾回收",
+            (
+                f"the devices idle ({host.summary[:1].lower()}{host.summary[1:].rstrip('.')}), "
+                "but this profile does not show "
+                "what the host does then"
+                if idle
+                else f"the device does idle waiting for its host ({host.summary.rstrip('.')}), "
+                "but the host data does not show what the host does then"
+            )
+            + ", so garbage collection can be neither confirmed nor ruled out",
+            (
+                f"设备在空闲（{host.summary_zh.rstrip('。')}），但这份数据看不出主机此时在做什么，"
+                if idle
+                else f"设备确实在等主机（{host.summary_zh.rstrip('。')}），但主机数据没有显示主机此时在做什么，"
+            )
+            + "无法确认或排除垃圾回收",
             (host,),
             (
                 "a profile with host (CPU) activity and Python call stacks (with_stack=True), or "
