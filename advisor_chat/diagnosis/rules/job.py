@@ -809,8 +809,14 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     else:
         hide = f"hiding all of it would save up to {ms(rest)} per step."
         hide_zh = f"全部掩盖后每步最多可节省 {ms(rest)}。"
-    least_txt = "even the rank that waits least has" if n_in > 1 else f"rank {ctx.ranks[0]} has"
-    least_zh = "即使等待最少的卡，每步也有" if n_in > 1 else f"{ctx.ranks[0]}号卡每步有"
+    # per step, the least-waiting rank of that step (mean over steps): not one rank's own mean,
+    # which a finding may quote and which can differ in the last digit
+    least_txt = (
+        "in each step even the rank that waits least has"
+        if n_in > 1
+        else f"rank {ctx.ranks[0]} has"
+    )
+    least_zh = "即使每步等待最少的卡，每步也有" if n_in > 1 else f"{ctx.ranks[0]}号卡每步有"
     head = (
         f"Many small collectives are exposed {scope}"
         if many
