@@ -444,3 +444,15 @@ def test_links_and_capacity_in_more_words() -> None:
     assert parse_question("从0号卡到8号卡的带宽是多少？").links == ((0, 8),)
     for text in ("is our compute insufficient?", "is the compute capacity too low?"):
         assert parse_question(text).hypothesis == "capacity", text
+
+
+@pytest.mark.parametrize(
+    "text", ["v2 is slower than v1. Thoughts?", "the new version is slower", "训练比之前慢了"]
+)
+def test_two_versions_compared_need_a_baseline(text: str) -> None:
+    assert parse_question(text).intent == "compare_profiles"
+
+
+def test_ranks_and_steps_compared_are_not_versions() -> None:
+    assert parse_question("why is rank 2 slower than rank 3?").intent == "explain_rank"
+    assert parse_question("is step 12 slower than step 11?").intent != "compare_profiles"

@@ -416,6 +416,11 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
         r"之前.*之后",
         r"(上|前)一次",
         r"(新|旧)版本",
+        # "v2 is slower than v1", "2.1 vs 2.0", "the new version is slower": two versions compared
+        r"\bv\d+(\.\d+)*\b.{0,30}\b(than|vs\.?|versus|compared to)\s+v?\d+(\.\d+)*\b",
+        r"\b(new|old|newer|older) (version|release|build|image)\b",
+        r"\bslower than (before|last (week|time)|yesterday)\b",
+        r"比(之前|以前|上次|上周|昨天)(慢|变慢)",
     ),
     "mc2": (
         r"\bmc2\b",
