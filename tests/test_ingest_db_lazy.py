@@ -49,12 +49,19 @@ def _expected_kernels(path: Path) -> tuple[int, float]:
 
 
 def _expected_dispatch(path: Path) -> int:
-    """CANN_API rows joined to their TASK, HCCL-internal tasks left out."""
-    return _sql(
+    """CANN_API rows joined to their TASK, HCCL-internal tasks left out, plus the host's
+    synchronize calls (which launch no task)."""
+    launches = _sql(
         path,
         "SELECT COUNT(*) FROM CANN_API a JOIN TASK t ON a.connectionId = t.connectionId "
         "WHERE t.globalTaskId NOT IN (SELECT globalTaskId FROM COMMUNICATION_TASK_INFO)",
     )[0]
+    syncs = _sql(
+        path,
+        "SELECT COUNT(*) FROM CANN_API a JOIN STRING_IDS s ON s.id = a.name "
+        "WHERE s.value LIKE '%Synchronize%'",
+    )[0]
+    return launches + syncs
 
 
 def _load(path: Path, home: Path, **kw):

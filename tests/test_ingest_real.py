@@ -124,8 +124,18 @@ def test_text_export_values(real_samples: Path) -> None:
     s_ids = {e["id"] for e in tv if e.get("cat") == "HostToDevice" and e["ph"] == "s"}
     f_ids = {e["id"] for e in tv if e.get("cat") == "HostToDevice" and e["ph"] == "f"}
     hd = p.get("host_dispatch")
-    assert (hd["rank"] == 0).sum() == len(s_ids & f_ids)
-    assert (hd["launch_delay_us"] == hd["device_start_us"] - hd["host_start_us"]).all()
+    # plus the host's synchronize calls (CANN events named *Synchronize*, no flow, no device task)
+    syncs = [e for e in tv if e.get("ph") == "X" and "Synchronize" in str(e.get("name", ""))]
+    assert len(syncs) == 8
+    assert (hd["rank"] == 0).sum() == len(s_ids & f_ids) + len(syncs)
+    launch = hd[hd["device_start_us"].notna()]
+    assert (launch["launch_delay_us"] == launch["device_start_us"] - launch["host_start_us"]).all()
+    sy = hd[(hd["rank"] == 0) & hd["device_start_us"].isna()]
+    # (start and end are µs since the epoch as float64, spaced 0.25 µs apart at 1.7e15)
+    assert sorted(sy["api_duration_us"]) == pytest.approx(
+        sorted(float(e["dur"]) for e in syncs), abs=0.25
+    )
+    assert sy["launch_delay_us"].isna().all()
     assert p.source_files("host_dispatch", 0)[0].endswith("trace_view.json")
     # the matrix links of an 8-rank job but data for 2 ranks: missing ranks are reported
     codes = {w.code: w for w in p.warnings}
@@ -169,7 +179,11 @@ def test_db_export_values(real_samples: Path) -> None:
         assert (p.get("comm_ops")["rank"] == rank).sum() == n_ops
     # host dispatch comes from the DB, not from a trace_view.json
     assert all(f.endswith(".db") for f in p.source_files("host_dispatch"))
-    assert (p.get("host_dispatch")["launch_delay_us"].notna()).all()
+    hd = p.get("host_dispatch")
+    # launches have their delay; the host's synchronize calls launch nothing (no device columns)
+    is_sync = hd["api_name"].str.contains("Synchronize")
+    assert hd.loc[~is_sync, "launch_delay_us"].notna().all()
+    assert is_sync.any() and hd.loc[is_sync, "device_start_us"].isna().all()
 
 
 def test_text_and_db_exports_agree(real_samples: Path) -> None:

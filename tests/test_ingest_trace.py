@@ -254,9 +254,10 @@ def test_throughput_and_flat_memory(tmp_path: Path, real_samples: Path) -> None:
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     mb = big.stat().st_size / 1e6
-    # every flow of every replica is found, steps assigned per replica
+    # every flow (and host synchronize call) of every replica is found, steps assigned per
+    # replica (a synchronize call outside every step is step -1)
     assert len(df) == n_small * reps_big // reps_small
-    assert df["step"].nunique() == reps_big
+    assert df.loc[df["device_start_us"].notna(), "step"].nunique() == reps_big
     print(
         f"\ntrace_view {mb:.0f} MB: {mb / cpu:.0f} MB/s per CPU second, {mb / wall:.0f} MB/s wall, "
         f"peak RSS growth {(rss1 - rss0) / 1024:.0f} MB"

@@ -115,6 +115,8 @@ HYPOTHESES = (
     "host_dispatch",
     "software_bug",
     "capacity",
+    "profiler",
+    "host_sync",
 )
 """Suspected causes a question can name (:attr:`Query.hypothesis`)."""
 
@@ -264,7 +266,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"优化建议",
         r"该(怎么|如何)(办|做|改)",
         r"应该(改|修|优化|做)什么",
-        r"第一(处|个|件事|步)?.{0,4}(该|要|应该|需要)?(改|修|优化|做)",
+        r"第一(处|个|件事|步)?.{0,4}(该|要|应该|需要)?(改|修|优化|做|干|弄)",
         r"(该|要|应该|需要)(改|修)(什么|哪|啥)",
         r"具体(的)?(改法|怎么改|改动)",
         r"咋(办|整|改|弄)",
@@ -527,7 +529,8 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
         r"\bsteps\b",
         r"\bsome steps?\b",
         r"\b(first|last) (captured |profiled )?step\b",
-        r"第一(个)?\s*(step|步)",
+        # "第一步" as a step, not "第一步该干啥" (what to do first)
+        r"第一(个)?\s*(step|步)(?!\s*(该|要|应该|需要|先|怎么)?\s*(干|做|改|修|弄|优化|怎么))",
         r"\biterations\b",
         r"\bspikes?\b",
         r"\bstalls?\b",
@@ -808,6 +811,27 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"算力不(够|足)",
         r"(加|增加|多加|再加|买|扩).{0,3}(几台|几张|一些|点)?(机器|卡|节点|服务器|npu|NPU)",
     ),
+    # the capture itself: "is the Free real or the profiler's?", "does how this was captured
+    # matter?", "是不是采集本身的开销？" (before host_dispatch: "profiling overhead" is not dispatch)
+    "profiler": (
+        r"\bprofil(er|ing)\b.{0,30}\b(overhead|itself|config|settings?|on|off|caus|inflat|distort)",
+        r"\b(overhead|caused|inflated|distorted|created) (of|by|from) (the )?(profil|captur|tracing)",
+        r"\bhow (this|it|the (trace|profile|data)) was (captured|collected|profiled|recorded)\b",
+        r"\b(with_stack|record_shapes|profile_memory|level ?2)\b",
+        r"\b(free|idle|gaps?)\b.{0,40}\b(actually |really )?real\b",
+        r"\breal\b.{0,30}\b(free|idle|gaps?)\b",
+        r"采集(本身|开销|配置|方式|参数)",
+        r"(profil\w*|采集).{0,8}(开销|导致|造成|影响|引起)",
+        r"(空闲|free|Free).{0,12}(真实|真的|是真的)",
+        r"(真实|真的).{0,12}(空闲|free|Free)",
+    ),
+    # the host blocking on the device: "is it a sync?", "loss.item() every step?", "同步"
+    "host_sync": (
+        r"(?<!no_)\bsync(hroni[sz](e|es|ed|ing|ation))?\b",
+        r"\.item\(\)|\bitem\(\)",
+        r"\.cpu\(\)",
+        r"(?<!不)同步",
+    ),
     "host_dispatch": (
         r"\bhost[- ]?(dispatch|bound|side|overhead)",
         r"\bdispatch",
@@ -832,7 +856,10 @@ _SUSPECT = re.compile(
     r"|\bcould\b|\bmight\b|\bcaus(e|es|ed|ing)\b|\bsuspect|\bmaybe\b|\bperhaps\b|\bprobably\b|\bcaused by\b|\bdue to\b|\bbecause of\b"
     r"|\bblame|\bshould (i|we)\b|\bwould .{0,30}\bhelp|\bthe (problem|cause|culprit|reason|issue)\b"
     r"|\brelated\b|\bconnected\b|\bhave to do with\b|\bresponsible\b"
+    r"|\b(feels|looks|seems) like\b|\bmy (bet|guess)\b|\bi (think|guess|bet)\b"
+    r"|\bdoes .{0,40}\bmatter\b|\bactually real\b|\bis (that|this|the) .{0,30}\breal\b"
     r"|是不是|会不会|是否|怀疑|可能|难道|导致|引起|造成|要不要|该不该|需不需要|有没有|吗|嘛|么"
+    r"|感觉|像是|好像|似乎|估计|猜"
     r"|不够|不足|故障|不均|坏了|问题",
     re.I,
 )
@@ -997,7 +1024,20 @@ def _find_context(q: str) -> tuple[dict[str, int], list[tuple[int, int]]]:
         spans.append((m.start(), m.end()))
     for m in _HARDWARE.finditer(q):  # "910B", "Atlas 800T A2": a product, never a rank
         spans.append((m.start(), m.end()))
+    for m in _CAPTURED_STEPS.finditer(q):  # "grabbed a profile of steps 10-13": what was captured
+        spans.append((m.start(), m.end()))
     return ctx, spans
+
+
+#: Steps said as what was captured ("a profile of steps 10-13", "采了第10到13步"): context, not a
+#: question about those steps.
+_CAPTURED_STEPS = re.compile(
+    r"(?i)\b(?:profil(?:e[ds]?|ing)|captur(?:e[ds]?|ing)|collect(?:ed|ing)|record(?:ed|ing)|"
+    r"trac(?:e[ds]?|ing))\b[^.?!;]{0,20}?\bsteps?\s*\d+\s*(?:-|–|to|through|\.\.)\s*\d+"
+    r"|\bsteps?\s*\d+\s*(?:-|–|to|through)\s*\d+\s+(?:were |was )?"
+    r"(?:profiled|captured|collected|recorded|traced)"
+    r"|(?:采|采集|抓|录)了?\s*第?\s*\d+\s*(?:到|至|-|–|~)\s*\d+\s*步"
+)
 
 
 #: Ascend hardware and product names: their numbers are never ranks or steps.
@@ -1647,7 +1687,8 @@ def parse_question(
     # what the user already ruled out is neither a suspect nor what is asked about
     kept = _without_ruled_out(q)
     hyps = find_hypotheses(kept, kind)
-    topics = find_topics(kept.lower())
+    # "a profile of steps 10-13" says what was captured: not a question about steps
+    topics = find_topics(_CAPTURED_STEPS.sub(" ", kept).lower())
     component = _component_question(low)
     if component is not None and ranks:
         component = None

@@ -388,6 +388,8 @@ _HEALTHY_Q = re.compile(
     r"\b(fine|ok|okay|healthy|normal|alright|all right)\b|正常|没问题|没事|健康", re.I
 )
 
+_REAL_Q = re.compile(r"\breal\b|\bgenuine\b|真实|是真的", re.I)
+
 #: "What fraction / share of the step (or device time)?": the shares first, then the gain.
 _SHARE_Q = re.compile(
     r"\b(fraction|share|percent(age)?|proportion|what part)\b|比例|占比|百分之|比重|占(了)?多少",
@@ -602,8 +604,12 @@ class Planner:
         """The diagnosis projection for the question's route (``None`` for tool capabilities)."""
         zh = q.language == "zh"
         it = q.intent
-        healthy = q.kind == "yes_no" and _HEALTHY_Q.search(q.text) is not None
         hyp = q.hypothesis
+        # "is that Free real?" asks the healthy way round: a capture that inflates it is a "no"
+        healthy = q.kind == "yes_no" and (
+            _HEALTHY_Q.search(q.text) is not None
+            or (hyp == "profiler" and _REAL_Q.search(q.text) is not None)
+        )
         if (  # "why is every rank idle?" (a yes/no question keeps its verdict)
             not q.ranks
             and q.kind != "yes_no"

@@ -30,7 +30,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -1242,4 +1242,159 @@ def new_shape_idle(
         idle_us=float(idle.median()),
         idle_share=float(idle.sum()) / total,
         reused_steps=tuple(reused),
+    )
+
+
+@dataclass(frozen=True)
+class SyncSpot:
+    """Where in the step the device idles after a host synchronize call.
+
+    Attributes:
+        position: ``after_forward`` (after the last forward marker, before the first backward
+            one), ``after_backward`` (after the last backward marker: before the optimizer),
+            ``forward``, ``backward``, or ``step`` (no forward/backward markers).
+        op_type: The operator type of the kernel the device runs next.
+        idle_us: Median device idle from the previous kernel's end to that kernel's start (µs).
+        api: The synchronize call (``AscendCL@aclrtSynchronizeStream``, ...).
+    """
+
+    position: str
+    op_type: str
+    idle_us: float
+    api: str
+
+
+@dataclass(frozen=True)
+class SyncStalls:
+    """Device idle right after the host's synchronize calls (``tensor.item()``, ``.cpu()``, ...).
+
+    Attributes:
+        calls_per_step: Synchronize calls per step and rank followed by such an idle (median).
+        idle_us: Device idle after them per step and rank (median over (step, rank)), µs.
+        share_of_idle: Of all device idle between kernels in those steps (the gaps' sum).
+        spots: One entry per place in the step, in step order.
+        ranks: Ranks examined.
+    """
+
+    calls_per_step: float
+    idle_us: float
+    share_of_idle: float
+    spots: tuple[SyncSpot, ...]
+    ranks: tuple[int, ...]
+
+
+#: A synchronize call is a stall when the device idles at least this long after it (µs): a
+#: call that returns into a queue the host keeps fed costs nothing.
+SYNC_IDLE_MIN_US = 200.0
+
+
+def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
+    """The device idle that follows the host's synchronize calls, per step and rank.
+
+    Reads ``host_dispatch`` (the synchronize rows: ``api_name`` with ``Synchronize``, their
+    ``host_start_us`` and ``api_duration_us``) and the kernels (``kernels_for``) of up to
+    ``PEER_SAMPLE`` of ``ranks``. After a call returns the host runs Python before its next
+    launch; the device, drained by the call, idles from the end of its last task (a collective
+    included) to the next task's start. A call counts when that idle is ≥ ``SYNC_IDLE_MIN_US``. Positions come from
+    the forward / backward markers of :func:`_passes`. ``None`` without synchronize rows, or
+    when no call is followed by such an idle.
+    """
+    rs = _sample([int(r) for r in ranks])
+    if not rs:
+        return None
+    hd = profile.host_dispatch_for(rs)
+    if hd.empty or "api_duration_us" not in hd.columns:
+        return None
+    sy = hd[hd["api_name"].astype("string").fillna("").str.contains("Synchronize", regex=False)]
+    sy = sy[pd.to_numeric(sy["api_duration_us"], errors="coerce").notna()]
+    if sy.empty:
+        return None
+    f = _passes(profile, rs)
+    k = f
+    if k is None:
+        kk = profile.kernels_for(rs)
+        if kk.empty or "start_us" not in kk.columns:
+            return None
+        k = pd.DataFrame(
+            {
+                "rank": kk["rank"].to_numpy(),
+                "step": kk["step"].fillna(-1).to_numpy(),
+                "start": pd.to_numeric(kk["start_us"], errors="coerce").to_numpy(),
+                "dur": pd.to_numeric(kk["duration_us"], errors="coerce").to_numpy(),
+                "op_type": kk["op_type"].astype("string").fillna("").to_numpy(),
+                "fwd": False,
+                "bw": False,
+            }
+        )
+        k = k[k["step"] >= 0].sort_values(["rank", "step", "start"], kind="stable")
+    # every device task counts as busy (a collective too): the idle is time with none running
+    k = k.dropna(subset=["start", "dur"])
+    if k.empty:
+        return None
+    rows: list[tuple[int, int, float, str, str, str]] = []
+    gaps_total: dict[tuple[int, int], float] = {}
+    for r, g in k.groupby("rank", sort=False):
+        g = g.sort_values("start", kind="stable")
+        start = g["start"].to_numpy(dtype="float64")
+        end = start + g["dur"].to_numpy(dtype="float64")
+        prev_end = np.maximum.accumulate(np.concatenate([[-np.inf], end[:-1]]))
+        gap = np.where(np.isfinite(prev_end), np.clip(start - prev_end, 0.0, None), 0.0)
+        steps_r = g["step"].to_numpy()
+        rank = int(cast(Any, r))
+        for s_, gsum in pd.Series(gap).groupby(steps_r).sum().items():
+            gaps_total[(int(cast(Any, s_)), rank)] = float(gsum)
+        fwd = g["fwd"].to_numpy(dtype=bool)
+        bw = g["bw"].to_numpy(dtype=bool)
+        calls = sy[sy["rank"] == r]
+        done = (
+            pd.to_numeric(calls["host_start_us"], errors="coerce")
+            + pd.to_numeric(calls["api_duration_us"], errors="coerce")
+        ).to_numpy(dtype="float64")
+        names = calls["api_name"].astype(str).to_numpy()
+        # the next computation after the call returns (a collective still running is not the
+        # host's next launch): the idle before it is time with no task running at all
+        compute = np.flatnonzero(
+            ~g["op_type"].astype(str).str.lower().str.startswith(("hcom", "hccl")).to_numpy()
+        )
+        pos = np.searchsorted(start[compute], done, side="right")
+        for p_, api in zip(pos, names, strict=True):
+            if p_ >= len(compute):
+                continue
+            j = int(compute[p_])
+            if j <= 0 or gap[j] < SYNC_IDLE_MIN_US:
+                continue
+            st = int(steps_r[j])
+            in_step = steps_r == st
+            where = "step"
+            if (fwd & in_step).any() and (bw & in_step).any():
+                last_f = start[fwd & in_step].max()
+                first_b = start[bw & in_step].min()
+                last_b = start[bw & in_step].max()
+                if start[j] > last_b:
+                    where = "after_backward"
+                elif last_f < start[j] <= first_b:
+                    where = "after_forward"
+                elif start[j] <= last_f:
+                    where = "forward"
+                else:
+                    where = "backward"
+            rows.append((st, rank, float(gap[j]), where, str(g["op_type"].iloc[j]), api))
+    if not rows:
+        return None
+    t = pd.DataFrame(rows, columns=["step", "rank", "idle", "where", "op", "api"])
+    per_unit = t.groupby(["step", "rank"])["idle"].agg(["sum", "size"])
+    total = sum(gaps_total.get(u, 0.0) for u in per_unit.index)
+    order = {"forward": 0, "after_forward": 1, "backward": 2, "after_backward": 3, "step": 4}
+    spots = []
+    for key, g in sorted(
+        t.groupby(["where", "op", "api"]), key=lambda x: order.get(str(x[0][0]), 9)
+    ):
+        where_, op_, api_ = (str(x) for x in key)
+        spots.append(SyncSpot(where_, op_, float(g["idle"].median()), api_))
+    return SyncStalls(
+        calls_per_step=float(per_unit["size"].median()),
+        idle_us=float(per_unit["sum"].median()),
+        share_of_idle=float(per_unit["sum"].sum()) / total if total > 0 else math.nan,
+        spots=tuple(spots),
+        ranks=tuple(rs),
     )

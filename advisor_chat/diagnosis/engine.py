@@ -337,6 +337,10 @@ def case_for(c: RootCause) -> str | None:
     op = c.culprit.operator.lower()
     if "hccl_timeout_risk" in tags:
         return "hccl-timeouts"
+    if m in (Mechanism.HOST_STALL, Mechanism.JOB_IDLE) and "profiler_overhead" in tags:
+        return "profiler-overhead-level"  # collect again first: the idle may be the profiler's
+    if m in (Mechanism.HOST_STALL, Mechanism.JOB_IDLE) and "synchronize_stream" in tags:
+        return "sync-stream-launch-blocking"
     if "aicpu_op" in tags:
         return "aicpu-operators"
     if "device_slow" in tags:
@@ -650,6 +654,7 @@ def _blame(ctx: Context) -> list[RootCause]:
     causes += R.rule_exposed_communication(ctx, causes)
     causes += R.rule_job_hotspot(ctx, causes)
     causes += R.rule_recompute(ctx, causes)
+    causes = R.rule_capture(ctx, causes)
     return _rank(_with_cost(ctx, causes))
 
 
@@ -845,7 +850,19 @@ def _diagnose(
         missing_ranks=tuple(R.missing_ranks(profile)),
         nodes=tuple(ctx.nodes),
         one_node=not ctx.nodes and single_node(profile),
+        capture=_capture_text(profile),
+        host_data=bool(profile.available_ranks("host_dispatch")),
     )
+
+
+def _capture_text(profile: Profile) -> str:
+    """:attr:`Diagnosis.capture`: the heavy settings, ``'light'``, or ``''`` when not recorded."""
+    from advisor_chat.diagnosis.rules.capture import capture
+
+    cap = capture(profile)
+    if cap is None:
+        return ""
+    return (cap.settings() or cap.level) if cap.heavy else "light"
 
 
 __all__ = ["BoundKind", "clear_cache", "diagnose", "keep_steps"]

@@ -39,6 +39,8 @@ HYPOTHESES = (
     "host_dispatch",
     "software_bug",
     "capacity",
+    "profiler",
+    "host_sync",
 )
 
 #: How each hypothesis is named in an answer (English, Chinese).
@@ -66,6 +68,11 @@ NAMES = {
     "capacity": (
         "a shortage of NPU compute",
         "NPU 算力不足",
+    ),
+    "profiler": ("the profiler's own overhead (the capture)", "采集本身（profiler）的开销"),
+    "host_sync": (
+        "host synchronizations (tensor.item(), .cpu())",
+        "主机同步（tensor.item()、.cpu()）",
     ),
 }
 
@@ -803,6 +810,97 @@ def _host(d: Diagnosis) -> Verdict:
     )
 
 
+def _profiler(d: Diagnosis) -> Verdict:
+    """The capture's own overhead: supported when a host-side cause was measured in a heavy capture.
+
+    From :attr:`Diagnosis.capture` (profiler_info.json: ``_profiler_level``, ``with_stack``) and
+    the causes the capture rule tagged ``profiler_overhead``.
+    """
+    c = _tagged(d, "profiler_overhead")
+    again = (
+        "the same steps collected at Level1 (or Level0) without with_stack / record_shapes",
+        "以 Level1（或 Level0）、关闭 with_stack / record_shapes 重新采集相同的步",
+    )
+    if c is not None:
+        return _v(
+            "profiler",
+            "supported",
+            f"the capture was taken with {d.capture} and the time lost is host-side idle, which "
+            f"the profiler's own work per launch inflates: {c.summary.rstrip('.')}",
+            f"这份数据以 {d.capture} 采集，而损失的时间是主机侧的空闲，profiler 自身在每次下发上的开销"
+            f"正会放大它：{c.summary_zh.rstrip('。')}",
+            (c,),
+            again,
+        )
+    en, zh = _top_text(_top(d))
+    if d.capture == "light":
+        return _v(
+            "profiler",
+            "contradicted",
+            f"the capture was light (Level0/Level1, no call stacks), which adds little host work; "
+            f"{en}",
+            f"这份数据是轻量采集（Level0/Level1，未开调用栈），自身开销很小；{zh}",
+            (_top(d),),
+        )
+    if d.capture:
+        return _v(
+            "profiler",
+            "contradicted",
+            f"the capture was heavy ({d.capture}), but the time is not lost to host-side idle, "
+            f"which is what the profiler inflates; {en}",
+            f"这份数据采集较重（{d.capture}），但时间并不是损失在主机侧空闲上（profiler 放大的正是这部分）；{zh}",
+            (_top(d),),
+        )
+    return _v(
+        "profiler",
+        "undecided",
+        "the profiler configuration is not recorded in this data (profiler_info.json)",
+        "这份数据没有记录采集配置（profiler_info.json）",
+        (_top(d),),
+        ("the profiler_info_*.json of each rank", "每张卡的 profiler_info_*.json"),
+    )
+
+
+def _host_sync(d: Diagnosis) -> Verdict:
+    """Host synchronizations: supported when the device idles right after synchronize calls.
+
+    From the cause the job-idle rule tagged ``synchronize_stream`` (host_dispatch synchronize
+    calls, kernel_details.csv); contradicted when host data exist and no call is followed by an
+    idle; undecided without host data.
+    """
+    c = _tagged(d, "synchronize_stream")
+    if c is not None:
+        return _v(
+            "host_sync",
+            "supported",
+            c.summary.rstrip("."),
+            c.summary_zh.rstrip("。"),
+            (c,),
+        )
+    en, zh = _top_text(_top(d))
+    if d.host_data:
+        return _v(
+            "host_sync",
+            "contradicted",
+            f"the host's synchronize calls are not followed by device idle that costs the step; "
+            f"{en}",
+            f"主机的同步调用之后没有造成拖慢步长的设备空闲；{zh}",
+            (_top(d),),
+        )
+    return _v(
+        "host_sync",
+        "undecided",
+        "this data has no host launch records (trace_view.json flows or the DB's CANN_API), so "
+        "synchronize calls cannot be seen",
+        "这份数据没有主机下发记录（trace_view.json 的连线或 DB 的 CANN_API），看不到同步调用",
+        (_top(d),),
+        (
+            "a profile with CPU activity (host API calls) of the same steps",
+            "开启 CPU 活动（主机 API 调用）重新采集相同的步",
+        ),
+    )
+
+
 def _software(d: Diagnosis) -> Verdict:
     """A defect in CANN, the driver or the framework: not needed when a measured cause explains the time.
 
@@ -917,6 +1015,8 @@ _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
     "host_dispatch": _host,
     "software_bug": _software,
     "capacity": _capacity,
+    "profiler": _profiler,
+    "host_sync": _host_sync,
 }
 
 

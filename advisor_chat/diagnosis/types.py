@@ -247,6 +247,11 @@ class Diagnosis:
         nodes: The ranks of each node (server), ordered by their lowest rank, from the on-node
             (HCCS/PCIe/SIO) links of ``comm_matrix``; ``()`` when the matrix does not show them.
         one_node: On-node links join every rank into one node (``nodes`` is then ``()``).
+        capture: The profiler settings that add host work (``'Level2, with_stack=True'``) when
+            most ranks were captured with them, ``'light'`` when the configuration is recorded
+            and light, ``''`` when no rank records one (profiler_info.json).
+        host_data: Whether the profile has host launch data (host_dispatch: trace_view.json
+            flows or the DB's CANN_API).
     """
 
     causes: tuple[RootCause, ...]
@@ -267,6 +272,8 @@ class Diagnosis:
     missing_ranks: tuple[int, ...] = ()
     nodes: tuple[tuple[int, ...], ...] = ()
     one_node: bool = False
+    capture: str = ""
+    host_data: bool = False
 
     def role_of(self, rank: int) -> list[tuple[RootCause, Role, Impact | None]]:
         """Each cause touching ``rank`` and the rank's role in it, ordered by lost time.

@@ -73,7 +73,8 @@ def load_doc(path: Path) -> Any:
 
 
 CACHE_VERSION = (
-    "ingest-v11"  # v11: a kernel_details.csv read later that ends inside a row is warned about
+    "ingest-v12"  # v12: host_dispatch carries the host's synchronize calls and api_duration_us
+    # v11: a kernel_details.csv read later that ends inside a row is warned about
     # at load; v10: a rank folder with both the text and the DB export is warned
     # about; v9: a CSV cut inside its last row, repeated kernel tasks, per-rank files
     # missing on a few ranks are warned about; v8: numbers with thousands separators / a

@@ -408,10 +408,12 @@ def _read_host_dispatch(
     steps: pd.DataFrame,
 ) -> pd.DataFrame:
     """host_dispatch: CANN_API -> TASK by connectionId."""
+    has_end = "endNs" in tabs["CANN_API"]
+    end = "a.endNs" if has_end else "NULL"
     h = _q(
         con,
         "SELECT a.name AS api, a.type AS atype, a.startNs AS hs, t.startNs AS ds, t.endNs AS de, "
-        "t.globalTaskId AS gid, t.taskType AS tt FROM CANN_API a "
+        f"t.globalTaskId AS gid, t.taskType AS tt, {end} AS he FROM CANN_API a "
         "JOIN TASK t ON a.connectionId = t.connectionId"
         + (
             " WHERE t.globalTaskId NOT IN (SELECT globalTaskId FROM COMMUNICATION_TASK_INFO)"
@@ -447,9 +449,33 @@ def _read_host_dispatch(
                 names.get(g) or s(tt) or "" for g, tt in zip(h["gid"], h["tt"], strict=False)
             ],
             "device_duration_us": (h["de"] - h["ds"]) / 1000.0,
+            "api_duration_us": (pd.to_numeric(h["he"], errors="coerce") - h["hs"]) / 1000.0,
         }
     )
     hd["launch_delay_us"] = hd["device_start_us"] - hd["host_start_us"]
+    # the host's synchronize calls launch no task (no connection id): rows without device columns
+    if has_end and "STRING_IDS" in tabs:
+        y = _q(
+            con,
+            "SELECT a.name AS api, a.type AS atype, a.startNs AS hs, a.endNs AS he FROM CANN_API a "
+            "WHERE a.name IN (SELECT id FROM STRING_IDS WHERE value LIKE '%Synchronize%')",
+        )
+        if len(y):
+            sy = pd.DataFrame(
+                {
+                    "api_name": [
+                        prefix.get(api_types.get(t, ""), "") + (s(n) or "")
+                        for n, t in zip(y["api"], y["atype"], strict=False)
+                    ],
+                    "host_start_us": y["hs"] / 1000.0,
+                    "device_start_us": np.nan,
+                    "kernel_name": "",
+                    "device_duration_us": np.nan,
+                    "api_duration_us": (y["he"] - y["hs"]) / 1000.0,
+                    "launch_delay_us": np.nan,
+                }
+            )
+            hd = pd.concat([hd, sy], ignore_index=True)
     hd["rank"] = rank
     hd["step"] = _assign_steps(hd["host_start_us"], steps)
     return hd

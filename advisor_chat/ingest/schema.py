@@ -252,7 +252,8 @@ COMM_MATRIX = TableSpec(
 HOST_DISPATCH = TableSpec(
     "host_dispatch",
     "Host API → device task launches (HostToDevice flows of trace_view.json, or the DB's "
-    "CANN_API/TASK connection ids). launch_delay_us = device_start_us − host_start_us.",
+    "CANN_API/TASK connection ids), and the host's synchronize calls (no device task). "
+    "launch_delay_us = device_start_us − host_start_us.",
     (
         _c("rank", "int"),
         _c("step", "int"),
@@ -262,6 +263,14 @@ HOST_DISPATCH = TableSpec(
         _c("launch_delay_us", "float", "us"),
         _c("kernel_name", "str", required=False),
         _c("device_duration_us", "float", "us", required=False),
+        _c(
+            "api_duration_us",
+            "float",
+            "us",
+            required=False,
+            doc="Duration of the host API call; synchronize calls (no device task) have the "
+            "device columns empty",
+        ),
     ),
 )
 

@@ -15,7 +15,9 @@ Facts extracted (reference §1.11):
   host timestamp falls in that range, else -1.
 
 Output columns: ``api_name, host_start_us, device_start_us, launch_delay_us, kernel_name,
-device_duration_us, step`` (µs; launch_delay_us = device_start_us − host_start_us).
+device_duration_us, api_duration_us, step`` (µs; launch_delay_us = device_start_us −
+host_start_us). Host synchronize calls (``AscendCL@aclrtSynchronizeStream`` and the like, which
+launch no device task) are rows too, with the device columns empty (NaN).
 """
 
 from __future__ import annotations
@@ -317,6 +319,31 @@ def _match_events(
     return name_id, dur
 
 
+def _sync_calls(st: _State) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Host-side synchronize calls (CANN complete events named ``*Synchronize*``).
+
+    Returns start (µs), duration (µs) and name id arrays, in file order per thread.
+    """
+    ids = [i for i, n in enumerate(st.names) if "Synchronize" in n]
+    empty = (np.empty(0), np.empty(0), np.empty(0, dtype="int64"))
+    if not ids:
+        return empty
+    index = st._index if st._index is not None else st._build_index()
+    want = np.asarray(ids, dtype="int64")
+    parts = []
+    for s0, s1, nm in index.values():
+        m = np.isin(nm, want)
+        if m.any():
+            parts.append((s0[m], s1[m] - s0[m], nm[m]))
+    if not parts:
+        return empty
+    return (
+        np.concatenate([p[0] for p in parts]),
+        np.concatenate([p[1] for p in parts]),
+        np.concatenate([p[2] for p in parts]).astype("int64"),
+    )
+
+
 def host_dispatch_frame(st: _State, rank: int | None) -> pd.DataFrame:
     """Match the flows collected by :func:`scan_trace` into ``host_dispatch`` rows (columns as above).
 
@@ -344,23 +371,30 @@ def host_dispatch_frame(st: _State, rank: int | None) -> pd.DataFrame:
         return pd.DataFrame()
     host = np.asarray(host_l, dtype="float64")
     dev = np.asarray(dev_l, dtype="float64")
-    api_id, _ = _match_events(st, s_pid, s_tid, host)
+    api_id, api_dur = _match_events(st, s_pid, s_tid, host)
     dev_id, dev_dur = _match_events(st, f_pid, f_tid, dev)
-    step = np.full(len(host), -1, dtype="int64")
+    # host calls that launch nothing but block the host until the device catches up
+    # (aclrtSynchronizeStream / Device / Event: tensor.item(), .cpu(), an explicit synchronize)
+    sy_host, sy_dur, sy_name = _sync_calls(st)
+    n_sync = len(sy_host)
+    host_all = np.concatenate([host, sy_host])
+    step = np.full(len(host_all), -1, dtype="int64")
     for sid, s0, s1 in sorted(st.steps, key=lambda s: s[1]):
-        step[(step == -1) & (host >= s0) & (host <= s1)] = sid
+        step[(step == -1) & (host_all >= s0) & (host_all <= s1)] = sid
     names = np.asarray([*st.names, ""], dtype=object)  # index -1 → ""
+    nan = np.full(n_sync, np.nan)
     df = pd.DataFrame(
         {
-            "rank": [rank] * len(host),
+            "rank": [rank] * len(host_all),
             "step": step,
-            "api_name": names[api_id],
-            "host_start_us": host,
-            "device_start_us": dev,
-            "launch_delay_us": dev - host,
-            "kernel_name": names[dev_id],
-            "device_duration_us": dev_dur,
+            "api_name": np.concatenate([names[api_id], names[sy_name]]),
+            "host_start_us": host_all,
+            "device_start_us": np.concatenate([dev, nan]),
+            "launch_delay_us": np.concatenate([dev - host, nan]),
+            "kernel_name": np.concatenate([names[dev_id], np.full(n_sync, "", dtype=object)]),
+            "device_duration_us": np.concatenate([dev_dur, nan]),
+            "api_duration_us": np.concatenate([api_dur, sy_dur]),
         }
     )
-    order = np.argsort(host, kind="stable")
+    order = np.argsort(host_all, kind="stable")
     return df.iloc[order].reset_index(drop=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from advisor_chat.analyzers._common import missing_ranks
 from advisor_chat.diagnosis.rules.artifact import artifact_cause, detect_artifact_steps
 from advisor_chat.diagnosis.rules.attributed import covered_ranks, rule_attributed
+from advisor_chat.diagnosis.rules.capture import rule_capture
 from advisor_chat.diagnosis.rules.common import (
     BUBBLE_MIN_MARGIN,
     BUBBLE_MIN_SHARE,
@@ -98,6 +99,7 @@ __all__ = [
     "op_delta",
     "presence_scope",
     "rule_attributed",
+    "rule_capture",
     "rule_degradation",
     "rule_exposed_communication",
     "rule_group_across_nodes",

@@ -13,10 +13,12 @@ from advisor_chat.diagnosis.context import Context, ranks_label
 from advisor_chat.diagnosis.decompose import (
     JobIdleShape,
     NewShapeIdle,
+    SyncStalls,
     job_account,
     job_idle_shape,
     new_shape_idle,
     pass_sync,
+    sync_stalls,
 )
 from advisor_chat.diagnosis.evidence import explain_hotspot
 from advisor_chat.diagnosis.rules.common import (
@@ -84,10 +86,20 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     # idle in some steps only, right before operators whose input shapes are new there: the
     # host builds (compiles) an operator for each shape it has not seen
     ns = new_shape_idle(ctx.profile, ctx.ranks, steps) if steps and not start else None
-    shape = None if start or ns is not None else job_idle_shape(ctx.profile, ctx.ranks)
+    # the host blocked in synchronize calls (tensor.item(), .cpu()): the idle right after them
+    ss = sync_stalls(ctx.profile, ctx.ranks) if ns is None and not start else None
+    if ss is not None and ss.idle_us < SYNC_IDLE_SHARE * gain:
+        ss = None
+    shape = (
+        None
+        if start or ns is not None or ss is not None
+        else job_idle_shape(ctx.profile, ctx.ranks)
+    )
     dispatch = (
         _new_shape_text(ns, gain)
         if ns is not None
+        else _sync_text(ss, gain)
+        if ss is not None
         else _idle_shape_text(shape, gain, med)
         if shape is not None
         else _job_dispatch_bound(ctx, gain, si if math.isfinite(si) else 0.0)
@@ -124,6 +136,11 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         outside, outside_zh = (
             "work done off the device at that point of the step",
             "在步的这个位置、设备之外进行的工作",
+        )
+    elif ss is not None:
+        outside, outside_zh = (
+            "its host, blocked in per-step synchronizations (host-bound)",
+            "被每步同步阻塞的主机（下发瓶颈）",
         )
     elif dispatch is not None:
         outside, outside_zh = "its host to dispatch work (host-bound)", "主机下发任务（下发瓶颈）"
@@ -212,7 +229,9 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 *(
                     ()
                     # the idle is compilation, or between short kernels: placed, not the input
-                    if ns is not None or (shape is not None and shape.kind == "tiny_run")
+                    if ns is not None
+                    or ss is not None
+                    or (shape is not None and shape.kind == "tiny_run")
                     else (
                         Remedy(
                             "action",
@@ -236,6 +255,8 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             if start
             else ("high_free", "host_bound", "dynamic_shape")
             if ns is not None
+            else ("high_free", "host_bound", "synchronize_stream")
+            if ss is not None
             else ("high_free", "host_bound")
             if dispatch is not None
             else ("high_free",),
@@ -287,6 +308,62 @@ def _new_shape_text(ns: NewShapeIdle, gain_us: float) -> tuple[str, str, tuple[R
         BoundKind.UPPER_BOUND,
     )
     return en, zh, (rem,)
+
+
+#: Synchronize calls explain the job's idle when the device idle right after them is at least
+#: this share of the Free every rank shares.
+SYNC_IDLE_SHARE = 0.5
+
+_SYNC_WHERE = {
+    "after_forward": ("after the forward pass, before the backward", "前向之后、反向之前"),
+    "after_backward": (
+        "after the backward pass, before the optimizer step",
+        "反向之后、优化器更新之前",
+    ),
+    "forward": ("inside the forward pass", "前向过程中"),
+    "backward": ("inside the backward pass", "反向过程中"),
+    "step": ("in the step", "步内"),
+}
+
+
+def _sync_text(ss: SyncStalls, shared_free_us: float) -> tuple[str, str, tuple[Remedy, ...]]:
+    """The job's idle placed right after the host's synchronize calls (``tensor.item()``).
+
+    From :func:`~advisor_chat.diagnosis.decompose.sync_stalls` (trace_view.json / DB CANN_API
+    synchronize calls, kernel_details.csv); returns (English, Chinese, remedies).
+    """
+    idle = min(ss.idle_us, shared_free_us)
+    apis = sorted({x.api.split("@")[-1] for x in ss.spots})
+    spots_en = "; ".join(
+        f"{_SYNC_WHERE[x.position][0]} (before {x.op_type}): {ms(x.idle_us)}" for x in ss.spots
+    )
+    spots_zh = "；".join(
+        f"{_SYNC_WHERE[x.position][1]}（{x.op_type} 之前）：{ms(x.idle_us)}" for x in ss.spots
+    )
+    n = f"{ss.calls_per_step:.0f}"
+    en = (
+        f"{ms(idle)} of it right after the host's {n} synchronize call(s) per step "
+        f"({', '.join(apis)}: the host blocks until the device has run everything queued, as "
+        f"tensor.item(), .cpu() or printing a device value does, then runs Python before its next "
+        f"launch while the device idles), at the same places on every rank: {spots_en}"
+    )
+    zh = (
+        f"其中 {ms(idle)} 紧跟在主机每步 {n} 次同步调用之后（{', '.join(apis)}：主机阻塞到设备执行完"
+        f"已下发的全部任务，tensor.item()、.cpu() 或打印设备上的值都会这样，之后主机先执行 Python "
+        f"代码才下发下一个算子，这期间设备空闲），每张卡都在相同位置：{spots_zh}"
+    )
+    remedy = Remedy(
+        "action",
+        "Take the per-step synchronizations out of the training step: no tensor.item() / .cpu() / "
+        "print of device values every step (log the loss and the gradient norm every N steps, or "
+        "accumulate them on the device and read them once), and no explicit synchronize in the "
+        "loop.",
+        "把每步的同步从训练步中拿掉：不要每步调用 tensor.item() / .cpu() 或打印设备上的值（每 N 步"
+        "记录一次 loss 和梯度范数，或在设备上累计后一次读出），循环中也不要显式同步。",
+        idle,
+        BoundKind.UPPER_BOUND,
+    )
+    return en, zh, (remedy,)
 
 
 def _idle_shape_text(
@@ -439,6 +516,10 @@ DISPATCH_WAIT_SHARE = 0.3
 SHORT_WORK_RATIO = 1.5
 
 
+#: A median launch-to-start below this (µs) means the host barely keeps ahead of the device.
+BARELY_AHEAD_US = 200.0
+
+
 def _job_dispatch_bound(
     ctx: Context, shared_free_us: float, start_idle_us: float
 ) -> tuple[str, str, tuple[Remedy, ...]] | None:
@@ -476,11 +557,19 @@ def _job_dispatch_bound(
     short = math.isfinite(kern) and math.isfinite(gap) and kern <= SHORT_WORK_RATIO * gap
     parts_en: list[str] = []
     parts_zh: list[str] = []
-    if math.isfinite(lead):
+    if math.isfinite(lead) and lead <= BARELY_AHEAD_US:
         parts_en.append(
             f"a kernel starts {lead:.0f} µs after its launch: the host barely keeps ahead"
         )
         parts_zh.append(f"算子下发后 {lead:.0f} µs 就开始执行：主机几乎跟不上设备")
+    elif math.isfinite(lead):  # ahead most of the time: the waits gather where it falls behind
+        parts_en.append(
+            f"the host is usually {lead:.0f} µs ahead of the device (median launch to start), so "
+            "the waits gather where it falls behind"
+        )
+        parts_zh.append(
+            f"主机通常领先设备 {lead:.0f} µs（下发到执行的中位数），等待集中在主机落后的地方"
+        )
     if short:
         parts_en.append(
             f"kernels run {kern:.1f} µs (median), about as long as the {gap:.1f} µs the device "
