@@ -456,3 +456,20 @@ def test_two_versions_compared_need_a_baseline(text: str) -> None:
 def test_ranks_and_steps_compared_are_not_versions() -> None:
     assert parse_question("why is rank 2 slower than rank 3?").intent == "explain_rank"
     assert parse_question("is step 12 slower than step 11?").intent != "compare_profiles"
+
+
+@pytest.mark.parametrize(
+    ("text", "hyp"),
+    [
+        ("is it a sync?", "host_sync"),
+        ("感觉像是哪里在做同步？", "host_sync"),
+        ("是不是采集本身的开销？", "profiler"),
+        ("so is that free time actually real?", "profiler"),
+        ("does how this was captured matter?", "profiler"),
+        # a synchronous checkpoint save suspects the checkpoint; no_sync is not a sync
+        ("我们每5个iteration在0号卡上同步存一次checkpoint，跟这个有关吗", "checkpoint"),
+        ("are we using no_sync correctly?", ""),
+    ],
+)
+def test_sync_and_capture_suspicions(text: str, hyp: str) -> None:
+    assert parse_question(text).hypothesis == hyp

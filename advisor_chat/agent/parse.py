@@ -830,7 +830,8 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"(?<!no_)\bsync(hroni[sz](e|es|ed|ing|ation))?\b",
         r"\.item\(\)|\bitem\(\)",
         r"\.cpu\(\)",
-        r"(?<!不)同步",
+        # "同步" as what the host does, not "同步存一次checkpoint" (a synchronous save)
+        r"(?<!不)同步(?!\s*(存|保存|写|读|加载|下载|上传|更新|checkpoint|ckpt))",
     ),
     "host_dispatch": (
         r"\bhost[- ]?(dispatch|bound|side|overhead)",

@@ -852,6 +852,7 @@ def _diagnose(
         one_node=not ctx.nodes and single_node(profile),
         capture=_capture_text(profile),
         host_data=bool(profile.available_ranks("host_dispatch")),
+        comm_data=any(not profile.get(t).empty for t in ("comm_matrix", "comm_bandwidth")),
     )
 
 

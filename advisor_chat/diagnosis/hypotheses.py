@@ -264,7 +264,7 @@ def _network(d: Diagnosis, h: str) -> Verdict:
             f"通信确实耗时，但没有哪条链路比同类慢：是通信没有被计算掩盖，而不是网络故障（{top.summary_zh.rstrip('。')}）",
             (top,),
         )
-    if not _findings(d, "slow_link.") and not _findings(d, "communication."):
+    if not d.comm_data and not _findings(d, "slow_link.") and not _findings(d, "communication."):
         return Verdict(
             h,
             "undecided",
@@ -281,12 +281,23 @@ def _network(d: Diagnosis, h: str) -> Verdict:
         else ""
     )
     more_zh = "；各卡未被掩盖的通信是另一个作业级开销" if exposed else ""
+    late = any(v.how == "collective_wait" for c in _real(d) for v in c.victims)
     return _v(
         h,
         "contradicted",
-        f"every link runs at the bandwidth of its peers and the ranks wait at the collectives "
-        f"for a late rank, not for transfers; {en}{more}",
-        f"所有链路的带宽与同类一致，各卡在集合通信中等的是晚到的卡，而不是数据传输；{zh}{more_zh}",
+        (
+            "every link runs at the bandwidth of its peers and the ranks wait at the collectives "
+            "for a late rank, not for transfers"
+            if late
+            else "every link runs at the bandwidth of its peers"
+        )
+        + f"; {en}{more}",
+        (
+            "所有链路的带宽与同类一致，各卡在集合通信中等的是晚到的卡，而不是数据传输"
+            if late
+            else "所有链路的带宽与同类一致"
+        )
+        + f"；{zh}{more_zh}",
         (top, exposed),
     )
 

@@ -252,6 +252,8 @@ class Diagnosis:
             and light, ``''`` when no rank records one (profiler_info.json).
         host_data: Whether the profile has host launch data (host_dispatch: trace_view.json
             flows or the DB's CANN_API).
+        comm_data: Whether it has communication data to judge the links with (comm_matrix or
+            comm_bandwidth rows: communication_matrix.json / communication.json).
     """
 
     causes: tuple[RootCause, ...]
@@ -274,6 +276,7 @@ class Diagnosis:
     one_node: bool = False
     capture: str = ""
     host_data: bool = False
+    comm_data: bool = False
 
     def role_of(self, rank: int) -> list[tuple[RootCause, Role, Impact | None]]:
         """Each cause touching ``rank`` and the rank's role in it, ordered by lost time.
