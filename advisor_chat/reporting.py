@@ -271,8 +271,8 @@ def fmt_ms(us: float | None) -> str:
 def _gain_text(gain: float | None, bound: Any, lang: str = "en") -> str:
     from advisor_chat.i18n import t
 
-    if gain is None or not math.isfinite(gain):
-        return ""
+    if gain is None or not math.isfinite(gain) or (gain == 0 and bound.value == "none"):
+        return ""  # (0 with no bound: an action on the measurement, no gain of its own)
     if bound.value in ("upper_bound", "estimate"):
         return t(
             "gain.per_step_bound", lang, ms=fmt_ms(gain), bound=t(f"bound.{bound.value}", lang)

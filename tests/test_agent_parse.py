@@ -447,7 +447,13 @@ def test_links_and_capacity_in_more_words() -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["v2 is slower than v1. Thoughts?", "the new version is slower", "训练比之前慢了"]
+    "text",
+    [
+        "v2 is slower than v1. Thoughts?",
+        "the new version is slower",
+        "训练比之前慢了",
+        "v2比v1慢，为什么？",
+    ],
 )
 def test_two_versions_compared_need_a_baseline(text: str) -> None:
     assert parse_question(text).intent == "compare_profiles"

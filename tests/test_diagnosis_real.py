@@ -308,3 +308,23 @@ def test_gc_on_a_cluster_output_without_host_data(real_samples: Path) -> None:
     assert v.status == "undecided"
     assert "waiting for its host" not in v.reason and "does not show" in v.reason
     assert "等主机" not in v.reason_zh
+
+
+def test_preparing_is_not_counted_as_free(real_samples: Path) -> None:
+    """pt-text-level1-2rank: step_trace's Preparing (framework step start -> first device task)
+    lies before the device span that Computing + Communication + Free cover: the job's idle does
+    not claim it as 'of it at the start of the step'."""
+    root = real_samples / "pt-text-level1-2rank"
+    prep = []
+    for r in (0, 1):
+        path = root / f"rank{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+        with open(path, newline="") as fh:
+            prep += [float(row["Preparing"]) for row in csv.DictReader(fh)]
+    d = diagnose(load_profile(root))
+    idle = next(c for c in d.causes if c.mechanism in (Mechanism.JOB_IDLE, Mechanism.HOST_STALL))
+    assert "of it at the start of the step" not in idle.summary
+    assert "Preparing, outside this Free" in idle.summary
+    mean_prep = sum(prep) / len(prep)
+    assert f"starts {mean_prep / 1000:.1f} ms after" in idle.summary or (
+        f"starts {sorted(prep)[len(prep) // 2] / 1000:.1f} ms after" in idle.summary
+    )

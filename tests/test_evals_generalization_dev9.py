@@ -97,6 +97,8 @@ def test_sync_stalls_placed_after_each_item_call(scenario) -> None:
         "sync-stream-launch-blocking"
     )
     assert judge(d, "host_sync").status == "supported"
+    # one figure: the cause's gain is what its remedy gets back
+    assert top.gain_us == top.remedies[0].gain_us == ss.idle_us
     # healthy links with communication data: the network is contradicted (not "no data")
     v = judge(d, "network")
     assert v.status == "contradicted" and "late rank" not in v.reason
@@ -141,10 +143,16 @@ def test_heavy_capture_is_said_and_light_one_is_not(scenario) -> None:
 
     heavy = diagnose(_load(scenario("profiler-overhead")))
     top = heavy.causes[0]
-    assert top.summary.startswith("This capture was taken at Level2, with_stack=True")
+    assert top.summary.startswith("This capture was taken with Level2, with_stack=True")
     assert top.remedies[0].text.startswith("Collect again at Level1")
     assert top.remedies[0].case_id == "profiler-overhead-level"
     assert heavy.capture.startswith("Level2") and judge(heavy, "profiler").status == "supported"
+    # "tune the dispatch on this?": not before a light capture; and that comes first
+    assert judge(heavy, "host_dispatch").status == "undecided"
+    from advisor_chat.agent.project import fix_first
+
+    first = fix_first(heavy, False).lines[0]
+    assert first.startswith("Fix the whole job first: collect again at Level1"), first
     # a Level1 capture without stacks (the dev8 small-model profile is host-bound too): the
     # same host-side cause, no capture caveat, and the profiler suspicion contradicted
     light = diagnose(_load(scenario("small-batch-host-bound")))

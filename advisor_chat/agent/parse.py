@@ -423,6 +423,7 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
         r"\b(new|old|newer|older) (version|release|build|image)\b",
         r"\bslower than (before|last (week|time)|yesterday)\b",
         r"比(之前|以前|上次|上周|昨天)(慢|变慢)",
+        r"\bv?\d+(\.\d+)*\s*比\s*v?\d+(\.\d+)*\s*(慢|快)",
     ),
     "mc2": (
         r"\bmc2\b",

@@ -1696,9 +1696,12 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
 
     # the actionable cause with the largest expected gain (trial item 5); ties keep report order
     def _act_gain(c: RootCause) -> float:
-        act = next((r for r in c.remedies if r.kind == "action"), None)
+        # an action on the measurement ("collect again", gain 0, no bound) leads its cause's
+        # remedies but gains nothing itself: the cause weighs what its next action gains
+        acts = [r for r in c.remedies if r.kind == "action"]
+        act = next((r for r in acts if not (r.gain_us == 0 and r.bound.value == "none")), None)
         if act is None:
-            return -1.0
+            return -1.0 if not acts else float(c.gain_us or 0.0)
         g = act.gain_us if act.gain_us is not None else c.gain_us
         return float(g) if g is not None and g > 0 else 0.0
 

@@ -807,6 +807,22 @@ def _memory(d: Diagnosis) -> Verdict:
 
 def _host(d: Diagnosis) -> Verdict:
     c = _tagged(d, "host_bound")
+    if c is not None and "profiler_overhead" in c.symptom_tags:
+        # measured in a heavy capture: whether the job itself is host-bound is not known yet
+        return _v(
+            "host_dispatch",
+            "undecided",
+            f"the device does wait for its host, but the capture was taken with {d.capture}, "
+            f"whose own host work per launch makes such waits: {c.summary.rstrip('.')}",
+            f"设备确实在等主机，但这份数据以 {d.capture} 采集，采集本身在每次下发上的开销正会造成这种等待："
+            f"{c.summary_zh.rstrip('。')}",
+            (c,),
+            (
+                "the same steps collected at Level1 (or Level0) without with_stack / "
+                "record_shapes, then tune the dispatch if the waits remain",
+                "以 Level1（或 Level0）、关闭 with_stack / record_shapes 重新采集相同的步，等待仍在再调整下发",
+            ),
+        )
     if c is not None and c.category.value == "scheduling":
         return _v(
             "host_dispatch", "supported", c.summary.rstrip("."), c.summary_zh.rstrip("。"), (c,)

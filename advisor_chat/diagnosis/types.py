@@ -123,7 +123,9 @@ class Remedy:
             (what to look at next, no gain).
         text: English text.
         text_zh: Chinese text.
-        gain_us: Expected per-step gain (µs), actions only; ``None`` for checks.
+        gain_us: Expected per-step gain (µs), actions only; ``None`` for checks (an action
+            without one takes its cause's); ``0.0`` with ``bound`` none: an action on the
+            measurement (collect again), which gains the job nothing by itself.
         bound: What kind of number ``gain_us`` is.
         case_id: The knowledge case the remedy comes from, if any.
     """

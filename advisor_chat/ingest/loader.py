@@ -1635,7 +1635,11 @@ def _quality(
             if 0 <= int(r) < MAX_RANK_ID
         }
         if listed - set(ranks) - expected:
-            why = "ranks of the communication groups (communication_group.json)"
+            why = (
+                "ranks of the communication groups (communication_group.json)"
+                if profile.layout.startswith("cluster")
+                else "ranks of the communication groups"
+            )
         expected |= listed
     cm = profile.tables.get("comm_matrix")
     if cm is not None and not cm.empty and len(ranks) > 1:

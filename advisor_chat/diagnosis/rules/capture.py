@@ -145,7 +145,7 @@ def rule_capture(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         f"；下发调用耗时中位数 {cap.launch_us:.0f} µs" if math.isfinite(cap.launch_us) else ""
     )
     en = (
-        f"This capture was taken at {cap.settings()} on {on}{launch}: the profiler adds its own "
+        f"This capture was taken with {cap.settings()} on {on}{launch}: the profiler adds its own "
         "host work to every operator launch, so part or all of this idle may be the profiler's, "
         "not the job's. "
     )
@@ -161,7 +161,7 @@ def rule_capture(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         "compare the Free before tuning the dispatch on this capture.",
         "先以 Level1（或 Level0）、关闭 with_stack / record_shapes 重新采集几步，对比空闲时间，"
         "再决定是否按这份数据调整下发。",
-        None,
+        0.0,  # an action on the measurement: no gain of its own (not the cause's)
         BoundKind.NONE,
     )
     out = []

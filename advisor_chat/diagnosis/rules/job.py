@@ -76,10 +76,16 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     if 0 < len(hit) < len(by_step):
         steps = tuple(integer(x) for x in hit.index)
     start = ctx.finding("host_dispatch.dataloader.step_start")
+    si = start[0].metrics.get("step_start_idle_us", math.nan) if start else math.nan
+    # the step-start idle is part of Free only when measured as the device gap before the step's
+    # first kernel; step_trace's Preparing (framework step start -> first device task) lies
+    # before the device span that Computing + Communication + Free cover (ascend-formats 1.5)
+    prep = math.nan
+    if start and math.isfinite(si) and not _start_gap_in_free(ctx, si):
+        prep, si, start = si, math.nan, []
     where = " at the start of the step (input pipeline)" if start else ""
     timeline, timeline_zh = host_timeline(ctx)
     where_zh = "，发生在步的开始处（数据输入）" if start else ""
-    si = start[0].metrics.get("step_start_idle_us", math.nan) if start else math.nan
     if math.isfinite(si):  # how much of the Free is before the step's first kernel
         where = f", {ms(si)} of it at the start of the step (input pipeline)"
         where_zh = f"，其中 {ms(si)} 发生在步的开始处（数据输入）"
@@ -111,6 +117,15 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         st = ", ".join(str(x) for x in steps)
         where += f", concentrated in step(s) {st}"
         where_zh += f"，集中在第 {st} 步"
+    if math.isfinite(prep):
+        where += (
+            f"; besides, each step's first device task starts {ms(prep)} after the framework's "
+            "step start (Preparing, outside this Free: input pipeline or host work)"
+        )
+        where_zh += (
+            f"；此外，每步第一个设备任务在框架的步开始后 {ms(prep)} 才执行（Preparing，不计入上述空闲："
+            "数据输入或主机侧工作）"
+        )
     # a folder that lacks some of the job's ranks: the statement covers the ranks present, and a
     # missing rank could be slow
     missing = missing_ranks(ctx.profile)
@@ -219,10 +234,12 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 "free_share_median": float(share.median()),
                 "free_spread_us": spread,
                 "gain_upper_bound_us": gain,
+                **({"sync_idle_us": ss.idle_us} if ss is not None else {}),
             },
             findings=findings,
             steps=steps,
-            gain_us=gain,
+            # the synchronize calls' idle is what their remedy gets back (one figure for both)
+            gain_us=min(gain, ss.idle_us) if ss is not None else gain,
             bound=BoundKind.UPPER_BOUND,
             remedies=(
                 *(dispatch[2] if dispatch is not None else ()),
@@ -324,6 +341,20 @@ _SYNC_WHERE = {
     "backward": ("inside the backward pass", "反向过程中"),
     "step": ("in the step", "步内"),
 }
+
+
+def _start_gap_in_free(ctx: Context, start_idle_us: float) -> bool:
+    """Whether the step-start idle is the device gap before the step's first kernel (in Free).
+
+    ``host_dispatch`` ``step_start_idle_us`` measures that gap from the kernels; the dataloader
+    finding takes the larger of it and step_trace's Preparing. When the gap holds at least half of
+    the finding's figure, the idle is inside the device span, else it is Preparing.
+    """
+    res = ctx.result("host_dispatch")
+    if res is None or res.table.empty or "step_start_idle_us" not in res.table.columns:
+        return False
+    gap = float(res.table["step_start_idle_us"].median())
+    return math.isfinite(gap) and gap >= 0.5 * start_idle_us
 
 
 def _sync_text(ss: SyncStalls, shared_free_us: float) -> tuple[str, str, tuple[Remedy, ...]]:
