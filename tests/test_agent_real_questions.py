@@ -507,3 +507,14 @@ def test_a_rank_with_an_unreadable_file_is_not_cleared_outright(
     assert zh.startswith("无法完整判断：4号卡的部分数据无法读取"), zh
     # a rank whose files are intact gets its role in the job's cause
     assert adv.ask("why is rank 5 slow?").answer.startswith("Rank 5 loses")
+
+
+def test_one_part_suspected_with_too_few_links_is_cannot_tell(pp2: Path) -> None:
+    # 2 HCCS links carrying 0.02 MB and 1 RDMA link: no link can be compared, so a bad cable
+    # is not ruled out; the bandwidth figures of so little traffic are said to measure latency
+    adv = _adv(pp2)
+    assert adv.ask("is a bad cable the problem?").answer.startswith("Cannot tell")
+    hccs = next(
+        x for x in adv.ask("How fast are the links?").answer.split("\n") if x.startswith("- HCCS")
+    )
+    assert "too little to measure bandwidth" in hccs

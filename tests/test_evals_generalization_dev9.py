@@ -159,3 +159,16 @@ def test_heavy_capture_is_said_and_light_one_is_not(scenario) -> None:
     assert light.capture == "light"
     assert not light.causes[0].summary.startswith("This capture")
     assert judge(light, "profiler").status == "contradicted"
+
+
+def test_either_or_questions_get_no_yes_or_no(scenario) -> None:
+    from advisor_chat.agent import Advisor
+    from advisor_chat.config import Settings
+
+    adv = Advisor(
+        _load(scenario("profiler-overhead")), settings=Settings(), case_search=lambda *a, **k: []
+    )
+    en = adv.ask("is the Free real or caused by profiling?").answer
+    zh = adv.ask("Free是真实的还是采集造成的？").answer
+    assert not en.startswith(("Yes", "No")) and "profiler" in en.split("\n")[0]
+    assert not zh.startswith(("是的", "不是")) and "采集" in zh.split("\n")[0]

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import pandas as pd
+
 from advisor_chat.agent import project
 from advisor_chat.agent.answer import CitedCase, CitedFinding, Suggestion
 from advisor_chat.agent.parse import Query, asks_bandwidth, asks_yes_no
@@ -117,6 +119,34 @@ _FALLBACK_REMEDY = {
         "使用 Level1 级别采集以记录通信数据",
     ),
 }
+
+
+#: "X or Y?": a question between two answers, which a yes or a no does not answer.
+_EITHER_Q = re.compile(r"\b(or|versus|vs\.?)\b[^?？]{2,60}[?？]|还是", re.I)
+_YES_NO_LEAD = re.compile(r"^(?:(?:Yes|No)(?::|,)\s+|(?:是的|不是)[，：])")
+
+
+def _without_yes_no(line: str) -> str:
+    """``line`` without a leading "Yes: " / "No, " / "是的，" / "不是，" (first letter raised)."""
+    m = _YES_NO_LEAD.match(line)
+    if m is None:
+        return line
+    rest = line[m.end() :]
+    return rest[:1].upper() + rest[1:]
+
+
+#: Below this many MB moved over a transport in all, its bandwidth figures measure latency.
+SMALL_TRANSFER_MB = 1.0
+
+
+def _links_judged(outputs: Sequence[ToolOutput]) -> bool:
+    """False when the slow_link tool had too few comparable links to judge any."""
+    return not any(
+        o.name == "slow_link"
+        and o.result is not None
+        and o.result.metrics.get("compared_links_count", 1.0) == 0
+        for o in outputs
+    )
 
 
 def _link_transports(outputs: Sequence[ToolOutput]) -> dict[tuple[int, int], str]:
@@ -482,7 +512,8 @@ class Planner:
             return [("cluster_breakdown", {"step": step})]
         if it == "top_ops":
             return [("compare_ops", {"rank_b": rank})]
-        if it == "slow_link":
+        if it == "slow_link" or (q.hypothesis in ("network", "link") and it == "summarize"):
+            # (a suspected cable or NIC is judged against the links: whether they could be)
             t = q.transports[0] if q.transports else None
             return [("slow_link", {"group": group, "transport": t})]
         if it == "compare_ops" or (
@@ -657,14 +688,26 @@ class Planner:
         ):
             # "one bad cable / NIC?": the slow-link answer judges one part against the whole
             return project.network(
-                d, [], zh, q.ranks, yes_no=True, which=False, healthy=healthy, single=True
+                d,
+                [],
+                zh,
+                q.ranks,
+                yes_no=True,
+                which=False,
+                healthy=healthy,
+                single=True,
+                links_judged=_links_judged(outputs),
             )
         if (
             hyp
             and it not in ("mc2", "memory")
             and (hyp not in ("network", "link") or it not in ("slow_link", "communication"))
         ):
-            return project.hypothesis(d, hyp, zh, healthy=healthy)
+            p = project.hypothesis(d, hyp, zh, healthy=healthy)
+            if p.lines and _EITHER_Q.search(q.text):
+                # "is it real or the profiler's?": the verdict names which, no yes or no
+                p.lines[0] = _without_yes_no(p.lines[0])
+            return p
         if it == "mc2" and d.causes:
             # no mc2 opportunity: the verdict names where the time goes instead (the tool's
             # answer, when it finds one, keeps its evidence and file)
@@ -708,12 +751,7 @@ class Planner:
                 which=q.kind == "which",
                 healthy=healthy,
                 single=_ONE_PART.search(q.text) is not None,
-                links_judged=not any(
-                    o.name == "slow_link"
-                    and o.result is not None
-                    and o.result.metrics.get("compared_links_count", 1.0) == 0
-                    for o in outputs
-                ),
+                links_judged=_links_judged(outputs),
             )
         if it == "fix_first":
             return project.fix_first(d, zh, ranks_only=_WHICH_RANK.search(q.text) is not None)
@@ -949,6 +987,11 @@ class Planner:
         for tr, sub in src.groupby("transport", sort=True):
             bw = sub["bandwidth_gbps"].astype(float)
             low = sub.iloc[int(bw.to_numpy().argmin())]
+            mb = (
+                float(pd.to_numeric(sub["transit_size_mb"], errors="coerce").sum())
+                if "transit_size_mb" in sub
+                else math.nan
+            )
             where = (
                 f"{int(low['src_rank'])}→{int(low['dst_rank'])}"
                 if per_link
@@ -965,6 +1008,11 @@ class Planner:
                     low=f"{bw.min():.1f}",
                     high=f"{bw.max():.1f}",
                     slowest=where,
+                    mb=f"{mb:,.3g}" if math.isfinite(mb) else "?",
+                    # under 1 MB in all, transfers measure latency, not bandwidth
+                    small=msg("answer.bandwidth_small", lang)
+                    if math.isfinite(mb) and mb < SMALL_TRANSFER_MB
+                    else "",
                 )
             )
         if per_link and q.links:

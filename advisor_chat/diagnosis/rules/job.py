@@ -245,10 +245,12 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 *(dispatch[2] if dispatch is not None else ()),
                 *(
                     ()
-                    # the idle is compilation, or between short kernels: placed, not the input
+                    # the idle is compilation, or between short kernels, or measured as waits
+                    # for launches between kernels: placed, not the input
                     if ns is not None
                     or ss is not None
                     or (shape is not None and shape.kind == "tiny_run")
+                    or (host_late and not start)
                     else (
                         Remedy(
                             "action",
