@@ -479,3 +479,18 @@ def test_ranks_and_steps_compared_are_not_versions() -> None:
 )
 def test_sync_and_capture_suspicions(text: str, hyp: str) -> None:
     assert parse_question(text).hypothesis == hyp
+
+
+@pytest.mark.parametrize(
+    ("text", "steps"),
+    [
+        ("why are steps 10-13 slow?", (10, 11, 12, 13)),
+        ("why are steps 10 to 13 slow?", (10, 11, 12, 13)),
+        ("第10到13步为什么慢？", (10, 11, 12, 13)),
+        ("why is step 12 slow?", (12,)),
+        # what was captured is context, not the steps asked about
+        ("grabbed a profile of steps 10-13, why is rank 3 slow?", ()),
+    ],
+)
+def test_step_ranges(text: str, steps: tuple[int, ...]) -> None:
+    assert parse_question(text).steps == steps

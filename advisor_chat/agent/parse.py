@@ -983,6 +983,13 @@ _STEP_LIST = re.compile(
 )
 
 
+_STEP_RANGE = re.compile(
+    r"(?i)\b(?:steps?|iterations?|iters?)\s*(\d+)\s*(?:-|–|to|through|\.\.)\s*(\d+)\b"
+    r"|第\s*(\d+)\s*(?:到|至|-|–|~)\s*第?\s*(\d+)\s*步"
+)
+#: Widest step range expanded into :attr:`Query.steps`.
+MAX_STEP_RANGE = 64
+
 _STEP_PATTERNS = (
     re.compile(r"\b(?:step|iteration|iter)s?\s*[#:]?\s*(\d+)", re.I),
     re.compile(r"第\s*(\d+)\s*(?:步|个\s*step|个迭代|次迭代|轮)", re.I),
@@ -1657,6 +1664,13 @@ def parse_question(
         for m in _STEP_LIST.finditer(q)
         for n in re.finditer(r"\d+", m.group(1))
     ]
+    # "steps 10-13", "第10到13步": every step of the range (up to MAX_STEP_RANGE of them)
+    for m in _STEP_RANGE.finditer(q):
+        if _overlaps((m.start(), m.end()), ctx_spans):
+            continue  # "a profile of steps 10-13": what was captured
+        lo, hi = (int(x) for x in (m.group(1, 2) if m.group(1) else m.group(3, 4)))
+        if lo <= hi <= lo + MAX_STEP_RANGE:
+            listed += [(m.start(), m.end(), v) for v in range(lo, hi + 1)]
     step_spans += [(a, b) for a, b, _ in listed]
     count_spans = _find_counts(q)
     if profile_ranks is not None:
