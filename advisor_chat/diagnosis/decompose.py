@@ -188,6 +188,9 @@ class DeviceAccount:
         engine: For an ``engine`` verdict: the accelerator core whose operators are slower.
         engine_ratio: Its device-time-weighted median slowdown.
         other_ratio: The same for the operators of the other cores (about 1.0 for an engine verdict).
+        clock_mhz_culprit: For a ``uniform`` / ``engine`` verdict: the culprit's mean AI Core
+            clock, MHz (:func:`aicore_clock_mhz`; NaN without the AI Core Freq track).
+        clock_mhz_peer: The same for the peers sampled.
     """
 
     culprit_units: int
@@ -206,6 +209,8 @@ class DeviceAccount:
     engine_ratio: float = float("nan")
     other_ratio: float = float("nan")
     outliers: Outliers | None = None
+    clock_mhz_culprit: float = float("nan")
+    clock_mhz_peer: float = float("nan")
 
     @property
     def delta_us(self) -> float:
@@ -412,6 +417,11 @@ def device_account(
             .agg(lambda s: "|".join(sorted(set(s))))
         )
         varies = int(per_unit.nunique()) > 1
+    clock_c = clock_p = float("nan")
+    if verdict in ("uniform", "engine"):  # a device-wide slowdown: was its clock lower?
+        # over the span of the kernels compared (the culprit's steps, the peers' same steps)
+        clock_c = aicore_clock_mhz(profile, c_ranks, _span(c))
+        clock_p = aicore_clock_mhz(profile, p_ranks, _span(p))
     return DeviceAccount(
         culprit_units=n_c,
         peer_units=n_p,
@@ -429,7 +439,51 @@ def device_account(
         engine_ratio=e_ratio,
         other_ratio=o_ratio,
         outliers=_outliers(c, p, n_c) if busy_c > busy_p else None,
+        clock_mhz_culprit=clock_c,
+        clock_mhz_peer=clock_p,
     )
+
+
+def aicore_clock_mhz(
+    profile: Profile, ranks: Sequence[int], window: tuple[float, float] | None = None
+) -> float:
+    """Mean AI Core clock of ``ranks`` (MHz) over a time window: each sample holds until the next.
+
+    Reads the ``aicore_freq`` table (the AI Core Freq counter track of trace_view.json, or the
+    DB's AICORE_FREQ) of ``ranks`` only. A rank's clock is ∫ f dt / (b − a) over the window
+    ``(a, b)`` (epoch µs; ``None``: from its first to its last sample), the value before the first
+    sample being the first's; a single sample is its value. The ranks' clocks are averaged. NaN
+    when none of them has the track.
+    """
+    f = profile.aicore_freq_for(ranks)
+    if f.empty:
+        return float("nan")
+    out = []
+    for _, g in f.sort_values(["rank", "start_us"], kind="stable").groupby("rank"):
+        t = g["start_us"].to_numpy(dtype="float64")
+        v = g["freq_mhz"].to_numpy(dtype="float64")
+        ok = np.isfinite(t) & np.isfinite(v)
+        t, v = t[ok], v[ok]
+        if len(v) == 0:
+            continue
+        a, b = window if window is not None else (t[0], t[-1])
+        if not b > a:
+            out.append(float(v[0]))
+            continue
+        x = np.unique(np.concatenate(([a, b], t[(t > a) & (t < b)])))
+        held = v[np.clip(np.searchsorted(t, x[:-1], side="right") - 1, 0, len(v) - 1)]
+        out.append(float(np.sum(held * np.diff(x)) / (b - a)))
+    return float(np.mean(out)) if out else float("nan")
+
+
+def _span(k: pd.DataFrame) -> tuple[float, float] | None:
+    """(first start, last end) of kernels ``k``, epoch µs (``None`` without start times)."""
+    if "start_us" not in k.columns or k.empty:
+        return None
+    s0 = pd.to_numeric(k["start_us"], errors="coerce")
+    s1 = s0 + pd.to_numeric(k["duration_us"], errors="coerce").fillna(0.0)
+    a, b = float(s0.min()), float(s1.max())
+    return (a, b) if math.isfinite(a) and math.isfinite(b) and b > a else None
 
 
 def _wmedian(values: np.ndarray, weights: np.ndarray) -> float:

@@ -8,6 +8,7 @@ evidence points to: every action names the evidence that selected it (DESIGN.md 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -53,8 +54,58 @@ class Explanation:
     tags: tuple[str, ...] = ()
 
 
+#: A culprit whose mean AI Core clock is this share below its peers' is down-clocked (the AI Core
+#: frequency check of msprof-analyze's advisor flags a 5% decrease).
+CLOCK_DROP = 0.05
+
+
+def _clock(acc: DeviceAccount, who: str, who_zh: str) -> tuple[str, str, tuple[str, str]] | None:
+    """What the AI Core Freq track says of a device-wide slowdown: (clause, Chinese, remedy texts).
+
+    The remedy texts (English, Chinese) replace the generic health-and-clocks check of a uniform
+    slowdown (the measured clock names the cause or rules it out); ``None`` without the track on
+    both sides.
+    """
+    c, p = acc.clock_mhz_culprit, acc.clock_mhz_peer
+    if not (math.isfinite(c) and math.isfinite(p)) or p <= 0:
+        return None
+    if c < (1.0 - CLOCK_DROP) * p:
+        return (
+            f"its AI Core clock averaged {c:.0f} MHz against {p:.0f} MHz on its peers (AI Core "
+            f"Freq counter, {c / p:.2f}x): the device is down-clocked",
+            f"其 AI Core 频率平均为 {c:.0f} MHz，同组为 {p:.0f} MHz（AI Core 频率计数器，"
+            f"{c / p:.2f} 倍）：设备被降频",
+            (
+                f"Find why {who} is down-clocked (npu-smi info: temperature, power and its limit, "
+                f"AI Core frequency; the fans and airflow of its server): its AI Core runs at "
+                f"{c:.0f} MHz against {p:.0f} MHz on its peers; reset or replace the device if the "
+                "clock stays low once cooled or powered normally.",
+                f"查明{who_zh}为何降频（`npu-smi info`：温度、功耗及其上限、AI Core 频率；所在服务器的"
+                f"风扇与风道）：其 AI Core 频率为 {c:.0f} MHz，同组为 {p:.0f} MHz；若散热和供电正常后"
+                "频率仍低，则复位或更换该设备。",
+            ),
+        )
+    return (
+        f"its AI Core clock was {c:.0f} MHz, as on its peers ({p:.0f} MHz, AI Core Freq "
+        "counter): not down-clocked",
+        f"其 AI Core 频率为 {c:.0f} MHz，与同组（{p:.0f} MHz，AI Core 频率计数器）相同：并未降频",
+        (
+            f"Check {who}'s NPU health (npu-smi info: health, ECC errors, temperature) and reset or "
+            "replace the device if it is degraded: every operator on it is slower by the same "
+            f"factor although its AI Core clock is its peers' ({c:.0f} MHz).",
+            f"检查{who_zh}的 NPU 健康状态（`npu-smi info`：健康状态、ECC 错误、温度），若性能劣化则复位或"
+            f"更换该设备：其 AI Core 频率与同组相同（{c:.0f} MHz），但所有算子按同一倍数变慢。",
+        ),
+    )
+
+
 def explain_device(
-    acc: DeviceAccount | None, who: str, who_zh: str, gain_us: float | None
+    acc: DeviceAccount | None,
+    who: str,
+    who_zh: str,
+    gain_us: float | None,
+    *,
+    said_us: float | None = None,
 ) -> Explanation | None:
     """The explanation of a culprit's extra device time, or ``None`` when nothing explains it.
 
@@ -63,6 +114,9 @@ def explain_device(
         who: English label of the culprit (``rank 3``, ``ranks 0-7``).
         who_zh: Chinese label.
         gain_us: Per-step gain of the action (µs), ``None`` when unknown.
+        said_us: An amount the caller's sentence already states (µs per step); a device-wide
+            clause that would repeat it as its extra device time leaves it out (one figure per
+            quantity).
 
     Returns:
         ``None`` without an account, when the culprit's device time is not longer, or when no
@@ -75,21 +129,29 @@ def explain_device(
         return None
     v = acc.verdict
     extra = acc.delta_us
+    said = said_us is not None and ms(said_us) == ms(extra)
+    extra_txt = "" if said else f", {ms(extra)} more device time per step"
+    extra_zh = "" if said else f"，每步多 {ms(extra)} 设备时间"
     m: dict[str, float] = {"device_extra_us": extra, "explained_us": held}
     if acc.outliers is not None and v in ("slower", "uniform", "engine"):
         return _explain_outliers(acc.outliers, extra, m, who, who_zh, gain_us)
+    clock = _clock(acc, who, who_zh)
+    if clock is not None:
+        m |= {
+            "aicore_clock_mhz": acc.clock_mhz_culprit,
+            "peer_aicore_clock_mhz": acc.clock_mhz_peer,
+        }
     if v == "uniform":
         r = acc.uniform_ratio
         m |= {"uniform_ratio": r, "uniform_share": acc.uniform_share}
         clause = (
             f"every operator on {who} runs about {r:.2f}x slower than on its peers (the same "
             f"operators, shapes and launch counts; {pct(acc.uniform_share)} of its device time "
-            f"is slower by that factor), {ms(extra)} more device time per step: the device "
-            "itself is slower, not one operator"
+            f"is slower by that factor){extra_txt}: the device itself is slower, not one operator"
         )
         clause_zh = (
             f"{who_zh}上几乎所有算子都比同组慢约 {r:.2f} 倍（算子、shape、调用次数都相同；"
-            f"{pct(acc.uniform_share)} 的设备时间按这一倍数变慢），每步多 {ms(extra)} 设备时间："
+            f"{pct(acc.uniform_share)} 的设备时间按这一倍数变慢）{extra_zh}："
             "是设备本身变慢，而不是某个算子"
         )
         rem = Remedy(
@@ -102,6 +164,9 @@ def explain_device(
             gain_us,
             BoundKind.ESTIMATE,
         )
+        if clock is not None:
+            clause, clause_zh = f"{clause}; {clock[0]}", f"{clause_zh}；{clock[1]}"
+            rem = dataclasses.replace(rem, text=clock[2][0], text_zh=clock[2][1])
         return Explanation(v, clause, clause_zh, rem, metrics=m, tags=("device_slow",))
     if v == "engine":
         r, core = acc.engine_ratio, acc.engine
@@ -109,12 +174,12 @@ def explain_device(
         clause = (
             f"every operator {who} runs on {core} is about {r:.2f}x slower than on its peers "
             f"(the same operators, shapes and launch counts), while its other operators run at "
-            f"{acc.other_ratio:.2f}x, {ms(extra)} more device time per step: one unit of the "
+            f"{acc.other_ratio:.2f}x{extra_txt}: one unit of the "
             f"device is slower ({core}, which mostly runs memory-bound operators), not the work"
         )
         clause_zh = (
             f"{who_zh}上在 {core} 上运行的算子都比同组慢约 {r:.2f} 倍（算子、shape、调用次数都相同），"
-            f"其余算子为 {acc.other_ratio:.2f} 倍，每步多 {ms(extra)} 设备时间：是设备的一个单元"
+            f"其余算子为 {acc.other_ratio:.2f} 倍{extra_zh}：是设备的一个单元"
             f"（{core}，主要运行访存密集型算子）变慢，而不是计算量变了"
         )
         rem = Remedy(
@@ -127,6 +192,10 @@ def explain_device(
             gain_us,
             BoundKind.ESTIMATE,
         )
+        if clock is not None:
+            clause, clause_zh = f"{clause}; {clock[0]}", f"{clause_zh}；{clock[1]}"
+            if acc.clock_mhz_culprit < (1.0 - CLOCK_DROP) * acc.clock_mhz_peer:
+                rem = dataclasses.replace(rem, text=clock[2][0], text_zh=clock[2][1])
         return Explanation(v, clause, clause_zh, rem, metrics=m, tags=("device_slow",))
     top = acc.top_of(v)
     if top is None:

@@ -210,8 +210,9 @@ def _unquote(s: pd.Series) -> pd.Series:
     return s.astype("string").str.strip().str.strip('"')
 
 
-#: What :func:`read_profiler_db` can read; ``kernels`` and ``host_dispatch`` are the heavy ones.
-PROFILER_PARTS = ("kernels", "host_dispatch", "memory", "meta")
+#: What :func:`read_profiler_db` can read; ``kernels``, ``host_dispatch`` and ``aicore_freq`` are
+#: the heavy ones (read on demand).
+PROFILER_PARTS = ("kernels", "host_dispatch", "aicore_freq", "memory", "meta")
 
 
 def read_profiler_db(
@@ -283,6 +284,8 @@ def _read_profiler_db(con: sqlite3.Connection, rank: int | None, want: set[str])
         out.update(_read_meta(con, tabs))
     if "memory" in want and "MEMORY_RECORD" in tabs:
         out["memory"] = _read_memory(con, tabs, rank)
+    if "aicore_freq" in want and "AICORE_FREQ" in tabs:
+        out["aicore_freq"] = _read_aicore_freq(con, tabs, rank)
     if not want & {"kernels", "host_dispatch"}:
         return out
     strings = _strings(con) if "STRING_IDS" in tabs else {}
@@ -302,6 +305,31 @@ def _read_profiler_db(con: sqlite3.Connection, rank: int | None, want: set[str])
     if "host_dispatch" in want and _has_host_dispatch(tabs):
         out["host_dispatch"] = _read_host_dispatch(con, tabs, rank, s, steps)
     return out
+
+
+def _read_aicore_freq(
+    con: sqlite3.Connection, tabs: dict[str, list[str]], rank: int | None
+) -> pd.DataFrame:
+    """AICORE_FREQ → ``aicore_freq`` rows (µs, MHz) of the DB's device (the most sampled one).
+
+    With one row per die (schema 1.2 ``dieId``), a time's samples are averaged.
+    """
+    cols = set(tabs["AICORE_FREQ"])
+    if not {"timestampNs", "freq"} <= cols:
+        return pd.DataFrame(columns=["rank", "start_us", "freq_mhz"])
+    dev = "deviceId" if "deviceId" in cols else "NULL"
+    f = _q(con, f"SELECT {dev} AS dev, timestampNs AS ts, freq FROM AICORE_FREQ")
+    f = f.dropna(subset=["ts", "freq"])
+    if f["dev"].notna().any():
+        f = f[f["dev"] == f["dev"].value_counts().idxmax()]
+    g = f.groupby("ts", sort=True)["freq"].mean()
+    return pd.DataFrame(
+        {
+            "rank": pd.array([rank] * len(g), dtype="Int64"),
+            "start_us": g.index.to_numpy(dtype="float64") / 1000.0,
+            "freq_mhz": g.to_numpy(dtype="float64"),
+        }
+    )
 
 
 def _read_kernels(
@@ -541,6 +569,8 @@ def _read_meta(con: sqlite3.Connection, tabs: dict[str, list[str]]) -> dict[str,
         heavy.append("kernels")
     if _has_host_dispatch(tabs) and _any_row(con, "CANN_API"):
         heavy.append("host_dispatch")
+    if "AICORE_FREQ" in tabs and _any_row(con, "AICORE_FREQ"):
+        heavy.append("aicore_freq")
     if "device_id" not in meta and compute and "deviceId" in tabs["TASK"]:
         row = con.execute(
             "SELECT deviceId FROM TASK WHERE deviceId IS NOT NULL ORDER BY startNs LIMIT 1"

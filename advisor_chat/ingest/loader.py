@@ -51,7 +51,12 @@ from advisor_chat.ingest.guard import check_units, repeat_warnings, show_path
 from advisor_chat.ingest.msprof import read_msprof_dir
 from advisor_chat.ingest.profile import DataWarning, Profile, TableSource
 from advisor_chat.ingest.rankdir import IMPLAUSIBLE, LEFT_OUT, OUTPUT, TableSink, read_rank_dir
-from advisor_chat.ingest.schema import TABLE_SPECS, check_repeated_kernels, validate_table
+from advisor_chat.ingest.schema import (
+    TABLE_SPECS,
+    check_repeated_kernels,
+    empty_table,
+    validate_table,
+)
 
 __all__ = [
     "PARSE_STATS",
@@ -725,6 +730,18 @@ class HeavyReader:
                 for r, v in versions.items()
             ]
             return df, sources, skipped
+        if name == "aicore_freq":  # a byte search per file: no pool
+            got = [_freq_job((files[r], r)) for r in ranks]
+            sources = [
+                TableSource("aicore_freq", files[r], "text", r, len(d))
+                for (d, w), r in zip(got, ranks, strict=True)
+                if w is None
+            ]
+            return (
+                _concat(d for d, _ in got if not d.empty),
+                sources,
+                [w for _, w in got if w is not None],
+            )
         # host_dispatch
         jobs = [(files[r], r) for r in ranks]
         results: list[tuple[pd.DataFrame, DataWarning | None]] = []
@@ -914,6 +931,24 @@ def _trace_job(job: tuple[str, int]) -> tuple[pd.DataFrame, DataWarning | None]:
         )
     except InputError as exc:
         return pd.DataFrame(), lazy_skip_warning(path, rank, "host_dispatch", exc)
+
+
+def _freq_job(job: tuple[str, int]) -> tuple[pd.DataFrame, DataWarning | None]:
+    """Read one ``trace_view.json``'s AI Core Freq counter track: (rows, warning or None)."""
+    from advisor_chat.ingest.common import unreadable
+    from advisor_chat.ingest.trace import TraceInvalid, read_aicore_freq
+
+    path, rank = job
+    try:
+        return read_aicore_freq(Path(path), rank), None
+    except TraceInvalid as exc:
+        return pd.DataFrame(), lazy_skip_warning(
+            path, rank, "aicore_freq", InputError(f"{path} is truncated or invalid JSON ({exc})")
+        )
+    except PermissionError:
+        return pd.DataFrame(), lazy_skip_warning(path, rank, "aicore_freq", unreadable(Path(path)))
+    except OSError as exc:
+        return pd.DataFrame(), lazy_skip_warning(path, rank, "aicore_freq", InputError(str(exc)))
 
 
 def heavy_cache_dir(settings: Settings, key: str, use_cache: bool = True) -> Path | None:
@@ -1844,12 +1879,15 @@ def _assemble(
         "comm_ops",
         "comm_bandwidth",
         "host_dispatch",
+        "aicore_freq",
         "memory",
         "op_statistic",
     ):
         df = combined(name)
-        if not df.empty:
-            tables[name] = df
+        # a trace read without AI Core Freq samples still has the (empty) table, as the lazy
+        # reader lists it
+        if not df.empty or (name == "aicore_freq" and any(name in u.tables for u in units)):
+            tables[name] = df if not df.empty else empty_table(name)
             sources[name] = [s for u in units for s in u.sources if s.table == name]
 
     extra: list[str] = []

@@ -57,7 +57,7 @@ class DataWarning:
 
 
 #: Tables read lazily (per rank, on first use) from the text export's big files.
-HEAVY_TABLES = ("kernels", "host_dispatch")
+HEAVY_TABLES = ("kernels", "host_dispatch", "aicore_freq")
 
 #: Peer sample size: analyses that examine a few ranks compare them with this many other ranks.
 PEER_SAMPLE = 16
@@ -216,6 +216,10 @@ class Profile:
     def host_dispatch_for(self, ranks: Iterable[int]) -> pd.DataFrame:
         """``host_dispatch`` rows of ``ranks`` (streams only their ``trace_view.json``)."""
         return self.table_for("host_dispatch", ranks)
+
+    def aicore_freq_for(self, ranks: Iterable[int]) -> pd.DataFrame:
+        """``aicore_freq`` rows of ``ranks`` (the AI Core Freq track of their trace / DB only)."""
+        return self.table_for("aicore_freq", ranks)
 
     def available_ranks(self, name: str) -> list[int]:
         """Ranks that have rows of table ``name``, read or not yet read (no file is read)."""

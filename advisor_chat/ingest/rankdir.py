@@ -17,6 +17,7 @@ kernels, host_dispatch and memory come from the DB (exact ns times, connection i
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ from advisor_chat.ingest.common import (
 from advisor_chat.ingest.detect import is_rank_dir, loose_name
 from advisor_chat.ingest.profile import DataWarning, TableSource
 from advisor_chat.ingest.schema import check_repeated_kernels
-from advisor_chat.ingest.trace import TraceInvalid, read_host_dispatch
+from advisor_chat.ingest.trace import TraceInvalid, read_aicore_freq, read_host_dispatch
 
 OUTPUT = "ASCEND_PROFILER_OUTPUT"
 _INFO_RE = re.compile(r"^profiler_info_(\d+)\.json$")
@@ -79,7 +80,11 @@ def _rank_from_names(folder: Path, out: Path) -> tuple[int | None, Path | None, 
 
 
 #: Tables whose text-export files are big and read only for the ranks an analysis examines.
-HEAVY_FILES = {"kernels": "kernel_details.csv", "host_dispatch": "trace_view.json"}
+HEAVY_FILES = {
+    "kernels": "kernel_details.csv",
+    "host_dispatch": "trace_view.json",
+    "aicore_freq": "trace_view.json",
+}
 
 
 class TableSink:
@@ -442,7 +447,7 @@ def read_rank_dir(
             d = dbr.read_profiler_db(
                 db_file,
                 rank,
-                tables=parts + (["kernels", "host_dispatch"] if heavy else []),
+                tables=parts + (["kernels", "host_dispatch", "aicore_freq"] if heavy else []),
                 memory_columns=True,
             )
             d_ok = True
@@ -451,7 +456,7 @@ def read_rank_dir(
     if db_file is not None and d_ok:
         rd.parsed_files += 1
         version = d["meta"].get("schema_version")
-        for t in ("kernels", "host_dispatch"):
+        for t in ("kernels", "host_dispatch", "aicore_freq"):
             if t in d:
                 rd.add(t, d[t], db_file, version=version)
         if "memory" in d:
@@ -574,10 +579,23 @@ def read_rank_dir(
             _skip_file(rd, p, "memory_record.csv", exc)
     # --- host dispatch from trace_view.json only when the DB did not give it
     tv = names.get("trace_view.json")
+    # the AI Core Freq counter track, from the same file when the DB does not give it
+    tv_whole = tv is not None and not heavy and _ends_like_json(tv)  # (one tail read per file)
+    if "aicore_freq" not in heavy_files and "aicore_freq" not in rd.tables and tv is not None:
+        if not heavy:
+            if tv_whole:
+                heavy_files["aicore_freq"] = str(tv)
+        else:
+            # a truncated trace: the host-dispatch read below warns about the file
+            with contextlib.suppress(TraceInvalid):
+                freq = read_aicore_freq(tv, rank)
+                rd.add("aicore_freq", freq, tv)
+                # read, with no samples: the table exists (as the lazy reader lists it)
+                rd.tables.setdefault("aicore_freq", freq)
     if "host_dispatch" in heavy_files:
         tv = None  # the DB gives it (read lazily)
     if "host_dispatch" not in rd.tables and tv is not None and not heavy:
-        if _ends_like_json(tv):
+        if tv_whole:
             heavy_files["host_dispatch"] = str(tv)
         else:
             rd.warnings.append(_trace_warning(tv, "the file does not end with ']' or '}'", rank))

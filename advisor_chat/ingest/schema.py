@@ -274,6 +274,18 @@ HOST_DISPATCH = TableSpec(
     ),
 )
 
+AICORE_FREQ = TableSpec(
+    "aicore_freq",
+    "Per rank AI Core frequency samples: the 'AI Core Freq' counter track of trace_view.json "
+    "(C events, args MHz) or the DB's AICORE_FREQ table. A sample holds until the next one "
+    "(a steady clock has a sample at the start and the end of the capture).",
+    (
+        _c("rank", "int"),
+        _c("start_us", "float", "us", doc="Sample time (epoch µs)"),
+        _c("freq_mhz", "float", "MHz", doc="AI Core clock from this sample on"),
+    ),
+)
+
 MEMORY = TableSpec(
     "memory",
     "Per rank memory samples (memory_record.csv / MEMORY_RECORD in the DB).",
@@ -352,6 +364,7 @@ TABLE_SPECS: dict[str, TableSpec] = {
         COMM_BANDWIDTH,
         COMM_MATRIX,
         HOST_DISPATCH,
+        AICORE_FREQ,
         MEMORY,
         COMM_GROUPS,
         META,
@@ -392,6 +405,7 @@ VALUE_RULES: dict[str, tuple[float, float]] = {
     "size_mb": (0.0, 1e6),
     "gbps": (0.0, 1e5),
     "count": (0.0, 1e12),
+    "mhz": (0.0, 1e5),
 }
 
 #: Column → rule for the checked numeric columns of each table.
@@ -447,6 +461,7 @@ CHECKS: dict[str, dict[str, str]] = {
         "bandwidth_gbps": "gbps",
     },
     "host_dispatch": {"host_start_us": "epoch_us", "device_start_us": "epoch_us"},
+    "aicore_freq": {"start_us": "epoch_us", "freq_mhz": "mhz"},
     "memory": {"allocated_mb": "size_mb", "reserved_mb": "size_mb"},
     "op_statistic": {"count": "count", "total_us": "duration_us"},
 }

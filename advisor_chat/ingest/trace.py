@@ -398,3 +398,85 @@ def host_dispatch_frame(st: _State, rank: int | None) -> pd.DataFrame:
     )
     order = np.argsort(host_all, kind="stable")
     return df.iloc[order].reset_index(drop=True)
+
+
+#: One ``AI Core Freq`` counter event as torch_npu writes it (name first, args last but "ph").
+_FREQ_EVENT = re.compile(rb'\{"name":\s*"AI Core Freq"[^{}]*\{[^{}]*\}[^{}]*\}')
+_FREQ_NAME = b'"AI Core Freq"'
+#: The counter's process metadata (``process_name`` args): the name, but not a sample.
+_FREQ_META = b'{"name": "AI Core Freq"}'
+
+
+def read_aicore_freq(path: Path, rank: int | None) -> pd.DataFrame:
+    """``trace_view.json`` → ``aicore_freq`` rows: the ``AI Core Freq`` counter track.
+
+    The counter events (``ph`` ``C``, args ``{"MHz": 1800}``) are found by a byte search over a
+    memory map of the file, each parsed on its own; the rest of the trace is not parsed. When the
+    search misses events (another key order), the file is streamed with ijson instead. ``ts`` is a
+    string of epoch µs (3 decimals); a sample holds until the next one.
+
+    Returns:
+        Columns ``rank, start_us, freq_mhz`` in time order (empty: no counter track).
+
+    Raises:
+        TraceInvalid: The events could not be read (truncated or invalid JSON).
+    """
+    import mmap
+
+    with open(path, "rb") as fh:
+        try:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # an empty file cannot be mapped
+            return _freq_frame([], rank)
+        with mm:
+            # occurrences of the name beyond the process metadata's {"name": "AI Core Freq"}
+            named = _count(mm, _FREQ_NAME) - _count(mm, _FREQ_META)
+            events = []
+            for m in _FREQ_EVENT.finditer(mm) if named > 0 else ():
+                try:
+                    events.append(orjson.loads(m.group(0)))
+                except orjson.JSONDecodeError:
+                    continue
+            if len(events) < named:  # events in another key order: stream the whole file
+                events = _freq_events_ijson(path)
+    rows = []
+    for ev in events:
+        if not isinstance(ev, dict) or ev.get("ph", "C") != "C":
+            continue
+        args = ev.get("args") or {}
+        try:
+            rows.append((float(str(ev.get("ts")).strip()), float(args["MHz"])))
+        except (TypeError, ValueError, KeyError):
+            continue
+    return _freq_frame(rows, rank)
+
+
+def _count(mm: Any, needle: bytes) -> int:
+    n, i = 0, mm.find(needle)
+    while i >= 0:
+        n += 1
+        i = mm.find(needle, i + len(needle))
+    return n
+
+
+def _freq_events_ijson(path: Path) -> list[Any]:
+    import ijson
+
+    try:
+        with open(path, "rb") as fh:
+            prefix = "item" if fh.read(64).lstrip()[:1] == b"[" else "traceEvents.item"
+            fh.seek(0)
+            return [
+                ev
+                for ev in ijson.items(fh, prefix, use_float=True)
+                if isinstance(ev, dict) and ev.get("name") == "AI Core Freq"
+            ]
+    except ijson.JSONError as exc:
+        raise TraceInvalid(str(exc)) from exc
+
+
+def _freq_frame(rows: list[tuple[float, float]], rank: int | None) -> pd.DataFrame:
+    df = pd.DataFrame(rows, columns=["start_us", "freq_mhz"], dtype="float64")
+    df = df.sort_values("start_us", kind="stable").reset_index(drop=True)
+    df.insert(0, "rank", pd.Series([rank] * len(df), dtype="Int64"))
+    return df

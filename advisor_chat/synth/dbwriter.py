@@ -148,7 +148,8 @@ def write_db(
     ``rec`` holds what the text writer produced: ``k`` (start_ns, dur_ns, connection id, task id,
     kernel index, wait_ns, api_start_ns, api_dur_ns), ``op`` (name, start_ns, end_ns, connection id,
     communicator name, op type, dtype, count, api_start_ns, api_dur_ns, wait_ns), ``ov`` (start_ns,
-    end_ns, overlap type 0..3), ``mem`` (ts_ns, reserved MB), ``step`` (id, start_ns, end_ns).
+    end_ns, overlap type 0..3), ``mem`` (ts_ns, reserved MB), ``step`` (id, start_ns, end_ns),
+    ``freq`` (ts_ns, AI Core MHz).
     """
     strings: dict[str, int] = {}
 
@@ -255,6 +256,11 @@ def write_db(
                 "CREATE TABLE GC_RECORD (startNs INTEGER, endNs INTEGER, globalTid INTEGER)"
             )
             ins("INSERT INTO GC_RECORD VALUES (?,?,?)", rec["gc"])
+        if rec.get("freq"):  # the AI Core Freq counter track
+            con.execute(
+                "CREATE TABLE AICORE_FREQ (deviceId INTEGER, timestampNs INTEGER, freq INTEGER)"
+            )
+            ins("INSERT INTO AICORE_FREQ VALUES (?,?,?)", [(dev, t, f) for t, f in rec["freq"]])
         con.execute("INSERT INTO RANK_DEVICE_MAP VALUES (?,?)", (rank, dev))
         con.execute("INSERT INTO NPU_INFO VALUES (?,?)", (dev, "Ascend910B"))
         con.execute(

@@ -227,6 +227,9 @@ class Perturb:
             ``aclrtSynchronizeStream`` call from the previous launch until the device has run
             everything queued, and an ``aten::item`` operator around it. The device idle after it
             is ``kernel_stalls``' (the host's work once the call returns). Empty = none.
+        aicore_mhz: {rank: [(step index, MHz)]} the rank's AI Core clock from the start of that
+            step on (the writer's AI Core Freq counter track; the durations are the scenario's to
+            scale). Ranks not listed run at ``AICORE_MHZ`` throughout. Empty = every rank steady.
     """
 
     dur_scale: np.ndarray
@@ -249,6 +252,7 @@ class Perturb:
     step_kernel_stalls: dict[int, dict[int, dict[int, float]]] = field(default_factory=dict)
     coll_dst_scale: dict[str, dict[int, float]] = field(default_factory=dict)
     host_syncs: dict[int, set[int]] = field(default_factory=dict)
+    aicore_mhz: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
 
     def kernel_at(self, si: int, r: int, j: int, default: Kernel) -> Kernel:
         """The kernel template rank ``r`` runs at program position ``j`` in step index ``si``."""
@@ -256,6 +260,10 @@ class Perturb:
             return default
         k = self.kernel_swap.get((si, r, j)) or self.kernel_swap.get((-1, r, j))
         return k if k is not None else default
+
+
+#: Nominal AI Core clock of the simulated device (Atlas 800T A2 / 910B), MHz.
+AICORE_MHZ = 1800.0
 
 
 def default_perturb(ranks: int) -> Perturb:

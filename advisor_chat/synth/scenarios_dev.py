@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from advisor_chat.synth.model import (
+    AICORE_MHZ,
     RANKS_PER_NODE,
     Cluster,
     Kernel,
@@ -140,6 +141,8 @@ def throttle_plans(ranks: int, steps: int, seed: int) -> dict[str, Plan]:
     for si in range(onset, steps):
         for j in range(len(kernels)):
             p.kernel_swap[(si, r, j)] = hot[j]
+    # the device lowers its clock from the onset on (the AI Core Freq track records it)
+    p.aicore_mhz[r] = [(onset, round(AICORE_MHZ / THROTTLE_FACTOR, 1))]
     return _plain(ranks, prog, p)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from advisor_chat.synth.model import RANKS_PER_NODE, Cluster, Kernel
+from advisor_chat.synth.model import AICORE_MHZ, RANKS_PER_NODE, Cluster, Kernel
 
 KERNEL_HEADER = (
     "Step Id,Model ID,Task ID,Stream ID,Name,Type,OP State,Accelerator Core,Start Time(us),"
@@ -56,6 +56,7 @@ _MATRIX_TYPE = re.compile(
     r"send|reduce|invalid|broadcast|allreduce|receive|allgather|reducescatter|scatter|alltoall|alltoallv|alltoallvc|batchsendrecv"
 )
 HW_SORT, CANN_SORT, HCCL_SORT, OVERLAP_SORT = 13, 7, 15, 23
+FREQ_SORT = 14  # the AI Core Freq counter process
 COMPUTE_STREAM = 2
 FLOW_ID_BASE = 5046586572799  # HCCL launch flow ids are large numbers in real files
 
@@ -258,6 +259,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         "step": [],
         "api": [],
         "gc": [],
+        "freq": [],
     }
 
     # metadata events
@@ -666,6 +668,31 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         ev.append(
             f'{{"ph": "M", "name": "thread_sort_index", "pid": {gc_pid}, "tid": {pid}, "args": {{"sort_index": {pid}}}}}'
         )
+
+    # the AI Core Freq counter track (torch_npu: process "AI Core Freq", C events with args MHz):
+    # a sample at the start of the capture, one at each clock change (a step start), one at the end
+    plan = dict(cl.perturb.aicore_mhz.get(r, []))
+    cur = plan.get(0, AICORE_MHZ)
+    samples = [(cl.steps[0].bounds(r)[0], cur)]
+    for si in range(1, len(cl.steps)):
+        if plan.get(si, cur) != cur:
+            cur = plan[si]
+            samples.append((cl.steps[si].bounds(r)[0], cur))
+    samples.append((cl.steps[-1].bounds(r)[1], cur))
+    freq_pid = (pid << 10) | (FREQ_SORT << 5) | dev
+    for t, f in samples:
+        mhz = int(f) if float(f).is_integer() else round(float(f), 1)
+        ev.append(
+            f'{{"name": "AI Core Freq", "ts": "{ts_str(t)}", "pid": {freq_pid}, "tid": 0, '
+            f'"args": {{"MHz": {mhz}}}, "ph": "C"}}'
+        )
+        db["freq"].append((t, mhz))
+    for name, args in (
+        ("process_name", '{"name": "AI Core Freq"}'),
+        ("process_labels", '{"labels": "NPU"}'),
+        ("process_sort_index", f'{{"sort_index": {FREQ_SORT}}}'),
+    ):
+        ev.append(f'{{"name": "{name}", "pid": {freq_pid}, "tid": 0, "args": {args}, "ph": "M"}}')
 
     # op_statistic: sorted by total time desc, ratio over all compute kernels
     total_all = sum(sum(v) for v in op_stat.values())

@@ -272,7 +272,11 @@ def _rank_cause(
         op_txt = op_zh = ""
         units = [(e.step, rank) for e in events] if scoped else [(-1, rank)]
         ex = explain_device(
-            device_account(ctx.profile, units, peers), rl, rl_zh, gain if victims else excess
+            device_account(ctx.profile, units, peers),
+            rl,
+            rl_zh,
+            gain if victims else excess,
+            said_us=comp_ex,  # "it computes X more per step ..., because <clause>"
         )
         if ex is not None:
             op = None  # the decomposition names the operator (or the device) itself
@@ -1215,6 +1219,7 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             "hit_step_us": slow_step,
             "explained_us_per_step": per_step,
             **(hung[2] if hung is not None else {}),
+            **(ex.metrics if ex is not None else {}),
             **({"onset_step": float(steps[0])} if onset else {}),
             **({"period_steps": float(period)} if period else {}),
         },
