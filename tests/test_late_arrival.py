@@ -1,7 +1,9 @@
 """A culprit the collectives name whose own time the step trace does not hold (issue 24 catalogue:
 "a rank without step trace"): the generator plants a host stall on one rank, its
-``step_trace_time.csv`` is deleted, and the answers must still name it, say why it cannot be told
-what it is, and ask for the file, instead of "no single rank".
+``step_trace_time.csv`` is deleted, and the answers must still name it, instead of "no single
+rank". Its kernels take its peers' time and its host launches just in time (host_dispatch), so it
+is named a host stall from that evidence, with the missing file still asked for; without host
+data it would be "cannot tell" (``test_diagnosis_missing_step_trace``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def late(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     return root, culprit
 
 
-def test_diagnosis_names_the_late_rank_and_withholds_its_mechanism(late) -> None:
+def test_diagnosis_names_the_late_rank_from_the_evidence_left(late) -> None:
     from advisor_chat.diagnosis.attribution import attribute
     from advisor_chat.diagnosis.engine import diagnose
     from advisor_chat.ingest import load_profile
@@ -37,7 +39,7 @@ def test_diagnosis_names_the_late_rank_and_withholds_its_mechanism(late) -> None
     prof = load_profile(root, use_cache=False)
     d = diagnose(prof)
     top = d.causes[0]
-    assert top.mechanism is Mechanism.LATE_ARRIVAL and top.category is Category.UNKNOWN
+    assert top.mechanism is Mechanism.HOST_STALL and top.category is Category.SCHEDULING
     assert top.culprit.ranks == (culprit,)
     assert {v.rank for v in top.victims} == {0, 1, 2, 3} - {culprit}
     # its cost is the collectives' own account of it (independent: the attribution module)
@@ -45,7 +47,8 @@ def test_diagnosis_names_the_late_rank_and_withholds_its_mechanism(late) -> None
     assert att is not None
     cost = next(c.cost_us_per_step for c in att.culprits if c.unit.ranks == (culprit,))
     assert top.gain_us == pytest.approx(cost)
-    assert [r.kind for r in top.remedies] == ["check"] and "step trace" in top.remedies[0].text
+    assert [r.kind for r in top.remedies] == ["action", "check"]
+    assert "host" in top.remedies[0].text and "step trace" in top.remedies[1].text
     # the job-level exposed communication does not count the wait for it again
     exposed = next(c for c in d.causes if c.mechanism is Mechanism.EXPOSED_COMMUNICATION)
     assert exposed.gain_us == pytest.approx(exposed.metrics["min_not_overlapped_us"] - cost)
@@ -55,9 +58,9 @@ def test_diagnosis_names_the_late_rank_and_withholds_its_mechanism(late) -> None
     ("question", "lead"),
     [
         ("which rank is slow?", r"^Rank {r} holds the job back"),
-        ("what should I fix first?", r"^Look into rank {r} first: copy rank {r}'s step trace"),
-        ("is it a communication problem?", r"^Cannot tell: Rank {r} arrives last"),
-        ("应该先优化什么？", r"^先排查{r}号卡：从训练机器拷回{r}号卡的步骤耗时文件"),
+        ("what should I fix first?", r"^Fix rank {r} first: find what rank {r}'s host does"),
+        ("is it a communication problem?", r"^No, the main bottleneck is the host side"),
+        ("应该先优化什么？", r"^先处理{r}号卡——找出{r}号卡的主机在下发之外做了什么"),
     ],
 )
 def test_answers_lead_with_the_late_rank(late, question: str, lead: str) -> None:

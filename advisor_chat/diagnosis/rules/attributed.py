@@ -8,6 +8,8 @@ from typing import Any
 
 from advisor_chat.analyzers.base import Category, Severity
 from advisor_chat.diagnosis.context import Context, ranks_label
+from advisor_chat.diagnosis.decompose import device_account
+from advisor_chat.diagnosis.evidence import explain_device
 from advisor_chat.diagnosis.rules.common import (
     EVENT_MIN_STEPS,
     MIN_RANKS,
@@ -15,6 +17,7 @@ from advisor_chat.diagnosis.rules.common import (
     STEADY_MIN_RATIO,
     STEADY_MIN_SHARE,
     STRAGGLER_MIN_SHARE,
+    host_evidence,
 )
 from advisor_chat.diagnosis.rules.pipeline import stage_cause
 from advisor_chat.diagnosis.rules.stragglers import (
@@ -172,10 +175,15 @@ def _min_share(cc: Any, steps: list[int]) -> float:
 def _late_arrival_cause(ctx: Context, cc: Any) -> RootCause:
     """A culprit the collectives name whose own time the step trace does not hold.
 
-    The others' Wait Time says they wait for it (so it is the one to look at), but without its
-    Computing / Free nothing tells a host stall from slower kernels: the cause says so and asks
-    for the missing file instead of guessing a mechanism. Source: ``comm_ops`` Wait Time; the
-    ``missing_table`` load warning for the file.
+    The others' Wait Time says they wait for it (so it is the one to look at). Without its
+    Computing / Free, its kernels (``kernel_details.csv`` / DB TASK) are the evidence left: when
+    they show it spends more device time than its peers in the same steps, by at least
+    ``OWN_SHARE_OF_COST`` of what its lateness costs, and the decomposition
+    (:func:`~advisor_chat.diagnosis.decompose.device_account`) says why, it is a compute straggler
+    with that evidence; when its device time is about its peers', the lateness is not in its
+    operators and the cause says so. Otherwise nothing tells a host stall from slower kernels: the
+    cause says so and asks for the missing file instead of guessing a mechanism. Source:
+    ``comm_ops`` Wait Time; ``kernels``; the ``missing_table`` load warning for the file.
     """
     ranks = list(cc.unit.ranks)
     who, who_zh = ranks_label(ranks)
@@ -189,10 +197,107 @@ def _late_arrival_cause(ctx: Context, cc: Any) -> RootCause:
     top = max((v.lost_us for v in victims), default=cc.cost_us_per_step)
     missing = [w for w in ctx.profile.warnings if set(w.ranks) & set(ranks) and w.path]
     where = missing[0].path if missing else "its step trace"
+    copy = Remedy(
+        "check",
+        f"Copy {who}'s step trace ({where}) from the training machine and ask again: its "
+        "Computing and Free tell a host stall from slower kernels.",
+        f"从训练机器拷回{who_zh}的步骤耗时文件（{where}）后再问：其计算与空闲时间能区分"
+        "主机下发慢与算子变慢。",
+    )
+    lead = (
+        f"{who.capitalize()} arrives last at the collectives: {vic or 'the others'} wait up to "
+        f"{ms(top)} per step for it (Wait Time in the collectives)"
+    )
+    lead_zh = f"{who_zh}在集合通信中最晚到达：{vic_zh or '其他卡'}每步最多等它 {ms(top)}（集合通信的等待时间）"
+    no_trace = f"the profile has no step trace (Computing / Free) for {who}"
+    no_trace_zh = f"数据中没有{who_zh}的步骤耗时（计算 / 空闲）"
+    mech, cat = Mechanism.LATE_ARRIVAL, Category.UNKNOWN
+    summary = f"{lead}; why it is late cannot be told, because {no_trace}"
+    summary_zh = f"{lead_zh}；它为什么晚无法判断，因为{no_trace_zh}"
+    remedies: tuple[Remedy, ...] = (copy,)
+    metrics = {"job_cost_us": cc.cost_us_per_step, "victim_wait_us_per_step": top}
+    tags: tuple[str, ...] = ()
+    peers = [r for r in ctx.profile.ranks if r not in set(ranks)]
+    acc = device_account(ctx.profile, [(-1, r) for r in ranks], peers)
+    ex = explain_device(acc, who, who_zh, cc.cost_us_per_step)
+    if (
+        acc is not None
+        and ex is not None
+        and acc.delta_us >= OWN_SHARE_OF_COST * cc.cost_us_per_step
+    ):
+        mech, cat = Mechanism.COMPUTE_STRAGGLER, Category.COMPUTE
+        extra = ms(acc.delta_us)
+        if extra in ex.clause:  # the clause states the extra device time itself: said once
+            summary = f"{lead}; {no_trace}, but its kernels show why: {ex.clause}"
+            summary_zh = f"{lead_zh}；{no_trace_zh}，但它的算子数据说明了原因：{ex.clause_zh}"
+        else:
+            summary = (
+                f"{lead}; {no_trace}, but its kernels show why: it spends {extra} more "
+                f"device time per step than its peers, because {ex.clause}"
+            )
+            summary_zh = (
+                f"{lead_zh}；{no_trace_zh}，但它的算子数据说明了原因：它每步的设备时间比同组多 "
+                f"{extra}，因为{ex.clause_zh}"
+            )
+        remedies = (dataclasses.replace(ex.remedy, gain_us=cc.cost_us_per_step), copy)
+        metrics = {**metrics, **ex.metrics}
+        tags = ex.tags
+    elif (
+        acc is not None
+        and abs(acc.delta_us) < OWN_SHARE_OF_COST * cc.cost_us_per_step
+        and (host := host_evidence(ctx, ranks, peers))
+    ):
+        # its operators take its peers' time, and its host barely keeps ahead: a host stall
+        mech, cat = Mechanism.HOST_STALL, Category.SCHEDULING
+        summary = (
+            f"{lead}; {no_trace}, but its kernels take {ms(acc.busy_us_culprit)} of device time "
+            f"per step, about its peers' {ms(acc.busy_us_peer)}, and {host[0]}: the host is late"
+        )
+        summary_zh = (
+            f"{lead_zh}；{no_trace_zh}，但它每步算子的设备时间为 {ms(acc.busy_us_culprit)}，与同组的 "
+            f"{ms(acc.busy_us_peer)} 相当，且{host[1]}：是主机下发晚了"
+        )
+        metrics = {
+            **metrics,
+            **host[2],
+            "device_us_culprit": acc.busy_us_culprit,
+            "device_us_peer": acc.busy_us_peer,
+        }
+        remedies = (
+            Remedy(
+                "action",
+                f"Find what {who}'s host does besides launching (a per-step synchronization, "
+                "logging, data loading or CPU work in its training loop) and take it off the "
+                "launch path; its host, not its device, is behind.",
+                f"找出{who_zh}的主机在下发之外做了什么（每步同步、日志、数据加载或训练循环里的 CPU 计算），"
+                "把它移出下发路径：落后的是它的主机，不是设备。",
+                cc.cost_us_per_step,
+                BoundKind.ESTIMATE,
+            ),
+            copy,
+        )
+        tags = ("host_bound", "slow_rank")
+    elif acc is not None and abs(acc.delta_us) < OWN_SHARE_OF_COST * cc.cost_us_per_step:
+        # its operators take about as long as its peers': the time it is late is not device work
+        summary = (
+            f"{lead}; its kernels take {ms(acc.busy_us_culprit)} of device time per step, about "
+            f"its peers' {ms(acc.busy_us_peer)}: the lateness is not in its operators (a host "
+            f"stall, input or a link is left), and {no_trace} to tell which"
+        )
+        summary_zh = (
+            f"{lead_zh}；它每步算子的设备时间为 {ms(acc.busy_us_culprit)}，与同组的 "
+            f"{ms(acc.busy_us_peer)} 相当：晚到不是算子造成的（剩下主机停顿、输入或链路），"
+            f"而{no_trace_zh}，无法进一步区分"
+        )
+        metrics = {
+            **metrics,
+            "device_us_culprit": acc.busy_us_culprit,
+            "device_us_peer": acc.busy_us_peer,
+        }
     return RootCause(
         id=f"cause.late_arrival.r{ranks[0]}" + (f"_{ranks[-1]}" if len(ranks) > 1 else ""),
-        mechanism=Mechanism.LATE_ARRIVAL,
-        category=Category.UNKNOWN,
+        mechanism=mech,
+        category=cat,
         culprit=Culprit(
             kind="rank" if len(ranks) == 1 else "ranks",
             ranks=tuple(ranks),
@@ -200,28 +305,14 @@ def _late_arrival_cause(ctx: Context, cc: Any) -> RootCause:
             label_zh=who_zh,
         ),
         victims=victims,
-        summary=(
-            f"{who.capitalize()} arrives last at the collectives: {vic or 'the others'} wait up to "
-            f"{ms(top)} per step for it (Wait Time in the collectives); why it is late cannot be "
-            f"told, because the profile has no step trace (Computing / Free) for {who}"
-        ),
-        summary_zh=(
-            f"{who_zh}在集合通信中最晚到达：{vic_zh or '其他卡'}每步最多等它 {ms(top)}（集合通信的等待时间）；"
-            f"它为什么晚无法判断，因为数据中没有{who_zh}的步骤耗时（计算 / 空闲）"
-        ),
-        metrics={"job_cost_us": cc.cost_us_per_step, "victim_wait_us_per_step": top},
+        summary=summary,
+        summary_zh=summary_zh,
+        metrics=metrics,
         findings=(),
         gain_us=cc.cost_us_per_step,
         bound=BoundKind.ESTIMATE,
-        remedies=(
-            Remedy(
-                "check",
-                f"Copy {who}'s step trace ({where}) from the training machine and ask again: its "
-                "Computing and Free tell a host stall from slower kernels.",
-                f"从训练机器拷回{who_zh}的步骤耗时文件（{where}）后再问：其计算与空闲时间能区分"
-                "主机下发慢与算子变慢。",
-            ),
-        ),
+        remedies=remedies,
+        symptom_tags=tags,
         severity=Severity.HIGH if share_of(top, ctx.step_us) >= 0.1 else Severity.MEDIUM,
     )
 

@@ -467,15 +467,16 @@ def host_evidence(
         if "host_wait_us_per_step" in t.columns
         else float("nan")
     )
+    their, them = ("its", "it") if len(slow) == 1 else ("their", "them")
     wait = (
-        f", and {ms(hw)} per step of their device idle waits for the next launch"
+        f", and {ms(hw)} per step of {their} device idle waits for the next launch"
         if math.isfinite(hw) and hw > 0
         else ""
     )
     wait_zh = f"，每步有 {ms(hw)} 的设备空闲在等下一次下发" if math.isfinite(hw) and hw > 0 else ""
     en = (
-        f"their host barely keeps ahead of the device: a kernel starts {da:.0f} µs after its "
-        f"launch on them against {db:.0f} µs on the other ranks{wait}"
+        f"{their} host barely keeps ahead of the device: a kernel starts {da:.0f} µs after its "
+        f"launch on {them} against {db:.0f} µs on the other ranks{wait}"
     )
     zh = f"其主机几乎跟不上设备：算子下发后 {da:.0f} µs 就开始执行，其他卡为 {db:.0f} µs{wait_zh}"
     return (

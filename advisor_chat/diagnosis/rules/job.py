@@ -420,9 +420,7 @@ def _idle_shape_text(
             f"{ms(idle)} of it in one stretch per step, after {after} and before "
             f"{before} on every rank"
         )
-        zh = (
-            f"其中 {ms(shape.idle_us)} 是每步一整段，位于 {after} 之后、{before} 之前（所有卡相同）"
-        )
+        zh = f"其中 {ms(idle)} 是每步一整段，位于 {after} 之后、{before} 之前（所有卡相同）"
         gather = "gather" in before.lower() or "broadcast" in before.lower()
         if shape.after_collective and gather:
             # between the gradient reduction and the next parameter gather: where the
@@ -663,6 +661,14 @@ def _job_dispatch_bound(
     return en, zh, tuple(remedies)
 
 
+def _row_missing(c: RootCause) -> bool:
+    """Whether ``c`` is a late rank whose own step-trace row is missing.
+
+    The attribution's late-arrival cause, whatever its kernels or host then showed it to be.
+    """
+    return c.id.startswith("cause.late_arrival.")
+
+
 def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     """Exposed-communication rule: communication not overlapped on every rank is a job cause.
 
@@ -691,7 +697,7 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     least = float(ctx.frame.groupby("step")[col].min().mean())
     # a slow link's transit excess, and the wait for a late rank whose own row is missing (the
     # least-waiting rank of the step trace then still waits for it), are not the job's own
-    others = [c for c in causes if c.mechanism in (Mechanism.SLOW_LINK, Mechanism.LATE_ARRIVAL)]
+    others = [c for c in causes if c.mechanism is Mechanism.SLOW_LINK or _row_missing(c)]
     explained = sum(c.gain_us or 0.0 for c in others)
     rest = least - explained
     if rest < EXPOSED_MIN_SHARE * ctx.step_us:
@@ -920,7 +926,7 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             ("the slow link's longer transfers", "慢链路多花的传输时间")
             if slow
             else ("the wait for the late rank", "等待晚到的卡")
-            if all(c.mechanism is Mechanism.LATE_ARRIVAL for c in others)
+            if all(_row_missing(c) for c in others)
             else ("the causes above", "上面的原因")
         )
         hide = (
