@@ -518,3 +518,37 @@ def test_one_part_suspected_with_too_few_links_is_cannot_tell(pp2: Path) -> None
         x for x in adv.ask("How fast are the links?").answer.split("\n") if x.startswith("- HCCS")
     )
     assert "too little to measure bandwidth" in hccs
+
+
+def test_where_is_the_idle_answers_with_the_idle_not_the_top_cause(real_samples: Path) -> None:
+    """pt-text: the top cause is the wait for the missing peers; "where in the step is the idle?"
+    is answered by the job-wide idle (its Free and where it sits), the wait named after it.
+
+    The Free per step is the median over ranks of step_trace_time.csv's Free, read here with the
+    csv module.
+    """
+    import csv
+    import statistics
+
+    root = real_samples / "pt-text-level1-2rank"
+    free = []
+    for f in sorted(root.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/step_trace_time.csv")):
+        with open(f) as fh:
+            free += [float(r["Free"]) / 1000 for r in csv.DictReader(fh)]
+    free_ms = statistics.median(free)
+    adv = _adv(root)
+    top = adv.ask("why is it slow?").answer
+    assert "missing" in top.split(". ")[0]  # the peer wait leads the overall answer
+    for q, free_word, besides in (
+        ("where in the step is the idle?", "median Free", "Besides that"),
+        ("why is the device idle so much?", "median Free", "Besides that"),
+        ("空闲时间在step的哪个位置？", "每步空闲时间中位数", "除此之外"),
+    ):
+        ans = adv.ask(q).answer
+        first = ans.split("\n\n")[0]
+        m = re.search(rf"{free_word} (\d+(?:\.\d+)?) ms", first)
+        assert m is not None, (q, ans)
+        assert float(m.group(1)) == pytest.approx(free_ms, abs=0.05)
+        assert first.index(free_word) < first.index(besides), (q, ans)
+    # a yes/no question keeps its verdict on the top cause
+    assert adv.ask("is it a host problem?").answer.startswith("No")

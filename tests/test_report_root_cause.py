@@ -112,9 +112,12 @@ def test_report_names_the_planted_root_cause_first(scenario, name: str) -> None:
         assert not blamed, f"{name}: rank {r} blamed by {blamed}"
 
     # every cause: vocabulary tags, existing cases, actions before checks, Chinese without English
+    from test_diagnosis_languages_agree import unit_numbers
     from test_diagnosis_rules import assert_no_english_sentence
 
     for c in d.causes:
+        # the English and Chinese sentences state the same measured amounts
+        assert unit_numbers(c.summary) == unit_numbers(c.summary_zh), (c.id, c.summary_zh)
         assert set(c.symptom_tags) <= set(SYMPTOM_TAGS), (c.id, c.symptom_tags)
         kinds = [r.kind for r in c.remedies]
         assert kinds == sorted(kinds), c.id  # "action" < "check"
@@ -122,6 +125,7 @@ def test_report_names_the_planted_root_cause_first(scenario, name: str) -> None:
             assert r.case_id is None or (CASES / f"{r.case_id}.md").is_file(), r.case_id
             assert (r.gain_us is None) if r.kind == "check" else True
             assert_no_english_sentence(r.text_zh)
+            assert unit_numbers(r.text) == unit_numbers(r.text_zh), (c.id, r.text_zh)
         assert_no_english_sentence(c.summary_zh)
 
     # the report leads with that cause: first section after the headline, before any finding

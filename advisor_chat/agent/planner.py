@@ -214,6 +214,12 @@ _EVERY_RANK = re.compile(
 )
 #: ... about idle time.
 _IDLE_Q = re.compile(r"\bidle|\bfree\b|空闲|闲着", re.I)
+#: ... asking where in the step it sits, or why / on what the device idles.
+_IDLE_PLACE = re.compile(
+    r"\b(where|when|which part|what part|why)\b|\bwhat\b.{0,30}\b(doing|waiting)\b"
+    r"|哪里|哪儿|哪个(位置|阶段|地方)|什么(位置|时候|阶段|地方)|为什么|为啥|在(干|做|等)什么",
+    re.I,
+)
 #: "Is it only one direction that is slow?" (English, Chinese).
 # the question suspects one part of the network, not the network as a whole
 _ONE_PART = re.compile(
@@ -641,13 +647,18 @@ class Planner:
             _HEALTHY_Q.search(q.text) is not None
             or (hyp == "profiler" and _REAL_Q.search(q.text) is not None)
         )
+        idle_q = _IDLE_Q.search(q.text) is not None
+        # "where in the step is the idle?": the idle every rank shares, when the job has one
+        idle_place = idle_q and _IDLE_PLACE.search(q.text) is not None
         if (  # "why is every rank idle?" (a yes/no question keeps its verdict)
             not q.ranks
             and q.kind != "yes_no"
             and it not in ("slow_link", "communication")
-            and _EVERY_RANK.search(q.text)
+            and (_EVERY_RANK.search(q.text) or idle_place)
         ):
-            job = project.job_question(d, zh, idle=_IDLE_Q.search(q.text) is not None)
+            job = project.job_question(
+                d, zh, idle=idle_q, only_idle=idle_place and not _EVERY_RANK.search(q.text)
+            )
             if job is not None:
                 return job
         if q.except_ranks and not hyp:  # "apart from rank 0, are the others fine?"

@@ -1891,7 +1891,7 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
             )
             p.add_cause(nxt)
             p.lines.append(
-                f"然后处理与之无关的另一个问题{label(nxt.culprit, zh)}：{t2}（{amt}）。"
+                f"然后处理与之无关的另一个问题——{label(nxt.culprit, zh)}：{t2}（{amt}）。"
                 if zh
                 else f"Then fix {label(nxt.culprit, zh)}, an independent fault: "
                 f"{lower_first(t2)} ({amt})."
@@ -2388,16 +2388,21 @@ def _shared_idle(d: Diagnosis, real: list[RootCause]) -> RootCause | None:
     return idle if (idle.gain_us or 0.0) > top_gain else None
 
 
-def job_question(d: Diagnosis, zh: bool, idle: bool) -> Projection | None:
+def job_question(
+    d: Diagnosis, zh: bool, idle: bool, *, only_idle: bool = False
+) -> Projection | None:
     """Answer to "why is every rank idle / slow?": the job-level cause first, then the late ranks.
 
     ``idle``: the question is about idle time (Free), so the job-idle cause answers it; else the
-    largest job-level cause. ``None`` without a job-level cause (the other projections answer).
+    largest job-level cause. ``only_idle`` ("where in the step is the idle?"): only the job-idle
+    cause answers (it says where the idle every rank shares sits), even when it is not the top
+    cause. ``None`` without such a cause (the other projections answer).
     """
     real = _real(d)
     jobs = [c for c in real if _job_level(c)]
-    if idle:
-        jobs = [c for c in jobs if c.mechanism == Mechanism.JOB_IDLE] or jobs
+    if idle or only_idle:
+        idle_causes = [c for c in jobs if c.mechanism == Mechanism.JOB_IDLE]
+        jobs = idle_causes if only_idle else (idle_causes or jobs)
     if not jobs:
         return None
     c = jobs[0]
