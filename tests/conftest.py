@@ -38,10 +38,20 @@ def pytest_configure(config: pytest.Config) -> None:
     import tempfile
 
     home = Path(tempfile.mkdtemp(prefix="advisor_home_"))
+    config._advisor_home = home  # type: ignore[attr-defined]
     os.environ["ADVISOR_HOME"] = str(home)
     from advisor_chat.offline import ensure_offline_env
 
     ensure_offline_env()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the session's ADVISOR_HOME (caches, Chroma store) so runs leave nothing in /tmp."""
+    import shutil
+
+    home = getattr(config, "_advisor_home", None)
+    if home is not None:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

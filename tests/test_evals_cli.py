@@ -104,3 +104,37 @@ def test_eval_paraphrase_by_name_split_and_scenario(
     assert want and [i.id for i in seen["items"]] == want
     res = CliRunner().invoke(app, ["eval", "--dataset", "paraphrase", "--split", "nope"])
     assert res.exit_code == 2 and "unknown split" in res.output
+
+
+def test_reports_withhold_held_out_details_unless_asked(tmp_path: Path) -> None:
+    """Held-out items count in every rate, but their questions, answers and failed checks are not
+    listed (whoever tunes the rules reads these reports) unless ``show_heldout`` is set."""
+    turns = []
+    for i, (split, ok) in enumerate(
+        [("tune", False), ("heldout", False), ("heldout", True), ("tune", True)]
+    ):
+        ans = Answer(answer="rank 3" if ok else "nothing", language="en")
+        turns.append(
+            TurnResult(
+                item_id=f"{split}-{i}",
+                turn=0,
+                lang="en",
+                question=f"secret question {i}",
+                latency_ms=1.0,
+                score=evaluate_turn(ans, Resolved(lang="en", ranks=[3])),
+                split=split,
+            )
+        )
+    rep = EvalReport(backend="offline", datasets=["t"], turns=turns, started_at="n", duration_s=0.1)
+    d = rep.to_dict()
+    assert d["metrics"]["turns"] == 4 and d["metrics"]["passed"] == 2  # every item counts
+    assert [f["item_id"] for f in d["failures"]] == ["tune-0"]
+    assert {t["item_id"] for t in d["turns"]} == {"tune-0", "tune-3"}
+    assert d["heldout_withheld"] == 2
+    md = rep.to_markdown()
+    assert "secret question 1" not in md and "heldout-1" not in md and "tune-0" in md
+    assert "1 failure(s) of held-out items not listed" in md
+    rep.show_heldout = True
+    d = rep.to_dict()
+    assert [f["item_id"] for f in d["failures"]] == ["tune-0", "heldout-1"]
+    assert d["heldout_withheld"] == 0 and "secret question 1" in rep.to_markdown()

@@ -80,6 +80,14 @@ def register(app: typer.Typer) -> None:
             list[str] | None,
             typer.Option("--scenario", help="Run only items of this scenario / real sample."),
         ] = None,
+        show_heldout: Annotated[
+            bool,
+            typer.Option(
+                "--show-heldout",
+                help="List held-out items' questions, answers and failed checks (default: rates "
+                "only, so that whoever tunes the rules does not see them).",
+            ),
+        ] = False,
     ) -> None:
         """Run the eval questions on a backend; exit 1 when the pass rate is under --gate."""
         from advisor_chat.config import load_settings
@@ -99,12 +107,13 @@ def register(app: typer.Typer) -> None:
             done[0] += 1
             if not json_out:
                 mark = "✓" if tr.passed else ("-" if tr.error_kind == "skipped" else "✗")
-                err_console.print(
-                    f"[{done[0]}/{total}] {mark} {tr.item_id}#{tr.turn}", highlight=False
-                )
+                hidden = tr.split == "heldout" and not show_heldout
+                what = "held-out item" if hidden else f"{tr.item_id}#{tr.turn}"
+                err_console.print(f"[{done[0]}/{total}] {mark} {what}", highlight=False)
 
         report = run_eval(items, settings=settings, progress=progress)
         report.gate = gate
+        report.show_heldout = show_heldout
         # a named dataset gets its own report file (--dataset paraphrase -> paraphrase-offline.md)
         prefix = "".join(f"{d.stem}-" for d in dataset or [])
         jp, mp = report.write(out or _default_out(), prefix=prefix)

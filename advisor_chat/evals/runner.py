@@ -672,6 +672,18 @@ class EvalReport:
     load_s: dict[str, float] = field(default_factory=dict)
     gate: float | None = None
     warmup_s: float = 0.0
+    #: Show the held-out items' questions, answers and failed checks in :meth:`to_dict` /
+    #: :meth:`to_markdown`. Off by default: whoever tunes the rules reads these reports, and a
+    #: held-out item seen is no longer held out; its results still count in every rate.
+    show_heldout: bool = False
+
+    def _shown(self, turns: list[TurnResult]) -> list[TurnResult]:
+        return [t for t in turns if self.show_heldout or t.split != "heldout"]
+
+    @property
+    def withheld(self) -> int:
+        """Held-out turns whose details the reports leave out (0 with ``show_heldout``)."""
+        return len(self.turns) - len(self._shown(self.turns))
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -703,7 +715,7 @@ class EvalReport:
     def to_dict(self, *, answers: bool = True) -> dict[str, Any]:
         """JSON-ready form: metrics, breakdowns, every turn (with the answer when ``answers``)."""
         turns = []
-        for t in self.turns:
+        for t in self._shown(self.turns):
             d = t.to_dict()
             if not answers:
                 d.pop("answer", None)
@@ -730,8 +742,9 @@ class EvalReport:
                     "error": t.error,
                     "failed_checks": [c.__dict__ for c in t.score.failed()] if t.score else [],
                 }
-                for t in self.failures
+                for t in self._shown(self.failures)
             ],
+            "heldout_withheld": self.withheld,
             "skipped": [f"{t.item_id}#{t.turn}" for t in self.skipped],
             "profile_load_s": self.load_s,
             "warmup_s": self.warmup_s,
@@ -833,7 +846,14 @@ class EvalReport:
         lines += ["", f"## Failures ({len(self.failures)})", ""]
         if not self.failures:
             lines.append("None.")
-        for t in self.failures:
+        hidden = len(self.failures) - len(self._shown(self.failures))
+        if hidden:
+            lines.append(
+                f"{hidden} failure(s) of held-out items not listed (they count in every rate "
+                "above; `--show-heldout` lists them, and then they are no longer held out for "
+                "whoever reads them)."
+            )
+        for t in self._shown(self.failures):
             why = t.error or "; ".join(
                 f"{c.name}: {c.detail}" for c in (t.score.failed() if t.score else [])
             )
