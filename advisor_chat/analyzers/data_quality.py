@@ -40,7 +40,21 @@ _WARNING_ZH: dict[str, str] = {
     "matrix_unmapped": "通信矩阵中有无法对应到卡的条目",
     "no_profiler_output": "目录中没有找到 profiler 输出",
     "rank_unknown": "有目录无法确定卡号",
-    "trace_view_invalid": "trace_view.json 无法解析",
+    "trace_view_invalid": "trace_view.json 被截断、为空或不是合法的 JSON，已改用 CSV/DB 数据：这些卡缺少主机下发"
+    "（下发时延）相关的结论；请重新拷贝该文件或重新离线解析",
+    "missing_table": "部分卡缺少其他卡都有的数据（步骤时间、算子或通信：文件缺失，或只有表头没有数据），"
+    "跨卡比较不包含这些卡；请从训练机器重新拷贝这些文件",
+    "cluster_output_foreign": "目录中的 msprof-analyze cluster 结果不是旁边这些卡的分析结果，已忽略；"
+    "请对这些卡重新运行 msprof-analyze cluster",
+    "db_schema_unknown": "有 .db 文件不是 CANN msprof 的格式，其中的算子和步骤数据未被读取；请重新导出",
+    "folder_repeated": "有目录通过符号链接被重复指向，只读取了一次",
+    "invalid_values": "有数据行的数值不合理（负数、超出范围或无法解析），已按规则处理；请检查导出是否完整",
+    "metadata_invalid": "profiler_metadata.json（或数据库 META_DATA）中有类型错误的条目，已忽略：通信组或卡数可能不完整",
+    "mixed_runs": "各卡的数据看起来来自不同的采集（结束时间相差很大）：请只放同一次采集的数据",
+    "no_communication_level0": "Level0 采集不包含通信分析（没有 communication.json），通信相关结论无法给出",
+    "profiler_level2": "使用了 Level2 采集，会增加明显的主机和设备开销，测得的时间偏大",
+    "rank_id_invalid": "profiler_info 中的 rank_id 不是合法卡号，已改用文件名中的卡号；请检查文件是否损坏",
+    "rank_id_mismatch": "文件内的卡号与文件名或目录名中的卡号不一致，已按文件名中的卡号处理；请确认目录没有被改名或混放",
     "invalid_rank_id": "有卡号不合理（负数、非整数或超出任何集群规模），相应数据已按规则处理",
     "world_size_invalid": "元数据中的 world_size 不合理，已忽略",
     "file_changed": "有文件在读取后被修改",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import cast
 
 import numpy as np
@@ -311,9 +312,18 @@ def _findings(
     waiter_zh = "、".join(f"{int(r)}号卡（每个算子 {w:.1f} ms）" for r, w in pairs)
     for _, row in slow.iterrows():
         r = int(row["rank"])
+        # no step trace for this rank (absent or without rows): Computing and Free are unknown
+        no_trace = pd.isna(row["computing_delta_us"]) and pd.isna(row["free_delta_us"])
         cd = float(row["computing_delta_us"]) if pd.notna(row["computing_delta_us"]) else 0.0
         fd = float(row["free_delta_us"]) if pd.notna(row["free_delta_us"]) else 0.0
-        if cd > thr and cd >= fd:
+        if no_trace:
+            cat, cause, cause_zh = (
+                Category.UNKNOWN,
+                "its Computing and Free are unknown (no step trace rows for this rank)",
+                "其计算与空闲时间未知（该卡没有 step_trace 数据）",
+            )
+            tags = ["slow_rank"]
+        elif cd > thr and cd >= fd:
             cat, cause, cause_zh = (
                 Category.COMPUTE,
                 f"Computing is {ms(cd)} above the peers' median (excluding rank {r})",
@@ -363,7 +373,9 @@ def _findings(
         # what the others wait is measured by the collectives (the diagnosis attributes it); the
         # rank's own excess only bounds it
         wait_txt = (
-            f"; the other ranks wait for it (at most its excess, {ms(gain)} per step)"
+            "; the other ranks wait for it"
+            if others_wait and no_trace
+            else f"; the other ranks wait for it (at most its excess, {ms(gain)} per step)"
             if others_wait
             else f" (estimated {ms(gain)} per step)"
         )
@@ -409,7 +421,9 @@ def _findings(
             if unproven
             else f"{r}号卡 是慢卡：{cause_zh}{comm_zh}"
             + (
-                f"；其他卡在等待它（最多为它多出的 {ms(gain)}/步）"
+                "；其他卡在等待它"
+                if others_wait and no_trace
+                else f"；其他卡在等待它（最多为它多出的 {ms(gain)}/步）"
                 if others_wait
                 else f"；每步约 {ms(gain)}"
             )
@@ -436,8 +450,8 @@ def _findings(
                 summary_zh=summary_zh,
                 ranks=(r,),
                 metrics={
-                    "computing_delta_us": cd,
-                    "free_delta_us": fd,
+                    "computing_delta_us": math.nan if no_trace else cd,
+                    "free_delta_us": math.nan if no_trace else fd,
                     "votes": float(votes),
                     "ops_tested": float(tested),
                     "wait_ms": float(row["wait_ms"]) if pd.notna(row["wait_ms"]) else float("nan"),

@@ -73,7 +73,8 @@ def load_doc(path: Path) -> Any:
 
 
 CACHE_VERSION = (
-    "ingest-v13"  # v13: the AI Core Freq counter track (aicore_freq, a heavy table)
+    "ingest-v14"  # v14: a per-rank file with no rows is warned about as such (missing_table)
+    # v13: the AI Core Freq counter track (aicore_freq, a heavy table)
     # v12: host_dispatch carries the host's synchronize calls and api_duration_us
     # v11: a kernel_details.csv read later that ends inside a row is warned about
     # at load; v10: a rank folder with both the text and the DB export is warned

@@ -495,6 +495,23 @@ def _tables_of(u: RankData) -> set[str]:
     return have
 
 
+#: The text export's file of each table a rank may lack (``missing_table``).
+_TABLE_FILES = {
+    "step_trace": "step_trace_time.csv",
+    "kernels": "kernel_details.csv",
+    "comm_ops": "communication.json",
+}
+
+
+def _empty_file(u: RankData, table: str) -> Path | None:
+    """The rank's text-export file of ``table`` when it exists but gave no rows, else ``None``."""
+    name = _TABLE_FILES.get(table)
+    if name is None or u.export not in ("text", "mindspore"):
+        return None
+    f = Path(u.source_dir) / "ASCEND_PROFILER_OUTPUT" / name
+    return f if f.is_file() else None
+
+
 def _ranks_text(units: list[RankData]) -> str:
     rs = sorted(int(u.rank) for u in units if u.rank is not None)
     shown = ", ".join(str(r) for r in rs[:12]) + (" …" if len(rs) > 12 else "")
@@ -611,13 +628,30 @@ def check_units(units: list[RankData]) -> list[DataWarning]:
             have = [u for u in ranked if table in _tables_of(u)]
             lack = [u for u in ranked if table not in _tables_of(u)]
             if have and lack:
+                empty = _empty_file(lack[0], table)
+                who = _ranks_text(lack)
+                if empty is not None:  # the file names the folder
+                    who = f"{who.split(' (')[0]} ({show_path(empty)}"
+                    who += f" and {len(lack) - 1} more)" if len(lack) > 1 else ")"
+                state = (
+                    f"a {empty.name} with no rows (header only or empty: cut short when copied "
+                    "or written)"
+                    if empty is not None
+                    else f"no {what}"
+                )
+                fix = (
+                    f"Copy {empty.name} of {'that rank' if len(lack) == 1 else 'those ranks'} "
+                    "again from the training machine (or export the rank's profile again)"
+                    if empty is not None
+                    else "Copy the missing files from the training machine"
+                )
                 out.append(
                     DataWarning(
                         code="missing_table",
-                        message=f"{_ranks_text(lack)} have no {what} while {len(have)} other rank(s) "
-                        "do; conclusions that compare ranks on it leave them out. Copy the missing "
-                        "files from the training machine",
-                        path=lack[0].source_dir,
+                        message=f"{who} have {state}, while {len(have)} other "
+                        f"rank(s) have a {what.split(' (')[0]}; conclusions that compare ranks on "
+                        f"it leave them out. {fix}",
+                        path=str(empty) if empty is not None else lack[0].source_dir,
                         ranks=tuple(int(u.rank) for u in lack if u.rank is not None),
                     )
                 )

@@ -50,7 +50,14 @@ from advisor_chat.ingest.detect import Layout, detect, unit_files
 from advisor_chat.ingest.guard import check_units, repeat_warnings, show_path
 from advisor_chat.ingest.msprof import read_msprof_dir
 from advisor_chat.ingest.profile import DataWarning, Profile, TableSource
-from advisor_chat.ingest.rankdir import IMPLAUSIBLE, LEFT_OUT, OUTPUT, TableSink, read_rank_dir
+from advisor_chat.ingest.rankdir import (
+    IMPLAUSIBLE,
+    LEFT_OUT,
+    OUTPUT,
+    TableSink,
+    read_rank_dir,
+    trace_warning,
+)
 from advisor_chat.ingest.schema import (
     TABLE_SPECS,
     check_repeated_kernels,
@@ -917,14 +924,7 @@ def _trace_job(job: tuple[str, int]) -> tuple[pd.DataFrame, DataWarning | None]:
     try:
         return read_host_dispatch(Path(path), rank), None
     except TraceInvalid as exc:
-        return pd.DataFrame(), DataWarning(
-            code="trace_view_invalid",
-            message=f"{path} is truncated or invalid JSON ({str(exc)[:80]}); fell back to CSV/DB "
-            "data: host-dispatch (launch delay) facts are missing for this rank. Copy the file "
-            "again or re-run the offline parse to get them",
-            path=str(path),
-            ranks=(rank,),
-        )
+        return pd.DataFrame(), trace_warning(Path(path), str(exc), rank)
     except PermissionError:
         return pd.DataFrame(), lazy_skip_warning(
             path, rank, "host_dispatch", unreadable(Path(path))

@@ -271,10 +271,16 @@ def _ends_like_json(path: Path) -> bool:
     return tail.endswith((b"]", b"}"))
 
 
-def _trace_warning(tv: Path, why: str, rank: int | None) -> DataWarning:
+def trace_warning(tv: Path, why: str, rank: int | None) -> DataWarning:
+    """The ``trace_view_invalid`` warning of an empty, truncated or invalid trace_view.json."""
+    try:
+        empty = tv.stat().st_size == 0
+    except OSError:
+        empty = False
+    state = "is empty (0 bytes)" if empty else f"is truncated or invalid JSON ({why[:80]})"
     return DataWarning(
         code="trace_view_invalid",
-        message=f"{tv} is truncated or invalid JSON ({why[:80]}); fell back to CSV/DB "
+        message=f"{tv} {state}; fell back to CSV/DB "
         "data: host-dispatch (launch delay) facts are missing for this rank. Copy the file "
         "again or re-run the offline parse to get them",
         path=str(tv),
@@ -598,13 +604,13 @@ def read_rank_dir(
         if tv_whole:
             heavy_files["host_dispatch"] = str(tv)
         else:
-            rd.warnings.append(_trace_warning(tv, "the file does not end with ']' or '}'", rank))
+            rd.warnings.append(trace_warning(tv, "the file does not end with ']' or '}'", rank))
     elif "host_dispatch" not in rd.tables and tv is not None:
         try:
             rd.add("host_dispatch", read_host_dispatch(tv, rank), tv)
             rd.parsed_files += 1
         except TraceInvalid as exc:
-            rd.warnings.append(_trace_warning(tv, str(exc), rank))
+            rd.warnings.append(trace_warning(tv, str(exc), rank))
         except PermissionError as exc:
             from advisor_chat.ingest.common import unreadable
 
