@@ -861,7 +861,7 @@ _BACKWARD = ("grad", "backward")
 
 @dataclass(frozen=True)
 class JobIdleShape:
-    """Where the idle every rank shares sits in the step (``kernel_details.csv`` Wait Time).
+    """Where the idle every rank shares sits in the step (Free gaps between ``kernel_details.csv`` tasks).
 
     Attributes:
         kind: ``stretch`` (one long gap per step at the same place), ``before_ops`` (many gaps,
@@ -892,11 +892,42 @@ class JobIdleShape:
     kernel_us: float = math.nan
 
 
+def _free_gaps(k: pd.DataFrame) -> pd.DataFrame:
+    """Replace each kernel's Wait Time by the Free before it: the time no task ran on any stream.
+
+    ``k``: one rank's or several ranks' kernels sorted by (rank, start), columns rank, start (µs),
+    dur (µs), wait (µs), op. A kernel's Wait Time (``kernel_details.csv``) is the idle on its own
+    stream, so the compute stream's gap while a collective runs on the communication stream counts
+    there although it is Communication, not Free. The gap before a kernel to the latest end of every
+    earlier task of its rank is the Free of ``step_trace_time.csv`` (Overlap Analysis: neither
+    computing nor communicating); summed over a step it matches that file's Free. ``prev`` is the
+    operator whose end closes the gap (the task that ended last). Without durations the Wait Time
+    stays, and ``prev`` is the kernel before on any stream.
+
+    Returns:
+        ``k`` with ``wait`` (µs, ≥ 0; the rank's first kernel keeps its Wait Time) and ``prev``.
+    """
+    by_rank = k.groupby("rank", sort=False)
+    end = k["start"] + k["dur"]
+    if not end.notna().any():
+        return k.assign(prev=by_rank["op"].shift().fillna(""))
+    end = end.fillna(k["start"])
+    latest = end.groupby(k["rank"]).cummax()
+    # the operator holding the running latest end: the rows that set a new maximum, carried forward
+    owner = k["op"].where(end >= latest).groupby(k["rank"]).ffill()
+    gap = k["start"] - latest.groupby(k["rank"]).shift()
+    return k.assign(
+        wait=gap.fillna(k["wait"]).clip(lower=0.0),
+        prev=owner.groupby(k["rank"]).shift().fillna(""),
+    )
+
+
 def job_idle_shape(profile: Profile, ranks: Sequence[int]) -> JobIdleShape | None:
     """Where the job's shared idle sits: one stretch, the gaps before some operators, or between short kernels.
 
     Reads every kernel (collectives included) of up to ``PEER_SAMPLE`` of ``ranks`` in start
-    order; a kernel's Wait Time is the device idle before it. ``None`` without Wait Time, or when
+    order; the idle before a kernel is the Free before it (:func:`_free_gaps`: no task on any
+    stream), not its own stream's Wait Time. ``None`` without Wait Time, or when
     the idle is neither one stretch (``STRETCH_SHARE``), nor held by one or two operator types
     (``BEFORE_OPS_SHARE``), nor spread before short kernels (``TINY_RUN_SHARE``, see
     :func:`_tiny_run`).
@@ -930,7 +961,7 @@ def job_idle_shape(profile: Profile, ranks: Sequence[int]) -> JobIdleShape | Non
             "name": name.str.lower().to_numpy(),
         }
     ).sort_values(["rank", "start"], kind="stable")
-    k["prev"] = k.groupby("rank")["op"].shift().fillna("")
+    k = _free_gaps(k)
     k = k[k["step"] >= 0] if (k["step"] >= 0).any() else k
     units = k.groupby(["step", "rank"], sort=False)
     total = units["wait"].sum()
@@ -999,12 +1030,11 @@ def _tiny_run(
     """The idle spread over the gaps before many short kernels (``tiny_run``), or ``None``.
 
     Short: under ``TINY_KERNEL_US`` of device time; their gaps must hold ``TINY_RUN_SHARE`` of the
-    compute stream's Wait Time (which also holds the waits for exposed communication, not Free).
-    ``idle_us``: their gaps per (step, rank), median; ``share``: of the compute stream's Wait Time. ``before``: their operator types, most idle first (up to 4); ``after_collective``:
-    most of that idle comes after the step's last collective (where the optimizer step runs).
+    Free (``tot``: every gap of the sampled units, :func:`_free_gaps`). ``idle_us``: their gaps per
+    (step, rank), median; ``share``: of that Free. ``before``: their operator types, most idle
+    first (up to 4); ``after_collective``: most of that idle comes after the step's last
+    collective (where the optimizer step runs).
     """
-    # of the compute stream's idle: a collective's Wait Time is the gap on its own stream
-    tot = float(comp["wait"].sum())
     tiny = comp[(comp["dur"] < TINY_KERNEL_US) & (comp["wait"] > 0)]
     if tiny.empty or tot <= 0 or float(tiny["wait"].sum()) / tot < TINY_RUN_SHARE:
         return None

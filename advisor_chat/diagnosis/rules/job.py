@@ -133,8 +133,8 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     if missing:
         who, who_zh = "the ranks present wait", "现有的卡"
         slow = (
-            f"none of them is slow; the {len(missing)} missing rank(s) could be, which these "
-            "ranks cannot tell"
+            f"none of them is slow; whether one of the {len(missing)} missing rank(s) is, "
+            "these ranks cannot tell"
         )
         slow_zh = f"其中没有慢卡；缺少的 {len(missing)} 张卡是否慢，从现有数据无法判断"
     else:
@@ -220,12 +220,12 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             victims=victims,
             summary=(
                 f"{sc.every[0].upper()}{sc.every[1:]} idles: median Free {ms(med)} per step "
-                f"({pct(float(share.median()))} of the step){where}, from {ms(gain)} to "
-                f"{ms(gain + spread)} across ranks: {who} for {outside}, {slow}."
+                f"({pct(float(share.median()))} of the step; {ms(gain)} to {ms(gain + spread)} "
+                f"across ranks){where}: {who} for {outside}, {slow}."
             ),
             summary_zh=(
-                f"{sc.every_zh}都在空闲：每步空闲时间中位数 {ms(med)}（占步长 {pct(float(share.median()))}）"
-                f"{where_zh}，各卡在 {ms(gain)} 到 {ms(gain + spread)} 之间：{who_zh}在等{outside_zh}，"
+                f"{sc.every_zh}都在空闲：每步空闲时间中位数 {ms(med)}（占步长 {pct(float(share.median()))}，"
+                f"各卡在 {ms(gain)} 到 {ms(gain + spread)} 之间）{where_zh}：{who_zh}在等{outside_zh}，"
                 f"{slow_zh}。"
             ),
             metrics={
@@ -408,19 +408,29 @@ def _idle_shape_text(
     remedies).
     """
     ub = BoundKind.UPPER_BOUND
-    # the kernels' Wait Time also counts waits behind other streams: the share of the idle it
-    # places, applied to the rank's Free, keeps the figures within the Free they explain
+    # the share of the idle the shape places, applied to the rank's Free, keeps the figures
+    # within the Free they explain (the sampled ranks' gaps against the median rank's Free)
     idle = min(shape.idle_us, shape.share * free_us) if free_us > 0 else shape.idle_us
     if shape.kind == "tiny_run":  # its idle is measured as such; its share is of the Free
         idle = min(shape.idle_us, free_us) if free_us > 0 else shape.idle_us
         return _tiny_run_text(shape, idle, idle / free_us if free_us > 0 else 1.0, shared_free_us)
     if shape.kind == "stretch":
         before, after = shape.before[0], shape.after
-        en = (
-            f"{ms(idle)} of it in one stretch per step, after {after} and before "
-            f"{before} on every rank"
+        # (a DB export may leave a task's type and name empty: then only the side that has one)
+        en_at = " and ".join(
+            x
+            for x in (f"after {after}" if after else "", f"before {before}" if before else "")
+            if x
         )
-        zh = f"其中 {ms(idle)} 是每步一整段，位于 {after} 之后、{before} 之前（所有卡相同）"
+        zh_at = "、".join(
+            x for x in (f"{after} 之后" if after else "", f"{before} 之前" if before else "") if x
+        )
+        en = f"{ms(idle)} of it in one stretch per step" + (
+            f", {en_at} on every rank" if en_at else " on every rank"
+        )
+        zh = f"其中 {ms(idle)} 是每步一整段" + (
+            f"，位于 {zh_at}（所有卡相同）" if zh_at else "（所有卡相同）"
+        )
         gather = "gather" in before.lower() or "broadcast" in before.lower()
         if shape.after_collective and gather:
             # between the gradient reduction and the next parameter gather: where the
@@ -447,10 +457,10 @@ def _idle_shape_text(
         else:
             rem = Remedy(
                 "action",
-                f"Find what the training loop does between {after} and {before} (a CPU-side "
-                "step, a synchronization, logging or checkpointing) and take it off the "
-                "critical path: run it on the NPU, overlap it, or do it less often.",
-                f"找出训练循环在 {after} 与 {before} 之间做了什么（CPU 上的计算、同步、日志或保存检查点），"
+                f"Find what the training loop does {en_at or 'at that point of the step'} "
+                "(a CPU-side step, a synchronization, logging or checkpointing) and take it off "
+                "the critical path: run it on the NPU, overlap it, or do it less often.",
+                f"找出训练循环在 {zh_at or '步的这个位置'}做了什么（CPU 上的计算、同步、日志或保存检查点），"
                 "把它移出关键路径：放到 NPU 上、与计算重叠，或降低频率。",
                 shared_free_us,
                 ub,
@@ -603,11 +613,14 @@ def _job_dispatch_bound(
         )
     if short:
         parts_en.append(
-            f"kernels run {kern:.1f} µs (median), about as long as the {gap:.1f} µs the device "
-            "waits before each: too little work per launch"
+            f"kernels run {kern:.1f} µs (median), "
+            f"{'about as long as' if kern >= 0.5 * gap else 'shorter than'} the {gap:.1f} µs the "
+            "device waits before each: too little work per launch"
         )
         parts_zh.append(
-            f"算子执行时间中位数 {kern:.1f} µs，与每个算子前设备等待的 {gap:.1f} µs 相当：每次下发的工作量太小"
+            f"算子执行时间中位数 {kern:.1f} µs，"
+            f"{'与' if kern >= 0.5 * gap else '短于'}每个算子前设备等待的 {gap:.1f} µs"
+            f"{'相当' if kern >= 0.5 * gap else ''}：每次下发的工作量太小"
         )
     lead_en = f" ({'; '.join(parts_en)})" if parts_en else ""
     lead_zh = f"（{'；'.join(parts_zh)}）" if parts_zh else ""
