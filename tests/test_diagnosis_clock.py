@@ -117,3 +117,25 @@ def test_the_generator_records_a_throttled_clock(scenario, export: str) -> None:
     assert c.metrics["aicore_clock_mhz"] == pytest.approx(AICORE_MHZ / THROTTLE_FACTOR, rel=1e-3)
     assert c.metrics["peer_aicore_clock_mhz"] == pytest.approx(AICORE_MHZ)
     assert c.remedies[0].text.startswith(f"Find why rank {culprit} is down-clocked")
+
+
+def test_an_onset_states_what_each_slow_step_costs(scenario) -> None:
+    """A rank slow from a step to the end of the capture: the gain says what fixing it saves per
+    step from the onset on (its slow steps' median over the clean steps'), besides the capture's
+    average; the steps are the answer key's."""
+    from advisor_chat.agent.project import gain_phrase, how_much
+
+    root = scenario("throttle-onset")
+    key = json.loads((root / "answer_key.json").read_text())["root_cause"]
+    d = diagnose(load_profile(root, use_cache=False))
+    c = d.top()
+    assert c is not None and c.gain_us is not None
+    onset = c.metrics["onset_cost_per_step_us"]
+    assert c.metrics["onset_step"] == key["steps"][0]
+    assert onset == pytest.approx(c.metrics["hit_step_us"] - c.metrics["clean_step_us"])
+    # averaged over every captured step, clean ones included, the gain is smaller
+    assert c.gain_us < onset
+    en, zh = gain_phrase(c, False), gain_phrase(c, True)
+    assert f"from step {key['steps'][0]} on" in en and f"从第 {key['steps'][0]} 步起" in zh
+    text = " ".join(how_much(d, False).lines)
+    assert "would run at about the clean steps'" in text

@@ -909,7 +909,9 @@ class Planner:
         cases: list[CaseHit] = []
         search = (
             self.call(
-                "search_cases", {"query": q.text, "symptom_tags": tags or None, "k": 10}, outputs
+                "search_cases",
+                {"query": case_query(q, causes), "symptom_tags": tags or None, "k": 10},
+                outputs,
             )
             if (cited or causes) and tags
             else None
@@ -1627,6 +1629,22 @@ def lead_tag(cause: RootCause) -> str | None:
     return _LEAD_TAG.get(cause.mechanism.value)
 
 
+def case_query(q: Query, causes: Sequence[RootCause]) -> str:
+    """The case search's query text: what the question and the diagnosis are about, in English.
+
+    Built from the parsed question (its intent, topics, suspected causes, operators) and the top
+    causes' English summaries rather than the question's own words, so that an English and a
+    Chinese question that parse alike cite the same cases. The question text itself only when
+    neither says anything (no cause, no topic).
+    """
+    parts = [c.summary for c in causes[:2]]
+    parts += [q.intent.replace("_", " ")]
+    parts += [t.replace("_", " ") for t in (*q.topics, *q.hypotheses)]
+    parts += list(q.ops)
+    text = " ".join(x for x in parts if x).strip()
+    return text if causes or q.topics or q.hypotheses else q.text
+
+
 def lead_case_first(
     cases: Sequence[CaseHit], hits: Sequence[CaseHit], lead: str | None, limit: int = 4
 ) -> list[CaseHit]:
@@ -1787,8 +1805,11 @@ def build_suggestions(
         if causes and (hc is None or not case_fits_cause(h.symptom_tags, hc)):
             continue  # the case's symptoms are not measured for any cause of this diagnosis
         if hc is not None:
-            # the cause's gain only for a remedy acting on that cause's mechanism
-            gain = hc.gain_us if case_acts_on(h.symptom_tags, hc) else None
+            # the cause's gain only for a case about that cause's mechanism (its first tag): a
+            # case that shares a secondary tag (a dataloader case's host_bound) acts on part of
+            # it at most, by an amount this data does not give
+            lead = lead_tag(hc)
+            gain = hc.gain_us if lead is not None and list(h.symptom_tags)[:1] == [lead] else None
         else:
             gain = f.estimated_gain_us if f else None
         texts: list[str] = []

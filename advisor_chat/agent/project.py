@@ -15,6 +15,7 @@ for it.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -184,6 +185,18 @@ def gain_phrase(c: RootCause, zh: bool) -> str:
             f"消除全部 {n_ev} 个停顿事件后每步{kind_zh}节省 {g}（所有事件合计）"
             if zh
             else f"removing all {n_ev} stall events saves {kind_en} {g} per step (all events together)"
+        )
+    onset = c.metrics.get("onset_cost_per_step_us")
+    if onset is not None and math.isfinite(onset) and "onset_step" in c.metrics:
+        # slow from a step to the end of the capture: what it costs from then on, and the
+        # capture's average (the figure causes are ranked by)
+        st = int(c.metrics["onset_step"])
+        return (
+            f"修复后从第 {st} 步起每步约节省 {us(onset)}（变慢的步与正常步的中位数之差；"
+            f"按全部采集步平均为 {g}）"
+            if zh
+            else f"fixing it saves about {us(onset)} per step from step {st} on (its slow steps' "
+            f"median against the clean steps'; {g} averaged over every captured step)"
         )
     if c.bound == BoundKind.UPPER_BOUND:
         return (
@@ -2004,6 +2017,16 @@ def how_much(d: Diagnosis, zh: bool, *, share: bool = False) -> Projection:
                 else f"; the average step of {us(d.step_time_us)} would take about {us(after)} "
                 f"({pct(frac)} less)"
             )
+    hit, clean = top.metrics.get("hit_step_us"), top.metrics.get("clean_step_us")
+    if top.metrics.get("onset_cost_per_step_us") is not None and hit and clean:
+        # slow from a step on: its slow steps would run as the clean ones do
+        frac = top.metrics.get("onset_cost_share", (hit - clean) / hit)
+        after_txt = (
+            f"；变慢的步（中位数 {us(hit)}）修复后约为正常步的 {us(clean)}（少 {pct(frac)}）"
+            if zh
+            else f"; its slow steps (median {us(hit)}) would run at about the clean steps' "
+            f"{us(clean)} ({pct(frac)} less)"
+        )
     if share:  # the shares the cause states first, then what fixing it gives
         p.lines.append(
             f"{_sentence(summary(top, zh), zh)}修复{label(top.culprit, zh)}：{g}{after_txt}。"
@@ -2401,7 +2424,8 @@ def job_question(
     real = _real(d)
     jobs = [c for c in real if _job_level(c)]
     if idle or only_idle:
-        idle_causes = [c for c in jobs if c.mechanism == Mechanism.JOB_IDLE]
+        # the job's idle: unexplained, or the host's dispatch (a job-wide host stall)
+        idle_causes = [c for c in jobs if c.mechanism in (Mechanism.JOB_IDLE, Mechanism.HOST_STALL)]
         jobs = idle_causes if only_idle else (idle_causes or jobs)
     if not jobs:
         return None

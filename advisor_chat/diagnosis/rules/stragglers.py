@@ -991,16 +991,6 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
     )
     slow_step = float(f[f["step"].isin(steps)].groupby("step")["step_us"].median().median())
     pair_txt = ", ".join(f"({s}, {r})" for s, r in pairs[:12]) + (" ..." if len(pairs) > 12 else "")
-    ex = (
-        None
-        if host
-        else explain_device(
-            device_account(ctx.profile, [(e.step, e.rank) for e in events], ctx.ranks),
-            "the late rank of each step" if len(ranks) > 1 else f"rank {ranks[0]}",
-            "每步较晚的卡" if len(ranks) > 1 else f"{ranks[0]}号卡",
-            per_step,
-        )
-    )
     all_steps = sorted(int(x) for x in f["step"].unique())
     # one rank late in several steps: in which steps, and whether it stays slow from one step on
     onset = (
@@ -1008,6 +998,24 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
         and len(steps) >= 2
         and list(steps) == all_steps[all_steps.index(steps[0]) :]
         and steps[0] != all_steps[0]
+    )
+    # slow from a step to the end: what each step costs from then on (its slow steps' median over
+    # the clean steps') is what a fix gives back per step; the capture's average ranks the cause
+    onset_cost = (
+        slow_step - clean_step
+        if onset and math.isfinite(clean_step) and slow_step > clean_step
+        else math.nan
+    )
+    fix_us = onset_cost if math.isfinite(onset_cost) else per_step
+    ex = (
+        None
+        if host
+        else explain_device(
+            device_account(ctx.profile, [(e.step, e.rank) for e in events], ctx.ranks),
+            "the late rank of each step" if len(ranks) > 1 else f"rank {ranks[0]}",
+            "每步较晚的卡" if len(ranks) > 1 else f"{ranks[0]}号卡",
+            fix_us,
+        )
     )
     steps_txt = ", ".join(str(x) for x in steps)
     kind = "host stalls (device Free)" if host else "compute spikes"
@@ -1221,6 +1229,16 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             **(hung[2] if hung is not None else {}),
             **(ex.metrics if ex is not None else {}),
             **({"onset_step": float(steps[0])} if onset else {}),
+            # what each step costs from the onset on (hit steps' median over the clean steps'):
+            # the rank stays slow, so this is what fixing it saves per step from then on
+            **(
+                {
+                    "onset_cost_per_step_us": onset_cost,
+                    "onset_cost_share": onset_cost / slow_step,
+                }
+                if math.isfinite(onset_cost)
+                else {}
+            ),
             **({"period_steps": float(period)} if period else {}),
         },
         findings=findings,
@@ -1229,13 +1247,20 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
         bound=BoundKind.ESTIMATE,
         remedies=(
             first,
-            Remedy(
-                "check",
-                f"Open the host timeline ({where}) of the listed (step, rank) pairs and look at "
-                "what the host does during the stall (long gaps with no launches, GC-like "
-                "pauses, file or checkpoint writes).",
-                f"打开所列（步, 卡）的主机时间线（{where_zh}），查看阻塞期间主机在做什么"
-                "（没有下发的长间隙、类似垃圾回收的停顿、写文件或保存检查点）。",
+            # the host timeline only where the host is behind (a device explanation has its own)
+            *(
+                ()
+                if ex is not None
+                else (
+                    Remedy(
+                        "check",
+                        f"Open the host timeline ({where}) of the listed (step, rank) pairs and "
+                        "look at what the host does during the stall (long gaps with no "
+                        "launches, GC-like pauses, file or checkpoint writes).",
+                        f"打开所列（步, 卡）的主机时间线（{where_zh}），查看阻塞期间主机在做什么"
+                        "（没有下发的长间隙、类似垃圾回收的停顿、写文件或保存检查点）。",
+                    ),
+                )
             ),
         ),
         symptom_tags=("step_jitter", "first_collective_late", "hccl_timeout_risk")
