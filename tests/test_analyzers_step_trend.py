@@ -71,6 +71,20 @@ def test_step_change_point_found() -> None:
     assert len(deg) == 1 and deg[0].id == "step_trend.degradation.cluster"
     assert deg[0].ranks == (0, 1, 2, 3)
     assert deg[0].metrics["change_point_step"] == 6
+    # one jump is said as a jump between two levels, not as a slope through it
+    assert deg[0].metrics["step_change"] == 1.0
+    assert "jumps at step 6, from 10000 us" in deg[0].summary and "12000 us" in deg[0].summary
+    assert "slope" not in deg[0].summary and "突然升高" in deg[0].summary_zh
+
+
+def test_steady_growth_is_not_a_step_change() -> None:
+    grow = [10_000.0 + 200.0 * i for i in range(10)]
+    (deg,) = [
+        f
+        for f in step_trend(_profile({0: grow, 1: grow}), StepTrendParams()).findings
+        if f.kind is FindingKind.DEGRADATION
+    ]
+    assert deg.metrics["step_change"] == 0.0 and "slope 200 us/step" in deg.summary
 
 
 def test_noise_without_trend_is_not_degradation_but_outlier_found() -> None:

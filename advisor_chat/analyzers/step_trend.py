@@ -91,6 +91,11 @@ def _series(profile: Profile) -> tuple[pd.DataFrame, str]:
     return pd.DataFrame(columns=["rank", "step", "step_us"]), ""
 
 
+#: The step time changes in one step rather than growing steadily when two levels (before and after
+#: the change point) leave at most this share of the fitted line's squared residual.
+STEP_CHANGE_SSE = 0.5
+
+
 def _per_rank(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Vectorized per-rank statistics; returns (rows with flags, per-rank summary)."""
     df = df.sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
@@ -141,7 +146,12 @@ def _per_rank(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     df["_mb"] = mean_before
     df["_ma"] = mean_after
     idx = df.groupby("rank")["_score"].idxmax()
-    cp = df.loc[idx, ["rank", "step", "_mb", "_ma"]].set_index("rank")
+    cp = df.loc[idx, ["rank", "step", "_mb", "_ma", "_score"]].set_index("rank")
+    # two levels (before / after the change point) against the line: the score squared is the
+    # between-levels sum of squares, so the two-level residual is the total minus it
+    ss_tot = ((y - ym) ** 2).groupby(df["rank"]).sum()
+    sse_line = (resid**2).groupby(df["rank"]).sum()
+    sse_step = (ss_tot - cp["_score"].clip(lower=0.0) ** 2).clip(lower=0.0)
     next_step = g["step"].shift(-1)
     cp["change_point_step"] = next_step.loc[idx].to_numpy()
 
@@ -163,6 +173,8 @@ def _per_rank(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             "change_point_step": cp["change_point_step"],
             "mean_before_us": cp["_mb"],
             "mean_after_us": cp["_ma"],
+            # a step change: two levels leave at most STEP_CHANGE_SSE of the line's residual
+            "step_change": sse_step <= STEP_CHANGE_SSE * sse_line,
         }
     )
     summ["growth_ratio"] = (summ["fit_last_us"] - summ["fit_first_us"]) / summ["fit_first_us"]
@@ -295,19 +307,36 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
             cp = row["change_point_step"]
             cp_txt = f"; the largest shift is before step {int(cp)}" if pd.notna(cp) else ""
             cp_zh = f"；最大的均值跳变发生在 step {int(cp)} 之前" if pd.notna(cp) else ""
+            # one jump (an onset) is said as such, not as a slope through it
+            jump = (
+                pd.notna(cp)
+                and bool(part["step_change"].all())
+                and float(row["mean_after_us"]) > float(row["mean_before_us"])
+            )
             findings.append(
                 Finding(
                     id="step_trend.degradation." + ("cluster" if cluster else f"r{flagged[0]}"),
                     kind=FindingKind.DEGRADATION,
                     severity=Severity.from_share(max(share, 0.0)),
                     summary=(
-                        f"{who}: step time grows {growth:.1%} over {int(row['n_steps'])} steps "
+                        f"{who}: step time jumps at step {int(cp)}, from "
+                        f"{float(row['mean_before_us']):.0f} us (mean before) to "
+                        f"{float(row['mean_after_us']):.0f} us (mean from then on): a step change, "
+                        "not a steady growth (two levels fit the steps better than a line)."
+                        f"{drivers_txt}"
+                        if jump
+                        else f"{who}: step time grows {growth:.1%} over {int(row['n_steps'])} steps "
                         f"(slope {float(row['slope_us_per_step']):.0f} us/step, fitted "
                         f"{float(row['fit_first_us']):.0f} -> {float(row['fit_last_us']):.0f} us){cp_txt}."
                         f"{drivers_txt}"
                     ),
                     summary_zh=(
-                        f"{who_zh}：step 耗时在 {int(row['n_steps'])} 个 step 内增长 {growth:.1%}"
+                        f"{who_zh}：step 耗时在第 {int(cp)} 步突然升高，从之前平均 "
+                        f"{float(row['mean_before_us']):.0f} us 升到之后平均 "
+                        f"{float(row['mean_after_us']):.0f} us：是一次跳变，而不是持续增长"
+                        f"（两段水平比一条直线更贴合）。{drivers_zh}"
+                        if jump
+                        else f"{who_zh}：step 耗时在 {int(row['n_steps'])} 个 step 内增长 {growth:.1%}"
                         f"（斜率 {float(row['slope_us_per_step']):.0f} us/step，拟合值 "
                         f"{float(row['fit_first_us']):.0f} -> {float(row['fit_last_us']):.0f} us）{cp_zh}。"
                         f"{drivers_zh}"
@@ -322,6 +351,7 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
                         "n_steps": float(row["n_steps"]),
                         "growth_threshold_ratio": GROWTH_RATIO,
                         "ranks_degrading": float(len(degrading)),
+                        "step_change": 1.0 if jump else 0.0,
                         **(
                             {
                                 "change_point_step": float(cp),
