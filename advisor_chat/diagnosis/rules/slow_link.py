@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from advisor_chat.analyzers._common import format_ranks
 from advisor_chat.analyzers.base import Category, Finding, FindingKind
 from advisor_chat.diagnosis.context import Context
 from advisor_chat.diagnosis.rules.common import VICTIM_MIN_SHARE, _claim, _severity
@@ -171,7 +172,200 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
                 own=own,
             )
         )
-    return _one_cause_per_link(out, flaps)
+    return _one_cause_per_link_set(ctx, _one_cause_per_link(out, flaps))
+
+
+#: Slow links among k ranks are one fault of those ranks' interconnect when at least this share of
+#: the k (k - 1) / 2 pairs among them is slow (a mesh segment, not a chain of separate links).
+LINK_SET_SHARE = 0.8
+#: ... and they are at least this many ranks (two ranks are one link).
+LINK_SET_MIN_RANKS = 3
+
+
+def _one_cause_per_link_set(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """Slow links that connect most pairs of a set of ranks are one cause: that set's interconnect.
+
+    One degraded HCCS mesh (a board, the NPUs of one tensor-parallel group) slows every link among
+    its NPUs: each link alone is a slow-link cause, but the fault is one. Rule: per transport, the
+    connected components of the slow links (both directions already merged); a component of at
+    least ``LINK_SET_MIN_RANKS`` ranks whose slow pairs are at least ``LINK_SET_SHARE`` of all its
+    pairs becomes one cause whose culprit is those ranks (named as the communication group whose
+    ranks they are, when one is). Its cost is the largest of its links' transit excess (the links
+    of one collective transfer at the same time), never their sum. Other links stay as they are.
+    """
+    links = [c for c in causes if c.culprit.link is not None and c.mechanism is Mechanism.SLOW_LINK]
+    if len(links) < LINK_SET_MIN_RANKS:
+        return causes
+    parent: dict[tuple[str, int], tuple[str, int]] = {}
+
+    def find(x: tuple[str, int]) -> tuple[str, int]:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    for c in links:
+        a, b = c.culprit.link  # type: ignore[misc]
+        t = c.culprit.transport
+        parent[find((t, a))] = find((t, b))
+    comps: dict[tuple[str, int], list[RootCause]] = defaultdict(list)
+    for c in links:
+        comps[find((c.culprit.transport, c.culprit.link[0]))].append(c)  # type: ignore[index]
+    merged: dict[int, RootCause] = {}
+    drop: set[int] = set()
+    for members in comps.values():
+        ranks = sorted({r for c in members for r in c.culprit.ranks})
+        k = len(ranks)
+        pairs = {tuple(sorted(c.culprit.link)) for c in members}  # type: ignore[arg-type]
+        if k < LINK_SET_MIN_RANKS or len(pairs) < LINK_SET_SHARE * k * (k - 1) / 2:
+            continue
+        members.sort(key=lambda c: -(c.gain_us or 0.0))
+        merged[id(members[0])] = _link_set_cause(ctx, members, ranks)
+        drop.update(id(c) for c in members[1:])
+    return [merged.get(id(c), c) for c in causes if id(c) not in drop]
+
+
+def _group_excess(ctx: Context, group: str, name: str) -> tuple[float, float, float] | None:
+    """A group's time in its own collectives against the other groups of its kind.
+
+    ``comm_ops`` Elapse Time summed per (rank, step) in each group, averaged per group; the
+    groups of the same ``group_name`` (e.g. every ``tp`` group) are its peers. Returns (excess µs
+    per step, the group's ms per step, the peers' median ms per step), or ``None`` without peers.
+    """
+    if not name:
+        return None
+    c = ctx.profile.get("comm_ops")
+    g = ctx.profile.get("comm_groups")
+    if c.empty or g.empty or "group_name" not in g.columns or "elapse_ms" not in c.columns:
+        return None
+    kin = set(g.loc[g["group_name"].astype(str) == name, "group"].astype(str))
+    if group not in kin or len(kin) < 2:
+        return None
+    cc = c[c["group"].astype(str).isin(kin)]
+    per = cc.groupby([cc["group"].astype(str), "rank", "step"])["elapse_ms"].sum()
+    by_group = per.groupby(level=0).mean()
+    if group not in by_group.index or len(by_group) < 2:
+        return None
+    own = float(by_group[group])
+    peer = float(by_group.drop(group).median())
+    return (own - peer) * 1000.0, own * 1000.0, peer * 1000.0
+
+
+def _link_set_cause(ctx: Context, members: list[RootCause], ranks: list[int]) -> RootCause:
+    """The one cause of the slow links among ``ranks`` (``members``: their causes, costliest first)."""
+    top = members[0]
+    t = top.culprit.transport
+    k = len(ranks)
+    bws = [float(c.metrics["bandwidth_gbps"]) for c in members] + [
+        float(c.metrics["bandwidth_gbps_reverse"])
+        for c in members
+        if "bandwidth_gbps_reverse" in c.metrics
+    ]
+    med = float(top.metrics["median_gbps"])
+    extra = float(top.gain_us or 0.0)
+    rl = format_ranks(ranks)
+    # the communication group these ranks make up, when one does (a tensor-parallel group)
+    grp, grp_zh, gid, gname = "", "", "", ""
+    g = ctx.profile.get("comm_groups")
+    if not g.empty and {"group", "ranks"} <= set(g.columns):
+        for _, row in g.iterrows():
+            rs = row["ranks"]
+            if isinstance(rs, (list, tuple, np.ndarray)) and sorted(int(x) for x in rs) == ranks:
+                name = str(row.get("group_name") or "").strip()
+                gid, gname = str(row["group"]), name
+                grp = f"{name} group {row['group']}" if name else f"group {row['group']}"
+                grp_zh = f"{name} 通信域 {row['group']}" if name else f"通信域 {row['group']}"
+                break
+    # measured on the collectives: the group's time in its own collectives against the groups of
+    # the same kind (the other tensor-parallel groups), per rank and step
+    cmp = _group_excess(ctx, gid, gname) if gid else None
+    if cmp is not None and cmp[0] > extra:
+        extra = cmp[0]
+    who = f"ranks {rl}" + (f" ({grp})" if grp else "")
+    who_zh = f"{rl}号卡" + (f"（{grp_zh}）" if grp_zh else "")
+    short = f" ({gname} group)" if gname else ""
+    short_zh = f"（{gname} 通信域）" if gname else ""
+    # the other ranks wait for the set's collectives, up to their own exposed communication
+    victims: dict[int, Impact] = {}
+    for v in ctx.ranks:
+        if v in set(ranks) or v not in ctx.per_rank.index:
+            continue
+        lost = min(extra, ctx.val(v, "communication_not_overlapped_exclude_receive_us"))
+        share = share_of(lost, ctx.val(v, "step_us"))
+        if share >= VICTIM_MIN_SHARE:
+            victims[v] = Impact(v, lost, share, "collective_wait")
+    n_pairs = len({tuple(sorted(c.culprit.link)) for c in members})  # type: ignore[arg-type]
+    part = _PARTS[_network(t)]
+    return dataclasses.replace(
+        top,
+        id=f"cause.slow_link.set_{ranks[0]}_{ranks[-1]}_{t.lower()}",
+        culprit=Culprit(
+            kind="group",
+            ranks=tuple(ranks),
+            transport=t,
+            label=f"the {t} links among ranks {rl}{short}",
+            label_zh=f"{rl}号卡之间的 {t} 链路{short_zh}",
+        ),
+        victims=tuple(sorted(victims.values(), key=lambda i: (-i.lost_us, i.rank))),
+        summary=(
+            f"Slow {t} links among {who}: {n_pairs} of the {k * (k - 1) // 2} links between these "
+            f"{k} ranks are slow ({min(bws):.1f}-{max(bws):.1f} GB/s against a median of "
+            f"{med:.1f} GB/s for {t}), so the group's own interconnect is degraded, not one link; "
+            + (
+                f"its collectives take {ms(cmp[1])} per step against {ms(cmp[2])} in the other "
+                f"{gname} groups, {ms(extra)} more per step"
+                if cmp is not None and extra == cmp[0]
+                else f"their collectives take the extra transit time, {ms(extra)} per step (the "
+                "links transfer at the same time: counted once)"
+            )
+            + ", and the other ranks wait for it at their next collective with these ranks; "
+            "their own Computing and Free are normal."
+        ),
+        summary_zh=(
+            f"{who_zh}之间的 {t} 链路慢：这 {k} 张卡之间的 {k * (k - 1) // 2} 条链路中有 {n_pairs} 条慢"
+            f"（{min(bws):.1f}-{max(bws):.1f} GB/s，同类链路中位数为 {med:.1f} GB/s），是这一组卡的互联"
+            "整体变慢，而不是某一条链路；"
+            + (
+                f"它的集合通信每步耗时 {ms(cmp[1])}，其他 {gname} 通信域为 {ms(cmp[2])}，每步多 {ms(extra)}"
+                if cmp is not None and extra == cmp[0]
+                else f"它们的集合通信因此多出传输时间，每步 {ms(extra)}（这些链路同时传输，只计一次）"
+            )
+            + "，其他卡在下一个与这些卡一起的集合通信中等待；它们自身的计算与空闲时间正常。"
+        ),
+        metrics={
+            "bandwidth_gbps": min(bws),
+            "bandwidth_gbps_max": max(bws),
+            "median_gbps": med,
+            "transit_excess_us": extra,
+            "links_count": float(n_pairs),
+            "ranks_count": float(k),
+        },
+        findings=tuple({f.id: f for c in members for f in c.findings}.values()),
+        gain_us=extra,
+        remedies=(
+            Remedy(
+                "action",
+                f"Repair the {t} interconnect shared by ranks {rl} ({part[0]}): every link among "
+                "them is slow while the other ranks' links are not, so check what these NPUs have "
+                "in common (the same board or module, their HCCS ports, a link set to a lower "
+                "speed) with npu-smi / hccn_tool and the server's hardware log.",
+                f"修复{rl}号卡共用的 {t} 互联（{part[1]}）：它们之间的所有链路都慢而其他卡正常，"
+                "请用 npu-smi / hccn_tool 和服务器硬件日志检查这些 NPU 的共同点（同一块板卡或模组、"
+                "其 HCCS 端口、被降速的链路）。",
+                extra,
+                BoundKind.ESTIMATE,
+            ),
+            Remedy(
+                "check",
+                f"Run an HCCL test among ranks {rl} and one among another group's ranks, and "
+                "compare their bandwidth.",
+                f"在{rl}号卡之间和另一组卡之间各跑一次 HCCL 测试，比较带宽。",
+            ),
+        ),
+        own=tuple(
+            Impact(r, extra, share_of(extra, ctx.val(r, "step_us")), "slow_link_transit")
+            for r in ranks
+        ),
+    )
 
 
 def _intermittent(
