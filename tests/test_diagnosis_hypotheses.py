@@ -53,6 +53,9 @@ CASES = [
     # pipeline-stage-imbalance: stage 0 is communication-bound; the stages are unbalanced in time
     ("pipeline-stage-imbalance", "load_imbalance", "supported"),
     ("pipeline-stage-imbalance", "compute_straggler", "contradicted"),
+    # aicpu-fallback: one operator runs on AI CPU on two ranks (AI Vector Core elsewhere)
+    ("aicpu-fallback", "aicpu", "supported"),
+    ("compute-straggler-hidden", "aicpu", "contradicted"),  # kernels read, none on AI CPU
 ]
 
 
@@ -132,3 +135,13 @@ def test_lateness_inherited_from_communication_names_no_rank(scenario) -> None:
         assert excess < 0.05 * cc.cost_us_per_step
     d = diagnose(profile)
     assert d.causes and all(c.culprit.kind == "job" for c in d.causes), [c.id for c in d.causes]
+
+
+def test_an_aicpu_verdict_names_the_ranks_whose_operator_fell_back(scenario) -> None:
+    path = scenario("aicpu-fallback")
+    culprits = json.loads((path / "answer_key.json").read_text())["root_cause"]["culprit_ranks"]
+    d = diagnose(load_profile(path, use_cache=False, progress=False))
+    v = judge(d, "aicpu")
+    assert v.status == "supported" and "AI CPU" in v.reason
+    (c,) = [c for c in d.causes if c.id in v.causes]
+    assert sorted(c.culprit.ranks) == sorted(culprits)

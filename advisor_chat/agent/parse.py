@@ -117,6 +117,7 @@ HYPOTHESES = (
     "capacity",
     "profiler",
     "host_sync",
+    "aicpu",
 )
 """Suspected causes a question can name (:attr:`Query.hypothesis`)."""
 
@@ -833,6 +834,13 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"\.cpu\(\)",
         # "同步" as what the host does, not "同步存一次checkpoint" (a synchronous save)
         r"(?<!不)同步(?!\s*(存|保存|写|读|加载|下载|上传|更新|checkpoint|ckpt))",
+    ),
+    # operators placed on the AI CPU instead of the AI Core (fallbacks)
+    "aicpu": (
+        r"\bai[- _]?cpu\b",
+        r"\bfall(s|en|ing)? ?back\b.{0,20}\bcpu\b",
+        r"(跑|回退|落|放)到?\s*(ai\s*cpu|AI\s*CPU|aicpu|AICPU)",
+        r"(ai\s*cpu|AI\s*CPU|aicpu|AICPU)\s*(上|算子)",
     ),
     "host_dispatch": (
         r"\bhost[- ]?(dispatch|bound|side|overhead)",

@@ -853,6 +853,7 @@ def _diagnose(
         capture=_capture_text(profile),
         host_data=bool(profile.available_ranks("host_dispatch")),
         comm_data=any(not profile.get(t).empty for t in ("comm_matrix", "comm_bandwidth")),
+        kernel_data=bool(profile.available_ranks("kernels")),
     )
 
 

@@ -41,6 +41,7 @@ HYPOTHESES = (
     "capacity",
     "profiler",
     "host_sync",
+    "aicpu",
 )
 
 #: How each hypothesis is named in an answer (English, Chinese).
@@ -74,6 +75,7 @@ NAMES = {
         "host synchronizations (tensor.item(), .cpu())",
         "主机同步（tensor.item()、.cpu()）",
     ),
+    "aicpu": ("operators running on AI CPU", "算子跑在 AI CPU 上"),
 }
 
 
@@ -1023,6 +1025,49 @@ def _capacity(d: Diagnosis) -> Verdict:
     )
 
 
+def _aicpu(d: Diagnosis) -> Verdict:
+    """Whether operators run on AI CPU for a measurable share of the step (compare_ops check)."""
+    c = _tagged(d, "aicpu_op")
+    f = next((x for x in d.findings if "aicpu_op" in x.symptom_tags), None)
+    if c is not None or f is not None:
+        en = c.summary if c is not None else f.summary  # type: ignore[union-attr]
+        zh = c.summary_zh if c is not None else f.summary_zh  # type: ignore[union-attr]
+        top = _top(d)
+        lead = (
+            ""
+            if c is None or top is None or c is top
+            else f" (the top cause is another: {_lower_first(top.summary.rstrip('.'))})"
+        )
+        lead_zh = (
+            ""
+            if c is None or top is None or c is top
+            else f"（主要原因是另一个：{top.summary_zh.rstrip('。')}）"
+        )
+        return _v("aicpu", "supported", en.rstrip(".") + lead, zh.rstrip("。") + lead_zh, (c,))
+    if d.kernel_data:
+        top = _top(d)
+        en, zh = _top_text(top)
+        return _v(
+            "aicpu",
+            "contradicted",
+            "no AI CPU operator takes 1% of any rank's step (kernel_details.csv, Accelerator "
+            f"Core); {en}",
+            f"没有哪张卡的 AI CPU 算子占到步长的 1%（kernel_details.csv 的 Accelerator Core）；{zh}",
+            (top,),
+        )
+    return _v(
+        "aicpu",
+        "undecided",
+        "this profile has no per-kernel data to see which core each operator ran on",
+        "这份数据没有逐算子（kernel）数据，无法看出算子运行在哪种核上",
+        (),
+        (
+            "kernel_details.csv (profiler Level1 or above) of the slow ranks",
+            "慢卡的 kernel_details.csv（profiler Level1 及以上）",
+        ),
+    )
+
+
 _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
     "gc": _gc,
     "network": lambda d: _network(d, "network"),
@@ -1044,6 +1089,7 @@ _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
     "capacity": _capacity,
     "profiler": _profiler,
     "host_sync": _host_sync,
+    "aicpu": _aicpu,
 }
 
 

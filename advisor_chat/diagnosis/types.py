@@ -256,6 +256,8 @@ class Diagnosis:
             flows or the DB's CANN_API).
         comm_data: Whether it has communication data to judge the links with (comm_matrix or
             comm_bandwidth rows: communication_matrix.json / communication.json).
+        kernel_data: Whether it has per-kernel data (``kernels``: kernel_details.csv or the DB's
+            TASK table) for some rank, so the operator checks ran.
     """
 
     causes: tuple[RootCause, ...]
@@ -279,6 +281,7 @@ class Diagnosis:
     capture: str = ""
     host_data: bool = False
     comm_data: bool = False
+    kernel_data: bool = False
 
     def role_of(self, rank: int) -> list[tuple[RootCause, Role, Impact | None]]:
         """Each cause touching ``rank`` and the rank's role in it, ordered by lost time.
