@@ -7,9 +7,11 @@ from typing import Any
 
 
 def ms(us: float) -> str:
-    """µs → ``'12.3 ms'`` (prose always says ms; ``'n/a'`` for NaN)."""
+    """µs → ``'12.3 ms'``; under 0.1 ms in µs (``'32 µs'``, never ``'0.0 ms'``); ``'n/a'`` for NaN."""
     if us is None or not math.isfinite(us):
         return "n/a"
+    if 0 < abs(us) < 100:
+        return f"{us:.0f} µs" if abs(us) >= 1 else f"{us:.2f} µs"
     v = us / 1000.0
     if abs(v) >= 100:
         return f"{v:.0f} ms"

@@ -309,7 +309,7 @@ def _link_set_cause(ctx: Context, members: list[RootCause], ranks: list[int]) ->
         summary=(
             f"Slow {t} links among {who}: {n_pairs} of the {k * (k - 1) // 2} links between these "
             f"{k} ranks are slow ({min(bws):.1f}-{max(bws):.1f} GB/s against a median of "
-            f"{med:.1f} GB/s for {t}), so the group's own interconnect is degraded, not one link; "
+            f"{med:.1f} GB/s for {t}), so the interconnect of the group as a whole is degraded; "
             + (
                 f"its collectives take {ms(cmp[1])} per step against {ms(cmp[2])} in the other "
                 f"{gname} groups, {ms(extra)} more per step"
@@ -323,7 +323,7 @@ def _link_set_cause(ctx: Context, members: list[RootCause], ranks: list[int]) ->
         summary_zh=(
             f"{who_zh}之间的 {t} 链路慢：这 {k} 张卡之间的 {k * (k - 1) // 2} 条链路中有 {n_pairs} 条慢"
             f"（{min(bws):.1f}-{max(bws):.1f} GB/s，同类链路中位数为 {med:.1f} GB/s），是这一组卡的互联"
-            "整体变慢，而不是某一条链路；"
+            "整体变慢；"
             + (
                 f"它的集合通信每步耗时 {ms(cmp[1])}，其他 {gname} 通信域为 {ms(cmp[2])}，每步多 {ms(extra)}"
                 if cmp is not None and extra == cmp[0]
