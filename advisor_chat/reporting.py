@@ -201,6 +201,17 @@ def steps_text(steps: list[int]) -> str:
     return f"{len(steps)} step(s) {steps[:12]}"
 
 
+def _steps_suffix(steps: list[int], zh: bool) -> str:
+    """The step ids after the header's step count: ``' [1, 2, 3]'``, or that there are no markers."""
+    if steps == [-1]:
+        return (
+            "（无 step 标记：整个采集按一步分析）"
+            if zh
+            else " (no step markers: the whole capture is analyzed as one step)"
+        )
+    return f" {steps[:12]}"
+
+
 def fmt_us(us: float | None) -> str:
     """Human time from µs: ``'39.1 ms'``, ``'850 us'``, ``'1.20 s'``."""
     if us is None or not math.isfinite(us):
@@ -388,6 +399,7 @@ def render_markdown(report: Report, lang: Literal["en", "zh"] = "en") -> str:
                 n_ranks=len(p["ranks"]),
                 ranks=_ranks_text(p["ranks"]),
                 n_steps=len(p["steps"]),
+                steps=_steps_suffix(list(p["steps"]), True),
             )
         )
     else:
@@ -643,6 +655,7 @@ def render_html(
             n_ranks=len(p["ranks"]),
             ranks=_ranks_text(p["ranks"]),
             n_steps=len(p["steps"]),
+            steps=_steps_suffix(list(p["steps"]), ui == "zh"),
         ).replace(f"`{e(p['root'])}`", f"<code>{e(p['root'])}</code>", 1)
         + (T("report.baseline", root=report.baseline["root"]) if report.baseline else "")
         + (T("report.rank_explained", rank=report.rank) if report.rank is not None else "")

@@ -234,3 +234,23 @@ def test_report_cli_lang_for_markdown(scenario, tmp_path: Path) -> None:
     assert out.read_text(encoding="utf-8").startswith("# advisor-chat 报告")
     res = CliRunner().invoke(app, ["report", str(prof), "--lang", "both", "-o", str(out)])
     assert res.exit_code != 0 and "-f html" in res.output
+
+
+def test_report_header_lists_the_step_ids_in_both_languages(real_samples) -> None:
+    """The header names the captured steps (read from step_trace_time.csv) in en and zh alike."""
+    import csv
+
+    from advisor_chat.ingest import load_profile
+    from advisor_chat.reporting import render_html, render_markdown, run_report
+
+    root = real_samples / "pt-text-level1-2rank"
+    with open(
+        root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv", newline=""
+    ) as fh:
+        steps = sorted({int(r["Step"].strip()) for r in csv.DictReader(fh)})
+    rep = run_report(load_profile(root, use_cache=False))
+    html = render_html(rep, lang="zh")
+    meta = html[html.index('<p class="meta">') :]
+    for head in (render_markdown(rep, "en"), render_markdown(rep, "zh"), meta):
+        first = head.split("\n\n")[1] if not head.startswith("<p") else head.split("</p>")[0]
+        assert str(steps) in first, first
