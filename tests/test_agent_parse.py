@@ -413,6 +413,15 @@ def test_the_causes_ruled_out_are_kept_apart() -> None:
         ("rank 3 is slow, which operator?", "which", ""),
         ("rank 3 慢，为什么？", "why", ""),
         ("训练变慢了，帮我看看？", "", ""),
+        # a narrower suspect named by the words of a broader one comes first
+        ("is the slow card overheating?", "yes_no", "throttling"),
+        ("是不是降频了", "yes_no", "throttling"),
+        ("is it a hardware problem?", "yes_no", "hardware"),
+        ("13号卡是不是显存带宽有问题", "yes_no", "memory_bandwidth"),
+        ("显存不够吗", "yes_no", "memory"),
+        ("is another process using that npu?", "yes_no", "device_shared"),
+        ("是不是有别的进程占用了11号卡", "yes_no", "device_shared"),
+        ("是不是有算子跑到AI CPU上去了？", "yes_no", "aicpu"),
     ],
 )
 def test_a_suspect_tacked_on_after_the_facts_asks_for_a_verdict(

@@ -56,6 +56,15 @@ CASES = [
     # aicpu-fallback: one operator runs on AI CPU on two ranks (AI Vector Core elsewhere)
     ("aicpu-fallback", "aicpu", "supported"),
     ("compute-straggler-hidden", "aicpu", "contradicted"),  # kernels read, none on AI CPU
+    # hbm-slow-rank: only the vector (memory-bound) operators of one rank slower, clock normal
+    ("hbm-slow-rank", "memory_bandwidth", "supported"),
+    ("hbm-slow-rank", "throttling", "contradicted"),
+    ("seed-rank12", "memory_bandwidth", "contradicted"),
+    # throttle-onset: one rank down-clocked from a step on (AI Core Freq track)
+    ("throttle-onset", "throttling", "supported"),
+    # device-shared-rank: a device idles with its kernels already queued by its host
+    ("device-shared-rank", "device_shared", "supported"),
+    ("seed-rank12", "device_shared", "contradicted"),  # its host is late, not its device
 ]
 
 

@@ -118,6 +118,9 @@ HYPOTHESES = (
     "profiler",
     "host_sync",
     "aicpu",
+    "throttling",
+    "memory_bandwidth",
+    "device_shared",
 )
 """Suspected causes a question can name (:attr:`Query.hypothesis`)."""
 
@@ -637,6 +640,10 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
     ),
 }
 
+#: Suspects that narrow a broader one named by the same words (throttling within hardware, memory
+#: bandwidth within memory): at the same position in a question they come first.
+_NARROW = frozenset({"throttling", "memory_bandwidth", "device_shared", "aicpu"})
+
 # Suspected causes (:data:`HYPOTHESES`): the words that name each one (English / Chinese).
 _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
     "gc": (r"(?<![a-z])gc(?![a-z])", r"garbage[- ]collect", r"垃圾回收"),
@@ -835,6 +842,37 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         # "同步" as what the host does, not "同步存一次checkpoint" (a synchronous save)
         r"(?<!不)同步(?!\s*(存|保存|写|读|加载|下载|上传|更新|checkpoint|ckpt))",
     ),
+    # a device slowed by heat or power (before "hardware", which also lists these words)
+    "throttling": (
+        r"\bthrottl",
+        r"\boverheat",
+        r"\bover[- ]?temperature\b",
+        r"\bdown-?clock",
+        r"\bthermal\b",
+        r"\b(too )?hot\b",
+        r"\bclock (speed|frequency|rate)\b",
+        r"\bfrequency (drop|dropped|is low|lower)",
+        r"降频",
+        r"过热",
+        r"温度",
+        r"频率",
+    ),
+    # device memory bandwidth (before "memory", which is about capacity)
+    "memory_bandwidth": (
+        r"\b(memory|hbm|dram) bandwidth\b",
+        r"\bhbm\b.{0,20}\b(slow|degraded|bad|bandwidth)",
+        r"\bmemory[- ]bound\b",
+        r"(显存|HBM|hbm|内存)\s*带宽",
+        r"访存",
+    ),
+    # something else on the NPU: another process, job or container on the same device
+    "device_shared": (
+        r"\b(another|other|second|a different) (process|job|container|program|task)s?\b.{0,40}\b(npu|card|device|gpu)\b",
+        r"\b(npu|card|device)\b.{0,30}\b(shared|in use by|used by|occupied)\b",
+        r"\bshar(ed|ing) (the )?(npu|card|device)\b",
+        r"(其他|别的|另一个)(进程|任务|作业|容器|程序).{0,10}(占用|用|跑|在)",
+        r"(卡|npu|NPU|设备).{0,8}(被占用|被占|共用|共享)",
+    ),
     # operators placed on the AI CPU instead of the AI Core (fallbacks)
     "aicpu": (
         r"\bai[- _]?cpu\b",
@@ -895,7 +933,8 @@ def find_hypotheses(text: str, kind: str) -> tuple[str, ...]:
         m = _match_any(pats, low)
         if m is not None:
             hits.append((m.start(), name))
-    hits.sort()
+    # at one position the narrower suspect wins ("overheating": throttling before hardware)
+    hits.sort(key=lambda h: (h[0], h[1] not in _NARROW, h[1]))
     # The cause put forward follows the words of suspicion ("the job hung for 40 s, is it the
     # network?": the hang is the symptom, the network the suspect); a cause named after a causal
     # word ("because of", "导致") first, then one after the first cue, then the rest in order.

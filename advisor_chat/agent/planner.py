@@ -711,7 +711,9 @@ class Planner:
             )
         if (
             hyp
-            and it not in ("mc2", "memory")
+            # a memory question is about capacity (peak, fragmentation), unless it suspects the
+            # memory's bandwidth, which the operators' times judge
+            and (it not in ("mc2", "memory") or hyp == "memory_bandwidth")
             and (hyp not in ("network", "link") or it not in ("slow_link", "communication"))
         ):
             p = project.hypothesis(d, hyp, zh, healthy=healthy)
@@ -1511,6 +1513,8 @@ def case_remedy_zh(case_id: str) -> str | None:
 
 #: Something to type in a remedy: a command-line flag, an assignment (``X=1``, ``a=True``), a
 #: call (``gc.freeze()``) or a backticked command.
+#: A case remedy that is code alone: one call with its arguments (``DataLoader(num_workers=8)``).
+_CODE_ONLY = re.compile(r"^[A-Za-z_][\w.]*\([^()]*(?:\([^()]*\)[^()]*)*\)$")
 _CONCRETE = re.compile(r"(?<![\w-])--[a-z][\w-]+|\b\w+=\S|\w\(\)|`[^`]+`")
 
 
@@ -1826,6 +1830,9 @@ def build_suggestions(
                 texts.append(zh_text)
             cmds = [x for x in (_command_of(r) for r in h.remedies[:3]) if x]
             texts += [f"执行 `{x}`" for x in cmds[:1]]
+            # a remedy that is code alone (a call with its settings) reads the same in Chinese
+            code = [r.strip() for r in h.remedies[:3] if _CODE_ONLY.match(r.strip())]
+            texts += [f"使用 `{x}`" for x in code[:1]]
         else:
             # a case's locating steps ("name the slow rank from the collectives", "compare_ops
             # between ...") are what the diagnosis already did when it names a cause

@@ -170,7 +170,12 @@ def explain_device(
         return Explanation(v, clause, clause_zh, rem, metrics=m, tags=("device_slow",))
     if v == "engine":
         r, core = acc.engine_ratio, acc.engine
-        m |= {"engine_ratio": r, "other_engines_ratio": acc.other_ratio}
+        # the vector unit runs the memory-bound operators: its slowdown alone points at HBM
+        m |= {
+            "engine_ratio": r,
+            "other_engines_ratio": acc.other_ratio,
+            "memory_bound_engine": 1.0 if "VECTOR" in str(core).upper() else 0.0,
+        }
         clause = (
             f"every operator {who} runs on {core} is about {r:.2f}x slower than on its peers "
             f"(the same operators, shapes and launch counts), while its other operators run at "

@@ -42,6 +42,9 @@ HYPOTHESES = (
     "profiler",
     "host_sync",
     "aicpu",
+    "throttling",
+    "memory_bandwidth",
+    "device_shared",
 )
 
 #: How each hypothesis is named in an answer (English, Chinese).
@@ -76,6 +79,12 @@ NAMES = {
         "主机同步（tensor.item()、.cpu()）",
     ),
     "aicpu": ("operators running on AI CPU", "算子跑在 AI CPU 上"),
+    "throttling": (
+        "a down-clocked device (heat or power throttling)",
+        "设备降频（过热或功耗限制）",
+    ),
+    "memory_bandwidth": ("degraded device memory (HBM) bandwidth", "显存（HBM）带宽变差"),
+    "device_shared": ("another process using the NPU", "其他进程占用该 NPU"),
 }
 
 
@@ -794,7 +803,7 @@ def _timeout(d: Diagnosis) -> Verdict:
 def _memory(d: Diagnosis) -> Verdict:
     mem = [f for f in d.findings if "memory" in f.id or "alloc" in f.id]
     if mem:
-        return _v("memory", "supported", mem[0].summary.rstrip("."), mem[0].summary.rstrip("."))
+        return _v("memory", "supported", mem[0].summary.rstrip("."), mem[0].summary_zh.rstrip("。"))
     return Verdict(
         "memory",
         "undecided",
@@ -1068,6 +1077,142 @@ def _aicpu(d: Diagnosis) -> Verdict:
     )
 
 
+def _clocked(d: Diagnosis) -> RootCause | None:
+    """The first cause that measured its culprit's AI Core clock against its peers'."""
+    return next(
+        (
+            c
+            for c in _real(d)
+            if "aicore_clock_mhz" in c.metrics and "peer_aicore_clock_mhz" in c.metrics
+        ),
+        None,
+    )
+
+
+def _throttling(d: Diagnosis) -> Verdict:
+    """Whether a slow device is down-clocked (the AI Core Freq counter against its peers)."""
+    from advisor_chat.diagnosis.evidence import CLOCK_DROP
+
+    c = _clocked(d)
+    if c is not None:
+        own, peer = c.metrics["aicore_clock_mhz"], c.metrics["peer_aicore_clock_mhz"]
+        if own < (1.0 - CLOCK_DROP) * peer:
+            return _v(
+                "throttling", "supported", c.summary.rstrip("."), c.summary_zh.rstrip("。"), (c,)
+            )
+        return _v(
+            "throttling",
+            "contradicted",
+            f"its AI Core clock is {own:.0f} MHz against {peer:.0f} MHz on its peers (AI Core "
+            f"Freq counter), so it is not down-clocked: {_lower_first(c.summary.rstrip('.'))}",
+            f"其 AI Core 频率为 {own:.0f} MHz，同组为 {peer:.0f} MHz（AI Core 频率计数器），没有降频："
+            f"{c.summary_zh.rstrip('。')}",
+            (c,),
+        )
+    slow = _tagged(d, "device_slow")
+    if slow is None and _mech(d, Mechanism.COMPUTE_STRAGGLER) is None:
+        en, zh = _top_text(_top(d))
+        return _v(
+            "throttling",
+            "contradicted",
+            f"no device computes slower than its peers; {en}",
+            f"没有哪张卡的计算比同组慢；{zh}",
+            (_top(d),),
+        )
+    c = slow or _mech(d, Mechanism.COMPUTE_STRAGGLER)
+    return _v(
+        "throttling",
+        "undecided",
+        f"a device is slower ({_lower_first(c.summary.rstrip('.'))}), but this profile has no "  # type: ignore[union-attr]
+        "AI Core frequency to tell a down-clocked device from another fault",
+        f"确实有卡更慢（{c.summary_zh.rstrip('。')}），但这份数据没有 AI Core 频率，"  # type: ignore[union-attr]
+        "无法区分降频与其他故障",
+        (c,),
+        (
+            "that NPU's temperature, power and AI Core frequency during training (npu-smi info), "
+            "or a capture whose trace_view.json has the 'AI Core Freq' counter track",
+            "训练时该 NPU 的温度、功耗与 AI Core 频率（npu-smi info），或 trace_view.json 中带 "
+            "'AI Core Freq' 计数器轨道的采集",
+        ),
+    )
+
+
+def _memory_bandwidth(d: Diagnosis) -> Verdict:
+    """Whether a device's memory (HBM) is slow: only its memory-bound (vector) operators slower."""
+    c = next((x for x in _real(d) if "memory_bound_engine" in x.metrics), None)
+    if c is not None and c.metrics["memory_bound_engine"] == 1.0:
+        return _v(
+            "memory_bandwidth",
+            "supported",
+            c.summary.rstrip("."),
+            c.summary_zh.rstrip("。"),
+            (c,),
+        )
+    slow = _tagged(d, "device_slow")
+    if c is not None or slow is not None:
+        x = c or slow
+        return _v(
+            "memory_bandwidth",
+            "contradicted",
+            "the slower operators are not only the memory-bound ones: "
+            f"{_lower_first(x.summary.rstrip('.'))}",  # type: ignore[union-attr]
+            f"变慢的不只是访存密集型算子：{x.summary_zh.rstrip('。')}",  # type: ignore[union-attr]
+            (x,),
+        )
+    if d.kernel_data:
+        en, zh = _top_text(_top(d))
+        return _v(
+            "memory_bandwidth",
+            "contradicted",
+            f"no device runs its operators slower than its peers; {en}",
+            f"没有哪张卡的算子比同组慢；{zh}",
+            (_top(d),),
+        )
+    return _v(
+        "memory_bandwidth",
+        "undecided",
+        "this profile has no per-kernel data to compare the memory-bound operators' times",
+        "这份数据没有逐算子数据，无法比较访存密集型算子的耗时",
+        (),
+        (
+            "kernel_details.csv of every rank (profiler Level1)",
+            "所有卡的 kernel_details.csv（Level1 采集）",
+        ),
+    )
+
+
+def _device_shared(d: Diagnosis) -> Verdict:
+    """Whether something else holds the NPU: its device idles with its work already queued."""
+    c = _tagged(d, "device_held")
+    if c is not None:
+        return _v(
+            "device_shared", "supported", c.summary.rstrip("."), c.summary_zh.rstrip("。"), (c,)
+        )
+    if not d.host_data:
+        return _v(
+            "device_shared",
+            "undecided",
+            "this profile has no host launch data to tell a device held by something else from "
+            "a late host",
+            "这份数据没有主机下发数据，无法区分设备被其他进程占用与主机下发晚",
+            (),
+            (
+                "host data (trace_view.json, or the DB's CANN_API) and `npu-smi info` on the "
+                "slow rank's device during training",
+                "主机数据（trace_view.json 或 DB 的 CANN_API），以及训练时慢卡所在设备的 `npu-smi info`",
+            ),
+        )
+    en, zh = _top_text(_top(d))
+    return _v(
+        "device_shared",
+        "contradicted",
+        f"no device idles with its work already queued (the host launches arrive in time where "
+        f"the devices wait); {en}",
+        f"没有哪张卡在任务已排队时仍空闲（设备等待之处主机下发都及时）；{zh}",
+        (_top(d),),
+    )
+
+
 _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
     "gc": _gc,
     "network": lambda d: _network(d, "network"),
@@ -1090,6 +1235,9 @@ _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
     "profiler": _profiler,
     "host_sync": _host_sync,
     "aicpu": _aicpu,
+    "throttling": _throttling,
+    "memory_bandwidth": _memory_bandwidth,
+    "device_shared": _device_shared,
 }
 
 

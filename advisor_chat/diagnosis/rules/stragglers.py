@@ -261,7 +261,7 @@ def _rank_cause(
             ),
         )
         tags: tuple[str, ...] = (
-            ("high_free", "slow_rank")
+            ("high_free", "slow_rank", "device_held")
             if dev is not None
             else ("host_bound", "high_free", "slow_rank", "gc_pause")
             if gc
