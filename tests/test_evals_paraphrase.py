@@ -324,6 +324,8 @@ def test_first_sentence_refusal_and_none() -> None:
         ("The network is the problem: link 3→11 is slow.", "no", False),
         ("是网络问题。", "no", False),
         ("Rank 12 is host-bound. The network is not the problem.", "no", False),
+        ("不需要：这份数据没有指向 HCCL_BUFFSIZE 的证据。", "no", True),
+        ("需要：证据指向调大 HCCL_BUFFSIZE。", "no", False),
     ],
 )
 def test_yes_no(text: str, verdict: str, ok: bool) -> None:

@@ -673,6 +673,11 @@ class Planner:
                 d, q.nodes, q.node_ordinal, zh, yes_no=q.kind in ("yes_no", "compare")
             )
         suspect = project.named_suspect(q.text)
+        if suspect.startswith("env:") and _ACTION_Q.search(q.text):
+            # "should I raise HCCL_BUFFSIZE?": whether the evidence selects that change; a
+            # suspect stated as the premise ("since the network is the bottleneck, ...") is
+            # judged after it when the data contradicts it
+            return project.setting_verdict(d, suspect[4:], zh, premise=hyp)
         if (
             suspect
             and hyp != "software_bug"  # "is DeepSpeed broken?" suspects the stack, not a setting

@@ -2864,6 +2864,81 @@ def _env_verdict(d: Diagnosis, var: str, zh: bool, env_recorded: bool) -> Projec
     return p
 
 
+def setting_verdict(d: Diagnosis, var: str, zh: bool, *, premise: str = "") -> Projection:
+    """:func:`_setting_verdict`, then the question's premise when the data contradicts it.
+
+    ``premise``: a suspect the question takes for granted (one of the hypotheses).
+    """
+    p = _setting_verdict(d, var, zh)
+    if premise:
+        from advisor_chat.diagnosis.hypotheses import NAMES, judge
+
+        v = judge(d, premise)
+        if v.status == "contradicted":
+            en, zh_name = NAMES[premise]
+            reason = v.reason_zh if zh else v.reason
+            p.lines.append(
+                f"另外，问题的前提不成立：不是{zh_name}——{reason.rstrip('。')}。"
+                if zh
+                else f"The premise does not hold either: it is not {en} — "
+                f"{lower_first(reason.rstrip('.'))}."
+            )
+    return p
+
+
+def _setting_verdict(d: Diagnosis, var: str, zh: bool) -> Projection:
+    """Answer to "should I change <environment variable>?": what the evidence selects.
+
+    Yes when a remedy of a cause names the variable (the evidence selected that change; its gain
+    is the remedy's) or the environment check flags it; otherwise the data does not point to it,
+    and the answer says where the time goes and the change its evidence selects instead.
+    """
+    p = Projection()
+    real = _real(d)
+    low = var.lower()
+    for c in real:
+        rem = next((r for r in c.remedies if r.kind == "action" and low in r.text.lower()), None)
+        if rem is not None:
+            p.add_cause(c)
+            p.plot_ranks = _culprit_ranks(c)[:8]
+            text = (rem.text_zh or rem.text) if zh else rem.text
+            p.lines.append(
+                f"是的，证据指向这一改动：{text.rstrip('。')}。原因——{summary(c, zh)}。"
+                if zh
+                else f"Yes, the evidence selects that change: {text.rstrip('.')}. Why — "
+                f"{lower_first(summary(c, zh))}."
+            )
+            return p
+    flag = next((f for f in d.findings if f.id == f"env_check.env.{low}"), None)
+    if flag is not None:
+        p.lines.append(
+            f"是的，环境检查标出了 {var}：{flag.summary_zh.rstrip('。')}。"
+            if zh
+            else f"Yes, the environment check flags {var}: {lower_first(flag.summary.rstrip('.'))}."
+        )
+        return p
+    top = real[0] if real else None
+    if top is None:
+        p.lines.append(
+            f"无法判断：这份数据没有指向 {var} 的证据，数据中也没有突出的原因。"
+            if zh
+            else f"Cannot tell: nothing in this profile points to {var}, and no cause stands out."
+        )
+        return p
+    p.add_cause(top)
+    act = next((r for r in top.remedies if r.kind == "action"), None)
+    instead_en = f" What its evidence selects instead: {act.text.rstrip('.')}." if act else ""
+    instead_zh = f"证据指向的改动是：{(act.text_zh or act.text).rstrip('。')}。" if act else ""
+    p.lines.append(
+        f"不需要：这份数据没有指向 {var} 的证据，没有哪个原因的证据选择改它。时间损失在别处——{summary(top, zh)}。"
+        f"{instead_zh}"
+        if zh
+        else f"No: nothing in this profile points to {var}; no cause's evidence selects that change. "
+        f"The time goes elsewhere — {lower_first(summary(top, zh))}.{instead_en}"
+    )
+    return p
+
+
 def suspect_verdict(d: Diagnosis, key: str, zh: bool, env_recorded: bool) -> Projection | None:
     """Whether a change the user names fits the diagnosis ("we enabled X, could that be it?").
 

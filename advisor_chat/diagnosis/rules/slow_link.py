@@ -28,6 +28,24 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+def _wait_victims(ctx: Context, ranks: set[int], cost_us: float) -> list[Impact]:
+    """The ranks that wait for a slow path in their collectives, in rank order.
+
+    Each loses ``min(cost_us, its exposed communication)`` per step (Communication Not
+    Overlapped, receive excluded: it cannot wait longer than it is exposed), kept when that is at
+    least ``VICTIM_MIN_SHARE`` of its step. Ranks without a step-trace row are left out.
+    """
+    out = []
+    for v in sorted(ranks):
+        if v not in ctx.per_rank.index:
+            continue
+        lost = min(cost_us, ctx.val(v, "communication_not_overlapped_exclude_receive_us"))
+        share = share_of(lost, ctx.val(v, "step_us"))
+        if share >= VICTIM_MIN_SHARE:
+            out.append(Impact(v, lost, share, "collective_wait"))
+    return out
+
+
 def rule_slow_link(ctx: Context) -> list[RootCause]:
     """Slow-link rule: transit excess on a degraded link is blamed on the link.
 
@@ -71,14 +89,7 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
         if not group_ranks:
             group_ranks = set(ctx.peers(src))
         extra = float(f.metrics.get("extra_us", f.estimated_gain_us or 0.0))
-        victims = []
-        for v in sorted(group_ranks - {src, dst}):
-            if v not in ctx.per_rank.index:
-                continue
-            lost = min(extra, ctx.val(v, "communication_not_overlapped_exclude_receive_us"))
-            share = share_of(lost, ctx.val(v, "step_us"))
-            if share >= VICTIM_MIN_SHARE:
-                victims.append(Impact(v, lost, share, "collective_wait"))
+        victims = _wait_victims(ctx, group_ranks - {src, dst}, extra)
         own = tuple(
             Impact(r, extra, share_of(extra, ctx.val(r, "step_us")), "slow_link_transit")
             for r in (src, dst)
@@ -285,14 +296,7 @@ def _link_set_cause(ctx: Context, members: list[RootCause], ranks: list[int]) ->
     short = f" ({gname} group)" if gname else ""
     short_zh = f"（{gname} 通信域）" if gname else ""
     # the other ranks wait for the set's collectives, up to their own exposed communication
-    victims: dict[int, Impact] = {}
-    for v in ctx.ranks:
-        if v in set(ranks) or v not in ctx.per_rank.index:
-            continue
-        lost = min(extra, ctx.val(v, "communication_not_overlapped_exclude_receive_us"))
-        share = share_of(lost, ctx.val(v, "step_us"))
-        if share >= VICTIM_MIN_SHARE:
-            victims[v] = Impact(v, lost, share, "collective_wait")
+    victims = _wait_victims(ctx, set(ctx.ranks) - set(ranks), extra)
     n_pairs = len({tuple(sorted(c.culprit.link)) for c in members})  # type: ignore[arg-type]
     part = _PARTS[_network(t)]
     return dataclasses.replace(
@@ -305,7 +309,7 @@ def _link_set_cause(ctx: Context, members: list[RootCause], ranks: list[int]) ->
             label=f"the {t} links among ranks {rl}{short}",
             label_zh=f"{rl}号卡之间的 {t} 链路{short_zh}",
         ),
-        victims=tuple(sorted(victims.values(), key=lambda i: (-i.lost_us, i.rank))),
+        victims=tuple(sorted(victims, key=lambda i: (-i.lost_us, i.rank))),
         summary=(
             f"Slow {t} links among {who}: {n_pairs} of the {k * (k - 1) // 2} links between these "
             f"{k} ranks are slow ({min(bws):.1f}-{max(bws):.1f} GB/s against a median of "
@@ -424,12 +428,7 @@ def _rank_links_cause(ctx: Context, f: Finding) -> RootCause:
     extra = float(f.metrics.get("extra_us", f.estimated_gain_us or 0.0))
     bw = float(f.metrics.get("bandwidth_gbps", float("nan")))
     med = float(f.metrics.get("median_gbps", float("nan")))
-    victims = []
-    for v in sorted(set(ctx.peers(rk)) - {rk}):
-        lost = min(extra, ctx.val(v, "communication_not_overlapped_exclude_receive_us"))
-        share = share_of(lost, ctx.val(v, "step_us"))
-        if share >= VICTIM_MIN_SHARE:
-            victims.append(Impact(v, lost, share, "collective_wait"))
+    victims = _wait_victims(ctx, set(ctx.peers(rk)) - {rk}, extra)
     has_matrix = ctx.profile.has("comm_matrix")
     why = (
         f"the link table (communication_matrix.json) has no links of rank {rk}"
@@ -614,14 +613,7 @@ def rule_slow_node_links(ctx: Context, causes: list[RootCause]) -> list[RootCaus
             label = f"node {i} (ranks {members[0]}-{members[-1]})"
             label_zh = f"节点 {i}（{members[0]}-{members[-1]}号卡）"
             tr = str(transport)
-            victims = []
-            for v in ctx.ranks:
-                if v in mem:
-                    continue
-                lost = min(cost, ctx.val(v, "communication_not_overlapped_exclude_receive_us"))
-                share = share_of(lost, ctx.val(v, "step_us"))
-                if share >= VICTIM_MIN_SHARE:
-                    victims.append(Impact(v, lost, share, "collective_wait"))
+            victims = _wait_victims(ctx, set(ctx.ranks) - mem, cost)
             out.append(
                 RootCause(
                     id=f"cause.slow_link.node{i}_{tr.lower()}",

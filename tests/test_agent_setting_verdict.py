@@ -1,0 +1,45 @@
+"""'Should I change <environment variable>?' gets a verdict from the evidence, not a findings list.
+
+``hccl-buffsize-small`` plants HCCL_BUFFSIZE below its default (its exposed collectives run in
+several rounds): the evidence selects raising it. ``seed-rank12`` plants a host stall on one rank:
+nothing points to the buffer, and "since the network is the bottleneck" is a premise the data
+contradicts (every link at its peers' bandwidth).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor_chat.agent import Advisor
+from advisor_chat.config import Settings
+from advisor_chat.ingest import load_profile
+
+
+def _no_cases(query, symptom_tags=None, k=5):
+    return []
+
+
+def _ask(path: Path, q: str) -> str:
+    return Advisor(load_profile(path), settings=Settings(), case_search=_no_cases).ask(q).answer
+
+
+@pytest.mark.parametrize(
+    "question", ["should I increase HCCL_BUFFSIZE?", "要不要调大HCCL_BUFFSIZE"]
+)
+def test_the_change_the_evidence_selects_is_a_yes(scenario, question: str) -> None:
+    text = _ask(scenario("hccl-buffsize-small"), question)
+    assert text.startswith(("Yes", "是的")), text[:200]
+    assert "HCCL_BUFFSIZE" in text.split("\n")[0]
+
+
+def test_a_change_nothing_points_to_names_where_the_time_goes(scenario) -> None:
+    root = scenario("seed-rank12")
+    (culprit,) = json.loads((root / "answer_key.json").read_text())["slow_ranks"]
+    text = _ask(root, "since the network is the bottleneck, should I increase HCCL_BUFFSIZE?")
+    first = text.split(". ")[0]
+    assert first.startswith("No: nothing in this profile points to HCCL_BUFFSIZE"), first
+    assert f"rank {culprit}" in text
+    assert "The premise does not hold either: it is not the network" in text
