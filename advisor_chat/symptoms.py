@@ -27,6 +27,10 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
         "ASCEND_LAUNCH_BLOCKING=1 serializes dispatch",
         "ASCEND_LAUNCH_BLOCKING=1 导致串行下发",
     ),
+    "device_held": (
+        "the device idles although its host queued the work ahead (something else holds the NPU)",
+        "主机已提前下发任务，设备却仍空闲（NPU 被其他进程占用）",
+    ),
     "gc_pause": (
         "long host gaps without API activity (Python GC)",
         "Python GC 导致 host 长时间停顿",
