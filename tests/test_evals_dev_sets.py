@@ -40,6 +40,7 @@ from advisor_chat.synth.scenarios_dev7 import DEV7_KINDS
 from advisor_chat.synth.scenarios_dev8 import DEV8_KINDS
 from advisor_chat.synth.scenarios_dev9 import DEV9_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
+from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
 
 SETS = {
     "generalization_dev": DEV_KINDS,
@@ -49,6 +50,7 @@ SETS = {
     "generalization_dev7": DEV7_KINDS,
     "generalization_dev8": DEV8_KINDS,
     "generalization_dev9": DEV9_KINDS,
+    "generalization_heldout2": HELDOUT2_KINDS,
 }
 
 
@@ -57,7 +59,8 @@ def test_set_loads_by_name_with_every_kind_half_chinese(name: str) -> None:
     kinds = SETS[name]
     items = load_dataset(name)
     assert {i.dataset for i in items} == {name}
-    assert all(i.split == "tune" for i in items)
+    # development sets are tuned on; a blind held-out set is never (split: heldout)
+    assert all(i.split == ("heldout" if "heldout" in name else "tune") for i in items)
     by_kind = Counter(i.scenario for i in items)
     assert set(by_kind) == set(kinds) and len(kinds) >= 2
     assert not set(kinds) & set(FAULT_KINDS)
