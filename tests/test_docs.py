@@ -50,14 +50,14 @@ def test_scenario_list_is_generated_from_the_registry() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     from advisor_chat.synth import SCENARIOS
-    from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
+    from advisor_chat.synth.blind import BLIND_KINDS
 
     doc = (REPO / "docs" / "SCENARIOS.md").read_text(encoding="utf-8")
-    described = [name for name in SCENARIOS if name not in HELDOUT2_KINDS]
+    described = [name for name in SCENARIOS if name not in BLIND_KINDS]
     assert described and all(f"`{name}`" in doc for name in described)
     # blind held-out kinds are counted, never described where tuners read
-    assert not any(f"`{name}`" in doc for name in HELDOUT2_KINDS)
-    assert f"Plus {len(HELDOUT2_KINDS)} blind held-out scenarios" in doc
+    assert not any(f"`{name}`" in doc for name in BLIND_KINDS)
+    assert f"Plus {len(BLIND_KINDS)} blind held-out scenarios" in doc
 
 
 def test_readme_is_short_and_keeps_the_two_commands() -> None:

@@ -23,6 +23,7 @@ from advisor_chat.ingest import load_profile
 from advisor_chat.reporting import render_markdown, run_report, to_json
 from advisor_chat.symptoms import SYMPTOM_TAGS
 from advisor_chat.synth import SCENARIOS
+from advisor_chat.synth.blind import BLIND_KINDS
 from advisor_chat.synth.scenarios_dev import DEV_KINDS
 from advisor_chat.synth.scenarios_dev2 import DEV2_KINDS
 from advisor_chat.synth.scenarios_dev3 import DEV3_KINDS
@@ -31,7 +32,6 @@ from advisor_chat.synth.scenarios_dev7 import DEV7_KINDS
 from advisor_chat.synth.scenarios_dev8 import DEV8_KINDS
 from advisor_chat.synth.scenarios_dev9 import DEV9_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
-from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
 
 #: The development kinds run in the slow suite (their eval gates also check them there): ~2 s each
 #: would cost the everyday test command a minute.
@@ -67,7 +67,7 @@ def _key(folder: Path) -> dict[str, Any]:
         for s in SCENARIOS
         # The blind held-out kinds measure generalization (evals); asserting them here would print
         # their answer keys to whoever runs the tests and invite tuning on them.
-        if s not in FAULT_KINDS and s not in HELDOUT2_KINDS
+        if s not in FAULT_KINDS and s not in BLIND_KINDS
     ],
 )
 def test_report_names_the_planted_root_cause_first(scenario, name: str) -> None:

@@ -31,17 +31,17 @@ def render() -> str:
         "| scenario | default ranks | default steps | what is planted |",
         "|---|---|---|---|",
     ]
-    from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
+    from advisor_chat.synth.blind import BLIND_KINDS
 
     for name, spec in SCENARIOS.items():
-        if name in HELDOUT2_KINDS:  # blind held-out kinds: not described where tuners read
+        if name in BLIND_KINDS:  # blind held-out kinds: not described where tuners read
             continue
         desc = " ".join(spec.description.split()).replace("|", "\\|")
         rows.append(f"| `{name}` | {spec.default_ranks} | {spec.default_steps} | {desc} |")
     rows += [
         "",
-        f"Plus {len(HELDOUT2_KINDS)} blind held-out scenarios "
-        "(`advisor_chat/synth/scenarios_heldout2.py`, `evals/datasets/generalization_heldout2.yaml`), "
+        f"Plus {len(BLIND_KINDS)} blind held-out scenarios "
+        "(`advisor_chat/synth/scenarios_heldout*.py`, `evals/datasets/generalization_heldout*.yaml`), "
         "not listed here: whoever tunes the diagnosis must not read them (EVALS.md).",
     ]
     return "\n".join(rows) + "\n"

@@ -22,16 +22,23 @@ def scenario_table() -> Any:
     from rich.text import Text
 
     from advisor_chat.synth import SCENARIOS
+    from advisor_chat.synth.blind import BLIND_KINDS
 
     t = Table(box=None, show_header=False, padding=(0, 2, 0, 0), expand=False)
     t.add_column("scenario", no_wrap=True, style="bold cyan")
     t.add_column("description", overflow="fold")
     for name, spec in SCENARIOS.items():
+        if name in BLIND_KINDS:  # generated on request, not described where tuners read
+            continue
         desc = Text(" ".join(spec.description.split()))
         desc.append(
             f" (default: {spec.default_ranks} ranks, {spec.default_steps} steps)", style="dim"
         )
         t.add_row(Text(name), desc)
+    t.add_row(
+        Text("…", style="dim"),
+        Text(f"and {len(BLIND_KINDS)} blind held-out scenarios (see docs/EVALS.md)", style="dim"),
+    )
     return Panel(t, title="Scenarios", title_align="left", border_style="dim", box=box.ROUNDED)
 
 
