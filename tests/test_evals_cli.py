@@ -138,3 +138,39 @@ def test_reports_withhold_held_out_details_unless_asked(tmp_path: Path) -> None:
     d = rep.to_dict()
     assert [f["item_id"] for f in d["failures"]] == ["tune-0", "heldout-1"]
     assert d["heldout_withheld"] == 0 and "secret question 1" in rep.to_markdown()
+
+
+def test_reports_name_blind_kinds_by_a_label_unless_asked() -> None:
+    """A blind held-out kind's scenario name says what is planted: the per-scenario scores and the
+    load times name it ``blind-N`` (stable) unless ``show_heldout`` is set."""
+    from advisor_chat.synth.blind import BLIND_KINDS
+
+    blind = sorted(BLIND_KINDS)[0]
+    turns = [
+        TurnResult(
+            item_id=f"i{i}",
+            turn=0,
+            lang="en",
+            question="q",
+            latency_ms=1.0,
+            score=evaluate_turn(Answer(answer="rank 3", language="en"), Resolved(lang="en")),
+            split="heldout",
+            source=src,
+        )
+        for i, src in enumerate([blind, "seed-rank12"])
+    ]
+    rep = EvalReport(
+        backend="offline",
+        datasets=["t"],
+        turns=turns,
+        started_at="n",
+        duration_s=0.1,
+        load_s={f"/h/profiles/{blind}": 1.0, "/h/profiles/seed-rank12": 2.0},
+    )
+    text = json.dumps(rep.to_dict()) + rep.to_markdown()
+    assert blind not in text and "seed-rank12" in text
+    labels = [k for k in rep.to_dict()["by_scenario"] if k.startswith("blind-")]
+    assert len(labels) == 1 and labels[0] in rep.to_markdown()
+    assert rep._source(turns[0]) == labels[0]  # stable: the same label on every call
+    rep.show_heldout = True
+    assert blind in rep.to_dict()["by_scenario"]

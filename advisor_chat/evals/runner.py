@@ -680,6 +680,22 @@ class EvalReport:
     def _shown(self, turns: list[TurnResult]) -> list[TurnResult]:
         return [t for t in turns if self.show_heldout or t.split != "heldout"]
 
+    def _source(self, t: TurnResult) -> str:
+        """The turn's scenario name, or ``blind-N`` for a blind held-out kind (unless shown).
+
+        A blind kind's name says what is planted (:mod:`advisor_chat.synth.blind`); N is stable
+        across runs (order of the names' hashes), so per-kind scores still compare between runs.
+        """
+        return self._blind_label(t.source)
+
+    def _blind_label(self, name: str) -> str:
+        from advisor_chat.synth.blind import BLIND_KINDS
+
+        if self.show_heldout or name not in BLIND_KINDS:
+            return name
+        order = sorted(BLIND_KINDS, key=lambda n: hashlib.sha256(n.encode()).hexdigest())
+        return f"blind-{order.index(name) + 1}"
+
     @property
     def withheld(self) -> int:
         """Held-out turns whose details the reports leave out (0 with ``show_heldout``)."""
@@ -732,7 +748,7 @@ class EvalReport:
             "by_dataset": self.breakdown(lambda t: t.dataset),
             "by_kind": self.breakdown(_kind),
             "by_split": self.breakdown(lambda t: t.split or "none"),
-            "by_scenario": self.breakdown(lambda t: t.source),
+            "by_scenario": self.breakdown(self._source),
             "by_split_language": self.breakdown(lambda t: f"{t.split or 'none'}/{t.lang}"),
             "failures": [
                 {
@@ -745,8 +761,14 @@ class EvalReport:
                 for t in self._shown(self.failures)
             ],
             "heldout_withheld": self.withheld,
-            "skipped": [f"{t.item_id}#{t.turn}" for t in self.skipped],
-            "profile_load_s": self.load_s,
+            "skipped": [
+                f"{t.item_id}#{t.turn}" if self._shown([t]) else "held-out item"
+                for t in self.skipped
+            ],
+            "profile_load_s": {
+                str(Path(k).parent / self._blind_label(Path(k).name)): v
+                for k, v in self.load_s.items()
+            },
             "warmup_s": self.warmup_s,
             "turns": turns,
         }
@@ -828,7 +850,7 @@ class EvalReport:
             ]
             groups: dict[str, list[TurnResult]] = defaultdict(list)
             for t in self.turns:
-                groups[t.source].append(t)
+                groups[self._source(t)].append(t)
             for k, ts in sorted(groups.items()):
                 v = aggregate(ts)
                 fails: dict[str, int] = defaultdict(int)
