@@ -65,6 +65,10 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
         "forward operators run more often than their gradients (activation recomputation)",
         "前向算子的执行次数多于其反向算子（激活重计算）",
     ),
+    "aicore_clock_low": (
+        "the AI Core of every rank runs below its rated clock (power cap or thermal throttling)",
+        "所有卡的 AI Core 都低于额定频率运行（功耗上限或过热降频）",
+    ),
     "device_slow": (
         "every operator of one device is slower by the same factor (throttled or degraded)",
         "某设备上所有算子按同一倍数变慢（降频或性能劣化）",

@@ -139,3 +139,66 @@ def test_an_onset_states_what_each_slow_step_costs(scenario) -> None:
     assert f"from step {key['steps'][0]} on" in en and f"从第 {key['steps'][0]} 步起" in zh
     text = " ".join(how_much(d, False).lines)
     assert "would run at about the clean steps'" in text
+
+
+def _every_rank_at(src: Path, dst: Path, mhz: float) -> None:
+    """Copy ``src`` with every rank's AI Core Freq track at ``mhz`` over its compute kernels,
+    dropping to the 800 MHz idle clock for the first tenth of the span (the idle state is not
+    the busy clock)."""
+    shutil.copytree(src, dst)
+    for folder in dst.glob("*_ascend_pt"):
+        tv = folder / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+        ev = [e for e in orjson.loads(tv.read_bytes()) if not _is_sample(e)]
+        a, b = _compute_span_us(folder)
+        pts = [(a, 800.0), (a + 0.1 * (b - a), mhz), (b, mhz)]
+        ev += [
+            {"name": "AI Core Freq", "ts": f"{t:.3f}", "pid": 7, "tid": 0, "args": {"MHz": f}, "ph": "C"}
+            for t, f in pts
+        ]  # fmt: skip
+        tv.write_bytes(orjson.dumps(ev))
+
+
+def _computing_us_by_rank(root: Path) -> dict[int, float]:
+    """Mean Computing per step of each rank, µs, read from step_trace_time.csv with csv."""
+    out = {}
+    for folder in root.glob("*_ascend_pt"):
+        rank = int(next(folder.glob("profiler_info_*.json")).stem.rsplit("_", 1)[1])
+        with open(folder / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv", newline="") as fh:
+            vals = [float(r["Computing"]) for r in csv.DictReader(fh)]
+        out[rank] = sum(vals) / len(vals)
+    return out
+
+
+def test_a_job_down_clocked_everywhere_is_one_job_level_cause(scenario, tmp_path: Path) -> None:
+    """No rank is slower than its peers when every one runs at 1400 MHz: the rated 1800 MHz is
+    the reference, and the cost is Computing × (1 − 1400/1800) (the compute at the rated clock)."""
+    import statistics
+
+    root = tmp_path / "p"
+    _every_rank_at(scenario("healthy"), root, 1400.0)
+    d = diagnose(load_profile(root, use_cache=False))
+    c = d.top()
+    assert c is not None and c.id == "cause.job_hotspot.clock", d.headline
+    assert c.mechanism is Mechanism.JOB_HOTSPOT and c.culprit.kind == "job"
+    assert c.metrics["aicore_clock_mhz_median"] == pytest.approx(1400.0)  # idle 800 left out
+    comp = _computing_us_by_rank(root)
+    want = statistics.median(v * (1 - 1400 / 1800) for v in comp.values())
+    assert c.gain_us == pytest.approx(want, rel=1e-6)
+    assert "1400 MHz" in c.summary and "rated 1800 MHz" in c.summary and "every rank" in c.summary
+    assert "1400 MHz" in c.summary_zh and "额定" in c.summary_zh
+    assert c.remedies[0].text.startswith("Find why every NPU runs at 1400 MHz")
+    from advisor_chat.diagnosis.hypotheses import judge
+
+    assert judge(d, "throttling").status == "supported"
+    assert judge(d, "hardware").status == "supported"
+
+
+def test_the_rated_clock_everywhere_is_no_cause(scenario, tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    _every_rank_at(scenario("healthy"), root, 1800.0)
+    d = diagnose(load_profile(root, use_cache=False))
+    assert all("clock" not in c.id for c in d.causes)
+    from advisor_chat.diagnosis.hypotheses import judge
+
+    v = judge(d, "throttling")
+    assert v.status == "contradicted" and "1800 MHz" in v.reason

@@ -65,6 +65,15 @@ CASES = [
     # device-shared-rank: a device idles with its kernels already queued by its host
     ("device-shared-rank", "device_shared", "supported"),
     ("seed-rank12", "device_shared", "contradicted"),  # its host is late, not its device
+    # memory: an environment note (PYTORCH_NPU_ALLOC_CONF unset, low severity) is advice, not
+    # evidence; with a measured cause elsewhere the answer is no, without any cause undecided
+    ("seed-rank12", "memory", "contradicted"),
+    ("slow-link", "memory", "contradicted"),
+    ("healthy", "memory", "undecided"),
+    # ZeRO stage: exposed AllGather + ReduceScatter (ZeRO-3's collectives) vs exposed AllReduce
+    # (gradient synchronization every stage keeps)
+    ("zero3-param-gather", "zero_stage", "supported"),
+    ("comm-bound-no-overlap", "zero_stage", "contradicted"),
 ]
 
 

@@ -193,17 +193,23 @@ def test_inspect_prints_markup_and_escapes_in_names_as_text():
 
 def test_generate_help_lists_every_scenario_with_its_description():
     from advisor_chat.synth import SCENARIOS
+    from advisor_chat.synth.blind import BLIND_KINDS
 
     res = runner.invoke(app, ["generate", "--help"])
     assert res.exit_code == 0, res.output
     # table cells wrap over lines: read the panel with its borders and line breaks removed
     flat = " ".join(re.sub(r"[│╭╮╰╯─]", " ", res.output).split())
     assert "Scenarios" in flat
-    for name, spec in SCENARIOS.items():
+    shown = [name for name in SCENARIOS if name not in BLIND_KINDS]
+    for name in shown:
+        spec = SCENARIOS[name]
         row = f"{name} {' '.join(spec.description.split())} (default: {spec.default_ranks} ranks, "
         assert row in flat, name
+    # the blind held-out kinds are counted, not named (their names say what is planted)
+    assert f"and {len(BLIND_KINDS)} blind held-out scenarios" in flat
+    assert not any(f"{name} " in flat for name in BLIND_KINDS)
     # the scenarios follow the options, in SCENARIOS order
-    starts = [flat.index(f"{name} {SCENARIOS[name].description.split()[0]}") for name in SCENARIOS]
+    starts = [flat.index(f"{name} {SCENARIOS[name].description.split()[0]}") for name in shown]
     assert starts == sorted(starts) and flat.index("--export") < starts[0]
 
 

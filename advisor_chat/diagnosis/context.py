@@ -109,6 +109,24 @@ class Context:
         return self.cache["attribution"]
 
     @property
+    def clocks(self) -> dict[int, float]:
+        """Mean AI Core clock while busy (MHz) of a sample of the ranks, ``{}`` without the track.
+
+        :func:`~advisor_chat.diagnosis.rules.clock.busy_clock_mhz` of the ``aicore_freq`` rows of
+        up to ``PEER_SAMPLE`` ranks (the AI Core Freq counter track); computed once and cached.
+        """
+        if "clocks" not in self.cache:
+            from advisor_chat.diagnosis.decompose import _sample
+            from advisor_chat.diagnosis.rules.clock import busy_clock_mhz
+
+            ranks = _sample([int(r) for r in self.per_rank.index])
+            freq = self.profile.aicore_freq_for(ranks) if ranks else None
+            self.cache["clocks"] = (
+                busy_clock_mhz(freq) if freq is not None and not freq.empty else {}
+            )
+        return dict(self.cache["clocks"])
+
+    @property
     def nodes(self) -> list[tuple[int, ...]]:
         """Nodes (hosts) from on-node links (:func:`~advisor_chat.diagnosis.attribution.nodes`), cached."""
         if "nodes" not in self.cache:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import statistics
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -653,6 +654,7 @@ def _blame(ctx: Context) -> list[RootCause]:
     causes += R.rule_job_idle(ctx, causes)
     causes += R.rule_exposed_communication(ctx, causes)
     causes += R.rule_job_hotspot(ctx, causes)
+    causes += R.rule_job_clock(ctx, causes)
     causes += R.rule_recompute(ctx, causes)
     causes = R.rule_capture(ctx, causes)
     return _rank(_with_cost(ctx, causes))
@@ -854,6 +856,7 @@ def _diagnose(
         host_data=bool(profile.available_ranks("host_dispatch")),
         comm_data=any(not profile.get(t).empty for t in ("comm_matrix", "comm_bandwidth")),
         kernel_data=bool(profile.available_ranks("kernels")),
+        clock_mhz=statistics.median(ctx.clocks.values()) if ctx.clocks else float("nan"),
     )
 
 

@@ -10,11 +10,14 @@ measured evidence for and against it and, when the data cannot decide, what to c
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from advisor_chat.diagnosis.rules.stragglers import GC_PAUSE_MAX_US
+from advisor_chat.diagnosis.text import pct
 from advisor_chat.diagnosis.types import Diagnosis, Mechanism, RootCause
 
 Status = Literal["supported", "contradicted", "undecided"]
@@ -315,6 +318,18 @@ def _network(d: Diagnosis, h: str) -> Verdict:
 
 def _card(d: Diagnosis) -> Verdict:
     """One bad NPU: a device slower on every operator; a slow link is not a card."""
+    clock = _tagged(d, "aicore_clock_low")
+    if clock is not None and _tagged(d, "device_slow") is None:
+        return _v(
+            "card",
+            "contradicted",
+            "not one card: every rank is slowed alike — "
+            f"{_lower_first(clock.summary.rstrip('.'))}; replacing a card will not help, the "
+            "machines' power cap or cooling will",
+            f"不是某一张卡：所有卡同样变慢——{clock.summary_zh.rstrip('。')}；换卡无济于事，"
+            "要处理的是机器的功耗上限或散热",
+            (clock,),
+        )
     if _tagged(d, "device_slow") is not None:
         return replace(_hardware(d), hypothesis="card")
     link = next(
@@ -339,6 +354,17 @@ def _card(d: Diagnosis) -> Verdict:
 
 
 def _hardware(d: Diagnosis) -> Verdict:
+    clock = _tagged(d, "aicore_clock_low")
+    if clock is not None:
+        return _v(
+            "hardware",
+            "supported",
+            f"{clock.summary.rstrip('.')}; a clock below the rated one on every device is the "
+            "power supply or cooling of the machines, not the model or its settings",
+            f"{clock.summary_zh.rstrip('。')}；所有设备都低于额定频率，问题在机器的供电或散热，"
+            "而不是模型或其配置",
+            (clock,),
+        )
     dev = _tagged(d, "device_slow")
     if dev is not None:
         # what the device evidence is: a few launches far longer (bursts), or one factor on all
@@ -513,7 +539,13 @@ def _straggler(d: Diagnosis) -> Verdict:
 def _kernels(d: Diagnosis) -> Verdict:
     """Whether the operators themselves run slower, against more work for them."""
     slower = _tagged(
-        d, "device_slow", "op_regression_shape", "dtype_mismatch", "aicpu_op", "matmul_slow"
+        d,
+        "device_slow",
+        "op_regression_shape",
+        "dtype_mismatch",
+        "aicpu_op",
+        "matmul_slow",
+        "aicore_clock_low",
     )
     more = _tagged(d, "load_imbalance", "op_count_imbalance")
     real = _real(d)
@@ -675,17 +707,55 @@ def _checkpoint(d: Diagnosis) -> Verdict:
     )
 
 
+#: Exposed communication mostly (this share) of one collective kind says what produces it.
+KIND_SHARE = 0.5
+
+
 def _zero(d: Diagnosis) -> Verdict:
+    """Whether a lower ZeRO stage would help: exposed communication made of ZeRO-3's collectives.
+
+    ZeRO-3 gathers every layer's parameters (AllGather) and reduce-scatters its gradients; an
+    exposed communication that is mostly AllReduce is gradient synchronization, which the stage
+    does not remove (the cause's ``*_share`` metrics, from comm_ops by collective kind).
+    """
     top = _top(d)
+    m = top.metrics if top is not None else {}
+    sharded = m.get("allgather_share", 0.0) + m.get("reducescatter_share", 0.0)
+    if (
+        top is not None
+        and top.mechanism is Mechanism.EXPOSED_COMMUNICATION
+        and m.get("allreduce_share", 0.0) >= KIND_SHARE
+    ):
+        ar = m["allreduce_share"]
+        return _v(
+            "zero_stage",
+            "contradicted",
+            f"the exposed communication is AllReduce ({pct(ar)} of its time), gradient "
+            "synchronization that every ZeRO stage keeps, not ZeRO-3's per-layer parameter "
+            f"AllGather; {_lower_first(top.summary.rstrip('.'))}",
+            f"未被掩盖的通信是 AllReduce（占通信时间的 {pct(ar)}），即梯度同步，任何 ZeRO 阶段都有，"
+            f"而不是 ZeRO-3 逐层的参数 AllGather；{top.summary_zh.rstrip('。')}",
+            (top,),
+        )
     if top is not None and top.mechanism is Mechanism.EXPOSED_COMMUNICATION:
+        kinds = (
+            f"; {pct(sharded)} of it is AllGather and ReduceScatter, the collectives ZeRO-3 adds"
+            if sharded >= KIND_SHARE
+            else ""
+        )
+        kinds_zh = (
+            f"；其中 {pct(sharded)} 是 AllGather 与 ReduceScatter，正是 ZeRO-3 增加的集合通信"
+            if sharded >= KIND_SHARE
+            else ""
+        )
         return _v(
             "zero_stage",
             "supported",
             f"communication the computation does not hide is the main cost "
-            f"({top.summary.rstrip('.')}); ZeRO-3 adds a parameter all-gather per layer, so a lower "
-            "stage (ZeRO-2) cuts communication if the memory allows",
-            f"未被计算掩盖的通信是主要开销（{top.summary_zh.rstrip('。')}）；ZeRO-3 每层都要额外 all-gather 参数，"
-            "在显存允许时改用 ZeRO-2 可以减少通信",
+            f"({top.summary.rstrip('.')}){kinds}; ZeRO-3 adds a parameter all-gather per layer, so "
+            "a lower stage (ZeRO-2) cuts communication if the memory allows",
+            f"未被计算掩盖的通信是主要开销（{top.summary_zh.rstrip('。')}）{kinds_zh}；ZeRO-3 每层都要额外 "
+            "all-gather 参数，在显存允许时改用 ZeRO-2 可以减少通信",
             (top,),
         )
     en, zh = _top_text(top)
@@ -800,10 +870,44 @@ def _timeout(d: Diagnosis) -> Verdict:
     )
 
 
+_ALLOC_WORDS = re.compile(
+    r"aclrtMalloc|aclrtFree|empty_cache|allocat|memory fragment|out of memory|\bOOM\b", re.I
+)
+
+
 def _memory(d: Diagnosis) -> Verdict:
-    mem = [f for f in d.findings if "memory" in f.id or "alloc" in f.id]
+    """Device memory as the cause: a cause tagged or evidenced by allocation work.
+
+    A low-severity environment note (e.g. PYTORCH_NPU_ALLOC_CONF unset) is advice, not evidence
+    that memory costs step time; it does not support the hypothesis.
+    """
+    c = _tagged(d, "memory_fragmentation") or next(
+        (c for c in _real(d) if _ALLOC_WORDS.search(c.summary)), None
+    )
+    if c is not None:
+        return _v("memory", "supported", c.summary.rstrip("."), c.summary_zh.rstrip("。"), (c,))
+    mem = [
+        f
+        for f in d.findings
+        if ("memory" in f.id or "alloc" in f.id) and f.severity.value in ("high", "critical")
+    ]
     if mem:
         return _v("memory", "supported", mem[0].summary.rstrip("."), mem[0].summary_zh.rstrip("。"))
+    collect = (
+        "a profile with profile_memory=True (memory_record.csv, operator_memory.csv)",
+        "开启 profile_memory=True 的性能数据（memory_record.csv、operator_memory.csv）",
+    )
+    top = _top(d)
+    if top is not None:
+        en, zh = _top_text(top)
+        return _v(
+            "memory",
+            "contradicted",
+            "nothing in the time account points to device memory (no allocation stalls, no "
+            f"memory findings); {en}",
+            f"时间分析中没有任何迹象指向显存（没有内存分配阻塞或显存相关发现）；{zh}",
+            (top,),
+        )
     return Verdict(
         "memory",
         "undecided",
@@ -811,8 +915,7 @@ def _memory(d: Diagnosis) -> Verdict:
         "memory findings); memory pressure can still limit batch size without costing step time",
         "这份数据的时间分析没有显示显存是原因（没有内存分配阻塞或显存相关发现）；显存压力仍可能限制 batch 大小，但不直接增加步时间",
         (),
-        "a profile with profile_memory=True (memory_record.csv, operator_memory.csv)",
-        "开启 profile_memory=True 的性能数据（memory_record.csv、operator_memory.csv）",
+        *collect,
     )
 
 
@@ -1093,6 +1196,11 @@ def _throttling(d: Diagnosis) -> Verdict:
     """Whether a slow device is down-clocked (the AI Core Freq counter against its peers)."""
     from advisor_chat.diagnosis.evidence import CLOCK_DROP
 
+    job = _tagged(d, "aicore_clock_low")
+    if job is not None:
+        return _v(
+            "throttling", "supported", job.summary.rstrip("."), job.summary_zh.rstrip("。"), (job,)
+        )
     c = _clocked(d)
     if c is not None:
         own, peer = c.metrics["aicore_clock_mhz"], c.metrics["peer_aicore_clock_mhz"]
@@ -1112,11 +1220,24 @@ def _throttling(d: Diagnosis) -> Verdict:
     slow = _tagged(d, "device_slow")
     if slow is None and _mech(d, Mechanism.COMPUTE_STRAGGLER) is None:
         en, zh = _top_text(_top(d))
+        mhz = d.clock_mhz
+        if math.isfinite(mhz):  # measured: no device below its peers, and none below the rated
+            return _v(
+                "throttling",
+                "contradicted",
+                f"the AI Core clock of the ranks measured is {mhz:.0f} MHz while busy (AI Core "
+                f"Freq counter), the rated clock, and no device computes slower than its peers; "
+                f"{en}",
+                f"所测各卡忙时 AI Core 频率为 {mhz:.0f} MHz（AI Core 频率计数器），即额定频率，"
+                f"也没有哪张卡的计算比同组慢；{zh}",
+                (_top(d),),
+            )
         return _v(
             "throttling",
             "contradicted",
-            f"no device computes slower than its peers; {en}",
-            f"没有哪张卡的计算比同组慢；{zh}",
+            f"no device computes slower than its peers (this profile has no AI Core Freq track "
+            f"to check a clock shared by every rank); {en}",
+            f"没有哪张卡的计算比同组慢（这份数据没有 AI Core 频率轨道，无法检查所有卡共同的降频）；{zh}",
             (_top(d),),
         )
     c = slow or _mech(d, Mechanism.COMPUTE_STRAGGLER)

@@ -258,6 +258,8 @@ class Diagnosis:
             comm_bandwidth rows: communication_matrix.json / communication.json).
         kernel_data: Whether it has per-kernel data (``kernels``: kernel_details.csv or the DB's
             TASK table) for some rank, so the operator checks ran.
+        clock_mhz: Median over a sample of ranks of the AI Core clock while busy (MHz, the AI Core
+            Freq counter track, idle clock left out); NaN without the track.
     """
 
     causes: tuple[RootCause, ...]
@@ -282,6 +284,7 @@ class Diagnosis:
     host_data: bool = False
     comm_data: bool = False
     kernel_data: bool = False
+    clock_mhz: float = float("nan")
 
     def role_of(self, rank: int) -> list[tuple[RootCause, Role, Impact | None]]:
         """Each cause touching ``rank`` and the rank's role in it, ordered by lost time.

@@ -9,7 +9,8 @@ the late rank's excess: that is the time they spend waiting for it.
 
 One module per mechanism: ``artifact``, ``pipeline``, ``slow_link``, ``stragglers`` (late ranks,
 groups, one-step events), ``attributed`` (culprits from the wait attribution), ``degradation``,
-``job`` (job idle, exposed communication, hotspot), ``network_steps`` (a transport slow on every
+``job`` (job idle, exposed communication, hotspot), ``clock`` (every rank below its rated
+AI Core clock), ``network_steps`` (a transport slow on every
 link in some steps), ``regression``; shared thresholds and helpers
 in ``common``.
 """
@@ -20,6 +21,7 @@ from advisor_chat.analyzers._common import missing_ranks
 from advisor_chat.diagnosis.rules.artifact import artifact_cause, detect_artifact_steps
 from advisor_chat.diagnosis.rules.attributed import covered_ranks, rule_attributed
 from advisor_chat.diagnosis.rules.capture import rule_capture
+from advisor_chat.diagnosis.rules.clock import rule_job_clock
 from advisor_chat.diagnosis.rules.common import (
     BUBBLE_MIN_MARGIN,
     BUBBLE_MIN_SHARE,
@@ -104,6 +106,7 @@ __all__ = [
     "rule_exposed_communication",
     "rule_group_across_nodes",
     "rule_intra_node_off_hccs",
+    "rule_job_clock",
     "rule_job_hotspot",
     "rule_job_idle",
     "rule_pipeline",
