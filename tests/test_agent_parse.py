@@ -422,6 +422,9 @@ def test_the_causes_ruled_out_are_kept_apart() -> None:
         ("is another process using that npu?", "yes_no", "device_shared"),
         ("是不是有别的进程占用了11号卡", "yes_no", "device_shared"),
         ("是不是有算子跑到AI CPU上去了？", "yes_no", "aicpu"),
+        # the fault word is part of the suspect's own words: the card, not "broken" alone
+        ("是某张卡坏了吗？", "yes_no", "card"),
+        ("is one card bad?", "yes_no", "card"),
     ],
 )
 def test_a_suspect_tacked_on_after_the_facts_asks_for_a_verdict(

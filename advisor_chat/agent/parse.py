@@ -359,6 +359,10 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"是否",
         r"有没有",
         r"会不会",
+        r"会不是",  # a common slip for 会不会
+        r"难道",
+        r"莫非",
+        r"^(这|那)?(是|就是)[^，,；;。？?]{1,20}(的)?(问题|原因|锅|导致的|造成的|引起的)[？?]\s*$",
         r"要不要",
         r"能不能",
         r"需不需要",
@@ -658,6 +662,11 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"读数据",
         r"dataloader",
         r"数据预处理",
+        r"\btokeni[sz](er|ation|ing)\b",
+        r"\b(data )?pre-?processing\b",
+        r"\bi/?o\b.{0,12}\b(bottleneck|bound|slow)",
+        r"(?<![a-z])io\s*瓶颈",
+        r"分词",
         r"(磁盘|存储)\s*(io|IO|读)",
     ),
     "link": (
@@ -675,7 +684,13 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"\brdma\b",
         r"\bswitch(es)?\b(?! (zero|stage|to|from|off|on))",
         r"\bbandwidth\b",
+        r"\bpacket (loss|drops?)\b",
+        r"\bretransmi(t|ssion)",
+        r"\bcongest(ed|ion)\b",
         r"网络",
+        r"丢包",
+        r"重传",
+        r"拥塞",
         r"网卡",
         r"交换机",
         r"带宽",
@@ -743,6 +758,10 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"\bunbalanced\b",
         r"\buneven(ly)?\b",
         r"\bskew(ed)? (data|batch|sequence|load|work)",
+        r"\b(data|length|token) skew\b",
+        r"\b(variable|different|uneven|varying) (sequence |seq )?lengths?\b",
+        r"\bsequence lengths?\b",
+        r"(序列|句子|样本)长度.{0,4}(不均|不一|不同|差异)",
         r"\b(longer|bigger|larger|more) (samples|sequences|seqs|inputs|batch(es)?|tokens)\b",
         r"(样本|序列|句子|数据).{0,6}(更长|更多|更大|长一些|多一些)",
         r"负载不(均|平衡)",
@@ -806,6 +825,8 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r".{0,30}\b(bug|broken|defect|regression)",
         r"\b(bug|broken|defect)\b.{0,20}\b(in|of|with) (cann|torch[_ ]?npu|the driver|the framework)",
         r"\bopen an issue with (huawei|ascend)",
+        r"\b(driver|firmware)\b.{0,20}\b(problem|issue|version|fault)",
+        r"(驱动|固件).{0,6}(问题|版本|故障)",
         r"(cann|torch_?npu|驱动|固件|框架|deepspeed|megatron|mindspeed).{0,12}(bug|缺陷|适配|有问题)",
         r"\bbug\b",
     ),
@@ -827,6 +848,8 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"\b(overhead|caused|inflated|distorted|created) (of|by|from) (the )?(profil|captur|tracing)",
         r"\bhow (this|it|the (trace|profile|data)) was (captured|collected|profiled|recorded)\b",
         r"\b(with_stack|record_shapes|profile_memory|level ?2)\b",
+        r"\bprofil(er|ing) (noise|artifact|artefact)s?\b",
+        r"\b(noise|artifact|artefact)s? (of|from) (the )?profil",
         r"\b(free|idle|gaps?)\b.{0,40}\b(actually |really )?real\b",
         r"\breal\b.{0,30}\b(free|idle|gaps?)\b",
         r"采集(本身|开销|配置|方式|参数)",
@@ -852,16 +875,23 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"\b(too )?hot\b",
         r"\bclock (speed|frequency|rate)\b",
         r"\bfrequency (drop|dropped|is low|lower)",
+        r"\bpower[- ]?(cap|capp(ed|ing)|limit(ed|s)?|budget|throttl\w*)\b",
+        r"\b(full|rated|nominal|max(imum)?) (clock|frequency)\b",
+        r"\b(clocks?|frequency) (is |are )?(low|lower|reduced|capped)\b",
         r"降频",
         r"过热",
         r"温度",
         r"频率",
+        r"功耗(墙|上限|限制|封顶)",
+        r"限(功耗|功率)",
+        r"功率(墙|上限|限制)",
     ),
     # device memory bandwidth (before "memory", which is about capacity)
     "memory_bandwidth": (
         r"\b(memory|hbm|dram) bandwidth\b",
         r"\bhbm\b.{0,20}\b(slow|degraded|bad|bandwidth)",
         r"\bmemory[- ]bound\b",
+        r"\bbandwidth[- ]bound\b.{0,20}\b(hbm|memory|dram)\b",
         r"(显存|HBM|hbm|内存)\s*带宽",
         r"访存",
     ),
@@ -929,10 +959,12 @@ def find_hypotheses(text: str, kind: str) -> tuple[str, ...]:
     if kind != "yes_no" and cue is None:
         return ()
     hits: list[tuple[int, str]] = []
+    ends: dict[str, int] = {}
     for name, pats in _HYPOTHESIS_LEX.items():
         m = _match_any(pats, low)
         if m is not None:
             hits.append((m.start(), name))
+            ends[name] = m.end()
     # at one position the narrower suspect wins ("overheating": throttling before hardware)
     hits.sort(key=lambda h: (h[0], h[1] not in _NARROW, h[1]))
     # The cause put forward follows the words of suspicion ("the job hung for 40 s, is it the
@@ -942,7 +974,8 @@ def find_hypotheses(text: str, kind: str) -> tuple[str, ...]:
     after_causal = [h for h in hits if causal is not None and h[0] >= causal.end()][:1]
     effect = _CAUSE_BEFORE.search(text)  # "显存不够导致卡死", "does GC cause the hang?"
     before_effect = [h for h in hits if effect is not None and h[0] < effect.start()][-1:]
-    after_cue = [h for h in hits if cue is not None and h[0] >= cue.start()][:1]
+    # a suspect whose words hold the cue ("某张卡坏了": the card, not "坏了" alone) counts as after it
+    after_cue = [h for h in hits if cue is not None and ends[h[1]] > cue.start()][:1]
     first = after_causal or before_effect or after_cue
     # "ZeRO-3 is slow, is DeepSpeed / torch_npu just broken?": a defect of the stack is what is
     # put forward; the causes named beside it describe the symptom

@@ -170,6 +170,8 @@ _WHICH_RANK = re.compile(
 _WHICH_NODE = re.compile(
     r"\b(which|what) (node|server|machine|host)s?\b|哪(台|个|一台)(机器|节点|服务器|主机)", re.I
 )
+#: A node named without its number ("is one node slower?", "是不是有慢节点？").
+_NODE_WORD = re.compile(r"\b(nodes?|machines?|servers?)\b|节点|机器|服务器", re.I)
 #: "Is the optimizer the problem?", "is it the tokenizer?", "是不是日志的问题？": the thing suspected.
 _SUSPECT_X = (
     re.compile(
@@ -181,13 +183,30 @@ _SUSPECT_X = (
         r"(?i)\b(?:is|could|might)\s+(?:it|this|that)\s+(?:be\s+)?(?:the|our|my)\s+"
         r"(?P<x>[a-z][\w.+-]*(?:\s+[a-z][\w.+-]*){0,2})\s*\?"
     ),
+    # "is this a power capping issue?", "could it be a driver problem?"
+    re.compile(
+        r"(?i)\b(?:is|could|might)\s+(?:it|this|that)\s+(?:be\s+)?(?:a|an|some)\s+"
+        r"(?P<x>[a-z][\w.+-]*(?:\s+[a-z][\w.+-]*){0,2}?)\s+(?:problem|issue|thing)\b"
+    ),
+    # "could the tokenizer be slow?", "is the optimizer step slow?"
+    re.compile(
+        r"(?i)\b(?:is|are|could|might|can)\s+(?:the|our|my)\s+"
+        r"(?P<x>[a-z][\w.+-]*(?:\s+[a-z][\w.+-]*){0,2}?)\s+(?:be\s+|too\s+|just\s+)?"
+        r"(?:slow|slower|the slow part|holding (?:us|it|the job) back)\b"
+    ),
     re.compile(r"是不是(?P<x>[^，。？?！!、\s]{2,12}?)的?(?:问题|原因|锅)"),
     re.compile(r"是(?P<x>[^，。？?！!、\s]{2,12}?)(?:导致|造成|引起)的吗"),
+    # "是不是优化器那一步太慢？", "会不会是日志拖慢了"
+    re.compile(
+        r"(?:是不是|会不会是|难道是|是否是)(?P<x>[^，。？?！!、\s]{2,12}?)"
+        r"(?:那一步|这一步|那块|这块|部分)?(?:太慢|很慢|变慢|慢了|拖慢|拖后腿)"
+    ),
 )
 #: Words that name the question's subject, not a suspect ("is this the problem?").
 _NOT_SUSPECT = re.compile(
-    r"(?i)^(problem|issue|bottleneck|cause|main|real|biggest|same|whole|only|one|thing|"
-    r"performance|speed|slowdown|这|那|哪|什么|性能|速度)"
+    r"(?i)^(?:(?:problem|issue|bottleneck|cause|main|real|biggest|same|whole|only|one|thing|"
+    r"performance|speed|slowdown|job|training|run|cluster|system|everything|step|steps)\b"
+    r"|这|那|哪|什么|性能|速度|训练|作业|任务)"
 )
 
 
@@ -203,7 +222,9 @@ def unknown_suspect(text: str) -> str:
     return ""
 
 
-_FILLER = re.compile(r"(那块|这块|那边|这边|方面|部分|相关|\s+(side|part|stuff|thing))$", re.I)
+_FILLER = re.compile(
+    r"(那一步|这一步|那块|这块|那边|这边|方面|部分|相关|\s+(side|part|stuff|thing|step))$", re.I
+)
 
 
 _RANK_WORD = re.compile(r"\b(ranks?|cards?|npus?|devices?|gpus?)\b|卡", re.I)
@@ -666,7 +687,10 @@ class Planner:
                 d, q.except_ranks, zh, yes_no=q.kind == "yes_no", healthy=healthy
             )
         # "which node is slower?" (not "which node or card is the straggler?": a rank question)
-        which_node = _WHICH_NODE.search(q.text) is not None and not _RANK_WORD.search(q.text)
+        which_node = (
+            _WHICH_NODE.search(q.text) is not None
+            or (q.kind == "yes_no" and _NODE_WORD.search(q.text) is not None)
+        ) and not _RANK_WORD.search(q.text)
         # "is node 1 slower?", "which node is slower?"
         if (q.nodes or which_node) and not q.ranks and not q.links and not hyp:
             return project.node_question(
@@ -691,7 +715,9 @@ class Planner:
                 and "env" in getattr(meta, "columns", ())
                 and bool(meta["env"].map(lambda e: isinstance(e, dict) and bool(e)).any())
             )
-            return project.suspect_verdict(d, suspect, zh, env)
+            sv = project.suspect_verdict(d, suspect, zh, env, undecided_ok=not hyp)
+            if sv is not None:
+                return sv
         if hyp == "hccl_timeout" and q.ranks:  # "is rank 4 hung?": that rank's role
             return project.explain_ranks(d, q.ranks, zh, yes_no=q.kind == "yes_no")
         # "could it be GC?": a verdict first; capabilities with their own tools and data needs
@@ -1635,6 +1661,8 @@ def lead_tag(cause: RootCause) -> str | None:
         return "op_regression_shape"
     if "hccl_timeout_risk" in cause.symptom_tags:  # a late arrival measured against the timeout
         return "hccl_timeout_risk"
+    if cause.mechanism.value == "job_hotspot" and cause.symptom_tags:
+        return cause.symptom_tags[0]  # what is hot on every rank: an operator type, the clock
     return _LEAD_TAG.get(cause.mechanism.value)
 
 

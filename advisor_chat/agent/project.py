@@ -972,6 +972,15 @@ def node_question(
         )
         return p
     on = sorted({i for i, n in enumerate(nodes) for r in ranks if r in n})
+    if not idx and yes_no and len(ranks) == 1 and len(on) == 1 and len(nodes[on[0]]) > 1:
+        # "is one node slower?": one rank of a node is the culprit, not the node
+        p.lines.append(
+            f"不是整台机器：{node_txt(on[0])}中只有{fmt_ranks(ranks)}号卡是罪魁——{text}。"
+            if zh
+            else f"No, not a whole node: only rank {fmt_ranks(ranks)} of {node_txt(on[0])} is the "
+            f"culprit — {lower_first(text)}."
+        )
+        return p
     if not idx:  # "which node is slower?": the node(s) the top cause lies on
         one = len(on) == 1
         where = (
@@ -981,7 +990,7 @@ def node_question(
         )
         if one and where.lower() in why.lower():  # the cause already names the node
             p.lines.append(f"{why}。" if zh else f"{why[0].upper()}{why[1:]}.")
-            return p
+            return _verdict_first(p, "是的：" if zh else "Yes: ", zh, yes_no)
         p.lines.append(
             (
                 f"{where}上的问题最大：{why}。"
@@ -2939,13 +2948,16 @@ def _setting_verdict(d: Diagnosis, var: str, zh: bool) -> Projection:
     return p
 
 
-def suspect_verdict(d: Diagnosis, key: str, zh: bool, env_recorded: bool) -> Projection | None:
+def suspect_verdict(
+    d: Diagnosis, key: str, zh: bool, env_recorded: bool, *, undecided_ok: bool = True
+) -> Projection | None:
     """Whether a change the user names fits the diagnosis ("we enabled X, could that be it?").
 
     Yes when the text of one of the top two causes (summary, remedies) shows it (e.g. the
     optimizer off the NPU for an offload, the same operators run again for recompute); no when
     it is an environment variable the profiler metadata records and the environment check does
-    not flag (it is not set); otherwise "cannot tell", with where the time goes.
+    not flag (it is not set); otherwise "cannot tell", with where the time goes — or ``None``
+    without ``undecided_ok`` (the question also names a hypothesis the diagnosis can judge).
     """
     if key.startswith("env:"):
         return _env_verdict(d, key[4:], zh, env_recorded)
@@ -2971,6 +2983,8 @@ def suspect_verdict(d: Diagnosis, key: str, zh: bool, env_recorded: bool) -> Pro
             )
             return p
     # neither shown nor ruled out: say so, and where the time goes
+    if not undecided_ok:
+        return None
     p = Projection()
     top = real[0] if real else None
     if top is not None:
