@@ -1045,6 +1045,13 @@ def test_a_suspect_no_rule_names_is_judged_against_the_causes_text() -> None:
     assert unknown_suspect("是不是优化器那块的问题？") == "优化器"
     assert unknown_suspect("is this the problem?") == ""
     assert unknown_suspect("is there a performance problem?") == ""
+    # "a X issue", "could the X be slow?", "是不是X那一步太慢": the suspect, not a bare "yes"
+    assert unknown_suspect("is this a power capping issue?") == "power capping"
+    assert unknown_suspect("could the tokenizer be slow?") == "tokenizer"
+    assert unknown_suspect("是不是优化器那一步太慢？") == "优化器"
+    # the subject of the question is not a suspect
+    assert unknown_suspect("is the job slow?") == ""
+    assert unknown_suspect("是不是训练太慢？") == ""
     d = _diag(HOST9)
     no = _text(pj.unknown_suspect(d, "tokenizer", False))
     assert no.startswith("Nothing in this data points to the tokenizer: the measured time goes to")

@@ -401,6 +401,22 @@ def _hardware(d: Diagnosis) -> Verdict:
             f"{link.summary_zh.rstrip('。')}；链路带宽远低于同类通常是硬件或线缆故障（端口、光模块、网卡）",
             (link,),
         )
+    top = _top(d)
+    shape = (
+        top
+        if top is not None and {"op_regression_shape", "matmul_slow"} & set(top.symptom_tags)
+        else None
+    )
+    if shape is not None:  # one operator at one shape slower, the rest of the device normal
+        return _v(
+            "hardware",
+            "contradicted",
+            "a hardware fault slows every operator of a device, but here only some operators "
+            f"at their shapes are slower — {_lower_first(shape.summary.rstrip('.'))}",
+            f"硬件故障会让设备上所有算子变慢，而这里只有部分算子在特定 shape 下变慢——"
+            f"{shape.summary_zh.rstrip('。')}",
+            (shape,),
+        )
     soft = _tagged(
         d,
         "aicpu_op",
@@ -409,6 +425,11 @@ def _hardware(d: Diagnosis) -> Verdict:
         "op_count_imbalance",
         "host_bound",
         "gc_pause",
+        "dataloader_stall",
+        "pipeline_bubble",
+        "cann_upgrade",
+        "recompute",
+        "dynamic_shape",
     )
     if soft is not None:
         return _v(
@@ -419,7 +440,6 @@ def _hardware(d: Diagnosis) -> Verdict:
             f"证据指向软件、配置或数据，而不是硬件——{soft.summary_zh.rstrip('。')}",
             (soft,),
         )
-    top = _top(d)
     if top is None:
         return _v(
             "hardware",

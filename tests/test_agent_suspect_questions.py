@@ -1,0 +1,63 @@
+"""Yes/no questions that suspect something, on profiles whose planted fault is known.
+
+Each scenario plants one fault (``advisor_chat.synth``): a host-stalled rank 12 on node 1
+(seed-rank12), a degraded RDMA link 3->11 with every AI Core at its rated clock (slow-link), a
+slowest rank that changes with the input lengths (varlen-imbalance). A suspect the question names
+in words the rules do not list ("a power capping issue", "优化器那一步") is judged against the
+diagnosis, and the first sentence never says "yes" to what the data does not show.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor_chat.agent.advisor import Advisor
+from advisor_chat.config import load_settings
+from advisor_chat.ingest import load_profile
+
+
+@pytest.fixture(scope="module")
+def ask(scenario, tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    advisors: dict[str, Advisor] = {}
+
+    def _ask(name: str, question: str) -> str:
+        if name not in advisors:
+            advisors[name] = Advisor(
+                load_profile(scenario(name), progress=False),
+                settings=load_settings(model="offline", home=home),
+            )
+        return " ".join(advisors[name].ask(question).answer.split())
+
+    return _ask
+
+
+@pytest.mark.parametrize(
+    ("name", "question", "start"),
+    [
+        # one rank of node 1 is the culprit: not the node
+        (
+            "seed-rank12",
+            "is one node slower than the others?",
+            "No, not a whole node: only rank 12",
+        ),
+        ("seed-rank12", "是不是有慢节点？", "不是整台机器"),
+        # the clock is measured at 1800 MHz: no power cap, whatever the words
+        ("slow-link", "are we power-limited?", "No: it is not a down-clocked device"),
+        ("slow-link", "is this a power capping issue?", "No: it is not a down-clocked device"),
+        ("slow-link", "是不是功耗墙？", "不是设备降频"),
+        # a suspect no rule judges: nothing points to it, the time goes to the link
+        ("slow-link", "是不是优化器那一步太慢？", "数据中没有指向优化器的迹象"),
+        (
+            "slow-link",
+            "is it packet loss / retransmissions?",
+            "Yes: the data points to the network",
+        ),
+        # the input lengths: judged as load imbalance, not "cannot tell"
+        ("slow-link", "是不是序列长度不均导致的？", "不是负载不均衡"),
+        ("varlen-imbalance", "是不是序列长度不均导致的？", "是的，数据指向负载不均衡"),
+    ],
+)
+def test_the_first_sentence_judges_the_suspect(ask, name: str, question: str, start: str) -> None:
+    answer = ask(name, question)
+    assert answer.startswith(start), answer[:300]
