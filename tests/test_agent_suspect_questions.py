@@ -2,7 +2,8 @@
 
 Each scenario plants one fault (``advisor_chat.synth``): a host-stalled rank 12 on node 1
 (seed-rank12), a degraded RDMA link 3->11 with every AI Core at its rated clock (slow-link), a
-slowest rank that changes with the input lengths (varlen-imbalance). A suspect the question names
+slowest rank that changes with the input lengths (varlen-imbalance), rank 9 down-clocked from a
+step on (throttle-onset), rank 13 computing MatMul in fp32 (fp32-rank). A suspect the question names
 in words the rules do not list ("a power capping issue", "优化器那一步") is judged against the
 diagnosis, and the first sentence never says "yes" to what the data does not show.
 """
@@ -56,6 +57,21 @@ def ask(scenario, tmp_path_factory):
         # the input lengths: judged as load imbalance, not "cannot tell"
         ("slow-link", "是不是序列长度不均导致的？", "不是负载不均衡"),
         ("varlen-imbalance", "是不是序列长度不均导致的？", "是的，数据指向负载不均衡"),
+        # a hypothesis supported on another rank or link is a "no" for the one asked
+        (
+            "throttle-onset",
+            "is rank 5 just overheating?",
+            "No, not rank 5: the data points to a down-clocked",
+        ),
+        ("throttle-onset", "9号卡是不是降频了？", "是的，数据指向设备降频"),
+        ("slow-link", "is the HCCS between 13 and 14 broken?", "No, not link 13↔14"),
+        ("slow-link", "13和14之间的链路是不是坏了？", "不是链路 13↔14"),
+        # a remedy's words are not a measurement: fp32-rank's remedies may name the optimizer
+        (
+            "fp32-rank",
+            "is the optimizer step the problem?",
+            "Nothing in this data points to the optimizer",
+        ),
     ],
 )
 def test_the_first_sentence_judges_the_suspect(ask, name: str, question: str, start: str) -> None:

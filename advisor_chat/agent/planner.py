@@ -747,7 +747,7 @@ class Planner:
             and (it not in ("mc2", "memory") or hyp == "memory_bandwidth")
             and (hyp not in ("network", "link") or it not in ("slow_link", "communication"))
         ):
-            p = project.hypothesis(d, hyp, zh, healthy=healthy)
+            p = project.hypothesis(d, hyp, zh, healthy=healthy, ranks=q.ranks, links=q.links)
             if p.lines and _EITHER_Q.search(q.text):
                 # "is it real or the profiler's?": the verdict names which, no yes or no
                 p.lines[0] = _without_yes_no(p.lines[0])

@@ -1050,14 +1050,15 @@ def _fits(c: RootCause, zh: bool) -> Projection:
 def unknown_suspect(d: Diagnosis, x: str, zh: bool) -> Projection:
     """A suspect no rule judges ("is the tokenizer the problem?"), against the top causes' text.
 
-    Yes when one of the top two causes names it (its summary or remedies: "the optimizer updates
-    the parameters" for an unfused optimizer); otherwise nothing in the data points to it and the
-    measured time goes to the top cause (or nothing stands out: cannot tell).
+    Yes when one of the top two causes names it in its account (the summary: "the optimizer
+    updates the parameters" for an unfused optimizer; not its remedies, which name what to
+    change, not what was measured); otherwise nothing in the data points to it and the measured
+    time goes to the top cause (or nothing stands out: cannot tell).
     """
     p = Projection()
     real = _real(d)[:2]
     for c in real:
-        if x.lower() in _cause_text(c).lower():
+        if x.lower() in f"{c.summary} {c.summary_zh}".lower():
             return _fits(c, zh)
     top = real[0] if real else None
     if top is None:
@@ -2614,17 +2615,49 @@ def ruled_out(p: Projection, d: Diagnosis, names: Sequence[str], zh: bool) -> Pr
     return p
 
 
-def hypothesis(d: Diagnosis, name: str, zh: bool, *, healthy: bool = False) -> Projection:
+def hypothesis(
+    d: Diagnosis,
+    name: str,
+    zh: bool,
+    *,
+    healthy: bool = False,
+    ranks: Sequence[int] = (),
+    links: Sequence[tuple[int, int]] = (),
+) -> Projection:
     """Answer to a hypothesis question ("could it be GC?"): a verdict, then its measured evidence.
 
     The verdict comes from :func:`advisor_chat.diagnosis.hypotheses.judge` (supported,
     contradicted, or not decidable from this data). The first sentence states it alone, so that
     no clause of the evidence can contradict it; the next gives the evidence, and the causes it
-    comes from are cited; an undecided verdict says what to collect.
+    comes from are cited; an undecided verdict says what to collect. With ``ranks`` ("is rank 5
+    overheating?") or ``links`` ("is the HCCS between 13 and 14 broken?"), a hypothesis supported
+    on other ranks or another link is a "no" for the ones asked.
     """
     from advisor_chat.diagnosis.hypotheses import NAMES, judge
 
     v = judge(d, name)
+    elsewhere = _supported_elsewhere(d, v.causes, ranks, links) if v.status == "supported" else None
+    if elsewhere is not None and not healthy:
+        who = fmt_ranks(list(ranks or {r for lk in links for r in lk}))
+        en_name, zh_name = NAMES[name]
+        p = Projection()
+        p.add_cause(elsewhere)
+        on_zh, on_en = label(elsewhere.culprit, True), label(elsewhere.culprit, False)
+        asked_zh = (
+            "、".join(f"链路 {a}↔{b}" for a, b in links) if links and not ranks else f"{who}号卡"
+        )
+        asked_en = (
+            " and ".join(f"link {a}↔{b}" for a, b in links)
+            if links and not ranks
+            else f"rank{'s' if len(ranks) > 1 else ''} {who}"
+        )
+        p.lines.append(
+            f"不是{asked_zh}：数据指向{zh_name}，但在{on_zh}。{_sentence(summary(elsewhere, True), True)}"
+            if zh
+            else f"No, not {asked_en}: the data points to {en_name}, but on {on_en}. "
+            f"{_sentence(summary(elsewhere, False), False)}"
+        )
+        return p
     en_name, zh_name = NAMES[name]
     act = _ACTIONS.get(name)
     # the first sentence also names what the evidence blames (its first cause's culprit), so
@@ -2692,6 +2725,32 @@ def hypothesis(d: Diagnosis, name: str, zh: bool, *, healthy: bool = False) -> P
         if c is not None:
             p.add_cause(c)
     return p
+
+
+def _supported_elsewhere(
+    d: Diagnosis,
+    cause_ids: Sequence[str],
+    ranks: Sequence[int],
+    links: Sequence[tuple[int, int]] = (),
+) -> RootCause | None:
+    """The cause supporting a hypothesis when it blames others than those asked, else None.
+
+    Only a cause that blames ranks (a rank, ranks, a group, a stage, a link's endpoints, step
+    events) can be elsewhere; a job-level cause holds for every rank. A link asked is the same
+    link in either direction; a rank asked is elsewhere when no blamed rank is among it.
+    """
+    if not ranks and not links:
+        return None
+    c = next((x for cid in cause_ids for x in d.causes if x.id == cid), None)
+    if c is None or c.culprit.kind in ("job", "none", "operator"):
+        return None
+    if links and not ranks:
+        if c.culprit.kind == "link" and c.culprit.link is not None:
+            asked = {frozenset(lk) for lk in links}
+            return None if frozenset(c.culprit.link) in asked else c
+        ranks = [r for lk in links for r in lk]
+    blamed = set(_culprit_ranks(c))
+    return c if blamed and not blamed & set(ranks) else None
 
 
 def late_event(d: Diagnosis, zh: bool) -> Projection | None:
