@@ -65,7 +65,17 @@ def ask(scenario, tmp_path_factory):
         ),
         ("throttle-onset", "9号卡是不是降频了？", "是的，数据指向设备降频"),
         ("slow-link", "is the HCCS between 13 and 14 broken?", "No, not link 13↔14"),
-        ("slow-link", "13和14之间的链路是不是坏了？", "不是链路 13↔14"),
+        ("slow-link", "13和14之间的链路是不是坏了？", "不是：链路 13→14 不是慢链路"),
+        # a part of the computation named: judged against what was measured, not "yes, compute"
+        (
+            "hbm-slow-rank",
+            "is it the embedding / loss computation?",
+            "Nothing in this data points to the embedding / loss computation",
+        ),
+        ("hbm-slow-rank", "is it the computation?", "Yes, the main bottleneck is computation"),
+        # the link is what the question suspects, not "broken" hardware in general
+        ("hbm-slow-rank", "是HCCS链路坏了吗？", "不是网络的问题"),
+        ("hbm-slow-rank", "is the HCCS between 13 and 14 broken?", "No, not link 13↔14"),
         # a remedy's words are not a measurement: fp32-rank's remedies may name the optimizer
         (
             "fp32-rank",

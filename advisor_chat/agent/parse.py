@@ -974,8 +974,9 @@ def find_hypotheses(text: str, kind: str) -> tuple[str, ...]:
     after_causal = [h for h in hits if causal is not None and h[0] >= causal.end()][:1]
     effect = _CAUSE_BEFORE.search(text)  # "显存不够导致卡死", "does GC cause the hang?"
     before_effect = [h for h in hits if effect is not None and h[0] < effect.start()][-1:]
-    # a suspect whose words hold the cue ("某张卡坏了": the card, not "坏了" alone) counts as after it
-    after_cue = [h for h in hits if cue is not None and ends[h[1]] > cue.start()][:1]
+    # a suspect whose words hold or touch the cue ("某张卡坏了", "HCCS链路坏了": the card, the
+    # link, not "坏了" alone) counts as after it
+    after_cue = [h for h in hits if cue is not None and ends[h[1]] >= cue.start()][:1]
     first = after_causal or before_effect or after_cue
     # "ZeRO-3 is slow, is DeepSpeed / torch_npu just broken?": a defect of the stack is what is
     # put forward; the causes named beside it describe the symptom

@@ -170,6 +170,14 @@ _WHICH_RANK = re.compile(
 _WHICH_NODE = re.compile(
     r"\b(which|what) (node|server|machine|host)s?\b|哪(台|个|一台)(机器|节点|服务器|主机)", re.I
 )
+#: Words of a category of time (the category answer judges them, not a suspect's words):
+#: a suspect made only of these ("the host CPU", "compute side", "计算") is the category.
+_CATEGORY_WORD = re.compile(
+    r"^(?:(?:compute|computation|computing|communication|comm|network|host|cpu|npu|device|"
+    r"scheduling|dispatch|schedule|io|i/o|data|memory|idle|free|side|bound|part|time|problem|"
+    r"issue|the|or|and|/)\b\s*|/\s*|计算|通信|网络|主机|下发|调度|侧|的)+$",
+    re.I,
+)
 #: A node named without its number ("is one node slower?", "是不是有慢节点？").
 _NODE_WORD = re.compile(r"\b(nodes?|machines?|servers?)\b|节点|机器|服务器", re.I)
 #: "Is the optimizer the problem?", "is it the tokenizer?", "是不是日志的问题？": the thing suspected.
@@ -181,7 +189,7 @@ _SUSPECT_X = (
     ),
     re.compile(
         r"(?i)\b(?:is|could|might)\s+(?:it|this|that)\s+(?:be\s+)?(?:the|our|my)\s+"
-        r"(?P<x>[a-z][\w.+-]*(?:\s+[a-z][\w.+-]*){0,2})\s*\?"
+        r"(?P<x>[a-z][\w.+-]*(?:\s+(?:/\s+|or\s+|and\s+)?[a-z][\w.+-]*){0,3})\s*\?"
     ),
     # "is this a power capping issue?", "could it be a driver problem?"
     re.compile(
@@ -806,6 +814,11 @@ class Planner:
         if it in ("step_events", "step_trend"):
             return project.steps(d, zh, q.steps, yes_no=q.kind == "yes_no")
         if it in ("bottleneck", "communication"):
+            # "is it the embedding / loss computation?": a part of the computation, not the
+            # category; judged against what the causes measured
+            part = unknown_suspect(q.text) if q.kind == "yes_no" else ""
+            if part and not _CATEGORY_WORD.search(part):
+                return project.unknown_suspect(d, part, zh)
             return project.category(d, q.topics, q.kind == "yes_no", zh)
         if it == "pipeline_bubble":
             p = project.pipeline(d, q.stages, zh, yes_no=q.kind == "yes_no")

@@ -2748,6 +2748,8 @@ def _supported_elsewhere(
         if c.culprit.kind == "link" and c.culprit.link is not None:
             asked = {frozenset(lk) for lk in links}
             return None if frozenset(c.culprit.link) in asked else c
+        if c.category.value != "communication":
+            return c  # a link asked, a device's own time blamed: not that link
         ranks = [r for lk in links for r in lk]
     blamed = set(_culprit_ranks(c))
     return c if blamed and not blamed & set(ranks) else None
