@@ -43,3 +43,5 @@ def test_a_change_nothing_points_to_names_where_the_time_goes(scenario) -> None:
     assert first.startswith("No: nothing in this profile points to HCCL_BUFFSIZE"), first
     assert f"rank {culprit}" in text
     assert "The premise does not hold either: it is not the network" in text
+    # the premise keeps its own evidence; where the time goes is said once
+    assert text.count("the time goes elsewhere") + text.count("The time goes elsewhere") == 1

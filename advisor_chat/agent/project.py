@@ -2947,6 +2947,9 @@ def setting_verdict(d: Diagnosis, var: str, zh: bool, *, premise: str = "") -> P
         if v.status == "contradicted":
             en, zh_name = NAMES[premise]
             reason = v.reason_zh if zh else v.reason
+            # where the time goes was said in the verdict above: the premise keeps its own evidence
+            for mark in ("；时间损失在别处——", "; the time goes elsewhere — "):
+                reason = reason.split(mark, 1)[0]
             p.lines.append(
                 f"另外，问题的前提不成立：不是{zh_name}——{reason.rstrip('。')}。"
                 if zh
