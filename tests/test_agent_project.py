@@ -1054,9 +1054,9 @@ def test_a_suspect_no_rule_names_is_judged_against_the_causes_text() -> None:
     assert unknown_suspect("是不是训练太慢？") == ""
     d = _diag(HOST9)
     no = _text(pj.unknown_suspect(d, "tokenizer", False))
-    assert no.startswith("Nothing in this data points to the tokenizer: the measured time goes to")
+    assert no.startswith("No sign of the tokenizer in this data; the measured time goes to")
     assert "rank 9" in no
     # named by the top cause (its summary): the data fits
     yes = _text(pj.unknown_suspect(d, "host", False))
     assert yes.startswith("Yes, that fits what the data shows. Host stall on rank 9")
-    assert _text(pj.unknown_suspect(d, "日志", True)).startswith("数据中没有指向日志的迹象")
+    assert _text(pj.unknown_suspect(d, "日志", True)).startswith("没有迹象表明是日志的问题")

@@ -48,7 +48,7 @@ def ask(scenario, tmp_path_factory):
         ("slow-link", "is this a power capping issue?", "No: it is not a down-clocked device"),
         ("slow-link", "是不是功耗墙？", "不是设备降频"),
         # a suspect no rule judges: nothing points to it, the time goes to the link
-        ("slow-link", "是不是优化器那一步太慢？", "数据中没有指向优化器的迹象"),
+        ("slow-link", "是不是优化器那一步太慢？", "没有迹象表明是优化器的问题"),
         (
             "slow-link",
             "is it packet loss / retransmissions?",
@@ -70,7 +70,7 @@ def ask(scenario, tmp_path_factory):
         (
             "hbm-slow-rank",
             "is it the embedding / loss computation?",
-            "Nothing in this data points to the embedding / loss computation",
+            "No sign of the embedding / loss computation in this data",
         ),
         ("hbm-slow-rank", "is it the computation?", "Yes, the main bottleneck is computation"),
         # the link is what the question suspects, not "broken" hardware in general
@@ -80,7 +80,7 @@ def ask(scenario, tmp_path_factory):
         (
             "fp32-rank",
             "is the optimizer step the problem?",
-            "Nothing in this data points to the optimizer",
+            "No sign of the optimizer in this data",
         ),
     ],
 )

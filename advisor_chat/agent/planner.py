@@ -175,7 +175,9 @@ _WHICH_NODE = re.compile(
 _CATEGORY_WORD = re.compile(
     r"^(?:(?:compute|computation|computing|communication|comm|network|host|cpu|npu|device|"
     r"scheduling|dispatch|schedule|io|i/o|data|memory|idle|free|side|bound|part|time|problem|"
-    r"issue|the|or|and|/)\b\s*|/\s*|计算|通信|网络|主机|下发|调度|侧|的)+$",
+    r"issue|the|or|and|itself|just|collectives?|all[- ]?to[- ]?all|alltoallv?|all[- ]?reduce|"
+    r"all[- ]?gather|reduce[- ]?scatter|broadcast|send|recv|p2p|hccl|hccs|rdma|roce|links?|"
+    r"transfers?|/)\b\s*|/\s*|计算|通信|网络|主机|下发|调度|侧|的|集合通信|链路)+$",
     re.I,
 )
 #: A node named without its number ("is one node slower?", "是不是有慢节点？").

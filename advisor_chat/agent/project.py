@@ -1069,10 +1069,11 @@ def unknown_suspect(d: Diagnosis, x: str, zh: bool) -> Projection:
         )
         return p
     p.add_cause(top)
+    # the first words say "no" (a yes/no question was asked), then where the time goes
     p.lines.append(
-        f"数据中没有指向{x}的迹象：测得的时间损失在{_because(label(top.culprit, zh), summary(top, zh), zh)}。"
+        f"没有迹象表明是{x}的问题。测得的时间损失在别处——{summary(top, zh)}。"
         if zh
-        else f"Nothing in this data points to the {x}: the measured time goes to "
+        else f"No sign of the {x} in this data; the measured time goes to "
         f"{_because(label(top.culprit, zh), summary(top, zh), zh)}."
     )
     return p
