@@ -303,14 +303,16 @@ def _rank(causes: list[RootCause]) -> list[RootCause]:
     # cost is measured by the collectives, ranks 3 and 6's only inferred from the step times)
     specific.sort(key=lambda c: -_explained(c, measured))
     job.sort(key=lambda c: -_explained(c))
-    # an idle that every rank shares, far larger than what any late rank costs, is the job's
-    # first problem (cluster-8rank: every rank ~65 % Free, the latest rank costs 111 ms of it)
+    # a job-level cost far larger than what any late rank costs is the job's first problem
+    # (cluster-8rank: every rank ~65 % Free, the latest rank costs 111 ms of it; 79 ms of exposed
+    # communication on every rank against a straggler 41 µs behind its peers)
     top = max((c.gain_us or 0.0 for c in specific), default=0.0)
     first = [
         c
         for c in job
-        if (c.mechanism is Mechanism.JOB_IDLE or _job_idle_like(c))
-        and (c.gain_us or 0.0) >= JOB_FIRST * top
+        if (c.gain_us or 0.0)
+        >= (JOB_FIRST if c.mechanism is Mechanism.JOB_IDLE or _job_idle_like(c) else JOB_DWARFS)
+        * top
     ]
     # (only against late ranks with a measured cost: a peer the data lacks has none)
     if first and specific and top > 0:
@@ -323,9 +325,12 @@ def _job_idle_like(c: RootCause) -> bool:
     return c.mechanism is Mechanism.HOST_STALL and c.culprit.kind == "job"
 
 
-#: A job-wide idle leads the ranking when it gains at least this many times what fixing any one
+#: A job-level cause leads the ranking when it gains at least this many times what fixing any one
 #: late rank saves (its gain is an upper bound against the rank's estimate; as for "fix first").
 JOB_FIRST = 3.0
+#: Any other job-level cause (exposed communication, a hotspot, the clock: upper bounds of what
+#: could be won) leads only when the late ranks' costs are negligible beside it.
+JOB_DWARFS = 10.0
 
 
 def case_for(c: RootCause) -> str | None:

@@ -1,0 +1,49 @@
+"""Causes ranked by what they cost: a job-level cost leads only when it dwarfs every late rank's.
+
+Causes are built by hand with known gains; the engine's ranking (``engine._rank``) is what is
+tested. The numbers are those of a generated 8-rank ``comm-bound-no-overlap`` (79 ms of exposed
+communication on every rank beside a 41 µs compute straggler) and of ``flapping-rdma-link``
+(a 7.5 ms slow link beside 29 ms of hideable communication).
+"""
+
+from __future__ import annotations
+
+from advisor_chat.analyzers.base import Category
+from advisor_chat.diagnosis.engine import JOB_DWARFS, JOB_FIRST, _rank
+from advisor_chat.diagnosis.types import Culprit, Mechanism, RootCause
+
+
+def _cause(cid: str, mech: Mechanism, kind: str, gain_us: float) -> RootCause:
+    return RootCause(
+        id=cid,
+        mechanism=mech,
+        category=Category.COMMUNICATION,
+        culprit=Culprit(kind=kind, ranks=(0,) if kind == "rank" else ()),
+        victims=(),
+        summary=cid,
+        summary_zh=cid,
+        metrics={"excess_us": gain_us, "job_cost_us": gain_us},
+        findings=(),
+        gain_us=gain_us,
+    )
+
+
+def test_a_negligible_straggler_does_not_lead_a_job_wide_cost() -> None:
+    small = _cause("cause.compute_straggler.r0", Mechanism.COMPUTE_STRAGGLER, "rank", 41.0)
+    job = _cause("cause.exposed_communication", Mechanism.EXPOSED_COMMUNICATION, "job", 78_900.0)
+    assert JOB_DWARFS * 41.0 <= 78_900.0
+    assert [c.id for c in _rank([small, job])] == [job.id, small.id]
+
+
+def test_a_fault_the_job_cost_does_not_dwarf_keeps_the_lead() -> None:
+    link = _cause("cause.slow_link.4_12_rdma", Mechanism.SLOW_LINK, "link", 7_500.0)
+    job = _cause("cause.exposed_communication", Mechanism.EXPOSED_COMMUNICATION, "job", 29_100.0)
+    assert JOB_DWARFS * 7_500.0 > 29_100.0
+    assert [c.id for c in _rank([job, link])] == [link.id, job.id]
+
+
+def test_a_shared_idle_leads_at_a_lower_ratio() -> None:
+    late = _cause("cause.host_stall.r1", Mechanism.HOST_STALL, "rank", 10_000.0)
+    idle = _cause("cause.job_idle", Mechanism.JOB_IDLE, "job", 35_000.0)
+    assert JOB_FIRST * 10_000.0 <= 35_000.0 < JOB_DWARFS * 10_000.0
+    assert [c.id for c in _rank([late, idle])] == [idle.id, late.id]
