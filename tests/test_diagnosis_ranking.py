@@ -47,3 +47,21 @@ def test_a_shared_idle_leads_at_a_lower_ratio() -> None:
     idle = _cause("cause.job_idle", Mechanism.JOB_IDLE, "job", 35_000.0)
     assert JOB_FIRST * 10_000.0 <= 35_000.0 < JOB_DWARFS * 10_000.0
     assert [c.id for c in _rank([late, idle])] == [idle.id, late.id]
+
+
+def test_small_blame_spread_over_ranks_is_jitter_not_a_straggler() -> None:
+    """Arrival blame of 3.4, 2.1 and 1.6 ms per step on a 146 ms step (a comm-bound 8-rank job
+    whose transfer times vary by a few %): no rank is a straggler. One rank blamed for 3.4 ms
+    with the next at 0.2 ms is a steady straggler; above 5% of the step blame is never jitter."""
+    from types import SimpleNamespace
+
+    from advisor_chat.diagnosis.rules.attributed import _jitter
+
+    def cc(cost: float) -> SimpleNamespace:
+        return SimpleNamespace(unit=SimpleNamespace(kind="rank"), cost_us_per_step=cost)
+
+    step = 146_000.0
+    spread = [3381.0, 2090.0, 1609.0]
+    assert _jitter(cc(3381.0), spread, step)
+    assert not _jitter(cc(3381.0), [3381.0, 200.0], step)
+    assert not _jitter(cc(8000.0), [8000.0, 7000.0], step)  # ≥ 5% of the step: judged as a rank

@@ -73,8 +73,11 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     covered = covered_ranks(ctx, causes)
     out: list[RootCause] = []
     steps = sorted(int(s) for s in ctx.frame["step"].unique())
+    rank_costs = [c.cost_us_per_step for c in attr.culprits if c.unit.kind == "rank"]
     for cc in attr.culprits:
         if cc.cost_us_per_step < _min_share(cc, steps) * ctx.step_us:
+            continue
+        if _jitter(cc, rank_costs, ctx.step_us):
             continue
         if set(cc.unit.ranks) & covered:
             continue
@@ -152,6 +155,26 @@ def _inherited(ctx: Context, cc: Any) -> bool:
         return False
     excess = float(own.loc[ranks].mean() - own.loc[peers].median())
     return excess < OWN_SHARE_OF_COST * cc.cost_us_per_step
+
+
+#: A small rank culprit (below ``STRAGGLER_MIN_SHARE``) is jitter when another rank is blamed for
+#: at least this share of its cost: the last arrivals are spread over the ranks, not one's.
+JITTER_PEER_RATIO = 0.5
+
+
+def _jitter(cc: Any, rank_costs: list[float], step_us: float) -> bool:
+    """Whether a rank's small blame is arrival jitter shared with other ranks.
+
+    A steady straggler costs the job what the others lose waiting for it and nobody else is
+    blamed for much; when the blame is spread (another rank costs ≥ ``JITTER_PEER_RATIO`` of
+    it) and the rank costs less than ``STRAGGLER_MIN_SHARE`` of the step, whoever arrives last
+    changes with noise (transfer-time jitter in a communication-bound job).
+    """
+    if cc.unit.kind != "rank" or cc.cost_us_per_step >= STRAGGLER_MIN_SHARE * step_us:
+        return False
+    others = sorted(rank_costs, reverse=True)
+    others.remove(cc.cost_us_per_step)
+    return bool(others) and others[0] >= JITTER_PEER_RATIO * cc.cost_us_per_step
 
 
 def _min_share(cc: Any, steps: list[int]) -> float:
