@@ -41,6 +41,7 @@ from advisor_chat.synth.scenarios_dev8 import DEV8_KINDS
 from advisor_chat.synth.scenarios_dev9 import DEV9_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
+from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_KINDS
 
 SETS = {
     "generalization_dev": DEV_KINDS,
@@ -51,6 +52,7 @@ SETS = {
     "generalization_dev8": DEV8_KINDS,
     "generalization_dev9": DEV9_KINDS,
     "generalization_heldout2": HELDOUT2_KINDS,
+    "generalization_heldout3": HELDOUT3_KINDS,
 }
 
 

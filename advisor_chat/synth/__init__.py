@@ -30,6 +30,7 @@ from advisor_chat.synth.scenarios_dev9 import DEV9_SCENARIOS
 from advisor_chat.synth.scenarios_ext import register as _register_more
 from advisor_chat.synth.scenarios_faults import register as _register_faults
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_SCENARIOS
+from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_SCENARIOS
 from advisor_chat.synth.writer import RunInfo, write_rank
 
 __all__ = ["SCENARIOS", "ScenarioSpec", "demo_profile", "double_hash", "generate"]
@@ -46,6 +47,7 @@ for _spec in (
     *DEV8_SCENARIOS,
     *DEV9_SCENARIOS,
     *HELDOUT2_SCENARIOS,
+    *HELDOUT3_SCENARIOS,
 ):
     SCENARIOS.setdefault(_spec.name, _spec)
 

@@ -13,6 +13,7 @@ register the scenarios in :mod:`advisor_chat.synth`, and add the kinds here.
 from __future__ import annotations
 
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
+from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_KINDS
 
 #: Every blind held-out scenario name.
-BLIND_KINDS: frozenset[str] = frozenset(HELDOUT2_KINDS)
+BLIND_KINDS: frozenset[str] = frozenset(HELDOUT2_KINDS) | frozenset(HELDOUT3_KINDS)
