@@ -593,3 +593,66 @@ def test_a_late_arrival_far_below_the_timeout_keeps_its_share() -> None:
     assert share == pytest.approx(0.6 / 1836, rel=0.02)
     assert f"{share * 100:.2g}% of HCCL_EXEC_TIMEOUT" in c.summary
     assert "0.0% of" not in c.summary
+
+
+def _with(rows: list[dict[str, Any]], rank: int, op: str, **cols: Any) -> list[dict[str, Any]]:
+    """Set ``cols`` on every ``op`` launch of ``rank`` (other rows unchanged)."""
+    return [r | cols if r["rank"] == rank and r["op_type"] == op else r for r in rows]
+
+
+def test_a_different_input_format_is_told_apart_from_a_shape_change() -> None:
+    """Rank 4's MatMul reads FRACTAL_NZ (same shapes and dtypes) at 1.4 ms; its peers ND at 1 ms."""
+    from advisor_chat.diagnosis.evidence import explain_device
+
+    ranks, steps = list(range(6)), [1, 2, 3]
+    rows = [
+        r | {"input_formats": "FORMAT_ND;FORMAT_ND"} for r in kernel_rows(ranks, steps, {}, BASE)
+    ]
+    rows = _with(rows, 4, "MatMulV2", input_formats="FRACTAL_NZ;FORMAT_ND", duration_us=1400.0)
+    acc = device_account(make_profile({"kernels": rows}), [(-1, 4)], ranks)
+    assert acc is not None and acc.verdict == "format"
+    top = acc.top
+    assert top is not None and top.op_type == "MatMulV2"
+    assert (top.format_culprit, top.format_peer) == ("FRACTAL_NZ;FORMAT_ND", "FORMAT_ND;FORMAT_ND")
+    assert acc.by_kind["format"] == pytest.approx(10 * 400.0, rel=1e-6)
+    ex = explain_device(acc, "rank 4", "rank 4", None)
+    assert (
+        ex is not None
+        and "FRACTAL_NZ;FORMAT_ND" in ex.clause
+        and "FORMAT_ND;FORMAT_ND" in ex.clause
+    )
+    assert "allow_internal_format" in ex.remedy.text
+
+
+def test_pmu_counters_that_differ_are_stated_with_their_values() -> None:
+    """Rank 4's MatMul is 1.5x slower and spends 0.80 of its time on MTE2 loads (peers 0.40)."""
+    from advisor_chat.diagnosis.evidence import explain_device
+
+    ranks, steps = list(range(6)), [1, 2, 3]
+    rows = [
+        r | {"aic_mte2_ratio": 0.40, "aic_mac_ratio": 0.60, "aic_scalar_ratio": 0.10}
+        for r in kernel_rows(ranks, steps, {}, BASE)
+    ]
+    rows = _with(rows, 4, "MatMulV2", duration_us=1500.0, aic_mte2_ratio=0.80, aic_mac_ratio=0.40)
+    acc = device_account(make_profile({"kernels": rows}), [(-1, 4)], ranks)
+    assert acc is not None and acc.verdict == "slower"
+    assert acc.counters["aic_mte2_ratio"] == pytest.approx((0.80, 0.40))
+    assert acc.counters["aic_mac_ratio"] == pytest.approx((0.40, 0.60))
+    assert "aic_scalar_ratio" not in acc.counters  # equal on both sides
+    ex = explain_device(acc, "rank 4", "第 4 卡", None)
+    assert ex is not None
+    assert "aic_mte2_ratio 0.80 against 0.40" in ex.clause
+    assert "aic_mte2_ratio 为 0.80，同组为 0.40" in ex.clause_zh
+    assert ex.metrics["aic_mte2_ratio"] == pytest.approx(0.80)
+    # an engine slowdown compares the counters of that core's kernels only
+    slow = [(*x[:4], x[4] * (1.9 if x[3] == "AI_VECTOR_CORE" else 1.0), x[5]) for x in BASE]
+    rows2 = [r | {"aiv_mte2_ratio": 0.3} for r in kernel_rows(ranks, steps, {2: slow}, BASE)]
+    rows2 = [
+        r | {"aiv_mte2_ratio": 0.6}
+        if r["rank"] == 2 and r["accelerator_core"] == "AI_VECTOR_CORE"
+        else r
+        for r in rows2
+    ]
+    acc2 = device_account(make_profile({"kernels": rows2}), [(-1, 2)], ranks)
+    assert acc2 is not None and acc2.verdict == "engine"
+    assert acc2.counters["aiv_mte2_ratio"] == pytest.approx((0.6, 0.3))

@@ -101,6 +101,14 @@ def test_text_export_values(real_samples: Path) -> None:
         assert int((k["accelerator_core"] == "HCCL").sum()) == sum(
             r["Accelerator Core"] == "HCCL" for r in krows
         )
+        # input formats and the PipeUtilization PMU ratios, N/A read as missing
+        assert k["input_formats"].fillna("N/A").tolist() == [
+            r["Input Formats"].strip().strip('"') or "N/A" for r in krows
+        ]
+        for col in ("aic_mte2_ratio", "aiv_vec_ratio", "aiv_icache_miss_rate"):
+            vals = [float(r[col]) for r in krows if r[col].strip() not in ("N/A", "")]
+            assert vals and int(k[col].notna().sum()) == len(vals)
+            assert k[col].sum() == pytest.approx(sum(vals))
         # communication: every op except Total Op Info, elapse summed
         comm = json.loads((out / "communication.json").read_text())
         ops = {
@@ -159,6 +167,17 @@ def test_db_export_values(real_samples: Path) -> None:
             "SELECT count(*), sum(endNs-startNs) FROM COMMUNICATION_OP"
         ).fetchone()
         step_id, s0, _s1 = con.execute("SELECT id, startNs, endNs FROM STEP_TIME").fetchone()
+        pmu = dict(
+            con.execute(
+                "SELECT s.value, sum(p.value) FROM TASK_PMU_INFO p JOIN STRING_IDS s "
+                "ON s.id = p.name GROUP BY s.value"
+            ).fetchall()
+        )
+        fmts = con.execute(
+            "SELECT s.value, count(*) FROM TASK t JOIN COMPUTE_TASK_INFO c "
+            "ON t.globalTaskId = c.globalTaskId JOIN STRING_IDS s ON s.id = c.inputFormats "
+            "WHERE s.value NOT IN ('N/A', '') GROUP BY s.value"
+        ).fetchall()
         con.close()
         k = p.get("kernels")
         k = k[k["rank"] == rank]
@@ -166,6 +185,10 @@ def test_db_export_values(real_samples: Path) -> None:
         comm_k = k[k["accelerator_core"] == "COMMUNICATION"]
         assert comm_k["duration_us"].sum() == pytest.approx(comm_ns / 1000.0)  # ns -> us
         assert k["start_us"].min() >= s0 / 1000.0 - 1 and set(k["step"]) <= {step_id, -1}
+        # TASK_PMU_INFO rows pivoted onto their kernels; input formats from STRING_IDS
+        for col in ("aic_mte2_ratio", "aic_mac_ratio", "aiv_mte3_ratio"):
+            assert k[col].sum() == pytest.approx(pmu[col])
+        assert k["input_formats"].value_counts().to_dict() == dict(fmts)
         a = sqlite3.connect(f"file:{out / 'analysis.db'}?mode=ro&immutable=1", uri=True)
         step, computing, free = a.execute(
             "SELECT step, computing, free FROM StepTraceTime"
@@ -197,6 +220,11 @@ def test_text_and_db_exports_agree(real_samples: Path) -> None:
     assert (
         tk.groupby(["rank", "op_type"]).size().to_dict()
         == dk.groupby(["rank", "op_type"]).size().to_dict()
+    )
+    # the same operators read their inputs in the same formats in both exports
+    assert (
+        tk.groupby(["rank", "op_type", "input_formats"]).size().to_dict()
+        == dk.groupby(["rank", "op_type", "input_formats"]).size().to_dict()
     )
     # same collectives (names differ only by the group hash), same types
     assert t.get("comm_ops")["op_type"].tolist() == d.get("comm_ops")["op_type"].tolist()

@@ -14,8 +14,11 @@ different, from the per-kernel evidence, so that the cause can name the fix (DES
   itself is slower: frequency, temperature, health), not one operator's; one that hits every
   operator of one accelerator core (e.g. AI_VECTOR_CORE) by one factor while the other core's
   operators run at their peers' speed is an *engine* slowdown (that unit or its memory path);
-- per-kernel counters the export carries (``block_dim``, ``aic_mac_ratio``, ``aiv_vec_ratio``,
-  ``cube_utilization_pct``, ``op_state``) are compared on the top operator.
+- variants are also told apart by input storage format (ND against NZ / 5HD): the same data in
+  another layout takes another kernel;
+- per-kernel counters the export carries (``block_dim``, the PipeUtilization ratios such as
+  ``aic_mte2_ratio`` / ``aiv_vec_ratio``, ``cube_utilization_pct``, ``op_state``) are compared on
+  the top operator, or on the slowed core's / every kernel for a device-wide slowdown.
 
 Job-level decomposition (:func:`job_account`): what takes the largest share of every rank's step,
 by operator type and engine, when no rank is late.
@@ -39,7 +42,7 @@ from advisor_chat.analyzers._common import is_comm_kernel
 from advisor_chat.ingest.profile import PEER_SAMPLE, Profile
 
 #: Operator variant key (the columns that tell two launches of one op type apart).
-VARIANT = ("op_type", "input_shapes", "input_dtypes", "accelerator_core")
+VARIANT = ("op_type", "input_shapes", "input_dtypes", "input_formats", "accelerator_core")
 #: Slowdown factor below which a mean-duration difference is jitter.
 SLOWER_MIN_RATIO = 1.05
 #: Uniform slowdown: at least this share of the matched device time is slower by the median factor
@@ -49,10 +52,16 @@ UNIFORM_TOLERANCE = 0.12
 UNIFORM_MIN_TYPES = 3
 #: Counters compared on the top operator (a relative difference at least this large is reported).
 COUNTER_MIN_DIFF = 0.15
-COUNTERS = ("block_dim", "aic_mac_ratio", "aiv_vec_ratio", "cube_utilization_pct")
+COUNTERS = (
+    "block_dim", "aic_mac_ratio", "aic_mte2_ratio", "aic_scalar_ratio", "aic_fixpipe_ratio",
+    "aic_icache_miss_rate", "aiv_vec_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio",
+    "aiv_scalar_ratio", "aiv_icache_miss_rate", "cube_utilization_pct",
+)  # fmt: skip
 
 #: How a difference is explained (the evidence that picks the remedy).
-KINDS = ("uniform", "engine", "placement", "dtype", "shape", "extra_work", "slower", "none")
+KINDS = (
+    "uniform", "engine", "placement", "dtype", "format", "shape", "extra_work", "slower", "none",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -61,7 +70,7 @@ class OpDiff:
 
     Attributes:
         op_type: Operator type (``Type`` column; the kernel name when the type is missing).
-        kind: ``placement``, ``dtype``, ``shape``, ``extra_work`` or ``slower``.
+        kind: ``placement``, ``dtype``, ``format``, ``shape``, ``extra_work`` or ``slower``.
         delta_us: Culprit minus peers, µs per unit.
         culprit: The culprit's variant (shapes, dtypes, core), as text.
         peer: The peers' variant, as text (the same as ``culprit`` for extra work / slower).
@@ -75,6 +84,8 @@ class OpDiff:
         dtype_peer: Input dtypes of the peers' variant.
         shape_culprit: Input shapes of the culprit's variant.
         shape_peer: Input shapes of the peers' variant.
+        format_culprit: Input storage formats of the culprit's variant (``FORMAT_ND;FRACTAL_NZ``).
+        format_peer: Input storage formats of the peers' variant.
     """
 
     op_type: str
@@ -90,6 +101,8 @@ class OpDiff:
     dtype_peer: str = ""
     shape_culprit: str = ""
     shape_peer: str = ""
+    format_culprit: str = ""
+    format_peer: str = ""
 
     @property
     def ratio(self) -> float:
@@ -245,7 +258,7 @@ def _compute_kernels(profile: Profile, ranks: Iterable[int]) -> pd.DataFrame:
         "op_type": op_type.fillna(""),
         "accelerator_core": k["accelerator_core"].astype("string").fillna("").str.upper(),
     }
-    for c in ("input_shapes", "input_dtypes"):
+    for c in ("input_shapes", "input_dtypes", "input_formats"):
         cols[c] = (
             k[c].astype("string").fillna("") if c in k.columns else pd.Series("", index=k.index)
         )
@@ -324,7 +337,7 @@ def device_account(
     ratios, weights, types, cores = [], [], [], []
     for key, row in matched.iterrows():
         vkey: Any = key
-        op_type, shp, dt, core = (str(x) for x in vkey)
+        op_type, shp, dt, fmt, core = (str(x) for x in vkey)
         extra = (row["n_c"] - row["n_p"]) * row["avg_p"]
         slower = row["n_c"] * (row["avg_c"] - row["avg_p"])
         ratios.append(row["avg_c"] / row["avg_p"] if row["avg_p"] > 0 else np.nan)
@@ -337,6 +350,7 @@ def device_account(
                     OpDiff(
                         op_type, kind, float(d), float(row["n_c"]), float(row["n_p"]),
                         float(row["avg_c"]), float(row["avg_p"]), core, core, dt, dt, shp, shp,
+                        fmt, fmt,
                     )
                 )  # fmt: skip
     # one-sided variants of an op type both sides run: the differing field names the kind
@@ -353,6 +367,7 @@ def device_account(
                     str(op_type), "extra_work", us_c, float(gc["n_c"].sum()), 0.0,
                     float(top_c["avg_c"]), 0.0, str(top_c["accelerator_core"]), "",
                     str(top_c["input_dtypes"]), "", str(top_c["input_shapes"]), "",
+                    str(top_c["input_formats"]), "",
                 )
             )  # fmt: skip
             continue
@@ -361,6 +376,8 @@ def device_account(
             kind = "placement"
         elif str(top_c["input_dtypes"]) != str(top_p["input_dtypes"]):
             kind = "dtype"
+        elif str(top_c["input_formats"]) != str(top_p["input_formats"]):
+            kind = "format"  # the same data stored in another layout (ND / NZ, 5HD)
         else:
             kind = "shape"
         d = us_c - float(gp["us_p"].sum())
@@ -372,6 +389,7 @@ def device_account(
                     str(top_c["accelerator_core"]), str(top_p["accelerator_core"]),
                     str(top_c["input_dtypes"]), str(top_p["input_dtypes"]),
                     str(top_c["input_shapes"]), str(top_p["input_shapes"]),
+                    str(top_c["input_formats"]), str(top_p["input_formats"]),
                 )
             )  # fmt: skip
     ops.sort(key=lambda o: -o.delta_us)
@@ -408,7 +426,12 @@ def device_account(
     positive = {kd: v for kd, v in by_kind.items() if v > 0}
     verdict = max(positive, key=lambda kd: positive[kd]) if busy_c > busy_p and positive else "none"
     top = next((o for o in ops if o.kind != "slower" or verdict not in ("uniform", "engine")), None)
-    counters = _counters(c, p, top) if top is not None else {}
+    if verdict == "engine":
+        counters = _counters(c, p, core=engine)
+    elif verdict == "uniform":
+        counters = _counters(c, p)
+    else:
+        counters = _counters(c, p, op_type=top.op_type) if top is not None else {}
     varies = False
     if explicit and top is not None:
         per_unit = (
@@ -522,11 +545,22 @@ def _mean(s: pd.Series) -> float:
     return float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
 
 
-def _counters(c: pd.DataFrame, p: pd.DataFrame, top: OpDiff) -> dict[str, tuple[float, float]]:
-    """Counters of the top operator that differ between the sides (relative ≥ COUNTER_MIN_DIFF)."""
+def _counters(
+    c: pd.DataFrame, p: pd.DataFrame, op_type: str | None = None, core: str | None = None
+) -> dict[str, tuple[float, float]]:
+    """Per-kernel counters that differ between the sides (relative ≥ ``COUNTER_MIN_DIFF``).
+
+    Compares the mean of each ``COUNTERS`` column (kernel_details.csv / DB ``TASK_PMU_INFO``)
+    over the culprit's and the peers' kernels of one operator type, or of one accelerator core,
+    or of every compute kernel. Returns ``{column: (culprit mean, peers' mean)}``;
+    ``op_state_dynamic`` is the share of dynamic-shape launches on each side.
+    """
     out: dict[str, tuple[float, float]] = {}
-    cc = c[c["op_type"] == top.op_type]
-    pp = p[p["op_type"] == top.op_type]
+    cc, pp = c, p
+    if op_type is not None:
+        cc, pp = c[c["op_type"] == op_type], p[p["op_type"] == op_type]
+    if core is not None:
+        cc, pp = cc[cc["accelerator_core"] == core], pp[pp["accelerator_core"] == core]
     if cc.empty or pp.empty:
         return out
     for col in COUNTERS:

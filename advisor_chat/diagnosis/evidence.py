@@ -32,7 +32,7 @@ class Explanation:
     """What the evidence says and the action it selects.
 
     Attributes:
-        kind: The decomposition verdict (``uniform``, ``placement``, ``dtype``, ``shape``,
+        kind: The decomposition verdict (``uniform``, ``placement``, ``dtype``, ``format``, ``shape``,
             ``extra_work``, ``slower``), or ``outliers`` (a few very long launches).
         clause: English clause, e.g. ``SoftmaxV2 runs on AI CPU (3.0 ms per launch) where its
             peers run it on AI Core (0.3 ms)``.
@@ -99,6 +99,60 @@ def _clock(acc: DeviceAccount, who: str, who_zh: str) -> tuple[str, str, tuple[s
     )
 
 
+#: What a per-kernel counter measures (English, Chinese), for the clause that states it.
+COUNTER_MEANING = {
+    "block_dim": ("cores it is split over", "切分的核数"),
+    "aic_mac_ratio": ("cube MAC busy share", "Cube MAC 忙碌占比"),
+    "aic_mte2_ratio": (
+        "share of AI Core time loading from HBM",
+        "AI Core 从 HBM 搬入数据的时间占比",
+    ),
+    "aic_scalar_ratio": ("AI Core scalar share", "AI Core 标量计算占比"),
+    "aic_fixpipe_ratio": ("AI Core fixpipe (write-out) share", "AI Core fixpipe（写出）占比"),
+    "aic_icache_miss_rate": ("AI Core instruction-cache miss rate", "AI Core 指令缓存缺失率"),
+    "aiv_vec_ratio": ("vector unit busy share", "Vector 单元忙碌占比"),
+    "aiv_mte2_ratio": (
+        "share of AI Vector time loading from HBM",
+        "AI Vector 从 HBM 搬入数据的时间占比",
+    ),
+    "aiv_mte3_ratio": (
+        "share of AI Vector time writing to HBM",
+        "AI Vector 向 HBM 写回数据的时间占比",
+    ),
+    "aiv_scalar_ratio": ("AI Vector scalar share", "AI Vector 标量计算占比"),
+    "aiv_icache_miss_rate": ("AI Vector instruction-cache miss rate", "AI Vector 指令缓存缺失率"),
+    "cube_utilization_pct": ("cube utilization, %", "Cube 利用率（%）"),
+}
+#: At most this many differing counters are stated in one clause.
+COUNTERS_STATED = 2
+
+
+def counter_clause(acc: DeviceAccount, m: dict[str, float]) -> tuple[str, str]:
+    """The per-kernel counters that differ from the peers, as ``("; name a against b (...)", zh)``.
+
+    ``block_dim`` first, then the largest relative differences, at most ``COUNTERS_STATED``;
+    source: kernel_details.csv PMU columns / DB ``TASK_PMU_INFO`` (``decompose._counters``).
+    Adds ``{name}`` and ``{name}_peer`` to ``m``. ``("", "")`` when none differs.
+    """
+    items = [(k, v) for k, v in acc.counters.items() if k in COUNTER_MEANING]
+
+    def rel(kv: tuple[str, tuple[float, float]]) -> float:
+        a, b = kv[1]
+        return 2.0 if kv[0] == "block_dim" else abs(a - b) / max(abs(a), abs(b), 1e-12)
+
+    items.sort(key=rel, reverse=True)
+    en, zh = [], []
+    for name, (a, b) in items[:COUNTERS_STATED]:
+        fmt = ".0f" if name in ("block_dim", "cube_utilization_pct") else ".2f"
+        what, what_zh = COUNTER_MEANING[name]
+        en.append(f"{name} {a:{fmt}} against {b:{fmt}} on its peers ({what})")
+        zh.append(f"{name} 为 {a:{fmt}}，同组为 {b:{fmt}}（{what_zh}）")
+        m[name], m[f"{name}_peer"] = a, b
+    if not en:
+        return "", ""
+    return "; " + "; ".join(en), "；" + "；".join(zh)
+
+
 def explain_device(
     acc: DeviceAccount | None,
     who: str,
@@ -149,11 +203,13 @@ def explain_device(
             f"operators, shapes and launch counts; {pct(acc.uniform_share)} of its device time "
             f"is slower by that factor){extra_txt}: the device itself is slower, not one operator"
         )
+        cnt, cnt_zh = counter_clause(acc, m)
         clause_zh = (
             f"{who_zh}上几乎所有算子都比同组慢约 {r:.2f} 倍（算子、shape、调用次数都相同；"
             f"{pct(acc.uniform_share)} 的设备时间按这一倍数变慢）{extra_zh}："
             "是设备本身变慢，而不是某个算子"
         )
+        clause, clause_zh = clause + cnt, clause_zh + cnt_zh
         rem = Remedy(
             "action",
             f"Check {who}'s NPU health and clocks (npu-smi info: temperature, power, AI Core "
@@ -182,11 +238,13 @@ def explain_device(
             f"{acc.other_ratio:.2f}x{extra_txt}: one unit of the "
             f"device is slower ({core}, which mostly runs memory-bound operators), not the work"
         )
+        cnt, cnt_zh = counter_clause(acc, m)
         clause_zh = (
             f"{who_zh}上在 {core} 上运行的算子都比同组慢约 {r:.2f} 倍（算子、shape、调用次数都相同），"
             f"其余算子为 {acc.other_ratio:.2f} 倍{extra_zh}：是设备的一个单元"
             f"（{core}，主要运行访存密集型算子）变慢，而不是计算量变了"
         )
+        clause, clause_zh = clause + cnt, clause_zh + cnt_zh
         rem = Remedy(
             "action",
             f"Check {who}'s NPU health (npu-smi info: health, HBM ECC errors and memory "
@@ -256,6 +314,31 @@ def explain_device(
             BoundKind.ESTIMATE,
         )
         tags = ("dtype_mismatch",)
+    elif v == "format":
+        clause = (
+            f"{op} reads its inputs as {top.format_culprit} on {who} where its peers use "
+            f"{top.format_peer} (the same shapes and dtypes; {ms(top.avg_us_culprit)} against "
+            f"{ms(top.avg_us_peer)} per launch): {ms(top.delta_us)} more per step"
+        )
+        clause_zh = (
+            f"{who_zh}上的 {op} 输入格式为 {top.format_culprit}，而同组为 {top.format_peer}"
+            f"（shape 与数据类型相同；每次 {ms(top.avg_us_culprit)}，同组 {ms(top.avg_us_peer)}）："
+            f"每步多 {ms(top.delta_us)}"
+        )
+        rem = Remedy(
+            "action",
+            f"Give {who} the same tensor formats as its peers: its {op} gets {top.format_culprit} "
+            f"instead of {top.format_peer}, which selects another kernel; compare the internal-format "
+            "setting (torch_npu.npu.config.allow_internal_format), any npu_format_cast in the "
+            "model code and the CANN / torch_npu versions on that rank with a peer's.",
+            f"让{who_zh}使用与同组相同的张量格式：其 {op} 的输入为 {top.format_culprit} 而非 "
+            f"{top.format_peer}，因而走了另一个算子实现；对比该卡与同组的私有格式设置"
+            "（torch_npu.npu.config.allow_internal_format）、模型代码中的 npu_format_cast 以及 CANN / "
+            "torch_npu 版本。",
+            gain_us,
+            BoundKind.ESTIMATE,
+        )
+        tags = ("op_regression_shape",) + (("matmul_slow",) if "matmul" in op.lower() else ())
     elif v == "shape":
         vary = " (a different shape in each step: the work follows the data)"
         vary_zh = "（每步的 shape 都不同：计算量随数据变化）"
@@ -318,19 +401,7 @@ def explain_device(
         )
         tags = ("load_imbalance", "op_count_imbalance")
     else:  # slower: the same operator, shape and dtype, slower per launch
-        cnt = ""
-        cnt_zh = ""
-        for name, (a, b) in acc.counters.items():
-            if name == "block_dim":
-                cnt = f"; block_dim {a:.0f} against {b:.0f} on its peers"
-                cnt_zh = f"；block_dim 为 {a:.0f}，同组为 {b:.0f}"
-                m["block_dim"], m["block_dim_peer"] = a, b
-                break
-            if name in ("aic_mac_ratio", "aiv_vec_ratio", "cube_utilization_pct"):
-                cnt = f"; {name} {a:.2f} against {b:.2f}"
-                cnt_zh = f"；{name} 为 {a:.2f}，同组为 {b:.2f}"
-                m[name], m[f"{name}_peer"] = a, b
-                break
+        cnt, cnt_zh = counter_clause(acc, m)
         clause = (
             f"{op} [{top.shape_culprit}] is {top.ratio:.2f}x slower per launch on {who} than on "
             f"its peers with the same shape and dtype{cnt}: {ms(top.delta_us)} more per step"

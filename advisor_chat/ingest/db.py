@@ -39,6 +39,7 @@ from advisor_chat.ingest.common import (
     unreadable,
 )
 from advisor_chat.ingest.guard import check_file, short, show_path
+from advisor_chat.ingest.schema import PMU_RATIOS
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -207,7 +208,9 @@ def _assign_steps(times_us: pd.Series, steps: pd.DataFrame) -> pd.Series:
 
 
 def _unquote(s: pd.Series) -> pd.Series:
-    return s.astype("string").str.strip().str.strip('"')
+    """Outer quotes and spaces removed; ``N/A`` / empty → null, as the text export reads them."""
+    out = s.astype("string").str.strip().str.strip('"')
+    return out.mask(out.isin(["N/A", ""]))
 
 
 #: What :func:`read_profiler_db` can read; ``kernels``, ``host_dispatch`` and ``aicore_freq`` are
@@ -301,7 +304,7 @@ def _read_profiler_db(con: sqlite3.Connection, rank: int | None, want: set[str])
         out["schema_version"] = _json_or_text(row[0]) if row else None
     compute, comm = _has_kernels(tabs)
     if "kernels" in want:
-        out.update(_read_kernels(con, tabs, rank, s, steps, compute, comm))
+        out.update(_read_kernels(con, tabs, rank, strings, steps, compute, comm))
     if "host_dispatch" in want and _has_host_dispatch(tabs):
         out["host_dispatch"] = _read_host_dispatch(con, tabs, rank, s, steps)
     return out
@@ -336,11 +339,12 @@ def _read_kernels(
     con: sqlite3.Connection,
     tabs: dict[str, list[str]],
     rank: int | None,
-    s: Any,
+    strings: dict[int, str],
     steps: pd.DataFrame,
     compute: bool,
     comm: bool,
 ) -> dict[str, Any]:
+    s = strings.get
     out: dict[str, Any] = {}
     frames = []
     if compute:
@@ -353,7 +357,7 @@ def _read_kernels(
         block = "blockNum" if "blockNum" in cti else "blockDim"
         k = _q(
             con,
-            "SELECT t.startNs, t.endNs, "
+            "SELECT t.startNs, t.endNs, t.globalTaskId AS gtid, "
             + ", ".join(
                 [
                     col("t", tsk, "streamId", "streamId"),
@@ -364,6 +368,7 @@ def _read_kernels(
                     col("c", cti, block, "block"),
                     col("c", cti, "inputShapes", "inputShapes"),
                     col("c", cti, "inputDataTypes", "inputDataTypes"),
+                    col("c", cti, "inputFormats", "inputFormats"),
                     col("c", cti, "outputShapes", "outputShapes"),
                     col("c", cti, "waitNs", "waitNs"),
                 ]
@@ -381,11 +386,17 @@ def _read_kernels(
                 "block_dim": pd.to_numeric(k["block"], errors="coerce"),
                 "input_shapes": _unquote(k["inputShapes"].map(s)),
                 "input_dtypes": _unquote(k["inputDataTypes"].map(s)),
+                "input_formats": _unquote(k["inputFormats"].map(s)),
                 "output_shapes": _unquote(k["outputShapes"].map(s)),
                 "stream_id": pd.to_numeric(k["streamId"], errors="coerce"),
                 "device_id": pd.to_numeric(k["deviceId"], errors="coerce"),
             }
         )
+        if "TASK_PMU_INFO" in tabs and {"globalTaskId", "name", "value"} <= set(
+            tabs["TASK_PMU_INFO"]
+        ):
+            pmu = _read_pmu(con, strings, k["gtid"])
+            kd = kd.join(pmu) if not pmu.empty else kd
         frames.append(kd)
     if comm:
         co = tabs["COMMUNICATION_OP"]
@@ -426,6 +437,32 @@ def _read_kernels(
             kernels["wait_us"] = np.nan
         out["kernels"] = kernels.reset_index(drop=True)
     return out
+
+
+def _read_pmu(con: sqlite3.Connection, strings: dict[int, str], gtid: pd.Series) -> pd.DataFrame:
+    """``TASK_PMU_INFO`` (globalTaskId, name id, value) → one column per ratio, aligned to ``gtid``.
+
+    Returns a frame indexed like ``gtid`` with the :data:`PMU_RATIOS` columns present in the
+    file (empty when none is): a kernel with several rows for one metric gets their mean.
+    """
+    ids = {i: v for i, v in strings.items() if v in PMU_RATIOS}
+    if not ids:
+        return pd.DataFrame(index=gtid.index)
+    marks = ",".join(str(int(i)) for i in ids)
+    p = _q(
+        con,
+        "SELECT globalTaskId AS gtid, name, value FROM TASK_PMU_INFO "
+        f"WHERE CAST(name AS INTEGER) IN ({marks})",
+    )
+    if p.empty:
+        return pd.DataFrame(index=gtid.index)
+    p["name"] = pd.to_numeric(p["name"], errors="coerce").map(ids)
+    p["value"] = pd.to_numeric(p["value"], errors="coerce")
+    wide = p.groupby(["gtid", "name"])["value"].mean().unstack("name")
+    out = wide.reindex(pd.to_numeric(gtid, errors="coerce").to_numpy())
+    out.index = gtid.index
+    out.columns = [str(c) for c in out.columns]
+    return out.astype("float64")
 
 
 def _read_host_dispatch(

@@ -77,6 +77,16 @@ class TableSpec:
         raise KeyError(name)
 
 
+#: Per-kernel PMU ratios of the PipeUtilization metrics set kept in ``kernels`` (kernel_details.csv
+#: columns / DB ``TASK_PMU_INFO`` names; reference §1.6): the share of a kernel's AI Core / AI
+#: Vector time each pipeline is busy, and the instruction-cache miss rates.
+PMU_RATIOS = (
+    "aic_mac_ratio", "aic_scalar_ratio", "aic_mte2_ratio", "aic_fixpipe_ratio",
+    "aic_icache_miss_rate", "aiv_vec_ratio", "aiv_scalar_ratio", "aiv_mte2_ratio",
+    "aiv_mte3_ratio", "aiv_icache_miss_rate",
+)  # fmt: skip
+
+
 def _c(name: str, dtype: str, unit: str = "", required: bool = True, doc: str = "") -> ColumnSpec:
     return ColumnSpec(name, dtype, unit, required, doc)
 
@@ -166,11 +176,25 @@ KERNELS = TableSpec(
             doc="Outer quotes removed, e.g. '32,3,224,224;64'",
         ),
         _c("input_dtypes", "str", required=False),
+        _c(
+            "input_formats",
+            "str",
+            required=False,
+            doc="Storage format per input, e.g. 'FORMAT_ND;FRACTAL_NZ' (DB: 'FORMAT_' prefix kept)",
+        ),
         _c("output_shapes", "str", required=False),
         _c("op_state", "str", required=False, doc="dynamic / static / N/A"),
         _c("stream_id", "float", required=False),
-        _c("aic_mac_ratio", "float", "ratio", required=False),
-        _c("aiv_vec_ratio", "float", "ratio", required=False),
+        _c("aic_mac_ratio", "float", "ratio", required=False, doc="Cube MAC busy share"),
+        _c("aic_scalar_ratio", "float", "ratio", required=False, doc="AI Core scalar busy share"),
+        _c("aic_mte2_ratio", "float", "ratio", required=False, doc="AI Core HBM→L1 move share"),
+        _c("aic_fixpipe_ratio", "float", "ratio", required=False, doc="L0C→out (fixpipe) share"),
+        _c("aic_icache_miss_rate", "float", "ratio", required=False),
+        _c("aiv_vec_ratio", "float", "ratio", required=False, doc="Vector unit busy share"),
+        _c("aiv_scalar_ratio", "float", "ratio", required=False),
+        _c("aiv_mte2_ratio", "float", "ratio", required=False, doc="AI Vector HBM→UB move share"),
+        _c("aiv_mte3_ratio", "float", "ratio", required=False, doc="AI Vector UB→HBM move share"),
+        _c("aiv_icache_miss_rate", "float", "ratio", required=False),
         _c("cube_utilization_pct", "float", "%", required=False),
     ),
 )
@@ -434,8 +458,7 @@ CHECKS: dict[str, dict[str, str]] = {
         "start_us": "epoch_us",
         "duration_us": "duration_us",
         "wait_us": "duration_us",
-        "aic_mac_ratio": "ratio",
-        "aiv_vec_ratio": "ratio",
+        **dict.fromkeys(PMU_RATIOS, "ratio"),
         "cube_utilization_pct": "pct",
     },
     "comm_ops": {

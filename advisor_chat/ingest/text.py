@@ -107,29 +107,23 @@ def _na(col: Any, fill: str) -> Any:
 
 
 def kernels_frame(df: Any, rank: int | None) -> pd.DataFrame:
-    """kernel_details / op_summary columns (kernel_details names) → ``kernels`` rows."""
+    """kernel_details / op_summary columns (kernel_details names) → ``kernels`` rows.
+
+    Columns follow :data:`KERNEL_COLUMNS` (the same map the Arrow reader uses); a column the
+    export lacks is all-null (NaN / None).
+    """
     idx = range(len(df))
     g = df.get
-    out: dict[str, Any] = {
-        "rank": rank,
-        "step": step_col(g("Step Id"), idx),
-        "name": clean_str(g("Name"), idx),
-        "op_type": _na(clean_str(g("Type"), idx), "N/A"),
-        "accelerator_core": _na(clean_str(g("Accelerator Core"), idx), "N/A"),
-        "start_us": num(g("Start Time(us)"), idx),
-        "duration_us": num(g("Duration(us)"), idx),
-        "wait_us": num(g("Wait Time(us)"), idx),
-        "block_dim": num(g("Block Dim"), idx),
-        "input_shapes": clean_str(g("Input Shapes"), idx),
-        "input_dtypes": clean_str(g("Input Data Types"), idx),
-        "output_shapes": clean_str(g("Output Shapes"), idx),
-        "op_state": clean_str(g("OP State"), idx),
-        "stream_id": num(g("Stream ID"), idx),
-        "aic_mac_ratio": num(g("aic_mac_ratio"), idx),
-        "aiv_vec_ratio": num(g("aiv_vec_ratio"), idx),
-        "cube_utilization_pct": num(g("cube_utilization(%)"), idx),
-        "device_id": num(g("Device_id"), idx),
-    }
+    out: dict[str, Any] = {"rank": rank}
+    for src, (dst, kind) in KERNEL_COLUMNS.items():
+        if kind == "step":
+            out[dst] = step_col(g(src), idx)
+        elif kind == "num":
+            out[dst] = num(g(src), idx)
+        elif kind == "str_na":
+            out[dst] = _na(clean_str(g(src), idx), "N/A")
+        else:
+            out[dst] = clean_str(g(src), idx)
     return _frame(out, len(idx))
 
 
@@ -752,8 +746,12 @@ def parse_metadata(md: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, A
 
 # ----------------------------------------------------------------------------- kernels with Arrow
 
-#: kernel_details column → (canonical column, kind): "num" float64, "str" string, "step" int.
-_KERNEL_ARROW = {
+#: kernel_details column → (canonical column, kind): "num" float64, "str" string, "str_na" string
+#: with ``N/A`` for a missing value, "step" int. Both readers (:func:`kernels_frame`, Arrow) use it.
+#: The PMU ratios are those of the PipeUtilization metrics set (reference §1.6): the share of a
+#: kernel's AI Core / AI Vector time each pipeline (cube MAC, vector, scalar, MTE1/2/3 memory
+#: moves, fixpipe) is busy, and the instruction-cache miss rate.
+KERNEL_COLUMNS = {
     "Step Id": ("step", "step"),
     "Name": ("name", "str"),
     "Type": ("op_type", "str_na"),
@@ -764,11 +762,20 @@ _KERNEL_ARROW = {
     "Block Dim": ("block_dim", "num"),
     "Input Shapes": ("input_shapes", "str"),
     "Input Data Types": ("input_dtypes", "str"),
+    "Input Formats": ("input_formats", "str"),
     "Output Shapes": ("output_shapes", "str"),
     "OP State": ("op_state", "str"),
     "Stream ID": ("stream_id", "num"),
     "aic_mac_ratio": ("aic_mac_ratio", "num"),
+    "aic_scalar_ratio": ("aic_scalar_ratio", "num"),
+    "aic_mte2_ratio": ("aic_mte2_ratio", "num"),
+    "aic_fixpipe_ratio": ("aic_fixpipe_ratio", "num"),
+    "aic_icache_miss_rate": ("aic_icache_miss_rate", "num"),
     "aiv_vec_ratio": ("aiv_vec_ratio", "num"),
+    "aiv_scalar_ratio": ("aiv_scalar_ratio", "num"),
+    "aiv_mte2_ratio": ("aiv_mte2_ratio", "num"),
+    "aiv_mte3_ratio": ("aiv_mte3_ratio", "num"),
+    "aiv_icache_miss_rate": ("aiv_icache_miss_rate", "num"),
     "cube_utilization(%)": ("cube_utilization_pct", "num"),
     "Device_id": ("device_id", "num"),
 }
@@ -934,7 +941,9 @@ def read_kernels_arrow(files: list[tuple[Path, int | None]]) -> tuple[pd.DataFra
                         null_values=["N/A", "NA", "n/a", ""],
                         strings_can_be_null=True,
                         column_types={"__rank__": pa.int64()},
-                        include_columns=[n for n in names if n == "__rank__" or n in _KERNEL_ARROW],
+                        include_columns=[
+                            n for n in names if n == "__rank__" or n in KERNEL_COLUMNS
+                        ],
                     ),
                 )
             except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError, ValueError):
@@ -947,7 +956,7 @@ def read_kernels_arrow(files: list[tuple[Path, int | None]]) -> tuple[pd.DataFra
             continue
         n = table.num_rows
         out: dict[str, Any] = {"rank": table.column("__rank__").to_numpy()}
-        for src, (dst, kind) in _KERNEL_ARROW.items():
+        for src, (dst, kind) in KERNEL_COLUMNS.items():
             if src in table.column_names:
                 out[dst] = _arrow_col(table.column(src).combine_chunks(), kind)
             elif kind == "step":
@@ -956,7 +965,7 @@ def read_kernels_arrow(files: list[tuple[Path, int | None]]) -> tuple[pd.DataFra
                 out[dst] = np.full(n, np.nan)
             else:
                 out[dst] = pa.nulls(n, pa.string()) if kind == "str" else pa.array(["N/A"] * n)
-        order = ["rank", *[d for d, _ in _KERNEL_ARROW.values()]]
+        order = ["rank", *[d for d, _ in KERNEL_COLUMNS.values()]]
         df = pa.table({c: out[c] for c in order}).to_pandas(
             types_mapper={pa.string(): pd.StringDtype(), pa.large_string(): pd.StringDtype()}.get
         )
