@@ -43,6 +43,11 @@ def ask(scenario, tmp_path_factory):
             "No, not a whole node: only rank 12",
         ),
         ("seed-rank12", "是不是有慢节点？", "不是整台机器"),
+        # an on-board HCCS link is not a NIC or an optical module
+        ("hccs-link-both-ways", "is it a hardware problem?", "Yes"),
+        # a slow link between two nodes: neither node is slower as a whole
+        ("slow-link", "is one node slower than the others?", "No, not a whole node: the top cause"),
+        ("slow-link", "是不是有慢节点？", "不是整台机器：最主要的原因在"),
         # the clock is measured at 1800 MHz: no power cap, whatever the words
         ("slow-link", "are we power-limited?", "No: it is not a down-clocked device"),
         ("slow-link", "is this a power capping issue?", "No: it is not a down-clocked device"),
@@ -87,3 +92,19 @@ def ask(scenario, tmp_path_factory):
 def test_the_first_sentence_judges_the_suspect(ask, name: str, question: str, start: str) -> None:
     answer = ask(name, question)
     assert answer.startswith(start), answer[:300]
+
+
+@pytest.mark.parametrize(
+    ("name", "question", "parts", "not_parts"),
+    [
+        ("hccs-link-both-ways", "is it a hardware problem?", "on-board link", "optical"),
+        ("hccs-link-both-ways", "是不是某张卡坏了？", "板内链路", "光模块"),
+        ("slow-link", "is it a hardware problem?", "optical module", "on-board"),
+    ],
+)
+def test_link_hardware_verdicts_name_the_parts_of_that_link(
+    ask, name: str, question: str, parts: str, not_parts: str
+) -> None:
+    """HCCS stays on the server board; only an RDMA path has NICs and optical modules."""
+    answer = ask(name, question)
+    assert parts in answer and not_parts not in answer, answer

@@ -981,6 +981,15 @@ def node_question(
             f"culprit — {lower_first(text)}."
         )
         return p
+    whole = [i for i in on if set(nodes[i]) <= set(ranks)]
+    if not idx and yes_no and not whole:
+        # "is one node slower?": the top cause is no node's every rank (a link, a few ranks)
+        p.lines.append(
+            f"不是整台机器：最主要的原因在{why}。"
+            if zh
+            else f"No, not a whole node: the top cause is {why}."
+        )
+        return p
     if not idx:  # "which node is slower?": the node(s) the top cause lies on
         one = len(on) == 1
         where = (

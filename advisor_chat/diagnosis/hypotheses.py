@@ -316,6 +316,19 @@ def _network(d: Diagnosis, h: str) -> Verdict:
     )
 
 
+def _link_parts(link: RootCause) -> tuple[str, str]:
+    """What a slow link is made of, to name in a verdict (English, Chinese).
+
+    RDMA crosses NICs, optics and switch ports; HCCS / PCIe stay on the server board.
+    """
+    if "rdma_low_bandwidth" in link.symptom_tags:
+        return "port, optical module, cable or NIC", "端口、光模块、线缆或网卡"
+    return (
+        "on-board link between the two NPUs (the NPU module or the board)",
+        "两张 NPU 之间的板内链路（NPU 模组或主板）",
+    )
+
+
 def _card(d: Diagnosis) -> Verdict:
     """One bad NPU: a device slower on every operator; a slow link is not a card."""
     clock = _tagged(d, "aicore_clock_low")
@@ -339,15 +352,15 @@ def _card(d: Diagnosis) -> Verdict:
     if link is not None:
         en = link.summary.rstrip(".").removeprefix("Slow link: ")
         zh = link.summary_zh.rstrip("。").removeprefix("慢链路：")
+        parts, parts_zh = _link_parts(link)
         return _v(
             "card",
             "contradicted",
             f"no NPU computes slower than its peers; what is slow is a link — "
             f"{_lower_first(en)}. A link far below its peers' bandwidth is "
-            "usually its port, optical module or cable: check the link (hccn_tool) before "
-            "swapping a card",
+            f"usually its {parts}: check the link (hccn_tool) before swapping a card",
             f"没有哪张卡（NPU）算得比同类慢，慢的是链路——{zh}。链路带宽远低于同类"
-            "通常是端口、光模块或线缆的问题：先用 hccn_tool 检查链路，再考虑换卡",
+            f"通常是{parts_zh}的问题：先用 hccn_tool 检查链路，再考虑换卡",
             (link,),
         )
     return replace(_hardware(d), hypothesis="card")
@@ -393,12 +406,13 @@ def _hardware(d: Diagnosis) -> Verdict:
         None,
     )  # a whole job's network (a setting, congestion) is not one piece of hardware
     if link is not None:
+        parts, parts_zh = _link_parts(link)
         return _v(
             "hardware",
             "supported",
             f"{link.summary.rstrip('.')}; a link far below its peers' bandwidth is usually a "
-            "hardware or cabling fault (port, optical module, NIC)",
-            f"{link.summary_zh.rstrip('。')}；链路带宽远低于同类通常是硬件或线缆故障（端口、光模块、网卡）",
+            f"hardware fault ({parts})",
+            f"{link.summary_zh.rstrip('。')}；链路带宽远低于同类通常是硬件故障（{parts_zh}）",
             (link,),
         )
     top = _top(d)

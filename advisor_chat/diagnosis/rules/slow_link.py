@@ -161,8 +161,9 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
                     ),
                     Remedy(
                         "check",
-                        f"Run hccn_tool link, optical and statistics checks on the devices of ranks "
-                        f"{src} and {dst}"
+                        "Run hccn_tool link"
+                        + (", optical" if _network(transport) == "network" else "")
+                        + f" and statistics checks on the devices of ranks {src} and {dst}"
                         + (
                             " (link up/down history and error counters: it is slow only in some "
                             "steps)"
@@ -170,7 +171,9 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
                             else ""
                         )
                         + ", and an HCCL test between them.",
-                        f"在{src}号卡和{dst}号卡所在设备上用 hccn_tool 检查链路、光模块和统计信息"
+                        f"在{src}号卡和{dst}号卡所在设备上用 hccn_tool 检查链路"
+                        + ("、光模块" if _network(transport) == "network" else "")
+                        + "和统计信息"
                         + ("（链路 up/down 历史与错误计数：它只在部分步变慢）" if flap else "")
                         + "，并在两者之间跑一次 HCCL 测试。",
                     ),
