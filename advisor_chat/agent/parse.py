@@ -121,6 +121,7 @@ HYPOTHESES = (
     "throttling",
     "memory_bandwidth",
     "device_shared",
+    "version",
 )
 """Suspected causes a question can name (:attr:`Query.hypothesis`)."""
 
@@ -646,7 +647,7 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
 
 #: Suspects that narrow a broader one named by the same words (throttling within hardware, memory
 #: bandwidth within memory): at the same position in a question they come first.
-_NARROW = frozenset({"throttling", "memory_bandwidth", "device_shared", "aicpu"})
+_NARROW = frozenset({"throttling", "memory_bandwidth", "device_shared", "aicpu", "version"})
 
 # Suspected causes (:data:`HYPOTHESES`): the words that name each one (English / Chinese).
 _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
@@ -902,6 +903,14 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"\bshar(ed|ing) (the )?(npu|card|device)\b",
         r"(其他|别的|另一个)(进程|任务|作业|容器|程序).{0,10}(占用|用|跑|在)",
         r"(卡|npu|NPU|设备).{0,8}(被占用|被占|共用|共享)",
+    ),
+    # ranks on different software versions (within a software bug: the narrower suspect)
+    "version": (
+        r"\bversions?\b.{0,25}\b(mismatch\w*|differ\w*|inconsistent|not (the )?same|out of sync)",
+        r"\b(mismatch\w*|different|inconsistent|mixed|same)\b.{0,25}\bversions?\b",
+        r"版本.{0,6}(不一致|不同|不匹配|不配套|不统一|混用|一致|相同|对不上)",
+        r"(不同|不一致|不一样)的?.{0,6}版本",
+        r"不配套",
     ),
     # operators placed on the AI CPU instead of the AI Core (fallbacks)
     "aicpu": (
@@ -1468,8 +1477,14 @@ _WHY_WORD = re.compile(r"why|how come|what|explain|为什么|为何|怎么回事
 
 
 def asks_yes_no(text: str) -> bool:
-    """Whether the question is put as a yes/no question ("is rank 9 slower than rank 2?")."""
-    return _match_any(_KIND_LEX["yes_no"], text.lower()) is not None
+    """Whether the question is put as a yes/no question ("is rank 9 slower than rank 2?").
+
+    A why-question is not one, whatever follows its question word ("8到15号卡为什么比其他卡慢？").
+    """
+    low = text.lower()
+    yes_no = _match_any(_KIND_LEX["yes_no"], low)
+    why = _match_any(_KIND_LEX["why"], low)
+    return yes_no is not None and (why is None or why.start() > yes_no.start())
 
 
 _ASKS_BANDWIDTH = re.compile(

@@ -862,7 +862,24 @@ def _diagnose(
         comm_data=any(not profile.get(t).empty for t in ("comm_matrix", "comm_bandwidth")),
         kernel_data=bool(profile.available_ranks("kernels")),
         clock_mhz=statistics.median(ctx.clocks.values()) if ctx.clocks else float("nan"),
+        versions=_versions(profile),
     )
+
+
+def _versions(profile: Profile) -> tuple[tuple[str, str, tuple[int, ...]], ...]:
+    """:attr:`Diagnosis.versions`: each recorded CANN / torch_npu version and its ranks."""
+    meta = profile.get("meta")
+    out: list[tuple[str, str, tuple[int, ...]]] = []
+    if meta.empty:
+        return ()
+    for col, label in (("cann_version", "CANN"), ("torch_npu_version", "torch_npu")):
+        if col not in meta.columns:
+            continue
+        vals = meta[["rank", col]].dropna()
+        vals = vals[vals[col].astype(str).str.strip() != ""]
+        for v, g in vals.groupby(vals[col].astype(str), sort=True):
+            out.append((label, str(v), tuple(sorted(int(r) for r in g["rank"]))))
+    return tuple(out)
 
 
 def _capture_text(profile: Profile) -> str:

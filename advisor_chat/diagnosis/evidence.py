@@ -168,9 +168,9 @@ def explain_device(
         who: English label of the culprit (``rank 3``, ``ranks 0-7``).
         who_zh: Chinese label.
         gain_us: Per-step gain of the action (µs), ``None`` when unknown.
-        said_us: An amount the caller's sentence already states (µs per step); a device-wide
-            clause that would repeat it as its extra device time leaves it out (one figure per
-            quantity).
+        said_us: An amount the caller's sentence already states (µs per step); a clause that
+            would repeat it (a device-wide clause's extra device time, an operator clause's
+            closing "X more per step") leaves it out (one figure per quantity).
 
     Returns:
         ``None`` without an account, when the culprit's device time is not longer, or when no
@@ -316,12 +316,12 @@ def explain_device(
         tags = ("dtype_mismatch",)
     elif v == "format":
         clause = (
-            f"{op} reads its inputs as {top.format_culprit} on {who} where its peers use "
+            f"{op} [{top.shape_culprit}] reads its inputs as {top.format_culprit} on {who} where its peers use "
             f"{top.format_peer} (the same shapes and dtypes; {ms(top.avg_us_culprit)} against "
             f"{ms(top.avg_us_peer)} per launch): {ms(top.delta_us)} more per step"
         )
         clause_zh = (
-            f"{who_zh}上的 {op} 输入格式为 {top.format_culprit}，而同组为 {top.format_peer}"
+            f"{who_zh}上的 {op} [{top.shape_culprit}] 输入格式为 {top.format_culprit}，而同组为 {top.format_peer}"
             f"（shape 与数据类型相同；每次 {ms(top.avg_us_culprit)}，同组 {ms(top.avg_us_peer)}）："
             f"每步多 {ms(top.delta_us)}"
         )
@@ -422,6 +422,11 @@ def explain_device(
             BoundKind.ESTIMATE,
         )
         tags = ("op_regression_shape",) + (("matmul_slow",) if "matmul" in op.lower() else ())
+    if said_us is not None and ms(said_us) == ms(top.delta_us):
+        # the caller's sentence already states the amount: one figure per quantity
+        tail, tail_zh = f": {ms(top.delta_us)} more per step", f"：每步多 {ms(top.delta_us)}"
+        clause = clause.removesuffix(tail)
+        clause_zh = clause_zh.removesuffix(tail_zh)
     return Explanation(v, clause, clause_zh, rem, op, top.shape_culprit, m, tags)
 
 

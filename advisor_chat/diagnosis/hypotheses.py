@@ -48,6 +48,7 @@ HYPOTHESES = (
     "throttling",
     "memory_bandwidth",
     "device_shared",
+    "version",
 )
 
 #: How each hypothesis is named in an answer (English, Chinese).
@@ -88,6 +89,10 @@ NAMES = {
     ),
     "memory_bandwidth": ("degraded device memory (HBM) bandwidth", "显存（HBM）带宽变差"),
     "device_shared": ("another process using the NPU", "其他进程占用该 NPU"),
+    "version": (
+        "mismatched software versions across ranks (CANN / torch_npu)",
+        "各卡软件版本不一致（CANN / torch_npu）",
+    ),
 }
 
 
@@ -1368,6 +1373,85 @@ def _device_shared(d: Diagnosis) -> Verdict:
     )
 
 
+def _version(d: Diagnosis) -> Verdict:
+    """Ranks on different CANN / torch_npu versions, from the versions each rank records.
+
+    Supported when a software has several versions (and says whether the top cause's culprit
+    ranks are the ones on one of them); contradicted when every recording rank has one version
+    of each; undecided when no rank records its versions.
+    """
+    from advisor_chat.diagnosis.context import ranks_label
+
+    by_sw: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
+    for sw, ver, ranks in d.versions:
+        by_sw.setdefault(sw, []).append((ver, ranks))
+    top = _top(d)
+    if not by_sw:
+        return _v(
+            "version",
+            "undecided",
+            "no rank of this profile records its CANN or torch_npu version",
+            "这份数据中没有任何一张卡记录其 CANN 或 torch_npu 版本",
+            (),
+            (
+                "each rank's profiler_info_{rank}.json (it records the CANN and torch_npu "
+                "versions), or print torch_npu.__version__ and torch_npu.get_cann_version() on "
+                "every rank at start-up",
+                "每张卡的 profiler_info_{rank}.json（其中记录了 CANN 与 torch_npu 版本），或在每张卡"
+                "启动时打印 torch_npu.__version__ 与 torch_npu.get_cann_version()",
+            ),
+        )
+    mixed = {sw: g for sw, g in by_sw.items() if len(g) > 1}
+    if mixed:
+        en_parts, zh_parts = [], []
+        aligned_en = aligned_zh = ""
+        culprit = set(_culprit_of(top)) if top is not None else set()
+        for sw, g in mixed.items():
+            en_parts.append(f"{sw} " + ", ".join(f"{v} on {ranks_label(rs)[0]}" for v, rs in g))
+            zh_parts.append(f"{sw} " + "，".join(f"{ranks_label(rs)[1]}为 {v}" for v, rs in g))
+            hit = next((v for v, rs in g if culprit and culprit <= set(rs)), None)
+            if hit is not None and top is not None and not aligned_en:
+                cl, cl_zh = ranks_label(sorted(culprit))
+                aligned_en = f"; the slower {cl} are the ones on {sw} {hit}: {_lower_first(top.summary.rstrip('.'))}"
+                aligned_zh = (
+                    f"；较慢的{cl_zh}正是 {sw} {hit} 的那些卡：{top.summary_zh.rstrip('。')}"
+                )
+        if not aligned_en and top is not None:
+            aligned_en = (
+                "; the measured top cause does not line up with the version groups: "
+                f"{_lower_first(top.summary.rstrip('.'))}"
+            )
+            aligned_zh = f"；测得的主要原因与版本分组并不对应：{top.summary_zh.rstrip('。')}"
+        return _v(
+            "version",
+            "supported",
+            "the ranks run different versions: " + "; ".join(en_parts) + aligned_en,
+            "各卡的软件版本不同：" + "；".join(zh_parts) + aligned_zh,
+            (top,),
+        )
+    same = ", ".join(f"{sw} {g[0][0]}" for sw, g in by_sw.items())
+    n = len({r for g in by_sw.values() for _, rs in g for r in rs})
+    cover = "every rank" if n >= len(d.ranks) else f"the {n} ranks that record it"
+    cover_zh = "所有卡" if n >= len(d.ranks) else f"记录了版本的 {n} 张卡"
+    rest_en = f"; the time goes to {_lower_first(top.summary.rstrip('.'))}" if top else ""
+    rest_zh = f"；时间花在：{top.summary_zh.rstrip('。')}" if top else ""
+    return _v(
+        "version",
+        "contradicted",
+        f"{cover} records the same versions ({same}){rest_en}",
+        f"{cover_zh}记录的版本相同（{same}）{rest_zh}",
+        (top,),
+    )
+
+
+def _culprit_of(c: RootCause) -> list[int]:
+    """The ranks a cause blames (its culprit ranks, or a slow link's endpoints)."""
+    cu = c.culprit
+    if cu.kind == "link" and cu.link is not None:
+        return list(cu.link)
+    return list(cu.ranks)
+
+
 _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
     "gc": _gc,
     "network": lambda d: _network(d, "network"),
@@ -1393,6 +1477,7 @@ _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
     "throttling": _throttling,
     "memory_bandwidth": _memory_bandwidth,
     "device_shared": _device_shared,
+    "version": _version,
 }
 
 

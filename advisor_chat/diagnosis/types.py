@@ -260,6 +260,9 @@ class Diagnosis:
             TASK table) for some rank, so the operator checks ran.
         clock_mhz: Median over a sample of ranks of the AI Core clock while busy (MHz, the AI Core
             Freq counter track, idle clock left out); NaN without the track.
+        versions: The software versions the ranks record (profiler_info / DB META_DATA):
+            ``(software, version, ranks)`` per distinct value, software ``CANN`` or
+            ``torch_npu``; empty when none is recorded.
     """
 
     causes: tuple[RootCause, ...]
@@ -285,6 +288,7 @@ class Diagnosis:
     comm_data: bool = False
     kernel_data: bool = False
     clock_mhz: float = float("nan")
+    versions: tuple[tuple[str, str, tuple[int, ...]], ...] = ()
 
     def role_of(self, rank: int) -> list[tuple[RootCause, Role, Impact | None]]:
         """Each cause touching ``rank`` and the rank's role in it, ordered by lost time.

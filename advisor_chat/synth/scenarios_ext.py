@@ -762,6 +762,81 @@ def group_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
     return key
 
 
+# ---------------------------------------------------------------- weight-format-node
+WF_FACTOR = 1.3  # an ND weight makes every MatMul take another (slower) kernel path
+WF_PEER = "ND;FRACTAL_NZ"  # the weight in the cube's private NZ format (internal format on)
+WF_CULPRIT = "ND;ND"  # internal format off on that node: the weight stays ND
+
+
+def _wf_node(ranks: int) -> list[int]:
+    """The node whose image disables the internal format: the last node (ranks 8-15 of 16)."""
+    n = RANKS_PER_NODE if ranks >= 2 * RANKS_PER_NODE else max(1, ranks // 2)
+    return list(range(ranks - n, ranks))
+
+
+def wf_program() -> list[Item]:
+    """transformer(4 layers) whose MatMul weights are FRACTAL_NZ (torch_npu internal format)."""
+    return [
+        dataclasses.replace(it, in_formats=WF_PEER)
+        if isinstance(it, Kernel) and it.op_type == "MatMulV2"
+        else it
+        for it in transformer(layers=4)
+    ]
+
+
+def wf_plans(ranks: int, steps: int, seed: int) -> dict[str, Plan]:
+    """Plans (profiles to write) of this scenario."""
+    prog = wf_program()
+    p = default_perturb(ranks)
+    kernels = [it for it in prog if isinstance(it, Kernel)]
+    for r in _wf_node(ranks):
+        for j, k in enumerate(kernels):
+            if k.op_type == "MatMulV2":
+                p.kernel_swap[(-1, r, j)] = dataclasses.replace(
+                    k, in_formats=WF_CULPRIT, dur_us=k.dur_us * WF_FACTOR
+                )
+    return {"": Plan(prog, group_kinds(ranks, 1), p, _info(CANN8, 1, ranks))}
+
+
+def wf_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
+    """Answer key: one node's MatMuls read ND weights where the others read NZ; the others wait."""
+    grp = _wf_node(ranks)
+    rest = [r for r in range(ranks) if r not in grp]
+    cl: Cluster = m[""]["cluster"]
+    sel = [j for j, k in enumerate(cl.kernels) if k.op_type == "MatMulV2"]
+    avg = np.array([st.k_dur[:, sel].mean(axis=1) for st in cl.steps]).mean(axis=0) / 1000
+    comp = col(m, "computing_us")
+    wait = coll_wait_us(m)
+    nums = {
+        "group_ranks": grp,
+        "matmul_avg_us_group_median": _r(float(np.median(avg[grp]))),
+        "matmul_avg_us_others_median": _r(float(np.median(avg[rest]))),
+        "matmul_ratio": round(float(np.median(avg[grp]) / np.median(avg[rest])), 3),
+        "matmul_per_rank_per_step": len(sel),
+        "group_computing_us_per_step": _r(float(np.median(comp[grp].mean(axis=1)))),
+        "others_computing_us_per_step": _r(float(np.median(comp[rest].mean(axis=1)))),
+    }
+    key = _key(grp, "compute", ["matmul-shape-regression"], "avg_duration_us", nums)
+    vic = victims_by_wait(wait, grp)
+    key["root_cause"] = root_cause(
+        "slow_group",
+        "compute",
+        "group",
+        ranks=grp,
+        operator="MatMulV2",
+        victims=vic,
+        not_slow=not_slow_sample(ranks, grp, vic),
+        metrics={
+            "victim_wait_us_per_step": _r(float(wait[vic].mean())) if vic else 0.0,
+            "culprit_computing_excess_us_per_step": _r(
+                float(np.median(comp[grp].mean(axis=1))) - float(np.median(comp[rest].mean(axis=1)))
+            ),
+        },
+    )
+    key["evidence"] = {"input_formats": WF_CULPRIT, "expected_input_formats": WF_PEER}
+    return key
+
+
 # ---------------------------------------------------------------- host-bound-last-arriver
 def _hb_rank(ranks: int) -> int:
     return 9 % ranks
@@ -1042,6 +1117,16 @@ NEW_SCENARIOS = (
         3,
         end_stall_plans,
         end_stall_answer,
+    ),
+    ScenarioSpec(
+        "weight-format-node",
+        "ranks 8-15 (one node) read their MatMul weights as ND where the others use FRACTAL_NZ "
+        "(internal format off in that node's image): every MatMul 1.3x slower there; ranks 0-7 wait",
+        16,
+        3,
+        wf_plans,
+        wf_answer,
+        min_ranks=4,
     ),
     ScenarioSpec(
         "slow-group-shape",

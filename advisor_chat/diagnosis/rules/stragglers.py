@@ -727,7 +727,11 @@ def _group_cause(
         gl, gl_zh = unit[1], unit[2]
     ex = (
         explain_device(
-            device_account(ctx.profile, [(-1, r) for r in slow], fast), gl, gl_zh, excess
+            device_account(ctx.profile, [(-1, r) for r in slow], fast),
+            gl,
+            gl_zh,
+            excess,
+            said_us=comp_ex,  # "these ranks compute X more per step ..., because <clause>"
         )
         if comp_ex >= free_ex
         else None
