@@ -552,3 +552,33 @@ def test_where_is_the_idle_answers_with_the_idle_not_the_top_cause(real_samples:
         assert first.index(free_word) < first.index(besides), (q, ans)
     # a yes/no question keeps its verdict on the top cause
     assert adv.ask("is it a host problem?").answer.startswith("No")
+
+
+@pytest.mark.parametrize(
+    ("question", "column", "lead"),
+    [
+        (
+            "how much time does rank 5 lose to communication?",
+            "Communication(Not Overlapped)",
+            "Rank 5's Communication (Not Overlapped) time is ",
+        ),
+        ("5号卡通信花了多少时间？", "Communication(Not Overlapped)", "5号卡的未被掩盖的通信"),
+        ("how much compute does rank 5 do per step?", "Computing", "Rank 5's Computing time is "),
+    ],
+)
+def test_how_much_on_one_rank_leads_with_that_ranks_figure(
+    real_samples: Path, question: str, column: str, lead: str
+) -> None:
+    """The figure asked for comes first: rank 5's component and its share of rank 5's step."""
+    root = real_samples / "cluster-8rank"
+    path = next(root.rglob("cluster_step_trace_time.csv"))
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        row = next(r for r in csv.DictReader(fh) if r["Type"] == "rank" and r["Index"] == "5")
+    value_ms = float(row[column]) / 1000.0
+    step = sum(float(row[c]) for c in ("Computing", "Communication(Not Overlapped)", "Free"))
+    share = float(row[column]) / step
+    text = " ".join(_adv(root).ask(question).answer.split())
+    assert text.startswith(lead), text[:200]
+    first = re.split(r"(?<=[.。])\s", text, maxsplit=1)[0]
+    assert _ms_values(first)[0] == pytest.approx(value_ms, abs=0.05)
+    assert f"{share:.1%}" in first

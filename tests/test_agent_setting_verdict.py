@@ -45,3 +45,22 @@ def test_a_change_nothing_points_to_names_where_the_time_goes(scenario) -> None:
     assert "The premise does not hold either: it is not the network" in text
     # the premise keeps its own evidence; where the time goes is said once
     assert text.count("the time goes elsewhere") + text.count("The time goes elsewhere") == 1
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "should I set TASK_QUEUE_ENABLE=2?",
+        "would TASK_QUEUE_ENABLE help here?",
+        "要不要开 TASK_QUEUE_ENABLE=2？",
+        "TASK_QUEUE_ENABLE 设成 2 有用吗？",
+    ],
+)
+def test_one_verdict_on_a_setting_whatever_the_wording(scenario, question: str) -> None:
+    """small-batch-host-bound: the dispatch remedy names TASK_QUEUE_ENABLE, so every wording of
+    the question (an action or a suspicion, English or Chinese) gets that evidence's yes."""
+    text = _ask(scenario("small-batch-host-bound"), question)
+    assert text.startswith(("Yes, the evidence selects that change", "是的，证据指向这一改动")), (
+        text[:200]
+    )
+    assert "TASK_QUEUE_ENABLE=2" in text.split("\n")[0]

@@ -48,6 +48,21 @@ _COMPONENT_LABELS = {
     "bubble_us": ("Bubble (pipeline wait) time", "空泡（Bubble）时间"),
     "step_us": ("step time", "step 耗时"),
 }
+#: The step-trace column a "how much" question about one rank names, by topic.
+_AMOUNT_TOPICS = {
+    "communication": "communication_not_overlapped_us",
+    "compute": "computing_us",
+    "host": "free_us",
+}
+
+
+def _rank_amount_column(q: Query) -> str:
+    """The component a "how much <topic> on rank N" question asks for ('' for other questions)."""
+    if q.intent != "explain_rank" or q.kind != "how_much" or len(q.ranks) != 1:
+        return ""
+    return next((_AMOUNT_TOPICS[t] for t in q.topics if t in _AMOUNT_TOPICS), "")
+
+
 _CAPABILITIES = (
     (
         "why is rank N slow? (e.g. `why is rank 12 slow?`)",
@@ -545,7 +560,7 @@ class Planner:
         rank = q.ranks[0] if q.ranks else None
         group = q.groups[0] if q.groups else None
         it = q.intent
-        if it == "rank_component":
+        if it == "rank_component" or _rank_amount_column(q):
             return [("cluster_breakdown", {"step": step})]
         if it == "top_ops":
             return [("compare_ops", {"rank_b": rank})]
@@ -899,6 +914,9 @@ class Planner:
                     if f.id not in {x.id for x in cited}:
                         cited.append(f)
             bw_lead = self._bandwidth_lead(q, by_tool, zh) if q.intent == "slow_link" else []
+            amount = self._rank_amount_lead(q, by_tool, zh) if _rank_amount_column(q) else ""
+            if amount:  # "how much time does rank 5 spend in communication?": that figure first
+                lines[:0] = [amount, ""]
             if bw_lead:  # "how fast are the links?": the measured bandwidth first, then the verdict
                 lines[:0] = [*bw_lead, ""]
             elif q.intent == "slow_link" and not any(
@@ -1256,6 +1274,41 @@ class Planner:
             "未发现明显的问题。"
             if zh
             else "Nothing stands out: the analysis found no problem for this question."
+        )
+
+    def _rank_amount_lead(self, q: Query, by_tool: dict[str, list[ToolOutput]], zh: bool) -> str:
+        """One rank's time in the step-trace component a "how much" question names, with its share.
+
+        From the ``cluster_breakdown`` per_rank table (mean per step; step_trace_time.csv /
+        StepTraceTime), with the median over all ranks for scale. '' without that row.
+        """
+        col = _rank_amount_column(q)
+        res = next((o.result for o in by_tool.get("cluster_breakdown", []) if o.result), None)
+        pr = res.tables.get("per_rank") if res is not None else None
+        if not col or pr is None or pr.empty or col not in pr.columns:
+            return ""
+        rank = q.ranks[0]
+        row = pr[pr["rank"] == rank]
+        if row.empty:
+            return ""
+        v, step = float(row[col].iloc[0]), float(row["step_us"].iloc[0])
+        med = float(pr[col].median())
+        label, label_zh = _COMPONENT_LABELS[col]
+        src = quote_source(self.session.profile.cite("step_trace"), zh)
+        n = int(res.metrics.get("steps_count", 0)) if res is not None else 0
+        share = f"{v / step:.1%}" if step > 0 else ""
+        fv = fmt_num
+        if zh:
+            return (
+                f"{rank}号卡的{label_zh}为每步 {fv(v, 'us')}"
+                + (f"（占其步长 {share}）" if share else "")
+                + f"，{n} 个 step 的每步平均；{len(pr)} 张卡的中位数为 {fv(med, 'us')}（来源 {src}）。"
+            )
+        return (
+            f"Rank {rank}'s {label} is {fv(v, 'us')} per step"
+            + (f" ({share} of its step)" if share else "")
+            + f", mean over {n} step{'s' if n != 1 else ''}; the median over the {len(pr)} ranks "
+            f"is {fv(med, 'us')} (from {src})."
         )
 
     def _rank_component(

@@ -958,7 +958,7 @@ def node_question(
             "links do not cover every rank), so "
             f"nodes cannot be compared; the top cause is {why}."
         )
-        return p
+        return _verdict_first(p, "无法判断：" if zh else "Cannot tell: ", zh, yes_no)
     bad = [i for i in idx if not 0 <= i < len(nodes)]
     if bad:
         n = len(nodes)
@@ -2389,21 +2389,13 @@ def pipeline(d: Diagnosis, stages: Sequence[int], zh: bool, *, yes_no: bool = Fa
     p.add_cause(c)
     vic = sorted(c.victims, key=lambda i: -i.lost_us)
     lab = label(c.culprit, zh)
-    dom = dominant(c, zh)
-    if vic:
-        vr = rank_word([i.rank for i in vic], zh)
-        if zh:
-            p.lines.append(
-                f"{vr}在流水线气泡中等待{lab}，每步最多 {us(vic[0].lost_us)}"
-                + (f"；{lab}{dom}" if dom else "")
-                + f"：{summary(c, zh)}。"
-            )
-        else:
-            p.lines.append(
-                f"{vr[0].upper() + vr[1:]} wait in pipeline bubbles for {lab}, up to {us(vic[0].lost_us)} per step"
-                + (f"; {lab} is {dom}" if dom else "")
-                + f": {summary(c, zh)}."
-            )
+    if vic:  # the stage that holds the pipeline back, then the cause (its wait said once)
+        p.lines.append(
+            f"{lab}拖慢了流水线——{summary(c, zh).rstrip('。')}。"
+            if zh
+            else f"{lab[0].upper() + lab[1:]} holds the pipeline back — "
+            f"{lower_first(summary(c, zh)).rstrip('.')}."
+        )
     else:
         p.lines.append(_sentence(summary(c, zh), zh))
     if yes_no and stages and c.culprit.stage is not None:
@@ -3034,7 +3026,15 @@ def suspect_verdict(
     without ``undecided_ok`` (the question also names a hypothesis the diagnosis can judge).
     """
     if key.startswith("env:"):
-        return _env_verdict(d, key[4:], zh, env_recorded)
+        var = key[4:]
+        named = any(
+            r.kind == "action" and var.lower() in r.text.lower()
+            for c in _real(d)
+            for r in c.remedies
+        )
+        if named:  # "would X help?" and "should I set X?" get one answer: the evidence's
+            return _setting_verdict(d, var, zh)
+        return _env_verdict(d, var, zh, env_recorded)
     _, shows, var = SUSPECTS[key]
     real = _real(d)[:2]
     for c in real:

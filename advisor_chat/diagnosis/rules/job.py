@@ -793,6 +793,16 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     if setting:
         extra += "; " + setting[0].summary.split(". ")[0]
         extra_zh += "；" + setting[0].summary_zh.split("。")[0]
+    # ASCEND_LAUNCH_BLOCKING=1: every launch waits for the previous operator to finish, so no
+    # computation can run under a collective; the exposed communication is partly its consequence
+    blocking = ctx.finding("env_check.env.ascend_launch_blocking")
+    if blocking:
+        rl, rl_zh = ranks_label(list(blocking[0].ranks))
+        extra += (
+            f"; ASCEND_LAUNCH_BLOCKING=1 on {rl} makes every launch wait for the previous "
+            "operator, so no computation can run under a collective"
+        )
+        extra_zh += f"；{rl_zh}设置了 ASCEND_LAUNCH_BLOCKING=1，每次下发都等上一个算子执行完，集合通信下面无法有计算"
     # gradient accumulation that all-reduces in every micro-batch's backward pass: only the
     # last pass needs to (no_sync on the others), so most of these collectives are redundant
     ps = pass_sync(ctx.profile, ctx.ranks)
@@ -882,6 +892,18 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
                 "的 --gradient-accumulation-fusion，DeepSpeed 的 gradient_accumulation_steps）。",
                 saved,
                 BoundKind.UPPER_BOUND,
+            ),
+        )
+    if blocking:
+        remedies.insert(
+            0,
+            Remedy(
+                "action",
+                "Unset ASCEND_LAUNCH_BLOCKING first: with synchronous launches no collective can "
+                "overlap computation; measure the exposed communication again without it.",
+                "先取消 ASCEND_LAUNCH_BLOCKING：同步下发时集合通信无法与计算重叠；取消后再测一次未被掩盖的通信。",
+                None,
+                BoundKind.NONE,
             ),
         )
     for f in setting[:1]:
