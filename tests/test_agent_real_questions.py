@@ -196,6 +196,26 @@ def test_answers_say_which_input_was_left_out(tmp_path: Path, real_samples: Path
     assert "Not all input" not in intact.ask("why is this job slow?").answer
 
 
+def test_answers_say_when_a_ranks_step_trace_has_a_header_only(
+    tmp_path: Path, real_samples: Path
+) -> None:
+    """A step_trace_time.csv cut to its header: the rank is not in the breakdown, and answers say so."""
+    import shutil
+
+    from advisor_chat.ingest import load_profile
+
+    root = tmp_path / "run"
+    shutil.copytree(real_samples / "pt-text-level1-2rank", root)
+    st = root / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+    st.write_text(st.read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
+    adv = Advisor(load_profile(root, use_cache=False), settings=Settings(), case_search=_no_cases)
+    shown = str(st.relative_to(root))
+    ans = adv.ask("why is this job slow?").answer
+    assert "Not all input was analysed" in ans and shown in ans and "no rows" in ans, ans
+    zh = adv.ask("这个任务慢在哪里？").answer
+    assert "部分输入未被分析" in zh and shown in zh, zh
+
+
 def test_answers_say_when_ranks_are_missing(tmp_path: Path, scenario: Any) -> None:
     """A folder with 2 of a job's 16 ranks: every answer says the job-wide verdict covers only them."""
     import shutil

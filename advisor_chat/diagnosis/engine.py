@@ -601,6 +601,7 @@ _LEFT_OUT_CODES = (
     "file_changed",
     "invalid_rank_id",
     "row_cut",
+    "missing_table",  # a rank's file with a header only: that rank is not in that table
 )
 
 
