@@ -64,3 +64,20 @@ def test_one_verdict_on_a_setting_whatever_the_wording(scenario, question: str) 
         text[:200]
     )
     assert "TASK_QUEUE_ENABLE=2" in text.split("\n")[0]
+
+
+@pytest.mark.parametrize(
+    ("question", "start"),
+    [
+        ("should I set TASK_QUEUE_ENABLE=2?", "Not on this capture: it was taken with Level2"),
+        ("要不要开 TASK_QUEUE_ENABLE=2？", "不要基于这份数据调：它以 Level2"),
+    ],
+)
+def test_a_host_side_change_is_not_tuned_on_a_heavy_capture(
+    scenario, question: str, start: str
+) -> None:
+    """profiler-overhead: the dispatch remedy names the setting, but the capture (Level2 with
+    stacks) adds host work to every launch, so the answer is to re-collect first."""
+    text = _ask(scenario("profiler-overhead"), question)
+    assert text.startswith(start), text[:200]
+    assert "TASK_QUEUE_ENABLE=2" in text.split("\n")[0]

@@ -2977,6 +2977,20 @@ def _setting_verdict(d: Diagnosis, var: str, zh: bool) -> Projection:
             p.add_cause(c)
             p.plot_ranks = _culprit_ranks(c)[:8]
             text = (rem.text_zh or rem.text) if zh else rem.text
+            if d.capture not in ("", "light") and c.category.value == "scheduling":
+                # a heavy capture adds host work to every launch: the host-side evidence that
+                # selects this change may be the profiler's own; tune on a light capture
+                p.lines.append(
+                    f"不要基于这份数据调：它以 {d.capture} 采集，profiler 给每次下发都加了主机开销，"
+                    f"这里的下发间隙可能是采集本身造成的；先用 Level1（不带调用栈）重新采集，确认后再考虑："
+                    f"{text.rstrip('。')}。原因——{summary(c, zh)}。"
+                    if zh
+                    else f"Not on this capture: it was taken with {d.capture}, which adds host work "
+                    "to every launch, so these launch gaps may be the profiler's own; re-collect at "
+                    f"Level1 without stacks, and if they remain: {lower_first(text.rstrip('.'))}. "
+                    f"Why — {lower_first(summary(c, zh))}."
+                )
+                return p
             p.lines.append(
                 f"是的，证据指向这一改动：{text.rstrip('。')}。原因——{summary(c, zh)}。"
                 if zh
@@ -3027,12 +3041,15 @@ def suspect_verdict(
     """
     if key.startswith("env:"):
         var = key[4:]
+        flagged = any(f.id == f"env_check.env.{var.lower()}" for f in d.findings)
         named = any(
             r.kind == "action" and var.lower() in r.text.lower()
             for c in _real(d)
             for r in c.remedies
         )
-        if named:  # "would X help?" and "should I set X?" get one answer: the evidence's
+        if named and not flagged:
+            # "would X help?" and "should I set X?" get one answer: the change the evidence
+            # selects (a setting the environment check flags keeps that check's verdict)
             return _setting_verdict(d, var, zh)
         return _env_verdict(d, var, zh, env_recorded)
     _, shows, var = SUSPECTS[key]
