@@ -43,6 +43,9 @@ def ask(scenario, tmp_path_factory):
             "No, not a whole node: only rank 12",
         ),
         ("seed-rank12", "是不是有慢节点？", "不是整台机器"),
+        # "the HBM" suspected is the memory itself (its bandwidth), not its capacity
+        ("hbm-slow-rank", "is it the HBM?", "Yes: the data points to degraded device memory (HBM)"),
+        ("hbm-slow-rank", "是不是HBM的问题？", "是的，数据指向显存（HBM）带宽变差"),
         # an on-board HCCS link is not a NIC or an optical module
         ("hccs-link-both-ways", "is it a hardware problem?", "Yes"),
         # a slow link between two nodes: neither node is slower as a whole
@@ -108,3 +111,12 @@ def test_link_hardware_verdicts_name_the_parts_of_that_link(
     """HCCS stays on the server board; only an RDMA path has NICs and optical modules."""
     answer = ask(name, question)
     assert parts in answer and not_parts not in answer, answer
+
+
+def test_an_engine_slowdown_at_full_clock_is_not_called_throttling(ask) -> None:
+    """hbm-slow-rank: only AI_VECTOR_CORE operators are slower and the clock is the peers'."""
+    for q, bad in (("is it a hardware problem?", "throttled"), ("是不是硬件问题？", "降频或")):
+        answer = ask("hbm-slow-rank", q)
+        assert answer.startswith(("Yes", "是的")), answer[:120]
+        assert bad not in answer, answer
+        assert "HBM" in answer

@@ -895,6 +895,10 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"\bbandwidth[- ]bound\b.{0,20}\b(hbm|memory|dram)\b",
         r"(显存|HBM|hbm|内存)\s*带宽",
         r"访存",
+        # "is it the HBM?": the memory itself suspected (not its capacity: usage, OOM, peak)
+        r"\b(is it|is this|could it be|blame|suspect|problem with|issue with|wrong with) (the )?hbm\b"
+        r"(?!.{0,25}\b(usage|peak|capacity|full|oom|size|allocat|fragment))",
+        r"(hbm|HBM)\s*(的问题|有问题|坏了|出问题|故障|劣化|异常)",
     ),
     # something else on the NPU: another process, job or container on the same device
     "device_shared": (

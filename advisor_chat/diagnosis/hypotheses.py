@@ -387,23 +387,44 @@ def _hardware(d: Diagnosis) -> Verdict:
     if dev is not None:
         # what the device evidence is: a few launches far longer (bursts), or one factor on all
         bursts = "outlier_ratio" in dev.metrics
+        engine = "engine_ratio" in dev.metrics  # one core slower, the others at peer speed
+        clock_c = dev.metrics.get("aicore_clock_mhz", math.nan)
+        clock_p = dev.metrics.get("peer_aicore_clock_mhz", math.nan)
+        full_clock = math.isfinite(clock_c) and math.isfinite(clock_p) and clock_c >= 0.95 * clock_p
+        if bursts:
+            why_en = (
+                "a device whose few launches take many times longer while the rest run normally "
+                "is stalling in bursts (memory error correction, throttling): a hardware fault"
+            )
+            why_zh = "少数调用耗时成倍增加、其余正常，说明设备在间歇性卡顿（显存纠错、降频），属于硬件故障"
+        elif engine:
+            why_en = (
+                "one unit of the device slower at "
+                + ("its full clock" if full_clock else "one factor")
+                + " while the others run at their peers' speed is that unit or its memory path "
+                "(HBM) degraded, not the work"
+            )
+            why_zh = (
+                ("在正常频率下" if full_clock else "")
+                + "设备的一个单元变慢、其余单元与同组一样快，说明是该单元或其访存通路（HBM）劣化，而不是计算量"
+            )
+        elif full_clock:
+            why_en = (
+                "a device that runs every operator slower by one factor at its full clock is "
+                "degraded hardware (not throttled)"
+            )
+            why_zh = "在正常频率下所有算子按同一倍数变慢，说明设备硬件劣化（不是降频）"
+        else:
+            why_en = (
+                "a device that runs every operator slower by one factor is throttled or "
+                "degraded hardware"
+            )
+            why_zh = "所有算子按同一倍数变慢，说明设备降频或硬件劣化"
         return _v(
             "hardware",
             "supported",
-            f"{dev.summary.rstrip('.')}; "
-            + (
-                "a device whose few launches take many times longer while the rest run normally "
-                "is stalling in bursts (memory error correction, throttling): a hardware fault"
-                if bursts
-                else "a device that runs every operator slower by one factor is throttled or "
-                "degraded hardware"
-            ),
-            f"{dev.summary_zh.rstrip('。')}；"
-            + (
-                "少数调用耗时成倍增加、其余正常，说明设备在间歇性卡顿（显存纠错、降频），属于硬件故障"
-                if bursts
-                else "所有算子按同一倍数变慢，说明设备降频或硬件劣化"
-            ),
+            f"{dev.summary.rstrip('.')}; {why_en}",
+            f"{dev.summary_zh.rstrip('。')}；{why_zh}",
             (dev,),
         )
     link = next(
