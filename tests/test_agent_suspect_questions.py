@@ -43,6 +43,10 @@ def ask(scenario, tmp_path_factory):
             "No, not a whole node: only rank 12",
         ),
         ("seed-rank12", "是不是有慢节点？", "不是整台机器"),
+        # late but not in its kernels (another process holds the device): not down-clocked,
+        # even without the AI Core Freq track
+        ("device-shared-rank", "是不是降频了？", "不是设备降频"),
+        ("device-shared-rank", "is rank 11 throttled?", "No: it is not a down-clocked device"),
         # "the HBM" suspected is the memory itself (its bandwidth), not its capacity
         ("hbm-slow-rank", "is it the HBM?", "Yes: the data points to degraded device memory (HBM)"),
         ("hbm-slow-rank", "是不是HBM的问题？", "是的，数据指向显存（HBM）带宽变差"),

@@ -3041,13 +3041,13 @@ def suspect_verdict(
     """
     if key.startswith("env:"):
         var = key[4:]
-        flagged = any(f.id == f"env_check.env.{var.lower()}" for f in d.findings)
+        env_flag = any(f.id == f"env_check.env.{var.lower()}" for f in d.findings)
         named = any(
             r.kind == "action" and var.lower() in r.text.lower()
             for c in _real(d)
             for r in c.remedies
         )
-        if named and not flagged:
+        if named and not env_flag:
             # "would X help?" and "should I set X?" get one answer: the change the evidence
             # selects (a setting the environment check flags keeps that check's verdict)
             return _setting_verdict(d, var, zh)

@@ -1301,6 +1301,27 @@ def _throttling(d: Diagnosis) -> Verdict:
             (_top(d),),
         )
     c = slow or _mech(d, Mechanism.COMPUTE_STRAGGLER)
+    comp_ex = c.metrics.get("computing_excess_us", math.nan) if c is not None else math.nan
+    total_ex = c.metrics.get("excess_us", math.nan) if c is not None else math.nan
+    if (
+        slow is None
+        and c is not None
+        and math.isfinite(comp_ex)
+        and math.isfinite(total_ex)
+        and total_ex > 0
+        and comp_ex < 0.1 * total_ex
+    ):
+        # the rank is late, but not in its kernels: a down-clocked device runs every kernel longer
+        return _v(
+            "throttling",
+            "contradicted",
+            f"its kernels take as long as its peers' (Computing differs by {abs(comp_ex) / 1000:.2f} "
+            "ms per step), and a down-clocked device runs every kernel longer; the time is lost "
+            f"elsewhere: {_lower_first(c.summary.rstrip('.'))}",
+            f"其算子耗时与同组相同（计算时间每步相差 {abs(comp_ex) / 1000:.2f} ms），而降频的设备会让每个算子都变慢；"
+            f"时间损失在别处：{c.summary_zh.rstrip('。')}",
+            (c,),
+        )
     return _v(
         "throttling",
         "undecided",
