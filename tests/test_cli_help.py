@@ -74,3 +74,15 @@ def test_flags_show_no_type_but_options_with_values_do() -> None:
     out, _ = _help("mcp", "--help")
     assert "<bool>" not in out
     assert "<int>" in next(ln for ln in out.splitlines() if "--port" in ln)
+
+
+def test_options_with_fixed_values_list_them() -> None:
+    """An option that takes one of a few words shows them, not ``<str>``."""
+    for args, flag, shown in (
+        (("report", "--help"), "--lang", "<en|zh|both>"),
+        (("report", "--help"), "--format", "<md|html|json>"),
+        (("generate", "--help"), "--export", "<text|db>"),
+        (("eval", "--help"), "--split", "<tune|heldout|all>"),
+    ):
+        out, _ = _help(*args)
+        assert shown in next(ln for ln in out.splitlines() if flag in ln), (args, flag)

@@ -73,6 +73,7 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--split",
+                metavar="<tune|heldout|all>",
                 help="Paraphrase / generalization sets: tune, heldout or all (default all).",
             ),
         ] = None,

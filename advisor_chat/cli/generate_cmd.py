@@ -77,6 +77,7 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option(
                 "--export",
+                metavar="<text|db>",
                 help="text (csv/json) or db (ascend_pytorch_profiler_{rank}.db + analysis.db).",
             ),
         ] = "text",

@@ -76,6 +76,7 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option(
                 "--lang",
+                metavar="<en|zh|both>",
                 help="Language of the report: en or zh (markdown and html); html also takes "
                 "both (each English sentence followed by its Chinese one, with plot titles and "
                 "captions in English).",
