@@ -65,3 +65,39 @@ def test_small_blame_spread_over_ranks_is_jitter_not_a_straggler() -> None:
     assert _jitter(cc(3381.0), spread, step)
     assert not _jitter(cc(3381.0), [3381.0, 200.0], step)
     assert not _jitter(cc(8000.0), [8000.0, 7000.0], step)  # ≥ 5% of the step: judged as a rank
+
+
+def test_a_cause_that_gives_nothing_back_does_not_lead() -> None:
+    """A late unit whose own excess is negative (it saves nothing) ranks after a job-wide cost."""
+    none = _cause("cause.slow_node.r8_11", Mechanism.SLOW_GROUP, "group", -9.4)
+    job = _cause("cause.exposed_communication", Mechanism.EXPOSED_COMMUNICATION, "job", 238_000.0)
+    assert [c.id for c in _rank([none, job])] == [job.id, none.id]
+
+
+def test_a_node_late_by_its_own_transfers_is_said_so_and_ranked_by_cost(scenario) -> None:
+    """zero3-param-gather on 12 ranks (nodes of 8 and 4): the 4-rank node's ranks move more of the
+    AllGather / ReduceScatter over RDMA, so their transit per step is longer (read from
+    communication.json with json, independently) and the collectives wait for them. That node is a
+    cause with its transit excess, never one "idling 6 µs more"; the job's exposed communication,
+    far larger, leads."""
+    import json
+    from collections import defaultdict
+
+    from advisor_chat.diagnosis import diagnose
+    from advisor_chat.ingest import load_profile
+
+    root = scenario("zero3-param-gather", ranks=12, seed=21)
+    transit: dict[int, float] = defaultdict(float)
+    for d in root.glob("*_ascend_pt"):
+        rank = json.loads(next(d.glob("profiler_info_*.json")).read_text())["rank_id"]
+        comm = json.loads((d / "ASCEND_PROFILER_OUTPUT" / "communication.json").read_text())
+        for step in comm.values():
+            for kind in step.values():
+                for name, op in kind.items():
+                    if not name.startswith("Total"):
+                        transit[int(rank)] += op["Communication Time Info"]["Transit Time(ms)"]
+    assert min(transit[r] for r in range(8, 12)) > max(transit[r] for r in range(8))
+    d = diagnose(load_profile(root, progress=False))
+    assert d.causes[0].mechanism is Mechanism.EXPOSED_COMMUNICATION
+    node = next(c for c in d.causes if c.culprit.ranks == (8, 9, 10, 11))
+    assert (node.gain_us or 0.0) > 0 and "transferring data" in node.summary

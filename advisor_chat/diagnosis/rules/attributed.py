@@ -110,7 +110,13 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             cause = stage_cause(ctx, idx, cc.cost_us_per_step, dict(cc.victims))
         else:
             label, label_zh = cc.unit.name, cc.unit.name_zh or cc.unit.name
-            cause = _group_cause(ctx, list(cc.unit.ranks), n_steps, (cc.unit.kind, label, label_zh))
+            cause = _group_cause(
+                ctx,
+                list(cc.unit.ranks),
+                n_steps,
+                (cc.unit.kind, label, label_zh),
+                cost_us=cc.cost_us_per_step,
+            )
             cause = dataclasses.replace(
                 cause, id=f"cause.slow_{cc.unit.kind}.r{cc.unit.ranks[0]}_{cc.unit.ranks[-1]}"
             )
@@ -130,17 +136,18 @@ OWN_SHARE_OF_COST = 0.5
 
 
 def _inherited(ctx: Context, cc: Any) -> bool:
-    """Whether a rank's late arrival is inherited, not caused by anything the rank does.
+    """Whether a unit's late arrival is inherited, not caused by anything its ranks do.
 
     A rank's own work is its Computing + Free (``step_trace``) and its transfers (``comm_ops``
-    Transit Time). A rank late at the collectives whose own work is not
-    longer than its peers' by ``OWN_SHARE_OF_COST`` of the cost the attribution gives it arrives
-    late because collectives it shares with everyone ended late on its side (e.g. every group's
-    traffic crossing nodes alike): blaming it would name a victim as a culprit. Means per step.
+    Transit Time). A rank (or a node / group: the mean of its ranks) late at the collectives whose
+    own work is not longer than its peers' by ``OWN_SHARE_OF_COST`` of the cost the attribution
+    gives it arrives late because collectives it shares with everyone ended late on its side
+    (e.g. every group's traffic crossing nodes alike, or a node with fewer ranks finishing its
+    part of a collective later): blaming it would name a victim as a culprit. Means per step.
     """
     per = ctx.per_rank
-    if cc.unit.kind != "rank" or per.empty or "own_us" not in per.columns:
-        return False
+    if cc.unit.kind == "stage" or per.empty or "own_us" not in per.columns:
+        return False  # (a pipeline stage is judged by the stage decomposition)
     if cc.cost_us_per_step <= 0:
         return False
     own = per["own_us"].astype(float)

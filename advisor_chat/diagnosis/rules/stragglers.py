@@ -570,6 +570,7 @@ def _transit_cause(
     fast: list[int],
     own_ex: float,
     unit: tuple[str, str, str] | None,
+    cost_us: float | None = None,
 ) -> RootCause | None:
     """A unit slowed by its own transfers: its transit time, not its Computing or Free, is longer.
 
@@ -585,7 +586,10 @@ def _transit_cause(
     a = float(tr.reindex(slow).mean())
     b = float(tr.reindex([r for r in fast if r in tr.index]).median())
     ex = a - b
-    if not (ex > own_ex and ex >= STRAGGLER_MIN_SHARE * ctx.step_us):
+    floor = STRAGGLER_MIN_SHARE * ctx.step_us
+    if cost_us is not None and cost_us > 0:  # the collectives measured what it costs
+        floor = min(floor, 0.5 * cost_us)
+    if not (ex > own_ex and ex >= floor):
         return None
     gl, gl_zh = ranks_label(slow)
     if unit is not None:
@@ -696,19 +700,25 @@ def _transit_cause(
 
 
 def _group_cause(
-    ctx: Context, slow: list[int], n_steps: int, unit: tuple[str, str, str] | None = None
+    ctx: Context,
+    slow: list[int],
+    n_steps: int,
+    unit: tuple[str, str, str] | None = None,
+    cost_us: float | None = None,
 ) -> RootCause:
     """SLOW_GROUP: ranks that split into a slower cluster, with the operator/shape that differs.
 
     Victims: the faster ranks' collective wait (their exposed communication minus the slow
-    cluster's mean, capped by the cluster's mean excess). Source: ``step_trace``, ``kernels``.
+    cluster's mean, capped by the cluster's mean excess). ``cost_us``: what the wait attribution
+    says the unit costs the job per step, when it named the unit (its transfers then explain it
+    when their excess is at least half of that cost). Source: ``step_trace``, ``kernels``.
     """
     peers = ctx.peers(slow[0])
     fast = [r for r in peers if r not in slow]
     per = ctx.per_rank
     comp_ex = float(per.loc[slow, "computing_us"].mean() - per.loc[fast, "computing_us"].median())
     free_ex = float(per.loc[slow, "free_us"].mean() - per.loc[fast, "free_us"].median())
-    transit = _transit_cause(ctx, slow, fast, max(comp_ex, free_ex, 0.0), unit)
+    transit = _transit_cause(ctx, slow, fast, max(comp_ex, free_ex, 0.0), unit, cost_us)
     if transit is not None:
         return transit
     excess = float(per.loc[slow, "own_us"].mean() - per.loc[fast, "own_us"].median())
