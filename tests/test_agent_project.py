@@ -691,7 +691,9 @@ def test_yes_no_compare_and_stage_questions_open_with_the_verdict() -> None:
         "不是：9号卡更慢"
     )
     pipe = _diag(PIPE)
-    assert _text(pj.pipeline(pipe, [1], False, yes_no=True)).startswith("No: ranks 8-15 wait")
+    assert _text(pj.pipeline(pipe, [1], False, yes_no=True)).startswith(
+        "No: stage 0 (ranks 0–7) holds the pipeline back"
+    )
     assert _text(pj.pipeline(pipe, [0], True, yes_no=True)).startswith("是的：8-15号卡")
 
 
@@ -943,9 +945,9 @@ def test_node_questions_place_the_top_cause_on_its_node() -> None:
     # a cause of the whole job: no node is slower, whichever is asked
     job = _text(pj.node_question(_diag(JOB, nodes=two), [1], False, False, yes_no=True))
     assert job.startswith("No: no node is slower than the others; the cause is the whole job")
-    # no node layout in the data: no verdict on a rank's node
+    # no node layout in the data: a yes/no question gets "cannot tell", then why
     t = _text(pj.node_question(_diag(HOST9), [1], False, False, yes_no=True))
-    assert t.startswith("The profile does not show which ranks share a node")
+    assert t.startswith("Cannot tell: the profile does not show which ranks share a node")
     # "which node is slower?" (none named): the node of the top cause, 0-based as the causes say
     assert _text(pj.node_question(d, [], False, False)).startswith(
         "Node 1 (ranks 8-15) holds the top cause, host stall on rank 9: "

@@ -317,7 +317,8 @@ def _rank(causes: list[RootCause]) -> list[RootCause]:
     # (only against late ranks with a measured cost: a peer the data lacks has none)
     if first and specific and top > 0:
         return first + specific + [c for c in job if c not in first]
-    if job and specific and top <= 0 < max((c.gain_us or 0.0) for c in job):
+    gives_nothing = all(c.gain_us is not None and c.gain_us <= 0 for c in specific)
+    if job and specific and gives_nothing and max((c.gain_us or 0.0) for c in job) > 0:
         return job + specific  # no late rank gives anything back: the job's own cost leads
     return specific + job
 
