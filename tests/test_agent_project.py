@@ -694,7 +694,7 @@ def test_yes_no_compare_and_stage_questions_open_with_the_verdict() -> None:
     assert _text(pj.pipeline(pipe, [1], False, yes_no=True)).startswith(
         "No: stage 0 (ranks 0–7) holds the pipeline back"
     )
-    assert _text(pj.pipeline(pipe, [0], True, yes_no=True)).startswith("是的：8-15号卡")
+    assert _text(pj.pipeline(pipe, [0], True, yes_no=True)).startswith("是的：流水线阶段0")
 
 
 def test_slow_step_question_on_an_excluded_step_leads_with_the_artifact() -> None:
