@@ -94,3 +94,12 @@ def test_version_and_why_questions(scenario, tmp_path: Path, question: str, star
     )
     text = " ".join(adv.ask(question).answer.split())
     assert text.startswith(start), text[:200]
+
+
+def test_the_db_export_names_the_same_formats(scenario) -> None:
+    """The DB export (COMPUTE_TASK_INFO.inputFormats through STRING_IDS) gives the same evidence."""
+    root = scenario("weight-format-node", export="db")
+    assert not list(root.rglob("kernel_details.csv"))  # the DB is the only source of kernels
+    top = diagnose(load_profile(root, progress=False)).causes[0]
+    assert set(top.culprit.ranks) == set(range(8, 16))
+    assert "ND;ND" in top.summary and "ND;FRACTAL_NZ" in top.summary
