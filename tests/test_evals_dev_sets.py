@@ -42,6 +42,7 @@ from advisor_chat.synth.scenarios_dev9 import DEV9_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
 from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_KINDS
+from advisor_chat.synth.scenarios_heldout4 import HELDOUT4_KINDS
 
 SETS = {
     "generalization_dev": DEV_KINDS,
@@ -53,6 +54,7 @@ SETS = {
     "generalization_dev9": DEV9_KINDS,
     "generalization_heldout2": HELDOUT2_KINDS,
     "generalization_heldout3": HELDOUT3_KINDS,
+    "generalization_heldout4": HELDOUT4_KINDS,
 }
 
 

@@ -31,6 +31,7 @@ from advisor_chat.synth.scenarios_ext import register as _register_more
 from advisor_chat.synth.scenarios_faults import register as _register_faults
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_SCENARIOS
 from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_SCENARIOS
+from advisor_chat.synth.scenarios_heldout4 import HELDOUT4_SCENARIOS
 from advisor_chat.synth.writer import RunInfo, write_rank
 
 __all__ = ["SCENARIOS", "ScenarioSpec", "demo_profile", "double_hash", "generate"]
@@ -48,6 +49,7 @@ for _spec in (
     *DEV9_SCENARIOS,
     *HELDOUT2_SCENARIOS,
     *HELDOUT3_SCENARIOS,
+    *HELDOUT4_SCENARIOS,
 ):
     SCENARIOS.setdefault(_spec.name, _spec)
 

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
 from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_KINDS
+from advisor_chat.synth.scenarios_heldout4 import HELDOUT4_KINDS
 
 #: Every blind held-out scenario name.
-BLIND_KINDS: frozenset[str] = frozenset(HELDOUT2_KINDS) | frozenset(HELDOUT3_KINDS)
+BLIND_KINDS: frozenset[str] = (
+    frozenset(HELDOUT2_KINDS) | frozenset(HELDOUT3_KINDS) | frozenset(HELDOUT4_KINDS)
+)
