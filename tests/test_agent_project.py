@@ -944,7 +944,7 @@ def test_node_questions_place_the_top_cause_on_its_node() -> None:
     )
     # a cause of the whole job: no node is slower, whichever is asked
     job = _text(pj.node_question(_diag(JOB, nodes=two), [1], False, False, yes_no=True))
-    assert job.startswith("No: no node is slower than the others; the cause is the whole job")
+    assert job.startswith("No: no node is slower than the others: the cause is the whole job")
     # no node layout in the data: a yes/no question gets "cannot tell", then why
     t = _text(pj.node_question(_diag(HOST9), [1], False, False, yes_no=True))
     assert t.startswith("Cannot tell: the profile does not show which ranks share a node")
@@ -996,7 +996,7 @@ def test_other_ranks_question_judges_the_ranks_not_set_aside() -> None:
 def test_a_vendor_bug_suspicion_is_contradicted_by_a_measured_cause() -> None:
     t = _text(pj.hypothesis(_diag(HOST9), "software_bug", False))
     assert t.startswith(
-        "No: it is not a software bug (CANN, the framework or the profiler); the cause is rank 9."
+        "No: the cause is rank 9, not a software bug (CANN, the framework or the profiler)."
     )
     assert _text(pj.hypothesis(_diag(HOST9), "software_bug", True)).startswith(
         "不是软件缺陷（CANN、框架或 profiler），问题在9号卡。"
@@ -1056,7 +1056,7 @@ def test_a_suspect_no_rule_names_is_judged_against_the_causes_text() -> None:
     assert unknown_suspect("是不是训练太慢？") == ""
     d = _diag(HOST9)
     no = _text(pj.unknown_suspect(d, "tokenizer", False))
-    assert no.startswith("No sign of the tokenizer in this data; the measured time goes to")
+    assert no.startswith("No sign of the tokenizer in this data: the measured time goes to")
     assert "rank 9" in no
     # named by the top cause (its summary): the data fits
     yes = _text(pj.unknown_suspect(d, "host", False))

@@ -46,7 +46,11 @@ def ask(scenario, tmp_path_factory):
         # late but not in its kernels (another process holds the device): not down-clocked,
         # even without the AI Core Freq track
         ("device-shared-rank", "是不是降频了？", "不是设备降频"),
-        ("device-shared-rank", "is rank 11 throttled?", "No: it is not a down-clocked device"),
+        (
+            "device-shared-rank",
+            "is rank 11 throttled?",
+            "No: the cause is rank 11, not a down-clocked device",
+        ),
         # "the HBM" suspected is the memory itself (its bandwidth), not its capacity
         ("hbm-slow-rank", "is it the HBM?", "Yes: the data points to degraded device memory (HBM)"),
         ("hbm-slow-rank", "是不是HBM的问题？", "是的，数据指向显存（HBM）带宽变差"),
@@ -56,8 +60,16 @@ def ask(scenario, tmp_path_factory):
         ("slow-link", "is one node slower than the others?", "No, not a whole node: the top cause"),
         ("slow-link", "是不是有慢节点？", "不是整台机器：最主要的原因在"),
         # the clock is measured at 1800 MHz: no power cap, whatever the words
-        ("slow-link", "are we power-limited?", "No: it is not a down-clocked device"),
-        ("slow-link", "is this a power capping issue?", "No: it is not a down-clocked device"),
+        (
+            "slow-link",
+            "are we power-limited?",
+            "No: the cause is link 3→11 (RDMA), not a down-clocked",
+        ),
+        (
+            "slow-link",
+            "is this a power capping issue?",
+            "No: the cause is link 3→11 (RDMA), not a down-clocked",
+        ),
         ("slow-link", "是不是功耗墙？", "不是设备降频"),
         # a suspect no rule judges: nothing points to it, the time goes to the link
         ("slow-link", "是不是优化器那一步太慢？", "没有迹象表明是优化器的问题"),

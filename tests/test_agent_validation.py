@@ -405,7 +405,7 @@ def test_a_network_suspicion_next_to_a_symptom_gets_a_network_verdict(profile, s
     for question, verdict in (
         (
             "the job hung for 40 s once, is it the network?",
-            f"No: it is not the network; the cause is rank {culprit}.",
+            f"No: the cause is rank {culprit}, not the network.",
         ),
         ("训练卡死了几十秒，是不是网络问题？", f"不是网络，问题在{culprit}号卡。"),
     ):

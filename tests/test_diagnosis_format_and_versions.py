@@ -82,7 +82,10 @@ def test_version_suspect_is_judged_from_the_recorded_versions(scenario, tmp_path
     ("question", "start"),
     [
         ("是不是CANN版本不一致？", "不是各卡软件版本不一致"),
-        ("are the ranks on different CANN versions?", "No: it is not mismatched software versions"),
+        (
+            "are the ranks on different CANN versions?",
+            "No: the cause is ranks 8-15, not mismatched software versions",
+        ),
         # a why-question with a comparison is not a yes/no question
         ("8到15号卡为什么比其他卡慢？", "8-15号卡"),
     ],

@@ -939,7 +939,7 @@ def node_question(
         p.lines.append(
             f"没有哪台机器比其他机器慢，原因在{why}。"
             if zh
-            else f"No node is slower than the others; the cause is {why}."
+            else f"No node is slower than the others: the cause is {why}."
         )
         return _verdict_first(p, "不是：" if zh else "No: ", zh, yes_no)
     if not nodes and d.one_node:
@@ -1080,9 +1080,9 @@ def unknown_suspect(d: Diagnosis, x: str, zh: bool) -> Projection:
     p.add_cause(top)
     # the first words say "no" (a yes/no question was asked), then where the time goes
     p.lines.append(
-        f"没有迹象表明是{x}的问题。测得的时间损失在别处——{summary(top, zh)}。"
+        f"没有迹象表明是{x}的问题，测得的时间损失在别处——{summary(top, zh)}。"
         if zh
-        else f"No sign of the {x} in this data; the measured time goes to "
+        else f"No sign of the {x} in this data: the measured time goes to "
         f"{_because(label(top.culprit, zh), summary(top, zh), zh)}."
     )
     return p
@@ -2692,14 +2692,14 @@ def hypothesis(
             first = (
                 f"不需要加卡：不是 NPU 算力不足，问题在{lab}。"
                 if zh
-                else f"No: it is not a shortage of NPU compute (more NPUs would not help); "
-                f"the cause is {lab}."
+                else f"No: the cause is {lab}, not a shortage of NPU compute (more NPUs would "
+                "not help)."
             )
         elif lab:
             first = (
                 f"{no}{'不是' if healthy else ''}{zh_name}，问题在{lab}。"
                 if zh
-                else f"{no_en}it is not {en_name}; the cause is {lab}."
+                else f"{no_en}the cause is {lab}, not {en_name}."
             )
         else:
             first = (
