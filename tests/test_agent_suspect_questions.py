@@ -56,6 +56,9 @@ def ask(scenario, tmp_path_factory):
         ("hbm-slow-rank", "是不是HBM的问题？", "是的，数据指向显存（HBM）带宽变差"),
         # an on-board HCCS link is not a NIC or an optical module
         ("hccs-link-both-ways", "is it a hardware problem?", "Yes"),
+        # the culprit is one whole node: yes, that node
+        ("weight-format-node", "is there a slow node?", "Yes: node 1 (ranks 8-15) holds the top"),
+        ("weight-format-node", "是不是有慢节点？", "是的：节点 1（8-15号卡）上的问题最大"),
         # a slow link between two nodes: neither node is slower as a whole
         ("slow-link", "is one node slower than the others?", "No, not a whole node: the top cause"),
         ("slow-link", "是不是有慢节点？", "不是整台机器：最主要的原因在"),
@@ -136,3 +139,20 @@ def test_an_engine_slowdown_at_full_clock_is_not_called_throttling(ask) -> None:
         assert answer.startswith(("Yes", "是的")), answer[:120]
         assert bad not in answer, answer
         assert "HBM" in answer
+
+
+@pytest.mark.parametrize(
+    ("question", "start"),
+    [
+        (
+            "how much would fixing rank 3 save?",
+            "Fixing rank 3 itself saves nothing: it is not a cause",
+        ),
+        ("修好3号卡能省多少？", "单独修复3号卡省不了时间：它不是原因"),
+    ],
+)
+def test_fixing_a_rank_that_only_waits_saves_nothing(ask, question: str, start: str) -> None:
+    """weight-format-node: rank 3 only waits for ranks 8-15; the saving belongs to them."""
+    answer = ask("weight-format-node", question)
+    assert answer.startswith(start), answer[:160]
+    assert "8-15" in answer

@@ -642,7 +642,7 @@ def test_pmu_counters_that_differ_are_stated_with_their_values() -> None:
     ex = explain_device(acc, "rank 4", "第 4 卡", None)
     assert ex is not None
     assert "aic_mte2_ratio 0.80 against 0.40" in ex.clause
-    assert "aic_mte2_ratio 为 0.80，同组为 0.40" in ex.clause_zh
+    assert "aic_mte2_ratio 为 0.80，其他卡为 0.40" in ex.clause_zh
     assert ex.metrics["aic_mte2_ratio"] == pytest.approx(0.80)
     # an engine slowdown compares the counters of that core's kernels only
     slow = [(*x[:4], x[4] * (1.9 if x[3] == "AI_VECTOR_CORE" else 1.0), x[5]) for x in BASE]

@@ -917,6 +917,21 @@ class Planner:
             amount = self._rank_amount_lead(q, by_tool, zh) if _rank_amount_column(q) else ""
             if amount:  # "how much time does rank 5 spend in communication?": that figure first
                 lines[:0] = [amount, ""]
+            elif (
+                d is not None
+                and q.intent == "explain_rank"
+                and q.kind == "how_much"
+                and len(q.ranks) == 1
+                and d.role_of(q.ranks[0])
+                and all(role == "victim" for _, role, _ in d.role_of(q.ranks[0]))
+            ):  # "how much would fixing rank 3 save?" of a rank that only waits
+                r = q.ranks[0]
+                lines[:0] = [
+                    f"单独修复{r}号卡省不了时间：它不是原因，而是被下面的原因拖慢。"
+                    if zh
+                    else f"Fixing rank {r} itself saves nothing: it is not a cause, it loses time "
+                    "to the cause below."
+                ]
             if bw_lead:  # "how fast are the links?": the measured bandwidth first, then the verdict
                 lines[:0] = [*bw_lead, ""]
             elif q.intent == "slow_link" and not any(

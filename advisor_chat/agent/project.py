@@ -352,7 +352,7 @@ def _role_sentence(rank: int, c: RootCause, role: str, imp: Impact | None, zh: b
         extra = ""
         if imp is not None and imp.lost_us > 0 and imp.how == "own_time":
             extra = (
-                f"：其自身耗时（计算 + 空闲）每步比同组长 {us(imp.lost_us)}"
+                f"：其自身耗时（计算 + 空闲）每步比其他卡长 {us(imp.lost_us)}"
                 if zh
                 else f": its own time (Computing + Free) is {us(imp.lost_us)} per step longer than "
                 "its peers'"
@@ -1013,7 +1013,8 @@ def node_question(
                 else f"The top cause spans {where}: {why}."
             )
         )
-        return p
+        # "is there a slow node?": yes when the top cause is one whole node's
+        return _verdict_first(p, "是的：" if zh else "Yes: ", zh, yes_no and one and bool(whole))
     if len(on) == 1 and idx and on[0] == idx[0]:
         p.lines.append(
             f"{node_txt(on[0])}上的问题最大：{why}。"

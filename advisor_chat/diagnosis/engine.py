@@ -565,7 +565,7 @@ def _pair_holdup(ctx: Context) -> tuple[str, str, dict[str, float]] | None:
     zh = (
         f"现有的 2 张卡{of_zh}中，{late}号卡拖慢了{other}号卡：它每步的自身耗时（计算 + 空闲）多 "
         f"{ms(d_own)}（空闲 {ms(d_free)}，计算 {ms(d_comp)}），{other}号卡每步未掩盖的通信多 "
-        f"{ms(d_wait)}，是在等它；只有 2 张卡，没有同组中位数，无法判断是{late}号卡对整个作业而言慢，"
+        f"{ms(d_wait)}，是在等它；只有 2 张卡，没有其他卡的中位数，无法判断是{late}号卡对整个作业而言慢，"
         f"还是{other}号卡快"
     )
     metrics = {
@@ -733,7 +733,7 @@ def _diagnose(
                 f"{pct(share_of(diff, ctx.step_us))} of the step)"
             )
             why_zh = (
-                f"只有 {len(ctx.ranks)} 张卡，无法用同组中位数判断哪张卡慢（两者自身耗时每步相差 "
+                f"只有 {len(ctx.ranks)} 张卡，无法用其他卡的中位数判断哪张卡慢（两者自身耗时每步相差 "
                 f"{ms(diff)}，占步长 {pct(share_of(diff, ctx.step_us))}）"
             )
             pair = _pair_holdup(ctx)

@@ -73,7 +73,7 @@ def _clock(acc: DeviceAccount, who: str, who_zh: str) -> tuple[str, str, tuple[s
         return (
             f"its AI Core clock averaged {c:.0f} MHz against {p:.0f} MHz on its peers (AI Core "
             f"Freq counter, {c / p:.2f}x): the device is down-clocked",
-            f"其 AI Core 频率平均为 {c:.0f} MHz，同组为 {p:.0f} MHz（AI Core 频率计数器，"
+            f"其 AI Core 频率平均为 {c:.0f} MHz，其他卡为 {p:.0f} MHz（AI Core 频率计数器，"
             f"{c / p:.2f} 倍）：设备被降频",
             (
                 f"Find why {who} is down-clocked (npu-smi info: temperature, power and its limit, "
@@ -81,20 +81,20 @@ def _clock(acc: DeviceAccount, who: str, who_zh: str) -> tuple[str, str, tuple[s
                 f"{c:.0f} MHz against {p:.0f} MHz on its peers; reset or replace the device if the "
                 "clock stays low once cooled or powered normally.",
                 f"查明{who_zh}为何降频（`npu-smi info`：温度、功耗及其上限、AI Core 频率；所在服务器的"
-                f"风扇与风道）：其 AI Core 频率为 {c:.0f} MHz，同组为 {p:.0f} MHz；若散热和供电正常后"
+                f"风扇与风道）：其 AI Core 频率为 {c:.0f} MHz，其他卡为 {p:.0f} MHz；若散热和供电正常后"
                 "频率仍低，则复位或更换该设备。",
             ),
         )
     return (
         f"its AI Core clock was {c:.0f} MHz, as on its peers ({p:.0f} MHz, AI Core Freq "
         "counter): not down-clocked",
-        f"其 AI Core 频率为 {c:.0f} MHz，与同组（{p:.0f} MHz，AI Core 频率计数器）相同：并未降频",
+        f"其 AI Core 频率为 {c:.0f} MHz，与其他卡（{p:.0f} MHz，AI Core 频率计数器）相同：并未降频",
         (
             f"Check {who}'s NPU health (npu-smi info: health, ECC errors, temperature) and reset or "
             "replace the device if it is degraded: every operator on it is slower by the same "
             f"factor although its AI Core clock is its peers' ({c:.0f} MHz).",
             f"检查{who_zh}的 NPU 健康状态（`npu-smi info`：健康状态、ECC 错误、温度），若性能劣化则复位或"
-            f"更换该设备：其 AI Core 频率与同组相同（{c:.0f} MHz），但所有算子按同一倍数变慢。",
+            f"更换该设备：其 AI Core 频率与其他卡相同（{c:.0f} MHz），但所有算子按同一倍数变慢。",
         ),
     )
 
@@ -146,7 +146,7 @@ def counter_clause(acc: DeviceAccount, m: dict[str, float]) -> tuple[str, str]:
         fmt = ".0f" if name in ("block_dim", "cube_utilization_pct") else ".2f"
         what, what_zh = COUNTER_MEANING[name]
         en.append(f"{name} {a:{fmt}} against {b:{fmt}} on its peers ({what})")
-        zh.append(f"{name} 为 {a:{fmt}}，同组为 {b:{fmt}}（{what_zh}）")
+        zh.append(f"{name} 为 {a:{fmt}}，其他卡为 {b:{fmt}}（{what_zh}）")
         m[name], m[f"{name}_peer"] = a, b
     if not en:
         return "", ""
@@ -205,7 +205,7 @@ def explain_device(
         )
         cnt, cnt_zh = counter_clause(acc, m)
         clause_zh = (
-            f"{who_zh}上几乎所有算子都比同组慢约 {r:.2f} 倍（算子、shape、调用次数都相同；"
+            f"{who_zh}上几乎所有算子都比其他卡慢约 {r:.2f} 倍（算子、shape、调用次数都相同；"
             f"{pct(acc.uniform_share)} 的设备时间按这一倍数变慢）{extra_zh}："
             "是设备本身变慢，而不是某个算子"
         )
@@ -240,7 +240,7 @@ def explain_device(
         )
         cnt, cnt_zh = counter_clause(acc, m)
         clause_zh = (
-            f"{who_zh}上在 {core} 上运行的算子都比同组慢约 {r:.2f} 倍（算子、shape、调用次数都相同），"
+            f"{who_zh}上在 {core} 上运行的算子都比其他卡慢约 {r:.2f} 倍（算子、shape、调用次数都相同），"
             f"其余算子为 {acc.other_ratio:.2f} 倍{extra_zh}：是设备的一个单元"
             f"（{core}，主要运行访存密集型算子）变慢，而不是计算量变了"
         )
@@ -276,7 +276,7 @@ def explain_device(
         )
         clause_zh = (
             f"{who_zh}上的 {op} 运行在 {_core(top.core_culprit)} 上（每次 {ms(top.avg_us_culprit)}，"
-            f"每步 {top.count_culprit:.0f} 次），而同组在 {_core(top.core_peer)} 上运行（每次 "
+            f"每步 {top.count_culprit:.0f} 次），而其他卡在 {_core(top.core_peer)} 上运行（每次 "
             f"{ms(top.avg_us_peer)}）：每步多 {ms(top.delta_us)}"
         )
         rem = Remedy(
@@ -285,9 +285,9 @@ def explain_device(
             f"it falls back to {_core(top.core_culprit)} there (an input dtype, format or shape "
             "its AI Core kernel does not support, or a different CANN / operator package on that "
             "node; the plog names the fallback) and align those inputs or that software.",
-            f"让{who_zh}上的 {op} 像同组一样运行在 {_core(top.core_peer)} 上：查明它为何回退到 "
+            f"让{who_zh}上的 {op} 像其他卡一样运行在 {_core(top.core_peer)} 上：查明它为何回退到 "
             f"{_core(top.core_culprit)}（输入的数据类型、格式或 shape 不被 AI Core 算子支持，或该节点的 "
-            "CANN / 算子包不同；plog 中会记录回退原因），并使输入或软件与同组一致。",
+            "CANN / 算子包不同；plog 中会记录回退原因），并使输入或软件与其他卡一致。",
             gain_us,
             BoundKind.ESTIMATE,
         )
@@ -299,8 +299,8 @@ def explain_device(
             f"launch): {ms(top.delta_us)} more per step"
         )
         clause_zh = (
-            f"{who_zh}上的 {op} 输入为 {top.dtype_culprit}，而同组为 {top.dtype_peer}"
-            f"（每次 {ms(top.avg_us_culprit)}，同组 {ms(top.avg_us_peer)}）：每步多 {ms(top.delta_us)}"
+            f"{who_zh}上的 {op} 输入为 {top.dtype_culprit}，而其他卡为 {top.dtype_peer}"
+            f"（每次 {ms(top.avg_us_culprit)}，其他卡 {ms(top.avg_us_peer)}）：每步多 {ms(top.delta_us)}"
         )
         rem = Remedy(
             "action",
@@ -308,7 +308,7 @@ def explain_device(
             f"{top.dtype_culprit} instead of {top.dtype_peer}; check the mixed-precision "
             "settings on that rank (autocast / amp level, the model or optimizer dtype, a "
             "per-rank config).",
-            f"让{who_zh}使用与同组相同的精度：其 {op} 以 {top.dtype_culprit} 而非 {top.dtype_peer} "
+            f"让{who_zh}使用与其他卡相同的精度：其 {op} 以 {top.dtype_culprit} 而非 {top.dtype_peer} "
             "计算；检查该卡的混合精度设置（autocast / amp 级别、模型或优化器的数据类型、按卡的配置）。",
             gain_us,
             BoundKind.ESTIMATE,
@@ -321,8 +321,8 @@ def explain_device(
             f"{ms(top.avg_us_peer)} per launch): {ms(top.delta_us)} more per step"
         )
         clause_zh = (
-            f"{who_zh}上的 {op} [{top.shape_culprit}] 输入格式为 {top.format_culprit}，而同组为 {top.format_peer}"
-            f"（shape 与数据类型相同；每次 {ms(top.avg_us_culprit)}，同组 {ms(top.avg_us_peer)}）："
+            f"{who_zh}上的 {op} [{top.shape_culprit}] 输入格式为 {top.format_culprit}，而其他卡为 {top.format_peer}"
+            f"（shape 与数据类型相同；每次 {ms(top.avg_us_culprit)}，其他卡 {ms(top.avg_us_peer)}）："
             f"每步多 {ms(top.delta_us)}"
         )
         rem = Remedy(
@@ -331,8 +331,8 @@ def explain_device(
             f"instead of {top.format_peer}, which selects another kernel; compare the internal-format "
             "setting (torch_npu.npu.config.allow_internal_format), any npu_format_cast in the "
             "model code and the CANN / torch_npu versions on that rank with a peer's.",
-            f"让{who_zh}使用与同组相同的张量格式：其 {op} 的输入为 {top.format_culprit} 而非 "
-            f"{top.format_peer}，因而走了另一个算子实现；对比该卡与同组的私有格式设置"
+            f"让{who_zh}使用与其他卡相同的张量格式：其 {op} 的输入为 {top.format_culprit} 而非 "
+            f"{top.format_peer}，因而走了另一个算子实现；对比该卡与其他卡的私有格式设置"
             "（torch_npu.npu.config.allow_internal_format）、模型代码中的 npu_format_cast 以及 CANN / "
             "torch_npu 版本。",
             gain_us,
@@ -348,7 +348,7 @@ def explain_device(
             f"{ms(top.delta_us)} more per step, more work rather than slower kernels"
         )
         clause_zh = (
-            f"{who_zh}上的 {op} 输入更大（[{top.shape_culprit}]，同组为 [{top.shape_peer}]）"
+            f"{who_zh}上的 {op} 输入更大（[{top.shape_culprit}]，其他卡为 [{top.shape_peer}]）"
             f"{vary_zh if acc.varies_by_unit else ''}：每步多 {ms(top.delta_us)}，是计算量更多而不是算子更慢"
         )
         rem = Remedy(
@@ -357,7 +357,7 @@ def explain_device(
             f"([{top.shape_culprit}] vs [{top.shape_peer}]); give every rank the same tokens per "
             "step (length-grouped or bucketed sampling, sequence packing, an even batch / "
             "expert split).",
-            f"均衡各卡的计算量：{who_zh}的 {op} 输入比同组大（[{top.shape_culprit}] 对 "
+            f"均衡各卡的计算量：{who_zh}的 {op} 输入比其他卡大（[{top.shape_culprit}] 对 "
             f"[{top.shape_peer}]）；让每张卡每步处理相同的 token 数（按长度分组或分桶采样、序列打包、"
             "均匀切分 batch / 专家）。",
             gain_us,
@@ -374,7 +374,7 @@ def explain_device(
             "per step of extra work, not slower kernels"
         )
         clause_zh = (
-            f"{who_zh}每步比同组多调用 {more:.0f} 次 {op}（{top.count_culprit:.0f} 次对 "
+            f"{who_zh}每步比其他卡多调用 {more:.0f} 次 {op}（{top.count_culprit:.0f} 次对 "
             f"{top.count_peer:.0f} 次，每次 {ms(each)}）：每步多 {ms(top.delta_us)}，"
             "是多做了计算，而不是算子变慢"
         )
@@ -386,7 +386,7 @@ def explain_device(
                 "as often), as activation recomputation (re-running the forward in the backward) does"
             )
             clause_zh += (
-                f"；同组也运行的 {op} 在这里多跑了一遍（{top.count_culprit / top.count_peer:.1f} 倍），"
+                f"；其他卡也运行的 {op} 在这里多跑了一遍（{top.count_culprit / top.count_peer:.1f} 倍），"
                 "这正是激活重计算（反向时重新执行前向）的特征"
             )
         rem = Remedy(
@@ -394,7 +394,7 @@ def explain_device(
             f"Remove the extra {op} work on {who}: it runs {op} {more:.0f} more times per step "
             "than its peers (a branch only that rank takes, such as metrics, logging or "
             "evaluation, or an uneven layer / expert assignment).",
-            f"去掉{who_zh}上多出的 {op} 计算：它每步比同组多运行 {more:.0f} 次 {op}"
+            f"去掉{who_zh}上多出的 {op} 计算：它每步比其他卡多运行 {more:.0f} 次 {op}"
             "（只有该卡执行的分支，如指标、日志或评估，或层 / 专家分配不均）。",
             gain_us,
             BoundKind.ESTIMATE,
@@ -407,7 +407,7 @@ def explain_device(
             f"its peers with the same shape and dtype{cnt}: {ms(top.delta_us)} more per step"
         )
         clause_zh = (
-            f"{who_zh}上的 {op} [{top.shape_culprit}] 在 shape 和数据类型相同的情况下每次比同组慢 "
+            f"{who_zh}上的 {op} [{top.shape_culprit}] 在 shape 和数据类型相同的情况下每次比其他卡慢 "
             f"{top.ratio:.2f} 倍{cnt_zh}：每步多 {ms(top.delta_us)}"
         )
         rem = Remedy(
@@ -415,8 +415,8 @@ def explain_device(
             f"Make {op} [{top.shape_culprit}] on {who} run as on its peers: same shape and dtype, "
             "so it takes another kernel path there; check its format (ND / NZ), block_dim and "
             "op_state against a peer and the CANN / operator package version on that rank.",
-            f"让{who_zh}上的 {op} [{top.shape_culprit}] 与同组一样快：shape 和数据类型相同，说明走了"
-            "不同的算子实现；对比同组检查其格式（ND / NZ）、block_dim、op_state，以及该卡的 CANN / "
+            f"让{who_zh}上的 {op} [{top.shape_culprit}] 与其他卡一样快：shape 和数据类型相同，说明走了"
+            "不同的算子实现；对比其他卡检查其格式（ND / NZ）、block_dim、op_state，以及该卡的 CANN / "
             "算子包版本。",
             gain_us,
             BoundKind.ESTIMATE,
@@ -458,7 +458,7 @@ def _explain_outliers(
         "(memory ECC error correction, throttling), not of a slower kernel or more work"
     )
     clause_zh = (
-        f"{who_zh}每步约有 {o.per_unit:.0f} 次算子调用（{ops_zh}；{where_zh}）耗时是同组相同算子、"
+        f"{who_zh}每步约有 {o.per_unit:.0f} 次算子调用（{ops_zh}；{where_zh}）耗时是其他卡相同算子、"
         f"相同 shape 的 {o.ratio:.1f} 倍，而它的其余调用为 {o.normal_ratio:.2f} 倍：每步多出的 "
         f"{ms(extra)} 设备时间中 {pct(o.share)} 来自这几个异常值，这是设备间歇性卡顿（显存 ECC 纠错、"
         "降频）的特征，而不是算子实现变慢或计算量变多"

@@ -406,7 +406,7 @@ def _hardware(d: Diagnosis) -> Verdict:
             )
             why_zh = (
                 ("在正常频率下" if full_clock else "")
-                + "设备的一个单元变慢、其余单元与同组一样快，说明是该单元或其访存通路（HBM）劣化，而不是计算量"
+                + "设备的一个单元变慢、其余单元与其他卡一样快，说明是该单元或其访存通路（HBM）劣化，而不是计算量"
             )
         elif full_clock:
             why_en = (
@@ -570,7 +570,7 @@ def _straggler(d: Diagnosis) -> Verdict:
             "contradicted",
             "a rank holds the others back, but by idling, not by computing longer (its kernels "
             f"take as long as its peers'): {idle.summary.rstrip('.')}",
-            f"确实有卡拖慢了其他卡，但原因是空闲而不是计算更久（其算子耗时与同组相同）：{idle.summary_zh.rstrip('。')}",
+            f"确实有卡拖慢了其他卡，但原因是空闲而不是计算更久（其算子耗时与其他卡相同）：{idle.summary_zh.rstrip('。')}",
             (idle,),
         )
     if c is not None:
@@ -591,7 +591,7 @@ def _straggler(d: Diagnosis) -> Verdict:
         "compute_straggler",
         "contradicted",
         f"no rank computes longer than its peers; {en}",
-        f"没有哪张卡的计算时间比同组长；{zh}",
+        f"没有哪张卡的计算时间比其他卡长；{zh}",
         (top,),
     )
 
@@ -615,7 +615,7 @@ def _kernels(d: Diagnosis) -> Verdict:
             "contradicted",
             "the operators run as fast as on their peers for the same input; the late ranks "
             f"get more work: {_lower_first(more.summary.rstrip('.'))}",
-            f"算子在相同输入下与同组一样快，是晚到的卡分到了更多计算：{more.summary_zh.rstrip('。')}",
+            f"算子在相同输入下与其他卡一样快，是晚到的卡分到了更多计算：{more.summary_zh.rstrip('。')}",
             (more,),
         )
     if slower is not None:
@@ -655,7 +655,7 @@ def _imbalance(d: Diagnosis) -> Verdict:
             "contradicted",
             "the late rank does the same work as its peers, only slower: "
             f"{other.summary.rstrip('.')}",
-            f"晚到的卡与同组做的计算量相同，只是更慢：{other.summary_zh.rstrip('。')}",
+            f"晚到的卡与其他卡做的计算量相同，只是更慢：{other.summary_zh.rstrip('。')}",
             (other,),
         )
     top = _top(d)
@@ -664,7 +664,7 @@ def _imbalance(d: Diagnosis) -> Verdict:
         "load_imbalance",
         "contradicted",
         f"no rank gets more work (operators, shapes, launch counts) than its peers; {en}",
-        f"没有哪张卡的计算量（算子、shape、调用次数）比同组多；{zh}",
+        f"没有哪张卡的计算量（算子、shape、调用次数）比其他卡多；{zh}",
         (top,),
     )
 
@@ -1273,7 +1273,7 @@ def _throttling(d: Diagnosis) -> Verdict:
             "contradicted",
             f"its AI Core clock is {own:.0f} MHz against {peer:.0f} MHz on its peers (AI Core "
             f"Freq counter), so it is not down-clocked: {_lower_first(c.summary.rstrip('.'))}",
-            f"其 AI Core 频率为 {own:.0f} MHz，同组为 {peer:.0f} MHz（AI Core 频率计数器），没有降频："
+            f"其 AI Core 频率为 {own:.0f} MHz，其他卡为 {peer:.0f} MHz（AI Core 频率计数器），没有降频："
             f"{c.summary_zh.rstrip('。')}",
             (c,),
         )
@@ -1289,7 +1289,7 @@ def _throttling(d: Diagnosis) -> Verdict:
                 f"Freq counter), the rated clock, and no device computes slower than its peers; "
                 f"{en}",
                 f"所测各卡忙时 AI Core 频率为 {mhz:.0f} MHz（AI Core 频率计数器），即额定频率，"
-                f"也没有哪张卡的计算比同组慢；{zh}",
+                f"也没有哪张卡的计算比其他卡慢；{zh}",
                 (_top(d),),
             )
         return _v(
@@ -1297,7 +1297,7 @@ def _throttling(d: Diagnosis) -> Verdict:
             "contradicted",
             f"no device computes slower than its peers (this profile has no AI Core Freq track "
             f"to check a clock shared by every rank); {en}",
-            f"没有哪张卡的计算比同组慢（这份数据没有 AI Core 频率轨道，无法检查所有卡共同的降频）；{zh}",
+            f"没有哪张卡的计算比其他卡慢（这份数据没有 AI Core 频率轨道，无法检查所有卡共同的降频）；{zh}",
             (_top(d),),
         )
     c = slow or _mech(d, Mechanism.COMPUTE_STRAGGLER)
@@ -1318,7 +1318,7 @@ def _throttling(d: Diagnosis) -> Verdict:
             f"its kernels take as long as its peers' (Computing differs by {abs(comp_ex) / 1000:.2f} "
             "ms per step), and a down-clocked device runs every kernel longer; the time is lost "
             f"elsewhere: {_lower_first(c.summary.rstrip('.'))}",
-            f"其算子耗时与同组相同（计算时间每步相差 {abs(comp_ex) / 1000:.2f} ms），而降频的设备会让每个算子都变慢；"
+            f"其算子耗时与其他卡相同（计算时间每步相差 {abs(comp_ex) / 1000:.2f} ms），而降频的设备会让每个算子都变慢；"
             f"时间损失在别处：{c.summary_zh.rstrip('。')}",
             (c,),
         )
@@ -1367,7 +1367,7 @@ def _memory_bandwidth(d: Diagnosis) -> Verdict:
             "memory_bandwidth",
             "contradicted",
             f"no device runs its operators slower than its peers; {en}",
-            f"没有哪张卡的算子比同组慢；{zh}",
+            f"没有哪张卡的算子比其他卡慢；{zh}",
             (_top(d),),
         )
     return _v(

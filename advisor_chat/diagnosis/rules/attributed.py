@@ -266,7 +266,7 @@ def _late_arrival_cause(ctx: Context, cc: Any) -> RootCause:
                 f"device time per step than its peers, because {ex.clause}"
             )
             summary_zh = (
-                f"{lead_zh}；{no_trace_zh}，但它的算子数据说明了原因：它每步的设备时间比同组多 "
+                f"{lead_zh}；{no_trace_zh}，但它的算子数据说明了原因：它每步的设备时间比其他卡多 "
                 f"{extra}，因为{ex.clause_zh}"
             )
         remedies = (dataclasses.replace(ex.remedy, gain_us=cc.cost_us_per_step), copy)
@@ -284,7 +284,7 @@ def _late_arrival_cause(ctx: Context, cc: Any) -> RootCause:
             f"per step, about its peers' {ms(acc.busy_us_peer)}, and {host[0]}: the host is late"
         )
         summary_zh = (
-            f"{lead_zh}；{no_trace_zh}，但它每步算子的设备时间为 {ms(acc.busy_us_culprit)}，与同组的 "
+            f"{lead_zh}；{no_trace_zh}，但它每步算子的设备时间为 {ms(acc.busy_us_culprit)}，与其他卡的 "
             f"{ms(acc.busy_us_peer)} 相当，且{host[1]}：是主机下发晚了"
         )
         metrics = {
@@ -315,7 +315,7 @@ def _late_arrival_cause(ctx: Context, cc: Any) -> RootCause:
             f"stall, input or a link is left), and {no_trace} to tell which"
         )
         summary_zh = (
-            f"{lead_zh}；它每步算子的设备时间为 {ms(acc.busy_us_culprit)}，与同组的 "
+            f"{lead_zh}；它每步算子的设备时间为 {ms(acc.busy_us_culprit)}，与其他卡的 "
             f"{ms(acc.busy_us_peer)} 相当：晚到不是算子造成的（剩下主机停顿、输入或链路），"
             f"而{no_trace_zh}，无法进一步区分"
         )

@@ -518,7 +518,7 @@ def device_idle_evidence(
         "device itself was held, not the host late"
     )
     zh = (
-        f"其主机早已把算子下发到队列中（下发到开始执行的中位时延 {ms(da)}，同组为 {ms(db)}），"
+        f"其主机早已把算子下发到队列中（下发到开始执行的中位时延 {ms(da)}，其他卡为 {ms(db)}），"
         "设备却在队列里有任务时空闲：被占住的是设备本身，而不是主机下发慢"
     )
     return en, zh, {"launch_delay_p50_us": da, "launch_delay_p50_us_peer": db}

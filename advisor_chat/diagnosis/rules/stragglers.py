@@ -108,11 +108,11 @@ def _rank_cause(
     if host:
         mech, cat = Mechanism.HOST_STALL, Category.SCHEDULING
         what = f"its device idles (Free) {ms(free_ex)} more{per_step} than its peers"
-        what_zh = f"其设备空闲时间（Free）每步比同组多 {ms(free_ex)}"
+        what_zh = f"其设备空闲时间（Free）每步比其他卡多 {ms(free_ex)}"
         if scoped:
             tot = sum(e.free_excess_us for e in events)
             what = f"its device idles (Free) {ms(tot)} more than its peers{scope}"
-            what_zh = f"{scope_zh}其设备空闲时间（Free）比同组多 {ms(tot)}"
+            what_zh = f"{scope_zh}其设备空闲时间（Free）比其他卡多 {ms(tot)}"
         measured = host_measured(ctx, rank)
         spot = idle_before(ctx.profile, [rank], peers, free_ex)
         spot_txt = spot_zh = ""
@@ -125,7 +125,7 @@ def _rank_cause(
             )
             spot_zh = (
                 f"；其中 {pct(spot.share)} 集中在 {op_shape} 之前（其 {spot.launches:g} 次启动前每步共空闲 "
-                f"{ms(spot.culprit_us)}，同组为 {ms(spot.peer_us)}），即主机启动该算子晚了"
+                f"{ms(spot.culprit_us)}，其他卡为 {ms(spot.peer_us)}），即主机启动该算子晚了"
             )
         waits = f"{len(victims)} rank(s) wait {ms(wait_mean)} per step for it"
         waits_zh = f"{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}"
@@ -168,7 +168,11 @@ def _rank_cause(
             )
             summary_zh = (
                 f"{rl_zh}设备侧停顿：{what_zh}，尽管{dev[1]}"
-                + (f"；其算子耗时与同组相同（计算时间相差不到 {ms(abs(comp_ex))}）" if same else "")
+                + (
+                    f"；其算子耗时与其他卡相同（计算时间相差不到 {ms(abs(comp_ex))}）"
+                    if same
+                    else ""
+                )
                 + f"；{late_zh}，{waits_zh}。"
                 + alone_zh
             )
@@ -292,7 +296,7 @@ def _rank_cause(
             "collectives." + alone
         )
         summary_zh = (
-            f"{rl_zh}是计算慢卡：{scope_zh}其计算时间每步比同组多 {ms(comp_ex)}{op_zh}；"
+            f"{rl_zh}是计算慢卡：{scope_zh}其计算时间每步比其他卡多 {ms(comp_ex)}{op_zh}；"
             f"{len(victims)} 张卡每步平均在集合通信中为它等待 {ms(wait_mean)}。" + alone_zh
         )
         if ex is not None:
@@ -302,7 +306,7 @@ def _rank_cause(
                 "step for it in collectives." + alone
             )
             summary_zh = (
-                f"{rl_zh}是计算慢卡：{scope_zh}其计算时间每步比同组多 {ms(comp_ex)}，原因是"
+                f"{rl_zh}是计算慢卡：{scope_zh}其计算时间每步比其他卡多 {ms(comp_ex)}，原因是"
                 f"{ex.clause_zh}；{len(victims)} 张卡每步平均在集合通信中为它等待 {ms(wait_mean)}。"
                 + alone_zh
             )
@@ -314,7 +318,7 @@ def _rank_cause(
                 "format and dtype, and whether it takes a slower kernel path)."
             )
             a_zh = (
-                f"让{rl_zh}上的 {op[0]} [{op[1]}] 与同组一样快（检查其输入 shape、格式和数据类型，"
+                f"让{rl_zh}上的 {op[0]} [{op[1]}] 与其他卡一样快（检查其输入 shape、格式和数据类型，"
                 "以及是否走了更慢的算子实现）。"
             )
         else:
@@ -391,13 +395,13 @@ def _compute_check(ex: Explanation | None, who: str, who_zh: str) -> Remedy:
             "check",
             f"Log the number of tokens (sequence lengths, batch size, experts routed) each rank "
             f"gets per step and compare {who} with its peers.",
-            f"记录每张卡每步处理的 token 数（序列长度、batch 大小、路由到的专家数），对比{who_zh}与同组。",
+            f"记录每张卡每步处理的 token 数（序列长度、batch 大小、路由到的专家数），对比{who_zh}与其他卡。",
         )
     return Remedy(
         "check",
         f"Check {who}'s device (npu-smi: AI Core frequency, temperature, health) and its software "
         "(CANN, driver, operator package) against a peer.",
-        f"对比同组检查{who_zh}的设备（`npu-smi info`：AI Core 频率、温度、健康状态）和软件"
+        f"对比其他卡检查{who_zh}的设备（`npu-smi info`：AI Core 频率、温度、健康状态）和软件"
         "（CANN、驱动、算子包）。",
     )
 
@@ -683,7 +687,7 @@ def _transit_cause(
         ),
         summary_zh=(
             f"{gl_zh}这一组更慢：它们在自己的集合通信中每步多花 {ms(ex)} 传输数据（每步传输 {ms(a)}，"
-            f"{fl_zh}为 {ms(b)}），计算与空闲时间与同组一致{link_zh}；{len(victims)} 张卡每步平均在集合通信中"
+            f"{fl_zh}为 {ms(b)}），计算与空闲时间与其他卡一致{link_zh}；{len(victims)} 张卡每步平均在集合通信中"
             f"为它们等待 {ms(wait_mean)}。"
         ),
         metrics={"excess_us": ex, "victim_wait_us_mean": wait_mean, **m},
