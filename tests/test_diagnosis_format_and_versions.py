@@ -69,10 +69,17 @@ def _with_versions(src: Path, dst: Path, cann: dict[int, str]) -> Path:
 
 def test_version_suspect_is_judged_from_the_recorded_versions(scenario, tmp_path: Path) -> None:
     root = scenario("weight-format-node")
-    same = judge(diagnose(load_profile(root, progress=False)), "version")
+    d_same = diagnose(load_profile(root, progress=False))
+    same = judge(d_same, "version")
     assert same.status == "contradicted" and "CANN 8.0.RC2" in same.reason
+    # the same versions everywhere: the format remedy does not send the user to compare them
+    assert "allow_internal_format" in d_same.causes[0].remedies[0].text
+    assert "version" not in d_same.causes[0].remedies[0].text
+    assert "版本" not in d_same.causes[0].remedies[0].text_zh
     mixed_root = _with_versions(root, tmp_path / "mixed", dict.fromkeys(range(8, 16), "8.0.RC3"))
-    mixed = judge(diagnose(load_profile(mixed_root, use_cache=False, progress=False)), "version")
+    d_mixed = diagnose(load_profile(mixed_root, use_cache=False, progress=False))
+    mixed = judge(d_mixed, "version")
+    assert "versions differ from its peers'" in d_mixed.causes[0].remedies[0].text
     assert mixed.status == "supported"
     assert "8.0.RC2 on ranks 0-7" in mixed.reason and "8.0.RC3 on ranks 8-15" in mixed.reason
     assert "the slower ranks 8-15 are the ones on CANN 8.0.RC3" in mixed.reason

@@ -959,6 +959,34 @@ _CAUSAL = re.compile(r"\bcaused by\b|\bdue to\b|\bbecause of\b|\bblame\b|由于|
 _CAUSE_BEFORE = re.compile(r"\bcaus(e|es|ing)\b|\bleads? to\b|导致|引起|造成", re.I)
 
 
+#: Words that put the network between the nodes (RoCE / RDMA, NICs, switches) in question ...
+_BETWEEN_NODES = re.compile(
+    r"(?<![a-z])(roce|rdma|nics?|switch(es)?|optics?|optical modules?|transceivers?|infiniband)"
+    r"(?![a-z])(?! (zero|stage|to|from|off|on)\b)"
+    r"|\bbetween (the )?(two |\d+ )?(nodes|machines|boxes|servers|hosts)\b|\bcross[- ]node\b"
+    r"|\binter[- ]node\b|两台机器之间|机器之间|节点之间|跨机|跨节点|机间|交换机|网卡|光模块",
+    re.I,
+)
+# ... and words that put the links inside one server (HCCS, the board) in question.
+_ON_BOARD = re.compile(
+    r"(?<![a-z])(hccs|sio|pcie|on[- ]board|intra[- ]node|inside (the|one) (node|server|machine))"
+    r"(?![a-z])"
+    r"|机内|板内|节点内|同一台机器",
+    re.I,
+)
+
+
+def network_scope(text: str) -> str:
+    """Which network a question suspects: ``network`` (between nodes), ``board`` (inside one).
+
+    "is it the RoCE between the two machines?" -> ``network``; "is the HCCS broken?" -> ``board``;
+    both or neither named -> ``""``. A verdict on the network is then said of that part.
+    """
+    between = _BETWEEN_NODES.search(text) is not None
+    board = _ON_BOARD.search(text) is not None
+    return "network" if between and not board else "board" if board and not between else ""
+
+
 def find_hypotheses(text: str, kind: str) -> tuple[str, ...]:
     """Suspected causes the question names (:data:`HYPOTHESES`), in order of appearance.
 
@@ -1160,6 +1188,9 @@ _ASKS = re.compile(
 #: clause.
 _RULED_OUT = re.compile(
     r"(?i)\b(?:ruled? out|excluded|eliminated|(?:it|that)(?:'s| is) not|isn't|wasn't|not due to)\b(?:[^.;?!,(。；？！，]|\([^)]*\))*"
+    # "the network team says the RoCE switches look clean", "the dataloader is fine"
+    r"|[^.;?!,。；？！，]*\b(?:looks?|looked|seems?|seemed|are|is|was|were|came back|checked(?: out)?)"
+    r" (?:all )?(?:clean|fine|ok(?:ay)?|healthy|normal)\b[^.;?!,。；？！，]*"
     r"|[^，。,；;？?！!]*(?:排除|排查过|(?:检|查|测|确认)过|(?:都|均|一切)正常|没(?:有)?问题|不是这(?:两|几)?个)"
     r"[^，。,；;？?！!]*"
 )

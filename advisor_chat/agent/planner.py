@@ -25,7 +25,7 @@ import pandas as pd
 
 from advisor_chat.agent import project
 from advisor_chat.agent.answer import CitedCase, CitedFinding, Suggestion
-from advisor_chat.agent.parse import Query, asks_bandwidth, asks_yes_no
+from advisor_chat.agent.parse import Query, asks_bandwidth, asks_yes_no, network_scope
 from advisor_chat.agent.project import Projection, render_for_model
 from advisor_chat.agent.validate import BaselineProblem, validate_question
 from advisor_chat.analyzers.base import Finding
@@ -679,7 +679,7 @@ class Planner:
             if proj is not None and d is not None and q.ruled_out and not q.hypothesis:
                 # "we ruled out the dataloader and the network, what else?": say what the data
                 # says of each before (or beside) the rest
-                proj = project.ruled_out(proj, d, q.ruled_out, zh)
+                proj = project.ruled_out(proj, d, q.ruled_out, zh, network_scope(q.text))
         return self._compose(q, d, proj, outputs)
 
     # -- projections -------------------------------------------------------------------------
@@ -764,6 +764,7 @@ class Planner:
                 healthy=healthy,
                 single=True,
                 links_judged=_links_judged(outputs),
+                scope=network_scope(q.text),
             )
         if (
             hyp
@@ -772,7 +773,15 @@ class Planner:
             and (it not in ("mc2", "memory") or hyp == "memory_bandwidth")
             and (hyp not in ("network", "link") or it not in ("slow_link", "communication"))
         ):
-            p = project.hypothesis(d, hyp, zh, healthy=healthy, ranks=q.ranks, links=q.links)
+            p = project.hypothesis(
+                d,
+                hyp,
+                zh,
+                healthy=healthy,
+                ranks=q.ranks,
+                links=q.links,
+                scope=network_scope(q.text),
+            )
             if p.lines and _EITHER_Q.search(q.text):
                 # "is it real or the profiler's?": the verdict names which, no yes or no
                 p.lines[0] = _without_yes_no(p.lines[0])
@@ -821,6 +830,7 @@ class Planner:
                 healthy=healthy,
                 single=_ONE_PART.search(q.text) is not None,
                 links_judged=_links_judged(outputs),
+                scope=network_scope(q.text),
             )
         if it == "fix_first":
             return project.fix_first(d, zh, ranks_only=_WHICH_RANK.search(q.text) is not None)

@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from advisor_chat.diagnosis.rules.slow_link import network_part
 from advisor_chat.diagnosis.text import ms
 from advisor_chat.diagnosis.types import (
     BoundKind,
@@ -1294,8 +1295,13 @@ def network(
     links_judged: bool = True,
     single: bool = False,
     link_transports: dict[tuple[int, int], str] | None = None,
+    scope: str = "",
 ) -> Projection:
     """Answer to “Is the network the problem?” / “which link is slow?”: yes or no with the link.
+
+    With ``scope`` (``network`` between nodes or ``board`` inside one,
+    :func:`~advisor_chat.agent.parse.network_scope`) and every slow link on the other part, a
+    yes/no question about the part asked is answered "no, not that part", with the slow links.
 
     ``link_transports`` ({(src, dst): transport}, from the slow_link tool's link table) lets a
     named link be judged against a cause of a whole transport (every RDMA link slow): it is one
@@ -1321,6 +1327,7 @@ def network(
         healthy=healthy,
         single=single,
         link_transports=link_transports or {},
+        scope=scope,
     )
     if not links_judged and not any(c.mechanism == Mechanism.SLOW_LINK for c in p.causes):
         p.lines = [_unjudged(x, zh) for x in p.lines]
@@ -1492,9 +1499,16 @@ def _network(
     healthy: bool = False,
     single: bool = False,
     link_transports: dict[tuple[int, int], str] | None = None,
+    scope: str = "",
 ) -> Projection:
     p = Projection()
     slow = [c for c in d.causes if c.mechanism == Mechanism.SLOW_LINK]
+    other = _off_scope(slow, scope) if yes_no and not healthy and not links else None
+    if other is not None:
+        p.lines.append(_not_this_part(other, scope, zh))
+        p.add_cause(other)
+        p.plot_ranks = list(other.culprit.link or other.culprit.ranks)
+        return p
     wide = next((c for c in slow if c.culprit.kind == "job" and c.culprit.transport), None)
     if links and wide is not None:
         # a whole transport is slow: a named link is one of those links or not, by its transport
@@ -2581,17 +2595,24 @@ _ACTIONS = {
 }
 
 
-def ruled_out(p: Projection, d: Diagnosis, names: Sequence[str], zh: bool) -> Projection:
+def ruled_out(
+    p: Projection, d: Diagnosis, names: Sequence[str], zh: bool, scope: str = ""
+) -> Projection:
     """What the data says of the causes the user ruled out, added to answer ``p``.
 
     A ruled-out cause the data supports opens the answer (the measurement disagrees with the
     user's check, with its evidence); the ones it contradicts are confirmed after the first line.
+    A network ruled out on one part (``scope``: "the RoCE switches look clean") while the slow
+    links are on the other part is confirmed for the part the user checked.
     """
     from advisor_chat.diagnosis.hypotheses import NAMES, judge
 
     still, agreed = [], []
     for name in names:
         v = judge(d, name)
+        if name in ("network", "link") and _other_network(d, v.causes, scope) is not None:
+            agreed.append(_SCOPES[scope])
+            continue
         if v.status == "supported":
             still.append((NAMES[name], v))
         elif v.status == "contradicted":
@@ -2626,6 +2647,7 @@ def hypothesis(
     healthy: bool = False,
     ranks: Sequence[int] = (),
     links: Sequence[tuple[int, int]] = (),
+    scope: str = "",
 ) -> Projection:
     """Answer to a hypothesis question ("could it be GC?"): a verdict, then its measured evidence.
 
@@ -2634,11 +2656,19 @@ def hypothesis(
     no clause of the evidence can contradict it; the next gives the evidence, and the causes it
     comes from are cited; an undecided verdict says what to collect. With ``ranks`` ("is rank 5
     overheating?") or ``links`` ("is the HCCS between 13 and 14 broken?"), a hypothesis supported
-    on other ranks or another link is a "no" for the ones asked.
+    on other ranks or another link is a "no" for the ones asked. With ``scope``
+    (:func:`~advisor_chat.agent.parse.network_scope`: ``network`` between nodes, ``board`` inside
+    one), a network supported only on the other part is a "no" for the part asked.
     """
     from advisor_chat.diagnosis.hypotheses import NAMES, judge
 
     v = judge(d, name)
+    other = _other_network(d, v.causes, scope) if name in ("network", "link") else None
+    if other is not None and v.status == "supported" and not healthy:
+        # "is it the RoCE between the machines?" while the slow links are inside one server
+        p = Projection(lines=[_not_this_part(other, scope, zh)])
+        p.add_cause(other)
+        return p
     elsewhere = _supported_elsewhere(d, v.causes, ranks, links) if v.status == "supported" else None
     if elsewhere is not None and not healthy:
         who = fmt_ranks(list(ranks or {r for lk in links for r in lk}))
@@ -2756,6 +2786,59 @@ def _supported_elsewhere(
         ranks = [r for lk in links for r in lk]
     blamed = set(_culprit_ranks(c))
     return c if blamed and not blamed & set(ranks) else None
+
+
+#: The two parts of the interconnect, as a question names them (English, Chinese).
+_SCOPES = {
+    "network": (
+        "the network between the nodes (RoCE / RDMA)",
+        "机器之间的网络（RoCE / RDMA）",
+    ),
+    "board": ("the links inside one server (HCCS)", "机内链路（HCCS）"),
+}
+# where the slow links are, said after "the slow links are" / "慢的是"
+_WHERE = {
+    "network": ("between the nodes (RDMA)", "机器之间的网络（RDMA）"),
+    "board": ("inside one server (HCCS)", "机内链路（HCCS）"),
+}
+
+
+def _other_network(d: Diagnosis, cause_ids: Sequence[str], scope: str) -> RootCause | None:
+    """The slow-link cause supporting a network verdict when it is on the other part than asked.
+
+    ``scope``: ``network`` or ``board`` (:func:`~advisor_chat.agent.parse.network_scope`). None
+    when no part was asked, when a slow link on the part asked exists too, or when the verdict
+    does not rest on a slow link.
+    """
+    cited = [c for cid in cause_ids for c in d.causes if c.id == cid]
+    if not any(c.mechanism is Mechanism.SLOW_LINK for c in cited):
+        return None
+    return _off_scope([c for c in d.causes if c.mechanism is Mechanism.SLOW_LINK], scope)
+
+
+def _off_scope(slow: Sequence[RootCause], scope: str) -> RootCause | None:
+    """The first of the ``slow`` link causes when none is on the part ``scope`` names, else None."""
+    named = [c for c in slow if c.culprit.transport]
+    if scope not in _SCOPES or not named:
+        return None
+    if any(network_part(c.culprit.transport) == scope for c in named):
+        return None
+    return named[0]
+
+
+def _not_this_part(c: RootCause, scope: str, zh: bool) -> str:
+    """The "no, not the part asked" sentence: where the slow links are, then their cause."""
+    asked_en, asked_zh = _SCOPES[scope]
+    where_en, where_zh = _WHERE[network_part(c.culprit.transport)]
+    if zh:
+        return (
+            f"不是{asked_zh}：慢的是{where_zh}，在{label(c.culprit, True)}。"
+            f"{_sentence(summary(c, True), True)}"
+        )
+    return (
+        f"No, not {asked_en}: the slow links are {where_en}, on {label(c.culprit, False)}. "
+        f"{_sentence(summary(c, False), False)}"
+    )
 
 
 def late_event(d: Diagnosis, zh: bool) -> Projection | None:

@@ -204,6 +204,8 @@ class DeviceAccount:
         clock_mhz_culprit: For a ``uniform`` / ``engine`` verdict: the culprit's mean AI Core
             clock, MHz (:func:`aicore_clock_mhz`; NaN without the AI Core Freq track).
         clock_mhz_peer: The same for the peers sampled.
+        versions_differ: Whether the culprit ranks record another CANN or torch_npu version than
+            their peers (:func:`versions_differ`); ``None`` when the profile records none.
     """
 
     culprit_units: int
@@ -224,6 +226,7 @@ class DeviceAccount:
     outliers: Outliers | None = None
     clock_mhz_culprit: float = float("nan")
     clock_mhz_peer: float = float("nan")
+    versions_differ: bool | None = None
 
     @property
     def delta_us(self) -> float:
@@ -464,7 +467,32 @@ def device_account(
         outliers=_outliers(c, p, n_c) if busy_c > busy_p else None,
         clock_mhz_culprit=clock_c,
         clock_mhz_peer=clock_p,
+        versions_differ=versions_differ(profile, c_ranks, all_peers),
     )
+
+
+def versions_differ(profile: Profile, ranks: Sequence[int], peers: Sequence[int]) -> bool | None:
+    """Whether ``ranks`` record another CANN or torch_npu version than ``peers``.
+
+    From the ``meta`` table (``cann_version``, ``torch_npu_version``: profiler_info /
+    profiler_metadata per rank). ``None`` when neither side records a version.
+    """
+    meta = profile.get("meta")
+    if meta.empty or "rank" not in meta.columns:
+        return None
+    seen = False
+    for col in ("cann_version", "torch_npu_version"):
+        if col not in meta.columns:
+            continue
+        v = meta[["rank", col]].dropna()
+        v = v[v[col].astype(str).str.strip() != ""]
+        mine = set(v.loc[v["rank"].isin(list(ranks)), col].astype(str))
+        theirs = set(v.loc[v["rank"].isin(list(peers)), col].astype(str))
+        if mine and theirs:
+            seen = True
+            if mine != theirs:
+                return True
+    return False if seen else None
 
 
 def aicore_clock_mhz(

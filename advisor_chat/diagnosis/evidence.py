@@ -325,16 +325,33 @@ def explain_device(
             f"（shape 与数据类型相同；每次 {ms(top.avg_us_culprit)}，其他卡 {ms(top.avg_us_peer)}）："
             f"每步多 {ms(top.delta_us)}"
         )
+        # the versions only when they can be the difference (recorded the same: not named)
+        vd = acc.versions_differ
+        mid, mid_zh = (
+            (" and any npu_format_cast in the model code", "和模型代码中的 npu_format_cast")
+            if vd is False
+            else (
+                ", any npu_format_cast in the model code and the CANN / torch_npu versions",
+                "、模型代码中的 npu_format_cast 以及 CANN / torch_npu 版本",
+            )
+        )
+        first, first_zh = (
+            (
+                " Its CANN / torch_npu versions differ from its peers': align them first.",
+                "该卡的 CANN / torch_npu 版本与其他卡不同：先统一版本。",
+            )
+            if vd
+            else ("", "")
+        )
         rem = Remedy(
             "action",
             f"Give {who} the same tensor formats as its peers: its {op} gets {top.format_culprit} "
             f"instead of {top.format_peer}, which selects another kernel; compare the internal-format "
-            "setting (torch_npu.npu.config.allow_internal_format), any npu_format_cast in the "
-            "model code and the CANN / torch_npu versions on that rank with a peer's.",
+            f"setting (torch_npu.npu.config.allow_internal_format){mid} on that rank with a "
+            f"peer's.{first}",
             f"让{who_zh}使用与其他卡相同的张量格式：其 {op} 的输入为 {top.format_culprit} 而非 "
             f"{top.format_peer}，因而走了另一个算子实现；对比该卡与其他卡的私有格式设置"
-            "（torch_npu.npu.config.allow_internal_format）、模型代码中的 npu_format_cast 以及 CANN / "
-            "torch_npu 版本。",
+            f"（torch_npu.npu.config.allow_internal_format）{mid_zh}。{first_zh}",
             gain_us,
             BoundKind.ESTIMATE,
         )

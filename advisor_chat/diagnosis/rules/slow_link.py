@@ -153,8 +153,8 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
                     Remedy(
                         "action",
                         f"Repair the {transport} path between ranks {src} and {dst} "
-                        f"({_PARTS[_network(transport)][0]}) so it runs at its peers' bandwidth.",
-                        f"修复{src}号卡与{dst}号卡之间的 {transport} 通路（{_PARTS[_network(transport)][1]}），"
+                        f"({_PARTS[network_part(transport)][0]}) so it runs at its peers' bandwidth.",
+                        f"修复{src}号卡与{dst}号卡之间的 {transport} 通路（{_PARTS[network_part(transport)][1]}），"
                         "使其达到同类链路的带宽。",
                         extra,
                         BoundKind.ESTIMATE,
@@ -162,7 +162,7 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
                     Remedy(
                         "check",
                         "Run hccn_tool link"
-                        + (", optical" if _network(transport) == "network" else "")
+                        + (", optical" if network_part(transport) == "network" else "")
                         + f" and statistics checks on the devices of ranks {src} and {dst}"
                         + (
                             " (link up/down history and error counters: it is slow only in some "
@@ -172,7 +172,7 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
                         )
                         + ", and an HCCL test between them.",
                         f"在{src}号卡和{dst}号卡所在设备上用 hccn_tool 检查链路"
-                        + ("、光模块" if _network(transport) == "network" else "")
+                        + ("、光模块" if network_part(transport) == "network" else "")
                         + "和统计信息"
                         + ("（链路 up/down 历史与错误计数：它只在部分步变慢）" if flap else "")
                         + "，并在两者之间跑一次 HCCL 测试。",
@@ -186,7 +186,182 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
                 own=own,
             )
         )
-    return _one_cause_per_link_set(ctx, _one_cause_per_link(out, flaps))
+    merged = _one_cause_per_link(out, flaps)
+    return _one_cause_per_link_set(ctx, _one_cause_per_rank_links(ctx, merged))
+
+
+#: Slow links that share one rank are that rank's fault (its NPU's port, NIC or board slot) when
+#: they are at least this many pairs ...
+RANK_LINKS_MIN = 3
+#: ... and at least this share of that rank's links of the transport (the link table's pairs).
+RANK_LINKS_SHARE = 0.8
+
+
+def _one_cause_per_rank_links(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """Slow links that all touch one rank are one cause: that rank's side of its links.
+
+    A degraded HCCS port or NIC slows every link of one NPU, to every peer, in both directions:
+    each link alone is a slow-link cause, but the fault is one, on the rank they share. Rule: per
+    transport, a rank in at least ``RANK_LINKS_MIN`` slow pairs that are at least
+    ``RANK_LINKS_SHARE`` of its pairs in the link table (``slow_link`` table) becomes one cause
+    (culprit kind ``link`` on that rank, no single link), replacing those pairs' causes. Cost: the
+    rank's transit time in its collectives against its peers' median (``comm_ops`` Transit Time
+    per step), when it is larger than the costliest link's transit excess (links of one
+    collective transfer at the same time: never their sum).
+    """
+    links = [c for c in causes if c.culprit.link is not None and c.mechanism is Mechanism.SLOW_LINK]
+    res = ctx.result("slow_link")
+    if len(links) < RANK_LINKS_MIN or res is None or res.table.empty:
+        return causes
+    t = res.table
+    pairs_of: dict[tuple[str, int], set[tuple[int, int]]] = defaultdict(set)
+    for a, b, tr in zip(t["src_rank"], t["dst_rank"], t["transport"].astype(str), strict=True):
+        if int(a) != int(b):
+            pr = (min(int(a), int(b)), max(int(a), int(b)))
+            pairs_of[(tr, int(a))].add(pr)
+            pairs_of[(tr, int(b))].add(pr)
+    slow_of: dict[tuple[str, int], list[RootCause]] = defaultdict(list)
+    for c in links:
+        for r in c.culprit.link:  # type: ignore[union-attr]
+            slow_of[(c.culprit.transport, r)].append(c)
+    drop: set[int] = set()
+    merged: dict[int, RootCause] = {}
+    # the rank with the most slow links first (its peers' own slow pair is the same link)
+    for (tr, r), members in sorted(slow_of.items(), key=lambda kv: -len(kv[1])):
+        members = [c for c in members if id(c) not in drop and id(c) not in merged]
+        n_all = len(pairs_of.get((tr, r), ()))
+        if len(members) < RANK_LINKS_MIN or len(members) < RANK_LINKS_SHARE * n_all:
+            continue
+        members.sort(key=lambda c: -(c.gain_us or 0.0))
+        merged[id(members[0])] = _rank_side_cause(ctx, r, tr, members, n_all)
+        drop.update(id(c) for c in members[1:])
+    if not merged:
+        return causes
+    return [merged.get(id(c), c) for c in causes if id(c) not in drop]
+
+
+def _rank_transit_excess(ctx: Context, rank: int) -> tuple[float, float, float] | None:
+    """``rank``'s transit time in its collectives against its peers' median, per step.
+
+    ``comm_ops`` Transit Time summed per (rank, step), averaged over steps; peers are the ranks of
+    its node when the data shows nodes, else its pipeline stage or the job. Returns (excess µs per
+    step, the rank's ms per step, the peers' median ms per step), or ``None`` without the data.
+    """
+    c = ctx.profile.get("comm_ops")
+    if c.empty or "transit_ms" not in c.columns:
+        return None
+    per = c.groupby(["rank", "step"])["transit_ms"].sum().groupby(level=0).mean()
+    # the peers on its node when the data shows nodes (the same mix of on- and off-node links)
+    node = next((n for n in ctx.nodes if rank in n and len(n) > 2), None)
+    pool = list(node) if node is not None else ctx.peers(rank)
+    peers = [p for p in pool if p != rank and p in per.index]
+    if rank not in per.index or not peers:
+        return None
+    own, med = float(per[rank]), float(per[peers].median())
+    return (own - med) * 1000.0, own * 1000.0, med * 1000.0
+
+
+def _rank_side_cause(
+    ctx: Context, rank: int, transport: str, members: list[RootCause], n_all: int
+) -> RootCause:
+    """The one cause of ``rank``'s slow ``transport`` links (``members``, costliest first)."""
+    top = members[0]
+    bws = [float(c.metrics["bandwidth_gbps"]) for c in members] + [
+        float(c.metrics["bandwidth_gbps_reverse"])
+        for c in members
+        if "bandwidth_gbps_reverse" in c.metrics
+    ]
+    med = float(top.metrics["median_gbps"])
+    extra = float(top.gain_us or 0.0)
+    cmp = _rank_transit_excess(ctx, rank)
+    measured = cmp is not None and cmp[0] > extra
+    if measured:
+        extra = cmp[0]  # type: ignore[index]
+    n = len(members)
+    both = all("bandwidth_gbps_reverse" in c.metrics for c in members)
+    dirs = " in both directions" if both else ""
+    dirs_zh = "（两个方向都慢）" if both else ""
+    part = _PARTS_RANK[network_part(transport)]
+    victims = _wait_victims(ctx, set(ctx.peers(rank)) - {rank}, extra)
+    cost = (
+        f"its transfers take {ms(cmp[1])} per step in its collectives against {ms(cmp[2])} on "  # type: ignore[index]
+        f"its peers, {ms(extra)} more"
+        if measured
+        else f"the extra transit time costs {ms(extra)} per step (its links transfer at the same "
+        "time: counted once)"
+    )
+    cost_zh = (
+        f"它在集合通信中的传输时间每步 {ms(cmp[1])}，其他卡中位数为 {ms(cmp[2])}，多 {ms(extra)}"  # type: ignore[index]
+        if measured
+        else f"多出的传输时间每步 {ms(extra)}（它的各条链路同时传输，只计一次）"
+    )
+    return dataclasses.replace(
+        top,
+        id=f"cause.slow_link.rank{rank}_{transport.lower()}",
+        culprit=Culprit(
+            kind="link",
+            ranks=(rank,),
+            link=None,
+            transport=transport,
+            label=f"rank {rank}'s {transport} links",
+            label_zh=f"{rank}号卡的 {transport} 链路",
+        ),
+        victims=tuple(sorted(victims, key=lambda i: (-i.lost_us, i.rank))),
+        summary=(
+            f"Slow {transport} links at rank {rank}: {n} of its {n_all} {transport} links are slow"
+            f"{dirs} ({min(bws):.1f}-{max(bws):.1f} GB/s against a median of {med:.1f} GB/s for "
+            f"{transport}) while the links among its peers are not, so the fault is on rank "
+            f"{rank}'s side ({part[0]}); {cost}, and every rank of its collectives waits for it "
+            f"(rank {rank}'s own Computing and Free are normal)."
+        ),
+        summary_zh=(
+            f"{rank}号卡的 {transport} 链路慢：它的 {n_all} 条 {transport} 链路中有 {n} 条慢{dirs_zh}"
+            f"（{min(bws):.1f}-{max(bws):.1f} GB/s，同类链路中位数为 {med:.1f} GB/s），而其他卡之间的"
+            f"链路正常，故障在{rank}号卡这一侧（{part[1]}）；{cost_zh}，同一集合通信中的所有卡都在等它"
+            f"（{rank}号卡自身的计算与空闲时间正常）。"
+        ),
+        metrics={
+            "bandwidth_gbps": min(bws),
+            "bandwidth_gbps_max": max(bws),
+            "median_gbps": med,
+            "transit_excess_us": extra,
+            "links_count": float(n),
+            "rank_links_count": float(n_all),
+        },
+        findings=tuple({f.id: f for c in members for f in c.findings}.values()),
+        gain_us=extra,
+        bound=BoundKind.ESTIMATE,
+        remedies=(
+            Remedy(
+                "action",
+                f"Repair rank {rank}'s side of its {transport} links ({part[0]}): every one of "
+                "its links is slow while its peers' links to each other are not"
+                + (
+                    "; check it with npu-smi / hccn_tool and the server's hardware log, then "
+                    "reseat or replace that NPU module."
+                    if network_part(transport) == "board"
+                    else "; check its port's error counters and optics, then replace the part."
+                ),
+                f"修复{rank}号卡一侧的 {transport} 链路（{part[1]}）：它的每条链路都慢，而其他卡之间的链路正常"
+                + (
+                    "；用 npu-smi / hccn_tool 和服务器硬件日志检查，必要时重新插拔或更换该 NPU 模组。"
+                    if network_part(transport) == "board"
+                    else "；检查其端口错误计数和光模块，再更换故障部件。"
+                ),
+                extra,
+                BoundKind.ESTIMATE,
+            ),
+            Remedy(
+                "check",
+                f"Run hccn_tool link and statistics checks on rank {rank}'s device and an HCCL "
+                f"test between it and one peer, then between two other peers, and compare.",
+                f"在{rank}号卡的设备上用 hccn_tool 检查链路和统计信息，并分别在它与一张其他卡之间、"
+                "另两张卡之间各跑一次 HCCL 测试，比较带宽。",
+            ),
+        ),
+        severity=_severity(extra, ctx.step_us),
+        own=(Impact(rank, extra, share_of(extra, ctx.val(rank, "step_us")), "slow_link_transit"),),
+    )
 
 
 #: Slow links among k ranks are one fault of those ranks' interconnect when at least this share of
@@ -301,7 +476,7 @@ def _link_set_cause(ctx: Context, members: list[RootCause], ranks: list[int]) ->
     # the other ranks wait for the set's collectives, up to their own exposed communication
     victims = _wait_victims(ctx, set(ctx.ranks) - set(ranks), extra)
     n_pairs = len({tuple(sorted(c.culprit.link)) for c in members})  # type: ignore[arg-type]
-    part = _PARTS[_network(t)]
+    part = _PARTS[network_part(t)]
     return dataclasses.replace(
         top,
         id=f"cause.slow_link.set_{ranks[0]}_{ranks[-1]}_{t.lower()}",
@@ -413,7 +588,17 @@ _PARTS = {
 }
 
 
-def _network(transport: str) -> str:
+#: What sits on one rank's side of all its links (English, Chinese).
+_PARTS_RANK = {
+    "network": (
+        "its NIC, optical module, cable or switch port",
+        "其网卡、光模块、线缆或交换机端口",
+    ),
+    "board": ("its NPU's HCCS port or its seat on the board", "其 NPU 的 HCCS 端口或在板上的插槽"),
+}
+
+
+def network_part(transport: str) -> str:
     """``network`` for links between nodes (RDMA), ``board`` for links inside one server."""
     return "network" if transport.upper() in ("RDMA", "ROCE", "") else "board"
 

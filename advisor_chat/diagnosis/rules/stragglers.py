@@ -54,8 +54,14 @@ def _rank_cause(
     n_steps: int,
     scoped: bool,
     victims: tuple[Impact, ...] | None = None,
+    later: tuple[int, ...] = (),
 ) -> RootCause:
-    """A single-rank cause (host stall or compute straggler) from its events."""
+    """A single-rank cause (host stall or compute straggler) from its events.
+
+    ``later``: other late ranks that arrive after this one in most steps (:func:`arrives_later`).
+    Its victims' wait then is a layer they would wait for it only once those ranks are fixed, so
+    fixing it alone gives nothing back.
+    """
     steps = tuple(sorted({e.step for e in events}))
     comp_ex = sum(e.computing_excess_us for e in events) / max(n_steps, 1)
     free_ex = sum(e.free_excess_us for e in events) / max(n_steps, 1)
@@ -101,7 +107,19 @@ def _rank_cause(
     per_step = "" if scoped else " per step"
     ex: Explanation | None = None
     alone = alone_zh = ""
-    if victims and gain < 0.8 * excess:
+    ll, ll_zh = ranks_label(list(later)) if later else ("", "")
+    if later:
+        # the peers wait for the latest rank first: this rank's layer shows only after that
+        alone = (
+            f" Fixing it alone saves nothing while {ll} {'arrive' if len(later) > 1 else 'arrives'}"
+            f" after it; once {ll} {'are' if len(later) > 1 else 'is'} fixed, "
+            f"fixing it saves up to {ms(gain)} per step."
+        )
+        alone_zh = (
+            f"在{ll_zh}比它更晚到达时，单独修复它节省不了时间；修复{ll_zh}之后，"
+            f"再修复它每步最多节省 {ms(gain)}。"
+        )
+    elif victims and gain < 0.8 * excess:
         alone = f" Fixing it alone saves up to {ms(gain)} per step: other late ranks follow it."
         alone_zh = f"单独修复它每步最多节省 {ms(gain)}：其后还有其他晚到的卡。"
     dev: tuple[str, str, dict[str, float]] | None = None
@@ -129,7 +147,15 @@ def _rank_cause(
             )
         waits = f"{len(victims)} rank(s) wait {ms(wait_mean)} per step for it"
         waits_zh = f"{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}"
-        if arrival_measured(ctx, rank):
+        if later:
+            # never last (no votes) because a later rank is: the wait layer is measured the same
+            # way as that rank's (step_trace exposed communication)
+            wait_max = max((v.lost_us for v in victims), default=0.0)
+            late = f"it arrives late at the collectives (though before {ll})"
+            late_zh = f"它较晚到达集合通信（但早于{ll_zh}）"
+            waits = f"{len(victims)} rank(s) wait up to {ms(wait_max)} per step until it arrives"
+            waits_zh = f"{len(victims)} 张卡每步最多等它 {ms(wait_max)}"
+        elif arrival_measured(ctx, rank):
             late = "it arrives late at the collectives"
             late_zh = "它较晚到达集合通信"
         else:  # no collective shows it arriving last: the step times point to it
@@ -361,6 +387,7 @@ def _rank_cause(
             "computing_excess_us": comp_ex,
             "free_excess_us": free_ex,
             "victim_wait_us_mean": wait_mean,
+            **({"gain_alone_us": 0.0} if later else {}),
             **(ex.metrics if ex is not None else {}),
             **(dev[2] if dev is not None else {}),
             **(
@@ -463,9 +490,16 @@ def rule_stragglers_and_events(ctx: Context) -> list[RootCause]:
     singles = {r: _all_step_events(ctx, r) for r in sorted(persistent) if r not in grouped}
     layered = layered_victims(ctx, singles, n_steps)
     # per step of the steps the rank has (a step its file lost is not a step it ran normally)
+    later = arrives_later(ctx, list(singles))
     ranks_out = [
         _rank_cause(
-            ctx, r, evs, ctx.rank_steps(r) or n_steps, scoped=False, victims=layered.get(r, ())
+            ctx,
+            r,
+            evs,
+            ctx.rank_steps(r) or n_steps,
+            scoped=False,
+            victims=layered.get(r, ()),
+            later=later.get(r, ()),
         )
         for r, evs in singles.items()
     ]
@@ -479,6 +513,41 @@ def rule_stragglers_and_events(ctx: Context) -> list[RootCause]:
     out += ranks_out
     if transient:
         out.append(_events_cause(ctx, [e for evs in transient.values() for e in evs], n_steps))
+    return out
+
+
+def arrives_later(ctx: Context, ranks: list[int]) -> dict[int, tuple[int, ...]]:
+    """For each late rank, the other late ranks that arrive after it in most shared steps.
+
+    A rank arrives after another when its exposed communication is shorter (it waits less); ranks
+    on other pipeline stages are not compared. cluster-8rank: rank 1 arrives last at every
+    collective, ranks 3 and 6 before it, so fixing rank 3 alone gives nothing back.
+
+    Source: ``step_trace`` Communication (Not Overlapped and Exclude Receive) per (rank, step).
+    """
+    f = ctx.frame
+    if len(ranks) < 2 or f.empty:
+        return {}
+    piv = f[f["rank"].isin(ranks)].pivot_table(
+        index="step",
+        columns="rank",
+        values="communication_not_overlapped_exclude_receive_us",
+        aggfunc="mean",
+    )
+    out: dict[int, tuple[int, ...]] = {}
+    for r in ranks:
+        if r not in piv.columns:
+            continue
+        peers = set(ctx.peers(r))
+        after = []
+        for c in ranks:
+            if c == r or c not in piv.columns or c not in peers:
+                continue
+            both = piv[[r, c]].dropna()
+            if len(both) and float((both[c] < both[r]).mean()) > 0.5:
+                after.append(c)
+        if after:
+            out[r] = tuple(sorted(after))
     return out
 
 
