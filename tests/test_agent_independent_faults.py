@@ -78,3 +78,52 @@ def test_fix_first_then_names_the_independent_fault(two_faults, zh: bool) -> Non
         second.culprit.label_zh if zh else "rank 6"
     )
     assert ("无关" if zh else "independent") in text
+
+
+@pytest.mark.parametrize("zh", [False, True])
+def test_whole_story_names_the_other_fault(two_faults, zh: bool) -> None:
+    """ "Swap rank 6 and we're done?": no, the link is a second cause; the sum of both gains."""
+    p = project.sufficiency(two_faults, zh, ranks=[6])
+    assert p is not None
+    text = " ".join(p.lines)
+    assert text.startswith("不是全部原因" if zh else "No, that is not the whole story")
+    link, host = two_faults.causes[0], two_faults.causes[1]
+    assert (link.culprit.label_zh if zh else "3→4") in text.split("。" if zh else ". ")[0]
+    assert project.us(link.gain_us or 0.0) in p.lines[0]
+    assert project.us(host.gain_us or 0.0) in p.lines[0]
+    # the link alone is not all of it either; a cause nobody has is no cause to judge
+    p_link = project.sufficiency(two_faults, zh, links=[(3, 4)])
+    assert p_link is not None and ("6号卡" if zh else "rank 6") in p_link.lines[0]
+    assert project.sufficiency(two_faults, zh, ranks=[1]) is None
+
+
+def test_whole_story_yes_when_one_cause(two_faults) -> None:
+    import dataclasses
+
+    only = dataclasses.replace(two_faults, causes=[two_faults.causes[0]])
+    p = project.sufficiency(only, False, links=[(3, 4)])
+    assert p is not None and p.lines[0].startswith("Yes: link")
+
+
+@pytest.mark.parametrize("zh", [False, True])
+def test_fix_together_sums_the_first_two_causes(two_faults, zh: bool) -> None:
+    p = project.fix_together(two_faults, zh, count=2)
+    assert p is not None
+    a, b = two_faults.causes[0], two_faults.causes[1]
+    total = (a.gain_us or 0.0) + (b.gain_us or 0.0)
+    assert project.us(total) in p.lines[0]
+    step = two_faults.step_time_us or 0.0
+    assert project.us(step - total) in p.lines[0]
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "if we swap rank 6, are we done?",
+        "把6号卡换掉就好了吧？",
+    ],
+)
+def test_whole_story_questions_route(question: str) -> None:
+    from advisor_chat.agent.planner import _WHOLE_STORY
+
+    assert _WHOLE_STORY.search(question)

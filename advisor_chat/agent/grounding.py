@@ -289,7 +289,8 @@ def pool_from_outputs(outputs: Iterable[object], extra_text: Iterable[str] = ())
 def add_diagnosis(pool: NumberPool, diag: Any) -> None:
     """Add a :class:`~advisor_chat.diagnosis.Diagnosis`' numbers to ``pool``.
 
-    Step time, shares, ranks, steps; per cause: metrics, gain (and, derived from it, the median
+    Step time, shares, ranks, steps; the running sums of the causes' gains (and the median step
+    minus each); per cause: metrics, gain (and, derived from it, the median
     step minus the gain and the gain's share of the step), victims' and own impacts (lost
     time and share), culprit ranks/link/stage/events, its sentences (summary, dominant, labels),
     remedies' gains and texts, and its findings' metrics and summaries.
@@ -301,6 +302,15 @@ def add_diagnosis(pool: NumberPool, diag: Any) -> None:
         pool.add(r)
     for t in (diag.headline, diag.headline_zh, *diag.notes, *diag.notes_zh):
         pool.add_text(t)
+    # several causes fixed together (project.fix_together): the running sums of their gains in
+    # the diagnosis' order, and the step they would leave
+    total = 0.0
+    for i, c in enumerate(x for x in diag.causes if (x.gain_us or 0.0) > 0):
+        total += float(c.gain_us or 0.0)
+        if i >= 1:
+            pool.add(total, "time")
+            if total < diag.step_time_us:
+                pool.add(diag.step_time_us - total, "time")
     for c in diag.causes:
         for k, v in c.metrics.items():
             pool.add_named(k, v)

@@ -281,7 +281,8 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
     "how_much": (
         r"\bhow (much|many|long|large|big)\b",
         r"\b(gain|save|saving|savings|speed-?up)\b.{0,30}\b(if|by|from)\b",
-        r"\bwhat (would|will|could) i (gain|save)",
+        r"\bwhat (would|will|could) (i|we|you) (gain|save)",
+        r"\bwhat step time (would|will|should|could) (i|we)\b",
         r"多少",
         r"多大",
         r"多久",
@@ -711,6 +712,7 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"(卡|npu|芯片).{0,6}(返修|退化|劣化)",
         r"返修",
         r"换(一张|个|掉)?卡",
+        r"(卡|npu|芯片).{0,6}(换掉|更换|替换)",
         r"坏卡",
         r"卡坏",
         r"(卡|npu|芯片).{0,4}坏了",
@@ -742,6 +744,7 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"(matmul|算子|kernel).{0,6}本身.{0,3}慢",
         r"算子.{0,3}(性能|效率|实现).{0,6}(问题|差|慢|低)",
         r"(算子|kernel).{0,6}有问题",
+        r"\b(kernels?|operators?|ops|matmuls?) (are |is )?(just |simply )?(bad|broken|inefficient|poor)\b",
     ),
     "compute_straggler": (
         r"\bcompute straggler",
@@ -826,6 +829,8 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r".{0,30}\b(bug|broken|defect|regression)",
         r"\b(bug|broken|defect)\b.{0,20}\b(in|of|with) (cann|torch[_ ]?npu|the driver|the framework)",
         r"\bopen an issue with (huawei|ascend)",
+        r"\b(bump|upgrade|update|downgrade)\b.{0,15}\b(cann|torch[_ ]?npu|driver|firmware)\b",
+        r"(升级|更新|降级|换).{0,6}(cann|torch_?npu|驱动|固件)",
         r"\b(driver|firmware)\b.{0,20}\b(problem|issue|version|fault)",
         r"(驱动|固件).{0,6}(问题|版本|故障)",
         r"(cann|torch_?npu|驱动|固件|框架|deepspeed|megatron|mindspeed).{0,12}(bug|缺陷|适配|有问题)",
@@ -948,6 +953,7 @@ _SUSPECT = re.compile(
     r"|\bblame|\bshould (i|we)\b|\bwould .{0,30}\bhelp|\bthe (problem|cause|culprit|reason|issue)\b"
     r"|\brelated\b|\bconnected\b|\bhave to do with\b|\bresponsible\b"
     r"|\b(feels|looks|seems) like\b|\bmy (bet|guess)\b|\bi (think|guess|bet)\b"
+    r"|\bi'?m (guessing|thinking|betting)\b|\b(pretty|quite|fairly) sure\b|\bwhole story\b"
     r"|\bdoes .{0,40}\bmatter\b|\bactually real\b|\bis (that|this|the) .{0,30}\breal\b"
     r"|是不是|会不会|是否|怀疑|可能|难道|导致|引起|造成|要不要|该不该|需不需要|有没有|吗|嘛|么"
     r"|感觉|像是|好像|似乎|估计|猜"

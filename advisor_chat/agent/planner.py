@@ -636,6 +636,9 @@ class Planner:
             q = dataclasses.replace(q, intent="summarize", kind="yes_no")
         if q.intent == "unsupported" and not q.hypothesis and not project.named_suspect(q.text):
             return PlanResult(self._help(q, d), outputs=outputs)
+        if q.intent == "compare_profiles" and self.session.baseline is None and q.hypothesis:
+            # "should we upgrade CANN?": without an earlier run, the verdict on this one
+            q = dataclasses.replace(q, intent="summarize")
         if q.intent == "compare_profiles" and self.session.baseline is None:
             return PlanResult(msg("answer.no_baseline", lang), outputs=outputs)
         if q.intent == "compare_ops" and len(self.session.ranks) == 1 and len(q.ranks) < 2:
@@ -711,6 +714,16 @@ class Planner:
             return project.other_ranks(
                 d, q.except_ranks, zh, yes_no=q.kind == "yes_no", healthy=healthy
             )
+        both = _FIX_TOGETHER.search(q.text)
+        if both is not None and not q.ranks and not q.links:  # "if both were fixed, what…?"
+            count = 2 if re.search(r"\bboth\b|两个|两者|二者|俩", q.text, re.I) else None
+            together = project.fix_together(d, zh, count=count)
+            if together is not None:
+                return together
+        if _WHOLE_STORY.search(q.text):  # "is that the whole story?", "swap rank 3 and we're done?"
+            whole = project.sufficiency(d, zh, ranks=q.ranks, links=q.links, hypothesis=hyp)
+            if whole is not None:
+                return whole
         # "which node is slower?" (not "which node or card is the straggler?": a rank question)
         which_node = (
             _WHICH_NODE.search(q.text) is not None
@@ -1484,6 +1497,21 @@ _SUSPECT_Q = re.compile(
     re.I,
 )
 #: A question that asks whether to make a change ("should I switch...?"): judged elsewhere.
+#: "If both were fixed, what would we save?": the causes fixed together.
+_FIX_TOGETHER = re.compile(
+    r"\b(both|all( of them| three| two)?|them all)\b.{0,25}\b(fixed|solved|resolved|gone|addressed)\b"
+    r"|\bfix(ing|ed)? (both|them all|all of them|everything)\b"
+    r"|(两个|两者|二者|全部|所有问题)都?(修好|解决|修复)|都(修好|解决|修复)(了|后)",
+    re.I,
+)
+#: "Is the cause I name all of it?": the whole story, done after fixing it, the only cause.
+_WHOLE_STORY = re.compile(
+    r"\b(whole story|full story|are we done|we'?re done|is that (all|it)\b|that'?s (all|it)\b"
+    r"|the only (cause|problem|issue|reason)|all (of )?the (problem|cause)|fix(es)? everything"
+    r"|solves? everything|be (all )?(fine|good|done) (after|then|once))"
+    r"|就好了|就行了|就够了|就没问题了|就解决了|全部原因|唯一(的)?原因|只有这一个(原因|问题)",
+    re.I,
+)
 _ACTION_Q = re.compile(r"\bshould (i|we)\b|要不要|该不该|需不需要|是否应该", re.I)
 
 

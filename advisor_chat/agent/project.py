@@ -2286,6 +2286,23 @@ def category(d: Diagnosis, topics: Sequence[str], yes_no: bool, zh: bool) -> Pro
                 if zh
                 else f"There is also a lesser {other.category.value} cause: {summary(other, zh)}."
             )
+    elif yes_no and asked == ["communication"] and top.id == "cause.peer_wait.missing_ranks":
+        # the time is in the collectives, but waiting for a peer the data lacks, not transfer:
+        # neither a plain yes (tuning communication would not help) nor a no
+        p.lines.append(
+            _then(
+                "表现为通信，但不是通信本身的问题：时间花在等待晚到或缺失的对端上，而不是数据传输",
+                summary(top, zh),
+                zh,
+            )
+            if zh
+            else _then(
+                "It shows up as communication, but communication itself is not the problem: the "
+                "time is spent waiting for a late or missing peer, not transferring data",
+                summary(top, zh),
+                zh,
+            )
+        )
     elif yes_no and len(asked) == 1:
         yes = asked[0] == cat
         lead = ("是的，" if yes else "不是，") if zh else ("Yes, " if yes else "No, ")
@@ -2839,6 +2856,133 @@ def _not_this_part(c: RootCause, scope: str, zh: bool) -> str:
         f"No, not {asked_en}: the slow links are {where_en}, on {label(c.culprit, False)}. "
         f"{_sentence(summary(c, False), False)}"
     )
+
+
+#: Another cause counts against "is that the whole story?" when it costs at least this share of
+#: the named cause's gain ...
+OTHER_CAUSE_SHARE = 0.15
+#: ... or this share of the median step.
+OTHER_CAUSE_STEP_SHARE = 0.03
+
+
+def _cause_name(c: RootCause, zh: bool) -> str:
+    """A cause named in a few words: its culprit, or for a job-level cause its summary's lead."""
+    if c.culprit.kind != "job":
+        return label(c.culprit, zh)
+    text = summary(c, zh)
+    lead = re.split(r"[:;：；—（(]", text, maxsplit=1)[0].strip().rstrip("，,。.")
+    return lead if zh else lead[:1].lower() + lead[1:]
+
+
+def sufficiency(
+    d: Diagnosis,
+    zh: bool,
+    *,
+    ranks: Sequence[int] = (),
+    links: Sequence[tuple[int, int]] = (),
+    hypothesis: str = "",
+) -> Projection | None:
+    """Answer to "is that the whole story?" / "if we swap rank 3, are we done?".
+
+    The cause the user names (one blaming ``ranks`` or ``links``, else the one supporting
+    ``hypothesis``) against every other cause the diagnosis found: "no" when another costs at
+    least ``OTHER_CAUSE_SHARE`` of its gain or ``OTHER_CAUSE_STEP_SHARE`` of the step, with the
+    other causes and what fixing all of them saves (their gains summed: the causes are
+    independent, each measured on its own); "yes" when none does. ``None`` when nothing the user
+    names is a cause (the hypothesis verdict answers then).
+    """
+    from advisor_chat.diagnosis.hypotheses import judge
+
+    real = _real(d)
+    named: RootCause | None = None
+    if links:
+        asked = {frozenset(lk) for lk in links}
+        named = next(
+            (c for c in real if c.culprit.link is not None and frozenset(c.culprit.link) in asked),
+            None,
+        )
+    if named is None and ranks:
+        named = next((c for c in real if set(_culprit_ranks(c)) & set(ranks)), None)
+    if named is None and hypothesis:
+        v = judge(d, hypothesis)
+        if v.status == "supported":
+            named = next((c for cid in v.causes for c in real if c.id == cid), None)
+    if named is None:
+        return None
+    gain = float(named.gain_us or 0.0)
+    floor = max(OTHER_CAUSE_SHARE * gain, OTHER_CAUSE_STEP_SHARE * (d.step_time_us or 0.0))
+    others = [c for c in real if c is not named and float(c.gain_us or 0.0) >= floor]
+    p = Projection()
+    p.add_cause(named)
+    who = label(named.culprit, zh)
+    if not others:
+        p.lines.append(
+            f"是的：{who}是这份数据中找到的唯一原因，修复后每步约节省 {us(gain)}。"
+            f"{_sentence(summary(named, zh), zh)}"
+            if zh
+            else f"Yes: {who} is the only cause this data shows; fixing it saves about "
+            f"{us(gain)} per step. {_sentence(summary(named, zh), zh)}"
+        )
+        return p
+    shown = others[:2]
+    if zh:
+        rest = "；".join(f"{_cause_name(c, True)}（每步约 {us(c.gain_us or 0.0)}）" for c in shown)
+        p.lines.append(
+            f"不是全部原因：{who}是一个原因（修复后每步约节省 {us(gain)}），但还有独立的原因：{rest}。"
+        )
+    else:
+        rest = "; ".join(
+            f"{_cause_name(c, False)} (about {us(c.gain_us or 0.0)} per step)" for c in shown
+        )
+        p.lines.append(
+            f"No, that is not the whole story: {who} is one cause (fixing it saves about "
+            f"{us(gain)} per step), but there "
+            + ("are other, independent ones" if len(shown) > 1 else "is another, independent one")
+            + f": {rest}."
+        )
+    p.lines.append(_sentence(summary(named, zh), zh))
+    for c in shown:
+        p.add_cause(c)
+        p.lines.append(_sentence(summary(c, zh), zh))
+    return p
+
+
+def fix_together(d: Diagnosis, zh: bool, *, count: int | None = 2) -> Projection | None:
+    """Answer to "if both were fixed, what would we save?": the first ``count`` causes together.
+
+    The causes with a gain in the diagnosis' order (``None``: all of them), their gains summed
+    (independent causes, each measured on its own; "up to" when one is an upper bound) and the
+    step time that leaves (the median step minus the sum; grounding adds the same prefix sums,
+    see :func:`~advisor_chat.agent.grounding.add_diagnosis`). ``None`` with fewer than two.
+    """
+    real = [c for c in d.causes if (c.gain_us or 0.0) > 0]
+    chosen = real if count is None else real[:count]
+    if len(chosen) < 2:
+        return None
+    total = sum(float(c.gain_us or 0.0) for c in chosen)
+    upto = any(c.bound == BoundKind.UPPER_BOUND for c in chosen)
+    step = float(d.step_time_us or 0.0)
+    p = Projection()
+    for c in chosen:
+        p.add_cause(c)
+    if zh:
+        parts = "，".join(f"{_cause_name(c, True)} {us(c.gain_us or 0.0)}" for c in chosen)
+        line = f"全部修复后每步{'最多' if upto else '约'}节省 {us(total)}（{parts}）"
+        if step > total > 0:
+            line += f"，步长从 {us(step)} 降到约 {us(step - total)}"
+        p.lines.append(line + "。")
+    else:
+        parts = ", ".join(f"{_cause_name(c, False)} {us(c.gain_us or 0.0)}" for c in chosen)
+        line = (
+            f"Fixing {'both' if len(chosen) == 2 else 'all of them'} saves "
+            f"{'up to' if upto else 'about'} {us(total)} per step ({parts})"
+        )
+        if step > total > 0:
+            line += f", taking the step from {us(step)} to about {us(step - total)}"
+        p.lines.append(line + ".")
+    for c in chosen:
+        p.lines.append(_sentence(summary(c, zh), zh))
+    return p
 
 
 def late_event(d: Diagnosis, zh: bool) -> Projection | None:

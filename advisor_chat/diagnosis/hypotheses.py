@@ -433,12 +433,28 @@ def _hardware(d: Diagnosis) -> Verdict:
     )  # a whole job's network (a setting, congestion) is not one piece of hardware
     if link is not None:
         parts, parts_zh = _link_parts(link)
+        # between nodes, congestion or a port that negotiated a lower speed look the same in a
+        # profile: the link counters tell them apart, so the verdict says so
+        rdma = "rdma_low_bandwidth" in link.symptom_tags
+        caveat = (
+            "; congestion (PFC / ECN) or a port negotiated at a lower speed look the same in a "
+            "profile, so read the port's speed and error counters (hccn_tool) before replacing "
+            "parts"
+            if rdma
+            else ""
+        )
+        caveat_zh = (
+            "；但网络拥塞（PFC / ECN）或端口协商到较低速率在性能数据中看起来一样，"
+            "更换部件前先用 hccn_tool 查看端口速率和错误计数"
+            if rdma
+            else ""
+        )
         return _v(
             "hardware",
             "supported",
             f"{link.summary.rstrip('.')}; a link far below its peers' bandwidth is usually a "
-            f"hardware fault ({parts})",
-            f"{link.summary_zh.rstrip('。')}；链路带宽远低于同类通常是硬件故障（{parts_zh}）",
+            f"hardware fault ({parts}){caveat}",
+            f"{link.summary_zh.rstrip('。')}；链路带宽远低于同类通常是硬件故障（{parts_zh}）{caveat_zh}",
             (link,),
         )
     top = _top(d)
