@@ -970,8 +970,14 @@ def test_a_share_question_gets_the_causes_shares_before_its_gain() -> None:
     assert _text(pj.how_much(job, True, share=True)).startswith(
         "每张卡每步空闲 20 ms，等待输入。修复整个作业"
     )
-    # "how much would I gain?" keeps the gain first
-    assert _text(pj.how_much(job, False)).startswith("For the whole job, fixing it saves at most")
+    # "how much would I gain?" keeps the gain first: the amount, its share of the step, the bound
+    assert _text(pj.how_much(job, False)).startswith(
+        "Up to 20.0 ms per step (20.0% of the 100 ms average step, upper bound) is lost on every "
+        "rank"
+    )
+    assert _text(pj.how_much(job, True)).startswith(
+        "所有卡每步最多 20.0 ms（占平均步长 100 ms 的 20.0%，上限）"
+    )
 
 
 def test_other_ranks_question_judges_the_ranks_not_set_aside() -> None:
@@ -1062,3 +1068,24 @@ def test_a_suspect_no_rule_names_is_judged_against_the_causes_text() -> None:
     yes = _text(pj.unknown_suspect(d, "host", False))
     assert yes.startswith("Yes, that fits what the data shows. Host stall on rank 9")
     assert _text(pj.unknown_suspect(d, "日志", True)).startswith("没有迹象表明是日志的问题")
+
+
+def test_how_much_names_the_amount_its_share_and_the_culprit_in_role() -> None:
+    """ "How much are we losing, and to what?": the first sentence holds all three."""
+    d = _diag(HOST9)
+    first = _text(pj.how_much(d, False)).split(". ")[0]
+    share = 7_400.0 / STEP_US
+    assert first.startswith(f"About 7.4 ms per step ({share:.1%} of the")
+    assert "rank 9, whose device idles waiting for its host" in first
+    zh_first = _text(pj.how_much(d, True)).split("。")[0]
+    assert zh_first.startswith("每步约 7.4 ms") and "等主机下发的9号卡" in zh_first
+    # the step the fix leaves: the median step minus the gain
+    assert pj.us(STEP_US - 7_400.0) in _text(pj.how_much(d, False))
+
+
+@pytest.mark.parametrize("zh", [False, True])
+def test_where_does_the_time_go_leads_with_the_shares(zh: bool) -> None:
+    d = _diag(HOST9)
+    p = pj.category(d, ("category",), False, zh, breakdown_first=True)
+    assert p.lines[0] == pj.shares_line(d, zh)
+    assert pj.category(d, ("category",), False, zh).lines[0] != pj.shares_line(d, zh)

@@ -859,7 +859,13 @@ class Planner:
             part = unknown_suspect(q.text) if q.kind == "yes_no" else ""
             if part and not _CATEGORY_WORD.search(part):
                 return project.unknown_suspect(d, part, zh)
-            return project.category(d, q.topics, q.kind == "yes_no", zh)
+            return project.category(
+                d,
+                q.topics,
+                q.kind == "yes_no",
+                zh,
+                breakdown_first=_WHERE_TIME.search(q.text) is not None,
+            )
         if it == "pipeline_bubble":
             p = project.pipeline(d, q.stages, zh, yes_no=q.kind == "yes_no")
             return p if p.lines else None
@@ -1497,6 +1503,13 @@ _SUSPECT_Q = re.compile(
     re.I,
 )
 #: A question that asks whether to make a change ("should I switch...?"): judged elsewhere.
+#: "Where does the time go?": the step's shares first.
+_WHERE_TIME = re.compile(
+    r"\bwhere (does|did|do) (the|my|our|all the) (step )?time (go|goes|went)\b"
+    r"|\bwhere is (the|my|our) (step )?time (going|spent)\b|\bbreak ?down of the step\b"
+    r"|时间都?(花|耗|用|去)(在|到)?(了)?(哪|什么地方)|时间去哪",
+    re.I,
+)
 #: "If both were fixed, what would we save?": the causes fixed together.
 _FIX_TOGETHER = re.compile(
     r"\b(both|all( of them| three| two)?|them all)\b.{0,25}\b(fixed|solved|resolved|gone|addressed)\b"

@@ -2010,6 +2010,41 @@ def evidence(d: Diagnosis, ranks: Sequence[int], zh: bool) -> Projection:
     return p
 
 
+#: A cause's culprit in its role, after "goes to" / "损失在…上" (English, Chinese templates).
+_ROLE = {
+    Mechanism.COMPUTE_STRAGGLER: (
+        "{}, which spends longer computing than its peers",
+        "计算耗时比其他卡长的{}",
+    ),
+    Mechanism.HOST_STALL: (
+        "{}, whose device idles waiting for its host",
+        "设备空闲、等主机下发的{}",
+    ),
+    Mechanism.SLOW_LINK: ("the slow {}", "慢{}"),
+    Mechanism.SLOW_GROUP: ("{}, slower than the other ranks", "比其他卡慢的{}"),
+    Mechanism.PIPELINE_IMBALANCE: ("{}, the slowest pipeline stage", "最慢的{}"),
+    Mechanism.LATE_ARRIVAL: ("{}, late at the collectives", "晚到集合通信的{}"),
+    Mechanism.DEGRADATION: ("{}, slowing down over the steps", "随步数变慢的{}"),
+}
+
+
+def _in_role(c: RootCause, zh: bool) -> str:
+    """``c``'s culprit named with what it does wrong, for "X per step goes to <it>"."""
+    if c.culprit.kind in ("job", "none"):
+        return _cause_name(c, zh)
+    if "device_held" in c.symptom_tags:  # the device idles with work queued (another process)
+        tpl: tuple[str, str] | None = (
+            "{}, whose device stalls with its work already queued",
+            "设备在任务已下发时停顿的{}",
+        )
+    elif c.mechanism is Mechanism.HOST_STALL and c.metrics.get("host_delay_measured") == 0.0:
+        tpl = ("{}, whose device idles (Free) more than its peers'", "设备空闲时间比其他卡多的{}")
+    else:
+        tpl = _ROLE.get(c.mechanism)
+    lab = label(c.culprit, zh)
+    return tpl[1 if zh else 0].format(lab) if tpl else lab
+
+
 def how_much(d: Diagnosis, zh: bool, *, share: bool = False) -> Projection:
     """Answer to “How much could I gain?”: the gain of each cause, top first.
 
@@ -2069,12 +2104,64 @@ def how_much(d: Diagnosis, zh: bool, *, share: bool = False) -> Projection:
             else f"{_sentence(upper_first(summary(top, zh)), zh)} For {label(top.culprit, zh)}, "
             f"{g}{after_txt}."
         )
-    else:
+    elif top.mechanism is Mechanism.STEP_EVENTS or "onset_cost_per_step_us" in top.metrics:
         p.lines.append(
             f"修复{label(top.culprit, zh)}：{g}{after_txt}。原因——{summary(top, zh)}。"
             if zh
             else f"For {label(top.culprit, zh)}, {g}{after_txt}. Why — {lower_first(summary(top, zh))}."
         )
+    else:
+        # the amount, what it goes to (the culprit in its role) and the step it would leave
+        upper = top.bound == BoundKind.UPPER_BOUND
+        gain_us = float(top.gain_us or 0.0)
+        gain = us(gain_us)
+        bound = ("上限" if upper else "估计") if zh else ("upper bound" if upper else "estimate")
+        fits = 0 < gain_us < d.step_time_us
+        if fits:
+            frac_txt = pct(gain_us / d.step_time_us)
+            paren = (
+                f"（占平均步长 {us(d.step_time_us)} 的 {frac_txt}，{bound}）"
+                if zh
+                else f" ({frac_txt} of the {us(d.step_time_us)} average step, {bound})"
+            )
+        else:
+            paren = f"（{bound}）" if zh else f" ({bound})"
+        amount = (
+            f"每步{'最多' if upper else '约'} {gain}{paren}"
+            if zh
+            else f"{'up to' if upper else 'about'} {gain} per step{paren}"
+        )
+        why = f"原因——{summary(top, zh)}。" if zh else f"Why — {lower_first(summary(top, zh))}."
+        if top.culprit.kind in ("job", "none"):  # the job's own cost: every rank loses it
+            p.lines.append(
+                f"所有卡{amount}损失在同一个作业级原因上。{why}"
+                if zh
+                else f"{upper_first(amount)} is lost on every rank, to one cause of the whole job. "
+                f"{why}"
+            )
+        elif zh:
+            p.lines.append(f"{amount}损失在{_in_role(top, zh)}上。{why}")
+        else:
+            p.lines.append(f"{upper_first(amount)} goes to {_in_role(top, zh)}. {why}")
+        if fits:
+            after_s = us(d.step_time_us - gain_us)
+            p.lines.append(
+                (
+                    f"完全消除它，平均步长最好的情况下从 {us(d.step_time_us)} 降到约 {after_s}"
+                    "（实际收益取决于修改后还剩多少）。"
+                    if upper
+                    else f"修复后平均步长从 {us(d.step_time_us)} 降到约 {after_s}。"
+                )
+                if zh
+                else (
+                    f"Removing it entirely would take the average step from {us(d.step_time_us)} "
+                    f"to about {after_s} at best (how much of it a change recovers is not in the "
+                    "data)."
+                    if upper
+                    else f"Fixing it would take the average step from {us(d.step_time_us)} to "
+                    f"about {after_s}."
+                )
+            )
     for c in real[1:3]:
         p.add_cause(c)
         p.lines.append(cause_bullet(c, zh))
@@ -2248,8 +2335,14 @@ def _step_verdict(p: Projection, d: Diagnosis, zh: bool) -> Projection:
 _TOPIC_CAT = {"compute": "compute", "communication": "communication", "host": "scheduling"}
 
 
-def category(d: Diagnosis, topics: Sequence[str], yes_no: bool, zh: bool) -> Projection:
-    """Compute / scheduling / communication question: the category of the top cause, with numbers."""
+def category(
+    d: Diagnosis, topics: Sequence[str], yes_no: bool, zh: bool, *, breakdown_first: bool = False
+) -> Projection:
+    """Compute / scheduling / communication question: the category of the top cause, with numbers.
+
+    With ``breakdown_first`` ("where does the time go?"), the cluster-wide shares of the step come
+    first, then the cause that loses the most.
+    """
     p = Projection()
     real = _real(d)
     nes = _meta(d, Mechanism.NOT_ENOUGH_SIGNAL)
@@ -2363,6 +2456,9 @@ def category(d: Diagnosis, topics: Sequence[str], yes_no: bool, zh: bool) -> Pro
             f"vs {us(_size(top))} for the cause above): {summary(second, zh)}."
         )
     p.plot_ranks = list(top.culprit.ranks)[:8]
+    if breakdown_first and sl and not yes_no:
+        p.lines.remove(sl)
+        p.lines.insert(0, sl)
     return p
 
 
@@ -2625,10 +2721,21 @@ def ruled_out(
     from advisor_chat.diagnosis.hypotheses import NAMES, judge
 
     still, agreed = [], []
+    placed: list[RootCause] = []
     for name in names:
         v = judge(d, name)
         if name in ("network", "link") and _other_network(d, v.causes, scope) is not None:
             agreed.append(_SCOPES[scope])
+            continue
+        cited = [c for cid in v.causes for c in d.causes if c.id == cid]
+        if (
+            name in ("network", "link")
+            and cited
+            and all("group_across_nodes" in c.symptom_tags for c in cited)
+        ):
+            # the links are healthy (the user's check is right); the time goes to a group
+            # placed across nodes, which the answer's first line explains
+            placed.append(cited[0])
             continue
         if v.status == "supported":
             still.append((NAMES[name], v))
@@ -2639,6 +2746,16 @@ def ruled_out(
         who = "、".join(z for _, z in agreed) if zh else " or ".join(e for e, _ in agreed)
         note = f"数据也表明不是{who}。" if zh else f"The data agrees: it is not {who}."
         lines = [*lines[:1], note, *lines[1:]]
+    if placed:
+        note = (
+            "数据也表明链路本身正常：每条链路都达到同类的带宽；时间花在跨节点放置的通信域上。"
+            if zh
+            else "The data agrees that the links themselves are healthy (each runs at its peers' "
+            "bandwidth); the time goes to a group placed across nodes."
+        )
+        lines = [*lines[:1], note, *lines[1:]]
+        for pc in placed:
+            p.add_cause(pc)
     for (en_name, zh_name), v in reversed(still):
         reason = v.reason_zh if zh else upper_first(v.reason)
         lines.insert(
@@ -2649,9 +2766,9 @@ def ruled_out(
             f"{_sentence(reason, zh)}",
         )
         for cid in v.causes:
-            c = next((x for x in d.causes if x.id == cid), None)
-            if c is not None:
-                p.add_cause(c)
+            hit = next((x for x in d.causes if x.id == cid), None)
+            if hit is not None:
+                p.add_cause(hit)
     p.lines = lines
     return p
 

@@ -123,6 +123,7 @@ def _rank_cause(
         alone = f" Fixing it alone saves up to {ms(gain)} per step: other late ranks follow it."
         alone_zh = f"单独修复它每步最多节省 {ms(gain)}：其后还有其他晚到的卡。"
     dev: tuple[str, str, dict[str, float]] | None = None
+    measured = False
     if host:
         mech, cat = Mechanism.HOST_STALL, Category.SCHEDULING
         what = f"its device idles (Free) {ms(free_ex)} more{per_step} than its peers"
@@ -388,6 +389,9 @@ def _rank_cause(
             "free_excess_us": free_ex,
             "victim_wait_us_mean": wait_mean,
             **({"gain_alone_us": 0.0} if later else {}),
+            # whether the host's launch delays were measured (a host stall said as such) or the
+            # device's Free alone points to it
+            **({"host_delay_measured": float(bool(measured or gc))} if host else {}),
             **(ex.metrics if ex is not None else {}),
             **(dev[2] if dev is not None else {}),
             **(
