@@ -507,12 +507,29 @@ def render_markdown(report: Report, lang: Literal["en", "zh"] = "en") -> str:
     )
     out += [f"## {T('report.analyzers')}", "", f"| {heads} |", "|---|---|---|---|"]
     for r in report.runs:
-        status = r.status + (f" ({md_text(r.message)})" if r.status == "skipped" else "")
+        status = md_text(_status_text(r.status, r.message, T))
         out.append(f"| {r.name} | {status} | {r.findings} | {r.seconds:.2f} s |")
     out.append("")
     if report.created:
         out.append(f"_{T('report.generated', created=report.created)}_")
     return "\n".join(out) + "\n"
+
+
+#: Skip reasons the runner gives, by catalogue key (anything else is shown as written).
+_SKIP_KEYS = {
+    "no --rank given": "report.skip_no_rank",
+    "no baseline given": "report.skip_no_baseline",
+}
+
+
+def _status_text(status: str, message: str, T: Any) -> str:
+    """An analyzer run's status in the report's language (``T``: its message lookup)."""
+    if status == "skipped":
+        why = T(_SKIP_KEYS[message]) if message in _SKIP_KEYS else message
+        return str(T("report.status_skipped", why=why))
+    if status in ("ok", "error"):
+        return str(T(f"report.status_{status}"))
+    return status
 
 
 _CSS = """
@@ -760,7 +777,7 @@ def render_html(
     )
     for r in report.runs:
         parts.append(
-            f"<tr><td><code>{e(r.name)}</code></td><td><code>{e(r.status)}</code></td>"
+            f"<tr><td><code>{e(r.name)}</code></td><td>{e(_status_text(r.status, r.message, T))}</td>"
             f"<td class='n'>{r.findings}</td>"
             f"<td class='n'>{r.seconds:.2f} s</td></tr>"
         )

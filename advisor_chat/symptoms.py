@@ -130,7 +130,7 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
         "many more HCCL operators than before (e.g. after a CANN upgrade)",
         "HCCL 算子数量增多（如 CANN 升级后）",
     ),
-    "pipeline_bubble": ("pipeline-parallel bubbles (receive waits) are large", "流水线并行空泡大"),
+    "pipeline_bubble": ("pipeline-parallel bubbles (receive waits) are large", "流水线并行气泡大"),
     "non_power_of_two_parallel": ("a parallel size is not a power of two", "并行维度不是 2 的幂"),
     # trends, diffs
     "step_degradation": ("step time grows over the run", "step 耗时随训练逐步增长"),

@@ -45,7 +45,7 @@ _COMPONENT_LABELS = {
         "未被掩盖的通信（Communication Not Overlapped）时间",
     ),
     "overlapped_us": ("Overlapped communication time", "被计算掩盖的通信（Overlapped）时间"),
-    "bubble_us": ("Bubble (pipeline wait) time", "空泡（Bubble）时间"),
+    "bubble_us": ("Bubble (pipeline wait) time", "气泡（Bubble）时间"),
     "step_us": ("step time", "step 耗时"),
 }
 #: The step-trace column a "how much" question about one rank names, by topic.
@@ -81,7 +81,7 @@ _CAPABILITIES = (
     ),
     (
         "which rank has the most/least Free, Computing, communication or Bubble?",
-        "哪张卡的空闲（Free）/计算/通信/空泡时间最多或最少？",
+        "哪张卡的空闲（Free）/计算/通信/气泡时间最多或最少？",
     ),
     (
         "which compute operator type takes the most time (on rank N)?",
@@ -1542,7 +1542,7 @@ def _lead(intent: str, zh: bool) -> str:
         ),
         "hccl_timeout": ("HCCL timeout and wait findings:", "HCCL 超时与等待相关的发现："),
         "communication": ("What the communication analysis found:", "通信分析的发现："),
-        "pipeline_bubble": ("Pipeline bubbles:", "流水线空泡（Bubble）："),
+        "pipeline_bubble": ("Pipeline bubbles:", "流水线气泡（Bubble）："),
         "host_dispatch": ("Host dispatch (launch delays):", "主机下发（下发时延）："),
         "memory": ("Memory:", "内存："),
         "step_trend": ("Step time over the run:", "step 耗时趋势："),

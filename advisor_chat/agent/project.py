@@ -2340,8 +2340,8 @@ def category(
 ) -> Projection:
     """Compute / scheduling / communication question: the category of the top cause, with numbers.
 
-    With ``breakdown_first`` ("where does the time go?"), the cluster-wide shares of the step come
-    first, then the cause that loses the most.
+    With ``breakdown_first`` ("where does the time go?"), the cluster-wide shares of the step
+    follow the first sentence (the cause that loses the most) directly.
     """
     p = Projection()
     real = _real(d)
@@ -2456,9 +2456,9 @@ def category(
             f"vs {us(_size(top))} for the cause above): {summary(second, zh)}."
         )
     p.plot_ranks = list(top.culprit.ranks)[:8]
-    if breakdown_first and sl and not yes_no:
+    if breakdown_first and sl and not yes_no and p.lines.index(sl) > 1:
         p.lines.remove(sl)
-        p.lines.insert(0, sl)
+        p.lines.insert(1, sl)
     return p
 
 

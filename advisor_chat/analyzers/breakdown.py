@@ -584,7 +584,7 @@ def _bubble_findings(
                     f"max {ms(sub['bubble_us'].max())} on rank {int(cast(int, sub['bubble_us'].idxmax()))}"
                 ),
                 summary_zh=(
-                    f"流水线空泡：{label}（{format_ranks(sub.index)}号卡）每步在 PP 接收上等待 "
+                    f"流水线气泡：{label}（{format_ranks(sub.index)}号卡）每步在 PP 接收上等待 "
                     f"{ms(bub)}（Bubble），占 step 的 {pct(sh)}"
                 ),
                 ranks=tuple(int(r) for r in sub.index),

@@ -43,7 +43,7 @@ _COMPONENTS = (
     ("free_us", "Free", "空闲(Free)"),
     ("communication_not_overlapped_us", "Communication (Not Overlapped)", "未掩盖通信"),
     ("overlapped_us", "Overlapped", "被掩盖通信"),
-    ("bubble_us", "Bubble", "空泡(Bubble)"),
+    ("bubble_us", "Bubble", "气泡(Bubble)"),
     ("step_us", "Step", "step"),
     ("comm_wait_us", "Collective wait", "集合通信等待"),
     ("comm_transit_us", "Collective transit", "集合通信传输"),
