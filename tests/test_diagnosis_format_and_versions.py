@@ -113,3 +113,13 @@ def test_the_db_export_names_the_same_formats(scenario) -> None:
     top = diagnose(load_profile(root, progress=False)).causes[0]
     assert set(top.culprit.ranks) == set(range(8, 16))
     assert "ND;ND" in top.summary and "ND;FRACTAL_NZ" in top.summary
+
+
+def test_every_compared_counter_is_ingested_and_has_a_meaning() -> None:
+    """One counter list: the ingest's PMU ratios, all compared, each with the words that state it."""
+    from advisor_chat.diagnosis.decompose import COUNTERS
+    from advisor_chat.diagnosis.evidence import COUNTER_MEANING
+    from advisor_chat.ingest.schema import PMU_RATIOS
+
+    assert set(PMU_RATIOS) <= set(COUNTERS)
+    assert set(COUNTER_MEANING) == set(COUNTERS)

@@ -481,13 +481,8 @@ def with_verdict(verdict: str, sentence: str, zh: bool) -> str:
 
 
 def _culprit_ranks(c: RootCause) -> list[int]:
-    """The ranks a cause blames (culprit ranks, link endpoints, ranks of step events)."""
-    cu = c.culprit
-    if cu.kind == "link" and cu.link is not None:
-        return list(cu.link)
-    out = list(cu.ranks)
-    out += [r for _, r in cu.events if r not in out]
-    return out
+    """The ranks a cause blames (:meth:`RootCause.blamed_ranks`)."""
+    return c.blamed_ranks()
 
 
 def _nes(d: Diagnosis) -> RootCause | None:

@@ -40,6 +40,7 @@ import pandas as pd
 
 from advisor_chat.analyzers._common import is_comm_kernel
 from advisor_chat.ingest.profile import PEER_SAMPLE, Profile
+from advisor_chat.ingest.schema import PMU_RATIOS
 
 #: Operator variant key (the columns that tell two launches of one op type apart).
 VARIANT = ("op_type", "input_shapes", "input_dtypes", "input_formats", "accelerator_core")
@@ -52,11 +53,9 @@ UNIFORM_TOLERANCE = 0.12
 UNIFORM_MIN_TYPES = 3
 #: Counters compared on the top operator (a relative difference at least this large is reported).
 COUNTER_MIN_DIFF = 0.15
-COUNTERS = (
-    "block_dim", "aic_mac_ratio", "aic_mte2_ratio", "aic_scalar_ratio", "aic_fixpipe_ratio",
-    "aic_icache_miss_rate", "aiv_vec_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio",
-    "aiv_scalar_ratio", "aiv_icache_miss_rate", "cube_utilization_pct",
-)  # fmt: skip
+#: The kernels' counters compared: the launch split, the PMU ratios (:data:`PMU_RATIOS`, one list
+#: with the ingest) and the cube utilization.
+COUNTERS = ("block_dim", *PMU_RATIOS, "cube_utilization_pct")
 
 #: How a difference is explained (the evidence that picks the remedy).
 KINDS = (

@@ -1463,7 +1463,7 @@ def _version(d: Diagnosis) -> Verdict:
     if mixed:
         en_parts, zh_parts = [], []
         aligned_en = aligned_zh = ""
-        culprit = set(_culprit_of(top)) if top is not None else set()
+        culprit = set(top.blamed_ranks()) if top is not None else set()
         for sw, g in mixed.items():
             en_parts.append(f"{sw} " + ", ".join(f"{v} on {ranks_label(rs)[0]}" for v, rs in g))
             zh_parts.append(f"{sw} " + "，".join(f"{ranks_label(rs)[1]}为 {v}" for v, rs in g))
@@ -1500,14 +1500,6 @@ def _version(d: Diagnosis) -> Verdict:
         f"{cover_zh}记录的版本相同（{same}）{rest_zh}",
         (top,),
     )
-
-
-def _culprit_of(c: RootCause) -> list[int]:
-    """The ranks a cause blames (its culprit ranks, or a slow link's endpoints)."""
-    cu = c.culprit
-    if cu.kind == "link" and cu.link is not None:
-        return list(cu.link)
-    return list(cu.ranks)
 
 
 _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {

@@ -193,6 +193,18 @@ class RootCause:
     severity: Severity = Severity.LOW
     own: tuple[Impact, ...] = ()
 
+    def blamed_ranks(self) -> list[int]:
+        """The ranks this cause blames, in order, once each.
+
+        A slow link's endpoints; else the culprit ranks, then the ranks of its step events.
+        """
+        cu = self.culprit
+        if cu.kind == "link" and cu.link is not None:
+            return list(cu.link)
+        out = list(cu.ranks)
+        out += [r for _, r in cu.events if r not in out]
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``diagnosis.causes[]`` shape of ``report --format json``)."""
         return {

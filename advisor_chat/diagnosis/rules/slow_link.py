@@ -240,6 +240,15 @@ def _one_cause_per_rank_links(ctx: Context, causes: list[RootCause]) -> list[Roo
     return [merged.get(id(c), c) for c in causes if id(c) not in drop]
 
 
+def _bandwidths(members: list[RootCause]) -> list[float]:
+    """Every direction's bandwidth (GB/s) of the link causes ``members`` (both directions merged)."""
+    return [float(c.metrics["bandwidth_gbps"]) for c in members] + [
+        float(c.metrics["bandwidth_gbps_reverse"])
+        for c in members
+        if "bandwidth_gbps_reverse" in c.metrics
+    ]
+
+
 def _rank_transit_excess(ctx: Context, rank: int) -> tuple[float, float, float] | None:
     """``rank``'s transit time in its collectives against its peers' median, per step.
 
@@ -266,11 +275,7 @@ def _rank_side_cause(
 ) -> RootCause:
     """The one cause of ``rank``'s slow ``transport`` links (``members``, costliest first)."""
     top = members[0]
-    bws = [float(c.metrics["bandwidth_gbps"]) for c in members] + [
-        float(c.metrics["bandwidth_gbps_reverse"])
-        for c in members
-        if "bandwidth_gbps_reverse" in c.metrics
-    ]
+    bws = _bandwidths(members)
     med = float(top.metrics["median_gbps"])
     extra = float(top.gain_us or 0.0)
     cmp = _rank_transit_excess(ctx, rank)
@@ -444,11 +449,7 @@ def _link_set_cause(ctx: Context, members: list[RootCause], ranks: list[int]) ->
     top = members[0]
     t = top.culprit.transport
     k = len(ranks)
-    bws = [float(c.metrics["bandwidth_gbps"]) for c in members] + [
-        float(c.metrics["bandwidth_gbps_reverse"])
-        for c in members
-        if "bandwidth_gbps_reverse" in c.metrics
-    ]
+    bws = _bandwidths(members)
     med = float(top.metrics["median_gbps"])
     extra = float(top.gain_us or 0.0)
     rl = format_ranks(ranks)
