@@ -562,6 +562,22 @@ def assert_no_english_sentence(text: str) -> None:
     assert hit is None, f"English phrase {hit.group(0)!r} in: {text}"
 
 
+def test_a_step_with_no_records_left_on_one_rank_is_excluded_too() -> None:
+    # rank 2's kernel file was cut inside step 3: half of step 3's MatMulV2 are gone and step 4
+    # has no kernel row at all, while its step trace has both steps: both are data artifacts
+    k = [
+        row
+        for row in kernels(6, 4, drop={(2, 3): 5})
+        if not (row["rank"] == 2 and row["step"] == 4)
+    ]
+    p = make_profile({"step_trace": rows(6, 4), "kernels": k})
+    d = diagnose(p)
+    assert d.excluded_steps == (3, 4)
+    # a step the rank did not run (no step-trace row) is not an artifact of its records
+    st = [r for r in rows(6, 4) if not (r["rank"] == 2 and r["step"] == 4)]
+    assert diagnose(make_profile({"step_trace": st, "kernels": k})).excluded_steps == (3,)
+
+
 def test_excluded_step_blames_no_rank() -> None:
     drop = {(r, 1): 5 for r in range(6)}
     d = diagnose(make_profile({"step_trace": rows(6, 4), "kernels": kernels(6, 4, drop=drop)}))

@@ -21,7 +21,8 @@ def detect_artifact_steps(profile: object) -> tuple[list[tuple[int, int]], dict[
     """Data-artifact rule: (step, rank) pairs whose device records are incomplete.
 
     Rule: with a ``kernels`` table and ≥ 2 steps, a (rank, step) with fewer than 0.8× the median
-    kernel count of that rank's other steps. A large Preparing (``step_trace.preparing_us``) alone
+    kernel count of that rank's other steps; a step the rank ran (a step_trace row) with no
+    kernel record at all counts 0 (its kernel_details.csv was cut before it). A large Preparing (``step_trace.preparing_us``) alone
     does not exclude a step (a data-loading stall also shows as Preparing); it is reported as
     evidence for the flagged steps. Never excludes every step.
 
@@ -60,7 +61,18 @@ def detect_artifact_steps(profile: object) -> tuple[list[tuple[int, int]], dict[
     k = profile.kernels_for(ranks) if ranks else profile.kernels_for([])
     if not k.empty and k["step"].notna().any():
         counts = k.dropna(subset=["step"]).groupby(["rank", "step"]).size().unstack("step")
-        mat = counts.to_numpy(dtype="float64")  # rank x step kernel counts (NaN: no records)
+        mat = counts.to_numpy(dtype="float64", copy=True)  # rank x step counts (NaN: no records)
+        # a step the rank ran (its step_trace row) without one kernel record, while it has
+        # records in other steps, lost them all (a file cut before that step): count 0
+        ran = None
+        if not st.empty and {"rank", "step"} <= set(st.columns):
+            ran = set(zip(st["rank"].astype(int), st["step"].astype(int), strict=True))
+        for row, r in enumerate(counts.index):
+            if np.isnan(mat[row]).all():
+                continue
+            for col, s in enumerate(counts.columns):
+                if np.isnan(mat[row, col]) and (ran is None or (int(r), int(s)) in ran):
+                    mat[row, col] = 0.0
         if mat.shape[1] >= 2:
             import warnings
 
