@@ -336,3 +336,41 @@ def test_preparing_is_not_counted_as_free(real_samples: Path) -> None:
     assert f"starts {mean_prep / 1000:.1f} ms after" in idle.summary or (
         f"starts {sorted(prep)[len(prep) // 2] / 1000:.1f} ms after" in idle.summary
     )
+
+
+@pytest.mark.parametrize("sample", ["cluster-8rank", "cluster-16rank-pp2"])
+def test_links_that_cannot_be_judged_are_neither_blamed_nor_cleared(real_samples, sample) -> None:
+    """cluster-8rank has no communication_matrix.json; cluster-16rank-pp2's covers too few links to
+    compare: "is it the network?" cannot be told, and no answer says every link is healthy."""
+    from advisor_chat.diagnosis.hypotheses import judge
+
+    root = real_samples / sample
+    d = diagnose(load_profile(root))
+    assert not d.links_judged
+    net = judge(d, "network")
+    assert net.status == "undecided", net.reason
+    assert "bandwidth of its peers" not in net.reason and "no link is degraded" not in net.reason
+    hw = judge(d, "hardware")
+    assert "no link is degraded" not in hw.reason
+    if sample == "cluster-8rank":  # the job-wide idle is the largest cost, not a part
+        assert hw.status == "contradicted" and d.causes[0].id in hw.causes
+    else:  # a communication-bound stage with unjudged links: a link cannot be ruled out
+        assert hw.status == "undecided"
+
+
+def test_how_much_leads_with_the_largest_loss_even_without_a_gain(real_samples) -> None:
+    """pt-text: the wait for the missing ranks 2-7 is the largest loss (no gain can be estimated);
+    "how much are we losing?" says it first, with its victims' wait, then the host cause."""
+    from advisor_chat.agent import project
+
+    d = diagnose(load_profile(real_samples / "pt-text-level1-2rank"))
+    first = d.causes[0]
+    assert first.gain_us is None and first.victims
+    p = project.how_much(d, False)
+    worst = max(first.victims, key=lambda v: v.lost_us)
+    assert p.causes[0].id == first.id
+    assert p.lines[0].startswith(
+        f"The largest loss is waiting at the collectives: up to {project.us(worst.lost_us)}"
+    )
+    assert "ranks 2-7" in p.lines[0]
+    assert any(c.gain_us for c in p.causes[1:])

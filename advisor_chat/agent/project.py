@@ -2047,7 +2047,33 @@ def how_much(d: Diagnosis, zh: bool, *, share: bool = False) -> Projection:
     own account (the shares it states) comes first and its gain after.
     """
     p = Projection()
+    first = next(iter(_real(d)), None)
     real = [c for c in _real(d) if c.gain_us]
+    worst = (
+        max(first.victims, key=lambda v: v.lost_us) if first is not None and first.victims else None
+    )
+    lost = worst.lost_us if worst is not None else 0.0
+    if first is not None and not first.gain_us and worst is not None and lost > 0 and not share:
+        # the largest loss has no gain estimate (a peer the data lacks): its victims' loss first,
+        # then the causes that have one
+        p.add_cause(first)
+        of = (
+            f"（占该卡步长的 {pct(worst.share)}）"
+            if zh
+            else f" ({pct(worst.share)} of that rank's step)"
+        )
+        p.lines.append(
+            f"损失最大的是在集合通信中的等待：其他卡每步最多等待 {us(lost)}{of}，等的是"
+            f"{label(first.culprit, True)}；修复它能节省多少无法从这份数据判断。原因——{summary(first, True)}。"
+            if zh
+            else f"The largest loss is waiting at the collectives: up to {us(lost)} per step{of}, "
+            f"for {label(first.culprit, False)}; what fixing it saves cannot be told from this "
+            f"data. Why — {lower_first(summary(first, False))}."
+        )
+        for c in real[:2]:
+            p.add_cause(c)
+            p.lines.append(cause_bullet(c, zh))
+        return p
     if not real:
         return no_culprit(d, zh, p)
     top = real[0]

@@ -864,10 +864,19 @@ def _diagnose(
         capture=_capture_text(profile),
         host_data=bool(profile.available_ranks("host_dispatch")),
         comm_data=any(not profile.get(t).empty for t in ("comm_matrix", "comm_bandwidth")),
+        links_judged=_links_judged(ctx),
         kernel_data=bool(profile.available_ranks("kernels")),
         clock_mhz=statistics.median(ctx.clocks.values()) if ctx.clocks else float("nan"),
         versions=_versions(profile),
     )
+
+
+def _links_judged(ctx: Any) -> bool:
+    """:attr:`Diagnosis.links_judged`: the slow_link analyzer ran and compared some links."""
+    res = ctx.result("slow_link")
+    if res is None or ctx.profile.get("comm_matrix").empty:
+        return False
+    return float(res.metrics.get("compared_links_count", 1.0)) > 0
 
 
 def _versions(profile: Profile) -> tuple[tuple[str, str, tuple[int, ...]], ...]:

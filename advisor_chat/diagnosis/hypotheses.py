@@ -248,10 +248,27 @@ def _gc(d: Diagnosis) -> Verdict:
     )
 
 
+#: What a slow RDMA link's bandwidth alone cannot tell apart (English, Chinese).
+_RDMA_CAVEAT = (
+    "the profile shows the bandwidth, not why: packet loss (retransmissions), congestion "
+    "(PFC / ECN) or a port negotiated at a lower speed look the same, and the port's counters "
+    "(hccn_tool) tell them apart",
+    "性能数据只能看到带宽，看不到原因：丢包（重传）、拥塞（PFC / ECN）或端口协商到较低速率看起来都一样，"
+    "需用 hccn_tool 查看端口计数来区分",
+)
+
+
 def _network(d: Diagnosis, h: str) -> Verdict:
     link = _mech(d, Mechanism.SLOW_LINK)
     if link is not None:
-        return _v(h, "supported", link.summary.rstrip("."), link.summary_zh.rstrip("。"), (link,))
+        rdma = "rdma_low_bandwidth" in link.symptom_tags
+        return _v(
+            h,
+            "supported",
+            link.summary.rstrip(".") + (f"; {_RDMA_CAVEAT[0]}" if rdma else ""),
+            link.summary_zh.rstrip("。") + (f"；{_RDMA_CAVEAT[1]}" if rdma else ""),
+            (link,),
+        )
     top = _top(d)
     exposed = _mech(d, Mechanism.EXPOSED_COMMUNICATION)
     if d.missing_ranks:
@@ -273,6 +290,21 @@ def _network(d: Diagnosis, h: str) -> Verdict:
             f"the profiles of the missing ranks ({which}), with communication.json and "
             "communication_matrix.json",
             f"缺失的卡（{which}号卡）的性能数据，含 communication.json 与 communication_matrix.json",
+        )
+    if not d.links_judged and (d.comm_data or _findings(d, "communication.")):
+        # no link was compared with its peers: none can be blamed, and none cleared
+        en, zh = _top_text(top)
+        return Verdict(
+            h,
+            "undecided",
+            "no link could be compared with its peers in this profile (no link table, or too few "
+            f"links with comparable transfers), so the links can be neither blamed nor cleared; {en}",
+            "这份数据中没有可与同类比较的链路（没有链路表，或可比较的链路太少），既不能判定链路有问题，"
+            f"也不能排除；{zh}",
+            (top.id,) if top is not None else (),
+            "communication_matrix.json of every rank (profiler Level1 or higher) and, for the "
+            "links themselves, hccn_tool link and error-counter checks",
+            "每张卡的 communication_matrix.json（采集级别 Level1 及以上），以及用 hccn_tool 检查链路状态与错误计数",
         )
     if top is not None and top.mechanism is Mechanism.EXPOSED_COMMUNICATION:
         return _v(
@@ -436,19 +468,8 @@ def _hardware(d: Diagnosis) -> Verdict:
         # between nodes, congestion or a port that negotiated a lower speed look the same in a
         # profile: the link counters tell them apart, so the verdict says so
         rdma = "rdma_low_bandwidth" in link.symptom_tags
-        caveat = (
-            "; congestion (PFC / ECN) or a port negotiated at a lower speed look the same in a "
-            "profile, so read the port's speed and error counters (hccn_tool) before replacing "
-            "parts"
-            if rdma
-            else ""
-        )
-        caveat_zh = (
-            "；但网络拥塞（PFC / ECN）或端口协商到较低速率在性能数据中看起来一样，"
-            "更换部件前先用 hccn_tool 查看端口速率和错误计数"
-            if rdma
-            else ""
-        )
+        caveat = f"; but {_RDMA_CAVEAT[0]}, so read them before replacing parts" if rdma else ""
+        caveat_zh = f"；但{_RDMA_CAVEAT[1]}，更换部件前先查看" if rdma else ""
         return _v(
             "hardware",
             "supported",
@@ -472,6 +493,38 @@ def _hardware(d: Diagnosis) -> Verdict:
             f"硬件故障会让设备上所有算子变慢，而这里只有部分算子在特定 shape 下变慢——"
             f"{shape.summary_zh.rstrip('。')}",
             (shape,),
+        )
+    if (
+        top is not None
+        and top.culprit.kind == "job"
+        and top.mechanism in (Mechanism.JOB_IDLE, Mechanism.JOB_HOTSPOT)
+        and "aicore_clock_low" not in top.symptom_tags
+    ):
+        # the largest cost is how every rank runs (idle, one item everywhere), not a part
+        en, zh = _top_text(top)
+        links_en = " and no link is degraded" if d.links_judged else ""
+        links_zh = "，也没有链路劣化" if d.links_judged else ""
+        return _v(
+            "hardware",
+            "contradicted",
+            f"no device runs uniformly slower{links_en}; {en}, which is how the job runs on every "
+            "rank, not a broken part",
+            f"没有设备整体变慢{links_zh}；{zh}，这是所有卡共同的运行方式，不是某个部件坏了",
+            (top,),
+        )
+    if top is not None and top.category.value == "communication" and not d.links_judged:
+        en, zh = _top_text(top)
+        return Verdict(
+            "hardware",
+            "undecided",
+            "no device runs uniformly slower, but the largest cost is communication and no link "
+            f"could be compared with its peers, so a degraded link can be neither shown nor ruled "
+            f"out; {en}",
+            "没有设备整体变慢，但最大的开销在通信上，而这份数据中没有可与同类比较的链路，"
+            f"无法证实或排除链路劣化；{zh}",
+            (top.id,),
+            "communication_matrix.json of every rank, and hccn_tool link and error-counter checks",
+            "每张卡的 communication_matrix.json，以及用 hccn_tool 检查链路状态与错误计数",
         )
     soft = _tagged(
         d,

@@ -268,6 +268,8 @@ class Diagnosis:
             flows or the DB's CANN_API).
         comm_data: Whether it has communication data to judge the links with (comm_matrix or
             comm_bandwidth rows: communication_matrix.json / communication.json).
+        links_judged: Whether the slow_link analyzer compared links against their peers (False
+            without link data or with too few comparable links: no link can be called healthy).
         kernel_data: Whether it has per-kernel data (``kernels``: kernel_details.csv or the DB's
             TASK table) for some rank, so the operator checks ran.
         clock_mhz: Median over a sample of ranks of the AI Core clock while busy (MHz, the AI Core
@@ -298,6 +300,7 @@ class Diagnosis:
     capture: str = ""
     host_data: bool = False
     comm_data: bool = False
+    links_judged: bool = True
     kernel_data: bool = False
     clock_mhz: float = float("nan")
     versions: tuple[tuple[str, str, tuple[int, ...]], ...] = ()
