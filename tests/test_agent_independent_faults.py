@@ -16,8 +16,7 @@ from advisor_chat.agent import project
 from advisor_chat.diagnosis import Mechanism, diagnose
 
 
-@pytest.fixture(scope="module")
-def two_faults():
+def _two_fault_profile():
     n, steps = 8, 3
     mx = []
     for s in range(1, steps + 1):
@@ -48,10 +47,14 @@ def two_faults():
         "ranks": list(range(n)),
         "size": n,
     }
-    p = make_profile(
+    return make_profile(
         {"step_trace": rows(n, steps, delta=delta), "comm_matrix": mx, "comm_groups": [group]}
     )
-    return diagnose(p)
+
+
+@pytest.fixture(scope="module")
+def two_faults():
+    return diagnose(_two_fault_profile())
 
 
 def test_both_faults_are_causes_ranked_by_cost(two_faults) -> None:
@@ -127,3 +130,25 @@ def test_whole_story_questions_route(question: str) -> None:
     from advisor_chat.agent.planner import _WHOLE_STORY
 
     assert _WHOLE_STORY.search(question)
+
+
+def test_fix_first_then_names_the_report_s_first_fault_when_it_is_not_first() -> None:
+    """A rank's fix gains more than the link the report lists first: the rank leads, and the link
+    (an independent fault with its own gain) is what to fix next, not left out."""
+    import dataclasses
+
+    d0 = diagnose(_two_fault_profile())
+    link, host = d0.causes[0], d0.causes[1]
+    bigger = dataclasses.replace(
+        host,
+        gain_us=30_000.0,
+        remedies=tuple(
+            dataclasses.replace(r, gain_us=30_000.0) if r.kind == "action" else r
+            for r in host.remedies
+        ),
+    )
+    d = dataclasses.replace(d0, causes=(link, bigger, *d0.causes[2:]))
+    text = " ".join(project.fix_first(d, False).lines)
+    assert text.startswith("Fix rank 6 first")
+    assert "of the faults found" in text
+    assert "Then fix link 3→4 (RDMA), an independent fault" in text

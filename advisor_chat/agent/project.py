@@ -1903,11 +1903,11 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
             else:
                 p.lines.append(
                     f"报告把{label(top.culprit, zh)}列在第一位（它让其他卡等得最久），"
-                    f"但{label(c.culprit, zh)}的修改预计收益最大。"
+                    f"但在找到的故障中，{label(c.culprit, zh)}的修改预计收益最大。"
                     if zh
                     else f"The report lists {label(top.culprit, zh)} first (it holds the others "
-                    f"back the longest), but the change on {label(c.culprit, zh)} has the largest "
-                    "expected gain."
+                    f"back the longest), but of the faults found, the change on "
+                    f"{label(c.culprit, zh)} has the largest expected gain."
                 )
         # the next independent fault: it stays after the first is fixed (ranked by its gain)
         nxt = next(
@@ -1916,7 +1916,6 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
                 for x in order
                 if x is not c
                 and x not in layered
-                and x is not real[0]
                 and any(r.kind == "action" for r in x.remedies)
                 and _act_gain(x) > 0
             ),
