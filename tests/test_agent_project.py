@@ -210,7 +210,9 @@ def test_downstream_stage_waits_for_the_upstream_stage_and_what_dominates_it() -
     assert _text(pj.explain_ranks(d, [12], True, yes_no=True)).startswith("不是它自身的问题")
     assert _text(pj.explain_ranks(d, [2], False, yes_no=True)).startswith("Yes, rank 2")
     up = _text(pj.explain_ranks(d, [2], False))
-    assert up.startswith("Rank 2, part of stage 0 (ranks 0–7), is slow in its own right")
+    assert up.startswith(
+        "Rank 2 is slow as part of stage 0 (ranks 0–7): the cause is that whole unit, not rank 2 alone"
+    )
     rng = _text(pj.explain_ranks(d, list(range(8, 16)), False))
     assert rng.startswith(
         "Ranks 8-15 wait in pipeline bubbles (receive wait) up to 180 ms per step for stage 0"
@@ -496,9 +498,9 @@ def test_more_slot_routes() -> None:
         diagnose=lambda profile, **_: _diag(PIPE, ranks=range(4)),
     )
     assert adv.ask("Is rank 2 a victim or the culprit?").answer.startswith(
-        "Rank 2, part of stage 0"
+        "Rank 2 is slow as part of stage 0"
     )
-    assert adv.ask("Is rank 2 slow?").answer.startswith("Yes, rank 2, part of stage 0")
+    assert adv.ask("Is rank 2 slow?").answer.startswith("Yes, rank 2 is slow as part of stage 0")
 
 
 def test_tool_errors_in_chinese_have_no_english() -> None:

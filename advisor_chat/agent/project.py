@@ -214,9 +214,17 @@ def gain_sentence(c: RootCause, zh: bool) -> str:
     """The gain phrase of ``c`` as its own sentence, ending with the cause's id.
 
     Placed right after the sentence about ``c`` (never after another cause's bullet), so the
-    saving is read as belonging to that cause (trial item 7).
+    saving is read as belonging to that cause (trial item 7). A cause of several ranks (a stage,
+    a group) names what is fixed: "fixing stage 0 (ranks 0-7) saves …", not "fixing it".
     """
     g = gain_phrase(c, zh)
+    if c.culprit.kind in ("stage", "group", "ranks") and len(c.culprit.ranks) > 1 and g:
+        lab = label(c.culprit, zh)
+        g = (
+            g.replace("修复后", f"修复{lab}后", 1)
+            if zh
+            else g.replace("fixing it", f"fixing {lab}", 1)
+        )
     # the cause's own sentence already says what fixing it alone saves (late ranks in layers)
     said = ("单独修复它" in c.summary_zh) if zh else ("Fixing it alone saves" in c.summary)
     if not g or said:
@@ -368,11 +376,24 @@ def _role_sentence(rank: int, c: RootCause, role: str, imp: Impact | None, zh: b
             )
         # the culprit's own label ("rank 0 (every 5 steps, ...)") is the rank, not a unit it is in
         own = c.culprit.kind == "rank" or lab.split("（")[0].split(" (")[0] == who
+        if own:
+            if zh:
+                return _then(f"{who}慢在它自身，是原因所在{extra}", s, zh)
+            return _then(f"{who.capitalize()} is slow in its own right{extra}", s, zh)
+        # one rank of a culprit unit (a stage, a group): the unit is the cause, not it alone
+        # (its own figure follows after a semicolon: one colon per sentence)
+        extra = "；" + extra[1:] if extra.startswith("：") else extra
+        extra = "; " + extra[2:] if extra.startswith(": ") else extra
         if zh:
-            part = "" if own else f"（属于{lab}）"
-            return _then(f"{who}{part}慢在它自身，是原因所在{extra}", s, zh)
-        part = "" if own else f", part of {lab},"
-        return _then(f"{who.capitalize()}{part} is slow in its own right{extra}", s, zh)
+            return _then(
+                f"{who}慢，是因为它属于{lab}，原因在这一整组卡，而不只是{who}{extra}", s, zh
+            )
+        return _then(
+            f"{who.capitalize()} is slow as part of {lab}: the cause is that whole unit, not "
+            f"{who} alone{extra}",
+            s,
+            zh,
+        )
     # victim
     how = imp.how if imp else ""
     amt_en = amt_zh = ""
