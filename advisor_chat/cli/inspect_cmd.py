@@ -93,7 +93,10 @@ def _render(info: dict[str, Any]) -> None:
             w.add_row(tt(item["code"]), tt(item["message"], limit=2000))
         console.print(w)
     else:
-        console.print("[green]no data-quality warnings[/]")
+        console.print(
+            "[green]every file was read as expected[/] (no load warnings; `report` runs the "
+            "data-quality checks on what the files contain)"
+        )
 
 
 def register(app: typer.Typer) -> None:
