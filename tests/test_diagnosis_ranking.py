@@ -77,9 +77,9 @@ def test_a_cause_that_gives_nothing_back_does_not_lead() -> None:
 def test_a_node_late_by_its_own_transfers_is_said_so_and_ranked_by_cost(scenario) -> None:
     """zero3-param-gather on 12 ranks (nodes of 8 and 4): the 4-rank node's ranks move more of the
     AllGather / ReduceScatter over RDMA, so their transit per step is longer (read from
-    communication.json with json, independently) and the collectives wait for them. That node is a
-    cause with its transit excess, never one "idling 6 µs more"; the job's exposed communication,
-    far larger, leads."""
+    communication.json with json, independently) and the collectives wait for them, over links as
+    fast as everyone's. That node is late by placement (nodes of different sizes), not a slower
+    node, never one "idling 6 µs more"; the job's exposed communication, far larger, leads."""
     import json
     from collections import defaultdict
 
@@ -100,4 +100,5 @@ def test_a_node_late_by_its_own_transfers_is_said_so_and_ranked_by_cost(scenario
     d = diagnose(load_profile(root, progress=False))
     assert d.causes[0].mechanism is Mechanism.EXPOSED_COMMUNICATION
     node = next(c for c in d.causes if c.culprit.ranks == (8, 9, 10, 11))
-    assert (node.gain_us or 0.0) > 0 and "transferring data" in node.summary
+    assert (node.gain_us or 0.0) > 0 and "late by placement, not by a fault" in node.summary
+    assert "8 and 4 ranks" in node.summary and "nodes of one size" in node.remedies[0].text

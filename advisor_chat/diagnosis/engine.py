@@ -295,7 +295,12 @@ def _explained(c: RootCause, measured: bool = False) -> float:
 def _rank(causes: list[RootCause]) -> list[RootCause]:
     # job-level mechanisms (and a job-wide host-dispatch bound) are ranked apart; a network
     # fault of the whole job is ranked with the specific causes by what it costs
-    job = [c for c in causes if c.mechanism in JOB_LEVEL or _job_idle_like(c)]
+    # (a node late only by the job's placement, nodes of different sizes, is the job's layout)
+    job = [
+        c
+        for c in causes
+        if c.mechanism in JOB_LEVEL or _job_idle_like(c) or c.id.startswith("cause.node_placement.")
+    ]
     specific = [c for c in causes if c not in job and c.mechanism not in NON_CAUSES]
     # one measure for all: the attributed cost when every specific cause has one
     measured = bool(specific) and all("job_cost_us" in c.metrics for c in specific)

@@ -17,6 +17,7 @@ from advisor_chat.diagnosis.rules.common import (
     STEADY_MIN_RATIO,
     STEADY_MIN_SHARE,
     STRAGGLER_MIN_SHARE,
+    VICTIM_MIN_SHARE,
     host_evidence,
 )
 from advisor_chat.diagnosis.rules.pipeline import stage_cause
@@ -25,6 +26,8 @@ from advisor_chat.diagnosis.rules.stragglers import (
     _events_cause,
     _group_cause,
     _rank_cause,
+    links_as_fast,
+    node_sizes_differ,
 )
 from advisor_chat.diagnosis.text import ms, share_of
 from advisor_chat.diagnosis.types import (
@@ -109,6 +112,10 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             idx = [tuple(sorted(st)) for st in ctx.stages].index(tuple(cc.unit.ranks))
             cause = stage_cause(ctx, idx, cc.cost_us_per_step, dict(cc.victims))
         else:
+            if cc.unit.kind == "node" and _late_by_topology(ctx, list(cc.unit.ranks), cc):
+                out.append(_topology_cause(ctx, cc))
+                covered |= set(cc.unit.ranks)
+                continue
             label, label_zh = cc.unit.name, cc.unit.name_zh or cc.unit.name
             cause = _group_cause(
                 ctx,
@@ -127,6 +134,107 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         covered |= set(cc.unit.ranks)
     out += _rotating(ctx, attr, covered, n_steps, causes)
     return causes + out
+
+
+def _late_by_topology(ctx: Context, node: list[int], cc: Any) -> bool:
+    """Whether a node is late only because nodes differ in size (not a slower node).
+
+    Nodes of different sizes move different amounts over their links in hierarchical collectives,
+    so one node's transfers take longer at the same bandwidth. True when the job's nodes differ in
+    size, every link touching the node runs at the others' bandwidth (``comm_matrix``), and the
+    node's own Computing + Free exceed the other ranks' by less than half the cost the attribution
+    gives it.
+    """
+    from advisor_chat.analyzers.slow_link import link_records
+
+    if not node_sizes_differ(ctx, node):
+        return False
+    mx, _ = link_records(ctx.profile.get("comm_matrix"))
+    if not links_as_fast(mx, node):
+        return False
+    per = ctx.per_rank
+    others = [r for r in per.index if r not in node]
+    if not others:
+        return False
+    own = per.loc[node, "computing_us"] + per.loc[node, "free_us"]
+    rest = per.loc[others, "computing_us"] + per.loc[others, "free_us"]
+    return float(own.mean() - rest.median()) < OWN_SHARE_OF_COST * float(cc.cost_us_per_step)
+
+
+def _topology_cause(ctx: Context, cc: Any) -> RootCause:
+    """A node late because the nodes differ in size: placement, not a slower node.
+
+    Its cost and victims are the wait attribution's; its transit per step against the other
+    ranks' (``comm_ops`` Transit Time) says why. The fix is the placement (nodes of one size).
+    """
+    from advisor_chat.diagnosis.rules.stragglers import transit_per_step
+
+    node = list(cc.unit.ranks)
+    label, label_zh = cc.unit.name, cc.unit.name_zh or cc.unit.name
+    sizes = sorted({len(n) for n in ctx.nodes}, reverse=True)
+    sizes_txt = " and ".join(str(x) for x in sizes)
+    sizes_zh = "、".join(str(x) for x in sizes)
+    tr = transit_per_step(ctx)
+    others = [r for r in tr.index if r not in node]
+    a = float(tr.reindex(node).mean()) if not tr.empty else float("nan")
+    b = float(tr.reindex(others).median()) if others else float("nan")
+    cost = float(cc.cost_us_per_step)
+    victims = tuple(
+        sorted(
+            (
+                Impact(
+                    int(v),
+                    float(x),
+                    share_of(float(x), ctx.val(int(v), "step_us")),
+                    "collective_wait",
+                )
+                for v, x in cc.victims.items()
+                if x > 0 and share_of(float(x), ctx.val(int(v), "step_us")) >= VICTIM_MIN_SHARE
+            ),
+            key=lambda i: (-i.lost_us, i.rank),
+        )
+    )
+    transit_en = (
+        f" (transit {ms(a)} per step against {ms(b)} on the other ranks)"
+        if math.isfinite(a) and math.isfinite(b)
+        else ""
+    )
+    transit_zh = (
+        f"（每步传输 {ms(a)}，其他卡为 {ms(b)}）" if math.isfinite(a) and math.isfinite(b) else ""
+    )
+    return RootCause(
+        id=f"cause.node_placement.r{node[0]}_{node[-1]}",
+        mechanism=Mechanism.SLOW_GROUP,
+        category=Category.COMMUNICATION,
+        culprit=Culprit(kind="group", ranks=tuple(node), label=label, label_zh=label_zh),
+        victims=victims,
+        summary=(
+            f"{label[:1].upper() + label[1:]} is late by placement, not by a fault: the job's nodes "
+            f"hold {sizes_txt} ranks, so its ranks move more data per collective{transit_en} over "
+            f"links as fast as everyone's, and the other ranks wait {ms(cost)} per step for it."
+        ),
+        summary_zh=(
+            f"{label_zh}晚到是放置方式造成的，不是故障：作业的各节点分别有 {sizes_zh} 张卡，"
+            f"它的卡在每次集合通信中传输更多数据{transit_zh}，而链路带宽与其他卡一致；"
+            f"其他卡每步为它等待 {ms(cost)}。"
+        ),
+        metrics={"transit_us_per_step": a, "transit_us_per_step_peer": b},
+        findings=(),
+        gain_us=cost,
+        bound=BoundKind.ESTIMATE,
+        remedies=(
+            Remedy(
+                "action",
+                "Run on nodes of one size (a rank count that fills whole nodes), so that every "
+                "node carries the same share of the cross-node traffic.",
+                "使用相同卡数的节点（让卡数正好占满整数个节点），使每个节点承担相同份额的跨节点通信。",
+                cost,
+                BoundKind.ESTIMATE,
+            ),
+        ),
+        symptom_tags=("comm_wait_high",),
+        severity=Severity.LOW if cost < 0.05 * ctx.step_us else Severity.MEDIUM,
+    )
 
 
 #: A rank the collectives name is its own cause only when its own work (Computing + Free + its

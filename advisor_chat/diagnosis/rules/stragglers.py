@@ -699,6 +699,15 @@ def _transit_cause(
                 )
                 link_zh = f"；它们之间的 {transport} 链路带宽中位数 {bi:.1f} GB/s，其他卡之间为 {bo:.1f} GB/s"
     slow_links = "bandwidth_gbps" in m and m["bandwidth_gbps"] < 0.8 * m["bandwidth_gbps_peer"]
+    if (
+        unit is not None
+        and unit[0] == "node"
+        and node_sizes_differ(ctx, slow)
+        and links_as_fast(mx, slow)
+    ):
+        # nodes of different sizes: a node's ranks move more data over its links by topology
+        # (the hierarchical collectives), at the same bandwidth as everyone's: not a slower node
+        return None
     # victims: what the attribution measures them waiting for this unit at the collectives
     # (their exposed communication cannot show it: the unit's own is longer by its transfers)
     attr = ctx.attribution
@@ -774,6 +783,42 @@ def _transit_cause(
         symptom_tags=("slow_link", "hccs_low_bandwidth" if transport == "HCCS" else "slow_rank"),
         severity=_severity(ex, ctx.step_us),
     )
+
+
+def node_sizes_differ(ctx: Context, node: list[int]) -> bool:
+    """Whether the job's nodes (:attr:`Context.nodes`) are not all the size of ``node``."""
+    sizes = {len(n) for n in ctx.nodes}
+    return len(sizes) > 1 and len(node) in sizes
+
+
+#: Links touching a unit run "as fast" as the others when each transport's median bandwidth is at
+#: least this share of the same transport's median among the links that do not touch it.
+AS_FAST_SHARE = 0.9
+
+
+def links_as_fast(mx: pd.DataFrame, ranks: list[int]) -> bool:
+    """Whether every link with an end in ``ranks`` runs at the bandwidth of the other links.
+
+    Per transport, the median ``bandwidth_gbps`` of the links touching ``ranks`` against the
+    median of the links that do not (``comm_matrix``, self links left out); False without links
+    to compare.
+    """
+    if mx.empty or "bandwidth_gbps" not in mx.columns:
+        return False
+    mx = mx[mx["src_rank"] != mx["dst_rank"]]
+    touch = mx["src_rank"].isin(ranks) | mx["dst_rank"].isin(ranks)
+    compared = False
+    for _t, g in mx.groupby(mx["transport"].astype(str)):
+        a, b = (
+            g.loc[touch.loc[g.index], "bandwidth_gbps"],
+            g.loc[~touch.loc[g.index], "bandwidth_gbps"],
+        )
+        if a.empty or b.empty:
+            continue
+        compared = True
+        if float(a.median()) < AS_FAST_SHARE * float(b.median()):
+            return False
+    return compared
 
 
 def _group_cause(
