@@ -499,8 +499,9 @@ def render_markdown(report: Report, lang: Literal["en", "zh"] = "en") -> str:
     for i, f in enumerate(rest, 1):
         out += _finding_md(f, f"### {i}.", lang=lang)
     if report.notes:
-        out += [f"## {T('report.notes')}", ""]
-        out += [f"- {md_text(n, limit=None)}" for n in report.notes]
+        notes_shown, all_zh = report_notes(report, lang == "zh")
+        out += [f"## {T('report.notes_translated' if all_zh else 'report.notes')}", ""]
+        out += [f"- {md_text(n, limit=None)}" for n in notes_shown]
         out.append("")
     heads = " | ".join(
         T(f"report.{h}") for h in ("th_analyzer", "th_status", "th_findings", "th_time")
@@ -513,6 +514,43 @@ def render_markdown(report: Report, lang: Literal["en", "zh"] = "en") -> str:
     if report.created:
         out.append(f"_{T('report.generated', created=report.created)}_")
     return "\n".join(out) + "\n"
+
+
+#: Notes an analyzer writes as fixed text, in Chinese (the others carry ``notes_zh``).
+_FIXED_NOTES_ZH = {
+    "Communication (HCCL) tasks are excluded: their time includes waits.": (
+        "通信（HCCL）任务不计入：其耗时包含等待。"
+    ),
+    "mc2: no MatMul kernel directly next to a TP AllReduce/AllGather/ReduceScatter": (
+        "mc2：没有紧邻 TP AllReduce/AllGather/ReduceScatter 的 MatMul 算子"
+    ),
+    "mc2: not enough signal — no TP group identified (comm_groups without a 'tp' group name)": (
+        "mc2：信号不足——没有识别出 TP 通信域（comm_groups 中没有名为 tp 的通信域）"
+    ),
+}
+
+
+def report_notes(report: Report, zh: bool) -> tuple[list[str], bool]:
+    """The report's analyzer notes in the report's language, and whether all of them are in it.
+
+    In Chinese, each ``[name] note`` is replaced by the analyzer's ``notes_zh`` twin (or a fixed
+    note's translation); a note without one stays in English (the heading then says so).
+    """
+    if not zh:
+        return list(report.notes), True
+    twin: dict[str, str] = {}
+    for name, res in report.results.items():
+        for en, cn in zip(res.notes, res.notes_zh, strict=False):
+            twin[f"[{name}] {en}"] = f"[{name}] {cn}"
+    out: list[str] = []
+    complete = True
+    for n in report.notes:
+        name, _, text = n.partition("] ")
+        fixed = _FIXED_NOTES_ZH.get(text)
+        zh_note = twin.get(n) or (f"{name}] {fixed}" if fixed is not None else None)
+        complete = complete and zh_note is not None
+        out.append(zh_note if zh_note is not None else n)
+    return out, complete
 
 
 #: Skip reasons the runner gives, by catalogue key (anything else is shown as written).
@@ -765,9 +803,11 @@ def render_html(
     for i, f in enumerate(rest, 1):
         parts += _finding_html(f, f"{i}.", lang)
     if report.notes:
-        # the analyzers write these in English only: a Chinese page says so in their heading
-        parts.append(f'<h2>{T("report.notes")}</h2><ul class="analyzer-notes" lang="en">')
-        parts += [f"<li>{e(n)}</li>" for n in report.notes]
+        # notes an analyzer gives only in English: a Chinese page says so in their heading
+        notes_shown, all_zh = report_notes(report, lang == "zh")
+        head, nl = ("report.notes_translated", lang) if all_zh else ("report.notes", "en")
+        parts.append(f'<h2>{T(head)}</h2><ul class="analyzer-notes" lang="{nl}">')
+        parts += [f"<li>{e(n)}</li>" for n in notes_shown]
         parts.append("</ul>")
     heads = ("th_analyzer", "th_status", "th_findings", "th_time")
     parts.append(

@@ -220,3 +220,25 @@ def test_finding_evidence_roundtrip() -> None:
     )
     res = AnalyzerResult(name="x", table=pd.DataFrame(), findings=(f,))
     assert res.findings[0].to_dict()["evidence"][0]["rows"] == {"rank": 1}
+
+
+def test_chinese_report_gives_the_analyzers_notes_in_chinese(scenario) -> None:
+    """slow-link's healthy-link and fixed notes have Chinese twins: a Chinese report shows those,
+    under the plain heading; a note without a twin would keep the "originally English" heading."""
+    import dataclasses
+
+    from advisor_chat.ingest import load_profile
+    from advisor_chat.reporting import render_html, render_markdown, report_notes, run_report
+
+    report = run_report(load_profile(scenario("healthy"), progress=False))
+    assert any("no slow link" in n for n in report.notes)
+    zh_notes, complete = report_notes(report, True)
+    assert complete and not any("no slow link" in n for n in zh_notes)
+    assert any("没有慢链路" in n for n in zh_notes)
+    md = render_markdown(report, lang="zh")
+    assert "## 分析器的说明\n" in md and "no slow link" not in md
+    assert "no slow link" not in render_html(report, lang="zh")
+    # a note with no Chinese twin stays, and the heading says the notes are in English
+    extra = dataclasses.replace(report, notes=(*report.notes, "[x] an untranslated note"))
+    assert "an untranslated note" in render_markdown(extra, lang="zh")
+    assert "（原文为英文）" in render_markdown(extra, lang="zh")

@@ -149,6 +149,8 @@ class AnalyzerResult:
         metrics: Headline numbers, unit-suffixed names.
         findings: Diagnosed facts, most important first.
         notes: Caveats, e.g. "no communication data (profiler Level0)"; "not enough signal" cases.
+        notes_zh: The same notes in Chinese, one for one (empty: not translated; a report in
+            Chinese then shows them in English, labelled so).
         tables: Extra named tables (e.g. ``by_shape``) for the UI and paging tool.
     """
 
@@ -158,6 +160,7 @@ class AnalyzerResult:
     findings: tuple[Finding, ...] = ()
     notes: tuple[str, ...] = ()
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    notes_zh: tuple[str, ...] = ()
 
 
 class Params(BaseModel):

@@ -146,30 +146,37 @@ def slow_link(profile: Profile, params: SlowLinkParams) -> AnalyzerResult:
     )
     findings += _wait_findings(profile, wr, ops, step_us, _nsteps(ops, n_steps), links_ok)
     findings += std_findings
+    notes_zh: list[str] = []
     if mx.empty:
         notes.append(
             "no communication matrix (communication_matrix.json): link-level check unavailable"
         )
+        notes_zh.append("没有通信矩阵（communication_matrix.json）：无法做链路级检查")
     if bw.empty:
         notes.append("no per-transport bandwidth (communication.json bandwidth info)")
+        notes_zh.append("没有按传输类型的带宽（communication.json 的带宽信息）")
     if ops.empty:
-        notes.append(f"no comm_ops: wait-ratio rule unavailable ({comm_ops_missing_why(profile)})")
+        why = comm_ops_missing_why(profile)
+        notes.append(f"no comm_ops: wait-ratio rule unavailable ({why})")
+        notes_zh.append(f"没有集合通信明细（comm_ops）：无法使用等待比例规则（{why}）")
     findings.sort(key=lambda f: (f.severity.rank, -f.metrics.get("extra_us", 0.0)))
     metrics = {
         "links_count": float(len(links)),
         "slow_links_count": float(links["slow"].sum()) if not links.empty else 0.0,
         "median_step_us": step_us,
     }
-    healthy_metrics, healthy_note = _healthy(links, rank_bw, findings)
+    healthy_metrics, healthy_note, healthy_zh = _healthy(links, rank_bw, findings)
     metrics |= healthy_metrics
     if healthy_note:
         notes.insert(0, healthy_note)
+        notes_zh.insert(0, healthy_zh)
     return AnalyzerResult(
         "slow_link",
         links,
         metrics=metrics,
         findings=tuple(findings),
         notes=tuple(notes),
+        notes_zh=tuple(notes_zh) if len(notes_zh) == len(notes) else (),
         tables={
             "rank_bandwidth": rank_bw,
             "small_packets": small,
@@ -181,28 +188,33 @@ def slow_link(profile: Profile, params: SlowLinkParams) -> AnalyzerResult:
 
 def _healthy(
     links: pd.DataFrame, rank_bw: pd.DataFrame, findings: list[Finding]
-) -> tuple[dict[str, float], str]:
+) -> tuple[dict[str, float], str, str]:
     """Explicit "no slow link" result: bandwidth range per transport when nothing is slow.
 
     Uses the link table (communication_matrix.json) when it has rows, else the per-rank
     bandwidth (communication.json). Returns metrics (``healthy_links_count``,
     ``link_min_gbps``, ``link_median_gbps``, ``link_max_gbps``, ``link_min_ratio``; of the
-    transport with most rows) and a note naming every transport; empty when a link or rank is
-    slow or there is no bandwidth data.
+    transport with most rows) and a note naming every transport, in English and Chinese; empty
+    when a link or rank is slow or there is no bandwidth data.
     """
     src, what = (links, "links") if not links.empty else (rank_bw, "rank transfers")
+    what_zh = "条链路" if not links.empty else "个卡的传输"
     if (
         src.empty
         or bool(src["slow"].any())
         or any(f.kind in (FindingKind.SLOW_LINK,) for f in findings)
     ):
-        return {}, ""
-    parts = []
+        return {}, "", ""
+    parts, parts_zh = [], []
     for tr, sub in src.groupby("transport"):
         bw = sub["bandwidth_gbps"].astype(float)
         parts.append(
             f"{len(sub)} {tr} {what}, {bw.min():.1f}-{bw.max():.1f} GB/s "
             f"(median {bw.median():.1f} GB/s)"
+        )
+        parts_zh.append(
+            f"{len(sub)} {what_zh} {tr}，{bw.min():.1f}-{bw.max():.1f} GB/s"
+            f"（中位数 {bw.median():.1f} GB/s）"
         )
     main = src[src["transport"] == src["transport"].value_counts().idxmax()]
     bw = main["bandwidth_gbps"].astype(float)
@@ -225,16 +237,22 @@ def _healthy(
             f"none of the {int(comp.sum())} {what} with comparable transfer sizes is below "
             f"{SLOW_RATIO}x the median of its transport (lowest {low:.2f}x)"
         )
+        judged_zh = (
+            f"传输量可比的 {int(comp.sum())} {what_zh}中，没有低于同类中位数 {SLOW_RATIO} 倍的"
+            f"（最低 {low:.2f} 倍）"
+        )
         if skipped:
             judged += (
                 f"; {skipped} not compared (fewer than 3 of their transport, or transfers "
                 "under half the median size, which measure latency rather than bandwidth)"
             )
+            judged_zh += f"；{skipped} 条未比较（同类不足 3 条，或传输量不到中位数的一半，测的是时延而不是带宽）"
     else:
         judged = (
             f"too few comparable {what} to judge: the {SLOW_RATIO}x rule needs at least 3 of "
             "a transport with comparable transfer sizes"
         )
+        judged_zh = f"可比较的{what_zh}太少：{SLOW_RATIO} 倍规则需要同类中至少 3 条传输量可比的链路"
     # a link with (almost) no bandwidth is never passed over in silence, judged or not
     dead = src[src["bandwidth_gbps"].astype(float) < ZERO_GBPS]
     if not dead.empty:
@@ -253,9 +271,12 @@ def _healthy(
             f"; {one} at 0.0 GB/s ({', '.join(names)}): not judged, it may carry almost no "
             "traffic or be broken"
         )
+        judged_zh += f"；{len(dead)} {what_zh}为 0.0 GB/s（{', '.join(names)}）：未判断，可能几乎没有流量或已损坏"
     lead = "no slow link: " if comp.any() else "no slow link found (not enough links to judge): "
+    lead_zh = "没有慢链路：" if comp.any() else "未发现慢链路（可比较的链路太少，无法判断）："
     note = lead + "; ".join(parts) + "; " + judged
-    return metrics, note
+    note_zh = lead_zh + "；".join(parts_zh) + "；" + judged_zh
+    return metrics, note, note_zh
 
 
 #: Below this bandwidth (GB/s) a link is shown as 0.0 GB/s and named in the note.

@@ -89,6 +89,7 @@ def slow_rank(profile: Profile, params: SlowRankParams) -> AnalyzerResult:
     stages = pipeline_stages(profile)
     smap = stage_of(stages)
     notes: list[str] = []
+    notes_zh: list[str] = []  # one for one with ``notes``
     if st.empty:
         pr = pd.DataFrame(
             columns=["computing_us", "free_us", "communication_not_overlapped_us", "step_us"],
@@ -97,6 +98,9 @@ def slow_rank(profile: Profile, params: SlowRankParams) -> AnalyzerResult:
         notes.append(
             "no step trace (step_trace_time.csv / StepTraceTime): Computing/Free spreads "
             "unavailable; judged from communication (comm_ops) only"
+        )
+        notes_zh.append(
+            "没有步迹（step_trace_time.csv / StepTraceTime）：无法比较计算/空闲时间，只按通信（comm_ops）判断"
         )
     else:
         pr = per_rank_mean(st)
@@ -110,9 +114,13 @@ def slow_rank(profile: Profile, params: SlowRankParams) -> AnalyzerResult:
 
     votes_by_op, comm_stats = _comm_votes(profile, params)
     if votes_by_op is None:
+        why = comm_ops_missing_why(profile)
         notes.append(
             "communication evidence missing: no comm_ops (communication.json) — "
-            f"{comm_ops_missing_why(profile)}; judged from step_trace spreads only"
+            f"{why}; judged from step_trace spreads only"
+        )
+        notes_zh.append(
+            f"缺少通信证据：没有 comm_ops（communication.json）——{why}；只按步迹的差异判断"
         )
     all_ranks = sorted(set(pr.index.astype(int)) | set(comm_stats.index.astype(int)))
     table = pd.DataFrame({"rank": all_ranks}).set_index("rank")
@@ -152,6 +160,11 @@ def slow_rank(profile: Profile, params: SlowRankParams) -> AnalyzerResult:
             f"{transit_ratio[r]:.2f}x the median: a slow link from this rank (see slow_link), "
             "not a slow rank"
         )
+        notes_zh.append(
+            f"{int(r)}号卡在 {int(cast(int, table.at[r, 'votes']))} 次集合通信中最后到达，但其计算与空闲"
+            f"时间处于中位数，传输时间是中位数的 {transit_ratio[r]:.2f} 倍：是从这张卡出发的慢链路"
+            "（见 slow_link），不是慢卡"
+        )
     vote_slow &= ~link_like.fillna(False)
     table["slow"] = (spread_slow | vote_slow).fillna(False).astype(bool)
     table = table.reset_index()
@@ -169,6 +182,11 @@ def slow_rank(profile: Profile, params: SlowRankParams) -> AnalyzerResult:
             f"({pct(gap / mean_step if mean_step else float('nan'))} of the step, threshold 5%)"
             + ("" if votes_by_op is None else "; no rank is the late arriver of most collectives")
         )
+        notes_zh.append(
+            f"没有慢卡：计算/空闲时间比其他卡中位数多得最多的是 {ms(gap)}"
+            f"（占步长 {pct(gap / mean_step if mean_step else float('nan'))}，阈值 5%）"
+            + ("" if votes_by_op is None else "；没有哪张卡在多数集合通信中最后到达")
+        )
     metrics = {
         "ranks_count": float(len(table)),
         "slow_ranks_count": float(table["slow"].sum()),
@@ -182,6 +200,7 @@ def slow_rank(profile: Profile, params: SlowRankParams) -> AnalyzerResult:
         metrics=metrics,
         findings=tuple(findings),
         notes=tuple(notes),
+        notes_zh=tuple(notes_zh) if len(notes_zh) == len(notes) else (),
         tables=tables,
     )
 
