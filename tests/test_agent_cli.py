@@ -83,7 +83,7 @@ def test_chat_multi_turn_until_exit(scenario) -> None:
     assert eof.exit_code == 0 and "which rank is slow?" in eof.stdout
 
 
-def _rendered(answer, question: str) -> str:
+def _rendered(answer, question: str, **kw) -> str:
     """What ``ask`` prints for ``answer`` (rich output recorded, 200 columns, no colour)."""
     from rich.console import Console
 
@@ -93,7 +93,7 @@ def _rendered(answer, question: str) -> str:
     old = ask_cmd.console
     ask_cmd.console = con
     try:
-        ask_cmd.render_answer(answer, question=question, seconds=1.5)
+        ask_cmd.render_answer(answer, question=question, seconds=1.5, **kw)
     finally:
         ask_cmd.console = old
     return con.export_text()
@@ -163,3 +163,20 @@ def test_ask_about_a_missing_rank_exits_0_with_the_reason_as_the_docs_say(scenar
     ok, bad_input = codes.split("`2` bad input", 1)
     assert "rank 99 slow?" in ok and "does not exist" in ok  # ask on a missing rank: 0
     assert "`report --rank` naming a rank that does not exist" in bad_input.split("`3`", 1)[0]
+
+
+def test_the_evidence_table_is_shown_on_request_and_counted_otherwise() -> None:
+    from advisor_chat.agent.answer import CitedFinding
+
+    found = [
+        CitedFinding(
+            id=f"slow_rank.r{r}", kind="slow_rank", severity="high", summary="", metrics={"x": 1.0}
+        )
+        for r in (3, 12)
+    ]
+    a = _answer("Rank 12 idles 39.5 ms per step.", total=1, findings=found)
+    short = _rendered(a, "why is rank 12 slow?")
+    assert "2 finding(s) back this answer: add --evidence" in short
+    assert "slow_rank.r12" not in short
+    full = _rendered(a, "why is rank 12 slow?", show_evidence=True)
+    assert "slow_rank.r12" in full and "--evidence" not in full

@@ -107,11 +107,14 @@ def render_answer(
     question: str = "",
     seconds: float | None = None,
     show_tools: bool = False,
+    show_evidence: bool = False,
 ) -> None:
-    """Print an answer: text, evidence table with sources, cases, grounding line.
+    """Print an answer: text, then (``show_evidence``) the evidence and case tables, grounding line.
 
-    The footer is in the answer's language; its grounding part is left out when the answer
-    states no measured number (see :func:`show_grounding_line`).
+    Without ``show_evidence`` one line says how many findings back the answer and how to see
+    them (the text already names its causes and cases). The footer is in the answer's language;
+    its grounding part is left out when the answer states no measured number (see
+    :func:`show_grounding_line`).
     """
     from rich.markdown import Markdown
     from rich.table import Table
@@ -139,7 +142,9 @@ def render_answer(
             args = ", ".join(f"{k}={v}" for k, v in c.args.items())
             t.add_row(tt(c.name), tt(args), tt(c.error or (c.table_ref or "ok"), limit=1000))
         console.print(t)
-    if answer.findings:
+    if answer.findings and not show_evidence:
+        console.print(f"[dim]{tt(msg('cli.evidence_hint', lang, n=len(answer.findings)))}[/]")
+    if answer.findings and show_evidence:
         t = table("evidence", "finding", "numbers", "source")
         for f in answer.findings:
             nums = "; ".join(
@@ -149,7 +154,7 @@ def render_answer(
             srcs = "; ".join(Path(s).name if len(s) > 60 else s for s in f.sources[:2])
             t.add_row(f"{tt(f.id)} {tt(f'[{f.severity}]')}", tt(nums), tt(srcs))
         console.print(t)
-    if answer.cases:
+    if answer.cases and show_evidence:
         # a case's source (where it comes from) is written in English: English answers only
         t = table("cases", "id", "title") if zh else table("cases", "id", "title", "source")
         for c in answer.cases:
@@ -223,6 +228,12 @@ def register(app: typer.Typer) -> None:
         show_tools: Annotated[
             bool, typer.Option("--tools", help="Also list the tool calls.")
         ] = False,
+        show_evidence: Annotated[
+            bool,
+            typer.Option(
+                "--evidence", help="Also show the findings behind the answer (numbers, files)."
+            ),
+        ] = False,
     ) -> None:
         """Ask one question about a profile (offline by default), e.g. "why is rank 12 slow?"."""
         adv = _advisor(path, model, base_url, api_key_env, baseline, guarded, no_cache)
@@ -238,7 +249,13 @@ def register(app: typer.Typer) -> None:
                 diag = None
             print_json(answer_json(answer, diag))
         else:
-            render_answer(answer, question=question, seconds=dt, show_tools=show_tools)
+            render_answer(
+                answer,
+                question=question,
+                seconds=dt,
+                show_tools=show_tools,
+                show_evidence=show_evidence,
+            )
 
     @app.command("chat")
     @handle_errors
@@ -250,6 +267,12 @@ def register(app: typer.Typer) -> None:
         baseline: BaselineOpt = None,
         guarded: GuardedOpt = None,
         no_cache: NoCacheOpt = False,
+        show_evidence: Annotated[
+            bool,
+            typer.Option(
+                "--evidence", help="Also show the findings behind each answer (numbers, files)."
+            ),
+        ] = False,
     ) -> None:
         """Multi-turn chat in the terminal (follow-ups like "and rank 13?"); 'exit' or Ctrl-D ends, '/reset' forgets."""
         from advisor_chat.textsafe import term_text as tt
@@ -279,7 +302,9 @@ def register(app: typer.Typer) -> None:
                 continue
             t0 = time.perf_counter()
             answer = adv.ask(q)
-            render_answer(answer, question=q, seconds=time.perf_counter() - t0)
+            render_answer(
+                answer, question=q, seconds=time.perf_counter() - t0, show_evidence=show_evidence
+            )
 
     tools_app = typer.Typer(
         help="The function-calling tools (generated from the analyzers).", no_args_is_help=True
