@@ -152,3 +152,39 @@ def test_fix_first_then_names_the_report_s_first_fault_when_it_is_not_first() ->
     assert text.startswith("Fix rank 6 first")
     assert "of the faults found" in text
     assert "Then fix link 3→4 (RDMA), an independent fault" in text
+
+
+@pytest.mark.parametrize("zh", [False, True])
+def test_the_top_problem_is_the_one_named_when_the_question_names_none(two_faults, zh) -> None:
+    """ "Is that the whole story if we fix the top problem?": the report's first cause is judged."""
+    from advisor_chat.agent.planner import _TOP_PROBLEM, _WHOLE_STORY
+
+    q = "修好最大的问题就够了吗？" if zh else "is that the whole story if we fix the top problem?"
+    assert _WHOLE_STORY.search(q) and _TOP_PROBLEM.search(q)
+    assert project.sufficiency(two_faults, zh) is None  # nothing named, not asked for the top
+    p = project.sufficiency(two_faults, zh, top=True)
+    assert p is not None and p.causes[0].id == two_faults.causes[0].id
+    assert p.lines[0].startswith("不是全部原因" if zh else "No, that is not the whole story")
+
+
+def test_both_means_the_two_faults_not_a_job_wide_bound(two_faults) -> None:
+    import dataclasses
+
+    from advisor_chat.diagnosis import BoundKind, Culprit, RootCause
+
+    bound = RootCause(
+        id="cause.exposed_communication",
+        mechanism=Mechanism.EXPOSED_COMMUNICATION,
+        category=two_faults.causes[0].category,
+        culprit=Culprit(kind="job", label="the whole job", label_zh="整个作业"),
+        victims=(),
+        summary="Communication is exposed on every rank",
+        summary_zh="通信在所有卡上都没有被掩盖",
+        metrics={},
+        findings=(),
+        gain_us=50_000.0,
+        bound=BoundKind.UPPER_BOUND,
+    )
+    d = dataclasses.replace(two_faults, causes=(bound, *two_faults.causes))
+    p = project.fix_together(d, False, count=2)
+    assert p is not None and [c.id for c in p.causes] == [c.id for c in two_faults.causes[:2]]

@@ -80,6 +80,11 @@ def test_every_slow_link_of_one_rank_is_one_cause(bad_port: Path) -> None:
         ("is it the RoCE network between the machines?", "No, not the network between the nodes"),
         ("是不是两台机器之间的交换机丢包？", "不是机器之间的网络"),
         ("is it the network?", "Yes"),
+        ("是不是机内HCCS的问题？", "是的，机内链路（HCCS）有问题"),
+        (
+            "is it HCCS inside the machine?",
+            "Yes, the links inside one server (HCCS) are the problem",
+        ),
     ],
 )
 def test_network_verdict_names_the_part_asked(bad_port: Path, question: str, lead: str) -> None:

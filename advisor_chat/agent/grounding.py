@@ -304,13 +304,22 @@ def add_diagnosis(pool: NumberPool, diag: Any) -> None:
         pool.add_text(t)
     # several causes fixed together (project.fix_together): the running sums of their gains in
     # the diagnosis' order, and the step they would leave
-    total = 0.0
-    for i, c in enumerate(x for x in diag.causes if (x.gain_us or 0.0) > 0):
-        total += float(c.gain_us or 0.0)
-        if i >= 1:
-            pool.add(total, "time")
-            if total < diag.step_time_us:
-                pool.add(diag.step_time_us - total, "time")
+    # (all causes with a gain, and the faults alone: no job-wide cause or overlap bound)
+    gained = [x for x in diag.causes if (x.gain_us or 0.0) > 0]
+    faults = [
+        x
+        for x in gained
+        if x.culprit.kind != "job"
+        and x.mechanism.value not in ("exposed_communication", "job_hotspot")
+    ]
+    for seq in (gained, faults):
+        total = 0.0
+        for i, c in enumerate(seq):
+            total += float(c.gain_us or 0.0)
+            if i >= 1:
+                pool.add(total, "time")
+                if total < diag.step_time_us:
+                    pool.add(diag.step_time_us - total, "time")
     for c in diag.causes:
         for k, v in c.metrics.items():
             pool.add_named(k, v)

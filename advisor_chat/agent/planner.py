@@ -721,7 +721,14 @@ class Planner:
             if together is not None:
                 return together
         if _WHOLE_STORY.search(q.text):  # "is that the whole story?", "swap rank 3 and we're done?"
-            whole = project.sufficiency(d, zh, ranks=q.ranks, links=q.links, hypothesis=hyp)
+            whole = project.sufficiency(
+                d,
+                zh,
+                ranks=q.ranks,
+                links=q.links,
+                hypothesis=hyp,
+                top=_TOP_PROBLEM.search(q.text) is not None,
+            )
             if whole is not None:
                 return whole
         # "which node is slower?" (not "which node or card is the straggler?": a rank question)
@@ -730,7 +737,13 @@ class Planner:
             or (q.kind == "yes_no" and _NODE_WORD.search(q.text) is not None)
         ) and not _RANK_WORD.search(q.text)
         # "is node 1 slower?", "which node is slower?"
-        if (q.nodes or which_node) and not q.ranks and not q.links and not hyp:
+        if (
+            (q.nodes or which_node)
+            and not q.ranks
+            and not q.links
+            and not hyp
+            and not network_scope(q.text)  # "is it HCCS inside the machine?": the links
+        ):
             return project.node_question(
                 d, q.nodes, q.node_ordinal, zh, yes_no=q.kind in ("yes_no", "compare")
             )
@@ -1517,12 +1530,17 @@ _FIX_TOGETHER = re.compile(
     r"|(两个|两者|二者|全部|所有问题)都?(修好|解决|修复)|都(修好|解决|修复)(了|后)",
     re.I,
 )
+#: "The top problem": the cause a question means when it names none ("fix the biggest one").
+_TOP_PROBLEM = re.compile(
+    r"\b(top|biggest|main|largest|first|worst|slowest)\b|最大|首要|主要|最慢|第一个|最严重", re.I
+)
 #: "Is the cause I name all of it?": the whole story, done after fixing it, the only cause.
 _WHOLE_STORY = re.compile(
     r"\b(whole story|full story|are we done|we'?re done|is that (all|it)\b|that'?s (all|it)\b"
     r"|the only (cause|problem|issue|reason)|all (of )?the (problem|cause)|fix(es)? everything"
     r"|solves? everything|be (all )?(fine|good|done) (after|then|once))"
-    r"|就好了|就行了|就够了|就没问题了|就解决了|全部原因|唯一(的)?原因|只有这一个(原因|问题)",
+    r"|就好了|就行了|就够了|就没问题了|就解决了|全部原因|唯一(的)?原因|只有这一个(原因|问题)"
+    r"|只有一个(原因|问题)",
     re.I,
 )
 _ACTION_Q = re.compile(r"\bshould (i|we)\b|要不要|该不该|需不需要|是否应该", re.I)

@@ -1592,6 +1592,14 @@ def _network(
                 if zh
                 else f"No: no single node, NIC or link is at fault — {body}."
             )
+        elif yes_no and scope in _SCOPES and c.culprit.transport:
+            # the part asked ("is it HCCS inside the server?") is where the slow link is
+            part_en, part_zh = _SCOPES[scope]
+            p.lines.append(
+                f"是的，{part_zh}有问题：{body}。"
+                if zh
+                else f"Yes, {part_en} {'are' if scope == 'board' else 'is'} the problem: {body}."
+            )
         elif yes_no:
             p.lines.append(
                 f"是的，网络有问题：{body}。" if zh else f"Yes, the network is a problem: {body}."
@@ -2052,6 +2060,9 @@ def _in_role(c: RootCause, zh: bool) -> str:
             "{}, whose device stalls with its work already queued",
             "设备在任务已下发时停顿的{}",
         )
+    elif c.mechanism is Mechanism.SLOW_LINK and c.culprit.link is None:
+        # a set of links or one rank's links: the label names them ("the HCCS links among …")
+        tpl = ("{}, which are slow", "变慢的{}")
     elif c.mechanism is Mechanism.HOST_STALL and c.metrics.get("host_delay_measured") == 0.0:
         tpl = ("{}, whose device idles (Free) more than its peers'", "设备空闲时间比其他卡多的{}")
     else:
@@ -3039,8 +3050,12 @@ def sufficiency(
     ranks: Sequence[int] = (),
     links: Sequence[tuple[int, int]] = (),
     hypothesis: str = "",
+    top: bool = False,
 ) -> Projection | None:
     """Answer to "is that the whole story?" / "if we swap rank 3, are we done?".
+
+    ``top``: the question names the top problem ("fix the biggest problem", "最慢的卡") when it
+    names no rank, link or suspect.
 
     The cause the user names (one blaming ``ranks`` or ``links``, else the one supporting
     ``hypothesis``) against every other cause the diagnosis found: "no" when another costs at
@@ -3065,6 +3080,8 @@ def sufficiency(
         v = judge(d, hypothesis)
         if v.status == "supported":
             named = next((c for cid in v.causes for c in real if c.id == cid), None)
+    if named is None and top and real:  # "fix the top problem / 最大的问题 / 最慢的卡"
+        named = real[0]
     if named is None:
         return None
     gain = float(named.gain_us or 0.0)
@@ -3086,14 +3103,14 @@ def sufficiency(
     if zh:
         rest = "；".join(f"{_cause_name(c, True)}（每步约 {us(c.gain_us or 0.0)}）" for c in shown)
         p.lines.append(
-            f"不是全部原因：{who}是一个原因（修复后每步约节省 {us(gain)}），但还有独立的原因：{rest}。"
+            f"不是全部原因：其中一个原因是{who}（修复后每步约节省 {us(gain)}），但还有独立的原因：{rest}。"
         )
     else:
         rest = "; ".join(
             f"{_cause_name(c, False)} (about {us(c.gain_us or 0.0)} per step)" for c in shown
         )
         p.lines.append(
-            f"No, that is not the whole story: {who} is one cause (fixing it saves about "
+            f"No, that is not the whole story: one cause is {who} (fixing it saves about "
             f"{us(gain)} per step), but there "
             + ("are other, independent ones" if len(shown) > 1 else "is another, independent one")
             + f": {rest}."
@@ -3114,7 +3131,9 @@ def fix_together(d: Diagnosis, zh: bool, *, count: int | None = 2) -> Projection
     see :func:`~advisor_chat.agent.grounding.add_diagnosis`). ``None`` with fewer than two.
     """
     real = [c for c in d.causes if (c.gain_us or 0.0) > 0]
-    chosen = real if count is None else real[:count]
+    # "both": the faults first (a job-wide overlap upper bound is not one of "both" problems)
+    faults = [c for c in real if c.mechanism not in _OPTIMIZATIONS and c.culprit.kind != "job"]
+    chosen = real if count is None else (faults if len(faults) >= count else real)[:count]
     if len(chosen) < 2:
         return None
     total = sum(float(c.gain_us or 0.0) for c in chosen)

@@ -161,8 +161,11 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
                     ),
                     Remedy(
                         "check",
-                        "Run hccn_tool link"
-                        + (", optical" if network_part(transport) == "network" else "")
+                        (
+                            "Run hccn_tool link, optical"
+                            if network_part(transport) == "network"
+                            else "Run npu-smi HCCS link (npu-smi info -t hccs)"
+                        )
                         + f" and statistics checks on the devices of ranks {src} and {dst}"
                         + (
                             " (link up/down history and error counters: it is slow only in some "
@@ -171,8 +174,12 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
                             else ""
                         )
                         + ", and an HCCL test between them.",
-                        f"在{src}号卡和{dst}号卡所在设备上用 hccn_tool 检查链路"
-                        + ("、光模块" if network_part(transport) == "network" else "")
+                        f"在{src}号卡和{dst}号卡所在设备上"
+                        + (
+                            "用 hccn_tool 检查链路、光模块"
+                            if network_part(transport) == "network"
+                            else "用 npu-smi 检查 HCCS 链路（npu-smi info -t hccs）"
+                        )
                         + "和统计信息"
                         + ("（链路 up/down 历史与错误计数：它只在部分步变慢）" if flap else "")
                         + "，并在两者之间跑一次 HCCL 测试。",
