@@ -2214,6 +2214,18 @@ def how_much(d: Diagnosis, zh: bool, *, share: bool = False) -> Projection:
                     f"about {after_s}."
                 )
             )
+    gained = [c for c in d.causes if (c.gain_us or 0.0) > 0]
+    if len(gained) >= 2 and gained == [c for c in real if c in gained]:
+        # every cause together: their gains summed (independent causes; grounded as the running
+        # sum of the diagnosis' gains), "up to" when one of them is an upper bound
+        total = sum(float(c.gain_us or 0.0) for c in gained)
+        any_upper = any(c.bound == BoundKind.UPPER_BOUND for c in gained)
+        p.lines.append(
+            f"这份数据中找到的 {len(gained)} 个原因合计每步{'最多' if any_upper else '约'} {us(total)}。"
+            if zh
+            else f"All {len(gained)} causes found come to {'up to' if any_upper else 'about'} "
+            f"{us(total)} per step together."
+        )
     for c in real[1:3]:
         p.add_cause(c)
         p.lines.append(cause_bullet(c, zh))
