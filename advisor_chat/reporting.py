@@ -312,7 +312,8 @@ def _finding_md(f: Finding, heading: str, nested: bool = False, lang: str = "en"
     else:
         ranks = f" - ranks {_ranks_text(f.ranks)}" if f.ranks else ""
         sev = f.severity.value.upper()
-    out.append(f"{heading} [{sev}] {f.kind.value}{ranks}")
+    kind = t(f"kind.{f.kind.value}", "zh") if zh else f.kind.value
+    out.append(f"{heading} [{sev}] {kind}{ranks}")
     out.append("")
     out.append(md_text(f.summary_zh if zh and f.summary_zh else f.summary, limit=None))
     out.append("")
@@ -616,7 +617,8 @@ def _finding_html(f: Finding, num: str, lang: str = "both", nested: bool = False
     )
     sev_text = t(f"severity.{sev}", ui)
     parts.append(
-        f'<h3>{e(num)} <span class="sev {sev}">{e(sev_text)}</span> {e(f.kind.value)}{ranks}</h3>'
+        f'<h3>{e(num)} <span class="sev {sev}">{e(sev_text)}</span> '
+        f"{e(t(f'kind.{f.kind.value}', ui))}{ranks}</h3>"
     )
     if lang == "zh" and f.summary_zh:
         parts.append(f'<p lang="zh">{e(f.summary_zh)}</p>')
