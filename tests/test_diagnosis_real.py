@@ -374,3 +374,17 @@ def test_how_much_leads_with_the_largest_loss_even_without_a_gain(real_samples) 
     )
     assert "ranks 2-7" in p.lines[0]
     assert any(c.gain_us for c in p.causes[1:])
+
+
+def test_where_the_time_goes_points_up_to_the_shares_it_moved(real_samples) -> None:
+    """pt-text's category answer explains why it is communication "in the shares below"; asked
+    where the time goes, the shares come second, and the pointer says above."""
+    from advisor_chat.agent import project
+
+    d = diagnose(load_profile(real_samples / "pt-text-level1-2rank"))
+    plain = " ".join(project.category(d, ("category",), False, False).lines)
+    moved = project.category(d, ("category",), False, False, breakdown_first=True)
+    assert "cluster-wide shares below" in plain
+    assert moved.lines[1] == project.shares_line(d, False)
+    assert "shares below" not in " ".join(moved.lines)
+    assert "cluster-wide shares above" in " ".join(moved.lines)

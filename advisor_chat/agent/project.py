@@ -2523,6 +2523,13 @@ def category(
     if breakdown_first and sl and not yes_no and p.lines.index(sl) > 1:
         p.lines.remove(sl)
         p.lines.insert(1, sl)
+        # the lines that pointed down to the shares now follow them
+        p.lines = [
+            x.replace("cluster-wide shares below", "cluster-wide shares above").replace(
+                "在下面的全集群占比里", "在上面的全集群占比里"
+            )
+            for x in p.lines
+        ]
     return p
 
 
