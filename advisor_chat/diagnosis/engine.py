@@ -251,23 +251,32 @@ def _with_cost(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     """Each cause whose culprit the wait attribution names carries what it costs the job.
 
     ``metrics["job_cost_us"]``: µs per step the collectives lose to that culprit, measured as its
-    victims' wait (:mod:`advisor_chat.diagnosis.attribution`); the ranking key when present, so
-    independent culprits are ranked by the time they cost, measured one way.
+    victims' wait (:mod:`advisor_chat.diagnosis.attribution`); the causes' costs partition the
+    waiting, so they sum without double counting. ``metrics["job_gain_first_us"]``: µs per step
+    the collectives would gain if that culprit alone arrived on time now, the others still late
+    (:meth:`~advisor_chat.diagnosis.attribution.WaitAttribution.fix_alone_us`): the ranking key,
+    so independent culprits are ranked by what fixing each one gives, measured one way.
     """
     attr = ctx.attribution
     if attr is None:
         return causes
     out = []
     for c in causes:
-        if "job_cost_us" in c.metrics or is_job_level(c) or c.mechanism in NON_CAUSES:
+        if is_job_level(c) or c.mechanism in NON_CAUSES:
             out.append(c)
             continue
         ranks = set(c.culprit.ranks) | {r for _, r in c.culprit.events}
         if c.culprit.link is not None:
             ranks = set(c.culprit.link)
-        cost = sum(cc.cost_us_per_step for cc in attr.culprits if set(cc.unit.ranks) <= ranks)
-        if ranks and cost > 0 and c.mechanism is not Mechanism.PIPELINE_IMBALANCE:
-            c = dataclasses.replace(c, metrics={**c.metrics, "job_cost_us": cost})
+        metrics = dict(c.metrics)
+        if "job_cost_us" not in metrics:
+            cost = sum(cc.cost_us_per_step for cc in attr.culprits if set(cc.unit.ranks) <= ranks)
+            if ranks and cost > 0 and c.mechanism is not Mechanism.PIPELINE_IMBALANCE:
+                metrics["job_cost_us"] = cost
+        if "job_cost_us" in metrics and ranks:
+            metrics["job_gain_first_us"] = attr.fix_alone_us(ranks)
+        if metrics != c.metrics:
+            c = dataclasses.replace(c, metrics=metrics)
         out.append(c)
     return out
 
@@ -275,10 +284,12 @@ def _with_cost(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
 def _explained(c: RootCause, measured: bool = False) -> float:
     """Per-step time a cause explains (ranking key), µs.
 
-    With ``measured``, what it costs the job as the wait attribution measures it
-    (``job_cost_us``); else the cause's own excess.
+    With ``measured``, what fixing it first gives the job as the wait attribution measures it
+    (``job_gain_first_us``, else ``job_cost_us``); else the cause's own excess.
     """
     m = c.metrics
+    if measured and "job_gain_first_us" in m:
+        return float(m["job_gain_first_us"])
     if measured and "job_cost_us" in m:
         return float(m["job_cost_us"])
     for k in (
