@@ -156,3 +156,23 @@ def test_fixing_a_rank_that_only_waits_saves_nothing(ask, question: str, start: 
     answer = ask("weight-format-node", question)
     assert answer.startswith(start), answer[:160]
     assert "8-15" in answer
+
+
+@pytest.mark.parametrize(
+    ("name", "question", "start", "also"),
+    [
+        # rank 12's device waits for its host: a new NPU would wait the same
+        ("seed-rank12", "should we just replace rank 12s NPU?", "No: replacing the card", ""),
+        ("seed-rank12", "把12号卡换掉能解决吗？", "不建议：换卡", ""),
+        # ... and the other cause is still named when the question asks "and we're done?"
+        ("seed-rank12", "把最慢的卡换掉就好了吧？", "不会：换卡", "另外还有独立的原因"),
+        # every rank idles alike: no card to swap
+        ("dataloader-stall", "swap the slowest card and we're done?", "No: replacing the card", ""),
+        # one unit of rank 13's device is slower on the same work: a new card would help
+        ("hbm-slow-rank", "should we replace rank 13's card?", "Yes: replacing the card", ""),
+    ],
+)
+def test_a_card_swap_is_judged_against_the_cause(ask, name, question, start, also) -> None:
+    text = ask(name, question)
+    assert text.startswith(start), text[:300]
+    assert also in text

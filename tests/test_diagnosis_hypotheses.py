@@ -79,6 +79,9 @@ CASES = [
     ("matmul-shape-regression", "hardware", "contradicted"),
     ("pipeline-stage-imbalance", "hardware", "contradicted"),
     ("dataloader-stall", "hardware", "contradicted"),
+    # a new card: not for a device given more work, nor for an idle every rank shares
+    ("moe-hot-expert", "card", "contradicted"),
+    ("dataloader-stall", "card", "contradicted"),
 ]
 
 
@@ -168,3 +171,22 @@ def test_an_aicpu_verdict_names_the_ranks_whose_operator_fell_back(scenario) -> 
     assert v.status == "supported" and "AI CPU" in v.reason
     (c,) = [c for c in d.causes if c.id in v.causes]
     assert sorted(c.culprit.ranks) == sorted(culprits)
+
+
+@pytest.mark.parametrize(
+    ("name", "mechanism", "why"),
+    [
+        ("seed-rank12", "host_stall", "waiting for its host"),  # a new card would wait the same
+        ("moe-hot-expert", "compute_straggler", "more or different work"),
+        ("dataloader-stall", "job_idle", "every rank pays it alike"),
+    ],
+)
+def test_a_new_card_is_judged_against_the_mechanism(scenario, name, mechanism, why) -> None:
+    """ "Swap the card?" on a fault a new NPU would not fix: no, citing the first cause, and
+    saying which property of it (the device waits, is given more work, or no rank differs)."""
+    d = diagnose(load_profile(scenario(name), use_cache=False, progress=False))
+    top = next(c for c in d.causes if c.mechanism.value == mechanism)
+    v = judge(d, "card")
+    assert v.status == "contradicted", v.reason
+    assert v.causes == (top.id,)
+    assert why in v.reason

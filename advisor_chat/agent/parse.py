@@ -709,6 +709,7 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"\b(one|a|some|any) (card|npu|chip|device)\b.{0,30}\b(bad|broken|faulty|dead)\b",
         r"\b(npu|card|chip|device)('s)?\s+(is\s+)?(bad|broken|faulty|dead)\b",
         r"\b(swap|replace|change) (out )?(the|this|that|a) (card|npu|chip|device)",
+        r"\b(swap|replace|rma)\b( out)?[^.?!,;]{0,30}\b(cards?|npus?|chips?|devices?|boards?)\b",
         r"\b(rma|return)\b.{0,10}\b(card|npu|chip|device|board)",
         r"\b(npu|card|chip|device)\b.{0,25}\b(degraded|defective)\b",
         r"\bdegraded (npu|card|chip|device)",
@@ -958,8 +959,9 @@ _SUSPECT = re.compile(
     r"|\b(feels|looks|seems) like\b|\bmy (bet|guess)\b|\bi (think|guess|bet)\b"
     r"|\bi'?m (guessing|thinking|betting)\b|\b(pretty|quite|fairly) sure\b|\bwhole story\b"
     r"|\bdoes .{0,40}\bmatter\b|\bactually real\b|\bis (that|this|the) .{0,30}\breal\b"
+    r"|\bwe'?re done\b|\bare we done\b|\b(swap|replace|rma)\b"  # a proposed fix suspects
     r"|是不是|会不会|是否|怀疑|可能|难道|导致|引起|造成|要不要|该不该|需不需要|有没有|吗|嘛|么"
-    r"|感觉|像是|好像|似乎|估计|猜"
+    r"|感觉|像是|好像|似乎|估计|猜|换掉|更换|替换"
     r"|不够|不足|故障|不均|坏了|问题",
     re.I,
 )

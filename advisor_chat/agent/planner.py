@@ -728,6 +728,7 @@ class Planner:
                 links=q.links,
                 hypothesis=hyp,
                 top=_TOP_PROBLEM.search(q.text) is not None,
+                swap=hyp == "card" and _SWAP_Q.search(q.text) is not None,
             )
             if whole is not None:
                 return whole
@@ -807,6 +808,7 @@ class Planner:
                 ranks=q.ranks,
                 links=q.links,
                 scope=network_scope(q.text),
+                action=_SWAP_Q.search(q.text) is not None,
             )
             if p.lines and _EITHER_Q.search(q.text):
                 # "is it real or the profiler's?": the verdict names which, no yes or no
@@ -1543,6 +1545,8 @@ _WHOLE_STORY = re.compile(
     r"|只有一个(原因|问题)",
     re.I,
 )
+#: A question that proposes replacing hardware ("swap rank 3's NPU?", "把卡换掉").
+_SWAP_Q = re.compile(r"\b(swap|replace|change|rma)\b|换掉|更换|替换|返修|换(一张|个)?卡", re.I)
 _ACTION_Q = re.compile(r"\bshould (i|we)\b|要不要|该不该|需不需要|是否应该", re.I)
 
 

@@ -19,6 +19,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from advisor_chat.diagnosis.rules.slow_link import network_part
 from advisor_chat.diagnosis.text import ms
@@ -32,6 +33,9 @@ from advisor_chat.diagnosis.types import (
 )
 from advisor_chat.tools.core import fmt_ranks
 from advisor_chat.tools.render import clean_data, fence, fmt_num
+
+if TYPE_CHECKING:
+    from advisor_chat.diagnosis.hypotheses import Verdict
 
 
 @dataclass
@@ -2772,6 +2776,9 @@ def reference_line(p: Projection, zh: bool) -> str:
 
 #: Hypotheses that propose a change ("should I switch ZeRO-3 to ZeRO-2?"): the verdict says
 #: whether it would help, not whether "it is" the cause.
+#: The change "is it a bad card?" implies, when the question proposes it ("swap rank 3's NPU?").
+_SWAP_ACTION = ("replacing the card", "换卡")
+
 _ACTIONS = {
     "zero_stage": ("switching the ZeRO stage", "调整 ZeRO 阶段"),
     "tp_size": ("changing the tensor-parallel size", "调整 TP 规模"),
@@ -2853,6 +2860,7 @@ def hypothesis(
     ranks: Sequence[int] = (),
     links: Sequence[tuple[int, int]] = (),
     scope: str = "",
+    action: bool = False,
 ) -> Projection:
     """Answer to a hypothesis question ("could it be GC?"): a verdict, then its measured evidence.
 
@@ -2863,7 +2871,9 @@ def hypothesis(
     overheating?") or ``links`` ("is the HCCS between 13 and 14 broken?"), a hypothesis supported
     on other ranks or another link is a "no" for the ones asked. With ``scope``
     (:func:`~advisor_chat.agent.parse.network_scope`: ``network`` between nodes, ``board`` inside
-    one), a network supported only on the other part is a "no" for the part asked.
+    one), a network supported only on the other part is a "no" for the part asked. With
+    ``action`` the question proposes the change the hypothesis implies ("swap the card?"): the
+    verdict says whether that change would help.
     """
     from advisor_chat.diagnosis.hypotheses import NAMES, judge
 
@@ -2897,7 +2907,7 @@ def hypothesis(
         )
         return p
     en_name, zh_name = NAMES[name]
-    act = _ACTIONS.get(name)
+    act = _ACTIONS.get(name) or (_SWAP_ACTION if action and name == "card" else None)
     # the first sentence also names what the evidence blames (its first cause's culprit), so
     # that "yes"/"no" is said of something; asked the healthy way round ("is rank 13's NPU
     # healthy?"), a supported fault is a "no"
@@ -3070,6 +3080,7 @@ def sufficiency(
     links: Sequence[tuple[int, int]] = (),
     hypothesis: str = "",
     top: bool = False,
+    swap: bool = False,
 ) -> Projection | None:
     """Answer to "is that the whole story?" / "if we swap rank 3, are we done?".
 
@@ -3082,10 +3093,18 @@ def sufficiency(
     other causes and what fixing all of them saves (their gains summed: the causes are
     independent, each measured on its own); "yes" when none does. ``None`` when nothing the user
     names is a cause (the hypothesis verdict answers then).
+
+    ``swap``: the question proposes replacing a card ("把最慢的卡换掉就好了吧？"). When the card
+    verdict says a new card would not help (the device waits for its host, is given more work,
+    or every rank pays the cost alike), that "no" comes first, then any other cause.
     """
     from advisor_chat.diagnosis.hypotheses import judge
 
     real = _real(d)
+    if swap:
+        v = judge(d, "card")
+        if v.status == "contradicted":
+            return _swap_would_not_help(d, v, zh)
     named: RootCause | None = None
     if links:
         asked = {frozenset(lk) for lk in links}
@@ -3138,6 +3157,35 @@ def sufficiency(
     for c in shown:
         p.add_cause(c)
         p.lines.append(_sentence(summary(c, zh), zh))
+    return p
+
+
+def _swap_would_not_help(d: Diagnosis, v: Verdict, zh: bool) -> Projection:
+    """Answer to "swap the card and we're done?" when a new card would not help: why, then more."""
+    reason = v.reason_zh if zh else _upper_first(v.reason)
+    first = (
+        f"不会：换卡并不能解决这里的问题。{_sentence(reason, True)}"
+        if zh
+        else f"No: replacing the card would not help here. {_sentence(reason, False)}"
+    )
+    p = Projection(lines=[first])
+    cited = [c for cid in v.causes for c in d.causes if c.id == cid]
+    for c in cited:
+        p.add_cause(c)
+    floor = OTHER_CAUSE_STEP_SHARE * (d.step_time_us or 0.0)
+    rest = [c for c in _real(d) if c not in cited and float(c.gain_us or 0.0) >= floor][:2]
+    if rest:
+        names = ("；" if zh else "; ").join(
+            f"{_cause_name(c, True)}（每步约 {us(c.gain_us or 0.0)}）"
+            if zh
+            else f"{_cause_name(c, False)} (about {us(c.gain_us or 0.0)} per step)"
+            for c in rest
+        )
+        p.lines.append(
+            f"另外还有独立的原因：{names}。" if zh else f"There is more to fix as well: {names}."
+        )
+        for c in rest:
+            p.add_cause(c)
     return p
 
 

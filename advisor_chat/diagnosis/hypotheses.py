@@ -400,7 +400,69 @@ def _card(d: Diagnosis) -> Verdict:
             f"通常是{parts_zh}的问题：先用 hccn_tool 检查链路，再考虑换卡",
             (link,),
         )
+    not_card = _not_a_card(d)
+    if not_card is not None:
+        return not_card
     return replace(_hardware(d), hypothesis="card")
+
+
+#: Explanations of a rank's extra device time that are its work, not its device (decompose kinds).
+_WORK_TAGS = (
+    "extra_work",
+    "load_imbalance",
+    "shape",
+    "format",
+    "aicpu_op",
+    "dtype_mismatch",
+)
+
+
+def _not_a_card(d: Diagnosis) -> Verdict | None:
+    """The "bad card?" / "swap the card?" verdict judged against the first cause's mechanism.
+
+    A new NPU fixes a device that is slower on the same work; it does not fix a device that idles
+    waiting for its host (host stall), one given more or different work than its peers, or a
+    cost every rank shares. ``None`` when the first cause is none of those (undecided then).
+    """
+    top = _top(d)
+    if top is None:
+        return None
+    kind = top.culprit.kind
+    who, who_zh = top.culprit.label, top.culprit.label_zh or top.culprit.label
+    en, zh = top.summary.rstrip("."), top.summary_zh.rstrip("。")
+    if kind in ("job", "operator"):
+        return _v(
+            "card",
+            "contradicted",
+            f"no NPU is slower than its peers: {_lower_first(en)}; every rank pays it alike, so "
+            "replacing a card changes nothing",
+            f"没有哪张卡（NPU）比同类慢：{zh}；每张卡都一样，换卡不会有任何改变",
+            (top,),
+        )
+    if kind not in ("rank", "ranks", "stage", "group") or not who:
+        return None
+    if top.mechanism is Mechanism.HOST_STALL:
+        return _v(
+            "card",
+            "contradicted",
+            f"the NPU of {who} is not slower than its peers, it idles waiting for its host — "
+            f"{_lower_first(en)}; a new card would wait the same: the host side (its CPU, "
+            "process, data loading) is what to fix",
+            f"{who_zh}的 NPU 并不比其他卡慢，而是在空等主机——{zh}；换一张卡也会一样空等，"
+            "要处理的是主机侧（CPU、进程、数据加载）",
+            (top,),
+        )
+    if top.mechanism is Mechanism.COMPUTE_STRAGGLER and set(_WORK_TAGS) & set(top.symptom_tags):
+        return _v(
+            "card",
+            "contradicted",
+            f"the NPU of {who} is not slower on the same work: it is given more or different "
+            f"work than its peers — {_lower_first(en)}; a new card would run the same work",
+            f"{who_zh}的 NPU 在相同的工作上并不慢，而是它的工作比其他卡多或不同——{zh}；"
+            "换一张卡也要跑同样的工作",
+            (top,),
+        )
+    return None
 
 
 def _hardware(d: Diagnosis) -> Verdict:
