@@ -176,3 +176,16 @@ def test_a_card_swap_is_judged_against_the_cause(ask, name, question, start, als
     text = ask(name, question)
     assert text.startswith(start), text[:300]
     assert also in text
+
+
+@pytest.mark.parametrize(
+    ("name", "question", "start"),
+    [
+        ("hbm-slow-rank", "if both were fixed, what would we save?", "This data shows one cause"),
+        ("hbm-slow-rank", "两个问题都修好能快多少？", "这份数据中只有一个原因：13号卡"),
+        ("two-faults", "两个问题都修好能快多少？", "全部修复后每步约节省"),
+    ],
+)
+def test_both_fixed_on_one_cause_says_there_is_one(ask, name, question, start) -> None:
+    text = ask(name, question)
+    assert text.startswith(start), text[:300]

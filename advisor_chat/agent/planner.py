@@ -1529,7 +1529,7 @@ _WHERE_TIME = re.compile(
 _FIX_TOGETHER = re.compile(
     r"\b(both|all( of them| three| two)?|them all)\b.{0,25}\b(fixed|solved|resolved|gone|addressed)\b"
     r"|\bfix(ing|ed)? (both|them all|all of them|everything)\b"
-    r"|(两个|两者|二者|全部|所有问题)都?(修好|解决|修复)|都(修好|解决|修复)(了|后)",
+    r"|(两个|两者|二者|全部|所有)(问题|原因|故障)?都?(修好|解决|修复)|都(修好|解决|修复)(了|后)",
     re.I,
 )
 #: "The top problem": the cause a question means when it names none ("fix the biggest one").

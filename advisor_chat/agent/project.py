@@ -3195,12 +3195,16 @@ def fix_together(d: Diagnosis, zh: bool, *, count: int | None = 2) -> Projection
     The causes with a gain in the diagnosis' order (``None``: all of them), their gains summed
     (independent causes, each measured on its own; "up to" when one is an upper bound) and the
     step time that leaves (the median step minus the sum; grounding adds the same prefix sums,
-    see :func:`~advisor_chat.agent.grounding.add_diagnosis`). ``None`` with fewer than two.
+    see :func:`~advisor_chat.agent.grounding.add_diagnosis`). With a single cause that has a
+    gain, says so and gives its gain and the step it leaves (the question assumed two); ``None``
+    without any.
     """
     real = [c for c in d.causes if (c.gain_us or 0.0) > 0]
     # "both": the faults first (a job-wide overlap upper bound is not one of "both" problems)
     faults = [c for c in real if c.mechanism not in _OPTIMIZATIONS and c.culprit.kind != "job"]
     chosen = real if count is None else (faults if len(faults) >= count else real)[:count]
+    if len(chosen) == 1:
+        return _only_one_cause(d, chosen[0], zh)
     if len(chosen) < 2:
         return None
     total = sum(float(c.gain_us or 0.0) for c in chosen)
@@ -3226,6 +3230,27 @@ def fix_together(d: Diagnosis, zh: bool, *, count: int | None = 2) -> Projection
         p.lines.append(line + ".")
     for c in chosen:
         p.lines.append(_sentence(summary(c, zh), zh))
+    return p
+
+
+def _only_one_cause(d: Diagnosis, c: RootCause, zh: bool) -> Projection:
+    """Answer to "if both were fixed?" when the data shows one cause: its gain, the step left."""
+    gain, step = float(c.gain_us or 0.0), float(d.step_time_us or 0.0)
+    upto = c.bound == BoundKind.UPPER_BOUND
+    who = _cause_name(c, zh)
+    if zh:
+        line = f"这份数据中只有一个原因：{who}；修复后每步{'最多' if upto else '约'}节省 {us(gain)}"
+        if step > gain > 0:
+            line += f"，步长从 {us(step)} 降到约 {us(step - gain)}"
+    else:
+        line = (
+            f"This data shows one cause, not two: {who}; fixing it saves "
+            f"{'up to' if upto else 'about'} {us(gain)} per step"
+        )
+        if step > gain > 0:
+            line += f", taking the step from {us(step)} to about {us(step - gain)}"
+    p = Projection(lines=[line + ("。" if zh else "."), _sentence(summary(c, zh), zh)])
+    p.add_cause(c)
     return p
 
 
