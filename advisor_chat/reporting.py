@@ -22,7 +22,7 @@ import pandas as pd
 from advisor_chat.analyzers.base import AnalyzerResult, Finding, Severity
 from advisor_chat.analyzers.runner import AnalyzerRun, run_analyzers, sort_findings
 from advisor_chat.ingest.common import gc_paused
-from advisor_chat.ingest.profile import Profile
+from advisor_chat.ingest.profile import Profile, cite_zh
 from advisor_chat.tools.render import metric_label, unit_of
 
 if TYPE_CHECKING:
@@ -241,6 +241,60 @@ def _rows_text(rows: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+#: Row selectors of a finding's evidence (``Evidence.rows`` keys), as a Chinese report names them.
+_ROW_KEYS_ZH = {
+    "rank": "卡",
+    "ranks": "卡",
+    "step": "步",
+    "steps": "步",
+    "scope": "范围",
+    "transport": "链路类型",
+    "op_type": "算子类型",
+    "op_types": "算子类型",
+    "op_name": "算子",
+    "ops": "算子",
+    "names": "名称",
+    "stalled_steps": "阻塞的步",
+    "outlier_steps": "异常的步",
+    "setting": "配置项",
+    "group": "通信域",
+    "fields": "字段",
+    "components": "组成部分",
+    "code": "代码",
+    "accelerator_core": "加速核",
+}
+
+
+def _row_value_zh(v: Any) -> str:
+    """A selector value in Chinese: the analyzers' fixed words translated, identifiers kept."""
+    text = str(v)
+    fixed = {
+        "all": "全部",
+        "all ranks": "所有卡",
+        "all steps (mean per step)": "所有步（每步平均）",
+    }
+    if text in fixed:
+        return fixed[text]
+    m = re.fullmatch(r"step (\d+)", text)
+    if m:
+        return f"第 {m.group(1)} 步"
+    m = re.fullmatch(r"stage (\d+) \(ranks (.+)\)", text)
+    return f"阶段 {m.group(1)}（{m.group(2)}号卡）" if m else text
+
+
+def _rows_text_zh(rows: dict[str, Any]) -> str:
+    """:func:`_rows_text` for a Chinese report: ``范围：所有卡；卡：12, 14；步：所有步（每步平均）``."""
+    parts = []
+    for k, v in rows.items():
+        key = _ROW_KEYS_ZH.get(k, k)
+        if isinstance(v, (list, tuple)):
+            shown = "、".join(str(x) for x in list(v)[:8]) + (" 等" if len(v) > 8 else "")
+            parts.append(f"{key}：{shown}")
+        else:
+            parts.append(f"{key}：{_row_value_zh(v)}")
+    return "；".join(parts)
+
+
 def _counts(findings: tuple[Finding, ...], lang: str = "en") -> str:
     from advisor_chat.i18n import t
 
@@ -331,14 +385,17 @@ def _finding_md(f: Finding, heading: str, nested: bool = False, lang: str = "en"
         out.append(f"- **{t('report.metrics', lang)}** {m}")
     for e in f.evidence:
         source = md_text(e.source, limit=None)
-        if zh:  # "(16 files)" of a cited source, said in Chinese
-            source = re.sub(r"\((\d+) files\)", r"（共 \1 个文件）", source)
+        if zh:  # "(16 files)", "(no source file)" of a cited source, said in Chinese
+            name, note = cite_zh(e.source)
+            source = md_text(name, limit=None) + note
         line = f"- **{t('report.evidence', lang)}** " + t(
             "report.evidence_from", lang, table=f"`{e.table}`", source=source
         )
-        if e.rows:  # the rows read: identifiers (a code span in Chinese)
-            rows = _rows_text(e.rows)
-            line += f"（{md_code(rows, limit=None)}）" if zh else f" ({md_text(rows, limit=None)})"
+        if e.rows:  # the rows read
+            if zh:
+                line += f"（{md_text(_rows_text_zh(e.rows), limit=None)}）"
+            else:
+                line += f" ({md_text(_rows_text(e.rows), limit=None)})"
         if e.note and not zh:  # how the figure is computed: the analyzers say it in English
             line += f"; {md_text(e.note, limit=None)}"
         out.append(line)

@@ -242,3 +242,20 @@ def test_chinese_report_gives_the_analyzers_notes_in_chinese(scenario) -> None:
     extra = dataclasses.replace(report, notes=(*report.notes, "[x] an untranslated note"))
     assert "an untranslated note" in render_markdown(extra, lang="zh")
     assert "（原文为英文）" in render_markdown(extra, lang="zh")
+
+
+def test_chinese_report_names_the_rows_behind_a_finding_in_chinese(scenario) -> None:
+    """The rows an evidence line cites (scope, ranks, steps) and its file counts are said in
+    Chinese; the English selectors ("scope=all ranks", "mean per step", "(16 files)") are not
+    left in, and the English report keeps them."""
+    from advisor_chat.ingest import load_profile
+    from advisor_chat.reporting import render_markdown, run_report
+
+    report = run_report(load_profile(scenario("seed-rank12"), progress=False))
+    rows = [e.rows for f in report.findings for e in f.evidence if e.rows]
+    assert any(r.get("scope") == "all ranks" for r in rows)  # the selector exists ...
+    en, zh = render_markdown(report), render_markdown(report, lang="zh")
+    assert "scope=all ranks" in en and "files)" in en
+    for english in ("scope=", "all ranks", "mean per step", "files)", "no source file", "ops="):
+        assert english not in zh, english  # ... and a Chinese report says it in Chinese
+    assert "范围：所有卡" in zh and "步：所有步（每步平均）" in zh

@@ -1480,19 +1480,6 @@ class Planner:
         return ("（" + "，".join(cited) + "）") if zh else (" (" + ", ".join(cited) + ")")
 
 
-# the counts ``Profile.cite`` appends to a file name ("(16 files)", "(1024 files; read on demand)")
-_CITE_COUNT = re.compile(r" \((\d+) files(?:; (read on demand)|; read for (\d+) of (\d+) ranks)?\)")
-_NO_SOURCE = re.compile(r" \(no source file(?:; read on demand)?\)")
-
-
-def _cite_zh(m: re.Match[str]) -> str:
-    if m.group(2):
-        return f"（共 {m.group(1)} 个文件，按需读取）"
-    if m.group(3):
-        return f"（共 {m.group(1)} 个文件，已读 {m.group(3)}/{m.group(4)} 张卡）"
-    return f"（共 {m.group(1)} 个文件）"
-
-
 def quote_source(path: str, zh: bool = False) -> str:
     """A source citation in backticks (file name only for long absolute paths).
 
@@ -1502,10 +1489,11 @@ def quote_source(path: str, zh: bool = False) -> str:
     s = str(path).replace("`", "'")
     if len(s) > 60 and "/" in s and "(" not in s.rsplit("/", 1)[-1]:
         s = "…/" + s.rsplit("/", 1)[-1]
-    if zh and (m := _CITE_COUNT.search(s)) is not None:
-        return f"`{s[: m.start()]}`" + _cite_zh(m)
-    if zh and (m := _NO_SOURCE.search(s)) is not None:
-        return f"`{s[: m.start()]}`（无源文件）"
+    if zh:
+        from advisor_chat.ingest.profile import cite_zh
+
+        name, note = cite_zh(s)
+        return f"`{name}`{note}"
     return f"`{s}`"
 
 

@@ -298,7 +298,7 @@ def _spread_findings(spreads: pd.DataFrame, src: str, steps_note: str) -> list[F
                 "for late ranks (it mirrors the Computing/Free spread), not slow transfers"
             )
             summary_zh = (
-                f"{_scope_zh(row['scope'])} 间{label_zh}相差 {ms(row['gap_us'])}（占 step 的 {pct(row['gap_share'])}）："
+                f"{_scope_zh(row['scope'])}之间{label_zh}相差 {ms(row['gap_us'])}（占 step 的 {pct(row['gap_share'])}）："
                 f"{hi}号卡 为 {ms(row['max_us'])}，{lo}号卡 为 {ms(row['min_us'])}；主要是等待慢卡，而非传输慢"
             )
             out.append(
@@ -338,7 +338,7 @@ def _spread_findings(spreads: pd.DataFrame, src: str, steps_note: str) -> list[F
             f"{ms(row['min_us'])}"
         )
         summary_zh = (
-            f"{problem_zh}：{_scope_zh(row['scope'])} 间{label_zh}最大差 {ms(row['gap_us'])}"
+            f"{problem_zh}：{_scope_zh(row['scope'])}之间{label_zh}最大差 {ms(row['gap_us'])}"
             f"（占平均 step {ms(row['scope_step_us'])} 的 {pct(row['gap_share'])}，阈值 5%）；"
             f"最高 {hi}号卡 {ms(row['max_us'])}，最低 {lo}号卡 {ms(row['min_us'])}"
         )

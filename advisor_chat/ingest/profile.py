@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -336,3 +337,29 @@ class Profile:
             return files[0] + (f" ({note[2:]})" if note else "")
         shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
         return f"{shown} ({len(files)} files{note})"
+
+
+# the notes :meth:`Profile.cite` appends to a file name
+_CITE_COUNT = re.compile(r" \((\d+) files(?:; (read on demand)|; read for (\d+) of (\d+) ranks)?\)")
+_NO_SOURCE = re.compile(r" \(no source file(?:; read on demand)?\)")
+
+
+def cite_zh(citation: str) -> tuple[str, str]:
+    """A :meth:`Profile.cite` citation split into its file name and its note said in Chinese.
+
+    ``'step_trace_time.csv (16 files)'`` -> ``('step_trace_time.csv', '（共 16 个文件）')``;
+    ``'kernel_details.csv (1024 files; read on demand)'`` -> ``(…, '（共 1024 个文件，按需读取）')``;
+    ``'host_dispatch (no source file)'`` -> ``('host_dispatch', '（无源文件）')``; a citation
+    without a note -> ``(citation, '')``. File names stay as they are.
+    """
+    if (m := _CITE_COUNT.search(citation)) is not None:
+        if m.group(2):
+            note = f"（共 {m.group(1)} 个文件，按需读取）"
+        elif m.group(3):
+            note = f"（共 {m.group(1)} 个文件，已读 {m.group(3)}/{m.group(4)} 张卡）"
+        else:
+            note = f"（共 {m.group(1)} 个文件）"
+        return citation[: m.start()], note
+    if (m := _NO_SOURCE.search(citation)) is not None:
+        return citation[: m.start()], "（无源文件）"
+    return citation, ""
