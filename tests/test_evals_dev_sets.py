@@ -39,10 +39,12 @@ from advisor_chat.synth.scenarios_dev4 import DEV4_KINDS
 from advisor_chat.synth.scenarios_dev7 import DEV7_KINDS
 from advisor_chat.synth.scenarios_dev8 import DEV8_KINDS
 from advisor_chat.synth.scenarios_dev9 import DEV9_KINDS
+from advisor_chat.synth.scenarios_dev10 import DEV10_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
 from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_KINDS
 from advisor_chat.synth.scenarios_heldout4 import HELDOUT4_KINDS
+from advisor_chat.synth.scenarios_heldout5 import HELDOUT5_KINDS
 
 SETS = {
     "generalization_dev": DEV_KINDS,
@@ -52,9 +54,11 @@ SETS = {
     "generalization_dev7": DEV7_KINDS,
     "generalization_dev8": DEV8_KINDS,
     "generalization_dev9": DEV9_KINDS,
+    "generalization_dev10": DEV10_KINDS,
     "generalization_heldout2": HELDOUT2_KINDS,
     "generalization_heldout3": HELDOUT3_KINDS,
     "generalization_heldout4": HELDOUT4_KINDS,
+    "generalization_heldout5": HELDOUT5_KINDS,
 }
 
 

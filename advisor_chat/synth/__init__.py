@@ -27,11 +27,13 @@ from advisor_chat.synth.scenarios_dev4 import DEV4_SCENARIOS
 from advisor_chat.synth.scenarios_dev7 import DEV7_SCENARIOS
 from advisor_chat.synth.scenarios_dev8 import DEV8_SCENARIOS
 from advisor_chat.synth.scenarios_dev9 import DEV9_SCENARIOS
+from advisor_chat.synth.scenarios_dev10 import DEV10_SCENARIOS
 from advisor_chat.synth.scenarios_ext import register as _register_more
 from advisor_chat.synth.scenarios_faults import register as _register_faults
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_SCENARIOS
 from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_SCENARIOS
 from advisor_chat.synth.scenarios_heldout4 import HELDOUT4_SCENARIOS
+from advisor_chat.synth.scenarios_heldout5 import HELDOUT5_SCENARIOS
 from advisor_chat.synth.writer import RunInfo, write_rank
 
 __all__ = ["SCENARIOS", "ScenarioSpec", "demo_profile", "double_hash", "generate"]
@@ -47,9 +49,11 @@ for _spec in (
     *DEV7_SCENARIOS,
     *DEV8_SCENARIOS,
     *DEV9_SCENARIOS,
+    *DEV10_SCENARIOS,
     *HELDOUT2_SCENARIOS,
     *HELDOUT3_SCENARIOS,
     *HELDOUT4_SCENARIOS,
+    *HELDOUT5_SCENARIOS,
 ):
     SCENARIOS.setdefault(_spec.name, _spec)
 

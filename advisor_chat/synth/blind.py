@@ -15,8 +15,12 @@ from __future__ import annotations
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
 from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_KINDS
 from advisor_chat.synth.scenarios_heldout4 import HELDOUT4_KINDS
+from advisor_chat.synth.scenarios_heldout5 import HELDOUT5_KINDS
 
 #: Every blind held-out scenario name.
 BLIND_KINDS: frozenset[str] = (
-    frozenset(HELDOUT2_KINDS) | frozenset(HELDOUT3_KINDS) | frozenset(HELDOUT4_KINDS)
+    frozenset(HELDOUT2_KINDS)
+    | frozenset(HELDOUT3_KINDS)
+    | frozenset(HELDOUT4_KINDS)
+    | frozenset(HELDOUT5_KINDS)
 )
