@@ -506,3 +506,37 @@ def test_sync_and_capture_suspicions(text: str, hyp: str) -> None:
 )
 def test_step_ranges(text: str, steps: tuple[int, ...]) -> None:
     assert parse_question(text).steps == steps
+
+
+@pytest.mark.parametrize(
+    ("text", "ranks", "stages"),
+    [
+        ("are the first 8 cards just worse silicon?", tuple(range(8)), ()),
+        ("前8张卡是不是硬件差一些", tuple(range(8)), ()),
+        ("we train on 16 cards, the first stage is slow", (), (0,)),
+        ("前面那个stage到底比后面多干了啥", (), (0,)),
+        ("第一个阶段为什么慢", (), (0,)),
+        ("16 cards, 2 nodes: why is it slow?", (), ()),  # a count, not ranks 0-15
+    ],
+)
+def test_first_n_ranks_and_the_first_stage(text: str, ranks: tuple, stages: tuple) -> None:
+    q = parse_question(text)
+    assert q.ranks == ranks and q.stages == stages
+
+
+@pytest.mark.parametrize(
+    ("text", "hyp"),
+    [
+        ("are the first 8 cards just worse silicon?", "hardware"),
+        ("should we just replace rank 12s NPU?", "card"),
+        ("swap the slowest card and we're done?", "card"),
+    ],
+)
+def test_hardware_and_card_words(text: str, hyp: str) -> None:
+    assert parse_question(text).hypothesis == hyp
+
+
+def test_saving_per_step_is_a_how_much_question() -> None:
+    assert parse_question("if we rebalance it, what do we save per step, roughly?").kind == (
+        "how_much"
+    )

@@ -189,3 +189,44 @@ def test_a_card_swap_is_judged_against_the_cause(ask, name, question, start, als
 def test_both_fixed_on_one_cause_says_there_is_one(ask, name, question, start) -> None:
     text = ask(name, question)
     assert text.startswith(start), text[:300]
+
+
+@pytest.mark.parametrize(
+    ("name", "question", "start", "also"),
+    [
+        # the links are at speed: the ranks wait in the all-reduces for rank 0's host
+        (
+            "rank0-grad-hook-sync",
+            "plain DDP: every step the ranks sit in the grad allreduces for a few ms, even though "
+            "the network bandwidth looks totally normal. what's going on?",
+            "The links are fine; the ranks wait in the collectives for rank 0",
+            "aclrtSynchronizeStream",
+        ),
+        (
+            "rank0-grad-hook-sync",
+            "带宽正常，但各卡每步都在allreduce里等好几毫秒，咋回事",
+            "链路都正常",
+            "0号卡",
+        ),
+        # the same shapes every step: not a recompile for new shapes
+        (
+            "jit-compile-mode",
+            "is it recompiling kernels every step because of changing shapes?",
+            "No: every captured step runs only the operator input shapes",
+            "aclopCompileAndExecute",
+        ),
+        # gradient operators scaled with the forward ones: an uneven split, not a recompute
+        ("pp-uneven-layers", "是不是第一个stage开了重计算导致的？", "不是。", "层切分不均"),
+        # composed RMSNorm / RoPE: the vector operators the user names are not normal
+        (
+            "eager-rmsnorm-rope",
+            "Pow、ReduceMean、Neg、ConcatD这么多，这正常吗",
+            "不正常",
+            "RMSNorm",
+        ),
+    ],
+)
+def test_hidden_causes_answer_the_question_asked(ask, name, question, start, also) -> None:
+    text = ask(name, question)
+    assert text.startswith(start), text[:300]
+    assert also in text

@@ -196,3 +196,19 @@ def test_one_rank_one_step() -> None:
     res = host_dispatch(_build(ranks=(0,), steps=(1,)), HostDispatchParams())
     assert len(res.table) == 1
     assert not _kinds(res, "launch_delay")
+
+
+def test_a_long_launch_call_is_host_time_the_device_waits_for() -> None:
+    """A task is submitted when its launch call returns: on rank 1 each call starts 60 µs before
+    the previous kernel ends and lasts 150 µs, so the device idles 90 µs waiting for it (the
+    gap), all of it host wait; on rank 0 the call (20 µs) returns long before, so nothing is."""
+    gap = 90.0
+    prof = _build(gap=lambda r: gap, delay=lambda r: 150.0 if r == 1 else 500.0)
+    hd = prof.get("host_dispatch")
+    # rank 1: call from (start - 150) for 150 µs, i.e. it returns right at the kernel's start;
+    # rank 0: call from (start - 500) for 20 µs
+    hd = hd.assign(api_duration_us=[150.0 if r == 1 else 20.0 for r in hd["rank"]])
+    prof.tables["host_dispatch"] = validate_table("host_dispatch", hd)
+    t = host_dispatch(prof, HostDispatchParams()).table.set_index("rank")
+    assert t.loc[1, "host_wait_us_per_step"] == pytest.approx((N_K - 1) * gap)
+    assert t.loc[0, "host_wait_us_per_step"] == pytest.approx(0.0)

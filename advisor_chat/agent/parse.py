@@ -281,7 +281,8 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
     "how_much": (
         r"\bhow (much|many|long|large|big)\b",
         r"\b(gain|save|saving|savings|speed-?up)\b.{0,30}\b(if|by|from)\b",
-        r"\bwhat (would|will|could) (i|we|you) (gain|save)",
+        r"\bwhat (would|will|could|do|does|did) (i|we|you|it|that) (gain|save)",
+        r"\b(gain|save|saving|savings|speed-?up)\b.{0,20}\bper (step|iteration)\b",
         r"\bwhat step time (would|will|should|could) (i|we)\b",
         r"多少",
         r"多大(?!(的)?(把握|信心|可能|概率))",
@@ -510,12 +511,11 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
     "pipeline": (
         r"\bpipeline",
         r"\bbubbles?\b",
-        r"\bstages?\b",
+        r"(?<![a-z])stages?(?![a-z])",
         r"流水线",
         r"气泡",
         r"空泡",
         r"阶段",
-        r"\bstage\b",
     ),
     "trend": (
         r"\btrend",
@@ -723,6 +723,9 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
     ),
     "hardware": (
         r"\bhardware\b",
+        r"\bsilicon\b",
+        r"\b(worse|weaker|bad|lemon)\s+(chips?|npus?|cards?|boards?)\b",
+        r"(硬件|芯片|卡).{0,4}(差|不行|有问题|体质)",
         r"\bfaulty\b",
         r"\bbroken\b",
         r"\bdefective\b",
@@ -1047,6 +1050,11 @@ _RANK_RANGE = (
     ),
     re.compile(r"(?:卡|rank)\s*(\d+)\s*(?:到|至|-|–|—|~)\s*(\d+)", re.I),
 )
+#: "The first 8 cards", "前8张卡": the ranks 0 .. N-1 (a count after "first" / 前 is a range).
+_FIRST_N = re.compile(
+    rf"\bfirst\s+(\d+)\s+{_RANKWORD}\b|(?<![\d到至])前\s*(?=\d+\s*(?:张|个)?\s*(?:卡|rank))(\d+)",
+    re.I,
+)
 # A rank is named by "rank N", "card N", "device N", "N号卡", "卡N", "第N张卡" or a bare "N卡";
 # a number before a rank word with a classifier or in a count context ("16 cards", "8张卡",
 # "用2卡试跑", "16卡，TP=8", "2 nodes x 8 NPUs") is a count (:data:`_COUNTS`), never a rank.
@@ -1107,9 +1115,14 @@ _LINK_PATTERNS = (
     ),
 )
 _STAGE_PATTERNS = (
-    re.compile(r"\b(?:pp\s*)?stage\s*[#:]?\s*(\d+)", re.I),
+    re.compile(r"(?<![a-z])(?:pp\s*)?stage\s*[#:]?\s*(\d+)", re.I),
     re.compile(r"(?:流水线)?阶段\s*(\d+)"),
     re.compile(r"第\s*(\d+)\s*(?:个)?\s*(?:stage|阶段|流水线阶段)", re.I),
+)
+#: The first pipeline stage named without its number.
+_FIRST_STAGE = re.compile(
+    r"\bfirst (?:pp |pipeline )?stage\b|前面(?:那个|的|这个)?\s*(?:stage|阶段)|第一个\s*(?:stage|阶段)",
+    re.I,
 )
 _STEP_LIST = re.compile(
     r"\b(?:steps|iterations|iters)\s*(\d+(?:\s*(?:,|，|、|and|&|or)\s*\d+)+)", re.I
@@ -1438,6 +1451,15 @@ def _find_ranks(
     found: list[tuple[int, int]] = []
     taken: list[tuple[int, int]] = list(skip)
     is_range = False
+    for m in _FIRST_N.finditer(q):  # "the first 8 cards", "前8张卡": ranks 0 .. N-1
+        n = int(m.group(1) or m.group(2))
+        if not 1 < n <= MAX_RANGE_RANKS + 1:  # ("8 cards" alone would be a count: not here)
+            continue
+        if ranges is not None:
+            ranges.append((0, n - 1))
+        found.extend((m.start() + i, r) for i, r in enumerate(range(n)))
+        taken.append((m.start(), m.end()))
+        is_range = True
     for s, e, m in _spans(q, _RANK_RANGE):
         if _overlaps((s, e), taken) or _overlaps((s, e), counts):
             continue
@@ -1799,6 +1821,8 @@ def parse_question(
     ctx_spans = [*ctx_spans, *node_spans]  # a node's number is neither a rank nor a step
     stage_spans = [(m.start(), m.end()) for _, _, m in _spans(q, _STAGE_PATTERNS)]
     stages = _find_ints(q, _STAGE_PATTERNS, ctx_spans)
+    if not stages and _FIRST_STAGE.search(q):  # "the first stage", "前面那个stage"
+        stages = [0]
     step_spans = [(m.start(1), m.end(1)) for _, _, m in _spans(q, _STEP_PATTERNS)]
     # "steps 13 and 18", "steps 3, 5, 9": every number of the list is a step
     listed = [

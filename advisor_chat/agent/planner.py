@@ -696,6 +696,11 @@ class Planner:
             _HEALTHY_Q.search(q.text) is not None
             or (hyp == "profiler" and _REAL_Q.search(q.text) is not None)
         )
+        if healthy and q.ops and not q.ranks and not hyp:
+            # "Pow, ReduceMean, Neg everywhere, is that normal?": not when a cause names them
+            odd = project.ops_not_normal(d, q.ops, zh)
+            if odd is not None:
+                return odd
         idle_q = _IDLE_Q.search(q.text) is not None
         # "where in the step is the idle?": the idle every rank shares, when the job has one
         idle_place = idle_q and _IDLE_PLACE.search(q.text) is not None

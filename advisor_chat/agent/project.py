@@ -1675,6 +1675,26 @@ def _network(
         return p
     if comm and not yes_no:
         cc = comm[0]
+        if (
+            top is not None
+            and top.id != cc.id
+            and top.culprit.kind != "job"
+            and any(v.how == "collective_wait" for v in top.victims)
+        ):
+            # "why do the ranks sit in the all-reduces when the bandwidth is fine?": with every
+            # link at speed, they wait there for a late rank; that rank is the answer
+            who = label(top.culprit, zh)
+            p.add_cause(top)
+            p.add_cause(cc)
+            p.plot_ranks = _culprit_ranks(top)[:8]
+            p.lines.append(
+                f"链路都正常，各卡在集合通信里等的是{who}：{summary(top, zh)}。"
+                if zh
+                else f"The links are fine; the ranks wait in the collectives for {who}: "
+                f"{lower_first(summary(top, zh))}."
+            )
+            p.lines.append(cause_bullet(cc, zh))
+            return p
         p.add_cause(cc)
         p.plot_ranks = _culprit_ranks(cc)[:8]
         p.lines.append(
@@ -3254,6 +3274,27 @@ def _only_one_cause(d: Diagnosis, c: RootCause, zh: bool) -> Projection:
     return p
 
 
+def ops_not_normal(d: Diagnosis, ops: Sequence[str], zh: bool) -> Projection | None:
+    """Answer to "is it normal to see this many Pow / ReduceMean kernels?" when a cause names them.
+
+    The first cause whose summary names one of ``ops`` (operator types the question names): the
+    answer is "no" with that cause. ``None`` when no cause names them (the tools answer then).
+    """
+    for c in _real(d):
+        if any(re.search(rf"(?<![A-Za-z]){re.escape(o)}(?![A-Za-z])", c.summary) for o in ops):
+            p = Projection(
+                lines=[
+                    f"不正常：{_sentence(summary(c, True), True)}"
+                    if zh
+                    else f"No, that is not normal: {_sentence(lower_first(summary(c, False)), False)}"
+                ]
+            )
+            p.add_cause(c)
+            p.plot_ranks = _culprit_ranks(c)[:8]
+            return p
+    return None
+
+
 def late_event(d: Diagnosis, zh: bool) -> Projection | None:
     """The cause holding a single very large late arrival ("the job hung for seconds, why?").
 
@@ -3307,6 +3348,8 @@ SUSPECTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
             r"序列长度",
             r"动态\s*shape",
             r"分桶",
+            r"\b(changing|varying|different|new) (input )?shapes?\b",
+            r"shape\s*(变化|变了|不固定|不一样|在变)",
         ),
         (r"dynamic shapes", r"动态 shape"),
         "",
@@ -3525,6 +3568,53 @@ def _setting_verdict(d: Diagnosis, var: str, zh: bool) -> Projection:
     return p
 
 
+#: What in a cause's text rules a suspect out (the decomposition said so, e.g. gradient operators
+#: scaled with the forward ones: more layers, not a forward re-run).
+SUSPECT_RULED_OUT: dict[str, tuple[str, ...]] = {
+    "recompute": (r"not a re-run of the forward", r"而不是前向被重算"),
+}
+
+
+def _suspect_ruled_out(
+    d: Diagnosis, key: str, real: Sequence[RootCause], zh: bool
+) -> Projection | None:
+    """A "no" for a suspect the evidence rules out, with that evidence; ``None`` otherwise.
+
+    From the top causes' text (:data:`SUSPECT_RULED_OUT`) or, for dynamic shapes, from the
+    kernels: every later step runs only the operator shapes of the first
+    (:attr:`~advisor_chat.diagnosis.types.Diagnosis.shapes_repeat`).
+    """
+    for c in real:
+        if any(re.search(p, _cause_text(c), re.I) for p in SUSPECT_RULED_OUT.get(key, ())):
+            p = Projection(
+                lines=[
+                    f"不是。{_sentence(summary(c, True), True)}"
+                    if zh
+                    else f"No. {_sentence(summary(c, False), False)}"
+                ]
+            )
+            p.add_cause(c)
+            return p
+    if key == "dynamic_shapes" and d.shapes_repeat:
+        top = real[0] if real else None
+        p = Projection()
+        if top is not None:
+            p.add_cause(top)
+            p.plot_ranks = _culprit_ranks(top)[:8]
+        where_en = f" The time goes elsewhere — {lower_first(summary(top, zh))}." if top else ""
+        where_zh = f"时间损失在别处——{summary(top, zh)}。" if top else ""
+        p.lines.append(
+            "不是：每个采集到的步都只运行第一个步里已经出现过的算子输入 shape（kernel_details.csv "
+            "的 Input Shapes），之后没有为新 shape 构建算子。" + where_zh
+            if zh
+            else "No: every captured step runs only the operator input shapes the first step "
+            "already ran (kernel_details.csv Input Shapes), so no operator is built for a new "
+            f"shape after it.{where_en}"
+        )
+        return p
+    return None
+
+
 def suspect_verdict(
     d: Diagnosis, key: str, zh: bool, env_recorded: bool, *, undecided_ok: bool = True
 ) -> Projection | None:
@@ -3570,6 +3660,9 @@ def suspect_verdict(
                 f"profiler_metadata.json).{rest_en}"
             )
             return p
+    no = _suspect_ruled_out(d, key, real, zh)
+    if no is not None:
+        return no
     # neither shown nor ruled out: say so, and where the time goes
     if not undecided_ok:
         return None

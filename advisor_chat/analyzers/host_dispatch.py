@@ -132,12 +132,15 @@ def _kernel_gaps(k: pd.DataFrame) -> pd.DataFrame:
 
 
 def _host_wait(gaps: pd.DataFrame, hd: pd.DataFrame) -> pd.DataFrame:
-    """Attach the host launch time of each device task (matched on device start within 1 µs).
+    """Attach the host launch time of each device task (matched on device start within 1 µs): ``host_launch_us``, the end of its launch call.
 
     ``host_wait_us``: the part of the gap before a task that the device spent waiting for its
-    launch: the whole gap when the task started within ``QUEUE_EMPTY_US`` of its launch call (the
-    queue was empty, the launch itself was late), else the time from the previous task's end to
-    the launch call's start (the host had not called it yet), at most the gap.
+    launch: the whole gap when the task started within ``QUEUE_EMPTY_US`` of the end of its launch
+    call (the queue was empty, the launch itself was late), else the time from the previous task's
+    end to the end of the launch call (the host had not launched it yet: a task is submitted when
+    its launch call returns, so a long call, e.g. an operator compiled online in
+    ``aclopCompileAndExecute``, is host time the device waits for), at most the gap. The call's end
+    is ``host_start_us + api_duration_us``; its start when the duration is not in the export.
 
     Matching uses one sorted key per row, rank · 1e11 + (start − t0) µs (exact to ~0.02 µs for
     profiles shorter than 27 h; longer ones fall back to a per-rank ``merge_asof``).
@@ -145,10 +148,13 @@ def _host_wait(gaps: pd.DataFrame, hd: pd.DataFrame) -> pd.DataFrame:
     h_rank = hd["rank"].to_numpy(dtype="int64", na_value=-1)
     h_dev = hd["device_start_us"].to_numpy(dtype="float64", na_value=np.nan)
     h_host = hd["host_start_us"].to_numpy(dtype="float64", na_value=np.nan)
+    if "api_duration_us" in hd.columns:  # the launch is submitted when its call returns
+        api = pd.to_numeric(hd["api_duration_us"], errors="coerce").to_numpy(dtype="float64")
+        h_host = h_host + np.where(np.isfinite(api) & (api > 0), api, 0.0)
     ok = np.isfinite(h_dev) & np.isfinite(h_host)
     h_rank, h_dev, h_host = h_rank[ok], h_dev[ok], h_host[ok]
     out = gaps.copy()
-    out["host_start_us"] = np.nan
+    out["host_launch_us"] = np.nan
     out["host_wait_us"] = np.nan
     if not len(h_dev) or out.empty:
         return out
@@ -158,8 +164,8 @@ def _host_wait(gaps: pd.DataFrame, hd: pd.DataFrame) -> pd.DataFrame:
     span = float(max(np.nanmax(k_start), h_dev.max())) - t0
     if span >= 1e11:
         m = pd.merge_asof(
-            out.drop(columns=["host_start_us", "host_wait_us"]).sort_values("start_us"),
-            pd.DataFrame({"rank": h_rank, "start_us": h_dev, "host_start_us": h_host}).sort_values(
+            out.drop(columns=["host_launch_us", "host_wait_us"]).sort_values("start_us"),
+            pd.DataFrame({"rank": h_rank, "start_us": h_dev, "host_launch_us": h_host}).sort_values(
                 "start_us"
             ),
             on="start_us",
@@ -168,7 +174,7 @@ def _host_wait(gaps: pd.DataFrame, hd: pd.DataFrame) -> pd.DataFrame:
             direction="nearest",
         )
         out = m.sort_values(["rank", "start_us"], kind="stable").reset_index(drop=True)
-        host = out["host_start_us"].to_numpy()
+        host = out["host_launch_us"].to_numpy()
     else:
         key_h = h_rank * 1e11 + (h_dev - t0)
         o = np.argsort(key_h, kind="stable")
@@ -181,7 +187,7 @@ def _host_wait(gaps: pd.DataFrame, hd: pd.DataFrame) -> pd.DataFrame:
         best = np.where(d_hi < d_lo, hi, lo)
         dist = np.minimum(d_lo, d_hi)
         host = np.where(dist <= 1.0, hs[best], np.nan)
-        out["host_start_us"] = host
+        out["host_launch_us"] = host
     late = np.clip(host - out["prev_end_us"].to_numpy(), 0.0, None)
     empty = (out["start_us"].to_numpy() - host) <= QUEUE_EMPTY_US
     late = np.where(empty, out["gap_us"].to_numpy(), late)

@@ -623,6 +623,8 @@ AICPU_MIN_SHARE = 0.05
 #: Operator types that are the model's main work (a large share of them is compute-bound, not a
 #: fault): matrix multiplications and fused attention.
 MAIN_WORK = re.compile(r"matmul|batchmatmul|gemm|flashattention|fusedinferattention|grouped", re.I)
+#: Operator types of the optimizer step (multi-tensor "foreach" kernels, fused Adam / apply).
+OPTIMIZER_OPS = re.compile(r"foreach|apply|adam|lamb", re.I)
 #: Operator types that only move or convert data (layout, format, dtype).
 LAYOUT_OPS = re.compile(
     r"^(transdata|transpose|transposed|cast|tensormove|contiguous|viewcopy|asstrided|identity|"
@@ -666,6 +668,13 @@ FUSIBLE = (
         r"^(?:Pow|Square|ReduceMean|Rsqrt)",
         r"RmsNorm",
         0.05,
+    ),
+    FusiblePattern(
+        "rotary position embedding",
+        (r"^Neg", r"^Concat"),
+        r"^(?:Neg|Concat|StridedSlice|Slice|SplitV?)",
+        r"Rotary|RopeWithSinCos|ApplyRotaryPosEmb|InterleaveRope",
+        0.03,
     ),
     FusiblePattern(
         "SwiGLU",
@@ -721,12 +730,15 @@ class JobAccount:
         hotspot: The item that takes a large share everywhere and is not the model's main
             matrix work (thresholds above), else ``None``.
         main_work: The largest main-work operator type (MatMul, attention), for "what dominates".
+        more_fusions: Other composed computations (``fusion`` items) above their own pattern's
+            threshold besides a ``fusion`` hotspot, largest first.
     """
 
     ranks: tuple[int, ...]
     items: tuple[JobItem, ...]
     hotspot: JobItem | None
     main_work: JobItem | None
+    more_fusions: tuple[JobItem, ...] = ()
 
 
 def _item(
@@ -756,6 +768,37 @@ def _item(
             ascending=False).index[:4]) if what in ("layout", "dynamic", "engine", "fusion") else (),
         float(dev),
     )  # fmt: skip
+
+
+def _chains(k: pd.DataFrame, anchors: str) -> pd.DataFrame:
+    """The kernels of the operator chains a fused kernel replaces, found around their anchors.
+
+    A composed computation (RMSNorm as Cast, Pow, ReduceMean, Add, Rsqrt, Mul ...) launches its
+    anchors (``anchors``: the op types only it uses) among generic ones (Mul, Add, Cast) that
+    belong to it too. Per rank and step in launch order, a chain is a run of kernels between two
+    main-work kernels (``MAIN_WORK``: MatMul, attention), and it counts when one of its kernels is
+    an anchor. Without start times, the anchors alone. The optimizer's kernels (``OPTIMIZER_OPS``)
+    end a chain like main work.
+    """
+    is_anchor = k["op_type"].str.contains(anchors, case=False, regex=True)
+    if "start_us" not in k.columns or not is_anchor.any():
+        return k[is_anchor]
+    start = pd.to_numeric(k["start_us"], errors="coerce")
+    if not start.notna().all():
+        return k[is_anchor]
+    o = k.assign(_start=start, _anchor=is_anchor).sort_values(["rank", "step", "_start"])
+    # main work ends a chain, and so does the optimizer step (its multi-tensor kernels belong to
+    # no layer's chain)
+    main = o["op_type"].str.contains(MAIN_WORK).to_numpy(dtype=bool) | o["op_type"].str.match(
+        OPTIMIZER_OPS
+    ).to_numpy(dtype=bool)
+    rank = o["rank"].to_numpy()
+    step = o["step"].to_numpy()
+    new = np.ones(len(o), dtype=bool)
+    new[1:] = (rank[1:] != rank[:-1]) | (step[1:] != step[:-1]) | main[1:] | main[:-1]
+    run = np.cumsum(new)
+    has = pd.Series(o["_anchor"].to_numpy(dtype=bool)).groupby(run).transform("any").to_numpy()
+    return o[has & ~main].drop(columns=["_start", "_anchor"])
 
 
 def job_account(profile: Profile, step_us_by_rank: pd.Series) -> JobAccount | None:
@@ -794,7 +837,7 @@ def job_account(profile: Profile, step_us_by_rank: pd.Series) -> JobAccount | No
             for req in fp.require
         ):
             continue
-        sub = k[k["op_type"].str.contains(fp.members, case=False, regex=True)]
+        sub = _chains(k, fp.members)
         items.append(
             _item("fusion", f"{fp.name} computed from separate operators", sub, units, step, device)
         )
@@ -817,7 +860,16 @@ def job_account(profile: Profile, step_us_by_rank: pd.Series) -> JobAccount | No
             hot = it
             break
     main = next((i for i in items if i.what == "op_type" and MAIN_WORK.search(i.name)), None)
-    return JobAccount(tuple(int(r) for r in units.index), tuple(items), hot, main)
+    more = tuple(
+        it
+        for it in items
+        if hot is not None
+        and hot.what == "fusion"
+        and it.what == "fusion"
+        and it is not hot
+        and any(it.name.startswith(f"{f.name} ") and it.share_min >= f.min_share for f in FUSIBLE)
+    )
+    return JobAccount(tuple(int(r) for r in units.index), tuple(items), hot, main, more)
 
 
 #: Idle before one operator explains a host stall when it holds at least this share of the
@@ -1267,6 +1319,30 @@ class Recompute:
     grad_per_step: float
 
 
+def shapes_repeat(profile: Profile, ranks: Sequence[int]) -> bool | None:
+    """Whether every step after a rank's first runs only operator shapes that first step ran.
+
+    Over up to ``PEER_SAMPLE`` of ``ranks``: the (op type, input shapes) pairs of the compute
+    kernels (``kernel_details.csv`` Input Shapes / DB TASK) in the rank's first captured step,
+    against those of its later steps. True when no later step launches a pair first seen there (no
+    operator is built for a new shape in the steady state); ``None`` without input shapes or with
+    fewer than two steps.
+    """
+    k = _compute_kernels(profile, _sample([int(r) for r in ranks]))
+    if k.empty or not k["input_shapes"].astype(bool).any():
+        return None
+    k = k[k["step"] >= 0]
+    if k["step"].nunique() < 2:
+        return None
+    pair = k["op_type"].astype(str) + "|" + k["input_shapes"].astype(str)
+    first = k.groupby("rank")["step"].transform("min")
+    for _r, g in k.assign(pair=pair, first=first).groupby("rank"):
+        seen = set(g.loc[g["step"] == g["first"], "pair"])
+        if not set(g.loc[g["step"] != g["first"], "pair"]) <= seen:
+            return False
+    return True
+
+
 def recompute(profile: Profile, ranks: Sequence[int]) -> Recompute | None:
     """The forward re-run of each step (``None`` below ``RECOMPUTE_MIN_SHARE`` or without markers)."""
     f = _passes(profile, ranks)
@@ -1426,6 +1502,114 @@ class SyncStalls:
     share_of_idle: float
     spots: tuple[SyncSpot, ...]
     ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SyncCalls:
+    """How often the hosts of some ranks call a stream / device synchronize, per step.
+
+    Attributes:
+        api: The synchronize call made most (``AscendCL@aclrtSynchronizeStream``, ...).
+        per_step: Calls per (step, rank) of the ranks asked (median).
+        peer_per_step: Calls per (step, rank) of their peers (median; 0 when they make none).
+    """
+
+    api: str
+    per_step: float
+    peer_per_step: float
+
+
+def sync_calls(profile: Profile, ranks: Sequence[int], peers: Sequence[int]) -> SyncCalls | None:
+    """Synchronize calls of ``ranks``' hosts per step against their peers' (``host_dispatch``).
+
+    Rows whose ``api_name`` holds ``Synchronize`` (trace_view.json CANN rows / DB CANN_API), counted
+    per (step, rank) over the (step, rank) pairs with any host row, the median taken; peers sampled
+    (``PEER_SAMPLE``). ``None`` without host rows for both sides, or when ``ranks`` make none.
+    """
+    c_ranks = sorted({int(r) for r in ranks})
+    p_ranks = _sample([int(p) for p in peers if int(p) not in set(c_ranks)])
+    if not c_ranks or not p_ranks:
+        return None
+    hd = profile.host_dispatch_for([*c_ranks, *p_ranks])
+    if hd.empty or not {"api_name", "rank", "step"} <= set(hd.columns):
+        return None
+    names = hd["api_name"].astype("string").fillna("")
+    is_sync = names.str.contains("Synchronize", regex=False).to_numpy(dtype=bool)
+
+    def rate(rs: list[int]) -> tuple[float, int]:
+        mine = hd["rank"].isin(rs).to_numpy(dtype=bool)
+        counts = (
+            pd.Series(is_sync[mine])
+            .groupby([hd["rank"].to_numpy()[mine], hd["step"].to_numpy()[mine]])
+            .sum()
+        )
+        # the median (step, rank): a step the capture cut short does not lower the count
+        return (float(counts.median()), len(counts)) if len(counts) else (math.nan, 0)
+
+    c_rate, c_units = rate(c_ranks)
+    p_rate, p_units = rate(p_ranks)
+    if not c_units or not p_units or not c_rate > 0:
+        return None
+    api = str(names[is_sync & hd["rank"].isin(c_ranks).to_numpy(dtype=bool)].mode().iloc[0])
+    return SyncCalls(api, c_rate, p_rate)
+
+
+@dataclass(frozen=True)
+class LaunchApi:
+    """The host API most of the host's launch time goes to (``host_dispatch``).
+
+    Attributes:
+        api: Its name (``AscendCL@aclopCompileAndExecute``, ``AscendCL@aclnnMatmul`` ...).
+        share: Its share of the host's launch-call time (sum of ``api_duration_us``).
+        per_step: Its calls per (step, rank) (median).
+        launches_per_step: All launch calls per (step, rank) (median).
+        median_us: Its median call duration, µs.
+    """
+
+    api: str
+    share: float
+    per_step: float
+    launches_per_step: float
+    median_us: float
+
+
+def top_launch_api(profile: Profile, ranks: Sequence[int]) -> LaunchApi | None:
+    """The launch API that takes the largest share of the host's launch time (sampled ranks).
+
+    Over up to ``PEER_SAMPLE`` of ``ranks``, from ``host_dispatch`` (trace_view.json CANN rows with a HostToDevice flow / DB CANN_API):
+    per ``api_name``, the sum of ``api_duration_us`` over the sum for every launch call
+    (synchronize calls excluded). ``None`` without call durations.
+    """
+    rs = _sample([int(r) for r in ranks])
+    hd = profile.host_dispatch_for(rs) if rs else pd.DataFrame()
+    if hd.empty or not {"api_name", "api_duration_us", "rank", "step"} <= set(hd.columns):
+        return None
+    names = hd["api_name"].astype("string").fillna("")
+    dur = pd.to_numeric(hd["api_duration_us"], errors="coerce")
+    keep = (~names.str.contains("Synchronize", regex=False) & dur.notna()).to_numpy(dtype=bool)
+    if not keep.any():
+        return None
+    t = pd.DataFrame(
+        {
+            "api": names[keep].to_numpy(),
+            "dur": dur[keep].to_numpy(dtype="float64"),
+            "rank": hd["rank"].to_numpy()[keep],
+            "step": hd["step"].to_numpy()[keep],
+        }
+    )
+    total = float(t["dur"].sum())
+    if not total > 0:
+        return None
+    by = t.groupby("api")["dur"].agg(["sum", "median"]).sort_values("sum", ascending=False)
+    api = str(by.index[0])
+    top = t[t["api"] == api]
+    return LaunchApi(
+        api,
+        float(by["sum"].iloc[0]) / total,
+        float(top.groupby(["rank", "step"]).size().median()),
+        float(t.groupby(["rank", "step"]).size().median()),
+        float(by["median"].iloc[0]),
+    )
 
 
 #: A synchronize call is a stall when the device idles at least this long after it (µs): a

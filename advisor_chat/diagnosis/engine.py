@@ -856,6 +856,9 @@ def _diagnose(
     top = final[0] if final else None
     headline = top.summary if top is not None else "Nothing stands out."
     headline_zh = top.summary_zh if top is not None else "没有发现明显问题。"
+    from advisor_chat.diagnosis.decompose import shapes_repeat
+
+    kernel_data = bool(profile.available_ranks("kernels"))
     return Diagnosis(
         causes=tuple(final),
         other_findings=tuple(other),
@@ -881,9 +884,10 @@ def _diagnose(
         host_data=bool(profile.available_ranks("host_dispatch")),
         comm_data=any(not profile.get(t).empty for t in ("comm_matrix", "comm_bandwidth")),
         links_judged=_links_judged(ctx),
-        kernel_data=bool(profile.available_ranks("kernels")),
+        kernel_data=kernel_data,
         clock_mhz=statistics.median(ctx.clocks.values()) if ctx.clocks else float("nan"),
         versions=_versions(profile),
+        shapes_repeat=shapes_repeat(profile, profile.ranks) if kernel_data else None,
     )
 
 

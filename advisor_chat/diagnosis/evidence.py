@@ -395,7 +395,28 @@ def explain_device(
             f"{top.count_peer:.0f} 次，每次 {ms(each)}）：每步多 {ms(top.delta_us)}，"
             "是多做了计算，而不是算子变慢"
         )
-        if top.count_peer > 0 and top.count_culprit >= 1.5 * top.count_peer:
+        ratio = top.count_culprit / top.count_peer if top.count_peer > 0 else math.nan
+        # gradient operators run that much more often too: whole layers more, not a forward re-run
+        grads = [
+            o for o in acc.ops if o is not top and "grad" in o.op_type.lower() and o.count_peer > 0
+        ]
+        layers = math.isfinite(ratio) and any(
+            abs(o.count_culprit / o.count_peer - ratio) <= LAYER_RATIO_TOL * ratio for o in grads
+        )
+        if layers and ratio >= 1.2:
+            g = max(grads, key=lambda o: o.delta_us)
+            clause += (
+                f"; its gradient operators run {g.count_culprit / g.count_peer:.2f}x as often too "
+                f"({g.op_type} {g.count_culprit:.0f} against {g.count_peer:.0f}): forward and "
+                f"backward alike, so it holds about {ratio:.2f}x the layers of its peers (an "
+                "uneven layer split), not a re-run of the forward"
+            )
+            clause_zh += (
+                f"；其梯度算子也多运行了 {g.count_culprit / g.count_peer:.2f} 倍（{g.op_type} "
+                f"{g.count_culprit:.0f} 次对 {g.count_peer:.0f} 次）：前向和反向同样增多，说明它承担的层数约为"
+                f"其他卡的 {ratio:.2f} 倍（层切分不均），而不是前向被重算"
+            )
+        elif top.count_peer > 0 and top.count_culprit >= 1.5 * top.count_peer:
             # the operators the peers also run, run again: what activation recomputation does
             # (the forward re-run in the backward)
             clause += (
@@ -445,6 +466,11 @@ def explain_device(
         clause = clause.removesuffix(tail)
         clause_zh = clause_zh.removesuffix(tail_zh)
     return Explanation(v, clause, clause_zh, rem, op, top.shape_culprit, m, tags)
+
+
+#: Gradient operators that run as many times more as the top operator (within this share of its
+#: launch ratio) mean whole layers more on the culprit, not a forward re-run.
+LAYER_RATIO_TOL = 0.15
 
 
 def _explain_outliers(
@@ -545,6 +571,10 @@ def explain_hotspot(item: JobItem, ranks_txt: str, ranks_zh: str) -> tuple[str, 
             "SwiGLU": (
                 "torch_npu.npu_swiglu (--use-fused-swiglu)",
                 "torch_npu.npu_swiglu（--use-fused-swiglu）",
+            ),
+            "rotary position embedding": (
+                "torch_npu.npu_rotary_mul (--use-fused-rotary-pos-emb)",
+                "torch_npu.npu_rotary_mul（--use-fused-rotary-pos-emb）",
             ),
         }.get(what, (f"the fused {what} operator", f"融合的 {what} 算子"))
         rem = Remedy(

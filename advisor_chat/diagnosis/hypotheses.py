@@ -445,10 +445,10 @@ def _not_a_card(d: Diagnosis) -> Verdict | None:
         return _v(
             "card",
             "contradicted",
-            f"the NPU of {who} is not slower than its peers, it idles waiting for its host — "
+            f"the NPU of {who} computes at its peers' speed; it idles waiting for its host — "
             f"{_lower_first(en)}; a new card would wait the same: the host side (its CPU, "
             "process, data loading) is what to fix",
-            f"{who_zh}的 NPU 并不比其他卡慢，而是在空等主机——{zh}；换一张卡也会一样空等，"
+            f"{who_zh}的 NPU 计算速度与其他卡相同，是在空等主机——{zh}；换一张卡也会一样空等，"
             "要处理的是主机侧（CPU、进程、数据加载）",
             (top,),
         )
@@ -456,9 +456,9 @@ def _not_a_card(d: Diagnosis) -> Verdict | None:
         return _v(
             "card",
             "contradicted",
-            f"the NPU of {who} is not slower on the same work: it is given more or different "
+            f"the NPU of {who} runs each operator at its peers' speed; it is given more or different "
             f"work than its peers — {_lower_first(en)}; a new card would run the same work",
-            f"{who_zh}的 NPU 在相同的工作上并不慢，而是它的工作比其他卡多或不同——{zh}；"
+            f"{who_zh}的 NPU 每个算子的速度与其他卡相同，是它的工作比其他卡多或不同——{zh}；"
             "换一张卡也要跑同样的工作",
             (top,),
         )

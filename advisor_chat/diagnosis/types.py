@@ -277,6 +277,9 @@ class Diagnosis:
         versions: The software versions the ranks record (profiler_info / DB META_DATA):
             ``(software, version, ranks)`` per distinct value, software ``CANN`` or
             ``torch_npu``; empty when none is recorded.
+        shapes_repeat: Whether every later step runs only the (operator, input shapes) pairs of
+            the first captured step (:func:`~advisor_chat.diagnosis.decompose.shapes_repeat`,
+            kernel_details.csv Input Shapes); ``None`` when the kernels do not tell.
     """
 
     causes: tuple[RootCause, ...]
@@ -304,6 +307,7 @@ class Diagnosis:
     kernel_data: bool = False
     clock_mhz: float = float("nan")
     versions: tuple[tuple[str, str, tuple[int, ...]], ...] = ()
+    shapes_repeat: bool | None = None
 
     def role_of(self, rank: int) -> list[tuple[RootCause, Role, Impact | None]]:
         """Each cause touching ``rank`` and the rank's role in it, ordered by lost time.

@@ -8,7 +8,7 @@ from typing import Any
 
 from advisor_chat.analyzers.base import Category, Severity
 from advisor_chat.diagnosis.context import Context, ranks_label
-from advisor_chat.diagnosis.decompose import device_account
+from advisor_chat.diagnosis.decompose import device_account, idle_before
 from advisor_chat.diagnosis.evidence import explain_device
 from advisor_chat.diagnosis.rules.common import (
     EVENT_MIN_STEPS,
@@ -97,7 +97,14 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             if n_steps < EVENT_MIN_STEPS or len(cc.steps_hit) >= PERSISTENT_STEP_SHARE * (
                 ctx.rank_steps(r) or n_steps
             ):
-                cause = _rank_cause(ctx, r, evs, ctx.rank_steps(r) or n_steps, scoped=False)
+                cause = _rank_cause(
+                    ctx,
+                    r,
+                    evs,
+                    ctx.rank_steps(r) or n_steps,
+                    scoped=False,
+                    late_cost_us=cc.cost_us_per_step,
+                )
             else:
                 hit = [e for e in evs if e.step in cc.steps_hit and e.excess_us > 0]
                 if not hit:
@@ -269,7 +276,14 @@ def _inherited(ctx: Context, cc: Any) -> bool:
     if not ranks or len(peers) == 0:
         return False
     excess = float(own.loc[ranks].mean() - own.loc[peers].median())
-    return excess < OWN_SHARE_OF_COST * cc.cost_us_per_step
+    if excess >= OWN_SHARE_OF_COST * cc.cost_us_per_step:
+        return False
+    # its device idling before its own launches while a collective runs on its other stream is
+    # Communication in the step trace, not Free: the compute stream's Wait Time before one
+    # operator, against the peers' before the same operator, shows that idle (a host stall hidden
+    # under communication)
+    spot = idle_before(ctx.profile, ranks, list(peers), cc.cost_us_per_step)
+    return spot is None or spot.delta_us < OWN_SHARE_OF_COST * cc.cost_us_per_step
 
 
 #: A small rank culprit (below ``STRAGGLER_MIN_SHARE``) is jitter when another rank is blamed for

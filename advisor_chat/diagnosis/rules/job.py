@@ -19,6 +19,7 @@ from advisor_chat.diagnosis.decompose import (
     new_shape_idle,
     pass_sync,
     sync_stalls,
+    top_launch_api,
 )
 from advisor_chat.diagnosis.evidence import explain_hotspot
 from advisor_chat.diagnosis.rules.common import (
@@ -559,6 +560,8 @@ SHORT_WORK_RATIO = 1.5
 
 #: A median launch-to-start below this (µs) means the host barely keeps ahead of the device.
 BARELY_AHEAD_US = 200.0
+#: The launch API named as where the host's launch time goes when it takes at least this share.
+LAUNCH_API_SHARE = 0.5
 
 
 def _job_dispatch_bound(
@@ -622,6 +625,24 @@ def _job_dispatch_bound(
             f"{'与' if kern >= 0.5 * gap else '短于'}每个算子前设备等待的 {gap:.1f} µs"
             f"{'相当' if kern >= 0.5 * gap else ''}：每次下发的工作量太小"
         )
+    top = top_launch_api(ctx.profile, ctx.ranks)
+    online = top is not None and "aclopCompile" in top.api  # operators built online
+    if top is not None and top.share >= LAUNCH_API_SHARE:
+        api = top.api.removeprefix("AscendCL@")
+        path = (
+            ", the path that compiles an operator online instead of running a prebuilt aclnn kernel"
+            if online
+            else ""
+        )
+        path_zh = "，即在线编译算子的路径，而不是直接调用预编译的 aclnn 算子" if online else ""
+        parts_en.append(
+            f"{pct(top.share)} of the host's launch time is in {api} ({top.per_step:.0f} of "
+            f"{top.launches_per_step:.0f} launches per step, {top.median_us:.0f} µs each){path}"
+        )
+        parts_zh.append(
+            f"主机下发时间的 {pct(top.share)} 花在 {api}（每步 {top.launches_per_step:.0f} 次下发中有 "
+            f"{top.per_step:.0f} 次，每次 {top.median_us:.0f} µs）{path_zh}"
+        )
     lead_en = f" ({'; '.join(parts_en)})" if parts_en else ""
     lead_zh = f"（{'；'.join(parts_zh)}）" if parts_zh else ""
     if start_idle_us > 0:
@@ -643,6 +664,21 @@ def _job_dispatch_bound(
                 f"取消环境变量 ASCEND_LAUNCH_BLOCKING（{rl_zh}设置为 1）：它让每个算子的下发都等上一个"
                 "执行完（同步下发），设备在算子之间空闲；只在调试时使用。",
                 shared_free_us,
+                BoundKind.UPPER_BOUND,
+            )
+        )
+    if online and top is not None and not blocking:
+        remedies.append(
+            Remedy(
+                "action",
+                "Run the prebuilt operators instead of compiling them online: "
+                "torch_npu.npu.set_compile_mode(jit_compile=False) (with "
+                f"torch_npu.npu.config.allow_internal_format = False), so the {top.per_step:.0f} "
+                f"launches per step stop going through {top.api.removeprefix('AscendCL@')}.",
+                "改用预编译的二进制算子，不再在线编译：torch_npu.npu.set_compile_mode(jit_compile=False)"
+                f"（并设置 torch_npu.npu.config.allow_internal_format = False），让每步 {top.per_step:.0f} "
+                f"次下发不再经过 {top.api.removeprefix('AscendCL@')}。",
+                hw,
                 BoundKind.UPPER_BOUND,
             )
         )
@@ -1137,6 +1173,18 @@ def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     ds = item.device_share
     dev = f", {pct(ds)} of the device (kernel) time" if math.isfinite(ds) else ""
     dev_zh = f"，占设备（算子）时间的 {pct(ds)}" if math.isfinite(ds) else ""
+    # other composed computations beside it: the same kind of cost, each with its fused operator
+    rems = [rem]
+    for more in ja.more_fusions:
+        what = more.name.split(" computed")[0]
+        ops = ", ".join(more.members)
+        dev += (
+            f"; {what} is computed from separate operators as well ({ops}: "
+            f"{ms(more.us_per_step)} per step, {pct(more.share_min)} of the step)"
+        )
+        dev_zh += f"；{what} 同样由多个独立算子（{ops}）拼接计算（每步 {ms(more.us_per_step)}，占步长 {pct(more.share_min)}）"
+        r2 = explain_hotspot(more, sc.every, sc.every_zh)[2]
+        rems.append(dataclasses.replace(r2, gain_us=more.us_per_step, bound=BoundKind.UPPER_BOUND))
     return [
         RootCause(
             id=f"cause.job_hotspot.{item.what}",
@@ -1174,7 +1222,7 @@ def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             ),
             gain_us=gain,
             bound=BoundKind.UPPER_BOUND,
-            remedies=(rem,),
+            remedies=tuple(rems),
             symptom_tags=("op_hotspot", "aicpu_op") if item.name == "AI_CPU" else ("op_hotspot",),
             severity=_severity(gain, ctx.step_us),
         )

@@ -37,7 +37,9 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
     what dominates it (Computing, Communication Not Overlapped and Exclude Receive, or Free).
     Victims: every rank of the waiting stages, lost = its Bubble per step (``how="bubble"``).
     Gain (upper bound): mean Bubble of the waiting ranks minus ``BUBBLE_TARGET_SHARE`` (5%) of
-    their step. Source: ``step_trace`` Bubble / Stage columns (cluster_step_trace_time.csv).
+    their step, at most the culprit's dominant component; for a compute-bound culprit, at most its
+    Computing above the stages' mean Computing (rebalancing moves work, it does not remove it).
+    Source: ``step_trace`` Bubble / Stage columns (cluster_step_trace_time.csv).
     """
     if len(ctx.stages) < 2 or ctx.per_rank.empty:
         return []
@@ -88,6 +90,14 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
     }[comp]
     # cutting the stage's dominant component saves at most that component's time
     gain = min(gain, float(np.mean([ctx.val(r, own_col) for r in c_ranks])))
+    if comp == "computing":
+        # moving work between stages keeps the total: at best every stage computes the stages'
+        # mean, so the culprit stage saves its Computing above that mean
+        stage_comp = [
+            float(np.mean([ctx.val(r, "computing_us") for r in rs])) for _, rs, _, _ in stats
+        ]
+        culprit_comp = float(np.mean([ctx.val(r, "computing_us") for r in c_ranks]))
+        gain = min(gain, max(culprit_comp - float(np.mean(stage_comp)), 0.0))
     own = tuple(
         Impact(
             r,

@@ -13,7 +13,7 @@ import pandas as pd
 from advisor_chat.analyzers.base import Category, FindingKind
 from advisor_chat.analyzers.slow_link import link_records
 from advisor_chat.diagnosis.context import Context, ranks_label
-from advisor_chat.diagnosis.decompose import device_account, idle_before
+from advisor_chat.diagnosis.decompose import device_account, idle_before, sync_calls
 from advisor_chat.diagnosis.evidence import Explanation, explain_device
 from advisor_chat.diagnosis.rules.common import (
     EVENT_MIN_STEPS,
@@ -46,6 +46,12 @@ from advisor_chat.diagnosis.types import (
     RootCause,
 )
 
+#: A rank's idle before one operator (kernel Wait Time, against its peers') at least this many
+#: times its Free excess is mostly hidden under its own collectives: its own time, not Free's.
+HIDDEN_IDLE_RATIO = 1.5
+#: A rank's host synchronize calls set it apart when its peers make at most this share of them.
+SYNC_PEER_RATIO = 0.5
+
 
 def _rank_cause(
     ctx: Context,
@@ -55,6 +61,7 @@ def _rank_cause(
     scoped: bool,
     victims: tuple[Impact, ...] | None = None,
     later: tuple[int, ...] = (),
+    late_cost_us: float = 0.0,
 ) -> RootCause:
     """A single-rank cause (host stall or compute straggler) from its events.
 
@@ -67,11 +74,32 @@ def _rank_cause(
     free_ex = sum(e.free_excess_us for e in events) / max(n_steps, 1)
     excess = sum(e.excess_us for e in events) / max(n_steps, 1)
     host = free_ex >= comp_ex
+    peers = [r for r in ctx.peers(rank) if r != rank]
+    # where its extra idle sits: the compute stream's Wait Time before one operator (against the
+    # peers'); an idle larger than its Free excess falls while its own collectives run, which the
+    # step trace counts as Communication (a host stall hidden under communication)
+    spot = (
+        idle_before(ctx.profile, [rank], peers, free_ex if free_ex > 0 else 0.5 * late_cost_us)
+        if host
+        else None
+    )
+    hidden = spot is not None and spot.delta_us >= HIDDEN_IDLE_RATIO * max(free_ex, 1.0)
+    if spot is not None and hidden:
+        excess = max(comp_ex, 0.0) + spot.delta_us
+        att = ctx.attribution.culprit_of(rank) if ctx.attribution is not None else None
+        if victims is None and att is not None and att.unit.ranks == (rank,):
+            # what the others lose waiting for it, measured at the collectives (their step
+            # trace counts it as exposed communication, bounded there by its Free excess)
+            step = ctx.step_us
+            victims = tuple(
+                Impact(int(r), float(v), share_of(float(v), step), "collective_wait")
+                for r, v in sorted(att.victims.items())
+                if share_of(float(v), step) >= VICTIM_MIN_SHARE
+            )
     if victims is None:
         victims = wait_victims(ctx, events, {rank}, n_steps)
     gain = max((v.lost_us for v in victims), default=excess) if victims else excess
     gain = min(gain, excess) if excess > 0 else gain
-    peers = [r for r in ctx.peers(rank) if r != rank]
     op = None if host else op_delta(ctx, [rank], peers)
     own = (Impact(rank, excess, share_of(excess, ctx.val(rank, "step_us")), "own_time"),)
     rl, rl_zh = ranks_label([rank])
@@ -133,9 +161,42 @@ def _rank_cause(
             what = f"its device idles (Free) {ms(tot)} more than its peers{scope}"
             what_zh = f"{scope_zh}其设备空闲时间（Free）比其他卡多 {ms(tot)}"
         measured = host_measured(ctx, rank)
-        spot = idle_before(ctx.profile, [rank], peers, free_ex)
         spot_txt = spot_zh = ""
-        if spot is not None:
+        sync = sync_calls(ctx.profile, [rank], peers) if measured else None
+        if sync is not None and not (
+            sync.per_step >= 1.0 and sync.peer_per_step <= SYNC_PEER_RATIO * sync.per_step
+        ):
+            sync = None  # its peers synchronize as often: not what sets it apart
+        api = sync.api.removeprefix("AscendCL@") if sync is not None else ""
+        sync_txt = (
+            f"; its host calls {api} {sync.per_step:.3g} times per step "
+            f"({sync.peer_per_step:.3g} on its peers): each call blocks the host until the device "
+            "has drained, and the device then waits for the host's next launch"
+            if sync is not None
+            else ""
+        )
+        sync_zh = (
+            f"；其主机每步调用 {api} {sync.per_step:.3g} 次（其他卡 {sync.peer_per_step:.3g} 次）："
+            "每次调用都让主机阻塞到设备执行完，之后设备又要等主机的下一次下发"
+            if sync is not None
+            else ""
+        )
+        if spot is not None and hidden:
+            op_shape = spot.op_type + (f" [{spot.input_shapes}]" if spot.input_shapes else "")
+            what = (
+                f"its device idles {ms(spot.delta_us)} more per step than its peers right before "
+                f"{op_shape} (kernel Wait Time: {ms(spot.culprit_us)} per step before its "
+                f"{spot.launches:g} launches vs {ms(spot.peer_us)} on its peers); only "
+                f"{ms(max(free_ex, 0.0))} of it shows as Free, the rest falls while its own "
+                "collectives run and counts as Communication"
+            )
+            what_zh = (
+                f"其设备在 {op_shape} 之前每步比其他卡多空闲 {ms(spot.delta_us)}（算子等待时间：其 "
+                f"{spot.launches:g} 次启动前每步共 {ms(spot.culprit_us)}，其他卡为 {ms(spot.peer_us)}）；"
+                f"其中只有 {ms(max(free_ex, 0.0))} 计入空闲（Free），其余发生在它自己的集合通信"
+                "进行期间，计入了通信时间"
+            )
+        elif spot is not None:
             op_shape = spot.op_type + (f" [{spot.input_shapes}]" if spot.input_shapes else "")
             spot_txt = (
                 f"; {pct(spot.share)} of it sits right before {op_shape} ({ms(spot.culprit_us)} "
@@ -205,11 +266,11 @@ def _rank_cause(
             )
         elif measured or gc:
             summary = (
-                f"Host stall on {rl}: {what}, waiting for its host{spot_txt}; {late} and "
-                f"{waits}." + alone
+                f"Host stall on {rl}: {what}, waiting for its host{spot_txt}{sync_txt}; {late} "
+                f"and {waits}." + alone
             )
             summary_zh = (
-                f"{rl_zh}主机侧阻塞：{what_zh}，设备在等主机{spot_zh}；{late_zh}，"
+                f"{rl_zh}主机侧阻塞：{what_zh}，设备在等主机{spot_zh}{sync_zh}；{late_zh}，"
                 f"{waits_zh}。" + alone_zh
             )
         else:
@@ -243,6 +304,18 @@ def _rank_cause(
             a_zh = (
                 f"消除{rl_zh}上的 Python 垃圾回收停顿：模型初始化后调用 gc.freeze()，"
                 "并按固定步数间隔调用 gc.collect()（或在训练步内 gc.disable()）。"
+            )
+        elif sync is not None:
+            a_txt = (
+                f"Take the per-step synchronizations off {rl}'s host ({sync.per_step:.3g} {api} "
+                "calls per step, none or fewer on its peers: a .item() / .cpu() / print of a "
+                "device tensor in a hook, a logger or a metric): keep the values on the device and "
+                "read them every N steps, or after the step."
+            )
+            a_zh = (
+                f"去掉{rl_zh}主机上每步的同步（每步 {sync.per_step:.3g} 次 {api}，其他卡没有或更少："
+                "hook、日志或指标里对设备张量的 .item() / .cpu() / print）：把这些值留在设备上，"
+                "每 N 步或步结束后再读取。"
             )
         elif spot is not None:
             a_txt = (
@@ -291,7 +364,7 @@ def _rank_cause(
                 "trace_view.json 或 DB 导出的 CANN_API 表），查看空闲间隙期间主机在做什么：当前数据中没有主机数据。",
             ),
         )
-        tags: tuple[str, ...] = (
+        tags: tuple[str, ...] = (("synchronize_stream",) if sync is not None else ()) + (
             ("high_free", "slow_rank", "device_held")
             if dev is not None
             else ("host_bound", "high_free", "slow_rank", "gc_pause")
