@@ -199,13 +199,13 @@ def test_both_fixed_on_one_cause_says_there_is_one(ask, name, question, start) -
             "rank0-grad-hook-sync",
             "plain DDP: every step the ranks sit in the grad allreduces for a few ms, even though "
             "the network bandwidth looks totally normal. what's going on?",
-            "The links are fine; the ranks wait in the collectives for rank 0",
+            "The ranks wait in the collectives for rank 0, not for the links",
             "aclrtSynchronizeStream",
         ),
         (
             "rank0-grad-hook-sync",
             "带宽正常，但各卡每步都在allreduce里等好几毫秒，咋回事",
-            "链路都正常",
+            "各卡在集合通信里等的是0号卡",
             "0号卡",
         ),
         # the same shapes every step: not a recompile for new shapes

@@ -1688,10 +1688,10 @@ def _network(
             p.add_cause(cc)
             p.plot_ranks = _culprit_ranks(top)[:8]
             p.lines.append(
-                f"链路都正常，各卡在集合通信里等的是{who}：{summary(top, zh)}。"
+                f"各卡在集合通信里等的是{who}，不是链路（没有慢链路）：{summary(top, zh)}。"
                 if zh
-                else f"The links are fine; the ranks wait in the collectives for {who}: "
-                f"{lower_first(summary(top, zh))}."
+                else f"The ranks wait in the collectives for {who}, not for the links (no link "
+                f"is slow): {lower_first(summary(top, zh))}."
             )
             p.lines.append(cause_bullet(cc, zh))
             return p
