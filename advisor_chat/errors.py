@@ -52,7 +52,16 @@ class ToolArgumentError(AdvisorError):
 
 
 class NotAnswerableError(AdvisorError):
-    """The profile lacks the data needed to answer; the message names the data that would."""
+    """The profile lacks the data needed to answer; the message names the data that would.
+
+    Args:
+        message: What is missing and what would supply it (English).
+        zh: The same in Chinese, when the raiser gives it ('' otherwise).
+    """
+
+    def __init__(self, message: str, *, zh: str = ""):
+        self.zh = zh
+        super().__init__(message)
 
 
 class ConfigError(AdvisorError):

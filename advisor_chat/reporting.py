@@ -574,38 +574,29 @@ def render_markdown(report: Report, lang: Literal["en", "zh"] = "en") -> str:
     return "\n".join(out) + "\n"
 
 
-#: Notes an analyzer writes as fixed text, in Chinese (the others carry ``notes_zh``).
-_FIXED_NOTES_ZH = {
-    "Communication (HCCL) tasks are excluded: their time includes waits.": (
-        "通信（HCCL）任务不计入：其耗时包含等待。"
-    ),
-    "mc2: no MatMul kernel directly next to a TP AllReduce/AllGather/ReduceScatter": (
-        "mc2：没有紧邻 TP AllReduce/AllGather/ReduceScatter 的 MatMul 算子"
-    ),
-    "mc2: not enough signal — no TP group identified (comm_groups without a 'tp' group name)": (
-        "mc2：信号不足——没有识别出 TP 通信域（comm_groups 中没有名为 tp 的通信域）"
-    ),
-}
-
-
 def report_notes(report: Report, zh: bool) -> tuple[list[str], bool]:
     """The report's analyzer notes in the report's language, and whether all of them are in it.
 
-    In Chinese, each ``[name] note`` is replaced by the analyzer's ``notes_zh`` twin (or a fixed
-    note's translation); a note without one stays in English (the heading then says so).
+    In Chinese, each ``[name] note`` is replaced by the analyzer's ``notes_zh`` twin, and a
+    "not enough signal" note by its error's Chinese message (``AnalyzerRun.message_zh``); a note
+    without one stays in English (the heading then says so).
     """
     if not zh:
         return list(report.notes), True
     twin: dict[str, str] = {}
     for name, res in report.results.items():
         for en, cn in zip(res.notes, res.notes_zh, strict=False):
-            twin[f"[{name}] {en}"] = f"[{name}] {cn}"
+            if cn:
+                twin[f"[{name}] {en}"] = f"[{name}] {cn}"
+    for run in report.runs:
+        if run.status == "not_answerable" and run.message_zh:
+            twin[f"[{run.name}] not enough signal: {run.message}"] = (
+                f"[{run.name}] 信号不足：{run.message_zh}"
+            )
     out: list[str] = []
     complete = True
     for n in report.notes:
-        name, _, text = n.partition("] ")
-        fixed = _FIXED_NOTES_ZH.get(text)
-        zh_note = twin.get(n) or (f"{name}] {fixed}" if fixed is not None else None)
+        zh_note = twin.get(n)
         complete = complete and zh_note is not None
         out.append(zh_note if zh_note is not None else n)
     return out, complete

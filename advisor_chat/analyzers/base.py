@@ -149,8 +149,8 @@ class AnalyzerResult:
         metrics: Headline numbers, unit-suffixed names.
         findings: Diagnosed facts, most important first.
         notes: Caveats, e.g. "no communication data (profiler Level0)"; "not enough signal" cases.
-        notes_zh: The same notes in Chinese, one for one (empty: not translated; a report in
-            Chinese then shows them in English, labelled so).
+        notes_zh: The same notes in Chinese, one for one (empty tuple, or ``""`` for one note:
+            not translated; a report in Chinese then shows it in English, labelled so).
         tables: Extra named tables (e.g. ``by_shape``) for the UI and paging tool.
     """
 
@@ -161,6 +161,15 @@ class AnalyzerResult:
     notes: tuple[str, ...] = ()
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     notes_zh: tuple[str, ...] = ()
+
+
+def notes_in_chinese(notes: list[str], twins: dict[str, str]) -> tuple[str, ...]:
+    """``AnalyzerResult.notes_zh`` for ``notes``: each note's Chinese twin by its English text.
+
+    ``twins`` maps a note's English text to its Chinese (a note with figures in it is added by its
+    caller as it formats both); a note without a twin gets ``""``.
+    """
+    return tuple(twins.get(n, "") for n in notes)
 
 
 class Params(BaseModel):

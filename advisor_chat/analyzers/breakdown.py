@@ -35,6 +35,7 @@ from advisor_chat.analyzers.base import (
     Finding,
     FindingKind,
     Params,
+    notes_in_chinese,
     register,
 )
 from advisor_chat.ingest.profile import Profile
@@ -204,6 +205,7 @@ def cluster_breakdown(profile: Profile, params: BreakdownParams) -> AnalyzerResu
         metrics=metrics,
         findings=tuple(findings),
         notes=tuple(notes),
+        notes_zh=notes_in_chinese(notes, _NOTES_ZH),
         tables={
             "per_rank": per_rank,
             "spreads": spreads,
@@ -213,6 +215,14 @@ def cluster_breakdown(profile: Profile, params: BreakdownParams) -> AnalyzerResu
         },
     )
 
+
+#: Chinese twins of this analyzer's fixed notes.
+_NOTES_ZH = {
+    "single rank: no cross-rank spread can be computed": "只有一张卡：无法计算卡间差异",
+    "Bubble present but pipeline stages unknown (no stage rows or pp_index)": (
+        "存在气泡（Bubble），但不知道流水线阶段（没有 Stage 行或 pp_index）"
+    ),
+}
 
 #: The scope of a whole-job comparison (no pipeline stages known).
 ALL_RANKS = "all ranks"

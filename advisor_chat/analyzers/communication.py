@@ -34,6 +34,7 @@ from advisor_chat.analyzers.base import (
     Finding,
     FindingKind,
     Params,
+    notes_in_chinese,
     register,
 )
 from advisor_chat.errors import ToolArgumentError
@@ -139,6 +140,7 @@ def communication(profile: Profile, params: CommunicationParams) -> AnalyzerResu
         findings=tuple(findings),
         notes=tuple(notes),
         tables={"overlap": overlap, "mc2_pairs": pairs},
+        notes_zh=notes_in_chinese(notes, _NOTES_ZH),
     )
 
 
@@ -393,6 +395,23 @@ def _tp_ranks(groups: pd.DataFrame) -> tuple[set[int], str]:
         ):
             tp.update(rs)
     return tp, ("group size (consecutive ranks, 2-8)" if tp else "none")
+
+
+#: Chinese twins of this analyzer's fixed notes.
+_NOTES_ZH = {
+    "mc2: not enough signal — no kernels (kernel_details.csv) to see MatMul next to collectives": (
+        "mc2：信号不足——没有算子数据（kernel_details.csv），看不到 MatMul 是否紧邻集合通信"
+    ),
+    "mc2: fused MatMul+communication kernels found (mc2 already on)": (
+        "mc2：发现 MatMul 与通信融合的算子（mc2 已开启）"
+    ),
+    "mc2: no MatMul kernel directly next to a TP AllReduce/AllGather/ReduceScatter": (
+        "mc2：没有紧邻 TP AllReduce/AllGather/ReduceScatter 的 MatMul 算子"
+    ),
+    "mc2: not enough signal — no TP group identified (comm_groups without a 'tp' group name)": (
+        "mc2：信号不足——没有识别出 TP 通信域（comm_groups 中没有名为 tp 的通信域）"
+    ),
+}
 
 
 def _mc2(

@@ -25,6 +25,7 @@ from advisor_chat.analyzers.base import (
     FindingKind,
     Params,
     Severity,
+    notes_in_chinese,
     register,
 )
 from advisor_chat.errors import NotAnswerableError, ToolArgumentError
@@ -322,7 +323,9 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
     if k_all.empty:
         raise NotAnswerableError(
             "no per-kernel data (kernel_details.csv / op_summary / DB TASK table) in this profile; "
-            "collect with the Ascend PyTorch Profiler at Level0 or above to compare operators"
+            "collect with the Ascend PyTorch Profiler at Level0 or above to compare operators",
+            zh="这份数据中没有逐算子数据（kernel_details.csv / op_summary / DB 的 TASK 表）；请用 Ascend "
+            "PyTorch Profiler 以 Level0 或更高级别采集，才能比较算子",
         )
     for r in (params.rank_a, params.rank_b):
         if r is not None:
@@ -335,7 +338,9 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
             raise NotAnswerableError(
                 f"rank {r}'s kernel file {cut[int(r)]} was cut short (it ends in the middle of a "
                 "row), so its operator counts and times are incomplete and cannot be compared with "
-                "another rank; copy the file again from the training machine"
+                "another rank; copy the file again from the training machine",
+                zh=f"{r}号卡的算子文件 {cut[int(r)]} 被截断（结束在某一行的中间），其算子次数和耗时不完整，"
+                "无法与其他卡比较；请从训练机器重新拷贝该文件",
             )
     if cut:
         k_all = k_all[~k_all["rank"].isin(list(cut))]
@@ -343,7 +348,8 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
         if k_all.empty:
             raise NotAnswerableError(
                 "every kernel file was cut short (each ends in the middle of a row): operator "
-                "counts cannot be compared; copy the files again from the training machine"
+                "counts cannot be compared; copy the files again from the training machine",
+                zh="所有算子文件都被截断（都结束在某一行的中间）：无法比较算子次数；请从训练机器重新拷贝这些文件",
             )
     if not n_sample:
         kernel_ranks = sorted(int(r) for r in k_all["rank"].dropna().unique())
@@ -735,6 +741,14 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
         metrics=metrics,
         findings=tuple(findings),
         notes=tuple(notes),
+        notes_zh=notes_in_chinese(
+            notes,
+            {
+                "Communication (HCCL) tasks are excluded: their time includes waits.": (
+                    "通信（HCCL）任务不计入：其耗时包含等待。"
+                )
+            },
+        ),
         tables={
             "by_type": by_type,
             "by_shape": by_shape,

@@ -17,6 +17,7 @@ from advisor_chat.analyzers.base import (
     FindingKind,
     Params,
     Severity,
+    notes_in_chinese,
     register,
 )
 from advisor_chat.ingest.profile import Profile
@@ -49,6 +50,14 @@ HCCL_BUFFSIZE_DEFAULT_MB = 200.0
 
 class EnvCheckParams(Params):
     """Parameters of :func:`env_check` (none)."""
+
+
+#: Chinese twins of this analyzer's fixed notes.
+_NOTES_ZH = {
+    "no environment variables recorded (meta.env empty): env checks limited": (
+        "没有记录环境变量（meta.env 为空）：环境检查受限"
+    ),
+}
 
 
 @register("env_check", EnvCheckParams, order=5)
@@ -413,7 +422,12 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
         "world_size": world,
     }
     return AnalyzerResult(
-        "env_check", table, metrics=metrics, findings=tuple(findings), notes=tuple(notes)
+        "env_check",
+        table,
+        metrics=metrics,
+        findings=tuple(findings),
+        notes=tuple(notes),
+        notes_zh=notes_in_chinese(notes, _NOTES_ZH),
     )
 
 

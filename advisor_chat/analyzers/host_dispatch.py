@@ -17,6 +17,7 @@ from advisor_chat.analyzers.base import (
     FindingKind,
     Params,
     Severity,
+    notes_in_chinese,
     register,
 )
 from advisor_chat.errors import NotAnswerableError
@@ -85,6 +86,23 @@ _MISSING_HD = (
     "attribution of idle gaps, synchronize and GC checks need trace_view.json with HostToDevice "
     "flows (torch_npu profiler Level1, text export) or the DB export with CANN_API connection ids"
 )
+
+
+#: Chinese twins of this analyzer's fixed notes.
+_NOTES_ZH = {
+    _MISSING_HD: (
+        "没有主机到设备的下发数据（host_dispatch 为空）：下发时延、空闲间隙的主机等待归因、同步与 GC "
+        "检查需要带 HostToDevice 连线的 trace_view.json（torch_npu profiler Level1，文本导出），"
+        "或带 CANN_API 连接 ID 的 DB 导出"
+    ),
+    "no kernels table: device idle gaps and tiny-kernel share cannot be computed "
+    "(kernel_details.csv / DB TASK needed)": (
+        "没有算子表：无法计算设备空闲间隙和小算子占比（需要 kernel_details.csv 或 DB 的 TASK 表）"
+    ),
+    "no step_trace: Free and step time come from the kernels timeline only": (
+        "没有 step_trace：空闲（Free）和步长只能从算子时间线得出"
+    ),
+}
 
 
 class HostDispatchParams(Params):
@@ -454,6 +472,7 @@ def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> Ana
         findings=tuple(findings),
         notes=tuple(notes),
         tables={"long_gaps": long_gaps},
+        notes_zh=notes_in_chinese(notes, _NOTES_ZH),
     )
 
 

@@ -31,6 +31,7 @@ class AnalyzerRun:
         seconds: Wall time of the run (s).
         findings: Number of findings it returned.
         message: Why it did not run / failed, if so.
+        message_zh: The same in Chinese when the error gave it (``NotAnswerableError.zh``).
     """
 
     name: str
@@ -38,6 +39,7 @@ class AnalyzerRun:
     seconds: float = 0.0
     findings: int = 0
     message: str = ""
+    message_zh: str = ""
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,13 @@ def run_analyzers(
         except NotAnswerableError as exc:
             notes.append(f"[{spec.name}] not enough signal: {exc}")
             runs.append(
-                AnalyzerRun(spec.name, "not_answerable", time.perf_counter() - t0, message=str(exc))
+                AnalyzerRun(
+                    spec.name,
+                    "not_answerable",
+                    time.perf_counter() - t0,
+                    message=str(exc),
+                    message_zh=exc.zh,
+                )
             )
             continue
         except ToolArgumentError as exc:

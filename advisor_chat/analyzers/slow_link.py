@@ -198,7 +198,9 @@ def _healthy(
     when a link or rank is slow or there is no bandwidth data.
     """
     src, what = (links, "links") if not links.empty else (rank_bw, "rank transfers")
-    what_zh = "条链路" if not links.empty else "个卡的传输"
+    # Chinese: a count word and its noun ("128 条链路", "2 张卡的传输")
+    what_zh = "条链路" if not links.empty else "张卡的传输"
+    noun_zh = "链路" if not links.empty else "传输"
     if (
         src.empty
         or bool(src["slow"].any())
@@ -213,7 +215,8 @@ def _healthy(
             f"(median {bw.median():.1f} GB/s)"
         )
         parts_zh.append(
-            f"{len(sub)} {what_zh} {tr}，{bw.min():.1f}-{bw.max():.1f} GB/s"
+            (f"{tr} 链路 {len(sub)} 条" if not links.empty else f"{len(sub)} 张卡的 {tr} 传输")
+            + f"，{bw.min():.1f}-{bw.max():.1f} GB/s"
             f"（中位数 {bw.median():.1f} GB/s）"
         )
     main = src[src["transport"] == src["transport"].value_counts().idxmax()]
@@ -252,7 +255,7 @@ def _healthy(
             f"too few comparable {what} to judge: the {SLOW_RATIO}x rule needs at least 3 of "
             "a transport with comparable transfer sizes"
         )
-        judged_zh = f"可比较的{what_zh}太少：{SLOW_RATIO} 倍规则需要同类中至少 3 条传输量可比的链路"
+        judged_zh = f"可比较的{noun_zh}太少：{SLOW_RATIO} 倍规则需要同类中至少 3 条传输量可比的链路"
     # a link with (almost) no bandwidth is never passed over in silence, judged or not
     dead = src[src["bandwidth_gbps"].astype(float) < ZERO_GBPS]
     if not dead.empty:

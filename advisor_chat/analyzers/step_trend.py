@@ -16,6 +16,7 @@ from advisor_chat.analyzers.base import (
     FindingKind,
     Params,
     Severity,
+    notes_in_chinese,
     register,
 )
 from advisor_chat.errors import NotAnswerableError
@@ -256,11 +257,16 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
         notes.append(
             "no step_trace: step time = span of the step's kernels (first start to last end)"
         )
+    twins = {
+        "no step_trace: step time = span of the step's kernels (first start to last end)": (
+            "没有 step_trace：步长取该步算子的时间跨度（第一个开始到最后一个结束）"
+        )
+    }
     n_max = int(summ["n_steps"].max())
     if n_max < MIN_STEPS:
-        notes.append(
-            f"not enough steps to judge a trend ({n_max} step(s); at least {MIN_STEPS} needed)"
-        )
+        few = f"not enough steps to judge a trend ({n_max} step(s); at least {MIN_STEPS} needed)"
+        notes.append(few)
+        twins[few] = f"步数不足，无法判断趋势（{n_max} 步；至少需要 {MIN_STEPS} 步）"
     cite = profile.cite(src)
     all_ranks = [int(r) for r in summ["rank"]]
     findings: list[Finding] = []
@@ -473,4 +479,5 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
         findings=tuple(findings),
         notes=tuple(notes),
         tables={"per_rank": summ},
+        notes_zh=notes_in_chinese(notes, twins),
     )
