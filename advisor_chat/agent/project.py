@@ -31,6 +31,7 @@ from advisor_chat.diagnosis.types import (
     Mechanism,
     RootCause,
 )
+from advisor_chat.i18n import t as msg
 from advisor_chat.tools.core import fmt_ranks
 from advisor_chat.tools.render import clean_data, fence, fmt_num
 
@@ -1687,12 +1688,8 @@ def _network(
             p.add_cause(top)
             p.add_cause(cc)
             p.plot_ranks = _culprit_ranks(top)[:8]
-            p.lines.append(
-                f"各卡在集合通信里等的是{who}，不是链路（没有慢链路）：{summary(top, zh)}。"
-                if zh
-                else f"The ranks wait in the collectives for {who}, not for the links (no link "
-                f"is slow): {lower_first(summary(top, zh))}."
-            )
+            text = summary(top, zh) if zh else lower_first(summary(top, zh))
+            p.lines.append(msg("answer.wait_for_rank", "zh" if zh else "en", who=who, summary=text))
             p.lines.append(cause_bullet(cc, zh))
             return p
         p.add_cause(cc)
@@ -2796,9 +2793,6 @@ def reference_line(p: Projection, zh: bool) -> str:
 
 #: Hypotheses that propose a change ("should I switch ZeRO-3 to ZeRO-2?"): the verdict says
 #: whether it would help, not whether "it is" the cause.
-#: The change "is it a bad card?" implies, when the question proposes it ("swap rank 3's NPU?").
-_SWAP_ACTION = ("replacing the card", "换卡")
-
 _ACTIONS = {
     "zero_stage": ("switching the ZeRO stage", "调整 ZeRO 阶段"),
     "tp_size": ("changing the tensor-parallel size", "调整 TP 规模"),
@@ -2927,7 +2921,9 @@ def hypothesis(
         )
         return p
     en_name, zh_name = NAMES[name]
-    act = _ACTIONS.get(name) or (_SWAP_ACTION if action and name == "card" else None)
+    act = _ACTIONS.get(name)
+    if act is None and action and name == "card":  # the change it implies: a new card
+        act = (msg("answer.swap_action", "en"), msg("answer.swap_action", "zh"))
     # the first sentence also names what the evidence blames (its first cause's culprit), so
     # that "yes"/"no" is said of something; asked the healthy way round ("is rank 13's NPU
     # healthy?"), a supported fault is a "no"
@@ -3182,28 +3178,20 @@ def sufficiency(
 
 def _swap_would_not_help(d: Diagnosis, v: Verdict, zh: bool) -> Projection:
     """Answer to "swap the card and we're done?" when a new card would not help: why, then more."""
+    lang = "zh" if zh else "en"
     reason = v.reason_zh if zh else _upper_first(v.reason)
-    first = (
-        f"不会：换卡并不能解决这里的问题。{_sentence(reason, True)}"
-        if zh
-        else f"No: replacing the card would not help here. {_sentence(reason, False)}"
-    )
-    p = Projection(lines=[first])
+    p = Projection(lines=[msg("answer.swap_no", lang, reason=_sentence(reason, zh))])
     cited = [c for cid in v.causes for c in d.causes if c.id == cid]
     for c in cited:
         p.add_cause(c)
     floor = OTHER_CAUSE_STEP_SHARE * (d.step_time_us or 0.0)
     rest = [c for c in _real(d) if c not in cited and float(c.gain_us or 0.0) >= floor][:2]
     if rest:
-        names = ("；" if zh else "; ").join(
-            f"{_cause_name(c, True)}（每步约 {us(c.gain_us or 0.0)}）"
-            if zh
-            else f"{_cause_name(c, False)} (about {us(c.gain_us or 0.0)} per step)"
+        names = msg("answer.list_sep", lang).join(
+            msg("answer.cause_gain", lang, name=_cause_name(c, zh), gain=us(c.gain_us or 0.0))
             for c in rest
         )
-        p.lines.append(
-            f"另外还有独立的原因：{names}。" if zh else f"There is more to fix as well: {names}."
-        )
+        p.lines.append(msg("answer.more_causes", lang, causes=names))
         for c in rest:
             p.add_cause(c)
     return p
@@ -3255,21 +3243,14 @@ def fix_together(d: Diagnosis, zh: bool, *, count: int | None = 2) -> Projection
 
 def _only_one_cause(d: Diagnosis, c: RootCause, zh: bool) -> Projection:
     """Answer to "if both were fixed?" when the data shows one cause: its gain, the step left."""
+    lang = "zh" if zh else "en"
     gain, step = float(c.gain_us or 0.0), float(d.step_time_us or 0.0)
     upto = c.bound == BoundKind.UPPER_BOUND
-    who = _cause_name(c, zh)
-    if zh:
-        line = f"这份数据中只有一个原因：{who}；修复后每步{'最多' if upto else '约'}节省 {us(gain)}"
-        if step > gain > 0:
-            line += f"，步长从 {us(step)} 降到约 {us(step - gain)}"
-    else:
-        line = (
-            f"This data shows one cause, not two: {who}; fixing it saves "
-            f"{'up to' if upto else 'about'} {us(gain)} per step"
-        )
-        if step > gain > 0:
-            line += f", taking the step from {us(step)} to about {us(step - gain)}"
-    p = Projection(lines=[line + ("。" if zh else "."), _sentence(summary(c, zh), zh)])
+    bound = msg("answer.bound_upto" if upto else "answer.bound_about", lang)
+    line = msg("answer.one_cause", lang, who=_cause_name(c, zh), bound=bound, gain=us(gain))
+    if step > gain > 0:
+        line += msg("answer.step_left", lang, step=us(step), left=us(step - gain))
+    p = Projection(lines=[line + msg("answer.sentence_end", lang), _sentence(summary(c, zh), zh)])
     p.add_cause(c)
     return p
 
@@ -3282,13 +3263,8 @@ def ops_not_normal(d: Diagnosis, ops: Sequence[str], zh: bool) -> Projection | N
     """
     for c in _real(d):
         if any(re.search(rf"(?<![A-Za-z]){re.escape(o)}(?![A-Za-z])", c.summary) for o in ops):
-            p = Projection(
-                lines=[
-                    f"不正常：{_sentence(summary(c, True), True)}"
-                    if zh
-                    else f"No, that is not normal: {_sentence(lower_first(summary(c, False)), False)}"
-                ]
-            )
+            text = _sentence(summary(c, zh) if zh else lower_first(summary(c, zh)), zh)
+            p = Projection(lines=[msg("answer.ops_not_normal", "zh" if zh else "en", summary=text)])
             p.add_cause(c)
             p.plot_ranks = _culprit_ranks(c)[:8]
             return p
@@ -3586,13 +3562,8 @@ def _suspect_ruled_out(
     """
     for c in real:
         if any(re.search(p, _cause_text(c), re.I) for p in SUSPECT_RULED_OUT.get(key, ())):
-            p = Projection(
-                lines=[
-                    f"不是。{_sentence(summary(c, True), True)}"
-                    if zh
-                    else f"No. {_sentence(summary(c, False), False)}"
-                ]
-            )
+            text = _sentence(summary(c, zh), zh)
+            p = Projection(lines=[msg("answer.suspect_no", "zh" if zh else "en", summary=text)])
             p.add_cause(c)
             return p
     if key == "dynamic_shapes" and d.shapes_repeat:
@@ -3601,16 +3572,12 @@ def _suspect_ruled_out(
         if top is not None:
             p.add_cause(top)
             p.plot_ranks = _culprit_ranks(top)[:8]
-        where_en = f" The time goes elsewhere — {lower_first(summary(top, zh))}." if top else ""
-        where_zh = f"时间损失在别处——{summary(top, zh)}。" if top else ""
-        p.lines.append(
-            "不是：每个采集到的步都只运行第一个步里已经出现过的算子输入 shape（kernel_details.csv "
-            "的 Input Shapes），之后没有为新 shape 构建算子。" + where_zh
-            if zh
-            else "No: every captured step runs only the operator input shapes the first step "
-            "already ran (kernel_details.csv Input Shapes), so no operator is built for a new "
-            f"shape after it.{where_en}"
-        )
+        lang = "zh" if zh else "en"
+        where = ""
+        if top is not None:
+            text = summary(top, zh) if zh else lower_first(summary(top, zh))
+            where = msg("answer.elsewhere", lang, summary=text)
+        p.lines.append(msg("answer.shapes_repeat", lang) + where)
         return p
     return None
 
@@ -3660,12 +3627,14 @@ def suspect_verdict(
                 f"profiler_metadata.json).{rest_en}"
             )
             return p
+    # (a hypothesis the question also names is judged instead: "uneven sequence lengths?" asks
+    # about load balance, not about shapes the device has not seen)
+    if not undecided_ok:
+        return None
     no = _suspect_ruled_out(d, key, real, zh)
     if no is not None:
         return no
     # neither shown nor ruled out: say so, and where the time goes
-    if not undecided_ok:
-        return None
     p = Projection()
     top = real[0] if real else None
     if top is not None:
