@@ -1881,6 +1881,34 @@ def test_report_output_inside_the_input_is_refused(base: Path, tmp_path: Path) -
     assert _snapshot(root) == before
 
 
+def test_report_output_inside_another_profile_is_refused(base: Path, tmp_path: Path) -> None:
+    """Not only the folder analysed: any rank folder, cluster output or job folder of ranks."""
+    other = tmp_path / "other"
+    shutil.copytree(base, other)
+    rank = next(p for p in sorted(other.rglob("*")) if p.is_dir() and p.name.endswith("ascend_pt"))
+    before = _snapshot(other)
+    for out in (rank / "report.md", rank.parent / "report.md"):
+        code, text, exc, _ = _run(["report", str(base), "-o", str(out)], False)
+        assert exc is None and "Traceback" not in text
+        assert code == 2 and "inside the profiling folder" in " ".join(text.split()), out
+    assert _snapshot(other) == before
+    fine = tmp_path / "reports" / "report.md"
+    fine.parent.mkdir()
+    code, _, exc, _ = _run(["report", str(base), "-o", str(fine)], False)
+    assert exc is None and code == 0 and fine.exists()
+
+
+@pytest.mark.parametrize("where", ["file", "under_file"])
+def test_generate_into_a_file_is_a_message(tmp_path: Path, where: str) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text("keep me")
+    out = target if where == "file" else target / "sub"
+    code, text, exc, _ = _run(["generate", "two-ranks", "--out", str(out)], False)
+    assert exc is None and "Traceback" not in text
+    assert code == 2 and "notes.txt" in " ".join(text.split())
+    assert target.read_text() == "keep me"
+
+
 # ----------------------------------------------------------------------------- the value check itself
 
 

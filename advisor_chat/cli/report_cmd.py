@@ -94,6 +94,16 @@ def register(app: typer.Typer) -> None:
                     f"--output {output} is inside the profiling folder {folder}",
                     remedy="Write the report elsewhere; advisor-chat never writes into profiling data",
                 )
+        if output is not None:
+            from advisor_chat.ingest.detect import profiling_folder_of
+
+            other = profiling_folder_of(output)
+            if other is not None:
+                raise InputError(
+                    f"--output {output} is inside the profiling folder {other}",
+                    remedy="Write the report elsewhere; advisor-chat never writes into profiling "
+                    "data",
+                )
         if output is not None and output.is_dir():
             raise InputError(
                 f"--output {output} is a folder",

@@ -97,6 +97,37 @@ def is_msprof_dir(path: str | Path, names: set[str]) -> bool:
     )
 
 
+def profiling_folder_of(path: str | Path) -> Path | None:
+    """The profiling folder a file written at ``path`` would land in, if any.
+
+    An ancestor of ``path`` that is a rank folder (:func:`is_rank_dir`), a cluster output or a
+    ``PROF_*`` folder, or ``path``'s own folder when it directly holds such folders (a job's
+    folder of ``*_ascend_pt`` ranks). ``None`` otherwise. Folders that cannot be listed are
+    passed over.
+    """
+    here = Path(path).expanduser().resolve().parent
+    try:
+        inside = os.listdir(here)
+    except OSError:
+        inside = []
+    for n in inside:
+        sub = here / n
+        if sub.is_dir() and (
+            n.endswith(("ascend_pt", "ascend_ms"))
+            or n == "cluster_analysis_output"
+            or _PROF_RE.match(n) is not None
+        ):
+            return here
+    for d in (here, *here.parents):
+        try:
+            names = set(os.listdir(d))
+        except OSError:
+            continue
+        if is_rank_dir(d, names) or is_cluster_dir(d, names) or is_msprof_dir(d, names):
+            return d
+    return None
+
+
 LOOSE_PREFIXES = (
     "kernel_details",
     "step_trace_time",

@@ -28,6 +28,7 @@ from advisor_chat.synth.scenarios_dev7 import DEV7_SCENARIOS
 from advisor_chat.synth.scenarios_dev8 import DEV8_SCENARIOS
 from advisor_chat.synth.scenarios_dev9 import DEV9_SCENARIOS
 from advisor_chat.synth.scenarios_dev10 import DEV10_SCENARIOS
+from advisor_chat.synth.scenarios_dev11 import DEV11_SCENARIOS
 from advisor_chat.synth.scenarios_ext import register as _register_more
 from advisor_chat.synth.scenarios_faults import register as _register_faults
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_SCENARIOS
@@ -50,6 +51,7 @@ for _spec in (
     *DEV8_SCENARIOS,
     *DEV9_SCENARIOS,
     *DEV10_SCENARIOS,
+    *DEV11_SCENARIOS,
     *HELDOUT2_SCENARIOS,
     *HELDOUT3_SCENARIOS,
     *HELDOUT4_SCENARIOS,
@@ -143,7 +145,17 @@ def generate(
         for old in [*out.glob("*_ascend_pt"), out / "before", out / "after"]:
             if old.is_dir():
                 shutil.rmtree(old)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise InputError(
+            f"{out} is a file, not a folder; give a new or empty folder for the generated profile"
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(
+            f"cannot create the output folder {out}: {exc.strerror or exc}",
+            remedy="Choose a folder you can write to",
+        ) from exc
     w = workers if workers is not None else min(4, os.cpu_count() or 1)
     plans: dict[str, Plan] = spec.plans(n, k, seed)
     measured: dict[str, Any] = {}
