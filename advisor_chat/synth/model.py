@@ -230,6 +230,9 @@ class Perturb:
         aicore_mhz: {rank: [(step index, MHz)]} the rank's AI Core clock from the start of that
             step on (the writer's AI Core Freq counter track; the durations are the scenario's to
             scale). Ranks not listed run at ``AICORE_MHZ`` throughout. Empty = every rank steady.
+        step_group: {(step index, collective index): group kind key} the collective runs on
+            another communicator (a group kind of the plan, e.g. one created anew in that step)
+            instead of its program group. Empty = every collective on its program group.
     """
 
     dur_scale: np.ndarray
@@ -253,6 +256,7 @@ class Perturb:
     coll_dst_scale: dict[str, dict[int, float]] = field(default_factory=dict)
     host_syncs: dict[int, set[int]] = field(default_factory=dict)
     aicore_mhz: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
+    step_group: dict[tuple[int, int], str] = field(default_factory=dict)
 
     def kernel_at(self, si: int, r: int, j: int, default: Kernel) -> Kernel:
         """The kernel template rank ``r`` runs at program position ``j`` in step index ``si``."""
@@ -464,7 +468,7 @@ def simulate(
                     if overlap_left == 0:
                         t = np.maximum(t, pending_end)
                 continue
-            kind = kinds[it.group]
+            kind = kinds[perturb.step_group.get((si, ci), it.group)]
             arrival = np.maximum(t + (perturb.gap_us * 1000).astype(np.int64), pending_end)
             if perturb.coll_delay_us is not None:
                 extra = perturb.coll_delay_us(si, ci)
