@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -1317,6 +1318,65 @@ class Recompute:
     op: str
     op_per_step: float
     grad_per_step: float
+
+
+@dataclass(frozen=True)
+class NewGroups:
+    """Communication groups created anew during the capture: one used in a single step only.
+
+    Attributes:
+        per_step: New groups per step with any (median).
+        steps: The steps that use a group no other step uses.
+        size: Members of those groups (the largest).
+        names: A few of their group hashes.
+        same_members: Whether each has the same members as a group used in other steps too (the
+            same communicator built again, not a new layout).
+    """
+
+    per_step: float
+    steps: tuple[int, ...]
+    size: int
+    names: tuple[str, ...]
+    same_members: bool
+
+
+def new_groups(profile: Profile) -> NewGroups | None:
+    """Groups used in one captured step only, in at least two steps (``comm_ops`` / ``comm_groups``).
+
+    A communicator that the training loop builds again in every step (``dist.new_group`` inside
+    the loop) shows as a new group hash per step whose collectives no other step runs.
+    ``None`` without such groups in two steps or more.
+    """
+    ops = profile.get("comm_ops")
+    if ops.empty or not {"group", "step", "rank"} <= set(ops.columns):
+        return None
+    sub = ops.dropna(subset=["step"])
+    steps_of: dict[str, set[int]] = defaultdict(set)
+    seen: dict[str, set[int]] = defaultdict(set)
+    for g, st, r in zip(
+        sub["group"].astype(str), sub["step"].astype(int), sub["rank"].astype(int), strict=True
+    ):
+        steps_of[g].add(st)
+        seen[g].add(r)
+    one = {g: next(iter(st)) for g, st in steps_of.items() if len(st) == 1}
+    hit = sorted(set(one.values()))
+    if len(hit) < 2:
+        return None
+    members: dict[str, frozenset[int]] = {g: frozenset(rs) for g, rs in seen.items()}
+    groups = profile.get("comm_groups")
+    if not groups.empty and {"group", "ranks"} <= set(groups.columns):
+        for g, rs in zip(groups["group"].astype(str), groups["ranks"], strict=True):
+            if isinstance(rs, (list, tuple, np.ndarray)):
+                members[g] = frozenset(int(x) for x in rs)
+    lasting = {members[g] for g in steps_of if g not in one}
+    per = pd.Series(list(one.values())).value_counts()
+    return NewGroups(
+        per_step=float(per.median()),
+        steps=tuple(hit),
+        size=max(len(members[g]) for g in one),
+        names=tuple(list(one)[:3]),
+        same_members=all(members[g] in lasting for g in one),
+    )
 
 
 def shapes_repeat(profile: Profile, ranks: Sequence[int]) -> bool | None:

@@ -468,6 +468,9 @@ def explain_device(
     return Explanation(v, clause, clause_zh, rem, op, top.shape_culprit, m, tags)
 
 
+#: Chinese names of the composed computations (:data:`~advisor_chat.diagnosis.decompose.FUSIBLE`).
+FUSION_ZH = {"attention": "注意力", "rotary position embedding": "旋转位置编码（RoPE）"}
+
 #: Gradient operators that run as many times more as the top operator (within this share of its
 #: launch ratio) mean whole layers more on the culprit, not a forward re-run.
 LAYER_RATIO_TOL = 0.15
@@ -546,16 +549,17 @@ def explain_hotspot(item: JobItem, ranks_txt: str, ranks_zh: str) -> tuple[str, 
             "等数据类型、格式、shape），或换用 NPU 支持的等价调用。",
         )
     elif item.what == "fusion":
-        ops = ", ".join(item.members)
+        ops, ops_zh = ", ".join(item.members), "、".join(item.members)
         what = item.name.split(" computed")[0]
+        what_zh = FUSION_ZH.get(what, what)
         en = (
             f"{what} is computed from separate operators ({ops}) that take at least {share} of "
             f"{ranks_txt}'s step ({ms(item.us_per_step)} per step), with no fused {what} kernel: "
             "a computation cost (compute-bound), not waiting"
         )
         zh = (
-            f"{what} 由多个独立算子（{ops}）拼接计算，至少占{ranks_zh}步长的 {share}"
-            f"（每步 {ms(item.us_per_step)}），没有使用融合的 {what} 算子：这是计算开销，不是等待"
+            f"{what_zh} 由多个独立算子（{ops_zh}）拼接计算，至少占{ranks_zh}步长的 {share}"
+            f"（每步 {ms(item.us_per_step)}），没有使用融合的 {what_zh} 算子：这是计算开销，不是等待"
         )
         fused = {
             "attention": (
@@ -581,7 +585,7 @@ def explain_hotspot(item: JobItem, ranks_txt: str, ranks_zh: str) -> tuple[str, 
             "action",
             f"Replace the composed {what} ({ops}) with {fused[0]}: one kernel instead of "
             f"{item.count_per_step:.0f} launches per step, and no intermediate tensors.",
-            f"用{fused[1]}替换拼接的 {what}（{ops}）：每步 {item.count_per_step:.0f} 次调用合并为一个算子，"
+            f"用{fused[1]}替换拼接的 {what_zh}（{ops_zh}）：每步 {item.count_per_step:.0f} 次调用合并为一个算子，"
             "也不再产生中间张量。",
         )
     elif item.what == "layout":

@@ -16,12 +16,13 @@ from advisor_chat.diagnosis.decompose import (
     SyncStalls,
     job_account,
     job_idle_shape,
+    new_groups,
     new_shape_idle,
     pass_sync,
     sync_stalls,
     top_launch_api,
 )
-from advisor_chat.diagnosis.evidence import explain_hotspot
+from advisor_chat.diagnosis.evidence import FUSION_ZH, explain_hotspot
 from advisor_chat.diagnosis.rules.common import (
     EXPOSED_MIN_SHARE,
     IDLE_MIN_SHARE,
@@ -141,14 +142,58 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     else:
         who, who_zh = "the whole job waits", "整个作业"
         slow, slow_zh = "no rank is slow", "没有慢卡"
+    # one stretch right before a collective that runs on a group no other step uses: the host
+    # builds a new communicator there in every step (dist.new_group inside the training loop)
+    ng = (
+        new_groups(ctx.profile)
+        if shape is not None
+        and shape.kind == "stretch"
+        and shape.before
+        and shape.before[0].lower().startswith(("hcom", "hccl"))
+        else None
+    )
+    if ng is not None and ng.same_members:
+        st = ", ".join(str(x) for x in ng.steps)
+        where += (
+            f"; each of steps {st} runs that collective on a communication group no other step "
+            f"uses ({ng.per_step:g} new group per step, {ng.size} members, the same members as a "
+            "group the other steps keep): the host builds a new HCCL communicator there every step"
+        )
+        where_zh += (
+            f"；第 {st} 步中每一步的这个集合通信都用了一个其他步没有用过的通信域（每步新建 {ng.per_step:g} 个，"
+            f"{ng.size} 个成员，与其他步一直使用的通信域成员相同）：主机每步都在这里新建一个 HCCL 通信器"
+        )
+        dispatch = (
+            "",
+            "",
+            (
+                Remedy(
+                    "action",
+                    "Create the communication group once, before the training loop, and reuse it: "
+                    "a dist.new_group (or an HCCL communicator) created inside the loop is built "
+                    "again in every step, and the device idles while the host sets it up.",
+                    "在训练循环开始前只创建一次通信域并重复使用：在循环内调用 dist.new_group（或新建 HCCL "
+                    "通信器）会在每一步重新建立通信器，主机建立期间设备一直空闲。",
+                    gain,
+                    BoundKind.UPPER_BOUND,
+                ),
+            ),
+        )
     # the host launches late (dispatch-bound, or late before some operators): a host stall of the
     # job; one stretch at a fixed point of the step is the job waiting for off-device work
-    host_late = dispatch is not None and not (shape is not None and shape.kind == "stretch")
+    host_late = dispatch is not None and not (
+        shape is not None and shape.kind == "stretch" and (ng is None or not ng.same_members)
+    )
     outside, outside_zh = (
         "something outside the device (input data, rollout, host work or synchronization)",
         "设备之外的东西（输入数据、推理采样、主机侧工作或同步）",
     )
-    if shape is not None and shape.kind == "stretch":
+    if ng is not None and ng.same_members:
+        outside, outside_zh = (
+            "its host to set up a communication group (host-bound)",
+            "主机建立通信域（下发瓶颈）",
+        )
+    elif shape is not None and shape.kind == "stretch":
         outside, outside_zh = (
             "work done off the device at that point of the step",
             "在步的这个位置、设备之外进行的工作",
@@ -1182,9 +1227,13 @@ def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             f"; {what} is computed from separate operators as well ({ops}: "
             f"{ms(more.us_per_step)} per step, {pct(more.share_min)} of the step)"
         )
-        dev_zh += f"；{what} 同样由多个独立算子（{ops}）拼接计算（每步 {ms(more.us_per_step)}，占步长 {pct(more.share_min)}）"
+        dev_zh += (
+            f"；{FUSION_ZH.get(what, what)} 同样由多个独立算子（{'、'.join(more.members)}）拼接计算"
+            f"（每步 {ms(more.us_per_step)}，占步长 {pct(more.share_min)}）"
+        )
         r2 = explain_hotspot(more, sc.every, sc.every_zh)[2]
         rems.append(dataclasses.replace(r2, gain_us=more.us_per_step, bound=BoundKind.UPPER_BOUND))
+        gain += more.us_per_step  # each is its own fused operator: their times add up
     return [
         RootCause(
             id=f"cause.job_hotspot.{item.what}",
@@ -1196,7 +1245,10 @@ def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 shape=item.shape if item.what == "op_type" else "",
                 label=item.name,
                 label_zh=_ITEM_ZH.get(item.what, "{name}").format(
-                    name=item.name, what=item.name.split(" computed")[0]
+                    name=item.name,
+                    what=FUSION_ZH.get(
+                        item.name.split(" computed")[0], item.name.split(" computed")[0]
+                    ),
                 ),
             ),
             victims=tuple(

@@ -389,8 +389,9 @@ def _one_cause_per_link_set(ctx: Context, causes: list[RootCause]) -> list[RootC
     One degraded HCCS mesh (a board, the NPUs of one tensor-parallel group) slows every link among
     its NPUs: each link alone is a slow-link cause, but the fault is one. Rule: per transport, the
     connected components of the slow links (both directions already merged); a component of at
-    least ``LINK_SET_MIN_RANKS`` ranks whose slow pairs are at least ``LINK_SET_SHARE`` of all its
-    pairs becomes one cause whose culprit is those ranks (named as the communication group whose
+    least ``LINK_SET_MIN_RANKS`` ranks whose slow pairs are at least ``LINK_SET_SHARE`` of its
+    pairs that carry traffic (``comm_matrix``; all k (k - 1) / 2 pairs of a mesh, the hops of a
+    ring) becomes one cause whose culprit is those ranks (named as the communication group whose
     ranks they are, when one is). Its cost is the largest of its links' transit excess (the links
     of one collective transfer at the same time), never their sum. Other links stay as they are.
     """
@@ -413,16 +414,40 @@ def _one_cause_per_link_set(ctx: Context, causes: list[RootCause]) -> list[RootC
         comps[find((c.culprit.transport, c.culprit.link[0]))].append(c)  # type: ignore[index]
     merged: dict[int, RootCause] = {}
     drop: set[int] = set()
+    used = _used_pairs(ctx)
     for members in comps.values():
         ranks = sorted({r for c in members for r in c.culprit.ranks})
         k = len(ranks)
         pairs = {tuple(sorted(c.culprit.link)) for c in members}  # type: ignore[arg-type]
-        if k < LINK_SET_MIN_RANKS or len(pairs) < LINK_SET_SHARE * k * (k - 1) / 2:
+        # the pairs among them that carry traffic of this transport at all (a ring's neighbours,
+        # not every pair of a mesh): a ring whose every hop is slow is one fault too
+        t = members[0].culprit.transport
+        carried = {p for p in used.get(t, set()) if p[0] in ranks and p[1] in ranks} or pairs
+        if k < LINK_SET_MIN_RANKS or len(pairs) < LINK_SET_SHARE * min(
+            k * (k - 1) / 2, len(carried | pairs)
+        ):
             continue
         members.sort(key=lambda c: -(c.gain_us or 0.0))
-        merged[id(members[0])] = _link_set_cause(ctx, members, ranks)
+        merged[id(members[0])] = _link_set_cause(ctx, members, ranks, len(carried | pairs))
         drop.update(id(c) for c in members[1:])
     return [merged.get(id(c), c) for c in causes if id(c) not in drop]
+
+
+def _used_pairs(ctx: Context) -> dict[str, set[tuple[int, int]]]:
+    """Per transport, the rank pairs (sorted) with any transfer in ``comm_matrix``."""
+    m = ctx.profile.get("comm_matrix")
+    if m.empty or not {"src_rank", "dst_rank", "transport"} <= set(m.columns):
+        return {}
+    sub = m[["src_rank", "dst_rank", "transport"]].dropna()
+    a = sub["src_rank"].astype(int).to_numpy()
+    b = sub["dst_rank"].astype(int).to_numpy()
+    keep = a != b
+    lo, hi = np.minimum(a, b)[keep], np.maximum(a, b)[keep]
+    tr = sub["transport"].astype(str).to_numpy()[keep]
+    out: dict[str, set[tuple[int, int]]] = defaultdict(set)
+    for t, x, y in set(zip(tr, lo.tolist(), hi.tolist(), strict=True)):
+        out[t].add((x, y))
+    return out
 
 
 def _group_excess(ctx: Context, group: str, name: str) -> tuple[float, float, float] | None:
@@ -451,8 +476,28 @@ def _group_excess(ctx: Context, group: str, name: str) -> tuple[float, float, fl
     return (own - peer) * 1000.0, own * 1000.0, peer * 1000.0
 
 
-def _link_set_cause(ctx: Context, members: list[RootCause], ranks: list[int]) -> RootCause:
-    """The one cause of the slow links among ``ranks`` (``members``: their causes, costliest first)."""
+def _rail(ctx: Context, ranks: list[int]) -> int | None:
+    """The position every one of ``ranks`` holds in its node, when they are one per node.
+
+    Ranks on different nodes (``ctx.nodes``, from the on-node links) that are each the same
+    device of their node (its index among the node's ranks) share one rail of the network: the
+    NICs of that device and the switch port they share. ``None`` otherwise.
+    """
+    where = {r: (i, sorted(n).index(r)) for i, n in enumerate(ctx.nodes) for r in n}
+    if len(ranks) < 2 or not all(r in where for r in ranks):
+        return None
+    nodes = {where[r][0] for r in ranks}
+    pos = {where[r][1] for r in ranks}
+    return next(iter(pos)) if len(nodes) == len(ranks) and len(pos) == 1 else None
+
+
+def _link_set_cause(
+    ctx: Context, members: list[RootCause], ranks: list[int], n_links: int = 0
+) -> RootCause:
+    """The one cause of the slow links among ``ranks`` (``members``: their causes, costliest first).
+
+    ``n_links``: the pairs among them that carry traffic (0: every pair).
+    """
     top = members[0]
     t = top.culprit.transport
     k = len(ranks)
@@ -484,7 +529,16 @@ def _link_set_cause(ctx: Context, members: list[RootCause], ranks: list[int]) ->
     # the other ranks wait for the set's collectives, up to their own exposed communication
     victims = _wait_victims(ctx, set(ctx.ranks) - set(ranks), extra)
     n_pairs = len({tuple(sorted(c.culprit.link)) for c in members})  # type: ignore[arg-type]
+    n_all = n_links or k * (k - 1) // 2
     part = _PARTS[network_part(t)]
+    rail = _rail(ctx, ranks) if network_part(t) == "network" else None
+    rail_en = rail_zh = ""
+    if rail is not None:
+        rail_en = (
+            f"; they are device {rail} of every node they span, so they share one rail of the "
+            "network (the NICs of that device and their switch port)"
+        )
+        rail_zh = f"；它们都是各自节点上的第 {rail} 号设备，共用网络中的同一条轨道（该设备的网卡及其交换机端口）"
     return dataclasses.replace(
         top,
         id=f"cause.slow_link.set_{ranks[0]}_{ranks[-1]}_{t.lower()}",
@@ -497,9 +551,10 @@ def _link_set_cause(ctx: Context, members: list[RootCause], ranks: list[int]) ->
         ),
         victims=tuple(sorted(victims, key=lambda i: (-i.lost_us, i.rank))),
         summary=(
-            f"Slow {t} links among {who}: {n_pairs} of the {k * (k - 1) // 2} links between these "
-            f"{k} ranks are slow ({min(bws):.1f}-{max(bws):.1f} GB/s against a median of "
-            f"{med:.1f} GB/s for {t}), so the interconnect of the group as a whole is degraded; "
+            f"Slow {t} links among {who}: {n_pairs} of the {n_all} links these {k} ranks use "
+            f"between them are slow ({min(bws):.1f}-{max(bws):.1f} GB/s against a median of "
+            f"{med:.1f} GB/s for {t}), so the interconnect of the group as a whole is degraded"
+            f"{rail_en}; "
             + (
                 f"its collectives take {ms(cmp[1])} per step against {ms(cmp[2])} in the other "
                 f"{gname} groups, {ms(extra)} more per step"
@@ -511,9 +566,9 @@ def _link_set_cause(ctx: Context, members: list[RootCause], ranks: list[int]) ->
             "their own Computing and Free are normal."
         ),
         summary_zh=(
-            f"{who_zh}之间的 {t} 链路慢：这 {k} 张卡之间的 {k * (k - 1) // 2} 条链路中有 {n_pairs} 条慢"
+            f"{who_zh}之间的 {t} 链路慢：这 {k} 张卡之间使用的 {n_all} 条链路中有 {n_pairs} 条慢"
             f"（{min(bws):.1f}-{max(bws):.1f} GB/s，同类链路中位数为 {med:.1f} GB/s），是这一组卡的互联"
-            "整体变慢；"
+            f"整体变慢{rail_zh}；"
             + (
                 f"它的集合通信每步耗时 {ms(cmp[1])}，其他 {gname} 通信域为 {ms(cmp[2])}，每步多 {ms(extra)}"
                 if cmp is not None and extra == cmp[0]
@@ -533,6 +588,18 @@ def _link_set_cause(ctx: Context, members: list[RootCause], ranks: list[int]) ->
         gain_us=extra,
         remedies=(
             Remedy(
+                "action",
+                f"Check the rail of device {rail} (ranks {rl}): the switch or switch ports those "
+                "NICs connect to and the NICs themselves (hccn_tool link status, speed and error "
+                "counters on each node, the switch's port counters); the other rails and the "
+                "links inside the servers are at speed.",
+                f"检查第 {rail} 号设备所在的网络轨道（{rl}号卡）：这些网卡所连的交换机或交换机端口以及网卡本身"
+                "（各节点上用 hccn_tool 查看链路状态、速率和错误计数，以及交换机端口计数）；其他轨道和机内链路都正常。",
+                extra,
+                BoundKind.ESTIMATE,
+            )
+            if rail is not None
+            else Remedy(
                 "action",
                 f"Repair the {t} interconnect shared by ranks {rl} ({part[0]}): every link among "
                 "them is slow while the other ranks' links are not, so check what these NPUs have "
