@@ -277,6 +277,8 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"咋(办|整|改|弄)",
         r"\bwhat (should|do|would) (i|we) change\b",
         r"最(大|值得).{0,4}(收益|优化)",
+        r"(怎么|如何|怎样)改",
+        r"(最快|马上|立刻)见效|见效最快",
     ),
     "how_much": (
         r"\bhow (much|many|long|large|big)\b",
@@ -335,6 +337,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"\b(root )?causes?\b",
         r"\breasons?\b",
         r"为什么",
+        r"为啥",
         r"为何",
         r"原因",
         r"根因",
@@ -1905,7 +1908,7 @@ def parse_question(
     ruled = ruled_out_causes(q)
     if ruled:
         base = replace(base, ruled_out=ruled)
-    if ranks and _EXCEPT.search(q) and _OTHERS.search(q):
+    if ranks and kind != "why" and _EXCEPT.search(q) and _OTHERS.search(q):
         # "除了0号卡，其他卡都正常吧？": a question about every other rank
         base = replace(base, ranks=(), except_ranks=tuple(ranks), rank_range=False)
     intent = route(base)

@@ -2891,7 +2891,7 @@ def hypothesis(
     """
     from advisor_chat.diagnosis.hypotheses import NAMES, judge
 
-    v = judge(d, name)
+    v = judge(d, name, ranks)
     other = _other_network(d, v.causes, scope) if name in ("network", "link") else None
     if other is not None and v.status == "supported" and not healthy:
         # "is it the RoCE between the machines?" while the slow links are inside one server
@@ -3118,7 +3118,7 @@ def sufficiency(
 
     real = _real(d)
     if swap:
-        v = judge(d, "card")
+        v = judge(d, "card", ranks)
         if v.status == "contradicted":
             return _swap_would_not_help(d, v, zh)
     named: RootCause | None = None
@@ -3313,6 +3313,17 @@ SUSPECTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
         "",
     ),
     "empty_cache": ((r"empty[_ ]?cache",), (r"empty_cache",), ""),
+    "new_group": (
+        (
+            r"\b(different|new|changing) (comm(unication)? )?group (id|name|hash)",
+            r"\bgroup (id|name|hash)s? (changes?|differ)",
+            r"\bnew[_ ]group\b",
+            r"通信域.{0,8}(不一样|不同|在变|变了)",
+            r"(新的|新建)(的)?通信域",
+        ),
+        (r"communication group no other step uses", r"其他步没有用过的通信域"),
+        "",
+    ),
     "dynamic_shapes": (
         (
             r"seq(uence)?[ _-]?len",

@@ -1325,6 +1325,7 @@ class NewGroups:
     """Communication groups created anew during the capture: one used in a single step only.
 
     Attributes:
+        count: New groups in the capture (each used in one step only).
         per_step: New groups per step with any (median).
         steps: The steps that use a group no other step uses.
         size: Members of those groups (the largest).
@@ -1333,6 +1334,7 @@ class NewGroups:
             same communicator built again, not a new layout).
     """
 
+    count: int
     per_step: float
     steps: tuple[int, ...]
     size: int
@@ -1371,6 +1373,7 @@ def new_groups(profile: Profile) -> NewGroups | None:
     lasting = {members[g] for g in steps_of if g not in one}
     per = pd.Series(list(one.values())).value_counts()
     return NewGroups(
+        count=len(one),
         per_step=float(per.median()),
         steps=tuple(hit),
         size=max(len(members[g]) for g in one),

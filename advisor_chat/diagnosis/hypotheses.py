@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -366,8 +366,40 @@ def _link_parts(link: RootCause) -> tuple[str, str]:
     )
 
 
-def _card(d: Diagnosis) -> Verdict:
+def _missing_late(d: Diagnosis) -> Verdict | None:
+    """Undecided when the first cause is a wait for ranks the data does not hold.
+
+    Whether a card (or any hardware) is at fault among ranks with no profile cannot be told;
+    what would decide it is their data.
+    """
+    top = _top(d)
+    if top is None or not d.missing_ranks or not set(top.culprit.ranks) & set(d.missing_ranks):
+        return None
+    miss = ", ".join(str(r) for r in sorted(set(top.culprit.ranks) & set(d.missing_ranks)))
+    return _v(
+        "card",
+        "undecided",
+        f"the ranks the others wait for ({miss}) are not in this data, so whether one of their "
+        f"cards is at fault cannot be told — {_lower_first(top.summary.rstrip('.'))}",
+        f"其他卡在等的卡（{miss}号卡）不在这份数据中，无法判断是否是它们的卡有问题——"
+        f"{top.summary_zh.rstrip('。')}",
+        (top,),
+        (
+            f"the profiling data of ranks {miss} (every rank's *_ascend_pt folder)",
+            f"{miss}号卡的性能数据（每张卡的 *_ascend_pt 目录）",
+        ),
+    )
+
+
+def _card(d: Diagnosis, ranks: Sequence[int] = ()) -> Verdict:
     """One bad NPU: a device slower on every operator; a slow link is not a card."""
+    missing = _missing_late(d)
+    if missing is not None:
+        return missing
+    if ranks:  # "should we replace rank 14's card?": that rank's cause decides first
+        named = _not_a_card(d, ranks)
+        if named is not None:
+            return named
     clock = _tagged(d, "aicore_clock_low")
     if clock is not None and _tagged(d, "device_slow") is None:
         return _v(
@@ -400,7 +432,7 @@ def _card(d: Diagnosis) -> Verdict:
             f"通常是{parts_zh}的问题：先用 hccn_tool 检查链路，再考虑换卡",
             (link,),
         )
-    not_card = _not_a_card(d)
+    not_card = _not_a_card(d, ranks)
     if not_card is not None:
         return not_card
     return replace(_hardware(d), hypothesis="card")
@@ -417,14 +449,25 @@ _WORK_TAGS = (
 )
 
 
-def _not_a_card(d: Diagnosis) -> Verdict | None:
-    """The "bad card?" / "swap the card?" verdict judged against the first cause's mechanism.
+def _blames(c: RootCause) -> set[int]:
+    return set(c.culprit.ranks) | set(c.culprit.link or ()) | {r for _, r in c.culprit.events}
 
-    A new NPU fixes a device that is slower on the same work; it does not fix a device that idles
+
+def _not_a_card(d: Diagnosis, ranks: Sequence[int] = ()) -> Verdict | None:
+    """The "bad card?" / "swap the card?" verdict judged against the cause's mechanism.
+
+    The cause is the first one blaming ``ranks`` when the question names them, else the first
+    cause that blames ranks (a rank's own cause beside a job-wide one), else the first cause. A new
+    NPU fixes a device that is slower on the same work; it does not fix a device that idles
     waiting for its host (host stall), one given more or different work than its peers, or a
-    cost every rank shares. ``None`` when the first cause is none of those (undecided then).
+    cost every rank shares. ``None`` when that cause is none of those (undecided then).
     """
-    top = _top(d)
+    real = _real(d)
+    top = next((c for c in real if ranks and _blames(c) & set(ranks)), None)
+    if top is None:
+        top = next((c for c in real if c.culprit.kind in ("rank", "ranks", "stage")), None)
+    if top is None:
+        top = _top(d)
     if top is None:
         return None
     kind = top.culprit.kind
@@ -441,6 +484,18 @@ def _not_a_card(d: Diagnosis) -> Verdict | None:
         )
     if kind not in ("rank", "ranks", "stage", "group") or not who:
         return None
+    if top.mechanism is Mechanism.HOST_STALL and top.metrics.get("host_delay_measured") == 0.0:
+        # its Free is higher, why is not measured: still not a slower device
+        return _v(
+            "card",
+            "contradicted",
+            f"the NPU of {who} computes at its peers' speed; it idles more than they do — "
+            f"{_lower_first(en)}; a new card would idle the same: what keeps it idle is what to "
+            "find",
+            f"{who_zh}的 NPU 计算速度与其他卡相同，只是空闲更多——{zh}；换一张卡也会一样空闲，"
+            "要找的是让它空闲的原因",
+            (top,),
+        )
     if top.mechanism is Mechanism.HOST_STALL:
         return _v(
             "card",
@@ -1646,12 +1701,14 @@ _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
 }
 
 
-def judge(d: Diagnosis, hypothesis: str) -> Verdict:
+def judge(d: Diagnosis, hypothesis: str, ranks: Sequence[int] = ()) -> Verdict:
     """Judge one hypothesis against the diagnosis.
 
     Args:
         d: The diagnosis.
         hypothesis: One of :data:`HYPOTHESES`.
+        ranks: The ranks the question names ("should we replace rank 14's card?"): the card
+            verdict judges their cause first.
 
     Returns:
         The :class:`Verdict`; a profile that cannot be diagnosed (``not enough signal`` only)
@@ -1673,6 +1730,12 @@ def judge(d: Diagnosis, hypothesis: str) -> Verdict:
             nes.remedies[0].text if nes.remedies else "",
             nes.remedies[0].text_zh if nes.remedies else "",
         )
+    if hypothesis == "card":
+        return _card(d, ranks)
+    if hypothesis == "hardware":
+        missing = _missing_late(d)
+        if missing is not None:
+            return replace(missing, hypothesis="hardware")
     return _JUDGES[hypothesis](d)
 
 

@@ -1228,7 +1228,7 @@ _NO = [
     r"\bnot\b",
     r"n't\b",
     r"\bno (?:slow|degraded|network|link|bandwidth|communication)",
-    r"^\W*(?:不是|不对|并非|没有|不需要|不必|不用)",
+    r"^\W*(?:不是|不对|并非|没有|不需要|不必|不用|不会|不太(?:可能|会)|不建议|不正常)",
     r"不是",
     r"并非",
     r"并不",

@@ -156,11 +156,13 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         st = ", ".join(str(x) for x in ng.steps)
         where += (
             f"; each of steps {st} runs that collective on a communication group no other step "
-            f"uses ({ng.per_step:g} new group per step, {ng.size} members, the same members as a "
-            "group the other steps keep): the host builds a new HCCL communicator there every step"
+            f"uses ({ng.count} new groups in the capture, {ng.per_step:g} per step, {ng.size} "
+            "members, the same members as a group the other steps keep): the host builds a new "
+            "HCCL communicator there every step"
         )
         where_zh += (
-            f"；第 {st} 步中每一步的这个集合通信都用了一个其他步没有用过的通信域（每步新建 {ng.per_step:g} 个，"
+            f"；第 {st} 步中每一步的这个集合通信都用了一个其他步没有用过的通信域（采集期间共新建 "
+            f"{ng.count} 个，每步 {ng.per_step:g} 个，"
             f"{ng.size} 个成员，与其他步一直使用的通信域成员相同）：主机每步都在这里新建一个 HCCL 通信器"
         )
         dispatch = (

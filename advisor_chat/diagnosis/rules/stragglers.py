@@ -84,8 +84,10 @@ def _rank_cause(
         else None
     )
     hidden = spot is not None and spot.delta_us >= HIDDEN_IDLE_RATIO * max(free_ex, 1.0)
+    cap = excess
     if spot is not None and hidden:
-        excess = max(comp_ex, 0.0) + spot.delta_us
+        # its own time, counted where the idle is (the step trace calls most of it Communication)
+        cap = max(comp_ex, 0.0) + spot.delta_us
         att = ctx.attribution.culprit_of(rank) if ctx.attribution is not None else None
         if victims is None and att is not None and att.unit.ranks == (rank,):
             # what the others lose waiting for it, measured at the collectives (their step
@@ -99,7 +101,7 @@ def _rank_cause(
     if victims is None:
         victims = wait_victims(ctx, events, {rank}, n_steps)
     gain = max((v.lost_us for v in victims), default=excess) if victims else excess
-    gain = min(gain, excess) if excess > 0 else gain
+    gain = min(gain, cap) if cap > 0 else gain
     op = None if host else op_delta(ctx, [rank], peers)
     own = (Impact(rank, excess, share_of(excess, ctx.val(rank, "step_us")), "own_time"),)
     rl, rl_zh = ranks_label([rank])
