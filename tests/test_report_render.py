@@ -261,18 +261,21 @@ def test_chinese_report_names_the_rows_behind_a_finding_in_chinese(scenario) -> 
     assert "范围：所有卡" in zh and "步：所有步（每步平均）" in zh
 
 
-def test_chinese_report_of_a_real_sample_has_every_note_in_chinese(real_samples) -> None:
-    """cluster-8rank lacks kernels, host data and environment: every analyzer says so, and each
-    of those notes (the runner's "not enough signal" ones too) has its Chinese twin."""
+@pytest.mark.parametrize("sample", ["cluster-8rank", "kernel-details-variants"])
+def test_chinese_report_of_a_real_sample_has_every_note_in_chinese(real_samples, sample) -> None:
+    """cluster-8rank lacks kernels, host data and environment, kernel-details-variants lacks a
+    step trace and communication: every analyzer says so, and each of those notes (the runner's
+    "not enough signal" ones too) has its Chinese twin, with no English reason inside it."""
     import re
 
     from advisor_chat.ingest import load_profile
     from advisor_chat.reporting import render_markdown, report_notes, run_report
 
-    report = run_report(load_profile(real_samples / "cluster-8rank", progress=False))
+    report = run_report(load_profile(real_samples / sample, progress=False))
     assert any("not enough signal" in n for n in report.notes)  # the runner's notes are there
     zh_notes, complete = report_notes(report, True)
     assert complete, [n for n in zh_notes if not re.search(r"[\u4e00-\u9fff]", n)]
     assert len(zh_notes) == len(report.notes)
     assert all(re.search(r"[\u4e00-\u9fff]", n) for n in zh_notes)
     assert "（原文为英文）" not in render_markdown(report, lang="zh")
+    assert not any("n/a" in n or "Level0 or" in n for n in zh_notes)

@@ -637,12 +637,17 @@ def unreadable_files(profile: Profile, name: str) -> list[str]:
     ]
 
 
-def comm_ops_missing_why(profile: Profile) -> str:
-    """Why ``comm_ops`` is empty, for notes: unreadable communication.json files, else the level."""
+def comm_ops_missing_why(profile: Profile, zh: bool = False) -> str:
+    """Why ``comm_ops`` is empty, for notes: unreadable communication.json files, else the level.
+
+    With ``zh`` the same in Chinese (file names as they are).
+    """
     bad = unreadable_files(profile, "communication.json")
     if bad:
+        if zh:
+            return f"有 {len(bad)} 个 communication.json 文件无法读取（第一个：{bad[0]}；见 file_skipped 警告）"
         return (
             f"{len(bad)} communication.json file(s) could not be read (first: {bad[0]}; see the "
             "file_skipped warning)"
         )
-    return "profiler Level0 or no HCCL ops"
+    return "采集级别为 Level0，或没有 HCCL 算子" if zh else "profiler Level0 or no HCCL ops"

@@ -110,6 +110,7 @@ def cluster_breakdown(profile: Profile, params: BreakdownParams) -> AnalyzerResu
             notes=(
                 "not enough signal: no step trace (step_trace_time.csv / StepTraceTime) in the profile",
             ),
+            notes_zh=("信号不足：数据中没有步骤耗时（step_trace_time.csv / StepTraceTime）",),
         )
     src = profile.cite("step_trace")
     stages = pipeline_stages(profile)

@@ -114,10 +114,14 @@ def communication(profile: Profile, params: CommunicationParams) -> AnalyzerResu
     step_us = median_step_us(profile) or float("nan")
 
     table = _per_group_type(ops, gname)
+    twins = dict(_NOTES_ZH)
     if ops.empty:
-        notes.append(
-            "no comm_ops (communication.json): per-op wait/transit unavailable "
-            f"({comm_ops_missing_why(profile)})"
+        why = comm_ops_missing_why(profile)
+        note = f"no comm_ops (communication.json): per-op wait/transit unavailable ({why})"
+        notes.append(note)
+        twins[note] = (
+            "没有集合通信明细（communication.json）：无法得到每个算子的等待/传输时间"
+            f"（{comm_ops_missing_why(profile, True)}）"
         )
     overlap = _overlap(profile)
     findings += _overlap_findings(profile, overlap)
@@ -140,7 +144,7 @@ def communication(profile: Profile, params: CommunicationParams) -> AnalyzerResu
         findings=tuple(findings),
         notes=tuple(notes),
         tables={"overlap": overlap, "mc2_pairs": pairs},
-        notes_zh=notes_in_chinese(notes, _NOTES_ZH),
+        notes_zh=notes_in_chinese(notes, twins),
     )
 
 

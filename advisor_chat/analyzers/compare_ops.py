@@ -378,11 +378,18 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
         order = pd.Series(0.0, index=kernel_ranks)
     fastest, slowest = int(cast(int, order.idxmin())), int(cast(int, order.idxmax()))
     rank_a, rank_b = _pick_ranks(params.rank_a, params.rank_b, fastest, slowest)
+    twins = {
+        "Communication (HCCL) tasks are excluded: their time includes waits.": (
+            "通信（HCCL）任务不计入：其耗时包含等待。"
+        )
+    }
     if rank_a == rank_b:
-        notes.append(
+        one = (
             f"only rank {rank_a} is available for comparison; rank-vs-rank deltas are zero "
             "(AI CPU and dynamic-shape checks still apply)"
         )
+        notes.append(one)
+        twins[one] = f"只有{rank_a}号卡可以比较；卡间差值为零（AI CPU 与动态 shape 检查仍然有效）"
 
     ka = comp[comp["rank"] == rank_a]
     kb = comp[comp["rank"] == rank_b]
@@ -741,14 +748,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
         metrics=metrics,
         findings=tuple(findings),
         notes=tuple(notes),
-        notes_zh=notes_in_chinese(
-            notes,
-            {
-                "Communication (HCCL) tasks are excluded: their time includes waits.": (
-                    "通信（HCCL）任务不计入：其耗时包含等待。"
-                )
-            },
-        ),
+        notes_zh=notes_in_chinese(notes, twins),
         tables={
             "by_type": by_type,
             "by_shape": by_shape,

@@ -158,7 +158,9 @@ def slow_link(profile: Profile, params: SlowLinkParams) -> AnalyzerResult:
     if ops.empty:
         why = comm_ops_missing_why(profile)
         notes.append(f"no comm_ops: wait-ratio rule unavailable ({why})")
-        notes_zh.append(f"没有集合通信明细（comm_ops）：无法使用等待比例规则（{why}）")
+        notes_zh.append(
+            f"没有集合通信明细（comm_ops）：无法使用等待比例规则（{comm_ops_missing_why(profile, True)}）"
+        )
     findings.sort(key=lambda f: (f.severity.rank, -f.metrics.get("extra_us", 0.0)))
     metrics = {
         "links_count": float(len(links)),

@@ -120,7 +120,8 @@ def slow_rank(profile: Profile, params: SlowRankParams) -> AnalyzerResult:
             f"{why}; judged from step_trace spreads only"
         )
         notes_zh.append(
-            f"缺少通信证据：没有 comm_ops（communication.json）——{why}；只按步迹的差异判断"
+            f"缺少通信证据：没有 comm_ops（communication.json）——{comm_ops_missing_why(profile, True)}；"
+            "只按步迹的差异判断"
         )
     all_ranks = sorted(set(pr.index.astype(int)) | set(comm_stats.index.astype(int)))
     table = pd.DataFrame({"rank": all_ranks}).set_index("rank")
@@ -177,16 +178,35 @@ def slow_rank(profile: Profile, params: SlowRankParams) -> AnalyzerResult:
             if len(table) > 1 and table["computing_delta_us"].notna().any()
             else float("nan")
         )
-        notes.append(
-            f"no slow rank: the largest Computing/Free excess over the peer median is {ms(gap)} "
-            f"({pct(gap / mean_step if mean_step else float('nan'))} of the step, threshold 5%)"
-            + ("" if votes_by_op is None else "; no rank is the late arriver of most collectives")
-        )
-        notes_zh.append(
-            f"没有慢卡：计算/空闲时间比其他卡中位数多得最多的是 {ms(gap)}"
-            f"（占步长 {pct(gap / mean_step if mean_step else float('nan'))}，阈值 5%）"
-            + ("" if votes_by_op is None else "；没有哪张卡在多数集合通信中最后到达")
-        )
+        if math.isfinite(gap):
+            notes.append(
+                f"no slow rank: the largest Computing/Free excess over the peer median is "
+                f"{ms(gap)} ({pct(gap / mean_step if mean_step else float('nan'))} of the step, "
+                "threshold 5%)"
+                + (
+                    ""
+                    if votes_by_op is None
+                    else "; no rank is the late arriver of most collectives"
+                )
+            )
+            notes_zh.append(
+                f"没有慢卡：计算/空闲时间比其他卡中位数多得最多的是 {ms(gap)}"
+                f"（占步长 {pct(gap / mean_step if mean_step else float('nan'))}，阈值 5%）"
+                + ("" if votes_by_op is None else "；没有哪张卡在多数集合通信中最后到达")
+            )
+        else:  # no Computing / Free to compare (one rank, or no step trace)
+            notes.append(
+                "no slow rank found: no Computing / Free to compare across ranks"
+                + (
+                    ""
+                    if votes_by_op is None
+                    else "; no rank is the late arriver of most collectives"
+                )
+            )
+            notes_zh.append(
+                "未发现慢卡：没有可在卡间比较的计算/空闲时间"
+                + ("" if votes_by_op is None else "；没有哪张卡在多数集合通信中最后到达")
+            )
     metrics = {
         "ranks_count": float(len(table)),
         "slow_ranks_count": float(table["slow"].sum()),

@@ -385,13 +385,15 @@ def explain_device(
         more = top.count_culprit - top.count_peer
         # the duration of one launch: the peers' when they run it too, else the culprit's own
         each = top.avg_us_peer if top.count_peer > 0 else top.avg_us_culprit
+        # the launches counted are those of one variant (operator and input shapes)
+        var = f"{op} [{top.shape_culprit}]" if top.shape_culprit else op
         clause = (
-            f"{who} launches {more:.0f} more {op} per step than its peers ({top.count_culprit:.0f} "
-            f"against {top.count_peer:.0f}, {ms(each)} each): {ms(top.delta_us)} more "
-            "per step of extra work, not slower kernels"
+            f"{who} launches {more:.0f} more {var} per step than its peers "
+            f"({top.count_culprit:.0f} against {top.count_peer:.0f}, {ms(each)} each): "
+            f"{ms(top.delta_us)} more per step of extra work, not slower kernels"
         )
         clause_zh = (
-            f"{who_zh}每步比其他卡多调用 {more:.0f} 次 {op}（{top.count_culprit:.0f} 次对 "
+            f"{who_zh}每步比其他卡多调用 {more:.0f} 次 {var}（{top.count_culprit:.0f} 次对 "
             f"{top.count_peer:.0f} 次，每次 {ms(each)}）：每步多 {ms(top.delta_us)}，"
             "是多做了计算，而不是算子变慢"
         )
@@ -409,12 +411,14 @@ def explain_device(
                 f"; its gradient operators run {g.count_culprit / g.count_peer:.2f}x as often too "
                 f"({g.op_type} {g.count_culprit:.0f} against {g.count_peer:.0f}): forward and "
                 f"backward alike, so it holds about {ratio:.2f}x the layers of its peers (an "
-                "uneven layer split), not a re-run of the forward"
+                "uneven layer split), not a re-run of the forward; in all its kernels run "
+                f"{ms(acc.delta_us)} more per step than its peers'"
             )
             clause_zh += (
                 f"；其梯度算子也多运行了 {g.count_culprit / g.count_peer:.2f} 倍（{g.op_type} "
                 f"{g.count_culprit:.0f} 次对 {g.count_peer:.0f} 次）：前向和反向同样增多，说明它承担的层数约为"
-                f"其他卡的 {ratio:.2f} 倍（层切分不均），而不是前向被重算"
+                f"其他卡的 {ratio:.2f} 倍（层切分不均），而不是前向被重算；其所有算子合计每步比其他卡多 "
+                f"{ms(acc.delta_us)}"
             )
         elif top.count_peer > 0 and top.count_culprit >= 1.5 * top.count_peer:
             # the operators the peers also run, run again: what activation recomputation does
