@@ -230,3 +230,16 @@ def test_hidden_causes_answer_the_question_asked(ask, name, question, start, als
     text = ask(name, question)
     assert text.startswith(start), text[:300]
     assert also in text
+
+
+@pytest.mark.parametrize(
+    ("name", "question", "start"),
+    [
+        ("jit-compile-mode", "is this normal?", "No, this run is not as it should be: every rank"),
+        ("jit-compile-mode", "这正常吗？", "不正常：所有卡都在空闲"),
+        ("healthy", "is this normal?", "Yes: nothing stands out"),
+        ("healthy", "这正常吗？", "是的"),
+    ],
+)
+def test_is_this_normal_gets_a_verdict_on_the_run(ask, name, question, start) -> None:
+    assert ask(name, question).startswith(start)

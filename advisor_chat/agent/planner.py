@@ -634,6 +634,14 @@ class Planner:
         if q.intent == "unsupported" and not q.hypothesis and unknown_suspect(q.text):
             # "is it the optimizer?": a suspect no rule names, judged against the causes' text
             q = dataclasses.replace(q, intent="summarize", kind="yes_no")
+        if (
+            q.intent == "unsupported"
+            and q.kind == "yes_no"
+            and _HEALTHY_Q.search(q.text) is not None
+            and not (q.ranks or q.links or q.ops or q.stages or q.nodes or q.hypothesis)
+        ):
+            # "is this normal?" / "这正常吗？": a verdict on the run
+            q = dataclasses.replace(q, intent="summarize")
         if q.intent == "unsupported" and not q.hypothesis and not project.named_suspect(q.text):
             return PlanResult(self._help(q, d), outputs=outputs)
         if q.intent == "compare_profiles" and self.session.baseline is None and q.hypothesis:
@@ -701,6 +709,13 @@ class Planner:
             odd = project.ops_not_normal(d, q.ops, zh)
             if odd is not None:
                 return odd
+        if (
+            healthy
+            and it in ("unsupported", "summarize")
+            and not (q.ranks or q.links or q.ops or q.stages or q.nodes or hyp)
+        ):
+            # "is this normal?" / "这正常吗？" about the run: a verdict on the whole diagnosis
+            return project.run_is_normal(d, zh)
         idle_q = _IDLE_Q.search(q.text) is not None
         # "where in the step is the idle?": the idle every rank shares, when the job has one
         idle_place = idle_q and _IDLE_PLACE.search(q.text) is not None

@@ -3255,6 +3255,20 @@ def _only_one_cause(d: Diagnosis, c: RootCause, zh: bool) -> Projection:
     return p
 
 
+def run_is_normal(d: Diagnosis, zh: bool) -> Projection:
+    """Answer to "is this normal?" about the run: no with the top cause, yes when none stands out."""
+    lang = "zh" if zh else "en"
+    real = _real(d)
+    if not real:
+        return Projection(lines=[msg("answer.run_normal", lang)])
+    top = real[0]
+    text = summary(top, zh) if zh else lower_first(summary(top, zh))
+    p = Projection(lines=[msg("answer.run_not_normal", lang, summary=_sentence(text, zh))])
+    p.add_cause(top)
+    p.plot_ranks = _culprit_ranks(top)[:8]
+    return p
+
+
 def ops_not_normal(d: Diagnosis, ops: Sequence[str], zh: bool) -> Projection | None:
     """Answer to "is it normal to see this many Pow / ReduceMean kernels?" when a cause names them.
 
