@@ -158,6 +158,7 @@ def test_fixing_a_rank_that_only_waits_saves_nothing(ask, question: str, start: 
     assert "8-15" in answer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "question", "start", "also"),
     [
@@ -178,6 +179,7 @@ def test_a_card_swap_is_judged_against_the_cause(ask, name, question, start, als
     assert also in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "question", "start"),
     [
@@ -191,6 +193,7 @@ def test_both_fixed_on_one_cause_says_there_is_one(ask, name, question, start) -
     assert text.startswith(start), text[:300]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "question", "start", "also"),
     [
@@ -232,6 +235,7 @@ def test_hidden_causes_answer_the_question_asked(ask, name, question, start, als
     assert also in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "question", "start"),
     [

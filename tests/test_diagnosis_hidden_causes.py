@@ -26,6 +26,9 @@ from advisor_chat.diagnosis import Mechanism, diagnose
 from advisor_chat.diagnosis.decompose import top_launch_api
 from advisor_chat.ingest import load_profile
 
+# each test generates and diagnoses a development scenario: in the slow suite (CI runs it)
+pytestmark = pytest.mark.slow
+
 
 def _load(scenario, name: str):
     path = scenario(name)

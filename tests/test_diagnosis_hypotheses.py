@@ -173,6 +173,7 @@ def test_an_aicpu_verdict_names_the_ranks_whose_operator_fell_back(scenario) -> 
     assert sorted(c.culprit.ranks) == sorted(culprits)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "mechanism", "why"),
     [
