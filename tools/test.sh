@@ -6,6 +6,8 @@
 #   bash tools/test.sh --all [pytest args]   everything (what CI runs: .ci/run), also ADVISOR_TEST_ALL=1
 #
 # A `-m EXPR` among the pytest args replaces the default selection (e.g. `-m slow`, `-m browser`).
+# Tests run on one worker process per core (at most 4); ADVISOR_TEST_WORKERS=N sets how many
+# (0 or 1: in one process, e.g. to debug with -x --pdb).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SELECT=(-m "not slow")
@@ -33,4 +35,10 @@ fi
 .venv/bin/ruff check advisor_chat tests tools evals
 .venv/bin/ruff format --check advisor_chat tests tools evals
 .venv/bin/mypy
-.venv/bin/python -m pytest ${SELECT[@]+"${SELECT[@]}"} "$@"
+# one worker process per core, at most 4 (pytest-xdist; a file's tests share a worker and its
+# generated scenarios); ADVISOR_TEST_WORKERS=0 runs in this process
+CORES=$(nproc 2>/dev/null || echo 2)
+WORKERS=${ADVISOR_TEST_WORKERS:-$(( CORES < 4 ? CORES : 4 ))}
+PAR=()
+if [ "$WORKERS" -gt 1 ]; then PAR=(-n "$WORKERS" --dist loadfile); fi
+.venv/bin/python -m pytest ${PAR[@]+"${PAR[@]}"} ${SELECT[@]+"${SELECT[@]}"} "$@"

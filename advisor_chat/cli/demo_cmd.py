@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from advisor_chat.cli.common import console, handle_errors
+from advisor_chat.cli.common import console, err_console, handle_errors
 
 DEMO_QUESTION = "why is rank 12 slow?"
 
@@ -65,4 +65,5 @@ def register(app: typer.Typer) -> None:
         from advisor_chat.synth import demo_profile
 
         path = demo_profile(load_settings(model=model))
+        err_console.print(f"demo profile: {path}", highlight=False, soft_wrap=True)
         serve_app(path, host=host, port=port, model=model, base_url=None, baseline=None)

@@ -73,6 +73,7 @@ def prepare_case_index(settings: Settings) -> float:
         f"case index ready in {took:.1f} s ({report.embedded} cases embedded, "
         f"{report.skipped} unchanged) at {settings.index_dir}",
         highlight=False,
+        soft_wrap=True,  # a path is copied from the terminal: never broken across lines
     )
     return took
 
