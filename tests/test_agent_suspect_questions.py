@@ -227,6 +227,14 @@ def test_both_fixed_on_one_cause_says_there_is_one(ask, name, question, start) -
             "不正常",
             "RMSNorm",
         ),
+        # "softmax" starts the loss operator's type: the cause that names it answers, with the
+        # all-gather of the logits it reads
+        (
+            "tp-logits-allgather",
+            "算子里有个4096x64000的fp32 softmax交叉熵，每张卡都在算一遍，这正常吗",
+            "不正常",
+            "SoftmaxCrossEntropyWithLogits",
+        ),
     ],
 )
 def test_hidden_causes_answer_the_question_asked(ask, name, question, start, also) -> None:
@@ -247,3 +255,15 @@ def test_hidden_causes_answer_the_question_asked(ask, name, question, start, als
 )
 def test_is_this_normal_gets_a_verdict_on_the_run(ask, name, question, start) -> None:
     assert ask(name, question).startswith(start)
+
+
+def test_a_word_names_an_operator_only_as_the_start_of_a_camelcase_type() -> None:
+    from advisor_chat.agent.project import _starts_op, op_words
+
+    assert op_words("一个 fp32 softmax 交叉熵 on every card, normal?") == ("softmax", "normal")
+    text = "every rank repeats the loss (SoftmaxCrossEntropyWithLogits on 4096x64000); normal"
+    assert _starts_op(text, "softmax")
+    # an English word in the text, or a type it does not start, is not an operator named
+    assert not _starts_op(text, "normal")
+    assert not _starts_op("Normalization of the layer", "normal")
+    assert not _starts_op(text, "crossentropy")

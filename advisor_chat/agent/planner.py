@@ -704,9 +704,11 @@ class Planner:
             _HEALTHY_Q.search(q.text) is not None
             or (hyp == "profiler" and _REAL_Q.search(q.text) is not None)
         )
-        if healthy and q.ops and not q.ranks and not hyp:
+        # operators named by the start of their type ("a softmax cross entropy on every card")
+        words = () if q.ops else project.op_words(q.text)
+        if healthy and (q.ops or words) and not q.ranks and not hyp:
             # "Pow, ReduceMean, Neg everywhere, is that normal?": not when a cause names them
-            odd = project.ops_not_normal(d, q.ops, zh)
+            odd = project.ops_not_normal(d, q.ops, zh, words)
             if odd is not None:
                 return odd
         if (

@@ -2244,8 +2244,8 @@ def how_much(d: Diagnosis, zh: bool, *, share: bool = False) -> Projection:
         p.lines.append(
             f"这份数据中找到的 {len(gained)} 个原因合计每步{'最多' if any_upper else '约'} {us(total)}。"
             if zh
-            else f"All {len(gained)} causes found come to {'up to' if any_upper else 'about'} "
-            f"{us(total)} per step together."
+            else f"{'Both' if len(gained) == 2 else f'All {len(gained)}'} causes found come to "
+            f"{'up to' if any_upper else 'about'} {us(total)} per step together."
         )
     for c in real[1:3]:
         p.add_cause(c)
@@ -3269,14 +3269,42 @@ def run_is_normal(d: Diagnosis, zh: bool) -> Projection:
     return p
 
 
-def ops_not_normal(d: Diagnosis, ops: Sequence[str], zh: bool) -> Projection | None:
+#: A question word that may name operators by the start of their type (``softmax`` for
+#: ``SoftmaxCrossEntropyWithLogits``): at least this many letters.
+OP_WORD_MIN = 6
+
+
+def op_words(text: str) -> tuple[str, ...]:
+    """Latin words of ``OP_WORD_MIN``+ letters in a question (candidate operator-type prefixes)."""
+    return tuple(dict.fromkeys(re.findall(rf"(?<![A-Za-z])[A-Za-z]{{{OP_WORD_MIN},}}", text)))
+
+
+def _starts_op(summary_text: str, word: str) -> bool:
+    """Whether a cause's text names an operator type that ``word`` starts.
+
+    An operator type in the text is a CamelCase token (``SoftmaxCrossEntropyWithLogits``), so
+    an English word that starts the same way (``normal`` / ``Normalization``) does not count.
+    """
+    pat = rf"(?<![A-Za-z]){re.escape(word)}[A-Za-z0-9]*"
+    return any(
+        re.search(r"[A-Z]", m.group(0)[1:]) is not None
+        for m in re.finditer(pat, summary_text, re.I)
+    )
+
+
+def ops_not_normal(
+    d: Diagnosis, ops: Sequence[str], zh: bool, words: Sequence[str] = ()
+) -> Projection | None:
     """Answer to "is it normal to see this many Pow / ReduceMean kernels?" when a cause names them.
 
-    The first cause whose summary names one of ``ops`` (operator types the question names): the
-    answer is "no" with that cause. ``None`` when no cause names them (the tools answer then).
+    The first cause whose summary names one of ``ops`` (operator types the question names) or an
+    operator type one of ``words`` starts (:func:`_starts_op`): the answer is "no" with that
+    cause. ``None`` when no cause names them (the tools answer then).
     """
     for c in _real(d):
-        if any(re.search(rf"(?<![A-Za-z]){re.escape(o)}(?![A-Za-z])", c.summary) for o in ops):
+        if any(
+            re.search(rf"(?<![A-Za-z]){re.escape(o)}(?![A-Za-z])", c.summary) for o in ops
+        ) or any(_starts_op(c.summary, w) for w in words):
             text = _sentence(summary(c, zh) if zh else lower_first(summary(c, zh)), zh)
             p = Projection(lines=[msg("answer.ops_not_normal", "zh" if zh else "en", summary=text)])
             p.add_cause(c)

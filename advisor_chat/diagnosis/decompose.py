@@ -206,6 +206,8 @@ class DeviceAccount:
         clock_mhz_peer: The same for the peers sampled.
         versions_differ: Whether the culprit ranks record another CANN or torch_npu version than
             their peers (:func:`versions_differ`); ``None`` when the profile records none.
+        optimizer_us: Time of the optimizer-step kernels (``OPTIMIZER_OPS``: Foreach*, Apply*,
+            Adam, Lamb) per unit, µs, (culprit, peers); NaN on a side that runs none.
     """
 
     culprit_units: int
@@ -227,6 +229,7 @@ class DeviceAccount:
     clock_mhz_culprit: float = float("nan")
     clock_mhz_peer: float = float("nan")
     versions_differ: bool | None = None
+    optimizer_us: tuple[float, float] = (float("nan"), float("nan"))
 
     @property
     def delta_us(self) -> float:
@@ -426,6 +429,11 @@ def device_account(
                 break
     busy_c = float(c["duration_us"].sum()) / n_c
     busy_p = float(p["duration_us"].sum()) / n_p
+
+    def optimizer(df: pd.DataFrame, n: int) -> float:
+        on = df["op_type"].astype(str).str.contains(OPTIMIZER_OPS)
+        return float(df.loc[on, "duration_us"].sum()) / n if on.any() else float("nan")
+
     positive = {kd: v for kd, v in by_kind.items() if v > 0}
     verdict = max(positive, key=lambda kd: positive[kd]) if busy_c > busy_p and positive else "none"
     top = next((o for o in ops if o.kind != "slower" or verdict not in ("uniform", "engine")), None)
@@ -468,6 +476,7 @@ def device_account(
         clock_mhz_culprit=clock_c,
         clock_mhz_peer=clock_p,
         versions_differ=versions_differ(profile, c_ranks, all_peers),
+        optimizer_us=(optimizer(c, n_c), optimizer(p, n_p)),
     )
 
 
@@ -1789,4 +1798,171 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
         share_of_idle=float(per_unit["sum"].sum()) / total if total > 0 else math.nan,
         spots=tuple(spots),
         ranks=tuple(rs),
+    )
+
+
+#: A collective holds the communication when one instance per step takes at least this share of
+#: a rank's communication time (Elapse Time, median over (step, rank))...
+DOMINANT_MIN_SHARE = 0.25
+#: ... and at least this many times the median instance of its group.
+DOMINANT_MIN_RATIO = 4.0
+#: Operators that compute a loss or a softmax over a vocabulary (the consumers of gathered logits).
+LOSS_OPS = re.compile(r"crossentropy|softmax|logsoftmax|nllloss", re.I)
+
+
+@dataclass(frozen=True)
+class DominantCollective:
+    """One collective per step that holds a large share of every rank's communication time.
+
+    Source: ``comm_ops`` (communication.json Elapse Time per operator), ``comm_bandwidth`` (Transit
+    Size per operator, MB summed over transports), ``kernels`` (the compute kernels right before
+    and after it on a sample rank of the same step).
+
+    Attributes:
+        op_type: Collective type, lower case (``allgather``).
+        group: Communication group (hash) it runs in.
+        group_size: Ranks in that group (``comm_groups``; 0 when unknown).
+        per_step: Instances of it per step and rank (median).
+        elapse_us: Its Elapse Time per instance, µs (median over (step, rank)).
+        share: ``elapse_us * per_step`` over the rank's communication time per step (median).
+        size_mb: Its transit size per instance, MB (median; NaN without comm_bandwidth).
+        others_max_mb: The largest median transit size of the group's other collectives, MB.
+        others_us: The median Elapse Time of the group's other collectives, µs.
+        producer: (op type, output shapes) of the last compute kernel before it, or ``None``.
+        consumer: (op type, input shapes, input dtypes) of the first kernel after it, or ``None``.
+        loss: (op type, input shapes, input dtypes, time µs) of a loss / softmax operator among
+            the three kernels after it that reads a wider last dimension than the producer wrote
+            (logits gathered over the vocabulary), or ``None``.
+        loss_us: Time of the kernels from the collective's end to the loss operator's end, µs
+            (the loss on the gathered tensor; 0 without ``loss``).
+    """
+
+    op_type: str
+    group: str
+    group_size: int
+    per_step: float
+    elapse_us: float
+    share: float
+    size_mb: float
+    others_max_mb: float
+    others_us: float
+    producer: tuple[str, str] | None
+    consumer: tuple[str, str, str] | None
+    loss: tuple[str, str, str] | None
+    loss_us: float
+
+
+def _last_dim(shapes: str) -> int | None:
+    """The last dimension of the first tensor of a CANN shapes string (``4096,64000;4096``)."""
+    first = str(shapes).split(";")[0].strip().strip('"')
+    try:
+        return int(first.split(",")[-1])
+    except ValueError:
+        return None
+
+
+def dominant_collective(profile: Profile, ranks: Sequence[int]) -> DominantCollective | None:
+    """The collective that holds the communication, if one per step does (see the class).
+
+    Instances are matched across steps and ranks by (group, op type, position among that group's
+    collectives of that type in the step). ``None`` without ``comm_ops``, or unless one instance
+    takes ``DOMINANT_MIN_SHARE`` of the communication time and ``DOMINANT_MIN_RATIO`` times the
+    Elapse Time, the Transit Time and the transit size of its group's other collectives (a long
+    wait inside a collective is not its own cost).
+    """
+    ops = profile.get("comm_ops")
+    need = {"rank", "step", "group", "op_type", "op_name", "start_us", "elapse_ms"}
+    if ops.empty or not need <= set(ops.columns):
+        return None
+    o = ops.dropna(subset=["step", "start_us", "elapse_ms"])
+    o = o[o["rank"].isin(list(ranks))] if len(ranks) else o
+    if o.empty:
+        return None
+    o = o.sort_values(["rank", "step", "start_us"]).assign(
+        group=o["group"].astype(str), op_type=o["op_type"].astype(str).str.lower()
+    )
+    o = o.assign(pos=o.groupby(["rank", "step", "group", "op_type"]).cumcount())
+    per_unit = o.groupby(["rank", "step"])["elapse_ms"].sum()
+    comm_us = float(per_unit.median()) * 1000.0
+    key = ["group", "op_type", "pos"]
+    med = o.groupby(key)["elapse_ms"].median() * 1000.0
+    if med.empty or comm_us <= 0:
+        return None
+    top = cast(tuple[str, str, int], med.idxmax())
+    top_us = float(med.loc[top])
+    g, t, _pos = top
+    inst = o[(o["group"] == g) & (o["op_type"] == t) & (o["pos"] == top[2])]
+    per_step = float(inst.groupby(["rank", "step"]).size().median())
+    rest = o[(o["group"] == g) & ~((o["op_type"] == t) & (o["pos"] == top[2]))]
+    others_us = float(rest["elapse_ms"].median()) * 1000.0 if not rest.empty else float("nan")
+    share = top_us * per_step / comm_us
+    if share < DOMINANT_MIN_SHARE or not (
+        math.isfinite(others_us) and top_us >= DOMINANT_MIN_RATIO * others_us
+    ):
+        return None
+    # its own transfer, not a wait for a late peer inside it: the transit time dominates too
+    if "transit_ms" in o.columns:
+        tr = o.groupby(key)["transit_ms"].median()
+        tr_rest = float(rest["transit_ms"].median())
+        if not float(tr.loc[top]) >= DOMINANT_MIN_RATIO * tr_rest:
+            return None
+    size_mb = others_max = float("nan")
+    bw = profile.get("comm_bandwidth")
+    if not bw.empty and {"rank", "step", "op_name", "transit_size_mb"} <= set(bw.columns):
+        mb = bw.groupby(["rank", "step", "op_name"])["transit_size_mb"].sum()
+        sizes = o.join(mb.rename("mb"), on=["rank", "step", "op_name"])
+        size_mb = float(sizes.loc[inst.index, "mb"].median())
+        om = sizes.loc[rest.index].groupby(["op_type", "pos"])["mb"].median()
+        others_max = float(om.max()) if len(om) else float("nan")
+        if (
+            not size_mb >= DOMINANT_MIN_RATIO * others_max
+        ):  # it moves far more data, not only longer
+            return None
+    gs = 0
+    groups = profile.get("comm_groups")
+    if not groups.empty and {"group", "ranks"} <= set(groups.columns):
+        hit = groups[groups["group"].astype(str) == g]
+        if len(hit) and isinstance(hit["ranks"].iloc[0], (list, tuple, np.ndarray)):
+            gs = len(hit["ranks"].iloc[0])
+    # the kernels around one instance on a sample rank: what writes the tensor, what reads it
+    one = inst.iloc[0]
+    r, st = int(one["rank"]), int(one["step"])
+    t0 = float(one["start_us"])
+    t1 = t0 + float(one["elapse_ms"]) * 1000.0
+    k = _compute_kernels(profile, [r])
+    producer = consumer = loss = None
+    loss_us = 0.0
+    if not k.empty and {"start_us", "duration_us", "step"} <= set(k.columns):
+        k = k[k["step"] == st].sort_values("start_us")
+        before = k[k["start_us"] + k["duration_us"] <= t0 + 1.0]
+        after = k[k["start_us"] >= t1 - 1.0].head(3)
+        out = "output_shapes" in k.columns
+        if len(before):
+            b = before.iloc[-1]
+            producer = (str(b["op_type"]), str(b["output_shapes"]) if out else "")
+        if len(after):
+            a = after.iloc[0]
+            consumer = (str(a["op_type"]), str(a["input_shapes"]), str(a["input_dtypes"]))
+        wrote = _last_dim(producer[1]) if producer else None
+        for i in range(len(after)):
+            a = after.iloc[i]
+            read = _last_dim(str(a["input_shapes"]))
+            if LOSS_OPS.search(str(a["op_type"])) and read and wrote and read > wrote:
+                loss = (str(a["op_type"]), str(a["input_shapes"]), str(a["input_dtypes"]))
+                loss_us = float(a["start_us"] + a["duration_us"]) - t1
+                break
+    return DominantCollective(
+        op_type=t,
+        group=g,
+        group_size=gs,
+        per_step=per_step,
+        elapse_us=top_us,
+        share=share,
+        size_mb=size_mb,
+        others_max_mb=others_max,
+        others_us=others_us,
+        producer=producer,
+        consumer=consumer,
+        loss=loss,
+        loss_us=loss_us,
     )

@@ -12,7 +12,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from advisor_chat.diagnosis.decompose import DeviceAccount, JobItem, Outliers
+from advisor_chat.diagnosis.decompose import OPTIMIZER_OPS, DeviceAccount, JobItem, Outliers
 from advisor_chat.diagnosis.text import ms, pct
 from advisor_chat.diagnosis.types import BoundKind, Remedy
 
@@ -464,6 +464,18 @@ def explain_device(
             BoundKind.ESTIMATE,
         )
         tags = ("op_regression_shape",) + (("matmul_slow",) if "matmul" in op.lower() else ())
+    opt_c, opt_p = acc.optimizer_us
+    if OPTIMIZER_OPS.search(op) and math.isfinite(opt_c) and math.isfinite(opt_p):
+        # one optimizer kernel of several: the optimizer step as a whole is what the rank runs more
+        m |= {"optimizer_us_per_step": opt_c, "peer_optimizer_us_per_step": opt_p}
+        clause += (
+            f"; all its optimizer-step operators (Foreach* / Apply* / Adam) take {ms(opt_c)} per "
+            f"step against {ms(opt_p)} on its peers ({ms(opt_c - opt_p)} more)"
+        )
+        clause_zh += (
+            f"；其优化器更新的全部算子（Foreach* / Apply* / Adam）每步共 {ms(opt_c)}，其他卡为 "
+            f"{ms(opt_p)}（多 {ms(opt_c - opt_p)}）"
+        )
     if said_us is not None and ms(said_us) == ms(top.delta_us):
         # the caller's sentence already states the amount: one figure per quantity
         tail, tail_zh = f": {ms(top.delta_us)} more per step", f"：每步多 {ms(top.delta_us)}"

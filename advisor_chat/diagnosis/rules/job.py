@@ -11,9 +11,11 @@ from advisor_chat.analyzers._common import format_ranks, missing_ranks
 from advisor_chat.analyzers.base import Category, Finding, FindingKind
 from advisor_chat.diagnosis.context import Context, ranks_label
 from advisor_chat.diagnosis.decompose import (
+    DominantCollective,
     JobIdleShape,
     NewShapeIdle,
     SyncStalls,
+    dominant_collective,
     job_account,
     job_idle_shape,
     new_groups,
@@ -861,15 +863,20 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         if len(by) and float(by.sum()) > 0:
             sh = by / float(by.sum())
             top = [(str(t), float(v)) for t, v in sh.items() if v >= 0.2][:2]
-            names = {"allgather": "AllGather", "reducescatter": "ReduceScatter",
-                     "allreduce": "AllReduce", "alltoall": "AlltoAll", "broadcast": "Broadcast",
-                     "send": "Send", "receive": "Receive", "alltoallv": "AlltoAllV"}  # fmt: skip
+            names = COLLECTIVE_NAMES
             if top:
                 txt = " and ".join(f"{names.get(t, t)} ({pct(v)})" for t, v in top)
                 extra += f"; mostly {txt} of the communication time"
                 extra_zh += f"；通信时间主要是 {'和'.join(f'{names.get(t, t)}（{pct(v)}）' for t, v in top)}"
                 for t, v in top:
                     metrics[f"{t}_share"] = v
+    # one collective that moves far more than its group's others: what it carries (the kernels
+    # that write and read it) picks the fix
+    dom = dominant_collective(ctx.profile, ctx.ranks)
+    d_en = d_zh = ""
+    if dom is not None:
+        d_en, d_zh, d_metrics = _dominant_text(dom)
+        metrics |= d_metrics
     # a communication setting the environment check flags is the first thing to change: it
     # slows every collective of the job (HCCL_BUFFSIZE below its default)
     setting = [f for f in ctx.finding("env_check.env.") if "comm_setting" in f.symptom_tags]
@@ -977,6 +984,8 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
                 BoundKind.UPPER_BOUND,
             ),
         )
+    if dom is not None and dom.loss is not None:
+        remedies.insert(0, _vocab_parallel_remedy(dom))
     if blocking:
         remedies.insert(
             0,
@@ -1080,11 +1089,12 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
                 f"{head}: {least_txt} {ms(least)} per step "
                 f"({pct(share_of(least, ctx.step_us))} of the step) of communication not "
                 f"overlapped (overlap {pct(overlap)}{extra}); {blame}; {hide}"
+                + (f" {d_en[0].upper()}{d_en[1:]}." if d_en else "")
             ),
             summary_zh=(
                 f"{head_zh}：{least_zh} {ms(least)}（占步长 "
                 f"{pct(share_of(least, ctx.step_us))}）未被掩盖的通信（重叠率 {pct(overlap)}{extra_zh}）；"
-                f"{blame_zh}；{hide_zh}"
+                f"{blame_zh}；{hide_zh}" + (f"{d_zh}。" if d_zh else "")
             ),
             metrics=metrics,
             findings=findings,
@@ -1098,6 +1108,88 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             severity=_severity(rest, ctx.step_us),
         )
     ]
+
+
+COLLECTIVE_NAMES = {"allgather": "AllGather", "reducescatter": "ReduceScatter",
+                    "allreduce": "AllReduce", "alltoall": "AlltoAll", "alltoallv": "AlltoAllV",
+                    "broadcast": "Broadcast", "send": "Send", "receive": "Receive"}  # fmt: skip
+
+
+def _dims(shapes: str) -> str:
+    """The first tensor of a CANN shapes string as ``4096x64000``."""
+    return str(shapes).split(";")[0].strip().strip('"').replace(",", "x")
+
+
+def _dtype(dtypes: str) -> str:
+    """The first dtype of a CANN dtypes string, without the ``DT_`` prefix (``FLOAT``)."""
+    return str(dtypes).split(";")[0].strip().removeprefix("DT_")
+
+
+def _dominant_text(dom: DominantCollective) -> tuple[str, str, dict[str, float]]:
+    """Evidence sentence (en, zh) and metrics for the collective that holds the communication."""
+    name = COLLECTIVE_NAMES.get(dom.op_type, dom.op_type)
+    per = "once per step" if dom.per_step <= 1 else f"{dom.per_step:.0f} times per step"
+    per_zh = "每步一次" if dom.per_step <= 1 else f"每步 {dom.per_step:.0f} 次"
+    grp = f"its {dom.group_size}-rank group" if dom.group_size else "its group"
+    grp_zh = f"{dom.group_size} 卡通信组" if dom.group_size else "所在通信组"
+    metrics = {
+        "dominant_collective_us": dom.elapse_us,
+        "dominant_collective_share": dom.share,
+        "dominant_collective_per_step": dom.per_step,
+    }
+    en = (
+        f"one {name} ({per}, in {grp}) takes {ms(dom.elapse_us)} ({pct(dom.share)} of a rank's "
+        "communication time)"
+    )
+    zh = f"一个 {name}（{per_zh}，{grp_zh}）耗时 {ms(dom.elapse_us)}（占每卡通信时间 {pct(dom.share)}）"
+    if math.isfinite(dom.size_mb) and math.isfinite(dom.others_max_mb) and dom.others_max_mb > 0:
+        ratio = dom.size_mb / dom.others_max_mb
+        metrics |= {"dominant_collective_mb": dom.size_mb, "dominant_collective_size_ratio": ratio}
+        en += (
+            f"; its transit size is {dom.size_mb:.0f} MB, {ratio:.1f}x the largest other collective of "
+            f"the group ({dom.others_max_mb:.0f} MB)"
+        )
+        zh += f"，传输 {dom.size_mb:.0f} MB，是同组其他集合通信最大值（{dom.others_max_mb:.0f} MB）的 {ratio:.1f} 倍"
+    if dom.producer and dom.consumer:
+        en += (
+            f"; it carries {dom.producer[0]}'s output ({_dims(dom.producer[1])}) to "
+            f"{dom.consumer[0]} ({_dims(dom.consumer[1])}, {_dtype(dom.consumer[2])})"
+        )
+        zh += (
+            f"；它把 {dom.producer[0]} 的输出（{_dims(dom.producer[1])}）送给 {dom.consumer[0]}"
+            f"（{_dims(dom.consumer[1])}，{_dtype(dom.consumer[2])}）"
+        )
+    if dom.loss is not None:
+        dims = _dims(dom.loss[1])
+        vocab = dims.split("x")[-1]
+        metrics["gathered_loss_us"] = dom.loss_us
+        en += (
+            f": these are the logits, gathered over the whole vocabulary ({vocab}) so that every "
+            f"rank of the group computes the same full-vocabulary loss ({dom.loss[0]} on {dims} "
+            f"{_dtype(dom.loss[2])}, {ms(dom.loss_us)} per step after the gather)"
+        )
+        zh += (
+            f"：这是按整个词表（{vocab}）收集的 logits，通信组内每张卡都重复计算同一个完整词表的损失"
+            f"（{dom.loss[0]}，{dims} {_dtype(dom.loss[2])}，收集之后每步 {ms(dom.loss_us)}）"
+        )
+    return en, zh, metrics
+
+
+def _vocab_parallel_remedy(dom: DominantCollective) -> Remedy:
+    """Keep the logits sharded: the gather and the repeated full-vocabulary loss go away."""
+    gain = dom.elapse_us * dom.per_step + dom.loss_us
+    return Remedy(
+        "action",
+        "Keep the logits sharded over the vocabulary: compute the loss with a vocab-parallel "
+        "cross entropy (Megatron / MindSpeed vocab_parallel_cross_entropy; output layer with "
+        "parallel_output=True / gather_output=False), which all-reduces only a few numbers per "
+        f"token; the {dom.size_mb:.0f} MB gather and the loss every rank repeats go away.",
+        "让 logits 保持按词表切分：用词表并行的交叉熵（Megatron / MindSpeed 的 "
+        "vocab_parallel_cross_entropy；输出层 parallel_output=True / gather_output=False）计算损失，"
+        f"每个 token 只需 AllReduce 几个数；{dom.size_mb:.0f} MB 的收集和每张卡重复的损失计算都省掉。",
+        gain,
+        BoundKind.UPPER_BOUND,
+    )
 
 
 def _peer_wait_cause(
