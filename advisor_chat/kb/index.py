@@ -111,6 +111,36 @@ class Embedder:
 
 EMBEDDER = Embedder()
 
+#: Folder (in the index folder) of query vectors already computed, one ``<sha256>.npy`` each.
+QUERY_CACHE = "query_vectors"
+
+
+def query_vector(index_dir: Path, text: str) -> np.ndarray:
+    """:meth:`Embedder.query` of ``text``, kept in ``index_dir/QUERY_CACHE`` for the next process.
+
+    The file name hashes the embedding model id and the text, so another model never reads it.
+    A query of an ``ask`` on the same profile and kind of question repeats (its text is built from
+    the causes), and embedding it costs about 0.2 s on one thread. A cache that cannot be read or
+    written (read-only home, disk full) is skipped: the vector is computed.
+    """
+    import hashlib
+
+    import numpy as np
+
+    key = hashlib.sha256(f"{embedding_model_id()}\n{text}".encode()).hexdigest()
+    path = index_dir / QUERY_CACHE / f"{key}.npy"
+    with contextlib.suppress(OSError, ValueError):
+        v = np.load(path, allow_pickle=False)
+        if v.ndim == 1 and v.dtype == np.float32:
+            return v
+    v = EMBEDDER.query(text)
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{key}.{os.getpid()}.{threading.get_ident()}.npy")
+        np.save(tmp, v, allow_pickle=False)
+        os.replace(tmp, path)  # atomic: a concurrent reader sees the whole file or none
+    return v
+
 
 def _register_ef() -> Any:
     """Define and register the Chroma embedding function (once per process)."""

@@ -42,6 +42,7 @@ from advisor_chat.kb.index import (
     build_index,
     get_collection,
     index_lock,
+    query_vector,
     read_snapshot,
     reset_index,
     snapshot_is_current,
@@ -445,7 +446,7 @@ def _snapshot_scores(
         return None
     if not snap.chunk_ids:
         return {}, {}
-    qv = EMBEDDER.query(query)
+    qv = query_vector(settings.index_dir, query)
     if snap.vectors.shape[1] != qv.shape[0]:  # not this model's vectors: ask Chroma
         return None
     sims = snap.vectors @ qv
