@@ -262,3 +262,17 @@ def test_absurd_rank_ids_and_world_sizes_are_refused_before_anything_is_sized(
     ranks, codes = json.loads(out.stdout.strip().splitlines()[-1])
     assert ranks == [0, 1, 2, 3]  # the folder got a rank by order, none was sized from 10^9
     assert "invalid_rank_id" in codes and "world_size_invalid" in codes
+
+
+def test_a_truncated_file_of_one_rank_is_warned_about_once(
+    tmp_path: Path, real_samples: Path
+) -> None:
+    """One rank's cut communication.json: the file_skipped warning names it and the fix; no second
+    warning says that rank lacks the table (it would name the same file again)."""
+    shutil.copytree(real_samples / "pt-text-level1-2rank", tmp_path / "job")
+    cj = tmp_path / "job" / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "communication.json"
+    cj.write_bytes(cj.read_bytes()[:300])
+    p = load_profile(tmp_path / "job", use_cache=False)
+    about = [w for w in p.warnings if w.path == str(cj) or str(cj) in w.message]
+    assert [w.code for w in about] == ["file_skipped"]
+    assert p.has("comm_ops") and set(p.get("comm_ops")["rank"]) == {0}

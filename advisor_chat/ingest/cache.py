@@ -73,7 +73,8 @@ def load_doc(path: Path) -> Any:
 
 
 CACHE_VERSION = (
-    "ingest-v15"  # v15: kernels carry input_formats and the PipeUtilization PMU ratios
+    "ingest-v16"  # v16: a file skipped (invalid, truncated) is not warned about twice
+    # v15: kernels carry input_formats and the PipeUtilization PMU ratios
     # v14: a per-rank file with no rows is warned about as such (missing_table)
     # v13: the AI Core Freq counter track (aicore_freq, a heavy table)
     # v12: host_dispatch carries the host's synchronize calls and api_duration_us

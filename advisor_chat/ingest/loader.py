@@ -1857,7 +1857,12 @@ def _assemble(
     _check_duplicates(units)
     for u in units + cluster_data:
         warnings.extend(u.warnings)
-    warnings.extend(check_units(units))  # rank-id disagreements, missing tables, mixed runs
+    # rank-id disagreements, missing tables, mixed runs; a table missing because its file was
+    # skipped (truncated, invalid) is said once, by the file_skipped warning that names the fix
+    skipped = {w.path for w in warnings if w.code == "file_skipped" and w.path}
+    warnings.extend(
+        w for w in check_units(units) if not (w.code == "missing_table" and w.path in skipped)
+    )
     position = {int(u.rank): i for i, u in enumerate(units) if u.rank is not None}
 
     def combined(name: str) -> pd.DataFrame:
