@@ -602,3 +602,20 @@ def test_how_much_on_one_rank_leads_with_that_ranks_figure(
     first = re.split(r"(?<=[.。])\s", text, maxsplit=1)[0]
     assert _ms_values(first)[0] == pytest.approx(value_ms, abs=0.05)
     assert f"{share:.1%}" in first
+
+
+@pytest.mark.parametrize(
+    ("question", "start"),
+    [
+        ("should I enable mc2?", "Not enough signal"),
+        ("要不要开mc2？", "无法从这份数据判断"),
+    ],
+)
+def test_mc2_without_kernels_is_not_enough_signal(
+    real_samples: Path, question: str, start: str
+) -> None:
+    """cluster-8rank has no kernel_details.csv: a MatMul next to a collective cannot be seen, so
+    neither "yes" nor "no" (the report's communication analyzer says the same)."""
+    text = " ".join(_adv(real_samples / "cluster-8rank").ask(question).answer.split())
+    assert text.startswith(start), text[:200]
+    assert "kernel_details.csv" in text

@@ -43,6 +43,10 @@ def ask(scenario, tmp_path_factory):
             "No, not a whole node: only rank 12",
         ),
         ("seed-rank12", "是不是有慢节点？", "不是整台机器"),
+        # replacing the card of a rank that waits for its host: no, in both languages
+        ("seed-rank12", "换掉12号卡能解决吗？", "不建议：换卡并不能解决"),
+        ("seed-rank12", "换掉这张卡能解决吗?", "不建议：换卡并不能解决"),
+        ("seed-rank12", "should we replace rank 12?", "No: replacing the card would not help"),
         # late but not in its kernels (another process holds the device): not down-clocked,
         # even without the AI Core Freq track
         ("device-shared-rank", "是不是降频了？", "不是设备降频"),

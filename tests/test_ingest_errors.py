@@ -276,3 +276,16 @@ def test_a_truncated_file_of_one_rank_is_warned_about_once(
     about = [w for w in p.warnings if w.path == str(cj) or str(cj) in w.message]
     assert [w.code for w in about] == ["file_skipped"]
     assert p.has("comm_ops") and set(p.get("comm_ops")["rank"]) == {0}
+
+
+def test_a_truncated_cluster_file_is_left_out_with_the_cluster_tool_as_the_fix(
+    tmp_path: Path, real_samples: Path
+) -> None:
+    shutil.copytree(real_samples / "cluster-8rank", tmp_path / "job")
+    cj = tmp_path / "job" / "cluster_analysis_output" / "cluster_communication.json"
+    cj.write_bytes(cj.read_bytes()[:100])
+    p = load_profile(tmp_path / "job", use_cache=False)
+    (w,) = [w for w in p.warnings if w.code == "file_skipped"]
+    assert w.path == str(cj) and "msprof-analyze cluster" in w.message
+    assert "torch_npu" not in w.message  # the profiler did not write this file
+    assert p.has("step_trace") and not p.has("comm_ops")

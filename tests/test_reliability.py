@@ -972,10 +972,19 @@ def c_cluster_step_trace_negative(c: Ctx) -> tuple[Path, str]:
     return root, "cluster_step_trace_time.csv"
 
 
-@case("error")
+@case("warn:file_skipped")
 def c_cluster_communication_is_a_list(c: Ctx) -> tuple[Path, str]:
+    # left out like a rank's damaged file: the step trace is still analysed
     root = _cluster(c)
     next(root.rglob("cluster_communication.json")).write_text("[]")
+    return root, "cluster_communication.json"
+
+
+@case("warn:file_skipped")
+def c_cluster_communication_truncated(c: Ctx) -> tuple[Path, str]:
+    root = _cluster(c)
+    f = next(root.rglob("cluster_communication.json"))
+    f.write_bytes(f.read_bytes()[:100])
     return root, "cluster_communication.json"
 
 

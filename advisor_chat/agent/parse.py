@@ -720,6 +720,8 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"返修",
         r"换(一张|个|掉)?卡",
         r"(卡|npu|芯片).{0,6}(换掉|更换|替换)",
+        r"(换掉|更换|替换)[^，。？！,?!]{0,8}(卡|npu|芯片)",  # "换掉12号卡", "换掉这张卡"
+        r"\b(swap|replace|rma)\b( out)?\s+rank\s*\d+",  # "replace rank 12"
         r"坏卡",
         r"卡坏",
         r"(卡|npu|芯片).{0,4}坏了",

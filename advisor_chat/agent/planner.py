@@ -1284,7 +1284,17 @@ class Planner:
         if q.intent == "mc2":
             mc2 = [f for f in found if f.kind.value == "mc2_opportunity"]
             found = mc2
-            if not mc2:
+            if not mc2 and d is not None and not d.kernel_data:
+                # a MatMul next to a collective is seen in the kernels: none, no verdict
+                lines.append(
+                    "信号不足：判断 mc2 要看 MatMul 是否紧挨着未被掩盖的 TP 集合通信，这需要逐算子数据"
+                    "（每张卡的 kernel_details.csv 或 DB 导出），这份数据没有。"
+                    if zh
+                    else "Not enough signal: whether mc2 would help depends on a MatMul running "
+                    "right before an exposed TP collective, which needs per-kernel data (each "
+                    "rank's kernel_details.csv or the DB export); this profile has none."
+                )
+            elif not mc2:
                 lines.append(
                     "不建议仅凭这份数据开启 mc2：没有发现 MatMul 紧邻 TP 集合通信、可由 mc2 掩盖的证据。"
                     if zh

@@ -2235,6 +2235,18 @@ def how_much(d: Diagnosis, zh: bool, *, share: bool = False) -> Projection:
                     f"about {after_s}."
                 )
             )
+        # a first action that removes a named part of it: what that part alone gives
+        act = next((r for r in top.remedies if r.kind == "action"), None)
+        part = float(act.gain_us or 0.0) if act is not None else 0.0
+        if act is not None and 0 < part < 0.9 * gain_us:
+            what = (act.text_zh.split("：")[0] if zh else act.text.split(":")[0]).rstrip("。.")
+            most = act.bound == BoundKind.UPPER_BOUND
+            p.lines.append(
+                f"其中第一项修改（{what}）每步{'最多' if most else '约'}节省 {us(part)}。"
+                if zh
+                else f"The first change alone ({lower_first(what)}) saves "
+                f"{'up to' if most else 'about'} {us(part)} per step."
+            )
     gained = [c for c in d.causes if (c.gain_us or 0.0) > 0]
     if len(gained) >= 2 and gained == [c for c in real if c in gained]:
         # every cause together: their gains summed (independent causes; grounded as the running

@@ -1072,6 +1072,21 @@ def _mc2(d: Diagnosis) -> Verdict:
         )
     top = _top(d)
     en, zh = _top_text(top)
+    if not d.kernel_data:  # whether a MatMul runs next to a collective is in the kernels
+        return _v(
+            "mc2",
+            "undecided",
+            "mc2 hides tensor-parallel communication under its MatMul, and whether a MatMul runs "
+            f"right before an exposed collective is in the per-kernel data this profile lacks; {en}",
+            "mc2 把张量并行通信藏在 MatMul 下面，而 MatMul 是否紧挨着未被掩盖的集合通信要看逐算子数据，"
+            f"这份数据没有；{zh}",
+            (top,),
+            (
+                "kernel_details.csv of each rank (Ascend PyTorch Profiler, level 1 or higher), or "
+                "the profiler DB export",
+                "每张卡的 kernel_details.csv（Ascend PyTorch Profiler level 1 及以上）或 DB 导出",
+            ),
+        )
     return _v(
         "mc2",
         "contradicted",

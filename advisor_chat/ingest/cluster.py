@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor_chat.errors import InputError
 from advisor_chat.ingest import db as dbr
 from advisor_chat.ingest.common import (
     MAX_RANK_ID,
@@ -42,6 +43,7 @@ from advisor_chat.ingest.common import (
 )
 from advisor_chat.ingest.guard import short, show_path
 from advisor_chat.ingest.profile import DataWarning
+from advisor_chat.ingest.rankdir import LEFT_OUT
 from advisor_chat.ingest.text import STEP_TRACE_COLUMNS, LinkColumns, opinfo_rows, step_trace_frame
 
 _LINK = re.compile(r"^\d+-\d+$")
@@ -413,6 +415,14 @@ def _cluster_db(path: Path, rd: RankData) -> None:
         con.close()
 
 
+#: What a skipped cluster file takes with it (the ``file_skipped`` warning says it).
+_CLUSTER_LOST = {
+    "cluster_communication.json": "communication operators and bandwidth",
+    "cluster_communication_matrix.json": "link matrix",
+    "communication_group.json": "communication groups",
+}
+
+
 def read_cluster_dir(path: str | Path) -> RankData:
     """Parse one ``cluster_analysis_output/`` folder.
 
@@ -421,7 +431,8 @@ def read_cluster_dir(path: str | Path) -> RankData:
         ``src_rank``/``dst_rank``.
 
     Raises:
-        InputError: A file is unreadable, invalid JSON, or a CSV lacks required columns.
+        InputError: A file is unreadable or a CSV lacks required columns. A JSON file that is
+            not valid JSON is left out with a ``file_skipped`` warning instead.
     """
     folder = Path(path).resolve()
     rd = RankData(rank=None, source_dir=str(folder), export="cluster")
@@ -430,17 +441,27 @@ def read_cluster_dir(path: str | Path) -> RankData:
     if p.is_file():
         _step_trace(p, rd)
         rd.parsed_files += 1
-    p = folder / "cluster_communication.json"
-    if p.is_file():
-        _communication(p, rd, group_ranks)
-        rd.parsed_files += 1
-    p = folder / "cluster_communication_matrix.json"
-    if p.is_file():
-        _matrix(p, rd)
-        rd.parsed_files += 1
-    p = folder / "communication_group.json"
-    if p.is_file():
-        _groups_json(p, rd, group_ranks)
+    # a damaged JSON file is left out with a warning; the other files are analysed
+    for name, read in (
+        ("cluster_communication.json", lambda f: _communication(f, rd, group_ranks)),
+        ("cluster_communication_matrix.json", lambda f: _matrix(f, rd)),
+        ("communication_group.json", lambda f: _groups_json(f, rd, group_ranks)),
+    ):
+        p = folder / name
+        if not p.is_file():
+            continue
+        try:
+            read(p)
+        except InputError as exc:
+            rd.warnings.append(
+                DataWarning(
+                    code="file_skipped",
+                    message=f"{exc}{LEFT_OUT} the {_CLUSTER_LOST[name]} of the cluster output; "
+                    "the rest is analysed",
+                    path=str(p),
+                )
+            )
+            continue
         rd.parsed_files += 1
     p = folder / "cluster_analysis.db"
     if p.is_file():

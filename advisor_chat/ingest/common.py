@@ -124,6 +124,16 @@ def unreadable(path: Path) -> InputError:
     )
 
 
+def _json_remedy(path: Path) -> str:
+    """What to do about a damaged JSON file: who writes it can write it again."""
+    if path.name.startswith("cluster_") or path.name == "communication_group.json":
+        return (
+            "Copy the file again, or run msprof-analyze cluster on the rank folders again to "
+            "regenerate it"
+        )
+    return "Copy the file again from the training machine, or re-run the offline parse of torch_npu"
+
+
 def read_json(path: Path) -> Any:
     """Parse a JSON file (orjson; the ``json`` module for what orjson refuses, e.g. ``NaN``).
 
@@ -146,7 +156,7 @@ def read_json(path: Path) -> Any:
             f"{show_path(path)} holds a JSON {type(data).__name__}, but this file is a JSON object "
             "({...}) in every profiler version; it is damaged or not the profiler's file",
             path=show_path(path),
-            remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
+            remedy=_json_remedy(path),
         )
     return data
 
@@ -157,7 +167,7 @@ def _read_json_slow(path: Path, raw: bytes) -> Any:
         raise InputError(
             f"{show_path(path)} is empty; the file looks truncated",
             path=show_path(path),
-            remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
+            remedy=_json_remedy(path),
         )
     try:
         return json.loads(text)
@@ -170,7 +180,7 @@ def _read_json_slow(path: Path, raw: bytes) -> Any:
         raise InputError(
             f"{show_path(path)} is not valid JSON ({where}); the file looks truncated or corrupted",
             path=show_path(path),
-            remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
+            remedy=_json_remedy(path),
         ) from exc
 
 
@@ -516,7 +526,7 @@ def _check_required(path: Path, header: list[str], required: list[str] | None) -
         raise InputError(
             f"{show_path(path)} is empty (no header line); the file looks truncated",
             path=show_path(path),
-            remedy="Copy the file again from the training machine, or re-run the offline parse of torch_npu",
+            remedy=_json_remedy(path),
         )
     if missing:
         raise InputError(
