@@ -205,7 +205,7 @@ def _steps_suffix(steps: list[int], zh: bool) -> str:
     """The step ids after the header's step count: ``' [1, 2, 3]'``, or that there are no markers."""
     if steps == [-1]:
         return (
-            "（无 step 标记：整个采集按一步分析）"
+            "（无步标记：整个采集按一步分析）"
             if zh
             else " (no step markers: the whole capture is analyzed as one step)"
         )

@@ -37,7 +37,7 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
     ),
     "dataloader_stall": (
         "device idle at step start waiting for data",
-        "数据加载导致 step 开始处空闲",
+        "数据加载导致每步开始处空闲",
     ),
     "cpu_binding": ("host threads not bound to cores; jitter", "未绑核导致 host 抖动"),
     # compute
@@ -133,8 +133,8 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
     "pipeline_bubble": ("pipeline-parallel bubbles (receive waits) are large", "流水线并行气泡大"),
     "non_power_of_two_parallel": ("a parallel size is not a power of two", "并行维度不是 2 的幂"),
     # trends, diffs
-    "step_degradation": ("step time grows over the run", "step 耗时随训练逐步增长"),
-    "step_jitter": ("step time varies a lot between steps", "step 耗时抖动大"),
+    "step_degradation": ("step time grows over the run", "每步耗时随训练逐步增长"),
+    "step_jitter": ("step time varies a lot between steps", "每步耗时抖动大"),
     "profile_regression": ("the new profile is slower than the baseline", "新 profile 比基线慢"),
     "cann_upgrade": (
         "behaviour changed after a CANN / torch_npu upgrade",
@@ -158,7 +158,7 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
         "缺少通信数据（如 Level0 采集）",
     ),
     "missing_ranks": ("some ranks' data is missing", "部分卡的数据缺失"),
-    "missing_steps": ("steps differ between ranks or are missing", "部分 step 缺失或不一致"),
+    "missing_steps": ("steps differ between ranks or are missing", "部分步缺失或不一致"),
     "log_level_verbose": ("verbose device logging slows the job", "日志级别过高影响性能"),
 }
 

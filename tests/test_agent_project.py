@@ -468,7 +468,7 @@ def test_step_questions_on_too_few_steps_say_not_enough_signal() -> None:
     assert en.answer.startswith("Not enough signal to judge how step time changes")
     assert "holds one step" in en.answer and en.grounding.ungrounded == []
     zh = adv.ask("为什么有些 step 特别慢？")
-    assert zh.answer.startswith("没有足够的信息判断 step 耗时的变化：这份数据只有一个 step")
+    assert zh.answer.startswith("没有足够的信息判断每步耗时的变化：这份数据只有一步")
 
 
 def test_a_named_step_gets_its_own_events_or_is_said_to_have_none() -> None:
@@ -513,7 +513,7 @@ def test_tool_errors_in_chinese_have_no_english() -> None:
         "卡 16 不存在；现有的卡为 0-3"
     )
     assert error_zh("step_trend", "step 9 is not in step_trace; steps are 1-3").startswith(
-        "step 9 不在 step_trace 中"
+        "第 9 步不在 step_trace 中"
     )
     for err in (
         "compare_profiles compares two runs but no baseline profile was given; pass …",

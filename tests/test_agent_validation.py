@@ -236,7 +236,7 @@ def test_ids_that_do_not_exist_are_refused_in_chinese(profile, seed) -> None:
     ranks, steps, n, _ = _ids(seed[1])
     cases = {
         "为什么-1号卡慢？": f"-1号卡（rank -1）不存在；现有的卡为 {ranks}",
-        "第999步为什么慢？": f"step 999 不存在；现有的 step 为 {steps}",
+        "第999步为什么慢？": f"第 999 步不存在；现有的步为 {steps}",
         f"3-{n + 83}之间的链路慢吗？": f"链路 3→{n + 83} 不存在，因为{n + 83}号卡（rank {n + 83}）"
         f"不存在；现有的卡为 {ranks}",
     }
@@ -375,7 +375,7 @@ def test_validation_alone_on_a_constructed_query() -> None:
     v = validate_question(parse_question("Step 2 was slow. Checkpoint?"), range(8), [-1])
     assert "no step markers" in v.refusal and "-1" not in v.refusal
     v = validate_question(parse_question("第2步很慢，是保存检查点吗？"), range(8), [-1])
-    assert "没有 step 标记" in v.refusal and "-1" not in v.refusal
+    assert "没有步标记" in v.refusal and "-1" not in v.refusal
 
 
 def test_guarded_mode_does_not_rewrite_a_refusal() -> None:

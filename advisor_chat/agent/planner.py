@@ -46,7 +46,7 @@ _COMPONENT_LABELS = {
     ),
     "overlapped_us": ("Overlapped communication time", "被计算掩盖的通信（Overlapped）时间"),
     "bubble_us": ("Bubble (pipeline wait) time", "气泡（Bubble）时间"),
-    "step_us": ("step time", "step 耗时"),
+    "step_us": ("step time", "每步耗时"),
 }
 #: The step-trace column a "how much" question about one rank names, by topic.
 _AMOUNT_TOPICS = {
@@ -74,7 +74,7 @@ _CAPABILITIES = (
         "is the network the problem? (or: `is link 3→11 slow?`)",
         "是不是网络的问题？（或：`3-11之间的链路慢吗？`）",
     ),
-    ("why are some steps slow?", "为什么有些 step 特别慢？"),
+    ("why are some steps slow?", "为什么有些步特别慢？"),
     (
         "why are ranks N-M (or a pipeline stage) waiting? (e.g. `why are ranks 8-15 slow?`)",
         "某几张卡（或某个流水线阶段）为什么在等待？（如 `8到15号卡为什么慢？`）",
@@ -102,7 +102,7 @@ _CAPABILITIES = (
     ),
     ("should I enable mc2?", "是否应该开启 mc2 通算融合？"),
     ("HCCL timeout settings / hangs", "HCCL 超时设置 / 卡住"),
-    ("does step time degrade or jitter?", "step 耗时是否劣化或抖动？"),
+    ("does step time degrade or jitter?", "每步耗时是否劣化或抖动？"),
     ("is the profiling data complete?", "采集数据是否完整？"),
     ("summarize the problems", "总结主要问题"),
 )
@@ -1350,7 +1350,7 @@ class Planner:
             ).strip()
         if q.intent == "data_quality":
             return (
-                "数据完整：数据质量检查没有发现缺失的卡、step 或记录。"
+                "数据完整：数据质量检查没有发现缺失的卡、步或记录。"
                 if zh
                 else "The data looks complete: the data-quality check found no missing ranks, steps or records."
             )
@@ -1393,7 +1393,7 @@ class Planner:
             return (
                 f"{rank}号卡的{label_zh}为每步 {fv(v, 'us')}"
                 + (f"（占其步长 {share}）" if share else "")
-                + f"，{n} 个 step 的每步平均；{len(pr)} 张卡的中位数为 {fv(med, 'us')}（来源 {src}）。"
+                + f"，{n} 步的每步平均；{len(pr)} 张卡的中位数为 {fv(med, 'us')}（来源 {src}）。"
             )
         return (
             f"Rank {rank}'s {label} is {fv(v, 'us')} per step"
@@ -1424,7 +1424,7 @@ class Planner:
         src = quote_source(self.session.profile.cite("step_trace"), zh)
         n_steps = int(res.metrics.get("steps_count", 0)) if res is not None else 0
         steps_en = f"mean per step over {n_steps} step{'s' if n_steps != 1 else ''}"
-        steps_zh = f"{n_steps} 个 step 的每步平均"
+        steps_zh = f"{n_steps} 步的每步平均"
         if q.steps:
             steps_en, steps_zh = f"step {q.steps[0]}", f"step {q.steps[0]}"
         top = int(v.index[0])
@@ -1587,7 +1587,7 @@ def _lead(intent: str, zh: bool) -> str:
         "pipeline_bubble": ("Pipeline bubbles:", "流水线气泡（Bubble）："),
         "host_dispatch": ("Host dispatch (launch delays):", "主机下发（下发时延）："),
         "memory": ("Memory:", "内存："),
-        "step_trend": ("Step time over the run:", "step 耗时趋势："),
+        "step_trend": ("Step time over the run:", "每步耗时趋势："),
         "data_quality": ("The data has these gaps:", "数据存在这些缺口："),
         "summarize": ("The main problems, most important first:", "主要问题（按重要性排序）："),
     }.get(intent, ("Findings:", "发现："))
@@ -1648,7 +1648,7 @@ def _needed_data(intent: str, session: ToolSession) -> tuple[str, str] | None:
     if intent in ("compare_ops",) and not p.has("kernels"):
         return ("kernel_details.csv (operator details)", "kernel_details.csv（算子明细）")
     if intent == "step_trend" and len(session.steps) < 3:
-        return ("more profiled steps", "更多采集的 step")
+        return ("more profiled steps", "更多采集的步")
     return None
 
 
@@ -2090,7 +2090,7 @@ def error_zh(tool: str, error: str) -> str:
         return f"{n} {m.group(2)} 不存在；现有的{n}为 {m.group(3)}"
     m = re.match(r"step (\S+) is not in (\S+); steps are (.+)$", e)
     if m:
-        return f"step {m.group(1)} 不在 {m.group(2)} 中；现有的 step 为 {m.group(3)}"
+        return f"第 {m.group(1)} 步不在 {m.group(2)} 中；现有的步为 {m.group(3)}"
     if "no baseline" in e:
         return "对比两次运行需要基线数据，请用 `--baseline PATH` 传入"
     if e.startswith("bad arguments"):

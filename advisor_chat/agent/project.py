@@ -2357,7 +2357,7 @@ def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
             scope_en = f" (steps {sts})" if sts else ""
             p.lines.append(
                 (
-                    f"step 耗时随运行变长{scope_zh}：{summary(c, zh)}。"
+                    f"每步耗时随运行变长{scope_zh}：{summary(c, zh)}。"
                     if zh
                     else f"Step time grows over the run{scope_en}: {summary(c, zh)}."
                 )

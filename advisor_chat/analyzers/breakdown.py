@@ -309,7 +309,7 @@ def _spread_findings(spreads: pd.DataFrame, src: str, steps_note: str) -> list[F
                 "for late ranks (it mirrors the Computing/Free spread), not slow transfers"
             )
             summary_zh = (
-                f"{_scope_zh(row['scope'])}之间{label_zh}相差 {ms(row['gap_us'])}（占 step 的 {pct(row['gap_share'])}）："
+                f"{_scope_zh(row['scope'])}之间{label_zh}相差 {ms(row['gap_us'])}（占步长的 {pct(row['gap_share'])}）："
                 f"{hi}号卡 为 {ms(row['max_us'])}，{lo}号卡 为 {ms(row['min_us'])}；主要是等待慢卡，而非传输慢"
             )
             out.append(
@@ -350,7 +350,7 @@ def _spread_findings(spreads: pd.DataFrame, src: str, steps_note: str) -> list[F
         )
         summary_zh = (
             f"{problem_zh}：{_scope_zh(row['scope'])}之间{label_zh}最大差 {ms(row['gap_us'])}"
-            f"（占平均 step {ms(row['scope_step_us'])} 的 {pct(row['gap_share'])}，阈值 5%）；"
+            f"（占平均步长 {ms(row['scope_step_us'])} 的 {pct(row['gap_share'])}，阈值 5%）；"
             f"最高 {hi}号卡 {ms(row['max_us'])}，最低 {lo}号卡 {ms(row['min_us'])}"
         )
         gain = (
@@ -541,7 +541,7 @@ def _free_findings(pr: pd.DataFrame, src: str, steps_note: str) -> list[Finding]
                 "device fast enough (dispatch, data loading or synchronization)"
             ),
             summary_zh=(
-                f"设备空闲(Free)平均占 step 的 {pct(share.mean())}（所有卡中位数每步 {ms(med_free)}，"
+                f"设备空闲(Free)平均占步长的 {pct(share.mean())}（所有卡中位数每步 {ms(med_free)}，"
                 f"{worst}号卡 最高 {pct(share.max())}）；{len(pr)} 张卡中 {len(hot)} 张超过 10%："
                 "主机下发/数据加载/同步跟不上设备"
             ),
@@ -596,7 +596,7 @@ def _bubble_findings(
                 ),
                 summary_zh=(
                     f"流水线气泡：{label}（{format_ranks(sub.index)}号卡）每步在 PP 接收上等待 "
-                    f"{ms(bub)}（Bubble），占 step 的 {pct(sh)}"
+                    f"{ms(bub)}（Bubble），占步长的 {pct(sh)}"
                 ),
                 ranks=tuple(int(r) for r in sub.index),
                 metrics={

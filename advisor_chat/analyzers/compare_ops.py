@@ -229,7 +229,7 @@ def _uniform_finding(
             f"{slow}号卡 上几乎所有算子在调用次数相同的情况下都比 {fast}号卡 慢：整体 "
             f"{u['overall_ratio']:.2f} 倍，{int(u['groups'])} 个（名称, shape）分组中有 "
             f"{int(u['groups_slowed'])} 个慢 {UNIFORM_MIN_RATIO:.1f} 倍以上；每个 step 多 {per_step:.0f} us"
-            f"（占 step {sh:.1%}）。整体变慢通常指向设备本身（频率、温度、内存带宽），而非某个 shape。"
+            f"（占步长 {sh:.1%}）。整体变慢通常指向设备本身（频率、温度、内存带宽），而非某个 shape。"
         ),
         ranks=(slow,),
         metrics={
@@ -468,7 +468,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                         f"{slow}号卡 上的 {row.op_type}（{row.name}）在输入 shape {shape_txt} 下比 "
                         f"{fast}号卡 慢 {ratio_v:.2f} 倍，调用次数相同（{int(row.count_a)}）：平均 "
                         f"{avg_slow:.1f} us 对比 {avg_fast:.1f} us，每个 step 多 {per_step:.0f} us"
-                        f"（占 step {sh:.1%}）。"
+                        f"（占步长 {sh:.1%}）。"
                     ),
                     ranks=(slow,),
                     metrics={
@@ -528,7 +528,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                     summary_zh=(
                         f"{heavy}号卡 执行了 {c_heavy} 个 {row.op_type} 算子，{light}号卡 为 {c_light} 个"
                         f"（{n_steps} 个 step）：属于负载不均而非算子变慢；每个 step 相差 {per_step:.0f} us"
-                        f"（占 step {sh:.1%}）。"
+                        f"（占步长 {sh:.1%}）。"
                     ),
                     ranks=(heavy,),
                     metrics={
@@ -600,7 +600,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                         f"{AICPU_MIN_SHARE:.0%}."
                     ),
                     summary_zh=(
-                        f"AI CPU 算子（{names}）在 {worst}号卡 上占 step 的 {sh:.1%}"
+                        f"AI CPU 算子（{names}）在 {worst}号卡 上占步长的 {sh:.1%}"
                         f"（每个 step {us_per_step:.0f} us）；共 {len(hot)} 张卡超过 {AICPU_MIN_SHARE:.0%}。"
                     ),
                     ranks=tuple(int(r) for r in hot.index),

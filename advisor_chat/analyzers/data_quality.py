@@ -33,7 +33,7 @@ _WARNING_TAGS: dict[str, tuple[str | None, Severity]] = {
 #: Load-time warning code → what it means, in Chinese (the warning messages are English).
 _WARNING_ZH: dict[str, str] = {
     "missing_ranks": "部分卡没有 profiling 数据，跨卡比较只覆盖现有的卡",
-    "missing_steps": "部分卡缺少某些 step 的数据",
+    "missing_steps": "部分卡缺少某些步的数据",
     "mixed_versions": "各卡的软件版本（CANN / torch_npu）不一致",
     "file_skipped": "有文件无法解析，已跳过",
     "matrix_ranks_assumed": "通信矩阵中的卡号是推断出来的",
@@ -181,7 +181,7 @@ def data_quality(profile: Profile, params: DataQualityParams) -> AnalyzerResult:
                 "missing_steps",
                 f"{len(short)} rank(s) lack some of the {len(union)} steps seen on other ranks "
                 f"(ranks {format_ranks(short)}); per-step comparisons use the common steps only",
-                f"{len(short)} 张卡缺少部分 step（共 {len(union)} 个），逐 step 比较仅用共有 step",
+                f"{len(short)} 张卡缺少部分步（共 {len(union)} 步），逐步比较仅用共有的步",
                 tuple(short),
                 "step_trace",
                 {"ranks_with_missing_steps": float(len(short)), "steps_count": float(len(union))},
@@ -199,8 +199,8 @@ def data_quality(profile: Profile, params: DataQualityParams) -> AnalyzerResult:
                 "events cannot be judged (capture several steps)"
             )
             zh = (
-                "没有 step 标记：整个采集被当作一个 step 分析，无法判断逐 step 趋势和单步事件"
-                "（请采集带 step 标记的多个 step）"
+                "没有步标记：整个采集被当作一步分析，无法判断逐步趋势和单步事件"
+                "（请采集带步标记的多步数据）"
                 if no_marks
                 else f"只采集了 1 个 step（step {union[0]}）：无法判断逐 step 趋势和单步事件（请采集多个 step）"
             )

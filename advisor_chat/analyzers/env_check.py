@@ -278,7 +278,7 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
                     f"for the previous one to finish (serial dispatch); Free is {pct(free_share)} of the step. "
                     "Unset it outside debugging"
                 ),
-                summary_zh=f"{_on_zh(rs, profile)}设置了 ASCEND_LAUNCH_BLOCKING=1：算子串行下发；Free 占 step 的 {pct(free_share)}。调试之外请取消",
+                summary_zh=f"{_on_zh(rs, profile)}设置了 ASCEND_LAUNCH_BLOCKING=1：算子串行下发；Free 占步长的 {pct(free_share)}。调试之外请取消",
                 ranks=tuple(rs),
                 metrics={"free_share": free_share},
                 evidence=(

@@ -198,7 +198,7 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
     trend_txt = (
         f"; the gap is present in {pct(consistent)} of {len(trend)} steps" if len(trend) > 1 else ""
     )
-    trend_zh = f"；{len(trend)} 个 step 中 {pct(consistent)} 存在该差距" if len(trend) > 1 else ""
+    trend_zh = f"；{len(trend)} 步中 {pct(consistent)} 存在该差距" if len(trend) > 1 else ""
 
     # Both evidence tables are computed whatever the cause, so a follow-up can page them.
     heavy_peers, n_sample = _heavy_peers(profile, rank, peers_all)
@@ -259,7 +259,7 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
                 tail_zh = (
                     f"仅凭 Free 无法判断 {rank}号卡 设备空闲的原因——可能是该卡的 主机下发、数据加载、"
                     "同步（如 .item() 或流同步）、checkpoint 或日志；可判定的数据：含 HostToDevice 连线的 "
-                    "trace_view.json（Level1 + CPU 活动），用于对比其下发时延和 step 起始空闲。"
+                    "trace_view.json（Level1 + CPU 活动），用于对比其下发时延和每步起始空闲。"
                 )
                 tags = ("slow_rank", "free_spread", "high_free")
         else:
@@ -292,7 +292,7 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
                     f"on every rank that waits for it.{tail}"
                 ),
                 summary_zh=(
-                    f"{rank}号卡 慢的原因是{cause_zh}，占 step 的 {pct(share)}{detail_zh}{wait_zh}{trend_zh}。"
+                    f"{rank}号卡 慢的原因是{cause_zh}，占步长的 {pct(share)}{detail_zh}{wait_zh}{trend_zh}。"
                     f"修复后每步约可节省 {ms(gap)}。{tail_zh}"
                 ),
                 ranks=(rank,),
@@ -311,7 +311,7 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
         )
         own_zh = (
             f"计算与同组中位数相差 {ms(cd)}，Free 相差 {ms(fd)}"
-            f"（最多占 step {ms(med_step)} 的 {pct(big / med_step)}，阈值 5%）"
+            f"（最多占步长 {ms(med_step)} 的 {pct(big / med_step)}，阈值 5%）"
         )
         bubble = cv("bubble_us", "rank_us")
         rank_step = cv("step_us", "rank_us")
@@ -326,7 +326,7 @@ def explain_rank(profile: Profile, params: ExplainRankParams) -> AnalyzerResult:
                 f"pipeline Bubble for another stage; its own work is normal: {own}{wait_txt}"
             )
             summary_zh = (
-                f"{rank}号卡每步在流水线气泡中等待其他阶段 {ms(bubble)}（占其 step 的 "
+                f"{rank}号卡每步在流水线气泡中等待其他阶段 {ms(bubble)}（占其步长的 "
                 f"{pct(bubble_share)}），自身工作正常：{own_zh}{wait_zh}"
             )
             tags, cat = ("pipeline_bubble",), Category.COMMUNICATION

@@ -768,7 +768,7 @@ def _findings(
                     summary_zh=(
                         f"{format_ranks(flagged)}号卡 上有 {len(gc)} 段超过 {GC_GAP_US / 1000:.0f} ms 的设备空闲且"
                         f"几乎没有 主机下发（最长 {longest / 1000:.0f} ms；{worst}号卡 每 step {g / 1000:.1f} ms），"
-                        "host 出现停顿（常见原因是 Python GC，也可能是保存 checkpoint 或该卡上的预处理）。"
+                        "主机出现停顿（常见原因是 Python GC，也可能是保存检查点或该卡上的预处理）。"
                     ),
                     ranks=tuple(flagged),
                     metrics={

@@ -237,10 +237,10 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     if blamed:  # the shared idle is the job's; the late ranks' excess above it is their own
         bl, bl_zh = ranks_label(blamed)
         slow = (
-            f"every rank shares at least {ms(gain)} of it; {bl} idle more than that, which is "
-            "their own cause"
+            f"every rank shares at least {ms(gain)} of it; {bl} idle more than the others, "
+            "which is their own cause"
         )
-        slow_zh = f"每张卡至少共有 {ms(gain)} 的空闲；{bl_zh}空闲得更多，那部分是它们各自的原因"
+        slow_zh = f"每张卡至少共有 {ms(gain)} 的空闲；{bl_zh}比其他卡空闲得更多，那部分是它们各自的原因"
     findings = _claim(
         ctx,
         lambda f: (
@@ -306,7 +306,7 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                             "action",
                             "Overlap input preparation with training: more dataloader workers, "
                             "prefetching and pinned memory, or an asynchronous rollout/producer.",
-                            "让输入准备与训练重叠：增加 dataloader 的 worker 数、预取并使用 pin_memory，"
+                            "让输入准备与训练重叠：增加 DataLoader 的 num_workers、预取并使用 pin_memory，"
                             "或改为异步的推理采样/数据生产者。",
                             gain,
                             BoundKind.UPPER_BOUND,
