@@ -240,7 +240,9 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             f"every rank shares at least {ms(gain)} of it; {bl} idle more than the others, "
             "which is their own cause"
         )
-        slow_zh = f"每张卡至少共有 {ms(gain)} 的空闲；{bl_zh}比其他卡空闲得更多，那部分是它们各自的原因"
+        slow_zh = (
+            f"每张卡至少共有 {ms(gain)} 的空闲；{bl_zh}比其他卡空闲得更多，那部分是它们各自的原因"
+        )
     findings = _claim(
         ctx,
         lambda f: (
