@@ -33,7 +33,7 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
     ),
     "gc_pause": (
         "long host gaps without API activity (Python GC)",
-        "Python GC 导致 host 长时间停顿",
+        "Python GC 导致主机长时间停顿",
     ),
     "dataloader_stall": (
         "device idle at step start waiting for data",
@@ -135,7 +135,7 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
     # trends, diffs
     "step_degradation": ("step time grows over the run", "每步耗时随训练逐步增长"),
     "step_jitter": ("step time varies a lot between steps", "每步耗时抖动大"),
-    "profile_regression": ("the new profile is slower than the baseline", "新 profile 比基线慢"),
+    "profile_regression": ("the new profile is slower than the baseline", "新的性能数据比基线慢"),
     "cann_upgrade": (
         "behaviour changed after a CANN / torch_npu upgrade",
         "CANN / torch_npu 升级后行为变化",

@@ -115,7 +115,7 @@ _FALLBACK_REMEDY = {
     ),
     "high_free": (
         "find what the host does while the device is idle (dataloader, Python GC, synchronization) on the slow rank",
-        "排查慢卡上设备空闲时 host 在做什么（数据加载、Python GC、同步）",
+        "排查慢卡上设备空闲时主机在做什么（数据加载、Python GC、同步）",
     ),
     "comm_not_overlapped": (
         "overlap communication with computation (gradient bucketing / communication overlap options)",
@@ -1643,7 +1643,7 @@ def _needed_data(intent: str, session: ToolSession) -> tuple[str, str] | None:
     if intent == "explain_rank" and not p.has("host_dispatch"):
         return (
             "host-to-device dispatch flows (trace_view.json or the profiler DB) to see launch delays",
-            "host 到 device 的下发连线（trace_view.json 或 profiler DB）以查看下发时延",
+            "主机到设备的下发连线（trace_view.json 或 profiler DB）以查看下发时延",
         )
     if intent in ("compare_ops",) and not p.has("kernels"):
         return ("kernel_details.csv (operator details)", "kernel_details.csv（算子明细）")

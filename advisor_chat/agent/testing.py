@@ -302,14 +302,14 @@ def tiny_diagnosis(profile: Profile, *, baseline: Profile | None = None) -> Any:
             Remedy(
                 "action",
                 "Set TASK_QUEUE_ENABLE=2 on the host of the slow rank",
-                "在慢卡所在的 host 上设置 TASK_QUEUE_ENABLE=2",
+                "在慢卡所在的主机上设置 TASK_QUEUE_ENABLE=2",
                 gain_us=EXTRA_FREE_US,
                 bound=BoundKind.ESTIMATE,
             ),
             Remedy(
                 "check",
                 "See what the host does while the device idles",
-                "排查设备空闲时 host 在做什么",
+                "排查设备空闲时主机在做什么",
             ),
         ),
         symptom_tags=("host_bound", "high_free"),

@@ -543,7 +543,7 @@ def _mc2(
             + f" (kernels read for a peer sample of {len(pool)} of the {n_tp} TP ranks,"
             " evenly spaced; the median is over that sample)",
             summary_zh=f.summary_zh
-            + f"（仅读取 {n_tp} 个 TP rank 中均匀抽样的 {len(pool)} 个的 kernel_details.csv，中位数基于抽样）",
+            + f"（仅读取 {n_tp} 张 TP 卡中均匀抽样的 {len(pool)} 个的 kernel_details.csv，中位数基于抽样）",
             metrics={**f.metrics, "peer_sample_ranks": float(len(pool))},
         )
         return [f], per, [f"mc2: kernels read for a peer sample of {len(pool)} of {n_tp} TP ranks"]

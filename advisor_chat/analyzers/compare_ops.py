@@ -228,7 +228,7 @@ def _uniform_finding(
         summary_zh=(
             f"{slow}号卡 上几乎所有算子在调用次数相同的情况下都比 {fast}号卡 慢：整体 "
             f"{u['overall_ratio']:.2f} 倍，{int(u['groups'])} 个（名称, shape）分组中有 "
-            f"{int(u['groups_slowed'])} 个慢 {UNIFORM_MIN_RATIO:.1f} 倍以上；每个 step 多 {per_step:.0f} us"
+            f"{int(u['groups_slowed'])} 个慢 {UNIFORM_MIN_RATIO:.1f} 倍以上；每步多 {per_step:.0f} us"
             f"（占步长 {sh:.1%}）。整体变慢通常指向设备本身（频率、温度、内存带宽），而非某个 shape。"
         ),
         ranks=(slow,),
@@ -467,7 +467,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                     summary_zh=(
                         f"{slow}号卡 上的 {row.op_type}（{row.name}）在输入 shape {shape_txt} 下比 "
                         f"{fast}号卡 慢 {ratio_v:.2f} 倍，调用次数相同（{int(row.count_a)}）：平均 "
-                        f"{avg_slow:.1f} us 对比 {avg_fast:.1f} us，每个 step 多 {per_step:.0f} us"
+                        f"{avg_slow:.1f} us 对比 {avg_fast:.1f} us，每步多 {per_step:.0f} us"
                         f"（占步长 {sh:.1%}）。"
                     ),
                     ranks=(slow,),
@@ -527,7 +527,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                     ),
                     summary_zh=(
                         f"{heavy}号卡 执行了 {c_heavy} 个 {row.op_type} 算子，{light}号卡 为 {c_light} 个"
-                        f"（{n_steps} 个 step）：属于负载不均而非算子变慢；每个 step 相差 {per_step:.0f} us"
+                        f"（{n_steps} 步）：属于负载不均而非算子变慢；每步相差 {per_step:.0f} us"
                         f"（占步长 {sh:.1%}）。"
                     ),
                     ranks=(heavy,),
@@ -601,7 +601,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                     ),
                     summary_zh=(
                         f"AI CPU 算子（{names}）在 {worst}号卡 上占步长的 {sh:.1%}"
-                        f"（每个 step {us_per_step:.0f} us）；共 {len(hot)} 张卡超过 {AICPU_MIN_SHARE:.0%}。"
+                        f"（每步 {us_per_step:.0f} us）；共 {len(hot)} 张卡超过 {AICPU_MIN_SHARE:.0%}。"
                     ),
                     ranks=tuple(int(r) for r in hot.index),
                     metrics={
@@ -680,8 +680,8 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                         "each new shape can trigger a compile and slower kernels."
                     ),
                     summary_zh=(
-                        f"{len(dyn_names)} 个算子的输入 shape 在不同 step 间变化（如 {top['name']}：共 "
-                        f"{int(top['shapes_total'])} 种 shape，单个 step 最多 "
+                        f"{len(dyn_names)} 个算子的输入 shape 在不同步之间变化（如 {top['name']}：共 "
+                        f"{int(top['shapes_total'])} 种 shape，单步最多 "
                         f"{int(top['shapes_max_per_step'])} 种），涉及 {format_ranks(ranks_dyn)}号卡；"
                         "每个新 shape 都可能触发编译。"
                     ),
@@ -728,8 +728,8 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                 + f" (AI CPU and dynamic shapes checked on {n_read} of {len(kernel_ranks)} ranks:"
                 f" ranks {rank_a}, {rank_b} and a peer sample of {n_sample})",
                 summary_zh=(f.summary_zh or "")
-                + f"（AI CPU 与动态 shape 仅在 {len(kernel_ranks)} 个 rank 中的 {n_read} 个上检查："
-                f"{rank_a}、{rank_b} 号卡与 {n_sample} 个抽样 rank）",
+                + f"（AI CPU 与动态 shape 仅在 {len(kernel_ranks)} 张卡中的 {n_read} 个上检查："
+                f"{rank_a}、{rank_b} 号卡与 {n_sample} 张抽样卡）",
                 metrics={**f.metrics, "peer_sample_ranks": float(n_sample)},
             )
             if f.id.startswith(("compare_ops.aicpu_op", "compare_ops.dynamic_shape"))

@@ -33,7 +33,7 @@ _COMPONENT_ZH = {
     "free_us": "空闲（Free）",
     "bubble_us": "气泡（Bubble）",
     "preparing_us": "准备（Preparing）",
-    "step_us": "step 耗时",
+    "step_us": "每步耗时",
 }
 
 #: HCCL operator count change worth a finding (new / base per rank-step, or its inverse).
@@ -313,7 +313,7 @@ def compare_profiles(
                         f"Largest op types per rank-step: {ops_txt or 'n/a'}."
                     ),
                     summary_zh=(
-                        f"新 profile {zh_word}：step 中位数从 {base_step:.0f} us 变为 {new_step:.0f} us"
+                        f"新的性能数据{zh_word}：步长中位数从 {base_step:.0f} us 变为 {new_step:.0f} us"
                         f"（{delta:+.0f} us，{delta / base_step:+.1%}；噪声阈值 {threshold:.0f} us）。"
                         f"主要变化：{comp_zh or '无'}。算子类型：{ops_txt or '无'}。"
                     ),
@@ -387,7 +387,7 @@ def compare_profiles(
                         + (f"; fused kernels no longer present: {fused_txt}." if fused_txt else ".")
                     ),
                     summary_zh=(
-                        f"每个 rank 每个 step 的 HCCL 算子数从 {hb:.1f} 变为 {hn:.1f}（{ratio:.2f} 倍；{by_txt}）；"
+                        f"每张卡每步的 HCCL 算子数从 {hb:.1f} 变为 {hn:.1f}（{ratio:.2f} 倍；{by_txt}）；"
                         f"通信算子耗时变化 {comm_delta:+.0f} us"
                         + (f"（版本变化：{ver_txt}）" if ver_txt else "")
                         + (f"；不再出现的融合算子：{fused_zh}。" if fused_zh else "。")
@@ -421,7 +421,7 @@ def compare_profiles(
                 kind=FindingKind.PROFILE_DIFF,
                 severity=Severity.INFO,
                 summary=f"Software versions changed between the profiles: {ver_txt}.",
-                summary_zh=f"两份 profile 的软件版本不同：{ver_txt}。",
+                summary_zh=f"两份性能数据的软件版本不同：{ver_txt}。",
                 evidence=(
                     Evidence(
                         "meta",

@@ -202,7 +202,7 @@ def data_quality(profile: Profile, params: DataQualityParams) -> AnalyzerResult:
                 "没有步标记：整个采集被当作一步分析，无法判断逐步趋势和单步事件"
                 "（请采集带步标记的多步数据）"
                 if no_marks
-                else f"只采集了 1 个 step（step {union[0]}）：无法判断逐 step 趋势和单步事件（请采集多个 step）"
+                else f"只采集了 1 步（第 {union[0]} 步）：无法判断逐步趋势和单步事件（请采集多步）"
             )
             add("steps_count", "warn", en)
             finding(

@@ -457,7 +457,7 @@ def _sample_txt(n_sample: int) -> tuple[str, str]:
         return "", ""
     return (
         f" (over a peer sample of {n_sample} ranks)",
-        f"（基于 {n_sample} 个抽样对照 rank）",
+        f"（基于 {n_sample} 张抽样对照卡）",
     )
 
 
@@ -507,7 +507,7 @@ def _launch_evidence(
             " — short: the device starts each task as soon as the host issues it, so the device "
             "waits for the host (host-bound)"
         )
-        why_zh = "——时延短：host 一下发 device 就执行，说明 device 在等 host（下发瓶颈）"
+        why_zh = "——时延短：主机一下发设备就执行，说明设备在等主机（下发瓶颈）"
     elif np.isfinite(peer_p90) and p90 > 2 * peer_p90:
         why = " — long: tasks wait in the launch queue longer than on the peers"
         why_zh = "——时延长：任务在下发队列中等待比同组更久"

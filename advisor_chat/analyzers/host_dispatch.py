@@ -72,7 +72,7 @@ def _say_sample(f: Finding, n: int, suspects: int, sample: int, total: int) -> F
         f" (launch and kernel data read for {n} of {total} ranks: the {suspects} with the most "
         f"Free or asked about, and a peer sample of {sample}; medians are over those ranks)"
     )
-    zh = f"（仅读取 {total} 个 rank 中的 {n} 个：Free 最大或被询问的 {suspects} 个与 {sample} 个抽样对照 rank，中位数基于这些 rank）"
+    zh = f"（仅读取 {total} 张卡中的 {n} 个：Free 最大或被询问的 {suspects} 个与 {sample} 张抽样对照卡，中位数基于这些卡）"
     return replace(
         f,
         summary=f.summary + en,
@@ -529,7 +529,7 @@ def _findings(
                     m["median_free_us"] = med_free
                     m["free_excess_us"] = gain
                     text_free = f"; its Free is {fr:.0f} us per step vs {med_free:.0f} us median"
-                    text_free_zh = f"；其 Free 为每 step {fr:.0f} us，中位数为 {med_free:.0f} us"
+                    text_free_zh = f"；其 Free 为每步 {fr:.0f} us，中位数为 {med_free:.0f} us"
                 out.append(
                     Finding(
                         id=f"host_dispatch.host_bound.launch_delay.r{r}",
@@ -541,7 +541,7 @@ def _findings(
                             f"{int(row.launch_count)} launches{text_free}."
                         ),
                         summary_zh=(
-                            f"{r}号卡 的下发时延（host API 到 device 开始）{q} 为 {val:.0f} us，是集群中位数 "
+                            f"{r}号卡 的下发时延（主机 API 调用到设备开始执行）{q} 为 {val:.0f} us，是集群中位数 "
                             f"{med:.0f} us 的 {m['launch_delay_ratio']:.1f} 倍（{int(row.launch_count)} 次下发）"
                             f"{text_free_zh}。"
                         ),
@@ -717,7 +717,7 @@ def _findings(
                     f"the critical path.{steps_txt}"
                 ),
                 summary_zh=(
-                    f"所有 rank 在 step 开始处平均每个 step 空闲 {med_idle / 1000:.1f} ms（各 rank 中位数）才执行第一个设备任务，"
+                    f"所有卡在每步开始处平均每步空闲 {med_idle / 1000:.1f} ms（各卡中位数）才执行第一个设备任务，"
                     f"超过 {DATALOADER_US / 1000:.0f} ms 的数据加载阈值：数据加载位于关键路径上。"
                 ),
                 ranks=tuple(ranks),
@@ -767,7 +767,7 @@ def _findings(
                     ),
                     summary_zh=(
                         f"{format_ranks(flagged)}号卡 上有 {len(gc)} 段超过 {GC_GAP_US / 1000:.0f} ms 的设备空闲且"
-                        f"几乎没有 主机下发（最长 {longest / 1000:.0f} ms；{worst}号卡 每 step {g / 1000:.1f} ms），"
+                        f"几乎没有主机下发（最长 {longest / 1000:.0f} ms；{worst}号卡 每步 {g / 1000:.1f} ms），"
                         "主机出现停顿（常见原因是 Python GC，也可能是保存检查点或该卡上的预处理）。"
                     ),
                     ranks=tuple(flagged),

@@ -293,9 +293,9 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
                         "communication (waiting for it)."
                     )
                     drivers_zh = (
-                        f"增长来源于 {_ranks_word(flagged)}：{int(d0['rank'])}号卡 的 Computing + Free 每 step 增长 "
-                        f"{float(d0['own_slope_us_per_step']):.0f} us，中位数 rank 仅 {float(own.median()):.0f} us，"
-                        "其余 rank 的增长在通信（等待）中。"
+                        f"增长来源于 {_ranks_word(flagged)}：{int(d0['rank'])}号卡 的 Computing + Free 每步增长 "
+                        f"{float(d0['own_slope_us_per_step']):.0f} us，中位数卡仅 {float(own.median()):.0f} us，"
+                        "其余卡的增长在通信（等待）中。"
                     )
             growth = float(row["growth_ratio"])
             excess = float(row["mean_step_us"] - row["fit_first_us"])
@@ -306,7 +306,7 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
                 else f"Rank {flagged[0]}"
             )
             who_zh = (
-                f"{len(summ)} 个 rank 中的 {len(degrading)} 个（{format_ranks(degrading)}）"
+                f"{len(summ)} 张卡中的 {len(degrading)} 个（{format_ranks(degrading)}）"
                 if cluster
                 else f"rank {flagged[0]}"
             )
