@@ -62,6 +62,9 @@ def _adv(profile=None) -> Advisor:
         ("Why does communication take so much of the step time?", "communication", ()),
         ("为什么通信占了这么多 step 时间？", "communication", ()),
         ("is the all-reduce overlapped with compute?", "communication", ()),
+        # time "per step is lost to" something is not data that is lost
+        ("How much time per step is lost to communication?", "communication", ()),
+        ("are steps missing?", "data_quality", ()),
         ("why is rank 4 communication so long?", "explain_rank", (4,)),
         ("Is the step time getting worse during the run?", "step_trend", ()),
         (

@@ -307,7 +307,8 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"data (quality|completeness)",
         r"\b(is|are) (the|my|this) (data|profile|capture|profiling)\b.{0,20}\b(ok|valid|complete|usable|reliable|trustworthy|good)",
         r"missing (ranks|steps|data|records|files)",
-        r"\b(data|files?|ranks?|steps?|records?) (is |are )?(missing|lost|absent)\b",
+        # "missing steps", not time "per step is lost to communication"
+        r"(?<!per )\b(data|files?|ranks?|steps?|records?) (is |are )?(missing|lost|absent)\b(?! to\b)",
         r"\bincomplete\b",
         r"can i trust",
         r"数据.{0,6}(质量|完整|缺失|可信|可靠|有效|丢|靠谱|准确|准不准|有问题|有没有问题|不对)",
