@@ -43,7 +43,7 @@ from advisor_chat.ingest.common import (
 )
 from advisor_chat.ingest.guard import short, show_path
 from advisor_chat.ingest.profile import DataWarning
-from advisor_chat.ingest.rankdir import LEFT_OUT
+from advisor_chat.ingest.rankdir import skip_file
 from advisor_chat.ingest.text import STEP_TRACE_COLUMNS, LinkColumns, opinfo_rows, step_trace_frame
 
 _LINK = re.compile(r"^\d+-\d+$")
@@ -453,14 +453,7 @@ def read_cluster_dir(path: str | Path) -> RankData:
         try:
             read(p)
         except InputError as exc:
-            rd.warnings.append(
-                DataWarning(
-                    code="file_skipped",
-                    message=f"{exc}{LEFT_OUT} the {_CLUSTER_LOST[name]} of the cluster output; "
-                    "the rest is analysed",
-                    path=str(p),
-                )
-            )
+            skip_file(rd, p, _CLUSTER_LOST[name], exc, who="the cluster output")
             continue
         rd.parsed_files += 1
     p = folder / "cluster_analysis.db"

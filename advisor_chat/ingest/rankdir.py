@@ -345,13 +345,15 @@ def _ends_in_cut_row(path: Path) -> bool:
     return 0 < len(fields[1]) < len(fields[0])
 
 
-def _skip_file(rd: RankData, path: Path, what: str, exc: InputError) -> None:
+def skip_file(rd: RankData, path: Path, what: str, exc: InputError, who: str | None = None) -> None:
     """Record that ``path`` of this rank could not be read: its tables are left out, not the job.
 
     One corrupt file among hundreds of ranks must not stop the analysis of the others; the
     warning (``file_skipped``) carries the reader's message (file and remedy) and what is lost.
+    ``who`` names the owner when it is not a rank (``"the cluster output"``).
     """
-    who = f"rank {rd.rank}" if rd.rank is not None else f"the rank in {rd.source_dir}"
+    if who is None:
+        who = f"rank {rd.rank}" if rd.rank is not None else f"the rank in {rd.source_dir}"
     rd.warnings.append(
         DataWarning(
             code="file_skipped",
@@ -431,7 +433,7 @@ def read_rank_dir(
             rd.parsed_files += 1
             rd.meta.update(text.parse_profiler_info(info if isinstance(info, dict) else {}))
         except InputError as exc:
-            _skip_file(rd, info_path, "profiler_info", exc)
+            skip_file(rd, info_path, "profiler_info", exc)
     md_path = folder / "profiler_metadata.json"
     metadata: dict[str, Any] = {}
     if md_path.is_file():
@@ -441,7 +443,7 @@ def read_rank_dir(
             if isinstance(md, dict):
                 metadata = md
         except InputError as exc:
-            _skip_file(rd, md_path, "profiler_metadata.json", exc)
+            skip_file(rd, md_path, "profiler_metadata.json", exc)
 
     # --- DB first (kernels, host dispatch, memory; metadata copy). Without ``heavy`` only the
     # cheap meta and MEMORY_RECORD are read; kernels / host_dispatch are listed for a lazy read.
@@ -458,7 +460,7 @@ def read_rank_dir(
             )
             d_ok = True
         except InputError as exc:
-            _skip_file(rd, db_file, "db", exc)
+            skip_file(rd, db_file, "db", exc)
     if db_file is not None and d_ok:
         rd.parsed_files += 1
         version = d["meta"].get("schema_version")
@@ -490,7 +492,7 @@ def read_rank_dir(
             rd.parsed_files += 1
         except InputError as exc:
             df_st = None
-            _skip_file(rd, p, "step_trace_time.csv", exc)
+            skip_file(rd, p, "step_trace_time.csv", exc)
     # --- kernels
     if (
         "kernels" not in rd.tables
@@ -513,7 +515,7 @@ def read_rank_dir(
                     rd.warnings.append(cut_row_warning(p, rd.rank))
                 heavy_files["kernels"] = str(p)
         except InputError as exc:
-            _skip_file(rd, p, "kernel_details.csv", exc)
+            skip_file(rd, p, "kernel_details.csv", exc)
     if "op_statistic.csv" in names:
         p = names["op_statistic.csv"]
         try:
@@ -522,7 +524,7 @@ def read_rank_dir(
             _put(rd, sink, "op_statistic", p, raw=raw)
             rd.parsed_files += 1
         except InputError as exc:
-            _skip_file(rd, p, "op_statistic.csv", exc)
+            skip_file(rd, p, "op_statistic.csv", exc)
     # --- communication
     if "communication.json" in names:
         p = names["communication.json"]
@@ -532,14 +534,14 @@ def read_rank_dir(
             _put(rd, sink, "comm_bandwidth", p, rows=(text.COMM_BANDWIDTH_COLUMNS, bw))
             rd.parsed_files += 1
         except InputError as exc:
-            _skip_file(rd, p, "communication.json", exc)
+            skip_file(rd, p, "communication.json", exc)
     matrix_data: Any = None
     if "communication_matrix.json" in names:
         p = names["communication_matrix.json"]
         try:
             matrix_data = text.load_json(p)
         except InputError as exc:
-            _skip_file(rd, p, "communication_matrix.json", exc)
+            skip_file(rd, p, "communication_matrix.json", exc)
     if matrix_data is not None:
         p = names["communication_matrix.json"]
         data = matrix_data
@@ -569,7 +571,7 @@ def read_rank_dir(
             rd.parsed_files += 1
         except InputError as exc:
             a = {}
-            _skip_file(rd, analysis, "analysis.db", exc)
+            skip_file(rd, analysis, "analysis.db", exc)
         for t in ("step_trace", "comm_ops", "comm_bandwidth", "comm_matrix"):
             if t in a and t not in have:
                 _put(rd, sink, t, analysis, cols=a[t])
@@ -582,7 +584,7 @@ def read_rank_dir(
             _put(rd, sink, "memory", p, raw=raw)
             rd.parsed_files += 1
         except InputError as exc:
-            _skip_file(rd, p, "memory_record.csv", exc)
+            skip_file(rd, p, "memory_record.csv", exc)
     # --- host dispatch from trace_view.json only when the DB did not give it
     tv = names.get("trace_view.json")
     # the AI Core Freq counter track, from the same file when the DB does not give it
