@@ -614,7 +614,7 @@ def _status_text(status: str, message: str, T: Any) -> str:
     if status == "skipped":
         why = T(_SKIP_KEYS[message]) if message in _SKIP_KEYS else message
         return str(T("report.status_skipped", why=why))
-    if status in ("ok", "error"):
+    if status in ("ok", "error", "not_answerable"):
         return str(T(f"report.status_{status}"))
     return status
 

@@ -61,7 +61,7 @@ def test_ask_json_shape_and_rich_output(scenario) -> None:
     assert "99号卡（rank 99）不存在；现有的卡为 0-15" in rich.stdout
     # a refusal states no measured number: no grounding footer; the footer is in Chinese
     assert "grounding" not in rich.stdout and "数据核对" not in rich.stdout
-    assert re.search(r"（后端 offline，planner，\d+\.\d\d 秒）", rich.stdout), rich.stdout
+    assert re.search(r"（后端：离线，规划器，\d+\.\d\d 秒）", rich.stdout), rich.stdout
     schemas = json.loads(runner.invoke(app, ["tools", "list", str(path), "--json"]).stdout)
     rank = next(s for s in schemas if s["name"] == "explain_rank")["parameters"]["properties"][
         "rank"
@@ -142,7 +142,7 @@ def test_grounding_footer_only_when_the_answer_states_measured_numbers() -> None
 def test_grounding_footer_in_chinese_for_a_chinese_answer() -> None:
     zh = _answer("12号卡每步空闲（Free）39.5 ms。", total=2, language="zh")
     out = _rendered(zh, "为什么12号卡慢？")
-    assert "数据核对：2/2 个数字与本轮工具结果一致（后端 offline，planner，1.50 秒）" in out
+    assert "数据核对：2/2 个数字与本轮工具结果一致（后端：离线，规划器，1.50 秒）" in out
     assert "grounding" not in out and "backend" not in out
     bad = _answer("12号卡每步空闲 41.0 ms。", total=2, bad=["41.0 ms"], language="zh")
     assert "；未在工具结果中找到：41.0 ms" in _rendered(bad, "为什么12号卡慢？")

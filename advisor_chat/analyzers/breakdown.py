@@ -569,12 +569,12 @@ def _bubble_findings(
     pr: pd.DataFrame, stages: list[tuple[int, ...]], src: str, steps_note: str
 ) -> list[Finding]:
     out: list[Finding] = []
-    groups: list[tuple[str, list[int]]] = []
+    groups: list[tuple[str, str, list[int]]] = []
     if stages:
-        groups = [(f"stage {i}", list(s)) for i, s in enumerate(stages)]
+        groups = [(f"stage {i}", f"阶段{i}", list(s)) for i, s in enumerate(stages)]
     else:
-        groups = [("ranks", [int(r) for r in pr.index])]
-    for label, ranks in groups:
+        groups = [("ranks", "各卡", [int(r) for r in pr.index])]
+    for label, label_zh, ranks in groups:
         sub = pr[pr.index.isin(ranks)]
         if sub.empty:
             continue
@@ -595,7 +595,7 @@ def _bubble_findings(
                     f"max {ms(sub['bubble_us'].max())} on rank {int(cast(int, sub['bubble_us'].idxmax()))}"
                 ),
                 summary_zh=(
-                    f"流水线气泡：{label}（{format_ranks(sub.index)}号卡）每步在 PP 接收上等待 "
+                    f"流水线气泡：{label_zh}（{format_ranks(sub.index)}号卡）每步在 PP 接收上等待 "
                     f"{ms(bub)}（Bubble），占步长的 {pct(sh)}"
                 ),
                 ranks=tuple(int(r) for r in sub.index),

@@ -171,15 +171,31 @@ def render_answer(
         line = f"[{style}]{tt(line, limit=1000)}[/]" + ("" if zh else " ")
     else:
         line = ""
-    mode = (f"，{answer.mode}" if zh else f", {answer.mode}") if answer.mode else ""
+    word = _catalogued_word(lang)
+    mode = (f"，{word(answer.mode)}" if zh else f", {word(answer.mode)}") if answer.mode else ""
+    backend = word(answer.backend)
     if seconds is not None:
-        meta = msg(
-            "cli.meta_seconds", lang, backend=answer.backend, mode=mode, seconds=f"{seconds:.2f}"
-        )
+        meta = msg("cli.meta_seconds", lang, backend=backend, mode=mode, seconds=f"{seconds:.2f}")
     else:
-        meta = msg("cli.meta", lang, backend=answer.backend, mode=mode)
+        meta = msg("cli.meta", lang, backend=backend, mode=mode)
     meta = tt(meta)
     console.print(f"{line}[dim]{meta}[/]", highlight=False)
+
+
+def _catalogued_word(lang: str) -> Any:
+    """A function giving a backend or answer-mode label in ``lang``.
+
+    Labels the catalogue has (``offline``, ``planner``, ...) are translated; a model name such as
+    ``qwen2.5@http://...`` is shown as written.
+    """
+    from advisor_chat.i18n import messages
+
+    known = messages("zh" if lang == "zh" else "en")
+
+    def word(label: str) -> str:
+        return known.get(f"cli.word.{label}", label)
+
+    return word
 
 
 def show_grounding_line(answer: Any, question: str = "") -> bool:
