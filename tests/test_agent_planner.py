@@ -100,6 +100,34 @@ def test_intents_and_ranks(question: str, intent: str, ranks: tuple[int, ...]) -
     assert q.language == detect_language(question)
 
 
+@pytest.mark.parametrize(
+    ("question", "intent", "category"),
+    [
+        (
+            "how long do rank 0's optimizer operators take per step, and on the others?",
+            "top_ops",
+            "optimizer",
+        ),
+        ("0号卡优化器那几个算子每步加起来跑多久？别的卡呢", "top_ops", "optimizer"),
+        ("how much time do the attention kernels take per step on rank 3?", "top_ops", "attention"),
+        ("3号卡矩阵乘每步耗时多少？", "top_ops", "matmul"),
+        # a saving is asked, not a time: the diagnosis answers it
+        ("how much would fixing rank 0's optimizer step save?", "explain_rank", "optimizer"),
+        ("why is rank 0 slow?", "explain_rank", ""),
+    ],
+)
+def test_operator_category_named_in_words(question: str, intent: str, category: str) -> None:
+    q = parse_question(question)
+    assert (q.intent, q.op_category) == (intent, category)
+
+
+def test_a_named_operator_type_with_a_time_asked_is_its_time() -> None:
+    q = parse_question(
+        "rank 0 的 ForeachMulScalar 每步多久，其他卡呢？", op_types=["ForeachMulScalar"]
+    )
+    assert (q.intent, q.ops, q.op_category) == ("top_ops", ("ForeachMulScalar",), "")
+
+
 def test_entities_steps_groups_transports_ops() -> None:
     q = parse_question(
         "is the RDMA link in group tp slow at step 11 for MatMulV2?",

@@ -221,3 +221,35 @@ def test_a_kernel_file_cut_short_is_compared_with_no_other_rank(tmp_path, real_s
         spec.params(),
     )
     assert not any("left out" in n for n in whole.notes)
+
+
+def test_named_operators_per_step_on_every_rank() -> None:
+    """``ops``: a category or op types, totalled per step on every rank (construction: rank 3's
+    MatMul at shape S1 runs 200 us instead of 100 us, 10 calls; S2 5 calls of 50 us each)."""
+
+    def extra(r: int, s: int) -> list[tuple]:  # an optimizer kernel, 3x longer on rank 1
+        return [("ForeachMulScalar", "aclnnForeachMulScalar", "4096", 2, 90.0 if r == 1 else 30.0)]
+
+    p = _profile(_kernels(extra=extra), _step_trace())
+    res = compare_ops(p, CompareOpsParams(rank_b=3, ops="matmul"))
+    tbl = res.tables["ops_by_rank"].set_index("rank")
+    assert tbl.loc[3, "us_per_step"] == pytest.approx(10 * 200.0 + 5 * 50.0)
+    assert tbl.loc[0, "us_per_step"] == pytest.approx(10 * 100.0 + 5 * 50.0)
+    assert tbl.loc[0, "count_per_step"] == 15 and tbl.loc[0, "steps"] == 2
+    assert res.metrics["ops_us_per_step_b"] == pytest.approx(2250.0)
+    assert res.metrics["ops_us_per_step_others_median"] == pytest.approx(1250.0)
+    assert res.metrics["ops_times_others_median"] == pytest.approx(2250.0 / 1250.0)
+    assert res.metrics["ops_ranks_others"] == 3
+    assert res.tables["ops_by_rank"].attrs["op_types"] == ["MatMul"]
+
+    opt = compare_ops(p, CompareOpsParams(rank_b=1, ops="optimizer"))
+    assert opt.metrics["ops_us_per_step_b"] == pytest.approx(180.0)
+    assert opt.metrics["ops_us_per_step_others_median"] == pytest.approx(60.0)
+    # op types by name, case-insensitive, comma-separated; communication is never counted
+    by_name = compare_ops(p, CompareOpsParams(rank_b=0, ops="add, hcom_allReduce_"))
+    assert by_name.metrics["ops_us_per_step_b"] == pytest.approx(20 * 10.0)
+    none = compare_ops(p, CompareOpsParams(rank_b=0, ops="Conv2D"))
+    assert none.metrics["ops_types_matched"] == 0 and none.metrics["ops_us_per_step_b"] == 0
+    with pytest.raises(ToolArgumentError, match="names no operator"):
+        compare_ops(p, CompareOpsParams(rank_b=0, ops=" , "))
+    assert "ops_by_rank" not in compare_ops(p, CompareOpsParams(rank_b=0)).tables

@@ -67,3 +67,34 @@ def test_the_optimizer_step_is_stated_as_a_whole_against_the_peers(scenario) -> 
         key["others_optimizer_us_per_step_median"], rel=0.05
     )
     assert "optimizer-step operators" in top.summary and "优化器" in top.summary_zh
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "how long do rank 0's optimizer operators take per step, and on the others?",
+        "0号卡优化器那几个算子每步加起来跑多久？别的卡呢",
+    ],
+)
+def test_the_time_of_named_operators_is_stated_for_the_rank_and_its_peers(
+    scenario, tmp_path, question
+) -> None:
+    """A category of operators named in a question is totalled per step (the answer key's
+    figures are computed from the simulated optimizer kernels, not from the profile's files)."""
+    from advisor_chat.agent.advisor import Advisor
+    from advisor_chat.config import load_settings
+    from advisor_chat.evals.evaluators import numbers_in_text
+
+    path = scenario("zero-shard-imbalance")
+    key = json.loads((path / "answer_key.json").read_text())["expected_numbers"]
+    profile = load_profile(path, use_cache=False, progress=False)
+    answer = Advisor(profile, settings=load_settings(home=tmp_path)).ask(question)
+    assert [o.args.get("ops") for o in answer.tool_calls if o.name == "compare_ops"] == [
+        "optimizer"
+    ]
+    # the answer states milliseconds ("9.90 ms"): each figure within its rounding of the key's
+    stated_ms = [n.value for n in numbers_in_text(answer.answer)]
+    for name in ("culprit_optimizer_us_per_step", "others_optimizer_us_per_step_median"):
+        want = key[name] / 1000.0
+        assert any(abs(v - want) <= 0.01 * want for v in stated_ms), (name, answer.answer)
+    assert answer.grounding.ungrounded == []

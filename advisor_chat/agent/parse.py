@@ -206,6 +206,9 @@ class Query:
             正常吧？", "apart from rank 0, are the other ranks fine?"); :attr:`ranks` is then empty.
         ruled_out: Suspected causes (:data:`HYPOTHESES`) the user says were already ruled out
             ("we ruled out the dataloader and the network" -> ``dataloader``, ``network``).
+        op_category: An operator category named instead of operator types ("the optimizer
+            operators", "优化器那几个算子" -> ``optimizer``; ``attention``, ``matmul``), ``""``
+            when none or when :attr:`ops` names types.
     """
 
     text: str
@@ -235,6 +238,7 @@ class Query:
     node_ordinal: bool = False
     except_ranks: tuple[int, ...] = ()
     ruled_out: tuple[str, ...] = ()
+    op_category: str = ""
 
 
 # -- lexicons (English / Chinese; glossary terms) ------------------------------------------------
@@ -1654,6 +1658,26 @@ _COMPONENTS = (
     ("computing_us", r"\bcomput(e|ing|ation)\b|计算"),
     ("step_us", r"\bstep time\b|step 耗时|迭代耗时"),
 )
+#: Operator categories named in words (the keys of ``analyzers._common.OP_CATEGORIES``).
+_OP_CATEGORY_WORDS = (
+    ("optimizer", r"\boptimi[sz]er\b|优化器|\badamw?\b"),
+    ("attention", r"\battention (?:op|operator|kernel)s?\b|flash ?attention|注意力"),
+    ("matmul", r"\bmat ?muls?\b|\bgemms?\b|矩阵乘"),
+)
+#: "How long do <these operators> take (per step)?": a time asked, not a saving.
+_OP_TIME = re.compile(
+    r"how (?:long|much time)|\btakes? (?:per step|each step)|多久|多长时间|多少时间|耗时多少|"
+    r"每步.{0,6}(?:耗时|时间)",
+    re.I,
+)
+_SAVING = re.compile(r"\bsave|\bgain|\bfix|节省|省|收益|修复|优化后", re.I)
+
+
+def op_category(text: str) -> str:
+    """The operator category a question names (``optimizer``, ``attention``, ``matmul``) or ``""``."""
+    return next((c for c, pat in _OP_CATEGORY_WORDS if re.search(pat, text, re.I)), "")
+
+
 _TOP_OPS = (
     r"(which|what) .*\b(operators?|ops?|kernels?)\b.*\b(most|longest|largest|highest|top|dominat)",
     r"\btop \d* ?(operators?|ops?|kernels?|op types?)\b",
@@ -1923,7 +1947,17 @@ def parse_question(
         "rank_component",
     ):
         intent = "top_ops"
-    base = replace(base, intent=intent)
+    cat = "" if ops else op_category(q)
+    if (
+        (ops or cat)
+        and kind == "how_much"
+        and len(ranks) <= 1
+        and _OP_TIME.search(q)
+        and not _SAVING.search(q)
+        and intent not in ("compare_profiles", "help")
+    ):  # "how long do rank 0's optimizer operators take per step, and on the others?"
+        intent = "top_ops"
+    base = replace(base, intent=intent, op_category=cat)
     if previous is not None and previous.intent not in ("help", "unsupported"):
         is_follow = any(p.search(q) for p in _FOLLOW_UP)
         has_target = bool(ranks or steps or grp or trans or ops or bare or links or stages)

@@ -28,7 +28,7 @@ from advisor_chat.agent.answer import CitedCase, CitedFinding, Suggestion
 from advisor_chat.agent.parse import Query, asks_bandwidth, asks_yes_no, network_scope
 from advisor_chat.agent.project import Projection, render_for_model
 from advisor_chat.agent.validate import BaselineProblem, validate_question
-from advisor_chat.analyzers.base import Finding
+from advisor_chat.analyzers.base import AnalyzerResult, Finding
 from advisor_chat.diagnosis.types import Diagnosis, Mechanism, RootCause
 from advisor_chat.i18n import t as msg
 from advisor_chat.kb.types import CaseHit
@@ -563,7 +563,8 @@ class Planner:
         if it == "rank_component" or _rank_amount_column(q):
             return [("cluster_breakdown", {"step": step})]
         if it == "top_ops":
-            return [("compare_ops", {"rank_b": rank})]
+            named = ",".join(q.ops) or q.op_category
+            return [("compare_ops", {"rank_b": rank, **({"ops": named} if named else {})})]
         if it == "slow_link" or (q.hypothesis in ("network", "link") and it == "summarize"):
             # (a suspected cable or NIC is judged against the links: whether they could be)
             t = q.transports[0] if q.transports else None
@@ -1466,6 +1467,8 @@ class Planner:
         if out is None or out.result is None:
             return self._no_signal(q, self._last_diagnosis), []
         res = out.result
+        if "ops_by_rank" in res.tables:
+            return self._named_ops_time(q, res)
         bt = res.tables.get("by_type")
         rank = int(res.metrics.get("rank_b", q.ranks[0] if q.ranks else 0))
         if bt is None or bt.empty:
@@ -1503,6 +1506,67 @@ class Planner:
             "excluded)." + (f" Next: {nxt}." if nxt else ""),
             [rank],
         )
+
+    def _named_ops_time(self, q: Query, res: AnalyzerResult) -> tuple[str, list[int]]:
+        """Answer "how long do <these operators> take per step on rank N, and on the others?".
+
+        From compare_ops' ``ops_by_rank`` table: the named operators' device time and launches
+        per step on the rank asked (rank B) against the median of the other ranks read.
+        """
+        zh = q.language == "zh"
+        m = res.metrics
+        rank = int(m.get("rank_b", q.ranks[0] if q.ranks else 0))
+        types = [self.quoter.quote(t) for t in res.tables["ops_by_rank"].attrs.get("op_types", [])]
+        what = q.op_category or ", ".join(q.ops)
+        src = quote_source(self.session.profile.cite("kernels"), zh)
+        if not types or "ops_us_per_step_b" not in m:
+            return (
+                f"{rank}号卡的算子数据中没有与“{what}”匹配的算子（来源 {src}）。"
+                if zh
+                else f"No operator on rank {rank} matches '{what}' in the kernel data ({src}).",
+                [rank],
+            )
+        cat_zh = {"optimizer": "优化器", "attention": "注意力", "matmul": "矩阵乘"}
+        label_zh = (
+            f"{cat_zh[q.op_category]}算子" if q.op_category in cat_zh else f" {'、'.join(types)} "
+        )
+        label = f"{q.op_category or ', '.join(types)} operators"
+        listed = "、".join(types[:5]) if zh else ", ".join(types[:5])
+        mine, n = fmt_num(m["ops_us_per_step_b"], "us"), fmt_num(m["ops_count_per_step_b"])
+        if zh:
+            text = (
+                f"{rank}号卡的{label_zh}每步共 {mine}（每步 {n} 次调用".replace("  ", " ")
+                + (f"；包括 {listed}" if q.op_category else "")
+                + "）"
+            )
+        else:
+            text = (
+                f"On rank {rank}, the {label} take {mine} of device time per step ({n} launches "
+                "per step" + (f"; {listed}" if q.op_category else "") + ")"
+            )
+        if "ops_us_per_step_others_median" in m:
+            peers = fmt_num(m["ops_us_per_step_others_median"], "us")
+            pn = fmt_num(m["ops_count_per_step_others_median"])
+            k = int(m["ops_ranks_others"])
+            ratio = m.get("ops_times_others_median", 1.0)
+            if zh:
+                text += f"；其他 {k} 张卡的中位数为每步 {peers}（{pn} 次）"
+                text += (
+                    f"，{rank}号卡是其 {ratio:.1f} 倍" if abs(ratio - 1) >= 0.1 else "，相差不大"
+                )
+            else:
+                text += f"; the median of the other {k} ranks is {peers} per step ({pn} launches)"
+                text += (
+                    f", so rank {rank} takes {ratio:.1f}x theirs"
+                    if abs(ratio - 1) >= 0.1
+                    else ", about the same"
+                )
+        text += (
+            f"（来源 {src}，compare_ops 的 ops_by_rank 表，不含通信任务）。"
+            if zh
+            else f" (from {src}, compare_ops ops_by_rank table, communication tasks excluded)."
+        )
+        return text, [rank]
 
     def _source(self, f: Finding, zh: bool = False) -> str:
         srcs = sorted({e.source for e in f.evidence if e.source})

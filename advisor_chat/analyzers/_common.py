@@ -651,3 +651,37 @@ def comm_ops_missing_why(profile: Profile, zh: bool = False) -> str:
             "file_skipped warning)"
         )
     return "采集级别为 Level0，或没有 HCCL 算子" if zh else "profiler Level0 or no HCCL ops"
+
+
+#: Operator categories a question can name instead of operator types (``compare_ops`` ``ops``):
+#: a case-insensitive pattern on the op type (or the kernel name where the type is ``N/A``).
+OP_CATEGORIES: dict[str, re.Pattern[str]] = {
+    # multi-tensor "foreach" kernels, fused Adam / Lamb and Apply* updates of the optimizer step
+    "optimizer": re.compile(r"foreach|apply|adam|lamb", re.I),
+    # fused attention and its gradient (FlashAttentionScore[Grad], PromptFlashAttention, ...)
+    "attention": re.compile(r"attention|flashattn", re.I),
+    # matrix multiplications (MatMul[V2|V3], BatchMatMul*, GroupedMatmul, quantized variants)
+    "matmul": re.compile(r"matmul|gemm", re.I),
+}
+
+
+def op_matcher(spec: str) -> Callable[[str], bool]:
+    """Predicate on an op type for an ``ops`` argument.
+
+    ``spec`` is a category of :data:`OP_CATEGORIES` (``optimizer``, ``attention``, ``matmul``)
+    or operator types separated by commas or ``|`` (matched whole, case-insensitive).
+
+    Raises:
+        ToolArgumentError: ``spec`` names nothing (empty after splitting).
+    """
+    key = spec.strip().lower()
+    if key in OP_CATEGORIES:
+        pat = OP_CATEGORIES[key]
+        return lambda t: pat.search(t) is not None
+    names = {x.strip().lower() for x in re.split(r"[,|]", spec) if x.strip()}
+    if not names:
+        raise ToolArgumentError(
+            f"ops={spec!r} names no operator: give op types separated by commas, or one of "
+            f"{', '.join(OP_CATEGORIES)}"
+        )
+    return lambda t: t.strip().lower() in names

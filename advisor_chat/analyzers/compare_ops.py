@@ -15,6 +15,7 @@ from advisor_chat.analyzers._common import (
     format_ranks,
     is_comm_kernel,
     median_step_us,
+    op_matcher,
     step_us_by_rank,
     str_mask,
 )
@@ -68,6 +69,12 @@ class CompareOpsParams(Params):
         default="shape",
         description="Grouping of the main table: 'type' = by op type; 'shape' = by op name + input "
         "shapes. Both are always computed (tables 'by_type' and 'by_shape').",
+    )
+    ops: str | None = Field(
+        default=None,
+        description="Operators whose device time per step is totalled on every rank read (table "
+        "'ops_by_rank', metrics ops_*): one of 'optimizer', 'attention', 'matmul', or op types "
+        "separated by commas (e.g. 'MatMulV2,BatchMatMul').",
     )
     top: int = Field(
         default=20,
@@ -299,7 +306,11 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
         share_of_step_ratio), ``dynamic`` (rank, name, shapes_total, shapes_max_per_step,
         total_us). Metrics: rank_a, rank_b, steps_compared, step_us (median step of B),
         compute_us_a / compute_us_b (per step), dynamic_time_ratio (time share of kernels whose
-        ``op_state`` is ``dynamic``).
+        ``op_state`` is ``dynamic``). With ``ops``: table ``ops_by_rank`` (rank, steps,
+        count_per_step, us_per_step: the named operators on every rank read) and metrics
+        ops_us_per_step_b, ops_count_per_step_b (rank B), ops_us_per_step_others_median,
+        ops_count_per_step_others_median, ops_ranks_others (the other ranks read),
+        ops_times_others_median (rank B's time / the others' median), ops_types_matched.
 
     Raises:
         ToolArgumentError: ``rank_a`` / ``rank_b`` is not in the profile (message lists ranks).
@@ -718,6 +729,13 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
         "compute_us_b": float(kb["duration_us"].sum()) / n_steps,
         "dynamic_time_ratio": dyn_time_ratio,
     }
+    ops_tbl = None
+    if params.ops:
+        ops_tbl = _ops_by_rank(comp, params.ops)
+        metrics.update(_ops_metrics(ops_tbl, rank_b))
+        notes.append(
+            f"ops={params.ops!r}: {', '.join(ops_tbl.attrs['op_types']) or 'no operator matched'}"
+        )
     if n_sample:
         metrics["peer_sample_ranks"] = float(n_sample)
         n_read = len(set(comp["rank"].dropna().astype(int)))
@@ -754,5 +772,48 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
             "by_shape": by_shape,
             "aicpu": aicpu_tbl.reset_index(drop=True),
             "dynamic": dyn_tbl,
+            **({"ops_by_rank": ops_tbl} if ops_tbl is not None else {}),
         },
     )
+
+
+def _ops_by_rank(comp: pd.DataFrame, spec: str) -> pd.DataFrame:
+    """Device time and launches per step of the operators ``spec`` names, on every rank read.
+
+    Columns: rank, steps (steps with kernels), count_per_step, us_per_step (µs: Σ duration_us of
+    the matched compute kernels / steps), from the ``kernels`` table (kernel_details.csv / DB
+    TASK), communication excluded. ``attrs['op_types']``: the op types matched, most time first.
+    """
+    hit = comp[str_mask(comp["op_type"], op_matcher(spec))]
+    steps = comp.groupby("rank")["step"].nunique().clip(lower=1)
+    g = hit.groupby("rank")["duration_us"].agg(["count", "sum"]).reindex(steps.index, fill_value=0)
+    out = pd.DataFrame(
+        {
+            "rank": steps.index.astype("int64"),
+            "steps": steps.to_numpy().astype("int64"),
+            "count_per_step": g["count"].to_numpy() / steps.to_numpy(),
+            "us_per_step": g["sum"].to_numpy() / steps.to_numpy(),
+        }
+    )
+    out.attrs["op_types"] = [
+        str(t) for t in hit.groupby("op_type")["duration_us"].sum().sort_values().index[::-1]
+    ]
+    return out
+
+
+def _ops_metrics(tbl: pd.DataFrame, rank: int) -> dict[str, float]:
+    """The asked rank's matched-operator time per step against the other ranks' median."""
+    mine = tbl[tbl["rank"] == rank]
+    others = tbl[tbl["rank"] != rank]
+    out = {"ops_types_matched": float(len(tbl.attrs["op_types"]))}
+    if not mine.empty:
+        out["ops_us_per_step_b"] = float(mine["us_per_step"].iloc[0])
+        out["ops_count_per_step_b"] = float(mine["count_per_step"].iloc[0])
+    if not others.empty:
+        out["ops_us_per_step_others_median"] = float(others["us_per_step"].median())
+        out["ops_count_per_step_others_median"] = float(others["count_per_step"].median())
+        out["ops_ranks_others"] = float(len(others))
+        med = out["ops_us_per_step_others_median"]
+        if "ops_us_per_step_b" in out and med > 0:
+            out["ops_times_others_median"] = out["ops_us_per_step_b"] / med
+    return out

@@ -39,7 +39,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from advisor_chat.analyzers._common import is_comm_kernel
+from advisor_chat.analyzers._common import OP_CATEGORIES, is_comm_kernel
 from advisor_chat.ingest.profile import PEER_SAMPLE, Profile
 from advisor_chat.ingest.schema import PMU_RATIOS
 
@@ -634,7 +634,7 @@ AICPU_MIN_SHARE = 0.05
 #: fault): matrix multiplications and fused attention.
 MAIN_WORK = re.compile(r"matmul|batchmatmul|gemm|flashattention|fusedinferattention|grouped", re.I)
 #: Operator types of the optimizer step (multi-tensor "foreach" kernels, fused Adam / apply).
-OPTIMIZER_OPS = re.compile(r"foreach|apply|adam|lamb", re.I)
+OPTIMIZER_OPS = OP_CATEGORIES["optimizer"]
 #: Operator types that only move or convert data (layout, format, dtype).
 LAYOUT_OPS = re.compile(
     r"^(transdata|transpose|transposed|cast|tensormove|contiguous|viewcopy|asstrided|identity|"
