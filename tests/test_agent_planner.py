@@ -92,6 +92,9 @@ def _adv(profile=None) -> Advisor:
         ("why is my training slow?", "summarize", ()),
         ("help", "help", ()),
         ("what's the capital of France?", "unsupported", ()),
+        ("which step is the slowest and why?", "step_events", ()),
+        ("哪一步最慢？为什么", "step_events", ()),
+        ("which rank is the slowest?", "which_slow_rank", ()),
     ],
 )
 def test_intents_and_ranks(question: str, intent: str, ranks: tuple[int, ...]) -> None:

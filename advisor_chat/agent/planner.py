@@ -177,6 +177,25 @@ def _link_transports(outputs: Sequence[ToolOutput]) -> dict[tuple[int, int], str
     return {}
 
 
+def _slowest_step(outputs: Sequence[ToolOutput]) -> tuple[int, float, int, float, int] | None:
+    """(slowest step, its µs, fastest step, its µs, steps) from the step_trend tool's table.
+
+    A step's time is its slowest rank's ``step_us`` (the job finishes a step when its last rank
+    does); ``None`` without the tool's table or with fewer than 2 steps.
+    """
+    for o in outputs:
+        if o.name == "step_trend" and o.result is not None:
+            t = o.result.table
+            if t.empty or not {"step", "step_us"} <= set(t.columns):
+                return None
+            per_step = t.groupby("step")["step_us"].max().dropna()
+            if len(per_step) < 2:
+                return None
+            hi, lo = int(cast(int, per_step.idxmax())), int(cast(int, per_step.idxmin()))
+            return hi, float(per_step[hi]), lo, float(per_step[lo]), len(per_step)
+    return None
+
+
 #: "Which rank ...?" (English, Chinese).
 _WHICH_RANK = re.compile(
     r"\bwhich (rank|card|npu|device|node)|哪(张|个|一张|台)(卡|节点|机器)", re.I
@@ -478,6 +497,14 @@ _SHARE_Q = re.compile(
     re.I,
 )
 
+#: "How much if everything were fixed?": every cause's gain together, first.
+_TOTAL_Q = re.compile(
+    r"\b(everything|all (?:the |of (?:the |them|it)|these |those )?(?:causes|problems|issues|"
+    r"fixes|of them|of it)|in total|altogether|combined|all (?:fixed|together)|top \d|each)\b|"
+    r"全部|所有(?:的)?(?:问题|原因)|都(?:修|解决|优化)|总共|一共|合计|加起来|每个|各自",
+    re.I,
+)
+
 # Routes answered as a projection of the diagnosis alone (no analyzer tool needed).
 _PROJECTED = {
     "explain_rank",
@@ -580,7 +607,7 @@ class Planner:
             return [("communication", {"group": group})]
         if it == "hccl_timeout":
             return [("env_check", {})]
-        if it == "step_trend":
+        if it == "step_trend" or (it == "step_events" and q.kind == "which" and not q.steps):
             return [("step_trend", {"rank": rank})]
         if it == "pipeline_bubble":
             return [("cluster_breakdown", {"step": step})]
@@ -886,10 +913,36 @@ class Planner:
         if it == "fix_first":
             return project.fix_first(d, zh, ranks_only=_WHICH_RANK.search(q.text) is not None)
         if it == "how_much":
-            return project.how_much(d, zh, share=_SHARE_Q.search(q.text) is not None)
+            return project.how_much(
+                d,
+                zh,
+                share=_SHARE_Q.search(q.text) is not None,
+                total=_TOTAL_Q.search(q.text) is not None,
+            )
         if it == "evidence":
             return project.evidence(d, q.ranks, zh)
         if it in ("step_events", "step_trend"):
+            slowest = _slowest_step(outputs) if q.kind == "which" and not q.steps else None
+            if slowest is not None:  # "which step is the slowest and why?": that step, then why
+                step, step_us, fast, fast_us, n = slowest
+                p = project.steps(d, zh, (step,))
+                even = step_us < 1.05 * fast_us  # within 5%: no step stands out
+                p.lines.insert(
+                    0,
+                    f"最慢的是第 {step} 步：{fmt_num(step_us, 'us')}（{n} 步中最快的第 {fast} 步为 "
+                    f"{fmt_num(fast_us, 'us')}；每步取最慢一张卡的步长，来源 step_trend 工具）"
+                    + ("，各步耗时相差不到 5%，没有哪一步突出。" if even else "。")
+                    if zh
+                    else f"Step {step} is the slowest: {fmt_num(step_us, 'us')} (the fastest of the "
+                    f"{n} steps, step {fast}, took {fmt_num(fast_us, 'us')}; a step's time is its "
+                    "slowest rank's, from the step_trend tool)"
+                    + (
+                        ", so the steps take about the same time (within 5%): none stands out."
+                        if even
+                        else "."
+                    ),
+                )
+                return p
             return project.steps(d, zh, q.steps, yes_no=q.kind == "yes_no")
         if it in ("bottleneck", "communication"):
             # "is it the embedding / loss computation?": a part of the computation, not the

@@ -2092,11 +2092,13 @@ def _in_role(c: RootCause, zh: bool) -> str:
     return tpl[1 if zh else 0].format(lab) if tpl else lab
 
 
-def how_much(d: Diagnosis, zh: bool, *, share: bool = False) -> Projection:
+def how_much(d: Diagnosis, zh: bool, *, share: bool = False, total: bool = False) -> Projection:
     """Answer to “How much could I gain?”: the gain of each cause, top first.
 
     With ``share`` ("what fraction of the step / device time does it take?"), the top cause's
-    own account (the shares it states) comes first and its gain after.
+    own account (the shares it states) comes first and its gain after. With ``total`` ("if
+    everything were fixed", "top 3 with what each saves") and two causes or more with a gain,
+    their sum opens the answer (each cause's gain named), then the top cause's account.
     """
     p = Projection()
     first = next(iter(_real(d)), None)
@@ -2207,10 +2209,10 @@ def how_much(d: Diagnosis, zh: bool, *, share: bool = False) -> Projection:
         why = f"原因——{summary(top, zh)}。" if zh else f"Why — {lower_first(summary(top, zh))}."
         if top.culprit.kind in ("job", "none"):  # the job's own cost: every rank loses it
             p.lines.append(
-                f"所有卡{amount}损失在同一个作业级原因上。{why}"
+                f"所有卡{amount}损失在一个作业级原因上（不是某一张卡）。{why}"
                 if zh
-                else f"{upper_first(amount)} is lost on every rank, to one cause of the whole job. "
-                f"{why}"
+                else f"{upper_first(amount)} is lost on every rank, to a cause of the whole job "
+                f"(not of one rank). {why}"
             )
         elif zh:
             p.lines.append(f"{amount}损失在{_in_role(top, zh)}上。{why}")
@@ -2251,14 +2253,19 @@ def how_much(d: Diagnosis, zh: bool, *, share: bool = False) -> Projection:
     if len(gained) >= 2 and gained == [c for c in real if c in gained]:
         # every cause together: their gains summed (independent causes; grounded as the running
         # sum of the diagnosis' gains), "up to" when one of them is an upper bound
-        total = sum(float(c.gain_us or 0.0) for c in gained)
+        all_us = sum(float(c.gain_us or 0.0) for c in gained)
         any_upper = any(c.bound == BoundKind.UPPER_BOUND for c in gained)
-        p.lines.append(
-            f"这份数据中找到的 {len(gained)} 个原因合计每步{'最多' if any_upper else '约'} {us(total)}。"
-            if zh
-            else f"{'Both' if len(gained) == 2 else f'All {len(gained)}'} causes found come to "
-            f"{'up to' if any_upper else 'about'} {us(total)} per step together."
-        )
+        together = fix_together(d, zh, count=None) if total else None
+        if together is not None:  # the sum asked for opens the answer, each cause's part named
+            p.lines.insert(0, together.lines[0])
+        else:
+            p.lines.append(
+                f"这份数据中找到的 {len(gained)} 个原因合计每步"
+                f"{'最多' if any_upper else '约'} {us(all_us)}。"
+                if zh
+                else f"{'Both' if len(gained) == 2 else f'All {len(gained)}'} causes found come "
+                f"to {'up to' if any_upper else 'about'} {us(all_us)} per step together."
+            )
     for c in real[1:3]:
         p.add_cause(c)
         p.lines.append(cause_bullet(c, zh))
