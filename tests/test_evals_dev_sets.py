@@ -46,6 +46,7 @@ from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
 from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_KINDS
 from advisor_chat.synth.scenarios_heldout4 import HELDOUT4_KINDS
 from advisor_chat.synth.scenarios_heldout5 import HELDOUT5_KINDS
+from advisor_chat.synth.scenarios_heldout6 import HELDOUT6_KINDS
 
 SETS = {
     "generalization_dev": DEV_KINDS,
@@ -61,6 +62,7 @@ SETS = {
     "generalization_heldout3": HELDOUT3_KINDS,
     "generalization_heldout4": HELDOUT4_KINDS,
     "generalization_heldout5": HELDOUT5_KINDS,
+    "generalization_heldout6": HELDOUT6_KINDS,
 }
 
 

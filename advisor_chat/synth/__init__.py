@@ -35,6 +35,7 @@ from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_SCENARIOS
 from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_SCENARIOS
 from advisor_chat.synth.scenarios_heldout4 import HELDOUT4_SCENARIOS
 from advisor_chat.synth.scenarios_heldout5 import HELDOUT5_SCENARIOS
+from advisor_chat.synth.scenarios_heldout6 import HELDOUT6_SCENARIOS
 from advisor_chat.synth.writer import RunInfo, write_rank
 
 __all__ = ["SCENARIOS", "ScenarioSpec", "demo_profile", "double_hash", "generate"]
@@ -56,6 +57,7 @@ for _spec in (
     *HELDOUT3_SCENARIOS,
     *HELDOUT4_SCENARIOS,
     *HELDOUT5_SCENARIOS,
+    *HELDOUT6_SCENARIOS,
 ):
     SCENARIOS.setdefault(_spec.name, _spec)
 

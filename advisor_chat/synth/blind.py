@@ -16,6 +16,7 @@ from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
 from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_KINDS
 from advisor_chat.synth.scenarios_heldout4 import HELDOUT4_KINDS
 from advisor_chat.synth.scenarios_heldout5 import HELDOUT5_KINDS
+from advisor_chat.synth.scenarios_heldout6 import HELDOUT6_KINDS
 
 #: Every blind held-out scenario name.
 BLIND_KINDS: frozenset[str] = (
@@ -23,4 +24,5 @@ BLIND_KINDS: frozenset[str] = (
     | frozenset(HELDOUT3_KINDS)
     | frozenset(HELDOUT4_KINDS)
     | frozenset(HELDOUT5_KINDS)
+    | frozenset(HELDOUT6_KINDS)
 )
