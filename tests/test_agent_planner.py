@@ -95,6 +95,7 @@ def _adv(profile=None) -> Advisor:
         ("which step is the slowest and why?", "step_events", ()),
         ("哪一步最慢？为什么", "step_events", ()),
         ("which rank is the slowest?", "which_slow_rank", ()),
+        ("if we sort this out what step time should we land at?", "how_much", ()),
     ],
 )
 def test_intents_and_ranks(question: str, intent: str, ranks: tuple[int, ...]) -> None:

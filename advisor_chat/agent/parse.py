@@ -569,7 +569,7 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
         r"(某些|有些|一些|个别|部分|几个).{0,4}(步|step|迭代)",
         r"哪(几|些)个?\s*(步|step|迭代)",
         # "which step is the slowest?", "哪一步最慢": a step asked for, not a rank
-        r"\b(which|what) (step|iteration)s?\b",
+        r"\b(which|what) (step|iteration)s?\b(?! ?(time|duration|length))",
         r"哪(一|个)\s*(步|step|迭代)",
         r"(那|这)(两|几|些)\s*(个\s*)?(步|step|迭代)",
         r"停顿",

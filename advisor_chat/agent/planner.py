@@ -177,6 +177,14 @@ def _link_transports(outputs: Sequence[ToolOutput]) -> dict[tuple[int, int], str
     return {}
 
 
+#: "Which step is the slowest?" (English, Chinese): a step asked for by its time.
+_WHICH_STEP_Q = re.compile(
+    r"\b(which|what) (step|iteration)s? (is|was|were|are|took|takes|had|has)\b.{0,20}"
+    r"\b(slow|long|worst|most)|哪(一|个)\s*(步|step|迭代).{0,6}(最慢|最长|最久|最差|慢)",
+    re.I,
+)
+
+
 def _slowest_step(outputs: Sequence[ToolOutput]) -> tuple[int, float, int, float, int] | None:
     """(slowest step, its µs, fastest step, its µs, steps) from the step_trend tool's table.
 
@@ -607,7 +615,12 @@ class Planner:
             return [("communication", {"group": group})]
         if it == "hccl_timeout":
             return [("env_check", {})]
-        if it == "step_trend" or (it == "step_events" and q.kind == "which" and not q.steps):
+        if it == "step_trend" or (
+            it == "step_events"
+            and q.kind == "which"
+            and not q.steps
+            and _WHICH_STEP_Q.search(q.text)
+        ):
             return [("step_trend", {"rank": rank})]
         if it == "pipeline_bubble":
             return [("cluster_breakdown", {"step": step})]
@@ -922,7 +935,8 @@ class Planner:
         if it == "evidence":
             return project.evidence(d, q.ranks, zh)
         if it in ("step_events", "step_trend"):
-            slowest = _slowest_step(outputs) if q.kind == "which" and not q.steps else None
+            which = q.kind == "which" and not q.steps and _WHICH_STEP_Q.search(q.text)
+            slowest = _slowest_step(outputs) if which else None
             if slowest is not None:  # "which step is the slowest and why?": that step, then why
                 step, step_us, fast, fast_us, n = slowest
                 p = project.steps(d, zh, (step,))
