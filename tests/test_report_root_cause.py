@@ -33,6 +33,7 @@ from advisor_chat.synth.scenarios_dev8 import DEV8_KINDS
 from advisor_chat.synth.scenarios_dev9 import DEV9_KINDS
 from advisor_chat.synth.scenarios_dev10 import DEV10_KINDS
 from advisor_chat.synth.scenarios_dev11 import DEV11_KINDS
+from advisor_chat.synth.scenarios_dev12 import DEV12_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
 
 #: The development kinds run in the slow suite (their eval gates also check them there): ~2 s each
@@ -47,6 +48,7 @@ _DEV = (
     | set(DEV9_KINDS)
     | set(DEV10_KINDS)
     | set(DEV11_KINDS)
+    | set(DEV12_KINDS)
 )
 
 CASES = Path(__file__).resolve().parents[1] / "knowledge" / "cases"

@@ -224,7 +224,14 @@ def write_db(
     # host launches whose device records were lost (no TASK / COMMUNICATION_OP row)
     for a0, ad, conn, api_name, level in rec.get("api", []):
         api.append((a0, a0 + ad, level, gtid, conn, sid(api_name)))
-    mem = [(sid("APP"), t, None, int(mb * 1024 * 1024), None, None, dev) for t, mb in rec["mem"]]
+    mib = 1024 * 1024
+    mem = []
+    for x in rec["mem"]:
+        if len(x) == 2:  # process level (APP): only the reservation
+            mem.append((sid("APP"), x[0], None, int(x[1] * mib), None, None, dev))
+        else:  # the caching allocator (PTA): allocated, reserved, active
+            t, resv, comp, alloc, act = x
+            mem.append((sid(comp), t, int(alloc * mib), int(resv * mib), int(act * mib), 0, dev))
     steps = rec["step"]
     meta = [
         ("SCHEMA_VERSION_MICRO", "0"),

@@ -233,6 +233,12 @@ class Perturb:
         step_group: {(step index, collective index): group kind key} the collective runs on
             another communicator (a group kind of the plan, e.g. one created anew in that step)
             instead of its program group. Empty = every collective on its program group.
+        mem_record: {rank: per step index [(kernel index, allocated MB, reserved MB, active MB)]}
+            the PyTorch caching allocator's totals of that rank, sampled at those kernels' starts:
+            the writer writes them as memory_record.csv ``PTA`` rows, each with an ``APP`` row (the
+            process' device memory: the PTA reservation plus ``APP_EXTRA_MB`` of runtime) instead
+            of the default four APP samples per step. Ranks not listed keep the default. Empty =
+            the default on every rank.
     """
 
     dur_scale: np.ndarray
@@ -257,6 +263,7 @@ class Perturb:
     host_syncs: dict[int, set[int]] = field(default_factory=dict)
     aicore_mhz: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
     step_group: dict[tuple[int, int], str] = field(default_factory=dict)
+    mem_record: dict[int, list[list[tuple[int, float, float, float]]]] = field(default_factory=dict)
 
     def kernel_at(self, si: int, r: int, j: int, default: Kernel) -> Kernel:
         """The kernel template rank ``r`` runs at program position ``j`` in step index ``si``."""

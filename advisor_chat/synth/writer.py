@@ -59,6 +59,8 @@ HW_SORT, CANN_SORT, HCCL_SORT, OVERLAP_SORT = 13, 7, 15, 23
 FREQ_SORT = 14  # the AI Core Freq counter process
 COMPUTE_STREAM = 2
 FLOW_ID_BASE = 5046586572799  # HCCL launch flow ids are large numbers in real files
+APP_EXTRA_MB = 1536.0  # process device memory outside the PyTorch allocator (runtime, workspace)
+PTA_STREAM_PTR = 1162636336  # Stream Ptr of the compute stream in PTA memory rows
 
 
 @dataclass
@@ -636,11 +638,24 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         )
         rows.sort(key=lambda x: x[0])
         k_lines.extend(line for _, line in rows)
-        base_mb = 20000.0 + 37.5 * (r % 8)
-        for q in range(4):
-            t = st_start + (st_end - st_start) * q // 4
-            mem_lines.append(f"APP,{ts_str(t)}\t,,{base_mb + q * 2.0},,,NPU:{dev}")
-            db["mem"].append((t, base_mb + q * 2.0))
+        mem_plan = cl.perturb.mem_record.get(r)
+        if mem_plan is not None:
+            # the caching allocator's totals (PTA) and the process' reservation (APP) per sample
+            for j, alloc, resv, act in mem_plan[si]:
+                t = int(ks[j])
+                app = round(resv + APP_EXTRA_MB, 3)
+                mem_lines.append(
+                    f"PTA,{ts_str(t)}\t,{alloc},{resv},{act},{PTA_STREAM_PTR},NPU:{dev}"
+                )
+                mem_lines.append(f"APP,{ts_str(t)}\t,,{app},,,NPU:{dev}")
+                db["mem"].append((t, resv, "PTA", alloc, act))
+                db["mem"].append((t, app))
+        else:
+            base_mb = 20000.0 + 37.5 * (r % 8)
+            for q in range(4):
+                t = st_start + (st_end - st_start) * q // 4
+                mem_lines.append(f"APP,{ts_str(t)}\t,,{base_mb + q * 2.0},,,NPU:{dev}")
+                db["mem"].append((t, base_mb + q * 2.0))
 
     # Python GC pauses (gc_detect_threshold): X events cat "GC" on the "Python GC" process, then its
     # metadata (torch_npu FwkFileParser.get_gc_record_trace_data, TraceEventManager.create_gc_m_event)
