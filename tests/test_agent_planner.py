@@ -96,6 +96,14 @@ def _adv(profile=None) -> Advisor:
         ("哪一步最慢？为什么", "step_events", ()),
         ("which rank is the slowest?", "which_slow_rank", ()),
         ("if we sort this out what step time should we land at?", "how_much", ()),
+        ("先干啥", "fix_first", ()),
+        # a comparison stated in passing is context; "whats up" asks why
+        (
+            "the others wait for ranks 0 and 8 every step. kernels on 0/8 aren't slower. whats up",
+            "explain_rank",
+            (0, 8),
+        ),
+        ("is rank 3 slower than rank 5?", "explain_rank", (3, 5)),
     ],
 )
 def test_intents_and_ranks(question: str, intent: str, ranks: tuple[int, ...]) -> None:

@@ -279,6 +279,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"(该|要|应该|需要)(改|修)(什么|哪|啥)",
         r"具体(的)?(改法|怎么改|改动)",
         r"咋(办|整|改|弄)",
+        r"先(干|做|弄|搞)(啥|什么|哪个|嘛)",
         r"\bwhat (should|do|would) (i|we) change\b",
         r"最(大|值得).{0,4}(收益|优化)",
         r"(怎么|如何|怎样)改",
@@ -337,7 +338,8 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
     "why": (
         r"\bwhy\b",
         r"\bhow come\b",
-        r"what('s| is) (wrong|going on|happening|up|the (cause|reason))",
+        r"what('s|s| is) (wrong|going on|happening|up|the (cause|reason))",
+        r"\bwhat gives\b",
         r"\bexplain\b",
         r"\b(root )?causes?\b",
         r"\breasons?\b",
@@ -418,7 +420,8 @@ _COMPARE = (
     r"区别",
     r"差异",
     r"比.{1,12}(慢|快)",
-    r"\b(slower|faster)\b",
+    # "kernels on 0/8 aren't slower": a fact stated in passing, not a comparison asked
+    r"(?<!n't )(?<!not )(?<!no )\b(slower|faster)\b",
     r"谁(更)?(慢|快)",
     r"哪(张|个|一张|一个)(卡)?(更)?(慢|快)",
 )

@@ -973,6 +973,8 @@ class Planner:
             )
         if it == "pipeline_bubble":
             p = project.pipeline(d, q.stages, zh, yes_no=q.kind == "yes_no")
+            if not p.lines and q.kind == "yes_no" and not q.stages:
+                return self._bubble_without_stages(d, outputs, zh)
             return p if p.lines else None
         suspect_x = unknown_suspect(q.text) if q.kind == "yes_no" else ""
         if it == "summarize" and suspect_x:  # "is the tokenizer the problem?"
@@ -980,6 +982,63 @@ class Planner:
         if it == "summarize":
             return project.overview(d, zh, yes_no=q.kind == "yes_no", healthy=healthy)
         return None
+
+    def _bubble_without_stages(
+        self, d: Diagnosis, outputs: list[ToolOutput], zh: bool
+    ) -> Projection | None:
+        """Answer "is that Bubble a pipeline bubble?" on a job without pipeline stages: no.
+
+        The step trace counts the time in ``hcom_receive`` as Bubble; with no stage rows, no
+        ``pp_index`` and no pipeline group, that time is another group's point-to-point receives
+        (named from the communication groups whose operators are send / receive).
+        """
+        from advisor_chat.analyzers._common import groups_table
+        from advisor_chat.diagnosis.context import infer_stages
+
+        profile = self.session.profile
+        if infer_stages(profile):
+            return None
+        bub = next(
+            (
+                f
+                for o in outputs
+                if o.name == "cluster_breakdown" and o.result is not None
+                for f in o.result.findings
+                if "pipeline_bubble" in f.symptom_tags
+            ),
+            None,
+        )
+        g = groups_table(profile)
+        p2p = (
+            sorted({str(n) for n in g.loc[g["comm_kind"] == "p2p", "group_name"].dropna()})
+            if not g.empty and "comm_kind" in g.columns
+            else []
+        )
+        amount = fmt_num(bub.metrics["bubble_us_mean"], "us") if bub is not None else ""
+        names = ("、" if zh else ", ").join(p2p)
+        p = Projection()
+        if zh:
+            line = (
+                "不是：这个作业没有流水线阶段（没有 stage 数据、pp_index 或流水线通信组），"
+                "Bubble 列统计的是等待 hcom_receive 的时间"
+                + (f"（每步平均 {amount}）" if amount else "")
+                + (f"，这里是通信组 {names} 的点对点收发（send/receive）" if names else "")
+                + "，不是流水线气泡。"
+            )
+        else:
+            line = (
+                "No: this job has no pipeline stages (no stage rows, pp_index or pipeline group), "
+                "and the Bubble column counts time spent in hcom_receive"
+                + (f" ({amount} per step on average)" if amount else "")
+                + (f": here the point-to-point send/receive of the {names} group" if names else "")
+                + ", not a pipeline bubble."
+            )
+        p.lines.append(line)
+        top = next(iter(d.causes), None)
+        if top is not None:
+            p.add_cause(top)
+            p.lines.append(project.cause_bullet(top, zh))
+        return p
 
     # -- writing ---------------------------------------------------------------------------
     def _help(self, q: Query, d: Diagnosis | None) -> str:

@@ -53,6 +53,13 @@ EVENT_STEP_MULTIPLE = 2.0
 EVENT_MIN_US = 500_000.0
 #: At most this many independent culprits.
 MAX_CULPRITS = 6
+#: Ranks arrive late *together* at an instance when the jump in wait after them is at least this
+#: share of the instance's wait span and their own spread at most ``CO_LATE_SPREAD`` of that jump
+#: (a set the topology does not name: one device of every node, ranks sharing a host resource).
+CO_LATE_JUMP = 0.5
+CO_LATE_SPREAD = 0.25
+#: ... in at least this share of the instances, for the set to be a unit.
+CO_LATE_INSTANCES = 0.5
 #: Transports of links inside one node (Atlas HCCS mesh, SIO between dies).
 ON_NODE = ("HCCS", "SIO")
 
@@ -62,7 +69,8 @@ class Unit:
     """A set of ranks the data reveals as one physical or logical thing.
 
     Attributes:
-        kind: ``rank``, ``node``, ``group`` (communication group) or ``stage``.
+        kind: ``rank``, ``node``, ``group`` (communication group), ``stage`` or ``ranks``
+            (ranks that arrive late together, see :func:`co_late_units`).
         name: ``rank 3``, ``node 1``, the group's name or hash, ``stage 0``.
         ranks: Sorted global ranks.
     """
@@ -263,6 +271,62 @@ def _units(
             seen.add(u.ranks)
             uniq.append(u)
     return uniq
+
+
+def co_late_units(
+    inst: list[tuple[Any, np.ndarray, np.ndarray]], node_list: list[tuple[int, ...]]
+) -> list[Unit]:
+    """Sets of ranks that arrive late together, as units the topology does not name.
+
+    Per instance of ≥ 4 ranks, the waits sorted ascending: the latest ``k`` ≥ 2 ranks (at most
+    half) form a late set when the jump in wait after them is the largest of that half, at least
+    ``CO_LATE_JUMP`` of the instance's wait span, and their own spread at most
+    ``CO_LATE_SPREAD`` of the jump. A set late in ≥ ``CO_LATE_INSTANCES`` of the instances is a
+    unit (kind ``ranks``), named by the device it is on every node when it is one rank of each
+    node at the same position ("device 0 of every node").
+    """
+    counts: dict[frozenset[int], int] = defaultdict(int)
+    n = 0
+    for _, rs, ws in inst:
+        if len(ws) < 4:
+            continue
+        n += 1
+        order = np.argsort(ws, kind="stable")
+        w = ws[order]
+        span = float(w[-1] - w[0])
+        if span <= 0:
+            continue
+        gaps = np.diff(w[: len(w) // 2 + 1])
+        k = int(np.argmax(gaps)) + 1
+        jump = float(gaps[k - 1])
+        if k < 2 or jump < CO_LATE_JUMP * span or float(w[k - 1] - w[0]) > CO_LATE_SPREAD * jump:
+            continue
+        counts[frozenset(int(r) for r in rs[order[:k]])] += 1
+    out = []
+    for members, c in sorted(counts.items(), key=lambda kv: -kv[1]):
+        if c < CO_LATE_INSTANCES * n:
+            break
+        rs_t = tuple(sorted(members))
+        listed = ", ".join(str(r) for r in rs_t)
+        where = [
+            next((i for i, x in enumerate(nd) if x == r), -1)
+            for nd in node_list
+            for r in rs_t
+            if r in nd
+        ]
+        one_each = (
+            bool(node_list)
+            and len(rs_t) == len(node_list)
+            and all(sum(r in nd for r in rs_t) == 1 for nd in node_list)
+        )
+        if one_each and len(set(where)) == 1:
+            name = f"device {where[0]} of every node (ranks {listed})"
+            name_zh = f"每个节点的第 {where[0]} 号设备（{listed.replace(', ', '、')}号卡）"
+        else:
+            name = f"ranks {listed}"
+            name_zh = f"{listed.replace(', ', '、')}号卡"
+        out.append(Unit("ranks", name, rs_t, name_zh))
+    return out
 
 
 def instance_waits(profile: Profile, stages: list[tuple[int, ...]] | None = None) -> pd.DataFrame:
@@ -474,7 +538,11 @@ def attribute(
     )
     per_rank_wait = w.groupby("rank")["wait_us"].sum() / n_steps
     total_wait = float(per_rank_wait.mean()) if len(per_rank_wait) else 0.0
+    if node_list is None:
+        node_list = nodes(profile)
     units = _units(profile, stages, set(ranks_all), node_list)
+    known = {u.ranks for u in units}
+    units += [u for u in co_late_units(inst, node_list) if u.ranks not in known]
     # events: one instance costing far more than a step
     events: list[LateEvent] = []
     ev_thr = max(EVENT_MIN_US, EVENT_STEP_MULTIPLE * step_us if math.isfinite(step_us) else 0.0)

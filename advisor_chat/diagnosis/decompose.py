@@ -1684,6 +1684,203 @@ def top_launch_api(profile: Profile, ranks: Sequence[int]) -> LaunchApi | None:
     )
 
 
+#: A drop of the caching allocator's reserved memory counts as a cache release when it is at
+#: least this many MB ...
+CACHE_RELEASE_MIN_MB = 256.0
+#: ... and at least this share of the rank's largest reservation.
+CACHE_RELEASE_MIN_SHARE = 0.02
+
+
+@dataclass(frozen=True)
+class MemoryChurn:
+    """A rank's caching allocator releasing its reserved memory in every step, unlike its peers.
+
+    Attributes:
+        releases_per_step: Drops of reserved memory per step (mean over the rank's steps).
+        release_mb_median: Their median size, MB.
+        reserved_max_mb: The rank's largest reservation, MB.
+        peer_reserved_max_mb: The peers' (median of their largest), MB.
+        allocated_peak_mb: The rank's peak of allocated memory, MB.
+        peer_allocated_peak_mb: The peers' (median of their peaks), MB.
+        peer_releases_per_step: The peers' releases per step (median).
+        component: The memory_record component read (``PTA`` ...).
+    """
+
+    releases_per_step: float
+    release_mb_median: float
+    reserved_max_mb: float
+    peer_reserved_max_mb: float
+    allocated_peak_mb: float
+    peer_allocated_peak_mb: float
+    peer_releases_per_step: float
+    component: str
+
+    @property
+    def capped(self) -> bool:
+        """The rank needs what its peers need but cannot reserve as much (less free HBM)."""
+        return self.reserved_max_mb < 0.97 * self.peer_reserved_max_mb and abs(
+            self.allocated_peak_mb - self.peer_allocated_peak_mb
+        ) <= 0.03 * max(self.peer_allocated_peak_mb, 1.0)
+
+
+def memory_churn(
+    profile: Profile, ranks: Sequence[int], peers: Sequence[int]
+) -> MemoryChurn | None:
+    """Whether ``ranks``' caching allocator releases its reserved memory every step, unlike peers.
+
+    From ``memory`` (memory_record.csv / DB MEMORY_RECORD), the framework allocator's component
+    (``PTA``, else ``PTA+GE``, else ``GE``): per rank, the drops of ``reserved_mb`` of at least
+    ``CACHE_RELEASE_MIN_MB`` and ``CACHE_RELEASE_MIN_SHARE`` of its largest reservation (each is
+    a cache release: ``empty_cache`` or the allocator freeing its cache to retry an allocation,
+    which synchronizes the device), per step of the rank (``step_trace``); the largest
+    reservation and the allocated peak against the peers'. ``None`` without memory records or
+    when the ranks release less than once every two steps or the peers as often.
+    """
+    m = profile.get("memory")
+    if m.empty or not {"rank", "timestamp_us", "reserved_mb", "allocated_mb"} <= set(m.columns):
+        return None
+    comp = m["component"].astype("string").fillna("") if "component" in m.columns else None
+    name = ""
+    if comp is not None:
+        name = next((c for c in ("PTA", "PTA+GE", "GE") if (comp == c).any()), "")
+        if name:
+            m = m[(comp == name).to_numpy(dtype=bool)]
+    st = profile.get("step_trace")
+    steps = st.groupby("rank")["step"].nunique() if not st.empty else pd.Series(dtype="float64")
+
+    def per_rank(r: int) -> tuple[float, float, float, float] | None:
+        x = m[m["rank"] == r].sort_values("timestamp_us")
+        if len(x) < 3:
+            return None
+        res = x["reserved_mb"].to_numpy(float)
+        top = float(np.nanmax(res))
+        d = np.diff(res)
+        drops = d[d <= -max(CACHE_RELEASE_MIN_MB, CACHE_RELEASE_MIN_SHARE * top)]
+        n = float(steps.get(r, 1) or 1)
+        size = float(np.median(-drops)) if len(drops) else 0.0
+        return len(drops) / n, size, top, float(np.nanmax(x["allocated_mb"].to_numpy(float)))
+
+    mine = [v for v in (per_rank(int(r)) for r in ranks) if v is not None]
+    theirs = [
+        v
+        for v in (per_rank(int(r)) for r in _sample([int(p) for p in peers if p not in ranks]))
+        if v is not None
+    ]
+    if not mine or not theirs:
+        return None
+    rel = float(np.mean([v[0] for v in mine]))
+    peer_rel = float(np.median([v[0] for v in theirs]))
+    if rel < 0.5 or peer_rel > 0.2 * rel:
+        return None
+    return MemoryChurn(
+        releases_per_step=rel,
+        release_mb_median=float(np.median([v[1] for v in mine if v[1] > 0])),
+        reserved_max_mb=float(np.mean([v[2] for v in mine])),
+        peer_reserved_max_mb=float(np.median([v[2] for v in theirs])),
+        allocated_peak_mb=float(np.mean([v[3] for v in mine])),
+        peer_allocated_peak_mb=float(np.median([v[3] for v in theirs])),
+        peer_releases_per_step=peer_rel,
+        component=name,
+    )
+
+
+#: A launch call is slow when it takes at least this many times the peers' median call ...
+SLOW_CALL_RATIO = 10.0
+#: ... and at least this long (µs).
+SLOW_CALL_MIN_US = 100.0
+
+
+@dataclass(frozen=True)
+class SlowCalls:
+    """Launch calls that take the host far longer on some ranks than on their peers.
+
+    Attributes:
+        per_step: Slow calls per (step, rank) on the ranks (median).
+        median_us: Their median duration, µs.
+        usual_us: The ranks' other launch calls' median duration, µs.
+        peer_us: The peers' median launch call, µs.
+        peer_per_step: Calls as slow per (step, rank) on the peers (median).
+        in_comm_share: Share of the slow calls made while a collective of the same rank ran on
+            the device (its communication kernels' [start, end]); NaN without kernel times.
+        apis: The APIs of the slow calls, most frequent first.
+    """
+
+    per_step: float
+    median_us: float
+    usual_us: float
+    peer_us: float
+    peer_per_step: float
+    in_comm_share: float
+    apis: tuple[str, ...]
+
+
+def slow_launch_calls(
+    profile: Profile, ranks: Sequence[int], peers: Sequence[int]
+) -> SlowCalls | None:
+    """Launch calls that take the host ≥ ``SLOW_CALL_RATIO`` x the peers' median on ``ranks``.
+
+    From ``host_dispatch`` (trace_view.json CANN rows with a HostToDevice flow / DB CANN_API):
+    ``api_duration_us`` of every launch call (synchronize calls excluded) on ``ranks`` against up
+    to ``PEER_SAMPLE`` of ``peers``. A call the host spends far longer in than the same job's
+    peers, when the device work is the same, is CPU time taken from the training process
+    (interrupts, other processes on its cores). ``None`` without call durations, or when the
+    ranks have under one slow call per step or the peers have as many.
+    """
+    rs = [int(r) for r in ranks]
+    ps = _sample([int(r) for r in peers if int(r) not in rs])
+    if not rs or not ps:
+        return None
+    hd = profile.host_dispatch_for([*rs, *ps])
+    if hd.empty or not {"api_name", "api_duration_us", "rank", "step"} <= set(hd.columns):
+        return None
+    names = hd["api_name"].astype("string").fillna("")
+    dur = pd.to_numeric(hd["api_duration_us"], errors="coerce")
+    hd = hd[(~names.str.contains("Synchronize", regex=False) & dur.notna()).to_numpy(dtype=bool)]
+    mine = hd[hd["rank"].isin(rs)]
+    theirs = hd[hd["rank"].isin(ps)]
+    if mine.empty or theirs.empty:
+        return None
+    peer_us = float(theirs["api_duration_us"].median())
+    thr = max(SLOW_CALL_RATIO * peer_us, SLOW_CALL_MIN_US)
+
+    def per_step(t: pd.DataFrame) -> float:
+        n = t.groupby(["rank", "step"]).size()
+        slow = t[t["api_duration_us"] >= thr].groupby(["rank", "step"]).size()
+        return float(slow.reindex(n.index, fill_value=0).median())
+
+    mine_ps, peer_ps = per_step(mine), per_step(theirs)
+    if mine_ps < 1.0 or peer_ps > 0.2 * mine_ps:
+        return None
+    slow = mine[mine["api_duration_us"] >= thr]
+    usual = mine[mine["api_duration_us"] < thr]
+    share = float("nan")
+    k = profile.kernels_for(rs)
+    if not k.empty and "host_start_us" in slow.columns:
+        comm = k[is_comm_kernel(k).to_numpy()]
+        hits = 0
+        for r, calls in slow.groupby("rank"):
+            c = comm[comm["rank"] == r].sort_values("start_us")
+            if c.empty:
+                continue
+            starts = c["start_us"].to_numpy(float)
+            ends = starts + c["duration_us"].to_numpy(float)
+            t = calls["host_start_us"].to_numpy(float)
+            i = np.searchsorted(starts, t, side="right") - 1
+            ok = i >= 0
+            hits += int(np.sum(ok & (t <= ends[np.clip(i, 0, None)])))
+        share = hits / len(slow) if len(slow) else float("nan")
+    apis = tuple(str(a) for a in slow["api_name"].value_counts().index[:3])
+    return SlowCalls(
+        per_step=mine_ps,
+        median_us=float(slow["api_duration_us"].median()),
+        usual_us=float(usual["api_duration_us"].median()) if not usual.empty else float("nan"),
+        peer_us=peer_us,
+        peer_per_step=peer_ps,
+        in_comm_share=share,
+        apis=apis,
+    )
+
+
 #: A synchronize call is a stall when the device idles at least this long after it (µs): a
 #: call that returns into a queue the host keeps fed costs nothing.
 SYNC_IDLE_MIN_US = 200.0

@@ -225,7 +225,7 @@ def write_db(
     for a0, ad, conn, api_name, level in rec.get("api", []):
         api.append((a0, a0 + ad, level, gtid, conn, sid(api_name)))
     mib = 1024 * 1024
-    mem = []
+    mem: list[tuple[int, Any, int | None, int, int | None, int | None, int]] = []
     for x in rec["mem"]:
         if len(x) == 2:  # process level (APP): only the reservation
             mem.append((sid("APP"), x[0], None, int(x[1] * mib), None, None, dev))

@@ -13,7 +13,15 @@ import pandas as pd
 from advisor_chat.analyzers.base import Category, FindingKind
 from advisor_chat.analyzers.slow_link import link_records
 from advisor_chat.diagnosis.context import Context, ranks_label
-from advisor_chat.diagnosis.decompose import device_account, idle_before, sync_calls
+from advisor_chat.diagnosis.decompose import (
+    MemoryChurn,
+    SlowCalls,
+    device_account,
+    idle_before,
+    memory_churn,
+    slow_launch_calls,
+    sync_calls,
+)
 from advisor_chat.diagnosis.evidence import Explanation, explain_device
 from advisor_chat.diagnosis.rules.common import (
     EVENT_MIN_STEPS,
@@ -165,6 +173,8 @@ def _rank_cause(
         measured = host_measured(ctx, rank)
         spot_txt = spot_zh = ""
         sync = sync_calls(ctx.profile, [rank], peers) if measured else None
+        mem = memory_churn(ctx.profile, [rank], peers)
+        mem_txt, mem_zh = _churn_text(mem) if mem is not None else ("", "")
         if sync is not None and not (
             sync.per_step >= 1.0 and sync.peer_per_step <= SYNC_PEER_RATIO * sync.per_step
         ):
@@ -281,11 +291,11 @@ def _rank_cause(
             )
         elif measured or gc:
             summary = (
-                f"Host stall on {rl}: {what}, waiting for its host{spot_txt}{sync_txt}; {late} "
-                f"and {waits}." + alone
+                f"Host stall on {rl}: {what}, waiting for its host{spot_txt}{sync_txt}{mem_txt}; "
+                f"{late} and {waits}." + alone
             )
             summary_zh = (
-                f"{rl_zh}主机侧阻塞：{what_zh}，设备在等主机{spot_zh}{sync_zh}；{late_zh}，"
+                f"{rl_zh}主机侧阻塞：{what_zh}，设备在等主机{spot_zh}{sync_zh}{mem_zh}；{late_zh}，"
                 f"{waits_zh}。" + alone_zh
             )
         else:
@@ -320,6 +330,8 @@ def _rank_cause(
                 f"消除{rl_zh}上的 Python 垃圾回收停顿：模型初始化后调用 gc.freeze()，"
                 "并按固定步数间隔调用 gc.collect()（或在训练步内 gc.disable()）。"
             )
+        elif mem is not None:
+            a_txt, a_zh = _churn_remedy(mem, rl, rl_zh)
         elif sync is not None:
             a_txt = (
                 f"Take the per-step synchronizations off {rl}'s host ({sync.per_step:.3g} {api} "
@@ -993,7 +1005,34 @@ def _group_cause(
         ),
     )
     hostev = host_evidence(ctx, slow, fast) if host else None
+    calls = slow_launch_calls(ctx.profile, slow, fast) if host and hostev is None else None
     node = unit is not None and unit[0] == "node"
+    att = ctx.attribution.culprit_of(slow[0]) if ctx.attribution is not None else None
+    gain = excess
+    if (
+        unit is not None
+        and unit[0] == "ranks"
+        and att is not None
+        and att.unit.ranks == tuple(slow)
+    ):
+        # ranks late together, named by the collectives: their victims' loss is measured there
+        # (the step trace counts it as the victims' exposed communication), their own time where
+        # their idle is (before which operators; the step trace counts most of it as
+        # Communication when it falls while their own collectives run)
+        victims = sorted(
+            (
+                Impact(int(r), float(v), share_of(float(v), ctx.step_us), "collective_wait")
+                for r, v in att.victims.items()
+                if share_of(float(v), ctx.step_us) >= VICTIM_MIN_SHARE
+            ),
+            key=lambda i: (-i.lost_us, i.rank),
+        )
+        wait_mean = float(np.mean([v.lost_us for v in victims])) if victims else 0.0
+        spot = idle_before(ctx.profile, slow, fast, float(cost_us or excess)) if host else None
+        cap = max(excess, spot.delta_us if spot is not None else 0.0)
+        if calls is not None:  # the host's lost time measured in its calls: the whole delay
+            cap = max(cap, float(cost_us or 0.0))
+        gain = min(max((v.lost_us for v in victims), default=excess), cap)
     if ex is not None:
         op_txt = f", because {ex.clause}"
         op_zh = f"，原因是{ex.clause_zh}"
@@ -1007,6 +1046,8 @@ def _group_cause(
             f"让{gl_zh}上的 {op[0]} [{op[1]}] 与{fl_zh}一样快：检查输入 shape、格式、数据类型，"
             "以及这些卡所在节点的软件（CANN、驱动、配置）。"
         )
+    elif host and calls is not None:
+        op_txt, op_zh, a_txt, a_zh = _slow_calls_text(calls, gl, gl_zh)
     elif host and (node or hostev is not None):
         if hostev is not None:
             op_txt = f": {hostev[0]}"
@@ -1061,13 +1102,23 @@ def _group_cause(
             **({"op_delta_us": op[2], "op_avg_ratio": op[3]} if use_op and op is not None else {}),
             **(ex.metrics if ex is not None else {}),
             **(hostev[2] if hostev is not None else {}),
+            **(
+                {
+                    "slow_launch_calls_per_step": calls.per_step,
+                    "slow_launch_call_us_median": calls.median_us,
+                    "launch_call_us_median_usual": calls.usual_us,
+                    "launch_call_us_median_peer": calls.peer_us,
+                }
+                if calls is not None
+                else {}
+            ),
             **({"peer_sample_ranks": float(op[4])} if use_op and op is not None and op[4] else {}),
         },
         findings=findings,
-        gain_us=excess,
+        gain_us=gain,
         bound=BoundKind.ESTIMATE,
         remedies=(
-            Remedy("action", a_txt, a_zh, excess, BoundKind.ESTIMATE),
+            Remedy("action", a_txt, a_zh, gain, BoundKind.ESTIMATE),
             _compute_check(ex, gl, gl_zh),
         ),
         symptom_tags=(
@@ -1094,6 +1145,118 @@ def _group_cause(
             for r in slow
         ),
     )
+
+
+def _churn_text(mem: MemoryChurn) -> tuple[str, str]:
+    """The clause (English, Chinese) for a rank whose caching allocator releases memory per step."""
+    src = f"memory_record.csv {mem.component}".strip()
+    peers = (
+        "which none of its peers does"
+        if mem.peer_releases_per_step == 0
+        else f"against {mem.peer_releases_per_step:g} on its peers"
+    )
+    peers_zh = (
+        "其他卡都没有"
+        if mem.peer_releases_per_step == 0
+        else f"其他卡为 {mem.peer_releases_per_step:g} 次"
+    )
+    en = (
+        f"; its caching allocator releases its reserved device memory {mem.releases_per_step:g} "
+        f"times per step ({mem.release_mb_median:.0f} MB each, {src}), {peers}"
+    )
+    zh = (
+        f"；其缓存分配器每步释放预留显存 {mem.releases_per_step:g} 次（每次 "
+        f"{mem.release_mb_median:.0f} MB，来自 {src}），{peers_zh}"
+    )
+    if mem.capped:
+        en += (
+            f": it needs what they need (allocated peak {mem.allocated_peak_mb:.0f} MB, "
+            f"{mem.peer_allocated_peak_mb:.0f} MB on its peers) but cannot reserve as much (at "
+            f"most {mem.reserved_max_mb:.0f} MB against {mem.peer_reserved_max_mb:.0f} MB), so it "
+            "frees its cache and allocates again, synchronizing the device each time: less free "
+            "HBM on that NPU"
+        )
+        zh += (
+            f"：它需要的显存与其他卡相同（已分配峰值 {mem.allocated_peak_mb:.0f} MB，其他卡 "
+            f"{mem.peer_allocated_peak_mb:.0f} MB），却预留不到那么多（最多 {mem.reserved_max_mb:.0f} MB，"
+            f"其他卡 {mem.peer_reserved_max_mb:.0f} MB），只好释放缓存再重新申请，每次都要同步设备："
+            "这张 NPU 上可用的 HBM 更少"
+        )
+    else:
+        en += ": each release synchronizes the device"
+        zh += "：每次释放都要同步设备"
+    return en, zh
+
+
+def _churn_remedy(mem: MemoryChurn, rl: str, rl_zh: str) -> tuple[str, str]:
+    """The action (English, Chinese) for a rank whose allocator releases its cache every step."""
+    if mem.capped:
+        return (
+            f"Find what else holds {rl}'s device memory: `npu-smi info` lists the processes on "
+            "that NPU (a process left over from an earlier job, another container given the same "
+            "device); stop it or move the job to a free NPU, so its allocator can reserve what "
+            "its peers do.",
+            f"找出还有什么占用了{rl_zh}的显存：`npu-smi info` 会列出该 NPU 上的进程（上一个作业残留的进程、"
+            "被分配了同一张卡的其他容器）；结束它或换一张空闲的 NPU，让分配器能预留与其他卡一样多的显存。",
+        )
+    return (
+        f"Stop the per-step cache releases on {rl}: no torch.npu.empty_cache() inside the step, "
+        "and let the allocator keep its segments (PYTORCH_NPU_ALLOC_CONF=expandable_segments:True).",
+        f"去掉{rl_zh}每步的缓存释放：训练步内不要调用 torch.npu.empty_cache()，并让分配器保留其内存段"
+        "（PYTORCH_NPU_ALLOC_CONF=expandable_segments:True）。",
+    )
+
+
+def _slow_calls_text(calls: SlowCalls, gl: str, gl_zh: str) -> tuple[str, str, str, str]:
+    """(clause, Chinese clause, action, Chinese action) for ranks whose launch calls are slow.
+
+    The host spends far longer inside some launch calls than the same calls take elsewhere:
+    something else runs on the training process's CPU cores. When most of those calls are made
+    while the ranks' own collectives run, the network card's interrupts are the first suspect.
+    """
+    apis = ", ".join(a.removeprefix("AscendCL@") for a in calls.apis)
+    apis_zh = "、".join(a.removeprefix("AscendCL@") for a in calls.apis)
+    during = math.isfinite(calls.in_comm_share) and calls.in_comm_share >= 0.6
+    en = (
+        f": their host spends {ms(calls.median_us)} (median) in each of {calls.per_step:g} launch "
+        f"calls per step ({apis}) that take {ms(calls.usual_us)} at other times and "
+        f"{ms(calls.peer_us)} on the other ranks"
+        + (
+            f"; {pct(calls.in_comm_share)} of those calls are made while their collectives "
+            "move data"
+            if during
+            else ""
+        )
+        + ": the training process loses its CPU inside these calls"
+    )
+    zh = (
+        f"：其主机每步有 {calls.per_step:g} 次算子下发调用（{apis_zh}）每次耗时 {ms(calls.median_us)}"
+        f"（中位数），同样的调用在其他时候只需 {ms(calls.usual_us)}，其他卡为 {ms(calls.peer_us)}"
+        + (f"；其中 {pct(calls.in_comm_share)} 发生在它们的集合通信传输数据期间" if during else "")
+        + "：训练进程在这些调用里被抢走了 CPU"
+    )
+    first = (
+        "the network cards' interrupts (RoCE traffic is served on the cores CPU_AFFINITY_CONF "
+        "binds the training processes to: check /proc/interrupts, move the NIC IRQs to other "
+        "cores with the IRQ affinity settings or irqbalance exclusions), then "
+        if during
+        else ""
+    )
+    first_zh = (
+        "网卡中断（RoCE 流量的中断落在 CPU_AFFINITY_CONF 为训练进程绑定的核上：查看 /proc/interrupts，"
+        "用中断亲和性设置或 irqbalance 排除把网卡中断移到其他核），然后是"
+        if during
+        else ""
+    )
+    a = (
+        f"Give the training processes of {gl} their CPU cores back: find what else runs on those "
+        f"cores — {first}other processes on them (top -H, pidstat) and the CPU binding itself."
+    )
+    a_zh = (
+        f"把 CPU 核还给{gl_zh}的训练进程：找出还有什么在这些核上运行——{first_zh}这些核上的其他进程"
+        "（top -H、pidstat）以及绑核设置本身。"
+    )
+    return en, zh, a, a_zh
 
 
 def hccl_timeouts_s(ctx: Context) -> tuple[float, float, bool]:
