@@ -22,7 +22,7 @@ import pytest
 
 from advisor_chat.diagnosis import diagnose
 from advisor_chat.diagnosis.attribution import co_late_units
-from advisor_chat.diagnosis.decompose import memory_churn, slow_launch_calls
+from advisor_chat.diagnosis.decompose import launch_loop, memory_churn, slow_launch_calls
 from advisor_chat.ingest import load_profile
 
 pytestmark = pytest.mark.slow
@@ -120,3 +120,23 @@ def test_a_bubble_without_pipeline_stages_is_not_a_pipeline_bubble(
     assert text.startswith(start), text[:300]
     assert "cp" in text.split("。")[0].split(". ")[0]
     assert answer.grounding.ungrounded == []
+
+
+def test_experts_launched_in_a_loop_select_a_grouped_matmul(scenario) -> None:
+    path = scenario("moe-expert-loop")
+    key = _key(path)
+    profile = load_profile(path, use_cache=False, progress=False)
+    loop = launch_loop(profile, profile.ranks, ["MatMulV2"])
+    assert loop is not None
+    assert loop.per_step == key["expert_matmuls_per_step"]
+    assert loop.chunks == key["local_experts"]
+    assert (loop.rows_min, loop.rows_max) == (key["expert_rows_min"], key["expert_rows_max"])
+    # a dense job's MatMuls (no MoE operator) are never read as an expert loop
+    assert (
+        launch_loop(load_profile(scenario("seed-rank12"), progress=False), [0, 1], ["MatMulV2"])
+        is None
+    )
+    top = diagnose(profile).causes[0]
+    assert top.culprit.kind == "job"
+    assert "one per expert" in top.summary and "逐个专家" in top.summary_zh
+    assert "npu_grouped_matmul" in top.remedies[0].text

@@ -1684,6 +1684,110 @@ def top_launch_api(profile: Profile, ranks: Sequence[int]) -> LaunchApi | None:
     )
 
 
+#: Launches of one operator with the same other inputs and at least this many different leading
+#: dimensions of their first input in a step are a loop over chunks of rows (experts, sequences).
+LOOP_MIN_CHUNKS = 4
+#: Operator types of a mixture-of-experts layer (routing, token permutation, expert all-to-all).
+MOE_OPS = re.compile(r"moe|gating|alltoall", re.I)
+
+
+@dataclass(frozen=True)
+class LaunchLoop:
+    """Launches of one operator, one per chunk of rows, that a grouped kernel would make one.
+
+    Attributes:
+        op_type: The operator type looped over.
+        per_step: Its looped launches per (step, rank) (median).
+        launches_per_step: All its launches per (step, rank) (median).
+        chunks: Different row counts per (step, rank, weights) (median): the chunks per pass.
+        rows_min, rows_max: The smallest and largest row count, over the units read.
+    """
+
+    op_type: str
+    per_step: float
+    launches_per_step: float
+    chunks: float
+    rows_min: int
+    rows_max: int
+
+
+def _looped(shapes: Sequence[str]) -> tuple[list[int], int, set[int]]:
+    """Positions of the launches (one operator, one step) that loop over chunks of rows.
+
+    A value of a launch's input shapes masked wherever it appears ("R,2048;2816,2048",
+    "2048,R;R,1408") is its pattern; a pattern that takes ≥ ``LOOP_MIN_CHUNKS`` values over the
+    launches is a loop over chunks of that many rows. Returns (looped launch positions, the
+    largest number of chunks of a pattern, the row counts).
+    """
+    by_key: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for i, sh in enumerate(shapes):
+        parts = re.split(r"(\d+)", sh)
+        for v in set(parts[1::2]):
+            key = "".join("*" if j % 2 == 1 and x == v else x for j, x in enumerate(parts))
+            by_key[key][v].append(i)
+    members: set[int] = set()
+    rows: set[int] = set()
+    most = 0
+    for vals in by_key.values():
+        if len(vals) >= LOOP_MIN_CHUNKS:
+            most = max(most, len(vals))
+            rows.update(int(v) for v in vals)
+            for idx in vals.values():
+                members.update(idx)
+    return sorted(members), most, rows
+
+
+def launch_loop(
+    profile: Profile, ranks: Sequence[int], op_types: Sequence[str]
+) -> LaunchLoop | None:
+    """Whether launches of ``op_types`` are a loop over the experts' tokens (sampled ranks).
+
+    From ``kernels`` (``kernel_details.csv`` Input Shapes) of a job that runs mixture-of-experts
+    operators (routing, token permutation, all-to-all): per (step, rank), the launches of one
+    operator type whose input shapes differ only in one value (wherever it appears) that takes
+    ≥ ``LOOP_MIN_CHUNKS`` values are one launch per chunk of rows, the experts' tokens: the
+    experts run one after another in a loop instead of one grouped kernel. ``None`` without input
+    shapes, without MoE operators or without such launches.
+    """
+    rs = _sample([int(r) for r in ranks])
+    k = _compute_kernels(profile, rs)
+    if k.empty or "input_shapes" not in k.columns or not op_types:
+        return None
+    moe = bool(k["op_type"].astype(str).str.contains(MOE_OPS).any())
+    if not moe:
+        ops = profile.get("comm_ops")
+        moe = bool(not ops.empty and ops["op_type"].astype(str).str.contains("alltoall").any())
+    if not moe:
+        return None
+    k = k[k["op_type"].isin(list(op_types)) & (k["step"] >= 0)]
+    k = k.assign(shapes=k["input_shapes"].astype("string").fillna("").str.strip('"'))
+    best: tuple[str, list[int], list[int], list[int], set[int]] | None = None
+    for op, sub in k.groupby("op_type"):
+        looped: list[int] = []
+        totals: list[int] = []
+        chunks: list[int] = []
+        rows: set[int] = set()
+        for _, unit in sub.groupby(["rank", "step"]):
+            pos, most, vals = _looped(unit["shapes"].tolist())
+            looped.append(len(pos))
+            totals.append(len(unit))
+            chunks.append(most)
+            rows |= vals
+        if rows and (best is None or np.median(looped) > np.median(best[1])):
+            best = (str(op), looped, totals, chunks, rows)
+    if best is None or np.median(best[1]) < LOOP_MIN_CHUNKS:
+        return None
+    op, looped, totals, chunks, rows = best
+    return LaunchLoop(
+        op_type=op,
+        per_step=float(np.median(looped)),
+        launches_per_step=float(np.median(totals)),
+        chunks=float(np.median(chunks)),
+        rows_min=min(rows),
+        rows_max=max(rows),
+    )
+
+
 #: A drop of the caching allocator's reserved memory counts as a cache release when it is at
 #: least this many MB ...
 CACHE_RELEASE_MIN_MB = 256.0

@@ -13,11 +13,13 @@ from advisor_chat.diagnosis.context import Context, ranks_label
 from advisor_chat.diagnosis.decompose import (
     DominantCollective,
     JobIdleShape,
+    LaunchLoop,
     NewShapeIdle,
     SyncStalls,
     dominant_collective,
     job_account,
     job_idle_shape,
+    launch_loop,
     new_groups,
     new_shape_idle,
     pass_sync,
@@ -110,7 +112,14 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         if ns is not None
         else _sync_text(ss, gain)
         if ss is not None
-        else _idle_shape_text(shape, gain, med)
+        else _idle_shape_text(
+            shape,
+            gain,
+            med,
+            launch_loop(ctx.profile, ctx.ranks, shape.before)
+            if shape.kind == "before_ops"
+            else None,
+        )
         if shape is not None
         else _job_dispatch_bound(ctx, gain, si if math.isfinite(si) else 0.0)
     )
@@ -452,12 +461,13 @@ def _sync_text(ss: SyncStalls, shared_free_us: float) -> tuple[str, str, tuple[R
 
 
 def _idle_shape_text(
-    shape: JobIdleShape, shared_free_us: float, free_us: float
+    shape: JobIdleShape, shared_free_us: float, free_us: float, loop: LaunchLoop | None = None
 ) -> tuple[str, str, tuple[Remedy, ...]]:
     """Where the job's idle sits, as text and the remedies that place selects.
 
     From :func:`~advisor_chat.diagnosis.decompose.job_idle_shape`; returns (English, Chinese,
-    remedies).
+    remedies). ``loop``: the operator the idle precedes is launched once per expert
+    (:func:`~advisor_chat.diagnosis.decompose.launch_loop`): a grouped kernel is the fix.
     """
     ub = BoundKind.UPPER_BOUND
     # the share of the idle the shape places, applied to the rank's Free, keeps the figures
@@ -527,6 +537,29 @@ def _idle_shape_text(
         f"其中 {ms(idle)}（{pct(shape.share)}）紧挨在 {ops_zh} 启动之前（所有卡每步 "
         f"{shape.gaps_per_step:.0f} 次）：主机启动它们晚了"
     )
+    if loop is not None:
+        en += (
+            f"; {loop.per_step:g} of the {loop.launches_per_step:g} {loop.op_type} launches per "
+            f"step are one per expert ({loop.chunks:g} different token counts per pass, from "
+            f"{loop.rows_min} to {loop.rows_max} rows, the same weights): the MoE layer runs its "
+            "experts one after another in a loop, each expert's small kernels launched separately"
+        )
+        zh += (
+            f"；每步 {loop.launches_per_step:g} 次 {loop.op_type} 中有 {loop.per_step:g} 次是逐个专家启动的"
+            f"（每轮 {loop.chunks:g} 种不同的 token 数，{loop.rows_min} 到 {loop.rows_max} 行，权重形状相同）："
+            "MoE 层在循环里逐个计算专家，每个专家的小算子都单独下发"
+        )
+        rem = Remedy(
+            "action",
+            f"Run the experts as one grouped matmul instead of a loop: torch_npu.npu_grouped_matmul "
+            "(MindSpeed / Megatron: --moe-grouped-gemm), so each pass is one launch for all local "
+            f"experts instead of {loop.chunks:g}.",
+            "用分组矩阵乘（grouped matmul）代替逐个专家的循环：torch_npu.npu_grouped_matmul"
+            f"（MindSpeed / Megatron：--moe-grouped-gemm），让每一轮所有本地专家只下发一次，而不是 {loop.chunks:g} 次。",
+            shared_free_us,
+            ub,
+        )
+        return en, zh, (rem,)
     rem = Remedy(
         "action",
         f"Find what the host does right before it launches {ops}: a memory allocation or free "
