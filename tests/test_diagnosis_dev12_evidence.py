@@ -140,3 +140,26 @@ def test_experts_launched_in_a_loop_select_a_grouped_matmul(scenario) -> None:
     assert top.culprit.kind == "job"
     assert "one per expert" in top.summary and "逐个专家" in top.summary_zh
     assert "npu_grouped_matmul" in top.remedies[0].text
+
+
+def test_point_to_point_exchanges_without_a_pipeline_select_their_overlap(scenario) -> None:
+    path = scenario("ring-cp-blocking-p2p")
+    key = _key(path)
+    profile = load_profile(path, use_cache=False, progress=False)
+    cause = next(c for c in diagnose(profile).causes if c.id == "cause.exposed_communication")
+    assert cause.metrics["p2p_us_per_step"] == pytest.approx(key["p2p_us_per_step"], rel=0.05)
+    first = cause.remedies[0]
+    assert first.text.startswith("Overlap the point-to-point exchanges of the cp group")
+    assert first.gain_us == pytest.approx(key["p2p_us_per_step"], rel=0.05)
+    # a pipeline job's send/receive are its stages' (seed-rank12 has none: no clause either)
+    plain = next(
+        (
+            c
+            for c in diagnose(
+                load_profile(scenario("comm-bound-no-overlap"), progress=False)
+            ).causes
+            if c.id == "cause.exposed_communication"
+        ),
+        None,
+    )
+    assert plain is not None and "p2p_us_per_step" not in plain.metrics

@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from advisor_chat.analyzers._common import format_ranks, missing_ranks
+from advisor_chat.analyzers._common import format_ranks, groups_table, is_p2p, missing_ranks
 from advisor_chat.analyzers.base import Category, Finding, FindingKind
 from advisor_chat.diagnosis.context import Context, ranks_label
 from advisor_chat.diagnosis.decompose import (
@@ -802,6 +802,62 @@ def _row_missing(c: RootCause) -> bool:
     return c.id.startswith("cause.late_arrival.")
 
 
+#: Point-to-point transfers outside a pipeline name the exposed communication when they take at
+#: least this share of the communication time.
+P2P_MIN_SHARE = 0.2
+
+
+def _p2p_outside_pipeline(ctx: Context, rest_us: float) -> tuple[str, str, Remedy] | None:
+    """Send / receive in a job without pipeline stages that hold a share of its communication.
+
+    From ``comm_ops`` (Elapse Time of send / receive operators against all) and the groups they
+    run in (``comm_groups`` names). Returns (clause, Chinese clause, the overlap remedy with the
+    point-to-point time per rank and step as its upper-bound gain, at most ``rest_us``), or
+    ``None`` with pipeline stages or below ``P2P_MIN_SHARE``.
+    """
+    ops = ctx.profile.get("comm_ops")
+    if ctx.stages or ops.empty or not {"op_type", "elapse_ms", "group"} <= set(ops.columns):
+        return None
+    el = pd.to_numeric(ops["elapse_ms"], errors="coerce").fillna(0.0)
+    p = is_p2p(ops["op_type"]).to_numpy(dtype=bool)
+    total = float(el.sum())
+    if not total > 0 or float(el[p].sum()) < P2P_MIN_SHARE * total:
+        return None
+    share = float(el[p].sum()) / total
+    units = max(int(ops.groupby(["rank", "step"]).ngroups), 1)
+    per_step_us = float(el[p].sum()) * 1000.0 / units
+    g = groups_table(ctx.profile)
+    names = (
+        dict(zip(g["group"].astype(str), g["group_name"].astype(str), strict=True))
+        if not g.empty
+        else {}
+    )
+    grp = sorted({names.get(str(x), "") for x in ops.loc[p, "group"]} - {"", "nan", "None"})
+    who = f" of the {', '.join(grp)} group" if grp else ""
+    who_zh = f"（通信组 {'、'.join(grp)}）" if grp else ""
+    en = (
+        f"; {pct(share)} of the communication time is point-to-point send/receive{who} "
+        f"({ms(per_step_us)} per step per rank) although the job has no pipeline stages: blocking "
+        "exchanges between pairs of ranks, e.g. context parallelism's ring of key/value blocks"
+    )
+    zh = (
+        f"；通信时间的 {pct(share)} 是点对点收发（send/receive）{who_zh}（每卡每步 {ms(per_step_us)}），"
+        "而作业没有流水线阶段：这是成对卡之间的阻塞式交换，例如上下文并行（CP）环形传递 key/value 块"
+    )
+    remedy = Remedy(
+        "action",
+        f"Overlap the point-to-point exchanges{who} with computation: post the next block's "
+        "send/receive asynchronously (isend / irecv, batch_isend_irecv) before computing the "
+        "current one (double buffering, as ring attention implementations do), or keep each "
+        "exchanging pair of ranks on the same node.",
+        f"让点对点交换{who_zh}与计算重叠：在计算当前块之前异步发起下一块的收发（isend / irecv、"
+        "batch_isend_irecv，双缓冲，环形注意力的常见做法），或把交换数据的每对卡放在同一节点上。",
+        min(per_step_us, rest_us),
+        BoundKind.UPPER_BOUND,
+    )
+    return en, zh, remedy
+
+
 def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     """Exposed-communication rule: communication not overlapped on every rank is a job cause.
 
@@ -905,6 +961,13 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
                 extra_zh += f"；通信时间主要是 {'和'.join(f'{names.get(t, t)}（{pct(v)}）' for t, v in top)}"
                 for t, v in top:
                     metrics[f"{t}_share"] = v
+    # point-to-point exchanges in a job without pipeline stages (context parallelism's ring of
+    # key/value blocks, a hand-written exchange): blocking send/receive is what to overlap
+    p2p = _p2p_outside_pipeline(ctx, rest)
+    if p2p is not None:
+        extra += p2p[0]
+        extra_zh += p2p[1]
+        metrics["p2p_us_per_step"] = p2p[2].gain_us or 0.0
     # one collective that moves far more than its group's others: what it carries (the kernels
     # that write and read it) picks the fix
     dom = dominant_collective(ctx.profile, ctx.ranks)
@@ -1019,6 +1082,8 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
                 BoundKind.UPPER_BOUND,
             ),
         )
+    if p2p is not None:
+        remedies.insert(0, p2p[2])
     if dom is not None and dom.loss is not None:
         remedies.insert(0, _vocab_parallel_remedy(dom))
     if blocking:
