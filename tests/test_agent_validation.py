@@ -130,6 +130,7 @@ def test_reversed_range_is_read_in_order_and_kept_as_written() -> None:
         ("10号卡的GroupedMatmul比别的卡慢很多，是算子性能有问题吗", "kernel_slow"),
         ("is it a load imbalance?", "load_imbalance"),
         ("负载不均衡", "load_imbalance"),
+        ("是不是5号卡分到的数据多、序列长，所以慢？", "load_imbalance"),
         ("could saving checkpoints cause the spikes?", "checkpoint"),
         ("保存 checkpoint 导致的吗", "checkpoint"),
         ("是不是保存检查点导致的？", "checkpoint"),

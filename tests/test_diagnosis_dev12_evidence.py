@@ -163,3 +163,25 @@ def test_point_to_point_exchanges_without_a_pipeline_select_their_overlap(scenar
         None,
     )
     assert plain is not None and "p2p_us_per_step" not in plain.metrics
+
+
+@pytest.mark.parametrize(
+    ("question", "start"),
+    [
+        (
+            "memory_record on rank 5 shows Total Reserved going up and down and never reaching "
+            "what the other cards sit at (they're flat). is that just noise?",
+            "No",
+        ),
+        ("是不是5号卡分到的数据多、序列长，所以慢？", "不是负载不均衡"),
+    ],
+)
+def test_suspicions_about_the_allocator_rank_get_their_verdict(
+    scenario, tmp_path, question, start
+) -> None:
+    from advisor_chat.agent.advisor import Advisor
+    from advisor_chat.config import load_settings
+
+    profile = load_profile(scenario("hbm-leftover-process"), use_cache=False, progress=False)
+    text = Advisor(profile, settings=load_settings(home=tmp_path)).ask(question).answer
+    assert text.startswith(start), text[:300]

@@ -792,6 +792,7 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"(序列|句子|样本)长度.{0,4}(不均|不一|不同|差异)",
         r"\b(longer|bigger|larger|more) (samples|sequences|seqs|inputs|batch(es)?|tokens)\b",
         r"(样本|序列|句子|数据).{0,6}(更长|更多|更大|长一些|多一些)",
+        r"(分到|分配到|拿到|分得)的?(数据|样本|token|序列|batch).{0,3}(多|长|大)",
         r"负载不(均|平衡)",
         r"不均衡",
         r"不均匀",

@@ -494,7 +494,9 @@ def default_diagnose(profile: Any, *, baseline: Any = None) -> Diagnosis:
 # A yes/no question asked the healthy way round ("is rank 11 fine?", "网络正常吗？"): the verdict
 # is about health, so a culprit gets "no".
 _HEALTHY_Q = re.compile(
-    r"\b(fine|ok|okay|healthy|normal|alright|all right)\b|正常|没问题|没事|健康", re.I
+    r"\b(fine|ok|okay|healthy|normal|alright|all right|(just )?noise|harmless|benign)\b|正常|没问题"
+    r"|没事|健康|噪声|噪音|(正常|随机)(的)?波动",
+    re.I,
 )
 
 _REAL_Q = re.compile(r"\breal\b|\bgenuine\b|真实|是真的", re.I)

@@ -1854,15 +1854,16 @@ def memory_churn(
 
     def per_rank(r: int) -> tuple[float, float, float, float] | None:
         x = m[m["rank"] == r].sort_values("timestamp_us")
+        x = x[x["reserved_mb"].notna() & x["allocated_mb"].notna()]
         if len(x) < 3:
             return None
         res = x["reserved_mb"].to_numpy(float)
-        top = float(np.nanmax(res))
+        top = float(res.max())
         d = np.diff(res)
         drops = d[d <= -max(CACHE_RELEASE_MIN_MB, CACHE_RELEASE_MIN_SHARE * top)]
         n = float(steps.get(r, 1) or 1)
         size = float(np.median(-drops)) if len(drops) else 0.0
-        return len(drops) / n, size, top, float(np.nanmax(x["allocated_mb"].to_numpy(float)))
+        return len(drops) / n, size, top, float(x["allocated_mb"].max())
 
     mine = [v for v in (per_rank(int(r)) for r in ranks) if v is not None]
     theirs = [
@@ -1878,7 +1879,7 @@ def memory_churn(
         return None
     return MemoryChurn(
         releases_per_step=rel,
-        release_mb_median=float(np.median([v[1] for v in mine if v[1] > 0])),
+        release_mb_median=float(np.median([v[1] for v in mine if v[1] > 0] or [0.0])),
         reserved_max_mb=float(np.mean([v[2] for v in mine])),
         peer_reserved_max_mb=float(np.median([v[2] for v in theirs])),
         allocated_peak_mb=float(np.mean([v[3] for v in mine])),
