@@ -104,6 +104,24 @@ def _adv(profile=None) -> Advisor:
             (0, 8),
         ),
         ("is rank 3 slower than rank 5?", "explain_rank", (3, 5)),
+        # a verb, not the network device
+        (
+            "if we switch the experts to grouped gemm how much faster would each step get",
+            "how_much",
+            (),
+        ),
+        (
+            "the alltoallv ops look long. is the all-to-all the bottleneck here?",
+            "bottleneck",
+            (),
+        ),
+        # context first ("which waits the least" in passing), then the one question asked
+        (
+            "everybody waits in allreduce, except rank 5 which waits the least. what is rank 5 doing?",
+            "explain_rank",
+            (5,),
+        ),
+        ("which rank is slow? and why?", "which_slow_rank", ()),
     ],
 )
 def test_intents_and_ranks(question: str, intent: str, ranks: tuple[int, ...]) -> None:

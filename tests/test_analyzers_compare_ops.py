@@ -233,23 +233,23 @@ def test_named_operators_per_step_on_every_rank() -> None:
     p = _profile(_kernels(extra=extra), _step_trace())
     res = compare_ops(p, CompareOpsParams(rank_b=3, ops="matmul"))
     tbl = res.tables["ops_by_rank"].set_index("rank")
-    assert tbl.loc[3, "us_per_step"] == pytest.approx(10 * 200.0 + 5 * 50.0)
-    assert tbl.loc[0, "us_per_step"] == pytest.approx(10 * 100.0 + 5 * 50.0)
+    assert tbl.loc[3, "time_per_step_us"] == pytest.approx(10 * 200.0 + 5 * 50.0)
+    assert tbl.loc[0, "time_per_step_us"] == pytest.approx(10 * 100.0 + 5 * 50.0)
     assert tbl.loc[0, "count_per_step"] == 15 and tbl.loc[0, "steps"] == 2
-    assert res.metrics["ops_us_per_step_b"] == pytest.approx(2250.0)
-    assert res.metrics["ops_us_per_step_others_median"] == pytest.approx(1250.0)
+    assert res.metrics["ops_b_us"] == pytest.approx(2250.0)
+    assert res.metrics["ops_others_median_us"] == pytest.approx(1250.0)
     assert res.metrics["ops_times_others_median"] == pytest.approx(2250.0 / 1250.0)
     assert res.metrics["ops_ranks_others"] == 3
     assert res.tables["ops_by_rank"].attrs["op_types"] == ["MatMul"]
 
     opt = compare_ops(p, CompareOpsParams(rank_b=1, ops="optimizer"))
-    assert opt.metrics["ops_us_per_step_b"] == pytest.approx(180.0)
-    assert opt.metrics["ops_us_per_step_others_median"] == pytest.approx(60.0)
+    assert opt.metrics["ops_b_us"] == pytest.approx(180.0)
+    assert opt.metrics["ops_others_median_us"] == pytest.approx(60.0)
     # op types by name, case-insensitive, comma-separated; communication is never counted
     by_name = compare_ops(p, CompareOpsParams(rank_b=0, ops="add, hcom_allReduce_"))
-    assert by_name.metrics["ops_us_per_step_b"] == pytest.approx(20 * 10.0)
+    assert by_name.metrics["ops_b_us"] == pytest.approx(20 * 10.0)
     none = compare_ops(p, CompareOpsParams(rank_b=0, ops="Conv2D"))
-    assert none.metrics["ops_types_matched"] == 0 and none.metrics["ops_us_per_step_b"] == 0
+    assert none.metrics["ops_types_matched"] == 0 and none.metrics["ops_b_us"] == 0
     with pytest.raises(ToolArgumentError, match="names no operator"):
         compare_ops(p, CompareOpsParams(rank_b=0, ops=" , "))
     assert "ops_by_rank" not in compare_ops(p, CompareOpsParams(rank_b=0)).tables

@@ -185,3 +185,23 @@ def test_suspicions_about_the_allocator_rank_get_their_verdict(
     profile = load_profile(scenario("hbm-leftover-process"), use_cache=False, progress=False)
     text = Advisor(profile, settings=load_settings(home=tmp_path)).ask(question).answer
     assert text.startswith(start), text[:300]
+
+
+def test_the_gain_of_a_named_change_is_its_cause_gain(scenario, tmp_path) -> None:
+    """ "If we switch to grouped gemm, how much faster?": the expert loop's cause, not the
+    exposed communication listed beside it; the key's saving re-simulates the grouped kernel."""
+    from advisor_chat.agent.advisor import Advisor
+    from advisor_chat.config import load_settings
+    from advisor_chat.evals.evaluators import numbers_in_text
+
+    path = scenario("moe-expert-loop")
+    key = _key(path)
+    profile = load_profile(path, use_cache=False, progress=False)
+    text = (
+        Advisor(profile, settings=load_settings(home=tmp_path))
+        .ask("if we switch the experts to grouped gemm how much faster would each step get?")
+        .answer
+    )
+    first = text.split(". ")[0]
+    want_ms = key["saving_us_per_step"] / 1000.0
+    assert any(abs(n.value - want_ms) <= 0.1 * want_ms for n in numbers_in_text(first)), first

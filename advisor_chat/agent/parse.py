@@ -340,6 +340,8 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"\bhow come\b",
         r"what('s|s| is) (wrong|going on|happening|up|the (cause|reason))",
         r"\bwhat gives\b",
+        r"\bwhat(?:'s| is| are)\b.{0,25}\bdoing\b",
+        r"在(干|做|搞)(什么|啥|嘛)",
         r"\bexplain\b",
         r"\b(root )?causes?\b",
         r"\breasons?\b",
@@ -504,7 +506,8 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
         r"\binterconnect",
         r"\bfabric\b",
         r"\bnic\b",
-        r"\bswitch\b",
+        # the network device, not the verb ("switch the experts to grouped gemm")
+        r"\bswitch\b(?! (the|to|from|off|on|over|back|it|them|this|that|our|my|these|those)\b)",
         r"\bhccs\b",
         r"\brdma\b",
         r"\broce\b",
@@ -1592,8 +1595,33 @@ _WHERE_PROBLEM = re.compile(
 )
 
 
+_SENTENCE = re.compile(r"[^.!?。！？]*[?？]")
+
+
+def _question_part(low: str) -> str:
+    """The one sentence that ends in a question mark, when the text states more before it.
+
+    "… except rank 5 which waits the least. rank 5's matmuls are as fast. what is rank 5
+    doing?": the context before says "which" in passing; the question is the last sentence.
+    """
+    asked = [m.group(0).strip() for m in _SENTENCE.finditer(low) if m.group(0).strip(" ?？")]
+    if len(asked) != 1:  # no question mark, or several questions asked together
+        return low
+    last = asked[-1]
+    return last if len(last) < len(low.strip()) else low
+
+
 def find_kind(low: str, n_targets: int) -> str:
-    """The kind of answer: the first lexicon hit in a fixed precedence (see :data:`KINDS`)."""
+    """The kind of answer: the first lexicon hit in a fixed precedence (see :data:`KINDS`).
+
+    When the text states context before its question, the question (its last sentence ending
+    in a question mark) decides first; the whole text when that sentence says nothing.
+    """
+    part = _question_part(low)
+    if part != low:
+        kind = find_kind(part, n_targets)
+        if kind:
+            return kind
     for kind in ("help", "evidence", "fix_first", "data"):
         if _match_any(_KIND_LEX[kind], low):
             return kind
@@ -1782,7 +1810,14 @@ def route(q: Query) -> str:
         if "operators" in t and k in ("which", "how_much") and "slow" not in t:
             return "top_ops"
         return "explain_rank"
-    if "operators" in t and not q.ranks and k != "why" and "steps" not in t:
+    if (
+        "operators" in t
+        and not q.ranks
+        and k != "why"
+        and "steps" not in t
+        # "the alltoallv ops look long: is the all-to-all the bottleneck?": a category question
+        and not {"communication", "category"} <= t
+    ):
         return "compare_ops"
     if "trend" in t:
         return "step_trend"

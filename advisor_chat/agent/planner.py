@@ -510,8 +510,8 @@ _SHARE_Q = re.compile(
 #: "How much if everything were fixed?": every cause's gain together, first.
 _TOTAL_Q = re.compile(
     r"\b(everything|all (?:the |of (?:the |them|it)|these |those )?(?:causes|problems|issues|"
-    r"fixes|of them|of it)|in total|altogether|combined|all (?:fixed|together)|top \d|each)\b|"
-    r"全部|所有(?:的)?(?:问题|原因)|都(?:修|解决|优化)|总共|一共|合计|加起来|每个|各自",
+    r"fixes|of them|of it)|in total|altogether|combined|all (?:fixed|together)|top \d)\b|"
+    r"全部|所有(?:的)?(?:问题|原因)|都(?:修|解决|优化)|总共|一共|合计|加起来",
     re.I,
 )
 
@@ -928,6 +928,10 @@ class Planner:
         if it == "fix_first":
             return project.fix_first(d, zh, ranks_only=_WHICH_RANK.search(q.text) is not None)
         if it == "how_much":
+            # "if we switch to X, how much faster?": the cause whose evidence selects X first
+            focus = project.cause_showing(d, project.named_suspect(q.text))
+            if focus is not None and focus is not d.causes[0]:
+                d = dataclasses.replace(d, causes=(focus, *(c for c in d.causes if c is not focus)))
             return project.how_much(
                 d,
                 zh,
@@ -1647,7 +1651,7 @@ class Planner:
         types = [self.quoter.quote(t) for t in res.tables["ops_by_rank"].attrs.get("op_types", [])]
         what = q.op_category or ", ".join(q.ops)
         src = quote_source(self.session.profile.cite("kernels"), zh)
-        if not types or "ops_us_per_step_b" not in m:
+        if not types or "ops_b_us" not in m:
             return (
                 f"{rank}号卡的算子数据中没有与“{what}”匹配的算子（来源 {src}）。"
                 if zh
@@ -1660,7 +1664,7 @@ class Planner:
         )
         label = f"{q.op_category or ', '.join(types)} operators"
         listed = "、".join(types[:5]) if zh else ", ".join(types[:5])
-        mine, n = fmt_num(m["ops_us_per_step_b"], "us"), fmt_num(m["ops_count_per_step_b"])
+        mine, n = fmt_num(m["ops_b_us"], "us"), fmt_num(m["ops_b_count_per_step"])
         if zh:
             text = (
                 f"{rank}号卡的{label_zh}每步共 {mine}（每步 {n} 次调用".replace("  ", " ")
@@ -1672,9 +1676,9 @@ class Planner:
                 f"On rank {rank}, the {label} take {mine} of device time per step ({n} launches "
                 "per step" + (f"; {listed}" if q.op_category else "") + ")"
             )
-        if "ops_us_per_step_others_median" in m:
-            peers = fmt_num(m["ops_us_per_step_others_median"], "us")
-            pn = fmt_num(m["ops_count_per_step_others_median"])
+        if "ops_others_median_us" in m:
+            peers = fmt_num(m["ops_others_median_us"], "us")
+            pn = fmt_num(m["ops_others_median_count_per_step"])
             k = int(m["ops_ranks_others"])
             ratio = m.get("ops_times_others_median", 1.0)
             if zh:

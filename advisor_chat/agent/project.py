@@ -3409,6 +3409,12 @@ SUSPECTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
         "ASCEND_LAUNCH_BLOCKING",
     ),
     "intra_roce": ((r"intra[_ ]?roce",), (r"HCCL_INTRA_ROCE_ENABLE",), "HCCL_INTRA_ROCE_ENABLE"),
+    # an MoE layer looping over its experts: one grouped matmul instead
+    "grouped_gemm": (
+        (r"grouped[ _-]?(gemm|matmul|mm)\b", r"\bgmm\b", r"分组矩阵乘", r"分组\s*gemm"),
+        (r"one per expert", r"逐个专家"),
+        "",
+    ),
     # gradient accumulation without no_sync: the gradients all-reduced in every backward pass
     "no_sync": (
         (r"no[_ ]?sync", r"gradient[_ ]accumulation", r"grad[_ ]accum", r"梯度累(积|加)"),
@@ -3652,6 +3658,16 @@ def _suspect_ruled_out(
         p.lines.append(msg("answer.shapes_repeat", lang) + where)
         return p
     return None
+
+
+def cause_showing(d: Diagnosis, key: str) -> RootCause | None:
+    """The first real cause whose text shows the change ``key`` of :data:`SUSPECTS` names."""
+    if key not in SUSPECTS:
+        return None
+    shows = SUSPECTS[key][1]
+    return next(
+        (c for c in _real(d) if any(re.search(p, _cause_text(c), re.I) for p in shows)), None
+    )
 
 
 def suspect_verdict(

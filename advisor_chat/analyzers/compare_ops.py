@@ -307,9 +307,9 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
         total_us). Metrics: rank_a, rank_b, steps_compared, step_us (median step of B),
         compute_us_a / compute_us_b (per step), dynamic_time_ratio (time share of kernels whose
         ``op_state`` is ``dynamic``). With ``ops``: table ``ops_by_rank`` (rank, steps,
-        count_per_step, us_per_step: the named operators on every rank read) and metrics
-        ops_us_per_step_b, ops_count_per_step_b (rank B), ops_us_per_step_others_median,
-        ops_count_per_step_others_median, ops_ranks_others (the other ranks read),
+        count_per_step, time_per_step_us: the named operators on every rank read) and metrics
+        ops_b_us, ops_b_count_per_step (rank B), ops_others_median_us,
+        ops_others_median_count_per_step, ops_ranks_others (the other ranks read),
         ops_times_others_median (rank B's time / the others' median), ops_types_matched.
 
     Raises:
@@ -780,7 +780,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
 def _ops_by_rank(comp: pd.DataFrame, spec: str) -> pd.DataFrame:
     """Device time and launches per step of the operators ``spec`` names, on every rank read.
 
-    Columns: rank, steps (steps with kernels), count_per_step, us_per_step (µs: Σ duration_us of
+    Columns: rank, steps (steps with kernels), count_per_step, time_per_step_us (µs: Σ duration_us of
     the matched compute kernels / steps), from the ``kernels`` table (kernel_details.csv / DB
     TASK), communication excluded. ``attrs['op_types']``: the op types matched, most time first.
     """
@@ -792,7 +792,7 @@ def _ops_by_rank(comp: pd.DataFrame, spec: str) -> pd.DataFrame:
             "rank": steps.index.astype("int64"),
             "steps": steps.to_numpy().astype("int64"),
             "count_per_step": g["count"].to_numpy() / steps.to_numpy(),
-            "us_per_step": g["sum"].to_numpy() / steps.to_numpy(),
+            "time_per_step_us": g["sum"].to_numpy() / steps.to_numpy(),
         }
     )
     out.attrs["op_types"] = [
@@ -807,13 +807,13 @@ def _ops_metrics(tbl: pd.DataFrame, rank: int) -> dict[str, float]:
     others = tbl[tbl["rank"] != rank]
     out = {"ops_types_matched": float(len(tbl.attrs["op_types"]))}
     if not mine.empty:
-        out["ops_us_per_step_b"] = float(mine["us_per_step"].iloc[0])
-        out["ops_count_per_step_b"] = float(mine["count_per_step"].iloc[0])
+        out["ops_b_us"] = float(mine["time_per_step_us"].iloc[0])
+        out["ops_b_count_per_step"] = float(mine["count_per_step"].iloc[0])
     if not others.empty:
-        out["ops_us_per_step_others_median"] = float(others["us_per_step"].median())
-        out["ops_count_per_step_others_median"] = float(others["count_per_step"].median())
+        out["ops_others_median_us"] = float(others["time_per_step_us"].median())
+        out["ops_others_median_count_per_step"] = float(others["count_per_step"].median())
         out["ops_ranks_others"] = float(len(others))
-        med = out["ops_us_per_step_others_median"]
-        if "ops_us_per_step_b" in out and med > 0:
-            out["ops_times_others_median"] = out["ops_us_per_step_b"] / med
+        med = out["ops_others_median_us"]
+        if "ops_b_us" in out and med > 0:
+            out["ops_times_others_median"] = out["ops_b_us"] / med
     return out
