@@ -619,3 +619,36 @@ def test_mc2_without_kernels_is_not_enough_signal(
     text = " ".join(_adv(real_samples / "cluster-8rank").ask(question).answer.split())
     assert text.startswith(start), text[:200]
     assert "kernel_details.csv" in text
+
+
+def _step_by_rank(root: Path) -> dict[int, float]:
+    path = root / "cluster_analysis_output" / "cluster_step_trace_time.csv"
+    out: dict[int, float] = {}
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row["Type"] == "rank":
+                out[int(row["Index"])] = float(row["Stage"])
+    return out
+
+
+@pytest.mark.parametrize(
+    ("question", "start"),
+    [
+        ("which step is the slowest and why?", "This profile holds one step ("),
+        ("哪一步最慢？", "这份性能数据只有一步（"),
+    ],
+)
+def test_which_step_on_a_one_step_profile_says_so(real_samples: Path, question, start) -> None:
+    """cluster-8rank captured one step: its time (the slowest rank's, read here with csv) and the
+    causes, not "not enough steps"."""
+    root = real_samples / "cluster-8rank"
+    slowest_ms = max(_step_by_rank(root).values()) / 1000.0
+    text = _adv(root).ask(question).answer
+    assert text.startswith(start), text[:200]
+    assert f"{slowest_ms:.1f} ms" in text.split("\n")[0], (slowest_ms, text[:200])
+    assert "step -1" not in text and "第 -1 步" not in text
+
+
+def test_is_that_bubble_a_pipeline_bubble_on_a_pipeline_job(pp2: Path) -> None:
+    text = _adv(pp2).ask("is that Bubble a pipeline bubble?").answer
+    assert text.startswith("Yes, it is a pipeline bubble: stage 0 (ranks 0-7)"), text[:200]

@@ -177,6 +177,9 @@ def _link_transports(outputs: Sequence[ToolOutput]) -> dict[tuple[int, int], str
     return {}
 
 
+#: A question about the Bubble column itself.
+_BUBBLE_Q = re.compile(r"\bbubbles?\b|气泡|空泡", re.I)
+
 #: "Which step is the slowest?" (English, Chinese): a step asked for by its time.
 _WHICH_STEP_Q = re.compile(
     r"\b(which|what) (step|iteration)s? (is|was|were|are|took|takes|had|has)\b.{0,20}"
@@ -185,23 +188,27 @@ _WHICH_STEP_Q = re.compile(
 )
 
 
-def _slowest_step(outputs: Sequence[ToolOutput]) -> tuple[int, float, int, float, int] | None:
+def _slowest_step(
+    outputs: Sequence[ToolOutput], step_trace: pd.DataFrame
+) -> tuple[int, float, int, float, int] | None:
     """(slowest step, its µs, fastest step, its µs, steps) from the step_trend tool's table.
 
     A step's time is its slowest rank's ``step_us`` (the job finishes a step when its last rank
-    does); ``None`` without the tool's table or with fewer than 2 steps.
+    does). Without the tool's table (it judges 3 steps or more), the profile's ``step_trace``
+    gives the same figures. ``None`` without steps.
     """
-    for o in outputs:
-        if o.name == "step_trend" and o.result is not None:
-            t = o.result.table
-            if t.empty or not {"step", "step_us"} <= set(t.columns):
-                return None
-            per_step = t.groupby("step")["step_us"].max().dropna()
-            if len(per_step) < 2:
-                return None
-            hi, lo = int(cast(int, per_step.idxmax())), int(cast(int, per_step.idxmin()))
-            return hi, float(per_step[hi]), lo, float(per_step[lo]), len(per_step)
-    return None
+    t = next(
+        (o.result.table for o in outputs if o.name == "step_trend" and o.result is not None),
+        step_trace,
+    )
+    if t.empty or not {"step", "step_us"} <= set(t.columns):
+        return None
+    kept = t[t["step"] >= 0] if (t["step"] >= 0).any() else t  # (a cluster output's -1: one)
+    per_step = kept.groupby("step")["step_us"].max().dropna()
+    if per_step.empty:
+        return None
+    hi, lo = int(cast(int, per_step.idxmax())), int(cast(int, per_step.idxmin()))
+    return hi, float(per_step[hi]), lo, float(per_step[lo]), len(per_step)
 
 
 #: "Which rank ...?" (English, Chinese).
@@ -617,12 +624,18 @@ class Planner:
             return [("communication", {"group": group})]
         if it == "hccl_timeout":
             return [("env_check", {})]
-        if it == "step_trend" or (
+        if (
             it == "step_events"
             and q.kind == "which"
             and not q.steps
             and _WHICH_STEP_Q.search(q.text)
         ):
+            # "which step is the slowest?": the trend table when it can judge one (3 steps or
+            # more), else the step trace gives the steps' times
+            st = self.session.profile.get("step_trace")
+            few = not st.empty and st["step"].nunique() < 3
+            return [] if few else [("step_trend", {"rank": rank})]
+        if it == "step_trend":
             return [("step_trend", {"rank": rank})]
         if it == "pipeline_bubble":
             return [("cluster_breakdown", {"step": step})]
@@ -723,7 +736,18 @@ class Planner:
                 and q.intent in ("step_trend", "compare_ops", "top_ops", "rank_component")
             ):
                 return PlanResult(self._bad_args(q, out), outputs=outputs)
-        if q.intent in ("step_trend", "step_events") and len(self.session.steps) < 3:
+        which_step = (
+            q.intent == "step_events"
+            and q.kind == "which"
+            and not q.steps
+            and _WHICH_STEP_Q.search(q.text) is not None
+            and len(self.session.steps) >= 1
+        )  # "which step is the slowest?" on one or two steps: their times, then the causes
+        if (
+            q.intent in ("step_trend", "step_events")
+            and len(self.session.steps) < 3
+            and not which_step
+        ):
             n = len(self.session.steps)
             return PlanResult(msg(f"answer.few_steps_{n}", lang), outputs=outputs)
         if d is None and q.intent in _PROJECTED:
@@ -942,9 +966,24 @@ class Planner:
             return project.evidence(d, q.ranks, zh)
         if it in ("step_events", "step_trend"):
             which = q.kind == "which" and not q.steps and _WHICH_STEP_Q.search(q.text)
-            slowest = _slowest_step(outputs) if which else None
+            slowest = (
+                _slowest_step(outputs, self.session.profile.get("step_trace")) if which else None
+            )
             if slowest is not None:  # "which step is the slowest and why?": that step, then why
                 step, step_us, fast, fast_us, n = slowest
+                if n == 1:  # one step captured: nothing to compare it with, what costs it time
+                    p = project.overview(d, zh)
+                    sid, sid_zh = (f"step {step}, ", f"第 {step} 步，") if step >= 0 else ("", "")
+                    p.lines.insert(
+                        0,
+                        f"这份性能数据只有一步（{sid_zh}{fmt_num(step_us, 'us')}，来源 "
+                        "step_trace_time.csv），没有可比较的其他步；它的时间损失在下面的原因上。"
+                        if zh
+                        else f"This profile holds one step ({sid}{fmt_num(step_us, 'us')}; "
+                        "from step_trace_time.csv): there is no other step to compare it with. "
+                        "What costs it time is below.",
+                    )
+                    return p
                 p = project.steps(d, zh, (step,))
                 even = step_us < 1.05 * fast_us  # within 5%: no step stands out
                 p.lines.insert(
@@ -981,6 +1020,13 @@ class Planner:
             p = project.pipeline(d, q.stages, zh, yes_no=q.kind == "yes_no")
             if not p.lines and q.kind == "yes_no" and not q.stages:
                 return self._bubble_without_stages(d, outputs, zh)
+            if p.lines and q.kind == "yes_no" and not q.stages and _BUBBLE_Q.search(q.text):
+                # "is that Bubble a pipeline bubble?" on a pipeline job: yes, and whose it is
+                p.lines[0] = project.with_verdict(
+                    "是的，这是流水线气泡：" if zh else "Yes, it is a pipeline bubble: ",
+                    p.lines[0],
+                    zh,
+                )
             return p if p.lines else None
         suspect_x = unknown_suspect(q.text) if q.kind == "yes_no" else ""
         if it == "summarize" and suspect_x:  # "is the tokenizer the problem?"
@@ -1682,12 +1728,20 @@ class Planner:
             k = int(m["ops_ranks_others"])
             ratio = m.get("ops_times_others_median", 1.0)
             if zh:
-                text += f"；其他 {k} 张卡的中位数为每步 {peers}（{pn} 次）"
+                text += (
+                    f"；其他 {k} 张卡的中位数为每步 {peers}（{pn} 次）"
+                    if k > 1
+                    else f"；另一张卡每步 {peers}（{pn} 次）"
+                )
                 text += (
                     f"，{rank}号卡是其 {ratio:.1f} 倍" if abs(ratio - 1) >= 0.1 else "，相差不大"
                 )
             else:
-                text += f"; the median of the other {k} ranks is {peers} per step ({pn} launches)"
+                text += (
+                    f"; the median of the other {k} ranks is {peers} per step ({pn} launches)"
+                    if k > 1
+                    else f"; the other rank takes {peers} per step ({pn} launches)"
+                )
                 text += (
                     f", so rank {rank} takes {ratio:.1f}x theirs"
                     if abs(ratio - 1) >= 0.1

@@ -212,8 +212,11 @@ def _healthy(
     parts, parts_zh = [], []
     for tr, sub in src.groupby("transport"):
         bw = sub["bandwidth_gbps"].astype(float)
+        one = what.removesuffix("s")  # "1 RDMA link", "1 RDMA rank transfer"
         parts.append(
-            f"{len(sub)} {tr} {what}, {bw.min():.1f}-{bw.max():.1f} GB/s "
+            f"1 {tr} {one}, {bw.iloc[0]:.1f} GB/s"
+            if len(sub) == 1
+            else f"{len(sub)} {tr} {what}, {bw.min():.1f}-{bw.max():.1f} GB/s "
             f"(median {bw.median():.1f} GB/s)"
         )
         parts_zh.append(
