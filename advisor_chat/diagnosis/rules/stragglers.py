@@ -1071,12 +1071,19 @@ def _group_cause(
             "work assignment) and make it match the other ranks."
         )
         a_zh = f"找出{gl_zh}与其他卡的差异（节点硬件、软件版本、配置、任务分配）并使其一致。"
+    # ranks late together that no node, group or stage holds: each is a straggler of its own
+    # kind (a host stall when their extra time is idle), named together
+    together = unit is not None and unit[0] == "ranks"
     return RootCause(
         id=f"cause.slow_group.r{slow[0]}_{slow[-1]}",
-        mechanism=Mechanism.SLOW_GROUP,
+        mechanism=(
+            (Mechanism.HOST_STALL if host else Mechanism.COMPUTE_STRAGGLER)
+            if together
+            else Mechanism.SLOW_GROUP
+        ),
         category=Category.SCHEDULING if host else Category.COMPUTE,
         culprit=Culprit(
-            kind="group",
+            kind="ranks" if together else "group",
             ranks=tuple(slow),
             operator=ex.operator
             if ex is not None
