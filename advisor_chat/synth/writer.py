@@ -77,6 +77,8 @@ class RunInfo:
     gc_detect_threshold_ms: float | None = None  # experimental_config._gc_detect_threshold
     profiler_level: str = "Level1"  # experimental_config._profiler_level
     with_stack: bool = False  # common_config.with_stack (Python call stacks per op)
+    # per-rank additions to ``env`` (a launcher that sets other variables on some servers)
+    rank_env: dict[int, dict[str, str]] | None = None
 
 
 def ts_str(ns: int) -> str:
@@ -886,6 +888,7 @@ def _metadata(cl: Cluster, r: int, info: RunInfo) -> dict[str, Any]:
             md[k] = dict(v, rank=r) if k == "distributed_args" else v
     env = {k: "" for k in ENV_KEYS}
     env.update(info.env or {})
+    env.update((info.rank_env or {}).get(r, {}))
     md["ENV_VARIABLES"] = env
     pgi: dict[str, Any] = {}
     for kind in cl.kinds.values():
