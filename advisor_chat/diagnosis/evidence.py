@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 
 from advisor_chat.diagnosis.decompose import OPTIMIZER_OPS, DeviceAccount, JobItem, Outliers
@@ -508,6 +509,8 @@ def _explain_outliers(
         "other_launches_ratio": o.normal_ratio,
     }
     ops, ops_zh = ", ".join(o.ops[:3]), "、".join(o.ops[:3])
+    if o.variants == 1:
+        return _explain_same_launch(o, extra, m, who, who_zh, gain_us)
     where = (
         f"{o.variants} different operator shapes" if o.variants > 1 else "always the same launch"
     )
@@ -538,6 +541,80 @@ def _explain_outliers(
         BoundKind.ESTIMATE,
     )
     return Explanation("outliers", clause, clause_zh, rem, metrics=m, tags=("device_slow",))
+
+
+#: Operators whose time depends on the values of their indices: repeated indices make their
+#: accumulation into the same rows collide (embedding gradients, scatter / index adds).
+INDEX_OPS = re.compile(r"embedding.*grad|scatter|indexadd|index_?put|unsortedsegment", re.I)
+
+
+def _explain_same_launch(
+    o: Outliers, extra: float, m: dict[str, float], who: str, who_zh: str, gain_us: float | None
+) -> Explanation:
+    """One launch, the same operator at the same input shapes, far longer on one rank every time.
+
+    A device that stalls in bursts hits whichever kernels run then (several operators, several
+    shapes); the same launch slower every time, at the shapes its peers run, does more work on
+    that rank's input values: for an operator that accumulates by index (an embedding's
+    gradient), many repeated indices (padding tokens) collide on the same rows.
+    """
+    op = o.ops[0] if o.ops else "the operator"
+    indexed = INDEX_OPS.search(op) is not None
+    why = (
+        "; an operator that adds rows by index slows down when many indices repeat (e.g. "
+        "padding tokens with one pad id, or many short samples padded to the same length)"
+        if indexed
+        else ""
+    )
+    why_zh = (
+        "；按索引累加行的算子在索引大量重复时会变慢（例如用同一个 pad id 填充的 token，"
+        "或许多短样本被填充到同一长度）"
+        if indexed
+        else ""
+    )
+    clause = (
+        f"one launch per step on {who}, always the same ({op} at the same input shapes as on its "
+        f"peers), takes {o.ratio:.1f}x as long as theirs, while its other launches run at "
+        f"{o.normal_ratio:.2f}x ({pct(o.share)} of its {ms(extra)} extra device time per step): "
+        "the same kernel with the same shapes doing more work on that rank's data, not a device "
+        f"that stalls (that would hit other kernels too){why}"
+    )
+    clause_zh = (
+        f"{who_zh}每步有一次算子调用（总是同一个：{op}，输入 shape 与其他卡相同）耗时是其他卡的 "
+        f"{o.ratio:.1f} 倍，而它的其余调用为 {o.normal_ratio:.2f} 倍（占其每步多出的 {ms(extra)} 设备时间的 "
+        f"{pct(o.share)}）：同样的算子、同样的 shape，在这张卡的数据上做了更多的工作，而不是设备卡顿"
+        f"（那会波及其他算子）{why_zh}"
+    )
+    rem = Remedy(
+        "action",
+        f"Look at the data {who} gets, not at the card: what its sampler gives it in these steps "
+        + (
+            "(padding and repeated token ids: shuffle so short, padded samples spread over the "
+            "ranks, pack or pad to each batch's own length, and let the embedding skip the pad id "
+            "with padding_idx)"
+            if indexed
+            else f"(the input values {op} works on)"
+        )
+        + ".",
+        f"检查{who_zh}拿到的数据，而不是这张卡：这些步里它的采样器分给它的数据"
+        + (
+            "（填充和重复的 token id：打乱数据让短样本、填充样本分散到各卡，按每个 batch 自身长度打包或填充，"
+            "并用 padding_idx 让 embedding 跳过 pad id）"
+            if indexed
+            else f"（{op} 处理的输入值）"
+        )
+        + "。",
+        gain_us,
+        BoundKind.ESTIMATE,
+    )
+    return Explanation(
+        "same_launch",
+        clause,
+        clause_zh,
+        rem,
+        metrics=m,
+        tags=("compute_straggler", "load_imbalance"),
+    )
 
 
 def explain_hotspot(item: JobItem, ranks_txt: str, ranks_zh: str) -> tuple[str, str, Remedy]:
