@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import cast
 
 import numpy as np
@@ -413,6 +414,9 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
         distinct = {v for v in values[s].values()}
         if len(distinct) > 1:
             notes.append(f"{s} differs across ranks: {sorted(distinct)}")
+    differs = env_differences(envs)
+    if differs:
+        findings.append(_differs_finding(differs, src))
 
     findings.sort(key=lambda f: f.severity.rank)
     table = pd.DataFrame(rows, columns=["rank", "setting", "value", "status", "note"])
@@ -455,6 +459,77 @@ def _num(v: str) -> float | None:
         return float(v)
     except (TypeError, ValueError):
         return None
+
+
+#: Variables that name the rank, its device, its host or its paths: they differ by design.
+_PER_RANK_VAR = re.compile(
+    r"RANK|DEVICE|VISIBLE|_IP$|_IP_|IFNAME|ADDR|PORT|HOST|PID|MASTER|NODE|WORLD|PATH|DIR|_ID$|"
+    r"LOG_|CUDA|SLURM|HOSTNAME",
+    re.I,
+)
+
+
+def env_differences(envs: dict[int, dict[str, str]]) -> dict[str, dict[str, list[int]]]:
+    """Recorded environment variables whose value differs across the ranks that record any.
+
+    From ``profiler_metadata.json`` ``ENV_VARIABLES`` per rank (an unset variable reads as
+    ``""``); variables that name the rank, its device, host, address or paths are left out
+    (they differ by design). Returns ``{variable: {value: [ranks]}}``.
+    """
+    recorded = {r: e for r, e in envs.items() if e}
+    if len(recorded) < 2:
+        return {}
+    names = sorted({k for e in recorded.values() for k in e} - {""})
+    out: dict[str, dict[str, list[int]]] = {}
+    for k in names:
+        if _PER_RANK_VAR.search(k):
+            continue
+        by: dict[str, list[int]] = {}
+        for r, e in sorted(recorded.items()):
+            by.setdefault(str(e.get(k, "")).strip(), []).append(int(r))
+        if len(by) > 1:
+            out[k] = by
+    return out
+
+
+def _differs_finding(differs: dict[str, dict[str, list[int]]], src: str) -> Finding:
+    """One finding for every recorded variable set differently on some ranks."""
+    parts, parts_zh = [], []
+    for k, by in list(differs.items())[:4]:
+        vals = "; ".join(
+            f"{(v if v else 'unset')} on ranks {format_ranks(rs)}" for v, rs in by.items()
+        )
+        vals_zh = "；".join(
+            f"{format_ranks(rs)}号卡为 {v if v else '未设置'}" for v, rs in by.items()
+        )
+        parts.append(f"{k} ({vals})")
+        parts_zh.append(f"{k}（{vals_zh}）")
+    hccl = any(k.startswith(("HCCL_", "ASCEND_", "TASK_QUEUE", "PYTORCH_NPU")) for k in differs)
+    ranks = sorted({r for by in differs.values() for rs in by.values() for r in rs})
+    return Finding(
+        id="env_check.env.differs_across_ranks",
+        kind=FindingKind.ENV,
+        severity=Severity.MEDIUM if hccl else Severity.LOW,
+        summary=(
+            "The ranks run with different environments: " + ", ".join(parts) + "; the same job "
+            "on every node should set them alike"
+        ),
+        summary_zh="各卡的环境变量不一致："
+        + "，".join(parts_zh)
+        + "；同一个作业在所有节点上应设置一致",
+        ranks=tuple(ranks),
+        metrics={"env_variables_differing": float(len(differs))},
+        evidence=(
+            Evidence(
+                "meta",
+                src,
+                {"variables": ", ".join(differs)},
+                "profiler_metadata.json ENV_VARIABLES per rank, unset read as empty",
+            ),
+        ),
+        symptom_tags=("comm_setting",) if hccl else (),
+        category=Category.COMMUNICATION if hccl else Category.UNKNOWN,
+    )
 
 
 def _judge(setting: str, value: str, first_wait_s: float, max_wait_s: float) -> tuple[str, str]:

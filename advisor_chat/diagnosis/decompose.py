@@ -1567,6 +1567,8 @@ class SyncStalls:
         share_of_idle: Of all device idle between kernels in those steps (the gaps' sum).
         spots: One entry per place in the step, in step order.
         ranks: Ranks examined.
+        waited_for: Operator types of the last compute kernel started before each call (what
+            the host waits to read), most frequent first.
     """
 
     calls_per_step: float
@@ -1574,6 +1576,7 @@ class SyncStalls:
     share_of_idle: float
     spots: tuple[SyncSpot, ...]
     ranks: tuple[int, ...]
+    waited_for: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -2036,6 +2039,7 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
         return None
     rows: list[tuple[int, int, float, str, str, str]] = []
     gaps_total: dict[tuple[int, int], float] = {}
+    waited: list[str] = []
     for r, g in k.groupby("rank", sort=False):
         g = g.sort_values("start", kind="stable")
         start = g["start"].to_numpy(dtype="float64")
@@ -2060,6 +2064,9 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
             ~g["op_type"].astype(str).str.lower().str.startswith(("hcom", "hccl")).to_numpy()
         )
         pos = np.searchsorted(start[compute], done, side="right")
+        called = pd.to_numeric(calls["host_start_us"], errors="coerce").to_numpy(dtype="float64")
+        before = np.searchsorted(start[compute], called, side="right") - 1
+        waited += [str(g["op_type"].iloc[int(compute[b])]) for b in before if 0 <= b < len(compute)]
         for p_, api in zip(pos, names, strict=True):
             if p_ >= len(compute):
                 continue
@@ -2084,6 +2091,7 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
             rows.append((st, rank, float(gap[j]), where, str(g["op_type"].iloc[j]), api))
     if not rows:
         return None
+    waited_for = tuple(str(x) for x in pd.Series(waited).value_counts().index[:3]) if waited else ()
     t = pd.DataFrame(rows, columns=["step", "rank", "idle", "where", "op", "api"])
     per_unit = t.groupby(["step", "rank"])["idle"].agg(["sum", "size"])
     total = sum(gaps_total.get(u, 0.0) for u in per_unit.index)
@@ -2100,6 +2108,7 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
         share_of_idle=float(per_unit["sum"].sum()) / total if total > 0 else math.nan,
         spots=tuple(spots),
         ranks=tuple(rs),
+        waited_for=waited_for,
     )
 
 

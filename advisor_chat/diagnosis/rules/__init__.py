@@ -64,6 +64,7 @@ from advisor_chat.diagnosis.rules.regression import rule_regression
 from advisor_chat.diagnosis.rules.slow_link import (
     rule_group_across_nodes,
     rule_intra_node_off_hccs,
+    rule_node_send_links,
     rule_slow_link,
     rule_slow_node_links,
 )
@@ -109,6 +110,7 @@ __all__ = [
     "rule_job_clock",
     "rule_job_hotspot",
     "rule_job_idle",
+    "rule_node_send_links",
     "rule_pipeline",
     "rule_recompute",
     "rule_regression",

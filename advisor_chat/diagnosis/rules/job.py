@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import pandas as pd
 
@@ -420,6 +421,10 @@ def _start_gap_in_free(ctx: Context, start_idle_us: float) -> bool:
     return math.isfinite(gap) and gap >= 0.5 * start_idle_us
 
 
+#: Operators that check values for NaN / Inf (the host reads their boolean result).
+NAN_CHECK_OPS = re.compile(r"isnan|isinf|isfinite|reduceany|reduceall|checknumerics", re.I)
+
+
 def _sync_text(ss: SyncStalls, shared_free_us: float) -> tuple[str, str, tuple[Remedy, ...]]:
     """The job's idle placed right after the host's synchronize calls (``tensor.item()``).
 
@@ -446,6 +451,30 @@ def _sync_text(ss: SyncStalls, shared_free_us: float) -> tuple[str, str, tuple[R
         f"已下发的全部任务，tensor.item()、.cpu() 或打印设备上的值都会这样，之后主机先执行 Python "
         f"代码才下发下一个算子，这期间设备空闲），每张卡都在相同位置：{spots_zh}"
     )
+    checks = [op for op in ss.waited_for if NAN_CHECK_OPS.search(op)]
+    if checks:
+        # what the host waits to read: a NaN / Inf check after the operators (anomaly detection)
+        ops = ", ".join(checks)
+        en += (
+            f"; before each call the device runs a NaN / Inf check ({ops}, boolean results): the "
+            "host reads after every operator whether its output holds a NaN, which is what "
+            "torch.autograd.set_detect_anomaly(True) (or a per-operator NaN check) does"
+        )
+        zh += (
+            f"；每次调用之前设备都在做 NaN / Inf 检查（{ops}，输出为布尔值）：主机在每个算子之后读取其输出"
+            "是否含 NaN，这正是 torch.autograd.set_detect_anomaly(True)（或逐算子的 NaN 检查）所做的"
+        )
+        remedy = Remedy(
+            "action",
+            "Turn anomaly detection off for training (torch.autograd.set_detect_anomaly(False), or "
+            "remove the per-operator NaN check): it checks every backward operator's output and "
+            "synchronizes the host each time; keep it for a debugging run.",
+            "训练时关闭异常检测（torch.autograd.set_detect_anomaly(False)，或去掉逐算子的 NaN 检查）："
+            "它会检查每个反向算子的输出并每次都让主机同步；只在调试时开启。",
+            idle,
+            BoundKind.UPPER_BOUND,
+        )
+        return en, zh, (remedy,)
     remedy = Remedy(
         "action",
         "Take the per-step synchronizations out of the training step: no tensor.item() / .cpu() / "
@@ -802,6 +831,57 @@ def _row_missing(c: RootCause) -> bool:
     return c.id.startswith("cause.late_arrival.")
 
 
+#: A collective moving at most this many bytes per rank carries no data: a barrier or a scalar.
+TINY_COLLECTIVE_BYTES = 1024.0
+#: ... and at least this many of them per step and rank are a per-step habit of the code.
+TINY_MIN_PER_STEP = 3
+
+
+def _tiny_collectives(ctx: Context) -> tuple[str, str, Remedy, float] | None:
+    """Collectives that move (almost) nothing, several per step: barriers or scalar syncs.
+
+    From ``comm_bandwidth`` (communication.json Communication Bandwidth Info): per rank, step and
+    operator, the transit size summed over transports; operators of at most
+    ``TINY_COLLECTIVE_BYTES`` are counted per (step, rank) (median). Each makes every rank wait
+    for all, so a gradient reduction issued before it must finish first: the communication it
+    would have hidden under the next computation is exposed. ``None`` below
+    ``TINY_MIN_PER_STEP``.
+    """
+    bw = ctx.profile.get("comm_bandwidth")
+    if bw.empty or not {"rank", "step", "op_name", "transit_size_mb"} <= set(bw.columns):
+        return None
+    size = bw.groupby(["rank", "step", "op_name"])["transit_size_mb"].sum()
+    per_unit = size.groupby(level=["rank", "step"]).size()
+    tiny = size[size * 1e6 <= TINY_COLLECTIVE_BYTES]
+    n = float(
+        tiny.groupby(level=["rank", "step"]).size().reindex(per_unit.index, fill_value=0).median()
+    )
+    if n < TINY_MIN_PER_STEP:
+        return None
+    bytes_ = float(tiny.median()) * 1e6
+    en = (
+        f"; {n:g} collectives per step move almost nothing ({bytes_:.0f} bytes each): barriers "
+        "or scalar synchronizations (dist.barrier() in timers or logging, a loss all-reduce), each "
+        "a point where every rank waits for all, so the gradient reduction issued before it can "
+        "no longer run under the next layer's computation"
+    )
+    zh = (
+        f"；每步有 {n:g} 次几乎不传数据的集合通信（每次 {bytes_:.0f} 字节）：屏障或标量同步（计时、日志中的 "
+        "dist.barrier()，loss 的 AllReduce），每一次都让所有卡互相等待，之前发出的梯度归约无法再与下一层的计算重叠"
+    )
+    rem = Remedy(
+        "action",
+        f"Take the {n:g} per-step barriers / scalar collectives out of the step (timers that call "
+        "dist.barrier(), a loss or metric all-reduced every step): time with device events, "
+        "reduce metrics every N steps, so the gradient all-reduces overlap the backward again.",
+        f"把每步 {n:g} 次屏障 / 标量集合通信移出训练步（调用 dist.barrier() 的计时器、每步 AllReduce 的 "
+        "loss 或指标）：用设备事件计时、每 N 步归约一次指标，让梯度 AllReduce 重新与反向计算重叠。",
+        None,
+        BoundKind.NONE,
+    )
+    return en, zh, rem, n
+
+
 #: Point-to-point transfers outside a pipeline name the exposed communication when they take at
 #: least this share of the communication time.
 P2P_MIN_SHARE = 0.2
@@ -961,6 +1041,13 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
                 extra_zh += f"；通信时间主要是 {'和'.join(f'{names.get(t, t)}（{pct(v)}）' for t, v in top)}"
                 for t, v in top:
                     metrics[f"{t}_share"] = v
+    # collectives that move (almost) nothing, several per step: barriers / scalar syncs, each a
+    # point where every rank waits for all, so the gradient reduction before it cannot overlap
+    tiny = _tiny_collectives(ctx)
+    if tiny is not None:
+        extra += tiny[0]
+        extra_zh += tiny[1]
+        metrics["tiny_collectives_per_step"] = tiny[3]
     # point-to-point exchanges in a job without pipeline stages (context parallelism's ring of
     # key/value blocks, a hand-written exchange): blocking send/receive is what to overlap
     p2p = _p2p_outside_pipeline(ctx, rest)
@@ -1084,6 +1171,8 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         )
     if p2p is not None:
         remedies.insert(0, p2p[2])
+    if tiny is not None:
+        remedies.insert(0, tiny[2])
     if dom is not None and dom.loss is not None:
         remedies.insert(0, _vocab_parallel_remedy(dom))
     if blocking:

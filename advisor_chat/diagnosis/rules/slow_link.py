@@ -945,6 +945,182 @@ def rule_slow_node_links(ctx: Context, causes: list[RootCause]) -> list[RootCaus
     return out
 
 
+def rule_node_send_links(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """Slow links that all leave one node: that node's send side, one cause instead of many.
+
+    With two nodes every inter-node link touches both, so a node is told by direction: for each
+    node and transport, the links it sends on (source on the node, destination off it) against
+    the links the other nodes send on. When the node's median is below ``NODE_LINK_RATIO`` of
+    theirs and ``NODE_LINK_SHARE`` of its links are below that line, the per-link causes among
+    them fold into one cause for the node's sending side (culprit: its ranks). Cost: the largest
+    of the folded causes' costs (the links of one collective transfer at the same time), their
+    victims merged (each rank's largest loss). Environment variables set differently on the
+    node's ranks than on the others' (``env_check`` ``differs_across_ranks``, HCCL settings such
+    as the RDMA traffic class) are its first suspect. Source: ``comm_matrix`` via the slow_link
+    analyzer's link table; ``profiler_metadata.json`` ENV_VARIABLES.
+    Returns ``causes`` with the folded link causes replaced.
+    """
+    res = ctx.result("slow_link")
+    groups = ctx.nodes
+    if res is None or res.table.empty or len(groups) < 2:
+        return causes
+    t = res.table
+    if not {"src_rank", "dst_rank", "transport", "bandwidth_gbps"} <= set(t.columns):
+        return causes
+    node_of = {r: i for i, members in enumerate(groups) for r in members}
+    out = list(causes)
+    for transport, lk in t.groupby("transport"):
+        ns = lk["src_rank"].map(node_of).fillna(-1).to_numpy(dtype=np.int64)
+        nd = lk["dst_rank"].map(node_of).fillna(-1).to_numpy(dtype=np.int64)
+        cross = (ns != nd) & (ns >= 0) & (nd >= 0)
+        bw_all = lk["bandwidth_gbps"].to_numpy(dtype=float)
+        for i, members in enumerate(groups):
+            sent = cross & (ns == i)
+            other = cross & (ns != i)
+            if sent.sum() < 2 or other.sum() < 2:
+                continue
+            ref, bw = float(np.median(bw_all[other])), float(np.median(bw_all[sent]))
+            low = bw_all[sent] < NODE_LINK_RATIO * ref
+            if not (bw < NODE_LINK_RATIO * ref and low.mean() >= NODE_LINK_SHARE):
+                continue
+            links = {
+                (int(a), int(b))
+                for a, b in zip(lk["src_rank"][sent], lk["dst_rank"][sent], strict=True)
+            }
+            folded = [c for c in out if c.culprit.link is not None and c.culprit.link in links]
+            if not folded:
+                continue
+            cost = max(float(c.gain_us or 0.0) for c in folded)
+            lost: dict[int, float] = {}
+            for c in folded:
+                for v in c.victims:
+                    lost[v.rank] = max(lost.get(v.rank, 0.0), v.lost_us)
+            victims = tuple(
+                sorted(
+                    (
+                        Impact(r, x, share_of(x, ctx.val(r, "step_us")), "collective_wait")
+                        for r, x in lost.items()
+                    ),
+                    key=lambda v: (-v.lost_us, v.rank),
+                )
+            )
+            tr = str(transport)
+            label = f"node {i} (ranks {members[0]}-{members[-1]})"
+            label_zh = f"节点 {i}（{members[0]}-{members[-1]}号卡）"
+            env = _env_only_elsewhere(ctx, set(members))
+            env_en = env_zh = ""
+            first: tuple[Remedy, ...] = ()
+            if env:
+                names = ", ".join(f"{k}={v}" for k, v in env)
+                env_en = (
+                    f"; the other nodes' ranks set {names} and its ranks do not (the RDMA traffic "
+                    "class the network keeps lossless), so its traffic goes out in another class"
+                    if any(k.startswith("HCCL_RDMA_") for k, _ in env)
+                    else f"; the other nodes' ranks set {names} and its ranks do not"
+                )
+                env_zh = f"；其他节点的卡设置了 {names}，它的卡没有" + (
+                    "（网络保持无损的 RDMA 流量等级），它发出的流量走了别的等级"
+                    if any(k.startswith("HCCL_RDMA_") for k, _ in env)
+                    else ""
+                )
+                first = (
+                    Remedy(
+                        "action",
+                        f"Set {names} on {label}'s ranks as on the others (its launcher "
+                        "environment), so every node sends with the same settings.",
+                        f"在{label_zh}的卡上同样设置 {names}（其启动环境），让所有节点用相同的设置发送。",
+                        cost,
+                        BoundKind.ESTIMATE,
+                    ),
+                )
+            n_sent = int(sent.sum())
+            out = [c for c in out if c not in folded]
+            out.append(
+                RootCause(
+                    id=f"cause.slow_link.node{i}_send_{tr.lower()}",
+                    mechanism=Mechanism.SLOW_LINK,
+                    category=Category.COMMUNICATION,
+                    culprit=Culprit(
+                        kind="ranks",
+                        ranks=tuple(members),
+                        transport=tr,
+                        label=f"the {tr} links {label} sends on",
+                        label_zh=f"{label_zh}发出的 {tr} 链路",
+                    ),
+                    victims=victims,
+                    summary=(
+                        f"Slow {tr} sends from {label}: the {n_sent} {tr} links it sends on run at "
+                        f"a median {bw:.1f} GB/s against {ref:.1f} GB/s for the links the other "
+                        f"nodes send on ({int(low.sum())} of {n_sent} below {NODE_LINK_RATIO:g}x; "
+                        f"the same links the other way are normal){env_en}; the extra transit "
+                        f"time costs {ms(cost)} per step and every rank of its collectives waits "
+                        "for it."
+                    ),
+                    summary_zh=(
+                        f"{label_zh}发出的 {tr} 流量慢：它发送所用的 {n_sent} 条 {tr} 链路带宽中位数 "
+                        f"{bw:.1f} GB/s，其他节点发送的链路为 {ref:.1f} GB/s（{int(low.sum())}/{n_sent} "
+                        f"条低于 {NODE_LINK_RATIO:g} 倍；反方向正常）{env_zh}；多出的传输时间每步 "
+                        f"{ms(cost)}，同一集合通信中的所有卡都在等它。"
+                    ),
+                    metrics={
+                        "bandwidth_gbps": bw,
+                        "median_gbps": ref,
+                        "links_count": float(n_sent),
+                        "slow_links_count": float(low.sum()),
+                        "transit_excess_us": cost,
+                    },
+                    findings=tuple(f for c in folded for f in c.findings)
+                    + tuple(ctx.finding("env_check.env.differs_across_ranks")),
+                    gain_us=cost,
+                    bound=BoundKind.ESTIMATE,
+                    remedies=(
+                        *first,
+                        Remedy(
+                            "check" if first else "action",
+                            f"Check the {tr} send side of {label}: its NICs' traffic class and "
+                            "priority settings against the switches' lossless (PFC) class, its "
+                            "ports and optics (hccn_tool -i <dev> -stat / -optical on each of "
+                            "its devices): only what it sends is slow.",
+                            f"检查{label_zh}的 {tr} 发送侧：其网卡的流量等级与优先级设置是否与交换机的无损（PFC）"
+                            "等级一致，以及端口和光模块（在其每个设备上执行 hccn_tool -i <dev> -stat / "
+                            "-optical）：只有它发出的流量慢。",
+                            None if first else cost,
+                            BoundKind.NONE if first else BoundKind.ESTIMATE,
+                        ),
+                    ),
+                    symptom_tags=(
+                        "slow_link",
+                        "rdma_low_bandwidth" if tr.upper() == "RDMA" else "hccs_low_bandwidth",
+                    ),
+                    severity=_severity(cost, ctx.step_us),
+                )
+            )
+    return out
+
+
+def _env_only_elsewhere(ctx: Context, ranks: set[int]) -> list[tuple[str, str]]:
+    """HCCL variables every other rank sets to one value that none of ``ranks`` sets alike."""
+    from advisor_chat.analyzers.env_check import env_differences
+
+    meta = ctx.profile.get("meta")
+    if meta.empty or "env" not in meta.columns:
+        return []
+    envs = {
+        int(r): dict(e)
+        for r, e in zip(meta["rank"], meta["env"], strict=True)
+        if isinstance(e, dict) and e
+    }
+    out = []
+    for k, by in env_differences(envs).items():
+        if not k.startswith("HCCL_"):
+            continue
+        theirs = {v for v, rs in by.items() if not set(rs) & ranks}
+        mine = {v for v, rs in by.items() if set(rs) & ranks}
+        if len(theirs) == 1 and not theirs & mine and next(iter(theirs)):
+            out.append((k, next(iter(theirs))))
+    return out
+
+
 def rule_intra_node_off_hccs(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     """Traffic inside every server sent over RoCE or PCIe instead of HCCS (a job-wide setting).
 
