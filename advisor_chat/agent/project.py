@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from advisor_chat.diagnosis.engine import OPTIMIZATION_LEAD, OPTIMIZATIONS
 from advisor_chat.diagnosis.rules.slow_link import network_part
 from advisor_chat.diagnosis.text import ms
 from advisor_chat.diagnosis.types import (
@@ -97,11 +98,11 @@ def _job_level(c: RootCause) -> bool:
     return c.mechanism in _JOB_LEVEL or c.culprit.kind == "job"
 
 
-#: Causes that are optimizations of a working job, not faults: fixed after the faults.
-_OPTIMIZATIONS = (Mechanism.EXPOSED_COMMUNICATION, Mechanism.JOB_HOTSPOT)
-#: An optimization leads "what should I fix first?" only when it gains at least this many times
-#: what the largest fault's fix gains (never exposed communication beside a network fault).
-OPTIMIZATION_LEAD = 2.0
+#: Causes that are optimizations of a working job, not faults: fixed after the faults; one leads
+#: "what should I fix first?" only when it gains ``OPTIMIZATION_LEAD`` times what the largest
+#: fault's fix gains (never exposed communication beside a network fault). The diagnosis ranks
+#: the job's own costs the same way.
+_OPTIMIZATIONS = OPTIMIZATIONS
 
 
 def us(v: float) -> str:

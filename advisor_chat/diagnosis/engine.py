@@ -318,7 +318,17 @@ def _rank(causes: list[RootCause]) -> list[RootCause]:
     # else by each one's own excess, the one measure every cause has (cluster-8rank: rank 1's
     # cost is measured by the collectives, ranks 3 and 6's only inferred from the step times)
     specific.sort(key=lambda c: -_explained(c, measured))
-    job.sort(key=lambda c: -_explained(c))
+    # among the job's own costs, what is broken (an idle every rank shares, a host-dispatch
+    # bound, a down-clocked job) before what could be optimized (exposed communication, a
+    # hotspot: upper bounds of what hiding or fusing could win) unless that wins far more,
+    # as "what should I fix first?" orders them
+    broken = max((_explained(c) for c in job if c.mechanism not in OPTIMIZATIONS), default=0.0)
+    job.sort(
+        key=lambda c: (
+            c.mechanism in OPTIMIZATIONS and _explained(c) < OPTIMIZATION_LEAD * broken,
+            -_explained(c),
+        )
+    )
     # a job-level cost far larger than what any late rank costs is the job's first problem
     # (cluster-8rank: every rank ~65 % Free, the latest rank costs 111 ms of it; 79 ms of exposed
     # communication on every rank against a straggler 41 µs behind its peers)
@@ -344,6 +354,10 @@ def _job_idle_like(c: RootCause) -> bool:
     return c.mechanism is Mechanism.HOST_STALL and c.culprit.kind == "job"
 
 
+#: Job-level causes that are optimizations of a working job, not faults (upper-bound gains).
+OPTIMIZATIONS = (Mechanism.EXPOSED_COMMUNICATION, Mechanism.JOB_HOTSPOT)
+#: An optimization ranks before a job-level fault only when it explains this many times as much.
+OPTIMIZATION_LEAD = 2.0
 #: A job-level cause leads the ranking when it gains at least this many times what fixing any one
 #: late rank saves (its gain is an upper bound against the rank's estimate; as for "fix first").
 JOB_FIRST = 3.0
