@@ -126,6 +126,7 @@ class Outliers:
         normal_ratio: Median ratio of the culprit's other launches (about 1.0).
         ops: Their operator types, most extra time first.
         variants: Distinct (type, shapes) among them: one means the same launch every time.
+        shapes: The input shapes of one of them (the only ones when ``variants`` is 1).
     """
 
     per_unit: float
@@ -134,6 +135,7 @@ class Outliers:
     normal_ratio: float
     ops: tuple[str, ...]
     variants: int
+    shapes: str = ""
 
 
 #: A launch this many times the peers' median of its variant is an outlier.
@@ -173,6 +175,7 @@ def _outliers(c: pd.DataFrame, p: pd.DataFrame, n_c: int) -> Outliers | None:
         normal_ratio=normal,
         ops=tuple(str(o) for o in ops.index),
         variants=int(hit.groupby(["op_type", "input_shapes"], dropna=False).ngroups),
+        shapes=str(hit["input_shapes"].iloc[0]) if "input_shapes" in hit.columns else "",
     )
 
 

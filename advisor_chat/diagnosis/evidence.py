@@ -612,6 +612,8 @@ def _explain_same_launch(
         clause,
         clause_zh,
         rem,
+        operator=op if o.ops else "",
+        shape=o.shapes.strip('"'),
         metrics=m,
         tags=("compute_straggler", "load_imbalance"),
     )

@@ -1041,7 +1041,7 @@ def rule_node_send_links(ctx: Context, causes: list[RootCause]) -> list[RootCaus
                     mechanism=Mechanism.SLOW_LINK,
                     category=Category.COMMUNICATION,
                     culprit=Culprit(
-                        kind="ranks",
+                        kind="group",
                         ranks=tuple(members),
                         transport=tr,
                         label=f"the {tr} links {label} sends on",
