@@ -86,6 +86,8 @@ DEV_GATE = 0.95
 # - generalization_dev12 (4 new kinds, 40 questions): 16/40 before, 39/40 after (ranks late
 #   together, slow launch calls, an allocator that cannot grow, experts in a loop, point-to-point
 #   transfers outside a pipeline).
+# - generalization_dev13 (4 new kinds, 40 questions): 13/40 before, 34/40 after; not gated (below
+#   95%, see docs/EVALS.md).
 
 
 @pytest.mark.slow
