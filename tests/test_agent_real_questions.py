@@ -643,10 +643,12 @@ def test_which_step_on_a_one_step_profile_says_so(real_samples: Path, question, 
     causes, not "not enough steps"."""
     root = real_samples / "cluster-8rank"
     slowest_ms = max(_step_by_rank(root).values()) / 1000.0
-    text = _adv(root).ask(question).answer
+    answer = _adv(root).ask(question)
+    text = answer.answer
     assert text.startswith(start), text[:200]
     assert f"{slowest_ms:.1f} ms" in text.split("\n")[0], (slowest_ms, text[:200])
     assert "step -1" not in text and "第 -1 步" not in text
+    assert answer.grounding.ungrounded == []  # the step time is in a tool result
 
 
 def test_is_that_bubble_a_pipeline_bubble_on_a_pipeline_job(pp2: Path) -> None:

@@ -634,7 +634,8 @@ class Planner:
             # more), else the step trace gives the steps' times
             st = self.session.profile.get("step_trace")
             few = not st.empty and st["step"].nunique() < 3
-            return [] if few else [("step_trend", {"rank": rank})]
+            # (fewer than 3 steps: the breakdown's per-rank table holds the steps' times)
+            return [("cluster_breakdown", {})] if few else [("step_trend", {"rank": rank})]
         if it == "step_trend":
             return [("step_trend", {"rank": rank})]
         if it == "pipeline_bubble":

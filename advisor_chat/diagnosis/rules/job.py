@@ -802,7 +802,7 @@ def _job_dispatch_bound(
                 "Give each launch more work: a larger micro-batch or longer sequences per step, "
                 "fused operators for chains of small ones, or graph mode (torchair / aclgraph "
                 "capture) so the host launches a step's kernels at once.",
-                "让每次下发做更多的工作：增大 micro batch 或每步的序列长度，用融合算子替代小算子链，"
+                "让每次下发做更多的工作：增大微批次（micro batch）或每步的序列长度，用融合算子替代小算子链，"
                 "或使用图模式（torchair / aclgraph 捕获），让主机一次下发整步的算子。",
                 hw,
                 BoundKind.UPPER_BOUND,
