@@ -111,6 +111,10 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
         "an environment setting slows every collective of the job",
         "某个环境变量设置拖慢了作业的所有集合通信",
     ),
+    "env_differs": (
+        "the slow ranks run with environment settings their peers do not have",
+        "慢的卡的环境变量设置与其他卡不同",
+    ),
     "small_packets": ("many small transfers keep bandwidth low", "小包过多导致带宽低"),
     "rdma_low_bandwidth": ("RDMA (inter-node) bandwidth low", "RDMA（跨机）带宽低"),
     "hccs_low_bandwidth": ("HCCS (intra-node) bandwidth low", "HCCS（机内）带宽低"),

@@ -742,6 +742,11 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
     ),
     "hardware": (
         r"\bhardware\b",
+        # a part of the network to replace: the NIC, its optics or cable, a switch port
+        r"\bbad (nics?|optics?|transceivers?|cables?|ports?)\b",
+        r"\b(swap|replace|change)\w*\b[^.?!]{0,20}\b(nics?|optics?|transceivers?|cables?)\b",
+        r"\b(nics?|optics?|transceivers?|cables?)\b[^.?!]{0,12}\b(swapped|replaced|changed)\b",
+        r"网卡.{0,4}(坏|故障|有问题)|(换|更换)(掉)?.{0,4}(网卡|光模块|线缆)",
         r"\bsilicon\b",
         r"\b(worse|weaker|bad|lemon)\s+(chips?|npus?|cards?|boards?)\b",
         r"(硬件|芯片).{0,4}(差|不行|有问题)",
@@ -1040,7 +1045,9 @@ def find_hypotheses(text: str, kind: str) -> tuple[str, ...]:
         m = _match_any(pats, low)
         if m is not None:
             hits.append((m.start(), name))
-            ends[name] = m.end()
+            # where its last mention ends ("bad NIC? should I get the NIC swapped": the NIC is
+            # named again after the cue)
+            ends[name] = max(x.end() for p in pats for x in re.finditer(p, low, re.I))
     # at one position the narrower suspect wins ("overheating": throttling before hardware)
     hits.sort(key=lambda h: (h[0], h[1] not in _NARROW, h[1]))
     # The cause put forward follows the words of suspicion ("the job hung for 40 s, is it the
@@ -1348,7 +1355,8 @@ _ZH_NUM = {"单": 1, "一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5,
 # node), "world size 16", "16-rank job", "on 64 cards", "32卡训练", "16张卡上"
 _NODES_TIMES = re.compile(
     r"\b(\d+)\s*(?:nodes?|machines?|servers?|hosts?)\s*(?:x|×|\*|with|of)\s*(\d+)\s*"
-    r"(?:npus?|cards?|devices?|gpus?|ranks?)(?:\s+each)?|\b(\d+)\s*[x×*]\s*(\d+)\s*(?:npus?|cards?|gpus?|devices?)\b",
+    r"(?:npus?|cards?|devices?|gpus?|ranks?|(?:ascend\s*)?910[a-z]?\d?)(?:\s+each)?"
+    r"|\b(\d+)\s*[x×*]\s*(\d+)\s*(?:npus?|cards?|gpus?|devices?|(?:ascend\s*)?910[a-z]?\d?)\b",
     re.I,
 )
 _NODES_CARDS_ZH = re.compile(
@@ -1357,7 +1365,9 @@ _NODES_CARDS_ZH = re.compile(
 _WORLD_EN = re.compile(
     r"\bworld[ _-]?size\s*(?:=|:|is|of)?\s*(\d+)"
     r"|\b(?:of|among|across|on|over)\s+(?:all\s+|the\s+)?(\d+)[- ](?:ranks?|cards?|npus?|devices?|gpus?)\b"
-    r"|(?<!\btop )(?<!\bfirst )(?<!\blast )(?<!\bother )\b(\d+)[- ](?:ranks?|cards?|npus?|devices?|gpus?)\b(?!\s*\d)"
+    r"|(?<!\btop )(?<!\bfirst )(?<!\blast )(?<!\bother )(?<!\bthe )\b(\d+)[- ](?:ranks?|cards?|npus?|devices?|gpus?)\b(?!\s*\d)"
+    # "8 cards on server 0": the cards of one node, not the job
+    r"(?!\s+(?:on|of|in)\s+(?:the\s+)?(?:first\s+|second\s+)?(?:node|server|machine|host|box)\b)"
     r"(?!\s+(?:are|were|is|was|look|seem|show|have|had|slow|lag|wait)\w*\b)",
     re.I,
 )
@@ -1939,6 +1949,11 @@ def parse_question(
     low = q.lower()
     n_targets = max(len(ranks), len(ops), len(links))
     kind = find_kind(low, n_targets)
+    part = _question_part(low)
+    if nodes and kind in ("why", "overview", "") and part != low and not _find_nodes(part)[0]:
+        # "the 8 cards on server 0 wait in every allreduce ... what's wrong?": the node is what
+        # the user saw, the question asks why
+        nodes, node_ordinal = [], False
     # what the user already ruled out is neither a suspect nor what is asked about
     kept = _without_ruled_out(q)
     hyps = find_hypotheses(kept, kind)

@@ -506,6 +506,10 @@ _HEALTHY_Q = re.compile(
     re.I,
 )
 
+#: An operator type written in a question: CamelCase ("ReduceMean") or capitalised inside a
+#: sentence ("a Pow after every layer").
+_OP_NAME = re.compile(r"\b[A-Za-z]*[a-z][A-Z][A-Za-z]*\b|(?<=[a-z0-9,;:] )[A-Z][a-z]{2,}\b")
+
 _REAL_Q = re.compile(r"\breal\b|\bgenuine\b|真实|是真的", re.I)
 
 #: "What fraction / share of the step (or device time)?": the shares first, then the gain.
@@ -781,8 +785,11 @@ class Planner:
                 return odd
         if (
             healthy
-            and it in ("unsupported", "summarize")
+            # "is it normal that backward has an idle gap before every op?": a symptom of the
+            # run (no operator named), judged by the whole diagnosis
+            and it in ("unsupported", "summarize", "compare_ops", "top_ops", "host_dispatch")
             and not (q.ranks or q.links or q.ops or q.stages or q.nodes or hyp)
+            and (it in ("unsupported", "summarize") or not _OP_NAME.search(q.text))
         ):
             # "is this normal?" / "这正常吗？" about the run: a verdict on the whole diagnosis
             return project.run_is_normal(d, zh)

@@ -1566,6 +1566,8 @@ class SyncStalls:
 
     Attributes:
         calls_per_step: Synchronize calls per step and rank followed by such an idle (median).
+        all_calls_per_step: Every synchronize call per step and rank inside the captured steps
+            (median over ranks of calls / steps), followed by an idle or not.
         idle_us: Device idle after them per step and rank (median over (step, rank)), µs.
         share_of_idle: Of all device idle between kernels in those steps (the gaps' sum).
         spots: One entry per place in the step, in step order.
@@ -1575,6 +1577,7 @@ class SyncStalls:
     """
 
     calls_per_step: float
+    all_calls_per_step: float
     idle_us: float
     share_of_idle: float
     spots: tuple[SyncSpot, ...]
@@ -2043,6 +2046,7 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
     rows: list[tuple[int, int, float, str, str, str]] = []
     gaps_total: dict[tuple[int, int], float] = {}
     waited: list[str] = []
+    all_calls: list[float] = []
     for r, g in k.groupby("rank", sort=False):
         g = g.sort_values("start", kind="stable")
         start = g["start"].to_numpy(dtype="float64")
@@ -2061,6 +2065,10 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
             + pd.to_numeric(calls["api_duration_us"], errors="coerce")
         ).to_numpy(dtype="float64")
         names = calls["api_name"].astype(str).to_numpy()
+        # every call the host makes inside the captured steps, followed by an idle or not
+        n_steps_r = len(set(steps_r.tolist()))
+        inside = (done >= start[0]) & (done <= end.max())
+        all_calls.append(float(inside.sum()) / max(n_steps_r, 1))
         # the next computation after the call returns (a collective still running is not the
         # host's next launch): the idle before it is time with no task running at all
         compute = np.flatnonzero(
@@ -2107,6 +2115,7 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
         spots.append(SyncSpot(where_, op_, float(g["idle"].median()), api_))
     return SyncStalls(
         calls_per_step=float(per_unit["size"].median()),
+        all_calls_per_step=float(np.median(all_calls)) if all_calls else math.nan,
         idle_us=float(per_unit["sum"].median()),
         share_of_idle=float(per_unit["sum"].sum()) / total if total > 0 else math.nan,
         spots=tuple(spots),

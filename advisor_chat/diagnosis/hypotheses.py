@@ -580,6 +580,17 @@ def _hardware(d: Diagnosis) -> Verdict:
         (c for c in _real(d) if c.mechanism is Mechanism.SLOW_LINK and c.culprit.kind != "job"),
         None,
     )  # a whole job's network (a setting, congestion) is not one piece of hardware
+    if link is not None and "env_differs" in link.symptom_tags:
+        # the slow side runs with settings its peers do not have: a configuration, not a part
+        return _v(
+            "hardware",
+            "contradicted",
+            f"{link.summary.rstrip('.')}; the slow side is the one whose environment differs, "
+            "so align that setting before replacing any part",
+            f"{link.summary_zh.rstrip('。')}；变慢的一侧正是环境变量与其他节点不同的一侧，"
+            "先统一该设置，再考虑更换部件",
+            (link,),
+        )
     if link is not None:
         parts, parts_zh = _link_parts(link)
         # between nodes, congestion or a port that negotiated a lower speed look the same in a

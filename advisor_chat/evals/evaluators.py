@@ -1337,6 +1337,7 @@ MECHANISM_WORDS: dict[str, list[str]] = {
         r"毛刺",
         r"抖动",
         r"不同(?:的)?(?:卡|rank)",
+        r"(?:卡|rank)都不(?:同|一样)",  # "每步最慢的卡都不同"
     ],
     "data_artifact": [
         r"incomplete",

@@ -440,14 +440,21 @@ def _sync_text(ss: SyncStalls, shared_free_us: float) -> tuple[str, str, tuple[R
         f"{_SYNC_WHERE[x.position][1]}（{x.op_type} 之前）：{ms(x.idle_us)}" for x in ss.spots
     )
     n = f"{ss.calls_per_step:.0f}"
+    total = ss.all_calls_per_step
+    if math.isfinite(total) and round(total) > round(ss.calls_per_step):
+        # the calls counted are those an idle follows: say of how many
+        n_en = f"{n} of the host's {total:.0f} synchronize calls per step"
+        n_zh = f"主机每步 {total:.0f} 次同步调用中的 {n} 次"
+    else:
+        n_en, n_zh = f"the host's {n} synchronize call(s) per step", f"主机每步 {n} 次同步调用"
     en = (
-        f"{ms(idle)} of it right after the host's {n} synchronize call(s) per step "
+        f"{ms(idle)} of it right after {n_en} "
         f"({', '.join(apis)}: the host blocks until the device has run everything queued, as "
         f"tensor.item(), .cpu() or printing a device value does, then runs Python before its next "
         f"launch while the device idles), at the same places on every rank: {spots_en}"
     )
     zh = (
-        f"其中 {ms(idle)} 紧跟在主机每步 {n} 次同步调用之后（{', '.join(apis)}：主机阻塞到设备执行完"
+        f"其中 {ms(idle)} 紧跟在{n_zh}之后（{', '.join(apis)}：主机阻塞到设备执行完"
         f"已下发的全部任务，tensor.item()、.cpu() 或打印设备上的值都会这样，之后主机先执行 Python "
         f"代码才下发下一个算子，这期间设备空闲），每张卡都在相同位置：{spots_zh}"
     )

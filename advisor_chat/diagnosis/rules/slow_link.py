@@ -1091,6 +1091,8 @@ def rule_node_send_links(ctx: Context, causes: list[RootCause]) -> list[RootCaus
                     symptom_tags=(
                         "slow_link",
                         "rdma_low_bandwidth" if tr.upper() == "RDMA" else "hccs_low_bandwidth",
+                        # its first fix is a setting the other nodes have (not a part to replace)
+                        *(("env_differs",) if first else ()),
                     ),
                     severity=_severity(cost, ctx.step_us),
                 )
