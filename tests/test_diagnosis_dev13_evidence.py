@@ -19,9 +19,9 @@ import json
 
 import pytest
 
+from advisor_chat.agent.parse import parse_question
 from advisor_chat.analyzers.env_check import env_differences
 from advisor_chat.diagnosis import Mechanism, diagnose
-from advisor_chat.agent.parse import parse_question
 from advisor_chat.diagnosis.decompose import sync_stalls
 from advisor_chat.diagnosis.hypotheses import judge
 from advisor_chat.ingest import load_profile
