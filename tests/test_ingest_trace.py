@@ -322,3 +322,41 @@ def test_one_huge_event_is_streamed_not_handed_to_the_slow_parser(
     monkeypatch.setattr(trace, "MAX_EVENT_BYTES", 8 << 20)
     with pytest.raises(trace.TraceInvalid, match="no event boundary"):
         trace.scan_trace(path, chunk_bytes=1 << 20)
+
+
+def test_blocking_host_calls_are_rows_without_a_device_task(real_samples: Path) -> None:
+    """aclrtMemcpy (a blocking copy) and the synchronizes: one row per CANN event, no device
+    columns; aclrtMemcpyAsync starts a HostToDevice flow and stays a launch row."""
+    import re
+    import sqlite3
+
+    trace = (
+        real_samples / "pt-text-level1-2rank/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"
+    )
+    events = json.loads(trace.read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    want = re.compile(r"^AscendCL@(.*Synchronize.*|aclrtMemcpy)$")
+    expected: dict[str, int] = {}
+    for e in events:
+        if e.get("ph") == "X" and want.match(str(e.get("name", ""))):
+            expected[e["name"]] = expected.get(e["name"], 0) + 1
+    assert expected.get("AscendCL@aclrtMemcpy", 0) > 0
+    hd = read_host_dispatch(trace, 0)
+    blocking = hd[hd["device_start_us"].isna()]
+    assert blocking["api_name"].value_counts().to_dict() == expected
+    assert blocking["api_duration_us"].gt(0).all()
+    assert hd[hd["api_name"] == "AscendCL@aclrtMemcpyAsync"]["device_start_us"].notna().all()
+    # the DB export of the same kind of run: the same calls from its CANN_API table
+    db = (
+        real_samples
+        / "pt-db-level1-2rank/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"
+    )
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+        rows = con.execute(
+            "SELECT s.value, COUNT(*) FROM CANN_API a JOIN STRING_IDS s ON s.id = a.name "
+            "WHERE s.value LIKE '%Synchronize%' OR s.value = 'aclrtMemcpy' GROUP BY s.value"
+        ).fetchall()
+    profile = load_profile(db.parents[2], use_cache=False, progress=False)
+    got = profile.host_dispatch_for([0])
+    got = got[got["device_start_us"].isna()]["api_name"].str.removeprefix("AscendCL@")
+    assert got.value_counts().to_dict() == dict(rows)

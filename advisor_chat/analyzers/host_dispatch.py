@@ -314,22 +314,26 @@ def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> Ana
             table["launch_delay_p90_us"] / table["launch_delay_p90_us"].median()
         )
         sync_all = str_mask(hd["api_name"], lambda v: "synchronize" in v.lower())
+        # launches start a device task; a blocking copy (aclrtMemcpy) is neither
+        has_task = hd["device_start_us"].notna().to_numpy(dtype=bool) & ~sync_all
         if sync_all.any():
             h_rank = hd["rank"].to_numpy(dtype="int64", na_value=-1)
             o = np.lexsort((hd["host_start_us"].to_numpy(dtype="float64", na_value=np.nan), h_rank))
             r_sorted, is_sync = h_rank[o], sync_all[o]
+            is_launch = has_task[o]
             next_sync = np.zeros(len(o), dtype=bool)
             next_sync[:-1] = is_sync[1:] & (r_sorted[1:] == r_sorted[:-1])
         else:
             r_sorted = hd["rank"].to_numpy(dtype="int64", na_value=-1)
             is_sync = next_sync = np.zeros(len(hd), dtype=bool)
+            is_launch = has_task
         sync_df = (
             pd.DataFrame(
                 {
                     "rank": r_sorted,
                     "sync": is_sync,
-                    "launch": ~is_sync,
-                    "launch_then_sync": (~is_sync) & next_sync,
+                    "launch": is_launch,
+                    "launch_then_sync": is_launch & next_sync,
                 }
             )
             .groupby("rank")[["sync", "launch", "launch_then_sync"]]

@@ -42,6 +42,7 @@ import pandas as pd
 from advisor_chat.analyzers._common import OP_CATEGORIES, is_comm_kernel
 from advisor_chat.ingest.profile import PEER_SAMPLE, Profile
 from advisor_chat.ingest.schema import PMU_RATIOS
+from advisor_chat.ingest.trace import BLOCKING_CALL
 
 #: Operator variant key (the columns that tell two launches of one op type apart).
 VARIANT = ("op_type", "input_shapes", "input_dtypes", "input_formats", "accelerator_core")
@@ -1585,6 +1586,11 @@ class SyncStalls:
     waited_for: tuple[str, ...] = ()
 
 
+def is_copy(api: str) -> bool:
+    """Whether a blocking host call (:data:`BLOCKING_CALL`) is a copy, not a synchronize."""
+    return "memcpy" in api.lower()
+
+
 @dataclass(frozen=True)
 class SyncCalls:
     """How often the hosts of some ranks call a stream / device synchronize, per step.
@@ -1615,7 +1621,7 @@ def sync_calls(profile: Profile, ranks: Sequence[int], peers: Sequence[int]) -> 
     if hd.empty or not {"api_name", "rank", "step"} <= set(hd.columns):
         return None
     names = hd["api_name"].astype("string").fillna("")
-    is_sync = names.str.contains("Synchronize", regex=False).to_numpy(dtype=bool)
+    is_sync = names.str.contains(BLOCKING_CALL).to_numpy(dtype=bool)
 
     def rate(rs: list[int]) -> tuple[float, int]:
         mine = hd["rank"].isin(rs).to_numpy(dtype=bool)
@@ -1667,7 +1673,7 @@ def top_launch_api(profile: Profile, ranks: Sequence[int]) -> LaunchApi | None:
         return None
     names = hd["api_name"].astype("string").fillna("")
     dur = pd.to_numeric(hd["api_duration_us"], errors="coerce")
-    keep = (~names.str.contains("Synchronize", regex=False) & dur.notna()).to_numpy(dtype=bool)
+    keep = (~names.str.contains(BLOCKING_CALL) & dur.notna()).to_numpy(dtype=bool)
     if not keep.any():
         return None
     t = pd.DataFrame(
@@ -1949,7 +1955,7 @@ def slow_launch_calls(
         return None
     names = hd["api_name"].astype("string").fillna("")
     dur = pd.to_numeric(hd["api_duration_us"], errors="coerce")
-    hd = hd[(~names.str.contains("Synchronize", regex=False) & dur.notna()).to_numpy(dtype=bool)]
+    hd = hd[(~names.str.contains(BLOCKING_CALL) & dur.notna()).to_numpy(dtype=bool)]
     mine = hd[hd["rank"].isin(rs)]
     theirs = hd[hd["rank"].isin(ps)]
     if mine.empty or theirs.empty:
@@ -2017,7 +2023,7 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
     hd = profile.host_dispatch_for(rs)
     if hd.empty or "api_duration_us" not in hd.columns:
         return None
-    sy = hd[hd["api_name"].astype("string").fillna("").str.contains("Synchronize", regex=False)]
+    sy = hd[hd["api_name"].astype("string").fillna("").str.contains(BLOCKING_CALL)]
     sy = sy[pd.to_numeric(sy["api_duration_us"], errors="coerce").notna()]
     if sy.empty:
         return None

@@ -518,14 +518,18 @@ def _read_host_dispatch(
         }
     )
     hd["launch_delay_us"] = hd["device_start_us"] - hd["host_start_us"]
-    # the host's synchronize calls launch no task (no connection id): rows without device columns
+    # the host's blocking calls (synchronize, aclrtMemcpy) launch no task (no connection id): rows
+    # without device columns
     if has_end and "STRING_IDS" in tabs:
         y = _q(
             con,
             "SELECT a.name AS api, a.type AS atype, a.startNs AS hs, a.endNs AS he FROM CANN_API a "
-            "WHERE a.name IN (SELECT id FROM STRING_IDS WHERE value LIKE '%Synchronize%')",
+            "WHERE a.name IN (SELECT id FROM STRING_IDS WHERE value LIKE '%Synchronize%' "
+            "OR value IN ('aclrtMemcpy', 'aclrtMemcpy2d'))",
         )
         if len(y):
+            # a call that launched a task is a launch row already
+            y = y[~y["hs"].isin(h["hs"])] if len(h) else y
             sy = pd.DataFrame(
                 {
                     "api_name": [

@@ -16,8 +16,9 @@ Facts extracted (reference §1.11):
 
 Output columns: ``api_name, host_start_us, device_start_us, launch_delay_us, kernel_name,
 device_duration_us, api_duration_us, step`` (µs; launch_delay_us = device_start_us −
-host_start_us). Host synchronize calls (``AscendCL@aclrtSynchronizeStream`` and the like, which
-launch no device task) are rows too, with the device columns empty (NaN).
+host_start_us). Host calls that block without launching a device task (:data:`BLOCKING_CALL`:
+``AscendCL@aclrtSynchronizeStream`` and the like, ``AscendCL@aclrtMemcpy``) are rows too, with the
+device columns empty (NaN).
 """
 
 from __future__ import annotations
@@ -319,12 +320,19 @@ def _match_events(
     return name_id, dur
 
 
+#: Host calls that block the host until the device (or a copy) is done and launch no task of
+#: their own: stream / device / event synchronizes (``tensor.item()``, ``.cpu()``) and blocking
+#: copies (``aclrtMemcpy``: ``.to(device)`` of pageable memory). ``aclrtMemcpyAsync`` launches a
+#: task (a HostToDevice flow) and is a launch.
+BLOCKING_CALL = re.compile(r"Synchronize|aclrtMemcpy(?:2d)?$")
+
+
 def _sync_calls(st: _State) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Host-side synchronize calls (CANN complete events named ``*Synchronize*``).
+    """Host-side blocking calls (CANN complete events :data:`BLOCKING_CALL` names).
 
     Returns start (µs), duration (µs) and name id arrays, in file order per thread.
     """
-    ids = [i for i, n in enumerate(st.names) if "Synchronize" in n]
+    ids = [i for i, n in enumerate(st.names) if BLOCKING_CALL.search(n)]
     empty = (np.empty(0), np.empty(0), np.empty(0, dtype="int64"))
     if not ids:
         return empty
@@ -376,6 +384,10 @@ def host_dispatch_frame(st: _State, rank: int | None) -> pd.DataFrame:
     # host calls that launch nothing but block the host until the device catches up
     # (aclrtSynchronizeStream / Device / Event: tensor.item(), .cpu(), an explicit synchronize)
     sy_host, sy_dur, sy_name = _sync_calls(st)
+    if len(sy_host) and len(host):
+        # a call that starts a HostToDevice flow is a launch (already a row)
+        launch = ~np.isin(sy_host, host)
+        sy_host, sy_dur, sy_name = sy_host[launch], sy_dur[launch], sy_name[launch]
     n_sync = len(sy_host)
     host_all = np.concatenate([host, sy_host])
     step = np.full(len(host_all), -1, dtype="int64")

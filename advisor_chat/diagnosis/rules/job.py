@@ -18,6 +18,7 @@ from advisor_chat.diagnosis.decompose import (
     NewShapeIdle,
     SyncStalls,
     dominant_collective,
+    is_copy,
     job_account,
     job_idle_shape,
     launch_loop,
@@ -441,21 +442,36 @@ def _sync_text(ss: SyncStalls, shared_free_us: float) -> tuple[str, str, tuple[R
     )
     n = f"{ss.calls_per_step:.0f}"
     total = ss.all_calls_per_step
+    copies = all(is_copy(a) for a in apis)  # blocking copies, not synchronizes
+    what, what_zh = (
+        ("blocking copies", "次阻塞拷贝") if copies else ("synchronize calls", "次同步调用")
+    )
     if math.isfinite(total) and round(total) > round(ss.calls_per_step):
         # the calls counted are those an idle follows: say of how many
-        n_en = f"{n} of the host's {total:.0f} synchronize calls per step"
-        n_zh = f"主机每步 {total:.0f} 次同步调用中的 {n} 次"
+        n_en = f"{n} of the host's {total:.0f} {what} per step"
+        n_zh = f"主机每步 {total:.0f} {what_zh}中的 {n} 次"
     else:
-        n_en, n_zh = f"the host's {n} synchronize call(s) per step", f"主机每步 {n} 次同步调用"
+        n_en, n_zh = f"the host's {n} {what} per step", f"主机每步 {n} {what_zh}"
+    how, how_zh = (
+        (
+            "the host copies a tensor to or from pageable (unpinned) host memory and waits for "
+            "the copy, as .to(device) / .npu() without pin_memory and non_blocking=True does",
+            "主机在可分页（未锁页）内存与设备之间拷贝张量并等待拷贝完成，不用 pin_memory 和 "
+            "non_blocking=True 的 .to(device) / .npu() 就是这样",
+        )
+        if copies
+        else (
+            "the host blocks until the device has run everything queued, as tensor.item(), "
+            ".cpu() or printing a device value does",
+            "主机阻塞到设备执行完已下发的全部任务，tensor.item()、.cpu() 或打印设备上的值都会这样",
+        )
+    )
     en = (
-        f"{ms(idle)} of it right after {n_en} "
-        f"({', '.join(apis)}: the host blocks until the device has run everything queued, as "
-        f"tensor.item(), .cpu() or printing a device value does, then runs Python before its next "
-        f"launch while the device idles), at the same places on every rank: {spots_en}"
+        f"{ms(idle)} of it right after {n_en} ({', '.join(apis)}: {how}, then runs Python before "
+        f"its next launch while the device idles), at the same places on every rank: {spots_en}"
     )
     zh = (
-        f"其中 {ms(idle)} 紧跟在{n_zh}之后（{', '.join(apis)}：主机阻塞到设备执行完"
-        f"已下发的全部任务，tensor.item()、.cpu() 或打印设备上的值都会这样，之后主机先执行 Python "
+        f"其中 {ms(idle)} 紧跟在{n_zh}之后（{', '.join(apis)}：{how_zh}，之后主机先执行 Python "
         f"代码才下发下一个算子，这期间设备空闲），每张卡都在相同位置：{spots_zh}"
     )
     checks = [op for op in ss.waited_for if NAN_CHECK_OPS.search(op)]
@@ -478,6 +494,18 @@ def _sync_text(ss: SyncStalls, shared_free_us: float) -> tuple[str, str, tuple[R
             "synchronizes the host each time; keep it for a debugging run.",
             "训练时关闭异常检测（torch.autograd.set_detect_anomaly(False)，或去掉逐算子的 NaN 检查）："
             "它会检查每个反向算子的输出并每次都让主机同步；只在调试时开启。",
+            idle,
+            BoundKind.UPPER_BOUND,
+        )
+        return en, zh, (remedy,)
+    if copies:
+        remedy = Remedy(
+            "action",
+            "Make the per-step host-to-device copies asynchronous: pin the host memory "
+            "(DataLoader(pin_memory=True) or tensor.pin_memory()) and copy with .to(device, "
+            "non_blocking=True), prefetching the next batch while the step runs.",
+            "把每步主机到设备的拷贝改为异步：使用锁页内存（DataLoader(pin_memory=True) 或 "
+            "tensor.pin_memory()），用 .to(device, non_blocking=True) 拷贝，并在本步计算时预取下一批数据。",
             idle,
             BoundKind.UPPER_BOUND,
         )

@@ -18,6 +18,7 @@ from advisor_chat.diagnosis.decompose import (
     SlowCalls,
     device_account,
     idle_before,
+    is_copy,
     memory_churn,
     slow_launch_calls,
     sync_calls,
@@ -180,16 +181,29 @@ def _rank_cause(
         ):
             sync = None  # its peers synchronize as often: not what sets it apart
         api = sync.api.removeprefix("AscendCL@") if sync is not None else ""
+        copy = is_copy(api)
+        blocks, blocks_zh = (
+            (
+                "each copies between host and pageable (unpinned) host memory and blocks the "
+                "host until it is done",
+                "每次都在主机的可分页（未锁页）内存与设备之间拷贝，并让主机阻塞到拷贝完成",
+            )
+            if copy
+            else (
+                "each call blocks the host until the device has drained",
+                "每次调用都让主机阻塞到设备执行完",
+            )
+        )
         sync_txt = (
             f"; its host calls {api} {sync.per_step:.3g} times per step "
-            f"({sync.peer_per_step:.3g} on its peers): each call blocks the host until the device "
-            "has drained, and the device then waits for the host's next launch"
+            f"({sync.peer_per_step:.3g} on its peers): {blocks}, and the device then waits for "
+            "the host's next launch"
             if sync is not None
             else ""
         )
         sync_zh = (
             f"；其主机每步调用 {api} {sync.per_step:.3g} 次（其他卡 {sync.peer_per_step:.3g} 次）："
-            "每次调用都让主机阻塞到设备执行完，之后设备又要等主机的下一次下发"
+            f"{blocks_zh}，之后设备又要等主机的下一次下发"
             if sync is not None
             else ""
         )
@@ -332,6 +346,18 @@ def _rank_cause(
             )
         elif mem is not None:
             a_txt, a_zh = _churn_remedy(mem, rl, rl_zh)
+        elif sync is not None and copy:
+            a_txt = (
+                f"Make {rl}'s host-to-device copies asynchronous ({sync.per_step:.3g} blocking "
+                f"{api} calls per step, {sync.peer_per_step:.3g} on its peers): pin the host "
+                "memory (DataLoader(pin_memory=True) or tensor.pin_memory()) and copy with "
+                ".to(device, non_blocking=True), prefetching the next batch during the step."
+            )
+            a_zh = (
+                f"把{rl_zh}主机到设备的拷贝改为异步（每步 {sync.per_step:.3g} 次阻塞的 {api}，其他卡 "
+                f"{sync.peer_per_step:.3g} 次）：使用锁页内存（DataLoader(pin_memory=True) 或 "
+                "tensor.pin_memory()），并用 .to(device, non_blocking=True) 拷贝，在本步计算时预取下一批数据。"
+            )
         elif sync is not None:
             a_txt = (
                 f"Take the per-step synchronizations off {rl}'s host ({sync.per_step:.3g} {api} "
