@@ -30,7 +30,7 @@ of device tasks per step of some ranks):
   2.1.0 in its profiler_info) whose kernel package has no fused RmsNorm / SwiGlu: the model's NPU
   patch falls back to the PyTorch code there, so each norm becomes Cast, Pow, ReduceMean, Adds,
   Rsqrt, Mul, Cast, Mul (and a chain of ~13 kernels backward) and each SwiGLU a Swish + Mul (Mul,
-  Mul, SwishGrad, ConcatD backward). Node 1 computes ~20% longer with ~2.5x the kernels; its MatMuls
+  Mul, SwishGrad, ConcatD backward). Node 1 computes ~17% longer with ~2.8x the kernels; its MatMuls
   and FlashAttention are as fast as node 0's. Culprit: node 1 (the group); node 0 waits.
 - ``uneven-microbatch-split``: the trainer packs each step's samples into 36 micro-batches of 4096
   tokens and deals them round-robin over the 16 data-parallel ranks (``micro_batches[rank::16]``):
@@ -733,7 +733,7 @@ DEV14_SCENARIOS = (
         "old-cann-node-unfused",
         "node 1 on an older image (CANN 7.0.1 / torch_npu 2.1.0 in profiler_info) without fused "
         "RmsNorm / SwiGlu: the PyTorch RMSNorm and SwiGLU chains (Cast, Pow, ReduceMean, Rsqrt, "
-        "Mul ..., Swish, SwishGrad, ConcatD) there, ~2.5x the kernels; its MatMuls normal; node 0 "
+        "Mul ..., Swish, SwishGrad, ConcatD) there, ~2.8x the kernels; its MatMuls normal; node 0 "
         "waits",
         16,
         4,
