@@ -31,6 +31,7 @@ from advisor_chat.synth.scenarios_dev10 import DEV10_SCENARIOS
 from advisor_chat.synth.scenarios_dev11 import DEV11_SCENARIOS
 from advisor_chat.synth.scenarios_dev12 import DEV12_SCENARIOS
 from advisor_chat.synth.scenarios_dev13 import DEV13_SCENARIOS
+from advisor_chat.synth.scenarios_dev14 import DEV14_SCENARIOS
 from advisor_chat.synth.scenarios_ext import register as _register_more
 from advisor_chat.synth.scenarios_faults import register as _register_faults
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_SCENARIOS
@@ -57,6 +58,7 @@ for _spec in (
     *DEV11_SCENARIOS,
     *DEV12_SCENARIOS,
     *DEV13_SCENARIOS,
+    *DEV14_SCENARIOS,
     *HELDOUT2_SCENARIOS,
     *HELDOUT3_SCENARIOS,
     *HELDOUT4_SCENARIOS,

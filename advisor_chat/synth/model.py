@@ -82,6 +82,9 @@ class Collective:
     # this many transfers (packets), and every loop costs ``chunk_us`` of handshake on every link
     chunks: int = 1
     chunk_us: float = 0.0
+    # bandwidth factor of every link of this op (an algorithm slower than the fabric allows, e.g. a
+    # deterministic reduction); 1.0 = the links' bandwidth
+    bw_factor: float = 1.0
 
     def op_type_of(self, local: int) -> str:
         """Op type on a rank with this local index (sender/receiver of a point-to-point pair)."""
@@ -239,6 +242,15 @@ class Perturb:
             process' device memory: the PTA reservation plus ``APP_EXTRA_MB`` of runtime) instead
             of the default four APP samples per step. Ranks not listed keep the default. Empty =
             the default on every rank.
+        skip_kernels: {rank: kernel indices} program positions the rank does not run (another code
+            path on that rank, or fewer micro-batches): no launch, no device task, no time. Empty =
+            every rank runs the whole program.
+        h2d_copies: {rank: {kernel index: (input dims, dtype, copy µs)}} a blocking host-to-device
+            copy from pageable memory right before launching that kernel: the writer records an
+            ``aten::to`` / ``aten::copy_`` operator around an ``aclrtSynchronizeStream`` (until the
+            device has run everything queued; not before the first kernel) and an ``aclrtMemcpy``
+            of ``copy µs`` ending shortly before the launch. The device idle it causes is
+            ``kernel_stalls``' (the scenario sets both). Empty = none.
     """
 
     dur_scale: np.ndarray
@@ -264,6 +276,8 @@ class Perturb:
     aicore_mhz: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
     step_group: dict[tuple[int, int], str] = field(default_factory=dict)
     mem_record: dict[int, list[list[tuple[int, float, float, float]]]] = field(default_factory=dict)
+    skip_kernels: dict[int, set[int]] = field(default_factory=dict)
+    h2d_copies: dict[int, dict[int, tuple[str, str, float]]] = field(default_factory=dict)
 
     def kernel_at(self, si: int, r: int, j: int, default: Kernel) -> Kernel:
         """The kernel template rank ``r`` runs at program position ``j`` in step index ``si``."""
@@ -455,6 +469,10 @@ def simulate(
         for r, at in step_stalls.items():
             for j, stall_us in at.items():
                 k_gap[r, j] += int(stall_us * 1000)
+        for r, skip in perturb.skip_kernels.items():
+            js = sorted(skip)
+            k_dur[r, js] = 0
+            k_gap[r, js] = 0
         aj = 1.0 + 0.1 * np.clip(rng.standard_normal((ranks, nk)), -3, 3)
         k_api_dur = (perturb.api_us[:, None] * aj * 1000).astype(np.int64)
         k_start = np.zeros((ranks, nk), dtype=np.int64)
@@ -502,6 +520,8 @@ def simulate(
                 for dst, f in perturb.coll_dst_scale[it.tag].items():
                     link_mb = np.where(valid & (kind.peer == dst), link_mb * f, link_mb)
             link_ms = np.where(valid, link_mb / (bw_step[kind.kind] * oj), 0.0)
+            if it.bw_factor != 1.0:
+                link_ms = link_ms / it.bw_factor
             if it.chunks > 1 and it.chunk_us > 0:
                 wire = valid & (kind.transport != 2)
                 link_ms = np.where(wire, link_ms + it.chunks * it.chunk_us / 1000, link_ms)

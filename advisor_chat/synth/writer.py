@@ -79,6 +79,8 @@ class RunInfo:
     with_stack: bool = False  # common_config.with_stack (Python call stacks per op)
     # per-rank additions to ``env`` (a launcher that sets other variables on some servers)
     rank_env: dict[int, dict[str, str]] | None = None
+    # per-rank (cann_version, torch_npu_version) of profiler_info (another image on some servers)
+    rank_versions: dict[int, tuple[str, str]] | None = None
 
 
 def ts_str(ns: int) -> str:
@@ -336,7 +338,11 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         ka = st.k_api_start[r].tolist()
         kad = st.k_api_dur[r].tolist()
         kp = st.k_present[r].tolist() if st.k_present is not None else None
+        skip = cl.perturb.skip_kernels.get(r)
+        copies = cl.perturb.h2d_copies.get(r)
         for j, k0 in enumerate(cl.kernels):
+            if skip and j in skip:
+                continue  # not run on this rank (Perturb.skip_kernels)
             k = cl.perturb.kernel_at(si, r, j, k0)
             kw = j
             if k is not k0:
@@ -371,6 +377,8 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
                         f'{{"name": "AscendCL@aclrtSynchronizeStream", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(y0)}", "dur": {us(y1 - y0)}, '
                         f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_RTS", "level": "acl", "id": "aclrtSynchronizeStream", "item_id": "0"}}, "ph": "X"}}'
                     )
+            if copies and j in copies:
+                ev.extend(_h2d_copy_events(copies[j], j, ka, kad, ks, kd, pid, cann_pid, host_tid))
             wait = 0 if prev_end is None else us(s0 - prev_end)
             prev_end = s0 + d
             comp_iv.append((s0, s0 + d))
@@ -772,6 +780,60 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
     return {"rank": r, "folder": folder.name, "steps": breakdown}
 
 
+H2D_TAIL_NS = 30_000  # host time between the end of a blocking copy and the next launch
+
+
+def _h2d_copy_events(
+    copy: tuple[str, str, float],
+    j: int,
+    ka: list[int],
+    kad: list[int],
+    ks: list[int],
+    kd: list[int],
+    pid: int,
+    cann_pid: int,
+    host_tid: int,
+) -> list[str]:
+    """Trace events of a blocking host-to-device copy from pageable memory before kernel ``j``.
+
+    ``aten::to`` > ``aten::copy_`` on the Python thread; on the CANN thread an
+    ``aclrtSynchronizeStream`` from just after the previous launch until the device has run everything
+    queued (not before the first kernel), then an ``aclrtMemcpy`` of the copy's duration ending
+    ``H2D_TAIL_NS`` before the kernel's launch.
+    """
+    dims, dtype, copy_us = copy
+    m1 = int(ka[j]) - H2D_TAIL_NS
+    m0 = m1 - round(copy_us * 1000)
+    c0 = m0 - 3_000
+    out: list[str] = []
+    if j > 0:
+        y0 = int(ka[j - 1] + kad[j - 1]) + 2_000
+        y1 = min(int(ks[j - 1] + kd[j - 1]) + 5_000, m0 - 2_000)
+        if y1 > y0:
+            c0 = y0 - 1_000
+            out.append(
+                f'{{"name": "AscendCL@aclrtSynchronizeStream", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(y0)}", "dur": {us(y1 - y0)}, '
+                f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_RTS", "level": "acl", "id": "aclrtSynchronizeStream", "item_id": "0"}}, "ph": "X"}}'
+            )
+    c1 = m1 + 2_000
+    in_dims = json.dumps(f"{dims};\r\n{dims};\r\n;\r\n")
+    in_type = json.dumps(f"{dtype};\r\n{dtype};\r\nScalar")
+    out.append(
+        f'{{"ph": "X", "name": "aten::to", "pid": {pid}, "tid": {pid}, "ts": "{ts_str(c0 - 2_000)}", '
+        f'"dur": {us(c1 - c0 + 4_000)}, "cat": "cpu_op", "args": {{"Sequence number": -1, "Fwd thread id": 0}}}}'
+    )
+    out.append(
+        f'{{"ph": "X", "name": "aten::copy_", "pid": {pid}, "tid": {pid}, "ts": "{ts_str(c0)}", '
+        f'"dur": {us(c1 - c0)}, "cat": "cpu_op", "args": {{"Sequence number": -1, "Fwd thread id": 0, '
+        f'"Input Dims": {in_dims}, "Input type": {in_type}}}}}'
+    )
+    out.append(
+        f'{{"name": "AscendCL@aclrtMemcpy", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(m0)}", "dur": {us(m1 - m0)}, '
+        f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_RTS", "level": "acl", "id": "aclrtMemcpy", "item_id": "0"}}, "ph": "X"}}'
+    )
+    return out
+
+
 def _matrix(links_by_key: dict[tuple[str, str], dict[str, list[dict[str, Any]]]]) -> dict[str, Any]:
     """top1/middle/bottom1/total/bottom2/bottom3 aggregation per (op type, group) and link."""
     grouped: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
@@ -811,6 +873,7 @@ def _matrix(links_by_key: dict[tuple[str, str], dict[str, list[dict[str, Any]]]]
 
 def _profiler_info(cl: Cluster, r: int, info: RunInfo) -> dict[str, Any]:
     end = cl.steps[-1].end + 300_000_000
+    versions = (info.rank_versions or {}).get(r, (info.cann_version, info.torch_npu_version))
     return {
         "config": {
             "common_config": {
@@ -850,8 +913,8 @@ def _profiler_info(cl: Cluster, r: int, info: RunInfo) -> dict[str, Any]:
             "collectionTimeEnd": end,
             "MonotonicTimeEnd": 172164265133640 + (end - cl.t0_ns),
         },
-        "torch_npu_version": info.torch_npu_version,
-        "cann_version": info.cann_version,
+        "torch_npu_version": versions[1],
+        "cann_version": versions[0],
         "rank_id": str(r),
     }
 
