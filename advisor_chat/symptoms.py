@@ -111,6 +111,18 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
         "an environment setting slows every collective of the job",
         "某个环境变量设置拖慢了作业的所有集合通信",
     ),
+    "hccl_deterministic": (
+        "deterministic HCCL reduction (HCCL_DETERMINISTIC) slows the reducing collectives",
+        "开启了 HCCL 确定性计算（HCCL_DETERMINISTIC），归约类集合通信变慢",
+    ),
+    "unfused_ops": (
+        "fused kernels its peers run execute as chains of small operators on the slow ranks",
+        "其他卡运行的融合算子在慢卡上被拆成一串小算子",
+    ),
+    "pageable_copy": (
+        "the host blocks in copies from pageable (unpinned) memory while the device idles",
+        "主机阻塞在可分页（未锁页）内存的拷贝中，设备空闲",
+    ),
     "env_differs": (
         "the slow ranks run with environment settings their peers do not have",
         "慢的卡的环境变量设置与其他卡不同",

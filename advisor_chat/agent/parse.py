@@ -326,7 +326,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"\bhold(s|ing)? .{0,20}\bback\b",
         r"\bstraggl",
         r"\bslowest\b",
-        r"\bwhat('s| is) (slowing|dragging|holding|hurting|limiting|eating)",
+        r"\bwhat('s| is) (slowing|dragging|holding|hurting|limiting|eating(?! (?:up )?(?:the |all the |my |our )?(?:time|step)))",
         r"\b(any|one|some) (of (them|the \w+)|ranks?|cards?|devices?|npus?)\b",
         r"\bbottleneck (rank|card|device|node)\b",
         r"\bwhere\b.{0,30}\b(time|bottleneck)\b",
@@ -341,6 +341,10 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"what('s|s| is) (wrong|going on|happening|up|the (cause|reason))",
         r"\bwhat gives\b",
         r"\bwhat(?:'s| is| are)\b.{0,25}\bdoing\b",
+        # "what is eating the time?", "where does the time go?"
+        r"\bwhat(?:'s| is| are)? (?:eating|taking|burning|using|wasting) (?:up )?(?:the |all the |my |our )?(?:time|step)",
+        r"\bwhere (?:does|do|did) (?:the |all the |my |our )?(?:time|step time) go\b",
+        r"(?:时间|耗时)(?:都)?(?:去哪|花在哪|被什么)",
         r"在(干|做|搞)(什么|啥|嘛)",
         r"\bexplain\b",
         r"\b(root )?causes?\b",
@@ -1712,15 +1716,26 @@ _OP_CATEGORY_WORDS = (
 #: "How long do <these operators> take (per step)?": a time asked, not a saving.
 _OP_TIME = re.compile(
     r"how (?:long|much time)|\btakes? (?:per step|each step)|多久|多长时间|多少时间|耗时多少|"
-    r"每步.{0,6}(?:耗时|时间)",
+    r"每步.{0,6}(?:耗时|时间)|"
+    + r"how many (?:compute )?(?:kernels?|operators?|ops|launches)|多少个?(?:计算)?(?:算子|kernel)",
+    re.I,
+)
+#: "How many (compute) kernels per step does rank 0 run?": every compute kernel counted.
+_KERNEL_COUNT = re.compile(
+    r"how many (?:compute |device )?(?:kernels?|operators?|ops|launches)|多少个?(?:计算)?(?:算子|kernel)",
     re.I,
 )
 _SAVING = re.compile(r"\bsave|\bgain|\bfix|节省|省|收益|修复|优化后", re.I)
 
 
 def op_category(text: str) -> str:
-    """The operator category a question names (``optimizer``, ``attention``, ``matmul``) or ``""``."""
-    return next((c for c, pat in _OP_CATEGORY_WORDS if re.search(pat, text, re.I)), "")
+    """The operator category a question names, or ``""``.
+
+    ``optimizer``, ``attention``, ``matmul`` by their words; ``compute`` when the question counts
+    every compute kernel ("how many kernels per step").
+    """
+    named = next((c for c, pat in _OP_CATEGORY_WORDS if re.search(pat, text, re.I)), "")
+    return named or ("compute" if _KERNEL_COUNT.search(text) else "")
 
 
 _TOP_OPS = (
@@ -1950,10 +1965,15 @@ def parse_question(
     n_targets = max(len(ranks), len(ops), len(links))
     kind = find_kind(low, n_targets)
     part = _question_part(low)
-    if nodes and kind in ("why", "overview", "") and part != low and not _find_nodes(part)[0]:
+    part_nodes = _find_nodes(part)[0] if nodes and part != low else nodes
+    if nodes and kind in ("why", "overview", "") and part != low and not part_nodes:
         # "the 8 cards on server 0 wait in every allreduce ... what's wrong?": the node is what
         # the user saw, the question asks why
         nodes, node_ordinal = [], False
+    elif nodes and part != low and part_nodes and set(part_nodes) < set(nodes):
+        # "node 0's cards wait, node 1's barely do. what is different on node 1?": the node the
+        # question asks about, not the one described before it
+        nodes = [n for n in nodes if n in part_nodes]
     # what the user already ruled out is neither a suspect nor what is asked about
     kept = _without_ruled_out(q)
     hyps = find_hypotheses(kept, kind)
@@ -2005,10 +2025,12 @@ def parse_question(
     ):
         intent = "top_ops"
     cat = "" if ops else op_category(q)
+    if cat == "compute" and not (ranks or nodes):
+        cat = ""  # "how many kernels run in that gap?": not a count per rank
     if (
         (ops or cat)
         and kind == "how_much"
-        and len(ranks) <= 1
+        and (len(ranks) <= 1 or (cat == "compute" and len(ranks) == 2))
         and _OP_TIME.search(q)
         and not _SAVING.search(q)
         and intent not in ("compare_profiles", "help")

@@ -612,6 +612,9 @@ class Planner:
             return [("cluster_breakdown", {"step": step})]
         if it == "top_ops":
             named = ",".join(q.ops) or q.op_category
+            if rank is None and q.nodes and q.op_category == "compute":
+                # "a rank on server 1 vs one on server 0": the first rank of the first node named
+                rank = next(iter(self._node_ranks(q)), None)
             return [("compare_ops", {"rank_b": rank, **({"ops": named} if named else {})})]
         if it == "slow_link" or (q.hypothesis in ("network", "link") and it == "summarize"):
             # (a suspected cable or NIC is judged against the links: whether they could be)
@@ -708,6 +711,16 @@ class Planner:
         if q.intent == "compare_profiles" and self.session.baseline is None and q.hypothesis:
             # "should we upgrade CANN?": without an earlier run, the verdict on this one
             q = dataclasses.replace(q, intent="summarize")
+        if (
+            q.intent == "compare_profiles"
+            and self.session.baseline is None
+            and q.kind in ("why", "overview", "")
+        ):
+            # "since the change steps are slower, what's going on?": what this run shows, and how
+            # to compare it with the earlier one
+            result = self._run_valid(dataclasses.replace(q, intent="summarize"), outputs)
+            result.text = result.text + "\n\n" + msg("answer.no_baseline_note", lang)
+            return result
         if q.intent == "compare_profiles" and self.session.baseline is None:
             return PlanResult(msg("answer.no_baseline", lang), outputs=outputs)
         if q.intent == "compare_ops" and len(self.session.ranks) == 1 and len(q.ranks) < 2:
@@ -840,6 +853,7 @@ class Planner:
             and not q.ranks
             and not q.links
             and not hyp
+            and it != "top_ops"  # "how many kernels does a rank on server 1 run?": the counts
             and not network_scope(q.text)  # "is it HCCS inside the machine?": the links
         ):
             return project.node_question(
@@ -1654,7 +1668,15 @@ class Planner:
             return self._no_signal(q, self._last_diagnosis), []
         res = out.result
         if "ops_by_rank" in res.tables:
-            return self._named_ops_time(q, res)
+            text, ranks = self._named_ops_time(q, res)
+            d = self._last_diagnosis
+            if q.op_category == "compute" and d is not None and d.causes:
+                # the counts asked for, then what they mean: the top cause
+                lang = "zh" if zh else "en"
+                text += ("" if zh else " ") + msg(
+                    "answer.diagnosis_says", lang, headline=project.headline(d, zh)
+                )
+            return text, ranks
         bt = res.tables.get("by_type")
         rank = int(res.metrics.get("rank_b", q.ranks[0] if q.ranks else 0))
         if bt is None or bt.empty:
@@ -1712,23 +1734,30 @@ class Planner:
                 else f"No operator on rank {rank} matches '{what}' in the kernel data ({src}).",
                 [rank],
             )
-        cat_zh = {"optimizer": "优化器", "attention": "注意力", "matmul": "矩阵乘"}
+        cat_zh = {
+            "optimizer": "优化器",
+            "attention": "注意力",
+            "matmul": "矩阵乘",
+            "compute": "计算",
+        }
         label_zh = (
             f"{cat_zh[q.op_category]}算子" if q.op_category in cat_zh else f" {'、'.join(types)} "
         )
         label = f"{q.op_category or ', '.join(types)} operators"
         listed = "、".join(types[:5]) if zh else ", ".join(types[:5])
+        if q.op_category == "compute":  # every compute kernel: its types are not a list to read
+            listed = ""
         mine, n = fmt_num(m["ops_b_us"], "us"), fmt_num(m["ops_b_count_per_step"])
         if zh:
             text = (
                 f"{rank}号卡的{label_zh}每步共 {mine}（每步 {n} 次调用".replace("  ", " ")
-                + (f"；包括 {listed}" if q.op_category else "")
+                + (f"；包括 {listed}" if listed else "")
                 + "）"
             )
         else:
             text = (
                 f"On rank {rank}, the {label} take {mine} of device time per step ({n} launches "
-                "per step" + (f"; {listed}" if q.op_category else "") + ")"
+                "per step" + (f"; {listed}" if listed else "") + ")"
             )
         if "ops_others_median_us" in m:
             peers = fmt_num(m["ops_others_median_us"], "us")
@@ -1755,12 +1784,34 @@ class Planner:
                     if abs(ratio - 1) >= 0.1
                     else ", about the same"
                 )
+        # a second rank (or node) named: its own figures from the same table
+        second = [r for r in [*q.ranks[1:2], *self._node_ranks(q)[1:2]] if r != rank][:1]
+        t = res.tables["ops_by_rank"]
+        if second and "rank" in t.columns and second[0] in set(t["rank"].astype(int)):
+            row = t[t["rank"].astype(int) == second[0]].iloc[0]
+            r2, n2 = second[0], fmt_num(float(row["count_per_step"]))
+            us2 = fmt_num(float(row["time_per_step_us"]), "us")
+            text += (
+                f"；{r2}号卡每步 {us2}（{n2} 次调用）"
+                if zh
+                else f"; rank {r2} takes {us2} per step ({n2} launches)"
+            )
         text += (
             f"（来源 {src}，compare_ops 的 ops_by_rank 表，不含通信任务）。"
             if zh
             else f" (from {src}, compare_ops ops_by_rank table, communication tasks excluded)."
         )
         return text, [rank]
+
+    def _node_ranks(self, q: Query) -> list[int]:
+        """The first rank of each node the question names, in its order (nodes from metadata)."""
+        if not q.nodes:
+            return []
+        from advisor_chat.diagnosis.attribution import nodes
+
+        groups = nodes(self.session.profile)
+        base = 1 if q.node_ordinal else 0
+        return [groups[i - base][0] for i in q.nodes if 0 <= i - base < len(groups)]
 
     def _source(self, f: Finding, zh: bool = False) -> str:
         srcs = sorted({e.source for e in f.evidence if e.source})

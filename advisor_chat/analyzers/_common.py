@@ -662,6 +662,8 @@ OP_CATEGORIES: dict[str, re.Pattern[str]] = {
     "attention": re.compile(r"attention|flashattn", re.I),
     # matrix multiplications (MatMul[V2|V3], BatchMatMul*, GroupedMatmul, quantized variants)
     "matmul": re.compile(r"matmul|gemm", re.I),
+    # every compute kernel (the kernels compare_ops reads exclude the communication tasks)
+    "compute": re.compile(r"", re.I),
 }
 
 

@@ -42,6 +42,7 @@ CHECKED_SETTINGS = (
     "HCCL_INTRA_ROCE_ENABLE",
     "HCCL_INTRA_PCIE_ENABLE",
     "HCCL_BUFFSIZE",
+    "HCCL_DETERMINISTIC",
 )
 
 #: HCCL_BUFFSIZE when unset (MB, CANN environment variable reference): the buffer each
@@ -63,7 +64,7 @@ _NOTES_ZH = {
 
 @register("env_check", EnvCheckParams, order=5)
 def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
-    """Check the job's environment: HCCL_CONNECT_TIMEOUT / HCCL_EXEC_TIMEOUT against the observed first-collective and longest waits, ASCEND_LAUNCH_BLOCKING=1, PYTORCH_NPU_ALLOC_CONF without expandable_segments:True, verbose ASCEND_GLOBAL_LOG_LEVEL, non-power-of-two parallel sizes, settings that differ across ranks.
+    """Check the job's environment: HCCL_CONNECT_TIMEOUT / HCCL_EXEC_TIMEOUT against the observed first-collective and longest waits, ASCEND_LAUNCH_BLOCKING=1, PYTORCH_NPU_ALLOC_CONF without expandable_segments:True, verbose ASCEND_GLOBAL_LOG_LEVEL, HCCL_DETERMINISTIC on, non-power-of-two parallel sizes, settings that differ across ranks.
 
     Environment values come from ``meta.env`` (ENV_VARIABLES of profiler_info / profiler
     metadata). Timeout defaults when unset: 120 s connect, 1836 s execution (CANN environment
@@ -372,6 +373,30 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
             )
         )
 
+    if "HCCL_DETERMINISTIC" in flagged:
+        rs = flagged["HCCL_DETERMINISTIC"]
+        v = values["HCCL_DETERMINISTIC"][rs[0]]
+        findings.append(
+            Finding(
+                id="env_check.env.hccl_deterministic",
+                kind=FindingKind.ENV,
+                severity=Severity.MEDIUM,
+                summary=(
+                    f"HCCL_DETERMINISTIC={v} on {_on(rs, profile)}: HCCL reduces in a fixed order "
+                    "(reproducible sums), which makes ReduceScatter and AllReduce slower; turn it "
+                    "off for training runs that do not compare results bit for bit"
+                ),
+                summary_zh=(
+                    f"{_on_zh(rs, profile)}设置了 HCCL_DETERMINISTIC={v}：HCCL 按固定顺序归约（结果可复现），"
+                    "ReduceScatter 和 AllReduce 会变慢；不需要逐位对比结果的训练请关闭"
+                ),
+                ranks=tuple(rs),
+                evidence=(Evidence("meta", src, {"setting": "HCCL_DETERMINISTIC"}, "meta.env"),),
+                symptom_tags=("hccl_deterministic",),
+                category=Category.COMMUNICATION,
+            )
+        )
+
     # parallel sizes
     for col in ("tp_size", "pp_size", "dp_size"):
         if meta.empty or meta[col].isna().all():
@@ -567,6 +592,11 @@ def _judge(setting: str, value: str, first_wait_s: float, max_wait_s: float) -> 
         mb = _num(value)
         if mb is not None and 0 < mb < HCCL_BUFFSIZE_DEFAULT_MB:
             return "warn", f"below the default {HCCL_BUFFSIZE_DEFAULT_MB:g} MB"
+        return ("ok" if value else "unset"), ""
+    if setting == "HCCL_DETERMINISTIC":
+        # reductions in a fixed order: reproducible sums, slower reducing collectives
+        if value.strip().lower() in ("true", "1"):
+            return "warn", "deterministic reduction: slower ReduceScatter / AllReduce"
         return ("ok" if value else "unset"), ""
     if setting == "ASCEND_GLOBAL_LOG_LEVEL":
         lv = _num(value)

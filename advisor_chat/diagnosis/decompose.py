@@ -210,6 +210,13 @@ class DeviceAccount:
         clock_mhz_peer: The same for the peers sampled.
         versions_differ: Whether the culprit ranks record another CANN or torch_npu version than
             their peers (:func:`versions_differ`); ``None`` when the profile records none.
+        absent: Operator types every peer unit launches that the culprit never does, as
+            ``(op_type, launches per unit, µs per unit)`` on the peers, most time first (a fused
+            kernel the culprit runs as separate operators, or work it skips).
+        passes: Forward / backward passes (micro-batches) per step on the culprit and on its
+            peers (:func:`pass_sync`; computed for an ``extra_work`` verdict only).
+        versions: ``(culprit's, peers')`` CANN / torch_npu versions as text when they differ
+            (:func:`version_pair`), else ``None``.
         optimizer_us: Time of the optimizer-step kernels (``OPTIMIZER_OPS``: Foreach*, Apply*,
             Adam, Lamb) per unit, µs, (culprit, peers); NaN on a side that runs none.
     """
@@ -234,6 +241,9 @@ class DeviceAccount:
     clock_mhz_peer: float = float("nan")
     versions_differ: bool | None = None
     optimizer_us: tuple[float, float] = (float("nan"), float("nan"))
+    absent: tuple[tuple[str, float, float], ...] = ()
+    versions: tuple[str, str] | None = None
+    passes: tuple[float, float] = (float("nan"), float("nan"))
 
     @property
     def delta_us(self) -> float:
@@ -455,7 +465,8 @@ def device_account(
             .agg(lambda s: "|".join(sorted(set(s))))
         )
         varies = int(per_unit.nunique()) > 1
-    clock_c = clock_p = float("nan")
+    nan = float("nan")
+    clock_c = clock_p = nan
     if verdict in ("uniform", "engine"):  # a device-wide slowdown: was its clock lower?
         # over the span of the kernels compared (the culprit's steps, the peers' same steps)
         clock_c = aicore_clock_mhz(profile, c_ranks, _span(c))
@@ -481,7 +492,68 @@ def device_account(
         clock_mhz_peer=clock_p,
         versions_differ=versions_differ(profile, c_ranks, all_peers),
         optimizer_us=(optimizer(c, n_c), optimizer(p, n_p)),
+        absent=_absent(c, p, n_p),
+        versions=version_pair(profile, c_ranks, all_peers),
+        passes=_pass_counts(profile, c_ranks, p_ranks) if verdict == "extra_work" else (nan, nan),
     )
+
+
+def _pass_counts(
+    profile: Profile, ranks: Sequence[int], peers: Sequence[int]
+) -> tuple[float, float]:
+    """Backward passes (micro-batches) per step of ``ranks`` and of ``peers`` (:func:`pass_sync`)."""
+    a = pass_sync(profile, list(ranks)[:PEER_SAMPLE])
+    b = pass_sync(profile, list(peers)[:PEER_SAMPLE])
+    nan = float("nan")
+    return (a.passes if a is not None else nan, b.passes if b is not None else nan)
+
+
+#: An operator type the peers launch counts as absent on the culprit when the peers spend at
+#: least this share of their compute time in it.
+ABSENT_MIN_SHARE = 0.002
+
+
+def _absent(c: pd.DataFrame, p: pd.DataFrame, n_p: int) -> tuple[tuple[str, float, float], ...]:
+    """Operator types the peers launch in every unit and the culprit never (``DeviceAccount.absent``)."""
+    have = set(c["op_type"].astype(str))
+    pt = p["op_type"].astype(str)
+    units = p.groupby(["step", "rank"]).ngroups
+    total = float(p["duration_us"].sum())
+    out = []
+    for op, g in p.groupby(pt, sort=False):
+        if str(op) in have or g.groupby(["step", "rank"]).ngroups < units:
+            continue
+        us = float(g["duration_us"].sum())
+        if total > 0 and us >= ABSENT_MIN_SHARE * total:
+            out.append((str(op), len(g) / max(n_p, 1), us / max(n_p, 1)))
+    return tuple(sorted(out, key=lambda x: -x[2]))
+
+
+def version_pair(
+    profile: Profile, ranks: Sequence[int], peers: Sequence[int]
+) -> tuple[str, str] | None:
+    """The CANN / torch_npu versions of ``ranks`` and of ``peers`` as text, when they differ.
+
+    From ``meta`` (profiler_info / profiler_metadata per rank): ``("CANN 7.0.1, torch_npu
+    2.1.0", "CANN 8.0.RC2, torch_npu 2.1.0.post6")``; ``None`` when the same or not recorded.
+    """
+    meta = profile.get("meta")
+    if meta.empty or "rank" not in meta.columns:
+        return None
+    mine_txt, theirs_txt, differ = [], [], False
+    for col, label in (("cann_version", "CANN"), ("torch_npu_version", "torch_npu")):
+        if col not in meta.columns:
+            continue
+        v = meta[["rank", col]].dropna()
+        v = v[v[col].astype(str).str.strip() != ""]
+        mine = sorted(set(v.loc[v["rank"].isin(list(ranks)), col].astype(str)))
+        theirs = sorted(set(v.loc[v["rank"].isin(list(peers)), col].astype(str)))
+        if not mine or not theirs:
+            continue
+        differ = differ or mine != theirs
+        mine_txt.append(f"{label} {'/'.join(mine)}")
+        theirs_txt.append(f"{label} {'/'.join(theirs)}")
+    return (", ".join(mine_txt), ", ".join(theirs_txt)) if differ else None
 
 
 def versions_differ(profile: Profile, ranks: Sequence[int], peers: Sequence[int]) -> bool | None:
@@ -1570,6 +1642,9 @@ class SyncStalls:
         all_calls_per_step: Every synchronize call per step and rank inside the captured steps
             (median over ranks of calls / steps), followed by an idle or not.
         idle_us: Device idle after them per step and rank (median over (step, rank)), µs.
+        held_us: Device idle while the host is inside the calls, per step and rank (median over
+            the (step, rank) pairs with a call), µs: a blocking copy holds it, a synchronize
+            (which waits for busy devices) hardly any.
         share_of_idle: Of all device idle between kernels in those steps (the gaps' sum).
         spots: One entry per place in the step, in step order.
         ranks: Ranks examined.
@@ -1580,6 +1655,7 @@ class SyncStalls:
     calls_per_step: float
     all_calls_per_step: float
     idle_us: float
+    held_us: float
     share_of_idle: float
     spots: tuple[SyncSpot, ...]
     ranks: tuple[int, ...]
@@ -2053,6 +2129,7 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
     gaps_total: dict[tuple[int, int], float] = {}
     waited: list[str] = []
     all_calls: list[float] = []
+    held: dict[tuple[int, int], float] = {}
     for r, g in k.groupby("rank", sort=False):
         g = g.sort_values("start", kind="stable")
         start = g["start"].to_numpy(dtype="float64")
@@ -2071,6 +2148,14 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
             + pd.to_numeric(calls["api_duration_us"], errors="coerce")
         ).to_numpy(dtype="float64")
         names = calls["api_name"].astype(str).to_numpy()
+
+        def steps_of(
+            t: np.ndarray, starts: np.ndarray = start, st: np.ndarray = steps_r
+        ) -> np.ndarray:
+            """The step of the next device task after each time (-1 past the last)."""
+            i = np.searchsorted(starts, t, side="left")
+            return np.where(i < len(starts), st[np.minimum(i, len(starts) - 1)], -1)
+
         # every call the host makes inside the captured steps, followed by an idle or not
         n_steps_r = len(set(steps_r.tolist()))
         inside = (done >= start[0]) & (done <= end.max())
@@ -2084,6 +2169,22 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
         called = pd.to_numeric(calls["host_start_us"], errors="coerce").to_numpy(dtype="float64")
         before = np.searchsorted(start[compute], called, side="right") - 1
         waited += [str(g["op_type"].iloc[int(compute[b])]) for b in before if 0 <= b < len(compute)]
+        # device idle while the host is inside the call (a blocking copy from pageable memory
+        # runs while the device has nothing queued): the gaps' overlap with the call
+        for a, b, st_ in zip(called, done, steps_of(called), strict=True):
+            if not (np.isfinite(a) and np.isfinite(b)) or st_ < 0:
+                continue
+            j0 = int(np.searchsorted(start, a, side="right"))
+            j1 = int(np.searchsorted(start, b, side="right"))
+            jj = np.arange(j0, min(j1 + 1, len(start)))
+            lo = np.maximum(prev_end[jj], a)
+            hi = np.minimum(start[jj], b)
+            held[(int(st_), rank)] = held.get((int(st_), rank), 0.0) + float(
+                np.clip(hi - lo, 0.0, None).sum()
+            )
+        # one idle per kernel: several calls before the same kernel (a synchronize, then a copy)
+        # share its idle, which goes to the last of them
+        by_kernel: dict[int, tuple[int, int, float, str, str, str]] = {}
         for p_, api in zip(pos, names, strict=True):
             if p_ >= len(compute):
                 continue
@@ -2105,7 +2206,8 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
                     where = "forward"
                 else:
                     where = "backward"
-            rows.append((st, rank, float(gap[j]), where, str(g["op_type"].iloc[j]), api))
+            by_kernel[j] = (st, rank, float(gap[j]), where, str(g["op_type"].iloc[j]), api)
+        rows += by_kernel.values()
     if not rows:
         return None
     waited_for = tuple(str(x) for x in pd.Series(waited).value_counts().index[:3]) if waited else ()
@@ -2122,6 +2224,7 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
     return SyncStalls(
         calls_per_step=float(per_unit["size"].median()),
         all_calls_per_step=float(np.median(all_calls)) if all_calls else math.nan,
+        held_us=float(np.median(list(held.values()))) if held else 0.0,
         idle_us=float(per_unit["sum"].median()),
         share_of_idle=float(per_unit["sum"].sum()) / total if total > 0 else math.nan,
         spots=tuple(spots),
@@ -2294,4 +2397,109 @@ def dominant_collective(profile: Profile, ranks: Sequence[int]) -> DominantColle
         consumer=consumer,
         loss=loss,
         loss_us=loss_us,
+    )
+
+
+# ------------------------------------------------------------------ collective types per link
+#: A collective type is slow on links another type uses at full speed when its bandwidth there
+#: is at most this share of the fastest type's ...
+SLOW_TYPE_RATIO = 0.6
+#: ... and it moves at least this share of the transport's transit volume (so is the fastest type).
+TYPE_MIN_VOLUME_SHARE = 0.1
+#: Transports compared (SDMA is the sum of HCCS, PCIE and SIO: not counted twice).
+_TYPE_TRANSPORTS = ("HCCS", "RDMA", "SIO", "PCIE")
+_REDUCTIONS = re.compile(r"reduce", re.I)
+
+
+@dataclass(frozen=True)
+class CollectiveTypes:
+    """Collective types slower than another type on the same transport (``comm_bandwidth``).
+
+    Attributes:
+        fast: Op type that reaches the highest bandwidth (``allGather``).
+        slow: Op types at most ``SLOW_TYPE_RATIO`` of it on every transport they share.
+        by_transport: ``{transport: (fast GB/s, slow GB/s)}``: transit size over transit time
+            summed over every rank, step and op of the types (communication.json Communication
+            Bandwidth Info).
+        reductions: Every slow type reduces (ReduceScatter, AllReduce, Reduce).
+    """
+
+    fast: str
+    slow: tuple[str, ...]
+    by_transport: dict[str, tuple[float, float]]
+    reductions: bool
+
+    @property
+    def ratio(self) -> float:
+        """The slow types' bandwidth over the fast type's (the lowest over the transports)."""
+        return min(s / f for f, s in self.by_transport.values() if f > 0)
+
+
+def collective_types(profile: Profile) -> CollectiveTypes | None:
+    """Collective types that run slower than another type over the same links.
+
+    Groups ``comm_bandwidth`` rows (transit size > 0) by op type (``hcom_allGather_`` from the op
+    name) and transport; the fastest type with at least ``TYPE_MIN_VOLUME_SHARE`` of a transport's
+    volume is the reference; a type with that share too and at most ``SLOW_TYPE_RATIO`` of the
+    reference's bandwidth on every transport both use is slow. The links then carry one kind of
+    collective at full speed: what is slow is the other kind (its algorithm, its reduction), not
+    the links. ``None`` when fewer than two types share a transport or none is slow.
+    """
+    bw = profile.get("comm_bandwidth")
+    need = {"op_name", "transport", "transit_size_mb", "transit_time_ms"}
+    if bw.empty or not need <= set(bw.columns):
+        return None
+    size = pd.to_numeric(bw["transit_size_mb"], errors="coerce")
+    dur = pd.to_numeric(bw["transit_time_ms"], errors="coerce")
+    tr = bw["transport"].astype("string").str.upper()
+    keep = (size > 0) & (dur > 0) & tr.isin(_TYPE_TRANSPORTS)
+    if not keep.any():
+        return None
+    kind = bw["op_name"].astype("string").str.extract(r"^hcom_([A-Za-z]+)", expand=False)
+    t = pd.DataFrame({"kind": kind[keep], "tr": tr[keep], "mb": size[keep], "ms": dur[keep]})
+    t = t.dropna(subset=["kind"])
+    if t.empty:
+        return None
+    agg = t.groupby(["tr", "kind"])[["mb", "ms"]].sum()
+    agg["gbps"] = agg["mb"] / agg["ms"]
+    agg["share"] = agg["mb"] / agg.groupby(level="tr")["mb"].transform("sum")
+    agg = agg[agg["share"] >= TYPE_MIN_VOLUME_SHARE]
+    # the reference: the type fastest on the transport that carries the most data
+    flat = agg.reset_index().sort_values(["tr", "gbps"], ascending=[True, False])
+    fast_by_tr = {
+        str(a): str(b)
+        for a, b in flat.drop_duplicates("tr")[["tr", "kind"]].itertuples(index=False)
+    }
+    if not fast_by_tr:
+        return None
+    main_tr = str(agg.groupby(level="tr")["mb"].sum().idxmax())
+    fast = fast_by_tr[main_tr]
+    kinds = sorted({str(k) for k in agg.index.get_level_values("kind")} - {fast})
+    gb: dict[tuple[str, str], float] = {
+        (str(key[0]), str(key[1])): float(v)
+        for key, v in zip(agg.index.tolist(), agg["gbps"].tolist(), strict=True)
+    }
+    slow: list[str] = []
+    for k in kinds:
+        ratios = [
+            gb[(tr_, k)] / gb[(tr_, fast)]
+            for tr_ in fast_by_tr
+            if (tr_, k) in gb and (tr_, fast) in gb
+        ]
+        if ratios and max(ratios) <= SLOW_TYPE_RATIO:
+            slow.append(k)
+    if not slow:
+        return None
+    by_tr: dict[str, tuple[float, float]] = {}
+    for tr_ in sorted(fast_by_tr):
+        if (tr_, fast) not in gb:
+            continue
+        s = agg.loc[[(tr_, k) for k in slow if (tr_, k) in gb]]
+        if s.empty:
+            continue
+        by_tr[tr_] = (gb[(tr_, fast)], float(s["mb"].sum() / s["ms"].sum()))
+    if not by_tr:
+        return None
+    return CollectiveTypes(
+        fast, tuple(slow), by_tr, all(_REDUCTIONS.search(k) is not None for k in slow)
     )

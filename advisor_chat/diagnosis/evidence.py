@@ -406,6 +406,38 @@ def explain_device(
         layers = math.isfinite(ratio) and any(
             abs(o.count_culprit / o.count_peer - ratio) <= LAYER_RATIO_TOL * ratio for o in grads
         )
+        pc, pp = acc.passes
+        more_passes = math.isfinite(pc) and math.isfinite(pp) and pc >= pp + 1
+        if layers and ratio >= 1.2 and more_passes:
+            # whole forward + backward passes more: more micro-batches per step, not more layers
+            g = max(grads, key=lambda o: o.delta_us)
+            m |= {"passes_per_step": pc, "peer_passes_per_step": pp}
+            clause += (
+                f"; its gradient operators run {g.count_culprit / g.count_peer:.2f}x as often too "
+                f"({g.op_type} {g.count_culprit:.0f} against {g.count_peer:.0f}): it runs "
+                f"{pc:.0f} forward / backward passes (micro-batches) per step where its peers run "
+                f"{pp:.0f}, so it gets more of the global batch; in all its kernels run "
+                f"{ms(acc.delta_us)} more per step than its peers'"
+            )
+            clause_zh += (
+                f"；其梯度算子也多运行了 {g.count_culprit / g.count_peer:.2f} 倍（{g.op_type} "
+                f"{g.count_culprit:.0f} 次对 {g.count_peer:.0f} 次）：它每步跑 {pc:.0f} 个前向 / 反向"
+                f"（微批次），其他卡跑 {pp:.0f} 个，分到的全局 batch 更多；其所有算子合计每步比其他卡多 "
+                f"{ms(acc.delta_us)}"
+            )
+            rem = Remedy(
+                "action",
+                f"Split the global batch evenly: {who} runs {pc:.0f} micro-batches per step, its "
+                f"peers {pp:.0f}; make the micro-batches per step a multiple of the data-parallel "
+                "size (or give every rank the same number of samples / tokens), so no rank waits "
+                "for the others.",
+                f"均匀切分全局 batch：{who_zh}每步跑 {pc:.0f} 个微批次，其他卡 {pp:.0f} 个；让每步的微批次数"
+                "是数据并行数的整数倍（或让每张卡的样本 / token 数相同），这样就没有卡要等别的卡。",
+                gain_us,
+                BoundKind.ESTIMATE,
+            )
+            tags = ("load_imbalance", "op_count_imbalance")
+            return Explanation(v, clause, clause_zh, rem, op, top.shape_culprit, m, tags)
         if layers and ratio >= 1.2:
             g = max(grads, key=lambda o: o.delta_us)
             clause += (
@@ -443,6 +475,34 @@ def explain_device(
             BoundKind.ESTIMATE,
         )
         tags = ("load_imbalance", "op_count_imbalance")
+        if acc.absent and top.count_peer == 0:
+            # operators its peers launch that it never does, beside operators only it launches:
+            # the peers' fused kernels run there as chains of small operators
+            names = [a[0] for a in acc.absent[:4]]
+            fused = ", ".join(names)
+            extra_ops = ", ".join(o.op_type for o in acc.ops if o.count_peer == 0)
+            extra_ops = ", ".join(dict.fromkeys(extra_ops.split(", ")).keys())
+            clause += (
+                f"; it never runs {fused}, which its peers launch every step: the work of those "
+                f"fused kernels runs on {who} as separate small operators ({extra_ops})"
+            )
+            clause_zh += (
+                f"；它从不运行其他卡每步都运行的 {'、'.join(names)}：这些融合算子的计算在{who_zh}上被拆成了"
+                f"一串小算子（{extra_ops}）"
+            )
+            rem = Remedy(
+                "action",
+                f"Give {who} the fused kernels its peers run ({fused}): the same software stack "
+                "(CANN, torch_npu, the framework's fused-kernel switches such as "
+                "--use-fused-rmsnorm / --use-fused-swiglu) as its peers, so the small operators "
+                "it runs instead go away.",
+                f"让{who_zh}也用上其他卡运行的融合算子（{'、'.join(names)}）：使用与其他卡相同的软件栈"
+                "（CANN、torch_npu，以及框架的融合算子开关如 --use-fused-rmsnorm / --use-fused-swiglu），"
+                "去掉它代替运行的那一串小算子。",
+                gain_us,
+                BoundKind.ESTIMATE,
+            )
+            tags = ("unfused_ops",)
     else:  # slower: the same operator, shape and dtype, slower per launch
         cnt, cnt_zh = counter_clause(acc, m)
         clause = (
@@ -476,6 +536,20 @@ def explain_device(
         clause_zh += (
             f"；其优化器更新的全部算子（Foreach* / Apply* / Adam）每步共 {ms(opt_c)}，其他卡为 "
             f"{ms(opt_p)}（多 {ms(opt_c - opt_p)}）"
+        )
+    if acc.versions is not None and v in ("extra_work", "slower", "placement", "format"):
+        # another software stack on the culprit: the kernels it selects follow from it
+        mine, theirs = acc.versions
+        runs = "run" if who.startswith(("ranks", "node")) else "runs"
+        clause += f"; {who} {runs} {mine} where its peers run {theirs}"
+        clause_zh += f"；{who_zh}的软件版本为 {mine}，其他卡为 {theirs}"
+        rem = dataclasses.replace(
+            rem,
+            text=f"Install on {who} the software its peers run ({theirs} instead of {mine}): "
+            + rem.text[0].lower()
+            + rem.text[1:],
+            text_zh=f"在{who_zh}上安装与其他卡相同的软件（{theirs}，而不是 {mine}）："
+            + rem.text_zh,
         )
     if said_us is not None and ms(said_us) == ms(top.delta_us):
         # the caller's sentence already states the amount: one figure per quantity

@@ -870,6 +870,17 @@ def _dataloader(d: Diagnosis) -> Verdict:
     c = _tagged(d, "dataloader_stall")
     if c is not None:
         return _v("dataloader", "supported", c.summary.rstrip("."), c.summary_zh.rstrip("。"), (c,))
+    held = _tagged(d, "pageable_copy") or _tagged(d, "synchronize_stream")
+    if held is not None and held.culprit.kind == "job":
+        # the idle passes inside (or right after) the host's own blocking calls
+        return _v(
+            "dataloader",
+            "contradicted",
+            "the device idles while the host is blocked in its own calls, not while it waits for "
+            f"the data loader: {_lower_first(held.summary.rstrip('.'))}",
+            f"设备空闲时主机正阻塞在它自己的调用里，而不是在等数据加载：{held.summary_zh.rstrip('。')}",
+            (held,),
+        )
     idle = _mech(d, Mechanism.JOB_IDLE)
     if idle is not None and idle.metrics.get("idle_placed_share", 0.0) >= 0.5:
         # the idle sits at a known place that is not the step's start (where input waits show)

@@ -12,11 +12,13 @@ from advisor_chat.analyzers._common import format_ranks, groups_table, is_p2p, m
 from advisor_chat.analyzers.base import Category, Finding, FindingKind
 from advisor_chat.diagnosis.context import Context, ranks_label
 from advisor_chat.diagnosis.decompose import (
+    CollectiveTypes,
     DominantCollective,
     JobIdleShape,
     LaunchLoop,
     NewShapeIdle,
     SyncStalls,
+    collective_types,
     dominant_collective,
     is_copy,
     job_account,
@@ -101,9 +103,16 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     # host builds (compiles) an operator for each shape it has not seen
     ns = new_shape_idle(ctx.profile, ctx.ranks, steps) if steps and not start else None
     # the host blocked in synchronize calls (tensor.item(), .cpu()): the idle right after them
-    ss = sync_stalls(ctx.profile, ctx.ranks) if ns is None and not start else None
+    ss = sync_stalls(ctx.profile, ctx.ranks) if ns is None else None
     if ss is not None and ss.idle_us < SYNC_IDLE_SHARE * gain:
         ss = None
+    if start and ss is not None:
+        if ss.held_us >= HELD_START_SHARE * (si if math.isfinite(si) else gain):
+            # the step-start idle passes inside the host's blocking calls (copies from pageable
+            # memory): what the input waits for is those calls, not the data loader
+            start, where, where_zh = [], "", ""
+        else:
+            ss = None
     shape = (
         None
         if start or ns is not None or ss is not None
@@ -212,6 +221,11 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         outside, outside_zh = (
             "work done off the device at that point of the step",
             "在步的这个位置、设备之外进行的工作",
+        )
+    elif ss is not None and sync_copies(ss):
+        outside, outside_zh = (
+            "its host, blocked in per-step copies from pageable memory (host-bound)",
+            "被每步从可分页内存拷贝所阻塞的主机（下发瓶颈）",
         )
     elif ss is not None:
         outside, outside_zh = (
@@ -337,6 +351,8 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             if start
             else ("high_free", "host_bound", "dynamic_shape")
             if ns is not None
+            else ("high_free", "host_bound", "pageable_copy")
+            if ss is not None and sync_copies(ss)
             else ("high_free", "host_bound", "synchronize_stream")
             if ss is not None
             else ("high_free", "host_bound")
@@ -422,8 +438,18 @@ def _start_gap_in_free(ctx: Context, start_idle_us: float) -> bool:
     return math.isfinite(gap) and gap >= 0.5 * start_idle_us
 
 
+#: A step-start idle is the host's blocking calls' (not the data loader's) when the device idles
+#: inside them for at least this share of it.
+HELD_START_SHARE = 0.5
+
 #: Operators that check values for NaN / Inf (the host reads their boolean result).
 NAN_CHECK_OPS = re.compile(r"isnan|isinf|isfinite|reduceany|reduceall|checknumerics", re.I)
+
+
+def sync_copies(ss: SyncStalls) -> bool:
+    """Whether blocking copies (``aclrtMemcpy``), not synchronizes, hold most of the idle."""
+    copy_idle = sum(x.idle_us for x in ss.spots if is_copy(x.api))
+    return copy_idle >= 0.5 * sum(x.idle_us for x in ss.spots)
 
 
 def _sync_text(ss: SyncStalls, shared_free_us: float) -> tuple[str, str, tuple[Remedy, ...]]:
@@ -442,9 +468,9 @@ def _sync_text(ss: SyncStalls, shared_free_us: float) -> tuple[str, str, tuple[R
     )
     n = f"{ss.calls_per_step:.0f}"
     total = ss.all_calls_per_step
-    copies = all(is_copy(a) for a in apis)  # blocking copies, not synchronizes
+    copies = sync_copies(ss)
     what, what_zh = (
-        ("blocking copies", "次阻塞拷贝") if copies else ("synchronize calls", "次同步调用")
+        ("blocking calls", "次阻塞调用") if copies else ("synchronize calls", "次同步调用")
     )
     if math.isfinite(total) and round(total) > round(ss.calls_per_step):
         # the calls counted are those an idle follows: say of how many
@@ -1097,6 +1123,15 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     if dom is not None:
         d_en, d_zh, d_metrics = _dominant_text(dom)
         metrics |= d_metrics
+    # one kind of collective slower than another over the same links: the links are fine, that
+    # kind is slow (a deterministic reduction, its algorithm)
+    ct = collective_types(ctx.profile)
+    ct_remedy: Remedy | None = None
+    if ct is not None:
+        ct_en, ct_zh, ct_remedy = _collective_types_text(ctx, ct)
+        extra += ct_en
+        extra_zh += ct_zh
+        metrics["slow_collective_bandwidth_ratio"] = ct.ratio
     # a communication setting the environment check flags is the first thing to change: it
     # slows every collective of the job (HCCL_BUFFSIZE below its default)
     setting = [f for f in ctx.finding("env_check.env.") if "comm_setting" in f.symptom_tags]
@@ -1222,6 +1257,8 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
                 BoundKind.NONE,
             ),
         )
+    if ct_remedy is not None:
+        remedies.insert(0, ct_remedy)
     for f in setting[:1]:
         remedies.insert(
             0,
@@ -1332,6 +1369,98 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             severity=_severity(rest, ctx.step_us),
         )
     ]
+
+
+#: Settings that make HCCL reduce in a fixed order (slower reductions), when set to these values.
+DETERMINISTIC_SETTINGS: dict[str, tuple[str, ...]] = {"HCCL_DETERMINISTIC": ("true", "1")}
+
+
+def _env_set(
+    ctx: Context, settings: dict[str, tuple[str, ...]]
+) -> list[tuple[str, str, list[int]]]:
+    """``(variable, value, ranks)`` of the ``settings`` set to one of their values (meta.env)."""
+    meta = ctx.profile.get("meta")
+    if meta.empty or "env" not in meta.columns:
+        return []
+    out: dict[tuple[str, str], list[int]] = {}
+    for r, env in zip(meta["rank"], meta["env"], strict=True):
+        if not isinstance(env, dict):
+            continue
+        for k, vals in settings.items():
+            v = str(env.get(k, "")).strip()
+            if v.lower() in vals:
+                out.setdefault((k, v), []).append(int(r))
+    return [(k, v, sorted(rs)) for (k, v), rs in out.items()]
+
+
+def _collective_types_text(ctx: Context, ct: CollectiveTypes) -> tuple[str, str, Remedy]:
+    """Evidence clause (en, zh) and first remedy for collective types slow on good links.
+
+    From :func:`~advisor_chat.diagnosis.decompose.collective_types` (communication.json
+    bandwidth per op type and transport) and ``meta.env`` (HCCL_DETERMINISTIC).
+    """
+    name = COLLECTIVE_NAMES.get(ct.fast.lower(), ct.fast)
+    slow = ", ".join(COLLECTIVE_NAMES.get(k.lower(), k) for k in ct.slow)
+    per = "; ".join(
+        f"{tr} {f:.1f} against {s_:.1f} GB/s" for tr, (f, s_) in ct.by_transport.items()
+    )
+    per_zh = "；".join(
+        f"{tr} 上 {f:.1f} GB/s 对 {s_:.1f} GB/s" for tr, (f, s_) in ct.by_transport.items()
+    )
+    en = (
+        f"; on the same links {name} reaches full speed while {slow} runs at {ct.ratio:.2f}x of "
+        f"it ({per}): the links are fine, {slow} itself is slow"
+    )
+    zh = (
+        f"；在同样的链路上 {name} 能跑满带宽，而 {slow} 只有它的 {ct.ratio:.2f} 倍（{per_zh}）："
+        f"链路本身没问题，慢的是 {slow} 本身"
+    )
+    # what running them at the fast kind's speed gives back: their time per step (comm_ops
+    # Elapse, median over (rank, step)) times (1 - ratio)
+    gain: float | None = None
+    ops = ctx.profile.get("comm_ops")
+    if not ops.empty and {"op_type", "elapse_ms", "rank", "step"} <= set(ops.columns):
+        slow_kinds = {k.lower() for k in ct.slow}
+        el = pd.to_numeric(ops["elapse_ms"], errors="coerce") * 1000.0
+        mine = ops["op_type"].astype(str).str.lower().isin(slow_kinds)
+        slow_us = el[mine].groupby([ops["rank"][mine], ops["step"][mine]]).sum()
+        if len(slow_us):
+            gain = float(slow_us.median()) * (1.0 - ct.ratio)
+    det = _env_set(ctx, DETERMINISTIC_SETTINGS) if ct.reductions else []
+    if det:
+        k, v, rs = det[0]
+        rl, rl_zh = ranks_label(rs)
+        en += (
+            f"; {k}={v} on {rl} makes HCCL reduce in a fixed order (deterministic reduction), "
+            "which slows every reducing collective"
+        )
+        zh += f"；{rl_zh}设置了 {k}={v}，HCCL 按固定顺序做归约（确定性计算），所有归约类集合通信都会变慢"
+        return (
+            en,
+            zh,
+            Remedy(
+                "action",
+                f"Turn deterministic reduction off for training ({k}=false, or unset it): it slows "
+                f"{slow} to {ct.ratio:.2f}x of the links' speed; keep it only for runs that "
+                "compare results bit for bit.",
+                f"训练时关闭确定性计算（{k}=false 或不设置）：它让 {slow} 只有链路速度的 "
+                f"{ct.ratio:.2f} 倍；只在需要逐位对比结果的运行中开启。",
+                gain,
+                BoundKind.ESTIMATE if gain is not None else BoundKind.NONE,
+            ),
+        )
+    return (
+        en,
+        zh,
+        Remedy(
+            "check",
+            f"Find why {slow} is slower than {name} on the same links: deterministic reduction "
+            "(HCCL_DETERMINISTIC), the algorithm HCCL selects (HCCL_ALGO) and the data type it "
+            "reduces in; the network itself carries {name} at full speed.".replace("{name}", name),
+            f"查明同样链路上 {slow} 为何比 {name} 慢：确定性计算（HCCL_DETERMINISTIC）、HCCL 选择的算法"
+            f"（HCCL_ALGO）以及归约的数据类型；网络本身传 {name} 能跑满带宽。",
+        ),
+    )
 
 
 COLLECTIVE_NAMES = {"allgather": "AllGather", "reducescatter": "ReduceScatter",

@@ -21,6 +21,7 @@ import pandas as pd
 from advisor_chat.analyzers.base import Category
 from advisor_chat.analyzers.slow_link import link_records
 from advisor_chat.diagnosis.context import Context
+from advisor_chat.diagnosis.decompose import collective_types
 from advisor_chat.diagnosis.rules.common import EVENT_MIN_STEPS, _claim, _severity
 from advisor_chat.diagnosis.text import ms, pct, share_of
 from advisor_chat.diagnosis.types import (
@@ -233,7 +234,9 @@ def rule_slow_transport(ctx: Context, causes: list[RootCause]) -> list[RootCause
     (communication_matrix.json: the transport's median link bandwidth below 80% of the Atlas A2
     standard with large transfers, the CANN msprof slow-link rule). No rank, node or link stands
     out: the fabric or its configuration slows every transfer. Not raised when a step-level cause
-    of the same transport (congestion in some steps) already explains it, nor when the environment
+    of the same transport (congestion in some steps) already explains it, nor when another kind of
+    collective runs at full speed on the same transport (``decompose.collective_types``), nor when
+    the environment
     check flags a setting that slows every collective (``comm_setting``: HCCL_BUFFSIZE). Victims: every rank
     (its transfers over that transport). Gain (estimate): per link and step, the transit time
     beyond what the standard bandwidth needs (part of it may be hidden behind computation).
@@ -243,8 +246,13 @@ def rule_slow_transport(ctx: Context, causes: list[RootCause]) -> list[RootCause
     # bandwidth on every link: the exposed-communication cause says it, the fabric is not blamed
     if any("comm_setting" in f.symptom_tags for f in ctx.finding("env_check.env.")):
         return out
+    # the same links carry another kind of collective at full speed: not the fabric (the
+    # exposed-communication cause names the slow kind)
+    ct = collective_types(ctx.profile)
     for f in ctx.finding("slow_link.transport."):
         tr = f.id.split(".")[-1].split("_")[0].upper()
+        if ct is not None and tr in ct.by_transport:
+            continue
         if any(c.id.startswith(f"cause.slow_transport.{tr.lower()}") for c in causes):
             continue
         m = f.metrics
