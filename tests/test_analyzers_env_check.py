@@ -5,6 +5,7 @@ from _analyzers_a_helpers import make_profile, step_rows
 
 from advisor_chat.analyzers import get_analyzer
 from advisor_chat.analyzers.base import Severity
+from advisor_chat.analyzers.env_check import CHECKED_SETTINGS
 from advisor_chat.symptoms import unknown_tags
 
 
@@ -82,7 +83,7 @@ def test_known_answer_settings():
     assert res.metrics["first_collective_wait_max_s"] == pytest.approx(45.0)
     for f in res.findings:
         assert not unknown_tags(f.symptom_tags)
-    assert len(res.table[res.table["rank"] >= 0]) == 4 * 8  # 4 ranks x 8 settings
+    assert len(res.table[res.table["rank"] >= 0]) == 4 * len(CHECKED_SETTINGS)  # ranks x settings
 
 
 def test_defaults_are_quiet_and_no_env_is_unknown():

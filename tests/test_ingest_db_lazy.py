@@ -50,7 +50,7 @@ def _expected_kernels(path: Path) -> tuple[int, float]:
 
 def _expected_dispatch(path: Path) -> int:
     """CANN_API rows joined to their TASK, HCCL-internal tasks left out, plus the host's
-    synchronize calls (which launch no task)."""
+    blocking calls: synchronizes and aclrtMemcpy (which launch no task)."""
     launches = _sql(
         path,
         "SELECT COUNT(*) FROM CANN_API a JOIN TASK t ON a.connectionId = t.connectionId "
@@ -59,7 +59,8 @@ def _expected_dispatch(path: Path) -> int:
     syncs = _sql(
         path,
         "SELECT COUNT(*) FROM CANN_API a JOIN STRING_IDS s ON s.id = a.name "
-        "WHERE s.value LIKE '%Synchronize%'",
+        "WHERE (s.value LIKE '%Synchronize%' OR s.value = 'aclrtMemcpy') "
+        "AND a.connectionId NOT IN (SELECT connectionId FROM TASK)",
     )[0]
     return launches + syncs
 

@@ -132,9 +132,15 @@ def test_text_export_values(real_samples: Path) -> None:
     s_ids = {e["id"] for e in tv if e.get("cat") == "HostToDevice" and e["ph"] == "s"}
     f_ids = {e["id"] for e in tv if e.get("cat") == "HostToDevice" and e["ph"] == "f"}
     hd = p.get("host_dispatch")
-    # plus the host's synchronize calls (CANN events named *Synchronize*, no flow, no device task)
-    syncs = [e for e in tv if e.get("ph") == "X" and "Synchronize" in str(e.get("name", ""))]
-    assert len(syncs) == 8
+    # plus the host's blocking calls (CANN events named *Synchronize* and aclrtMemcpy: no flow,
+    # no device task)
+    syncs = [
+        e
+        for e in tv
+        if e.get("ph") == "X"
+        and ("Synchronize" in str(e.get("name", "")) or e.get("name") == "AscendCL@aclrtMemcpy")
+    ]
+    assert len(syncs) == 8 + 5
     assert (hd["rank"] == 0).sum() == len(s_ids & f_ids) + len(syncs)
     launch = hd[hd["device_start_us"].notna()]
     assert (launch["launch_delay_us"] == launch["device_start_us"] - launch["host_start_us"]).all()
@@ -203,8 +209,8 @@ def test_db_export_values(real_samples: Path) -> None:
     # host dispatch comes from the DB, not from a trace_view.json
     assert all(f.endswith(".db") for f in p.source_files("host_dispatch"))
     hd = p.get("host_dispatch")
-    # launches have their delay; the host's synchronize calls launch nothing (no device columns)
-    is_sync = hd["api_name"].str.contains("Synchronize")
+    # launches have their delay; the host's blocking calls launch nothing (no device columns)
+    is_sync = hd["api_name"].str.contains(r"Synchronize|aclrtMemcpy$")
     assert hd.loc[~is_sync, "launch_delay_us"].notna().all()
     assert is_sync.any() and hd.loc[is_sync, "device_start_us"].isna().all()
 

@@ -746,11 +746,11 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
     ),
     "hardware": (
         r"\bhardware\b",
-        # a part of the network to replace: the NIC, its optics or cable, a switch port
-        r"\bbad (nics?|optics?|transceivers?|cables?|ports?)\b",
-        r"\b(swap|replace|change)\w*\b[^.?!]{0,20}\b(nics?|optics?|transceivers?|cables?)\b",
-        r"\b(nics?|optics?|transceivers?|cables?)\b[^.?!]{0,12}\b(swapped|replaced|changed)\b",
-        r"网卡.{0,4}(坏|故障|有问题)|(换|更换)(掉)?.{0,4}(网卡|光模块|线缆)",
+        # a network card to replace (a cable or its optics is the "link" hypothesis)
+        r"\bbad nics?\b",
+        r"\b(swap|replace|change)\w*\b[^.?!]{0,20}\bnics?\b",
+        r"\bnics?\b[^.?!]{0,12}\b(swapped|replaced|changed)\b",
+        r"网卡.{0,4}(坏|故障|有问题)|(换|更换)(掉)?.{0,4}网卡",
         r"\bsilicon\b",
         r"\b(worse|weaker|bad|lemon)\s+(chips?|npus?|cards?|boards?)\b",
         r"(硬件|芯片).{0,4}(差|不行|有问题)",
@@ -1612,7 +1612,7 @@ _WHERE_PROBLEM = re.compile(
 _SENTENCE = re.compile(r"[^.!?。！？]*[?？]")
 
 
-def _question_part(low: str) -> str:
+def question_part(low: str) -> str:
     """The one sentence that ends in a question mark, when the text states more before it.
 
     "… except rank 5 which waits the least. rank 5's matmuls are as fast. what is rank 5
@@ -1631,7 +1631,7 @@ def find_kind(low: str, n_targets: int) -> str:
     When the text states context before its question, the question (its last sentence ending
     in a question mark) decides first; the whole text when that sentence says nothing.
     """
-    part = _question_part(low)
+    part = question_part(low)
     if part != low:
         kind = find_kind(part, n_targets)
         if kind:
@@ -1964,7 +1964,7 @@ def parse_question(
     low = q.lower()
     n_targets = max(len(ranks), len(ops), len(links))
     kind = find_kind(low, n_targets)
-    part = _question_part(low)
+    part = question_part(low)
     part_nodes = _find_nodes(part)[0] if nodes and part != low else nodes
     if nodes and kind in ("why", "overview", "") and part != low and not part_nodes:
         # "the 8 cards on server 0 wait in every allreduce ... what's wrong?": the node is what

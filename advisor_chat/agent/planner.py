@@ -25,7 +25,13 @@ import pandas as pd
 
 from advisor_chat.agent import project
 from advisor_chat.agent.answer import CitedCase, CitedFinding, Suggestion
-from advisor_chat.agent.parse import Query, asks_bandwidth, asks_yes_no, network_scope
+from advisor_chat.agent.parse import (
+    Query,
+    asks_bandwidth,
+    asks_yes_no,
+    network_scope,
+    question_part,
+)
 from advisor_chat.agent.project import Projection, render_for_model
 from advisor_chat.agent.validate import BaselineProblem, validate_question
 from advisor_chat.analyzers.base import AnalyzerResult, Finding
@@ -506,6 +512,14 @@ _HEALTHY_Q = re.compile(
     re.I,
 )
 
+#: "What changed?" / "what is different from the old run?": a comparison only a baseline answers.
+_CHANGED_Q = re.compile(
+    r"what(?:'s| has| have)? changed|what(?:'s| is| are) different|\bdiff(?:erence)?s?\b|"
+    r"\bcompar(?:e|ed|ison) (?:to|with|against)\b|变了(?:什么|啥|哪)|(?:什么|哪些?)(?:变化|区别|差异|不同)|"
+    r"有(?:什么|啥)(?:变化|区别|差异|不同)",
+    re.I,
+)
+
 #: An operator type written in a question: CamelCase ("ReduceMean") or capitalised inside a
 #: sentence ("a Pow after every layer").
 _OP_NAME = re.compile(r"\b[A-Za-z]*[a-z][A-Z][A-Za-z]*\b|(?<=[a-z0-9,;:] )[A-Z][a-z]{2,}\b")
@@ -715,6 +729,9 @@ class Planner:
             q.intent == "compare_profiles"
             and self.session.baseline is None
             and q.kind in ("why", "overview", "")
+            # (the question itself, not the context before it: "... the comparison against our
+            # baseline ... what's going on?")
+            and not _CHANGED_Q.search(question_part(q.text.lower()))
         ):
             # "since the change steps are slower, what's going on?": what this run shows, and how
             # to compare it with the earlier one

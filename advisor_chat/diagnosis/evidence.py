@@ -488,7 +488,7 @@ def explain_device(
             )
             clause_zh += (
                 f"；它从不运行其他卡每步都运行的 {'、'.join(names)}：这些融合算子的计算在{who_zh}上被拆成了"
-                f"一串小算子（{extra_ops}）"
+                f"一串小算子（{extra_ops.replace(', ', '、')}）"
             )
             rem = Remedy(
                 "action",

@@ -493,7 +493,8 @@ def _units_over_ranks(ctx: Context, attr: Any, causes: list[RootCause]) -> list[
     for c in causes:
         ranks = set(c.culprit.ranks) | {r for _, r in c.culprit.events}
         inside = any(ranks and ranks < set(u.unit.ranks) for u in units)
-        if inside and c.mechanism in _RANK_LEVEL:
+        # (ranks found late together already name the precise set inside the unit)
+        if inside and c.mechanism in _RANK_LEVEL and c.culprit.kind != "ranks":
             ctx.claimed.difference_update(f.id for f in c.findings)  # the unit claims them
             continue
         keep.append(c)

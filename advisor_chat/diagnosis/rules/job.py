@@ -1402,7 +1402,7 @@ def _collective_types_text(ctx: Context, ct: CollectiveTypes) -> tuple[str, str,
     name = COLLECTIVE_NAMES.get(ct.fast.lower(), ct.fast)
     slow = ", ".join(COLLECTIVE_NAMES.get(k.lower(), k) for k in ct.slow)
     per = "; ".join(
-        f"{tr} {f:.1f} against {s_:.1f} GB/s" for tr, (f, s_) in ct.by_transport.items()
+        f"{tr} {f:.1f} GB/s against {s_:.1f} GB/s" for tr, (f, s_) in ct.by_transport.items()
     )
     per_zh = "；".join(
         f"{tr} 上 {f:.1f} GB/s 对 {s_:.1f} GB/s" for tr, (f, s_) in ct.by_transport.items()

@@ -947,6 +947,15 @@ def links_as_fast(mx: pd.DataFrame, ranks: list[int]) -> bool:
     return compared
 
 
+def _is_topology_unit(ctx: Context, ranks: list[int]) -> bool:
+    """Whether ``ranks`` are exactly a node, a communication group or a pipeline stage."""
+    from advisor_chat.diagnosis.attribution import _units
+
+    want = tuple(sorted(ranks))
+    units = _units(ctx.profile, [tuple(sorted(s)) for s in ctx.stages], set(ctx.ranks))
+    return any(tuple(sorted(u.ranks)) == want for u in units)
+
+
 def _group_cause(
     ctx: Context,
     slow: list[int],
@@ -1099,7 +1108,9 @@ def _group_cause(
         a_zh = f"找出{gl_zh}与其他卡的差异（节点硬件、软件版本、配置、任务分配）并使其一致。"
     # ranks late together that no node, group or stage holds: each is a straggler of its own
     # kind (a host stall when their extra time is idle), named together
-    together = unit is not None and unit[0] == "ranks"
+    together = (unit is not None and unit[0] == "ranks") or (
+        unit is None and not _is_topology_unit(ctx, slow)
+    )
     return RootCause(
         id=f"cause.slow_group.r{slow[0]}_{slow[-1]}",
         mechanism=(
