@@ -327,6 +327,7 @@ def test_one_huge_event_is_streamed_not_handed_to_the_slow_parser(
 def test_blocking_host_calls_are_rows_without_a_device_task(real_samples: Path) -> None:
     """aclrtMemcpy (a blocking copy) and the synchronizes: one row per CANN event, no device
     columns; aclrtMemcpyAsync starts a HostToDevice flow and stays a launch row."""
+    import contextlib
     import re
     import sqlite3
 
@@ -351,7 +352,7 @@ def test_blocking_host_calls_are_rows_without_a_device_task(real_samples: Path) 
         real_samples
         / "pt-db-level1-2rank/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"
     )
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)) as con:
         rows = con.execute(
             "SELECT s.value, COUNT(*) FROM CANN_API a JOIN STRING_IDS s ON s.id = a.name "
             "WHERE s.value LIKE '%Synchronize%' OR s.value = 'aclrtMemcpy' GROUP BY s.value"

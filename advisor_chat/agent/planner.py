@@ -1059,7 +1059,15 @@ class Planner:
             p = project.pipeline(d, q.stages, zh, yes_no=q.kind == "yes_no")
             if not p.lines and q.kind == "yes_no" and not q.stages:
                 return self._bubble_without_stages(d, outputs, zh)
-            if p.lines and q.kind == "yes_no" and not q.stages and _BUBBLE_Q.search(q.text):
+            if p.lines and q.kind == "yes_no" and healthy and d.causes:
+                # "is this much bubble normal?": not when a cause of the pipeline explains it
+                pipe = any(c.mechanism is Mechanism.PIPELINE_IMBALANCE for c in d.causes)
+                said = p.lines[0].startswith(("No", "Yes", "不", "是"))
+                if pipe and not said:
+                    p.lines[0] = project.with_verdict(
+                        "不正常：" if zh else "No, not as it should be: ", p.lines[0], zh
+                    )
+            elif p.lines and q.kind == "yes_no" and not q.stages and _BUBBLE_Q.search(q.text):
                 # "is that Bubble a pipeline bubble?" on a pipeline job: yes, and whose it is
                 p.lines[0] = project.with_verdict(
                     "是的，这是流水线气泡：" if zh else "Yes, it is a pipeline bubble: ",
@@ -1804,7 +1812,12 @@ class Planner:
         # a second rank (or node) named: its own figures from the same table
         second = [r for r in [*q.ranks[1:2], *self._node_ranks(q)[1:2]] if r != rank][:1]
         t = res.tables["ops_by_rank"]
-        if second and "rank" in t.columns and second[0] in set(t["rank"].astype(int)):
+        if (
+            second
+            and int(m.get("ops_ranks_others", 0)) > 1  # (one other rank: already said)
+            and "rank" in t.columns
+            and second[0] in set(t["rank"].astype(int))
+        ):
             row = t[t["rank"].astype(int) == second[0]].iloc[0]
             r2, n2 = second[0], fmt_num(float(row["count_per_step"]))
             us2 = fmt_num(float(row["time_per_step_us"]), "us")

@@ -2732,7 +2732,7 @@ def overview(
     if real:
         p.lines += [
             "",
-            "根因（按每步损失时间排序）：" if zh else "Root causes, most time explained first:",
+            "根因（按修复的先后排序）：" if zh else "Root causes, in the order to fix them:",
         ]
         for c in real[:limit]:
             p.add_cause(c)

@@ -24,6 +24,11 @@ EXPLAINS_SHARE = 0.5
 _CORE_ZH = {"AI_CPU": "AI CPU", "AI_CORE": "AI Core", "AI_VECTOR_CORE": "AI Vector Core"}
 
 
+def _agree(who: str, singular: str, plural: str) -> str:
+    """The verb or pronoun that agrees with ``who`` ("ranks 0-3 launch", "rank 3 launches")."""
+    return plural if who.startswith("ranks ") else singular
+
+
 def _core(c: str) -> str:
     return _CORE_ZH.get(c.upper(), c)
 
@@ -389,7 +394,8 @@ def explain_device(
         # the launches counted are those of one variant (operator and input shapes)
         var = f"{op} [{top.shape_culprit}]" if top.shape_culprit else op
         clause = (
-            f"{who} launches {more:.0f} more {var} per step than its peers "
+            f"{who} {_agree(who, 'launches', 'launch')} {more:.0f} more {var} per step than "
+            f"{_agree(who, 'its', 'their')} peers "
             f"({top.count_culprit:.0f} against {top.count_peer:.0f}, {ms(each)} each): "
             f"{ms(top.delta_us)} more per step of extra work, not slower kernels"
         )
@@ -483,7 +489,8 @@ def explain_device(
             extra_ops = ", ".join(o.op_type for o in acc.ops if o.count_peer == 0)
             extra_ops = ", ".join(dict.fromkeys(extra_ops.split(", ")).keys())
             clause += (
-                f"; it never runs {fused}, which its peers launch every step: the work of those "
+                f"; {_agree(who, 'it never runs', 'they never run')} {fused}, which "
+                f"{_agree(who, 'its', 'their')} peers launch every step: the work of those "
                 f"fused kernels runs on {who} as separate small operators ({extra_ops})"
             )
             clause_zh += (
@@ -540,9 +547,10 @@ def explain_device(
     if acc.versions is not None and v in ("extra_work", "slower", "placement", "format"):
         # another software stack on the culprit: the kernels it selects follow from it
         mine, theirs = acc.versions
-        runs = "run" if who.startswith(("ranks", "node")) else "runs"
-        clause += f"; {who} {runs} {mine} where its peers run {theirs}"
+        runs = _agree(who, "runs", "run")
+        clause += f"; {who} {runs} {mine} where {_agree(who, 'its', 'their')} peers run {theirs}"
         clause_zh += f"；{who_zh}的软件版本为 {mine}，其他卡为 {theirs}"
+        tags = (*tags, "version_mismatch")
         rem = dataclasses.replace(
             rem,
             text=f"Install on {who} the software its peers run ({theirs} instead of {mine}): "

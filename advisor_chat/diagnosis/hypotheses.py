@@ -532,6 +532,19 @@ def _hardware(d: Diagnosis) -> Verdict:
             "而不是模型或其配置",
             (clock,),
         )
+    stack = _tagged(d, "version_mismatch")
+    if stack is not None and _tagged(d, "device_slow") is None:
+        # the slow ranks run another software stack: what their kernels do follows from it
+        return _v(
+            "hardware",
+            "contradicted",
+            f"{stack.summary.rstrip('.')}; the slow ranks run another software stack than "
+            "their peers, which explains the difference: align the software before suspecting "
+            "the hardware",
+            f"{stack.summary_zh.rstrip('。')}；慢的卡与其他卡的软件版本不同，这就能解释差异：先统一软件，"
+            "再怀疑硬件",
+            (stack,),
+        )
     dev = _tagged(d, "device_slow")
     if dev is not None:
         # what the device evidence is: a few launches far longer (bursts), or one factor on all
@@ -880,6 +893,17 @@ def _dataloader(d: Diagnosis) -> Verdict:
             f"the data loader: {_lower_first(held.summary.rstrip('.'))}",
             f"设备空闲时主机正阻塞在它自己的调用里，而不是在等数据加载：{held.summary_zh.rstrip('。')}",
             (held,),
+        )
+    start = next((f for f in d.findings if f.id.startswith("host_dispatch.dataloader.")), None)
+    if start is not None:
+        # every rank waits at the start of its steps (the host dispatch analyzer measured it)
+        owner = next((c for c in _real(d) if start in c.findings), None)
+        return _v(
+            "dataloader",
+            "supported",
+            start.summary.rstrip("."),
+            (start.summary_zh or start.summary).rstrip("。"),
+            (owner,),
         )
     idle = _mech(d, Mechanism.JOB_IDLE)
     if idle is not None and idle.metrics.get("idle_placed_share", 0.0) >= 0.5:

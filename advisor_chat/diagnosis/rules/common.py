@@ -391,6 +391,16 @@ def arrival_measured(ctx: Context, rank: int) -> bool:
     return bool(len(row)) and float(row.iloc[0]) > 0
 
 
+def collective_peers(ctx: Context, rank: int) -> set[int]:
+    """Ranks whose collectives with ``rank`` are recorded (``comm_ops`` rows of its groups)."""
+    ops = ctx.profile.get("comm_ops")
+    if ops.empty or not {"group", "rank"} <= set(ops.columns):
+        return set()
+    mine = set(ops.loc[ops["rank"] == rank, "group"].dropna().astype(str))
+    rows = ops[ops["group"].astype(str).isin(mine)]
+    return {int(r) for r in rows["rank"].dropna()} - {rank}
+
+
 def host_timeline(ctx: Context, ranks: list[int] | None = None) -> tuple[str, str]:
     """Where the host timeline of ``ranks`` (default: every rank) is, as (English, Chinese) text.
 

@@ -317,7 +317,11 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             steps=steps,
             # the synchronize calls' idle is what their remedy gets back (one figure for both)
             gain_us=min(gain, ss.idle_us) if ss is not None else gain,
-            bound=BoundKind.UPPER_BOUND,
+            # (the copies' idle is measured, what removing them gives is estimated from it: the
+            # launches they delay also move)
+            bound=BoundKind.ESTIMATE
+            if ss is not None and sync_copies(ss)
+            else BoundKind.UPPER_BOUND,
             remedies=(
                 *(dispatch[2] if dispatch is not None else ()),
                 *(
@@ -467,6 +471,10 @@ def _sync_text(ss: SyncStalls, shared_free_us: float) -> tuple[str, str, tuple[R
         f"{_SYNC_WHERE[x.position][1]}（{x.op_type} 之前）：{ms(x.idle_us)}" for x in ss.spots
     )
     n = f"{ss.calls_per_step:.0f}"
+    places = "places" if len(ss.spots) > 1 else "place"
+    if len(ss.spots) == 1 and ss.calls_per_step > 1:  # one place, several times a step
+        spots_en += f" each time ({n} times per step)"
+        spots_zh += f"（每次；每步 {n} 次）"
     total = ss.all_calls_per_step
     copies = sync_copies(ss)
     what, what_zh = (
@@ -494,7 +502,7 @@ def _sync_text(ss: SyncStalls, shared_free_us: float) -> tuple[str, str, tuple[R
     )
     en = (
         f"{ms(idle)} of it right after {n_en} ({', '.join(apis)}: {how}, then runs Python before "
-        f"its next launch while the device idles), at the same places on every rank: {spots_en}"
+        f"its next launch while the device idles), at the same {places} on every rank: {spots_en}"
     )
     zh = (
         f"其中 {ms(idle)} 紧跟在{n_zh}之后（{', '.join(apis)}：{how_zh}，之后主机先执行 Python "
@@ -533,7 +541,7 @@ def _sync_text(ss: SyncStalls, shared_free_us: float) -> tuple[str, str, tuple[R
             "把每步主机到设备的拷贝改为异步：使用锁页内存（DataLoader(pin_memory=True) 或 "
             "tensor.pin_memory()），用 .to(device, non_blocking=True) 拷贝，并在本步计算时预取下一批数据。",
             idle,
-            BoundKind.UPPER_BOUND,
+            BoundKind.ESTIMATE,
         )
         return en, zh, (remedy,)
     remedy = Remedy(

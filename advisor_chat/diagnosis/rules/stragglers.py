@@ -36,6 +36,7 @@ from advisor_chat.diagnosis.rules.common import (
     _op_sample_txt,
     _severity,
     arrival_measured,
+    collective_peers,
     device_idle_evidence,
     find_events,
     host_evidence,
@@ -259,6 +260,22 @@ def _rank_cause(
         elif arrival_measured(ctx, rank):
             late = "it arrives late at the collectives"
             late_zh = "它较晚到达集合通信"
+            seen = collective_peers(ctx, rank)
+            unseen = [v.rank for v in victims if v.rank not in seen]
+            if seen and unseen:
+                # the collectives recorded hold only some of its victims: the others' wait for
+                # it comes from the step times
+                sl, sl_zh = ranks_label(sorted(seen))
+                late = f"it arrives last at the recorded collectives it shares with {sl}"
+                late_zh = f"在它与{sl_zh}的已记录集合通信中它最后到达"
+                waits = (
+                    f"by the step times {len(victims)} rank(s) wait {ms(wait_mean)} per step for "
+                    "it (inferred for the ranks with no recorded collective with it)"
+                )
+                waits_zh = (
+                    f"按各步时间推断 {len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}"
+                    "（与它没有已记录集合通信的卡为推断值）"
+                )
         else:  # no collective shows it arriving last: the step times point to it
             late = "by the step times it is a late arriver (no collective shows it arriving last)"
             late_zh = "按各步时间推断它较晚到达集合通信（没有哪个集合通信显示它最后到达）"
