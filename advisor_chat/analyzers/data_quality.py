@@ -27,6 +27,7 @@ _WARNING_TAGS: dict[str, tuple[str | None, Severity]] = {
     "no_communication_unreadable": ("missing_comm_data", Severity.LOW),
     "partial_comm_data": ("missing_comm_data", Severity.LOW),
     "partial_files": ("missing_comm_data", Severity.LOW),
+    "mixed_runs": (None, Severity.HIGH),
 }
 
 

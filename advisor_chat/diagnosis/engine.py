@@ -652,6 +652,13 @@ def _left_out(profile: Profile) -> tuple[str, str]:
     inside = str(profile.root).rstrip("/") + "/"  # paths shown relative to the profile folder
     en_parts: list[str] = []
     zh_parts: list[str] = []
+    # ranks from different runs: every comparison between them is meaningless, said first
+    w = next((w for w in profile.warnings if w.code == "mixed_runs"), None)
+    if w is not None:
+        en_parts.append(f"Mixed runs: {w.message.replace(inside, '').rstrip('. ')}.")
+        zh_parts.append(
+            f"数据混杂：{warning_zh(w.code, w.ranks)}（{format_ranks(sorted(w.ranks))}号卡）。"
+        )
     # ranks the job had but the folder lacks: every job-wide statement covers only the others
     w = next((w for w in profile.warnings if w.code == "missing_ranks"), None)
     if w is not None:
