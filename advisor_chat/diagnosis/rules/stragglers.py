@@ -965,9 +965,14 @@ def links_as_fast(mx: pd.DataFrame, ranks: list[int]) -> bool:
 
 
 def _is_topology_unit(ctx: Context, ranks: list[int]) -> bool:
-    """Whether ``ranks`` are exactly a node, a communication group or a pipeline stage."""
-    from advisor_chat.diagnosis.attribution import _units
+    """Whether ``ranks`` are a node, a communication group or a pipeline stage.
 
+    Also true when the data reveals no nodes: a cluster of slower ranks is then taken for one.
+    """
+    from advisor_chat.diagnosis.attribution import _units, nodes
+
+    if not nodes(ctx.profile):
+        return True
     want = tuple(sorted(ranks))
     units = _units(ctx.profile, [tuple(sorted(s)) for s in ctx.stages], set(ctx.ranks))
     return any(tuple(sorted(u.ranks)) == want for u in units)
