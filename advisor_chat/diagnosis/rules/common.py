@@ -8,7 +8,7 @@ import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -16,6 +16,7 @@ import pandas as pd
 from advisor_chat.analyzers._common import is_comm_kernel, missing_ranks
 from advisor_chat.analyzers.base import Finding, Severity
 from advisor_chat.diagnosis.context import Context
+from advisor_chat.diagnosis.decompose import CollectiveTypes, collective_types
 from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
 from advisor_chat.diagnosis.types import (
     Impact,
@@ -389,6 +390,14 @@ def arrival_measured(ctx: Context, rank: int) -> bool:
         return False
     row = t.loc[t["rank"] == rank, "votes"]
     return bool(len(row)) and float(row.iloc[0]) > 0
+
+
+def slow_collective_types(ctx: Context) -> CollectiveTypes | None:
+    """:func:`~advisor_chat.diagnosis.decompose.collective_types` of the profile, once per context."""
+    key = ("collective_types",)
+    if key not in ctx.cache:
+        ctx.cache[key] = collective_types(ctx.profile)
+    return cast("CollectiveTypes | None", ctx.cache[key])
 
 
 def collective_peers(ctx: Context, rank: int) -> set[int]:

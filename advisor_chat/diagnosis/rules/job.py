@@ -18,7 +18,6 @@ from advisor_chat.diagnosis.decompose import (
     LaunchLoop,
     NewShapeIdle,
     SyncStalls,
-    collective_types,
     dominant_collective,
     is_copy,
     job_account,
@@ -40,6 +39,7 @@ from advisor_chat.diagnosis.rules.common import (
     _severity,
     host_timeline,
     presence_scope,
+    slow_collective_types,
 )
 from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
 from advisor_chat.diagnosis.types import (
@@ -1133,7 +1133,7 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         metrics |= d_metrics
     # one kind of collective slower than another over the same links: the links are fine, that
     # kind is slow (a deterministic reduction, its algorithm)
-    ct = collective_types(ctx.profile)
+    ct = slow_collective_types(ctx)
     ct_remedy: Remedy | None = None
     if ct is not None:
         ct_en, ct_zh, ct_remedy = _collective_types_text(ctx, ct)

@@ -21,8 +21,12 @@ import pandas as pd
 from advisor_chat.analyzers.base import Category
 from advisor_chat.analyzers.slow_link import link_records
 from advisor_chat.diagnosis.context import Context
-from advisor_chat.diagnosis.decompose import collective_types
-from advisor_chat.diagnosis.rules.common import EVENT_MIN_STEPS, _claim, _severity
+from advisor_chat.diagnosis.rules.common import (
+    EVENT_MIN_STEPS,
+    _claim,
+    _severity,
+    slow_collective_types,
+)
 from advisor_chat.diagnosis.text import ms, pct, share_of
 from advisor_chat.diagnosis.types import (
     BoundKind,
@@ -248,7 +252,7 @@ def rule_slow_transport(ctx: Context, causes: list[RootCause]) -> list[RootCause
         return out
     # the same links carry another kind of collective at full speed: not the fabric (the
     # exposed-communication cause names the slow kind)
-    ct = collective_types(ctx.profile)
+    ct = slow_collective_types(ctx)
     for f in ctx.finding("slow_link.transport."):
         tr = f.id.split(".")[-1].split("_")[0].upper()
         if ct is not None and tr in ct.by_transport:
