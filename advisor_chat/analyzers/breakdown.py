@@ -398,7 +398,9 @@ def _comm_share_finding(
         metrics = {
             "min_comm_not_overlapped_share": lo,
             "min_comm_not_overlapped_us": float(col[lo_rank]),
-            "mean_comm_not_overlapped_share": float(share.mean()),
+            # the stage's mean non-overlapped communication over its mean step (the share the
+            # diagnosis states for the same ranks, one figure)
+            "mean_comm_not_overlapped_share": float(col.mean() / pr["step_us"].mean()),
             "mean_overlap_ratio": float(overlap),
             "gap_us": float(col[lo_rank]),
         }

@@ -37,7 +37,8 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
     what dominates it (Computing, Communication Not Overlapped and Exclude Receive, or Free).
     Victims: every rank of the waiting stages, lost = its Bubble per step (``how="bubble"``).
     Gain (upper bound): mean Bubble of the waiting ranks minus ``BUBBLE_TARGET_SHARE`` (5%) of
-    their step, at most the culprit's dominant component; for a compute-bound culprit, at most its
+    their step, at most the culprit's dominant component on its rank that spends least on it; for
+    a compute-bound culprit, at most its
     Computing above the stages' mean Computing (rebalancing moves work, it does not remove it).
     Source: ``step_trace`` Bubble / Stage columns (cluster_step_trace_time.csv).
     """
@@ -88,8 +89,10 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
         "communication": "communication_not_overlapped_exclude_receive_us",
         "free": "free_us",
     }[comp]
-    # cutting the stage's dominant component saves at most that component's time
-    gain = min(gain, float(np.mean([ctx.val(r, own_col) for r in c_ranks])))
+    # cutting the stage's dominant component saves at most that component's time on the rank that
+    # spends least on it: a stage's ranks end their steps together, so the stage ends sooner only
+    # by what all of them save (the figure the stage's bottleneck finding states)
+    gain = min(gain, float(min(ctx.val(r, own_col) for r in c_ranks)))
     if comp == "computing":
         # moving work between stages keeps the total: at best every stage computes the stages'
         # mean, so the culprit stage saves its Computing above that mean
@@ -169,11 +172,12 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
         remedies.append(
             Remedy(
                 "action",
-                f"Cut stage {c_idx}'s non-overlapped communication ({ms(dom_us)} per step): overlap "
+                f"Cut stage {c_idx}'s non-overlapped communication ({ms(dom_us)} per step, mean of its "
+                "ranks): overlap "
                 "its collectives with computation, use fewer and larger collectives (bucket sizes), "
                 f"or move its communication-heavy parallel dimension; stage {w_stage_txt} then "
                 "waits less.",
-                f"减少阶段{c_idx}未被掩盖的通信（每步 {ms(dom_us)}）：让其集合通信与计算重叠、"
+                f"减少阶段{c_idx}未被掩盖的通信（各卡平均每步 {ms(dom_us)}）：让其集合通信与计算重叠、"
                 f"合并为更少更大的集合通信（调整分桶大小），或调整通信量大的并行维度；"
                 f"这样阶段{w_stage_txt}的等待会减少。",
                 gain,
