@@ -251,6 +251,17 @@ class Perturb:
             device has run everything queued; not before the first kernel) and an ``aclrtMemcpy``
             of ``copy µs`` ending shortly before the launch. The device idle it causes is
             ``kernel_stalls``' (the scenario sets both). Empty = none.
+        dev_copies: {rank: {kernel index: [(operation, bytes, copy µs), ...]}} memory copies the
+            compute stream runs right before that kernel (in-stream, asynchronous for the host:
+            ``aclrtMemcpyAsync``), ``operation`` ``"device to host"`` / ``"host to device"``: the
+            device runs them back to back in the gap before the kernel (their time is added to it)
+            and the writer records each as a ``MEMCPY_ASYNC`` task on the compute stream (not an
+            operator: no kernel_details row, not Computing) with its launch. Empty = none.
+        step_host_gaps: {step index: {rank: {kernel index: gap µs}}} device idle before that kernel
+            in that step while the host thread is away (blocked outside any CANN call, e.g. waiting
+            for the Python GIL): no host event covers the gap, the kernel's launch lands just before
+            it and the launches the host would have issued meanwhile follow right after it. Empty =
+            none.
     """
 
     dur_scale: np.ndarray
@@ -278,6 +289,8 @@ class Perturb:
     mem_record: dict[int, list[list[tuple[int, float, float, float]]]] = field(default_factory=dict)
     skip_kernels: dict[int, set[int]] = field(default_factory=dict)
     h2d_copies: dict[int, dict[int, tuple[str, str, float]]] = field(default_factory=dict)
+    dev_copies: dict[int, dict[int, list[tuple[str, int, float]]]] = field(default_factory=dict)
+    step_host_gaps: dict[int, dict[int, dict[int, float]]] = field(default_factory=dict)
 
     def kernel_at(self, si: int, r: int, j: int, default: Kernel) -> Kernel:
         """The kernel template rank ``r`` runs at program position ``j`` in step index ``si``."""
@@ -390,6 +403,32 @@ def _launch_holds_host(
             op.api_start[r] = min(nxt, int(op.start[r]) - 1_000)
 
 
+def _launch_after_host_gap(
+    r: int,
+    j: int,
+    k_start: np.ndarray,
+    k_api_start: np.ndarray,
+    k_api_dur: np.ndarray,
+    ops: list[OpRec],
+) -> None:
+    """Rank ``r``'s host was away before launching kernel ``j``: it launches it just before it starts.
+
+    The launches (kernels and collectives) the host would have issued meanwhile follow it back to
+    back, each before its device task.
+    """
+    a0 = int(k_start[r, j] - k_api_dur[r, j]) - 8_000
+    k_api_start[r, j] = a0
+    nxt = a0 + int(k_api_dur[r, j]) + 2_000
+    for q in range(j + 1, k_start.shape[1]):
+        if k_api_start[r, q] >= nxt:
+            break
+        k_api_start[r, q] = min(nxt, int(k_start[r, q] - k_api_dur[r, q]) - 1_000)
+        nxt = int(k_api_start[r, q] + k_api_dur[r, q]) + 2_000
+    for op in ops:
+        if op.start[r] > k_start[r, j] and op.api_start[r] < nxt:
+            op.api_start[r] = min(nxt, int(op.start[r]) - 1_000)
+
+
 def simulate(
     program: list[Item],
     kinds: dict[str, GroupKind],
@@ -469,6 +508,13 @@ def simulate(
         for r, at in step_stalls.items():
             for j, stall_us in at.items():
                 k_gap[r, j] += int(stall_us * 1000)
+        for r, copies_at in perturb.dev_copies.items():
+            for j, copies in copies_at.items():
+                k_gap[r, j] += round(sum(c[2] for c in copies) * 1000)
+        host_gaps = perturb.step_host_gaps.get(si, {})
+        for r, gaps_at in host_gaps.items():
+            for j, gap_us in gaps_at.items():
+                k_gap[r, j] += int(gap_us * 1000)
         for r, skip in perturb.skip_kernels.items():
             js = sorted(skip)
             k_dur[r, js] = 0
@@ -588,6 +634,9 @@ def simulate(
             floor = int(rs[r]) if rs is not None else s_start
             for j in sorted(at):
                 _launch_holds_host(r, j, k_start, k_api_start, k_api_dur, ops, floor)
+        for r, gaps_at in host_gaps.items():
+            for j in sorted(gaps_at):
+                _launch_after_host_gap(r, j, k_start, k_api_start, k_api_dur, ops)
         # the host launches nothing while it collects garbage: launches the jitter put inside a
         # GC pause move to its end (each kernel still starts after its launch)
         for gr, ga, gb in gc:

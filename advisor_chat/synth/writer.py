@@ -340,6 +340,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         kp = st.k_present[r].tolist() if st.k_present is not None else None
         skip = cl.perturb.skip_kernels.get(r)
         copies = cl.perturb.h2d_copies.get(r)
+        dev_copies = cl.perturb.dev_copies.get(r)
         for j, k0 in enumerate(cl.kernels):
             if skip and j in skip:
                 continue  # not run on this rank (Perturb.skip_kernels)
@@ -379,6 +380,26 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
                     )
             if copies and j in copies:
                 ev.extend(_h2d_copy_events(copies[j], j, ka, kad, ks, kd, pid, cann_pid, host_tid))
+            dcop = dev_copies.get(j) if dev_copies else None
+            if dcop:
+                # in-stream memory copies right before the kernel (Perturb.dev_copies)
+                gap0 = st_start if prev_end is None else prev_end
+                host0 = int(ka[j - 1] + kad[j - 1]) if j > 0 else st_start
+                cev, task_id, conn, last = _dev_copy_events(
+                    dcop,
+                    gap0,
+                    s0,
+                    host0,
+                    int(ka[j]),
+                    pid,
+                    cann_pid,
+                    hw_pid,
+                    host_tid,
+                    task_id,
+                    conn,
+                )
+                ev.extend(cev)
+                prev_end = last
             wait = 0 if prev_end is None else us(s0 - prev_end)
             prev_end = s0 + d
             comp_iv.append((s0, s0 + d))
@@ -781,6 +802,68 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
 
 
 H2D_TAIL_NS = 30_000  # host time between the end of a blocking copy and the next launch
+MEMCPY_API_NS = 29_000  # aclrtMemcpyAsync call (queues the copy, returns)
+
+
+def _dev_copy_events(
+    copies: list[tuple[str, int, float]],
+    gap0: int,
+    k0: int,
+    host0: int,
+    launch: int,
+    pid: int,
+    cann_pid: int,
+    hw_pid: int,
+    host_tid: int,
+    task_id: int,
+    conn: int,
+) -> tuple[list[str], int, int, int]:
+    """Trace events of in-stream memory copies run between ``gap0`` and the kernel starting at ``k0``.
+
+    The device runs them back to back, centred in the idle gap (``MEMCPY_ASYNC`` tasks on the compute
+    stream with ``size(B)``, ``bandwidth(GB/s)`` and ``operation``); the host queues each with an
+    ``aclrtMemcpyAsync`` (inside an ``aten::copy_``), as far ahead of its copy as the kernel's launch
+    at ``launch`` is ahead of the kernel, after the previous launch (ending at ``host0``) and before
+    the kernel's, linked by a HostToDevice flow.
+
+    Returns:
+        The events, the next task id and connection id, and the end (ns) of the last copy.
+    """
+    durs = [round(c[2] * 1000) for c in copies]
+    slack = max(k0 - gap0 - sum(durs) - (len(durs) - 1) * 1_000, 0)  # 1 µs between copies
+    t = gap0 + slack // 2
+    step_ns = MEMCPY_API_NS + 6_000
+    lead = k0 - launch
+    a = host0 + 3_000
+    out: list[str] = []
+    for i, ((operation, nbytes, _us), d) in enumerate(zip(copies, durs, strict=True)):
+        a = min(max(a, t - lead), launch - (len(copies) - i) * step_ns)
+        bw = round(nbytes / d, 4) if d else 0.0  # bytes per ns = GB/s
+        out.append(
+            f'{{"ph": "X", "name": "aten::copy_", "pid": {pid}, "tid": {pid}, "ts": "{ts_str(a - 2_000)}", '
+            f'"dur": {us(MEMCPY_API_NS + 4_000)}, "cat": "cpu_op", "args": {{"Sequence number": -1, "Fwd thread id": 0}}}}'
+        )
+        out.append(
+            f'{{"name": "AscendCL@aclrtMemcpyAsync", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a)}", "dur": {us(MEMCPY_API_NS)}, '
+            f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_RTS", "level": "acl", "id": "aclrtMemcpyAsync", "item_id": "0", "connection_id": {conn}}}, "ph": "X"}}'
+        )
+        out.append(
+            f'{{"name": "HostToDevice{conn}", "ph": "s", "cat": "HostToDevice", "id": "{conn}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a)}"}}'
+        )
+        out.append(
+            f'{{"name": "MEMCPY_ASYNC", "pid": {hw_pid}, "tid": {COMPUTE_STREAM}, "ts": "{ts_str(t)}", "dur": {us(d)}, '
+            f'"args": {{"Model Id": 4294967295, "Task Type": "MEMCPY_ASYNC", "Physic Stream Id": {COMPUTE_STREAM}, "Task Id": {task_id}, '
+            f'"Batch Id": 0, "Subtask Id": 4294967295, "connection_id": {conn}, "size(B)": {nbytes}, '
+            f'"bandwidth(GB/s)": {bw}, "operation": "{operation}"}}, "ph": "X"}}'
+        )
+        out.append(
+            f'{{"name": "HostToDevice{conn}", "ph": "f", "id": "{conn}", "ts": "{ts_str(t)}", "cat": "HostToDevice", "pid": {hw_pid}, "tid": {COMPUTE_STREAM}, "bp": "e"}}'
+        )
+        t += d + 1_000
+        a += step_ns
+        task_id += 1
+        conn += 1
+    return out, task_id, conn, t - 1_000
 
 
 def _h2d_copy_events(
