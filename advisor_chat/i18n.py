@@ -8,9 +8,12 @@ exists in every language with the same placeholders, and that a Chinese report h
 prose.
 
 Migrated so far: the report page (``reporting.render_html``), the web page's labels (``ui.render``,
-``ui.app``), the plots (``ui.plots``) and the question check (``agent.validate``). The answers' sentences
-(``agent.project``, ``agent.planner``, the diagnosis rules) still write English and Chinese side by
-side and are to move here.
+``ui.app``), the plots (``ui.plots``), the question check (``agent.validate``), and the answers'
+fixed sentences in ``agent.project`` / ``agent.planner`` (keys ``project.*``, ``planner.*``, read with
+:func:`say` where the code carries the language as a ``zh`` flag). Still written as English and
+Chinese side by side: the answer sentences whose wording differs by more than words between the
+languages (English plural agreement, clauses built in another order), and the diagnosis rules'
+``text`` / ``text_zh`` pairs.
 """
 
 from __future__ import annotations
@@ -89,3 +92,8 @@ def t(key: str, lang: str = "en", /, **values: object) -> str:
     """
     text = messages("zh" if lang == "zh" else "en")[key]
     return text.format(**values) if values else text
+
+
+def say(key: str, zh: bool, /, **values: object) -> str:
+    """:func:`t` for code that carries the answer's language as a flag (``zh``: Chinese)."""
+    return t(key, "zh" if zh else "en", **values)

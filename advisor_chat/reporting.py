@@ -21,6 +21,7 @@ import pandas as pd
 
 from advisor_chat.analyzers.base import AnalyzerResult, Finding, Severity
 from advisor_chat.analyzers.runner import AnalyzerRun, run_analyzers, sort_findings
+from advisor_chat.i18n import say
 from advisor_chat.ingest.common import gc_paused
 from advisor_chat.ingest.profile import Profile, cite_zh
 from advisor_chat.tools.render import metric_label, unit_of
@@ -204,11 +205,7 @@ def steps_text(steps: list[int]) -> str:
 def _steps_suffix(steps: list[int], zh: bool) -> str:
     """The step ids after the header's step count: ``' [1, 2, 3]'``, or that there are no markers."""
     if steps == [-1]:
-        return (
-            "（无步标记：整个采集按一步分析）"
-            if zh
-            else " (no step markers: the whole capture is analyzed as one step)"
-        )
+        return say("report.no_step_markers_the_whole_capture", zh)
     return f" {steps[:12]}"
 
 

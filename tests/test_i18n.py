@@ -48,8 +48,8 @@ def test_every_key_the_code_uses_is_in_the_catalogue() -> None:
     families: set[str] = set()
     for f in PKG.rglob("*.py"):
         src = f.read_text(encoding="utf-8")
-        used |= set(re.findall(r"""\b(?:t|T|msg)\(\s*["']([a-z_]+\.[a-z_.]+)["']""", src))
-        families |= set(re.findall(r"""\b(?:t|T|msg)\(\s*f["']([a-z_]+\.[a-z_.]*)\{""", src))
+        used |= set(re.findall(r"""\b(?:t|T|msg|say)\(\s*["']([a-z_]+\.[a-z_.]+)["']""", src))
+        families |= set(re.findall(r"""\b(?:t|T|msg|say)\(\s*f["']([a-z_]+\.[a-z_.]*)\{""", src))
     assert used, "no t() call found: the scan is broken"
     cat = set(messages("en"))
     assert used <= cat, used - cat

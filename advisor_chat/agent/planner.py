@@ -36,6 +36,7 @@ from advisor_chat.agent.project import Projection, render_for_model
 from advisor_chat.agent.validate import BaselineProblem, validate_question
 from advisor_chat.analyzers.base import AnalyzerResult, Finding
 from advisor_chat.diagnosis.types import Diagnosis, Mechanism, RootCause
+from advisor_chat.i18n import say
 from advisor_chat.i18n import t as msg
 from advisor_chat.kb.types import CaseHit
 from advisor_chat.symptoms import SYMPTOM_TAGS
@@ -1015,12 +1016,12 @@ class Planner:
                     sid, sid_zh = (f"step {step}, ", f"第 {step} 步，") if step >= 0 else ("", "")
                     p.lines.insert(
                         0,
-                        f"这份性能数据只有一步（{sid_zh}{fmt_num(step_us, 'us')}，来源 "
-                        "step_trace_time.csv），没有可比较的其他步；它的时间损失在下面的原因上。"
-                        if zh
-                        else f"This profile holds one step ({sid}{fmt_num(step_us, 'us')}; "
-                        "from step_trace_time.csv): there is no other step to compare it with. "
-                        "What costs it time is below.",
+                        say(
+                            "planner.this_profile_holds_one_step_from",
+                            zh,
+                            sid=(sid_zh if zh else sid),
+                            step_us=fmt_num(step_us, "us"),
+                        ),
                     )
                     return p
                 p = project.steps(d, zh, (step,))
@@ -1065,12 +1066,12 @@ class Planner:
                 said = p.lines[0].startswith(("No", "Yes", "不", "是"))
                 if pipe and not said:
                     p.lines[0] = project.with_verdict(
-                        "不正常：" if zh else "No, not as it should be: ", p.lines[0], zh
+                        say("planner.no_not_as_it_should_be", zh), p.lines[0], zh
                     )
             elif p.lines and q.kind == "yes_no" and not q.stages and _BUBBLE_Q.search(q.text):
                 # "is that Bubble a pipeline bubble?" on a pipeline job: yes, and whose it is
                 p.lines[0] = project.with_verdict(
-                    "是的，这是流水线气泡：" if zh else "Yes, it is a pipeline bubble: ",
+                    say("planner.yes_it_is_a_pipeline_bubble", zh),
                     p.lines[0],
                     zh,
                 )
@@ -1218,12 +1219,7 @@ class Planner:
                 and all(role == "victim" for _, role, _ in d.role_of(q.ranks[0]))
             ):  # "how much would fixing rank 3 save?" of a rank that only waits
                 r = q.ranks[0]
-                lines[:0] = [
-                    f"单独修复{r}号卡省不了时间：它不是原因，而是被下面的原因拖慢。"
-                    if zh
-                    else f"Fixing rank {r} itself saves nothing: it is not a cause, it loses time "
-                    "to the cause below."
-                ]
+                lines[:0] = [say("planner.fixing_rank_itself_saves_nothing_it", zh, r=r)]
             if bw_lead:  # "how fast are the links?": the measured bandwidth first, then the verdict
                 lines[:0] = [*bw_lead, ""]
             elif q.intent == "slow_link" and not any(
@@ -1478,13 +1474,7 @@ class Planner:
                 for f in found
                 if {"memory_fragmentation", "profiler_overhead"} & set(f.symptom_tags)
             ]
-            lines.append(
-                "没有足够的信息回答显存峰值：目前没有分析内存数据（memory_record.csv / "
-                "operator_memory.csv）的工具。"
-                if zh
-                else "Not enough signal to answer the peak-memory part: no tool analyzes the "
-                "memory data (memory_record.csv / operator_memory.csv) yet."
-            )
+            lines.append(say("planner.not_enough_signal_to_answer_the", zh))
             top = next((c for c in d.causes if c.culprit.kind != "none"), None) if d else None
             if top is not None and top.mechanism.value not in ("no_culprit", "not_enough_signal"):
                 # the step time is accounted for without memory: say where it goes
@@ -1501,34 +1491,18 @@ class Planner:
                 if {"hccl_timeout_risk", "first_collective_late"} & set(f.symptom_tags)
             ]
             if not risk:
-                lines.append(
-                    "环境检查没有发现 HCCL 超时风险（超时设置能覆盖观测到的等待）。"
-                    if zh
-                    else "The environment check found no HCCL timeout risk: the timeouts cover the observed waits."
-                )
+                lines.append(say("planner.the_environment_check_found_no_hccl", zh))
             found = risk
         if q.intent == "mc2":
             mc2 = [f for f in found if f.kind.value == "mc2_opportunity"]
             found = mc2
             if not mc2 and d is not None and not d.kernel_data:
                 # a MatMul next to a collective is seen in the kernels: none, no verdict
-                lines.append(
-                    "信号不足：判断 mc2 要看 MatMul 是否紧挨着未被掩盖的 TP 集合通信，这需要逐算子数据"
-                    "（每张卡的 kernel_details.csv 或 DB 导出），这份数据没有。"
-                    if zh
-                    else "Not enough signal: whether mc2 would help depends on a MatMul running "
-                    "right before an exposed TP collective, which needs per-kernel data (each "
-                    "rank's kernel_details.csv or the DB export); this profile has none."
-                )
+                lines.append(say("planner.not_enough_signal_whether_mc_would", zh))
             elif not mc2:
-                lines.append(
-                    "不建议仅凭这份数据开启 mc2：没有发现 MatMul 紧邻 TP 集合通信、可由 mc2 掩盖的证据。"
-                    if zh
-                    else "No: this data shows no MatMul next to a TP collective that mc2 could overlap, "
-                    "so it does not support enabling mc2."
-                )
+                lines.append(say("planner.no_this_data_shows_no_matmul", zh))
             else:
-                lines.append("是的，mc2 值得一试：" if zh else "Yes, mc2 looks worth trying:")
+                lines.append(say("planner.yes_mc_looks_worth_trying", zh))
         if q.intent == "data_quality" and d is not None:
             ex = project.excluded_line(d, zh)
             if ex:
@@ -1538,17 +1512,9 @@ class Planner:
                 # "could the env vars I added matter?": a verdict before the flags
                 costly = any(f.severity.value in ("high", "medium") for f in found)
                 if costly:
-                    lines.append(
-                        "是的，会有影响：环境检查发现以下设置会拖慢训练："
-                        if zh
-                        else "Yes, they can matter: the environment check flags these settings:"
-                    )
+                    lines.append(say("planner.yes_they_can_matter_the_environment", zh))
                 else:
-                    lines.append(
-                        "影响不大：环境检查只发现以下次要设置："
-                        if zh
-                        else "Probably not much: the environment check flags only minor settings:"
-                    )
+                    lines.append(say("planner.probably_not_much_the_environment_check", zh))
             elif q.intent not in ("mc2",):
                 lines.append(_lead(q.intent, zh))
             for f in found[:3]:
@@ -1569,29 +1535,14 @@ class Planner:
             )
         if q.intent == "pipeline_bubble":
             head = project.headline(d, zh) if d is not None else ""
-            return (
-                "没有明显的流水线气泡或阶段不均衡。" + head
-                if zh
-                else "No pipeline bubble or stage imbalance stands out. " + head
-            ).strip()
+            return (say("planner.no_pipeline_bubble_or_stage_imbalance", zh, head=head)).strip()
         if q.intent == "data_quality":
-            return (
-                "数据完整：数据质量检查没有发现缺失的卡、步或记录。"
-                if zh
-                else "The data looks complete: the data-quality check found no missing ranks, steps or records."
-            )
+            return say("planner.the_data_looks_complete_the_data", zh)
         if d is not None and d.causes:
-            return (
-                "这项分析对这个问题没有发现问题。诊断结论：" + project.headline(d, zh)
-                if zh
-                else "This analysis found nothing for this question. What the diagnosis says: "
-                + project.headline(d, zh)
+            return say(
+                "planner.this_analysis_found_nothing_for_this", zh, headline=project.headline(d, zh)
             )
-        return (
-            "未发现明显的问题。"
-            if zh
-            else "Nothing stands out: the analysis found no problem for this question."
-        )
+        return say("planner.nothing_stands_out_the_analysis_found", zh)
 
     def _rank_amount_lead(self, q: Query, by_tool: dict[str, list[ToolOutput]], zh: bool) -> str:
         """One rank's time in the step-trace component a "how much" question names, with its share.
@@ -1656,9 +1607,9 @@ class Planner:
         top = int(v.index[0])
         if float(v.max()) <= 0:
             return (
-                f"所有卡的{label_zh}都是 0（{src}）。"
-                if zh
-                else f"No rank has any {label}: it is 0 on every rank ({src}).",
+                say(
+                    "planner.no_rank_has_any_it_is", zh, label=(label_zh if zh else label), src=src
+                ),
                 [],
             )
         word = ("最少", "least") if q.extreme == "min" else ("最多", "most")
@@ -1754,9 +1705,7 @@ class Planner:
         src = quote_source(self.session.profile.cite("kernels"), zh)
         if not types or "ops_b_us" not in m:
             return (
-                f"{rank}号卡的算子数据中没有与“{what}”匹配的算子（来源 {src}）。"
-                if zh
-                else f"No operator on rank {rank} matches '{what}' in the kernel data ({src}).",
+                say("planner.no_operator_on_rank_matches_in", zh, rank=rank, what=what, src=src),
                 [rank],
             )
         cat_zh = {
@@ -1821,16 +1770,8 @@ class Planner:
             row = t[t["rank"].astype(int) == second[0]].iloc[0]
             r2, n2 = second[0], fmt_num(float(row["count_per_step"]))
             us2 = fmt_num(float(row["time_per_step_us"]), "us")
-            text += (
-                f"；{r2}号卡每步 {us2}（{n2} 次调用）"
-                if zh
-                else f"; rank {r2} takes {us2} per step ({n2} launches)"
-            )
-        text += (
-            f"（来源 {src}，compare_ops 的 ops_by_rank 表，不含通信任务）。"
-            if zh
-            else f" (from {src}, compare_ops ops_by_rank table, communication tasks excluded)."
-        )
+            text += say("planner.rank_takes_per_step_launches", zh, r2=r2, us2=us2, n2=n2)
+        text += say("planner.from_compare_ops_ops_by_rank", zh, src=src)
         return text, [rank]
 
     def _node_ranks(self, q: Query) -> list[int]:

@@ -32,6 +32,7 @@ from advisor_chat.diagnosis.types import (
     Mechanism,
     RootCause,
 )
+from advisor_chat.i18n import say
 from advisor_chat.i18n import t as msg
 from advisor_chat.tools.core import fmt_ranks
 from advisor_chat.tools.render import clean_data, fence, fmt_num
@@ -71,6 +72,7 @@ _HOW = {
     "slow_link_transit": ("loses transit time on the slow link", "在慢链路上多花传输时间"),
     "idle": ("sits idle", "空闲等待"),
     "own_time": ("loses time in its own work", "自身多花时间"),
+    "slow_steps": ("loses time in the slow steps", "在变慢的步中损失时间"),
 }
 _VICTIM_VERB = {
     "collective_wait": ("waits {amt} at the collectives", "在集合通信中等待{amt}"),
@@ -80,6 +82,7 @@ _VICTIM_VERB = {
     ),
     "slow_link_transit": ("loses {amt} in transit", "多花传输时间{amt}"),
     "idle": ("sits idle {amt}", "空闲等待{amt}"),
+    "slow_steps": ("loses {amt} in the slow steps", "在变慢的步中损失{amt}"),
     "": ("loses {amt}", "损失时间{amt}"),
 }
 #: A pipeline-stage culprit's own Impact (``how``) → the step component it measures.
@@ -136,19 +139,19 @@ def label(c: Culprit, zh: bool) -> str:
         return c.label
     if c.kind == "link" and c.link is not None:
         t = f" ({c.transport})" if c.transport else ""
-        return (f"链路 {c.link[0]}→{c.link[1]}{t}") if zh else f"link {c.link[0]}→{c.link[1]}{t}"
+        return say("project.link", zh, c_link=c.link[0], c_link_b=c.link[1], t=t)
     if c.kind == "stage" and c.stage is not None:
         rs = f" ({rank_word(c.ranks, zh)})" if c.ranks else ""
-        return f"流水线阶段{c.stage}{rs}" if zh else f"stage {c.stage}{rs}"
+        return say("project.stage", zh, c_stage=c.stage, rs=rs)
     if c.kind in ("rank", "ranks", "group") and c.ranks:
         return rank_word(c.ranks, zh)
     if c.kind == "operator" and c.operator:
-        return f"算子 {c.operator}" if zh else f"operator {c.operator}"
+        return say("project.operator", zh, c_operator=c.operator)
     if c.kind == "steps":
-        return "个别步的事件" if zh else "events in single steps"
+        return say("project.events_in_single_steps", zh)
     if c.kind == "job":
-        return "整个作业" if zh else "the whole job"
-    return "无" if zh else "none"
+        return say("project.the_whole_job", zh)
+    return say("project.none", zh)
 
 
 def link_label(c: Culprit, zh: bool) -> str:
@@ -183,37 +186,28 @@ def gain_phrase(c: RootCause, zh: bool) -> str:
             ("at most", "最多") if c.bound == BoundKind.UPPER_BOUND else ("about", "约")
         )
         if n_ev == 1:
-            return (
-                f"消除这次停顿后平均每步{kind_zh}节省 {g}（分摊到所有步）"
-                if zh
-                else f"removing the stall saves {kind_en} {g} per step (averaged over the steps)"
+            return say(
+                "project.removing_the_stall_saves_per_step",
+                zh,
+                kind=(kind_zh if zh else kind_en),
+                g=g,
             )
-        return (
-            f"消除全部 {n_ev} 个停顿事件后每步{kind_zh}节省 {g}（所有事件合计）"
-            if zh
-            else f"removing all {n_ev} stall events saves {kind_en} {g} per step (all events together)"
+        return say(
+            "project.removing_all_stall_events_saves_per",
+            zh,
+            n_ev=n_ev,
+            kind=(kind_zh if zh else kind_en),
+            g=g,
         )
     onset = c.metrics.get("onset_cost_per_step_us")
     if onset is not None and math.isfinite(onset) and "onset_step" in c.metrics:
         # slow from a step to the end of the capture: what it costs from then on, and the
         # capture's average (the figure causes are ranked by)
         st = int(c.metrics["onset_step"])
-        return (
-            f"修复后从第 {st} 步起每步约节省 {us(onset)}（变慢的步与正常步的中位数之差；"
-            f"按全部采集步平均为 {g}）"
-            if zh
-            else f"fixing it saves about {us(onset)} per step from step {st} on (its slow steps' "
-            f"median against the clean steps'; {g} averaged over every captured step)"
-        )
+        return say("project.fixing_it_saves_about_per_step", zh, us=us(onset), st=st, g=g)
     if c.bound == BoundKind.UPPER_BOUND:
-        return (
-            f"修复后每步最多节省 {g}（上限）"
-            if zh
-            else f"fixing it saves at most {g} per step (upper bound)"
-        )
-    return (
-        f"修复后每步约节省 {g}（估计）" if zh else f"fixing it saves about {g} per step (estimate)"
-    )
+        return say("project.fixing_it_saves_at_most_per", zh, g=g)
+    return say("project.fixing_it_saves_about_per_step_b", zh, g=g)
 
 
 def gain_sentence(c: RootCause, zh: bool) -> str:
@@ -293,11 +287,7 @@ def headline(d: Diagnosis, zh: bool) -> str:
     if h.strip():
         return _sentence(h, zh)
     if not d.causes:
-        return (
-            "未发现明显的问题：诊断没有找到任何根因。"
-            if zh
-            else "Nothing stands out: the diagnosis found no root cause."
-        )
+        return say("project.nothing_stands_out_the_diagnosis_found", zh)
     return _sentence(summary(d.causes[0], zh), zh)
 
 
@@ -339,6 +329,22 @@ def shares_line(d: Diagnosis, zh: bool) -> str:
     return "Cluster-wide share of the step: " + ", ".join(parts) + st + "."
 
 
+def add_shares(p: Projection, d: Diagnosis, zh: bool) -> None:
+    """Append :func:`shares_line` unless the answer already states those shares (one figure once).
+
+    A no-culprit cause's summary carries the breakdown itself ("computing 89.7%, ... free 1.6%");
+    the same shares again in the next sentence would say each figure twice.
+    """
+    sl = shares_line(d, zh)
+    if not sl:
+        return
+    said = "\n".join(p.lines)
+    figures = [pct(d.shares[k]) for k in ("computing", "free") if d.shares.get(k, 0) > 0]
+    if figures and all(f in said for f in figures):
+        return
+    p.lines.append(sl)
+
+
 # -- projections ---------------------------------------------------------------------------------
 def _role_sentence(rank: int, c: RootCause, role: str, imp: Impact | None, zh: bool) -> str:
     """One sentence: rank ``rank``'s role in cause ``c`` (culprit / on the link / victim)."""
@@ -366,12 +372,7 @@ def _role_sentence(rank: int, c: RootCause, role: str, imp: Impact | None, zh: b
             )
         extra = ""
         if imp is not None and imp.lost_us > 0 and imp.how == "own_time":
-            extra = (
-                f"：其自身耗时（计算 + 空闲）每步比其他卡长 {us(imp.lost_us)}"
-                if zh
-                else f": its own time (Computing + Free) is {us(imp.lost_us)} per step longer than "
-                "its peers'"
-            )
+            extra = say("project.its_own_time_computing_free_is", zh, us=us(imp.lost_us))
         elif imp is not None and imp.lost_us > 0 and imp.how in _STAGE_PART:
             en_part, zh_part = _STAGE_PART[imp.how]
             extra = (
@@ -453,7 +454,7 @@ def _then(head: str, detail: str, zh: bool) -> str:
         return _sentence(head, zh) + " " + _sentence(detail[:1].upper() + detail[1:], zh)
     if colon_detail:
         return f"{head}——{detail}。" if zh else f"{head} — {lower_first(detail)}."
-    return f"{head}：{detail}。" if zh else f"{head}: {detail}."
+    return say("project.head_detail", zh, head=head, detail=detail)
 
 
 _VERDICT = {
@@ -525,12 +526,10 @@ def _few_ranks(c: RootCause) -> bool:
 def _shown_header(c: RootCause, zh: bool) -> str:
     """The line before what the data does show under a not-enough-signal lead."""
     if _few_ranks(c) and "late_rank" in c.metrics:  # the lead already compared the two ranks
-        return "数据还能说明的是：" if zh else "What else the data shows:"
+        return say("project.what_else_the_data_shows", zh)
     if _few_ranks(c):
-        return (
-            "数据能说明的是（不指向某张卡）：" if zh else "What the data does show (no rank named):"
-        )
-    return "在采集到的这一步里：" if zh else "In the one captured step:"
+        return say("project.what_the_data_does_show_no", zh)
+    return say("project.in_the_one_captured_step", zh)
 
 
 def nes_reason(c: RootCause, zh: bool) -> str:
@@ -611,7 +610,7 @@ def _explain(
                 line += " " + gs
             p.lines.append(line if i == 0 else f"- {line}")
             if i == 0 and len(roles) > 1:
-                p.lines.append("此外：" if zh else "Also:")
+                p.lines.append(say("project.also", zh))
             p.plot_ranks += [x for x in _culprit_ranks(c)[:8] if x not in p.plot_ranks]
         return p
     # several ranks: group their roles by cause, most lost time first
@@ -693,7 +692,7 @@ def _explain(
             text += " " + gs
         p.lines.append(text if i == 0 else f"- {text}")
         if i == 0 and len(ordered) > 1:
-            p.lines.append("此外：" if zh else "Also:")
+            p.lines.append(say("project.also", zh))
     return p
 
 
@@ -703,9 +702,9 @@ def _multi_verdict(ranks: Sequence[int], main: dict[int, str], zh: bool) -> str:
     if guilty and len(guilty) == len(ranks):
         return _VERDICT["culprit"][1 if zh else 0]
     if not guilty:
-        return "不是：" if zh else "No: "
+        return say("project.no", zh)
     who = rank_word(guilty, zh)
-    return f"只有{who}是：" if zh else f"Only {who}: "
+    return say("project.only", zh, who=who)
 
 
 def _main_role(d: Diagnosis, rank: int) -> tuple[RootCause, str, Impact | None] | None:
@@ -730,9 +729,13 @@ def compare_ranks(
     if nes is not None:
         p.add_cause(nes)
         p.lines.append(
-            f"没有足够的信息判断{wa}和{wb}哪张更慢：{nes_reason(nes, zh)}。"
-            if zh
-            else f"Not enough signal to tell whether {wa} or {wb} is slower: {nes_reason(nes, zh)}."
+            say(
+                "project.not_enough_signal_to_tell_whether",
+                zh,
+                wa=wa,
+                wb=wb,
+                nes_reason=nes_reason(nes, zh),
+            )
         )
         return p
     ra, rb = _main_role(d, a), _main_role(d, b)
@@ -748,13 +751,15 @@ def compare_ranks(
         ws, wo = rank_word([slow], zh), rank_word([other], zh)
         vic = next((i for i in c.victims if i.rank == other), None)
         if vic is not None and vic.lost_us > 0:
-            rest = (
-                f"{wo}在等它（每步 {us(vic.lost_us)}，占其步长的 {pct(vic.share)}）"
-                if zh
-                else f"{wo} waits for it ({us(vic.lost_us)} per step, {pct(vic.share)} of its step)"
+            rest = say(
+                "project.waits_for_it_per_step_of",
+                zh,
+                wo=wo,
+                us=us(vic.lost_us),
+                vic_share=pct(vic.share),
             )
         else:
-            rest = f"{wo}不是这个原因的一部分" if zh else f"{wo} has no part in this cause"
+            rest = say("project.has_no_part_in_this_cause", zh, wo=wo)
         if zh:
             line = f"{ws}更慢，它就是原因：{summary(c, zh)}；{rest}。"
         else:
@@ -772,13 +777,11 @@ def compare_ranks(
         return p
     both = _explain(d, [a, b], zh, False)
     if guilty(ra) and guilty(rb):
-        lead = (
-            f"{wa}和{wb}都是原因的一部分：" if zh else f"Both {wa} and {wb} are part of the cause: "
-        )
+        lead = say("project.both_and_are_part_of_the", zh, wa=wa, wb=wb)
     else:
-        lead = f"{wa}和{wb}都不是原因：" if zh else f"Neither {wa} nor {wb} is the cause: "
+        lead = say("project.neither_nor_is_the_cause", zh, wa=wa, wb=wb)
         if yes_no:
-            lead = ("不是，" if zh else "No: ") + (lead if zh else lower_first(lead))
+            lead = (say("project.no_comma", zh)) + (lead if zh else lower_first(lead))
     if both.lines:
         both.lines[0] = with_verdict(lead, both.lines[0], zh)
     return both
@@ -837,12 +840,7 @@ def _no_role(d: Diagnosis, ranks: Sequence[int], zh: bool, p: Projection) -> Pro
     if partial:
         pw = rank_word(partial, zh)
         p.lines.append(
-            f"无法完整判断：{pw}的部分数据无法读取（见下文）；从其余数据看，{who}不在任何已发现根因的影响范围内。"
-            f"作业的主要问题是：{summary(top, zh)}。"
-            if zh
-            else f"Cannot fully tell: part of {pw}'s data could not be read (see below); from the "
-            f"rest of it, {who} is not behind any cause found, nor measurably hit by one. "
-            f"The job's main cause: {summary(top, zh)}."
+            say("project.cannot_fully_tell_part_of_s", zh, pw=pw, who=who, summary=summary(top, zh))
         )
         return p
     p.lines.append(
@@ -874,30 +872,18 @@ def other_ranks(
     if top.culprit.kind == "job":
         p.add_cause(top)
         fine = False
-        text = (
-            "所有卡都受整个作业的原因影响。"
-            if zh
-            else "every rank loses time to a cause of the whole job."
-        )
+        text = say("project.every_rank_loses_time_to_a", zh)
         cause = top
     elif other is not None:
         p.add_cause(other)
         fine = False
         lab = label(other.culprit, zh)
-        text = (
-            f"除了{ex_zh}号卡，{lab}也是原因。"
-            if zh
-            else f"besides rank {ex_en}, {lab} is a cause too."
-        )
+        text = say("project.besides_rank_is_a_cause_too", zh, ex=(ex_zh if zh else ex_en), lab=lab)
         cause = other
     else:
         p.add_cause(top)
         fine = True
-        text = (
-            f"除了{ex_zh}号卡，其他卡自身都正常，它们只是在等它。"
-            if zh
-            else f"apart from rank {ex_en}, the ranks are fine by themselves; they only wait for it."
-        )
+        text = say("project.apart_from_rank_the_ranks_are", zh, ex=(ex_zh if zh else ex_en))
         cause = top
     # the verdict sentence alone, then the cause's own account (no clause of it can contradict)
     why = _sentence(summary(cause, zh), zh)
@@ -915,7 +901,7 @@ def _because(lab: str, text: str, zh: bool) -> str:
     body = text.rstrip("。") if zh else lower_first(text).rstrip(".")
     if lab.lower() in body[: len(lab) + 40].lower():
         return body
-    return f"{lab}——{body}" if zh else f"{lab} — {body}"
+    return say("project.label_body", zh, lab=lab, body=body)
 
 
 def node_question(
@@ -938,11 +924,8 @@ def node_question(
         if nc is not None:
             p.add_cause(nc)
         rest = summary(nc, zh) if nc is not None else ""
-        p.lines.append(
-            ("没有哪台机器比其他机器慢。" if zh else "No node is slower than the others. ")
-            + _sentence(rest, zh)
-        )
-        return _verdict_first(p, "不是：" if zh else "No: ", zh, yes_no)
+        p.lines.append((say("project.no_node_is_slower_than_the", zh)) + _sentence(rest, zh))
+        return _verdict_first(p, say("project.no", zh), zh, yes_no)
     top = real[0]
     p.add_cause(top)
     lab, text = label(top.culprit, zh), summary(top, zh)
@@ -959,29 +942,14 @@ def node_question(
         return f"node {n} (ranks {rs})"
 
     if top.culprit.kind == "job" or not ranks:
-        p.lines.append(
-            f"没有哪台机器比其他机器慢，原因在{why}。"
-            if zh
-            else f"No node is slower than the others: the cause is {why}."
-        )
-        return _verdict_first(p, "不是：" if zh else "No: ", zh, yes_no)
+        p.lines.append(say("project.no_node_is_slower_than_the_b", zh, why=why))
+        return _verdict_first(p, say("project.no", zh), zh, yes_no)
     if not nodes and d.one_node:
-        p.lines.append(
-            f"所有卡都在同一台机器上（机内链路把它们全部连在一起），没有其他机器可比；最主要的原因在{why}。"
-            if zh
-            else "Every rank is on one node (on-node links join them all), so there is no other "
-            f"node to compare with; the top cause is {why}."
-        )
-        return _verdict_first(p, "不是：" if zh else "No: ", zh, yes_no)
+        p.lines.append(say("project.every_rank_is_on_one_node", zh, why=why))
+        return _verdict_first(p, say("project.no", zh), zh, yes_no)
     if not nodes:
-        p.lines.append(
-            f"数据中看不出卡在各台机器上的分布（通信矩阵的机内链路没有覆盖所有卡），无法按机器比较；最主要的原因在{why}。"
-            if zh
-            else "The profile does not show which ranks share a node (the communication matrix's on-node "
-            "links do not cover every rank), so "
-            f"nodes cannot be compared; the top cause is {why}."
-        )
-        return _verdict_first(p, "无法判断：" if zh else "Cannot tell: ", zh, yes_no)
+        p.lines.append(say("project.the_profile_does_not_show_which", zh, why=why))
+        return _verdict_first(p, say("project.cannot_tell", zh), zh, yes_no)
     bad = [i for i in idx if not 0 <= i < len(nodes)]
     if bad:
         n = len(nodes)
@@ -1007,22 +975,18 @@ def node_question(
     whole = [i for i in on if set(nodes[i]) <= set(ranks)]
     if not idx and yes_no and not whole:
         # "is one node slower?": the top cause is no node's every rank (a link, a few ranks)
-        p.lines.append(
-            f"不是整台机器：最主要的原因在{why}。"
-            if zh
-            else f"No, not a whole node: the top cause is {why}."
-        )
+        p.lines.append(say("project.no_not_a_whole_node_the", zh, why=why))
         return p
     if not idx:  # "which node is slower?": the node(s) the top cause lies on
         one = len(on) == 1
         where = (
-            ("、" if zh else " and ").join(node_txt(i) for i in on)
+            (say("project.and", zh)).join(node_txt(i) for i in on)
             if on
-            else ("不在某一台机器上" if zh else "no single node")
+            else (say("project.no_single_node", zh))
         )
         if one and where.lower() in why.lower():  # the cause already names the node
             p.lines.append(f"{why}。" if zh else f"{why[0].upper()}{why[1:]}.")
-            return _verdict_first(p, "是的：" if zh else "Yes: ", zh, yes_no)
+            return _verdict_first(p, say("project.yes", zh), zh, yes_no)
         p.lines.append(
             (
                 f"{where}上的问题最大：{why}。"
@@ -1037,14 +1001,14 @@ def node_question(
             )
         )
         # "is there a slow node?": yes when the top cause is one whole node's
-        return _verdict_first(p, "是的：" if zh else "Yes: ", zh, yes_no and one and bool(whole))
+        return _verdict_first(p, say("project.yes", zh), zh, yes_no and one and bool(whole))
     if len(on) == 1 and idx and on[0] == idx[0]:
         p.lines.append(
             f"{node_txt(on[0])}上的问题最大：{why}。"
             if zh
             else f"{node_txt(on[0])[0].upper()}{node_txt(on[0])[1:]} holds the top cause, {why}."
         )
-        return _verdict_first(p, "是的：" if zh else "Yes: ", zh, yes_no)
+        return _verdict_first(p, say("project.yes", zh), zh, yes_no)
     where = (
         (node_txt(on[0]) if len(on) == 1 else "、".join(node_txt(i) for i in on))
         if zh
@@ -1057,7 +1021,7 @@ def node_question(
         else f"{asked_txt[0].upper()}{asked_txt[1:]} is not where the problem is; the top cause "
         f"is {lab}, on {where} — {lower_first(text).rstrip('.')}."
     )
-    return _verdict_first(p, "不是：" if zh else "No: ", zh, yes_no)
+    return _verdict_first(p, say("project.no", zh), zh, yes_no)
 
 
 def _cause_text(c: RootCause) -> str:
@@ -1095,11 +1059,7 @@ def unknown_suspect(d: Diagnosis, x: str, zh: bool) -> Projection:
             return _fits(c, zh)
     top = real[0] if real else None
     if top is None:
-        p.lines.append(
-            f"无法从这份数据判断是否与{x}有关：数据中没有突出的原因。"
-            if zh
-            else f"Cannot tell from this data whether the {x} matters: no cause stands out."
-        )
+        p.lines.append(say("project.cannot_tell_from_this_data_whether", zh, x=x))
         return p
     p.add_cause(top)
     # the first words say "no" (a yes/no question was asked), then where the time goes
@@ -1132,9 +1092,7 @@ def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection
     if nes is not None:
         p.add_cause(nes)
         p.lines.append(
-            f"没有足够的信息指出慢卡：{nes_reason(nes, zh)}。"
-            if zh
-            else f"Not enough signal to name a slow rank: {nes_reason(nes, zh)}."
+            say("project.not_enough_signal_to_name_a", zh, nes_reason=nes_reason(nes, zh))
         )
         if real:
             p.lines.append(_shown_header(nes, zh))
@@ -1142,9 +1100,7 @@ def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection
                 p.add_cause(rc)
                 p.lines.append(cause_bullet(rc, zh))
         else:
-            sl = shares_line(d, zh)
-            if sl:
-                p.lines.append(sl)
+            add_shares(p, d, zh)
         return p
     if not real:
         return no_culprit(d, zh, p)
@@ -1225,9 +1181,7 @@ def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection
             idle = real[0]
             p.add_cause(idle)
             p.lines.append(
-                f"但更大的问题在整个作业：{summary(idle, zh)}。"
-                if zh
-                else f"The larger problem is the whole job's, not one rank's: {summary(idle, zh)}."
+                say("project.the_larger_problem_is_the_whole", zh, summary=summary(idle, zh))
             )
     elif c.kind == "link" and c.link is None:  # a rank's links, which one not in the data
         p.plot_ranks = list(c.ranks)
@@ -1250,9 +1204,7 @@ def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection
     elif c.kind == "steps":
         p.plot_ranks = _culprit_ranks(top)[:8]
         p.lines.append(
-            f"平均而言没有哪张卡慢：时间损失在个别步的停顿上，{events_text(top, zh)}：{s}。"
-            if zh
-            else f"No rank is slow on average: the time goes to one-step stalls, {events_text(top, zh)}: {s}."
+            say("project.no_rank_is_slow_on_average", zh, events_text=events_text(top, zh), s=s)
         )
     elif c.kind == "job":
         p.lines.append(
@@ -1285,9 +1237,7 @@ def no_culprit(d: Diagnosis, zh: bool, p: Projection | None = None) -> Projectio
     if nes is not None:
         p.add_cause(nes)
         p.lines.append(
-            f"没有足够的信息指出慢卡：{nes_reason(nes, zh)}。"
-            if zh
-            else f"Not enough signal to name a slow rank: {nes_reason(nes, zh)}."
+            say("project.not_enough_signal_to_name_a", zh, nes_reason=nes_reason(nes, zh))
         )
     elif nc is not None:
         p.add_cause(nc)
@@ -1299,9 +1249,7 @@ def no_culprit(d: Diagnosis, zh: bool, p: Projection | None = None) -> Projectio
         )
     else:
         p.lines.append(headline(d, zh))
-    sl = shares_line(d, zh)
-    if sl:
-        p.lines.append(sl)
+    add_shares(p, d, zh)
     return p
 
 
@@ -1407,12 +1355,8 @@ def _link_on_slow_transport(
             )
         )
     else:
-        lead = (
-            f"这份数据里没有链路 {a} 的传输记录，无法判断它；所有 {tr} 链路都慢"
-            if zh
-            else f"This profile has no transfers on link {a}, so it cannot be judged; every {tr} link is slow"
-        )
-    p.lines.append(f"{lead}：{body}。" if zh else f"{lead}: {body}.")
+        lead = say("project.this_profile_has_no_transfers_on", zh, a=a, tr=tr)
+    p.lines.append(say("project.lead_body", zh, lead=lead, body=body))
     return p
 
 
@@ -1465,7 +1409,7 @@ def _slow_body(c: RootCause, zh: bool) -> str:
         and core not in text
         and (c.culprit.label_zh if zh else c.culprit.label) not in text
     ):
-        text = (f"慢链路 {lab}：" if zh else f"the slow link {lab}: ") + text
+        text = (say("project.the_slow_link", zh, lab=lab)) + text
     return text if zh else lower_first(text)
 
 
@@ -1566,16 +1510,16 @@ def _network(
             p.add_cause(c)
             a = ", ".join(f"{x}→{y}" for x, y in links)
             if at_rank:
-                line = (
-                    f"无法判断链路 {a} 是否就是慢链路：{summary(c, zh)}。"
-                    if zh
-                    else f"Cannot tell whether link {a} is the slow one: {summary(c, zh)}."
+                line = say(
+                    "project.cannot_tell_whether_link_is_the", zh, a=a, summary=summary(c, zh)
                 )
             else:
-                line = (
-                    f"不是：链路 {a} 不是慢链路；慢的是 {link_label(c.culprit, zh)}：{summary(c, zh)}。"
-                    if zh
-                    else f"No: link {a} is not the slow one; the slow link is {link_label(c.culprit, zh)}: {summary(c, zh)}."
+                line = say(
+                    "project.no_link_is_not_the_slow",
+                    zh,
+                    a=a,
+                    link_label=link_label(c.culprit, zh),
+                    summary=summary(c, zh),
                 )
             p.lines.append(line)
             p.plot_ranks = list(c.culprit.link or c.culprit.ranks)
@@ -1589,15 +1533,9 @@ def _network(
         # the cause's sentence already names the link and says it is slow: not said twice
         body = _slow_body(c, zh)
         if yes_no and healthy:  # "is the network fine?"
-            p.lines.append(
-                f"不是，网络有问题：{body}。" if zh else f"No, the network is not fine: {body}."
-            )
+            p.lines.append(say("project.no_the_network_is_not_fine", zh, body=body))
         elif yes_no and single and c.culprit.kind == "job":  # "is one node's NIC bad?"
-            p.lines.append(
-                f"不是某一个节点、网卡或链路的问题——{body}。"
-                if zh
-                else f"No: no single node, NIC or link is at fault — {body}."
-            )
+            p.lines.append(say("project.no_no_single_node_nic_or", zh, body=body))
         elif yes_no and scope in _SCOPES and c.culprit.transport:
             # the part asked ("is it HCCS inside the server?") is where the slow link is
             part_en, part_zh = _SCOPES[scope]
@@ -1607,9 +1545,7 @@ def _network(
                 else f"Yes, {part_en} {'are' if scope == 'board' else 'is'} the problem: {body}."
             )
         elif yes_no:
-            p.lines.append(
-                f"是的，网络有问题：{body}。" if zh else f"Yes, the network is a problem: {body}."
-            )
+            p.lines.append(say("project.yes_the_network_is_a_problem", zh, body=body))
         else:
             p.lines.append(f"{body}。" if zh else f"{body[0].upper()}{body[1:]}.")
         if rank_pos > 0:
@@ -1665,12 +1601,7 @@ def _network(
             if main and not zh
             else ""
         )
-        p.lines.append(
-            "没有慢链路：没有哪条链路的带宽明显低于同类链路。" + rest
-            if zh
-            else "No link is slow: no link runs far below the median bandwidth of its transport."
-            + rest_en
-        )
+        p.lines.append(say("project.no_link_is_slow_no_link", zh, rest=(rest if zh else rest_en)))
         if comm and main is not None and comm[0].id != main.id:
             p.add_cause(comm[0])
             p.lines.append(cause_bullet(comm[0], zh))
@@ -1695,20 +1626,12 @@ def _network(
             return p
         p.add_cause(cc)
         p.plot_ranks = _culprit_ranks(cc)[:8]
-        p.lines.append(
-            f"{summary(cc, zh)}。没有发现慢链路：原因不在网络。"
-            if zh
-            else f"{summary(cc, zh)}. No link is slow: the cause is not the network."
-        )
+        p.lines.append(say("project.no_link_is_slow_the_cause", zh, summary=summary(cc, zh)))
         return p
     if top is not None and not yes_no:
         p.add_cause(top)
         p.plot_ranks = _culprit_ranks(top)[:8]
-        p.lines.append(
-            f"{summary(top, zh)}。没有发现慢链路。"
-            if zh
-            else f"{summary(top, zh)}. No link is slow."
-        )
+        p.lines.append(say("project.no_link_is_slow", zh, summary=summary(top, zh)))
         return p
     if healthy:  # "is the network fine?" and no link is slow
         main = comm[0] if comm else top
@@ -1723,11 +1646,7 @@ def _network(
             if main
             else ""
         )
-        p.lines.append(
-            "是的，网络没有问题：没有发现慢链路。" + rest
-            if zh
-            else "Yes, the network is fine: no link is slow." + rest
-        )
+        p.lines.append(say("project.yes_the_network_is_fine_no", zh, rest=rest))
         return p
     if comm:
         cc = comm[0]
@@ -1764,11 +1683,7 @@ def _network(
             f"{lower_first(summary(top, zh))}."
         )
         return p
-    p.lines.append(
-        "不是网络的问题：没有发现慢链路。" + headline(d, zh)
-        if zh
-        else "No, the network is not the problem: no link is slow. " + headline(d, zh)
-    )
+    p.lines.append(say("project.no_the_network_is_not_the", zh, headline=headline(d, zh)))
     return p
 
 
@@ -1900,11 +1815,7 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
         lab = label(c.culprit, zh)
         if c.culprit.kind == "job" and lab not in ("the whole job", "整个作业"):
             # a cost of the job: said of every rank, so no one rank is looked for
-            lab = (
-                f"{lab}（所有卡都有，没有哪张卡是罪魁）"
-                if zh
-                else f"{lab} (on every rank, no rank is to blame)"
-            )
+            lab = say("project.on_every_rank_no_rank_is", zh, lab=lab)
         text = text.strip().rstrip("。.")
         if lead_check:  # the change comes second, after finding out about the top cause
             p.lines.append(
@@ -1947,18 +1858,16 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
             p.add_cause(top)
             if _act_gain(top) < 0:
                 p.lines.append(
-                    f"首要原因（{summary(top, zh)}）还没有可直接执行的修改，需要先排查。"
-                    if zh
-                    else f"The top cause ({summary(top, zh)}) has no direct change yet; it needs checking first."
+                    say("project.the_top_cause_has_no_direct", zh, summary=summary(top, zh))
                 )
             else:
                 p.lines.append(
-                    f"报告把{label(top.culprit, zh)}列在第一位（它让其他卡等得最久），"
-                    f"但在找到的故障中，{label(c.culprit, zh)}的修改预计收益最大。"
-                    if zh
-                    else f"The report lists {label(top.culprit, zh)} first (it holds the others "
-                    f"back the longest), but of the faults found, the change on "
-                    f"{label(c.culprit, zh)} has the largest expected gain."
+                    say(
+                        "project.the_report_lists_first_it_holds",
+                        zh,
+                        label=label(top.culprit, zh),
+                        label_b=label(c.culprit, zh),
+                    )
                 )
         # the next independent fault: it stays after the first is fixed (ranked by its gain)
         nxt = next(
@@ -2046,12 +1955,7 @@ def evidence(d: Diagnosis, ranks: Sequence[int], zh: bool) -> Projection:
         if shown == 4:
             break
     if not shown:
-        p.lines.append(
-            "- 这个结论来自集合通信的等待归因与各卡的时间拆分（step_trace），没有单独的分析发现。"
-            if zh
-            else "- It rests on the wait attribution of the collectives and the per-rank step "
-            "breakdown (step_trace), not on a separate analyzer finding."
-        )
+        p.lines.append(say("project.it_rests_on_the_wait_attribution", zh))
     return p
 
 
@@ -2112,11 +2016,7 @@ def how_much(d: Diagnosis, zh: bool, *, share: bool = False, total: bool = False
         # the largest loss has no gain estimate (a peer the data lacks): its victims' loss first,
         # then the causes that have one
         p.add_cause(first)
-        of = (
-            f"（占该卡步长的 {pct(worst.share)}）"
-            if zh
-            else f" ({pct(worst.share)} of that rank's step)"
-        )
+        of = say("project.of_that_rank_s_step", zh, worst_share=pct(worst.share))
         p.lines.append(
             f"损失最大的是在集合通信中的等待：其他卡每步最多等待 {us(lost)}{of}，等的是"
             f"{label(first.culprit, True)}；修复它能节省多少无法从这份数据判断。原因——{summary(first, True)}。"
@@ -2148,30 +2048,31 @@ def how_much(d: Diagnosis, zh: bool, *, share: bool = False, total: bool = False
         after, frac = d.step_time_us - top.gain_us, top.gain_us / d.step_time_us
         if top.bound == BoundKind.UPPER_BOUND:
             # an upper bound is not a prediction: the best case, said as such
-            after_txt = (
-                f"；平均每步耗时 {us(d.step_time_us)}，最好的情况下约 {us(after)}（最多少 {pct(frac)}，"
-                "实际收益取决于修改后还剩多少）"
-                if zh
-                else f"; the average step of {us(d.step_time_us)} would take about {us(after)} "
-                f"at best ({pct(frac)} less at most; how much of it a change recovers is not "
-                "in the data)"
+            after_txt = say(
+                "project.the_average_step_of_would_take",
+                zh,
+                us=us(d.step_time_us),
+                us_b=us(after),
+                frac=pct(frac),
             )
         else:
-            after_txt = (
-                f"；平均每步耗时 {us(d.step_time_us)}，修复后约 {us(after)}（少 {pct(frac)}）"
-                if zh
-                else f"; the average step of {us(d.step_time_us)} would take about {us(after)} "
-                f"({pct(frac)} less)"
+            after_txt = say(
+                "project.the_average_step_of_would_take_b",
+                zh,
+                us=us(d.step_time_us),
+                us_b=us(after),
+                frac=pct(frac),
             )
     hit, clean = top.metrics.get("hit_step_us"), top.metrics.get("clean_step_us")
     if top.metrics.get("onset_cost_per_step_us") is not None and hit and clean:
         # slow from a step on: its slow steps would run as the clean ones do
         frac = top.metrics.get("onset_cost_share", (hit - clean) / hit)
-        after_txt = (
-            f"；变慢的步（中位数 {us(hit)}）修复后约为正常步的 {us(clean)}（少 {pct(frac)}）"
-            if zh
-            else f"; its slow steps (median {us(hit)}) would run at about the clean steps' "
-            f"{us(clean)} ({pct(frac)} less)"
+        after_txt = say(
+            "project.its_slow_steps_median_would_run",
+            zh,
+            us=us(hit),
+            us_b=us(clean),
+            frac=pct(frac),
         )
     if share:  # the shares the cause states first, then what fixing it gives
         p.lines.append(
@@ -2195,13 +2096,15 @@ def how_much(d: Diagnosis, zh: bool, *, share: bool = False, total: bool = False
         fits = 0 < gain_us < d.step_time_us
         if fits:
             frac_txt = pct(gain_us / d.step_time_us)
-            paren = (
-                f"（占平均步长 {us(d.step_time_us)} 的 {frac_txt}，{bound}）"
-                if zh
-                else f" ({frac_txt} of the {us(d.step_time_us)} average step, {bound})"
+            paren = say(
+                "project.of_the_average_step",
+                zh,
+                frac_txt=frac_txt,
+                us=us(d.step_time_us),
+                bound=bound,
             )
         else:
-            paren = f"（{bound}）" if zh else f" ({bound})"
+            paren = say("project.bound_paren", zh, bound=bound)
         amount = (
             f"每步{'最多' if upper else '约'} {gain}{paren}"
             if zh
@@ -2341,20 +2244,14 @@ def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
                     else f"{head} because of {lab} — {lower_first(text).rstrip('.')}."
                 )
             return p
-        p.lines.append(
-            f"第 {st} 步没有单独的事件。" if zh else f"Step {st} has no event of its own."
-        )
+        p.lines.append(say("project.step_has_no_event_of_its", zh, st=st))
     ev = [c for c in d.causes if c.mechanism in (Mechanism.STEP_EVENTS, Mechanism.DEGRADATION)]
     for i, c in enumerate(ev[:3]):
         p.add_cause(c)
         if c.mechanism == Mechanism.STEP_EVENTS:
             e = events_text(c, zh)
             p.lines.append(
-                (
-                    f"慢的步来自单步事件 {e}：{summary(c, zh)}。"
-                    if zh
-                    else f"The slow steps come from one-step events {e}: {summary(c, zh)}."
-                )
+                (say("project.the_slow_steps_come_from_one", zh, e=e, summary=summary(c, zh)))
                 if i == 0
                 else cause_bullet(c, zh)
             )
@@ -2365,9 +2262,12 @@ def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
             scope_en = f" (steps {sts})" if sts else ""
             p.lines.append(
                 (
-                    f"每步耗时随运行变长{scope_zh}：{summary(c, zh)}。"
-                    if zh
-                    else f"Step time grows over the run{scope_en}: {summary(c, zh)}."
+                    say(
+                        "project.step_time_grows_over_the_run",
+                        zh,
+                        scope=(scope_zh if zh else scope_en),
+                        summary=summary(c, zh),
+                    )
                 )
                 if i == 0
                 else cause_bullet(c, zh)
@@ -2400,9 +2300,7 @@ def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
         if real:
             p.add_cause(real[0])
             p.lines.append(
-                f"没有单步级别的原因：每一步的损失来自同一个原因：{summary(real[0], zh)}。"
-                if zh
-                else f"No step-level cause: the steps lose time to the same cause throughout: {summary(real[0], zh)}."
+                say("project.no_step_level_cause_the_steps", zh, summary=summary(real[0], zh))
             )
         else:
             nc = _meta(d, Mechanism.NO_CULPRIT) or _meta(d, Mechanism.NOT_ENOUGH_SIGNAL)
@@ -2458,9 +2356,7 @@ def category(
         else:
             lead = "Cannot tell: " if yes_no else "The kind of the main bottleneck cannot be told: "
         p.lines.append(f"{lead}{nes_reason(nes, zh)}{'。' if zh else '.'}")
-        sl = shares_line(d, zh)
-        if sl:
-            p.lines.append(sl)
+        add_shares(p, d, zh)
         return p
     if not real:
         no_culprit(d, zh, p)
@@ -2554,11 +2450,14 @@ def category(
         p.add_cause(second)
         cat2 = _CATEGORY.get(second.category.value, _CATEGORY["unknown"])[1 if zh else 0]
         p.lines.append(
-            f"还有一个大小相当的原因（{cat2}，每步约 {us(_size(second))}，"
-            f"上面的原因约 {us(_size(top))}）：{summary(second, zh)}。"
-            if zh
-            else f"Another cause of comparable size ({cat2}, about {us(_size(second))} per step "
-            f"vs {us(_size(top))} for the cause above): {summary(second, zh)}."
+            say(
+                "project.another_cause_of_comparable_size_about",
+                zh,
+                cat2=cat2,
+                us=us(_size(second)),
+                us_b=us(_size(top)),
+                summary=summary(second, zh),
+            )
         )
     p.plot_ranks = list(top.culprit.ranks)[:8]
     if breakdown_first and sl and not yes_no and p.lines.index(sl) > 1:
@@ -2645,11 +2544,7 @@ def pipeline(d: Diagnosis, stages: Sequence[int], zh: bool, *, yes_no: bool = Fa
         )
     if stages and c.culprit.stage is not None and c.culprit.stage not in stages:
         st = ", ".join(str(s) for s in stages)
-        p.lines.append(
-            f"阶段 {st} 是等待的一方，不是原因。"
-            if zh
-            else f"Stage {st} is the waiting side, not the cause."
-        )
+        p.lines.append(say("project.stage_is_the_waiting_side_not", zh, st=st))
     p.plot_ranks = list(c.culprit.ranks)[:8]
     return p
 
@@ -2713,13 +2608,13 @@ def overview(
     verdict = ""
     if yes_no:
         if real and healthy:  # "is everything fine?"
-            verdict = "不是：" if zh else "No: "
+            verdict = say("project.no", zh)
         elif real:
-            verdict = "是的：" if zh else "Yes: "
+            verdict = say("project.yes", zh)
         elif _meta(d, Mechanism.NOT_ENOUGH_SIGNAL) is not None:
-            verdict = "无法判断：" if zh else "Cannot tell: "
+            verdict = say("project.cannot_tell", zh)
         elif d.causes:
-            verdict = "没有明显的问题：" if zh else "No clear problem: "
+            verdict = say("project.no_clear_problem", zh)
     p.lines.append(with_verdict(verdict, headline(d, zh), zh) if verdict else headline(d, zh))
     shared = _shared_idle(d, real)
     if shared is not None:  # the idle every rank shares, next to the late ranks' own
@@ -2732,7 +2627,7 @@ def overview(
     if real:
         p.lines += [
             "",
-            "根因（按修复的先后排序）：" if zh else "Root causes, in the order to fix them:",
+            say("project.root_causes_in_the_order_to", zh),
         ]
         for c in real[:limit]:
             p.add_cause(c)
@@ -2741,9 +2636,7 @@ def overview(
     else:
         for c in d.causes[:2]:
             p.add_cause(c)
-        sl = shares_line(d, zh)
-        if sl:
-            p.lines.append(sl)
+        add_shares(p, d, zh)
     ex = excluded_line(d, zh)
     if ex:
         p.lines.append(ex)
@@ -2856,15 +2749,10 @@ def ruled_out(
     lines = list(p.lines)
     if agreed:
         who = "、".join(z for _, z in agreed) if zh else " or ".join(e for e, _ in agreed)
-        note = f"数据也表明不是{who}。" if zh else f"The data agrees: it is not {who}."
+        note = say("project.the_data_agrees_it_is_not", zh, who=who)
         lines = [*lines[:1], note, *lines[1:]]
     if placed:
-        note = (
-            "数据也表明链路本身正常：每条链路都达到同类的带宽；时间花在跨节点放置的通信域上。"
-            if zh
-            else "The data agrees that the links themselves are healthy (each runs at its peers' "
-            "bandwidth); the time goes to a group placed across nodes."
-        )
+        note = say("project.the_data_agrees_that_the_links", zh)
         lines = [*lines[:1], note, *lines[1:]]
         for pc in placed:
             p.add_cause(pc)
@@ -2971,12 +2859,7 @@ def hypothesis(
             )
         elif name == "capacity" and lab and not healthy:
             # "add NPUs?" / "not enough compute?": both are answered by what the time goes to
-            first = (
-                f"不需要加卡：不是 NPU 算力不足，问题在{lab}。"
-                if zh
-                else f"No: the cause is {lab}, not a shortage of NPU compute (more NPUs would "
-                "not help)."
-            )
+            first = say("project.no_the_cause_is_not_a", zh, lab=lab)
         elif lab:
             first = (
                 f"{no}{'不是' if healthy else ''}{zh_name}，问题在{lab}。"
@@ -3166,11 +3049,13 @@ def sufficiency(
     who = label(named.culprit, zh)
     if not others:
         p.lines.append(
-            f"是的：{who}是这份数据中找到的唯一原因，修复后每步约节省 {us(gain)}。"
-            f"{_sentence(summary(named, zh), zh)}"
-            if zh
-            else f"Yes: {who} is the only cause this data shows; fixing it saves about "
-            f"{us(gain)} per step. {_sentence(summary(named, zh), zh)}"
+            say(
+                "project.yes_is_the_only_cause_this",
+                zh,
+                who=who,
+                us=us(gain),
+                sentence=_sentence(summary(named, zh), zh),
+            )
         )
         return p
     shown = others[:2]
@@ -3357,9 +3242,9 @@ def link_directions(d: Diagnosis, zh: bool) -> Projection | None:
         return None
     both = c.metrics.get("directions", 1.0) >= 2
     if both:
-        first = "不是，两个方向都慢：" if zh else "No, both directions are slow: "
+        first = say("project.no_both_directions_are_slow", zh)
     else:
-        first = "是的，只有一个方向慢：" if zh else "Yes, only one direction is slow: "
+        first = say("project.yes_only_one_direction_is_slow", zh)
     p = Projection(lines=[first + (summary(c, zh) if zh else lower_first(summary(c, zh)))])
     p.add_cause(c)
     return p
@@ -3512,11 +3397,12 @@ def _env_verdict(d: Diagnosis, var: str, zh: bool, env_recorded: bool) -> Projec
     where_zh = f"时间损失在别处——{summary(top, zh)}。" if top else ""
     if env_recorded and var in CHECKED_SETTINGS:
         p.lines.append(
-            f"不太可能：环境检查判断 {var} 的取值，在任何一张卡上都没有发现问题（profiler_metadata.json "
-            f"记录的环境变量）。{where_zh}"
-            if zh
-            else f"Probably not: the environment check judges {var} and flags it on no rank (the "
-            f"environment recorded in profiler_metadata.json).{where_en}"
+            say(
+                "project.probably_not_the_environment_check_judges",
+                zh,
+                var=var,
+                where=(where_zh if zh else where_en),
+            )
         )
         return p
     p.lines.append(
@@ -3603,11 +3489,7 @@ def _setting_verdict(d: Diagnosis, var: str, zh: bool) -> Projection:
         return p
     top = real[0] if real else None
     if top is None:
-        p.lines.append(
-            f"无法判断：这份数据没有指向 {var} 的证据，数据中也没有突出的原因。"
-            if zh
-            else f"Cannot tell: nothing in this profile points to {var}, and no cause stands out."
-        )
+        p.lines.append(say("project.cannot_tell_nothing_in_this_profile", zh, var=var))
         return p
     p.add_cause(top)
     act = next((r for r in top.remedies if r.kind == "action"), None)
@@ -3710,10 +3592,7 @@ def suspect_verdict(
             if top is not None:
                 p.add_cause(top)
             p.lines.append(
-                f"不是：{var} 在任何一张卡上都没有设置为 1（profiler_metadata.json 记录的环境变量）。{rest_zh}"
-                if zh
-                else f"No: {var} is not set to 1 on any rank (the environment recorded in "
-                f"profiler_metadata.json).{rest_en}"
+                say("project.no_is_not_set_to_on", zh, var=var, rest=(rest_zh if zh else rest_en))
             )
             return p
     # (a hypothesis the question also names is judged instead: "uneven sequence lengths?" asks
@@ -3732,9 +3611,8 @@ def suspect_verdict(
     where_en = f" The time goes elsewhere — {lower_first(summary(top, zh))}." if top else ""
     where_zh = f"时间损失在别处——{summary(top, zh)}。" if top else ""
     p.lines.append(
-        "无法从这份数据判断它是否有影响：主要原因的证据中没有它的迹象，也无法排除它。" + where_zh
-        if zh
-        else "Cannot tell from this data whether it matters: nothing in the main causes' "
-        f"evidence shows it, and nothing rules it out.{where_en}"
+        say(
+            "project.cannot_tell_from_this_data_whether_b", zh, where=(where_zh if zh else where_en)
+        )
     )
     return p

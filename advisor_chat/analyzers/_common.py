@@ -10,6 +10,7 @@ import pandas as pd
 
 from advisor_chat.analyzers.base import Severity
 from advisor_chat.errors import ToolArgumentError
+from advisor_chat.i18n import say
 from advisor_chat.ingest.common import plausible_world
 from advisor_chat.ingest.profile import Profile
 
@@ -650,7 +651,7 @@ def comm_ops_missing_why(profile: Profile, zh: bool = False) -> str:
             f"{len(bad)} communication.json file(s) could not be read (first: {bad[0]}; see the "
             "file_skipped warning)"
         )
-    return "采集级别为 Level0，或没有 HCCL 算子" if zh else "profiler Level0 or no HCCL ops"
+    return say("analyzers.profiler_level_or_no_hccl_ops", zh)
 
 
 #: Operator categories a question can name instead of operator types (``compare_ops`` ``ops``):

@@ -21,6 +21,7 @@ from advisor_chat.analyzers.base import (
     register,
 )
 from advisor_chat.errors import NotAnswerableError
+from advisor_chat.i18n import say
 from advisor_chat.ingest.profile import Profile
 
 #: Kernels shorter than this are "tiny" (µs); their launch cost rivals their run time.
@@ -215,7 +216,7 @@ def _host_wait(gaps: pd.DataFrame, hd: pd.DataFrame) -> pd.DataFrame:
 
 def _cluster_finding_ranks(flagged: list[int], ranks: list[int], zh: bool = False) -> str:
     if len(ranks) > 1 and set(flagged) >= set(ranks):
-        return "所有卡" if zh else "all ranks"
+        return say("host_dispatch.all_ranks", zh)
     if zh:
         return f"{format_ranks(flagged)}号卡"
     return f"rank {flagged[0]}" if len(flagged) == 1 else f"ranks {format_ranks(flagged)}"
