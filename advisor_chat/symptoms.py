@@ -119,6 +119,10 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
         "fused kernels its peers run execute as chains of small operators on the slow ranks",
         "其他卡运行的融合算子在慢卡上被拆成一串小算子",
     ),
+    "device_copies": (
+        "the device runs host-device copy tasks in line with its kernels (counted as Free)",
+        "设备在算子之间串行执行主机与设备间的拷贝任务（被算作空闲）",
+    ),
     "pageable_copy": (
         "the host blocks in copies from pageable (unpinned) memory while the device idles",
         "主机阻塞在可分页（未锁页）内存的拷贝中，设备空闲",

@@ -2516,3 +2516,183 @@ def collective_types(profile: Profile) -> CollectiveTypes | None:
     return CollectiveTypes(
         fast, tuple(slow), by_tr, all(_REDUCTIONS.search(k) is not None for k in slow)
     )
+
+
+@dataclass(frozen=True)
+class HostSilence:
+    """The host's time outside any call, in some steps against the others.
+
+    Attributes:
+        idle_us: The host's time between calls per (step, rank) in ``steps`` (median, µs).
+        other_idle_us: The same in the other steps (median, µs).
+        longest_us: Longest gap between two calls in ``steps`` (µs).
+        other_longest_us: Longest gap in the other steps (µs).
+        ranks: Ranks read (a sample of at most ``PEER_SAMPLE``).
+        ranks_more: Of them, the ranks whose idle in ``steps`` exceeds their other steps' by ≥ 20%.
+    """
+
+    idle_us: float
+    other_idle_us: float
+    longest_us: float
+    other_longest_us: float
+    ranks: tuple[int, ...]
+    ranks_more: int
+
+    @property
+    def delta_us(self) -> float:
+        """Extra host time outside calls per step in ``steps`` (µs)."""
+        return self.idle_us - self.other_idle_us
+
+
+def host_silence(
+    profile: Profile, ranks: Sequence[int], steps: Sequence[int], others: Sequence[int]
+) -> HostSilence | None:
+    """The host's time outside any call, in ``steps`` against ``others``, from its call record.
+
+    A gap runs from the end of the host's calls so far (the running maximum of ``host_start_us +
+    api_duration_us``) to the start of its next call, inside one step. A host that blocks in a
+    synchronize or a copy is *in* a call (:data:`~advisor_chat.ingest.trace.BLOCKING_CALL` rows),
+    and a launch that waits for a full task queue is a long call: time in gaps is time in which
+    the training thread issued nothing (Python work, or a thread that does not run). ``None``
+    without host calls in both sets of steps. Source: ``host_dispatch`` (trace_view.json CANN API
+    events / the DB's CANN_API).
+    """
+    sample = _sample(ranks)
+    hd = profile.host_dispatch_for(sample)
+    if hd.empty or "api_duration_us" not in hd:
+        return None
+    hd = hd[hd["step"].isin([*steps, *others])]
+    if hd.empty:
+        return None
+    parts = []
+    for r, g in hd.groupby("rank", sort=True):
+        g = g.sort_values("host_start_us", kind="stable")
+        start = g["host_start_us"].to_numpy(dtype="float64")
+        end = np.maximum.accumulate(start + g["api_duration_us"].fillna(0.0).to_numpy("float64"))
+        st = g["step"].to_numpy()
+        same = st[:-1] == st[1:]  # a gap across a step boundary is the steps' edge
+        parts.append(
+            pd.DataFrame({"rank": r, "step": st[1:][same], "gap_us": (start[1:] - end[:-1])[same]})
+        )
+    gaps = pd.concat(parts, ignore_index=True)
+    gaps = gaps[gaps["gap_us"] > 0]
+    hit = gaps[gaps["step"].isin(steps)]
+    other = gaps[gaps["step"].isin(others)]
+    if hit.empty or other.empty:
+        return None
+    idle_hit = hit.groupby(["rank", "step"])["gap_us"].sum()
+    idle_other = other.groupby(["rank", "step"])["gap_us"].sum()
+    by_rank_hit = idle_hit.groupby(level="rank").median()
+    by_rank_other = idle_other.groupby(level="rank").median().reindex(by_rank_hit.index)
+    return HostSilence(
+        idle_us=float(idle_hit.median()),
+        other_idle_us=float(idle_other.median()),
+        longest_us=float(hit["gap_us"].max()),
+        other_longest_us=float(other["gap_us"].max()),
+        ranks=tuple(int(r) for r in sample),
+        ranks_more=int((by_rank_hit > 1.2 * by_rank_other).sum()),
+    )
+
+
+def gc_recording(profile: Profile, ranks: Sequence[int], steps: Sequence[int]) -> tuple[float, int]:
+    """``(gc_detect_threshold in ms, recorded GC pauses in steps)``; the threshold NaN when off.
+
+    torch_npu records Python GC pauses longer than ``experimental_config._gc_detect_threshold``
+    (``profiler_metadata.json`` / the DB's META_DATA config, ``meta.config``) as ``GC`` events
+    (ingest: ``host_dispatch`` rows with ``api_name`` :data:`~advisor_chat.ingest.trace.GC_CALL`).
+    Counted on a sample of at most ``PEER_SAMPLE`` ranks.
+    """
+    from advisor_chat.ingest.trace import GC_CALL
+
+    thr = float("nan")
+    meta = profile.get("meta")
+    if not meta.empty and "config" in meta:
+        for cfg in meta["config"]:
+            exp = cfg.get("experimental_config") if isinstance(cfg, dict) else None
+            v = exp.get("_gc_detect_threshold") if isinstance(exp, dict) else None
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                thr = float(v)
+                break
+    hd = profile.host_dispatch_for(_sample(ranks))
+    n = 0
+    if not hd.empty and "api_name" in hd:
+        n = int(((hd["api_name"] == GC_CALL) & hd["step"].isin(list(steps))).sum())
+    return thr, n
+
+
+#: Device tasks that copy memory (task types the trace's device lanes and host_dispatch name).
+DEVICE_COPY = re.compile(r"^MEMCPY", re.I)
+
+
+@dataclass(frozen=True)
+class DeviceCopies:
+    """Host <-> device copies the device runs as tasks of their own (not operators), per step.
+
+    Attributes:
+        per_step: Copy tasks per (step, rank) (median).
+        us_per_step: Their device time per (step, rank) (median, µs).
+        each_us: Median duration of one copy (µs).
+        overlapped_share: Share of the copies' time during which a compute kernel runs too (0 when
+            they run in line with the kernels, on the same stream).
+        api: The host call that launches them (most frequent), e.g. ``AscendCL@aclrtMemcpyAsync``.
+        ranks: Ranks read (a sample of at most ``PEER_SAMPLE``).
+    """
+
+    per_step: float
+    us_per_step: float
+    each_us: float
+    overlapped_share: float
+    api: str
+    ranks: tuple[int, ...]
+
+
+def device_copies(profile: Profile, ranks: Sequence[int]) -> DeviceCopies | None:
+    """The copy tasks (``MEMCPY_ASYNC``) the device runs per step, and whether kernels overlap them.
+
+    The step trace counts a copy task as neither Computing nor Communication: its time is Free
+    although the device is busy. From ``host_dispatch`` rows whose device task is a copy
+    (:data:`DEVICE_COPY`: the launch flows of trace_view.json; the text export), against the
+    ``kernels`` of the same ranks (kernel_details.csv) for the overlap. ``None`` without copy tasks.
+    """
+    sample = _sample(ranks)
+    hd = profile.host_dispatch_for(sample)
+    if hd.empty or "kernel_name" not in hd:
+        return None
+    cp = hd[
+        hd["kernel_name"].astype(str).str.match(DEVICE_COPY)
+        & hd["device_duration_us"].notna()
+        & (hd["step"] >= 0)
+    ]
+    if cp.empty:
+        return None
+    units = hd[hd["step"] >= 0].groupby(["rank", "step"]).size().index
+    g = cp.groupby(["rank", "step"])["device_duration_us"]
+    count = g.size().reindex(units, fill_value=0)
+    total = g.sum().reindex(units, fill_value=0.0)
+    k = profile.kernels_for(sample)
+    over = 0.0
+    for r, c in cp.groupby("rank"):
+        kr = k[(k["rank"] == r) & ~is_comm_kernel(k)] if not k.empty else k
+        if kr.empty:
+            continue
+        ks = kr["start_us"].to_numpy(dtype="float64")
+        ke = ks + kr["duration_us"].to_numpy(dtype="float64")
+        order = np.argsort(ks)
+        ks, ke = ks[order], np.maximum.accumulate(ke[order])
+        a = c["device_start_us"].to_numpy(dtype="float64")
+        b = a + c["device_duration_us"].to_numpy(dtype="float64")
+        # the kernel that starts last before each copy ends: any overlap runs until its end
+        j = np.searchsorted(ks, b, side="left") - 1
+        jc = np.clip(j, 0, None)
+        ov = np.where(
+            j >= 0, np.clip(np.minimum(ke[jc], b) - np.maximum(ks[jc], a), 0.0, None), 0.0
+        )
+        over += float(ov.sum())
+    return DeviceCopies(
+        per_step=float(count.median()),
+        us_per_step=float(total.median()),
+        each_us=float(cp["device_duration_us"].median()),
+        overlapped_share=over / float(cp["device_duration_us"].sum()),
+        api=str(cp["api_name"].mode().iloc[0]) if not cp["api_name"].empty else "",
+        ranks=tuple(int(r) for r in sample),
+    )

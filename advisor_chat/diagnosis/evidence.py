@@ -406,8 +406,16 @@ def explain_device(
         )
         ratio = top.count_culprit / top.count_peer if top.count_peer > 0 else math.nan
         # gradient operators run that much more often too: whole layers more, not a forward re-run
+        # (of other operator families than the top one: another variant of the same operator,
+        # or its own gradient, running more says nothing about the other layers' operators)
+        family = top.op_type.lower().replace("grad", "")
         grads = [
-            o for o in acc.ops if o is not top and "grad" in o.op_type.lower() and o.count_peer > 0
+            o
+            for o in acc.ops
+            if o is not top
+            and "grad" in o.op_type.lower()
+            and o.op_type.lower().replace("grad", "") != family
+            and o.count_peer > 0
         ]
         layers = math.isfinite(ratio) and any(
             abs(o.count_culprit / o.count_peer - ratio) <= LAYER_RATIO_TOL * ratio for o in grads
@@ -459,7 +467,11 @@ def explain_device(
                 f"其他卡的 {ratio:.2f} 倍（层切分不均），而不是前向被重算；其所有算子合计每步比其他卡多 "
                 f"{ms(acc.delta_us)}"
             )
-        elif top.count_peer > 0 and top.count_culprit >= 1.5 * top.count_peer:
+        elif (
+            top.count_peer > 0
+            and top.count_culprit >= 1.5 * top.count_peer
+            and "grad" not in top.op_type.lower()  # recomputation re-runs forward operators
+        ):
             # the operators the peers also run, run again: what activation recomputation does
             # (the forward re-run in the backward)
             clause += (

@@ -190,6 +190,19 @@ def _gc(d: Diagnosis) -> Verdict:
             (gc_c,),
         )
     host = _mech(d, Mechanism.HOST_STALL, Mechanism.STEP_EVENTS, Mechanism.JOB_IDLE)
+    thr = host.metrics.get("gc_detect_threshold_ms") if host is not None else None
+    if host is not None and thr is not None and not host.metrics.get("gc_pauses_in_affected_steps"):
+        # the profiler records GC pauses (gc_detect_threshold) and recorded none where time goes
+        return _v(
+            "gc",
+            "contradicted",
+            f"the profiler records Python GC pauses longer than {thr:g} ms (gc_detect_threshold) "
+            f"and recorded none in the slow steps; the host's time goes elsewhere: "
+            f"{_lower_first(host.summary.rstrip('.'))}",
+            f"性能数据会记录超过 {thr:g} ms 的 Python GC 停顿（gc_detect_threshold），而变慢的步里一次都"
+            f"没有记录到；主机的时间花在别处：{host.summary_zh.rstrip('。')}",
+            (host,),
+        )
     one_off = (
         host is not None
         and host.mechanism is Mechanism.STEP_EVENTS

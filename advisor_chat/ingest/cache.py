@@ -73,7 +73,7 @@ def load_doc(path: Path) -> Any:
 
 
 CACHE_VERSION = (
-    "ingest-v16"  # v16: a file skipped (invalid, truncated) is not warned about twice
+    "ingest-v17"  # v17: recorded Python GC pauses are host_dispatch rows (api_name "GC")
     # v15: kernels carry input_formats and the PipeUtilization PMU ratios
     # v14: a per-rank file with no rows is warned about as such (missing_table)
     # v13: the AI Core Freq counter track (aicore_freq, a heavy table)

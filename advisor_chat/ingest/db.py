@@ -40,6 +40,7 @@ from advisor_chat.ingest.common import (
 )
 from advisor_chat.ingest.guard import check_file, short, show_path
 from advisor_chat.ingest.schema import PMU_RATIOS
+from advisor_chat.ingest.trace import GC_CALL
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -545,6 +546,24 @@ def _read_host_dispatch(
                 }
             )
             hd = pd.concat([hd, sy], ignore_index=True)
+    # recorded Python GC pauses (GC_RECORD, with gc_detect_threshold): host rows like the above
+    if "GC_RECORD" in tabs and {"startNs", "endNs"} <= set(tabs["GC_RECORD"]):
+        g = _q(con, "SELECT startNs AS hs, endNs AS he FROM GC_RECORD")
+        if len(g):
+            gc = pd.DataFrame(
+                {
+                    "api_name": GC_CALL,
+                    "host_start_us": g["hs"] / 1000.0,
+                    "device_start_us": np.nan,
+                    "kernel_name": "",
+                    "device_duration_us": np.nan,
+                    "api_duration_us": (g["he"] - g["hs"]) / 1000.0,
+                    "launch_delay_us": np.nan,
+                }
+            )
+            hd = pd.concat([hd, gc], ignore_index=True).sort_values(
+                "host_start_us", kind="stable", ignore_index=True
+            )
     hd["rank"] = rank
     hd["step"] = _assign_steps(hd["host_start_us"], steps)
     return hd

@@ -43,6 +43,11 @@ _SEP = b"}, {"
 
 
 _FW_STEP = b'"ph": "X", "name": "ProfilerStep#'
+#: Python GC pauses torch_npu records with ``experimental_config`` ``gc_detect_threshold``: complete
+#: events named ``GC`` (category ``GC``) on the ``Python GC`` process (reference §1.11).
+_FW_GC = b'"ph": "X", "name": "GC"'
+#: The ``api_name`` of a recorded GC pause in ``host_dispatch`` (a host row without device columns).
+GC_CALL = "GC"
 _FW_FLOW = (b'"ph": "s"', b'"ph": "f"')
 
 
@@ -53,7 +58,7 @@ def _keep(piece: bytes) -> bool:
     start with ``"name"`` and end with ``"ph"``); anything else goes through substring tests.
     """
     if piece.startswith(b'"ph": '):
-        if piece.startswith(_FW_STEP):
+        if piece.startswith((_FW_STEP, _FW_GC)):
             return True
         return piece.startswith(_FW_FLOW) and b"HostToDevice" in piece
     if piece.startswith(b'"name": '):
@@ -65,7 +70,7 @@ def _keep(piece: bytes) -> bool:
             return True
     if b'"cat"' not in piece:
         return b'"X"' in piece
-    return b"HostToDevice" in piece or b"ProfilerStep#" in piece
+    return b"HostToDevice" in piece or b"ProfilerStep#" in piece or b'"cat": "GC"' in piece
 
 
 def _parse_filtered(body: bytes) -> list[Any]:
@@ -107,6 +112,7 @@ class _State:
     names: list[str] = field(default_factory=list)
     name_ids: dict[str, int] = field(default_factory=dict)
     steps: list[tuple[int, float, float]] = field(default_factory=list)
+    gc: list[tuple[float, float]] = field(default_factory=list)  # GC pauses: (start, dur) µs
     events: int = 0
     _index: dict[tuple[Any, Any], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
 
@@ -172,6 +178,8 @@ class _State:
                 if m:
                     t0 = float(e.get("ts", 0))
                     self.steps.append((int(m.group(1)), t0, t0 + float(e.get("dur", 0))))
+        for e in [e for e, cat in zip(xs, cats, strict=True) if cat == "GC"]:
+            self.gc.append((float(e.get("ts", 0)), float(e.get("dur", 0.0) or 0.0)))
         starts, finishes = self.starts, self.finishes
         for e, ph in [(e, ph) for e, ph in zip(evs, phs, strict=True) if ph == "s" or ph == "f"]:
             if e.get("cat") == "HostToDevice":
@@ -388,12 +396,18 @@ def host_dispatch_frame(st: _State, rank: int | None) -> pd.DataFrame:
         # a call that starts a HostToDevice flow is a launch (already a row)
         launch = ~np.isin(sy_host, host)
         sy_host, sy_dur, sy_name = sy_host[launch], sy_dur[launch], sy_name[launch]
+    # recorded Python GC pauses: host rows of their own, like the blocking calls
+    gc = np.asarray(st.gc, dtype="float64").reshape(-1, 2)
+    gc_id = len(st.names)  # names[gc_id] is GC_CALL below
+    sy_host = np.concatenate([sy_host, gc[:, 0]])
+    sy_dur = np.concatenate([sy_dur, gc[:, 1]])
+    sy_name = np.concatenate([sy_name, np.full(len(gc), gc_id, dtype="int64")])
     n_sync = len(sy_host)
     host_all = np.concatenate([host, sy_host])
     step = np.full(len(host_all), -1, dtype="int64")
     for sid, s0, s1 in sorted(st.steps, key=lambda s: s[1]):
         step[(step == -1) & (host_all >= s0) & (host_all <= s1)] = sid
-    names = np.asarray([*st.names, ""], dtype=object)  # index -1 → ""
+    names = np.asarray([*st.names, GC_CALL, ""], dtype=object)  # index -1 → ""
     nan = np.full(n_sync, np.nan)
     df = pd.DataFrame(
         {

@@ -13,11 +13,13 @@ from advisor_chat.analyzers.base import Category, Finding, FindingKind
 from advisor_chat.diagnosis.context import Context, ranks_label
 from advisor_chat.diagnosis.decompose import (
     CollectiveTypes,
+    DeviceCopies,
     DominantCollective,
     JobIdleShape,
     LaunchLoop,
     NewShapeIdle,
     SyncStalls,
+    device_copies,
     dominant_collective,
     is_copy,
     job_account,
@@ -99,11 +101,24 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     if math.isfinite(si):  # how much of the Free is before the step's first kernel
         where = f", {ms(si)} of it at the start of the step (input pipeline)"
         where_zh = f"，其中 {ms(si)} 发生在步的开始处（数据输入）"
+    # the device is not idle: it runs host <-> device copies as tasks of their own (counted as
+    # Free by the step trace), in line with its kernels
+    dc = device_copies(ctx.profile, ctx.ranks)
+    if dc is not None and (
+        dc.us_per_step < COPIES_FREE_SHARE * med or dc.overlapped_share > COPIES_OVERLAP_MAX
+    ):
+        dc = None
+    if dc is not None:
+        start, where, where_zh, si = [], "", "", math.nan
     # idle in some steps only, right before operators whose input shapes are new there: the
     # host builds (compiles) an operator for each shape it has not seen
-    ns = new_shape_idle(ctx.profile, ctx.ranks, steps) if steps and not start else None
+    ns = (
+        new_shape_idle(ctx.profile, ctx.ranks, steps)
+        if steps and not start and dc is None
+        else None
+    )
     # the host blocked in synchronize calls (tensor.item(), .cpu()): the idle right after them
-    ss = sync_stalls(ctx.profile, ctx.ranks) if ns is None else None
+    ss = sync_stalls(ctx.profile, ctx.ranks) if ns is None and dc is None else None
     if ss is not None and ss.idle_us < SYNC_IDLE_SHARE * gain:
         ss = None
     if start and ss is not None:
@@ -115,11 +130,13 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             ss = None
     shape = (
         None
-        if start or ns is not None or ss is not None
+        if start or ns is not None or ss is not None or dc is not None
         else job_idle_shape(ctx.profile, ctx.ranks)
     )
     dispatch = (
-        _new_shape_text(ns, gain)
+        _copies_text(dc, gain)
+        if dc is not None
+        else _new_shape_text(ns, gain)
         if ns is not None
         else _sync_text(ss, gain)
         if ss is not None
@@ -205,14 +222,24 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         )
     # the host launches late (dispatch-bound, or late before some operators): a host stall of the
     # job; one stretch at a fixed point of the step is the job waiting for off-device work
-    host_late = dispatch is not None and not (
-        shape is not None and shape.kind == "stretch" and (ng is None or not ng.same_members)
+    host_late = (
+        dispatch is not None
+        and dc is None
+        and not (
+            shape is not None and shape.kind == "stretch" and (ng is None or not ng.same_members)
+        )
     )
     outside, outside_zh = (
         "something outside the device (input data, rollout, host work or synchronization)",
         "设备之外的东西（输入数据、推理采样、主机侧工作或同步）",
     )
-    if ng is not None and ng.same_members:
+    if dc is not None:
+        outside, outside_zh = (
+            "the copies its devices run between their kernels (not the host: the device is busy "
+            "copying while the step trace calls it Free)",
+            "设备在算子之间执行的拷贝（不是主机：设备在拷贝，只是 step trace 把这段时间算作空闲）",
+        )
+    elif ng is not None and ng.same_members:
         outside, outside_zh = (
             "its host to set up a communication group (host-bound)",
             "主机建立通信域（下发瓶颈）",
@@ -296,12 +323,19 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             culprit=Culprit(kind="job", ranks=(), label="the whole job", label_zh="整个作业"),
             victims=victims,
             summary=(
-                f"{sc.every[0].upper()}{sc.every[1:]} idles: median Free {ms(med)} per step "
+                f"{sc.every[0].upper()}{sc.every[1:]} shows Free {ms(med)} per step "
+                f"({pct(float(share.median()))} of the step; {ms(gain)} to {ms(gain + spread)} "
+                f"across ranks){where}; {slow}."
+                if dc is not None
+                else f"{sc.every[0].upper()}{sc.every[1:]} idles: median Free {ms(med)} per step "
                 f"({pct(float(share.median()))} of the step; {ms(gain)} to {ms(gain + spread)} "
                 f"across ranks){where}: {who} for {outside}, {slow}."
             ),
             summary_zh=(
-                f"{sc.every_zh}都在空闲：每步空闲时间中位数 {ms(med)}（占步长 {pct(float(share.median()))}，"
+                f"{sc.every_zh}每步的空闲（Free）为 {ms(med)}（占步长 {pct(float(share.median()))}，"
+                f"各卡在 {ms(gain)} 到 {ms(gain + spread)} 之间）{where_zh}；{slow_zh}。"
+                if dc is not None
+                else f"{sc.every_zh}都在空闲：每步空闲时间中位数 {ms(med)}（占步长 {pct(float(share.median()))}，"
                 f"各卡在 {ms(gain)} 到 {ms(gain + spread)} 之间）{where_zh}：{who_zh}在等{outside_zh}，"
                 f"{slow_zh}。"
             ),
@@ -312,11 +346,24 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 "free_spread_us": spread,
                 "gain_upper_bound_us": gain,
                 **({"sync_idle_us": ss.idle_us} if ss is not None else {}),
+                **(
+                    {
+                        "copy_tasks_per_step": dc.per_step,
+                        "copy_us_per_step": dc.us_per_step,
+                        "copy_us_median": dc.each_us,
+                    }
+                    if dc is not None
+                    else {}
+                ),
             },
             findings=findings,
             steps=steps,
             # the synchronize calls' idle is what their remedy gets back (one figure for both)
-            gain_us=min(gain, ss.idle_us) if ss is not None else gain,
+            gain_us=min(gain, ss.idle_us)
+            if ss is not None
+            else min(gain, dc.us_per_step)
+            if dc is not None
+            else gain,
             # (the copies' idle is measured, what removing them gives is estimated from it: the
             # launches they delay also move)
             bound=BoundKind.ESTIMATE
@@ -330,6 +377,7 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                     # for launches between kernels: placed, not the input
                     if ns is not None
                     or ss is not None
+                    or dc is not None
                     or (shape is not None and shape.kind == "tiny_run")
                     or (host_late and not start)
                     else (
@@ -351,7 +399,9 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                     f"查看空闲期间的主机时间线（{timeline_zh}），确认训练进程在等什么。",
                 ),
             ),
-            symptom_tags=("high_free", "dataloader_stall")
+            symptom_tags=("high_free", "device_copies")
+            if dc is not None
+            else ("high_free", "dataloader_stall")
             if start
             else ("high_free", "host_bound", "dynamic_shape")
             if ns is not None
@@ -365,6 +415,47 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             severity=_severity(gain, ctx.step_us),
         )
     ]
+
+
+#: Copy tasks explain a job-wide idle when they take at least this share of the median Free and at
+#: most this share of their time overlaps a compute kernel (in line with the kernels).
+COPIES_FREE_SHARE = 0.5
+COPIES_OVERLAP_MAX = 0.2
+
+
+def _copies_text(dc: DeviceCopies, gain_us: float) -> tuple[str, str, tuple[Remedy, ...]]:
+    """The job-idle clause and remedy when the 'idle' device runs copy tasks in line with kernels."""
+    api = dc.api.split("@")[-1] or "a copy call"
+    en = (
+        f"but the device is busy then: it runs {dc.per_step:.0f} MEMCPY_ASYNC copy tasks per step "
+        f"({api}, {ms(dc.each_us)} each, {ms(dc.us_per_step)} per step), in line with its kernels "
+        f"on the compute stream ({pct(dc.overlapped_share)} of their time overlaps a kernel), "
+        "and the step trace counts them as Free; host <-> device copies in the middle of every "
+        "step on every rank are activation offloading (saved tensors copied to host memory in "
+        "the forward and back in the backward) or explicit .to()/.cpu() transfers, none of them "
+        "overlapped with compute"
+    )
+    zh = (
+        f"但设备这时并没有闲着：它每步执行 {dc.per_step:.0f} 个 MEMCPY_ASYNC 拷贝任务（{api}，每个 "
+        f"{ms(dc.each_us)}，每步共 {ms(dc.us_per_step)}），在计算流上与算子串行执行（与算子重叠的时间占 "
+        f"{pct(dc.overlapped_share)}），step trace 把它们算作空闲；每张卡每步中间都在做主机与设备之间的拷贝，"
+        "这是激活值卸载（offload：前向把保存的张量拷到主机内存，反向再拷回）或显式的 .to()/.cpu() 传输，"
+        "而且都没有与计算重叠"
+    )
+    rem = Remedy(
+        "action",
+        f"Overlap the copies with computation: issue the offload copies on a separate stream and "
+        "prefetch the next layer's tensors during the backward (e.g. MindSpeed --swap-attention, "
+        "or an offload hook with its own copy stream), so the kernels no longer wait behind them; "
+        f"if the memory allows, recompute those activations instead of offloading them "
+        f"({ms(dc.us_per_step)} of copies per step).",
+        "让拷贝与计算重叠：把卸载拷贝放到独立的拷贝流上，并在反向时预取下一层的张量（例如 MindSpeed "
+        "--swap-attention，或自带拷贝流的 offload 钩子），这样算子就不必排在拷贝后面等待；显存允许时，"
+        f"用重计算代替卸载这些激活值（每步拷贝 {ms(dc.us_per_step)}）。",
+        min(gain_us, dc.us_per_step),
+        BoundKind.UPPER_BOUND,
+    )
+    return en, zh, (rem,)
 
 
 def _new_shape_text(ns: NewShapeIdle, gain_us: float) -> tuple[str, str, tuple[Remedy, ...]]:
@@ -906,6 +997,10 @@ TINY_COLLECTIVE_BYTES = 1024.0
 TINY_MIN_PER_STEP = 3
 
 
+#: A collective moving more than this (MB per rank, median) is not a small one.
+SMALL_COLLECTIVE_MB = 4.0
+
+
 def _tiny_collectives(ctx: Context) -> tuple[str, str, Remedy, float] | None:
     """Collectives that move (almost) nothing, several per step: barriers or scalar syncs.
 
@@ -1073,9 +1168,19 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     # per step, or small transfers taking at least half of the exposed communication (a few
     # small transfers of 1 ms beside 48 ms of exposed communication do not)
     small_us = sum(f.metrics.get("small_time_us_per_step", 0.0) for f in small_f)
-    many = (math.isfinite(n_ops) and n_ops >= MANY_COLLECTIVES) or (
-        bool(small_f) and small_us >= SMALL_TIME_SHARE * rest
+    # (many collectives that each move megabytes are not small: their transfer, not their
+    # latency, is what is exposed, and fusing them saves nothing)
+    bw = ctx.profile.get("comm_bandwidth")
+    op_mb = (
+        float(bw.groupby(["rank", "step", "op_name"])["transit_size_mb"].sum().median())
+        if not bw.empty and {"rank", "step", "op_name", "transit_size_mb"} <= set(bw.columns)
+        else float("nan")
     )
+    many = (
+        math.isfinite(n_ops)
+        and n_ops >= MANY_COLLECTIVES
+        and not (math.isfinite(op_mb) and op_mb > SMALL_COLLECTIVE_MB)
+    ) or (bool(small_f) and small_us >= SMALL_TIME_SHARE * rest)
     extra = extra_zh = ""
     if math.isfinite(n_ops):
         metrics["collectives_per_step"] = n_ops

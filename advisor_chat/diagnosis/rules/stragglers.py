@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import re
 from collections import defaultdict
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -17,6 +19,8 @@ from advisor_chat.diagnosis.decompose import (
     MemoryChurn,
     SlowCalls,
     device_account,
+    gc_recording,
+    host_silence,
     idle_before,
     is_copy,
     memory_churn,
@@ -629,8 +633,17 @@ def rule_stragglers_and_events(ctx: Context) -> list[RootCause]:
             if sum(e.excess_us for e in evs) / max(n_steps, 1) >= STRAGGLER_MIN_SHARE * ctx.step_us:
                 persistent[r] = evs
     out: list[RootCause] = []
+    # own time that follows the position in a kind of group: one cause for the whole ladder (the
+    # ranks of the middle positions are late too, by the same split, not stragglers of their own)
+    pos = position_pattern(ctx)
+    covered: set[int] = set()
+    if pos is not None:
+        out.append(_position_cause(ctx, pos, n_steps))
+        first = int(np.argmin(pos.own_us))
+        covered = {r for t in pos.groups for i, r in enumerate(t) if i != first}
+        persistent = {r: e for r, e in persistent.items() if r not in covered}
     # a persistent rank's events include every step (its whole excess, not only the big steps)
-    groups = _slow_groups(ctx, set(persistent))
+    groups = [g for g in _slow_groups(ctx, set(persistent)) if not set(g) <= covered]
     grouped = {r for g in groups for r in g}
     for g in groups:
         out.append(_group_cause(ctx, g, n_steps))
@@ -659,8 +672,218 @@ def rule_stragglers_and_events(ctx: Context) -> list[RootCause]:
         ]
     out += ranks_out
     if transient:
-        out.append(_events_cause(ctx, [e for evs in transient.values() for e in evs], n_steps))
+        js = job_slow_steps(ctx)
+        ev_steps = {e.step for evs in transient.values() for e in evs}
+        if (
+            js is not None
+            and ev_steps <= set(js.steps)
+            and js.free_us - js.other_free_us >= (js.computing_us - js.other_computing_us)
+        ):
+            # every rank's own time is up in those steps: the whole job stalls there, not one
+            # rank per step that the others wait for
+            out.append(_job_steps_cause(ctx, js, n_steps))
+        else:
+            out.append(_events_cause(ctx, [e for evs in transient.values() for e in evs], n_steps))
     return out
+
+
+#: Job-wide slow steps: a step whose median step time (over the ranks) is at least this much above
+#: the clean steps' (the faster half), with most ranks' own time up by ``JOB_STEP_OWN_SHARE`` of
+#: the clean step.
+JOB_STEP_MIN_EXCESS = 0.25
+JOB_STEP_OWN_SHARE = 0.05
+
+
+@dataclasses.dataclass(frozen=True)
+class JobSteps:
+    """Steps that are slow on every rank, their own time up on most ranks (µs per step)."""
+
+    steps: tuple[int, ...]
+    others: tuple[int, ...]
+    step_us: float
+    other_step_us: float
+    free_us: float
+    other_free_us: float
+    computing_us: float
+    other_computing_us: float
+
+
+def job_slow_steps(ctx: Context) -> JobSteps | None:
+    """Steps slow on every rank with every rank's own time up in them (not one late rank per step).
+
+    Rule: with ≥ 4 steps, the steps whose median step time over the ranks is ≥ (1 +
+    ``JOB_STEP_MIN_EXCESS``) × the median of the faster half of the steps, at least one other step
+    left; in each of them the median over the ranks of the own-time (Computing + Free) excess over
+    the rank's median in the other steps is ≥ ``JOB_STEP_OWN_SHARE`` of the clean step (a rank that
+    only waits for a late one has no own-time excess). Source: ``step_trace`` per (rank, step).
+    """
+    f = ctx.frame
+    if f.empty or f["step"].nunique() < 4 or ctx.stages:
+        return None
+    per_step = f.groupby("step")["step_us"].median().sort_values()
+    clean = float(per_step.iloc[: math.ceil(len(per_step) / 2)].median())
+    hit = sorted(integer(s) for s, v in per_step.items() if v >= (1 + JOB_STEP_MIN_EXCESS) * clean)
+    others = sorted(integer(s) for s in per_step.index if integer(s) not in hit)
+    if not hit or not others:
+        return None
+    own = f.assign(own_us=f["computing_us"] + f["free_us"])
+    base = own[own["step"].isin(others)].groupby("rank")["own_us"].median()
+    for s in hit:
+        g = own[own["step"] == s].set_index("rank")["own_us"]
+        if float((g - base.reindex(g.index)).median()) < JOB_STEP_OWN_SHARE * clean:
+            return None
+    h, o = f[f["step"].isin(hit)], f[f["step"].isin(others)]
+    return JobSteps(
+        tuple(hit),
+        tuple(others),
+        float(h.groupby("step")["step_us"].median().median()),
+        float(o.groupby("step")["step_us"].median().median()),
+        float(h["free_us"].median()),
+        float(o["free_us"].median()),
+        float(h["computing_us"].median()),
+        float(o["computing_us"].median()),
+    )
+
+
+def _span(steps: Sequence[int]) -> str:
+    """``12-14`` for consecutive steps, else ``12, 14, 15``."""
+    st = list(steps)
+    if len(st) > 1 and st == list(range(st[0], st[-1] + 1)):
+        return f"{st[0]}-{st[-1]}"
+    return ", ".join(str(x) for x in st)
+
+
+def _job_steps_cause(ctx: Context, js: JobSteps, n_steps: int) -> RootCause:
+    """HOST_STALL on the whole job in some steps: every rank's device idles more in them.
+
+    Evidence: what the host does in those steps (:func:`~advisor_chat.diagnosis.decompose.host_silence`):
+    more time outside any call (no launch, no blocking call) is a training thread that does not run
+    - another thread of the process holding the Python GIL (a background checkpoint writer, a
+    logger) or a process that loses its CPU. Victims: every rank, its step time above the other
+    steps' (per captured step). Gain (estimate): the slow steps' excess over the others', per
+    captured step; ``job_steps_cost_us`` the whole excess of those steps.
+    """
+    excess = max(js.step_us - js.other_step_us, 0.0)
+    f = ctx.frame
+    total = float(
+        (f[f["step"].isin(js.steps)].groupby("step")["step_us"].median() - js.other_step_us)
+        .clip(lower=0.0)
+        .sum()
+    )
+    per_step = total / max(n_steps, 1)
+    sp = _span(js.steps)
+    sil = host_silence(ctx.profile, ctx.ranks, js.steps, js.others)
+    silent = (
+        sil is not None and sil.delta_us >= 0.5 * excess and sil.ranks_more >= 0.75 * len(sil.ranks)
+    )
+    head = (
+        f"Steps {sp} are slow on every rank: {ms(js.step_us)} against {ms(js.other_step_us)} in the "
+        f"other steps ({js.step_us / js.other_step_us:.2f}x; {ms(total)} lost in all); in them every "
+        f"rank's device idles (Free) {ms(js.free_us)} per step ({ms(js.other_free_us)} in the other "
+        "steps)"
+    )
+    head_zh = (
+        f"第 {sp} 步在每张卡上都变慢：每步 {ms(js.step_us)}，其他步 {ms(js.other_step_us)}（"
+        f"{js.step_us / js.other_step_us:.2f} 倍；合计多用 {ms(total)}）；这些步里每张卡的设备每步空闲"
+        f" {ms(js.free_us)}（其他步 {ms(js.other_free_us)}）"
+    )
+    metrics = {
+        "step_us_affected_steps": js.step_us,
+        "step_us_other_steps": js.other_step_us,
+        "free_us_affected_steps": js.free_us,
+        "free_us_other_steps": js.other_free_us,
+        "saving_us_per_affected_step": excess,
+        "job_steps_cost_us": total,
+        "first_affected_step": float(js.steps[0]),
+        "last_affected_step": float(js.steps[-1]),
+    }
+    gc_thr, gc_n = gc_recording(ctx.profile, ctx.ranks, js.steps)
+    if math.isfinite(gc_thr):
+        metrics |= {"gc_detect_threshold_ms": gc_thr, "gc_pauses_in_affected_steps": float(gc_n)}
+    if silent and sil is not None:
+        head += (
+            f": the host stops launching - its time outside any call grows from "
+            f"{ms(sil.other_idle_us)} to {ms(sil.idle_us)} per step (longest gap {ms(sil.longest_us)}"
+            f" against {ms(sil.other_longest_us)}), with no blocking call or launch in those gaps, so "
+            "the training thread is not running: another thread of the process holds the Python GIL "
+            "(a background thread: an asynchronous checkpoint writer, logging or metrics upload) or "
+            "the process loses its CPU"
+        )
+        head_zh += (
+            f"：主机停止下发——它在任何调用之外的时间从每步 {ms(sil.other_idle_us)} 增加到 "
+            f"{ms(sil.idle_us)}（最长空档 {ms(sil.longest_us)}，其他步 {ms(sil.other_longest_us)}），"
+            "空档里没有阻塞调用也没有下发，说明训练线程没有在运行：进程里的另一个线程占着 Python GIL"
+            "（后台线程：异步检查点写入、日志或指标上传），或者进程被抢走了 CPU"
+        )
+        metrics |= {
+            "host_idle_us_affected_steps": sil.idle_us,
+            "host_idle_us_other_steps": sil.other_idle_us,
+            "host_gap_us_max": sil.longest_us,
+        }
+        action = Remedy(
+            "action",
+            f"Take the background work that runs from step {js.steps[0]} on out of the training "
+            "process: write checkpoints from a separate process (process-based asynchronous "
+            "checkpointing, e.g. DCP async_save with a process-based checkpointer) instead of a "
+            "thread, and move logging / metrics uploads to another process, so no thread holds "
+            "the GIL while the training thread enqueues work; or save less often.",
+            f"把从第 {js.steps[0]} 步开始运行的后台工作移出训练进程：用独立进程写检查点（基于进程的异步"
+            "保存，例如 DCP async_save 使用进程方式的 checkpointer）而不是线程，日志 / 指标上传也放到"
+            "其他进程，这样训练线程下发任务时不会有别的线程占着 GIL；或者降低保存频率。",
+            per_step,
+            BoundKind.ESTIMATE,
+        )
+    else:
+        action = Remedy(
+            "action",
+            f"Find the host work that starts at step {js.steps[0]} on every rank (a checkpoint save, "
+            "evaluation, logging, data loading) and move it off the training step.",
+            f"找出从第 {js.steps[0]} 步开始在每张卡上出现的主机侧工作（保存检查点、评估、日志、数据加载），"
+            "把它移出训练步。",
+            per_step,
+            BoundKind.ESTIMATE,
+        )
+    check = Remedy(
+        "check",
+        f"Record the host's threads in steps {sp} (py-spy dump, or the profiler with "
+        "with_stack=True) to see which thread runs while the training thread issues nothing.",
+        f"在第 {sp} 步记录主机上各线程在做什么（py-spy dump，或开启 with_stack=True 采集），"
+        "看训练线程不下发时是哪个线程在运行。",
+    )
+    victims = []
+    for r in ctx.ranks:
+        g = f[(f["rank"] == r) & f["step"].isin(js.steps)]["step_us"]
+        lost = float((g - js.other_step_us).clip(lower=0.0).sum()) / max(n_steps, 1)
+        victims.append(Impact(r, lost, share_of(lost, ctx.step_us), "slow_steps"))
+    findings = _claim(
+        ctx,
+        lambda x: (
+            x.kind is FindingKind.JITTER
+            or x.id.startswith("host_dispatch.host_bound.gc_pause")
+            or (x.kind in (FindingKind.BOTTLENECK, FindingKind.HOST_BOUND, FindingKind.SLOW_RANK))
+        ),
+    )
+    return RootCause(
+        id=f"cause.job_steps.s{js.steps[0]}_{js.steps[-1]}",
+        mechanism=Mechanism.HOST_STALL,
+        category=Category.SCHEDULING,
+        culprit=Culprit(
+            kind="job",
+            label=f"steps {sp} on every rank",
+            label_zh=f"第 {sp} 步（每张卡）",
+        ),
+        victims=tuple(sorted(victims, key=lambda i: (-i.lost_us, i.rank))),
+        summary=head + ".",
+        summary_zh=head_zh + "。",
+        metrics=metrics,
+        findings=findings,
+        steps=js.steps,
+        gain_us=per_step,
+        bound=BoundKind.ESTIMATE,
+        remedies=(action, check),
+        symptom_tags=("host_bound", "high_free", "step_jitter"),
+        severity=_severity(per_step, ctx.step_us),
+    )
 
 
 def arrives_later(ctx: Context, ranks: list[int]) -> dict[int, tuple[int, ...]]:
@@ -976,6 +1199,206 @@ def _is_topology_unit(ctx: Context, ranks: list[int]) -> bool:
     want = tuple(sorted(ranks))
     units = _units(ctx.profile, [tuple(sorted(s)) for s in ctx.stages], set(ctx.ranks))
     return any(tuple(sorted(u.ranks)) == want for u in units)
+
+
+#: Position pattern: at least this many positions per group and this many groups of the kind, the
+#: positions explaining at least this share of the ranks' own-time variance.
+POSITION_MIN_SIZE = 3
+POSITION_MIN_GROUPS = 2
+POSITION_MIN_R2 = 0.9
+#: Context-parallel group names (the remedy for a causal mask over contiguous chunks).
+_CP_GROUP = re.compile(r"(?:^|[^a-z])(?:cp|context|ring)(?:[^a-z]|$)", re.I)
+_ATTENTION = re.compile(r"attention|flash|\bfa\b|softmax", re.I)
+
+
+@dataclasses.dataclass(frozen=True)
+class Positions:
+    """Own time that follows the ranks' position in the groups of one kind (a split along them).
+
+    Attributes:
+        kind: The groups' name (``parallel_group_info`` / ``comm_groups.group_name``, e.g. ``cp``).
+        groups: The groups of that kind (ranks in the order the metadata lists them).
+        own_us: Median own time (Computing + Free, µs per step) of the ranks at each position.
+        computing_us: Median Computing (µs per step) at each position.
+        last: The position with the most own time; its ranks are the culprits.
+    """
+
+    kind: str
+    groups: tuple[tuple[int, ...], ...]
+    own_us: tuple[float, ...]
+    computing_us: tuple[float, ...]
+    last: int
+
+    def ranks_at(self, i: int) -> list[int]:
+        """The ranks at position ``i`` of every group, sorted."""
+        return sorted(g[i] for g in self.groups)
+
+
+def position_pattern(ctx: Context) -> Positions | None:
+    """Own time rising (or falling) with the ranks' position in their groups of one kind.
+
+    Rule: a kind of communication group (not the world group, not pipeline ``pp`` groups) whose
+    groups cover the ranks, each of ``POSITION_MIN_SIZE`` (3) or more ranks, at least
+    ``POSITION_MIN_GROUPS`` (2) groups; the median own time per position is strictly monotone over
+    the positions, its range is ≥ ``GROUP_MIN_GAP_SHARE`` of the median step, and the positions
+    explain ≥ ``POSITION_MIN_R2`` (90%) of the variance of the ranks' own time. A set of culprits
+    that is a node, a group or a stage is that unit's, not a position's. Source: ``comm_groups``
+    (profiler_metadata.json ``parallel_group_info`` / the DB), ``step_trace`` per rank.
+    """
+    g = ctx.profile.get("comm_groups")
+    per = ctx.per_rank
+    if g is None or g.empty or per.empty or "group_name" not in g or "ranks" not in g:
+        return None
+    n = len(ctx.ranks)
+    best: Positions | None = None
+    for name, rows in g.groupby(g["group_name"].astype(str), sort=True):
+        if not name or name.lower().startswith(("default", "world", "pp", "hccl_world")):
+            continue
+        groups = []
+        for rs in rows["ranks"]:
+            t = tuple(int(r) for r in rs) if isinstance(rs, (list, tuple, np.ndarray)) else ()
+            if t and t not in groups:
+                groups.append(t)
+        k = len(groups[0]) if groups else 0
+        members = [r for t in groups for r in t]
+        if (
+            k < POSITION_MIN_SIZE
+            or k >= n
+            or len(groups) < POSITION_MIN_GROUPS
+            or any(len(t) != k for t in groups)
+            or len(set(members)) != len(members)
+            or not set(members) <= set(per.index)
+        ):
+            continue
+        own = per["own_us"]
+        med = [float(np.median([own[t[i]] for t in groups])) for i in range(k)]
+        diffs = np.diff(med)
+        if not (np.all(diffs > 0) or np.all(diffs < 0)):
+            continue
+        if max(med) - min(med) < GROUP_MIN_GAP_SHARE * ctx.step_us:
+            continue
+        vals = np.array([own[r] for r in members])
+        total = float(np.sum((vals - vals.mean()) ** 2))
+        within = float(sum((own[t[i]] - med[i]) ** 2 for t in groups for i in range(k)))
+        if total <= 0 or 1.0 - within / total < POSITION_MIN_R2:
+            continue
+        last = int(np.argmax(med))
+        pos = Positions(
+            str(name),
+            tuple(groups),
+            tuple(med),
+            tuple(float(np.median([per["computing_us"][t[i]] for t in groups])) for i in range(k)),
+            last,
+        )
+        if _is_topology_unit(ctx, pos.ranks_at(last)):
+            continue
+        if best is None or max(med) - min(med) > max(best.own_us) - min(best.own_us):
+            best = pos
+    return best
+
+
+def _position_cause(ctx: Context, pos: Positions, n_steps: int) -> RootCause:
+    """COMPUTE_STRAGGLER (or HOST_STALL) for the ranks at the last position of their groups.
+
+    Built as the ranks' group cause (:func:`_group_cause`: victims, device evidence), with what the
+    positions say: every position's own time, and the fix that evens the work along the groups.
+    Gain (estimate): the culprits' own time above the positions' mean (an even split keeps the total
+    work and gives every position the mean).
+    """
+    culprits = pos.ranks_at(pos.last)
+    cl, cl_zh = ranks_label(culprits)
+    att = ctx.attribution.culprit_of(culprits[0]) if ctx.attribution is not None else None
+    if att is not None and set(att.unit.ranks) == set(culprits):
+        # named by the collectives: the victims' wait as measured there
+        base = _group_cause(
+            ctx, culprits, n_steps, ("ranks", cl, cl_zh), cost_us=att.cost_us_per_step
+        )
+    else:
+        base = _group_cause(ctx, culprits, n_steps)
+    k = len(pos.own_us)
+    mean = float(np.mean(pos.own_us))
+    gain = max(pos.own_us[pos.last] - mean, 0.0)
+    ladder = ", ".join(ms(v) for v in pos.computing_us)
+    kind = pos.kind
+    clause = (
+        f"; the work follows the ranks' position in their {kind} groups ({len(pos.groups)} groups "
+        f"of {k}): positions 0-{k - 1} compute {ladder} per step, the same in every {kind} group, "
+        f"and {cl} hold position {pos.last} - the work is split unevenly along the {kind} groups, "
+        "not slower cards"
+    )
+    clause_zh = (
+        f"；计算量随卡在 {kind} 通信组中的位置变化（共 {len(pos.groups)} 组，每组 {k} 张卡）："
+        f"位置 0-{k - 1} 每步计算分别为 {ladder}，每个 {kind} 组都一样，{cl_zh}处于位置 {pos.last}"
+        f"——是工作沿 {kind} 组切分不均，而不是卡变慢"
+    )
+    op = base.culprit.operator
+    if _CP_GROUP.search(kind) and (not op or _ATTENTION.search(op)):
+        text = (
+            f"Balance the context-parallel split: with a causal mask, a sequence cut into "
+            f"contiguous chunks gives the {kind} rank holding the last chunk the most attention "
+            f"work (it attends to every earlier chunk); split it load-balanced (zigzag: {kind} "
+            f"rank i takes chunks i and 2x{k}-1-i, as Megatron's get_batch_on_this_cp_rank does) "
+            "so every position computes the same."
+        )
+        text_zh = (
+            f"均衡上下文并行（CP）的切分：在因果掩码下，把序列按连续块切分会让持有最后一块的 {kind} "
+            f"卡承担最多的注意力计算（它要关注之前所有的块）；改用负载均衡的切分（zigzag：{kind} 中第 i "
+            f"张卡取第 i 块和第 2x{k}-1-i 块，如 Megatron 的 get_batch_on_this_cp_rank），"
+            "让每个位置的计算量相同。"
+        )
+    else:
+        text = (
+            f"Even out the work along the {kind} groups: position {pos.last} of every {kind} group "
+            f"({cl}) computes the most and the others wait for it; give every position the same "
+            f"share (the split of the sequence, batch, layers or experts along {kind})."
+        )
+        text_zh = (
+            f"均衡沿 {kind} 组的切分：每个 {kind} 组中位置 {pos.last} 的卡（{cl_zh}）计算最多，其他卡在等它；"
+            f"让每个位置分到相同的工作量（沿 {kind} 切分的序列、batch、层或专家）。"
+        )
+    metrics = {
+        **base.metrics,
+        **{f"position_{i}_computing_us": v for i, v in enumerate(pos.computing_us)},
+        "group_size": float(k),
+        "culprit_position": float(pos.last),
+        "even_split_gain_us": gain,
+    }
+    return dataclasses.replace(
+        base,
+        id=f"cause.positions.{kind}.p{pos.last}",
+        mechanism=base.mechanism
+        if base.mechanism is not Mechanism.SLOW_GROUP
+        else Mechanism.COMPUTE_STRAGGLER,
+        culprit=dataclasses.replace(base.culprit, kind="ranks"),
+        summary=base.summary.removeprefix("Slower group ")
+        .rstrip(".")
+        .replace(
+            "; " + str(len(base.victims)) + " rank(s) wait",
+            clause + "; " + str(len(base.victims)) + " rank(s) wait",
+            1,
+        )
+        + ".",
+        summary_zh=base.summary_zh.replace(
+            f"；{len(base.victims)} 张卡每步", clause_zh + f"；{len(base.victims)} 张卡每步", 1
+        ),
+        metrics=metrics,
+        # the middle positions' slow-rank findings are this split too
+        findings=base.findings
+        + _claim(
+            ctx,
+            lambda f: (
+                f.kind is FindingKind.SLOW_RANK
+                and bool(f.ranks)
+                and all(r in {x for t in pos.groups for x in t} for r in f.ranks)
+            ),
+        ),
+        gain_us=gain,
+        remedies=(
+            Remedy("action", text, text_zh, gain, BoundKind.ESTIMATE),
+            *base.remedies[1:],
+        ),
+        symptom_tags=tuple(dict.fromkeys((*base.symptom_tags, "load_imbalance"))),
+    )
 
 
 def _group_cause(
