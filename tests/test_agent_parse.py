@@ -540,3 +540,54 @@ def test_saving_per_step_is_a_how_much_question() -> None:
     assert parse_question("if we rebalance it, what do we save per step, roughly?").kind == (
         "how_much"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "ranks"),
+    [
+        ("3、7、11、15号卡每步计算时间比别的卡长，为什么？", (3, 7, 11, 15)),
+        ("3,7,11和15号卡为什么慢？", (3, 7, 11, 15)),
+        ("0号、4号和8号卡慢吗", (0, 4, 8)),
+        # a full-width comma separates clauses: the parallel size is not a rank
+        ("16卡，CP=4，3、7、11、15号卡慢", (3, 7, 11, 15)),
+    ],
+)
+def test_a_chinese_list_of_ranks(text: str, ranks: tuple) -> None:
+    assert parse_question(text).ranks == ranks
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "what do we change first? we do need the memory savings tho",
+        "after last week's memory-saving changes a step went from 75ms to 140ms, why?",
+        "上周为了省显存改了点东西，之后每步变慢了，为什么？",
+    ],
+)
+def test_a_change_made_to_save_memory_is_not_a_memory_question(text: str) -> None:
+    q = parse_question(text)
+    assert q.intent != "memory" and "memory" not in q.topics and "memory" not in q.hypotheses
+
+
+def test_memory_questions_stay_memory_questions() -> None:
+    assert parse_question("is memory fragmentation the problem?").intent == "memory"
+    assert parse_question("显存碎片是原因吗").intent == "memory"
+
+
+def test_what_is_it_doing_in_chinese_is_not_a_yes_no_question() -> None:
+    assert parse_question("每步45%是Free，设备这段时间到底在干嘛？").kind != "yes_no"
+    assert parse_question("12号卡慢吗？").kind == "yes_no"
+
+
+def test_a_terse_suspicion_without_a_question_word_is_yes_no() -> None:
+    q = parse_question("python GC kicking in after the save?")
+    assert q.kind == "yes_no" and q.hypothesis == "gc"
+    assert parse_question("step time per rank?").kind != "yes_no"
+
+
+def test_facts_the_user_found_normal_do_not_set_the_question() -> None:
+    q = parse_question(
+        "exposed comm is ~64% on every rank. the TP collectives run at normal HCCS bandwidth "
+        "and no rank is late. what is eating it?"
+    )
+    assert q.kind == "why" and q.intent not in ("slow_link", "which_slow_rank")

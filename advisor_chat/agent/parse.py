@@ -326,7 +326,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"\bhold(s|ing)? .{0,20}\bback\b",
         r"\bstraggl",
         r"\bslowest\b",
-        r"\bwhat('s| is) (slowing|dragging|holding|hurting|limiting|eating(?! (?:up )?(?:the |all the |my |our )?(?:time|step)))",
+        r"\bwhat('s| is) (slowing|dragging|holding|hurting|limiting|eating(?! (?:up )?(?:(?:the |all the |my |our )?(?:time|step)|it\b|that\b|this\b)))",
         r"\b(any|one|some) (of (them|the \w+)|ranks?|cards?|devices?|npus?)\b",
         r"\bbottleneck (rank|card|device|node)\b",
         r"\bwhere\b.{0,30}\b(time|bottleneck)\b",
@@ -342,7 +342,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"\bwhat gives\b",
         r"\bwhat(?:'s| is| are)\b.{0,25}\bdoing\b",
         # "what is eating the time?", "where does the time go?"
-        r"\bwhat(?:'s| is| are)? (?:eating|taking|burning|using|wasting) (?:up )?(?:the |all the |my |our )?(?:time|step)",
+        r"\bwhat(?:'s| is| are)? (?:eating|taking|burning|using|wasting) (?:up )?(?:(?:the |all the |my |our )?(?:time|step)|it\b|that\b|this\b)",
         r"\bwhere (?:does|do|did) (?:the |all the |my |our )?(?:time|step time) go\b",
         r"(?:时间|耗时)(?:都)?(?:去哪|花在哪|被什么)",
         r"在(干|做|搞)(什么|啥|嘛)",
@@ -367,11 +367,14 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         # tag and declarative questions: "rank 6 is slow, right?", "so rank 6 is the slow one?"
         r",\s*(right|correct|true|yes|no|agreed|ok|okay|yeah)\s*[?？]\s*$",
         r"\b(can|could) you confirm\b",
+        # one short sentence that asks without a question word puts something forward: "python
+        # GC kicking in after the save?", "checkpoint stalling the step?"
+        r"^(?!.*\b(?:what|why|which|who|where|when|how|whats|show|list|per|any)\b)[a-z][^.?!\n]{12,70}\?\s*$",
         # a suspect tacked on after the facts: "FA runs twice as often as its gradient, profiler
         # bug?", "每步都慢，网络问题？" (not "..., why?", "...，怎么办？")
         r"(?:[,;:—–]|[.!]\s)\s*(?!(which|what|who|where|why|how|when|or what|thoughts|ideas?|advice|suggestions?|help|please|anything)\b)(a |an |the |some )?"
         r"[\w-]+( [\w-]+){0,2}\s*[?？]\s*$",
-        r"[，；：]\s*(?![^，；？?]*(怎么|为什么|为何|哪|什么|多少|如何|谁|几|帮|看看|请|分析|说说|讲讲|解释))[^，；？?。]{1,16}[？?]\s*$",
+        r"[，；：]\s*(?![^，；？?]*(怎么|为什么|为何|哪|什么|多少|如何|谁|几|帮|看看|请|分析|说说|讲讲|解释|干嘛|干啥|做啥))[^，；？?。]{1,16}[？?]\s*$",
         r"\b(isn't|aren't|doesn't|don't|is not|are not) (it|they|that)\s*[?？]\s*$",
         r"\b(slow(er|est)?|fine|ok|okay|healthy|normal|the (culprit|problem|cause|bottleneck|straggler))\b[^?？.]{0,20}[?？]\s*$",
         r"(对吧|是吧|对不对|是不是|吧)[？?。！!\s]*$",
@@ -387,8 +390,8 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"要不要",
         r"能不能",
         r"需不需要",
-        r"[吗嘛][？?。.!！\s]*$",
-        r"[吗嘛吧]\s*[？?]",  # "12号卡是正常的吧？看它一直在等recv": the question is not last
+        r"(?<!干)[吗嘛][？?。.!！\s]*$",  # (not "在干嘛？": "what is it doing?")
+        r"(?<!干)[吗嘛吧]\s*[？?]",  # "12号卡是正常的吧？看它一直在等recv": the question is not last
     ),
     "overview": (
         r"\bwhat else\b",
@@ -1039,7 +1042,7 @@ def find_hypotheses(text: str, kind: str) -> tuple[str, ...]:
     most memory?" names memory but suspects nothing. A link named with its ranks ("is link 3-11
     slow?") is ``link``; "network" is not also counted for the same words.
     """
-    low = text.lower()
+    low = _MEMORY_SAVING.sub(lambda m: " " * len(m.group(0)), text.lower())
     cue = _SUSPECT.search(text)
     if kind != "yes_no" and cue is None:
         return ()
@@ -1126,6 +1129,11 @@ _COUNTS = (
 _RANK_LIST = re.compile(
     rf"\b{_RANKWORD}\s+(\d+(?:\s*(?:,|and|&|vs\.?|versus|or|和|与|跟|、)\s*(?:{_RANKWORD}\s*)?\d+)+)",
     re.I,
+)
+#: "3、7、11、15号卡", "3,7,11和15号卡", "0号、4号和8号卡": every number of the list is a rank
+#: (a full-width comma separates clauses, not list items: "CP=4，3、7号卡").
+_RANK_LIST_ZH = re.compile(
+    r"(?<![\d.])((?:\d+\s*号?\s*(?:、|,|和|与|跟|及)\s*)+\d+)\s*号\s*(?:卡|设备|rank)", re.I
 )
 _LINK_PATTERNS = (
     re.compile(r"(\d+)\s*(?:→|->|⇒|=>|—>|↔|<->)\s*(\d+)"),
@@ -1247,6 +1255,12 @@ _RULED_OUT = re.compile(
     # "the network team says the RoCE switches look clean", "the dataloader is fine"
     r"|[^.;?!,。；？！，]*\b(?:looks?|looked|seems?|seemed|are|is|was|were|came back|checked(?: out)?)"
     r" (?:all )?(?:clean|fine|ok(?:ay)?|healthy|normal)\b[^.;?!,。；？！，]*"
+    # "no rank is late", "no node looks slow": the user's own finding, not the question
+    r"|\bno (?:single )?(?:rank|card|node|link|device|npu|gpu)s? (?:is|are|was|were|seems?|looks?|arrives?)"
+    r" (?:late|slow|slower|behind|lagging|an outlier|last)\b"
+    # "the TP collectives run at normal HCCS bandwidth": a measurement found normal
+    r"|[^.;?!,。；？！，]*\b(?:runs?|running|ran|are|is|were|was|get|gets|got|reach(?:es)?)\s+at\s+"
+    r"(?:the\s+)?(?:normal|full|expected|usual|nominal|good|line[- ]rate)\b[^.;?!,。；？！，]*"
     r"|[^，。,；;？?！!]*(?:排除|排查过|(?:检|查|测|确认)过|(?:都|均|一切)正常|没(?:有)?问题|不是这(?:两|几)?个)"
     r"[^，。,；;？?！!]*"
 )
@@ -1508,7 +1522,7 @@ def _find_ranks(
             found.extend((s + i, r) for i, r in enumerate(range(lo, hi + 1)))
         taken.append((s, e))
         is_range = True
-    for m in _RANK_LIST.finditer(q):
+    for m in [*_RANK_LIST.finditer(q), *_RANK_LIST_ZH.finditer(q)]:
         if _overlaps((m.start(), m.end()), taken) or _overlaps((m.start(), m.end()), counts):
             continue
         for d in re.finditer(r"\d+", m.group(1)):
@@ -1678,8 +1692,16 @@ def find_kind(low: str, n_targets: int) -> str:
     return ""
 
 
+#: A change made to save memory ("after last week's memory-saving changes", "we do need the
+#: memory savings", "为了省显存改了点东西"): context about what was done, not a memory question.
+_MEMORY_SAVING = re.compile(
+    r"memory[- ]sav\w*|sav(?:e|es|ed|ing)\s+(?:\w+\s+){0,2}memory|(?:省|节省|节约|降低|减少)\s*(?:点|些)?\s*(?:显存|内存)"
+)
+
+
 def find_topics(low: str) -> tuple[str, ...]:
     """Topics of the question, in order of first appearance."""
+    low = _MEMORY_SAVING.sub(lambda m: " " * len(m.group(0)), low)
     hits = []
     for t in TOPICS:
         m = _match_any(_TOPIC_LEX[t], low)

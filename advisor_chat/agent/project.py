@@ -2244,6 +2244,28 @@ def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
                     else f"{head} because of {lab} — {lower_first(text).rstrip('.')}."
                 )
             return p
+        # a cause scoped to the steps right after the asked ones ("the save is called at the end
+        # of step 11": steps 12-14 are slow): the asked step is where it starts, not what is slow
+        after = next(
+            (c for c in _real(d) if c.steps and 1 <= min(c.steps) - max(asked) <= 2),
+            None,
+        )
+        if after is not None:
+            p.add_cause(after)
+            p.plot_ranks = _culprit_ranks(after)[:8]
+            sp = ", ".join(str(x) for x in after.steps)
+            p.lines.append(
+                say(
+                    "project.steps_right_after",
+                    zh,
+                    st=st,
+                    steps=sp,
+                    summary=(summary(after, zh) if zh else lower_first(summary(after, zh)))
+                    .rstrip("。")
+                    .rstrip("."),
+                )
+            )
+            return p
         p.lines.append(say("project.step_has_no_event_of_its", zh, st=st))
     ev = [c for c in d.causes if c.mechanism in (Mechanism.STEP_EVENTS, Mechanism.DEGRADATION)]
     for i, c in enumerate(ev[:3]):
