@@ -234,6 +234,13 @@ def test_victims_blamed_fails(text: str) -> None:
 def test_blamed_ranks_ignores_negations() -> None:
     assert blamed_ranks("Rank 12 is not the slow rank; the slow rank is 3.") == {3}
     assert blamed_ranks("12号卡不慢，慢卡是3号卡。") == {3}
+    assert blamed_ranks("the cause is not rank 15") == set()
+    assert blamed_ranks("the cause of rank 3's wait is elsewhere") == set()
+
+
+def test_the_cause_is_rank_n_blames_rank_n() -> None:
+    # a verdict on a suspect ("rank 15's card bad?") that names the rank as the cause
+    assert blamed_ranks("No: the cause is rank 15, not a bad card (NPU).") == {15}
 
 
 @pytest.mark.parametrize(

@@ -804,7 +804,9 @@ class Planner:
         hyp = q.hypothesis
         # "is that Free real?" asks the healthy way round: a capture that inflates it is a "no"
         healthy = q.kind == "yes_no" and (
-            _HEALTHY_Q.search(q.text) is not None
+            # the question's own sentence ("rank 15's card bad? its matmuls look normal though":
+            # the remark after it does not ask the healthy way round)
+            _HEALTHY_Q.search(question_part(q.text.lower())) is not None
             or (hyp == "profiler" and _REAL_Q.search(q.text) is not None)
         )
         # operators named by the start of their type ("a softmax cross entropy on every card")

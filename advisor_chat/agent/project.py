@@ -2253,13 +2253,11 @@ def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
         if after is not None:
             p.add_cause(after)
             p.plot_ranks = _culprit_ranks(after)[:8]
-            sp = ", ".join(str(x) for x in after.steps)
             p.lines.append(
                 say(
                     "project.steps_right_after",
                     zh,
                     st=st,
-                    steps=sp,
                     summary=(summary(after, zh) if zh else lower_first(summary(after, zh)))
                     .rstrip("。")
                     .rstrip("."),

@@ -833,7 +833,7 @@ _ZH_BLAME = (
 )
 _BLAME_OBJ_FIRST = (
     r"(?:slow(?:er|est)?\s+(?:group\s+(?:of\s+)?)?(?:ranks?|cards?)|slow(?:er|est)?\s+group|"
-    r"stragglers?|culprits?|bottleneck(?:\s+ranks?)?|root cause|"
+    r"stragglers?|culprits?|bottleneck(?:\s+ranks?)?|root cause|\bcause(?!\s+of\b)|"
     r"last arriver|慢卡|瓶颈|罪魁祸首|元凶|根因)\s*(?:is|are|here is|in this job is|:|=|—|–|是|为|：|在)?\s*"
     r"(?:the\s+)?"
 )
@@ -858,7 +858,7 @@ def blamed_ranks(text: str) -> set[int]:
 
     Recognised, in English and Chinese: "rank 3 is (clearly) the slow rank / the straggler / the
     bottleneck / slowest / the cause / holding the job back / arrives last"; "the slow rank is rank 3",
-    "culprit: rank 3"; "the others wait for rank 3"; "3号卡是慢卡", "3号卡最慢", "慢卡是3号卡",
+    "culprit: rank 3", "the cause is rank 3"; "the others wait for rank 3"; "3号卡是慢卡", "3号卡最慢", "慢卡是3号卡",
     "其他卡都在等3号卡". Not blame: "rank 3 is not slow", "rank 3 is slowed down by …",
     "rank 3 is slow only because it waits …", "3号卡不慢", "3号卡被拖慢", "3号卡慢是因为在等…",
     "whether rank 0 or rank 3 is slower", "neither rank 0 nor rank 3 is the cause".
