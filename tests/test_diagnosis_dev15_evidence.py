@@ -18,7 +18,12 @@ from pathlib import Path
 import pytest
 
 from advisor_chat.diagnosis import Mechanism, diagnose
-from advisor_chat.diagnosis.decompose import device_copies, gc_recording, host_silence
+from advisor_chat.diagnosis.decompose import (
+    device_copies,
+    gather_feeds,
+    gc_recording,
+    host_silence,
+)
 from advisor_chat.diagnosis.hypotheses import judge
 from advisor_chat.diagnosis.rules.stragglers import job_slow_steps, position_pattern
 from advisor_chat.ingest import load_profile
@@ -137,3 +142,21 @@ def test_copies_in_line_with_the_kernels_are_not_host_idle(scenario) -> None:
     # no copy task in a scenario without copies
     plain = load_profile(scenario("healthy"), use_cache=False, progress=False)
     assert device_copies(plain, plain.ranks) is None
+
+
+def test_gathers_that_feed_a_cheap_operator(scenario) -> None:
+    path = scenario("sp-norm-extra-gather")
+    nums = _key(path)["expected_numbers"]
+    profile = load_profile(path, use_cache=False, progress=False)
+    gf = gather_feeds(profile, profile.ranks)
+    assert gf is not None and gf.op_type == "RmsNorm"
+    # the gathers beyond what sequence parallelism itself needs are the ones feeding the norm
+    extra = nums["tp_allgather_per_step"] - nums["tp_allgather_per_step_sequence_parallel"]
+    assert gf.per_step == extra
+    assert gf.collective_us == pytest.approx(nums["norm_allgather_us_median"], rel=0.02)
+    d = diagnose(profile)
+    top = d.causes[0]
+    assert top.culprit.kind == "job" and "RmsNorm" in top.remedies[0].text
+    # gathers that feed MatMuls (ZeRO-3 parameter gathers) are not flagged
+    z3 = load_profile(scenario("zero3-param-gather"), use_cache=False, progress=False)
+    assert gather_feeds(z3, z3.ranks) is None

@@ -102,6 +102,17 @@ def test_duplicate_rank_ids(tmp_path: Path) -> None:
     assert "rank 3" in msg and str(a) in msg and str(b) in msg
 
 
+def test_two_runs_side_by_side_point_to_the_baseline(tmp_path: Path) -> None:
+    _rank(tmp_path / "before", 0, "a_1_20250109093000000_ascend_pt")
+    _rank(tmp_path / "after", 0, "a_1_20250109093100000_ascend_pt")
+    with pytest.raises(InputError) as ei:
+        load_profile(tmp_path, use_cache=False)
+    msg = str(ei.value)
+    assert "two runs" in msg and "--baseline" in msg
+    # the earlier run is the baseline in the example
+    assert f"ask {tmp_path / 'after'}" in msg and f"--baseline {tmp_path / 'before'}" in msg
+
+
 def test_truncated_trace_view_falls_back(tmp_path: Path, real_samples: Path) -> None:
     src = real_samples / "pt-text-level1-2rank" / "rank0_ascend_pt"
     dst = tmp_path / "rank0_ascend_pt"

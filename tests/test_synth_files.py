@@ -85,8 +85,14 @@ def test_determinism_same_seed_same_bytes(tmp_path: Path) -> None:
 
 
 def test_bad_arguments(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="unknown scenario"):
+    with pytest.raises(InputError, match="unknown scenario") as err:
         generate("nope", tmp_path)
+    # the visible scenarios are listed, the blind held-out kinds are not (their names say what
+    # is planted)
+    from advisor_chat.synth.blind import BLIND_KINDS
+
+    assert "healthy" in str(err.value)
+    assert not any(f" {k}," in str(err.value) or f" {k} " in str(err.value) for k in BLIND_KINDS)
     with pytest.raises(InputError, match="ranks"):
         generate("healthy", tmp_path, ranks=1)
     with pytest.raises(InputError, match="ranks"):

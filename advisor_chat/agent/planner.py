@@ -783,6 +783,8 @@ class Planner:
             q.intent in ("step_trend", "step_events")
             and len(self.session.steps) < 3
             and not which_step
+            # "is it GC?": a suspect is judged from the causes, however many steps there are
+            and not q.hypothesis
         ):
             n = len(self.session.steps)
             return PlanResult(msg(f"answer.few_steps_{n}", lang), outputs=outputs)

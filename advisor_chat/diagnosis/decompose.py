@@ -2696,3 +2696,90 @@ def device_copies(profile: Profile, ranks: Sequence[int]) -> DeviceCopies | None
         api=str(cp["api_name"].mode().iloc[0]) if not cp["api_name"].empty else "",
         ranks=tuple(int(r) for r in sample),
     )
+
+
+#: A collective "feeds" its next operator when that operator takes at most this share of the
+#: collective's time (a gather whose data goes to a cheap operator).
+FEEDS_CHEAP_RATIO = 0.1
+
+
+@dataclass(frozen=True)
+class GatherFeeds:
+    """Gathers whose data goes straight to a cheap operator, per (step, rank).
+
+    Attributes:
+        op_type: The operator family right after them (e.g. ``RmsNorm``: RmsNorm and RmsNormGrad).
+        shape: Its input shapes (the most frequent).
+        collective: The collective type (e.g. ``hcom_allGather_``).
+        per_step: Such gathers per (step, rank) (median).
+        us_per_step: Their time per (step, rank) (median, µs).
+        collective_us: Median duration of one (µs).
+        op_us: Median duration of the operator after it (µs).
+        gathers_per_step: Every gather of that type per (step, rank) (median).
+    """
+
+    op_type: str
+    shape: str
+    collective: str
+    per_step: float
+    us_per_step: float
+    collective_us: float
+    op_us: float
+    gathers_per_step: float
+
+
+def gather_feeds(profile: Profile, ranks: Sequence[int]) -> GatherFeeds | None:
+    """The gathers (``AllGather``) whose next compute operator costs ≤ ``FEEDS_CHEAP_RATIO`` of them.
+
+    A gather exists to hand data to the operators after it; when the operator it feeds takes a
+    few percent of the gather's time, the data is gathered for little work (a norm run on the
+    whole gathered sequence instead of the rank's shard is the usual case). From ``kernels``
+    (kernel_details.csv / the DB; the HCCL tasks and the compute operators in start order, per
+    (step, rank)); the operator type with the most such gather time. ``None`` without gathers.
+    """
+    sample = _sample(ranks)
+    k = profile.kernels_for(sample)
+    if k.empty or "op_type" not in k:
+        return None
+    k = k[k["step"] >= 0].sort_values(["rank", "step", "start_us"], kind="stable")
+    comm = is_comm_kernel(k).to_numpy()
+    name = k["name"].astype(str).str.lower().to_numpy()
+    gather = comm & (np.char.find(name.astype(str), "allgather") >= 0)
+    if not gather.any():
+        return None
+    rows = []
+    rank_a, step_a = k["rank"].to_numpy(), k["step"].to_numpy()
+    dur = k["duration_us"].to_numpy(dtype="float64")
+    op = k["op_type"].astype(str).to_numpy()
+    shape = k["input_shapes"].astype(str).to_numpy()
+    idx = np.flatnonzero(gather)
+    for i in idx:
+        j = i + 1
+        while j < len(k) and comm[j] and rank_a[j] == rank_a[i]:
+            j += 1
+        if j >= len(k) or rank_a[j] != rank_a[i] or step_a[j] != step_a[i]:
+            continue
+        rows.append((rank_a[i], step_a[i], op[i], dur[i], op[j], shape[j], dur[j]))
+    if not rows:
+        return None
+    f = pd.DataFrame(rows, columns=["rank", "step", "coll", "coll_us", "op", "shape", "op_us"])
+    units = k.groupby(["rank", "step"]).size().index
+    all_g = f.groupby(["rank", "step"]).size().reindex(units, fill_value=0)
+    cheap = f[f["op_us"] <= FEEDS_CHEAP_RATIO * f["coll_us"]]
+    if cheap.empty:
+        return None
+    # an operator and its gradient are one family (RmsNorm, RmsNormGrad)
+    family = cheap["op"].str.replace(r"Grad$", "", regex=True)
+    top = cheap.groupby(family)["coll_us"].sum().idxmax()
+    c = cheap[family == top]
+    g = c.groupby(["rank", "step"])["coll_us"]
+    return GatherFeeds(
+        op_type=str(top),
+        shape=str(c["shape"].mode().iloc[0]),
+        collective=str(c["coll"].mode().iloc[0]),
+        per_step=float(g.size().reindex(units, fill_value=0).median()),
+        us_per_step=float(g.sum().reindex(units, fill_value=0.0).median()),
+        collective_us=float(c["coll_us"].median()),
+        op_us=float(c["op_us"].median()),
+        gathers_per_step=float(all_g.median()),
+    )

@@ -190,6 +190,15 @@ def _gc(d: Diagnosis) -> Verdict:
             (gc_c,),
         )
     host = _mech(d, Mechanism.HOST_STALL, Mechanism.STEP_EVENTS, Mechanism.JOB_IDLE)
+    if host is not None and "device_copies" in host.symptom_tags:
+        # the "idle" device is busy copying: nothing waits for the host
+        return _v(
+            "gc",
+            "contradicted",
+            f"the device is not waiting for its host: {_lower_first(host.summary.rstrip('.'))}",
+            f"设备并不是在等主机：{host.summary_zh.rstrip('。')}",
+            (host,),
+        )
     thr = host.metrics.get("gc_detect_threshold_ms") if host is not None else None
     if host is not None and thr is not None and not host.metrics.get("gc_pauses_in_affected_steps"):
         # the profiler records GC pauses (gc_detect_threshold) and recorded none where time goes
@@ -245,9 +254,11 @@ def _gc(d: Diagnosis) -> Verdict:
             + "无法确认或排除垃圾回收",
             (host,),
             (
-                "a profile with host (CPU) activity and Python call stacks (with_stack=True), or "
-                "gc.callbacks logging pause lengths",
-                "开启 CPU 活动与 Python 调用栈（with_stack=True）的性能数据，或用 gc.callbacks 记录回收停顿时长",
+                "a profile with the profiler's GC recording on (torch_npu experimental_config "
+                "gc_detect_threshold, e.g. 1 ms: every Python GC pause longer than that is "
+                "recorded on the host timeline), or gc.callbacks logging pause lengths",
+                "开启 GC 记录的性能数据（torch_npu experimental_config 的 gc_detect_threshold，例如 1 ms："
+                "超过该时长的每次 Python GC 停顿都会记录在主机时间线上），或用 gc.callbacks 记录回收停顿时长",
             ),
         )
     en, zh = _top_text(_top(d))

@@ -20,6 +20,7 @@ import concurrent.futures as cf
 import gc
 import multiprocessing
 import os
+import re
 import stat
 import sys
 import threading
@@ -1365,11 +1366,26 @@ def _check_duplicates(units: list[RankData]) -> None:
     for u in units:
         assert u.rank is not None
         if u.rank in seen:
+            a, b = Path(seen[u.rank]), Path(u.source_dir)
+            remedy = (
+                "Keep one folder per rank (usually the newest run; the folder name ends in its "
+                "timestamp) and move the other one out of the profiling folder"
+            )
+            if a.parent != b.parent:
+                # two runs side by side (before/ and after/): compare them instead
+                common = Path(os.path.commonpath([a, b]))
+                ra, rb = a.relative_to(common).parts[0], b.relative_to(common).parts[0]
+                if re.search(r"before|old|base|prev|orig", rb, re.I):  # the earlier run: baseline
+                    ra, rb = rb, ra
+                remedy = (
+                    f"{common} holds two runs ({ra}/ and {rb}/): analyze one of them, and to "
+                    f"compare them pass the other as the baseline (e.g. `advisor-chat ask "
+                    f'{common / rb} "what changed?" --baseline {common / ra}`)'
+                )
             raise InputError(
                 f"rank {u.rank} appears twice: in {seen[u.rank]} and in {u.source_dir}",
                 path=u.source_dir,
-                remedy="Keep one folder per rank (usually the newest run; the folder name ends in its "
-                "timestamp) and move the other one out of the profiling folder",
+                remedy=remedy,
             )
         seen[u.rank] = u.source_dir
 

@@ -130,7 +130,14 @@ def generate(
             profiling folders the generator did not write.
     """
     if scenario not in SCENARIOS:
-        raise InputError(f"unknown scenario {scenario!r}; choose one of: {', '.join(SCENARIOS)}")
+        from advisor_chat.synth.blind import BLIND_KINDS
+
+        # the blind held-out kinds are not listed: their names say what is planted
+        shown = [n for n in SCENARIOS if n not in BLIND_KINDS]
+        raise InputError(
+            f"unknown scenario {scenario!r}; choose one of: {', '.join(shown)} "
+            "(`advisor-chat generate --help` describes them)"
+        )
     if export not in ("text", "db"):
         raise InputError(f"export must be 'text' or 'db', got {export!r}")
     spec = SCENARIOS[scenario]

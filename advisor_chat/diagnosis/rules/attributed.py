@@ -518,6 +518,9 @@ def _rotating(
     """
     if n_steps < EVENT_MIN_STEPS or any(c.id.startswith("cause.step_events") for c in causes):
         return []
+    # steps a job-wide cause already explains (every rank slow there): a late rank in them is
+    # that cause, not an independent one
+    job_steps = {s for c in causes if c.culprit.kind == "job" and c.steps for s in c.steps}
     small = [
         cc
         for cc in attr.culprits
@@ -536,7 +539,9 @@ def _rotating(
     for cc in small:
         r = cc.unit.ranks[0]
         events += [
-            e for e in _all_step_events(ctx, r) if e.step in cc.steps_hit and e.excess_us > 0
+            e
+            for e in _all_step_events(ctx, r)
+            if e.step in cc.steps_hit and e.excess_us > 0 and e.step not in job_steps
         ]
     if not events:
         return []

@@ -15,12 +15,14 @@ from advisor_chat.diagnosis.decompose import (
     CollectiveTypes,
     DeviceCopies,
     DominantCollective,
+    GatherFeeds,
     JobIdleShape,
     LaunchLoop,
     NewShapeIdle,
     SyncStalls,
     device_copies,
     dominant_collective,
+    gather_feeds,
     is_copy,
     job_account,
     job_idle_shape,
@@ -237,7 +239,7 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         outside, outside_zh = (
             "the copies its devices run between their kernels (not the host: the device is busy "
             "copying while the step trace calls it Free)",
-            "设备在算子之间执行的拷贝（不是主机：设备在拷贝，只是 step trace 把这段时间算作空闲）",
+            "设备在算子之间执行的拷贝（不是主机：设备在拷贝，只是 step_trace_time.csv 把这段时间算作空闲）",
         )
     elif ng is not None and ng.same_members:
         outside, outside_zh = (
@@ -394,6 +396,15 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 ),
                 Remedy(
                     "check",
+                    "Look at the MEMCPY_ASYNC tasks in the device lanes of trace_view.json (their "
+                    "args give the direction and size) and at the code that issues them (the "
+                    "aclrtMemcpyAsync calls on the host): which tensors go to the host and back.",
+                    "在 trace_view.json 的设备泳道里查看 MEMCPY_ASYNC 任务（参数中有方向和大小），以及发起它们的"
+                    "代码（主机上的 aclrtMemcpyAsync 调用）：哪些张量被拷到主机又拷回来。",
+                )
+                if dc is not None
+                else Remedy(
+                    "check",
                     f"Look at the host timeline during the idle ({timeline}) "
                     "to see what the trainer waits for.",
                     f"查看空闲期间的主机时间线（{timeline_zh}），确认训练进程在等什么。",
@@ -438,7 +449,7 @@ def _copies_text(dc: DeviceCopies, gain_us: float) -> tuple[str, str, tuple[Reme
     zh = (
         f"但设备这时并没有闲着：它每步执行 {dc.per_step:.0f} 个 MEMCPY_ASYNC 拷贝任务（{api}，每个 "
         f"{ms(dc.each_us)}，每步共 {ms(dc.us_per_step)}），在计算流上与算子串行执行（与算子重叠的时间占 "
-        f"{pct(dc.overlapped_share)}），step trace 把它们算作空闲；每张卡每步中间都在做主机与设备之间的拷贝，"
+        f"{pct(dc.overlapped_share)}），step_trace_time.csv 把它们算作空闲；每张卡每步中间都在做主机与设备之间的拷贝，"
         "这是激活值卸载（offload：前向把保存的张量拷到主机内存，反向再拷回）或显式的 .to()/.cpu() 传输，"
         "而且都没有与计算重叠"
     )
@@ -997,6 +1008,62 @@ TINY_COLLECTIVE_BYTES = 1024.0
 TINY_MIN_PER_STEP = 3
 
 
+#: Gathers that feed a cheap operator name the exposed communication when they take at least this
+#: share of it.
+FEEDS_MIN_SHARE = 0.2
+
+
+def _gather_feeds_text(gf: GatherFeeds, rest_us: float) -> tuple[str, str, Remedy]:
+    """The clause and the remedy for gathers whose data goes to a cheap operator."""
+    norm = "norm" in gf.op_type.lower()
+    op = f"{gf.op_type} / {gf.op_type}Grad" if norm else gf.op_type
+    share = gf.op_us / gf.collective_us if gf.collective_us > 0 else float("nan")
+    why = (
+        ": a norm run on the whole gathered sequence instead of the rank's own shard (sequence "
+        "parallelism with a norm that is not sequence-parallel aware) is the usual cause"
+        if norm
+        else ""
+    )
+    why_zh = (
+        "：常见原因是归一化在收集后的完整序列上计算，而不是在本卡的分片上（开了序列并行但归一化不支持序列并行）"
+        if norm
+        else ""
+    )
+    en = (
+        f"; {gf.per_step:.0f} of the {gf.gathers_per_step:.0f} AllGathers per step "
+        f"({ms(gf.collective_us)} each, {ms(gf.us_per_step)} per step) hand their data straight "
+        f"to {op} ({ms(gf.op_us)}, {pct(share)} of the gather; input [{gf.shape}]): the data is "
+        f"gathered for little work{why}"
+    )
+    zh = (
+        f"；每步 {gf.gathers_per_step:.0f} 次 AllGather 中有 {gf.per_step:.0f} 次（每次 "
+        f"{ms(gf.collective_us)}，每步 {ms(gf.us_per_step)}）把数据直接交给 {op}（{ms(gf.op_us)}，"
+        f"只有这次收集的 {pct(share)}；输入 [{gf.shape}]）：为很少的计算收集了整份数据{why_zh}"
+    )
+    rem = Remedy(
+        "action",
+        f"Run {op} on the data the rank already holds and remove the AllGather in front of it "
+        f"({gf.per_step:.0f} per step)"
+        + (
+            ": a sequence-parallel norm works on the local [S/TP, H] shard (mark its weight "
+            "sequence_parallel so its gradient is reduced over TP), then gather once before the "
+            "MatMul that needs the full sequence."
+            if norm
+            else ": the operator does not need the gathered input."
+        ),
+        f"让 {op} 直接在本卡已有的数据上计算，去掉它前面的 AllGather（每步 {gf.per_step:.0f} 次）"
+        + (
+            "：支持序列并行的归一化在本地 [S/TP, H] 分片上计算（把其权重标记为 sequence_parallel，"
+            "梯度在 TP 内归约），只在需要完整序列的 MatMul 之前收集一次。"
+            if norm
+            else "：这个算子不需要收集后的输入。"
+        ),
+        min(gf.us_per_step, rest_us),
+        BoundKind.UPPER_BOUND,
+    )
+    return en, zh, rem
+
+
 #: A collective moving more than this (MB per rank, median) is not a small one.
 SMALL_COLLECTIVE_MB = 4.0
 
@@ -1127,7 +1194,13 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     col = "communication_not_overlapped_exclude_receive_us"
     # per step, the rank that waits least (the last to arrive); mean over steps, so a rank that
     # waited for another rank's one-step stall does not count as exposed communication
-    least = float(ctx.frame.groupby("step")[col].min().mean())
+    # (without the steps a job-wide cause owns: every rank waits in them for the stalled others,
+    # which is that cause's time, not exposed communication of the job's own)
+    owned = {x for c in causes if c.culprit.kind == "job" and c.steps for x in c.steps}
+    frame = ctx.frame[~ctx.frame["step"].isin(owned)] if owned else ctx.frame
+    if frame.empty:
+        frame = ctx.frame
+    least = float(frame.groupby("step")[col].min().mean())
     # a slow link's transit excess, and the wait for a late rank whose own row is missing (the
     # least-waiting rank of the step trace then still waits for it), are not the job's own
     others = [c for c in causes if c.mechanism is Mechanism.SLOW_LINK or _row_missing(c)]
@@ -1229,6 +1302,20 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         extra += p2p[0]
         extra_zh += p2p[1]
         metrics["p2p_us_per_step"] = p2p[2].gain_us or 0.0
+    # gathers whose data goes straight to an operator that costs a few percent of them: the data
+    # is gathered for little work (a norm on the whole gathered sequence, not the rank's shard)
+    gf = gather_feeds(ctx.profile, ctx.ranks)
+    if gf is not None and (gf.per_step < 4 or gf.us_per_step < FEEDS_MIN_SHARE * rest):
+        gf = None
+    gf_remedy: Remedy | None = None
+    if gf is not None:
+        gf_en, gf_zh, gf_remedy = _gather_feeds_text(gf, rest)
+        extra += gf_en
+        extra_zh += gf_zh
+        metrics |= {
+            "gathers_feeding_cheap_op_per_step": gf.per_step,
+            "gathers_feeding_cheap_op_us_per_step": gf.us_per_step,
+        }
     # one collective that moves far more than its group's others: what it carries (the kernels
     # that write and read it) picks the fix
     dom = dominant_collective(ctx.profile, ctx.ranks)
@@ -1372,6 +1459,8 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         )
     if ct_remedy is not None:
         remedies.insert(0, ct_remedy)
+    if gf_remedy is not None:
+        remedies.insert(0, gf_remedy)
     for f in setting[:1]:
         remedies.insert(
             0,
