@@ -241,6 +241,10 @@ def test_blamed_ranks_ignores_negations() -> None:
 def test_the_cause_is_rank_n_blames_rank_n() -> None:
     # a verdict on a suspect ("rank 15's card bad?") that names the rank as the cause
     assert blamed_ranks("No: the cause is rank 15, not a bad card (NPU).") == {15}
+    # "... is the cause: <explanation>": the ranks after the colon are not the subject
+    assert (
+        blamed_ranks("No: neither rank 0 nor rank 15 is the cause: ranks 0, 15 sit idle") == set()
+    )
 
 
 @pytest.mark.parametrize(

@@ -833,7 +833,7 @@ _ZH_BLAME = (
 )
 _BLAME_OBJ_FIRST = (
     r"(?:slow(?:er|est)?\s+(?:group\s+(?:of\s+)?)?(?:ranks?|cards?)|slow(?:er|est)?\s+group|"
-    r"stragglers?|culprits?|bottleneck(?:\s+ranks?)?|root cause|\bcause(?!\s+of\b)|"
+    r"stragglers?|culprits?|bottleneck(?:\s+ranks?)?|root cause|(?<!is )(?<!are )\bthe cause(?=\s+(?:is|are)\s)|"
     r"last arriver|慢卡|瓶颈|罪魁祸首|元凶|根因)\s*(?:is|are|here is|in this job is|:|=|—|–|是|为|：|在)?\s*"
     r"(?:the\s+)?"
 )
