@@ -2046,23 +2046,16 @@ def how_much(d: Diagnosis, zh: bool, *, share: bool = False, total: bool = False
         # the step after the fix: median step time - gain (both from the diagnosis; grounding
         # adds the same two derived numbers, see grounding.add_diagnosis)
         after, frac = d.step_time_us - top.gain_us, top.gain_us / d.step_time_us
-        if top.bound == BoundKind.UPPER_BOUND:
-            # an upper bound is not a prediction: the best case, said as such
-            after_txt = say(
-                "project.the_average_step_of_would_take",
-                zh,
-                us=us(d.step_time_us),
-                us_b=us(after),
-                frac=pct(frac),
-            )
-        else:
-            after_txt = say(
-                "project.the_average_step_of_would_take_b",
-                zh,
-                us=us(d.step_time_us),
-                us_b=us(after),
-                frac=pct(frac),
-            )
+        # an upper bound is not a prediction: the best case, said as such
+        after_txt = say(
+            "project.the_average_step_of_would_take"
+            if top.bound == BoundKind.UPPER_BOUND
+            else "project.the_average_step_of_would_take_b",
+            zh,
+            us=us(d.step_time_us),
+            us_b=us(after),
+            frac=pct(frac),
+        )
     hit, clean = top.metrics.get("hit_step_us"), top.metrics.get("clean_step_us")
     if top.metrics.get("onset_cost_per_step_us") is not None and hit and clean:
         # slow from a step on: its slow steps would run as the clean ones do

@@ -531,42 +531,37 @@ def _read_host_dispatch(
         if len(y):
             # a call that launched a task is a launch row already
             y = y[~y["hs"].isin(h["hs"])] if len(h) else y
-            sy = pd.DataFrame(
-                {
-                    "api_name": [
-                        prefix.get(api_types.get(t, ""), "") + (s(n) or "")
-                        for n, t in zip(y["api"], y["atype"], strict=False)
-                    ],
-                    "host_start_us": y["hs"] / 1000.0,
-                    "device_start_us": np.nan,
-                    "kernel_name": "",
-                    "device_duration_us": np.nan,
-                    "api_duration_us": (y["he"] - y["hs"]) / 1000.0,
-                    "launch_delay_us": np.nan,
-                }
-            )
-            hd = pd.concat([hd, sy], ignore_index=True)
+            names_y = [
+                prefix.get(api_types.get(t, ""), "") + (s(n) or "")
+                for n, t in zip(y["api"], y["atype"], strict=False)
+            ]
+            hd = pd.concat([hd, _host_rows(names_y, y["hs"], y["he"])], ignore_index=True)
     # recorded Python GC pauses (GC_RECORD, with gc_detect_threshold): host rows like the above
     if "GC_RECORD" in tabs and {"startNs", "endNs"} <= set(tabs["GC_RECORD"]):
         g = _q(con, "SELECT startNs AS hs, endNs AS he FROM GC_RECORD")
         if len(g):
-            gc = pd.DataFrame(
-                {
-                    "api_name": GC_CALL,
-                    "host_start_us": g["hs"] / 1000.0,
-                    "device_start_us": np.nan,
-                    "kernel_name": "",
-                    "device_duration_us": np.nan,
-                    "api_duration_us": (g["he"] - g["hs"]) / 1000.0,
-                    "launch_delay_us": np.nan,
-                }
-            )
+            gc = _host_rows([GC_CALL] * len(g), g["hs"], g["he"])
             hd = pd.concat([hd, gc], ignore_index=True).sort_values(
                 "host_start_us", kind="stable", ignore_index=True
             )
     hd["rank"] = rank
     hd["step"] = _assign_steps(hd["host_start_us"], steps)
     return hd
+
+
+def _host_rows(names: list[str], start_ns: pd.Series, end_ns: pd.Series) -> pd.DataFrame:
+    """``host_dispatch`` rows of host calls that launch no device task (device columns empty)."""
+    return pd.DataFrame(
+        {
+            "api_name": names,
+            "host_start_us": start_ns / 1000.0,
+            "device_start_us": np.nan,
+            "kernel_name": "",
+            "device_duration_us": np.nan,
+            "api_duration_us": (end_ns - start_ns) / 1000.0,
+            "launch_delay_us": np.nan,
+        }
+    )
 
 
 def _read_memory(
