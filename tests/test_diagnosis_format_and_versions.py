@@ -11,6 +11,7 @@ CANN is "yes, and the slower ranks are those", the profile as written is "no, th
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import shutil
 from collections import Counter
@@ -22,7 +23,7 @@ from advisor_chat.agent.advisor import Advisor
 from advisor_chat.config import load_settings
 from advisor_chat.diagnosis import diagnose
 from advisor_chat.diagnosis.hypotheses import judge
-from advisor_chat.ingest import load_profile
+from advisor_chat.ingest import Profile, load_profile
 
 
 def _rank_of(d: Path) -> int:
@@ -85,6 +86,11 @@ def test_version_suspect_is_judged_from_the_recorded_versions(scenario, tmp_path
     assert "the slower ranks 8-15 are the ones on CANN 8.0.RC3" in mixed.reason
 
 
+@functools.cache
+def _weight_format_node(path: Path) -> Profile:
+    return load_profile(path, progress=False)
+
+
 @pytest.mark.parametrize(
     ("question", "start"),
     [
@@ -98,8 +104,10 @@ def test_version_suspect_is_judged_from_the_recorded_versions(scenario, tmp_path
     ],
 )
 def test_version_and_why_questions(scenario, tmp_path: Path, question: str, start: str) -> None:
+    # one loaded profile for the three questions: its diagnosis is computed once (cached per
+    # profile object); each question gets a fresh advisor (no conversation carried over)
     adv = Advisor(
-        load_profile(scenario("weight-format-node"), progress=False),
+        _weight_format_node(scenario("weight-format-node")),
         settings=load_settings(model="offline", home=tmp_path),
     )
     text = " ".join(adv.ask(question).answer.split())

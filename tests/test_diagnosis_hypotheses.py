@@ -8,13 +8,23 @@ out, and the verdict never contradicts the evidence sentence that follows it.
 
 from __future__ import annotations
 
+import functools
 import json
+from pathlib import Path
 
 import pytest
 
-from advisor_chat.diagnosis import diagnose
+from advisor_chat.diagnosis import Diagnosis, diagnose
 from advisor_chat.diagnosis.hypotheses import HYPOTHESES, judge
 from advisor_chat.ingest import load_profile
+
+
+@functools.cache
+def _diagnosed(path: Path) -> Diagnosis:
+    """One diagnosis per generated scenario for this module (a scenario is generated once per
+    session and read-only; the verdicts only read the diagnosis)."""
+    return diagnose(load_profile(path, use_cache=False, progress=False))
+
 
 CASES = [
     # compute-straggler-hidden: one rank computes 25% longer in every kernel
@@ -90,7 +100,7 @@ def test_verdict_follows_the_planted_fault(scenario, name: str, hyp: str, status
     path = scenario(name)
     key = json.loads((path / "answer_key.json").read_text())
     assert key["scenario"] == name
-    d = diagnose(load_profile(path, use_cache=False, progress=False))
+    d = _diagnosed(path)
     v = judge(d, hyp)
     assert v.status == status, v.reason
     assert v.reason and v.reason_zh
@@ -100,7 +110,7 @@ def test_verdict_follows_the_planted_fault(scenario, name: str, hyp: str, status
 
 
 def test_every_hypothesis_has_a_verdict_and_unknown_ones_are_refused(scenario) -> None:
-    d = diagnose(load_profile(scenario("healthy"), use_cache=False, progress=False))
+    d = _diagnosed(scenario("healthy"))
     for h in HYPOTHESES:
         v = judge(d, h)
         assert v.status in ("supported", "contradicted", "undecided")
@@ -131,7 +141,7 @@ def test_a_network_verdict_needs_every_rank(real_samples) -> None:
 
 
 def test_a_slow_link_is_not_a_bad_card(scenario) -> None:
-    d = diagnose(load_profile(scenario("slow-link"), use_cache=False, progress=False))
+    d = _diagnosed(scenario("slow-link"))
     link = next(c for c in d.causes if c.mechanism.value == "slow_link")
     v = judge(d, "card")
     assert v.causes == (link.id,)
@@ -166,7 +176,7 @@ def test_lateness_inherited_from_communication_names_no_rank(scenario) -> None:
 def test_an_aicpu_verdict_names_the_ranks_whose_operator_fell_back(scenario) -> None:
     path = scenario("aicpu-fallback")
     culprits = json.loads((path / "answer_key.json").read_text())["root_cause"]["culprit_ranks"]
-    d = diagnose(load_profile(path, use_cache=False, progress=False))
+    d = _diagnosed(path)
     v = judge(d, "aicpu")
     assert v.status == "supported" and "AI CPU" in v.reason
     (c,) = [c for c in d.causes if c.id in v.causes]
@@ -185,7 +195,7 @@ def test_an_aicpu_verdict_names_the_ranks_whose_operator_fell_back(scenario) -> 
 def test_a_new_card_is_judged_against_the_mechanism(scenario, name, mechanism, why) -> None:
     """ "Swap the card?" on a fault a new NPU would not fix: no, citing the first cause, and
     saying which property of it (the device waits, is given more work, or no rank differs)."""
-    d = diagnose(load_profile(scenario(name), use_cache=False, progress=False))
+    d = _diagnosed(scenario(name))
     top = next(c for c in d.causes if c.mechanism.value == mechanism)
     v = judge(d, "card")
     assert v.status == "contradicted", v.reason

@@ -84,15 +84,14 @@ def english_prose(page: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "scenario", ["seed-rank12", "slow-link", "pipeline-stage-imbalance", "two-ranks", "healthy"]
+    "name", ["seed-rank12", "slow-link", "pipeline-stage-imbalance", "two-ranks", "healthy"]
 )
-def test_chinese_report_page_has_no_english_prose(scenario, tmp_path: Path) -> None:
+def test_chinese_report_page_has_no_english_prose(scenario, name: str, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from advisor_chat.cli.main import app
-    from advisor_chat.synth import generate
 
-    prof = generate(scenario, tmp_path / "p")
+    prof = scenario(name)
     out = tmp_path / "r.html"
     res = CliRunner().invoke(
         app, ["report", str(prof), "-f", "html", "--lang", "zh", "-o", str(out)]
@@ -102,7 +101,7 @@ def test_chinese_report_page_has_no_english_prose(scenario, tmp_path: Path) -> N
     assert "<h2>诊断</h2>" in page and 'class="f cause' in page
     # only a cause that blames something is numbered ("原因 1."); healthy and 2-rank profiles
     # state no culprit / not enough signal instead
-    assert ("原因 1." in page) == (scenario not in ("healthy", "two-ranks"))
+    assert ("原因 1." in page) == (name not in ("healthy", "two-ranks"))
     assert english_prose(page) == []
     # the detector finds English where it is: the English page of the same report
     res = CliRunner().invoke(
@@ -136,18 +135,17 @@ def _md_prose(text: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "scenario",
+    "name",
     ["seed-rank12", "slow-link", "compute-straggler-hidden", "node-host-contention", "job-idle"],
 )
-def test_chinese_answers_and_their_page_have_no_english_prose(scenario, tmp_path: Path) -> None:
+def test_chinese_answers_and_their_page_have_no_english_prose(scenario, name: str) -> None:
     """The answer text, and the web page's bubbles for it (suggestions, cited findings and cases,
     the grounding line), in Chinese: no English prose outside code spans and identifiers."""
     from advisor_chat.agent import Advisor
     from advisor_chat.diagnosis.engine import open_profile
-    from advisor_chat.synth import generate
     from advisor_chat.ui.render import answer_messages
 
-    adv = Advisor(open_profile(generate(scenario, tmp_path / "p"), use_cache=False))
+    adv = Advisor(open_profile(scenario(name), use_cache=False))
     leaks = {}
     for q in ZH_QUESTIONS:
         answer = adv.ask(q)
@@ -205,15 +203,14 @@ def test_parsed_catalogue_is_kept_and_matches_the_po_file(monkeypatch, tmp_path:
         I.messages.cache_clear()
 
 
-@pytest.mark.parametrize("scenario", ["seed-rank12", "slow-link", "pipeline-stage-imbalance"])
-def test_chinese_markdown_report_has_no_english_prose(scenario, tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["seed-rank12", "slow-link", "pipeline-stage-imbalance"])
+def test_chinese_markdown_report_has_no_english_prose(scenario, name: str) -> None:
     """``report --lang zh`` in the terminal format: Chinese labels and sentences; the analyzers'
     notes (English only, under a heading that says so) are left out of the check."""
     from advisor_chat.ingest import load_profile
     from advisor_chat.reporting import render_markdown, run_report
-    from advisor_chat.synth import generate
 
-    rep = run_report(load_profile(generate(scenario, tmp_path / "p"), use_cache=False))
+    rep = run_report(load_profile(scenario(name), use_cache=False))
     text = render_markdown(rep, lang="zh")
     assert "## 诊断" in text and "原因 1." in text
     body = text.split("## 分析器的说明")[0]
