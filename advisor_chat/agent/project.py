@@ -225,9 +225,10 @@ def gain_sentence(c: RootCause, zh: bool) -> str:
             if zh
             else g.replace("fixing it", f"fixing {lab}", 1)
         )
-    # the cause's own sentence already says what fixing it alone saves (late ranks in layers)
+    # the cause's own sentence already says what fixing it alone saves (late ranks in layers),
+    # or states the gain's figure as a saving ("hiding all of it would save up to 39.2 ms")
     said = ("单独修复它" in c.summary_zh) if zh else ("Fixing it alone saves" in c.summary)
-    if not g or said:
+    if not g or said or _states_gain(c, zh):
         return ""
     return _sentence(g if zh else g[0].upper() + g[1:], zh)
 
@@ -258,14 +259,18 @@ def _sentence(text: str, zh: bool) -> str:
     return text + _end(zh)
 
 
+def _states_gain(c: RootCause, zh: bool) -> bool:
+    """Whether the cause's own sentence states its gain's figure as a saving."""
+    text = summary(c, zh)
+    if not c.gain_us or us(c.gain_us) not in text:
+        return False
+    return "节省" in text if zh else re.search(r"\bsav(?:e|es|ed|ing)\b", text) is not None
+
+
 def cause_bullet(c: RootCause, zh: bool) -> str:
     """``- <summary> (<gain>)`` (the cause id goes to the answer's reference line)."""
     g = gain_phrase(c, zh)
-    if (
-        c.gain_us
-        and us(c.gain_us) in summary(c, zh)
-        and ("节省" in summary(c, zh) or "saved" in summary(c, zh))
-    ):
+    if _states_gain(c, zh):
         g = ""  # the summary already says what fixing it saves
     if zh:
         return f"- {summary(c, zh)}" + (f"（{g}）" if g else "") + "。"
@@ -409,6 +414,10 @@ def _role_sentence(rank: int, c: RootCause, role: str, imp: Impact | None, zh: b
         amt_zh = f"每步 {us(imp.lost_us)}（占其步长的 {pct(imp.share)}）"
     verb_en, verb_zh = _VICTIM_VERB.get(how, _VICTIM_VERB[""])
     if c.culprit.kind == "job":
+        if imp is not None and imp.lost_us > 0 and us(imp.lost_us) in s:
+            # the cause's sentence states the same figure: say it once, there
+            amt_en, amt_zh = "time", "时间"
+            verb_en, verb_zh = _VICTIM_VERB[""]
         if zh:
             return _then(f"{who}{verb_zh.format(amt=amt_zh)}，原因在整个作业而不在某张卡", s, zh)
         return _then(
