@@ -127,7 +127,7 @@ def rank_word(ranks: Sequence[int], zh: bool) -> str:
     """``rank 3`` / ``ranks 8-15`` / ``3号卡`` / ``8-15号卡``."""
     rs = sorted(set(ranks))
     if zh:
-        return f"{fmt_ranks(rs)}号卡"
+        return f"{fmt_ranks(rs, sep='、')}号卡"
     return f"rank {rs[0]}" if len(rs) == 1 else f"ranks {fmt_ranks(rs)}"
 
 
@@ -975,7 +975,7 @@ def node_question(
     if not idx and yes_no and len(ranks) == 1 and len(on) == 1 and len(nodes[on[0]]) > 1:
         # "is one node slower?": one rank of a node is the culprit, not the node
         p.lines.append(
-            f"不是整台机器：{node_txt(on[0])}中只有{fmt_ranks(ranks)}号卡是罪魁——{text}。"
+            f"不是整台机器：{node_txt(on[0])}中只有{fmt_ranks(ranks, sep='、')}号卡是罪魁——{text}。"
             if zh
             else f"No, not a whole node: only rank {fmt_ranks(ranks)} of {node_txt(on[0])} is the "
             f"culprit — {lower_first(text)}."

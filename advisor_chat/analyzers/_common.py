@@ -19,8 +19,11 @@ from advisor_chat.ingest.profile import Profile
 COMM_CORES: frozenset[str] = frozenset({"COMMUNICATION", "HCCL"})
 
 
-def format_ranks(ranks: Iterable[int]) -> str:
-    """Compact text of a rank set, e.g. ``[0, 1, 2, 5]`` -> ``'0-2, 5'``."""
+def format_ranks(ranks: Iterable[int], sep: str = ", ") -> str:
+    """Compact text of a rank set, e.g. ``[0, 1, 2, 5]`` -> ``'0-2, 5'``.
+
+    ``sep`` joins the runs: ``"、"`` in Chinese text (``0-2、5号卡``).
+    """
     vals = sorted({int(r) for r in ranks})
     if not vals:
         return "none"
@@ -33,7 +36,7 @@ def format_ranks(ranks: Iterable[int]) -> str:
         parts.append(f"{start}-{prev}" if prev > start else f"{start}")
         start = prev = r
     parts.append(f"{start}-{prev}" if prev > start else f"{start}")
-    return ", ".join(parts)
+    return sep.join(parts)
 
 
 def check_rank(profile: Profile, rank: int) -> int:
@@ -548,7 +551,7 @@ def comm_wait_text(split: pd.DataFrame, missing: Sequence[int]) -> tuple[str, st
     miss_zh = ""
     if missing:
         miss = f", possibly among the ranks missing from the data (ranks {format_ranks(missing)})"
-        miss_zh = f"，可能是数据中缺失的卡（{format_ranks(missing)}号卡）"
+        miss_zh = f"，可能是数据中缺失的卡（{format_ranks(missing, sep='、')}号卡）"
     en = (
         f"this is mostly waiting, not data transfer: per step (median over ranks, comm_ops) "
         f"communication elapses {el:.1f} ms but transit is only {tr:.2f} ms ({pct(share)}); "

@@ -597,7 +597,7 @@ def _bubble_findings(
                     f"max {ms(sub['bubble_us'].max())} on rank {int(cast(int, sub['bubble_us'].idxmax()))}"
                 ),
                 summary_zh=(
-                    f"流水线气泡：{label_zh}（{format_ranks(sub.index)}号卡）每步在 PP 接收上等待 "
+                    f"流水线气泡：{label_zh}（{format_ranks(sub.index, sep='、')}号卡）每步在 PP 接收上等待 "
                     f"{ms(bub)}（Bubble），占步长的 {pct(sh)}"
                 ),
                 ranks=tuple(int(r) for r in sub.index),

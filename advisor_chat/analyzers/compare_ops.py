@@ -693,7 +693,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                     summary_zh=(
                         f"{len(dyn_names)} 个算子的输入 shape 在不同步之间变化（如 {top['name']}：共 "
                         f"{int(top['shapes_total'])} 种 shape，单步最多 "
-                        f"{int(top['shapes_max_per_step'])} 种），涉及 {format_ranks(ranks_dyn)}号卡；"
+                        f"{int(top['shapes_max_per_step'])} 种），涉及 {format_ranks(ranks_dyn, sep='、')}号卡；"
                         "每个新 shape 都可能触发编译。"
                     ),
                     ranks=tuple(ranks_dyn),

@@ -159,7 +159,7 @@ def data_quality(profile: Profile, params: DataQualityParams) -> AnalyzerResult:
             "missing_ranks",
             f"{len(missing)} of {len(expected)} ranks have no data (ranks {format_ranks(missing)}); "
             "cross-rank comparisons cover only the ranks present",
-            f"{len(expected)} 张卡中有 {len(missing)} 张缺少数据（{format_ranks(missing)}号卡）；跨卡比较仅覆盖现有数据",
+            f"{len(expected)} 张卡中有 {len(missing)} 张缺少数据（{format_ranks(missing, sep='、')}号卡）；跨卡比较仅覆盖现有数据",
             tuple(missing),
             "meta" if not world.empty else "step_trace",
             {
@@ -229,7 +229,7 @@ def data_quality(profile: Profile, params: DataQualityParams) -> AnalyzerResult:
                 "mixed_versions",
                 f"Ranks run different {col.replace('_', ' ')}s ({', '.join(uniq)}; minority on ranks "
                 f"{format_ranks(odd)}): mixed software makes ranks behave differently",
-                f"各卡 {col} 不一致（{', '.join(uniq)}；少数派 {format_ranks(odd)}号卡）",
+                f"各卡 {col} 不一致（{', '.join(uniq)}；少数派 {format_ranks(odd, sep='、')}号卡）",
                 tuple(odd),
                 "meta",
                 {"distinct_versions": float(len(uniq))},
@@ -319,8 +319,8 @@ def data_quality(profile: Profile, params: DataQualityParams) -> AnalyzerResult:
                 f"ranks (ranks {format_ranks(c_ranks)}): wait/transit splits and slow-link checks "
                 f"cover those ranks only; ranks {format_ranks(lacking)} have none",
                 f"通信明细（comm_ops）只覆盖 {len(s_ranks)} 张卡中的 {len(c_ranks)} 张"
-                f"（{format_ranks(c_ranks)}号卡）：等待/传输拆分和慢链路检查只针对这些卡；"
-                f"{format_ranks(lacking)}号卡没有通信明细",
+                f"（{format_ranks(c_ranks, sep='、')}号卡）：等待/传输拆分和慢链路检查只针对这些卡；"
+                f"{format_ranks(lacking, sep='、')}号卡没有通信明细",
                 tuple(lacking),
                 "comm_ops",
                 {

@@ -226,7 +226,7 @@ def env_check(profile: Profile, params: EnvCheckParams) -> AnalyzerResult:
                     )
                 ),
                 summary_zh=(
-                    f"{s} 在 {format_ranks(flagged[s])}号卡 上为 {eff:g} s（文档默认 {default:g} s）"
+                    f"{s} 在 {format_ranks(flagged[s], sep='、')}号卡 上为 {eff:g} s（文档默认 {default:g} s）"
                     + (
                         f"；观测到的等待 {observed:.1f} s，存在超时风险，建议调大"
                         if risky
@@ -525,7 +525,7 @@ def _differs_finding(differs: dict[str, dict[str, list[int]]], src: str) -> Find
             f"{(v if v else 'unset')} on ranks {format_ranks(rs)}" for v, rs in by.items()
         )
         vals_zh = "；".join(
-            f"{format_ranks(rs)}号卡为 {v if v else '未设置'}" for v, rs in by.items()
+            f"{format_ranks(rs, sep='、')}号卡为 {v if v else '未设置'}" for v, rs in by.items()
         )
         parts.append(f"{k} ({vals})")
         parts_zh.append(f"{k}（{vals_zh}）")
@@ -681,5 +681,5 @@ def _on(ranks: list[int], profile: Profile) -> str:
 def _on_zh(ranks: list[int], profile: Profile) -> str:
     """Chinese :func:`_on`: ``'所有卡（0-15号卡）'`` or ``'3, 5号卡'``."""
     if len(ranks) > 1 and set(ranks) >= {int(r) for r in profile.ranks}:
-        return f"所有卡（{format_ranks(ranks)}号卡）"
-    return f"{format_ranks(ranks)}号卡"
+        return f"所有卡（{format_ranks(ranks, sep='、')}号卡）"
+    return f"{format_ranks(ranks, sep='、')}号卡"

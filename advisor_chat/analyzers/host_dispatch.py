@@ -218,7 +218,7 @@ def _cluster_finding_ranks(flagged: list[int], ranks: list[int], zh: bool = Fals
     if len(ranks) > 1 and set(flagged) >= set(ranks):
         return say("host_dispatch.all_ranks", zh)
     if zh:
-        return f"{format_ranks(flagged)}号卡"
+        return f"{format_ranks(flagged, sep='、')}号卡"
     return f"rank {flagged[0]}" if len(flagged) == 1 else f"ranks {format_ranks(flagged)}"
 
 
@@ -771,7 +771,7 @@ def _findings(
                         "cause; also checkpoint saves or preprocessing on that rank)."
                     ),
                     summary_zh=(
-                        f"{format_ranks(flagged)}号卡 上有 {len(gc)} 段超过 {GC_GAP_US / 1000:.0f} ms 的设备空闲且"
+                        f"{format_ranks(flagged, sep='、')}号卡 上有 {len(gc)} 段超过 {GC_GAP_US / 1000:.0f} ms 的设备空闲且"
                         f"几乎没有主机下发（最长 {longest / 1000:.0f} ms；{worst}号卡 每步 {g / 1000:.1f} ms），"
                         "主机出现停顿（常见原因是 Python GC，也可能是保存检查点或该卡上的预处理）。"
                     ),

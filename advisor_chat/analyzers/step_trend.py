@@ -417,7 +417,7 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
                 else f"Rank {flagged[0]}"
             )
             who_zh = (
-                f"{len(summ)} 张卡中的 {len(flagged)} 张（{format_ranks(flagged)}号卡）"
+                f"{len(summ)} 张卡中的 {len(flagged)} 张（{format_ranks(flagged, sep='、')}号卡）"
                 if cluster
                 else f"{flagged[0]}号卡"
             )

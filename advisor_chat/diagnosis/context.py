@@ -277,4 +277,4 @@ def ranks_label(ranks: Any) -> tuple[str, str]:
     txt = format_ranks(rs)
     if len(rs) == 1:
         return f"rank {rs[0]}", f"{rs[0]}号卡"
-    return f"ranks {txt}", f"{txt}号卡"
+    return f"ranks {txt}", f"{format_ranks(rs, sep='、')}号卡"

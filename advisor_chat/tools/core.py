@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import itertools
 import logging
 import os
 import threading
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from advisor_chat.analyzers._common import format_ranks
 from advisor_chat.analyzers.base import REGISTRY, AnalyzerResult, AnalyzerSpec, Finding, load_all
 from advisor_chat.config import Settings
 from advisor_chat.errors import AdvisorError, InputError, NotAnswerableError, ToolArgumentError
@@ -140,14 +140,12 @@ class ToolOutput:
         return ()
 
 
-def fmt_ranks(ranks: Sequence[int]) -> str:
-    """Compact rank list: ``[0..15] -> '0-15'``, ``[0,1,2,5] -> '0-2, 5'``."""
-    parts = []
-    rs = sorted(set(int(r) for r in ranks))
-    for _, grp in itertools.groupby(enumerate(rs), key=lambda t: t[1] - t[0]):
-        run = [v for _, v in grp]
-        parts.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
-    return ", ".join(parts) if parts else "none"
+def fmt_ranks(ranks: Sequence[int], sep: str = ", ") -> str:
+    """Compact rank list: ``[0..15] -> '0-15'``, ``[0,1,2,5] -> '0-2, 5'`` (``"none"`` if empty).
+
+    The same text as :func:`advisor_chat.analyzers._common.format_ranks`.
+    """
+    return format_ranks(ranks, sep)
 
 
 class ToolSession:

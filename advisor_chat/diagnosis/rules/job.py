@@ -326,18 +326,20 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             victims=victims,
             summary=(
                 f"{sc.every[0].upper()}{sc.every[1:]} shows Free {ms(med)} per step "
-                f"({pct(float(share.median()))} of the step; {ms(gain)} to {ms(gain + spread)} "
+                f"(median share {pct(float(share.median()))} of the step; {ms(gain)} to "
+                f"{ms(gain + spread)} "
                 f"across ranks){where}; {slow}."
                 if dc is not None
                 else f"{sc.every[0].upper()}{sc.every[1:]} idles: median Free {ms(med)} per step "
-                f"({pct(float(share.median()))} of the step; {ms(gain)} to {ms(gain + spread)} "
+                f"(median share {pct(float(share.median()))} of the step; {ms(gain)} to "
+                f"{ms(gain + spread)} "
                 f"across ranks){where}: {who} for {outside}, {slow}."
             ),
             summary_zh=(
-                f"{sc.every_zh}每步的空闲（Free）为 {ms(med)}（占步长 {pct(float(share.median()))}，"
+                f"{sc.every_zh}每步的空闲（Free）为 {ms(med)}（中位占比为步长的 {pct(float(share.median()))}，"
                 f"各卡在 {ms(gain)} 到 {ms(gain + spread)} 之间）{where_zh}；{slow_zh}。"
                 if dc is not None
-                else f"{sc.every_zh}都在空闲：每步空闲时间中位数 {ms(med)}（占步长 {pct(float(share.median()))}，"
+                else f"{sc.every_zh}都在空闲：每步空闲时间中位数 {ms(med)}（中位占比为步长的 {pct(float(share.median()))}，"
                 f"各卡在 {ms(gain)} 到 {ms(gain + spread)} 之间）{where_zh}：{who_zh}在等{outside_zh}，"
                 f"{slow_zh}。"
             ),
@@ -408,6 +410,16 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                     f"Look at the host timeline during the idle ({timeline}) "
                     "to see what the trainer waits for.",
                     f"查看空闲期间的主机时间线（{timeline_zh}），确认训练进程在等什么。",
+                )
+                if ctx.profile.has("host_dispatch")
+                # e.g. cluster_analysis_output alone: no host timeline to point at
+                else Remedy(
+                    "check",
+                    "Collect a few ranks with host data (torch_npu profiler with CPU activity: "
+                    "trace_view.json in the text export, CANN_API in the DB export) to see what "
+                    "the trainer waits for during the idle: this profile has none.",
+                    "用带主机侧数据的方式重新采集几张卡（torch_npu 采集时打开 CPU 活动：文本导出中的 "
+                    "trace_view.json，DB 导出中的 CANN_API 表），查看空闲期间训练进程在等什么：当前数据中没有。",
                 ),
             ),
             symptom_tags=("high_free", "device_copies")
