@@ -1780,22 +1780,25 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
     # checks), and it costs more than the best change: finding out leads, the change follows
     top = real[0]
     check = next((r for r in top.remedies if r.kind == "check"), None)
+    # (a top cause without a gain, e.g. waiting for ranks missing from the data, was ranked
+    # first by the diagnosis on what it costs: finding out leads too)
     lead_check = (
         check is not None
         and _act_gain(top) < 0
         and top.mechanism not in _OPTIMIZATIONS
-        and (top.gain_us or 0.0) > max((_order_gain(c) for c in order), default=0.0)
+        and (top.gain_us is None or top.gain_us > max((_order_gain(c) for c in order), default=0.0))
     )
     if lead_check:
         assert check is not None
         p.add_cause(top)
         ctext = ((check.text_zh or check.text) if zh else check.text).strip().rstrip("。.")
         lab = label(top.culprit, zh)
+        cost_zh = f"（它让其他卡每步约等 {us(top.gain_us)}）" if top.gain_us else ""
+        cost_en = f" (it costs the others about {us(top.gain_us)} per step)" if top.gain_us else ""
         p.lines.append(
-            f"先排查{lab}：{ctext}（它让其他卡每步约等 {us(top.gain_us or 0.0)}）。原因：{summary(top, zh)}。"
+            f"先排查{lab}：{ctext}{cost_zh}。原因：{summary(top, zh)}。"
             if zh
-            else f"Look into {lab} first: {lower_first(ctext)} (it costs the others about "
-            f"{us(top.gain_us or 0.0)} per step). Why: {summary(top, zh)}."
+            else f"Look into {lab} first: {lower_first(ctext)}{cost_en}. Why: {summary(top, zh)}."
         )
     for c in order:
         act = next((r for r in c.remedies if r.kind == "action"), None)

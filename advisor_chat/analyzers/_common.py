@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -13,30 +13,11 @@ from advisor_chat.errors import ToolArgumentError
 from advisor_chat.i18n import say
 from advisor_chat.ingest.common import plausible_world
 from advisor_chat.ingest.profile import Profile
+from advisor_chat.ranks import format_ranks
 
 #: ``kernels.accelerator_core`` values of communication (HCCL) tasks: ``HCCL`` up to 2025-01,
 #: ``COMMUNICATION`` since (ascend-formats.md §1.6).
 COMM_CORES: frozenset[str] = frozenset({"COMMUNICATION", "HCCL"})
-
-
-def format_ranks(ranks: Iterable[int], sep: str = ", ") -> str:
-    """Compact text of a rank set, e.g. ``[0, 1, 2, 5]`` -> ``'0-2, 5'``.
-
-    ``sep`` joins the runs: ``"、"`` in Chinese text (``0-2、5号卡``).
-    """
-    vals = sorted({int(r) for r in ranks})
-    if not vals:
-        return "none"
-    parts: list[str] = []
-    start = prev = vals[0]
-    for r in vals[1:]:
-        if r == prev + 1:
-            prev = r
-            continue
-        parts.append(f"{start}-{prev}" if prev > start else f"{start}")
-        start = prev = r
-    parts.append(f"{start}-{prev}" if prev > start else f"{start}")
-    return sep.join(parts)
 
 
 def check_rank(profile: Profile, rank: int) -> int:

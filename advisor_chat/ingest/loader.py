@@ -65,6 +65,7 @@ from advisor_chat.ingest.schema import (
     empty_table,
     validate_table,
 )
+from advisor_chat.ranks import format_ranks
 
 __all__ = [
     "PARSE_STATS",
@@ -1633,7 +1634,7 @@ def _partial_files(profile: Profile, ranks: list[int]) -> list[DataWarning]:
         missing = sorted(set(ranks) - have)
         if not missing or len(missing) > len(ranks) // 2:
             continue
-        shown = ", ".join(str(r) for r in missing[:20]) + (" ..." if len(missing) > 20 else "")
+        shown = format_ranks(missing)
         out.append(
             DataWarning(
                 code="partial_files",
@@ -1706,7 +1707,7 @@ def _quality(
         expected |= linked
     missing = sorted(expected - set(ranks))
     if missing:
-        shown = ", ".join(str(r) for r in missing[:20]) + (" ..." if len(missing) > 20 else "")
+        shown = format_ranks(missing)
         out.append(
             DataWarning(
                 code="missing_ranks",

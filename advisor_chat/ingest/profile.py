@@ -251,7 +251,7 @@ class Profile:
 
     def __repr__(self) -> str:
         """One line: folder, layout, ranks, steps, tables read, warnings (not the tables)."""
-        from advisor_chat.tools.core import fmt_ranks
+        from advisor_chat.ranks import format_ranks as fmt_ranks
 
         ranks, steps = self.ranks, self.steps
         tables = sorted(n for n, df in self.tables.items() if df is not None and not df.empty)

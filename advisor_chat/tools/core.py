@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from advisor_chat.analyzers._common import format_ranks
 from advisor_chat.analyzers.base import REGISTRY, AnalyzerResult, AnalyzerSpec, Finding, load_all
 from advisor_chat.config import Settings
 from advisor_chat.errors import AdvisorError, InputError, NotAnswerableError, ToolArgumentError
 from advisor_chat.ingest.profile import Profile
 from advisor_chat.kb.types import CaseHit
+from advisor_chat.ranks import format_ranks
 from advisor_chat.symptoms import SYMPTOM_TAGS
 from advisor_chat.tools.diagnose import DIAGNOSE_DESCRIPTION, DiagnoseParams, render_diagnosis
 from advisor_chat.tools.render import (
