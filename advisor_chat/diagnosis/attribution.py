@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -306,27 +307,35 @@ def co_late_units(
     for members, c in sorted(counts.items(), key=lambda kv: -kv[1]):
         if c < CO_LATE_INSTANCES * n:
             break
-        rs_t = tuple(sorted(members))
-        listed = ", ".join(str(r) for r in rs_t)
-        where = [
-            next((i for i, x in enumerate(nd) if x == r), -1)
-            for nd in node_list
-            for r in rs_t
-            if r in nd
-        ]
-        one_each = (
-            bool(node_list)
-            and len(rs_t) == len(node_list)
-            and all(sum(r in nd for r in rs_t) == 1 for nd in node_list)
-        )
-        if one_each and len(set(where)) == 1:
-            name = f"device {where[0]} of every node (ranks {listed})"
-            name_zh = f"每个节点的第 {where[0]} 号设备（{listed.replace(', ', '、')}号卡）"
-        else:
-            name = f"ranks {listed}"
-            name_zh = f"{listed.replace(', ', '、')}号卡"
-        out.append(Unit("ranks", name, rs_t, name_zh))
+        out.append(ranks_unit(members, node_list))
     return out
+
+
+def ranks_unit(members: Iterable[int], node_list: list[tuple[int, ...]]) -> Unit:
+    """A set of ranks as a unit (kind ``ranks``), named by its device when that is the same on every node.
+
+    One rank of each node at the same position: "device 0 of every node (ranks 0, 8)".
+    """
+    rs_t = tuple(sorted(int(r) for r in members))
+    listed = ", ".join(str(r) for r in rs_t)
+    where = [
+        next((i for i, x in enumerate(nd) if x == r), -1)
+        for nd in node_list
+        for r in rs_t
+        if r in nd
+    ]
+    one_each = (
+        bool(node_list)
+        and len(rs_t) == len(node_list)
+        and all(sum(r in nd for r in rs_t) == 1 for nd in node_list)
+    )
+    if one_each and len(set(where)) == 1:
+        name = f"device {where[0]} of every node (ranks {listed})"
+        name_zh = f"每个节点的第 {where[0]} 号设备（{listed.replace(', ', '、')}号卡）"
+    else:
+        name = f"ranks {listed}"
+        name_zh = f"{listed.replace(', ', '、')}号卡"
+    return Unit("ranks", name, rs_t, name_zh)
 
 
 def instance_waits(profile: Profile, stages: list[tuple[int, ...]] | None = None) -> pd.DataFrame:

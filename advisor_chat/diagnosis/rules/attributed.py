@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from advisor_chat.analyzers.base import Category, Severity
+from advisor_chat.diagnosis.attribution import ranks_unit
 from advisor_chat.diagnosis.context import Context, ranks_label
 from advisor_chat.diagnosis.decompose import device_account, idle_before
 from advisor_chat.diagnosis.evidence import explain_device
@@ -26,6 +27,7 @@ from advisor_chat.diagnosis.rules.stragglers import (
     _events_cause,
     _group_cause,
     _rank_cause,
+    _slow_groups,
     links_as_fast,
     node_sizes_differ,
 )
@@ -77,8 +79,18 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     out: list[RootCause] = []
     steps = sorted(int(s) for s in ctx.frame["step"].unique())
     rank_costs = [c.cost_us_per_step for c in attr.culprits if c.unit.kind == "rank"]
+    # ranks late together (the same own-time excess): the arrival order splits the blame among
+    # them, so they are judged on what they cost together
+    late = {c.unit.ranks[0]: c.cost_us_per_step for c in attr.culprits if c.unit.kind == "rank"}
+    clusters = [g for g in _slow_groups(ctx, set(late)) if len(set(g) & set(late)) >= 1]
     for cc in attr.culprits:
-        if cc.cost_us_per_step < _min_share(cc, steps) * ctx.step_us:
+        alike = (
+            next((g for g in clusters if cc.unit.ranks[0] in g), None)
+            if cc.unit.kind == "rank"
+            else None
+        )
+        cost = sum(late.get(r, 0.0) for r in alike) if alike else cc.cost_us_per_step
+        if cost < _min_share(cc, steps) * ctx.step_us:
             continue
         if _jitter(cc, rank_costs, ctx.step_us):
             continue
@@ -90,6 +102,17 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             covered |= set(cc.unit.ranks)
             continue
         if _inherited(ctx, cc):
+            continue
+        if alike is not None and not set(alike) & covered:
+            # ranks whose own time exceeds their peers' by the same amount are late together:
+            # the arrival order only decides which of them the others saw last
+            unit = ranks_unit(alike, ctx.nodes)
+            cause = _group_cause(
+                ctx, alike, n_steps, (unit.kind, unit.name, unit.name_zh), cost_us=cost
+            )
+            cause = dataclasses.replace(cause, metrics={**cause.metrics, "job_cost_us": cost})
+            out.append(cause)
+            covered |= set(alike)
             continue
         if cc.unit.kind == "rank":
             r = cc.unit.ranks[0]

@@ -58,6 +58,12 @@ GROUP_MIN_GAP_SHARE = 0.03
 GROUP_GAP_VS_SPREAD = 3.0
 
 
+#: A cluster that holds a rank already found late on its own (a persistent straggler) needs only
+#: this gap (share of the median step): its other ranks have the same excess, so the collectives'
+#: arrival order splitting the blame between them does not make one of them the only culprit.
+GROUP_MIN_GAP_WITH_STRAGGLER = 0.01
+
+
 #: Pipeline: a stage whose Bubble is at least this share of its step is waiting ...
 BUBBLE_MIN_SHARE = 0.10
 

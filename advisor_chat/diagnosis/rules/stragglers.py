@@ -32,6 +32,7 @@ from advisor_chat.diagnosis.rules.common import (
     EVENT_MIN_STEPS,
     GROUP_GAP_VS_SPREAD,
     GROUP_MIN_GAP_SHARE,
+    GROUP_MIN_GAP_WITH_STRAGGLER,
     PERSISTENT_STEP_SHARE,
     STRAGGLER_MIN_SHARE,
     VICTIM_MIN_SHARE,
@@ -962,7 +963,10 @@ def _slow_groups(ctx: Context, persistent: set[int]) -> list[list[int]]:
     not count); the largest gap between neighbours
     splits them in two when it is ≥ ``GROUP_MIN_GAP_SHARE`` (3%) of the median step and ≥
     ``GROUP_GAP_VS_SPREAD`` (3×) the larger range inside a cluster, and the slow cluster has ≥ 2
-    ranks and fewer ranks than the stage. Needs ≥ 4 ranks in the stage.
+    ranks and fewer ranks than the stage. Needs ≥ 4 ranks in the stage. A slow cluster that holds
+    a rank of ``persistent`` (late on its own) needs a gap of ``GROUP_MIN_GAP_WITH_STRAGGLER``
+    (1%) only, and at most half the stage's ranks: ranks with the same excess as a straggler are
+    stragglers with it, whichever of them the collectives saw arrive last.
     """
     out = []
     pools = ctx.stages or [tuple(ctx.ranks)]
@@ -980,10 +984,15 @@ def _slow_groups(ctx: Context, persistent: set[int]) -> list[list[int]]:
         low, high = vals[: i + 1], vals[i + 1 :]
         spread = max(float(np.ptp(low)), float(np.ptp(high)))
         slow = [int(r) for r in own.index[i + 1 :]]
+        min_gap = (
+            GROUP_MIN_GAP_WITH_STRAGGLER
+            if set(slow) & persistent and 2 * len(slow) <= len(ranks)
+            else GROUP_MIN_GAP_SHARE
+        )
         if (
             len(slow) >= 2
             and len(slow) < len(ranks)
-            and gap >= GROUP_MIN_GAP_SHARE * ctx.step_us
+            and gap >= min_gap * ctx.step_us
             and gap >= GROUP_GAP_VS_SPREAD * spread
         ):
             out.append(sorted(slow))
