@@ -23,3 +23,28 @@ def format_ranks(ranks: Iterable[int], sep: str = ", ") -> str:
         start = prev = r
     parts.append(f"{start}-{prev}" if prev > start else f"{start}")
     return sep.join(parts)
+
+
+def spread_sample(ranks: Iterable[int], n: int) -> list[int]:
+    """``n`` ranks spread evenly over the span of ``ranks`` (all of them when there are ≤ ``n``).
+
+    For each of ``n`` evenly spaced values between the smallest and the largest rank, the rank
+    nearest to it (the lower one on a tie), so the choice depends on the ranks' values, not their
+    positions in the list: the peers of rank 12 and the peers of rank 13 among 1024 ranks are
+    the same sample, and every analysis that samples the same pool reads the same ranks' files.
+    Deterministic; sorted; duplicates dropped (so a list with gaps may give fewer than ``n``).
+    """
+    rs = sorted({int(r) for r in ranks})
+    if len(rs) <= n:
+        return rs
+    lo, hi = rs[0], rs[-1]
+    out: set[int] = set()
+    j = 0
+    for i in range(n):
+        target = lo + (hi - lo) * i / (n - 1)
+        while j + 1 < len(rs) and rs[j + 1] <= target:
+            j += 1
+        below = rs[j]
+        above = rs[j + 1] if j + 1 < len(rs) else below
+        out.add(below if target - below <= above - target else above)
+    return sorted(out)

@@ -39,6 +39,7 @@ from advisor_chat.analyzers.base import (
 )
 from advisor_chat.errors import ToolArgumentError
 from advisor_chat.ingest.profile import PEER_SAMPLE, Profile
+from advisor_chat.ranks import spread_sample
 
 #: Names of kernels that show mc2 (MatMul + communication fusion) is already on.
 MC2_FUSED = (
@@ -431,8 +432,7 @@ def _mc2(
     pool = sorted(set(tp) & set(avail)) if tp else avail
     sampled = len(pool) > 2 * PEER_SAMPLE
     if sampled:
-        idx = np.linspace(0, len(pool) - 1, PEER_SAMPLE).round().astype(int)
-        pool = sorted({pool[i] for i in idx})
+        pool = spread_sample(pool, PEER_SAMPLE)
     k = profile.kernels_for(pool)[
         ["rank", "step", "name", "op_type", "accelerator_core", "start_us", "duration_us"]
     ]

@@ -33,6 +33,7 @@ from advisor_chat.analyzers.base import (
 )
 from advisor_chat.errors import NotAnswerableError, ToolArgumentError
 from advisor_chat.ingest.profile import PEER_SAMPLE, Profile
+from advisor_chat.ranks import spread_sample
 
 #: A rank that is not slow but spends at least this share of its step in pipeline Bubble is
 #: waiting for another stage (said instead of "not slow").
@@ -447,8 +448,7 @@ def _heavy_peers(profile: Profile, rank: int, peers_all: list[int]) -> tuple[lis
     others = sorted(int(r) for r in peers_all if int(r) != rank)
     if len(others) <= 2 * PEER_SAMPLE:
         return sorted({rank, *others}), 0
-    idx = np.linspace(0, len(others) - 1, PEER_SAMPLE).round().astype(int)
-    picked = sorted({others[i] for i in idx})
+    picked = spread_sample(others, PEER_SAMPLE)
     return sorted({rank, *picked}), len(picked)
 
 

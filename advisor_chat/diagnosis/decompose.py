@@ -43,6 +43,7 @@ from advisor_chat.analyzers._common import OP_CATEGORIES, is_comm_kernel
 from advisor_chat.ingest.profile import PEER_SAMPLE, Profile
 from advisor_chat.ingest.schema import PMU_RATIOS
 from advisor_chat.ingest.trace import BLOCKING_CALL
+from advisor_chat.ranks import spread_sample
 
 #: Operator variant key (the columns that tell two launches of one op type apart).
 VARIANT = ("op_type", "input_shapes", "input_dtypes", "input_formats", "accelerator_core")
@@ -289,8 +290,7 @@ def _sample(ranks: Sequence[int], n: int = PEER_SAMPLE) -> list[int]:
     rs = sorted(set(ranks))
     if len(rs) <= 2 * n:
         return rs
-    idx = np.linspace(0, len(rs) - 1, n).round().astype(int)
-    return sorted({rs[i] for i in idx})
+    return spread_sample(rs, n)
 
 
 def device_account(

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol
 
-import numpy as np
 import pandas as pd
 
 from advisor_chat.ingest.schema import TABLE_SPECS, empty_table
+from advisor_chat.ranks import spread_sample
 
 ExportType = Literal["text", "db", "cluster", "msprof", "mindspore", "synthetic"]
 
@@ -246,8 +246,7 @@ class Profile:
         if len(avail) <= len(keep) + n:
             return avail, False
         rest = [r for r in avail if r not in set(keep)]
-        idx = np.linspace(0, len(rest) - 1, n).round().astype(int)
-        return sorted(set(keep) | {rest[i] for i in idx}), True
+        return sorted(set(keep) | set(spread_sample(rest, n))), True
 
     def __repr__(self) -> str:
         """One line: folder, layout, ranks, steps, tables read, warnings (not the tables)."""

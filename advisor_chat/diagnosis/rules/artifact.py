@@ -14,6 +14,7 @@ from advisor_chat.diagnosis.types import (
     Remedy,
     RootCause,
 )
+from advisor_chat.ranks import spread_sample
 
 
 # --------------------------------------------------------------------------------- data quality
@@ -56,8 +57,7 @@ def detect_artifact_steps(profile: object) -> tuple[list[tuple[int, int]], dict[
     sampled = len(suspects) > 2 * PEER_SAMPLE
     ranks = sorted(suspects)
     if sampled:
-        idx = np.linspace(0, len(ranks) - 1, PEER_SAMPLE).round().astype(int)
-        ranks = sorted({ranks[i] for i in idx})
+        ranks = spread_sample(ranks, PEER_SAMPLE)
     k = profile.kernels_for(ranks) if ranks else profile.kernels_for([])
     if not k.empty and k["step"].notna().any():
         counts = k.dropna(subset=["step"]).groupby(["rank", "step"]).size().unstack("step")

@@ -21,6 +21,7 @@ from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
 from advisor_chat.diagnosis.types import (
     Impact,
 )
+from advisor_chat.ranks import spread_sample
 
 # ------------------------------------------------------------------------------------ thresholds
 #: Per-(step, rank) own-time excess over the step's peer median that makes an event (share of the
@@ -317,8 +318,7 @@ def op_delta(
         rs = sorted(set(ranks))
         if len(rs) <= 2 * PEER_SAMPLE:
             return rs
-        idx = np.linspace(0, len(rs) - 1, PEER_SAMPLE).round().astype(int)
-        rs = sorted({rs[i] for i in idx})
+        rs = spread_sample(rs, PEER_SAMPLE)
         n_sample += len(rs)
         return rs
 
