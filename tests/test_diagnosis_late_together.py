@@ -29,6 +29,16 @@ def test_ranks_with_the_same_excess_are_one_cause(scenario, seed: int) -> None:
     # named by what the ranks share: their position on every node
     assert top.summary.startswith("Slower device 0 of every node"), top.summary
     assert "每个节点的第 0 号设备" in top.summary_zh
+    # what fixing them saves is what the others wait for them at the collectives (the step
+    # trace shows only part of their stall as Free: the rest falls inside their own collectives)
+    saving = json.loads((path / "answer_key.json").read_text())["expected_numbers"][
+        "saving_us_per_step"
+    ]
+    assert top.gain_us is not None and 0.75 * saving <= top.gain_us <= 1.1 * saving, (
+        top.gain_us,
+        saving,
+    )
+    assert top.id == "cause.slow_ranks.r0_8"
     # no rank of the pair is blamed again on its own
     singles = [c.id for c in d.causes if c.culprit.kind == "rank"]
     assert singles == [], singles

@@ -110,7 +110,11 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             cause = _group_cause(
                 ctx, alike, n_steps, (unit.kind, unit.name, unit.name_zh), cost_us=cost
             )
-            cause = dataclasses.replace(cause, metrics={**cause.metrics, "job_cost_us": cost})
+            cause = dataclasses.replace(
+                cause,
+                id=f"cause.slow_ranks.r{alike[0]}_{alike[-1]}",
+                metrics={**cause.metrics, "job_cost_us": cost},
+            )
             out.append(cause)
             covered |= set(alike)
             continue

@@ -1496,14 +1496,9 @@ def _group_cause(
     hostev = host_evidence(ctx, slow, fast) if host else None
     calls = slow_launch_calls(ctx.profile, slow, fast) if host and hostev is None else None
     node = unit is not None and unit[0] == "node"
-    att = ctx.attribution.culprit_of(slow[0]) if ctx.attribution is not None else None
     gain = excess
-    if (
-        unit is not None
-        and unit[0] == "ranks"
-        and att is not None
-        and att.unit.ranks == tuple(slow)
-    ):
+    late = _late_together(ctx, slow) if unit is not None and unit[0] == "ranks" else None
+    if late is not None:
         # ranks late together, named by the collectives: their victims' loss is measured there
         # (the step trace counts it as the victims' exposed communication), their own time where
         # their idle is (before which operators; the step trace counts most of it as
@@ -1511,7 +1506,7 @@ def _group_cause(
         victims = sorted(
             (
                 Impact(int(r), float(v), share_of(float(v), ctx.step_us), "collective_wait")
-                for r, v in att.victims.items()
+                for r, v in late.items()
                 if share_of(float(v), ctx.step_us) >= VICTIM_MIN_SHARE
             ),
             key=lambda i: (-i.lost_us, i.rank),
@@ -1643,6 +1638,31 @@ def _group_cause(
             for r in slow
         ),
     )
+
+
+def _late_together(ctx: Context, slow: list[int]) -> dict[int, float] | None:
+    """What each other rank waits per step for the ranks ``slow``, from the wait attribution.
+
+    The attribution's unit when it names exactly these ranks; else the sum over those of them it
+    names one by one (ranks late by the same amount split the blame by arrival order, so each
+    holds a part of what the others wait for the set). ``None`` when it names none of them.
+    """
+    attr = ctx.attribution
+    if attr is None:
+        return None
+    whole = attr.culprit_of(slow[0])
+    if whole is not None and whole.unit.ranks == tuple(slow):
+        return {int(r): float(v) for r, v in whole.victims.items()}
+    parts = [attr.culprit_of(r) for r in slow]
+    named = [p for r, p in zip(slow, parts, strict=True) if p is not None and p.unit.ranks == (r,)]
+    if not named:
+        return None
+    out: dict[int, float] = defaultdict(float)
+    for p in named:
+        for r, v in p.victims.items():
+            if int(r) not in slow:
+                out[int(r)] += float(v)
+    return dict(out)
 
 
 def _churn_text(mem: MemoryChurn) -> tuple[str, str]:
