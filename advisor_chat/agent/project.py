@@ -34,6 +34,7 @@ from advisor_chat.diagnosis.types import (
 )
 from advisor_chat.i18n import say
 from advisor_chat.i18n import t as msg
+from advisor_chat.ingest.profile import cite_zh
 from advisor_chat.tools.core import fmt_ranks
 from advisor_chat.tools.render import clean_data, fence, fmt_num
 
@@ -1958,7 +1959,7 @@ def evidence(d: Diagnosis, ranks: Sequence[int], zh: bool) -> Projection:
             continue
         srcs = sorted({e.source for e in f.evidence if e.source})[:2]
         src = (
-            ("（来源：" + "，".join(srcs) + "）")
+            ("（来源：" + "，".join("".join(cite_zh(x)) for x in srcs) + "）")
             if zh and srcs
             else (f" (from {', '.join(srcs)})" if srcs else "")
         )
