@@ -26,6 +26,7 @@ from advisor_chat.diagnosis.decompose import (
 )
 from advisor_chat.diagnosis.hypotheses import judge
 from advisor_chat.diagnosis.rules.stragglers import job_slow_steps, position_pattern
+from advisor_chat.diagnosis.text import ms
 from advisor_chat.ingest import load_profile
 from advisor_chat.ingest.trace import GC_CALL
 
@@ -58,6 +59,16 @@ def test_work_that_follows_the_position_in_a_group_is_one_cause(scenario) -> Non
     assert top.gain_us == pytest.approx(key["expected_numbers"]["saving_us_per_step"], rel=0.1)
     # the extra attention launches are not read as more layers nor as recomputation
     assert "layers" not in top.summary and "recomputation" not in top.summary
+    # each position waits for what the last one computes more than it: position 0 the most
+    # (the key's Computing of the first and the last cp rank), not one figure for all of them
+    en = key["expected_numbers"]
+    lost = {v.rank: v.lost_us for v in top.victims}
+    first = [g[0] for g in key["evidence"]["cp_groups"]]
+    expect = en["culprit_computing_us_per_step"] - en["first_cp_rank_computing_us_per_step"]
+    assert all(lost[r] == pytest.approx(expect, rel=0.05) for r in first), lost
+    by_pos = [lost[g[i]] for g in key["evidence"]["cp_groups"] for i in range(3)]
+    assert all(a > b for a, b in zip(by_pos[0::3], by_pos[1::3], strict=True))
+    assert f"to {ms(max(lost.values()))} per step" in top.summary  # the range, as stated
 
     pos = position_pattern(_ctx(profile))
     assert pos is not None and pos.kind == "cp"

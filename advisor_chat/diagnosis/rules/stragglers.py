@@ -1306,6 +1306,10 @@ def position_pattern(ctx: Context) -> Positions | None:
     return best
 
 
+def _mean(victims: Sequence[Impact]) -> float:
+    return float(np.mean([v.lost_us for v in victims])) if victims else 0.0
+
+
 def _position_cause(ctx: Context, pos: Positions, n_steps: int) -> RootCause:
     """COMPUTE_STRAGGLER (or HOST_STALL) for the ranks at the last position of their groups.
 
@@ -1328,6 +1332,43 @@ def _position_cause(ctx: Context, pos: Positions, n_steps: int) -> RootCause:
     mean = float(np.mean(pos.own_us))
     gain = max(pos.own_us[pos.last] - mean, 0.0)
     ladder = ", ".join(ms(v) for v in pos.computing_us)
+    ladder_zh = "、".join(ms(v) for v in pos.computing_us)
+    # each other position waits, at the collectives of its group, for what the last position
+    # computes more than it (bounded by its own exposed communication, where that wait shows)
+    victims = sorted(
+        (
+            Impact(r, lost, share_of(lost, ctx.val(r, "step_us")), "collective_wait")
+            for i in range(k)
+            if i != pos.last
+            for r in pos.ranks_at(i)
+            if r in ctx.per_rank.index
+            for lost in [
+                min(
+                    max(pos.own_us[pos.last] - pos.own_us[i], 0.0),
+                    ctx.val(r, "communication_not_overlapped_exclude_receive_us"),
+                )
+            ]
+            if share_of(lost, ctx.val(r, "step_us")) >= VICTIM_MIN_SHARE
+        ),
+        key=lambda v: (-v.lost_us, v.rank),
+    )
+    waits = [v.lost_us for v in victims]
+    old_en = f"; {len(base.victims)} rank(s) wait {ms(_mean(base.victims))} per step for them in collectives"
+    old_zh = f"；{len(base.victims)} 张卡每步平均在集合通信中为它们等待 {ms(_mean(base.victims))}"
+    new_en = new_zh = ""
+    if waits:
+        span = (
+            ms(max(waits))
+            if len(set(map(ms, waits))) == 1
+            else f"{ms(min(waits))} to {ms(max(waits))}"
+        )
+        span_zh = (
+            ms(max(waits))
+            if len(set(map(ms, waits))) == 1
+            else f"{ms(min(waits))} 到 {ms(max(waits))}"
+        )
+        new_en = f"; the other positions' {len(victims)} ranks wait {span} per step for them in collectives (the farther from position {pos.last}, the longer)"
+        new_zh = f"；其他位置的 {len(victims)} 张卡每步在集合通信中为它们等待 {span_zh}（离位置 {pos.last} 越远等得越久）"
     kind = pos.kind
     clause = (
         f"; the work follows the ranks' position in their {kind} groups ({len(pos.groups)} groups "
@@ -1337,7 +1378,7 @@ def _position_cause(ctx: Context, pos: Positions, n_steps: int) -> RootCause:
     )
     clause_zh = (
         f"；计算量随卡在 {kind} 通信组中的位置变化（共 {len(pos.groups)} 组，每组 {k} 张卡）："
-        f"位置 0-{k - 1} 每步计算分别为 {ladder}，每个 {kind} 组都一样，{cl_zh}处于位置 {pos.last}"
+        f"位置 0-{k - 1} 每步计算分别为 {ladder_zh}，每个 {kind} 组都一样，{cl_zh}处于位置 {pos.last}"
         f"——是工作沿 {kind} 组切分不均，而不是卡变慢"
     )
     op = base.culprit.operator
@@ -1381,16 +1422,11 @@ def _position_cause(ctx: Context, pos: Positions, n_steps: int) -> RootCause:
         culprit=dataclasses.replace(base.culprit, kind="ranks"),
         summary=base.summary.removeprefix("Slower group ")
         .rstrip(".")
-        .replace(
-            "; " + str(len(base.victims)) + " rank(s) wait",
-            clause + "; " + str(len(base.victims)) + " rank(s) wait",
-            1,
-        )
+        .replace(old_en, clause + new_en, 1)
         + ".",
-        summary_zh=base.summary_zh.replace(
-            f"；{len(base.victims)} 张卡每步", clause_zh + f"；{len(base.victims)} 张卡每步", 1
-        ),
-        metrics=metrics,
+        summary_zh=base.summary_zh.rstrip("。").replace(old_zh, clause_zh + new_zh, 1) + "。",
+        victims=tuple(victims),
+        metrics={**metrics, "victim_wait_us_mean": float(np.mean(waits)) if waits else 0.0},
         # the middle positions' slow-rank findings are this split too
         findings=base.findings
         + _claim(
