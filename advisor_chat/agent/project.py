@@ -2117,6 +2117,7 @@ def how_much(d: Diagnosis, zh: bool, *, share: bool = False, total: bool = False
             else f"{'up to' if upper else 'about'} {gain} per step{paren}"
         )
         why = f"原因——{summary(top, zh)}。" if zh else f"Why — {lower_first(summary(top, zh))}."
+        start = len(p.lines)
         if top.culprit.kind in ("job", "none"):  # the job's own cost: every rank loses it
             p.lines.append(
                 f"所有卡{amount}损失在一个作业级原因上（不是某一张卡）。{why}"
@@ -2153,11 +2154,14 @@ def how_much(d: Diagnosis, zh: bool, *, share: bool = False, total: bool = False
         if act is not None and 0 < part < 0.9 * gain_us:
             what = (act.text_zh.split("：")[0] if zh else act.text.split(":")[0]).rstrip("。.")
             most = act.bound == BoundKind.UPPER_BOUND
-            p.lines.append(
-                f"其中第一项修改（{what}）每步{'最多' if most else '约'}节省 {us(part)}。"
+            # the change the answer proposes first is what "how much would fixing it save?"
+            # asks about: its saving leads, the whole cost follows as the bound it is
+            p.lines.insert(
+                start,
+                f"第一项修改（{what}）每步{'最多' if most else '约'}节省 {us(part)}，是下面这个原因的一部分。"
                 if zh
-                else f"The first change alone ({lower_first(what)}) saves "
-                f"{'up to' if most else 'about'} {us(part)} per step."
+                else f"The first change ({lower_first(what)}) saves "
+                f"{'up to' if most else 'about'} {us(part)} per step, a part of the cause below.",
             )
     gained = [c for c in d.causes if (c.gain_us or 0.0) > 0]
     if len(gained) >= 2 and gained == [c for c in real if c in gained]:
