@@ -108,6 +108,9 @@ def test_more_micro_batches_per_step_is_an_uneven_batch_split(scenario, tmp_path
     )
     top = diagnose(profile).causes[0]
     assert "micro-batches" in top.summary and "Split the global batch" in top.remedies[0].text
+    # an even split gives every rank the mean number of micro-batches: the saving is the slow
+    # ranks' excess times the share of the others (re-simulated with an even split in the key)
+    assert top.gain_us == pytest.approx(nums["saving_us_per_step"], rel=0.2)
     # "how many compute kernels per step on rank 0 and rank 5?": both counts
     adv = Advisor(profile, settings=load_settings(home=tmp_path))
     a = adv.ask("how many compute kernels per step do rank 0 and rank 5 run?").answer

@@ -1553,6 +1553,10 @@ def _group_cause(
         if calls is not None:  # the host's lost time measured in its calls: the whole delay
             cap = max(cap, float(cost_us or 0.0))
         gain = min(max((v.lost_us for v in victims), default=excess), cap)
+    if ex is not None and "passes_per_step" in ex.metrics:
+        # more micro-batches than their peers: an even split gives every rank the mean, so the
+        # slow ranks save their excess times the share of the ranks that are not slow
+        gain = gain * len(fast) / max(len(fast) + len(slow), 1)
     if ex is not None:
         op_txt = f", because {ex.clause}"
         op_zh = f"，原因是{ex.clause_zh}"
