@@ -1298,9 +1298,10 @@ def _profiler(d: Diagnosis) -> Verdict:
             "profiler",
             "supported",
             f"the capture was taken with {d.capture} and the time lost is host-side idle, which "
-            f"the profiler's own work per launch inflates: {c.summary.rstrip('.')}",
-            f"这份数据以 {d.capture} 采集，而损失的时间是主机侧的空闲，profiler 自身在每次下发上的开销"
-            f"正会放大它：{c.summary_zh.rstrip('。')}",
+            "the profiler's own work per launch inflates; how much of it is the profiler's, only "
+            f"a light capture of the same steps can tell. {c.summary[:1].upper()}{c.summary[1:].rstrip('.')}",
+            f"这份数据以 {d.capture} 采集，而损失的时间是主机侧的空闲，采集自身在每次下发上的开销"
+            f"正会放大它；其中有多少来自采集本身，只有轻量采集相同的步才能确定。{c.summary_zh.rstrip('。')}",
             (c,),
             again,
         )
