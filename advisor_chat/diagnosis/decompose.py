@@ -1646,6 +1646,10 @@ class SyncStalls:
             the (step, rank) pairs with a call), µs: a blocking copy holds it, a synchronize
             (which waits for busy devices) hardly any.
         share_of_idle: Of all device idle between kernels in those steps (the gaps' sum).
+        compute_idle_us: The compute stream's idle before the next computation after the calls,
+            per step and rank (median over (step, rank)), µs: ``idle_us`` plus the part that
+            falls while a collective runs (the step trace counts it as Communication; without
+            the calls that computation would run under the collective).
         spots: One entry per place in the step, in step order.
         ranks: Ranks examined.
         waited_for: Operator types of the last compute kernel started before each call (what
@@ -1660,6 +1664,7 @@ class SyncStalls:
     spots: tuple[SyncSpot, ...]
     ranks: tuple[int, ...]
     waited_for: tuple[str, ...] = ()
+    compute_idle_us: float = 0.0
 
 
 def is_copy(api: str) -> bool:
@@ -2130,6 +2135,7 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
     waited: list[str] = []
     all_calls: list[float] = []
     held: dict[tuple[int, int], float] = {}
+    c_idle: dict[tuple[int, int], float] = {}
     for r, g in k.groupby("rank", sort=False):
         g = g.sort_values("start", kind="stable")
         start = g["start"].to_numpy(dtype="float64")
@@ -2165,6 +2171,11 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
         compute = np.flatnonzero(
             ~g["op_type"].astype(str).str.lower().str.startswith(("hcom", "hccl")).to_numpy()
         )
+        # the compute stream's own idle before each compute task (a collective running then
+        # does not fill it: the computation it delays could have run under that collective)
+        c_end = np.maximum.accumulate(end[compute])
+        c_gap = np.zeros(len(start))
+        c_gap[compute[1:]] = np.clip(start[compute[1:]] - c_end[:-1], 0.0, None)
         pos = np.searchsorted(start[compute], done, side="right")
         called = pd.to_numeric(calls["host_start_us"], errors="coerce").to_numpy(dtype="float64")
         before = np.searchsorted(start[compute], called, side="right") - 1
@@ -2189,6 +2200,10 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
             if p_ >= len(compute):
                 continue
             j = int(compute[p_])
+            if j > 0 and c_gap[j] >= SYNC_IDLE_MIN_US:
+                c_idle[(int(steps_r[j]), rank)] = c_idle.get((int(steps_r[j]), rank), 0.0) + float(
+                    c_gap[j]
+                )
             if j <= 0 or gap[j] < SYNC_IDLE_MIN_US:
                 continue
             st = int(steps_r[j])
@@ -2226,6 +2241,7 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
         all_calls_per_step=float(np.median(all_calls)) if all_calls else math.nan,
         held_us=float(np.median(list(held.values()))) if held else 0.0,
         idle_us=float(per_unit["sum"].median()),
+        compute_idle_us=float(np.median(list(c_idle.values()))) if c_idle else 0.0,
         share_of_idle=float(per_unit["sum"].sum()) / total if total > 0 else math.nan,
         spots=tuple(spots),
         ranks=tuple(rs),

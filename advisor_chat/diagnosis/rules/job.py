@@ -363,7 +363,7 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             findings=findings,
             steps=steps,
             # the synchronize calls' idle is what their remedy gets back (one figure for both)
-            gain_us=min(gain, ss.idle_us)
+            gain_us=_sync_gain(ss, gain)
             if ss is not None
             else min(gain, dc.us_per_step)
             if dc is not None
@@ -570,6 +570,28 @@ def sync_copies(ss: SyncStalls) -> bool:
     return copy_idle >= 0.5 * sum(x.idle_us for x in ss.spots)
 
 
+#: The compute stream's idle after the calls counts as their cost when it is at least this many
+#: times the idle with no task running (the rest fell while collectives ran).
+SYNC_HIDDEN_RATIO = 1.5
+
+
+def _hidden_sync(ss: SyncStalls) -> bool:
+    """Whether most of the compute stream's wait after the calls falls while collectives run."""
+    return not sync_copies(ss) and ss.compute_idle_us >= SYNC_HIDDEN_RATIO * ss.idle_us
+
+
+def _sync_gain(ss: SyncStalls, shared_free_us: float) -> float:
+    """What taking the synchronize calls out gives back per step (µs).
+
+    The idle right after them (bounded by the Free every rank shares), or, when most of the
+    compute stream's wait after them falls while collectives run (:func:`_hidden_sync`), that
+    whole wait: without the calls the computation would run under those collectives.
+    """
+    if _hidden_sync(ss):
+        return ss.compute_idle_us
+    return min(ss.idle_us, shared_free_us)
+
+
 def _sync_text(ss: SyncStalls, shared_free_us: float) -> tuple[str, str, tuple[Remedy, ...]]:
     """The job's idle placed right after the host's synchronize calls (``tensor.item()``).
 
@@ -622,6 +644,17 @@ def _sync_text(ss: SyncStalls, shared_free_us: float) -> tuple[str, str, tuple[R
         f"其中 {ms(idle)} 紧跟在{n_zh}之后（{', '.join(apis)}：{how_zh}，之后主机先执行 Python "
         f"代码才下发下一个算子，这期间设备空闲），每张卡都在相同位置：{spots_zh}"
     )
+    if _hidden_sync(ss):
+        en += (
+            f"; in all the compute stream waits {ms(ss.compute_idle_us)} per step after these "
+            "calls, the rest while collectives run (the step trace counts it as Communication): "
+            "without the calls that computation would run under them"
+        )
+        zh += (
+            f"；计算流在这些调用之后每步共等待 {ms(ss.compute_idle_us)}，其余部分发生在集合通信进行期间"
+            "（step trace 把它算作通信）：没有这些调用，这部分计算本可以与通信重叠"
+        )
+    gain = _sync_gain(ss, shared_free_us)
     checks = [op for op in ss.waited_for if NAN_CHECK_OPS.search(op)]
     if checks:
         # what the host waits to read: a NaN / Inf check after the operators (anomaly detection)
@@ -642,7 +675,7 @@ def _sync_text(ss: SyncStalls, shared_free_us: float) -> tuple[str, str, tuple[R
             "synchronizes the host each time; keep it for a debugging run.",
             "训练时关闭异常检测（torch.autograd.set_detect_anomaly(False)，或去掉逐算子的 NaN 检查）："
             "它会检查每个反向算子的输出并每次都让主机同步；只在调试时开启。",
-            idle,
+            gain,
             BoundKind.UPPER_BOUND,
         )
         return en, zh, (remedy,)
@@ -666,7 +699,7 @@ def _sync_text(ss: SyncStalls, shared_free_us: float) -> tuple[str, str, tuple[R
         "loop.",
         "把每步的同步从训练步中拿掉：不要每步调用 tensor.item() / .cpu() 或打印设备上的值（每 N 步"
         "记录一次 loss 和梯度范数，或在设备上累计后一次读出），循环中也不要显式同步。",
-        idle,
+        gain,
         BoundKind.UPPER_BOUND,
     )
     return en, zh, (remedy,)
