@@ -2732,6 +2732,10 @@ class GatherFeeds:
         collective_us: Median duration of one (µs).
         op_us: Median duration of the operator after it (µs).
         gathers_per_step: Every gather of that type per (step, rank) (median).
+        scatters_per_step: Of those gathers, the ones whose operator's result is reduce-scattered
+            right after it (a round trip for that operator: the backward of a norm run on the
+            gathered sequence), per (step, rank) (median).
+        scatter_us_per_step: Those reduce-scatters' time per (step, rank) (median, µs).
     """
 
     op_type: str
@@ -2742,6 +2746,8 @@ class GatherFeeds:
     collective_us: float
     op_us: float
     gathers_per_step: float
+    scatters_per_step: float = 0.0
+    scatter_us_per_step: float = 0.0
 
 
 def gather_feeds(profile: Profile, ranks: Sequence[int]) -> GatherFeeds | None:
@@ -2775,10 +2781,23 @@ def gather_feeds(profile: Profile, ranks: Sequence[int]) -> GatherFeeds | None:
             j += 1
         if j >= len(k) or rank_a[j] != rank_a[i] or step_a[j] != step_a[i]:
             continue
-        rows.append((rank_a[i], step_a[i], op[i], dur[i], op[j], shape[j], dur[j]))
+        # a reduce-scatter of its result right after it: the round trip exists for that operator
+        m = j + 1
+        back = (
+            dur[m]
+            if m < len(k)
+            and comm[m]
+            and rank_a[m] == rank_a[i]
+            and step_a[m] == step_a[i]
+            and "reducescatter" in name[m]
+            else 0.0
+        )
+        rows.append((rank_a[i], step_a[i], op[i], dur[i], op[j], shape[j], dur[j], back))
     if not rows:
         return None
-    f = pd.DataFrame(rows, columns=["rank", "step", "coll", "coll_us", "op", "shape", "op_us"])
+    f = pd.DataFrame(
+        rows, columns=["rank", "step", "coll", "coll_us", "op", "shape", "op_us", "back_us"]
+    )
     units = k.groupby(["rank", "step"]).size().index
     all_g = f.groupby(["rank", "step"]).size().reindex(units, fill_value=0)
     cheap = f[f["op_us"] <= FEEDS_CHEAP_RATIO * f["coll_us"]]
@@ -2789,6 +2808,7 @@ def gather_feeds(profile: Profile, ranks: Sequence[int]) -> GatherFeeds | None:
     top = cheap.groupby(family)["coll_us"].sum().idxmax()
     c = cheap[family == top]
     g = c.groupby(["rank", "step"])["coll_us"]
+    back = c[c["back_us"] > 0].groupby(["rank", "step"])["back_us"]
     return GatherFeeds(
         op_type=str(top),
         shape=str(c["shape"].mode().iloc[0]),
@@ -2798,4 +2818,6 @@ def gather_feeds(profile: Profile, ranks: Sequence[int]) -> GatherFeeds | None:
         collective_us=float(c["coll_us"].median()),
         op_us=float(c["op_us"].median()),
         gathers_per_step=float(all_g.median()),
+        scatters_per_step=float(back.size().reindex(units, fill_value=0).median()),
+        scatter_us_per_step=float(back.sum().reindex(units, fill_value=0.0).median()),
     )

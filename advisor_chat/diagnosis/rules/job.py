@@ -1085,6 +1085,17 @@ def _gather_feeds_text(gf: GatherFeeds, rest_us: float) -> tuple[str, str, Remed
         f"{ms(gf.collective_us)}，每步 {ms(gf.us_per_step)}）把数据直接交给 {op}（{ms(gf.op_us)}，"
         f"只有这次收集的 {pct(share)}；输入 [{gf.shape}]）：为很少的计算收集了整份数据{why_zh}"
     )
+    if gf.scatters_per_step >= 1:
+        # the result goes straight back through a reduce-scatter: a round trip for the operator
+        en += (
+            f"; {gf.scatters_per_step:.0f} of them have the operator's result reduce-scattered "
+            f"right after it ({ms(gf.scatter_us_per_step)} per step): a round trip for that "
+            "operator alone"
+        )
+        zh += (
+            f"；其中 {gf.scatters_per_step:.0f} 次在该算子之后立刻对结果做 ReduceScatter（每步 "
+            f"{ms(gf.scatter_us_per_step)}）：只为这个算子来回一趟"
+        )
     rem = Remedy(
         "action",
         f"Run {op} on the data the rank already holds and remove the AllGather in front of it "
@@ -1103,7 +1114,7 @@ def _gather_feeds_text(gf: GatherFeeds, rest_us: float) -> tuple[str, str, Remed
             if norm
             else "：这个算子不需要收集后的输入。"
         ),
-        min(gf.us_per_step, rest_us),
+        min(gf.us_per_step + gf.scatter_us_per_step, rest_us),
         BoundKind.UPPER_BOUND,
     )
     return en, zh, rem
