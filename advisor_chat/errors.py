@@ -27,12 +27,22 @@ class InputError(AdvisorError):
         message: What is wrong, in one sentence.
         path: The file or folder concerned; it is named in the message.
         remedy: What the user should do about it.
+        zh: The message and remedy in Chinese, when the raiser gives them ('' otherwise); the CLI
+            prints it for a Chinese question or ``--lang zh``.
     """
 
-    def __init__(self, message: str, *, path: str | Path | None = None, remedy: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | Path | None = None,
+        remedy: str | None = None,
+        zh: str = "",
+    ):
         self.message = message
         self.path = Path(path) if path is not None else None
         self.remedy = remedy
+        self.zh = zh
         super().__init__(self._render())
 
     def _render(self) -> str:

@@ -53,6 +53,14 @@ MAX_MESSAGE_CHARS = 2000
 """Cap on an error message printed by the CLI (a garbage file must not print megabytes)."""
 
 
+def _wants_zh(kwargs: dict[str, Any]) -> bool:
+    """Whether the command was asked in Chinese: ``--lang zh`` or a question in Chinese."""
+    if kwargs.get("lang") == "zh":
+        return True
+    q = kwargs.get("question")
+    return isinstance(q, str) and any("\u4e00" <= ch <= "\u9fff" for ch in q)
+
+
 def _msg(exc: BaseException) -> str:
     """The error's message, bounded, without escape sequences, with rich markup escaped.
 
@@ -100,7 +108,17 @@ def handle_errors(func: F) -> F:
                 _check_path_encoding(value)
             return func(*args, **kwargs)
         except (InputError, ToolArgumentError) as exc:
-            err_console.print(f"[bold red]error:[/] {_msg(exc)}", highlight=False, soft_wrap=True)
+            zh = getattr(exc, "zh", "")
+            if zh and _wants_zh(kwargs):
+                err_console.print(
+                    f"[bold red]错误：[/]{term_text(zh, limit=2000)}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+            else:
+                err_console.print(
+                    f"[bold red]error:[/] {_msg(exc)}", highlight=False, soft_wrap=True
+                )
             raise typer.Exit(EXIT_INPUT) from None
         except ConfigError as exc:
             err_console.print(

@@ -342,6 +342,8 @@ def check_root(path: str | Path) -> Path:
             path=root,
             remedy="Check the spelling, or copy the profiling folder (the one holding the "
             "*_ascend_pt rank folders) to this machine and pass its path",
+            zh=f"路径 {root} 不存在。请检查拼写，或把性能数据目录（包含各卡 *_ascend_pt 目录的那一层）"
+            "拷到本机后传入它的路径。",
         )
     root = root.resolve()
     if root.is_file():
@@ -380,6 +382,8 @@ def check_root(path: str | Path) -> Path:
             path=root,
             remedy="Copy the profiler output into it (the *_ascend_pt rank folders with "
             "ASCEND_PROFILER_OUTPUT/), or point at the folder that holds it",
+            zh=f"目录 {root} 是空的。请把采集结果（带 ASCEND_PROFILER_OUTPUT/ 的各卡 *_ascend_pt 目录）拷进来，"
+            "或传入存放它们的目录。",
         )
     return root
 
@@ -393,6 +397,10 @@ def no_data_error(root: Path) -> InputError:
         path=root,
         remedy="Point at the folder written by torch_npu.profiler (tensorboard_trace_handler dir), "
         "msprof --output, or msprof-analyze cluster",
+        zh=f"{root} 下没有可识别的昇腾性能数据：没有找到 *_ascend_pt / *_ascend_ms 卡目录、"
+        "ASCEND_PROFILER_OUTPUT/、PROF_*/mindstudio_profiler_output/ 或 cluster_analysis_output/"
+        "（向下查找了 10 层）。请传入 torch_npu.profiler（tensorboard_trace_handler 目录）、"
+        "msprof --output 或 msprof-analyze cluster 写出的目录。",
     )
 
 

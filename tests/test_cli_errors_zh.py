@@ -1,0 +1,36 @@
+"""Input errors in the language the user asked in (a Chinese question or ``--lang zh``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from advisor_chat.cli.main import app
+
+
+@pytest.mark.parametrize(
+    ("args", "zh"),
+    [
+        (["ask", "{missing}", "为什么12号卡慢？"], True),
+        (["ask", "{missing}", "why is rank 12 slow?"], False),
+        (["report", "{missing}", "--lang", "zh"], True),
+        (["report", "{missing}"], False),
+        (["ask", "{empty}", "哪张卡慢？"], True),
+        (["ask", "{nodata}", "哪张卡慢？"], True),
+    ],
+)
+def test_input_errors_follow_the_question_language(tmp_path: Path, args, zh: bool) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "nodata").mkdir()
+    (tmp_path / "nodata" / "notes.txt").write_text("not a profile", encoding="utf-8")
+    paths = {k: str(tmp_path / k) for k in ("missing", "empty", "nodata")}
+    res = CliRunner().invoke(app, [a.format(**paths) for a in args])
+    assert res.exit_code == 2, res.output
+    out = res.output
+    assert ("错误：" in out) == zh and ("error:" in out) != zh, out
+    # the message names the folder either way, and says what to do
+    name = Path(args[1].format(**paths)).name
+    assert name in out
+    assert ("请" in out) if zh else ("Point at" in out or "Check" in out or "Copy" in out)
