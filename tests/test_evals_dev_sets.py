@@ -45,6 +45,7 @@ from advisor_chat.synth.scenarios_dev12 import DEV12_KINDS
 from advisor_chat.synth.scenarios_dev13 import DEV13_KINDS
 from advisor_chat.synth.scenarios_dev14 import DEV14_KINDS
 from advisor_chat.synth.scenarios_dev15 import DEV15_KINDS
+from advisor_chat.synth.scenarios_dev16 import DEV16_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
 from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_KINDS
@@ -66,6 +67,7 @@ SETS = {
     "generalization_dev13": DEV13_KINDS,
     "generalization_dev14": DEV14_KINDS,
     "generalization_dev15": DEV15_KINDS,
+    "generalization_dev16": DEV16_KINDS,
     "generalization_heldout2": HELDOUT2_KINDS,
     "generalization_heldout3": HELDOUT3_KINDS,
     "generalization_heldout4": HELDOUT4_KINDS,

@@ -262,6 +262,20 @@ class Perturb:
             for the Python GIL): no host event covers the gap, the kernel's launch lands just before
             it and the launches the host would have issued meanwhile follow right after it. Empty =
             none.
+        event_waits: collective indices (position among the program's collectives) after whose
+            launch the compute stream waits on an event the communication stream records when the
+            collective ends (``handle.wait()`` right after an ``async_op=True`` collective): the
+            writer records an ``aclrtRecordEvent`` and an ``aclrtStreamWaitEvent`` right after the
+            collective's launch and an ``EVENT_WAIT`` task on the compute stream from the end of the
+            last kernel before the collective to the collective's end (not an operator, not
+            Computing). The timeline is the program's (the scenario gives the collective
+            ``overlap=0``). Empty = none.
+        alloc_calls: {step index: {rank: {kernel index: [(CANN API, µs), ...]}}} the caching
+            allocator goes to the device before launching that kernel in that step: the writer
+            records an ``aclrtSynchronizeDevice`` from just after the previous launch until the
+            device has run everything queued, then the calls (``aclrtFree`` / ``aclrtMalloc``) back
+            to back, ending just before the kernel's launch. The device idle is the scenario's to set
+            (``step_host_gaps``, whose launch placement it shares). Empty = none.
     """
 
     dur_scale: np.ndarray
@@ -291,6 +305,10 @@ class Perturb:
     h2d_copies: dict[int, dict[int, tuple[str, str, float]]] = field(default_factory=dict)
     dev_copies: dict[int, dict[int, list[tuple[str, int, float]]]] = field(default_factory=dict)
     step_host_gaps: dict[int, dict[int, dict[int, float]]] = field(default_factory=dict)
+    event_waits: set[int] = field(default_factory=set)
+    alloc_calls: dict[int, dict[int, dict[int, list[tuple[str, float]]]]] = field(
+        default_factory=dict
+    )
 
     def kernel_at(self, si: int, r: int, j: int, default: Kernel) -> Kernel:
         """The kernel template rank ``r`` runs at program position ``j`` in step index ``si``."""

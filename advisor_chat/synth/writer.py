@@ -341,6 +341,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         skip = cl.perturb.skip_kernels.get(r)
         copies = cl.perturb.h2d_copies.get(r)
         dev_copies = cl.perturb.dev_copies.get(r)
+        alloc_at = cl.perturb.alloc_calls.get(si, {}).get(r) if cl.perturb.alloc_calls else None
         for j, k0 in enumerate(cl.kernels):
             if skip and j in skip:
                 continue  # not run on this rank (Perturb.skip_kernels)
@@ -380,6 +381,13 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
                     )
             if copies and j in copies:
                 ev.extend(_h2d_copy_events(copies[j], j, ka, kad, ks, kd, pid, cann_pid, host_tid))
+            if alloc_at and j in alloc_at and j > 0:
+                # the caching allocator goes to the device (Perturb.alloc_calls)
+                drain = int(ks[j - 1] + kd[j - 1])
+                for op in st.ops:
+                    if drain < int(op.end[r]) <= s0:
+                        drain = int(op.end[r])
+                ev.extend(_alloc_call_events(alloc_at[j], j, ka, kad, drain, cann_pid, host_tid))
             dcop = dev_copies.get(j) if dev_copies else None
             if dcop:
                 # in-stream memory copies right before the kernel (Perturb.dev_copies)
@@ -436,7 +444,9 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         sections: dict[str, dict[str, Any]] = {}
         links_sec: dict[str, dict[tuple[str, str], dict[str, list[dict[str, Any]]]]] = {}
         prev_op_end = None
-        for op in st.ops:
+        waits = cl.perturb.event_waits
+        wait_end = 0
+        for ci, op in enumerate(st.ops):
             kind = op.kind
             g = int(kind.gidx[r])
             h = kind.hashes[g]
@@ -521,6 +531,21 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
                 )
             )
             conn += 1
+            if waits and ci in waits:
+                # the compute stream waits on the event the communication stream records at the end
+                # of the collective (Perturb.event_waits)
+                w0 = max(
+                    [wait_end, st_start]
+                    + [ks[q] + kd[q] for q in range(len(ks)) if ks[q] + kd[q] <= s0 and kd[q] > 0]
+                )
+                wait_end = e0
+                ev.extend(
+                    _event_wait_events(
+                        a0 + int(kad[0]), w0, e0, cann_pid, hw_pid, host_tid, task_id, conn
+                    )
+                )
+                task_id += 1
+                conn += 1
             # bandwidth per transport (master plane, one packet per link)
             mb = {"HCCS": 0.0, "RDMA": 0.0}
             ms = {"HCCS": 0.0, "RDMA": 0.0}
@@ -864,6 +889,75 @@ def _dev_copy_events(
         task_id += 1
         conn += 1
     return out, task_id, conn, t - 1_000
+
+
+EVENT_API_NS = (3_000, 4_000)  # aclrtRecordEvent, aclrtStreamWaitEvent (queue the task, return)
+
+
+def _event_wait_events(
+    launched: int,
+    w0: int,
+    w1: int,
+    cann_pid: int,
+    hw_pid: int,
+    host_tid: int,
+    task_id: int,
+    conn: int,
+) -> list[str]:
+    """Trace events of the compute stream waiting on a collective's end event.
+
+    On the CANN thread an ``aclrtRecordEvent`` (on the communication stream) and an
+    ``aclrtStreamWaitEvent`` (on the compute stream) right after the collective's launch ending at
+    ``launched``; on the compute stream an ``EVENT_WAIT`` task from ``w0`` to ``w1`` linked to the
+    wait call by a HostToDevice flow.
+    """
+    r0 = launched + 2_000
+    q0 = r0 + EVENT_API_NS[0] + 1_000
+    return [
+        f'{{"name": "AscendCL@aclrtRecordEvent", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(r0)}", "dur": {us(EVENT_API_NS[0])}, '
+        f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_RTS", "level": "acl", "id": "aclrtRecordEvent", "item_id": "0"}}, "ph": "X"}}',
+        f'{{"name": "AscendCL@aclrtStreamWaitEvent", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(q0)}", "dur": {us(EVENT_API_NS[1])}, '
+        f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_RTS", "level": "acl", "id": "aclrtStreamWaitEvent", "item_id": "0", "connection_id": {conn}}}, "ph": "X"}}',
+        f'{{"name": "HostToDevice{conn}", "ph": "s", "cat": "HostToDevice", "id": "{conn}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(q0)}"}}',
+        f'{{"name": "EVENT_WAIT", "pid": {hw_pid}, "tid": {COMPUTE_STREAM}, "ts": "{ts_str(w0)}", "dur": {us(w1 - w0)}, '
+        f'"args": {{"Model Id": 4294967295, "Task Type": "EVENT_WAIT", "Physic Stream Id": {COMPUTE_STREAM}, "Task Id": {task_id}, '
+        f'"Batch Id": 0, "Subtask Id": 4294967295, "connection_id": {conn}}}, "ph": "X"}}',
+        f'{{"name": "HostToDevice{conn}", "ph": "f", "id": "{conn}", "ts": "{ts_str(w0)}", "cat": "HostToDevice", "pid": {hw_pid}, "tid": {COMPUTE_STREAM}, "bp": "e"}}',
+    ]
+
+
+def _alloc_call_events(
+    calls: list[tuple[str, float]],
+    j: int,
+    ka: list[int],
+    kad: list[int],
+    drain: int,
+    cann_pid: int,
+    host_tid: int,
+) -> list[str]:
+    """Trace events of the caching allocator going to the device before launching kernel ``j``.
+
+    An ``aclrtSynchronizeDevice`` from just after the previous launch until the device has drained
+    (``drain`` + 5 µs), then ``calls`` back to back (1 µs apart), the last ending 3 µs before the
+    kernel's launch.
+    """
+    durs = [round(d * 1000) for _api, d in calls]
+    t = int(ka[j]) - 3_000 - sum(durs) - 1_000 * (len(durs) - 1)
+    y0 = int(ka[j - 1] + kad[j - 1]) + 2_000
+    y1 = min(drain + 5_000, t - 1_000)
+    out: list[str] = []
+    if y1 > y0:
+        out.append(
+            f'{{"name": "AscendCL@aclrtSynchronizeDevice", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(y0)}", "dur": {us(y1 - y0)}, '
+            f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_RTS", "level": "acl", "id": "aclrtSynchronizeDevice", "item_id": "0"}}, "ph": "X"}}'
+        )
+    for (api, _d), d in zip(calls, durs, strict=True):
+        out.append(
+            f'{{"name": "AscendCL@{api}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(t)}", "dur": {us(d)}, '
+            f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_RTS", "level": "acl", "id": "{api}", "item_id": "0"}}, "ph": "X"}}'
+        )
+        t += d + 1_000
+    return out
 
 
 def _h2d_copy_events(
