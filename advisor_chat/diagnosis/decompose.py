@@ -1916,6 +1916,17 @@ class MemoryChurn:
     component: str
 
     @property
+    def fragmented(self) -> bool:
+        """It allocates what its peers do but has reserved ≥ 10% more (fragmented segments).
+
+        Its free cached blocks are too small to reuse, so it grows to the card's limit, then
+        frees its cache and allocates again.
+        """
+        return self.reserved_max_mb >= 1.1 * self.peer_reserved_max_mb and abs(
+            self.allocated_peak_mb - self.peer_allocated_peak_mb
+        ) <= 0.03 * max(self.peer_allocated_peak_mb, 1.0)
+
+    @property
     def capped(self) -> bool:
         """The rank needs what its peers need but cannot reserve as much (less free HBM)."""
         return self.reserved_max_mb < 0.97 * self.peer_reserved_max_mb and abs(

@@ -1740,6 +1740,20 @@ def _churn_text(mem: MemoryChurn) -> tuple[str, str]:
             f"其他卡 {mem.peer_reserved_max_mb:.0f} MB），只好释放缓存再重新申请，每次都要同步设备："
             "这张 NPU 上可用的 HBM 更少"
         )
+    elif mem.fragmented:
+        en += (
+            f": it allocates what they do (allocated peak {mem.allocated_peak_mb:.0f} MB, "
+            f"{mem.peer_allocated_peak_mb:.0f} MB on its peers) but has reserved up to "
+            f"{mem.reserved_max_mb:.0f} MB against {mem.peer_reserved_max_mb:.0f} MB: its cached "
+            "segments are fragmented, so at the card's limit it frees its cache and allocates "
+            "again, synchronizing the device each time"
+        )
+        zh += (
+            f"：它分配的显存与其他卡相同（已分配峰值 {mem.allocated_peak_mb:.0f} MB，其他卡 "
+            f"{mem.peer_allocated_peak_mb:.0f} MB），预留却高达 {mem.reserved_max_mb:.0f} MB（其他卡 "
+            f"{mem.peer_reserved_max_mb:.0f} MB）：缓存的内存段碎片化，到达显存上限后只能释放缓存再重新申请，"
+            "每次都要同步设备"
+        )
     else:
         en += ": each release synchronizes the device"
         zh += "：每次释放都要同步设备"
@@ -1756,6 +1770,16 @@ def _churn_remedy(mem: MemoryChurn, rl: str, rl_zh: str) -> tuple[str, str]:
             "its peers do.",
             f"找出还有什么占用了{rl_zh}的显存：`npu-smi info` 会列出该 NPU 上的进程（上一个作业残留的进程、"
             "被分配了同一张卡的其他容器）；结束它或换一张空闲的 NPU，让分配器能预留与其他卡一样多的显存。",
+        )
+    if mem.fragmented:
+        return (
+            f"Stop the allocator's fragmentation on {rl}: PYTORCH_NPU_ALLOC_CONF="
+            "expandable_segments:True (segments that grow instead of new blocks), or "
+            "max_split_size_mb to keep large blocks whole; calling torch.npu.empty_cache() every "
+            "step would make every step pay the release.",
+            f"消除{rl_zh}上分配器的碎片化：设置 PYTORCH_NPU_ALLOC_CONF=expandable_segments:True（内存段可扩展，"
+            "不再申请新块），或用 max_split_size_mb 保持大块不被切分；每步调用 torch.npu.empty_cache() "
+            "只会让每一步都付出释放的代价。",
         )
     return (
         f"Stop the per-step cache releases on {rl}: no torch.npu.empty_cache() inside the step, "
@@ -2084,6 +2108,28 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             "检查所列（步, 卡）中的算子是否有动态 shape 或重新编译。",
         )
     )
+    if host and len(ranks) == 1 and not period:
+        r0 = ranks[0]
+        if onset:  # stalled in every step from one on: not a one-step event
+            summary = (
+                f"Rank {r0} stalls on the host from step {steps[0]} on (the last {len(steps)} of "
+                f"{n_steps} steps): its device idles (Free) {ms(per_event)} per step more than its "
+                f"peers{clean_txt}; the other ranks wait for it in those steps, and it stays slow "
+                "to the end of the capture."
+            )
+            summary_zh = (
+                f"{r0}号卡从第 {steps[0]} 步起（共 {n_steps} 步中的最后 {len(steps)} 步）主机侧阻塞：其设备空闲"
+                f"时间（Free）每步比其他卡多 {ms(per_event)}{clean_zh}；这些步里其他卡都在等它，且直到采集结束"
+                "都没有恢复。"
+            )
+        # what its host does there: its caching allocator going to the device
+        mem = memory_churn(ctx.profile, [r0], [r for r in ctx.peers(r0) if r != r0])
+        if mem is not None:
+            m_en, m_zh = _churn_text(mem)
+            summary = summary.rstrip(".") + m_en + "."
+            summary_zh = summary_zh.rstrip("。") + m_zh + "。"
+            a_en, a_zh = _churn_remedy(mem, f"rank {r0}", f"{r0}号卡")
+            first = Remedy("action", a_en, a_zh, fix_us, BoundKind.ESTIMATE)
     hung = _late_event(ctx, pairs)
     if hung is not None:
         summary = summary.rstrip(".") + "; " + hung[0] + "."

@@ -1,0 +1,53 @@
+"""Development set 16 kinds: the evidence the diagnosis states, checked against the answer keys.
+
+- ``allocator-fragmentation-late``: one rank's caching allocator fragments over the run; from a
+  step on it synchronizes the device to free and re-allocate cached segments before forward
+  layers. The stall is one cause from that step on (not "one-step events"), and its evidence is
+  the rank's memory records (memory_record.csv): reserved far above what it allocates.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor_chat.diagnosis import diagnose
+from advisor_chat.ingest import load_profile
+
+
+def _key(path: Path) -> dict:
+    return json.loads((path / "answer_key.json").read_text())
+
+
+def test_a_fragmenting_allocator_from_a_step_on_is_one_cause_with_its_memory(scenario) -> None:
+    path = scenario("allocator-fragmentation-late")
+    nums = _key(path)["expected_numbers"]
+    top = diagnose(load_profile(path, use_cache=False, progress=False)).top()
+    assert top is not None
+    assert top.culprit.ranks == (nums["culprit_rank"],)
+    assert f"from step {nums['onset_step']} on" in top.summary
+    assert "one-step" not in top.summary
+    # the memory records say why: reserved up to the key's maximum, allocating what peers do
+    assert f"reserved up to {nums['culprit_reserved_mb_max']:.0f} MB" in top.summary
+    assert "fragmented" in top.summary and "碎片化" in top.summary_zh
+    assert "expandable_segments" in top.remedies[0].text
+    # the stall per affected step, against the key's idle
+    assert top.metrics["onset_cost_per_step_us"] == pytest.approx(
+        nums["saving_us_per_affected_step"], rel=0.1
+    )
+
+
+def test_fragmented_and_capped_allocators_are_told_apart() -> None:
+    from advisor_chat.diagnosis.decompose import MemoryChurn
+
+    def churn(reserved: float, allocated: float) -> MemoryChurn:
+        return MemoryChurn(2.0, 1000.0, reserved, 52000.0, allocated, 51000.0, 0.0, "PTA")
+
+    # same allocations, much more reserved: fragmentation (not less free HBM)
+    assert churn(61000.0, 51000.0).fragmented and not churn(61000.0, 51000.0).capped
+    # same allocations, less reserved than its peers: something else holds the HBM
+    assert churn(45000.0, 51000.0).capped and not churn(45000.0, 51000.0).fragmented
+    # more allocated too: neither (it simply needs more)
+    assert not churn(61000.0, 60000.0).fragmented
