@@ -199,6 +199,16 @@ def _gc(d: Diagnosis) -> Verdict:
             f"设备并不是在等主机：{host.summary_zh.rstrip('。')}",
             (host,),
         )
+    if host is not None and "memory_fragmentation" in host.symptom_tags:
+        # the host's stall is measured: its caching allocator going to the device
+        return _v(
+            "gc",
+            "contradicted",
+            f"the host's stall is its caching allocator, measured in the memory records: "
+            f"{_lower_first(host.summary.rstrip('.'))}",
+            f"主机侧的阻塞来自其缓存分配器，内存记录中可以看到：{host.summary_zh.rstrip('。')}",
+            (host,),
+        )
     thr = host.metrics.get("gc_detect_threshold_ms") if host is not None else None
     if host is not None and thr is not None and not host.metrics.get("gc_pauses_in_affected_steps"):
         # the profiler records GC pauses (gc_detect_threshold) and recorded none where time goes

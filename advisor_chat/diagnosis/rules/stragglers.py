@@ -2108,6 +2108,7 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             "检查所列（步, 卡）中的算子是否有动态 shape 或重新编译。",
         )
     )
+    extra_tags: tuple[str, ...] = ()
     if host and len(ranks) == 1 and not period:
         r0 = ranks[0]
         if onset:  # stalled in every step from one on: not a one-step event
@@ -2130,6 +2131,7 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             summary_zh = summary_zh.rstrip("。") + m_zh + "。"
             a_en, a_zh = _churn_remedy(mem, f"rank {r0}", f"{r0}号卡")
             first = Remedy("action", a_en, a_zh, fix_us, BoundKind.ESTIMATE)
+            extra_tags = ("memory_fragmentation",) if mem.fragmented else ("host_bound",)
     hung = _late_event(ctx, pairs)
     if hung is not None:
         summary = summary.rstrip(".") + "; " + hung[0] + "."
@@ -2254,7 +2256,9 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
                 )
             ),
         ),
-        symptom_tags=("step_jitter", "first_collective_late", "hccl_timeout_risk")
+        symptom_tags=(*extra_tags, "step_jitter")
+        if extra_tags
+        else ("step_jitter", "first_collective_late", "hccl_timeout_risk")
         if hung is not None
         else ("step_jitter", "gc_pause")
         if host and gc_seen
