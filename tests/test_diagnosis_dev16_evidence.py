@@ -51,3 +51,27 @@ def test_fragmented_and_capped_allocators_are_told_apart() -> None:
     assert churn(45000.0, 51000.0).capped and not churn(45000.0, 51000.0).fragmented
     # more allocated too: neither (it simply needs more)
     assert not churn(61000.0, 60000.0).fragmented
+
+
+def test_collectives_waited_for_right_after_launch_lead_the_exposed_communication(
+    scenario,
+) -> None:
+    """grad-reduce-event-wait: async all-reduces, each waited for at once (EVENT_WAIT tasks)."""
+    from advisor_chat.diagnosis.decompose import event_waits
+
+    path = scenario("grad-reduce-event-wait")
+    nums = _key(path)["expected_numbers"]
+    profile = load_profile(path, use_cache=False, progress=False)
+    ew = event_waits(profile, profile.ranks)
+    assert ew is not None and ew.after == "HcclAllReduce"
+    assert ew.per_step == nums["event_waits_per_step"]
+    assert ew.us_per_step == pytest.approx(nums["event_wait_us_per_step"], rel=0.05)
+    top = diagnose(profile).top()
+    assert top is not None and top.culprit.kind == "job"
+    assert "EVENT_WAIT" in top.summary and "handle.wait()" in top.summary
+    first = top.remedies[0]
+    assert "only where their results are needed" in first.text
+    assert first.gain_us == pytest.approx(nums["saving_us_per_step"], rel=0.25)
+    # no such waits in a job whose collectives are simply not overlapped
+    plain = load_profile(scenario("comm-bound-no-overlap"), use_cache=False, progress=False)
+    assert event_waits(plain, plain.ranks) is None

@@ -2832,3 +2832,62 @@ def gather_feeds(profile: Profile, ranks: Sequence[int]) -> GatherFeeds | None:
         scatters_per_step=float(back.size().reindex(units, fill_value=0).median()),
         scatter_us_per_step=float(back.sum().reindex(units, fill_value=0.0).median()),
     )
+
+
+@dataclass(frozen=True)
+class EventWaits:
+    """The compute stream waiting on events the collectives record (``EVENT_WAIT`` tasks).
+
+    Attributes:
+        per_step: Event waits per (step, rank) (median).
+        us_per_step: Their device time per (step, rank) (median, µs).
+        wait_us: One wait's duration (median, µs).
+        after: The host call launched right before each wait (most frequent, e.g.
+            ``HcclAllReduce``): the collective whose end the compute stream waits for.
+        after_share: The share of the waits launched right after that call.
+    """
+
+    per_step: float
+    us_per_step: float
+    wait_us: float
+    after: str
+    after_share: float
+
+
+def event_waits(profile: Profile, ranks: Sequence[int]) -> EventWaits | None:
+    """Event waits on the compute stream launched right after a collective, per (step, rank).
+
+    An asynchronous collective (``async_op=True``) runs on its own stream; ``handle.wait()`` makes
+    the compute stream wait on the event recorded at its end (``aclrtStreamWaitEvent`` on the
+    host, an ``EVENT_WAIT`` task on the device), so the computation queued after it cannot run
+    under it. From ``host_dispatch`` (trace_view.json launch flows: the host call, its device task
+    and the task's duration) of up to ``PEER_SAMPLE`` of ``ranks``. ``None`` without such waits.
+    """
+    rs = _sample([int(r) for r in ranks])
+    hd = profile.host_dispatch_for(rs) if rs else pd.DataFrame()
+    if hd.empty or "kernel_name" not in hd.columns or "device_duration_us" not in hd.columns:
+        return None
+    hd = hd[hd["step"] >= 0].sort_values(["rank", "host_start_us"], kind="stable")
+    api = hd["api_name"].astype("string").fillna("").str.split("@").str[-1]
+    is_wait = (
+        (hd["kernel_name"].astype("string").fillna("") == "EVENT_WAIT")
+        | (api == "aclrtStreamWaitEvent")
+    ).to_numpy(dtype=bool)
+    if not is_wait.any():
+        return None
+    prev = api.groupby(hd["rank"].to_numpy()).shift(1).fillna("")
+    before = prev[is_wait]
+    before = before[before.str.startswith("Hccl")]
+    if before.empty:
+        return None
+    top = str(before.value_counts().idxmax())
+    w = hd[is_wait]
+    units = hd.groupby(["rank", "step"]).size().index
+    g = w.groupby(["rank", "step"])["device_duration_us"]
+    return EventWaits(
+        per_step=float(g.size().reindex(units, fill_value=0).median()),
+        us_per_step=float(g.sum().reindex(units, fill_value=0.0).median()),
+        wait_us=float(pd.to_numeric(w["device_duration_us"], errors="coerce").median()),
+        after=top,
+        after_share=float((before == top).sum()) / float(is_wait.sum()),
+    )

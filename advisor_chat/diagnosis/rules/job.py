@@ -22,6 +22,7 @@ from advisor_chat.diagnosis.decompose import (
     SyncStalls,
     device_copies,
     dominant_collective,
+    event_waits,
     gather_feeds,
     is_copy,
     job_account,
@@ -1058,6 +1059,11 @@ TINY_MIN_PER_STEP = 3
 FEEDS_MIN_SHARE = 0.2
 
 
+#: Event waits on the compute stream name the exposed communication when they take at least this
+#: share of it.
+EVENT_WAIT_MIN_SHARE = 0.3
+
+
 def _gather_feeds_text(gf: GatherFeeds, rest_us: float) -> tuple[str, str, Remedy]:
     """The clause and the remedy for gathers whose data goes to a cheap operator."""
     norm = "norm" in gf.op_type.lower()
@@ -1363,6 +1369,44 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     gf = gather_feeds(ctx.profile, ctx.ranks)
     if gf is not None and (gf.per_step < 4 or gf.us_per_step < FEEDS_MIN_SHARE * rest):
         gf = None
+    # the compute stream waits on the collectives' end events right after launching them
+    # (handle.wait() straight after an async_op=True launch): asynchronous, but never overlapped
+    ew = event_waits(ctx.profile, ctx.ranks)
+    ew_remedy: Remedy | None = None
+    if ew is not None and ew.per_step >= 1 and ew.us_per_step >= EVENT_WAIT_MIN_SHARE * rest:
+        coll = ew.after.removeprefix("Hccl")
+        extra += (
+            f"; the compute stream waits {ew.per_step:.0f} times per step on the event each {coll} "
+            f"records at its end, launched right after it ({ms(ew.wait_us)} each, "
+            f"{ms(ew.us_per_step)} per step; EVENT_WAIT tasks after aclrtStreamWaitEvent in "
+            "trace_view.json): the collectives are asynchronous but waited for at once "
+            "(handle.wait() right after the launch), so the computation queued behind them "
+            "cannot run under them"
+        )
+        extra_zh += (
+            f"；计算流每步 {ew.per_step:.0f} 次等待 {coll} 结束时记录的事件，且紧跟在它下发之后（每次 "
+            f"{ms(ew.wait_us)}，每步 {ms(ew.us_per_step)}；trace_view.json 中 aclrtStreamWaitEvent 之后的 "
+            "EVENT_WAIT 任务）：集合通信虽是异步下发，却在下发后立刻等待（紧跟着 handle.wait()），"
+            "排在后面的计算无法与它重叠"
+        )
+        # the last wait of a step is followed by work that needs its result (the optimizer)
+        gain = min(max(ew.us_per_step - ew.wait_us, 0.0), rest)
+        ew_remedy = Remedy(
+            "action",
+            f"Wait for the {coll} handles only where their results are needed: not right after "
+            "the launch but before the optimizer step (in the communication hook's future "
+            "callback, or at the end of the backward), or use the built-in bucketed overlap "
+            "(DDP's default hook, Megatron --overlap-grad-reduce).",
+            f"只在需要结果的地方等待 {coll} 的句柄：不要在下发后立刻等待，而是在优化器更新之前（通信 hook 的 "
+            "future 回调里，或反向结束时）；或使用内置的分桶重叠（DDP 默认 hook、Megatron "
+            "--overlap-grad-reduce）。",
+            gain,
+            BoundKind.UPPER_BOUND,
+        )
+        metrics |= {
+            "event_waits_per_step": ew.per_step,
+            "event_wait_us_per_step": ew.us_per_step,
+        }
     gf_remedy: Remedy | None = None
     if gf is not None:
         gf_en, gf_zh, gf_remedy = _gather_feeds_text(gf, rest)
@@ -1517,6 +1561,8 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         remedies.insert(0, ct_remedy)
     if gf_remedy is not None:
         remedies.insert(0, gf_remedy)
+    if ew_remedy is not None:
+        remedies.insert(0, ew_remedy)
     for f in setting[:1]:
         remedies.insert(
             0,
