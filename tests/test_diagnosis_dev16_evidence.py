@@ -75,3 +75,18 @@ def test_collectives_waited_for_right_after_launch_lead_the_exposed_communicatio
     # no such waits in a job whose collectives are simply not overlapped
     plain = load_profile(scenario("comm-bound-no-overlap"), use_cache=False, progress=False)
     assert event_waits(plain, plain.ranks) is None
+
+
+def test_one_cards_slow_host_device_copies_point_to_its_pcie_link(scenario) -> None:
+    """pcie-downtrained-card: the same copies, many times slower on one card only."""
+    path = scenario("pcie-downtrained-card")
+    key = _key(path)
+    culprit = key["root_cause"]["culprit_ranks"]
+    top = diagnose(load_profile(path, use_cache=False, progress=False)).top()
+    assert top is not None and list(top.culprit.ranks) == culprit
+    assert top.summary.startswith(f"Slow host-device copies on rank {culprit[0]}")
+    assert "MEMCPY_ASYNC" in top.summary and "PCIe" in top.summary and "PCIe" in top.summary_zh
+    assert "lspci" in top.remedies[0].text
+    # and a card whose copies run as its peers' gets no such clause
+    other = diagnose(load_profile(scenario("seed-rank12"), use_cache=False, progress=False))
+    assert all("PCIe" not in c.summary for c in other.causes)

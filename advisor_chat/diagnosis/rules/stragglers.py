@@ -19,6 +19,7 @@ from advisor_chat.diagnosis.decompose import (
     MemoryChurn,
     SlowCalls,
     device_account,
+    device_copies,
     gc_recording,
     host_silence,
     idle_before,
@@ -182,6 +183,10 @@ def _rank_cause(
         sync = sync_calls(ctx.profile, [rank], peers) if measured else None
         mem = memory_churn(ctx.profile, [rank], peers)
         mem_txt, mem_zh = _churn_text(mem) if mem is not None else ("", "")
+        slowcp = _slow_copies(ctx, rank, peers, free_ex) if measured else None
+        if slowcp is not None:
+            mem_txt += slowcp[0]
+            mem_zh += slowcp[1]
         if sync is not None and not (
             sync.per_step >= 1.0 and sync.peer_per_step <= SYNC_PEER_RATIO * sync.per_step
         ):
@@ -334,6 +339,13 @@ def _rank_cause(
                 f"{rl_zh}主机侧阻塞：{what_zh}，设备在等主机{spot_zh}{sync_zh}{mem_zh}；{late_zh}，"
                 f"{waits_zh}。" + alone_zh
             )
+            if slowcp is not None:  # the device is copying, not waiting for its host
+                summary = summary.replace(
+                    f"Host stall on {rl}: ", f"Slow host-device copies on {rl}: ", 1
+                ).replace(", waiting for its host;", ";", 1)
+                summary_zh = summary_zh.replace(
+                    f"{rl_zh}主机侧阻塞：", f"{rl_zh}主机与设备间的拷贝变慢：", 1
+                ).replace("，设备在等主机；", "；", 1)
         else:
             # Free alone: the device idles, but why is not measured (no host launch delays)
             summary = (
@@ -366,6 +378,8 @@ def _rank_cause(
                 f"消除{rl_zh}上的 Python 垃圾回收停顿：模型初始化后调用 gc.freeze()，"
                 "并按固定步数间隔调用 gc.collect()（或在训练步内 gc.disable()）。"
             )
+        elif slowcp is not None:
+            a_txt, a_zh = slowcp[2], slowcp[3]
         elif mem is not None:
             a_txt, a_zh = _churn_remedy(mem, rl, rl_zh)
         elif sync is not None and copy:
@@ -1758,6 +1772,55 @@ def _churn_text(mem: MemoryChurn) -> tuple[str, str]:
         en += ": each release synchronizes the device"
         zh += "：每次释放都要同步设备"
     return en, zh
+
+
+#: A rank's copy tasks are slow when they take this many times its peers' for the same count...
+SLOW_COPY_RATIO = 3.0
+#: ... and their extra time is at least this share of its Free excess.
+SLOW_COPY_SHARE = 0.5
+
+
+def _slow_copies(
+    ctx: Context, rank: int, peers: Sequence[int], free_ex: float
+) -> tuple[str, str, str, str] | None:
+    """The rank's host↔device copies slower than its peers' same copies: its PCIe link.
+
+    From :func:`~advisor_chat.diagnosis.decompose.device_copies` (the MEMCPY_ASYNC tasks of
+    trace_view.json's launch flows) of the rank against its peers': as many copies per step,
+    ≥ ``SLOW_COPY_RATIO`` x their time, the extra ≥ ``SLOW_COPY_SHARE`` of its Free excess.
+    Returns (clause, Chinese clause, action, Chinese action) or ``None``.
+    """
+    mine = device_copies(ctx.profile, [rank])
+    theirs = device_copies(ctx.profile, list(peers))
+    if mine is None or theirs is None or mine.per_step != theirs.per_step:
+        return None
+    extra = mine.us_per_step - theirs.us_per_step
+    if mine.us_per_step < SLOW_COPY_RATIO * theirs.us_per_step or extra < SLOW_COPY_SHARE * max(
+        free_ex, 1.0
+    ):
+        return None
+    ratio = mine.us_per_step / max(theirs.us_per_step, 1.0)
+    en = (
+        f"; its {mine.per_step:g} host-device copies per step (MEMCPY_ASYNC tasks, as many as its "
+        f"peers') take {ms(mine.us_per_step)} against {ms(theirs.us_per_step)} on its peers "
+        f"({ratio:.1f}x slower for the same copies): data moves slower over this card's PCIe link "
+        "while its kernels and network links run as the others'"
+    )
+    zh = (
+        f"；它每步 {mine.per_step:g} 次主机与设备之间的拷贝（MEMCPY_ASYNC 任务，与其他卡次数相同）共耗时 "
+        f"{ms(mine.us_per_step)}，其他卡为 {ms(theirs.us_per_step)}（同样的拷贝慢 {ratio:.1f} 倍）："
+        "这张卡的 PCIe 链路传输更慢，而它的算子和网络链路都与其他卡一样"
+    )
+    a_en = (
+        f"Check rank {rank}'s PCIe link: `lspci -vv` for its NPU, LnkSta (speed, width) against "
+        "LnkCap; a link trained at a lower generation or width is fixed by re-seating the card or "
+        "its riser, or moving the job off that card."
+    )
+    a_zh = (
+        f"检查{rank}号卡的 PCIe 链路：对该 NPU 执行 `lspci -vv`，对比 LnkSta（速率、宽度）与 LnkCap；"
+        "链路协商到更低代数或更窄宽度时，重新插拔该卡或其转接卡，或让作业避开这张卡。"
+    )
+    return en, zh, a_en, a_zh
 
 
 def _churn_remedy(mem: MemoryChurn, rl: str, rl_zh: str) -> tuple[str, str]:
