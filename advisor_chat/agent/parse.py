@@ -1111,7 +1111,7 @@ _COUNTS = (
     # a bare "N卡" followed by what a count is followed by ("16卡，", "16卡的集群", "8卡里", "2卡试跑")
     re.compile(
         r"(?<!第)(?<!第\s)(?<![\d.到至~～—–-])(\d+)\s*卡(?!\s*号)(?=\s*(?:的\s*)?(?:集群|任务|作业|训练|机器|环境|规模|"
-        r"里|中|上|下|时|后|以上|左右|之中|以内|试跑|跑|做|并行|数据并行|扩|/|[,，、;；)）]|$|"
+        r"里|中|上|下|时|后|以上|左右|之中|以内|试跑|跑|做|并行|数据并行|纯数据并行|纯|扩|/|[,，、;；)）]|$|"
         # "32卡大模型训练", "32卡llama训练", "16卡 TP8 PP2", "16卡的profiling", "16卡场景下"
         r"大模型|模型|预训练|微调|推理|场景|混合|总共|一共|全部|规模|"
         r"的\s*(?:profiling|数据|采集|性能)|(?!(?i:step|free|hccl|bubble|comm|idle|mem|rank))[A-Za-z]))"
@@ -1261,7 +1261,8 @@ _RULED_OUT = re.compile(
     # "the TP collectives run at normal HCCS bandwidth": a measurement found normal
     r"|[^.;?!,。；？！，]*\b(?:runs?|running|ran|are|is|were|was|get|gets|got|reach(?:es)?)\s+at\s+"
     r"(?:the\s+)?(?:normal|full|expected|usual|nominal|good|line[- ]rate)\b[^.;?!,。；？！，]*"
-    r"|[^，。,；;？?！!]*(?:排除|排查过|(?:检|查|测|确认)过|(?:都|均|一切)正常|没(?:有)?问题|不是这(?:两|几)?个)"
+    r"|[^，。,；;？?！!]*(?:排除|排查过|(?:检|查|测|确认)过|(?:都|均|一切)正常|没(?:有)?问题|不是这(?:两|几)?个"
+    r"|没(?:有)?(?:报错|异常|告警)|一模一样|完全一样)"
     r"[^，。,；;？?！!]*"
 )
 
