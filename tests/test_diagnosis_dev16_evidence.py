@@ -90,3 +90,26 @@ def test_one_cards_slow_host_device_copies_point_to_its_pcie_link(scenario) -> N
     # and a card whose copies run as its peers' gets no such clause
     other = diagnose(load_profile(scenario("seed-rank12"), use_cache=False, progress=False))
     assert all("PCIe" not in c.summary for c in other.causes)
+
+
+def test_uneven_routing_that_rotates_over_layers_is_the_all_to_alls_cause(scenario) -> None:
+    """moe-uneven-token-routing: each layer's most loaded expert rank differs; same totals."""
+    from advisor_chat.diagnosis.decompose import expert_load
+
+    path = scenario("moe-uneven-token-routing")
+    nums = _key(path)["expected_numbers"]
+    profile = load_profile(path, use_cache=False, progress=False)
+    load = expert_load(profile, profile.ranks)
+    assert load is not None
+    assert (load.max_rows, load.min_rows) == (nums["max_token_rows"], nums["min_token_rows"])
+    assert load.total_spread == pytest.approx(1.0, abs=0.01)
+    assert load.a2a_us_per_step == pytest.approx(nums["alltoallv_us_per_step"], rel=0.02)
+    top = diagnose(profile).top()
+    assert top is not None and top.culprit.kind == "job"
+    first = top.remedies[0]
+    assert "router" in first.text and "aux_loss" in first.text
+    # the all-to-alls shrink to the balanced load: the key's re-simulated saving
+    assert first.gain_us == pytest.approx(nums["saving_us_per_step"], rel=0.15)
+    # one expert rank hot in every layer (a fixed hot expert) is that rank's cause, not this one
+    hot = diagnose(load_profile(scenario("moe-hot-expert"), use_cache=False, progress=False))
+    assert all("router spreads" not in c.summary for c in hot.causes)

@@ -2891,3 +2891,90 @@ def event_waits(profile: Profile, ranks: Sequence[int]) -> EventWaits | None:
         after=top,
         after_share=float((before == top).sum()) / float(is_wait.sum()),
     )
+
+
+#: Expert load: the most loaded rank of a layer gets at least this many times the mean rows.
+EXPERT_HOT_RATIO = 1.5
+
+
+@dataclass(frozen=True)
+class ExpertLoad:
+    """Token rows the expert operators (``GroupedMatmul``) get per rank, layer by layer.
+
+    Attributes:
+        max_ratio: The most loaded rank's rows over the mean, per call position (median), e.g. 2.0.
+        min_ratio: The least loaded rank's rows over the mean (median over positions).
+        max_rows: The largest rows any rank gets in one call.
+        min_rows: The smallest.
+        hot_ranks: How many different ranks are the most loaded one across the call positions.
+        positions: Call positions per step compared (GroupedMatmul calls in order).
+        total_spread: Max over min of the ranks' rows summed over the step (1.0: every rank gets
+            the same total).
+        a2a_us_per_step: All-to-all time per (step, rank) (median of the summed Elapse Time, µs).
+    """
+
+    max_ratio: float
+    min_ratio: float
+    max_rows: int
+    min_rows: int
+    hot_ranks: int
+    positions: int
+    total_spread: float
+    a2a_us_per_step: float
+
+
+def expert_load(profile: Profile, ranks: Sequence[int]) -> ExpertLoad | None:
+    """How unevenly the router spreads tokens over the expert ranks, layer by layer.
+
+    From ``kernels`` (kernel_details.csv / the DB): the first dimension of ``GroupedMatmul``'s
+    first input (its token rows), call by call in start order per (step, rank), compared across
+    up to ``PEER_SAMPLE`` of ``ranks`` at each call position; ``comm_ops`` (communication.json
+    Elapse Time of the all-to-all operators) for the time the all-to-alls take. Each all-to-all
+    (dispatch / combine) of a layer waits for that layer's most loaded rank. ``None`` without
+    GroupedMatmul calls, when the ranks run different numbers of them, or when no rank of a
+    layer gets ≥ ``EXPERT_HOT_RATIO`` x the mean.
+    """
+    rs = _sample([int(r) for r in ranks])
+    k = profile.kernels_for(rs)
+    if k.empty or "op_type" not in k or "input_shapes" not in k:
+        return None
+    g = k[(k["step"] >= 0) & k["op_type"].astype(str).str.contains("GroupedMatmul")]
+    if g.empty:
+        return None
+    rows = pd.to_numeric(
+        g["input_shapes"].astype(str).str.extract(r"^\s*\"?(\d+)", expand=False), errors="coerce"
+    )
+    g = g.assign(rows=rows).dropna(subset=["rows"]).sort_values(["rank", "step", "start_us"])
+    g = g.assign(pos=g.groupby(["rank", "step"]).cumcount())
+    n_calls = g.groupby(["rank", "step"]).size()
+    if n_calls.nunique() != 1 or g["rank"].nunique() < 4:
+        return None
+    m = g.pivot_table(index=["step", "pos"], columns="rank", values="rows", aggfunc="first")
+    # the calls whose first dimension differs across ranks carry the routed tokens (a
+    # transposed input starts with a hidden size, the same on every rank)
+    m = m[m.nunique(axis=1) > 1]
+    if m.empty:
+        return None
+    mean = m.mean(axis=1)
+    hi = (m.max(axis=1) / mean).median()
+    lo = (m.min(axis=1) / mean).median()
+    if not hi >= EXPERT_HOT_RATIO:
+        return None
+    hot = m.idxmax(axis=1).nunique()
+    totals = g.groupby(["rank", "step"])["rows"].sum().groupby("rank").median()
+    c = profile.get("comm_ops")
+    a2a = 0.0
+    if not c.empty and {"op_name", "elapse_ms", "rank", "step"} <= set(c.columns):
+        c = c[c["op_name"].astype(str).str.lower().str.contains("alltoall")]
+        if not c.empty:
+            a2a = float(c.groupby(["rank", "step"])["elapse_ms"].sum().median()) * 1000.0
+    return ExpertLoad(
+        max_ratio=float(hi),
+        min_ratio=float(lo),
+        max_rows=int(m.max().max()),
+        min_rows=int(m.min().min()),
+        hot_ranks=int(hot),
+        positions=int(n_calls.iloc[0]),
+        total_spread=float(totals.max() / max(totals.min(), 1.0)),
+        a2a_us_per_step=a2a,
+    )

@@ -23,6 +23,7 @@ from advisor_chat.diagnosis.decompose import (
     device_copies,
     dominant_collective,
     event_waits,
+    expert_load,
     gather_feeds,
     is_copy,
     job_account,
@@ -1062,6 +1063,8 @@ FEEDS_MIN_SHARE = 0.2
 #: Event waits on the compute stream name the exposed communication when they take at least this
 #: share of it.
 EVENT_WAIT_MIN_SHARE = 0.3
+#: Uneven routing rotates: every rank gets the same tokens per step (max/min of the totals).
+ROUTER_TOTAL_SPREAD = 1.1
 
 
 def _gather_feeds_text(gf: GatherFeeds, rest_us: float) -> tuple[str, str, Remedy]:
@@ -1407,6 +1410,51 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             "event_waits_per_step": ew.per_step,
             "event_wait_us_per_step": ew.us_per_step,
         }
+    # the router spreads tokens unevenly layer by layer: every all-to-all waits for that layer's
+    # most loaded expert rank, a different one each layer, the same total per step on every rank
+    load = expert_load(ctx.profile, ctx.ranks)
+    el_remedy: Remedy | None = None
+    if (
+        load is not None
+        and load.total_spread <= ROUTER_TOTAL_SPREAD
+        and load.hot_ranks >= 2
+        and load.a2a_us_per_step >= EVENT_WAIT_MIN_SHARE * rest
+    ):
+        extra += (
+            f"; the router spreads the tokens unevenly in every layer: the GroupedMatmul calls get "
+            f"{load.min_rows} to {load.max_rows} token rows depending on the rank (the most loaded "
+            f"{load.max_ratio:.1f}x the mean, the least {load.min_ratio:.1f}x; kernel_details.csv "
+            f"input shapes), a different rank being the most loaded in each layer ({load.hot_ranks} "
+            "ranks in turn) while every rank gets the same total per step; each all-to-all "
+            f"(dispatch / combine, {ms(load.a2a_us_per_step)} per step) waits for its layer's most "
+            "loaded rank"
+        )
+        extra_zh += (
+            f"；路由在每一层都把 token 分得不均：GroupedMatmul 各次调用按卡得到 {load.min_rows} 到 "
+            f"{load.max_rows} 行 token（最多的是平均的 {load.max_ratio:.1f} 倍，最少的 {load.min_ratio:.1f} 倍；"
+            f"来自 kernel_details.csv 的输入 shape），每层最忙的卡都不同（{load.hot_ranks} 张卡轮流），"
+            f"而每张卡每步的总量相同；每次 all-to-all（dispatch / combine，每步 {ms(load.a2a_us_per_step)}）"
+            "都要等该层负载最重的卡"
+        )
+        gain = min(load.a2a_us_per_step * (1.0 - 1.0 / load.max_ratio), rest)
+        el_remedy = Remedy(
+            "action",
+            "Balance the MoE router: an auxiliary load-balancing loss (Megatron / MindSpeed "
+            "--moe-router-load-balancing-type aux_loss with --moe-aux-loss-coeff around 1e-2, or "
+            "aux-loss-free bias balancing), or a capacity factor that caps each expert's tokens "
+            "(--moe-expert-capacity-factor); a larger HCCL buffer or another dispatcher does not "
+            "change what the most loaded rank receives.",
+            "均衡 MoE 路由：加辅助负载均衡损失（Megatron / MindSpeed 的 --moe-router-load-balancing-type "
+            "aux_loss，--moe-aux-loss-coeff 约 1e-2，或无辅助损失的偏置均衡），或用容量因子限制每个专家的 "
+            "token 数（--moe-expert-capacity-factor）；调大 HCCL 缓冲或换 dispatcher 都改变不了负载最重的卡"
+            "收到的数据量。",
+            gain,
+            BoundKind.ESTIMATE,
+        )
+        metrics |= {
+            "expert_rows_max_ratio": load.max_ratio,
+            "alltoall_us_per_step": load.a2a_us_per_step,
+        }
     gf_remedy: Remedy | None = None
     if gf is not None:
         gf_en, gf_zh, gf_remedy = _gather_feeds_text(gf, rest)
@@ -1563,6 +1611,8 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         remedies.insert(0, gf_remedy)
     if ew_remedy is not None:
         remedies.insert(0, ew_remedy)
+    if el_remedy is not None:
+        remedies.insert(0, el_remedy)
     for f in setting[:1]:
         remedies.insert(
             0,
