@@ -1433,7 +1433,7 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             f"；路由在每一层都把 token 分得不均：GroupedMatmul 各次调用按卡得到 {load.min_rows} 到 "
             f"{load.max_rows} 行 token（最多的是平均的 {load.max_ratio:.1f} 倍，最少的 {load.min_ratio:.1f} 倍；"
             f"来自 kernel_details.csv 的输入 shape），每层最忙的卡都不同（{load.hot_ranks} 张卡轮流），"
-            f"而每张卡每步的总量相同；每次 all-to-all（dispatch / combine，每步 {ms(load.a2a_us_per_step)}）"
+            f"而每张卡每步的总量相同；每次 AlltoAll（分发 / 合并，每步 {ms(load.a2a_us_per_step)}）"
             "都要等该层负载最重的卡"
         )
         gain = min(load.a2a_us_per_step * (1.0 - 1.0 / load.max_ratio), rest)
