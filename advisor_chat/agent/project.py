@@ -416,8 +416,9 @@ def _role_sentence(rank: int, c: RootCause, role: str, imp: Impact | None, zh: b
     verb_en, verb_zh = _VICTIM_VERB.get(how, _VICTIM_VERB[""])
     if c.culprit.kind == "job":
         if imp is not None and imp.lost_us > 0 and us(imp.lost_us) in s:
-            # the cause's sentence states the same figure: say it once, there
-            amt_en, amt_zh = "time", "时间"
+            # the cause's sentence states the same figure: say it once, there ("loses time",
+            # "损失时间": the Chinese verb already says time)
+            amt_en, amt_zh = "time", ""
             verb_en, verb_zh = _VICTIM_VERB[""]
         if zh:
             return _then(f"{who}{verb_zh.format(amt=amt_zh)}，原因在整个作业而不在某张卡", s, zh)

@@ -352,6 +352,8 @@ def check_root(path: str | Path) -> Path:
             path=root,
             remedy="Pass the folder that holds the *_ascend_pt / *_ascend_ms rank folders, a PROF_* "
             "folder or a cluster_analysis_output/ folder (unzip archives first)",
+            zh=f"{root} 是一个文件，不是性能数据目录。请传入包含各卡 *_ascend_pt / *_ascend_ms 目录的目录、"
+            "PROF_* 目录或 cluster_analysis_output/ 目录（压缩包请先解压）。",
         )
     if not root.is_dir():  # a FIFO, a device, a socket: not something to read profiles from
         mode = root.stat().st_mode
