@@ -99,10 +99,10 @@ def test_the_nan_checks_the_host_waits_for_select_turning_anomaly_detection_off(
     dispatch = next(c for c in diagnose(profile).causes if c.id == "cause.job_host_dispatch")
     assert "set_detect_anomaly(False)" in dispatch.remedies[0].text
     assert "NaN / Inf check" in dispatch.summary
-    # the compute stream's wait after the calls is the key's idle in the backward (most of it
-    # falls while the gradient collectives run, so the step trace's Free shows only part)
-    assert ss.compute_idle_us == pytest.approx(nums["idle_in_backward_us_per_step"], rel=0.05)
-    assert ss.idle_us < 0.5 * ss.compute_idle_us
+    # the compute stream's wait after the calls inside the backward is part of the key's idle in
+    # the backward (most of it falls while the gradient collectives run, so the step trace's
+    # Free shows only a part): more than the idle with no task running, at most the key's
+    assert 1.5 * ss.idle_us < ss.compute_idle_us <= 1.02 * nums["idle_in_backward_us_per_step"]
     # what turning it off saves: near the re-simulated saving, not the Free part alone
     assert dispatch.gain_us == pytest.approx(nums["saving_us_per_step"], rel=0.25)
 

@@ -1646,10 +1646,11 @@ class SyncStalls:
             the (step, rank) pairs with a call), µs: a blocking copy holds it, a synchronize
             (which waits for busy devices) hardly any.
         share_of_idle: Of all device idle between kernels in those steps (the gaps' sum).
-        compute_idle_us: The compute stream's idle before the next computation after the calls,
-            per step and rank (median over (step, rank)), µs: ``idle_us`` plus the part that
-            falls while a collective runs (the step trace counts it as Communication; without
-            the calls that computation would run under the collective).
+        compute_idle_us: What the calls hold back per step and rank (median over (step, rank)),
+            µs: inside a forward / backward pass the compute stream's whole wait before the next
+            computation, also the part that falls while a collective runs (the step trace counts
+            it as Communication; without the call that computation would run under it); at a
+            pass boundary only ``idle_us``'s part (the next computation needs the collective).
         spots: One entry per place in the step, in step order.
         ranks: Ranks examined.
         waited_for: Operator types of the last compute kernel started before each call (what
@@ -2211,11 +2212,7 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
             if p_ >= len(compute):
                 continue
             j = int(compute[p_])
-            if j > 0 and c_gap[j] >= SYNC_IDLE_MIN_US:
-                c_idle[(int(steps_r[j]), rank)] = c_idle.get((int(steps_r[j]), rank), 0.0) + float(
-                    c_gap[j]
-                )
-            if j <= 0 or gap[j] < SYNC_IDLE_MIN_US:
+            if j <= 0:
                 continue
             st = int(steps_r[j])
             in_step = steps_r == st
@@ -2232,6 +2229,14 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
                     where = "forward"
                 else:
                     where = "backward"
+            # inside a pass the collectives running then could overlap the computation the call
+            # holds back (gradient buckets); at a pass boundary the next computation needs them
+            inside = where in ("forward", "backward")
+            wait = float(c_gap[j]) if inside else float(gap[j])
+            if wait >= SYNC_IDLE_MIN_US:
+                c_idle[(st, rank)] = c_idle.get((st, rank), 0.0) + wait
+            if gap[j] < SYNC_IDLE_MIN_US:
+                continue
             by_kernel[j] = (st, rank, float(gap[j]), where, str(g["op_type"].iloc[j]), api)
         rows += by_kernel.values()
     if not rows:
