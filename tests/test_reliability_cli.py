@@ -56,34 +56,61 @@ def _env(home: Path) -> dict[str, str]:
 #: Peak RSS (MB) of each CLI run of this module, from its own rusage (``os.wait4``): the
 #: worker's RUSAGE_CHILDREN would also count the children other test files started before.
 PEAKS_MB: list[float] = []
+#: The CLI runs as the child of this small launcher, which reports the child's own peak RSS: a
+#: process forked straight from the (large) test worker keeps the worker's high-water RSS in its
+#: rusage across exec (Linux carries ``maxrss`` over execve), so every run read as the worker's.
+_LAUNCH = (
+    "import os, subprocess, sys\n"
+    "p = subprocess.Popen(sys.argv[1:])\n"
+    "_, st, ru = os.wait4(p.pid, 0)\n"
+    "sys.stderr.write(f'\\n__peak_kb__={ru.ru_maxrss}\\n')\n"
+    "sys.exit(os.waitstatus_to_exitcode(st))\n"
+)
 
 
 def cli(home: Path, *args: str | bytes | Path, timeout: float = TIME_LIMIT_S) -> Run:
     """Run ``advisor-chat ARGS`` in a subprocess (a fresh interpreter, like a user's shell)."""
     import tempfile
 
-    cmd: list[str | bytes] = [sys.executable, "-m", "advisor_chat.cli.main", *map(_arg, args)]
+    cmd: list[str | bytes] = [
+        sys.executable,
+        "-c",
+        _LAUNCH,
+        sys.executable,
+        "-m",
+        "advisor_chat.cli.main",
+        *map(_arg, args),
+    ]
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
-            cmd, stdout=out, stderr=err, env=_env(home), stdin=subprocess.DEVNULL
+            cmd,
+            stdout=out,
+            stderr=err,
+            env=_env(home),
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
         deadline = t0 + timeout
         while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
             if time.perf_counter() > deadline:
-                proc.kill()
+                os.killpg(proc.pid, 9)  # the launcher and the CLI under it
                 os.wait4(proc.pid, 0)
                 proc.returncode = -9
                 raise subprocess.TimeoutExpired(cmd, timeout)
             time.sleep(0.02)
         proc.returncode = os.waitstatus_to_exitcode(status)
-        PEAKS_MB.append(usage.ru_maxrss / 1024)
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
+        # the launcher's last line: the CLI's own peak RSS (kB)
+        head, sep, tail = stderr.rpartition(b"\n__peak_kb__=")
+        if sep:
+            PEAKS_MB.append(int(tail.strip()) / 1024)
+            stderr = head
     dt = time.perf_counter() - t0
     return Run(
         proc.returncode,
