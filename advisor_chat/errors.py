@@ -58,7 +58,16 @@ class ToolArgumentError(AdvisorError):
     """A tool was called with arguments that do not fit this profile (e.g. a rank that does not exist).
 
     The message must name the valid values, e.g. ``"rank 16 does not exist; ranks are 0-15"``.
+
+    Args:
+        message: What is wrong and the valid values (English).
+        zh: The same in Chinese, when the raiser gives it ('' otherwise); the CLI prints it for a
+            Chinese question or ``--lang zh``.
     """
+
+    def __init__(self, message: str, *, zh: str = ""):
+        self.zh = zh
+        super().__init__(message)
 
 
 class NotAnswerableError(AdvisorError):

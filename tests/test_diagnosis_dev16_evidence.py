@@ -72,6 +72,8 @@ def test_collectives_waited_for_right_after_launch_lead_the_exposed_communicatio
     first = top.remedies[0]
     assert "only where their results are needed" in first.text
     assert first.gain_us == pytest.approx(nums["saving_us_per_step"], rel=0.25)
+    # the cause costs what that change saves, not all of the exposed communication (its bound)
+    assert top.gain_us == first.gain_us < top.metrics["hideable_us"]
     # no such waits in a job whose collectives are simply not overlapped
     plain = load_profile(scenario("comm-bound-no-overlap"), use_cache=False, progress=False)
     assert event_waits(plain, plain.ranks) is None
@@ -110,6 +112,7 @@ def test_uneven_routing_that_rotates_over_layers_is_the_all_to_alls_cause(scenar
     assert "router" in first.text and "aux_loss" in first.text
     # the all-to-alls shrink to the balanced load: the key's re-simulated saving
     assert first.gain_us == pytest.approx(nums["saving_us_per_step"], rel=0.15)
+    assert top.gain_us == first.gain_us and top.bound is first.bound
     # one expert rank hot in every layer (a fixed hot expert) is that rank's cause, not this one
     hot = diagnose(load_profile(scenario("moe-hot-expert"), use_cache=False, progress=False))
     assert all("router spreads" not in c.summary for c in hot.causes)

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from advisor_chat.diagnosis.engine import OPTIMIZATION_LEAD, OPTIMIZATIONS
+from advisor_chat.diagnosis.engine import OPTIMIZATION_LEAD, is_optimization
 from advisor_chat.diagnosis.rules.slow_link import network_part
-from advisor_chat.diagnosis.text import ms
+from advisor_chat.diagnosis.text import ms, upper_first
 from advisor_chat.diagnosis.types import (
     BoundKind,
     Culprit,
@@ -102,11 +102,10 @@ def _job_level(c: RootCause) -> bool:
     return c.mechanism in _JOB_LEVEL or c.culprit.kind == "job"
 
 
-#: Causes that are optimizations of a working job, not faults: fixed after the faults; one leads
-#: "what should I fix first?" only when it gains ``OPTIMIZATION_LEAD`` times what the largest
-#: fault's fix gains (never exposed communication beside a network fault). The diagnosis ranks
-#: the job's own costs the same way.
-_OPTIMIZATIONS = OPTIMIZATIONS
+# Causes that are optimizations of a working job, not faults (``is_optimization``): fixed after
+# the faults; one leads "what should I fix first?" only when it gains ``OPTIMIZATION_LEAD`` times
+# what the largest fault's fix gains (never exposed communication beside a network fault). The
+# diagnosis ranks the job's own costs the same way.
 
 
 def us(v: float) -> str:
@@ -268,14 +267,22 @@ def _states_gain(c: RootCause, zh: bool) -> bool:
     return "节省" in text if zh else re.search(r"\bsav(?:e|es|ed|ing)\b", text) is not None
 
 
-def cause_bullet(c: RootCause, zh: bool) -> str:
-    """``- <summary> (<gain>)`` (the cause id goes to the answer's reference line)."""
+def cause_bullet(c: RootCause, zh: bool, *, short: bool = False) -> str:
+    """``- <summary> (<gain>)`` (the cause id goes to the answer's reference line).
+
+    With ``short`` (the answer already stated the summary), only its title, the part before its
+    first colon ("Communication is exposed on every rank"), marked as said above, and the gain.
+    """
     g = gain_phrase(c, zh)
-    if _states_gain(c, zh):
+    text = summary(c, zh)
+    if short:
+        title = re.split(r"[:：]", text, maxsplit=1)[0].strip().rstrip("。.")
+        text = f"{title}（见上）" if zh else f"{title} (above)"
+    elif _states_gain(c, zh):
         g = ""  # the summary already says what fixing it saves
     if zh:
-        return f"- {summary(c, zh)}" + (f"（{g}）" if g else "") + "。"
-    return f"- {summary(c, zh)}" + (f" ({g})" if g else "") + "."
+        return f"- {text}" + (f"；{g}" if g else "") + "。"
+    return f"- {text}" + (f"; {g}" if g else "") + "."
 
 
 def _real(d: Diagnosis) -> list[RootCause]:
@@ -492,11 +499,6 @@ def _role_key(c: RootCause, role: str) -> str:
     if role == "culprit" and c.mechanism == Mechanism.STEP_EVENTS:
         return "event"
     return role
-
-
-def upper_first(text: str) -> str:
-    """``text`` with its first letter in upper case (a sentence's start)."""
-    return text[:1].upper() + text[1:]
 
 
 def lower_first(text: str) -> str:
@@ -1743,14 +1745,12 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
     # "which rank should I fix first?": the ranks' causes first, job-level causes after them;
     # what is broken (a rank, a link, the network, an idle job) before what could be optimized
     # (exposed communication, an operator hotspot), unless the optimization gains far more
-    best_fault = max(
-        (_order_gain(c) for c in real if c.mechanism not in _OPTIMIZATIONS), default=0.0
-    )
+    best_fault = max((_order_gain(c) for c in real if not is_optimization(c)), default=0.0)
     # exposed communication is measured on collectives a network fault (a slow or flapping link,
     # a congested transport) slows: its size is known only once that fault is repaired
     net_fault = any(
         c.category.value == "communication"
-        and c.mechanism not in _OPTIMIZATIONS
+        and not is_optimization(c)
         and c.mechanism != Mechanism.PIPELINE_IMBALANCE
         for c in real
     )
@@ -1758,15 +1758,13 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
     # AlltoAll traffic follows the token routing that overloads a rank with more work (MoE):
     # exposed communication that is mostly AlltoAll is sized by that imbalance, known once the
     # load is balanced
-    routed = any(
-        "load_imbalance" in c.symptom_tags and c.mechanism not in _OPTIMIZATIONS for c in real
-    )
+    routed = any("load_imbalance" in c.symptom_tags and not is_optimization(c) for c in real)
 
     def _alltoall(c: RootCause) -> bool:
         return c.metrics.get("alltoallv_share", 0.0) + c.metrics.get("alltoall_share", 0.0) >= 0.5
 
     def _after_faults(c: RootCause) -> bool:
-        if c.mechanism not in _OPTIMIZATIONS:
+        if not is_optimization(c):
             return False
         if c.mechanism == Mechanism.EXPOSED_COMMUNICATION and (
             net_fault or (routed and _alltoall(c))
@@ -1787,7 +1785,7 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
     lead_check = (
         check is not None
         and _act_gain(top) < 0
-        and top.mechanism not in _OPTIMIZATIONS
+        and not is_optimization(top)
         and (top.gain_us is None or top.gain_us > max((_order_gain(c) for c in order), default=0.0))
     )
     if lead_check:
@@ -1873,6 +1871,18 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
             if _act_gain(top) < 0:
                 p.lines.append(
                     say("project.the_top_cause_has_no_direct", zh, summary=summary(top, zh))
+                )
+            elif is_optimization(c) and c.bound == BoundKind.UPPER_BOUND:
+                # not a fault with a larger expected gain: an upper bound that beats the fault's
+                p.lines.append(
+                    say(
+                        "project.the_report_lists_first_upper",
+                        zh,
+                        label=label(top.culprit, zh),
+                        label_b=label(c.culprit, zh),
+                        gain=us(_act_gain(c)),
+                        gain_top=us(_act_gain(top)),
+                    )
                 )
             else:
                 p.lines.append(
@@ -2660,9 +2670,11 @@ def overview(
             "",
             say("project.root_causes_in_the_order_to", zh),
         ]
-        for c in real[:limit]:
+        # the headline is the first cause's own sentence: its bullet names it and its gain only
+        said = summary(real[0], zh).strip().rstrip("。.") in p.lines[0]
+        for i, c in enumerate(real[:limit]):
             p.add_cause(c)
-            p.lines.append(cause_bullet(c, zh))
+            p.lines.append(cause_bullet(c, zh, short=said and i == 0))
         p.plot_ranks = sorted({r for c in real[:3] for r in c.culprit.ranks})[:8]
     else:
         for c in d.causes[:2]:
@@ -3145,7 +3157,7 @@ def fix_together(d: Diagnosis, zh: bool, *, count: int | None = 2) -> Projection
     """
     real = [c for c in d.causes if (c.gain_us or 0.0) > 0]
     # "both": the faults first (a job-wide overlap upper bound is not one of "both" problems)
-    faults = [c for c in real if c.mechanism not in _OPTIMIZATIONS and c.culprit.kind != "job"]
+    faults = [c for c in real if not is_optimization(c) and c.culprit.kind != "job"]
     chosen = real if count is None else (faults if len(faults) >= count else real)[:count]
     if len(chosen) == 1:
         return _only_one_cause(d, chosen[0], zh)

@@ -126,9 +126,18 @@ def handle_errors(func: F) -> F:
             )
             raise typer.Exit(EXIT_CONFIG) from None
         except NotAnswerableError as exc:
-            err_console.print(
-                f"[bold yellow]not enough signal:[/] {_msg(exc)}", highlight=False, soft_wrap=True
-            )
+            if exc.zh and _wants_zh(kwargs):
+                err_console.print(
+                    f"[bold yellow]信号不足：[/]{term_text(exc.zh, limit=2000)}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+            else:
+                err_console.print(
+                    f"[bold yellow]not enough signal:[/] {_msg(exc)}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
             raise typer.Exit(EXIT_UNANSWERABLE) from None
         except AdvisorError as exc:
             from advisor_chat.agent.llm import ModelEndpointError

@@ -112,7 +112,8 @@ def register(app: typer.Typer) -> None:
         profile = load_profile(path, use_cache=not no_cache)
         if rank is not None and rank not in profile.ranks:
             raise ToolArgumentError(
-                f"--rank {rank} does not exist in {path}; ranks are {format_ranks(profile.ranks)}"
+                f"--rank {rank} does not exist in {path}; ranks are {format_ranks(profile.ranks)}",
+                zh=f"--rank {rank} 在 {path} 中不存在；现有的卡为 {format_ranks(profile.ranks, sep='、')}",
             )
         base = load_profile(baseline, use_cache=not no_cache) if baseline is not None else None
         rep = run_report(profile, baseline=base, rank=rank)

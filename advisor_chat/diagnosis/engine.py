@@ -322,10 +322,11 @@ def _rank(causes: list[RootCause]) -> list[RootCause]:
     # bound, a down-clocked job) before what could be optimized (exposed communication, a
     # hotspot: upper bounds of what hiding or fusing could win) unless that wins far more,
     # as "what should I fix first?" orders them
-    broken = max((_explained(c) for c in job if c.mechanism not in OPTIMIZATIONS), default=0.0)
+    # (exposed communication whose evidence names the fault, e.g. an unbalanced router, is one)
+    broken = max((_explained(c) for c in job if not is_optimization(c)), default=0.0)
     job.sort(
         key=lambda c: (
-            c.mechanism in OPTIMIZATIONS and _explained(c) < OPTIMIZATION_LEAD * broken,
+            is_optimization(c) and _explained(c) < OPTIMIZATION_LEAD * broken,
             -_explained(c),
         )
     )
@@ -347,6 +348,11 @@ def _rank(causes: list[RootCause]) -> list[RootCause]:
     if job and specific and gives_nothing and max((c.gain_us or 0.0) for c in job) > 0:
         return job + specific  # no late rank gives anything back: the job's own cost leads
     return specific + job
+
+
+def is_optimization(c: RootCause) -> bool:
+    """A job-level cost that hiding or fusing could win, with no fault named by its evidence."""
+    return c.mechanism in OPTIMIZATIONS and "first_change_us" not in c.metrics
 
 
 def _job_idle_like(c: RootCause) -> bool:
@@ -388,6 +394,8 @@ def case_for(c: RootCause) -> str | None:
         "load_imbalance" in tags or "op_count_imbalance" in tags
     ):
         return "load-imbalance-vs-slow-kernels"
+    if m is Mechanism.HOST_STALL and "memory_fragmentation" in tags:
+        return "expandable-segments-allocator"
     if m is Mechanism.HOST_STALL:
         return "python-gc-pause" if "gc_pause" in tags else "host-dispatch-bound"
     if m is Mechanism.COMPUTE_STRAGGLER:

@@ -41,3 +41,8 @@ def num(x: Any) -> float:
 def integer(x: Any) -> int:
     """``int(x)`` for pandas/numpy scalars (typed as Any for mypy)."""
     return int(x)
+
+
+def upper_first(text: str) -> str:
+    """``text`` with its first letter in upper case (a sentence's start)."""
+    return text[:1].upper() + text[1:]

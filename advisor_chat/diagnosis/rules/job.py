@@ -47,7 +47,7 @@ from advisor_chat.diagnosis.rules.common import (
     presence_scope,
     slow_collective_types,
 )
-from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
+from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of, upper_first
 from advisor_chat.diagnosis.types import (
     BoundKind,
     Culprit,
@@ -1244,8 +1244,10 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     of the median step. Not applied when a communication-bound pipeline stage owns it. With ≥
     ``MANY_COLLECTIVES`` (32) collectives per step and rank, or a small-packet finding, the cause
     says "many small collectives" (their latency is exposed). Victims: every rank, lost =
-    min(remainder, its exposed communication) (``how="own_time"``). Gain: the remainder (upper
-    bound: all of it hidden or fused away). Source: ``step_trace``, ``comm_ops``
+    min(remainder, its exposed communication) (``how="own_time"``). Gain: the saving of the first
+    change when the evidence selected one with its own measured saving (the router balanced, the
+    waits moved, the gathered input removed, ...; ``metrics["first_change_us"]``), else the
+    remainder (upper bound: all of it hidden or fused away; ``metrics["hideable_us"]`` either way). Source: ``step_trace``, ``comm_ops``
     (communication.json), ``comm_bandwidth``.
     """
     per = ctx.per_rank
@@ -1319,7 +1321,10 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         and n_ops >= MANY_COLLECTIVES
         and not (math.isfinite(op_mb) and op_mb > SMALL_COLLECTIVE_MB)
     ) or (bool(small_f) and small_us >= SMALL_TIME_SHARE * rest)
-    extra = extra_zh = ""
+    extra = extra_zh = ""  # facts of the communication (in the parenthesis)
+    # what the evidence says about why it is exposed: one sentence each, after the figures
+    ev: list[str] = []
+    ev_zh: list[str] = []
     if math.isfinite(n_ops):
         metrics["collectives_per_step"] = n_ops
         extra = f", {n_ops:.0f} collectives per step per rank"
@@ -1357,15 +1362,15 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     # point where every rank waits for all, so the gradient reduction before it cannot overlap
     tiny = _tiny_collectives(ctx)
     if tiny is not None:
-        extra += tiny[0]
-        extra_zh += tiny[1]
+        ev.append(tiny[0])
+        ev_zh.append(tiny[1])
         metrics["tiny_collectives_per_step"] = tiny[3]
     # point-to-point exchanges in a job without pipeline stages (context parallelism's ring of
     # key/value blocks, a hand-written exchange): blocking send/receive is what to overlap
     p2p = _p2p_outside_pipeline(ctx, rest)
     if p2p is not None:
-        extra += p2p[0]
-        extra_zh += p2p[1]
+        ev.append(p2p[0])
+        ev_zh.append(p2p[1])
         metrics["p2p_us_per_step"] = p2p[2].gain_us or 0.0
     # gathers whose data goes straight to an operator that costs a few percent of them: the data
     # is gathered for little work (a norm on the whole gathered sequence, not the rank's shard)
@@ -1378,7 +1383,7 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     ew_remedy: Remedy | None = None
     if ew is not None and ew.per_step >= 1 and ew.us_per_step >= EVENT_WAIT_MIN_SHARE * rest:
         coll = ew.after.removeprefix("Hccl")
-        extra += (
+        ev.append(
             f"; the compute stream waits {ew.per_step:.0f} times per step on the event each {coll} "
             f"records at its end, launched right after it ({ms(ew.wait_us)} each, "
             f"{ms(ew.us_per_step)} per step; EVENT_WAIT tasks after aclrtStreamWaitEvent in "
@@ -1386,7 +1391,7 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             "(handle.wait() right after the launch), so the computation queued behind them "
             "cannot run under them"
         )
-        extra_zh += (
+        ev_zh.append(
             f"；计算流每步 {ew.per_step:.0f} 次等待 {coll} 结束时记录的事件，且紧跟在它下发之后（每次 "
             f"{ms(ew.wait_us)}，每步 {ms(ew.us_per_step)}；trace_view.json 中 aclrtStreamWaitEvent 之后的 "
             "EVENT_WAIT 任务）：集合通信虽是异步下发，却在下发后立刻等待（紧跟着 handle.wait()），"
@@ -1420,7 +1425,7 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         and load.hot_ranks >= 2
         and load.a2a_us_per_step >= EVENT_WAIT_MIN_SHARE * rest
     ):
-        extra += (
+        ev.append(
             f"; the router spreads the tokens unevenly in every layer: the GroupedMatmul calls get "
             f"{load.min_rows} to {load.max_rows} token rows depending on the rank (the most loaded "
             f"{load.max_ratio:.1f}x the mean, the least {load.min_ratio:.1f}x; kernel_details.csv "
@@ -1429,7 +1434,7 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             f"(dispatch / combine, {ms(load.a2a_us_per_step)} per step) waits for its layer's most "
             "loaded rank"
         )
-        extra_zh += (
+        ev_zh.append(
             f"；路由在每一层都把 token 分得不均：GroupedMatmul 各次调用按卡得到 {load.min_rows} 到 "
             f"{load.max_rows} 行 token（最多的是平均的 {load.max_ratio:.1f} 倍，最少的 {load.min_ratio:.1f} 倍；"
             f"来自 kernel_details.csv 的输入 shape），每层最忙的卡都不同（{load.hot_ranks} 张卡轮流），"
@@ -1458,8 +1463,8 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     gf_remedy: Remedy | None = None
     if gf is not None:
         gf_en, gf_zh, gf_remedy = _gather_feeds_text(gf, rest)
-        extra += gf_en
-        extra_zh += gf_zh
+        ev.append(gf_en)
+        ev_zh.append(gf_zh)
         metrics |= {
             "gathers_feeding_cheap_op_per_step": gf.per_step,
             "gathers_feeding_cheap_op_us_per_step": gf.us_per_step,
@@ -1477,25 +1482,27 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     ct_remedy: Remedy | None = None
     if ct is not None:
         ct_en, ct_zh, ct_remedy = _collective_types_text(ctx, ct)
-        extra += ct_en
-        extra_zh += ct_zh
+        ev.append(ct_en)
+        ev_zh.append(ct_zh)
         metrics["slow_collective_bandwidth_ratio"] = ct.ratio
     # a communication setting the environment check flags is the first thing to change: it
     # slows every collective of the job (HCCL_BUFFSIZE below its default)
     setting = [f for f in ctx.finding("env_check.env.") if "comm_setting" in f.symptom_tags]
     if setting:
-        extra += "; " + setting[0].summary.split(". ")[0]
-        extra_zh += "；" + setting[0].summary_zh.split("。")[0]
+        ev.append("; " + setting[0].summary.split(". ")[0])
+        ev_zh.append("；" + setting[0].summary_zh.split("。")[0])
     # ASCEND_LAUNCH_BLOCKING=1: every launch waits for the previous operator to finish, so no
     # computation can run under a collective; the exposed communication is partly its consequence
     blocking = ctx.finding("env_check.env.ascend_launch_blocking")
     if blocking:
         rl, rl_zh = ranks_label(list(blocking[0].ranks))
-        extra += (
+        ev.append(
             f"; ASCEND_LAUNCH_BLOCKING=1 on {rl} makes every launch wait for the previous "
             "operator, so no computation can run under a collective"
         )
-        extra_zh += f"；{rl_zh}设置了 ASCEND_LAUNCH_BLOCKING=1，每次下发都等上一个算子执行完，集合通信下面无法有计算"
+        ev_zh.append(
+            f"；{rl_zh}设置了 ASCEND_LAUNCH_BLOCKING=1，每次下发都等上一个算子执行完，集合通信下面无法有计算"
+        )
     # gradient accumulation that all-reduces in every micro-batch's backward pass: only the
     # last pass needs to (no_sync on the others), so most of these collectives are redundant
     ps = pass_sync(ctx.profile, ctx.ranks)
@@ -1507,13 +1514,13 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             "gradient_allreduces_per_step": grads,
             "allreduces_per_backward_pass": ps.allreduces_per_pass,
         }
-        extra += (
+        ev.append(
             f"; the gradients are all-reduced in each of the {ps.passes:.0f} backward passes "
             f"(micro-batches) of a step ({ps.allreduces_per_pass:.0f} per pass, {grads:.0f} "
             f"gradient all-reduces per step where {ps.allreduces_per_pass:.0f} would do): "
             "gradient accumulation needs them only in the last pass"
         )
-        extra_zh += (
+        ev_zh.append(
             f"；每步 {ps.passes:.0f} 个微批次，每个微批次的反向都做了梯度 AllReduce（每个反向 "
             f"{ps.allreduces_per_pass:.0f} 次，每步共 {grads:.0f} 次，本来 "
             f"{ps.allreduces_per_pass:.0f} 次就够）：梯度累积只需在最后一个微批次同步"
@@ -1645,6 +1652,22 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             "在时间线（MindStudio Insight）中打开一步，确认哪些集合通信下面没有计算、是否有大量小通信。",
         )
     )
+    # a first change the evidence selected (the router, an event wait, a gathered input, a slow
+    # collective kind, the sharded logits, point-to-point overlap) with its own measured saving
+    # is the fault; the rest of the exposed communication is the job's baseline, which hiding
+    # could still win (the "up to" figure of the summary and of the overlap remedy)
+    first = remedies[0]
+    named = (
+        first not in (overlap_r, fuse)
+        and first.kind == "action"
+        and first.gain_us is not None
+        and 0 < first.gain_us < rest
+    )
+    gain, gain_bound = (
+        (float(first.gain_us or 0.0), first.bound) if named else (rest, BoundKind.UPPER_BOUND)
+    )
+    if named:
+        metrics["first_change_us"] = gain
     # ranks the job had but the folder lacks: "every rank" and "no rank is to blame" cover only
     # the ranks present, and a missing one could be the slow rank or hold the slow link
     n_in = len(ctx.ranks)
@@ -1703,18 +1726,20 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             summary=(
                 f"{head}: {least_txt} {ms(least)} per step "
                 f"({pct(share_of(least, ctx.step_us))} of the step) of communication not "
-                f"overlapped (overlap {pct(overlap)}{extra}); {blame}; {hide}"
-                + (f" {d_en[0].upper()}{d_en[1:]}." if d_en else "")
+                f"overlapped (overlap {pct(overlap)}{extra})."
+                + "".join(f" {upper_first(x.removeprefix('; '))}." for x in [*ev, d_en] if x)
+                + f" {upper_first(blame)}; {hide}"
             ),
             summary_zh=(
                 f"{head_zh}：{least_zh} {ms(least)}（占步长 "
-                f"{pct(share_of(least, ctx.step_us))}）未被掩盖的通信（重叠率 {pct(overlap)}{extra_zh}）；"
-                f"{blame_zh}；{hide_zh}" + (f"{d_zh}。" if d_zh else "")
+                f"{pct(share_of(least, ctx.step_us))}）未被掩盖的通信（重叠率 {pct(overlap)}{extra_zh}）。"
+                + "".join(f"{x.removeprefix('；')}。" for x in [*ev_zh, d_zh] if x)
+                + f"{blame_zh}；{hide_zh}"
             ),
             metrics=metrics,
             findings=findings,
-            gain_us=rest,
-            bound=BoundKind.UPPER_BOUND,
+            gain_us=gain,
+            bound=gain_bound,
             remedies=tuple(remedies),
             # small_packets only when small transfers were measured (a small-packet finding)
             symptom_tags=("comm_not_overlapped", "comm_bound", "small_packets")
