@@ -420,6 +420,23 @@ def _cause_heading(c: Any, lang: str = "en") -> str:
         key = "mech.peer_wait"  # for whom is not in the data: not a compute straggler
     title = t(key, lang) if key in messages("en") else c.mechanism.value
     label = str(c.culprit.label_zh if lang == "zh" and c.culprit.label_zh else c.culprit.label)
+    # the cause's own title when its sentence opens with one on that culprit ("Slow host-device
+    # copies on rank 11: ...", "11号卡主机侧阻塞：..."): it names what the evidence found, the
+    # mechanism title only the family ("Host stall")
+    en_label = str(c.culprit.label)
+    own = re.split(r":", str(c.summary), maxsplit=1)[0].strip()
+    tail = f" on {en_label}"
+    if own != str(c.summary).strip() and en_label and own.lower().endswith(tail.lower()):
+        own = own[: -len(tail)].strip()
+        mech_en = t(key, "en").lower() if key in messages("en") else ""
+        if not mech_en.startswith(own.lower()) and "." not in own:
+            if lang != "zh":
+                title = own
+            else:  # the Chinese sentence's title on the same culprit ("11号卡主机与设备间的拷贝变慢：")
+                own_zh = re.split(r"：", str(c.summary_zh), maxsplit=1)[0].strip()
+                short = 0 < len(own_zh) - len(label) <= 20 and "。" not in own_zh
+                if own_zh.startswith(label) and short:
+                    title = own_zh[len(label) :].strip()
     if label.strip().lower() == title.strip().lower():
         return title
     return f"{title}：{label}" if lang == "zh" else f"{title}: {label}"

@@ -182,6 +182,42 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
     "log_level_verbose": ("verbose device logging slows the job", "日志级别过高影响性能"),
 }
 
+#: Tags that say why (a mechanism the evidence found), not only what is seen (``slow_rank``,
+#: ``high_free``, ``step_degradation``): a knowledge case fits a cause that carries one of these
+#: only if the case carries one too (a checkpoint case does not fit a fragmented allocator's
+#: stall, a host-dispatch case not a card whose copies crawl over its PCIe link).
+WHY_TAGS: frozenset[str] = frozenset(
+    {
+        "tiny_kernels",
+        "synchronize_stream",
+        "launch_blocking",
+        "device_held",
+        "gc_pause",
+        "dataloader_stall",
+        "cpu_binding",
+        "shape_alignment",
+        "aicpu_op",
+        "recompute",
+        "aicore_clock_low",
+        "device_slow",
+        "dtype_mismatch",
+        "dynamic_shape",
+        "moe_imbalance",
+        "intra_node_off_hccs",
+        "group_across_nodes",
+        "hccl_buffsize_small",
+        "hccl_deterministic",
+        "unfused_ops",
+        "device_copies",
+        "pageable_copy",
+        "env_differs",
+        "memory_fragmentation",
+        "version_mismatch",
+        "profiler_overhead",
+        "log_level_verbose",
+    }
+)
+
 
 def unknown_tags(tags: list[str] | tuple[str, ...]) -> list[str]:
     """Return the tags in ``tags`` that are not in :data:`SYMPTOM_TAGS`."""

@@ -164,6 +164,41 @@ def test_item9_case_remedies_only_when_measured_and_gain_only_on_the_mechanism()
     assert [s.estimated_gain_us for s in sug if s.case_id == "host-dispatch-bound"] == [39_580.0]
 
 
+def test_a_cause_whose_evidence_says_why_gets_only_cases_about_that() -> None:
+    import dataclasses
+
+    from advisor_chat.agent.planner import build_suggestions
+    from advisor_chat.symptoms import SYMPTOM_TAGS, WHY_TAGS
+
+    assert set(SYMPTOM_TAGS) >= WHY_TAGS
+    shape = ("high_free", "slow_rank", "free_spread")
+    stall = RootCause(
+        id="cause.host_stall.r9",
+        mechanism=Mechanism.HOST_STALL,
+        category=Category.SCHEDULING,
+        culprit=Culprit("rank", (9,), label="rank 9"),
+        victims=(),
+        summary="rank 9 stalls",
+        summary_zh="9号卡停顿",
+        metrics={},
+        findings=(),
+        gain_us=10_000.0,
+        bound=BoundKind.ESTIMATE,
+        symptom_tags=shape,
+    )
+    rank12 = _hit("rank12-free-16card", ("slow_rank", "free_spread", "high_free"), "Use taskset")
+    alloc = _hit(
+        "expandable-segments-allocator", ("memory_fragmentation",), "expandable_segments:True"
+    )
+    # the shape alone: the slow-rank case fits
+    ids = {s.case_id for s in build_suggestions([stall], [], [rank12, alloc], zh=False)}
+    assert "rank12-free-16card" in ids and "expandable-segments-allocator" not in ids
+    # the evidence says why (a fragmented allocator): only the case about that fits
+    frag = dataclasses.replace(stall, symptom_tags=(*shape, "memory_fragmentation"))
+    ids = {s.case_id for s in build_suggestions([frag], [], [rank12, alloc], zh=False)}
+    assert ids == {"expandable-segments-allocator"}
+
+
 def test_item8_category_answer_explains_its_numbers_and_names_a_similar_second_cause() -> None:
     import dataclasses
 

@@ -39,7 +39,7 @@ from advisor_chat.diagnosis.types import Diagnosis, Mechanism, RootCause
 from advisor_chat.i18n import say
 from advisor_chat.i18n import t as msg
 from advisor_chat.kb.types import CaseHit
-from advisor_chat.symptoms import SYMPTOM_TAGS
+from advisor_chat.symptoms import SYMPTOM_TAGS, WHY_TAGS
 from advisor_chat.tools.core import Tool, ToolOutput, ToolSession, strict_mode
 from advisor_chat.tools.render import fmt_num
 
@@ -2123,6 +2123,10 @@ def lead_tag(cause: RootCause) -> str | None:
         return "hccl_timeout_risk"
     if cause.mechanism.value == "job_hotspot" and cause.symptom_tags:
         return cause.symptom_tags[0]  # what is hot on every rank: an operator type, the clock
+    # what the evidence found (a fragmented allocator, slow copies) before the mechanism's family
+    why = [t for t in cause.symptom_tags if t in WHY_TAGS]
+    if why:
+        return why[0]
     return _LEAD_TAG.get(cause.mechanism.value)
 
 
@@ -2181,9 +2185,18 @@ def culprit_contradicted(case_tags: Sequence[str], causes: Sequence[RootCause]) 
 
 
 def consistent_case(hit: CaseHit, causes: Sequence[RootCause]) -> bool:
-    """Whether a case fits the diagnosis: its remedies do not steer away from a cited cause."""
+    """Whether a case fits the diagnosis.
+
+    Its remedies do not steer away from a cited cause, and when the cause it matches best says
+    why (:data:`~advisor_chat.symptoms.WHY_TAGS`), the case is about that (a slow-rank case
+    matches the shape of a card whose copies crawl over its PCIe link, not its reason).
+    """
     if not causes:
         return True
+    hc = _cause_for(causes, hit.symptom_tags)
+    why = set(hc.symptom_tags) & WHY_TAGS if hc is not None else set()
+    if why and not set(hit.symptom_tags) & why:
+        return False
     return not any(_contradicts(r, causes[:1]) for r in hit.remedies[:2])
 
 
@@ -2210,11 +2223,14 @@ def case_fits_cause(case_tags: Sequence[str], c: RootCause) -> bool:
 
     Rule: the case shares a tag with what was measured for ``c``, and every distinguishing tag
     of the case (those not in :data:`GENERIC_TAGS`, e.g. ``small_packets``, ``slow_rank``,
-    ``mc2_opportunity``, ``tiny_kernels``) is measured for ``c``.
+    ``mc2_opportunity``, ``tiny_kernels``) is measured for ``c``; when ``c``'s own tags say why
+    (:data:`~advisor_chat.symptoms.WHY_TAGS`), the case carries one of them.
     """
     own = measured_tags(c)
     tags = set(case_tags)
-    return bool(tags & own) and (tags - GENERIC_TAGS) <= own
+    # the cause's evidence says why (WHY_TAGS): a case fits only if it is about that
+    why = set(c.symptom_tags) & WHY_TAGS
+    return bool(tags & own) and (tags - GENERIC_TAGS) <= own and (not why or bool(tags & why))
 
 
 def case_acts_on(case_tags: Sequence[str], c: RootCause) -> bool:

@@ -396,6 +396,8 @@ def case_for(c: RootCause) -> str | None:
         return "load-imbalance-vs-slow-kernels"
     if m is Mechanism.HOST_STALL and "memory_fragmentation" in tags:
         return "expandable-segments-allocator"
+    if m is Mechanism.HOST_STALL and "device_copies" in tags:
+        return None  # the device copies slowly (its PCIe link): no case is about that
     if m is Mechanism.HOST_STALL:
         return "python-gc-pause" if "gc_pause" in tags else "host-dispatch-bound"
     if m is Mechanism.COMPUTE_STRAGGLER:

@@ -440,6 +440,15 @@ def _rank_cause(
             Remedy("action", a_txt, a_zh, gain, BoundKind.ESTIMATE),
             Remedy(
                 "check",
+                f"Measure {rl}'s host-device bandwidth against a peer's on the same node (a "
+                "pinned-memory copy of a few hundred MB timed on each card, or the vendor's "
+                "bandwidth test) before and after re-seating the card.",
+                f"在同一节点上对比{rl_zh}与其他卡的主机-设备带宽（在每张卡上计时拷贝几百 MB 的锁页内存，"
+                "或用厂商的带宽测试工具），重新插拔该卡前后各测一次。",
+            )
+            if slowcp is not None  # what blocks is known: the copies; how slow the link is, not
+            else Remedy(
+                "check",
                 f"Open {rl}'s {where} around its Free gaps to see which host call blocks.",
                 f"打开{rl_zh}的 {where_zh}，查看其空闲间隙附近的主机调用，找出阻塞的调用。",
             )
@@ -456,6 +465,8 @@ def _rank_cause(
         tags: tuple[str, ...] = (("synchronize_stream",) if sync is not None else ()) + (
             ("high_free", "slow_rank", "device_held")
             if dev is not None
+            else ("high_free", "slow_rank", "device_copies")
+            if slowcp is not None  # the device copies slowly: not a host-bound cause
             else ("host_bound", "high_free", "slow_rank", "gc_pause")
             if gc
             else ("host_bound", "high_free", "slow_rank")
