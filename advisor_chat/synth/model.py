@@ -276,6 +276,12 @@ class Perturb:
             device has run everything queued, then the calls (``aclrtFree`` / ``aclrtMalloc``) back
             to back, ending just before the kernel's launch. The device idle is the scenario's to set
             (``step_host_gaps``, whose launch placement it shares). Empty = none.
+        py_calls: {step index: {rank: [Python frame, ...]}} the rank's Python thread runs these
+            nested frames (outermost first, e.g. ``"data/raw_text.py(97): __getitem__"``) from just
+            after the step starts until just before the step's first launch (work done inline in the
+            training loop): the writer records them as ``python_function`` events on the Python
+            thread (``with_stack`` style). The device idle is the scenario's to set
+            (``step_host_gaps`` on kernel 0). Empty = none.
     """
 
     dur_scale: np.ndarray
@@ -309,6 +315,7 @@ class Perturb:
     alloc_calls: dict[int, dict[int, dict[int, list[tuple[str, float]]]]] = field(
         default_factory=dict
     )
+    py_calls: dict[int, dict[int, list[str]]] = field(default_factory=dict)
 
     def kernel_at(self, si: int, r: int, j: int, default: Kernel) -> Kernel:
         """The kernel template rank ``r`` runs at program position ``j`` in step index ``si``."""

@@ -342,6 +342,10 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         copies = cl.perturb.h2d_copies.get(r)
         dev_copies = cl.perturb.dev_copies.get(r)
         alloc_at = cl.perturb.alloc_calls.get(si, {}).get(r) if cl.perturb.alloc_calls else None
+        py_at = cl.perturb.py_calls.get(si, {}).get(r) if cl.perturb.py_calls else None
+        if py_at:
+            # Python frames run inline before the step's first launch (Perturb.py_calls)
+            ev.extend(_py_call_events(py_at, st_start, int(ka[0]), pid))
         for j, k0 in enumerate(cl.kernels):
             if skip and j in skip:
                 continue  # not run on this rank (Perturb.skip_kernels)
@@ -889,6 +893,30 @@ def _dev_copy_events(
         task_id += 1
         conn += 1
     return out, task_id, conn, t - 1_000
+
+
+PY_CALL_NS = (40_000, 15_000, 12_000)  # after the step start, before the launch, nesting inset
+
+
+def _py_call_events(frames: list[str], st_start: int, launch: int, pid: int) -> list[str]:
+    """``python_function`` events of nested Python frames between the step start and a launch.
+
+    The outermost frame runs from ``PY_CALL_NS[0]`` after the step start to ``PY_CALL_NS[1]`` before
+    the launch at ``launch``; each inner frame is inset by ``PY_CALL_NS[2]`` on both sides.
+    """
+    a = st_start + PY_CALL_NS[0]
+    b = launch - PY_CALL_NS[1]
+    out: list[str] = []
+    for name in frames:
+        if b <= a:
+            break
+        out.append(
+            f'{{"ph": "X", "name": {json.dumps(name)}, "pid": {pid}, "tid": {pid}, "ts": "{ts_str(a)}", '
+            f'"dur": {us(b - a)}, "cat": "python_function", "args": {{"Python id": {len(out) + 1}}}}}'
+        )
+        a += PY_CALL_NS[2]
+        b -= PY_CALL_NS[2]
+    return out
 
 
 EVENT_API_NS = (3_000, 4_000)  # aclrtRecordEvent, aclrtStreamWaitEvent (queue the task, return)
