@@ -1100,7 +1100,11 @@ _RANK_PATTERNS = (
     # a bare "9号" ("9号和7号谁慢"), not "3号机" (a node) or a date ("12月3号")
     re.compile(r"(?<!月)(?<!月\s)(?<![\d.])(\d+)\s*号(?!\s*(?:机|节点|服务器|主机|线|口))"),
     re.compile(r"(\d+)\s*(?:卡|设备)"),
-    re.compile(r"(?:卡|rank)\s*(\d+)", re.I),
+    # "卡12", "rank 12"; not "每卡32张图" / "每卡 4 个 micro-batch" (a per-card count of something)
+    re.compile(
+        r"(?<!每)(?<!每张)(?:卡|rank)\s*(\d+)(?!\s*(?:张|个|块|条|份|次|层|步|[Kk万亿]|(?:ms|MB|GB|%)))",
+        re.I,
+    ),
 )
 _COUNTS = (
     # "8张卡", "2 张卡", "16块NPU", "4个rank", "两台机器16张卡" (not "第8张卡")

@@ -729,7 +729,7 @@ class Planner:
         if (
             q.intent == "compare_profiles"
             and self.session.baseline is None
-            and q.kind in ("why", "overview", "")
+            and q.kind in ("why", "overview", "", "fix_first")
             # (the question itself, not the context before it: "... the comparison against our
             # baseline ... what's going on?")
             and not _CHANGED_Q.search(question_part(q.text.lower()))
@@ -2185,18 +2185,13 @@ def culprit_contradicted(case_tags: Sequence[str], causes: Sequence[RootCause]) 
 
 
 def consistent_case(hit: CaseHit, causes: Sequence[RootCause]) -> bool:
-    """Whether a case fits the diagnosis.
+    """Whether a case fits the diagnosis: its remedies do not steer away from a cited cause.
 
-    Its remedies do not steer away from a cited cause, and when the cause it matches best says
-    why (:data:`~advisor_chat.symptoms.WHY_TAGS`), the case is about that (a slow-rank case
-    matches the shape of a card whose copies crawl over its PCIe link, not its reason).
+    (A case that matches a cause's shape but not the reason its evidence found is still cited
+    as a similar case; its remedies are offered only when it fits, see :func:`case_fits_cause`.)
     """
     if not causes:
         return True
-    hc = _cause_for(causes, hit.symptom_tags)
-    why = set(hc.symptom_tags) & WHY_TAGS if hc is not None else set()
-    if why and not set(hit.symptom_tags) & why:
-        return False
     return not any(_contradicts(r, causes[:1]) for r in hit.remedies[:2])
 
 

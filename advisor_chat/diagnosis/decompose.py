@@ -2983,3 +2983,180 @@ def expert_load(profile: Profile, ranks: Sequence[int]) -> ExpertLoad | None:
         total_spread=float(totals.max() / max(totals.min(), 1.0)),
         a2a_us_per_step=a2a,
     )
+
+
+@dataclass(frozen=True)
+class CollectiveContext:
+    """Where the exposed collectives sit on the compute stream: the operators around them.
+
+    Collectives between the same two compute operators (one operator family, e.g.
+    ``BNTrainingReduce`` … ``BNTrainingUpdate``: an operator that communicates inside its own
+    computation) or before the first compute operator of the step (nothing was launched to run
+    under them) hold the compute stream: the operator after them waits for them, and for every
+    collective queued before them on the communication stream.
+
+    Attributes:
+        collective: The collective types in them, most frequent first, space-separated (e.g.
+            ``hcom_allGather_ hcom_allReduce_``).
+        before: Operator type right before them (``""`` at the start of the step).
+        after: Operator type right after them.
+        per_step: Such places per (step, rank) (median).
+        collectives_per_step: Collectives in them per (step, rank) (median).
+        collective_us: Median duration of one collective (µs).
+        idle_us_per_step: The compute stream's idle across them per (step, rank) (median, µs):
+            from the end of ``before`` (the first collective's start at the step's start) to
+            the start of ``after``; what removing them gives back at most.
+        own_us_per_step: Their own duration per (step, rank) (median, µs); the rest of the
+            idle is waiting for collectives queued before them.
+        last_other_us: Duration of the largest collective after them in the step (median, µs):
+            the last gradient bucket's reduction, exposed with or without them.
+    """
+
+    collective: str
+    before: str
+    after: str
+    per_step: float
+    collectives_per_step: float
+    collective_us: float
+    idle_us_per_step: float
+    own_us_per_step: float = 0.0
+    last_other_us: float = 0.0
+
+    @property
+    def saving_us(self) -> float:
+        """What removing them gives back per (step, rank) (µs, an estimate).
+
+        Their own time, plus the wait for the collectives queued before them beyond the last
+        gradient bucket's reduction (which stays exposed at the end of the backward either way).
+        """
+        queued = max(self.idle_us_per_step - self.own_us_per_step, 0.0)
+        return self.own_us_per_step + max(queued - self.last_other_us, 0.0)
+
+    @property
+    def at_step_start(self) -> bool:
+        """Whether they run before the step's first compute operator."""
+        return not self.before
+
+
+#: The words of a CamelCase operator type (``BNTrainingReduce`` -> ``BN``, ``Training``, ``Reduce``).
+_WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def op_family(op_type: str) -> str:
+    """The operator type without its last word and gradient suffix: an operator split in parts.
+
+    ``'BNTrainingUpdateGrad'`` -> ``'BNTraining'``, ``'BNTrainingReduce'`` -> ``'BNTraining'``;
+    a one-word type is its own family.
+    """
+    t = re.sub(r"Grad$", "", str(op_type))
+    words = _WORDS.findall(t)
+    return "".join(words[:-1]) if len(words) >= 2 else t
+
+
+def collective_context(profile: Profile, ranks: Sequence[int]) -> CollectiveContext | None:
+    """Collectives holding the compute stream inside an operator family or at the step's start.
+
+    Between two operators of one family (an operator in parts) or before the step's first
+    operator, with the compute idle across them, per (step, rank). From ``kernels`` (kernel_details.csv / the DB: HCCL tasks and compute operators in start
+    order) of up to ``PEER_SAMPLE`` of ``ranks``. Places are grouped by (operators around them,
+    collective type); the group with the most idle per step is returned, ``None`` when no
+    collective sits inside an operator family or at the step's start.
+    """
+    k = profile.kernels_for(_sample([int(r) for r in ranks]))
+    if k.empty or not {"op_type", "start_us", "duration_us"} <= set(k.columns):
+        return None
+    k = k[k["step"] >= 0].sort_values(["rank", "step", "start_us"], kind="stable")
+    k = k.reset_index(drop=True)
+    comm = is_comm_kernel(k).to_numpy(dtype=bool)
+    if not comm.any() or comm.all():
+        return None
+    unit = k["rank"].astype("int64").to_numpy() * 1_000_000 + k["step"].astype("int64").to_numpy()
+    start = k["start_us"].to_numpy(dtype="float64")
+    end = start + k["duration_us"].to_numpy(dtype="float64")
+    op = k["op_type"].astype(str).to_numpy()
+    # each row's previous and next compute row in its (rank, step)
+    idx = np.arange(len(k))
+    comp_idx = np.where(~comm, idx, -1)
+    prev_c = pd.Series(np.where(comp_idx >= 0, comp_idx, np.nan)).ffill().to_numpy()
+    next_c = pd.Series(np.where(comp_idx >= 0, comp_idx, np.nan)).bfill().to_numpy()
+    rows = []
+    for i in np.flatnonzero(comm):
+        n = next_c[i]
+        p = prev_c[i]
+        first = not np.isfinite(p) or unit[int(p)] != unit[i]
+        # (-1: after the step's last operator, the gradient reduction's own place)
+        last = not np.isfinite(n) or unit[int(n)] != unit[i]
+        rows.append(
+            (
+                unit[i],
+                -1 if first else int(p),
+                -1 if last else int(n),
+                op[i],
+                end[i] - start[i],
+                start[i],
+            )
+        )
+    if not rows:
+        return None
+    every = pd.DataFrame(rows, columns=["unit", "prev", "next", "coll", "coll_us", "coll_start"])
+    f = every[every["next"] >= 0]
+    if f.empty:
+        return None
+    places = f.groupby(["unit", "prev", "next"], sort=False).agg(
+        coll=("coll", lambda s: s.mode().iloc[0]),
+        n=("coll", "size"),
+        coll_us=("coll_us", "median"),
+        own_us=("coll_us", "sum"),
+        first_start=("coll_start", "min"),
+    )
+    places = places.reset_index()
+    nxt = places["next"].to_numpy(dtype="int64")
+    prv = places["prev"].to_numpy(dtype="int64")
+    at_start = prv < 0
+    before = np.where(at_start, "", op[np.maximum(prv, 0)])
+    after = op[nxt]
+    idle_from = np.where(at_start, places["first_start"].to_numpy(), end[np.maximum(prv, 0)])
+    places["idle_us"] = np.maximum(start[nxt] - idle_from, 0.0)
+    places["before"], places["after"] = before, after
+    fam_b = pd.Series(before).map(op_family).to_numpy()
+    fam_a = pd.Series(after).map(op_family).to_numpy()
+    # an operator in parts with the collective between them: not two layers of one type, not
+    # an operator's backward and the next micro-batch's forward (RmsNormGrad, RmsNorm)
+    base_b = np.array([re.sub(r"Grad$", "", str(x)) for x in before])
+    base_a = np.array([re.sub(r"Grad$", "", str(x)) for x in after])
+    keep = at_start | ((fam_b == fam_a) & (before != "") & (base_b != base_a))
+    places = places[keep]
+    if places.empty:
+        return None
+    # one group per operator family (its forward and backward parts together), or the step start
+    places["family"] = np.where(places["before"] == "", "", fam_b[keep])
+    top = places.groupby("family")["idle_us"].sum().idxmax()
+    g = places[places["family"] == top]
+    pair = g.groupby(["before", "after"]).size().idxmax()
+    units = pd.Index(np.unique(unit))
+    by = g.groupby("unit")
+    # the largest collective after these places (the last gradient bucket's reduction): exposed
+    # at the end of the backward whether or not they go, so not part of what waiting behind
+    # them costs
+    inside = (
+        every.merge(
+            g[["unit", "prev", "next"]], on=["unit", "prev", "next"], how="left", indicator=True
+        )["_merge"]
+        .eq("both")
+        .to_numpy()
+    )
+    last_place = every[inside].groupby("unit")["coll_start"].max()
+    rest = every[~inside]
+    later = rest[rest["coll_start"].to_numpy() > last_place.reindex(rest["unit"]).to_numpy()]
+    other = later.groupby("unit")["coll_us"].max()
+    return CollectiveContext(
+        collective=" ".join(pd.Series(every[inside]["coll"]).value_counts().index.astype(str)),
+        before=str(pair[0]),
+        after=str(pair[1]),
+        per_step=float(by.size().reindex(units, fill_value=0).median()),
+        collectives_per_step=float(by["n"].sum().reindex(units, fill_value=0).median()),
+        collective_us=float(g["coll_us"].median()),
+        idle_us_per_step=float(by["idle_us"].sum().reindex(units, fill_value=0.0).median()),
+        own_us_per_step=float(by["own_us"].sum().reindex(units, fill_value=0.0).median()),
+        last_other_us=float(other.reindex(units, fill_value=0.0).median()),
+    )

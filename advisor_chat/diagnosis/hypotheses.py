@@ -387,6 +387,23 @@ def _network(d: Diagnosis, h: str) -> Verdict:
     )
 
 
+def _slow_links(d: Diagnosis) -> RootCause | None:
+    """The first cause blaming links of some ranks: a slow link, or a group whose links are slow.
+
+    (A node whose HCCS links run at half their peers' bandwidth is a slower group by its
+    mechanism, its ``slow_link`` tag says what is slow; the whole job's network is not.)
+    """
+    return next(
+        (
+            c
+            for c in _real(d)
+            if (c.mechanism is Mechanism.SLOW_LINK or "slow_link" in c.symptom_tags)
+            and c.culprit.kind != "job"
+        ),
+        None,
+    )
+
+
 def _link_parts(link: RootCause) -> tuple[str, str]:
     """What a slow link is made of, to name in a verdict (English, Chinese).
 
@@ -448,10 +465,7 @@ def _card(d: Diagnosis, ranks: Sequence[int] = ()) -> Verdict:
         )
     if _tagged(d, "device_slow") is not None:
         return replace(_hardware(d), hypothesis="card")
-    link = next(
-        (c for c in _real(d) if c.mechanism is Mechanism.SLOW_LINK and c.culprit.kind != "job"),
-        None,
-    )
+    link = _slow_links(d)
     if link is not None:
         en = link.summary.rstrip(".").removeprefix("Slow link: ")
         zh = link.summary_zh.rstrip("。").removeprefix("慢链路：")
@@ -623,10 +637,7 @@ def _hardware(d: Diagnosis) -> Verdict:
             f"{dev.summary_zh.rstrip('。')}；{why_zh}",
             (dev,),
         )
-    link = next(
-        (c for c in _real(d) if c.mechanism is Mechanism.SLOW_LINK and c.culprit.kind != "job"),
-        None,
-    )  # a whole job's network (a setting, congestion) is not one piece of hardware
+    link = _slow_links(d)  # a whole job's network (a setting, congestion) is not one part
     if link is not None and "env_differs" in link.symptom_tags:
         # the slow side runs with settings its peers do not have: a configuration, not a part
         return _v(

@@ -7,7 +7,11 @@ from typing import Any
 
 
 def ms(us: float) -> str:
-    """µs → ``'12.3 ms'``; under 0.1 ms in µs (``'32 µs'``, never ``'0.0 ms'``); ``'n/a'`` for NaN."""
+    """µs → ``'12.3 ms'``; ``'n/a'`` for NaN.
+
+    Under 1 ms with two decimals (``'0.12 ms'``: one decimal would round 120 µs by 17%); under
+    0.1 ms in µs (``'32 µs'``, never ``'0.0 ms'`` for a measured time).
+    """
     if us is None or not math.isfinite(us):
         return "n/a"
     if 0 < abs(us) < 100:
@@ -15,6 +19,8 @@ def ms(us: float) -> str:
     v = us / 1000.0
     if abs(v) >= 100:
         return f"{v:.0f} ms"
+    if 0 < abs(v) < 1:
+        return f"{v:.2f} ms"
     return f"{v:.1f} ms"
 
 

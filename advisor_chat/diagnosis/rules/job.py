@@ -12,6 +12,7 @@ from advisor_chat.analyzers._common import format_ranks, groups_table, is_p2p, m
 from advisor_chat.analyzers.base import Category, Finding, FindingKind
 from advisor_chat.diagnosis.context import Context, ranks_label
 from advisor_chat.diagnosis.decompose import (
+    CollectiveContext,
     CollectiveTypes,
     DeviceCopies,
     DominantCollective,
@@ -20,6 +21,7 @@ from advisor_chat.diagnosis.decompose import (
     LaunchLoop,
     NewShapeIdle,
     SyncStalls,
+    collective_context,
     device_copies,
     dominant_collective,
     event_waits,
@@ -31,6 +33,7 @@ from advisor_chat.diagnosis.decompose import (
     launch_loop,
     new_groups,
     new_shape_idle,
+    op_family,
     pass_sync,
     sync_stalls,
     top_launch_api,
@@ -1133,6 +1136,99 @@ def _gather_feeds_text(gf: GatherFeeds, rest_us: float) -> tuple[str, str, Remed
 SMALL_COLLECTIVE_MB = 4.0
 
 
+def _context_text(cc: CollectiveContext, rest_us: float) -> tuple[str, str, Remedy]:
+    """Clause, Chinese clause and remedy for collectives that hold the compute stream.
+
+    Inside an operator split in parts (``cc.before`` … ``cc.after`` of one family) the operator
+    exchanges values with the other ranks mid-computation (BatchNorm: a synchronized
+    BatchNorm's batch statistics); at the step's start (no operator before them) nothing was
+    launched to run under them (a Broadcast there re-sends what one rank holds, typically the
+    parameters). Gain: :attr:`CollectiveContext.saving_us` (an estimate), at most ``rest_us``.
+    """
+    names = [
+        COLLECTIVE_NAMES.get(t.lower().removeprefix("hcom_").rstrip("_"), t.strip("_"))
+        for t in cc.collective.split()
+    ]
+    coll = " / ".join(names[:3])
+    n, each, idle = cc.collectives_per_step, ms(cc.collective_us), ms(cc.idle_us_per_step)
+    gain = min(cc.saving_us, rest_us)
+    if cc.at_step_start:
+        bcast = "broadcast" in cc.collective.lower()
+        en = (
+            f"; every step starts with {n:.0f} {coll} ({each} each) before its first compute "
+            f"operator ({cc.after}; kernel_details.csv order): nothing was launched to run under "
+            f"them, so the device idles {idle} per step"
+        )
+        zh = (
+            f"；每步一开始先做 {n:.0f} 次 {coll}（每次 {each}），之后才是第一个计算算子（{cc.after}；按 "
+            f"kernel_details.csv 的顺序）：此时没有可与之重叠的计算，设备每步空等 {idle}"
+        )
+        if bcast:
+            en += (
+                ": a broadcast in every step re-sends what one rank holds, typically the "
+                "parameters (a re-sync left in the training loop)"
+            )
+            zh += "：每步都广播，等于每步把某一张卡上的数据（通常是模型参数）重新发一遍（训练循环里残留的参数同步）"
+            rem = Remedy(
+                "action",
+                "Broadcast the parameters once, at initialization (or after loading a checkpoint), "
+                "not every step: remove the per-step re-sync (the model wrapped in DDP again, "
+                "sync_module_states / broadcast_parameters / dist.broadcast of the weights in "
+                "the loop).",
+                "只在初始化时（或加载检查点后）广播一次参数，不要每步广播：去掉训练循环里的参数同步（每步重新"
+                "用 DDP 包装模型、sync_module_states / broadcast_parameters / 对权重调用 dist.broadcast）。",
+                gain,
+                BoundKind.ESTIMATE,
+            )
+        else:
+            rem = Remedy(
+                "action",
+                f"Take the {coll} off the start of the step: run them once if their result does "
+                "not change between steps, or issue them asynchronously and start the forward "
+                "on what does not need them.",
+                f"把每步开头的 {coll} 移走：若结果在各步之间不变就只做一次，否则异步发起，先开始不依赖它们的前向计算。",
+                gain,
+                BoundKind.ESTIMATE,
+            )
+        return en, zh, rem
+    fam = op_family(cc.before)
+    bn = fam.upper().startswith("BN") or "batchnorm" in fam.lower()
+    en = (
+        f"; {n:.0f} collectives per step ({coll}, {each} each) run inside {fam} "
+        f"operators, between {cc.before} and {cc.after} (kernel_details.csv order): the operator "
+        "needs the other ranks' values in the middle of its computation, so the compute stream "
+        f"waits for them, and for the collectives queued before them, {idle} per step"
+    )
+    zh = (
+        f"；每步 {n:.0f} 次集合通信（{coll}，每次 {each}）发生在 {fam} 算子内部，位于 {cc.before} 与 "
+        f"{cc.after} 之间（按 kernel_details.csv 的顺序）：算子计算到一半需要其他卡的数据，计算流每步要等"
+        f"它们以及排在它们之前的集合通信共 {idle}"
+    )
+    if bn:
+        en += " — a synchronized BatchNorm (SyncBatchNorm) exchanging its batch statistics"
+        zh += "——这是同步 BatchNorm（SyncBatchNorm）在交换批统计量"
+        rem = Remedy(
+            "action",
+            "Use per-card BatchNorm instead of SyncBatchNorm (do not convert_sync_batchnorm) "
+            "when each card's batch is large enough (16-32 samples or more), or synchronize it "
+            "within a node only (SyncBatchNorm with a process_group of the node's ranks).",
+            "每卡 batch 足够大（16-32 个样本以上）时改用普通 BatchNorm，不要 convert_sync_batchnorm；"
+            "或只在节点内同步（SyncBatchNorm 的 process_group 只包含本节点的卡）。",
+            gain,
+            BoundKind.ESTIMATE,
+        )
+    else:
+        rem = Remedy(
+            "action",
+            f"Make {fam} local to each rank (no exchange with the other ranks inside it), or "
+            "exchange over a smaller group (the node's ranks).",
+            f"让 {fam} 在每张卡上本地完成（算子内部不与其他卡交换数据），或只在更小的组（本节点的卡）内交换。",
+            gain,
+            BoundKind.ESTIMATE,
+        )
+    return en, zh, rem
+
+
 def _tiny_collectives(ctx: Context) -> tuple[str, str, Remedy, float] | None:
     """Collectives that move (almost) nothing, several per step: barriers or scalar syncs.
 
@@ -1360,7 +1456,23 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
                     metrics[f"{t}_share"] = v
     # collectives that move (almost) nothing, several per step: barriers / scalar syncs, each a
     # point where every rank waits for all, so the gradient reduction before it cannot overlap
+    # collectives that hold the compute stream inside an operator split in parts (a synchronized
+    # BatchNorm) or at the start of the step (nothing launched to run under them)
+    cc = collective_context(ctx.profile, ctx.ranks)
+    cc_remedy: Remedy | None = None
+    if cc is not None and cc.saving_us >= EVENT_WAIT_MIN_SHARE * rest:
+        cc_en, cc_zh, cc_remedy = _context_text(cc, rest)
+        ev.append(cc_en)
+        ev_zh.append(cc_zh)
+        metrics |= {
+            "context_collectives_per_step": cc.collectives_per_step,
+            "context_idle_us_per_step": cc.idle_us_per_step,
+        }
+    else:
+        cc = None
     tiny = _tiny_collectives(ctx)
+    if tiny is not None and cc is not None and not cc.at_step_start:
+        tiny = None  # the small collectives are that operator's own exchange, not barriers
     if tiny is not None:
         ev.append(tiny[0])
         ev_zh.append(tiny[1])
@@ -1620,6 +1732,8 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         remedies.insert(0, ew_remedy)
     if el_remedy is not None:
         remedies.insert(0, el_remedy)
+    if cc_remedy is not None:
+        remedies.insert(0, cc_remedy)
     for f in setting[:1]:
         remedies.insert(
             0,
