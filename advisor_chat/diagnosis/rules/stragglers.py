@@ -1155,7 +1155,9 @@ def _transit_cause(
         )
     return RootCause(
         id=f"cause.slow_group.r{slow[0]}_{slow[-1]}",
-        mechanism=Mechanism.SLOW_GROUP,
+        # the group's own links measured slower than the same links elsewhere: the links are the
+        # fault (a node's HCCS trained at a lower width), the group is where they are
+        mechanism=Mechanism.SLOW_LINK if slow_links else Mechanism.SLOW_GROUP,
         category=Category.COMMUNICATION,
         culprit=Culprit(
             kind="group", ranks=tuple(slow), transport=transport, label=gl, label_zh=gl_zh
