@@ -591,3 +591,15 @@ def test_facts_the_user_found_normal_do_not_set_the_question() -> None:
         "and no rank is late. what is eating it?"
     )
     assert q.kind == "why" and q.intent not in ("slow_link", "which_slow_rank")
+
+
+def test_per_card_counts_normal_links_and_where_from_in_chinese() -> None:
+    """A per-card count is not a rank, 带宽也正常 is a ruled-out fact, 哪来的 asks why."""
+    q = parse_question(
+        "两台机器16张910B，每卡32张图，每步53ms左右。HCCS和RoCE带宽也正常。这么多通信是哪来的？"
+    )
+    assert q.ranks == () and q.kind == "why" and q.intent == "communication"
+    assert "network" not in q.hypotheses
+    assert parse_question("卡12为什么慢").ranks == (12,)
+    assert parse_question("慢卡是哪张？").kind == "which"
+    assert parse_question("带宽看着正常吗？").hypotheses == ("network",)  # asked, not ruled out

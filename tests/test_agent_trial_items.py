@@ -239,6 +239,10 @@ def test_item5_fix_first_is_the_actionable_cause_with_the_largest_gain() -> None
     lines = pj.fix_first(_diag(first, job), False).lines
     assert lines[0].startswith("Fix the whole job first") and pj.us(big) in lines[0]
     assert "The report lists rank 12 first" in "\n".join(lines)
+    # an upper bound beating the fault's estimate is said as such, with both figures
+    said = "\n".join(lines)
+    assert "up to " + pj.us(big) in said and "about " + pj.us(110_000.0) in said
+    assert "expected gain" not in said
     # equal gains keep the report's order
     same = dataclasses.replace(job, gain_us=110_000.0, remedies=first.remedies)
     assert pj.fix_first(_diag(first, same), False).lines[0].startswith("Fix rank 12 first")

@@ -330,7 +330,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"\b(any|one|some) (of (them|the \w+)|ranks?|cards?|devices?|npus?)\b",
         r"\bbottleneck (rank|card|device|node)\b",
         r"\bwhere\b.{0,30}\b(time|bottleneck)\b",
-        r"哪",
+        r"哪(?!(?:儿|里)?来)",  # "哪来的" asks where something comes from: why
         r"谁",
         r"拖后腿",
         r"拖慢.{0,6}(整体|集群|作业|训练|大家)",
@@ -338,6 +338,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
     "why": (
         r"\bwhy\b",
         r"\bhow come\b",
+        r"(?:是)?(?:从)?哪(?:儿|里)?来的",
         r"what('s|s| is) (wrong|going on|happening|up|the (cause|reason))",
         r"\bwhat gives\b",
         r"\bwhat(?:'s| is| are)\b.{0,25}\bdoing\b",
@@ -1265,7 +1266,7 @@ _RULED_OUT = re.compile(
     # "the TP collectives run at normal HCCS bandwidth": a measurement found normal
     r"|[^.;?!,。；？！，]*\b(?:runs?|running|ran|are|is|were|was|get|gets|got|reach(?:es)?)\s+at\s+"
     r"(?:the\s+)?(?:normal|full|expected|usual|nominal|good|line[- ]rate)\b[^.;?!,。；？！，]*"
-    r"|[^，。,；;？?！!]*(?:排除|排查过|(?:检|查|测|确认)过|(?:都|均|一切)正常|没(?:有)?问题|不是这(?:两|几)?个"
+    r"|[^，。,；;？?！!]*(?:排除|排查过|(?:检|查|测|确认)过|(?:都|均|一切|也|看着|看起来|看上去)(?:很|挺|是)?正常|没(?:有)?问题|不是这(?:两|几)?个"
     r"|没(?:有)?(?:报错|异常|告警)|一模一样|完全一样)"
     r"[^，。,；;？?！!]*"
 )
@@ -1795,7 +1796,7 @@ def _component_question(low: str) -> tuple[str, str] | None:
 # "which rank / 哪张卡" asks for a rank's identity (a rank named beside it is context: "I only
 # grabbed rank 0's profile. Which rank is the straggler?")
 _ASKS_RANK = re.compile(
-    r"\b(?:which|what) (?:one|rank|card|device|npu|gpu)s?\b|\bwho\b|哪(?:一)?(?:张|个|块)|哪个\s*rank|是哪",
+    r"\b(?:which|what) (?:one|rank|card|device|npu|gpu)s?\b|\bwho\b|哪(?:一)?(?:张|个|块)|哪个\s*rank|是哪(?!(?:儿|里)?来)",
     re.I,
 )
 # a slow rank as the thing asked about ("is there a slow rank?", "有没有慢卡？")

@@ -1872,25 +1872,19 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
                 p.lines.append(
                     say("project.the_top_cause_has_no_direct", zh, summary=summary(top, zh))
                 )
-            elif is_optimization(c) and c.bound == BoundKind.UPPER_BOUND:
-                # not a fault with a larger expected gain: an upper bound that beats the fault's
+            else:
+                # an upper bound that beats the fault's estimate is not "a larger expected gain"
+                upper = is_optimization(c) and c.bound == BoundKind.UPPER_BOUND
                 p.lines.append(
                     say(
-                        "project.the_report_lists_first_upper",
+                        "project.the_report_lists_first_upper"
+                        if upper
+                        else "project.the_report_lists_first_it_holds",
                         zh,
                         label=label(top.culprit, zh),
                         label_b=label(c.culprit, zh),
                         gain=us(_act_gain(c)),
                         gain_top=us(_act_gain(top)),
-                    )
-                )
-            else:
-                p.lines.append(
-                    say(
-                        "project.the_report_lists_first_it_holds",
-                        zh,
-                        label=label(top.culprit, zh),
-                        label_b=label(c.culprit, zh),
                     )
                 )
         # the next independent fault: it stays after the first is fixed (ranked by its gain)
