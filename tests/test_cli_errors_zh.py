@@ -37,3 +37,14 @@ def test_input_errors_follow_the_question_language(tmp_path: Path, args, zh: boo
     name = Path(args[1].format(**paths)).name
     assert name in out
     assert ("请" in out) if zh else any(w in out for w in ("Point at", "Check", "Copy", "Pass"))
+
+
+@pytest.mark.parametrize("zh", [True, False])
+def test_a_rank_that_does_not_exist_in_the_users_language(scenario, zh: bool) -> None:
+    path = scenario("seed-rank12")
+    args = ["report", str(path), "--rank", "99", "--no-cache"] + (["--lang", "zh"] if zh else [])
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2, res.output
+    out = res.output
+    assert "--rank 99" in out and "0-15" in out  # the valid ranks are named either way
+    assert ("不存在" in out) == zh and ("does not exist" in out) != zh, out
