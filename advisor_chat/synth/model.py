@@ -316,6 +316,7 @@ class Perturb:
         default_factory=dict
     )
     py_calls: dict[int, dict[int, list[str]]] = field(default_factory=dict)
+    step_skip_kernels: dict[int, dict[int, set[int]]] = field(default_factory=dict)
 
     def kernel_at(self, si: int, r: int, j: int, default: Kernel) -> Kernel:
         """The kernel template rank ``r`` runs at program position ``j`` in step index ``si``."""
@@ -541,6 +542,10 @@ def simulate(
             for j, gap_us in gaps_at.items():
                 k_gap[r, j] += int(gap_us * 1000)
         for r, skip in perturb.skip_kernels.items():
+            js = sorted(skip)
+            k_dur[r, js] = 0
+            k_gap[r, js] = 0
+        for r, skip in perturb.step_skip_kernels.get(si, {}).items():
             js = sorted(skip)
             k_dur[r, js] = 0
             k_gap[r, js] = 0

@@ -81,6 +81,9 @@ class RunInfo:
     rank_env: dict[int, dict[str, str]] | None = None
     # per-rank (cann_version, torch_npu_version) of profiler_info (another image on some servers)
     rank_versions: dict[int, tuple[str, str]] | None = None
+    # per-rank ``alg_type`` of the HCCL op events in trace_view.json (another HCCL_ALGO on some
+    # servers); ranks not listed (and None) write "MESH-RING"
+    rank_alg_type: dict[int, str] | None = None
 
 
 def ts_str(ns: int) -> str:
@@ -239,6 +242,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
     hccl_pid = (pid << 10) | (HCCL_SORT << 5) | dev
     ov_pid = (pid << 10) | (OVERLAP_SORT << 5) | dev
     host_tid = pid + 3198
+    alg_type = (info.rank_alg_type or {}).get(r, "MESH-RING")
     last_end = cl.steps[-1].end
     folder = out / rank_folder_name(r, pid, last_end + 350_000_000 + r * 1_000_000)
     po = folder / "ASCEND_PROFILER_OUTPUT"
@@ -339,6 +343,9 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         kad = st.k_api_dur[r].tolist()
         kp = st.k_present[r].tolist() if st.k_present is not None else None
         skip = cl.perturb.skip_kernels.get(r)
+        step_skip = cl.perturb.step_skip_kernels.get(si, {}).get(r)
+        if step_skip:
+            skip = set(skip or ()) | step_skip
         copies = cl.perturb.h2d_copies.get(r)
         dev_copies = cl.perturb.dev_copies.get(r)
         alloc_at = cl.perturb.alloc_calls.get(si, {}).get(r) if cl.perturb.alloc_calls else None
@@ -514,7 +521,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
             count = int(op.item.size_mb * 1e6 / 2)
             ev.append(
                 f'{{"name": "{name}", "pid": {hccl_pid}, "tid": 0, "ts": "{ts_str(s0)}", "dur": {dur}, '
-                f'"args": {{"connection_id": {conn}, "model id": 4294967295, "data_type": "{op.item.dtype}", "alg_type": "MESH-RING", "count": {count}}}, "ph": "X"}}'
+                f'"args": {{"connection_id": {conn}, "model id": 4294967295, "data_type": "{op.item.dtype}", "alg_type": "{alg_type}", "count": {count}}}, "ph": "X"}}'
             )
             ev.append(
                 f'{{"name": "HostToDevice{fid}", "ph": "f", "id": "{fid}", "ts": "{ts_str(s0)}", "cat": "HostToDevice", "pid": {hccl_pid}, "tid": 0, "bp": "e"}}'
