@@ -749,10 +749,10 @@ class HeavyReader:
                 for r, v in versions.items()
             ]
             return df, sources, skipped
-        if name == "aicore_freq":  # a byte search per file: no pool
-            got = [_freq_job((files[r], r)) for r in ranks]
+        if name in ("aicore_freq", "python_frames"):  # a byte search per file: no pool
+            got = [_trace_track_job((files[r], r, name)) for r in ranks]
             sources = [
-                TableSource("aicore_freq", files[r], "text", r, len(d))
+                TableSource(name, files[r], "text", r, len(d))
                 for (d, w), r in zip(got, ranks, strict=True)
                 if w is None
             ]
@@ -863,6 +863,10 @@ class HeavyReader:
             order = np.argsort(pos, kind="stable")
             merged = merged.iloc[order].reset_index(drop=True)
             dict.__setitem__(tables, name, merged)
+        elif old is None:
+            # read, with no rows (a trace without with_stack frames): the table exists, empty, as
+            # `name in tables` said
+            dict.__setitem__(tables, name, empty_table(name))
         self.loaded[name].update(ranks)
         done = set(ranks)
         kept = [
@@ -945,22 +949,23 @@ def _trace_job(job: tuple[str, int]) -> tuple[pd.DataFrame, DataWarning | None]:
         return pd.DataFrame(), lazy_skip_warning(path, rank, "host_dispatch", exc)
 
 
-def _freq_job(job: tuple[str, int]) -> tuple[pd.DataFrame, DataWarning | None]:
-    """Read one ``trace_view.json``'s AI Core Freq counter track: (rows, warning or None)."""
+def _trace_track_job(job: tuple[str, int, str]) -> tuple[pd.DataFrame, DataWarning | None]:
+    """Read one ``trace_view.json``'s ``aicore_freq`` or ``python_frames`` rows: (rows, warning)."""
     from advisor_chat.ingest.common import unreadable
-    from advisor_chat.ingest.trace import TraceInvalid, read_aicore_freq
+    from advisor_chat.ingest.trace import TraceInvalid, read_aicore_freq, read_python_frames
 
-    path, rank = job
+    path, rank, name = job
+    reader = read_aicore_freq if name == "aicore_freq" else read_python_frames
     try:
-        return read_aicore_freq(Path(path), rank), None
+        return reader(Path(path), rank), None
     except TraceInvalid as exc:
         return pd.DataFrame(), lazy_skip_warning(
-            path, rank, "aicore_freq", InputError(f"{path} is truncated or invalid JSON ({exc})")
+            path, rank, name, InputError(f"{path} is truncated or invalid JSON ({exc})")
         )
     except PermissionError:
-        return pd.DataFrame(), lazy_skip_warning(path, rank, "aicore_freq", unreadable(Path(path)))
+        return pd.DataFrame(), lazy_skip_warning(path, rank, name, unreadable(Path(path)))
     except OSError as exc:
-        return pd.DataFrame(), lazy_skip_warning(path, rank, "aicore_freq", InputError(str(exc)))
+        return pd.DataFrame(), lazy_skip_warning(path, rank, name, InputError(str(exc)))
 
 
 def heavy_cache_dir(settings: Settings, key: str, use_cache: bool = True) -> Path | None:
@@ -1912,13 +1917,16 @@ def _assemble(
         "comm_bandwidth",
         "host_dispatch",
         "aicore_freq",
+        "python_frames",
         "memory",
         "op_statistic",
     ):
         df = combined(name)
         # a trace read without AI Core Freq samples still has the (empty) table, as the lazy
         # reader lists it
-        if not df.empty or (name == "aicore_freq" and any(name in u.tables for u in units)):
+        if not df.empty or (
+            name in ("aicore_freq", "python_frames") and any(name in u.tables for u in units)
+        ):
             tables[name] = df if not df.empty else empty_table(name)
             sources[name] = [s for u in units for s in u.sources if s.table == name]
 

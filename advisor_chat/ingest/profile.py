@@ -58,7 +58,7 @@ class DataWarning:
 
 
 #: Tables read lazily (per rank, on first use) from the text export's big files.
-HEAVY_TABLES = ("kernels", "host_dispatch", "aicore_freq")
+HEAVY_TABLES = ("kernels", "host_dispatch", "aicore_freq", "python_frames")
 
 #: Peer sample size: analyses that examine a few ranks compare them with this many other ranks.
 PEER_SAMPLE = 16
@@ -221,6 +221,10 @@ class Profile:
     def aicore_freq_for(self, ranks: Iterable[int]) -> pd.DataFrame:
         """``aicore_freq`` rows of ``ranks`` (the AI Core Freq track of their trace / DB only)."""
         return self.table_for("aicore_freq", ranks)
+
+    def python_frames_for(self, ranks: Iterable[int]) -> pd.DataFrame:
+        """``python_frames`` rows of ``ranks`` (the with_stack frames of their trace only)."""
+        return self.table_for("python_frames", ranks)
 
     def available_ranks(self, name: str) -> list[int]:
         """Ranks that have rows of table ``name``, read or not yet read (no file is read)."""

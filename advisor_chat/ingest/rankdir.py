@@ -41,7 +41,12 @@ from advisor_chat.ingest.common import (
 from advisor_chat.ingest.detect import is_rank_dir, loose_name
 from advisor_chat.ingest.profile import DataWarning, TableSource
 from advisor_chat.ingest.schema import check_repeated_kernels
-from advisor_chat.ingest.trace import TraceInvalid, read_aicore_freq, read_host_dispatch
+from advisor_chat.ingest.trace import (
+    TraceInvalid,
+    read_aicore_freq,
+    read_host_dispatch,
+    read_python_frames,
+)
 
 OUTPUT = "ASCEND_PROFILER_OUTPUT"
 _INFO_RE = re.compile(r"^profiler_info_(\d+)\.json$")
@@ -84,6 +89,7 @@ HEAVY_FILES = {
     "kernels": "kernel_details.csv",
     "host_dispatch": "trace_view.json",
     "aicore_freq": "trace_view.json",
+    "python_frames": "trace_view.json",
 }
 
 
@@ -600,6 +606,16 @@ def read_rank_dir(
                 rd.add("aicore_freq", freq, tv)
                 # read, with no samples: the table exists (as the lazy reader lists it)
                 rd.tables.setdefault("aicore_freq", freq)
+    # the host's Python frames (with_stack), from the same file: a text-export-only table
+    if "python_frames" not in rd.tables and tv is not None:
+        if not heavy:
+            if tv_whole:
+                heavy_files["python_frames"] = str(tv)
+        else:
+            with contextlib.suppress(TraceInvalid):
+                frames = read_python_frames(tv, rank)
+                rd.add("python_frames", frames, tv)
+                rd.tables.setdefault("python_frames", frames)
     if "host_dispatch" in heavy_files:
         tv = None  # the DB gives it (read lazily)
     if "host_dispatch" not in rd.tables and tv is not None and not heavy:

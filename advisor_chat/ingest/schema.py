@@ -310,6 +310,20 @@ AICORE_FREQ = TableSpec(
     ),
 )
 
+PYTHON_FRAMES = TableSpec(
+    "python_frames",
+    "Per rank Python frames of the host (trace_view.json python_function events, written when the "
+    "profiler runs with with_stack=True) lasting at least 1 ms. A frame's callers are the frames "
+    "of the same thread that contain it.",
+    (
+        _c("rank", "int"),
+        _c("tid", "int", doc="Host thread id"),
+        _c("start_us", "float", "us", doc="Frame start (epoch µs)"),
+        _c("dur_us", "float", "us", doc="Frame duration, callees included"),
+        _c("frame", "str", doc="'file.py(line): function'"),
+    ),
+)
+
 MEMORY = TableSpec(
     "memory",
     "Per rank memory samples (memory_record.csv / MEMORY_RECORD in the DB).",
@@ -389,6 +403,7 @@ TABLE_SPECS: dict[str, TableSpec] = {
         COMM_MATRIX,
         HOST_DISPATCH,
         AICORE_FREQ,
+        PYTHON_FRAMES,
         MEMORY,
         COMM_GROUPS,
         META,
@@ -485,6 +500,7 @@ CHECKS: dict[str, dict[str, str]] = {
     },
     "host_dispatch": {"host_start_us": "epoch_us", "device_start_us": "epoch_us"},
     "aicore_freq": {"start_us": "epoch_us", "freq_mhz": "mhz"},
+    "python_frames": {"start_us": "epoch_us", "dur_us": "duration_us"},
     "memory": {"allocated_mb": "size_mb", "reserved_mb": "size_mb"},
     "op_statistic": {"count": "count", "total_us": "duration_us"},
 }

@@ -506,3 +506,93 @@ def _freq_frame(rows: list[tuple[float, float]], rank: int | None) -> pd.DataFra
     df = df.sort_values("start_us", kind="stable").reset_index(drop=True)
     df.insert(0, "rank", pd.Series([rank] * len(df), dtype="Int64"))
     return df
+
+
+#: Python frames shorter than this are not kept (µs): a host stall worth naming lasts longer, and
+#: a with_stack trace holds hundreds of thousands of short frames per step.
+PY_FRAME_MIN_US = 1000.0
+_PY_CAT = b'"cat": "python_function"'
+#: One ``python_function`` event as torch_npu writes it (``ph`` first, ``args`` last): name, tid,
+#: ts (a string, maybe with trailing whitespace), dur.
+_PY_EVENT = re.compile(
+    rb'\{"ph":\s*"X",\s*"name":\s*"((?:[^"\\]|\\.)*)",\s*"pid":\s*-?\d+,\s*"tid":\s*(-?\d+),'
+    rb'\s*"ts":\s*"?([0-9.eE+-]+)\s*"?,\s*"dur":\s*([0-9.eE+-]+),\s*"cat":\s*"python_function"'
+)
+
+
+def read_python_frames(path: Path, rank: int | None) -> pd.DataFrame:
+    """``trace_view.json`` → ``python_frames`` rows: the host's Python frames of at least 1 ms.
+
+    torch_npu writes one complete event (category ``python_function``, name ``file.py(line):
+    function``) per Python call when the profiler runs with ``with_stack=True`` (reference §1.11,
+    process ``Python``). The events are found by a byte search over a memory map of the file and
+    read from their text; when the search misses events (another key order), the file is streamed
+    with ijson instead. Frames shorter than :data:`PY_FRAME_MIN_US` are dropped. A frame's callers
+    are the frames of the same thread that contain it.
+
+    Returns:
+        Columns ``rank, tid, start_us, dur_us, frame`` in time order (empty: no frame, e.g. a
+        capture without ``with_stack``).
+
+    Raises:
+        TraceInvalid: The file could not be streamed (truncated or invalid JSON) on the ijson path.
+    """
+    import mmap
+
+    rows: list[tuple[int, float, float, str]] = []
+    with open(path, "rb") as fh:
+        try:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # an empty file cannot be mapped
+            return _py_frame(rows, rank)
+        with mm:
+            n = _count(mm, _PY_CAT)
+            found = 0
+            for m in _PY_EVENT.finditer(mm) if n else ():
+                found += 1
+                try:
+                    dur = float(m.group(4))
+                    if dur < PY_FRAME_MIN_US:
+                        continue
+                    raw = m.group(1)
+                    name = orjson.loads(b'"' + raw + b'"') if b"\\" in raw else raw.decode()
+                    rows.append((int(m.group(2)), float(m.group(3)), dur, name))
+                except (ValueError, orjson.JSONDecodeError, UnicodeDecodeError):
+                    continue
+    if found < n:  # events in another key order: stream the whole file
+        rows = _py_frames_ijson(path)
+    return _py_frame(rows, rank)
+
+
+def _py_frames_ijson(path: Path) -> list[tuple[int, float, float, str]]:
+    import ijson
+
+    rows = []
+    try:
+        with open(path, "rb") as fh:
+            prefix = "item" if fh.read(64).lstrip()[:1] == b"[" else "traceEvents.item"
+            fh.seek(0)
+            for ev in ijson.items(fh, prefix, use_float=True):
+                if not isinstance(ev, dict) or ev.get("cat") != "python_function":
+                    continue
+                try:
+                    dur = float(ev["dur"])
+                    if ev.get("ph", "X") == "X" and dur >= PY_FRAME_MIN_US:
+                        rows.append(
+                            (int(ev["tid"]), float(str(ev["ts"]).strip()), dur, str(ev["name"]))
+                        )
+                except (TypeError, ValueError, KeyError):
+                    continue
+    except ijson.JSONError as exc:
+        raise TraceInvalid(str(exc)) from exc
+    return rows
+
+
+def _py_frame(rows: list[tuple[int, float, float, str]], rank: int | None) -> pd.DataFrame:
+    df = pd.DataFrame(rows, columns=["tid", "start_us", "dur_us", "frame"])
+    df = df.astype({"tid": "int64", "start_us": "float64", "dur_us": "float64", "frame": object})
+    # outer frames first at one start time: a caller before its callees
+    df = df.sort_values(["start_us", "dur_us"], ascending=[True, False], kind="stable")
+    df = df.reset_index(drop=True)
+    df.insert(0, "rank", pd.Series([rank] * len(df), dtype="Int64"))
+    return df

@@ -1,0 +1,102 @@
+"""The host's Python frames (``python_frames``): torch_npu's with_stack events of trace_view.json.
+
+Expected rows come from reading the same files with the json module (an independent parse).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from advisor_chat.ingest import load_profile
+from advisor_chat.ingest.trace import PY_FRAME_MIN_US, read_python_frames
+
+REAL = Path(__file__).resolve().parents[2] / "shared" / "samples" / "real" / "pt-text-level1-2rank"
+
+
+def _json_frames(path: Path) -> list[tuple[int, float, float, str]]:
+    ev = json.loads(path.read_text())
+    ev = ev if isinstance(ev, list) else ev["traceEvents"]
+    return sorted(
+        (int(e["tid"]), float(str(e["ts"]).strip()), float(e["dur"]), e["name"])
+        for e in ev
+        if e.get("cat") == "python_function" and float(e["dur"]) >= PY_FRAME_MIN_US
+    )
+
+
+def _rows(df) -> list[tuple[int, float, float, str]]:
+    return sorted(zip(df["tid"], df["start_us"], df["dur_us"], df["frame"], strict=True))
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason="real samples not present")
+def test_real_sample_frames_match_a_json_parse() -> None:
+    files = sorted(REAL.glob("*/ASCEND_PROFILER_OUTPUT/trace_view.json"))
+    assert len(files) == 2
+    for f in files:
+        want = _json_frames(f)
+        got = read_python_frames(f, 0)
+        assert len(want) > 50  # the sample's long frames (main.py train loop, spawn ...)
+        assert _rows(got) == want
+        # callers first at one start time: a frame's parent precedes it
+        assert got["start_us"].is_monotonic_increasing
+    profile = load_profile(REAL, use_cache=False, progress=False)
+    both = profile.python_frames_for(profile.ranks)
+    assert sorted(both["rank"].unique()) == [0, 1]
+    assert len(both) == sum(len(_json_frames(f)) for f in files)
+
+
+def _write(path: Path, events: list[dict]) -> Path:
+    path.write_text(json.dumps(events))
+    return path
+
+
+def test_other_key_order_and_escaped_names_are_read(tmp_path: Path) -> None:
+    events = [
+        # torch_npu's key order, a name with an escaped quote and a non-ASCII character
+        {"ph": "X", "name": 'a.py(3): f "x" é', "pid": 1, "tid": 7, "ts": "100.500\t",
+         "dur": 2500.0, "cat": "python_function", "args": {"Python id": 1}},
+        # too short: dropped
+        {"ph": "X", "name": "a.py(9): g", "pid": 1, "tid": 7, "ts": "200.000", "dur": 999.0,
+         "cat": "python_function", "args": {}},
+        {"ph": "X", "name": "ProfilerStep#1", "pid": 1, "tid": 7, "ts": "50.000", "dur": 9000.0,
+         "cat": "cpu_op", "args": {}},
+    ]  # fmt: skip
+    got = read_python_frames(_write(tmp_path / "a.json", events), 3)
+    assert list(got["frame"]) == ['a.py(3): f "x" é']
+    assert list(got["start_us"]) == [100.5] and list(got["dur_us"]) == [2500.0]
+    assert list(got["rank"]) == [3] and list(got["tid"]) == [7]
+    # the same events with keys in another order: found by the streaming fallback
+    reordered = [dict(sorted(e.items())) for e in events]
+    again = read_python_frames(_write(tmp_path / "b.json", reordered), 3)
+    assert _rows(again) == _rows(got)
+
+
+def test_a_trace_without_frames_gives_an_empty_table(tmp_path: Path) -> None:
+    got = read_python_frames(_write(tmp_path / "a.json", []), 0)
+    assert got.empty and list(got.columns) == ["rank", "tid", "start_us", "dur_us", "frame"]
+    (tmp_path / "empty.json").write_bytes(b"")
+    assert read_python_frames(tmp_path / "empty.json", 0).empty
+
+
+def test_generated_profile_frames_and_a_truncated_trace(scenario, tmp_path: Path) -> None:
+    src = scenario("inline-tokenize-some-steps")
+    key = json.loads((src / "answer_key.json").read_text())
+    culprits = key["expected_numbers"]["culprit_ranks"]
+    profile = load_profile(src, use_cache=False, progress=False)
+    fr = profile.python_frames_for(profile.ranks)
+    assert sorted(fr["rank"].unique()) == culprits  # only the ranks that tokenize inline
+    # a copy whose culprit trace is cut mid-file: no traceback, a warning naming the file
+    dst = tmp_path / "cut"
+    shutil.copytree(src, dst)
+    tv = next((dst).glob(f"*rank{culprits[0]}_*/ASCEND_PROFILER_OUTPUT/trace_view.json"), None)
+    if tv is None:  # folder naming of the generator
+        tv = sorted(dst.glob("*/ASCEND_PROFILER_OUTPUT/trace_view.json"))[culprits[0]]
+    data = tv.read_bytes()
+    tv.write_bytes(data[: len(data) // 2])
+    cut = load_profile(dst, use_cache=False, progress=False)
+    fr2 = cut.python_frames_for(cut.ranks)
+    assert set(fr2["rank"].unique()) <= set(culprits)
+    assert any("trace_view.json" in (w.path or "") for w in cut.warnings)
