@@ -39,6 +39,18 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
         "device idle at step start waiting for data",
         "数据加载导致每步开始处空闲",
     ),
+    "skipped_update": (
+        "steps that apply no optimizer update (fp16 overflow, a skip condition)",
+        "跳过优化器更新的步（fp16 溢出或跳过条件）",
+    ),
+    "per_tensor_sync": (
+        "one tiny collective and host wait per tensor (a per-parameter loop)",
+        "逐个张量的微小集合通信与主机等待（逐参数循环）",
+    ),
+    "python_work": (
+        "the training thread runs Python work that issues nothing to the device",
+        "训练线程执行不向设备下发任务的 Python 计算",
+    ),
     "cpu_binding": ("host threads not bound to cores; jitter", "未绑核导致 host 抖动"),
     # compute
     "compute_spread": ("Computing differs a lot between ranks", "各卡计算时间差异大"),
@@ -194,6 +206,9 @@ WHY_TAGS: frozenset[str] = frozenset(
         "device_held",
         "gc_pause",
         "dataloader_stall",
+        "python_work",
+        "per_tensor_sync",
+        "skipped_update",
         "cpu_binding",
         "shape_alignment",
         "aicpu_op",

@@ -731,8 +731,12 @@ class Planner:
             and self.session.baseline is None
             and q.kind in ("why", "overview", "", "fix_first")
             # (the question itself, not the context before it: "... the comparison against our
-            # baseline ... what's going on?")
-            and not _CHANGED_Q.search(question_part(q.text.lower()))
+            # baseline ... what's going on?"); "ranks 0-7 now wait 31 ms ... what changed?" names
+            # parts of this run: what differs in it is an answer
+            and (
+                not _CHANGED_Q.search(question_part(q.text.lower()))
+                or bool(q.ranks or q.nodes or q.links or q.stages)
+            )
         ):
             # "since the change steps are slower, what's going on?": what this run shows, and how
             # to compare it with the earlier one

@@ -396,13 +396,23 @@ def case_for(c: RootCause) -> str | None:
         return "load-imbalance-vs-slow-kernels"
     if m is Mechanism.HOST_STALL and "memory_fragmentation" in tags:
         return "expandable-segments-allocator"
+    if m in (Mechanism.HOST_STALL, Mechanism.STEP_EVENTS) and "dataloader_stall" in tags:
+        return "dataloader-stall"  # data preparation the host's Python frames show inline
+    if m in (Mechanism.HOST_STALL, Mechanism.STEP_EVENTS) and "python_work" in tags:
+        return None  # other Python work on the training thread: no case is about it
     if m is Mechanism.HOST_STALL and "device_copies" in tags:
         return None  # the device copies slowly (its PCIe link): no case is about that
     if m is Mechanism.HOST_STALL:
         return "python-gc-pause" if "gc_pause" in tags else "host-dispatch-bound"
     if m is Mechanism.COMPUTE_STRAGGLER:
         return "matmul-shape-regression" if "matmul" in op else "compute-straggler-hidden"
+    if m is Mechanism.SKIPPED_UPDATE:
+        return "overflow-skipped-steps"
+    if m is Mechanism.JOB_HOTSPOT and "dtype_mismatch" in tags:
+        return "fp32-loss-full-vocab" if "loss" in c.culprit.label else None
     if m is Mechanism.SLOW_GROUP:
+        if "env_differs" in tags:
+            return "hccl-config-mismatch"
         if "host_bound" in tags:
             return "cpu-core-binding"
         if "slow_link" in tags:
@@ -412,6 +422,8 @@ def case_for(c: RootCause) -> str | None:
         return "slow-link-rdma" if c.culprit.transport.upper() == "RDMA" else "hccs-link-degraded"
     if m is Mechanism.PIPELINE_IMBALANCE:
         return "pipeline-bubbles"
+    if m is Mechanism.EXPOSED_COMMUNICATION and "per_tensor_sync" in tags:
+        return None  # a loop over tensors that syncs on each: no case is about it
     if m is Mechanism.EXPOSED_COMMUNICATION:
         return "small-packet-transfers" if "small_packets" in tags else "comm-not-overlapped"
     if m is Mechanism.JOB_IDLE:
@@ -713,6 +725,8 @@ def _blame(ctx: Context) -> list[RootCause]:
     causes += R.rule_job_hotspot(ctx, causes)
     causes += R.rule_job_clock(ctx, causes)
     causes += R.rule_recompute(ctx, causes)
+    causes += R.rule_fp32_compute(ctx, causes)
+    causes += R.rule_skipped_updates(ctx, causes)
     causes = R.rule_capture(ctx, causes)
     return _rank(_with_cost(ctx, causes))
 

@@ -209,6 +209,16 @@ def _gc(d: Diagnosis) -> Verdict:
             f"主机侧的阻塞来自其缓存分配器，内存记录中可以看到：{host.summary_zh.rstrip('。')}",
             (host,),
         )
+    if host is not None and "python_frame_us" in host.metrics:
+        # the host's Python frames cover the stalls: the thread runs code, it is not paused
+        return _v(
+            "gc",
+            "contradicted",
+            "the host is not paused in the stalls, its Python thread is running code there "
+            f"(with_stack frames): {_lower_first(host.summary.rstrip('.'))}",
+            f"停顿期间主机并没有暂停，它的 Python 线程在执行代码（with_stack 调用栈）：{host.summary_zh.rstrip('。')}",
+            (host,),
+        )
     thr = host.metrics.get("gc_detect_threshold_ms") if host is not None else None
     if host is not None and thr is not None and not host.metrics.get("gc_pauses_in_affected_steps"):
         # the profiler records GC pauses (gc_detect_threshold) and recorded none where time goes

@@ -28,6 +28,7 @@ class Mechanism(str, Enum):
     STEP_EVENTS = "step_events"
     LATE_ARRIVAL = "late_arrival"
     DEGRADATION = "degradation"
+    SKIPPED_UPDATE = "skipped_update"
     REGRESSION = "regression"
     DATA_ARTIFACT = "data_artifact"
     NOT_ENOUGH_SIGNAL = "not_enough_signal"

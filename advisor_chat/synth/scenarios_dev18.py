@@ -654,7 +654,7 @@ def of_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
     }
     key = _key([], "compute", ["overflow-skipped-steps"], "step_us", nums)
     rc = root_cause(
-        "step_events",
+        "skipped_update",
         "compute",
         "job",
         victims=range(ranks),

@@ -59,8 +59,10 @@ from advisor_chat.diagnosis.rules.job import (
 )
 from advisor_chat.diagnosis.rules.network_steps import rule_slow_transport, rule_transport_steps
 from advisor_chat.diagnosis.rules.pipeline import rule_pipeline
+from advisor_chat.diagnosis.rules.precision import rule_fp32_compute
 from advisor_chat.diagnosis.rules.recompute import rule_recompute
 from advisor_chat.diagnosis.rules.regression import rule_regression
+from advisor_chat.diagnosis.rules.skipped import rule_skipped_updates
 from advisor_chat.diagnosis.rules.slow_link import (
     rule_group_across_nodes,
     rule_intra_node_off_hccs,
@@ -105,6 +107,7 @@ __all__ = [
     "rule_capture",
     "rule_degradation",
     "rule_exposed_communication",
+    "rule_fp32_compute",
     "rule_group_across_nodes",
     "rule_intra_node_off_hccs",
     "rule_job_clock",
@@ -114,6 +117,7 @@ __all__ = [
     "rule_pipeline",
     "rule_recompute",
     "rule_regression",
+    "rule_skipped_updates",
     "rule_slow_link",
     "rule_slow_node_links",
     "rule_slow_transport",

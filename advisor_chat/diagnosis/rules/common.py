@@ -7,6 +7,7 @@ import math
 import os
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -604,3 +605,55 @@ def spreads_text(ctx: Context) -> tuple[str, str, dict[str, float]]:
         f"卡间自身耗时差异为 {ms(spread)}"
     )
     return en, zh, shares
+
+
+def env_split(ctx: Context, ranks: Sequence[int]) -> list[tuple[str, str, str]]:
+    """Recorded variables that split the job exactly between ``ranks`` and the other ranks.
+
+    Every rank of ``ranks`` has one value and every other rank another (unset reads as ``""``):
+    ``[(variable, value on ranks, value on the others)]``, HCCL / Ascend variables first. From
+    ``meta.env`` (profiler_metadata.json ``ENV_VARIABLES``), per-rank variables (rank, device,
+    address, paths) left out (:func:`~advisor_chat.analyzers.env_check.env_differences`).
+    """
+    from advisor_chat.analyzers.env_check import env_differences
+
+    meta = ctx.profile.get("meta")
+    if meta.empty or "env" not in meta.columns:
+        return []
+    envs = {
+        int(r): dict(e)
+        for r, e in zip(meta["rank"], meta["env"], strict=True)
+        if isinstance(e, dict) and e
+    }
+    mine = set(int(r) for r in ranks)
+    out = []
+    for k, by in env_differences(envs).items():
+        if len(by) != 2:
+            continue
+        (v1, r1), (v2, r2) = by.items()
+        if set(r1) == mine and not set(r2) & mine:
+            out.append((k, v1, v2))
+        elif set(r2) == mine and not set(r1) & mine:
+            out.append((k, v2, v1))
+    out.sort(key=lambda t: (not t[0].startswith(("HCCL_", "ASCEND_", "HCCS")), t[0]))
+    return out
+
+
+def transfer_mb_per_step(ctx: Context) -> pd.Series:
+    """Data each rank's collectives move per step (MB, mean over steps): transit size summed.
+
+    Source: ``comm_bandwidth`` ``transit_size_mb`` (communication.json Communication Bandwidth
+    Info), every transport but SDMA (the sum of the on-chip ones: HCCS, PCIE, SIO). Empty
+    without it.
+    """
+    if "transfer_mb" not in ctx.cache:
+        cb = ctx.profile.get("comm_bandwidth")
+        if not cb.empty and "transport" in cb:
+            cb = cb[cb["transport"].astype(str).str.upper() != "SDMA"]
+        if cb.empty or "transit_size_mb" not in cb or cb["transit_size_mb"].isna().all():
+            ctx.cache["transfer_mb"] = pd.Series(dtype=float)
+        else:
+            per = cb.groupby(["rank", "step"])["transit_size_mb"].sum()
+            ctx.cache["transfer_mb"] = per.groupby(level="rank").mean()
+    out: pd.Series = ctx.cache["transfer_mb"]
+    return out

@@ -59,6 +59,7 @@ from advisor_chat.diagnosis.types import (
     Remedy,
     RootCause,
 )
+from advisor_chat.ranks import spread_sample
 
 
 def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
@@ -1229,7 +1230,7 @@ def _context_text(cc: CollectiveContext, rest_us: float) -> tuple[str, str, Reme
     return en, zh, rem
 
 
-def _tiny_collectives(ctx: Context) -> tuple[str, str, Remedy, float] | None:
+def _tiny_collectives(ctx: Context) -> tuple[str, str, Remedy, float, float] | None:
     """Collectives that move (almost) nothing, several per step: barriers or scalar syncs.
 
     From ``comm_bandwidth`` (communication.json Communication Bandwidth Info): per rank, step and
@@ -1237,7 +1238,8 @@ def _tiny_collectives(ctx: Context) -> tuple[str, str, Remedy, float] | None:
     ``TINY_COLLECTIVE_BYTES`` are counted per (step, rank) (median). Each makes every rank wait
     for all, so a gradient reduction issued before it must finish first: the communication it
     would have hidden under the next computation is exposed. ``None`` below
-    ``TINY_MIN_PER_STEP``.
+    ``TINY_MIN_PER_STEP``. Returns (clause, clause_zh, remedy, collectives per step, the span of
+    the per-tensor norm loop in µs per step or 0 when they are not one).
     """
     bw = ctx.profile.get("comm_bandwidth")
     if bw.empty or not {"rank", "step", "op_name", "transit_size_mb"} <= set(bw.columns):
@@ -1251,6 +1253,9 @@ def _tiny_collectives(ctx: Context) -> tuple[str, str, Remedy, float] | None:
     if n < TINY_MIN_PER_STEP:
         return None
     bytes_ = float(tiny.median()) * 1e6
+    tp = _tiny_pattern(ctx, {str(x) for x in tiny.index.get_level_values("op_name")})
+    if tp is not None and _NORM_OP.search(tp.before):
+        return _per_tensor_norm_text(n, bytes_, tp)
     en = (
         f"; {n:g} collectives per step move almost nothing ({bytes_:.0f} bytes each): barriers "
         "or scalar synchronizations (dist.barrier() in timers or logging, a loss all-reduce), each "
@@ -1271,7 +1276,138 @@ def _tiny_collectives(ctx: Context) -> tuple[str, str, Remedy, float] | None:
         None,
         BoundKind.NONE,
     )
-    return en, zh, rem, n
+    return en, zh, rem, n, 0.0
+
+
+#: A per-tensor norm: the operator whose result each tiny all-reduce carries (LpNorm, a sum of
+#: squares), not a normalization layer (RmsNorm, LayerNorm).
+_NORM_OP = re.compile(r"^(?:LpNorm|Norm\b|NormV|ReduceL2|SquareSum|ReduceSumSquare|L2Norm)", re.I)
+#: The tiny collectives follow one operator type when at least this share of them does.
+TINY_BEFORE_SHARE = 0.8
+
+
+@dataclasses.dataclass(frozen=True)
+class TinyPattern:
+    """What surrounds the tiny collectives of a step.
+
+    Attributes:
+        before: The compute operator type right before most of them (kernel order).
+        before_share: Share of the tiny collectives that follow it.
+        span_us: Per (step, rank), from the start of the operator before the first tiny collective
+            to the end of the last one (median, µs): the loop that issues them.
+        syncs_per_step: Host synchronize calls per (step, rank) (median; ``host_dispatch``
+            blocking rows), NaN without host data.
+    """
+
+    before: str
+    before_share: float
+    span_us: float
+    syncs_per_step: float
+
+
+def _tiny_pattern(ctx: Context, names: set[str]) -> TinyPattern | None:
+    """The operator type that precedes the tiny collectives ``names`` and the loop's span.
+
+    From ``kernels`` (kernel_details.csv, start order) of a sample of 4 ranks, and their
+    ``host_dispatch`` for the synchronize calls (trace_view.json). ``None`` without kernels or
+    without one operator type before at least ``TINY_BEFORE_SHARE`` of them.
+    """
+    from advisor_chat.analyzers._common import is_comm_kernel
+    from advisor_chat.ingest.trace import BLOCKING_CALL
+
+    sample = spread_sample(sorted(ctx.ranks), 4)
+    k = ctx.profile.kernels_for(sample)
+    if k.empty or not {"name", "op_type", "step", "start_us", "duration_us"} <= set(k.columns):
+        return None
+    k = k[k["step"].notna()].sort_values(["rank", "step", "start_us"], kind="stable")
+    comm = is_comm_kernel(k).to_numpy()
+    before: list[str] = []
+    spans: list[float] = []
+    for _key, g in k.assign(_comm=comm).groupby(["rank", "step"], sort=False):
+        last_op = ""
+        last_start = math.nan
+        first = math.nan
+        end = math.nan
+        for name, op, c, st, du in zip(
+            g["name"].astype(str), g["op_type"].astype(str), g["_comm"], g["start_us"],
+            g["duration_us"], strict=True,
+        ):  # fmt: skip
+            if not c:
+                last_op, last_start = op, float(st)
+                continue
+            if name in names:
+                before.append(last_op)
+                if math.isnan(first):
+                    first = last_start
+                end = float(st) + float(du)
+        if math.isfinite(first) and math.isfinite(end):
+            spans.append(end - first)
+    if not before or not spans:
+        return None
+    top, n = (
+        pd.Series(before).value_counts().index[0],
+        int(pd.Series(before).value_counts().iloc[0]),
+    )
+    if not top or n < TINY_BEFORE_SHARE * len(before):
+        return None
+    syncs = math.nan
+    hd = ctx.profile.host_dispatch_for(sample)
+    if not hd.empty and "api_name" in hd and "device_start_us" in hd:
+        blocking = hd[
+            hd["device_start_us"].isna()
+            & hd["api_name"].astype(str).str.contains(BLOCKING_CALL)
+            & (hd["step"] >= 0)
+        ]
+        units = hd[hd["step"] >= 0].groupby(["rank", "step"]).size().index
+        syncs = float(
+            blocking.groupby(["rank", "step"]).size().reindex(units, fill_value=0).median()
+        )
+    return TinyPattern(str(top), n / len(before), float(pd.Series(spans).median()), syncs)
+
+
+def _per_tensor_norm_text(
+    n: float, bytes_: float, tp: TinyPattern
+) -> tuple[str, str, Remedy, float, float]:
+    """Tiny all-reduces that each carry one norm: gradient clipping tensor by tensor."""
+    sync = (
+        f", and the host waits for each ({tp.syncs_per_step:g} synchronize calls per step: a "
+        ".item() on every norm)"
+        if math.isfinite(tp.syncs_per_step) and tp.syncs_per_step >= 0.8 * n
+        else ""
+    )
+    sync_zh = (
+        f"，并且主机逐个等待结果（每步 {tp.syncs_per_step:g} 次同步调用：每个范数都调用了 .item()）"
+        if sync
+        else ""
+    )
+    en = (
+        f"; {n:g} collectives per step move almost nothing ({bytes_:.0f} bytes each) and "
+        f"{'all' if tp.before_share >= 0.995 else pct(tp.before_share)} of them follow a "
+        f"{tp.before} kernel{sync}: a norm is computed, "
+        "all-reduced and read back one tensor at a time, the way a hand-written gradient "
+        f"clipping loop does it, {ms(tp.span_us)} per step from the first norm to the last "
+        "all-reduce (kernel_details.csv order, communication.json)"
+    )
+    zh = (
+        f"；每步有 {n:g} 次几乎不传数据的集合通信（每次 {bytes_:.0f} 字节），其中"
+        f"{'全部' if tp.before_share >= 0.995 else ' ' + pct(tp.before_share) + ' '}紧跟在 "
+        f"{tp.before} 算子之后{sync_zh}：逐个张量计算范数、AllReduce 再读回，这正是手写的逐参数梯度裁剪（梯度"
+        f"范数）循环的做法，每步从第一个范数到最后一次 AllReduce 共 {ms(tp.span_us)}（kernel_details.csv 顺序、"
+        "communication.json）"
+    )
+    rem = Remedy(
+        "action",
+        "Clip the gradients in one pass: torch.nn.utils.clip_grad_norm_(params, max_norm, "
+        "foreach=True) (or Megatron / MindSpeed's clip_grad_norm_fp32 with multi-tensor apply) "
+        "computes every norm in a few fused kernels, all-reduces one value and reads nothing back "
+        f"per tensor, instead of {n:g} norms, {n:g} all-reduces and {n:g} host waits.",
+        "一次完成梯度裁剪：使用 torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)（或 Megatron / "
+        "MindSpeed 基于 multi-tensor apply 的 clip_grad_norm_fp32），用少量融合算子算出全部范数，只做一次 "
+        f"AllReduce，不再逐个张量读回，取代每步 {n:g} 次范数、{n:g} 次 AllReduce 和 {n:g} 次主机等待。",
+        tp.span_us,
+        BoundKind.ESTIMATE,
+    )
+    return en, zh, rem, n, tp.span_us
 
 
 #: Point-to-point transfers outside a pipeline name the exposed communication when they take at
@@ -1477,6 +1613,8 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         ev.append(tiny[0])
         ev_zh.append(tiny[1])
         metrics["tiny_collectives_per_step"] = tiny[3]
+        if tiny[4]:
+            metrics["per_tensor_loop_us_per_step"] = tiny[4]
     # point-to-point exchanges in a job without pipeline stages (context parallelism's ring of
     # key/value blocks, a hand-written exchange): blocking send/receive is what to overlap
     p2p = _p2p_outside_pipeline(ctx, rest)
@@ -1599,7 +1737,13 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         metrics["slow_collective_bandwidth_ratio"] = ct.ratio
     # a communication setting the environment check flags is the first thing to change: it
     # slows every collective of the job (HCCL_BUFFSIZE below its default)
-    setting = [f for f in ctx.finding("env_check.env.") if "comm_setting" in f.symptom_tags]
+    # (a setting that differs between ranks is not the job's: it is the cause of the ranks that
+    # have it, said there)
+    setting = [
+        f
+        for f in ctx.finding("env_check.env.")
+        if "comm_setting" in f.symptom_tags and f.id != "env_check.env.differs_across_ranks"
+    ]
     if setting:
         ev.append("; " + setting[0].summary.split(". ")[0])
         ev_zh.append("；" + setting[0].summary_zh.split("。")[0])
@@ -1856,9 +2000,13 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             bound=gain_bound,
             remedies=tuple(remedies),
             # small_packets only when small transfers were measured (a small-packet finding)
-            symptom_tags=("comm_not_overlapped", "comm_bound", "small_packets")
-            if small_f
-            else ("comm_not_overlapped", "comm_bound"),
+            symptom_tags=(
+                ("comm_not_overlapped", "comm_bound", "small_packets")
+                if small_f
+                else ("comm_not_overlapped", "comm_bound")
+            )
+            # the tiny collectives each carry one tensor's norm (clipping tensor by tensor)
+            + (("per_tensor_sync",) if tiny is not None and tiny[4] else ()),
             severity=_severity(rest, ctx.step_us),
         )
     ]

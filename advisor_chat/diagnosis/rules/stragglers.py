@@ -29,6 +29,7 @@ from advisor_chat.diagnosis.decompose import (
     sync_calls,
 )
 from advisor_chat.diagnosis.evidence import Explanation, explain_device
+from advisor_chat.diagnosis.python_work import frame_kind, frame_remedy, python_work, short_frame
 from advisor_chat.diagnosis.rules.common import (
     EVENT_MIN_STEPS,
     GROUP_GAP_VS_SPREAD,
@@ -44,12 +45,14 @@ from advisor_chat.diagnosis.rules.common import (
     arrival_measured,
     collective_peers,
     device_idle_evidence,
+    env_split,
     find_events,
     host_evidence,
     host_measured,
     host_timeline,
     layered_victims,
     op_delta,
+    transfer_mb_per_step,
     wait_victims,
 )
 from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
@@ -1098,7 +1101,39 @@ def _transit_cause(
                     f"{bo:.1f} GB/s among the other ranks"
                 )
                 link_zh = f"；它们之间的 {transport} 链路带宽中位数 {bi:.1f} GB/s，其他卡之间为 {bo:.1f} GB/s"
+                if abs(bi - bo) <= 0.05 * bo:
+                    link_txt = (
+                        f"; the {transport} links among them run as fast as the others' (a "
+                        f"median {bi:.1f} GB/s against {bo:.1f} GB/s)"
+                    )
+                    link_zh = (
+                        f"；它们之间的 {transport} 链路与其他卡的一样快（带宽中位数 {bi:.1f} GB/s，"
+                        f"其他卡之间为 {bo:.1f} GB/s）"
+                    )
     slow_links = "bandwidth_gbps" in m and m["bandwidth_gbps"] < 0.8 * m["bandwidth_gbps_peer"]
+    # more data through links as fast as the others': their collectives move more (another
+    # algorithm, a larger payload); a setting only they have says why
+    more_txt = more_zh = ""
+    tm = transfer_mb_per_step(ctx)
+    if not slow_links and not tm.empty and set(slow) <= set(tm.index):
+        ma = float(tm.reindex(slow).mean())
+        mb = float(tm.reindex([r for r in fast if r in tm.index]).median())
+        if mb > 0 and ma >= TRANSFER_MORE * mb:
+            m |= {"transfer_mb_per_step": ma, "transfer_mb_per_step_peer": mb}
+            more_txt = (
+                f"; they move {ma / mb:.1f}x the data per step ({ma:.1f} MB against {mb:.1f} MB "
+                "transit size)"
+            )
+            more_zh = f"；它们每步传输的数据量是其他卡的 {ma / mb:.1f} 倍（传输量 {ma:.1f} MB 对 {mb:.1f} MB）"
+    env = [e for e in env_split(ctx, slow) if e[0].startswith(("HCCL_", "ASCEND_"))]
+    env_txt = env_zh = ""
+    if env:
+        parts = [
+            f"{k} is {v or 'unset'} on them and {o or 'unset'} on the others" for k, v, o in env
+        ]
+        parts_zh = [f"{k} 在它们上为 {v or '未设置'}，其他卡为 {o or '未设置'}" for k, v, o in env]
+        env_txt = "; " + ", ".join(parts[:2]) + " (profiler_metadata.json ENV_VARIABLES)"
+        env_zh = "；" + "，".join(parts_zh[:2]) + "（profiler_metadata.json ENV_VARIABLES）"
     if (
         unit is not None
         and unit[0] == "node"
@@ -1143,6 +1178,27 @@ def _transit_cause(
             f"检查这些设备的 {transport} 端口与链路状态（`npu-smi info -t hccs`、`hccn_tool -link`、`-stat`），"
             "并在该组内跑一次 HCCL 测试。"
         )
+    elif env:
+        e_var, e_mine, e_other = env[0]
+        a_txt = (
+            f"Set {e_var} on {gl} as on the other ranks ({e_other or 'unset it'}; it is {e_mine} "
+            f"there): the same job should run the same collective settings on every node, and "
+            f"{gl} then moves the others' amount of data."
+        )
+        a_zh = (
+            f"把{gl_zh}上的 {e_var} 设置成与其他卡一致（{e_other or '取消设置'}；目前为 {e_mine}）：同一个"
+            f"作业在所有节点上应使用相同的集合通信设置，这样{gl_zh}的传输量就与其他卡相同。"
+        )
+    elif more_txt:
+        a_txt = (
+            f"Find why the collectives of {gl} move more data than the same collectives elsewhere: "
+            "compare their HCCL settings (HCCL_ALGO, HCCL_OP_EXPANSION_MODE), CANN version and "
+            "launch script with the other ranks' and make them alike."
+        )
+        a_zh = (
+            f"查明{gl_zh}的集合通信为何比其他卡的同类通信传输更多数据：对比它们与其他卡的 HCCL 设置"
+            "（HCCL_ALGO、HCCL_OP_EXPANSION_MODE）、CANN 版本和启动脚本，并改为一致。"
+        )
     else:
         a_txt = (
             f"Find why the collectives of {gl} transfer slowly (their links, the algorithm HCCL "
@@ -1166,12 +1222,13 @@ def _transit_cause(
         summary=(
             f"Slower {'group ' if unit is None else ''}{gl}: these ranks spend {ms(ex)} more per step "
             f"transferring data in their own collectives ({ms(a)} of transit per step against "
-            f"{ms(b)} on {fl}) while their Computing and Free match their peers'{link_txt}; "
-            f"{len(victims)} rank(s) wait {ms(wait_mean)} per step for them in collectives."
+            f"{ms(b)} on {fl}) while their Computing and Free match their peers'{link_txt}"
+            f"{more_txt}{env_txt}; {len(victims)} rank(s) wait {ms(wait_mean)} per step for them "
+            "in collectives."
         ),
         summary_zh=(
             f"{gl_zh}这一组更慢：它们在自己的集合通信中每步多花 {ms(ex)} 传输数据（每步传输 {ms(a)}，"
-            f"{fl_zh}为 {ms(b)}），计算与空闲时间与其他卡一致{link_zh}；{len(victims)} 张卡每步平均在集合通信中"
+            f"{fl_zh}为 {ms(b)}），计算与空闲时间与其他卡一致{link_zh}{more_zh}{env_zh}；{len(victims)} 张卡每步平均在集合通信中"
             f"为它们等待 {ms(wait_mean)}。"
         ),
         metrics={"excess_us": ex, "victim_wait_us_mean": wait_mean, **m},
@@ -1182,9 +1239,18 @@ def _transit_cause(
         gain_us=ex,
         bound=BoundKind.ESTIMATE,
         remedies=(Remedy("action", a_txt, a_zh, ex, BoundKind.ESTIMATE),),
-        symptom_tags=("slow_link", "hccs_low_bandwidth" if transport == "HCCS" else "slow_rank"),
+        symptom_tags=(
+            ("slow_link", "env_differs")
+            if env and not slow_links
+            else ("slow_link", "hccs_low_bandwidth" if transport == "HCCS" else "slow_rank")
+        ),
         severity=_severity(ex, ctx.step_us),
     )
+
+
+#: A unit "moves more data" when its collectives' transit size per step is at least this many
+#: times the other ranks' median.
+TRANSFER_MORE = 1.3
 
 
 def node_sizes_differ(ctx: Context, node: list[int]) -> bool:
@@ -2208,6 +2274,18 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             a_en, a_zh = _churn_remedy(mem, f"rank {r0}", f"{r0}号卡")
             first = Remedy("action", a_en, a_zh, fix_us, BoundKind.ESTIMATE)
             extra_tags = ("memory_fragmentation",) if mem.fragmented else ("host_bound",)
+    # what the host's Python thread runs in the stalls (with_stack frames), when nothing else
+    # (the allocator) already names it
+    py = (
+        _python_clause(ctx, pairs, ranks, per_event)
+        if host and not extra_tags and not gc_seen
+        else None
+    )
+    if py is not None:
+        summary = summary.rstrip(".") + py[0] + "."
+        summary_zh = summary_zh.rstrip("。") + py[1] + "。"
+        first = Remedy("action", py[2], py[3], fix_us, BoundKind.ESTIMATE)
+        extra_tags = py[5]
     hung = _late_event(ctx, pairs)
     if hung is not None:
         summary = summary.rstrip(".") + "; " + hung[0] + "."
@@ -2309,6 +2387,7 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
                 else {}
             ),
             **({"period_steps": float(period)} if period else {}),
+            **(py[4] if py is not None else {}),
         },
         findings=findings,
         steps=steps,
@@ -2355,6 +2434,65 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             for r in ranks
         ),
     )
+
+
+def _python_clause(
+    ctx: Context,
+    pairs: tuple[tuple[int, int], ...],
+    ranks: tuple[int, ...],
+    per_event_us: float,
+) -> tuple[str, str, str, str, dict[str, float], tuple[str, ...]] | None:
+    """What the host's Python thread runs in the stalled ``pairs``, from with_stack frames.
+
+    Returns (clause, clause_zh, action, action_zh, metrics, tags), or ``None`` without frames that
+    explain the stalls.
+
+    The frame (:func:`~advisor_chat.diagnosis.python_work.python_work`) must run in at least half
+    of the stalled pairs for at least a third of the stall, and in at most a quarter of the other
+    (step, rank) pairs read: work that runs in every step is not what makes these steps slow.
+    """
+    pw = python_work(ctx.profile, pairs, ctx.ranks, min_us=per_event_us / 3)
+    if pw is None or 2 * len(pw.pairs) < pw.of_pairs or 4 * pw.other_hits > pw.other_pairs:
+        return None
+    where = f"rank {ranks[0]}" if len(ranks) == 1 else "the stalled ranks"
+    where_zh = f"{ranks[0]}号卡" if len(ranks) == 1 else "停顿的卡"
+    outer = short_frame(pw.callers[0]) if pw.callers else ""
+    called = f", called from `{outer}`" if outer else ""
+    called_zh = f"，由 `{outer}` 调用" if outer else ""
+    kind = frame_kind(pw)
+    what = {
+        "tokenize": ("tokenization runs inline in the training loop", "分词在训练循环里内联执行"),
+        "data": (
+            "data preparation runs inline in the training loop",
+            "数据准备在训练循环里内联执行",
+        ),
+        "save": ("a save runs on the training thread", "保存在训练线程上执行"),
+        "log": ("logging runs on the training thread", "日志在训练线程上执行"),
+    }.get(kind, ("Python work runs on the training thread", "Python 计算在训练线程上执行"))
+    n_in = (
+        f"in each of the {pw.of_pairs} stalls"
+        if len(pw.pairs) == pw.of_pairs
+        else f"in {len(pw.pairs)} of the {pw.of_pairs} stalls"
+    )
+    en = (
+        f"; {n_in} the host's Python thread is inside `{pw.function}` ({ms(pw.us)} per stall"
+        f"{called}) and issues nothing to the device: "
+        f"{what[0]} (Python frames, trace_view.json with_stack; in {pw.other_hits} of "
+        f"{pw.other_pairs} other (step, rank) pairs)"
+    )
+    zh = (
+        f"；{pw.of_pairs} 次停顿中有 {len(pw.pairs)} 次，主机的 Python 线程在 `{pw.function}` 中（每次 "
+        f"{ms(pw.us)}{called_zh}），期间不向设备下发任何任务：{what[1]}（Python 调用栈，trace_view.json "
+        f"with_stack；其他 {pw.other_pairs} 个（步, 卡）中出现 {pw.other_hits} 次）"
+    )
+    a_en, a_zh = frame_remedy(pw, where, where_zh)
+    metrics = {
+        "python_frame_us": pw.us,
+        "python_frame_stalls": float(len(pw.pairs)),
+        "python_frame_other_pairs_hit": float(pw.other_hits),
+    }
+    tag = {"tokenize": "dataloader_stall", "data": "dataloader_stall"}.get(kind, "python_work")
+    return en, zh, a_en, a_zh, metrics, (tag,)
 
 
 def _events_label(

@@ -1,0 +1,267 @@
+"""What the host's Python thread runs while a rank's device waits for it (with_stack frames).
+
+A host stall (the device idles, Free, because the host issued nothing) is measured from the step
+trace and the host's call record; *why* the host issued nothing is in the Python frames torch_npu
+records with ``with_stack=True`` (``python_frames``: trace_view.json ``python_function`` events of
+at least 1 ms). A frame that contains no host call (no launch, no synchronize, no copy) is time the
+training thread spent in Python; the deepest such frame that still covers most of its caller names
+the work (a tokenizer, an augmentation, a logger), its callers say where in the loop it runs.
+
+:func:`python_work` finds that frame in the stalled (step, rank) pairs and measures the same frame
+on the other pairs; :func:`frame_remedy` picks the fix from what the frame is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+import pandas as pd
+
+from advisor_chat.ingest.profile import PEER_SAMPLE, Profile
+from advisor_chat.ingest.trace import GC_CALL
+from advisor_chat.ranks import spread_sample
+
+#: Walking down from a call-free frame, a callee that covers at least this share of its caller's
+#: time is the same work, named more precisely.
+COVER_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class PythonWork:
+    """The Python frame the host runs in the stalled (step, rank) pairs, with no host call inside.
+
+    Attributes:
+        frame: The deepest call-free frame that covers its callers' time (``'file.py(line):
+            function'`` as torch_npu names it), the most frequent one over the pairs.
+        callers: Its callers, outermost call-free frame first (same thread, containing it).
+        us: Its duration per pair where it runs (median, µs).
+        pairs: The stalled (step, rank) pairs in which it runs.
+        of_pairs: Stalled pairs read (those whose rank has Python frames).
+        other_pairs: Other (step, rank) pairs read (peers' and clean steps'), of a sample.
+        other_hits: Of them, the pairs in which the frame runs for at least half of ``us``.
+    """
+
+    frame: str
+    callers: tuple[str, ...]
+    us: float
+    pairs: tuple[tuple[int, int], ...]
+    of_pairs: int
+    other_pairs: int
+    other_hits: int
+
+    @property
+    def function(self) -> str:
+        """The frame's function with its file, without the line: ``tokenization_utils_base.__call__``."""
+        return short_frame(self.frame)
+
+
+def short_frame(frame: str) -> str:
+    """``'a/b/tokenization_utils_base.py(2858): __call__'`` → ``'tokenization_utils_base.py: __call__'``."""
+    m = re.match(r"^(?P<file>.*?)\((?P<line>\d+)\):\s*(?P<fn>.*)$", frame)
+    if m is None:
+        return frame
+    return f"{m['file'].rsplit('/', 1)[-1]}: {m['fn']}"
+
+
+def _step_windows(hd: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, step): the host window ``[lo_us, hi_us)`` of the step.
+
+    From the previous step's last call to this step's last call (a step's Python work runs before
+    its first launch).
+    """
+    calls = hd[hd["step"] >= 0]
+    if calls.empty:
+        return pd.DataFrame(columns=["rank", "step", "lo_us", "hi_us"])
+    end = calls["host_start_us"] + calls["api_duration_us"].fillna(0.0)
+    g = calls.assign(end_us=end).groupby(["rank", "step"], sort=True)
+    w = g.agg(first_us=("host_start_us", "min"), hi_us=("end_us", "max")).reset_index()
+    w = w.sort_values(["rank", "first_us"], kind="stable")
+    prev = w.groupby("rank")["hi_us"].shift(1)
+    # the first step read: from a step's length before its first call
+    w["lo_us"] = prev.fillna(w["first_us"] - (w["hi_us"] - w["first_us"]))
+    return w[["rank", "step", "lo_us", "hi_us"]]
+
+
+def _chains(frames: pd.DataFrame, calls: np.ndarray) -> list[tuple[int, tuple[str, ...], float]]:
+    """Call-free chains of one thread's frames.
+
+    Returns ``(index of the outermost, names outer→inner, innermost duration µs)`` per chain;
+    ``calls`` are the sorted host-call start times of the rank.
+    """
+    st = frames["start_us"].to_numpy("float64")
+    du = frames["dur_us"].to_numpy("float64")
+    en = st + du
+    names = frames["frame"].astype(str).to_numpy()
+    free = np.searchsorted(calls, en, side="right") - np.searchsorted(calls, st, side="left") == 0
+    out: list[tuple[int, tuple[str, ...], float]] = []
+    covered_until = -np.inf
+    for i in (int(x) for x in np.flatnonzero(free)):  # start order, callers first (ingest sort)
+        if st[i] < covered_until:
+            continue  # inside a chain already taken
+        chain, cur = [names[i]], i
+        covered_until = en[i]
+        while True:
+            # the longest call-free callee of `cur` that covers most of it
+            j = cur + 1
+            best = -1
+            while j < len(st) and st[j] < en[cur]:
+                if (
+                    free[j]
+                    and en[j] <= en[cur]
+                    and du[j] >= COVER_SHARE * du[cur]
+                    and (best < 0 or du[j] > du[best])
+                ):
+                    best = j
+                j += 1
+            if best < 0:
+                break
+            chain.append(names[best])
+            cur = best
+        out.append((i, tuple(chain), float(du[cur])))
+    return out
+
+
+def python_work(
+    profile: Profile,
+    pairs: Sequence[tuple[int, int]],
+    peers: Sequence[int] = (),
+    min_us: float = 0.0,
+) -> PythonWork | None:
+    """The Python work in the stalled ``pairs`` ((step, rank)), from the host's with_stack frames.
+
+    Per pair, the call-free frames that start in the rank's host window of that step (from the
+    previous step's last host call to this step's last call), each walked down to its deepest
+    callee that covers at least :data:`COVER_SHARE` of it; the longest such chain of the pair, if it
+    lasts at least ``min_us``, is the pair's work. The frame found in most pairs is reported, with
+    its median duration, and counted on the other pairs of the same ranks and of a sample of
+    ``peers`` (at most ``PEER_SAMPLE``).
+
+    Returns ``None`` when the ranks have no Python frames (no ``with_stack``; the DB export) or no
+    pair has such work. Source: ``python_frames`` (trace_view.json ``python_function`` events) and
+    ``host_dispatch`` (the host's calls: trace_view.json CANN API events).
+    """
+    hit_ranks = sorted({r for _s, r in pairs})
+    others = [r for r in peers if r not in set(hit_ranks)]
+    sample = hit_ranks + (spread_sample(sorted(others), PEER_SAMPLE) if others else [])
+    fr = profile.python_frames_for(sample)
+    if fr.empty:
+        return None
+    hd = profile.host_dispatch_for(sample)
+    if hd.empty or "api_duration_us" not in hd:
+        return None
+    hd = hd[hd["api_name"] != GC_CALL]  # a GC pause is Python's own time, not a host call
+    win = _step_windows(hd)
+    per_pair: dict[tuple[int, int], tuple[tuple[str, ...], float]] = {}
+    for r, g in fr.groupby("rank", sort=True):
+        calls = np.sort(hd.loc[hd["rank"] == r, "host_start_us"].to_numpy("float64"))
+        w = win[win["rank"] == r]
+        for _tid, t in g.groupby("tid", sort=False):
+            t = t.reset_index(drop=True)
+            starts = t["start_us"].to_numpy("float64")
+            for i, chain, us in _chains(t, calls):
+                hit = w[(w["lo_us"] <= starts[i]) & (starts[i] < w["hi_us"])]
+                if hit.empty or us < min_us:
+                    continue
+                key = (int(hit["step"].iloc[0]), int(cast(int, r)))
+                if key not in per_pair or us > per_pair[key][1]:
+                    per_pair[key] = (chain, us)
+    want = {(int(s), int(r)) for s, r in pairs}
+    read = {(int(s), int(r)) for s, r in zip(win["step"], win["rank"], strict=True)}
+    found = {p: v for p, v in per_pair.items() if p in want}
+    if not found:
+        return None
+    frame, _n = Counter(chain[-1] for chain, _us in found.values()).most_common(1)[0]
+    with_frame = {p: v for p, v in found.items() if v[0][-1] == frame}
+    us = float(np.median([u for _c, u in with_frame.values()]))
+    chain = max(with_frame.values(), key=lambda v: v[1])[0]
+    other = read - want
+    other_hits = sum(
+        1
+        for p in other
+        if p in per_pair and per_pair[p][0][-1] == frame and per_pair[p][1] >= us / 2
+    )
+    return PythonWork(
+        frame=frame,
+        callers=chain[:-1],
+        us=us,
+        pairs=tuple(sorted(with_frame)),
+        of_pairs=len(want & read),
+        other_pairs=len(other),
+        other_hits=other_hits,
+    )
+
+
+#: What a frame is, from its file and function (first match), and the fix it takes: (pattern,
+#: kind). Kinds: ``tokenize``, ``data`` (a dataset / augmentation / collate), ``save``, ``log``.
+FRAME_KINDS = (
+    (re.compile(r"tokeni[sz]|sentencepiece|tiktoken|\bencode\b", re.I), "tokenize"),
+    (
+        re.compile(
+            r"__getitem__|collate|transforms?\b|augment|dataloader|dataset|PIL|cv2|decode|"
+            r"get_batch|load_image|read_image",
+            re.I,
+        ),
+        "data",
+    ),
+    (re.compile(r"torch/serialization|save|checkpoint|pickle", re.I), "save"),
+    (re.compile(r"logging|log_|wandb|tensorboard|print|report_", re.I), "log"),
+)
+
+
+def frame_kind(work: PythonWork) -> str:
+    """``tokenize`` / ``data`` / ``save`` / ``log`` / ``python`` from the deepest frame, then its callers."""
+    for name in (work.frame, *reversed(work.callers)):
+        for pat, kind in FRAME_KINDS:
+            if pat.search(name):
+                return kind
+    return "python"
+
+
+def frame_remedy(work: PythonWork, where: str, where_zh: str) -> tuple[str, str]:
+    """The first change for Python work ``work`` done inline on ``where`` (English, Chinese)."""
+    f = work.function
+    kind = frame_kind(work)
+    if kind == "tokenize":
+        return (
+            f"Tokenize ahead of time instead of in the training loop (`{f}` runs inline on {where}): "
+            "pre-tokenize the dataset offline (e.g. Megatron/MindSpeed preprocess_data into "
+            "indexed .bin/.idx files), or tokenize inside DataLoader worker processes "
+            "(num_workers > 0, prefetch_factor) so the training thread only receives token ids.",
+            f"把分词移出训练循环（`{f}` 在{where_zh}上内联执行）：离线预先分词（例如用 Megatron/MindSpeed 的 "
+            "preprocess_data 生成 .bin/.idx 索引数据），或在 DataLoader 的 worker 进程中分词（num_workers > 0、"
+            "prefetch_factor），训练线程只接收 token id。",
+        )
+    if kind == "data":
+        return (
+            f"Move the data preparation that runs inline (`{f}` on {where}) into DataLoader worker "
+            "processes (num_workers > 0, persistent_workers=True, prefetch_factor) or precompute "
+            "it offline, so the training thread never waits for a sample.",
+            f"把内联执行的数据准备（{where_zh}上的 `{f}`）放到 DataLoader 的 worker 进程中（num_workers > 0、"
+            "persistent_workers=True、prefetch_factor），或离线预处理，让训练线程不再等待样本。",
+        )
+    if kind == "save":
+        return (
+            f"Take the save (`{f}` on {where}) off the training thread: copy the state to host "
+            "memory and write it from a background process (asynchronous checkpointing), or save "
+            "less often.",
+            f"把保存（{where_zh}上的 `{f}`）移出训练线程：先把状态拷到主机内存，再由后台进程写盘（异步保存"
+            "检查点），或降低保存频率。",
+        )
+    if kind == "log":
+        return (
+            f"Take the logging (`{f}` on {where}) off the training step: log less often, and send "
+            "metrics from a background process.",
+            f"把日志（{where_zh}上的 `{f}`）移出训练步：降低记录频率，并由后台进程上报指标。",
+        )
+    return (
+        f"Take the Python work `{f}` out of the training step on {where} (it issues nothing to the "
+        "device while it runs): precompute it, run it in a DataLoader worker or a background "
+        "process, or make it cheaper.",
+        f"把 Python 函数 `{f}` 移出{where_zh}的训练步（它运行时不向设备下发任何任务）：预先计算、放到 "
+        "DataLoader worker 或后台进程中执行，或降低它的开销。",
+    )
