@@ -78,3 +78,37 @@ def test_no_frames_no_claim(scenario) -> None:
     top = diagnose(profile).top()
     assert top is not None and "python_frame_us" not in top.metrics
     assert "Python thread is inside" not in top.summary
+
+
+def test_a_rank_that_runs_python_work_every_step(tmp_path: Path) -> None:
+    """A persistent host stall on one rank: its Python frames name the work, any kind of work.
+
+    Built with the generator's knobs: rank 3's host idles 20 ms before every step's first launch
+    while its Python thread is inside a metrics function (no host call in it).
+    """
+    import dataclasses
+
+    from advisor_chat.synth import FIRST_STEP
+    from advisor_chat.synth.model import default_perturb, simulate
+    from advisor_chat.synth.scenarios import CANN8, T0_NS, _info, group_kinds, transformer
+    from advisor_chat.synth.writer import write_rank
+
+    ranks, steps, culprit = 8, 4, 3
+    frames = ["train.py(212): train_step", "eval/metrics.py(41): compute_bleu"]
+    p = default_perturb(ranks)
+    for si in range(steps):
+        p.step_host_gaps.setdefault(si, {})[culprit] = {0: 20_000.0}
+        p.py_calls.setdefault(si, {})[culprit] = list(frames)
+    info = dataclasses.replace(_info(CANN8, 1, ranks), with_stack=True)
+    cl = simulate(
+        transformer(layers=2), group_kinds(ranks, 1), p, ranks, steps, 0, FIRST_STEP, T0_NS
+    )
+    for r in range(ranks):
+        write_rank(cl, r, tmp_path, info)
+    profile = load_profile(tmp_path, use_cache=False, progress=False)
+    top = diagnose(profile).top()
+    assert top is not None and list(top.culprit.ranks) == [culprit]
+    assert "metrics.py: compute_bleu" in top.summary and "python_work" in top.symptom_tags
+    # the frame's time per step: the 20 ms stall less the generator's insets (a few µs per level)
+    assert top.metrics["python_frame_us"] == pytest.approx(20_000.0, rel=0.05)
+    assert "`metrics.py: compute_bleu`" in top.remedies[0].text

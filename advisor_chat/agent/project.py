@@ -1910,12 +1910,22 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
                 else (f"at most {g2} per step" if ub2 else f"about {g2} per step")
             )
             p.add_cause(nxt)
-            p.lines.append(
-                f"然后处理与之无关的另一个问题——{label(nxt.culprit, zh)}：{t2}（{amt}）。"
-                if zh
-                else f"Then fix {label(nxt.culprit, zh)}, an independent fault: "
-                f"{lower_first(t2)} ({amt})."
-            )
+            if nxt.culprit.kind == "job":
+                # a job-level cause is named by what it is ("every rank idles"), not "the whole
+                # job" a second time
+                name = _cause_name(nxt, zh)
+                p.lines.append(
+                    f"然后处理与之无关的另一个问题——{name}：{t2}（{amt}）。"
+                    if zh
+                    else f"Then an independent fault, {name} — {lower_first(t2)} ({amt})."
+                )
+            else:
+                p.lines.append(
+                    f"然后处理与之无关的另一个问题——{label(nxt.culprit, zh)}：{t2}（{amt}）。"
+                    if zh
+                    else f"Then fix {label(nxt.culprit, zh)}, an independent fault: "
+                    f"{lower_first(t2)} ({amt})."
+                )
         p.plot_ranks = list(c.culprit.ranks)[:8]
         return p
     if lead_check:  # nothing to change besides finding out

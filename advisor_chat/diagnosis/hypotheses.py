@@ -421,6 +421,13 @@ def _link_parts(link: RootCause) -> tuple[str, str]:
     """
     if "rdma_low_bandwidth" in link.symptom_tags:
         return "port, optical module, cable or NIC", "端口、光模块、线缆或网卡"
+    if link.culprit.kind == "group" and len(link.culprit.ranks) > 2:
+        # every link among a node's NPUs: what they share, not one NPU pair
+        return (
+            "the on-board links among all of its NPUs: the width or speed they trained at (the "
+            "firmware, `npu-smi info -t hccs`) or the board",
+            "其所有 NPU 之间的板内链路：链路协商的宽度或速率（固件，`npu-smi info -t hccs`）或主板",
+        )
     return (
         "on-board link between the two NPUs (the NPU module or the board)",
         "两张 NPU 之间的板内链路（NPU 模组或主板）",

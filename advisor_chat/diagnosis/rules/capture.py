@@ -166,7 +166,8 @@ def rule_capture(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     )
     out = []
     for c in causes:
-        if c.mechanism not in HOST_SIDE:
+        # a stall the host's Python frames name is the job's own work, not the profiler's
+        if c.mechanism not in HOST_SIDE or "python_frame_us" in c.metrics:
             out.append(c)
             continue
         out.append(

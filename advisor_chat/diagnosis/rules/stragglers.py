@@ -173,6 +173,7 @@ def _rank_cause(
         alone_zh = f"单独修复它每步最多节省 {ms(gain)}：其后还有其他晚到的卡。"
     dev: tuple[str, str, dict[str, float]] | None = None
     measured = False
+    py: tuple[str, str, str, str, dict[str, float], tuple[str, ...]] | None = None
     if host:
         mech, cat = Mechanism.HOST_STALL, Category.SCHEDULING
         what = f"its device idles (Free) {ms(free_ex)} more{per_step} than its peers"
@@ -194,6 +195,17 @@ def _rank_cause(
             sync.per_step >= 1.0 and sync.peer_per_step <= SYNC_PEER_RATIO * sync.per_step
         ):
             sync = None  # its peers synchronize as often: not what sets it apart
+        if measured and sync is None and mem is None and slowcp is None and not gc:
+            # what its host's Python runs while the device waits (with_stack frames)
+            py = _python_clause(
+                ctx,
+                tuple((e.step, rank) for e in events),
+                (rank,),
+                free_ex * n_steps / max(len(events), 1),
+            )
+            if py is not None:
+                mem_txt += py[0]
+                mem_zh += py[1]
         api = sync.api.removeprefix("AscendCL@") if sync is not None else ""
         copy = is_copy(api)
         blocks, blocks_zh = (
@@ -381,6 +393,8 @@ def _rank_cause(
                 f"消除{rl_zh}上的 Python 垃圾回收停顿：模型初始化后调用 gc.freeze()，"
                 "并按固定步数间隔调用 gc.collect()（或在训练步内 gc.disable()）。"
             )
+        elif py is not None:
+            a_txt, a_zh = py[2], py[3]
         elif slowcp is not None:
             a_txt, a_zh = slowcp[2], slowcp[3]
         elif mem is not None:
@@ -472,7 +486,7 @@ def _rank_cause(
             if slowcp is not None  # the device copies slowly: not a host-bound cause
             else ("host_bound", "high_free", "slow_rank", "gc_pause")
             if gc
-            else ("host_bound", "high_free", "slow_rank")
+            else ("host_bound", "high_free", "slow_rank", *(py[5] if py is not None else ()))
         )
     else:
         mech, cat = Mechanism.COMPUTE_STRAGGLER, Category.COMPUTE
@@ -570,6 +584,7 @@ def _rank_cause(
             **({"host_delay_measured": float(bool(measured or gc))} if host else {}),
             **(ex.metrics if ex is not None else {}),
             **(dev[2] if dev is not None else {}),
+            **(py[4] if py is not None else {}),
             **(
                 {"peer_sample_ranks": float(op[4])}
                 if op is not None and op[4] and not host and op[2] >= 0.5 * comp_ex
