@@ -603,3 +603,18 @@ def test_per_card_counts_normal_links_and_where_from_in_chinese() -> None:
     assert parse_question("卡12为什么慢").ranks == (12,)
     assert parse_question("慢卡是哪张？").kind == "which"
     assert parse_question("带宽看着正常吗？").hypotheses == ("network",)  # asked, not ruled out
+
+
+@pytest.mark.parametrize(
+    ("text", "card"),
+    [
+        ("是不是某张卡算出了NaN，把它换掉就好？", True),
+        ("是不是某张卡有问题？", True),
+        ("is one card producing NaNs?", True),
+        # "which card is the problem" asks which, it does not suspect a broken card
+        ("是哪张卡或者哪条链路有问题", False),
+        ("大部分卡都在等。哪张卡有问题？为什么？", False),
+    ],
+)
+def test_a_suspected_card_is_the_card_hypothesis(text: str, card: bool) -> None:
+    assert ("card" in parse_question(text).hypotheses) is card

@@ -747,6 +747,12 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"坏卡",
         r"卡坏",
         r"(卡|npu|芯片).{0,4}坏了",
+        # "是不是某张卡算出了NaN，把它换掉就好": a card suspected, then replaced
+        # ("哪张卡有问题" asks which card, not whether one is broken)
+        r"(某|一)张卡[^。？！?!]{0,20}(换掉|更换|替换|nan|inf|算出)",
+        r"是不是(某|一)张卡[^。？！?!]{0,12}(坏|故障|有问题)",
+        r"把(它|这张卡|那张卡)换掉",
+        r"\b(one|a|some) (card|npu|chip|device|rank)\b.{0,30}\b(nans?|infs?)\b",
     ),
     "hardware": (
         r"\bhardware\b",

@@ -58,9 +58,15 @@ MAX_CULPRITS = 6
 #: share of the instance's wait span and their own spread at most ``CO_LATE_SPREAD`` of that jump
 #: (a set the topology does not name: one device of every node, ranks sharing a host resource).
 CO_LATE_JUMP = 0.5
-CO_LATE_SPREAD = 0.25
-#: ... in at least this share of the instances, for the set to be a unit.
+CO_LATE_SPREAD = 1.0
+#: ... in at least this share of the material instances (wait span at least
+#: ``CO_LATE_MATERIAL`` of the largest instance's), for the set to be a unit: instances whose
+#: ranks all arrive together (a tiny closing all-reduce) say nothing about who is late.
 CO_LATE_INSTANCES = 0.5
+CO_LATE_MATERIAL = 0.25
+#: ... and none of them the latest of the set in this share of those instances (ranks late
+#: together take turns; ranks late by their own different amounts arrive in a fixed order).
+CO_LATE_ORDERED = 0.8
 #: Transports of links inside one node (Atlas HCCS mesh, SIO between dies).
 ON_NODE = ("HCCS", "SIO")
 
@@ -282,31 +288,42 @@ def co_late_units(
     Per instance of ≥ 4 ranks, the waits sorted ascending: the latest ``k`` ≥ 2 ranks (at most
     half) form a late set when the jump in wait after them is the largest of that half, at least
     ``CO_LATE_JUMP`` of the instance's wait span, and their own spread at most
-    ``CO_LATE_SPREAD`` of the jump. A set late in ≥ ``CO_LATE_INSTANCES`` of the instances is a
+    ``CO_LATE_SPREAD`` of the jump. A set late in ≥ ``CO_LATE_INSTANCES`` of the material
+    instances (wait span ≥ ``CO_LATE_MATERIAL`` of the largest), none of its ranks the latest
+    of the set in ``CO_LATE_ORDERED`` of them, is a
     unit (kind ``ranks``), named by the device it is on every node when it is one rank of each
     node at the same position ("device 0 of every node").
     """
     counts: dict[frozenset[int], int] = defaultdict(int)
+    latest: dict[frozenset[int], dict[int, int]] = defaultdict(lambda: defaultdict(int))
     n = 0
+    spans = [float(ws.max() - ws.min()) for _, _, ws in inst if len(ws) >= 4]
+    floor = CO_LATE_MATERIAL * max(spans, default=0.0)
     for _, rs, ws in inst:
         if len(ws) < 4:
             continue
-        n += 1
         order = np.argsort(ws, kind="stable")
         w = ws[order]
         span = float(w[-1] - w[0])
-        if span <= 0:
+        if span <= 0 or span < floor:
             continue
+        n += 1
         gaps = np.diff(w[: len(w) // 2 + 1])
         k = int(np.argmax(gaps)) + 1
         jump = float(gaps[k - 1])
         if k < 2 or jump < CO_LATE_JUMP * span or float(w[k - 1] - w[0]) > CO_LATE_SPREAD * jump:
             continue
-        counts[frozenset(int(r) for r in rs[order[:k]])] += 1
+        key = frozenset(int(r) for r in rs[order[:k]])
+        counts[key] += 1
+        latest[key][int(rs[order[0]])] += 1
     out = []
     for members, c in sorted(counts.items(), key=lambda kv: -kv[1]):
         if c < CO_LATE_INSTANCES * n:
             break
+        if max(latest[members].values()) >= CO_LATE_ORDERED * c:
+            # one of them is the latest nearly every time: ranks late by different amounts of
+            # their own (independent culprits), not late together
+            continue
         out.append(ranks_unit(members, node_list))
     return out
 

@@ -9,7 +9,7 @@ from typing import Any
 from advisor_chat.analyzers.base import Category, Severity
 from advisor_chat.diagnosis.attribution import ranks_unit
 from advisor_chat.diagnosis.context import Context, ranks_label
-from advisor_chat.diagnosis.decompose import device_account, idle_before
+from advisor_chat.diagnosis.decompose import device_account, idle_before, slow_launch_calls
 from advisor_chat.diagnosis.evidence import explain_device
 from advisor_chat.diagnosis.rules.common import (
     EVENT_MIN_STEPS,
@@ -310,7 +310,15 @@ def _inherited(ctx: Context, cc: Any) -> bool:
     # operator, against the peers' before the same operator, shows that idle (a host stall hidden
     # under communication)
     spot = idle_before(ctx.profile, ranks, list(peers), cc.cost_us_per_step)
-    return spot is None or spot.delta_us < OWN_SHARE_OF_COST * cc.cost_us_per_step
+    if spot is not None and spot.delta_us >= OWN_SHARE_OF_COST * cc.cost_us_per_step:
+        return False
+    # its host stuck inside launch calls its peers make in microseconds (the process losing its
+    # CPU): its own time, though the stalls fall while its collectives run
+    calls = slow_launch_calls(ctx.profile, ranks, list(peers))
+    if calls is None:
+        return True
+    lost = calls.per_step * max(calls.median_us - calls.usual_us, 0.0)
+    return lost < OWN_SHARE_OF_COST * cc.cost_us_per_step
 
 
 #: A small rank culprit (below ``STRAGGLER_MIN_SHARE``) is jitter when another rank is blamed for

@@ -834,17 +834,24 @@ def rule_slow_node_links(ctx: Context, causes: list[RootCause]) -> list[RootCaus
     for each node and transport, the median bandwidth of its links (either end on the node) is
     below ``NODE_LINK_RATIO`` of the median of the links that do not touch it, and at least
     ``NODE_LINK_SHARE`` of its links are below that line. One cause per node and transport
-    (culprit: the node's ranks); links already blamed one by one are left to their causes.
-    Cost: the largest per-step transit excess of its links at the other links' median bandwidth
-    (the links of one collective transfer at the same time). Victims: every other rank, up to
-    its exposed communication. Source: ``comm_matrix`` via the slow_link analyzer's link table.
+    (culprit: the node's ranks); the link, rank-side and link-set causes of that transport whose
+    links all lie on the node fold into it (one physical fault, one cause). Cost: the largest
+    per-step transit excess of its links at the other links' median bandwidth (the links of one
+    collective transfer at the same time); for the on-board transports (HCCS, PCIE, SIO) at least
+    the node's ranks' transit time per step over the other ranks' (their collectives wait for
+    every link of the node). Victims: every other rank, up to its exposed communication. Source:
+    ``comm_matrix`` via the slow_link analyzer's link table, ``comm_ops`` transit times.
+    Returns ``causes`` with the folded causes replaced by the node's.
     """
     res = ctx.result("slow_link")
     if res is None or res.table.empty or "transport" not in res.table.columns:
-        return []
+        return causes
     groups = ctx.nodes
     if len(groups) < 3:  # with two nodes every inter-node link touches both
-        return []
+        return causes
+    from advisor_chat.diagnosis.rules.stragglers import transit_per_step
+
+    causes = list(causes)
     blamed = {c.culprit.link for c in causes if c.culprit.link is not None}
     t = res.table
     node_of = {r: i for i, members in enumerate(groups) for r in members}
@@ -876,14 +883,58 @@ def rule_slow_node_links(ctx: Context, causes: list[RootCause]) -> list[RootCaus
             label = f"node {i} (ranks {members[0]}-{members[-1]})"
             label_zh = f"节点 {i}（{members[0]}-{members[-1]}号卡）"
             tr = str(transport)
+            onboard = tr.upper() in ON_BOARD
+            tps = transit_per_step(ctx)
+            if onboard and not tps.empty and mem <= set(tps.index):
+                others = [r for r in tps.index if r not in mem]
+                if others:
+                    cost = max(cost, float(tps.reindex(members).mean() - tps[others].median()))
+            # the same links blamed one by one (a link, a rank's side, a set of its ranks)
+            folded = [
+                c
+                for c in causes
+                if c.mechanism is Mechanism.SLOW_LINK
+                and c.culprit.transport.upper() == tr.upper()
+                and (set(c.culprit.ranks) | set(c.culprit.link or ())) <= mem
+            ]
+            causes = [c for c in causes if c not in folded]
             victims = _wait_victims(ctx, set(ctx.ranks) - mem, cost)
+            where_en, where_zh, fix_en, fix_zh = (
+                (
+                    "the fault is inside the node, on the links among its NPUs (the width or "
+                    "speed they trained at: firmware, the board)",
+                    "故障在该节点内部、其 NPU 之间的链路上（链路协商的宽度或速率：固件、主板）",
+                    f"Check {label}'s {tr} links: `npu-smi info -t hccs` on each of its devices "
+                    "(link width and speed) and its firmware against the other nodes'; roll the "
+                    "firmware back or re-seat / replace the board, and keep jobs off the node "
+                    "until its links run at the others' bandwidth.",
+                    f"检查{label_zh}的 {tr} 链路：在其每个设备上执行 `npu-smi info -t hccs`（链路宽度与速率），"
+                    "并与其他节点对比固件版本；回退固件或重新插拔 / 更换主板，在其链路带宽恢复到与其他节点一致前"
+                    "不要把作业调度到该节点。",
+                )
+                if onboard
+                else (
+                    "the fault is on the node's network side (NIC, ports, optics) that all of them "
+                    "share",
+                    "故障在这些链路共用的该节点网络侧（网卡、端口、光模块）",
+                    f"Repair the {tr} side of {label}: every one of its {tr} links is slow "
+                    "while the other nodes' are not, so check that host's NICs, their "
+                    "ports, optical modules and switch ports (hccn_tool -i <dev> -link / "
+                    "-optical / -stat on each of its devices) and its RoCE settings.",
+                    f"修复{label_zh}的 {tr} 侧：其所有 {tr} 链路都慢而其他节点正常，请检查该主机的网卡、"
+                    "端口、光模块和交换机端口（在其每个设备上执行 hccn_tool -i <dev> -link / -optical / "
+                    "-stat）以及 RoCE 配置。",
+                )
+            )
+            other_links = "inside the other nodes" if onboard else "between the other nodes"
+            other_links_zh = "其他节点内部" if onboard else "其他节点之间"
             out.append(
                 RootCause(
                     id=f"cause.slow_link.node{i}_{tr.lower()}",
                     mechanism=Mechanism.SLOW_LINK,
                     category=Category.COMMUNICATION,
                     culprit=Culprit(
-                        kind="ranks",
+                        kind="group" if onboard else "ranks",
                         ranks=tuple(members),
                         transport=tr,
                         label=f"{tr} links of {label}",
@@ -893,17 +944,16 @@ def rule_slow_node_links(ctx: Context, causes: list[RootCause]) -> list[RootCaus
                     summary=(
                         f"Slow {tr} links of {label}: its {len(mine)} {tr} links (in and out) run "
                         f"at a median {bw:.1f} GB/s against {ref:.1f} GB/s for the {tr} links "
-                        f"between the other nodes ({int(low.sum())} of {len(mine)} below "
-                        f"{NODE_LINK_RATIO:g}x): the fault is on the node's network side (NIC, "
-                        "ports, optics) that all of them share; the extra transit time costs "
+                        f"{other_links} ({int(low.sum())} of {len(mine)} below "
+                        f"{NODE_LINK_RATIO:g}x): {where_en}; the extra transit time costs "
                         f"{ms(cost)} per step and "
                         "every rank of its collectives waits for it."
                     ),
                     summary_zh=(
                         f"{label_zh}的 {tr} 链路慢：其 {len(mine)} 条 {tr} 链路（进出）带宽中位数 "
-                        f"{bw:.1f} GB/s，其他节点之间的 {tr} 链路为 {ref:.1f} GB/s（{int(low.sum())}/"
-                        f"{len(mine)} 条低于 {NODE_LINK_RATIO:g} 倍）：故障在这些链路共用的该节点网络侧"
-                        f"（网卡、端口、光模块）；多出的传输时间每步 {ms(cost)}，同一集合通信中的所有卡都在等它。"
+                        f"{bw:.1f} GB/s，{other_links_zh}的 {tr} 链路为 {ref:.1f} GB/s（{int(low.sum())}/"
+                        f"{len(mine)} 条低于 {NODE_LINK_RATIO:g} 倍）：{where_zh}"
+                        f"；多出的传输时间每步 {ms(cost)}，同一集合通信中的所有卡都在等它。"
                     ),
                     metrics={
                         "bandwidth_gbps": bw,
@@ -921,20 +971,7 @@ def rule_slow_node_links(ctx: Context, causes: list[RootCause]) -> list[RootCaus
                     ),
                     gain_us=cost,
                     bound=BoundKind.ESTIMATE,
-                    remedies=(
-                        Remedy(
-                            "action",
-                            f"Repair the {tr} side of {label}: every one of its {tr} links is slow "
-                            "while the other nodes' are not, so check that host's NICs, their "
-                            "ports, optical modules and switch ports (hccn_tool -i <dev> -link / "
-                            "-optical / -stat on each of its devices) and its RoCE settings.",
-                            f"修复{label_zh}的 {tr} 侧：其所有 {tr} 链路都慢而其他节点正常，请检查该主机的网卡、"
-                            "端口、光模块和交换机端口（在其每个设备上执行 hccn_tool -i <dev> -link / -optical / "
-                            "-stat）以及 RoCE 配置。",
-                            cost,
-                            BoundKind.ESTIMATE,
-                        ),
-                    ),
+                    remedies=(Remedy("action", fix_en, fix_zh, cost, BoundKind.ESTIMATE),),
                     symptom_tags=(
                         "slow_link",
                         "rdma_low_bandwidth" if tr.upper() == "RDMA" else "hccs_low_bandwidth",
@@ -942,7 +979,11 @@ def rule_slow_node_links(ctx: Context, causes: list[RootCause]) -> list[RootCaus
                     severity=_severity(cost, ctx.step_us),
                 )
             )
-    return out
+    return causes + out
+
+
+#: Transports on the server board: a node's links of these are its own, not its network side's.
+ON_BOARD = ("HCCS", "PCIE", "SIO", "SDMA")
 
 
 def rule_node_send_links(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
