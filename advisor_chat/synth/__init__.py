@@ -36,6 +36,7 @@ from advisor_chat.synth.scenarios_dev15 import DEV15_SCENARIOS
 from advisor_chat.synth.scenarios_dev16 import DEV16_SCENARIOS
 from advisor_chat.synth.scenarios_dev17 import DEV17_SCENARIOS
 from advisor_chat.synth.scenarios_dev18 import DEV18_SCENARIOS
+from advisor_chat.synth.scenarios_dev19 import DEV19_SCENARIOS
 from advisor_chat.synth.scenarios_ext import register as _register_more
 from advisor_chat.synth.scenarios_faults import register as _register_faults
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_SCENARIOS
@@ -67,6 +68,7 @@ for _spec in (
     *DEV16_SCENARIOS,
     *DEV17_SCENARIOS,
     *DEV18_SCENARIOS,
+    *DEV19_SCENARIOS,
     *HELDOUT2_SCENARIOS,
     *HELDOUT3_SCENARIOS,
     *HELDOUT4_SCENARIOS,
