@@ -1273,7 +1273,9 @@ _RULED_OUT = re.compile(
     r"|[^.;?!,。；？！，]*\b(?:runs?|running|ran|are|is|were|was|get|gets|got|reach(?:es)?)\s+at\s+"
     r"(?:the\s+)?(?:normal|full|expected|usual|nominal|good|line[- ]rate)\b[^.;?!,。；？！，]*"
     r"|[^，。,；;？?！!]*(?:排除|排查过|(?:检|查|测|确认)过|(?:都|均|一切|也|看着|看起来|看上去)(?:很|挺|是)?正常|没(?:有)?问题|不是这(?:两|几)?个"
-    r"|没(?:有)?(?:报错|异常|告警)|一模一样|完全一样)"
+    r"|没(?:有)?(?:报错|异常|告警)|一模一样|完全一样"
+    # "各卡算子和链路都差不多": the same everywhere, found by the user
+    r"|(?:都|均|也)(?:差不多|一样|相同|相近|接近))"
     r"[^，。,；;？?！!]*"
 )
 

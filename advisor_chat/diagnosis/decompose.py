@@ -3160,3 +3160,90 @@ def collective_context(profile: Profile, ranks: Sequence[int]) -> CollectiveCont
         own_us_per_step=float(by["own_us"].sum().reindex(units, fill_value=0.0).median()),
         last_other_us=float(other.reindex(units, fill_value=0.0).median()),
     )
+
+
+#: Expert MatMul kernels of MoE layers (grouped over the local experts).
+_EXPERT_MM = re.compile(r"grouped_?mat_?mul|GroupedMatmul", re.I)
+
+
+@dataclass(frozen=True)
+class MoePadding:
+    """MoE layers that pad every expert's input to capacity.
+
+    Attributes:
+        capacity_factor: ``moe_expert_capacity_factor`` of distributed_args.
+        topk: ``moe_router_topk`` (NaN when not recorded).
+        experts: ``num_experts`` (NaN when not recorded).
+        alltoall_us: The all-to-all collectives' time per (step, rank) (median rank, µs; Elapse).
+        expert_us: The expert MatMuls' device time per (step, rank) (median rank, µs).
+        ranks: Ranks read (a sample).
+    """
+
+    capacity_factor: float
+    topk: float
+    experts: float
+    alltoall_us: float
+    expert_us: float
+    ranks: tuple[int, ...]
+
+    @property
+    def padding_share(self) -> float:
+        """Share of the padded rows: ``1 - 1 / capacity_factor``."""
+        return 1.0 - 1.0 / self.capacity_factor
+
+    @property
+    def saving_us(self) -> float:
+        """Estimate per step (µs): the padding's share of the all-to-alls and expert MatMuls."""
+        return self.padding_share * (self.alltoall_us + self.expert_us)
+
+
+def moe_padding(profile: Profile, ranks: Sequence[int]) -> MoePadding | None:
+    """MoE layers padding expert inputs to capacity, from the recorded framework arguments.
+
+    ``meta.distributed_args`` (profiler_metadata.json) with ``moe_pad_expert_input_to_capacity``
+    true and ``moe_expert_capacity_factor`` > 1: every expert receives ``capacity_factor`` times
+    its even share of the routed tokens, the rest zeros. Times: ``comm_ops`` Elapse Time of the
+    all-to-all collectives (communication.json), ``kernels`` of the expert MatMuls (GroupedMatmul),
+    per (step, rank), on a sample of the ranks. ``None`` without those arguments or all-to-alls.
+    """
+    meta = profile.get("meta")
+    if meta.empty or "distributed_args" not in meta:
+        return None
+    args = next((a for a in meta["distributed_args"] if isinstance(a, dict)), None)
+    if args is None:
+        return None
+    pad = str(args.get("moe_pad_expert_input_to_capacity", "")).strip().lower() in ("true", "1")
+    try:
+        cf = float(args.get("moe_expert_capacity_factor") or "nan")
+    except (TypeError, ValueError):
+        return None
+    if not pad or not math.isfinite(cf) or cf <= 1.0:
+        return None
+
+    def num(key: str) -> float:
+        try:
+            return float(args.get(key) or "nan")
+        except (TypeError, ValueError):
+            return math.nan
+
+    sample = _sample(ranks)
+    ops = profile.get("comm_ops")
+    if ops.empty or not {"op_name", "elapse_ms"} <= set(ops.columns):
+        return None
+    kind = ops["op_type"].astype(str) if "op_type" in ops else ops["op_name"].astype(str)
+    a2a = ops[ops["rank"].isin(sample) & kind.str.contains("all_?to_?all", case=False)]
+    if a2a.empty:
+        return None
+    per = a2a.groupby(["rank", "step"])["elapse_ms"].sum() * 1000.0
+    a2a_us = float(per.groupby(level="rank").mean().median())
+    k = profile.kernels_for(sample)
+    expert_us = 0.0
+    if not k.empty and "op_type" in k:
+        e = k[k["op_type"].astype(str).str.contains(_EXPERT_MM)]
+        if not e.empty:
+            units = k.groupby(["rank", "step"]).size().index
+            s = e.groupby(["rank", "step"])["duration_us"].sum().reindex(units, fill_value=0.0)
+            expert_us = float(s.groupby(level="rank").mean().median())
+    return MoePadding(
+        cf, num("moe_router_topk"), num("num_experts"), a2a_us, expert_us, tuple(sample)
+    )

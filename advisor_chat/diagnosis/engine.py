@@ -727,6 +727,7 @@ def _blame(ctx: Context) -> list[RootCause]:
     causes += R.rule_recompute(ctx, causes)
     causes += R.rule_fp32_compute(ctx, causes)
     causes += R.rule_skipped_updates(ctx, causes)
+    causes += R.rule_low_rank_adapters(ctx, causes)
     causes = R.rule_capture(ctx, causes)
     return _rank(_with_cost(ctx, causes))
 

@@ -1559,6 +1559,7 @@ def _meta_table(rank_data: list[RankData]) -> pd.DataFrame:
                 "dp_size": m.get("dp_size"),
                 "env": m.get("env"),
                 "config": m.get("config"),
+                "distributed_args": m.get("distributed_args"),
                 "rank_origin": m.get("rank_origin"),
             }
         )

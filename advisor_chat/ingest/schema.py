@@ -372,6 +372,13 @@ META = TableSpec(
         _c("dp_size", "float", required=False),
         _c("env", "object", required=False, doc="dict of ENV_VARIABLES (str → str)"),
         _c("config", "object", required=False, doc="dict: profiler config"),
+        _c(
+            "distributed_args",
+            "object",
+            required=False,
+            doc="dict: profiler_metadata.json distributed_args (the framework's parallel and MoE "
+            "settings as recorded)",
+        ),
     ),
 )
 

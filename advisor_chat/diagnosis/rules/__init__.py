@@ -57,6 +57,7 @@ from advisor_chat.diagnosis.rules.job import (
     rule_job_hotspot,
     rule_job_idle,
 )
+from advisor_chat.diagnosis.rules.lowrank import rule_low_rank_adapters
 from advisor_chat.diagnosis.rules.network_steps import rule_slow_transport, rule_transport_steps
 from advisor_chat.diagnosis.rules.pipeline import rule_pipeline
 from advisor_chat.diagnosis.rules.precision import rule_fp32_compute
@@ -113,6 +114,7 @@ __all__ = [
     "rule_job_clock",
     "rule_job_hotspot",
     "rule_job_idle",
+    "rule_low_rank_adapters",
     "rule_node_send_links",
     "rule_pipeline",
     "rule_recompute",

@@ -19,6 +19,7 @@ from advisor_chat.diagnosis.decompose import (
     GatherFeeds,
     JobIdleShape,
     LaunchLoop,
+    MoePadding,
     NewShapeIdle,
     SyncStalls,
     collective_context,
@@ -31,6 +32,7 @@ from advisor_chat.diagnosis.decompose import (
     job_account,
     job_idle_shape,
     launch_loop,
+    moe_padding,
     new_groups,
     new_shape_idle,
     op_family,
@@ -1279,6 +1281,37 @@ def _tiny_collectives(ctx: Context) -> tuple[str, str, Remedy, float, float] | N
     return en, zh, rem, n, 0.0
 
 
+def _moe_padding_text(mp: MoePadding) -> tuple[str, str, Remedy]:
+    """The padding of the MoE layers' expert inputs, and its remedy (English, Chinese)."""
+    frac = f"{pct(mp.padding_share)}"
+    en = (
+        f"; the MoE layers pad every expert's input to its capacity (distributed_args "
+        f"moe_expert_capacity_factor {mp.capacity_factor:g}, moe_pad_expert_input_to_capacity on; "
+        f"top-{mp.topk:g} routing over {mp.experts:g} experts): {frac} of the rows each all-to-all "
+        f"moves and each expert MatMul computes are padding, and the all-to-alls take "
+        f"{ms(mp.alltoall_us)} per step and the expert MatMuls {ms(mp.expert_us)}"
+    )
+    zh = (
+        f"；MoE 层把每个专家的输入填充到容量上限（distributed_args 中 moe_expert_capacity_factor 为 "
+        f"{mp.capacity_factor:g}，并开启了 moe_pad_expert_input_to_capacity；{mp.experts:g} 个专家、top-"
+        f"{mp.topk:g} 路由）：每次 AllToAll 传输的行和每个专家 MatMul 计算的行中有 {frac} 是填充，而"
+        f"AllToAll 每步耗时 {ms(mp.alltoall_us)}，专家 MatMul 每步 {ms(mp.expert_us)}"
+    )
+    rem = Remedy(
+        "action",
+        "Stop padding the expert inputs to capacity: drop --moe-pad-expert-input-to-capacity and "
+        "run the all-to-all dispatch dropless (or with a capacity factor near 1.0-1.25 if dropping "
+        f"a few tokens is acceptable), so the all-to-alls and the expert MatMuls carry only the "
+        f"routed tokens ({pct(mp.padding_share)} less).",
+        "不要把专家输入填充到容量上限：去掉 --moe-pad-expert-input-to-capacity，采用不丢 token 的 "
+        "AllToAll 分发（或在可以接受少量丢弃时把 capacity factor 设为 1.0-1.25 左右），让 AllToAll 和专家 "
+        f"MatMul 只处理实际路由的 token（减少 {pct(mp.padding_share)}）。",
+        mp.saving_us,
+        BoundKind.ESTIMATE,
+    )
+    return en, zh, rem
+
+
 #: A per-tensor norm: the operator whose result each tiny all-reduce carries (LpNorm, a sum of
 #: squares), not a normalization layer (RmsNorm, LayerNorm).
 _NORM_OP = re.compile(r"^(?:LpNorm|Norm\b|NormV|ReduceL2|SquareSum|ReduceSumSquare|L2Norm)", re.I)
@@ -1726,6 +1759,19 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     if dom is not None:
         d_en, d_zh, d_metrics = _dominant_text(dom)
         metrics |= d_metrics
+    # MoE layers padding every expert's input to capacity: most of what the all-to-alls move and
+    # the expert MatMuls compute is padding
+    mp = moe_padding(ctx.profile, ctx.ranks)
+    mp_remedy: Remedy | None = None
+    if mp is not None and mp.saving_us > 0:
+        mp_en, mp_zh, mp_remedy = _moe_padding_text(mp)
+        ev.append(mp_en)
+        ev_zh.append(mp_zh)
+        metrics |= {
+            "moe_alltoall_us_per_step": mp.alltoall_us,
+            "moe_expert_matmul_us_per_step": mp.expert_us,
+            "moe_padding_share": mp.padding_share,
+        }
     # one kind of collective slower than another over the same links: the links are fine, that
     # kind is slow (a deterministic reduction, its algorithm)
     ct = slow_collective_types(ctx)
@@ -1870,6 +1916,8 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         )
     if ct_remedy is not None:
         remedies.insert(0, ct_remedy)
+    if mp_remedy is not None:
+        remedies.insert(0, mp_remedy)
     if gf_remedy is not None:
         remedies.insert(0, gf_remedy)
     if ew_remedy is not None:

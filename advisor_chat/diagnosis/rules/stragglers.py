@@ -2496,7 +2496,8 @@ def _python_clause(
         f"{pw.other_pairs} other (step, rank) pairs)"
     )
     zh = (
-        f"；{pw.of_pairs} 次停顿中有 {len(pw.pairs)} 次，主机的 Python 线程在 `{pw.function}` 中（每次 "
+        f"；{'每次停顿时' if len(pw.pairs) == pw.of_pairs else f'{pw.of_pairs} 次停顿中有 {len(pw.pairs)} 次，'}"
+        f"主机的 Python 线程都在 `{pw.function}` 中（每次 "
         f"{ms(pw.us)}{called_zh}），期间不向设备下发任何任务：{what[1]}（Python 调用栈，trace_view.json "
         f"with_stack；其他 {pw.other_pairs} 个（步, 卡）中出现 {pw.other_hits} 次）"
     )
