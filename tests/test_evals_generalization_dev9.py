@@ -143,7 +143,9 @@ def test_heavy_capture_is_said_and_light_one_is_not(scenario) -> None:
 
     heavy = diagnose(_load(scenario("profiler-overhead")))
     top = heavy.causes[0]
-    assert top.summary.startswith("This capture was taken with Level2, with_stack=True")
+    assert top.summary.startswith(
+        "This capture was taken with the profiler's Level2, with_stack=True"
+    )
     assert top.remedies[0].text.startswith("Collect again at Level1")
     assert top.remedies[0].case_id == "profiler-overhead-level"
     assert heavy.capture.startswith("Level2") and judge(heavy, "profiler").status == "supported"

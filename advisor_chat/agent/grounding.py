@@ -296,6 +296,8 @@ def add_diagnosis(pool: NumberPool, diag: Any) -> None:
     remedies' gains and texts, and its findings' metrics and summaries.
     """
     pool.add(diag.step_time_us, "time")
+    if math.isfinite(diag.clock_mhz):
+        pool.add(diag.clock_mhz)  # the AI Core clock while busy (MHz), verdicts quote it
     for k, v in diag.shares.items():
         pool.add_named(f"{k}_share", v)
     for r in (*diag.ranks, *diag.steps, *diag.excluded_steps):

@@ -1825,7 +1825,12 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
                 )
             )
         lab = label(c.culprit, zh)
-        if c.culprit.kind == "job" and lab not in ("the whole job", "整个作业"):
+        if (
+            c.culprit.kind == "job"
+            and lab not in ("the whole job", "整个作业")
+            and "every rank" not in lab
+            and "每张卡" not in lab
+        ):
             # a cost of the job: said of every rank, so no one rank is looked for
             lab = say("project.on_every_rank_no_rank_is", zh, lab=lab)
         text = text.strip().rstrip("。.")

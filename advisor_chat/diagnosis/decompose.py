@@ -3177,6 +3177,7 @@ class MoePadding:
         alltoall_us: The all-to-all collectives' time per (step, rank) (median rank, µs; Elapse).
         expert_us: The expert MatMuls' device time per (step, rank) (median rank, µs).
         ranks: Ranks read (a sample).
+        each_us: One all-to-all's Elapse Time (median, µs).
     """
 
     capacity_factor: float
@@ -3185,6 +3186,7 @@ class MoePadding:
     alltoall_us: float
     expert_us: float
     ranks: tuple[int, ...]
+    each_us: float = math.nan
 
     @property
     def padding_share(self) -> float:
@@ -3245,5 +3247,11 @@ def moe_padding(profile: Profile, ranks: Sequence[int]) -> MoePadding | None:
             s = e.groupby(["rank", "step"])["duration_us"].sum().reindex(units, fill_value=0.0)
             expert_us = float(s.groupby(level="rank").mean().median())
     return MoePadding(
-        cf, num("moe_router_topk"), num("num_experts"), a2a_us, expert_us, tuple(sample)
+        cf,
+        num("moe_router_topk"),
+        num("num_experts"),
+        a2a_us,
+        expert_us,
+        tuple(sample),
+        float(a2a["elapse_ms"].median()) * 1000.0,
     )

@@ -285,9 +285,9 @@ def _gc(d: Diagnosis) -> Verdict:
     return _v(
         "gc",
         "contradicted",
-        f"no rank's device idles waiting for its host, which a garbage-collection pause would "
-        f"cause; {en}",
-        f"没有哪张卡的设备在等待主机，而垃圾回收停顿会造成这种等待；{zh}",
+        f"no rank's device waits on a pause of its host, which a garbage-collection pause "
+        f"(every launch stopped for milliseconds at a time) would cause; {en}",
+        f"没有哪张卡的设备在等待主机停顿，而垃圾回收停顿（所有下发一次停止数毫秒）会造成这种等待；{zh}",
         (_top(d),),
     )
 
@@ -943,6 +943,21 @@ def _imbalance(d: Diagnosis) -> Verdict:
 
 def _dataloader(d: Diagnosis) -> Verdict:
     c = _tagged(d, "dataloader_stall")
+    if c is not None and ("profiler_overhead" in c.symptom_tags or len(d.steps) < 2):
+        # an idle at the step start in one captured step, or in a heavy capture: consistent with
+        # input, not proof of it
+        return _v(
+            "dataloader",
+            "undecided",
+            f"the data is consistent with it but does not prove it: {_lower_first(c.summary.rstrip('.'))}",
+            f"数据与之相符，但不足以证明：{c.summary_zh.rstrip('。')}",
+            (c,),
+            (
+                "several steps captured with a light profiler configuration (Level1, no "
+                "with_stack), or the dataloader's own wait time per step from the training loop",
+                "用轻量的采集配置（Level1、关闭 with_stack）采集多步，或在训练循环中记录每步等待数据的时间",
+            ),
+        )
     if c is not None:
         return _v("dataloader", "supported", c.summary.rstrip("."), c.summary_zh.rstrip("。"), (c,))
     held = _tagged(d, "pageable_copy") or _tagged(d, "synchronize_stream")
@@ -960,6 +975,22 @@ def _dataloader(d: Diagnosis) -> Verdict:
     if start is not None:
         # every rank waits at the start of its steps (the host dispatch analyzer measured it)
         owner = next((c for c in _real(d) if start in c.findings), None)
+        if len(d.steps) < 2 or (owner is not None and "profiler_overhead" in owner.symptom_tags):
+            return _v(
+                "dataloader",
+                "undecided",
+                "the data is consistent with it but does not prove it: "
+                f"{_lower_first(start.summary.rstrip('.'))}"
+                + (" (one captured step)" if len(d.steps) < 2 else ""),
+                f"数据与之相符，但不足以证明：{(start.summary_zh or start.summary).rstrip('。')}"
+                + ("（只采集到一步）" if len(d.steps) < 2 else ""),
+                (owner,),
+                (
+                    "several steps captured with a light profiler configuration (Level1, no "
+                    "with_stack), or the dataloader's own wait time per step from the training loop",
+                    "用轻量的采集配置（Level1、关闭 with_stack）采集多步，或在训练循环中记录每步等待数据的时间",
+                ),
+            )
         return _v(
             "dataloader",
             "supported",
@@ -983,8 +1014,10 @@ def _dataloader(d: Diagnosis) -> Verdict:
             "dataloader",
             "undecided",
             f"{_lower_first(idle.summary.rstrip('.'))}; an input pipeline would cause such idle, "
-            "but it is not at the start of the step where a dataloader wait shows",
-            f"{idle.summary_zh.rstrip('。')}；数据加载会造成这种空闲，但空闲并不在步的开始处",
+            "but this data does not show where in the step the idle falls or what the host does "
+            "then",
+            f"{idle.summary_zh.rstrip('。')}；数据加载会造成这种空闲，但这份数据看不出空闲落在步的哪个位置，"
+            "也看不出主机此时在做什么",
             (idle,),
             (
                 "a profile with host activity to see what the trainer waits for",

@@ -62,6 +62,9 @@ class PythonWork:
 
 def short_frame(frame: str) -> str:
     """``'a/b/tokenization_utils_base.py(2858): __call__'`` → ``'tokenization_utils_base.py: __call__'``."""
+    b = re.match(r"^<built-in (?:function|method) (?P<fn>[\w.]+)", frame)
+    if b is not None:  # "<built-in function fsync>": the C function's name
+        return b["fn"]
     m = re.match(r"^(?P<file>.*?)\((?P<line>\d+)\):\s*(?P<fn>.*)$", frame)
     if m is None:
         return frame

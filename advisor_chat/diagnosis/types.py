@@ -7,6 +7,7 @@ Times are microseconds per step (``*_us``); shares are fractions of step time (0
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
@@ -354,4 +355,6 @@ class Diagnosis:
             "shares": dict(self.shares),
             "notes": list(self.notes),
             "notes_zh": list(self.notes_zh),
+            # the AI Core clock while busy (MHz), when the trace has the counter track
+            **({"clock_mhz": self.clock_mhz} if math.isfinite(self.clock_mhz) else {}),
         }

@@ -145,7 +145,7 @@ def rule_capture(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         f"；下发调用耗时中位数 {cap.launch_us:.0f} µs" if math.isfinite(cap.launch_us) else ""
     )
     en = (
-        f"This capture was taken with {cap.settings()} on {on}{launch}: the profiler adds its own "
+        f"This capture was taken with the profiler's {cap.settings()} on {on}{launch}: the profiler adds its own "
         "host work to every operator launch, so part or all of this idle may be the profiler's, "
         "not the job's. "
     )

@@ -1289,21 +1289,23 @@ def _moe_padding_text(mp: MoePadding) -> tuple[str, str, Remedy]:
         f"moe_expert_capacity_factor {mp.capacity_factor:g}, moe_pad_expert_input_to_capacity on; "
         f"top-{mp.topk:g} routing over {mp.experts:g} experts): {frac} of the rows each all-to-all "
         f"moves and each expert MatMul computes are padding, and the all-to-alls take "
-        f"{ms(mp.alltoall_us)} per step and the expert MatMuls {ms(mp.expert_us)}"
+        f"{ms(mp.alltoall_us)} per step ({ms(mp.each_us)} each, median) and the expert MatMuls "
+        f"{ms(mp.expert_us)}"
     )
     zh = (
         f"；MoE 层把每个专家的输入填充到容量上限（distributed_args 中 moe_expert_capacity_factor 为 "
         f"{mp.capacity_factor:g}，并开启了 moe_pad_expert_input_to_capacity；{mp.experts:g} 个专家、top-"
         f"{mp.topk:g} 路由）：每次 AllToAll 传输的行和每个专家 MatMul 计算的行中有 {frac} 是填充，而"
-        f"AllToAll 每步耗时 {ms(mp.alltoall_us)}，专家 MatMul 每步 {ms(mp.expert_us)}"
+        f"AllToAll 每步耗时 {ms(mp.alltoall_us)}（单次中位数 {ms(mp.each_us)}），专家 MatMul 每步 "
+        f"{ms(mp.expert_us)}"
     )
     rem = Remedy(
         "action",
-        "Stop padding the expert inputs to capacity: drop --moe-pad-expert-input-to-capacity and "
+        "Stop padding the expert inputs to capacity: drop `--moe-pad-expert-input-to-capacity` and "
         "run the all-to-all dispatch dropless (or with a capacity factor near 1.0-1.25 if dropping "
         f"a few tokens is acceptable), so the all-to-alls and the expert MatMuls carry only the "
         f"routed tokens ({pct(mp.padding_share)} less).",
-        "不要把专家输入填充到容量上限：去掉 --moe-pad-expert-input-to-capacity，采用不丢 token 的 "
+        "不要把专家输入填充到容量上限：去掉 `--moe-pad-expert-input-to-capacity`，采用不丢 token 的 "
         "AllToAll 分发（或在可以接受少量丢弃时把 capacity factor 设为 1.0-1.25 左右），让 AllToAll 和专家 "
         f"MatMul 只处理实际路由的 token（减少 {pct(mp.padding_share)}）。",
         mp.saving_us,

@@ -206,8 +206,8 @@ def rule_skipped_updates(ctx: Context, causes: list[RootCause]) -> list[RootCaus
             category=Category.COMPUTE,
             culprit=Culprit(
                 kind="job",
-                label=f"steps {sp} on every rank (no optimizer update)",
-                label_zh=f"第 {sp} 步（每张卡都没有参数更新）",
+                label=f"the skipped updates of steps {sp} (every rank)",
+                label_zh=f"第 {sp} 步被跳过的参数更新（每张卡）",
             ),
             victims=tuple(
                 Impact(integer(r), gain, share_of(gain, num(ctx.val(r, "step_us"))), "own_time")
