@@ -568,3 +568,11 @@ def test_case_commands_quoted_in_chinese_answers_carry_no_english_prose() -> Non
         "export TASK_QUEUE_ENABLE=2"
     )
     assert _command_of("Bind the cores before launching") is None
+
+
+def test_what_the_host_does_without_host_data_says_it_was_not_recorded() -> None:
+    ans = _adv().ask("what is the host doing while the device waits?")
+    assert ans.answer.startswith("This profile does not record the host's activity")
+    assert "rank 3" in ans.answer.split("\n")[0]
+    zh = _adv().ask("设备空闲的时候主机在干什么？")
+    assert zh.answer.startswith("这份数据没有记录主机活动")

@@ -112,3 +112,13 @@ def test_a_rank_that_runs_python_work_every_step(tmp_path: Path) -> None:
     # the frame's time per step: the 20 ms stall less the generator's insets (a few µs per level)
     assert top.metrics["python_frame_us"] == pytest.approx(20_000.0, rel=0.05)
     assert "`metrics.py: compute_bleu`" in top.remedies[0].text
+
+
+def test_what_the_host_does_names_its_python_frame(scenario) -> None:
+    from advisor_chat.agent.advisor import Advisor
+
+    path = scenario("inline-tokenize-some-steps")
+    adv = Advisor(load_profile(path, use_cache=False, progress=False))
+    first = adv.ask("what is the host doing while the device waits?").answer.split("\n")[0]
+    assert first.startswith("What the host does while the device waits")
+    assert "tokenization_utils_base.py: __call__" in first

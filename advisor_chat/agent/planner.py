@@ -185,6 +185,11 @@ def _link_transports(outputs: Sequence[ToolOutput]) -> dict[tuple[int, int], str
 
 
 #: A question about the Bubble column itself.
+#: "What is the host doing (while the device waits)?" / "主机在干什么".
+_HOST_DOING = re.compile(
+    r"(?i)\bhost\b[^.?!]{0,20}\b(?:doing|busy with|up to)\b|what does the host do|"
+    r"主机[^。？！?!]{0,10}(?:在干|在做|干什么|做什么|干嘛|忙什么)"
+)
 _BUBBLE_Q = re.compile(r"\bbubbles?\b|气泡|空泡", re.I)
 
 #: "Which step is the slowest?" (English, Chinese): a step asked for by its time.
@@ -1051,6 +1056,12 @@ class Planner:
                 )
                 return p
             return project.steps(d, zh, q.steps, yes_no=q.kind == "yes_no")
+        if it == "bottleneck" and q.kind != "yes_no" and _HOST_DOING.search(q.text):
+            # "what is the host doing while the device waits?": the host-side cause's account
+            prof = self.session.profile
+            return project.host_activity(
+                d, zh, prof.has("host_dispatch") or bool(prof.available_ranks("host_dispatch"))
+            )
         if it in ("bottleneck", "communication"):
             # "is it the embedding / loss computation?": a part of the computation, not the
             # category; judged against what the causes measured

@@ -3668,3 +3668,75 @@ def suspect_verdict(
         )
     )
     return p
+
+
+#: What a host-side cause measured about the host (its calls, frames, allocator): the metrics that
+#: say what the host did, not only that the device idled.
+_HOST_MEASURED = (
+    "python_frame_us",
+    "slow_launch_calls_per_step",
+    "host_idle_us_affected_steps",
+    "gc_pauses_in_affected_steps",
+)
+
+
+def host_activity(d: Diagnosis, zh: bool, host_data: bool) -> Projection:
+    """Answer to "what is the host doing while the device waits?".
+
+    The first cause whose devices idle waiting for their host (a host stall, host-side events, a
+    job-wide idle or dispatch bound), with what its host was measured doing (its Python frames,
+    blocking calls, slow launches, allocator; the cause's summary). When no cause waits for the
+    host: says so and names the top cause. ``host_data``: whether the profile has host activity
+    (trace_view.json / CANN_API); without it the answer says the host was not recorded.
+    """
+    p = Projection()
+    host = next(
+        (
+            c
+            for c in _real(d)
+            if c.category.value == "scheduling"
+            or c.mechanism in (Mechanism.HOST_STALL, Mechanism.JOB_IDLE)
+        ),
+        None,
+    )
+    if host is None:
+        top = next(iter(_real(d)), None)
+        if top is not None:
+            p.add_cause(top)
+        p.lines.append(
+            (
+                "设备并没有在等主机：没有哪个原因是设备空闲等待主机下发。"
+                + (f"时间主要损失在别处——{summary(top, zh)}。" if top is not None else "")
+            )
+            if zh
+            else "The devices are not waiting for their hosts here: no cause is a device idling "
+            "for its host's next launch."
+            + (f" The time goes elsewhere: {summary(top, zh)}." if top is not None else "")
+        )
+        return p
+    p.add_cause(host)
+    measured = any(k in host.metrics for k in _HOST_MEASURED)
+    if not host_data:
+        p.lines.append(
+            f"这份数据没有记录主机活动（文本导出的 trace_view.json，或 DB 导出的 CANN_API），看不出主机在做什么；"
+            f"设备确实在等主机——{summary(host, zh)}。"
+            if zh
+            else "This profile does not record the host's activity (trace_view.json in the text "
+            "export, CANN_API in the DB), so what the host does cannot be told; the devices do "
+            f"wait for it: {lower_first(summary(host, zh))}."
+        )
+        return p
+    p.lines.append(
+        f"设备等待期间主机在做的事（{label(host.culprit, zh)}）：{summary(host, zh)}。"
+        if zh
+        else f"What the host does while the device waits ({label(host.culprit, zh)}): "
+        f"{lower_first(summary(host, zh))}."
+    )
+    if not measured:
+        p.lines.append(
+            "主机数据只显示它没有及时下发，没有显示它在哪段代码里；用 with_stack=True 采集可以看到 Python 调用栈。"
+            if zh
+            else "The host data shows it launching late, not which code it runs then; a capture "
+            "with with_stack=True records its Python frames."
+        )
+    return p

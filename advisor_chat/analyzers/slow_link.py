@@ -717,8 +717,8 @@ def _wait_findings(
             severity=Severity.LOW if links_ok else severity(share),
             summary=(
                 f"Rank {rk} spends {pct(top['wait_ratio'])} of its collective time waiting (wait ratio "
-                f"{top['wait_ratio']:.2f} > 0.2; {ms(per_step)} per step; ranks over 0.2: "
-                f"{format_ranks(high_ranks)}); {verdict}"
+                f"{top['wait_ratio']:.2f} > 0.2; {ms(per_step)} per step; ranks with a wait ratio "
+                f"over 0.2: {format_ranks(high_ranks)}); {verdict}"
             ),
             summary_zh=f"{rk}号卡 集合通信中 {pct(top['wait_ratio'])} 的时间在等待（等待占比 > 0.2，每步 {ms(per_step)}）；{verdict_zh}",
             ranks=tuple(high_ranks),
