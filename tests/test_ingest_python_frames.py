@@ -14,8 +14,6 @@ import pytest
 from advisor_chat.ingest import load_profile
 from advisor_chat.ingest.trace import PY_FRAME_MIN_US, read_python_frames
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "samples" / "real" / "pt-text-level1-2rank"
-
 
 def _json_frames(path: Path) -> list[tuple[int, float, float, str]]:
     ev = json.loads(path.read_text())
@@ -31,9 +29,9 @@ def _rows(df) -> list[tuple[int, float, float, str]]:
     return sorted(zip(df["tid"], df["start_us"], df["dur_us"], df["frame"], strict=True))
 
 
-@pytest.mark.skipif(not REAL.is_dir(), reason="real samples not present")
-def test_real_sample_frames_match_a_json_parse() -> None:
-    files = sorted(REAL.glob("*/ASCEND_PROFILER_OUTPUT/trace_view.json"))
+def test_real_sample_frames_match_a_json_parse(real_samples: Path) -> None:
+    real = real_samples / "pt-text-level1-2rank"
+    files = sorted(real.glob("*/ASCEND_PROFILER_OUTPUT/trace_view.json"))
     assert len(files) == 2
     for f in files:
         want = _json_frames(f)
@@ -42,7 +40,7 @@ def test_real_sample_frames_match_a_json_parse() -> None:
         assert _rows(got) == want
         # callers first at one start time: a frame's parent precedes it
         assert got["start_us"].is_monotonic_increasing
-    profile = load_profile(REAL, use_cache=False, progress=False)
+    profile = load_profile(real, use_cache=False, progress=False)
     both = profile.python_frames_for(profile.ranks)
     assert sorted(both["rank"].unique()) == [0, 1]
     assert len(both) == sum(len(_json_frames(f)) for f in files)

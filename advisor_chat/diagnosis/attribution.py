@@ -66,7 +66,7 @@ CO_LATE_INSTANCES = 0.5
 CO_LATE_MATERIAL = 0.25
 #: ... and none of them the latest of the set in this share of those instances (ranks late
 #: together take turns; ranks late by their own different amounts arrive in a fixed order).
-CO_LATE_ORDERED = 0.8
+CO_LATE_ORDERED = 0.9
 #: Transports of links inside one node (Atlas HCCS mesh, SIO between dies).
 ON_NODE = ("HCCS", "SIO")
 

@@ -585,7 +585,9 @@ def of_program() -> list[Item]:
             out_dtypes="DT_FLOAT",
             tag=OF_CHECK_TAG,
         ),
-        Collective("hcom_allReduce_", "world", 4e-06, dtype="FP32", tag="found_inf"),
+        Collective(
+            "hcom_allReduce_", "world", 4e-06, dtype="FP32", tag="found_inf", latency_us=20.0
+        ),
         dataclasses.replace(
             vec("update_scale", "AmpUpdateScale", 6.0, "1", "aclnnAmpUpdateScale"),
             in_dtypes="DT_FLOAT",

@@ -593,7 +593,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
             sync = int(op.sync_ns[r]) / 1e6
             wait = sync + float(op.wait_extra_ms[r])
             elapse = (e0 - s0) / 1e6
-            idle = elapse - transit - wait
+            idle = max(elapse - transit - wait, 0.0)  # (float rounding can leave -1e-7 ms)
             hccs = _block(mb["HCCS"], ms["HCCS"], pk["HCCS"], 32.0)
             rdma = _block(mb["RDMA"], ms["RDMA"], pk["RDMA"], 0.5)
             empty = _block(0, 0, {}, 0)
