@@ -9,8 +9,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
-
 from advisor_chat.ingest import load_profile
 from advisor_chat.ingest.trace import PY_FRAME_MIN_US, read_python_frames
 
