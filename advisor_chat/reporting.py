@@ -342,6 +342,31 @@ def _gain_text(gain: float | None, bound: Any, lang: str = "en") -> str:
     return t("gain.per_step", lang, ms=fmt_ms(gain))
 
 
+def _cause_gain_text(c: Any, lang: str = "en") -> str:
+    """A cause's expected gain: what its actions can save when that is less than what it costs.
+
+    A cause costs its victims ``c.gain_us``; when every action with a gain saves less (e.g. they
+    address the launch-wait part of an idle), the gain stated is the largest action's, with the
+    cost next to it, so that the cause's figure and its actions' agree.
+    """
+    from advisor_chat.i18n import t
+
+    acts = [
+        r
+        for r in c.remedies
+        if r.kind == "action" and r.gain_us is not None and math.isfinite(r.gain_us)
+    ]
+    cost = c.gain_us
+    best = max(acts, key=lambda r: float(r.gain_us or 0.0), default=None)
+    if best is not None and cost is not None and math.isfinite(cost):
+        if float(best.gain_us or 0.0) >= 0.95 * cost:
+            return _gain_text(c.gain_us, c.bound, lang)
+        g = _gain_text(best.gain_us, best.bound, lang)
+        if g:
+            return t("gain.of_cost", lang, gain=g, ms=fmt_ms(cost))
+    return _gain_text(c.gain_us, c.bound, lang)
+
+
 def _finding_md(f: Finding, heading: str, nested: bool = False, lang: str = "en") -> list[str]:
     """One finding as Markdown (profile strings escaped with textsafe).
 
@@ -555,7 +580,7 @@ def render_markdown(report: Report, lang: Literal["en", "zh"] = "en") -> str:
                     out.append(
                         f"  - *{kind}*{'：' if zh else ': '}{md_text(text, limit=None)}{tail}"
                     )
-            g = _gain_text(c.gain_us, c.bound, lang)
+            g = _cause_gain_text(c, lang)
             if g:
                 out.append(f"- **{T('report.expected_gain')}** {g}")
             out.append("")
@@ -844,7 +869,7 @@ def render_html(
                         f"{e(text)}{tail}{zh_line}</li>"
                     )
                 items.append(f"<b>{T('report.what_to_change')}</b><ul>" + "".join(rem) + "</ul>")
-            g = _gain_text(c.gain_us, c.bound, ui)
+            g = _cause_gain_text(c, ui)
             if g:
                 items.append(f"<b>{T('report.expected_gain')}</b> {e(g)}")
             parts.append("<ul>" + "".join(f"<li>{x}</li>" for x in items) + "</ul>")

@@ -61,3 +61,29 @@ def test_html_escapes_profile_strings_and_json_has_the_diagnosis() -> None:
     assert cause["culprit"]["ranks"] == [2] and cause["mechanism"] == "compute_straggler"
     assert set(cause["findings"]) <= {f["id"] for f in data["findings"]}
     assert cause["victims"][0]["how"] == "collective_wait"
+
+
+def test_cause_gain_states_its_actions_saving_next_to_its_cost() -> None:
+    """A cause whose actions save less than it costs states the actions' figure, with the cost."""
+    import dataclasses
+
+    from test_agent_project import PIPE
+
+    from advisor_chat.diagnosis import BoundKind, Remedy
+    from advisor_chat.reporting import _cause_gain_text
+
+    # the action saves the whole cost: one figure
+    assert _cause_gain_text(PIPE, "en") == "90.0 ms per step (upper bound)"
+    part = dataclasses.replace(
+        PIPE,
+        remedies=(
+            Remedy("action", "a", "a", gain_us=60_000.0, bound=BoundKind.UPPER_BOUND),
+            Remedy("action", "b", "b", gain_us=40_000.0, bound=BoundKind.ESTIMATE),
+        ),
+    )
+    en = _cause_gain_text(part, "en")
+    assert en.startswith("60.0 ms per step (upper bound)") and "90.0 ms per step it costs" in en
+    assert "90.0 ms" in _cause_gain_text(part, "zh") and "60.0 ms" in _cause_gain_text(part, "zh")
+    # no action with a gain: the cause's own figure
+    checks = dataclasses.replace(PIPE, remedies=(Remedy("check", "c", "c"),))
+    assert _cause_gain_text(checks, "en") == "90.0 ms per step (upper bound)"

@@ -267,8 +267,13 @@ def _rank_cause(
             wait_max = max((v.lost_us for v in victims), default=0.0)
             late = f"it arrives late at the collectives (though before {ll})"
             late_zh = f"它较晚到达集合通信（但早于{ll_zh}）"
-            waits = f"{len(victims)} rank(s) wait up to {ms(wait_max)} per step until it arrives"
-            waits_zh = f"{len(victims)} 张卡每步最多等它 {ms(wait_max)}"
+            # the victims' loss to it is what it adds after the later ranks' lateness, not the
+            # whole of its own lateness
+            waits = (
+                f"{len(victims)} rank(s) wait up to {ms(wait_max)} per step for it beyond their "
+                f"wait for {ll}"
+            )
+            waits_zh = f"{len(victims)} 张卡除了等{ll_zh}之外，每步最多还要等它 {ms(wait_max)}"
             if not arrival_measured(ctx, rank):  # no collective data of its own: inferred
                 late = (
                     f"by the step times it is a late arriver, though before {ll} (no collective "
@@ -276,11 +281,12 @@ def _rank_cause(
                 )
                 late_zh = f"按各步时间推断它较晚到达集合通信，但早于{ll_zh}（没有集合通信数据显示它何时到达）"
                 waits = (
-                    f"{len(victims)} rank(s) would wait up to {ms(wait_max)} per step until it "
-                    "arrives (inferred, not measured)"
+                    f"{len(victims)} rank(s) would wait up to {ms(wait_max)} per step for it "
+                    f"beyond their wait for {ll} (inferred, not measured)"
                 )
                 waits_zh = (
-                    f"按推断 {len(victims)} 张卡每步最多等它 {ms(wait_max)}（推断值，未实测）"
+                    f"按推断 {len(victims)} 张卡除了等{ll_zh}之外，每步最多还要等它 "
+                    f"{ms(wait_max)}（推断值，未实测）"
                 )
         elif arrival_measured(ctx, rank):
             late = "it arrives late at the collectives"
