@@ -24,8 +24,8 @@ trace_view.json on one node):
   grows quadratically with the padding. Job-level.
 - ``inline-eval-steps``: the training loop runs an evaluation pass (3 forward-only iterations of the
   model, no backward, no gradient all-reduce) every 4 steps inside the step: steps 12 and 16 of the
-  capture are ~2x longer on every rank alike, with 3x the forward operators and no extra backward
-  ones. Culprit: those steps (every rank alike: a job-level cause scoped to the eval steps);
+  capture are ~2x longer on every rank alike, with 4x the forward operators and no extra
+  backward ones. Culprit: those steps (every rank alike: a job-level cause scoped to the eval steps);
   links normal.
 - ``power-capped-node``: node 1 (ranks 8-15) runs under a power cap: its AI Core clock is 1300 MHz
   for the whole capture instead of 1800 MHz (the AI Core Freq track), so every cube kernel takes
@@ -516,6 +516,7 @@ def ev_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
         "eval_iters": EV_ITERS,
         "eval_steps": [ids[si] for si in on],
         "first_eval_step": ids[on[0]],
+        "last_eval_step": ids[on[-1]],
         "train_only_steps": [ids[si] for si in off],
         "eval_kernels_per_eval_step": n_eval,
         "train_kernels_per_step": n_train,
