@@ -43,6 +43,10 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
         "steps that apply no optimizer update (fp16 overflow, a skip condition)",
         "跳过优化器更新的步（fp16 溢出或跳过条件）",
     ),
+    "slow_steps": (
+        "some steps carry more device work on every rank (an evaluation pass, larger inputs)",
+        "部分步在每张卡上都有更多设备计算（评估前向、更大的输入）",
+    ),
     "per_tensor_sync": (
         "one tiny collective and host wait per tensor (a per-parameter loop)",
         "逐个张量的微小集合通信与主机等待（逐参数循环）",
@@ -209,6 +213,7 @@ WHY_TAGS: frozenset[str] = frozenset(
         "python_work",
         "per_tensor_sync",
         "skipped_update",
+        "slow_steps",
         "cpu_binding",
         "shape_alignment",
         "aicpu_op",

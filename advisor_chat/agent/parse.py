@@ -344,7 +344,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"\bwhat(?:'s| is| are)\b.{0,25}\bdoing\b",
         # "what is eating the time?", "where does the time go?"
         r"\bwhat(?:'s| is| are)? (?:eating|taking|burning|using|wasting) (?:up )?(?:(?:the |all the |my |our )?(?:time|step)|it\b|that\b|this\b)",
-        r"\bwhere (?:does|do|did) (?:the |all the |my |our )?(?:time|step time) go\b",
+        r"\bwhere (?:does|do|did|is|are) (?:the |all the |my |our )?(?:rest|remainder|other|missing|extra|time|step time)\b.{0,30}\b(?:go|going|gone|spent)\b",
         r"(?:时间|耗时)(?:都)?(?:去哪|花在哪|被什么)",
         r"在(干|做|搞)(什么|啥|嘛)",
         r"\bexplain\b",
@@ -387,7 +387,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"会不是",  # a common slip for 会不会
         r"难道",
         r"莫非",
-        r"^(这|那)?(是|就是)[^，,；;。？?]{1,20}(的)?(问题|原因|锅|导致的|造成的|引起的)[？?]\s*$",
+        r"^(这|那)?(是|就是)(?![^，,；;。？?]*(什么|啥|哪))[^，,；;。？?]{1,20}(的)?(问题|原因|锅|导致的|造成的|引起的)[？?]\s*$",
         r"要不要",
         r"能不能",
         r"需不需要",
@@ -1274,6 +1274,9 @@ _RULED_OUT = re.compile(
     r"(?:the\s+)?(?:normal|full|expected|usual|nominal|good|line[- ]rate)\b[^.;?!,。；？！，]*"
     r"|[^，。,；;？?！!]*(?:排除|排查过|(?:检|查|测|确认)过|(?:都|均|一切|也|看着|看起来|看上去)(?:很|挺|是)?正常|没(?:有)?问题|不是这(?:两|几)?个"
     r"|没(?:有)?(?:报错|异常|告警)|一模一样|完全一样"
+    # "hccn_tool看链路正常", "host CPU也基本空闲": a check the user made came back normal (not
+    # "不正常", not "正常吗？")
+    r"|(?<![不否])正常(?![吗吧呢嘛？?])|(?:基本|很|挺|都|也)(?:是)?空闲(?![吗吧呢嘛？?])"
     # "各卡算子和链路都差不多": the same everywhere, found by the user
     r"|(?:都|均|也)(?:差不多|一样|相同|相近|接近))"
     r"[^，。,；;？?！!]*"
@@ -1604,7 +1607,10 @@ def _match_any(pats: Sequence[str], low: str) -> re.Match[str] | None:
 _QUESTION_WORD = re.compile(r"which|what|who|where|哪|谁", re.I)
 #: "why" hits that ask why; the others ("cause", "原因", "导致") only name a cause, and inside a
 #: yes/no question ("is the network the cause?", "会不会是网络导致的？") they ask for a verdict.
-_WHY_WORD = re.compile(r"why|how come|what|explain|为什么|为何|怎么回事|咋回事|怎么|什么导致", re.I)
+_WHY_WORD = re.compile(
+    r"why|how come|what|explain|为什么|为何|怎么回事|咋回事|怎么|什么导致|(?:什么|啥)原因|原因是(?:什么|啥)",
+    re.I,
+)
 
 
 def asks_yes_no(text: str) -> bool:

@@ -298,6 +298,7 @@ def device_account(
     culprit_units: Sequence[tuple[int, int]],
     peers: Sequence[int],
     steps: Sequence[int] | None = None,
+    peer_units: Sequence[tuple[int, int]] | None = None,
 ) -> DeviceAccount | None:
     """Decompose the culprit's extra device time against its peers in the same steps.
 
@@ -307,13 +308,20 @@ def device_account(
             kept step of that rank.
         peers: Peer ranks (the culprit's ranks are removed from them).
         steps: Steps to compare when the culprit units say ``-1``; ``None`` = every step.
+        peer_units: ``(step, rank)`` pairs of the peer side, given instead of ``peers`` in the
+            same steps: the same ranks in other steps (what makes some steps of every rank
+            slower). The culprit's ranks are then kept on the peer side.
 
     Returns:
         The :class:`DeviceAccount`, or ``None`` without kernels for both sides.
     """
     c_ranks = sorted({r for _, r in culprit_units})
-    all_peers = [int(p) for p in peers if int(p) not in set(c_ranks)]
-    p_ranks = _sample(all_peers)
+    if peer_units is not None:
+        all_peers = sorted({int(r) for _, r in peer_units})
+        p_ranks = all_peers
+    else:
+        all_peers = [int(p) for p in peers if int(p) not in set(c_ranks)]
+        p_ranks = _sample(all_peers)
     if not c_ranks or not p_ranks:
         return None
     k = _compute_kernels(profile, [*c_ranks, *p_ranks])
@@ -333,7 +341,10 @@ def device_account(
     )
     # peers in the same steps as the explicit culprit units (every step for whole-rank culprits)
     is_p = np.isin(key_rank, p_ranks)
-    if explicit and not whole:
+    if peer_units is not None:
+        pu = {(int(s), int(r)) for s, r in peer_units}
+        is_p = np.array([(s, r) in pu for s, r in zip(key_step, key_rank, strict=True)], dtype=bool)
+    elif explicit and not whole:
         is_p &= np.isin(key_step, list(unit_steps))
     c, p = k[is_c], k[is_p]
     if c.empty or p.empty:
@@ -2430,6 +2441,147 @@ def dominant_collective(profile: Profile, ranks: Sequence[int]) -> DominantColle
         loss=loss,
         loss_us=loss_us,
     )
+
+
+# ------------------------------------------------------------------ the same data moved again
+#: A collective moving at least this much (MB per rank, median) several times per step with the
+#: same size is a candidate for one tensor communicated again.
+REPEAT_MIN_MB = 64.0
+#: ... at most this many times per step (per-layer collectives of equal size are many per step).
+REPEAT_MAX_PER_STEP = 4
+
+
+@dataclass(frozen=True)
+class RepeatedCollective:
+    """One large collective of one size run several times per step in the same group.
+
+    A weight used twice in a step (tied input / output embeddings) and kept sharded is gathered
+    before each use; a tensor sent again moves the same bytes again. Only the size and the group
+    are seen, not the tensor: the remedy says "if it is the same tensor".
+
+    Attributes:
+        op_type: Collective type (``comm_ops`` ``op_type``: allgather, broadcast, ...).
+        group: Communication group (domain) hash.
+        group_size: Ranks in the group (0 when ``comm_groups`` does not say).
+        size_mb: Transit size per instance (``comm_bandwidth`` ``transit_size_mb``, SDMA excluded),
+            MB, median.
+        others_max_mb: The largest transit size of the group's other collectives, MB (NaN: none).
+        per_step: Instances per step (median over (step, rank)).
+        elapse_us: Elapse Time per instance (``comm_ops``), median, µs.
+        share: Its time per step over the rank's communication time per step.
+        consumers: The compute operator after each instance of one (step, rank), in order, as
+            ``(op_type, input_shapes)`` (``kernel_details.csv`` order).
+    """
+
+    op_type: str
+    group: str
+    group_size: int
+    size_mb: float
+    others_max_mb: float
+    per_step: float
+    elapse_us: float
+    share: float
+    consumers: tuple[tuple[str, str], ...]
+
+
+def repeated_collective(profile: Profile, ranks: Sequence[int]) -> RepeatedCollective | None:
+    """The large collective run 2 to ``REPEAT_MAX_PER_STEP`` times per step with one size, if any.
+
+    From ``comm_ops`` and ``comm_bandwidth`` of a rank sample: per (step, rank), the collectives of
+    one (group, type, transit size rounded to 1 MB) of at least ``REPEAT_MIN_MB``; one taking at
+    least ``DOMINANT_MIN_SHARE`` of the communication time, at least ``DOMINANT_MIN_RATIO`` times
+    the size of the group's other collectives of its type, in at least 2 instances per step; a
+    gather (gradient buckets are reduced in equal sizes by design). ``None`` otherwise (or
+    without transit sizes).
+    """
+    ops = profile.get("comm_ops")
+    bw = profile.get("comm_bandwidth")
+    need = {"rank", "step", "group", "op_type", "op_name", "start_us", "elapse_ms"}
+    if ops.empty or bw.empty or not need <= set(ops.columns):
+        return None
+    if not {"rank", "step", "op_name", "transit_size_mb"} <= set(bw.columns):
+        return None
+    sample = _sample(ranks)
+    o = ops[ops["rank"].isin(sample)].dropna(subset=["step", "start_us", "elapse_ms"])
+    if o.empty:
+        return None
+    b = bw[bw["rank"].isin(sample)]
+    if "transport" in b.columns:
+        b = b[b["transport"].astype(str).str.upper() != "SDMA"]
+    mb = b.groupby(["rank", "step", "op_name"])["transit_size_mb"].sum()
+    o = o.join(mb.rename("mb"), on=["rank", "step", "op_name"])
+    o = o[o["mb"].notna()]
+    if o.empty:
+        return None
+    o = o.assign(
+        group=o["group"].astype(str),
+        op_type=o["op_type"].astype(str).str.lower(),
+        size=o["mb"].round(0),
+    )
+    units = o.groupby(["rank", "step"]).ngroups
+    comm_us = float(o.groupby(["rank", "step"])["elapse_ms"].sum().median()) * 1000.0
+    key = ["group", "op_type", "size"]
+    per_unit = o.groupby([*key, "rank", "step"]).agg(n=("mb", "size"), us=("elapse_ms", "sum"))
+    best: RepeatedCollective | None = None
+    for gkey, sub in per_unit.groupby(level=key):
+        g, t, size = str(gkey[0]), str(gkey[1]), float(cast(float, gkey[2]))
+        if size < REPEAT_MIN_MB or len(sub) < 0.8 * units or comm_us <= 0:
+            continue
+        n = float(sub["n"].median())
+        if not 2 <= n <= REPEAT_MAX_PER_STEP:
+            continue
+        share = float(sub["us"].median()) * 1000.0 / comm_us
+        if "gather" not in str(t):
+            # gradient buckets are reduced in equal sizes by design; a broadcast repeated is
+            # the parameters re-sent in buckets (the start-of-step clause says that)
+            continue
+        # the group's other collectives of its type (the optimizer's small gathers, ...)
+        others = o[(o["group"] == g) & (o["op_type"] == t) & (o["size"] != size)]
+        others_max = float(others["mb"].max()) if not others.empty else float("nan")
+        if share < DOMINANT_MIN_SHARE or (
+            math.isfinite(others_max) and size < DOMINANT_MIN_RATIO * others_max
+        ):
+            continue
+        inst = o[(o["group"] == g) & (o["op_type"] == t) & (o["size"] == size)]
+        if best is not None and share <= best.share:
+            continue
+        gs = 0
+        groups = profile.get("comm_groups")
+        if not groups.empty and {"group", "ranks"} <= set(groups.columns):
+            hit = groups[groups["group"].astype(str) == g]
+            if len(hit) and isinstance(hit["ranks"].iloc[0], (list, tuple, np.ndarray)):
+                gs = len(hit["ranks"].iloc[0])
+        best = RepeatedCollective(
+            op_type=str(t),
+            group=str(g),
+            group_size=gs,
+            size_mb=float(inst["mb"].median()),
+            others_max_mb=others_max,
+            per_step=n,
+            elapse_us=float(inst["elapse_ms"].median()) * 1000.0,
+            share=share,
+            consumers=_consumers(profile, inst),
+        )
+    return best
+
+
+def _consumers(profile: Profile, inst: pd.DataFrame) -> tuple[tuple[str, str], ...]:
+    """The compute operator right after each instance of one (step, rank) (kernel order)."""
+    one = inst.sort_values(["rank", "step", "start_us"])
+    r, st = int(one["rank"].iloc[0]), int(one["step"].iloc[0])
+    one = one[(one["rank"] == r) & (one["step"] == st)]
+    k = _compute_kernels(profile, [r])
+    if k.empty or not {"start_us", "duration_us", "step"} <= set(k.columns):
+        return ()
+    k = k[k["step"] == st].sort_values("start_us")
+    out = []
+    for _, row in one.iterrows():
+        end = float(row["start_us"]) + float(row["elapse_ms"]) * 1000.0
+        after = k[k["start_us"] >= end - 1.0]
+        if len(after):
+            a = after.iloc[0]
+            out.append((str(a["op_type"]), str(a["input_shapes"])))
+    return tuple(out)
 
 
 # ------------------------------------------------------------------ collective types per link

@@ -408,6 +408,8 @@ def case_for(c: RootCause) -> str | None:
         return "matmul-shape-regression" if "matmul" in op else "compute-straggler-hidden"
     if m is Mechanism.SKIPPED_UPDATE:
         return "overflow-skipped-steps"
+    if "slow_steps" in tags:
+        return "evaluation-in-training-loop" if "extra_forward_passes" in c.metrics else None
     if m is Mechanism.JOB_HOTSPOT and "dtype_mismatch" in tags:
         return "fp32-loss-full-vocab" if "loss" in c.culprit.label else None
     if m is Mechanism.SLOW_GROUP:
@@ -727,6 +729,7 @@ def _blame(ctx: Context) -> list[RootCause]:
     causes += R.rule_recompute(ctx, causes)
     causes += R.rule_fp32_compute(ctx, causes)
     causes += R.rule_skipped_updates(ctx, causes)
+    causes += R.rule_slow_steps(ctx, causes)
     causes += R.rule_low_rank_adapters(ctx, causes)
     causes = R.rule_capture(ctx, causes)
     return _rank(_with_cost(ctx, causes))

@@ -71,6 +71,7 @@ from advisor_chat.diagnosis.rules.slow_link import (
     rule_slow_link,
     rule_slow_node_links,
 )
+from advisor_chat.diagnosis.rules.stepwork import rule_slow_steps
 from advisor_chat.diagnosis.rules.stragglers import hccl_timeouts_s, rule_stragglers_and_events
 
 __all__ = [
@@ -122,6 +123,7 @@ __all__ = [
     "rule_skipped_updates",
     "rule_slow_link",
     "rule_slow_node_links",
+    "rule_slow_steps",
     "rule_slow_transport",
     "rule_stragglers_and_events",
     "rule_transport_steps",

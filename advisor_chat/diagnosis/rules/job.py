@@ -21,6 +21,7 @@ from advisor_chat.diagnosis.decompose import (
     LaunchLoop,
     MoePadding,
     NewShapeIdle,
+    RepeatedCollective,
     SyncStalls,
     collective_context,
     device_copies,
@@ -37,6 +38,7 @@ from advisor_chat.diagnosis.decompose import (
     new_shape_idle,
     op_family,
     pass_sync,
+    repeated_collective,
     sync_stalls,
     top_launch_api,
 )
@@ -1761,6 +1763,19 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     if dom is not None:
         d_en, d_zh, d_metrics = _dominant_text(dom)
         metrics |= d_metrics
+    # one large gather run again with the same size in a step: one tensor moved twice
+    rep = repeated_collective(ctx.profile, ctx.ranks)
+    rep_remedy: Remedy | None = None
+    rep_shared = False
+    if rep is not None and dom is None:
+        rep_en, rep_zh, rep_remedy, rep_shared = _repeated_text(rep, rest)
+        ev.append(rep_en)
+        ev_zh.append(rep_zh)
+        metrics |= {
+            "repeated_collective_mb": rep.size_mb,
+            "repeated_collective_per_step": rep.per_step,
+            "repeated_collective_us": rep.elapse_us,
+        }
     # MoE layers padding every expert's input to capacity: most of what the all-to-alls move and
     # the expert MatMuls compute is padding
     mp = moe_padding(ctx.profile, ctx.ranks)
@@ -1928,6 +1943,10 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         remedies.insert(0, el_remedy)
     if cc_remedy is not None:
         remedies.insert(0, cc_remedy)
+    if rep_remedy is not None:
+        # first when its instances feed operators that read one tensor (the evidence it is the
+        # same data), after the other changes the evidence selected otherwise
+        remedies.insert(0 if rep_shared else 1, rep_remedy)
     for f in setting[:1]:
         remedies.insert(
             0,
@@ -2217,6 +2236,74 @@ def _dominant_text(dom: DominantCollective) -> tuple[str, str, dict[str, float]]
             f"（{dom.loss[0]}，{dims} {_dtype(dom.loss[2])}，收集之后每步 {ms(dom.loss_us)}）"
         )
     return en, zh, metrics
+
+
+def _repeated_text(rc: RepeatedCollective, rest_us: float) -> tuple[str, str, Remedy, bool]:
+    """Clause (en, zh), remedy and shared-input flag for one large gather run again per step.
+
+    The flag: the operators after its instances all read an input of one shape, the gathered
+    tensor used again (a weight shared by two layers: tied input / output embeddings). Gain
+    (estimate): every instance but one, at most ``rest_us``.
+    """
+    name = COLLECTIVE_NAMES.get(rc.op_type, rc.op_type)
+    each = ms(rc.elapse_us)
+    grp = f"its {rc.group_size}-rank group" if rc.group_size else "its group"
+    grp_zh = f"{rc.group_size} 卡通信组" if rc.group_size else "所在通信组"
+    other = (
+        f"; the group's other {name}s move {rc.others_max_mb:.0f} MB at most"
+        if math.isfinite(rc.others_max_mb)
+        else ""
+    )
+    other_zh = (
+        f"；同组其他 {name} 最多 {rc.others_max_mb:.0f} MB"
+        if math.isfinite(rc.others_max_mb)
+        else ""
+    )
+    times = "twice" if rc.per_step == 2 else f"{rc.per_step:.0f} times"
+    times_zh = "两次" if rc.per_step == 2 else f" {rc.per_step:.0f} 次"
+    shared = ""
+    if len(rc.consumers) >= 2:
+        parts = [set(c[1].split(";")) - {""} for c in rc.consumers]
+        common = set.intersection(*parts) if parts else set()
+        shared = max(common, key=len) if common else ""
+    ops = ", ".join(
+        f"{op}" + (f" [{shp}]" if shp else "") for op, shp in rc.consumers[: int(rc.per_step)]
+    )
+    ops_zh = "、".join(
+        f"{op}" + (f" [{shp}]" if shp else "") for op, shp in rc.consumers[: int(rc.per_step)]
+    )
+    en = (
+        f"; the same {rc.size_mb:.0f} MB {name} runs {rc.per_step:.0f} times per step in {grp} "
+        f"({each} each, {pct(rc.share)} of a rank's communication time{other}), each followed by "
+        f"another operator ({ops}; kernel_details.csv order)"
+    )
+    zh = (
+        f"；同一个 {rc.size_mb:.0f} MB 的 {name} 在{grp_zh}里每步做 {rc.per_step:.0f} 次（每次 {each}，占每卡通信"
+        f"时间的 {pct(rc.share)}{other_zh}），每次之后是不同的算子（{ops_zh}；按 kernel_details.csv 的顺序）"
+    )
+    if shared:
+        en += (
+            f": each of them reads a [{shared}] input, so one tensor (a weight used by two layers, "
+            "such as input and output embeddings tied together) is gathered "
+            f"{times} per step, again before each further use"
+        )
+        zh += (
+            f"：它们都读取一个 [{shared}] 的输入，即同一个张量（被两层共用的权重，例如输入与输出共享的 "
+            f"embedding）每步被收集{times_zh}，每次使用前都重新收集"
+        )
+    gain = min((rc.per_step - 1.0) * rc.elapse_us, rest_us)
+    rem = Remedy(
+        "action",
+        f"Gather the {rc.size_mb:.0f} MB tensor once per step and keep the full copy until its "
+        "last use (for tied embeddings: reuse the gathered table in the output layer, or keep "
+        f"that one weight unsharded, {rc.size_mb:.0f} MB per card), instead of gathering it "
+        "again.",
+        f"每步只收集一次这个 {rc.size_mb:.0f} MB 的张量，并保留完整副本直到最后一次使用（共享 embedding："
+        f"在输出层复用已收集的词表权重，或让这一个权重不切分，每卡 {rc.size_mb:.0f} MB），不要重复收集。",
+        gain,
+        BoundKind.ESTIMATE,
+    )
+    return en, zh, rem, bool(shared)
 
 
 def _vocab_parallel_remedy(dom: DominantCollective) -> Remedy:

@@ -1,0 +1,355 @@
+"""Slow-steps rule: in a few steps every rank computes more (a job-level cost of those steps).
+
+When some steps are slower on every rank alike and the extra time is device work (Computing), no
+rank is to blame and no rank waits for another: the steps themselves carry more work. What differs
+is read from the kernels of those steps against the same ranks' other steps: which operators run
+more often or longer. Extra forward operators with their backward operators launched as often as in
+the other steps are forward passes with no backward: an evaluation (validation) or inference pass
+inside the training loop. Otherwise the extra work is named by operator (and by shape when the same
+operators run on larger inputs: the work follows the data).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import dataclass
+
+import pandas as pd
+
+from advisor_chat.analyzers.base import Category
+from advisor_chat.diagnosis.context import Context
+from advisor_chat.diagnosis.decompose import _compute_kernels, _sample
+from advisor_chat.diagnosis.rules.common import _severity
+from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
+from advisor_chat.diagnosis.types import (
+    BoundKind,
+    Culprit,
+    Impact,
+    Mechanism,
+    Remedy,
+    RootCause,
+)
+
+#: A step is slow when its time (median over ranks) is at least this multiple of the median step.
+SLOW_STEP_RATIO = 1.2
+#: Slow steps are a minority: at most this share of the steps read.
+SLOW_STEP_MAX_SHARE = 0.4
+#: Every rank computes more in a slow step: at least this share of the ranks adds at least half of
+#: the step's excess to its Computing (one late rank makes the others wait, not compute).
+ALL_RANKS_SHARE = 0.8
+#: Backward operators (``FlashAttentionScoreGrad``, ``RmsNormGrad``, ``MatMulBackward`` ...).
+BACKWARD_OP = re.compile(r"grad|backward", re.I)
+#: The backward runs "as often" when its launches per step are within this ratio of the others'.
+SAME_COUNT = 0.1
+
+
+@dataclass(frozen=True)
+class OpExtra:
+    """One operator type's launches and time per (step, rank) in the slow steps and the others.
+
+    Attributes:
+        op_type: Operator type (``kernel_details.csv`` ``Type``).
+        n_slow: Launches per unit in the slow steps.
+        n_other: Launches per unit in the other steps.
+        us_slow: Device time per unit in the slow steps, µs.
+        us_other: Device time per unit in the other steps, µs.
+        shape_slow: Its most-time input shapes in the slow steps.
+        shape_other: ... in the other steps.
+    """
+
+    op_type: str
+    n_slow: float
+    n_other: float
+    us_slow: float
+    us_other: float
+    shape_slow: str
+    shape_other: str
+
+    @property
+    def delta_us(self) -> float:
+        """Extra device time per unit in the slow steps, µs."""
+        return self.us_slow - self.us_other
+
+
+@dataclass(frozen=True)
+class SlowSteps:
+    """Steps in which every rank computes more than in the other steps.
+
+    Attributes:
+        steps: The slow steps.
+        all_steps: Every step read.
+        step_us_slow: Their time, median over steps of the median over ranks, µs.
+        step_us_other: The other steps' time, the same way, µs.
+        computing_extra_us: Extra Computing per slow step, median over ranks, µs.
+        ops: Operator types with more device time in the slow steps, most first.
+        backward: Backward operator types with their launches per unit (slow, other).
+        forward_passes: Extra forward passes per slow step when the backward runs as often (0
+            otherwise).
+        interval: Steps between consecutive slow steps when they are evenly spaced (0 otherwise).
+        ranks: Ranks whose kernels were read (a sample).
+    """
+
+    steps: tuple[int, ...]
+    all_steps: tuple[int, ...]
+    step_us_slow: float
+    step_us_other: float
+    computing_extra_us: float
+    ops: tuple[OpExtra, ...]
+    backward: tuple[tuple[str, float, float], ...]
+    forward_passes: int
+    interval: int
+    ranks: tuple[int, ...]
+
+
+def slow_steps(ctx: Context) -> SlowSteps | None:
+    """Steps slower on every rank alike because every rank computes more in them, or ``None``.
+
+    A step is slow when its time (``step_trace`` ``Stage`` / step time, median over ranks) is at
+    least :data:`SLOW_STEP_RATIO` times the median step, in at most :data:`SLOW_STEP_MAX_SHARE` of
+    the steps (not the last steps of the capture together: that is an onset), and at least
+    :data:`ALL_RANKS_SHARE` of the ranks compute (``Computing``) at least half the step's excess more
+    than in their other steps. The kernels (``kernel_details.csv`` ``Step Id``, ``Type``, ``Input
+    Shapes``) of a rank sample in those steps are compared with the same ranks' other steps.
+    """
+    f = ctx.frame
+    if f.empty or not {"step", "rank", "step_us", "computing_us"} <= set(f.columns):
+        return None
+    by_step = f.groupby("step")["step_us"].median().sort_index()
+    if len(by_step) < 3:
+        return None
+    med = float(by_step.median())
+    slow = [integer(s) for s, v in by_step.items() if med > 0 and v >= SLOW_STEP_RATIO * med]
+    steps = [int(s) for s in by_step.index]
+    if not slow or len(slow) > SLOW_STEP_MAX_SHARE * len(steps):
+        return None
+    if len(slow) >= 2 and slow == steps[-len(slow) :]:
+        return None  # the last steps together: the job got slower from a step on (an onset)
+    other = [s for s in steps if s not in slow]
+    comp = f.pivot_table(index="step", columns="rank", values="computing_us", aggfunc="mean")
+    base = comp.loc[other].median()
+    extra_by_step = []
+    for s in slow:
+        need = 0.5 * (num(by_step[s]) - med)
+        extra = pd.Series(comp.loc[s] - base, dtype=float)
+        if float((extra >= need).mean()) < ALL_RANKS_SHARE:
+            return None
+        extra_by_step.append(float(extra.median()))
+    sample = _sample(ctx.ranks)
+    k = _compute_kernels(ctx.profile, sample)
+    if k.empty or "step" not in k:
+        return None
+    k = k[k["step"].isin(steps)]
+    is_slow = k["step"].isin(slow)
+    units_slow = k[is_slow].groupby(["step", "rank"]).ngroups
+    units_other = k[~is_slow].groupby(["step", "rank"]).ngroups
+    if not units_slow or not units_other:
+        return None
+
+    def side(df: pd.DataFrame, n: int) -> pd.DataFrame:
+        g = df.groupby("op_type")["duration_us"].agg(["sum", "count"])
+        return pd.DataFrame({"us": g["sum"] / n, "n": g["count"] / n})
+
+    def top_shape(df: pd.DataFrame) -> pd.Series:
+        g = df.groupby(["op_type", "input_shapes"])["duration_us"].sum().reset_index()
+        g = g.sort_values("duration_us", ascending=False).drop_duplicates("op_type")
+        return g.set_index("op_type")["input_shapes"].astype(str)
+
+    a, b = side(k[is_slow], units_slow), side(k[~is_slow], units_other)
+    j = a.add_suffix("_slow").join(b.add_suffix("_other"), how="outer").fillna(0.0)
+    sh_a, sh_b = top_shape(k[is_slow]), top_shape(k[~is_slow])
+    ops = [
+        OpExtra(
+            str(op),
+            float(r["n_slow"]),
+            float(r["n_other"]),
+            float(r["us_slow"]),
+            float(r["us_other"]),
+            str(sh_a.get(op, "")),
+            str(sh_b.get(op, "")),
+        )
+        for op, r in j.iterrows()
+    ]
+    more = sorted((o for o in ops if o.delta_us > 0), key=lambda o: -o.delta_us)
+    bwd = [o for o in ops if BACKWARD_OP.search(o.op_type) and o.n_other > 0]
+    passes = 0
+    same_bwd = bool(bwd) and all(abs(o.n_slow - o.n_other) <= SAME_COUNT * o.n_other for o in bwd)
+    if same_bwd:
+        # the forward operators whose backward runs in every step: how many times as often
+        fwd = [
+            o
+            for o in ops
+            if not BACKWARD_OP.search(o.op_type)
+            and o.n_other > 0
+            and any(b.op_type.lower().startswith(o.op_type.lower()) for b in bwd)
+        ]
+        mult = [o.n_slow / o.n_other for o in fwd if o.n_slow > (1 + SAME_COUNT) * o.n_other]
+        if mult:
+            passes = max(round(float(pd.Series(mult).median())) - 1, 1)
+    gaps = {b - a for a, b in itertools.pairwise(slow)}
+    interval = gaps.pop() if len(slow) >= 2 and len(gaps) == 1 else 0
+    return SlowSteps(
+        steps=tuple(slow),
+        all_steps=tuple(steps),
+        step_us_slow=float(by_step.loc[slow].median()),
+        step_us_other=float(by_step.loc[other].median()),
+        computing_extra_us=float(pd.Series(extra_by_step).median()),
+        ops=tuple(more),
+        backward=tuple((o.op_type, o.n_slow, o.n_other) for o in bwd),
+        forward_passes=passes,
+        interval=interval,
+        ranks=tuple(int(r) for r in sample),
+    )
+
+
+def rule_slow_steps(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """Slow-steps rule: a few steps carry more device work on every rank (:func:`slow_steps`).
+
+    Skipped when another cause already covers those steps (a step event, a cause scoped to them).
+    Cost: the slow steps' excess over the other steps' time (``step_trace``, median over ranks),
+    summed and averaged over the captured steps. Gain (estimate): that average per step, what the
+    same capture would save with those steps as fast as the others.
+    """
+    if ctx.frame.empty or not math.isfinite(ctx.step_us):
+        return []
+    ss = slow_steps(ctx)
+    if ss is None:
+        return []
+    for c in causes:
+        if set(c.steps) & set(ss.steps) or any(s in ss.steps for s, _ in c.culprit.events):
+            return []
+    by_step = ctx.frame.groupby("step")["step_us"].median()
+    excess = float(sum(max(num(by_step[s]) - ss.step_us_other, 0.0) for s in ss.steps))
+    total = float(by_step.reindex(list(ss.all_steps)).sum())
+    gain = excess / len(ss.all_steps)
+    if gain <= 0:
+        return []
+    sp = ", ".join(str(s) for s in ss.steps)
+    sp_zh = "、".join(str(s) for s in ss.steps)
+    every = f", every {ss.interval} steps" if ss.interval else ""
+    every_zh = f"，每 {ss.interval} 步一次" if ss.interval else ""
+
+    def launches(o: OpExtra) -> str:
+        return f"{o.n_slow:.3g} launches per step against {o.n_other:.3g}"
+
+    def launches_zh(o: OpExtra) -> str:
+        return f"每步 {o.n_slow:.3g} 次，其他步 {o.n_other:.3g} 次"
+
+    top = list(ss.ops[:3])
+    what = "; ".join(f"{o.op_type} +{ms(o.delta_us)} ({launches(o)})" for o in top)
+    what_zh = "；".join(f"{o.op_type} 多 {ms(o.delta_us)}（{launches_zh(o)}）" for o in top)
+    bw = ", ".join(f"{n} {a:.3g} against {b:.3g}" for n, a, b in ss.backward[:2])
+    bw_zh = "、".join(f"{n} {a:.3g} 次（其他步 {b:.3g} 次）" for n, a, b in ss.backward[:2])
+    shape = next(
+        (o for o in top if o.shape_slow and o.shape_other and o.shape_slow != o.shape_other),
+        None,
+    )
+    head = (
+        f"Steps {sp} ({len(ss.steps)} of the {len(ss.all_steps)} captured{every}) take "
+        f"{ms(ss.step_us_slow)} against {ms(ss.step_us_other)} for the other steps, on every rank "
+        f"alike: every rank computes {ms(ss.computing_extra_us)} more in them (Computing), no "
+        f"rank is late and no rank waits for another. The extra device work in those steps "
+        f"(kernel_details.csv per Step Id): {what}"
+    )
+    head_zh = (
+        f"第 {sp_zh} 步（采集的 {len(ss.all_steps)} 步中的 {len(ss.steps)} 步{every_zh}）耗时 "
+        f"{ms(ss.step_us_slow)}，其他步为 {ms(ss.step_us_other)}，每张卡都一样：每张卡在这些步里多计算 "
+        f"{ms(ss.computing_extra_us)}（Computing），没有卡迟到，也没有卡在等其他卡。这些步多出的设备工作"
+        f"（kernel_details.csv 按 `Step Id` 统计）：{what_zh}"
+    )
+    if ss.forward_passes:
+        why = (
+            f", while the backward operators run as often as in the other steps ({bw}): "
+            f"{ss.forward_passes} extra forward pass(es) per slow step with no backward, an "
+            "evaluation (validation) or inference pass run inside the training loop"
+        )
+        why_zh = (
+            f"，而反向算子的次数与其他步相同（{bw_zh}）：每个慢步多了 {ss.forward_passes} 次只有前向、"
+            "没有反向的计算，即训练循环里穿插了评估（验证）或推理"
+        )
+        rem = Remedy(
+            "action",
+            "Run the evaluation less often or on fewer batches (Megatron / MindSpeed "
+            "--eval-interval, --eval-iters), or outside the training job (a separate process on a "
+            f"saved checkpoint); leave steps {sp} out when you measure the training step time.",
+            "降低评估频率或减少评估批次（Megatron / MindSpeed 的 --eval-interval、--eval-iters），或把评估"
+            f"移出训练作业（用保存的 checkpoint 单独评估）；统计训练步长时排除第 {sp_zh} 步。",
+            gain,
+            BoundKind.ESTIMATE,
+        )
+    elif shape is not None:
+        why = (
+            f": the same operators on larger inputs ({shape.op_type} [{shape.shape_slow}] against "
+            f"[{shape.shape_other}] in the other steps), so the work follows the data (longer "
+            "sequences or larger batches in those steps)"
+        )
+        why_zh = (
+            f"：同样的算子、更大的输入（{shape.op_type} 为 [{shape.shape_slow}]，其他步为 "
+            f"[{shape.shape_other}]），即工作量随数据变化（这些步的序列更长或批更大）"
+        )
+        rem = Remedy(
+            "action",
+            "Even out the work per step: pack or bucket samples to a fixed token budget per "
+            "micro-batch (or cap the sequence length), so that no step carries much more than the "
+            "others.",
+            "让每步的工作量一致：按固定 token 数打包或分桶组 batch（或限制最大序列长度），避免个别步的计算量远大于其他步。",
+            gain,
+            BoundKind.ESTIMATE,
+        )
+    else:
+        why = ""
+        why_zh = ""
+        rem = Remedy(
+            "action",
+            f"Find what the training loop does in steps {sp}{every} that it does not do in the "
+            "others (the operators above: a periodic extra forward / backward, metrics computed "
+            "on the device, a larger batch) and move it out of the step or run it less often.",
+            f"查明训练循环在第 {sp_zh} 步{every_zh}做了哪些其他步不做的事（即上述算子：周期性的额外前向/反向、"
+            "在设备上计算的指标、更大的批），把它移出训练步或降低频率。",
+            gain,
+            BoundKind.ESTIMATE,
+        )
+    en = (
+        f"{head}{why}. It costs {ms(gain)} per step averaged over the captured steps "
+        f"({pct(share_of(excess, total))} of the captured time)."
+    )
+    zh = (
+        f"{head_zh}{why_zh}。平均到每个采集步，它每步耗时 {ms(gain)}（占采集时间的 "
+        f"{pct(share_of(excess, total))}）。"
+    )
+    label = f"steps {sp} (every rank)"
+    label_zh = f"第 {sp_zh} 步（每张卡）"
+    return [
+        RootCause(
+            id="cause.slow_steps",
+            mechanism=Mechanism.JOB_HOTSPOT,
+            category=Category.COMPUTE,
+            culprit=Culprit(kind="job", label=label, label_zh=label_zh),
+            victims=tuple(
+                Impact(integer(r), gain, share_of(gain, num(ctx.val(r, "step_us"))), "own_time")
+                for r in ctx.ranks
+            ),
+            summary=en,
+            summary_zh=zh,
+            metrics={
+                "slow_steps_count": float(len(ss.steps)),
+                "captured_steps_count": float(len(ss.all_steps)),
+                "step_us_slow_steps": ss.step_us_slow,
+                "step_us_other_steps": ss.step_us_other,
+                "computing_extra_us_per_slow_step": ss.computing_extra_us,
+                "extra_us_per_slow_step": excess / len(ss.steps),
+                "slow_steps_time_share": share_of(excess, total),
+                **({"extra_forward_passes": float(ss.forward_passes)} if ss.forward_passes else {}),
+                **({"slow_step_interval": float(ss.interval)} if ss.interval else {}),
+                "saving_us_per_step": gain,
+            },
+            findings=(),
+            steps=ss.steps,
+            gain_us=gain,
+            bound=BoundKind.ESTIMATE,
+            remedies=(rem,),
+            symptom_tags=("slow_steps",),
+            severity=_severity(gain, ctx.step_us),
+        )
+    ]
