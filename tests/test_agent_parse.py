@@ -618,3 +618,17 @@ def test_per_card_counts_normal_links_and_where_from_in_chinese() -> None:
 )
 def test_a_suspected_card_is_the_card_hypothesis(text: str, card: bool) -> None:
     assert ("card" in parse_question(text).hypotheses) is card
+
+
+def test_checks_the_user_found_normal_rule_causes_out() -> None:
+    """A check reported normal is context, not the question; "这是什么原因" asks why."""
+    q = parse_question(
+        "0到7号卡每步在allreduce里等23ms左右，hccn_tool看链路正常，host CPU也基本空闲。这是什么原因？"
+    )
+    assert q.kind == "why" and "link" in q.ruled_out and "link" not in q.hypotheses
+    # asked, not reported: still a question about it
+    assert parse_question("网络正常？").hypotheses == ("network",)
+    assert parse_question("链路不正常，怎么办？").ruled_out == ()
+    assert parse_question("12号卡正常吗？").ruled_out == ()
+    # "FA" names the attention operators, also glued to Chinese
+    assert parse_question("FA前向加反向每步一共多少时间？").op_category == "attention"

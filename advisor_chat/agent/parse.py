@@ -1752,7 +1752,10 @@ _COMPONENTS = (
 #: Operator categories named in words (the keys of ``analyzers._common.OP_CATEGORIES``).
 _OP_CATEGORY_WORDS = (
     ("optimizer", r"\boptimi[sz]er\b|优化器|\badamw?\b"),
-    ("attention", r"\battention (?:op|operator|kernel)s?\b|flash ?attention|注意力"),
+    (
+        "attention",
+        r"\battention (?:op|operator|kernel)s?\b|flash ?attention|(?<![a-z])fa(?![a-z])|注意力",
+    ),
     ("matmul", r"\bmat ?muls?\b|\bgemms?\b|矩阵乘"),
 )
 #: "How long do <these operators> take (per step)?": a time asked, not a saving.

@@ -1741,16 +1741,20 @@ class Planner:
         if q.op_category == "compute":  # every compute kernel: its types are not a list to read
             listed = ""
         mine, n = fmt_num(m["ops_b_us"], "us"), fmt_num(m["ops_b_count_per_step"])
+        # their share of the rank's step (step_trace, mean per step)
+        share = m.get("ops_b_step_share")
+        share_zh = f"，占该卡步长的 {share * 100:.1f}%" if share is not None else ""
+        share_en = f", {share * 100:.1f}% of its step" if share is not None else ""
         if zh:
             text = (
-                f"{rank}号卡的{label_zh}每步共 {mine}（每步 {n} 次调用".replace("  ", " ")
+                f"{rank}号卡的{label_zh}每步共 {mine}{share_zh}（每步 {n} 次调用".replace("  ", " ")
                 + (f"；包括 {listed}" if listed else "")
                 + "）"
             )
         else:
             text = (
-                f"On rank {rank}, the {label} take {mine} of device time per step ({n} launches "
-                "per step" + (f"; {listed}" if listed else "") + ")"
+                f"On rank {rank}, the {label} take {mine} of device time per step{share_en} ({n} "
+                "launches per step" + (f"; {listed}" if listed else "") + ")"
             )
         if "ops_others_median_us" in m:
             peers = fmt_num(m["ops_others_median_us"], "us")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -310,7 +311,8 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
         count_per_step, time_per_step_us: the named operators on every rank read) and metrics
         ops_b_us, ops_b_count_per_step (rank B), ops_others_median_us,
         ops_others_median_count_per_step, ops_ranks_others (the other ranks read),
-        ops_times_others_median (rank B's time / the others' median), ops_types_matched.
+        ops_times_others_median (rank B's time / the others' median), ops_types_matched,
+        ops_b_step_share (rank B's time / its median step, 0..1).
 
     Raises:
         ToolArgumentError: ``rank_a`` / ``rank_b`` is not in the profile (message lists ranks).
@@ -733,6 +735,8 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
     if params.ops:
         ops_tbl = _ops_by_rank(comp, params.ops)
         metrics.update(_ops_metrics(ops_tbl, rank_b))
+        if "ops_b_us" in metrics and math.isfinite(step_us) and step_us > 0:
+            metrics["ops_b_step_share"] = metrics["ops_b_us"] / step_us
         notes.append(
             f"ops={params.ops!r}: {', '.join(ops_tbl.attrs['op_types']) or 'no operator matched'}"
         )
