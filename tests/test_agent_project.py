@@ -749,13 +749,15 @@ def test_chinese_victim_answer_names_the_culprits_mechanism_in_its_first_sentenc
 def test_which_link_with_no_slow_link_says_no_link_is_slow() -> None:
     d = _diag(EXPOSED)
     assert _text(pj.network(d, [], False, yes_no=False, which=True)).startswith(
-        "No link is slow: no link runs far below the median bandwidth of its transport. "
-        "The time goes elsewhere — many small collectives"
+        "No link is slow: no link runs far below the median bandwidth of its transport; "
+        "the time goes elsewhere — many small collectives"
     )
     # the top cause is named even when it is not communication (a host stall ahead of exposed
     # communication), and the communication cause follows as a bullet
     both = _text(pj.network(_diag(HOST9, EXPOSED), [], False, yes_no=False, which=True))
-    assert "The time goes elsewhere — host stall on rank 9" in both.split("\n")[0]
+    # in the verdict's own sentence: its first sentence names the culprit
+    first = both.split("\n")[0].split(". ")[0]
+    assert "the time goes elsewhere — host stall on rank 9" in first
     assert both.split("\n")[1].startswith("- Many small collectives")
     assert _text(pj.network(d, [], True, yes_no=False, which=True)).startswith("没有慢链路")
     link = _diag(SLOW_LINK)
@@ -804,13 +806,13 @@ def test_network_verdict_names_the_top_cause_before_exposed_communication() -> N
     d = _diag(HOST9, EXPOSED)
     en = _text(pj.network(d, [], False))
     assert en.startswith(
-        "No, the network is not the problem: no link is slow. The top cause lies elsewhere — "
+        "No, the network is not the problem: no link is slow; the top cause lies elsewhere — "
         "host stall on rank 9"
     )
     assert "Communication itself is also a cause" in en and "many small collectives" in en
     assert "::" not in en.replace(" ", "")
     zh = _text(pj.network(d, [], True))
-    assert zh.startswith("不是网络的问题：没有发现慢链路。首要原因在别处——9号卡主机侧阻塞")
+    assert zh.startswith("不是网络的问题：没有发现慢链路；首要原因在别处——9号卡主机侧阻塞")
     assert "通信本身也是一个原因" in zh
     # the communication cause on top: said as before, nothing else to lead with
     only = _text(pj.network(_diag(EXPOSED, HOST9), [], False))

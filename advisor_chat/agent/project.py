@@ -1608,11 +1608,12 @@ def _network(
         if main is not None:
             p.add_cause(main)
             p.plot_ranks = _culprit_ranks(main)[:8]
-        rest = f"时间损失在别处——{summary(main, zh)}。" if zh and main else ""
+        # one sentence with the verdict: where the time goes names the culprit first
+        rest = f"；时间损失在别处——{summary(main, zh)}。" if zh and main else "。"
         rest_en = (
-            f" The time goes elsewhere — {lower_first(summary(main, zh))}."
+            f"; the time goes elsewhere — {lower_first(summary(main, zh))}."
             if main and not zh
-            else ""
+            else "."
         )
         p.lines.append(say("project.no_link_is_slow_no_link", zh, rest=(rest if zh else rest_en)))
         if comm and main is not None and comm[0].id != main.id:
@@ -1652,12 +1653,12 @@ def _network(
             p.add_cause(main)
         rest = (
             (
-                f"时间损失在别处——{summary(main, zh)}。"
+                f"；时间损失在别处——{summary(main, zh)}。"
                 if zh
-                else f" The time goes elsewhere — {lower_first(summary(main, zh))}."
+                else f"; the time goes elsewhere — {lower_first(summary(main, zh))}."
             )
             if main
-            else ""
+            else ("。" if zh else ".")
         )
         p.lines.append(say("project.yes_the_network_is_fine_no", zh, rest=rest))
         return p
@@ -1669,12 +1670,11 @@ def _network(
             p.add_cause(cc)
             p.plot_ranks = _culprit_ranks(top)[:8]
             p.lines.append(
-                "不是网络的问题：没有发现慢链路。"
-                + _then("首要原因在别处", summary(top, zh), zh)
+                f"不是网络的问题：没有发现慢链路；首要原因在别处——{summary(top, zh).rstrip('。')}。"
                 + _then("通信本身也是一个原因", summary(cc, zh), zh)
                 if zh
-                else "No, the network is not the problem: no link is slow. "
-                + _then("The top cause lies elsewhere", lower_first(summary(top, zh)), zh)
+                else "No, the network is not the problem: no link is slow; the top cause lies "
+                f"elsewhere — {lower_first(summary(top, zh)).rstrip('.')}."
                 + " "
                 + _then("Communication itself is also a cause", lower_first(summary(cc, zh)), zh)
             )
@@ -1690,9 +1690,9 @@ def _network(
     if top is not None:
         p.add_cause(top)
         p.lines.append(
-            f"不是网络的问题：没有发现慢链路。时间损失在别处——{summary(top, zh)}。"
+            f"不是网络的问题：没有发现慢链路，时间损失在别处——{summary(top, zh)}。"
             if zh
-            else "No, the network is not the problem: no link is slow. The time goes elsewhere — "
+            else "No, the network is not the problem: no link is slow; the time goes elsewhere — "
             f"{lower_first(summary(top, zh))}."
         )
         return p

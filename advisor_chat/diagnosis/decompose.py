@@ -2277,10 +2277,12 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
 
 
 #: A collective holds the communication when one instance per step takes at least this share of
-#: a rank's communication time (Elapse Time, median over (step, rank))...
+#: its group's communication time on a rank (Elapse Time, median over (step, rank))...
 DOMINANT_MIN_SHARE = 0.25
 #: ... and at least this many times the median instance of its group.
 DOMINANT_MIN_RATIO = 4.0
+#: ... and at least this share of the rank's whole communication time (every group's).
+DOMINANT_MIN_TOTAL_SHARE = 0.1
 #: Operators that compute a loss or a softmax over a vocabulary (the consumers of gathered logits).
 LOSS_OPS = re.compile(r"crossentropy|softmax|logsoftmax|nllloss", re.I)
 
@@ -2341,7 +2343,8 @@ def dominant_collective(profile: Profile, ranks: Sequence[int]) -> DominantColle
 
     Instances are matched across steps and ranks by (group, op type, position among that group's
     collectives of that type in the step). ``None`` without ``comm_ops``, or unless one instance
-    takes ``DOMINANT_MIN_SHARE`` of the communication time and ``DOMINANT_MIN_RATIO`` times the
+    takes ``DOMINANT_MIN_SHARE`` of its group's communication time (and
+    ``DOMINANT_MIN_TOTAL_SHARE`` of the rank's) and ``DOMINANT_MIN_RATIO`` times the
     Elapse Time, the Transit Time and the transit size of its group's other collectives (a long
     wait inside a collective is not its own cost).
     """
@@ -2371,8 +2374,16 @@ def dominant_collective(profile: Profile, ranks: Sequence[int]) -> DominantColle
     rest = o[(o["group"] == g) & ~((o["op_type"] == t) & (o["pos"] == top[2]))]
     others_us = float(rest["elapse_ms"].median()) * 1000.0 if not rest.empty else float("nan")
     share = top_us * per_step / comm_us
-    if share < DOMINANT_MIN_SHARE or not (
-        math.isfinite(others_us) and top_us >= DOMINANT_MIN_RATIO * others_us
+    # it holds its own group's communication (another group's traffic, e.g. the data-parallel
+    # gradient reduction growing with the world size, does not make it less dominant there),
+    # and a material part of the rank's
+    in_group = o[o["group"] == g].groupby(["rank", "step"])["elapse_ms"].sum()
+    group_us = float(in_group.median()) * 1000.0 if len(in_group) else comm_us
+    share_group = top_us * per_step / group_us if group_us > 0 else share
+    if (
+        share_group < DOMINANT_MIN_SHARE
+        or share < DOMINANT_MIN_TOTAL_SHARE
+        or not (math.isfinite(others_us) and top_us >= DOMINANT_MIN_RATIO * others_us)
     ):
         return None
     # its own transfer, not a wait for a late peer inside it: the transit time dominates too
