@@ -50,6 +50,7 @@ from advisor_chat.synth.scenarios_dev17 import DEV17_KINDS
 from advisor_chat.synth.scenarios_dev18 import DEV18_KINDS
 from advisor_chat.synth.scenarios_dev19 import DEV19_KINDS
 from advisor_chat.synth.scenarios_dev20 import DEV20_KINDS
+from advisor_chat.synth.scenarios_dev21 import DEV21_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
 from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_KINDS
@@ -76,6 +77,7 @@ SETS = {
     "generalization_dev18": DEV18_KINDS,
     "generalization_dev19": DEV19_KINDS,
     "generalization_dev20": DEV20_KINDS,
+    "generalization_dev21": DEV21_KINDS,
     "generalization_heldout2": HELDOUT2_KINDS,
     "generalization_heldout3": HELDOUT3_KINDS,
     "generalization_heldout4": HELDOUT4_KINDS,

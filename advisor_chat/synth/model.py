@@ -177,6 +177,28 @@ def make_group_kind(
     return GroupKind(kind, pg_name, members, gidx, local, comm_names, hashes, peer, transport, frac)
 
 
+@dataclass(frozen=True)
+class HostOp:
+    """An operator the host runs itself between two device tasks (``Perturb.host_ops``).
+
+    Attributes:
+        frames: nested host frames, outermost first (e.g. ``["aten::isin"]`` or
+            ``["c10d::allreduce_", "gloo:all_reduce"]``); the inner ones cover the host's own work.
+        input_dims: ``Input Dims`` of the outermost frame (``record_shapes``), "" for none.
+        input_type: ``Input type`` of the outermost frame, "" for none.
+        d2h_bytes / d2h_us: the copy of the inputs to the host (device task size and duration).
+        h2d_bytes / h2d_us: the copy of the result back to the device.
+    """
+
+    frames: tuple[str, ...]
+    input_dims: str
+    input_type: str
+    d2h_bytes: int
+    d2h_us: float
+    h2d_bytes: int
+    h2d_us: float
+
+
 @dataclass
 class Perturb:
     """Per-rank knobs a scenario sets (all arrays are over global ranks).
@@ -282,6 +304,20 @@ class Perturb:
             training loop): the writer records them as ``python_function`` events on the Python
             thread (``with_stack`` style). The device idle is the scenario's to set
             (``step_host_gaps`` on kernel 0). Empty = none.
+        host_ops: {rank: {kernel index: HostOp}} the rank's host runs an operator itself (an
+            operator that falls back to the CPU, a collective of a CPU process group) right before
+            launching that kernel, in every step: the writer records on the compute stream a
+            ``MEMCPY_ASYNC`` device-to-host copy right after the previous device task and a
+            host-to-device copy ending just before the kernel, and on the host the operator's frames
+            (``cpu_op``) around an ``aten::to`` with ``aclrtMemcpyAsync`` + ``aclrtSynchronizeStream``
+            (the device-to-host copy), no launch while it computes, then an ``aten::copy_`` with
+            ``aclrtMemcpyAsync`` (the copy back). The device idle is the scenario's to set
+            (``step_host_gaps`` on that kernel, in every step). Empty = none.
+        hidden_groups: {rank: group kind keys} collectives of those group kinds are not HCCL
+            operations on that rank (its group runs another backend): no device record, no
+            communication.json / kernel_details row, no HCCL launch and no ``parallel_group_info``
+            entry. The simulated timeline is unchanged (the scenario gives such a rank a group of
+            its own, so the collective takes no time there). Empty = every collective written.
     """
 
     dur_scale: np.ndarray
@@ -317,6 +353,8 @@ class Perturb:
     )
     py_calls: dict[int, dict[int, list[str]]] = field(default_factory=dict)
     step_skip_kernels: dict[int, dict[int, set[int]]] = field(default_factory=dict)
+    host_ops: dict[int, dict[int, HostOp]] = field(default_factory=dict)
+    hidden_groups: dict[int, set[str]] = field(default_factory=dict)
 
     def kernel_at(self, si: int, r: int, j: int, default: Kernel) -> Kernel:
         """The kernel template rank ``r`` runs at program position ``j`` in step index ``si``."""

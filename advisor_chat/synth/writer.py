@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from advisor_chat.synth.model import AICORE_MHZ, RANKS_PER_NODE, Cluster, Kernel
+from advisor_chat.synth.model import AICORE_MHZ, RANKS_PER_NODE, Cluster, HostOp, Kernel
 
 KERNEL_HEADER = (
     "Step Id,Model ID,Task ID,Stream ID,Name,Type,OP State,Accelerator Core,Start Time(us),"
@@ -350,6 +350,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         dev_copies = cl.perturb.dev_copies.get(r)
         alloc_at = cl.perturb.alloc_calls.get(si, {}).get(r) if cl.perturb.alloc_calls else None
         py_at = cl.perturb.py_calls.get(si, {}).get(r) if cl.perturb.py_calls else None
+        host_ops = cl.perturb.host_ops.get(r) if cl.perturb.host_ops else None
         if py_at:
             # Python frames run inline before the step's first launch (Perturb.py_calls)
             ev.extend(_py_call_events(py_at, st_start, int(ka[0]), pid))
@@ -419,6 +420,21 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
                 )
                 ev.extend(cev)
                 prev_end = last
+            hop = host_ops.get(j) if host_ops and j > 0 else None
+            if hop is not None:
+                # the host runs an operator itself before this launch (Perturb.host_ops)
+                hev, task_id, conn, last = _host_op_events(
+                    hop,
+                    st_start if prev_end is None else prev_end,
+                    s0,
+                    int(ka[j - 1] + kad[j - 1]),
+                    int(ka[j]),
+                    (pid, cann_pid, hw_pid, host_tid),
+                    task_id,
+                    conn,
+                )
+                ev.extend(hev)
+                prev_end = last
             wait = 0 if prev_end is None else us(s0 - prev_end)
             prev_end = s0 + d
             comp_iv.append((s0, s0 + d))
@@ -457,8 +473,11 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         prev_op_end = None
         waits = cl.perturb.event_waits
         wait_end = 0
+        hidden = cl.perturb.hidden_groups.get(r) if cl.perturb.hidden_groups else None
         for ci, op in enumerate(st.ops):
             kind = op.kind
+            if hidden and kind.kind in hidden:
+                continue  # not an HCCL operation on this rank (Perturb.hidden_groups)
             g = int(kind.gidx[r])
             h = kind.hashes[g]
             op_type = op.item.op_type_of(int(kind.local[r]))
@@ -902,6 +921,100 @@ def _dev_copy_events(
     return out, task_id, conn, t - 1_000
 
 
+def _memcpy_task_events(
+    operation: str,
+    nbytes: int,
+    call: int,
+    t: int,
+    d: int,
+    ids: tuple[int, int, int, int],
+    task_id: int,
+    conn: int,
+) -> list[str]:
+    """An ``aclrtMemcpyAsync`` call at ``call`` and its ``MEMCPY_ASYNC`` task on the compute stream.
+
+    The task runs [t, t + d) and is linked to the call by a HostToDevice flow.
+    """
+    _pid, cann_pid, hw_pid, host_tid = ids
+    bw = round(nbytes / d, 4) if d else 0.0  # bytes per ns = GB/s
+    return [
+        f'{{"name": "AscendCL@aclrtMemcpyAsync", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(call)}", "dur": {us(MEMCPY_API_NS)}, '
+        f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_RTS", "level": "acl", "id": "aclrtMemcpyAsync", "item_id": "0", "connection_id": {conn}}}, "ph": "X"}}',
+        f'{{"name": "HostToDevice{conn}", "ph": "s", "cat": "HostToDevice", "id": "{conn}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(call)}"}}',
+        f'{{"name": "MEMCPY_ASYNC", "pid": {hw_pid}, "tid": {COMPUTE_STREAM}, "ts": "{ts_str(t)}", "dur": {us(d)}, '
+        f'"args": {{"Model Id": 4294967295, "Task Type": "MEMCPY_ASYNC", "Physic Stream Id": {COMPUTE_STREAM}, "Task Id": {task_id}, '
+        f'"Batch Id": 0, "Subtask Id": 4294967295, "connection_id": {conn}, "size(B)": {nbytes}, '
+        f'"bandwidth(GB/s)": {bw}, "operation": "{operation}"}}, "ph": "X"}}',
+        f'{{"name": "HostToDevice{conn}", "ph": "f", "id": "{conn}", "ts": "{ts_str(t)}", "cat": "HostToDevice", "pid": {hw_pid}, "tid": {COMPUTE_STREAM}, "bp": "e"}}',
+    ]
+
+
+def _cpu_op(name: str, a: int, b: int, pid: int, extra: str = "") -> str:
+    return (
+        f'{{"ph": "X", "name": {json.dumps(name)}, "pid": {pid}, "tid": {pid}, "ts": "{ts_str(a)}", '
+        f'"dur": {us(b - a)}, "cat": "cpu_op", "args": {{"Sequence number": -1, "Fwd thread id": 0{extra}}}}}'
+    )
+
+
+def _host_op_events(
+    hop: HostOp,
+    gap0: int,
+    k0: int,
+    host0: int,
+    launch: int,
+    ids: tuple[int, int, int, int],
+    task_id: int,
+    conn: int,
+) -> tuple[list[str], int, int, int]:
+    """Trace events of an operator the host runs itself in the device idle ``[gap0, k0)``.
+
+    Device: a device-to-host ``MEMCPY_ASYNC`` right after ``gap0`` and a host-to-device one ending
+    just before the kernel at ``k0``. Host (after the previous launch ending at ``host0``, before
+    the kernel's launch at ``launch``): the operator's outermost frame around an ``aten::to``
+    (``aclrtMemcpyAsync`` + ``aclrtSynchronizeStream`` until the copy is done), the inner frames
+    (the host's own work, no CANN call) and an ``aten::copy_`` (``aclrtMemcpyAsync`` of the result).
+
+    Returns:
+        The events, the next task id and connection id, and the end (ns) of the last copy.
+    """
+    pid, cann_pid, _hw_pid, host_tid = ids
+    d1 = round(hop.d2h_us * 1000)
+    d2 = round(hop.h2d_us * 1000)
+    t1 = gap0 + 2_000
+    t2 = k0 - 2_000 - d2
+    a0 = host0 + 2_000
+    c1 = min(a0 + 3_000, t1 - MEMCPY_API_NS - 1_000)
+    y0 = c1 + MEMCPY_API_NS + 1_000
+    y1 = max(t1 + d1 + 5_000, y0 + 1_000)
+    c2e = min(t2 - 6_000, launch - 3_000)
+    c2 = c2e - MEMCPY_API_NS
+    outer_end = launch - 1_000
+    extra = ""
+    if hop.input_dims:
+        dims = json.dumps(";\r\n".join(hop.input_dims.split(";")) + ";\r\n")
+        types = json.dumps(";\r\n".join(hop.input_type.split(";")))
+        extra = f', "Input Dims": {dims}, "Input type": {types}'
+    out = [_cpu_op(hop.frames[0], min(a0, c1 - 3_000), outer_end, pid, extra)]
+    out.append(_cpu_op("aten::to", c1 - 2_000, y1 + 2_000, pid))
+    out.extend(_memcpy_task_events("device to host", hop.d2h_bytes, c1, t1, d1, ids, task_id, conn))
+    out.append(
+        f'{{"name": "AscendCL@aclrtSynchronizeStream", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(y0)}", "dur": {us(y1 - y0)}, '
+        f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_RTS", "level": "acl", "id": "aclrtSynchronizeStream", "item_id": "0"}}, "ph": "X"}}'
+    )
+    w0, w1 = y1 + 4_000, c2 - 4_000
+    for name in hop.frames[1:]:
+        if w1 <= w0:
+            break
+        out.append(_cpu_op(name, w0, w1, pid))
+        w0 += 2_000
+        w1 -= 2_000
+    out.append(_cpu_op("aten::copy_", c2 - 2_000, c2e + 2_000, pid))
+    out.extend(
+        _memcpy_task_events("host to device", hop.h2d_bytes, c2, t2, d2, ids, task_id + 1, conn + 1)
+    )
+    return out, task_id + 2, conn + 2, t2 + d2
+
+
 PY_CALL_NS = (40_000, 15_000, 12_000)  # after the step start, before the launch, nesting inset
 
 
@@ -1135,9 +1248,10 @@ def _metadata_text(cl: Cluster, r: int, info: RunInfo) -> str:
     """``json.dumps(metadata, indent=4)``; long ``global_ranks`` lists are formatted once per group."""
     md = _metadata(cl, r, info)
     subst: dict[str, str] = {}
+    hidden = cl.perturb.hidden_groups.get(r, set()) if cl.perturb.hidden_groups else set()
     for kind in cl.kinds.values():
         g = int(kind.gidx[r])
-        if g < 0:
+        if g < 0 or kind.kind in hidden:
             continue
         if g not in kind.ranks_text:
             kind.ranks_text[g] = (
@@ -1166,9 +1280,10 @@ def _metadata(cl: Cluster, r: int, info: RunInfo) -> dict[str, Any]:
     env.update((info.rank_env or {}).get(r, {}))
     md["ENV_VARIABLES"] = env
     pgi: dict[str, Any] = {}
+    hidden = cl.perturb.hidden_groups.get(r, set()) if cl.perturb.hidden_groups else set()
     for kind in cl.kinds.values():
         g = int(kind.gidx[r])
-        if g < 0:
+        if g < 0 or kind.kind in hidden:
             continue
         pgi[kind.comm_names[g]] = {
             "group_name": kind.pg_name,
