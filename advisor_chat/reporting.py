@@ -445,6 +445,8 @@ def _cause_heading(c: Any, lang: str = "en") -> str:
         key = "mech.peer_wait"  # for whom is not in the data: not a compute straggler
     elif str(c.id).startswith("cause.slow_steps"):
         key = "mech.slow_steps"  # a job-level cost of some steps, not a hotspot of every step
+    elif str(c.id).startswith("cause.pipeline_schedule"):
+        key = "mech.pipeline_schedule"  # balanced stages: the schedule's bubble, no slow stage
     title = t(key, lang) if key in messages("en") else c.mechanism.value
     label = str(c.culprit.label_zh if lang == "zh" and c.culprit.label_zh else c.culprit.label)
     # the cause's own title when its sentence opens with one on that culprit ("Slow host-device

@@ -2578,6 +2578,22 @@ def pipeline(d: Diagnosis, stages: Sequence[int], zh: bool, *, yes_no: bool = Fa
     p.add_cause(c)
     vic = sorted(c.victims, key=lambda i: -i.lost_us)
     lab = label(c.culprit, zh)
+    if c.culprit.kind == "job":
+        # balanced stages: the schedule's bubble, no stage holds the others back
+        text = _sentence(summary(c, zh), zh)
+        if stages or yes_no:
+            st = ", ".join(str(s) for s in stages)
+            asked_zh = f"不是阶段{st}的问题" if st else "不是"
+            asked_en = f"No, stage {st} is not the problem" if st else "No"
+            text = (
+                f"{asked_zh}：没有哪个阶段拖慢流水线——{text.rstrip('。')}。"
+                if zh
+                else f"{asked_en}: no stage holds the pipeline back — "
+                f"{lower_first(text).rstrip('.')}."
+            )
+        p.lines.append(text)
+        p.plot_ranks = [r for i in vic[:8] for r in (i.rank,)]
+        return p
     if vic:  # the stage that holds the pipeline back, then the cause (its wait said once)
         p.lines.append(
             f"{lab}拖慢了流水线——{summary(c, zh).rstrip('。')}。"

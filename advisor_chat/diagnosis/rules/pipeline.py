@@ -61,6 +61,9 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
         )
     if len(stats) < 2:
         return []
+    sched = _schedule_bubble(ctx, [t[1] for t in stats])
+    if sched is not None:
+        return [sched]
     culprit = min(stats, key=lambda t: t[3])
     waiting = [
         t
@@ -271,6 +274,194 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
             own=own,
         )
     ]
+
+
+#: Stages are balanced when their Computing, and their time not computing, differ by at most this
+#: share of the mean (then no stage holds the others back: the bubble is the schedule's).
+BALANCED_STAGE_SPREAD = 0.05
+#: Micro-batches per step a pipeline of p stages needs for a small bubble: at least this times p.
+MICRO_BATCHES_PER_STAGE = 4
+
+
+def _schedule_args(ctx: Context) -> tuple[int, int, int, int, int]:
+    """(micro-batches per step, virtual stages, global batch, micro-batch size, data-parallel size).
+
+    From ``meta.distributed_args`` (Megatron / MindSpeed arguments recorded in
+    profiler_metadata.json): micro-batches = global_batch_size / (micro_batch_size x
+    data_parallel_size); 0 for what is not recorded (virtual stages: 1).
+    """
+    meta = ctx.profile.get("meta")
+    if meta.empty or "distributed_args" not in meta.columns:
+        return 0, 1, 0, 0, 0
+    args = next((a for a in meta["distributed_args"] if isinstance(a, dict) and a), {})
+
+    def get(*names: str) -> int:
+        for n in names:
+            v = args.get(n)
+            if isinstance(v, (int, float)) and v > 0:
+                return int(v)
+        return 0
+
+    gbs, mbs = get("global_batch_size"), get("micro_batch_size")
+    dp = get("data_parallel_size", "dp_size")
+    vpp = get("virtual_pipeline_model_parallel_size") or 1
+    m = get("num_micro_batches") or (gbs // (mbs * dp) if gbs and mbs and dp else 0)
+    return m, vpp, gbs, mbs, dp
+
+
+def _schedule_bubble(ctx: Context, stages: list[list[int]]) -> RootCause | None:
+    """A balanced pipeline's bubble: the schedule's fill and drain, not a slow stage.
+
+    When every stage computes about the same and spends about the same time not computing
+    (within ``BALANCED_STAGE_SPREAD`` of the mean: Bubble, sends and receives may sit in different
+    columns per stage), no stage is waited for: the idle is the pipeline's fill and drain, which
+    only more micro-batches per step (or more virtual stages) shrink. With the schedule's
+    arguments recorded (``meta.distributed_args``), the idle of a chunk schedule is
+    (p - 1) / (v*m + p - 1) of the step (p stages, v virtual stages, m micro-batches), and the time
+    per micro-batch at ``MICRO_BATCHES_PER_STAGE`` x p micro-batches follows from the same
+    chunk time. Gain (estimate): the time the current step's micro-batches would save at that
+    count; without the arguments, the mean Bubble (upper bound). ``None`` when the stages are
+    not balanced or the Bubble is below ``BUBBLE_MIN_SHARE``.
+    """
+    per = ctx.per_rank
+    comp = [float(per.loc[m, "computing_us"].mean()) for m in stages]
+    step = [float(per.loc[m, "step_us"].mean()) for m in stages]
+    idle = [s - c for s, c in zip(step, comp, strict=True)]
+    mean_c, mean_step = float(np.mean(comp)), float(np.mean(step))
+    if mean_c <= 0 or mean_step <= 0:
+        return None
+    if (max(comp) - min(comp)) > BALANCED_STAGE_SPREAD * mean_c or (
+        max(idle) - min(idle)
+    ) > BALANCED_STAGE_SPREAD * mean_step:
+        return None
+    ranks = [r for m in stages for r in m]
+    bubble = float(per.loc[ranks, "bubble_us"].mean())
+    if share_of(bubble, mean_step) < BUBBLE_MIN_SHARE:
+        return None
+    p = len(stages)
+    m, v, gbs, mbs, dp = _schedule_args(ctx)
+    not_comp = share_of(float(np.mean(idle)), mean_step)
+    head = (
+        f"Every pipeline stage computes about the same ({ms(mean_c)} per step, within "
+        f"{pct(share_of(max(comp) - min(comp), mean_c))}) and is not computing "
+        f"{pct(not_comp)} of its step ({ms(bubble)} of it in Bubble): no stage holds the others "
+        "back, the idle is the pipeline's fill and drain"
+    )
+    head_zh = (
+        f"各流水线阶段的计算量几乎相同（每步 {ms(mean_c)}，相差不超过 "
+        f"{pct(share_of(max(comp) - min(comp), mean_c))}），每个阶段都有 {pct(not_comp)} 的时间不在计算"
+        f"（其中气泡 {ms(bubble)}）：没有哪个阶段拖慢其他阶段，空闲来自流水线的填充与排空"
+    )
+    metrics = {
+        "bubble_us_mean": bubble,
+        "bubble_share": share_of(bubble, mean_step),
+        "not_computing_share": not_comp,
+        "stage_computing_spread_share": share_of(max(comp) - min(comp), mean_c),
+    }
+    m2 = MICRO_BATCHES_PER_STAGE * p
+    if m and m < m2:
+        ideal = (p - 1) / (v * m + p - 1)
+        chunk = mean_step / (v * m + p - 1)
+        per_mb, per_mb2 = mean_step / m, chunk * (v * m2 + p - 1) / m2
+        gain = (per_mb - per_mb2) * m
+        cfg = (
+            f" (global batch {gbs} / (micro-batch {mbs} x data-parallel {dp}))"
+            if gbs and mbs and dp
+            else ""
+        )
+        cfg_zh = (
+            f"（全局批 {gbs} /（微批大小 {mbs} x 数据并行 {dp})）" if gbs and mbs and dp else ""
+        )
+        virt = f" and {v} virtual stages" if v > 1 else ""
+        virt_zh = f"、{v} 个虚拟阶段" if v > 1 else ""
+        en = (
+            f"{head} — only {m} micro-batches per step{cfg} run through {p} stages{virt}, and the "
+            f"schedule leaves every stage idle (p - 1) / (v*m + p - 1) = {pct(ideal)} of the "
+            f"step (profiler_metadata.json distributed_args). With {m2} micro-batches per step "
+            f"({MICRO_BATCHES_PER_STAGE} x the stages) a micro-batch would take about "
+            f"{ms(per_mb2)} instead of {ms(per_mb)} ({pct(share_of(per_mb - per_mb2, per_mb))} "
+            "less); faster send / receive or HCCL settings do not shrink this bubble."
+        )
+        zh = (
+            f"{head_zh}——每步只有 {m} 个微批（micro-batch）{cfg_zh}，太少，要流过 {p} 个阶段{virt_zh}，调度使每个阶段"
+            f"空闲 (p - 1) / (v*m + p - 1) = {pct(ideal)} 的步长（profiler_metadata.json 的 "
+            f"distributed_args）。每步 {m2} 个微批（阶段数的 {MICRO_BATCHES_PER_STAGE} 倍）时，每个微批约需 "
+            f"{ms(per_mb2)}，而不是 {ms(per_mb)}（少 {pct(share_of(per_mb - per_mb2, per_mb))}）；"
+            "更快的收发或 HCCL 设置都缩小不了这种气泡。"
+        )
+        metrics |= {
+            "micro_batches_per_step": float(m),
+            "virtual_stages": float(v),
+            "ideal_bubble_fraction": ideal,
+            "time_per_micro_batch_us": per_mb,
+            "time_per_micro_batch_us_more": per_mb2,
+            "micro_batches_per_step_more": float(m2),
+            "saving_share_per_micro_batch": share_of(per_mb - per_mb2, per_mb),
+        }
+        bound = BoundKind.ESTIMATE
+        rem_en = (
+            f"Run more micro-batches per step: at least {m2} ({MICRO_BATCHES_PER_STAGE} x the "
+            f"{p} stages) by raising the global batch size or the gradient accumulation "
+            "(Megatron / MindSpeed --global-batch-size), or more virtual stages "
+            "(--num-layers-per-virtual-pipeline-stage), or fewer pipeline stages."
+        )
+        rem_zh = (
+            f"每步使用更多的微批：至少 {m2} 个（{p} 个阶段的 {MICRO_BATCHES_PER_STAGE} 倍），即增大全局批或梯度"
+            "累积（Megatron / MindSpeed 的 --global-batch-size），或增加虚拟阶段"
+            "（--num-layers-per-virtual-pipeline-stage），或减少流水线阶段数。"
+        )
+    else:
+        gain, bound = bubble, BoundKind.UPPER_BOUND
+        en = (
+            f"{head} — more micro-batches per step (a larger global batch or gradient "
+            "accumulation) or more virtual stages shrink it; faster send / receive or HCCL "
+            "settings do not."
+        )
+        zh = (
+            f"{head_zh}——每步更多的微批（更大的全局批或梯度累积）或更多的虚拟阶段才能缩小它；"
+            "更快的收发或 HCCL 设置都不能。"
+        )
+        rem_en = (
+            "Run more micro-batches per step (a larger global batch or gradient accumulation), "
+            "or more virtual stages (an interleaved schedule), or fewer pipeline stages."
+        )
+        rem_zh = "每步使用更多的微批（更大的全局批或梯度累积），或更多的虚拟阶段（交错式调度），或减少流水线阶段数。"
+    findings = _claim(
+        ctx, lambda f: f.id.startswith("cluster_breakdown.bottleneck.pipeline_bubble")
+    )
+    return RootCause(
+        id="cause.pipeline_schedule",
+        mechanism=Mechanism.PIPELINE_IMBALANCE,
+        category=Category.COMMUNICATION,
+        culprit=Culprit(
+            kind="job",
+            label="the pipeline schedule (every stage)",
+            label_zh="流水线调度（每个阶段）",
+        ),
+        victims=tuple(
+            sorted(
+                (
+                    Impact(
+                        r,
+                        ctx.val(r, "bubble_us"),
+                        share_of(ctx.val(r, "bubble_us"), ctx.val(r, "step_us")),
+                        "bubble",
+                    )
+                    for r in ranks
+                ),
+                key=lambda i: (-i.lost_us, i.rank),
+            )
+        ),
+        summary=en,
+        summary_zh=zh,
+        metrics=metrics | {"gain_us": gain},
+        findings=findings,
+        gain_us=gain,
+        bound=bound,
+        remedies=(Remedy("action", rem_en, rem_zh, gain, bound),),
+        symptom_tags=("pipeline_bubble",),
+        severity=_severity(bubble, mean_step),
+    )
 
 
 def stage_cause(ctx: Context, idx: int, cost_us: float, waits: dict[int, float]) -> RootCause:

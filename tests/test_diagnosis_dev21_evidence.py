@@ -1,0 +1,46 @@
+"""Development set 21 kinds against their answer keys (numbers from the simulated timeline).
+
+- ``vpp-few-microbatches``: balanced pipeline stages idling in the schedule's fill and drain.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor_chat.diagnosis import diagnose
+from advisor_chat.ingest import load_profile
+
+
+def _key(path: Path) -> dict:
+    return json.loads((path / "answer_key.json").read_text())
+
+
+def test_balanced_pipeline_bubble_is_the_schedule(scenario) -> None:
+    path = scenario("vpp-few-microbatches")
+    nums = _key(path)["expected_numbers"]
+    top = diagnose(load_profile(path, use_cache=False, progress=False)).top()
+    assert top is not None and top.id == "cause.pipeline_schedule"
+    assert top.culprit.kind == "job" and not top.culprit.ranks
+    m = top.metrics
+    assert m["micro_batches_per_step"] == nums["micro_batches_per_step"]
+    assert m["virtual_stages"] == nums["virtual_stages"]
+    assert m["micro_batches_per_step_more"] == nums["micro_batches_per_step_fixed"]
+    # (p - 1) / (v*m + p - 1), the key's ideal fraction
+    assert m["ideal_bubble_fraction"] == pytest.approx(nums["ideal_bubble_fraction"], abs=1e-3)
+    assert m["not_computing_share"] == pytest.approx(nums["not_computing_share"], rel=0.02)
+    assert m["time_per_micro_batch_us"] == pytest.approx(nums["time_per_micro_batch_us"], rel=0.02)
+    # the chunk model against the key's re-simulation with 16 micro-batches
+    assert m["time_per_micro_batch_us_more"] == pytest.approx(
+        nums["time_per_micro_batch_us_fixed"], rel=0.05
+    )
+    assert "--global-batch-size" in top.remedies[0].text
+
+
+def test_an_imbalanced_pipeline_still_blames_its_stage(scenario) -> None:
+    top = diagnose(
+        load_profile(scenario("pipeline-stage-imbalance"), use_cache=False, progress=False)
+    ).top()
+    assert top is not None and top.culprit.kind == "stage"
