@@ -44,3 +44,39 @@ def test_an_imbalanced_pipeline_still_blames_its_stage(scenario) -> None:
         load_profile(scenario("pipeline-stage-imbalance"), use_cache=False, progress=False)
     ).top()
     assert top is not None and top.culprit.kind == "stage"
+
+
+def test_operator_computed_on_the_host_cpu(scenario) -> None:
+    """aten::isin falls back to the CPU every step: named from the trace's cpu_op frames."""
+    path = scenario("isin-cpu-fallback")
+    nums = _key(path)["expected_numbers"]
+    top = diagnose(load_profile(path, use_cache=False, progress=False)).top()
+    assert top is not None and top.culprit.kind == "job"
+    assert "aten::isin" in top.summary and "aten::isin" in top.summary_zh
+    assert "falling back to the CPU" in top.summary
+    assert top.remedies[0].text.startswith("Keep aten::isin on the NPU")
+    # the operator's own CPU time lies inside the frame (the copies around it too)
+    assert top.gain_us == pytest.approx(nums["saving_us_per_step"], rel=0.2)
+    assert top.gain_us >= 0.9 * nums["host_op_us_median"]
+
+
+def test_a_short_host_operator_with_launches_is_not_host_work(tmp_path) -> None:
+    """A host operator that launches kernels is dispatching, not computing on the CPU."""
+    import numpy as np
+    import pandas as pd
+
+    from advisor_chat.diagnosis.python_work import _chains
+
+    frames = pd.DataFrame(
+        {
+            "start_us": [0.0, 100.0],
+            "dur_us": [5000.0, 4000.0],
+            "frame": ["aten::isin", "aten::matmul"],
+        }
+    )
+    # a copy at 10 µs inside isin; a launch at 200 µs inside matmul (and isin)
+    calls = np.array([10.0, 200.0])
+    launches = np.array([200.0])
+    chains = _chains(frames.iloc[[0]].reset_index(drop=True), np.array([10.0]), np.array([]))
+    assert chains and chains[0][1] == ("aten::isin",)  # only a copy inside: CPU work
+    assert _chains(frames, calls, launches) == []  # a launch inside both: neither is

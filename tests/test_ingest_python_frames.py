@@ -19,7 +19,10 @@ def _json_frames(path: Path) -> list[tuple[int, float, float, str]]:
     return sorted(
         (int(e["tid"]), float(str(e["ts"]).strip()), float(e["dur"]), e["name"])
         for e in ev
-        if e.get("cat") == "python_function" and float(e["dur"]) >= PY_FRAME_MIN_US
+        # Python calls and the framework's operators on the host (aten::*, ProfilerStep#N)
+        if e.get("cat") in ("python_function", "cpu_op")
+        and float(e["dur"]) >= PY_FRAME_MIN_US
+        and not e["name"].startswith("ProfilerStep#")  # step markers, not work
     )
 
 
@@ -59,11 +62,17 @@ def test_other_key_order_and_escaped_names_are_read(tmp_path: Path) -> None:
          "cat": "python_function", "args": {}},
         {"ph": "X", "name": "ProfilerStep#1", "pid": 1, "tid": 7, "ts": "50.000", "dur": 9000.0,
          "cat": "cpu_op", "args": {}},
+        # the framework's operator on the host: a frame too (a step marker is not)
+        {"ph": "X", "name": "aten::isin", "pid": 1, "tid": 7, "ts": "3000.000", "dur": 1500.0,
+         "cat": "cpu_op", "args": {}},
+        # another category: not a frame
+        {"ph": "X", "name": "HcclAllReduce", "pid": 2, "tid": 9, "ts": "3000.000", "dur": 5000.0,
+         "cat": "HostToDevice", "args": {}},
     ]  # fmt: skip
     got = read_python_frames(_write(tmp_path / "a.json", events), 3)
-    assert list(got["frame"]) == ['a.py(3): f "x" é']
-    assert list(got["start_us"]) == [100.5] and list(got["dur_us"]) == [2500.0]
-    assert list(got["rank"]) == [3] and list(got["tid"]) == [7]
+    assert list(got["frame"]) == ['a.py(3): f "x" é', "aten::isin"]
+    assert list(got["start_us"]) == [100.5, 3000.0] and list(got["dur_us"]) == [2500.0, 1500.0]
+    assert list(got["rank"]) == [3, 3] and list(got["tid"]) == [7, 7]
     # the same events with keys in another order: found by the streaming fallback
     reordered = [dict(sorted(e.items())) for e in events]
     again = read_python_frames(_write(tmp_path / "b.json", reordered), 3)

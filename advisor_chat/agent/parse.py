@@ -342,6 +342,9 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"what('s|s| is) (wrong|going on|happening|up|the (cause|reason))",
         r"\bwhat gives\b",
         r"\bwhat(?:'s| is| are)\b.{0,25}\bdoing\b",
+        # "what is the npu waiting on?", "NPU在等什么？"
+        r"\bwhat(?:'s| is| are)?\b.{0,30}\bwait(?:s|ing)? (?:on|for)\b",
+        r"在等(?:什么|啥)",
         # "what is eating the time?", "where does the time go?"
         r"\bwhat(?:'s| is| are)? (?:eating|taking|burning|using|wasting) (?:up )?(?:(?:the |all the |my |our )?(?:time|step)|it\b|that\b|this\b)",
         r"\bwhere (?:does|do|did|is|are) (?:the |all the |my |our )?(?:rest|remainder|other|missing|extra|time|step time)\b.{0,30}\b(?:go|going|gone|spent)\b",

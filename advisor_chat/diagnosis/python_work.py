@@ -90,17 +90,37 @@ def _step_windows(hd: pd.DataFrame) -> pd.DataFrame:
     return w[["rank", "step", "lo_us", "hi_us"]]
 
 
-def _chains(frames: pd.DataFrame, calls: np.ndarray) -> list[tuple[int, tuple[str, ...], float]]:
+#: A framework operator on the host (trace_view.json ``cpu_op`` frames: ``aten::isin``).
+HOST_OPERATOR = re.compile(r"^(?:aten|npu|torch_npu|c10d)::")
+#: Host calls that move data or wait, not launch work: a host operator that makes only these
+#: (its input copied to the host, its result back) computes on the CPU.
+_COPY_OR_WAIT = re.compile(r"memcpy|synchroni[sz]e", re.I)
+
+
+def _chains(
+    frames: pd.DataFrame, calls: np.ndarray, launches: np.ndarray | None = None
+) -> list[tuple[int, tuple[str, ...], float]]:
     """Call-free chains of one thread's frames.
 
     Returns ``(index of the outermost, names outer→inner, innermost duration µs)`` per chain;
-    ``calls`` are the sorted host-call start times of the rank.
+    ``calls`` are the sorted host-call start times of the rank, ``launches`` those of its calls
+    that launch work (not copies or synchronizes): a host operator (``aten::isin``) that makes
+    only copies and synchronizes is call-free too (an operator computed on the CPU).
     """
     st = frames["start_us"].to_numpy("float64")
     du = frames["dur_us"].to_numpy("float64")
     en = st + du
     names = frames["frame"].astype(str).to_numpy()
-    free = np.searchsorted(calls, en, side="right") - np.searchsorted(calls, st, side="left") == 0
+
+    def none_in(t: np.ndarray) -> np.ndarray:
+        return np.asarray(
+            np.searchsorted(t, en, side="right") - np.searchsorted(t, st, side="left") == 0
+        )
+
+    free = none_in(calls)
+    if launches is not None:
+        is_op = np.array([bool(HOST_OPERATOR.match(n)) for n in names], dtype=bool)
+        free |= is_op & none_in(launches)
     out: list[tuple[int, tuple[str, ...], float]] = []
     covered_until = -np.inf
     for i in (int(x) for x in np.flatnonzero(free)):  # start order, callers first (ingest sort)
@@ -161,12 +181,15 @@ def python_work(
     win = _step_windows(hd)
     per_pair: dict[tuple[int, int], tuple[tuple[str, ...], float]] = {}
     for r, g in fr.groupby("rank", sort=True):
-        calls = np.sort(hd.loc[hd["rank"] == r, "host_start_us"].to_numpy("float64"))
+        mine = hd[hd["rank"] == r]
+        calls = np.sort(mine["host_start_us"].to_numpy("float64"))
+        work = ~mine["api_name"].astype(str).str.contains(_COPY_OR_WAIT)
+        launches = np.sort(mine.loc[work, "host_start_us"].to_numpy("float64"))
         w = win[win["rank"] == r]
         for _tid, t in g.groupby("tid", sort=False):
             t = t.reset_index(drop=True)
             starts = t["start_us"].to_numpy("float64")
-            for i, chain, us in _chains(t, calls):
+            for i, chain, us in _chains(t, calls, launches):
                 hit = w[(w["lo_us"] <= starts[i]) & (starts[i] < w["hi_us"])]
                 if hit.empty or us < min_us:
                     continue

@@ -73,8 +73,8 @@ def load_doc(path: Path) -> Any:
 
 
 CACHE_VERSION = (
-    "ingest-v18"  # v18: the host's Python frames (python_frames, a heavy table), meta's
-    # distributed_args
+    "ingest-v19"  # v19: python_frames holds the host's framework operators (cpu_op) too
+    # v18: the host's Python frames (python_frames, a heavy table), meta's distributed_args
     # v17: recorded Python GC pauses are host_dispatch rows (api_name "GC")
     # v15: kernels carry input_formats and the PipeUtilization PMU ratios
     # v14: a per-rank file with no rows is warned about as such (missing_table)

@@ -313,8 +313,8 @@ AICORE_FREQ = TableSpec(
 PYTHON_FRAMES = TableSpec(
     "python_frames",
     "Per rank Python frames of the host (trace_view.json python_function events, written when the "
-    "profiler runs with with_stack=True) lasting at least 1 ms. A frame's callers are the frames "
-    "of the same thread that contain it.",
+    "profiler runs with with_stack=True, and cpu_op events: the framework's operators on the host) "
+    "lasting at least 1 ms. A frame's callers are the frames of the same thread that contain it.",
     (
         _c("rank", "int"),
         _c("tid", "int", doc="Host thread id"),

@@ -511,12 +511,16 @@ def _freq_frame(rows: list[tuple[float, float]], rank: int | None) -> pd.DataFra
 #: Python frames shorter than this are not kept (µs): a host stall worth naming lasts longer, and
 #: a with_stack trace holds hundreds of thousands of short frames per step.
 PY_FRAME_MIN_US = 1000.0
-_PY_CAT = b'"cat": "python_function"'
-#: One ``python_function`` event as torch_npu writes it (``ph`` first, ``args`` last): name, tid,
-#: ts (a string, maybe with trailing whitespace), dur.
+_PY_CATS = (b'"cat": "python_function"', b'"cat": "cpu_op"')
+#: Event categories read as frames: Python calls, and the framework's operators on the host
+#: (``aten::isin``, ``gloo:all_reduce``): an operator that runs long with no launch inside it
+#: computes on the host CPU.
+FRAME_CATEGORIES = ("python_function", "cpu_op")
+#: One ``python_function`` / ``cpu_op`` event as torch_npu writes it (``ph`` first, ``args``
+#: last): name, tid, ts (a string, maybe with trailing whitespace), dur.
 _PY_EVENT = re.compile(
     rb'\{"ph":\s*"X",\s*"name":\s*"((?:[^"\\]|\\.)*)",\s*"pid":\s*-?\d+,\s*"tid":\s*(-?\d+),'
-    rb'\s*"ts":\s*"?([0-9.eE+-]+)\s*"?,\s*"dur":\s*([0-9.eE+-]+),\s*"cat":\s*"python_function"'
+    rb'\s*"ts":\s*"?([0-9.eE+-]+)\s*"?,\s*"dur":\s*([0-9.eE+-]+),\s*"cat":\s*"(?:python_function|cpu_op)"'
 )
 
 
@@ -525,7 +529,9 @@ def read_python_frames(path: Path, rank: int | None) -> pd.DataFrame:
 
     torch_npu writes one complete event (category ``python_function``, name ``file.py(line):
     function``) per Python call when the profiler runs with ``with_stack=True`` (reference §1.11,
-    process ``Python``). The events are found by a byte search over a memory map of the file and
+    process ``Python``), and one per framework operator on the host (category ``cpu_op``, name
+    ``aten::isin``) with CPU activity; both are frames here (the ``ProfilerStep#N`` step markers
+    are not). The events are found by a byte search over a memory map of the file and
     read from their text; when the search misses events (another key order), the file is streamed
     with ijson instead. Frames shorter than :data:`PY_FRAME_MIN_US` are dropped. A frame's callers
     are the frames of the same thread that contain it.
@@ -546,7 +552,7 @@ def read_python_frames(path: Path, rank: int | None) -> pd.DataFrame:
         except ValueError:  # an empty file cannot be mapped
             return _py_frame(rows, rank)
         with mm:
-            n = _count(mm, _PY_CAT)
+            n = sum(_count(mm, cat) for cat in _PY_CATS)
             found = 0
             for m in _PY_EVENT.finditer(mm) if n else ():
                 found += 1
@@ -555,6 +561,8 @@ def read_python_frames(path: Path, rank: int | None) -> pd.DataFrame:
                     if dur < PY_FRAME_MIN_US:
                         continue
                     raw = m.group(1)
+                    if raw.startswith(b"ProfilerStep#"):
+                        continue  # a step marker, not work
                     name = orjson.loads(b'"' + raw + b'"') if b"\\" in raw else raw.decode()
                     rows.append((int(m.group(2)), float(m.group(3)), dur, name))
                 except (ValueError, orjson.JSONDecodeError, UnicodeDecodeError):
@@ -573,11 +581,15 @@ def _py_frames_ijson(path: Path) -> list[tuple[int, float, float, str]]:
             prefix = "item" if fh.read(64).lstrip()[:1] == b"[" else "traceEvents.item"
             fh.seek(0)
             for ev in ijson.items(fh, prefix, use_float=True):
-                if not isinstance(ev, dict) or ev.get("cat") != "python_function":
+                if not isinstance(ev, dict) or ev.get("cat") not in FRAME_CATEGORIES:
                     continue
                 try:
                     dur = float(ev["dur"])
-                    if ev.get("ph", "X") == "X" and dur >= PY_FRAME_MIN_US:
+                    if (
+                        ev.get("ph", "X") == "X"
+                        and dur >= PY_FRAME_MIN_US
+                        and not str(ev.get("name", "")).startswith("ProfilerStep#")
+                    ):
                         rows.append(
                             (int(ev["tid"]), float(str(ev["ts"]).strip()), dur, str(ev["name"]))
                         )

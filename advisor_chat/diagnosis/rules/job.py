@@ -43,6 +43,12 @@ from advisor_chat.diagnosis.decompose import (
     top_launch_api,
 )
 from advisor_chat.diagnosis.evidence import FUSION_ZH, explain_hotspot
+from advisor_chat.diagnosis.python_work import (
+    HOST_OPERATOR,
+    PythonWork,
+    frame_remedy,
+    python_work,
+)
 from advisor_chat.diagnosis.rules.common import (
     EXPOSED_MIN_SHARE,
     IDLE_MIN_SHARE,
@@ -150,7 +156,7 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         if dc is not None
         else _new_shape_text(ns, gain)
         if ns is not None
-        else _sync_text(ss, gain)
+        else _sync_text(ss, gain, _sync_gap_work(ctx, ss))
         if ss is not None
         else _idle_shape_text(
             shape,
@@ -602,11 +608,79 @@ def _sync_gain(ss: SyncStalls, shared_free_us: float) -> float:
     return min(ss.idle_us, shared_free_us)
 
 
-def _sync_text(ss: SyncStalls, shared_free_us: float) -> tuple[str, str, tuple[Remedy, ...]]:
+#: The host work in the gap after the synchronize calls is named when it lasts at least this share
+#: of the idle there, in at least half of the (step, rank) pairs read.
+SYNC_WORK_SHARE = 0.5
+
+
+def _sync_gap_work(ctx: Context, ss: SyncStalls) -> PythonWork | None:
+    """What the host runs in the idle after its synchronize calls, on every rank read.
+
+    :func:`~advisor_chat.diagnosis.python_work.python_work` over every (step, rank) pair of the
+    ranks :func:`sync_stalls` examined: the call-free frame (Python, or a framework operator on
+    the host) of at least ``SYNC_WORK_SHARE`` of the idle, found in at least half of the pairs
+    and not elsewhere. ``None`` without frames (no with_stack / CPU activity, the DB export).
+    """
+    steps = sorted(int(x) for x in ctx.frame["step"].unique()) if "step" in ctx.frame else []
+    pairs = [(s, r) for r in ss.ranks for s in steps]
+    if not pairs:
+        return None
+    pw = python_work(ctx.profile, pairs, min_us=SYNC_WORK_SHARE * ss.idle_us)
+    if pw is None or len(pw.pairs) < 0.5 * max(pw.of_pairs, 1):
+        return None
+    return pw
+
+
+def _sync_work_text(pw: PythonWork, gain: float) -> tuple[str, str, Remedy]:
+    """Clause (en, zh) and first change for the host work found after the synchronize calls."""
+    f = pw.function
+    n = f"{len(pw.pairs)} of {pw.of_pairs}"
+    if HOST_OPERATOR.match(pw.frame):
+        en = (
+            f"; in that gap the host runs {f} for {ms(pw.us)} per step ({n} (step, rank) pairs "
+            "read; trace_view.json cpu_op) with no launch inside it: the operator computes on the "
+            "host CPU, its input copied from the device first (the synchronize) and its result "
+            "copied back — an operator with no NPU kernel falling back to the CPU, or a tensor "
+            "moved to the CPU in the code"
+        )
+        zh = (
+            f"；这段空闲里主机在执行 {f}，每步 {ms(pw.us)}（读取的 (step, rank) 中有 {len(pw.pairs)}/"
+            f"{pw.of_pairs} 个；trace_view.json 的 cpu_op），其中没有任何下发：该算子在主机 CPU 上计算，"
+            "先把输入从设备拷回主机（即那次同步），算完再把结果拷回设备——没有 NPU 实现的算子回退到了 CPU，"
+            "或代码把张量挪到了 CPU 上"
+        )
+        rem = Remedy(
+            "action",
+            f"Keep {f} on the NPU: write it with operators the NPU runs (comparisons, gathers, "
+            "searchsorted), or use a torch_npu / CANN version with an NPU kernel for it; the "
+            "run's torch_npu warnings list the operators that fall back to the CPU.",
+            f"让 {f} 留在 NPU 上计算：用 NPU 支持的算子改写（比较、gather、searchsorted），或换用带有该"
+            "算子 NPU 实现的 torch_npu / CANN 版本；运行日志里 torch_npu 的告警会列出回退到 CPU 的算子。",
+            gain,
+            BoundKind.ESTIMATE,
+        )
+        return en, zh, rem
+    en = (
+        f"; in that gap the host runs the Python frame `{f}` for {ms(pw.us)} per step ({n} "
+        "(step, rank) pairs read; trace_view.json python_function) with no launch inside it"
+    )
+    zh = (
+        f"；这段空闲里主机在执行 Python 函数 `{f}`，每步 {ms(pw.us)}（读取的 (step, rank) 中有 "
+        f"{len(pw.pairs)}/{pw.of_pairs} 个；trace_view.json 的 python_function），其中没有任何下发"
+    )
+    r_en, r_zh = frame_remedy(pw, "every rank", "每张卡")
+    return en, zh, Remedy("action", r_en, r_zh, gain, BoundKind.ESTIMATE)
+
+
+def _sync_text(
+    ss: SyncStalls, shared_free_us: float, work: PythonWork | None = None
+) -> tuple[str, str, tuple[Remedy, ...]]:
     """The job's idle placed right after the host's synchronize calls (``tensor.item()``).
 
     From :func:`~advisor_chat.diagnosis.decompose.sync_stalls` (trace_view.json / DB CANN_API
-    synchronize calls, kernel_details.csv); returns (English, Chinese, remedies).
+    synchronize calls, kernel_details.csv); ``work``: what the host runs in that gap
+    (:func:`_sync_gap_work`), which then names the first change. Returns (English, Chinese,
+    remedies).
     """
     idle = min(ss.idle_us, shared_free_us)
     apis = sorted({x.api.split("@")[-1] for x in ss.spots})
@@ -654,6 +728,11 @@ def _sync_text(ss: SyncStalls, shared_free_us: float) -> tuple[str, str, tuple[R
         f"其中 {ms(idle)} 紧跟在{n_zh}之后（{', '.join(apis)}：{how_zh}，之后主机先执行 Python "
         f"代码才下发下一个算子，这期间设备空闲），每张卡都在相同位置：{spots_zh}"
     )
+    if work is not None:
+        w_en, w_zh, w_rem = _sync_work_text(work, min(idle, _sync_gain(ss, shared_free_us)))
+        en += w_en
+        zh += w_zh
+        return en, zh, (w_rem,)
     if _hidden_sync(ss):
         en += (
             f"; in all the compute stream waits {ms(ss.compute_idle_us)} per step after these "
