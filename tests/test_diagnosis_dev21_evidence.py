@@ -80,3 +80,19 @@ def test_a_short_host_operator_with_launches_is_not_host_work(tmp_path) -> None:
     chains = _chains(frames.iloc[[0]].reset_index(drop=True), np.array([10.0]), np.array([]))
     assert chains and chains[0][1] == ("aten::isin",)  # only a copy inside: CPU work
     assert _chains(frames, calls, launches) == []  # a launch inside both: neither is
+
+
+def test_a_host_whose_own_calls_crawl_is_slowed_down(scenario) -> None:
+    """Rank 13's host swaps: its launch calls take ms, its idle rises and falls back."""
+    path = scenario("host-swap-rank")
+    nums = _key(path)["expected_numbers"]
+    d = diagnose(load_profile(path, use_cache=False, progress=False))
+    c = next(
+        c
+        for c in d.causes
+        if nums["culprit_rank"] in c.culprit.ranks
+        or any(r == nums["culprit_rank"] for _, r in c.culprit.events)
+    )
+    assert "launch calls crawl" in c.summary and "先增后减" in c.summary_zh
+    assert f"in step {nums['peak_step']}" in c.summary
+    assert "swap" in c.remedies[0].text and f"rank {nums['culprit_rank']}" in c.remedies[0].text

@@ -344,6 +344,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"\bwhat(?:'s| is| are)\b.{0,25}\bdoing\b",
         # "what is the npu waiting on?", "NPU在等什么？"
         r"\bwhat(?:'s| is| are)?\b.{0,30}\bwait(?:s|ing)? (?:on|for)\b",
+        r"\bwho(?:m)?\b.{0,30}\bwait(?:s|ing)?\b",
         r"在等(?:什么|啥)",
         # "what is eating the time?", "where does the time go?"
         r"\bwhat(?:'s| is| are)? (?:eating|taking|burning|using|wasting) (?:up )?(?:(?:the |all the |my |our )?(?:time|step)|it\b|that\b|this\b)",
@@ -2065,6 +2066,9 @@ def parse_question(
         base = replace(base, ranks=(), except_ranks=tuple(ranks), rank_range=False)
     intent = route(base)
     if base.except_ranks:
+        intent = "which_slow_rank"
+    if intent == "unsupported" and re.search(r"\bwho(?:m)?\b|谁", low):
+        # "who are they waiting for?", "在等谁？": the rank the others wait for
         intent = "which_slow_rank"
     if any(re.search(p, low, re.I) for p in _TOP_OPS) and intent not in (
         "compare_profiles",

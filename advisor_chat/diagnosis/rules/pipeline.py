@@ -276,8 +276,8 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
     ]
 
 
-#: Stages are balanced when their Computing, and their time not computing, differ by at most this
-#: share of the mean (then no stage holds the others back: the bubble is the schedule's).
+#: Stages compute alike when their Computing differs by at most this share of the mean (with
+#: Bubble on every stage, no stage holds the others back: the bubble is the schedule's).
 BALANCED_STAGE_SPREAD = 0.05
 #: Micro-batches per step a pipeline of p stages needs for a small bubble: at least this times p.
 MICRO_BATCHES_PER_STAGE = 4
@@ -312,9 +312,10 @@ def _schedule_args(ctx: Context) -> tuple[int, int, int, int, int]:
 def _schedule_bubble(ctx: Context, stages: list[list[int]]) -> RootCause | None:
     """A balanced pipeline's bubble: the schedule's fill and drain, not a slow stage.
 
-    When every stage computes about the same and spends about the same time not computing
-    (within ``BALANCED_STAGE_SPREAD`` of the mean: Bubble, sends and receives may sit in different
-    columns per stage), no stage is waited for: the idle is the pipeline's fill and drain, which
+    When every stage computes about the same (within ``BALANCED_STAGE_SPREAD`` of the mean) and
+    even the stage with the least Bubble waits at least ``BUBBLE_MIN_SHARE`` of its step in it (a
+    bottleneck stage barely waits; sends and receives may sit in different columns per stage),
+    no stage is waited for: the idle is the pipeline's fill and drain, which
     only more micro-batches per step (or more virtual stages) shrink. With the schedule's
     arguments recorded (``meta.distributed_args``), the idle of a chunk schedule is
     (p - 1) / (v*m + p - 1) of the step (p stages, v virtual stages, m micro-batches), and the time
@@ -326,13 +327,16 @@ def _schedule_bubble(ctx: Context, stages: list[list[int]]) -> RootCause | None:
     per = ctx.per_rank
     comp = [float(per.loc[m, "computing_us"].mean()) for m in stages]
     step = [float(per.loc[m, "step_us"].mean()) for m in stages]
+    bub = [float(per.loc[m, "bubble_us"].mean()) for m in stages]
     idle = [s - c for s, c in zip(step, comp, strict=True)]
     mean_c, mean_step = float(np.mean(comp)), float(np.mean(step))
     if mean_c <= 0 or mean_step <= 0:
         return None
-    if (max(comp) - min(comp)) > BALANCED_STAGE_SPREAD * mean_c or (
-        max(idle) - min(idle)
-    ) > BALANCED_STAGE_SPREAD * mean_step:
+    # the stages compute alike, and even the one that waits least waits a material share of
+    # its step in Bubble: no stage is the bottleneck (a bottleneck stage barely waits)
+    if (max(comp) - min(comp)) > BALANCED_STAGE_SPREAD * mean_c or min(
+        share_of(b, s) for b, s in zip(bub, step, strict=True)
+    ) < BUBBLE_MIN_SHARE:
         return None
     ranks = [r for m in stages for r in m]
     bubble = float(per.loc[ranks, "bubble_us"].mean())

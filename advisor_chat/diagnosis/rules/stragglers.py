@@ -64,6 +64,8 @@ from advisor_chat.diagnosis.types import (
     Remedy,
     RootCause,
 )
+from advisor_chat.ingest.profile import PEER_SAMPLE
+from advisor_chat.ranks import spread_sample
 
 #: A rank's idle before one operator (kernel Wait Time, against its peers') at least this many
 #: times its Free excess is mostly hidden under its own collectives: its own time, not Free's.
@@ -2184,16 +2186,25 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
         f"One-step {kind} of {ms(per_event)} on average rotate across ranks: (step, rank) = "
         f"{pair_txt}{clean_txt}; no rank is slow on average"
         if len(ranks) > 1
-        else f"A one-step event: {kind} of {ms(per_event)} on rank {ranks[0]} at (step, rank) "
-        f"= {pair_txt}{clean_txt}; the other ranks wait for it there, and rank {ranks[0]} runs "
+        else (
+            f"A one-step event: {kind} of {ms(per_event)} on rank {ranks[0]} at (step, rank) "
+            if len(pairs) == 1
+            else f"Rank {ranks[0]} stalls in {len(pairs)} steps: {kind} of {ms(per_event)} on "
+            "average at (step, rank) "
+        )
+        + f"= {pair_txt}{clean_txt}; the other ranks wait for it there, and rank {ranks[0]} runs "
         "normally in the other steps"
     ) + (" (most steps are slow)." if most else ".")
     summary_zh = (
         f"单步{kind_zh}在不同卡之间轮换出现，平均每次 {ms(per_event)}：（步, 卡）= {pair_txt}"
         f"{clean_zh}；平均来看没有哪张卡是慢卡"
         if len(ranks) > 1
-        else f"单步事件：{ranks[0]}号卡出现一次{kind_zh}，时长 {ms(per_event)}，（步, 卡）= "
-        f"{pair_txt}{clean_zh}；其他卡都在等它，{ranks[0]}号卡在其他步运行正常"
+        else (
+            f"单步事件：{ranks[0]}号卡出现一次{kind_zh}，时长 {ms(per_event)}，（步, 卡）= "
+            if len(pairs) == 1
+            else f"{ranks[0]}号卡在 {len(pairs)} 步中停顿：{kind_zh}，平均每次 {ms(per_event)}，（步, 卡）= "
+        )
+        + f"{pair_txt}{clean_zh}；其他卡都在等它，{ranks[0]}号卡在其他步运行正常"
     ) + ("（大多数步都变慢了）。" if most else "。")
     if period:
         summary = (
@@ -2307,6 +2318,17 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
         summary_zh = summary_zh.rstrip("。") + py[1] + "。"
         first = Remedy("action", py[2], py[3], fix_us, BoundKind.ESTIMATE)
         extra_tags = py[5]
+    # nothing of its own runs there, but the host's own calls crawl: the host is slowed
+    slow = (
+        _slow_host_clause(ctx, ranks[0], steps, per_event)
+        if host and len(ranks) == 1 and not period and not extra_tags and py is None
+        else None
+    )
+    if slow is not None:
+        summary = summary.rstrip(".") + slow[0] + "."
+        summary_zh = summary_zh.rstrip("。") + slow[1] + "。"
+        first = Remedy("action", slow[2], slow[3], fix_us, BoundKind.ESTIMATE)
+        extra_tags = ("host_bound",)
     hung = _late_event(ctx, pairs)
     if hung is not None:
         summary = summary.rstrip(".") + "; " + hung[0] + "."
@@ -2455,6 +2477,92 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
             for r in ranks
         ),
     )
+
+
+#: A launch call this many times the peers' median call, and at least ``SLOW_CALL_MIN_US``, is
+#: the host itself stalling (not the work it launches).
+SLOW_CALL_RATIO = 50.0
+SLOW_CALL_MIN_US = 1000.0
+#: ... when such calls add up to at least this share of the stall.
+SLOW_CALLS_SHARE = 0.3
+_COPY_OR_WAIT_API = re.compile(r"memcpy|synchroni[sz]e", re.I)
+
+
+def _slow_host_clause(
+    ctx: Context, rank: int, steps: tuple[int, ...], per_event_us: float
+) -> tuple[str, str, str, str] | None:
+    """The rank's own host calls crawl in its stalled steps: its host is slowed down.
+
+    From ``host_dispatch`` (trace_view.json / DB CANN API calls): the rank's launch calls (not
+    copies or synchronizes, which wait by design) in ``steps`` against a sample of its peers'.
+    Named when its longest call is at least ``SLOW_CALL_RATIO`` x the peers' median call and
+    ``SLOW_CALL_MIN_US``, and its calls of at least ``SLOW_CALL_MIN_US`` add up to
+    ``SLOW_CALLS_SHARE`` of the stall per step. The rank's idle per step over every step (Free
+    above its peers' median, ``step_trace``) says whether it rose and fell back (a transient
+    slowdown of that host). Returns (clause, clause_zh, action, action_zh) or ``None``.
+    """
+    peers = [r for r in ctx.peers(rank) if r != rank]
+    sample = [rank, *spread_sample(sorted(peers), PEER_SAMPLE)] if peers else [rank]
+    hd = ctx.profile.host_dispatch_for(sample)
+    if hd.empty or "api_duration_us" not in hd:
+        return None
+    hd = hd[~hd["api_name"].astype(str).str.contains(_COPY_OR_WAIT_API)]
+    dur = pd.to_numeric(hd["api_duration_us"], errors="coerce")
+    mine = dur[(hd["rank"] == rank) & hd["step"].isin(list(steps))].dropna()
+    theirs = dur[hd["rank"] != rank].dropna()
+    if mine.empty or theirs.empty:
+        return None
+    longest, med = float(mine.max()), float(theirs.median())
+    long_sum = float(mine[mine >= SLOW_CALL_MIN_US].sum()) / max(len(steps), 1)
+    if (
+        longest < SLOW_CALL_MIN_US
+        or longest < SLOW_CALL_RATIO * med
+        or long_sum < SLOW_CALLS_SHARE * per_event_us
+    ):
+        return None
+    en = (
+        f"; in those steps its host's own launch calls crawl (up to {ms(longest)} for one call, "
+        f"against {ms(med)} on its peers; trace_view.json CANN API durations): the host process "
+        "itself is slowed down — memory pressure (swapping, page faults), another process on "
+        "its CPUs, or throttled CPUs"
+    )
+    zh = (
+        f"；这些步里其主机自己的下发调用变得极慢（单次最长 {ms(longest)}，其他卡为 {ms(med)}；"
+        "trace_view.json 中 CANN API 的耗时）：是主机进程本身被拖慢了——内存压力（换页到交换分区、缺页）、"
+        "其 CPU 上有其他进程，或 CPU 被降频"
+    )
+    f = ctx.frame
+    if {"rank", "step", "free_us"} <= set(f.columns):
+        own = f[f["rank"] == rank].set_index("step")["free_us"].sort_index()
+        peer = f[f["rank"] != rank].groupby("step")["free_us"].median()
+        ex = (own - peer.reindex(own.index)).dropna()
+        if len(ex) >= 4:
+            k = int(np.argmax(ex.to_numpy()))
+            peak = float(ex.iloc[k])
+            lo = min(float(ex.iloc[0]), float(ex.iloc[-1]))
+            if 0 < k < len(ex) - 1 and peak >= 3 * max(lo, 1.0):
+                s0, sp, sn = int(ex.index[0]), int(ex.index[k]), int(ex.index[-1])
+                en += (
+                    f"; its idle over its peers' grows from {ms(float(ex.iloc[0]))} in step {s0} "
+                    f"to {ms(peak)} in step {sp} and falls back to {ms(float(ex.iloc[-1]))} in "
+                    f"step {sn}: a transient slowdown of that host, not work done every step"
+                )
+                zh += (
+                    f"；其空闲（相对其他卡）先增后减：第 {s0} 步 {ms(float(ex.iloc[0]))}，第 {sp} 步升到 "
+                    f"{ms(peak)}，第 {sn} 步回落到 {ms(float(ex.iloc[-1]))}：是该主机一时变慢，不是每步都做的工作"
+                )
+    a_en = (
+        f"Check rank {rank}'s host while the job runs: its memory (free -m, and vmstat's si / so "
+        "columns for swapping), other processes on its CPUs (top), its CPU frequency governor; "
+        "keep the job out of swap (fewer DataLoader workers or a smaller prefetch on that host, "
+        "other jobs moved off it, vm.swappiness=0)."
+    )
+    a_zh = (
+        f"在作业运行时检查{rank}号卡所在主机：内存（free -m，以及 vmstat 的 si / so 列看是否在换页）、其 CPU 上的"
+        "其他进程（top）、CPU 调频策略；避免作业用到交换分区（该主机上减少 DataLoader worker 或预取量、把其他"
+        "作业挪走、vm.swappiness=0）。"
+    )
+    return en, zh, a_en, a_zh
 
 
 def _python_clause(
