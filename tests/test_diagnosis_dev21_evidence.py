@@ -96,3 +96,21 @@ def test_a_host_whose_own_calls_crawl_is_slowed_down(scenario) -> None:
     assert "launch calls crawl" in c.summary and "先增后减" in c.summary_zh
     assert f"in step {nums['peak_step']}" in c.summary
     assert "swap" in c.remedies[0].text and f"rank {nums['culprit_rank']}" in c.remedies[0].text
+
+
+def test_a_group_whose_collective_runs_on_the_host(scenario) -> None:
+    """Ranks 3 and 11 all-reduce over gloo: the host frame names it, HCCL is the fix."""
+    path = scenario("gloo-dp-group")
+    rc = _key(path)["root_cause"]
+    top = diagnose(load_profile(path, use_cache=False, progress=False)).top()
+    assert top is not None and sorted(top.culprit.ranks) == sorted(rc["culprit_ranks"])
+    assert "gloo:all_reduce" in top.summary and "TCP" in top.summary
+    assert "backend='hccl'" in top.remedies[0].text
+
+
+def test_a_plan_to_change_a_timeout_setting_is_not_a_hang_question() -> None:
+    from advisor_chat.agent.parse import parse_question
+
+    q = parse_question("what do i fix first? was going to bump HCCL_CONNECT_TIMEOUT on both nodes")
+    assert q.intent == "fix_first"
+    assert parse_question("what should I fix first? the job hangs").intent == "hccl_timeout"

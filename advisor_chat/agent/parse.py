@@ -1831,6 +1831,12 @@ _SLOW_RANK = re.compile(
 )
 
 
+def _timeout_beyond_settings(text: str) -> bool:
+    """Whether ``text`` speaks of a timeout or hang other than by naming an HCCL setting."""
+    rest = re.sub(r"\bHCCL_\w+", " ", text, flags=re.I).lower()
+    return _match_any(_TOPIC_LEX["timeout"], rest) is not None
+
+
 def route(q: Query) -> str:
     """The planner route of a parsed question (one of :data:`INTENTS`), from its slots only.
 
@@ -1848,7 +1854,8 @@ def route(q: Query) -> str:
         return "compare_profiles"
     if "mc2" in t:
         return "mc2"
-    if "timeout" in t:
+    if "timeout" in t and not (k == "fix_first" and not _timeout_beyond_settings(q.text)):
+        # ("what do I fix first? was going to bump HCCL_CONNECT_TIMEOUT": a plan, not a hang)
         return "hccl_timeout"
     if "memory" in t:
         return "memory"

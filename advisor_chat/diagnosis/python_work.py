@@ -91,7 +91,9 @@ def _step_windows(hd: pd.DataFrame) -> pd.DataFrame:
 
 
 #: A framework operator on the host (trace_view.json ``cpu_op`` frames: ``aten::isin``).
-HOST_OPERATOR = re.compile(r"^(?:aten|npu|torch_npu|c10d)::")
+HOST_OPERATOR = re.compile(r"^(?:aten|npu|torch_npu|c10d)::|^gloo:")
+#: A collective run by the host (the gloo backend over TCP sockets), not by HCCL on the device.
+HOST_COLLECTIVE = re.compile(r"^gloo:|^c10d::.*gloo", re.I)
 #: Host calls that move data or wait, not launch work: a host operator that makes only these
 #: (its input copied to the host, its result back) computes on the CPU.
 _COPY_OR_WAIT = re.compile(r"memcpy|synchroni[sz]e", re.I)
@@ -240,7 +242,12 @@ FRAME_KINDS = (
 
 
 def frame_kind(work: PythonWork) -> str:
-    """``tokenize`` / ``data`` / ``save`` / ``log`` / ``python`` from the deepest frame, then its callers."""
+    """What the frame is: ``host_collective``, ``tokenize``, ``data``, ``save``, ``log``, ``python``.
+
+    From the deepest frame (a gloo collective first), then its callers.
+    """
+    if HOST_COLLECTIVE.search(work.frame):
+        return "host_collective"
     for name in (work.frame, *reversed(work.callers)):
         for pat, kind in FRAME_KINDS:
             if pat.search(name):
@@ -252,6 +259,16 @@ def frame_remedy(work: PythonWork, where: str, where_zh: str) -> tuple[str, str]
     """The first change for Python work ``work`` done inline on ``where`` (English, Chinese)."""
     f = work.function
     kind = frame_kind(work)
+    if kind == "host_collective":
+        return (
+            f"Run the collective `{f}` on {where} over HCCL: create that process group with the "
+            "HCCL backend (torch.distributed.new_group(ranks, backend='hccl'), or leave the "
+            "backend to the default) instead of gloo, which copies the tensors to the host and "
+            "sends them over TCP sockets.",
+            f"让{where_zh}上的集合通信 `{f}` 走 HCCL：创建该通信组时使用 HCCL 后端（torch.distributed."
+            "new_group(ranks, backend='hccl')，或使用默认后端），而不是 gloo——gloo 会把张量拷到主机再经 "
+            "TCP 套接字发送。",
+        )
     if kind == "tokenize":
         return (
             f"Tokenize ahead of time instead of in the training loop (`{f}` runs inline on {where}): "

@@ -29,7 +29,13 @@ from advisor_chat.diagnosis.decompose import (
     sync_calls,
 )
 from advisor_chat.diagnosis.evidence import Explanation, explain_device
-from advisor_chat.diagnosis.python_work import frame_kind, frame_remedy, python_work, short_frame
+from advisor_chat.diagnosis.python_work import (
+    HOST_OPERATOR,
+    frame_kind,
+    frame_remedy,
+    python_work,
+    short_frame,
+)
 from advisor_chat.diagnosis.rules.common import (
     EVENT_MIN_STEPS,
     GROUP_GAP_VS_SPREAD,
@@ -1688,6 +1694,16 @@ def _group_cause(
         )
     elif host and calls is not None:
         op_txt, op_zh, a_txt, a_zh = _slow_calls_text(calls, gl, gl_zh)
+    elif host and (
+        py := _python_clause(
+            ctx,
+            tuple((int(s), r) for r in slow for s in ctx.frame["step"].unique()),
+            tuple(slow),
+            free_ex,
+        )
+    ):
+        # what the group's hosts run while their devices idle (with_stack / cpu_op frames)
+        op_txt, op_zh, a_txt, a_zh = py[0], py[1], py[2], py[3]
     elif host and (node or hostev is not None):
         if hostev is not None:
             op_txt = f": {hostev[0]}"
@@ -2590,6 +2606,11 @@ def _python_clause(
     called_zh = f"，由 `{outer}` 调用" if outer else ""
     kind = frame_kind(pw)
     what = {
+        "host_collective": (
+            "a collective runs on the host over the gloo backend (tensors copied to the host and "
+            "sent over TCP sockets), not over HCCL on the device",
+            "集合通信由主机经 gloo 后端执行（张量先拷到主机，再经 TCP 套接字发送），而不是在设备上走 HCCL",
+        ),
         "tokenize": ("tokenization runs inline in the training loop", "分词在训练循环里内联执行"),
         "data": (
             "data preparation runs inline in the training loop",
@@ -2603,17 +2624,19 @@ def _python_clause(
         if len(pw.pairs) == pw.of_pairs
         else f"in {len(pw.pairs)} of the {pw.of_pairs} stalls"
     )
+    op = HOST_OPERATOR.match(pw.frame) is not None
+    src = "trace_view.json cpu_op" if op else "Python frames, trace_view.json with_stack"
+    src_zh = "trace_view.json 的 cpu_op" if op else "Python 调用栈，trace_view.json with_stack"
     en = (
         f"; {n_in} the host's Python thread is inside `{pw.function}` ({ms(pw.us)} per stall"
         f"{called}) and issues nothing to the device: "
-        f"{what[0]} (Python frames, trace_view.json with_stack; in {pw.other_hits} of "
-        f"{pw.other_pairs} other (step, rank) pairs)"
+        f"{what[0]} ({src}; in {pw.other_hits} of {pw.other_pairs} other (step, rank) pairs)"
     )
     zh = (
         f"；{'每次停顿时' if len(pw.pairs) == pw.of_pairs else f'{pw.of_pairs} 次停顿中有 {len(pw.pairs)} 次，'}"
         f"主机的 Python 线程都在 `{pw.function}` 中（每次 "
-        f"{ms(pw.us)}{called_zh}），期间不向设备下发任何任务：{what[1]}（Python 调用栈，trace_view.json "
-        f"with_stack；其他 {pw.other_pairs} 个（步, 卡）中出现 {pw.other_hits} 次）"
+        f"{ms(pw.us)}{called_zh}），期间不向设备下发任何任务：{what[1]}（{src_zh}；其他 "
+        f"{pw.other_pairs} 个（步, 卡）中出现 {pw.other_hits} 次）"
     )
     a_en, a_zh = frame_remedy(pw, where, where_zh)
     metrics = {
