@@ -290,7 +290,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"\b(gain|save|saving|savings|speed-?up)\b.{0,30}\b(if|by|from)\b",
         r"\bwhat (would|will|could|do|does|did) (i|we|you|it|that) (gain|save)",
         r"\b(gain|save|saving|savings|speed-?up)\b.{0,20}\bper (step|iteration)\b",
-        r"\bwhat step time (would|will|should|could) (i|we)\b",
+        r"\bwhat step time (would|will|should|could|do|can) (i|we)\b",
         r"多少",
         r"多大(?!(的)?(把握|信心|可能|概率))",
         r"多久",

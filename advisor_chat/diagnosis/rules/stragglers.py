@@ -2607,9 +2607,9 @@ def _python_clause(
     kind = frame_kind(pw)
     what = {
         "host_collective": (
-            "a collective runs on the host over the gloo backend (tensors copied to the host and "
-            "sent over TCP sockets), not over HCCL on the device",
-            "集合通信由主机经 gloo 后端执行（张量先拷到主机，再经 TCP 套接字发送），而不是在设备上走 HCCL",
+            "a collective runs on the host over the gloo backend (each tensor copied "
+            "device-to-host, then sent over TCP sockets), not as an HCCL collective on the device",
+            "集合通信由主机经 gloo 后端执行（张量先从设备拷到主机，再经 TCP 套接字发送），没有走设备上的 HCCL",
         ),
         "tokenize": ("tokenization runs inline in the training loop", "分词在训练循环里内联执行"),
         "data": (
