@@ -265,8 +265,8 @@ def frame_remedy(work: PythonWork, where: str, where_zh: str) -> tuple[str, str]
             "HCCL backend (torch.distributed.new_group(ranks, backend='hccl'), or leave the "
             "backend to the default) instead of gloo, which copies the tensors to the host and "
             "sends them over TCP sockets.",
-            f"让{where_zh}上的集合通信 `{f}` 走 HCCL：创建该通信组时使用 HCCL 后端（torch.distributed."
-            "new_group(ranks, backend='hccl')，或使用默认后端），而不是 gloo——gloo 会把张量拷到主机再经 "
+            f"让{where_zh}上的集合通信 `{f}` 走 HCCL：创建该通信组时使用 HCCL 后端（`torch.distributed."
+            "new_group(ranks, backend='hccl')`，或使用默认后端），而不是 gloo——gloo 会把张量拷到主机再经 "
             "TCP 套接字发送。",
         )
     if kind == "tokenize":

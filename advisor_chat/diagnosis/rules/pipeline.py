@@ -349,12 +349,12 @@ def _schedule_bubble(ctx: Context, stages: list[list[int]]) -> RootCause | None:
         f"Every pipeline stage computes about the same ({ms(mean_c)} per step, within "
         f"{pct(share_of(max(comp) - min(comp), mean_c))}) and is not computing "
         f"{pct(not_comp)} of its step ({ms(bubble)} of it in Bubble): no stage holds the others "
-        "back, the idle is the pipeline's fill and drain"
+        "back, on every rank the idle is the pipeline's fill and drain"
     )
     head_zh = (
         f"各流水线阶段的计算量几乎相同（每步 {ms(mean_c)}，相差不超过 "
         f"{pct(share_of(max(comp) - min(comp), mean_c))}），每个阶段都有 {pct(not_comp)} 的时间不在计算"
-        f"（其中气泡 {ms(bubble)}）：没有哪个阶段拖慢其他阶段，空闲来自流水线的填充与排空"
+        f"（其中气泡 {ms(bubble)}）：没有哪个阶段拖慢其他阶段，每张卡的空闲都来自流水线的填充与排空"
     )
     metrics = {
         "bubble_us_mean": bubble,
@@ -411,8 +411,8 @@ def _schedule_bubble(ctx: Context, stages: list[list[int]]) -> RootCause | None:
         )
         rem_zh = (
             f"每步使用更多的微批：至少 {m2} 个（{p} 个阶段的 {MICRO_BATCHES_PER_STAGE} 倍），即增大全局批或梯度"
-            "累积（Megatron / MindSpeed 的 --global-batch-size），或增加虚拟阶段"
-            "（--num-layers-per-virtual-pipeline-stage），或减少流水线阶段数。"
+            "累积（Megatron / MindSpeed 的 `--global-batch-size`），或增加虚拟阶段"
+            "（`--num-layers-per-virtual-pipeline-stage`），或减少流水线阶段数。"
         )
     else:
         gain, bound = bubble, BoundKind.UPPER_BOUND
@@ -439,8 +439,8 @@ def _schedule_bubble(ctx: Context, stages: list[list[int]]) -> RootCause | None:
         category=Category.COMMUNICATION,
         culprit=Culprit(
             kind="job",
-            label="the pipeline schedule (every stage)",
-            label_zh="流水线调度（每个阶段）",
+            label="the pipeline schedule (every rank)",
+            label_zh="流水线调度（每张卡）",
         ),
         victims=tuple(
             sorted(

@@ -273,7 +273,7 @@ def rule_slow_steps(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             "Run the evaluation less often or on fewer batches (Megatron / MindSpeed "
             "--eval-interval, --eval-iters), or outside the training job (a separate process on a "
             f"saved checkpoint); leave steps {sp} out when you measure the training step time.",
-            "降低评估频率或减少评估批次（Megatron / MindSpeed 的 --eval-interval、--eval-iters），或把评估"
+            "降低评估频率或减少评估批次（Megatron / MindSpeed 的 `--eval-interval`、`--eval-iters`），或把评估"
             f"移出训练作业（用保存的 checkpoint 单独评估）；统计训练步长时排除第 {sp_zh} 步。",
             gain,
             BoundKind.ESTIMATE,

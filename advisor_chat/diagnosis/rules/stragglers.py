@@ -2574,9 +2574,9 @@ def _slow_host_clause(
         "other jobs moved off it, vm.swappiness=0)."
     )
     a_zh = (
-        f"在作业运行时检查{rank}号卡所在主机：内存（free -m，以及 vmstat 的 si / so 列看是否在换页）、其 CPU 上的"
-        "其他进程（top）、CPU 调频策略；避免作业用到交换分区（该主机上减少 DataLoader worker 或预取量、把其他"
-        "作业挪走、vm.swappiness=0）。"
+        f"在作业运行时检查{rank}号卡所在主机：内存（`free -m`，以及 `vmstat` 的 si / so 列看是否在换页）、其 CPU "
+        "上的其他进程（`top`）、CPU 调频策略；避免作业用到交换分区（该主机上减少 DataLoader worker 或预取量、把"
+        "其他作业挪走、`vm.swappiness=0`）。"
     )
     return en, zh, a_en, a_zh
 
