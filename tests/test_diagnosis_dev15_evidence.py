@@ -25,7 +25,8 @@ from advisor_chat.diagnosis.decompose import (
     host_silence,
 )
 from advisor_chat.diagnosis.hypotheses import judge
-from advisor_chat.diagnosis.rules.stragglers import job_slow_steps, position_pattern
+from advisor_chat.diagnosis.rules.stepwork import job_slow_steps
+from advisor_chat.diagnosis.rules.stragglers import position_pattern
 from advisor_chat.diagnosis.text import ms
 from advisor_chat.ingest import load_profile
 from advisor_chat.ingest.trace import GC_CALL

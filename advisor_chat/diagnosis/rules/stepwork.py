@@ -1,4 +1,4 @@
-"""Slow-steps rule: in a few steps every rank computes more (a job-level cost of those steps).
+"""Job-wide slow steps: in a few steps every rank's own time is up (a job-level cost of them).
 
 When some steps are slower on every rank alike and the extra time is device work (Computing), no
 rank is to blame and no rank waits for another: the steps themselves carry more work. What differs
@@ -32,8 +32,6 @@ from advisor_chat.diagnosis.types import (
     RootCause,
 )
 
-#: A step is slow when its time (median over ranks) is at least this multiple of the median step.
-SLOW_STEP_RATIO = 1.2
 #: Slow steps are a minority: at most this share of the steps read.
 SLOW_STEP_MAX_SHARE = 0.4
 #: Every rank computes more in a slow step: at least this share of the ranks adds at least half of
@@ -43,6 +41,64 @@ ALL_RANKS_SHARE = 0.8
 BACKWARD_OP = re.compile(r"grad|backward", re.I)
 #: The backward runs "as often" when its launches per step are within this ratio of the others'.
 SAME_COUNT = 0.1
+
+
+#: Job-wide slow steps: a step whose median step time (over the ranks) is at least this much above
+#: the clean steps' (the faster half), with most ranks' own time up by ``JOB_STEP_OWN_SHARE`` of
+#: the clean step.
+JOB_STEP_MIN_EXCESS = 0.25
+JOB_STEP_OWN_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class JobSteps:
+    """Steps that are slow on every rank, their own time up on most ranks (µs per step)."""
+
+    steps: tuple[int, ...]
+    others: tuple[int, ...]
+    step_us: float
+    other_step_us: float
+    free_us: float
+    other_free_us: float
+    computing_us: float
+    other_computing_us: float
+
+
+def job_slow_steps(ctx: Context) -> JobSteps | None:
+    """Steps slow on every rank with every rank's own time up in them (not one late rank per step).
+
+    Rule: with ≥ 4 steps, the steps whose median step time over the ranks is ≥ (1 +
+    ``JOB_STEP_MIN_EXCESS``) × the median of the faster half of the steps, at least one other step
+    left; in each of them the median over the ranks of the own-time (Computing + Free) excess over
+    the rank's median in the other steps is ≥ ``JOB_STEP_OWN_SHARE`` of the clean step (a rank that
+    only waits for a late one has no own-time excess). Source: ``step_trace`` per (rank, step).
+    """
+    f = ctx.frame
+    if f.empty or f["step"].nunique() < 4 or ctx.stages:
+        return None
+    per_step = f.groupby("step")["step_us"].median().sort_values()
+    clean = float(per_step.iloc[: math.ceil(len(per_step) / 2)].median())
+    hit = sorted(integer(s) for s, v in per_step.items() if v >= (1 + JOB_STEP_MIN_EXCESS) * clean)
+    others = sorted(integer(s) for s in per_step.index if integer(s) not in hit)
+    if not hit or not others:
+        return None
+    own = f.assign(own_us=f["computing_us"] + f["free_us"])
+    base = own[own["step"].isin(others)].groupby("rank")["own_us"].median()
+    for s in hit:
+        g = own[own["step"] == s].set_index("rank")["own_us"]
+        if float((g - base.reindex(g.index)).median()) < JOB_STEP_OWN_SHARE * clean:
+            return None
+    h, o = f[f["step"].isin(hit)], f[f["step"].isin(others)]
+    return JobSteps(
+        tuple(hit),
+        tuple(others),
+        float(h.groupby("step")["step_us"].median().median()),
+        float(o.groupby("step")["step_us"].median().median()),
+        float(h["free_us"].median()),
+        float(o["free_us"].median()),
+        float(h["computing_us"].median()),
+        float(o["computing_us"].median()),
+    )
 
 
 @dataclass(frozen=True)
@@ -106,27 +162,26 @@ class SlowSteps:
 def slow_steps(ctx: Context) -> SlowSteps | None:
     """Steps slower on every rank alike because every rank computes more in them, or ``None``.
 
-    A step is slow when its time (``step_trace`` ``Stage`` / step time, median over ranks) is at
-    least :data:`SLOW_STEP_RATIO` times the median step, in at most :data:`SLOW_STEP_MAX_SHARE` of
-    the steps (not the last steps of the capture together: that is an onset), and at least
-    :data:`ALL_RANKS_SHARE` of the ranks compute (``Computing``) at least half the step's excess more
-    than in their other steps. The kernels (``kernel_details.csv`` ``Step Id``, ``Type``, ``Input
+    The steps :func:`job_slow_steps` finds (every rank's own time up), in at most
+    :data:`SLOW_STEP_MAX_SHARE` of the steps (not the last steps of the capture together: that is
+    an onset), with more Computing than Free in the excess, and at least :data:`ALL_RANKS_SHARE`
+    of the ranks computing at least half the step's excess more than in their other steps. The kernels (``kernel_details.csv`` ``Step Id``, ``Type``, ``Input
     Shapes``) of a rank sample in those steps are compared with the same ranks' other steps.
     """
     f = ctx.frame
-    if f.empty or not {"step", "rank", "step_us", "computing_us"} <= set(f.columns):
+    js = job_slow_steps(ctx)
+    if js is None:
         return None
-    by_step = f.groupby("step")["step_us"].median().sort_index()
-    if len(by_step) < 3:
-        return None
-    med = float(by_step.median())
-    slow = [integer(s) for s, v in by_step.items() if med > 0 and v >= SLOW_STEP_RATIO * med]
-    steps = [int(s) for s in by_step.index]
-    if not slow or len(slow) > SLOW_STEP_MAX_SHARE * len(steps):
+    slow, other = list(js.steps), list(js.others)
+    steps = sorted(slow + other)
+    if len(slow) > SLOW_STEP_MAX_SHARE * len(steps):
         return None
     if len(slow) >= 2 and slow == steps[-len(slow) :]:
         return None  # the last steps together: the job got slower from a step on (an onset)
-    other = [s for s in steps if s not in slow]
+    if js.computing_us - js.other_computing_us < js.free_us - js.other_free_us:
+        return None  # idle, not work: the host side (job_slow_steps' own cause says what)
+    by_step = f.groupby("step")["step_us"].median().sort_index()
+    med = js.other_step_us
     comp = f.pivot_table(index="step", columns="rank", values="computing_us", aggfunc="mean")
     base = comp.loc[other].median()
     extra_by_step = []

@@ -61,6 +61,7 @@ from advisor_chat.diagnosis.rules.common import (
     transfer_mb_per_step,
     wait_victims,
 )
+from advisor_chat.diagnosis.rules.stepwork import JobSteps, job_slow_steps
 from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
 from advisor_chat.diagnosis.types import (
     BoundKind,
@@ -743,64 +744,6 @@ def rule_stragglers_and_events(ctx: Context) -> list[RootCause]:
         else:
             out.append(_events_cause(ctx, [e for evs in transient.values() for e in evs], n_steps))
     return out
-
-
-#: Job-wide slow steps: a step whose median step time (over the ranks) is at least this much above
-#: the clean steps' (the faster half), with most ranks' own time up by ``JOB_STEP_OWN_SHARE`` of
-#: the clean step.
-JOB_STEP_MIN_EXCESS = 0.25
-JOB_STEP_OWN_SHARE = 0.05
-
-
-@dataclasses.dataclass(frozen=True)
-class JobSteps:
-    """Steps that are slow on every rank, their own time up on most ranks (µs per step)."""
-
-    steps: tuple[int, ...]
-    others: tuple[int, ...]
-    step_us: float
-    other_step_us: float
-    free_us: float
-    other_free_us: float
-    computing_us: float
-    other_computing_us: float
-
-
-def job_slow_steps(ctx: Context) -> JobSteps | None:
-    """Steps slow on every rank with every rank's own time up in them (not one late rank per step).
-
-    Rule: with ≥ 4 steps, the steps whose median step time over the ranks is ≥ (1 +
-    ``JOB_STEP_MIN_EXCESS``) × the median of the faster half of the steps, at least one other step
-    left; in each of them the median over the ranks of the own-time (Computing + Free) excess over
-    the rank's median in the other steps is ≥ ``JOB_STEP_OWN_SHARE`` of the clean step (a rank that
-    only waits for a late one has no own-time excess). Source: ``step_trace`` per (rank, step).
-    """
-    f = ctx.frame
-    if f.empty or f["step"].nunique() < 4 or ctx.stages:
-        return None
-    per_step = f.groupby("step")["step_us"].median().sort_values()
-    clean = float(per_step.iloc[: math.ceil(len(per_step) / 2)].median())
-    hit = sorted(integer(s) for s, v in per_step.items() if v >= (1 + JOB_STEP_MIN_EXCESS) * clean)
-    others = sorted(integer(s) for s in per_step.index if integer(s) not in hit)
-    if not hit or not others:
-        return None
-    own = f.assign(own_us=f["computing_us"] + f["free_us"])
-    base = own[own["step"].isin(others)].groupby("rank")["own_us"].median()
-    for s in hit:
-        g = own[own["step"] == s].set_index("rank")["own_us"]
-        if float((g - base.reindex(g.index)).median()) < JOB_STEP_OWN_SHARE * clean:
-            return None
-    h, o = f[f["step"].isin(hit)], f[f["step"].isin(others)]
-    return JobSteps(
-        tuple(hit),
-        tuple(others),
-        float(h.groupby("step")["step_us"].median().median()),
-        float(o.groupby("step")["step_us"].median().median()),
-        float(h["free_us"].median()),
-        float(o["free_us"].median()),
-        float(h["computing_us"].median()),
-        float(o["computing_us"].median()),
-    )
 
 
 def _span(steps: Sequence[int]) -> str:
