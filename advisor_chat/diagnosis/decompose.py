@@ -2338,6 +2338,16 @@ def _last_dim(shapes: str) -> int | None:
         return None
 
 
+def group_size(profile: Profile, group: str) -> int:
+    """Ranks in communication group ``group`` (``comm_groups``), 0 when the profile does not say."""
+    groups = profile.get("comm_groups")
+    if not groups.empty and {"group", "ranks"} <= set(groups.columns):
+        hit = groups[groups["group"].astype(str) == group]
+        if len(hit) and isinstance(hit["ranks"].iloc[0], (list, tuple, np.ndarray)):
+            return len(hit["ranks"].iloc[0])
+    return 0
+
+
 def dominant_collective(profile: Profile, ranks: Sequence[int]) -> DominantCollective | None:
     """The collective that holds the communication, if one per step does (see the class).
 
@@ -2404,12 +2414,7 @@ def dominant_collective(profile: Profile, ranks: Sequence[int]) -> DominantColle
             not size_mb >= DOMINANT_MIN_RATIO * others_max
         ):  # it moves far more data, not only longer
             return None
-    gs = 0
-    groups = profile.get("comm_groups")
-    if not groups.empty and {"group", "ranks"} <= set(groups.columns):
-        hit = groups[groups["group"].astype(str) == g]
-        if len(hit) and isinstance(hit["ranks"].iloc[0], (list, tuple, np.ndarray)):
-            gs = len(hit["ranks"].iloc[0])
+    gs = group_size(profile, g)
     # the kernels around one instance on a sample rank: what writes the tensor, what reads it
     one = inst.iloc[0]
     r, st = int(one["rank"]), int(one["step"])
@@ -2556,16 +2561,10 @@ def repeated_collective(profile: Profile, ranks: Sequence[int]) -> RepeatedColle
         inst = o[(o["group"] == g) & (o["op_type"] == t) & (o["size"] == size)]
         if best is not None and share <= best.share:
             continue
-        gs = 0
-        groups = profile.get("comm_groups")
-        if not groups.empty and {"group", "ranks"} <= set(groups.columns):
-            hit = groups[groups["group"].astype(str) == g]
-            if len(hit) and isinstance(hit["ranks"].iloc[0], (list, tuple, np.ndarray)):
-                gs = len(hit["ranks"].iloc[0])
         best = RepeatedCollective(
             op_type=str(t),
             group=str(g),
-            group_size=gs,
+            group_size=group_size(profile, g),
             size_mb=float(inst["mb"].median()),
             others_max_mb=others_max,
             per_step=n,
