@@ -1618,6 +1618,7 @@ def _group_cause(
         if calls is not None:  # the host's lost time measured in its calls: the whole delay
             cap = max(cap, float(cost_us or 0.0))
         gain = min(max((v.lost_us for v in victims), default=excess), cap)
+    host_group = False
     if ex is not None and "passes_per_step" in ex.metrics:
         # more micro-batches than their peers: an even split gives every rank the mean, so the
         # slow ranks save their excess times the share of the ranks that are not slow
@@ -1647,6 +1648,8 @@ def _group_cause(
     ):
         # what the group's hosts run while their devices idle (with_stack / cpu_op frames)
         op_txt, op_zh, a_txt, a_zh = py[0], py[1], py[2], py[3]
+        # ranks whose hosts run the same collective, and no other rank does: its group
+        host_group = "host_collective" in py[4]
     elif host and (node or hostev is not None):
         if hostev is not None:
             op_txt = f": {hostev[0]}"
@@ -1672,8 +1675,9 @@ def _group_cause(
         a_zh = f"找出{gl_zh}与其他卡的差异（节点硬件、软件版本、配置、任务分配）并使其一致。"
     # ranks late together that no node, group or stage holds: each is a straggler of its own
     # kind (a host stall when their extra time is idle), named together
-    together = (unit is not None and unit[0] == "ranks") or (
-        unit is None and not _is_topology_unit(ctx, slow)
+    together = not host_group and (
+        (unit is not None and unit[0] == "ranks")
+        or (unit is None and not _is_topology_unit(ctx, slow))
     )
     return RootCause(
         id=f"cause.slow_group.r{slow[0]}_{slow[-1]}",
@@ -1682,7 +1686,12 @@ def _group_cause(
             if together
             else Mechanism.SLOW_GROUP
         ),
-        category=Category.SCHEDULING if host else Category.COMPUTE,
+        # (a collective its hosts run themselves is communication, slowly done)
+        category=Category.COMMUNICATION
+        if host_group
+        else Category.SCHEDULING
+        if host
+        else Category.COMPUTE,
         culprit=Culprit(
             kind="ranks" if together else "group",
             ranks=tuple(slow),
@@ -2061,6 +2070,10 @@ def _late_event(
 GC_PAUSE_MAX_US = 2_000_000.0
 
 
+#: One rank late in at least this many consecutive steps is that rank's cause (scoped to them).
+RUN_MIN_STEPS = 3
+
+
 def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
     """STEP_EVENTS: one-step stalls on rotating ranks, kept as (step, rank) events."""
     events = sorted(events, key=lambda e: (e.step, e.rank))
@@ -2328,22 +2341,30 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
         first = ex.remedy
     # one rank slow from a step to the end of the capture is a straggler since that step (an
     # onset: throttling, a degraded device, a leak that saturates), not a series of events
+    # one rank late in a run of consecutive steps (at least RUN_MIN_STEPS, e.g. its host slowed
+    # for a while) is that rank's cause too
+    run = (
+        len(ranks) == 1
+        and len(steps) >= RUN_MIN_STEPS
+        and list(steps) == list(range(steps[0], steps[-1] + 1))
+    )
+    own = onset or bool(period) or run
     return RootCause(
         id=(
             f"cause.{'host_stall' if host else 'compute_straggler'}.r{ranks[0]}"
-            if onset or period
+            if own
             else "cause.step_events"
         ),
-        # one rank late from a step on (an onset) or at a fixed interval (periodic work of that
-        # rank) is that rank's cause, scoped to its steps; otherwise events
+        # one rank late from a step on (an onset), at a fixed interval (periodic work of that
+        # rank) or in a run of steps is that rank's cause, scoped to its steps; otherwise events
         mechanism=(
             (Mechanism.HOST_STALL if host else Mechanism.COMPUTE_STRAGGLER)
-            if onset or period
+            if own
             else Mechanism.STEP_EVENTS
         ),
         category=Category.SCHEDULING if host else Category.COMPUTE,
         culprit=Culprit(
-            kind="rank" if onset or period else "steps",
+            kind="rank" if own else "steps",
             ranks=ranks,
             events=pairs,
             label=_events_label(pairs, ranks, steps)[0]
@@ -2586,6 +2607,7 @@ def _python_clause(
         "python_frame_us": pw.us,
         "python_frame_stalls": float(len(pw.pairs)),
         "python_frame_other_pairs_hit": float(pw.other_hits),
+        **({"host_collective": 1.0} if kind == "host_collective" else {}),
     }
     tag = {"tokenize": "dataloader_stall", "data": "dataloader_stall"}.get(kind, "python_work")
     return en, zh, a_en, a_zh, metrics, (tag,)
