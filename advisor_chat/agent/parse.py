@@ -2074,6 +2074,10 @@ def parse_question(
     intent = route(base)
     if base.except_ranks:
         intent = "which_slow_rank"
+    if intent == "communication" and {"network", "link"} & set(ruled) and kind in ("why", ""):
+        # "带宽正常，但各卡都在allreduce里等，咋回事": the links found fine, the wait asked about:
+        # the network answer says whom the ranks wait for, not the links
+        intent = "slow_link"
     if intent == "unsupported" and re.search(r"\bwho(?:m)?\b|谁", low):
         # "who are they waiting for?", "在等谁？": the rank the others wait for
         intent = "which_slow_rank"

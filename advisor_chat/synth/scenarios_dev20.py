@@ -466,10 +466,15 @@ def _is_eval(k: Kernel) -> bool:
 
 
 def _ev_steps(steps: int) -> list[int]:
-    """Step indices of the capture where the evaluation runs (step id multiple of the interval)."""
+    """Step indices of the capture where the evaluation runs (step id multiple of the interval).
+
+    A capture too short to hold such a step gets its last step as the evaluation step, so that
+    every size shows the fault.
+    """
     from advisor_chat.synth import FIRST_STEP
 
-    return [si for si in range(steps) if (FIRST_STEP + si) % EV_INTERVAL == 0]
+    on = [si for si in range(steps) if (FIRST_STEP + si) % EV_INTERVAL == 0]
+    return on or [steps - 1]
 
 
 def ev_plans(ranks: int, steps: int, seed: int) -> dict[str, Plan]:
