@@ -2074,7 +2074,12 @@ def parse_question(
     intent = route(base)
     if base.except_ranks:
         intent = "which_slow_rank"
-    if intent == "communication" and {"network", "link"} & set(ruled) and kind in ("why", ""):
+    if (
+        intent == "communication"
+        and {"network", "link"} & set(ruled)
+        and kind in ("why", "")
+        and re.search(r"\bwait(?:s|ing)?\b|等(?!等)", low)
+    ):
         # "带宽正常，但各卡都在allreduce里等，咋回事": the links found fine, the wait asked about:
         # the network answer says whom the ranks wait for, not the links
         intent = "slow_link"
