@@ -21,8 +21,11 @@ def _key(path: Path) -> dict:
 def test_balanced_pipeline_bubble_is_the_schedule(scenario) -> None:
     path = scenario("vpp-few-microbatches")
     nums = _key(path)["expected_numbers"]
-    top = diagnose(load_profile(path, use_cache=False, progress=False)).top()
+    d = diagnose(load_profile(path, use_cache=False, progress=False))
+    top = d.top()
     assert top is not None and top.id == "cause.pipeline_schedule"
+    # no stage is blamed besides it (the wait attribution's stage order is the schedule's)
+    assert [c.id for c in d.causes if c.mechanism.value == "pipeline_imbalance"] == [top.id]
     assert top.culprit.kind == "job" and not top.culprit.ranks
     m = top.metrics
     assert m["micro_batches_per_step"] == nums["micro_batches_per_step"]

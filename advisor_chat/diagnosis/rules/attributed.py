@@ -142,7 +142,11 @@ def rule_attributed(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         elif (
             tuple(cc.unit.ranks) in {tuple(sorted(st)) for st in ctx.stages} and len(ctx.stages) > 1
         ):
-            # a whole pipeline stage the other stages wait for: a pipeline imbalance
+            # a whole pipeline stage the other stages wait for: a pipeline imbalance, unless the
+            # stages compute alike and all wait (the schedule's bubble): then the order in which
+            # they reach their sends and receives is the schedule's, not a late stage
+            if any(c.id == "cause.pipeline_schedule" for c in causes):
+                continue
             idx = [tuple(sorted(st)) for st in ctx.stages].index(tuple(cc.unit.ranks))
             cause = stage_cause(ctx, idx, cc.cost_us_per_step, dict(cc.victims))
         else:

@@ -637,14 +637,15 @@ def _sync_work_text(pw: PythonWork, gain: float) -> tuple[str, str, Remedy]:
     n = f"{len(pw.pairs)} of {pw.of_pairs}"
     if HOST_OPERATOR.match(pw.frame):
         en = (
-            f"; in that gap the host runs {f} for {ms(pw.us)} per step ({n} (step, rank) pairs "
-            "read; trace_view.json cpu_op) with no launch inside it: the operator computes on the "
+            f"; in that gap the host runs {f} ({ms(pw.us)} per step with its copies to and from "
+            f"the device; {n} (step, rank) pairs read; trace_view.json cpu_op) with no launch "
+            "inside it: the operator computes on the "
             "host CPU, its input copied from the device first (the synchronize) and its result "
             "copied back — an operator with no NPU kernel falling back to the CPU, or a tensor "
             "moved to the CPU in the code"
         )
         zh = (
-            f"；这段空闲里主机在执行 {f}，每步 {ms(pw.us)}（读取的 (step, rank) 中有 {len(pw.pairs)}/"
+            f"；这段空闲里主机在执行 {f}，每步 {ms(pw.us)}（含与设备之间的拷贝；读取的 (step, rank) 中有 {len(pw.pairs)}/"
             f"{pw.of_pairs} 个；trace_view.json 的 cpu_op），其中没有任何下发：该算子在主机 CPU 上计算，"
             "先把输入从设备拷回主机（即那次同步），算完再把结果拷回设备——没有 NPU 实现的算子回退到了 CPU，"
             "或代码把张量挪到了 CPU 上"
