@@ -70,6 +70,23 @@ def test_ask_json_shape_and_rich_output(scenario) -> None:
 
 
 @pytest.mark.slow
+def test_a_chinese_answer_is_not_broken_at_its_spaces(scenario) -> None:
+    """Chinese paragraphs print as one line each: the terminal folds them between characters.
+
+    rich's word wrap breaks at spaces, which in Chinese text sit only around numbers and
+    identifiers: "893\nms" and short lines. English keeps rich's wrapping at the console width.
+    """
+    path = scenario("seed-rank12")
+    zh = runner.invoke(app, ["ask", str(path), "为什么12号卡慢？"])
+    assert zh.exit_code == 0, zh.output
+    data = json.loads(runner.invoke(app, ["ask", str(path), "为什么12号卡慢？", "--json"]).stdout)
+    first = data["answer"].split("\n", 1)[0].strip()
+    assert len(first) > 80  # longer than the console's width
+    assert first in zh.stdout
+    en = runner.invoke(app, ["ask", str(path), "why is rank 12 slow?"])
+    assert max(len(line) for line in en.stdout.splitlines()) <= 80
+
+
 def test_chat_multi_turn_until_exit(scenario) -> None:
     path = scenario("seed-rank12")
     res = runner.invoke(

@@ -544,9 +544,7 @@ def ev_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
         "saving_share_of_mean_step": round((mean_a - mean_b) / mean_a, 4),
     }
     del b, save
-    key = _key(
-        [], "compute", ["activation-recompute", "checkpoint-save-stall"], "computing_us", nums
-    )
+    key = _key([], "compute", ["evaluation-in-training-loop"], "computing_us", nums)
     # every rank alike in those steps: a job-level cause scoped to the evaluation steps
     rc = root_cause(
         "job_hotspot",

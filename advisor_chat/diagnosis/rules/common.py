@@ -119,6 +119,17 @@ def _severity(explained_us: float, step_us: float) -> Severity:
     return Severity.from_share(share_of(explained_us, step_us))
 
 
+def every_rank_loses(ctx: Context, lost_us: float) -> tuple[Impact, ...]:
+    """The victims of a job-level cost: every rank with a step trace loses ``lost_us`` per step.
+
+    Each :class:`Impact` is the rank's own time (``how="own_time"``) with its share of that
+    rank's step (``per_rank.step_us``).
+    """
+    return tuple(
+        Impact(r, lost_us, share_of(lost_us, ctx.val(r, "step_us")), "own_time") for r in ctx.ranks
+    )
+
+
 def _step_cite(ctx: Context) -> str:
     return ctx.cite("step_trace")
 

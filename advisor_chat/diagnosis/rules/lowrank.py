@@ -20,12 +20,11 @@ from advisor_chat.analyzers._common import missing_ranks
 from advisor_chat.analyzers.base import Category
 from advisor_chat.diagnosis.context import Context
 from advisor_chat.diagnosis.decompose import _compute_kernels, _sample
-from advisor_chat.diagnosis.rules.common import _severity, presence_scope
-from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
+from advisor_chat.diagnosis.rules.common import _severity, every_rank_loses, presence_scope
+from advisor_chat.diagnosis.text import ms, pct, share_of
 from advisor_chat.diagnosis.types import (
     BoundKind,
     Culprit,
-    Impact,
     Mechanism,
     Remedy,
     RootCause,
@@ -230,10 +229,7 @@ def rule_low_rank_adapters(ctx: Context, causes: list[RootCause]) -> list[RootCa
                 label=f"unfused LoRA adapters (rank {lr.rank})",
                 label_zh=f"未融合的 LoRA 适配器（秩 {lr.rank}）",
             ),
-            victims=tuple(
-                Impact(integer(r), gain, share_of(gain, num(per.at[r, "step_us"])), "own_time")
-                for r in per.index
-            ),
+            victims=every_rank_loses(ctx, gain),
             summary=f"{en}.",
             summary_zh=f"{zh}。",
             metrics={

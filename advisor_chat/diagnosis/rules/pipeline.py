@@ -589,7 +589,7 @@ def stage_cause(ctx: Context, idx: int, cost_us: float, waits: dict[int, float])
         victims=tuple(victims),
         summary=(
             f"Pipeline imbalance: stage {idx} ({cl}) {what} than stage {o_txt} ({ol}){why}; "
-            f"{len(victims)} rank(s) of stage {o_txt} wait {ms(wait_mean)} per step for it in "
+            f"{len(victims)} rank{'' if len(victims) == 1 else 's'} of stage {o_txt} wait {ms(wait_mean)} per step for it in "
             "their sends, receives and collectives"
         ),
         summary_zh=(

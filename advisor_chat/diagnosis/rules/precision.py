@@ -20,12 +20,11 @@ from advisor_chat.analyzers._common import missing_ranks
 from advisor_chat.analyzers.base import Category
 from advisor_chat.diagnosis.context import Context
 from advisor_chat.diagnosis.decompose import _compute_kernels, _sample
-from advisor_chat.diagnosis.rules.common import _severity, presence_scope
-from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
+from advisor_chat.diagnosis.rules.common import _severity, every_rank_loses, presence_scope
+from advisor_chat.diagnosis.text import ms, pct, share_of
 from advisor_chat.diagnosis.types import (
     BoundKind,
     Culprit,
-    Impact,
     Mechanism,
     Remedy,
     RootCause,
@@ -232,10 +231,7 @@ def rule_fp32_compute(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 label=f"fp32 {'loss' if loss else 'operators'} ({ops})",
                 label_zh=f"fp32 {'损失计算' if loss else '算子'}（{ops_zh}）",
             ),
-            victims=tuple(
-                Impact(integer(r), gain, share_of(gain, num(per.at[r, "step_us"])), "own_time")
-                for r in per.index
-            ),
+            victims=every_rank_loses(ctx, gain),
             summary=f"{en}.",
             summary_zh=f"{zh}。",
             metrics={

@@ -8,12 +8,11 @@ from advisor_chat.analyzers._common import missing_ranks
 from advisor_chat.analyzers.base import Category
 from advisor_chat.diagnosis.context import Context
 from advisor_chat.diagnosis.decompose import recompute
-from advisor_chat.diagnosis.rules.common import _severity, presence_scope
-from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
+from advisor_chat.diagnosis.rules.common import _severity, every_rank_loses, presence_scope
+from advisor_chat.diagnosis.text import ms, pct, share_of
 from advisor_chat.diagnosis.types import (
     BoundKind,
     Culprit,
-    Impact,
     Mechanism,
     Remedy,
     RootCause,
@@ -91,10 +90,7 @@ def rule_recompute(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 label="activation recomputation",
                 label_zh="激活重计算",
             ),
-            victims=tuple(
-                Impact(integer(r), gain, share_of(gain, num(per.at[r, "step_us"])), "own_time")
-                for r in per.index
-            ),
+            victims=every_rank_loses(ctx, gain),
             summary=f"{en}.",
             summary_zh=f"{zh}。",
             metrics={

@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from advisor_chat.analyzers.base import Category
 from advisor_chat.diagnosis.context import Context
 from advisor_chat.diagnosis.decompose import _compute_kernels, _sample
-from advisor_chat.diagnosis.rules.common import _severity
-from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
+from advisor_chat.diagnosis.rules.common import _severity, every_rank_loses
+from advisor_chat.diagnosis.text import ms, pct, share_of
 from advisor_chat.diagnosis.types import (
     BoundKind,
     Culprit,
-    Impact,
     Mechanism,
     Remedy,
     RootCause,
@@ -209,10 +208,7 @@ def rule_skipped_updates(ctx: Context, causes: list[RootCause]) -> list[RootCaus
                 label=f"the skipped updates of steps {sp} (every rank)",
                 label_zh=f"第 {sp} 步被跳过的参数更新（每张卡）",
             ),
-            victims=tuple(
-                Impact(integer(r), gain, share_of(gain, num(ctx.val(r, "step_us"))), "own_time")
-                for r in ctx.ranks
-            ),
+            victims=every_rank_loses(ctx, gain),
             summary=en,
             summary_zh=zh,
             metrics={

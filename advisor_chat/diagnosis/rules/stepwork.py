@@ -21,12 +21,11 @@ import pandas as pd
 from advisor_chat.analyzers.base import Category
 from advisor_chat.diagnosis.context import Context
 from advisor_chat.diagnosis.decompose import _compute_kernels, _sample
-from advisor_chat.diagnosis.rules.common import _severity
+from advisor_chat.diagnosis.rules.common import _severity, every_rank_loses
 from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
 from advisor_chat.diagnosis.types import (
     BoundKind,
     Culprit,
-    Impact,
     Mechanism,
     Remedy,
     RootCause,
@@ -381,10 +380,7 @@ def rule_slow_steps(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             mechanism=Mechanism.JOB_HOTSPOT,
             category=Category.COMPUTE,
             culprit=Culprit(kind="job", label=label, label_zh=label_zh),
-            victims=tuple(
-                Impact(integer(r), gain, share_of(gain, num(ctx.val(r, "step_us"))), "own_time")
-                for r in ctx.ranks
-            ),
+            victims=every_rank_loses(ctx, gain),
             summary=en,
             summary_zh=zh,
             metrics={
