@@ -16,6 +16,7 @@ import pytest
 from advisor_chat.diagnosis import diagnose
 from advisor_chat.diagnosis.hypotheses import judge
 from advisor_chat.diagnosis.python_work import frame_kind, python_work, short_frame
+from advisor_chat.diagnosis.text import ms
 from advisor_chat.ingest import load_profile
 
 
@@ -66,6 +67,9 @@ def test_the_cause_names_the_work_and_gc_is_ruled_out(scenario) -> None:
     assert first.kind == "action" and "Tokenize ahead of time" in first.text
     assert "分词" in first.text_zh and first.gain_us == top.gain_us
     assert "dataloader_stall" in top.symptom_tags
+    # the shortest and the longest stall, besides their mean (the key's tokenization times)
+    span = f"({ms(nums['tokenize_us_min'])} to {ms(nums['tokenize_us_max'])})"
+    assert span in top.summary, top.summary
     v = judge(d, "gc")
     assert v.status == "contradicted" and "running code" in v.reason
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections import defaultdict
 
 import pandas as pd
 
@@ -56,6 +57,7 @@ from advisor_chat.diagnosis.rules.common import (
     SMALL_TIME_SHARE,
     _claim,
     _severity,
+    every_rank_loses,
     host_timeline,
     presence_scope,
     slow_collective_types,
@@ -699,14 +701,16 @@ def _sync_text(
     total = ss.all_calls_per_step
     copies = sync_copies(ss)
     what, what_zh = (
-        ("blocking calls", "次阻塞调用") if copies else ("synchronize calls", "次同步调用")
+        ("blocking call", "次阻塞调用") if copies else ("synchronize call", "次同步调用")
     )
     if math.isfinite(total) and round(total) > round(ss.calls_per_step):
         # the calls counted are those an idle follows: say of how many
-        n_en = f"{n} of the host's {total:.0f} {what} per step"
+        n_en = f"{n} of the host's {total:.0f} {what}s per step"
         n_zh = f"主机每步 {total:.0f} {what_zh}中的 {n} 次"
+    elif n == "1":
+        n_en, n_zh = f"the host's one {what} per step", f"主机每步 1 {what_zh}"
     else:
-        n_en, n_zh = f"the host's {n} {what} per step", f"主机每步 {n} {what_zh}"
+        n_en, n_zh = f"the host's {n} {what}s per step", f"主机每步 {n} {what_zh}"
     how, how_zh = (
         (
             "the host copies a tensor to or from pageable (unpinned) host memory and waits for "
@@ -1616,7 +1620,20 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     frame = ctx.frame[~ctx.frame["step"].isin(owned)] if owned else ctx.frame
     if frame.empty:
         frame = ctx.frame
-    least = float(frame.groupby("step")[col].min().mean())
+    # what the collectives attribute to late ranks is theirs, not the job's: a victim's exposed
+    # communication less its measured wait for them, and not the late ranks' own (a late
+    # rank's stall that falls inside its collectives counts there as Communication)
+    att = ctx.attribution
+    own = frame[col]
+    late = {r for c in (att.culprits if att is not None else ()) for r in c.unit.ranks}
+    if att is not None and late and frame["rank"].nunique() > len(late):
+        waited: dict[int, float] = defaultdict(float)
+        for cc in att.culprits:
+            for r, v in cc.victims.items():
+                waited[int(r)] += float(v)
+        keep = ~frame["rank"].isin(late)
+        own = (own - frame["rank"].map(waited).fillna(0.0)).clip(lower=0.0)[keep]
+    least = float(own.groupby(frame.loc[own.index, "step"]).min().mean())
     # a slow link's transit excess, and the wait for a late rank whose own row is missing (the
     # least-waiting rank of the step trace then still waits for it), are not the job's own
     others = [c for c in causes if c.mechanism is Mechanism.SLOW_LINK or _row_missing(c)]
@@ -2556,10 +2573,7 @@ def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                     ),
                 ),
             ),
-            victims=tuple(
-                Impact(integer(r), gain, share_of(gain, num(per.at[r, "step_us"])), "own_time")
-                for r in per.index
-            ),
+            victims=every_rank_loses(ctx, gain),
             summary=(
                 f"{en[0].upper()}{en[1:]}{dev}{sample}; the same cost on every rank, so no rank "
                 "is late and none is to blame: the time is lost on all of them alike."

@@ -81,6 +81,12 @@ HIDDEN_IDLE_RATIO = 1.5
 SYNC_PEER_RATIO = 0.5
 
 
+def _n_wait(n: int, *, past: bool = False) -> str:
+    """``"7 ranks wait"``, ``"1 rank waits"`` (``past``: ``"waited"``)."""
+    verb = "waited" if past else ("waits" if n == 1 else "wait")
+    return f"{n} rank{'' if n == 1 else 's'} {verb}"
+
+
 def _rank_cause(
     ctx: Context,
     rank: int,
@@ -268,7 +274,7 @@ def _rank_cause(
                 f"；其中 {pct(spot.share)} 集中在 {op_shape} 之前（其 {spot.launches:g} 次启动前每步共空闲 "
                 f"{ms(spot.culprit_us)}，其他卡为 {ms(spot.peer_us)}），即主机启动该算子晚了"
             )
-        waits = f"{len(victims)} rank(s) wait {ms(wait_mean)} per step for it"
+        waits = f"{_n_wait(len(victims))} {ms(wait_mean)} per step for it"
         waits_zh = f"{len(victims)} 张卡每步平均为它等待 {ms(wait_mean)}"
         if later:
             # never last (no votes) because a later rank is: the wait layer is measured the same
@@ -279,7 +285,7 @@ def _rank_cause(
             # the victims' loss to it is what it adds after the later ranks' lateness, not the
             # whole of its own lateness
             waits = (
-                f"{len(victims)} rank(s) wait up to {ms(wait_max)} per step for it beyond their "
+                f"{_n_wait(len(victims))} up to {ms(wait_max)} per step for it beyond their "
                 f"wait for {ll}"
             )
             waits_zh = f"{len(victims)} 张卡除了等{ll_zh}之外，每步最多还要等它 {ms(wait_max)}"
@@ -290,7 +296,7 @@ def _rank_cause(
                 )
                 late_zh = f"按各步时间推断它较晚到达集合通信，但早于{ll_zh}（没有集合通信数据显示它何时到达）"
                 waits = (
-                    f"{len(victims)} rank(s) would wait up to {ms(wait_max)} per step for it "
+                    f"{len(victims)} rank{'' if len(victims) == 1 else 's'} would wait up to {ms(wait_max)} per step for it "
                     f"beyond their wait for {ll} (inferred, not measured)"
                 )
                 waits_zh = (
@@ -309,7 +315,7 @@ def _rank_cause(
                 late = f"it arrives last at the recorded collectives it shares with {sl}"
                 late_zh = f"在它与{sl_zh}的已记录集合通信中它最后到达"
                 waits = (
-                    f"by the step times {len(victims)} rank(s) wait {ms(wait_mean)} per step for "
+                    f"by the step times {_n_wait(len(victims))} {ms(wait_mean)} per step for "
                     "it (inferred for the ranks with no recorded collective with it)"
                 )
                 waits_zh = (
@@ -323,7 +329,7 @@ def _rank_cause(
             # "up to": the largest inferred wait, the figure its victims list and its gain show
             wait_max = max((v.lost_us for v in victims), default=0.0)
             waits = (
-                f"{len(victims)} rank(s) would wait up to {ms(wait_max)} per step for it "
+                f"{len(victims)} rank{'' if len(victims) == 1 else 's'} would wait up to {ms(wait_max)} per step for it "
                 "(inferred, not measured)"
             )
             waits_zh = (
@@ -524,7 +530,7 @@ def _rank_cause(
             op_zh = f"；主要来自 {op[0]} [{op[1]}]（每步多 {ms(op[2])}，{op[3]:.2f} 倍）{smp_zh}"
         summary = (
             f"Compute straggler {rl}: it computes {ms(comp_ex)} more{per_step} than its peers"
-            f"{scope}{op_txt}; {len(victims)} rank(s) wait {ms(wait_mean)} per step for it in "
+            f"{scope}{op_txt}; {_n_wait(len(victims))} {ms(wait_mean)} per step for it in "
             "collectives." + alone
         )
         summary_zh = (
@@ -534,7 +540,7 @@ def _rank_cause(
         if ex is not None:
             summary = (
                 f"Compute straggler {rl}: it computes {ms(comp_ex)} more{per_step} than its peers"
-                f"{scope}, because {ex.clause}; {len(victims)} rank(s) wait {ms(wait_mean)} per "
+                f"{scope}, because {ex.clause}; {_n_wait(len(victims))} {ms(wait_mean)} per "
                 "step for it in collectives." + alone
             )
             summary_zh = (
@@ -1195,7 +1201,7 @@ def _transit_cause(
             f"Slower {'group ' if unit is None else ''}{gl}: these ranks spend {ms(ex)} more per step "
             f"transferring data in their own collectives ({ms(a)} of transit per step against "
             f"{ms(b)} on {fl}) while their Computing and Free match their peers'{link_txt}"
-            f"{more_txt}{env_txt}; {len(victims)} rank(s) wait {ms(wait_mean)} per step for them "
+            f"{more_txt}{env_txt}; {_n_wait(len(victims))} {ms(wait_mean)} per step for them "
             "in collectives."
         ),
         summary_zh=(
@@ -1418,7 +1424,9 @@ def _position_cause(ctx: Context, pos: Positions, n_steps: int) -> RootCause:
         key=lambda v: (-v.lost_us, v.rank),
     )
     waits = [v.lost_us for v in victims]
-    old_en = f"; {len(base.victims)} rank(s) wait {ms(_mean(base.victims))} per step for them in collectives"
+    old_en = (
+        f"; {_n_wait(len(base.victims))} {ms(_mean(base.victims))} per step for them in collectives"
+    )
     old_zh = f"；{len(base.victims)} 张卡每步平均在集合通信中为它们等待 {ms(_mean(base.victims))}"
     new_en = new_zh = ""
     if waits:
@@ -1704,8 +1712,8 @@ def _group_cause(
         ),
         victims=tuple(victims),
         summary=(
-            f"Slower {'group ' if unit is None else ''}{gl}: these ranks {what} than {fl}{op_txt}; {len(victims)} rank(s) "
-            f"wait {ms(wait_mean)} per step for them in collectives."
+            f"Slower {'group ' if unit is None else ''}{gl}: these ranks {what} than {fl}{op_txt}; "
+            f"{_n_wait(len(victims))} {ms(wait_mean)} per step for them in collectives."
         ),
         summary_zh=(
             f"{gl_zh}这一组更慢：{what_zh}（相对{fl_zh}）{op_zh}；{len(victims)} 张卡每步平均在集合通信中"
@@ -2047,7 +2055,7 @@ def _late_event(
     )
     en = (
         f"at {ev.op_name} in step {ev.step} rank {ev.culprit} arrived {ms(ev.cost_us)} after the "
-        f"others and {len(ev.victims)} rank(s) waited up to {wait_s:.1f} s for it: "
+        f"others and {_n_wait(len(ev.victims), past=True)} up to {wait_s:.1f} s for it: "
         f"{of_timeout(wait_s / exe)} of HCCL_EXEC_TIMEOUT ({exe:g} s, {src}){conn_txt}"
     )
     zh = (
@@ -2085,6 +2093,11 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
     # (a stalled rank is itself a victim of the other ranks' stalls in the other steps)
     victims = wait_victims(ctx, events, set(), n_steps)
     per_event = float(np.mean([e.excess_us for e in events]))
+    # the spread of the events, when they differ: the shortest and the longest
+    lo, hi = min(e.excess_us for e in events), max(e.excess_us for e in events)
+    spread = len(events) > 1 and ms(lo) != ms(hi)
+    span_en = f" ({ms(lo)} to {ms(hi)})" if spread else ""
+    span_zh = f"（{ms(lo)} 到 {ms(hi)}）" if spread else ""
     per_step = sum(e.excess_us for e in events) / max(n_steps, 1)
     host = sum(e.free_excess_us for e in events) >= sum(e.computing_excess_us for e in events)
     where, where_zh = host_timeline(ctx, list(ranks))
@@ -2155,26 +2168,26 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
     period = gaps.pop() if host and len(ranks) == 1 and len(steps) >= 2 and len(gaps) == 1 else 0
     period = period if period >= 2 and not onset else 0
     summary = (
-        f"One-step {kind} of {ms(per_event)} on average rotate across ranks: (step, rank) = "
+        f"One-step {kind} of {ms(per_event)} on average{span_en} rotate across ranks: (step, rank) = "
         f"{pair_txt}{clean_txt}; no rank is slow on average"
         if len(ranks) > 1
         else (
             f"A one-step event: {kind} of {ms(per_event)} on rank {ranks[0]} at (step, rank) "
             if len(pairs) == 1
             else f"Rank {ranks[0]} stalls in {len(pairs)} steps: {kind} of {ms(per_event)} on "
-            "average at (step, rank) "
+            f"average{span_en} at (step, rank) "
         )
         + f"= {pair_txt}{clean_txt}; the other ranks wait for it there, and rank {ranks[0]} runs "
         "normally in the other steps"
     ) + (" (most steps are slow)." if most else ".")
     summary_zh = (
-        f"单步{kind_zh}在不同卡之间轮换出现，平均每次 {ms(per_event)}：（步, 卡）= {pair_txt}"
+        f"单步{kind_zh}在不同卡之间轮换出现，平均每次 {ms(per_event)}{span_zh}：（步, 卡）= {pair_txt}"
         f"{clean_zh}；平均来看没有哪张卡是慢卡"
         if len(ranks) > 1
         else (
             f"单步事件：{ranks[0]}号卡出现一次{kind_zh}，时长 {ms(per_event)}，（步, 卡）= "
             if len(pairs) == 1
-            else f"{ranks[0]}号卡在 {len(pairs)} 步中停顿：{kind_zh}，平均每次 {ms(per_event)}，（步, 卡）= "
+            else f"{ranks[0]}号卡在 {len(pairs)} 步中停顿：{kind_zh}，平均每次 {ms(per_event)}{span_zh}，（步, 卡）= "
         )
         + f"{pair_txt}{clean_zh}；其他卡都在等它，{ranks[0]}号卡在其他步运行正常"
     ) + ("（大多数步都变慢了）。" if most else "。")
