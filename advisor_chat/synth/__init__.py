@@ -39,6 +39,7 @@ from advisor_chat.synth.scenarios_dev18 import DEV18_SCENARIOS
 from advisor_chat.synth.scenarios_dev19 import DEV19_SCENARIOS
 from advisor_chat.synth.scenarios_dev20 import DEV20_SCENARIOS
 from advisor_chat.synth.scenarios_dev21 import DEV21_SCENARIOS
+from advisor_chat.synth.scenarios_dev22 import DEV22_SCENARIOS
 from advisor_chat.synth.scenarios_ext import register as _register_more
 from advisor_chat.synth.scenarios_faults import register as _register_faults
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_SCENARIOS
@@ -73,6 +74,7 @@ for _spec in (
     *DEV19_SCENARIOS,
     *DEV20_SCENARIOS,
     *DEV21_SCENARIOS,
+    *DEV22_SCENARIOS,
     *HELDOUT2_SCENARIOS,
     *HELDOUT3_SCENARIOS,
     *HELDOUT4_SCENARIOS,

@@ -84,6 +84,10 @@ class RunInfo:
     # per-rank ``alg_type`` of the HCCL op events in trace_view.json (another HCCL_ALGO on some
     # servers); ranks not listed (and None) write "MESH-RING"
     rank_alg_type: dict[int, str] | None = None
+    # per-rank ``DeviceInfo`` fields of the raw CANN data (``PROF_*/device_{id}/info.json.{id}``,
+    # what msprof-analyze's DeviceInfoParser reads: ``ai_core_num``, ``aiv_num``, frequencies);
+    # None (the default) writes no PROF_ folder
+    device_info: dict[int, dict[str, Any]] | None = None
 
 
 def ts_str(ns: int) -> str:
@@ -839,6 +843,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         (folder / f"profiler_info_{r}.json").write_text(
             json.dumps(_profiler_info(cl, r, info), indent=4), encoding="utf-8"
         )
+        _write_device_info(cl, r, folder, info)
         return {"rank": r, "folder": folder.name, "steps": breakdown}
     (po / "kernel_details.csv").write_bytes(("\r\n".join(k_lines) + "\r\n").encode())
     (po / "step_trace_time.csv").write_bytes(("\r\n".join(step_lines) + "\r\n").encode())
@@ -853,6 +858,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         json.dumps(_profiler_info(cl, r, info), indent=4), encoding="utf-8"
     )
     (folder / "profiler_metadata.json").write_text(_metadata_text(cl, r, info), encoding="utf-8")
+    _write_device_info(cl, r, folder, info)
     return {"rank": r, "folder": folder.name, "steps": breakdown}
 
 
@@ -1194,6 +1200,24 @@ def _matrix(links_by_key: dict[tuple[str, str], dict[str, list[dict[str, Any]]]]
             if v:
                 out[f"{typ}-{p}@{h}"] = v
     return out
+
+
+def _write_device_info(cl: Cluster, r: int, folder: Path, info: RunInfo) -> None:
+    """``PROF_*/device_{id}/info.json.{id}`` with the rank's ``DeviceInfo`` (``RunInfo.device_info``)."""
+    if not info.device_info or r not in info.device_info:
+        return
+    dev = r % RANKS_PER_NODE
+    stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(cl.t0_ns // 10**9)) + f"{(66 + r) % 1000:03d}"
+    letters = "".join(chr(ord("A") + (r * 7 + i * 11) % 26) for i in range(16))
+    d = folder / f"PROF_{1:06d}_{stamp}_{letters}" / f"device_{dev}"
+    d.mkdir(parents=True, exist_ok=True)
+    dev_info = {"id": dev, "env_type": 3, **info.device_info[r]}
+    body = {
+        "DeviceInfo": [dev_info],
+        "rank_id": r,
+        "hostUid": str(3538958389648580163 + r // RANKS_PER_NODE),
+    }
+    (d / f"info.json.{dev}").write_text(json.dumps(body), encoding="utf-8")
 
 
 def _profiler_info(cl: Cluster, r: int, info: RunInfo) -> dict[str, Any]:
