@@ -35,6 +35,7 @@ from advisor_chat.agent.parse import (
 from advisor_chat.agent.project import Projection, render_for_model
 from advisor_chat.agent.validate import BaselineProblem, validate_question
 from advisor_chat.analyzers.base import AnalyzerResult, Finding
+from advisor_chat.diagnosis.context import ranks_label
 from advisor_chat.diagnosis.types import Diagnosis, Mechanism, RootCause
 from advisor_chat.i18n import say
 from advisor_chat.i18n import t as msg
@@ -755,6 +756,16 @@ class Planner:
             result = self._run_valid(dataclasses.replace(q, intent="top_ops"), outputs)
             result.text = msg("answer.one_rank_top_ops", lang) + " " + result.text
             return result
+        top = d.top() if d is not None else None
+        if (
+            q.intent in ("compare_ops", "top_ops")
+            and not (q.ops or q.op_category or q.ranks)
+            and top is not None
+            and top.culprit.operator
+            and _THOSE_OPS_Q.search(q.text) is not None
+        ):
+            # "how many of those ops per step?": the operator the diagnosis names
+            q = dataclasses.replace(q, intent="top_ops", ops=(top.culprit.operator,))
         if (
             q.intent == "bottleneck"
             and q.kind != "yes_no"
@@ -1553,6 +1564,23 @@ class Planner:
                 else f"Not enough signal to decide. The data that would decide it: {need[0]}."
             )
         if q.intent == "pipeline_bubble":
+            # ranks named for their Bubble, which a cause of theirs (not the schedule) explains
+            own = next(
+                (
+                    c
+                    for c in (d.causes if d is not None and q.ranks else ())
+                    if set(q.ranks) & set(c.culprit.ranks)
+                ),
+                None,
+            )
+            if own is not None:
+                en_label, zh_label = ranks_label(sorted(set(q.ranks) & set(own.culprit.ranks)))
+                return say(
+                    "planner.their_bubble_is_not_the_schedule",
+                    zh,
+                    ranks=zh_label if zh else en_label,
+                    summary=project.summary(own, zh),
+                ).strip()
             head = project.headline(d, zh) if d is not None else ""
             return (say("planner.no_pipeline_bubble_or_stage_imbalance", zh, head=head)).strip()
         if q.intent == "data_quality":
@@ -1902,6 +1930,14 @@ _COMM_MISSING = (
     "通信数据（communication.json / communication_matrix.json）",
     "communication data: collect with profiler Level1 (or higher) so that communication.json and communication_matrix.json are written",
     "通信数据：使用 Level1（或更高）级别采集，生成 communication.json 和 communication_matrix.json",
+)
+
+
+#: A question about operators it does not name: the ones the answer is about.
+_THOSE_OPS_Q = re.compile(
+    r"\b(?:those|these|that|this|the same)\s+(?:ops?|operators?|kernels?)\b"
+    r"|(?:那些|这些|那个|这个|该)(?:算子|kernel|op)",
+    re.IGNORECASE,
 )
 
 

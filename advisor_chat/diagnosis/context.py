@@ -109,6 +109,21 @@ class Context:
         return self.cache["attribution"]
 
     @property
+    def distributed_args(self) -> dict[str, Any]:
+        """The framework's parallel settings as recorded (``meta.distributed_args``), ``{}`` if none.
+
+        From profiler_metadata.json ``distributed_args`` (Megatron / MindSpeed arguments); the
+        first rank that records them.
+        """
+        if "distributed_args" not in self.cache:
+            meta = self.profile.get("meta")
+            args: dict[str, Any] = {}
+            if not meta.empty and "distributed_args" in meta.columns:
+                args = next((a for a in meta["distributed_args"] if isinstance(a, dict) and a), {})
+            self.cache["distributed_args"] = args
+        return self.cache["distributed_args"]
+
+    @property
     def clocks(self) -> dict[int, float]:
         """Mean AI Core clock while busy (MHz) of a sample of the ranks, ``{}`` without the track.
 

@@ -220,6 +220,9 @@ class DeviceAccount:
             (:func:`version_pair`), else ``None``.
         optimizer_us: Time of the optimizer-step kernels (``OPTIMIZER_OPS``: Foreach*, Apply*,
             Adam, Lamb) per unit, µs, (culprit, peers); NaN on a side that runs none.
+        device: For a ``uniform`` / ``engine`` verdict: what the devices report of themselves
+            that differs, ``{column: (culprit, peers)}`` (:func:`device_differs`: AI Core and AI
+            Vector core counts, reported clock).
     """
 
     culprit_units: int
@@ -245,6 +248,7 @@ class DeviceAccount:
     absent: tuple[tuple[str, float, float], ...] = ()
     versions: tuple[str, str] | None = None
     passes: tuple[float, float] = (float("nan"), float("nan"))
+    device: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def delta_us(self) -> float:
@@ -506,6 +510,9 @@ def device_account(
         absent=_absent(c, p, n_p),
         versions=version_pair(profile, c_ranks, all_peers),
         passes=_pass_counts(profile, c_ranks, p_ranks) if verdict == "extra_work" else (nan, nan),
+        device=device_differs(profile, c_ranks, all_peers)
+        if verdict in ("uniform", "engine")
+        else {},
     )
 
 
@@ -565,6 +572,35 @@ def version_pair(
         mine_txt.append(f"{label} {'/'.join(mine)}")
         theirs_txt.append(f"{label} {'/'.join(theirs)}")
     return (", ".join(mine_txt), ", ".join(theirs_txt)) if differ else None
+
+
+#: What a device reports of itself (``meta``, from info.json ``DeviceInfo``), compared by
+#: :func:`device_differs`.
+DEVICE_FIELDS = ("ai_core_num", "aiv_num", "aic_frequency_mhz")
+
+
+def device_differs(
+    profile: Profile, ranks: Sequence[int], peers: Sequence[int]
+) -> dict[str, tuple[float, float]]:
+    """The device fields that differ between ``ranks`` and ``peers``: ``{column: (theirs, peers')}``.
+
+    Medians over each side of the ``meta`` columns :data:`DEVICE_FIELDS` (CANN's info.json
+    ``DeviceInfo``: core counts, AI Core clock in MHz); a field is kept when both sides report it
+    and the medians differ. Empty when the profile carries none.
+    """
+    meta = profile.get("meta")
+    out: dict[str, tuple[float, float]] = {}
+    if meta.empty or "rank" not in meta.columns:
+        return out
+    mine, others = meta[meta["rank"].isin(list(ranks))], meta[meta["rank"].isin(list(peers))]
+    for col in DEVICE_FIELDS:
+        if col not in meta.columns:
+            continue
+        a = float(pd.to_numeric(mine[col], errors="coerce").median())
+        b = float(pd.to_numeric(others[col], errors="coerce").median())
+        if math.isfinite(a) and math.isfinite(b) and a != b:
+            out[col] = (a, b)
+    return out
 
 
 def versions_differ(profile: Profile, ranks: Sequence[int], peers: Sequence[int]) -> bool | None:
@@ -692,6 +728,10 @@ def _counters(
             continue
         a = _mean(cc[col])
         b = _mean(pp[col])
+        if col == "block_dim" and op_type is None:
+            # operators split over different core counts (cube vs vector): compared operator by
+            # operator, stated for the one holding the most of the culprit's time
+            a, b = _block_dim_by_op(cc, pp)
         big = max(abs(a), abs(b))
         if (
             math.isfinite(a)
@@ -706,6 +746,22 @@ def _counters(
         if abs(a - b) >= 0.5:
             out["op_state_dynamic"] = (a, b)
     return out
+
+
+def _block_dim_by_op(c: pd.DataFrame, p: pd.DataFrame) -> tuple[float, float]:
+    """Block Dim of the culprit's and the peers' kernels, compared on one operator type.
+
+    Operators are split over different core counts (cube vs vector), so the means over all kernels
+    blur a difference: the two means of the type both sides run that holds the most of the
+    culprit's device time.
+    """
+    both = sorted(set(c["op_type"]) & set(p["op_type"]))
+    if not both:
+        return _mean(c["block_dim"]), _mean(p["block_dim"])
+    top = str(c[c["op_type"].isin(both)].groupby("op_type")["duration_us"].sum().idxmax())
+    return _mean(c.loc[c["op_type"] == top, "block_dim"]), _mean(
+        p.loc[p["op_type"] == top, "block_dim"]
+    )
 
 
 # ------------------------------------------------------------------------------- job level
@@ -3172,6 +3228,9 @@ class CollectiveContext:
             idle is waiting for collectives queued before them.
         last_other_us: Duration of the largest collective after them in the step (median, µs):
             the last gradient bucket's reduction, exposed with or without them.
+        forward_us: Device time of the compute operators before the step's first backward
+            operator (``Grad`` / ``backward`` in its type) per (step, rank) (median, µs; NaN when
+            no operator says backward): the forward work a collective could run under.
     """
 
     collective: str
@@ -3183,6 +3242,7 @@ class CollectiveContext:
     idle_us_per_step: float
     own_us_per_step: float = 0.0
     last_other_us: float = 0.0
+    forward_us: float = math.nan
 
     @property
     def saving_us(self) -> float:
@@ -3311,7 +3371,13 @@ def collective_context(profile: Profile, ranks: Sequence[int]) -> CollectiveCont
     rest = every[~inside]
     later = rest[rest["coll_start"].to_numpy() > last_place.reindex(rest["unit"]).to_numpy()]
     other = later.groupby("unit")["coll_us"].max()
+    # the forward: compute device time before each unit's first backward operator
+    bwd = (~comm) & k["op_type"].astype(str).str.contains(r"Grad$|backward", case=False).to_numpy()
+    first_bwd = pd.Series(start[bwd]).groupby(unit[bwd]).min()
+    fwd_rows = (~comm) & (start < first_bwd.reindex(unit).to_numpy(dtype="float64"))
+    fwd = pd.Series(end[fwd_rows] - start[fwd_rows]).groupby(unit[fwd_rows]).sum()
     return CollectiveContext(
+        forward_us=float(fwd.median()) if not fwd.empty else math.nan,
         collective=" ".join(pd.Series(every[inside]["coll"]).value_counts().index.astype(str)),
         before=str(pair[0]),
         after=str(pair[1]),

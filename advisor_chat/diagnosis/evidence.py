@@ -105,6 +105,41 @@ def _clock(acc: DeviceAccount, who: str, who_zh: str) -> tuple[str, str, tuple[s
     )
 
 
+def _fewer_cores(
+    acc: DeviceAccount, who: str, who_zh: str, m: dict[str, float]
+) -> tuple[str, str, str, str] | None:
+    """A device-wide slowdown on devices that report fewer cores: (clause, zh, remedy, zh).
+
+    From :attr:`DeviceAccount.device` (info.json ``DeviceInfo``: ``ai_core_num``, ``aiv_num``):
+    fewer AI Cores than the peers at the same work is a card of another model (SKU) or one with
+    cores fenced off, and every kernel is split over fewer cores. Adds the counts to ``m``.
+    ``None`` when the culprit reports no fewer AI Cores.
+    """
+    aic = acc.device.get("ai_core_num")
+    if aic is None or not aic[0] < aic[1]:
+        return None
+    aiv = acc.device.get("aiv_num")
+    m |= {"ai_core_num": aic[0], "ai_core_num_peer": aic[1]}
+    vec = vec_zh = vec_p = vec_p_zh = ""
+    if aiv is not None:
+        m |= {"aiv_num": aiv[0], "aiv_num_peer": aiv[1]}
+        vec, vec_p = f" and {aiv[0]:g} AI Vector cores", f" and {aiv[1]:g}"
+        vec_zh, vec_p_zh = f"、{aiv[0]:g} 个 AI Vector 核", f"、{aiv[1]:g} 个"
+    return (
+        f"its devices report {aic[0]:g} AI Cores{vec} (ai_core_num / aiv_num of info.json) against "
+        f"{aic[1]:g}{vec_p} on its peers: a card of another model (SKU) or with cores disabled, so "
+        "every kernel is split over fewer cores",
+        f"其设备报告 {aic[0]:g} 个 AI Core{vec_zh}（info.json 的 ai_core_num / aiv_num），其他卡为 "
+        f"{aic[1]:g} 个{vec_p_zh}：是另一型号（规格）的卡或部分核被禁用，每个算子只能切分到更少的核上",
+        f"Run the job on cards of one model: {who} report {aic[0]:g} AI Cores against {aic[1]:g} "
+        "on the others (npu-smi info -t board shows the chip model); replace those cards or move "
+        "the job to nodes of the same SKU, or give those ranks proportionally less work.",
+        f"在同一型号的卡上运行作业：{who_zh}报告 {aic[0]:g} 个 AI Core，其他卡为 {aic[1]:g} 个"
+        "（`npu-smi info -t board` 可查看芯片型号）；更换这些卡、把作业调度到同一规格的节点，"
+        "或按核数给这些卡分配更少的工作量。",
+    )
+
+
 #: What a per-kernel counter measures (English, Chinese), for the clause that states it.
 COUNTER_MEANING = {
     "block_dim": ("cores it is split over", "切分的核数"),
@@ -229,6 +264,10 @@ def explain_device(
         if clock is not None:
             clause, clause_zh = f"{clause}; {clock[0]}", f"{clause_zh}；{clock[1]}"
             rem = dataclasses.replace(rem, text=clock[2][0], text_zh=clock[2][1])
+        cores = _fewer_cores(acc, who, who_zh, m)
+        if cores is not None:
+            clause, clause_zh = f"{clause}; {cores[0]}", f"{clause_zh}；{cores[1]}"
+            rem = dataclasses.replace(rem, text=cores[2], text_zh=cores[3])
         return Explanation(v, clause, clause_zh, rem, metrics=m, tags=("device_slow",))
     if v == "engine":
         r, core = acc.engine_ratio, acc.engine

@@ -49,7 +49,7 @@ from advisor_chat.ingest.common import (
 )
 from advisor_chat.ingest.detect import Layout, detect, unit_files
 from advisor_chat.ingest.guard import check_units, repeat_warnings, show_path
-from advisor_chat.ingest.msprof import read_msprof_dir
+from advisor_chat.ingest.msprof import device_info, read_msprof_dir
 from advisor_chat.ingest.profile import DataWarning, Profile, TableSource
 from advisor_chat.ingest.rankdir import (
     IMPLAUSIBLE,
@@ -1561,6 +1561,7 @@ def _meta_table(rank_data: list[RankData]) -> pd.DataFrame:
                 "config": m.get("config"),
                 "distributed_args": m.get("distributed_args"),
                 "rank_origin": m.get("rank_origin"),
+                **device_info(Path(u.source_dir)),
             }
         )
     return pd.DataFrame(rows)

@@ -40,6 +40,7 @@ ranks in folder order, like msprof-analyze does by sorting (host, device).
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -127,6 +128,46 @@ def msprof_rank(folder: Path, warnings: list[DataWarning] | None = None) -> int 
         if r is not None:
             return r
     return None
+
+
+#: ``DeviceInfo`` fields of ``info.json`` kept in the ``meta`` table (field → column).
+DEVICE_INFO_FIELDS = {
+    "ai_core_num": "ai_core_num",
+    "aiv_num": "aiv_num",
+    "aic_frequency": "aic_frequency_mhz",
+}
+
+
+def device_info(folder: Path) -> dict[str, float]:
+    """The device's core counts and clock from the raw CANN data of a rank folder.
+
+    Reads the first ``DeviceInfo`` entry of ``device_*/info.json.*`` (an msprof ``PROF_*`` folder)
+    or ``PROF_*/device_*/info.json.*`` (inside an ``*_ascend_pt`` folder): ``ai_core_num``,
+    ``aiv_num`` and ``aic_frequency`` (MHz), written by CANN's profiling collector. Returns
+    ``{column: value}`` (:data:`DEVICE_INFO_FIELDS`); empty when there is no such file or it is
+    unreadable (nothing in it is required).
+    """
+    for info in sorted(
+        [*folder.glob("device_*/info.json*"), *folder.glob("PROF_*/device_*/info.json*")]
+    ):
+        try:
+            data = read_json(info)
+        except InputError:
+            continue
+        devs = data.get("DeviceInfo") if isinstance(data, dict) else None
+        if not isinstance(devs, list) or not devs or not isinstance(devs[0], dict):
+            continue
+        out = {}
+        for key, col in DEVICE_INFO_FIELDS.items():
+            try:
+                v = float(devs[0][key])
+            except (KeyError, TypeError, ValueError):
+                continue
+            if math.isfinite(v) and v > 0:
+                out[col] = v
+        if out:
+            return out
+    return {}
 
 
 def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -6,6 +6,7 @@ import dataclasses
 import math
 import re
 from collections import defaultdict
+from typing import Any
 
 import pandas as pd
 
@@ -340,7 +341,16 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             id="cause.job_host_dispatch" if host_late else "cause.job_idle",
             mechanism=Mechanism.HOST_STALL if host_late else Mechanism.JOB_IDLE,
             category=Category.SCHEDULING,
-            culprit=Culprit(kind="job", ranks=(), label="the whole job", label_zh="整个作业"),
+            culprit=Culprit(
+                kind="job",
+                ranks=(),
+                # the one operator whose launches the idle precedes ("those operators")
+                operator=shape.before[0]
+                if shape is not None and shape.kind == "before_ops" and len(shape.before) == 1
+                else "",
+                label="the whole job",
+                label_zh="整个作业",
+            ),
             victims=victims,
             summary=(
                 f"{sc.every[0].upper()}{sc.every[1:]} shows Free {ms(med)} per step "
@@ -1225,14 +1235,18 @@ def _gather_feeds_text(gf: GatherFeeds, rest_us: float) -> tuple[str, str, Remed
 SMALL_COLLECTIVE_MB = 4.0
 
 
-def _context_text(cc: CollectiveContext, rest_us: float) -> tuple[str, str, Remedy]:
+def _context_text(
+    cc: CollectiveContext, rest_us: float, args: dict[str, Any] | None = None
+) -> tuple[str, str, Remedy]:
     """Clause, Chinese clause and remedy for collectives that hold the compute stream.
 
     Inside an operator split in parts (``cc.before`` … ``cc.after`` of one family) the operator
     exchanges values with the other ranks mid-computation (BatchNorm: a synchronized
     BatchNorm's batch statistics); at the step's start (no operator before them) nothing was
     launched to run under them (a Broadcast there re-sends what one rank holds, typically the
-    parameters). Gain: :attr:`CollectiveContext.saving_us` (an estimate), at most ``rest_us``.
+    parameters; all-gathers there, with ``args`` given, are the sharded parameters' gathers:
+    :func:`_param_gather_text`, ``args`` being the recorded ``distributed_args``). Gain:
+    :attr:`CollectiveContext.saving_us` (an estimate), at most ``rest_us``.
     """
     names = [
         COLLECTIVE_NAMES.get(t.lower().removeprefix("hcom_").rstrip("_"), t.strip("_"))
@@ -1269,6 +1283,10 @@ def _context_text(cc: CollectiveContext, rest_us: float) -> tuple[str, str, Reme
                 gain,
                 BoundKind.ESTIMATE,
             )
+        elif args is not None:  # the parameters' gathers (the caller's reading)
+            en_p, zh_p, rem = _param_gather_text(cc, coll, rest_us, args)
+            en += en_p
+            zh += zh_p
         else:
             rem = Remedy(
                 "action",
@@ -1316,6 +1334,69 @@ def _context_text(cc: CollectiveContext, rest_us: float) -> tuple[str, str, Reme
             BoundKind.ESTIMATE,
         )
     return en, zh, rem
+
+
+def _param_gather_text(
+    cc: CollectiveContext, coll: str, rest_us: float, args: dict[str, Any]
+) -> tuple[str, str, Remedy]:
+    """All-gathers that open every step: the sharded parameters gathered before the forward.
+
+    The parameters a distributed optimizer, ZeRO-3 or FSDP keeps sharded are all-gathered before
+    the layers that use them; at the step's start with nothing launched under them, the gather is
+    not overlapped with the forward. ``args`` (``distributed_args``) names the setting when it
+    records ``use_distributed_optimizer`` without ``overlap_param_gather``. Gain (estimate): with
+    the gathers overlapped bucket by bucket, the first still runs before the step and each other
+    one hides under the forward of the layers before it: (n - 1) x min(one gather, forward / n),
+    the forward from :attr:`CollectiveContext.forward_us`; at most ``rest_us``. Returns (clause,
+    Chinese clause, remedy).
+    """
+    n, each = cc.collectives_per_step, cc.collective_us
+    window = cc.forward_us / n if math.isfinite(cc.forward_us) and n > 0 else each
+    gain = min(max(n - 1.0, 0.0) * min(each, window), cc.saving_us, rest_us)
+    dist_opt = bool(args.get("use_distributed_optimizer"))
+    off = dist_opt and not args.get("overlap_param_gather")
+    setting = (
+        " (distributed_args: use_distributed_optimizer true, overlap_param_gather "
+        f"{str(args.get('overlap_param_gather', 'unset')).lower()})"
+        if off
+        else ""
+    )
+    setting_zh = (
+        "（distributed_args：use_distributed_optimizer 为 true，overlap_param_gather 为 "
+        f"{str(args.get('overlap_param_gather', '未设置')).lower()}）"
+        if off
+        else ""
+    )
+    en = (
+        ": all-gathers before the forward are the gathers of sharded parameters (a distributed "
+        f"optimizer, ZeRO-3 or FSDP), run for the whole model before its first layer{setting}"
+    )
+    zh = (
+        "：前向之前的 AllGather 是在收集被切分的参数（分布式优化器、ZeRO-3 或 FSDP），"
+        f"整个模型的参数都收集完才开始第一层{setting_zh}"
+    )
+    if off:
+        text = (
+            "Turn on --overlap-param-gather (Megatron / MindSpeed, with the distributed "
+            "optimizer and --overlap-grad-reduce): each bucket's parameter all-gather then runs "
+            "under the forward of the layers before it instead of before the step."
+        )
+        text_zh = (
+            "打开 --overlap-param-gather（Megatron / MindSpeed，配合分布式优化器和 "
+            "--overlap-grad-reduce）：每个桶的参数 AllGather 与前面层的前向计算重叠，而不是都在步开始前做完。"
+        )
+    else:
+        text = (
+            f"Overlap the parameter {coll} with the forward instead of running it before the "
+            "step: Megatron / MindSpeed --overlap-param-gather, DeepSpeed ZeRO-3 prefetching "
+            "(stage3_prefetch_bucket_size), FSDP forward_prefetch."
+        )
+        text_zh = (
+            f"让参数 {coll} 与前向计算重叠，而不是在步开始前做完：Megatron / MindSpeed 的 "
+            "--overlap-param-gather、DeepSpeed ZeRO-3 预取（stage3_prefetch_bucket_size）、FSDP 的 "
+            "forward_prefetch。"
+        )
+    return en, zh, Remedy("action", text, text_zh, gain, BoundKind.ESTIMATE)
 
 
 def _tiny_collectives(ctx: Context) -> tuple[str, str, Remedy, float, float] | None:
@@ -1621,19 +1702,20 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     if frame.empty:
         frame = ctx.frame
     # what the collectives attribute to late ranks is theirs, not the job's: a victim's exposed
-    # communication less its measured wait for them, and not the late ranks' own (a late
-    # rank's stall that falls inside its collectives counts there as Communication)
+    # communication counts less its measured wait for them (a late rank's own stays as it is:
+    # when its stall falls inside its collectives it counts there as Communication, and the
+    # least over ranks passes over it)
     att = ctx.attribution
     own = frame[col]
-    late = {r for c in (att.culprits if att is not None else ()) for r in c.unit.ranks}
-    if att is not None and late and frame["rank"].nunique() > len(late):
+    if att is not None and att.culprits:
+        late = {r for c in att.culprits for r in c.unit.ranks}
         waited: dict[int, float] = defaultdict(float)
         for cc in att.culprits:
             for r, v in cc.victims.items():
-                waited[int(r)] += float(v)
-        keep = ~frame["rank"].isin(late)
-        own = (own - frame["rank"].map(waited).fillna(0.0)).clip(lower=0.0)[keep]
-    least = float(own.groupby(frame.loc[own.index, "step"]).min().mean())
+                if int(r) not in late:
+                    waited[int(r)] += float(v)
+        own = (own - frame["rank"].map(waited).fillna(0.0)).clip(lower=0.0)
+    least = float(own.groupby(frame["step"]).min().mean())
     # a slow link's transit excess, and the wait for a late rank whose own row is missing (the
     # least-waiting rank of the step trace then still waits for it), are not the job's own
     others = [c for c in causes if c.mechanism is Mechanism.SLOW_LINK or _row_missing(c)]
@@ -1730,8 +1812,20 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     # BatchNorm) or at the start of the step (nothing launched to run under them)
     cc = collective_context(ctx.profile, ctx.ranks)
     cc_remedy: Remedy | None = None
+    # one large gather run again with the same size in a step: one tensor moved twice
+    rep = repeated_collective(ctx.profile, ctx.ranks)
+    # all-gathers opening the step hold the parameters' gathers when they are all of the step's
+    # repeated ones (a tied embedding gathered again later in the step is that tensor's)
+    param_gather = (
+        cc is not None
+        and cc.at_step_start
+        and "gather" in cc.collective.lower()
+        and (rep is None or cc.collectives_per_step >= rep.per_step)
+    )
     if cc is not None and cc.saving_us >= EVENT_WAIT_MIN_SHARE * rest:
-        cc_en, cc_zh, cc_remedy = _context_text(cc, rest)
+        cc_en, cc_zh, cc_remedy = _context_text(
+            cc, rest, ctx.distributed_args if param_gather else None
+        )
         ev.append(cc_en)
         ev_zh.append(cc_zh)
         metrics |= {
@@ -1758,8 +1852,12 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         metrics["p2p_us_per_step"] = p2p[2].gain_us or 0.0
     # gathers whose data goes straight to an operator that costs a few percent of them: the data
     # is gathered for little work (a norm on the whole gathered sequence, not the rank's shard)
+    # (parameter gathers opening the step feed the first layer: that is their position, not a
+    # gather for little work or one tensor gathered again)
     gf = gather_feeds(ctx.profile, ctx.ranks)
-    if gf is not None and (gf.per_step < 4 or gf.us_per_step < FEEDS_MIN_SHARE * rest):
+    if gf is not None and (
+        gf.per_step < 4 or gf.us_per_step < FEEDS_MIN_SHARE * rest or param_gather
+    ):
         gf = None
     # the compute stream waits on the collectives' end events right after launching them
     # (handle.wait() straight after an async_op=True launch): asynchronous, but never overlapped
@@ -1860,11 +1958,9 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     if dom is not None:
         d_en, d_zh, d_metrics = _dominant_text(dom)
         metrics |= d_metrics
-    # one large gather run again with the same size in a step: one tensor moved twice
-    rep = repeated_collective(ctx.profile, ctx.ranks)
     rep_remedy: Remedy | None = None
     rep_shared = False
-    if rep is not None and dom is None:
+    if rep is not None and dom is None and not param_gather:
         rep_en, rep_zh, rep_remedy, rep_shared = _repeated_text(rep, rest)
         ev.append(rep_en)
         ev_zh.append(rep_zh)

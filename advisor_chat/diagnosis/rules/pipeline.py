@@ -290,10 +290,9 @@ def _schedule_args(ctx: Context) -> tuple[int, int, int, int, int]:
     profiler_metadata.json): micro-batches = global_batch_size / (micro_batch_size x
     data_parallel_size); 0 for what is not recorded (virtual stages: 1).
     """
-    meta = ctx.profile.get("meta")
-    if meta.empty or "distributed_args" not in meta.columns:
+    args = ctx.distributed_args
+    if not args:
         return 0, 1, 0, 0, 0
-    args = next((a for a in meta["distributed_args"] if isinstance(a, dict) and a), {})
 
     def get(*names: str) -> int:
         for n in names:

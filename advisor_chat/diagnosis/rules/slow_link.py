@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from advisor_chat.analyzers._common import format_ranks
 from advisor_chat.analyzers.base import Category, Finding, FindingKind
@@ -23,9 +24,6 @@ from advisor_chat.diagnosis.types import (
     Remedy,
     RootCause,
 )
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 
 def _wait_victims(ctx: Context, ranks: set[int], cost_us: float) -> list[Impact]:
@@ -43,6 +41,61 @@ def _wait_victims(ctx: Context, ranks: set[int], cost_us: float) -> list[Impact]
         share = share_of(lost, ctx.val(v, "step_us"))
         if share >= VICTIM_MIN_SHARE:
             out.append(Impact(v, lost, share, "collective_wait"))
+    return out
+
+
+def _p2p_clause(ctx: Context, src: int, dst: int) -> tuple[str, str]:
+    """A sentence (en, zh) on the point-to-point transfers a link of two ranks carries.
+
+    From ``comm_ops`` (communication.json): the send and receive operators of ``src`` in a group
+    both ends belong to, per step (median over steps) and their median duration. Empty when there
+    are none.
+    """
+    ops = ctx.profile.get("comm_ops")
+    if ops.empty or not {"comm_kind", "op_type", "group", "elapse_ms"} <= set(ops.columns):
+        return "", ""
+    p2p = ops[ops["comm_kind"].astype(str).eq("p2p")]
+    shared = set(p2p.loc[p2p["rank"] == src, "group"]) & set(p2p.loc[p2p["rank"] == dst, "group"])
+    mine = p2p[(p2p["rank"] == src) & p2p["group"].isin(shared)]
+    if mine.empty:
+        return "", ""
+    kinds = mine["op_type"].astype(str).str.lower()
+    per_step = mine.groupby([kinds, mine["step"]]).size().groupby(level=0).median()
+    n_send, n_recv = float(per_step.get("send", 0)), float(per_step.get("receive", 0))
+    each = float(pd.to_numeric(mine["elapse_ms"], errors="coerce").median()) * 1000.0
+    en = (
+        f"The link carries the pipeline's point-to-point transfers between them ({n_send:g} "
+        f"hcom_send and {n_recv:g} hcom_receive per step on rank {src}, {ms(each)} each): ranks "
+        f"{src} and {dst} wait in them (Bubble), reach their next collective late, and the others "
+        "wait for them there."
+    )
+    zh = (
+        f"这条链路承载两者之间流水线的点对点传输（{src}号卡每步 {n_send:g} 次 hcom_send、"
+        f"{n_recv:g} 次 hcom_receive，每次 {ms(each)}）：{src}号卡和{dst}号卡在其中等待（Bubble），"
+        "晚到下一次集合通信，其他卡在那里等它们。"
+    )
+    return en, zh
+
+
+def _endpoint_victims(ctx: Context, ends: set[int]) -> list[Impact]:
+    """The ranks the wait attribution finds waiting for ``ends`` (late ranks among them only).
+
+    Each loses what the collectives measured it waiting for them per step
+    (:class:`~advisor_chat.diagnosis.attribution.CulpritCost` ``victims``), kept when that is at
+    least ``VICTIM_MIN_SHARE`` of its step; empty without an attribution.
+    """
+    att = ctx.attribution
+    lost: dict[int, float] = defaultdict(float)
+    for cc in att.culprits if att is not None else ():
+        if set(cc.unit.ranks) <= ends:
+            for r, v in cc.victims.items():
+                if int(r) not in ends:
+                    lost[int(r)] += float(v)
+    out = []
+    for r, v in sorted(lost.items()):
+        share = share_of(v, ctx.val(r, "step_us"))
+        if share >= VICTIM_MIN_SHARE:
+            out.append(Impact(r, v, share, "collective_wait"))
     return out
 
 
@@ -86,10 +139,15 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
                     for rs in hit["ranks"]:
                         if isinstance(rs, (list, tuple, np.ndarray)):
                             group_ranks.update(int(x) for x in rs)
-        if not group_ranks:
-            group_ranks = set(ctx.peers(src))
         extra = float(f.metrics.get("extra_us", f.estimated_gain_us or 0.0))
-        victims = _wait_victims(ctx, group_ranks - {src, dst}, extra)
+        if group_ranks - {src, dst}:
+            victims = _wait_victims(ctx, group_ranks - {src, dst}, extra)
+        else:
+            # a point-to-point pair (pipeline send/receive): nobody else is in its group; the
+            # ranks that wait are those the collectives find waiting for its two ends
+            victims = _endpoint_victims(ctx, {src, dst}) or _wait_victims(
+                ctx, (set(ctx.peers(src)) | set(ctx.peers(dst))) - {src, dst}, extra
+            )
         own = tuple(
             Impact(r, extra, share_of(extra, ctx.val(r, "step_us")), "slow_link_transit")
             for r in (src, dst)
@@ -110,8 +168,14 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
             ),
         )
         flap = _intermittent(ctx, src, dst, transport)
-        if flap:
-            flaps[f"cause.slow_link.{src}_{dst}_{transport.lower()}"] = (flap[0], flap[1])
+        # what the link carries when it is a point-to-point pair (pipeline send/receive)
+        p2p = ("", "") if group_ranks - {src, dst} else _p2p_clause(ctx, src, dst)
+        tail = (
+            " ".join(x for x in ((flap[0] if flap else ""), p2p[0]) if x),
+            (flap[1] if flap else "") + p2p[1],
+        )
+        if any(tail):
+            flaps[f"cause.slow_link.{src}_{dst}_{transport.lower()}"] = tail
         out.append(
             RootCause(
                 id=f"cause.slow_link.{src}_{dst}_{transport.lower()}",
@@ -131,13 +195,13 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
                     f"median of {med:.1f} GB/s for {transport}; the extra transit time costs "
                     f"{ms(extra)} per step, and every rank of its collectives waits for it "
                     f"(ranks {src} and {dst} sit on the slow link; their own Computing and Free are normal)."
-                    + (" " + flap[0] if flap else "")
+                    + (" " + tail[0] if tail[0] else "")
                 ),
                 summary_zh=(
                     f"慢链路：{transport} 链路 {src}→{dst} 带宽只有 {bw:.1f} GB/s，同类链路中位数为 "
                     f"{med:.1f} GB/s；多出的传输时间每步 {ms(extra)}，同一集合通信中的所有卡都在等它"
                     f"（{src}号卡和{dst}号卡位于这条慢链路上，其自身计算与空闲时间正常）。"
-                    + (flap[1] if flap else "")
+                    + tail[1]
                 ),
                 metrics={
                     "bandwidth_gbps": float(bw),
