@@ -109,7 +109,7 @@ def fmt_num(value: float, unit: str = "") -> str:
     """Format a number for display, with a precision that suits its size.
 
     Ratios (``unit='ratio'``) are shown as percentages with one decimal; times in us become ms
-    when ≥ 1000 us. Integers stay integers. NaN is ``'n/a'``; infinities are ``'inf'`` /
+    when ≥ 1000 us (below, ``µs``). Integers stay integers. NaN is ``'n/a'``; infinities are ``'inf'`` /
     ``'-inf'`` (never an ``OverflowError``). Non-numbers are shown as cleaned text.
     """
     if value is None:
@@ -133,7 +133,7 @@ def fmt_num(value: float, unit: str = "") -> str:
         return text
     if unit == "%":
         return f"{text}%"
-    return f"{text} {unit}"
+    return f"{text} {'µs' if unit == 'us' else unit}"  # the answers' symbol for microseconds
 
 
 def _plain(v: float) -> str:
