@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,18 @@ def test_a_slow_point_to_point_link_makes_the_others_wait(scenario) -> None:
     assert "hcom_send" in top.summary and "hcom_receive" in top.summary_zh
     per_dir = nums["p2p_ops_per_step"] / 2
     assert f"{per_dir:g} hcom_send and {per_dir:g} hcom_receive per step" in top.summary
+
+
+def test_ranks_asked_about_for_their_bubble_get_their_own_cause(scenario, tmp_path) -> None:
+    path = scenario("pp-p2p-degraded-link")
+    a, b = _key(path)["root_cause"]["culprit_link"]
+    adv = Advisor(
+        load_profile(path, progress=False), settings=load_settings(model="offline", home=tmp_path)
+    )
+    for q in (
+        f"ranks {a} and {b} have far more bubble than the others, what's wrong with them?",
+        f"{a}号卡和{b}号卡的bubble比别人大很多，怎么回事？",
+    ):
+        first = re.split(r"(?<=[.。])\s", adv.ask(q).answer, maxsplit=1)[0]
+        # the link, not "no pipeline bubble stands out", in the answer's first sentence
+        assert f"{a}↔{b}" in first and "stands out" not in first, first
