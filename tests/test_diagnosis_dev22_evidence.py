@@ -120,3 +120,13 @@ def test_ranks_asked_about_for_their_bubble_get_their_own_cause(scenario, tmp_pa
         first = re.split(r"(?<=[.。])\s", adv.ask(q).answer, maxsplit=1)[0]
         # the link, not "no pipeline bubble stands out", in the answer's first sentence
         assert f"{a}↔{b}" in first and "stands out" not in first, first
+
+
+def test_gathers_all_through_the_step_are_not_the_parameters(scenario) -> None:
+    # sequence parallelism gathers before every norm: one of them opens the step, most do not
+    top = diagnose(
+        load_profile(scenario("sp-norm-extra-gather"), use_cache=False, progress=False)
+    ).top()
+    assert top is not None and "sharded parameters" not in top.summary
+    assert "overlap-param-gather" not in top.remedies[0].text
+    assert "RmsNorm" in top.remedies[0].text

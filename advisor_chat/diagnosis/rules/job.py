@@ -1336,6 +1336,20 @@ def _context_text(
     return en, zh, rem
 
 
+#: All-gathers opening the step are the parameters' when they are at least this share of the
+#: step's all-gathers (sequence parallelism gathers before every norm, all through the step).
+PARAM_GATHER_SHARE = 0.75
+
+
+def _gathers_per_step(ctx: Context) -> float:
+    """AllGathers per (step, rank), median (``comm_ops``, communication.json); 0 without them."""
+    ops = ctx.profile.get("comm_ops")
+    if ops.empty or "op_type" not in ops.columns:
+        return 0.0
+    g = ops[ops["op_type"].astype(str).str.lower().str.contains("allgather")]
+    return float(g.groupby(["rank", "step"]).size().median()) if not g.empty else 0.0
+
+
 def _param_gather_text(
     cc: CollectiveContext, coll: str, rest_us: float, args: dict[str, Any]
 ) -> tuple[str, str, Remedy]:
@@ -1821,6 +1835,7 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         and cc.at_step_start
         and "gather" in cc.collective.lower()
         and (rep is None or cc.collectives_per_step >= rep.per_step)
+        and cc.collectives_per_step >= PARAM_GATHER_SHARE * _gathers_per_step(ctx)
     )
     if cc is not None and cc.saving_us >= EVENT_WAIT_MIN_SHARE * rest:
         cc_en, cc_zh, cc_remedy = _context_text(
