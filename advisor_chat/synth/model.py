@@ -318,6 +318,11 @@ class Perturb:
             communication.json / kernel_details row, no HCCL launch and no ``parallel_group_info``
             entry. The simulated timeline is unchanged (the scenario gives such a rank a group of
             its own, so the collective takes no time there). Empty = every collective written.
+        launch_py_frames: {rank: {kernel index: (Python frames, µs)}} the rank's Python thread runs
+            these nested frames (outermost first, e.g. a module hook) right before launching that
+            kernel, in every step: the writer records them as ``python_function`` events ending just
+            before the launch, lasting ``µs`` (no earlier than the end of the previous launch). The
+            device idle it causes is the scenario's to set (``kernel_stalls``). Empty = none.
     """
 
     dur_scale: np.ndarray
@@ -355,6 +360,9 @@ class Perturb:
     step_skip_kernels: dict[int, dict[int, set[int]]] = field(default_factory=dict)
     host_ops: dict[int, dict[int, HostOp]] = field(default_factory=dict)
     hidden_groups: dict[int, set[str]] = field(default_factory=dict)
+    launch_py_frames: dict[int, dict[int, tuple[tuple[str, ...], float]]] = field(
+        default_factory=dict
+    )
 
     def kernel_at(self, si: int, r: int, j: int, default: Kernel) -> Kernel:
         """The kernel template rank ``r`` runs at program position ``j`` in step index ``si``."""

@@ -355,6 +355,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         alloc_at = cl.perturb.alloc_calls.get(si, {}).get(r) if cl.perturb.alloc_calls else None
         py_at = cl.perturb.py_calls.get(si, {}).get(r) if cl.perturb.py_calls else None
         host_ops = cl.perturb.host_ops.get(r) if cl.perturb.host_ops else None
+        launch_py = cl.perturb.launch_py_frames.get(r) if cl.perturb.launch_py_frames else None
         if py_at:
             # Python frames run inline before the step's first launch (Perturb.py_calls)
             ev.extend(_py_call_events(py_at, st_start, int(ka[0]), pid))
@@ -451,6 +452,10 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
                 )
             )
             a0 = ka[j]
+            pyf = launch_py.get(j) if launch_py and j > 0 else None
+            if pyf is not None:
+                # Python frames right before this launch (Perturb.launch_py_frames)
+                ev.extend(_launch_py_events(pyf, int(ka[j - 1] + kad[j - 1]), int(a0), pid))
             ev.append(
                 f'{{"name": "AscendCL@{k.api}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a0)}", "dur": {us(int(kad[j]))}, '
                 f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_OP", "level": "acl", "id": "{k.api}", "item_id": "0", "connection_id": {conn}}}, "ph": "X"}}'
@@ -1042,6 +1047,30 @@ def _py_call_events(frames: list[str], st_start: int, launch: int, pid: int) -> 
         )
         a += PY_CALL_NS[2]
         b -= PY_CALL_NS[2]
+    return out
+
+
+def _launch_py_events(
+    frames_us: tuple[tuple[str, ...], float], host0: int, launch: int, pid: int
+) -> list[str]:
+    """``python_function`` events of nested frames ending just before the launch at ``launch``.
+
+    The outermost frame lasts ``µs`` and starts no earlier than just after the previous launch
+    (ending at ``host0``); each inner frame is inset by 1 µs on both sides.
+    """
+    frames, dur_us = frames_us
+    b = launch - 2_000
+    a = max(b - round(dur_us * 1000), host0 + 1_000)
+    out: list[str] = []
+    for name in frames:
+        if b <= a:
+            break
+        out.append(
+            f'{{"ph": "X", "name": {json.dumps(name)}, "pid": {pid}, "tid": {pid}, "ts": "{ts_str(a)}", '
+            f'"dur": {us(b - a)}, "cat": "python_function", "args": {{"Python id": {len(out) + 1}}}}}'
+        )
+        a += 1_000
+        b -= 1_000
     return out
 
 
