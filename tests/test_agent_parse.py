@@ -632,3 +632,9 @@ def test_checks_the_user_found_normal_rule_causes_out() -> None:
     assert parse_question("12号卡正常吗？").ruled_out == ()
     # "FA" names the attention operators, also glued to Chinese
     assert parse_question("FA前向加反向每步一共多少时间？").op_category == "attention"
+
+
+def test_a_chinese_range_with_hao_before_another_range() -> None:
+    # "0-5号和18-23号卡": the card word comes after the second range only
+    q = parse_question("0-5号和18-23号卡每步在allreduce里等34ms左右，中间的卡为什么慢？")
+    assert q.ranks == (0, 1, 2, 3, 4, 5, 18, 19, 20, 21, 22, 23)

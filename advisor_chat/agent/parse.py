@@ -1095,6 +1095,11 @@ _RANK_RANGE = (
         r"第?\s*(\d+)\s*(?:到|至|-|–|—|~)\s*第?\s*(\d+)\s*(?:张|号|个)?\s*(?:卡|rank|设备)", re.I
     ),
     re.compile(r"(?:卡|rank)\s*(\d+)\s*(?:到|至|-|–|—|~)\s*(\d+)", re.I),
+    # "0-5号和18-23号卡": a range with 号 whose card word comes after the next one
+    re.compile(
+        r"(?<!月)(?<!月\s)(?<![\d.])(\d+)\s*(?:到|至|-|–|—|~)\s*(\d+)\s*号"
+        r"(?!\s*(?:机|节点|服务器|主机|线|口))"
+    ),
 )
 #: "The first 8 cards", "前8张卡": the ranks 0 .. N-1 (a count after "first" / 前 is a range).
 _FIRST_N = re.compile(

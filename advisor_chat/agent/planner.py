@@ -243,7 +243,7 @@ _CATEGORY_WORD = re.compile(
     re.I,
 )
 #: A node named without its number ("is one node slower?", "是不是有慢节点？").
-_NODE_WORD = re.compile(r"\b(nodes?|machines?|servers?)\b|节点|机器|服务器", re.I)
+_NODE_WORD = re.compile(r"\b(nodes?|machines?|servers?|box(?:es)?)\b|节点|机器|服务器", re.I)
 #: "Is the optimizer the problem?", "is it the tokenizer?", "是不是日志的问题？": the thing suspected.
 _SUSPECT_X = (
     re.compile(
@@ -716,6 +716,13 @@ class Planner:
         zh = q.language == "zh"
         lang = "zh" if zh else "en"
         d = self._last_diagnosis = self.diagnosis(outputs, q.language)
+        if q.nodes and not q.node_ordinal:
+            # "box 2" of 2 boxes: the nodes were counted from 1
+            from advisor_chat.diagnosis.attribution import nodes
+
+            n_nodes = len(nodes(self.session.profile))
+            if n_nodes and max(q.nodes) == n_nodes and min(q.nodes) >= 1:
+                q = dataclasses.replace(q, node_ordinal=True)
         if q.intent == "unsupported" and not q.hypothesis and unknown_suspect(q.text):
             # "is it the optimizer?": a suspect no rule names, judged against the causes' text
             q = dataclasses.replace(q, intent="summarize", kind="yes_no")
@@ -890,9 +897,14 @@ class Planner:
             or (q.kind == "yes_no" and _NODE_WORD.search(q.text) is not None)
         ) and not _RANK_WORD.search(q.text)
         # "is node 1 slower?", "which node is slower?"
+        # ("ranks 0-7 wait ... what's different about box 2?": ranks said in passing, the node asked)
+        asked = question_part(q.text.lower())
+        node_asked = (
+            bool(q.nodes) and bool(_NODE_WORD.search(asked)) and not _RANK_WORD.search(asked)
+        )
         if (
             (q.nodes or which_node)
-            and not q.ranks
+            and (not q.ranks or node_asked)
             and not q.links
             and not hyp
             and it != "top_ops"  # "how many kernels does a rank on server 1 run?": the counts

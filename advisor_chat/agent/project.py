@@ -644,7 +644,15 @@ def _explain(
     verdict = _multi_verdict(ranks, main, zh) if yes_no else ""
     # as for one rank (:func:`_roles`): the causes the ranks themselves are (culprit, on the
     # slow link) before the ones they suffer from, then by the time the ranks lose
-    ordered = sorted(groups.values(), key=lambda t: (set(t[1]) == {"victim"}, -t[2]))
+    # (whom they wait for before the job's upper bound of what hiding communication could win)
+    ordered = sorted(
+        groups.values(),
+        key=lambda t: (
+            set(t[1]) == {"victim"},
+            t[0].culprit.kind == "job" and t[0].bound == BoundKind.UPPER_BOUND,
+            -t[2],
+        ),
+    )
     for i, (c, by_role, _lost) in enumerate(ordered[:3]):
         p.add_cause(c)
         p.plot_ranks += [x for x in _culprit_ranks(c)[:8] if x not in p.plot_ranks]
@@ -1620,24 +1628,27 @@ def _network(
             p.add_cause(comm[0])
             p.lines.append(cause_bullet(comm[0], zh))
         return p
+    if (
+        not yes_no
+        and top is not None
+        and top.category.value != "communication"
+        and top.culprit.kind != "job"
+        and any(v.how == "collective_wait" for v in top.victims)
+    ):
+        # "why do the ranks sit in the all-reduces when the bandwidth is fine?": with every
+        # link at speed, they wait there for a late rank; that rank is the answer (then the
+        # job's own exposed communication, when there is some)
+        who = label(top.culprit, zh)
+        p.add_cause(top)
+        p.plot_ranks = _culprit_ranks(top)[:8]
+        text = summary(top, zh) if zh else lower_first(summary(top, zh))
+        p.lines.append(msg("answer.wait_for_rank", "zh" if zh else "en", who=who, summary=text))
+        if comm:
+            p.add_cause(comm[0])
+            p.lines.append(cause_bullet(comm[0], zh))
+        return p
     if comm and not yes_no:
         cc = comm[0]
-        if (
-            top is not None
-            and top.id != cc.id
-            and top.culprit.kind != "job"
-            and any(v.how == "collective_wait" for v in top.victims)
-        ):
-            # "why do the ranks sit in the all-reduces when the bandwidth is fine?": with every
-            # link at speed, they wait there for a late rank; that rank is the answer
-            who = label(top.culprit, zh)
-            p.add_cause(top)
-            p.add_cause(cc)
-            p.plot_ranks = _culprit_ranks(top)[:8]
-            text = summary(top, zh) if zh else lower_first(summary(top, zh))
-            p.lines.append(msg("answer.wait_for_rank", "zh" if zh else "en", who=who, summary=text))
-            p.lines.append(cause_bullet(cc, zh))
-            return p
         p.add_cause(cc)
         p.plot_ranks = _culprit_ranks(cc)[:8]
         p.lines.append(say("project.no_link_is_slow_the_cause", zh, summary=summary(cc, zh)))

@@ -720,6 +720,7 @@ def _blame(ctx: Context) -> list[RootCause]:
     if len(ctx.ranks) >= R.MIN_RANKS:
         causes += R.rule_stragglers_and_events(ctx)
     causes = R.rule_attributed(ctx, causes)
+    causes = R.rule_groups_straddling_nodes(ctx, causes)
     causes = R.rule_degradation(ctx, causes)
     causes += R.rule_regression(ctx)
     causes += R.rule_job_idle(ctx, causes)
@@ -731,6 +732,7 @@ def _blame(ctx: Context) -> list[RootCause]:
     causes += R.rule_skipped_updates(ctx, causes)
     causes += R.rule_slow_steps(ctx, causes)
     causes += R.rule_low_rank_adapters(ctx, causes)
+    causes += R.rule_unfused_accumulation(ctx, causes)
     causes = R.rule_capture(ctx, causes)
     return _rank(_with_cost(ctx, causes))
 

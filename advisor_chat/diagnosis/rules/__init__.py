@@ -9,7 +9,8 @@ the late rank's excess: that is the time they spend waiting for it.
 
 One module per mechanism: ``artifact``, ``pipeline``, ``slow_link``, ``stragglers`` (late ranks,
 groups, one-step events), ``attributed`` (culprits from the wait attribution), ``degradation``,
-``job`` (job idle, exposed communication, hotspot), ``clock`` (every rank below its rated
+``job`` (job idle, exposed communication, hotspot), ``group_layout`` (groups of one kind
+straddling nodes), ``clock`` (every rank below its rated
 AI Core clock), ``network_steps`` (a transport slow on every
 link in some steps), ``regression``; shared thresholds and helpers
 in ``common``.
@@ -18,6 +19,7 @@ in ``common``.
 from __future__ import annotations
 
 from advisor_chat.analyzers._common import missing_ranks
+from advisor_chat.diagnosis.rules.accumulation import rule_unfused_accumulation
 from advisor_chat.diagnosis.rules.artifact import artifact_cause, detect_artifact_steps
 from advisor_chat.diagnosis.rules.attributed import covered_ranks, rule_attributed
 from advisor_chat.diagnosis.rules.capture import rule_capture
@@ -52,6 +54,7 @@ from advisor_chat.diagnosis.rules.common import (
     wait_victims,
 )
 from advisor_chat.diagnosis.rules.degradation import rule_degradation
+from advisor_chat.diagnosis.rules.group_layout import rule_groups_straddling_nodes
 from advisor_chat.diagnosis.rules.job import (
     rule_exposed_communication,
     rule_job_hotspot,
@@ -111,6 +114,7 @@ __all__ = [
     "rule_exposed_communication",
     "rule_fp32_compute",
     "rule_group_across_nodes",
+    "rule_groups_straddling_nodes",
     "rule_intra_node_off_hccs",
     "rule_job_clock",
     "rule_job_hotspot",
@@ -127,6 +131,7 @@ __all__ = [
     "rule_slow_transport",
     "rule_stragglers_and_events",
     "rule_transport_steps",
+    "rule_unfused_accumulation",
     "spreads_text",
     "wait_victims",
 ]

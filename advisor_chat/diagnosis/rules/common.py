@@ -516,11 +516,42 @@ def host_evidence(
         f"launch on {them} against {db:.0f} µs on the other ranks{wait}"
     )
     zh = f"其主机几乎跟不上设备：算子下发后 {da:.0f} µs 就开始执行，其他卡为 {db:.0f} µs{wait_zh}"
-    return (
-        en,
-        zh,
-        {"launch_delay_p50_us": da, "launch_delay_p50_us_peer": db, "host_wait_us_per_step": hw},
-    )
+    metrics = {
+        "launch_delay_p50_us": da,
+        "launch_delay_p50_us_peer": db,
+        "host_wait_us_per_step": hw,
+    }
+    # every launch call itself slower, steadily: the host CPU runs slower
+    ca, cb = launch_call_us(ctx, slow), launch_call_us(ctx, others)
+    if math.isfinite(ca) and math.isfinite(cb) and cb > 0 and ca >= SLOW_CALL_RATIO * cb:
+        metrics |= {"launch_api_us": ca, "launch_api_us_peer": cb}
+        en += (
+            f"; each launch call itself takes {ca:.0f} µs against {cb:.0f} µs on the other ranks "
+            f"({ca / cb:.1f}x; the AscendCL API's own duration in trace_view.json): {their} host CPU "
+            "runs slower (a power-saving CPU frequency governor, CPU contention or a remote NUMA node)"
+        )
+        zh += (
+            f"；每次下发调用本身耗时 {ca:.0f} µs，其他卡为 {cb:.0f} µs（{ca / cb:.1f} 倍；trace_view.json 中 "
+            "AscendCL 接口自身的时长）：其主机 CPU 运行更慢（CPU 调频策略为节能模式、CPU 争抢或跨 NUMA 节点）"
+        )
+    return en, zh, metrics
+
+
+#: A host's launch calls are slower when their median duration is this many times its peers'.
+SLOW_CALL_RATIO = 1.5
+
+
+def launch_call_us(ctx: Context, ranks: list[int]) -> float:
+    """Median duration of the host's launch calls on ``ranks`` (µs), NaN without any.
+
+    ``host_dispatch`` rows that launch a device task (``device_start_us`` recorded), their
+    ``api_duration_us`` (the AscendCL call's own duration, trace_view.json / DB CANN_API).
+    """
+    h = ctx.profile.host_dispatch_for(ranks)
+    if h.empty or not {"api_duration_us", "device_start_us"} <= set(h.columns):
+        return math.nan
+    d = pd.to_numeric(h.loc[h["device_start_us"].notna(), "api_duration_us"], errors="coerce")
+    return float(d.median()) if d.notna().any() else math.nan
 
 
 #: A rank's device idles with its work already queued when its median launch-to-start delay is

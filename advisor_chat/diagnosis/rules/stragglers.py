@@ -1664,17 +1664,36 @@ def _group_cause(
             op_zh = f"：{hostev[1]}"
         where = f"the host of {gl}" if node else f"the hosts of {gl}"
         where_zh = f"{gl_zh}所在主机" if node else f"{gl_zh}的主机"
-        a_txt = (
-            f"Free {where}: these ranks idle together ({ms(free_ex)} more Free per step than "
-            f"{fl}) because their host launches work late; check the CPU binding "
-            "(CPU_AFFINITY_CONF, taskset / numactl per rank), other processes and the CPU "
-            "frequency governor there, and the dataloader workers per rank."
+        calls_ratio = (
+            hostev[2]["launch_api_us"] / hostev[2]["launch_api_us_peer"]
+            if hostev is not None and "launch_api_us" in hostev[2]
+            else None
         )
-        a_zh = (
-            f"排查{where_zh}：这些卡一起空闲（每步 Free 比{fl_zh}多 {ms(free_ex)}），因为主机下发任务较慢；"
-            "检查 CPU 绑核（CPU_AFFINITY_CONF、每卡的 taskset / numactl）、主机上的其他进程、CPU 调频策略，"
-            "以及每卡 DataLoader 的 `num_workers`。"
-        )
+        if calls_ratio is not None:  # every call slower: the CPU runs slower
+            a_txt = (
+                f"Give {where} {'its' if node else 'their'} full CPU speed: set the CPU frequency "
+                "governor to performance "
+                "(cpupower frequency-set -g performance; cpupower frequency-info shows it), and "
+                "check the CPU binding (CPU_AFFINITY_CONF, numactl) and other processes there: "
+                f"every launch call takes {calls_ratio:.1f}x as long as on the other ranks."
+            )
+            a_zh = (
+                f"让{where_zh}的 CPU 全速运行：把 CPU 调频策略设为 performance（`cpupower frequency-set "
+                "-g performance`，用 `cpupower frequency-info` 查看），并检查绑核（CPU_AFFINITY_CONF、"
+                f"numactl）和其上的其他进程：每次下发调用耗时是其他卡的 {calls_ratio:.1f} 倍。"
+            )
+        else:
+            a_txt = (
+                f"Free {where}: these ranks idle together ({ms(free_ex)} more Free per step than "
+                f"{fl}) because their host launches work late; check the CPU binding "
+                "(CPU_AFFINITY_CONF, taskset / numactl per rank), other processes and the CPU "
+                "frequency governor there, and the dataloader workers per rank."
+            )
+            a_zh = (
+                f"排查{where_zh}：这些卡一起空闲（每步 Free 比{fl_zh}多 {ms(free_ex)}），因为主机下发任务较慢；"
+                "检查 CPU 绑核（CPU_AFFINITY_CONF、每卡的 taskset / numactl）、主机上的其他进程、CPU 调频策略，"
+                "以及每卡 DataLoader 的 `num_workers`。"
+            )
     else:
         a_txt = (
             f"Find what differs on {gl} (node hardware, software versions, configuration, "

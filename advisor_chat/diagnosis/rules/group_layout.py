@@ -1,0 +1,220 @@
+"""Group layout rule: some groups of one kind straddle nodes while their siblings fit in one.
+
+Groups of one kind (``comm_groups`` ``group_name``: ``ep``, ``tp``, ``cp`` ...) run the same
+collectives on the same sizes, so their collectives should take alike. When a group size does not
+divide a node's cards (expert parallelism of 6 on 8-card nodes), consecutive blocks of ranks put
+some groups across two nodes: part of their traffic goes over RDMA instead of HCCS, their
+collectives take longer, and their ranks reach the next collective of the job late, where the other
+ranks wait for them. The culprit is those groups' ranks together; the fix is the layout.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import pandas as pd
+
+from advisor_chat.analyzers._common import format_ranks
+from advisor_chat.analyzers.base import Category
+from advisor_chat.diagnosis.context import Context
+from advisor_chat.diagnosis.rules.common import VICTIM_MIN_SHARE, _severity
+from advisor_chat.diagnosis.text import ms, pct, share_of
+from advisor_chat.diagnosis.types import (
+    BoundKind,
+    Culprit,
+    Impact,
+    Mechanism,
+    Remedy,
+    RootCause,
+)
+
+#: The straddling groups' collective takes at least this many times the others' (median Elapse).
+STRADDLE_MIN_RATIO = 1.2
+#: ... and the others wait for their ranks at least this share of the step (mean over victims).
+STRADDLE_MIN_WAIT_SHARE = 0.05
+#: Arguments of the framework that size a group kind (``distributed_args``), by kind.
+_SIZE_ARGS = {
+    "ep": "expert_model_parallel_size",
+    "tp": "tensor_model_parallel_size",
+    "cp": "context_parallel_size",
+}
+
+
+def rule_groups_straddling_nodes(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """Groups of one kind that span two nodes while the others fit in one: their ranks are late.
+
+    Rule: a kind of ``comm_groups`` with ≥ 2 groups of at most a node's ranks each (nodes from
+    :attr:`Context.nodes`), some spanning ≥ 2 nodes and some one; the straddling groups' most
+    frequent collective takes ≥ ``STRADDLE_MIN_RATIO`` times as long as in the others (median
+    ``comm_ops`` Elapse), with RDMA traffic in them (``comm_bandwidth`` Transit Size) and none in
+    the others; the wait attribution finds the other ranks waiting for the straddling groups' ranks
+    ≥ ``STRADDLE_MIN_WAIT_SHARE`` of the step. Culprit: those ranks (kind ``group``), mechanism
+    ``slow_group``, category communication. Victims: the ranks the attribution finds waiting for
+    them, lost = that wait. Gain (estimate): the largest such wait. The causes the attribution
+    made of parts of them (a node, single ranks) are replaced by this one. Returns ``causes``
+    with it, or unchanged.
+    """
+    nodes = ctx.nodes
+    groups = ctx.profile.get("comm_groups")
+    ops = ctx.profile.get("comm_ops")
+    bw = ctx.profile.get("comm_bandwidth")
+    att = ctx.attribution
+    if (
+        len(nodes) < 2
+        or att is None
+        or groups.empty
+        or ops.empty
+        or bw.empty
+        or not {"group", "group_name", "ranks"} <= set(groups.columns)
+        or not {"group", "transport", "transit_size_mb"} <= set(bw.columns)
+    ):
+        return causes
+    node_of = {r: i for i, n in enumerate(nodes) for r in n}
+    per_node = min(len(n) for n in nodes)
+    g = groups.assign(group=groups["group"].astype(str)).drop_duplicates("group")
+    found: tuple[str, list[tuple[int, ...]], list[int], str, float, float, float, float] | None
+    found = None
+    for kind, rows in g.groupby(g["group_name"].astype(str)):
+        members = {
+            gid: tuple(sorted(int(r) for r in rs))
+            for gid, rs in zip(rows["group"], rows["ranks"], strict=True)
+            if rs is not None and 1 < len(rs) <= per_node
+        }
+        if len(members) < 2:
+            continue
+        across = {gid for gid, rs in members.items() if len({node_of.get(r, -1) for r in rs}) > 1}
+        inside = set(members) - across
+        if not across or not inside:
+            continue
+        mine = ops[ops["group"].astype(str).isin(members)]
+        if mine.empty:
+            continue
+        op_type = str(mine["op_type"].astype(str).mode().iloc[0])
+        el = pd.to_numeric(mine["elapse_ms"], errors="coerce") * 1000.0
+        same = mine["op_type"].astype(str) == op_type
+        slow = float(el[same & mine["group"].astype(str).isin(across)].median())
+        fast = float(el[same & mine["group"].astype(str).isin(inside)].median())
+        if not (np.isfinite(slow) and np.isfinite(fast)) or slow < STRADDLE_MIN_RATIO * fast:
+            continue
+        t = bw["transport"].astype(str).str.upper()
+        size = pd.to_numeric(bw["transit_size_mb"], errors="coerce").fillna(0.0)
+        in_g = bw["group"].astype(str)
+        rdma_across = float(size[(t == "RDMA") & in_g.isin(across)].sum())
+        rdma_inside = float(size[(t == "RDMA") & in_g.isin(inside)].sum())
+        if rdma_across <= 0 or rdma_inside > 0:
+            continue
+        found = (
+            str(kind),
+            [members[x] for x in sorted(across, key=lambda x: members[x])],
+            sorted({r for gid in across for r in members[gid]}),
+            op_type,
+            slow,
+            fast,
+            rdma_across,
+            float(size[in_g.isin(across)].sum()),
+        )
+        break
+    if found is None:
+        return causes
+    kind, straddling, ranks, op_type, slow, fast, rdma_mb, all_mb = found
+    n_ranks = len(straddling[0])
+    late = set(ranks)
+    waited: dict[int, float] = defaultdict(float)
+    for cc in att.culprits:
+        if set(cc.unit.ranks) <= late:
+            for r, v in cc.victims.items():
+                if int(r) not in late:
+                    waited[int(r)] += float(v)
+    victims = tuple(
+        sorted(
+            (
+                Impact(r, v, share_of(v, ctx.val(r, "step_us")), "collective_wait")
+                for r, v in waited.items()
+                if share_of(v, ctx.val(r, "step_us")) >= VICTIM_MIN_SHARE
+            ),
+            key=lambda i: (-i.lost_us, i.rank),
+        )
+    )
+    if (
+        not victims
+        or share_of(float(np.mean([v.lost_us for v in victims])), ctx.step_us)
+        < STRADDLE_MIN_WAIT_SHARE
+    ):
+        return causes
+    gain = max(v.lost_us for v in victims)
+    wait_mean = float(np.mean([v.lost_us for v in victims]))
+    coll = op_type.capitalize() if op_type.islower() else op_type
+    coll = {"Alltoallv": "AlltoAllV", "Alltoall": "AlltoAll", "Allgather": "AllGather"}.get(
+        coll, coll
+    )
+    which = ", ".join(f"{rs[0]}-{rs[-1]}" for rs in straddling)
+    which_zh = "、".join(f"{rs[0]}-{rs[-1]}" for rs in straddling)
+    arg = _SIZE_ARGS.get(kind.lower())
+    recorded = ctx.distributed_args.get(arg) if arg else None
+    setting = f" ({arg} {recorded})" if recorded else ""
+    setting_zh = f"（{arg} 为 {recorded}）" if recorded else ""
+    vr = format_ranks(sorted(v.rank for v in victims))
+    rdma_share = share_of(rdma_mb, all_mb)
+    label = f"the {kind} groups across nodes (ranks {format_ranks(ranks)})"
+    label_zh = f"跨机的 {kind} 通信组（{format_ranks(ranks, sep='、')}号卡）"
+    summary = (
+        f"Slower {kind} groups (ranks {which}): each spans two nodes while the other {kind} groups "
+        f"fit in one, because {n_ranks} ranks per group does not divide the {per_node} of a node"
+        f"{setting}; {pct(rdma_share)} of their traffic goes over RDMA instead of HCCS, so their "
+        f"{coll} takes {ms(slow)} against {ms(fast)} in the groups inside a node "
+        f"({slow / fast:.2f}x); their ranks reach the job's next collective late and ranks {vr} "
+        f"wait {ms(wait_mean)} per step for them (links and devices are normal: it is the layout)."
+    )
+    summary_zh = (
+        f"{which_zh}号卡这几个 {kind} 通信组更慢：它们各自横跨两台机器，而其他 {kind} 通信组都在一台机器内，"
+        f"因为每组 {n_ranks} 张卡不能整除每台机器的 {per_node} 张卡{setting_zh}；其 {pct(rdma_share)} 的流量"
+        f"走 RDMA 而不是 HCCS，所以它们的 {coll} 每次 {ms(slow)}，机内的通信组为 {ms(fast)}"
+        f"（{slow / fast:.2f} 倍）；这些卡晚到作业的下一次集合通信，{format_ranks(sorted(v.rank for v in victims), sep='、')}"
+        f"号卡每步平均为它们等待 {ms(wait_mean)}（链路和设备都正常：问题在分组布局）。"
+    )
+    remedy = Remedy(
+        "action",
+        f"Lay every {kind} group inside one node: choose a {kind} group size that divides the {per_node} "
+        f"cards of a node{f' (now {arg} {recorded})' if recorded else ''}, or order the ranks so "
+        f"each group of {n_ranks} sits in one node; then the {coll} runs over HCCS only.",
+        f"让每个 {kind} 通信组都落在一台机器内：选一个能整除每台机器 {per_node} 张卡的 {kind} 大小"
+        f"{setting_zh}，或调整卡的排列使每组 {n_ranks} 张卡在同一台机器上；这样 {coll} 只走 HCCS。",
+        gain,
+        BoundKind.ESTIMATE,
+    )
+    cause = RootCause(
+        id=f"cause.group_layout.{kind}",
+        mechanism=Mechanism.SLOW_GROUP,
+        category=Category.COMMUNICATION,
+        culprit=Culprit(
+            kind="group", ranks=tuple(ranks), transport="RDMA", label=label, label_zh=label_zh
+        ),
+        victims=victims,
+        summary=summary,
+        summary_zh=summary_zh,
+        metrics={
+            "collective_us_straddling": slow,
+            "collective_us_inside": fast,
+            "collective_ratio": slow / fast,
+            "rdma_share": rdma_share,
+            "victim_wait_us_mean": wait_mean,
+            "group_size": float(n_ranks),
+            "node_ranks": float(per_node),
+        },
+        findings=(),
+        gain_us=gain,
+        bound=BoundKind.ESTIMATE,
+        remedies=(remedy,),
+        symptom_tags=("group_across_nodes", "rdma_low_bandwidth"),
+        severity=_severity(gain, ctx.step_us),
+    )
+    # the parts of these ranks other rules blamed on their own (a node, single late ranks)
+    kept = [
+        c
+        for c in causes
+        if not (
+            c.culprit.kind in ("rank", "ranks", "group", "node") and set(c.culprit.ranks) <= late
+        )
+    ]
+    return [*kept, cause]
