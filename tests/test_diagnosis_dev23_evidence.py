@@ -81,3 +81,20 @@ def test_every_launch_call_slower_is_a_slower_cpu(scenario, tmp_path) -> None:
     adv = Advisor(prof, settings=load_settings(model="offline", home=tmp_path))
     first = adv.ask("ranks 0-7 wait in the allreduces. what's different about box 2?").answer
     assert first.startswith("Node 2 (ranks 8-15)"), first
+
+
+def test_python_run_before_every_launch_names_the_hooks(scenario) -> None:
+    path = scenario("hooks-on-every-module")
+    nums = _key(path)["expected_numbers"]
+    prof = load_profile(path, use_cache=False, progress=False)
+    # the short frames are kept summed per thread, frame and step
+    fr = prof.python_frames_for([0])
+    fwd = fr[fr["frame"].str.endswith("_forward_hook")]
+    assert not fwd.empty and fwd["calls"].median() == nums["forward_hook_frames_per_step"]
+    top = diagnose(prof).top()
+    assert top is not None and top.culprit.kind == "job"
+    assert "module_tracer.py" in top.summary and "_forward_hook" in top.summary
+    # the host's own Python is named: no "the idle may be the profiler's" caveat first
+    assert not top.summary.startswith("This capture was taken")
+    assert top.remedies[0].text.startswith("Take `tools/module_tracer.py")
+    assert top.metrics["python_frame_us"] > top.gain_us  # more Python than idle: it is the cause

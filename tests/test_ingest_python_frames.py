@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 from advisor_chat.ingest import load_profile
-from advisor_chat.ingest.trace import PY_FRAME_MIN_US, read_python_frames
+from advisor_chat.ingest.trace import PY_FRAME_MIN_US, PY_SHORT_MIN_US, read_python_frames
 
 
 def _json_frames(path: Path) -> list[tuple[int, float, float, str]]:
@@ -26,8 +26,42 @@ def _json_frames(path: Path) -> list[tuple[int, float, float, str]]:
     )
 
 
+def _json_short(path: Path) -> list[tuple[int, str, float, float, int]]:
+    """Short frames summed per (thread, frame, ProfilerStep window): (tid, frame, first, sum, n)."""
+    ev = json.loads(path.read_text())
+    ev = ev if isinstance(ev, list) else ev["traceEvents"]
+    frames = [e for e in ev if e.get("cat") in ("python_function", "cpu_op")]
+    steps = sorted(
+        (float(str(e["ts"]).strip()), float(str(e["ts"]).strip()) + float(e["dur"]))
+        for e in frames
+        if e["name"].startswith("ProfilerStep#") and float(e["dur"]) >= PY_SHORT_MIN_US
+    )
+    out: dict[tuple[int, str, int], list[float]] = {}
+    for e in frames:
+        dur, ts = float(e["dur"]), float(str(e["ts"]).strip())
+        if e["name"].startswith("ProfilerStep#") or not PY_SHORT_MIN_US <= dur < PY_FRAME_MIN_US:
+            continue
+        # the last window that starts at or before it, if it ends after it
+        win = max((i for i, (a, _) in enumerate(steps) if a <= ts), default=-1)
+        win = win if win >= 0 and ts <= steps[win][1] else -1
+        got = out.setdefault((int(e["tid"]), e["name"], win), [ts, 0.0, 0])
+        got[0], got[1], got[2] = min(got[0], ts), got[1] + dur, got[2] + 1
+    return sorted((t, f, v[0], v[1], int(v[2])) for (t, f, _), v in out.items())
+
+
 def _rows(df) -> list[tuple[int, float, float, str]]:
-    return sorted(zip(df["tid"], df["start_us"], df["dur_us"], df["frame"], strict=True))
+    one = df[df["dur_us"] >= PY_FRAME_MIN_US]
+    return sorted(zip(one["tid"], one["start_us"], one["dur_us"], one["frame"], strict=True))
+
+
+def _short_rows(df) -> list[tuple[int, str, float, float, int]]:
+    s = df[(df["calls"] > 1) | (df["dur_us"] < PY_FRAME_MIN_US)]
+    return sorted(
+        (int(t), f, float(a), float(d), int(n))
+        for t, f, a, d, n in zip(
+            s["tid"], s["frame"], s["start_us"], s["dur_us"], s["calls"], strict=True
+        )
+    )
 
 
 def test_real_sample_frames_match_a_json_parse(real_samples: Path) -> None:
@@ -38,13 +72,22 @@ def test_real_sample_frames_match_a_json_parse(real_samples: Path) -> None:
         want = _json_frames(f)
         got = read_python_frames(f, 0)
         assert len(want) > 50  # the sample's long frames (main.py train loop, spawn ...)
-        assert _rows(got) == want
+        assert _rows(got[got["calls"] == 1]) == want
+
+        # the short frames summed per thread, frame and step, as the json module sums them
+        def rounded(rows: list) -> list:
+            return [(t, n, round(a, 3), round(d, 3), c) for t, n, a, d, c in rows]
+
+        short = _short_rows(got)
+        assert rounded(short) == rounded(_json_short(f)) and len(short) > 0
         # callers first at one start time: a frame's parent precedes it
         assert got["start_us"].is_monotonic_increasing
     profile = load_profile(real, use_cache=False, progress=False)
     both = profile.python_frames_for(profile.ranks)
     assert sorted(both["rank"].unique()) == [0, 1]
-    assert len(both) == sum(len(_json_frames(f)) for f in files)
+    assert len(both[both["calls"] == 1].query("dur_us >= @PY_FRAME_MIN_US")) == sum(
+        len(_json_frames(f)) for f in files
+    )
 
 
 def _write(path: Path, events: list[dict]) -> Path:
@@ -57,8 +100,13 @@ def test_other_key_order_and_escaped_names_are_read(tmp_path: Path) -> None:
         # torch_npu's key order, a name with an escaped quote and a non-ASCII character
         {"ph": "X", "name": 'a.py(3): f "x" é', "pid": 1, "tid": 7, "ts": "100.500\t",
          "dur": 2500.0, "cat": "python_function", "args": {"Python id": 1}},
-        # too short: dropped
+        # shorter than 1 ms: summed per step with its like (twice in step 1)
         {"ph": "X", "name": "a.py(9): g", "pid": 1, "tid": 7, "ts": "200.000", "dur": 999.0,
+         "cat": "python_function", "args": {}},
+        {"ph": "X", "name": "a.py(9): g", "pid": 1, "tid": 7, "ts": "1300.000", "dur": 60.0,
+         "cat": "python_function", "args": {}},
+        # too short to keep at all
+        {"ph": "X", "name": "a.py(9): h", "pid": 1, "tid": 7, "ts": "1400.000", "dur": 49.0,
          "cat": "python_function", "args": {}},
         {"ph": "X", "name": "ProfilerStep#1", "pid": 1, "tid": 7, "ts": "50.000", "dur": 9000.0,
          "cat": "cpu_op", "args": {}},
@@ -70,9 +118,10 @@ def test_other_key_order_and_escaped_names_are_read(tmp_path: Path) -> None:
          "cat": "HostToDevice", "args": {}},
     ]  # fmt: skip
     got = read_python_frames(_write(tmp_path / "a.json", events), 3)
-    assert list(got["frame"]) == ['a.py(3): f "x" é', "aten::isin"]
-    assert list(got["start_us"]) == [100.5, 3000.0] and list(got["dur_us"]) == [2500.0, 1500.0]
-    assert list(got["rank"]) == [3, 3] and list(got["tid"]) == [7, 7]
+    assert list(got["frame"]) == ['a.py(3): f "x" é', "a.py(9): g", "aten::isin"]
+    assert list(got["start_us"]) == [100.5, 200.0, 3000.0]
+    assert list(got["dur_us"]) == [2500.0, 1059.0, 1500.0] and list(got["calls"]) == [1, 2, 1]
+    assert list(got["rank"]) == [3, 3, 3] and list(got["tid"]) == [7, 7, 7]
     # the same events with keys in another order: found by the streaming fallback
     reordered = [dict(sorted(e.items())) for e in events]
     again = read_python_frames(_write(tmp_path / "b.json", reordered), 3)
@@ -81,7 +130,8 @@ def test_other_key_order_and_escaped_names_are_read(tmp_path: Path) -> None:
 
 def test_a_trace_without_frames_gives_an_empty_table(tmp_path: Path) -> None:
     got = read_python_frames(_write(tmp_path / "a.json", []), 0)
-    assert got.empty and list(got.columns) == ["rank", "tid", "start_us", "dur_us", "frame"]
+    assert got.empty
+    assert list(got.columns) == ["rank", "tid", "start_us", "dur_us", "frame", "calls"]
     (tmp_path / "empty.json").write_bytes(b"")
     assert read_python_frames(tmp_path / "empty.json", 0).empty
 

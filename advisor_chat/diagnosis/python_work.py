@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from advisor_chat.ingest.profile import PEER_SAMPLE, Profile
-from advisor_chat.ingest.trace import GC_CALL
+from advisor_chat.ingest.trace import GC_CALL, PY_FRAME_MIN_US
 from advisor_chat.ranks import spread_sample
 
 #: Walking down from a call-free frame, a callee that covers at least this share of its caller's
@@ -174,6 +174,8 @@ def python_work(
     others = [r for r in peers if r not in set(hit_ranks)]
     sample = hit_ranks + (spread_sample(sorted(others), PEER_SAMPLE) if others else [])
     fr = profile.python_frames_for(sample)
+    if "calls" in fr.columns:  # the frames one by one (not the short ones summed per step)
+        fr = fr[(fr["calls"] == 1) & (fr["dur_us"] >= PY_FRAME_MIN_US)]
     if fr.empty:
         return None
     hd = profile.host_dispatch_for(sample)
@@ -307,4 +309,51 @@ def frame_remedy(work: PythonWork, where: str, where_zh: str) -> tuple[str, str]
         "process, or make it cheaper.",
         f"把 Python 函数 `{f}` 移出{where_zh}的训练步（它运行时不向设备下发任何任务）：预先计算、放到 "
         "DataLoader worker 或后台进程中执行，或降低它的开销。",
+    )
+
+
+#: Frames of the framework itself (torch's module machinery, hook dispatch, the profiler): the
+#: user code they call is what to name.
+_FRAMEWORK_FRAME = re.compile(r"(?:^|/)(?:torch|torch_npu|site-packages)/|^<built-in|^\w+::")
+#: At most this many frames are named for the host's per-launch Python work.
+PER_LAUNCH_FRAMES = 3
+
+
+@dataclass(frozen=True)
+class LaunchFrame:
+    """A Python function the host runs many times a step, summed (``python_frames`` ``calls`` > 1).
+
+    Attributes:
+        frame: ``'file.py(line): function'``.
+        calls_per_step: Calls per (step, rank) (median).
+        us_per_step: Its time per (step, rank) (median, µs, callees included).
+        each_us: Time per call (µs).
+    """
+
+    frame: str
+    calls_per_step: float
+    us_per_step: float
+    each_us: float
+
+
+def per_launch_frames(profile: Profile, ranks: Sequence[int]) -> tuple[LaunchFrame, ...]:
+    """The user functions the host runs over and over within each step, most time first.
+
+    From ``python_frames`` rows that sum short frames (50 µs - 1 ms) per thread, frame and step
+    (``calls`` > 1; trace_view.json with_stack), on a sample of ``ranks``: per frame, its calls
+    and time per (step, rank), framework frames (torch's module machinery, ``aten::`` operators)
+    left out. Empty without such rows.
+    """
+    sample = spread_sample(sorted(int(r) for r in ranks), PEER_SAMPLE)
+    fr = profile.python_frames_for(sample)
+    if fr.empty or "calls" not in fr.columns:
+        return ()
+    fr = fr[(fr["calls"] > 1) & ~fr["frame"].astype(str).str.contains(_FRAMEWORK_FRAME)]
+    if fr.empty:
+        return ()
+    by = fr.groupby(["frame", "rank"]).agg(us=("dur_us", "median"), calls=("calls", "median"))
+    per = by.groupby(level="frame").median().sort_values("us", ascending=False)
+    return tuple(
+        LaunchFrame(str(f), float(row.calls), float(row.us), float(row.us) / float(row.calls))
+        for f, row in per.head(PER_LAUNCH_FRAMES).iterrows()
     )

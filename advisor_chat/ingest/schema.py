@@ -314,13 +314,21 @@ PYTHON_FRAMES = TableSpec(
     "python_frames",
     "Per rank Python frames of the host (trace_view.json python_function events, written when the "
     "profiler runs with with_stack=True, and cpu_op events: the framework's operators on the host) "
-    "lasting at least 1 ms. A frame's callers are the frames of the same thread that contain it.",
+    "lasting at least 1 ms, and shorter ones (≥ 50 µs) summed per thread, frame and step. A frame's "
+    "callers are the frames of the same thread that contain it.",
     (
         _c("rank", "int"),
         _c("tid", "int", doc="Host thread id"),
         _c("start_us", "float", "us", doc="Frame start (epoch µs)"),
         _c("dur_us", "float", "us", doc="Frame duration, callees included"),
         _c("frame", "str", doc="'file.py(line): function'"),
+        _c(
+            "calls",
+            "int",
+            required=False,
+            doc="1: one frame of ≥ 1 ms; more: frames of 50 µs - 1 ms of one thread and step, "
+            "summed (start_us the first one's, dur_us their total)",
+        ),
     ),
 )
 

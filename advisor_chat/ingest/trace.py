@@ -511,6 +511,9 @@ def _freq_frame(rows: list[tuple[float, float]], rank: int | None) -> pd.DataFra
 #: Python frames shorter than this are not kept (µs): a host stall worth naming lasts longer, and
 #: a with_stack trace holds hundreds of thousands of short frames per step.
 PY_FRAME_MIN_US = 1000.0
+#: Shorter frames down to this (µs) are kept summed per thread, frame and step (``calls``): a
+#: function run before every operator launch (a module hook) adds up to the host's time.
+PY_SHORT_MIN_US = 50.0
 _PY_CATS = (b'"cat": "python_function"', b'"cat": "cpu_op"')
 #: Event categories read as frames: Python calls, and the framework's operators on the host
 #: (``aten::isin``, ``gloo:all_reduce``): an operator that runs long with no launch inside it
@@ -533,12 +536,13 @@ def read_python_frames(path: Path, rank: int | None) -> pd.DataFrame:
     ``aten::isin``) with CPU activity; both are frames here (the ``ProfilerStep#N`` step markers
     are not). The events are found by a byte search over a memory map of the file and
     read from their text; when the search misses events (another key order), the file is streamed
-    with ijson instead. Frames shorter than :data:`PY_FRAME_MIN_US` are dropped. A frame's callers
-    are the frames of the same thread that contain it.
+    with ijson instead. Frames shorter than :data:`PY_FRAME_MIN_US` are summed per thread, frame
+    and step (down to :data:`PY_SHORT_MIN_US`; shorter ones are dropped). A frame's callers are the
+    frames of the same thread that contain it (``calls`` 1 rows only).
 
     Returns:
-        Columns ``rank, tid, start_us, dur_us, frame`` in time order (empty: no frame, e.g. a
-        capture without ``with_stack``).
+        Columns ``rank, tid, start_us, dur_us, frame, calls`` in time order (empty: no frame,
+        e.g. a capture without ``with_stack``).
 
     Raises:
         TraceInvalid: The file could not be streamed (truncated or invalid JSON) on the ijson path.
@@ -546,6 +550,7 @@ def read_python_frames(path: Path, rank: int | None) -> pd.DataFrame:
     import mmap
 
     rows: list[tuple[int, float, float, str]] = []
+    steps: list[tuple[float, float]] = []
     with open(path, "rb") as fh:
         try:
             mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
@@ -558,24 +563,29 @@ def read_python_frames(path: Path, rank: int | None) -> pd.DataFrame:
                 found += 1
                 try:
                     dur = float(m.group(4))
-                    if dur < PY_FRAME_MIN_US:
+                    if dur < PY_SHORT_MIN_US:
                         continue
                     raw = m.group(1)
                     if raw.startswith(b"ProfilerStep#"):
-                        continue  # a step marker, not work
+                        # a step marker, not work: the window short frames are counted in
+                        steps.append((float(m.group(3)), dur))
+                        continue
                     name = orjson.loads(b'"' + raw + b'"') if b"\\" in raw else raw.decode()
                     rows.append((int(m.group(2)), float(m.group(3)), dur, name))
                 except (ValueError, orjson.JSONDecodeError, UnicodeDecodeError):
                     continue
     if found < n:  # events in another key order: stream the whole file
-        rows = _py_frames_ijson(path)
-    return _py_frame(rows, rank)
+        rows, steps = _py_frames_ijson(path)
+    return _py_frame(rows, rank, steps)
 
 
-def _py_frames_ijson(path: Path) -> list[tuple[int, float, float, str]]:
+def _py_frames_ijson(
+    path: Path,
+) -> tuple[list[tuple[int, float, float, str]], list[tuple[float, float]]]:
     import ijson
 
     rows = []
+    steps = []
     try:
         with open(path, "rb") as fh:
             prefix = "item" if fh.read(64).lstrip()[:1] == b"[" else "traceEvents.item"
@@ -585,24 +595,54 @@ def _py_frames_ijson(path: Path) -> list[tuple[int, float, float, str]]:
                     continue
                 try:
                     dur = float(ev["dur"])
-                    if (
-                        ev.get("ph", "X") == "X"
-                        and dur >= PY_FRAME_MIN_US
-                        and not str(ev.get("name", "")).startswith("ProfilerStep#")
-                    ):
-                        rows.append(
-                            (int(ev["tid"]), float(str(ev["ts"]).strip()), dur, str(ev["name"]))
-                        )
+                    if ev.get("ph", "X") != "X" or dur < PY_SHORT_MIN_US:
+                        continue
+                    start = float(str(ev["ts"]).strip())
+                    if str(ev.get("name", "")).startswith("ProfilerStep#"):
+                        steps.append((start, dur))
+                    else:
+                        rows.append((int(ev["tid"]), start, dur, str(ev["name"])))
                 except (TypeError, ValueError, KeyError):
                     continue
     except ijson.JSONError as exc:
         raise TraceInvalid(str(exc)) from exc
-    return rows
+    return rows, steps
 
 
-def _py_frame(rows: list[tuple[int, float, float, str]], rank: int | None) -> pd.DataFrame:
+def _py_frame(
+    rows: list[tuple[int, float, float, str]],
+    rank: int | None,
+    steps: list[tuple[float, float]] | None = None,
+) -> pd.DataFrame:
+    """The ``python_frames`` rows of one rank.
+
+    Frames of ≥ :data:`PY_FRAME_MIN_US` one by one (``calls`` 1); shorter ones (≥
+    :data:`PY_SHORT_MIN_US`) summed per (thread, frame, ``ProfilerStep#`` window from ``steps``,
+    (start, duration) µs): ``start_us`` the first call's, ``dur_us`` their total, ``calls`` their
+    count.
+    """
     df = pd.DataFrame(rows, columns=["tid", "start_us", "dur_us", "frame"])
     df = df.astype({"tid": "int64", "start_us": "float64", "dur_us": "float64", "frame": object})
+    short = df["dur_us"] < PY_FRAME_MIN_US
+    if short.any():
+        s = df[short]
+        win = sorted(steps or [])
+        starts = np.asarray([a for a, _ in win], dtype="float64")
+        ends = np.asarray([a + d for a, d in win], dtype="float64")
+        idx = np.searchsorted(starts, s["start_us"].to_numpy(), side="right") - 1
+        inside = (idx >= 0) & (s["start_us"].to_numpy() <= ends[np.clip(idx, 0, None)])
+        key = np.where(inside, idx, -1) if len(win) else np.full(len(s), -1)
+        agg = (
+            s.assign(_w=key)
+            .groupby(["tid", "frame", "_w"], sort=False)
+            .agg(start_us=("start_us", "min"), dur_us=("dur_us", "sum"), calls=("dur_us", "size"))
+            .reset_index()
+            .drop(columns="_w")
+        )
+        df = pd.concat([df[~short].assign(calls=1), agg], ignore_index=True)
+    else:
+        df = df.assign(calls=1)
+    df = df.astype({"calls": "int64"})
     # outer frames first at one start time: a caller before its callees
     df = df.sort_values(["start_us", "dur_us"], ascending=[True, False], kind="stable")
     df = df.reset_index(drop=True)

@@ -49,6 +49,7 @@ from advisor_chat.diagnosis.python_work import (
     HOST_OPERATOR,
     PythonWork,
     frame_remedy,
+    per_launch_frames,
     python_work,
 )
 from advisor_chat.diagnosis.rules.common import (
@@ -172,6 +173,22 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         if shape is not None
         else _job_dispatch_bound(ctx, gain, si if math.isfinite(si) else 0.0)
     )
+    # the user functions the host runs over and over in each step (with_stack): Python work
+    # per operator that keeps the host from staying ahead of the device
+    frames_txt = (
+        _per_launch_text(ctx, gain)
+        if dispatch is not None
+        and ss is None
+        and dc is None
+        and not (shape is not None and shape.kind == "stretch")
+        else None
+    )
+    if frames_txt is not None:
+        dispatch = (
+            (dispatch[0] if dispatch else "") + frames_txt[0],
+            (dispatch[1] if dispatch else "") + frames_txt[1],
+            (frames_txt[2], *(dispatch[2] if dispatch else ())),
+        )
     if dispatch is not None:
         where += f", {dispatch[0]}"
         where_zh += f"，{dispatch[1]}"
@@ -373,6 +390,8 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             ),
             metrics={
                 **({"idle_placed_share": shape.share} if shape is not None else {}),
+                # the host's own Python named (not the profiler's): no heavy-capture caveat
+                **({"python_frame_us": frames_txt[3]} if frames_txt is not None else {}),
                 "free_us_median": med,
                 "free_share_median": float(share.median()),
                 "free_spread_us": spread,
@@ -472,6 +491,54 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
 #: most this share of their time overlaps a compute kernel (in line with the kernels).
 COPIES_FREE_SHARE = 0.5
 COPIES_OVERLAP_MAX = 0.2
+
+
+#: The host's repeated Python functions name the dispatch bound when they take this share of
+#: the idle every rank shares.
+PER_LAUNCH_MIN_SHARE = 0.5
+
+
+def _per_launch_text(ctx: Context, gain_us: float) -> tuple[str, str, Remedy, float] | None:
+    """The user functions the host runs before its launches, when they hold the job's idle.
+
+    From :func:`~advisor_chat.diagnosis.python_work.per_launch_frames`: the top frame's time per
+    step at least ``PER_LAUNCH_MIN_SHARE`` of the shared idle ``gain_us``. Returns (clause,
+    Chinese clause, remedy, the top frame's µs per step) or ``None``.
+    """
+    frames = per_launch_frames(ctx.profile, ctx.ranks)
+    if not frames or frames[0].us_per_step < PER_LAUNCH_MIN_SHARE * gain_us:
+        return None
+    listed = ", ".join(
+        f"`{f.frame}` ({f.calls_per_step:.0f} calls, {ms(f.us_per_step)})" for f in frames
+    )
+    listed_zh = "、".join(
+        f"`{f.frame}`（{f.calls_per_step:.0f} 次，{ms(f.us_per_step)}）" for f in frames
+    )
+    top = frames[0]
+    en = (
+        f"; between its launches the host runs the same Python functions over and over, every "
+        f"step: {listed} per step (trace_view.json Python frames, {top.each_us:.0f} µs per call "
+        "of the first): Python work per operator, such as hooks registered on every module, "
+        "keeps the host from staying ahead of the device"
+    )
+    zh = (
+        f"；主机在两次下发之间每步都反复执行相同的 Python 函数：每步 {listed_zh}（trace_view.json 的 "
+        f"Python 帧，第一个每次 {top.each_us:.0f} µs）：每个算子前的 Python 开销（例如注册在每个模块上的"
+        "钩子 hook）让主机跟不上设备"
+    )
+    rem = Remedy(
+        "action",
+        f"Take `{top.frame}` out of the training steps: remove the hooks or tracers that run it "
+        "before every operator (keep the handles of register_forward_hook / "
+        "register_full_backward_hook and call .remove()), or register them on fewer modules and "
+        "only for the steps you inspect.",
+        f"把 `{top.frame}` 移出训练步：去掉在每个算子前运行它的钩子或跟踪器（保留 "
+        "register_forward_hook / register_full_backward_hook 返回的句柄并调用 .remove()），"
+        "或只在少数模块、只在需要观察的步上注册。",
+        gain_us,
+        BoundKind.UPPER_BOUND,
+    )
+    return en, zh, rem, top.us_per_step
 
 
 def _copies_text(dc: DeviceCopies, gain_us: float) -> tuple[str, str, tuple[Remedy, ...]]:
