@@ -1788,6 +1788,8 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     # least over ranks passes over it)
     att = ctx.attribution
     own = frame[col]
+    raw_least = float(own.groupby(frame["step"]).min().mean())
+    adjusted = False
     if att is not None and att.culprits:
         late = {r for c in att.culprits for r in c.unit.ranks}
         waited: dict[int, float] = defaultdict(float)
@@ -1796,10 +1798,16 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
                 if int(r) not in late:
                     waited[int(r)] += float(v)
         own = (own - frame["rank"].map(waited).fillna(0.0)).clip(lower=0.0)
+        adjusted = bool(waited)
     least = float(own.groupby(frame["step"]).min().mean())
     # a slow link's transit excess, and the wait for a late rank whose own row is missing (the
-    # least-waiting rank of the step trace then still waits for it), are not the job's own
-    others = [c for c in causes if c.mechanism is Mechanism.SLOW_LINK or _row_missing(c)]
+    # least-waiting rank of the step trace then still waits for it; already taken off above when
+    # the attribution measured it), are not the job's own
+    others = [
+        c
+        for c in causes
+        if c.mechanism is Mechanism.SLOW_LINK or (_row_missing(c) and not adjusted)
+    ]
     explained = sum(c.gain_us or 0.0 for c in others)
     rest = least - explained
     if rest < EXPOSED_MIN_SHARE * ctx.step_us:
@@ -1828,8 +1836,8 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         overlap = share_of(float(per["overlapped_us"].sum()), denom)
     metrics = {
         "hideable_us": rest,
-        "min_not_overlapped_us": least,
-        "min_not_overlapped_share": share_of(least, ctx.step_us),
+        "min_not_overlapped_us": raw_least,
+        "min_not_overlapped_share": share_of(raw_least, ctx.step_us),
         "overlap_ratio": overlap,
     }
     small_f = ctx.finding("slow_link.communication.small_packets")
