@@ -199,6 +199,46 @@ class HostOp:
     h2d_us: float
 
 
+@dataclass(frozen=True)
+class HostCall:
+    """A CANN runtime call the host makes before a launch (``Perturb.host_calls``).
+
+    Attributes:
+        api: the call, e.g. ``"aclrtMallocHost"`` (written as ``AscendCL@{api}``, mode ACL_RTS).
+        us: its duration.
+        frames: ``cpu_op`` frames around it on the Python thread (outermost first), e.g.
+            ``("aten::pin_memory", "aten::_pin_memory")``; empty = none.
+        tail_us: host time inside the frames after the call (e.g. filling the new buffer).
+    """
+
+    api: str
+    us: float
+    frames: tuple[str, ...] = ()
+    tail_us: float = 0.0
+
+
+@dataclass(frozen=True)
+class D2HPull:
+    """A tensor the host copies to itself and then works on (``Perturb.step_d2h_pulls``).
+
+    Attributes:
+        input_dims: ``Input Dims`` of the copy (the tensor's shape, e.g. ``"4096,12288"``).
+        dtype: ``Input type`` of the copy (e.g. ``"c10::BFloat16"``).
+        nbytes: bytes copied (the ``size(B)`` of the device-to-host task).
+        copy_us: duration of the device-to-host copy task.
+        frames: ``cpu_op`` frames of the host's work on the copy (outermost first), e.g.
+            ``("aten::histc",)``.
+        host_us: duration of that work.
+    """
+
+    input_dims: str
+    dtype: str
+    nbytes: int
+    copy_us: float
+    frames: tuple[str, ...]
+    host_us: float
+
+
 @dataclass
 class Perturb:
     """Per-rank knobs a scenario sets (all arrays are over global ranks).
@@ -323,6 +363,20 @@ class Perturb:
             kernel, in every step: the writer records them as ``python_function`` events ending just
             before the launch, lasting ``µs`` (no earlier than the end of the previous launch). The
             device idle it causes is the scenario's to set (``kernel_stalls``). Empty = none.
+        host_calls: {rank: {kernel index: [HostCall, ...]}} CANN runtime calls the host makes right
+            before launching that kernel, in every step (e.g. ``aclrtFreeHost`` / ``aclrtMallocHost``
+            of a pinned buffer allocated anew): the writer lays them out back to back from just after
+            the previous launch (the step start for kernel 0), each inside its ``cpu_op`` frames;
+            in-stream copies of that kernel (``dev_copies``) follow them. The device idle is the
+            scenario's to set (``kernel_stalls``; ``host_calls_span_us`` gives the calls' span).
+            Empty = none.
+        step_d2h_pulls: {step index: {rank: {kernel index: [D2HPull, ...]}}} in that step the host
+            copies tensors to itself one by one right before launching that kernel (``.cpu()``: an
+            ``aten::to`` > ``aten::_to_copy`` > ``aten::copy_`` around an ``aclrtMemcpyAsync`` and an
+            ``aclrtSynchronizeStream`` until the copy is done, a device-to-host ``MEMCPY_ASYNC`` task
+            on the compute stream), each followed by the host's work on it (``cpu_op`` frames). The
+            device idle is the scenario's to set (``step_host_gaps``; ``d2h_pulls_span_us`` gives the
+            span). Empty = none.
     """
 
     dur_scale: np.ndarray
@@ -363,6 +417,8 @@ class Perturb:
     launch_py_frames: dict[int, dict[int, tuple[tuple[str, ...], float]]] = field(
         default_factory=dict
     )
+    host_calls: dict[int, dict[int, list[HostCall]]] = field(default_factory=dict)
+    step_d2h_pulls: dict[int, dict[int, dict[int, list[D2HPull]]]] = field(default_factory=dict)
 
     def kernel_at(self, si: int, r: int, j: int, default: Kernel) -> Kernel:
         """The kernel template rank ``r`` runs at program position ``j`` in step index ``si``."""

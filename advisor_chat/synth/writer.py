@@ -19,7 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from advisor_chat.synth.model import AICORE_MHZ, RANKS_PER_NODE, Cluster, HostOp, Kernel
+from advisor_chat.synth.model import (
+    AICORE_MHZ,
+    RANKS_PER_NODE,
+    Cluster,
+    D2HPull,
+    HostCall,
+    HostOp,
+    Kernel,
+)
 
 KERNEL_HEADER = (
     "Step Id,Model ID,Task ID,Stream ID,Name,Type,OP State,Accelerator Core,Start Time(us),"
@@ -356,6 +364,10 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         py_at = cl.perturb.py_calls.get(si, {}).get(r) if cl.perturb.py_calls else None
         host_ops = cl.perturb.host_ops.get(r) if cl.perturb.host_ops else None
         launch_py = cl.perturb.launch_py_frames.get(r) if cl.perturb.launch_py_frames else None
+        host_calls = cl.perturb.host_calls.get(r) if cl.perturb.host_calls else None
+        pulls_at = (
+            cl.perturb.step_d2h_pulls.get(si, {}).get(r) if cl.perturb.step_d2h_pulls else None
+        )
         if py_at:
             # Python frames run inline before the step's first launch (Perturb.py_calls)
             ev.extend(_py_call_events(py_at, st_start, int(ka[0]), pid))
@@ -405,11 +417,31 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
                     if drain < int(op.end[r]) <= s0:
                         drain = int(op.end[r])
                 ev.extend(_alloc_call_events(alloc_at[j], j, ka, kad, drain, cann_pid, host_tid))
+            pulls = pulls_at.get(j) if pulls_at else None
+            if pulls:
+                # the host copies tensors to itself and works on them (Perturb.step_d2h_pulls)
+                h0 = (int(ka[j - 1] + kad[j - 1]) if j > 0 else st_start) + HOST_CALL_LEAD_NS
+                dev0 = st_start if prev_end is None else prev_end
+                pev, task_id, conn, last = _d2h_pull_events(
+                    pulls, h0, dev0, (pid, cann_pid, hw_pid, host_tid), task_id, conn
+                )
+                ev.extend(pev)
+                prev_end = last
+            hcalls = host_calls.get(j) if host_calls else None
+            calls_end = None
+            if hcalls:
+                # CANN runtime calls before this launch (Perturb.host_calls)
+                h0 = (int(ka[j - 1] + kad[j - 1]) if j > 0 else st_start) + HOST_CALL_LEAD_NS
+                hev, calls_end = _host_call_events(hcalls, h0, pid, cann_pid, host_tid)
+                ev.extend(hev)
             dcop = dev_copies.get(j) if dev_copies else None
             if dcop:
                 # in-stream memory copies right before the kernel (Perturb.dev_copies)
                 gap0 = st_start if prev_end is None else prev_end
                 host0 = int(ka[j - 1] + kad[j - 1]) if j > 0 else st_start
+                if calls_end is not None:  # the copies follow the host's calls
+                    gap0 = max(gap0, calls_end)
+                    host0 = max(host0, calls_end)
                 cev, task_id, conn, last = _dev_copy_events(
                     dcop,
                     gap0,
@@ -1024,6 +1056,111 @@ def _host_op_events(
         _memcpy_task_events("host to device", hop.h2d_bytes, c2, t2, d2, ids, task_id + 1, conn + 1)
     )
     return out, task_id + 2, conn + 2, t2 + d2
+
+
+HOST_CALL_LEAD_NS = 20_000  # host time between the previous launch (or step start) and the calls
+
+
+def _host_call_events(
+    calls: list[HostCall], h0: int, pid: int, cann_pid: int, host_tid: int
+) -> tuple[list[str], int]:
+    """Trace events of CANN runtime calls laid out back to back from ``h0`` (``Perturb.host_calls``).
+
+    Each call sits inside its ``cpu_op`` frames (nested, 1 µs inset), ``tail_us`` of host work after
+    it inside the frames; the next call starts 3 µs after the outermost frame ends.
+
+    Returns:
+        The events and the end (ns) of the last call's outermost frame.
+    """
+    out: list[str] = []
+    t = h0
+    end = h0
+    for c in calls:
+        d = len(c.frames)
+        a = t + d * 1_000 + 1_000
+        b = a + round(c.us * 1000)
+        fe = b + round(c.tail_us * 1000) + 1_000
+        for i, name in enumerate(c.frames):
+            out.append(_cpu_op(name, t + i * 1_000, fe + (d - 1 - i) * 1_000, pid))
+        out.append(
+            f'{{"name": "AscendCL@{c.api}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a)}", "dur": {us(b - a)}, '
+            f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_RTS", "level": "acl", "id": "{c.api}", "item_id": "0"}}, "ph": "X"}}'
+        )
+        end = fe + max(d - 1, 0) * 1_000
+        t = end + 3_000
+    return out, end
+
+
+def host_calls_span_us(calls: list[HostCall]) -> float:
+    """Host time (µs) from the previous launch to the end of ``calls`` as the writer lays them out."""
+    _ev, end = _host_call_events(calls, 0, 0, 0, 0)
+    return (end + HOST_CALL_LEAD_NS) / 1000
+
+
+PULL_FRAMES = ("aten::to", "aten::_to_copy", "aten::copy_")
+
+
+def _d2h_pull_events(
+    pulls: list[D2HPull],
+    h0: int,
+    dev0: int,
+    ids: tuple[int, int, int, int],
+    task_id: int,
+    conn: int,
+) -> tuple[list[str], int, int, int]:
+    """Trace events of tensors copied to the host one by one, each followed by host work on it.
+
+    Per tensor: ``aten::to`` > ``aten::_to_copy`` > ``aten::copy_`` (with ``Input Dims`` / ``Input
+    type``) around an ``aclrtMemcpyAsync`` and an ``aclrtSynchronizeStream`` until its device-to-host
+    ``MEMCPY_ASYNC`` task (after ``dev0`` and the previous copy) is done, then the host work's
+    ``cpu_op`` frames; the next tensor 3 µs later.
+
+    Returns:
+        The events, the next task id and connection id, and the end (ns) of the last copy.
+    """
+    pid, cann_pid, _hw_pid, host_tid = ids
+    out: list[str] = []
+    t = h0
+    free = dev0
+    last = dev0
+    for p in pulls:
+        call = t + 3_000
+        task = max(call + MEMCPY_API_NS + 5_000, free + 1_000)
+        d = round(p.copy_us * 1000)
+        y0 = call + MEMCPY_API_NS + 1_000
+        y1 = task + d + 5_000
+        dims = json.dumps(f"{p.input_dims};\r\n;\r\n;\r\n")
+        types = json.dumps(f"{p.dtype};\r\nScalarType;\r\nbool;\r\nbool")
+        extra = f', "Input Dims": {dims}, "Input type": {types}'
+        for i, name in enumerate(PULL_FRAMES):
+            out.append(
+                _cpu_op(name, t + i * 1_000, y1 + (3 - i) * 1_000, pid, extra if i == 0 else "")
+            )
+        out.extend(
+            _memcpy_task_events("device to host", p.nbytes, call, task, d, ids, task_id, conn)
+        )
+        out.append(
+            f'{{"name": "AscendCL@aclrtSynchronizeStream", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(y0)}", "dur": {us(y1 - y0)}, '
+            f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_RTS", "level": "acl", "id": "aclrtSynchronizeStream", "item_id": "0"}}, "ph": "X"}}'
+        )
+        task_id += 1
+        conn += 1
+        free = last = task + d
+        w0 = y1 + 5_000
+        w1 = w0 + round(p.host_us * 1000)
+        for i, name in enumerate(p.frames):
+            out.append(_cpu_op(name, w0 + i * 1_000, w1 - i * 1_000, pid))
+        t = w1 + 3_000
+    return out, task_id, conn, last
+
+
+def d2h_pulls_span_us(pulls: list[D2HPull]) -> float:
+    """Host time (µs) from the previous launch to the end of ``pulls`` (device idle at the start)."""
+    t = HOST_CALL_LEAD_NS  # the layout of _d2h_pull_events with the device free at the start
+    for p in pulls:
+        t += 3_000 + MEMCPY_API_NS + 5_000 + round(p.copy_us * 1000) + 5_000 + 5_000
+        t += round(p.host_us * 1000) + 3_000
+    return t / 1000
 
 
 PY_CALL_NS = (40_000, 15_000, 12_000)  # after the step start, before the launch, nesting inset
