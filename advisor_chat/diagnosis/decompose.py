@@ -29,6 +29,7 @@ Source of every figure: the ``kernels`` table (``kernel_details.csv`` / DB ``TAS
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections import defaultdict
@@ -42,7 +43,7 @@ import pandas as pd
 from advisor_chat.analyzers._common import OP_CATEGORIES, is_comm_kernel
 from advisor_chat.ingest.profile import PEER_SAMPLE, Profile
 from advisor_chat.ingest.schema import PMU_RATIOS
-from advisor_chat.ingest.trace import BLOCKING_CALL
+from advisor_chat.ingest.trace import BLOCKING_CALL, HOST_CALL
 from advisor_chat.ranks import spread_sample
 
 #: Operator variant key (the columns that tell two launches of one op type apart).
@@ -858,6 +859,11 @@ class JobItem:
         members: For groups: the operator types in it, by time.
         device_share: Median over ranks of its share of the rank's device time (the sum of
             the rank's kernel durations), 0..1; NaN when unknown.
+        weight_casts: For ``layout``: Casts per (step, rank) whose input has the shape of a
+            MatMul's weight (its second input), fp32 ones (weights cast down) and the others
+            (their gradients cast back) together.
+        weight_cast_us: Their time per (step, rank), µs.
+        weight_fp32_casts: Of them, the Casts of an fp32 (``DT_FLOAT``) input.
     """
 
     what: str
@@ -871,6 +877,9 @@ class JobItem:
     shape: str = ""
     members: tuple[str, ...] = ()
     device_share: float = math.nan
+    weight_casts: float = 0.0
+    weight_cast_us: float = 0.0
+    weight_fp32_casts: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -921,6 +930,33 @@ def _item(
             ascending=False).index[:4]) if what in ("layout", "dynamic", "engine", "fusion") else (),
         float(dev),
     )  # fmt: skip
+
+
+def _weight_casts(
+    k: pd.DataFrame, lay: pd.DataFrame, units: pd.Series
+) -> tuple[float, float, float]:
+    """Casts over the MatMuls' weight shapes: (count, µs, fp32-input count) per (step, rank).
+
+    A weight is a MatMul's second 2-D input shape (``kernels`` Input Shapes); a Cast whose first
+    input has one of those shapes converts a weight (fp32 ``DT_FLOAT`` in: cast down for the
+    MatMul) or its gradient (cast back). (0, 0, 0) without any (:class:`JobItem` ``weight_*``).
+    """
+    mm = k["op_type"].astype(str).str.contains(r"matmul|gemm", case=False)
+    weights = {
+        parts[1].strip()
+        for x in k.loc[mm, "input_shapes"].astype(str)
+        if len(parts := x.split(";")) > 1 and len(re.findall(r"\d+", parts[1])) == 2
+    }
+    cast = lay[lay["op_type"].astype(str).str.fullmatch("Cast", case=False)]
+    if not weights or cast.empty:
+        return 0.0, 0.0, 0.0
+    first = cast["input_shapes"].astype(str).str.split(";").str[0].str.strip()
+    on_w = cast[first.isin(weights)]
+    if on_w.empty:
+        return 0.0, 0.0, 0.0
+    n = float(units.sum())
+    fp32 = on_w["input_dtypes"].astype(str).str.upper().str.match(r"DT_FLOAT(?:$|;)")
+    return len(on_w) / n, float(on_w["duration_us"].sum()) / n, float(fp32.sum()) / n
 
 
 def _chains(k: pd.DataFrame, anchors: str) -> pd.DataFrame:
@@ -979,7 +1015,11 @@ def job_account(profile: Profile, step_us_by_rank: pd.Series) -> JobAccount | No
         items.append(_item("engine", str(name), sub, units, step, device))
     lay = k[k["op_type"].str.match(LAYOUT_OPS)]
     if not lay.empty:
-        items.append(_item("layout", "layout/dtype conversions", lay, units, step, device))
+        item = _item("layout", "layout/dtype conversions", lay, units, step, device)
+        n, us, fp32 = _weight_casts(k, lay, units)
+        items.append(
+            dataclasses.replace(item, weight_casts=n, weight_cast_us=us, weight_fp32_casts=fp32)
+        )
     types = set(k["op_type"].unique())
     for fp in FUSIBLE:
         if any(re.search(fp.fused, t, re.I) for t in types):
@@ -1822,7 +1862,7 @@ def top_launch_api(profile: Profile, ranks: Sequence[int]) -> LaunchApi | None:
         return None
     names = hd["api_name"].astype("string").fillna("")
     dur = pd.to_numeric(hd["api_duration_us"], errors="coerce")
-    keep = (~names.str.contains(BLOCKING_CALL) & dur.notna()).to_numpy(dtype=bool)
+    keep = (~names.str.contains(HOST_CALL) & dur.notna()).to_numpy(dtype=bool)
     if not keep.any():
         return None
     t = pd.DataFrame(
@@ -2115,7 +2155,7 @@ def slow_launch_calls(
         return None
     names = hd["api_name"].astype("string").fillna("")
     dur = pd.to_numeric(hd["api_duration_us"], errors="coerce")
-    hd = hd[(~names.str.contains(BLOCKING_CALL) & dur.notna()).to_numpy(dtype=bool)]
+    hd = hd[(~names.str.contains(HOST_CALL) & dur.notna()).to_numpy(dtype=bool)]
     mine = hd[hd["rank"].isin(rs)]
     theirs = hd[hd["rank"].isin(ps)]
     if mine.empty or theirs.empty:
@@ -2275,6 +2315,7 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
         # one idle per kernel: several calls before the same kernel (a synchronize, then a copy)
         # share its idle, which goes to the last of them
         by_kernel: dict[int, tuple[int, int, float, str, str, str]] = {}
+        waited_on: set[int] = set()
         for p_, api in zip(pos, names, strict=True):
             if p_ >= len(compute):
                 continue
@@ -2300,7 +2341,9 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
             # holds back (gradient buckets); at a pass boundary the next computation needs them
             inside = where in ("forward", "backward")
             wait = float(c_gap[j]) if inside else float(gap[j])
-            if wait >= SYNC_IDLE_MIN_US:
+            # (once per kernel: calls before the same kernel share its wait)
+            if wait >= SYNC_IDLE_MIN_US and j not in waited_on:
+                waited_on.add(j)
                 c_idle[(st, rank)] = c_idle.get((st, rank), 0.0) + wait
             if gap[j] < SYNC_IDLE_MIN_US:
                 continue
@@ -2324,7 +2367,13 @@ def sync_stalls(profile: Profile, ranks: Sequence[int]) -> SyncStalls | None:
         all_calls_per_step=float(np.median(all_calls)) if all_calls else math.nan,
         held_us=float(np.median(list(held.values()))) if held else 0.0,
         idle_us=float(per_unit["sum"].median()),
-        compute_idle_us=float(np.median(list(c_idle.values()))) if c_idle else 0.0,
+        # per (step, rank) read: the median where most of them hold such waits, else their
+        # mean over every pair read (waits in a few steps only, per captured step)
+        compute_idle_us=(
+            float(np.median(list(c_idle.values())))
+            if c_idle and 2 * len(c_idle) >= len(gaps_total)
+            else float(sum(c_idle.values())) / max(len(gaps_total), 1)
+        ),
         share_of_idle=float(per_unit["sum"].sum()) / total if total > 0 else math.nan,
         spots=tuple(spots),
         ranks=tuple(rs),

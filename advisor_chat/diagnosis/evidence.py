@@ -823,6 +823,31 @@ def explain_hotspot(item: JobItem, ranks_txt: str, ranks_zh: str) -> tuple[str, 
             f"({ms(item.us_per_step)} per step) without computing anything"
         )
         zh = f"格式与数据类型转换（{ops}）至少占{ranks_zh}步长的 {share}（每步 {ms(item.us_per_step)}），本身不做计算"
+        if item.weight_fp32_casts > 0 and item.weight_cast_us >= 0.5 * item.us_per_step:
+            # the weights themselves converted in every pass: fp32 weights under autocast
+            en += (
+                f"; {ms(item.weight_cast_us)} of it ({item.weight_casts:.0f} Casts per step) is on "
+                f"the MatMuls' weight shapes, {item.weight_fp32_casts:.0f} of them from fp32 "
+                "(DT_FLOAT) inputs: fp32 weights cast to half precision before every MatMul and "
+                "their gradients cast back, in every micro-batch, as autocast over an fp32 model "
+                "does"
+            )
+            zh += (
+                f"；其中 {ms(item.weight_cast_us)}（每步 {item.weight_casts:.0f} 个 Cast）作用在 MatMul 的"
+                f"权重形状上，{item.weight_fp32_casts:.0f} 个的输入是 fp32（DT_FLOAT）：fp32 权重在每次 "
+                "MatMul 之前被转成半精度、梯度再转回来，每个微批次都做一遍，这正是对 fp32 模型使用 autocast 的结果"
+            )
+            rem = Remedy(
+                "action",
+                "Keep the weights in bf16 for compute and the fp32 master copy in the optimizer "
+                "only (Megatron / MindSpeed --bf16; or model.to(torch.bfloat16) with a "
+                "mixed-precision optimizer) instead of autocast over fp32 weights: the weights "
+                "are then converted once per step in the optimizer, not before every MatMul.",
+                "计算用 bf16 权重，只在优化器里保留 fp32 主权重（Megatron / MindSpeed 的 `--bf16`；"
+                "或 model.to(torch.bfloat16) 配合混合精度优化器），不要对 fp32 权重使用 autocast："
+                "这样权重每步只在优化器里转换一次，而不是每次 MatMul 之前都转换。",
+            )
+            return en, zh, rem
         rem = Remedy(
             "action",
             f"Remove the conversions ({ops}): keep tensors in one format and dtype between "

@@ -161,8 +161,9 @@ def python_work(
 
     Per pair, the call-free frames that start in the rank's host window of that step (from the
     previous step's last host call to this step's last call), each walked down to its deepest
-    callee that covers at least :data:`COVER_SHARE` of it; the longest such chain of the pair, if it
-    lasts at least ``min_us``, is the pair's work. The frame found in most pairs is reported, with
+    callee that covers at least :data:`COVER_SHARE` of it; the chains are summed by their deepest
+    frame (a function run again and again in the stall adds up), and the largest sum of the pair,
+    if it lasts at least ``min_us``, is the pair's work. The frame found in most pairs is reported, with
     its median duration, and counted on the other pairs of the same ranks and of a sample of
     ``peers`` (at most ``PEER_SAMPLE``).
 
@@ -184,6 +185,7 @@ def python_work(
     hd = hd[hd["api_name"] != GC_CALL]  # a GC pause is Python's own time, not a host call
     win = _step_windows(hd)
     per_pair: dict[tuple[int, int], tuple[tuple[str, ...], float]] = {}
+    summed: dict[tuple[int, int], dict[str, tuple[tuple[str, ...], float]]] = {}
     for r, g in fr.groupby("rank", sort=True):
         mine = hd[hd["rank"] == r]
         calls = np.sort(mine["host_start_us"].to_numpy("float64"))
@@ -195,11 +197,16 @@ def python_work(
             starts = t["start_us"].to_numpy("float64")
             for i, chain, us in _chains(t, calls, launches):
                 hit = w[(w["lo_us"] <= starts[i]) & (starts[i] < w["hi_us"])]
-                if hit.empty or us < min_us:
+                if hit.empty:
                     continue
                 key = (int(hit["step"].iloc[0]), int(cast(int, r)))
-                if key not in per_pair or us > per_pair[key][1]:
-                    per_pair[key] = (chain, us)
+                # the same function run again in the pair adds up (a loop over parameters)
+                got = summed.setdefault(key, {}).get(chain[-1])
+                summed[key][chain[-1]] = (chain, us + (got[1] if got else 0.0))
+    for key, by_frame in summed.items():
+        chain, us = max(by_frame.values(), key=lambda v: v[1])
+        if us >= min_us:
+            per_pair[key] = (chain, us)
     want = {(int(s), int(r)) for s, r in pairs}
     read = {(int(s), int(r)) for s, r in zip(win["step"], win["rank"], strict=True)}
     found = {p: v for p, v in per_pair.items() if p in want}

@@ -333,14 +333,19 @@ def _match_events(
 #: copies (``aclrtMemcpy``: ``.to(device)`` of pageable memory). ``aclrtMemcpyAsync`` launches a
 #: task (a HostToDevice flow) and is a launch.
 BLOCKING_CALL = re.compile(r"Synchronize|aclrtMemcpy(?:2d)?$")
+#: Device and pinned host memory allocations and frees (``aclrtMalloc``, ``aclrtMallocHost``: the
+#: caching allocator's misses, a pinned buffer made anew): host calls with no task either.
+MEMORY_CALL = re.compile(r"aclrt(?:Malloc|Free)(?:Host)?$")
+#: Every host call kept in ``host_dispatch`` besides the launches.
+HOST_CALL = re.compile(f"{BLOCKING_CALL.pattern}|{MEMORY_CALL.pattern}")
 
 
 def _sync_calls(st: _State) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Host-side blocking calls (CANN complete events :data:`BLOCKING_CALL` names).
+    """Host-side calls that launch nothing (CANN complete events :data:`HOST_CALL` names).
 
     Returns start (µs), duration (µs) and name id arrays, in file order per thread.
     """
-    ids = [i for i, n in enumerate(st.names) if BLOCKING_CALL.search(n)]
+    ids = [i for i, n in enumerate(st.names) if HOST_CALL.search(n)]
     empty = (np.empty(0), np.empty(0), np.empty(0, dtype="int64"))
     if not ids:
         return empty

@@ -468,8 +468,10 @@ def ph_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
         "saving_share_of_mean_step": round((mean_a - mean_b) / mean_a, 4),
     }
     key = _key([], "scheduling", ["checkpoint-save-stall", "dataloader-stall"], "free_us", nums)
+    # (a job idling while its host computes, after a synchronize: a host stall of the job, as
+    # isin-cpu-fallback's key says it)
     rc = root_cause(
-        "job_idle",
+        "host_stall",
         "scheduling",
         "job",
         victims=range(ranks),

@@ -6,6 +6,7 @@ import dataclasses
 import math
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -73,6 +74,8 @@ from advisor_chat.diagnosis.types import (
     Remedy,
     RootCause,
 )
+from advisor_chat.ingest.profile import PEER_SAMPLE
+from advisor_chat.ingest.trace import MEMORY_CALL
 from advisor_chat.ranks import spread_sample
 
 
@@ -123,6 +126,11 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     if math.isfinite(si):  # how much of the Free is before the step's first kernel
         where = f", {ms(si)} of it at the start of the step (input pipeline)"
         where_zh = f"，其中 {ms(si)} 发生在步的开始处（数据输入）"
+    # the host blocked in its own memory calls at the step's start (a pinned buffer made anew)
+    alloc = _alloc_calls(ctx, si) if start and math.isfinite(si) else None
+    if alloc is not None:
+        where += alloc[0]
+        where_zh += alloc[1]
     # the device is not idle: it runs host <-> device copies as tasks of their own (counted as
     # Free by the step trace), in line with its kernels
     dc = device_copies(ctx.profile, ctx.ranks)
@@ -160,7 +168,7 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         if dc is not None
         else _new_shape_text(ns, gain)
         if ns is not None
-        else _sync_text(ss, gain, _sync_gap_work(ctx, ss))
+        else _sync_text(ss, gain, _sync_gap_work(ctx, ss, steps))
         if ss is not None
         else _idle_shape_text(
             shape,
@@ -431,6 +439,8 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                     or dc is not None
                     or (shape is not None and shape.kind == "tiny_run")
                     or (host_late and not start)
+                    else (alloc[2],)
+                    if alloc is not None
                     else (
                         Remedy(
                             "action",
@@ -539,6 +549,79 @@ def _per_launch_text(ctx: Context, gain_us: float) -> tuple[str, str, Remedy, fl
         BoundKind.UPPER_BOUND,
     )
     return en, zh, rem, top.us_per_step
+
+
+#: The host's memory calls name the step-start idle when they take this share of it.
+ALLOC_MIN_SHARE = 0.5
+
+
+def _alloc_calls(ctx: Context, start_idle_us: float) -> tuple[str, str, Remedy] | None:
+    """The host's memory allocation calls that hold the idle at the step's start.
+
+    From ``host_dispatch`` rows of ``aclrtMalloc`` / ``aclrtFree`` / ``aclrtMallocHost`` /
+    ``aclrtFreeHost`` (trace_view.json CANN API events; no device task): their time per (step,
+    rank) (median over the sampled ranks) when at least ``ALLOC_MIN_SHARE`` of ``start_idle_us``.
+    Pinned host memory allocated anew → reuse one pinned buffer; device memory → the caching
+    allocator released and refilled every step. Returns (clause, Chinese clause, remedy) or None.
+    """
+    hd = ctx.profile.host_dispatch_for(spread_sample(sorted(ctx.ranks), PEER_SAMPLE))
+    if hd.empty or not {"api_name", "api_duration_us", "step"} <= set(hd.columns):
+        return None
+    api = hd["api_name"].astype(str).str.split("@").str[-1]
+    mem = hd[api.str.contains(MEMORY_CALL) & (hd["step"] >= 0)]
+    if mem.empty:
+        return None
+    per = mem.groupby(["rank", "step"])["api_duration_us"].sum()
+    us = float(per.groupby(level="rank").mean().median())
+    if us < ALLOC_MIN_SHARE * start_idle_us:
+        return None
+    names = api[mem.index].value_counts()
+    top = next((str(n) for n in names.index if "Malloc" in str(n)), str(names.index[0]))
+    host = "Host" in " ".join(names.index[:2])
+    calls = float(mem.groupby(["rank", "step"]).size().median())
+    listed = " / ".join(names.index[:2])
+    en = (
+        f"; the host spends {ms(us)} per step of it in memory calls ({listed}, {calls:.0f} per "
+        "step; trace_view.json CANN API): "
+        + (
+            "a new pinned (page-locked) host buffer allocated and freed for every batch"
+            if host
+            else "the device memory allocator freed and allocated again every step"
+        )
+    )
+    zh = (
+        f"；主机每步有 {ms(us)} 花在内存调用上（{listed}，每步 {calls:.0f} 次；trace_view.json 的 CANN API）："
+        + (
+            "每个 batch 都重新申请并释放一块锁页（pinned）主机内存"
+            if host
+            else "设备内存每步都被释放后重新申请"
+        )
+    )
+    rem = (
+        Remedy(
+            "action",
+            f"Allocate the pinned host buffer once and reuse it ({top} runs every step now): "
+            "let the DataLoader pin batches in its workers (pin_memory=True) or copy into one "
+            "preallocated pinned staging tensor, instead of .pin_memory() on a new tensor per "
+            "batch.",
+            f"只申请一次锁页主机缓冲区并重复使用（现在每步都在调用 {top}）：让 DataLoader 在 worker 中完成"
+            "锁页（pin_memory=True），或拷贝到一块预先分配的锁页缓冲区，而不是每个 batch 对新张量调用 "
+            ".pin_memory()。",
+            us,
+            BoundKind.ESTIMATE,
+        )
+        if host
+        else Remedy(
+            "action",
+            f"Keep the caching allocator's memory across steps ({top} runs every step now): no "
+            "torch.npu.empty_cache() in the loop, and reuse buffers of a fixed size.",
+            f"让缓存分配器的显存跨步保留（现在每步都在调用 {top}）：循环中不要调用 "
+            "torch.npu.empty_cache()，并复用固定大小的缓冲区。",
+            us,
+            BoundKind.ESTIMATE,
+        )
+    )
+    return en, zh, rem
 
 
 def _copies_text(dc: DeviceCopies, gain_us: float) -> tuple[str, str, tuple[Remedy, ...]]:
@@ -692,15 +775,17 @@ def _sync_gain(ss: SyncStalls, shared_free_us: float) -> float:
 SYNC_WORK_SHARE = 0.5
 
 
-def _sync_gap_work(ctx: Context, ss: SyncStalls) -> PythonWork | None:
+def _sync_gap_work(ctx: Context, ss: SyncStalls, steps: Sequence[int] = ()) -> PythonWork | None:
     """What the host runs in the idle after its synchronize calls, on every rank read.
 
     :func:`~advisor_chat.diagnosis.python_work.python_work` over every (step, rank) pair of the
     ranks :func:`sync_stalls` examined: the call-free frame (Python, or a framework operator on
     the host) of at least ``SYNC_WORK_SHARE`` of the idle, found in at least half of the pairs
-    and not elsewhere. ``None`` without frames (no with_stack / CPU activity, the DB export).
+    and not elsewhere. ``steps``: the steps the idle is concentrated in (every step when empty).
+    ``None`` without frames (no with_stack / CPU activity, the DB export).
     """
-    steps = sorted(int(x) for x in ctx.frame["step"].unique()) if "step" in ctx.frame else []
+    if not steps:
+        steps = sorted(int(x) for x in ctx.frame["step"].unique()) if "step" in ctx.frame else []
     pairs = [(s, r) for r in ss.ranks for s in steps]
     if not pairs:
         return None

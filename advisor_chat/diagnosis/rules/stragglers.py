@@ -81,6 +81,40 @@ HIDDEN_IDLE_RATIO = 1.5
 SYNC_PEER_RATIO = 0.5
 
 
+#: A stall is at its step's start when this share of its events have at least half their excess
+#: before the step's first task.
+START_EVENTS_SHARE = 0.5
+
+
+def _at_step_start(ctx: Context, events: list[Event]) -> float:
+    """Share of the events' excess idle before their steps' first device task (0.0 when not).
+
+    Per event (step, rank): the gap from the rank's previous task end (any stream) to the step's
+    first task start (``kernels``, kernel_details.csv). When at least ``START_EVENTS_SHARE`` of
+    the events have a gap of half their excess or more, the gaps' sum over the excess' sum; else
+    0.0.
+    """
+    ranks = sorted({e.rank for e in events})
+    k = ctx.profile.kernels_for(ranks)
+    if k.empty or not {"step", "start_us", "duration_us"} <= set(k.columns):
+        return 0.0
+    k = k[k["step"] >= 0].sort_values(["rank", "start_us"], kind="stable")
+    end = (k["start_us"] + k["duration_us"].fillna(0.0)).groupby(k["rank"]).cummax()
+    prev_end = end.groupby(k["rank"]).shift(1)
+    first = k.assign(_gap=(k["start_us"] - prev_end).clip(lower=0.0)).groupby(["rank", "step"])
+    gap = first["_gap"].first()
+    hits, held, total = 0, 0.0, 0.0
+    for e in events:
+        g = float(gap.get((e.rank, e.step), float("nan")))
+        total += e.excess_us
+        if g == g and g >= 0.5 * e.excess_us:
+            hits += 1
+            held += min(g, e.excess_us)
+    if not events or hits < START_EVENTS_SHARE * len(events) or total <= 0:
+        return 0.0
+    return held / total
+
+
 def _n_wait(n: int, *, past: bool = False) -> str:
     """``"7 ranks wait"``, ``"1 rank waits"`` (``past``: ``"waited"``)."""
     verb = "waited" if past else ("waits" if n == 1 else "wait")
@@ -2226,9 +2260,13 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
         )
     # long host gaps without launches look like garbage collection only when they recur or are
     # short; a single pause of seconds is one-off host work (checkpoint, evaluation, data)
-    gc_seen = any(
-        set(f.ranks) & culprits for f in ctx.finding("host_dispatch.host_bound.gc_pause")
-    ) and (len(pairs) > 1 or per_event < GC_PAUSE_MAX_US)
+    # (a stall before the step's first task is the wait for its input, not a GC pause)
+    at_start = _at_step_start(ctx, events) if host else 0.0
+    gc_seen = (
+        any(set(f.ranks) & culprits for f in ctx.finding("host_dispatch.host_bound.gc_pause"))
+        and (len(pairs) > 1 or per_event < GC_PAUSE_MAX_US)
+        and not at_start
+    )
     periodic = Remedy(
         "action",
         f"Take the work rank {ranks[0]} does every {period} steps off the training step: save "
@@ -2322,6 +2360,38 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
         summary_zh = summary_zh.rstrip("。") + py[1] + "。"
         first = Remedy("action", py[2], py[3], fix_us, BoundKind.ESTIMATE)
         extra_tags = py[5]
+    if py is None and at_start and not period and not extra_tags:
+        # the stall is the gap before the step's first task: the step waits for its input
+        summary = (
+            summary.rstrip(".")
+            + (
+                f"; {pct(at_start)} of the stalls' idle sits before the first task of their steps "
+                "(kernel_details.csv), where a step waits for its input: the data loader did not "
+                "deliver the batch in time"
+            )
+            + "."
+        )
+        summary_zh = (
+            summary_zh.rstrip("。")
+            + (
+                f"；这些停顿的空闲中有 {pct(at_start)} 位于所在步的第一个任务之前（kernel_details.csv），"
+                "即每步等待输入数据的位置：数据加载（DataLoader）没有及时送来 batch"
+            )
+            + "。"
+        )
+        first = Remedy(
+            "action",
+            "Keep the data loader ahead of these steps: look for workers that died or were "
+            "restarted there (the DataLoader's worker errors, out-of-memory kills in dmesg), use "
+            "persistent_workers=True with enough num_workers and prefetch_factor, and read the "
+            "input from fast local storage.",
+            "让数据加载在这些步之前准备好：检查这些步里是否有 DataLoader worker 退出或被重启（worker 报错、"
+            "dmesg 中的 OOM 终止），使用 persistent_workers=True 并配置足够的 `num_workers` 和 "
+            "prefetch_factor，输入数据放在本地高速存储上。",
+            fix_us,
+            BoundKind.ESTIMATE,
+        )
+        extra_tags = ("dataloader_stall",)
     # nothing of its own runs there, but the host's own calls crawl: the host is slowed
     slow = (
         _slow_host_clause(ctx, ranks[0], steps, per_event)
