@@ -135,9 +135,7 @@ def render_answer(
 
     # the text lists cases and suggestions; the tables below repeat them with sources.
     # Profile strings in it (or a model's injected link) are made text; no escape sequence passes.
-    # Chinese breaks between any two characters: the terminal folds it (rich's word wrap would
-    # break at the spaces around numbers and leave short lines)
-    console.print(Markdown(md_defang(answer.answer), hyperlinks=False), soft_wrap=zh)
+    console.print(Markdown(md_defang(answer.answer), hyperlinks=False))
     if show_tools and answer.tool_calls:
         t = table("tool_calls", "tool", "args", "result")
         for c in answer.tool_calls:

@@ -156,7 +156,7 @@ def register(app: typer.Typer) -> None:
         elif fmt is ReportFormat.md:
             from rich.markdown import Markdown
 
-            console.print(Markdown(text), soft_wrap=lang == "zh")  # see ask_cmd
+            console.print(Markdown(text))
         else:
             import sys
 
