@@ -175,8 +175,8 @@ def rule_groups_straddling_nodes(ctx: Context, causes: list[RootCause]) -> list[
     )
     remedy = Remedy(
         "action",
-        f"Lay every {kind} group inside one node: choose a {kind} group size that divides the {per_node} "
-        f"cards of a node{f' (now {arg} {recorded})' if recorded else ''}, or order the ranks so "
+        f"Lay every {kind} group inside one node: choose a size for the {kind} groups that "
+        f"divides the {per_node} cards of a node{f' (now {arg} {recorded})' if recorded else ''}, or order the ranks so "
         f"each group of {n_ranks} sits in one node; then the {coll} runs over HCCS only.",
         f"让每个 {kind} 通信组都落在一台机器内：选一个能整除每台机器 {per_node} 张卡的 {kind} 大小"
         f"{setting_zh}，或调整卡的排列使每组 {n_ranks} 张卡在同一台机器上；这样 {coll} 只走 HCCS。",

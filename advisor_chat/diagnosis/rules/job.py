@@ -2229,7 +2229,7 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
                 key=lambda i: (-i.lost_us, i.rank),
             )
         )
-        return [_peer_wait_cause(ctx, waitf[0], missing, least, waiting, metrics)]
+        return [_peer_wait_cause(ctx, waitf[0], missing, raw_least, waiting, metrics)]
     mc2 = ctx.finding("communication.mc2_opportunity")
     findings = _claim(
         ctx,
@@ -2405,6 +2405,11 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         else f"rank {ctx.ranks[0]} has"
     )
     least_zh = "即使每步等待最少的卡，每步也有" if n_in > 1 else f"{ctx.ranks[0]}号卡每步有"
+    # the step trace's figure, and the part of it the collectives charge to late ranks
+    waited_en = waited_zh = ""
+    if ms(raw_least) != ms(least):
+        waited_en = f", {ms(least)} of it the job's own once the waits for late ranks are taken off"
+        waited_zh = f"，去掉等待晚到卡的时间后属于作业自身的是 {ms(least)}"
     head = (
         f"Many small collectives are exposed {scope}"
         if many
@@ -2419,15 +2424,15 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             culprit=Culprit(kind="job", label="the whole job", label_zh="整个作业"),
             victims=victims,
             summary=(
-                f"{head}: {least_txt} {ms(least)} per step "
-                f"({pct(share_of(least, ctx.step_us))} of the step) of communication not "
-                f"overlapped (overlap {pct(overlap)}{extra})."
+                f"{head}: {least_txt} {ms(raw_least)} per step "
+                f"({pct(share_of(raw_least, ctx.step_us))} of the step) of communication not "
+                f"overlapped{waited_en} (overlap {pct(overlap)}{extra})."
                 + "".join(f" {upper_first(x.removeprefix('; '))}." for x in [*ev, d_en] if x)
                 + f" {upper_first(blame)}; {hide}"
             ),
             summary_zh=(
-                f"{head_zh}：{least_zh} {ms(least)}（占步长 "
-                f"{pct(share_of(least, ctx.step_us))}）未被掩盖的通信（重叠率 {pct(overlap)}{extra_zh}）。"
+                f"{head_zh}：{least_zh} {ms(raw_least)}（占步长 "
+                f"{pct(share_of(raw_least, ctx.step_us))}）未被掩盖的通信{waited_zh}（重叠率 {pct(overlap)}{extra_zh}）。"
                 + "".join(f"{x.removeprefix('；')}。" for x in [*ev_zh, d_zh] if x)
                 + f"{blame_zh}；{hide_zh}"
             ),
