@@ -638,3 +638,10 @@ def test_a_chinese_range_with_hao_before_another_range() -> None:
     # "0-5号和18-23号卡": the card word comes after the second range only
     q = parse_question("0-5号和18-23号卡每步在allreduce里等34ms左右，中间的卡为什么慢？")
     assert q.ranks == (0, 1, 2, 3, 4, 5, 18, 19, 20, 21, 22, 23)
+
+
+def test_a_card_suspected_in_chinese_yes_no_questions() -> None:
+    for text in ("会不会是某台机器的卡有问题，拖慢了大家？", "是不是有张卡在那两步掉链子了？"):
+        assert parse_question(text).hypotheses == ("card",), text
+    # asking which card is not suspecting one
+    assert parse_question("哪张卡有问题？").hypotheses == ()

@@ -755,6 +755,8 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         # ("哪张卡有问题" asks which card, not whether one is broken)
         r"(某|一)张卡[^。？！?!]{0,20}(换掉|更换|替换|nan|inf|算出)",
         r"是不是(某|一)张卡[^。？！?!]{0,12}(坏|故障|有问题)",
+        # "会不会是某台机器的卡有问题", "是不是有张卡在那两步掉链子了"
+        r"(会不会|是不是|是否)[^。？！?!]{0,12}卡[^。？！?!]{0,8}((有|出)了?问题|掉链子)",
         r"把(它|这张卡|那张卡)换掉",
         r"\b(one|a|some) (card|npu|chip|device|rank)\b.{0,30}\b(nans?|infs?)\b",
     ),

@@ -2261,7 +2261,8 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
     # long host gaps without launches look like garbage collection only when they recur or are
     # short; a single pause of seconds is one-off host work (checkpoint, evaluation, data)
     # (a stall before the step's first task is the wait for its input, not a GC pause)
-    at_start = _at_step_start(ctx, events) if host else 0.0
+    # (several stalls: one alone before a step is as likely a checkpoint save between steps)
+    at_start = _at_step_start(ctx, events) if host and len(pairs) >= 2 else 0.0
     gc_seen = (
         any(set(f.ranks) & culprits for f in ctx.finding("host_dispatch.host_bound.gc_pause"))
         and (len(pairs) > 1 or per_event < GC_PAUSE_MAX_US)
