@@ -15,6 +15,7 @@ import pytest
 from advisor_chat.agent.advisor import Advisor
 from advisor_chat.config import load_settings
 from advisor_chat.diagnosis import diagnose
+from advisor_chat.diagnosis.engine import case_for
 from advisor_chat.ingest import load_profile
 
 
@@ -37,6 +38,7 @@ def test_groups_straddling_nodes_are_the_culprit(scenario) -> None:
     )
     assert m["collective_us_inside"] == pytest.approx(nums["alltoallv_us_median_in_node"], rel=0.03)
     assert "expert_model_parallel_size 6" in top.summary
+    assert case_for(top) == "parallel-size-power-of-two"  # the case that fits a group size
     # the parts of those ranks are not causes of their own (a node, single late ranks)
     assert not [c.id for c in d.causes[1:] if set(c.culprit.ranks) & set(rc["culprit_ranks"])]
 
@@ -58,6 +60,7 @@ def test_unfused_gradient_accumulation(scenario) -> None:
     assert "gradient_accumulation_fusion false" in top.summary
     assert top.remedies[0].text.startswith("Turn on --gradient-accumulation-fusion")
     assert top.gain_us == pytest.approx(nums["saving_us_per_step"], rel=0.05)
+    assert case_for(top) == "tiny-kernels-fusion"
 
 
 def test_accumulation_with_fused_adds_is_not_claimed(scenario) -> None:

@@ -388,6 +388,10 @@ def case_for(c: RootCause) -> str | None:
         return "sync-stream-launch-blocking"
     if "aicpu_op" in tags:
         return "aicpu-operators"
+    if m is Mechanism.SLOW_GROUP and "group_across_nodes" in tags:
+        return "parallel-size-power-of-two"  # a group size that does not divide a node
+    if c.id == "cause.job_hotspot.grad_accumulation":
+        return "tiny-kernels-fusion"  # an element-wise pass per weight a fused kernel absorbs
     if "device_slow" in tags:
         return "heterogeneous-devices"
     if m in (Mechanism.COMPUTE_STRAGGLER, Mechanism.SLOW_GROUP, Mechanism.STEP_EVENTS) and (
