@@ -119,6 +119,29 @@ def _severity(explained_us: float, step_us: float) -> Severity:
     return Severity.from_share(share_of(explained_us, step_us))
 
 
+def waiting_for(ctx: Context, ranks: set[int]) -> list[Impact]:
+    """The ranks the wait attribution finds waiting for ``ranks`` (late ranks among them only).
+
+    Each loses what the collectives measured it waiting for them per step (the
+    :class:`~advisor_chat.diagnosis.attribution.CulpritCost` ``victims`` of every culprit unit
+    inside ``ranks``), kept when that is at least ``VICTIM_MIN_SHARE`` of its step; most lost
+    first. Empty without an attribution.
+    """
+    att = ctx.attribution
+    lost: dict[int, float] = defaultdict(float)
+    for cc in att.culprits if att is not None else ():
+        if set(cc.unit.ranks) <= ranks:
+            for r, v in cc.victims.items():
+                if int(r) not in ranks:
+                    lost[int(r)] += float(v)
+    out = []
+    for r, v in lost.items():
+        share = share_of(v, ctx.val(r, "step_us"))
+        if share >= VICTIM_MIN_SHARE:
+            out.append(Impact(r, v, share, "collective_wait"))
+    return sorted(out, key=lambda i: (-i.lost_us, i.rank))
+
+
 def every_rank_loses(ctx: Context, lost_us: float) -> tuple[Impact, ...]:
     """The victims of a job-level cost: every rank with a step trace loses ``lost_us`` per step.
 

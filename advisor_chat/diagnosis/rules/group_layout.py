@@ -10,20 +10,17 @@ ranks wait for them. The culprit is those groups' ranks together; the fix is the
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import numpy as np
 import pandas as pd
 
 from advisor_chat.analyzers._common import format_ranks
 from advisor_chat.analyzers.base import Category
 from advisor_chat.diagnosis.context import Context
-from advisor_chat.diagnosis.rules.common import VICTIM_MIN_SHARE, _severity
+from advisor_chat.diagnosis.rules.common import _severity, waiting_for
 from advisor_chat.diagnosis.text import ms, pct, share_of
 from advisor_chat.diagnosis.types import (
     BoundKind,
     Culprit,
-    Impact,
     Mechanism,
     Remedy,
     RootCause,
@@ -120,22 +117,7 @@ def rule_groups_straddling_nodes(ctx: Context, causes: list[RootCause]) -> list[
     kind, straddling, ranks, op_type, slow, fast, rdma_mb, all_mb = found
     n_ranks = len(straddling[0])
     late = set(ranks)
-    waited: dict[int, float] = defaultdict(float)
-    for cc in att.culprits:
-        if set(cc.unit.ranks) <= late:
-            for r, v in cc.victims.items():
-                if int(r) not in late:
-                    waited[int(r)] += float(v)
-    victims = tuple(
-        sorted(
-            (
-                Impact(r, v, share_of(v, ctx.val(r, "step_us")), "collective_wait")
-                for r, v in waited.items()
-                if share_of(v, ctx.val(r, "step_us")) >= VICTIM_MIN_SHARE
-            ),
-            key=lambda i: (-i.lost_us, i.rank),
-        )
-    )
+    victims = tuple(waiting_for(ctx, late))
     if (
         not victims
         or share_of(float(np.mean([v.lost_us for v in victims])), ctx.step_us)

@@ -13,7 +13,7 @@ import pandas as pd
 from advisor_chat.analyzers._common import format_ranks
 from advisor_chat.analyzers.base import Category, Finding, FindingKind
 from advisor_chat.diagnosis.context import Context
-from advisor_chat.diagnosis.rules.common import VICTIM_MIN_SHARE, _claim, _severity
+from advisor_chat.diagnosis.rules.common import VICTIM_MIN_SHARE, _claim, _severity, waiting_for
 from advisor_chat.diagnosis.rules.network_steps import link_steps
 from advisor_chat.diagnosis.text import ms, pct, share_of
 from advisor_chat.diagnosis.types import (
@@ -77,28 +77,6 @@ def _p2p_clause(ctx: Context, src: int, dst: int) -> tuple[str, str]:
     return en, zh
 
 
-def _endpoint_victims(ctx: Context, ends: set[int]) -> list[Impact]:
-    """The ranks the wait attribution finds waiting for ``ends`` (late ranks among them only).
-
-    Each loses what the collectives measured it waiting for them per step
-    (:class:`~advisor_chat.diagnosis.attribution.CulpritCost` ``victims``), kept when that is at
-    least ``VICTIM_MIN_SHARE`` of its step; empty without an attribution.
-    """
-    att = ctx.attribution
-    lost: dict[int, float] = defaultdict(float)
-    for cc in att.culprits if att is not None else ():
-        if set(cc.unit.ranks) <= ends:
-            for r, v in cc.victims.items():
-                if int(r) not in ends:
-                    lost[int(r)] += float(v)
-    out = []
-    for r, v in sorted(lost.items()):
-        share = share_of(v, ctx.val(r, "step_us"))
-        if share >= VICTIM_MIN_SHARE:
-            out.append(Impact(r, v, share, "collective_wait"))
-    return out
-
-
 def rule_slow_link(ctx: Context) -> list[RootCause]:
     """Slow-link rule: transit excess on a degraded link is blamed on the link.
 
@@ -145,7 +123,7 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
         else:
             # a point-to-point pair (pipeline send/receive): nobody else is in its group; the
             # ranks that wait are those the collectives find waiting for its two ends
-            victims = _endpoint_victims(ctx, {src, dst}) or _wait_victims(
+            victims = waiting_for(ctx, {src, dst}) or _wait_victims(
                 ctx, (set(ctx.peers(src)) | set(ctx.peers(dst))) - {src, dst}, extra
             )
         own = tuple(
