@@ -107,6 +107,9 @@ def test_cluster_8rank_blames_the_last_arriver_first(real_samples: Path) -> None
     idle = d.top()
     assert idle is not None and idle.mechanism is Mechanism.JOB_IDLE
     assert idle.gain_us == pytest.approx(min(rows[r]["Free"] for r in rows))
+    # the host-bound finding it claims states the same figure (one figure per quantity)
+    free = next(f for f in idle.findings if f.id == "cluster_breakdown.host_bound.free_share")
+    assert free.estimated_gain_us == pytest.approx(idle.gain_us)
     late_gains = [x.gain_us or 0.0 for x in d.causes if x.culprit.kind == "rank"]
     assert idle.gain_us >= JOB_FIRST * max(late_gains)
 
