@@ -342,6 +342,18 @@ def _gain_text(gain: float | None, bound: Any, lang: str = "en") -> str:
     return t("gain.per_step", lang, ms=fmt_ms(gain))
 
 
+def _after_text(c: Any, lang: str) -> str:
+    """``", once ranks 1, 6 are fixed"`` when a cause's gain shows only after other ranks'."""
+    from advisor_chat.i18n import t
+    from advisor_chat.ranks import format_ranks
+
+    after = tuple(getattr(c, "gain_after", ()))
+    if not after:
+        return ""
+    key = "gain.once_fixed_one" if len(after) == 1 else "gain.once_fixed"
+    return t(key, lang, ranks=format_ranks(after, sep="、" if lang == "zh" else ", "))
+
+
 def _cause_gain_text(c: Any, lang: str = "en") -> str:
     """A cause's expected gain: what its actions can save when that is less than what it costs.
 
@@ -357,14 +369,17 @@ def _cause_gain_text(c: Any, lang: str = "en") -> str:
         if r.kind == "action" and r.gain_us is not None and math.isfinite(r.gain_us)
     ]
     cost = c.gain_us
+    after = _after_text(c, lang)
     best = max(acts, key=lambda r: float(r.gain_us or 0.0), default=None)
     if best is not None and cost is not None and math.isfinite(cost):
         if float(best.gain_us or 0.0) >= 0.95 * cost:
-            return _gain_text(c.gain_us, c.bound, lang)
+            g = _gain_text(c.gain_us, c.bound, lang)
+            return g + after if g else ""
         g = _gain_text(best.gain_us, best.bound, lang)
         if g:
-            return t("gain.of_cost", lang, gain=g, ms=fmt_ms(cost))
-    return _gain_text(c.gain_us, c.bound, lang)
+            return t("gain.of_cost", lang, gain=g, ms=fmt_ms(cost)) + after
+    g = _gain_text(c.gain_us, c.bound, lang)
+    return g + after if g else ""
 
 
 def _finding_md(f: Finding, heading: str, nested: bool = False, lang: str = "en") -> list[str]:
@@ -576,6 +591,7 @@ def render_markdown(report: Report, lang: Literal["en", "zh"] = "en") -> str:
                 out.append(f"- **{T('report.what_to_change')}**")
                 for rem_ in c.remedies:
                     g = _gain_text(rem_.gain_us, rem_.bound, lang) if rem_.kind == "action" else ""
+                    g += _after_text(c, lang) if g else ""
                     tail = f" — {T('report.expected_gain_inline', gain=g)}" if g else ""
                     if rem_.case_id:
                         tail += " " + T("report.case", case=md_code(rem_.case_id, limit=None))
@@ -857,6 +873,7 @@ def render_html(
                 rem = []
                 for rm in c.remedies:
                     g = _gain_text(rm.gain_us, rm.bound, ui) if rm.kind == "action" else ""
+                    g += _after_text(c, ui) if g else ""
                     tail = f" &mdash; {T('report.expected_gain_inline', gain=g)}" if g else ""
                     if rm.case_id:
                         tail += " " + T("report.case", case=f"`{rm.case_id}`").replace(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from advisor_chat.agent import Advisor
@@ -53,10 +55,20 @@ def test_each_question_answered_in_order(profile, text: str) -> None:
     alone = [Advisor(profile, settings=load_settings(model="offline")).ask(p) for p in parts]
     pos = []
     for a in alone:
-        first = a.answer.split("\n")[0]
+        # each part's first sentence (its verdict); a later sentence the earlier part already
+        # said is not said again
+        first = re.split(r"(?<=[.。])\s+|(?<=。)", a.answer.split("\n")[0])[0]
         assert first in both.answer, (first, both.answer)
         pos.append(both.answer.index(first))
     assert pos == sorted(pos) and pos[0] == 0  # the first sentence answers the first question
+    body = both.answer.split("相关案例：" if both.language == "zh" else "Matching cases:")[0]
+    sentences = [
+        x.strip() for x in re.split(r"(?<=[.。])\s+|(?<=。)|\n", body) if len(x.strip()) > 40
+    ]
+    assert len(sentences) == len(set(sentences)), "a sentence said twice"
+    # the causes the parts cite, once, after the last part
+    cited = [ln for ln in body.split("\n") if ln.startswith(("Causes cited:", "依据的原因编号："))]
+    assert len(cited) <= 1
     # one cases section and one suggestions section, each suggestion once
     head = "相关案例：" if both.language == "zh" else "Matching cases:"
     assert both.answer.count(head) <= 1

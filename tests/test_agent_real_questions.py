@@ -654,3 +654,29 @@ def test_which_step_on_a_one_step_profile_says_so(real_samples: Path, question, 
 def test_is_that_bubble_a_pipeline_bubble_on_a_pipeline_job(pp2: Path) -> None:
     text = _adv(pp2).ask("is that Bubble a pipeline bubble?").answer
     assert text.startswith("Yes, it is a pipeline bubble: stage 0 (ranks 0-7)"), text[:200]
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["what should I fix first and how much would each fix save?", "应该先优化什么？能省多少时间？"],
+)
+def test_cluster_8rank_each_fix_and_its_saving_once(real_samples: Path, question: str) -> None:
+    from advisor_chat.diagnosis import diagnose
+    from advisor_chat.ingest import load_profile
+
+    root = real_samples / "cluster-8rank"
+    d = diagnose(load_profile(root))
+    gained = [c for c in d.causes if (c.gain_us or 0.0) > 0]
+    assert len(gained) >= 3  # the job's idle and the late ranks, in layers
+    a = _adv(root).ask(question)
+    body = re.split(r"\n\n(?:相关案例|Matching cases|Suggestions|建议)", a.answer)[0]
+    # every cause the summed saving counts is named with its part, and cited once at the end
+    cited = [ln for ln in body.split("\n") if ln.startswith(("Causes cited:", "依据的原因编号："))]
+    assert len(cited) == 1 and body.rstrip().endswith(cited[0])
+    for c in gained:
+        assert f"`{c.id}`" in cited[0]
+    for r in {r for c in gained for r in c.culprit.ranks}:
+        assert f"rank {r}" in body or f"{r}号卡" in body
+    # the cause the first part explains is not explained again by the second
+    why = "Why — every rank idles" if a.language == "en" else "原因——所有卡都在空闲"
+    assert body.count(why) == 1

@@ -159,3 +159,26 @@ def test_report_says_what_was_left_out_before_the_causes(tmp_path, real_samples)
     assert "Compute straggler" not in md[first_cause : md.index("\n", first_cause)]
     html = render_html(report)
     assert html.index('class="left-out"') < html.index('class="f cause')
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_layered_late_ranks_state_their_gain_as_conditional(real_samples: Path, lang: str) -> None:
+    # cluster-8rank: ranks arrive in layers; fixing an earlier one saves nothing until the later
+    # ones are fixed, so its gain is said with that condition wherever it is printed
+    rep = run_report(load_profile(real_samples / "cluster-8rank"))
+    d = rep.diagnosis
+    assert d is not None
+    layered = [c for c in d.causes if c.gain_after]
+    assert layered, "the sample has late ranks arriving before others"
+    md = render_markdown(rep, lang=lang)
+    for c in layered:
+        assert c.metrics.get("gain_alone_us") == 0.0
+        assert not set(c.gain_after) & set(c.culprit.ranks)
+        ranks = (", " if lang == "en" else "、").join(str(r) for r in c.gain_after)
+        cond = (
+            f"once rank{'s' if len(c.gain_after) > 1 else ''} {ranks}"
+            if lang == "en"
+            else (f"须先修复{ranks}号卡")
+        )
+        # the cause's own gain line and its action's inline gain both carry the condition
+        assert md.count(cond) >= 2, (c.id, cond)

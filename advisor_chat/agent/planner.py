@@ -349,6 +349,35 @@ class PlanResult:
     diagnosis: Diagnosis | None = None
 
 
+#: The cause-reference line of an answer (:func:`advisor_chat.agent.project.reference_line`).
+_CITED = {False: "Causes cited: ", True: "依据的原因编号："}
+
+
+def _cited_ids(line: str) -> list[str] | None:
+    """The cause ids of a reference line, ``None`` for any other line."""
+    s = line.strip()
+    for head in _CITED.values():
+        if s.startswith(head):
+            return [x.strip() for x in re.split(r"[,、]", s[len(head) :]) if x.strip()]
+    return None
+
+
+def _sentences(line: str) -> list[str]:
+    """A line's sentences (split after ``.``/``。`` followed by a space or the end)."""
+    return [x.strip() for x in re.split(r"(?<=[.。])\s+|(?<=。)", line.strip()) if x.strip()]
+
+
+def _unsaid(line: str, said: set[str]) -> str:
+    """``line`` without the sentences already said (``""`` when nothing new is left)."""
+    if line.strip() in said:
+        return ""
+    parts = _sentences(line)
+    kept = [x for x in parts if x not in said]
+    if len(kept) == len(parts):
+        return line
+    return ("" if any("\u4e00" <= ch <= "\u9fff" for ch in line) else " ").join(kept)
+
+
 def merge_plans(questions: Sequence[str], plans: Sequence[PlanResult], zh: bool) -> PlanResult:
     """One answer to several questions asked in one message.
 
@@ -374,15 +403,26 @@ def merge_plans(questions: Sequence[str], plans: Sequence[PlanResult], zh: bool)
     suggestions = uniq((x for p in plans for x in p.suggestions), lambda x: x.text)
     lines: list[str] = []
     said: set[str] = set()
+    cited: list[str] = []  # the parts' cause ids, said once after the last part
     for p in plans:  # the first sentence answers the first question, as for one question
         body = p.text.split("\n")
         cut = next((i for i, ln in enumerate(body) if ln.strip() in heads), len(body))
-        # a paragraph (a cause, a notice) the earlier answer already gave is not given again
-        lines += [ln for ln in body[:cut] if not ln.strip() or ln.strip() not in said]
-        said.update(ln.strip() for ln in body[:cut] if len(ln.strip()) > 40)
+        for ln in body[:cut]:
+            ids = _cited_ids(ln)
+            if ids is not None:
+                cited += [i for i in ids if i not in cited]
+                continue
+            # a paragraph (a cause, a notice) or a long sentence (the cause's "why") the earlier
+            # answer already gave is not given again
+            kept = _unsaid(ln, said)
+            if kept or not ln.strip():
+                lines.append(kept)
+            said.update(x for x in (ln.strip(), *_sentences(ln)) if len(x) > 40)
         while lines and not lines[-1].strip():
             lines.pop()
         lines.append("")
+    if cited:
+        lines += [_CITED[zh] + ("、" if zh else ", ").join(cited), ""]
     if cases:
         lines.append(msg("answer.matching_cases", lang))
         for h in cases:

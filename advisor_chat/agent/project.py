@@ -2211,7 +2211,9 @@ def how_much(d: Diagnosis, zh: bool, *, share: bool = False, total: bool = False
                 else f"{'Both' if len(gained) == 2 else f'All {len(gained)}'} causes found come "
                 f"to {'up to' if any_upper else 'about'} {us(all_us)} per step together."
             )
-    for c in real[1:3]:
+    # the causes the sum above counts are each named with their part (at most five more)
+    summed = len(gained) >= 2 and gained == [c for c in real if c in gained]
+    for c in real[1 : 6 if summed else 3]:
         p.add_cause(c)
         p.lines.append(cause_bullet(c, zh))
     return p

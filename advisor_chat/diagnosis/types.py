@@ -168,6 +168,8 @@ class RootCause:
         steps: Scope in steps; ``()`` means all steps.
         gain_us: Per-step time saved if fixed (µs).
         bound: What kind of number ``gain_us`` is.
+        gain_after: Ranks that arrive after the culprit: ``gain_us`` shows only once they are
+            fixed (alone, fixing the culprit saves nothing); ``()`` when it shows alone.
         remedies: Actions first, then checks.
         symptom_tags: Tags for case retrieval (``advisor_chat/symptoms.py`` vocabulary).
         dominant: What dominates the culprit's time, e.g.
@@ -190,6 +192,7 @@ class RootCause:
     bound: BoundKind = BoundKind.NONE
     remedies: tuple[Remedy, ...] = ()
     symptom_tags: tuple[str, ...] = ()
+    gain_after: tuple[int, ...] = ()
     dominant: str = ""
     dominant_zh: str = ""
     severity: Severity = Severity.LOW
@@ -223,6 +226,7 @@ class RootCause:
             "steps": list(self.steps),
             "gain_us": self.gain_us,
             "bound": self.bound.value,
+            "gain_after_ranks": list(self.gain_after),
             "remedies": [r.to_dict() for r in self.remedies],
             "symptom_tags": list(self.symptom_tags),
             "dominant": self.dominant,

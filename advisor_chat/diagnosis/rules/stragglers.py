@@ -652,6 +652,7 @@ def _rank_cause(
         bound=BoundKind.ESTIMATE,
         remedies=remedies,
         symptom_tags=tags,
+        gain_after=tuple(later),
         severity=_severity(excess, ctx.step_us),
         own=own,
     )
