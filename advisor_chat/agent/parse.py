@@ -702,6 +702,10 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"(?<![a-z])io\s*瓶颈",
         r"分词",
         r"(磁盘|存储)\s*(io|IO|读)",
+        r"\bnum_?workers\b",
+        r"\b(?:loader|data|input) workers?\b",
+        r"\bworkers? (?:can'?t|cannot|don'?t|do not) keep up\b",
+        r"(?:加载|读取|数据)\s*(?:进程|线程|worker)",
     ),
     "link": (
         r"\blinks?\b",

@@ -958,6 +958,18 @@ def _dataloader(d: Diagnosis) -> Verdict:
                 "用轻量的采集配置（Level1、关闭 with_stack）采集多步，或在训练循环中记录每步等待数据的时间",
             ),
         )
+    if c is not None and "host_memory_call_us" in c.metrics:
+        # the idle at the step start is the host's own memory calls (a pinned buffer made anew
+        # per batch), which more loader workers do not shorten
+        return _v(
+            "dataloader",
+            "contradicted",
+            "the ranks idle at the start of the step, but not waiting for the loader's workers: "
+            f"the host is in its own memory calls then; {_lower_first(c.summary.rstrip('.'))}",
+            f"各卡确实在步开始处空闲，但不是在等 DataLoader 的 worker：主机此时在执行它自己的内存调用；"
+            f"{c.summary_zh.rstrip('。')}",
+            (c,),
+        )
     if c is not None:
         return _v("dataloader", "supported", c.summary.rstrip("."), c.summary_zh.rstrip("。"), (c,))
     held = _tagged(d, "pageable_copy") or _tagged(d, "synchronize_stream")

@@ -128,9 +128,9 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         where_zh = f"，其中 {ms(si)} 发生在步的开始处（数据输入）"
     # the host blocked in its own memory calls at the step's start (a pinned buffer made anew)
     alloc = _alloc_calls(ctx, si) if start and math.isfinite(si) else None
-    if alloc is not None:
-        where += alloc[0]
-        where_zh += alloc[1]
+    if alloc is not None:  # the host's own calls, not the input pipeline
+        where = where.replace(" (input pipeline)", "") + alloc[0]
+        where_zh = where_zh.replace("（数据输入）", "") + alloc[1]
     # the device is not idle: it runs host <-> device copies as tasks of their own (counted as
     # Free by the step trace), in line with its kernels
     dc = device_copies(ctx.profile, ctx.ranks)
@@ -168,7 +168,7 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         if dc is not None
         else _new_shape_text(ns, gain)
         if ns is not None
-        else _sync_text(ss, gain, _sync_gap_work(ctx, ss, steps))
+        else _sync_text(ss, gain, _sync_gap_work(ctx, ss, steps), steps)
         if ss is not None
         else _idle_shape_text(
             shape,
@@ -405,6 +405,12 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 "free_spread_us": spread,
                 "gain_upper_bound_us": gain,
                 **({"sync_idle_us": ss.idle_us} if ss is not None else {}),
+                # the host's memory calls that hold the idle at the step's start
+                **(
+                    {"host_memory_call_us": float(alloc[2].gain_us or 0.0)}
+                    if alloc is not None
+                    else {}
+                ),
                 **(
                     {
                         "copy_tasks_per_step": dc.per_step,
@@ -795,13 +801,30 @@ def _sync_gap_work(ctx: Context, ss: SyncStalls, steps: Sequence[int] = ()) -> P
     return pw
 
 
-def _sync_work_text(pw: PythonWork, gain: float) -> tuple[str, str, Remedy]:
-    """Clause (en, zh) and first change for the host work found after the synchronize calls."""
+def _sync_work_text(
+    pw: PythonWork, gain: float, steps: Sequence[int] = ()
+) -> tuple[str, str, Remedy]:
+    """Clause (en, zh) and first change for the host work found after the synchronize calls.
+
+    ``steps``: the steps the idle is concentrated in; then the host operator is a periodic task
+    (statistics or logging every N steps) and running it less often comes first.
+    """
     f = pw.function
+    st = "、".join(str(x) for x in steps)
+    often, often_zh = (
+        (
+            f"{f} runs only in steps {', '.join(str(x) for x in steps)} (a periodic task: "
+            "statistics or logging every N steps): run it less often, or ",
+            f"{f} 只在第 {st} 步运行（每隔若干步的统计或记录任务）：降低它的频率，或",
+        )
+        if steps
+        else ("", "")
+    )
+    per, per_zh = ("in each step it hits", "受影响的每步") if steps else ("per step", "每步")
     n = f"{len(pw.pairs)} of {pw.of_pairs}"
     if HOST_OPERATOR.match(pw.frame):
         en = (
-            f"; in that gap the host runs {f} ({ms(pw.us)} per step with its copies to and from "
+            f"; in that gap the host runs {f} ({ms(pw.us)} {per} with its copies to and from "
             f"the device; {n} (step, rank) pairs read; trace_view.json cpu_op) with no launch "
             "inside it: the operator computes on the "
             "host CPU, its input copied from the device first (the synchronize) and its result "
@@ -809,17 +832,19 @@ def _sync_work_text(pw: PythonWork, gain: float) -> tuple[str, str, Remedy]:
             "moved to the CPU in the code"
         )
         zh = (
-            f"；这段空闲里主机在执行 {f}，每步 {ms(pw.us)}（含与设备之间的拷贝；读取的 (step, rank) 中有 {len(pw.pairs)}/"
+            f"；这段空闲里主机在执行 {f}，{per_zh} {ms(pw.us)}（含与设备之间的拷贝；读取的 (step, rank) 中有 {len(pw.pairs)}/"
             f"{pw.of_pairs} 个；trace_view.json 的 cpu_op），其中没有任何下发：该算子在主机 CPU 上计算，"
             "先把输入从设备拷回主机（即那次同步），算完再把结果拷回设备——没有 NPU 实现的算子回退到了 CPU，"
             "或代码把张量挪到了 CPU 上"
         )
+        keep = "keep it on the NPU" if often else f"Keep {f} on the NPU"
+        keep_zh = "让它留在 NPU 上计算" if often else f"让 {f} 留在 NPU 上计算"
         rem = Remedy(
             "action",
-            f"Keep {f} on the NPU: write it with operators the NPU runs (comparisons, gathers, "
+            f"{often}{keep}: write it with operators the NPU runs (comparisons, gathers, "
             "searchsorted), or use a torch_npu / CANN version with an NPU kernel for it; the "
             "run's torch_npu warnings list the operators that fall back to the CPU.",
-            f"让 {f} 留在 NPU 上计算：用 NPU 支持的算子改写（比较、gather、searchsorted），或换用带有该"
+            f"{often_zh}{keep_zh}：用 NPU 支持的算子改写（比较、gather、searchsorted），或换用带有该"
             "算子 NPU 实现的 torch_npu / CANN 版本；运行日志里 torch_npu 的告警会列出回退到 CPU 的算子。",
             gain,
             BoundKind.ESTIMATE,
@@ -838,22 +863,28 @@ def _sync_work_text(pw: PythonWork, gain: float) -> tuple[str, str, Remedy]:
 
 
 def _sync_text(
-    ss: SyncStalls, shared_free_us: float, work: PythonWork | None = None
+    ss: SyncStalls,
+    shared_free_us: float,
+    work: PythonWork | None = None,
+    steps: Sequence[int] = (),
 ) -> tuple[str, str, tuple[Remedy, ...]]:
     """The job's idle placed right after the host's synchronize calls (``tensor.item()``).
 
     From :func:`~advisor_chat.diagnosis.decompose.sync_stalls` (trace_view.json / DB CANN_API
     synchronize calls, kernel_details.csv); ``work``: what the host runs in that gap
-    (:func:`_sync_gap_work`), which then names the first change. Returns (English, Chinese,
-    remedies).
+    (:func:`_sync_gap_work`), which then names the first change; ``steps``: the steps the idle is
+    concentrated in (every step when empty). Returns (English, Chinese, remedies).
     """
     idle = min(ss.idle_us, shared_free_us)
     apis = sorted({x.api.split("@")[-1] for x in ss.spots})
+    # concentrated in some steps: the places' idle is that of a step it hits
+    hit, hit_zh = (" in each step it hits", "受影响的每步 ") if steps else ("", "")
     spots_en = "; ".join(
-        f"{_SYNC_WHERE[x.position][0]} (before {x.op_type}): {ms(x.idle_us)}" for x in ss.spots
+        f"{_SYNC_WHERE[x.position][0]} (before {x.op_type}): {ms(x.idle_us)}{hit}" for x in ss.spots
     )
     spots_zh = "；".join(
-        f"{_SYNC_WHERE[x.position][1]}（{x.op_type} 之前）：{ms(x.idle_us)}" for x in ss.spots
+        f"{_SYNC_WHERE[x.position][1]}（{x.op_type} 之前）：{hit_zh}{ms(x.idle_us)}"
+        for x in ss.spots
     )
     n = f"{ss.calls_per_step:.0f}"
     places = "places" if len(ss.spots) > 1 else "place"
@@ -896,7 +927,7 @@ def _sync_text(
         f"代码才下发下一个算子，这期间设备空闲），每张卡都在相同位置：{spots_zh}"
     )
     if work is not None:
-        w_en, w_zh, w_rem = _sync_work_text(work, min(idle, _sync_gain(ss, shared_free_us)))
+        w_en, w_zh, w_rem = _sync_work_text(work, min(idle, _sync_gain(ss, shared_free_us)), steps)
         en += w_en
         zh += w_zh
         return en, zh, (w_rem,)
