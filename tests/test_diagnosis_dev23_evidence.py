@@ -54,8 +54,8 @@ def test_unfused_gradient_accumulation(scenario) -> None:
     top = diagnose(load_profile(path, use_cache=False, progress=False)).top()
     assert top is not None and top.id == "cause.job_hotspot.grad_accumulation"
     m = top.metrics
-    assert m["accumulate_adds_per_step"] == nums["grad_adds_per_step"]
-    assert m["accumulate_us_per_step"] == pytest.approx(nums["grad_add_us_per_step"], rel=0.02)
+    assert m["operator_launches_per_step"] == nums["grad_adds_per_step"]
+    assert m["operator_us_per_step"] == pytest.approx(nums["grad_add_us_per_step"], rel=0.02)
     assert top.culprit.shape == nums["largest_add_shape"]
     assert "gradient_accumulation_fusion false" in top.summary
     assert top.remedies[0].text.startswith("Turn on --gradient-accumulation-fusion")
@@ -101,3 +101,35 @@ def test_python_run_before_every_launch_names_the_hooks(scenario) -> None:
     assert not top.summary.startswith("This capture was taken")
     assert top.remedies[0].text.startswith("Take `tools/module_tracer.py")
     assert top.metrics["python_frame_us"] > top.gain_us  # more Python than idle: it is the cause
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "how many of those per step, and how much time do they add up to per step?",
+        "how many of those ops run per step?",
+    ],
+)
+def test_how_many_of_those_counts_the_launches_the_cause_blames(scenario, question) -> None:
+    from advisor_chat.agent import Advisor
+    from advisor_chat.config import Settings
+
+    path = scenario("grad-accum-unfused")
+    nums = _key(path)["expected_numbers"]
+    a = Advisor(load_profile(path, progress=False), settings=Settings()).ask(question)
+    # "add up to" is not the Add operator; "those" are the cause's operator, and its own launches
+    # (the gradient Adds) come first, before every Add of the step
+    first = a.answer.split(". ")[0]
+    assert f"{nums['grad_adds_per_step']} Add launches per step" in first
+    assert f"{nums['grad_add_us_per_step'] / 1000:.1f} ms per step" in first
+
+
+def test_an_english_word_is_an_operator_only_when_written_as_one() -> None:
+    from advisor_chat.agent.parse import parse_question
+
+    ops = ["Add", "Cast", "MatMulV2"]
+    assert parse_question("how much time do they add up to?", op_types=ops).ops == ()
+    assert parse_question("why are the add ops slow?", op_types=ops).ops == ("Add",)
+    assert parse_question("is Add the problem?", op_types=ops).ops == ("Add",)
+    assert parse_question("we cast to bf16, does it matter?", op_types=ops).ops == ()
+    assert parse_question("cast kernels are long", op_types=ops).ops == ("Cast",)

@@ -1589,6 +1589,56 @@ def _word_in(word: str, q: str) -> bool:
     return re.search(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])", q, re.I) is not None
 
 
+#: Operator types that are also English words: written in lower case they name the operator only
+#: when an operator word follows ("add ops", "cast kernels"), not in "do they add up to".
+_ENGLISH_OPS = frozenset(
+    [
+        "add",
+        "cast",
+        "max",
+        "min",
+        "sub",
+        "less",
+        "equal",
+        "range",
+        "fill",
+        "select",
+        "slice",
+        "sort",
+        "index",
+        "where",
+        "split",
+        "pad",
+        "copy",
+        "sum",
+        "mean",
+        "all",
+        "any",
+        "greater",
+        "tile",
+        "pow",
+        "sign",
+        "floor",
+        "round",
+    ]
+)
+_OP_WORD_AFTER = re.compile(r"\s*(?:ops?|operators?|kernels?|算子)\b", re.I)
+
+
+def _op_in(op: str, q: str) -> bool:
+    """Whether the question names operator type ``op`` (see :data:`_ENGLISH_OPS`)."""
+    pat = rf"(?<![A-Za-z0-9_]){re.escape(op)}(?![A-Za-z0-9_])"
+    for m in re.finditer(pat, q, re.I):
+        text = m.group(0)
+        if (
+            text.lower() not in _ENGLISH_OPS
+            or text != text.lower()
+            or _OP_WORD_AFTER.match(q, m.end())
+        ):
+            return True
+    return False
+
+
 def _groups_named(
     q: str, groups: Sequence[str], ctx_spans: Sequence[tuple[int, int]]
 ) -> tuple[str, ...]:
@@ -2022,7 +2072,7 @@ def parse_question(
     steps += [v for _, _, v in listed if v not in steps]
     grp = _groups_named(q, groups, ctx_spans)
     trans = tuple(t for t in TRANSPORTS if _word_in(t, q))
-    ops = tuple(o for o in op_types if len(o) >= 3 and _word_in(o, q))
+    ops = tuple(o for o in op_types if len(o) >= 3 and _op_in(o, q))
     bare = tuple(
         int(m.group(1))
         for m in re.finditer(r"(?<![\w.])(\d+)(?![\w.])", q)

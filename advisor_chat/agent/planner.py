@@ -805,14 +805,23 @@ class Planner:
             return result
         top = d.top() if d is not None else None
         if (
-            q.intent in ("compare_ops", "top_ops")
+            (
+                q.intent in ("compare_ops", "top_ops")
+                or (q.intent == "how_much" and _HOW_MANY.search(q.text) is not None)
+            )
             and not (q.ops or q.op_category or q.ranks)
             and top is not None
             and top.culprit.operator
             and _THOSE_OPS_Q.search(q.text) is not None
         ):
-            # "how many of those ops per step?": the operator the diagnosis names
+            # "how many of those ops per step?": the operator the diagnosis names, and first the
+            # launches of it the cause blames when they are some of them
             q = dataclasses.replace(q, intent="top_ops", ops=(top.culprit.operator,))
+            lead = project.cause_operator_launches(top, zh)
+            if lead:
+                result = self._run_valid(q, outputs)
+                result.text = lead + " " + result.text
+                return result
         if (
             q.intent == "bottleneck"
             and q.kind != "yes_no"
@@ -1985,9 +1994,13 @@ _COMM_MISSING = (
 )
 
 
+#: "How many" (a count asked for).
+_HOW_MANY = re.compile(r"\bhow many\b|多少(?:个|次)|几(?:个|次)", re.IGNORECASE)
+
 #: A question about operators it does not name: the ones the answer is about.
 _THOSE_OPS_Q = re.compile(
     r"\b(?:those|these|that|this|the same)\s+(?:ops?|operators?|kernels?)\b"
+    r"|\bhow many of (?:those|these|them)\b"
     r"|(?:那些|这些|那个|这个|该)(?:算子|kernel|op)",
     re.IGNORECASE,
 )

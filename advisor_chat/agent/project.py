@@ -285,6 +285,27 @@ def cause_bullet(c: RootCause, zh: bool, *, short: bool = False) -> str:
     return f"- {text}" + (f"; {g}" if g else "") + "."
 
 
+def cause_operator_launches(c: RootCause, zh: bool) -> str:
+    """``"96 Add launches per step are this cause's (33.3 ms per step): <title>."``, or ``""``.
+
+    From the cause's ``operator_launches_per_step`` / ``operator_us_per_step`` metrics (the
+    launches of its operator it blames, when only some of that type's are); said before the
+    operator's totals so that both counts are labelled.
+    """
+    n = c.metrics.get("operator_launches_per_step")
+    t_us = c.metrics.get("operator_us_per_step")
+    if n is None or t_us is None:
+        return ""
+    op = c.culprit.operator
+    title = re.split(r"[:：]", summary(c, zh), maxsplit=1)[0].strip().rstrip("。.")
+    if zh:
+        return f"其中该原因涉及的 {op} 每步 {n:.0f} 次，共 {us(t_us)}（{title}）；该类算子的全部调用如下。"
+    return (
+        f"{n:.0f} {op} launches per step, {us(t_us)} per step, are this cause's ({lower_first(title)}); "
+        f"all {op} launches follow."
+    )
+
+
 def _real(d: Diagnosis) -> list[RootCause]:
     """Causes that blame something (not the no-culprit / not-enough-signal / data notes)."""
     return [c for c in d.causes if c.mechanism not in _META]

@@ -58,7 +58,9 @@ class Culprit:
         link: ``(src_rank, dst_rank)`` for a link.
         transport: HCCS / RDMA / PCIE / SDMA / SIO for a link.
         stage: Pipeline stage index for a stage.
-        operator: Op type or name that differs (compute/group causes).
+        operator: Op type or name that differs (compute/group causes). When the cause blames
+            only some of that type's launches, its metrics carry ``operator_launches_per_step``
+            and ``operator_us_per_step`` for those (e.g. the gradient accumulation's Adds).
         shape: Input shapes of that operator, when known.
         events: ``(step, rank)`` pairs for step events.
         label: English label, e.g. ``rank 12``, ``link 3→11 (RDMA)``.

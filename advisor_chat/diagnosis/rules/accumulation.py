@@ -179,8 +179,8 @@ def rule_unfused_accumulation(ctx: Context, causes: list[RootCause]) -> list[Roo
             summary=f"{en}.",
             summary_zh=f"{zh}。",
             metrics={
-                "accumulate_adds_per_step": acc.per_step,
-                "accumulate_us_per_step": acc.us,
+                "operator_launches_per_step": acc.per_step,
+                "operator_us_per_step": acc.us,
                 "accumulate_share_of_step": share,
                 "largest_add_us": acc.largest_us,
                 "gain_estimate_us": gain,
