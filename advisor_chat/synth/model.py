@@ -377,6 +377,10 @@ class Perturb:
             on the compute stream), each followed by the host's work on it (``cpu_op`` frames). The
             device idle is the scenario's to set (``step_host_gaps``; ``d2h_pulls_span_us`` gives the
             span). Empty = none.
+        gc_host_gaps: the ``step_host_gaps`` are Python garbage-collection pauses of the host (an
+            explicit ``gc.collect()`` in the training loop): each is also recorded as a host GC
+            interval (``StepRec.gc``) as long as the gap, ending just before the delayed launch (no
+            earlier than the step start). False = the gaps leave no GC record.
     """
 
     dur_scale: np.ndarray
@@ -419,6 +423,7 @@ class Perturb:
     )
     host_calls: dict[int, dict[int, list[HostCall]]] = field(default_factory=dict)
     step_d2h_pulls: dict[int, dict[int, dict[int, list[D2HPull]]]] = field(default_factory=dict)
+    gc_host_gaps: bool = False
 
     def kernel_at(self, si: int, r: int, j: int, default: Kernel) -> Kernel:
         """The kernel template rank ``r`` runs at program position ``j`` in step index ``si``."""
@@ -769,6 +774,15 @@ def simulate(
         for r, gaps_at in host_gaps.items():
             for j in sorted(gaps_at):
                 _launch_after_host_gap(r, j, k_start, k_api_start, k_api_dur, ops)
+        if perturb.gc_host_gaps:
+            # the host gaps are GC pauses: recorded as host GC intervals ending before the launch
+            for r, gaps_at in host_gaps.items():
+                floor = (int(rs[r]) if rs is not None else s_start) + 5_000
+                for j in sorted(gaps_at):
+                    gb = int(k_api_start[r, j]) - 2_000
+                    ga = max(gb - int(gaps_at[j] * 1000), floor)
+                    if gb > ga:
+                        gc.append((r, ga, gb))
         # the host launches nothing while it collects garbage: launches the jitter put inside a
         # GC pause move to its end (each kernel still starts after its launch)
         for gr, ga, gb in gc:
