@@ -54,6 +54,7 @@ from advisor_chat.synth.scenarios_dev21 import DEV21_KINDS
 from advisor_chat.synth.scenarios_dev22 import DEV22_KINDS
 from advisor_chat.synth.scenarios_dev23 import DEV23_KINDS
 from advisor_chat.synth.scenarios_dev24 import DEV24_KINDS
+from advisor_chat.synth.scenarios_dev26 import DEV26_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
 from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_KINDS
@@ -84,6 +85,7 @@ SETS = {
     "generalization_dev22": DEV22_KINDS,
     "generalization_dev23": DEV23_KINDS,
     "generalization_dev24": DEV24_KINDS,
+    "generalization_dev26": DEV26_KINDS,
     "generalization_heldout2": HELDOUT2_KINDS,
     "generalization_heldout3": HELDOUT3_KINDS,
     "generalization_heldout4": HELDOUT4_KINDS,
