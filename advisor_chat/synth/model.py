@@ -204,17 +204,23 @@ class HostCall:
     """A CANN runtime call the host makes before a launch (``Perturb.host_calls``).
 
     Attributes:
-        api: the call, e.g. ``"aclrtMallocHost"`` (written as ``AscendCL@{api}``, mode ACL_RTS).
+        api: the call, e.g. ``"aclrtMallocHost"`` (written as ``AscendCL@{api}``, mode ACL_RTS);
+            ``""`` = no CANN call: the host works ``us`` inside the frames alone (an aten operator
+            that runs on the CPU, e.g. ``aten::tril`` on a host tensor).
         us: its duration.
         frames: ``cpu_op`` frames around it on the Python thread (outermost first), e.g.
             ``("aten::pin_memory", "aten::_pin_memory")``; empty = none.
         tail_us: host time inside the frames after the call (e.g. filling the new buffer).
+        input_dims / input_type: ``Input Dims`` / ``Input type`` of the outermost frame
+            (``record_shapes``, ``;`` between inputs); ``""`` = none written.
     """
 
     api: str
     us: float
     frames: tuple[str, ...] = ()
     tail_us: float = 0.0
+    input_dims: str = ""
+    input_type: str = ""
 
 
 @dataclass(frozen=True)
@@ -229,6 +235,9 @@ class D2HPull:
         frames: ``cpu_op`` frames of the host's work on the copy (outermost first), e.g.
             ``("aten::histc",)``.
         host_us: duration of that work.
+        py_frames: ``python_function`` frames (``with_stack``) of that work, outermost first,
+            written after (inside) ``frames`` over the same span, e.g. a debugging tool's
+            ``dump_tensor`` > ``torch/serialization.py(…): save``; empty = none.
     """
 
     input_dims: str
@@ -237,6 +246,7 @@ class D2HPull:
     copy_us: float
     frames: tuple[str, ...]
     host_us: float
+    py_frames: tuple[str, ...] = ()
 
 
 @dataclass

@@ -1081,11 +1081,17 @@ def _host_call_events(
         b = a + round(c.us * 1000)
         fe = b + round(c.tail_us * 1000) + 1_000
         for i, name in enumerate(c.frames):
-            out.append(_cpu_op(name, t + i * 1_000, fe + (d - 1 - i) * 1_000, pid))
-        out.append(
-            f'{{"name": "AscendCL@{c.api}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a)}", "dur": {us(b - a)}, '
-            f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_RTS", "level": "acl", "id": "{c.api}", "item_id": "0"}}, "ph": "X"}}'
-        )
+            extra = ""
+            if i == 0 and c.input_dims:
+                dims = json.dumps(";\r\n".join(c.input_dims.split(";")) + ";\r\n")
+                types = json.dumps(";\r\n".join(c.input_type.split(";")))
+                extra = f', "Input Dims": {dims}, "Input type": {types}'
+            out.append(_cpu_op(name, t + i * 1_000, fe + (d - 1 - i) * 1_000, pid, extra))
+        if c.api:  # "" = host work inside the frames only (no CANN call)
+            out.append(
+                f'{{"name": "AscendCL@{c.api}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a)}", "dur": {us(b - a)}, '
+                f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_RTS", "level": "acl", "id": "{c.api}", "item_id": "0"}}, "ph": "X"}}'
+            )
         end = fe + max(d - 1, 0) * 1_000
         t = end + 3_000
     return out, end
@@ -1150,6 +1156,15 @@ def _d2h_pull_events(
         w1 = w0 + round(p.host_us * 1000)
         for i, name in enumerate(p.frames):
             out.append(_cpu_op(name, w0 + i * 1_000, w1 - i * 1_000, pid))
+        n0 = len(p.frames)
+        for i, name in enumerate(p.py_frames):  # the work's Python frames (with_stack)
+            a, b = w0 + (n0 + i) * 1_000, w1 - (n0 + i) * 1_000
+            if b <= a:
+                break
+            out.append(
+                f'{{"ph": "X", "name": {json.dumps(name)}, "pid": {pid}, "tid": {pid}, "ts": "{ts_str(a)}", '
+                f'"dur": {us(b - a)}, "cat": "python_function", "args": {{"Python id": {i + 1}}}}}'
+            )
         t = w1 + 3_000
     return out, task_id, conn, last
 
