@@ -475,7 +475,10 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
         r"time[ -]?outs?\b",
         r"\bhang",
         r"\bhung\b",
-        r"\bstuck\b",
+        # ("stuck in allreduce": waiting in the collectives, not a hang)
+        r"\bstuck\b(?!\s+(?:in|on|at|inside|waiting (?:in|on|for))\s+(?:the\s+|an?\s+)?"
+        r"(?:all[- ]?reduces?|all[- ]?gathers?|reduce[- ]?scatters?|all[- ]?to[- ]?alls?|"
+        r"collectives?|comms?|communication|hccl|barriers?|p2p|send|recv))",
         r"EI000\d",
         r"HCCL_(CONNECT|EXEC)",
         r"超时",

@@ -99,6 +99,13 @@ HOST_COLLECTIVE = re.compile(r"^gloo:|^c10d::.*gloo", re.I)
 _COPY_OR_WAIT = re.compile(r"memcpy|synchroni[sz]e", re.I)
 
 
+#: Frames of a tensor dump for precision debugging (msprobe, PrecisionDebugger).
+DUMP_FRAME = re.compile(r"msprobe|precision_?debugger|data_dump|dump_tensor", re.I)
+
+#: A frame is call-free when its first host call comes after at least this share of it.
+CALL_FREE_SHARE = 0.9
+
+
 def _chains(
     frames: pd.DataFrame, calls: np.ndarray, launches: np.ndarray | None = None
 ) -> list[tuple[int, tuple[str, ...], float]]:
@@ -110,8 +117,8 @@ def _chains(
     only copies and synchronizes is call-free too (an operator computed on the CPU).
     """
     st = frames["start_us"].to_numpy("float64")
-    du = frames["dur_us"].to_numpy("float64")
-    en = st + du
+    full = frames["dur_us"].to_numpy("float64")
+    en = st + full
     names = frames["frame"].astype(str).to_numpy()
 
     def none_in(t: np.ndarray) -> np.ndarray:
@@ -119,7 +126,13 @@ def _chains(
             np.searchsorted(t, en, side="right") - np.searchsorted(t, st, side="left") == 0
         )
 
-    free = none_in(calls)
+    # a frame whose first host call comes only at its very end (the next launch, recorded a
+    # little inside it) is call-free for its time before that call
+    nxt = np.searchsorted(calls, st, side="left")
+    first = np.where(nxt < len(calls), calls[np.minimum(nxt, max(len(calls) - 1, 0))], np.inf)
+    before = np.minimum(np.maximum(first - st, 0.0), full) if len(calls) else full
+    free = none_in(calls) | (before >= CALL_FREE_SHARE * full)
+    du = np.where(free, before, full)
     if launches is not None:
         is_op = np.array([bool(HOST_OPERATOR.match(n)) for n in names], dtype=bool)
         free |= is_op & none_in(launches)
@@ -236,6 +249,7 @@ def python_work(
 #: What a frame is, from its file and function (first match), and the fix it takes: (pattern,
 #: kind). Kinds: ``tokenize``, ``data`` (a dataset / augmentation / collate), ``save``, ``log``.
 FRAME_KINDS = (
+    (re.compile(r"prepare_for_backward|find_unused", re.I), "ddp_unused"),
     (re.compile(r"tokeni[sz]|sentencepiece|tiktoken|\bencode\b", re.I), "tokenize"),
     (
         re.compile(
@@ -251,17 +265,61 @@ FRAME_KINDS = (
 
 
 def frame_kind(work: PythonWork) -> str:
-    """What the frame is: ``host_collective``, ``tokenize``, ``data``, ``save``, ``log``, ``python``.
+    """What the frame is: a kind of :data:`FRAME_KINDS`, ``host_collective`` or ``python``.
 
-    From the deepest frame (a gloo collective first), then its callers.
+    Kinds: ``host_collective``, ``dump``, ``ddp_unused``, ``tokenize``, ``data``, ``save``, ``log``,
+    ``python``. From the deepest frame (a gloo collective first), then its callers.
     """
     if HOST_COLLECTIVE.search(work.frame):
         return "host_collective"
+    if any(DUMP_FRAME.search(x) for x in (work.frame, *work.callers)):
+        return "dump"  # (its deepest frame is a save: the dump is what to turn off)
     for name in (work.frame, *reversed(work.callers)):
         for pat, kind in FRAME_KINDS:
             if pat.search(name):
                 return kind
     return "python"
+
+
+#: What the host does, by frame kind (:func:`frame_kind`): (English, Chinese).
+FRAME_WHAT: dict[str, tuple[str, str]] = {
+    "host_collective": (
+        "a collective runs on the host over the gloo backend (each tensor copied "
+        "device-to-host, then sent over TCP sockets), not as an HCCL collective on the device",
+        "集合通信由主机经 gloo 后端执行（张量先从设备拷到主机，再经 TCP 套接字发送），没有走设备上的 HCCL",
+    ),
+    "ddp_unused": (
+        "DDP's find_unused_parameters=True walks the autograd graph after every forward",
+        "DDP 的 find_unused_parameters=True 在每次前向之后遍历 autograd 计算图",
+    ),
+    "dump": (
+        "a tensor dump for precision debugging (msprobe / PrecisionDebugger) copies tensors to "
+        "the host and writes them to disk on the training thread",
+        "用于精度调试的张量 dump（msprobe / PrecisionDebugger）在训练线程上把张量拷到主机并写盘",
+    ),
+    "tokenize": ("tokenization runs inline in the training loop", "分词在训练循环里内联执行"),
+    "data": ("data preparation runs inline in the training loop", "数据准备在训练循环里内联执行"),
+    "save": ("a save runs on the training thread", "保存在训练线程上执行"),
+    "log": ("logging runs on the training thread", "日志在训练线程上执行"),
+    "python": ("Python work runs on the training thread", "Python 计算在训练线程上执行"),
+}
+
+
+def frame_meaning(work: PythonWork) -> tuple[str, str]:
+    """What a frame of a specific kind does, as a parenthesis (English, Chinese), or ``("", "")``.
+
+    From :data:`FRAME_WHAT`, with its callers (``distributed.py: forward > _post_forward``);
+    nothing for plain Python work.
+    """
+    kind = frame_kind(work)
+    if kind == "python":
+        return "", ""
+    via = " > ".join(short_frame(c) for c in work.callers[-2:])
+    en, zh = FRAME_WHAT[kind]
+    return (
+        f" ({en}" + (f"; called from {via})" if via else ")"),
+        f"（{zh}" + (f"；由 {via} 调用）" if via else "）"),
+    )
 
 
 def frame_remedy(work: PythonWork, where: str, where_zh: str) -> tuple[str, str]:
@@ -277,6 +335,25 @@ def frame_remedy(work: PythonWork, where: str, where_zh: str) -> tuple[str, str]
             f"让{where_zh}上的集合通信 `{f}` 走 HCCL：创建该通信组时使用 HCCL 后端（`torch.distributed."
             "new_group(ranks, backend='hccl')`，或使用默认后端），而不是 gloo——gloo 会把张量拷到主机再经 "
             "TCP 套接字发送。",
+        )
+    if kind == "dump":
+        return (
+            f"Turn off the tensor dump on {where} (msprobe PrecisionDebugger / dump hooks, "
+            f"`{f}` here): it copies tensors to the host and writes them to disk inside every "
+            "step; dump only while debugging precision, for a few steps and the modules you need.",
+            f"关闭{where_zh}上的张量 dump（msprobe PrecisionDebugger / dump 钩子，此处为 `{f}`）：它在每一步里"
+            "都把张量拷到主机并写盘；只在调试精度时、针对少数几步和需要的模块开启。",
+        )
+    if kind == "ddp_unused":
+        return (
+            f"Construct DistributedDataParallel with find_unused_parameters=False (the default) on "
+            f"{where}: with it on, after every forward the host walks the autograd graph "
+            f"(`{f}`) to find parameters that will get no gradient, while the device waits; if "
+            "some parameters really are unused, freeze them (requires_grad=False) or pass "
+            "static_graph=True.",
+            f"在{where_zh}上构造 DistributedDataParallel 时设 find_unused_parameters=False（默认值）：开启时每次"
+            f"前向之后主机都要遍历一遍 autograd 计算图（`{f}`）找出不会得到梯度的参数，设备在此期间干等；"
+            "若确有不用的参数，把它们冻结（requires_grad=False）或设置 static_graph=True。",
         )
     if kind == "tokenize":
         return (

@@ -166,8 +166,7 @@ def rule_capture(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     )
     out = []
     for c in causes:
-        # a stall the host's Python frames name is the job's own work, not the profiler's
-        if c.mechanism not in HOST_SIDE or "python_frame_us" in c.metrics:
+        if c.mechanism not in HOST_SIDE or not _may_be_profiler(c, cap):
             out.append(c)
             continue
         out.append(
@@ -189,6 +188,25 @@ def rule_capture(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             )
         )
     return out
+
+
+#: Metrics of a host-side cause whose idle the profiler's per-launch work cannot make: the host's
+#: own Python named (``python_frame_us``), one stretch at a fixed point of the step
+#: (``idle_stretch_us``), the host's memory calls (``host_memory_call_us``).
+_JOBS_OWN = ("python_frame_us", "idle_stretch_us", "host_memory_call_us")
+
+
+def _may_be_profiler(c: RootCause, cap: Capture) -> bool:
+    """Whether part of cause ``c``'s idle may be the heavy capture's own host work.
+
+    The profiler adds its work to every launch: it lengthens the gaps between launches, on every
+    rank captured so. Not the idle of a cause whose metrics place it elsewhere
+    (:data:`_JOBS_OWN`), nor one rank's excess over peers captured the same way (every rank heavy).
+    """
+    if any(k in c.metrics for k in _JOBS_OWN):
+        return False
+    # (one rank's excess over peers that carry the same profiler work is its own)
+    return not (c.culprit.kind in ("rank", "ranks") and set(cap.heavy_ranks) >= set(cap.ranks))
 
 
 def capture_text(cap: Capture, zh: bool) -> str:

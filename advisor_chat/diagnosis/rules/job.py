@@ -49,6 +49,7 @@ from advisor_chat.diagnosis.evidence import FUSION_ZH, explain_hotspot
 from advisor_chat.diagnosis.python_work import (
     HOST_OPERATOR,
     PythonWork,
+    frame_meaning,
     frame_remedy,
     per_launch_frames,
     python_work,
@@ -168,7 +169,7 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         if dc is not None
         else _new_shape_text(ns, gain)
         if ns is not None
-        else _sync_text(ss, gain, _sync_gap_work(ctx, ss, steps), steps)
+        else _sync_text(ss, gain, _gap_work(ctx, ss.ranks, ss.idle_us, steps), steps)
         if ss is not None
         else _idle_shape_text(
             shape,
@@ -196,6 +197,24 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             (dispatch[0] if dispatch else "") + frames_txt[0],
             (dispatch[1] if dispatch else "") + frames_txt[1],
             (frames_txt[2], *(dispatch[2] if dispatch else ())),
+        )
+    # one stretch at a fixed point of the step: what the host runs then (with_stack frames)
+    stretch_us = (
+        min(shape.idle_us, shape.share * med)
+        if shape is not None and shape.kind == "stretch" and med > 0
+        else math.nan
+    )
+    gap = (
+        _gap_work(ctx, spread_sample(sorted(ctx.ranks), PEER_SAMPLE), stretch_us, steps)
+        if dispatch is not None and math.isfinite(stretch_us)
+        else None
+    )
+    if dispatch is not None and gap is not None:
+        g_en, g_zh, g_rem = _sync_work_text(gap, min(stretch_us, gain), steps)
+        dispatch = (
+            dispatch[0] + g_en.replace("in that gap", "in that stretch"),
+            dispatch[1] + g_zh.replace("这段空闲里", "这一整段里"),
+            (g_rem, *dispatch[2]),
         )
     if dispatch is not None:
         where += f", {dispatch[0]}"
@@ -398,6 +417,8 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             ),
             metrics={
                 **({"idle_placed_share": shape.share} if shape is not None else {}),
+                **({"idle_stretch_us": stretch_us} if math.isfinite(stretch_us) else {}),
+                **({"python_frame_us": gap.us} if gap is not None else {}),
                 # the host's own Python named (not the profiler's): no heavy-capture caveat
                 **({"python_frame_us": frames_txt[3]} if frames_txt is not None else {}),
                 "free_us_median": med,
@@ -781,21 +802,24 @@ def _sync_gain(ss: SyncStalls, shared_free_us: float) -> float:
 SYNC_WORK_SHARE = 0.5
 
 
-def _sync_gap_work(ctx: Context, ss: SyncStalls, steps: Sequence[int] = ()) -> PythonWork | None:
-    """What the host runs in the idle after its synchronize calls, on every rank read.
+def _gap_work(
+    ctx: Context, ranks: Sequence[int], idle_us: float, steps: Sequence[int] = ()
+) -> PythonWork | None:
+    """What the host runs in an idle every rank shares, on the ranks read.
 
-    :func:`~advisor_chat.diagnosis.python_work.python_work` over every (step, rank) pair of the
-    ranks :func:`sync_stalls` examined: the call-free frame (Python, or a framework operator on
-    the host) of at least ``SYNC_WORK_SHARE`` of the idle, found in at least half of the pairs
-    and not elsewhere. ``steps``: the steps the idle is concentrated in (every step when empty).
-    ``None`` without frames (no with_stack / CPU activity, the DB export).
+    The idle after the host's synchronize calls, or one stretch of the step.
+    :func:`~advisor_chat.diagnosis.python_work.python_work` over every (step, rank) pair of
+    ``ranks``: the call-free frame (Python, or a framework operator on the host) of at least
+    ``SYNC_WORK_SHARE`` of ``idle_us``, found in at least half of the pairs. ``steps``: the steps
+    the idle is concentrated in (every step when empty). ``None`` without frames (no with_stack /
+    CPU activity, the DB export).
     """
     if not steps:
         steps = sorted(int(x) for x in ctx.frame["step"].unique()) if "step" in ctx.frame else []
-    pairs = [(s, r) for r in ss.ranks for s in steps]
+    pairs = [(s, r) for r in ranks for s in steps]
     if not pairs:
         return None
-    pw = python_work(ctx.profile, pairs, min_us=SYNC_WORK_SHARE * ss.idle_us)
+    pw = python_work(ctx.profile, pairs, min_us=SYNC_WORK_SHARE * idle_us)
     if pw is None or len(pw.pairs) < 0.5 * max(pw.of_pairs, 1):
         return None
     return pw
@@ -850,12 +874,13 @@ def _sync_work_text(
             BoundKind.ESTIMATE,
         )
         return en, zh, rem
+    means, means_zh = frame_meaning(pw)
     en = (
-        f"; in that gap the host runs the Python frame `{f}` for {ms(pw.us)} per step ({n} "
+        f"; in that gap the host runs the Python frame `{f}`{means} for {ms(pw.us)} {per} ({n} "
         "(step, rank) pairs read; trace_view.json python_function) with no launch inside it"
     )
     zh = (
-        f"；这段空闲里主机在执行 Python 函数 `{f}`，每步 {ms(pw.us)}（读取的 (step, rank) 中有 "
+        f"；这段空闲里主机在执行 Python 函数 `{f}`{means_zh}，{per_zh} {ms(pw.us)}（读取的 (step, rank) 中有 "
         f"{len(pw.pairs)}/{pw.of_pairs} 个；trace_view.json 的 python_function），其中没有任何下发"
     )
     r_en, r_zh = frame_remedy(pw, "every rank", "每张卡")
@@ -872,7 +897,7 @@ def _sync_text(
 
     From :func:`~advisor_chat.diagnosis.decompose.sync_stalls` (trace_view.json / DB CANN_API
     synchronize calls, kernel_details.csv); ``work``: what the host runs in that gap
-    (:func:`_sync_gap_work`), which then names the first change; ``steps``: the steps the idle is
+    (:func:`_gap_work`), which then names the first change; ``steps``: the steps the idle is
     concentrated in (every step when empty). Returns (English, Chinese, remedies).
     """
     idle = min(ss.idle_us, shared_free_us)

@@ -30,6 +30,7 @@ from advisor_chat.diagnosis.decompose import (
 )
 from advisor_chat.diagnosis.evidence import Explanation, explain_device
 from advisor_chat.diagnosis.python_work import (
+    FRAME_WHAT,
     HOST_OPERATOR,
     frame_kind,
     frame_remedy,
@@ -244,7 +245,7 @@ def _rank_cause(
             sync.per_step >= 1.0 and sync.peer_per_step <= SYNC_PEER_RATIO * sync.per_step
         ):
             sync = None  # its peers synchronize as often: not what sets it apart
-        if measured and sync is None and mem is None and slowcp is None and not gc:
+        if measured and mem is None and slowcp is None and not gc:
             # what its host's Python runs while the device waits (with_stack frames)
             py = _python_clause(
                 ctx,
@@ -2673,20 +2674,7 @@ def _python_clause(
     called = f", called from `{outer}`" if outer else ""
     called_zh = f"，由 `{outer}` 调用" if outer else ""
     kind = frame_kind(pw)
-    what = {
-        "host_collective": (
-            "a collective runs on the host over the gloo backend (each tensor copied "
-            "device-to-host, then sent over TCP sockets), not as an HCCL collective on the device",
-            "集合通信由主机经 gloo 后端执行（张量先从设备拷到主机，再经 TCP 套接字发送），没有走设备上的 HCCL",
-        ),
-        "tokenize": ("tokenization runs inline in the training loop", "分词在训练循环里内联执行"),
-        "data": (
-            "data preparation runs inline in the training loop",
-            "数据准备在训练循环里内联执行",
-        ),
-        "save": ("a save runs on the training thread", "保存在训练线程上执行"),
-        "log": ("logging runs on the training thread", "日志在训练线程上执行"),
-    }.get(kind, ("Python work runs on the training thread", "Python 计算在训练线程上执行"))
+    what = FRAME_WHAT.get(kind, FRAME_WHAT["python"])
     n_in = (
         f"in each of the {pw.of_pairs} stalls"
         if len(pw.pairs) == pw.of_pairs
