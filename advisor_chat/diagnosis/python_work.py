@@ -44,6 +44,8 @@ class PythonWork:
         of_pairs: Stalled pairs read (those whose rank has Python frames).
         other_pairs: Other (step, rank) pairs read (peers' and clean steps'), of a sample.
         other_hits: Of them, the pairs in which the frame runs for at least half of ``us``.
+        also: Other operators computed on the host in the same pairs, counted in ``us`` with
+            it (each at least :data:`HOST_OPS_PART` of the work asked for), largest first.
     """
 
     frame: str
@@ -53,6 +55,7 @@ class PythonWork:
     of_pairs: int
     other_pairs: int
     other_hits: int
+    also: tuple[str, ...] = ()
 
     @property
     def function(self) -> str:
@@ -101,6 +104,9 @@ _COPY_OR_WAIT = re.compile(r"memcpy|synchroni[sz]e", re.I)
 
 #: Frames of a tensor dump for precision debugging (msprobe, PrecisionDebugger).
 DUMP_FRAME = re.compile(r"msprobe|precision_?debugger|data_dump|dump_tensor", re.I)
+
+#: Host operators that together make a pair's work each take at least this share of it.
+HOST_OPS_PART = 0.2
 
 #: A frame is call-free when its first host call comes after at least this share of it.
 CALL_FREE_SHARE = 0.9
@@ -216,8 +222,23 @@ def python_work(
                 # the same function run again in the pair adds up (a loop over parameters)
                 got = summed.setdefault(key, {}).get(chain[-1])
                 summed[key][chain[-1]] = (chain, us + (got[1] if got else 0.0))
+    also: dict[tuple[int, int], tuple[str, ...]] = {}
     for key, by_frame in summed.items():
         chain, us = max(by_frame.values(), key=lambda v: v[1])
+        if us < min_us and HOST_OPERATOR.match(chain[-1]):
+            # several operators computed on the host one after another (aten::ones, then
+            # aten::tril): together they are the pair's work
+            ops = sorted(
+                (
+                    (u, f)
+                    for f, (_c, u) in by_frame.items()
+                    if HOST_OPERATOR.match(f) and u >= HOST_OPS_PART * min_us
+                ),
+                reverse=True,
+            )
+            if ops and ops[0][1] == chain[-1] and sum(u for u, _f in ops) >= min_us:
+                us = sum(u for u, _f in ops)
+                also[key] = tuple(f for _u, f in ops[1:])
         if us >= min_us:
             per_pair[key] = (chain, us)
     want = {(int(s), int(r)) for s, r in pairs}
@@ -235,10 +256,12 @@ def python_work(
         for p in other
         if p in per_pair and per_pair[p][0][-1] == frame and per_pair[p][1] >= us / 2
     )
+    extra = Counter(f for p in with_frame for f in also.get(p, ()))
     return PythonWork(
         frame=frame,
         callers=chain[:-1],
         us=us,
+        also=tuple(f for f, n in extra.most_common() if 2 * n >= len(with_frame)),
         pairs=tuple(sorted(with_frame)),
         of_pairs=len(want & read),
         other_pairs=len(other),

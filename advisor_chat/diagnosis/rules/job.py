@@ -802,6 +802,10 @@ def _sync_gain(ss: SyncStalls, shared_free_us: float) -> float:
 SYNC_WORK_SHARE = 0.5
 
 
+#: Host operators that build a triangular (causal attention) mask.
+_HOST_MASK = re.compile(r"^aten::(?:tril|triu)(?:_|$)")
+
+
 def _gap_work(
     ctx: Context, ranks: Sequence[int], idle_us: float, steps: Sequence[int] = ()
 ) -> PythonWork | None:
@@ -846,6 +850,33 @@ def _sync_work_text(
     )
     per, per_zh = ("in each step it hits", "受影响的每步") if steps else ("per step", "每步")
     n = f"{len(pw.pairs)} of {pw.of_pairs}"
+    built = [x for x in (pw.frame, *pw.also) if _HOST_MASK.match(x)]
+    if HOST_OPERATOR.match(pw.frame) and built:
+        # a triangular tensor made on the host: the causal attention mask, built and copied
+        names = (pw.frame, *pw.also)
+        ops = " and ".join((", ".join(names[:-1]), names[-1])) if len(names) > 1 else names[0]
+        en = (
+            f"; in that gap the host computes {ops} ({ms(pw.us)} {per}; {n} (step, rank) pairs "
+            "read; trace_view.json cpu_op) with no launch inside it: a triangular (causal "
+            "attention) mask is built on the host CPU, then copied to the device"
+        )
+        zh = (
+            f"；这段空闲里主机在计算 {'、'.join((pw.frame, *pw.also))}（{per_zh} {ms(pw.us)}；读取的 (step, rank) "
+            f"中有 {len(pw.pairs)}/{pw.of_pairs} 个；trace_view.json 的 cpu_op），其中没有任何下发："
+            "三角形的（因果注意力）掩码在主机 CPU 上构造，再拷到设备上"
+        )
+        rem = Remedy(
+            "action",
+            f"Build the attention mask on the NPU once and reuse it ({built[0]} runs on the host "
+            "now): create it with device='npu' outside the loop, or let the fused attention "
+            "apply the causal mask itself (FlashAttention's causal / sparse_mode setting) "
+            "instead of passing a full mask.",
+            f"在 NPU 上构造一次注意力掩码并复用（现在 {built[0]} 在主机上运行）：在循环外用 device='npu' 创建，"
+            "或让融合注意力自己处理因果掩码（FlashAttention 的 causal / sparse_mode 设置），不再传入完整掩码。",
+            gain,
+            BoundKind.ESTIMATE,
+        )
+        return en, zh, rem
     if HOST_OPERATOR.match(pw.frame):
         en = (
             f"; in that gap the host runs {f} ({ms(pw.us)} {per} with its copies to and from "
