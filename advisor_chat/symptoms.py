@@ -73,6 +73,10 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
         "各卡算子数量不一致（负载不均）",
     ),
     "aicpu_op": ("AI CPU operators on the hot path", "热点路径上存在 AI CPU 算子"),
+    "aicpu_busy": (
+        "one device's AI CPU kernels far slower than its peers' (its AI CPU busy)",
+        "某张卡的 AI CPU 算子比其他卡慢得多（其 AI CPU 被占用）",
+    ),
     "op_hotspot": (
         "one operator type (not the model's main matrix work) dominates every rank's step",
         "某类算子（非主要矩阵计算）在每张卡上都占据大量时间",

@@ -130,6 +130,9 @@ class Outliers:
         ops: Their operator types, most extra time first.
         variants: Distinct (type, shapes) among them: one means the same launch every time.
         shapes: The input shapes of one of them (the only ones when ``variants`` is 1).
+        core: Their ``accelerator_core`` when they all run on one (``AI_CPU``), else ``""``.
+        core_hit_share: Of the culprit's launches on that core, the share that are outliers
+            (1.0: every kernel of that engine is slow there; NaN when ``core`` is empty).
     """
 
     per_unit: float
@@ -139,6 +142,8 @@ class Outliers:
     ops: tuple[str, ...]
     variants: int
     shapes: str = ""
+    core: str = ""
+    core_hit_share: float = math.nan
 
 
 #: A launch this many times the peers' median of its variant is an outlier.
@@ -171,6 +176,13 @@ def _outliers(c: pd.DataFrame, p: pd.DataFrame, n_c: int) -> Outliers | None:
         return None
     hit = cc[out].assign(excess=excess[out])
     ops = hit.groupby("op_type")["excess"].sum().sort_values(ascending=False)
+    cores: list[str] = (
+        [str(x) for x in hit["accelerator_core"].dropna().astype(str).unique()]
+        if "accelerator_core" in hit.columns
+        else []
+    )
+    core = str(cores[0]) if len(cores) == 1 else ""
+    on_core = cc["accelerator_core"].astype(str) == core if core else None
     return Outliers(
         per_unit=float(out.sum()) / max(n_c, 1),
         ratio=float(ratio[out].median()),
@@ -179,6 +191,10 @@ def _outliers(c: pd.DataFrame, p: pd.DataFrame, n_c: int) -> Outliers | None:
         ops=tuple(str(o) for o in ops.index),
         variants=int(hit.groupby(["op_type", "input_shapes"], dropna=False).ngroups),
         shapes=str(hit["input_shapes"].iloc[0]) if "input_shapes" in hit.columns else "",
+        core=core,
+        core_hit_share=float(out[on_core].mean())
+        if on_core is not None and on_core.any()
+        else math.nan,
     )
 
 

@@ -39,7 +39,8 @@ class Explanation:
 
     Attributes:
         kind: The decomposition verdict (``uniform``, ``placement``, ``dtype``, ``format``, ``shape``,
-            ``extra_work``, ``slower``), or ``outliers`` (a few very long launches).
+            ``extra_work``, ``slower``), ``outliers`` (a few very long launches) or ``aicpu``
+            (every AI CPU kernel slower, its AI Core kernels not).
         clause: English clause, e.g. ``SoftmaxV2 runs on AI CPU (3.0 ms per launch) where its
             peers run it on AI Core (0.3 ms)``.
         clause_zh: Chinese clause.
@@ -642,6 +643,8 @@ def _explain_outliers(
         "other_launches_ratio": o.normal_ratio,
     }
     ops, ops_zh = ", ".join(o.ops[:3]), "、".join(o.ops[:3])
+    if o.core == "AI_CPU" and o.core_hit_share >= AICPU_ALL_SLOW:
+        return _explain_aicpu(o, extra, m, who, who_zh, gain_us)
     if o.variants == 1:
         return _explain_same_launch(o, extra, m, who, who_zh, gain_us)
     where = (
@@ -674,6 +677,50 @@ def _explain_outliers(
         BoundKind.ESTIMATE,
     )
     return Explanation("outliers", clause, clause_zh, rem, metrics=m, tags=("device_slow",))
+
+
+#: The outliers are the AI CPU's when at least this share of the culprit's AI CPU launches are.
+AICPU_ALL_SLOW = 0.8
+
+
+def _explain_aicpu(
+    o: Outliers, extra: float, m: dict[str, float], who: str, who_zh: str, gain_us: float | None
+) -> Explanation:
+    """Every AI CPU kernel of the culprit far slower, its AI Core kernels at peer speed.
+
+    The device's AI CPU (the card's control CPU cores that run AI_CPU kernels) is slower there:
+    busy with other work on that card, not its AI Core, its host or its links.
+    """
+    m |= {"aicpu_outlier_share": o.core_hit_share}
+    ops, ops_zh = ", ".join(o.ops[:3]), "、".join(o.ops[:3])
+    clause = (
+        f"its AI CPU kernels ({ops}; about {o.per_unit:.0f} launches per step, "
+        f"{pct(o.core_hit_share)} of its AI_CPU launches) take {o.ratio:.1f}x as long as the same "
+        f"operators with the same shapes on its peers, while its AI Core kernels run at "
+        f"{o.normal_ratio:.2f}x: {pct(o.share)} of its {ms(extra)} extra device time per step "
+        "is on the AI CPU (kernel_details.csv Accelerator Core AI_CPU): the device's AI CPU is "
+        "busy with other work on that card, not its AI Core"
+    )
+    clause_zh = (
+        f"其 AI CPU 算子（{ops_zh}；每步约 {o.per_unit:.0f} 次调用，占其 AI_CPU 调用的 "
+        f"{pct(o.core_hit_share)}）耗时是其他卡相同算子、相同 shape 的 {o.ratio:.1f} 倍，而其 AI Core "
+        f"算子为 {o.normal_ratio:.2f} 倍：每步多出的 {ms(extra)} 设备时间中 {pct(o.share)} 在 AI CPU 上"
+        "（kernel_details.csv 的 Accelerator Core 为 AI_CPU）：这张卡的 AI CPU 被其他工作占用，"
+        "而不是 AI Core 算力的问题"
+    )
+    rem = Remedy(
+        "action",
+        f"Find what else uses {who}'s AI CPU (npu-smi info -t usages -i <device id> shows its AI "
+        "CPU usage; another process, data preprocessing or a monitoring agent on that card) and "
+        f"stop it or move it elsewhere; also take {ops} off the AI CPU where an AI Core version "
+        "exists (static shapes, or another formulation), so no step waits on it.",
+        f"找出还有什么在占用{who_zh}的 AI CPU（`npu-smi info -t usages -i <设备号>` 可查看 AI CPU 占用率；"
+        f"该卡上的其他进程、数据预处理或监控程序），停掉或迁走；并在有 AI Core 实现时让 {ops_zh} 不再跑在 "
+        "AI CPU 上（静态 shape 或换一种写法），让训练步不再等它。",
+        gain_us,
+        BoundKind.ESTIMATE,
+    )
+    return Explanation("aicpu", clause, clause_zh, rem, metrics=m, tags=("aicpu_busy", "aicpu_op"))
 
 
 #: Operators whose time depends on the values of their indices: repeated indices make their

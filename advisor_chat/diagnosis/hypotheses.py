@@ -572,6 +572,17 @@ def _not_a_card(d: Diagnosis, ranks: Sequence[int] = ()) -> Verdict | None:
             "要处理的是主机侧（CPU、进程、数据加载）",
             (top,),
         )
+    if top.mechanism is Mechanism.COMPUTE_STRAGGLER and "aicpu_busy" in top.symptom_tags:
+        return _v(
+            "card",
+            "contradicted",
+            f"the AI Core of {who} runs at its peers' speed; only its AI CPU kernels are slower — "
+            f"{_lower_first(en)}; free that AI CPU first: a new card beside the same other work "
+            "would be as slow",
+            f"{who_zh}的 AI Core 与其他卡一样快，只有 AI CPU 算子变慢——{zh}；先把被占用的 AI CPU "
+            "腾出来：换一张卡、旁边仍跑着同样的其他工作，也会一样慢",
+            (top,),
+        )
     if top.mechanism is Mechanism.COMPUTE_STRAGGLER and set(_WORK_TAGS) & set(top.symptom_tags):
         return _v(
             "card",

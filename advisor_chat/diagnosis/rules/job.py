@@ -164,12 +164,14 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         if start or ns is not None or ss is not None or dc is not None
         else job_idle_shape(ctx.profile, ctx.ranks)
     )
+    # what the host runs in the idle after its synchronize calls (with_stack / cpu_op frames)
+    sync_work = _gap_work(ctx, ss.ranks, ss.idle_us, steps) if ss is not None else None
     dispatch = (
         _copies_text(dc, gain)
         if dc is not None
         else _new_shape_text(ns, gain)
         if ns is not None
-        else _sync_text(ss, gain, _gap_work(ctx, ss.ranks, ss.idle_us, steps), steps)
+        else _sync_text(ss, gain, sync_work, steps)
         if ss is not None
         else _idle_shape_text(
             shape,
@@ -419,6 +421,7 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 **({"idle_placed_share": shape.share} if shape is not None else {}),
                 **({"idle_stretch_us": stretch_us} if math.isfinite(stretch_us) else {}),
                 **({"python_frame_us": gap.us} if gap is not None else {}),
+                **({"python_frame_us": sync_work.us} if sync_work is not None else {}),
                 # the host's own Python named (not the profiler's): no heavy-capture caveat
                 **({"python_frame_us": frames_txt[3]} if frames_txt is not None else {}),
                 "free_us_median": med,

@@ -1,0 +1,91 @@
+"""Development sets 25 and 26 kinds against their answer keys (numbers from the simulated timeline).
+
+- ``ddp-find-unused-params``: the host's frame in the job's one stretch of idle (DDP's graph walk).
+- ``aicpu-busy-card``: one rank's AI CPU kernels all slower, its AI Core kernels not.
+- ``tensor-dump-one-rank``: one rank's host in a tensor dump (msprobe) while the others wait.
+- ``host-built-attention-mask``: the host computing a triangular mask before each copy.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor_chat.diagnosis import diagnose
+from advisor_chat.diagnosis.hypotheses import judge
+from advisor_chat.ingest import load_profile
+
+
+def _key(path: Path) -> dict:
+    return json.loads((path / "answer_key.json").read_text())
+
+
+def _diag(path: Path):
+    return diagnose(load_profile(path, use_cache=False, progress=False))
+
+
+def test_a_stretch_of_idle_names_what_the_host_runs_in_it(scenario) -> None:
+    path = scenario("ddp-find-unused-params")
+    nums = _key(path)["expected_numbers"]
+    top = _diag(path).top()
+    assert top is not None and top.culprit.kind == "job"
+    assert "`prepare_for_backward`" in top.summary and "find_unused_parameters=True" in top.summary
+    # the frame lasts about the graph walk; the idle it holds is the stretch the key measures
+    assert top.metrics["python_frame_us"] == pytest.approx(nums["traversal_us_median"], rel=0.1)
+    assert top.metrics["idle_stretch_us"] == pytest.approx(
+        nums["device_idle_before_backward_us_median"], rel=0.05
+    )
+    assert top.remedies[0].text.startswith("Construct DistributedDataParallel with")
+    # the job's own Python, placed in one stretch: not the profiler's per-launch work
+    assert "profiler_overhead" not in top.symptom_tags
+    assert "capture was taken" not in top.summary
+
+
+def test_every_ai_cpu_kernel_slower_on_one_card(scenario) -> None:
+    path = scenario("aicpu-busy-card")
+    nums = _key(path)["expected_numbers"]
+    d = _diag(path)
+    top = d.top()
+    assert top is not None and top.culprit.ranks == (nums["culprit_rank"],)
+    assert "aicpu_busy" in top.symptom_tags
+    assert f"{nums['aicpu_ratio_median']:.1f}x" in top.summary
+    assert "AI Core kernels run at 1.00x" in top.summary
+    for op in nums["aicpu_op_types"]:
+        assert op in top.summary
+    assert top.remedies[0].text.startswith(
+        f"Find what else uses rank {nums['culprit_rank']}'s AI CPU"
+    )
+    # a new card is not the fix: its AI Core is as fast as its peers'
+    v = judge(d, "card", (nums["culprit_rank"],))
+    assert v.status == "contradicted" and "only its AI CPU kernels are slower" in v.reason
+
+
+def test_outliers_on_several_engines_stay_a_device_that_stalls(scenario) -> None:
+    # ECC retries hit AI Core kernels: not the AI CPU explanation
+    top = _diag(scenario("ecc-kernel-retries")).top()
+    assert top is not None and "aicpu_busy" not in top.symptom_tags
+
+
+def test_a_tensor_dump_on_one_rank(scenario) -> None:
+    path = scenario("tensor-dump-one-rank")
+    nums = _key(path)["expected_numbers"]
+    top = _diag(path).top()
+    assert top is not None and top.culprit.ranks == (nums["culprit_rank"],)
+    assert "msprobe" in top.summary and "profiler_overhead" not in top.symptom_tags
+    assert top.remedies[0].text.startswith(
+        f"Turn off the tensor dump on rank {nums['culprit_rank']}"
+    )
+    assert top.gain_us == pytest.approx(nums["saving_us_per_step"], rel=0.05)
+
+
+def test_a_mask_built_on_the_host(scenario) -> None:
+    path = scenario("host-built-attention-mask")
+    nums = _key(path)["expected_numbers"]
+    top = _diag(path).top()
+    assert top is not None and top.culprit.kind == "job"
+    assert "aten::tril" in top.summary and "causal attention) mask" in top.summary
+    # the host's operators and the copy together: the host's time per step in the key
+    assert top.metrics["python_frame_us"] == pytest.approx(nums["host_us_per_step"], rel=0.05)
+    assert top.remedies[0].text.startswith("Build the attention mask on the NPU")
