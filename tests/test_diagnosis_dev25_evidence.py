@@ -89,3 +89,30 @@ def test_a_mask_built_on_the_host(scenario) -> None:
     # the host's operators and the copy together: the host's time per step in the key
     assert top.metrics["python_frame_us"] == pytest.approx(nums["host_us_per_step"], rel=0.05)
     assert top.remedies[0].text.startswith("Build the attention mask on the NPU")
+
+
+def test_gc_collect_every_few_steps(scenario) -> None:
+    path = scenario("gc-collect-in-loop")
+    nums = _key(path)["expected_numbers"]
+    d = _diag(path)
+    # one planted fault, one cause: the slow steps, held by the recorded GC pauses
+    assert [c.id for c in d.causes] == [
+        f"cause.job_steps.s{nums['first_gc_step']}_{nums['last_gc_step']}"
+    ]
+    top = d.top()
+    assert top is not None and list(top.steps) == nums["gc_steps"]
+    assert "gc_pause" in top.symptom_tags
+    assert f"every {nums['gc_interval']} steps" in top.summary
+    assert top.metrics["gc_pause_us_affected_steps"] == pytest.approx(
+        nums["gc_pause_us_median"], rel=0.05
+    )
+    assert top.remedies[0].text.startswith("Take gc.collect() out of the training loop")
+    assert top.gain_us == pytest.approx(nums["saving_us_per_step_average"], rel=0.05)
+    assert judge(d, "dataloader").status == "contradicted"
+    assert judge(d, "gc").status == "supported"
+
+
+def test_slow_steps_without_gc_events_are_not_called_gc(scenario) -> None:
+    d = _diag(scenario("async-save-thread-contention"))
+    top = d.top()
+    assert top is not None and "gc_pause" not in top.symptom_tags

@@ -2935,6 +2935,24 @@ def gc_recording(profile: Profile, ranks: Sequence[int], steps: Sequence[int]) -
     return thr, n
 
 
+def gc_pause_us(profile: Profile, ranks: Sequence[int], steps: Sequence[int]) -> tuple[float, int]:
+    """``(GC pause per (step, rank), (step, rank) pairs with one)`` in ``steps`` (µs; NaN if none).
+
+    The recorded Python GC pauses (:func:`gc_recording`) summed per (step, rank) of a sample of
+    at most ``PEER_SAMPLE`` ranks; the median over the pairs that have one, and their number.
+    """
+    from advisor_chat.ingest.trace import GC_CALL
+
+    hd = profile.host_dispatch_for(_sample(ranks))
+    if hd.empty or not {"api_name", "api_duration_us", "step"} <= set(hd.columns):
+        return math.nan, 0
+    gc = hd[(hd["api_name"] == GC_CALL) & hd["step"].isin(list(steps))]
+    if gc.empty:
+        return math.nan, 0
+    per = gc.groupby(["step", "rank"])["api_duration_us"].sum()
+    return float(per.median()), len(per)
+
+
 #: Device tasks that copy memory (task types the trace's device lanes and host_dispatch name).
 DEVICE_COPY = re.compile(r"^MEMCPY", re.I)
 

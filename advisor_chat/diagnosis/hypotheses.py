@@ -994,6 +994,17 @@ def _dataloader(d: Diagnosis) -> Verdict:
             f"设备空闲时主机正阻塞在它自己的调用里，而不是在等数据加载：{held.summary_zh.rstrip('。')}",
             (held,),
         )
+    gc = _tagged(d, "gc_pause")
+    if gc is not None and gc.culprit.kind == "job":
+        # the recorded GC pauses hold the idle at the start of those steps
+        return _v(
+            "dataloader",
+            "contradicted",
+            "the ranks idle together in those steps, but the host is collecting garbage then, "
+            f"not waiting for input: {_lower_first(gc.summary.rstrip('.'))}",
+            f"各卡确实在这些步里一起空闲，但主机此时在做垃圾回收，而不是在等输入：{gc.summary_zh.rstrip('。')}",
+            (gc,),
+        )
     start = next((f for f in d.findings if f.id.startswith("host_dispatch.dataloader.")), None)
     if start is not None:
         # every rank waits at the start of its steps (the host dispatch analyzer measured it)

@@ -113,6 +113,10 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     steps: tuple[int, ...] = ()
     if 0 < len(hit) < len(by_step):
         steps = tuple(integer(x) for x in hit.index)
+    if steps and any(
+        c.culprit.kind == "job" and c.steps and set(steps) <= set(c.steps) for c in causes
+    ):
+        return []  # the idle of some steps is the slow steps' cause (one fault, told once)
     start = ctx.finding("host_dispatch.dataloader.step_start")
     si = start[0].metrics.get("step_start_idle_us", math.nan) if start else math.nan
     # the step-start idle is part of Free only when measured as the device gap before the step's

@@ -18,8 +18,10 @@ from advisor_chat.diagnosis.context import Context, ranks_label
 from advisor_chat.diagnosis.decompose import (
     MemoryChurn,
     SlowCalls,
+    _sample,
     device_account,
     device_copies,
+    gc_pause_us,
     gc_recording,
     host_silence,
     idle_before,
@@ -843,7 +845,39 @@ def _job_steps_cause(ctx: Context, js: JobSteps, n_steps: int) -> RootCause:
     gc_thr, gc_n = gc_recording(ctx.profile, ctx.ranks, js.steps)
     if math.isfinite(gc_thr):
         metrics |= {"gc_detect_threshold_ms": gc_thr, "gc_pauses_in_affected_steps": float(gc_n)}
-    if silent and sil is not None:
+    gc_us, gc_pairs = gc_pause_us(ctx.profile, ctx.ranks, js.steps)
+    n_read = len(_sample(list(ctx.ranks))) * len(js.steps)
+    gc_holds = math.isfinite(gc_us) and gc_us >= GC_HOLDS_SHARE * excess and 2 * gc_pairs >= n_read
+    tags: tuple[str, ...] = ("host_bound", "high_free", "step_jitter")
+    if gc_holds:
+        # Python's garbage collector pauses every rank's training thread in those steps
+        head += (
+            f": in them the host's Python runs its garbage collector for {ms(gc_us)} per step "
+            f"(GC events of trace_view.json in {gc_pairs} of {n_read} (step, rank) pairs read), "
+            "on every rank in the same steps: a gc.collect() called in the training loop every "
+            f"{_interval(js.steps)[0]}, or the collector's thresholds reached together"
+        )
+        head_zh += (
+            f"：这些步里主机的 Python 在做垃圾回收，每步 {ms(gc_us)}（trace_view.json 的 GC 事件，"
+            f"读取的 {n_read} 个（步, 卡）中有 {gc_pairs} 个），所有卡在同样的步里：训练循环里每隔 "
+            f"{_interval(js.steps)[1]}调用了一次 gc.collect()，或者回收阈值同时到达"
+        )
+        metrics |= {"gc_pause_us_affected_steps": gc_us}
+        tags = ("host_bound", "high_free", "step_jitter", "gc_pause")
+    if gc_holds:
+        action = Remedy(
+            "action",
+            "Take gc.collect() out of the training loop (or call it only where a pause costs "
+            "nothing, e.g. right after a checkpoint); to keep the collector from pausing every "
+            "rank at once, call gc.freeze() after building the model and data, and raise the "
+            "thresholds (gc.set_threshold) or disable automatic collection (gc.disable()).",
+            "把 gc.collect() 移出训练循环（或只在停顿不影响训练的地方调用，例如保存检查点之后）；为避免垃圾"
+            "回收同时让所有卡停顿，在构建好模型和数据后调用 gc.freeze()，并调高回收阈值（gc.set_threshold）"
+            "或关闭自动回收（gc.disable()）。",
+            per_step,
+            BoundKind.ESTIMATE,
+        )
+    elif silent and sil is not None:
         head += (
             f": the host stops launching - its time outside any call grows from "
             f"{ms(sil.other_idle_us)} to {ms(sil.idle_us)} per step (longest gap {ms(sil.longest_us)}"
@@ -924,9 +958,22 @@ def _job_steps_cause(ctx: Context, js: JobSteps, n_steps: int) -> RootCause:
         gain_us=per_step,
         bound=BoundKind.ESTIMATE,
         remedies=(action, check),
-        symptom_tags=("host_bound", "high_free", "step_jitter"),
+        symptom_tags=tags,
         severity=_severity(per_step, ctx.step_us),
     )
+
+
+#: The recorded GC pauses explain a job's slow steps when they last this share of the excess.
+GC_HOLDS_SHARE = 0.5
+
+
+def _interval(steps: Sequence[int]) -> tuple[str, str]:
+    """``("5 steps", "5 步")`` when ``steps`` are evenly spaced, else ``("few steps", "若干步")``."""
+    gaps = {b - a for a, b in itertools.pairwise(steps)}
+    if len(gaps) == 1:
+        g = gaps.pop()
+        return f"{g} steps", f"{g} 步"
+    return "few steps", "若干步"
 
 
 def arrives_later(ctx: Context, ranks: list[int]) -> dict[int, tuple[int, ...]]:
