@@ -529,7 +529,6 @@ def sw_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
         "swiglu_unfused_us_per_step": _med(unf.mean(axis=0)),
         "swiglu_fused_us_per_step": _med(fused.mean(axis=0)),
         "swiglu_unfused_share_of_step": _share(unf, step),
-        "activation_shape": f"{S},{2 * SW_F}",
         "median_computing_us_per_step": _med(comp.mean(axis=1)),
         "median_step_us": _r(a),
         "median_step_us_fused": _r(b),
