@@ -9,6 +9,7 @@ quoted CANN shapes, ``json.dumps`` default separators for the communication file
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import re
@@ -27,6 +28,8 @@ from advisor_chat.synth.model import (
     HostCall,
     HostOp,
     Kernel,
+    OpRec,
+    StepRec,
 )
 
 KERNEL_HEADER = (
@@ -96,6 +99,10 @@ class RunInfo:
     # what msprof-analyze's DeviceInfoParser reads: ``ai_core_num``, ``aiv_num``, frequencies);
     # None (the default) writes no PROF_ folder
     device_info: dict[int, dict[str, Any]] | None = None
+    # per-rank offset (ns) of the host clock the profiler stamps every event with (a server whose
+    # clock is not synchronised with the others'): every absolute timestamp of that rank's files is
+    # shifted by it, durations unchanged; None (the default) = every rank on the same clock
+    clock_offset_ns: dict[int, int] | None = None
 
 
 def ts_str(ns: int) -> str:
@@ -240,6 +247,44 @@ def rank_pid(rank: int) -> int:
     return 3096504 + rank * 7919 % 900000
 
 
+def _clock_shifted(cl: Cluster, r: int, off: int) -> Cluster:
+    """``cl`` as rank ``r``'s files see it when its host clock runs ``off`` ns ahead of the others'.
+
+    Every time of rank ``r`` (kernels, launches, collectives, step bounds, GC pauses) is shifted by
+    ``off``; the other ranks' rows and every duration are unchanged (``RunInfo.clock_offset_ns``).
+    """
+    steps: list[StepRec] = []
+    for st in cl.steps:
+        k_start = st.k_start.copy()
+        k_start[r] += off
+        k_api = st.k_api_start.copy()
+        k_api[r] += off
+        ops: list[OpRec] = []
+        for op in st.ops:
+            s0, e0, a0 = op.start.copy(), op.end.copy(), op.api_start.copy()
+            s0[r] += off
+            e0[r] += off
+            a0[r] += off
+            ops.append(dataclasses.replace(op, start=s0, end=e0, api_start=a0))
+        rs = st.r_start.copy() if st.r_start is not None else np.full(cl.ranks, st.start)
+        re_ = st.r_end.copy() if st.r_end is not None else np.full(cl.ranks, st.end)
+        rs[r] += off
+        re_[r] += off
+        gc = [(g, a + off, b + off) if g == r else (g, a, b) for g, a, b in st.gc]
+        steps.append(
+            dataclasses.replace(
+                st,
+                k_start=k_start,
+                k_api_start=k_api,
+                ops=ops,
+                r_start=rs,
+                r_end=re_,
+                gc=gc,
+            )
+        )
+    return dataclasses.replace(cl, steps=steps)
+
+
 def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
     """Write one rank's ``*_ascend_pt`` folder.
 
@@ -247,6 +292,9 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         Per-step breakdown in µs (``computing_us``, ``comm_not_overlapped_us``, ``overlapped_us``,
         ``communication_us``, ``free_us``, ``step_us``) and the folder name.
     """
+    off = (info.clock_offset_ns or {}).get(r, 0)
+    if off:
+        cl = _clock_shifted(cl, r, off)
     pid = rank_pid(r)
     dev = r % RANKS_PER_NODE
     hw_pid = (pid << 10) | (HW_SORT << 5) | dev
