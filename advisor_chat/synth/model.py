@@ -391,6 +391,11 @@ class Perturb:
             explicit ``gc.collect()`` in the training loop): each is also recorded as a host GC
             interval (``StepRec.gc``) as long as the gap, ending just before the delayed launch (no
             earlier than the step start). False = the gaps leave no GC record.
+        step_skip_colls: {step index: collective indices} collectives of the program (position
+            among the program's collectives) that no rank runs in that step (a collective issued only
+            in some steps, e.g. the gradient all-reduce of the last micro-batch of an accumulation
+            when every profiled step is one micro-batch): no device record, no time, no launch.
+            Empty = every collective in every step.
     """
 
     dur_scale: np.ndarray
@@ -434,6 +439,7 @@ class Perturb:
     host_calls: dict[int, dict[int, list[HostCall]]] = field(default_factory=dict)
     step_d2h_pulls: dict[int, dict[int, dict[int, list[D2HPull]]]] = field(default_factory=dict)
     gc_host_gaps: bool = False
+    step_skip_colls: dict[int, set[int]] = field(default_factory=dict)
 
     def kernel_at(self, si: int, r: int, j: int, default: Kernel) -> Kernel:
         """The kernel template rank ``r`` runs at program position ``j`` in step index ``si``."""
@@ -685,6 +691,9 @@ def simulate(
                     overlap_left -= 1
                     if overlap_left == 0:
                         t = np.maximum(t, pending_end)
+                continue
+            if perturb.step_skip_colls and ci in perturb.step_skip_colls.get(si, ()):
+                ci += 1  # not issued in this step (Perturb.step_skip_colls)
                 continue
             kind = kinds[perturb.step_group.get((si, ci), it.group)]
             arrival = np.maximum(t + (perturb.gap_us * 1000).astype(np.int64), pending_end)
