@@ -116,3 +116,23 @@ def test_slow_steps_without_gc_events_are_not_called_gc(scenario) -> None:
     d = _diag(scenario("async-save-thread-contention"))
     top = d.top()
     assert top is not None and "gc_pause" not in top.symptom_tags
+
+
+def test_moe_tokens_dispatched_by_all_gather(scenario) -> None:
+    path = scenario("moe-allgather-dispatcher")
+    nums = _key(path)["expected_numbers"]
+    top = _diag(path).top()
+    assert top is not None and top.culprit.kind == "job"
+    assert "moe_token_dispatcher_type allgather" in top.summary
+    assert top.metrics["moe_dispatch_us_per_step"] == pytest.approx(
+        nums["dispatch_comm_us_per_step"], rel=0.05
+    )
+    first = top.remedies[0]
+    assert first.text.startswith("Switch the MoE token dispatcher to all-to-all")
+    # (1 - top-k / ep) of the dispatch: the re-simulated saving with the all-to-all dispatcher
+    assert first.gain_us == pytest.approx(nums["saving_us_per_step"], rel=0.1)
+
+
+def test_an_alltoall_dispatcher_is_not_told_to_switch(scenario) -> None:
+    top = _diag(scenario("moe-hot-expert")).top()
+    assert top is not None and "moe_dispatch_us_per_step" not in top.metrics

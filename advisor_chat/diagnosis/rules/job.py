@@ -2211,6 +2211,12 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             "expert_rows_max_ratio": load.max_ratio,
             "alltoall_us_per_step": load.a2a_us_per_step,
         }
+    # MoE tokens dispatched by all-gather: every rank gathers its expert group's tokens
+    disp = _moe_allgather_dispatch(ctx, rest)
+    if disp is not None:
+        ev.append(disp[0])
+        ev_zh.append(disp[1])
+        metrics |= disp[3]
     gf_remedy: Remedy | None = None
     if gf is not None:
         gf_en, gf_zh, gf_remedy = _gather_feeds_text(gf, rest)
@@ -2405,6 +2411,8 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         remedies.insert(0, el_remedy)
     if cc_remedy is not None:
         remedies.insert(0, cc_remedy)
+    if disp is not None:
+        remedies.insert(0, disp[2])
     if rep_remedy is not None:
         # first when its instances feed operators that read one tensor (the evidence it is the
         # same data), after the other changes the evidence selected otherwise
@@ -2638,6 +2646,85 @@ def _collective_types_text(ctx: Context, ct: CollectiveTypes) -> tuple[str, str,
             f"（HCCL_ALGO）以及归约的数据类型；网络本身传 {name} 能跑满带宽。",
         ),
     )
+
+
+#: The all-gather dispatcher's collectives explain exposed communication when they hold at
+#: least this share of the communication time.
+DISPATCH_MIN_SHARE = 0.5
+
+
+def _moe_allgather_dispatch(
+    ctx: Context, rest: float
+) -> tuple[str, str, Remedy, dict[str, float]] | None:
+    """MoE tokens dispatched by all-gather: (clause, Chinese clause, remedy, metrics) or None.
+
+    When the recorded ``distributed_args`` say ``moe_token_dispatcher_type allgather`` and the
+    all-gathers and reduce-scatters hold at least ``DISPATCH_MIN_SHARE`` of the communication
+    time (``comm_ops`` Elapse, communication.json): each rank gathers every token of its
+    expert-parallel group and reduce-scatters the output back. An all-to-all dispatcher sends
+    a token only to its top-k experts' ranks: ``topk / ep`` of the volume, so the estimated
+    saving is those collectives' time per (step, rank) x (1 - topk / ep), bounded by ``rest``.
+    """
+    args = ctx.distributed_args
+    if str(args.get("moe_token_dispatcher_type", "")).lower() != "allgather":
+        return None
+    ops = ctx.profile.get("comm_ops")
+    if ops.empty or not {"op_type", "elapse_ms", "rank", "step"} <= set(ops.columns):
+        return None
+    el = pd.to_numeric(ops["elapse_ms"], errors="coerce").fillna(0.0)
+    kind = ops["op_type"].astype(str).str.lower()
+    pair = kind.isin(("allgather", "reducescatter"))
+    total = float(el.sum())
+    if total <= 0 or float(el[pair].sum()) < DISPATCH_MIN_SHARE * total:
+        return None
+    units = ops[["rank", "step"]].drop_duplicates().shape[0]
+    us = 1000.0 * float(el[pair].sum()) / max(units, 1)
+    ep_v, topk_v = args.get("expert_model_parallel_size"), args.get("moe_router_topk")
+    ep = ep_v if isinstance(ep_v, int) else 0
+    topk = topk_v if isinstance(topk_v, int) else 0
+    known = ep > 1 and 0 < topk < ep
+    frac = 1.0 - topk / ep if known else 1.0
+    gain = min(us * frac, rest)
+    per = ", ".join(
+        f"{k}={args[k]}"
+        for k in ("expert_model_parallel_size", "num_experts", "moe_router_topk")
+        if k in args
+    )
+    en = (
+        f"; the MoE layers dispatch tokens by all-gather (distributed_args: "
+        f"moe_token_dispatcher_type allgather{', ' + per if per else ''}): every rank gathers all "
+        "the tokens of its expert-parallel group and reduce-scatters the experts' output back, "
+        f"{ms(us)} of AllGather and ReduceScatter per step"
+        + (
+            f", where an all-to-all dispatcher moves only each token's top-{topk} share "
+            f"({topk}/{ep} of the volume)"
+            if known
+            else ""
+        )
+    )
+    zh = (
+        f"；MoE 层用 all-gather 分发 token（distributed_args：moe_token_dispatcher_type 为 allgather"
+        f"{'，' + per if per else ''}）：每张卡都收集其专家并行组的全部 token，再把专家输出 "
+        f"reduce-scatter 回去，每步 AllGather 和 ReduceScatter 共 {ms(us)}"
+        + (
+            f"；all-to-all 分发只发送每个 token 的 top-{topk} 部分（数据量为 {topk}/{ep}）"
+            if known
+            else ""
+        )
+    )
+    rem = Remedy(
+        "action",
+        "Switch the MoE token dispatcher to all-to-all (--moe-token-dispatcher-type alltoall, "
+        "or alltoall_seq in MindSpeed): each token then goes only to the ranks of its top-k "
+        "experts; with it, the dispatch can also overlap computation "
+        "(--moe-alltoall-overlap-comm).",
+        "把 MoE 的 token 分发改为 all-to-all（--moe-token-dispatcher-type alltoall，MindSpeed 中也可用 "
+        "alltoall_seq）：每个 token 只发往其 top-k 专家所在的卡；之后还可以让分发与计算重叠"
+        "（--moe-alltoall-overlap-comm）。",
+        gain,
+        BoundKind.ESTIMATE if known else BoundKind.UPPER_BOUND,
+    )
+    return en, zh, rem, {"moe_dispatch_us_per_step": us}
 
 
 COLLECTIVE_NAMES = {"allgather": "AllGather", "reducescatter": "ReduceScatter",
