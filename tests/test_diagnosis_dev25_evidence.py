@@ -136,3 +136,25 @@ def test_moe_tokens_dispatched_by_all_gather(scenario) -> None:
 def test_an_alltoall_dispatcher_is_not_told_to_switch(scenario) -> None:
     top = _diag(scenario("moe-hot-expert")).top()
     assert top is not None and "moe_dispatch_us_per_step" not in top.metrics
+
+
+def test_long_kernels_on_few_cores_in_deterministic_mode(scenario) -> None:
+    path = scenario("torch-deterministic-on")
+    nums = _key(path)["expected_numbers"]
+    ev = _key(path)["evidence"]
+    top = _diag(path).top()
+    assert top is not None and top.culprit.kind == "job"
+    for op, bd in ev["block_dim"].items():
+        assert f"{op} on {bd} of " in top.summary
+    assert "torch.use_deterministic_algorithms(True)" in top.summary
+    assert top.metrics["item_us_per_step"] == pytest.approx(
+        nums["deterministic_us_per_step"], rel=0.05
+    )
+    assert top.remedies[0].text.startswith("Turn deterministic computation off")
+
+
+def test_kernels_on_all_cores_are_not_few_cores(scenario) -> None:
+    from advisor_chat.diagnosis.decompose import _few_cores
+
+    prof = load_profile(scenario("healthy"), use_cache=False, progress=False)
+    assert _few_cores(prof.kernels_for([0, 1])) is None

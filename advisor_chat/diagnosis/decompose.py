@@ -862,8 +862,9 @@ class JobItem:
 
     Attributes:
         what: ``op_type``, ``engine``, ``layout`` (every layout/dtype conversion together),
-            ``fusion`` (the operators of one :data:`FUSIBLE` pattern with no fused kernel) or
-            ``dynamic`` (every dynamic-shape launch together).
+            ``fusion`` (the operators of one :data:`FUSIBLE` pattern with no fused kernel),
+            ``dynamic`` (every dynamic-shape launch together) or ``few_cores`` (long kernels
+            launched on a small part of their engine's cores, :func:`_few_cores`).
         name: The operator type, the accelerator core, or the group's name.
         us_per_step: Mean µs per (step, rank).
         share_min: Smallest share of a rank's step over the ranks examined (0..1).
@@ -880,6 +881,8 @@ class JobItem:
             (their gradients cast back) together.
         weight_cast_us: Their time per (step, rank), µs.
         weight_fp32_casts: Of them, the Casts of an fp32 (``DT_FLOAT``) input.
+        block_dims: For ``few_cores``: per operator type, (type, its Block Dim, the largest Block
+            Dim of its engine on the rank), by time.
     """
 
     what: str
@@ -896,6 +899,7 @@ class JobItem:
     weight_casts: float = 0.0
     weight_cast_us: float = 0.0
     weight_fp32_casts: float = 0.0
+    block_dims: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -943,9 +947,52 @@ def _item(
         str(sub["input_dtypes"].mode().iloc[0]) if len(sub) else "",
         str(sub.groupby("input_shapes")["duration_us"].sum().idxmax()) if len(sub) else "",
         tuple(str(x) for x in sub.groupby("op_type")["duration_us"].sum().sort_values(
-            ascending=False).index[:4]) if what in ("layout", "dynamic", "engine", "fusion") else (),
+            ascending=False).index[:4]) if what in ("layout", "dynamic", "engine", "fusion", "few_cores") else (),
         float(dev),
     )  # fmt: skip
+
+
+#: A kernel runs on few cores when its Block Dim is at most this share of the largest Block Dim
+#: of its engine on the rank ...
+FEW_CORES_SHARE = 0.25
+#: ... and it lasts at least this long (µs; short kernels use few cores by design) ...
+FEW_CORES_MIN_US = 200.0
+#: ... and such kernels together are a hotspot when they take this share of every rank's step.
+FEW_CORES_MIN_SHARE = 0.08
+
+
+def _few_cores(k: pd.DataFrame) -> tuple[pd.DataFrame, tuple[tuple[str, int, int], ...]] | None:
+    """Long kernels launched on a small part of their engine's cores.
+
+    ``k``: compute kernels with ``block_dim`` (kernel_details.csv Block Dim) and
+    ``accelerator_core``. A kernel of at least ``FEW_CORES_MIN_US`` whose Block Dim is at most
+    ``FEW_CORES_SHARE`` of the largest Block Dim of the same engine on its rank (the cores that
+    engine's kernels do use there). Returns (those rows, per operator type (type, its Block Dim,
+    the largest) by time), or None.
+    """
+    if "block_dim" not in k.columns or k.empty:
+        return None
+    bd = pd.to_numeric(k["block_dim"], errors="coerce")
+    core = k["accelerator_core"].astype(str)
+    full = bd.groupby([k["rank"], core]).transform("max")
+    mask = (
+        (bd > 0)
+        & (full >= 8)
+        & (bd <= FEW_CORES_SHARE * full)
+        & (k["duration_us"] >= FEW_CORES_MIN_US)
+        & ~core.str.upper().eq("AI_CPU")
+    )
+    sub = k[mask.fillna(False)]
+    if sub.empty:
+        return None
+    sb, sf = bd[sub.index], full[sub.index]
+    by = sub.assign(_bd=sb, _full=sf).groupby("op_type")
+    order = by["duration_us"].sum().sort_values(ascending=False).index
+    dims = tuple(
+        (str(t), int(by.get_group(t)["_bd"].median()), int(by.get_group(t)["_full"].max()))
+        for t in order
+    )
+    return sub, dims
 
 
 def _weight_casts(
@@ -1029,6 +1076,15 @@ def job_account(profile: Profile, step_us_by_rank: pd.Series) -> JobAccount | No
         items.append(_item("op_type", str(name), sub, units, step, device))
     for name, sub in k.groupby("accelerator_core"):
         items.append(_item("engine", str(name), sub, units, step, device))
+    few = _few_cores(k)
+    if few is not None:
+        sub, dims = few
+        items.append(
+            dataclasses.replace(
+                _item("few_cores", "operators on few cores", sub, units, step, device),
+                block_dims=dims,
+            )
+        )
     lay = k[k["op_type"].str.match(LAYOUT_OPS)]
     if not lay.empty:
         item = _item("layout", "layout/dtype conversions", lay, units, step, device)
@@ -1065,6 +1121,7 @@ def job_account(profile: Profile, step_us_by_rank: pd.Series) -> JobAccount | No
              and it.share_min >= HOTSPOT_MIN_SHARE)
             or (it.what == "layout" and it.share_min >= LAYOUT_MIN_SHARE)
             or (it.what == "engine" and it.name == "AI_CPU" and it.share_min >= AICPU_MIN_SHARE)
+            or (it.what == "few_cores" and it.share_min >= FEW_CORES_MIN_SHARE)
         ):  # fmt: skip
             hot = it
             break

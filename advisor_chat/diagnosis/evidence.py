@@ -799,6 +799,61 @@ def _explain_same_launch(
     )
 
 
+#: Operators that accumulate into shared outputs (scatter-adds, index puts, reductions): their
+#: parallel form adds in an unspecified order, so a deterministic mode runs them serially.
+ACCUMULATE_OPS = re.compile(
+    r"embedding.*grad|index_?put|index_?add|scatter|reduce_?sum|cumsum|unsortedsegment", re.I
+)
+
+
+def _few_cores_text(
+    item: JobItem, share: str, ranks_txt: str, ranks_zh: str
+) -> tuple[str, str, Remedy]:
+    """Clause (en, zh) and action for long kernels launched on few of their engine's cores."""
+    parts = ", ".join(f"{t} on {b} of {f}" for t, b, f in item.block_dims[:4])
+    parts_zh = "、".join(f"{t} 用 {f} 个核中的 {b} 个" for t, b, f in item.block_dims[:4])
+    en = (
+        f"long kernels launched on a small part of the cores ({parts}; kernel_details.csv Block "
+        f"Dim) take at least {share} of {ranks_txt}'s step ({ms(item.us_per_step)} per step)"
+    )
+    zh = (
+        f"只用了少数核启动的长算子（{parts_zh}；kernel_details.csv 的 Block Dim）至少占{ranks_zh}步长的 "
+        f"{share}（每步 {ms(item.us_per_step)}）"
+    )
+    accumulate = [t for t, _b, _f in item.block_dims if ACCUMULATE_OPS.search(t)]
+    if accumulate and len(accumulate) * 2 >= len(item.block_dims):
+        ops = ", ".join(accumulate[:3])
+        en += (
+            f"; {ops} accumulate into shared outputs, which a deterministic mode "
+            "(torch.use_deterministic_algorithms(True)) runs in a fixed order on one or a few "
+            "cores instead of in parallel"
+        )
+        zh += (
+            f"；{'、'.join(accumulate[:3])} 会把结果累加到共享的输出上，确定性模式"
+            "（torch.use_deterministic_algorithms(True)）会让它们按固定顺序在一个或少数几个核上串行执行，"
+            "而不是并行"
+        )
+        rem = Remedy(
+            "action",
+            "Turn deterministic computation off for training runs "
+            "(torch.use_deterministic_algorithms(False), and drop the deterministic settings of "
+            f"the launch script): {ops} then run on all cores; keep it for short reproducibility "
+            "or precision-alignment runs only.",
+            "训练时关闭确定性计算（torch.use_deterministic_algorithms(False)，并去掉启动脚本里的确定性"
+            f"设置）：{'、'.join(accumulate[:3])} 就能用上全部核；只在短时间的复现或精度对齐时开启。",
+        )
+    else:
+        rem = Remedy(
+            "action",
+            f"Find why {item.block_dims[0][0]} launches on so few cores: its input shapes or dtype "
+            "may take a fallback kernel (compare with a run where it is fast), or a newer "
+            "operator package has a parallel version.",
+            f"查明 {item.block_dims[0][0]} 为何只用了很少的核：其输入 shape 或数据类型可能走了兜底的实现"
+            "（与它正常时的运行对比），或更新的算子包有并行实现。",
+        )
+    return en, zh, rem
+
+
 def explain_hotspot(item: JobItem, ranks_txt: str, ranks_zh: str) -> tuple[str, str, Remedy]:
     """English clause, Chinese clause and action for a job-level item (see ``job_account``).
 
@@ -823,6 +878,8 @@ def explain_hotspot(item: JobItem, ranks_txt: str, ranks_zh: str) -> tuple[str, 
             f"让 {ops} 不再运行在 AI CPU 上：为其提供 AI Core 算子支持的输入（如 int64 / float64 "
             "等数据类型、格式、shape），或换用 NPU 支持的等价调用。",
         )
+    elif item.what == "few_cores":
+        en, zh, rem = _few_cores_text(item, share, ranks_txt, ranks_zh)
     elif item.what == "fusion":
         ops, ops_zh = ", ".join(item.members), "、".join(item.members)
         what = item.name.split(" computed")[0]
