@@ -266,6 +266,12 @@ _SUSPECT_X = (
         r"(?P<x>[a-z][\w.+-]*(?:\s+[a-z][\w.+-]*){0,2}?)\s+(?:be\s+|too\s+|just\s+)?"
         r"(?:slow|slower|the slow part|holding (?:us|it|the job) back)\b"
     ),
+    # "so is it just flash attention being slower on the NPU?"
+    re.compile(
+        r"(?i)\b(?:is|could)\s+(?:it|this|that)\s+(?:just\s+|only\s+|simply\s+)?(?:the\s+)?"
+        r"(?P<x>[a-z][\w.+-]*(?:\s+[a-z][\w.+-]*){0,2}?)\s+being\s+"
+        r"(?:slow|slower|the problem|the bottleneck)\b"
+    ),
     re.compile(r"是不是(?P<x>[^，。？?！!、\s]{2,12}?)的?(?:问题|原因|锅)"),
     re.compile(r"是(?P<x>[^，。？?！!、\s]{2,12}?)(?:导致|造成|引起)的吗"),
     # "是不是优化器那一步太慢？", "会不会是日志拖慢了"

@@ -922,11 +922,15 @@ def explain_hotspot(item: JobItem, ranks_txt: str, ranks_zh: str) -> tuple[str, 
         )
     elif item.what == "layout":
         ops = ", ".join(item.members)
+        n = f"{item.count_per_step:.0f}"
         en = (
-            f"layout and dtype conversions ({ops}) take at least {share} of {ranks_txt}'s step "
-            f"({ms(item.us_per_step)} per step) without computing anything"
+            f"layout and dtype conversions ({ops}; {n} launches per step) take at least {share} of "
+            f"{ranks_txt}'s step ({ms(item.us_per_step)} per step) without computing anything"
         )
-        zh = f"格式与数据类型转换（{ops}）至少占{ranks_zh}步长的 {share}（每步 {ms(item.us_per_step)}），本身不做计算"
+        zh = (
+            f"格式与数据类型转换（{ops}；每步 {n} 次调用）至少占{ranks_zh}步长的 {share}"
+            f"（每步 {ms(item.us_per_step)}），本身不做计算"
+        )
         if item.weight_fp32_casts > 0 and item.weight_cast_us >= 0.5 * item.us_per_step:
             # the weights themselves converted in every pass: fp32 weights under autocast
             en += (
