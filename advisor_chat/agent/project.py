@@ -871,7 +871,8 @@ def _no_role(d: Diagnosis, ranks: Sequence[int], zh: bool, p: Projection) -> Pro
         p.lines.append(
             f"{who}不是慢卡：各卡之间的差异都在阈值以内。{_sentence(summary(nc, zh), zh)}"
             if zh
-            else f"{who.capitalize()} is not slow: the spreads between ranks are under threshold. "
+            else f"{who.capitalize()} {'is' if len(ranks) == 1 else 'are'} not slow: the spreads "
+            "between ranks are under threshold. "
             f"{_sentence(summary(nc, zh), zh)}"
         )
         return p

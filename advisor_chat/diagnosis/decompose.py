@@ -3010,6 +3010,90 @@ def gc_pause_us(profile: Profile, ranks: Sequence[int], steps: Sequence[int]) ->
     return float(per.median()), len(per)
 
 
+#: A node's timestamps are offset when every collective ends at least this much (µs) later or
+#: earlier on its ranks than on the reference node ...
+CLOCK_MIN_US = 500.0
+#: ... the same on all of its ranks and in most collectives (spread at most this share of it).
+CLOCK_SPREAD = 0.2
+
+
+@dataclass(frozen=True)
+class ClockOffset:
+    """A node whose host clock is offset from the others' (its timestamps shifted).
+
+    A collective ends on every member at nearly the same moment (the last data arrives for
+    all), so its end times differ between ranks only by the ranks' clocks.
+
+    Attributes:
+        ranks: The node's ranks.
+        offset_us: How much later its timestamps read than the reference node's (µs; negative:
+            earlier), the median over its ranks of each rank's median end-time difference.
+        ref_ranks: The reference node's ranks (the first node).
+        instances: Collective instances compared.
+    """
+
+    ranks: tuple[int, ...]
+    offset_us: float
+    ref_ranks: tuple[int, ...]
+    instances: int
+
+
+def clock_offsets(profile: Profile) -> list[ClockOffset]:
+    """Nodes whose timestamps are offset from the first node's, from the collectives' end times.
+
+    Per collective instance (``comm_ops`` group, op_name, step; communication.json start and
+    Elapse Time), each rank's end time less the instance's median end; per rank the median over
+    instances; per node (:func:`~advisor_chat.diagnosis.attribution.nodes`) the median over its
+    ranks, against the first node's. A node is offset when that is at least ``CLOCK_MIN_US`` and
+    its ranks and instances agree within ``CLOCK_SPREAD`` of it. ``[]`` with one node or no
+    timestamps.
+    """
+    from advisor_chat.diagnosis.attribution import nodes
+
+    node_list = nodes(profile)
+    ops = profile.get("comm_ops")
+    need = {"rank", "group", "op_name", "step", "start_us", "elapse_ms"}
+    if len(node_list) < 2 or ops.empty or not need <= set(ops.columns):
+        return []
+    if "comm_kind" in ops.columns:
+        ops = ops[ops["comm_kind"].astype(str) == "collective"]
+    end = pd.to_numeric(ops["start_us"], errors="coerce") + 1000.0 * pd.to_numeric(
+        ops["elapse_ms"], errors="coerce"
+    )
+    df = ops[["rank", "group", "op_name", "step"]].assign(end=end).dropna(subset=["end"])
+    if df.empty:
+        return []
+    key = ["group", "op_name", "step"]
+    size = df.groupby(key)["rank"].transform("nunique")
+    df = df[size >= 2]
+    df = df.assign(off=df["end"] - df.groupby(key)["end"].transform("median"))
+    n_inst = int(df.groupby(key).ngroups)
+    node_of = {r: i for i, ns in enumerate(node_list) for r in ns}
+    df = df.assign(node=df["rank"].map(node_of))
+    # each instance's end per node (median over its ranks), against the first node's
+    by_node = df.dropna(subset=["node"]).groupby([*key, "node"])["end"].median().unstack("node")
+    if 0 not in by_node.columns:
+        return []
+    out: list[ClockOffset] = []
+    per_rank = df.groupby("rank")["off"].median()
+    for i, ns in enumerate(node_list[1:], start=1):
+        if i not in by_node.columns:
+            continue
+        diff = (by_node[i] - by_node[0]).dropna()
+        if len(diff) < 3:
+            continue
+        off = float(diff.median())
+        if abs(off) < CLOCK_MIN_US:
+            continue
+        spread_inst = float((diff - off).abs().quantile(0.75))
+        ref = float(per_rank.reindex(node_list[0]).median())
+        spread_rank = float((per_rank.reindex(ns) - ref - off).abs().max())
+        if max(spread_inst, spread_rank) > CLOCK_SPREAD * abs(off):
+            continue
+        out.append(ClockOffset(tuple(ns), off, tuple(node_list[0]), n_inst))
+    return out
+
+
 #: Device tasks that copy memory (task types the trace's device lanes and host_dispatch name).
 DEVICE_COPY = re.compile(r"^MEMCPY", re.I)
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from advisor_chat.analyzers.base import AnalyzerResult, Category, Finding, FindingKind, Severity
 from advisor_chat.diagnosis import rules as R
 from advisor_chat.diagnosis.attribution import single_node
-from advisor_chat.diagnosis.context import Context, build_context
+from advisor_chat.diagnosis.context import Context, build_context, ranks_label
 from advisor_chat.diagnosis.text import ms, pct, share_of
 from advisor_chat.diagnosis.types import (
     BoundKind,
@@ -556,6 +556,14 @@ def _no_culprit(ctx: Context) -> RootCause:
             "打开某张卡在空闲期间的主机时间线，确认设备在等什么。",
         ),
     }[dom]
+    clock = clock_note(ctx)
+    metrics: dict[str, float] = dict(shares)
+    remedies = [Remedy("check", check[0], check[1])]
+    if clock is not None:  # (said last: what the user may have seen on the timeline)
+        dom_en += clock[0]
+        dom_zh += clock[1]
+        metrics["clock_offset_us"] = clock[2]
+        remedies.insert(0, clock[3])
     return RootCause(
         id="cause.no_culprit",
         mechanism=Mechanism.NO_CULPRIT,
@@ -572,11 +580,50 @@ def _no_culprit(ctx: Context) -> RootCause:
         + zh
         + dom_zh
         + "。",
-        metrics=dict(shares),
+        metrics=metrics,
         findings=(),
-        remedies=(Remedy("check", check[0], check[1]),),
+        remedies=tuple(remedies),
         severity=Severity.INFO,
     )
+
+
+def clock_note(ctx: Context) -> tuple[str, str, float, Remedy] | None:
+    """A node whose timestamps are offset (:func:`~advisor_chat.diagnosis.decompose.clock_offsets`).
+
+    Returns (English clause, Chinese clause, the largest offset in µs, a check), or ``None``.
+    Computed once per context.
+    """
+    from advisor_chat.diagnosis.decompose import clock_offsets
+
+    if "clock" not in ctx.cache:
+        ctx.cache["clock"] = clock_offsets(ctx.profile)
+    offs = ctx.cache["clock"]
+    if not offs:
+        return None
+    o = max(offs, key=lambda x: abs(x.offset_us))
+    rl, rl_zh = ranks_label(list(o.ranks))
+    ref, ref_zh = ranks_label(list(o.ref_ranks))
+    way, way_zh = ("later", "晚") if o.offset_us > 0 else ("earlier", "早")
+    en = (
+        f"; {rl}'s timestamps read {ms(abs(o.offset_us))} {way} than {ref}'s in every collective, "
+        f"its end too ({o.instances} collectives of communication.json), where all members "
+        "finish together: the hosts' clocks differ, so on a merged timeline that node looks late "
+        "at every collective, while the collectives' Wait Time shows nobody waits for it"
+    )
+    zh = (
+        f"；在每个集合通信里，{rl_zh}的时间戳都比{ref_zh}{way_zh} {ms(abs(o.offset_us))}，连结束时间也是"
+        f"（communication.json 中的 {o.instances} 个集合通信），而所有成员本应同时结束：两台主机的时钟不一致，"
+        "所以合并的时间线上这台机器看起来每次都晚到，但集合通信的等待时间（Wait Time）表明并没有谁在等它"
+    )
+    rem = Remedy(
+        "check",
+        "Synchronize the nodes' clocks (NTP / chrony on every host) before merging their "
+        "timelines, or align the ranks on a collective's end; judge lateness by the collectives' "
+        "Wait Time, which each rank measures on its own clock.",
+        "合并时间线之前先同步各节点的时钟（每台主机上的 NTP / chrony），或以某个集合通信的结束时间对齐各卡；"
+        "判断谁晚到要看集合通信的等待时间（Wait Time），它由每张卡用自己的时钟测量。",
+    )
+    return en, zh, abs(o.offset_us), rem
 
 
 #: Why one captured step cannot name a slow rank (English, Chinese).
@@ -762,6 +809,10 @@ def _diagnose(
 
     notes: list[str] = []
     notes_zh: list[str] = []
+    clock = clock_note(ctx) if invalid is None else None
+    if clock is not None and any(c.mechanism not in NON_CAUSES for c in causes):
+        notes.append(clock[0].removeprefix("; "))
+        notes_zh.append(clock[1].removeprefix("；"))
     nes: RootCause | None = None
     pair_metrics: dict[str, float] = {}
     n_steps = (
