@@ -40,3 +40,13 @@ def test_a_node_clock_offset_is_found_and_blames_nobody(scenario) -> None:
 def test_nodes_on_one_clock_have_no_offset(scenario, name: str) -> None:
     # a slow node's collectives end together with the others' (it arrives late, its peers wait)
     assert clock_offsets(load_profile(scenario(name), use_cache=False, progress=False)) == []
+
+
+def test_tp_collectives_beside_matmuls_put_mc2_first(scenario) -> None:
+    path = scenario("mc2-off-tp-sp")
+    top = diagnose(load_profile(path, use_cache=False, progress=False)).top()
+    assert top is not None and top.culprit.kind == "job"
+    assert top.remedies[0].text.startswith("Enable MC2 for the tensor-parallel layers")
+    assert "use_ascend_mc2 false" in top.summary
+    # what MC2 can hide is bounded by the communication the job exposes
+    assert (top.remedies[0].gain_us or 0.0) <= top.metrics["hideable_us"] + 1e-6
