@@ -50,3 +50,23 @@ def test_tp_collectives_beside_matmuls_put_mc2_first(scenario) -> None:
     assert "use_ascend_mc2 false" in top.summary
     # what MC2 can hide is bounded by the communication the job exposes
     assert (top.remedies[0].gain_us or 0.0) <= top.metrics["hideable_us"] + 1e-6
+
+
+def test_the_same_kernels_slower_beside_collectives(scenario) -> None:
+    path = scenario("overlap-contention-sync-steps")
+    nums = _key(path)["expected_numbers"]
+    top = diagnose(load_profile(path, use_cache=False, progress=False)).top()
+    assert top is not None and top.id == "cause.slow_steps"
+    assert list(top.steps) == nums["sync_steps"]
+    assert "launch as often at the same shapes" in top.summary
+    assert "HCCL_OP_EXPANSION_MODE=AIV" in top.summary
+    assert top.metrics["same_kernel_slowdown"] > 1.1
+    assert top.remedies[0].text.startswith("Unset HCCL_OP_EXPANSION_MODE=AIV")
+    # the MatMuls' extra time over the captured steps: what the key re-simulates away
+    assert top.remedies[0].gain_us == pytest.approx(nums["saving_us_per_step_average"], rel=0.3)
+
+
+def test_extra_forward_passes_stay_an_evaluation(scenario) -> None:
+    top = diagnose(load_profile(scenario("inline-eval-steps"), use_cache=False)).top()
+    assert top is not None and "extra_forward_passes" in top.metrics
+    assert "same_kernel_slowdown" not in top.metrics

@@ -45,7 +45,7 @@ SAME_COUNT = 0.1
 #: Job-wide slow steps: a step whose median step time (over the ranks) is at least this much above
 #: the clean steps' (the faster half), with most ranks' own time up by ``JOB_STEP_OWN_SHARE`` of
 #: the clean step.
-JOB_STEP_MIN_EXCESS = 0.25
+JOB_STEP_MIN_EXCESS = 0.15
 JOB_STEP_OWN_SHARE = 0.05
 
 
@@ -257,6 +257,116 @@ def slow_steps(ctx: Context) -> SlowSteps | None:
     )
 
 
+#: The same kernels run slower in the slow steps when the operators holding most of the extra
+#: time launch as often, at the same shapes, and take at least this much longer.
+SAME_KERNEL_SLOWER = 1.1
+
+
+def _same_kernels(ss: SlowSteps) -> list[OpExtra]:
+    """The operators of the extra time that launch as often at the same shapes, only longer."""
+    return [
+        o
+        for o in ss.ops
+        if o.n_other > 0
+        and abs(o.n_slow - o.n_other) <= SAME_COUNT * o.n_other
+        and o.shape_slow == o.shape_other
+        and o.us_other > 0
+        and o.us_slow >= SAME_KERNEL_SLOWER * o.us_other
+    ]
+
+
+def _same_ratio(ss: SlowSteps) -> float:
+    """Time-weighted slowdown of :func:`_same_kernels` (slow steps' time / the others')."""
+    same = _same_kernels(ss)
+    other = sum(o.us_other for o in same)
+    return sum(o.us_slow for o in same) / other if other > 0 else math.nan
+
+
+def _contention(ctx: Context, ss: SlowSteps) -> tuple[str, str, Remedy] | None:
+    """The same kernels slower in the steps that run collectives the others do not.
+
+    When the operators that hold at least half the extra device time launch as often at the same
+    shapes but longer (:func:`_same_kernels`), and the slow steps run collectives the other steps
+    lack (``comm_ops`` per Step Id): the collectives running beside the computation compete with
+    it for the cores and memory bandwidth. ``HCCL_OP_EXPANSION_MODE=AIV`` in the recorded
+    environment (collectives expanded on the AI Vector cores) is named as the setting that does
+    it. Returns (clause, Chinese clause, remedy) or None.
+    """
+    same = _same_kernels(ss)
+    extra = sum(o.delta_us for o in ss.ops)
+    if not same or sum(o.delta_us for o in same) < 0.5 * extra:
+        return None
+    ops = ctx.profile.get("comm_ops")
+    if ops.empty or not {"step", "op_type", "elapse_ms"} <= set(ops.columns):
+        return None
+    n_ranks = max(int(ops["rank"].nunique()), 1) if "rank" in ops.columns else 1
+    per = ops.groupby(["step", "op_type"])["elapse_ms"].sum().unstack().fillna(0.0) / n_ranks
+    slow = per.reindex(list(ss.steps)).fillna(0.0).mean()
+    other = per.reindex([s for s in ss.all_steps if s not in ss.steps]).fillna(0.0).mean()
+    only = [str(t) for t in slow.index if slow[t] > 0 and other.get(t, 0.0) < 0.1 * slow[t]]
+    if not only:
+        return None
+    coll_us = 1000.0 * float(slow[only].sum())
+    ratio = _same_ratio(ss)
+    names = ", ".join(o.op_type for o in same[:3])
+    colls = " and ".join(only)
+    env = ctx.profile.get("meta")
+    aiv = False
+    if not env.empty and "env" in env.columns:
+        aiv = any(
+            isinstance(e, dict) and str(e.get("HCCL_OP_EXPANSION_MODE", "")).upper() == "AIV"
+            for e in env["env"]
+        )
+    en = (
+        f": the same kernels ({names}) launch as often at the same shapes but take "
+        f"{ratio:.2f}x as long in those steps, which alone run {colls} ({ms(coll_us)} per step, "
+        "communication.json): the collectives running beside the computation compete with it "
+        "for the cores and the memory bandwidth"
+        + (
+            " (HCCL_OP_EXPANSION_MODE=AIV in the recorded environment: HCCL expands the "
+            "collectives on the AI Vector cores the computation also uses)"
+            if aiv
+            else ""
+        )
+    )
+    zh = (
+        f"：同样的算子（{names}）调用次数和 shape 都相同，但在这些步里耗时是其他步的 {ratio:.2f} 倍，"
+        f"而只有这些步在执行 {colls}（每步 {ms(coll_us)}，communication.json）：与计算并行的集合通信"
+        "和计算争抢计算核与内存带宽"
+        + (
+            "（记录的环境变量中 HCCL_OP_EXPANSION_MODE=AIV：HCCL 在计算同样要用的 AI Vector 核上展开集合通信）"
+            if aiv
+            else ""
+        )
+    )
+    slower_us = sum(o.delta_us for o in same) * len(ss.steps) / max(len(ss.all_steps), 1)
+    rem = (
+        Remedy(
+            "action",
+            "Unset HCCL_OP_EXPANSION_MODE=AIV (let HCCL run the collectives on its default "
+            "engine), so the overlapped collectives stop taking the vector cores the computation "
+            "beside them needs; then compare the same kernels in those steps again.",
+            "取消 HCCL_OP_EXPANSION_MODE=AIV（让 HCCL 用默认方式执行集合通信），使并行的集合通信不再占用"
+            "旁边计算所需的 Vector 核；之后再对比这些步里同样算子的耗时。",
+            slower_us,
+            BoundKind.ESTIMATE,
+        )
+        if aiv
+        else Remedy(
+            "action",
+            "Keep the overlapped collectives from competing with the computation beside them: "
+            "fewer, larger buckets at points with less memory traffic, or HCCL settings that use "
+            "fewer cores (HCCL_OP_EXPANSION_MODE); compare the same kernels with and without "
+            "the collectives running.",
+            "避免并行的集合通信与旁边的计算争抢资源：在访存较少的位置使用更少、更大的分桶，或使用占用核更少的 "
+            "HCCL 设置（HCCL_OP_EXPANSION_MODE）；对比有无集合通信时同样算子的耗时。",
+            slower_us,
+            BoundKind.ESTIMATE,
+        )
+    )
+    return en, zh, rem
+
+
 def rule_slow_steps(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     """Slow-steps rule: a few steps carry more device work on every rank (:func:`slow_steps`).
 
@@ -299,6 +409,7 @@ def rule_slow_steps(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         (o for o in top if o.shape_slow and o.shape_other and o.shape_slow != o.shape_other),
         None,
     )
+    metrics_extra: dict[str, float] = {}
     head = (
         f"Steps {sp} ({len(ss.steps)} of the {len(ss.all_steps)} captured{every}) take "
         f"{ms(ss.step_us_slow)} against {ms(ss.step_us_other)} for the other steps, on every rank "
@@ -332,6 +443,9 @@ def rule_slow_steps(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             gain,
             BoundKind.ESTIMATE,
         )
+    elif (cont := _contention(ctx, ss)) is not None:
+        why, why_zh, rem = cont
+        metrics_extra = {"same_kernel_slowdown": _same_ratio(ss)}
     elif shape is not None:
         why = (
             f": the same operators on larger inputs ({shape.op_type} [{shape.shape_slow}] against "
@@ -393,6 +507,7 @@ def rule_slow_steps(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 "slow_steps_time_share": share_of(excess, total),
                 **({"extra_forward_passes": float(ss.forward_passes)} if ss.forward_passes else {}),
                 **({"slow_step_interval": float(ss.interval)} if ss.interval else {}),
+                **metrics_extra,
                 "saving_us_per_step": gain,
             },
             findings=(),
