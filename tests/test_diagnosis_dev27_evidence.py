@@ -70,3 +70,26 @@ def test_extra_forward_passes_stay_an_evaluation(scenario) -> None:
     top = diagnose(load_profile(scenario("inline-eval-steps"), use_cache=False)).top()
     assert top is not None and "extra_forward_passes" in top.metrics
     assert "same_kernel_slowdown" not in top.metrics
+
+
+def test_tensor_parallelism_without_sequence_parallelism(scenario) -> None:
+    path = scenario("tp-no-sequence-parallel")
+    nums = _key(path)["expected_numbers"]
+    top = diagnose(load_profile(path, use_cache=False, progress=False)).top()
+    assert top is not None and top.culprit.kind == "job"
+    assert "sequence_parallel false" in top.summary
+    assert f"{nums['tp_allreduces_per_step']} all-reduces of the full activation" in top.summary
+    assert top.metrics["tp_allreduce_us_per_step"] == pytest.approx(
+        nums["tp_allreduce_us_per_step"], rel=0.05
+    )
+    assert top.metrics["sp_shardable_us_per_step"] == pytest.approx(
+        nums["norm_add_us_per_step"], rel=0.05
+    )
+    first = top.remedies[0]
+    assert first.text.startswith("Turn on sequence parallelism (--sequence-parallel)")
+    assert first.gain_us == pytest.approx(nums["saving_us_per_step"], rel=0.3)
+
+
+def test_sequence_parallel_jobs_are_not_told_to_turn_it_on(scenario) -> None:
+    top = diagnose(load_profile(scenario("mc2-off-tp-sp"), use_cache=False)).top()
+    assert top is not None and "sp_shardable_us_per_step" not in top.metrics

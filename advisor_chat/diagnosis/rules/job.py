@@ -26,6 +26,7 @@ from advisor_chat.diagnosis.decompose import (
     NewShapeIdle,
     RepeatedCollective,
     SyncStalls,
+    _compute_kernels,
     collective_context,
     device_copies,
     dominant_collective,
@@ -2211,6 +2212,12 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             "expert_rows_max_ratio": load.max_ratio,
             "alltoall_us_per_step": load.a2a_us_per_step,
         }
+    # tensor parallelism without sequence parallelism: all-reduces of the full activation
+    nosp = _tp_without_sequence_parallel(ctx)
+    if nosp is not None:
+        ev.append(nosp[0])
+        ev_zh.append(nosp[1])
+        metrics |= nosp[3]
     # MoE tokens dispatched by all-gather: every rank gathers its expert group's tokens
     disp = _moe_allgather_dispatch(ctx, rest)
     if disp is not None:
@@ -2413,6 +2420,8 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         remedies.insert(0, cc_remedy)
     if disp is not None:
         remedies.insert(0, disp[2])
+    if nosp is not None:
+        remedies.insert(0, nosp[2])
     if rep_remedy is not None:
         # first when its instances feed operators that read one tensor (the evidence it is the
         # same data), after the other changes the evidence selected otherwise
@@ -2665,6 +2674,79 @@ def _collective_types_text(ctx: Context, ct: CollectiveTypes) -> tuple[str, str,
             f"（HCCL_ALGO）以及归约的数据类型；网络本身传 {name} 能跑满带宽。",
         ),
     )
+
+
+#: Norm and residual operators that sequence parallelism runs on a shard of the sequence.
+_SP_SHARDED_OPS = re.compile(r"^(?:RmsNorm|LayerNorm|Add$|AddRmsNorm|Dropout)", re.I)
+
+
+def _tp_without_sequence_parallel(
+    ctx: Context,
+) -> tuple[str, str, Remedy, dict[str, float]] | None:
+    """Tensor parallelism with sequence parallelism off: (clause, Chinese clause, remedy, metrics).
+
+    When the recorded ``distributed_args`` say ``tensor_model_parallel_size`` > 1 and
+    ``sequence_parallel`` false and all-reduces hold at least half of the communication time
+    (``comm_ops`` Elapse): each TP layer all-reduces its full activation, and the norms and
+    residual adds run on the whole sequence on every TP rank. Sequence parallelism replaces each
+    all-reduce by a reduce-scatter and an all-gather (the same volume) and runs those operators
+    on 1/tp of the sequence: the estimated saving is their time per (step, rank)
+    (kernel_details.csv) x (1 - 1/tp); it also lets MC2 fuse the TP collectives into the
+    MatMuls.
+    """
+    args = ctx.distributed_args
+    tp_v = args.get("tensor_model_parallel_size")
+    tp = tp_v if isinstance(tp_v, int) else 0
+    if tp < 2 or str(args.get("sequence_parallel", "")).lower() != "false":
+        return None
+    ops = ctx.profile.get("comm_ops")
+    if ops.empty or not {"op_type", "elapse_ms", "rank", "step"} <= set(ops.columns):
+        return None
+    el = pd.to_numeric(ops["elapse_ms"], errors="coerce").fillna(0.0)
+    # the TP groups' all-reduces: groups of tp ranks (those of other sizes are not TP)
+    size = (
+        ops.groupby("group")["rank"].transform("nunique")
+        if "group" in ops.columns
+        else pd.Series(tp, index=ops.index)
+    )
+    ar = (ops["op_type"].astype(str).str.lower() == "allreduce") & (size == tp)
+    if float(el.sum()) <= 0 or float(el[ar].sum()) < 0.5 * float(el.sum()):
+        return None
+    units = ops[["rank", "step"]].drop_duplicates().shape[0]
+    ar_us = 1000.0 * float(el[ar].sum()) / max(units, 1)
+    n_ar = float(ar.sum()) / max(units, 1)
+    k = _compute_kernels(ctx.profile, spread_sample(sorted(ctx.ranks), PEER_SAMPLE))
+    norm_us = 0.0
+    if not k.empty and "step" in k.columns:
+        k = k[k["step"] >= 0]
+        hit = k[k["op_type"].astype(str).str.match(_SP_SHARDED_OPS)]
+        n_units = max(k.groupby(["rank", "step"]).ngroups, 1)
+        norm_us = float(hit["duration_us"].sum()) / n_units
+    gain = norm_us * (1.0 - 1.0 / tp)
+    en = (
+        f"; tensor parallelism {tp} runs without sequence parallelism (distributed_args: "
+        f"sequence_parallel false): {n_ar:.0f} all-reduces of the full activation per step "
+        f"({ms(ar_us)}), and the norms and residual adds ({ms(norm_us)} per step) run on the "
+        "whole sequence on every TP rank"
+    )
+    zh = (
+        f"；张量并行 {tp} 没有开启序列并行（distributed_args：sequence_parallel 为 false）：每步 "
+        f"{n_ar:.0f} 次对完整激活的 AllReduce（{ms(ar_us)}），归一化和残差加法（每步 {ms(norm_us)}）"
+        "在每张 TP 卡上都对整条序列计算"
+    )
+    rem = Remedy(
+        "action",
+        f"Turn on sequence parallelism (--sequence-parallel): each TP all-reduce becomes a "
+        f"reduce-scatter and an all-gather (the same volume), the norms and residual adds run on "
+        f"1/{tp} of the sequence and the activations take 1/{tp} of the memory; with it, MC2 "
+        "(--use-ascend-mc2) can then hide the TP collectives inside the MatMuls.",
+        f"开启序列并行（--sequence-parallel）：每次 TP AllReduce 变为一次 ReduceScatter 加一次 AllGather"
+        f"（数据量相同），归一化和残差加法只算 1/{tp} 的序列，激活显存也降为 1/{tp}；开启后还可以用 MC2"
+        "（--use-ascend-mc2）把 TP 集合通信藏进 MatMul。",
+        gain,
+        BoundKind.ESTIMATE,
+    )
+    return en, zh, rem, {"tp_allreduce_us_per_step": ar_us, "sp_shardable_us_per_step": norm_us}
 
 
 #: MC2 is the first change when the TP collectives next to MatMuls it would hide are at least
