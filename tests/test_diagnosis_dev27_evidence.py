@@ -93,3 +93,16 @@ def test_tensor_parallelism_without_sequence_parallelism(scenario) -> None:
 def test_sequence_parallel_jobs_are_not_told_to_turn_it_on(scenario) -> None:
     top = diagnose(load_profile(scenario("mc2-off-tp-sp"), use_cache=False)).top()
     assert top is not None and "sp_shardable_us_per_step" not in top.metrics
+
+
+def test_a_router_of_small_operators_is_named(scenario) -> None:
+    top = diagnose(load_profile(scenario("moe-router-unfused"), use_cache=False)).top()
+    assert top is not None and "the MoE router's small operators" in top.summary
+    assert "TopKV2" in top.summary
+    assert "npu_moe_gating_top_k_softmax" in top.remedies[0].text
+
+
+@pytest.mark.parametrize("name", ["small-batch-host-bound", "moe-expert-loop", "unfused-optimizer"])
+def test_short_kernels_without_a_router_are_not_called_one(scenario, name: str) -> None:
+    d = diagnose(load_profile(scenario(name), use_cache=False))
+    assert not any("MoE router's small operators" in c.summary for c in d.causes)

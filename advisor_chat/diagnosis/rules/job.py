@@ -185,6 +185,7 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             launch_loop(ctx.profile, ctx.ranks, shape.before)
             if shape.kind == "before_ops"
             else None,
+            router=_router_ops(ctx) if shape.kind == "tiny_run" else None,
         )
         if shape is not None
         else _job_dispatch_bound(ctx, gain, si if math.isfinite(si) else 0.0)
@@ -1057,7 +1058,11 @@ def _sync_text(
 
 
 def _idle_shape_text(
-    shape: JobIdleShape, shared_free_us: float, free_us: float, loop: LaunchLoop | None = None
+    shape: JobIdleShape,
+    shared_free_us: float,
+    free_us: float,
+    loop: LaunchLoop | None = None,
+    router: tuple[tuple[str, ...], float] | None = None,
 ) -> tuple[str, str, tuple[Remedy, ...]]:
     """Where the job's idle sits, as text and the remedies that place selects.
 
@@ -1071,7 +1076,9 @@ def _idle_shape_text(
     idle = min(shape.idle_us, shape.share * free_us) if free_us > 0 else shape.idle_us
     if shape.kind == "tiny_run":  # its idle is measured as such; its share is of the Free
         idle = min(shape.idle_us, free_us) if free_us > 0 else shape.idle_us
-        return _tiny_run_text(shape, idle, idle / free_us if free_us > 0 else 1.0, shared_free_us)
+        return _tiny_run_text(
+            shape, idle, idle / free_us if free_us > 0 else 1.0, shared_free_us, router
+        )
     if shape.kind == "stretch":
         before, after = shape.before[0], shape.after
         # (a DB export may leave a task's type and name empty: then only the side that has one)
@@ -1172,8 +1179,50 @@ def _idle_shape_text(
     return en, zh, (rem,)
 
 
+#: Operator types of an MoE router computed from small operators (top-k selection, the gates'
+#: softmax, the token-to-expert bookkeeping).
+ROUTER_OPS = re.compile(
+    r"^(?:TopK|Softmax|OneHot|Cumsum|CumSum|ScatterElements|Sort|ArgMax|ArgSort)", re.I
+)
+#: ... each of them short (median device time at most this, µs), at least this many types,
+#: one of them a top-k.
+ROUTER_KERNEL_US = 20.0
+ROUTER_MIN_TYPES = 3
+
+
+def _router_ops(ctx: Context) -> tuple[tuple[str, ...], float] | None:
+    """An MoE router computed from small operators: (their types, launches per step) or None.
+
+    From the kernels (kernel_details.csv) of a rank sample: short operator types of
+    :data:`ROUTER_OPS` (a fused router, ``MoeGatingTopKSoftmax``, is absent), at least
+    ``ROUTER_MIN_TYPES`` of them and a top-k among them.
+    """
+    k = _compute_kernels(ctx.profile, spread_sample(sorted(ctx.ranks), PEER_SAMPLE))
+    if k.empty or "step" not in k.columns:
+        return None
+    k = k[k["step"] >= 0]
+    t = k["op_type"].astype(str)
+    if t.str.contains("MoeGating", case=False).any():
+        return None
+    hit = k[t.str.match(ROUTER_OPS)]
+    med = hit.groupby("op_type")["duration_us"].median()
+    short = med[med <= ROUTER_KERNEL_US]
+    if len(short) < ROUTER_MIN_TYPES or not any(
+        str(x).lower().startswith("topk") for x in short.index
+    ):
+        return None
+    units = max(k.groupby(["rank", "step"]).ngroups, 1)
+    n = float(hit["op_type"].isin(short.index).sum()) / units
+    order = hit[hit["op_type"].isin(short.index)]["op_type"].value_counts().index
+    return tuple(str(x) for x in order), n
+
+
 def _tiny_run_text(
-    shape: JobIdleShape, idle_us: float, free_share: float, shared_free_us: float
+    shape: JobIdleShape,
+    idle_us: float,
+    free_share: float,
+    shared_free_us: float,
+    router: tuple[tuple[str, ...], float] | None = None,
 ) -> tuple[str, str, tuple[Remedy, ...]]:
     """The job's idle between many short kernels: text and the remedies (English, Chinese, remedies).
 
@@ -1211,6 +1260,29 @@ def _tiny_run_text(
             "改用融合（多张量）优化器，让所有参数的更新只需少量算子而不是数百个：torch_npu 的融合优化器"
             "（如 torch_npu.optim.NpuFusedAdamW），或 torch.optim 中的 foreach=True / fused=True；"
             "Megatron/DeepSpeed 使用其融合 Adam。",
+            shared_free_us,
+            ub,
+        )
+    elif router is not None:
+        names, n = router
+        en += (
+            f"; among them the MoE router's small operators ({', '.join(names[:5])}; {n:.0f} "
+            "launches per step): the router is computed from separate small operators, and the "
+            "host launches them one at a time more slowly than the device runs them"
+        )
+        zh += (
+            f"；其中有 MoE 路由的小算子（{'、'.join(names[:5])}；每步 {n:.0f} 次调用）：路由由多个独立的"
+            "小算子拼接计算，主机逐个下发，下发速度赶不上设备执行"
+        )
+        rem = Remedy(
+            "action",
+            "Compute the MoE router with the fused operators: torch_npu.npu_moe_gating_top_k_softmax "
+            "for the gates' softmax and top-k, npu_moe_init_routing (or npu_moe_token_permute) "
+            "for the token bookkeeping (MindSpeed: its fused MoE routing options), instead of "
+            "dozens of small kernels per MoE layer.",
+            "用融合算子计算 MoE 路由：门控的 softmax 与 top-k 用 torch_npu.npu_moe_gating_top_k_softmax，"
+            "token 分发的记录用 npu_moe_init_routing（或 npu_moe_token_permute）（MindSpeed：其融合的 MoE "
+            "路由选项），不再在每个 MoE 层下发几十个小算子。",
             shared_free_us,
             ub,
         )
