@@ -2142,9 +2142,30 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             top = [(str(t), float(v)) for t, v in sh.items() if v >= 0.2][:2]
             names = COLLECTIVE_NAMES
             if top:
-                txt = " and ".join(f"{names.get(t, t)} ({pct(v)})" for t, v in top)
+                # how many of each per (step, rank) and how long one takes (median Elapse)
+                kind = ops["op_type"].astype(str).str.lower()
+                units = (
+                    max(ops[["rank", "step"]].drop_duplicates().shape[0], 1)
+                    if {"rank", "step"} <= set(ops.columns)
+                    else 0
+                )
+
+                def each(t: str) -> tuple[str, str]:
+                    if not units:
+                        return "", ""
+                    n = float((kind == t).sum()) / units
+                    one = 1000.0 * float(el[kind == t].median())
+                    metrics[f"{t}_per_step"] = n
+                    metrics[f"{t}_us_median"] = one
+                    return (
+                        f", {n:.3g} per step, {ms(one)} each (median)",
+                        f"，每步 {n:.3g} 次，每次 {ms(one)}（中位数）",
+                    )
+
+                parts = [(t, v, *each(t)) for t, v in top]
+                txt = " and ".join(f"{names.get(t, t)} ({pct(v)}{e})" for t, v, e, _z in parts)
                 extra += f"; mostly {txt} of the communication time"
-                extra_zh += f"；通信时间主要是 {'和'.join(f'{names.get(t, t)}（{pct(v)}）' for t, v in top)}"
+                extra_zh += f"；通信时间主要是 {'和'.join(f'{names.get(t, t)}（{pct(v)}{z}）' for t, v, _e, z in parts)}"
                 for t, v in top:
                     metrics[f"{t}_share"] = v
     # collectives that move (almost) nothing, several per step: barriers / scalar syncs, each a
