@@ -882,7 +882,7 @@ class JobItem:
         weight_cast_us: Their time per (step, rank), µs.
         weight_fp32_casts: Of them, the Casts of an fp32 (``DT_FLOAT``) input.
         block_dims: For ``few_cores``: per operator type, (type, its Block Dim, the largest Block
-            Dim of its engine on the rank), by time.
+            Dim of its engine on the rank, its µs per (step, rank)), by time.
     """
 
     what: str
@@ -899,7 +899,7 @@ class JobItem:
     weight_casts: float = 0.0
     weight_cast_us: float = 0.0
     weight_fp32_casts: float = 0.0
-    block_dims: tuple[tuple[str, int, int], ...] = ()
+    block_dims: tuple[tuple[str, int, int, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -961,14 +961,16 @@ FEW_CORES_MIN_US = 200.0
 FEW_CORES_MIN_SHARE = 0.08
 
 
-def _few_cores(k: pd.DataFrame) -> tuple[pd.DataFrame, tuple[tuple[str, int, int], ...]] | None:
+def _few_cores(
+    k: pd.DataFrame,
+) -> tuple[pd.DataFrame, tuple[tuple[str, int, int, float], ...]] | None:
     """Long kernels launched on a small part of their engine's cores.
 
     ``k``: compute kernels with ``block_dim`` (kernel_details.csv Block Dim) and
     ``accelerator_core``. A kernel of at least ``FEW_CORES_MIN_US`` whose Block Dim is at most
     ``FEW_CORES_SHARE`` of the largest Block Dim of the same engine on its rank (the cores that
     engine's kernels do use there). Returns (those rows, per operator type (type, its Block Dim,
-    the largest) by time), or None.
+    the largest, its µs per (step, rank)) by time), or None.
     """
     if "block_dim" not in k.columns or k.empty:
         return None
@@ -987,10 +989,16 @@ def _few_cores(k: pd.DataFrame) -> tuple[pd.DataFrame, tuple[tuple[str, int, int
         return None
     sb, sf = bd[sub.index], full[sub.index]
     by = sub.assign(_bd=sb, _full=sf).groupby("op_type")
-    order = by["duration_us"].sum().sort_values(ascending=False).index
+    total = by["duration_us"].sum().sort_values(ascending=False)
+    units = max(k[k["step"] >= 0].groupby(["rank", "step"]).ngroups, 1) if "step" in k else 1
     dims = tuple(
-        (str(t), int(by.get_group(t)["_bd"].median()), int(by.get_group(t)["_full"].max()))
-        for t in order
+        (
+            str(t),
+            int(by.get_group(t)["_bd"].median()),
+            int(by.get_group(t)["_full"].max()),
+            float(us) / units,
+        )
+        for t, us in total.items()
     )
     return sub, dims
 

@@ -810,8 +810,12 @@ def _few_cores_text(
     item: JobItem, share: str, ranks_txt: str, ranks_zh: str
 ) -> tuple[str, str, Remedy]:
     """Clause (en, zh) and action for long kernels launched on few of their engine's cores."""
-    parts = ", ".join(f"{t} on {b} of {f}" for t, b, f in item.block_dims[:4])
-    parts_zh = "、".join(f"{t} 用 {f} 个核中的 {b} 个" for t, b, f in item.block_dims[:4])
+    parts = ", ".join(
+        f"{t} on {b} of {f}, {ms(us)} per step" for t, b, f, us in item.block_dims[:4]
+    )
+    parts_zh = "；".join(
+        f"{t} 用 {f} 个核中的 {b} 个，每步 {ms(us)}" for t, b, f, us in item.block_dims[:4]
+    )
     en = (
         f"long kernels launched on a small part of the cores ({parts}; kernel_details.csv Block "
         f"Dim) take at least {share} of {ranks_txt}'s step ({ms(item.us_per_step)} per step)"
@@ -820,7 +824,7 @@ def _few_cores_text(
         f"只用了少数核启动的长算子（{parts_zh}；kernel_details.csv 的 Block Dim）至少占{ranks_zh}步长的 "
         f"{share}（每步 {ms(item.us_per_step)}）"
     )
-    accumulate = [t for t, _b, _f in item.block_dims if ACCUMULATE_OPS.search(t)]
+    accumulate = [t for t, _b, _f, _us in item.block_dims if ACCUMULATE_OPS.search(t)]
     if accumulate and len(accumulate) * 2 >= len(item.block_dims):
         ops = ", ".join(accumulate[:3])
         en += (
@@ -924,12 +928,12 @@ def explain_hotspot(item: JobItem, ranks_txt: str, ranks_zh: str) -> tuple[str, 
         ops = ", ".join(item.members)
         n = f"{item.count_per_step:.0f}"
         en = (
-            f"layout and dtype conversions ({ops}; {n} launches per step) take at least {share} of "
-            f"{ranks_txt}'s step ({ms(item.us_per_step)} per step) without computing anything"
+            f"layout and dtype conversions ({ops}) take at least {share} of {ranks_txt}'s step "
+            f"({ms(item.us_per_step)} per step in {n} launches) without computing anything"
         )
         zh = (
-            f"格式与数据类型转换（{ops}；每步 {n} 次调用）至少占{ranks_zh}步长的 {share}"
-            f"（每步 {ms(item.us_per_step)}），本身不做计算"
+            f"格式与数据类型转换（{ops}）至少占{ranks_zh}步长的 {share}"
+            f"（每步 {ms(item.us_per_step)}，共 {n} 次调用），本身不做计算"
         )
         if item.weight_fp32_casts > 0 and item.weight_cast_us >= 0.5 * item.us_per_step:
             # the weights themselves converted in every pass: fp32 weights under autocast

@@ -3166,6 +3166,7 @@ _ITEM_ZH = {
     "fusion": "未融合的 {what}（多个独立算子）",
     "layout": "格式与数据类型转换",
     "dynamic": "动态 shape 算子",
+    "few_cores": "只用少数核的长算子",
 }
 
 
