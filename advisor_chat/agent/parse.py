@@ -790,6 +790,7 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"故障",
         r"坏了",
         r"降频",
+        r"掉频",
         r"过热",
         r"温度",
     ),

@@ -309,7 +309,10 @@ def _contention(ctx: Context, ss: SlowSteps) -> tuple[str, str, Remedy] | None:
     coll_us = 1000.0 * float(slow[only].sum())
     ratio = _same_ratio(ss)
     names = ", ".join(o.op_type for o in same[:3])
-    colls = " and ".join(only)
+    pretty = {"allreduce": "AllReduce", "allgather": "AllGather", "reducescatter": "ReduceScatter",
+              "alltoall": "AlltoAll", "alltoallv": "AlltoAllV", "broadcast": "Broadcast"}  # fmt: skip
+    colls = " and ".join(pretty.get(t, t) for t in only)
+    colls_zh = "、".join(pretty.get(t, t) for t in only)
     env = ctx.profile.get("meta")
     aiv = False
     if not env.empty and "env" in env.columns:
@@ -331,7 +334,7 @@ def _contention(ctx: Context, ss: SlowSteps) -> tuple[str, str, Remedy] | None:
     )
     zh = (
         f"：同样的算子（{names}）调用次数和 shape 都相同，但在这些步里耗时是其他步的 {ratio:.2f} 倍，"
-        f"而只有这些步在执行 {colls}（每步 {ms(coll_us)}，communication.json）：与计算并行的集合通信"
+        f"而只有这些步在执行 {colls_zh}（每步 {ms(coll_us)}，communication.json）：与计算并行的集合通信"
         "和计算争抢计算核与内存带宽"
         + (
             "（记录的环境变量中 HCCL_OP_EXPANSION_MODE=AIV：HCCL 在计算同样要用的 AI Vector 核上展开集合通信）"
