@@ -1288,6 +1288,10 @@ _RULED_OUT = re.compile(
     # "no rank is late", "no node looks slow": the user's own finding, not the question
     r"|\bno (?:single )?(?:rank|card|node|link|device|npu|gpu)s? (?:is|are|was|were|seems?|looks?|arrives?)"
     r" (?:late|slow|slower|behind|lagging|an outlier|last)\b"
+    # "links fine, host cpu idle": a check named with its result, no verb
+    r"|[^.;?!,。；？！，]*\b(?:links?|network|nics?|roce|hccs|cpu|cpus|temps?|temperatures?|clocks?"
+    r"|switch(?:es)?|optics?|cables?|memory|disk|storage)\s+(?:all\s+)?(?:fine|ok(?:ay)?|clean"
+    r"|healthy|normal|idle)\b[^.;?!,。；？！，]*"
     # "the TP collectives run at normal HCCS bandwidth": a measurement found normal
     r"|[^.;?!,。；？！，]*\b(?:runs?|running|ran|are|is|were|was|get|gets|got|reach(?:es)?)\s+at\s+"
     r"(?:the\s+)?(?:normal|full|expected|usual|nominal|good|line[- ]rate)\b[^.;?!,。；？！，]*"
