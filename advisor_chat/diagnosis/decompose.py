@@ -223,6 +223,7 @@ class DeviceAccount:
         engine: For an ``engine`` verdict: the accelerator core whose operators are slower.
         engine_ratio: Its device-time-weighted median slowdown.
         other_ratio: The same for the operators of the other cores (about 1.0 for an engine verdict).
+        other_ops: Their heaviest operator types (at most two), by device time.
         clock_mhz_culprit: For a ``uniform`` / ``engine`` verdict: the culprit's mean AI Core
             clock, MHz (:func:`aicore_clock_mhz`; NaN without the AI Core Freq track).
         clock_mhz_peer: The same for the peers sampled.
@@ -257,6 +258,7 @@ class DeviceAccount:
     engine: str = ""
     engine_ratio: float = float("nan")
     other_ratio: float = float("nan")
+    other_ops: tuple[str, ...] = ()
     outliers: Outliers | None = None
     clock_mhz_culprit: float = float("nan")
     clock_mhz_peer: float = float("nan")
@@ -454,6 +456,7 @@ def device_account(
     ok = np.isfinite(r_arr) & (w_arr > 0)
     u_ratio, u_share, u_ok = _uniform(r_arr[ok], w_arr[ok], t_arr[ok])
     engine, e_ratio, o_ratio = "", float("nan"), float("nan")
+    other_ops: tuple[str, ...] = ()
     if u_ok:
         by_kind["uniform"] = by_kind["slower"]
         by_kind["slower"] = 0.0
@@ -467,6 +470,9 @@ def device_account(
             r_off = _wmedian(r_arr[off], w_arr[off])
             if on_ok and r_off < SLOWER_MIN_RATIO:
                 engine, e_ratio, o_ratio = core, r_on, r_off
+                # the other cores' heaviest operator types (at their peers' speed)
+                w_off = pd.Series(w_arr[off], index=t_arr[off]).groupby(level=0).sum()
+                other_ops = tuple(str(t) for t in w_off.sort_values(ascending=False).index[:2])
                 slow_on = sum(
                     o.delta_us for o in ops if o.kind == "slower" and o.core_culprit == core
                 )
@@ -519,6 +525,7 @@ def device_account(
         engine=engine,
         engine_ratio=e_ratio,
         other_ratio=o_ratio,
+        other_ops=other_ops,
         outliers=_outliers(c, p, n_c) if busy_c > busy_p else None,
         clock_mhz_culprit=clock_c,
         clock_mhz_peer=clock_p,

@@ -280,14 +280,16 @@ def explain_device(
         }
         clause = (
             f"every operator {who} runs on {core} is about {r:.2f}x slower than on its peers "
-            f"(the same operators, shapes and launch counts), while its other operators run at "
+            f"(the same operators, shapes and launch counts), while its other operators"
+            f"{' (' + ', '.join(acc.other_ops) + ')' if acc.other_ops else ''} run at "
             f"{acc.other_ratio:.2f}x{extra_txt}: one unit of the "
             f"device is slower ({core}, which mostly runs memory-bound operators), not the work"
         )
         cnt, cnt_zh = counter_clause(acc, m)
         clause_zh = (
             f"{who_zh}上在 {core} 上运行的算子都比其他卡慢约 {r:.2f} 倍（算子、shape、调用次数都相同），"
-            f"其余算子为 {acc.other_ratio:.2f} 倍{extra_zh}：是设备的一个单元"
+            f"其余算子{'（' + '、'.join(acc.other_ops) + '）' if acc.other_ops else ''}为 "
+            f"{acc.other_ratio:.2f} 倍{extra_zh}：是设备的一个单元"
             f"（{core}，主要运行访存密集型算子）变慢，而不是计算量变了"
         )
         clause, clause_zh = clause + cnt, clause_zh + cnt_zh
