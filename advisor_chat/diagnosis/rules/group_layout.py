@@ -38,6 +38,30 @@ _SIZE_ARGS = {
 }
 
 
+#: Point-to-point hand-offs are many small operations when each rank runs at least this many per
+#: step in the groups that cross nodes.
+P2P_MANY = 16
+
+
+def _p2p_handoffs(
+    ops: pd.DataFrame, straddling: list[tuple[int, ...]]
+) -> tuple[float, float] | None:
+    """(send / receive operations per (rank, step), median µs of one) of the node-crossing p2p groups.
+
+    ``None`` below :data:`P2P_MANY` per step. Source: ``comm_ops`` (communication.json p2p).
+    """
+    ranks = {r for g in straddling for r in g}
+    kind = ops["op_type"].astype(str).str.lower()
+    p = ops[kind.isin(("send", "receive")) & ops["rank"].isin(ranks)]
+    if p.empty or "step" not in p.columns:
+        return None
+    n = float(p.groupby(["rank", "step"]).size().median())
+    if n < P2P_MANY:
+        return None
+    one = 1000.0 * float(pd.to_numeric(p["elapse_ms"], errors="coerce").median())
+    return n, one
+
+
 def rule_groups_straddling_nodes(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     """Groups of one kind that span two nodes while the others fit in one: their ranks are late.
 
@@ -155,7 +179,44 @@ def rule_groups_straddling_nodes(ctx: Context, causes: list[RootCause]) -> list[
         f"（{slow / fast:.2f} 倍）；这些卡晚到作业的下一次集合通信，{format_ranks(sorted(v.rank for v in victims), sep='、')}"
         f"号卡每步平均为它们等待 {ms(wait_mean)}（链路和设备都正常：问题在分组布局）。"
     )
-    remedy = Remedy(
+    p2p = _p2p_handoffs(ops, straddling) if op_type.lower() in ("send", "receive") else None
+    if p2p is not None:
+        # point-to-point hand-offs across nodes: many small operations, each paying RDMA latency
+        n_ops, one = p2p
+        summary = (
+            f"Slower pipeline hand-offs across nodes (ranks {which}): their sends / receives take "
+            f"{ms(slow)} against {ms(fast)} between stages inside a node ({slow / fast:.2f}x, "
+            f"{pct(rdma_share)} of their traffic over RDMA), and each of these ranks runs "
+            f"{n_ops:.0f} of them per step ({ms(one)} each, median; communication.json p2p): the "
+            "hand-offs go as many small operations, tensor by tensor, each paying the link's "
+            f"latency; ranks {vr} wait {ms(wait_mean)} per step for them (the links' bandwidth is "
+            "normal: it is the number of operations over the slower link)."
+        )
+        summary_zh = (
+            f"跨机的流水线交接（{which_zh}号卡）更慢：它们的 send / receive 每次 {ms(slow)}，机内的阶段之间为 "
+            f"{ms(fast)}（{slow / fast:.2f} 倍，{pct(rdma_share)} 的流量走 RDMA），而且这些卡每步各有 "
+            f"{n_ops:.0f} 次这样的操作（每次 {ms(one)}，中位数；communication.json 的 p2p）：交接被拆成许多"
+            f"小操作逐个张量发送，每次都要付出链路时延；{format_ranks(sorted(v.rank for v in victims), sep='、')}"
+            f"号卡每步平均为它们等待 {ms(wait_mean)}（链路带宽正常：问题在于跨慢链路的操作次数）。"
+        )
+        label = f"the pipeline hand-offs across nodes (ranks {format_ranks(ranks)})"
+        label_zh = f"跨机的流水线交接（{format_ranks(ranks, sep='、')}号卡）"
+    remedy = (
+        Remedy(
+            "action",
+            "Batch each pipeline hand-off into one exchange (batch_isend_irecv; Megatron / "
+            "MindSpeed --batch-p2p-comm or --overlap-p2p-comm), send fixed shapes (no shape "
+            "messages: --variable-seq-lengths off) and only the hidden states; or place the "
+            "stage boundary so fewer hand-offs cross nodes.",
+            "把每次流水线交接合并成一次交换（batch_isend_irecv；Megatron / MindSpeed 的 --batch-p2p-comm "
+            "或 --overlap-p2p-comm），使用固定 shape（不再发送 shape 消息：关闭 --variable-seq-lengths），"
+            "只发送 hidden states；或调整阶段划分，让更少的交接跨机。",
+            gain,
+            BoundKind.ESTIMATE,
+        )
+        if p2p is not None
+        else None
+    ) or Remedy(
         "action",
         f"Lay every {kind} group inside one node: choose a size for the {kind} groups that "
         f"divides the {per_node} cards of a node{f' (now {arg} {recorded})' if recorded else ''}, or order the ranks so "
@@ -196,7 +257,8 @@ def rule_groups_straddling_nodes(ctx: Context, causes: list[RootCause]) -> list[
         c
         for c in causes
         if not (
-            c.culprit.kind in ("rank", "ranks", "group", "node") and set(c.culprit.ranks) <= late
+            c.culprit.kind in ("rank", "ranks", "group", "node", "stage")
+            and set(c.culprit.ranks) <= late
         )
     ]
     return [*kept, cause]

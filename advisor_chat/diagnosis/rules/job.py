@@ -298,8 +298,14 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     host_late = (
         dispatch is not None
         and dc is None
-        and not (
-            shape is not None and shape.kind == "stretch" and (ng is None or not ng.same_members)
+        and (
+            # (a stretch is off-device work, unless the host's own frames fill it)
+            gap is not None
+            or not (
+                shape is not None
+                and shape.kind == "stretch"
+                and (ng is None or not ng.same_members)
+            )
         )
     )
     outside, outside_zh = (
@@ -316,6 +322,11 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         outside, outside_zh = (
             "its host to set up a communication group (host-bound)",
             "主机建立通信域（下发瓶颈）",
+        )
+    elif shape is not None and shape.kind == "stretch" and gap is not None:
+        outside, outside_zh = (
+            "its host, busy in its own code at that point of the step (host-bound)",
+            "在步的这个位置忙于自身代码的主机（下发瓶颈）",
         )
     elif shape is not None and shape.kind == "stretch":
         outside, outside_zh = (
