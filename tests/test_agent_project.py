@@ -734,7 +734,7 @@ def test_a_cause_scoped_to_some_steps_answers_the_slow_steps_question() -> None:
         "Yes: steps 2, 4 are slow because of the whole job — "
     )
     assert _text(pj.steps(part, True, yes_no=True)).startswith(
-        "是的：慢的是第 2, 4 步，原因在整个作业——"
+        "是的：慢的是第 2、4 步，原因在整个作业——"
     )
     every = _diag(dataclasses.replace(JOB, steps=(1, 2, 3, 4)))
     assert _text(pj.steps(every, False, yes_no=True)).startswith("No: no step-level cause")

@@ -1861,7 +1861,7 @@ _TOP_OPS = (
     r"\btop \d* ?(operators?|ops?|kernels?|op types?)\b",
     r"\b(most|longest)[- ]running (operators?|ops?|kernels?)",
     r"(operators?|ops?|kernels?)( types?)? (take|takes|taking|spend|spends|use|uses) the most",
-    r"哪(类|个|种|些|一类)\s*.{0,6}算子.*(最多|最长|最大|最高|最久)",
+    r"哪(类|个|种|些|一类)\s*.{0,6}算子.*(最多|最长|最大|最高|最久|最耗时|最花时间|最费时)",
     r"耗时最(多|长|大)的.{0,6}算子",
     r"算子.{0,6}耗时(最多|最长|排名)",
 )

@@ -2375,12 +2375,18 @@ def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
         st = ", ".join(str(x) for x in part.steps)
         many = len(part.steps) > 1
         lab = label(part.culprit, zh)
-        p.lines.append(
-            f"慢的是第 {st} 步，原因在{lab}——{summary(part, zh).rstrip('。')}。"
-            if zh
-            else f"Step{'s' if many else ''} {st} {'are' if many else 'is'} slow because of "
-            f"{lab} — {lower_first(summary(part, zh)).rstrip('.')}."
-        )
+        own = lab.startswith(("step", "第"))  # the steps themselves on every rank: no "because"
+        st_zh = "、".join(str(x) for x in part.steps)
+        if own:  # its summary says which steps and that every rank is slow in them
+            line = _sentence(upper_first(summary(part, zh)), zh)
+        elif zh:
+            line = f"慢的是第 {st_zh} 步，原因在{lab}——{summary(part, zh).rstrip('。')}。"
+        else:
+            line = (
+                f"Step{'s' if many else ''} {st} {'are' if many else 'is'} slow because of "
+                f"{lab} — {lower_first(summary(part, zh)).rstrip('.')}."
+            )
+        p.lines.append(line)
     elif not ev:
         if real:
             p.add_cause(real[0])

@@ -938,6 +938,8 @@ def _job_steps_cause(ctx: Context, js: JobSteps, n_steps: int) -> RootCause:
             x.kind is FindingKind.JITTER
             or x.id.startswith("host_dispatch.host_bound.gc_pause")
             or (x.kind in (FindingKind.BOTTLENECK, FindingKind.HOST_BOUND, FindingKind.SLOW_RANK))
+            # the step-start idle of these steps is their cause's symptom (GC, a thread)
+            or (x.id.startswith("host_dispatch.dataloader.") and (gc_holds or silent))
         ),
     )
     return RootCause(
