@@ -373,12 +373,18 @@ def _sentences(line: str) -> list[str]:
     return [x.strip() for x in re.split(r"(?<=[.。])\s+|(?<=。)", line.strip()) if x.strip()]
 
 
+def _said_key(sentence: str) -> str:
+    """A sentence as compared for repeats: without a leading "Why — " / "原因——", first letter lower."""
+    x = re.sub(r"^(?:Why — |原因——)", "", sentence.strip())
+    return x[:1].lower() + x[1:]
+
+
 def _unsaid(line: str, said: set[str]) -> str:
     """``line`` without the sentences already said (``""`` when nothing new is left)."""
     if line.strip() in said:
         return ""
     parts = _sentences(line)
-    kept = [x for x in parts if x not in said]
+    kept = [x for x in parts if x not in said and _said_key(x) not in said]
     if len(kept) == len(parts):
         return line
     return ("" if any("\u4e00" <= ch <= "\u9fff" for ch in line) else " ").join(kept)
@@ -424,6 +430,7 @@ def merge_plans(questions: Sequence[str], plans: Sequence[PlanResult], zh: bool)
             if kept or not ln.strip():
                 lines.append(kept)
             said.update(x for x in (ln.strip(), *_sentences(ln)) if len(x) > 40)
+            said.update(_said_key(x) for x in _sentences(ln) if len(x) > 40)
         while lines and not lines[-1].strip():
             lines.pop()
         lines.append("")
