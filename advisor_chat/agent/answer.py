@@ -49,6 +49,8 @@ class Suggestion(BaseModel):
     finding_id: str | None = None
     case_id: str | None = None
     estimated_gain_us: float | None = None
+    #: ``estimate`` (about) or ``upper_bound`` (up to; also when unknown).
+    gain_bound: Literal["estimate", "upper_bound"] = "upper_bound"
 
 
 class Grounding(BaseModel):

@@ -36,7 +36,7 @@ from advisor_chat.agent.project import Projection, render_for_model
 from advisor_chat.agent.validate import BaselineProblem, validate_question
 from advisor_chat.analyzers.base import AnalyzerResult, Finding
 from advisor_chat.diagnosis.context import ranks_label
-from advisor_chat.diagnosis.types import Diagnosis, Mechanism, RootCause
+from advisor_chat.diagnosis.types import BoundKind, Diagnosis, Mechanism, RootCause
 from advisor_chat.i18n import say
 from advisor_chat.i18n import t as msg
 from advisor_chat.kb.types import CaseHit
@@ -2183,7 +2183,8 @@ def _suggestion_text(s: Suggestion, zh: bool) -> str:
         ref.append(msg("answer.case_ref", lang, case=s.case_id))
     if s.kind == "action" and s.estimated_gain_us is not None and s.estimated_gain_us > 0:
         gain = project.us(s.estimated_gain_us)
-        ref.append(msg("answer.gain_ref", lang, gain=gain, source=s.cause_id or s.finding_id))
+        key = "answer.gain_ref_about" if s.gain_bound == "estimate" else "answer.gain_ref"
+        ref.append(msg(key, lang, gain=gain, source=s.cause_id or s.finding_id))
     if not ref:
         return text
     return text + msg("answer.refs", lang, refs=msg("answer.refs_join", lang).join(ref))
@@ -2422,6 +2423,7 @@ def build_suggestions(
             text = (r.text_zh or r.text) if zh else r.text
             if r.kind == "action":
                 gain = r.gain_us if r.gain_us is not None else c.gain_us
+                bound = r.bound if r.gain_us is not None else c.bound
                 push(
                     actions,
                     Suggestion(
@@ -2431,6 +2433,7 @@ def build_suggestions(
                         finding_id=fid,
                         case_id=r.case_id,
                         estimated_gain_us=gain if gain and gain > 0 else None,
+                        gain_bound="estimate" if bound == BoundKind.ESTIMATE else "upper_bound",
                     ),
                 )
             else:
