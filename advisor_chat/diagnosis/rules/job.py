@@ -2912,11 +2912,11 @@ def _moe_allgather_dispatch(
         )
     )
     zh = (
-        f"；MoE 层用 all-gather 分发 token（distributed_args：moe_token_dispatcher_type 为 allgather"
+        f"；MoE 层用 AllGather 分发 token（distributed_args：moe_token_dispatcher_type 为 allgather"
         f"{'，' + per if per else ''}）：每张卡都收集其专家并行组的全部 token，再把专家输出 "
         f"reduce-scatter 回去，每步 AllGather 和 ReduceScatter 共 {ms(us)}"
         + (
-            f"；all-to-all 分发只发送每个 token 的 top-{topk} 部分（数据量为 {topk}/{ep}）"
+            f"；AlltoAll 分发只发送每个 token 的 top-{topk} 部分（数据量为 {topk}/{ep}）"
             if known
             else ""
         )
@@ -2927,7 +2927,7 @@ def _moe_allgather_dispatch(
         "or alltoall_seq in MindSpeed): each token then goes only to the ranks of its top-k "
         "experts; with it, the dispatch can also overlap computation "
         "(--moe-alltoall-overlap-comm).",
-        "把 MoE 的 token 分发改为 all-to-all（--moe-token-dispatcher-type alltoall，MindSpeed 中也可用 "
+        "把 MoE 的 token 分发改为 AlltoAll（--moe-token-dispatcher-type alltoall，MindSpeed 中也可用 "
         "alltoall_seq）：每个 token 只发往其 top-k 专家所在的卡；之后还可以让分发与计算重叠"
         "（--moe-alltoall-overlap-comm）。",
         gain,
