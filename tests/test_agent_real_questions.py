@@ -680,3 +680,23 @@ def test_cluster_8rank_each_fix_and_its_saving_once(real_samples: Path, question
     # the cause the first part explains is not explained again by the second
     why = "Why — every rank idles" if a.language == "en" else "原因——所有卡都在空闲"
     assert body.count(why) == 1
+
+
+@pytest.mark.parametrize(
+    ("question", "said"),
+    [
+        ("which operators does rank 1 run?", "could not be read"),
+        ("1号卡用了哪些算子？", "无法读取"),
+    ],
+)
+def test_a_rank_whose_kernel_file_was_left_out_names_the_file(
+    real_samples: Path, tmp_path: Path, question: str, said: str
+) -> None:
+    import shutil
+
+    root = tmp_path / "p"
+    shutil.copytree(real_samples / "pt-text-level1-2rank", root)
+    kd = next((root / "rank1_ascend_pt").rglob("kernel_details.csv"))
+    kd.write_text("not,a,kernel,header\n1,2,3,4\n", encoding="utf-8")
+    a = _adv(root).ask(question)
+    assert "kernel_details.csv" in a.answer and said in a.answer, a.answer

@@ -2519,6 +2519,16 @@ def error_zh(tool: str, error: str) -> str:
     if m:
         n = nouns[m.group(1)]
         return f"{n} {m.group(2)} 不存在；现有的{n}为 {m.group(3)}"
+    m = re.match(
+        r"rank (\S+) has no kernel data(?: \(its (\S+) could not be read[^)]*\))?; ranks with "
+        r"kernels are (.+)$",
+        e,
+    )
+    if m:
+        why = (
+            f"（其 {m.group(2)} 无法读取，`advisor-chat inspect` 可查看原因）" if m.group(2) else ""
+        )
+        return f"{m.group(1)}号卡没有算子数据{why}；有算子数据的卡为 {m.group(3)}"
     m = re.match(r"step (\S+) is not in (\S+); steps are (.+)$", e)
     if m:
         return f"第 {m.group(1)} 步不在 {m.group(2)} 中；现有的步为 {m.group(3)}"

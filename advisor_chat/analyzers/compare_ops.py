@@ -368,8 +368,21 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
         kernel_ranks = sorted(int(r) for r in k_all["rank"].dropna().unique())
     for r in (params.rank_a, params.rank_b):
         if r is not None and int(r) not in kernel_ranks:
+            # a kernel file of that rank left out at load: name it (what to fix)
+            skipped = next(
+                (
+                    w.path
+                    for w in getattr(profile, "warnings", ())
+                    if w.path and int(r) in w.ranks and "kernel" in w.path.lower()
+                ),
+                None,
+            )
+            why = (
+                f" (its {skipped} could not be read: see `advisor-chat inspect`)" if skipped else ""
+            )
             raise ToolArgumentError(
-                f"rank {r} has no kernel data; ranks with kernels are {format_ranks(kernel_ranks)}"
+                f"rank {r} has no kernel data{why}; ranks with kernels are "
+                f"{format_ranks(kernel_ranks)}"
             )
 
     comm = is_comm_kernel(k_all).to_numpy()
