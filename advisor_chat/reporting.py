@@ -401,7 +401,8 @@ def _finding_md(f: Finding, heading: str, nested: bool = False, lang: str = "en"
         )
         sev = t(f"severity.{f.severity.value}", "zh")
     else:
-        ranks = f" - ranks {_ranks_text(f.ranks)}" if f.ranks else ""
+        word = "rank" if len(f.ranks) == 1 else "ranks"
+        ranks = f" - {word} {_ranks_text(f.ranks)}" if f.ranks else ""
         sev = f.severity.value.upper()
     kind = t(f"kind.{f.kind.value}", "zh") if zh else f.kind.value
     out.append(f"{heading} [{sev}] {kind}{ranks}")
