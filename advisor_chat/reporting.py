@@ -719,7 +719,7 @@ def _finding_html(f: Finding, num: str, lang: str = "both", nested: bool = False
     sev = f.severity.value
     parts.append(f'<section class="f {sev}" id="{e(f.id)}">')
     ranks = (
-        f" &middot; {e(t('report.finding_ranks', ui, ranks=_ranks_text(f.ranks)))}"
+        f" &middot; {e(t('report.finding_rank' if len(f.ranks) == 1 else 'report.finding_ranks', ui, ranks=_ranks_text(f.ranks)))}"
         if f.ranks
         else ""
     )
