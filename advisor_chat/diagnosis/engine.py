@@ -608,12 +608,12 @@ def clock_note(ctx: Context) -> tuple[str, str, float, Remedy] | None:
         f"; {rl}'s timestamps read {ms(abs(o.offset_us))} {way} than {ref}'s in every collective, "
         f"its end too ({o.instances} collectives of communication.json), where all members "
         "finish together: the hosts' clocks differ, so on a merged timeline that node looks late "
-        "at every collective, while the collectives' Wait Time shows nobody waits for it"
+        "at every collective, while the collectives' Wait Time shows no rank waiting on that node"
     )
     zh = (
         f"；在每个集合通信里，{rl_zh}的时间戳都比{ref_zh}{way_zh} {ms(abs(o.offset_us))}，连结束时间也是"
         f"（communication.json 中的 {o.instances} 个集合通信），而所有成员本应同时结束：两台主机的时钟不一致，"
-        "所以合并的时间线上这台机器看起来每次都晚到，但集合通信的等待时间（Wait Time）表明并没有谁在等它"
+        "所以合并的时间线上这台机器看起来每次都晚到，但集合通信的等待时间（Wait Time）表明没有哪张卡在等这台机器"
     )
     rem = Remedy(
         "check",

@@ -704,7 +704,8 @@ DEV27_SCENARIOS = (
         4,
         tp_plans,
         tp_answer,
-        min_ranks=8,
+        # (two data-parallel replicas at least: the gradient all-reduce needs peers)
+        min_ranks=16,
         rank_multiple=8,
     ),
     ScenarioSpec(
