@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import os
 import re
@@ -722,3 +723,15 @@ def transfer_mb_per_step(ctx: Context) -> pd.Series:
             ctx.cache["transfer_mb"] = per.groupby(level="rank").mean()
     out: pd.Series = ctx.cache["transfer_mb"]
     return out
+
+
+#: Display names of the collective types (``comm_ops`` ``op_type``, lower case).
+COLLECTIVE_NAMES = {"allgather": "AllGather", "reducescatter": "ReduceScatter",
+                    "allreduce": "AllReduce", "alltoall": "AlltoAll", "alltoallv": "AlltoAllV",
+                    "broadcast": "Broadcast", "send": "Send", "receive": "Receive"}  # fmt: skip
+
+
+def even_interval(steps: Sequence[int]) -> int:
+    """The spacing of ``steps`` when they are at least two and evenly spaced, else 0."""
+    gaps = {b - a for a, b in itertools.pairwise(steps)}
+    return gaps.pop() if len(steps) >= 2 and len(gaps) == 1 else 0

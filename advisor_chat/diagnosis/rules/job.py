@@ -56,6 +56,7 @@ from advisor_chat.diagnosis.python_work import (
     python_work,
 )
 from advisor_chat.diagnosis.rules.common import (
+    COLLECTIVE_NAMES,
     EXPOSED_MIN_SHARE,
     IDLE_MIN_SHARE,
     MANY_COLLECTIVES,
@@ -2934,11 +2935,6 @@ def _moe_allgather_dispatch(
         BoundKind.ESTIMATE if known else BoundKind.UPPER_BOUND,
     )
     return en, zh, rem, {"moe_dispatch_us_per_step": us}
-
-
-COLLECTIVE_NAMES = {"allgather": "AllGather", "reducescatter": "ReduceScatter",
-                    "allreduce": "AllReduce", "alltoall": "AlltoAll", "alltoallv": "AlltoAllV",
-                    "broadcast": "Broadcast", "send": "Send", "receive": "Receive"}  # fmt: skip
 
 
 def _dims(shapes: str) -> str:

@@ -11,7 +11,6 @@ operators run on larger inputs: the work follows the data).
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 from dataclasses import dataclass
@@ -21,7 +20,12 @@ import pandas as pd
 from advisor_chat.analyzers.base import Category
 from advisor_chat.diagnosis.context import Context
 from advisor_chat.diagnosis.decompose import _compute_kernels, _sample
-from advisor_chat.diagnosis.rules.common import _severity, every_rank_loses
+from advisor_chat.diagnosis.rules.common import (
+    COLLECTIVE_NAMES,
+    _severity,
+    even_interval,
+    every_rank_loses,
+)
 from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
 from advisor_chat.diagnosis.types import (
     BoundKind,
@@ -241,8 +245,7 @@ def slow_steps(ctx: Context) -> SlowSteps | None:
         mult = [o.n_slow / o.n_other for o in fwd if o.n_slow > (1 + SAME_COUNT) * o.n_other]
         if mult:
             passes = max(round(float(pd.Series(mult).median())) - 1, 1)
-    gaps = {b - a for a, b in itertools.pairwise(slow)}
-    interval = gaps.pop() if len(slow) >= 2 and len(gaps) == 1 else 0
+    interval = even_interval(slow)
     return SlowSteps(
         steps=tuple(slow),
         all_steps=tuple(steps),
@@ -309,10 +312,8 @@ def _contention(ctx: Context, ss: SlowSteps) -> tuple[str, str, Remedy] | None:
     coll_us = 1000.0 * float(slow[only].sum())
     ratio = _same_ratio(ss)
     names = ", ".join(o.op_type for o in same[:3])
-    pretty = {"allreduce": "AllReduce", "allgather": "AllGather", "reducescatter": "ReduceScatter",
-              "alltoall": "AlltoAll", "alltoallv": "AlltoAllV", "broadcast": "Broadcast"}  # fmt: skip
-    colls = " and ".join(pretty.get(t, t) for t in only)
-    colls_zh = "、".join(pretty.get(t, t) for t in only)
+    colls = " and ".join(COLLECTIVE_NAMES.get(t, t) for t in only)
+    colls_zh = "、".join(COLLECTIVE_NAMES.get(t, t) for t in only)
     env = ctx.profile.get("meta")
     aiv = False
     if not env.empty and "env" in env.columns:

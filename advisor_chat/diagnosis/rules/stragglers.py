@@ -55,6 +55,7 @@ from advisor_chat.diagnosis.rules.common import (
     collective_peers,
     device_idle_evidence,
     env_split,
+    even_interval,
     find_events,
     host_evidence,
     host_measured,
@@ -971,11 +972,8 @@ GC_HOLDS_SHARE = 0.5
 
 def _interval(steps: Sequence[int]) -> tuple[str, str]:
     """``("5 steps", "5 步")`` when ``steps`` are evenly spaced, else ``("few steps", "若干步")``."""
-    gaps = {b - a for a, b in itertools.pairwise(steps)}
-    if len(gaps) == 1:
-        g = gaps.pop()
-        return f"{g} steps", f"{g} 步"
-    return "few steps", "若干步"
+    g = even_interval(steps)
+    return (f"{g} steps", f"{g} 步") if g else ("few steps", "若干步")
 
 
 def arrives_later(ctx: Context, ranks: list[int]) -> dict[int, tuple[int, ...]]:
