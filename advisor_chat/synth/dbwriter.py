@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from advisor_chat.synth.model import Kernel
+from advisor_chat.synth.model import GRAPH_LAUNCH_API, Kernel
 
 PROFILER_TABLES = {
     "STRING_IDS": "id INTEGER PRIMARY KEY,value TEXT",
@@ -146,7 +146,8 @@ def write_db(
     """Write both DB files of one rank into ``po`` (ASCEND_PROFILER_OUTPUT).
 
     ``rec`` holds what the text writer produced: ``k`` (start_ns, dur_ns, connection id, task id,
-    kernel index, wait_ns, api_start_ns, api_dur_ns), ``op`` (name, start_ns, end_ns, connection id,
+    kernel index, wait_ns, api_start_ns, api_dur_ns), ``kg`` (graph-mode kernels: index in ``k``,
+    model id, launched by the host), ``op`` (name, start_ns, end_ns, connection id,
     communicator name, op type, dtype, count, api_start_ns, api_dur_ns, wait_ns), ``ov`` (start_ns,
     end_ns, overlap type 0..3), ``mem`` (ts_ns, reserved MB), ``step`` (id, start_ns, end_ns),
     ``freq`` (ts_ns, AI Core MHz).
@@ -163,8 +164,11 @@ def write_db(
     cti: list[tuple[Any, ...]] = []
     api: list[tuple[Any, ...]] = []
     cop: list[tuple[Any, ...]] = []
+    # graph-mode kernels: {index in rec["k"]: (model id, launched by the host)}
+    graph = {g: (mid, launched) for g, mid, launched in rec.get("kg", [])}
     for gid, (s0, d, conn, task_id, j, wait_ns, a0, ad) in enumerate(rec["k"]):
         k = kernels[j]
+        mid, launched = graph.get(gid, (4294967295, True))
         task.append(
             (
                 s0,
@@ -177,7 +181,7 @@ def write_db(
                 4294967295,
                 2,
                 task_id,
-                4294967295,
+                mid,
             )
         )
         cti.append(
@@ -198,7 +202,9 @@ def write_db(
                 wait_ns,
             )
         )
-        api.append((a0, a0 + ad, 20000, gtid, conn, sid(k.api)))
+        if launched:  # a graph's later kernels have no launch of their own
+            name = k.api if gid not in graph else GRAPH_LAUNCH_API
+            api.append((a0, a0 + ad, 20000, gtid, conn, sid(name)))
     for op_id, (name, s0, e0, conn, comm_name, op_type, dtype, count, a0, ad, wait_ns) in enumerate(
         rec["op"]
     ):

@@ -26,6 +26,7 @@ LOCAL_GBPS = 450.0  # on-chip copy
 MIB = 1.048576  # payloads are given in MiB; files report decimal MB
 TRANSIT_SHARE = 0.9  # transit / transfer-phase length of the slowest rank of a group
 NOTIFY_SHARE = 0.03  # Notify_Wait inside the transfer phase, share of the transfer phase
+GRAPH_LAUNCH_API = "aclmdlExecuteAsync"  # the host's launch of one graph execution (graph mode)
 
 
 def double_hash(data: str) -> int:
@@ -396,6 +397,17 @@ class Perturb:
             in some steps, e.g. the gradient all-reduce of the last micro-batch of an accumulation
             when every profiled step is one micro-batch): no device record, no time, no launch.
             Empty = every collective in every step.
+        model_ids: {(step index or -1 for every step, kernel index): graph model id} the kernel runs
+            inside a compiled graph (graph mode: torchair / GE) with that ``Model ID`` (kernel_details
+            column, trace ``Model Id``) on every rank: a run of consecutive kernels with the same id
+            is one graph execution, launched once by the host (an ``aclmdlExecuteAsync`` call, mode
+            ``ACL_MODEL``, with the HostToDevice flow to the run's first kernel); the other kernels
+            of the run have no launch of their own. A step-specific entry wins over a -1 entry (a
+            graph compiled anew in that step). Empty = every kernel eager (``4294967295``, its own
+            launch). The simulated timeline is unchanged (see ``launch_api_us``).
+        launch_api_us: {kernel index: µs} duration of the host's launch call of that kernel (e.g. a
+            graph launch binding the graph's inputs), on every rank and step, instead of
+            ``api_us`` (with the same jitter). Empty = ``api_us`` for every launch.
     """
 
     dur_scale: np.ndarray
@@ -440,6 +452,15 @@ class Perturb:
     step_d2h_pulls: dict[int, dict[int, dict[int, list[D2HPull]]]] = field(default_factory=dict)
     gc_host_gaps: bool = False
     step_skip_colls: dict[int, set[int]] = field(default_factory=dict)
+    model_ids: dict[tuple[int, int], int] = field(default_factory=dict)
+    launch_api_us: dict[int, float] = field(default_factory=dict)
+
+    def model_id_at(self, si: int, j: int) -> int | None:
+        """The graph model id of program kernel ``j`` in step index ``si`` (None = eager)."""
+        if not self.model_ids:
+            return None
+        mid = self.model_ids.get((si, j))
+        return self.model_ids.get((-1, j)) if mid is None else mid
 
     def kernel_at(self, si: int, r: int, j: int, default: Kernel) -> Kernel:
         """The kernel template rank ``r`` runs at program position ``j`` in step index ``si``."""
@@ -674,6 +695,8 @@ def simulate(
             k_gap[r, js] = 0
         aj = 1.0 + 0.1 * np.clip(rng.standard_normal((ranks, nk)), -3, 3)
         k_api_dur = (perturb.api_us[:, None] * aj * 1000).astype(np.int64)
+        for j, launch_us in perturb.launch_api_us.items():
+            k_api_dur[:, j] = (launch_us * aj[:, j] * 1000).astype(np.int64)
         k_start = np.zeros((ranks, nk), dtype=np.int64)
         ops: list[OpRec] = []
         gc: list[tuple[int, int, int]] = []

@@ -22,6 +22,7 @@ import numpy as np
 
 from advisor_chat.synth.model import (
     AICORE_MHZ,
+    GRAPH_LAUNCH_API,
     RANKS_PER_NODE,
     Cluster,
     D2HPull,
@@ -330,6 +331,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         "api": [],
         "gc": [],
         "freq": [],
+        "kg": [],  # graph-mode kernels (Perturb.model_ids): (index in "k", model id, launched)
     }
 
     # metadata events
@@ -419,10 +421,17 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         if py_at:
             # Python frames run inline before the step's first launch (Perturb.py_calls)
             ev.extend(_py_call_events(py_at, st_start, int(ka[0]), pid))
+        graphs = bool(cl.perturb.model_ids)
+        prev_mid: int | None = None  # graph model id of the previous kernel written (graph mode)
+        prev_in_graph = False  # the previous kernel written had no launch of its own
+        last_launch_end = st_start
         for j, k0 in enumerate(cl.kernels):
             if skip and j in skip:
                 continue  # not run on this rank (Perturb.skip_kernels)
             k = cl.perturb.kernel_at(si, r, j, k0)
+            mid = cl.perturb.model_id_at(si, j) if graphs else None
+            # a later kernel of the same graph execution: launched with the graph (Perturb.model_ids)
+            in_graph = mid is not None and mid == prev_mid
             kw = j
             if k is not k0:
                 if id(k) not in swap_idx:
@@ -446,6 +455,8 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
                 # tensor.item(): the host blocks in a stream synchronize from just after the
                 # previous launch until the device has run everything queued
                 y0 = int(ka[j - 1] + kad[j - 1]) + 2_000
+                if prev_in_graph:  # the previous kernel came with its graph's launch
+                    y0 = last_launch_end + 2_000
                 y1 = int(ks[j - 1] + kd[j - 1]) + 5_000
                 if y1 > y0:
                     ev.append(
@@ -524,11 +535,12 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
             prev_end = s0 + d
             comp_iv.append((s0, s0 + d))
             du = us(d)
-            mid, shp = kstatic[j] if k is k0 else _kernel_static(k)
+            name_col, shp = kstatic[j] if k is k0 else _kernel_static(k)
+            model = 4294967295 if mid is None else mid
             rows.append(
                 (
                     s0,
-                    f"{sid},4294967295,{task_id},{COMPUTE_STREAM},{mid},{ts_str(s0)}\t,{du},{wait},{shp},{_pmu(k, du)}",
+                    f"{sid},{model},{task_id},{COMPUTE_STREAM},{name_col},{ts_str(s0)}\t,{du},{wait},{shp},{_pmu(k, du)}",
                 )
             )
             a0 = ka[j]
@@ -536,24 +548,37 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
             if pyf is not None:
                 # Python frames right before this launch (Perturb.launch_py_frames)
                 ev.extend(_launch_py_events(pyf, int(ka[j - 1] + kad[j - 1]), int(a0), pid))
-            ev.append(
-                f'{{"name": "AscendCL@{k.api}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a0)}", "dur": {us(int(kad[j]))}, '
-                f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_OP", "level": "acl", "id": "{k.api}", "item_id": "0", "connection_id": {conn}}}, "ph": "X"}}'
-            )
-            ev.append(
-                f'{{"name": "HostToDevice{conn}", "ph": "s", "cat": "HostToDevice", "id": "{conn}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a0)}"}}'
-            )
-            ev.append(
-                f'{{"name": "{k.name}", "pid": {hw_pid}, "tid": {COMPUTE_STREAM}, "ts": "{ts_str(s0)}", "dur": {du}, '
-                f'"args": {{"Model Id": 4294967295, "Task Type": "{k.core}", "Physic Stream Id": {COMPUTE_STREAM}, "Task Id": {task_id}, '
-                f'"Batch Id": 0, "Subtask Id": 4294967295, "connection_id": {conn}}}, "ph": "X"}}'
-            )
-            ev.append(
-                f'{{"name": "HostToDevice{conn}", "ph": "f", "id": "{conn}", "ts": "{ts_str(s0)}", "cat": "HostToDevice", "pid": {hw_pid}, "tid": {COMPUTE_STREAM}, "bp": "e"}}'
-            )
+            if in_graph:
+                # a task of the graph execution launched with the run's first kernel: no launch
+                ev.append(
+                    f'{{"name": "{k.name}", "pid": {hw_pid}, "tid": {COMPUTE_STREAM}, "ts": "{ts_str(s0)}", "dur": {du}, '
+                    f'"args": {{"Model Id": {model}, "Task Type": "{k.core}", "Physic Stream Id": {COMPUTE_STREAM}, "Task Id": {task_id}, '
+                    f'"Batch Id": 0, "Subtask Id": 4294967295}}, "ph": "X"}}'
+                )
+            else:
+                api, mode = (k.api, "ACL_OP") if mid is None else (GRAPH_LAUNCH_API, "ACL_MODEL")
+                ev.append(
+                    f'{{"name": "AscendCL@{api}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a0)}", "dur": {us(int(kad[j]))}, '
+                    f'"args": {{"Thread Id": {host_tid}, "Mode": "{mode}", "level": "acl", "id": "{api}", "item_id": "0", "connection_id": {conn}}}, "ph": "X"}}'
+                )
+                ev.append(
+                    f'{{"name": "HostToDevice{conn}", "ph": "s", "cat": "HostToDevice", "id": "{conn}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a0)}"}}'
+                )
+                ev.append(
+                    f'{{"name": "{k.name}", "pid": {hw_pid}, "tid": {COMPUTE_STREAM}, "ts": "{ts_str(s0)}", "dur": {du}, '
+                    f'"args": {{"Model Id": {model}, "Task Type": "{k.core}", "Physic Stream Id": {COMPUTE_STREAM}, "Task Id": {task_id}, '
+                    f'"Batch Id": 0, "Subtask Id": 4294967295, "connection_id": {conn}}}, "ph": "X"}}'
+                )
+                ev.append(
+                    f'{{"name": "HostToDevice{conn}", "ph": "f", "id": "{conn}", "ts": "{ts_str(s0)}", "cat": "HostToDevice", "pid": {hw_pid}, "tid": {COMPUTE_STREAM}, "bp": "e"}}'
+                )
+                last_launch_end = int(a0 + kad[j])
             acc = op_stat.setdefault((k.op_type, k.core), [])
             acc.append(du)
+            if mid is not None:
+                db["kg"].append((len(db["k"]), mid, not in_graph))
             db["k"].append((s0, d, conn, task_id, kw, round(wait * 1000), a0, kad[j]))
+            prev_mid, prev_in_graph = mid, in_graph
             task_id += 1
             conn += 1
 
