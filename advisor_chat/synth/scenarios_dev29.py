@@ -40,9 +40,9 @@ different place of the files:
   a data-dependent branch, so dynamo breaks the graph there: the forward runs as 7 graphs (Model
   IDs 1, 3, ... 13), and at each of the 6 breaks the host syncs on the flag (``aten::item`` >
   ``aclrtSynchronizeStream``), re-enters dynamo and launches the next graph (``aclmdlExecuteAsync``)
-  while the device idles (~1 ms a break); the backward graphs follow each other without a gap.
+  while the device idles (~1.4 ms a break); the backward graphs follow each other without a gap.
   Job-level (every rank alike). Evidence: the ``Model ID`` column of kernel_details.csv (the value
-  changes 6 times in the forward, the first kernel after each change has a ~1 ms Wait Time, a tiny
+  changes 6 times in the forward, the first kernel after each change has a ~1.4 ms Wait Time, a tiny
   ``ReduceAll`` on DT_BOOL right before it) and the sync + graph launch calls of trace_view.json.
 - ``compiled-optimizer-recompile``: ``torch.compile(optimizer.step)`` (torchair) with a per-step
   cosine learning-rate schedule passing the LR as a Python float (and
@@ -973,7 +973,7 @@ def gb_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
         host_op="aten::item",
         python_frames=list(GB_FRAMES),
         file="kernel_details.csv (Model ID changes 6 times in each step's forward: graphs 1, 3, "
-        "..., 13; the first kernel after each change, a MatMulV2 of the next layer, has a ~1 ms "
+        "..., 13; the first kernel after each change, a MatMulV2 of the next layer, has a ~1.4 ms "
         "Wait Time; a tiny ReduceAll on DT_BOOL ends each forward graph; the backward graphs 2 ... "
         "14 follow each other without a gap), trace_view.json (aten::item > "
         "AscendCL@aclrtSynchronizeStream, then the torch/_dynamo eval_frame frames and one "
@@ -990,7 +990,7 @@ def gb_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
         "dynamo breaks the graph there; the forward runs as 7 graphs, and at each of the 6 "
         "breaks the host waits for the device to read the flag (.item(): "
         "aclrtSynchronizeStream), re-enters dynamo and launches the next graph while the device "
-        "idles (~1 ms a break), on every rank alike; the backward graphs run back to back",
+        "idles (~1.4 ms a break), on every rank alike; the backward graphs run back to back",
         fix="remove the graph break: take the data-dependent check out of the compiled region "
         "(decide the mask path once per batch outside the model, or always use the masked path), "
         "compile with fullgraph=True to catch breaks (torch._dynamo.explain lists them), so the "
@@ -1198,7 +1198,7 @@ DEV29_SCENARIOS = (
         "compile-graph-breaks",
         "torch.compile (torchair) with a data-dependent mask check in every layer: the forward "
         "breaks into 7 graphs (Model IDs), at each of the 6 breaks a host sync + graph launch "
-        "with the device idle ~1 ms, every rank alike; job-level",
+        "with the device idle ~1.4 ms, every rank alike; job-level",
         16,
         4,
         gb_plans,
