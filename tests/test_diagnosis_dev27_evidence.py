@@ -2,6 +2,8 @@
 
 - ``node-clock-offset``: a node's timestamps offset (collective ends differ by a constant): a
   data artifact, said with the no-culprit answer; nobody is blamed.
+- ``pp-p2p-unbatched``: the stages wait for the node-crossing hand-offs (counted over RDMA in
+  communication.json), not for a stage that computes what the others do.
 """
 
 from __future__ import annotations
@@ -106,3 +108,37 @@ def test_a_router_of_small_operators_is_named(scenario) -> None:
 def test_short_kernels_without_a_router_are_not_called_one(scenario, name: str) -> None:
     d = diagnose(load_profile(scenario(name), use_cache=False))
     assert not any("MoE router's small operators" in c.summary for c in d.causes)
+
+
+def test_unbatched_hand_offs_across_nodes_not_a_stage_imbalance(scenario) -> None:
+    # the last stage waits least but computes what the others do: the Bubble is the waiting for
+    # the node-crossing hand-offs, not a stage's extra work
+    from advisor_chat.agent.project import pipeline
+    from advisor_chat.diagnosis.types import Mechanism
+
+    path = scenario("pp-p2p-unbatched")
+    nums = _key(path)["expected_numbers"]
+    d = diagnose(load_profile(path, use_cache=False, progress=False))
+    assert not [c for c in d.causes if c.mechanism is Mechanism.PIPELINE_IMBALANCE]
+    top = d.top()
+    assert top is not None and top.id == "cause.group_layout.pp"
+    # sends / receives per rank and step that move data over RDMA (the node-crossing pairs),
+    # counted in communication.json; the median over the ranks that have any
+    counts = []
+    for rd in sorted(path.glob("*_ascend_pt")):
+        comm = json.loads((rd / "ASCEND_PROFILER_OUTPUT" / "communication.json").read_text())
+        for sec in comm.values():
+            n = sum(
+                1
+                for op, rec in sec.get("p2p", {}).items()
+                if op != "Total Op Info"
+                and float(rec["Communication Bandwidth Info"]["RDMA"]["Transit Size(MB)"]) > 0
+            )
+            if n:
+                counts.append(n)
+    counts.sort()
+    assert counts[len(counts) // 2] == nums["p2p_ops_per_step_node_boundary"]
+    assert f"runs {counts[len(counts) // 2]} of them per step" in top.summary
+    p = pipeline(d, [], zh=False)
+    assert p.lines[0].startswith("The pipeline is held back by the pipeline hand-offs across nodes")
+    assert p.lines and "机器" in pipeline(d, [], zh=True).lines[0]

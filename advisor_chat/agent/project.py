@@ -2608,11 +2608,18 @@ def _category_why(c: RootCause, zh: bool) -> str:
 def pipeline(d: Diagnosis, stages: Sequence[int], zh: bool, *, yes_no: bool = False) -> Projection:
     """Pipeline question: the stage-imbalance cause (downstream waits, upstream dominated by ...).
 
+    Without one, the first cause whose culprit others wait for (a slow hand-off between stages, a
+    late rank): the Bubble is waiting, and that is what it waits for.
+
     With ``yes_no`` and ``stages`` ("is stage 1 slow?"), the verdict comes first: yes when the
     stage asked about is the culprit stage, no when it is the waiting side.
     """
     p = Projection()
     pc = [c for c in d.causes if c.mechanism == Mechanism.PIPELINE_IMBALANCE]
+    if not pc:
+        # no stage holds the others back: what the waiting ranks wait for (a hand-off between
+        # stages, a late rank, a link) is the cause the wait attribution blames them on
+        pc = [c for c in _real(d) if c.victims and c.culprit.kind != "job"][:1]
     if not pc:
         return p  # the caller falls back to the bubble findings
     c = pc[0]
@@ -2641,6 +2648,8 @@ def pipeline(d: Diagnosis, stages: Sequence[int], zh: bool, *, yes_no: bool = Fa
             if zh
             else f"{lab[0].upper() + lab[1:]} holds the pipeline back — "
             f"{lower_first(summary(c, zh)).rstrip('.')}."
+            if c.culprit.stage is not None
+            else f"The pipeline is held back by {lab} — {lower_first(summary(c, zh)).rstrip('.')}."
         )
     else:
         p.lines.append(_sentence(summary(c, zh), zh))
