@@ -142,3 +142,42 @@ def test_unbatched_hand_offs_across_nodes_not_a_stage_imbalance(scenario) -> Non
     p = pipeline(d, [], zh=False)
     assert p.lines[0].startswith("The pipeline is held back by the pipeline hand-offs across nodes")
     assert p.lines and "机器" in pipeline(d, [], zh=True).lines[0]
+
+
+def test_a_late_looking_node_on_an_offset_clock_is_not_a_fault(scenario) -> None:
+    from advisor_chat.diagnosis.hypotheses import judge
+
+    d = diagnose(load_profile(scenario("node-clock-offset"), use_cache=False, progress=False))
+    for h in ("network", "hardware", "card"):
+        v = judge(d, h)
+        assert v.status == "contradicted"
+        assert "the hosts' clocks differ" in v.reason and "时钟不一致" in v.reason_zh
+    # a hypothesis about something else is judged as before
+    assert "clocks" not in judge(d, "dataloader").reason
+
+
+def test_operator_time_without_a_rank_is_the_jobs(scenario, tmp_path) -> None:
+    from statistics import median
+
+    from _dev_files import kernel_rows, rank_dirs
+
+    from advisor_chat.agent.advisor import Advisor
+    from advisor_chat.config import load_settings
+
+    path = scenario("tp-no-sequence-parallel")
+    adv = Advisor(
+        load_profile(path, progress=False),
+        settings=load_settings(model="offline", home=tmp_path),
+    )
+    text = " ".join(
+        adv.ask("how much time per step do RmsNorm and Add take in total?").answer.split()
+    )
+    assert text.startswith("On every rank, the Add, RmsNorm operators take about")
+    # the figure: per rank, RmsNorm + Add device time per step from kernel_details.csv
+    per_rank = []
+    for d in rank_dirs(path).values():
+        rows = [r for r in kernel_rows(d) if r["Type"] in ("RmsNorm", "Add")]
+        steps = {r["Step Id"] for r in kernel_rows(d)}
+        per_rank.append(sum(float(r["Duration(us)"]) for r in rows) / max(len(steps), 1))
+    want = median(per_rank) / 1000.0
+    assert f"about {want:.2f} ms" in text
