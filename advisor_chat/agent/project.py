@@ -2710,6 +2710,35 @@ def job_question(
     return p
 
 
+def late_chain_line(causes: Sequence[RootCause], zh: bool) -> str:
+    """What fixing a chain of late ranks together saves, when each alone saves little.
+
+    A chain: causes of single late ranks where every rank a cause's gain waits for
+    (:attr:`RootCause.gain_after`) is the culprit of another cause listed. Fixing all of them saves
+    the sum of their gains (the first's alone, each next one's once those before it are fixed), an
+    upper bound. '' without such a chain of at least two.
+    """
+    late = [c for c in causes if c.culprit.kind == "rank" and len(c.culprit.ranks) == 1]
+    culprits = {c.culprit.ranks[0] for c in late}
+    waited = {r for c in late for r in c.gain_after}
+    chain = [c for c in late if c.gain_after or c.culprit.ranks[0] in waited]
+    if len(chain) < 2 or not waited <= culprits or not any(c.gain_after for c in chain):
+        return ""
+    total = sum(float(c.gain_us or 0.0) for c in chain)
+    if total <= 0:
+        return ""
+    # in the order to fix them, not sorted; an upper bound: the later ones' gains are conditional
+    ranks = ("、" if zh else ", ").join(str(c.culprit.ranks[0]) for c in chain)
+    return say(
+        "project.late_ranks_together",
+        zh,
+        ranks=ranks,
+        total=us(total),
+        first_rank=chain[0].culprit.ranks[0],
+        first=us(float(chain[0].gain_us or 0.0)),
+    )
+
+
 def overview(
     d: Diagnosis, zh: bool, limit: int = 5, *, yes_no: bool = False, healthy: bool = False
 ) -> Projection:
@@ -2750,6 +2779,9 @@ def overview(
         for i, c in enumerate(real[:limit]):
             p.add_cause(c)
             p.lines.append(cause_bullet(c, zh, short=said and i == 0))
+        together = late_chain_line(real[:limit], zh)
+        if together:
+            p.lines += ["", together]
         p.plot_ranks = sorted({r for c in real[:3] for r in c.culprit.ranks})[:8]
     else:
         for c in d.causes[:2]:
