@@ -62,6 +62,13 @@ class Kernel:
     block_dim: int
     api: str  # CANN API that launches it, e.g. aclnnMatmul
     tag: str = ""  # free label for scenario perturbations (e.g. "qkv")
+    # kernel_details.csv columns beyond the duration; the defaults write what every scenario before
+    # development set 30 writes (HF32 Eligible ``NO``, the writer's PipeUtilization ratios)
+    hf32: bool = False  # HF32 Eligible ``YES``: an fp32 Conv / MatMul computed in HF32 mode
+    # PipeUtilization columns that differ from the writer's defaults, by header name without the
+    # unit, e.g. (("aic_mac_ratio", 0.21), ("aic_mte2_ratio", 0.93), ("cube_utilization", 24.6));
+    # a ratio also sets its ``*_time(us)`` column (ratio x the kernel's aicore / aiv time)
+    pmu: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
