@@ -12,6 +12,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "docs" / "SCENARIOS.md"
+# document the registry of this checkout, not of whichever copy the environment has installed
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
 
 def render() -> str:
