@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -117,7 +118,7 @@ def test_throttled_node_host_goes_silent_every_cfs_period(scenario) -> None:
     for r in bad:
         assert len(silences[r]) == nums["silences_per_rank"]
         starts = [a for a, _ in silences[r]]
-        spacing = median(y - x for x, y in zip(starts, starts[1:], strict=False))
+        spacing = median(y - x for x, y in pairwise(starts))
         assert spacing == pytest.approx(nums["silence_period_us_median"], rel=0.03)
         assert spacing == pytest.approx(nums["cfs_period_us"], rel=0.03)  # the wall-clock grid
     # the same instants on every rank of the node (the first launch after each silence)
@@ -214,7 +215,9 @@ def test_blocked_prints_before_the_forward_launches_on_every_rank(scenario) -> N
         assert median(float(c["dur"]) for c in calls) < 20
         free[r] = median(float(x["Free"]) for x in _steps(d))
         # the device idles before the forward FlashAttention kernels
-        fa = [float(x["Wait Time(us)"]) for x in kernel_rows(d) if x["Type"] == "FlashAttentionScore"]
+        fa = [
+            float(x["Wait Time(us)"]) for x in kernel_rows(d) if x["Type"] == "FlashAttentionScore"
+        ]
         assert min(fa) > 2000
     assert median(prints) == pytest.approx(nums["print_us_median"], rel=0.01)
     assert max(free.values()) < 1.05 * min(free.values())  # every rank alike

@@ -315,7 +315,7 @@ def cf_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
     base = _baseline(cl)
     a, b, save = _saving(step, base["step_us"])
     period = float(np.median(spacing))
-    nums = {
+    nums: dict[str, Any] = {
         "throttled_node": bad[0] // RANKS_PER_NODE,
         "culprit_ranks": bad,
         "cfs_period_us": CF_PERIOD_US,
@@ -518,7 +518,7 @@ def to_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
     base = _baseline(cl)
     a, b, save = _saving(step, base["step_us"])
     fr = free.mean(axis=1)
-    nums = {
+    nums: dict[str, Any] = {
         "preempted_calls_per_step_per_rank_median": _r(float(np.median(per_step))),
         "preempted_calls_total": int(per_step.sum()),
         "preempted_call_us_median": _med(long_calls),
@@ -679,7 +679,7 @@ def pc_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
     fr = free.mean(axis=1)
     base = _baseline(cl)
     a, b, save = _saving(step, base["step_us"])
-    nums = {
+    nums: dict[str, Any] = {
         "prints_per_step": len(sites),
         "prints_per_layer": len(sites) // LAYERS,
         "print_us_median": _med(written),
@@ -825,7 +825,7 @@ def th_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
     a, b, save = _saving(step, base["step_us"])
     ids = step_ids(m)
     worst = np.unravel_index(int(np.argmax(cat)), cat.shape)
-    nums = {
+    nums: dict[str, Any] = {
         "culprit_node": bad[0] // RANKS_PER_NODE,
         "culprit_ranks": bad,
         "packed_tensor_mb": round(TH_BYTES / 1e6, 2),
