@@ -403,6 +403,12 @@ class Perturb:
             in some steps, e.g. the gradient all-reduce of the last micro-batch of an accumulation
             when every profiled step is one micro-batch): no device record, no time, no launch.
             Empty = every collective in every step.
+        step_host_calls: {step index: {rank: {kernel index: [HostCall, ...]}}} in that step the
+            rank's host makes these calls before launching that kernel instead of its
+            ``host_calls`` there (host work whose length changes from step to step, e.g. an
+            allocation that sometimes stalls); laid out like ``host_calls``. The device idle is the
+            scenario's to set (``step_host_gaps``, whose launch placement it shares;
+            ``host_calls_span_us`` gives the calls' span). Empty = none.
     """
 
     dur_scale: np.ndarray
@@ -447,6 +453,7 @@ class Perturb:
     step_d2h_pulls: dict[int, dict[int, dict[int, list[D2HPull]]]] = field(default_factory=dict)
     gc_host_gaps: bool = False
     step_skip_colls: dict[int, set[int]] = field(default_factory=dict)
+    step_host_calls: dict[int, dict[int, dict[int, list[HostCall]]]] = field(default_factory=dict)
 
     def kernel_at(self, si: int, r: int, j: int, default: Kernel) -> Kernel:
         """The kernel template rank ``r`` runs at program position ``j`` in step index ``si``."""

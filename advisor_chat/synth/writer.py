@@ -453,6 +453,9 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         host_ops = cl.perturb.host_ops.get(r) if cl.perturb.host_ops else None
         launch_py = cl.perturb.launch_py_frames.get(r) if cl.perturb.launch_py_frames else None
         host_calls = cl.perturb.host_calls.get(r) if cl.perturb.host_calls else None
+        step_calls = (
+            cl.perturb.step_host_calls.get(si, {}).get(r) if cl.perturb.step_host_calls else None
+        )
         pulls_at = (
             cl.perturb.step_d2h_pulls.get(si, {}).get(r) if cl.perturb.step_d2h_pulls else None
         )
@@ -515,10 +518,12 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
                 )
                 ev.extend(pev)
                 prev_end = last
-            hcalls = host_calls.get(j) if host_calls else None
+            hcalls = step_calls.get(j) if step_calls else None
+            if hcalls is None and host_calls:
+                hcalls = host_calls.get(j)
             calls_end = None
             if hcalls:
-                # CANN runtime calls before this launch (Perturb.host_calls)
+                # CANN runtime calls before this launch (Perturb.host_calls / step_host_calls)
                 h0 = (int(ka[j - 1] + kad[j - 1]) if j > 0 else st_start) + HOST_CALL_LEAD_NS
                 hev, calls_end = _host_call_events(hcalls, h0, pid, cann_pid, host_tid)
                 ev.extend(hev)
