@@ -403,6 +403,12 @@ def test_one_rank_of_kernels_only(real_samples: Path) -> None:
     assert f"{top}: {top_us / 1000:.2f} ms" in where and f"{share:.1%}" in where, where
     where_zh = adv.ask("时间都花在哪了？").answer
     assert where_zh.startswith("这份数据没有步骤时间拆分") and f"{share:.1%}" in where_zh
+    # "why is it slow?": not enough signal, with what the kernels alone do show
+    why = " ".join(adv.ask("why is it slow?").answer.split())
+    assert why.startswith("Not enough signal: there is no step trace"), why
+    assert f"{top} holds {share:.1%} of the device time" in why, why
+    why_zh = " ".join(adv.ask("为什么慢？").answer.split())
+    assert f"{top} 占计算算子设备时间的 {share:.1%}" in why_zh, why_zh
 
 
 def test_network_verdict_with_missing_ranks_is_cannot_tell(real_samples: Path) -> None:

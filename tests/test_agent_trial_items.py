@@ -303,3 +303,38 @@ def test_item12_cause_ids_are_a_trailing_reference_never_mid_prose() -> None:
             assert all(f"`{c.id}`" in ref for c in p.causes) and p.causes
         t = "\n".join(pj.explain_ranks(d, [3], True).lines)
         assert "step 的" not in t  # no mixed "占其 step 的"
+
+
+def _late(rank: int, gain: float, after: tuple[int, ...]) -> RootCause:
+    return RootCause(
+        id=f"cause.host_stall.r{rank}",
+        mechanism=Mechanism.HOST_STALL,
+        category=Category.SCHEDULING,
+        culprit=Culprit("rank", (rank,), label=f"rank {rank}", label_zh=f"{rank}号卡"),
+        victims=(Impact(0, gain, 0.1, "collective_wait"),),
+        summary=f"rank {rank} idles",
+        summary_zh=f"{rank}号卡空闲",
+        metrics={},
+        findings=(),
+        gain_us=gain,
+        bound=BoundKind.ESTIMATE,
+        severity=Severity.HIGH,
+        gain_after=after,
+    )
+
+
+def test_a_chain_of_late_ranks_says_what_fixing_them_together_saves() -> None:
+    # rank 1 arrives last, then 6, then 3: fixing 1 alone saves 111 ms, the others only after it
+    chain = (_late(1, 111_000.0, ()), _late(6, 21_500.0, (1,)), _late(3, 256_000.0, (1, 6)))
+    text = "\n".join(pj.overview(_diag(*chain), zh=False).lines)
+    total = (111_000.0 + 21_500.0 + 256_000.0) / 1000
+    assert f"Together, fixing ranks 1, 6, 3 saves up to {total:.0f} ms per step" in text
+    assert "rank 1 alone saves 111 ms" in text
+    zh = "\n".join(pj.overview(_diag(*chain), zh=True).lines)
+    assert f"把 1、6、3号卡都修好，每步最多节省 {total:.0f} ms" in zh
+    # independent late ranks (no gain waits for another): no such line
+    alone = (_late(1, 111_000.0, ()), _late(6, 21_500.0, ()))
+    assert "Together" not in "\n".join(pj.overview(_diag(*alone), zh=False).lines)
+    # a gain that waits for a rank no cause blames: no chain is claimed
+    odd = (_late(1, 111_000.0, ()), _late(6, 21_500.0, (9,)))
+    assert "Together" not in "\n".join(pj.overview(_diag(*odd), zh=False).lines)

@@ -2,6 +2,8 @@
 
 - ``node-clock-offset``: a node's timestamps offset (collective ends differ by a constant): a
   data artifact, said with the no-culprit answer; nobody is blamed.
+- ``pp-p2p-unbatched``: the stages wait for the node-crossing hand-offs (counted over RDMA in
+  communication.json), not for a stage that computes what the others do.
 """
 
 from __future__ import annotations
@@ -106,3 +108,76 @@ def test_a_router_of_small_operators_is_named(scenario) -> None:
 def test_short_kernels_without_a_router_are_not_called_one(scenario, name: str) -> None:
     d = diagnose(load_profile(scenario(name), use_cache=False))
     assert not any("MoE router's small operators" in c.summary for c in d.causes)
+
+
+def test_unbatched_hand_offs_across_nodes_not_a_stage_imbalance(scenario) -> None:
+    # the last stage waits least but computes what the others do: the Bubble is the waiting for
+    # the node-crossing hand-offs, not a stage's extra work
+    from advisor_chat.agent.project import pipeline
+    from advisor_chat.diagnosis.types import Mechanism
+
+    path = scenario("pp-p2p-unbatched")
+    nums = _key(path)["expected_numbers"]
+    d = diagnose(load_profile(path, use_cache=False, progress=False))
+    assert not [c for c in d.causes if c.mechanism is Mechanism.PIPELINE_IMBALANCE]
+    top = d.top()
+    assert top is not None and top.id == "cause.group_layout.pp"
+    # sends / receives per rank and step that move data over RDMA (the node-crossing pairs),
+    # counted in communication.json; the median over the ranks that have any
+    counts = []
+    for rd in sorted(path.glob("*_ascend_pt")):
+        comm = json.loads((rd / "ASCEND_PROFILER_OUTPUT" / "communication.json").read_text())
+        for sec in comm.values():
+            n = sum(
+                1
+                for op, rec in sec.get("p2p", {}).items()
+                if op != "Total Op Info"
+                and float(rec["Communication Bandwidth Info"]["RDMA"]["Transit Size(MB)"]) > 0
+            )
+            if n:
+                counts.append(n)
+    counts.sort()
+    assert counts[len(counts) // 2] == nums["p2p_ops_per_step_node_boundary"]
+    assert f"runs {counts[len(counts) // 2]} of them per step" in top.summary
+    p = pipeline(d, [], zh=False)
+    assert p.lines[0].startswith("The pipeline is held back by the pipeline hand-offs across nodes")
+    assert p.lines and "机器" in pipeline(d, [], zh=True).lines[0]
+
+
+def test_a_late_looking_node_on_an_offset_clock_is_not_a_fault(scenario) -> None:
+    from advisor_chat.diagnosis.hypotheses import judge
+
+    d = diagnose(load_profile(scenario("node-clock-offset"), use_cache=False, progress=False))
+    for h in ("network", "hardware", "card"):
+        v = judge(d, h)
+        assert v.status == "contradicted"
+        assert "the hosts' clocks differ" in v.reason and "时钟不一致" in v.reason_zh
+    # a hypothesis about something else is judged as before
+    assert "clocks" not in judge(d, "dataloader").reason
+
+
+def test_operator_time_without_a_rank_is_the_jobs(scenario, tmp_path) -> None:
+    from statistics import median
+
+    from _dev_files import kernel_rows, rank_dirs
+
+    from advisor_chat.agent.advisor import Advisor
+    from advisor_chat.config import load_settings
+
+    path = scenario("tp-no-sequence-parallel")
+    adv = Advisor(
+        load_profile(path, progress=False),
+        settings=load_settings(model="offline", home=tmp_path),
+    )
+    text = " ".join(
+        adv.ask("how much time per step do RmsNorm and Add take in total?").answer.split()
+    )
+    assert text.startswith("On every rank, the Add, RmsNorm operators take about")
+    # the figure: per rank, RmsNorm + Add device time per step from kernel_details.csv
+    per_rank = []
+    for d in rank_dirs(path).values():
+        rows = [r for r in kernel_rows(d) if r["Type"] in ("RmsNorm", "Add")]
+        steps = {r["Step Id"] for r in kernel_rows(d)}
+        per_rank.append(sum(float(r["Duration(us)"]) for r in rows) / max(len(steps), 1))
+    want = median(per_rank) / 1000.0
+    assert f"about {want:.2f} ms" in text

@@ -59,6 +59,8 @@ from advisor_chat.synth.scenarios_dev26 import DEV26_KINDS
 from advisor_chat.synth.scenarios_dev27 import DEV27_KINDS
 from advisor_chat.synth.scenarios_dev28 import DEV28_KINDS
 from advisor_chat.synth.scenarios_dev29 import DEV29_KINDS
+from advisor_chat.synth.scenarios_dev30 import DEV30_KINDS
+from advisor_chat.synth.scenarios_dev31 import DEV31_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
 from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_KINDS
@@ -94,6 +96,8 @@ SETS = {
     "generalization_dev27": DEV27_KINDS,
     "generalization_dev28": DEV28_KINDS,
     "generalization_dev29": DEV29_KINDS,
+    "generalization_dev30": DEV30_KINDS,
+    "generalization_dev31": DEV31_KINDS,
     "generalization_heldout2": HELDOUT2_KINDS,
     "generalization_heldout3": HELDOUT3_KINDS,
     "generalization_heldout4": HELDOUT4_KINDS,

@@ -43,7 +43,15 @@ def test_html_and_md_files(seed: Path, tmp_path: Path) -> None:
     md = tmp_path / "r.md"
     res = CliRunner().invoke(app, ["report", str(seed), "-o", str(md)])
     assert res.exit_code == 0
-    assert md.read_text(encoding="utf-8").startswith("# advisor-chat report")
+    written = md.read_text(encoding="utf-8")
+    assert written.startswith("# advisor-chat report")
+    # redirected (not a terminal): stdout is the same Markdown, not rendered or wrapped at 80
+    res = CliRunner().invoke(app, ["report", str(seed)])
+    assert res.exit_code == 0
+    heads = [line for line in written.splitlines() if line.startswith("#")]
+    assert res.stdout.startswith("# advisor-chat report")
+    assert [line for line in res.stdout.splitlines() if line.startswith("#")] == heads
+    assert max(len(line) for line in res.stdout.splitlines()) > 80
 
 
 def test_bad_inputs_exit_2(seed: Path, tmp_path: Path) -> None:

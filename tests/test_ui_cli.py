@@ -191,26 +191,39 @@ def test_inspect_prints_markup_and_escapes_in_names_as_text():
     assert "\x1b" not in out
 
 
-def test_generate_help_lists_every_scenario_with_its_description():
+def test_generate_help_names_every_scenario_and_list_describes_each():
     from advisor_chat.synth import SCENARIOS
     from advisor_chat.synth.blind import BLIND_KINDS
 
+    shown = [name for name in SCENARIOS if name not in BLIND_KINDS]
     res = runner.invoke(app, ["generate", "--help"])
     assert res.exit_code == 0, res.output
-    # table cells wrap over lines: read the panel with its borders and line breaks removed
+    # names only (in columns), after the options: a short help
+    words = re.sub(r"[│╭╮╰╯─]", " ", res.output).split()
+    assert all(name in words for name in shown)
+    assert words.index("--export") < min(words.index(name) for name in shown)
+    assert len(res.output.splitlines()) < 2 * len(shown)
+    # --list: each with its description and default size; table cells wrap over lines, so read
+    # the panel with its borders and line breaks removed
+    res = runner.invoke(app, ["generate", "--list"])
+    assert res.exit_code == 0, res.output
     flat = " ".join(re.sub(r"[│╭╮╰╯─]", " ", res.output).split())
-    assert "Scenarios" in flat
-    shown = [name for name in SCENARIOS if name not in BLIND_KINDS]
     for name in shown:
         spec = SCENARIOS[name]
         row = f"{name} {' '.join(spec.description.split())} (default: {spec.default_ranks} ranks, "
         assert row in flat, name
     # the blind held-out kinds are counted, not named (their names say what is planted)
-    assert f"and {len(BLIND_KINDS)} blind held-out scenarios" in flat
-    assert not any(f"{name} " in flat for name in BLIND_KINDS)
-    # the scenarios follow the options, in SCENARIOS order
+    for out in (res.output, runner.invoke(app, ["generate", "--help"]).output):
+        flat = " ".join(re.sub(r"[│╭╮╰╯─]", " ", out).split())
+        assert f"and {len(BLIND_KINDS)} blind held-out scenarios" in flat
+        assert not any(f"{name} " in flat for name in BLIND_KINDS)
+    # the scenarios in SCENARIOS order
+    flat = " ".join(re.sub(r"[│╭╮╰╯─]", " ", res.output).split())
     starts = [flat.index(f"{name} {SCENARIOS[name].description.split()[0]}") for name in shown]
-    assert starts == sorted(starts) and flat.index("--export") < starts[0]
+    assert starts == sorted(starts)
+    # without a scenario: a usage error naming --list, not a traceback
+    res = runner.invoke(app, ["generate"])
+    assert res.exit_code == 2 and "generate --list" in res.output
 
 
 def test_cli_start_up_does_not_import_the_generator():

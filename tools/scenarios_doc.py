@@ -12,6 +12,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "docs" / "SCENARIOS.md"
+# the registry of this checkout (not of another one the environment installed in editable mode:
+# the script's folder, not the repository, is first on sys.path when it runs as a script)
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
 
 def render() -> str:

@@ -1883,6 +1883,30 @@ class Planner:
                     if abs(ratio - 1) >= 0.1
                     else ", about the same"
                 )
+        if (
+            not q.ranks
+            and not q.nodes
+            and "ops_others_median_us" in m
+            and int(m["ops_ranks_others"]) > 1
+            and abs(m.get("ops_times_others_median", 1.0) - 1) < 0.1
+        ):
+            # no rank asked and none differs: the job's figure (every rank alike) first
+            k = int(m["ops_ranks_others"])
+            peers = fmt_num(m["ops_others_median_us"], "us")
+            pn = fmt_num(m["ops_others_median_count_per_step"])
+            if zh:
+                text = (
+                    f"每张卡上{label_zh}每步约 {peers}（每步 {pn} 次调用"
+                    + (f"；包括 {listed}" if listed else "")
+                    + f"），各卡相差不大：{rank}号卡每步 {mine}{share_zh}，其他 {k} 张卡的中位数为 {peers}"
+                ).replace("  ", " ")
+            else:
+                text = (
+                    f"On every rank, the {label} take about {peers} of device time per step "
+                    f"({pn} launches per step" + (f"; {listed}" if listed else "") + "), about "
+                    f"the same on each: rank {rank} takes {mine}{share_en}, the median of the "
+                    f"other {k} ranks {peers}"
+                )
         # a second rank (or node) named: its own figures from the same table
         second = [r for r in [*q.ranks[1:2], *self._node_ranks(q)[1:2]] if r != rank][:1]
         t = res.tables["ops_by_rank"]

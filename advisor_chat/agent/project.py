@@ -2608,11 +2608,18 @@ def _category_why(c: RootCause, zh: bool) -> str:
 def pipeline(d: Diagnosis, stages: Sequence[int], zh: bool, *, yes_no: bool = False) -> Projection:
     """Pipeline question: the stage-imbalance cause (downstream waits, upstream dominated by ...).
 
+    Without one, the first cause whose culprit others wait for (a slow hand-off between stages, a
+    late rank): the Bubble is waiting, and that is what it waits for.
+
     With ``yes_no`` and ``stages`` ("is stage 1 slow?"), the verdict comes first: yes when the
     stage asked about is the culprit stage, no when it is the waiting side.
     """
     p = Projection()
     pc = [c for c in d.causes if c.mechanism == Mechanism.PIPELINE_IMBALANCE]
+    if not pc:
+        # no stage holds the others back: what the waiting ranks wait for (a hand-off between
+        # stages, a late rank, a link) is the cause the wait attribution blames them on
+        pc = [c for c in _real(d) if c.victims and c.culprit.kind != "job"][:1]
     if not pc:
         return p  # the caller falls back to the bubble findings
     c = pc[0]
@@ -2641,6 +2648,8 @@ def pipeline(d: Diagnosis, stages: Sequence[int], zh: bool, *, yes_no: bool = Fa
             if zh
             else f"{lab[0].upper() + lab[1:]} holds the pipeline back — "
             f"{lower_first(summary(c, zh)).rstrip('.')}."
+            if c.culprit.stage is not None
+            else f"The pipeline is held back by {lab} — {lower_first(summary(c, zh)).rstrip('.')}."
         )
     else:
         p.lines.append(_sentence(summary(c, zh), zh))
@@ -2701,6 +2710,35 @@ def job_question(
     return p
 
 
+def late_chain_line(causes: Sequence[RootCause], zh: bool) -> str:
+    """What fixing a chain of late ranks together saves, when each alone saves little.
+
+    A chain: causes of single late ranks where every rank a cause's gain waits for
+    (:attr:`RootCause.gain_after`) is the culprit of another cause listed. Fixing all of them saves
+    the sum of their gains (the first's alone, each next one's once those before it are fixed), an
+    upper bound. '' without such a chain of at least two.
+    """
+    late = [c for c in causes if c.culprit.kind == "rank" and len(c.culprit.ranks) == 1]
+    culprits = {c.culprit.ranks[0] for c in late}
+    waited = {r for c in late for r in c.gain_after}
+    chain = [c for c in late if c.gain_after or c.culprit.ranks[0] in waited]
+    if len(chain) < 2 or not waited <= culprits or not any(c.gain_after for c in chain):
+        return ""
+    total = sum(float(c.gain_us or 0.0) for c in chain)
+    if total <= 0:
+        return ""
+    # in the order to fix them, not sorted; an upper bound: the later ones' gains are conditional
+    ranks = ("、" if zh else ", ").join(str(c.culprit.ranks[0]) for c in chain)
+    return say(
+        "project.late_ranks_together",
+        zh,
+        ranks=ranks,
+        total=us(total),
+        first_rank=chain[0].culprit.ranks[0],
+        first=us(float(chain[0].gain_us or 0.0)),
+    )
+
+
 def overview(
     d: Diagnosis, zh: bool, limit: int = 5, *, yes_no: bool = False, healthy: bool = False
 ) -> Projection:
@@ -2741,6 +2779,9 @@ def overview(
         for i, c in enumerate(real[:limit]):
             p.add_cause(c)
             p.lines.append(cause_bullet(c, zh, short=said and i == 0))
+        together = late_chain_line(real[:limit], zh)
+        if together:
+            p.lines += ["", together]
         p.plot_ranks = sorted({r for c in real[:3] for r in c.culprit.ranks})[:8]
     else:
         for c in d.causes[:2]:

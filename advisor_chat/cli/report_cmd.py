@@ -153,14 +153,16 @@ def register(app: typer.Typer) -> None:
                 highlight=False,
                 soft_wrap=True,
             )
-        elif fmt is ReportFormat.md:
+        elif fmt is ReportFormat.md and console.is_terminal:
             from rich.markdown import Markdown
 
             console.print(Markdown(text))
         else:
+            # json, html, and markdown piped or redirected (`report > r.md`): the text as written,
+            # not rendered or wrapped for a terminal
             import sys
 
-            sys.stdout.write(text)
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
 #: Plots of the html report, in this order (each shown when the profile has its data).

@@ -701,6 +701,47 @@ def _not_enough_signal(
     )
 
 
+#: Operator types named when only kernels are there (no step trace): the largest few.
+KERNELS_SHOWN = 3
+
+
+def _kernels_show(profile: Profile) -> tuple[str, str, dict[str, float]] | None:
+    """What the kernels alone tell (no step trace): the operator types with the most device time.
+
+    Returns (English sentence, Chinese sentence, metrics ``top_op_share``, ``kernel_ranks``) or
+    ``None`` without compute kernels. Shares are of the compute kernels' summed Duration(us),
+    communication tasks excluded. Source: ``kernels`` (kernel_details.csv).
+    """
+    from advisor_chat.analyzers._common import is_comm_kernel
+
+    k = profile.get("kernels")
+    if k.empty or not {"op_type", "duration_us"} <= set(k.columns):
+        return None
+    k = k[~is_comm_kernel(k)]
+    total = float(k["duration_us"].sum())
+    if k.empty or total <= 0:
+        return None
+    by = k.groupby(k["op_type"].astype(str))["duration_us"].sum().sort_values(ascending=False)
+    top = [(str(t), float(v) / total) for t, v in by.head(KERNELS_SHOWN).items()]
+    n = int(k["rank"].nunique()) if "rank" in k.columns else 1
+    src = profile.cite("kernels").rsplit("/", 1)[-1]  # the file, not the user's folders
+    where = f"{n} rank" + ("s" if n != 1 else "")
+    first, rest = top[0], top[1:]
+    en = (
+        f"What the kernels alone show ({src}, {where}): {first[0]} holds {pct(first[1])} of the "
+        "device time of the compute kernels"
+        + (", then " + ", ".join(f"{t} {pct(v)}" for t, v in rest) if rest else "")
+        + "; without the step trace, whether the device or the host and the collectives hold "
+        "the step cannot be told."
+    )
+    zh = (
+        f"仅从算子数据（{src}，{n} 张卡）能看出：{first[0]} 占计算算子设备时间的 {pct(first[1])}"
+        + ("，其次是" + "、".join(f"{t} {pct(v)}" for t, v in rest) if rest else "")
+        + "；没有步骤时间数据，无法判断一步的时间是耗在设备上，还是耗在主机和集合通信上。"
+    )
+    return en, zh, {"top_op_share": first[1], "kernel_ranks": float(n)}
+
+
 #: Load-time warnings meaning that part of the input was not analysed: every answer says so.
 _LEFT_OUT_CODES = (
     "file_skipped",
@@ -843,6 +884,14 @@ def _diagnose(
             "step_trace_time.csv (or the DB STEP_TIME / cluster step trace)",
             "step_trace_time.csv（或数据库中的 STEP_TIME、集群 step trace）",
         )
+        shown = _kernels_show(ctx.profile)
+        if shown is not None:  # what the kernels alone do tell
+            nes = dataclasses.replace(
+                nes,
+                summary=nes.summary + " " + shown[0],
+                summary_zh=nes.summary_zh + shown[1],
+                metrics={**nes.metrics, **shown[2]},
+            )
     elif len(ctx.ranks) < R.MIN_RANKS:
         per = ctx.per_rank
         diff = float(per["own_us"].max() - per["own_us"].min())

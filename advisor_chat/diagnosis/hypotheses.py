@@ -1892,6 +1892,27 @@ _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
 }
 
 
+#: Hypotheses about something late or slow (a node, a card, a link), which a node's clock offset
+#: (it only looks late on a merged timeline) contradicts when nothing else is found.
+_LATE_HYPOTHESES = frozenset(
+    {"network", "link", "card", "hardware", "compute_straggler", "host_dispatch"}
+)
+
+
+def _clock_artifact(d: Diagnosis) -> RootCause | None:
+    """The no-culprit cause when it carries a node's clock offset and nothing else is found."""
+    if _real(d):
+        return None
+    return next(
+        (
+            c
+            for c in d.causes
+            if c.mechanism is Mechanism.NO_CULPRIT and "clock_offset_us" in c.metrics
+        ),
+        None,
+    )
+
+
 def judge(d: Diagnosis, hypothesis: str, ranks: Sequence[int] = ()) -> Verdict:
     """Judge one hypothesis against the diagnosis.
 
@@ -1920,6 +1941,18 @@ def judge(d: Diagnosis, hypothesis: str, ranks: Sequence[int] = ()) -> Verdict:
             (nes.id,),
             nes.remedies[0].text if nes.remedies else "",
             nes.remedies[0].text_zh if nes.remedies else "",
+        )
+    clocked = _clock_artifact(d)
+    if clocked is not None and hypothesis in _LATE_HYPOTHESES:
+        # "node 1 always arrives last, is its NIC bad?": nobody is late, its clock is offset
+        # (the clock clause is the no-culprit summary's last, engine.clock_note)
+        return _v(
+            hypothesis,
+            "contradicted",
+            "nothing there is late, no rank, link or node stands out: "
+            + clocked.summary.rstrip(".").rsplit("; ", 1)[-1],
+            "那里并没有谁晚到，没有哪张卡、链路或机器异常："
+            + clocked.summary_zh.rstrip("。").rsplit("；", 1)[-1],
         )
     if hypothesis == "card":
         return _card(d, ranks)

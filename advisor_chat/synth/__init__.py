@@ -47,6 +47,8 @@ from advisor_chat.synth.scenarios_dev26 import DEV26_SCENARIOS
 from advisor_chat.synth.scenarios_dev27 import DEV27_SCENARIOS
 from advisor_chat.synth.scenarios_dev28 import DEV28_SCENARIOS
 from advisor_chat.synth.scenarios_dev29 import DEV29_SCENARIOS
+from advisor_chat.synth.scenarios_dev30 import DEV30_SCENARIOS
+from advisor_chat.synth.scenarios_dev31 import DEV31_SCENARIOS
 from advisor_chat.synth.scenarios_ext import register as _register_more
 from advisor_chat.synth.scenarios_faults import register as _register_faults
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_SCENARIOS
@@ -89,6 +91,8 @@ for _spec in (
     *DEV27_SCENARIOS,
     *DEV28_SCENARIOS,
     *DEV29_SCENARIOS,
+    *DEV30_SCENARIOS,
+    *DEV31_SCENARIOS,
     *HELDOUT2_SCENARIOS,
     *HELDOUT3_SCENARIOS,
     *HELDOUT4_SCENARIOS,

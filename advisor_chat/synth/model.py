@@ -63,6 +63,13 @@ class Kernel:
     block_dim: int
     api: str  # CANN API that launches it, e.g. aclnnMatmul
     tag: str = ""  # free label for scenario perturbations (e.g. "qkv")
+    # kernel_details.csv columns beyond the duration; the defaults write what every scenario before
+    # development set 30 writes (HF32 Eligible ``NO``, the writer's PipeUtilization ratios)
+    hf32: bool = False  # HF32 Eligible ``YES``: an fp32 Conv / MatMul computed in HF32 mode
+    # PipeUtilization columns that differ from the writer's defaults, by header name without the
+    # unit, e.g. (("aic_mac_ratio", 0.21), ("aic_mte2_ratio", 0.93), ("cube_utilization", 24.6));
+    # a ratio also sets its ``*_time(us)`` column (ratio x the kernel's aicore / aiv time)
+    pmu: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -408,6 +415,12 @@ class Perturb:
         launch_api_us: {kernel index: µs} duration of the host's launch call of that kernel (e.g. a
             graph launch binding the graph's inputs), on every rank and step, instead of
             ``api_us`` (with the same jitter). Empty = ``api_us`` for every launch.
+        step_host_calls: {step index: {rank: {kernel index: [HostCall, ...]}}} in that step the
+            rank's host makes these calls before launching that kernel instead of its
+            ``host_calls`` there (host work whose length changes from step to step, e.g. an
+            allocation that sometimes stalls); laid out like ``host_calls``. The device idle is the
+            scenario's to set (``step_host_gaps``, whose launch placement it shares;
+            ``host_calls_span_us`` gives the calls' span). Empty = none.
     """
 
     dur_scale: np.ndarray
@@ -452,6 +465,7 @@ class Perturb:
     step_d2h_pulls: dict[int, dict[int, dict[int, list[D2HPull]]]] = field(default_factory=dict)
     gc_host_gaps: bool = False
     step_skip_colls: dict[int, set[int]] = field(default_factory=dict)
+    step_host_calls: dict[int, dict[int, dict[int, list[HostCall]]]] = field(default_factory=dict)
     model_ids: dict[tuple[int, int], int] = field(default_factory=dict)
     launch_api_us: dict[int, float] = field(default_factory=dict)
 

@@ -133,16 +133,56 @@ def _kernel_static(k: Kernel) -> tuple[str, str]:
     """Parts of a kernel_details row that never change between launches."""
     mid = f"{k.name},{k.op_type},dynamic,{k.core}"
     shapes = (
-        f"{k.block_dim},0,NO,{_q(k.in_shapes)},{k.in_dtypes},{k.in_formats},"
+        f"{k.block_dim},0,{'YES' if k.hf32 else 'NO'},{_q(k.in_shapes)},{k.in_dtypes},{k.in_formats},"
         f"{_q(k.out_shapes)},{k.out_dtypes},{k.out_formats},N/A"
     )
     return mid, shapes
+
+
+_AIC_RATIOS = (
+    ("aic_mac_ratio", 0.62),
+    ("aic_scalar_ratio", 0.18),
+    ("aic_mte1_ratio", 0.45),
+    ("aic_mte2_ratio", 0.71),
+    ("aic_fixpipe_ratio", 0.12),
+)
+_AIV_RATIOS = (
+    ("aiv_vec_ratio", 0.41),
+    ("aiv_scalar_ratio", 0.2),
+    ("aiv_mte2_ratio", 0.55),
+    ("aiv_mte3_ratio", 0.38),
+)
+
+
+def _pmu_override(k: Kernel, t: float, cyc: int) -> str:
+    """PMU columns with ``Kernel.pmu`` overrides (the same layout as :func:`_pmu`)."""
+    o = dict(k.pmu)
+
+    def part(ratios: tuple[tuple[str, float], ...], miss_name: str, miss: float) -> str:
+        cells = [f"{t}", f"{cyc}"]
+        for name, default in ratios:
+            v = o.get(name, default)
+            cells += [f"{round(t * v, 3)}", f"{v}"]
+        cells.append(f"{o.get(miss_name, miss)}")
+        return ",".join(cells)
+
+    if k.core in ("AI_CORE", "MIX_AIC"):
+        aic = part(_AIC_RATIOS, "aic_icache_miss_rate", 0.001)
+        aiv = "0.0,0,0.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0"
+        cube = f"{o.get('cube_utilization', 71.3)}"
+    else:
+        aic = "0.0,0,0.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0,0.0"
+        aiv = part(_AIV_RATIOS, "aiv_icache_miss_rate", 0.002)
+        cube = f"{o.get('cube_utilization', 0)}"
+    return f"{aic},{aiv},{cube}"
 
 
 def _pmu(k: Kernel, dur_us: float) -> str:
     """PMU columns (PipeUtilization) consistent with the duration and block dim (1.8 GHz)."""
     t = round(dur_us * 0.985, 3)
     cyc = int(t * 1800 * k.block_dim)
+    if k.pmu:
+        return _pmu_override(k, t, cyc)
     if k.core in ("AI_CORE", "MIX_AIC"):
         aic = (
             f"{t},{cyc},{round(t * 0.62, 3)},0.62,{round(t * 0.18, 3)},0.18,{round(t * 0.45, 3)},0.45,"
@@ -415,6 +455,9 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
         host_ops = cl.perturb.host_ops.get(r) if cl.perturb.host_ops else None
         launch_py = cl.perturb.launch_py_frames.get(r) if cl.perturb.launch_py_frames else None
         host_calls = cl.perturb.host_calls.get(r) if cl.perturb.host_calls else None
+        step_calls = (
+            cl.perturb.step_host_calls.get(si, {}).get(r) if cl.perturb.step_host_calls else None
+        )
         pulls_at = (
             cl.perturb.step_d2h_pulls.get(si, {}).get(r) if cl.perturb.step_d2h_pulls else None
         )
@@ -486,10 +529,12 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
                 )
                 ev.extend(pev)
                 prev_end = last
-            hcalls = host_calls.get(j) if host_calls else None
+            hcalls = step_calls.get(j) if step_calls else None
+            if hcalls is None and host_calls:
+                hcalls = host_calls.get(j)
             calls_end = None
             if hcalls:
-                # CANN runtime calls before this launch (Perturb.host_calls)
+                # CANN runtime calls before this launch (Perturb.host_calls / step_host_calls)
                 h0 = (int(ka[j - 1] + kad[j - 1]) if j > 0 else st_start) + HOST_CALL_LEAD_NS
                 hev, calls_end = _host_call_events(hcalls, h0, pid, cann_pid, host_tid)
                 ev.extend(hev)

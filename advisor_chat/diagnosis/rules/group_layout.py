@@ -44,22 +44,33 @@ P2P_MANY = 16
 
 
 def _p2p_handoffs(
-    ops: pd.DataFrame, straddling: list[tuple[int, ...]]
-) -> tuple[float, float] | None:
-    """(send / receive operations per (rank, step), median µs of one) of the node-crossing p2p groups.
+    ops: pd.DataFrame, straddling: list[tuple[int, ...]], across: list[str]
+) -> tuple[float, float, float] | None:
+    """Point-to-point hand-offs of the node-crossing groups, or ``None`` below :data:`P2P_MANY`.
 
-    ``None`` below :data:`P2P_MANY` per step. Source: ``comm_ops`` (communication.json p2p).
+    Returns (send / receive operations per (rank, step) in the node-crossing groups, median µs of
+    one, µs per step the median of those ranks spends in all its sends / receives, inside a node
+    too, less their Wait Time). Source: ``comm_ops`` (communication.json p2p).
     """
     ranks = {r for g in straddling for r in g}
     kind = ops["op_type"].astype(str).str.lower()
     p = ops[kind.isin(("send", "receive")) & ops["rank"].isin(ranks)]
     if p.empty or "step" not in p.columns:
         return None
-    n = float(p.groupby(["rank", "step"]).size().median())
+    cross = p[p["group"].astype(str).isin(across)]
+    if cross.empty:
+        return None
+    n = float(cross.groupby(["rank", "step"]).size().median())
     if n < P2P_MANY:
         return None
-    one = 1000.0 * float(pd.to_numeric(p["elapse_ms"], errors="coerce").median())
-    return n, one
+    one = 1000.0 * float(pd.to_numeric(cross["elapse_ms"], errors="coerce").median())
+    # own time of an operation: its Elapse less the Wait Time for its peer (Transit + Idle)
+    el = pd.to_numeric(p["elapse_ms"], errors="coerce").fillna(0.0)
+    if "wait_ms" in p.columns:
+        el = el - pd.to_numeric(p["wait_ms"], errors="coerce").fillna(0.0)
+    own = 1000.0 * el.clip(lower=0.0)
+    per_rank = own.groupby([p["rank"], p["step"]]).sum().groupby(level=0).mean()
+    return n, one, float(per_rank.median())
 
 
 def rule_groups_straddling_nodes(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
@@ -72,7 +83,9 @@ def rule_groups_straddling_nodes(ctx: Context, causes: list[RootCause]) -> list[
     the others; the wait attribution finds the other ranks waiting for the straddling groups' ranks
     ≥ ``STRADDLE_MIN_WAIT_SHARE`` of the step. Culprit: those ranks (kind ``group``), mechanism
     ``slow_group``, category communication. Victims: the ranks the attribution finds waiting for
-    them, lost = that wait. Gain (estimate): the largest such wait. The causes the attribution
+    them, lost = that wait. Gain (estimate): the largest such wait; for point-to-point hand-offs
+    (send / receive, ≥ ``P2P_MANY`` per rank and step across nodes) an upper bound: at most the
+    time per step those ranks spend in their sends / receives (median rank). The causes the attribution
     made of parts of them (a node, single ranks) are replaced by this one. Returns ``causes``
     with it, or unchanged.
     """
@@ -94,7 +107,10 @@ def rule_groups_straddling_nodes(ctx: Context, causes: list[RootCause]) -> list[
     node_of = {r: i for i, n in enumerate(nodes) for r in n}
     per_node = min(len(n) for n in nodes)
     g = groups.assign(group=groups["group"].astype(str)).drop_duplicates("group")
-    found: tuple[str, list[tuple[int, ...]], list[int], str, float, float, float, float] | None
+    found: (
+        tuple[str, list[tuple[int, ...]], list[int], str, float, float, float, float, list[str]]
+        | None
+    )
     found = None
     for kind, rows in g.groupby(g["group_name"].astype(str)):
         members = {
@@ -134,11 +150,12 @@ def rule_groups_straddling_nodes(ctx: Context, causes: list[RootCause]) -> list[
             fast,
             rdma_across,
             float(size[in_g.isin(across)].sum()),
+            sorted(across),
         )
         break
     if found is None:
         return causes
-    kind, straddling, ranks, op_type, slow, fast, rdma_mb, all_mb = found
+    kind, straddling, ranks, op_type, slow, fast, rdma_mb, all_mb, across_ids = found
     n_ranks = len(straddling[0])
     late = set(ranks)
     victims = tuple(waiting_for(ctx, late))
@@ -179,10 +196,19 @@ def rule_groups_straddling_nodes(ctx: Context, causes: list[RootCause]) -> list[
         f"（{slow / fast:.2f} 倍）；这些卡晚到作业的下一次集合通信，{format_ranks(sorted(v.rank for v in victims), sep='、')}"
         f"号卡每步平均为它们等待 {ms(wait_mean)}（链路和设备都正常：问题在分组布局）。"
     )
-    p2p = _p2p_handoffs(ops, straddling) if op_type.lower() in ("send", "receive") else None
+    bound = BoundKind.ESTIMATE
+    p2p = (
+        _p2p_handoffs(ops, straddling, across_ids)
+        if op_type.lower() in ("send", "receive")
+        else None
+    )
     if p2p is not None:
         # point-to-point hand-offs across nodes: many small operations, each paying RDMA latency
-        n_ops, one = p2p
+        n_ops, one, p2p_us = p2p
+        # batching the hand-offs wins back at most the time these ranks spend in them, never more
+        # than the others wait for them
+        gain = min(gain, p2p_us)
+        bound = BoundKind.UPPER_BOUND
         summary = (
             f"Slower pipeline hand-offs across nodes (ranks {which}): their sends / receives take "
             f"{ms(slow)} against {ms(fast)} between stages inside a node ({slow / fast:.2f}x, "
@@ -193,14 +219,14 @@ def rule_groups_straddling_nodes(ctx: Context, causes: list[RootCause]) -> list[
             "normal: it is the number of operations over the slower link)."
         )
         summary_zh = (
-            f"跨机的流水线交接（{which_zh}号卡）更慢：它们的 send / receive 每次 {ms(slow)}，机内的阶段之间为 "
+            f"跨机器的流水线交接（{which_zh}号卡）更慢：它们的 send / receive 每次 {ms(slow)}，同一台机器内的阶段之间为 "
             f"{ms(fast)}（{slow / fast:.2f} 倍，{pct(rdma_share)} 的流量走 RDMA），而且这些卡每步各有 "
             f"{n_ops:.0f} 次这样的操作（每次 {ms(one)}，中位数；communication.json 的 p2p）：交接被拆成许多"
             f"小操作逐个张量发送，每次都要付出链路时延；{format_ranks(sorted(v.rank for v in victims), sep='、')}"
             f"号卡每步平均为它们等待 {ms(wait_mean)}（链路带宽正常：问题在于跨慢链路的操作次数）。"
         )
         label = f"the pipeline hand-offs across nodes (ranks {format_ranks(ranks)})"
-        label_zh = f"跨机的流水线交接（{format_ranks(ranks, sep='、')}号卡）"
+        label_zh = f"跨机器的流水线交接（{format_ranks(ranks, sep='、')}号卡）"
     remedy = (
         Remedy(
             "action",
@@ -212,7 +238,7 @@ def rule_groups_straddling_nodes(ctx: Context, causes: list[RootCause]) -> list[
             "或 --overlap-p2p-comm），使用固定 shape（不再发送 shape 消息：关闭 --variable-seq-lengths），"
             "只发送 hidden states；或调整阶段划分，让更少的交接跨机。",
             gain,
-            BoundKind.ESTIMATE,
+            bound,
         )
         if p2p is not None
         else None
@@ -247,7 +273,7 @@ def rule_groups_straddling_nodes(ctx: Context, causes: list[RootCause]) -> list[
         },
         findings=(),
         gain_us=gain,
-        bound=BoundKind.ESTIMATE,
+        bound=bound,
         remedies=(remedy,),
         symptom_tags=("group_across_nodes", "rdma_low_bandwidth"),
         severity=_severity(gain, ctx.step_us),

@@ -39,7 +39,9 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
     Gain (upper bound): mean Bubble of the waiting ranks minus ``BUBBLE_TARGET_SHARE`` (5%) of
     their step, at most the culprit's dominant component on its rank that spends least on it; for
     a compute-bound culprit, at most its
-    Computing above the stages' mean Computing (rebalancing moves work, it does not remove it).
+    Computing above the stages' mean Computing (rebalancing moves work, it does not remove it);
+    no cause when that excess is under ``STAGE_EXCESS_MIN_SHARE`` (10%) of the waiting stages'
+    Bubble (the busiest stage computes what the others do: its work is not what they wait for).
     Source: ``step_trace`` Bubble / Stage columns (cluster_step_trace_time.csv).
     """
     if len(ctx.stages) < 2 or ctx.per_rank.empty:
@@ -104,6 +106,11 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
         ]
         culprit_comp = float(np.mean([ctx.val(r, "computing_us") for r in c_ranks]))
         gain = min(gain, max(culprit_comp - float(np.mean(stage_comp)), 0.0))
+        if gain < STAGE_EXCESS_MIN_SHARE * bubble_mean:
+            # the busiest stage computes what the others do: its extra work cannot be what they
+            # wait for (a slow hand-off between stages, the schedule or a late rank is; other
+            # rules say which)
+            return []
     own = tuple(
         Impact(
             r,
@@ -276,6 +283,9 @@ def rule_pipeline(ctx: Context) -> list[RootCause]:
     ]
 
 
+#: A compute-bound busiest stage is the stages' bottleneck only when its Computing above the
+#: stages' mean is at least this share of the Bubble the others wait (else it computes what they do).
+STAGE_EXCESS_MIN_SHARE = 0.1
 #: Stages compute alike when their Computing differs by at most this share of the mean (with
 #: Bubble on every stage, no stage holds the others back: the bubble is the schedule's).
 BALANCED_STAGE_SPREAD = 0.05
