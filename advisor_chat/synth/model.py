@@ -156,7 +156,9 @@ def make_group_kind(
             gidx[r] = g
             local[r] = i
         first = mem[0]
-        name = f"{node_ip(node(first))}%enp189s0f0_60000_{device(first)}_{base_us + serial * 1000 + g}"
+        name = (
+            f"{node_ip(node(first))}%enp189s0f0_60000_{device(first)}_{base_us + serial * 1000 + g}"
+        )
         comm_names.append(name)
         hashes.append(str(double_hash(name)))
     # links: HCCS mesh to same-node members (max 7), one RDMA ring link to the same device on the
