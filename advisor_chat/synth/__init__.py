@@ -46,6 +46,7 @@ from advisor_chat.synth.scenarios_dev25 import DEV25_SCENARIOS
 from advisor_chat.synth.scenarios_dev26 import DEV26_SCENARIOS
 from advisor_chat.synth.scenarios_dev27 import DEV27_SCENARIOS
 from advisor_chat.synth.scenarios_dev28 import DEV28_SCENARIOS
+from advisor_chat.synth.scenarios_dev32 import DEV32_SCENARIOS
 from advisor_chat.synth.scenarios_ext import register as _register_more
 from advisor_chat.synth.scenarios_faults import register as _register_faults
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_SCENARIOS
@@ -87,6 +88,7 @@ for _spec in (
     *DEV26_SCENARIOS,
     *DEV27_SCENARIOS,
     *DEV28_SCENARIOS,
+    *DEV32_SCENARIOS,
     *HELDOUT2_SCENARIOS,
     *HELDOUT3_SCENARIOS,
     *HELDOUT4_SCENARIOS,
