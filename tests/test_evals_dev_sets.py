@@ -58,6 +58,7 @@ from advisor_chat.synth.scenarios_dev25 import DEV25_KINDS
 from advisor_chat.synth.scenarios_dev26 import DEV26_KINDS
 from advisor_chat.synth.scenarios_dev27 import DEV27_KINDS
 from advisor_chat.synth.scenarios_dev28 import DEV28_KINDS
+from advisor_chat.synth.scenarios_dev32 import DEV32_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
 from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_KINDS
@@ -92,6 +93,7 @@ SETS = {
     "generalization_dev26": DEV26_KINDS,
     "generalization_dev27": DEV27_KINDS,
     "generalization_dev28": DEV28_KINDS,
+    "generalization_dev32": DEV32_KINDS,
     "generalization_heldout2": HELDOUT2_KINDS,
     "generalization_heldout3": HELDOUT3_KINDS,
     "generalization_heldout4": HELDOUT4_KINDS,
