@@ -19,11 +19,11 @@ communication_matrix.json against the rack in the hostnames):
 - ``pp-no-warmup-serial``: pipeline parallel 4 x data parallel 4 (stages 0-1 on node 0, 2-3 on
   node 1), 8 micro-batches per step, a hand-written pipeline loop without warm-up: each
   micro-batch's forward runs through the 4 stages and its backward back through them before the
-  next micro-batch starts (forward / backward alternate on every stage, nothing in flight). Every
-  stage computes 2 of every 8 slots and waits in hcom_receive_ for the rest (Bubble ~3/4 of the
-  step), every stage alike; more micro-batches would not help (the step grows with them). Job-level;
-  links and kernels normal. A pipelined schedule (1F1B: p - s - 1 warm-up forwards) keeps the
-  stages busy but for the fill and drain, (p-1)/(m+p-1).
+  next micro-batch starts (forward / backward alternate on every stage, one micro-batch in
+  flight). Every stage computes 2 of every 8 slots and waits in hcom_receive_ for the rest (Bubble
+  ~70% of the step), every stage alike; more micro-batches would not help (the step grows with
+  them). Job-level; links and kernels normal. A pipelined schedule (1F1B: p - s - 1 warm-up
+  forwards) keeps the stages busy but for the fill and drain, (p-1)/(m+p-1).
 - ``scattered-4card-nodes``: a 16-card job (tensor parallel 4 x data parallel 4) placed by the
   scheduler on 4 servers x 4 cards (devices 0-3; the other half of each server runs another job)
   instead of 2 full servers: every data-parallel group has one member per server, so each gradient
@@ -50,6 +50,7 @@ communication_matrix.json against the rack in the hostnames):
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -188,6 +189,19 @@ def _ps_units(m: int, serial: bool) -> list[Unit]:
         # a stage first hands its result on, then takes its neighbour's (no artificial chain)
         out.append((ops, sorted(fwd, reverse=True) + sorted(bwd)))
     return out
+
+
+def _in_flight(units: list[Unit], stage: int = 0) -> int:
+    """Most micro-batches a stage holds between their forward and their backward."""
+    held = peak = 0
+    for ops, _x in units:
+        op = ops.get(stage)
+        if op == "F":
+            held += 1
+            peak = max(peak, held)
+        elif op == "B":
+            held -= 1
+    return peak
 
 
 def _ps_pair(a: int, b: int) -> str:
@@ -342,7 +356,10 @@ def _recv_durs(cl: Cluster, ranks: list[int], tag: str) -> list[float]:
 def ps_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
     """Answer key: every stage computes 2 of 2p slots per micro-batch and waits for the rest.
 
-    The same micro-batches pipelined (re-simulated, same seed and steps) give the saving.
+    The same micro-batches pipelined (re-simulated, same seed and steps) give the saving: the
+    fill / drain order (each stage starts the forward of micro-batch k+1 as soon as it handed k on),
+    whose idle share (p-1)/(m+p-1) is the one 1F1B has too (1F1B differs in memory, not in time,
+    and its asynchronous hand-offs are not what the simulator's rendezvous p2p models).
     """
     cl: Cluster = m[""]["cluster"]
     dp = _ps_dp(ranks)
@@ -379,7 +396,7 @@ def ps_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
         "data_parallel_size": dp,
         "forward_passes_per_stage_per_step": PS_M,
         "flash_attention_per_stage_per_step": PS_M * fa,
-        "micro_batches_in_flight": 1,
+        "micro_batches_in_flight": _in_flight(_ps_units(PS_M, serial=True)),
         "ideal_bubble_fraction_serial": round((PS_P - 1) / PS_P, 4),
         "ideal_bubble_fraction_pipelined": round((PS_P - 1) / (PS_M + PS_P - 1), 4),
         "bubble_us_per_step": _med(bub.mean(axis=1)),
@@ -406,7 +423,7 @@ def ps_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
         metrics={
             "bubble_share": nums["bubble_share"],
             "saving_us_per_step": nums["saving_us_per_step"],
-            "micro_batches_in_flight": 1,
+            "micro_batches_in_flight": nums["micro_batches_in_flight"],
         },
     )
     stages = [_ps_stage_ranks(ranks, s) for s in range(PS_P)]
@@ -541,7 +558,9 @@ def sc_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
         "servers_packed": -(-ranks // RANKS_PER_NODE),
         "tp_size": SC_TP,
         "dp_size": ranks // SC_TP,
-        "dp_members_per_server": 1,
+        "dp_members_per_server": max(
+            Counter(place[r][0] for r in mem).most_common(1)[0][1] for mem in cl.kinds["dp"].members
+        ),
         "grad_allreduces_per_step": n_dp,
         "grad_allreduce_mb": SC_GRAD_MB,
         "dp_allreduce_rdma_mb_per_card": _r(float(np.median(rdma))),
@@ -704,6 +723,12 @@ def hl_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
                 tr = op.kind.transport
                 lead_rdma.extend(np.where(tr == 1, op.link_mb, 0.0).sum(axis=1)[leaders].tolist())
                 lead_op.append(float(np.median((op.end - op.start)[leaders] / 1000)))
+    ports: set[int] = set()
+    for st in cl.steps:
+        for op in st.ops:
+            if op.item.tag in HL_TAGS:
+                mb = np.where(op.kind.transport == 1, op.link_mb, 0.0).sum(axis=1)
+                ports.update(int(r) for r in np.flatnonzero(mb > 0))
     fixed_prog = hl_program(fixed=True)
     fcl = _resimulate(cl, fixed_prog)
     base = _sim_breakdown(fcl)
@@ -723,7 +748,9 @@ def hl_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
         "bucket_mb": HL_MB,
         "leader_allreduce_rdma_mb_per_bucket": _r(float(np.median(lead_rdma))),
         "rdma_mb_per_card_per_bucket_fixed": _r(float(np.median(f_rdma))),
-        "rdma_ports_used_per_server": 1,
+        "rdma_ports_used_per_server": max(
+            Counter(r // RANKS_PER_NODE for r in ports).values(), default=0
+        ),
         "rdma_ports_per_server": RANKS_PER_NODE,
         "leader_allreduce_us_median": _r(float(np.median(lead_op))),
         "broadcast_wait_us_median_others": _r(float(np.median(bcast_sync))),
