@@ -142,8 +142,12 @@ def write_db(
     matrix_json: dict[str, Any],
     breakdown: list[dict[str, float]],
     metadata: dict[str, Any],
+    host: tuple[int, str] | None = None,
 ) -> None:
     """Write both DB files of one rank into ``po`` (ASCEND_PROFILER_OUTPUT).
+
+    ``host``: (node index, hostname) of the rank's server for HOST_INFO; None = the rank-order
+    default (``rank // 8``, ``devserver-{node:04d}``).
 
     ``rec`` holds what the text writer produced: ``k`` (start_ns, dur_ns, connection id, task id,
     kernel index, wait_ns, api_start_ns, api_dur_ns), ``kg`` (graph-mode kernels: index in ``k``,
@@ -278,7 +282,9 @@ def write_db(
         con.execute("INSERT INTO NPU_INFO VALUES (?,?)", (dev, "Ascend910B"))
         con.execute(
             "INSERT INTO HOST_INFO VALUES (?,?)",
-            (str(3538958389648580163 + rank // 8), f"devserver-{rank // 8:04d}"),
+            (str(3538958389648580163 + host[0]), host[1])
+            if host is not None
+            else (str(3538958389648580163 + rank // 8), f"devserver-{rank // 8:04d}"),
         )
         con.execute(
             "INSERT INTO SESSION_TIME_INFO VALUES (?,?)",

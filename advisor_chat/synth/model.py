@@ -14,7 +14,7 @@ arrives (launches it) and ends on every rank of its communication group at the s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -134,9 +134,27 @@ def node_ip(node: int) -> str:
 
 
 def make_group_kind(
-    kind: str, pg_name: str, members: list[list[int]], ranks: int, base_us: int, serial: int
+    kind: str,
+    pg_name: str,
+    members: list[list[int]],
+    ranks: int,
+    base_us: int,
+    serial: int,
+    place: Sequence[tuple[int, int]] | None = None,
 ) -> GroupKind:
-    """Build a group kind with communicator names, hashes and the link structure."""
+    """Build a group kind with communicator names, hashes and the link structure.
+
+    ``place``: (node index, device id) of every global rank, for a job that is not laid out
+    ``RANKS_PER_NODE`` ranks per node in rank order (e.g. 4 cards on each of 4 servers); None =
+    ``(rank // RANKS_PER_NODE, rank % RANKS_PER_NODE)``, the layout of every other scenario.
+    """
+
+    def node(r: int) -> int:
+        return place[r][0] if place is not None else r // RANKS_PER_NODE
+
+    def device(r: int) -> int:
+        return place[r][1] if place is not None else r % RANKS_PER_NODE
+
     gidx = np.full(ranks, -1, dtype=np.int64)
     local = np.full(ranks, -1, dtype=np.int64)
     comm_names: list[str] = []
@@ -146,7 +164,9 @@ def make_group_kind(
             gidx[r] = g
             local[r] = i
         first = mem[0]
-        name = f"{node_ip(first // RANKS_PER_NODE)}%enp189s0f0_60000_{first % RANKS_PER_NODE}_{base_us + serial * 1000 + g}"
+        name = (
+            f"{node_ip(node(first))}%enp189s0f0_60000_{device(first)}_{base_us + serial * 1000 + g}"
+        )
         comm_names.append(name)
         hashes.append(str(double_hash(name)))
     # links: HCCS mesh to same-node members (max 7), one RDMA ring link to the same device on the
@@ -158,10 +178,10 @@ def make_group_kind(
     for mem in members:
         by_node: dict[int, list[int]] = {}
         for r in mem:
-            by_node.setdefault(r // RANKS_PER_NODE, []).append(r)
+            by_node.setdefault(node(r), []).append(r)
         nodes = sorted(by_node)
         for r in mem:
-            nd = r // RANKS_PER_NODE
+            nd = node(r)
             same = by_node[nd]
             n_loc = len(same)
             j = 0

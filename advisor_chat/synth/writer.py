@@ -104,6 +104,14 @@ class RunInfo:
     # clock is not synchronised with the others'): every absolute timestamp of that rank's files is
     # shifted by it, durations unchanged; None (the default) = every rank on the same clock
     clock_offset_ns: dict[int, int] | None = None
+    # per-rank (node index, device id) of a job not laid out RANKS_PER_NODE ranks per node in rank
+    # order (the scenario builds its groups with the same placement, ``make_group_kind(place=)``):
+    # the folder's hostname, the device id of the trace lanes / memory rows / DB, the host id;
+    # None (the default) = (rank // RANKS_PER_NODE, rank % RANKS_PER_NODE)
+    placement: dict[int, tuple[int, int]] | None = None
+    # hostname per node index (e.g. names that carry the rack); nodes not listed (and None) are
+    # ``devserver-{node:04d}``
+    hostnames: dict[int, str] | None = None
 
 
 def ts_str(ns: int) -> str:
@@ -275,12 +283,26 @@ def _ratio(a: float, b: float) -> float | int:
     return round(a / (a + b), 4) if (a + b) > 0 else 0
 
 
-def rank_folder_name(rank: int, pid: int, end_ns: int) -> str:
+def node_device(info: RunInfo | None, rank: int) -> tuple[int, int]:
+    """(node index, device id) of a rank (``RunInfo.placement``, else rank order, 8 per node)."""
+    if info is not None and info.placement and rank in info.placement:
+        return info.placement[rank]
+    return rank // RANKS_PER_NODE, rank % RANKS_PER_NODE
+
+
+def host_name(info: RunInfo | None, node: int) -> str:
+    """Hostname of a node (``RunInfo.hostnames``, else ``devserver-{node:04d}``)."""
+    if info is not None and info.hostnames and node in info.hostnames:
+        return info.hostnames[node]
+    return f"devserver-{node:04d}"
+
+
+def rank_folder_name(rank: int, pid: int, end_ns: int, info: RunInfo | None = None) -> str:
     """``{hostname}_{pid}_{17-digit ms clock}_ascend_pt``."""
     sec = end_ns // 1_000_000_000
     ms = (end_ns // 1_000_000) % 1000
     stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(sec)) + f"{ms:03d}"
-    return f"devserver-{rank // RANKS_PER_NODE:04d}_{pid}_{stamp}_ascend_pt"
+    return f"{host_name(info, node_device(info, rank)[0])}_{pid}_{stamp}_ascend_pt"
 
 
 def rank_pid(rank: int) -> int:
@@ -337,7 +359,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
     if off:
         cl = _clock_shifted(cl, r, off)
     pid = rank_pid(r)
-    dev = r % RANKS_PER_NODE
+    dev = node_device(info, r)[1]
     hw_pid = (pid << 10) | (HW_SORT << 5) | dev
     cann_pid = (pid << 10) | (CANN_SORT << 5) | dev
     hccl_pid = (pid << 10) | (HCCL_SORT << 5) | dev
@@ -345,7 +367,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
     host_tid = pid + 3198
     alg_type = (info.rank_alg_type or {}).get(r, "MESH-RING")
     last_end = cl.steps[-1].end
-    folder = out / rank_folder_name(r, pid, last_end + 350_000_000 + r * 1_000_000)
+    folder = out / rank_folder_name(r, pid, last_end + 350_000_000 + r * 1_000_000, info)
     po = folder / "ASCEND_PROFILER_OUTPUT"
     po.mkdir(parents=True, exist_ok=True)
     kstatic = [_kernel_static(k) for k in cl.kernels]
@@ -992,6 +1014,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
             matrix_json,
             breakdown,
             json.loads(md_text),
+            host=(node_device(info, r)[0], host_name(info, node_device(info, r)[0])),
         )
         # msprof-analyze reads distributed_args / parallel_group_info from this file in DB mode too
         (folder / "profiler_metadata.json").write_text(md_text, encoding="utf-8")
@@ -1505,7 +1528,7 @@ def _write_device_info(cl: Cluster, r: int, folder: Path, info: RunInfo) -> None
     """``PROF_*/device_{id}/info.json.{id}`` with the rank's ``DeviceInfo`` (``RunInfo.device_info``)."""
     if not info.device_info or r not in info.device_info:
         return
-    dev = r % RANKS_PER_NODE
+    node, dev = node_device(info, r)
     stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(cl.t0_ns // 10**9)) + f"{(66 + r) % 1000:03d}"
     letters = "".join(chr(ord("A") + (r * 7 + i * 11) % 26) for i in range(16))
     d = folder / f"PROF_{1:06d}_{stamp}_{letters}" / f"device_{dev}"
@@ -1514,7 +1537,7 @@ def _write_device_info(cl: Cluster, r: int, folder: Path, info: RunInfo) -> None
     body = {
         "DeviceInfo": [dev_info],
         "rank_id": r,
-        "hostUid": str(3538958389648580163 + r // RANKS_PER_NODE),
+        "hostUid": str(3538958389648580163 + node),
     }
     (d / f"info.json.{dev}").write_text(json.dumps(body), encoding="utf-8")
 
