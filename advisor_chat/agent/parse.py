@@ -122,6 +122,7 @@ HYPOTHESES = (
     "memory_bandwidth",
     "device_shared",
     "version",
+    "graph_break",
 )
 """Suspected causes a question can name (:attr:`Query.hypothesis`)."""
 
@@ -683,7 +684,9 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
 
 #: Suspects that narrow a broader one named by the same words (throttling within hardware, memory
 #: bandwidth within memory): at the same position in a question they come first.
-_NARROW = frozenset({"throttling", "memory_bandwidth", "device_shared", "aicpu", "version"})
+_NARROW = frozenset(
+    {"throttling", "memory_bandwidth", "device_shared", "aicpu", "version", "graph_break"}
+)
 
 # Suspected causes (:data:`HYPOTHESES`): the words that name each one (English / Chinese).
 _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
@@ -981,6 +984,14 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"版本.{0,6}(不一致|不同|不匹配|不配套|不统一|混用|一致|相同|对不上)",
         r"(不同|不一致|不一样)的?.{0,6}版本",
         r"不配套",
+    ),
+    # a compiled model split into several graphs (torch.compile / torchair graph breaks)
+    "graph_break": (
+        r"\bgraph[- _]?breaks?\b",
+        r"\bbreak(s|ing)?\b.{0,20}\bgraphs?\b",
+        r"\bgraphs?\b.{0,25}\b(split|broken|several|multiple|pieces|fragment\w*)\b",
+        r"\b(split|broken)\b.{0,15}\b(into|in)\b.{0,15}\b(graphs|pieces|subgraphs)\b",
+        r"图中断|断图|图被(拆|切|打断|分)|(拆|切|分)成了?.{0,6}(段|个图|子图)|子图",
     ),
     # operators placed on the AI CPU instead of the AI Core (fallbacks)
     "aicpu": (

@@ -769,7 +769,29 @@ def _counters(
         b = float((pp["op_state"].astype("string").str.lower() == "dynamic").fillna(False).mean())
         if abs(a - b) >= 0.5:
             out["op_state_dynamic"] = (a, b)
+    hf = _hf32_shares(cc, pp)
+    if hf is not None and abs(hf[0] - hf[1]) >= 0.5:
+        out["hf32_eligible_yes"] = hf
     return out
+
+
+def _hf32_shares(c: pd.DataFrame, p: pd.DataFrame) -> tuple[float, float] | None:
+    """Share of launches marked ``HF32 Eligible`` YES on each side (culprit, peers).
+
+    Over the operator types marked YES on either side (the fp32 Cube operators); ``None`` without
+    such a type. Source: kernel_details.csv ``HF32 Eligible``.
+    """
+    if "hf32_eligible" not in c.columns or "hf32_eligible" not in p.columns:
+        return None
+    yes_c = c["hf32_eligible"].astype("string").str.upper().str.strip() == "YES"
+    yes_p = p["hf32_eligible"].astype("string").str.upper().str.strip() == "YES"
+    types = set(c.loc[yes_c.fillna(False), "op_type"]) | set(p.loc[yes_p.fillna(False), "op_type"])
+    if not types:
+        return None
+    in_c, in_p = c["op_type"].isin(types), p["op_type"].isin(types)
+    if not in_c.any() or not in_p.any():
+        return None
+    return float(yes_c[in_c].fillna(False).mean()), float(yes_p[in_p].fillna(False).mean())
 
 
 def _block_dim_by_op(c: pd.DataFrame, p: pd.DataFrame) -> tuple[float, float]:
@@ -3721,4 +3743,85 @@ def moe_padding(profile: Profile, ranks: Sequence[int]) -> MoePadding | None:
         expert_us,
         tuple(sample),
         float(a2a["elapse_ms"].median()) * 1000.0,
+    )
+
+
+#: ``Model ID`` of a task that runs in no graph (eager, single-operator mode).
+NO_MODEL_ID = 4294967295
+#: Graph mode: at least this share of the compute kernels carry a Model ID.
+GRAPH_KERNELS_SHARE = 0.5
+#: A graph run the device waits for: at least this idle (µs) before its first kernel.
+BREAK_IDLE_MIN_US = 100.0
+
+
+@dataclass(frozen=True)
+class GraphRuns:
+    """How a compiled model runs: its graphs per step and the device idle between them.
+
+    Attributes:
+        ranks: The ranks read (a sample).
+        graphs_per_step: Runs of consecutive kernels of one Model ID per (step, rank) (median).
+        breaks_per_step: Runs after the step's first one that the device waits for (at least
+            ``BREAK_IDLE_MIN_US`` idle before their first kernel) per (step, rank) (median).
+        break_idle_us: Device idle per (step, rank) right before those runs (median, µs).
+        idle_each_us: Median idle before one of them (µs).
+        graphs: Distinct Model IDs seen.
+    """
+
+    ranks: tuple[int, ...]
+    graphs_per_step: float
+    breaks_per_step: float
+    break_idle_us: float
+    idle_each_us: float
+    graphs: int
+
+
+def graph_runs(profile: Profile, ranks: Sequence[int]) -> GraphRuns | None:
+    """The graph runs of a job in graph mode (torch.compile / torchair, MindSpore graph mode).
+
+    From the ``Model ID`` column of kernel_details.csv (DB ``TASK.modelId``) of up to
+    ``PEER_SAMPLE`` of ``ranks``: per (step, rank), the compute kernels in start order are split
+    into runs of one Model ID; the idle before a run is its first kernel's start minus the end of
+    the task before it (any task). ``None`` when fewer than ``GRAPH_KERNELS_SHARE`` of the
+    kernels carry a Model ID, or with at most one run per step.
+    """
+    rs = _sample([int(r) for r in ranks])
+    if not rs:
+        return None
+    k = profile.kernels_for(rs)
+    if k.empty or "model_id" not in k.columns:
+        return None
+    k = k[~is_comm_kernel(k).to_numpy()]
+    mid = pd.to_numeric(k["model_id"], errors="coerce")
+    in_graph = mid.notna() & (mid != NO_MODEL_ID)
+    if k.empty or float(in_graph.mean()) < GRAPH_KERNELS_SHARE:
+        return None
+    runs, breaks, idles, each = [], [], [], []
+    k = k.assign(_mid=mid.where(in_graph, -1.0)).sort_values(["rank", "start_us"], kind="stable")
+    for _, g in k[k["step"] >= 0].groupby(["step", "rank"]):
+        m = g["_mid"].to_numpy()
+        start = g["start_us"].to_numpy(dtype="float64")
+        end = start + g["duration_us"].to_numpy(dtype="float64")
+        first = np.r_[True, m[1:] != m[:-1]] & (m >= 0)
+        n = int(first.sum())
+        if n == 0:
+            continue
+        prev_end = np.r_[start[0], np.maximum.accumulate(end)[:-1]]
+        gap = np.clip(start - prev_end, 0.0, None)
+        later = first.copy()
+        later[np.flatnonzero(first)[0]] = False  # the step's first run starts the step
+        held = later & (gap >= BREAK_IDLE_MIN_US)
+        runs.append(n)
+        breaks.append(int(held.sum()))
+        idles.append(float(gap[held].sum()))
+        each += gap[held].tolist()
+    if not runs or float(np.median(runs)) <= 1 or float(np.median(breaks)) < 1:
+        return None
+    return GraphRuns(
+        ranks=tuple(rs),
+        graphs_per_step=float(np.median(runs)),
+        breaks_per_step=float(np.median(breaks)),
+        break_idle_us=float(np.median(idles)),
+        idle_each_us=float(np.median(each)) if each else 0.0,
+        graphs=int(k.loc[k["_mid"] >= 0, "_mid"].nunique()),
     )

@@ -39,8 +39,9 @@ class Explanation:
 
     Attributes:
         kind: The decomposition verdict (``uniform``, ``placement``, ``dtype``, ``format``, ``shape``,
-            ``extra_work``, ``slower``), ``outliers`` (a few very long launches) or ``aicpu``
-            (every AI CPU kernel slower, its AI Core kernels not).
+            ``extra_work``, ``slower``), ``outliers`` (a few very long launches), ``aicpu``
+            (every AI CPU kernel slower, its AI Core kernels not) or ``setting`` (HF32 off where
+            the peers have it on).
         clause: English clause, e.g. ``SoftmaxV2 runs on AI CPU (3.0 ms per launch) where its
             peers run it on AI Core (0.3 ms)``.
         clause_zh: Chinese clause.
@@ -195,6 +196,58 @@ def counter_clause(acc: DeviceAccount, m: dict[str, float]) -> tuple[str, str]:
     return "; " + "; ".join(en), "；" + "；".join(zh)
 
 
+def _hf32_off(
+    acc: DeviceAccount,
+    hf: tuple[float, float],
+    who: str,
+    who_zh: str,
+    gain_us: float | None,
+    m: dict[str, float],
+    extra_txt: str,
+    extra_zh: str,
+) -> Explanation:
+    """Slower because the culprit's fp32 Cube operators do not run in HF32 while its peers' do.
+
+    From the ``HF32 Eligible`` column of kernel_details.csv (``decompose._hf32_shares``): the share
+    of the fp32 Cube operators' launches marked YES on each side. The same operators, shapes and
+    dtypes; the difference is a setting (``allow_hf32``), not the device.
+    """
+    slow = [o for o in acc.ops if o.kind == "slower"]
+    ops = list(dict.fromkeys(o.op_type for o in slow))[:3]
+    r = acc.uniform_ratio if acc.verdict == "uniform" else (slow[0].ratio if slow else float("nan"))
+    m |= {"hf32_yes_share": hf[0], "hf32_yes_share_peer": hf[1]}
+    if math.isfinite(r):
+        m["slowdown_ratio"] = r
+    names = ", ".join(ops) if ops else "Cube"
+    names_zh = "、".join(ops) if ops else "Cube"
+    slower = f" run about {r:.2f}x slower" if math.isfinite(r) else " run slower"
+    slower_zh = f"慢约 {r:.2f} 倍" if math.isfinite(r) else "更慢"
+    clause = (
+        f"the fp32 Cube operators on {who} ({names}){slower} than on its peers with the same "
+        f"shapes and dtypes{extra_txt}, and kernel_details.csv marks {pct(hf[0])} of their launches "
+        f"HF32 Eligible YES against {pct(hf[1])} on its peers: HF32 is off on {who}, so they "
+        "compute in full fp32 precision where the peers use HF32; a setting, not the device"
+    )
+    clause_zh = (
+        f"{who_zh}上的 fp32 Cube 算子（{names_zh}）在 shape 和数据类型相同的情况下比其他卡{slower_zh}"
+        f"{extra_zh}，kernel_details.csv 中这些算子标记 HF32 Eligible 为 YES 的比例为 {pct(hf[0])}，"
+        f"其他卡为 {pct(hf[1])}：{who_zh}关闭了 HF32，这些算子按完整 fp32 精度计算，而其他卡使用 HF32；"
+        "这是设置问题，不是设备问题"
+    )
+    rem = Remedy(
+        "action",
+        f"Turn HF32 on for {who} as on its peers (torch.npu.matmul.allow_hf32 = True and "
+        "torch.npu.conv.allow_hf32 = True, or remove the setting or launcher option that turns "
+        "it off there), or train in bf16 mixed precision everywhere.",
+        f"像其他卡一样在{who_zh}上开启 HF32（torch.npu.matmul.allow_hf32 = True、"
+        "torch.npu.conv.allow_hf32 = True，或去掉那里关闭它的设置或启动参数），或者全部改用 bf16 混合精度训练。",
+        gain_us,
+        BoundKind.ESTIMATE,
+    )
+    return Explanation("setting", clause, clause_zh, rem, ops[0] if ops else "", metrics=m,
+                       tags=("dtype_mismatch",))  # fmt: skip
+
+
 def explain_device(
     acc: DeviceAccount | None,
     who: str,
@@ -237,6 +290,9 @@ def explain_device(
             "aicore_clock_mhz": acc.clock_mhz_culprit,
             "peer_aicore_clock_mhz": acc.clock_mhz_peer,
         }
+    hf = acc.counters.get("hf32_eligible_yes")
+    if hf is not None and hf[0] < hf[1] and v in ("uniform", "engine", "slower"):
+        return _hf32_off(acc, hf, who, who_zh, gain_us, m, extra_txt, extra_zh)
     if v == "uniform":
         r = acc.uniform_ratio
         m |= {"uniform_ratio": r, "uniform_share": acc.uniform_share}

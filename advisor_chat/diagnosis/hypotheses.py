@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from advisor_chat.diagnosis.rules.stragglers import GC_PAUSE_MAX_US
-from advisor_chat.diagnosis.text import pct
+from advisor_chat.diagnosis.text import ms, pct
 from advisor_chat.diagnosis.types import Diagnosis, Mechanism, RootCause
 
 Status = Literal["supported", "contradicted", "undecided"]
@@ -49,6 +49,7 @@ HYPOTHESES = (
     "memory_bandwidth",
     "device_shared",
     "version",
+    "graph_break",
 )
 
 #: How each hypothesis is named in an answer (English, Chinese).
@@ -93,6 +94,7 @@ NAMES = {
         "mismatched software versions across ranks (CANN / torch_npu)",
         "各卡软件版本不一致（CANN / torch_npu）",
     ),
+    "graph_break": ("graph breaks in the compiled model", "编译后的模型出现图中断（断图）"),
 }
 
 
@@ -1863,6 +1865,51 @@ def _version(d: Diagnosis) -> Verdict:
     )
 
 
+def _graph_break(d: Diagnosis) -> Verdict:
+    """Whether a compiled model runs as several graphs the device waits between (graph breaks).
+
+    From a cause's ``graphs_per_step`` / ``graph_breaks_per_step`` / ``graph_break_idle_us``
+    metrics (``decompose.graph_runs``: kernel_details.csv Model ID).
+    """
+    c = next((x for x in _real(d) if "graphs_per_step" in x.metrics), None)
+    if c is not None:
+        g, b = c.metrics["graphs_per_step"], c.metrics["graph_breaks_per_step"]
+        idle = ms(c.metrics["graph_break_idle_us"])
+        return _v(
+            "graph_break",
+            "supported",
+            f"the compiled model runs as {g:.0f} graphs per step (Model ID in kernel_details.csv) "
+            f"and the device idles {idle} per step before {b:.0f} of them, where the host "
+            f"synchronizes and runs Python between graphs — {_lower_first(c.summary.rstrip('.'))}",
+            f"编译后的模型每步分成 {g:.0f} 个图执行（kernel_details.csv 的 Model ID），设备每步在其中 "
+            f"{b:.0f} 个图开始前空闲 {idle}，主机在图与图之间同步并执行 Python——{c.summary_zh.rstrip('。')}",
+            (c,),
+        )
+    if d.kernel_data:
+        top = _top(d)
+        en, zh = _top_text(top)
+        return _v(
+            "graph_break",
+            "contradicted",
+            "no graph run in this profile is preceded by device idle (kernel_details.csv Model ID: "
+            f"eager operators, or graphs launched back to back); {en}",
+            "这份数据中没有哪个图执行之前设备在空闲（kernel_details.csv 的 Model ID：要么是单算子执行，"
+            f"要么图是连续下发的）；{zh}",
+            (top,),
+        )
+    return _v(
+        "graph_break",
+        "undecided",
+        "this profile has no per-kernel data (Model ID) to see the graphs the model runs as",
+        "这份数据没有逐算子数据（Model ID），看不出模型分成了哪些图",
+        (),
+        (
+            "kernel_details.csv (profiler Level1 or above)",
+            "kernel_details.csv（profiler Level1 及以上）",
+        ),
+    )
+
+
 _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
     "gc": _gc,
     "network": lambda d: _network(d, "network"),
@@ -1885,6 +1932,7 @@ _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
     "profiler": _profiler,
     "host_sync": _host_sync,
     "aicpu": _aicpu,
+    "graph_break": _graph_break,
     "throttling": _throttling,
     "memory_bandwidth": _memory_bandwidth,
     "device_shared": _device_shared,

@@ -287,16 +287,25 @@ FRAME_KINDS = (
 )
 
 
+#: A copy between host and device as the deepest frame (``aten::copy_`` under ``aten::to``, a
+#: tensor's ``.to()`` / ``.npu()``): the host waits in it, as it does for a copy from pageable
+#: (not pinned) host memory.
+COPY_FRAME = re.compile(r"aten::(?:copy_|_to_copy|to)\b|\.(?:to|npu|cuda)\(\)?$")
+
+
 def frame_kind(work: PythonWork) -> str:
     """What the frame is: a kind of :data:`FRAME_KINDS`, ``host_collective`` or ``python``.
 
-    Kinds: ``host_collective``, ``dump``, ``ddp_unused``, ``tokenize``, ``data``, ``save``, ``log``,
-    ``python``. From the deepest frame (a gloo collective first), then its callers.
+    Kinds: ``host_collective``, ``dump``, ``copy``, ``ddp_unused``, ``tokenize``, ``data``,
+    ``save``, ``log``, ``python``. From the deepest frame (a gloo collective first), then its
+    callers.
     """
     if HOST_COLLECTIVE.search(work.frame):
         return "host_collective"
     if any(DUMP_FRAME.search(x) for x in (work.frame, *work.callers)):
         return "dump"  # (its deepest frame is a save: the dump is what to turn off)
+    if COPY_FRAME.search(work.frame):
+        return "copy"
     for name in (work.frame, *reversed(work.callers)):
         for pat, kind in FRAME_KINDS:
             if pat.search(name):
@@ -310,6 +319,13 @@ FRAME_WHAT: dict[str, tuple[str, str]] = {
         "a collective runs on the host over the gloo backend (each tensor copied "
         "device-to-host, then sent over TCP sockets), not as an HCCL collective on the device",
         "集合通信由主机经 gloo 后端执行（张量先从设备拷到主机，再经 TCP 套接字发送），没有走设备上的 HCCL",
+    ),
+    "copy": (
+        "a copy between host and device blocks the host: a tensor moved with .to() from "
+        "pageable (not pinned) host memory is copied synchronously, and nothing is launched "
+        "meanwhile",
+        "主机与设备之间的拷贝阻塞了主机：从可分页（非锁页）内存用 .to() 搬运的张量是同步拷贝的，"
+        "期间不下发任何任务",
     ),
     "ddp_unused": (
         "DDP's find_unused_parameters=True walks the autograd graph after every forward",
@@ -366,6 +382,16 @@ def frame_remedy(work: PythonWork, where: str, where_zh: str) -> tuple[str, str]
             "step; dump only while debugging precision, for a few steps and the modules you need.",
             f"关闭{where_zh}上的张量 dump（msprobe PrecisionDebugger / dump 钩子，此处为 `{f}`）：它在每一步里"
             "都把张量拷到主机并写盘；只在调试精度时、针对少数几步和需要的模块开启。",
+        )
+    if kind == "copy":
+        return (
+            f"Make the copy on {where} (`{f}`) asynchronous or remove it: keep that host tensor "
+            "in pinned memory (pin_memory=True; for DeepSpeed offload, offload_param / "
+            "offload_optimizer pin_memory: true) and copy with non_blocking=True, or keep the "
+            "tensor on the device (no offload) if its memory allows.",
+            f"让{where_zh}上的拷贝（`{f}`）变成异步或去掉它：把该主机张量放在锁页内存中（pin_memory=True；"
+            "DeepSpeed 卸载时设 offload_param / offload_optimizer 的 pin_memory: true），并用 "
+            "non_blocking=True 拷贝；显存允许时也可以让张量留在设备上（不卸载）。",
         )
     if kind == "ddp_unused":
         return (

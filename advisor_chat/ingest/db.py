@@ -363,6 +363,7 @@ def _read_kernels(
                 [
                     col("t", tsk, "streamId", "streamId"),
                     col("t", tsk, "deviceId", "deviceId"),
+                    col("t", tsk, "modelId", "modelId"),
                     "c.name",
                     col("c", cti, "opType", "opType"),
                     col("c", cti, "taskType", "taskType"),
@@ -391,6 +392,7 @@ def _read_kernels(
                 "output_shapes": _unquote(k["outputShapes"].map(s)),
                 "stream_id": pd.to_numeric(k["streamId"], errors="coerce"),
                 "device_id": pd.to_numeric(k["deviceId"], errors="coerce"),
+                "model_id": pd.to_numeric(k["modelId"], errors="coerce"),
             }
         )
         if "TASK_PMU_INFO" in tabs and {"globalTaskId", "name", "value"} <= set(

@@ -170,6 +170,18 @@ KERNELS = TableSpec(
         _c("wait_us", "float", "us", doc="Gap from the previous task's end on the stream"),
         _c("block_dim", "float", required=False),
         _c(
+            "model_id",
+            "float",
+            required=False,
+            doc="Model ID: the graph (compiled model) a task runs in; 4294967295 = none (eager)",
+        ),
+        _c(
+            "hf32_eligible",
+            "str",
+            required=False,
+            doc="HF32 Eligible: YES when an fp32 Cube operator may run in HF32, else NO",
+        ),
+        _c(
             "input_shapes",
             "str",
             required=False,

@@ -766,6 +766,8 @@ KERNEL_COLUMNS = {
     "Output Shapes": ("output_shapes", "str"),
     "OP State": ("op_state", "str"),
     "Stream ID": ("stream_id", "num"),
+    "Model ID": ("model_id", "num"),
+    "HF32 Eligible": ("hf32_eligible", "str"),
     "aic_mac_ratio": ("aic_mac_ratio", "num"),
     "aic_scalar_ratio": ("aic_scalar_ratio", "num"),
     "aic_mte2_ratio": ("aic_mte2_ratio", "num"),

@@ -20,6 +20,7 @@ from advisor_chat.diagnosis.decompose import (
     DeviceCopies,
     DominantCollective,
     GatherFeeds,
+    GraphRuns,
     JobIdleShape,
     LaunchLoop,
     MoePadding,
@@ -33,6 +34,7 @@ from advisor_chat.diagnosis.decompose import (
     event_waits,
     expert_load,
     gather_feeds,
+    graph_runs,
     is_copy,
     job_account,
     job_idle_shape,
@@ -172,12 +174,14 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     )
     # what the host runs in the idle after its synchronize calls (with_stack / cpu_op frames)
     sync_work = _gap_work(ctx, ss.ranks, ss.idle_us, steps) if ss is not None else None
+    # a compiled model split into graphs the device waits for (graph breaks)
+    graphs = graph_runs(ctx.profile, ss.ranks) if ss is not None else None
     dispatch = (
         _copies_text(dc, gain)
         if dc is not None
         else _new_shape_text(ns, gain)
         if ns is not None
-        else _sync_text(ss, gain, sync_work, steps)
+        else _sync_text(ss, gain, sync_work, steps, graphs)
         if ss is not None
         else _idle_shape_text(
             shape,
@@ -447,6 +451,15 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 "free_spread_us": spread,
                 "gain_upper_bound_us": gain,
                 **({"sync_idle_us": ss.idle_us} if ss is not None else {}),
+                **(
+                    {
+                        "graphs_per_step": graphs.graphs_per_step,
+                        "graph_breaks_per_step": graphs.breaks_per_step,
+                        "graph_break_idle_us": graphs.break_idle_us,
+                    }
+                    if graphs is not None and ss is not None and dc is None and ns is None
+                    else {}
+                ),
                 # the host's memory calls that hold the idle at the step's start
                 **(
                     {"host_memory_call_us": float(alloc[2].gain_us or 0.0)}
@@ -850,6 +863,10 @@ def _gap_work(
     return pw
 
 
+#: A host frame that reads a device value into Python (tensor.item(), bool(tensor)).
+_READS_VALUE = re.compile(r"aten::(?:item|_local_scalar_dense|is_nonzero)\b")
+
+
 def _sync_work_text(
     pw: PythonWork, gain: float, steps: Sequence[int] = ()
 ) -> tuple[str, str, Remedy]:
@@ -898,6 +915,29 @@ def _sync_work_text(
             BoundKind.ESTIMATE,
         )
         return en, zh, rem
+    if _READS_VALUE.match(pw.frame):
+        # tensor.item(): Python reads a device value (and branches or logs on it), no fallback
+        en = (
+            f"; in that gap the host runs {f} ({ms(pw.us)} {per}; {n} (step, rank) pairs read; "
+            "trace_view.json cpu_op): Python reads a value from the device (tensor.item(), "
+            "bool(tensor), an if on a tensor) and waits for it before launching more"
+        )
+        zh = (
+            f"；这段空闲里主机在执行 {f}（{per_zh} {ms(pw.us)}；读取的 (step, rank) 中有 "
+            f"{len(pw.pairs)}/{pw.of_pairs} 个；trace_view.json 的 cpu_op）：Python 从设备读取一个值"
+            "（tensor.item()、bool(tensor)、对张量做 if 判断），等它返回后才继续下发"
+        )
+        rem = Remedy(
+            "action",
+            f"{often}Stop reading device values in the step ({f}): no tensor.item() / bool(tensor) "
+            "/ if on a tensor per step or per layer; keep the check on the device (torch.where, "
+            "masking) or read it every N steps.",
+            f"{often_zh}不要在训练步里读取设备上的值（{f}）：不要每步或每层调用 tensor.item()、bool(tensor) "
+            "或对张量做 if 判断；把判断留在设备上（torch.where、掩码），或每 N 步读取一次。",
+            gain,
+            BoundKind.UPPER_BOUND,
+        )
+        return en, zh, rem
     if HOST_OPERATOR.match(pw.frame):
         en = (
             f"; in that gap the host runs {f} ({ms(pw.us)} {per} with its copies to and from "
@@ -939,18 +979,45 @@ def _sync_work_text(
     return en, zh, Remedy("action", r_en, r_zh, gain, BoundKind.ESTIMATE)
 
 
+#: The idle before graph runs is graph breaks when it holds at least this share of the idle
+#: after the host's synchronize calls.
+GRAPH_BREAK_SHARE = 0.5
+
+
+def _graph_break_remedy(gain_us: float) -> Remedy:
+    """Remove a compiled model's graph breaks (the idle the device has before the graphs)."""
+    return Remedy(
+        "action",
+        "Remove the graph breaks so the model compiles into one graph: keep data-dependent "
+        "Python out of the compiled region (no .item(), no if on a tensor value such as "
+        "torch.all(mask), no print of a device tensor inside the model); list them with "
+        "torch._dynamo.explain(model)(inputs) or TORCH_LOGS=graph_breaks, and compile with "
+        "fullgraph=True to make each one an error.",
+        "消除图中断，让模型编译成一个图：把依赖数据的 Python 逻辑移出编译区域（模型里不要调用 .item()、"
+        "不要对张量值做 if 判断，例如 torch.all(mask)，也不要打印设备上的张量）；用 "
+        "torch._dynamo.explain(model)(inputs) 或 TORCH_LOGS=graph_breaks 列出断点，并用 fullgraph=True "
+        "编译，让每个断点都直接报错。",
+        gain_us,
+        BoundKind.UPPER_BOUND,
+    )
+
+
 def _sync_text(
     ss: SyncStalls,
     shared_free_us: float,
     work: PythonWork | None = None,
     steps: Sequence[int] = (),
+    graphs: GraphRuns | None = None,
 ) -> tuple[str, str, tuple[Remedy, ...]]:
     """The job's idle placed right after the host's synchronize calls (``tensor.item()``).
 
     From :func:`~advisor_chat.diagnosis.decompose.sync_stalls` (trace_view.json / DB CANN_API
     synchronize calls, kernel_details.csv); ``work``: what the host runs in that gap
     (:func:`_gap_work`), which then names the first change; ``steps``: the steps the idle is
-    concentrated in (every step when empty). Returns (English, Chinese, remedies).
+    concentrated in (every step when empty); ``graphs``: the job's graph runs
+    (:func:`~advisor_chat.diagnosis.decompose.graph_runs`): when the idle before graph runs holds
+    at least ``GRAPH_BREAK_SHARE`` of it, the synchronizations are graph breaks and removing them
+    is the first change. Returns (English, Chinese, remedies).
     """
     idle = min(ss.idle_us, shared_free_us)
     apis = sorted({x.api.split("@")[-1] for x in ss.spots})
@@ -1003,11 +1070,30 @@ def _sync_text(
         f"其中 {ms(idle)} 紧跟在{n_zh}之后（{', '.join(apis)}：{how_zh}，之后主机先执行 Python "
         f"代码才下发下一个算子，这期间设备空闲），每张卡都在相同位置：{spots_zh}"
     )
+    breaks = graphs is not None and graphs.break_idle_us >= GRAPH_BREAK_SHARE * idle
+    if graphs is not None and breaks:
+        b = f"{graphs.breaks_per_step:.0f}"
+        en += (
+            f"; the compiled model runs as {graphs.graphs_per_step:.0f} graphs per step "
+            f"(Model ID in kernel_details.csv) and the device idles {ms(graphs.break_idle_us)} "
+            f"per step before {b} of them ({ms(graphs.idle_each_us)} each): graph breaks, where "
+            "the host synchronizes to read a value in Python and then launches the next graph"
+        )
+        zh += (
+            f"；编译后的模型每步分成 {graphs.graphs_per_step:.0f} 个图执行（kernel_details.csv 的 "
+            f"Model ID），设备每步在其中 {b} 个图开始前空闲 {ms(graphs.break_idle_us)}（每次 "
+            f"{ms(graphs.idle_each_us)}）：这是图中断（断图），主机在断点处同步、在 Python 中读取一个值，"
+            "然后才下发下一个图"
+        )
     if work is not None:
         w_en, w_zh, w_rem = _sync_work_text(work, min(idle, _sync_gain(ss, shared_free_us)), steps)
         en += w_en
         zh += w_zh
+        if breaks:
+            return en, zh, (_graph_break_remedy(min(idle, graphs.break_idle_us)), w_rem)  # type: ignore[union-attr]
         return en, zh, (w_rem,)
+    if breaks:
+        return en, zh, (_graph_break_remedy(min(idle, graphs.break_idle_us)),)  # type: ignore[union-attr]
     if _hidden_sync(ss):
         en += (
             f"; in all the compute stream waits {ms(ss.compute_idle_us)} per step after these "
