@@ -937,7 +937,8 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
     ),
     # a device slowed by heat or power (before "hardware", which also lists these words)
     "throttling": (
-        r"\bthrottl",
+        # (a CPU / cgroup throttled is the host's quota: host_dispatch)
+        r"(?<!cpu[- ])(?<!cgroup )(?<!cfs )\bthrottl(?!\w*\b.{0,30}\b(cgroup|cpu (limit|quota)|cfs)\b)",
         r"\boverheat",
         r"\bover[- ]?temperature\b",
         r"\bdown-?clock",
@@ -1001,6 +1002,11 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"(ai\s*cpu|AI\s*CPU|aicpu|AICPU)\s*(上|算子)",
     ),
     "host_dispatch": (
+        r"\bcpu (limit|quota|request)s?\b",
+        r"\bcpu[- ]?throttl",
+        r"\bcgroups?\b",
+        r"\bcfs\b.{0,20}\bthrottl",
+        r"(cpu|CPU).{0,6}(限制|配额|limit|quota)|cgroup",
         r"\bhost[- ]?(dispatch|bound|side|overhead)",
         r"\bdispatch",
         r"\blaunch (delay|latenc|overhead)",

@@ -3825,3 +3825,116 @@ def graph_runs(profile: Profile, ranks: Sequence[int]) -> GraphRuns | None:
         idle_each_us=float(np.median(each)) if each else 0.0,
         graphs=int(k.loc[k["_mid"] >= 0, "_mid"].nunique()),
     )
+
+
+#: A host freeze: a stretch of at least this many µs with no host call while the device idles.
+FREEZE_MIN_US = 5000.0
+#: Freezes of ranks that start within this many µs of each other are the same moment.
+FREEZE_SAME_MOMENT_US = 2000.0
+#: A moment is shared when at least this share of the ranks freeze in it.
+FREEZE_SHARED_SHARE = 0.75
+#: The moments recur on a period when at least this share of their spacings is a whole number
+#: of periods (within ``FREEZE_PERIOD_TOLERANCE`` of one).
+FREEZE_REGULAR_SHARE = 0.8
+FREEZE_PERIOD_TOLERANCE = 0.1
+
+
+@dataclass(frozen=True)
+class HostFreezes:
+    """The hosts of some ranks stopping together, at the same moments, on a fixed period.
+
+    Attributes:
+        ranks: The ranks read.
+        moments: Shared freezes (moments at which most of ``ranks`` make no host call while
+            their devices idle).
+        each_us: Median length of one freeze (µs).
+        period_us: Median spacing of consecutive moments, as a whole-period estimate (µs).
+        regular_share: Share of the spacings that are a whole number of periods.
+        per_step_us: Freeze time per (step, rank) (median over the ranks, µs).
+    """
+
+    ranks: tuple[int, ...]
+    moments: int
+    each_us: float
+    period_us: float
+    regular_share: float
+    per_step_us: float
+
+
+def host_freezes(profile: Profile, ranks: Sequence[int]) -> HostFreezes | None:
+    """Whether the hosts of ``ranks`` freeze together on a fixed period (descheduled, not busy).
+
+    From ``host_dispatch`` (every host call with its ``host_start_us`` / ``api_duration_us``) and
+    the kernels: per rank, the stretches of at least ``FREEZE_MIN_US`` with no host call during
+    which the device runs nothing for at least half of the stretch; the stretches of different
+    ranks that start within ``FREEZE_SAME_MOMENT_US`` are one moment, kept when at least
+    ``FREEZE_SHARED_SHARE`` of the ranks freeze in it. The moments recur on a period when at least
+    ``FREEZE_REGULAR_SHARE`` of their spacings are a whole number of the smallest common spacing.
+    A process that is busy (Python, a slow call) still makes calls or starts frames; one that the
+    kernel stops (a CPU quota, a host-wide stall) makes none, on all its ranks at once. ``None``
+    with fewer than 2 ranks, fewer than 3 shared moments, or no regular period.
+    """
+    rs = sorted(int(r) for r in ranks)
+    if len(rs) < 2:
+        return None
+    hd = profile.host_dispatch_for(rs)
+    k = profile.kernels_for(rs)
+    if hd.empty or k.empty or "api_duration_us" not in hd.columns:
+        return None
+    found: list[tuple[float, float, int]] = []  # (start, length, rank)
+    per_rank: dict[int, float] = {}
+    steps: dict[int, int] = {}
+    for r in rs:
+        h = hd[hd["rank"] == r].sort_values("host_start_us")
+        kk = k[k["rank"] == r].sort_values("start_us")
+        if len(h) < 2 or kk.empty:
+            continue
+        s = h["host_start_us"].to_numpy(dtype="float64")
+        e = s + pd.to_numeric(h["api_duration_us"], errors="coerce").fillna(0.0).to_numpy()
+        reach = np.maximum.accumulate(e)
+        gap_s, gap_e = reach[:-1], s[1:]
+        big = np.flatnonzero(gap_e - gap_s >= FREEZE_MIN_US)
+        ks = kk["start_us"].to_numpy(dtype="float64")
+        ke = ks + kk["duration_us"].to_numpy(dtype="float64")
+        total = 0.0
+        for i in big:
+            a, b = float(gap_s[i]), float(gap_e[i])
+            busy = float(np.clip(np.minimum(ke, b) - np.maximum(ks, a), 0.0, None).sum())
+            if busy <= 0.5 * (b - a):
+                found.append((a, b - a, r))
+                total += b - a
+        per_rank[r] = total
+        steps[r] = max(int(kk.loc[kk["step"] >= 0, "step"].nunique()), 1)
+    if len(per_rank) < 2 or not found:
+        return None
+    found.sort()
+    moments: list[list[tuple[float, float, int]]] = []
+    for f in found:
+        if moments and f[0] - moments[-1][0][0] <= FREEZE_SAME_MOMENT_US:
+            moments[-1].append(f)
+        else:
+            moments.append([f])
+    need = FREEZE_SHARED_SHARE * len(per_rank)
+    shared = [m for m in moments if len({x[2] for x in m}) >= need]
+    if len(shared) < 3:
+        return None
+    starts = np.array([float(np.median([x[0] for x in m])) for m in shared])
+    gaps = np.diff(starts)
+    period = float(np.min(gaps))
+    if period <= 0:
+        return None
+    whole = gaps / period
+    regular = float((np.abs(whole - np.round(whole)) <= FREEZE_PERIOD_TOLERANCE).mean())
+    if regular < FREEZE_REGULAR_SHARE:
+        return None
+    # the period as the median spacing of consecutive moments one period apart
+    one = gaps[np.round(whole) == 1]
+    lengths = [x[1] for m in shared for x in m]
+    return HostFreezes(
+        ranks=tuple(sorted(per_rank)),
+        moments=len(shared),
+        each_us=float(np.median(lengths)),
+        period_us=float(np.median(one)) if len(one) else period,
+        regular_share=regular,
+        per_step_us=float(np.median([per_rank[r] / steps[r] for r in per_rank])),
+    )

@@ -16,6 +16,7 @@ from advisor_chat.analyzers.base import Category, FindingKind
 from advisor_chat.analyzers.slow_link import link_records
 from advisor_chat.diagnosis.context import Context, ranks_label
 from advisor_chat.diagnosis.decompose import (
+    HostFreezes,
     MemoryChurn,
     SlowCalls,
     _sample,
@@ -23,6 +24,7 @@ from advisor_chat.diagnosis.decompose import (
     device_copies,
     gc_pause_us,
     gc_recording,
+    host_freezes,
     host_silence,
     idle_before,
     is_copy,
@@ -1710,6 +1712,7 @@ def _group_cause(
             cap = max(cap, float(cost_us or 0.0))
         gain = min(max((v.lost_us for v in victims), default=excess), cap)
     host_group = False
+    freeze: HostFreezes | None = None
     if ex is not None and "passes_per_step" in ex.metrics:
         # more micro-batches than their peers: an even split gives every rank the mean, so the
         # slow ranks save their excess times the share of the ranks that are not slow
@@ -1729,6 +1732,9 @@ def _group_cause(
         )
     elif host and calls is not None:
         op_txt, op_zh, a_txt, a_zh = _slow_calls_text(calls, gl, gl_zh)
+    elif host and (fz := host_freezes(ctx.profile, slow)) is not None:
+        op_txt, op_zh, a_txt, a_zh = _freeze_text(fz, gl, gl_zh, node)
+        freeze = fz
     elif host and (
         py := _python_clause(
             ctx,
@@ -1840,6 +1846,15 @@ def _group_cause(
                 else {}
             ),
             **({"peer_sample_ranks": float(op[4])} if use_op and op is not None and op[4] else {}),
+            **(
+                {
+                    "host_freezes": float(freeze.moments),
+                    "host_freeze_us_median": freeze.each_us,
+                    "host_freeze_period_us": freeze.period_us,
+                }
+                if freeze is not None
+                else {}
+            ),
         },
         findings=findings,
         gain_us=gain,
@@ -1872,6 +1887,41 @@ def _group_cause(
             for r in slow
         ),
     )
+
+
+def _freeze_text(fz: HostFreezes, gl: str, gl_zh: str, node: bool) -> tuple[str, str, str, str]:
+    """Clause (en, zh) and first change (en, zh) for hosts frozen together on a fixed period.
+
+    From :func:`~advisor_chat.diagnosis.decompose.host_freezes` (host calls in trace_view.json,
+    kernel_details.csv).
+    """
+    where = f"the node of {gl}" if node else gl
+    where_zh = f"{gl_zh}所在节点" if node else gl_zh
+    en = (
+        f": {fz.moments} times in the capture their hosts stop together, at the same moment on "
+        f"every one of them, for {ms(fz.each_us)} each (median) with no host call at all while "
+        f"their devices idle, every {ms(fz.period_us)} of wall-clock time: a process that is busy "
+        "still makes calls; these are frozen from outside, on a fixed period — the signature of "
+        "a CPU quota throttling the container (cgroup CFS, 100 ms period by default)"
+    )
+    zh = (
+        f"：采集期间它们的主机共有 {fz.moments} 次在同一时刻一起停住，每次 {ms(fz.each_us)}（中位数），"
+        f"期间没有任何主机调用，设备也在空闲，而且每隔 {ms(fz.period_us)}（墙钟时间）出现一次：忙碌的进程仍会"
+        "发出调用，这些进程是被外部按固定周期冻结的——这是容器被 CPU 配额限流（cgroup CFS，默认周期 100 ms）"
+        "的特征"
+    )
+    a = (
+        f"Raise or remove the CPU limit of the container on {where} (Kubernetes "
+        "resources.limits.cpu, or cpu.cfs_quota_us / cpu.max), or lower its CPU demand "
+        "(DataLoader workers, OMP_NUM_THREADS); cpu.stat's nr_throttled and throttled_usec in "
+        "that container confirm it."
+    )
+    a_zh = (
+        f"调大或去掉{where_zh}上容器的 CPU 限制（Kubernetes 的 resources.limits.cpu，或 "
+        "cpu.cfs_quota_us / cpu.max），或降低它的 CPU 需求（DataLoader worker 数、OMP_NUM_THREADS）；"
+        "该容器 cpu.stat 中的 nr_throttled 和 throttled_usec 可以确认。"
+    )
+    return en, zh, a, a_zh
 
 
 def _late_together(ctx: Context, slow: list[int]) -> dict[int, float] | None:

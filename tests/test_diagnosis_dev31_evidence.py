@@ -1,0 +1,61 @@
+"""Development sets 31 and 32 kinds against their answer keys (numbers from the simulated timeline).
+
+- ``cfs-throttle-node``: a node whose hosts stop together, with no host call, on a fixed period
+  (a CPU quota throttling the container) is named so, with the limit to raise first.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor_chat.agent.parse import parse_question
+from advisor_chat.diagnosis import diagnose
+from advisor_chat.diagnosis.decompose import host_freezes
+from advisor_chat.ingest import load_profile
+
+
+def _key(path: Path) -> dict:
+    return json.loads((path / "answer_key.json").read_text())
+
+
+def test_hosts_frozen_together_on_a_period_are_a_cpu_quota(scenario) -> None:
+    path = scenario("cfs-throttle-node")
+    nums = _key(path)["expected_numbers"]
+    prof = load_profile(path, use_cache=False, progress=False)
+    fz = host_freezes(prof, nums["culprit_ranks"])
+    assert fz is not None
+    assert fz.moments == nums["silences_per_rank"]
+    assert fz.each_us == pytest.approx(nums["host_silence_us_median"], rel=0.05)
+    assert fz.period_us == pytest.approx(nums["silence_period_us_median"], rel=0.05)
+    # the other node's hosts wait in the collectives (calls stop there too), not on a period
+    others = [r for r in prof.ranks if r not in nums["culprit_ranks"]]
+    assert host_freezes(prof, others) is None
+    top = diagnose(prof).top()
+    assert top is not None and list(top.culprit.ranks) == nums["culprit_ranks"]
+    assert "CPU quota throttling the container" in top.summary and "cgroup" in top.summary_zh
+    assert top.remedies[0].text.startswith("Raise or remove the CPU limit of the container")
+    assert top.metrics["host_freezes"] == nums["silences_per_rank"]
+
+
+@pytest.mark.parametrize("name", ["node-host-contention", "cpu-powersave-node", "host-swap-rank"])
+def test_slow_hosts_that_keep_calling_are_not_frozen(scenario, name: str) -> None:
+    prof = load_profile(scenario(name), use_cache=False, progress=False)
+    half = len(prof.ranks) // 2
+    assert host_freezes(prof, prof.ranks[half:]) is None
+    assert host_freezes(prof, prof.ranks[:half]) is None
+
+
+@pytest.mark.parametrize(
+    ("question", "hypothesis"),
+    [
+        ("could the worker pod be CPU-throttled by its cgroup cpu limit?", "host_dispatch"),
+        ("会不会是worker那个pod的CPU limit设小了，被cgroup限流了？", "host_dispatch"),
+        ("is rank 9 being thermally throttled?", "throttling"),
+        ("is the NPU throttling?", "throttling"),
+    ],
+)
+def test_a_cpu_quota_is_the_host_not_the_device_clock(question: str, hypothesis: str) -> None:
+    assert parse_question(question).hypothesis == hypothesis
