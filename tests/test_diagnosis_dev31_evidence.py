@@ -2,6 +2,9 @@
 
 - ``cfs-throttle-node``: a node whose hosts stop together, with no host call, on a fixed period
   (a CPU quota throttling the container) is named so, with the limit to raise first.
+- ``thp-compaction-node``: stalls at the step start on one node where its hosts run the same
+  ``aten::cat`` several times slower than the other node's: the host's memory, not the data
+  loader.
 """
 
 from __future__ import annotations
@@ -59,3 +62,34 @@ def test_slow_hosts_that_keep_calling_are_not_frozen(scenario, name: str) -> Non
 )
 def test_a_cpu_quota_is_the_host_not_the_device_clock(question: str, hypothesis: str) -> None:
     assert parse_question(question).hypothesis == hypothesis
+
+
+def test_a_host_operator_slower_on_one_node_is_its_hosts_memory(scenario) -> None:
+    from statistics import median
+
+    from _dev_files import rank_dirs, trace
+
+    from advisor_chat.diagnosis.python_work import slower_frame
+
+    path = scenario("thp-compaction-node")
+    nums = _key(path)["expected_numbers"]
+    culprit = nums["culprit_ranks"]
+    prof = load_profile(path, use_cache=False, progress=False)
+    others = [r for r in prof.ranks if r not in culprit]
+    sf = slower_frame(prof, culprit, others)
+    assert sf is not None and sf.frame == "aten::cat" and sf.memory
+    # aten::cat durations from trace_view.json (cpu_op events), per side
+    durs = {
+        r: [float(e["dur"]) for e in trace(d) if e.get("name") == "aten::cat"]
+        for r, d in rank_dirs(path).items()
+    }
+    mine = [x for r in culprit for x in durs[r]]
+    theirs = [x for r in others for x in durs[r]]
+    assert sf.us == pytest.approx(median(mine))
+    assert sf.us_peer == pytest.approx(median(theirs))
+    assert (sf.us_min, sf.us_max) == (min(mine), max(mine))
+    top = diagnose(prof).top()
+    assert top is not None and set(top.culprit.ranks) <= set(culprit)
+    assert "aten::cat" in top.summary and "transparent huge page" in top.summary
+    assert "data loader did not deliver" not in top.summary
+    assert top.remedies[0].text.startswith("Fix the host memory of ranks 0-7")

@@ -490,3 +490,84 @@ def per_launch_frames(profile: Profile, ranks: Sequence[int]) -> tuple[LaunchFra
         LaunchFrame(str(f), float(row.calls), float(row.us), float(row.us) / float(row.calls))
         for f, row in per.head(PER_LAUNCH_FRAMES).iterrows()
     )
+
+
+#: A host frame is slower on some ranks when its median there is at least this many times its
+#: median on the peers (the same frame: the same work).
+SLOWER_FRAME_RATIO = 2.0
+#: Host operators that move or build memory: slowed by the host's memory (page faults, huge page
+#: compaction, NUMA), not by the work itself.
+MEMORY_OPERATOR = re.compile(
+    r"aten::(?:cat|stack|copy_|_to_copy|to|contiguous|clone|pin_memory|empty|zeros|ones|"
+    r"index_select|index|pad|constant_pad_nd)\b"
+)
+
+
+@dataclass(frozen=True)
+class SlowerFrame:
+    """The same host frame taking much longer on some ranks than on their peers.
+
+    Attributes:
+        frame: The frame (``aten::cat``, ``file.py(12): f``), the one with the most time on the
+            slow ranks among those the peers run too.
+        us: Its median duration on the slow ranks (µs).
+        us_min: Shortest there (µs).
+        us_max: Longest there (µs).
+        us_peer: Its median duration on the peers (µs).
+        memory: The frame is a host operator that moves or builds memory (:data:`MEMORY_OPERATOR`).
+    """
+
+    frame: str
+    us: float
+    us_min: float
+    us_max: float
+    us_peer: float
+    memory: bool
+
+    @property
+    def ratio(self) -> float:
+        """Median on the slow ranks over the peers' median."""
+        return self.us / self.us_peer if self.us_peer > 0 else float("nan")
+
+
+def slower_frame(
+    profile: Profile, ranks: Sequence[int], peers: Sequence[int]
+) -> SlowerFrame | None:
+    """The host frame that runs ``SLOWER_FRAME_RATIO`` times longer on ``ranks`` than on ``peers``.
+
+    From ``python_frames`` (trace_view.json with_stack ``python_function`` / cpu_op events) of up
+    to ``PEER_SAMPLE`` ranks of each side: per frame both sides run, the median duration per run;
+    the frame with the most time on ``ranks`` whose median is at least ``SLOWER_FRAME_RATIO``
+    times the peers'. ``None`` without frames on both sides or without such a frame.
+    """
+    rs, ps = spread_sample(list(ranks), PEER_SAMPLE), spread_sample(list(peers), PEER_SAMPLE)
+    if not rs or not ps:
+        return None
+    fr = profile.python_frames_for([*rs, *ps])
+    if fr.empty or not {"rank", "frame", "dur_us"} <= set(fr.columns):
+        return None
+    if "calls" in fr.columns:  # whole frames only (rows summing short frames are not one run)
+        fr = fr[pd.to_numeric(fr["calls"], errors="coerce").fillna(1) <= 1]
+    mine, theirs = fr[fr["rank"].isin(rs)], fr[fr["rank"].isin(ps)]
+    if mine.empty or theirs.empty:
+        return None
+    common = set(mine["frame"]) & set(theirs["frame"])
+    if not common:
+        return None
+    mine = mine[mine["frame"].isin(common)]
+    total = mine.groupby("frame")["dur_us"].sum().sort_values(ascending=False)
+    peer_med = theirs.groupby("frame")["dur_us"].median()
+    for frame in total.index[:5]:
+        d = mine.loc[mine["frame"] == frame, "dur_us"].astype(float)
+        med, pm = float(d.median()), float(peer_med.get(frame, float("nan")))
+        if not (pm > 0 and med >= SLOWER_FRAME_RATIO * pm):
+            continue
+        return SlowerFrame(
+            frame=str(frame),
+            us=med,
+            us_min=float(d.min()),
+            us_max=float(d.max()),
+            us_peer=pm,
+            memory=MEMORY_OPERATOR.match(str(frame)) is not None,
+        )
+    return None

@@ -36,10 +36,12 @@ from advisor_chat.diagnosis.evidence import Explanation, explain_device
 from advisor_chat.diagnosis.python_work import (
     FRAME_WHAT,
     HOST_OPERATOR,
+    SlowerFrame,
     frame_kind,
     frame_remedy,
     python_work,
     short_frame,
+    slower_frame,
 )
 from advisor_chat.diagnosis.rules.common import (
     EVENT_MIN_STEPS,
@@ -2460,6 +2462,20 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
         summary_zh = summary_zh.rstrip("。") + py[1] + "。"
         first = Remedy("action", py[2], py[3], fix_us, BoundKind.ESTIMATE)
         extra_tags = py[5]
+    # the host runs the same frame much slower there than on the ranks never stalled: the
+    # host itself is slower at that work (its memory, when the frame moves memory)
+    calm = [r for r in ctx.ranks if r not in set(ranks)]
+    sf = (
+        slower_frame(ctx.profile, ranks, calm)
+        if host and py is None and not extra_tags and not gc_seen and calm
+        else None
+    )
+    if sf is not None:
+        s_en, s_zh, a_en, a_zh = _slower_frame_text(sf, ranks)
+        summary = summary.rstrip(".") + s_en + "."
+        summary_zh = summary_zh.rstrip("。") + s_zh + "。"
+        first = Remedy("action", a_en, a_zh, fix_us, BoundKind.ESTIMATE)
+        extra_tags = ("host_bound",)
     if py is None and at_start and not period and not extra_tags:
         # the stall is the gap before the step's first task: the step waits for its input
         summary = (
@@ -2745,6 +2761,54 @@ def _slow_host_clause(
         "其他作业挪走、`vm.swappiness=0`）。"
     )
     return en, zh, a_en, a_zh
+
+
+def _slower_frame_text(sf: SlowerFrame, ranks: Sequence[int]) -> tuple[str, str, str, str]:
+    """Clause (en, zh) and first change (en, zh) for a host frame slower on the stalled ranks.
+
+    From :func:`~advisor_chat.diagnosis.python_work.slower_frame` (trace_view.json frames).
+    """
+    rl, rl_zh = ranks_label(list(ranks))
+    en = (
+        f"; in those stalls their hosts run `{sf.frame}`, which takes {ms(sf.us_min)} to "
+        f"{ms(sf.us_max)} there (median {ms(sf.us)}) against {ms(sf.us_peer)} on the other ranks "
+        f"({sf.ratio:.1f}x, the same work; trace_view.json): the host itself is slower at it"
+    )
+    zh = (
+        f"；这些停顿里它们的主机在执行 `{sf.frame}`，在那里耗时 {ms(sf.us_min)} 到 {ms(sf.us_max)}"
+        f"（中位数 {ms(sf.us)}），其他卡为 {ms(sf.us_peer)}（{sf.ratio:.1f} 倍，相同的工作；trace_view.json）："
+        "是主机本身做这件事更慢"
+    )
+    if sf.memory:
+        en += (
+            ", by an amount that varies from step to step: host memory that the kernel stalls "
+            "to make (transparent huge page compaction, page faults) or reaches across NUMA nodes"
+        )
+        zh += "，而且每步慢得不一样：主机内存分配被内核卡住（透明大页整理、缺页）或跨 NUMA 访问"
+        a = (
+            f"Fix the host memory of {rl}: set transparent huge pages' defrag to madvise or never "
+            "(/sys/kernel/mm/transparent_hugepage/defrag; compact_stall in /proc/vmstat counts "
+            f"the stalls), bind each rank's memory to its NUMA node (numactl --membind), and "
+            f"check free memory and swap there; `{sf.frame}` should then take about "
+            f"{ms(sf.us_peer)} as on the other ranks."
+        )
+        a_zh = (
+            f"修复{rl_zh}所在主机的内存问题：把透明大页的 defrag 设为 madvise 或 never"
+            "（/sys/kernel/mm/transparent_hugepage/defrag；/proc/vmstat 中的 compact_stall 统计这类停顿），"
+            "把每个 rank 的内存绑定到它的 NUMA 节点（numactl --membind），并检查那里的空闲内存和 swap；"
+            f"之后 `{sf.frame}` 应当和其他卡一样约 {ms(sf.us_peer)}。"
+        )
+    else:
+        a = (
+            f"Find why the host of {rl} runs `{sf.frame}` slower than the other ranks' (CPU "
+            "frequency governor, CPU binding and other processes on it), or take that work off "
+            "the training step."
+        )
+        a_zh = (
+            f"查明{rl_zh}的主机为何执行 `{sf.frame}` 比其他卡慢（CPU 调频策略、绑核、其上的其他进程），"
+            "或把这部分工作移出训练步。"
+        )
+    return en, zh, a, a_zh
 
 
 def _python_clause(
