@@ -93,3 +93,15 @@ def test_a_host_operator_slower_on_one_node_is_its_hosts_memory(scenario) -> Non
     assert "aten::cat" in top.summary and "transparent huge page" in top.summary
     assert "data loader did not deliver" not in top.summary
     assert top.remedies[0].text.startswith("Fix the host memory of ranks 0-7")
+
+
+def test_named_slow_links_are_not_counted_again_as_a_slow_fabric(scenario) -> None:
+    # half the RDMA links at a third of the others: their causes name them; the transport's
+    # median (between the two) is not a second, job-wide cause
+    d = diagnose(load_profile(scenario("cross-rack-uplink"), use_cache=False, progress=False))
+    ids = [c.id for c in d.causes]
+    assert any(i.startswith("cause.slow_link.") for i in ids)
+    assert not any(i.startswith("cause.slow_transport.") for i in ids)
+    # every RDMA link slow: the fabric is the cause
+    d = diagnose(load_profile(scenario("lossy-roce-fabric"), use_cache=False, progress=False))
+    assert any(c.id == "cause.slow_transport.rdma_standard" for c in d.causes)

@@ -231,6 +231,11 @@ def rule_transport_steps(ctx: Context, causes: list[RootCause]) -> list[RootCaus
     return out
 
 
+#: A transport's fastest link at this share of its standard shows the fabric can run at full
+#: speed: when other causes name its slow links, it is not slow as a whole.
+FULL_SPEED_SHARE = 0.8
+
+
 def rule_slow_transport(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     """Slow-transport rule: every link of one transport runs below its standard bandwidth.
 
@@ -241,7 +246,9 @@ def rule_slow_transport(ctx: Context, causes: list[RootCause]) -> list[RootCause
     of the same transport (congestion in some steps) already explains it, nor when another kind of
     collective runs at full speed on the same transport (``decompose.collective_types``), nor when
     the environment
-    check flags a setting that slows every collective (``comm_setting``: HCCL_BUFFSIZE). Victims: every rank
+    check flags a setting that slows every collective (``comm_setting``: HCCL_BUFFSIZE), nor when
+    other causes name slow links of that transport and its fastest link runs at
+    ``FULL_SPEED_SHARE`` of the standard or more (the median is theirs). Victims: every rank
     (its transfers over that transport). Gain (estimate): per link and step, the transit time
     beyond what the standard bandwidth needs (part of it may be hidden behind computation).
     """
@@ -262,6 +269,19 @@ def rule_slow_transport(ctx: Context, causes: list[RootCause]) -> list[RootCause
         m = f.metrics
         gain = float(f.estimated_gain_us or 0.0)
         if gain <= 0:
+            continue
+        named = [
+            c
+            for c in causes
+            if c.mechanism is Mechanism.SLOW_LINK
+            and c.culprit.kind != "job"
+            and (c.culprit.transport or "").upper() == tr
+        ]
+        if named and float(m.get("max_gbps", 0.0)) >= FULL_SPEED_SHARE * float(
+            m.get("standard_gbps", float("inf"))
+        ):
+            # some links of this transport run at full speed and the slow ones are named by
+            # their own causes: the median is theirs, not the fabric's (counted once)
             continue
         victims = tuple(
             Impact(int(r), gain, share_of(gain, ctx.val(int(r), "step_us")), "own_time")
