@@ -100,3 +100,28 @@ def test_eager_jobs_have_no_graph_runs(scenario, name: str) -> None:
     prof = load_profile(scenario(name), use_cache=False, progress=False)
     assert graph_runs(prof, prof.ranks) is None
     assert judge(diagnose(prof), "graph_break").status == "contradicted"
+
+
+def test_extra_operators_that_waste_the_cube_are_named(scenario) -> None:
+    # the vision tower's patch embedding in the image steps: a 3-channel Conv3D whose Cube MAC is
+    # busy ~10% of its time, against ~60% for the MatMuls
+    from advisor_chat.diagnosis.decompose import cube_waste
+
+    path = scenario("vlm-conv3d-patch-embed")
+    prof = load_profile(path, use_cache=False, progress=False)
+    rows = [k for d_ in rank_dirs(path).values() for k in kernel_rows(d_)]
+
+    def wmean(pred) -> float:
+        ks = [k for k in rows if pred(k) and float(k["aic_mac_ratio"]) > 0]
+        w = sum(float(k["Duration(us)"]) for k in ks)
+        return sum(float(k["aic_mac_ratio"]) * float(k["Duration(us)"]) for k in ks) / w
+
+    cw = cube_waste(prof, prof.ranks, "Conv3D")
+    assert cw is not None
+    assert cw.mac_ratio == pytest.approx(wmean(lambda k: k["Type"] == "Conv3D"), abs=0.01)
+    assert cw.mac_ratio_others == pytest.approx(wmean(lambda k: k["Type"] != "Conv3D"), abs=0.02)
+    assert cube_waste(prof, prof.ranks, "MatMulV2") is None
+    top = diagnose(prof).top()
+    assert top is not None and top.id == "cause.slow_steps"
+    assert top.remedies[0].text.startswith("Compute the convolution")
+    assert "keep the Cube mostly idle" in top.summary

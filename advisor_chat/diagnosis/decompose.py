@@ -3938,3 +3938,67 @@ def host_freezes(profile: Profile, ranks: Sequence[int]) -> HostFreezes | None:
         regular_share=regular,
         per_step_us=float(np.median([per_rank[r] / steps[r] for r in per_rank])),
     )
+
+
+#: A Cube operator wastes the Cube when its MAC busy share (aic_mac_ratio) is at most this share
+#: of the job's other Cube operators'.
+CUBE_WASTE_RATIO = 0.4
+
+
+@dataclass(frozen=True)
+class CubeWaste:
+    """A Cube operator whose MAC unit is mostly idle while it runs, against the job's other ones.
+
+    Attributes:
+        op_type: The operator type.
+        mac_ratio: Its mean ``aic_mac_ratio`` (share of its AI Core time the Cube MAC is busy).
+        mac_ratio_others: The same over the other Cube operators of those ranks (time-weighted).
+        others: The other Cube operator types compared with (heaviest first, at most 2).
+        shapes: Its most frequent input shapes.
+        formats: Its most frequent input formats.
+    """
+
+    op_type: str
+    mac_ratio: float
+    mac_ratio_others: float
+    others: tuple[str, ...]
+    shapes: str
+    formats: str
+
+
+def cube_waste(profile: Profile, ranks: Sequence[int], op_type: str) -> CubeWaste | None:
+    """Whether ``op_type`` keeps the Cube mostly idle while it runs (a shape the Cube pads).
+
+    From the PipeUtilization columns of kernel_details.csv (``aic_mac_ratio``) of up to
+    ``PEER_SAMPLE`` of ``ranks``: the operator's time-weighted mean against that of the other
+    operators with a measured MAC share (the job's other Cube work); ``None`` without the column,
+    without other Cube operators, or when its share is above ``CUBE_WASTE_RATIO`` of theirs.
+    """
+    k = _compute_kernels(profile, _sample([int(r) for r in ranks]))
+    if k.empty or "aic_mac_ratio" not in k.columns:
+        return None
+    mac = pd.to_numeric(k["aic_mac_ratio"], errors="coerce")
+    cube = k[mac.notna() & (mac > 0)].assign(_mac=mac)
+    mine = cube[cube["op_type"] == op_type]
+    rest = cube[cube["op_type"] != op_type]
+    if mine.empty or rest.empty:
+        return None
+
+    def wmean(df: pd.DataFrame) -> float:
+        w = df["duration_us"].to_numpy(dtype="float64")
+        return (
+            float(np.average(df["_mac"].to_numpy(dtype="float64"), weights=w)) if w.sum() else 0.0
+        )
+
+    a, b = wmean(mine), wmean(rest)
+    if not (b > 0 and a <= CUBE_WASTE_RATIO * b):
+        return None
+    heavy = rest.groupby("op_type")["duration_us"].sum().sort_values(ascending=False)
+    return CubeWaste(
+        op_type=op_type,
+        mac_ratio=a,
+        mac_ratio_others=b,
+        others=tuple(str(t) for t in heavy.index[:2]),
+        shapes=str(mine["input_shapes"].mode().iloc[0]) if "input_shapes" in mine else "",
+        formats=str(mine["input_formats"].mode().iloc[0]) if "input_formats" in mine else "",
+    )

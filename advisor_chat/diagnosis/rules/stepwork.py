@@ -19,7 +19,7 @@ import pandas as pd
 
 from advisor_chat.analyzers.base import Category
 from advisor_chat.diagnosis.context import Context
-from advisor_chat.diagnosis.decompose import _compute_kernels, _sample
+from advisor_chat.diagnosis.decompose import CubeWaste, _compute_kernels, _sample, cube_waste
 from advisor_chat.diagnosis.rules.common import (
     COLLECTIVE_NAMES,
     _severity,
@@ -371,6 +371,72 @@ def _contention(ctx: Context, ss: SlowSteps) -> tuple[str, str, Remedy] | None:
     return en, zh, rem
 
 
+#: Operators that waste the Cube explain slow steps when they hold at least this share of the
+#: extra device time of the operators listed.
+WASTE_EXPLAINS_SHARE = 0.5
+_CONV = re.compile(r"^Conv", re.I)
+
+
+def _cube_waste(ctx: Context, top: list[OpExtra]) -> tuple[list[CubeWaste], float] | None:
+    """The listed extra operators that keep the Cube mostly idle, and their share of the extra.
+
+    ``None`` when they hold less than ``WASTE_EXPLAINS_SHARE`` of the listed operators' extra
+    time (``decompose.cube_waste``: kernel_details.csv aic_mac_ratio).
+    """
+    extra = sum(max(o.delta_us, 0.0) for o in top)
+    if extra <= 0:
+        return None
+    found = [(o, cube_waste(ctx.profile, ctx.ranks, o.op_type)) for o in top]
+    waste = [(o, w) for o, w in found if w is not None]
+    share = sum(max(o.delta_us, 0.0) for o, _ in waste) / extra
+    if not waste or share < WASTE_EXPLAINS_SHARE:
+        return None
+    return [w for _, w in waste], share
+
+
+def _waste_text(ws: list[CubeWaste], gain_us: float) -> tuple[str, str, Remedy]:
+    """Why (en, zh) and the first change for extra operators that waste the Cube."""
+    ops = ", ".join(w.op_type for w in ws)
+    ops_zh = "、".join(w.op_type for w in ws)
+    w0 = ws[0]
+    others = ", ".join(w0.others)
+    why = (
+        f": {ops} keep the Cube mostly idle while they run (aic_mac_ratio {w0.mac_ratio:.2f} "
+        f"against {w0.mac_ratio_others:.2f} for the job's other Cube operators, {others}; "
+        f"{w0.op_type} inputs [{w0.shapes}] in {w0.formats}): their shapes fit the Cube badly, "
+        "most of its work is padding"
+    )
+    why_zh = (
+        f"：{ops_zh} 运行时 Cube 大部分时间空闲（aic_mac_ratio 为 {w0.mac_ratio:.2f}，作业中其他 Cube 算子"
+        f"（{others}）为 {w0.mac_ratio_others:.2f}；{w0.op_type} 的输入为 [{w0.shapes}]，格式 {w0.formats}）："
+        "它们的 shape 与 Cube 不匹配，大部分计算是填充"
+    )
+    if any(_CONV.match(w.op_type) for w in ws):
+        rem = Remedy(
+            "action",
+            f"Compute the convolution ({ops}) as a MatMul: a patch embedding (kernel = stride) "
+            "is a Linear on the unfolded patches (reshape the input into patches and apply "
+            "nn.Linear with the convolution's weight flattened); a convolution on few input "
+            "channels pads them to 16 on the Cube.",
+            f"把卷积（{ops_zh}）改成矩阵乘：步长等于卷积核的 patch embedding 就是对展开后的 patch 做 Linear"
+            "（把输入重排成 patch，用展平后的卷积权重做 nn.Linear）；输入通道很少的卷积在 Cube 上会被填充到 16。",
+            gain_us,
+            BoundKind.UPPER_BOUND,
+        )
+    else:
+        rem = Remedy(
+            "action",
+            f"Give {ops} Cube-friendly shapes: dimensions that are multiples of 16 (better 128) "
+            "and the layout the Cube reads directly, so its MAC unit is busy as for the other "
+            "Cube operators.",
+            f"让 {ops_zh} 的 shape 适配 Cube：各维度为 16 的倍数（最好是 128 的倍数），并使用 Cube 直接读取的格式，"
+            "让其 MAC 单元像其他 Cube 算子一样忙碌。",
+            gain_us,
+            BoundKind.UPPER_BOUND,
+        )
+    return why, why_zh, rem
+
+
 def rule_slow_steps(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     """Slow-steps rule: a few steps carry more device work on every rank (:func:`slow_steps`).
 
@@ -450,6 +516,12 @@ def rule_slow_steps(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     elif (cont := _contention(ctx, ss)) is not None:
         why, why_zh, rem = cont
         metrics_extra = {"same_kernel_slowdown": _same_ratio(ss)}
+    elif (waste := _cube_waste(ctx, top)) is not None:
+        why, why_zh, rem = _waste_text(waste[0], gain * waste[1])
+        metrics_extra = {
+            "mac_ratio": waste[0][0].mac_ratio,
+            "mac_ratio_others": waste[0][0].mac_ratio_others,
+        }
     elif shape is not None:
         why = (
             f": the same operators on larger inputs ({shape.op_type} [{shape.shape_slow}] against "
