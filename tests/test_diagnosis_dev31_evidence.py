@@ -105,3 +105,37 @@ def test_named_slow_links_are_not_counted_again_as_a_slow_fabric(scenario) -> No
     # every RDMA link slow: the fabric is the cause
     d = diagnose(load_profile(scenario("lossy-roce-fabric"), use_cache=False, progress=False))
     assert any(c.id == "cause.slow_transport.rdma_standard" for c in d.causes)
+
+
+def test_a_hand_written_leader_allreduce_is_named_and_replaced(scenario) -> None:
+    from collections import defaultdict
+
+    from _dev_files import PO, rank_dirs
+
+    path = scenario("hier-allreduce-leaders")
+    d = diagnose(load_profile(path, use_cache=False, progress=False))
+    top = d.top()
+    assert top is not None and top.culprit.kind == "job"
+    assert top.remedies[0].text.startswith("Replace the hand-written reduce / leader all-reduce")
+    assert "ranks 0, 8 only" in top.summary and "0、8号卡之间" in top.summary_zh
+    # nothing blamed on a rank that nobody waits for (the leaders' negligible compute excess)
+    assert all(c.victims or c.culprit.kind in ("job", "none") for c in d.causes)
+    # the sync's collectives per (step, rank) from communication.json: reduces and broadcasts,
+    # and the all-reduces of the group only two rank folders hold (the leaders')
+    seen: dict[str, set[int]] = defaultdict(set)
+    docs = {}
+    for r, rd in rank_dirs(path).items():
+        docs[r] = json.loads((rd / PO / "communication.json").read_text())
+        for sec in docs[r].values():
+            for op in sec.get("collective", {}):
+                seen[op.split("@")[-1]].add(r)
+    leaders_g = {g for g, rs in seen.items() if len(rs) == 2}
+    total, units = 0.0, 0
+    for doc in docs.values():
+        for sec in doc.values():
+            units += 1
+            for op, rec in sec.get("collective", {}).items():
+                name, g = op.split("@")[0], op.split("@")[-1]
+                if name.startswith(("hcom_reduce_", "hcom_broadcast_")) or g in leaders_g:
+                    total += float(rec["Communication Time Info"]["Elapse Time(ms)"])
+    assert top.metrics["leader_sync_us_per_step"] == pytest.approx(1000 * total / units, rel=0.01)

@@ -826,7 +826,23 @@ def _blame(ctx: Context) -> list[RootCause]:
     causes += R.rule_low_rank_adapters(ctx, causes)
     causes += R.rule_unfused_accumulation(ctx, causes)
     causes = R.rule_capture(ctx, causes)
-    return _rank(_with_cost(ctx, causes))
+    return _rank(_with_cost(ctx, [c for c in causes if not _negligible(ctx, c)]))
+
+
+#: A cause of some ranks that nobody waits for and whose fix saves less than this share of the
+#: step is not a cause (a straggler 1.00x slower, 13 µs a step).
+NEGLIGIBLE_SHARE = 0.005
+
+
+def _negligible(ctx: Context, c: RootCause) -> bool:
+    """A cause blaming ranks with no victim and a gain under ``NEGLIGIBLE_SHARE`` of the step."""
+    return (
+        c.culprit.kind in ("rank", "ranks", "group", "stage")
+        and not c.victims
+        and c.gain_us is not None
+        and math.isfinite(ctx.step_us)
+        and c.gain_us < NEGLIGIBLE_SHARE * ctx.step_us
+    )
 
 
 def _diagnose(

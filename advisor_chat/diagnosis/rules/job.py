@@ -2415,6 +2415,12 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         ev.append(disp[0])
         ev_zh.append(disp[1])
         metrics |= disp[3]
+    # a hand-written two-level sync: reduce in each node, all-reduce between one rank per node
+    lead = _leader_allreduce(ctx, rest)
+    if lead is not None:
+        ev.append(lead[0])
+        ev_zh.append(lead[1])
+        metrics |= lead[3]
     gf_remedy: Remedy | None = None
     if gf is not None:
         gf_en, gf_zh, gf_remedy = _gather_feeds_text(gf, rest)
@@ -2611,6 +2617,8 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         remedies.insert(0, cc_remedy)
     if disp is not None:
         remedies.insert(0, disp[2])
+    if lead is not None:
+        remedies.insert(0, lead[2])
     if nosp is not None:
         remedies.insert(0, nosp[2])
     if rep_remedy is not None:
@@ -2695,6 +2703,12 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             "to blame cannot be told"
         )
         blame_zh = f"缺少的 {len(missing)} 张卡中可能有慢卡或慢链路，无法判断是否由某张卡或链路造成"
+    elif lead is not None:
+        blame, blame_zh = (
+            "not a slow rank or link: the sync's layout makes every rank wait for the ranks "
+            "that carry it",
+            "不是某张卡或某条链路慢：是同步方案的结构让每张卡都在等承担它的卡",
+        )
     else:
         blame, blame_zh = (
             "the same on every rank, not the fault of one rank or link",
@@ -2947,6 +2961,100 @@ MC2_FIRST_SHARE = 0.5
 #: The all-gather dispatcher's collectives explain exposed communication when they hold at
 #: least this share of the communication time.
 DISPATCH_MIN_SHARE = 0.5
+
+
+def _leader_allreduce(
+    ctx: Context, rest: float
+) -> tuple[str, str, Remedy, dict[str, float]] | None:
+    """A hand-written two-level all-reduce: (clause, Chinese clause, remedy, metrics) or None.
+
+    From ``comm_groups`` and ``comm_ops``: one group holds exactly one rank of every node (the
+    leaders) and runs all-reduces, and each node's group that holds one leader runs reduces and
+    broadcasts: the gradients are reduced to one rank per node, all-reduced between the leaders
+    only (each leader's NIC carries all of its node's traffic) and broadcast back; every other
+    rank waits for its leader in the broadcast. The first change is one all-reduce over all the
+    ranks (HCCL's own hierarchical algorithms use every card's link). Gain (upper bound): the
+    time those collectives take per (step, rank), at most ``rest``.
+    """
+    nodes = ctx.nodes
+    ops = ctx.profile.get("comm_ops")
+    groups = groups_table(ctx.profile)
+    if len(nodes) < 2 or ops.empty or groups.empty or "ranks" not in groups.columns:
+        return None
+    node_of = {r: i for i, n in enumerate(nodes) for r in n}
+    kinds: dict[str, set[str]] = {
+        str(g): {str(v).lower() for v in x.unique()}
+        for g, x in ops.groupby(ops["group"].astype(str))["op_type"]
+    }
+    leaders: tuple[int, ...] = ()
+    lead_g = ""
+    local: list[str] = []
+    for gid, rs in zip(groups["group"].astype(str), groups["ranks"], strict=True):
+        members = tuple(int(r) for r in (rs or ()))
+        on = {node_of.get(r, -1) for r in members}
+        if (
+            len(members) == len(nodes)
+            and len(on) == len(nodes)
+            and -1 not in on
+            and "allreduce" in kinds.get(gid, set())
+        ):
+            leaders, lead_g = members, gid
+    if not leaders:
+        return None
+    for gid, rs in zip(groups["group"].astype(str), groups["ranks"], strict=True):
+        inside = {int(r) for r in (rs or ())}
+        if (
+            len(inside) > 1
+            and len({node_of.get(r, -1) for r in inside}) == 1
+            and len(inside & set(leaders)) == 1
+            and {"reduce", "broadcast"} <= kinds.get(gid, set())
+        ):
+            local.append(gid)
+    if len(local) < len(nodes):
+        return None
+    mine = ops[ops["group"].astype(str).isin([lead_g, *local])]
+    el = pd.to_numeric(mine["elapse_ms"], errors="coerce").fillna(0.0)
+    units = mine[["rank", "step"]].drop_duplicates().shape[0]
+    us = 1000.0 * float(el.sum()) / max(units, 1)
+    bc = mine["op_type"].astype(str).str.lower() == "broadcast"
+    not_lead = ~mine["rank"].isin(leaders)
+    wait = (
+        1000.0
+        * float(pd.to_numeric(mine.loc[bc & not_lead, "wait_ms"], errors="coerce").sum())
+        / max(mine.loc[not_lead, ["rank", "step"]].drop_duplicates().shape[0], 1)
+        if "wait_ms" in mine.columns
+        else 0.0
+    )
+    lr = format_ranks(list(leaders))
+    en = (
+        f"; the gradients are synchronized in two levels by hand: reduced inside each node to one "
+        f"rank, all-reduced between ranks {lr} only (one rank per node: each one's link carries "
+        f"its whole node's traffic) and broadcast back, {ms(us)} of these collectives per step"
+        + (
+            f"; every other rank waits {ms(wait)} per step for its leader in the broadcasts"
+            if wait > 0
+            else ""
+        )
+    )
+    zh = (
+        f"；梯度同步是手写的两级方案：先在每台机器内 reduce 到一张卡，再只在 {format_ranks(list(leaders), sep='、')}"
+        f"号卡之间做 AllReduce（每台机器一张卡：它的链路承担整台机器的流量），最后 broadcast 回去，"
+        f"这些集合通信每步共 {ms(us)}"
+        + (f"；其他卡每步在 broadcast 中等待各自的首卡 {ms(wait)}" if wait > 0 else "")
+    )
+    rem = Remedy(
+        "action",
+        f"Replace the hand-written reduce / leader all-reduce (ranks {lr}) / broadcast with one "
+        "all-reduce over all the data-parallel ranks (torch.distributed.all_reduce on the whole "
+        "group, or DDP's gradient buckets): HCCL's own hierarchical algorithms use every card's "
+        "link and overlap the levels.",
+        f"把手写的 reduce / 首卡（{format_ranks(list(leaders), sep='、')}号卡）AllReduce / broadcast "
+        "换成在全部数据并行卡上做一次 AllReduce（在整个通信组上调用 torch.distributed.all_reduce，或用 DDP 的"
+        "梯度分桶）：HCCL 自带的分层算法会用上每张卡的链路，并让各层重叠。",
+        min(us, rest),
+        BoundKind.UPPER_BOUND,
+    )
+    return en, zh, rem, {"leader_sync_us_per_step": us, "leader_wait_us_per_step": wait}
 
 
 def _moe_allgather_dispatch(
