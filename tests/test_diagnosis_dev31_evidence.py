@@ -139,3 +139,13 @@ def test_a_hand_written_leader_allreduce_is_named_and_replaced(scenario) -> None
                 if name.startswith(("hcom_reduce_", "hcom_broadcast_")) or g in leaders_g:
                     total += float(rec["Communication Time Info"]["Elapse Time(ms)"])
     assert top.metrics["leader_sync_us_per_step"] == pytest.approx(1000 * total / units, rel=0.01)
+
+
+def test_a_host_collective_once_per_step_is_not_a_freeze(scenario) -> None:
+    # ranks 3 and 11 run a gloo all-reduce together at every step's end: no host call, device
+    # idle, same moment on both, regular: but once per step, and the frames say what it is
+    prof = load_profile(scenario("gloo-dp-group"), use_cache=False, progress=False)
+    d = diagnose(prof)
+    assert host_freezes(prof, [3, 11], d.step_time_us) is None
+    top = d.top()
+    assert top is not None and "gloo" in top.summary and "CPU quota" not in top.summary

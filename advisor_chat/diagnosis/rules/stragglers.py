@@ -1734,9 +1734,6 @@ def _group_cause(
         )
     elif host and calls is not None:
         op_txt, op_zh, a_txt, a_zh = _slow_calls_text(calls, gl, gl_zh)
-    elif host and (fz := host_freezes(ctx.profile, slow)) is not None:
-        op_txt, op_zh, a_txt, a_zh = _freeze_text(fz, gl, gl_zh, node)
-        freeze = fz
     elif host and (
         py := _python_clause(
             ctx,
@@ -1749,6 +1746,10 @@ def _group_cause(
         op_txt, op_zh, a_txt, a_zh = py[0], py[1], py[2], py[3]
         # ranks whose hosts run the same collective, and no other rank does: its group
         host_group = "host_collective" in py[4]
+    elif host and (fz := host_freezes(ctx.profile, slow, ctx.step_us)) is not None:
+        # (after the frames: a host running a frame is busy, not frozen)
+        op_txt, op_zh, a_txt, a_zh = _freeze_text(fz, gl, gl_zh, node)
+        freeze = fz
     elif host and (node or hostev is not None):
         if hostev is not None:
             op_txt = f": {hostev[0]}"
