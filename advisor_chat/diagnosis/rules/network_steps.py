@@ -14,6 +14,7 @@ one row per (step, collective, link); ``step_trace`` for the step times.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -281,7 +282,11 @@ def rule_slow_transport(ctx: Context, causes: list[RootCause]) -> list[RootCause
             m.get("standard_gbps", float("inf"))
         ):
             # some links of this transport run at full speed and the slow ones are named by
-            # their own causes: the median is theirs, not the fabric's (counted once)
+            # their own causes: the median is theirs, not the fabric's (counted once); the
+            # finding is a symptom of the first of them
+            i = causes.index(named[0])
+            causes[i] = dataclasses.replace(named[0], findings=(*named[0].findings, f))
+            ctx.claimed.add(f.id)
             continue
         victims = tuple(
             Impact(int(r), gain, share_of(gain, ctx.val(int(r), "step_us")), "own_time")
