@@ -149,3 +149,12 @@ def test_a_host_collective_once_per_step_is_not_a_freeze(scenario) -> None:
     assert host_freezes(prof, [3, 11], d.step_time_us) is None
     top = d.top()
     assert top is not None and "gloo" in top.summary and "CPU quota" not in top.summary
+
+
+def test_findings_no_cause_explains_are_said_in_words_not_ids(scenario) -> None:
+    d = diagnose(load_profile(scenario("cfs-throttle-node"), use_cache=False, progress=False))
+    other = [f for f in d.other_findings if f.severity.value == "high"]
+    assert other, "the scenario's step jitter is a high finding no cause claims"
+    note = next(n for n in d.notes if n.startswith("Also found"))
+    assert other[0].summary.rstrip(". ") in note and other[0].id not in note
+    assert any(other[0].summary_zh.rstrip("。 ") in n for n in d.notes_zh)

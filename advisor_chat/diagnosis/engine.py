@@ -1008,9 +1008,19 @@ def _diagnose(
         }
     high = [f for f in other if f.severity is Severity.HIGH]
     if high:  # high findings no blame rule explains: said, never hidden behind "no culprit"
-        ids = ", ".join(f.id for f in high[:5])
-        notes.append(f"{len(high)} high finding(s) under no root cause: {ids}")
-        notes_zh.append(f"{len(high)} 条高严重度发现未归入任何根因：{ids}")
+        more = len(high) - 2
+        notes.append(
+            "Also found, not explained by the causes above: "
+            + "; ".join(f.summary.rstrip(". ") for f in high[:2])
+            + (f" (and {more} more finding(s))" if more > 0 else "")
+            + "."
+        )
+        notes_zh.append(
+            "另外发现（上面的原因没有解释）："
+            + "；".join(f.summary_zh.rstrip("。 ") for f in high[:2])
+            + (f"（另有 {more} 条）" if more > 0 else "")
+            + "。"
+        )
     left_out, left_out_zh = _left_out(profile)
     if empty:
         st = ", ".join(str(x) for x in empty)

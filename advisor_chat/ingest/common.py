@@ -528,6 +528,13 @@ def _check_required(path: Path, header: list[str], required: list[str] | None) -
             path=show_path(path),
             remedy=_json_remedy(path),
         )
+    if missing and _cut_in_header(path, header, missing):
+        raise InputError(
+            f"{show_path(path)} ends inside its header line (after {header[-1]!r}; "
+            f"{short_list(missing)} and the rows are missing): the file was cut short",
+            path=show_path(path),
+            remedy="Copy the file again from the training machine (or export it again)",
+        )
     if missing:
         raise InputError(
             f"{show_path(path)} lacks required column(s) {missing} (found: {short_list(header)})",
@@ -535,6 +542,20 @@ def _check_required(path: Path, header: list[str], required: list[str] | None) -
             remedy="This header version is not supported; re-export with the offline parse of "
             "torch_npu (`torch_npu.profiler.profiler.analyse(<folder>)`) or report the header",
         )
+
+
+def _cut_in_header(path: Path, header: list[str], missing: list[str]) -> bool:
+    """Whether the file ends inside its header line (cut short, not another header version).
+
+    The exports end every line, the header's too, with a line break: a file with required
+    columns missing and no line break at all stops inside its first line.
+    """
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(64 * 1024 + 1)
+    except OSError:
+        return False
+    return bool(missing) and bool(header) and len(head) <= 64 * 1024 and b"\n" not in head
 
 
 def step_from_key(key: str) -> int:

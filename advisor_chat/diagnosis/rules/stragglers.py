@@ -177,6 +177,10 @@ def _rank_cause(
     if victims is None:
         victims = wait_victims(ctx, events, {rank}, n_steps)
     gain = max((v.lost_us for v in victims), default=excess) if victims else excess
+    if later and victims:
+        # once the later ranks are fixed the step ends when the latest of the others arrives:
+        # what fixing this one saves then is the least any of them waits for it
+        gain = min(v.lost_us for v in victims)
     gain = min(gain, cap) if cap > 0 else gain
     op = None if host else op_delta(ctx, [rank], peers)
     own = (Impact(rank, excess, share_of(excess, ctx.val(rank, "step_us")), "own_time"),)
@@ -2838,21 +2842,21 @@ def _python_clause(
     kind = frame_kind(pw)
     what = FRAME_WHAT.get(kind, FRAME_WHAT["python"])
     n_in = (
-        f"in each of the {pw.of_pairs} stalls"
+        f"in each of the {pw.of_pairs} stalled (step, rank) pairs"
         if len(pw.pairs) == pw.of_pairs
-        else f"in {len(pw.pairs)} of the {pw.of_pairs} stalls"
+        else f"in {len(pw.pairs)} of the {pw.of_pairs} stalled (step, rank) pairs"
     )
     op = HOST_OPERATOR.match(pw.frame) is not None
     src = "trace_view.json cpu_op" if op else "Python frames, trace_view.json with_stack"
     src_zh = "trace_view.json 的 cpu_op" if op else "Python 调用栈，trace_view.json with_stack"
     en = (
-        f"; {n_in} the host's Python thread is inside `{pw.function}` ({ms(pw.us)} per stall"
+        f"; {n_in} the host's Python thread is inside `{pw.function}` ({ms(pw.us)} per step"
         f"{called}) and issues nothing to the device: "
         f"{what[0]} ({src}; in {pw.other_hits} of {pw.other_pairs} other (step, rank) pairs)"
     )
     zh = (
-        f"；{'每次停顿时' if len(pw.pairs) == pw.of_pairs else f'{pw.of_pairs} 次停顿中有 {len(pw.pairs)} 次，'}"
-        f"主机的 Python 线程都在 `{pw.function}` 中（每次 "
+        f"；{'在每个停顿的（步, 卡）中' if len(pw.pairs) == pw.of_pairs else f'{pw.of_pairs} 个停顿的（步, 卡）中有 {len(pw.pairs)} 个，'}"
+        f"主机的 Python 线程都在 `{pw.function}` 中（每步 "
         f"{ms(pw.us)}{called_zh}），期间不向设备下发任何任务：{what[1]}（{src_zh}；其他 "
         f"{pw.other_pairs} 个（步, 卡）中出现 {pw.other_hits} 次）"
     )
