@@ -141,12 +141,12 @@ def test_a_hand_written_leader_allreduce_is_named_and_replaced(scenario) -> None
     assert top.metrics["leader_sync_us_per_step"] == pytest.approx(1000 * total / units, rel=0.01)
 
 
-def test_a_host_collective_once_per_step_is_not_a_freeze(scenario) -> None:
-    # ranks 3 and 11 run a gloo all-reduce together at every step's end: no host call, device
-    # idle, same moment on both, regular: but once per step, and the frames say what it is
+def test_a_host_collective_in_its_frames_is_not_a_freeze(scenario) -> None:
+    # ranks 3 and 11 run a gloo all-reduce together at every step's end: no launch call, device
+    # idle, same moment on both, regular like a freeze; but a host frame runs there (busy, not
+    # frozen), and the frames are read first
     prof = load_profile(scenario("gloo-dp-group"), use_cache=False, progress=False)
     d = diagnose(prof)
-    assert host_freezes(prof, [3, 11], d.step_time_us) is None
     top = d.top()
     assert top is not None and "gloo" in top.summary and "CPU quota" not in top.summary
 

@@ -3861,9 +3861,7 @@ class HostFreezes:
     per_step_us: float
 
 
-def host_freezes(
-    profile: Profile, ranks: Sequence[int], step_us: float = float("nan")
-) -> HostFreezes | None:
+def host_freezes(profile: Profile, ranks: Sequence[int]) -> HostFreezes | None:
     """Whether the hosts of ``ranks`` freeze together on a fixed period (descheduled, not busy).
 
     From ``host_dispatch`` (every host call with its ``host_start_us`` / ``api_duration_us``) and
@@ -3873,10 +3871,10 @@ def host_freezes(
     ``FREEZE_SHARED_SHARE`` of the ranks freeze in it. The moments recur on a period when at least
     ``FREEZE_REGULAR_SHARE`` of their spacings are a whole number of the smallest common spacing.
     A process that is busy (Python, a slow call) still makes calls or starts frames; one that the
-    kernel stops (a CPU quota, a host-wide stall) makes none, on all its ranks at once. A period
-    that is a whole number of steps (``step_us``, within ``FREEZE_PERIOD_TOLERANCE``) is work the
-    step itself does (a host collective at its end), not a freeze. ``None`` with fewer than 2
-    ranks, fewer than 3 shared moments, or no regular period.
+    kernel stops (a CPU quota, a host-wide stall) makes none, on all its ranks at once (the
+    caller checks first that no host frame runs in the stalls: work the step does on the host,
+    such as a gloo collective, also makes no launch call). ``None`` with fewer than 2 ranks,
+    fewer than 3 shared moments, or no regular period.
     """
     rs = sorted(int(r) for r in ranks)
     if len(rs) < 2:
@@ -3934,10 +3932,6 @@ def host_freezes(
     # the period as the median spacing of consecutive moments one period apart
     one = gaps[np.round(whole) == 1]
     est = float(np.median(one)) if len(one) else period
-    if math.isfinite(step_us) and step_us > 0:
-        per_step = est / step_us
-        if round(per_step) >= 1 and abs(per_step - round(per_step)) <= FREEZE_PERIOD_TOLERANCE:
-            return None  # once per step (or every few): the step's own work
     lengths = [x[1] for m in shared for x in m]
     return HostFreezes(
         ranks=tuple(sorted(per_rank)),

@@ -1750,7 +1750,7 @@ def _group_cause(
         op_txt, op_zh, a_txt, a_zh = py[0], py[1], py[2], py[3]
         # ranks whose hosts run the same collective, and no other rank does: its group
         host_group = "host_collective" in py[4]
-    elif host and (fz := host_freezes(ctx.profile, slow, ctx.step_us)) is not None:
+    elif host and (fz := host_freezes(ctx.profile, slow)) is not None:
         # (after the frames: a host running a frame is busy, not frozen)
         op_txt, op_zh, a_txt, a_zh = _freeze_text(fz, gl, gl_zh, node)
         freeze = fz
