@@ -132,6 +132,12 @@ HELD_DRAW_S34 = {
 HELD_KINDS_S34 = {k for ks in HELD_DRAW_S34.values() for k in ks}
 
 
+def test_the_held_out_development_kinds_are_the_recorded_draw() -> None:
+    from advisor_chat.synth.heldout_dev import HELD_OUT_DEV_KINDS
+
+    assert HELD_OUT_DEV_KINDS == HELD_KINDS_S34
+
+
 @pytest.mark.parametrize("name", sorted(SETS))
 def test_set_loads_by_name_with_every_kind_half_chinese(name: str) -> None:
     kinds = SETS[name]

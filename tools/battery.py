@@ -65,6 +65,7 @@ def items_for(name: str, gen: dict[str, int], key_profile: dict[str, str]) -> li
 def main() -> None:
     from advisor_chat.synth import SCENARIOS
     from advisor_chat.synth.blind import BLIND_KINDS
+    from advisor_chat.synth.heldout_dev import HELD_OUT_DEV_KINDS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=5)
@@ -73,7 +74,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True, help="dataset YAML to write")
     a = ap.parse_args()
     gen = {"seed": a.seed} | ({"ranks": a.ranks} if a.ranks else {})
-    names = a.scenario or [s for s in SCENARIOS if s not in BLIND_KINDS]
+    names = a.scenario or [
+        s for s in SCENARIOS if s not in BLIND_KINDS and s not in HELD_OUT_DEV_KINDS
+    ]
     items: list[dict[str, Any]] = []
     for n in names:
         two = {"profile": "after", "baseline": "before"} if n == "cann-upgrade-pair" else {}

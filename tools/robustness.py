@@ -99,6 +99,7 @@ def check(args: tuple[str, str]) -> dict[str, Any]:
 def main() -> None:
     from advisor_chat.synth import SCENARIOS
     from advisor_chat.synth.blind import BLIND_KINDS
+    from advisor_chat.synth.heldout_dev import HELD_OUT_DEV_KINDS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--variant", action="append", default=[], help="seedN[_ranksN][_stepsN]")
@@ -109,7 +110,9 @@ def main() -> None:
     variants = a.variant or ["seed1"]
     for v in variants:
         parse_variant(v)
-    names = a.scenario or [s for s in SCENARIOS if s not in BLIND_KINDS]
+    names = a.scenario or [
+        s for s in SCENARIOS if s not in BLIND_KINDS and s not in HELD_OUT_DEV_KINDS
+    ]
     jobs = [(n, v) for v in variants for n in names]
     with ProcessPoolExecutor(a.workers) as pool:
         rows = list(pool.map(check, jobs))
