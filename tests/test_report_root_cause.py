@@ -88,14 +88,18 @@ def _key(folder: Path) -> dict[str, Any]:
     return key
 
 
+def _marks(s: str) -> list[pytest.MarkDecorator]:
+    """A development kind runs in the slow suite; a known gap is a strict xfail (both may hold)."""
+    marks = [pytest.mark.slow] if s in _DEV else []
+    if s in _PROFILE_AMBIGUOUS:
+        marks.append(pytest.mark.xfail(strict=True, reason=_PROFILE_AMBIGUOUS[s]))
+    return marks
+
+
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(s, marks=pytest.mark.slow)
-        if s in _DEV
-        else pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=_PROFILE_AMBIGUOUS[s]))
-        if s in _PROFILE_AMBIGUOUS
-        else s
+        pytest.param(s, marks=_marks(s))
         for s in SCENARIOS
         # The blind held-out kinds measure generalization (evals); asserting them here would print
         # their answer keys to whoever runs the tests and invite tuning on them. The same for the
