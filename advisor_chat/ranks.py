@@ -25,6 +25,17 @@ def format_ranks(ranks: Iterable[int], sep: str = ", ") -> str:
     return sep.join(parts)
 
 
+def parse_ranks(text: str) -> list[int]:
+    """The ranks of a :func:`format_ranks` text (``'0-2, 5'`` -> ``[0, 1, 2, 5]``; ``'none'`` -> ``[]``)."""
+    out: list[int] = []
+    for part in text.replace("、", ",").split(","):
+        a, sep, b = part.strip().partition("-")
+        if not a.strip().isdigit() or (sep and not b.strip().isdigit()):
+            continue
+        out += list(range(int(a), int(b) + 1)) if sep else [int(a)]
+    return out
+
+
 def spread_sample(ranks: Iterable[int], n: int) -> list[int]:
     """``n`` ranks spread evenly over the span of ``ranks`` (all of them when there are ≤ ``n``).
 

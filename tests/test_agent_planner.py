@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pandas as pd
 import pytest
 
 from advisor_chat.agent import Advisor
@@ -16,7 +17,10 @@ from advisor_chat.agent.testing import (
     tiny_profile,
     tiny_registry,
 )
+from advisor_chat.analyzers import get_analyzer
 from advisor_chat.config import Settings
+from advisor_chat.ingest.profile import Profile
+from advisor_chat.ingest.schema import validate_table
 
 
 def _adv(profile=None) -> Advisor:
@@ -576,3 +580,67 @@ def test_what_the_host_does_without_host_data_says_it_was_not_recorded() -> None
     assert "rank 3" in ans.answer.split("\n")[0]
     zh = _adv().ask("设备空闲的时候主机在干什么？")
     assert zh.answer.startswith("这份数据没有记录主机活动")
+
+
+def _with_collectives() -> Profile:
+    """:func:`tiny_profile` (its step trace) plus one AllReduce per step on its 4 ranks: rank r waits r ms, then
+    2 ms of transit moving 32 MB over RDMA (4 ms of transit time: 8 GB/s)."""
+    base = tiny_profile()
+    ops, bw = [], []
+    for s in range(1, 4):
+        for r in range(4):
+            key = {"rank": r, "group": "g1", "step": s, "op_name": f"hcom_allReduce__{s}_0_1"}
+            ops.append({**key, "op_type": "allreduce", "comm_kind": "collective",
+                        "start_us": 1e15 + s * 1e6, "elapse_ms": r + 2.0, "transit_ms": 2.0,
+                        "wait_ms": float(r), "synchronization_ms": 0.0, "idle_ms": 0.0,
+                        "wait_ratio": r / (r + 2.0), "synchronization_ratio": 0.0})  # fmt: skip
+            bw.append({**key, "transport": "RDMA", "transit_size_mb": 32.0,
+                       "transit_time_ms": 4.0, "bandwidth_gbps": 8.0, "large_packet_ratio": 1.0})  # fmt: skip
+    tables = {k: v for k, v in base.tables.items() if k != "kernels"}  # (tiny's: no columns)
+    st = tables["step_trace"]
+    tables["step_trace"] = validate_table(
+        "step_trace",
+        st.assign(
+            step_us=st["computing_us"] + st["communication_not_overlapped_us"] + st["free_us"],
+            communication_us=st["communication_not_overlapped_us"],
+            overlapped_us=0.0,
+            bubble_us=0.0,
+        ),
+    )
+    tables["comm_ops"] = validate_table("comm_ops", pd.DataFrame(ops))
+    tables["comm_bandwidth"] = validate_table("comm_bandwidth", pd.DataFrame(bw))
+    return Profile(root=base.root, layout="synthetic", tables=tables)
+
+
+@pytest.mark.parametrize(
+    ("question", "each", "mb"),
+    [
+        ("how long does one allreduce take, and how many MB does it move?", "3.50 ms", "32 MB"),
+        ("一次 AllReduce 多久？每次传多少MB？", "3.50 ms", "32 MB"),
+    ],
+)
+def test_a_collective_asked_how_long_is_measured_per_instance(question, each, mb) -> None:
+    """Medians per instance over the group's (rank, instance) rows: elapse 2, 3, 4, 5 ms -> 3.5."""
+    adv = Advisor(
+        _with_collectives(),
+        settings=Settings(),
+        registry={**tiny_registry(), "communication": get_analyzer("communication")},
+        case_search=fake_case_search,
+        diagnose=tiny_diagnosis,
+    )
+    ans = adv.ask(question)
+    assert each in ans.answer and mb in ans.answer and "8 GB/s" in ans.answer
+    assert ans.grounding is not None and not ans.grounding.ungrounded
+    # a question that asks no quantity gets no measurement
+    assert each not in adv.ask("is the allreduce the bottleneck?").answer
+
+
+def test_an_operators_backward_kernels_are_named_with_it() -> None:
+    types = ["Conv3D", "Conv3DBackpropFilterV2", "Conv3DTranspose", "GeluGrad", "Gelu", "MatMul"]
+    q = parse_question(
+        "how long do the Conv3D and its backward filter kernel take?", op_types=types
+    )
+    assert q.ops == ("Conv3D", "Conv3DBackpropFilterV2")
+    assert parse_question("Gelu 和它的反向算子各多久？", op_types=types).ops == ("Gelu", "GeluGrad")
+    # no backward asked: the type named only (and a longer forward type is never a gradient)
+    assert parse_question("how long does Conv3D take?", op_types=types).ops == ("Conv3D",)

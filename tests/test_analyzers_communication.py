@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import math
+
+import pandas as pd
 import pytest
 from _analyzers_a_helpers import make_profile, step_rows
 from test_analyzers_slow_rank import comm_rows
@@ -163,3 +166,33 @@ def test_real_16rank_groups(real_samples):
     assert row["wait_ratio"] == pytest.approx(
         sum(i["Wait Time(ms)"] for i in infos) / sum(i["Elapse Time(ms)"] for i in infos)
     )
+
+
+def test_instances_one_collective_at_a_time_known_answer():
+    """``instances``: medians per instance, and the main transport's MB and bandwidth
+    (construction: comm_rows' AllReduce takes wait + 2 ms, rank 5 waits ~0, the others ~20 ms;
+    each instance moves 64 MB over RDMA in 4 ms and 8 MB over HCCS)."""
+    ops = comm_rows(8, late=5, ops=4, steps=3)
+    bw = []
+    for o in ops:
+        key = {k: o[k] for k in ("rank", "group", "step", "op_name")}
+        bw.append({**key, "transport": "RDMA", "transit_size_mb": 64.0, "transit_time_ms": 4.0,
+                   "bandwidth_gbps": 16.0, "large_packet_ratio": 1.0})  # fmt: skip
+        bw.append({**key, "transport": "HCCS", "transit_size_mb": 8.0, "transit_time_ms": 1.0,
+                   "bandwidth_gbps": 8.0, "large_packet_ratio": 1.0})  # fmt: skip
+    p = make_profile({"step_trace": step_rows(8), "comm_ops": ops, "comm_bandwidth": bw})
+    t = run(p).tables["instances"]
+    assert len(t) == 1
+    row = t.iloc[0]
+    frame = pd.DataFrame(ops)
+    assert row["op_type"] == "allreduce" and row["ranks"] == 8 and row["rank_list"] == "0-7"
+    assert row["count_per_step"] == pytest.approx(4.0)
+    assert row["elapse_ms_median"] == pytest.approx(frame["elapse_ms"].median())
+    assert row["wait_ms_median"] == pytest.approx(frame["wait_ms"].median())
+    assert row["transit_ms_median"] == pytest.approx(2.0)
+    assert row["transit_size_mb_median"] == pytest.approx(72.0)  # over both transports
+    assert row["transport"] == "RDMA" and row["transport_size_mb_median"] == pytest.approx(64.0)
+    assert row["bandwidth_gbps_median"] == pytest.approx(16.0)  # 64 MB / 4 ms
+    # without bandwidth rows: sizes unknown, times still there
+    bare = run(make_profile({"step_trace": step_rows(8), "comm_ops": ops})).tables["instances"]
+    assert math.isnan(bare.iloc[0]["transit_size_mb_median"]) and bare.iloc[0]["transport"] == ""

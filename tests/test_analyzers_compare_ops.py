@@ -253,3 +253,31 @@ def test_named_operators_per_step_on_every_rank() -> None:
     with pytest.raises(ToolArgumentError, match="names no operator"):
         compare_ops(p, CompareOpsParams(rank_b=0, ops=" , "))
     assert "ops_by_rank" not in compare_ops(p, CompareOpsParams(rank_b=0)).tables
+
+
+def test_named_operators_per_launch_over_the_steps_that_run_them() -> None:
+    """``ops_by_type``: per launch medians and launches per step that runs the operator
+    (construction: Conv3D runs only in step 2, 2 launches of 400 µs on every rank; its
+    gradient Conv3DBackpropFilter once in step 2, 900 µs; 2 steps with kernels)."""
+
+    def extra(r: int, s: int) -> list[tuple]:
+        if s != 2:
+            return []
+        return [
+            ("Conv3D", "aclnnConv3d", "1,3,2,224,224", 2, 400.0),
+            ("Conv3DBackpropFilter", "aclnnConv3dBackpropFilter", "1,3,2,224,224", 1, 900.0),
+        ]
+
+    p = _profile(_kernels(extra=extra), _step_trace())
+    res = compare_ops(p, CompareOpsParams(rank_b=0, ops="Conv3D,Conv3DBackpropFilter"))
+    t = res.tables["ops_by_type"].set_index("op_type")
+    assert list(t.index) == ["Conv3DBackpropFilter", "Conv3D"]  # most time per step first
+    conv = t.loc["Conv3D"]
+    assert conv["median_us"] == pytest.approx(400.0)
+    assert conv["launches_per_step"] == 2 and conv["steps_with_op"] == 1 and conv["steps"] == 2
+    assert conv["time_per_step_us"] == pytest.approx(2 * 400.0 / 2)  # over every step
+    assert conv["ranks"] == 4 and conv["accelerator_core"] == "AI_CORE"
+    assert t.loc["Conv3DBackpropFilter", "median_us"] == pytest.approx(900.0)
+    # nothing named that runs: an empty table with its columns
+    none = compare_ops(p, CompareOpsParams(rank_b=0, ops="Conv2D")).tables["ops_by_type"]
+    assert none.empty and "median_us" in none.columns

@@ -204,6 +204,8 @@ def _named_dim(name: str) -> tuple[Dim, float, bool]:
     if n.endswith(("_us_a", "_us_b", "_ms_a", "_ms_b", "_share_a", "_share_b")):
         # compare_ops' side columns (total_us_b, kernel_time_share_b)
         n = n[:-2]
+    for stat in ("_median", "_mean", "_p50"):  # a statistic of a unit column (elapse_ms_median)
+        n = n.removesuffix(stat)
     if n.endswith("_us"):
         return "time", 1.0, False
     if n.endswith("_ms"):

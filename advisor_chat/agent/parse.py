@@ -1647,6 +1647,20 @@ _ENGLISH_OPS = frozenset(
         "round",
     ]
 )
+#: Words that ask about an operator's backward (gradient) kernels.
+_BACKWARD_WORDS = re.compile(r"\bbackward|\bbackprop|\bgrad(?:ient)?s?\b|反向|梯度", re.I)
+#: How a gradient kernel's type extends its forward type (Conv3DBackpropFilter, GeluGrad).
+_GRADIENT_SUFFIX = re.compile(r"(?:Backprop|Backward|Grad)", re.I)
+
+
+def _is_gradient_of(op_type: str, forward: str) -> bool:
+    """Whether ``op_type`` is a gradient kernel of ``forward`` (its name then Backprop/Grad...)."""
+    return (
+        op_type.lower().startswith(forward.lower())
+        and _GRADIENT_SUFFIX.match(op_type[len(forward) :].lstrip("_")) is not None
+    )
+
+
 _OP_WORD_AFTER = re.compile(r"\s*(?:ops?|operators?|kernels?|算子)\b", re.I)
 
 
@@ -2098,6 +2112,11 @@ def parse_question(
     grp = _groups_named(q, groups, ctx_spans)
     trans = tuple(t for t in TRANSPORTS if _word_in(t, q))
     ops = tuple(o for o in op_types if len(o) >= 3 and _op_in(o, q))
+    if ops and _BACKWARD_WORDS.search(q):
+        # "Conv3D and its backward filter kernel": the named types' gradient kernels too
+        ops += tuple(
+            o for o in op_types if o not in ops and any(_is_gradient_of(o, named) for named in ops)
+        )
     bare = tuple(
         int(m.group(1))
         for m in re.finditer(r"(?<![\w.])(\d+)(?![\w.])", q)

@@ -40,6 +40,7 @@ from advisor_chat.diagnosis.types import BoundKind, Diagnosis, Mechanism, RootCa
 from advisor_chat.i18n import say
 from advisor_chat.i18n import t as msg
 from advisor_chat.kb.types import CaseHit
+from advisor_chat.ranks import parse_ranks
 from advisor_chat.symptoms import SYMPTOM_TAGS, WHY_TAGS
 from advisor_chat.tools.core import Tool, ToolOutput, ToolSession, strict_mode
 from advisor_chat.tools.render import fmt_num
@@ -757,7 +758,79 @@ class Planner:
             result.text = head + "\n\n" + note + ("\n" + rest if sep and rest.strip() else "")
         if check.notes:
             result.text = " ".join(check.notes) + "\n\n" + result.text
+        measured = self._collective_measures(q, outputs)
+        if measured:  # after the answer's first paragraph, before its suggestions
+            head, sep, rest = result.text.partition("\n\n")
+            result.text = head + "\n\n" + measured + ("\n\n" + rest if sep and rest.strip() else "")
         return result
+
+    def _collective_measures(self, q: Query, outputs: list[ToolOutput]) -> str:
+        """One instance of each collective the question names and measures ("how long is one").
+
+        For a question that asks a quantity (how long / how much / MB / 多久 / 多少) and names a
+        collective type (AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast): the
+        ``communication`` tool's ``instances`` table, per group × op type, medians per instance
+        (elapse, wait, transit, MB and bandwidth of its main transport). With ranks named, the
+        groups holding them. ``""`` when the question does not ask, or no row matches.
+        """
+        codes = [c for c, pat in _COLLECTIVE_WORDS.items() if pat.search(q.text)]
+        if not codes or not _QUANTITY_Q.search(q.text) or not self.session.profile.has("comm_ops"):
+            return ""
+        out = next(
+            (o for o in reversed(outputs) if o.name == "communication" and o.result is not None),
+            None,
+        ) or self.call("communication", {}, outputs)
+        if out is None or out.result is None:
+            return ""
+        t = out.result.tables.get("instances")
+        if t is None or t.empty:
+            return ""
+        zh = q.language == "zh"
+        code = t["op_type"].astype(str).str.lower().str.replace(r"[^a-z]", "", regex=True)
+        asked = set(q.ranks)
+        parts = []
+        for c in codes:
+            rows = t[code.str.startswith(c)]
+            if asked and not rows.empty:
+                holds = rows["rank_list"].map(lambda s: asked <= set(parse_ranks(str(s))))
+                some = rows["rank_list"].map(lambda s: bool(asked & set(parse_ranks(str(s)))))
+                rows = rows[holds] if holds.any() else rows[some] if some.any() else rows
+            for _, r in rows.head(2).iterrows():
+                parts.append(self._instance_text(r, zh))
+        if not parts:
+            return ""
+        src = quote_source(self.session.profile.cite("comm_ops"), zh)
+        sep = "；" if zh else "; "
+        return say("planner.instances_lead", zh, items=sep.join(parts), src=src)
+
+    def _instance_text(self, r: Any, zh: bool) -> str:
+        """One row of the ``instances`` table as a clause (see :meth:`_collective_measures`)."""
+        name = _COLLECTIVE_NAMES.get(
+            str(r["op_type"]).lower(), self.quoter.quote(str(r["op_type"]))
+        )
+        group = self.quoter.quote(str(r["group_name"] or r["group"]))
+        ranks = str(r["rank_list"]).replace(", ", "、") if zh else str(r["rank_list"])
+        text = say(
+            "planner.instance",
+            zh,
+            name=name,
+            group=group,
+            ranks=ranks,
+            each=fmt_num(float(r["elapse_ms_median"]) * 1000, "us"),
+            wait=fmt_num(float(r["wait_ms_median"]) * 1000, "us"),
+            transit=fmt_num(float(r["transit_ms_median"]) * 1000, "us"),
+            n=fmt_num(float(r["count_per_step"])),
+        )
+        if math.isfinite(float(r["transport_size_mb_median"])):
+            gbps = float(r["bandwidth_gbps_median"])
+            text += say(
+                "planner.instance_size" if math.isfinite(gbps) else "planner.instance_size_no_bw",
+                zh,
+                mb=fmt_num(float(r["transport_size_mb_median"])),
+                transport=str(r["transport"]),
+                gbps=fmt_num(gbps),
+            )
+        return text
 
     def _uncaptured(self) -> list[int]:
         """Ranks of the job the profile has no data for (its ``missing_ranks`` warning)."""
@@ -1907,6 +1980,7 @@ class Planner:
                     f"the same on each: rank {rank} takes {mine}{share_en}, the median of the "
                     f"other {k} ranks {peers}"
                 )
+        text += self._per_launch(res, zh)
         # a second rank (or node) named: its own figures from the same table
         second = [r for r in [*q.ranks[1:2], *self._node_ranks(q)[1:2]] if r != rank][:1]
         t = res.tables["ops_by_rank"]
@@ -1922,6 +1996,29 @@ class Planner:
             text += say("planner.rank_takes_per_step_launches", zh, r2=r2, us2=us2, n2=n2)
         text += say("planner.from_compare_ops_ops_by_rank", zh, src=src)
         return text, [rank]
+
+    def _per_launch(self, res: AnalyzerResult, zh: bool) -> str:
+        """Each named operator type's duration per launch and launches per step that runs it.
+
+        From compare_ops' ``ops_by_type`` table (medians over the ranks read); ``""`` without it.
+        For an operator that runs in only some steps, the steps that run it are counted: its
+        per-step time above averages over every step.
+        """
+        t = res.tables.get("ops_by_type")
+        if t is None or t.empty:
+            return ""
+        parts = []
+        for _, r in t.head(3).iterrows():
+            name = self.quoter.quote(str(r["op_type"]))
+            each = fmt_num(float(r["median_us"]), "us")
+            n = fmt_num(float(r["launches_per_step"]))
+            some = float(r["steps_with_op"]) < float(r["steps"])
+            steps = fmt_num(float(r["steps_with_op"]))
+            of = fmt_num(float(r["steps"]))
+            key = "planner.per_launch_some_steps" if some else "planner.per_launch"
+            parts.append(say(key, zh, name=name, each=each, n=n, steps=steps, of=of))
+        sep = "；" if zh else "; "
+        return say("planner.per_launch_lead", zh, items=sep.join(parts))
 
     def _node_ranks(self, q: Query) -> list[int]:
         """The first rank of each node the question names, in its order (nodes from metadata)."""
@@ -1939,6 +2036,29 @@ class Planner:
             return ""
         cited = (quote_source(s, zh) for s in srcs[:2])
         return ("（" + "，".join(cited) + "）") if zh else (" (" + ", ".join(cited) + ")")
+
+
+#: Collective types a question can name, as the start of ``comm_ops.op_type`` (letters only).
+_COLLECTIVE_WORDS = {
+    "allreduce": re.compile(r"all[-_ ]?reduce", re.I),
+    "allgather": re.compile(r"all[-_ ]?gather", re.I),
+    "reducescatter": re.compile(r"reduce[-_ ]?scatter", re.I),
+    "alltoall": re.compile(r"all[-_ ]?to[-_ ]?all", re.I),
+    "broadcast": re.compile(r"broadcast|广播", re.I),
+}
+#: Display names of the collective types (``comm_ops.op_type`` lower case).
+_COLLECTIVE_NAMES = {
+    "allreduce": "AllReduce",
+    "allgather": "AllGather",
+    "reducescatter": "ReduceScatter",
+    "alltoall": "AllToAll",
+    "alltoallv": "AllToAllV",
+    "broadcast": "Broadcast",
+}
+#: A question that asks a measured quantity.
+_QUANTITY_Q = re.compile(
+    r"how (?:long|much|many|big|large)|\bMB\b|GB/s|bandwidth|多久|多长|多少|多大|几次|带宽", re.I
+)
 
 
 def quote_source(path: str, zh: bool = False) -> str:

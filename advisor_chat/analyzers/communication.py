@@ -93,7 +93,8 @@ def communication(profile: Profile, params: CommunicationParams) -> AnalyzerResu
         ``wait_ratio`` (Σ wait / Σ elapse). Extra tables: ``overlap`` (per rank:
         ``communication_us``, ``communication_not_overlapped_us``, ``overlapped_us`` µs per
         step, ``overlap_ratio``), ``mc2_pairs`` (per rank: ``rank``, ``pairs`` per step,
-        ``hidden_us`` per step, ``collective``).
+        ``hidden_us`` per step, ``collective``), ``instances`` (one collective at a time, per
+        group × op type: see :func:`_instances`).
 
     Raises:
         ToolArgumentError: ``group`` is not in ``comm_ops``.
@@ -115,6 +116,7 @@ def communication(profile: Profile, params: CommunicationParams) -> AnalyzerResu
     step_us = median_step_us(profile) or float("nan")
 
     table = _per_group_type(ops, gname)
+    instances = _instances(ops, profile.get("comm_bandwidth"), gname)
     twins = dict(_NOTES_ZH)
     if ops.empty:
         why = comm_ops_missing_why(profile)
@@ -144,7 +146,7 @@ def communication(profile: Profile, params: CommunicationParams) -> AnalyzerResu
         metrics=metrics,
         findings=tuple(findings),
         notes=tuple(notes),
-        tables={"overlap": overlap, "mc2_pairs": pairs},
+        tables={"overlap": overlap, "mc2_pairs": pairs, "instances": instances},
         notes_zh=notes_in_chinese(notes, twins),
     )
 
@@ -184,6 +186,84 @@ def _per_group_type(ops: pd.DataFrame, gname: dict[str, str]) -> pd.DataFrame:
     t["group"] = t["group"].astype(str)
     t["group_name"] = t["group"].map(gname).fillna("")
     return t[cols].sort_values("elapse_ms", ascending=False).reset_index(drop=True)
+
+
+#: Columns of the ``instances`` table (:func:`_instances`).
+INSTANCE_COLUMNS = [
+    "group", "group_name", "op_type", "ranks", "rank_list", "count_per_step", "elapse_ms_median",
+    "wait_ms_median", "synchronization_ms_median", "transit_ms_median", "transit_size_mb_median",
+    "transport", "transport_size_mb_median", "bandwidth_gbps_median",
+]  # fmt: skip
+
+
+def _instances(ops: pd.DataFrame, bw: pd.DataFrame, gname: dict[str, str]) -> pd.DataFrame:
+    """One collective at a time: each group × op type's figures per instance (median).
+
+    Per (group, op type): ``ranks`` (count) and ``rank_list`` (text), ``count_per_step``
+    (instances per rank per step), and medians over its (rank, instance) rows of
+    ``elapse_ms``, ``wait_ms``, ``synchronization_ms``, ``transit_ms`` (communication.json
+    'Communication Time Info', ms) and of ``transit_size_mb`` (MB per instance on a rank, summed
+    over transports: 'Communication Bandwidth Info'); ``transport`` is the transport carrying the
+    most data, ``transport_size_mb_median`` its MB per instance and ``bandwidth_gbps_median`` its
+    bandwidth (transit size / transit time, GB/s). Size columns are NaN without bandwidth rows.
+    Most elapse time first.
+    """
+    if ops.empty:
+        return pd.DataFrame(columns=INSTANCE_COLUMNS)
+    key = ["rank", "group", "step", "op_name"]
+    o = ops.assign(op_type=ops["op_type"].fillna("unknown").astype(str))
+    size = bw_main = None
+    if not bw.empty and {"transit_size_mb", "transport"} <= set(bw.columns):
+        b = bw[bw["transit_size_mb"].notna()]
+        size = b.groupby(key, dropna=False)["transit_size_mb"].sum().rename("size_mb")
+        per_t = b.groupby([*key, "transport"], dropna=False).agg(
+            mb=("transit_size_mb", "sum"), ms=("transit_time_ms", "sum")
+        )
+        bw_main = per_t.reset_index()
+    if size is not None:
+        o = o.join(size, on=key)
+    rows = []
+    for (group, op_type), g in o.groupby(["group", "op_type"], dropna=False):
+        ranks = sorted({int(r) for r in g["rank"].dropna()})
+        n_steps = max(int(g["step"].nunique()), 1)
+        row = {
+            "group": str(group),
+            "group_name": gname.get(str(group), ""),
+            "op_type": str(op_type),
+            "ranks": len(ranks),
+            "rank_list": format_ranks(ranks),
+            "count_per_step": len(g) / (max(len(ranks), 1) * n_steps),
+            "elapse_ms_median": float(g["elapse_ms"].median()),
+            "wait_ms_median": float(g["wait_ms"].median()),
+            "synchronization_ms_median": float(g["synchronization_ms"].median()),
+            "transit_ms_median": float(g["transit_ms"].median()),
+            "transit_size_mb_median": float(g["size_mb"].median())
+            if "size_mb" in g.columns and g["size_mb"].notna().any()
+            else float("nan"),
+            "transport": "",
+            "transport_size_mb_median": float("nan"),
+            "bandwidth_gbps_median": float("nan"),
+        }
+        if bw_main is not None:
+            m = bw_main[
+                (bw_main["group"] == group)
+                & bw_main["op_name"].isin(g["op_name"].unique())
+                & bw_main["rank"].isin(ranks)
+            ]
+            m = m[m["mb"] > 0]
+            if not m.empty:
+                t = str(m.groupby("transport")["mb"].sum().idxmax())
+                mt = m[m["transport"] == t]
+                gbps = mt["mb"] / mt["ms"].where(mt["ms"] > 0)  # MB/ms = GB/s
+                row["transport"] = t
+                row["transport_size_mb_median"] = float(mt["mb"].median())
+                row["bandwidth_gbps_median"] = (
+                    float(gbps.median()) if gbps.notna().any() else (float("nan"))
+                )
+        rows.append(row)
+    out = pd.DataFrame(rows, columns=INSTANCE_COLUMNS)
+    order = out["elapse_ms_median"] * out["count_per_step"]
+    return out.loc[order.sort_values(ascending=False).index].reset_index(drop=True)
 
 
 def _overlap(profile: Profile) -> pd.DataFrame:

@@ -308,7 +308,8 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
         total_us). Metrics: rank_a, rank_b, steps_compared, step_us (median step of B),
         compute_us_a / compute_us_b (per step), dynamic_time_ratio (time share of kernels whose
         ``op_state`` is ``dynamic``). With ``ops``: table ``ops_by_rank`` (rank, steps,
-        count_per_step, time_per_step_us: the named operators on every rank read) and metrics
+        count_per_step, time_per_step_us: the named operators on every rank read), table
+        ``ops_by_type`` (each named type per launch: :func:`_ops_by_type`) and metrics
         ops_b_us, ops_b_count_per_step (rank B), ops_others_median_us,
         ops_others_median_count_per_step, ops_ranks_others (the other ranks read),
         ops_times_others_median (rank B's time / the others' median), ops_types_matched,
@@ -744,9 +745,10 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
         "compute_us_b": float(kb["duration_us"].sum()) / n_steps,
         "dynamic_time_ratio": dyn_time_ratio,
     }
-    ops_tbl = None
+    ops_tbl = types_tbl = None
     if params.ops:
         ops_tbl = _ops_by_rank(comp, params.ops)
+        types_tbl = _ops_by_type(comp, params.ops)
         metrics.update(_ops_metrics(ops_tbl, rank_b))
         if "ops_b_us" in metrics and math.isfinite(step_us) and step_us > 0:
             metrics["ops_b_step_share"] = metrics["ops_b_us"] / step_us
@@ -790,6 +792,7 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
             "aicpu": aicpu_tbl.reset_index(drop=True),
             "dynamic": dyn_tbl,
             **({"ops_by_rank": ops_tbl} if ops_tbl is not None else {}),
+            **({"ops_by_type": types_tbl} if types_tbl is not None else {}),
         },
     )
 
@@ -816,6 +819,47 @@ def _ops_by_rank(comp: pd.DataFrame, spec: str) -> pd.DataFrame:
         str(t) for t in hit.groupby("op_type")["duration_us"].sum().sort_values().index[::-1]
     ]
     return out
+
+
+def _ops_by_type(comp: pd.DataFrame, spec: str) -> pd.DataFrame:
+    """Per launch figures of each operator type ``spec`` names, over every rank read.
+
+    Columns: op_type, accelerator_core (the most common one), ranks (ranks that run it),
+    steps_with_op (steps that run it on a rank, median over those ranks), steps (steps with
+    kernels on a rank, median), launches_per_step (launches per step that runs it, median over
+    (step, rank)), median_us (per launch: median duration_us), time_per_step_us (µs per step
+    over every step with kernels, median over the ranks that run it). Most time first. Source:
+    the ``kernels`` table (kernel_details.csv / DB TASK), communication excluded.
+    """
+    cols = [
+        "op_type", "accelerator_core", "ranks", "steps_with_op", "steps", "launches_per_step",
+        "median_us", "time_per_step_us",
+    ]  # fmt: skip
+    hit = comp[str_mask(comp["op_type"], op_matcher(spec))]
+    if hit.empty:
+        return pd.DataFrame(columns=cols)
+    steps = comp.groupby("rank")["step"].nunique().clip(lower=1)
+    rows = []
+    for op_type, g in hit.groupby("op_type"):
+        per_unit = g.groupby(["rank", "step"])["duration_us"].agg(["count", "sum"])
+        by_rank = g.groupby("rank").agg(n_steps=("step", "nunique"), us=("duration_us", "sum"))
+        core = g["accelerator_core"].astype("string").fillna("").mode()
+        rows.append(
+            {
+                "op_type": str(op_type),
+                "accelerator_core": str(core.iloc[0]) if not core.empty else "",
+                "ranks": len(by_rank),
+                "steps_with_op": float(by_rank["n_steps"].median()),
+                "steps": float(steps.reindex(by_rank.index).median()),
+                "launches_per_step": float(per_unit["count"].median()),
+                "median_us": float(g["duration_us"].median()),
+                "time_per_step_us": float(
+                    (by_rank["us"] / steps.reindex(by_rank.index).to_numpy()).median()
+                ),
+            }
+        )
+    out = pd.DataFrame(rows, columns=cols)
+    return out.sort_values("time_per_step_us", ascending=False).reset_index(drop=True)
 
 
 def _ops_metrics(tbl: pd.DataFrame, rank: int) -> dict[str, float]:
