@@ -36,6 +36,7 @@ from advisor_chat.agent.project import Projection, render_for_model
 from advisor_chat.agent.validate import BaselineProblem, validate_question
 from advisor_chat.analyzers.base import AnalyzerResult, Finding
 from advisor_chat.diagnosis.context import ranks_label
+from advisor_chat.diagnosis.rules.common import COLLECTIVE_NAMES
 from advisor_chat.diagnosis.types import BoundKind, Diagnosis, Mechanism, RootCause
 from advisor_chat.i18n import say
 from advisor_chat.i18n import t as msg
@@ -805,7 +806,7 @@ class Planner:
 
     def _instance_text(self, r: Any, zh: bool) -> str:
         """One row of the ``instances`` table as a clause (see :meth:`_collective_measures`)."""
-        name = _COLLECTIVE_NAMES.get(
+        name = COLLECTIVE_NAMES.get(
             str(r["op_type"]).lower(), self.quoter.quote(str(r["op_type"]))
         )
         group = self.quoter.quote(str(r["group_name"] or r["group"]))
@@ -2045,15 +2046,6 @@ _COLLECTIVE_WORDS = {
     "reducescatter": re.compile(r"reduce[-_ ]?scatter", re.I),
     "alltoall": re.compile(r"all[-_ ]?to[-_ ]?all", re.I),
     "broadcast": re.compile(r"broadcast|广播", re.I),
-}
-#: Display names of the collective types (``comm_ops.op_type`` lower case).
-_COLLECTIVE_NAMES = {
-    "allreduce": "AllReduce",
-    "allgather": "AllGather",
-    "reducescatter": "ReduceScatter",
-    "alltoall": "AllToAll",
-    "alltoallv": "AllToAllV",
-    "broadcast": "Broadcast",
 }
 #: A question that asks a measured quantity.
 _QUANTITY_Q = re.compile(

@@ -728,7 +728,8 @@ def transfer_mb_per_step(ctx: Context) -> pd.Series:
 #: Display names of the collective types (``comm_ops`` ``op_type``, lower case).
 COLLECTIVE_NAMES = {"allgather": "AllGather", "reducescatter": "ReduceScatter",
                     "allreduce": "AllReduce", "alltoall": "AlltoAll", "alltoallv": "AlltoAllV",
-                    "broadcast": "Broadcast", "send": "Send", "receive": "Receive"}  # fmt: skip
+                    "broadcast": "Broadcast", "reduce": "Reduce", "send": "Send",
+                    "receive": "Receive", "batchsendrecv": "BatchSendRecv"}  # fmt: skip
 
 
 def even_interval(steps: Sequence[int]) -> int:

@@ -465,7 +465,9 @@ def rule_slow_steps(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     every_zh = f"，每 {ss.interval} 步一次" if ss.interval else ""
 
     def launches(o: OpExtra) -> str:
-        return f"{o.n_slow:.3g} launches per step against {o.n_other:.3g}"
+        return (
+            f"{o.n_slow:.3g} launch{'es' if o.n_slow != 1 else ''} per step against {o.n_other:.3g}"
+        )
 
     def launches_zh(o: OpExtra) -> str:
         return f"每步 {o.n_slow:.3g} 次，其他步 {o.n_other:.3g} 次"

@@ -299,7 +299,7 @@ def _rank_cause(
             what = (
                 f"its device idles {ms(spot.delta_us)} more per step than its peers right before "
                 f"{op_shape} (kernel Wait Time: {ms(spot.culprit_us)} per step before its "
-                f"{spot.launches:g} launches vs {ms(spot.peer_us)} on its peers); only "
+                f"{spot.launches:g} launch{'es' if spot.launches != 1 else ''} vs {ms(spot.peer_us)} on its peers); only "
                 f"{ms(max(free_ex, 0.0))} of it shows as Free, the rest falls while its own "
                 "collectives run and counts as Communication"
             )
@@ -313,7 +313,7 @@ def _rank_cause(
             op_shape = spot.op_type + (f" [{spot.input_shapes}]" if spot.input_shapes else "")
             spot_txt = (
                 f"; {pct(spot.share)} of it sits right before {op_shape} ({ms(spot.culprit_us)} "
-                f"per step of idle before its {spot.launches:g} launches vs {ms(spot.peer_us)} on "
+                f"per step of idle before its {spot.launches:g} launch{'es' if spot.launches != 1 else ''} vs {ms(spot.peer_us)} on "
                 "its peers), so its host is late to launch that operator"
             )
             spot_zh = (
