@@ -487,6 +487,11 @@ def test_ranks_and_steps_compared_are_not_versions() -> None:
         # a synchronous checkpoint save suspects the checkpoint; no_sync is not a sync
         ("我们每5个iteration在0号卡上同步存一次checkpoint，跟这个有关吗", "checkpoint"),
         ("are we using no_sync correctly?", ""),
+        # a gradient synchronization is collectives, not the host waiting for the device
+        ("梯度同步用的是我们自己写的工具函数，反向之后按bucket同步，这是怎么回事？", ""),
+        ("是不是先reduce到0号卡、再broadcast回去的同步函数导致的？", ""),
+        ("grad sync is done by our own helper, could that be it?", ""),
+        ("每步都有 loss.item() 同步，是不是它？", "host_sync"),
     ],
 )
 def test_sync_and_capture_suspicions(text: str, hyp: str) -> None:

@@ -1081,6 +1081,7 @@ def find_hypotheses(text: str, kind: str) -> tuple[str, ...]:
     slow?") is ``link``; "network" is not also counted for the same words.
     """
     low = _MEMORY_SAVING.sub(lambda m: " " * len(m.group(0)), text.lower())
+    low = _COMM_SYNC.sub(lambda m: " " * len(m.group(0)), low)
     cue = _SUSPECT.search(text)
     if kind != "yes_no" and cue is None:
         return ()
@@ -1820,6 +1821,15 @@ def find_kind(low: str, n_targets: int) -> str:
 #: memory savings", "为了省显存改了点东西"): context about what was done, not a memory question.
 _MEMORY_SAVING = re.compile(
     r"memory[- ]sav\w*|sav(?:e|es|ed|ing)\s+(?:\w+\s+){0,2}memory|(?:省|节省|节约|降低|减少)\s*(?:点|些)?\s*(?:显存|内存)"
+)
+
+#: A gradient / parameter synchronization (collectives), not the host waiting for the device:
+#: "grad sync", "梯度同步", "按bucket同步", "...allreduce、再broadcast回去的同步函数".
+_COMM_SYNC = re.compile(
+    r"(?:梯度|参数|权重|bucket|分桶|通信|all-?reduce|broadcast|reduce)[^，。,.?？!！;；]{0,16}同步"
+    r"|同步\s*(?:梯度|参数|权重)"
+    r"|\b(?:grad(?:ient)?s?|param(?:eter)?s?|weights?|buckets?|all-?reduce)\s+sync\w*",
+    re.I,
 )
 
 
