@@ -641,9 +641,13 @@ def _alloc_calls(ctx: Context, start_idle_us: float) -> tuple[str, str, Remedy] 
     host = "Host" in " ".join(names.index[:2])
     calls = float(mem.groupby(["rank", "step"]).size().median())
     listed = " / ".join(names.index[:2])
+    # each call's own duration (median per call): which of them holds the time
+    each = mem.groupby(api[mem.index])["api_duration_us"].median()
+    each_en = ", ".join(f"{n} {ms(float(each[n]))}" for n in names.index[:2])
+    each_zh = "，".join(f"{n} {ms(float(each[n]))}" for n in names.index[:2])
     en = (
         f"; the host spends {ms(us)} per step of it in memory calls ({listed}, {calls:.0f} per "
-        "step; trace_view.json CANN API): "
+        f"step, each call (median) {each_en}; trace_view.json CANN API): "
         + (
             "a new pinned (page-locked) host buffer allocated and freed for every batch"
             if host
@@ -651,7 +655,8 @@ def _alloc_calls(ctx: Context, start_idle_us: float) -> tuple[str, str, Remedy] 
         )
     )
     zh = (
-        f"；主机每步有 {ms(us)} 花在内存调用上（{listed}，每步 {calls:.0f} 次；trace_view.json 的 CANN API）："
+        f"；主机每步有 {ms(us)} 花在内存调用上（{listed}，每步 {calls:.0f} 次，单次（中位数）"
+        f"{each_zh}；trace_view.json 的 CANN API）："
         + (
             "每个 batch 都重新申请并释放一块锁页（pinned）主机内存"
             if host
