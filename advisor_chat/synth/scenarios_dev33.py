@@ -614,6 +614,7 @@ def sb_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
         "tokens_per_image_by_step": [_sb_tokens(si) for si in range(steps)],
         "unaligned_steps": [ids[si] for si in bad],
         "first_unaligned_step": ids[bad[0]] if bad else None,
+        "last_unaligned_step": ids[bad[-1]] if bad else None,
         "unaligned_token_counts": shapes,
         "padded_token_counts": [_sb_pad(n) for n in shapes],
         "alignment_elements": SB_ALIGN,
@@ -681,6 +682,7 @@ def sb_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
         rc,
         unaligned_steps=[ids[si] for si in bad],
         first_unaligned_step=ids[bad[0]] if bad else None,
+        last_unaligned_step=ids[bad[-1]] if bad else None,
         aligned_steps=[ids[si] for si in good],
         buckets_tokens={
             str(ids[si]): list(SB_BUCKETS[si % len(SB_BUCKETS)]) for si in range(steps)
