@@ -38,14 +38,15 @@ GroupedMatmul rows:
   those steps (a job-level cause scoped to them). Fix: pad the attention's sequence to a multiple
   of 16 (masked keys) or choose bucket sizes whose token count is one; better, fused attention
   (npu_fusion_attention).
-- ``metrics-on-dp0-tp-group``: TP 8 x DP 2 on two servers, vocab-parallel LM head (152064 / 8 =
-  19008 logits per rank); the training loop computes accuracy, top-5 accuracy and the predictive
+- ``metrics-on-dp0-tp-group``: TP 8 x DP 2 on two servers (the TP all-reduces fused into the
+  MatMuls, MC2), vocab-parallel LM head (152064 / 8 = 19008 logits per rank); the training loop computes accuracy, top-5 accuracy and the predictive
   entropy of the logits every step under ``if data_parallel_rank == 0`` (for the progress
   logger), i.e. on the 8 TP ranks of node 0 only: ArgMaxWithValue, TopKV2 and an fp32 entropy
   chain (Cast, ReduceMax, Sub, Exp, ReduceSum, Div, Log, Mul, ReduceSum) over the [4096, 19008]
   logits shard and 5 small collectives on Megatron's model-parallel communicator (``mp``, the same
   8 ranks as TP), ~6.5 ms a step, between the loss and the backward. Node 1 (ranks 8-15) has none of
-  them and waits for its data-parallel partner in the first gradient all-reduce of every step.
+  them and waits for its data-parallel partner in the first gradient all-reduce of every step
+  (~6.9 ms).
   Culprit: node 0 (ranks 0-7, the TP group of data-parallel rank 0); links and kernels normal. Fix:
   compute the metrics every ``log_interval`` steps (or from the loss already reduced), not every
   step.
@@ -730,6 +731,7 @@ MG_NODE = 0  # data-parallel rank 0's TP group
 MG_TAG = "metrics"
 MG_COMM_US = 25.0  # fixed cost of one small collective
 MG_GBPS = 1300.0
+MG_GRAD_MB = 48.0  # a layer's gradient on one TP rank (bf16): 1/8 of ~201 M parameters
 
 
 def _mg_ranks(ranks: int) -> list[int]:
@@ -814,12 +816,38 @@ def _mg_metrics() -> list[Item]:
     ]
 
 
+def _mc2(items: list[Item]) -> list[Item]:
+    """Every TP all-reduce of an activation fused into the MatMul before it (MatmulAllReduce)."""
+    out: list[Item] = []
+    for it in items:
+        prev = out[-1] if out else None
+        if (
+            isinstance(it, Collective)
+            and it.group == "tp"
+            and it.size_mb >= 1.0
+            and isinstance(prev, Kernel)
+            and prev.op_type == "MatMulV2"
+        ):
+            out[-1] = dataclasses.replace(
+                prev,
+                name="aclnnMatmulAllReduce_MatmulAllReduce_MatmulAllReduce",
+                op_type="MatmulAllReduce",
+                core="MIX_AIC",
+                dur_us=round(prev.dur_us * 1.35, 1),
+                api="aclnnMatmulAllReduce",
+                tag=prev.tag + "_mc2",
+            )
+            continue
+        out.append(it)
+    return out
+
+
 def mg_program(metrics: bool = True) -> list[Item]:
-    """transformer(tp=8) with the LM head and loss; the metrics between the loss and the backward."""
-    tf = transformer(layers=MG_LAYERS, tp=MG_TP, tp_mb=32.0, grad_mb=96.0)
+    """TP 8 (MC2-fused) with the LM head and loss; the metrics between the loss and the backward."""
+    tf = transformer(layers=MG_LAYERS, tp=MG_TP, tp_mb=32.0, grad_mb=MG_GRAD_MB, mc2=True)
     cut = next(i for i, it in enumerate(tf) if isinstance(it, Kernel) and it.tag == "mlp_down_dx")
     lf, lb = _mg_loss()
-    return [*tf[:cut], *lf, *(_mg_metrics() if metrics else []), *lb, *tf[cut:]]
+    return _mc2([*tf[:cut], *lf, *(_mg_metrics() if metrics else []), *lb, *tf[cut:]])
 
 
 def mg_kinds(ranks: int) -> tuple[dict[str, GroupKind], dict[int, set[str]]]:
