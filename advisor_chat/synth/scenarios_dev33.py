@@ -37,7 +37,9 @@ GroupedMatmul rows:
   alike; the MatMuls and the other vector kernels scale with the token count as usual. Culprit:
   those steps (a job-level cause scoped to them). Fix: pad the attention's sequence to a multiple
   of 16 (masked keys) or choose bucket sizes whose token count is one; better, fused attention
-  (npu_fusion_attention).
+  (npu_fusion_attention). The eager attention costs time in every step too (what
+  ``unfused-attention`` plants); what this kind adds, and what its key is about, is the difference
+  between the steps: the same operators at ~2.7x the per-element time when the axis is off 16.
 - ``metrics-on-dp0-tp-group``: TP 8 x DP 2 on two servers (the TP all-reduces fused into the
   MatMuls, MC2), vocab-parallel LM head (152064 / 8 = 19008 logits per rank); the training loop computes accuracy, top-5 accuracy and the predictive
   entropy of the logits every step under ``if data_parallel_rank == 0`` (for the progress
@@ -709,6 +711,7 @@ def sb_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
         links_normal=True,
         every_step=False,
         host_normal=True,
+        eager_attention_every_step=True,
         cause="the aspect-ratio buckets 30 x 34 and 22 x 46 (480 x 544 and 352 x 736 px) give "
         "1020 / 1012 tokens per image, not a multiple of 16: the eager attention's SoftmaxV2 and "
         "SoftmaxGrad over a last axis of 1020 / 1012 bf16 values (rows not 32-byte aligned) take "
