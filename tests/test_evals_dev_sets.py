@@ -22,6 +22,7 @@ reuses their kinds (never the benchmark's) and its references resolve the same w
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections import Counter
 from typing import Any
@@ -132,12 +133,20 @@ HELD_DRAW_S34 = {
     for n in (29, 30, 31, 32)
 }
 HELD_KINDS_S34 = {k for ks in HELD_DRAW_S34.values() for k in ks}
+#: Session 35's draw: two kinds of each of sets 33-34, by a seeded sample before any rule.
+HELD_DRAW_S35 = {
+    f"generalization_dev{n}": sorted(
+        random.Random(f"s35-dev{n}").sample(sorted(SETS[f"generalization_dev{n}"]), 2)
+    )
+    for n in (33,)
+}
+HELD_KINDS_S35 = {k for ks in HELD_DRAW_S35.values() for k in ks}
 
 
 def test_the_held_out_development_kinds_are_the_recorded_draw() -> None:
     from advisor_chat.synth.heldout_dev import HELD_OUT_DEV_KINDS
 
-    assert HELD_OUT_DEV_KINDS == HELD_KINDS_S34
+    assert HELD_OUT_DEV_KINDS == HELD_KINDS_S34 | HELD_KINDS_S35
 
 
 @pytest.mark.parametrize("name", sorted(SETS))
@@ -148,11 +157,18 @@ def test_set_loads_by_name_with_every_kind_half_chinese(name: str) -> None:
     # development sets are tuned on; a blind held-out set is never (split: heldout), nor the kinds
     # of sets 29-32 drawn to be held out before any rule was written for them (HELD_KINDS_S34)
     assert all(
-        i.split == ("heldout" if "heldout" in name or i.scenario in HELD_KINDS_S34 else "tune")
+        i.split
+        == (
+            "heldout"
+            if "heldout" in name or i.scenario in HELD_KINDS_S34 | HELD_KINDS_S35
+            else "tune"
+        )
         for i in items
     )
     if name in HELD_DRAW_S34:  # two kinds of each of those sets, by the recorded draw
         assert sorted(set(kinds) & HELD_KINDS_S34) == HELD_DRAW_S34[name]
+    if name in HELD_DRAW_S35:
+        assert sorted(set(kinds) & HELD_KINDS_S35) == HELD_DRAW_S35[name]
     by_kind = Counter(i.scenario for i in items)
     assert set(by_kind) == set(kinds) and len(kinds) >= 2
     assert not set(kinds) & set(FAULT_KINDS)
