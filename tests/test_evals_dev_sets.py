@@ -21,6 +21,7 @@ reuses their kinds (never the benchmark's) and its references resolve the same w
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
@@ -30,7 +31,8 @@ from typing import Any
 import pytest
 import yaml
 
-from advisor_chat.evals.dataset import default_dataset_dir, load_dataset
+from advisor_chat.evals.dataset import default_dataset_dir
+from advisor_chat.evals.dataset import load_dataset as _load_dataset
 from advisor_chat.evals.runner import _fill, question_context, resolve_expect
 from advisor_chat.synth import SCENARIOS
 from advisor_chat.synth.scenarios_dev import DEV_KINDS
@@ -70,6 +72,17 @@ from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_KINDS
 from advisor_chat.synth.scenarios_heldout4 import HELDOUT4_KINDS
 from advisor_chat.synth.scenarios_heldout5 import HELDOUT5_KINDS
 from advisor_chat.synth.scenarios_heldout6 import HELDOUT6_KINDS
+
+
+@functools.cache
+def _loaded(name: str | None) -> tuple[Any, ...]:
+    return tuple(_load_dataset(name) if name is not None else _load_dataset())
+
+
+def load_dataset(name: str | None = None) -> tuple[Any, ...]:
+    """The dataset's items, read once per test process (every set's test reads every other set)."""
+    return _loaded(name)
+
 
 SETS = {
     "generalization_dev": DEV_KINDS,
