@@ -50,6 +50,7 @@ from advisor_chat.synth.scenarios_dev29 import DEV29_SCENARIOS
 from advisor_chat.synth.scenarios_dev30 import DEV30_SCENARIOS
 from advisor_chat.synth.scenarios_dev31 import DEV31_SCENARIOS
 from advisor_chat.synth.scenarios_dev32 import DEV32_SCENARIOS
+from advisor_chat.synth.scenarios_dev34 import DEV34_SCENARIOS
 from advisor_chat.synth.scenarios_ext import register as _register_more
 from advisor_chat.synth.scenarios_faults import register as _register_faults
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_SCENARIOS
@@ -95,6 +96,7 @@ for _spec in (
     *DEV30_SCENARIOS,
     *DEV31_SCENARIOS,
     *DEV32_SCENARIOS,
+    *DEV34_SCENARIOS,
     *HELDOUT2_SCENARIOS,
     *HELDOUT3_SCENARIOS,
     *HELDOUT4_SCENARIOS,
