@@ -62,6 +62,7 @@ from advisor_chat.synth.scenarios_dev29 import DEV29_KINDS
 from advisor_chat.synth.scenarios_dev30 import DEV30_KINDS
 from advisor_chat.synth.scenarios_dev31 import DEV31_KINDS
 from advisor_chat.synth.scenarios_dev32 import DEV32_KINDS
+from advisor_chat.synth.scenarios_dev34 import DEV34_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
 from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_KINDS
@@ -100,6 +101,7 @@ SETS = {
     "generalization_dev30": DEV30_KINDS,
     "generalization_dev31": DEV31_KINDS,
     "generalization_dev32": DEV32_KINDS,
+    "generalization_dev34": DEV34_KINDS,
     "generalization_heldout2": HELDOUT2_KINDS,
     "generalization_heldout3": HELDOUT3_KINDS,
     "generalization_heldout4": HELDOUT4_KINDS,

@@ -806,9 +806,7 @@ class Planner:
 
     def _instance_text(self, r: Any, zh: bool) -> str:
         """One row of the ``instances`` table as a clause (see :meth:`_collective_measures`)."""
-        name = COLLECTIVE_NAMES.get(
-            str(r["op_type"]).lower(), self.quoter.quote(str(r["op_type"]))
-        )
+        name = COLLECTIVE_NAMES.get(str(r["op_type"]).lower(), self.quoter.quote(str(r["op_type"])))
         group = self.quoter.quote(str(r["group_name"] or r["group"]))
         ranks = str(r["rank_list"]).replace(", ", "、") if zh else str(r["rank_list"])
         text = say(

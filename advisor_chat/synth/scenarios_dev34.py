@@ -403,6 +403,7 @@ def uh_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
     step = col(m, "step_us")
     wait = coll_wait_us(m)
     gw = _wait_in(cl, UH_GATHER)
+    aw = _wait_in(cl, UH_GATHER) + _wait_in(cl, UH_SCATTER)
     a2a_n = sum(1 for it in cl.program if isinstance(it, Collective) and it.group == "sp")
     gather = lambda c: c.tag == UH_GATHER  # noqa: E731
     base = _baseline(cl, uh_program(UH_HEADS / UH_SP))
@@ -432,6 +433,8 @@ def uh_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
         "alltoall_per_step": a2a_n,
         "others_wait_after_attention_us_per_step": _med(gw[rest].mean(axis=1)),
         "culprit_wait_after_attention_us_per_step": _med(gw[cul].mean(axis=1)),
+        "others_alltoall_wait_us_per_step": _med(aw[rest].mean(axis=1)),
+        "culprit_alltoall_wait_us_per_step": _med(aw[cul].mean(axis=1)),
         "gather_alltoall_mb_culprit": _med(_transit_mb(cl, gather, cul)),
         "gather_alltoall_mb_others": _med(_transit_mb(cl, gather, rest)),
         "victim_wait_us_per_step": _r(float(wait[vic].mean())) if vic else 0.0,
