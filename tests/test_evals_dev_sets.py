@@ -66,6 +66,7 @@ from advisor_chat.synth.scenarios_dev30 import DEV30_KINDS
 from advisor_chat.synth.scenarios_dev31 import DEV31_KINDS
 from advisor_chat.synth.scenarios_dev32 import DEV32_KINDS
 from advisor_chat.synth.scenarios_dev33 import DEV33_KINDS
+from advisor_chat.synth.scenarios_dev34 import DEV34_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
 from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_KINDS
@@ -116,6 +117,7 @@ SETS = {
     "generalization_dev31": DEV31_KINDS,
     "generalization_dev32": DEV32_KINDS,
     "generalization_dev33": DEV33_KINDS,
+    "generalization_dev34": DEV34_KINDS,
     "generalization_heldout2": HELDOUT2_KINDS,
     "generalization_heldout3": HELDOUT3_KINDS,
     "generalization_heldout4": HELDOUT4_KINDS,
@@ -151,7 +153,7 @@ HELD_DRAW_S35 = {
     f"generalization_dev{n}": sorted(
         random.Random(f"s35-dev{n}").sample(sorted(SETS[f"generalization_dev{n}"]), 2)
     )
-    for n in (33,)
+    for n in (33, 34)
 }
 HELD_KINDS_S35 = {k for ks in HELD_DRAW_S35.values() for k in ks}
 

@@ -24,6 +24,8 @@ HELD_OUT_DEV_KINDS = frozenset(
         # session 35
         "metrics-on-dp0-tp-group",
         "softmax-unaligned-buckets",
+        "ring-attn-kv-expanded",
+        "ulysses-uneven-heads",
     }
 )
 """The held-out development kinds of sets 29-34 (two of each set)."""

@@ -93,6 +93,10 @@ class Collective:
     # bandwidth factor of every link of this op (an algorithm slower than the fabric allows, e.g. a
     # deterministic reduction); 1.0 = the links' bandwidth
     bw_factor: float = 1.0
+    # bandwidth factor of this op's RDMA (RoCE) links only, its HCCS and local copies unchanged (a
+    # traffic pattern the fabric handles worse than others, e.g. the many-to-one incast of an
+    # all-to-all when the RoCE congestion control is off); 1.0 = the links' bandwidth
+    rdma_factor: float = 1.0
 
     def op_type_of(self, local: int) -> str:
         """Op type on a rank with this local index (sender/receiver of a point-to-point pair)."""
@@ -781,6 +785,8 @@ def simulate(
             link_ms = np.where(valid, link_mb / (bw_step[kind.kind] * oj), 0.0)
             if it.bw_factor != 1.0:
                 link_ms = link_ms / it.bw_factor
+            if it.rdma_factor != 1.0:
+                link_ms = np.where(kind.transport == 1, link_ms / it.rdma_factor, link_ms)
             if it.chunks > 1 and it.chunk_us > 0:
                 wire = valid & (kind.transport != 2)
                 link_ms = np.where(wire, link_ms + it.chunks * it.chunk_us / 1000, link_ms)
