@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from advisor_chat.diagnosis.engine import OPTIMIZATION_LEAD, is_optimization
 from advisor_chat.diagnosis.rules.slow_link import network_part
-from advisor_chat.diagnosis.text import ms, upper_first
+from advisor_chat.diagnosis.text import lower_first, ms, upper_first
 from advisor_chat.diagnosis.types import (
     BoundKind,
     Culprit,
@@ -520,13 +520,6 @@ def _role_key(c: RootCause, role: str) -> str:
     if role == "culprit" and c.mechanism == Mechanism.STEP_EVENTS:
         return "event"
     return role
-
-
-def lower_first(text: str) -> str:
-    """``'Rank 3 waits'`` -> ``'rank 3 waits'`` (identifiers like ``RDMA`` or ``MatMul`` kept)."""
-    if len(text) >= 2 and text[0].isupper() and (text[1].islower() or text[:2] == "A "):
-        return text[0].lower() + text[1:]
-    return text
 
 
 def _upper_first(text: str) -> str:

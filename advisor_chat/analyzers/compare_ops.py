@@ -616,20 +616,36 @@ def compare_ops(profile: Profile, params: CompareOpsParams, **_: Any) -> Analyze
                 aicpu_tbl.loc[aicpu_tbl["rank"] == worst, "total_us"].sum()
                 / steps_per_rank.get(worst, 1)
             )
+            n_read = int(per_rank_share.index.nunique())
+            every = len(hot) == n_read and n_read > 1
+            if every:  # the same cost on every rank read: a job's cost, not one rank's
+                low = float(hot.min())
+                summary = (
+                    f"AI CPU operators ({names}) take {low:.1%} to {sh:.1%} of the step on every "
+                    f"rank read ({n_read} of {n_read}; most on rank {worst}: {us_per_step:.0f} us "
+                    "per step)."
+                )
+                summary_zh = (
+                    f"AI CPU 算子（{names}）在所读的每张卡上（{n_read}/{n_read}）都占步长的 {low:.1%} 到 "
+                    f"{sh:.1%}（最多的是 {worst}号卡：每步 {us_per_step:.0f} us）。"
+                )
+            else:
+                summary = (
+                    f"AI CPU operators ({names}) take {sh:.1%} of the step on rank {worst} "
+                    f"({us_per_step:.0f} us per step); {len(hot)} rank(s) above "
+                    f"{AICPU_MIN_SHARE:.0%}."
+                )
+                summary_zh = (
+                    f"AI CPU 算子（{names}）在 {worst}号卡 上占步长的 {sh:.1%}"
+                    f"（每步 {us_per_step:.0f} us）；共 {len(hot)} 张卡超过 {AICPU_MIN_SHARE:.0%}。"
+                )
             findings.append(
                 Finding(
                     id="compare_ops.aicpu_op.hot",
                     kind=FindingKind.AICPU_OP,
                     severity=Severity.from_share(sh),
-                    summary=(
-                        f"AI CPU operators ({names}) take {sh:.1%} of the step on rank {worst} "
-                        f"({us_per_step:.0f} us per step); {len(hot)} rank(s) above "
-                        f"{AICPU_MIN_SHARE:.0%}."
-                    ),
-                    summary_zh=(
-                        f"AI CPU 算子（{names}）在 {worst}号卡 上占步长的 {sh:.1%}"
-                        f"（每步 {us_per_step:.0f} us）；共 {len(hot)} 张卡超过 {AICPU_MIN_SHARE:.0%}。"
-                    ),
+                    summary=summary,
+                    summary_zh=summary_zh,
                     ranks=tuple(int(r) for r in hot.index),
                     metrics={
                         "aicpu_share_of_step_ratio": sh,

@@ -912,6 +912,15 @@ class JobItem:
         weight_fp32_casts: Of them, the Casts of an fp32 (``DT_FLOAT``) input.
         block_dims: For ``few_cores``: per operator type, (type, its Block Dim, the largest Block
             Dim of its engine on the rank, its µs per (step, rank)), by time.
+        tflops: For ``slow_matrix``: the operator's achieved TFLOPS (:func:`matrix_flops` over
+            the launch durations, time-weighted median).
+        peer_tflops: The same for the job's other matrix operators (``peer_ops``).
+        peer_ops: Those operator types, by time.
+        rows_per_group: For a grouped MatMul: input rows per group (expert) of its heaviest
+            shape; NaN otherwise.
+        groups: Its group count (0 when not grouped); ``rows``: its input rows.
+        pipes: ``{counter: (the operator's median, its peers' median)}`` of ``aic_mac_ratio`` and
+            ``aic_mte2_ratio`` (kernel_details.csv PipeUtilization) when recorded.
     """
 
     what: str
@@ -929,6 +938,13 @@ class JobItem:
     weight_cast_us: float = 0.0
     weight_fp32_casts: float = 0.0
     block_dims: tuple[tuple[str, int, int, float], ...] = ()
+    tflops: float = math.nan
+    peer_tflops: float = math.nan
+    peer_ops: tuple[str, ...] = ()
+    rows_per_group: float = math.nan
+    groups: int = 0
+    rows: int = 0
+    pipes: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -1090,6 +1106,119 @@ def _chains(k: pd.DataFrame, anchors: str) -> pd.DataFrame:
     return o[has & ~main].drop(columns=["_start", "_anchor"])
 
 
+#: A dominant matrix operator is slow when it reaches at most this share of the TFLOPS the
+#: job's other matrix operators reach ...
+SLOW_MATRIX_RATIO = 0.5
+#: ... and those others hold at least this share of the step (a credible reference).
+SLOW_MATRIX_PEER_MIN_SHARE = 0.02
+
+
+def _dims(text: str) -> list[list[int]]:
+    """Input shapes text (``"6144,2048;64,2048,2816;64"``) as lists of ints, one per input."""
+    out = []
+    for part in str(text).replace('"', "").split(";"):
+        nums = [int(x) for x in re.findall(r"\d+", part)]
+        out.append(nums)
+    return out
+
+
+def matrix_flops(op_type: str, input_shapes: str) -> tuple[float, int, int]:
+    """Floating-point operations of one matrix-multiply launch, from its input shapes.
+
+    ``MatMul`` / ``BatchMatMul`` / ``Gemm``: inputs ``[..., M, K]`` and ``[..., K, N]`` (either
+    transposed: the shared dimension is found), 2·batch·M·K·N. ``GroupedMatmul``: ``x [M, K]``
+    and weights ``[E, K, N]`` (or ``[E, N, K]``): each row goes through one group, 2·M·K·N.
+    Returns ``(flops, groups, rows)``: NaN flops when the shapes do not read as a matrix product
+    (kernel_details.csv Input Shapes); groups 0 for an ungrouped product.
+    """
+    d = _dims(input_shapes)
+    nan = float("nan")
+    if len(d) < 2 or len(d[0]) < 2 or len(d[1]) < 2:
+        return nan, 0, 0
+    a, b = d[0], d[1]
+    if re.search("grouped", op_type, re.I):
+        if len(a) != 2 or len(b) != 3:
+            return nan, 0, 0
+        m, k = a
+        n = b[2] if b[1] == k else b[1] if b[2] == k else 0
+        return (2.0 * m * k * n if n else nan), b[0], m
+    if a[-1] == b[-2]:
+        m, k, n = a[-2], a[-1], b[-1]
+    elif a[-1] == b[-1]:
+        m, k, n = a[-2], a[-1], b[-2]
+    elif a[-2] == b[-2]:
+        m, k, n = a[-1], a[-2], b[-1]
+    else:
+        return nan, 0, 0
+    batch = float(np.prod(a[:-2])) if len(a) > 2 else 1.0
+    return 2.0 * batch * m * k * n, 0, m
+
+
+def _slow_matrix(
+    k: pd.DataFrame, items: Sequence[JobItem], units: pd.Series, step: pd.Series,
+    device: pd.Series,
+) -> JobItem | None:  # fmt: skip
+    """The dominant matrix operator, when it runs far below the job's other matrix operators.
+
+    Of the main-work operator types (``MAIN_WORK``, attention excluded) taking at least
+    ``HOTSPOT_MIN_SHARE`` of every rank's step, the largest whose achieved TFLOPS
+    (:func:`matrix_flops` / duration, time-weighted median over its launches) is at most
+    ``SLOW_MATRIX_RATIO`` of the other matrix operators' (which must hold at least
+    ``SLOW_MATRIX_PEER_MIN_SHARE`` of the step): the same engine doing the same kind of work at
+    a fraction of the rate (few rows per call re-reading the weights, shapes the Cube pads).
+    Source: kernel_details.csv Input Shapes, Duration(us), PipeUtilization ratios.
+    """
+    mm = k[k["op_type"].str.contains(r"matmul|gemm|grouped", case=False)]
+    if mm.empty:
+        return None
+    fl = [matrix_flops(t, sh) for t, sh in zip(mm["op_type"], mm["input_shapes"], strict=True)]
+    flops = np.array([f[0] for f in fl], dtype=float)
+    dur = mm["duration_us"].to_numpy(dtype=float)
+    rate = flops / np.where(dur > 0, dur, np.nan) / 1e6  # TFLOPS
+    ok = np.isfinite(rate)
+    if not ok.any():
+        return None
+    types = mm["op_type"].to_numpy(dtype=object)
+    for it in items:
+        if it.what != "op_type" or it.share_min < HOTSPOT_MIN_SHARE:
+            continue
+        if not re.search(r"matmul|gemm|grouped", it.name, re.I):
+            continue
+        on = ok & (types == it.name)
+        off = ok & (types != it.name)
+        if not on.any() or not off.any():
+            continue
+        peer_share = float(dur[off].sum()) / float(units.sum()) / float(step.mean())
+        if peer_share < SLOW_MATRIX_PEER_MIN_SHARE:
+            continue
+        mine = _wmedian(rate[on], dur[on])
+        theirs = _wmedian(rate[off], dur[off])
+        if not (mine <= SLOW_MATRIX_RATIO * theirs):
+            continue
+        sub = mm[on]
+        heavy = str(sub.groupby("input_shapes")["duration_us"].sum().idxmax())
+        _, groups, rows = matrix_flops(it.name, heavy)
+        w_off = pd.Series(dur[off], index=types[off]).groupby(level=0).sum()
+        pipes = {}
+        for col in ("aic_mac_ratio", "aic_mte2_ratio"):
+            if col in mm.columns:
+                v = pd.to_numeric(mm[col], errors="coerce").to_numpy(dtype=float)
+                if np.isfinite(v[on]).any() and np.isfinite(v[off]).any():
+                    a, b = float(np.nanmedian(v[on])), float(np.nanmedian(v[off]))
+                    pipes[col] = (float(a), float(b))
+        return dataclasses.replace(
+            _item("slow_matrix", it.name, sub, units, step, device),
+            tflops=mine,
+            peer_tflops=theirs,
+            peer_ops=tuple(str(t) for t in w_off.sort_values(ascending=False).index[:2]),
+            rows_per_group=rows / groups if groups else math.nan,
+            groups=groups,
+            rows=rows,
+            pipes=pipes,
+        )
+    return None
+
+
 def job_account(profile: Profile, step_us_by_rank: pd.Series) -> JobAccount | None:
     """Decompose every rank's device time by operator type, engine and conversion work.
 
@@ -1148,6 +1277,9 @@ def job_account(profile: Profile, step_us_by_rank: pd.Series) -> JobAccount | No
         if not dyn.empty:
             items.append(_item("dynamic", "dynamic-shape operators", dyn, units, step, device))
     items.sort(key=lambda i: -i.share_min)
+    slow = _slow_matrix(k, items, units, step, device)
+    if slow is not None:
+        items.insert(0, slow)  # (ahead of its own op_type item, same share)
     hot = None
     for it in items:
         pat = next((f for f in FUSIBLE if it.name.startswith(f"{f.name} ")), None)
@@ -1159,6 +1291,7 @@ def job_account(profile: Profile, step_us_by_rank: pd.Series) -> JobAccount | No
             or (it.what == "layout" and it.share_min >= LAYOUT_MIN_SHARE)
             or (it.what == "engine" and it.name == "AI_CPU" and it.share_min >= AICPU_MIN_SHARE)
             or (it.what == "few_cores" and it.share_min >= FEW_CORES_MIN_SHARE)
+            or it.what == "slow_matrix"
         ):  # fmt: skip
             hot = it
             break

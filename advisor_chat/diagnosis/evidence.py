@@ -916,6 +916,137 @@ def _few_cores_text(
     return en, zh, rem
 
 
+#: Random-number operators: dropout masks and torch.rand / randn / bernoulli draws.
+RANDOM_OPS = re.compile(
+    r"^(?:StatelessRandom|RandomUniform|RandomStandardNormal|StandardNormal|Multinomial|"
+    r"Bernoulli|StatelessBernoulli|TruncatedNormal|DropOutGenMask)",
+    re.I,
+)
+
+
+def _aicpu_op_text(
+    item: JobItem, share: str, ranks_txt: str, ranks_zh: str
+) -> tuple[str, str, Remedy]:
+    """One operator type on the AI CPU taking a share of every rank's step (clauses, action).
+
+    A random-number operator (:data:`RANDOM_OPS`) draws random numbers on the host-side AI CPU:
+    dropout masks or a ``torch.rand`` on an explicit generator; the fix is the framework's
+    dropout, whose mask kernels run on the AI Core. Any other operator: give it inputs the AI
+    Core supports, or an NPU-supported call. Source: kernel_details.csv Accelerator Core.
+    """
+    what = (
+        f"{item.name} takes at least {share} of {ranks_txt}'s step ({ms(item.us_per_step)} per "
+        f"step, {item.count_per_step:.0f} launches on the AI CPU, inputs [{item.shape}])"
+    )
+    what_zh = (
+        f"{item.name} 至少占{ranks_zh}步长的 {share}（每步 {ms(item.us_per_step)}，"
+        f"在 AI CPU 上调用 {item.count_per_step:.0f} 次，输入 [{item.shape}]）"
+    )
+    if RANDOM_OPS.match(item.name):
+        en = what + (
+            ": random numbers drawn on the AI CPU, as a hand-written dropout mask "
+            "(torch.rand / bernoulli on an explicit generator) does; the framework's dropout "
+            "draws its mask on the AI Core (DropOutGenMask / DropOutDoMask)"
+        )
+        zh = what_zh + (
+            "：随机数在 AI CPU 上生成，手写的 dropout 掩码（在指定 generator 上调用 torch.rand / "
+            "bernoulli）就是这样；框架自带的 dropout 在 AI Core 上生成掩码（DropOutGenMask / "
+            "DropOutDoMask）"
+        )
+        rem = Remedy(
+            "action",
+            f"Replace the hand-written dropout mask ({item.name}: torch.rand / bernoulli on a "
+            "generator) with the framework's dropout (torch.nn.functional.dropout / nn.Dropout, "
+            "or torch_npu's npu_dropout), whose DropOutGenMask / DropOutDoMask kernels run on the "
+            "AI Core; if a separate generator is needed, keep it on the NPU.",
+            f"把手写的 dropout 掩码（{item.name}：在 generator 上调用 torch.rand / bernoulli）换成框架"
+            "自带的 dropout（torch.nn.functional.dropout / nn.Dropout，或 torch_npu 的 npu_dropout），"
+            "其 DropOutGenMask / DropOutDoMask 算子运行在 AI Core 上；如果需要单独的 generator，"
+            "让它留在 NPU 上。",
+        )
+        return en, zh, rem
+    rem = Remedy(
+        "action",
+        f"Move {item.name} off the AI CPU: give it inputs the AI Core kernels support (dtype such "
+        "as int64 / float64, format, shape), or replace the call with an NPU-supported "
+        "equivalent.",
+        f"让 {item.name} 不再运行在 AI CPU 上：为其提供 AI Core 算子支持的输入（如 int64 / float64 "
+        "等数据类型、格式、shape），或换用 NPU 支持的等价调用。",
+    )
+    return what, what_zh, rem
+
+
+def _slow_matrix_text(
+    item: JobItem, share: str, ranks_txt: str, ranks_zh: str
+) -> tuple[str, str, Remedy]:
+    """A dominant matrix operator far below the job's other matrix operators' TFLOPS.
+
+    See :func:`~advisor_chat.diagnosis.decompose.job_account` (``slow_matrix``). Bound by
+    reading its inputs (aic_mte2_ratio ≥ 0.8, aic_mac_ratio ≤ 0.5) with few rows per group or
+    call: more rows per call (micro-batch, expert parallelism). Otherwise: its shapes.
+    """
+    peers = " / ".join(item.peer_ops)
+    rate = item.tflops / item.peer_tflops
+    en = (
+        f"{item.name} takes at least {share} of {ranks_txt}'s step ({ms(item.us_per_step)} per "
+        f"step, {item.count_per_step:.0f} launches) and runs at {item.tflops:.0f} TFLOPS, "
+        f"{rate:.2f}x the {item.peer_tflops:.0f} TFLOPS the job's {peers} reach (from the input "
+        "shapes and durations in kernel_details.csv)"
+    )
+    zh = (
+        f"{item.name} 至少占{ranks_zh}步长的 {share}（每步 {ms(item.us_per_step)}，调用 "
+        f"{item.count_per_step:.0f} 次），算力只有 {item.tflops:.0f} TFLOPS，是本作业 {peers} 的 "
+        f"{item.peer_tflops:.0f} TFLOPS 的 {rate:.2f} 倍（由 kernel_details.csv 的输入 shape 和耗时算出）"
+    )
+    mac, mte2 = item.pipes.get("aic_mac_ratio"), item.pipes.get("aic_mte2_ratio")
+    bound = mte2 is not None and mte2[0] >= 0.8 and (mac is None or mac[0] <= 0.5)
+    if bound and mte2 is not None:
+        en += f"; it waits on reading its inputs: aic_mte2_ratio {mte2[0]:.2f}" + (
+            f", aic_mac_ratio {mac[0]:.2f} against {mac[1]:.2f} for {peers}" if mac else ""
+        )
+        zh += f"；它在等待读取输入：aic_mte2_ratio {mte2[0]:.2f}" + (
+            f"，aic_mac_ratio {mac[0]:.2f}（{peers} 为 {mac[1]:.2f}）" if mac else ""
+        )
+    if item.groups and math.isfinite(item.rows_per_group):
+        en += (
+            f"; each call splits {item.rows} rows over {item.groups} groups, "
+            f"{item.rows_per_group:.0f} rows per group: every group's weights are read for few "
+            "rows"
+        )
+        zh += (
+            f"；每次调用把 {item.rows} 行分到 {item.groups} 个分组，每组 {item.rows_per_group:.0f} 行："
+            "每个分组的权重只为很少的行读取一次"
+        )
+        rem = Remedy(
+            "action",
+            f"Give {item.name} more rows per group: a larger micro-batch with fewer "
+            "gradient-accumulation steps (the same tokens per step), or expert parallelism so "
+            "each card holds fewer experts with more tokens each; each group's weights are then "
+            "read once for more rows.",
+            f"让 {item.name} 每个分组有更多行：增大微批次、减少梯度累积步数（每步 token 数不变），"
+            "或开启专家并行，让每张卡放更少的专家、每个专家分到更多 token；这样每个分组的权重读一次能算更多行。",
+        )
+    elif bound:
+        rem = Remedy(
+            "action",
+            f"Give {item.name} more rows per call ({item.rows} now): a larger micro-batch with "
+            "fewer gradient-accumulation steps, or fuse the small products into one call; its "
+            "weights are then read once for more rows.",
+            f"让 {item.name} 每次调用有更多行（现在 {item.rows} 行）：增大微批次、减少梯度累积步数，"
+            "或把多个小矩阵乘合并成一次调用；这样权重读一次能算更多行。",
+        )
+    else:
+        rem = Remedy(
+            "action",
+            f"Find why {item.name} runs at {rate:.2f}x the rate of {peers}: compare its input "
+            f"shapes ([{item.shape}]) and dtypes with theirs (dimensions that are not multiples "
+            "of 16, very small or very thin products) and reshape or pad them.",
+            f"查明 {item.name} 的算力为何只有 {peers} 的 {rate:.2f} 倍：对比其输入 shape（[{item.shape}]）"
+            "和数据类型（维度不是 16 的倍数、很小或很窄的矩阵乘），并调整或补齐 shape。",
+        )
+    return en, zh, rem
+
+
 def explain_hotspot(item: JobItem, ranks_txt: str, ranks_zh: str) -> tuple[str, str, Remedy]:
     """English clause, Chinese clause and action for a job-level item (see ``job_account``).
 
@@ -942,6 +1073,8 @@ def explain_hotspot(item: JobItem, ranks_txt: str, ranks_zh: str) -> tuple[str, 
         )
     elif item.what == "few_cores":
         en, zh, rem = _few_cores_text(item, share, ranks_txt, ranks_zh)
+    elif item.what == "slow_matrix":
+        en, zh, rem = _slow_matrix_text(item, share, ranks_txt, ranks_zh)
     elif item.what == "fusion":
         ops, ops_zh = ", ".join(item.members), "、".join(item.members)
         what = item.name.split(" computed")[0]
@@ -1026,6 +1159,8 @@ def explain_hotspot(item: JobItem, ranks_txt: str, ranks_zh: str) -> tuple[str, 
             f"去掉这些转换（{ops}）：让张量在算子之间保持同一格式和数据类型（热点路径上避免 "
             ".contiguous() / .t() / .to(dtype)，使用直接接受当前布局的 NPU 融合算子）。",
         )
+    elif item.core.upper() == "AI_CPU":
+        en, zh, rem = _aicpu_op_text(item, share, ranks_txt, ranks_zh)
     else:
         en = (
             f"{item.name} takes at least {share} of {ranks_txt}'s step ({ms(item.us_per_step)} per "

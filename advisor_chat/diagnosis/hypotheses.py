@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from advisor_chat.diagnosis.rules.stragglers import GC_PAUSE_MAX_US
-from advisor_chat.diagnosis.text import ms, pct
+from advisor_chat.diagnosis.text import lower_first, ms, pct
 from advisor_chat.diagnosis.types import Diagnosis, Mechanism, RootCause
 
 Status = Literal["supported", "contradicted", "undecided"]
@@ -156,16 +156,9 @@ def _top_text(c: RootCause | None) -> tuple[str, str]:
             "这份数据中没有突出的原因",
         )
     return (
-        f"the time goes elsewhere — {_lower_first(c.summary.rstrip('.'))}",
+        f"the time goes elsewhere — {lower_first(c.summary.rstrip('.'))}",
         f"时间损失在别处——{c.summary_zh.rstrip('。')}",
     )
-
-
-def _lower_first(text: str) -> str:
-    """``'Host stall on rank 3'`` -> ``'host stall on rank 3'`` (``'RDMA …'``, ``'MatMul …'`` kept)."""
-    if len(text) >= 2 and text[0].isupper() and (text[1].islower() or text[:2] == "A "):
-        return text[0].lower() + text[1:]
-    return text
 
 
 def _v(
@@ -197,7 +190,7 @@ def _gc(d: Diagnosis) -> Verdict:
         return _v(
             "gc",
             "contradicted",
-            f"the device is not waiting for its host: {_lower_first(host.summary.rstrip('.'))}",
+            f"the device is not waiting for its host: {lower_first(host.summary.rstrip('.'))}",
             f"设备并不是在等主机：{host.summary_zh.rstrip('。')}",
             (host,),
         )
@@ -207,7 +200,7 @@ def _gc(d: Diagnosis) -> Verdict:
             "gc",
             "contradicted",
             f"the host's stall is its caching allocator, measured in the memory records: "
-            f"{_lower_first(host.summary.rstrip('.'))}",
+            f"{lower_first(host.summary.rstrip('.'))}",
             f"主机侧的阻塞来自其缓存分配器，内存记录中可以看到：{host.summary_zh.rstrip('。')}",
             (host,),
         )
@@ -217,7 +210,7 @@ def _gc(d: Diagnosis) -> Verdict:
             "gc",
             "contradicted",
             "the host is not paused in the stalls, its Python thread is running code there "
-            f"(with_stack frames): {_lower_first(host.summary.rstrip('.'))}",
+            f"(with_stack frames): {lower_first(host.summary.rstrip('.'))}",
             f"停顿期间主机并没有暂停，它的 Python 线程在执行代码（with_stack 调用栈）：{host.summary_zh.rstrip('。')}",
             (host,),
         )
@@ -229,7 +222,7 @@ def _gc(d: Diagnosis) -> Verdict:
             "contradicted",
             f"the profiler records Python GC pauses longer than {thr:g} ms (gc_detect_threshold) "
             f"and recorded none in the slow steps; the host's time goes elsewhere: "
-            f"{_lower_first(host.summary.rstrip('.'))}",
+            f"{lower_first(host.summary.rstrip('.'))}",
             f"性能数据会记录超过 {thr:g} ms 的 Python GC 停顿（gc_detect_threshold），而变慢的步里一次都"
             f"没有记录到；主机的时间花在别处：{host.summary_zh.rstrip('。')}",
             (host,),
@@ -450,7 +443,7 @@ def _missing_late(d: Diagnosis) -> Verdict | None:
         "card",
         "undecided",
         f"the ranks the others wait for ({miss}) are not in this data, so whether one of their "
-        f"cards is at fault cannot be told — {_lower_first(top.summary.rstrip('.'))}",
+        f"cards is at fault cannot be told — {lower_first(top.summary.rstrip('.'))}",
         f"其他卡在等的卡（{miss}号卡）不在这份数据中，无法判断是否是它们的卡有问题——"
         f"{top.summary_zh.rstrip('。')}",
         (top,),
@@ -476,7 +469,7 @@ def _card(d: Diagnosis, ranks: Sequence[int] = ()) -> Verdict:
             "card",
             "contradicted",
             "not one card: every rank is slowed alike — "
-            f"{_lower_first(clock.summary.rstrip('.'))}; replacing a card will not help, the "
+            f"{lower_first(clock.summary.rstrip('.'))}; replacing a card will not help, the "
             "machines' power cap or cooling will",
             f"不是某一张卡：所有卡同样变慢——{clock.summary_zh.rstrip('。')}；换卡无济于事，"
             "要处理的是机器的功耗上限或散热",
@@ -493,7 +486,7 @@ def _card(d: Diagnosis, ranks: Sequence[int] = ()) -> Verdict:
             "card",
             "contradicted",
             f"no NPU computes slower than its peers; what is slow is a link — "
-            f"{_lower_first(en)}. A link far below its peers' bandwidth is "
+            f"{lower_first(en)}. A link far below its peers' bandwidth is "
             f"usually its {parts}: check the link (hccn_tool) before swapping a card",
             f"没有哪张卡（NPU）算得比同类慢，慢的是链路——{zh}。链路带宽远低于同类"
             f"通常是{parts_zh}的问题：先用 hccn_tool 检查链路，再考虑换卡",
@@ -544,7 +537,7 @@ def _not_a_card(d: Diagnosis, ranks: Sequence[int] = ()) -> Verdict | None:
         return _v(
             "card",
             "contradicted",
-            f"no NPU is slower than its peers: {_lower_first(en)}; every rank pays it alike, so "
+            f"no NPU is slower than its peers: {lower_first(en)}; every rank pays it alike, so "
             "replacing a card changes nothing",
             f"没有哪张卡（NPU）比同类慢：{zh}；每张卡都一样，换卡不会有任何改变",
             (top,),
@@ -557,7 +550,7 @@ def _not_a_card(d: Diagnosis, ranks: Sequence[int] = ()) -> Verdict | None:
             "card",
             "contradicted",
             f"the NPU of {who} computes at its peers' speed; it idles more than they do — "
-            f"{_lower_first(en)}; a new card would idle the same: what keeps it idle is what to "
+            f"{lower_first(en)}; a new card would idle the same: what keeps it idle is what to "
             "find",
             f"{who_zh}的 NPU 计算速度与其他卡相同，只是空闲更多——{zh}；换一张卡也会一样空闲，"
             "要找的是让它空闲的原因",
@@ -568,7 +561,7 @@ def _not_a_card(d: Diagnosis, ranks: Sequence[int] = ()) -> Verdict | None:
             "card",
             "contradicted",
             f"the NPU of {who} computes at its peers' speed; it idles waiting for its host — "
-            f"{_lower_first(en)}; a new card would wait the same: the host side (its CPU, "
+            f"{lower_first(en)}; a new card would wait the same: the host side (its CPU, "
             "process, data loading) is what to fix",
             f"{who_zh}的 NPU 计算速度与其他卡相同，是在空等主机——{zh}；换一张卡也会一样空等，"
             "要处理的是主机侧（CPU、进程、数据加载）",
@@ -579,7 +572,7 @@ def _not_a_card(d: Diagnosis, ranks: Sequence[int] = ()) -> Verdict | None:
             "card",
             "contradicted",
             f"the AI Core of {who} runs at its peers' speed; only its AI CPU kernels are slower — "
-            f"{_lower_first(en)}; free that AI CPU first: a new card beside the same other work "
+            f"{lower_first(en)}; free that AI CPU first: a new card beside the same other work "
             "would be as slow",
             f"{who_zh}的 AI Core 与其他卡一样快，只有 AI CPU 算子变慢——{zh}；先把被占用的 AI CPU "
             "腾出来：换一张卡、旁边仍跑着同样的其他工作，也会一样慢",
@@ -590,7 +583,7 @@ def _not_a_card(d: Diagnosis, ranks: Sequence[int] = ()) -> Verdict | None:
             "card",
             "contradicted",
             f"the NPU of {who} runs each operator at its peers' speed; it is given more or different "
-            f"work than its peers — {_lower_first(en)}; a new card would run the same work",
+            f"work than its peers — {lower_first(en)}; a new card would run the same work",
             f"{who_zh}的 NPU 每个算子的速度与其他卡相同，是它的工作比其他卡多或不同——{zh}；"
             "换一张卡也要跑同样的工作",
             (top,),
@@ -705,7 +698,7 @@ def _hardware(d: Diagnosis) -> Verdict:
             "hardware",
             "contradicted",
             "a hardware fault slows every operator of a device, but here only some operators "
-            f"at their shapes are slower — {_lower_first(shape.summary.rstrip('.'))}",
+            f"at their shapes are slower — {lower_first(shape.summary.rstrip('.'))}",
             f"硬件故障会让设备上所有算子变慢，而这里只有部分算子在特定 shape 下变慢——"
             f"{shape.summary_zh.rstrip('。')}",
             (shape,),
@@ -761,7 +754,7 @@ def _hardware(d: Diagnosis) -> Verdict:
             "hardware",
             "contradicted",
             f"the evidence points to software, configuration or data, not hardware — "
-            f"{_lower_first(soft.summary.rstrip('.'))}",
+            f"{lower_first(soft.summary.rstrip('.'))}",
             f"证据指向软件、配置或数据，而不是硬件——{soft.summary_zh.rstrip('。')}",
             (soft,),
         )
@@ -899,7 +892,7 @@ def _kernels(d: Diagnosis) -> Verdict:
             "kernel_slow",
             "contradicted",
             "the operators run as fast as on their peers for the same input; the late ranks "
-            f"get more work: {_lower_first(more.summary.rstrip('.'))}",
+            f"get more work: {lower_first(more.summary.rstrip('.'))}",
             f"算子在相同输入下与其他卡一样快，是晚到的卡分到了更多计算：{more.summary_zh.rstrip('。')}",
             (more,),
         )
@@ -962,7 +955,7 @@ def _dataloader(d: Diagnosis) -> Verdict:
         return _v(
             "dataloader",
             "undecided",
-            f"the data is consistent with it but does not prove it: {_lower_first(c.summary.rstrip('.'))}",
+            f"the data is consistent with it but does not prove it: {lower_first(c.summary.rstrip('.'))}",
             f"数据与之相符，但不足以证明：{c.summary_zh.rstrip('。')}",
             (c,),
             (
@@ -978,7 +971,7 @@ def _dataloader(d: Diagnosis) -> Verdict:
             "dataloader",
             "contradicted",
             "the ranks idle at the start of the step, but not waiting for the loader's workers: "
-            f"the host is in its own memory calls then; {_lower_first(c.summary.rstrip('.'))}",
+            f"the host is in its own memory calls then; {lower_first(c.summary.rstrip('.'))}",
             f"各卡确实在步开始处空闲，但不是在等 DataLoader 的 worker：主机此时在执行它自己的内存调用；"
             f"{c.summary_zh.rstrip('。')}",
             (c,),
@@ -992,7 +985,7 @@ def _dataloader(d: Diagnosis) -> Verdict:
             "dataloader",
             "contradicted",
             "the device idles while the host is blocked in its own calls, not while it waits for "
-            f"the data loader: {_lower_first(held.summary.rstrip('.'))}",
+            f"the data loader: {lower_first(held.summary.rstrip('.'))}",
             f"设备空闲时主机正阻塞在它自己的调用里，而不是在等数据加载：{held.summary_zh.rstrip('。')}",
             (held,),
         )
@@ -1003,7 +996,7 @@ def _dataloader(d: Diagnosis) -> Verdict:
             "dataloader",
             "contradicted",
             "the ranks idle together in those steps, but the host is collecting garbage then, "
-            f"not waiting for input: {_lower_first(gc.summary.rstrip('.'))}",
+            f"not waiting for input: {lower_first(gc.summary.rstrip('.'))}",
             f"各卡确实在这些步里一起空闲，但主机此时在做垃圾回收，而不是在等输入：{gc.summary_zh.rstrip('。')}",
             (gc,),
         )
@@ -1016,7 +1009,7 @@ def _dataloader(d: Diagnosis) -> Verdict:
                 "dataloader",
                 "undecided",
                 "the data is consistent with it but does not prove it: "
-                f"{_lower_first(start.summary.rstrip('.'))}"
+                f"{lower_first(start.summary.rstrip('.'))}"
                 + (" (one captured step)" if len(d.steps) < 2 else ""),
                 f"数据与之相符，但不足以证明：{(start.summary_zh or start.summary).rstrip('。')}"
                 + ("（只采集到一步）" if len(d.steps) < 2 else ""),
@@ -1041,7 +1034,7 @@ def _dataloader(d: Diagnosis) -> Verdict:
             "dataloader",
             "contradicted",
             f"the ranks idle together, but not at the start of the step where waiting for input "
-            f"shows: {_lower_first(idle.summary.rstrip('.'))}",
+            f"shows: {lower_first(idle.summary.rstrip('.'))}",
             f"各卡确实一起空闲，但不在步的开始处（等待输入会出现在那里）：{idle.summary_zh.rstrip('。')}",
             (idle,),
         )
@@ -1049,7 +1042,7 @@ def _dataloader(d: Diagnosis) -> Verdict:
         return _v(
             "dataloader",
             "undecided",
-            f"{_lower_first(idle.summary.rstrip('.'))}; an input pipeline would cause such idle, "
+            f"{lower_first(idle.summary.rstrip('.'))}; an input pipeline would cause such idle, "
             "but this data does not show where in the step the idle falls or what the host does "
             "then",
             f"{idle.summary_zh.rstrip('。')}；数据加载会造成这种空闲，但这份数据看不出空闲落在步的哪个位置，"
@@ -1086,7 +1079,7 @@ def _checkpoint(d: Diagnosis) -> Verdict:
         return _v(
             "checkpoint",
             "supported",
-            f"{_lower_first(ev.summary.rstrip('.'))}",
+            f"{lower_first(ev.summary.rstrip('.'))}",
             ev.summary_zh.rstrip("。"),
             (ev,),
         )
@@ -1113,7 +1106,7 @@ def _checkpoint(d: Diagnosis) -> Verdict:
             "checkpoint",
             "contradicted",
             "the stalls are placed: they sit right before operators launched with input shapes not "
-            f"seen before, not where a save would be; {_lower_first(compiled.summary.rstrip('.'))}",
+            f"seen before, not where a save would be; {lower_first(compiled.summary.rstrip('.'))}",
             f"这些停顿的位置是确定的：紧挨在输入 shape 首次出现的算子之前，而不是保存检查点的位置；"
             f"{compiled.summary_zh.rstrip('。')}",
             (compiled,),
@@ -1155,7 +1148,7 @@ def _zero(d: Diagnosis) -> Verdict:
             "contradicted",
             f"the exposed communication is AllReduce ({pct(ar)} of its time), gradient "
             "synchronization that every ZeRO stage keeps, not ZeRO-3's per-layer parameter "
-            f"AllGather; {_lower_first(top.summary.rstrip('.'))}",
+            f"AllGather; {lower_first(top.summary.rstrip('.'))}",
             f"未被掩盖的通信是 AllReduce（占通信时间的 {pct(ar)}），即梯度同步，任何 ZeRO 阶段都有，"
             f"而不是 ZeRO-3 逐层的参数 AllGather；{top.summary_zh.rstrip('。')}",
             (top,),
@@ -1204,7 +1197,7 @@ def _tp(d: Diagnosis) -> Verdict:
             "tp_size",
             "contradicted",
             "the size is not the problem, the placement is: keep the tensor-parallel size and put "
-            f"each tp group inside one node; {_lower_first(placed.summary.rstrip('.'))}",
+            f"each tp group inside one node; {lower_first(placed.summary.rstrip('.'))}",
             "问题不在 TP 的大小，而在放置：保持 TP 规模不变，把每个 tp 通信组放在一台机器内；"
             f"{placed.summary_zh.rstrip('。')}",
             (placed,),
@@ -1214,7 +1207,7 @@ def _tp(d: Diagnosis) -> Verdict:
         return _v(
             "tp_size",
             "undecided",
-            f"communication is the main cost ({_lower_first(top.summary.rstrip('.'))}), but this "
+            f"communication is the main cost ({lower_first(top.summary.rstrip('.'))}), but this "
             "profile does not tell how much of it the tensor-parallel collectives hold at another "
             "size",
             f"通信是主要开销（{top.summary_zh.rstrip('。')}），但这份数据无法说明换一个 TP 规模后张量并行通信会变成多少",
@@ -1508,7 +1501,7 @@ def _software(d: Diagnosis) -> Verdict:
         "software_bug",
         "contradicted",
         "the measured time is explained without one: "
-        f"{_lower_first(top.summary.rstrip('.'))}, which the job's own code, settings or data "
+        f"{lower_first(top.summary.rstrip('.'))}, which the job's own code, settings or data "
         "produce and its remedy addresses",
         f"不需要用软件缺陷来解释，测得的时间已有原因：{top.summary_zh.rstrip('。')}；"
         "这来自作业自身的代码、配置或数据，按对应的建议修改即可",
@@ -1538,7 +1531,7 @@ def _capacity(d: Diagnosis) -> Verdict:
         return _v(
             "capacity",
             "contradicted",
-            f"{busy}, but {_lower_first(top.summary.rstrip('.'))}; that work can be cut, and more "
+            f"{busy}, but {lower_first(top.summary.rstrip('.'))}; that work can be cut, and more "
             "NPUs would only split it (and add communication): cut it first",
             f"{busy_zh}，但{top.summary_zh.rstrip('。')}；这部分计算可以减掉，加卡只会把它分摊开"
             "（还会增加通信）：应先减掉它",
@@ -1587,7 +1580,7 @@ def _aicpu(d: Diagnosis) -> Verdict:
         lead = (
             ""
             if c is None or top is None or c is top
-            else f" (the top cause is another: {_lower_first(top.summary.rstrip('.'))})"
+            else f" (the top cause is another: {lower_first(top.summary.rstrip('.'))})"
         )
         lead_zh = (
             ""
@@ -1651,7 +1644,7 @@ def _throttling(d: Diagnosis) -> Verdict:
             "throttling",
             "contradicted",
             f"its AI Core clock is {own:.0f} MHz against {peer:.0f} MHz on its peers (AI Core "
-            f"Freq counter), so it is not down-clocked: {_lower_first(c.summary.rstrip('.'))}",
+            f"Freq counter), so it is not down-clocked: {lower_first(c.summary.rstrip('.'))}",
             f"其 AI Core 频率为 {own:.0f} MHz，其他卡为 {peer:.0f} MHz（AI Core 频率计数器），没有降频："
             f"{c.summary_zh.rstrip('。')}",
             (c,),
@@ -1696,7 +1689,7 @@ def _throttling(d: Diagnosis) -> Verdict:
             "contradicted",
             f"its kernels take as long as its peers' (Computing differs by {abs(comp_ex) / 1000:.2f} "
             "ms per step), and a down-clocked device runs every kernel longer; the time is lost "
-            f"elsewhere: {_lower_first(c.summary.rstrip('.'))}",
+            f"elsewhere: {lower_first(c.summary.rstrip('.'))}",
             f"其算子耗时与其他卡相同（计算时间每步相差 {abs(comp_ex) / 1000:.2f} ms），而降频的设备会让每个算子都变慢；"
             f"时间损失在别处：{c.summary_zh.rstrip('。')}",
             (c,),
@@ -1704,7 +1697,7 @@ def _throttling(d: Diagnosis) -> Verdict:
     return _v(
         "throttling",
         "undecided",
-        f"a device is slower ({_lower_first(c.summary.rstrip('.'))}), but this profile has no "  # type: ignore[union-attr]
+        f"a device is slower ({lower_first(c.summary.rstrip('.'))}), but this profile has no "  # type: ignore[union-attr]
         "AI Core frequency to tell a down-clocked device from another fault",
         f"确实有卡更慢（{c.summary_zh.rstrip('。')}），但这份数据没有 AI Core 频率，"  # type: ignore[union-attr]
         "无法区分降频与其他故障",
@@ -1736,7 +1729,7 @@ def _memory_bandwidth(d: Diagnosis) -> Verdict:
             "memory_bandwidth",
             "contradicted",
             "the slower operators are not only the memory-bound ones: "
-            f"{_lower_first(x.summary.rstrip('.'))}",  # type: ignore[union-attr]
+            f"{lower_first(x.summary.rstrip('.'))}",  # type: ignore[union-attr]
             f"变慢的不只是访存密集型算子：{x.summary_zh.rstrip('。')}",  # type: ignore[union-attr]
             (x,),
         )
@@ -1833,14 +1826,14 @@ def _version(d: Diagnosis) -> Verdict:
             hit = next((v for v, rs in g if culprit and culprit <= set(rs)), None)
             if hit is not None and top is not None and not aligned_en:
                 cl, cl_zh = ranks_label(sorted(culprit))
-                aligned_en = f"; the slower {cl} are the ones on {sw} {hit}: {_lower_first(top.summary.rstrip('.'))}"
+                aligned_en = f"; the slower {cl} are the ones on {sw} {hit}: {lower_first(top.summary.rstrip('.'))}"
                 aligned_zh = (
                     f"；较慢的{cl_zh}正是 {sw} {hit} 的那些卡：{top.summary_zh.rstrip('。')}"
                 )
         if not aligned_en and top is not None:
             aligned_en = (
                 "; the measured top cause does not line up with the version groups: "
-                f"{_lower_first(top.summary.rstrip('.'))}"
+                f"{lower_first(top.summary.rstrip('.'))}"
             )
             aligned_zh = f"；测得的主要原因与版本分组并不对应：{top.summary_zh.rstrip('。')}"
         return _v(
@@ -1854,7 +1847,7 @@ def _version(d: Diagnosis) -> Verdict:
     n = len({r for g in by_sw.values() for _, rs in g for r in rs})
     cover = "every rank" if n >= len(d.ranks) else f"the {n} ranks that record it"
     cover_zh = "所有卡" if n >= len(d.ranks) else f"记录了版本的 {n} 张卡"
-    rest_en = f"; the time goes to {_lower_first(top.summary.rstrip('.'))}" if top else ""
+    rest_en = f"; the time goes to {lower_first(top.summary.rstrip('.'))}" if top else ""
     rest_zh = f"；时间花在：{top.summary_zh.rstrip('。')}" if top else ""
     return _v(
         "version",
@@ -1880,7 +1873,7 @@ def _graph_break(d: Diagnosis) -> Verdict:
             "supported",
             f"the compiled model runs as {g:.0f} graphs per step (Model ID in kernel_details.csv) "
             f"and the device idles {idle} per step before {b:.0f} of them, where the host "
-            f"synchronizes and runs Python between graphs — {_lower_first(c.summary.rstrip('.'))}",
+            f"synchronizes and runs Python between graphs — {lower_first(c.summary.rstrip('.'))}",
             f"编译后的模型每步分成 {g:.0f} 个图执行（kernel_details.csv 的 Model ID），设备每步在其中 "
             f"{b:.0f} 个图开始前空闲 {idle}，主机在图与图之间同步并执行 Python——{c.summary_zh.rstrip('。')}",
             (c,),

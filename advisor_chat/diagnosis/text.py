@@ -52,3 +52,20 @@ def integer(x: Any) -> int:
 def upper_first(text: str) -> str:
     """``text`` with its first letter in upper case (a sentence's start)."""
     return text[:1].upper() + text[1:]
+
+
+def lower_first(text: str) -> str:
+    """``'Rank 3 waits'`` -> ``'rank 3 waits'``, for a clause that continues a sentence.
+
+    Identifiers are kept as written: an all-capitals start (``'RDMA …'``), a first word with a
+    capital or a digit after its first letter (``'MatMul …'``, ``'GroupedMatmul …'``,
+    ``'StatelessRandomUniformV2 …'``).
+    """
+    if len(text) < 2 or not text[0].isupper():
+        return text
+    word = text.split(" ", 1)[0]
+    if any(ch.isupper() or ch.isdigit() for ch in word[1:]) or not (
+        text[1].islower() or text[:2] == "A "
+    ):
+        return text
+    return text[0].lower() + text[1:]

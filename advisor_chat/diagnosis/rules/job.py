@@ -22,6 +22,7 @@ from advisor_chat.diagnosis.decompose import (
     GatherFeeds,
     GraphRuns,
     JobIdleShape,
+    JobItem,
     LaunchLoop,
     MoePadding,
     NewShapeIdle,
@@ -3376,6 +3377,18 @@ _ITEM_ZH = {
 }
 
 
+def _at_peer_rate(item: JobItem, gain: float, zh: bool = False) -> str:
+    """For a ``slow_matrix`` item: its time at the other matrix operators' rate, and the gain."""
+    if item.what != "slow_matrix":
+        return ""
+    at = ms(item.us_per_step - gain)
+    if zh:
+        return f"；若达到其他矩阵乘的算力，每步只需 {at}，少 {ms(gain)}"
+    return (
+        f"; at the rate of the other matrix operators it would take {at} per step, {ms(gain)} less"
+    )
+
+
 def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     """Job-hotspot rule: one item that is not the model's main work dominates every rank.
 
@@ -3396,6 +3409,10 @@ def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     sc = presence_scope(ctx, missing)
     en, zh, rem = explain_hotspot(item, sc.every, sc.every_zh)
     gain = item.us_per_step  # the item's mean time per (step, rank), the figure the summary states
+    if item.what == "slow_matrix":
+        # a slow matrix operator still has its work to do: at its peers' rate it would take
+        # tflops / peer_tflops of its time
+        gain = item.us_per_step * (1.0 - item.tflops / item.peer_tflops)
     rem = dataclasses.replace(rem, gain_us=gain, bound=BoundKind.UPPER_BOUND)
     sample = f" (kernels of a sample of {len(ja.ranks)} ranks)" if len(ja.ranks) < len(per) else ""
     # the share of the device (kernel) time, beside the share of the step
@@ -3437,10 +3454,11 @@ def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             ),
             victims=every_rank_loses(ctx, gain),
             summary=(
-                f"{en[0].upper()}{en[1:]}{dev}{sample}; the same cost on every rank, so no rank "
+                f"{en[0].upper()}{en[1:]}{dev}{sample}{_at_peer_rate(item, gain)}; the same cost on "
+                "every rank, so no rank "
                 "is late and none is to blame: the time is lost on all of them alike."
             ),
-            summary_zh=f"{zh}{dev_zh}；每张卡的开销相同，没有哪张卡晚到，也没有哪张卡是罪魁，所有卡都同样损失了这部分时间。",
+            summary_zh=f"{zh}{dev_zh}{_at_peer_rate(item, gain, zh=True)}；每张卡的开销相同，没有哪张卡晚到，也没有哪张卡是罪魁，所有卡都同样损失了这部分时间。",
             metrics={
                 "item_us_per_step": item.us_per_step,
                 "item_share_min": item.share_min,
@@ -3456,7 +3474,9 @@ def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             gain_us=gain,
             bound=BoundKind.UPPER_BOUND,
             remedies=tuple(rems),
-            symptom_tags=("op_hotspot", "aicpu_op") if item.name == "AI_CPU" else ("op_hotspot",),
+            symptom_tags=("op_hotspot", "aicpu_op")
+            if item.name == "AI_CPU" or item.core.upper() == "AI_CPU"
+            else ("op_hotspot",),
             severity=_severity(gain, ctx.step_us),
         )
     ]
