@@ -507,6 +507,9 @@ def test_sync_and_capture_suspicions(text: str, hyp: str) -> None:
         ("why is step 12 slow?", (12,)),
         # what was captured is context, not the steps asked about
         ("grabbed a profile of steps 10-13, why is rank 3 slow?", ()),
+        # a step time, not a step id
+        ("大部分step 77ms左右，但每隔两三步就跳到100ms，为什么？", ()),
+        ("our step 1.5s now, was 1.1s: why?", ()),
     ],
 )
 def test_step_ranges(text: str, steps: tuple[int, ...]) -> None:

@@ -1224,10 +1224,12 @@ _STEP_RANGE = re.compile(
 #: Widest step range expanded into :attr:`Query.steps`.
 MAX_STEP_RANGE = 64
 
+#: After a number: a time or a share, so "step 77ms" is a step time, not step 77.
+_NOT_AN_ID = r"(?!\d)(?!(?:\.\d+)?\s*(?:ms|us|µs|s\b|sec|毫秒|微秒|秒|%))"
 _STEP_PATTERNS = (
-    re.compile(r"\b(?:step|iteration|iter)s?\s*[#:]?\s*(\d+)", re.I),
+    re.compile(rf"\b(?:step|iteration|iter)s?\s*[#:]?\s*(\d+){_NOT_AN_ID}", re.I),
     re.compile(r"第\s*(\d+)\s*(?:步|个\s*step|个迭代|次迭代|轮)", re.I),
-    re.compile(r"(?:step|迭代)\s*(\d+)", re.I),
+    re.compile(rf"(?:step|迭代)\s*(\d+){_NOT_AN_ID}", re.I),
 )
 _CONTEXT = re.compile(
     r"\b("
