@@ -29,6 +29,7 @@ from advisor_chat.diagnosis.rules.stragglers import (
     _rank_cause,
     _slow_groups,
     links_as_fast,
+    node_cause,
     node_sizes_differ,
 )
 from advisor_chat.diagnosis.text import ms, share_of
@@ -584,5 +585,9 @@ def _rotating(
         ]
     if not events:
         return []
+    taken = {r for c in causes for r in c.culprit.ranks}
+    node = node_cause(ctx, events, n_steps, taken)
+    if node is not None:  # late ranks that take turns inside one node: the node
+        return [dataclasses.replace(node, metrics={**node.metrics, "job_cost_us": total})]
     cause = _events_cause(ctx, events, n_steps)
     return [dataclasses.replace(cause, metrics={**cause.metrics, "job_cost_us": total})]

@@ -783,6 +783,11 @@ def rule_stragglers_and_events(ctx: Context) -> list[RootCause]:
             for c in ranks_out
         ]
     out += ranks_out
+    flat = [e for evs in transient.values() for e in evs]
+    node = node_cause(ctx, flat, n_steps, grouped | set(singles) | covered) if flat else None
+    if node is not None:
+        out.append(node)
+        transient = {}
     if transient:
         js = job_slow_steps(ctx)
         ev_steps = {e.step for evs in transient.values() for e in evs}
@@ -797,6 +802,103 @@ def rule_stragglers_and_events(ctx: Context) -> list[RootCause]:
         else:
             out.append(_events_cause(ctx, [e for evs in transient.values() for e in evs], n_steps))
     return out
+
+
+#: Rotating events are one node's when they hit at least this many of its ranks ...
+NODE_EVENT_MIN_RANKS = 3
+#: ... in at least this share of the kept steps (and no rank of another node).
+NODE_EVENT_MIN_STEP_SHARE = 0.25
+
+
+def node_cause(
+    ctx: Context, events: list[Event], n_steps: int, taken: set[int] | None = None
+) -> RootCause | None:
+    """The rotating events as one node's cause, when every one falls on that node's ranks.
+
+    Stalls that move between the ranks of one node and never reach another node's are that
+    node's (its host, an agent or daemon on it), not noise (:func:`_events_node`). The cause is
+    the events' (:func:`_events_cause`: the same (step, rank) pairs, victims and per-step gain)
+    blamed on the node: SLOW_GROUP with the node's ranks, its summary led by the node and what
+    its ranks never share with the other nodes. ``taken``: ranks another cause already names.
+    Returns None when no node holds every event.
+    """
+    node = _events_node(ctx, events)
+    if node is None or set(node[1]) & (taken or set()):
+        return None
+    i, ranks = node
+    ev = _events_cause(ctx, events, n_steps)
+    hit = sorted({e.rank for e in events})
+    steps = sorted({e.step for e in events})
+    others = [r for r in ctx.ranks if r not in set(ranks)]
+    label, label_zh = (
+        f"node {i} (ranks {ranks[0]}-{ranks[-1]})",
+        f"节点 {i}（{ranks[0]}-{ranks[-1]}号卡）",
+    )
+    ol, ol_zh = ranks_label(others)
+    hl, hl_zh = ranks_label(hit)
+    lead = (
+        f"Node {i} (ranks {ranks[0]}-{ranks[-1]}) stalls: {len(events)} one-step stalls move "
+        f"between its ranks ({hl}) in {len(steps)} of {n_steps} steps and never reach {ol}, so "
+        "the cause is on that node (its host: an agent, daemon or other process there), not "
+        "noise of the job. "
+    )
+    lead_zh = (
+        f"节点 {i}（{ranks[0]}-{ranks[-1]}号卡）卡顿：{len(events)} 次单步停顿在它的卡（{hl_zh}）之间轮换，"
+        f"{n_steps} 步中有 {len(steps)} 步受影响，从未出现在{ol_zh}上，所以原因在这台机器上（它的主机："
+        "上面运行的代理、守护进程或其他进程），不是作业的随机抖动。"
+    )
+    first = Remedy(
+        "action",
+        f"Find what runs on node {i}'s host and not on the others' in the hit steps (steps "
+        f"{_span(steps)}): monitoring agents or exporters polling the NPUs (npu-smi, DCMI), "
+        "cron jobs, other processes; stop it or move it off the training cores, and compare "
+        "that host's process list and settings with another node's.",
+        f"查明在受影响的步（第 {_span(steps)} 步）里只在节点 {i} 的主机上运行的东西：轮询 NPU 的监控"
+        "代理或指标采集程序（npu-smi、DCMI）、定时任务、其他进程；停掉它或让它离开训练所用的 CPU 核，"
+        "并把这台主机的进程列表和配置与其他节点对比。",
+        gain_us=ev.gain_us,
+        bound=ev.bound,
+    )
+    return dataclasses.replace(
+        ev,
+        id=f"cause.slow_group.node{i}",
+        mechanism=Mechanism.SLOW_GROUP,
+        culprit=Culprit(
+            kind="ranks",
+            ranks=tuple(ranks),
+            events=ev.culprit.events,
+            label=label,
+            label_zh=label_zh,
+        ),
+        summary=lead + ev.summary,
+        summary_zh=lead_zh + ev.summary_zh,
+        remedies=(first, *ev.remedies[1:]),
+        metrics={**ev.metrics, "node_ranks_hit": float(len(hit))},
+    )
+
+
+def _events_node(ctx: Context, events: list[Event]) -> tuple[int, tuple[int, ...]] | None:
+    """The node whose ranks hold every rotating one-step event, when there is one.
+
+    Nodes from :attr:`Context.nodes` (on-node links); at least two nodes. The events (own time
+    ≥ ``EVENT_MIN_SHARE`` of the step above the step's peers, :func:`find_events`) must all fall
+    on one node's ranks, on at least ``NODE_EVENT_MIN_RANKS`` of them, in at least
+    ``NODE_EVENT_MIN_STEP_SHARE`` of the steps: a stall that moves between one node's ranks and
+    never reaches another node's is that node's (its host, a daemon on it), not noise. Returns
+    ``(node index, its ranks)`` or None.
+    """
+    nodes = ctx.nodes
+    if len(nodes) < 2:
+        return None
+    hit = {e.rank for e in events}
+    for i, n in enumerate(nodes):
+        if not hit <= set(n) or len(hit) < NODE_EVENT_MIN_RANKS:
+            continue
+        steps = {e.step for e in events}
+        n_steps = ctx.frame["step"].nunique()
+        if len(steps) >= NODE_EVENT_MIN_STEP_SHARE * n_steps:
+            return i, tuple(sorted(int(r) for r in n))
+    return None
 
 
 def _span(steps: Sequence[int]) -> str:
