@@ -804,6 +804,13 @@ def rule_stragglers_and_events(ctx: Context) -> list[RootCause]:
     return out
 
 
+#: The events cause's first action when no evidence says what the hosts do in the stalls.
+ROTATING_HOST_ACTION = (
+    "Find the host work that lands on a different rank in each hit step (Python garbage "
+    "collection, periodic logging, checkpoint shards, data loading) and take it out of the step: "
+    "if it is garbage collection, gc.freeze() after setup and gc.collect() at fixed step "
+    "intervals."
+)
 #: Rotating events are one node's when they hit at least this many of its ranks ...
 NODE_EVENT_MIN_RANKS = 3
 #: ... in at least this share of the kept steps (and no rank of another node).
@@ -837,17 +844,16 @@ def node_cause(
     ol, ol_zh = ranks_label(others)
     hl, hl_zh = ranks_label(hit)
     lead = (
-        f"Node {i} (ranks {ranks[0]}-{ranks[-1]}) stalls: {len(events)} one-step stalls move "
-        f"between its ranks ({hl}) in {len(steps)} of {n_steps} steps and never reach {ol}, so "
-        "the cause is on that node (its host: an agent, daemon or other process there), not "
-        "noise of the job. "
+        f"One-step stalls stay on node {i} (ranks {ranks[0]}-{ranks[-1]}): {len(events)} of them "
+        f"move between its ranks ({hl}) in {len(steps)} of {n_steps} steps and never reach {ol}, "
+        "so the cause is on that node (its host: an agent, daemon or other process there). "
     )
     lead_zh = (
-        f"节点 {i}（{ranks[0]}-{ranks[-1]}号卡）卡顿：{len(events)} 次单步停顿在它的卡（{hl_zh}）之间轮换，"
-        f"{n_steps} 步中有 {len(steps)} 步受影响，从未出现在{ol_zh}上，所以原因在这台机器上（它的主机："
-        "上面运行的代理、守护进程或其他进程），不是作业的随机抖动。"
+        f"单步停顿只出现在节点 {i}（{ranks[0]}-{ranks[-1]}号卡）：{len(events)} 次停顿在它的卡（{hl_zh}）"
+        f"之间轮换，{n_steps} 步中有 {len(steps)} 步受影响，从未出现在{ol_zh}上，所以原因在这台机器上"
+        "（它的主机：上面运行的代理、守护进程或其他进程）。"
     )
-    first = Remedy(
+    node_first = Remedy(
         "action",
         f"Find what runs on node {i}'s host and not on the others' in the hit steps (steps "
         f"{_span(steps)}): monitoring agents or exporters polling the NPUs (npu-smi, DCMI), "
@@ -858,6 +864,14 @@ def node_cause(
         "并把这台主机的进程列表和配置与其他节点对比。",
         gain_us=ev.gain_us,
         bound=ev.bound,
+    )
+    # the events' own first action stays first when their evidence chose it (what the hosts
+    # run in the stalls); the generic "find the host work" one gives way to the node's
+    generic = ev.remedies[0].text == ROTATING_HOST_ACTION
+    remedies = (
+        (node_first, *ev.remedies[1:])
+        if generic
+        else (ev.remedies[0], node_first, *ev.remedies[1:])
     )
     return dataclasses.replace(
         ev,
@@ -872,7 +886,7 @@ def node_cause(
         ),
         summary=lead + ev.summary,
         summary_zh=lead_zh + ev.summary_zh,
-        remedies=(first, *ev.remedies[1:]),
+        remedies=remedies,
         metrics={**ev.metrics, "node_ranks_hit": float(len(hit))},
     )
 
@@ -2516,10 +2530,7 @@ def _events_cause(ctx: Context, events: list[Event], n_steps: int) -> RootCause:
         if host and len(pairs) == 1
         else Remedy(
             "action",
-            "Find the host work that lands on a different rank in each hit step (Python garbage "
-            "collection, periodic logging, checkpoint shards, data loading) and take it out of "
-            "the step: if it is garbage collection, gc.freeze() after setup and gc.collect() at "
-            "fixed step intervals.",
+            ROTATING_HOST_ACTION,
             "找出每个受影响步落在不同卡上的主机工作（Python 垃圾回收、周期性日志、检查点分片、数据加载），"
             "并移出训练步：若是垃圾回收，初始化后调用 gc.freeze()，并按固定步数间隔调用 gc.collect()。",
             per_step,
