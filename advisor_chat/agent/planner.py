@@ -1979,7 +1979,10 @@ class Planner:
                     f"the same on each: rank {rank} takes {mine}{share_en}, the median of the "
                     f"other {k} ranks {peers}"
                 )
-        text += self._per_launch(res, zh)
+        if abs(m.get("ops_times_others_median", 1.0) - 1) < 0.1:
+            # (per launch over every rank read: only when the ranks run them alike; a rank that
+            # differs is stated against the others above)
+            text += self._per_launch(res, zh)
         # a second rank (or node) named: its own figures from the same table
         second = [r for r in [*q.ranks[1:2], *self._node_ranks(q)[1:2]] if r != rank][:1]
         t = res.tables["ops_by_rank"]
