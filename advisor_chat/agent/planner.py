@@ -867,7 +867,12 @@ class Planner:
         if (
             q.intent == "compare_profiles"
             and self.session.baseline is None
-            and q.kind in ("why", "overview", "", "fix_first")
+            and (
+                q.kind in ("why", "overview", "", "fix_first")
+                # "was it the agent upgraded on the second machine only?": a part of this run
+                # is suspected, and this run can judge it
+                or (q.kind == "yes_no" and bool(q.ranks or q.nodes or q.links or q.stages))
+            )
             # (the question itself, not the context before it: "... the comparison against our
             # baseline ... what's going on?"); "ranks 0-7 now wait 31 ms ... what changed?" names
             # parts of this run: what differs in it is an answer
