@@ -2978,15 +2978,45 @@ class CollectiveTypes:
         return min(s / f for f, s in self.by_transport.values() if f > 0)
 
 
-def collective_types(profile: Profile) -> CollectiveTypes | None:
-    """Collective types that run slower than another type over the same links.
+@dataclass(frozen=True)
+class TransportSplit:
+    """One collective type slow on one transport only, where another type runs at full speed.
 
-    Groups ``comm_bandwidth`` rows (transit size > 0) by op type (``hcom_allGather_`` from the op
-    name) and transport; the fastest type with at least ``TYPE_MIN_VOLUME_SHARE`` of a transport's
-    volume is the reference; a type with that share too and at most ``SLOW_TYPE_RATIO`` of the
-    reference's bandwidth on every transport both use is slow. The links then carry one kind of
-    collective at full speed: what is slow is the other kind (its algorithm, its reduction), not
-    the links. ``None`` when fewer than two types share a transport or none is slow.
+    Attributes:
+        transport: The transport (``RDMA``).
+        slow: The op type slow there (``alltoallv``); ``fast``: the type at full speed there.
+        slow_gbps: Its bandwidth on that transport, GB/s; ``fast_gbps``: the fast type's.
+        other: A transport where the slow type runs at the fast type's speed (``HCCS``).
+        other_ratio: The slow type's bandwidth there over the fast type's.
+    """
+
+    transport: str
+    slow: str
+    fast: str
+    slow_gbps: float
+    fast_gbps: float
+    other: str
+    other_ratio: float
+    transit_us_per_step: float = math.nan
+
+    @property
+    def gain_us(self) -> float:
+        """The slow type's transit time per step on the transport at the fast type's rate, saved.
+
+        ``transit_us_per_step`` × (1 − slow / fast bandwidth); NaN without it.
+        """
+        return self.transit_us_per_step * (1.0 - self.slow_gbps / self.fast_gbps)
+
+
+def _type_bandwidth(
+    profile: Profile, min_share: float = TYPE_MIN_VOLUME_SHARE
+) -> pd.DataFrame | None:
+    """Bandwidth per (transport, op type): transit size over transit time, summed.
+
+    From ``comm_bandwidth`` rows with transit size and time (communication.json Communication
+    Bandwidth Info), the op type from the op name (``hcom_allGather_`` -> ``allGather``). Columns
+    ``mb``, ``ms``, ``gbps``, ``share`` (of the transport's volume), index ``(tr, kind)``; only
+    types with at least ``min_share`` of a transport's volume. None without any.
     """
     bw = profile.get("comm_bandwidth")
     need = {"op_name", "transport", "transit_size_mb", "transit_time_ms"}
@@ -3018,7 +3048,82 @@ def collective_types(profile: Profile) -> CollectiveTypes | None:
     agg = t.groupby(["tr", "kind"])[["mb", "ms"]].sum()
     agg["gbps"] = agg["mb"] / agg["ms"]
     agg["share"] = agg["mb"] / agg.groupby(level="tr")["mb"].transform("sum")
-    agg = agg[agg["share"] >= TYPE_MIN_VOLUME_SHARE]
+    agg = agg[agg["share"] >= min_share]
+    return agg if not agg.empty else None
+
+
+#: On another transport, the slow type counts as normal at this share of the fast type or more.
+SPLIT_NORMAL_RATIO = 0.8
+#: A reference type for the split needs this share of the transport's volume (its transfers are
+#: large enough to reach the link rate: the rows are per operator, not per packet).
+SPLIT_MIN_VOLUME_SHARE = 0.02
+
+
+def transport_split(profile: Profile) -> TransportSplit | None:
+    """A collective type slow on one transport only: its traffic pattern there, not the links.
+
+    On a transport, a type at most ``SLOW_TYPE_RATIO`` of the fastest type's bandwidth over the
+    same transport, which on another transport both use runs at ``SPLIT_NORMAL_RATIO`` of the
+    fast type or more: its algorithm is not slow (it is fine elsewhere) and the links are not
+    (another type fills them): the way that type loads that transport is (many senders to one
+    port: incast and congestion on RoCE). The slowest such pair. Source: communication.json
+    Communication Bandwidth Info (:func:`_type_bandwidth`). None when there is none.
+    """
+    agg = _type_bandwidth(profile, SPLIT_MIN_VOLUME_SHARE)
+    if agg is None:
+        return None
+    gb = {
+        (str(key[0]), str(key[1])): float(v)
+        for key, v in zip(agg.index.tolist(), agg["gbps"].tolist(), strict=True)
+    }
+    trs = sorted({a for a, _ in gb})
+    best: TransportSplit | None = None
+    for tr_ in trs:
+        kinds = [k for a, k in gb if a == tr_]
+        if len(kinds) < 2:
+            continue
+        fast = max(kinds, key=lambda k: gb[(tr_, k)])
+        for k in kinds:
+            r = gb[(tr_, k)] / gb[(tr_, fast)]
+            if k == fast or r > SLOW_TYPE_RATIO:
+                continue
+            for o in trs:
+                if o == tr_ or (o, k) not in gb or (o, fast) not in gb:
+                    continue
+                ro = gb[(o, k)] / gb[(o, fast)]
+                if ro >= SPLIT_NORMAL_RATIO and (
+                    best is None or r < best.slow_gbps / best.fast_gbps
+                ):
+                    best = TransportSplit(tr_, k, fast, gb[(tr_, k)], gb[(tr_, fast)], o, ro)
+    if best is None:
+        return None
+    # its transit time per (step, rank) on that transport (median over ranks of the mean per step)
+    bw = profile.get("comm_bandwidth")
+    if {"rank", "step"} <= set(bw.columns):
+        on = (bw["transport"].astype(str).str.upper() == best.transport) & bw["op_name"].astype(
+            str
+        ).str.match(rf"hcom_{re.escape(best.slow)}_")
+        t = bw[on]
+        ms_ = pd.to_numeric(t["transit_time_ms"], errors="coerce")
+        per = ms_.groupby([t["rank"], t["step"]]).sum().groupby(level=0).mean()
+        if len(per):
+            best = dataclasses.replace(best, transit_us_per_step=1000.0 * float(per.median()))
+    return best
+
+
+def collective_types(profile: Profile) -> CollectiveTypes | None:
+    """Collective types that run slower than another type over the same links.
+
+    Groups ``comm_bandwidth`` rows (transit size > 0) by op type (``hcom_allGather_`` from the op
+    name) and transport; the fastest type with at least ``TYPE_MIN_VOLUME_SHARE`` of a transport's
+    volume is the reference; a type with that share too and at most ``SLOW_TYPE_RATIO`` of the
+    reference's bandwidth on every transport both use is slow. The links then carry one kind of
+    collective at full speed: what is slow is the other kind (its algorithm, its reduction), not
+    the links. ``None`` when fewer than two types share a transport or none is slow.
+    """
+    agg = _type_bandwidth(profile)
+    if agg is None:
+        return None
     # the reference: the type fastest on the transport that carries the most data
     flat = agg.reset_index().sort_values(["tr", "gbps"], ascending=[True, False])
     fast_by_tr = {

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import pandas as pd
 
-from advisor_chat.analyzers.base import Category
+from advisor_chat.analyzers.base import Category, Finding
 from advisor_chat.analyzers.slow_link import link_records
 from advisor_chat.diagnosis.context import Context
+from advisor_chat.diagnosis.decompose import TransportSplit, transport_split
 from advisor_chat.diagnosis.rules.common import (
+    COLLECTIVE_NAMES,
     EVENT_MIN_STEPS,
     _claim,
     _severity,
@@ -311,6 +314,19 @@ def rule_slow_transport(ctx: Context, causes: list[RootCause]) -> list[RootCause
             for r in others
         )
         rdma = tr == "RDMA"
+        split = transport_split(ctx.profile)
+        if split is not None and split.transport == tr:
+            # one collective type is slow on this transport only, another fills the same links:
+            # the way that type loads the network, not the links
+            if math.isfinite(split.gain_us) and split.gain_us > 0:
+                # the slow type's transfers at the fast type's rate over the same links
+                gain = split.gain_us
+                victims = tuple(
+                    Impact(int(r), gain, share_of(gain, ctx.val(int(r), "step_us")), "own_time")
+                    for r in ctx.ranks
+                )
+            out.append(_split_cause(ctx, f, split, victims, gain))
+            continue
         fix_en = (
             "the RoCE fabric's configuration (PFC / ECN lossless settings on the NICs and "
             "switches, MTU end to end, the traffic class HCCL uses: HCCL_RDMA_TC / HCCL_RDMA_SL) "
@@ -383,6 +399,92 @@ def rule_slow_transport(ctx: Context, causes: list[RootCause]) -> list[RootCause
             )
         )
     return out
+
+
+def _split_cause(
+    ctx: Context, f: Finding, sp: TransportSplit, victims: tuple[Impact, ...], gain: float
+) -> RootCause:
+    """The transport's slow links as one collective type's traffic pattern (see ``transport_split``).
+
+    Many senders to one port (an all-to-all crossing servers) fill the switch buffers; without
+    working congestion control (ECN / DCQCN on RoCE) the fabric pauses them (PFC), while ring
+    collectives (one sender per port) reach the full rate over the same links.
+    """
+    tr = sp.transport
+    slow, fast = (
+        COLLECTIVE_NAMES.get(sp.slow.lower(), sp.slow),
+        COLLECTIVE_NAMES.get(sp.fast.lower(), sp.fast),
+    )
+    many = re.search(r"alltoall", sp.slow, re.I) is not None
+    pattern = (
+        "every card sends to the other servers' ports at once (many-to-one incast)"
+        if many
+        else "its traffic pattern loads the ports unevenly"
+    )
+    pattern_zh = (
+        "所有卡同时向其他服务器的端口发送（多打一的 incast）"
+        if many
+        else "它的流量模式让端口负载不均"
+    )
+    summary = (
+        f"{slow} is slow on {tr} only: its {tr} transfers get {sp.slow_gbps:.1f} GB/s while {fast} "
+        f"gets {sp.fast_gbps:.1f} GB/s over the same {tr} links, and on {sp.other} {slow} runs at "
+        f"{pct(sp.other_ratio)} of {fast}'s rate (communication.json Communication Bandwidth "
+        f"Info): not a slow link or card, and not {slow}'s algorithm, but how {slow} loads the "
+        f"{tr} network: {pattern}, which a fabric without working congestion control (ECN / "
+        f"DCQCN off, PFC pauses only) turns into pause storms. Every rank waits for it; at "
+        f"{fast}'s rate its {tr} transfers would take {ms(gain)} less per step."
+    )
+    summary_zh = (
+        f"{slow} 只在 {tr} 上慢：它的 {tr} 传输带宽只有 {sp.slow_gbps:.1f} GB/s，而 {fast} 在同样的 "
+        f"{tr} 链路上有 {sp.fast_gbps:.1f} GB/s；在 {sp.other} 上 {slow} 的带宽是 {fast} 的 "
+        f"{pct(sp.other_ratio)}（communication.json 的 Communication Bandwidth Info）：不是某条链路或"
+        f"某张卡慢，也不是 {slow} 的算法，而是 {slow} 给 {tr} 网络施加负载的方式：{pattern_zh}，在没有"
+        f"有效拥塞控制（ECN / DCQCN 关闭，只有 PFC 暂停）的网络里会变成暂停风暴。所有卡都在等它；"
+        f"若达到 {fast} 的带宽，它的 {tr} 传输每步可少 {ms(gain)}。"
+    )
+    return RootCause(
+        id=f"cause.slow_transport.{tr.lower()}_{sp.slow.lower()}",
+        mechanism=Mechanism.SLOW_LINK,
+        category=Category.COMMUNICATION,
+        culprit=Culprit(
+            kind="job",
+            transport=tr,
+            operator=slow,
+            label=f"{slow} over {tr}",
+            label_zh=f"{tr} 上的 {slow}",
+        ),
+        victims=victims,
+        summary=summary,
+        summary_zh=summary_zh,
+        metrics={
+            "slow_type_gbps": sp.slow_gbps,
+            "fast_type_gbps": sp.fast_gbps,
+            "other_transport_ratio": sp.other_ratio,
+            "gain_estimate_us": gain,
+        },
+        findings=_claim(ctx, lambda x: x.id == f.id or x.id.startswith("slow_link.slow_link.")),
+        gain_us=gain,
+        bound=BoundKind.ESTIMATE,
+        remedies=(
+            Remedy(
+                "action",
+                f"Enable and tune congestion control for the traffic class HCCL uses on {tr} "
+                "(ECN marking / WRED on the switches, DCQCN on the NICs; with the network team) "
+                f"instead of replacing cards or cables; meanwhile keep {slow} inside a server "
+                "(expert parallelism within a node, the experts replicated across servers) or "
+                "use a hierarchical all-to-all so fewer senders hit each remote port.",
+                f"为 HCCL 在 {tr} 上使用的流量优先级开启并调好拥塞控制（交换机上的 ECN 标记 / WRED、"
+                f"网卡上的 DCQCN；与网络团队一起），而不是更换卡或线缆；在此之前让 {slow} 留在服务器内"
+                "（专家并行限制在一台机器内，专家在服务器之间复制）或使用分层 all-to-all，减少同时打到"
+                "每个远端端口的发送方。",
+                gain,
+                BoundKind.ESTIMATE,
+            ),
+        ),
+        symptom_tags=("slow_link", f"{tr.lower()}_low_bandwidth"),
+        severity=_severity(gain, ctx.step_us),
+    )
 
 
 __all__ = [

@@ -13,6 +13,7 @@ import pandas as pd
 from advisor_chat.analyzers._common import format_ranks
 from advisor_chat.analyzers.base import Category, Finding, FindingKind
 from advisor_chat.diagnosis.context import Context
+from advisor_chat.diagnosis.decompose import transport_split
 from advisor_chat.diagnosis.rules.common import VICTIM_MIN_SHARE, _claim, _severity, waiting_for
 from advisor_chat.diagnosis.rules.network_steps import link_steps
 from advisor_chat.diagnosis.text import ms, pct, share_of
@@ -90,8 +91,13 @@ def rule_slow_link(ctx: Context) -> list[RootCause]:
     """
     out = []
     flaps: dict[str, tuple[str, str]] = {}
+    # one collective type slow on a transport where another fills the same links at full speed:
+    # its links are not slow (the slow-transport rule names the type's traffic pattern)
+    split = transport_split(ctx.profile)
     for f in ctx.finding("slow_link.slow_link."):
         if f.kind is not FindingKind.SLOW_LINK:
+            continue
+        if split is not None and f.id.rsplit("_", 1)[-1].upper() == split.transport:
             continue
         if "src_rank" not in f.metrics and f.ranks:
             # a rank's bandwidth is low but no link table names the link (its own
