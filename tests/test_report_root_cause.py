@@ -62,9 +62,6 @@ _PROFILE_AMBIGUOUS = {
 #: Development kinds whose cause the diagnosis does not name yet (known gaps of session 34,
 #: tracked in the closing note: the test fails loudly once it does).
 _NOT_YET = {
-    # found as one-step events on node 0's ranks (what the host does is named: the slower
-    # aten::cat), not as node 0 a slower group
-    "thp-compaction-node": "stalls rotating over one node's ranks are events, not the node",
     # found as exposed communication with the leader all-reduce named first, not as the leaders
     # (ranks 0, 8) the others wait for
     "hier-allreduce-leaders": "the leaders are named in the exposed-communication cause",

@@ -3441,7 +3441,7 @@ def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
             mechanism=Mechanism.JOB_HOTSPOT,
             category=Category.COMPUTE,
             culprit=Culprit(
-                kind="operator" if item.what == "op_type" else "job",
+                kind="job",  # a cost of every rank (the operator named beside it)
                 operator=item.name if item.what == "op_type" else ", ".join(item.members),
                 shape=item.shape if item.what == "op_type" else "",
                 label=item.name,

@@ -438,7 +438,7 @@ def _split_cause(
     summary_zh = (
         f"{slow} 只在 {tr} 上慢：它的 {tr} 传输带宽只有 {sp.slow_gbps:.1f} GB/s，而 {fast} 在同样的 "
         f"{tr} 链路上有 {sp.fast_gbps:.1f} GB/s；在 {sp.other} 上 {slow} 的带宽是 {fast} 的 "
-        f"{pct(sp.other_ratio)}（communication.json 的 Communication Bandwidth Info）：不是某条链路或"
+        f"{pct(sp.other_ratio)}（communication.json 的通信带宽信息）：不是某条链路或"
         f"某张卡慢，也不是 {slow} 的算法，而是 {slow} 给 {tr} 网络施加负载的方式：{pattern_zh}，在没有"
         f"有效拥塞控制（ECN / DCQCN 关闭，只有 PFC 暂停）的网络里会变成暂停风暴。所有卡都在等它；"
         f"若达到 {fast} 的带宽，它的 {tr} 传输每步可少 {ms(gain)}。"

@@ -878,7 +878,7 @@ def node_cause(
         id=f"cause.slow_group.node{i}",
         mechanism=Mechanism.SLOW_GROUP,
         culprit=Culprit(
-            kind="ranks",
+            kind="group",
             ranks=tuple(ranks),
             events=ev.culprit.events,
             label=label,
