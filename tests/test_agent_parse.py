@@ -32,6 +32,8 @@ def _q(text: str, **kw):
         ("what should I fix first?", "先修什么？", "fix_first", "fix_first"),
         ("what should we change first?", "先怎么改？", "fix_first", "fix_first"),
         ("what do i change first?", "先怎么处理", "fix_first", "fix_first"),
+        ("first action?", "先做什么？", "fix_first", "fix_first"),
+        ("the first step is slower, why?", "第一步为什么慢？", "why", "step_events"),
         ("how much could I gain?", "能省多少时间？", "how_much", "how_much"),
         ("why are some steps slow?", "为什么有些 step 特别慢？", "why", "step_events"),
         ("is the profiling data complete?", "采集的数据完整吗？", "data", "data_quality"),

@@ -257,7 +257,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
     ),
     "fix_first": (
         r"\b(fix|change|do|tune|try|address|tackle|flip|switch|turn on|turn off|set) first\b",
-        r"\bfirst (thing|change|fix)\b",
+        r"\bfirst (thing|change|fix|action|move)\b",
         r"what (should|do|can|could|would|must) (i|we) (do|fix|change|try|tune|optimi[sz]e|check|look at)",
         r"\b(check|look at) first\b",
         r"what (do|would) you (recommend|suggest)",

@@ -476,7 +476,7 @@ def _split_cause(
                 "use a hierarchical all-to-all so fewer senders hit each remote port.",
                 f"为 HCCL 在 {tr} 上使用的流量优先级开启并调好拥塞控制（交换机上的 ECN 标记 / WRED、"
                 f"网卡上的 DCQCN；与网络团队一起），而不是更换卡或线缆；在此之前让 {slow} 留在服务器内"
-                "（专家并行限制在一台机器内，专家在服务器之间复制）或使用分层 all-to-all，减少同时打到"
+                "（专家并行限制在一台机器内，专家在服务器之间复制）或使用分层的 AlltoAll 算法，减少同时打到"
                 "每个远端端口的发送方。",
                 gain,
                 BoundKind.ESTIMATE,
