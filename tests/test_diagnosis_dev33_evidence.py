@@ -19,7 +19,12 @@ from pathlib import Path
 import pytest
 
 from advisor_chat.diagnosis import diagnose
-from advisor_chat.diagnosis.decompose import job_account, matrix_flops, transport_split
+from advisor_chat.diagnosis.decompose import (
+    blocked_calls,
+    job_account,
+    matrix_flops,
+    transport_split,
+)
 from advisor_chat.diagnosis.types import Mechanism
 from advisor_chat.ingest import load_profile
 
@@ -87,6 +92,12 @@ def test_stalls_that_stay_on_one_node_blame_the_node(scenario) -> None:
     assert list(top.culprit.ranks) == rc["culprit_ranks"]
     # every event of the cause is on the node's ranks
     assert top.culprit.events and {r for _, r in top.culprit.events} <= set(rc["culprit_ranks"])
+    # what the hosts sit in: launch calls blocked for milliseconds, one card after another
+    bc = blocked_calls(prof, rc["culprit_ranks"])
+    assert bc is not None and bc.sweep and bc.api.startswith("AscendCL@aclnn")
+    assert bc.each_us > 100 * bc.normal_us and "blocked call" in top.summary
+    others = [r for r in prof.ranks if r not in rc["culprit_ranks"]]
+    assert blocked_calls(prof, others) is None
 
 
 def test_rotating_stalls_across_nodes_stay_events(scenario) -> None:

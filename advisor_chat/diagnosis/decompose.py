@@ -4247,3 +4247,72 @@ def cube_waste(profile: Profile, ranks: Sequence[int], op_type: str) -> CubeWast
         shapes=str(mine["input_shapes"].mode().iloc[0]) if "input_shapes" in mine else "",
         formats=str(mine["input_formats"].mode().iloc[0]) if "input_formats" in mine else "",
     )
+
+
+#: A host API call is blocked when it lasts this many times its API's median ...
+BLOCKED_CALL_RATIO = 20.0
+#: ... and at least this long, µs.
+BLOCKED_CALL_MIN_US = 1000.0
+
+
+@dataclass(frozen=True)
+class BlockedCalls:
+    """Host API calls of some ranks that block far beyond their usual duration.
+
+    Attributes:
+        api: The API most of them are (``AscendCL@aclnnMatmul``).
+        count: How many, over the ranks read.
+        each_us: Their median duration, µs.
+        normal_us: The median duration of the same API's other calls, µs.
+        sweep: In the steps where several ranks block, they do so one rank after another in
+            rank order (a poller visiting the cards in turn).
+        spacing_us: Median time between consecutive ranks' blocked calls in a sweep, µs.
+    """
+
+    api: str
+    count: int
+    each_us: float
+    normal_us: float
+    sweep: bool
+    spacing_us: float
+
+
+def blocked_calls(profile: Profile, ranks: Sequence[int]) -> BlockedCalls | None:
+    """Host API calls of ``ranks`` that last ``BLOCKED_CALL_RATIO`` x their API's median or more.
+
+    From ``host_dispatch`` (trace_view.json CANN API / the DB's CANN_API): calls of at least
+    ``BLOCKED_CALL_MIN_US``. A kernel launch that blocks for milliseconds waits for the device
+    driver (another process on the host holding it), not for Python. ``sweep``: in each step
+    where three or more ranks block, their blocked calls start in rank order. None without any.
+    """
+    hd = profile.host_dispatch_for(list(ranks))
+    if hd.empty or not {"api_name", "api_duration_us", "host_start_us"} <= set(hd.columns):
+        return None
+    dur = pd.to_numeric(hd["api_duration_us"], errors="coerce")
+    api = hd["api_name"].astype(str)
+    med = dur.groupby(api).transform("median")
+    hit = (dur >= BLOCKED_CALL_RATIO * med) & (dur >= BLOCKED_CALL_MIN_US)
+    if not hit.any():
+        return None
+    b = hd[hit.fillna(False)]
+    top = str(api[b.index].value_counts().index[0])
+    normal = float(dur[(api == top) & ~hit.fillna(False)].median())
+    sweep, gaps = True, []
+    n_sweeps = 0
+    if "step" in b.columns:
+        for _, g in b.groupby("step"):
+            first = g.sort_values("host_start_us").drop_duplicates("rank")
+            if len(first) < 3:
+                continue
+            n_sweeps += 1
+            order = first["rank"].astype(int).tolist()
+            sweep &= order == sorted(order)
+            gaps += np.diff(first["host_start_us"].to_numpy(dtype=float)).tolist()
+    return BlockedCalls(
+        top,
+        len(b),
+        float(dur[b.index].median()),
+        normal,
+        bool(sweep and n_sweeps > 0),
+        float(np.median(gaps)) if gaps else float("nan"),
+    )

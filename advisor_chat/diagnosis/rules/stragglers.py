@@ -20,6 +20,7 @@ from advisor_chat.diagnosis.decompose import (
     MemoryChurn,
     SlowCalls,
     _sample,
+    blocked_calls,
     device_account,
     device_copies,
     gc_pause_us,
@@ -853,6 +854,29 @@ def node_cause(
         f"之间轮换，{n_steps} 步中有 {len(steps)} 步受影响，从未出现在{ol_zh}上，所以原因在这台机器上"
         "（它的主机：上面运行的代理、守护进程或其他进程）。"
     )
+    blocked = blocked_calls(ctx.profile, hit)
+    if blocked is not None and blocked.count >= len(events) // 2:
+        # what the hosts sit in during the stalls: a launch that waits for the device driver
+        order = (
+            f", one card after another in rank order ({ms(blocked.spacing_us)} apart)"
+            if blocked.sweep
+            else ""
+        )
+        order_zh = (
+            f"，按卡号顺序一张接一张（间隔 {ms(blocked.spacing_us)}）" if blocked.sweep else ""
+        )
+        lead += (
+            f"In those stalls the hosts sit in one blocked call: {blocked.api} takes "
+            f"{ms(blocked.each_us)} (median of {blocked.count}) against {ms(blocked.normal_us)} "
+            f"normally (trace_view.json CANN API){order}: the launch waits for the device "
+            "driver, held by another process on that host (an agent polling the NPUs). "
+        )
+        lead_zh += (
+            f"这些停顿里主机卡在一次被阻塞的调用上：{blocked.api} 耗时 {ms(blocked.each_us)}"
+            f"（{blocked.count} 次的中位数），平时只要 {ms(blocked.normal_us)}（trace_view.json 的 "
+            f"CANN API）{order_zh}：下发在等设备驱动，驱动被这台主机上的另一个进程占用"
+            "（轮询 NPU 的监控代理）。"
+        )
     node_first = Remedy(
         "action",
         f"Find what runs on node {i}'s host and not on the others' in the hit steps (steps "
