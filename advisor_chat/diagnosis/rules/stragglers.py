@@ -872,7 +872,7 @@ def node_cause(
             "driver, held by another process on that host (an agent polling the NPUs). "
         )
         lead_zh += (
-            f"这些停顿里主机卡在一次被阻塞的调用上：{blocked.api} 耗时 {ms(blocked.each_us)}"
+            f"这些停顿里主机的下发调用被阻塞：{blocked.api} 耗时 {ms(blocked.each_us)}"
             f"（{blocked.count} 次的中位数），平时只要 {ms(blocked.normal_us)}（trace_view.json 的 "
             f"CANN API）{order_zh}：下发在等设备驱动，驱动被这台主机上的另一个进程占用"
             "（轮询 NPU 的监控代理）。"
