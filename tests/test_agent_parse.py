@@ -405,6 +405,7 @@ def test_the_causes_ruled_out_are_kept_apart() -> None:
             "software_bug",
         ),
         ("FA 的次数是反向的两倍，profiler 的 bug？", "yes_no", "software_bug"),
+        ("is upgrading CANN the fix?", "yes_no", "software_bug"),
         ("rank 3 waits a lot, GC?", "yes_no", "gc"),
         ("Step 4 took 2 s. GC pause?", "yes_no", "gc"),
         ("v2.1 is slower than v2.0. Thoughts?", "", ""),

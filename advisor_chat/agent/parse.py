@@ -893,7 +893,7 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r".{0,30}\b(bug|broken|defect|regression)",
         r"\b(bug|broken|defect)\b.{0,20}\b(in|of|with) (cann|torch[_ ]?npu|the driver|the framework)",
         r"\bopen an issue with (huawei|ascend)",
-        r"\b(bump|upgrade|update|downgrade)\b.{0,15}\b(cann|torch[_ ]?npu|driver|firmware)\b",
+        r"\b(bump(?:ing|ed)?|upgrad\w*|updat\w*|downgrad\w*)\b.{0,15}\b(cann|torch[_ ]?npu|driver|firmware)\b",
         r"(升级|更新|降级|换).{0,6}(cann|torch_?npu|驱动|固件)",
         r"\b(driver|firmware)\b.{0,20}\b(problem|issue|version|fault)",
         r"(驱动|固件).{0,6}(问题|版本|故障)",
