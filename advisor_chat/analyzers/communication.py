@@ -216,12 +216,45 @@ def _instances(ops: pd.DataFrame, bw: pd.DataFrame, gname: dict[str, str]) -> pd
     if not bw.empty and {"transit_size_mb", "transport"} <= set(bw.columns):
         b = bw[bw["transit_size_mb"].notna()]
         size = b.groupby(key, dropna=False)["transit_size_mb"].sum().rename("size_mb")
-        per_t = b.groupby([*key, "transport"], dropna=False).agg(
+        per_t = b.groupby([*key, "transport"], dropna=False, observed=True).agg(
             mb=("transit_size_mb", "sum"), ms=("transit_time_ms", "sum")
         )
-        bw_main = per_t.reset_index()
+        # each (rank, op instance, transport) with its op type, from comm_ops
+        kinds = o.set_index(key)["op_type"]
+        kinds = kinds[~kinds.index.duplicated()]
+        per_t = per_t.reset_index().join(kinds, on=key, how="inner")
+        per_t = per_t[per_t["mb"] > 0]
+        main = per_t.groupby(["group", "op_type", "transport"], observed=True)["mb"].sum()
+        if len(main):
+            top = (
+                main.reset_index()
+                .sort_values("mb")
+                .drop_duplicates(["group", "op_type"], keep="last")
+            )
+            bw_main = per_t.merge(
+                top[["group", "op_type", "transport"]], on=["group", "op_type", "transport"]
+            )
+            bw_main = bw_main.assign(gbps=bw_main["mb"] / bw_main["ms"].where(bw_main["ms"] > 0))
+            bw_main = bw_main.groupby(["group", "op_type"], observed=True).agg(
+                transport=("transport", "first"),
+                mb_med=("mb", "median"),
+                gbps_med=("gbps", "median"),
+            )
     if size is not None:
         o = o.join(size, on=key)
+    # (group, op type) -> (main transport, MB per instance, GB/s: MB/ms), medians
+    by_type: dict[tuple[str, str], tuple[str, float, float]] = {}
+    if bw_main is not None:
+        flat = bw_main.reset_index()
+        for g_, t_, tr_, mb_, gb_ in zip(
+            flat["group"],
+            flat["op_type"],
+            flat["transport"],
+            flat["mb_med"],
+            flat["gbps_med"],
+            strict=True,
+        ):
+            by_type[(str(g_), str(t_))] = (str(tr_), float(mb_), float(gb_))
     rows = []
     for (group, op_type), g in o.groupby(["group", "op_type"], dropna=False):
         ranks = sorted({int(r) for r in g["rank"].dropna()})
@@ -244,22 +277,9 @@ def _instances(ops: pd.DataFrame, bw: pd.DataFrame, gname: dict[str, str]) -> pd
             "transport_size_mb_median": float("nan"),
             "bandwidth_gbps_median": float("nan"),
         }
-        if bw_main is not None:
-            m = bw_main[
-                (bw_main["group"] == group)
-                & bw_main["op_name"].isin(g["op_name"].unique())
-                & bw_main["rank"].isin(ranks)
-            ]
-            m = m[m["mb"] > 0]
-            if not m.empty:
-                t = str(m.groupby("transport")["mb"].sum().idxmax())
-                mt = m[m["transport"] == t]
-                gbps = mt["mb"] / mt["ms"].where(mt["ms"] > 0)  # MB/ms = GB/s
-                row["transport"] = t
-                row["transport_size_mb_median"] = float(mt["mb"].median())
-                row["bandwidth_gbps_median"] = (
-                    float(gbps.median()) if gbps.notna().any() else (float("nan"))
-                )
+        hit = by_type.get((str(group), str(op_type)))
+        if hit is not None:
+            row["transport"], row["transport_size_mb_median"], row["bandwidth_gbps_median"] = hit
         rows.append(row)
     out = pd.DataFrame(rows, columns=INSTANCE_COLUMNS)
     order = out["elapse_ms_median"] * out["count_per_step"]
