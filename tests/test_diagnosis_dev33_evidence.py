@@ -90,8 +90,12 @@ def test_stalls_that_stay_on_one_node_blame_the_node(scenario) -> None:
     top = diagnose(prof).top()
     assert top is not None and top.mechanism is Mechanism.SLOW_GROUP
     assert list(top.culprit.ranks) == rc["culprit_ranks"]
-    # every event of the cause is on the node's ranks
+    # every event of the cause is on the node's ranks; the other node's ranks are the victims
     assert top.culprit.events and {r for _, r in top.culprit.events} <= set(rc["culprit_ranks"])
+    assert top.victims and not {v.rank for v in top.victims} & set(rc["culprit_ranks"])
+    # the hit steps' extra step time over every step (re-simulated saving in the key)
+    saving = _key(path)["expected_numbers"]["saving_us_per_step"]
+    assert top.gain_us == pytest.approx(saving, rel=0.2)
     # what the hosts sit in: launch calls blocked for milliseconds, one card after another
     bc = blocked_calls(prof, rc["culprit_ranks"])
     assert bc is not None and bc.sweep and bc.api.startswith("AscendCL@aclnn")

@@ -826,6 +826,7 @@ class Planner:
                 "planner.instance_size" if math.isfinite(gbps) else "planner.instance_size_no_bw",
                 zh,
                 mb=fmt_num(float(r["transport_size_mb_median"])),
+                total=fmt_num(float(r["transit_size_mb_median"])),
                 transport=str(r["transport"]),
                 gbps=fmt_num(gbps),
             )

@@ -4275,6 +4275,12 @@ class BlockedCalls:
     normal_us: float
     sweep: bool
     spacing_us: float
+    apis: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """The blocked APIs, most frequent first (at most three, then "…")."""
+        return ", ".join(self.apis[:3]) + (", …" if len(self.apis) > 3 else "")
 
 
 def blocked_calls(profile: Profile, ranks: Sequence[int]) -> BlockedCalls | None:
@@ -4295,7 +4301,8 @@ def blocked_calls(profile: Profile, ranks: Sequence[int]) -> BlockedCalls | None
     if not hit.any():
         return None
     b = hd[hit.fillna(False)]
-    top = str(api[b.index].value_counts().index[0])
+    counts = api[b.index].value_counts()
+    top = str(counts.index[0])
     normal = float(dur[(api == top) & ~hit.fillna(False)].median())
     sweep, gaps = True, []
     n_sweeps = 0
@@ -4315,4 +4322,5 @@ def blocked_calls(profile: Profile, ranks: Sequence[int]) -> BlockedCalls | None
         normal,
         bool(sweep and n_sweeps > 0),
         float(np.median(gaps)) if gaps else float("nan"),
+        tuple(str(a) for a in counts.index),
     )

@@ -866,14 +866,15 @@ def node_cause(
             f"，按卡号顺序一张接一张（间隔 {ms(blocked.spacing_us)}）" if blocked.sweep else ""
         )
         lead += (
-            f"In those stalls the hosts sit in one blocked call: {blocked.api} takes "
-            f"{ms(blocked.each_us)} (median of {blocked.count}) against {ms(blocked.normal_us)} "
-            f"normally (trace_view.json CANN API){order}: the launch waits for the device "
+            f"In those stalls the hosts sit in one blocked call: launch calls ({blocked.label}) "
+            f"take {ms(blocked.each_us)} (median of {blocked.count}) against "
+            f"{ms(blocked.normal_us)} normally for {blocked.api} (trace_view.json CANN API)"
+            f"{order}: the launch waits for the device "
             "driver, held by another process on that host (an agent polling the NPUs). "
         )
         lead_zh += (
-            f"这些停顿里主机的下发调用被阻塞：{blocked.api} 耗时 {ms(blocked.each_us)}"
-            f"（{blocked.count} 次的中位数），平时只要 {ms(blocked.normal_us)}（trace_view.json 的 "
+            f"这些停顿里主机的下发调用被阻塞：下发调用（{blocked.label}）耗时 {ms(blocked.each_us)}"
+            f"（{blocked.count} 次的中位数），{blocked.api} 平时只要 {ms(blocked.normal_us)}（trace_view.json 的 "
             f"CANN API）{order_zh}：下发在等设备驱动，驱动被这台主机上的另一个进程占用"
             "（轮询 NPU 的监控代理）。"
         )
@@ -897,9 +898,42 @@ def node_cause(
         if generic
         else (ev.remedies[0], node_first, *ev.remedies[1:])
     )
+    # what the job loses: in each step, the latest of the node's stalled ranks (the others wait
+    # for it), averaged over every kept step; the waiting ranks are the other nodes'
+    worst: dict[int, float] = {}
+    for e in events:
+        worst[e.step] = max(worst.get(e.step, 0.0), e.excess_us)
+    gain = sum(worst.values()) / max(n_steps, 1)
+    clean, slow_step = ev.metrics.get("clean_step_us"), ev.metrics.get("hit_step_us")
+    if clean is not None and slow_step is not None and math.isfinite(clean) and slow_step > clean:
+        # with clean steps to compare: the hit steps' extra step time, over every step
+        gain = (slow_step - clean) * len(steps) / max(n_steps, 1)
+    victims = tuple(v for v in ev.victims if v.rank not in set(ranks))
+    if clean is not None and slow_step is not None and math.isfinite(clean) and slow_step > clean:
+        lead += (
+            f"The hit steps run {ms(slow_step - clean)} longer than the clean ones (medians): "
+            f"{ms(gain)} per step over the {n_steps} steps. "
+        )
+        lead_zh += (
+            f"受影响的步比未受影响的步长 {ms(slow_step - clean)}（中位数）：平均到 {n_steps} 步，"
+            f"每步 {ms(gain)}。"
+        )
+    else:
+        lead += (
+            f"The job waits for the latest of them in each hit step: {ms(gain)} per step over "
+            f"the {n_steps} steps. "
+        )
+        lead_zh += (
+            f"每个受影响的步里作业都要等其中最晚的一张卡：平均到 {n_steps} 步，每步 {ms(gain)}。"
+        )
+    remedies = tuple(
+        dataclasses.replace(r, gain_us=gain) if r.gain_us == ev.gain_us else r for r in remedies
+    )
     return dataclasses.replace(
         ev,
         id=f"cause.slow_group.node{i}",
+        victims=victims,
+        gain_us=gain,
         mechanism=Mechanism.SLOW_GROUP,
         culprit=Culprit(
             kind="group",
@@ -911,7 +945,7 @@ def node_cause(
         summary=lead + ev.summary,
         summary_zh=lead_zh + ev.summary_zh,
         remedies=remedies,
-        metrics={**ev.metrics, "node_ranks_hit": float(len(hit))},
+        metrics={**ev.metrics, "node_ranks_hit": float(len(hit)), "node_gain_us": gain},
     )
 
 
