@@ -240,6 +240,7 @@ def test_injected_profile_strings_stay_text_and_nothing_leaves_loopback(
     hostile_url: str, browser: Any
 ):
     from _hostile import EVIL_HOST
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     requests: list[str] = []
     page = browser.new_page(viewport={"width": 1440, "height": 1200})
@@ -256,8 +257,16 @@ def test_injected_profile_strings_stay_text_and_nothing_leaves_loopback(
             n = page.locator('#chat [data-testid="user"]').count()
             box.fill(question)
             box.press("Enter")
-            # (a loaded 2-core CI machine can take more than 15 s to render the message)
-            page.locator('#chat [data-testid="user"]').nth(n).wait_for(timeout=60_000)
+            # (a loaded 2-core CI machine can take more than 15 s to render the message; an
+            # Enter pressed while the page still finishes the previous answer can be dropped:
+            # the question then still stands in the box and is sent again, once)
+            sent = page.locator('#chat [data-testid="user"]').nth(n)
+            try:
+                sent.wait_for(timeout=60_000)
+            except PlaywrightTimeout:
+                if box.input_value() == question:
+                    box.press("Enter")
+                sent.wait_for(timeout=120_000)
             page.get_by_text(re.compile("Grounding")).nth(n).wait_for(timeout=300_000)
         # open every collapsible block (tool steps, cited findings, cases)
         titles = page.locator("#chat").get_by_text(
