@@ -327,6 +327,8 @@ def fmt_ms(us: float | None) -> str:
     if us is None or not math.isfinite(us):
         return "n/a"
     v = us / 1000.0
+    if abs(v) < 0.05:
+        v = 0.0  # never "-0.0 ms" for a rounding-size negative (e.g. Free = step - busy)
     return f"{v:,.0f} ms" if abs(v) >= 100 else f"{v:.1f} ms"
 
 

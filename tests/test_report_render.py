@@ -279,3 +279,19 @@ def test_chinese_report_of_a_real_sample_has_every_note_in_chinese(real_samples,
     assert all(re.search(r"[\u4e00-\u9fff]", n) for n in zh_notes)
     assert "（原文为英文）" not in render_markdown(report, lang="zh")
     assert not any("n/a" in n or "Level0 or" in n for n in zh_notes)
+
+
+@pytest.mark.parametrize("us", [-40.0, -1e-9, 0.0, 20.0])
+def test_times_that_round_to_zero_never_print_a_negative_zero(us: float) -> None:
+    # Free = step - busy can come out a few µs below zero from float sums
+    from advisor_chat.analyzers._common import ms
+    from advisor_chat.reporting import fmt_ms
+    from advisor_chat.tools.diagnose import _ms
+
+    assert fmt_ms(us) == ms(us) == _ms(us) == "0.0 ms"
+
+
+def test_negative_times_beyond_rounding_keep_their_sign() -> None:
+    from advisor_chat.reporting import fmt_ms
+
+    assert fmt_ms(-1200.0) == "-1.2 ms"

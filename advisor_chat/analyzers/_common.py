@@ -145,7 +145,7 @@ def ms(us: float) -> str:
     """Format microseconds as milliseconds for summaries, e.g. ``'20.0 ms'``."""
     if us is None or not np.isfinite(us):
         return "n/a"
-    return f"{us / 1000.0:.1f} ms"
+    return f"{us / 1000.0:.1f} ms" if abs(us) >= 50 else "0.0 ms"
 
 
 def pct(share: float) -> str:

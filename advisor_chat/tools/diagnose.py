@@ -40,7 +40,7 @@ class DiagnoseParams(BaseModel):
 def _ms(us: float | None) -> str:
     if us is None or not math.isfinite(us):
         return "n/a"
-    return f"{us / 1000:.1f} ms"
+    return f"{us / 1000:.1f} ms" if abs(us) >= 50 else "0.0 ms"
 
 
 def _ranks(rs: tuple[int, ...] | list[int]) -> str:
