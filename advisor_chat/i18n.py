@@ -19,6 +19,7 @@ languages (English plural agreement, clauses built in another order), and the di
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -97,3 +98,18 @@ def t(key: str, lang: str = "en", /, **values: object) -> str:
 def say(key: str, zh: bool, /, **values: object) -> str:
     """:func:`t` for code that carries the answer's language as a flag (``zh``: Chinese)."""
     return t(key, "zh" if zh else "en", **values)
+
+
+_CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"  # CJK punctuation, ideographs, full-width forms
+_GAP_BETWEEN_CJK = re.compile(f"(?<=[{_CJK}])[ \\t]+(?=[{_CJK}])")
+_WORD_BEFORE_HAN = re.compile("([A-Za-z][A-Za-z0-9_]*)(?=[\u4e00-\u9fff])")
+
+
+def tidy_zh(text: str) -> str:
+    """Normalise the spacing of a Chinese text assembled from pieces.
+
+    No space between two Chinese characters (``"注意力 算子"`` → ``"注意力算子"``), one after a Latin
+    word that runs into a Chinese one (``"V2占"`` → ``"V2 占"``); numbers and line breaks are left
+    as they are.
+    """
+    return _WORD_BEFORE_HAN.sub(r"\1 ", _GAP_BETWEEN_CJK.sub("", text))

@@ -155,9 +155,27 @@ def test_chinese_answers_and_their_page_have_no_english_prose(scenario, name: st
             for m in answer_messages(answer)
         )
         found = _md_prose(answer.answer) + _md_prose(re.sub(r"<[^>]+>", " ", page))
+        # sentences assembled from pieces: no stray space between two Chinese characters
+        found += re.findall(r"[\u4e00-\u9fff][ \t]+[\u4e00-\u9fff]", answer.answer)
+        found += [
+            g
+            for s in answer.suggestions
+            for g in re.findall(r"[\u4e00-\u9fff] +[\u4e00-\u9fff]", s.text)
+        ]
         if found:
             leaks[q] = found
     assert leaks == {}
+
+
+def test_tidy_zh_spacing() -> None:
+    from advisor_chat.i18n import tidy_zh
+
+    assert (
+        tidy_zh("融合的注意力 算子；V2占设备 29.7%，在 AI CPU上")
+        == "融合的注意力算子；V2 占设备 29.7%，在 AI CPU 上"
+    )
+    # numbers before a Chinese unit and line breaks stay as written
+    assert tidy_zh("第3步\n\n下一段") == "第3步\n\n下一段"
 
 
 def test_chinese_plots_have_no_english_labels(tmp_path: Path) -> None:

@@ -55,6 +55,7 @@ from advisor_chat.agent.planner import (
 from advisor_chat.agent.validate import baseline_problem
 from advisor_chat.analyzers.base import AnalyzerSpec, Finding
 from advisor_chat.config import Settings, load_settings
+from advisor_chat.i18n import tidy_zh
 from advisor_chat.ingest.profile import Profile
 from advisor_chat.kb.types import CaseHit
 from advisor_chat.tools.core import CaseSearch, ToolOutput, ToolSession, build_tools, strict_mode
@@ -314,9 +315,12 @@ class Advisor:
         return q, plan
 
     def _plan_safe(self, question: str) -> tuple[Query, PlanResult]:
-        """:meth:`_plan`, but an unexpected error becomes an honest answer (unless strict)."""
+        """:meth:`_plan`, but an unexpected error becomes an honest answer (unless strict).
+
+        A Chinese answer's spacing is normalised (:func:`~advisor_chat.i18n.tidy_zh`).
+        """
         try:
-            return self._plan(question)
+            q, plan = self._plan(question)
         except Exception as exc:
             if strict_mode():
                 raise
@@ -329,6 +333,12 @@ class Advisor:
                 f"{exc}). Please rephrase it or report the problem."
             )
             return q, PlanResult(text, outputs=[])
+        if q.language == "zh":
+            plan.text = tidy_zh(plan.text)
+            plan.suggestions = [
+                s.model_copy(update={"text": tidy_zh(s.text)}) for s in plan.suggestions
+            ]
+        return q, plan
 
     def _stream_offline(self, question: str) -> Iterator[AgentEvent]:
         q, plan = self._plan_safe(question)

@@ -3420,19 +3420,24 @@ def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     sample = f" (kernels of a sample of {len(ja.ranks)} ranks)" if len(ja.ranks) < len(per) else ""
     # the share of the device (kernel) time, beside the share of the step
     ds = item.device_share
-    dev = f", {pct(ds)} of the device (kernel) time" if math.isfinite(ds) else ""
-    dev_zh = f"，占设备（算子）时间的 {pct(ds)}" if math.isfinite(ds) else ""
+    # named, so it never reads as the share of the last thing the explanation mentions
+    what = item.name.split(" computed")[0]
+    label_zh = _ITEM_ZH.get(item.what, "{name}").format(
+        name=item.name, what=FUSION_ZH.get(what, what)
+    )
+    dev = f"; {what}: {pct(ds)} of the device (kernel) time" if math.isfinite(ds) else ""
+    dev_zh = f"；{label_zh}占设备（算子）时间的 {pct(ds)}" if math.isfinite(ds) else ""
     # other composed computations beside it: the same kind of cost, each with its fused operator
     rems = [rem]
     for more in ja.more_fusions:
-        what = more.name.split(" computed")[0]
+        more_what = more.name.split(" computed")[0]
         ops = ", ".join(more.members)
         dev += (
-            f"; {what} is computed from separate operators as well ({ops}: "
+            f"; {more_what} is computed from separate operators as well ({ops}: "
             f"{ms(more.us_per_step)} per step, {pct(more.share_min)} of the step)"
         )
         dev_zh += (
-            f"；{FUSION_ZH.get(what, what)} 同样由多个独立算子（{'、'.join(more.members)}）拼接计算"
+            f"；{FUSION_ZH.get(more_what, more_what)} 同样由多个独立算子（{'、'.join(more.members)}）拼接计算"
             f"（每步 {ms(more.us_per_step)}，占步长 {pct(more.share_min)}）"
         )
         r2 = explain_hotspot(more, sc.every, sc.every_zh)[2]
@@ -3448,12 +3453,7 @@ def rule_job_hotspot(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 operator=item.name if item.what == "op_type" else ", ".join(item.members),
                 shape=item.shape if item.what == "op_type" else "",
                 label=item.name,
-                label_zh=_ITEM_ZH.get(item.what, "{name}").format(
-                    name=item.name,
-                    what=FUSION_ZH.get(
-                        item.name.split(" computed")[0], item.name.split(" computed")[0]
-                    ),
-                ),
+                label_zh=label_zh,
             ),
             victims=every_rank_loses(ctx, gain),
             summary=(
