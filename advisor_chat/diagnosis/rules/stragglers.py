@@ -331,11 +331,11 @@ def _rank_cause(
             late_zh = f"它较晚到达集合通信（但早于{ll_zh}）"
             # the victims' loss to it is what it adds after the later ranks' lateness, not the
             # whole of its own lateness
-            waits = (
-                f"{_n_wait(len(victims))} up to {ms(wait_max)} per step for it beyond their "
-                f"wait for {ll}"
-            )
-            waits_zh = f"{len(victims)} 张卡除了等{ll_zh}之外，每步最多还要等它 {ms(wait_max)}"
+            # (its whole lateness, hidden now behind the later ranks; the gain once they are
+            # fixed is smaller when a next late rank then holds the job)
+            stop = f"once {ll} stop{'s' if len(later) == 1 else ''} arriving after it"
+            waits = f"{_n_wait(len(victims))} up to {ms(wait_max)} per step for it {stop}"
+            waits_zh = f"一旦{ll_zh}不再比它晚到，{len(victims)} 张卡每步最多要等它 {ms(wait_max)}"
             if not arrival_measured(ctx, rank):  # no collective data of its own: inferred
                 late = (
                     f"by the step times it is a late arriver, though before {ll} (no collective "
@@ -344,10 +344,10 @@ def _rank_cause(
                 late_zh = f"按各步时间推断它较晚到达集合通信，但早于{ll_zh}（没有集合通信数据显示它何时到达）"
                 waits = (
                     f"{len(victims)} rank{'' if len(victims) == 1 else 's'} would wait up to {ms(wait_max)} per step for it "
-                    f"beyond their wait for {ll} (inferred, not measured)"
+                    f"{stop} (inferred, not measured)"
                 )
                 waits_zh = (
-                    f"按推断 {len(victims)} 张卡除了等{ll_zh}之外，每步最多还要等它 "
+                    f"按推断，一旦{ll_zh}不再比它晚到，{len(victims)} 张卡每步最多要等它 "
                     f"{ms(wait_max)}（推断值，未实测）"
                 )
         elif arrival_measured(ctx, rank):
