@@ -95,6 +95,9 @@ def test_heavy_tables_are_cached_as_read(
     assert second.cache_hit and second.has("kernels") and second.has("host_dispatch")
     pd.testing.assert_frame_equal(second.kernels_for([0]), k0, check_dtype=False)
     pd.testing.assert_frame_equal(second.host_dispatch_for([1]), h1, check_dtype=False)
+    # a rank read from the cache still cites its file (it was "no source file")
+    assert second.cite("host_dispatch", 1) == first.cite("host_dispatch", 1)
+    assert "trace_view.json" in second.cite("host_dispatch")
     with pytest.raises(AssertionError, match="parsed a heavy file"):
         second.kernels_for([1])  # never read: parsed now (and cached)
     monkeypatch.undo()

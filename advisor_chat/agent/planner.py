@@ -759,7 +759,11 @@ class Planner:
             result.text = head + "\n\n" + note + ("\n" + rest if sep and rest.strip() else "")
         if check.notes:
             result.text = " ".join(check.notes) + "\n\n" + result.text
-        measured = self._collective_measures(q, outputs)
+        measured = " ".join(
+            m
+            for m in (self._collective_measures(q, outputs), self._host_call_measures(q, outputs))
+            if m
+        )
         if measured:  # after the answer's first paragraph, before its suggestions
             head, sep, rest = result.text.partition("\n\n")
             result.text = head + "\n\n" + measured + ("\n\n" + rest if sep and rest.strip() else "")
@@ -803,6 +807,61 @@ class Planner:
         src = quote_source(self.session.profile.cite("comm_ops"), zh)
         sep = "；" if zh else "; "
         return say("planner.instances_lead", zh, items=sep.join(parts), src=src)
+
+    def _host_call_measures(self, q: Query, outputs: list[ToolOutput]) -> str:
+        """Each host call the question names and measures ("how long does one aten::item take").
+
+        For a question that asks a quantity and names a host call (a CANN API such as
+        ``aclnnCat`` / ``aclrtSynchronizeStream``, a framework operator such as ``aten::cat``, a
+        Python call ``foo()``): the ``host_dispatch`` tool's ``host_calls`` table, per call
+        (median and mean µs per call, calls per step, time per step; medians over the ranks
+        read). ``aten::x`` and ``aclnnX`` name the same call. ``""`` when nothing matches.
+        """
+        if not _QUANTITY_Q.search(q.text) or not _HOST_CALL_Q.search(q.text):
+            return ""
+        if not (
+            self.session.profile.has("host_dispatch") or self.session.profile.has("python_frames")
+        ):
+            return ""
+        rank = q.ranks[0] if len(q.ranks) == 1 else None
+        out = next(
+            (
+                o
+                for o in reversed(outputs)
+                if o.name == "host_dispatch" and o.result is not None and o.args.get("rank") == rank
+            ),
+            None,
+        ) or self.call("host_dispatch", {"rank": rank}, outputs)
+        if out is None or out.result is None:
+            return ""
+        t = out.result.tables.get("host_calls")
+        if t is None or t.empty:
+            return ""
+        text = q.text.lower()
+        rows = [r for _, r in t.iterrows() if _names_host_call(text, str(r["name"]))][:2]
+        if not rows:
+            return ""
+        zh = q.language == "zh"
+        parts = []
+        for r in rows:
+            median = float(r["per_call_us_median"])
+            parts.append(
+                say(
+                    "planner.host_call",
+                    zh,
+                    name=self.quoter.quote(str(r["name"])),
+                    each=fmt_num(
+                        median if math.isfinite(median) else float(r["per_call_us_mean"]), "us"
+                    ),
+                    n=fmt_num(float(r["calls_per_step"])),
+                    total=fmt_num(float(r["time_per_step_us"]), "us"),
+                )
+            )
+        table = "host_dispatch" if self.session.profile.has("host_dispatch") else "python_frames"
+        src = quote_source(self.session.profile.cite(table), zh)
+        who = say("planner.host_calls_rank", zh, rank=rank) if rank is not None else ""
+        sep = "；" if zh else "; "
+        return say("planner.host_calls_lead", zh, items=sep.join(parts), src=src, who=who)
 
     def _instance_text(self, r: Any, zh: bool) -> str:
         """One row of the ``instances`` table as a clause (see :meth:`_collective_measures`)."""
@@ -2054,6 +2113,30 @@ _COLLECTIVE_WORDS = {
     "alltoall": re.compile(r"all[-_ ]?to[-_ ]?all", re.I),
     "broadcast": re.compile(r"broadcast|广播", re.I),
 }
+#: A question that names a host call: a framework operator, a CANN API, a Python call.
+_HOST_CALL_Q = re.compile(
+    r"aten::\w+|\baclnn\w+|\bacl(?:rt)?[A-Z]\w+|\bHccl[A-Z]\w+|torch(?:_npu)?\.[\w.]+|"
+    r"[A-Za-z_][\w.]*\(\)|\.item\b|synchroni[sz]e",
+    re.I,
+)
+
+
+def _names_host_call(text: str, name: str) -> bool:
+    """Whether ``text`` (lower case) names the host call ``name`` (``aten::x`` = ``aclnnX``)."""
+    n = name.lower().strip()
+    if len(n) < 4:
+        return False
+    keys = {n}
+    if n.startswith("aclnn"):
+        keys.add("aten::" + n[5:])
+    elif n.startswith("aten::"):
+        keys.add("aclnn" + n[6:])
+    base = re.split(r"::|\.", n)[-1]
+    if len(base) >= 4:  # "item()" / ".item" name aten::item
+        keys |= {base + "()", "." + base}
+    return any(re.search(r"(?<![\w:])" + re.escape(k) + r"(?![\w])", text) for k in keys)
+
+
 #: A question that asks a measured quantity.
 _QUANTITY_Q = re.compile(
     r"how (?:long|much|many|big|large)|\bMB\b|GB/s|bandwidth|多久|多长|多少|多大|几次|带宽", re.I

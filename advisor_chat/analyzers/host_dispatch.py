@@ -259,6 +259,7 @@ def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> Ana
     Raises:
         ToolArgumentError: ``rank`` is not in the profile.
         NotAnswerableError: No host_dispatch, kernels or step_trace data at all.
+        ``tables['host_calls']``: one row per host call (:func:`host_calls`).
     """
     if params.rank is not None:
         check_rank(profile, params.rank)
@@ -454,6 +455,19 @@ def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> Ana
         if col in table.columns:
             metrics[f"median_{col}"] = float(table[col].median())
 
+    frames = (
+        (profile.python_frames_for(examined) if n_sample else profile.get("python_frames"))
+        if profile.has("python_frames")
+        else pd.DataFrame()
+    )
+    calls = host_calls(hd, frames, table.set_index("rank")["steps"] if "steps" in table else None)
+    if params.rank is not None and not calls.empty:
+        calls = host_calls(
+            hd[hd["rank"] == params.rank] if not hd.empty else hd,
+            frames[frames["rank"] == params.rank] if not frames.empty else frames,
+            table.set_index("rank")["steps"] if "steps" in table else None,
+        )
+
     findings = _findings(profile, table, long_gaps, metrics, hd.empty, stall_steps)
     if n_sample:
         metrics["peer_sample_ranks"] = float(n_sample)
@@ -476,7 +490,7 @@ def host_dispatch(profile: Profile, params: HostDispatchParams, **_: Any) -> Ana
         metrics=metrics,
         findings=tuple(findings),
         notes=tuple(notes),
-        tables={"long_gaps": long_gaps},
+        tables={"long_gaps": long_gaps, "host_calls": calls},
         notes_zh=notes_in_chinese(notes, _NOTES_ZH),
     )
 
@@ -850,3 +864,95 @@ def _findings(
                 )
             )
     return out
+
+
+#: Host calls kept in the ``host_calls`` table (by time per step).
+HOST_CALLS_TOP = 40
+
+
+def host_calls(hd: pd.DataFrame, frames: pd.DataFrame, steps: pd.Series | None) -> pd.DataFrame:
+    """What the host spends its time on, per call: CANN API calls and Python frames.
+
+    Args:
+        hd: ``host_dispatch`` rows (``api_name``, ``api_duration_us``; one row per API call).
+        frames: ``python_frames`` rows (``frame``, ``dur_us``, ``calls``: frames of ≥ 1 ms one per
+            row, shorter ones of 50 µs - 1 ms summed per thread, frame and step; shorter than
+            50 µs not recorded, so their calls are undercounted).
+        steps: Steps per rank (index rank) to turn totals into per-step figures; ``None``: the
+            steps the ``host_dispatch`` rows carry.
+
+    Returns:
+        Up to :data:`HOST_CALLS_TOP` rows, by ``time_per_step_us``: source (``cann_api`` from
+        trace_view.json / the DB's CANN_API, ``python`` from the trace's python_function and
+        cpu_op events), name (the API without its ``AscendCL@`` prefix; the frame's function,
+        e.g. ``aten::cat`` or ``train_step``), frame (the full frame or API name), ranks (count),
+        calls_per_step (median over ranks), per_call_us_median (µs, median over the calls; for
+        Python frames over the frames recorded one per row), per_call_us_mean (µs, total /
+        calls), time_per_step_us (µs, median over ranks of the call's total per step). Empty
+        when neither table has durations.
+    """
+    cols = [
+        "source", "name", "frame", "ranks", "calls_per_step", "per_call_us_median",
+        "per_call_us_mean", "time_per_step_us",
+    ]  # fmt: skip
+    parts = []
+    if not hd.empty and "api_duration_us" in hd.columns:
+        h = hd.dropna(subset=["api_duration_us"])
+        if not h.empty:
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "source": "cann_api",
+                        "frame": h["api_name"].astype(str).to_numpy(),
+                        "rank": h["rank"].astype("int64").to_numpy(),
+                        "dur_us": h["api_duration_us"].astype("float64").to_numpy(),
+                        "calls": 1,
+                        "step": h["step"].to_numpy() if "step" in h.columns else -1,
+                    }
+                )
+            )
+    if not frames.empty:
+        n = frames["calls"].fillna(1).astype("int64") if "calls" in frames.columns else 1
+        parts.append(
+            pd.DataFrame(
+                {
+                    "source": "python",
+                    "frame": frames["frame"].astype(str).to_numpy(),
+                    "rank": frames["rank"].astype("int64").to_numpy(),
+                    "dur_us": frames["dur_us"].astype("float64").to_numpy(),
+                    "calls": np.asarray(n),
+                    "step": -1,
+                }
+            )
+        )
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    d = pd.concat(parts, ignore_index=True)
+    if steps is not None:
+        per_rank_steps = steps.astype("float64")
+    else:
+        per_rank_steps = d.groupby("rank")["step"].nunique().astype("float64")
+    g = d.groupby(["source", "frame", "rank"], sort=False).agg(
+        dur_us=("dur_us", "sum"), calls=("calls", "sum")
+    )
+    g = g.reset_index()
+    n_steps = g["rank"].map(per_rank_steps).fillna(1.0).clip(lower=1.0)
+    g["per_step_us"] = g["dur_us"] / n_steps
+    g["calls_per_step"] = g["calls"] / n_steps
+    out = g.groupby(["source", "frame"], sort=False).agg(
+        ranks=("rank", "nunique"),
+        calls_per_step=("calls_per_step", "median"),
+        time_per_step_us=("per_step_us", "median"),
+        dur_us=("dur_us", "sum"),
+        calls=("calls", "sum"),
+    )
+    out["per_call_us_mean"] = out["dur_us"] / out["calls"]
+    single = d[d["calls"] == 1]
+    out["per_call_us_median"] = single.groupby(["source", "frame"])["dur_us"].median()
+    out = out.reset_index()
+    out["name"] = [
+        f.split("@", 1)[1] if src == "cann_api" and "@" in f else f.rsplit("): ", 1)[-1]
+        for src, f in zip(out["source"], out["frame"], strict=True)
+    ]
+    out = out.sort_values("time_per_step_us", ascending=False).head(HOST_CALLS_TOP)
+    return out[cols].reset_index(drop=True)

@@ -652,6 +652,7 @@ class HeavyReader:
                 from_cache = [r for r in from_cache if parts[r] != pq]
                 continue
             frames.append(df)
+        cached_frames = list(frames)
         to_parse = [r for r in ranks if r not in set(from_cache)]
         sources: list[TableSource] = []
         warnings: list[DataWarning] = []
@@ -677,9 +678,21 @@ class HeavyReader:
                 for w in self._part_warnings.get(pq, [])
                 if not w.ranks or cached.intersection(w.ranks)
             ]
+        # the rows each cached rank contributed (a source with no rows is not cited)
+        counts = (
+            pd.concat([f["rank"] for f in cached_frames]).value_counts().to_dict()
+            if cached_frames
+            else {}
+        )
         for r in from_cache:
             sources.append(
-                TableSource(name, self.files[name][r], _export_of(self.files[name][r]), r)
+                TableSource(
+                    name,
+                    self.files[name][r],
+                    _export_of(self.files[name][r]),
+                    r,
+                    rows=int(counts.get(r, 0)),
+                )
             )
         PARSE_STATS["heavy_ranks_parsed"] = PARSE_STATS.get("heavy_ranks_parsed", 0) + len(to_parse)
         df = _concat(frames)
