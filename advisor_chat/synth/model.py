@@ -97,6 +97,11 @@ class Collective:
     # traffic pattern the fabric handles worse than others, e.g. the many-to-one incast of an
     # all-to-all when the RoCE congestion control is off); 1.0 = the links' bandwidth
     rdma_factor: float = 1.0
+    # elements per rank written as the op's ``count`` (trace_view HCCL event, DB COMMUNICATION_OP):
+    # 0 = ``size_mb * 1e6 / 2`` (a 2-byte element, what every scenario before development set 35
+    # writes whatever its ``dtype``); set it for a 4-byte ``dtype`` (e.g. ``"FP32"``) to write the
+    # real element count
+    count: int = 0
 
     def op_type_of(self, local: int) -> str:
         """Op type on a rank with this local index (sender/receiver of a point-to-point pair)."""

@@ -718,7 +718,7 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
             ev.append(
                 f'{{"name": "HostToDevice{fid}", "ph": "s", "cat": "HostToDevice", "id": "{fid}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a0)}"}}'
             )
-            count = int(op.item.size_mb * 1e6 / 2)
+            count = op.item.count or int(op.item.size_mb * 1e6 / 2)
             ev.append(
                 f'{{"name": "{name}", "pid": {hccl_pid}, "tid": 0, "ts": "{ts_str(s0)}", "dur": {dur}, '
                 f'"args": {{"connection_id": {conn}, "model id": 4294967295, "data_type": "{op.item.dtype}", "alg_type": "{alg_type}", "count": {count}}}, "ph": "X"}}'
