@@ -158,12 +158,19 @@ HELD_DRAW_S35 = {
     for n in (33, 34)
 }
 HELD_KINDS_S35 = {k for ks in HELD_DRAW_S35.values() for k in ks}
+HELD_DRAW_S36 = {
+    f"generalization_dev{n}": sorted(
+        random.Random(f"s36-dev{n}").sample(sorted(SETS[f"generalization_dev{n}"]), 2)
+    )
+    for n in (35,)
+}
+HELD_KINDS_S36 = {k for ks in HELD_DRAW_S36.values() for k in ks}
 
 
 def test_the_held_out_development_kinds_are_the_recorded_draw() -> None:
     from advisor_chat.synth.heldout_dev import HELD_OUT_DEV_KINDS
 
-    assert HELD_OUT_DEV_KINDS == HELD_KINDS_S34 | HELD_KINDS_S35
+    assert HELD_OUT_DEV_KINDS == HELD_KINDS_S34 | HELD_KINDS_S35 | HELD_KINDS_S36
 
 
 @pytest.mark.parametrize("name", sorted(SETS))
@@ -177,7 +184,7 @@ def test_set_loads_by_name_with_every_kind_half_chinese(name: str) -> None:
         i.split
         == (
             "heldout"
-            if "heldout" in name or i.scenario in HELD_KINDS_S34 | HELD_KINDS_S35
+            if "heldout" in name or i.scenario in HELD_KINDS_S34 | HELD_KINDS_S35 | HELD_KINDS_S36
             else "tune"
         )
         for i in items
@@ -186,6 +193,8 @@ def test_set_loads_by_name_with_every_kind_half_chinese(name: str) -> None:
         assert sorted(set(kinds) & HELD_KINDS_S34) == HELD_DRAW_S34[name]
     if name in HELD_DRAW_S35:
         assert sorted(set(kinds) & HELD_KINDS_S35) == HELD_DRAW_S35[name]
+    if name in HELD_DRAW_S36:
+        assert sorted(set(kinds) & HELD_KINDS_S36) == HELD_DRAW_S36[name]
     by_kind = Counter(i.scenario for i in items)
     assert set(by_kind) == set(kinds) and len(kinds) >= 2
     assert not set(kinds) & set(FAULT_KINDS)

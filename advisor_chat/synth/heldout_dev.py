@@ -1,7 +1,7 @@
 """Development kinds held out when their sets were split: no rule is tuned on them.
 
-Two kinds of each of development sets 29-32 (session 34) and 33-34 (session 35), drawn before any
-rule was written for those sets
+Two kinds of each of development sets 29-32 (session 34), 33-34 (session 35) and 35-36 (session 36),
+drawn before any rule was written for those sets
 (the draw is recorded and recomputed in ``tests/test_evals_dev_sets.py``; in set 30,
 ``lm-head-vocab-unaligned`` was held out by choice, its area being near a blind kind's). Their
 questions are ``split: heldout`` (eval reports hide them); tests that assert a diagnosis over every
@@ -26,6 +26,9 @@ HELD_OUT_DEV_KINDS = frozenset(
         "softmax-unaligned-buckets",
         "ring-attn-kv-expanded",
         "ulysses-uneven-heads",
+        # session 36
+        "alloc-cache-off-node",
+        "fp32-residual-stream",
     }
 )
-"""The held-out development kinds of sets 29-34 (two of each set)."""
+"""The held-out development kinds of sets 29-36 (two of each set)."""
