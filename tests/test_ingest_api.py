@@ -292,7 +292,8 @@ def test_light_batch_is_one_frame_per_table(scenario) -> None:
     assert {"step_trace", "comm_ops", "comm_matrix"} <= set(b.tables)
     assert sorted(b.tables["step_trace"]["rank"].unique()) == [0, 1, 2, 3]
     assert all(
-        set(u.meta["heavy_files"]) == {"kernels", "host_dispatch", "aicore_freq", "python_frames"}
+        set(u.meta["heavy_files"])
+        == {"kernels", "host_dispatch", "aicore_freq", "python_frames", "hccl_ops"}
         for u in b.units
     )
     assert sum(s.rows for u in b.units for s in u.sources if s.table == "comm_ops") == len(

@@ -86,7 +86,7 @@ def test_light_read_lists_the_db_and_reads_no_kernel(real_samples: Path) -> None
     full = read_rank_dir(folder, heavy=True)
     assert "kernels" not in light.tables and "host_dispatch" not in light.tables
     assert light.meta["heavy_files"] == dict.fromkeys(
-        ("kernels", "host_dispatch", "aicore_freq"), str(db)
+        ("kernels", "host_dispatch", "aicore_freq", "hccl_ops"), str(db)
     )
     assert "heavy_files" not in full.meta
     assert len(full.tables["kernels"]) == _expected_kernels(db)[0]
@@ -115,7 +115,7 @@ def test_read_profiler_db_reads_only_the_parts_asked(real_samples: Path) -> None
     everything = dbr.read_profiler_db(db, 1)
     pd.testing.assert_frame_equal(only_k["kernels"], everything["kernels"])
     pd.testing.assert_frame_equal(only_h["host_dispatch"], everything["host_dispatch"])
-    assert everything["heavy"] == ["kernels", "host_dispatch", "aicore_freq"]
+    assert everything["heavy"] == ["kernels", "host_dispatch", "aicore_freq", "hccl_ops"]
 
 
 def test_lazy_db_load_reads_only_the_ranks_asked(real_samples: Path, tmp_path: Path) -> None:

@@ -73,7 +73,8 @@ def load_doc(path: Path) -> Any:
 
 
 CACHE_VERSION = (
-    "ingest-v23"  # v23: kernels carry Model ID (model_id) and HF32 Eligible (hf32_eligible)
+    "ingest-v24"  # v24: hccl_ops, the HCCL operators' data type and count (trace_view.json)
+    # v23: kernels carry Model ID (model_id) and HF32 Eligible (hf32_eligible)
     # v22: host_dispatch holds the host's memory allocation calls (aclrtMalloc*)
     # v21: python_frames sums the short frames per thread, frame and step (calls)
     # v20: meta carries the device's core counts and clock (info.json DeviceInfo)

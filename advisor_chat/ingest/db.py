@@ -214,9 +214,9 @@ def _unquote(s: pd.Series) -> pd.Series:
     return out.mask(out.isin(["N/A", ""]))
 
 
-#: What :func:`read_profiler_db` can read; ``kernels``, ``host_dispatch`` and ``aicore_freq`` are
-#: the heavy ones (read on demand).
-PROFILER_PARTS = ("kernels", "host_dispatch", "aicore_freq", "memory", "meta")
+#: What :func:`read_profiler_db` can read; ``kernels``, ``host_dispatch``, ``aicore_freq`` and
+#: ``hccl_ops`` are the heavy ones (read on demand).
+PROFILER_PARTS = ("kernels", "host_dispatch", "aicore_freq", "hccl_ops", "memory", "meta")
 
 
 def read_profiler_db(
@@ -290,6 +290,8 @@ def _read_profiler_db(con: sqlite3.Connection, rank: int | None, want: set[str])
         out["memory"] = _read_memory(con, tabs, rank)
     if "aicore_freq" in want and "AICORE_FREQ" in tabs:
         out["aicore_freq"] = _read_aicore_freq(con, tabs, rank)
+    if "hccl_ops" in want and _has_hccl_ops(tabs):
+        out["hccl_ops"] = _read_hccl_ops(con, tabs, rank)
     if not want & {"kernels", "host_dispatch"}:
         return out
     strings = _strings(con) if "STRING_IDS" in tabs else {}
@@ -308,6 +310,54 @@ def _read_profiler_db(con: sqlite3.Connection, rank: int | None, want: set[str])
         out.update(_read_kernels(con, tabs, rank, strings, steps, compute, comm))
     if "host_dispatch" in want and _has_host_dispatch(tabs):
         out["host_dispatch"] = _read_host_dispatch(con, tabs, rank, s, steps)
+    return out
+
+
+def _has_hccl_ops(tabs: dict[str, list[str]]) -> bool:
+    return "COMMUNICATION_OP" in tabs and {
+        "opName",
+        "startNs",
+        "endNs",
+        "dataType",
+        "count",
+    } <= set(tabs["COMMUNICATION_OP"])
+
+
+def _read_hccl_ops(
+    con: sqlite3.Connection, tabs: dict[str, list[str]], rank: int | None
+) -> pd.DataFrame:
+    """COMMUNICATION_OP → ``hccl_ops`` rows: each HCCL operator's data type, count and algorithm.
+
+    ``opName`` / ``algType`` are STRING_IDS ids, ``dataType`` an ENUM_HCCL_DATA_TYPE id (reference
+    §1.15); times in ns → µs. ``size_mb`` = count x the type's bytes / 1e6.
+    """
+    from advisor_chat.ingest.trace import HCCL_DTYPE_BYTES
+
+    alg = "c.algType" if "algType" in tabs["COMMUNICATION_OP"] else "NULL"
+    enum = "ENUM_HCCL_DATA_TYPE" in tabs
+    q = (
+        f"SELECT s1.value AS op_name, c.startNs, c.endNs, "
+        f"{'e.name' if enum else 'CAST(c.dataType AS TEXT)'} AS data_type, c.count, "
+        f"{'s2.value' if alg != 'NULL' else 'NULL'} AS alg_type FROM COMMUNICATION_OP c "
+        "LEFT JOIN STRING_IDS s1 ON s1.id = c.opName "
+        + (f"LEFT JOIN STRING_IDS s2 ON s2.id = {alg} " if alg != "NULL" else "")
+        + ("LEFT JOIN ENUM_HCCL_DATA_TYPE e ON e.id = c.dataType " if enum else "")
+    )
+    f = _q(con, q)
+    out = pd.DataFrame(
+        {
+            "op_name": f["op_name"].astype("string"),
+            "start_us": f["startNs"].astype("float64") / 1000.0,
+            "dur_us": (f["endNs"].astype("float64") - f["startNs"].astype("float64")) / 1000.0,
+            "data_type": f["data_type"].astype("string").str.strip().str.upper(),
+            "count": pd.to_numeric(f["count"], errors="coerce").astype("float64"),
+            "alg_type": f["alg_type"].astype("string"),
+        }
+    ).dropna(subset=["count"])
+    nbytes = out["data_type"].map(HCCL_DTYPE_BYTES).astype("float64")
+    out["size_mb"] = out["count"] * nbytes / 1e6
+    out = out.sort_values("start_us", kind="stable").reset_index(drop=True)
+    out.insert(0, "rank", pd.Series([rank] * len(out), dtype="Int64"))
     return out
 
 
@@ -628,6 +678,8 @@ def _read_meta(con: sqlite3.Connection, tabs: dict[str, list[str]]) -> dict[str,
         heavy.append("host_dispatch")
     if "AICORE_FREQ" in tabs and _any_row(con, "AICORE_FREQ"):
         heavy.append("aicore_freq")
+    if _has_hccl_ops(tabs) and _any_row(con, "COMMUNICATION_OP"):
+        heavy.append("hccl_ops")
     if "device_id" not in meta and compute and "deviceId" in tabs["TASK"]:
         row = con.execute(
             "SELECT deviceId FROM TASK WHERE deviceId IS NOT NULL ORDER BY startNs LIMIT 1"

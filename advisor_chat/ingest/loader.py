@@ -762,7 +762,7 @@ class HeavyReader:
                 for r, v in versions.items()
             ]
             return df, sources, skipped
-        if name in ("aicore_freq", "python_frames"):  # a byte search per file: no pool
+        if name in TRACE_TRACKS:  # a byte search per file: no pool
             got = [_trace_track_job((files[r], r, name)) for r in ranks]
             sources = [
                 TableSource(name, files[r], "text", r, len(d))
@@ -962,13 +962,26 @@ def _trace_job(job: tuple[str, int]) -> tuple[pd.DataFrame, DataWarning | None]:
         return pd.DataFrame(), lazy_skip_warning(path, rank, "host_dispatch", exc)
 
 
+#: Heavy tables read from ``trace_view.json`` by a byte search of their events (one reader each).
+TRACE_TRACKS = ("aicore_freq", "python_frames", "hccl_ops")
+
+
 def _trace_track_job(job: tuple[str, int, str]) -> tuple[pd.DataFrame, DataWarning | None]:
-    """Read one ``trace_view.json``'s ``aicore_freq`` or ``python_frames`` rows: (rows, warning)."""
+    """Read one ``trace_view.json``'s rows of a :data:`TRACE_TRACKS` table: (rows, warning)."""
     from advisor_chat.ingest.common import unreadable
-    from advisor_chat.ingest.trace import TraceInvalid, read_aicore_freq, read_python_frames
+    from advisor_chat.ingest.trace import (
+        TraceInvalid,
+        read_aicore_freq,
+        read_hccl_ops,
+        read_python_frames,
+    )
 
     path, rank, name = job
-    reader = read_aicore_freq if name == "aicore_freq" else read_python_frames
+    reader = {
+        "aicore_freq": read_aicore_freq,
+        "python_frames": read_python_frames,
+        "hccl_ops": read_hccl_ops,
+    }[name]
     try:
         return reader(Path(path), rank), None
     except TraceInvalid as exc:
@@ -1933,15 +1946,14 @@ def _assemble(
         "host_dispatch",
         "aicore_freq",
         "python_frames",
+        "hccl_ops",
         "memory",
         "op_statistic",
     ):
         df = combined(name)
         # a trace read without AI Core Freq samples still has the (empty) table, as the lazy
         # reader lists it
-        if not df.empty or (
-            name in ("aicore_freq", "python_frames") and any(name in u.tables for u in units)
-        ):
+        if not df.empty or (name in TRACE_TRACKS and any(name in u.tables for u in units)):
             tables[name] = df if not df.empty else empty_table(name)
             sources[name] = [s for u in units for s in u.sources if s.table == name]
 

@@ -58,7 +58,7 @@ class DataWarning:
 
 
 #: Tables read lazily (per rank, on first use) from the text export's big files.
-HEAVY_TABLES = ("kernels", "host_dispatch", "aicore_freq", "python_frames")
+HEAVY_TABLES = ("kernels", "host_dispatch", "aicore_freq", "python_frames", "hccl_ops")
 
 #: Peer sample size: analyses that examine a few ranks compare them with this many other ranks.
 PEER_SAMPLE = 16
@@ -225,6 +225,10 @@ class Profile:
     def python_frames_for(self, ranks: Iterable[int]) -> pd.DataFrame:
         """``python_frames`` rows of ``ranks`` (the with_stack frames of their trace only)."""
         return self.table_for("python_frames", ranks)
+
+    def hccl_ops_for(self, ranks: Iterable[int]) -> pd.DataFrame:
+        """``hccl_ops`` rows of ``ranks`` (the HCCL operator events of their trace only)."""
+        return self.table_for("hccl_ops", ranks)
 
     def available_ranks(self, name: str) -> list[int]:
         """Ranks that have rows of table ``name``, read or not yet read (no file is read)."""

@@ -44,6 +44,7 @@ from advisor_chat.ingest.schema import check_repeated_kernels
 from advisor_chat.ingest.trace import (
     TraceInvalid,
     read_aicore_freq,
+    read_hccl_ops,
     read_host_dispatch,
     read_python_frames,
 )
@@ -89,6 +90,7 @@ HEAVY_FILES = {
     "kernels": "kernel_details.csv",
     "host_dispatch": "trace_view.json",
     "aicore_freq": "trace_view.json",
+    "hccl_ops": "trace_view.json",
     "python_frames": "trace_view.json",
 }
 
@@ -461,7 +463,8 @@ def read_rank_dir(
             d = dbr.read_profiler_db(
                 db_file,
                 rank,
-                tables=parts + (["kernels", "host_dispatch", "aicore_freq"] if heavy else []),
+                tables=parts
+                + (["kernels", "host_dispatch", "aicore_freq", "hccl_ops"] if heavy else []),
                 memory_columns=True,
             )
             d_ok = True
@@ -470,7 +473,7 @@ def read_rank_dir(
     if db_file is not None and d_ok:
         rd.parsed_files += 1
         version = d["meta"].get("schema_version")
-        for t in ("kernels", "host_dispatch", "aicore_freq"):
+        for t in ("kernels", "host_dispatch", "aicore_freq", "hccl_ops"):
             if t in d:
                 rd.add(t, d[t], db_file, version=version)
         if "memory" in d:
@@ -616,6 +619,16 @@ def read_rank_dir(
                 frames = read_python_frames(tv, rank)
                 rd.add("python_frames", frames, tv)
                 rd.tables.setdefault("python_frames", frames)
+    # the HCCL operators' data type and count, from the same file: a text-export-only table
+    if "hccl_ops" not in rd.tables and "hccl_ops" not in heavy_files and tv is not None:
+        if not heavy:
+            if tv_whole:
+                heavy_files["hccl_ops"] = str(tv)
+        else:
+            with contextlib.suppress(TraceInvalid):
+                ops = read_hccl_ops(tv, rank)
+                rd.add("hccl_ops", ops, tv)
+                rd.tables.setdefault("hccl_ops", ops)
     if "host_dispatch" in heavy_files:
         tv = None  # the DB gives it (read lazily)
     if "host_dispatch" not in rd.tables and tv is not None and not heavy:

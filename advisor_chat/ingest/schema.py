@@ -344,6 +344,23 @@ PYTHON_FRAMES = TableSpec(
     ),
 )
 
+HCCL_OPS = TableSpec(
+    "hccl_ops",
+    "Per rank HCCL operators of trace_view.json: the CANN-side complete events named hcom_* with "
+    "their args (data_type, count, alg_type), one per operator launch. size_mb = count x the data "
+    "type's bytes / 1e6: the tensor the collective reduces or gathers, not the bytes on the links.",
+    (
+        _c("rank", "int"),
+        _c("op_name", "str", doc="e.g. hcom_allReduce__009_0_1 (as comm_ops.op_name)"),
+        _c("start_us", "float", "us", doc="Start (epoch µs)"),
+        _c("dur_us", "float", "us"),
+        _c("data_type", "str", doc="HCCL data type, e.g. FP32, BFP16, FP16, INT8"),
+        _c("count", "float", "count", doc="Elements"),
+        _c("alg_type", "str", required=False, doc="e.g. MESH-RING, RING, HD"),
+        _c("size_mb", "float", "MB", doc="count x bytes of data_type / 1e6; NaN when unknown"),
+    ),
+)
+
 MEMORY = TableSpec(
     "memory",
     "Per rank memory samples (memory_record.csv / MEMORY_RECORD in the DB).",
@@ -444,6 +461,7 @@ TABLE_SPECS: dict[str, TableSpec] = {
         HOST_DISPATCH,
         AICORE_FREQ,
         PYTHON_FRAMES,
+        HCCL_OPS,
         MEMORY,
         COMM_GROUPS,
         META,
@@ -541,6 +559,12 @@ CHECKS: dict[str, dict[str, str]] = {
     "host_dispatch": {"host_start_us": "epoch_us", "device_start_us": "epoch_us"},
     "aicore_freq": {"start_us": "epoch_us", "freq_mhz": "mhz"},
     "python_frames": {"start_us": "epoch_us", "dur_us": "duration_us"},
+    "hccl_ops": {
+        "start_us": "epoch_us",
+        "dur_us": "duration_us",
+        "count": "count",
+        "size_mb": "size_mb",
+    },
     "memory": {"allocated_mb": "size_mb", "reserved_mb": "size_mb"},
     "op_statistic": {"count": "count", "total_us": "duration_us"},
 }

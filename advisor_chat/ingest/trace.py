@@ -653,3 +653,100 @@ def _py_frame(
     df = df.reset_index(drop=True)
     df.insert(0, "rank", pd.Series([rank] * len(df), dtype="Int64"))
     return df
+
+
+#: One HCCL operator event as the CANN side writes it: name first, one level of args, "ph" last.
+_HCOM_EVENT = re.compile(rb'\{"name":\s*"hcom_[^"{}]*"[^{}]*\{[^{}]*\}[^{}]*\}')
+_HCOM_NAME = b'"name": "hcom_'
+#: Bytes per element of the HCCL data types (ENUM_HCCL_DATA_TYPE, reference §1.15).
+HCCL_DTYPE_BYTES = {
+    "INT8": 1, "UINT8": 1, "INT16": 2, "UINT16": 2, "FP16": 2, "BFP16": 2, "BF16": 2,
+    "INT32": 4, "UINT32": 4, "FP32": 4, "INT64": 8, "UINT64": 8, "FP64": 8, "INT128": 16,
+}  # fmt: skip
+
+
+def read_hccl_ops(path: Path, rank: int | None) -> pd.DataFrame:
+    """``trace_view.json`` → ``hccl_ops`` rows: each HCCL operator with its data type and count.
+
+    The CANN side writes one complete event per HCCL operator launch, named like
+    ``hcom_allReduce__009_0_1`` with ``args`` ``{"data_type": "FP32", "alg_type": "MESH-RING",
+    "count": 4097000, ...}`` (reference §1.11); the events are found by a byte search over a
+    memory map of the file, each parsed on its own (the rest of the trace is not parsed). When the
+    search misses events (another key order), the file is streamed with ijson instead. Events
+    without a ``count`` (older CANN) are skipped.
+
+    Returns:
+        Columns ``rank, op_name, start_us, dur_us, data_type, count, alg_type, size_mb`` in time
+        order (empty: no HCCL operator event).
+
+    Raises:
+        TraceInvalid: The file could not be streamed (truncated or invalid JSON) on the ijson path.
+    """
+    import mmap
+
+    events: list[Any] = []
+    with open(path, "rb") as fh:
+        try:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # an empty file cannot be mapped
+            return _hccl_frame([], rank)
+        with mm:
+            named = _count(mm, _HCOM_NAME)
+            for m in _HCOM_EVENT.finditer(mm) if named else ():
+                try:
+                    events.append(orjson.loads(m.group(0)))
+                except orjson.JSONDecodeError:
+                    continue
+    if len(events) < named:  # events in another key order: stream the whole file
+        events = _hccl_events_ijson(path)
+    rows = []
+    for ev in events:
+        if not isinstance(ev, dict) or ev.get("ph", "X") != "X":
+            continue
+        args = ev.get("args") or {}
+        try:
+            count = float(args["count"])
+            dtype = str(args.get("data_type", "")).strip().upper()
+            rows.append(
+                (
+                    str(ev.get("name", "")),
+                    float(str(ev.get("ts")).strip()),
+                    float(ev.get("dur") or 0.0),
+                    dtype,
+                    count,
+                    str(args.get("alg_type", "") or ""),
+                )
+            )
+        except (TypeError, ValueError, KeyError, AttributeError):
+            continue
+    return _hccl_frame(rows, rank)
+
+
+def _hccl_events_ijson(path: Path) -> list[Any]:
+    import ijson
+
+    try:
+        with open(path, "rb") as fh:
+            prefix = "item" if fh.read(64).lstrip()[:1] == b"[" else "traceEvents.item"
+            fh.seek(0)
+            return [
+                ev
+                for ev in ijson.items(fh, prefix, use_float=True)
+                if isinstance(ev, dict) and str(ev.get("name", "")).startswith("hcom_")
+            ]
+    except ijson.JSONError as exc:
+        raise TraceInvalid(str(exc)) from exc
+
+
+def _hccl_frame(
+    rows: list[tuple[str, float, float, str, float, str]], rank: int | None
+) -> pd.DataFrame:
+    df = pd.DataFrame(
+        rows, columns=["op_name", "start_us", "dur_us", "data_type", "count", "alg_type"]
+    )
+    df = df.astype({"start_us": "float64", "dur_us": "float64", "count": "float64"})
+    nbytes = df["data_type"].map(HCCL_DTYPE_BYTES).astype("float64")
+    df["size_mb"] = df["count"] * nbytes / 1e6
+    df = df.sort_values("start_us", kind="stable").reset_index(drop=True)
+    df.insert(0, "rank", pd.Series([rank] * len(df), dtype="Int64"))
+    return df

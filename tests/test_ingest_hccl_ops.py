@@ -1,0 +1,74 @@
+"""hccl_ops: each HCCL operator's data type, element count and algorithm (trace_view.json / DB)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor_chat.config import load_settings
+from advisor_chat.ingest import load_profile
+
+BYTES = {"FP32": 4, "FP16": 2, "BFP16": 2, "INT8": 1, "INT32": 4}
+
+
+def _events(root: Path) -> dict[int, list[tuple[str, str, float]]]:
+    """Per rank folder index: (name, data_type, count) of the trace's hcom_* events (json)."""
+    out = {}
+    for i, f in enumerate(sorted(root.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"))):
+        doc = json.loads(f.read_text())
+        events = doc["traceEvents"] if isinstance(doc, dict) else doc
+        out[i] = sorted(
+            (e["name"], e["args"]["data_type"], float(e["args"]["count"]))
+            for e in events
+            if str(e.get("name", "")).startswith("hcom_") and "count" in e.get("args", {})
+        )
+    return out
+
+
+def test_text_export_rows_are_the_trace_events(real_samples: Path, tmp_path: Path) -> None:
+    root = real_samples / "pt-text-level1-2rank"
+    p = load_profile(root, settings=load_settings(home=tmp_path))
+    assert p.has("hccl_ops")
+    t = p.hccl_ops_for(p.ranks)
+    expected = _events(root)
+    assert expected[0]  # the sample has HCCL operator events
+    for i, rank in enumerate(p.ranks):
+        rows = t[t["rank"] == rank]
+        got = sorted(zip(rows["op_name"], rows["data_type"], rows["count"], strict=True))
+        assert got == expected[i]
+        assert rows["size_mb"].tolist() == pytest.approx(
+            [c * BYTES[d] / 1e6 for c, d in zip(rows["count"], rows["data_type"], strict=True)]
+        )
+    assert "trace_view.json" in p.cite("hccl_ops")
+
+
+def test_db_export_gives_the_same_operators_as_the_text_export(
+    real_samples: Path, tmp_path: Path
+) -> None:
+    # the two real samples are one job exported both ways: the same data types and counts per rank
+    text = load_profile(
+        real_samples / "pt-text-level1-2rank", settings=load_settings(home=tmp_path)
+    )
+    db = load_profile(real_samples / "pt-db-level1-2rank", settings=load_settings(home=tmp_path))
+    assert db.has("hccl_ops") and ".db" in db.cite("hccl_ops")
+    for rank in text.ranks:
+        a, b = text.hccl_ops_for([rank]), db.hccl_ops_for([rank])
+        assert len(a) == len(b) > 0
+        assert list(zip(a["data_type"], a["count"], a["alg_type"], strict=True)) == list(
+            zip(b["data_type"], b["count"], b["alg_type"], strict=True)
+        )
+
+
+def test_cached_second_load_reads_the_same_rows(real_samples: Path, tmp_path: Path) -> None:
+    import pandas as pd
+
+    root = real_samples / "pt-text-level1-2rank"
+    first = load_profile(root, settings=load_settings(home=tmp_path)).hccl_ops_for([0, 1])
+    from advisor_chat.ingest import loader
+
+    loader.wait_cache_writes()
+    second = load_profile(root, settings=load_settings(home=tmp_path))
+    assert second.cache_hit
+    pd.testing.assert_frame_equal(second.hccl_ops_for([0, 1]), first, check_dtype=False)
