@@ -626,9 +626,9 @@ def read_rank_dir(
                 heavy_files["hccl_ops"] = str(tv)
         else:
             with contextlib.suppress(TraceInvalid):
-                ops = read_hccl_ops(tv, rank)
-                rd.add("hccl_ops", ops, tv)
-                rd.tables.setdefault("hccl_ops", ops)
+                hccl = read_hccl_ops(tv, rank)
+                rd.add("hccl_ops", hccl, tv)
+                rd.tables.setdefault("hccl_ops", hccl)
     if "host_dispatch" in heavy_files:
         tv = None  # the DB gives it (read lazily)
     if "host_dispatch" not in rd.tables and tv is not None and not heavy:
