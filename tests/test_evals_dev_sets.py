@@ -67,6 +67,7 @@ from advisor_chat.synth.scenarios_dev31 import DEV31_KINDS
 from advisor_chat.synth.scenarios_dev32 import DEV32_KINDS
 from advisor_chat.synth.scenarios_dev33 import DEV33_KINDS
 from advisor_chat.synth.scenarios_dev34 import DEV34_KINDS
+from advisor_chat.synth.scenarios_dev36 import DEV36_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
 from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_KINDS
@@ -118,6 +119,7 @@ SETS = {
     "generalization_dev32": DEV32_KINDS,
     "generalization_dev33": DEV33_KINDS,
     "generalization_dev34": DEV34_KINDS,
+    "generalization_dev36": DEV36_KINDS,
     "generalization_heldout2": HELDOUT2_KINDS,
     "generalization_heldout3": HELDOUT3_KINDS,
     "generalization_heldout4": HELDOUT4_KINDS,
