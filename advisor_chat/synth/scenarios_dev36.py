@@ -48,7 +48,7 @@ step start; and the ``python_function`` frames of the DataLoader on the Python l
   (``IterableDataset``) corpus, 16 processes: Accelerate then defaults to ``dispatch_batches``, so
   process 0 alone reads the 16 micro-batches of every step from its loader and broadcasts them
   (``broadcast_object_list`` of the batch structure, then every tensor): 5 ``hcom_broadcast_`` on the
-  default group at every step start. Rank 0 needs ~45-65 ms for 16 batches (its 2 workers cannot
+  default group at every step start. Rank 0 needs ~45-60 ms for 16 batches (its 2 workers cannot
   prefetch that many) and reaches the first broadcast that late; ranks 1-15 wait for it in that
   broadcast (Synchronization Time), every step. Culprit: rank 0 (its input pipeline); kernels and
   links normal. Fix: ``dispatch_batches=False`` (each process reads its own shard of the stream,
@@ -57,7 +57,7 @@ step start; and the ``python_function`` frames of the DataLoader on the Python l
   of the dataset was never made; node 0 reads its NVMe cache): its DataLoader workers cannot keep
   up, the prefetch queue runs dry and the main process of every rank of node 1 waits for the next
   batch at every step start (``python_function`` frames ``DataLoader.__next__`` > ``_next_data`` >
-  ``_get_data`` > ``_try_get_data`` > ``queue.get`` > ``threading.wait``, ~5-50 ms, a different
+  ``_get_data`` > ``_try_get_data`` > ``queue.get`` > ``threading.wait``, ~10-55 ms, a different
   length each step and rank); its devices idle meanwhile and node 0 waits for node 1 in the first
   gradient all-reduce. Culprit: node 1 (ranks 8-15, its input pipeline); kernels, launches, links
   normal. Fix: copy the dataset to node 1's local disk (as on node 0), more workers / a larger
@@ -932,7 +932,7 @@ DEV36_SCENARIOS = (
         "accelerate-dispatch-batches",
         "Accelerate on a streaming IterableDataset (dispatch_batches by default): rank 0 reads "
         "all 16 micro-batches and broadcasts them (5 hcom_broadcast_ on the default group at "
-        "every step start); it arrives ~45-65 ms late and ranks 1-15 wait for it in the first "
+        "every step start); it arrives ~45-60 ms late and ranks 1-15 wait for it in the first "
         "broadcast",
         16,
         4,
@@ -942,7 +942,7 @@ DEV36_SCENARIOS = (
     ScenarioSpec(
         "slow-dataset-mount-node",
         "node 1 reads the dataset from a slow network mount: the main process of ranks 8-15 "
-        "waits 5-50 ms for its DataLoader (python_function __next__ > _try_get_data > queue.get) "
+        "waits ~10-55 ms for its DataLoader (python_function __next__ > _try_get_data > queue.get) "
         "at every step start, its devices idle; node 0 waits in the first gradient all-reduce",
         16,
         6,
