@@ -68,6 +68,7 @@ from advisor_chat.synth.scenarios_dev32 import DEV32_KINDS
 from advisor_chat.synth.scenarios_dev33 import DEV33_KINDS
 from advisor_chat.synth.scenarios_dev34 import DEV34_KINDS
 from advisor_chat.synth.scenarios_dev35 import DEV35_KINDS
+from advisor_chat.synth.scenarios_dev36 import DEV36_KINDS
 from advisor_chat.synth.scenarios_faults import FAULT_KINDS
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_KINDS
 from advisor_chat.synth.scenarios_heldout3 import HELDOUT3_KINDS
@@ -120,6 +121,7 @@ SETS = {
     "generalization_dev33": DEV33_KINDS,
     "generalization_dev34": DEV34_KINDS,
     "generalization_dev35": DEV35_KINDS,
+    "generalization_dev36": DEV36_KINDS,
     "generalization_heldout2": HELDOUT2_KINDS,
     "generalization_heldout3": HELDOUT3_KINDS,
     "generalization_heldout4": HELDOUT4_KINDS,
@@ -162,7 +164,7 @@ HELD_DRAW_S36 = {
     f"generalization_dev{n}": sorted(
         random.Random(f"s36-dev{n}").sample(sorted(SETS[f"generalization_dev{n}"]), 2)
     )
-    for n in (35,)
+    for n in (35, 36)
 }
 HELD_KINDS_S36 = {k for ks in HELD_DRAW_S36.values() for k in ks}
 

@@ -53,6 +53,7 @@ from advisor_chat.synth.scenarios_dev32 import DEV32_SCENARIOS
 from advisor_chat.synth.scenarios_dev33 import DEV33_SCENARIOS
 from advisor_chat.synth.scenarios_dev34 import DEV34_SCENARIOS
 from advisor_chat.synth.scenarios_dev35 import DEV35_SCENARIOS
+from advisor_chat.synth.scenarios_dev36 import DEV36_SCENARIOS
 from advisor_chat.synth.scenarios_ext import register as _register_more
 from advisor_chat.synth.scenarios_faults import register as _register_faults
 from advisor_chat.synth.scenarios_heldout2 import HELDOUT2_SCENARIOS
@@ -101,6 +102,7 @@ for _spec in (
     *DEV33_SCENARIOS,
     *DEV34_SCENARIOS,
     *DEV35_SCENARIOS,
+    *DEV36_SCENARIOS,
     *HELDOUT2_SCENARIOS,
     *HELDOUT3_SCENARIOS,
     *HELDOUT4_SCENARIOS,

@@ -29,6 +29,8 @@ HELD_OUT_DEV_KINDS = frozenset(
         # session 36
         "alloc-cache-off-node",
         "fp32-residual-stream",
+        "auto-gc-jitter",
+        "h2d-per-sample-copies",
     }
 )
 """The held-out development kinds of sets 29-36 (two of each set)."""

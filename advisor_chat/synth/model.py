@@ -250,6 +250,13 @@ class HostCall:
         tail_us: host time inside the frames after the call (e.g. filling the new buffer).
         input_dims / input_type: ``Input Dims`` / ``Input type`` of the outermost frame
             (``record_shapes``, ``;`` between inputs); ``""`` = none written.
+        copy_bytes / copy_us: the call queues an in-stream host-to-device copy of that many bytes
+            (``aclrtMemcpyAsync`` of a ``tensor.to(device, non_blocking=True)``): the writer
+            records it as a ``MEMCPY_ASYNC`` task on the compute stream of ``copy_us``, starting
+            just after the call returns, linked to the call by a HostToDevice flow. The device must
+            be idle then (the scenario's ``kernel_stalls`` / ``step_host_gaps`` cover the calls).
+            0 (the default) = the call's own event only, as for every scenario before development
+            set 36.
     """
 
     api: str
@@ -258,6 +265,8 @@ class HostCall:
     tail_us: float = 0.0
     input_dims: str = ""
     input_type: str = ""
+    copy_bytes: int = 0
+    copy_us: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -558,8 +558,17 @@ def write_rank(cl: Cluster, r: int, out: Path, info: RunInfo) -> dict[str, Any]:
             if hcalls:
                 # CANN runtime calls before this launch (Perturb.host_calls / step_host_calls)
                 h0 = (int(ka[j - 1] + kad[j - 1]) if j > 0 else st_start) + HOST_CALL_LEAD_NS
-                hev, calls_end = _host_call_events(hcalls, h0, pid, cann_pid, host_tid)
+                placed: list[tuple[int, int, HostCall]] = []
+                hev, calls_end = _host_call_events(hcalls, h0, pid, cann_pid, host_tid, placed)
                 ev.extend(hev)
+                if placed:
+                    # calls that queue in-stream copies, with their MEMCPY_ASYNC tasks
+                    dev0 = st_start if prev_end is None else prev_end
+                    cev, task_id, conn, last = _host_copy_events(
+                        placed, dev0, (pid, cann_pid, hw_pid, host_tid), task_id, conn
+                    )
+                    ev.extend(cev)
+                    prev_end = last
             dcop = dev_copies.get(j) if dev_copies else None
             if dcop:
                 # in-stream memory copies right before the kernel (Perturb.dev_copies)
@@ -1203,12 +1212,19 @@ HOST_CALL_LEAD_NS = 20_000  # host time between the previous launch (or step sta
 
 
 def _host_call_events(
-    calls: list[HostCall], h0: int, pid: int, cann_pid: int, host_tid: int
+    calls: list[HostCall],
+    h0: int,
+    pid: int,
+    cann_pid: int,
+    host_tid: int,
+    placed: list[tuple[int, int, HostCall]] | None = None,
 ) -> tuple[list[str], int]:
     """Trace events of CANN runtime calls laid out back to back from ``h0`` (``Perturb.host_calls``).
 
     Each call sits inside its ``cpu_op`` frames (nested, 1 µs inset), ``tail_us`` of host work after
-    it inside the frames; the next call starts 3 µs after the outermost frame ends.
+    it inside the frames; the next call starts 3 µs after the outermost frame ends. A call that
+    queues a copy (``HostCall.copy_bytes``) is not written here: its (start, end, call) goes to
+    ``placed`` for ``_host_copy_events`` (the call with its device task and flow).
 
     Returns:
         The events and the end (ns) of the last call's outermost frame.
@@ -1228,7 +1244,9 @@ def _host_call_events(
                 types = json.dumps(";\r\n".join(c.input_type.split(";")))
                 extra = f', "Input Dims": {dims}, "Input type": {types}'
             out.append(_cpu_op(name, t + i * 1_000, fe + (d - 1 - i) * 1_000, pid, extra))
-        if c.api:  # "" = host work inside the frames only (no CANN call)
+        if c.api and c.copy_bytes > 0 and placed is not None:
+            placed.append((a, b, c))  # written with its device task (_host_copy_events)
+        elif c.api:  # "" = host work inside the frames only (no CANN call)
             out.append(
                 f'{{"name": "AscendCL@{c.api}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a)}", "dur": {us(b - a)}, '
                 f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_RTS", "level": "acl", "id": "{c.api}", "item_id": "0"}}, "ph": "X"}}'
@@ -1236,6 +1254,45 @@ def _host_call_events(
         end = fe + max(d - 1, 0) * 1_000
         t = end + 3_000
     return out, end
+
+
+def _host_copy_events(
+    placed: list[tuple[int, int, HostCall]],
+    dev0: int,
+    ids: tuple[int, int, int, int],
+    task_id: int,
+    conn: int,
+) -> tuple[list[str], int, int, int]:
+    """The calls that queue in-stream copies (``HostCall.copy_bytes``) with their device tasks.
+
+    Each call is an ``AscendCL@{api}`` event over its span with a HostToDevice flow to a
+    ``MEMCPY_ASYNC`` task on the compute stream that starts 2 µs after the call returns (no earlier
+    than ``dev0`` and the previous copy's end) and lasts ``copy_us``.
+
+    Returns:
+        The events, the next task id and connection id, and the end (ns) of the last copy.
+    """
+    _pid, cann_pid, hw_pid, host_tid = ids
+    out: list[str] = []
+    free = dev0
+    for a, b, c in placed:
+        t = max(b + 2_000, free)
+        d = max(round(c.copy_us * 1000), 1_000)
+        bw = round(c.copy_bytes / d, 4)  # bytes per ns = GB/s
+        out += [
+            f'{{"name": "AscendCL@{c.api}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a)}", "dur": {us(b - a)}, '
+            f'"args": {{"Thread Id": {host_tid}, "Mode": "ACL_RTS", "level": "acl", "id": "{c.api}", "item_id": "0", "connection_id": {conn}}}, "ph": "X"}}',
+            f'{{"name": "HostToDevice{conn}", "ph": "s", "cat": "HostToDevice", "id": "{conn}", "pid": {cann_pid}, "tid": {host_tid}, "ts": "{ts_str(a)}"}}',
+            f'{{"name": "MEMCPY_ASYNC", "pid": {hw_pid}, "tid": {COMPUTE_STREAM}, "ts": "{ts_str(t)}", "dur": {us(d)}, '
+            f'"args": {{"Model Id": 4294967295, "Task Type": "MEMCPY_ASYNC", "Physic Stream Id": {COMPUTE_STREAM}, "Task Id": {task_id}, '
+            f'"Batch Id": 0, "Subtask Id": 4294967295, "connection_id": {conn}, "size(B)": {c.copy_bytes}, '
+            f'"bandwidth(GB/s)": {bw}, "operation": "host to device"}}, "ph": "X"}}',
+            f'{{"name": "HostToDevice{conn}", "ph": "f", "id": "{conn}", "ts": "{ts_str(t)}", "cat": "HostToDevice", "pid": {hw_pid}, "tid": {COMPUTE_STREAM}, "bp": "e"}}',
+        ]
+        free = t + d
+        task_id += 1
+        conn += 1
+    return out, task_id, conn, free
 
 
 def host_calls_span_us(calls: list[HostCall]) -> float:
