@@ -72,3 +72,21 @@ def test_cached_second_load_reads_the_same_rows(real_samples: Path, tmp_path: Pa
     second = load_profile(root, settings=load_settings(home=tmp_path))
     assert second.cache_hit
     pd.testing.assert_frame_equal(second.hccl_ops_for([0, 1]), first, check_dtype=False)
+
+
+def test_communication_instances_carry_the_tensor(real_samples: Path, tmp_path: Path) -> None:
+    import statistics
+
+    from advisor_chat.analyzers.communication import CommunicationParams, communication
+
+    root = real_samples / "pt-text-level1-2rank"
+    p = load_profile(root, settings=load_settings(home=tmp_path))
+    t = communication(p, CommunicationParams()).tables["instances"]
+    row = t[t["op_type"] == "allreduce"].iloc[0]
+    # independently: rank 0's (the group's first rank) hcom_allReduce_ events in its trace
+    ev = [e for e in _events(root)[0] if e[0].startswith("hcom_allReduce")]
+    ops = p.get("comm_ops")
+    recorded = set(ops.loc[ops["rank"] == 0, "op_name"].astype(str))
+    sizes = [c * BYTES[d] / 1e6 for n, d, c in ev if n in recorded]
+    assert sizes and row["data_type"] == "FP32"
+    assert row["tensor_mb_median"] == pytest.approx(statistics.median(sizes))

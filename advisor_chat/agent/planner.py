@@ -889,6 +889,16 @@ class Planner:
                 transport=str(r["transport"]),
                 gbps=fmt_num(gbps),
             )
+        tensor = float(r.get("tensor_mb_median", math.nan))
+        if math.isfinite(tensor) and str(r.get("data_type", "")):
+            text += say(
+                "planner.instance_tensor",
+                zh,
+                dtype=str(r["data_type"]),
+                mb=fmt_num(tensor),
+                n=fmt_num(float(r["elements_median"])),
+                src=quote_source(self.session.profile.cite("hccl_ops"), zh),
+            )
         return text
 
     def _uncaptured(self) -> list[int]:

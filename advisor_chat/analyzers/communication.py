@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from typing import cast
@@ -116,7 +117,7 @@ def communication(profile: Profile, params: CommunicationParams) -> AnalyzerResu
     step_us = median_step_us(profile) or float("nan")
 
     table = _per_group_type(ops, gname)
-    instances = _instances(ops, profile.get("comm_bandwidth"), gname)
+    instances = _instances(ops, profile.get("comm_bandwidth"), gname, hccl_sample(profile, ops))
     twins = dict(_NOTES_ZH)
     if ops.empty:
         why = comm_ops_missing_why(profile)
@@ -192,11 +193,33 @@ def _per_group_type(ops: pd.DataFrame, gname: dict[str, str]) -> pd.DataFrame:
 INSTANCE_COLUMNS = [
     "group", "group_name", "op_type", "ranks", "rank_list", "count_per_step", "elapse_ms_median",
     "wait_ms_median", "synchronization_ms_median", "transit_ms_median", "transit_size_mb_median",
-    "transport", "transport_size_mb_median", "bandwidth_gbps_median",
+    "transport", "transport_size_mb_median", "bandwidth_gbps_median", "data_type",
+    "tensor_mb_median", "elements_median",
 ]  # fmt: skip
 
+#: Ranks whose HCCL operator events (``hccl_ops``, trace_view.json) are read for the instances'
+#: data types and counts: the first rank of each group, at most this many.
+HCCL_SAMPLE = 8
 
-def _instances(ops: pd.DataFrame, bw: pd.DataFrame, gname: dict[str, str]) -> pd.DataFrame:
+
+def hccl_sample(profile: Profile, ops: pd.DataFrame) -> pd.DataFrame:
+    """``hccl_ops`` rows of the first rank of each group of ``ops`` (at most :data:`HCCL_SAMPLE`).
+
+    Empty when the export has no HCCL operator events (``hccl_ops``).
+    """
+    if ops.empty or not profile.has("hccl_ops"):
+        return pd.DataFrame()
+    firsts = ops.groupby("group", dropna=False)["rank"].min().dropna().astype(int)
+    ranks = sorted(set(firsts.tolist()))[:HCCL_SAMPLE]
+    return profile.hccl_ops_for(ranks)
+
+
+def _instances(
+    ops: pd.DataFrame,
+    bw: pd.DataFrame,
+    gname: dict[str, str],
+    hccl: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """One collective at a time: each group × op type's figures per instance (median).
 
     Per (group, op type): ``ranks`` (count) and ``rank_list`` (text), ``count_per_step``
@@ -206,7 +229,10 @@ def _instances(ops: pd.DataFrame, bw: pd.DataFrame, gname: dict[str, str]) -> pd
     over transports: 'Communication Bandwidth Info'); ``transport`` is the transport carrying the
     most data, ``transport_size_mb_median`` its MB per instance and ``bandwidth_gbps_median`` its
     bandwidth (transit size / transit time, GB/s). Size columns are NaN without bandwidth rows.
-    Most elapse time first.
+    From ``hccl`` (``hccl_ops`` rows of some ranks: trace_view.json HCCL operator events, matched
+    to ``comm_ops`` by rank and op name): ``data_type`` (the most frequent), ``tensor_mb_median``
+    (the tensor reduced or gathered: count x type bytes, MB) and ``elements_median``; empty / NaN
+    without them. Most elapse time first.
     """
     if ops.empty:
         return pd.DataFrame(columns=INSTANCE_COLUMNS)
@@ -242,6 +268,16 @@ def _instances(ops: pd.DataFrame, bw: pd.DataFrame, gname: dict[str, str]) -> pd
             )
     if size is not None:
         o = o.join(size, on=key)
+    if hccl is not None and not hccl.empty:
+        h = hccl.assign(rank=hccl["rank"].astype("int64"), op_name=hccl["op_name"].astype(str))
+        h = h.drop_duplicates(["rank", "op_name"])[
+            ["rank", "op_name", "data_type", "count", "size_mb"]
+        ]
+        o = o.merge(
+            h.rename(columns={"size_mb": "tensor_mb", "count": "elements"}),
+            on=["rank", "op_name"],
+            how="left",
+        )
     # (group, op type) -> (main transport, MB per instance, GB/s: MB/ms), medians
     by_type: dict[tuple[str, str], tuple[str, float, float]] = {}
     if bw_main is not None:
@@ -277,6 +313,16 @@ def _instances(ops: pd.DataFrame, bw: pd.DataFrame, gname: dict[str, str]) -> pd
             "transport_size_mb_median": float("nan"),
             "bandwidth_gbps_median": float("nan"),
         }
+        if "data_type" in g.columns and g["data_type"].notna().any():
+            row["data_type"] = str(g["data_type"].dropna().mode().iloc[0])
+            row["tensor_mb_median"] = float(g["tensor_mb"].median())
+            row["elements_median"] = float(g["elements"].median())
+        else:
+            row["data_type"], row["tensor_mb_median"], row["elements_median"] = (
+                "",
+                math.nan,
+                math.nan,
+            )
         hit = by_type.get((str(group), str(op_type)))
         if hit is not None:
             row["transport"], row["transport_size_mb_median"], row["bandwidth_gbps_median"] = hit
