@@ -181,6 +181,10 @@ SYMPTOM_TAGS: dict[str, tuple[str, str]] = {
         "CANN / torch_npu 升级后行为变化",
     ),
     # environment, memory, data quality
+    "memory_growth": (
+        "allocated device memory grows every step (tensors kept across steps)",
+        "已分配的设备内存每步增长（张量被跨步保留）",
+    ),
     "memory_fragmentation": (
         "allocator without expandable segments; fragmentation / reorganisation",
         "内存碎片（未开启 expandable_segments）",

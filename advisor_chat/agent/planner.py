@@ -725,6 +725,8 @@ class Planner:
             return [("cluster_breakdown", {"step": step})]
         if it == "host_dispatch":
             return [("host_dispatch", {"rank": rank})]
+        if it == "memory" and self.session.profile.has("memory"):
+            return [("memory", {"rank": rank}), ("env_check", {})]
         if it in ("memory", "env_check"):
             return [("env_check", {})]
         if it == "data_quality":
@@ -1712,7 +1714,7 @@ class Planner:
             "hccl_timeout": ("env_check",),
             "pipeline_bubble": ("cluster_breakdown",),
             "host_dispatch": ("host_dispatch",),
-            "memory": ("env_check",),
+            "memory": ("memory", "env_check"),
             "env_check": ("env_check",),
             "data_quality": ("data_quality",),
         }.get(q.intent, tuple(by_tool))
@@ -1723,11 +1725,50 @@ class Planner:
             found = [
                 f
                 for f in found
-                if {"memory_fragmentation", "profiler_overhead"} & set(f.symptom_tags)
+                if {"memory_fragmentation", "profiler_overhead", "memory_growth"}
+                & set(f.symptom_tags)
             ]
-            lines.append(say("planner.not_enough_signal_to_answer_the", zh))
+            mem = next((o for o in by_tool.get("memory", []) if o.result is not None), None)
+            if mem is not None and mem.result is not None:
+                m = mem.result.metrics
+                lines.append(
+                    say(
+                        "planner.memory_measured",
+                        zh,
+                        n=fmt_num(m.get("ranks_read", 0.0)),
+                        alloc=fmt_num(m.get("allocated_mb_peak", math.nan)),
+                        reserved=fmt_num(m.get("reserved_mb_peak", math.nan)),
+                        src=quote_source(self.session.profile.cite("memory"), zh),
+                    )
+                )
+                if "growth_mb_per_step" in m and not any(
+                    "memory_growth" in f.symptom_tags for f in found
+                ):
+                    lines.append(
+                        say(
+                            "planner.memory_flat",
+                            zh,
+                            growth=fmt_num(m["growth_mb_per_step"]),
+                        )
+                    )
+            else:
+                lines.append(say("planner.not_enough_signal_to_answer_the", zh))
             top = next((c for c in d.causes if c.culprit.kind != "none"), None) if d else None
-            if top is not None and top.mechanism.value not in ("no_culprit", "not_enough_signal"):
+            if top is not None and "memory_growth" in top.symptom_tags:
+                lines.append(
+                    say(
+                        "planner.memory_is_the_cause",
+                        zh,
+                        text=project.summary(top, zh).rstrip("。."),
+                    )
+                    if zh
+                    else say(
+                        "planner.memory_is_the_cause",
+                        zh,
+                        text=project.lower_first(project.summary(top, zh)).rstrip("."),
+                    )
+                )
+            elif top is not None and top.mechanism.value not in ("no_culprit", "not_enough_signal"):
                 # the step time is accounted for without memory: say where it goes
                 lines.append(
                     f"这份数据里步时间的损失在别处——{project.summary(top, True)}。"
