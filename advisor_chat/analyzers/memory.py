@@ -159,15 +159,20 @@ def memory(profile: Profile, params: MemoryParams, **_: Any) -> AnalyzerResult:
     if m.empty or not {"rank", "timestamp_us", "allocated_mb", "reserved_mb"} <= set(m.columns):
         raise NotAnswerableError(
             "no memory samples (memory_record.csv, or MEMORY_RECORD in the DB export): profile "
-            "with profile_memory=True to read device memory per step"
+            "with profile_memory=True to read device memory per step",
+            zh="没有内存采样（memory_record.csv，或 DB 导出中的 MEMORY_RECORD）：用 "
+            "profile_memory=True 采集才能按步读取设备内存",
         )
     have = sorted({int(r) for r in m["rank"].dropna()})
     ranks = [params.rank] if params.rank is not None else spread_sample(have, MEMORY_SAMPLE)
     m = _component(m[m["rank"].isin(ranks)].dropna(subset=["timestamp_us", "allocated_mb"]))
     if m.empty:
+        which = f" (rank {params.rank})" if params.rank is not None else ""
         raise NotAnswerableError(
-            "no memory samples of the ranks read"
-            + (f" (rank {params.rank})" if params.rank is not None else "")
+            f"no allocated-memory samples of the ranks read{which} (memory_record.csv Total "
+            "Allocated is empty): profile with profile_memory=True",
+            zh=f"所读各卡{which}没有已分配内存的采样（memory_record.csv 的 Total Allocated 为空）："
+            "请用 profile_memory=True 采集",
         )
     k = profile.kernels_for(ranks) if profile.has("kernels") else pd.DataFrame()
     table = _per_step(m, k)

@@ -281,7 +281,7 @@ def fr_answer(ranks: int, steps: int, m: dict[str, Any]) -> dict[str, Any]:
         "saving_us_per_step": _r(save),
         "saving_share_of_step": round(save / a, 4),
     }
-    key = _key([], "compute", [], "computing_us", nums)
+    key = _key([], "compute", ["fp32-loss-full-vocab"], "computing_us", nums)
     rc = _all_ranks_rc(
         ranks,
         "job_hotspot",
