@@ -199,7 +199,7 @@ INSTANCE_COLUMNS = [
 
 #: Ranks whose HCCL operator events (``hccl_ops``, trace_view.json) are read for the instances'
 #: data types and counts: the first rank of each group, at most this many.
-HCCL_SAMPLE = 8
+HCCL_SAMPLE = 4
 
 
 def hccl_sample(profile: Profile, ops: pd.DataFrame) -> pd.DataFrame:

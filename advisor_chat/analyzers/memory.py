@@ -132,7 +132,7 @@ def memory(profile: Profile, params: MemoryParams, **_: Any) -> AnalyzerResult:
     From the memory samples (memory_record.csv / the DB's MEMORY_RECORD) of the PyTorch caching
     allocator (component ``PTA``; else the most sampled component) of up to 8 ranks spread over
     the job (or ``rank``), cut into steps at each step's first kernel (kernel_details.csv Step Id
-    and Start Time). Growth: the least-squares slope of the step-end allocation over the step ids
+    and Start Time, of the first rank read: the ranks run their steps together). Growth: the least-squares slope of the step-end allocation over the step ids
     (MB per step); a ``memory.growth`` finding when its median over the ranks read is at least
     100 MB per step and it rises in at least 75% of the step transitions on at least half of them
     (memory that something keeps across steps: the run moves toward the device's capacity).
@@ -174,7 +174,11 @@ def memory(profile: Profile, params: MemoryParams, **_: Any) -> AnalyzerResult:
             zh=f"所读各卡{which}没有已分配内存的采样（memory_record.csv 的 Total Allocated 为空）："
             "请用 profile_memory=True 采集",
         )
-    k = profile.kernels_for(ranks) if profile.has("kernels") else pd.DataFrame()
+    # the steps' windows of one rank (the first read) for every rank: the ranks run their steps
+    # together, and one rank's kernels are read instead of eight
+    k = profile.kernels_for(ranks[:1]) if profile.has("kernels") else pd.DataFrame()
+    if not k.empty:
+        k = pd.concat([k.assign(rank=r) for r in ranks], ignore_index=True)
     table = _per_step(m, k)
     growth = _growth(table)
     metrics: dict[str, float] = {
