@@ -169,6 +169,7 @@ def _per_rank(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             "own_slope_us_per_step": own_slope.groupby(df["rank"]).first(),
             "fit_first_us": first["fit_us"],
             "fit_last_us": last["fit_us"],
+            "min_step_us": g["step_us"].min(),
             "residual_std_us": resid_std.groupby(df["rank"]).first(),
             "outlier_steps": df.groupby("rank")["is_outlier"].sum(),
             "change_point_step": cp["change_point_step"],
@@ -234,7 +235,7 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
         slope_us_per_step (µs per step), cv (std/mean). ``tables['per_rank']``: rank, n_steps,
         mean_step_us, median_step_us, first_step_us, last_step_us, slope_us_per_step,
         own_slope_us_per_step (µs per step, slope of computing_us + free_us),
-        fit_first_us, fit_last_us, residual_std_us (µs), outlier_steps (count),
+        fit_first_us, fit_last_us, min_step_us, residual_std_us (µs), outlier_steps (count),
         change_point_step (first step after the split), mean_before_us, mean_after_us (µs),
         growth_ratio (fitted last/first − 1), raw_growth_ratio, cv, residual_cv, degrading,
         jittery. Metrics: steps, median slope, median growth_ratio, ranks degrading/jittery.
@@ -298,7 +299,11 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
                         "其余卡的增长在通信（等待）中。"
                     )
             growth = float(row["growth_ratio"])
-            excess = float(row["mean_step_us"] - row["fit_first_us"])
+            # back to the first steps' time: the line's start, but never below the fastest
+            # measured step (a line through a late rise starts below every step)
+            excess = float(
+                row["mean_step_us"] - max(float(row["fit_first_us"]), float(row["min_step_us"]))
+            )
             share = float(row["fit_last_us"] - row["fit_first_us"]) / float(row["median_step_us"])
             who = (
                 f"{len(degrading)} of {len(summ)} ranks ({format_ranks(degrading)})"

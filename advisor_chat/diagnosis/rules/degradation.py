@@ -25,7 +25,7 @@ def rule_degradation(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
     rank slow from some step on (``onset_step``), the finding joins that cause as its symptom
     (one fault, one cause);
     otherwise one job-level DEGRADATION cause with the finding's
-    gain (estimate: last steps back to the first steps' time). Returns the updated cause list.
+    gain (estimate: the mean step back to the first fitted step, never below the fastest measured one). Returns the updated cause list.
     """
     out = list(causes)
     for f in ctx.finding("step_trend.degradation."):
