@@ -90,3 +90,28 @@ def test_communication_instances_carry_the_tensor(real_samples: Path, tmp_path: 
     sizes = [c * BYTES[d] / 1e6 for n, d, c in ev if n in recorded]
     assert sizes and row["data_type"] == "FP32"
     assert row["tensor_mb_median"] == pytest.approx(statistics.median(sizes))
+
+
+def test_instance_mb_counts_sdma_once(real_samples: Path, tmp_path: Path) -> None:
+    """SDMA is the sum of HCCS, PCIE and SIO in communication.json: MB moved = SDMA + RDMA."""
+    import statistics
+
+    from advisor_chat.analyzers.communication import CommunicationParams, communication
+
+    root = real_samples / "pt-text-level1-2rank"
+    sizes = []
+    for f in sorted(root.glob("*_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json")):
+        doc = json.loads(f.read_text())
+        for step in doc.values():
+            for name, op in step["collective"].items():
+                if not name.startswith("hcom_allReduce"):
+                    continue
+                bw = op["Communication Bandwidth Info"]
+                assert bw["SDMA"]["Transit Size(MB)"] == pytest.approx(
+                    sum(bw[t]["Transit Size(MB)"] for t in ("HCCS", "PCIE", "SIO") if t in bw)
+                )
+                sizes.append(bw["SDMA"]["Transit Size(MB)"] + bw["RDMA"]["Transit Size(MB)"])
+    p = load_profile(root, settings=load_settings(home=tmp_path))
+    t = communication(p, CommunicationParams()).tables["instances"]
+    row = t[t["op_type"] == "allreduce"].iloc[0]
+    assert sizes and row["transit_size_mb_median"] == pytest.approx(statistics.median(sizes))

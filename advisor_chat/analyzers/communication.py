@@ -226,7 +226,8 @@ def _instances(
     (instances per rank per step), and medians over its (rank, instance) rows of
     ``elapse_ms``, ``wait_ms``, ``synchronization_ms``, ``transit_ms`` (communication.json
     'Communication Time Info', ms) and of ``transit_size_mb`` (MB per instance on a rank, summed
-    over transports: 'Communication Bandwidth Info'); ``transport`` is the transport carrying the
+    over transports: 'Communication Bandwidth Info' SDMA + RDMA, SDMA being the sum of HCCS, PCIE
+    and SIO; HCCS + PCIE + SIO + RDMA without an SDMA block); ``transport`` is the transport carrying the
     most data, ``transport_size_mb_median`` its MB per instance and ``bandwidth_gbps_median`` its
     bandwidth (transit size / transit time, GB/s). Size columns are NaN without bandwidth rows.
     From ``hccl`` (``hccl_ops`` rows of some ranks: trace_view.json HCCL operator events, matched
@@ -241,7 +242,12 @@ def _instances(
     size = bw_main = None
     if not bw.empty and {"transit_size_mb", "transport"} <= set(bw.columns):
         b = bw[bw["transit_size_mb"].notna()]
-        size = b.groupby(key, dropna=False)["transit_size_mb"].sum().rename("size_mb")
+        # SDMA is the sum of HCCS, PCIE and SIO (reference §communication.json): an instance's MB
+        # is SDMA + RDMA when SDMA is recorded, never SDMA on top of its parts
+        tr = b["transport"].astype(str).str.upper()
+        has_sdma = (tr == "SDMA").groupby([b[c] for c in key], dropna=False).transform("any")
+        counted = b[~(tr.isin(["HCCS", "PCIE", "SIO"]) & has_sdma)]
+        size = counted.groupby(key, dropna=False)["transit_size_mb"].sum().rename("size_mb")
         per_t = b.groupby([*key, "transport"], dropna=False, observed=True).agg(
             mb=("transit_size_mb", "sum"), ms=("transit_time_ms", "sum")
         )
