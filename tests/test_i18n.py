@@ -269,3 +269,25 @@ def test_report_header_lists_the_step_ids_in_both_languages(real_samples) -> Non
     for head in (render_markdown(rep, "en"), render_markdown(rep, "zh"), meta):
         first = head.split("\n\n")[1] if not head.startswith("<p") else head.split("</p>")[0]
         assert str(steps) in first, first
+
+
+@pytest.mark.parametrize(
+    ("citation", "name", "note"),
+    [
+        ("step_trace_time.csv (16 files)", "step_trace_time.csv", "（共 16 个文件）"),
+        ("k.csv (1024 files; read on demand)", "k.csv", "（共 1024 个文件，按需读取）"),
+        (
+            "k.csv (24 files; read for 24 of 1024 ranks)",
+            "k.csv",
+            "（共 24 个文件，已读 24/1024 张卡）",
+        ),
+        ("/p/trace_view.json (read for 1 of 16 ranks)", "/p/trace_view.json", "（已读 1/16 张卡）"),
+        ("/p/trace_view.json (read on demand)", "/p/trace_view.json", "（按需读取）"),
+        ("host_dispatch (no source file)", "host_dispatch", "（无源文件）"),
+        ("/p/one.csv", "/p/one.csv", ""),
+    ],
+)
+def test_citations_said_in_chinese(citation: str, name: str, note: str) -> None:
+    from advisor_chat.ingest.profile import cite_zh
+
+    assert cite_zh(citation) == (name, note)

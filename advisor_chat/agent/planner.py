@@ -766,9 +766,8 @@ class Planner:
             for m in (self._collective_measures(q, outputs), self._host_call_measures(q, outputs))
             if m
         )
-        if measured:  # after the answer's first paragraph, before its suggestions
-            head, sep, rest = result.text.partition("\n\n")
-            result.text = head + "\n\n" + measured + ("\n\n" + rest if sep and rest.strip() else "")
+        if measured:  # what the question asks for, first; the diagnosis after it
+            result.text = measured + "\n\n" + result.text
         return result
 
     def _collective_measures(self, q: Query, outputs: list[ToolOutput]) -> str:

@@ -349,6 +349,7 @@ class Profile:
 # the notes :meth:`Profile.cite` appends to a file name
 _CITE_COUNT = re.compile(r" \((\d+) files(?:; (read on demand)|; read for (\d+) of (\d+) ranks)?\)")
 _NO_SOURCE = re.compile(r" \(no source file(?:; read on demand)?\)")
+_ONE_FILE_NOTE = re.compile(r" \((?:read for (\d+) of (\d+) ranks|read on demand)\)$")
 
 
 def cite_zh(citation: str) -> tuple[str, str]:
@@ -369,4 +370,8 @@ def cite_zh(citation: str) -> tuple[str, str]:
         return citation[: m.start()], note
     if (m := _NO_SOURCE.search(citation)) is not None:
         return citation[: m.start()], "（无源文件）"
+    if (m := _ONE_FILE_NOTE.search(citation)) is not None:  # one file read of a lazy table
+        if m.group(1):
+            return citation[: m.start()], f"（已读 {m.group(1)}/{m.group(2)} 张卡）"
+        return citation[: m.start()], "（按需读取）"
     return citation, ""
