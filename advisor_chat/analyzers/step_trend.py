@@ -317,7 +317,7 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
             )
             cp = row["change_point_step"]
             cp_txt = f"; the largest shift is before step {int(cp)}" if pd.notna(cp) else ""
-            cp_zh = f"；最大的均值跳变发生在 step {int(cp)} 之前" if pd.notna(cp) else ""
+            cp_zh = f"；最大的均值跳变发生在第 {int(cp)} 步之前" if pd.notna(cp) else ""
             # one jump (an onset) is said as such, not as a slope through it
             jump = (
                 pd.notna(cp)
@@ -342,12 +342,12 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
                         f"{drivers_txt}"
                     ),
                     summary_zh=(
-                        f"{who_zh}：step 耗时在第 {int(cp)} 步突然升高，从之前平均 "
+                        f"{who_zh}：步耗时在第 {int(cp)} 步突然升高，从之前平均 "
                         f"{float(row['mean_before_us']):.0f} us 升到之后平均 "
                         f"{float(row['mean_after_us']):.0f} us：是一次跳变，而不是持续增长"
                         f"（两段水平比一条直线更贴合）。{drivers_zh}"
                         if jump
-                        else f"{who_zh}：step 耗时在 {int(row['n_steps'])} 个 step 内增长 {growth:.1%}"
+                        else f"{who_zh}：步耗时在 {int(row['n_steps'])} 步内增长 {growth:.1%}"
                         f"（斜率 {float(row['slope_us_per_step']):.0f} us/step，拟合值 "
                         f"{float(row['fit_first_us']):.0f} -> {float(row['fit_last_us']):.0f} us）{cp_zh}。"
                         f"{drivers_zh}"
@@ -436,7 +436,7 @@ def step_trend(profile: Profile, params: StepTrendParams, **_: Any) -> AnalyzerR
                         f"{JITTER_CV:.0%}); outlier steps: {steps_txt or 'none'}{most_txt}."
                     ),
                     summary_zh=(
-                        f"{who_zh}：step 耗时抖动（去趋势后变异系数 {cv:.1%}，阈值 "
+                        f"{who_zh}：步耗时抖动（去趋势后变异系数 {cv:.1%}，阈值 "
                         f"{JITTER_CV:.0%}）；异常 step：{steps_txt or '无'}{most_zh}。"
                     ),
                     ranks=tuple(sorted(flagged)),
