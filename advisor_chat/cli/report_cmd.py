@@ -146,7 +146,16 @@ def register(app: typer.Typer) -> None:
                     f"cannot write --output {output} ({exc.strerror or exc})",
                     remedy="Choose a writable file path",
                 ) from None
-            n_causes = len(rep.diagnosis.causes) if rep.diagnosis is not None else 0
+            # (a "not enough signal" or "no culprit" block is not a root cause)
+            n_causes = (
+                sum(
+                    1
+                    for c in rep.diagnosis.causes
+                    if c.mechanism.value not in ("not_enough_signal", "no_culprit")
+                )
+                if rep.diagnosis is not None
+                else 0
+            )
             console.print(
                 f"wrote {output} ({n_causes} root cause(s), {len(rep.findings)} finding(s))",
                 markup=False,
