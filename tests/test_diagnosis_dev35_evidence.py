@@ -32,3 +32,16 @@ def test_kept_tensors_are_the_degradations_evidence(scenario) -> None:
     assert top.metrics["allocator_frees_first_step"] == key["first_release_step"]
     assert top.remedies[0].kind == "action" and "Stop keeping tensors" in top.remedies[0].text
     assert "memory_growth" in top.symptom_tags
+
+
+def test_memory_suspected_supported_fragmentation_contradicted(scenario) -> None:
+    from advisor_chat.agent.parse import parse_question
+    from advisor_chat.diagnosis.hypotheses import judge
+
+    d = diagnose(load_profile(scenario("logits-kept-across-steps"), use_cache=False))
+    assert judge(d, "memory").status == "supported"
+    frag = judge(d, "fragmentation")
+    assert frag.status == "contradicted" and "grows every step" in frag.reason
+    q = parse_question("is it allocator fragmentation? would expandable_segments fix it?")
+    assert q.hypothesis == "fragmentation"
+    assert parse_question("显存碎片导致的吗？").hypothesis == "fragmentation"

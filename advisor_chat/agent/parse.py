@@ -112,6 +112,7 @@ HYPOTHESES = (
     "mc2",
     "hccl_timeout",
     "memory",
+    "fragmentation",
     "host_dispatch",
     "software_bug",
     "capacity",
@@ -685,7 +686,15 @@ _TOPIC_LEX: dict[str, tuple[str, ...]] = {
 #: Suspects that narrow a broader one named by the same words (throttling within hardware, memory
 #: bandwidth within memory): at the same position in a question they come first.
 _NARROW = frozenset(
-    {"throttling", "memory_bandwidth", "device_shared", "aicpu", "version", "graph_break"}
+    {
+        "throttling",
+        "memory_bandwidth",
+        "device_shared",
+        "aicpu",
+        "version",
+        "graph_break",
+        "fragmentation",
+    }
 )
 
 # Suspected causes (:data:`HYPOTHESES`): the words that name each one (English / Chinese).
@@ -876,6 +885,12 @@ _HYPOTHESIS_LEX: dict[str, tuple[str, ...]] = {
         r"超时",
         r"卡死",
         r"挂住",
+    ),
+    # the caching allocator's fragmentation (narrower than memory at the same words)
+    "fragmentation": (
+        r"\bfragment\w*",
+        r"expandable[_ ]segments",
+        r"碎片",
     ),
     "memory": (
         r"\bmemory\b",

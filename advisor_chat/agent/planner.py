@@ -1172,7 +1172,12 @@ class Planner:
             hyp
             # a memory question is about capacity (peak, fragmentation), unless it suspects the
             # memory's bandwidth, which the operators' times judge
-            and (it not in ("mc2", "memory") or hyp == "memory_bandwidth")
+            and (
+                it not in ("mc2", "memory")
+                or hyp in ("memory_bandwidth", "fragmentation")
+                # memory that grows every step is a cause the verdict can cite
+                or (hyp == "memory" and any("memory_growth" in c.symptom_tags for c in d.causes))
+            )
             and (hyp not in ("network", "link") or it not in ("slow_link", "communication"))
         ):
             p = project.hypothesis(

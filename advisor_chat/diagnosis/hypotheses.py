@@ -10,6 +10,7 @@ measured evidence for and against it and, when the data cannot decide, what to c
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -39,6 +40,7 @@ HYPOTHESES = (
     "mc2",
     "hccl_timeout",
     "memory",
+    "fragmentation",
     "host_dispatch",
     "software_bug",
     "capacity",
@@ -69,6 +71,7 @@ NAMES = {
     "mc2": ("missing mc2 fusion", "未开启 mc2 融合"),
     "hccl_timeout": ("an HCCL timeout risk", "HCCL 超时风险"),
     "memory": ("device memory", "显存"),
+    "fragmentation": ("allocator fragmentation", "显存碎片"),
     "host_dispatch": ("host dispatch (a host-bound job)", "主机下发（下发瓶颈）"),
     "software_bug": (
         "a software bug (CANN, the framework or the profiler)",
@@ -1306,14 +1309,47 @@ _ALLOC_WORDS = re.compile(
 )
 
 
+def _fragmentation(d: Diagnosis) -> Verdict:
+    """The caching allocator's fragmentation as the cause (a suspect narrower than memory).
+
+    Supported by a cause tagged ``memory_fragmentation``; contradicted by memory that grows every
+    step (``memory_growth``: the allocation itself rises, which expandable segments do not
+    stop); else the memory verdict, named as fragmentation.
+    """
+    frag = _tagged(d, "memory_fragmentation")
+    if frag is not None:
+        return _v(
+            "fragmentation",
+            "supported",
+            frag.summary.rstrip("."),
+            frag.summary_zh.rstrip("。"),
+            (frag,),
+        )
+    grow = _tagged(d, "memory_growth")
+    if grow is not None:
+        return _v(
+            "fragmentation",
+            "contradicted",
+            "the allocated memory itself grows every step, which no allocator setting "
+            "(expandable_segments) stops: "
+            f"{lower_first(grow.summary.rstrip('.'))}",
+            "已分配内存本身每步都在增长，这不是分配器设置（expandable_segments）能解决的："
+            f"{grow.summary_zh.rstrip('。')}",
+            (grow,),
+        )
+    return dataclasses.replace(_memory(d), hypothesis="fragmentation")
+
+
 def _memory(d: Diagnosis) -> Verdict:
     """Device memory as the cause: a cause tagged or evidenced by allocation work.
 
     A low-severity environment note (e.g. PYTORCH_NPU_ALLOC_CONF unset) is advice, not evidence
     that memory costs step time; it does not support the hypothesis.
     """
-    c = _tagged(d, "memory_fragmentation") or next(
-        (c for c in _real(d) if _ALLOC_WORDS.search(c.summary)), None
+    c = (
+        _tagged(d, "memory_fragmentation")
+        or _tagged(d, "memory_growth")
+        or next((c for c in _real(d) if _ALLOC_WORDS.search(c.summary)), None)
     )
     if c is not None:
         return _v("memory", "supported", c.summary.rstrip("."), c.summary_zh.rstrip("。"), (c,))
@@ -1919,6 +1955,7 @@ _JUDGES: dict[str, Callable[[Diagnosis], Verdict]] = {
     "mc2": _mc2,
     "hccl_timeout": _timeout,
     "memory": _memory,
+    "fragmentation": _fragmentation,
     "host_dispatch": _host,
     "software_bug": _software,
     "capacity": _capacity,
