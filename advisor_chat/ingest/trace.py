@@ -24,6 +24,7 @@ device columns empty (NaN).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -452,24 +453,13 @@ def read_aicore_freq(path: Path, rank: int | None) -> pd.DataFrame:
     Raises:
         TraceInvalid: The events could not be read (truncated or invalid JSON).
     """
-    import mmap
-
-    with open(path, "rb") as fh:
-        try:
-            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        except ValueError:  # an empty file cannot be mapped
-            return _freq_frame([], rank)
-        with mm:
-            # occurrences of the name beyond the process metadata's {"name": "AI Core Freq"}
-            named = _count(mm, _FREQ_NAME) - _count(mm, _FREQ_META)
-            events = []
-            for m in _FREQ_EVENT.finditer(mm) if named > 0 else ():
-                try:
-                    events.append(orjson.loads(m.group(0)))
-                except orjson.JSONDecodeError:
-                    continue
-            if len(events) < named:  # events in another key order: stream the whole file
-                events = _freq_events_ijson(path)
+    events = _search_events(
+        path,
+        _FREQ_EVENT,
+        # occurrences of the name beyond the process metadata's {"name": "AI Core Freq"}
+        lambda mm: _count(mm, _FREQ_NAME) - _count(mm, _FREQ_META),
+        lambda ev: ev.get("name") == "AI Core Freq",
+    )
     rows = []
     for ev in events:
         if not isinstance(ev, dict) or ev.get("ph", "C") != "C":
@@ -490,7 +480,37 @@ def _count(mm: Any, needle: bytes) -> int:
     return n
 
 
-def _freq_events_ijson(path: Path) -> list[Any]:
+def _search_events(
+    path: Path,
+    pattern: re.Pattern[bytes],
+    named: Callable[[Any], int],
+    keep: Callable[[dict[str, Any]], bool],
+) -> list[Any]:
+    """The events ``pattern`` finds by a byte search over a memory map of ``path``.
+
+    Each is parsed on its own (the rest of the trace is not parsed). ``named(mm)`` counts the events there should be; when the search finds fewer (another key
+    order), the whole file is streamed with ijson and the events ``keep`` accepts are returned.
+
+    Raises:
+        TraceInvalid: The file could not be streamed (truncated or invalid JSON) on the ijson path.
+    """
+    import mmap
+
+    with open(path, "rb") as fh:
+        try:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # an empty file cannot be mapped
+            return []
+        with mm:
+            n = named(mm)
+            events = []
+            for m in pattern.finditer(mm) if n > 0 else ():
+                try:
+                    events.append(orjson.loads(m.group(0)))
+                except orjson.JSONDecodeError:
+                    continue
+    if len(events) >= n:
+        return events
     import ijson
 
     try:
@@ -500,7 +520,7 @@ def _freq_events_ijson(path: Path) -> list[Any]:
             return [
                 ev
                 for ev in ijson.items(fh, prefix, use_float=True)
-                if isinstance(ev, dict) and ev.get("name") == "AI Core Freq"
+                if isinstance(ev, dict) and keep(ev)
             ]
     except ijson.JSONError as exc:
         raise TraceInvalid(str(exc)) from exc
@@ -682,23 +702,12 @@ def read_hccl_ops(path: Path, rank: int | None) -> pd.DataFrame:
     Raises:
         TraceInvalid: The file could not be streamed (truncated or invalid JSON) on the ijson path.
     """
-    import mmap
-
-    events: list[Any] = []
-    with open(path, "rb") as fh:
-        try:
-            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        except ValueError:  # an empty file cannot be mapped
-            return _hccl_frame([], rank)
-        with mm:
-            named = _count(mm, _HCOM_NAME)
-            for m in _HCOM_EVENT.finditer(mm) if named else ():
-                try:
-                    events.append(orjson.loads(m.group(0)))
-                except orjson.JSONDecodeError:
-                    continue
-    if len(events) < named:  # events in another key order: stream the whole file
-        events = _hccl_events_ijson(path)
+    events = _search_events(
+        path,
+        _HCOM_EVENT,
+        lambda mm: _count(mm, _HCOM_NAME),
+        lambda ev: str(ev.get("name", "")).startswith("hcom_"),
+    )
     rows = []
     for ev in events:
         if not isinstance(ev, dict) or ev.get("ph", "X") != "X":
@@ -720,22 +729,6 @@ def read_hccl_ops(path: Path, rank: int | None) -> pd.DataFrame:
         except (TypeError, ValueError, KeyError, AttributeError):
             continue
     return _hccl_frame(rows, rank)
-
-
-def _hccl_events_ijson(path: Path) -> list[Any]:
-    import ijson
-
-    try:
-        with open(path, "rb") as fh:
-            prefix = "item" if fh.read(64).lstrip()[:1] == b"[" else "traceEvents.item"
-            fh.seek(0)
-            return [
-                ev
-                for ev in ijson.items(fh, prefix, use_float=True)
-                if isinstance(ev, dict) and str(ev.get("name", "")).startswith("hcom_")
-            ]
-    except ijson.JSONError as exc:
-        raise TraceInvalid(str(exc)) from exc
 
 
 def _hccl_frame(
