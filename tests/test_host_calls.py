@@ -94,3 +94,14 @@ def test_a_call_the_profile_does_not_have_adds_nothing(scenario) -> None:
         "how long does one aten::nonexistent_op call take?"
     )
     assert "host_calls" not in answer.answer
+
+
+def test_a_quantity_question_gets_its_figures_first_a_why_question_its_answer(scenario) -> None:
+    from advisor_chat.agent import Advisor
+    from advisor_chat.diagnosis.engine import open_profile
+
+    adv = Advisor(open_profile(scenario("item-sync-every-step"), use_cache=False))
+    only = adv.ask("how long does one aten::item call take?").answer
+    assert only.startswith("Host calls")
+    both = adv.ask("how long does one aten::item call take? is the host the problem?").answer
+    assert not both.startswith("Host calls") and "Host calls" in both

@@ -1087,6 +1087,12 @@ def network_scope(text: str) -> str:
     return "network" if between and not board else "board" if board and not between else ""
 
 
+def asks_yes_no_after(text: str) -> bool:
+    """Whether a yes/no question follows the first question of ``text`` ("… 多久？是 0 号卡的问题吗？")."""
+    rest = re.split(r"[?？]", text, maxsplit=1)[1:]
+    return bool(rest) and _match_any(_KIND_LEX["yes_no"], rest[0].lower()) is not None
+
+
 def find_hypotheses(text: str, kind: str) -> tuple[str, ...]:
     """Suspected causes the question names (:data:`HYPOTHESES`), in order of appearance.
 

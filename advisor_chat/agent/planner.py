@@ -29,6 +29,7 @@ from advisor_chat.agent.parse import (
     Query,
     asks_bandwidth,
     asks_yes_no,
+    asks_yes_no_after,
     network_scope,
     question_part,
 )
@@ -766,8 +767,12 @@ class Planner:
             for m in (self._collective_measures(q, outputs), self._host_call_measures(q, outputs))
             if m
         )
-        if measured:  # what the question asks for, first; the diagnosis after it
+        if measured and q.kind == "how_much" and not asks_yes_no_after(q.text):
+            # a question that only asks a quantity: its figures first
             result.text = measured + "\n\n" + result.text
+        elif measured:  # a why / yes-no question: its answer first, the measures after it
+            head, sep, rest = result.text.partition("\n\n")
+            result.text = head + "\n\n" + measured + ("\n\n" + rest if sep and rest.strip() else "")
         return result
 
     def _collective_measures(self, q: Query, outputs: list[ToolOutput]) -> str:
