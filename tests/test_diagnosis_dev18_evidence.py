@@ -20,6 +20,9 @@ from advisor_chat.diagnosis.rules.precision import fp32_path
 from advisor_chat.diagnosis.rules.skipped import skipped_steps
 from advisor_chat.ingest import load_profile
 
+# scenario-level evidence of a development set: CI and `tools/test.sh --all` run it
+pytestmark = pytest.mark.slow
+
 
 def _nums(path: Path) -> dict:
     return json.loads((path / "answer_key.json").read_text())["expected_numbers"]

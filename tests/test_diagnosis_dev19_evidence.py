@@ -18,6 +18,9 @@ from advisor_chat.diagnosis.hypotheses import judge
 from advisor_chat.diagnosis.rules.lowrank import low_rank_dim
 from advisor_chat.ingest import load_profile
 
+# scenario-level evidence of a development set: CI and `tools/test.sh --all` run it
+pytestmark = pytest.mark.slow
+
 
 def _key(path: Path) -> dict:
     return json.loads((path / "answer_key.json").read_text())

@@ -19,6 +19,9 @@ from advisor_chat.diagnosis import diagnose
 from advisor_chat.diagnosis.decompose import host_freezes
 from advisor_chat.ingest import load_profile
 
+# scenario-level evidence of a development set: CI and `tools/test.sh --all` run it
+pytestmark = pytest.mark.slow
+
 
 def _key(path: Path) -> dict:
     return json.loads((path / "answer_key.json").read_text())

@@ -17,6 +17,9 @@ from advisor_chat.diagnosis import diagnose
 from advisor_chat.diagnosis.types import Mechanism
 from advisor_chat.ingest import load_profile
 
+# scenario-level evidence of a development set: CI and `tools/test.sh --all` run it
+pytestmark = pytest.mark.slow
+
 
 def test_kept_tensors_are_the_degradations_evidence(scenario) -> None:
     root = scenario("logits-kept-across-steps")
