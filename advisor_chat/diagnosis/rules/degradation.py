@@ -6,7 +6,7 @@ import dataclasses
 
 from advisor_chat.analyzers.base import Category, Finding
 from advisor_chat.diagnosis.context import Context, ranks_label
-from advisor_chat.diagnosis.rules.common import _severity
+from advisor_chat.diagnosis.rules.common import _severity, every_rank_loses
 from advisor_chat.diagnosis.types import (
     BoundKind,
     Culprit,
@@ -84,11 +84,11 @@ def rule_degradation(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 RootCause(
                     id="cause.degradation.job",
                     mechanism=Mechanism.DEGRADATION,
-                    category=f.category or Category.UNKNOWN,
+                    category=f.category or _growing_component(ctx),
                     culprit=Culprit(
                         kind="job", ranks=tuple(f.ranks), label="the whole job", label_zh="整个作业"
                     ),
-                    victims=(),
+                    victims=every_rank_loses(ctx, gain) if every else (),
                     summary=f"Steps get slower over the run on {rl}: {f.summary.rstrip('.')}"
                     + (mem[0] if mem else ""),
                     summary_zh=f"{rl_zh}的步长随训练逐步变长"
@@ -126,6 +126,7 @@ def _memory_growth(
     if not found:
         return None
     f = found[0]
+    ctx.claimed.add(f.id)  # its evidence, attached here once
     g = f.metrics["growth_mb_per_step"]
     lo, hi = f.metrics["growth_first_mb"], f.metrics["growth_last_mb"]
     en = (
@@ -185,3 +186,32 @@ def _memory_growth(
         "这样已分配内存保持平稳，分配器也不再反复释放和重新分配。",
     )
     return en, zh, action, metrics, f
+
+
+#: The step-trace component a job-wide slowdown grows in, and its bottleneck category.
+_COMPONENTS = (
+    ("computing_us", Category.COMPUTE),
+    ("free_us", Category.SCHEDULING),
+    ("communication_not_overlapped_us", Category.COMMUNICATION),
+)
+
+
+def _growing_component(ctx: Context) -> Category:
+    """The category of the step-trace component that grows most over the run.
+
+    From the first to the last half of the steps, per step the median over ranks; ``UNKNOWN``
+    when none grows or the data lacks them. Source: ``step_trace``.
+    """
+    fr = ctx.frame
+    cols = [c for c, _ in _COMPONENTS if c in fr.columns]
+    if fr.empty or "step" not in fr.columns or not cols:
+        return Category.UNKNOWN
+    per = fr.groupby("step")[cols].median().sort_index()
+    if len(per) < 2:
+        return Category.UNKNOWN
+    half = len(per) // 2
+    growth = per.iloc[-half:].mean() - per.iloc[:half].mean()
+    top = str(growth.idxmax())
+    if not float(growth.max()) > 0:
+        return Category.UNKNOWN
+    return dict(_COMPONENTS)[top]
