@@ -73,6 +73,20 @@ def test_no_memory_samples_is_not_answerable() -> None:
         memory(p, MemoryParams())
 
 
+def test_reserved_only_component_gives_reserved_peaks_and_no_growth() -> None:
+    """Only the APP component (Total Allocated empty): reserved peaks, a note, no growth claim."""
+    p = _profile(250.0)
+    mem = p.tables["memory"]
+    p.tables["memory"] = mem[mem["component"] == "APP"].reset_index(drop=True)
+    res = memory(p, MemoryParams())
+    assert res.metrics["reserved_mb_peak"] == 9000.0
+    assert "allocated_mb_peak" not in res.metrics and "growth_mb_per_step" not in res.metrics
+    assert res.table["allocated_mb_end"].isna().all() and len(res.table) == 10
+    assert not res.findings
+    assert any("reserved memory only" in n for n in res.notes)
+    assert any("只记录保留内存" in n for n in res.notes_zh)
+
+
 def _pta_peak(root: Path) -> float:
     """Largest PTA 'Total Allocated(MB)' of memory_record.csv over the rank folders (csv)."""
     peak = 0.0

@@ -1742,7 +1742,9 @@ class Planner:
                 m = mem.result.metrics
                 lines.append(
                     say(
-                        "planner.memory_measured",
+                        "planner.memory_measured"
+                        if "allocated_mb_peak" in m
+                        else "planner.memory_measured_reserved",
                         zh,
                         n=fmt_num(m.get("ranks_read", 0.0)),
                         alloc=fmt_num(m.get("allocated_mb_peak", math.nan)),

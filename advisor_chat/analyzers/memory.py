@@ -49,6 +49,18 @@ def _component(m: pd.DataFrame) -> pd.DataFrame:
     return m[comp == pick]
 
 
+def _peak(v: np.ndarray) -> float:
+    """Largest sample, NaN when none was recorded (a column the component leaves empty)."""
+    v = v[~np.isnan(v)]
+    return float(v.max()) if len(v) else float("nan")
+
+
+def _last(v: np.ndarray) -> float:
+    """Last recorded sample, NaN when none was."""
+    v = v[~np.isnan(v)]
+    return float(v[-1]) if len(v) else float("nan")
+
+
 def _per_step(m: pd.DataFrame, k: pd.DataFrame) -> pd.DataFrame:
     """Per (rank, step): the samples from the step's first kernel to the next step's first."""
     rows: list[dict[str, Any]] = []
@@ -80,9 +92,9 @@ def _per_step(m: pd.DataFrame, k: pd.DataFrame) -> pd.DataFrame:
                     "rank": int(rank),
                     "step": int(step),
                     "samples": int(sel.sum()),
-                    "allocated_mb_peak": float(np.nanmax(alloc[sel])),
-                    "allocated_mb_end": float(alloc[sel][-1]),
-                    "reserved_mb_peak": float(np.nanmax(resv[sel])),
+                    "allocated_mb_peak": _peak(alloc[sel]),
+                    "allocated_mb_end": _last(alloc[sel]),
+                    "reserved_mb_peak": _peak(resv[sel]),
                 }
             )
     return pd.DataFrame(
@@ -98,7 +110,7 @@ def _growth(t: pd.DataFrame) -> pd.DataFrame:
     out = []
     t = t[t["step"] >= 0]
     for rank in sorted({int(r) for r in t["rank"]}):
-        g = t[t["rank"] == rank].sort_values("step")
+        g = t[t["rank"] == rank].dropna(subset=["allocated_mb_end"]).sort_values("step")
         if len(g) < 3:
             continue
         x = g["step"].to_numpy("float64")
@@ -144,10 +156,12 @@ def memory(profile: Profile, params: MemoryParams, **_: Any) -> AnalyzerResult:
     Returns:
         AnalyzerResult whose ``table`` has one row per (rank, step): ``rank``, ``step``,
         ``samples`` (count), ``allocated_mb_peak``, ``allocated_mb_end`` (the last sample of the
-        step), ``reserved_mb_peak`` (MB). ``tables['growth']``: per rank ``growth_mb_per_step``
+        step), ``reserved_mb_peak`` (MB; NaN where the component leaves the column empty: the
+        ``APP`` component records reserved memory only, with a note). ``tables['growth']``: per rank ``growth_mb_per_step``
         (MB per step), ``rises_share``, ``first_step`` / ``last_step`` and their step-end
         ``first_mb`` / ``last_mb``. Metrics: ``growth_mb_per_step`` (median over ranks),
-        ``allocated_mb_peak`` and ``reserved_mb_peak`` (largest over ranks and steps).
+        ``allocated_mb_peak`` and ``reserved_mb_peak`` (largest over ranks and steps; each only when
+        recorded).
 
     Raises:
         ToolArgumentError: ``rank`` is not in the profile.
@@ -165,14 +179,15 @@ def memory(profile: Profile, params: MemoryParams, **_: Any) -> AnalyzerResult:
         )
     have = sorted({int(r) for r in m["rank"].dropna()})
     ranks = [params.rank] if params.rank is not None else spread_sample(have, MEMORY_SAMPLE)
-    m = _component(m[m["rank"].isin(ranks)].dropna(subset=["timestamp_us", "allocated_mb"]))
+    m = m[m["rank"].isin(ranks)].dropna(subset=["timestamp_us"])
+    m = _component(m[m["allocated_mb"].notna() | m["reserved_mb"].notna()])
     if m.empty:
         which = f" (rank {params.rank})" if params.rank is not None else ""
         raise NotAnswerableError(
-            f"no allocated-memory samples of the ranks read{which} (memory_record.csv Total "
-            "Allocated is empty): profile with profile_memory=True",
-            zh=f"所读各卡{which}没有已分配内存的采样（memory_record.csv 的 Total Allocated 为空）："
-            "请用 profile_memory=True 采集",
+            f"no memory samples of the ranks read{which} (memory_record.csv Total Allocated and "
+            "Total Reserved are empty): profile with profile_memory=True",
+            zh=f"所读各卡{which}没有内存采样（memory_record.csv 的 Total Allocated 与 Total Reserved "
+            "均为空）：请用 profile_memory=True 采集",
         )
     # the steps' windows of one rank (the first read) for every rank: the ranks run their steps
     # together, and one rank's kernels are read instead of eight
@@ -181,15 +196,23 @@ def memory(profile: Profile, params: MemoryParams, **_: Any) -> AnalyzerResult:
         k = pd.concat([k.assign(rank=r) for r in ranks], ignore_index=True)
     table = _per_step(m, k)
     growth = _growth(table)
-    metrics: dict[str, float] = {
-        "ranks_read": float(table["rank"].nunique()),
-        "allocated_mb_peak": float(table["allocated_mb_peak"].max()),
-        "reserved_mb_peak": float(table["reserved_mb_peak"].max()),
-    }
+    metrics: dict[str, float] = {"ranks_read": float(table["rank"].nunique())}
+    for col in ("allocated_mb_peak", "reserved_mb_peak"):
+        if table[col].notna().any():  # an allocator that records only reserved memory (APP)
+            metrics[col] = float(table[col].max())
     findings: list[Finding] = []
     notes: list[str] = []
+    notes_zh: list[str] = []
     if k.empty:
         notes.append("no kernels: memory is summarized over the whole capture, not per step")
+        notes_zh.append("没有算子数据：内存按整个采集统计，而不是按步")
+    if "allocated_mb_peak" not in metrics:
+        comp = str(m["component"].iloc[0]) if "component" in m.columns else "?"
+        notes.append(
+            f"the samples (component {comp}) record reserved memory only: no allocated memory, "
+            "no growth per step"
+        )
+        notes_zh.append(f"采样（组件 {comp}）只记录保留内存：没有已分配内存，也就算不出每步增长")
     if not growth.empty:
         med = float(growth["growth_mb_per_step"].median())
         metrics["growth_mb_per_step"] = med
@@ -249,5 +272,5 @@ def memory(profile: Profile, params: MemoryParams, **_: Any) -> AnalyzerResult:
         findings=tuple(findings),
         notes=tuple(notes),
         tables={"growth": growth},
-        notes_zh=tuple("没有算子数据：内存按整个采集统计，而不是按步" for _ in notes),
+        notes_zh=tuple(notes_zh),
     )
