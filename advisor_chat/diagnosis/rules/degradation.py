@@ -184,6 +184,7 @@ def _memory_growth(
         "不要把张量从一步保留到下一步：找出训练循环每步保存下来的东西（追加到列表、或为日志和指标保留的"
         "输出、logits 或 loss；改为只保留 loss.item() 或 .detach().cpu() 的副本），并在每步释放；"
         "这样已分配内存保持平稳，分配器也不再反复释放和重新分配。",
+        case_id="memory-growth-across-steps",
     )
     return en, zh, action, metrics, f
 
