@@ -690,3 +690,71 @@ def test_link_repair_names_the_parts_of_its_transport(scenario, name: str, board
     assert transport in act.text
     assert ("on-board" in act.text) is board and ("optical module" in act.text) is not board
     assert ("板内链路" in act.text_zh) is board
+
+
+# -------------------------------------------------------------------------- environment split
+def _meta(n: int, env: dict[int, dict[str, str]]) -> list[dict[str, Any]]:
+    """meta rows whose ``env`` is ``env.get(rank, {})`` plus a per-rank variable (left out)."""
+    return [
+        {
+            "rank": r,
+            "source_dir": f"rank{r}",
+            "export_type": "synthetic",
+            "env": {"RANK_ID": str(r), **env.get(r, {})},
+        }
+        for r in range(n)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("var", "acted"), [("HCCL_ALGO", True), ("MY_APP_FLAG", False)], ids=["runtime", "other"]
+)
+def test_a_setting_only_the_culprit_ranks_have_is_named_with_both_values(
+    var: str, acted: bool
+) -> None:
+    """Ranks 0-3 run MatMulV2 1.5x slower and alone set ``var``: the group cause names the split;
+    a runtime variable becomes the first action, another a check after the cause's actions."""
+    delta = {(r, None): {"computing": 5 * MS} for r in range(4)}
+    delta.update({(r, None): {"comm": 5 * MS} for r in range(4, 8)})
+    env = {r: {var: "x1", "SHARED": "same"} for r in range(4)}
+    env.update({r: {"SHARED": "same"} for r in range(4, 8)})
+    p = make_profile(
+        {
+            "step_trace": rows(8, 3, delta=delta),
+            "kernels": kernels(8, 3, dict.fromkeys(range(4), 1.5)),
+            "meta": _meta(8, env),
+        }
+    )
+    c = top(diagnose(p))
+    assert c.culprit.ranks == (0, 1, 2, 3)
+    assert f"{var} is x1 on ranks 0-3 and unset on every other rank" in c.summary
+    assert f"{var} 在0-3号卡上为 x1，其他各卡为 未设置" in c.summary_zh
+    assert "SHARED" not in c.summary and "RANK_ID" not in c.summary
+    assert c.metrics["env_variables_split"] == 1.0
+    assert any(f.id == "env_check.env.differs_across_ranks" for f in c.findings)
+    hit = [i for i, r in enumerate(c.remedies) if var in r.text]
+    assert len(hit) == 1
+    if acted:
+        assert (
+            hit == [0] and c.remedies[0].kind == "action" and f"unset {var}" in c.remedies[0].text
+        )
+    else:
+        r = c.remedies[hit[0]]
+        assert r.kind == "check"
+        assert all(x.kind == "action" for x in c.remedies[: hit[0]])
+
+
+def test_a_setting_that_does_not_split_the_culprit_from_the_rest_is_not_evidence() -> None:
+    """The variable differs on ranks 0-1 only, the slow group is ranks 0-3: no split named."""
+    delta = {(r, None): {"computing": 5 * MS} for r in range(4)}
+    delta.update({(r, None): {"comm": 5 * MS} for r in range(4, 8)})
+    p = make_profile(
+        {
+            "step_trace": rows(8, 3, delta=delta),
+            "kernels": kernels(8, 3, dict.fromkeys(range(4), 1.5)),
+            "meta": _meta(8, {0: {"HCCL_ALGO": "x1"}, 1: {"HCCL_ALGO": "x1"}}),
+        }
+    )
+    c = top(diagnose(p))
+    assert c.culprit.ranks == (0, 1, 2, 3)
+    assert "HCCL_ALGO" not in c.summary and "env_variables_split" not in c.metrics

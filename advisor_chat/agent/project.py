@@ -86,6 +86,10 @@ _VICTIM_VERB = {
     "slow_steps": ("loses {amt} in the slow steps", "在变慢的步中损失{amt}"),
     "": ("loses {amt}", "损失时间{amt}"),
 }
+#: A degradation cause's summary that already says the steps grow ("Steps get slower over the
+#: run on ..." / "...的步长随训练逐步变长").
+_GROWS_ALREADY = re.compile(r"^Steps get slower over the run|^[^，。：]{0,24}的步长随训练逐步变长")
+
 #: A pipeline-stage culprit's own Impact (``how``) → the step component it measures.
 _STAGE_PART = {
     "stage_computing": ("Computing", "计算时间"),
@@ -2338,18 +2342,22 @@ def _steps(d: Diagnosis, zh: bool, asked: Sequence[int]) -> Projection:
             sts = ", ".join(str(s) for s in c.steps)
             scope_zh = f"（step {sts}）" if sts else ""
             scope_en = f" (steps {sts})" if sts else ""
-            p.lines.append(
-                (
+            text = summary(c, zh)
+            if i > 0:
+                p.lines.append(cause_bullet(c, zh))
+            elif _GROWS_ALREADY.search(text):
+                # the cause's summary says it already ("Steps get slower over the run on ..."):
+                # one headline, not "Step time grows over the run: Steps get slower ..."
+                p.lines.append(text.rstrip("。.") + ("。" if zh else "."))
+            else:
+                p.lines.append(
                     say(
                         "project.step_time_grows_over_the_run",
                         zh,
                         scope=(scope_zh if zh else scope_en),
-                        summary=summary(c, zh),
+                        summary=text,
                     )
                 )
-                if i == 0
-                else cause_bullet(c, zh)
-            )
     ex = excluded_line(d, zh)
     if not ev and ex:
         # the slow-looking step is a data artifact: that is the answer, said first

@@ -825,6 +825,7 @@ def _blame(ctx: Context) -> list[RootCause]:
     causes += R.rule_slow_steps(ctx, causes)
     causes += R.rule_low_rank_adapters(ctx, causes)
     causes += R.rule_unfused_accumulation(ctx, causes)
+    causes = R.rule_env_split(ctx, causes)
     causes = R.rule_capture(ctx, causes)
     return _rank(_with_cost(ctx, [c for c in causes if not _negligible(ctx, c)]))
 

@@ -10,7 +10,8 @@ the late rank's excess: that is the time they spend waiting for it.
 One module per mechanism: ``artifact``, ``pipeline``, ``slow_link``, ``stragglers`` (late ranks,
 groups, one-step events), ``attributed`` (culprits from the wait attribution), ``degradation``,
 ``job`` (job idle, exposed communication, hotspot), ``group_layout`` (groups of one kind
-straddling nodes), ``clock`` (every rank below its rated
+straddling nodes), ``env_split`` (a setting only the culprit's ranks have, added to any
+cause), ``clock`` (every rank below its rated
 AI Core clock), ``network_steps`` (a transport slow on every
 link in some steps), ``regression``; shared thresholds and helpers
 in ``common``.
@@ -54,6 +55,7 @@ from advisor_chat.diagnosis.rules.common import (
     wait_victims,
 )
 from advisor_chat.diagnosis.rules.degradation import rule_degradation
+from advisor_chat.diagnosis.rules.env_split import rule_env_split
 from advisor_chat.diagnosis.rules.group_layout import rule_groups_straddling_nodes
 from advisor_chat.diagnosis.rules.job import (
     rule_exposed_communication,
@@ -111,6 +113,7 @@ __all__ = [
     "rule_attributed",
     "rule_capture",
     "rule_degradation",
+    "rule_env_split",
     "rule_exposed_communication",
     "rule_fp32_compute",
     "rule_group_across_nodes",

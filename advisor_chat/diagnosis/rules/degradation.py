@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from advisor_chat.analyzers.base import Category, Finding
 from advisor_chat.diagnosis.context import Context, ranks_label
@@ -89,10 +90,10 @@ def rule_degradation(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                         kind="job", ranks=tuple(f.ranks), label="the whole job", label_zh="整个作业"
                     ),
                     victims=every_rank_loses(ctx, gain) if every else (),
-                    summary=f"Steps get slower over the run on {rl}: {f.summary.rstrip('.')}"
+                    summary=f"Steps get slower over the run on {rl}: {_unscoped(f.summary)}"
                     + (mem[0] if mem else ""),
                     summary_zh=f"{rl_zh}的步长随训练逐步变长"
-                    + (f"：{f.summary_zh.rstrip('。')}" if f.summary_zh else "")
+                    + (f"：{_unscoped(f.summary_zh)}" if f.summary_zh else "")
                     + (mem[1] if mem else "")
                     + "。",
                     metrics={"gain_us": gain, "growth_ratio": growth, **(mem[3] if mem else {})},
@@ -110,6 +111,15 @@ def rule_degradation(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                 )
             )
     return out
+
+
+#: The step-trend finding's opening "12 of 16 ranks (0-11): " / "16 张卡中的 12 个（0-11）：".
+_WHO = re.compile(r"^\d+ of \d+ ranks \([^)]*\):\s*|^\d+ 张卡中的 \d+ 个（[^）]*）：")
+
+
+def _unscoped(text: str) -> str:
+    """A finding's summary without its rank count (the cause names the ranks) or final stop."""
+    return _WHO.sub("", text).rstrip("。.")
 
 
 def _memory_growth(
