@@ -535,6 +535,29 @@ def test_degrading_rank_is_a_degradation_cause() -> None:
     assert {v.rank for v in c.victims} == {0, 2, 3, 4, 5}
 
 
+def test_job_slowdown_names_the_ranks_once() -> None:
+    """Every rank's Computing grows 10 ms a step: one job cause whose summary says who once
+    ("on every rank: step time grows"), not the step trend's "6 of 6 ranks (0-5):" after it."""
+    delta = {(None, s): {"computing": 10 * MS * s} for s in range(1, 9)}
+    c = top(diagnose(make_profile({"step_trace": rows(6, 8, delta=delta)})))
+    assert c.mechanism is Mechanism.DEGRADATION and c.culprit.kind == "job"
+    assert c.summary.startswith("Steps get slower over the run on every rank: step time grows")
+    assert "6 of 6 ranks" not in c.summary and "6 张卡中的" not in c.summary_zh
+    assert c.summary_zh.startswith("所有卡的步长随训练逐步变长：")
+
+    from advisor_chat.agent import Advisor
+    from advisor_chat.config import Settings
+
+    p = make_profile({"step_trace": rows(6, 8, delta=delta)})
+    adv = Advisor(p, settings=Settings(), case_search=lambda *a, **k: [])
+    for q, lead in (
+        ("why do the steps get slower over time?", "Steps get slower over the run on every rank:"),
+        ("为什么训练越来越慢？", "所有卡的步长随训练逐步变长："),
+    ):
+        ans = adv.ask(q).answer
+        assert ans.startswith(lead), ans
+
+
 # ----------------------------------------------------------------------------- object contract
 def test_cache_roles_json_and_chinese_text() -> None:
     delta = {(5, None): {"free": 30 * MS}}
