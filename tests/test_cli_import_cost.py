@@ -100,6 +100,24 @@ def test_offline_ask_imports_no_heavy_library(
     assert _heavy(child["modules"]) == []
 
 
+def test_a_second_ask_reads_the_stored_diagnosis_without_loading_the_rules(
+    scenario, built_index: Settings, tmp_path: Path
+) -> None:
+    """The first ``ask`` diagnoses and stores the diagnosis; the next one reads it back and never
+    imports a blame rule or the decompositions (they are loaded on first use)."""
+    prof = scenario("seed-rank12", ranks=16, steps=4)
+    first, _ = _run_child(tmp_path, "ask", str(prof), "why is rank 12 slow?")
+    assert any(m.startswith("advisor_chat.diagnosis.rules.") for m in first["modules"])
+    second, stdout = _run_child(tmp_path, "ask", str(prof), "why is rank 12 slow?", "--json")
+    assert second["exit"] == 0 and "12" in json.loads(stdout)["answer"].split("\n")[0]
+    loaded = [
+        m
+        for m in second["modules"]
+        if m.startswith("advisor_chat.diagnosis.rules.") or m == "advisor_chat.diagnosis.decompose"
+    ]
+    assert loaded == []
+
+
 def test_the_import_check_sees_a_chroma_search(built_index: Settings, tmp_path: Path) -> None:
     """Control: the same check in a child that searches through Chroma finds chromadb."""
     child, _ = _run_child(tmp_path, "search")

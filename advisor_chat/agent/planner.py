@@ -37,7 +37,7 @@ from advisor_chat.agent.project import Projection, render_for_model
 from advisor_chat.agent.validate import BaselineProblem, validate_question
 from advisor_chat.analyzers.base import AnalyzerResult, Finding
 from advisor_chat.diagnosis.context import ranks_label
-from advisor_chat.diagnosis.rules.common import COLLECTIVE_NAMES
+from advisor_chat.diagnosis.text import COLLECTIVE_NAMES
 from advisor_chat.diagnosis.types import BoundKind, Diagnosis, Mechanism, RootCause
 from advisor_chat.i18n import say
 from advisor_chat.i18n import t as msg

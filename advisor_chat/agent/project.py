@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from advisor_chat.diagnosis.engine import OPTIMIZATION_LEAD, is_optimization
-from advisor_chat.diagnosis.rules.slow_link import network_part
-from advisor_chat.diagnosis.text import lower_first, ms, upper_first
+from advisor_chat.diagnosis.text import lower_first, ms, network_part, upper_first
 from advisor_chat.diagnosis.types import (
     BoundKind,
     Culprit,

@@ -69,3 +69,15 @@ def lower_first(text: str) -> str:
     ):
         return text
     return text[0].lower() + text[1:]
+
+
+#: Display names of the collective types (``comm_ops`` ``op_type``, lower case).
+COLLECTIVE_NAMES = {"allgather": "AllGather", "reducescatter": "ReduceScatter",
+                    "allreduce": "AllReduce", "alltoall": "AlltoAll", "alltoallv": "AlltoAllV",
+                    "broadcast": "Broadcast", "reduce": "Reduce", "send": "Send",
+                    "receive": "Receive", "batchsendrecv": "BatchSendRecv"}  # fmt: skip
+
+
+def network_part(transport: str) -> str:
+    """``network`` for links between nodes (RDMA), ``board`` for links inside one server."""
+    return "network" if transport.upper() in ("RDMA", "ROCE", "") else "board"

@@ -725,13 +725,6 @@ def transfer_mb_per_step(ctx: Context) -> pd.Series:
     return out
 
 
-#: Display names of the collective types (``comm_ops`` ``op_type``, lower case).
-COLLECTIVE_NAMES = {"allgather": "AllGather", "reducescatter": "ReduceScatter",
-                    "allreduce": "AllReduce", "alltoall": "AlltoAll", "alltoallv": "AlltoAllV",
-                    "broadcast": "Broadcast", "reduce": "Reduce", "send": "Send",
-                    "receive": "Receive", "batchsendrecv": "BatchSendRecv"}  # fmt: skip
-
-
 def even_interval(steps: Sequence[int]) -> int:
     """The spacing of ``steps`` when they are at least two and evenly spaced, else 0."""
     gaps = {b - a for a, b in itertools.pairwise(steps)}

@@ -59,7 +59,6 @@ from advisor_chat.diagnosis.python_work import (
     python_work,
 )
 from advisor_chat.diagnosis.rules.common import (
-    COLLECTIVE_NAMES,
     EXPOSED_MIN_SHARE,
     IDLE_MIN_SHARE,
     MANY_COLLECTIVES,
@@ -71,7 +70,15 @@ from advisor_chat.diagnosis.rules.common import (
     presence_scope,
     slow_collective_types,
 )
-from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of, upper_first
+from advisor_chat.diagnosis.text import (
+    COLLECTIVE_NAMES,
+    integer,
+    ms,
+    num,
+    pct,
+    share_of,
+    upper_first,
+)
 from advisor_chat.diagnosis.types import (
     BoundKind,
     Culprit,

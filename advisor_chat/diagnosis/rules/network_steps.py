@@ -25,13 +25,12 @@ from advisor_chat.analyzers.slow_link import link_records
 from advisor_chat.diagnosis.context import Context
 from advisor_chat.diagnosis.decompose import TransportSplit, transport_split
 from advisor_chat.diagnosis.rules.common import (
-    COLLECTIVE_NAMES,
     EVENT_MIN_STEPS,
     _claim,
     _severity,
     slow_collective_types,
 )
-from advisor_chat.diagnosis.text import ms, pct, share_of
+from advisor_chat.diagnosis.text import COLLECTIVE_NAMES, ms, pct, share_of
 from advisor_chat.diagnosis.types import (
     BoundKind,
     Culprit,

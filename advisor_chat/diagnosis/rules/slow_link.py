@@ -16,7 +16,7 @@ from advisor_chat.diagnosis.context import Context
 from advisor_chat.diagnosis.decompose import transport_split
 from advisor_chat.diagnosis.rules.common import VICTIM_MIN_SHARE, _claim, _severity, waiting_for
 from advisor_chat.diagnosis.rules.network_steps import link_steps
-from advisor_chat.diagnosis.text import ms, pct, share_of
+from advisor_chat.diagnosis.text import ms, network_part, pct, share_of
 from advisor_chat.diagnosis.types import (
     BoundKind,
     Culprit,
@@ -719,11 +719,6 @@ _PARTS_RANK = {
     ),
     "board": ("its NPU's HCCS port or its seat on the board", "其 NPU 的 HCCS 端口或在板上的插槽"),
 }
-
-
-def network_part(transport: str) -> str:
-    """``network`` for links between nodes (RDMA), ``board`` for links inside one server."""
-    return "network" if transport.upper() in ("RDMA", "ROCE", "") else "board"
 
 
 def _rank_links_cause(ctx: Context, f: Finding) -> RootCause:

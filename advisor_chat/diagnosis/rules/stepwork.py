@@ -21,12 +21,11 @@ from advisor_chat.analyzers.base import Category
 from advisor_chat.diagnosis.context import Context
 from advisor_chat.diagnosis.decompose import CubeWaste, _compute_kernels, _sample, cube_waste
 from advisor_chat.diagnosis.rules.common import (
-    COLLECTIVE_NAMES,
     _severity,
     even_interval,
     every_rank_loses,
 )
-from advisor_chat.diagnosis.text import integer, ms, num, pct, share_of
+from advisor_chat.diagnosis.text import COLLECTIVE_NAMES, integer, ms, num, pct, share_of
 from advisor_chat.diagnosis.types import (
     BoundKind,
     Culprit,
