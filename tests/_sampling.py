@@ -12,7 +12,10 @@ by their name, not by when they were added).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
 
 #: Always checked: the original kinds and those whose files carry a column or table few others do.
 CORE = frozenset(
@@ -34,3 +37,23 @@ def equivalence_sample(names: Iterable[str]) -> list[str]:
         for n in names
         if n in CORE or int(hashlib.sha1(f"ci:{n}".encode()).hexdigest(), 16) % 4 == 0
     ]
+
+
+def gate_sample(items: Sequence[T], key: Callable[[T], str]) -> list[T]:
+    """About half of ``items``: those whose SHA-1 of ``gate:{key(item)}`` is even, in order.
+
+    The development sets' CI gates ask this half (the full sets run in every session's eval
+    battery, docs/EVALS.md); deterministic, independent of how the items score.
+    """
+    return [
+        i for i in items if int(hashlib.sha1(f"gate:{key(i)}".encode()).hexdigest(), 16) % 2 == 0
+    ]
+
+
+def failure_budget(full_turns: int, rate: float) -> int:
+    """Failures a gate of ``rate`` allows on the full set of ``full_turns`` turns.
+
+    A sampled gate holds its failures to the full set's budget: every failure found in the half
+    counts as it would in the whole, so the sample is never more lenient than the full gate.
+    """
+    return int(full_turns * (1.0 - rate) + 1e-9)
