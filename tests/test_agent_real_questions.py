@@ -70,6 +70,19 @@ def test_which_rank_has_most_free_en_zh(pp2: Path) -> None:
     assert least.answer.startswith(f"Rank {low} has the least Free")
 
 
+def test_which_rank_says_what_bounds_the_culprit_once(pp2: Path) -> None:
+    """Stage 0 holds the job back and is communication-bound: the first sentence says the
+    latter once (the lead added it before the cause's own "which is communication-bound")."""
+    adv = _adv(pp2)
+    for q, bound in (
+        ("which rank is the slowest and why?", "communication-bound ("),
+        ("哪张卡最慢，为什么？", "通信受限（"),
+    ):
+        ans = adv.ask(q).answer
+        first = re.split(r"(?<=[.。])\s", ans, maxsplit=1)[0]
+        assert first.count(bound) == 1, first
+
+
 def test_breakdown_tool_shows_extremes_table(pp2: Path) -> None:
     free = _free_by_rank(pp2)
     top = max(free, key=free.__getitem__)

@@ -1158,6 +1158,8 @@ def which_culprit(d: Diagnosis, zh: bool, *, yes_no: bool = False) -> Projection
     if c.kind in _RANKLIKE:
         p.plot_ranks = list(c.ranks)[:8]
         dom = dominant(top, zh)
+        if dom and dom in s:  # the summary says it already ("..., which is communication-bound")
+            dom = ""
         verb = "hold" if c.kind != "stage" and len(c.ranks) > 1 else "holds"
         titled = _titled(lab, s, zh)
         if titled is not None:  # the cause's own title names the culprit: say it once
