@@ -104,8 +104,11 @@ def test_a_second_ask_reads_the_stored_diagnosis_without_loading_the_rules(
     scenario, built_index: Settings, tmp_path: Path
 ) -> None:
     """The first ``ask`` diagnoses and stores the diagnosis; the next one reads it back and never
-    imports a blame rule or the decompositions (they are loaded on first use)."""
-    prof = scenario("seed-rank12", ranks=16, steps=4)
+    imports a blame rule or the decompositions (they are loaded on first use).
+
+    Its own profile (five steps): the tests above asked the four-step one, whose diagnosis the
+    shared home has stored already."""
+    prof = scenario("seed-rank12", ranks=16, steps=5)
     first, _ = _run_child(tmp_path, "ask", str(prof), "why is rank 12 slow?")
     assert any(m.startswith("advisor_chat.diagnosis.rules.") for m in first["modules"])
     second, stdout = _run_child(tmp_path, "ask", str(prof), "why is rank 12 slow?", "--json")
