@@ -486,6 +486,8 @@ def _cause_heading(c: Any, lang: str = "en") -> str:
                     title = own_zh[len(label) :].strip()
     if label.strip().lower() == title.strip().lower():
         return title
+    if c.culprit.kind == "job" and re.search(r"\(job\)$|（整个作业）$", title.strip()):
+        return title  # "Exposed communication (job)", not "...(job): the whole job"
     return f"{title}：{label}" if lang == "zh" else f"{title}: {label}"
 
 

@@ -87,3 +87,37 @@ def test_cause_gain_states_its_actions_saving_next_to_its_cost() -> None:
     # no action with a gain: the cause's own figure
     checks = dataclasses.replace(PIPE, remedies=(Remedy("check", "c", "c"),))
     assert _cause_gain_text(checks, "en") == "90.0 ms per step (upper bound)"
+
+
+def test_a_job_cause_heading_names_the_job_once() -> None:
+    """A job-level mechanism's title already says "(job)": no ": the whole job" after it."""
+    from advisor_chat.analyzers.base import Category
+    from advisor_chat.diagnosis.types import Culprit, Mechanism, RootCause
+    from advisor_chat.reporting import _cause_heading
+
+    job = Culprit(kind="job", label="the whole job", label_zh="整个作业")
+    c = RootCause(
+        id="cause.exposed_communication.job",
+        mechanism=Mechanism.EXPOSED_COMMUNICATION,
+        category=Category.COMMUNICATION,
+        culprit=job,
+        summary="Exposed communication costs every rank 10 ms per step",
+        summary_zh="每张卡每步有 10 ms 通信未被掩盖",
+        victims=(),
+        metrics={},
+        findings=(),
+    )
+    assert _cause_heading(c, "en") == "Exposed communication (job)"
+    assert _cause_heading(c, "zh") == "通信未被掩盖（整个作业）"
+    rank = RootCause(
+        id="cause.host_stall.r3",
+        mechanism=Mechanism.HOST_STALL,
+        category=Category.SCHEDULING,
+        culprit=Culprit(kind="rank", ranks=(3,), label="rank 3", label_zh="3号卡"),
+        summary="Rank 3 stalls",
+        summary_zh="3号卡阻塞",
+        victims=(),
+        metrics={},
+        findings=(),
+    )
+    assert _cause_heading(rank, "en").endswith(": rank 3")

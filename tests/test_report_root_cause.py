@@ -179,9 +179,11 @@ def test_report_names_the_planted_root_cause_first(scenario, name: str) -> None:
     )
     assert re.search(r"^#### |^### \d+\. \[", md[:first_cause], re.M) is None
     # the culprit is named in the cause's heading or first lines (a heading that would only repeat
-    # the mechanism, e.g. "Not enough signal: not enough signal", names it once)
+    # the mechanism, e.g. "Not enough signal: not enough signal", names it once; a job-level
+    # title says "(job)" itself, e.g. "Exposed communication (job)")
     head = md[first_cause : first_cause + 300].lower()
-    assert top.culprit.label.split(" (")[0].lower() in head
+    culprit = top.culprit.label.split(" (")[0].lower()
+    assert culprit in head or (top.culprit.kind == "job" and "(job)" in head), head
     data = to_json(rep)
     assert data["diagnosis"]["causes"][0]["mechanism"] == rc["mechanism"]
     assert json.dumps(data)  # JSON-ready
