@@ -5,6 +5,8 @@ Each diagnosis is built by hand with known numbers; the checks are on the projec
 
 from __future__ import annotations
 
+import dataclasses
+
 from advisor_chat.agent import project as pj
 from advisor_chat.analyzers.base import Category, Severity
 from advisor_chat.diagnosis.types import (
@@ -162,6 +164,19 @@ def test_item9_case_remedies_only_when_measured_and_gain_only_on_the_mechanism()
     )
     sug = build_suggestions([host], [], [dispatch], zh=False)
     assert [s.estimated_gain_us for s in sug if s.case_id == "host-dispatch-bound"] == [39_580.0]
+    # ... except a launch-wide setting: the peers that do not stall run with it too, so rank 12's
+    # gap is not what it saves (trial: "export TASK_QUEUE_ENABLE=2 ... up to 39.6 ms per step")
+    queue = _hit(
+        "host-dispatch-bound", ("host_bound", "high_free"), "export TASK_QUEUE_ENABLE=2  # pipeline"
+    )
+    for zh in (False, True):
+        sug = build_suggestions([host], [], [queue], zh=zh)
+        env = [s for s in sug if "TASK_QUEUE_ENABLE" in s.text]
+        assert env and all(s.estimated_gain_us is None for s in env), sug
+    # on a job-level cause the same setting acts on every rank: it keeps the cause's gain
+    job = dataclasses.replace(host, culprit=Culprit("job", label="the whole job"))
+    sug = build_suggestions([job], [], [queue], zh=False)
+    assert [s.estimated_gain_us for s in sug if "TASK_QUEUE" in s.text] == [39_580.0]
 
 
 def test_a_cause_whose_evidence_says_why_gets_only_cases_about_that() -> None:
@@ -338,3 +353,45 @@ def test_a_chain_of_late_ranks_says_what_fixing_them_together_saves() -> None:
     # a gain that waits for a rank no cause blames: no chain is claimed
     odd = (_late(1, 111_000.0, ()), _late(6, 21_500.0, (9,)))
     assert "Together" not in "\n".join(pj.overview(_diag(*odd), zh=False).lines)
+
+
+def test_a_flagged_memory_setting_is_not_called_a_measured_problem(scenario) -> None:
+    """Trial: on a healthy profile whose memory samples hold the process reservation only, "how
+    much memory" named the allocator setting under "Memory:", cited the step-time-degradation
+    case (fragmentation is one of its tags) and, in Chinese, gave the same export twice."""
+    from advisor_chat.agent import Advisor
+    from advisor_chat.config import Settings
+    from advisor_chat.ingest import load_profile
+    from advisor_chat.kb import load_cases
+    from advisor_chat.kb.types import CaseHit
+
+    library = load_cases()
+
+    def search(query: str, symptom_tags=None, k: int = 5) -> list[CaseHit]:
+        """Every library case sharing a tag with the query's (the real cases' remedies)."""
+        tags = set(symptom_tags or ())
+        return [
+            CaseHit(
+                c.id,
+                c.title,
+                c.title_zh,
+                1.0,
+                "",
+                f"knowledge/cases/{c.id}.md",
+                remedies=c.remedies,
+                symptom_tags=c.symptom_tags,
+                matched_tags=tuple(sorted(tags & set(c.symptom_tags))),
+            )
+            for c in library
+            if tags & set(c.symptom_tags)
+        ][:k]
+
+    adv = Advisor(load_profile(scenario("healthy")), settings=Settings(), case_search=search)
+    en = adv.ask("how much memory does each step use?")
+    zh = adv.ask("显存每步用多少？")
+    assert "reserves at most" in en.answer
+    assert "not a memory problem this profile measures" in en.answer
+    assert "Memory:" not in en.answer
+    for ans in (en, zh):
+        assert [c.id for c in ans.cases] == ["expandable-segments-allocator"], ans.answer
+    assert zh.answer.count("export PYTORCH_NPU_ALLOC_CONF") == 1, zh.answer

@@ -1557,6 +1557,10 @@ class Planner:
                 # ("no rank is slow" beside a slow-rank case); a cause's own case stays
                 if h.id in own or not culprit_contradicted(h.symptom_tags, causes)
             ]
+            if q.intent == "memory" and cited and all(f.id.startswith("env_check.") for f in cited):
+                # a flagged setting, nothing measured: only the cases about that setting's
+                # symptom (not a step-time case that lists fragmentation among its causes)
+                cases = [h for h in cases if set(list(h.symptom_tags)[:1]) <= set(tags)]
         elif search is not None and search.error:
             lines.append(
                 "（案例库无法读取，本回答不引用案例。）"
@@ -1818,6 +1822,9 @@ class Planner:
                     lines.append(say("planner.yes_they_can_matter_the_environment", zh))
                 else:
                     lines.append(say("planner.probably_not_much_the_environment_check", zh))
+            elif q.intent == "memory" and all(f.id.startswith("env_check.") for f in found):
+                # a setting the environment check flags, not a measured memory problem
+                lines.append(say("planner.memory_setting_only", zh))
             elif q.intent not in ("mc2",):
                 lines.append(_lead(q.intent, zh))
             for f in found[:3]:
@@ -2675,6 +2682,14 @@ _LOCATING = re.compile(
 )
 
 
+#: Culprits that are some ranks, not the job: a launch-wide setting does not tell them apart.
+_RANK_SET_KINDS = frozenset({"rank", "ranks", "group", "stage", "node"})
+
+#: A case remedy that sets an environment variable ("export TASK_QUEUE_ENABLE=2", a Chinese
+#: summary's "开启 TASK_QUEUE_ENABLE=2、...").
+_ENV_SETTING = re.compile(r"(?<![A-Za-z0-9_.])[A-Z][A-Z0-9]*_[A-Z0-9_]+=\S")
+
+
 def build_suggestions(
     causes: Sequence[RootCause],
     cited: Sequence[Finding],
@@ -2757,6 +2772,8 @@ def build_suggestions(
             if zh_text:
                 texts.append(zh_text)
             cmds = [x for x in (_command_of(r) for r in h.remedies[:3]) if x]
+            # a command the summary already gives is not repeated as a check
+            cmds = [x for x in cmds if not (zh_text and x in zh_text)]
             texts += [f"执行 `{x}`" for x in cmds[:1]]
             # a remedy that is code alone (a call with its settings) reads the same in Chinese
             code = [r.strip() for r in h.remedies[:3] if _CODE_ONLY.match(r.strip())]
@@ -2771,6 +2788,14 @@ def build_suggestions(
                 continue
             # a command to run alone ("执行 `npu-smi info`") looks, it changes nothing: no gain
             is_cmd = t in cmd_texts
+            # a launch-wide setting (an environment variable) is the same on the culprit ranks
+            # and on the peers that do not lose the time: the cause's gap is not its saving (a
+            # setting that differs between them is the environment split's own action)
+            job_wide = (
+                hc is not None
+                and hc.culprit.kind in _RANK_SET_KINDS
+                and _ENV_SETTING.search(t) is not None
+            )
             push(
                 checks if is_cmd else actions,
                 Suggestion(
@@ -2783,7 +2808,9 @@ def build_suggestions(
                         else (f.id if f else None)
                     ),
                     case_id=h.id,
-                    estimated_gain_us=gain if gain and gain > 0 and not is_cmd else None,
+                    estimated_gain_us=(
+                        gain if gain and gain > 0 and not is_cmd and not job_wide else None
+                    ),
                 ),
             )
     if not actions and not checks:
