@@ -50,6 +50,20 @@ def gate_sample(items: Sequence[T], key: Callable[[T], str]) -> list[T]:
     ]
 
 
+def sweep_sample(names: Iterable[str], suite: str) -> list[str]:
+    """:data:`CORE` and about half of the other ``names`` (SHA-1 of ``{suite}:{name}`` even).
+
+    For an answer property checked over every generator scenario (e.g. no rank both "not slow"
+    and "waited for"): each suite draws its own half, so a kind left out of one suite is in
+    another's; deterministic, independent of how the kinds score.
+    """
+    return [
+        n
+        for n in names
+        if n in CORE or int(hashlib.sha1(f"{suite}:{n}".encode()).hexdigest(), 16) % 2 == 0
+    ]
+
+
 def failure_budget(full_turns: int, rate: float) -> int:
     """Failures a gate of ``rate`` allows on the full set of ``full_turns`` turns.
 
@@ -57,3 +71,25 @@ def failure_budget(full_turns: int, rate: float) -> int:
     counts as it would in the whole, so the sample is never more lenient than the full gate.
     """
     return int(full_turns * (1.0 - rate) + 1e-9)
+
+
+def assert_sampled_gate(name: str, rate: float) -> None:
+    """Ask :func:`gate_sample`'s half of development set ``name`` offline and hold its failures
+    to the whole set's :func:`failure_budget` at ``rate``.
+
+    The full sets run in every session's eval battery (docs/EVALS.md); CI time, issue 23.
+
+    Raises:
+        AssertionError: The set is too small, the half asked too few turns, or more turns failed
+            than the budget allows (the message lists them: development sets are tuning data).
+    """
+    from advisor_chat.config import load_settings
+    from advisor_chat.evals.dataset import load_dataset
+    from advisor_chat.evals.runner import run_eval
+
+    items = load_dataset(name)
+    full = sum(len(i.turns) for i in items)
+    report = run_eval(gate_sample(items, lambda i: i.id), settings=load_settings(model="offline"))
+    assert full >= 20 and report.metrics["turns"] >= full // 4
+    failed = [f"{t.item_id}#{t.turn}" for t in report.failures]
+    assert len(failed) <= failure_budget(full, rate), failed

@@ -28,7 +28,7 @@ def test_bench_quick_produces_every_row(tmp_path: Path, real_samples: Path) -> N
         str(REPO / "tools" / "bench.py"),
         "--quick",
         "--sizes",
-        "16,64",  # (the every-row check; 256 ranks cost 2 min of CI for the same rows)
+        "16",  # (the every-row check; 64 ranks cost 45 s of CI, 256 ranks 2 min, same rows)
         "--exports",
         "text",
         "--trace-mb",
@@ -48,7 +48,7 @@ def test_bench_quick_produces_every_row(tmp_path: Path, real_samples: Path) -> N
     md = out.read_text(encoding="utf-8")
     data = json.loads(raw.read_text(encoding="utf-8"))
 
-    assert [(r["ranks"], r["export"]) for r in data["rows"]] == [(16, "text"), (64, "text")]
+    assert [(r["ranks"], r["export"]) for r in data["rows"]] == [(16, "text")]
     for r in data["rows"]:
         s = r["summary"]
         assert len(r["pairs"]) == 2  # two alternating ours / msprof-analyze pairs per size

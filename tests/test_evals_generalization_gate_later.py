@@ -8,11 +8,7 @@ loadfile`` runs the two halves on two workers.
 from __future__ import annotations
 
 import pytest
-from _sampling import failure_budget, gate_sample
-
-from advisor_chat.config import load_settings
-from advisor_chat.evals.dataset import load_dataset
-from advisor_chat.evals.runner import run_eval
+from _sampling import assert_sampled_gate
 
 DEV_GATE = 0.95
 
@@ -31,11 +27,4 @@ DEV_GATE = 0.95
     ],
 )
 def test_development_kinds_gate_later(name: str) -> None:
-    items = load_dataset(name)
-    full = sum(len(i.turns) for i in items)
-    # half the items (a fixed hash of their ids), held to the whole set's failure budget: the
-    # full sets run in every session's eval battery (docs/EVALS.md); CI time, issue 23
-    report = run_eval(gate_sample(items, lambda i: i.id), settings=load_settings(model="offline"))
-    assert full >= 20 and report.metrics["turns"] >= full // 4
-    failed = [f"{t.item_id}#{t.turn}" for t in report.failures]
-    assert len(failed) <= failure_budget(full, DEV_GATE), failed
+    assert_sampled_gate(name, DEV_GATE)
