@@ -140,12 +140,12 @@ def _memory_growth(
     g = f.metrics["growth_mb_per_step"]
     lo, hi = f.metrics["growth_first_mb"], f.metrics["growth_last_mb"]
     en = (
-        f"; allocated device memory grows {g:.0f} MB per step ({lo:.0f} MB at the end of the first "
+        f". Allocated device memory grows {g:.0f} MB per step ({lo:.0f} MB at the end of the first "
         f"step read, {hi:.0f} MB at the end of the last; memory_record.csv): tensors kept from "
         "step to step fill the device"
     )
     zh = (
-        f"；已分配的设备内存每步增长 {g:.0f} MB（所读第一步结束时 {lo:.0f} MB，最后一步结束时 "
+        f"。已分配的设备内存每步增长 {g:.0f} MB（所读第一步结束时 {lo:.0f} MB，最后一步结束时 "
         f"{hi:.0f} MB；memory_record.csv）：跨步保留的张量正在占满设备内存"
     )
     metrics = {"memory_growth_mb_per_step": g, "memory_first_mb": lo, "memory_last_mb": hi}
@@ -174,13 +174,13 @@ def _memory_growth(
                 counts = ", ".join(str(int(n)) for n in per.tolist())
                 first_free = next(s for s, n in zip(steps, per.tolist(), strict=True) if n > 0)
                 en += (
-                    f"; the caching allocator gives memory back to the device from step "
+                    f". The caching allocator gives memory back to the device from step "
                     f"{first_free} on ({what} per step on rank {rank}: {counts}), more in every "
-                    "step: it is at the device's capacity and each step now frees and allocates "
+                    "step: it is at the device's capacity, so each step now frees and allocates "
                     "again, and the next steps will run out of memory"
                 )
                 zh += (
-                    f"；从第 {first_free} 步起缓存分配器开始把内存还给设备（{rank}号卡每步的"
+                    f"。从第 {first_free} 步起缓存分配器开始把内存还给设备（{rank}号卡每步的"
                     f"{what_zh}：{counts}），而且一步比一步多：它已到设备容量上限，每步都要"
                     "先释放再重新分配，接下来的几步会内存不足（OOM）"
                 )
