@@ -395,3 +395,25 @@ def test_a_flagged_memory_setting_is_not_called_a_measured_problem(scenario) -> 
     for ans in (en, zh):
         assert [c.id for c in ans.cases] == ["expandable-segments-allocator"], ans.answer
     assert zh.answer.count("export PYTORCH_NPU_ALLOC_CONF") == 1, zh.answer
+
+
+def test_a_second_fix_of_one_cause_does_not_add_its_saving_again() -> None:
+    """Trial: on the real PP2 sample two actions of one stage's cause each said "up to 143 ms per
+    step", read as 286 ms in all."""
+    from advisor_chat.agent.answer import Suggestion
+    from advisor_chat.agent.planner import suggestion_lines
+
+    def act(text: str, cause: str, gain: float) -> Suggestion:
+        return Suggestion(text=text, kind="action", cause_id=cause, estimated_gain_us=gain)
+
+    sugs = [
+        act("Overlap stage 0's communication", "cause.pipeline_imbalance.stage_0", 143_000.0),
+        act("Use more micro-batches per step", "cause.pipeline_imbalance.stage_0", 143_000.0),
+        act("Overlap input preparation", "cause.job_idle", 63_500.0),
+        act("Prefetch more batches", "cause.job_idle", 20_000.0),  # its own, smaller figure
+    ]
+    for zh, same in ((False, "not in addition"), (True, "不可叠加")):
+        lines = suggestion_lines(sugs, zh)
+        assert [same in ln for ln in lines] == [False, True, False, False], lines
+        # the figure is still stated (grounded) on the repeated line
+        assert "143 ms" in lines[1] and "cause.pipeline_imbalance.stage_0" in lines[1]
