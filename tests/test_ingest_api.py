@@ -359,3 +359,14 @@ def test_pool_workers_die_with_their_parent(tmp_path: Path) -> None:
     else:
         os.kill(worker, signal.SIGKILL)
         raise AssertionError(f"pool worker {worker} outlived its killed parent {proc.pid}")
+
+
+def test_a_citation_counts_each_file_once(real_samples: Path) -> None:
+    """Trial: the communication groups of the real 2-rank DB export cited "analysis.db (4 files)":
+    each rank's analysis.db feeds two parts of the table. The count is the files on disk."""
+    root = real_samples / "pt-db-level1-2rank"
+    on_disk = sorted(root.rglob("analysis.db"))
+    assert len(on_disk) == 2
+    p = load_profile(root, use_cache=False)
+    for table in ("comm_groups", "comm_ops", "step_trace"):
+        assert p.cite(table) == f"analysis.db ({len(on_disk)} files)", table

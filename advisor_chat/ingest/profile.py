@@ -339,6 +339,7 @@ class Profile:
                 note = f"; read for {len(loaded)} of {len(lazy)} ranks"
         if not files:
             return f"{table} (no source file{note})"
+        files = list(dict.fromkeys(files))  # a file two of the table's parts came from, once
         names = sorted({os.path.basename(f) for f in files})
         if len(files) == 1:
             return files[0] + (f" ({note[2:]})" if note else "")
