@@ -11,6 +11,7 @@ from pathlib import Path
 from statistics import median
 
 import pytest
+from _sampling import sweep_sample
 
 from advisor_chat.synth import SCENARIOS
 
@@ -58,6 +59,11 @@ def comm_ops(prof: Path) -> dict[int, list[tuple[str, dict]]]:
     return out
 
 
+#: The answer keys' shape on the core kinds and a fixed half of the others (tests/_sampling.py;
+#: CI time, issue 23); every kind's root cause is checked by ``test_root_cause_shape``.
+SAMPLE = sweep_sample(sorted(SCENARIOS), "answer-keys")
+
+
 def key_of(root: Path) -> dict:
     return json.loads((root / "answer_key.json").read_text())
 
@@ -67,7 +73,7 @@ def mean(xs) -> float:
     return sum(xs) / len(xs)
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+@pytest.mark.parametrize("name", SAMPLE)
 def test_answer_key_shape(scenario, name: str) -> None:
     k = key_of(scenario(name))
     for f in (
