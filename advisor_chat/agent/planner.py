@@ -1557,7 +1557,7 @@ class Planner:
                 # ("no rank is slow" beside a slow-rank case); a cause's own case stays
                 if h.id in own or not culprit_contradicted(h.symptom_tags, causes)
             ]
-            if q.intent == "memory" and cited and all(f.id.startswith("env_check.") for f in cited):
+            if q.intent == "memory" and cited and _settings_only(cited):
                 # a flagged setting, nothing measured: only the cases about that setting's
                 # symptom (not a step-time case that lists fragmentation among its causes)
                 cases = [h for h in cases if set(list(h.symptom_tags)[:1]) <= set(tags)]
@@ -1821,7 +1821,7 @@ class Planner:
                     lines.append(say("planner.yes_they_can_matter_the_environment", zh))
                 else:
                     lines.append(say("planner.probably_not_much_the_environment_check", zh))
-            elif q.intent == "memory" and all(f.id.startswith("env_check.") for f in found):
+            elif q.intent == "memory" and _settings_only(found):
                 # a setting the environment check flags, not a measured memory problem
                 lines.append(say("planner.memory_setting_only", zh))
             elif q.intent not in ("mc2",):
@@ -2463,6 +2463,11 @@ def _best_finding(cited: Sequence[Finding], tags: Sequence[str]) -> Finding | No
         if s > score:
             best, score = f, s
     return best
+
+
+def _settings_only(findings: Sequence[Finding]) -> bool:
+    """Every finding is the environment check's (a setting flagged, nothing measured)."""
+    return all(f.id.startswith("env_check.") for f in findings)
 
 
 def suggestion_lines(suggestions: Sequence[Suggestion], zh: bool) -> list[str]:
