@@ -23,6 +23,10 @@ from advisor_chat.config import load_settings
             ["which rank is slow", "is the network the problem?"],
         ),
         ("哪张卡慢？网络有问题吗？", ["哪张卡慢？", "网络有问题吗？"]),
+        # two Chinese questions joined by a comma (trial: the second one went unanswered)
+        ("先修什么，每项能省多少？", ["先修什么", "每项能省多少？"]),
+        ("32卡训练，每步多少时间？", None),  # context, then one question
+        ("为什么慢，怎么办？", None),  # one question, asked twice
         # one question, whatever its punctuation: never split
         ("is it rank 3? why?", None),
         ("8张卡里好像有一张不对劲，是哪张？什么问题？", None),  # "which? what is wrong with it?"

@@ -223,10 +223,11 @@ def test_why_is_rank_slow_en_and_zh() -> None:
     assert kinds == sorted(kinds)  # actions before checks
     assert all(s.estimated_gain_us is None for s in en.suggestions if s.kind == "check")
     assert "estimated gain about 4.2 ms per step" in en.answer
-    # the case's TASK_QUEUE_ENABLE=2 is a launch-wide setting the other ranks run with too: it
-    # is offered without rank 3's gap as its saving
-    queue = [s for s in en.suggestions if "two-level dispatch pipeline" in s.text]
-    assert queue and all(s.estimated_gain_us is None for s in queue)
+    # the case's TASK_QUEUE_ENABLE=2 is a launch-wide setting the other ranks run with too
+    # without stalling: it is not what makes rank 3 slow, so it is not offered
+    # (the cause's own remedy, which names it for that rank's host, stays)
+    assert "two-level dispatch pipeline" not in en.answer
+    assert en.answer.count("TASK_QUEUE_ENABLE") == 1
     assert {f.id for f in en.findings} == {"explain_rank.host_bound.r3"}
     assert en.plot_ranks == [SLOW_RANK]
     assert en.tool_calls[0].name == "diagnose"

@@ -412,3 +412,59 @@ def test_where_the_time_goes_points_up_to_the_shares_it_moved(real_samples) -> N
     assert moved.lines[1] == project.shares_line(d, False)
     assert "shares below" not in " ".join(moved.lines)
     assert "cluster-wide shares above" in " ".join(moved.lines)
+
+
+def test_job_idle_without_host_data_checks_before_it_acts(real_samples: Path) -> None:
+    """Trial: cluster-8rank (no host data) led with "overlap input preparation ... for 893 ms"
+    though the idle could be input, rollout, host work or synchronization."""
+    prof = load_profile(real_samples / "cluster-8rank")
+    assert not prof.has("host_dispatch")  # the premise: nothing places the idle
+    idle = diagnose(prof).top()
+    assert idle is not None and idle.mechanism is Mechanism.JOB_IDLE
+    assert not [r for r in idle.remedies if r.kind == "action"]
+    # the input pipeline is named as what to check, next to collecting host data
+    (check,) = [r for r in idle.remedies if "dataloader" in r.text]
+    assert check.kind == "check" and "host data" in check.text and "num_workers" in check.text_zh
+
+
+def test_a_late_rank_behind_others_says_why_its_saving_is_below_the_wait(
+    real_samples: Path,
+) -> None:
+    """Trial: cluster-8rank rank 3 "would wait up to 256 ms" beside "saves up to 213 ms"."""
+    d = diagnose(load_profile(real_samples / "cluster-8rank"))
+    checked = 0
+    for c in d.causes:
+        if c.culprit.kind != "rank" or not c.gain_after or not c.victims:
+            continue
+        most = max(v.lost_us for v in c.victims)
+        said = "the next late rank then holds the job" in c.summary
+        assert said == (most > 1.05 * (c.gain_us or 0.0)), c.summary
+        assert ("下一张晚到的卡随即拖住作业" in c.summary_zh) == said
+        checked += said
+    assert checked  # the premise: one such rank in this sample (rank 3)
+
+
+def test_a_transit_split_says_which_ranks_it_was_measured_on(
+    real_samples: Path, tmp_path: Path
+) -> None:
+    """Trial: with rank 1's communication.json truncated, rank 1's answer still quoted the
+    collectives' transit/wait split (read from rank 0 alone) as if it were its own."""
+    import shutil
+
+    root = tmp_path / "pt"
+    shutil.copytree(real_samples / "pt-text-level1-2rank", root)
+    comm = next(root.glob("rank1_*/ASCEND_PROFILER_OUTPUT/communication.json"))
+    comm.write_bytes(comm.read_bytes()[: comm.stat().st_size // 2])
+    d = diagnose(load_profile(root))
+    split = [c for c in d.causes if "transit is only" in c.summary]
+    assert split  # the premise: the wait-dominated peer-wait cause states the split
+    for c in split:
+        assert "(measured on rank 0 only: rank 1 has no communication data)" in c.summary
+        assert "仅为0号卡的实测值：1号卡没有通信数据" in c.summary_zh
+    # the file left out is said in both languages with what it held and what to do
+    assert "communication.json is not valid JSON" in d.left_out and "Left out:" in d.left_out
+    assert "communication.json 无法解析" in d.left_out_zh
+    assert "未分析1号卡的通信算子与带宽" in d.left_out_zh and "重新拷贝" in d.left_out_zh
+    # with both files read, no such note
+    whole = diagnose(load_profile(real_samples / "pt-text-level1-2rank"))
+    assert not any("measured on" in c.summary for c in whole.causes)

@@ -2300,6 +2300,26 @@ _NOT_ON_THEIR_OWN = ("summarize", "bottleneck", "explain_rank", "help", "unsuppo
 MAX_PARTS = 3
 
 
+#: A Chinese clause that asks something (a question word or a question particle).
+_ZH_ASKS = re.compile(
+    r"多少|什么|哪|为什么|为何|怎么|怎样|如何|是否|能否|吗|呢|要不要|该不该|能不能|有没有"
+)
+
+
+def _zh_clauses(text: str) -> list[str]:
+    """A Chinese question joined to a second one by a comma ("先修什么，每项能省多少？"), split.
+
+    Only when every clause asks something (:data:`_ZH_ASKS`): "32卡训练，每步多少时间？" is
+    one question with its context.
+    """
+    if not re.search(r"[\u4e00-\u9fff]", text):
+        return [text]
+    parts = [x.strip() for x in re.split(r"[，,；;]", text) if x.strip()]
+    if len(parts) < 2 or not all(_ZH_ASKS.search(x) for x in parts):
+        return [text]
+    return parts
+
+
 def split_questions(text: str) -> list[str]:
     """Several questions in one message, each on its own (``[text]`` when it is one question).
 
@@ -2316,7 +2336,8 @@ def split_questions(text: str) -> list[str]:
         return [text]
     parts: list[str] = []
     for p in pieces:
-        parts += [x.strip() for x in _JOINED.split(p) if x.strip()]
+        for x in _JOINED.split(p):
+            parts += _zh_clauses(x.strip()) if x.strip() else []
     if len(parts) < 2 or len(parts) > MAX_PARTS:
         return [text]
     intents = [parse_question(p).intent for p in parts]

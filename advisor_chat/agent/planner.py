@@ -17,7 +17,7 @@ import dataclasses
 import functools
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -1568,6 +1568,14 @@ class Planner:
                 else "(No cases are cited: "
                 f"{self.quoter.quote(project.lower_first(search.error.removeprefix('not enough signal: ')))})"
             )
+        suggestions = build_suggestions(causes, cited, cases, zh, mc2_ok=self._mc2_ok(q, by_tool))
+        # a case a suggestion cites is listed with the others (a cause's own case may not be
+        # among the retrieved ones)
+        cases += case_hits(
+            [s.case_id for s in suggestions if s.case_id],
+            search.cases if search is not None else (),
+            skip={h.id for h in cases},
+        )
         if cases:
             lines.append("")
             lang = "zh" if zh else "en"
@@ -1575,7 +1583,6 @@ class Planner:
             for h in cases:
                 title = h.title_zh if zh and h.title_zh else h.title
                 lines.append(msg("answer.case_line", lang, case=h.id, title=title))
-        suggestions = build_suggestions(causes, cited, cases, zh, mc2_ok=self._mc2_ok(q, by_tool))
         if suggestions:
             lines.append("")
             lines.append(msg("answer.suggestions", "zh" if zh else "en"))
@@ -2526,6 +2533,44 @@ def cited_findings(findings: Sequence[Finding]) -> list[CitedFinding]:
     ]
 
 
+def case_hits(
+    ids: Sequence[str], retrieved: Sequence[CaseHit], skip: Collection[str] = ()
+) -> list[CaseHit]:
+    """The cases with these ids (first occurrence, those in ``skip`` left out) as hits.
+
+    From ``retrieved`` when the search returned them, else read from ``knowledge/cases/<id>.md``
+    (score 0, no matched tags); an id with no readable case is left out.
+    """
+    by_id = {h.id: h for h in retrieved}
+    out: list[CaseHit] = []
+    seen = set(skip)
+    for cid in ids:
+        if cid in seen:
+            continue
+        seen.add(cid)
+        hit = by_id.get(cid)
+        if hit is None:
+            try:
+                from advisor_chat.kb.cases import get_case
+
+                k = get_case(cid)
+            except Exception:  # a case file that cannot be read is not cited
+                continue
+            hit = CaseHit(
+                id=k.id,
+                title=k.title,
+                title_zh=k.title_zh,
+                score=0.0,
+                section="",
+                source=k.rel_source + " (sources: " + "; ".join(k.sources) + ")",
+                remedies=tuple(k.remedies),
+                expected_effect=k.expected_effect,
+                symptom_tags=tuple(k.symptom_tags),
+            )
+        out.append(hit)
+    return out
+
+
 def cited_cases(hits: Sequence[CaseHit]) -> list[CitedCase]:
     """Answer-model view of case hits."""
     return [CitedCase(id=h.id, title=h.title, source=h.source, title_zh=h.title_zh) for h in hits]
@@ -2625,15 +2670,15 @@ def _contradicts(text: str, causes: Sequence[RootCause]) -> bool:
 def culprit_contradicted(case_tags: Sequence[str], causes: Sequence[RootCause]) -> bool:
     """Whether a slow-rank case would contradict the answer: it says no rank is to blame.
 
-    That is when a job-level cause (job-wide idle, exposed communication: "no rank is slow")
-    is among the causes and no cause blames a rank. Other answers may cite such a case (a late
-    rank named by a finding, a straggler cause).
+    That is when there are causes and none blames ranks among their peers (a rank, some ranks,
+    a node or a group): a job-level cause ("no rank is slow") or a pipeline stage that every
+    other stage waits for by the schedule (trial: the real PP2 sample cited the "one rank shows
+    long Free stretches" case). Answers without a diagnosis may cite such a case (a late rank
+    named by a finding).
     """
-    if "slow_rank" not in case_tags:
+    if "slow_rank" not in case_tags or not causes:
         return False
-    job = any(c.mechanism in (Mechanism.JOB_IDLE, Mechanism.EXPOSED_COMMUNICATION) for c in causes)
-    ranked = any(c.culprit.kind in ("rank", "ranks") for c in causes)
-    return job and not ranked
+    return not any(c.culprit.kind in ("rank", "ranks", "node", "group") for c in causes)
 
 
 def consistent_case(hit: CaseHit, causes: Sequence[RootCause]) -> bool:
@@ -2711,6 +2756,13 @@ _RANK_SET_KINDS = frozenset({"rank", "ranks", "group", "stage", "node"})
 #: A case remedy that sets an environment variable ("export TASK_QUEUE_ENABLE=2", a Chinese
 #: summary's "开启 TASK_QUEUE_ENABLE=2、...").
 _ENV_SETTING = re.compile(r"(?<![A-Za-z0-9_.])[A-Z][A-Z0-9]*_[A-Z0-9_]+=\S")
+
+#: Culprits that are some ranks among peers on the same nodes: a launch-wide setting the peers
+#: share cannot be what makes them slower (a node or group may differ in placement or binding).
+_RANK_KINDS = frozenset({"rank", "ranks"})
+
+#: A remedy said under a condition ("If host-bound on that rank: ...", "若…").
+_CONDITIONAL = re.compile(r"^(?:if|when|若|如果)\b", re.I)
 
 
 def build_suggestions(
@@ -2819,6 +2871,15 @@ def build_suggestions(
                 and hc.culprit.kind in _RANK_SET_KINDS
                 and _ENV_SETTING.search(t) is not None
             )
+            if (
+                job_wide
+                and hc is not None
+                and hc.culprit.kind in _RANK_KINDS
+                and not _CONDITIONAL.search(t.strip())
+            ):
+                # the peers run with the same setting and do not stall (trial: the demo's rank-12
+                # stall got TASK_QUEUE_ENABLE=2 though its launches are not late)
+                continue
             push(
                 checks if is_cmd else actions,
                 Suggestion(

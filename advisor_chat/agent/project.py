@@ -1815,6 +1815,7 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
     # first by the diagnosis on what it costs: finding out leads too)
     lead_check = (
         check is not None
+        and not (ranks_only and _job_level(top))  # "which rank?": the job's cause follows
         and _act_gain(top) < 0
         and not is_optimization(top)
         and (top.gain_us is None or top.gain_us > max((_order_gain(c) for c in order), default=0.0))
@@ -1826,6 +1827,9 @@ def fix_first(d: Diagnosis, zh: bool, *, ranks_only: bool = False) -> Projection
         lab = label(top.culprit, zh)
         cost_zh = f"（它让其他卡每步约等 {us(top.gain_us)}）" if top.gain_us else ""
         cost_en = f" (it costs the others about {us(top.gain_us)} per step)" if top.gain_us else ""
+        if top.gain_us and top.culprit.kind == "job":  # no "others": every rank loses it
+            cost_zh = f"（每张卡每步最多损失 {us(top.gain_us)}）"
+            cost_en = f" (it costs every rank up to {us(top.gain_us)} per step)"
         p.lines.append(
             f"先排查{lab}：{ctext}{cost_zh}。原因：{summary(top, zh)}。"
             if zh
@@ -2514,7 +2518,7 @@ def category(
             else _then(f"The main bottleneck is {cat_txt}", summary(top, zh), zh)
         )
     dom = dominant(top, zh)
-    if dom:
+    if dom and dom not in summary(top, zh):  # (a summary that gives it is not repeated)
         p.lines.append(
             f"{label(top.culprit, zh)}：{dom}。"
             if zh
@@ -2594,12 +2598,12 @@ def _category_why(c: RootCause, zh: bool) -> str:
     lab = label(c.culprit, zh)
     if zh:
         return (
-            f"为什么是{cat_zh.split('（')[0]}：类型取自首要原因本身（{lab}），"
+            f"为什么是{cat_zh.split('（')[0]}：类型取自{lab}本身，"
             f"其他卡{how_zh}（每步最多 {us(v.lost_us)}，占其步长的 {pct(v.share)}）是被它拖累的时间，"
             "在下面的全集群占比里算作通信或空闲，但不是另一个问题。"
         )
     return (
-        f"Why {cat}: the category is that of the top cause itself ({lab}); the other ranks "
+        f"Why {cat}: the category comes from {lab} itself; the other ranks "
         f"{how_en.replace('waits', 'wait').replace('sits', 'sit').replace('loses', 'lose').replace('spends', 'spend')} "
         f"(up to {us(v.lost_us)} per step, {pct(v.share)} of their step) because of it — that "
         "time counts as communication or Free in the cluster-wide shares below, but it is not a "

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import re
 import statistics
 import weakref
 from pathlib import Path
@@ -447,14 +448,78 @@ def case_for(c: RootCause) -> str | None:
     return None
 
 
+_WORD = re.compile(r"[a-z][a-z0-9_]{3,}")
+#: Words too common in remedies to tell one from another.
+_COMMON_WORDS = frozenset(
+    [
+        "with",
+        "that",
+        "from",
+        "this",
+        "than",
+        "more",
+        "each",
+        "step",
+        "steps",
+        "rank",
+        "ranks",
+        "when",
+        "then",
+        "into",
+        "them",
+        "their",
+        "they",
+        "what",
+        "which",
+        "does",
+        "only",
+        "also",
+        "time",
+        "per",
+    ]
+)
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower())) - _COMMON_WORDS
+
+
+def _case_remedy(c: RootCause, case: str) -> int:
+    """Index of the remedy a case is about: the action sharing most words with its remedies.
+
+    The case's title and front-matter remedies (``knowledge/cases/<id>.md``) against each action
+    of ``c``; the first remedy when the case cannot be read or no action shares a word (trial: the
+    small-packet case was tied to "overlap communication", its "fuse the small collectives"
+    sibling being the fix it describes).
+    """
+    try:
+        from advisor_chat.kb.cases import get_case
+
+        k = get_case(case)
+    except Exception:  # a bad or missing case file: the first remedy, as before
+        return 0
+    words = _words(" ".join((k.title, *k.remedies)))
+    best, score = 0, 0
+    for i, r in enumerate(c.remedies):
+        n = len(words & _words(r.text)) if r.kind == "action" else 0
+        if n > score:
+            best, score = i, n
+    return best
+
+
 def _with_cases(c: RootCause) -> RootCause:
-    """Tie the first remedy to the consistent knowledge case (and MC2 actions to mc2-tp-fusion)."""
+    """Tie the remedy a consistent knowledge case describes to it (MC2 actions to mc2-tp-fusion).
+
+    The case is :func:`case_for`'s; the remedy is :func:`_case_remedy`'s (the first when none
+    matches its words).
+    """
     case = case_for(c)
+    at = _case_remedy(c, case) if case is not None else -1
     rem = []
     for i, r in enumerate(c.remedies):
         if r.case_id is None and "MC2" in r.text:
             r = dataclasses.replace(r, case_id="mc2-tp-fusion")
-        elif r.case_id is None and i == 0 and case is not None:
+        elif r.case_id is None and i == at and case is not None:
             r = dataclasses.replace(r, case_id=case)
         rem.append(r)
     return dataclasses.replace(c, remedies=tuple(rem))
@@ -764,6 +829,7 @@ def _left_out(profile: Profile) -> tuple[str, str]:
     """
     from advisor_chat.analyzers._common import format_ranks
     from advisor_chat.analyzers.data_quality import warning_zh
+    from advisor_chat.ingest.rankdir import skipped_zh
 
     inside = str(profile.root).rstrip("/") + "/"  # paths shown relative to the profile folder
     en_parts: list[str] = []
@@ -788,7 +854,9 @@ def _left_out(profile: Profile) -> tuple[str, str]:
         w, more = ws[0], len(ws) - 1
         en = f"Not all input was analysed: {w.message.replace(inside, '').rstrip('. ')}"
         zh = f"部分输入未被分析：{warning_zh(w.code, w.ranks)}"
-        if w.path:
+        if w.path and w.code == "file_skipped":  # which file, what it held, what to do
+            zh = f"部分输入未被分析：{skipped_zh(w.path.replace(inside, ''), w.ranks)}"
+        elif w.path:
             zh += f"（{w.path.replace(inside, '')}）"
         if more:
             en += f" (and {more} more: `advisor-chat inspect` lists them)"

@@ -311,6 +311,45 @@ _LOST = {
 }
 
 
+#: :data:`_LOST` in Chinese, by the file's name (``db`` for a profiler ``.db``).
+_LOST_ZH = {
+    "profiler_info": "运行元数据（版本、采集级别）",
+    "profiler_metadata.json": "并行通信域与环境元数据",
+    "db": "profiler 数据库表（算子、主机下发、内存）",
+    "step_trace_time.csv": "步骤时间拆分（计算 / 通信 / 空闲）",
+    "kernel_details.csv": "算子明细",
+    "op_statistic.csv": "算子统计",
+    "communication.json": "通信算子与带宽",
+    "communication_matrix.json": "通信链路",
+    "analysis.db": "analysis.db 中的步骤时间与通信数据",
+    "memory_record.csv": "内存记录",
+}
+
+
+def skipped_zh(path: str, ranks: tuple[int, ...]) -> str:
+    """Chinese sentence of a ``file_skipped`` warning: what is left out and what to do.
+
+    ``path`` as it should be shown (relative to the profile folder); what it held is looked up
+    by its file name (``profiler_info_*.json`` and ``*.db`` by their pattern).
+    """
+    name = Path(path).name
+    key = (
+        "profiler_info"
+        if name.startswith("profiler_info")
+        else name
+        if name in _LOST_ZH
+        else "db"
+        if name.endswith(".db")
+        else ""
+    )
+    lost = _LOST_ZH.get(key, "数据")
+    who = f"{'、'.join(str(r) for r in ranks)}号卡的" if ranks else ""
+    return (
+        f"{path} 无法解析，已跳过：未分析{who}{lost}，其余数据照常分析；"
+        "请从训练机器重新拷贝该文件，或重新运行 torch_npu 的离线解析"
+    )
+
+
 #: Marks a ``file_skipped`` message about an unreadable file (the reader's message comes before it).
 LEFT_OUT = " Left out:"
 

@@ -510,6 +510,10 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                     or (host_late and not start)
                     else (alloc[2],)
                     if alloc is not None
+                    # no host data places the idle: input is one of four possibilities, a thing
+                    # to check (the check below), not the fix
+                    else ()
+                    if not start and not ctx.profile.has("host_dispatch")
                     else (
                         Remedy(
                             "action",
@@ -543,9 +547,14 @@ def rule_job_idle(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
                     "check",
                     "Collect a few ranks with host data (torch_npu profiler with CPU activity: "
                     "trace_view.json in the text export, CANN_API in the DB export) to see what "
-                    "the trainer waits for during the idle: this profile has none.",
+                    "the trainer waits for during the idle (this profile has none); if each step "
+                    "starts with the devices waiting for input data, overlap input preparation "
+                    "with training (more dataloader workers, prefetching and pinned memory, or an "
+                    "asynchronous rollout/producer).",
                     "用带主机侧数据的方式重新采集几张卡（torch_npu 采集时打开 CPU 活动：文本导出中的 "
-                    "trace_view.json，DB 导出中的 CANN_API 表），查看空闲期间训练进程在等什么：当前数据中没有。",
+                    "trace_view.json，DB 导出中的 CANN_API 表），查看空闲期间训练进程在等什么（当前数据中没有）；"
+                    "若每步开始时设备都在等输入数据，就让输入准备与训练重叠（增加 DataLoader 的 num_workers、"
+                    "预取并使用 pin_memory，或改为异步的推理采样/数据生产者）。",
                 ),
             ),
             symptom_tags=("high_free", "device_copies")
@@ -2580,7 +2589,10 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     )
     # fusing is offered only where small collectives are measured: a few large all-reduces
     # have nothing to fuse
-    remedies = [fuse, overlap_r] if many else [overlap_r, fuse] if small_us > 0 else [overlap_r]
+    # (second to overlapping only when the small transfers hold a share of the exposed time: a
+    # fix worth 1 ms of 39 ms is not one to act on)
+    small_counts = small_us > 0 and small_us >= FUSE_MIN_SHARE * rest
+    remedies = [fuse, overlap_r] if many else [overlap_r, fuse] if small_counts else [overlap_r]
     if ps is not None and every_pass:
         saved = rest * (1.0 - 1.0 / ps.passes)
         remedies.insert(
@@ -2789,10 +2801,11 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             gain_us=gain,
             bound=gain_bound,
             remedies=tuple(remedies),
-            # small_packets only when small transfers were measured (a small-packet finding)
+            # small_packets only when small transfers were measured (a small-packet finding) and
+            # count (many collectives, or a share of the exposed time)
             symptom_tags=(
                 ("comm_not_overlapped", "comm_bound", "small_packets")
-                if small_f
+                if small_f and (many or small_counts)
                 else ("comm_not_overlapped", "comm_bound")
             )
             # the tiny collectives each carry one tensor's norm (clipping tensor by tensor)
@@ -2800,6 +2813,11 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
             severity=_severity(rest, ctx.step_us),
         )
     ]
+
+
+#: Fusing small collectives is offered after overlapping when the small transfers take at least
+#: this share of the exposed communication (slow_link small-packet findings).
+FUSE_MIN_SHARE = 0.1
 
 
 #: Settings that make HCCL reduce in a fixed order (slower reductions), when set to these values.
@@ -3327,6 +3345,16 @@ def _peer_wait_cause(
             f"{wi:.1f} ms is wait/idle"
         )
         split_zh = f"；集合通信每步耗时中，传输仅 {tr:.2f} ms（{pct(ts)}），等待/空闲 {wi:.1f} ms"
+        # the split is of the ranks whose communication data was read: a rank whose file could
+        # not be read is not in it (trial: a truncated communication.json of rank 1)
+        ops = ctx.profile.get("comm_ops")
+        have = set(ops["rank"].astype(int)) if not ops.empty and "rank" in ops else set()
+        lacking = [r for r in ctx.ranks if r not in have]
+        if have and lacking:
+            hl, hl_zh = ranks_label(sorted(have))
+            ll, ll_zh = ranks_label(lacking)
+            split_en += f" (measured on {hl} only: {ll} has no communication data)"
+            split_zh += f"（仅为{hl_zh}的实测值：{ll_zh}没有通信数据）"
     findings = _claim(
         ctx,
         lambda f: (

@@ -224,12 +224,22 @@ def _rank_cause(
         alone = (
             f" Fixing it alone saves nothing while {ll} {'arrive' if len(later) > 1 else 'arrives'}"
             f" after it; once {ll} {'are' if len(later) > 1 else 'is'} fixed, "
-            f"fixing it saves up to {ms(gain)} per step."
+            f"fixing it saves up to {ms(gain)} per step"
         )
         alone_zh = (
             f"在{ll_zh}比它更晚到达时，单独修复它节省不了时间；修复{ll_zh}之后，"
-            f"再修复它每步最多节省 {ms(gain)}。"
+            f"再修复它每步最多节省 {ms(gain)}"
         )
+        # the longest wait for it and the job's saving differ when a next late rank follows it
+        most = max((v.lost_us for v in victims), default=0.0)
+        if most > 1.05 * gain:
+            alone += (
+                f", less than the {ms(most)} the earliest rank would wait for it: the next late "
+                "rank then holds the job"
+            )
+            alone_zh += f"，少于最早到达的卡要等它的 {ms(most)}：下一张晚到的卡随即拖住作业"
+        alone += "."
+        alone_zh += "。"
     elif victims and gain < 0.8 * excess:
         alone = f" Fixing it alone saves up to {ms(gain)} per step: other late ranks follow it."
         alone_zh = f"单独修复它每步最多节省 {ms(gain)}：其后还有其他晚到的卡。"
