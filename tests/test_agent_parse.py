@@ -656,3 +656,27 @@ def test_a_card_suspected_in_chinese_yes_no_questions() -> None:
         assert parse_question(text).hypotheses == ("card",), text
     # asking which card is not suspecting one
     assert parse_question("哪张卡有问题？").hypotheses == ()
+
+
+def test_an_english_range_joined_to_another_range() -> None:
+    """Trial (dev32): "ranks 0-7 and 16-23 show big Wait Time" read as ranks 0-7 only."""
+    q = parse_question("ranks 0-7 and 16-23 show big Wait Time in the dp allreduce. what's slow?")
+    assert q.ranks == (*range(0, 8), *range(16, 24))
+    assert q.rank_ranges == ((0, 7), (16, 23))
+    assert parse_question("why are ranks 0-3, 8-11 slow?").ranks == (0, 1, 2, 3, 8, 9, 10, 11)
+    # a number range after a rank range that is not ranks (a time) is left alone
+    assert parse_question("rank 3 waits 10-20 ms").ranks == (3,)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("what's slow?", ""),  # asks what, not whether (was answered "No: ...")
+        ("the step is 168 ms. what's slow?", ""),
+        ("is rank 3 slow?", "yes_no"),
+        ("rank 6 looks slow?", "yes_no"),
+        ("so the network is the problem?", "yes_no"),
+    ],
+)
+def test_slow_at_the_end_is_yes_no_only_without_a_question_word(text: str, kind: str) -> None:
+    assert parse_question(text).kind == kind

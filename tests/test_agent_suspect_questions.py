@@ -10,6 +10,8 @@ diagnosis, and the first sentence never says "yes" to what the data does not sho
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from advisor_chat.agent.advisor import Advisor
@@ -78,8 +80,9 @@ def ask(scenario, tmp_path_factory):
             "No: the cause is link 3→11 (RDMA), not a down-clocked",
         ),
         ("slow-link", "是不是功耗墙？", "不是设备降频"),
-        # a suspect no rule judges: nothing points to it, the time goes to the link
-        ("slow-link", "是不是优化器那一步太慢？", "没有迹象表明是优化器的问题"),
+        # a suspect no rule judges: its operators' measured share says no, the time goes to
+        # the link
+        ("slow-link", "是不是优化器那一步太慢？", "不是：优化器算子"),
         (
             "slow-link",
             "is it packet loss / retransmissions?",
@@ -271,3 +274,67 @@ def test_a_word_names_an_operator_only_as_the_start_of_a_camelcase_type() -> Non
     assert not _starts_op(text, "normal")
     assert not _starts_op("Normalization of the layer", "normal")
     assert not _starts_op(text, "crossentropy")
+
+
+def _kernel_share(root, op_prefixes: tuple[str, ...]) -> tuple[int, float]:
+    """(rank, share of its mean step) of the named operators, read with ``csv`` from one rank.
+
+    The rank is the one compare_ops reports (rank_b); its kernel_details.csv summed over its
+    steps, divided by the sum of its step_trace_time.csv Stage... (step) times.
+    """
+    import csv
+
+    out = {}
+    for d in sorted(root.glob("*_ascend_pt")):
+        info = next(d.glob("profiler_info_*.json"))
+        rank = int(info.stem.rsplit("_", 1)[1])
+        kd = d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+        st = d / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv"
+        with open(kd, newline="") as fh:
+            ops = sum(
+                float(r["Duration(us)"])
+                for r in csv.DictReader(fh)
+                if r["Type"].startswith(op_prefixes)
+            )
+        with open(st, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        step = sum(
+            float(r["Computing"]) + float(r["Communication(Not Overlapped)"]) + float(r["Free"])
+            for r in rows
+        )
+        out[rank] = ops / step
+    return out
+
+
+@pytest.mark.parametrize(
+    ("question", "prefixes", "start"),
+    [
+        ("is flash attention the problem here?", ("FlashAttention",), None),
+        ("注意力算子是不是太慢了？", ("FlashAttention",), None),
+        ("is the optimizer slow?", ("Foreach",), None),
+    ],
+)
+def test_a_suspected_operator_gets_a_verdict_from_its_share(
+    scenario, ask, question: str, prefixes: tuple[str, ...], start: str | None
+) -> None:
+    """Trial (dev20): "is FA just slow on 910B?" on a job where no rank stands out was answered
+    about dynamic shapes, or "no clear problem", never with what FA takes."""
+    root = scenario("healthy")
+    shares = _kernel_share(root, prefixes)
+    ans = ask("healthy", question)
+    m = re.search(r"(\d+(?:\.\d+)?)% of its step|占其步长 (\d+(?:\.\d+)?)%", ans)
+    assert m is not None, ans
+    said = float(m.group(1) or m.group(2)) / 100
+    r = re.search(r"on rank (\d+)|在(\d+)号卡上", ans)
+    assert r is not None, ans
+    rank = int(r.group(1) or r.group(2))
+    assert said == pytest.approx(shares[rank], abs=0.002), (said, shares[rank])
+    # the verdict follows the share (thresholds 10% / 20%)
+    zh = "注意力" in question
+    if shares[rank] >= 0.2:
+        assert ans.startswith("不是某张卡的问题" if zh else "Not a fault of any rank"), ans
+    elif shares[rank] < 0.1:
+        assert ans.startswith("不是：" if zh else "No:"), ans
+    else:
+        assert ans.startswith("不是主要耗时" if zh else "Not the main cost"), ans
+    assert "dynamic shapes" not in ans and "动态 shape" not in ans

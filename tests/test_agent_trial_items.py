@@ -499,3 +499,24 @@ def test_every_case_a_suggestion_cites_is_listed(scenario) -> None:
         cited = {s.case_id for s in ans.suggestions if s.case_id}
         assert cited  # the premise: the causes carry their own cases
         assert cited <= {c.id for c in ans.cases}, ans.answer
+
+
+def test_a_slow_rank_case_needs_a_cause_that_blames_ranks() -> None:
+    """Trial: the real PP2 sample (a pipeline stage every other stage waits for by the schedule)
+    cited "one rank shows long Free stretches"."""
+    from advisor_chat.agent.planner import culprit_contradicted
+
+    tags = ("slow_rank", "free_spread")
+    stage = dataclasses.replace(
+        COMM_JOB, culprit=Culprit("stage", tuple(range(8)), stage=0, label="stage 0")
+    )
+    event = dataclasses.replace(
+        COMM_JOB, culprit=Culprit("steps", (5,), events=((10, 5),), label="step 10 on rank 5")
+    )
+    assert culprit_contradicted(tags, [stage])
+    assert culprit_contradicted(tags, [COMM_JOB])
+    assert culprit_contradicted(tags, [stage, COMM_JOB])
+    for blamed in (HOST12, event):  # a rank, a rank in one step: the case may fit
+        assert not culprit_contradicted(tags, [stage, blamed])
+    assert not culprit_contradicted(("comm_bound",), [stage])  # not a slow-rank case
+    assert not culprit_contradicted(tags, [])  # no diagnosis: findings decide

@@ -383,6 +383,8 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"[\w-]+( [\w-]+){0,2}\s*[?？]\s*$",
         r"[，；：]\s*(?![^，；？?]*(怎么|为什么|为何|哪|什么|多少|如何|谁|几|帮|看看|请|分析|说说|讲讲|解释|干嘛|干啥|做啥))[^，；？?。]{1,16}[？?]\s*$",
         r"\b(isn't|aren't|doesn't|don't|is not|are not) (it|they|that)\s*[?？]\s*$",
+        # ("what's slow?" asks what, not whether)
+        r"(?:^|[.!?]\s+)(?!(?:what|what's|whats|which|who|where|why|how)\b)[^.!?]*"
         r"\b(slow(er|est)?|fine|ok|okay|healthy|normal|the (culprit|problem|cause|bottleneck|straggler))\b[^?？.]{0,20}[?？]\s*$",
         r"(对吧|是吧|对不对|是不是|吧)[？?。！!\s]*$",
         r"(慢|正常|有问题|没问题)(吧|呢)?[？?]\s*$",
@@ -1195,6 +1197,10 @@ _COUNTS = (
         r"\b(\d+)(?:-|\s*)(?:ranks?|cards?|npus?|devices?|gpus?|nodes?|machines?|servers?)\b", re.I
     ),
 )
+#: A further range right after a rank range ("ranks 0-7 and 16-23", "ranks 0-3, 8-11").
+_MORE_RANGE = re.compile(
+    r"\s*(?:,|and|&|or)\s*(\d+)\s*(?:-|–|—|~|to)\s*(\d+)\b(?!\s*(?:%|ms|us|µs|s\b|gb|mb))", re.I
+)
 _RANK_LIST = re.compile(
     rf"\b{_RANKWORD}\s+(\d+(?:\s*(?:,|and|&|vs\.?|versus|or|和|与|跟|、)\s*(?:{_RANKWORD}\s*)?\d+)+)",
     re.I,
@@ -1603,6 +1609,17 @@ def _find_ranks(
             found.extend((s + i, r) for i, r in enumerate(range(lo, hi + 1)))
         taken.append((s, e))
         is_range = True
+        # "ranks 0-7 and 16-23": more ranges joined to a rank range are ranks too
+        pos = e
+        while (more := _MORE_RANGE.match(q, pos)) is not None:
+            a, b = int(more.group(1)), int(more.group(2))
+            lo, hi = min(a, b), max(a, b)
+            if ranges is not None:
+                ranges.append((a, b))
+            if hi <= lo + MAX_RANGE_RANKS:
+                found.extend((more.start(1) + i, r) for i, r in enumerate(range(lo, hi + 1)))
+            taken.append((more.start(), more.end()))
+            pos = more.end()
     for m in [*_RANK_LIST.finditer(q), *_RANK_LIST_ZH.finditer(q)]:
         if _overlaps((m.start(), m.end()), taken) or _overlaps((m.start(), m.end()), counts):
             continue

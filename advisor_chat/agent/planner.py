@@ -1041,6 +1041,89 @@ class Planner:
         return self._compose(q, d, proj, outputs)
 
     # -- projections -------------------------------------------------------------------------
+    def _op_suspect(self, q: Query, d: Diagnosis, outputs: list[ToolOutput]) -> Projection | None:
+        """A verdict on operators the user suspects ("is flash attention the problem?").
+
+        From compare_ops' ``ops_by_rank`` metrics (the named operators' device time per step on
+        one rank against the median of the others, and their share of its step) and ``by_shape``
+        table (their largest (operator, input shapes) rows). Only when no cause of the diagnosis
+        names those operators and no rank runs them 10% slower than the others (``None``
+        otherwise: the causes answer). A large share on every rank alike is a cost of the job's
+        work, not a fault; whether the operators are slower than this hardware should run them,
+        one run cannot tell. A small share is a "no", with where the time goes.
+        """
+        zh = q.language == "zh"
+        out = self.call("compare_ops", {"ops": ",".join(q.ops) or q.op_category}, outputs)
+        if out is None or out.error or out.result is None:
+            return None
+        m = out.result.metrics
+        types = list(out.result.tables.get("ops_by_rank", pd.DataFrame()).attrs.get("op_types", []))
+        share = m.get("ops_b_step_share")
+        ratio = m.get("ops_times_others_median", 1.0)
+        if not types or share is None or "ops_b_us" not in m or abs(ratio - 1.0) >= 0.1:
+            return None
+        real = [c for c in d.causes if c.mechanism is not Mechanism.NO_CULPRIT]
+        if any(t in project.cause_text(c) for c in real for t in types):
+            return None  # a cause is about them: its answer says how
+        shown = ", ".join(self.quoter.quote(t) for t in types[:4])
+        shown_zh = "、".join(self.quoter.quote(t) for t in types[:4])
+        if q.op_category and not q.ops:  # "the attention operators (FlashAttentionScore, ...)"
+            cat_zh = {"attention": "注意力", "matmul": "矩阵乘", "optimizer": "优化器"}
+            shown = f"the {q.op_category} operators ({shown})"
+            shown_zh = f"{cat_zh.get(q.op_category, q.op_category)}算子（{shown_zh}）"
+        mine = fmt_num(float(m["ops_b_us"]), "us")
+        pct_txt = f"{float(share) * 100:.1f}%"
+        peers = (
+            fmt_num(float(m["ops_others_median_us"]), "us") if "ops_others_median_us" in m else ""
+        )
+        # their largest rows by input shapes: what sets their time
+        bs = out.result.tables.get("by_shape")
+        rows = []
+        if bs is not None and not bs.empty and {"op_type", "input_shapes"} <= set(bs.columns):
+            sub = bs[bs["op_type"].isin(types)].sort_values("total_us_b", ascending=False)
+            for _, r in sub.head(2).iterrows():
+                shape = str(r["input_shapes"]).strip().strip('"')
+                rows.append((self.quoter.quote(str(r["op_type"])), shape, float(r["avg_us_b"])))
+        lang = "zh" if zh else "en"
+        what = (
+            "；".join(
+                msg("answer.op_suspect_row", "zh", op=o, shapes=sh, each=fmt_num(a, "us"))
+                for o, sh, a in rows
+            )
+            if zh
+            else "; ".join(
+                msg("answer.op_suspect_row", "en", op=o, shapes=sh, each=fmt_num(a, "us"))
+                for o, sh, a in rows
+            )
+        )
+        key = (
+            "answer.op_suspect_large"
+            if share >= OP_SUSPECT_LARGE
+            else "answer.op_suspect_small"
+            if share < OP_SUSPECT_SMALL
+            else "answer.op_suspect_part"
+        )
+        p = Projection()
+        p.lines.append(
+            msg(
+                key,
+                lang,
+                ops=shown_zh if zh else shown,
+                us=mine,
+                share=pct_txt,
+                peers=peers or mine,
+                n=int(m.get("ops_ranks_others", 0)),
+                rank=int(m.get("rank_b", 0)),
+            )
+            + (msg("answer.op_suspect_work", lang, rows=what) if what else "")
+        )
+        if real:
+            p.add_cause(real[0])
+            p.lines.append(msg("answer.op_suspect_top", lang, summary=project.summary(real[0], zh)))
+        else:
+            p.lines.append(msg("answer.diagnosis_says", lang, headline=project.headline(d, zh)))
+        return p
+
     def _project(self, q: Query, d: Diagnosis, outputs: list[ToolOutput]) -> Projection | None:
         """The diagnosis projection for the question's route (``None`` for tool capabilities)."""
         zh = q.language == "zh"
@@ -1128,7 +1211,18 @@ class Planner:
             return project.node_question(
                 d, q.nodes, q.node_ordinal, zh, yes_no=q.kind in ("yes_no", "compare")
             )
-        suspect = project.named_suspect(q.text)
+        if (
+            q.kind == "yes_no"
+            and (q.op_category in OP_SUSPECT_CATEGORIES or q.ops)
+            and it in ("summarize", "bottleneck", "compare_ops")
+            and not (q.ranks or q.nodes or q.links or q.stages)
+            and hyp in ("", "kernel_slow")  # ("太慢": the operators, not another suspect)
+        ):
+            # "is FA just slow?": a verdict on the operators named, from their time on every rank
+            verdict = self._op_suspect(q, d, outputs)
+            if verdict is not None:
+                return verdict
+        suspect = asked_suspect(q)
         if suspect.startswith("env:") and _ACTION_Q.search(q.text):
             # "should I raise HCCL_BUFFSIZE?": whether the evidence selects that change; a
             # suspect stated as the premise ("since the network is the bottleneck, ...") is
@@ -2533,6 +2627,37 @@ def cited_findings(findings: Sequence[Finding]) -> list[CitedFinding]:
     ]
 
 
+#: Operator categories a user may suspect by name (compare_ops ``ops``).
+OP_SUSPECT_CATEGORIES = ("attention", "matmul", "optimizer")
+#: A suspected operator set taking at least this share of every rank's step is a large cost of
+#: the job's work; under :data:`OP_SUSPECT_SMALL` it is not what makes the step long.
+OP_SUSPECT_LARGE = 0.2
+OP_SUSPECT_SMALL = 0.1
+
+
+def asked_suspect(q: Query) -> str:
+    """The suspect the question asks about (:func:`~advisor_chat.agent.project.named_suspect`).
+
+    A suspect named in the question sentence (ending in ``?``/``？``) is asked about; one named
+    only in the context before it counts when the question refers back to it ("we turned on
+    recompute. related?"), not when the question names a subject of its own (trial: "seq-length
+    set to 8192 ... is FA just slow on 910B?" was answered about dynamic shapes).
+    """
+    from advisor_chat.agent.parse import parse_question
+
+    sentences = [x.strip() for x in re.split(r"(?<=[.。!！?？])\s*", q.text) if x.strip()]
+    asked = " ".join(x for x in sentences if x.endswith(("?", "？")))
+    if not asked or asked == q.text.strip():
+        return project.named_suspect(q.text)
+    own = project.named_suspect(asked)
+    if own:
+        return own
+    a = parse_question(asked)
+    if a.op_category or a.ops or a.hypothesis or a.ranks or a.links or a.stages or a.nodes:
+        return ""  # the question is about something else it names
+    return project.named_suspect(q.text)
+
+
 def case_hits(
     ids: Sequence[str], retrieved: Sequence[CaseHit], skip: Collection[str] = ()
 ) -> list[CaseHit]:
@@ -2671,14 +2796,17 @@ def culprit_contradicted(case_tags: Sequence[str], causes: Sequence[RootCause]) 
     """Whether a slow-rank case would contradict the answer: it says no rank is to blame.
 
     That is when there are causes and none blames ranks among their peers (a rank, some ranks,
-    a node or a group): a job-level cause ("no rank is slow") or a pipeline stage that every
+    a node, a group, a rank in some steps): a job-level cause ("no rank is slow") or a pipeline stage that every
     other stage waits for by the schedule (trial: the real PP2 sample cited the "one rank shows
     long Free stretches" case). Answers without a diagnosis may cite such a case (a late rank
     named by a finding).
     """
     if "slow_rank" not in case_tags or not causes:
         return False
-    return not any(c.culprit.kind in ("rank", "ranks", "node", "group") for c in causes)
+    return not any(
+        c.culprit.kind not in ("job", "stage") and bool(c.culprit.ranks or c.culprit.events)
+        for c in causes
+    )
 
 
 def consistent_case(hit: CaseHit, causes: Sequence[RootCause]) -> bool:

@@ -1063,7 +1063,7 @@ def node_question(
     return _verdict_first(p, say("project.no", zh), zh, yes_no)
 
 
-def _cause_text(c: RootCause) -> str:
+def cause_text(c: RootCause) -> str:
     """A cause's words in both languages: its summary and its remedies."""
     return " ".join(
         [c.summary, c.summary_zh, *(r.text for r in c.remedies), *(r.text_zh for r in c.remedies)]
@@ -3678,7 +3678,7 @@ def _suspect_ruled_out(
     (:attr:`~advisor_chat.diagnosis.types.Diagnosis.shapes_repeat`).
     """
     for c in real:
-        if any(re.search(p, _cause_text(c), re.I) for p in SUSPECT_RULED_OUT.get(key, ())):
+        if any(re.search(p, cause_text(c), re.I) for p in SUSPECT_RULED_OUT.get(key, ())):
             text = _sentence(summary(c, zh), zh)
             p = Projection(lines=[msg("answer.suspect_no", "zh" if zh else "en", summary=text)])
             p.add_cause(c)
@@ -3705,7 +3705,7 @@ def cause_showing(d: Diagnosis, key: str) -> RootCause | None:
         return None
     shows = SUSPECTS[key][1]
     return next(
-        (c for c in _real(d) if any(re.search(p, _cause_text(c), re.I) for p in shows)), None
+        (c for c in _real(d) if any(re.search(p, cause_text(c), re.I) for p in shows)), None
     )
 
 
@@ -3736,7 +3736,7 @@ def suspect_verdict(
     _, shows, var = SUSPECTS[key]
     real = _real(d)[:2]
     for c in real:
-        if any(re.search(p, _cause_text(c), re.I) for p in shows):
+        if any(re.search(p, cause_text(c), re.I) for p in shows):
             return _fits(c, zh)
     if var and env_recorded:
         flagged = [f for f in d.findings if f.id == f"env_check.env.{var.lower()}"]
