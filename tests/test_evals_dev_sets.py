@@ -304,6 +304,8 @@ def test_style_set_loads_by_name_over_the_dev_kinds(name: str) -> None:
     # expected facts are references, never typed: test_references_resolve_against_the_generated_keys
 
 
+# (slow: generates every set's scenarios, ~90 s of worker time; .ci/run runs it)
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SETS) + sorted(STYLE_SETS))
 def test_references_resolve_against_the_generated_keys(scenario, name: str) -> None:
     keys: dict[str, dict[str, Any]] = {}
