@@ -673,6 +673,7 @@ def test_an_english_range_joined_to_another_range() -> None:
     [
         ("what's slow?", ""),  # asks what, not whether (was answered "No: ...")
         ("the step is 168 ms. what's slow?", ""),
+        ("ranks 0-7 and 16-23 wait a lot in the allreduce, what's slow?", ""),
         ("is rank 3 slow?", "yes_no"),
         ("rank 6 looks slow?", "yes_no"),
         ("so the network is the problem?", "yes_no"),

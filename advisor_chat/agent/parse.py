@@ -384,7 +384,7 @@ _KIND_LEX: dict[str, tuple[str, ...]] = {
         r"[，；：]\s*(?![^，；？?]*(怎么|为什么|为何|哪|什么|多少|如何|谁|几|帮|看看|请|分析|说说|讲讲|解释|干嘛|干啥|做啥))[^，；？?。]{1,16}[？?]\s*$",
         r"\b(isn't|aren't|doesn't|don't|is not|are not) (it|they|that)\s*[?？]\s*$",
         # ("what's slow?" asks what, not whether)
-        r"(?:^|[.!?]\s+)(?!(?:what|what's|whats|which|who|where|why|how)\b)[^.!?]*"
+        r"(?:^|[.!?]\s+)(?:(?!\b(?:what|what's|whats|which|who|where|why|how)\b)[^.!?])*"
         r"\b(slow(er|est)?|fine|ok|okay|healthy|normal|the (culprit|problem|cause|bottleneck|straggler))\b[^?？.]{0,20}[?？]\s*$",
         r"(对吧|是吧|对不对|是不是|吧)[？?。！!\s]*$",
         r"(慢|正常|有问题|没问题)(吧|呢)?[？?]\s*$",

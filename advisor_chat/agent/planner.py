@@ -1063,8 +1063,11 @@ class Planner:
         if not types or share is None or "ops_b_us" not in m or abs(ratio - 1.0) >= 0.1:
             return None
         real = [c for c in d.causes if c.mechanism is not Mechanism.NO_CULPRIT]
-        if any(t in project.cause_text(c) for c in real for t in types):
-            return None  # a cause is about them: its answer says how
+        words = [*(re.escape(t) for t in types), *OP_SUSPECT_WORDS.get(q.op_category, ())]
+        if any(re.search(w, project.cause_text(c), re.I) for c in real for w in words):
+            # a cause is about them: its answer says how (an unfused optimizer costs the gaps
+            # between its kernels, not their device time)
+            return None
         shown = ", ".join(self.quoter.quote(t) for t in types[:4])
         shown_zh = "、".join(self.quoter.quote(t) for t in types[:4])
         if q.op_category and not q.ops:  # "the attention operators (FlashAttentionScore, ...)"
@@ -1216,7 +1219,8 @@ class Planner:
             and (q.op_category in OP_SUSPECT_CATEGORIES or q.ops)
             and it in ("summarize", "bottleneck", "compare_ops")
             and not (q.ranks or q.nodes or q.links or q.stages)
-            and hyp in ("", "kernel_slow")  # ("太慢": the operators, not another suspect)
+            # ("太慢", "slow on this hardware": about the operators, not another suspect)
+            and hyp in ("", "kernel_slow", "hardware")
         ):
             # "is FA just slow?": a verdict on the operators named, from their time on every rank
             verdict = self._op_suspect(q, d, outputs)
@@ -2629,6 +2633,12 @@ def cited_findings(findings: Sequence[Finding]) -> list[CitedFinding]:
 
 #: Operator categories a user may suspect by name (compare_ops ``ops``).
 OP_SUSPECT_CATEGORIES = ("attention", "matmul", "optimizer")
+#: How a cause's text names an operator category (then the cause, not the share, answers).
+OP_SUSPECT_WORDS: dict[str, tuple[str, ...]] = {
+    "optimizer": (r"\boptimi[sz]er", r"优化器"),
+    "attention": (r"\battention\b", r"注意力"),
+    "matmul": (r"\bmatmul", r"矩阵乘"),
+}
 #: A suspected operator set taking at least this share of every rank's step is a large cost of
 #: the job's work; under :data:`OP_SUSPECT_SMALL` it is not what makes the step long.
 OP_SUSPECT_LARGE = 0.2

@@ -38,6 +38,7 @@ from advisor_chat.tools.core import fmt_ranks
 from advisor_chat.tools.render import clean_data, fence, fmt_num
 
 if TYPE_CHECKING:
+    from advisor_chat.analyzers.base import Finding
     from advisor_chat.diagnosis.hypotheses import Verdict
 
 
@@ -1340,7 +1341,25 @@ def network(
         link_transports=link_transports or {},
         scope=scope,
     )
-    if not links_judged and not any(c.mechanism == Mechanism.SLOW_LINK for c in p.causes):
+    waiting = _transit_small(d)
+    if (
+        not links_judged
+        and not any(c.mechanism == Mechanism.SLOW_LINK for c in p.causes)
+        and waiting is not None
+        and p.lines
+    ):
+        # too few links to compare, but the collectives barely transfer: no link can cost much
+        # (trial: cluster-8rank, transit 0.0% of the collectives' time, answered "cannot tell")
+        m = waiting.metrics
+        p.lines[0] = p.lines[0].replace("no link is slow", "no slow link was found", 1)
+        p.lines[0] += say(
+            "project.transit_too_small_for_the_network",
+            zh,
+            tr=us(1000.0 * m["comm_transit_ms_per_step"]),
+            el=us(1000.0 * m["comm_elapse_ms_per_step"]),
+            share=pct(m["transit_share"]),
+        )
+    elif not links_judged and not any(c.mechanism == Mechanism.SLOW_LINK for c in p.causes):
         p.lines = [_unjudged(x, zh) for x in p.lines]
     elif (
         d.missing_ranks
@@ -1452,6 +1471,34 @@ def _slow_body(c: RootCause, zh: bool) -> str:
     ):
         text = (say("project.the_slow_link", zh, lab=lab)) + text
     return text if zh else lower_first(text)
+
+
+#: The collectives' transit below this share of their time: they hardly transfer.
+TRANSIT_SMALL = 0.05
+
+
+def _transit_small(d: Diagnosis) -> Finding | None:
+    """A communication finding whose measured transit share is small (the collectives wait).
+
+    The communication analyzer's findings carry ``transit_share`` (``comm_ops`` Σ Transit /
+    Σ Elapse) with the per-step medians; the first one below :data:`TRANSIT_SMALL` among the
+    causes' findings and the other findings, provided the collectives it measures hold at least
+    half of the step's exposed communication (``d.shares``: communication read for a few ranks
+    or operators does not speak for the rest, e.g. the real PP2 sample's 8.4 ms of 151 ms);
+    else ``None``.
+    """
+    exposed_us = d.shares.get("communication_not_overlapped", 0.0) * d.step_time_us
+    found = [f for c in d.causes for f in c.findings] + list(d.other_findings)
+    for f in found:
+        m = f.metrics
+        if (
+            f.id.startswith("communication.")
+            and m.get("transit_share", 1.0) < TRANSIT_SMALL
+            and "comm_transit_ms_per_step" in m
+            and 1000.0 * m.get("comm_elapse_ms_per_step", 0.0) >= 0.5 * exposed_us
+        ):
+            return f
+    return None
 
 
 def _unjudged(line: str, zh: bool) -> str:

@@ -125,7 +125,8 @@ def rule_capture(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
 
     A cause whose mechanism is a host stall or a job-wide idle, in a capture taken at Level2 or
     with call stacks on most ranks (:func:`capture`), gets a sentence naming the settings (and the
-    launch calls' median duration when measured) and, as its first remedy, collecting again at
+    launch calls' median duration when measured; first at Level2, after the cause's own text
+    otherwise) and, as its first remedy, collecting again at
     Level1 (or Level0) without call stacks; its gain stays the captured idle's, an upper bound of
     what the real run can get back.
     """
@@ -164,6 +165,7 @@ def rule_capture(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         0.0,  # an action on the measurement: no gain of its own (not the cause's)
         BoundKind.NONE,
     )
+    lead = cap.level.strip().lower() == "level2"
     out = []
     for c in causes:
         if c.mechanism not in HOST_SIDE or not _may_be_profiler(c, cap):
@@ -172,8 +174,11 @@ def rule_capture(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
         out.append(
             dataclasses.replace(
                 c,
-                summary=en + c.summary,
-                summary_zh=zh + c.summary_zh,
+                # a Level2 capture's overhead may be the whole idle: said first; call stacks
+                # alone add less, said after what the data shows (trial: "why is every rank
+                # idle?" opened with the caveat on the real 2-rank sample)
+                summary=en + c.summary if lead else f"{c.summary} {en.strip()}",
+                summary_zh=zh + c.summary_zh if lead else c.summary_zh + zh,
                 metrics={
                     **c.metrics,
                     "capture_heavy_ranks": float(len(cap.heavy_ranks)),
