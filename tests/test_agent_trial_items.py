@@ -438,18 +438,15 @@ def test_a_job_cause_led_by_a_check_says_what_it_costs_every_rank() -> None:
     """Trial: cluster-8rank's job-wide idle led with "(it costs the others about 893 ms)"."""
     from advisor_chat.diagnosis.types import Remedy
 
-    idle = RootCause(
+    idle = dataclasses.replace(  # a job cause with only a check: collect what places the idle
+        COMM_JOB,
         id="cause.job_idle",
         mechanism=Mechanism.JOB_IDLE,
         category=Category.SCHEDULING,
-        culprit=Culprit("job", label="the whole job", label_zh="整个作业"),
         victims=tuple(Impact(r, 89_300.0, 0.5, "idle") for r in range(16)),
         summary="every rank idles",
         summary_zh="所有卡都在空闲",
-        metrics={},
-        findings=(),
         gain_us=89_300.0,
-        bound=BoundKind.UPPER_BOUND,
         remedies=(Remedy("check", "Collect host data", "采集主机侧数据"),),
     )
     for zh, said, wrong in (
