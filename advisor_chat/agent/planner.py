@@ -31,6 +31,7 @@ from advisor_chat.agent.parse import (
     asks_yes_no,
     asks_yes_no_after,
     network_scope,
+    parse_question,
     question_part,
 )
 from advisor_chat.agent.project import Projection, render_for_model
@@ -1071,14 +1072,14 @@ class Planner:
         shown = ", ".join(self.quoter.quote(t) for t in types[:4])
         shown_zh = "、".join(self.quoter.quote(t) for t in types[:4])
         if q.op_category and not q.ops:  # "the attention operators (FlashAttentionScore, ...)"
-            cat_zh = {"attention": "注意力", "matmul": "矩阵乘", "optimizer": "优化器"}
             shown = f"the {q.op_category} operators ({shown})"
-            shown_zh = f"{cat_zh.get(q.op_category, q.op_category)}算子（{shown_zh}）"
+            shown_zh = f"{OP_CATEGORY_ZH.get(q.op_category, q.op_category)}算子（{shown_zh}）"
         mine = fmt_num(float(m["ops_b_us"]), "us")
         pct_txt = f"{float(share) * 100:.1f}%"
         peers = (
             fmt_num(float(m["ops_others_median_us"]), "us") if "ops_others_median_us" in m else ""
         )
+        lang = "zh" if zh else "en"
         # their largest rows by input shapes: what sets their time
         bs = out.result.tables.get("by_shape")
         rows = []
@@ -1087,17 +1088,9 @@ class Planner:
             for _, r in sub.head(2).iterrows():
                 shape = str(r["input_shapes"]).strip().strip('"')
                 rows.append((self.quoter.quote(str(r["op_type"])), shape, float(r["avg_us_b"])))
-        lang = "zh" if zh else "en"
-        what = (
-            "；".join(
-                msg("answer.op_suspect_row", "zh", op=o, shapes=sh, each=fmt_num(a, "us"))
-                for o, sh, a in rows
-            )
-            if zh
-            else "; ".join(
-                msg("answer.op_suspect_row", "en", op=o, shapes=sh, each=fmt_num(a, "us"))
-                for o, sh, a in rows
-            )
+        what = ("；" if zh else "; ").join(
+            msg("answer.op_suspect_row", lang, op=o, shapes=sh, each=fmt_num(a, "us"))
+            for o, sh, a in rows
         )
         key = (
             "answer.op_suspect_large"
@@ -2139,14 +2132,10 @@ class Planner:
                 say("planner.no_operator_on_rank_matches_in", zh, rank=rank, what=what, src=src),
                 [rank],
             )
-        cat_zh = {
-            "optimizer": "优化器",
-            "attention": "注意力",
-            "matmul": "矩阵乘",
-            "compute": "计算",
-        }
         label_zh = (
-            f"{cat_zh[q.op_category]}算子" if q.op_category in cat_zh else f" {'、'.join(types)} "
+            f"{OP_CATEGORY_ZH[q.op_category]}算子"
+            if q.op_category in OP_CATEGORY_ZH
+            else f" {'、'.join(types)} "
         )
         label = f"{q.op_category or ', '.join(types)} operators"
         listed = "、".join(types[:5]) if zh else ", ".join(types[:5])
@@ -2631,6 +2620,13 @@ def cited_findings(findings: Sequence[Finding]) -> list[CitedFinding]:
     ]
 
 
+#: The Chinese name of each operator category a question can name (``Query.op_category``).
+OP_CATEGORY_ZH = {
+    "optimizer": "优化器",
+    "attention": "注意力",
+    "matmul": "矩阵乘",
+    "compute": "计算",
+}
 #: Operator categories a user may suspect by name (compare_ops ``ops``).
 OP_SUSPECT_CATEGORIES = ("attention", "matmul", "optimizer")
 #: How a cause's text names an operator category (then the cause, not the share, answers).
@@ -2653,8 +2649,6 @@ def asked_suspect(q: Query) -> str:
     recompute. related?"), not when the question names a subject of its own (trial: "seq-length
     set to 8192 ... is FA just slow on 910B?" was answered about dynamic shapes).
     """
-    from advisor_chat.agent.parse import parse_question
-
     sentences = [x.strip() for x in re.split(r"(?<=[.。!！?？])\s*", q.text) if x.strip()]
     asked = " ".join(x for x in sentences if x.endswith(("?", "？")))
     if not asked or asked == q.text.strip():
@@ -2691,17 +2685,7 @@ def case_hits(
                 k = get_case(cid)
             except Exception:  # a case file that cannot be read is not cited
                 continue
-            hit = CaseHit(
-                id=k.id,
-                title=k.title,
-                title_zh=k.title_zh,
-                score=0.0,
-                section="",
-                source=k.rel_source + " (sources: " + "; ".join(k.sources) + ")",
-                remedies=tuple(k.remedies),
-                expected_effect=k.expected_effect,
-                symptom_tags=tuple(k.symptom_tags),
-            )
+            hit = k.hit()
         out.append(hit)
     return out
 

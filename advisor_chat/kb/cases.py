@@ -55,6 +55,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from advisor_chat.errors import InputError
+from advisor_chat.kb.types import CaseHit
 from advisor_chat.symptoms import SYMPTOM_TAGS
 
 #: Body sections every case must have, in this order of importance.
@@ -247,6 +248,23 @@ class Case(BaseModel):
     def rel_source(self) -> str:
         """Citation path of the case file, ``knowledge/cases/<id>.md``."""
         return f"knowledge/cases/{self.id}.md"
+
+    def hit(
+        self, score: float = 0.0, section: str = "", matched_tags: tuple[str, ...] = ()
+    ) -> CaseHit:
+        """This case as a retrieval hit, cited by its file and the public sources it came from."""
+        return CaseHit(
+            id=self.id,
+            title=self.title,
+            title_zh=self.title_zh,
+            score=score,
+            section=section,
+            source=self.rel_source + " (sources: " + "; ".join(self.sources) + ")",
+            remedies=tuple(self.remedies),
+            expected_effect=self.expected_effect,
+            symptom_tags=tuple(self.symptom_tags),
+            matched_tags=matched_tags,
+        )
 
     @property
     def chinese_summary(self) -> str:

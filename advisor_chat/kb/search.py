@@ -592,18 +592,5 @@ def search_cases(
     for cid in order:
         case = corpus.by_id[cid]
         _, section = _best_section(corpus, case, qtokens, per_section.get(cid))
-        hits.append(
-            CaseHit(
-                id=case.id,
-                title=case.title,
-                title_zh=case.title_zh,
-                score=round(fused[cid], 6),
-                section=section,
-                source=case.rel_source + " (sources: " + "; ".join(case.sources) + ")",
-                remedies=tuple(case.remedies),
-                expected_effect=case.expected_effect,
-                symptom_tags=tuple(case.symptom_tags),
-                matched_tags=matched.get(cid, ()),
-            )
-        )
+        hits.append(case.hit(round(fused[cid], 6), section, matched.get(cid, ())))
     return hits
