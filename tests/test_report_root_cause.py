@@ -60,16 +60,6 @@ _PROFILE_AMBIGUOUS = {
     # sample lengths (~2k tokens) say it is padding
     "padded-to-max-seqlen": "padding is not in the profile: only the samples' length says so",
 }
-#: Development kinds whose cause the diagnosis does not name yet (known gaps of session 34,
-#: tracked in the closing note: the test fails loudly once it does).
-_NOT_YET = {
-    # found as exposed communication with the leader all-reduce named first, not as the leaders
-    # (ranks 0, 8) the others wait for
-    "hier-allreduce-leaders": "the leaders are named in the exposed-communication cause",
-    # the two nodes' slow sends are two causes (one per node), not the cross-rack links as one
-    "cross-rack-uplink": "one uplink's two slow hops are two node-send causes",
-}
-_PROFILE_AMBIGUOUS |= _NOT_YET
 
 CASES = Path(__file__).resolve().parents[1] / "knowledge" / "cases"
 

@@ -801,8 +801,23 @@ class Planner:
         code = t["op_type"].astype(str).str.lower().str.replace(r"[^a-z]", "", regex=True)
         asked = set(q.ranks)
         parts = []
+        text = q.text.lower()
         for c in codes:
             rows = t[code.str.startswith(c)]
+            # a group the question names ("the dp allreduce") before the ranks it names
+            named = (
+                rows["group_name"]
+                .astype(str)
+                .str.lower()
+                .map(
+                    lambda g: (
+                        bool(g)
+                        and re.search(rf"(?<![a-z]){re.escape(g)}(?![a-z])", text) is not None
+                    )
+                )
+            )
+            if named.any():
+                rows = rows[named]
             if asked and not rows.empty:
                 holds = rows["rank_list"].map(lambda s: asked <= set(parse_ranks(str(s))))
                 some = rows["rank_list"].map(lambda s: bool(asked & set(parse_ranks(str(s)))))

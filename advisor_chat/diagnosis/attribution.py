@@ -31,6 +31,7 @@ Source: ``comm_ops`` Wait Time (``communication.json`` / ``analysis.db`` CommAna
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -169,18 +170,40 @@ class WaitAttribution:
     waits: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
 
     def fix_alone_us(self, ranks: set[int] | frozenset[int]) -> float:
-        """µs per step the collectives would gain if these ranks alone arrived on time now.
+        """µs per step the job would gain if these ranks alone arrived on time now.
 
         Per instance ``min(wait outside) - min(wait)`` when one of them arrived last (as
-        :func:`_cost`), on the measured waits, with every other culprit still late: the saving of
+        :func:`_cost`), on the measured waits, with every other culprit still late, summed per
+        rank over the instances it is in; the largest rank's sum (:meth:`loss_by_rank`): the saving of
         fixing this culprit first. The culprits' ``cost_us_per_step`` instead partition the waiting
         (each measured after the earlier ones are re-timed) and sum without double counting; this
         is the measure to rank independent faults by what fixing each one gives.
         """
-        total = 0.0
+        lost = self.loss_by_rank(ranks)
+        return max(lost.values(), default=0.0)
+
+    def loss_by_rank(self, ranks: set[int] | frozenset[int]) -> dict[int, float]:
+        """``{rank: µs per step}`` each rank's collectives lose to ``ranks`` arriving last.
+
+        Per instance the cost of ``ranks`` (:func:`_cost`, on the measured waits) is what every
+        member of that instance, the late ranks included, loses; a rank's loss is the sum over the
+        instances it is in. Instances of parallel groups (the data-parallel group of each tensor
+        rail) run at the same time, so the job loses the largest rank's loss, not their sum.
+        Ranks that lose nothing are left out.
+        """
+        members = list(ranks)
+        hit: list[np.ndarray] = []
+        cost: list[np.ndarray] = []
         for rs, ws in self.waits:
-            total += _cost(ws, np.isin(rs, list(ranks)))
-        return total / max(self.steps_count, 1)
+            c = _cost(ws, np.isin(rs, members))
+            if c > 0:
+                hit.append(rs.astype(np.int64))
+                cost.append(np.full(len(rs), c))
+        if not hit:
+            return {}
+        rs_all = np.concatenate(hit)
+        sums = np.bincount(rs_all, weights=np.concatenate(cost)) / max(self.steps_count, 1)
+        return {int(r): float(sums[r]) for r in np.unique(rs_all)}
 
     def culprit_of(self, rank: int) -> CulpritCost | None:
         """The culprit entry whose unit holds ``rank``, if any."""
@@ -203,6 +226,90 @@ def single_node(profile: Profile) -> bool:
     """Whether on-node links (``comm_matrix``) join every rank of the profile into one node."""
     comps = _components(profile)
     return len(comps) == 1 and len(comps[0]) >= 2 and set(comps[0]) >= set(profile.ranks)
+
+
+def host_names(profile: Profile) -> dict[int, str]:
+    """``{rank: hostname}`` from the rank folders' names (``meta.source_dir``).
+
+    torch_npu names a rank folder ``{hostname}_{pid}_{timestamp}_ascend_pt``
+    (:func:`~advisor_chat.ingest.detect.host_of_folder`); ranks whose folder was renamed or that
+    come from cluster output are left out.
+    """
+    from advisor_chat.ingest.detect import host_of_folder
+
+    meta = profile.get("meta")
+    if meta.empty or not {"rank", "source_dir"} <= set(meta.columns):
+        return {}
+    out: dict[int, str] = {}
+    for r, d in zip(meta["rank"], meta["source_dir"], strict=True):
+        h = host_of_folder(str(d).rstrip("/\\")) if isinstance(d, str) and d else None
+        if h is not None and pd.notna(r):
+            out[int(r)] = h
+    return out
+
+
+@dataclass(frozen=True)
+class HostGroup:
+    """Nodes whose hostnames share every varying part but the last (a rack, a pod).
+
+    Attributes:
+        name: The hostnames' shared beginning (``gz-r07`` for ``gz-r07-npu01`` and ``gz-r07-npu02``).
+        ranks: Sorted global ranks of its nodes.
+        hosts: Its hostnames, sorted.
+    """
+
+    name: str
+    ranks: tuple[int, ...]
+    hosts: tuple[str, ...]
+
+
+def host_groups(
+    profile: Profile, node_list: list[tuple[int, ...]] | None = None
+) -> list[HostGroup]:
+    """Groups of nodes whose hostnames differ only in their last varying part (racks, pods).
+
+    Hostnames split at ``-``, ``_`` and ``.``; the parts that vary between the nodes' names are
+    found, and nodes are grouped by every varying part but the last (``gz-r07-npu01`` and
+    ``gz-r07-npu02`` against ``gz-r08-npu01``: ``r07`` / ``r08``; ``10-0-1-5`` / ``10-0-2-7``:
+    the third octet). Whether a group is a rack, a leaf switch or a pod the names do not say.
+    Source: :func:`host_names` (rank folder names) and the nodes (:func:`nodes`).
+
+    Returns:
+        The groups, by lowest rank; ``[]`` unless every node has one hostname of the same shape
+        and there are at least two groups, one of them with two nodes or more.
+    """
+    node_list = nodes(profile) if node_list is None else node_list
+    names = host_names(profile)
+    if len(node_list) < 3 or not names:
+        return []
+    hosts: list[str] = []
+    for n in node_list:
+        hs = {names.get(r) for r in n}
+        if len(hs) != 1 or None in hs:
+            return []
+        hosts.append(str(next(iter(hs))))
+    if len(set(hosts)) != len(hosts):
+        return []
+    parts = [re.split(r"([-_.])", h) for h in hosts]
+    if len({len(p) for p in parts}) != 1:
+        return []
+    varying = [i for i in range(len(parts[0])) if len({p[i] for p in parts}) > 1]
+    if len(varying) < 2:
+        return []
+    by: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for i, p in enumerate(parts):
+        by[tuple(p[j] for j in varying[:-1])].append(i)
+    if len(by) < 2 or len(by) == len(hosts):
+        return []
+    out = [
+        HostGroup(
+            "".join(parts[idx[0]][: varying[-1]]).rstrip("-_.") or hosts[idx[0]],
+            tuple(sorted(r for i in idx for r in node_list[i])),
+            tuple(sorted(hosts[i] for i in idx)),
+        )
+        for idx in by.values()
+    ]
+    return sorted(out, key=lambda g: g.ranks[0])
 
 
 def _components(profile: Profile) -> list[tuple[int, ...]]:

@@ -151,6 +151,16 @@ class Context:
         out: list[tuple[int, ...]] = self.cache["nodes"]
         return out
 
+    @property
+    def host_groups(self) -> list[Any]:
+        """Groups of nodes by hostname (racks, pods; :func:`~advisor_chat.diagnosis.attribution.host_groups`), cached."""
+        if "host_groups" not in self.cache:
+            from advisor_chat.diagnosis.attribution import host_groups
+
+            self.cache["host_groups"] = host_groups(self.profile, self.nodes)
+        out: list[Any] = self.cache["host_groups"]
+        return out
+
     def cite(self, table: str = "step_trace") -> str:
         """Short citation of a table's source files."""
         return self.profile.cite(table)

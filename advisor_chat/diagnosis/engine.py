@@ -873,6 +873,7 @@ def _blame(ctx: Context) -> list[RootCause]:
     causes += R.rule_slow_link(ctx)
     causes = R.rule_node_send_links(ctx, causes)
     causes = R.rule_slow_node_links(ctx, causes)
+    causes = R.rule_cross_host_group_links(ctx, causes)
     causes += R.rule_intra_node_off_hccs(ctx, causes)
     causes += R.rule_group_across_nodes(ctx, causes)
     causes += R.rule_transport_steps(ctx, causes)

@@ -82,6 +82,22 @@ def is_rank_dir(path: str | Path, names: set[str] | None = None) -> bool:
     return any(n.startswith("profiler_info") and n.endswith(".json") for n in names)
 
 
+#: A rank folder named by torch_npu / MindSpore: ``{worker_name}_{17-digit ms clock}_ascend_pt``,
+#: where the default worker name is ``{hostname}_{pid}`` (ascend-formats.md, folder layout).
+_WORKER_FOLDER_RE = re.compile(r"^(?P<worker>.+?)(?:_(?P<pid>\d+))?_\d{17}_ascend_(?:pt|ms)$")
+
+
+def host_of_folder(path: str | Path) -> str | None:
+    """The hostname in a rank folder's name, or ``None`` when the name does not carry one.
+
+    ``gz-r07-npu01_3096504_20250109074801020_ascend_pt`` -> ``gz-r07-npu01`` (torch_npu's default
+    worker name ``{hostname}_{pid}``; a custom worker name without a pid is returned whole).
+    Renamed folders (``rank0_ascend_pt``) and ``PROF_*`` folders carry none.
+    """
+    m = _WORKER_FOLDER_RE.match(_name(path))
+    return m.group("worker") if m else None
+
+
 def is_cluster_dir(path: str | Path, names: set[str]) -> bool:
     """Whether ``path`` is an msprof-analyze cluster output folder."""
     return _name(path) == "cluster_analysis_output" or bool(

@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from advisor_chat.diagnosis.rules.regression import rule_regression
     from advisor_chat.diagnosis.rules.skipped import rule_skipped_updates
     from advisor_chat.diagnosis.rules.slow_link import (
+        rule_cross_host_group_links,
         rule_group_across_nodes,
         rule_intra_node_off_hccs,
         rule_node_send_links,
@@ -116,6 +117,7 @@ _WHERE: dict[str, str] = {
     "presence_scope": "advisor_chat.diagnosis.rules.common",
     "rule_attributed": "advisor_chat.diagnosis.rules.attributed",
     "rule_capture": "advisor_chat.diagnosis.rules.capture",
+    "rule_cross_host_group_links": "advisor_chat.diagnosis.rules.slow_link",
     "rule_degradation": "advisor_chat.diagnosis.rules.degradation",
     "rule_env_split": "advisor_chat.diagnosis.rules.env_split",
     "rule_exposed_communication": "advisor_chat.diagnosis.rules.job",
@@ -178,6 +180,7 @@ __all__ = [
     "presence_scope",
     "rule_attributed",
     "rule_capture",
+    "rule_cross_host_group_links",
     "rule_degradation",
     "rule_env_split",
     "rule_exposed_communication",

@@ -7,7 +7,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -63,6 +63,7 @@ from advisor_chat.diagnosis.rules.common import (
     IDLE_MIN_SHARE,
     MANY_COLLECTIVES,
     SMALL_TIME_SHARE,
+    VICTIM_MIN_SHARE,
     _claim,
     _severity,
     every_rank_loses,
@@ -2440,9 +2441,10 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     # a hand-written two-level sync: reduce in each node, all-reduce between one rank per node
     lead = _leader_allreduce(ctx, rest)
     if lead is not None:
-        ev.append(lead[0])
-        ev_zh.append(lead[1])
-        metrics |= lead[3]
+        metrics |= lead.metrics
+        if missing_ranks(ctx.profile):  # the job's cause (see _leader_cause): it is evidence
+            ev.append(lead.en)
+            ev_zh.append(lead.zh)
     gf_remedy: Remedy | None = None
     if gf is not None:
         gf_en, gf_zh, gf_remedy = _gather_feeds_text(gf, rest)
@@ -2643,7 +2645,7 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
     if disp is not None:
         remedies.insert(0, disp[2])
     if lead is not None:
-        remedies.insert(0, lead[2])
+        remedies.insert(0, lead.remedy)
     if nosp is not None:
         remedies.insert(0, nosp[2])
     if rep_remedy is not None:
@@ -2730,9 +2732,9 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         blame_zh = f"缺少的 {len(missing)} 张卡中可能有慢卡或慢链路，无法判断是否由某张卡或链路造成"
     elif lead is not None:
         blame, blame_zh = (
-            "not a slow rank or link: the sync's layout makes every rank wait for the ranks "
+            "no rank or link is slow: the sync's layout makes every rank wait for the ranks "
             "that carry it",
-            "不是某张卡或某条链路慢：是同步方案的结构让每张卡都在等承担它的卡",
+            "没有哪张卡或哪条链路慢：是同步方案的结构让每张卡都在等承担它的卡",
         )
     else:
         blame, blame_zh = (
@@ -2776,43 +2778,85 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         else f"Communication is exposed {scope}"
     )
     head_zh = f"大量小的集合通信{scope_zh}没有被掩盖" if many else f"通信{scope_zh}没有被掩盖"
-    return [
-        RootCause(
-            id="cause.exposed_communication",
-            mechanism=Mechanism.EXPOSED_COMMUNICATION,
-            category=Category.COMMUNICATION,
-            culprit=Culprit(kind="job", label="the whole job", label_zh="整个作业"),
-            victims=victims,
-            summary=(
-                f"{head}: {least_txt} {ms(raw_least)} per step "
-                f"({pct(share_of(raw_least, ctx.step_us))} of the step) of communication not "
-                f"overlapped{waited_en} (overlap {pct(overlap)}{extra})."
-                + "".join(f" {upper_first(x.removeprefix('; '))}." for x in [*ev, d_en] if x)
-                + f" {upper_first(blame)}; {hide}"
-            ),
-            summary_zh=(
-                f"{head_zh}：{least_zh} {ms(raw_least)}（占步长 "
-                f"{pct(share_of(raw_least, ctx.step_us))}）未被掩盖的通信{waited_zh}（重叠率 {pct(overlap)}{extra_zh}）。"
-                + "".join(f"{x.removeprefix('；')}。" for x in [*ev_zh, d_zh] if x)
-                + f"{blame_zh}；{hide_zh}"
-            ),
-            metrics=metrics,
-            findings=findings,
-            gain_us=gain,
-            bound=gain_bound,
-            remedies=tuple(remedies),
-            # small_packets only when small transfers were measured (a small-packet finding) and
-            # count (many collectives, or a share of the exposed time)
-            symptom_tags=(
-                ("comm_not_overlapped", "comm_bound", "small_packets")
-                if small_f and (many or small_counts)
-                else ("comm_not_overlapped", "comm_bound")
-            )
-            # the tiny collectives each carry one tensor's norm (clipping tensor by tensor)
-            + (("per_tensor_sync",) if tiny is not None and tiny[4] else ()),
-            severity=_severity(rest, ctx.step_us),
+    cause = RootCause(
+        id="cause.exposed_communication",
+        mechanism=Mechanism.EXPOSED_COMMUNICATION,
+        category=Category.COMMUNICATION,
+        culprit=Culprit(kind="job", label="the whole job", label_zh="整个作业"),
+        victims=victims,
+        summary=(
+            f"{head}: {least_txt} {ms(raw_least)} per step "
+            f"({pct(share_of(raw_least, ctx.step_us))} of the step) of communication not "
+            f"overlapped{waited_en} (overlap {pct(overlap)}{extra})."
+            + "".join(f" {upper_first(x.removeprefix('; '))}." for x in [*ev, d_en] if x)
+            + f" {upper_first(blame)}; {hide}"
+        ),
+        summary_zh=(
+            f"{head_zh}：{least_zh} {ms(raw_least)}（占步长 "
+            f"{pct(share_of(raw_least, ctx.step_us))}）未被掩盖的通信{waited_zh}（重叠率 {pct(overlap)}{extra_zh}）。"
+            + "".join(f"{x.removeprefix('；')}。" for x in [*ev_zh, d_zh] if x)
+            + f"{blame_zh}；{hide_zh}"
+        ),
+        metrics=metrics,
+        findings=findings,
+        gain_us=gain,
+        bound=gain_bound,
+        remedies=tuple(remedies),
+        # small_packets only when small transfers were measured (a small-packet finding) and
+        # count (many collectives, or a share of the exposed time)
+        symptom_tags=(
+            ("comm_not_overlapped", "comm_bound", "small_packets")
+            if small_f and (many or small_counts)
+            else ("comm_not_overlapped", "comm_bound")
         )
-    ]
+        # the tiny collectives each carry one tensor's norm (clipping tensor by tensor)
+        + (("per_tensor_sync",) if tiny is not None and tiny[4] else ()),
+        severity=_severity(rest, ctx.step_us),
+    )
+    if lead is not None and not missing:
+        return [_leader_cause(ctx, cause, lead)]
+    return [cause]
+
+
+def _leader_cause(ctx: Context, cause: RootCause, lead: LeaderSync) -> RootCause:
+    """The exposed-communication cause re-told as the leaders' (a hand-written two-level sync).
+
+    Every other rank waits for the ranks that carry the sync between the nodes: they are the
+    culprit (a group), each other rank a victim of its own broadcast wait per step
+    (``LeaderSync.waits``, communication.json Wait Time); the evidence, remedies and gain are the
+    exposed-communication cause's.
+    """
+    lr, lr_zh = ranks_label(list(lead.leaders))
+    victims = tuple(
+        sorted(
+            (
+                Impact(r, w, share_of(w, ctx.val(r, "step_us")), "collective_wait")
+                for r, w in lead.waits.items()
+                if w > 0 and share_of(w, ctx.val(r, "step_us")) >= VICTIM_MIN_SHARE
+            ),
+            key=lambda v: (-v.lost_us, v.rank),
+        )
+    )
+    return dataclasses.replace(
+        cause,
+        id="cause.slow_group.leader_sync",
+        mechanism=Mechanism.SLOW_GROUP,
+        culprit=Culprit(
+            kind="group",
+            ranks=lead.leaders,
+            label=f"{lr} (the only ranks that carry the gradient sync between the nodes)",
+            label_zh=f"{lr_zh}（唯一承担跨机梯度同步的卡）",
+        ),
+        victims=victims or cause.victims,
+        summary=(
+            f"{upper_first(lr)} carry the gradient sync between the nodes alone and every other "
+            f"rank waits for them: {lead.en.removeprefix('; ')}. {cause.summary}"
+        ),
+        summary_zh=(
+            f"跨机梯度同步只由{lr_zh}承担，其他卡都在等它们：{lead.zh.removeprefix('；')}。"
+            f"{cause.summary_zh}"
+        ),
+    )
 
 
 #: Fusing small collectives is offered after overlapping when the small transfers take at least
@@ -2994,10 +3038,30 @@ MC2_FIRST_SHARE = 0.5
 DISPATCH_MIN_SHARE = 0.5
 
 
-def _leader_allreduce(
-    ctx: Context, rest: float
-) -> tuple[str, str, Remedy, dict[str, float]] | None:
-    """A hand-written two-level all-reduce: (clause, Chinese clause, remedy, metrics) or None.
+class LeaderSync(NamedTuple):
+    """A hand-written two-level all-reduce (:func:`_leader_allreduce`).
+
+    Attributes:
+        en, zh: The evidence clause.
+        remedy: Its first change.
+        metrics: ``leader_sync_us_per_step``, ``leader_wait_us_per_step`` (mean over the other
+            ranks), ``broadcast_wait_us_median`` (per broadcast, the other ranks), µs.
+        leaders: The ranks that carry it (one per node).
+        waits: ``{rank: µs per step}`` each other rank waits for its leader in the broadcasts.
+        per_node: Ranks per node (the links a node has to the others).
+    """
+
+    en: str
+    zh: str
+    remedy: Remedy
+    metrics: dict[str, float]
+    leaders: tuple[int, ...]
+    waits: dict[int, float]
+    per_node: int
+
+
+def _leader_allreduce(ctx: Context, rest: float) -> LeaderSync | None:
+    """A hand-written two-level all-reduce (:class:`LeaderSync`) or None.
 
     From ``comm_groups`` and ``comm_ops``: one group holds exactly one rank of every node (the
     leaders) and runs all-reduces, and each node's group that holds one leader runs reduces and
@@ -3049,29 +3113,42 @@ def _leader_allreduce(
     us = 1000.0 * float(el.sum()) / max(units, 1)
     bc = mine["op_type"].astype(str).str.lower() == "broadcast"
     not_lead = ~mine["rank"].isin(leaders)
-    wait = (
-        1000.0
-        * float(pd.to_numeric(mine.loc[bc & not_lead, "wait_ms"], errors="coerce").sum())
-        / max(mine.loc[not_lead, ["rank", "step"]].drop_duplicates().shape[0], 1)
-        if "wait_ms" in mine.columns
-        else 0.0
-    )
+    waits: dict[int, float] = {}
+    wait = bc_med = 0.0
+    if "wait_ms" in mine.columns:
+        w = pd.to_numeric(mine.loc[bc & not_lead, "wait_ms"], errors="coerce").fillna(0.0)
+        sub = mine.loc[not_lead]
+        steps_of = sub.groupby("rank")["step"].nunique()
+        by_rank = (1000.0 * w).groupby(mine.loc[bc & not_lead, "rank"]).sum()
+        waits = {
+            int(r): float(v) / max(int(steps_of.get(r, 1)), 1)
+            for r, v in zip(by_rank.index.tolist(), by_rank.tolist(), strict=True)
+        }
+        wait = 1000.0 * float(w.sum()) / max(sub[["rank", "step"]].drop_duplicates().shape[0], 1)
+        bc_med = 1000.0 * float(w.median()) if len(w) else 0.0
+    per_node = min(len(n) for n in nodes)
     lr = format_ranks(list(leaders))
     en = (
-        f"; the gradients are synchronized in two levels by hand: reduced inside each node to one "
-        f"rank, all-reduced between ranks {lr} only (one rank per node: each one's link carries "
-        f"its whole node's traffic) and broadcast back, {ms(us)} of these collectives per step"
+        f"; the gradients are synchronized in two levels by hand (reduced inside each node to one "
+        f"rank, all-reduced between ranks {lr} only and broadcast back), so each node's whole "
+        f"gradient crosses between the nodes over one link, its leader's, instead of 1/{per_node} "
+        f"of it over each of its {per_node} cards' links; {ms(us)} of these collectives per step"
         + (
-            f"; every other rank waits {ms(wait)} per step for its leader in the broadcasts"
+            f"; every other rank waits {ms(wait)} per step for its leader in the broadcasts "
+            f"({ms(bc_med)} per broadcast, median)"
             if wait > 0
             else ""
         )
     )
     zh = (
-        f"；梯度同步是手写的两级方案：先在每台机器内 reduce 到一张卡，再只在 {format_ranks(list(leaders), sep='、')}"
-        f"号卡之间做 AllReduce（每台机器一张卡：它的链路承担整台机器的流量），最后 broadcast 回去，"
-        f"这些集合通信每步共 {ms(us)}"
-        + (f"；其他卡每步在 broadcast 中等待各自的首卡 {ms(wait)}" if wait > 0 else "")
+        f"；梯度同步是手写的两级方案（先在每台机器内 reduce 到一张卡，再只在 {format_ranks(list(leaders), sep='、')}"
+        f"号卡之间做 AllReduce，最后 broadcast 回去），所以每台机器的全部梯度都只经过一条链路（首卡的）跨机，"
+        f"而不是每张卡各传 1/{per_node}；这些集合通信每步共 {ms(us)}"
+        + (
+            f"；其他卡每步在 broadcast 中等待各自的首卡 {ms(wait)}（每次 broadcast 中位数 {ms(bc_med)}）"
+            if wait > 0
+            else ""
+        )
     )
     rem = Remedy(
         "action",
@@ -3085,7 +3162,12 @@ def _leader_allreduce(
         min(us, rest),
         BoundKind.UPPER_BOUND,
     )
-    return en, zh, rem, {"leader_sync_us_per_step": us, "leader_wait_us_per_step": wait}
+    metrics = {
+        "leader_sync_us_per_step": us,
+        "leader_wait_us_per_step": wait,
+        "broadcast_wait_us_median": bc_med,
+    }
+    return LeaderSync(en, zh, rem, metrics, leaders, waits, per_node)
 
 
 def _moe_allgather_dispatch(

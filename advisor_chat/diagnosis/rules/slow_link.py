@@ -12,7 +12,7 @@ import pandas as pd
 
 from advisor_chat.analyzers._common import format_ranks
 from advisor_chat.analyzers.base import Category, Finding, FindingKind
-from advisor_chat.diagnosis.context import Context
+from advisor_chat.diagnosis.context import Context, ranks_label
 from advisor_chat.diagnosis.decompose import transport_split
 from advisor_chat.diagnosis.rules.common import VICTIM_MIN_SHARE, _claim, _severity, waiting_for
 from advisor_chat.diagnosis.rules.network_steps import link_steps
@@ -1023,6 +1023,173 @@ def rule_slow_node_links(ctx: Context, causes: list[RootCause]) -> list[RootCaus
                 )
             )
     return causes + out
+
+
+def rule_cross_host_group_links(ctx: Context, causes: list[RootCause]) -> list[RootCause]:
+    """Slow links between two groups of hosts (racks, leaf switches): one cause for them all.
+
+    Groups of nodes come from the hostnames in the rank folders' names
+    (:func:`~advisor_chat.diagnosis.attribution.host_groups`: ``gz-r07-*`` / ``gz-r08-*``). For
+    each off-board transport, the links between nodes of different groups are compared with the
+    links between nodes of one group: when the crossing links' median bandwidth is below
+    ``NODE_LINK_RATIO`` of the others' and ``NODE_LINK_SHARE`` of them are below that line, what
+    the nodes share is what is slow, the path between the groups (a switch uplink), and the
+    per-link and per-node send causes on those links fold into one cause. Culprit: the crossing
+    links' senders. Cost: what the collectives lose to those senders arriving last, per rank,
+    the largest rank's (:meth:`~advisor_chat.diagnosis.attribution.WaitAttribution.loss_by_rank`;
+    without wait data the largest transit excess at the in-group bandwidth). Victims: the other
+    ranks, each what its collectives lose to them. Source: ``comm_matrix`` via the slow_link
+    analyzer's link table, ``comm_ops`` Wait Time, ``meta.source_dir`` (folder names).
+    Returns ``causes`` with the folded causes replaced.
+    """
+    res = ctx.result("slow_link")
+    groups = ctx.host_groups
+    if res is None or res.table.empty or len(groups) < 2:
+        return causes
+    t = res.table
+    if not {"src_rank", "dst_rank", "transport", "bandwidth_gbps"} <= set(t.columns):
+        return causes
+    group_of = {r: i for i, g in enumerate(groups) for r in g.ranks}
+    node_of = {r: i for i, members in enumerate(ctx.nodes) for r in members}
+    n_steps = max(int(ctx.frame["step"].nunique()) if not ctx.frame.empty else 1, 1)
+    out = list(causes)
+    for transport, lk in t.groupby("transport"):
+        tr = str(transport)
+        if tr.upper() in ON_BOARD:
+            continue
+        gs = lk["src_rank"].map(group_of).fillna(-1).to_numpy(dtype=np.int64)
+        gd = lk["dst_rank"].map(group_of).fillna(-1).to_numpy(dtype=np.int64)
+        ns = lk["src_rank"].map(node_of).fillna(-1).to_numpy(dtype=np.int64)
+        nd = lk["dst_rank"].map(node_of).fillna(-1).to_numpy(dtype=np.int64)
+        known = (gs >= 0) & (gd >= 0) & (ns >= 0) & (nd >= 0) & (ns != nd)
+        cross, inside = known & (gs != gd), known & (gs == gd)
+        if cross.sum() < 2 or inside.sum() < 2:
+            continue
+        bw_all = lk["bandwidth_gbps"].to_numpy(dtype=float)
+        ref, bw = float(np.median(bw_all[inside])), float(np.median(bw_all[cross]))
+        low = bw_all[cross] < NODE_LINK_RATIO * ref
+        if not (bw < NODE_LINK_RATIO * ref and low.mean() >= NODE_LINK_SHARE):
+            continue
+        src = lk["src_rank"].to_numpy()[cross].astype(int)
+        dst = lk["dst_rank"].to_numpy()[cross].astype(int)
+        links = set(zip(src.tolist(), dst.tolist(), strict=True))
+        # a link may have a row per communication group: count links, not rows
+        n = len(links)
+        n_low = len(links - set(zip(src[~low].tolist(), dst[~low].tolist(), strict=True)))
+        senders = sorted(set(src.tolist()))
+        ends = set(senders) | set(dst.tolist())
+        hg = [groups[i] for i in sorted(set(gs[cross].tolist()) | set(gd[cross].tolist()))]
+        pair = " and ".join(g.name for g in hg)
+        pair_zh = " 与 ".join(g.name for g in hg)
+        hosts = "; ".join(f"{g.name}: {', '.join(g.hosts)}" for g in hg)
+        folded = [
+            c
+            for c in out
+            if c.mechanism is Mechanism.SLOW_LINK
+            and c.culprit.transport.upper() == tr.upper()
+            and (
+                c.culprit.link in links
+                if c.culprit.link is not None
+                else bool(c.culprit.ranks) and set(c.culprit.ranks) <= ends
+            )
+        ]
+        att = ctx.attribution
+        lost = att.loss_by_rank(set(senders)) if att is not None else {}
+        if lost:
+            cost = max(lost.values())
+        else:
+            sub = lk[cross]
+            excess = (sub["transit_time_ms"] - sub["transit_size_mb"] / ref).clip(lower=0.0)
+            cost = float(excess.max()) * 1000.0 / n_steps if len(sub) else 0.0
+        if cost <= 0:
+            continue
+        if lost:
+            victims = []
+            for v in sorted(set(ctx.ranks) - set(senders)):
+                x = min(
+                    lost.get(v, 0.0), ctx.val(v, "communication_not_overlapped_exclude_receive_us")
+                )
+                sh = share_of(x, ctx.val(v, "step_us"))
+                if v in ctx.per_rank.index and sh >= VICTIM_MIN_SHARE:
+                    victims.append(Impact(v, x, sh, "collective_wait"))
+            victims.sort(key=lambda v: (-v.lost_us, v.rank))
+        else:
+            victims = _wait_victims(ctx, set(ctx.ranks) - set(senders), cost)
+        who, who_zh = ranks_label(senders)
+        out = [c for c in out if c not in folded]
+        out.append(
+            RootCause(
+                id=f"cause.slow_link.host_groups_{tr.lower()}",
+                mechanism=Mechanism.SLOW_LINK,
+                category=Category.COMMUNICATION,
+                culprit=Culprit(
+                    kind="group",
+                    ranks=tuple(senders),
+                    transport=tr,
+                    label=f"the {tr} links between the host groups {pair} (sent by {who})",
+                    label_zh=f"主机组 {pair_zh} 之间的 {tr} 链路（发送方为{who_zh}）",
+                ),
+                victims=tuple(victims),
+                summary=(
+                    f"Slow {tr} links between two groups of hosts ({hosts}; by their hostnames, "
+                    f"racks or leaf switches): the {n} {tr} links that cross between them run at a "
+                    f"median {bw:.1f} GB/s against {ref:.1f} GB/s for the {tr} links between hosts "
+                    f"of one group ({n_low} of {n} below {NODE_LINK_RATIO:g}x), while "
+                    f"the same NICs reach hosts of their own group at full speed: the path "
+                    f"between the groups (the switches' uplinks) is slow. Their senders ({who}) "
+                    f"finish the collectives last and the other ranks wait for them, up to "
+                    f"{ms(cost)} per step."
+                ),
+                summary_zh=(
+                    f"两组主机（{hosts}；按主机名应为机柜或接入交换机）之间的 {tr} 链路慢：跨组的 {n} 条 "
+                    f"{tr} 链路带宽中位数 {bw:.1f} GB/s，组内主机之间的 {tr} 链路为 {ref:.1f} GB/s"
+                    f"（{n_low}/{n} 条低于 {NODE_LINK_RATIO:g} 倍），而同样的网卡连本组主机时速度"
+                    f"正常：慢的是两组之间的路径（交换机上联）。这些链路的发送方（{who_zh}）最后完成集合通信，"
+                    f"其他卡等待它们，每步最多 {ms(cost)}。"
+                ),
+                metrics={
+                    "bandwidth_gbps": bw,
+                    "median_gbps": ref,
+                    "links_count": float(n),
+                    "slow_links_count": float(n_low),
+                    "transit_excess_us": cost,
+                },
+                findings=tuple(f for c in folded for f in c.findings)
+                + tuple(
+                    _claim(
+                        ctx,
+                        lambda x: (
+                            x.id.startswith("slow_link.communication.wait_ratio")
+                            or x.id.startswith("communication.communication.wait_")
+                        ),
+                    )
+                ),
+                gain_us=cost,
+                bound=BoundKind.ESTIMATE,
+                remedies=(
+                    Remedy(
+                        "action",
+                        f"Have the network team check the uplinks between the switches of {pair} "
+                        "(leaf to spine): their oversubscription ratio, ECMP hashing, congested or "
+                        "down ports and PFC pauses; only the traffic between the two groups is "
+                        "slow. Meanwhile ask the scheduler for hosts of one group (under one leaf "
+                        "switch, or a rail-optimised placement) so the collectives do not cross "
+                        "between them.",
+                        f"请网络团队检查 {pair_zh} 的交换机之间的上联链路（leaf 到 spine）：收敛比（超分）、ECMP "
+                        "哈希、拥塞或断开的端口以及 PFC 暂停；只有两组之间的流量慢。在此之前，让调度器把作业放在同一组"
+                        "主机上（同一台 leaf 交换机下，或按轨道优化的放置），使集合通信不跨组。",
+                        cost,
+                        BoundKind.ESTIMATE,
+                    ),
+                ),
+                symptom_tags=(
+                    "slow_link",
+                    "rdma_low_bandwidth" if tr.upper() == "RDMA" else "hccs_low_bandwidth",
+                ),
+                severity=_severity(cost, ctx.step_us),
+            )
+        )
+    return out
 
 
 #: Transports on the server board: a node's links of these are its own, not its network side's.
