@@ -292,6 +292,26 @@ _NOT_SUSPECT = re.compile(
 )
 
 
+#: A yes/no question that states a mechanism as its hypothesis ("is it that each expert gets too
+#: few tokens, so the GMM mostly reads weights?", "是不是每个专家分到的token太少，…？").
+_CLAIM_X = (
+    re.compile(
+        r"(?i)\b(?:is|could|might)\s+(?:it|this|that)\s+(?:be\s+)?(?:because|that|since)\s+"
+        r"(?P<x>[^?]{10,200})\?"
+    ),
+    re.compile(r"(?:是不是|会不会是|是否是|难道是|是因为)(?P<x>[^？?。]{8,80})[？?]"),
+)
+
+
+def claim_hypothesis(text: str) -> str:
+    """The mechanism a yes/no question proposes in a clause of its own, or ``""``."""
+    for rx in _CLAIM_X:
+        m = rx.search(text)
+        if m is not None:
+            return m.group("x").strip(" ，,")
+    return ""
+
+
 def unknown_suspect(text: str) -> str:
     """The thing a yes/no question suspects in its own words ("the optimizer"), or ``""``."""
     for rx in _SUSPECT_X:
@@ -940,7 +960,11 @@ class Planner:
             n_nodes = len(nodes(self.session.profile))
             if n_nodes and max(q.nodes) == n_nodes and min(q.nodes) >= 1:
                 q = dataclasses.replace(q, node_ordinal=True)
-        if q.intent == "unsupported" and not q.hypothesis and unknown_suspect(q.text):
+        if (
+            q.intent == "unsupported"
+            and not q.hypothesis
+            and (unknown_suspect(q.text) or claim_hypothesis(q.text))
+        ):
             # "is it the optimizer?": a suspect no rule names, judged against the causes' text
             q = dataclasses.replace(q, intent="summarize", kind="yes_no")
         if (
@@ -1235,6 +1259,13 @@ class Planner:
             if verdict is not None:
                 return verdict
         suspect = asked_suspect(q)
+        # "is it that the GMM mostly reads weights?": a mechanism found in what the top cause
+        # measured; a suspect the question also names is judged by its rule first, unless that
+        # rule cannot tell
+        # (ranks, links, stages or nodes named: their own verdicts judge them)
+        named = q.ranks or q.links or q.stages or q.nodes
+        claim = claim_hypothesis(q.text) if q.kind == "yes_no" and not (hyp or named) else ""
+        claim_fits = bool(claim) and project.claim_support(d, claim)[1] >= project.CLAIM_FITS
         if suspect.startswith("env:") and _ACTION_Q.search(q.text):
             # "should I raise HCCL_BUFFSIZE?": whether the evidence selects that change; a
             # suspect stated as the premise ("since the network is the bottleneck, ...") is
@@ -1254,8 +1285,10 @@ class Planner:
                 and bool(meta["env"].map(lambda e: isinstance(e, dict) and bool(e)).any())
             )
             sv = project.suspect_verdict(d, suspect, zh, env, undecided_ok=not hyp)
-            if sv is not None:
+            if sv is not None and not (sv.undecided and claim_fits):
                 return sv
+        if claim_fits:
+            return project.claim_verdict(d, claim, zh)
         if hyp == "hccl_timeout" and q.ranks:  # "is rank 4 hung?": that rank's role
             return project.explain_ranks(d, q.ranks, zh, yes_no=q.kind == "yes_no")
         # "could it be GC?": a verdict first; capabilities with their own tools and data needs
@@ -1447,6 +1480,10 @@ class Planner:
         suspect_x = unknown_suspect(q.text) if q.kind == "yes_no" else ""
         if it == "summarize" and suspect_x:  # "is the tokenizer the problem?"
             return project.unknown_suspect(d, suspect_x, zh)
+        named = q.ranks or q.links or q.stages or q.nodes
+        claim = claim_hypothesis(q.text) if q.kind == "yes_no" and not named else ""
+        if it == "summarize" and claim:  # "is it that the GMM mostly reads weights?"
+            return project.claim_verdict(d, claim, zh)
         if it == "summarize":
             return project.overview(d, zh, yes_no=q.kind == "yes_no", healthy=healthy)
         return None

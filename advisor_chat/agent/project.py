@@ -49,6 +49,8 @@ class Projection:
     lines: list[str] = field(default_factory=list)
     causes: list[RootCause] = field(default_factory=list)
     plot_ranks: list[int] = field(default_factory=list)
+    #: The verdict is "cannot tell from this data" (another judge of the question may decide).
+    undecided: bool = False
 
     def add_cause(self, c: RootCause) -> None:
         """Cite ``c`` (once)."""
@@ -1109,6 +1111,245 @@ def unknown_suspect(d: Diagnosis, x: str, zh: bool) -> Projection:
         else f"No sign of the {x} in this data: the measured time goes to "
         f"{_because(label(top.culprit, zh), summary(top, zh), zh)}."
     )
+    return p
+
+
+#: Words of a claim that say nothing about a mechanism (English; Chinese character pairs).
+_CLAIM_STOP = frozenset(
+    [
+        "the",
+        "and",
+        "that",
+        "this",
+        "with",
+        "from",
+        "into",
+        "onto",
+        "than",
+        "then",
+        "there",
+        "their",
+        "they",
+        "them",
+        "have",
+        "has",
+        "had",
+        "does",
+        "did",
+        "doing",
+        "done",
+        "are",
+        "was",
+        "were",
+        "been",
+        "being",
+        "its",
+        "it's",
+        "our",
+        "ours",
+        "your",
+        "just",
+        "only",
+        "most",
+        "mostly",
+        "much",
+        "many",
+        "more",
+        "less",
+        "some",
+        "each",
+        "every",
+        "all",
+        "any",
+        "gets",
+        "got",
+        "get",
+        "goes",
+        "going",
+        "because",
+        "since",
+        "what",
+        "which",
+        "when",
+        "where",
+        "while",
+        "time",
+        "times",
+        "spent",
+        "spend",
+        "step",
+        "steps",
+        "rank",
+        "ranks",
+        "card",
+        "cards",
+        "job",
+        "slow",
+        "slower",
+        "problem",
+        "issue",
+        "cause",
+        "really",
+        "also",
+        "still",
+        "too",
+        "very",
+        "kernel",
+        "kernels",
+        "operator",
+        "operators",
+        "ops",
+        "run",
+        "runs",
+        "running",
+        "ran",
+        "launch",
+        "launches",
+        "launched",
+        "instead",
+        "core",
+        "cores",
+        "device",
+        "devices",
+        "npu",
+        "npus",
+        "slowly",
+        "faster",
+        "fast",
+        "lot",
+        "lots",
+    ]
+)
+_CLAIM_STOP_ZH = frozenset(
+    [
+        "是不",
+        "不是",
+        "是否",
+        "会不",
+        "不会",
+        "难道",
+        "因为",
+        "所以",
+        "导致",
+        "问题",
+        "原因",
+        "时间",
+        "时候",
+        "主要",
+        "每个",
+        "一个",
+        "这个",
+        "那个",
+        "我们",
+        "他们",
+        "你们",
+        "还是",
+        "多少",
+        "太多",
+        "太少",
+        "很多",
+        "很少",
+        "了吗",
+        "是因",
+        "的时",
+        "分到",
+        "花在",
+        "上了",
+        "比较",
+        "现在",
+        "每步",
+        "这些",
+        "那些",
+    ]
+)
+#: Short names users give operators, as the profile spells them (lower case, no separators).
+_CLAIM_ALIAS = {
+    "gmm": "groupedmatmul",
+    "fa": "flashattention",
+    "mm": "matmul",
+    "bmm": "batchmatmul",
+}
+
+
+def _claim_terms(claim: str) -> list[str]:
+    """Content terms of a claim: ASCII words (aliases resolved) and Chinese character pairs."""
+    terms: list[str] = []
+    for w in re.findall(r"[A-Za-z][A-Za-z0-9_+.-]{1,}", claim):
+        w = w.lower().rstrip(".")
+        w = _CLAIM_ALIAS.get(w, w)
+        if len(w) >= 3 and w not in _CLAIM_STOP and w not in terms:
+            terms.append(w)
+    for run in re.findall(r"[\u4e00-\u9fff]{2,}", claim):
+        for i in range(len(run) - 1):
+            pair = run[i : i + 2]
+            if pair not in _CLAIM_STOP_ZH and pair not in terms:
+                terms.append(pair)
+    return terms
+
+
+#: Terms of a claim one cause's account must hold for "yes, that fits".
+CLAIM_FITS = 2
+
+
+def claim_support(d: Diagnosis, claim: str) -> tuple[RootCause | None, int]:
+    """The top-two cause whose account holds most of the claim's mechanism, and how much.
+
+    Returns the cause and its score: the claim's terms found in its account, operator names
+    (``GMM`` as ``GroupedMatmul``) not counted, since naming the operator a cause is about says
+    nothing about why it is slow; one more when the operator is also found. Overlapping Chinese
+    character pairs of one word ("专家权重": 家权, 权重) count once.
+    """
+    terms = _claim_terms(claim)
+    best: RootCause | None = None
+    hits = 0
+    for c in _real(d)[:2]:
+        text = f"{c.summary} {c.summary_zh}".lower()
+        flat = re.sub(r"[\s_-]", "", text)
+        n, op, last = 0, False, -2
+        for i, t in enumerate(terms):
+            if t not in text and t not in flat:
+                continue
+            if t in _CLAIM_ALIAS.values() or (t.isascii() and _OP_NAME.search(t)):
+                op = True
+            elif not (i == last + 1 and not t.isascii()):
+                n += 1
+            last = i
+        score = n + (1 if op and n else 0)
+        if score > hits:
+            best, hits = c, score
+    return best, hits
+
+
+#: An operator type as the profile spells it, lower-cased (matmul, flashattentionscore, ...).
+_OP_NAME = re.compile(r"(?:matmul|attention|gemm|conv|softmax|norm|allreduce|allgather|alltoall)")
+
+
+def claim_verdict(d: Diagnosis, claim: str, zh: bool) -> Projection:
+    """A mechanism the user proposes, judged against what the top causes measured.
+
+    The claim's content terms (:func:`_claim_terms`) are looked up in each of the top two causes'
+    account (summary, English and Chinese; operator names without separators). Two terms or
+    more in one cause's account: yes, it fits, with that cause. One: the data cannot tell
+    whether the claim holds; what it measured is said. None: nothing in the data points to it;
+    the measured time goes to the top cause. A word match is evidence that the cause speaks of
+    the same things, not proof: the answer gives the cause's own numbers to check it against.
+    """
+    real = _real(d)[:2]
+    top = real[0] if real else None
+    if top is None:
+        p = Projection()
+        p.lines.append(say("project.claim_no_cause", zh, x=claim))
+        return p
+    best, hits = claim_support(d, claim)
+    best = best or top
+    if hits >= CLAIM_FITS:
+        return _fits(best, zh)
+    p = Projection()
+    p.add_cause(best)
+    if hits == 1:
+        p.lines.append(say("project.claim_cannot_tell", zh, x=claim, what=summary(best, zh)))
+    else:
+        p.lines.append(say("project.claim_no_sign", zh, x=claim, what=summary(top, zh)))
     return p
 
 
@@ -3806,7 +4047,7 @@ def suspect_verdict(
     if no is not None:
         return no
     # neither shown nor ruled out: say so, and where the time goes
-    p = Projection()
+    p = Projection(undecided=True)
     top = real[0] if real else None
     if top is not None:
         p.add_cause(top)
