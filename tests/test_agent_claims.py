@@ -79,3 +79,16 @@ def test_a_claim_gets_a_verdict_from_the_top_cause(
     else:
         assert ans.answer.startswith(lead), ans.answer
     assert "GroupedMatmul" in ans.answer  # the measured account follows the verdict
+
+
+def test_a_claim_about_the_ranks_it_opens_with_is_left_to_their_verdicts() -> None:
+    from advisor_chat.agent.planner import _OPENS_WITH_UNIT
+
+    assert _OPENS_WITH_UNIT.match("0号卡或者15号卡拖慢了all-to-all")
+    assert _OPENS_WITH_UNIT.match("rank 3 is slower because it reads more data")
+    assert _OPENS_WITH_UNIT.match("the node 1 NICs are slow")
+    # ranks named inside a described mechanism: the mechanism is the claim
+    assert not _OPENS_WITH_UNIT.match(
+        "我们那个先reduce到每台机器的0号卡、再broadcast回去的同步函数导致的"
+    )
+    assert not _OPENS_WITH_UNIT.match("each expert gets too few tokens on ranks 0-7")

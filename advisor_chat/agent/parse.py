@@ -197,6 +197,8 @@ class Query:
         hypothesis: The suspected cause the question names, one of :data:`HYPOTHESES` (the
             first named), ``""`` when none ("could it be GC?" -> ``gc``).
         hypotheses: Every suspected cause named, in order of appearance.
+        claim: A mechanism a yes/no question no other reading understood proposes in a clause of
+            its own (set by the planner: ``planner.claim_hypothesis``), judged against the causes.
         bad_ids: Rank or step ids written in a form no id can take, as ``(kind, text)`` with
             kind ``rank`` or ``step`` ("rank -1", "rank 7.5", "rank 1e3", "step -2").
         rank_ranges: Rank ranges as written, ``(first, last)`` ("ranks 15-8" -> ``(15, 8)``);
@@ -241,6 +243,7 @@ class Query:
     except_ranks: tuple[int, ...] = ()
     ruled_out: tuple[str, ...] = ()
     op_category: str = ""
+    claim: str = ""
 
 
 # -- lexicons (English / Chinese; glossary terms) ------------------------------------------------

@@ -303,6 +303,13 @@ _CLAIM_X = (
 )
 
 
+#: A claim whose subject is the ranks / nodes / stages / links it opens with.
+_OPENS_WITH_UNIT = re.compile(
+    r"(?i)\s*(?:the\s+)?(?:(?:ranks?|cards?|npus?|devices?|nodes?|stages?|links?|servers?)\s*\d"
+    r"|\d+\s*(?:号|-|->|到|和|或)?\s*(?:卡|节点|机|stage|rank)?)"
+)
+
+
 def claim_hypothesis(text: str) -> str:
     """The mechanism a yes/no question proposes in a clause of its own, or ``""``."""
     for rx in _CLAIM_X:
@@ -960,13 +967,14 @@ class Planner:
             n_nodes = len(nodes(self.session.profile))
             if n_nodes and max(q.nodes) == n_nodes and min(q.nodes) >= 1:
                 q = dataclasses.replace(q, node_ordinal=True)
-        if (
-            q.intent == "unsupported"
-            and not q.hypothesis
-            and (unknown_suspect(q.text) or claim_hypothesis(q.text))
-        ):
+        if q.intent == "unsupported" and not q.hypothesis and unknown_suspect(q.text):
             # "is it the optimizer?": a suspect no rule names, judged against the causes' text
             q = dataclasses.replace(q, intent="summarize", kind="yes_no")
+        elif q.intent == "unsupported" and not q.hypothesis and claim_hypothesis(q.text):
+            # "is it that the GMM mostly reads weights?": a mechanism, judged the same way
+            q = dataclasses.replace(
+                q, intent="summarize", kind="yes_no", claim=claim_hypothesis(q.text)
+            )
         if (
             q.intent == "unsupported"
             and q.kind == "yes_no"
@@ -1262,9 +1270,11 @@ class Planner:
         # "is it that the GMM mostly reads weights?": a mechanism found in what the top cause
         # measured; a suspect the question also names is judged by its rule first, unless that
         # rule cannot tell
-        # (ranks, links, stages or nodes named: their own verdicts judge them)
-        named = q.ranks or q.links or q.stages or q.nodes
-        claim = claim_hypothesis(q.text) if q.kind == "yes_no" and not (hyp or named) else ""
+        # (a claim about the ranks, links, stages or nodes it opens with is judged by their own
+        # verdicts: "是不是0号卡或者15号卡拖慢了all-to-all？")
+        claim = claim_hypothesis(q.text) if q.kind == "yes_no" and not hyp else ""
+        if claim and (q.ranks or q.links or q.stages or q.nodes) and _OPENS_WITH_UNIT.match(claim):
+            claim = ""
         claim_fits = bool(claim) and project.claim_support(d, claim)[1] >= project.CLAIM_FITS
         if suspect.startswith("env:") and _ACTION_Q.search(q.text):
             # "should I raise HCCL_BUFFSIZE?": whether the evidence selects that change; a
@@ -1480,10 +1490,8 @@ class Planner:
         suspect_x = unknown_suspect(q.text) if q.kind == "yes_no" else ""
         if it == "summarize" and suspect_x:  # "is the tokenizer the problem?"
             return project.unknown_suspect(d, suspect_x, zh)
-        named = q.ranks or q.links or q.stages or q.nodes
-        claim = claim_hypothesis(q.text) if q.kind == "yes_no" and not named else ""
-        if it == "summarize" and claim:  # "is it that the GMM mostly reads weights?"
-            return project.claim_verdict(d, claim, zh)
+        if it == "summarize" and q.claim:  # "is it that the GMM mostly reads weights?"
+            return project.claim_verdict(d, q.claim, zh)
         if it == "summarize":
             return project.overview(d, zh, yes_no=q.kind == "yes_no", healthy=healthy)
         return None
