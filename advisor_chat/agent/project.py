@@ -1218,6 +1218,19 @@ _CLAIM_STOP = frozenset(
         "fast",
         "lot",
         "lots",
+        # words every account uses: they tell no mechanism from another
+        "communication",
+        "compute",
+        "computation",
+        "computing",
+        "wait",
+        "waits",
+        "waiting",
+        "data",
+        "training",
+        "performance",
+        "collective",
+        "collectives",
     ]
 )
 _CLAIM_STOP_ZH = frozenset(
@@ -1260,6 +1273,26 @@ _CLAIM_STOP_ZH = frozenset(
         "每步",
         "这些",
         "那些",
+        # words every account uses: they tell no mechanism from another
+        "通信",
+        "计算",
+        "等待",
+        "数据",
+        "变慢",
+        "太慢",
+        "很慢",
+        "慢了",
+        "拖慢",
+        "耗时",
+        "性能",
+        "训练",
+        "集合",
+        "算子",
+        "每张",
+        "张卡",
+        "所有",
+        "整个",
+        "作业",
     ]
 )
 #: Short names users give operators, as the profile spells them (lower case, no separators).
