@@ -63,7 +63,12 @@ def gmm_advisor(tmp_path_factory: pytest.TempPathFactory) -> Advisor:
             "the weights?",
             "Yes",
         ),
-        ("是不是每个专家分到的token太少，GMM的时间主要花在读专家权重上了？", "是的"),
+        ("是不是每个分组的行太少，GMM主要在读取权重？", "是的"),
+        # one term of the account (权重) is not enough to confirm a claim
+        ("是不是每个专家分到的token太少，GMM的时间主要花在读专家权重上了？", "无法"),
+        # an operator and a word every operator has ("input") confirm nothing (trial)
+        ("is it because the GMM input is fp32?", "not yes"),
+        ("是不是GMM的输入是fp32？", "not yes"),
         # the operator alone is not the mechanism: claims the account does not hold are not
         # confirmed ("no sign", or "cannot tell" where a rule judges the suspect it names)
         ("is it because the GMM kernels are launched too slowly by the host?", "not yes"),

@@ -1231,6 +1231,17 @@ _CLAIM_STOP = frozenset(
         "performance",
         "collective",
         "collectives",
+        # what every operator has: an input, an output, a shape, a format
+        "input",
+        "inputs",
+        "output",
+        "outputs",
+        "shape",
+        "shapes",
+        "format",
+        "formats",
+        "type",
+        "types",
     ]
 )
 _CLAIM_STOP_ZH = frozenset(
@@ -1293,6 +1304,11 @@ _CLAIM_STOP_ZH = frozenset(
         "所有",
         "整个",
         "作业",
+        "输入",
+        "输出",
+        "形状",
+        "格式",
+        "类型",
     ]
 )
 #: Short names users give operators, as the profile spells them (lower case, no separators).
@@ -1329,8 +1345,8 @@ def claim_support(d: Diagnosis, claim: str) -> tuple[RootCause | None, int]:
 
     Returns the cause and its score: the claim's terms found in its account, operator names
     (``GMM`` as ``GroupedMatmul``) not counted, since naming the operator a cause is about says
-    nothing about why it is slow; one more when the operator is also found. Overlapping Chinese
-    character pairs of one word ("专家权重": 家权, 权重) count once.
+    nothing about why it is slow. Overlapping Chinese character pairs of one word ("专家权重":
+    家权, 权重) count once.
     """
     terms = _claim_terms(claim)
     best: RootCause | None = None
@@ -1338,18 +1354,16 @@ def claim_support(d: Diagnosis, claim: str) -> tuple[RootCause | None, int]:
     for c in _real(d)[:2]:
         text = f"{c.summary} {c.summary_zh}".lower()
         flat = re.sub(r"[\s_-]", "", text)
-        n, op, last = 0, False, -2
+        n, last = 0, -2
         for i, t in enumerate(terms):
             if t not in text and t not in flat:
                 continue
-            if t in _CLAIM_ALIAS.values() or (t.isascii() and _OP_NAME.search(t)):
-                op = True
-            elif not (i == last + 1 and not t.isascii()):
+            op = t in _CLAIM_ALIAS.values() or (t.isascii() and _OP_NAME.search(t))
+            if not op and not (i == last + 1 and not t.isascii()):
                 n += 1
             last = i
-        score = n + (1 if op and n else 0)
-        if score > hits:
-            best, hits = c, score
+        if n > hits:
+            best, hits = c, n
     return best, hits
 
 

@@ -822,22 +822,44 @@ def _standard_findings(
         if not (share >= STANDARD_MIN_SHARE):
             continue
         rng = f"{t['min_gbps']:.1f}-{t['max_gbps']:.1f} GB/s"
+        std = float(t["standard_gbps"])
+        # the fastest link near its standard: the median is the slow links', not the fabric's
+        some = std > 0 and float(t["max_gbps"]) >= STANDARD_UTILISATION * std
+        head = (
+            f"The median {tr} link is slow, not every one: {n} links at {rng}"
+            if some
+            else f"Every {tr} link is slow: {n} links at {rng}"
+        )
+        head_zh = (
+            f"{tr} 链路中位数偏慢，但并非每条都慢：{n} 条链路带宽 {rng}"
+            if some
+            else f"所有 {tr} 链路都慢：{n} 条链路带宽 {rng}"
+        )
+        where = (
+            f"the fastest reach the standard, so some links are slow, not the {tr} fabric as a whole"
+            if some
+            else f"the {tr} fabric or its configuration, not one link"
+        )
+        where_zh = (
+            f"最快的链路达到标准，所以慢的是部分链路，而不是整个 {tr} 网络"
+            if some
+            else f"问题在 {tr} 网络或其配置，而不是某一条链路"
+        )
         out.append(
             Finding(
                 id=f"slow_link.transport.{tr.lower()}_below_standard",
                 kind=FindingKind.SLOW_LINK,
                 severity=severity(share),
                 summary=(
-                    f"Every {tr} link is slow: {n} links at {rng} (median {t['median_gbps']:.1f} "
+                    f"{head} (median {t['median_gbps']:.1f} "
                     f"GB/s, {t['utilisation']:.0%} of the {t['standard_gbps']:.1f} GB/s standard of "
-                    f"an {tr} link) with large transfers: the {tr} fabric or its configuration, not "
-                    f"one link; at the standard bandwidth each link's transfers would take "
-                    f"{ms(extra)} less per step"
+                    f"an {tr} link) with large transfers: {where}; at the standard bandwidth each "
+                    f"link's transfers would take {ms(extra)} less per step"
                 ),
                 summary_zh=(
-                    f"所有 {tr} 链路都慢：{n} 条链路带宽 {rng}（中位数 {t['median_gbps']:.1f} GB/s，"
+                    f"{head_zh}（中位数 {t['median_gbps']:.1f} GB/s，"
                     f"只有 {tr} 链路标准带宽 {t['standard_gbps']:.1f} GB/s 的 {t['utilisation']:.0%}），"
-                    f"且传输都是大包：问题在 {tr} 网络或其配置，而不是某一条链路；按标准带宽每条链路每步可少 "
+                    f"且传输都是大包：{where_zh}；按标准带宽每条链路每步可少 "
                     f"{ms(extra)}"
                 ),
                 metrics={

@@ -2732,9 +2732,9 @@ def rule_exposed_communication(ctx: Context, causes: list[RootCause]) -> list[Ro
         blame_zh = f"缺少的 {len(missing)} 张卡中可能有慢卡或慢链路，无法判断是否由某张卡或链路造成"
     elif lead is not None:
         blame, blame_zh = (
-            "no rank or link is slow: the sync's layout makes every rank wait for the ranks "
-            "that carry it",
-            "没有哪张卡或哪条链路慢：是同步方案的结构让每张卡都在等承担它的卡",
+            "the leaders' devices and links are not faulty: the sync's layout puts every node's "
+            "traffic on them, so every other rank waits for them",
+            "首卡的设备和链路本身没有故障：是同步方案的结构把每台机器的流量都压在它们身上，其他卡都在等它们",
         )
     else:
         blame, blame_zh = (
