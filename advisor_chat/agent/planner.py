@@ -2795,6 +2795,9 @@ def lead_tag(cause: RootCause) -> str | None:
     """The case-library symptom tag of a cause's mechanism (the case that should lead)."""
     if cause.mechanism.value == "slow_group" and cause.culprit.operator:
         return "op_regression_shape"
+    if cause.mechanism.value == "slow_group" and cause.category.value == "communication":
+        # ranks the others wait for in the collectives, not a spread of computation
+        return "comm_not_overlapped"
     if "hccl_timeout_risk" in cause.symptom_tags:  # a late arrival measured against the timeout
         return "hccl_timeout_risk"
     if cause.mechanism.value == "job_hotspot" and cause.symptom_tags:
