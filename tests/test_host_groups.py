@@ -137,3 +137,29 @@ def test_slow_links_between_two_racks_are_one_cause(scenario, tmp_path: Path) ->
     d2 = diagnose(load_profile(renamed, progress=False))
     assert not any("host_groups" in c.id for c in d2.causes)
     assert any(c.mechanism is Mechanism.SLOW_LINK for c in d2.causes)
+
+
+@pytest.mark.parametrize(
+    ("question", "lead"),
+    [
+        # the NICs of the senders reach hosts of their own group at full speed: not one part
+        ("is it the NIC of rank 9?", "No"),
+        ("is rank 9's NIC bad?", "No"),
+        ("is it the network between the racks?", "Yes"),
+    ],
+)
+def test_one_nic_is_not_the_path_between_two_groups(scenario, question: str, lead: str) -> None:
+    from advisor_chat.agent.advisor import Advisor
+    from advisor_chat.config import Settings
+
+    def no_cases(*args: object, **kw: object) -> list:
+        return []
+
+    adv = Advisor(
+        load_profile(scenario("cross-rack-uplink"), progress=False),
+        settings=Settings(),
+        case_search=no_cases,
+    )
+    ans = adv.ask(question)
+    assert ans.answer.startswith(lead), ans.answer
+    assert "gz-r07" in ans.answer

@@ -359,7 +359,11 @@ _ONE_PART = re.compile(
     r"|\b(?:a|some)\s+(?:(?:bad|faulty|broken|rdma|roce|hccs|network)\s+){0,2}"
     r"(?:node|nic|host|machine|server|port|switch|card|cable|optic|transceiver)(?:'s)?\b"
     r"|\b(?:a|some)\s+(?:bad|faulty|broken)\s+(?:(?:rdma|roce|hccs|network)\s+)?link\b"
-    r"|某\s*(?:个|台|条|张|块|根|一个|一台|一条|一根)?\s*(?:节点|机器|主机|网卡|链路|服务器|端口|交换机|光模块|线缆|光纤)",
+    r"|某\s*(?:个|台|条|张|块|根|一个|一台|一条|一根)?\s*(?:节点|机器|主机|网卡|链路|服务器|端口|交换机|光模块|线缆|光纤)"
+    # one rank's or node's network card: "the NIC of rank 9", "rank 9's NIC", "9号卡的网卡"
+    r"|\b(?:nic|port|optic|transceiver)s?\s+(?:of|on)\s+(?:rank|card|npu|node|server|host)\s*\d+"
+    r"|\b(?:rank|card|npu|node|server|host)\s*\d+'s\s+(?:nic|port|optic|transceiver)s?\b"
+    r"|\d+\s*号?(?:卡|节点|机器|服务器)的\s*(?:网卡|网口|端口|光模块)",
     re.I,
 )
 #: A physical part of one link (a cable, an optic): suspecting it suspects one link.

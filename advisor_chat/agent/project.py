@@ -1583,6 +1583,11 @@ def no_culprit(d: Diagnosis, zh: bool, p: Projection | None = None) -> Projectio
     return p
 
 
+def _between_groups(c: RootCause) -> bool:
+    """A slow path between two groups of hosts (``rule_cross_host_group_links``), not one part."""
+    return c.id.startswith("cause.slow_link.host_groups_")
+
+
 def network(
     d: Diagnosis,
     links: Sequence[tuple[int, int]],
@@ -1910,7 +1915,9 @@ def _network(
         body = _slow_body(c, zh)
         if yes_no and healthy:  # "is the network fine?"
             p.lines.append(say("project.no_the_network_is_not_fine", zh, body=body))
-        elif yes_no and single and c.culprit.kind == "job":  # "is one node's NIC bad?"
+        elif yes_no and single and (c.culprit.kind == "job" or _between_groups(c)):
+            # "is one node's NIC bad?": every link at once, or every link between two groups of
+            # hosts (whose NICs reach their own group at full speed), is not one part
             p.lines.append(say("project.no_no_single_node_nic_or", zh, body=body))
         elif yes_no and scope in _SCOPES and c.culprit.transport:
             # the part asked ("is it HCCS inside the server?") is where the slow link is
